@@ -1,0 +1,61 @@
+// kernex.yaml, validated once at start. Unknown keys and wrong types are errors naming the key.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernex/context.hpp"
+#include "kernex/error.hpp"
+#include "kernex/json.hpp"
+
+namespace kernex {
+
+struct PluginRef {
+  std::string name;
+  Json config = Json::object();  // handed to the plugin's factory unchanged
+};
+
+struct Limits {
+  std::uint32_t max_turns = 50;
+  std::optional<std::uint64_t> token_budget;
+  std::optional<double> cost_budget_usd;
+  std::optional<std::uint32_t> tool_call_budget;
+  std::size_t max_context_messages = 50;
+  CompactionStrategy compaction = CompactionStrategy::Drop;
+  std::chrono::minutes conversation_idle{120};
+};
+
+struct Config {
+  std::optional<std::filesystem::path> source;  // the file it was read from
+  std::filesystem::path data_dir;               // default $XDG_DATA_HOME/kernex or ~/.kernex
+  std::vector<std::filesystem::path> plugin_dirs;  // searched before the default dirs
+  std::vector<std::filesystem::path> skill_dirs;
+  std::string system_prompt;
+  std::string channel = "cli";
+  std::string project;
+  PluginRef provider;                 // default provider and its options
+  std::map<std::string, Json> provider_options;  // per-provider options by name
+  std::optional<PluginRef> memory;    // none: the kernel runs without memory
+  std::vector<PluginRef> hooks;       // run in this order
+  std::vector<PluginRef> toolboxes;   // toolbox plugins to load
+  std::optional<std::filesystem::path> permissions_file;
+  std::vector<std::string> allow;     // inline rules, merged after the file's
+  std::vector<std::string> deny;
+  std::optional<std::filesystem::path> pricing_file;  // default: the installed data/pricing.yaml
+  Limits limits;
+
+  // Reads `file` (or, when unset, $KERNEX_CONFIG, else no file: defaults), then applies
+  // environment overrides KERNEX_DATA_DIR and KERNEX_PLUGIN_PATH.
+  static Result<Config> load(const std::optional<std::filesystem::path>& file);
+  static Result<Config> parse_yaml(std::string_view text, std::string_view origin);
+};
+
+// Default location of the installed pricing table.
+std::filesystem::path default_pricing_file();
+
+}  // namespace kernex

@@ -1,0 +1,96 @@
+// The Context a provider completes: kernex's fields, plus tool-call history and budgets.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernex/json.hpp"
+#include "kernex/tool.hpp"
+
+namespace kernex {
+
+class HookRunner;
+class PermissionRules;
+
+// One message of history. Roles by convention: "user", "assistant", "tool" (not validated,
+// as in kernex). An assistant entry may carry tool calls; a "tool" entry carries one result.
+struct ContextEntry {
+  std::string role;
+  std::string content;
+  std::vector<ToolCall> tool_calls;         // assistant only
+  std::optional<ToolResult> tool_result;    // role "tool" only
+  // Opaque provider data replayed unchanged with this entry (e.g. Anthropic thinking blocks).
+  Json provider_state;
+
+  static ContextEntry user(std::string text) { return {"user", std::move(text), {}, {}, {}}; }
+  static ContextEntry assistant(std::string text) { return {"assistant", std::move(text), {}, {}, {}}; }
+  static ContextEntry tool(ToolResult result);
+
+  bool operator==(const ContextEntry&) const = default;
+};
+
+struct ApiMessage {
+  std::string role;
+  std::string content;
+  bool operator==(const ApiMessage&) const = default;
+};
+
+// How history beyond max_context_messages is handled.
+enum class CompactionStrategy { Drop, Summarize };
+
+struct Context {
+  std::string system_prompt;
+  std::vector<ContextEntry> history;  // oldest first
+  std::string current_message;
+  // Entries produced during this turn after current_message: assistant tool calls and tool
+  // results, appended by the kernel's loop. Empty on the first model call.
+  std::vector<ContextEntry> turn;
+  std::vector<McpServer> mcp_servers;
+  std::vector<Toolbox> toolboxes;
+  std::optional<std::uint32_t> max_turns;
+  std::optional<std::uint64_t> token_budget;
+  std::optional<std::vector<std::string>> allowed_tools;
+  std::optional<std::string> model;
+  std::optional<std::string> session_id;
+  std::optional<std::string> agent_name;
+  bool extended_thinking = false;
+  // Budgets beyond kernex: total USD spend and number of tool calls for one run.
+  std::optional<double> cost_budget_usd;
+  std::optional<std::uint32_t> tool_call_budget;
+  // Never serialized: the run's hooks and rules (kernex keeps them on the Context too).
+  std::shared_ptr<HookRunner> hook_runner;
+  std::shared_ptr<const PermissionRules> permission_rules;
+
+  Context() = default;
+  explicit Context(std::string message) : current_message(std::move(message)) {}
+
+  // Flatten for single-text providers, kernex rules exactly:
+  // agent_name set -> current_message only; no session_id -> "[System]"/"[User]"/"[Assistant]"
+  // parts joined by "\n\n"; session_id set -> "[User]\n" + system + "\n\n" + current.
+  // Turn entries follow the current message as "[Assistant]" / "[Tool result]" parts.
+  std::string to_prompt_string() const;
+
+  // (system, messages): history verbatim, then {"user", current_message} always, then turn
+  // entries. Tool calls/results are rendered into content for text-only consumers; providers
+  // that speak tools read history/turn directly.
+  std::pair<std::string, std::vector<ApiMessage>> to_api_messages() const;
+
+  // Every message a provider should send, in order: history, the user message, turn entries.
+  std::vector<ContextEntry> messages() const;
+
+  // Whether tools are offered at all (kernex: allowed_tools == Some([]) disables them).
+  bool tools_enabled() const { return !allowed_tools || !allowed_tools->empty(); }
+};
+
+void to_json(Json& j, const ContextEntry& v);
+void from_json(const Json& j, ContextEntry& v);
+void to_json(Json& j, const ApiMessage& v);
+void from_json(const Json& j, ApiMessage& v);
+void to_json(Json& j, const Context& v);
+void from_json(const Json& j, Context& v);
+
+}  // namespace kernex

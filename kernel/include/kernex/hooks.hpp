@@ -1,0 +1,43 @@
+// Hooks observe and gate tool calls. Several hook plugins run as an ordered chain.
+#pragma once
+
+#include <string>
+
+#include "kernex/tool.hpp"
+
+namespace kernex {
+
+struct HookOutcome {
+  bool blocked = false;
+  std::string reason;
+
+  static HookOutcome allow() { return {}; }
+  static HookOutcome block(std::string why) { return {true, std::move(why)}; }
+};
+
+// Who is running, for hooks that log or decide per conversation.
+struct HookScope {
+  std::string session_id;
+  std::string sender_id;
+  std::string agent_name;
+};
+
+class HookRunner {
+ public:
+  virtual ~HookRunner() = default;
+  // Before a tool runs; a block becomes the tool's error result ("Tool blocked by hook: why").
+  virtual HookOutcome pre_tool(const HookScope& scope, const ToolCall& call) {
+    (void)scope, (void)call;
+    return HookOutcome::allow();
+  }
+  // After a tool ran (not for blocked or denied calls).
+  virtual void post_tool(const HookScope& scope, const ToolCall& call, const ToolResult& result) {
+    (void)scope, (void)call, (void)result;
+  }
+  // When a run ends with a final answer (outcome end_turn).
+  virtual void on_stop(const HookScope& scope, const std::string& final_text) {
+    (void)scope, (void)final_text;
+  }
+};
+
+}  // namespace kernex

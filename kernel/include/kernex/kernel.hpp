@@ -1,0 +1,91 @@
+// The host-facing API: create a Kernel from a Config and run turns.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernex/config.hpp"
+#include "kernex/context.hpp"
+#include "kernex/error.hpp"
+#include "kernex/hooks.hpp"
+#include "kernex/message.hpp"
+#include "kernex/permissions.hpp"
+#include "kernex/plugin_host.hpp"
+#include "kernex/pricing.hpp"
+#include "kernex/provider.hpp"
+
+namespace kernex {
+
+enum class Outcome { EndTurn, MaxTurns, BudgetTokens, BudgetCost, BudgetTools };
+// "end_turn", "max_turns", "budget_exhausted:tokens|cost|tools"
+std::string_view to_string(Outcome outcome) noexcept;
+
+struct ToolCallRecord {
+  ToolCall call;
+  ToolResult result;
+};
+
+struct RunResult {
+  std::string text;
+  Outcome outcome = Outcome::EndTurn;
+  std::uint32_t turns = 0;  // model calls made
+  Usage usage;              // summed over turns, cost included
+  std::string model;
+  std::string provider;
+  std::vector<ToolCallRecord> tool_calls;
+  std::string conversation_id;  // empty without a memory plugin
+};
+
+Json to_json(const RunResult& result);
+
+// Per-run overrides of the config.
+struct RunOptions {
+  std::optional<std::string> provider;
+  Json provider_options = Json::object();  // merged over the config's options for that provider
+  std::optional<std::string> model;
+  std::optional<std::uint32_t> max_turns;
+  std::optional<std::uint64_t> token_budget;
+  std::optional<double> cost_budget_usd;
+  std::optional<std::uint32_t> tool_call_budget;
+  StreamSink sink;  // set to receive stream events
+};
+
+class Kernel {
+ public:
+  ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  // Discovers plugins, loads memory, hooks, toolboxes, rules and prices. Provider plugins are
+  // created per run (their options can change per run).
+  static Result<std::unique_ptr<Kernel>> create(Config config);
+
+  // One turn of the agentic loop: context -> provider -> tools -> memory.
+  Result<RunResult> run(const Request& request, const RunOptions& options = {});
+
+  // Hosts may supply extra pieces in code.
+  void add_hook(std::shared_ptr<HookRunner> hook);
+  void add_toolbox(std::shared_ptr<ToolExecutor> executor);
+  void set_guardrail(std::shared_ptr<Guardrail> guardrail);
+  void set_summarizer(std::shared_ptr<Summarizer> summarizer);
+  // Extra context for every run (e.g. activated skills): appended to the system prompt in
+  // the order added, with their toolboxes and MCP servers.
+  void add_context_source(std::string instructions, std::vector<Toolbox> toolboxes,
+                          std::vector<McpServer> mcp_servers);
+
+  const Config& config() const;
+  const PluginHost& plugins() const;
+  const PermissionRules& permissions() const;
+  const PricingTable& pricing() const;
+
+ private:
+  struct Impl;
+  explicit Kernel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kernex

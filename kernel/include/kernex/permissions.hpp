@@ -1,0 +1,53 @@
+// Allow/deny rules on tool calls, kernex semantics: deny first (first match wins), then a
+// non-empty allow list must match. "Tool" or "Tool(glob)"; the glob ('*' only, ASCII
+// case-insensitive) is matched against every string argument, nested ones included, joined
+// by spaces in sorted key order and capped at 64 KiB.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernex/error.hpp"
+#include "kernex/json.hpp"
+
+namespace kernex {
+
+struct PermissionOutcome {
+  bool allowed = true;
+  std::string reason;  // "denied by rule: <pattern>" or "tool '<name>' not in allow list"
+};
+
+class PermissionRules {
+ public:
+  PermissionRules() = default;
+  PermissionRules(std::vector<std::string> allow, std::vector<std::string> deny)
+      : allow_(std::move(allow)), deny_(std::move(deny)) {}
+
+  // YAML file with optional `allow:` and `deny:` lists of strings; any other key is an error.
+  static Result<PermissionRules> load_yaml_file(const std::filesystem::path& path);
+  static Result<PermissionRules> parse_yaml(std::string_view text, std::string_view origin);
+
+  PermissionOutcome check(std::string_view tool_name, const Json& args) const;
+
+  const std::vector<std::string>& allow() const { return allow_; }
+  const std::vector<std::string>& deny() const { return deny_; }
+  bool empty() const { return allow_.empty() && deny_.empty(); }
+
+ private:
+  std::vector<std::string> allow_;
+  std::vector<std::string> deny_;
+};
+
+inline constexpr std::size_t kMaxPermissionArgsLen = 65536;
+
+// Helpers exposed for tests and for hosts that want the same matching.
+std::string extract_args_string(const Json& args);
+bool glob_match(std::string_view glob, std::string_view text);
+bool pattern_matches(std::string_view pattern, std::string_view tool_name, std::string_view args);
+
+// Largest index <= max that is on a UTF-8 character boundary of s.
+std::size_t floor_char_boundary(std::string_view s, std::size_t max);
+
+}  // namespace kernex

@@ -1,0 +1,76 @@
+// Tool definitions and tool-call records shared by providers, toolboxes, hooks and memory.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernex/json.hpp"
+
+namespace kernex {
+
+// What a model sees of a tool.
+struct ToolSpec {
+  std::string name;
+  std::string description;
+  Json parameters = Json{{"type", "object"}};  // JSON Schema
+  std::vector<std::string> search_hints;
+};
+
+// A model's request to run a tool.
+struct ToolCall {
+  std::string id;
+  std::string name;
+  Json arguments = Json::object();
+};
+
+// What went back to the model for one ToolCall.
+struct ToolResult {
+  std::string call_id;
+  std::string name;
+  std::string content;
+  bool is_error = false;
+};
+
+// A script tool (kernex `Toolbox`): JSON arguments on stdin, stdout is the result, exit 0 is success.
+struct Toolbox {
+  std::string name;
+  std::string description;
+  Json parameters = Json{{"type", "object"}};
+  std::string command;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  bool network = false;
+  std::vector<std::string> env_passthrough;
+  std::vector<std::string> allowed_commands;
+  std::vector<std::string> search_hints;
+
+  ToolSpec spec() const { return ToolSpec{name, description, parameters, search_hints}; }
+};
+
+struct McpServer {
+  std::string name;
+  std::string command;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+};
+
+// kernex semantics: empty list allows all; an entry with '/' must equal the command exactly,
+// otherwise it must equal the command's basename (text after the last '/'). Case-sensitive.
+bool command_matches_allowlist(const std::vector<std::string>& allowed, std::string_view command);
+
+// JSON forms follow kernex's serde rules (required / defaulted / skipped-if-empty fields).
+// from_json throws nlohmann::json::exception on a missing required field or a wrong type.
+void to_json(Json& j, const ToolSpec& v);
+void from_json(const Json& j, ToolSpec& v);
+void to_json(Json& j, const ToolCall& v);
+void from_json(const Json& j, ToolCall& v);
+void to_json(Json& j, const ToolResult& v);
+void from_json(const Json& j, ToolResult& v);
+void to_json(Json& j, const Toolbox& v);
+void from_json(const Json& j, Toolbox& v);
+void to_json(Json& j, const McpServer& v);
+void from_json(const Json& j, McpServer& v);
+
+}  // namespace kernex

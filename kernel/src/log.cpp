@@ -1,0 +1,43 @@
+#include "kernex/log.hpp"
+
+#include <iostream>
+#include <mutex>
+
+namespace kernex {
+namespace {
+
+std::mutex& sink_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+LogSink& sink() {
+  static LogSink s = [](LogLevel level, std::string_view message) {
+    if (level >= LogLevel::Warn) std::cerr << "kernex: " << to_string(level) << ": " << message << '\n';
+  };
+  return s;
+}
+
+}  // namespace
+
+std::string_view to_string(LogLevel level) noexcept {
+  switch (level) {
+    case LogLevel::Debug: return "debug";
+    case LogLevel::Info: return "info";
+    case LogLevel::Warn: return "warning";
+    case LogLevel::Error: return "error";
+  }
+  return "info";
+}
+
+void set_log_sink(LogSink s) {
+  std::lock_guard lock(sink_mutex());
+  sink() = std::move(s);
+}
+
+void log(LogLevel level, std::string_view message) {
+  std::lock_guard lock(sink_mutex());
+  if (sink()) sink()(level, message);
+}
+
+}  // namespace kernex
