@@ -1,0 +1,58 @@
+// The agentic loop: provider -> tool calls -> hooks -> permissions -> executor -> provider,
+// until a final answer or a limit.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernex/context.hpp"
+#include "kernex/error.hpp"
+#include "kernex/hooks.hpp"
+#include "kernex/kernel.hpp"
+#include "kernex/permissions.hpp"
+#include "kernex/pricing.hpp"
+#include "kernex/provider.hpp"
+#include "kernex/toolbox.hpp"
+
+namespace kernex {
+
+// Tool name -> the executor that offers it, for one run.
+class ToolRouter {
+ public:
+  // Asks each executor for its tools; a later executor offering a name already taken is
+  // skipped for that name (logged).
+  static ToolRouter collect(const std::vector<std::shared_ptr<ToolExecutor>>& executors,
+                            const Context& context);
+  const std::vector<ToolSpec>& specs() const { return specs_; }
+  ToolExecutor* find(const std::string& name) const;
+
+ private:
+  std::vector<ToolSpec> specs_;
+  std::map<std::string, ToolExecutor*, std::less<>> routes_;
+};
+
+struct LoopLimits {
+  std::uint32_t max_turns = 50;
+  std::optional<std::uint64_t> token_budget;
+  std::optional<double> cost_budget_usd;
+  std::optional<std::uint32_t> tool_call_budget;
+};
+
+struct LoopDeps {
+  Provider* provider = nullptr;
+  std::string provider_name;
+  const ToolRouter* tools = nullptr;
+  HookRunner* hooks = nullptr;  // may be null
+  const PermissionRules* rules = nullptr;  // may be null
+  const PricingTable* pricing = nullptr;   // may be null: cost only as reported by the provider
+  HookScope scope;
+  StreamSink sink;
+};
+
+// Runs the loop on `context` (its `turn` grows with the run's tool exchange). Provider errors
+// end the run with an error; tool errors go back to the model as error results.
+Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const LoopLimits& limits);
+
+}  // namespace kernex

@@ -1,0 +1,138 @@
+#include "context_builder.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "kernex/log.hpp"
+
+namespace kernex {
+namespace {
+
+constexpr const char* kSummaryHeader = "[Earlier conversation summary]\n";
+
+std::string join_prompt(const std::string& base, const std::string& extra) {
+  if (base.empty()) return extra;
+  if (extra.empty()) return base;
+  return base + "\n\n" + extra;
+}
+
+// Returns the summary text standing in for the oldest `overflow` messages, reusing the stored
+// one when it already covers them and summarising only what is new otherwise. nullopt means
+// "drop": no summarizer, or it failed or said nothing (logged).
+std::optional<std::string> summarize_overflow(const ContextInputs& in, const std::string& conv,
+                                              std::uint64_t overflow, CompactionReport& report) {
+  if (in.summarizer == nullptr) {
+    log(LogLevel::Warn, "history overflow: compaction is 'summarize' but no summarizer is set; dropping " +
+                            std::to_string(overflow) + " oldest messages");
+    return std::nullopt;
+  }
+  auto stored = in.store->compaction_summary(conv);
+  if (!stored) {
+    log(LogLevel::Warn, "reading the stored summary failed (" + stored.error().describe() + "); recomputing it");
+  }
+  std::optional<StoredSummary> prior = stored ? *stored : std::nullopt;
+  if (prior && prior->covered_messages == overflow && !prior->text.empty()) {
+    report.summary_reused = true;
+    return prior->text;
+  }
+  if (prior && prior->covered_messages > overflow) prior.reset();  // stale: history was rewritten
+
+  auto oldest = in.store->oldest_messages(conv, overflow);
+  if (!oldest) {
+    log(LogLevel::Warn, "history overflow: loading messages to summarise failed (" + oldest.error().describe() +
+                            "); dropping them instead");
+    return std::nullopt;
+  }
+  const std::size_t from = prior ? static_cast<std::size_t>(prior->covered_messages) : 0;
+  std::vector<ContextEntry> fresh(oldest->begin() + static_cast<std::ptrdiff_t>(std::min(from, oldest->size())),
+                                  oldest->end());
+  std::string text = render_for_summary(fresh);
+  if (prior) text = "Summary so far:\n" + prior->text + "\n\nLater messages:\n" + text;
+
+  Result<std::string> summary = [&]() -> Result<std::string> {
+    try {
+      return in.summarizer->summarize(text);
+    } catch (const std::exception& e) {
+      return fail(ErrorCode::Provider, std::string("summarizer threw: ") + e.what());
+    }
+  }();
+  if (!summary || summary->empty()) {
+    log(LogLevel::Warn, "history overflow: summarising failed (" +
+                            (summary ? std::string("empty summary") : summary.error().describe()) +
+                            "); falling back to dropping " + std::to_string(overflow) + " oldest messages");
+    return std::nullopt;
+  }
+  if (auto saved = in.store->save_compaction_summary(conv, StoredSummary{*summary, overflow}); !saved) {
+    log(LogLevel::Warn, "could not store the compaction summary: " + saved.error().describe());
+  }
+  return *summary;
+}
+
+}  // namespace
+
+std::size_t first_whole_exchange(const std::vector<ContextEntry>& window) {
+  std::size_t i = 0;
+  while (i < window.size() && window[i].role == "tool") ++i;
+  return i;
+}
+
+std::string render_for_summary(const std::vector<ContextEntry>& entries) {
+  std::string out;
+  for (const auto& e : entries) {
+    if (!out.empty()) out += '\n';
+    out += e.role + ": " + e.content;
+    for (const auto& call : e.tool_calls) out += " [called " + call.name + " " + call.arguments.dump() + "]";
+  }
+  return out;
+}
+
+Result<BuiltContext> build_context(const ContextInputs& in, const Request& request) {
+  BuiltContext built;
+  built.context = Context(request.text);
+  std::string prompt = in.system_prompt;
+  if (in.store == nullptr) {
+    built.context.system_prompt = prompt;
+    return built;
+  }
+  const Limits& limits = *in.limits;
+  auto conv = in.store->open_conversation(in.key, limits.conversation_idle);
+  if (!conv) return fail(ErrorCode::Memory, "opening the conversation failed", conv.error());
+  built.conversation_id = *conv;
+
+  auto window = in.store->recent_messages(*conv, limits.max_context_messages);
+  if (!window) return fail(ErrorCode::Memory, "loading history failed", window.error());
+  std::uint64_t total = window->size();
+  if (window->size() >= limits.max_context_messages) {
+    auto count = in.store->message_count(*conv);
+    if (!count) return fail(ErrorCode::Memory, "counting history failed", count.error());
+    total = std::max<std::uint64_t>(*count, window->size());
+  }
+  const std::size_t skip = first_whole_exchange(*window);
+  built.context.history.assign(window->begin() + static_cast<std::ptrdiff_t>(skip), window->end());
+  const std::uint64_t overflow = total - built.context.history.size();
+  built.compaction.overflow = overflow;
+
+  if (auto facts = in.store->facts(in.key.sender_id); facts && !facts->empty()) {
+    std::string block = "[Known facts about the user]";
+    for (const auto& [k, v] : *facts) block += "\n- " + k + ": " + v;
+    prompt = join_prompt(prompt, block);
+  }
+  if (overflow > 0) {
+    std::optional<std::string> summary;
+    if (limits.compaction == CompactionStrategy::Summarize) {
+      summary = summarize_overflow(in, *conv, overflow, built.compaction);
+    } else {
+      log(LogLevel::Warn, "history overflow: dropping " + std::to_string(overflow) +
+                              " oldest messages (set limits.compaction: summarize to keep their gist)");
+    }
+    if (summary) {
+      built.compaction.summarized = true;
+      // After the stable prompt, so prompt-cache prefixes survive (kernex put it first).
+      prompt = join_prompt(prompt, kSummaryHeader + *summary);
+    }
+  }
+  built.context.system_prompt = std::move(prompt);
+  return built;
+}
+
+}  // namespace kernex

@@ -1,0 +1,47 @@
+// Assembles a run's Context from memory, the base prompt and active skills, compacting history
+// that no longer fits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernex/config.hpp"
+#include "kernex/context.hpp"
+#include "kernex/error.hpp"
+#include "kernex/memory.hpp"
+#include "kernex/message.hpp"
+#include "kernex/provider.hpp"
+
+namespace kernex {
+
+// Index of the first of `window` to keep: leading tool results whose call fell outside the
+// window are dropped with it, so a tool call is never separated from its result.
+std::size_t first_whole_exchange(const std::vector<ContextEntry>& window);
+
+struct CompactionReport {
+  std::uint64_t overflow = 0;  // stored messages left out of history
+  bool summarized = false;     // a summary stands in for them
+  bool summary_reused = false; // ... taken from the store, no summarizer call
+};
+
+struct BuiltContext {
+  Context context;
+  std::string conversation_id;
+  CompactionReport compaction;
+};
+
+struct ContextInputs {
+  MemoryStore* store = nullptr;  // none: no history
+  ConversationKey key;
+  std::string system_prompt;     // base prompt plus skills, already joined
+  const Limits* limits = nullptr;
+  Summarizer* summarizer = nullptr;  // used when limits->compaction is Summarize
+};
+
+Result<BuiltContext> build_context(const ContextInputs& in, const Request& request);
+
+// "{role}: {content}" lines, as kernex feeds its summarizer.
+std::string render_for_summary(const std::vector<ContextEntry>& entries);
+
+}  // namespace kernex

@@ -1,0 +1,268 @@
+#include "kernex/kernel.hpp"
+
+#include <map>
+#include <mutex>
+
+#include "agent_loop.hpp"
+#include "context_builder.hpp"
+#include "hook_chain.hpp"
+#include "kernex/log.hpp"
+
+namespace kernex {
+namespace {
+
+// Summaries come from the run's own provider, with tools switched off: compaction must not
+// be able to run tools outside the loop's hooks and rules (a kernex defect).
+class ProviderSummarizer final : public Summarizer {
+ public:
+  explicit ProviderSummarizer(std::shared_ptr<Provider> provider) : provider_(std::move(provider)) {}
+
+  Result<std::string> summarize(const std::string& text) override {
+    Context ctx(
+        "Summarise the conversation below in at most 200 words. Focus on decisions made, files touched, errors "
+        "encountered and unresolved questions; skip small talk. Reply with the summary only, no preamble.\n\n---\n" +
+        text + "\n---");
+    ctx.allowed_tools = std::vector<std::string>{};
+    auto response = provider_->complete(ctx, {}, {});
+    if (!response) return std::unexpected(response.error());
+    return response->text;
+  }
+
+ private:
+  std::shared_ptr<Provider> provider_;
+};
+
+struct ContextSource {
+  std::string instructions;
+  std::vector<Toolbox> toolboxes;
+  std::vector<McpServer> mcp_servers;
+};
+
+Json merged_options(const Config& config, const std::string& name, const Json& overrides) {
+  Json options = Json::object();
+  if (config.provider.name == name && config.provider.config.is_object()) options = config.provider.config;
+  if (auto it = config.provider_options.find(name); it != config.provider_options.end() && it->second.is_object()) {
+    options.merge_patch(it->second);
+  }
+  if (overrides.is_object()) options.merge_patch(overrides);
+  return options;
+}
+
+}  // namespace
+
+struct Kernel::Impl {
+  Config config;
+  PluginHost host;
+  std::shared_ptr<MemoryStore> memory;
+  HookChain hooks;
+  std::vector<std::shared_ptr<ToolExecutor>> toolboxes;
+  PermissionRules rules;
+  PricingTable pricing;
+  std::shared_ptr<Guardrail> guardrail;
+  std::shared_ptr<Summarizer> summarizer;
+  std::vector<ContextSource> sources;
+
+  std::mutex providers_mutex;
+  std::map<std::string, std::shared_ptr<Provider>> providers;  // by name + options
+
+  Result<std::shared_ptr<Provider>> provider_for(const std::string& name, const Json& options) {
+    std::lock_guard lock(providers_mutex);
+    const std::string key = name + '\n' + options.dump();
+    if (auto it = providers.find(key); it != providers.end()) return it->second;
+    auto created = host.create_provider(name, options);
+    if (!created) return created;
+    providers.emplace(key, *created);
+    return created;
+  }
+
+  std::string system_prompt() const {
+    std::string prompt = config.system_prompt;
+    for (const auto& source : sources) {
+      if (source.instructions.empty()) continue;
+      if (!prompt.empty()) prompt += "\n\n";
+      prompt += source.instructions;
+    }
+    return prompt;
+  }
+};
+
+std::string_view to_string(Outcome outcome) noexcept {
+  switch (outcome) {
+    case Outcome::EndTurn: return "end_turn";
+    case Outcome::MaxTurns: return "max_turns";
+    case Outcome::BudgetTokens: return "budget_exhausted:tokens";
+    case Outcome::BudgetCost: return "budget_exhausted:cost";
+    case Outcome::BudgetTools: return "budget_exhausted:tools";
+  }
+  return "end_turn";
+}
+
+Json to_json(const RunResult& r) {
+  Json calls = Json::array();
+  for (const auto& rec : r.tool_calls) {
+    calls.push_back({{"id", rec.call.id},
+                     {"name", rec.call.name},
+                     {"arguments", rec.call.arguments},
+                     {"result", rec.result.content},
+                     {"is_error", rec.result.is_error}});
+  }
+  return Json{{"text", r.text},
+              {"outcome", std::string(to_string(r.outcome))},
+              {"turns", r.turns},
+              {"usage",
+               {{"input_tokens", r.usage.input_tokens},
+                {"output_tokens", r.usage.output_tokens},
+                {"cache_read_tokens", r.usage.cache_read_tokens},
+                {"cache_write_tokens", r.usage.cache_write_tokens},
+                {"total_tokens", r.usage.total_tokens()}}},
+              {"cost_usd", r.usage.cost_usd},
+              {"tool_calls", calls},
+              {"model", r.model},
+              {"provider", r.provider},
+              {"conversation_id", r.conversation_id}};
+}
+
+Kernel::Kernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Kernel::~Kernel() = default;
+
+Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
+  auto impl = std::make_unique<Impl>();
+  std::vector<std::filesystem::path> dirs = config.plugin_dirs;
+  for (auto& d : PluginHost::default_dirs()) dirs.push_back(std::move(d));
+  impl->host = PluginHost::discover(dirs);
+  for (const auto& info : impl->host.plugins()) {
+    if (!info.ok()) log(LogLevel::Warn, "plugin skipped: " + info.error->describe());
+  }
+
+  if (config.memory) {
+    auto store = impl->host.create_memory(config.memory->name, config.memory->config);
+    if (!store) return fail(ErrorCode::Plugin, "memory plugin '" + config.memory->name + "'", store.error());
+    impl->memory = *store;
+  }
+  for (const auto& ref : config.hooks) {
+    auto hook = impl->host.create_hook(ref.name, ref.config);
+    if (!hook) return fail(ErrorCode::Plugin, "hook plugin '" + ref.name + "'", hook.error());
+    impl->hooks.add(ref.name, *hook);
+  }
+  for (const auto& ref : config.toolboxes) {
+    auto box = impl->host.create_toolbox(ref.name, ref.config);
+    if (!box) return fail(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", box.error());
+    impl->toolboxes.push_back(*box);
+  }
+
+  std::vector<std::string> allow, deny;
+  if (config.permissions_file) {
+    auto rules = PermissionRules::load_yaml_file(*config.permissions_file);
+    if (!rules) return std::unexpected(rules.error());
+    allow = rules->allow();
+    deny = rules->deny();
+  }
+  allow.insert(allow.end(), config.allow.begin(), config.allow.end());
+  deny.insert(deny.end(), config.deny.begin(), config.deny.end());
+  impl->rules = PermissionRules(std::move(allow), std::move(deny));
+
+  auto pricing = PricingTable::load_yaml_file(config.pricing_file.value_or(default_pricing_file()));
+  if (!pricing) return std::unexpected(pricing.error());
+  impl->pricing = std::move(*pricing);
+
+  impl->config = std::move(config);
+  return std::unique_ptr<Kernel>(new Kernel(std::move(impl)));
+}
+
+Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options) {
+  Impl& k = *impl_;
+  Request request = incoming;
+  if (k.guardrail) {
+    GuardrailAction action = k.guardrail->check_input(request.text);
+    if (action.kind == GuardrailAction::Kind::Block) return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
+    if (action.kind == GuardrailAction::Kind::Sanitize) request.text = action.text;
+  }
+
+  const std::string provider_name = options.provider.value_or(k.config.provider.name);
+  if (provider_name.empty()) {
+    return fail(ErrorCode::Config, "no provider: set `provider:` in kernex.yaml or pass --provider NAME");
+  }
+  auto provider = k.provider_for(provider_name, merged_options(k.config, provider_name, options.provider_options));
+  if (!provider) return std::unexpected(provider.error());
+
+  // Context: memory, base prompt and skills, compaction.
+  Limits limits = k.config.limits;
+  ProviderSummarizer fallback_summarizer(*provider);
+  ContextInputs inputs;
+  inputs.store = k.memory.get();
+  inputs.key = ConversationKey{k.config.channel, request.sender_id, k.config.project};
+  inputs.system_prompt = k.system_prompt();
+  inputs.limits = &limits;
+  inputs.summarizer = k.summarizer ? k.summarizer.get() : &fallback_summarizer;
+  auto built = build_context(inputs, request);
+  if (!built) return std::unexpected(built.error());
+  Context& context = built->context;
+  for (const auto& source : k.sources) {
+    context.toolboxes.insert(context.toolboxes.end(), source.toolboxes.begin(), source.toolboxes.end());
+    context.mcp_servers.insert(context.mcp_servers.end(), source.mcp_servers.begin(), source.mcp_servers.end());
+  }
+  LoopLimits loop_limits{options.max_turns.value_or(limits.max_turns),
+                         options.token_budget ? options.token_budget : limits.token_budget,
+                         options.cost_budget_usd ? options.cost_budget_usd : limits.cost_budget_usd,
+                         options.tool_call_budget ? options.tool_call_budget : limits.tool_call_budget};
+  context.model = options.model;
+  context.max_turns = loop_limits.max_turns;
+  context.token_budget = loop_limits.token_budget;
+  context.cost_budget_usd = loop_limits.cost_budget_usd;
+  context.tool_call_budget = loop_limits.tool_call_budget;
+
+  // Provider and tools.
+  ToolRouter router = ToolRouter::collect(k.toolboxes, context);
+  LoopDeps deps;
+  deps.provider = provider->get();
+  deps.provider_name = provider_name;
+  deps.tools = &router;
+  deps.hooks = k.hooks.empty() ? nullptr : &k.hooks;
+  deps.rules = k.rules.empty() ? nullptr : &k.rules;
+  deps.pricing = &k.pricing;
+  deps.scope = HookScope{built->conversation_id, request.sender_id, provider_name};
+  deps.sink = options.sink;
+  auto run = run_agent_loop(context, deps, loop_limits);
+  if (!run) return run;
+  run->conversation_id = built->conversation_id;
+
+  if (k.guardrail && run->outcome == Outcome::EndTurn) {
+    GuardrailAction action = k.guardrail->check_output(run->text);
+    if (action.kind == GuardrailAction::Kind::Block) return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
+    if (action.kind == GuardrailAction::Kind::Sanitize) run->text = action.text;
+  }
+
+  // Memory: the exchange with its tool calls, then what it cost.
+  if (k.memory) {
+    std::vector<ContextEntry> exchange;
+    exchange.push_back(ContextEntry::user(request.text));
+    exchange.insert(exchange.end(), context.turn.begin(), context.turn.end());
+    if (run->outcome == Outcome::EndTurn) exchange.push_back(ContextEntry::assistant(run->text));
+    if (auto saved = k.memory->append_messages(built->conversation_id, exchange); !saved) {
+      return fail(ErrorCode::Memory, "saving the exchange failed", saved.error());
+    }
+    UsageRecord record{built->conversation_id, request.sender_id, run->model, provider_name, run->usage};
+    if (auto recorded = k.memory->record_usage(record); !recorded) {
+      log(LogLevel::Warn, "recording usage failed: " + recorded.error().describe());
+    }
+  }
+  return run;
+}
+
+void Kernel::add_hook(std::shared_ptr<HookRunner> hook) { impl_->hooks.add("host", std::move(hook)); }
+void Kernel::add_toolbox(std::shared_ptr<ToolExecutor> executor) {
+  if (executor) impl_->toolboxes.push_back(std::move(executor));
+}
+void Kernel::set_guardrail(std::shared_ptr<Guardrail> guardrail) { impl_->guardrail = std::move(guardrail); }
+void Kernel::set_summarizer(std::shared_ptr<Summarizer> summarizer) { impl_->summarizer = std::move(summarizer); }
+void Kernel::add_context_source(std::string instructions, std::vector<Toolbox> toolboxes,
+                                std::vector<McpServer> mcp_servers) {
+  impl_->sources.push_back({std::move(instructions), std::move(toolboxes), std::move(mcp_servers)});
+}
+
+const Config& Kernel::config() const { return impl_->config; }
+const PluginHost& Kernel::plugins() const { return impl_->host; }
+const PermissionRules& Kernel::permissions() const { return impl_->rules; }
+const PricingTable& Kernel::pricing() const { return impl_->pricing; }
+
+}  // namespace kernex

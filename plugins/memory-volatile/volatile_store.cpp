@@ -1,0 +1,117 @@
+// A memory store that lives as long as the process: for hosts that keep no state between
+// runs, and for exercising context building without a database. Config: none.
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include "kernex/plugin.hpp"
+
+namespace {
+
+using kernex::ErrorCode;
+using kernex::Result;
+using Clock = std::chrono::steady_clock;
+
+class VolatileStore final : public kernex::MemoryStore {
+ public:
+  Result<std::string> open_conversation(const kernex::ConversationKey& key, std::chrono::minutes idle) override {
+    std::lock_guard lock(mutex_);
+    const auto now = Clock::now();
+    const std::string scope = key.channel + '\x1f' + key.sender_id + '\x1f' + key.project;
+    if (auto it = active_.find(scope); it != active_.end()) {
+      Conversation& conv = conversations_.at(it->second);
+      if (now - conv.last_activity < idle) {
+        conv.last_activity = now;
+        return it->second;
+      }
+    }
+    const std::string id = "volatile-" + std::to_string(++counter_);
+    conversations_[id].last_activity = now;
+    active_[scope] = id;
+    return id;
+  }
+
+  Result<std::vector<kernex::ContextEntry>> recent_messages(const std::string& id, std::size_t limit) override {
+    std::lock_guard lock(mutex_);
+    auto conv = find(id);
+    if (!conv) return std::unexpected(conv.error());
+    const auto& m = (*conv)->messages;
+    const std::size_t from = m.size() > limit ? m.size() - limit : 0;
+    return std::vector<kernex::ContextEntry>(m.begin() + static_cast<std::ptrdiff_t>(from), m.end());
+  }
+
+  Result<std::vector<kernex::ContextEntry>> oldest_messages(const std::string& id, std::size_t count) override {
+    std::lock_guard lock(mutex_);
+    auto conv = find(id);
+    if (!conv) return std::unexpected(conv.error());
+    const auto& m = (*conv)->messages;
+    return std::vector<kernex::ContextEntry>(m.begin(), m.begin() + static_cast<std::ptrdiff_t>(std::min(count, m.size())));
+  }
+
+  Result<std::uint64_t> message_count(const std::string& id) override {
+    std::lock_guard lock(mutex_);
+    auto conv = find(id);
+    if (!conv) return std::unexpected(conv.error());
+    return (*conv)->messages.size();
+  }
+
+  Result<void> append_messages(const std::string& id, const std::vector<kernex::ContextEntry>& entries) override {
+    std::lock_guard lock(mutex_);
+    auto conv = find(id);
+    if (!conv) return std::unexpected(conv.error());
+    (*conv)->messages.insert((*conv)->messages.end(), entries.begin(), entries.end());
+    (*conv)->last_activity = Clock::now();
+    return {};
+  }
+
+  Result<std::optional<kernex::StoredSummary>> compaction_summary(const std::string& id) override {
+    std::lock_guard lock(mutex_);
+    auto conv = find(id);
+    if (!conv) return std::unexpected(conv.error());
+    return (*conv)->summary;
+  }
+
+  Result<void> save_compaction_summary(const std::string& id, const kernex::StoredSummary& summary) override {
+    std::lock_guard lock(mutex_);
+    auto conv = find(id);
+    if (!conv) return std::unexpected(conv.error());
+    (*conv)->summary = summary;
+    return {};
+  }
+
+  Result<void> record_usage(const kernex::UsageRecord& record) override {
+    std::lock_guard lock(mutex_);
+    usage_.push_back(record);
+    return {};
+  }
+
+ private:
+  struct Conversation {
+    Clock::time_point last_activity;
+    std::vector<kernex::ContextEntry> messages;
+    std::optional<kernex::StoredSummary> summary;
+  };
+
+  Result<Conversation*> find(const std::string& id) {
+    auto it = conversations_.find(id);
+    if (it == conversations_.end()) return kernex::fail(ErrorCode::Memory, "volatile: no conversation " + id);
+    return &it->second;
+  }
+
+  std::mutex mutex_;
+  std::map<std::string, Conversation> conversations_;
+  std::map<std::string, std::string> active_;  // scope -> conversation id
+  std::vector<kernex::UsageRecord> usage_;
+  std::uint64_t counter_ = 0;
+};
+
+Result<std::shared_ptr<kernex::MemoryStore>> make_volatile(const kernex::Json& config) {
+  if (!config.is_null() && !(config.is_object() && config.empty())) {
+    return kernex::fail(ErrorCode::Config, "volatile: takes no options");
+  }
+  return std::make_shared<VolatileStore>();
+}
+
+}  // namespace
+
+KERNEX_PLUGIN(Memory, "volatile", "1.0.0", "Conversations kept in process memory only", make_volatile)

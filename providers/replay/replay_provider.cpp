@@ -1,0 +1,161 @@
+// Plays a scripted conversation so the whole loop runs offline. The script is JSON Lines, one
+// provider response per line: {"text", "tool_calls": [{"id","name","arguments"}], "usage",
+// "stop_reason", "model", "thinking", "error"} (all optional). Config: `script` (file, required)
+// and `record` (file: every request received is appended as one JSON line).
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernex/plugin.hpp"
+
+namespace {
+
+using kernex::ErrorCode;
+using kernex::Json;
+using kernex::Result;
+
+Result<kernex::Response> parse_line(const Json& j, const std::string& where) {
+  if (!j.is_object()) return kernex::fail(ErrorCode::Parse, where + ": expected a JSON object");
+  kernex::Response r;
+  try {
+    r.text = j.value("text", std::string());
+    r.thinking = j.value("thinking", std::string());
+    r.stop_reason = j.value("stop_reason", std::string());
+    r.model = j.value("model", std::string());
+    if (j.contains("tool_calls")) {
+      const Json& calls = j.at("tool_calls");
+      if (!calls.is_array()) return kernex::fail(ErrorCode::Parse, where + ": tool_calls: expected an array");
+      for (std::size_t i = 0; i < calls.size(); ++i) {
+        const Json& c = calls[i];
+        const std::string field = where + ": tool_calls[" + std::to_string(i) + "]";
+        if (!c.is_object() || !c.contains("name") || !c.at("name").is_string()) {
+          return kernex::fail(ErrorCode::Parse, field + ": expected an object with a string `name`");
+        }
+        kernex::ToolCall call;
+        call.name = c.at("name").get<std::string>();
+        call.id = c.value("id", "call_" + std::to_string(i + 1));
+        call.arguments = c.value("arguments", Json::object());
+        r.tool_calls.push_back(std::move(call));
+      }
+      if (r.stop_reason.empty()) r.stop_reason = "tool_use";
+    }
+    if (j.contains("usage")) {
+      const Json& u = j.at("usage");
+      if (!u.is_object()) return kernex::fail(ErrorCode::Parse, where + ": usage: expected an object");
+      r.usage.input_tokens = u.value("input_tokens", 0ULL);
+      r.usage.output_tokens = u.value("output_tokens", 0ULL);
+      r.usage.cache_read_tokens = u.value("cache_read_tokens", 0ULL);
+      r.usage.cache_write_tokens = u.value("cache_write_tokens", 0ULL);
+      r.usage.cost_usd = u.value("cost_usd", 0.0);
+    }
+  } catch (const Json::exception& e) {
+    return kernex::fail(ErrorCode::Parse, where + ": " + e.what());
+  }
+  if (r.stop_reason.empty()) r.stop_reason = "end_turn";
+  return r;
+}
+
+Json describe_request(const kernex::Context& ctx, const std::vector<kernex::ToolSpec>& tools) {
+  Json messages = Json::array();
+  for (const auto& m : ctx.messages()) messages.push_back(m);
+  Json specs = Json::array();
+  for (const auto& t : tools) specs.push_back(t);
+  Json out{{"system", ctx.system_prompt}, {"messages", messages}, {"tools", specs}};
+  if (ctx.model) out["model"] = *ctx.model;
+  return out;
+}
+
+struct Step {
+  kernex::Response response;
+  std::string error;  // a scripted provider failure
+};
+
+class ReplayProvider final : public kernex::Provider {
+ public:
+  ReplayProvider(std::string script, std::vector<Step> steps, std::string record)
+      : script_(std::move(script)), steps_(std::move(steps)), record_(std::move(record)) {}
+
+  std::string name() const override { return "replay"; }
+  std::string default_model() const override { return "replay"; }
+
+  Result<kernex::Response> complete(const kernex::Context& context, const std::vector<kernex::ToolSpec>& tools,
+                                    const kernex::StreamSink& sink) override {
+    std::lock_guard lock(mutex_);
+    if (!record_.empty()) {
+      std::ofstream out(record_, std::ios::app);
+      out << describe_request(context, tools).dump() << '\n';
+      if (!out) return kernex::fail(ErrorCode::Io, "replay: cannot append to record file " + record_);
+    }
+    if (next_ >= steps_.size()) {
+      return kernex::fail(ErrorCode::Provider, "replay script " + script_ + " has no response left for request " +
+                                                   std::to_string(next_ + 1) + " (it holds " +
+                                                   std::to_string(steps_.size()) + ")");
+    }
+    const Step& step = steps_[next_++];
+    if (!step.error.empty()) return kernex::fail(ErrorCode::Provider, step.error);
+    kernex::Response r = step.response;
+    if (r.model.empty()) r.model = context.model.value_or("replay");
+    r.provider = "replay";
+    if (sink) stream(r, sink);
+    return r;
+  }
+
+ private:
+  static void stream(const kernex::Response& r, const kernex::StreamSink& sink) {
+    using Kind = kernex::StreamEvent::Kind;
+    if (!r.thinking.empty()) sink({Kind::ThinkingDelta, r.thinking, {}, {}, {}, {}});
+    if (!r.text.empty()) sink({Kind::TextDelta, r.text, {}, {}, {}, {}});
+    for (const auto& call : r.tool_calls) {
+      sink({Kind::ToolCallStart, {}, call.id, call.name, {}, {}});
+      sink({Kind::ToolCallDelta, call.arguments.dump(), call.id, call.name, {}, {}});
+      sink({Kind::ToolCallEnd, {}, call.id, call.name, {}, {}});
+    }
+    sink({Kind::Usage, {}, {}, {}, r.usage, r.stop_reason});
+    sink({Kind::Done, {}, {}, {}, {}, {}});
+  }
+
+  std::mutex mutex_;
+  std::string script_;
+  std::vector<Step> steps_;
+  std::size_t next_ = 0;
+  std::string record_;
+};
+
+Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
+  if (!config.is_object()) return kernex::fail(ErrorCode::Config, "replay: config must be an object");
+  for (const auto& [key, value] : config.items()) {
+    if (key != "script" && key != "record") {
+      return kernex::fail(ErrorCode::Config, "replay: unknown option `" + key + "` (expected script, record)");
+    }
+    if (!value.is_string()) return kernex::fail(ErrorCode::Config, "replay: option `" + key + "` must be a string");
+  }
+  if (!config.contains("script")) {
+    return kernex::fail(ErrorCode::Config, "replay: option `script` (a JSON Lines file) is required");
+  }
+  const std::string script = config.at("script").get<std::string>();
+  std::ifstream in(script);
+  if (!in) return kernex::fail(ErrorCode::Config, "replay: cannot open script " + script);
+  std::vector<Step> steps;
+  std::string line;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = script + ":" + std::to_string(number);
+    Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return kernex::fail(ErrorCode::Config, where + ": not valid JSON");
+    Step step;
+    if (j.is_object() && j.contains("error")) {
+      step.error = j.at("error").is_string() ? j.at("error").get<std::string>() : j.at("error").dump();
+    } else {
+      auto parsed = parse_line(j, where);
+      if (!parsed) return kernex::fail(ErrorCode::Config, "replay: bad script", parsed.error());
+      step.response = std::move(*parsed);
+    }
+    steps.push_back(std::move(step));
+  }
+  return std::make_shared<ReplayProvider>(script, std::move(steps), config.value("record", std::string()));
+}
+
+}  // namespace
+
+KERNEX_PLUGIN(Provider, "replay", "1.0.0", "Plays a JSON Lines script of provider responses", make_replay)
