@@ -1,0 +1,301 @@
+// The agentic loop through the real Kernel, replay provider and builtin toolbox plugins.
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "kernex/kernel.hpp"
+#include "temp_dir.hpp"
+
+namespace kernex {
+namespace {
+
+using testing::TempDir;
+using testing::read_lines;
+
+std::string tool_line(const std::string& id, const std::string& name, const Json& args, int in = 10, int out = 5) {
+  return Json{{"tool_calls", {{{"id", id}, {"name", name}, {"arguments", args}}}},
+              {"usage", {{"input_tokens", in}, {"output_tokens", out}}}}
+             .dump();
+}
+std::string text_line(const std::string& text, int in = 10, int out = 5) {
+  return Json{{"text", text}, {"usage", {{"input_tokens", in}, {"output_tokens", out}}}}.dump();
+}
+
+class LoopTest : public ::testing::Test {
+ protected:
+  Config config_for(const std::vector<std::string>& script_lines) {
+    std::string script;
+    for (const auto& l : script_lines) script += l + "\n";
+    Config config;
+    config.provider.name = "replay";
+    config.provider.config = {{"script", dir.write("script.jsonl", script).string()},
+                              {"record", (dir / "record.jsonl").string()}};
+    config.toolboxes.push_back(PluginRef{"builtin", Json::object()});
+    config.pricing_file = std::filesystem::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
+    return config;
+  }
+  Result<RunResult> run(Config config, const RunOptions& options = {}) {
+    auto kernel = Kernel::create(std::move(config));
+    if (!kernel) return std::unexpected(kernel.error());
+    for (auto& h : hooks_) (*kernel)->add_hook(h);
+    return (*kernel)->run(Request::from_text("tester", "count these words"), options);
+  }
+  std::vector<Json> recorded() {
+    std::vector<Json> out;
+    for (const auto& l : read_lines(dir / "record.jsonl")) out.push_back(Json::parse(l));
+    return out;
+  }
+
+  TempDir dir;
+  std::vector<std::shared_ptr<HookRunner>> hooks_;
+};
+
+TEST_F(LoopTest, ToolCallThenFinalAnswerEndsTurnWithSummedUsage) {
+  auto r = run(config_for({tool_line("c1", "word_count", {{"text", "one two three"}}, 10, 5),
+                           text_line("Three words.", 20, 7)}));
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(r->outcome, Outcome::EndTurn);
+  EXPECT_EQ(r->turns, 2u);
+  EXPECT_EQ(r->text, "Three words.");
+  ASSERT_EQ(r->tool_calls.size(), 1u);
+  EXPECT_EQ(r->tool_calls[0].call.name, "word_count");
+  EXPECT_FALSE(r->tool_calls[0].result.is_error);
+  EXPECT_EQ(Json::parse(r->tool_calls[0].result.content)["words"], 3);
+  EXPECT_EQ(r->usage.input_tokens, 30u);
+  EXPECT_EQ(r->usage.output_tokens, 12u);
+
+  // The tool result went back to the provider on the second request, after the call.
+  auto requests = recorded();
+  ASSERT_EQ(requests.size(), 2u);
+  const Json& messages = requests[1]["messages"];
+  ASSERT_EQ(messages.size(), 3u);
+  EXPECT_EQ(messages[0]["role"], "user");
+  EXPECT_EQ(messages[1]["role"], "assistant");
+  EXPECT_EQ(messages[1]["tool_calls"][0]["id"], "c1");
+  EXPECT_EQ(messages[2]["role"], "tool");
+  EXPECT_EQ(messages[2]["tool_result"]["call_id"], "c1");
+  EXPECT_EQ(requests[0]["tools"].size(), 2u);  // calculate, word_count
+
+  Json j = to_json(*r);
+  EXPECT_EQ(j["outcome"], "end_turn");
+  EXPECT_EQ(j["turns"], 2);
+  EXPECT_EQ(j["tool_calls"][0]["name"], "word_count");
+  EXPECT_EQ(j["usage"]["input_tokens"], 30);
+}
+
+TEST_F(LoopTest, SixtyToolCallsStopAtDefaultMaxTurns) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < 60; ++i) lines.push_back(tool_line("c" + std::to_string(i), "calculate", {{"expression", "1+1"}}));
+  auto r = run(config_for(lines));
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(r->outcome, Outcome::MaxTurns);
+  EXPECT_EQ(r->turns, 50u);
+  EXPECT_EQ(r->text, "");
+  EXPECT_EQ(r->tool_calls.size(), 50u);
+  EXPECT_EQ(recorded().size(), 50u);
+}
+
+TEST_F(LoopTest, MaxTurnsZeroMakesNoRequest) {
+  RunOptions options;
+  options.max_turns = 0;
+  auto r = run(config_for({text_line("never")}), options);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, Outcome::MaxTurns);
+  EXPECT_EQ(r->turns, 0u);
+  EXPECT_TRUE(recorded().empty());
+}
+
+TEST_F(LoopTest, TokenBudgetIsCheckedAfterToolTurns) {
+  RunOptions options;
+  options.token_budget = 100;
+  auto r = run(config_for({tool_line("a", "calculate", {{"expression", "2*3"}}, 60, 40), text_line("unreached")}),
+               options);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, Outcome::BudgetTokens);
+  EXPECT_EQ(r->turns, 1u);
+  EXPECT_EQ(r->text, "");
+}
+
+TEST_F(LoopTest, FinalAnswerIsReturnedEvenOverBudget) {
+  RunOptions options;
+  options.token_budget = 10;
+  auto r = run(config_for({text_line("big answer", 500, 500)}), options);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, Outcome::EndTurn);
+  EXPECT_EQ(r->text, "big answer");
+}
+
+TEST_F(LoopTest, DefectBudgetAccountingDiffersByProvider) {
+  // kernex excluded cache reads from the budget for Anthropic only; here for every provider.
+  RunOptions options;
+  options.token_budget = 100;
+  Json call = Json::parse(tool_line("a", "calculate", {{"expression", "1"}}, 10, 10));
+  call["usage"]["cache_read_tokens"] = 1000;
+  auto r = run(config_for({call.dump(), text_line("done", 10, 10)}), options);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, Outcome::EndTurn);
+  EXPECT_EQ(r->usage.cache_read_tokens, 1000u);
+}
+
+TEST_F(LoopTest, CostBudgetStopsOnPricedModel) {
+  RunOptions options;
+  options.cost_budget_usd = 0.001;
+  options.model = "gpt-4o";  // $2.5 / $10 per Mtok
+  auto r = run(config_for({tool_line("a", "calculate", {{"expression", "1"}}, 1000, 0), text_line("unreached")}),
+               options);
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(r->outcome, Outcome::BudgetCost);
+  EXPECT_NEAR(r->usage.cost_usd, 0.0025, 1e-9);
+}
+
+TEST_F(LoopTest, ToolCallBudgetLeavesExtraCallsUnrun) {
+  RunOptions options;
+  options.tool_call_budget = 1;
+  Json two{{"tool_calls",
+            {{{"id", "a"}, {"name", "calculate"}, {"arguments", {{"expression", "1+1"}}}},
+             {{"id", "b"}, {"name", "calculate"}, {"arguments", {{"expression", "2+2"}}}}}}};
+  auto r = run(config_for({two.dump(), text_line("unreached")}), options);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, Outcome::BudgetTools);
+  ASSERT_EQ(r->tool_calls.size(), 2u);
+  EXPECT_EQ(r->tool_calls[0].result.content, "2");
+  EXPECT_TRUE(r->tool_calls[1].result.is_error);
+  EXPECT_NE(r->tool_calls[1].result.content.find("budget"), std::string::npos);
+}
+
+TEST_F(LoopTest, UnknownToolIsAnErrorResultAndTheLoopGoesOn) {
+  auto r = run(config_for({tool_line("x", "no_such_tool", Json::object()), text_line("recovered")}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, Outcome::EndTurn);
+  EXPECT_EQ(r->tool_calls[0].result.content, "Unknown tool: no_such_tool");
+  EXPECT_TRUE(r->tool_calls[0].result.is_error);
+}
+
+TEST_F(LoopTest, BadToolArgumentsComeBackAsToolErrors) {
+  auto r = run(config_for({tool_line("x", "calculate", {{"expression", "(((1"}}), text_line("ok")}));
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->tool_calls[0].result.is_error);
+}
+
+TEST_F(LoopTest, PermissionDenyBecomesToolError) {
+  Config config = config_for({tool_line("x", "calculate", {{"expression", "rm -rf"}}), text_line("ok")});
+  config.deny = {"Calculate(*rm*)"};
+  auto r = run(std::move(config));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->tool_calls[0].result.content, "Tool call denied: denied by rule: Calculate(*rm*)");
+}
+
+TEST_F(LoopTest, AllowListMustMatch) {
+  Config config = config_for({tool_line("x", "calculate", {{"expression", "1"}}), text_line("ok")});
+  config.allow = {"word_count"};
+  auto r = run(std::move(config));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->tool_calls[0].result.content, "Tool call denied: tool 'calculate' not in allow list");
+}
+
+TEST_F(LoopTest, ScriptRunningOutIsAProviderErrorNotACrash) {
+  auto r = run(config_for({tool_line("x", "calculate", {{"expression", "1"}})}));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::Provider);
+  EXPECT_NE(r.error().describe().find("no response left for request 2"), std::string::npos);
+}
+
+TEST_F(LoopTest, MalformedScriptNamesFileAndLine) {
+  Config config = config_for({text_line("fine"), "{not json"});
+  auto r = run(std::move(config));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::Plugin);
+  EXPECT_NE(r.error().describe().find("script.jsonl:2"), std::string::npos) << r.error().describe();
+}
+
+TEST_F(LoopTest, NoProviderIsAConfigError) {
+  Config config;
+  config.pricing_file = std::filesystem::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
+  auto r = run(std::move(config));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::Config);
+}
+
+TEST_F(LoopTest, StreamSinkSeesEvents) {
+  std::vector<StreamEvent::Kind> kinds;
+  RunOptions options;
+  options.sink = [&](const StreamEvent& e) { kinds.push_back(e.kind); };
+  auto r = run(config_for({text_line("hello")}), options);
+  ASSERT_TRUE(r);
+  ASSERT_FALSE(kinds.empty());
+  EXPECT_EQ(kinds.front(), StreamEvent::Kind::TextDelta);
+  EXPECT_EQ(kinds.back(), StreamEvent::Kind::Done);
+}
+
+// Records the order hooks are called in.
+class RecordingHook : public HookRunner {
+ public:
+  RecordingHook(std::string name, std::vector<std::string>& log, std::string block = {})
+      : name_(std::move(name)), log_(log), block_(std::move(block)) {}
+  HookOutcome pre_tool(const HookScope&, const ToolCall& call) override {
+    log_.push_back(name_ + ".pre:" + call.name);
+    if (!block_.empty() && call.name == block_) return HookOutcome::block("no " + block_ + " today");
+    return HookOutcome::allow();
+  }
+  void post_tool(const HookScope&, const ToolCall& call, const ToolResult&) override {
+    log_.push_back(name_ + ".post:" + call.name);
+  }
+  void on_stop(const HookScope&, const std::string& text) override { log_.push_back(name_ + ".stop:" + text); }
+
+ private:
+  std::string name_;
+  std::vector<std::string>& log_;
+  std::string block_;
+};
+
+TEST_F(LoopTest, HooksRunInOrderAndBlockStopsLaterHooks) {
+  std::vector<std::string> log;
+  hooks_ = {std::make_shared<RecordingHook>("a", log, "word_count"), std::make_shared<RecordingHook>("b", log)};
+  Json two{{"tool_calls",
+            {{{"id", "1"}, {"name", "calculate"}, {"arguments", {{"expression", "1"}}}},
+             {{"id", "2"}, {"name", "word_count"}, {"arguments", {{"text", "x"}}}}}}};
+  auto r = run(config_for({two.dump(), text_line("fin")}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(log, (std::vector<std::string>{"a.pre:calculate", "b.pre:calculate", "a.post:calculate",
+                                           "b.post:calculate", "a.pre:word_count", "a.stop:fin", "b.stop:fin"}));
+  EXPECT_EQ(r->tool_calls[1].result.content, "Tool blocked by hook: no word_count today");
+  EXPECT_TRUE(r->tool_calls[1].result.is_error);
+}
+
+TEST_F(LoopTest, OnStopIsNotFiredWhenALimitEndsTheRun) {
+  std::vector<std::string> log;
+  hooks_ = {std::make_shared<RecordingHook>("a", log)};
+  RunOptions options;
+  options.max_turns = 1;
+  auto r = run(config_for({tool_line("1", "calculate", {{"expression", "1"}})}), options);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, Outcome::MaxTurns);
+  EXPECT_EQ(log, (std::vector<std::string>{"a.pre:calculate", "a.post:calculate"}));
+}
+
+TEST_F(LoopTest, AuditHookPluginWritesOneLinePerToolCall) {
+  Config config = config_for({tool_line("1", "calculate", {{"expression", "6*7"}}),
+                              tool_line("2", "word_count", {{"text", "a b"}}), text_line("done")});
+  config.hooks.push_back(PluginRef{"audit", {{"file", (dir / "audit.jsonl").string()}}});
+  auto r = run(std::move(config));
+  ASSERT_TRUE(r) << r.error().describe();
+  auto lines = read_lines(dir / "audit.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  Json first = Json::parse(lines[0]);
+  EXPECT_EQ(first["tool"], "calculate");
+  EXPECT_EQ(first["result"], "42");
+  EXPECT_EQ(first["arguments"]["expression"], "6*7");
+  EXPECT_FALSE(first["is_error"].get<bool>());
+}
+
+TEST_F(LoopTest, AuditHookWithoutFileIsAPluginErrorNamingIt) {
+  Config config = config_for({text_line("x")});
+  config.hooks.push_back(PluginRef{"audit", Json::object()});
+  auto kernel = Kernel::create(std::move(config));
+  ASSERT_FALSE(kernel);
+  EXPECT_EQ(kernel.error().code, ErrorCode::Plugin);
+  EXPECT_NE(kernel.error().describe().find("audit"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kernex
