@@ -1,0 +1,330 @@
+#include "kernex/plugin_host.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <variant>
+
+#include <boost/dll/library_info.hpp>
+#include <boost/dll/shared_library.hpp>
+
+namespace kernex {
+
+std::string_view to_string(PluginKind kind) noexcept {
+  switch (kind) {
+    case PluginKind::Provider: return "provider";
+    case PluginKind::Memory: return "memory";
+    case PluginKind::Hook: return "hook";
+    case PluginKind::Toolbox: return "toolbox";
+  }
+  return "unknown";
+}
+
+std::optional<PluginKind> plugin_kind_from_string(std::string_view name) noexcept {
+  for (PluginKind k : {PluginKind::Provider, PluginKind::Memory, PluginKind::Hook, PluginKind::Toolbox}) {
+    if (to_string(k) == name) return k;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+using Library = std::shared_ptr<boost::dll::shared_library>;
+using AnyFactory = std::variant<ProviderFactory*, MemoryFactory*, HookFactory*, ToolboxFactory*>;
+
+// A usable plugin: its library stays loaded while the host or any object it created lives.
+struct Loaded {
+  std::size_t info_index;
+  Library library;
+  AnyFactory factory;
+};
+
+bool known_kind(PluginKind kind) {
+  switch (kind) {
+    case PluginKind::Provider:
+    case PluginKind::Memory:
+    case PluginKind::Hook:
+    case PluginKind::Toolbox: return true;
+  }
+  return false;
+}
+
+const char* factory_symbol(PluginKind kind) {
+  switch (kind) {
+    case PluginKind::Provider: return PluginTraits<PluginKind::Provider>::factory_symbol;
+    case PluginKind::Memory: return PluginTraits<PluginKind::Memory>::factory_symbol;
+    case PluginKind::Hook: return PluginTraits<PluginKind::Hook>::factory_symbol;
+    case PluginKind::Toolbox: return PluginTraits<PluginKind::Toolbox>::factory_symbol;
+  }
+  return "";
+}
+
+AnyFactory resolve_factory(const boost::dll::shared_library& lib, PluginKind kind) {
+  const char* symbol = factory_symbol(kind);
+  switch (kind) {
+    case PluginKind::Provider: return &lib.get_alias<ProviderFactory>(symbol);
+    case PluginKind::Memory: return &lib.get_alias<MemoryFactory>(symbol);
+    case PluginKind::Hook: return &lib.get_alias<HookFactory>(symbol);
+    case PluginKind::Toolbox: return &lib.get_alias<ToolboxFactory>(symbol);
+  }
+  throw std::logic_error("resolve_factory: unknown kind");  // known_kind() was checked before
+}
+
+// Reads the file's symbol table without mapping it, so a stray non-plugin .so in a plugin
+// directory never gets its constructors run.
+std::optional<std::string> precheck(const fs::path& path) {
+  try {
+    boost::dll::library_info info(path, /*throw_if_not_native_format=*/true);
+    const std::vector<std::string> symbols = info.symbols();
+    if (std::find(symbols.begin(), symbols.end(), kDescriptorSymbol) == symbols.end()) {
+      return std::string("no ") + kDescriptorSymbol + " symbol; not a kernex plugin";
+    }
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return std::string("not a shared library (") + e.what() + ")";
+  } catch (...) {
+    return std::string("not a shared library");
+  }
+}
+
+Error plugin_error(const fs::path& path, const std::string& cause) {
+  return Error(ErrorCode::Plugin, path.string() + ": " + cause);
+}
+
+// A plugin-built Error may own a cause whose shared_ptr control block (and vtable) lives in the
+// plugin's code; rebuild the chain in kernel code so the error can outlive the library.
+Error detach(const Error& e) {
+  Error copy(e.code, e.message);
+  if (e.cause) copy.cause = std::make_shared<const Error>(detach(*e.cause));
+  return copy;
+}
+
+std::string kind_list() {
+  return "1=provider, 2=memory, 3=hook, 4=toolbox";
+}
+
+}  // namespace
+
+struct PluginHost::Impl {
+  std::vector<PluginInfo> infos;
+  std::vector<Loaded> loaded;
+
+  const Loaded* find_loaded(PluginKind kind, std::string_view name) const {
+    for (const Loaded& l : loaded) {
+      const PluginInfo& info = infos[l.info_index];
+      if (info.kind == kind && info.name == name) return &l;
+    }
+    return nullptr;
+  }
+
+  // A failed file that claimed this kind and name, so "not found" can say why.
+  const PluginInfo* find_broken(PluginKind kind, std::string_view name) const {
+    for (const PluginInfo& info : infos) {
+      if (!info.ok() && info.kind == kind && info.name == name) return &info;
+    }
+    return nullptr;
+  }
+
+  Result<PluginInfo> record(PluginInfo info, std::optional<Error> error) {
+    info.error = std::move(error);
+    infos.push_back(info);
+    if (info.error) return std::unexpected(*info.error);
+    return info;
+  }
+
+  template <PluginKind K>
+  Result<std::shared_ptr<typename PluginTraits<K>::Interface>> create(std::string_view name,
+                                                                        const Json& config) const;
+};
+
+namespace {
+
+// Owns the object and, declared first so destroyed last, the library holding its code.
+template <class I>
+struct Pinned {
+  Library library;
+  std::shared_ptr<I> object;
+};
+
+template <class I>
+std::shared_ptr<I> pin(Library library, std::shared_ptr<I> object) {
+  auto holder = std::make_shared<Pinned<I>>(Pinned<I>{std::move(library), std::move(object)});
+  I* raw = holder->object.get();
+  return std::shared_ptr<I>(std::move(holder), raw);
+}
+
+}  // namespace
+
+template <PluginKind K>
+Result<std::shared_ptr<typename PluginTraits<K>::Interface>> PluginHost::Impl::create(
+    std::string_view name, const Json& config) const {
+  using I = typename PluginTraits<K>::Interface;
+  const std::string kind_name(to_string(K));
+  const Loaded* plugin = find_loaded(K, name);
+  if (plugin == nullptr) {
+    if (const PluginInfo* broken = find_broken(K, name)) {
+      return fail(ErrorCode::Plugin, kind_name + " plugin '" + std::string(name) + "' failed to load",
+                  *broken->error);
+    }
+    std::string available;
+    for (const Loaded& l : loaded) {
+      const PluginInfo& info = infos[l.info_index];
+      if (info.kind != K) continue;
+      if (!available.empty()) available += ", ";
+      available += info.name;
+    }
+    if (available.empty()) available = "(none)";
+    return fail(ErrorCode::Plugin,
+                "no " + kind_name + " plugin named '" + std::string(name) + "'; available: " + available);
+  }
+
+  const PluginInfo& info = infos[plugin->info_index];
+  const std::string who = kind_name + " plugin '" + info.name + "' (" + info.path.string() + ")";
+  auto* factory = std::get<Result<std::shared_ptr<I>> (*)(const Json&)>(plugin->factory);
+  Result<std::shared_ptr<I>> made = std::shared_ptr<I>();
+  try {
+    made = factory(config);
+  } catch (const std::exception& e) {
+    return fail(ErrorCode::Plugin, who + ": factory threw: " + e.what());
+  } catch (...) {
+    return fail(ErrorCode::Plugin, who + ": factory threw a non-standard exception");
+  }
+  if (!made) return fail(ErrorCode::Plugin, who + ": could not create", detach(made.error()));
+  if (*made == nullptr) return fail(ErrorCode::Plugin, who + ": factory returned a null object");
+  return pin<I>(plugin->library, std::move(*made));
+}
+
+PluginHost::PluginHost() : impl_(std::make_unique<Impl>()) {}
+PluginHost::~PluginHost() = default;
+PluginHost::PluginHost(PluginHost&&) noexcept = default;
+PluginHost& PluginHost::operator=(PluginHost&&) noexcept = default;
+
+std::vector<std::filesystem::path> PluginHost::default_dirs() {
+  std::vector<fs::path> dirs;
+  if (const char* env = std::getenv("KERNEX_PLUGIN_PATH")) {
+    std::string_view rest(env);
+    while (true) {
+      const std::size_t colon = rest.find(':');
+      std::string_view entry = rest.substr(0, colon);
+      if (!entry.empty()) dirs.emplace_back(entry);
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  for (const char* dir : {KERNEX_PLUGIN_BUILD_DIR, KERNEX_PLUGIN_INSTALL_DIR}) {
+    std::error_code ec;
+    if (fs::is_directory(dir, ec)) dirs.emplace_back(dir);
+  }
+  return dirs;
+}
+
+PluginHost PluginHost::discover(const std::vector<std::filesystem::path>& dirs) {
+  PluginHost host;
+  for (const fs::path& dir : dirs) {
+    std::error_code ec;
+    std::vector<fs::path> files;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code type_ec;
+      if (it->path().extension() == ".so" && it->is_regular_file(type_ec)) files.push_back(it->path());
+    }
+    // Sorted so which of two duplicates wins does not depend on the filesystem's order.
+    std::sort(files.begin(), files.end(),
+              [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+    for (const fs::path& file : files) (void)host.add_file(file);
+  }
+  return host;
+}
+
+Result<PluginInfo> PluginHost::add_file(const std::filesystem::path& path) {
+  if (!impl_) impl_ = std::make_unique<Impl>();
+  PluginInfo info;
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(path, ec);
+  info.path = ec ? path : absolute.lexically_normal();
+  const fs::path& file = info.path;
+
+  if (!fs::is_regular_file(file, ec)) return impl_->record(info, plugin_error(file, "not a regular file"));
+  if (auto problem = precheck(file)) return impl_->record(info, plugin_error(file, *problem));
+
+  Library library;
+  try {
+    library = std::make_shared<boost::dll::shared_library>(
+        file, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    return impl_->record(info, plugin_error(file, std::string("cannot load: ") + e.what()));
+  }
+
+  // Only plain data is read here; no plugin function runs until a factory is called.
+  try {
+    if (!library->has(kDescriptorSymbol)) {
+      return impl_->record(info, plugin_error(file, std::string("no ") + kDescriptorSymbol + " symbol"));
+    }
+    const PluginDescriptor& d = library->get_alias<const PluginDescriptor>(kDescriptorSymbol);
+    info.abi_version = d.abi_version;
+    if (d.abi_version != kAbiVersion) {
+      return impl_->record(info, plugin_error(file, "ABI version " + std::to_string(d.abi_version) +
+                                                        ", this kernel speaks " + std::to_string(kAbiVersion)));
+    }
+    if (!known_kind(d.kind)) {
+      return impl_->record(
+          info, plugin_error(file, "unknown plugin kind " + std::to_string(static_cast<std::uint32_t>(d.kind)) +
+                                       " (expected " + kind_list() + ")"));
+    }
+    info.kind = d.kind;
+    if (d.name == nullptr || *d.name == '\0') {
+      return impl_->record(info, plugin_error(file, "descriptor has no name"));
+    }
+    info.name = d.name;
+    if (d.version == nullptr || *d.version == '\0') {
+      return impl_->record(info, plugin_error(file, std::string(to_string(d.kind)) + " plugin '" + info.name +
+                                                        "' has no version"));
+    }
+    info.version = d.version;
+    if (d.description != nullptr) info.description = d.description;
+
+    const std::string label = std::string(to_string(d.kind)) + " plugin '" + info.name + "'";
+    if (const Loaded* first = impl_->find_loaded(d.kind, info.name)) {
+      return impl_->record(info, plugin_error(file, "duplicate " + label + "; already loaded from " +
+                                                        impl_->infos[first->info_index].path.string()));
+    }
+    if (!library->has(factory_symbol(d.kind))) {
+      return impl_->record(info, plugin_error(file, label + " does not export " + factory_symbol(d.kind)));
+    }
+    AnyFactory factory = resolve_factory(*library, d.kind);
+    impl_->loaded.push_back(Loaded{impl_->infos.size(), std::move(library), factory});
+    return impl_->record(info, std::nullopt);
+  } catch (const std::exception& e) {
+    return impl_->record(info, plugin_error(file, std::string("cannot read descriptor: ") + e.what()));
+  }
+}
+
+const std::vector<PluginInfo>& PluginHost::plugins() const {
+  static const std::vector<PluginInfo> none;
+  return impl_ ? impl_->infos : none;
+}
+
+const PluginInfo* PluginHost::find(PluginKind kind, std::string_view name) const {
+  if (!impl_) return nullptr;
+  const Loaded* l = impl_->find_loaded(kind, name);
+  return l ? &impl_->infos[l->info_index] : nullptr;
+}
+
+Result<std::shared_ptr<Provider>> PluginHost::create_provider(std::string_view name, const Json& config) const {
+  return impl_ ? impl_->create<PluginKind::Provider>(name, config) : Impl{}.create<PluginKind::Provider>(name, config);
+}
+Result<std::shared_ptr<MemoryStore>> PluginHost::create_memory(std::string_view name, const Json& config) const {
+  return impl_ ? impl_->create<PluginKind::Memory>(name, config) : Impl{}.create<PluginKind::Memory>(name, config);
+}
+Result<std::shared_ptr<HookRunner>> PluginHost::create_hook(std::string_view name, const Json& config) const {
+  return impl_ ? impl_->create<PluginKind::Hook>(name, config) : Impl{}.create<PluginKind::Hook>(name, config);
+}
+Result<std::shared_ptr<ToolExecutor>> PluginHost::create_toolbox(std::string_view name, const Json& config) const {
+  return impl_ ? impl_->create<PluginKind::Toolbox>(name, config) : Impl{}.create<PluginKind::Toolbox>(name, config);
+}
+
+}  // namespace kernex

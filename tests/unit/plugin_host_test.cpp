@@ -1,0 +1,306 @@
+#include "kernex/plugin_host.hpp"
+
+#include <dlfcn.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace kernex {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const fs::path kPluginDir = KERNEX_TEST_PLUGIN_DIR;
+
+fs::path plugin_file(const std::string& stem) { return kPluginDir / ("libkernex-test-" + stem + ".so"); }
+
+// Whether the dynamic loader currently has `path` mapped, without loading it.
+bool is_loaded(const fs::path& path) {
+  void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) return false;
+  dlclose(handle);  // RTLD_NOLOAD still took a reference
+  return true;
+}
+
+std::map<std::string, PluginInfo> by_file(const PluginHost& host) {
+  std::map<std::string, PluginInfo> out;
+  for (const PluginInfo& info : host.plugins()) out.emplace(info.path.filename().string(), info);
+  return out;
+}
+
+// Sets an environment variable for one test and puts the old value back.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1); else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1); else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(PluginHost, DiscoveryListsGoodAndBrokenFilesWithTheirCause) {
+  PluginHost host = PluginHost::discover({kPluginDir});
+  auto files = by_file(host);
+
+  for (const char* good : {"echo", "map-memory", "blocklist-hook", "reverse-toolbox", "throws", "null-factory"}) {
+    const std::string file = plugin_file(good).filename().string();
+    ASSERT_TRUE(files.contains(file)) << file;
+    EXPECT_TRUE(files[file].ok()) << files[file].error->message;
+    EXPECT_EQ(files[file].abi_version, kAbiVersion);
+    EXPECT_EQ(files[file].version, "1.0.0");
+  }
+  EXPECT_EQ(files["libkernex-test-echo.so"].kind, PluginKind::Provider);
+  EXPECT_EQ(files["libkernex-test-echo.so"].name, "echo");
+  EXPECT_EQ(files["libkernex-test-echo.so"].description, "Echoes the current message");
+  EXPECT_EQ(files["libkernex-test-map-memory.so"].kind, PluginKind::Memory);
+  EXPECT_EQ(files["libkernex-test-blocklist-hook.so"].kind, PluginKind::Hook);
+  EXPECT_EQ(files["libkernex-test-reverse-toolbox.so"].kind, PluginKind::Toolbox);
+
+  const std::map<std::string, std::string> broken = {
+      {"not-elf", "not a shared library"},
+      {"no-descriptor", "no kernex_plugin_descriptor symbol"},
+      {"abi-mismatch", "ABI version 999, this kernel speaks 1"},
+      {"unknown-kind", "unknown plugin kind 77"},
+      {"empty-name", "descriptor has no name"},
+      {"missing-factory", "provider plugin 'missing-factory' does not export kernex_create_Provider"},
+      {"echo2", "duplicate provider plugin 'echo'; already loaded from " + plugin_file("echo").string()},
+  };
+  for (const auto& [stem, cause] : broken) {
+    const fs::path path = plugin_file(stem);
+    ASSERT_TRUE(files.contains(path.filename().string())) << path;
+    const PluginInfo& info = files[path.filename().string()];
+    ASSERT_FALSE(info.ok()) << path;
+    EXPECT_EQ(info.error->code, ErrorCode::Plugin);
+    EXPECT_THAT(info.error->message, HasSubstr(path.string() + ": ")) << stem;
+    EXPECT_THAT(info.error->message, HasSubstr(cause)) << stem;
+  }
+  EXPECT_EQ(files.size(), 13u);
+  EXPECT_EQ(files["libkernex-test-abi-mismatch.so"].abi_version, 999u);
+  EXPECT_FALSE(files["libkernex-test-abi-mismatch.so"].kind.has_value());
+}
+
+TEST(PluginHost, ALibraryWithoutDescriptorIsNeverMapped) {
+  ScopedEnv clear("KERNEX_TEST_NO_DESCRIPTOR_LOADED", nullptr);
+  PluginHost host = PluginHost::discover({kPluginDir});
+  EXPECT_EQ(std::getenv("KERNEX_TEST_NO_DESCRIPTOR_LOADED"), nullptr) << "its static constructor ran";
+  EXPECT_FALSE(is_loaded(plugin_file("no-descriptor")));
+  // Files rejected after loading (bad descriptor) are unloaded again; only good ones stay.
+  EXPECT_FALSE(is_loaded(plugin_file("abi-mismatch")));
+  EXPECT_FALSE(is_loaded(plugin_file("echo2")));
+  EXPECT_TRUE(is_loaded(plugin_file("echo")));
+}
+
+TEST(PluginHost, GoodPluginsCreateWorkingObjectsNextToBrokenOnes) {
+  PluginHost host = PluginHost::discover({kPluginDir});
+
+  auto provider = host.create_provider("echo", Json::object());
+  ASSERT_TRUE(provider) << provider.error().describe();
+  EXPECT_EQ((*provider)->name(), "echo");
+  std::string streamed;
+  auto response = (*provider)->complete(Context("hello"), {}, [&](const StreamEvent& e) { streamed += e.text; });
+  ASSERT_TRUE(response) << response.error().describe();
+  EXPECT_EQ(response->text, "hello");
+  EXPECT_EQ(streamed, "hello");
+
+  auto memory = host.create_memory("map", Json::object());
+  ASSERT_TRUE(memory) << memory.error().describe();
+  auto conversation = (*memory)->open_conversation({"cli", "alice", ""}, std::chrono::minutes(5));
+  ASSERT_TRUE(conversation);
+  ASSERT_TRUE((*memory)->append_messages(*conversation, {ContextEntry::user("hi"), ContextEntry::assistant("yo")}));
+  auto recent = (*memory)->recent_messages(*conversation, 1);
+  ASSERT_TRUE(recent);
+  ASSERT_EQ(recent->size(), 1u);
+  EXPECT_EQ(recent->front().content, "yo");
+
+  auto hook = host.create_hook("blocklist", Json{{"block", {"rm"}}});
+  ASSERT_TRUE(hook) << hook.error().describe();
+  EXPECT_TRUE((*hook)->pre_tool({}, ToolCall{"1", "rm", Json::object()}).blocked);
+  EXPECT_FALSE((*hook)->pre_tool({}, ToolCall{"2", "ls", Json::object()}).blocked);
+
+  auto toolbox = host.create_toolbox("reverse", Json::object());
+  ASSERT_TRUE(toolbox) << toolbox.error().describe();
+  auto tools = (*toolbox)->list_tools(Context());
+  ASSERT_TRUE(tools);
+  ASSERT_EQ(tools->size(), 1u);
+  EXPECT_EQ(tools->front().name, "reverse");
+  auto result = (*toolbox)->execute(Context(), ToolCall{"3", "reverse", Json{{"text", "abc"}}});
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->content, "cba");
+  EXPECT_FALSE(result->is_error);
+}
+
+TEST(PluginHost, FactoryConfigErrorNamesThePluginAndKeepsItsCause) {
+  std::optional<Error> error;
+  {
+    PluginHost host = PluginHost::discover({kPluginDir});
+    auto provider = host.create_provider("echo", Json{{"fail", true}});
+    ASSERT_FALSE(provider);
+    error = provider.error();
+    auto hook = host.create_hook("blocklist", Json{{"block", "rm"}});
+    ASSERT_FALSE(hook);
+    EXPECT_THAT(hook.error().describe(), HasSubstr("'block' must be an array of strings"));
+  }
+  // The host and the plugin library are gone; the error must not depend on plugin code.
+  EXPECT_FALSE(is_loaded(plugin_file("echo")));
+  EXPECT_EQ(error->code, ErrorCode::Plugin);
+  EXPECT_THAT(error->message, HasSubstr("provider plugin 'echo'"));
+  EXPECT_THAT(error->message, HasSubstr(plugin_file("echo").string()));
+  ASSERT_TRUE(error->cause);
+  EXPECT_EQ(error->cause->code, ErrorCode::Config);
+  EXPECT_EQ(error->cause->message, "echo: config key 'fail' is set");
+  EXPECT_THAT(error->describe(), HasSubstr("echo: config key 'fail' is set: asked to fail by the test"));
+}
+
+TEST(PluginHost, ThrowingFactoryBecomesAnErrorNamingThePlugin) {
+  PluginHost host = PluginHost::discover({kPluginDir});
+  auto thrown = host.create_provider("throws", Json::object());
+  ASSERT_FALSE(thrown);
+  EXPECT_EQ(thrown.error().code, ErrorCode::Plugin);
+  EXPECT_THAT(thrown.error().message, HasSubstr("provider plugin 'throws' (" + plugin_file("throws").string() + ")"));
+  EXPECT_THAT(thrown.error().message, HasSubstr("factory threw: boom from the factory"));
+
+  auto thrown_int = host.create_provider("throws", Json{{"int", true}});
+  ASSERT_FALSE(thrown_int);
+  EXPECT_THAT(thrown_int.error().message, HasSubstr("'throws'"));
+  EXPECT_THAT(thrown_int.error().message, HasSubstr("non-standard exception"));
+}
+
+TEST(PluginHost, NullFromFactoryBecomesAnError) {
+  PluginHost host = PluginHost::discover({kPluginDir});
+  auto made = host.create_provider("null", Json::object());
+  ASSERT_FALSE(made);
+  EXPECT_EQ(made.error().code, ErrorCode::Plugin);
+  EXPECT_THAT(made.error().message, HasSubstr("provider plugin 'null'"));
+  EXPECT_THAT(made.error().message, HasSubstr("returned a null object"));
+}
+
+TEST(PluginHost, UnknownNameListsTheAvailablePluginsOfThatKind) {
+  PluginHost host = PluginHost::discover({kPluginDir});
+  auto provider = host.create_provider("nope", Json::object());
+  ASSERT_FALSE(provider);
+  EXPECT_EQ(provider.error().code, ErrorCode::Plugin);
+  EXPECT_EQ(provider.error().message, "no provider plugin named 'nope'; available: echo, null, throws");
+  auto memory = host.create_memory("echo", Json::object());
+  ASSERT_FALSE(memory);
+  EXPECT_EQ(memory.error().message, "no memory plugin named 'echo'; available: map");
+  auto none = PluginHost().create_toolbox("reverse", Json::object());
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().message, "no toolbox plugin named 'reverse'; available: (none)");
+}
+
+TEST(PluginHost, CreatingABrokenPluginExplainsWhyItFailedToLoad) {
+  PluginHost host = PluginHost::discover({kPluginDir});
+  auto made = host.create_provider("missing-factory", Json::object());
+  ASSERT_FALSE(made);
+  EXPECT_THAT(made.error().describe(), HasSubstr("provider plugin 'missing-factory' failed to load"));
+  EXPECT_THAT(made.error().describe(), HasSubstr("does not export kernex_create_Provider"));
+}
+
+TEST(PluginHost, FirstOfTwoDuplicatesWins) {
+  PluginHost host = PluginHost::discover({kPluginDir});
+  const PluginInfo* echo = host.find(PluginKind::Provider, "echo");
+  ASSERT_NE(echo, nullptr);
+  EXPECT_EQ(echo->path, plugin_file("echo"));
+  EXPECT_EQ(echo->description, "Echoes the current message");
+  EXPECT_EQ(host.find(PluginKind::Memory, "echo"), nullptr);
+  EXPECT_EQ(host.find(PluginKind::Provider, "abi-mismatch"), nullptr);
+}
+
+TEST(PluginHost, AddFileReturnsTheErrorAndRecordsIt) {
+  PluginHost host;
+  auto bad = host.add_file(plugin_file("not-elf"));
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::Plugin);
+  EXPECT_THAT(bad.error().message, HasSubstr(plugin_file("not-elf").string() + ": not a shared library"));
+  auto missing = host.add_file(kPluginDir / "does-not-exist.so");
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.error().message, HasSubstr("does-not-exist.so: not a regular file"));
+  auto good = host.add_file(plugin_file("reverse-toolbox"));
+  ASSERT_TRUE(good) << good.error().describe();
+  EXPECT_EQ(good->name, "reverse");
+  ASSERT_EQ(host.plugins().size(), 3u);
+  EXPECT_FALSE(host.plugins()[0].ok());
+  EXPECT_TRUE(host.plugins()[2].ok());
+}
+
+TEST(PluginHost, MissingDirectoriesAreSkipped) {
+  PluginHost host = PluginHost::discover({kPluginDir / "no-such-dir", kPluginDir / "libkernex-test-echo.so"});
+  EXPECT_TRUE(host.plugins().empty());
+}
+
+TEST(PluginHost, ObjectKeepsItsLibraryLoadedAfterTheHostIsDestroyed) {
+  const fs::path echo = plugin_file("echo");
+  ASSERT_FALSE(is_loaded(echo));
+  std::shared_ptr<Provider> provider;
+  {
+    auto host = std::make_unique<PluginHost>();
+    ASSERT_TRUE(host->add_file(echo));
+    auto made = host->create_provider("echo", Json{{"prefix", "> "}});
+    ASSERT_TRUE(made) << made.error().describe();
+    provider = *made;
+    host.reset();
+  }
+  ASSERT_TRUE(is_loaded(echo));
+  auto copy = provider;  // a second owner; the library stays until the last one goes
+  provider.reset();
+  ASSERT_TRUE(is_loaded(echo));
+  auto response = copy->complete(Context("still here"), {}, {});
+  ASSERT_TRUE(response);
+  EXPECT_EQ(response->text, "> still here");
+  copy.reset();
+  EXPECT_FALSE(is_loaded(echo));
+}
+
+TEST(PluginHost, HostWithoutObjectsUnloadsOnDestruction) {
+  const fs::path map = plugin_file("map-memory");
+  {
+    PluginHost host;
+    ASSERT_TRUE(host.add_file(map));
+    EXPECT_TRUE(is_loaded(map));
+    PluginHost moved = std::move(host);
+    EXPECT_TRUE(moved.create_memory("map", Json::object()));
+    EXPECT_TRUE(host.plugins().empty());
+  }
+  EXPECT_FALSE(is_loaded(map));
+}
+
+TEST(PluginHost, DefaultDirsStartWithKernexPluginPath) {
+  ScopedEnv env("KERNEX_PLUGIN_PATH", "/opt/a::/opt/b:");
+  auto dirs = PluginHost::default_dirs();
+  ASSERT_GE(dirs.size(), 2u);
+  EXPECT_EQ(dirs[0], fs::path("/opt/a"));
+  EXPECT_EQ(dirs[1], fs::path("/opt/b"));
+  const bool build_dir_exists = fs::is_directory(KERNEX_PLUGIN_BUILD_DIR);
+  const bool listed = std::find(dirs.begin(), dirs.end(), fs::path(KERNEX_PLUGIN_BUILD_DIR)) != dirs.end();
+  EXPECT_EQ(listed, build_dir_exists);
+  if (listed) {
+    EXPECT_EQ(dirs[2], fs::path(KERNEX_PLUGIN_BUILD_DIR));
+  }
+
+  ScopedEnv unset("KERNEX_PLUGIN_PATH", nullptr);
+  for (const fs::path& dir : PluginHost::default_dirs()) EXPECT_TRUE(fs::is_directory(dir)) << dir;
+}
+
+TEST(PluginHost, KindNamesRoundTrip) {
+  for (PluginKind k : {PluginKind::Provider, PluginKind::Memory, PluginKind::Hook, PluginKind::Toolbox}) {
+    EXPECT_EQ(plugin_kind_from_string(to_string(k)), k);
+  }
+  EXPECT_EQ(to_string(PluginKind::Toolbox), "toolbox");
+  EXPECT_EQ(plugin_kind_from_string("Provider"), std::nullopt);
+  EXPECT_EQ(plugin_kind_from_string(""), std::nullopt);
+}
+
+}  // namespace
+}  // namespace kernex
