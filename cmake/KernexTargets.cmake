@@ -16,6 +16,8 @@ function(kernex_add_plugin target output_name)
     LIBRARY_OUTPUT_DIRECTORY ${KERNEX_PLUGIN_BUILD_DIR}
     INSTALL_RPATH "$ORIGIN/../..")
   target_link_libraries(${target} PRIVATE kernex::kernex)
+  # Without this, libstdc++'s STB_GNU_UNIQUE symbols pin the library and dlclose never unloads it.
+  target_compile_options(${target} PRIVATE -fno-gnu-unique)
   kernex_warnings(${target})
   install(TARGETS ${target} LIBRARY DESTINATION ${KERNEX_PLUGIN_INSTALL_DIR})
   set_property(GLOBAL APPEND PROPERTY KERNEX_PLUGIN_TARGETS ${target})
