@@ -16,6 +16,7 @@ struct ToolSpec {
   std::string description;
   Json parameters = Json{{"type", "object"}};  // JSON Schema
   std::vector<std::string> search_hints;
+  bool operator==(const ToolSpec&) const = default;
 };
 
 // A model's request to run a tool.
@@ -23,6 +24,7 @@ struct ToolCall {
   std::string id;
   std::string name;
   Json arguments = Json::object();
+  bool operator==(const ToolCall&) const = default;
 };
 
 // What went back to the model for one ToolCall.
@@ -31,6 +33,7 @@ struct ToolResult {
   std::string name;
   std::string content;
   bool is_error = false;
+  bool operator==(const ToolResult&) const = default;
 };
 
 // A script tool (kernex `Toolbox`): JSON arguments on stdin, stdout is the result, exit 0 is success.

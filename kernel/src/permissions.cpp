@@ -1,0 +1,188 @@
+#include "kernex/permissions.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace kernex {
+
+std::size_t floor_char_boundary(std::string_view s, std::size_t max) {
+  if (max >= s.size()) return s.size();
+  std::size_t i = max;
+  // Step back over UTF-8 continuation bytes (10xxxxxx) to the start of the character.
+  while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
+  return i;
+}
+
+std::string extract_args_string(const Json& args) {
+  std::string out;
+  // Explicit stack instead of recursion: arguments come from the model and may nest deeply.
+  std::vector<const Json*> stack{&args};
+  while (!stack.empty() && out.size() < kMaxPermissionArgsLen) {
+    const Json* node = stack.back();
+    stack.pop_back();
+    if (node->is_string()) {
+      if (!out.empty()) out += ' ';
+      const auto& s = node->get_ref<const std::string&>();
+      // Anything past the cap is cut below; copying one byte beyond it is enough to find the
+      // character boundary there, so don't copy megabytes just to drop them.
+      const std::size_t room = kMaxPermissionArgsLen + 1 - out.size();
+      out.append(s, 0, std::min(s.size(), room));
+    } else if (node->is_array() || node->is_object()) {
+      // Objects iterate in sorted key order (std::map), as serde_json's BTreeMap does.
+      std::vector<const Json*> children;
+      children.reserve(node->size());
+      for (const Json& child : *node) children.push_back(&child);
+      stack.insert(stack.end(), children.rbegin(), children.rend());
+    }
+  }
+  if (out.size() > kMaxPermissionArgsLen) out.resize(floor_char_boundary(out, kMaxPermissionArgsLen));
+  return out;
+}
+
+namespace {
+
+char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+bool ascii_iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool glob_match(std::string_view glob, std::string_view text) {
+  // Greedy wildcard matching with backtracking to the last '*': O(P×T) worst case like
+  // kernex's DP table, O(1) memory. Byte-wise comparison equals kernex's per-character
+  // comparison on valid UTF-8, since only ASCII letters fold and literals align on lead bytes.
+  std::size_t g = 0, t = 0;
+  std::size_t star = std::string_view::npos, star_t = 0;
+  while (t < text.size()) {
+    if (g < glob.size() && glob[g] == '*') {
+      star = g++;
+      star_t = t;
+    } else if (g < glob.size() && ascii_lower(glob[g]) == ascii_lower(text[t])) {
+      ++g;
+      ++t;
+    } else if (star != std::string_view::npos) {
+      g = star + 1;
+      t = ++star_t;
+    } else {
+      return false;
+    }
+  }
+  while (g < glob.size() && glob[g] == '*') ++g;
+  return g == glob.size();
+}
+
+bool pattern_matches(std::string_view pattern, std::string_view tool_name, std::string_view args) {
+  const auto open = pattern.find('(');
+  if (open != std::string_view::npos && pattern.ends_with(')')) {
+    // No trimming: "Bash (git *)" names the tool "Bash " and never matches.
+    const std::string_view tool = pattern.substr(0, open);
+    const std::string_view glob = pattern.substr(open + 1, pattern.size() - open - 2);
+    return ascii_iequals(tool, tool_name) && glob_match(glob, args);
+  }
+  return ascii_iequals(pattern, tool_name);
+}
+
+PermissionOutcome PermissionRules::check(std::string_view tool_name, const Json& args) const {
+  const std::string args_str = extract_args_string(args);
+  for (const std::string& pattern : deny_) {
+    if (pattern_matches(pattern, tool_name, args_str)) return {false, "denied by rule: " + pattern};
+  }
+  if (!allow_.empty()) {
+    bool any = false;
+    for (const std::string& pattern : allow_) {
+      if (pattern_matches(pattern, tool_name, args_str)) {
+        any = true;
+        break;
+      }
+    }
+    if (!any) return {false, "tool '" + std::string(tool_name) + "' not in allow list"};
+  }
+  return {true, ""};
+}
+
+namespace {
+
+std::string at_line(std::string_view origin, const YAML::Mark& mark) {
+  std::string out(origin);
+  if (!mark.is_null() && mark.line >= 0) out += ":" + std::to_string(mark.line + 1);
+  return out;
+}
+
+Result<std::vector<std::string>> read_pattern_list(const YAML::Node& node, const std::string& key,
+                                                   std::string_view origin) {
+  std::vector<std::string> out;
+  if (node.IsNull()) return out;  // `deny:` with every entry commented out means none
+  if (!node.IsSequence()) {
+    return fail(ErrorCode::Config, at_line(origin, node.Mark()) + ": permissions key '" + key +
+                                       "' must be a list of strings like [\"Bash(git *)\"]");
+  }
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node item = node[i];
+    if (!item.IsScalar()) {
+      // yaml-cpp marks an empty item at the next token, so point at the list instead.
+      const YAML::Mark mark = item.IsNull() ? node.Mark() : item.Mark();
+      return fail(ErrorCode::Config, at_line(origin, mark) + ": permissions key '" + key + "' item " +
+                                         std::to_string(i + 1) + " must be a string");
+    }
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<PermissionRules> PermissionRules::parse_yaml(std::string_view text, std::string_view origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return fail(ErrorCode::Config, at_line(origin, e.mark) + ": invalid YAML in permissions file: " + e.msg);
+  }
+  if (!root || root.IsNull()) return PermissionRules{};
+  if (!root.IsMap()) {
+    return fail(ErrorCode::Config,
+                at_line(origin, root.Mark()) + ": permissions file must be a mapping with 'allow' and/or 'deny'");
+  }
+  PermissionRules rules;
+  try {
+    for (const auto& kv : root) {
+      if (!kv.first.IsScalar()) {
+        return fail(ErrorCode::Config, at_line(origin, kv.first.Mark()) + ": permissions keys must be strings");
+      }
+      const std::string key = kv.first.Scalar();
+      Result<std::vector<std::string>> list;
+      if (key == "allow" || key == "deny") {
+        list = read_pattern_list(kv.second, key, origin);
+      } else {
+        return fail(ErrorCode::Config, at_line(origin, kv.first.Mark()) + ": unknown permissions key '" + key +
+                                           "' (expected 'allow' or 'deny')");
+      }
+      if (!list) return std::unexpected(list.error());
+      (key == "allow" ? rules.allow_ : rules.deny_) = std::move(*list);
+    }
+  } catch (const YAML::Exception& e) {
+    return fail(ErrorCode::Config, at_line(origin, e.mark) + ": " + e.msg);
+  }
+  return rules;
+}
+
+Result<PermissionRules> PermissionRules::load_yaml_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail(ErrorCode::Io, "cannot open permissions file '" + path.string() + "'");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return fail(ErrorCode::Io, "cannot read permissions file '" + path.string() + "'");
+  return parse_yaml(buf.str(), path.string());
+}
+
+}  // namespace kernex
+
