@@ -1,5 +1,6 @@
 #include "agent_loop.hpp"
 
+#include <algorithm>
 #include <exception>
 
 #include "kernex/log.hpp"
@@ -77,6 +78,12 @@ ToolRouter ToolRouter::collect(const std::vector<std::shared_ptr<ToolExecutor>>&
       continue;
     }
     for (auto& spec : *specs) {
+      // kernex only used allowed_tools as an on/off switch; here a non-empty list is a filter.
+      if (context.allowed_tools && !context.allowed_tools->empty() &&
+          std::find(context.allowed_tools->begin(), context.allowed_tools->end(), spec.name) ==
+              context.allowed_tools->end()) {
+        continue;
+      }
       if (router.routes_.contains(spec.name)) {
         log(LogLevel::Warn, "tool '" + spec.name + "' is offered twice; keeping the first");
         continue;

@@ -21,8 +21,8 @@ namespace kernex {
 // Tool name -> the executor that offers it, for one run.
 class ToolRouter {
  public:
-  // Asks each executor for its tools; a later executor offering a name already taken is
-  // skipped for that name (logged).
+  // Asks each executor for its tools, keeping those in context.allowed_tools when that is a
+  // non-empty list; a later executor offering a name already taken is skipped (logged).
   static ToolRouter collect(const std::vector<std::shared_ptr<ToolExecutor>>& executors,
                             const Context& context);
   const std::vector<ToolSpec>& specs() const { return specs_; }

@@ -206,6 +206,7 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
                          options.cost_budget_usd ? options.cost_budget_usd : limits.cost_budget_usd,
                          options.tool_call_budget ? options.tool_call_budget : limits.tool_call_budget};
   context.model = options.model;
+  context.allowed_tools = options.allowed_tools;
   context.max_turns = loop_limits.max_turns;
   context.token_budget = loop_limits.token_budget;
   context.cost_budget_usd = loop_limits.cost_budget_usd;

@@ -168,3 +168,37 @@ TEST(RenderForSummary, KernexLineFormat) {
 
 }  // namespace
 }  // namespace kernex
+
+namespace kernex {
+namespace {
+
+TEST_F(ContextBuilderTest, DefectSummarizerRunsWithTools) {
+  // Without a host summarizer the run's provider summarises, with tools switched off so
+  // compaction can't run tools outside the loop's hooks and rules.
+  Limits limits;
+  limits.max_context_messages = 2;
+  limits.compaction = CompactionStrategy::Summarize;
+  std::string script;
+  for (auto t : {"a1", "a2", "the gist", "a3"}) script += Json{{"text", t}}.dump() + "\n";
+  Config config;
+  config.system_prompt = "BASE PROMPT";
+  config.provider.name = "replay";
+  config.provider.config = {{"script", dir.write("s.jsonl", script).string()},
+                            {"record", (dir / "record.jsonl").string()}};
+  config.memory = PluginRef{"volatile", Json::object()};
+  config.toolboxes.push_back(PluginRef{"builtin", Json::object()});
+  config.pricing_file = std::filesystem::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
+  config.limits = limits;
+  auto k = Kernel::create(std::move(config));
+  ASSERT_TRUE(k);
+  for (auto m : {"m1", "m2", "m3"}) ASSERT_TRUE((*k)->run(Request::from_text("u", m)));
+  const Json summarise = request(2);
+  EXPECT_TRUE(summarise["tools"].empty());
+  EXPECT_NE(summarise["messages"][0]["content"].get<std::string>().find("user: m1\nassistant: a1"), std::string::npos);
+  EXPECT_NE(request(3)["system"].get<std::string>().find("[Earlier conversation summary]\nthe gist"),
+            std::string::npos);
+  EXPECT_FALSE(request(3)["tools"].empty());
+}
+
+}  // namespace
+}  // namespace kernex

@@ -299,3 +299,39 @@ TEST_F(LoopTest, AuditHookWithoutFileIsAPluginErrorNamingIt) {
 
 }  // namespace
 }  // namespace kernex
+
+namespace kernex {
+namespace {
+
+TEST_F(LoopTest, DefectAllowedToolsNotAFilter) {
+  RunOptions options;
+  options.allowed_tools = std::vector<std::string>{"word_count"};
+  auto r = run(config_for({tool_line("1", "calculate", {{"expression", "1"}}), text_line("ok")}), options);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->tool_calls[0].result.content, "Unknown tool: calculate");
+  auto requests = recorded();
+  ASSERT_EQ(requests[0]["tools"].size(), 1u);
+  EXPECT_EQ(requests[0]["tools"][0]["name"], "word_count");
+}
+
+TEST_F(LoopTest, EmptyAllowedToolsOffersNoTools) {
+  RunOptions options;
+  options.allowed_tools = std::vector<std::string>{};
+  auto r = run(config_for({text_line("ok")}), options);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(recorded()[0]["tools"].empty());
+}
+
+TEST_F(LoopTest, DefectStreamingRecordsNoUsage) {
+  // kernex's streaming path recorded no usage; here streaming and non-streaming runs sum alike.
+  RunOptions options;
+  options.sink = [](const StreamEvent&) {};
+  auto r = run(config_for({tool_line("1", "calculate", {{"expression", "1"}}, 7, 3), text_line("ok", 11, 2)}),
+               options);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->usage.input_tokens, 18u);
+  EXPECT_EQ(r->usage.output_tokens, 5u);
+}
+
+}  // namespace
+}  // namespace kernex

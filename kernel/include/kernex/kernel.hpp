@@ -51,6 +51,8 @@ struct RunOptions {
   std::optional<std::uint64_t> token_budget;
   std::optional<double> cost_budget_usd;
   std::optional<std::uint32_t> tool_call_budget;
+  // None: every tool; empty: no tools; names: only those tools are offered and callable.
+  std::optional<std::vector<std::string>> allowed_tools;
   StreamSink sink;  // set to receive stream events
 };
 
