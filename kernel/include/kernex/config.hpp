@@ -32,7 +32,7 @@ struct Limits {
 
 struct Config {
   std::optional<std::filesystem::path> source;  // the file it was read from
-  std::filesystem::path data_dir;               // default $XDG_DATA_HOME/kernex or ~/.kernex
+  std::filesystem::path data_dir;               // default $XDG_DATA_HOME/kernex or ~/.local/share/kernex
   std::vector<std::filesystem::path> plugin_dirs;  // searched before the default dirs
   std::vector<std::filesystem::path> skill_dirs;
   std::string system_prompt;
@@ -49,8 +49,9 @@ struct Config {
   std::optional<std::filesystem::path> pricing_file;  // default: the installed data/pricing.yaml
   Limits limits;
 
-  // Reads `file` (or, when unset, $KERNEX_CONFIG, else no file: defaults), then applies
-  // environment overrides KERNEX_DATA_DIR and KERNEX_PLUGIN_PATH.
+  // Reads `file` (or, when unset, $KERNEX_CONFIG, else no file: defaults), then applies the
+  // environment override KERNEX_DATA_DIR. A missing named file is an error. (KERNEX_PLUGIN_PATH
+  // is read by PluginHost::default_dirs.) Relative paths resolve against the file's directory.
   static Result<Config> load(const std::optional<std::filesystem::path>& file);
   static Result<Config> parse_yaml(std::string_view text, std::string_view origin);
 };

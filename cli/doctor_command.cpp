@@ -1,0 +1,21 @@
+#include <iostream>
+
+#include "commands.hpp"
+#include "exit_codes.hpp"
+#include "kernex/doctor.hpp"
+
+namespace kernex::cli {
+
+int doctor_command(const std::optional<std::string>& config_file, bool json) {
+  const DoctorReport report =
+      diagnose_config_file(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
+  if (json) {
+    std::cout << to_json(report).dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+  } else {
+    std::cout << to_text(report);
+  }
+  // The report is the result: missing features are findings, not failures of the command.
+  return kExitOk;
+}
+
+}  // namespace kernex::cli

@@ -1,0 +1,85 @@
+#include <filesystem>
+#include <iostream>
+#include <iterator>
+
+#include "commands.hpp"
+#include "exit_codes.hpp"
+#include "kernex/kernel.hpp"
+#include "provider_opt.hpp"
+
+namespace kernex::cli {
+
+namespace {
+
+std::filesystem::path absolute_path(const std::string& p) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(p, ec);
+  return (ec ? std::filesystem::path(p) : abs).lexically_normal();
+}
+
+Result<std::string> message_text(const std::vector<std::string>& words) {
+  if (words.size() == 1 && words.front() == "-") {
+    std::string text(std::istreambuf_iterator<char>(std::cin), {});
+    if (std::cin.bad()) return fail(ErrorCode::Io, "cannot read the message from stdin");
+    return text;
+  }
+  std::string text;
+  for (const auto& w : words) text += (text.empty() ? "" : " ") + w;
+  return text;
+}
+
+Result<RunOptions> run_options(const RunArgs& args) {
+  RunOptions opts;
+  opts.provider = args.provider;
+  opts.model = args.model;
+  opts.max_turns = args.max_turns;
+  opts.token_budget = args.token_budget;
+  opts.cost_budget_usd = args.cost_budget_usd;
+  opts.tool_call_budget = args.tool_call_budget;
+  for (const auto& raw : args.provider_opts) {
+    auto kv = parse_provider_opt(raw);
+    if (!kv) return std::unexpected(kv.error());
+    opts.provider_options[kv->first] = std::move(kv->second);
+  }
+  return opts;
+}
+
+}  // namespace
+
+int run_command(const std::optional<std::string>& config_file, const RunArgs& args) {
+  auto config = Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
+  if (!config) return report(config.error());
+  if (args.data_dir) config->data_dir = absolute_path(*args.data_dir);
+  for (const auto& dir : args.skill_dirs) config->skill_dirs.push_back(absolute_path(dir));
+
+  auto opts = run_options(args);
+  if (!opts) return report(opts.error());
+  if (!opts->provider && config->provider.name.empty()) {
+    return report(Error(ErrorCode::Config,
+                        "no provider configured: pass --provider NAME, or set `provider:` in kernex.yaml "
+                        "(given with --config or KERNEX_CONFIG); `kernex plugins` lists the providers found"));
+  }
+  auto message = message_text(args.message);
+  if (!message) return report(message.error());
+
+  auto kernel = Kernel::create(std::move(*config));
+  if (!kernel) return report(kernel.error());
+  auto result = (*kernel)->run(Request::from_text("cli", std::move(*message)), *opts);
+  if (!result) return report(result.error());
+
+  if (args.json) {
+    std::cout << to_json(*result).dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+  } else {
+    std::cout << result->text;
+    if (!result->text.empty() && result->text.back() != '\n') std::cout << '\n';
+  }
+  std::cout.flush();
+  if (result->outcome != Outcome::EndTurn) {
+    std::cerr << "kernex: limit: run ended by " << to_string(result->outcome) << " after " << result->turns
+              << " model call(s)\n";
+    return kExitLimit;
+  }
+  return kExitOk;
+}
+
+}  // namespace kernex::cli

@@ -1,0 +1,484 @@
+// kernex.yaml -> Config. Every key is optional; unknown keys, duplicate keys and wrong types
+// are Config errors of the form "origin:line: key.path: expected X, got Y".
+//
+// Typing rules (also in cli/README.md):
+// - A null value (`key:`, `key: ~`) means "not set": the default stays.
+// - String fields take any scalar's text (`project: 123` is the string "123").
+// - Integer and number fields take plain (unquoted) scalars only: `max_turns: "10"` is an error.
+// - Paths expand a leading `~` / `~/` to $HOME; relative paths resolve against the directory of
+//   the file they were read from (parse_yaml: the directory part of `origin`, if it has one).
+// - Plugin option mappings become JSON by the rule in yaml_to_json.hpp.
+#include "kernex/config.hpp"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+#include <yaml-cpp/yaml.h>
+
+#include "config_internal.hpp"
+#include "yaml_to_json.hpp"
+
+namespace kernex {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Config files are small; anything bigger is a mistake (or an attack), not a config.
+constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+std::string quoted(const fs::path& p) { return Json(p.string()).dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// One value being read: the node, its dotted key path and where to point in messages.
+struct Field {
+  YAML::Node value;
+  std::string path;
+  YAML::Mark mark;
+};
+
+class ConfigReader {
+ public:
+  ConfigReader(std::string origin, fs::path base_dir)
+      : origin_(std::move(origin)), base_dir_(std::move(base_dir)) {}
+
+  Result<void> read(const YAML::Node& root, Config& out) const {
+    if (root.IsNull()) return {};  // empty file: defaults
+    if (!root.IsMap())
+      return err(Field{root, "", root.Mark()}, "expected a mapping of settings, got " + detail::describe_yaml(root));
+    return each_key(Field{root, "", root.Mark()},
+                    {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project", "provider",
+                     "providers", "memory", "hooks", "toolboxes", "permissions", "pricing_file", "limits"},
+                    [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
+  }
+
+ private:
+  Result<void> top_level(const std::string& key, const Field& f, Config& out) const {
+    if (key == "data_dir") return assign(path_value(f), out.data_dir);
+    if (key == "plugin_dirs") return assign_list(path_list(f), out.plugin_dirs);
+    if (key == "skill_dirs") return assign_list(path_list(f), out.skill_dirs);
+    if (key == "system_prompt") return assign(string_value(f), out.system_prompt);
+    if (key == "channel") return assign(string_value(f), out.channel);
+    if (key == "project") return assign(string_value(f), out.project);
+    if (key == "provider") {
+      auto ref = plugin_ref(f);
+      if (!ref) return std::unexpected(ref.error());
+      if (*ref) out.provider = std::move(**ref);
+      return {};
+    }
+    if (key == "providers") return providers(f, out.provider_options);
+    if (key == "memory") {
+      auto ref = plugin_ref(f);
+      if (!ref) return std::unexpected(ref.error());
+      out.memory = std::move(*ref);
+      return {};
+    }
+    if (key == "hooks") return assign_list(plugin_list(f), out.hooks);
+    if (key == "toolboxes") return assign_list(plugin_list(f), out.toolboxes);
+    if (key == "permissions") return permissions(f, out);
+    if (key == "pricing_file") {
+      auto p = path_value(f);
+      if (!p) return std::unexpected(p.error());
+      if (*p) out.pricing_file = std::move(**p);
+      return {};
+    }
+    if (key == "limits") return limits(f, out.limits);
+    return err(f, "unknown key");  // unreachable: each_key checked the name
+  }
+
+  // ---- errors -------------------------------------------------------------------------
+
+  std::unexpected<Error> err(const Field& f, const std::string& what) const {
+    std::string msg = origin_;
+    if (f.mark.line >= 0) msg += ":" + std::to_string(f.mark.line + 1);
+    if (!f.path.empty()) msg += ": " + f.path;
+    msg += ": " + what;
+    return fail(ErrorCode::Config, std::move(msg));
+  }
+  std::unexpected<Error> expected(const Field& f, std::string_view what) const {
+    return err(f, std::string("expected ") + std::string(what) + ", got " + detail::describe_yaml(f.value));
+  }
+
+  // ---- structure ----------------------------------------------------------------------
+
+  static std::string child_path(const std::string& parent, const std::string& key) {
+    return parent.empty() ? key : parent + "." + key;
+  }
+
+  static Field field_for(const YAML::Node& key, const YAML::Node& value, std::string path) {
+    // A null value's mark points past the key (often the next line): use the key's.
+    YAML::Mark mark = value.IsNull() || value.Mark().line < 0 ? key.Mark() : value.Mark();
+    return Field{value, std::move(path), mark};
+  }
+
+  // Walks a mapping, rejecting duplicate keys and keys not in `known`.
+  Result<void> each_key(const Field& map, std::initializer_list<std::string_view> known,
+                        const std::function<Result<void>(const std::string&, const Field&)>& visit) const {
+    if (map.value.IsNull()) return {};
+    if (!map.value.IsMap()) return expected(map, "a mapping");
+    std::set<std::string> seen;
+    for (auto it = map.value.begin(); it != map.value.end(); ++it) {
+      const YAML::Node key = it->first;  // a copy: `it->` yields a temporary proxy
+      if (!key.IsScalar()) return expected(Field{key, map.path, key.Mark()}, "a key name");
+      const std::string name = key.Scalar();
+      Field child = field_for(key, it->second, child_path(map.path, name));
+      bool is_known = false;
+      for (auto k : known) is_known = is_known || k == name;
+      if (!is_known) {
+        std::string list;
+        for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+        return err(Field{key, child.path, key.Mark()}, "unknown key (expected one of: " + list + ")");
+      }
+      if (!seen.insert(name).second) return err(Field{key, child.path, key.Mark()}, "duplicate key");
+      if (auto r = visit(name, child); !r) return r;
+    }
+    return {};
+  }
+
+  template <class T, class V>
+  static Result<void> assign(Result<std::optional<V>> value, T& out) {
+    if (!value) return std::unexpected(value.error());
+    if (*value) out = std::move(**value);
+    return {};
+  }
+  template <class T>
+  static Result<void> assign_list(Result<std::vector<T>> value, std::vector<T>& out) {
+    if (!value) return std::unexpected(value.error());
+    out = std::move(*value);
+    return {};
+  }
+
+  // ---- scalars ------------------------------------------------------------------------
+
+  Result<std::optional<std::string>> string_value(const Field& f) const {
+    if (f.value.IsNull()) return std::nullopt;
+    if (!f.value.IsScalar()) return expected(f, "a string");
+    return f.value.Scalar();
+  }
+
+  Result<std::optional<fs::path>> path_value(const Field& f) const {
+    if (!f.value.IsNull() && !f.value.IsScalar()) return expected(f, "a path");
+    auto s = string_value(f);
+    if (!s) return std::unexpected(s.error());
+    if (!*s) return std::nullopt;
+    if ((*s)->empty()) return err(f, "expected a path, got an empty string");
+    auto expanded = detail::expand_home(**s, f.path);
+    if (!expanded) return err(f, expanded.error().message);
+    fs::path p = std::move(*expanded);
+    if (p.is_relative() && !base_dir_.empty()) p = base_dir_ / p;
+    return p.lexically_normal();
+  }
+
+  Result<std::optional<std::uint64_t>> uint_value(const Field& f, std::uint64_t max) const {
+    if (f.value.IsNull()) return std::nullopt;
+    const std::string what = "a non-negative integer";
+    if (!f.value.IsScalar() || f.value.Tag() != "?") return expected(f, what);
+    const std::string& s = f.value.Scalar();
+    std::uint64_t v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || end != s.data() + s.size()) return expected(f, what);
+    if (ec != std::errc() || v > max)
+      return expected(f, what + " no larger than " + std::to_string(max));
+    return v;
+  }
+
+  Result<std::optional<double>> number_value(const Field& f) const {
+    if (f.value.IsNull()) return std::nullopt;
+    Json j = f.value.IsScalar() ? detail::yaml_scalar_to_json(f.value) : Json();
+    if (!j.is_number()) return expected(f, "a non-negative number");
+    double v = j.get<double>();
+    if (v < 0) return expected(f, "a non-negative number");
+    return v;
+  }
+
+  // ---- lists --------------------------------------------------------------------------
+
+  template <class T>
+  Result<std::vector<T>> list_of(const Field& f, std::string_view list_kind, std::string_view item_kind,
+                                 const std::function<Result<std::optional<T>>(const Field&)>& item) const {
+    std::vector<T> out;
+    if (f.value.IsNull()) return out;
+    if (!f.value.IsSequence()) return expected(f, list_kind);
+    std::size_t i = 0;
+    for (const auto& node : f.value) {
+      Field e{node, f.path + "[" + std::to_string(i++) + "]", node.Mark().line >= 0 ? node.Mark() : f.mark};
+      auto v = item(e);
+      if (!v) return std::unexpected(v.error());
+      if (!*v) return expected(e, item_kind);
+      out.push_back(std::move(**v));
+    }
+    return out;
+  }
+
+  Result<std::vector<fs::path>> path_list(const Field& f) const {
+    return list_of<fs::path>(f, "a list of paths", "a path", [this](const Field& e) { return path_value(e); });
+  }
+
+  Result<std::vector<std::string>> string_list(const Field& f) const {
+    return list_of<std::string>(f, "a list of strings", "a string",
+                                [this](const Field& e) { return string_value(e); });
+  }
+
+  // ---- plugins ------------------------------------------------------------------------
+
+  Result<Json> options(const Field& f) const {
+    if (f.value.IsNull()) return Json::object();
+    if (!f.value.IsMap()) return expected(f, "a mapping of options");
+    detail::YamlLocator locator{origin_};
+    return detail::yaml_to_json(f.value, f.path, locator);
+  }
+
+  // `name` or {name: str, options: mapping}. Null: not set.
+  Result<std::optional<PluginRef>> plugin_ref(const Field& f) const {
+    if (f.value.IsNull()) return std::nullopt;
+    constexpr std::string_view kExpected = "a plugin name or a mapping {name, options}";
+    if (f.value.IsScalar()) {
+      if (f.value.Scalar().empty()) return expected(f, kExpected);
+      return PluginRef{f.value.Scalar(), Json::object()};
+    }
+    if (!f.value.IsMap()) return expected(f, kExpected);
+    PluginRef ref;
+    bool named = false;
+    auto r = each_key(f, {"name", "options"}, [&](const std::string& key, const Field& sub) -> Result<void> {
+      if (key == "name") {
+        auto name = string_value(sub);
+        if (!name) return std::unexpected(name.error());
+        if (!*name || (*name)->empty()) return expected(sub, "a plugin name");
+        ref.name = std::move(**name);
+        named = true;
+        return {};
+      }
+      auto opts = options(sub);
+      if (!opts) return std::unexpected(opts.error());
+      ref.config = std::move(*opts);
+      return {};
+    });
+    if (!r) return std::unexpected(r.error());
+    if (!named) return err(f, "missing key `name` (the plugin's name)");
+    return ref;
+  }
+
+  Result<std::vector<PluginRef>> plugin_list(const Field& f) const {
+    return list_of<PluginRef>(f, "a list of plugins", "a plugin name or a mapping {name, options}",
+                              [this](const Field& e) { return plugin_ref(e); });
+  }
+
+  Result<void> providers(const Field& f, std::map<std::string, Json>& out) const {
+    if (f.value.IsNull()) return {};
+    if (!f.value.IsMap()) return expected(f, "a mapping of provider name to options");
+    std::set<std::string> seen;
+    for (auto it = f.value.begin(); it != f.value.end(); ++it) {
+      const YAML::Node key = it->first;  // a copy: `it->` yields a temporary proxy
+      if (!key.IsScalar() || key.Scalar().empty())
+        return expected(Field{key, f.path, key.Mark()}, "a provider name");
+      Field sub = field_for(key, it->second, child_path(f.path, key.Scalar()));
+      if (!seen.insert(key.Scalar()).second) return err(Field{key, sub.path, key.Mark()}, "duplicate key");
+      auto opts = options(sub);
+      if (!opts) return std::unexpected(opts.error());
+      out[key.Scalar()] = std::move(*opts);
+    }
+    return {};
+  }
+
+  // ---- sections -----------------------------------------------------------------------
+
+  Result<void> permissions(const Field& f, Config& out) const {
+    return each_key(f, {"file", "allow", "deny"}, [&](const std::string& key, const Field& sub) -> Result<void> {
+      if (key == "file") {
+        auto p = path_value(sub);
+        if (!p) return std::unexpected(p.error());
+        if (*p) out.permissions_file = std::move(**p);
+        return {};
+      }
+      return assign_list(string_list(sub), key == "allow" ? out.allow : out.deny);
+    });
+  }
+
+  Result<void> limits(const Field& f, Limits& out) const {
+    constexpr auto u32 = std::numeric_limits<std::uint32_t>::max();
+    constexpr auto u64 = std::numeric_limits<std::uint64_t>::max();
+    return each_key(
+        f,
+        {"max_turns", "token_budget", "cost_budget_usd", "tool_call_budget", "max_context_messages", "compaction",
+         "conversation_idle_minutes"},
+        [&](const std::string& key, const Field& sub) -> Result<void> {
+          if (key == "cost_budget_usd") {
+            auto v = number_value(sub);
+            if (!v) return std::unexpected(v.error());
+            if (*v) out.cost_budget_usd = **v;
+            return {};
+          }
+          if (key == "compaction") {
+            auto v = string_value(sub);
+            if (!v) return std::unexpected(v.error());
+            if (!*v) return {};
+            if (**v == "drop") out.compaction = CompactionStrategy::Drop;
+            else if (**v == "summarize") out.compaction = CompactionStrategy::Summarize;
+            else return expected(sub, "drop or summarize");
+            return {};
+          }
+          const bool wide = key == "token_budget" || key == "max_context_messages";
+          auto v = uint_value(sub, wide ? u64 : u32);
+          if (!v) return std::unexpected(v.error());
+          if (!*v) return {};
+          const std::uint64_t n = **v;
+          if (key == "max_turns") out.max_turns = static_cast<std::uint32_t>(n);
+          else if (key == "token_budget") out.token_budget = n;
+          else if (key == "tool_call_budget") out.tool_call_budget = static_cast<std::uint32_t>(n);
+          else if (key == "max_context_messages") out.max_context_messages = static_cast<std::size_t>(n);
+          else out.conversation_idle = std::chrono::minutes(static_cast<std::chrono::minutes::rep>(n));
+          return {};
+        });
+  }
+
+  std::string origin_;
+  fs::path base_dir_;
+};
+
+Result<Config> parse_with_base(std::string_view text, std::string_view origin, const fs::path& base_dir) {
+  Config config = detail::default_config();
+  try {
+    YAML::Node root = YAML::Load(std::string(text));
+    ConfigReader reader{std::string(origin), base_dir};
+    if (auto r = reader.read(root, config); !r) return std::unexpected(r.error());
+  } catch (const YAML::ParserException& e) {
+    std::string where(origin);
+    if (e.mark.line >= 0) where += ":" + std::to_string(e.mark.line + 1);
+    return fail(ErrorCode::Config, where + ": invalid YAML: " + e.msg);
+  } catch (const std::exception& e) {
+    // yaml-cpp throws for shapes our checks should have excluded; never let it escape.
+    return fail(ErrorCode::Config, std::string(origin) + ": invalid YAML: " + e.what());
+  }
+  return config;
+}
+
+Result<std::string> read_config_file(const fs::path& path, std::string_view named_by) {
+  const std::string by = named_by.empty() ? "" : " (named by " + std::string(named_by) + ")";
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status))
+    return fail(ErrorCode::Config, "config file " + quoted(path) + by + " does not exist");
+  if (!fs::is_regular_file(status))
+    return fail(ErrorCode::Config, "config file " + quoted(path) + by + " is not a regular file");
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > kMaxConfigBytes)
+    return fail(ErrorCode::Config, "config file " + quoted(path) + " is larger than " +
+                                       std::to_string(kMaxConfigBytes) + " bytes");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail(ErrorCode::Config, "cannot read config file " + quoted(path) + ": " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return fail(ErrorCode::Config, "cannot read config file " + quoted(path));
+  return std::move(text).str();
+}
+
+}  // namespace
+
+namespace detail {
+
+std::optional<fs::path> home_dir() {
+  if (const char* home = env("HOME")) return fs::path(home);
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwuid_r(getuid(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr &&
+      found->pw_dir != nullptr && *found->pw_dir != '\0')
+    return fs::path(found->pw_dir);
+  return std::nullopt;
+}
+
+Result<fs::path> expand_home(std::string_view path, std::string_view what) {
+  if (path != "~" && !path.starts_with("~/")) return fs::path(path);
+  auto home = home_dir();
+  if (!home)
+    return fail(ErrorCode::Config, std::string(what) + ": cannot expand `~`: $HOME is not set and the user has no home directory");
+  if (path == "~") return *home;
+  return *home / fs::path(path.substr(2));
+}
+
+Config default_config() {
+  Config c;
+  const char* xdg = env("XDG_DATA_HOME");
+  if (xdg != nullptr && fs::path(xdg).is_absolute()) {  // XDG: relative values are ignored
+    c.data_dir = fs::path(xdg) / "kernex";
+  } else if (auto home = home_dir()) {
+    c.data_dir = *home / ".local" / "share" / "kernex";
+  } else {
+    // No home at all (some service accounts): a per-user directory that always exists.
+    c.data_dir = fs::temp_directory_path() / ("kernex-" + std::to_string(getuid()));
+  }
+  return c;
+}
+
+Result<void> apply_env_overrides(Config& config) {
+  if (const char* dir = env("KERNEX_DATA_DIR")) {
+    auto p = expand_home(dir, "KERNEX_DATA_DIR");
+    if (!p) return std::unexpected(p.error());
+    std::error_code ec;
+    fs::path abs = fs::absolute(*p, ec);
+    config.data_dir = (ec ? *p : abs).lexically_normal();
+  }
+  return {};
+}
+
+}  // namespace detail
+
+Result<Config> Config::parse_yaml(std::string_view text, std::string_view origin) {
+  return parse_with_base(text, origin, fs::path(origin).parent_path());
+}
+
+Result<Config> Config::load(const std::optional<fs::path>& file) {
+  std::optional<fs::path> path = file;
+  std::string_view named_by;
+  if (!path) {
+    if (const char* from_env = env("KERNEX_CONFIG")) {
+      auto p = detail::expand_home(from_env, "KERNEX_CONFIG");
+      if (!p) return std::unexpected(p.error());
+      path = std::move(*p);
+      named_by = "KERNEX_CONFIG";
+    }
+  }
+
+  Config config;
+  if (path) {
+    auto text = read_config_file(*path, named_by);
+    if (!text) return std::unexpected(text.error());
+    std::error_code ec;
+    fs::path abs = fs::absolute(*path, ec);
+    if (ec) abs = *path;
+    abs = abs.lexically_normal();
+    auto parsed = parse_with_base(*text, path->string(), abs.parent_path());
+    if (!parsed) return parsed;
+    config = std::move(*parsed);
+    config.source = abs;
+  } else {
+    config = detail::default_config();
+  }
+  if (auto r = detail::apply_env_overrides(config); !r) return std::unexpected(r.error());
+  return config;
+}
+
+fs::path default_pricing_file() {
+  std::error_code ec;
+  fs::path installed = fs::path(KERNEX_DATA_INSTALL_DIR) / "pricing.yaml";
+  if (fs::is_regular_file(installed, ec)) return installed;
+  return fs::path(KERNEX_DATA_BUILD_DIR) / "pricing.yaml";
+}
+
+}  // namespace kernex

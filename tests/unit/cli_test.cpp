@@ -1,0 +1,282 @@
+// Runs bin/kernex as a user would and checks exit codes, stderr messages and JSON output.
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "exit_codes.hpp"
+#include "kernex/json.hpp"
+#include "provider_opt.hpp"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+using kernex::Json;
+using ::testing::HasSubstr;
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "kernex-cli-test-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    // A clean, known environment: no config from the caller's shell.
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string kv = *e;
+      auto eq = kv.find('=');
+      if (eq != std::string::npos) env_[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    env_.erase("KERNEX_CONFIG");
+    env_["KERNEX_DATA_DIR"] = (dir_ / "data").string();
+    env_["KERNEX_PLUGIN_PATH"] = (dir_ / "no-plugins").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Output goes to files, not pipes, so a chatty child can never block on a full pipe.
+  Outcome kernex(const std::vector<std::string>& args) {
+    std::vector<std::string> argv_s{KERNEX_CLI};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_s;
+    for (const auto& [k, v] : env_) env_s.push_back(k + "=" + v);
+    std::vector<char*> envp;
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+
+    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, KERNEX_CLI, &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    Outcome o;
+    EXPECT_EQ(rc, 0) << "cannot spawn " << KERNEX_CLI;
+    if (rc != 0) return o;
+    int status = 0;
+    EXPECT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status)) << "kernex did not exit normally (signal?)";
+    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    o.out = slurp(out);
+    o.err = slurp(err);
+    return o;
+  }
+
+  fs::path write(const std::string& name, const std::string& text) {
+    fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p;
+  }
+
+  fs::path dir_;
+  std::map<std::string, std::string> env_;
+};
+
+TEST_F(CliTest, HelpExitsZeroAndDocumentsExitCodes) {
+  auto o = kernex({"--help"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("run"));
+  EXPECT_THAT(o.out, HasSubstr("plugins"));
+  EXPECT_THAT(o.out, HasSubstr("doctor"));
+  EXPECT_THAT(o.out, HasSubstr("Exit codes: 0 ok"));
+  for (const char* sub : {"run", "plugins", "doctor"}) {
+    auto s = kernex({sub, "--help"});
+    EXPECT_EQ(s.exit_code, 0) << sub << ": " << s.err;
+    EXPECT_THAT(s.out, HasSubstr("--config")) << sub;
+    EXPECT_THAT(s.out, HasSubstr("Exit codes")) << sub;
+  }
+}
+
+TEST_F(CliTest, VersionExitsZero) {
+  auto o = kernex({"--version"});
+  EXPECT_EQ(o.exit_code, 0);
+  EXPECT_THAT(o.out, HasSubstr("kernex "));
+}
+
+TEST_F(CliTest, UsageErrorsExitTwo) {
+  auto unknown = kernex({"run", "--no-such-option", "hi"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("kernex: usage: "));
+  EXPECT_THAT(unknown.err, HasSubstr("--no-such-option"));
+
+  EXPECT_EQ(kernex({}).exit_code, 2);                      // no subcommand
+  EXPECT_EQ(kernex({"frobnicate"}).exit_code, 2);          // unknown subcommand
+  EXPECT_EQ(kernex({"run"}).exit_code, 2);                 // no message
+  EXPECT_EQ(kernex({"run", "--max-turns", "ten", "hi"}).exit_code, 2);
+  EXPECT_EQ(kernex({"run", "--max-turns", "-1", "hi"}).exit_code, 2);
+  EXPECT_EQ(kernex({"run", "--cost-budget", "-0.5", "hi"}).exit_code, 2);
+
+  auto opt = kernex({"run", "--provider", "replay", "--provider-opt", "no-equals-sign", "hi"});
+  EXPECT_EQ(opt.exit_code, 2);
+  EXPECT_THAT(opt.err, HasSubstr("kernex: usage: --provider-opt expects KEY=VALUE"));
+}
+
+TEST_F(CliTest, RunWithoutProviderIsAConfigError) {
+  auto o = kernex({"run", "hello"});
+  EXPECT_EQ(o.exit_code, 3);
+  EXPECT_THAT(o.err, HasSubstr("kernex: config: no provider configured"));
+  EXPECT_THAT(o.err, HasSubstr("--provider"));
+  EXPECT_TRUE(o.out.empty());
+}
+
+TEST_F(CliTest, BadConfigFileExitsThreeNamingTheKey) {
+  fs::path bad = write("kernex.yaml", "provider: replay\nlimits:\n  max_turns: ten\n");
+  const std::string expected = bad.string() + ":3: limits.max_turns: expected a non-negative integer, got \"ten\"";
+
+  auto on_run = kernex({"run", "--config", bad.string(), "hello"});
+  EXPECT_EQ(on_run.exit_code, 3);
+  EXPECT_THAT(on_run.err, HasSubstr("kernex: config: " + expected));
+
+  auto global = kernex({"--config", bad.string(), "run", "hello"});  // before the subcommand too
+  EXPECT_EQ(global.exit_code, 3);
+  EXPECT_THAT(global.err, HasSubstr(expected));
+
+  auto plugins = kernex({"plugins", "--config", bad.string()});
+  EXPECT_EQ(plugins.exit_code, 3);
+  EXPECT_THAT(plugins.err, HasSubstr(expected));
+
+  fs::path unknown = write("unknown.yaml", "provider: replay\nlimts: {}\n");
+  auto u = kernex({"run", "--config", unknown.string(), "hello"});
+  EXPECT_EQ(u.exit_code, 3);
+  EXPECT_THAT(u.err, HasSubstr(":2: limts: unknown key"));
+}
+
+TEST_F(CliTest, MissingConfigFilesExitThree) {
+  auto named = kernex({"run", "--config", (dir_ / "nope.yaml").string(), "hello"});
+  EXPECT_EQ(named.exit_code, 3);
+  EXPECT_THAT(named.err, HasSubstr("nope.yaml"));
+
+  env_["KERNEX_CONFIG"] = (dir_ / "env-nope.yaml").string();
+  auto from_env = kernex({"run", "--provider", "replay", "hello"});
+  EXPECT_EQ(from_env.exit_code, 3);
+  EXPECT_THAT(from_env.err, HasSubstr("KERNEX_CONFIG"));
+}
+
+TEST_F(CliTest, PluginsJsonIsAnArrayOfPluginObjects) {
+  fs::create_directories(dir_ / "plugins");
+  // Not a plugin: discovery must report it as a failure, not crash.
+  write("plugins/libkernex-bogus.so", "this is not an ELF file");
+  fs::path cfg = write("kernex.yaml", "plugin_dirs: [plugins]\n");
+  auto o = kernex({"plugins", "--json", "--config", cfg.string()});
+  EXPECT_TRUE(o.exit_code == 0 || o.exit_code == 4) << o.exit_code << o.err;
+  Json j = Json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  ASSERT_TRUE(j.is_array());
+  bool saw_bogus = false;
+  for (const auto& p : j) {
+    for (const char* key : {"path", "kind", "name", "version", "abi_version", "ok", "error"})
+      EXPECT_TRUE(p.contains(key)) << key << " in " << p.dump();
+    if (p.at("path").get<std::string>().ends_with("libkernex-bogus.so")) {
+      saw_bogus = true;
+      EXPECT_FALSE(p.at("ok").get<bool>());
+      EXPECT_TRUE(p.at("error").is_string());
+    }
+  }
+  EXPECT_TRUE(saw_bogus) << o.out;
+  EXPECT_EQ(o.exit_code, 4);  // a file failed to load
+
+  auto text = kernex({"plugins", "--config", cfg.string()});
+  EXPECT_EQ(text.exit_code, 4);
+  EXPECT_THAT(text.out, HasSubstr("ERROR " + (dir_ / "plugins" / "libkernex-bogus.so").string() + ": "));
+}
+
+TEST_F(CliTest, DoctorJsonIsAValidReport) {
+  auto o = kernex({"doctor", "--json"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  Json j = Json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  ASSERT_TRUE(j.is_object());
+  EXPECT_TRUE(j.at("landlock").at("available").get<bool>());
+  EXPECT_GE(j.at("landlock").at("abi").get<int>(), 1);
+  EXPECT_TRUE(j.at("seccomp").at("available").get<bool>());
+  EXPECT_EQ(j.at("data_dir").at("path"), (dir_ / "data").string());
+  EXPECT_TRUE(j.at("missing").is_array());
+  EXPECT_TRUE(j.at("ok").is_boolean());
+
+  auto text = kernex({"doctor"});
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_THAT(text.out, HasSubstr("landlock"));
+}
+
+TEST_F(CliTest, DoctorReportsABadConfigAndStillRuns) {
+  fs::path bad = write("kernex.yaml", "hooks: audit\n");
+  auto o = kernex({"--config", bad.string(), "doctor", "--json"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  Json j = Json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_THAT(j.at("config").at("error").get<std::string>(), HasSubstr("hooks: expected a list of plugins"));
+  EXPECT_FALSE(j.at("ok").get<bool>());
+}
+
+TEST(CliExitCodes, EveryErrorCodeMapsToADocumentedCode) {
+  using kernex::ErrorCode;
+  using kernex::cli::exit_code;
+  EXPECT_EQ(exit_code(ErrorCode::Internal), 1);
+  EXPECT_EQ(exit_code(ErrorCode::Io), 1);
+  EXPECT_EQ(exit_code(ErrorCode::Parse), 1);
+  EXPECT_EQ(exit_code(ErrorCode::Unsupported), 1);
+  EXPECT_EQ(exit_code(ErrorCode::Usage), 2);
+  EXPECT_EQ(exit_code(ErrorCode::Config), 3);
+  EXPECT_EQ(exit_code(ErrorCode::Skill), 3);
+  EXPECT_EQ(exit_code(ErrorCode::Plugin), 4);
+  EXPECT_EQ(exit_code(ErrorCode::Provider), 5);
+  EXPECT_EQ(exit_code(ErrorCode::Limit), 6);
+  EXPECT_EQ(exit_code(ErrorCode::Tool), 7);
+  EXPECT_EQ(exit_code(ErrorCode::Sandbox), 7);
+  EXPECT_EQ(exit_code(ErrorCode::Guardrail), 7);
+  EXPECT_EQ(exit_code(ErrorCode::Memory), 8);
+}
+
+TEST(CliProviderOpt, ValuesAreJsonWhenTheyParseElseStrings) {
+  using kernex::cli::parse_provider_opt;
+  auto v = [](std::string_view arg) {
+    auto r = parse_provider_opt(arg);
+    EXPECT_TRUE(r) << arg;
+    return r ? r->second : Json();
+  };
+  EXPECT_EQ(parse_provider_opt("temperature=0.2")->first, "temperature");
+  EXPECT_EQ(v("n=42"), Json(42));
+  EXPECT_EQ(v("t=0.5"), Json(0.5));
+  EXPECT_EQ(v("b=true"), Json(true));
+  EXPECT_EQ(v("z=null"), Json(nullptr));
+  EXPECT_EQ(v("s=\"42\""), Json("42"));
+  EXPECT_EQ(v("model=gpt-4o"), Json("gpt-4o"));
+  EXPECT_EQ(v("url=http://127.0.0.1:9/x?a=b"), Json("http://127.0.0.1:9/x?a=b"));
+  EXPECT_EQ(v("list=[1,2]"), (Json{1, 2}));
+  EXPECT_EQ(v("empty="), Json(""));
+  EXPECT_FALSE(parse_provider_opt("novalue"));
+  EXPECT_FALSE(parse_provider_opt("=x"));
+  EXPECT_EQ(parse_provider_opt("=x").error().code, kernex::ErrorCode::Usage);
+}
+
+}  // namespace
