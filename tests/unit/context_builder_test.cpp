@@ -63,7 +63,8 @@ TEST_F(ContextBuilderTest, DefectProjectKeyMismatchNoProjectSeesOwnHistory) {
   ASSERT_TRUE(k->run(Request::from_text("u1", "hello")));
   auto second = k->run(Request::from_text("u1", "again"));
   ASSERT_TRUE(second);
-  const Json& messages = request(1)["messages"];
+  const Json req = request(1);
+  const Json& messages = req["messages"];
   ASSERT_EQ(messages.size(), 3u);
   EXPECT_EQ(messages[0]["content"], "hello");
   EXPECT_EQ(messages[1]["content"], "first answer");
@@ -148,7 +149,8 @@ TEST_F(ContextBuilderTest, ToolCallIsNeverSeparatedFromItsResult) {
   ASSERT_TRUE(k->run(Request::from_text("u", "add")));
   ASSERT_TRUE(k->run(Request::from_text("u", "more")));
   // The newest 2 would start with the orphaned tool result; it goes with its call.
-  const Json& messages = request(2)["messages"];
+  const Json req = request(2);
+  const Json& messages = req["messages"];
   ASSERT_EQ(messages.size(), 2u) << messages.dump();
   EXPECT_EQ(messages[0]["content"], "two");
   EXPECT_EQ(messages[1]["content"], "more");
