@@ -90,7 +90,7 @@ class ConfigReader {
       return {};
     }
     if (key == "hooks") return assign_list(plugin_list(f), out.hooks);
-    if (key == "toolboxes") return assign_list(plugin_list(f), out.toolboxes);
+    if (key == "toolboxes") return assign_list(plugin_list(f), out.toolboxes.emplace());
     if (key == "permissions") return permissions(f, out);
     if (key == "pricing_file") {
       auto p = path_value(f);

@@ -158,7 +158,7 @@ void check_plugins(const Config& config, DoctorReport& r) {
   }
   if (config.memory) need(PluginKind::Memory, config.memory->name, "memory");
   for (const auto& h : config.hooks) need(PluginKind::Hook, h.name, "hook");
-  for (const auto& t : config.toolboxes) need(PluginKind::Toolbox, t.name, "toolbox");
+  for (const auto& t : config.toolboxes.value_or(std::vector<PluginRef>{})) need(PluginKind::Toolbox, t.name, "toolbox");
 }
 
 Json path_json(const PathStatus& s) {

@@ -144,10 +144,23 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
     if (!hook) return fail(ErrorCode::Plugin, "hook plugin '" + ref.name + "'", hook.error());
     impl->hooks.add(ref.name, *hook);
   }
-  for (const auto& ref : config.toolboxes) {
-    auto box = impl->host.create_toolbox(ref.name, ref.config);
-    if (!box) return fail(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", box.error());
-    impl->toolboxes.push_back(*box);
+  if (config.toolboxes) {
+    for (const auto& ref : *config.toolboxes) {
+      auto box = impl->host.create_toolbox(ref.name, ref.config);
+      if (!box) return fail(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", box.error());
+      impl->toolboxes.push_back(*box);
+    }
+  } else {
+    // Nothing named: offer every toolbox found; one that needs options it wasn't given is skipped.
+    for (const auto& info : impl->host.plugins()) {
+      if (!info.ok() || info.kind != PluginKind::Toolbox) continue;
+      auto box = impl->host.create_toolbox(info.name, Json::object());
+      if (box) {
+        impl->toolboxes.push_back(*box);
+      } else {
+        log(LogLevel::Info, "toolbox plugin '" + info.name + "' not loaded by default: " + box.error().describe());
+      }
+    }
   }
 
   std::vector<std::string> allow, deny;

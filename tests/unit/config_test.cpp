@@ -100,7 +100,7 @@ TEST_F(ConfigTest, DefaultsWithoutAFile) {
   EXPECT_TRUE(c->provider_options.empty());
   EXPECT_FALSE(c->memory);
   EXPECT_TRUE(c->hooks.empty());
-  EXPECT_TRUE(c->toolboxes.empty());
+  EXPECT_FALSE(c->toolboxes.has_value());
   EXPECT_FALSE(c->permissions_file);
   EXPECT_TRUE(c->allow.empty());
   EXPECT_TRUE(c->deny.empty());
@@ -185,10 +185,11 @@ limits:
   EXPECT_EQ(c.hooks[0].name, "audit");
   EXPECT_EQ(c.hooks[1].name, "redact");
   EXPECT_EQ(c.hooks[1].config, (Json{{"patterns", {"secret", "token"}}}));
-  ASSERT_EQ(c.toolboxes.size(), 2u);
-  EXPECT_EQ(c.toolboxes[0].name, "shell");
-  EXPECT_EQ(c.toolboxes[1].name, "web");
-  EXPECT_EQ(c.toolboxes[1].config, (Json{{"allow_hosts", {"example.com"}}}));
+  ASSERT_TRUE(c.toolboxes.has_value());
+  ASSERT_EQ(c.toolboxes->size(), 2u);
+  EXPECT_EQ((*c.toolboxes)[0].name, "shell");
+  EXPECT_EQ((*c.toolboxes)[1].name, "web");
+  EXPECT_EQ((*c.toolboxes)[1].config, (Json{{"allow_hosts", {"example.com"}}}));
   EXPECT_EQ(c.permissions_file, fs::path("/etc/kernex/rules.txt"));
   EXPECT_EQ(c.allow, (std::vector<std::string>{"Bash(git *)"}));
   EXPECT_EQ(c.deny, (std::vector<std::string>{"Read(/etc/shadow)", "Bash(rm *)"}));

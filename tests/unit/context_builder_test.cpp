@@ -39,7 +39,7 @@ class ContextBuilderTest : public ::testing::Test {
     config.provider.config = {{"script", dir.write("script.jsonl", script).string()},
                               {"record", (dir / "record.jsonl").string()}};
     config.memory = PluginRef{"volatile", Json::object()};
-    config.toolboxes.push_back(PluginRef{"builtin", Json::object()});
+    config.toolboxes = std::vector<PluginRef>{PluginRef{"builtin", Json::object()}};
     config.pricing_file = std::filesystem::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
     config.limits = limits;
     auto k = Kernel::create(std::move(config));
@@ -188,7 +188,7 @@ TEST_F(ContextBuilderTest, DefectSummarizerRunsWithTools) {
   config.provider.config = {{"script", dir.write("s.jsonl", script).string()},
                             {"record", (dir / "record.jsonl").string()}};
   config.memory = PluginRef{"volatile", Json::object()};
-  config.toolboxes.push_back(PluginRef{"builtin", Json::object()});
+  config.toolboxes = std::vector<PluginRef>{PluginRef{"builtin", Json::object()}};
   config.pricing_file = std::filesystem::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
   config.limits = limits;
   auto k = Kernel::create(std::move(config));

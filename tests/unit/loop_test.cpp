@@ -30,7 +30,7 @@ class LoopTest : public ::testing::Test {
     config.provider.name = "replay";
     config.provider.config = {{"script", dir.write("script.jsonl", script).string()},
                               {"record", (dir / "record.jsonl").string()}};
-    config.toolboxes.push_back(PluginRef{"builtin", Json::object()});
+    config.toolboxes = std::vector<PluginRef>{PluginRef{"builtin", Json::object()}};
     config.pricing_file = std::filesystem::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
     return config;
   }

@@ -42,7 +42,8 @@ struct Config {
   std::map<std::string, Json> provider_options;  // per-provider options by name
   std::optional<PluginRef> memory;    // none: the kernel runs without memory
   std::vector<PluginRef> hooks;       // run in this order
-  std::vector<PluginRef> toolboxes;   // toolbox plugins to load
+  // Toolbox plugins to load; unset: every toolbox plugin found, with empty options.
+  std::optional<std::vector<PluginRef>> toolboxes;
   std::optional<std::filesystem::path> permissions_file;
   std::vector<std::string> allow;     // inline rules, merged after the file's
   std::vector<std::string> deny;
