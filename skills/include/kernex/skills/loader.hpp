@@ -1,0 +1,35 @@
+// Reading skill folders. A broken skill never stops the others: it becomes a SkillFailure
+// naming the file, line, field and what was expected.
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+#include <vector>
+
+#include "kernex/error.hpp"
+#include "kernex/skills/skill.hpp"
+
+namespace kernex::skills {
+
+// SKILL.md larger than this is refused (kernex's cap).
+inline constexpr std::size_t kMaxSkillFileBytes = 256 * 1024;
+
+// Parses SKILL.md text. `folder` is the skill folder (recorded in Skill::path; mcp.json and
+// toolbox.json are not read here). Errors are returned as a failure with every problem found.
+std::expected<Skill, SkillFailure> parse_skill(std::string_view text, const std::filesystem::path& file,
+                                               const std::filesystem::path& folder);
+
+// One skill folder: SKILL.md (or skill.md), then optional mcp.json / toolbox.json whose entries
+// replace same-named frontmatter entries; then the load-time permission checks.
+std::expected<Skill, SkillFailure> load_skill(const std::filesystem::path& folder);
+
+// Each dir is either one skill folder (it has a SKILL.md) or a folder of skill folders
+// (subfolders without SKILL.md are ignored). A missing dir is a failure. When two folders
+// declare the same name the first one (dirs in order, subfolders by name) wins and the other
+// is a failure.
+LoadedSkills load_skills(const std::vector<std::filesystem::path>& dirs);
+
+// Whether `program` names a regular file in some $PATH directory (kernex `requires`).
+bool program_on_path(std::string_view program);
+
+}  // namespace kernex::skills

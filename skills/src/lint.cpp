@@ -1,0 +1,95 @@
+// kernex lint: everything the loader checks, plus advice that does not stop a skill loading.
+#include <algorithm>
+
+#include "kernex/skills/lint.hpp"
+#include "kernex/skills/loader.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kernex::skills {
+namespace {
+
+bool has_skill_file(const fs::path& folder) {
+  std::error_code ec;
+  return fs::exists(folder / "SKILL.md", ec) || fs::exists(folder / "skill.md", ec);
+}
+
+void advise(const Skill& skill, std::vector<Diagnostic>& out) {
+  auto warn = [&](std::string field, std::string message) {
+    out.push_back({Severity::Warning, skill.file, 0, std::move(field), std::move(message)});
+  };
+  if (skill.permissions.commands.empty() && (!skill.toolboxes.empty() || !skill.mcp_servers.empty())) {
+    warn("permissions.commands",
+         "not declared, so its toolboxes and MCP servers may run any program; list the programs they run");
+  }
+  if (!skill.metadata.is_null() && !skill.metadata.is_object()) {
+    warn("metadata", "expected a mapping of string keys to string values (Agent Skills specification)");
+  }
+  for (const auto& r : skill.requirements) {
+    if (!program_on_path(r)) warn("requires", "'" + r + "' is not on PATH; the skill is listed as not installed");
+  }
+  if (skill.instructions.empty()) warn("", "the Markdown body is empty; the skill gives the model no instructions");
+}
+
+}  // namespace
+
+LintVerdict lint(const fs::path& folder) {
+  LintVerdict v;
+  v.path = folder;
+  auto loaded = load_skill(folder);
+  if (!loaded) {
+    v.diagnostics = loaded.error().problems;
+  } else {
+    v.diagnostics = loaded->warnings;
+    advise(*loaded, v.diagnostics);
+  }
+  for (const auto& d : v.diagnostics) {
+    if (d.severity != Severity::Error) continue;
+    v.errors.push_back(d.describe());
+  }
+  v.valid = v.errors.empty();
+  if (!v.valid) {
+    auto first = std::find_if(v.diagnostics.begin(), v.diagnostics.end(),
+                              [](const Diagnostic& d) { return d.severity == Severity::Error; });
+    v.message = first->describe();
+    v.line = first->line;
+  }
+  return v;
+}
+
+std::vector<fs::path> skill_folders(const std::vector<fs::path>& dirs) {
+  std::vector<fs::path> out;
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec) || has_skill_file(dir)) {
+      out.push_back(dir);
+      continue;
+    }
+    std::vector<fs::path> found;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code ec2;
+      if (it->is_directory(ec2) && has_skill_file(it->path())) found.push_back(it->path());
+    }
+    if (found.empty()) {
+      out.push_back(dir);  // neither a skill nor a folder of skills: let the linter say so
+      continue;
+    }
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+Json to_json(const LintVerdict& v) {
+  Json diagnostics = Json::array();
+  for (const auto& d : v.diagnostics) diagnostics.push_back(to_json(d));
+  Json j{{"path", v.path.string()},
+         {"valid", v.valid},
+         {"message", v.message},
+         {"errors", v.errors},
+         {"diagnostics", diagnostics}};
+  j["line"] = v.line > 0 ? Json(v.line) : Json(nullptr);
+  return j;
+}
+
+}  // namespace kernex::skills

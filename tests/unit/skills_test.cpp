@@ -1,0 +1,547 @@
+// Loading skills: both fixture corpora, broken skills, kernex extension fields in YAML,
+// mcp.json/toolbox.json merging and the load-time permission checks.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "kernex/skills/checks.hpp"
+#include "kernex/skills/loader.hpp"
+
+namespace fs = std::filesystem;
+using namespace kernex::skills;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+namespace {
+
+const fs::path kFixtures = fs::path(KERNEX_SOURCE_DIR "/../shared/fixtures/skills");
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "kernex-skills-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path write(const std::string& rel, const std::string& content) const {
+    fs::path p = path_ / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+
+ private:
+  fs::path path_;
+};
+
+const Skill& by_name(const LoadedSkills& loaded, const std::string& name) {
+  const Skill* s = loaded.find(name);
+  if (s == nullptr) throw std::runtime_error("skill not loaded: " + name);
+  return *s;
+}
+
+const SkillFailure* failure_for(const LoadedSkills& loaded, const std::string& folder) {
+  for (const auto& f : loaded.failures) {
+    if (f.path.filename() == folder) return &f;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> names(const LoadedSkills& loaded) {
+  std::vector<std::string> out;
+  for (const auto& s : loaded.skills) out.push_back(s.name);
+  return out;
+}
+
+}  // namespace
+
+TEST(SkillsFixtures, EveryAgentSkillLoads) {
+  auto loaded = load_skills({kFixtures / "agentskills"});
+  EXPECT_TRUE(loaded.failures.empty()) << (loaded.failures.empty() ? "" : loaded.failures[0].describe());
+  ASSERT_EQ(loaded.skills.size(), 7u);
+  for (const auto& s : loaded.skills) {
+    EXPECT_EQ(s.name, s.path.filename().string());
+    EXPECT_FALSE(s.description.empty()) << s.name;
+    EXPECT_FALSE(s.instructions.empty()) << s.name;
+    EXPECT_EQ(s.format, SourceFormat::Yaml) << s.name;
+    EXPECT_EQ(s.license, "Complete terms in LICENSE.txt") << s.name;
+    EXPECT_NE(s.instructions.substr(0, 3), "---") << s.name;
+    EXPECT_TRUE(s.warnings.empty()) << s.name << ": " << s.warnings[0].describe();
+  }
+  EXPECT_TRUE(std::is_sorted(loaded.skills.begin(), loaded.skills.end(),
+                             [](const Skill& a, const Skill& b) { return a.name < b.name; }));
+  EXPECT_EQ(by_name(loaded, "webapp-testing").instructions.substr(0, 25), "# Web Application Testing");
+}
+
+TEST(SkillsFixtures, KernexCorpusLoadsWithToolboxesAndMcpServers) {
+  auto loaded = load_skills({kFixtures / "kernex"});
+  // backend-architect's db_query runs psql, which its permissions.commands does not list: by
+  // the load-time permission rule the whole skill is refused, with the reason.
+  ASSERT_EQ(loaded.failures.size(), 1u);
+  const auto& f = loaded.failures[0];
+  EXPECT_EQ(f.path.filename(), "backend-architect");
+  ASSERT_FALSE(f.problems.empty());
+  EXPECT_EQ(f.problems[0].field, "toolbox.db_query.command");
+  EXPECT_GT(f.problems[0].line, 1);
+  EXPECT_THAT(f.problems[0].message, HasSubstr("\"psql\""));
+  EXPECT_THAT(f.problems[0].message, HasSubstr("permissions.commands"));
+  EXPECT_THAT(f.describe(), HasSubstr("backend-architect/SKILL.md:"));
+
+  ASSERT_EQ(loaded.skills.size(), 15u);
+  for (const auto& s : loaded.skills) {
+    EXPECT_EQ(s.format, SourceFormat::Toml) << s.name;
+    EXPECT_FALSE(s.description.empty()) << s.name;
+    EXPECT_FALSE(s.instructions.empty()) << s.name;
+    EXPECT_FALSE(s.triggers.empty()) << s.name;
+    EXPECT_TRUE(s.warnings.empty()) << s.name << ": " << s.warnings[0].describe();
+  }
+
+  const Skill& pw = by_name(loaded, "playwright");
+  EXPECT_THAT(pw.requirements, ElementsAre("npx"));
+  EXPECT_EQ(pw.homepage, "https://github.com/microsoft/playwright-mcp");
+  EXPECT_THAT(pw.triggers, ElementsAre("browse", "website", "click", "scrape", "web page", "navigate", "screenshot"));
+  ASSERT_EQ(pw.mcp_servers.size(), 1u);
+  EXPECT_EQ(pw.mcp_servers[0].name, "playwright");
+  EXPECT_EQ(pw.mcp_servers[0].command, "npx");
+  EXPECT_THAT(pw.mcp_servers[0].args, ElementsAre("@playwright/mcp@latest", "--headless"));
+  EXPECT_TRUE(pw.toolboxes.empty());
+
+  const Skill& a11y = by_name(loaded, "accessibility-auditor");
+  EXPECT_EQ(a11y.version, "0.1.0");
+  ASSERT_EQ(a11y.toolboxes.size(), 3u);
+  EXPECT_EQ(a11y.toolboxes[0].name, "axe_audit");
+  EXPECT_EQ(a11y.toolboxes[1].name, "contrast_check");
+  EXPECT_EQ(a11y.toolboxes[2].name, "lighthouse_a11y");
+  const auto& axe = a11y.toolboxes[0];
+  EXPECT_EQ(axe.description, "Run axe-core accessibility audit against a URL.");
+  EXPECT_EQ(axe.command, "npx");
+  EXPECT_THAT(axe.args, ElementsAre("-y", "@axe-core/cli"));
+  EXPECT_EQ(axe.parameters["type"], "object");
+  EXPECT_EQ(axe.parameters["required"], kernex::Json::array({"url"}));
+  EXPECT_EQ(axe.parameters["properties"]["url"]["type"], "string");
+  EXPECT_THAT(axe.allowed_commands, ElementsAre("npm", "npx", "node"));
+  EXPECT_TRUE(axe.network);  // derived from permissions.network = ["localhost"]
+  EXPECT_EQ(a11y.permissions.files.front(), "read:src/**");
+  EXPECT_THAT(a11y.permissions.network, ElementsAre("localhost"));
+
+  const Skill& ai = by_name(loaded, "ai-engineer");
+  ASSERT_EQ(ai.toolboxes.size(), 2u);
+  EXPECT_THAT(ai.toolboxes[0].env_passthrough, ElementsAre("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN"));
+
+  // Arguments reach execve directly, so a newline in one is not a shell hazard.
+  const Skill& api = by_name(loaded, "api-tester");
+  const auto& req = *std::find_if(api.toolboxes.begin(), api.toolboxes.end(),
+                                  [](const kernex::Toolbox& t) { return t.name == "api_request"; });
+  EXPECT_THAT(req.args.at(2), HasSubstr("\n---HTTP_STATUS:%{http_code}---\n"));
+
+  const Skill& hook = by_name(loaded, "webhook");
+  ASSERT_EQ(hook.toolboxes.size(), 2u);
+  EXPECT_EQ(hook.toolboxes[0].name, "webhook_get");
+  EXPECT_FALSE(hook.toolboxes[0].network);
+  EXPECT_TRUE(hook.toolboxes[0].allowed_commands.empty());
+  EXPECT_THAT(hook.toolboxes[1].args, ElementsAre("-s", "-X", "POST", "-H", "Content-Type: application/json"));
+
+  const Skill& tmpl = by_name(loaded, "my-skill");  // _template
+  EXPECT_EQ(tmpl.mcp_servers.at(0).name, "my-server");
+}
+
+TEST(SkillsFixtures, BothCorporaTogetherHaveUniqueSortedNames) {
+  auto loaded = load_skills({kFixtures / "agentskills", kFixtures / "kernex"});
+  EXPECT_EQ(loaded.skills.size(), 22u);
+  auto n = names(loaded);
+  EXPECT_TRUE(std::is_sorted(n.begin(), n.end()));
+  EXPECT_EQ(std::adjacent_find(n.begin(), n.end()), n.end());
+  EXPECT_EQ(loaded.failures.size(), 1u);
+}
+
+TEST(SkillsFixtures, OneSkillFolderIsAcceptedAsADir) {
+  auto loaded = load_skills({kFixtures / "kernex" / "git"});
+  ASSERT_EQ(loaded.skills.size(), 1u);
+  EXPECT_EQ(loaded.skills[0].name, "git");
+  EXPECT_THAT(loaded.skills[0].requirements, ElementsAre("npx", "git"));
+}
+
+TEST(SkillsLoading, BrokenSkillsFailWithFileLineAndFieldWhileOthersLoad) {
+  TempDir dir;
+  dir.write("good/SKILL.md", "---\nname: good\ndescription: Works.\n---\nDo good things.\n");
+  dir.write("bad-yaml/SKILL.md", "---\nname: bad-yaml\ndescription: [unclosed\n---\nbody\n");
+  dir.write("no-name/SKILL.md", "---\ndescription: Lacks a name.\n---\nbody\n");
+  dir.write("bad-toml/SKILL.md", "---\nname = \"bad-toml\"\ndescription = \"x\"\ntrigger = [1, \n---\nbody\n");
+  dir.write("wrong-type/SKILL.md",
+            "---\nname = \"wrong-type\"\ndescription = \"x\"\n\n[toolbox.t]\ndescription = \"T.\"\ncommand = [\"bash\"]\n---\n");
+  dir.write("unclosed/SKILL.md", "---\nname: unclosed\ndescription: never closed\n");
+  dir.write("no-frontmatter/SKILL.md", "# Just markdown\n");
+  dir.write("not-a-skill/README.md", "ignored: no SKILL.md\n");
+
+  auto loaded = load_skills({dir.path()});
+  EXPECT_THAT(names(loaded), ElementsAre("good"));
+  ASSERT_EQ(loaded.failures.size(), 6u);
+
+  const auto* yaml = failure_for(loaded, "bad-yaml");
+  ASSERT_NE(yaml, nullptr);
+  EXPECT_EQ(yaml->problems[0].file, dir.path() / "bad-yaml" / "SKILL.md");
+  EXPECT_GE(yaml->problems[0].line, 3);
+  EXPECT_THAT(yaml->problems[0].message, HasSubstr("invalid YAML frontmatter"));
+
+  const auto* no_name = failure_for(loaded, "no-name");
+  ASSERT_NE(no_name, nullptr);
+  EXPECT_EQ(no_name->problems[0].field, "name");
+  EXPECT_EQ(no_name->problems[0].line, 2);
+  EXPECT_THAT(no_name->problems[0].message, HasSubstr("missing required field"));
+  EXPECT_THAT(no_name->describe(), HasSubstr("no-name/SKILL.md:2: name: missing required field"));
+
+  const auto* toml = failure_for(loaded, "bad-toml");
+  ASSERT_NE(toml, nullptr);
+  EXPECT_THAT(toml->problems[0].message, HasSubstr("invalid TOML frontmatter"));
+  EXPECT_GE(toml->problems[0].line, 4);
+
+  const auto* wrong = failure_for(loaded, "wrong-type");
+  ASSERT_NE(wrong, nullptr);
+  EXPECT_EQ(wrong->problems[0].field, "toolbox.t.command");
+  EXPECT_EQ(wrong->problems[0].line, 7);
+  EXPECT_THAT(wrong->problems[0].message, HasSubstr("expected a string (the program to run), found a list"));
+
+  const auto* unclosed = failure_for(loaded, "unclosed");
+  ASSERT_NE(unclosed, nullptr);
+  EXPECT_THAT(unclosed->problems[0].message, HasSubstr("never closed"));
+  const auto* plain = failure_for(loaded, "no-frontmatter");
+  ASSERT_NE(plain, nullptr);
+  EXPECT_THAT(plain->problems[0].message, HasSubstr("'---'"));
+  EXPECT_EQ(plain->error().code, kernex::ErrorCode::Skill);
+}
+
+TEST(SkillsLoading, BomAndCrlfLoad) {
+  TempDir dir;
+  dir.write("crlf/SKILL.md", "\xEF\xBB\xBF---\r\nname: crlf\r\ndescription: Windows file.\r\n---\r\n\r\nLine one.\r\nLine two.\r\n");
+  dir.write("toml-crlf/SKILL.md", "\xEF\xBB\xBF---\r\nname = \"toml-crlf\"\r\ndescription = \"T\"\r\n---\r\nBody.\r\n");
+  auto loaded = load_skills({dir.path()});
+  ASSERT_TRUE(loaded.failures.empty()) << loaded.failures[0].describe();
+  EXPECT_EQ(by_name(loaded, "crlf").instructions, "Line one.\nLine two.");
+  EXPECT_EQ(by_name(loaded, "crlf").description, "Windows file.");
+  EXPECT_EQ(by_name(loaded, "toml-crlf").format, SourceFormat::Toml);
+}
+
+TEST(SkillsLoading, InvalidUtf8AndOversizeAreErrors) {
+  TempDir dir;
+  dir.write("latin1/SKILL.md", "---\nname: latin1\ndescription: caf\xE9\n---\n");
+  dir.write("huge/SKILL.md", "---\nname: huge\ndescription: big\n---\n" + std::string(kMaxSkillFileBytes, 'x'));
+  auto loaded = load_skills({dir.path()});
+  EXPECT_TRUE(loaded.skills.empty());
+  ASSERT_EQ(loaded.failures.size(), 2u);
+  EXPECT_THAT(failure_for(loaded, "latin1")->problems[0].message, HasSubstr("UTF-8"));
+  EXPECT_EQ(failure_for(loaded, "latin1")->problems[0].line, 3);
+  EXPECT_THAT(failure_for(loaded, "huge")->problems[0].message, HasSubstr("256 KiB"));
+}
+
+TEST(SkillsLoading, MissingDirAndDuplicateNamesAreFailures) {
+  TempDir a, b;
+  a.write("one/SKILL.md", "---\nname: same\ndescription: First.\n---\n");
+  b.write("two/SKILL.md", "---\nname: same\ndescription: Second.\n---\n");
+  auto loaded = load_skills({a.path(), b.path(), a.path() / "nope"});
+  ASSERT_EQ(loaded.skills.size(), 1u);
+  EXPECT_EQ(loaded.skills[0].description, "First.");
+  ASSERT_EQ(loaded.failures.size(), 2u);
+  EXPECT_THAT(failure_for(loaded, "two")->describe(), HasSubstr("duplicate skill name 'same'"));
+  EXPECT_THAT(failure_for(loaded, "nope")->describe(), HasSubstr("does not exist"));
+}
+
+TEST(SkillsLoading, YamlCarriesKernexExtensionFields) {
+  TempDir dir;
+  dir.write("ext/SKILL.md", R"(---
+name: ext
+description: YAML with kernex fields.
+license: MIT
+compatibility: Needs git
+allowed-tools: Bash(git:*) Read
+metadata:
+  author: someone
+trigger: lint|check
+requires: [sh]
+model: claude-haiku-4-5
+lazy: yes
+permissions:
+  commands: [bash, npx]
+  env: [GITHUB_TOKEN]
+  network: [api.github.com]
+  files: ["read:~/.config/app", "write:out/**", "!~/.ssh"]
+toolbox:
+  lint:
+    description: Lint a file.
+    command: bash
+    args: [scripts/lint.sh]
+    parameters:
+      type: object
+      properties:
+        file: {type: string}
+      required: [file]
+mcp:
+  github:
+    command: npx
+    args: ["-y", "@modelcontextprotocol/server-github"]
+mcp-fetch: npx -y @modelcontextprotocol/server-fetch
+---
+Instructions here.
+)");
+  auto loaded = load_skills({dir.path()});
+  ASSERT_TRUE(loaded.failures.empty()) << loaded.failures[0].describe();
+  const Skill& s = loaded.skills.at(0);
+  EXPECT_EQ(s.format, SourceFormat::Yaml);
+  EXPECT_EQ(s.license, "MIT");
+  EXPECT_EQ(s.compatibility, "Needs git");
+  EXPECT_THAT(s.allowed_tools, ElementsAre("Bash(git:*)", "Read"));
+  EXPECT_EQ(s.metadata["author"], "someone");
+  EXPECT_THAT(s.triggers, ElementsAre("lint", "check"));
+  EXPECT_THAT(s.requirements, ElementsAre("sh"));
+  EXPECT_TRUE(s.available);
+  EXPECT_EQ(s.model, "claude-haiku-4-5");
+  EXPECT_TRUE(s.lazy);
+  EXPECT_THAT(s.permissions.read_paths(), ElementsAre("~/.config/app"));
+  EXPECT_THAT(s.permissions.write_paths(), ElementsAre("out/**"));
+  EXPECT_THAT(s.permissions.denied_paths(), ElementsAre("~/.ssh"));
+  ASSERT_EQ(s.toolboxes.size(), 1u);
+  EXPECT_EQ(s.toolboxes[0].parameters["required"], kernex::Json::array({"file"}));
+  EXPECT_THAT(s.toolboxes[0].env_passthrough, ElementsAre("GITHUB_TOKEN"));
+  EXPECT_THAT(s.toolboxes[0].allowed_commands, ElementsAre("bash", "npx"));
+  EXPECT_TRUE(s.toolboxes[0].network);
+  ASSERT_EQ(s.mcp_servers.size(), 2u);
+  EXPECT_EQ(s.mcp_servers[0].name, "fetch");
+  EXPECT_THAT(s.mcp_servers[0].args, ElementsAre("-y", "@modelcontextprotocol/server-fetch"));
+  EXPECT_EQ(s.mcp_servers[1].name, "github");
+  EXPECT_EQ(s.instructions, "Instructions here.");
+  EXPECT_TRUE(s.warnings.empty()) << s.warnings[0].describe();
+
+  auto json = to_json(s);
+  EXPECT_EQ(json["name"], "ext");
+  EXPECT_EQ(json["format"], "yaml");
+  EXPECT_EQ(json["toolboxes"][0]["command"], "bash");
+  EXPECT_EQ(json["mcp_servers"][1]["args"][0], "-y");
+}
+
+TEST(SkillsLoading, UnknownFieldsAreWarningsAndMetadataBinsFillRequires) {
+  TempDir dir;
+  dir.write("w/SKILL.md",
+            "---\nname: w\ndescription: d\ntrigers: typo\nmetadata: {\"openclaw\":{\"requires\":{\"bins\":[\"git\",\"curl\"]}}}\n---\n");
+  auto loaded = load_skills({dir.path()});
+  ASSERT_EQ(loaded.skills.size(), 1u);
+  const Skill& s = loaded.skills[0];
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_EQ(s.warnings[0].field, "trigers");
+  EXPECT_EQ(s.warnings[0].line, 4);
+  EXPECT_THAT(s.requirements, ElementsAre("git", "curl"));
+}
+
+TEST(SkillsLoading, SideFilesMergeAndOverride) {
+  TempDir dir;
+  dir.write("m/SKILL.md", R"(---
+name = "m"
+description = "Merging."
+
+[permissions]
+commands = ["echo", "npx"]
+
+[mcp.a]
+command = "npx"
+args = ["@old/mcp"]
+
+[toolbox.good]
+description = "Fine."
+command = "echo"
+
+[toolbox.over]
+description = "Old."
+command = "echo"
+args = ["old"]
+---
+)");
+  dir.write("m/mcp.json", R"({"mcpServers": {"a": {"command": "npx", "args": ["@new/mcp"]},
+                                             "b": {"command": "npx", "env": {"KEY": "val"}}}})");
+  dir.write("m/toolbox.json", R"({"toolboxes": {"over": {"description": "New.", "command": "echo", "args": ["new"]},
+                                               "extra": {"description": "E.", "command": "echo", "network": false}}})");
+  auto loaded = load_skills({dir.path()});
+  ASSERT_TRUE(loaded.failures.empty()) << loaded.failures[0].describe();
+  const Skill& s = loaded.skills[0];
+  ASSERT_EQ(s.mcp_servers.size(), 2u);
+  EXPECT_THAT(s.mcp_servers[0].args, ElementsAre("@new/mcp"));
+  EXPECT_EQ(s.mcp_servers[1].env.at("KEY"), "val");
+  ASSERT_EQ(s.toolboxes.size(), 3u);
+  EXPECT_EQ(s.toolboxes[0].name, "extra");
+  EXPECT_EQ(s.toolboxes[1].name, "good");
+  EXPECT_EQ(s.toolboxes[2].description, "New.");
+  EXPECT_THAT(s.toolboxes[2].args, ElementsAre("new"));
+}
+
+TEST(SkillsLoading, SideFileErrorsNameTheFile) {
+  TempDir dir;
+  dir.write("j/SKILL.md", "---\nname: j\ndescription: d\n---\n");
+  dir.write("j/mcp.json", "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"npx\",}\n  }\n}\n");
+  dir.write("k/SKILL.md", "---\nname: k\ndescription: d\npermissions:\n  commands: [echo]\n---\n");
+  dir.write("k/toolbox.json", R"({"toolboxes": {"py": {"description": "P.", "command": "python3"}}})");
+  auto loaded = load_skills({dir.path()});
+  EXPECT_TRUE(loaded.skills.empty());
+  const auto* j = failure_for(loaded, "j");
+  ASSERT_NE(j, nullptr);
+  EXPECT_EQ(j->problems[0].file, dir.path() / "j" / "mcp.json");
+  EXPECT_EQ(j->problems[0].line, 3);
+  EXPECT_THAT(j->problems[0].message, HasSubstr("expected valid JSON"));
+  const auto* k = failure_for(loaded, "k");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->problems[0].file, dir.path() / "k" / "toolbox.json");
+  EXPECT_EQ(k->problems[0].field, "toolboxes.py.command");
+  EXPECT_THAT(k->problems[0].message, HasSubstr("\"python3\""));
+}
+
+TEST(SkillsPermissions, LoadTimeChecksRefuseTheSkillWithTheReason) {
+  struct Case {
+    std::string name;
+    std::string frontmatter;
+    std::string field;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"undeclared-command",
+       "[permissions]\ncommands = [\"echo\"]\n[toolbox.t]\ndescription = \"T\"\ncommand = \"sh\"\n",
+       "toolbox.t.command", "not in the skill's declared permissions.commands [echo]"},
+      {"undeclared-passthrough",
+       "[permissions]\nenv = [\"A_TOKEN\"]\n[toolbox.t]\ndescription = \"T\"\ncommand = \"sh\"\nenv_passthrough = [\"B_TOKEN\"]\n",
+       "toolbox.t.env_passthrough", "B_TOKEN through, which is not declared in permissions.env"},
+      {"undeclared-network", "[toolbox.t]\ndescription = \"T\"\ncommand = \"curl\"\nnetwork = true\n",
+       "toolbox.t.network", "declares no permissions.network"},
+      {"preload-override", "[toolbox.t]\ndescription = \"T\"\ncommand = \"sh\"\nenv = { LD_PRELOAD = \"/tmp/evil.so\" }\n",
+       "toolbox.t.env.LD_PRELOAD", "hijack"},
+      {"path-override", "[toolbox.t]\ndescription = \"T\"\ncommand = \"sh\"\nenv = { PATH = \"/tmp\" }\n",
+       "toolbox.t.env.PATH", "hijack"},
+      {"mcp-path-override", "[mcp.s]\ncommand = \"npx\"\nenv = { NODE_OPTIONS = \"--require /tmp/x.js\" }\n",
+       "mcp.s.env.NODE_OPTIONS", "hijack"},
+      {"preload-passthrough", "[permissions]\nenv = [\"LD_PRELOAD\"]\n", "permissions.env", "hijack"},
+      {"unsafe-mcp", "[mcp.pwned]\ncommand = \"sh -c 'rm -rf /'\"\n", "mcp.pwned.command", "is not allowed"},
+      {"mcp-not-declared", "[permissions]\ncommands = [\"node\"]\n[mcp.bad]\ncommand = \"npx\"\n", "mcp.bad.command",
+       "not in the skill's declared permissions.commands"},
+      {"relative-toolbox", "[toolbox.t]\ndescription = \"T\"\ncommand = \"bin/tool\"\n", "toolbox.t.command",
+       "is not allowed"},
+  };
+  TempDir dir;
+  for (const auto& c : cases) {
+    dir.write(c.name + "/SKILL.md", "---\nname = \"" + c.name + "\"\ndescription = \"d\"\n" + c.frontmatter + "---\n");
+  }
+  auto loaded = load_skills({dir.path()});
+  EXPECT_TRUE(loaded.skills.empty());
+  for (const auto& c : cases) {
+    const auto* f = failure_for(loaded, c.name);
+    ASSERT_NE(f, nullptr) << c.name;
+    ASSERT_FALSE(f->problems.empty()) << c.name;
+    EXPECT_EQ(f->problems[0].field, c.field) << c.name;
+    EXPECT_THAT(f->problems[0].message, HasSubstr(c.says)) << c.name;
+    EXPECT_GT(f->problems[0].line, 0) << c.name;
+  }
+}
+
+TEST(SkillsPermissions, DeclaredUseLoads) {
+  TempDir dir;
+  dir.write("ok/SKILL.md", R"(---
+name = "ok"
+description = "d"
+[permissions]
+commands = ["sh", "/usr/local/bin/tool"]
+env = ["GITHUB_TOKEN", "OTHER"]
+network = ["api.github.com"]
+[toolbox.a]
+description = "A"
+command = "/usr/bin/sh"
+env_passthrough = ["OTHER"]
+network = true
+env = { GREETING = "hola", PORT = 8080 }
+[toolbox.b]
+description = "B"
+command = "/usr/local/bin/tool"
+---
+)");
+  auto loaded = load_skills({dir.path()});
+  ASSERT_TRUE(loaded.failures.empty()) << loaded.failures[0].describe();
+  const auto& a = loaded.skills[0].toolboxes[0];
+  EXPECT_THAT(a.env_passthrough, ElementsAre("OTHER"));
+  EXPECT_EQ(a.env.at("PORT"), "8080");
+  EXPECT_TRUE(loaded.skills[0].toolboxes[1].network);
+}
+
+TEST(SkillsChecks, CommandAndEnvVectorsFromKernex) {
+  for (const char* ok : {"npx", "uvx", "node", "/usr/bin/python3", "/opt/homebrew/bin/uv", "/bin/sh", "/usr/bin/node"}) {
+    EXPECT_TRUE(is_safe_mcp_command(ok)) << ok;
+  }
+  for (const char* bad : {"mcp-server-fetch", "payload", "my-tool", "my_tool", "@scope/tool", "@playwright/mcp",
+                          "bin/tool", "/tmp/payload", "/home/user/.cache/evil", "/var/tmp/x", "/etc/payload",
+                          "../../tmp/payload", "/usr/bin/../../tmp/x", "rm; sudo poweroff", "", "cmd; rm -rf /",
+                          "cmd | cat", "cmd & bg", "$(whoami)", "cmd > /tmp/out", "cmd < /etc/passwd", "`whoami`",
+                          "cmd (sub)", "cmd)"}) {
+    EXPECT_FALSE(is_safe_mcp_command(bad)) << bad;
+  }
+  EXPECT_TRUE(is_safe_command_token("my-tool"));
+  EXPECT_TRUE(is_safe_command_token("bash"));
+  EXPECT_FALSE(is_safe_command_token("bin/tool"));
+  EXPECT_FALSE(is_safe_command_token("../tool"));
+
+  Permissions any;
+  EXPECT_TRUE(any.allows_command("/usr/bin/npx"));
+  EXPECT_TRUE(any.allows_command("anything"));
+  Permissions npx{{}, {}, {}, {"npx"}};
+  EXPECT_TRUE(npx.allows_command("npx"));
+  EXPECT_TRUE(npx.allows_command("/usr/bin/npx"));
+  EXPECT_TRUE(npx.allows_command("/opt/node/bin/npx"));
+  EXPECT_FALSE(npx.allows_command("rm"));
+  EXPECT_FALSE(npx.allows_command("/tmp/payload"));
+  Permissions exact{{}, {}, {}, {"/usr/local/bin/mcp-foo"}};
+  EXPECT_TRUE(exact.allows_command("/usr/local/bin/mcp-foo"));
+  EXPECT_FALSE(exact.allows_command("mcp-foo"));
+  EXPECT_FALSE(exact.allows_command("/tmp/mcp-foo"));
+
+  EXPECT_TRUE(is_valid_env_name("GITHUB_TOKEN"));
+  EXPECT_TRUE(is_valid_env_name("_X"));
+  EXPECT_FALSE(is_valid_env_name("1BAD"));
+  EXPECT_FALSE(is_valid_env_name("BAD-KEY"));
+  for (const char* hijack : {"LD_PRELOAD", "ld_library_path", "DYLD_INSERT_LIBRARIES", "PATH", "NODE_OPTIONS",
+                             "PYTHONPATH", "BASH_ENV", "GIT_SSH_COMMAND", "GLIBC_TUNABLES"}) {
+    EXPECT_TRUE(is_hijacking_env_name(hijack)) << hijack;
+  }
+  for (const char* fine : {"GITHUB_TOKEN", "HOME", "LANG", "PATHNAME", "MY_LD_PRELOAD"}) {
+    EXPECT_FALSE(is_hijacking_env_name(fine)) << fine;
+  }
+}
+
+TEST(SkillsLoading, RequirementsDecideAvailability) {
+  TempDir dir;
+  dir.write("here/SKILL.md", "---\nname: here\ndescription: d\nrequires: [sh]\n---\n");
+  dir.write("gone/SKILL.md", "---\nname: gone\ndescription: d\nrequires: [__nonexistent_tool_xyz_12345__]\n---\n");
+  auto loaded = load_skills({dir.path()});
+  EXPECT_TRUE(by_name(loaded, "here").available);
+  EXPECT_FALSE(by_name(loaded, "gone").available);
+  EXPECT_TRUE(program_on_path("sh"));
+  EXPECT_FALSE(program_on_path("__nonexistent_tool_xyz_12345__"));
+}
+
+TEST(SkillsLoading, HostileYamlDoesNotCrash) {
+  TempDir dir;
+  std::string laughs = "---\nname: lol\ndescription: d\na: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  char prev = 'a';
+  for (char c = 'b'; c <= 'k'; ++c, ++prev) {
+    laughs += std::string(1, c) + ": &" + c + " [*" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" +
+              prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + "]\n";
+  }
+  laughs += "---\n";
+  dir.write("lol/SKILL.md", laughs);
+  dir.write("deep/SKILL.md", "---\nname: deep\ndescription: d\nx: " + std::string(5000, '[') + "\n---\n");
+  dir.write("dup/SKILL.md", "---\nname: dup\ndescription: d\nname: again\n---\n");
+  auto loaded = load_skills({dir.path()});
+  EXPECT_TRUE(loaded.skills.empty());
+  EXPECT_EQ(loaded.failures.size(), 3u);
+  EXPECT_THAT(failure_for(loaded, "dup")->problems[0].message, HasSubstr("Duplicate key 'name'"));
+  EXPECT_EQ(failure_for(loaded, "dup")->problems[0].line, 4);
+}
