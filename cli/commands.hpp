@@ -15,6 +15,7 @@ struct RunArgs {
   std::optional<std::string> model;
   std::optional<std::string> data_dir;
   std::vector<std::string> skill_dirs;
+  std::vector<std::string> skills;  // --skill NAME: activated whatever the message says
   std::vector<std::string> provider_opts;  // KEY=VALUE
   std::optional<std::uint32_t> max_turns;
   std::optional<std::uint64_t> token_budget;

@@ -46,6 +46,8 @@ int main(int argc, char** argv) {
   run->add_option("--provider", run_args.provider, "provider plugin to use (overrides `provider:`)")->type_name("NAME");
   run->add_option("--model", run_args.model, "model id passed to the provider")->type_name("MODEL");
   add_repeated(*run, "--skills", run_args.skill_dirs, "a directory of skills (repeatable)")->type_name("DIR");
+  add_repeated(*run, "--skill", run_args.skills, "activate this skill whatever the message says (repeatable)")
+      ->type_name("NAME");
   run->add_option("--data-dir", run_args.data_dir, "data directory (overrides data_dir and KERNEX_DATA_DIR)")->type_name("DIR");
   run->add_option("--max-turns", run_args.max_turns, "model calls allowed in this run")->type_name("N");
   run->add_option("--token-budget", run_args.token_budget, "billed tokens allowed in this run")->type_name("N");

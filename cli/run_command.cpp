@@ -5,6 +5,9 @@
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "kernex/kernel.hpp"
+#include "kernex/log.hpp"
+#include "kernex/skills/context_source.hpp"
+#include "kernex/skills/loader.hpp"
 #include "provider_opt.hpp"
 
 namespace kernex::cli {
@@ -62,8 +65,16 @@ int run_command(const std::optional<std::string>& config_file, const RunArgs& ar
   auto message = message_text(args.message);
   if (!message) return report(message.error());
 
+  const std::vector<std::filesystem::path> config_skill_dirs = config->skill_dirs;
   auto kernel = Kernel::create(std::move(*config));
   if (!kernel) return report(kernel.error());
+  if (!config_skill_dirs.empty() || !args.skills.empty()) {
+    skills::LoadedSkills loaded = skills::load_skills(config_skill_dirs);
+    for (const auto& failure : loaded.failures) log(LogLevel::Warn, "skill not loaded: " + failure.describe());
+    auto source = skills::SkillContextSource::create(std::move(loaded.skills), args.skills);
+    if (!source) return report(source.error());
+    (*kernel)->add_context_source(*source);
+  }
   auto result = (*kernel)->run(Request::from_text("cli", std::move(*message)), *opts);
   if (!result) return report(result.error());
 

@@ -32,12 +32,6 @@ class ProviderSummarizer final : public Summarizer {
   std::shared_ptr<Provider> provider_;
 };
 
-struct ContextSource {
-  std::string instructions;
-  std::vector<Toolbox> toolboxes;
-  std::vector<McpServer> mcp_servers;
-};
-
 Json merged_options(const Config& config, const std::string& name, const Json& overrides) {
   Json options = Json::object();
   if (config.provider.name == name && config.provider.config.is_object()) options = config.provider.config;
@@ -60,7 +54,7 @@ struct Kernel::Impl {
   PricingTable pricing;
   std::shared_ptr<Guardrail> guardrail;
   std::shared_ptr<Summarizer> summarizer;
-  std::vector<ContextSource> sources;
+  std::vector<std::shared_ptr<ContextSource>> sources;
 
   std::mutex providers_mutex;
   std::map<std::string, std::shared_ptr<Provider>> providers;  // by name + options
@@ -75,14 +69,21 @@ struct Kernel::Impl {
     return created;
   }
 
-  std::string system_prompt() const {
-    std::string prompt = config.system_prompt;
+  // The stable part of the run's Context: base prompt, then what the sources add (skills).
+  Result<Context> seed_context(const Request& request) {
+    Context seed(request.text);
+    seed.system_prompt = config.system_prompt;
     for (const auto& source : sources) {
-      if (source.instructions.empty()) continue;
-      if (!prompt.empty()) prompt += "\n\n";
-      prompt += source.instructions;
+      Result<void> added = [&]() -> Result<void> {
+        try {
+          return source->contribute(seed, request);
+        } catch (const std::exception& e) {
+          return fail(ErrorCode::Internal, std::string("context source threw: ") + e.what());
+        }
+      }();
+      if (!added) return std::unexpected(added.error());
     }
-    return prompt;
+    return seed;
   }
 };
 
@@ -198,27 +199,27 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   auto provider = k.provider_for(provider_name, merged_options(k.config, provider_name, options.provider_options));
   if (!provider) return std::unexpected(provider.error());
 
-  // Context: memory, base prompt and skills, compaction.
+  // Context: base prompt and skills, then memory and compaction.
+  auto seed = k.seed_context(request);
+  if (!seed) return std::unexpected(seed.error());
   Limits limits = k.config.limits;
   ProviderSummarizer fallback_summarizer(*provider);
   ContextInputs inputs;
   inputs.store = k.memory.get();
   inputs.key = ConversationKey{k.config.channel, request.sender_id, k.config.project};
-  inputs.system_prompt = k.system_prompt();
+  inputs.system_prompt = seed->system_prompt;
   inputs.limits = &limits;
   inputs.summarizer = k.summarizer ? k.summarizer.get() : &fallback_summarizer;
   auto built = build_context(inputs, request);
   if (!built) return std::unexpected(built.error());
   Context& context = built->context;
-  for (const auto& source : k.sources) {
-    context.toolboxes.insert(context.toolboxes.end(), source.toolboxes.begin(), source.toolboxes.end());
-    context.mcp_servers.insert(context.mcp_servers.end(), source.mcp_servers.begin(), source.mcp_servers.end());
-  }
+  context.toolboxes = std::move(seed->toolboxes);
+  context.mcp_servers = std::move(seed->mcp_servers);
   LoopLimits loop_limits{options.max_turns.value_or(limits.max_turns),
                          options.token_budget ? options.token_budget : limits.token_budget,
                          options.cost_budget_usd ? options.cost_budget_usd : limits.cost_budget_usd,
                          options.tool_call_budget ? options.tool_call_budget : limits.tool_call_budget};
-  context.model = options.model;
+  context.model = options.model ? options.model : seed->model;
   context.allowed_tools = options.allowed_tools;
   context.max_turns = loop_limits.max_turns;
   context.token_budget = loop_limits.token_budget;
@@ -269,9 +270,8 @@ void Kernel::add_toolbox(std::shared_ptr<ToolExecutor> executor) {
 }
 void Kernel::set_guardrail(std::shared_ptr<Guardrail> guardrail) { impl_->guardrail = std::move(guardrail); }
 void Kernel::set_summarizer(std::shared_ptr<Summarizer> summarizer) { impl_->summarizer = std::move(summarizer); }
-void Kernel::add_context_source(std::string instructions, std::vector<Toolbox> toolboxes,
-                                std::vector<McpServer> mcp_servers) {
-  impl_->sources.push_back({std::move(instructions), std::move(toolboxes), std::move(mcp_servers)});
+void Kernel::add_context_source(std::shared_ptr<ContextSource> source) {
+  if (source) impl_->sources.push_back(std::move(source));
 }
 
 const Config& Kernel::config() const { return impl_->config; }

@@ -56,6 +56,14 @@ struct RunOptions {
   StreamSink sink;  // set to receive stream events
 };
 
+// Adds to every run's Context before memory and the provider: system prompt text, toolboxes,
+// MCP servers, a model. Skill activation is one (kernex::skills::SkillContextSource).
+class ContextSource {
+ public:
+  virtual ~ContextSource() = default;
+  virtual Result<void> contribute(Context& context, const Request& request) = 0;
+};
+
 class Kernel {
  public:
   ~Kernel();
@@ -74,10 +82,8 @@ class Kernel {
   void add_toolbox(std::shared_ptr<ToolExecutor> executor);
   void set_guardrail(std::shared_ptr<Guardrail> guardrail);
   void set_summarizer(std::shared_ptr<Summarizer> summarizer);
-  // Extra context for every run (e.g. activated skills): appended to the system prompt in
-  // the order added, with their toolboxes and MCP servers.
-  void add_context_source(std::string instructions, std::vector<Toolbox> toolboxes,
-                          std::vector<McpServer> mcp_servers);
+  // Sources contribute to every run's Context in the order added.
+  void add_context_source(std::shared_ptr<ContextSource> source);
 
   const Config& config() const;
   const PluginHost& plugins() const;
