@@ -17,9 +17,7 @@
 #include <vector>
 
 #include "kernex/plugin_host.hpp"
-#ifdef KERNEX_BENCH_WITH_CONFIG
 #include "kernex/config.hpp"
-#endif
 
 namespace {
 
@@ -46,19 +44,14 @@ std::vector<fs::path> so_files(const fs::path& dir) {
   return files;
 }
 
-// Returns false when a config step exists and failed: a boot that can't read its config is not
-// a boot worth timing.
+// Returns false when the config can't be read: a boot without its config is not worth timing.
 bool load_config(benchmark::State& state) {
-#ifdef KERNEX_BENCH_WITH_CONFIG
   auto config = kernex::Config::load(fs::path(KERNEX_BENCH_CONFIG));
   if (!config) {
     state.SkipWithError(("Config::load failed: " + config.error().describe()).c_str());
     return false;
   }
   benchmark::DoNotOptimize(config->system_prompt.data());
-#else
-  (void)state;
-#endif
   return true;
 }
 
@@ -161,13 +154,7 @@ int main(int argc, char** argv) {
 
   const fs::path dir = plugin_dir();
   const std::vector<fs::path> files = so_files(dir);
-  std::printf("plugin_dir=%s so_files=%zu config_step=%s\n", dir.c_str(), files.size(),
-#ifdef KERNEX_BENCH_WITH_CONFIG
-              "yes"
-#else
-              "no (Config::load not in this kernel)"
-#endif
-  );
+  std::printf("plugin_dir=%s so_files=%zu\n", dir.c_str(), files.size());
   if (files.empty()) std::printf("warning: no .so files in %s; both benchmarks time an empty boot\n", dir.c_str());
 
   MedianReporter reporter;

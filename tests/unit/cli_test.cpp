@@ -280,3 +280,82 @@ TEST(CliProviderOpt, ValuesAreJsonWhenTheyParseElseStrings) {
 }
 
 }  // namespace
+
+namespace {
+
+// The acceptance checks, end to end through bin/kernex with the real plugins.
+std::string tool_call_line(int i) {
+  return Json{{"tool_calls", {{{"id", "c" + std::to_string(i)}, {"name", "calculate"},
+                               {"arguments", {{"expression", "6*7"}}}}}},
+              {"usage", {{"input_tokens", 10}, {"output_tokens", 5}}}}
+      .dump();
+}
+
+TEST_F(CliTest, RunReplayToolCallThenAnswerReportsEndTurnAsJson) {
+  auto script = write("s.jsonl", tool_call_line(1) + "\n" +
+                                     Json{{"text", "It is 42."}, {"usage", {{"input_tokens", 30}, {"output_tokens", 4}}}}
+                                         .dump() +
+                                     "\n");
+  auto o = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "--json",
+                   "What is six times seven?"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  Json j = Json::parse(o.out);
+  EXPECT_EQ(j["outcome"], "end_turn");
+  EXPECT_EQ(j["turns"], 2);
+  EXPECT_EQ(j["text"], "It is 42.");
+  ASSERT_EQ(j["tool_calls"].size(), 1u);
+  EXPECT_EQ(j["tool_calls"][0]["name"], "calculate");
+  EXPECT_EQ(j["tool_calls"][0]["arguments"]["expression"], "6*7");
+  EXPECT_EQ(j["tool_calls"][0]["result"], "42");
+  EXPECT_EQ(j["tool_calls"][0]["is_error"], false);
+  EXPECT_EQ(j["usage"]["input_tokens"], 40);
+  EXPECT_EQ(j["usage"]["output_tokens"], 9);
+  EXPECT_TRUE(j.contains("cost_usd"));
+}
+
+TEST_F(CliTest, RunOfSixtyToolCallsStopsWithMaxTurnsAndExitsSix) {
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += tool_call_line(i) + "\n";
+  auto script = write("s.jsonl", text);
+  auto o = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "--json", "loop"});
+  EXPECT_EQ(o.exit_code, 6) << o.err;
+  Json j = Json::parse(o.out);
+  EXPECT_EQ(j["outcome"], "max_turns");
+  EXPECT_EQ(j["turns"], 50);
+  EXPECT_THAT(o.err, HasSubstr("max_turns"));
+}
+
+TEST_F(CliTest, RunWithExhaustedScriptIsAProviderErrorExitFive) {
+  auto script = write("s.jsonl", tool_call_line(1) + "\n");
+  auto o = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "hi"});
+  EXPECT_EQ(o.exit_code, 5) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("no response left"));
+}
+
+TEST_F(CliTest, PluginsListsEachBrokenFileWithItsCauseWhileGoodOnesLoad) {
+  const fs::path broken = dir_ / "broken";
+  fs::create_directories(broken);
+  std::ofstream(broken / "libnot-a-plugin.so") << "just text\n";
+  for (const char* name : {"libkernex-test-abi-mismatch.so", "libkernex-test-missing-factory.so"}) {
+    fs::copy_file(fs::path(KERNEX_TEST_PLUGIN_DIR) / name, broken / name);
+  }
+  env_["KERNEX_PLUGIN_PATH"] = broken.string();
+  auto o = kernex({"plugins", "--json"});
+  EXPECT_EQ(o.exit_code, 4) << o.err;  // some plugin failed
+  Json list = Json::parse(o.out);
+  std::map<std::string, Json> by_file;
+  for (const auto& p : list) by_file[fs::path(p["path"].get<std::string>()).filename()] = p;
+  EXPECT_FALSE(by_file.at("libnot-a-plugin.so")["ok"].get<bool>());
+  EXPECT_THAT(by_file.at("libkernex-test-abi-mismatch.so")["error"].get<std::string>(), HasSubstr("ABI"));
+  EXPECT_THAT(by_file.at("libkernex-test-missing-factory.so")["error"].get<std::string>(), HasSubstr("factory"));
+  for (const char* good : {"libkernex-provider-replay.so", "libkernex-toolbox-builtin.so", "libkernex-hook-audit.so",
+                           "libkernex-memory-volatile.so"}) {
+    ASSERT_TRUE(by_file.contains(good)) << good;
+    EXPECT_TRUE(by_file.at(good)["ok"].get<bool>()) << good;
+  }
+  auto text = kernex({"plugins"});
+  EXPECT_THAT(text.out, HasSubstr("libnot-a-plugin.so"));
+  EXPECT_THAT(text.out, HasSubstr("replay"));
+}
+
+}  // namespace

@@ -1,0 +1,114 @@
+// The replay provider plugin, loaded from the build tree like any other plugin.
+#include <gtest/gtest.h>
+
+#include "kernex/plugin_host.hpp"
+#include "temp_dir.hpp"
+
+namespace kernex {
+namespace {
+
+using testing::TempDir;
+using testing::read_lines;
+
+class ReplayTest : public ::testing::Test {
+ protected:
+  Result<std::shared_ptr<Provider>> make(const Json& config) { return host.create_provider("replay", config); }
+  PluginHost host = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
+  TempDir dir;
+};
+
+TEST_F(ReplayTest, PlaysLinesInOrderAndRecordsEachRequest) {
+  auto script = dir.write("s.jsonl",
+                          R"({"text":"thinking...","tool_calls":[{"id":"c1","name":"t","arguments":{"a":1}}],)"
+                          R"("usage":{"input_tokens":3,"output_tokens":2,"cache_read_tokens":7,"cache_write_tokens":1}})"
+                          "\n\n"
+                          R"({"text":"done","model":"m-1","stop_reason":"end_turn"})"
+                          "\n");
+  auto provider = make({{"script", script.string()}, {"record", (dir / "rec.jsonl").string()}});
+  ASSERT_TRUE(provider) << provider.error().describe();
+  Context ctx("hello");
+  ctx.system_prompt = "sys";
+  auto first = (*provider)->complete(ctx, {ToolSpec{"t", "a tool", Json{{"type", "object"}}, {}}}, {});
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->text, "thinking...");
+  ASSERT_EQ(first->tool_calls.size(), 1u);
+  EXPECT_EQ(first->tool_calls[0].id, "c1");
+  EXPECT_EQ(first->tool_calls[0].arguments, (Json{{"a", 1}}));
+  EXPECT_EQ(first->stop_reason, "tool_use");
+  EXPECT_EQ(first->usage, (Usage{3, 2, 7, 1, 0.0}));
+  auto second = (*provider)->complete(ctx, {}, {});
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->text, "done");
+  EXPECT_EQ(second->model, "m-1");
+
+  auto lines = read_lines(dir / "rec.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  Json rec = Json::parse(lines[0]);
+  EXPECT_EQ(rec["system"], "sys");
+  EXPECT_EQ(rec["messages"][0]["content"], "hello");
+  EXPECT_EQ(rec["tools"][0]["name"], "t");
+}
+
+TEST_F(ReplayTest, StreamsTextToolCallsUsageThenDone) {
+  auto script = dir.write("s.jsonl", R"({"text":"hi","thinking":"hmm","tool_calls":[{"id":"c","name":"t"}]})" "\n");
+  auto provider = make({{"script", script.string()}});
+  ASSERT_TRUE(provider);
+  std::vector<StreamEvent> events;
+  auto r = (*provider)->complete(Context("x"), {}, [&](const StreamEvent& e) { events.push_back(e); });
+  ASSERT_TRUE(r);
+  using K = StreamEvent::Kind;
+  std::vector<K> kinds;
+  for (const auto& e : events) kinds.push_back(e.kind);
+  EXPECT_EQ(kinds, (std::vector<K>{K::ThinkingDelta, K::TextDelta, K::ToolCallStart, K::ToolCallDelta, K::ToolCallEnd,
+                                   K::Usage, K::Done}));
+  StreamAccumulator acc;
+  for (const auto& e : events) acc.push(e);
+  EXPECT_EQ(acc.text(), "hi");
+}
+
+TEST_F(ReplayTest, ScriptedErrorLineIsAProviderError) {
+  auto script = dir.write("s.jsonl", R"({"error":"HTTP 529 overloaded"})" "\n");
+  auto provider = make({{"script", script.string()}});
+  ASSERT_TRUE(provider);
+  auto r = (*provider)->complete(Context("x"), {}, {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::Provider);
+  EXPECT_EQ(r.error().message, "HTTP 529 overloaded");
+}
+
+TEST_F(ReplayTest, RunningOutSaysHowManyLinesTheScriptHas) {
+  auto script = dir.write("s.jsonl", R"({"text":"only"})" "\n");
+  auto provider = make({{"script", script.string()}});
+  ASSERT_TRUE(provider);
+  ASSERT_TRUE((*provider)->complete(Context("x"), {}, {}));
+  auto r = (*provider)->complete(Context("x"), {}, {});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("no response left for request 2 (it holds 1)"), std::string::npos);
+}
+
+TEST_F(ReplayTest, BadConfigAndScriptsAreErrorsNamingTheProblem) {
+  auto missing = make({{"script", (dir / "nope.jsonl").string()}});
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().describe().find("nope.jsonl"), std::string::npos);
+
+  auto no_script = make(Json::object());
+  ASSERT_FALSE(no_script);
+  EXPECT_NE(no_script.error().describe().find("`script`"), std::string::npos);
+
+  auto unknown = make({{"script", "x"}, {"speed", "fast"}});
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().describe().find("unknown option `speed`"), std::string::npos);
+
+  auto nameless = dir.write("bad.jsonl", R"({"text":"a"})" "\n" R"({"tool_calls":[{"id":"x"}]})" "\n");
+  auto bad = make({{"script", nameless.string()}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().describe().find("bad.jsonl:2: tool_calls[0]"), std::string::npos) << bad.error().describe();
+
+  auto wrong_types = dir.write("types.jsonl", R"({"usage":{"input_tokens":"many"}})" "\n");
+  auto typed = make({{"script", wrong_types.string()}});
+  ASSERT_FALSE(typed);
+  EXPECT_NE(typed.error().describe().find("types.jsonl:1"), std::string::npos) << typed.error().describe();
+}
+
+}  // namespace
+}  // namespace kernex
