@@ -1,0 +1,132 @@
+#include "child.hpp"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/close_range.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "landlock_abi.hpp"
+
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+
+namespace kernex::sandbox::detail {
+
+const char* to_string(ChildStage stage) noexcept {
+  switch (stage) {
+    case ChildStage::None: return "none";
+    case ChildStage::Signals: return "resetting signal handlers";
+    case ChildStage::Session: return "setsid";
+    case ChildStage::DeathSignal: return "PR_SET_PDEATHSIG";
+    case ChildStage::Stdio: return "redirecting stdio";
+    case ChildStage::CloseFds: return "closing inherited file descriptors";
+    case ChildStage::Chdir: return "changing to the working directory";
+    case ChildStage::Rlimit: return "setting resource limits";
+    case ChildStage::NoNewPrivs: return "PR_SET_NO_NEW_PRIVS";
+    case ChildStage::Capabilities: return "dropping capabilities";
+    case ChildStage::Landlock: return "landlock_restrict_self";
+    case ChildStage::Seccomp: return "loading the seccomp filter";
+    case ChildStage::Exec: return "execve";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// The kernel's struct sigaction for rt_sigaction (not glibc's).
+struct KernelSigaction {
+  void (*handler)(int);
+  unsigned long flags;
+  void (*restorer)();
+  unsigned long mask;
+};
+
+struct KernelRlimit {
+  std::uint64_t cur;
+  std::uint64_t max;
+};
+
+[[noreturn]] __attribute__((no_sanitize("address", "undefined"))) void die(ChildSpec* spec, ChildStage stage) {
+  spec->failed_errno = errno;
+  spec->failed_stage = static_cast<int>(stage);
+  for (;;) syscall(SYS_exit_group, 127);
+}
+
+__attribute__((no_sanitize("address", "undefined"))) bool drop_capabilities(ChildSpec* spec) {
+  for (long cap = 0; cap < 64; ++cap) {
+    long has = syscall(SYS_prctl, PR_CAPBSET_READ, cap, 0, 0, 0);
+    if (has < 0) break;  // past CAP_LAST_CAP
+    if (has == 1 && syscall(SYS_prctl, PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+      // Without CAP_SETPCAP a non-root process can't drop the bounding set, but it also can't gain
+      // anything from it: no_new_privs blocks file capabilities and setuid.
+      if (spec->is_root || errno != EPERM) return false;
+    }
+  }
+  if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) return false;
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  return syscall(SYS_capset, &header, data) == 0;
+}
+
+}  // namespace
+
+__attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
+  auto* spec = static_cast<ChildSpec*>(arg);
+
+  // The parent blocked every signal around clone; restore default dispositions (ignored ones survive
+  // execve, e.g. SIGPIPE) before unblocking.
+  for (int sig = 1; sig < 65; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    KernelSigaction dfl{SIG_DFL, 0, nullptr, 0};
+    syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof(unsigned long));
+  }
+  unsigned long empty_mask = 0;
+  if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty_mask, nullptr, sizeof(empty_mask)) != 0) {
+    die(spec, ChildStage::Signals);
+  }
+
+  if (syscall(SYS_setsid) < 0) die(spec, ChildStage::Session);
+  if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die(spec, ChildStage::DeathSignal);
+  if (syscall(SYS_getppid) != spec->parent) {
+    errno = ESRCH;
+    die(spec, ChildStage::DeathSignal);
+  }
+
+  for (int target = 0; target < 3; ++target) {
+    int fd = spec->stdio[target];
+    if (fd == target) {
+      if (syscall(SYS_fcntl, fd, F_SETFD, 0) != 0) die(spec, ChildStage::Stdio);
+    } else if (syscall(SYS_dup3, fd, target, 0) < 0) {
+      die(spec, ChildStage::Stdio);
+    }
+  }
+  // Marked close-on-exec rather than closed: the Landlock ruleset fd is still needed below.
+  if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) die(spec, ChildStage::CloseFds);
+
+  if (syscall(SYS_chdir, spec->cwd) != 0) die(spec, ChildStage::Chdir);
+
+  for (int i = 0; i < spec->limit_count; ++i) {
+    KernelRlimit lim{spec->limits[i].value, spec->limits[i].value};
+    if (syscall(SYS_prlimit64, 0, spec->limits[i].resource, &lim, nullptr) != 0) die(spec, ChildStage::Rlimit);
+  }
+
+  if (spec->sandboxed) {
+    if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(spec, ChildStage::NoNewPrivs);
+    if (!drop_capabilities(spec)) die(spec, ChildStage::Capabilities);
+    if (syscall(SYS_landlock_restrict_self, spec->landlock_fd, 0) != 0) die(spec, ChildStage::Landlock);
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, spec->seccomp) != 0) die(spec, ChildStage::Seccomp);
+  }
+
+  syscall(SYS_execve, spec->path, spec->argv, spec->envp);
+  die(spec, ChildStage::Exec);
+}
+
+}  // namespace kernex::sandbox::detail

@@ -1,0 +1,40 @@
+// The prepared kernel objects behind a Policy.
+#pragma once
+
+#include <linux/filter.h>
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernex/sandbox/policy.hpp"
+
+namespace kernex::sandbox {
+
+struct Policy::State {
+  SandboxProfile profile;  // paths made absolute and canonical
+  PolicyStatus status;
+  std::filesystem::path private_tmp;
+  std::filesystem::path working_dir;
+  std::vector<std::filesystem::path> allowed_executables;
+  std::vector<std::pair<std::string, std::string>> env;  // the child's environment before Command::env
+  int landlock_fd = -1;                                   // -1 when not enforced
+  std::vector<sock_filter> seccomp_bpf;                   // empty when not enforced
+
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State();
+};
+
+// Built pieces, one file each.
+struct LandlockGrant {
+  std::filesystem::path path;
+  std::uint64_t rights;  // landlock.hpp kRead / kExec / kReadWrite / kDevice
+};
+// Creates the ruleset fd for the grants on this ABI, or an error naming the path or step that failed.
+Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& grants, const NetworkPolicy& net);
+Result<std::vector<sock_filter>> build_seccomp_filter(const NetworkPolicy& net);
+
+}  // namespace kernex::sandbox
