@@ -25,6 +25,7 @@ const char* to_string(ChildStage stage) noexcept {
     case ChildStage::None: return "none";
     case ChildStage::Signals: return "resetting signal handlers";
     case ChildStage::Session: return "setsid";
+    case ChildStage::Cgroup: return "joining the pids cgroup";
     case ChildStage::DeathSignal: return "PR_SET_PDEATHSIG";
     case ChildStage::Stdio: return "redirecting stdio";
     case ChildStage::CloseFds: return "closing inherited file descriptors";
@@ -94,6 +95,7 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
   }
 
   if (syscall(SYS_setsid) < 0) die(spec, ChildStage::Session);
+  if (spec->cgroup_fd >= 0 && syscall(SYS_write, spec->cgroup_fd, "0", 1) != 1) die(spec, ChildStage::Cgroup);
   if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die(spec, ChildStage::DeathSignal);
   if (syscall(SYS_getppid) != spec->parent) {
     errno = ESRCH;

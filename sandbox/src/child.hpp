@@ -11,7 +11,7 @@
 namespace kernex::sandbox::detail {
 
 enum class ChildStage : int {
-  None = 0, Signals, Session, DeathSignal, Stdio, CloseFds, Chdir, Rlimit, NoNewPrivs, Capabilities,
+  None = 0, Signals, Session, Cgroup, DeathSignal, Stdio, CloseFds, Chdir, Rlimit, NoNewPrivs, Capabilities,
   Landlock, Seccomp, Exec,
 };
 const char* to_string(ChildStage stage) noexcept;
@@ -31,6 +31,7 @@ struct ChildSpec {
   int limit_count = 0;
   bool sandboxed = true;  // false: process hygiene only (enforce: false)
   bool is_root = false;   // a failing capability-bounding drop is fatal only for root
+  int cgroup_fd = -1;  // cgroup.procs of the spawn's pids cgroup, or -1
   int landlock_fd = -1;
   const sock_fprog* seccomp = nullptr;
   pid_t parent = 0;

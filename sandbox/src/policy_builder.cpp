@@ -11,6 +11,7 @@
 
 #include "kernex/log.hpp"
 #include "landlock_abi.hpp"
+#include "pids_cgroup.hpp"
 #include "policy_state.hpp"
 
 extern char** environ;
@@ -325,6 +326,14 @@ class Builder {
     if (!p.enforce) {
       st.warnings.push_back("enforcement disabled by the profile (enforce: false): commands run unsandboxed");
       return {};
+    }
+    if (p.limits.processes) {
+      state_->pids_cgroup = find_pids_cgroup_base();
+      if (!state_->pids_cgroup && (::getuid() == 0 || ::geteuid() == 0)) {
+        return fail(ErrorCode::Sandbox,
+                    "limits.processes can't be enforced: Linux exempts uid 0 from RLIMIT_NPROC and no writable pids "
+                    "cgroup was found");
+      }
     }
     if (st.landlock_abi < 1) {
       return fail(ErrorCode::Sandbox,

@@ -4,6 +4,7 @@
 #include <linux/filter.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@ struct Policy::State {
   std::filesystem::path working_dir;
   std::vector<std::filesystem::path> allowed_executables;
   std::vector<std::pair<std::string, std::string>> env;  // the child's environment before Command::env
+  std::optional<std::filesystem::path> pids_cgroup;  // where per-spawn pids cgroups are made
   int landlock_fd = -1;                                   // -1 when not enforced
   std::vector<sock_filter> seccomp_bpf;                   // empty when not enforced
 

@@ -20,6 +20,7 @@
 
 #include "child.hpp"
 #include "kernex/log.hpp"
+#include "pids_cgroup.hpp"
 #include "policy_state.hpp"
 
 namespace kernex::sandbox {
@@ -278,10 +279,18 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   spec.seccomp = &prog;
   spec.parent = ::getpid();
   const auto& lim = profile.limits;
+  std::optional<SpawnCgroup> cgroup;
+  if (st.pids_cgroup && lim.processes) {
+    auto made = SpawnCgroup::create(*st.pids_cgroup, *lim.processes);
+    if (!made) return std::unexpected(made.error());
+    cgroup.emplace(std::move(*made));
+    spec.cgroup_fd = cgroup->procs_fd();
+  }
   for (auto [resource, value] : {std::pair{RLIMIT_CPU, lim.cpu_seconds}, {RLIMIT_AS, lim.address_space_bytes},
                                  {RLIMIT_NPROC, lim.processes}, {RLIMIT_FSIZE, lim.file_size_bytes},
                                  {RLIMIT_NOFILE, lim.open_files}}) {
     if (!value) continue;
+    if (resource == RLIMIT_NPROC && cgroup) continue;  // the cgroup counts the sandbox's processes only
     rlimit current{};
     ::getrlimit(resource, &current);
     std::uint64_t v = *value;

@@ -547,6 +547,7 @@ TEST_F(SecurityBattery, ForkBomb) {
   auto r = run(build(defaults().limits(limits)), {kAttack, "fork_bomb"}, 1500ms);
   EXPECT_FALSE(r.success());
   EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(first_line(r.stdout_data), "EAGAIN");  // fork failed at the limit instead of filling the pid space
 }
 
 TEST_F(SecurityBattery, MemoryBomb) {

@@ -37,7 +37,9 @@ struct EnvPolicy {
 struct ResourceLimits {
   std::optional<std::uint64_t> cpu_seconds;          // RLIMIT_CPU
   std::optional<std::uint64_t> address_space_bytes;  // RLIMIT_AS
-  std::optional<std::uint64_t> processes;            // RLIMIT_NPROC (not enforced by Linux for uid 0)
+  // Processes of one spawn: a per-spawn pids cgroup when one can be created, else RLIMIT_NPROC (which
+  // counts all processes of the user and exempts uid 0, so Build() refuses it for root without a cgroup).
+  std::optional<std::uint64_t> processes;
   std::optional<std::uint64_t> file_size_bytes;      // RLIMIT_FSIZE
   std::optional<std::uint64_t> open_files;           // RLIMIT_NOFILE
 };
