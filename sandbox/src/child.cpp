@@ -5,6 +5,8 @@
 #include <linux/close_range.h>
 #include <linux/seccomp.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -26,6 +28,7 @@ const char* to_string(ChildStage stage) noexcept {
     case ChildStage::Signals: return "resetting signal handlers";
     case ChildStage::Session: return "setsid";
     case ChildStage::Cgroup: return "joining the pids cgroup";
+    case ChildStage::Mounts: return "making protected workspace files read-only (mount namespace)";
     case ChildStage::DeathSignal: return "PR_SET_PDEATHSIG";
     case ChildStage::Stdio: return "redirecting stdio";
     case ChildStage::CloseFds: return "closing inherited file descriptors";
@@ -77,6 +80,36 @@ __attribute__((no_sanitize("address", "undefined"))) bool drop_capabilities(Chil
   return syscall(SYS_capset, &header, data) == 0;
 }
 
+__attribute__((no_sanitize("address", "undefined"))) bool write_proc_file(const char* path, const char* text) {
+  long fd = syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::size_t len = 0;
+  while (text[len] != '\0') ++len;
+  long n = syscall(SYS_write, fd, text, len);
+  syscall(SYS_close, fd);
+  return n == static_cast<long>(len);
+}
+
+// A private mount namespace (root: directly; otherwise inside a new user namespace mapping only our
+// own ids) whose changes never propagate back, then the protective bind mounts.
+__attribute__((no_sanitize("address", "undefined"))) bool setup_mounts(ChildSpec* spec) {
+  if (syscall(SYS_unshare, CLONE_NEWNS) != 0) {
+    if (errno != EPERM) return false;
+    if (syscall(SYS_unshare, CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
+    if (!write_proc_file("/proc/self/setgroups", "deny") || !write_proc_file("/proc/self/uid_map", spec->uid_map) ||
+        !write_proc_file("/proc/self/gid_map", spec->gid_map)) {
+      return false;
+    }
+  }
+  if (syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return false;
+  for (int i = 0; i < spec->mount_count; ++i) {
+    const ChildMount& m = spec->mounts[i];
+    if (syscall(SYS_mount, m.path, m.path, nullptr, MS_BIND | MS_REC, nullptr) != 0) return false;
+    if (m.read_only && syscall(SYS_mount, nullptr, m.path, nullptr, m.remount_flags, nullptr) != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
@@ -113,6 +146,7 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
   // Marked close-on-exec rather than closed: the Landlock ruleset fd is still needed below.
   if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) die(spec, ChildStage::CloseFds);
 
+  if (spec->mount_count > 0 && !setup_mounts(spec)) die(spec, ChildStage::Mounts);
   if (syscall(SYS_chdir, spec->cwd) != 0) die(spec, ChildStage::Chdir);
 
   for (int i = 0; i < spec->limit_count; ++i) {

@@ -11,7 +11,7 @@
 namespace kernex::sandbox::detail {
 
 enum class ChildStage : int {
-  None = 0, Signals, Session, Cgroup, DeathSignal, Stdio, CloseFds, Chdir, Rlimit, NoNewPrivs, Capabilities,
+  None = 0, Signals, Session, Cgroup, Mounts, DeathSignal, Stdio, CloseFds, Chdir, Rlimit, NoNewPrivs, Capabilities,
   Landlock, Seccomp, Exec,
 };
 const char* to_string(ChildStage stage) noexcept;
@@ -19,6 +19,12 @@ const char* to_string(ChildStage stage) noexcept;
 struct ChildLimit {
   int resource;
   std::uint64_t value;
+};
+
+struct ChildMount {
+  const char* path;
+  bool read_only;
+  unsigned long remount_flags;
 };
 
 struct ChildSpec {
@@ -31,6 +37,10 @@ struct ChildSpec {
   int limit_count = 0;
   bool sandboxed = true;  // false: process hygiene only (enforce: false)
   bool is_root = false;   // a failing capability-bounding drop is fatal only for root
+  const ChildMount* mounts = nullptr;  // private mount namespace with these binds, when non-empty
+  int mount_count = 0;
+  const char* uid_map = nullptr;  // used when only a user namespace allows the mount namespace
+  const char* gid_map = nullptr;
   int cgroup_fd = -1;  // cgroup.procs of the spawn's pids cgroup, or -1
   int landlock_fd = -1;
   const sock_fprog* seccomp = nullptr;

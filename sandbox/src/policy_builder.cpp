@@ -1,6 +1,9 @@
 // PolicyBuilder::Build(): validate the profile, resolve every grant to a canonical path, refuse
 // grants that would expose a protected path, then prepare the Landlock ruleset and seccomp BPF.
 #include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -150,6 +153,7 @@ class Builder {
 
     if (auto r = collect_grants(); !r) return std::unexpected(r.error());
     if (auto r = resolve_allow_list(); !r) return std::unexpected(r.error());
+    if (auto r = protect_inside_writable(); !r) return std::unexpected(r.error());
     if (auto r = build_env(); !r) return std::unexpected(r.error());
     if (auto r = choose_working_dir(); !r) return std::unexpected(r.error());
     if (auto r = prepare_enforcement(); !r) return std::unexpected(r.error());
@@ -259,6 +263,58 @@ class Builder {
     for (const auto& file : exec_files) {
       if (auto r = grant(file, landlock::kExec, false, "allowed_commands"); !r) return r;
     }
+    return {};
+  }
+
+  // Files that run code later, outside the sandbox (git hooks, git config, shell and direnv rc files),
+  // stay read-only even inside a writable grant. Landlock can't carve them out (rules are a union),
+  // so the child bind-mounts them read-only in a private mount namespace.
+  Result<void> protect_inside_writable() {
+    const SandboxProfile& p = state_->profile;
+    std::vector<fs::path> writable;
+    if (p.workspace) writable.push_back(*p.workspace);
+    for (const auto& g : grants_) {
+      std::error_code ec;
+      if (g.rights == landlock::kReadWrite && g.path != state_->private_tmp && fs::is_directory(g.path, ec) &&
+          std::find(writable.begin(), writable.end(), g.path) == writable.end()) {
+        writable.push_back(g.path);
+      }
+    }
+    for (const auto& dir : writable) {
+      std::error_code ec;
+      const fs::path git = dir / ".git";
+      if (fs::is_directory(fs::symlink_status(git, ec))) {
+        // An empty hooks dir is what `git init` makes; creating it lets it be protected before anything
+        // can plant a hook there.
+        fs::create_directory(git / "hooks", ec);
+        if (auto r = add_mount(git, false); !r) return r;
+        if (auto r = add_mount(git / "hooks", true); !r) return r;
+        if (auto r = add_mount(git / "config", true); !r) return r;
+      }
+      for (const char* rc : {".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
+                             ".zshenv", ".zprofile", ".zlogin", ".envrc", ".gitconfig", ".gitmodules"}) {
+        if (auto r = add_mount(dir / rc, true); !r) return r;
+      }
+    }
+    if (!state_->protected_mounts.empty()) {
+      state_->uid_map = std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1\n";
+      state_->gid_map = std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1\n";
+    }
+    return {};
+  }
+
+  // Only existing, non-symlink entries: a bind mount needs a target and must not follow a link out.
+  Result<void> add_mount(const fs::path& path, bool read_only) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) return {};
+    struct statvfs vfs {};
+    if (::statvfs(path.c_str(), &vfs) != 0) {
+      return fail(ErrorCode::Sandbox, "cannot inspect the mount of '" + path.string() + "': " + std::strerror(errno));
+    }
+    // A remount must keep the flags the mount already has (in a user namespace they are locked).
+    const unsigned long kept = vfs.f_flag & (ST_NOSUID | ST_NODEV | ST_NOEXEC | ST_NOATIME | ST_NODIRATIME | ST_RELATIME);
+    state_->protected_mounts.push_back({path.string(), read_only, MS_BIND | MS_REMOUNT | MS_RDONLY | kept});
+    if (read_only) state_->status.read_only_in_writable.push_back(path);
     return {};
   }
 

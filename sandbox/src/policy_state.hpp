@@ -13,6 +13,15 @@
 
 namespace kernex::sandbox {
 
+// A bind mount made in the child's private mount namespace: `read_only` ones keep protected files
+// unwritable inside a writable grant; the others only pin a directory (a mount point can't be renamed
+// away, so `.git` can't be swapped for a fresh one).
+struct ProtectedMount {
+  std::string path;
+  bool read_only = true;
+  unsigned long remount_flags = 0;  // MS_BIND|MS_REMOUNT|MS_RDONLY plus the flags the mount already has
+};
+
 struct Policy::State {
   SandboxProfile profile;  // paths made absolute and canonical
   PolicyStatus status;
@@ -21,6 +30,8 @@ struct Policy::State {
   std::vector<std::filesystem::path> allowed_executables;
   std::vector<std::pair<std::string, std::string>> env;  // the child's environment before Command::env
   std::optional<std::filesystem::path> pids_cgroup;  // where per-spawn pids cgroups are made
+  std::vector<ProtectedMount> protected_mounts;
+  std::string uid_map, gid_map;  // "<id> <id> 1" for an unprivileged user namespace
   int landlock_fd = -1;                                   // -1 when not enforced
   std::vector<sock_filter> seccomp_bpf;                   // empty when not enforced
 

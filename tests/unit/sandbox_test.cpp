@@ -370,6 +370,22 @@ TEST_F(SandboxTest, UnenforcedSpawnWarnsEveryTime) {
   EXPECT_NE(warnings[0].find("UNSANDBOXED"), std::string::npos);
 }
 
+TEST_F(SandboxTest, GitAndRcFilesStayReadOnlyInTheWorkspace) {
+  fs::create_directories(ws_ / ".git");
+  std::ofstream(ws_ / ".git" / "config") << "[core]\n";
+  std::ofstream(ws_ / ".envrc") << "";
+  auto policy = build(builder());
+  const auto& ro = policy.status().read_only_in_writable;
+  EXPECT_TRUE(fs::is_directory(ws_ / ".git" / "hooks"));  // created so that it can be protected
+  for (const auto& p : {ws_ / ".git" / "hooks", ws_ / ".git" / "config", ws_ / ".envrc"}) {
+    EXPECT_NE(std::find(ro.begin(), ro.end(), p), ro.end()) << p;
+  }
+  auto r = run(policy, {"sh", "-c", "echo x > .git/hooks/post-checkout; echo y >> .envrc; echo ok > .git/HEAD && cat .git/HEAD"});
+  EXPECT_EQ(r.stdout_data, "ok\n");
+  EXPECT_FALSE(fs::exists(ws_ / ".git" / "hooks" / "post-checkout"));
+  EXPECT_EQ(fs::file_size(ws_ / ".envrc"), 0u);
+}
+
 TEST_F(SandboxTest, PrivateTmpIsRemovedWithThePolicy) {
   fs::path tmp;
   {

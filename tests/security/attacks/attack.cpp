@@ -210,8 +210,8 @@ int run(const std::vector<std::string>& a) {
   if (c == "setsid") return report(setsid());
   if (c == "setpgid") return report(setpgid(0, 0));
   if (c == "caps") return caps();
-  if (c == "setuid") return report(setuid(65534));
-  if (c == "chown") return report(chown(arg(1), 65534, 65534));
+  if (c == "setuid") return report(setuid(static_cast<uid_t>(num(1))));
+  if (c == "chown") return report(chown(arg(1), static_cast<uid_t>(num(2)), static_cast<gid_t>(num(2))));
   if (c == "euid") {
     std::printf("euid=%d uid=%d\n", static_cast<int>(geteuid()), static_cast<int>(getuid()));
     return 0;

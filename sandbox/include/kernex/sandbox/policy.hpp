@@ -26,6 +26,9 @@ struct PolicyStatus {
   bool signal_scope = false;    // Landlock signal scoping (ABI >= 6)
   bool abstract_unix_scope = false;  // Landlock abstract unix socket scoping (ABI >= 6)
   bool seccomp = false;
+  // Kept read-only inside writable grants (.git/hooks, .git/config, shell rc files) through a private
+  // mount namespace with read-only bind mounts.
+  std::vector<std::filesystem::path> read_only_in_writable;
   std::vector<std::string> warnings;  // protections this kernel could not provide
 };
 
