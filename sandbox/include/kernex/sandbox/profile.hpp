@@ -67,6 +67,8 @@ struct SandboxProfile {
   // absolute path; otherwise it must equal its basename), checked after resolving the command against
   // `search_path`. A non-empty list also limits Landlock EXECUTE to the listed programs (plus the
   // dynamic loader and their #! interpreters), so an allowed interpreter cannot exec anything else.
+  // It decides what is started, not what code runs: the loader must stay executable, so
+  // `ld.so <readable program>` still works — inside the same sandbox.
   std::vector<std::string> allowed_commands;
   std::vector<std::filesystem::path> search_path = {"/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"};
 
