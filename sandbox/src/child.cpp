@@ -90,26 +90,6 @@ __attribute__((no_sanitize("address", "undefined"))) bool write_proc_file(const 
   return n == static_cast<long>(len);
 }
 
-// A private mount namespace (root: directly; otherwise inside a new user namespace mapping only our
-// own ids) whose changes never propagate back, then the protective bind mounts.
-__attribute__((no_sanitize("address", "undefined"))) bool setup_mounts(ChildSpec* spec) {
-  if (syscall(SYS_unshare, CLONE_NEWNS) != 0) {
-    if (errno != EPERM) return false;
-    if (syscall(SYS_unshare, CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
-    if (!write_proc_file("/proc/self/setgroups", "deny") || !write_proc_file("/proc/self/uid_map", spec->uid_map) ||
-        !write_proc_file("/proc/self/gid_map", spec->gid_map)) {
-      return false;
-    }
-  }
-  if (syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return false;
-  for (int i = 0; i < spec->mount_count; ++i) {
-    const ChildMount& m = spec->mounts[i];
-    if (syscall(SYS_mount, m.path, m.path, nullptr, MS_BIND | MS_REC, nullptr) != 0) return false;
-    if (m.read_only && syscall(SYS_mount, nullptr, m.path, nullptr, m.remount_flags, nullptr) != 0) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
@@ -146,7 +126,10 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
   // Marked close-on-exec rather than closed: the Landlock ruleset fd is still needed below.
   if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) die(spec, ChildStage::CloseFds);
 
-  if (spec->mount_count > 0 && !setup_mounts(spec)) die(spec, ChildStage::Mounts);
+  if (spec->mntns_fd >= 0) {
+    if (spec->userns_fd >= 0 && syscall(SYS_setns, spec->userns_fd, CLONE_NEWUSER) != 0) die(spec, ChildStage::Mounts);
+    if (syscall(SYS_setns, spec->mntns_fd, CLONE_NEWNS) != 0) die(spec, ChildStage::Mounts);
+  }
   if (syscall(SYS_chdir, spec->cwd) != 0) die(spec, ChildStage::Chdir);
 
   for (int i = 0; i < spec->limit_count; ++i) {
@@ -163,6 +146,41 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
 
   syscall(SYS_execve, spec->path, spec->argv, spec->envp);
   die(spec, ChildStage::Exec);
+}
+
+__attribute__((no_sanitize("address", "undefined"))) int mount_template_main(void* arg) {
+  auto* spec = static_cast<MountTemplateSpec*>(arg);
+  bool user_ns = false;
+  if (syscall(SYS_unshare, CLONE_NEWNS) != 0) {
+    if (errno != EPERM) goto failed;
+    if (syscall(SYS_unshare, CLONE_NEWUSER | CLONE_NEWNS) != 0) goto failed;
+    user_ns = true;
+    if (!write_proc_file("/proc/self/setgroups", "deny") || !write_proc_file("/proc/self/uid_map", spec->uid_map) ||
+        !write_proc_file("/proc/self/gid_map", spec->gid_map)) {
+      goto failed;
+    }
+  }
+  // Nothing done here may propagate back to the kernel's own mount namespace.
+  if (syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) goto failed;
+  for (int i = 0; i < spec->mount_count; ++i) {
+    const ChildMount& m = spec->mounts[i];
+    if (syscall(SYS_mount, m.path, m.path, nullptr, MS_BIND | MS_REC, nullptr) != 0) goto failed;
+    if (m.read_only && syscall(SYS_mount, nullptr, m.path, nullptr, m.remount_flags, nullptr) != 0) goto failed;
+  }
+  {
+    long mnt = syscall(SYS_openat, AT_FDCWD, "/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (mnt < 0) goto failed;
+    spec->mntns_fd = static_cast<int>(mnt);
+    if (user_ns) {
+      long user = syscall(SYS_openat, AT_FDCWD, "/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+      if (user < 0) goto failed;
+      spec->userns_fd = static_cast<int>(user);
+    }
+  }
+  for (;;) syscall(SYS_exit_group, 0);
+failed:
+  spec->failed_errno = errno;
+  for (;;) syscall(SYS_exit_group, 1);
 }
 
 }  // namespace kernex::sandbox::detail

@@ -37,10 +37,9 @@ struct ChildSpec {
   int limit_count = 0;
   bool sandboxed = true;  // false: process hygiene only (enforce: false)
   bool is_root = false;   // a failing capability-bounding drop is fatal only for root
-  const ChildMount* mounts = nullptr;  // private mount namespace with these binds, when non-empty
-  int mount_count = 0;
-  const char* uid_map = nullptr;  // used when only a user namespace allows the mount namespace
-  const char* gid_map = nullptr;
+  // Joined before anything else touches the filesystem (see mount_template_main).
+  int mntns_fd = -1;
+  int userns_fd = -1;
   int cgroup_fd = -1;  // cgroup.procs of the spawn's pids cgroup, or -1
   int landlock_fd = -1;
   const sock_fprog* seccomp = nullptr;
@@ -52,5 +51,20 @@ struct ChildSpec {
 
 // clone() entry point; `arg` is a ChildSpec*. Returns only through exit_group.
 int child_main(void* arg);
+
+// Builds a policy's mount namespace once: a private mount namespace (inside a new user namespace
+// mapping only our ids when unprivileged) with the protective bind mounts. Run with
+// CLONE_VM|CLONE_VFORK|CLONE_FILES so the namespace fds it opens land in the parent's table; the
+// policy keeps them, and spawns join with setns() instead of paying for a namespace per spawn.
+struct MountTemplateSpec {
+  const ChildMount* mounts = nullptr;
+  int mount_count = 0;
+  const char* uid_map = nullptr;
+  const char* gid_map = nullptr;
+  volatile int mntns_fd = -1;   // out
+  volatile int userns_fd = -1;  // out: only when a user namespace was needed
+  volatile int failed_errno = 0;
+};
+int mount_template_main(void* arg);
 
 }  // namespace kernex::sandbox::detail

@@ -24,6 +24,8 @@ namespace fs = std::filesystem;
 
 Policy::State::~State() {
   if (landlock_fd >= 0) ::close(landlock_fd);
+  if (mntns_fd >= 0) ::close(mntns_fd);
+  if (userns_fd >= 0) ::close(userns_fd);
   if (!private_tmp.empty()) {
     std::error_code ec;
     fs::remove_all(private_tmp, ec);
@@ -296,10 +298,6 @@ class Builder {
         if (auto r = add_mount(dir / rc, true); !r) return r;
       }
     }
-    if (!state_->protected_mounts.empty()) {
-      state_->uid_map = std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1\n";
-      state_->gid_map = std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1\n";
-    }
     return {};
   }
 
@@ -322,7 +320,10 @@ class Builder {
     const SandboxProfile& p = state_->profile;
     auto& env = state_->env;
     std::string path;
-    for (const auto& dir : p.search_path) path += (path.empty() ? "" : ":") + dir.string();
+    for (const auto& dir : p.search_path) {
+      if (!path.empty()) path += ':';
+      path += dir.string();
+    }
     env.emplace_back("PATH", path);
     if (!state_->private_tmp.empty()) env.emplace_back("TMPDIR", state_->private_tmp.string());
     auto put = [&](const std::string& name, const std::string& value) {
@@ -406,6 +407,9 @@ class Builder {
     auto bpf = build_seccomp_filter(p.network);
     if (!bpf) return std::unexpected(bpf.error());
     state_->seccomp_bpf = std::move(*bpf);
+    if (!state_->protected_mounts.empty()) {
+      if (auto r = build_mount_namespace(*state_); !r) return r;
+    }
     st.enforced = true;
     st.filesystem = true;
     st.seccomp = true;

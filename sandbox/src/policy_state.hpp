@@ -31,7 +31,8 @@ struct Policy::State {
   std::vector<std::pair<std::string, std::string>> env;  // the child's environment before Command::env
   std::optional<std::filesystem::path> pids_cgroup;  // where per-spawn pids cgroups are made
   std::vector<ProtectedMount> protected_mounts;
-  std::string uid_map, gid_map;  // "<id> <id> 1" for an unprivileged user namespace
+  int mntns_fd = -1;   // the mount namespace holding protected_mounts (see mount_template_main)
+  int userns_fd = -1;  // its user namespace, when an unprivileged kernel needed one
   int landlock_fd = -1;                                   // -1 when not enforced
   std::vector<sock_filter> seccomp_bpf;                   // empty when not enforced
 
@@ -49,5 +50,7 @@ struct LandlockGrant {
 // Creates the ruleset fd for the grants on this ABI, or an error naming the path or step that failed.
 Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& grants, const NetworkPolicy& net);
 Result<std::vector<sock_filter>> build_seccomp_filter(const NetworkPolicy& net);
+// Creates state.mntns_fd/userns_fd with state.protected_mounts applied.
+Result<void> build_mount_namespace(Policy::State& state);
 
 }  // namespace kernex::sandbox

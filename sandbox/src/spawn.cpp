@@ -275,14 +275,8 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   spec.sandboxed = sandboxed;
   spec.is_root = ::getuid() == 0 || ::geteuid() == 0;
   spec.landlock_fd = st.landlock_fd;
-  std::vector<detail::ChildMount> mounts;
-  if (sandboxed) {
-    for (const auto& m : st.protected_mounts) mounts.push_back({m.path.c_str(), m.read_only, m.remount_flags});
-  }
-  spec.mounts = mounts.data();
-  spec.mount_count = static_cast<int>(mounts.size());
-  spec.uid_map = st.uid_map.c_str();
-  spec.gid_map = st.gid_map.c_str();
+  spec.mntns_fd = sandboxed ? st.mntns_fd : -1;
+  spec.userns_fd = sandboxed ? st.userns_fd : -1;
   sock_fprog prog{static_cast<unsigned short>(st.seccomp_bpf.size()), const_cast<sock_filter*>(st.seccomp_bpf.data())};
   spec.seccomp = &prog;
   spec.parent = ::getpid();
