@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "child.hpp"
@@ -145,6 +146,20 @@ bool drain(int fd, Capture& capture) {
     if (n < 0 && errno == EAGAIN) return true;
     return false;
   }
+}
+
+// This process's current RSS (second field of /proc/self/statm, in pages).
+long resident_kb() {
+  char buf[128];
+  int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  long size = 0, resident = 0;
+  if (std::sscanf(buf, "%ld %ld", &size, &resident) != 2) return 0;
+  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
 }
 
 std::chrono::microseconds to_us(const timeval& tv) {
@@ -301,6 +316,7 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
     spec.limits[spec.limit_count++] = {static_cast<int>(resource), v};
   }
 
+  const long kernel_rss_kb = resident_kb();
   ChildStack stack;
   if (!stack.ok()) return fail(ErrorCode::Sandbox, "cannot map the child stack: " + errno_text(errno));
 
@@ -396,7 +412,7 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   result.stderr_data = err_cap.finish(result.stderr_truncated);
   result.wall_time = std::chrono::duration_cast<std::chrono::microseconds>(end - start);
   result.cpu_time = to_us(usage.ru_utime) + to_us(usage.ru_stime);
-  result.peak_rss_kb = usage.ru_maxrss;
+  if (usage.ru_maxrss > kernel_rss_kb) result.peak_rss_kb = usage.ru_maxrss;
   return result;
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include "kernex/log.hpp"
 #include "kernex/sandbox/policy.hpp"
@@ -254,7 +255,7 @@ TEST_F(SandboxTest, RunsEchoSandboxed) {
   EXPECT_EQ(r.stderr_data, "");
   EXPECT_EQ(r.executable, "/bin/echo");
   EXPECT_GT(r.wall_time.count(), 0);
-  EXPECT_GT(r.peak_rss_kb, 0);
+  EXPECT_FALSE(r.peak_rss_kb.has_value());  // echo stays far below this test process's RSS
 }
 
 TEST_F(SandboxTest, PassesStdinAndReportsExitCodes) {
@@ -384,6 +385,35 @@ TEST_F(SandboxTest, GitAndRcFilesStayReadOnlyInTheWorkspace) {
   EXPECT_EQ(r.stdout_data, "ok\n");
   EXPECT_FALSE(fs::exists(ws_ / ".git" / "hooks" / "post-checkout"));
   EXPECT_EQ(fs::file_size(ws_ / ".envrc"), 0u);
+}
+
+TEST_F(SandboxTest, ShellPipelinesAndSubshellsWork) {
+  auto policy = build(builder());
+  auto r = run(policy, {"/bin/bash", "-c", "echo a | tr a b; (echo sub) & wait; echo $(echo cmd)"});
+  EXPECT_TRUE(r.success()) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, "b\nsub\ncmd\n");
+}
+
+TEST_F(SandboxTest, ConcurrentSpawnsShareOnePolicy) {
+  auto policy = build(builder());
+  std::vector<std::thread> threads;
+  std::vector<std::string> outputs(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) {
+        Command cmd;
+        cmd.argv = {"/bin/echo", std::to_string(t)};
+        auto r = spawn(policy, cmd);
+        if (r && r->success()) outputs[t] += r->stdout_data;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) {
+    std::string expected;
+    for (int i = 0; i < 10; ++i) expected += std::to_string(t) + "\n";
+    EXPECT_EQ(outputs[t], expected);
+  }
 }
 
 TEST_F(SandboxTest, PrivateTmpIsRemovedWithThePolicy) {

@@ -37,7 +37,10 @@ struct SpawnResult {
   bool stderr_truncated = false;
   std::chrono::microseconds wall_time{0};
   std::chrono::microseconds cpu_time{0};  // user + system of the command and its reaped children
-  long peak_rss_kb = 0;
+  // Peak resident set of the command and its reaped children. Linux folds the spawning process's RSS
+  // into it at execve (the child starts in the kernel's address space), so it is only reported when
+  // it exceeds the kernel's RSS at spawn time; otherwise the true peak is unknown (and smaller).
+  std::optional<long> peak_rss_kb;
   bool sandboxed = true;
 
   bool success() const { return !timed_out && term_signal == 0 && exit_code == 0; }
