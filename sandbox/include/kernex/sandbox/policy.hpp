@@ -1,0 +1,83 @@
+// An enforceable sandbox policy: the Landlock ruleset fd and seccomp BPF are built once here, in the
+// parent, so each spawn only has to apply them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernex/error.hpp"
+#include "kernex/sandbox/profile.hpp"
+
+namespace kernex::sandbox {
+
+// The running kernel's Landlock ABI (landlock_create_ruleset(NULL, 0, VERSION)); 0 if unavailable.
+int landlock_abi() noexcept;
+
+// What a Policy actually enforces on this kernel (for `kernex doctor` and logs).
+struct PolicyStatus {
+  bool enforced = false;  // false only with enforce: false
+  int landlock_abi = 0;
+  bool filesystem = false;      // Landlock FS rules
+  bool tcp = false;             // Landlock TCP bind/connect rules (ABI >= 4)
+  bool signal_scope = false;    // Landlock signal scoping (ABI >= 6)
+  bool abstract_unix_scope = false;  // Landlock abstract unix socket scoping (ABI >= 6)
+  bool seccomp = false;
+  // Kept read-only inside writable grants (.git/hooks, .git/config, shell rc files) through a private
+  // mount namespace with read-only bind mounts.
+  std::vector<std::filesystem::path> read_only_in_writable;
+  std::vector<std::string> warnings;  // protections this kernel could not provide
+};
+
+class Policy {
+ public:
+  struct State;  // implementation detail, defined in the library
+
+  const SandboxProfile& profile() const;
+  const PolicyStatus& status() const;
+  // The private TMPDIR of this policy (removed when the last copy of the Policy goes away), or empty.
+  const std::filesystem::path& private_tmp() const;
+  // The allow-list resolved to canonical absolute paths (empty when every command is allowed).
+  const std::vector<std::filesystem::path>& allowed_executables() const;
+
+  const State& state() const { return *state_; }
+  explicit Policy(std::shared_ptr<const State> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<const State> state_;
+};
+
+// sandbox2-style builder: collect grants, then one Build() validates everything and prepares the
+// kernel objects. Errors name the offending path, variable or command.
+class PolicyBuilder {
+ public:
+  PolicyBuilder() = default;
+  explicit PolicyBuilder(SandboxProfile profile) : profile_(std::move(profile)) {}
+
+  PolicyBuilder& workspace(std::filesystem::path dir);
+  PolicyBuilder& read_only(std::filesystem::path path);
+  PolicyBuilder& read_write(std::filesystem::path path);
+  PolicyBuilder& executable(std::filesystem::path path);
+  PolicyBuilder& protect(std::filesystem::path path);
+  PolicyBuilder& allow_tcp_connect(std::uint16_t port);
+  PolicyBuilder& allow_unix_sockets();
+  PolicyBuilder& passthrough_env(std::string name);
+  PolicyBuilder& set_env(std::string name, std::string value);
+  PolicyBuilder& allow_command(std::string command);
+  PolicyBuilder& limits(ResourceLimits limits);
+  PolicyBuilder& timeout(std::chrono::milliseconds timeout);
+  PolicyBuilder& output_caps(std::size_t stdout_cap, std::size_t stderr_cap);
+  PolicyBuilder& working_dir(std::filesystem::path dir);
+  PolicyBuilder& enforce(bool on);
+
+  const SandboxProfile& profile() const { return profile_; }
+  Result<Policy> Build() const;
+
+ private:
+  SandboxProfile profile_;
+};
+
+}  // namespace kernex::sandbox

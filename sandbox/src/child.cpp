@@ -1,0 +1,186 @@
+#include "child.hpp"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/close_range.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "landlock_abi.hpp"
+
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+
+namespace kernex::sandbox::detail {
+
+const char* to_string(ChildStage stage) noexcept {
+  switch (stage) {
+    case ChildStage::None: return "none";
+    case ChildStage::Signals: return "resetting signal handlers";
+    case ChildStage::Session: return "setsid";
+    case ChildStage::Cgroup: return "joining the pids cgroup";
+    case ChildStage::Mounts: return "making protected workspace files read-only (mount namespace)";
+    case ChildStage::DeathSignal: return "PR_SET_PDEATHSIG";
+    case ChildStage::Stdio: return "redirecting stdio";
+    case ChildStage::CloseFds: return "closing inherited file descriptors";
+    case ChildStage::Chdir: return "changing to the working directory";
+    case ChildStage::Rlimit: return "setting resource limits";
+    case ChildStage::NoNewPrivs: return "PR_SET_NO_NEW_PRIVS";
+    case ChildStage::Capabilities: return "dropping capabilities";
+    case ChildStage::Landlock: return "landlock_restrict_self";
+    case ChildStage::Seccomp: return "loading the seccomp filter";
+    case ChildStage::Exec: return "execve";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// The kernel's struct sigaction for rt_sigaction (not glibc's).
+struct KernelSigaction {
+  void (*handler)(int);
+  unsigned long flags;
+  void (*restorer)();
+  unsigned long mask;
+};
+
+struct KernelRlimit {
+  std::uint64_t cur;
+  std::uint64_t max;
+};
+
+[[noreturn]] __attribute__((no_sanitize("address", "undefined"))) void die(ChildSpec* spec, ChildStage stage) {
+  spec->failed_errno = errno;
+  spec->failed_stage = static_cast<int>(stage);
+  for (;;) syscall(SYS_exit_group, 127);
+}
+
+__attribute__((no_sanitize("address", "undefined"))) bool drop_capabilities(ChildSpec* spec) {
+  for (long cap = 0; cap < 64; ++cap) {
+    long has = syscall(SYS_prctl, PR_CAPBSET_READ, cap, 0, 0, 0);
+    if (has < 0) break;  // past CAP_LAST_CAP
+    if (has == 1 && syscall(SYS_prctl, PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+      // Without CAP_SETPCAP a non-root process can't drop the bounding set, but it also can't gain
+      // anything from it: no_new_privs blocks file capabilities and setuid.
+      if (spec->is_root || errno != EPERM) return false;
+    }
+  }
+  if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) return false;
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  return syscall(SYS_capset, &header, data) == 0;
+}
+
+__attribute__((no_sanitize("address", "undefined"))) bool write_proc_file(const char* path, const char* text) {
+  long fd = syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::size_t len = 0;
+  while (text[len] != '\0') ++len;
+  long n = syscall(SYS_write, fd, text, len);
+  syscall(SYS_close, fd);
+  return n == static_cast<long>(len);
+}
+
+}  // namespace
+
+__attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
+  auto* spec = static_cast<ChildSpec*>(arg);
+
+  // The parent blocked every signal around clone; restore default dispositions (ignored ones survive
+  // execve, e.g. SIGPIPE) before unblocking.
+  for (int sig = 1; sig < 65; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    KernelSigaction dfl{SIG_DFL, 0, nullptr, 0};
+    syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof(unsigned long));
+  }
+  unsigned long empty_mask = 0;
+  if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty_mask, nullptr, sizeof(empty_mask)) != 0) {
+    die(spec, ChildStage::Signals);
+  }
+
+  if (syscall(SYS_setsid) < 0) die(spec, ChildStage::Session);
+  if (spec->cgroup_fd >= 0 && syscall(SYS_write, spec->cgroup_fd, "0", 1) != 1) die(spec, ChildStage::Cgroup);
+  if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die(spec, ChildStage::DeathSignal);
+  if (syscall(SYS_getppid) != spec->parent) {
+    errno = ESRCH;
+    die(spec, ChildStage::DeathSignal);
+  }
+
+  for (int target = 0; target < 3; ++target) {
+    int fd = spec->stdio[target];
+    if (fd == target) {
+      if (syscall(SYS_fcntl, fd, F_SETFD, 0) != 0) die(spec, ChildStage::Stdio);
+    } else if (syscall(SYS_dup3, fd, target, 0) < 0) {
+      die(spec, ChildStage::Stdio);
+    }
+  }
+  // Marked close-on-exec rather than closed: the Landlock ruleset fd is still needed below.
+  if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) die(spec, ChildStage::CloseFds);
+
+  if (spec->mntns_fd >= 0) {
+    if (spec->userns_fd >= 0 && syscall(SYS_setns, spec->userns_fd, CLONE_NEWUSER) != 0) die(spec, ChildStage::Mounts);
+    if (syscall(SYS_setns, spec->mntns_fd, CLONE_NEWNS) != 0) die(spec, ChildStage::Mounts);
+  }
+  if (syscall(SYS_chdir, spec->cwd) != 0) die(spec, ChildStage::Chdir);
+
+  for (int i = 0; i < spec->limit_count; ++i) {
+    KernelRlimit lim{spec->limits[i].value, spec->limits[i].value};
+    if (syscall(SYS_prlimit64, 0, spec->limits[i].resource, &lim, nullptr) != 0) die(spec, ChildStage::Rlimit);
+  }
+
+  if (spec->sandboxed) {
+    if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(spec, ChildStage::NoNewPrivs);
+    if (!drop_capabilities(spec)) die(spec, ChildStage::Capabilities);
+    if (syscall(SYS_landlock_restrict_self, spec->landlock_fd, 0) != 0) die(spec, ChildStage::Landlock);
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, spec->seccomp) != 0) die(spec, ChildStage::Seccomp);
+  }
+
+  syscall(SYS_execve, spec->path, spec->argv, spec->envp);
+  die(spec, ChildStage::Exec);
+}
+
+__attribute__((no_sanitize("address", "undefined"))) int mount_template_main(void* arg) {
+  auto* spec = static_cast<MountTemplateSpec*>(arg);
+  bool user_ns = false;
+  if (syscall(SYS_unshare, CLONE_NEWNS) != 0) {
+    if (errno != EPERM) goto failed;
+    if (syscall(SYS_unshare, CLONE_NEWUSER | CLONE_NEWNS) != 0) goto failed;
+    user_ns = true;
+    if (!write_proc_file("/proc/self/setgroups", "deny") || !write_proc_file("/proc/self/uid_map", spec->uid_map) ||
+        !write_proc_file("/proc/self/gid_map", spec->gid_map)) {
+      goto failed;
+    }
+  }
+  // Nothing done here may propagate back to the kernel's own mount namespace.
+  if (syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) goto failed;
+  for (int i = 0; i < spec->mount_count; ++i) {
+    const ChildMount& m = spec->mounts[i];
+    if (syscall(SYS_mount, m.path, m.path, nullptr, MS_BIND | MS_REC, nullptr) != 0) goto failed;
+    if (m.read_only && syscall(SYS_mount, nullptr, m.path, nullptr, m.remount_flags, nullptr) != 0) goto failed;
+  }
+  {
+    long mnt = syscall(SYS_openat, AT_FDCWD, "/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (mnt < 0) goto failed;
+    spec->mntns_fd = static_cast<int>(mnt);
+    if (user_ns) {
+      long user = syscall(SYS_openat, AT_FDCWD, "/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+      if (user < 0) goto failed;
+      spec->userns_fd = static_cast<int>(user);
+    }
+  }
+  for (;;) syscall(SYS_exit_group, 0);
+failed:
+  spec->failed_errno = errno;
+  for (;;) syscall(SYS_exit_group, 1);
+}
+
+}  // namespace kernex::sandbox::detail

