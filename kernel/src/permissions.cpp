@@ -3,8 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+
+#include "text_file.hpp"
 
 namespace kernex {
 
@@ -176,12 +176,9 @@ Result<PermissionRules> PermissionRules::parse_yaml(std::string_view text, std::
 }
 
 Result<PermissionRules> PermissionRules::load_yaml_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(ErrorCode::Io, "cannot open permissions file '" + path.string() + "'");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return fail(ErrorCode::Io, "cannot read permissions file '" + path.string() + "'");
-  return parse_yaml(buf.str(), path.string());
+  auto text = read_text_file(path, "permissions file");
+  if (!text) return std::unexpected(text.error());
+  return parse_yaml(*text, path.string());
 }
 
 }  // namespace kernex

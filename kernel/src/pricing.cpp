@@ -3,10 +3,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <regex>
-#include <sstream>
+
+#include "text_file.hpp"
 
 namespace kernex {
 
@@ -183,12 +183,9 @@ Result<PricingTable> PricingTable::parse_yaml(std::string_view text, std::string
 }
 
 Result<PricingTable> PricingTable::load_yaml_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(ErrorCode::Io, "cannot open pricing file '" + path.string() + "'");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return fail(ErrorCode::Io, "cannot read pricing file '" + path.string() + "'");
-  return parse_yaml(buf.str(), path.string());
+  auto text = read_text_file(path, "pricing file");
+  if (!text) return std::unexpected(text.error());
+  return parse_yaml(*text, path.string());
 }
 
 std::optional<ModelPricing> PricingTable::pricing_for(std::string_view model) const {

@@ -30,7 +30,8 @@ class ContextBuilderTest : public ::testing::Test {
  protected:
   // A kernel with volatile memory whose replay script answers `answers` plain texts, and
   // optionally a tool exchange first.
-  std::unique_ptr<Kernel> kernel(const std::vector<std::string>& lines, Limits limits) {
+  // With `host_summarizer` false the run's own provider summarises.
+  std::unique_ptr<Kernel> kernel(const std::vector<std::string>& lines, Limits limits, bool host_summarizer = true) {
     std::string script;
     for (const auto& l : lines) script += l + "\n";
     Config config;
@@ -44,7 +45,7 @@ class ContextBuilderTest : public ::testing::Test {
     config.limits = limits;
     auto k = Kernel::create(std::move(config));
     EXPECT_TRUE(k) << k.error().describe();
-    (*k)->set_summarizer(summarizer);
+    if (host_summarizer) (*k)->set_summarizer(summarizer);
     return std::move(*k);
   }
   Json request(std::size_t i) {
@@ -168,11 +169,6 @@ TEST(RenderForSummary, KernexLineFormat) {
             "user: hi\nassistant: hello");
 }
 
-}  // namespace
-}  // namespace kernex
-
-namespace kernex {
-namespace {
 
 TEST_F(ContextBuilderTest, DefectSummarizerRunsWithTools) {
   // Without a host summarizer the run's provider summarises, with tools switched off so
@@ -180,20 +176,8 @@ TEST_F(ContextBuilderTest, DefectSummarizerRunsWithTools) {
   Limits limits;
   limits.max_context_messages = 2;
   limits.compaction = CompactionStrategy::Summarize;
-  std::string script;
-  for (auto t : {"a1", "a2", "the gist", "a3"}) script += Json{{"text", t}}.dump() + "\n";
-  Config config;
-  config.system_prompt = "BASE PROMPT";
-  config.provider.name = "replay";
-  config.provider.config = {{"script", dir.write("s.jsonl", script).string()},
-                            {"record", (dir / "record.jsonl").string()}};
-  config.memory = PluginRef{"volatile", Json::object()};
-  config.toolboxes = std::vector<PluginRef>{PluginRef{"builtin", Json::object()}};
-  config.pricing_file = std::filesystem::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
-  config.limits = limits;
-  auto k = Kernel::create(std::move(config));
-  ASSERT_TRUE(k);
-  for (auto m : {"m1", "m2", "m3"}) ASSERT_TRUE((*k)->run(Request::from_text("u", m)));
+  auto k = kernel({text("a1"), text("a2"), text("the gist"), text("a3")}, limits, /*host_summarizer=*/false);
+  for (auto m : {"m1", "m2", "m3"}) ASSERT_TRUE(k->run(Request::from_text("u", m)));
   const Json summarise = request(2);
   EXPECT_TRUE(summarise["tools"].empty());
   EXPECT_NE(summarise["messages"][0]["content"].get<std::string>().find("user: m1\nassistant: a1"), std::string::npos);

@@ -297,11 +297,6 @@ TEST_F(LoopTest, AuditHookWithoutFileIsAPluginErrorNamingIt) {
   EXPECT_NE(kernel.error().describe().find("audit"), std::string::npos);
 }
 
-}  // namespace
-}  // namespace kernex
-
-namespace kernex {
-namespace {
 
 TEST_F(LoopTest, DefectAllowedToolsNotAFilter) {
   RunOptions options;
