@@ -23,8 +23,9 @@ Result<Response> call_provider(const LoopDeps& deps, const Context& context) {
   }
 }
 
-// One tool call through hook, permission rules and executor, kernex's order.
-ToolResult run_tool(const LoopDeps& deps, const Context& context, const ToolCall& call) {
+// One tool call through hook, permission rules and executor, kernex's order. Hooks work on a
+// copy: they may rewrite the arguments the tool gets, never the model's own transcript.
+ToolResult run_tool(const LoopDeps& deps, const Context& context, ToolCall call) {
   if (deps.hooks != nullptr) {
     HookOutcome pre = deps.hooks->pre_tool(deps.scope, call);
     if (pre.blocked) return error_result(call, "Tool blocked by hook: " + pre.reason);
@@ -46,9 +47,9 @@ ToolResult run_tool(const LoopDeps& deps, const Context& context, const ToolCall
   } catch (...) {
     result = error_result(call, "Tool failed with a non-standard exception");
   }
+  if (deps.hooks != nullptr) deps.hooks->post_tool(deps.scope, call, result);
   result.call_id = call.id;
   result.name = call.name;
-  if (deps.hooks != nullptr) deps.hooks->post_tool(deps.scope, call, result);
   return result;
 }
 

@@ -26,7 +26,7 @@ void HookChain::add(std::string name, std::shared_ptr<HookRunner> hook) {
   if (hook) hooks_.push_back({std::move(name), std::move(hook)});
 }
 
-HookOutcome HookChain::pre_tool(const HookScope& scope, const ToolCall& call) {
+HookOutcome HookChain::pre_tool(const HookScope& scope, ToolCall& call) {
   for (const auto& entry : hooks_) {
     try {
       HookOutcome outcome = entry.hook->pre_tool(scope, call);
@@ -40,7 +40,7 @@ HookOutcome HookChain::pre_tool(const HookScope& scope, const ToolCall& call) {
   return HookOutcome::allow();
 }
 
-void HookChain::post_tool(const HookScope& scope, const ToolCall& call, const ToolResult& result) {
+void HookChain::post_tool(const HookScope& scope, const ToolCall& call, ToolResult& result) {
   notify_each(hooks_, "post_tool", [&](HookRunner& h) { h.post_tool(scope, call, result); });
 }
 

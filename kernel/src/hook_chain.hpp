@@ -21,9 +21,9 @@ class HookChain final : public HookRunner {
 
   // The first hook that blocks wins; later hooks are not asked. A hook that throws blocks the
   // call (fail closed) and the exception's message is the reason.
-  HookOutcome pre_tool(const HookScope& scope, const ToolCall& call) override;
+  HookOutcome pre_tool(const HookScope& scope, ToolCall& call) override;
   // Every hook is told; one that throws is logged and the others still run.
-  void post_tool(const HookScope& scope, const ToolCall& call, const ToolResult& result) override;
+  void post_tool(const HookScope& scope, const ToolCall& call, ToolResult& result) override;
   void on_stop(const HookScope& scope, const std::string& final_text) override;
 
  private:

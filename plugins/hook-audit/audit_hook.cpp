@@ -33,7 +33,7 @@ class AuditHook final : public kernex::HookRunner {
   ~AuditHook() override { ::close(fd_); }
 
   void post_tool(const kernex::HookScope& scope, const kernex::ToolCall& call,
-                 const kernex::ToolResult& result) override {
+                 kernex::ToolResult& result) override {
     std::string content = result.content;
     bool truncated = false;
     if (content.size() > max_result_) {

@@ -8,7 +8,7 @@ namespace {
 class BlocklistHook final : public kernex::HookRunner {
  public:
   explicit BlocklistHook(std::set<std::string> blocked) : blocked_(std::move(blocked)) {}
-  kernex::HookOutcome pre_tool(const kernex::HookScope&, const kernex::ToolCall& call) override {
+  kernex::HookOutcome pre_tool(const kernex::HookScope&, kernex::ToolCall& call) override {
     if (blocked_.contains(call.name)) return kernex::HookOutcome::block(call.name + " is on the blocklist");
     return kernex::HookOutcome::allow();
   }

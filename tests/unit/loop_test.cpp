@@ -232,12 +232,12 @@ class RecordingHook : public HookRunner {
  public:
   RecordingHook(std::string name, std::vector<std::string>& log, std::string block = {})
       : name_(std::move(name)), log_(log), block_(std::move(block)) {}
-  HookOutcome pre_tool(const HookScope&, const ToolCall& call) override {
+  HookOutcome pre_tool(const HookScope&, ToolCall& call) override {
     log_.push_back(name_ + ".pre:" + call.name);
     if (!block_.empty() && call.name == block_) return HookOutcome::block("no " + block_ + " today");
     return HookOutcome::allow();
   }
-  void post_tool(const HookScope&, const ToolCall& call, const ToolResult&) override {
+  void post_tool(const HookScope&, const ToolCall& call, ToolResult&) override {
     log_.push_back(name_ + ".post:" + call.name);
   }
   void on_stop(const HookScope&, const std::string& text) override { log_.push_back(name_ + ".stop:" + text); }
@@ -260,6 +260,33 @@ TEST_F(LoopTest, HooksRunInOrderAndBlockStopsLaterHooks) {
                                            "b.post:calculate", "a.pre:word_count", "a.stop:fin", "b.stop:fin"}));
   EXPECT_EQ(r->tool_calls[1].result.content, "Tool blocked by hook: no word_count today");
   EXPECT_TRUE(r->tool_calls[1].result.is_error);
+}
+
+// Puts a secret back into the arguments and redacts it from the result, as a PII guard would.
+class RewritingHook : public HookRunner {
+ public:
+  HookOutcome pre_tool(const HookScope&, ToolCall& call) override {
+    if (call.arguments.value("expression", "") == "<TOKEN_1>") call.arguments["expression"] = "6*7";
+    return HookOutcome::allow();
+  }
+  void post_tool(const HookScope&, const ToolCall& call, ToolResult& result) override {
+    seen_arguments = call.arguments;
+    if (result.content == "42") result.content = "<NUMBER_1>";
+  }
+  Json seen_arguments;
+};
+
+TEST_F(LoopTest, HooksRewriteWhatTheToolGetsButNotTheModelsTranscript) {
+  auto hook = std::make_shared<RewritingHook>();
+  hooks_ = {hook};
+  auto r = run(config_for({tool_line("1", "calculate", {{"expression", "<TOKEN_1>"}}), text_line("fin")}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(hook->seen_arguments["expression"], "6*7");
+  EXPECT_EQ(r->tool_calls[0].call.arguments["expression"], "<TOKEN_1>");
+  EXPECT_EQ(r->tool_calls[0].result.content, "<NUMBER_1>");
+  const Json second = recorded()[1];
+  EXPECT_EQ(second["messages"][1]["tool_calls"][0]["arguments"]["expression"], "<TOKEN_1>");
+  EXPECT_EQ(second["messages"][2]["content"], "<NUMBER_1>");
 }
 
 TEST_F(LoopTest, OnStopIsNotFiredWhenALimitEndsTheRun) {

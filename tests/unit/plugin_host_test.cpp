@@ -126,8 +126,9 @@ TEST(PluginHost, GoodPluginsCreateWorkingObjectsNextToBrokenOnes) {
 
   auto hook = host.create_hook("blocklist", Json{{"block", {"rm"}}});
   ASSERT_TRUE(hook) << hook.error().describe();
-  EXPECT_TRUE((*hook)->pre_tool({}, ToolCall{"1", "rm", Json::object()}).blocked);
-  EXPECT_FALSE((*hook)->pre_tool({}, ToolCall{"2", "ls", Json::object()}).blocked);
+  ToolCall rm{"1", "rm", Json::object()}, ls{"2", "ls", Json::object()};
+  EXPECT_TRUE((*hook)->pre_tool({}, rm).blocked);
+  EXPECT_FALSE((*hook)->pre_tool({}, ls).blocked);
 
   auto toolbox = host.create_toolbox("reverse", Json::object());
   ASSERT_TRUE(toolbox) << toolbox.error().describe();

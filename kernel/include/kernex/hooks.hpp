@@ -26,12 +26,15 @@ class HookRunner {
  public:
   virtual ~HookRunner() = default;
   // Before a tool runs; a block becomes the tool's error result ("Tool blocked by hook: why").
-  virtual HookOutcome pre_tool(const HookScope& scope, const ToolCall& call) {
+  // A hook may rewrite `call.arguments` (e.g. put redacted values back); later hooks, the
+  // permission rules and the tool see the rewritten call, the model's transcript keeps its own.
+  virtual HookOutcome pre_tool(const HookScope& scope, ToolCall& call) {
     (void)scope, (void)call;
     return HookOutcome::allow();
   }
-  // After a tool ran (not for blocked or denied calls).
-  virtual void post_tool(const HookScope& scope, const ToolCall& call, const ToolResult& result) {
+  // After a tool ran (not for blocked or denied calls). A hook may rewrite `result.content`
+  // (e.g. redact secrets); the model sees the result after every hook ran.
+  virtual void post_tool(const HookScope& scope, const ToolCall& call, ToolResult& result) {
     (void)scope, (void)call, (void)result;
   }
   // When a run ends with a final answer (outcome end_turn).
