@@ -2,11 +2,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kernex/error.hpp"
+#include "kernex/json.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace kernex::cli {
 
@@ -29,6 +35,14 @@ struct RunArgs {
 int run_command(const std::optional<std::string>& config, const RunArgs& args);
 int plugins_command(const std::optional<std::string>& config, bool json);
 int doctor_command(const std::optional<std::string>& config, bool json);
+
+// `sandbox exec` and `tool run` register themselves; the returned function runs the command when
+// it was chosen on the command line (nullopt otherwise). `config` is bound to --config.
+std::function<std::optional<int>()> add_sandbox_command(CLI::App& app);
+std::function<std::optional<int>()> add_tool_command(CLI::App& app, std::string& config);
+// The sandbox section of `kernex doctor`: what the default profile enforces here.
+Json sandbox_doctor_json();
+std::string sandbox_doctor_text();
 
 // "kernex: <code>: <description>" on stderr; returns the mapped exit code.
 int report(const Error& error);

@@ -10,9 +10,11 @@ int doctor_command(const std::optional<std::string>& config_file, bool json) {
   const DoctorReport report =
       diagnose_config_file(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
   if (json) {
-    std::cout << to_json(report).dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+    Json out = to_json(report);
+    out["sandbox"] = sandbox_doctor_json();
+    std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
   } else {
-    std::cout << to_text(report);
+    std::cout << to_text(report) << sandbox_doctor_text();
   }
   // The report is the result: missing features are findings, not failures of the command.
   return kExitOk;

@@ -76,6 +76,9 @@ int main(int argc, char** argv) {
   add_config_option(*doctor, config);
   doctor->add_flag("--json", doctor_json, "print the report as JSON");
 
+  auto sandbox_command = kernex::cli::add_sandbox_command(app);
+  auto tool_command = kernex::cli::add_tool_command(app, config);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -95,6 +98,8 @@ int main(int argc, char** argv) {
     if (*run) return kernex::cli::run_command(config_file, run_args);
     if (*plugins) return kernex::cli::plugins_command(config_file, plugins_json);
     if (*doctor) return kernex::cli::doctor_command(config_file, doctor_json);
+    if (auto code = sandbox_command()) return *code;
+    if (auto code = tool_command()) return *code;
   } catch (const std::exception& e) {
     // Errors are values everywhere below; reaching this is a bug, reported as one.
     return kernex::cli::report(kernex::Error(kernex::ErrorCode::Internal, e.what()));

@@ -65,6 +65,7 @@ void to_json(Json& j, const Toolbox& v) {
   if (!v.env_passthrough.empty()) j["env_passthrough"] = v.env_passthrough;
   if (!v.allowed_commands.empty()) j["allowed_commands"] = v.allowed_commands;
   if (!v.search_hints.empty()) j["search_hints"] = v.search_hints;
+  if (!v.source_dir.empty()) j["source_dir"] = v.source_dir;
 }
 
 void from_json(const Json& j, Toolbox& v) {
@@ -80,12 +81,14 @@ void from_json(const Json& j, Toolbox& v) {
   jf::defaulted(j, "env_passthrough", out.env_passthrough);
   jf::defaulted(j, "allowed_commands", out.allowed_commands);
   jf::defaulted(j, "search_hints", out.search_hints);
+  jf::defaulted(j, "source_dir", out.source_dir);
   v = std::move(out);
 }
 
 void to_json(Json& j, const McpServer& v) {
   j = Json{{"name", v.name}, {"command", v.command}, {"args", v.args}};
   if (!v.env.empty()) j["env"] = v.env;
+  if (!v.source_dir.empty()) j["source_dir"] = v.source_dir;
 }
 
 void from_json(const Json& j, McpServer& v) {
@@ -95,6 +98,7 @@ void from_json(const Json& j, McpServer& v) {
   jf::required(j, "command", out.command);
   jf::required(j, "args", out.args);  // kernex has no serde default here
   jf::defaulted(j, "env", out.env);
+  jf::defaulted(j, "source_dir", out.source_dir);
   v = std::move(out);
 }
 

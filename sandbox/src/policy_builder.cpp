@@ -298,6 +298,20 @@ class Builder {
         if (auto r = add_mount(dir / rc, true); !r) return r;
       }
     }
+    for (const auto& path : p.keep_read_only) {
+      if (!path.is_absolute()) {
+        return fail(ErrorCode::Config, "sandbox.keep_read_only: '" + path.string() + "' is not absolute");
+      }
+      std::error_code ec;
+      const fs::path canonical = fs::canonical(path, ec);
+      if (ec) continue;  // nothing there to protect
+      const bool inside_writable = std::any_of(writable.begin(), writable.end(), [&](const fs::path& w) {
+        return is_within(canonical, w);
+      }) || (!state_->private_tmp.empty() && is_within(canonical, state_->private_tmp));
+      if (inside_writable) {
+        if (auto r = add_mount(canonical, true); !r) return r;
+      }
+    }
     return {};
   }
 

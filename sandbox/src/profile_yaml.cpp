@@ -219,6 +219,7 @@ Result<SandboxProfile> parse_root(const Reader& r, YAML::Node root) {
       {"read_only", paths_into(p.read_only)},
       {"read_write", paths_into(p.read_write)},
       {"executable", paths_into(p.executable)},
+      {"keep_read_only", paths_into(p.keep_read_only)},
       {"protected", paths_into(p.protected_paths)},
       {"search_path", paths_into(p.search_path)},
       {"stdout_cap", size_into(p.stdout_cap)},

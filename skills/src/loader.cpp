@@ -86,6 +86,7 @@ std::expected<Skill, SkillFailure> finish(Parsed p) {
       add_error(p.diagnostics, entry.file, entry.line, entry.field + "." + problem.field, problem.message);
     }
     apply_permissions(entry.value, skill.permissions);
+    entry.value.source_dir = skill.path.string();
     skill.toolboxes.push_back(entry.value);
   }
   for (const auto& entry : p.manifest.mcp_servers) {
@@ -93,6 +94,7 @@ std::expected<Skill, SkillFailure> finish(Parsed p) {
       add_error(p.diagnostics, entry.file, entry.line, entry.field + "." + problem.field, problem.message);
     }
     skill.mcp_servers.push_back(entry.value);
+    skill.mcp_servers.back().source_dir = skill.path.string();
   }
   if (has_errors(p.diagnostics)) {
     SkillFailure failure{skill.path, {}};

@@ -48,6 +48,10 @@ struct Toolbox {
   std::vector<std::string> env_passthrough;
   std::vector<std::string> allowed_commands;
   std::vector<std::string> search_hints;
+  // The folder of the skill that declared it (readable and executable in the sandbox, never
+  // writable); empty when it did not come from a skill. The initializer keeps aggregate
+  // initialisations that stop before it free of -Wmissing-field-initializers.
+  std::string source_dir = {};
 
   ToolSpec spec() const { return ToolSpec{name, description, parameters, search_hints}; }
 };
@@ -57,6 +61,7 @@ struct McpServer {
   std::string command;
   std::vector<std::string> args;
   std::map<std::string, std::string> env;
+  std::string source_dir = {};  // the declaring skill's folder, or empty
 };
 
 // kernex semantics: empty list allows all; an entry with '/' must equal the command exactly,

@@ -51,6 +51,9 @@ struct SandboxProfile {
   std::vector<std::filesystem::path> read_write;
   std::vector<std::filesystem::path> executable;  // read + execute
   std::optional<std::filesystem::path> workspace;  // read-write; default working directory
+  // Kept read-only even where they lie inside a writable grant (a skill folder inside the workspace):
+  // bind-mounted read-only in the policy's private mount namespace, like .git/hooks.
+  std::vector<std::filesystem::path> keep_read_only;
   // The system's read-only/executable paths (system_read_only_paths(), system_exec_paths()) and a
   // private TMPDIR. Off: only what is listed above.
   bool system_defaults = true;
@@ -82,7 +85,7 @@ struct SandboxProfile {
   bool enforce = true;
 
   // YAML mapping (optionally wrapped in a top-level `sandbox:` key). Keys: enforce, workspace,
-  // read_only, read_write, executable, system_defaults, private_tmp, protected, network
+  // read_only, read_write, executable, keep_read_only, system_defaults, private_tmp, protected, network
   // (`none` or {tcp_connect: [ports], unix: bool}), env {base, passthrough, set, locale},
   // allowed_commands, search_path, limits {cpu_seconds, address_space, processes, file_size,
   // open_files}, timeout (seconds, may be fractional), stdout_cap, stderr_cap, working_dir.

@@ -1,0 +1,357 @@
+// The built-in file and shell tools (bash, read, write, edit, glob, grep). Unlike kernex, none of
+// them touches a file in-process: each is a small program (cat, sed, grep, bash with a fixed script
+// and the model's values as argv) run inside the sandbox, so every file access follows the same
+// workspace policy as a skill's toolbox. Config: see kernex::sandbox::ToolboxRunOptions, plus
+// `tools` (names to offer; default all).
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "kernex/plugin.hpp"
+#include "kernex/sandbox/toolbox.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace sb = kernex::sandbox;
+using kernex::ErrorCode;
+using kernex::Json;
+using kernex::Result;
+using kernex::ToolCall;
+using kernex::ToolResult;
+
+// Enough for `edit` to read a whole source file; what the model sees is cut to max_output.
+constexpr std::size_t kCaptureCap = 16u << 20;
+constexpr std::size_t kMaxPattern = 1024;
+
+ToolResult ok(const ToolCall& c, std::string text) { return {c.id, c.name, std::move(text), false}; }
+ToolResult bad(const ToolCall& c, std::string text) { return {c.id, c.name, std::move(text), true}; }
+
+std::string string_arg(const Json& args, const char* name) {
+  auto it = args.is_object() ? args.find(name) : args.end();
+  return it != args.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::optional<std::uint64_t> uint_arg(const Json& args, const char* name) {
+  auto it = args.is_object() ? args.find(name) : args.end();
+  if (it == args.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0) return std::nullopt;
+  return static_cast<std::uint64_t>(it->get<std::int64_t>());
+}
+
+ToolResult required(const ToolCall& c, const char* name) {
+  return bad(c, std::string("Error: '") + name + "' parameter is required");
+}
+
+Json schema(Json properties, std::vector<std::string> required_names) {
+  return Json{{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required_names)}};
+}
+
+Json str(const char* what) { return Json{{"type", "string"}, {"description", what}}; }
+Json uint(const char* what) { return Json{{"type", "integer"}, {"minimum", 0}, {"description", what}}; }
+
+class FilesToolbox final : public kernex::ToolExecutor {
+ public:
+  FilesToolbox(sb::ToolboxRunOptions options, std::set<std::string> enabled)
+      : options_(std::move(options)), enabled_(std::move(enabled)) {}
+
+  static std::vector<kernex::ToolSpec> all_specs() {
+    return {
+        {"bash", "Execute a bash command in the workspace (sandboxed) and return its output.",
+         schema({{"command", str("The command line")}, {"timeout_secs", uint("Seconds before it is killed")}},
+                {"command"}),
+         {"shell", "run", "command"}},
+        {"read", "Read the contents of a file.",
+         schema({{"file_path", str("Absolute, or relative to the workspace")},
+                 {"offset", uint("First line to return (1-based)")},
+                 {"limit", uint("Number of lines to return")}},
+                {"file_path"}),
+         {"file", "open", "cat"}},
+        {"write", "Write content to a file (creates or overwrites; parent directories are created).",
+         schema({{"file_path", str("Absolute, or relative to the workspace")}, {"content", str("The new content")}},
+                {"file_path", "content"}),
+         {"file", "save", "create"}},
+        {"edit", "Edit a file by replacing the first occurrence of old_string with new_string (or all with replace_all).",
+         schema({{"file_path", str("Absolute, or relative to the workspace")},
+                 {"old_string", str("Exact text to find")},
+                 {"new_string", str("Replacement text")},
+                 {"replace_all", Json{{"type", "boolean"}, {"description", "Replace every occurrence"}}}},
+                {"file_path", "old_string", "new_string"}),
+         {"file", "replace", "modify"}},
+        {"glob", "Find files matching a glob pattern (e.g. \"**/*.cpp\"). Returns paths, newest first.",
+         schema({{"pattern", str("Glob pattern; ** matches directories recursively")},
+                 {"path", str("Directory to search (default: the workspace)")}},
+                {"pattern"}),
+         {"find", "files", "list"}},
+        {"grep", "Search file contents with an extended regular expression. Returns matching lines with file paths "
+                 "and line numbers.",
+         schema({{"pattern", str("Extended regular expression")},
+                 {"path", str("File or directory (default: the workspace)")},
+                 {"glob", str("Only files whose name matches this glob, e.g. *.py")}},
+                {"pattern"}),
+         {"search", "find", "regex"}},
+    };
+  }
+
+  Result<std::vector<kernex::ToolSpec>> list_tools(const kernex::Context&) override {
+    std::vector<kernex::ToolSpec> specs;
+    for (auto& spec : all_specs()) {
+      if (enabled_.contains(spec.name)) specs.push_back(std::move(spec));
+    }
+    return specs;
+  }
+
+  Result<ToolResult> execute(const kernex::Context&, const ToolCall& call) override {
+    static const std::map<std::string, ToolResult (FilesToolbox::*)(const ToolCall&)> tools = {
+        {"bash", &FilesToolbox::bash}, {"read", &FilesToolbox::read}, {"write", &FilesToolbox::write},
+        {"edit", &FilesToolbox::edit}, {"glob", &FilesToolbox::glob}, {"grep", &FilesToolbox::grep}};
+    auto it = tools.find(call.name);
+    if (it == tools.end() || !enabled_.contains(call.name)) {
+      return kernex::fail(ErrorCode::Tool, "files: no tool named '" + call.name + "'");
+    }
+    return (this->*(it->second))(call);
+  }
+
+ private:
+  // One policy for every call: the workspace read-write, the rest as the profile says.
+  Result<std::shared_ptr<const sb::Policy>> policy() {
+    std::lock_guard lock(mutex_);
+    if (policy_) return policy_;
+    kernex::Toolbox self;
+    self.name = "files";
+    sb::SandboxProfile profile = sb::toolbox_profile(self, options_);
+    profile.stdout_cap = kCaptureCap;
+    auto built = sb::PolicyBuilder(std::move(profile)).Build();
+    if (!built) return std::unexpected(built.error());
+    policy_ = std::make_shared<const sb::Policy>(std::move(*built));
+    return policy_;
+  }
+
+  struct Run {
+    sb::SpawnResult result;
+    std::string refusal;  // non-empty: the command never ran
+  };
+
+  Run spawn(const std::string& tool, std::vector<std::string> argv, std::string stdin_data = {},
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt, std::optional<fs::path> cwd = {}) {
+    auto p = policy();
+    if (!p) return {{}, "Refusing to run " + tool + ": the sandbox can't be set up: " + p.error().describe()};
+    sb::Command cmd;
+    cmd.argv = std::move(argv);
+    cmd.stdin_data = std::move(stdin_data);
+    cmd.timeout = timeout;
+    cmd.cwd = std::move(cwd);
+    auto r = sb::spawn(**p, cmd);
+    if (!r) return {{}, "Refusing to run " + tool + ": " + r.error().describe()};
+    return {std::move(*r), {}};
+  }
+
+  fs::path workspace() {
+    auto p = policy();
+    if (p && (*p)->profile().workspace) return *(*p)->profile().workspace;
+    return options_.workspace;
+  }
+
+  // Relative to the workspace; whether it may be touched is the sandbox's decision, not ours.
+  fs::path resolve(const std::string& path) {
+    fs::path p(path);
+    return (p.is_absolute() ? p : workspace() / p).lexically_normal();
+  }
+
+  std::string cut(const std::string& s) const {
+    if (s.size() <= options_.max_output) return s;
+    std::size_t n = options_.max_output;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+    return s.substr(0, n) + "\n\n... (output truncated: " + std::to_string(s.size()) + " total bytes, showing first " +
+           std::to_string(n) + ")";
+  }
+
+  static std::string trimmed(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+
+  std::string failure(const sb::SpawnResult& r, const std::string& what) const {
+    if (r.timed_out) return what + ": timed out";
+    std::string err = trimmed(r.stderr_data);
+    if (err.empty()) {
+      err = r.term_signal ? "killed by signal " + std::to_string(r.term_signal) : "exit status " + std::to_string(r.exit_code);
+    }
+    return what + ": " + err;
+  }
+
+  // --norc: bash reads ~/.bashrc even non-interactively when stdin is a socket (as the sandbox's is),
+  // taking it for rshd.
+  ToolResult bash(const ToolCall& call) {
+    const std::string command = string_arg(call.arguments, "command");
+    if (command.empty()) return required(call, "command");
+    std::optional<std::chrono::milliseconds> timeout;
+    if (auto secs = uint_arg(call.arguments, "timeout_secs"); secs && *secs > 0) {
+      auto p = policy();
+      auto limit = p ? (*p)->profile().timeout : std::chrono::milliseconds(120'000);
+      timeout = std::min(limit, std::chrono::milliseconds(std::min<std::uint64_t>(*secs, 86400) * 1000));
+    }
+    auto run = spawn("bash", {"bash", "--norc", "--noprofile", "-c", command}, {}, timeout);
+    if (!run.refusal.empty()) return bad(call, run.refusal);
+    const auto& r = run.result;
+    if (r.timed_out) {
+      auto p = policy();
+      auto limit = timeout ? *timeout : p ? (*p)->profile().timeout : std::chrono::milliseconds(0);
+      return bad(call, "Command timed out after " + std::to_string(limit.count() / 1000) + "s");
+    }
+    std::string out = r.stdout_data;
+    if (!r.stderr_data.empty()) out += (out.empty() ? "" : "\n") + r.stderr_data;
+    if (out.empty()) out = "(exit code: " + std::to_string(r.term_signal ? -1 : r.exit_code) + ")";
+    return ToolResult{call.id, call.name, cut(out), !r.success()};
+  }
+
+  ToolResult read(const ToolCall& call) {
+    const std::string file = string_arg(call.arguments, "file_path");
+    if (file.empty()) return required(call, "file_path");
+    const fs::path path = resolve(file);
+    auto offset = uint_arg(call.arguments, "offset");
+    auto limit = uint_arg(call.arguments, "limit");
+    std::vector<std::string> argv = {"cat", "--", path.string()};
+    if (offset || limit) {
+      const std::uint64_t first = std::max<std::uint64_t>(offset.value_or(1), 1);
+      const std::string range =
+          limit ? std::to_string(first) + "," + std::to_string(first + std::max<std::uint64_t>(*limit, 1) - 1)
+                : std::to_string(first) + ",$";
+      argv = {"sed", "-n", range + "p", "--", path.string()};
+    }
+    auto run = spawn("read", std::move(argv));
+    if (!run.refusal.empty()) return bad(call, run.refusal);
+    if (!run.result.success()) return bad(call, failure(run.result, "Error reading " + path.string()));
+    return ok(call, cut(run.result.stdout_data));
+  }
+
+  Run write_file(const fs::path& path, std::string content) {
+    return spawn("write",
+                 {"sh", "-c", "mkdir -p -- \"$(dirname -- \"$1\")\" && cat > \"$1\"", "kernex-write", path.string()},
+                 std::move(content));
+  }
+
+  ToolResult write(const ToolCall& call) {
+    const std::string file = string_arg(call.arguments, "file_path");
+    if (file.empty()) return required(call, "file_path");
+    const fs::path path = resolve(file);
+    std::string content = string_arg(call.arguments, "content");
+    const std::size_t bytes = content.size();
+    auto run = write_file(path, std::move(content));
+    if (!run.refusal.empty()) return bad(call, run.refusal);
+    if (!run.result.success()) return bad(call, failure(run.result, "Error writing " + path.string()));
+    return ok(call, "Wrote " + std::to_string(bytes) + " bytes to " + path.string());
+  }
+
+  ToolResult edit(const ToolCall& call) {
+    const std::string file = string_arg(call.arguments, "file_path");
+    if (file.empty()) return required(call, "file_path");
+    const std::string old_string = string_arg(call.arguments, "old_string");
+    if (old_string.empty()) return required(call, "old_string");
+    const std::string new_string = string_arg(call.arguments, "new_string");
+    const bool all = call.arguments.is_object() && call.arguments.value("replace_all", false) == true;
+    const fs::path path = resolve(file);
+
+    auto read_run = spawn("edit", {"cat", "--", path.string()});
+    if (!read_run.refusal.empty()) return bad(call, read_run.refusal);
+    if (!read_run.result.success()) return bad(call, failure(read_run.result, "Error reading " + path.string()));
+    if (read_run.result.stdout_truncated) {
+      return bad(call, "Error: " + path.string() + " is larger than " + std::to_string(kCaptureCap) + " bytes; not edited");
+    }
+    std::string text = std::move(read_run.result.stdout_data);
+    std::size_t count = 0;
+    for (std::size_t pos = text.find(old_string); pos != std::string::npos; pos = text.find(old_string, pos + old_string.size())) {
+      ++count;
+    }
+    if (count == 0) return bad(call, "Error: old_string not found in file");
+    std::size_t pos = 0;
+    std::size_t replaced = 0;
+    while ((pos = text.find(old_string, pos)) != std::string::npos && (all || replaced == 0)) {
+      text.replace(pos, old_string.size(), new_string);
+      pos += new_string.size();
+      ++replaced;
+    }
+    auto write_run = write_file(path, std::move(text));
+    if (!write_run.refusal.empty()) return bad(call, write_run.refusal);
+    if (!write_run.result.success()) return bad(call, failure(write_run.result, "Error writing " + path.string()));
+    return ok(call, "Edited " + path.string() + " (" + std::to_string(count) + " occurrence(s) of pattern, replaced " +
+                        (all ? "all" : "first") + ")");
+  }
+
+  ToolResult glob(const ToolCall& call) {
+    const std::string pattern = string_arg(call.arguments, "pattern");
+    if (pattern.empty()) return required(call, "pattern");
+    const std::string base = string_arg(call.arguments, "path");
+    const fs::path dir = base.empty() ? workspace() : resolve(base);
+    // The pattern is expanded as an unquoted word with IFS empty: pathname expansion only, no
+    // splitting and no command substitution of its text.
+    static const std::string script = R"(cd -- "$1" || exit 2
+shopt -s globstar nullglob extglob
+IFS=
+found=()
+for f in $2; do [[ -e $f || -L $f ]] && found+=("$PWD/$f"); done
+(( ${#found[@]} )) || exit 0
+if (( ${#found[@]} <= 10000 )); then ls -1td -- "${found[@]}"; else printf '%s\n' "${found[@]}"; fi)";
+    auto run = spawn("glob", {"bash", "--norc", "--noprofile", "-c", script, "kernex-glob", dir.string(), pattern});
+    if (!run.refusal.empty()) return bad(call, run.refusal);
+    if (!run.result.success()) return bad(call, failure(run.result, "Error listing " + dir.string()));
+    if (run.result.stdout_data.empty()) return ok(call, "(no files matched)");
+    return ok(call, cut(run.result.stdout_data));
+  }
+
+  ToolResult grep(const ToolCall& call) {
+    const std::string pattern = string_arg(call.arguments, "pattern");
+    if (pattern.empty()) return required(call, "pattern");
+    if (pattern.size() > kMaxPattern) return bad(call, "Error: 'pattern' exceeds 1024-char limit");
+    const std::string base = string_arg(call.arguments, "path");
+    const std::string include = string_arg(call.arguments, "glob");
+    // -e and -- keep the model's values from being read as options.
+    std::vector<std::string> argv = {"grep", "-r", "-n", "-I", "-E", "--color=never"};
+    if (!include.empty()) argv.push_back("--include=" + include);
+    argv.insert(argv.end(), {"-e", pattern, "--", base.empty() ? std::string(".") : resolve(base).string()});
+    auto run = spawn("grep", std::move(argv));
+    if (!run.refusal.empty()) return bad(call, run.refusal);
+    const auto& r = run.result;
+    if (r.timed_out) return bad(call, "grep timed out");
+    if (r.stdout_data.empty()) {
+      if (r.exit_code == 0 || (r.exit_code == 1 && r.term_signal == 0)) return ok(call, "(no matches found)");
+      return bad(call, "grep error: " + trimmed(r.stderr_data));
+    }
+    return ok(call, cut(r.stdout_data));
+  }
+
+  sb::ToolboxRunOptions options_;
+  std::set<std::string> enabled_;
+  std::mutex mutex_;
+  std::shared_ptr<const sb::Policy> policy_;
+};
+
+Result<std::shared_ptr<kernex::ToolExecutor>> make_files_toolbox(const Json& config) {
+  Json runner_config = config.is_object() ? config : Json::object();
+  std::set<std::string> enabled;
+  for (const auto& spec : FilesToolbox::all_specs()) enabled.insert(spec.name);
+  if (!config.is_null() && !config.is_object()) return kernex::fail(ErrorCode::Config, "files: config must be an object");
+  if (runner_config.contains("tools")) {
+    const Json wanted = runner_config.at("tools");
+    runner_config.erase("tools");
+    if (!wanted.is_array()) return kernex::fail(ErrorCode::Config, "files: `tools` must be a list of tool names");
+    std::set<std::string> chosen;
+    for (const auto& name : wanted) {
+      if (!name.is_string() || !enabled.contains(name.get<std::string>())) {
+        return kernex::fail(ErrorCode::Config,
+                            "files: `tools`: unknown tool " + name.dump() + " (have bash, edit, glob, grep, read, write)");
+      }
+      chosen.insert(name.get<std::string>());
+    }
+    enabled = std::move(chosen);
+  }
+  auto options = sb::ToolboxRunOptions::from_json(runner_config, "files");
+  if (!options) return std::unexpected(options.error());
+  return std::make_shared<FilesToolbox>(std::move(*options), std::move(enabled));
+}
+
+}  // namespace
+
+KERNEX_PLUGIN(Toolbox, "files", "1.0.0",
+              "bash, read, write, edit, glob, grep: each a small program run in the Landlock + seccomp sandbox",
+              make_files_toolbox)

@@ -1,0 +1,87 @@
+// Running a skill's script toolbox (kernex::Toolbox) in the sandbox: the one translation from
+// toolbox + runner options to a SandboxProfile, argv and environment, and from SpawnResult to the
+// ToolResult the model sees. Shared by the toolbox-script plugin and `kernex tool run`, so both run
+// a toolbox exactly alike.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernex/error.hpp"
+#include "kernex/json.hpp"
+#include "kernex/sandbox/policy.hpp"
+#include "kernex/sandbox/profile.hpp"
+#include "kernex/sandbox/spawn.hpp"
+#include "kernex/tool.hpp"
+
+namespace kernex::sandbox {
+
+// How toolboxes run. Plugin config keys (all optional):
+//   workspace    read-write directory and working directory (default: the current directory)
+//   profile      YAML file holding a SandboxProfile (default: the built-in default profile)
+//   timeout      seconds per call (default: the profile's, 120 s)
+//   max_output   bytes of stdout kept for the model (default 30000; the rest is marked truncated)
+//   network_ports  TCP ports a toolbox with `network: true` may connect to (default [443, 80])
+//   protect      extra paths never granted (the kernel's data dir, config and memory DB are
+//                protected by default through KERNEX_DATA_DIR / KERNEX_CONFIG / ~/.local/share/kernex)
+struct ToolboxRunOptions {
+  SandboxProfile base;
+  std::filesystem::path workspace;
+  std::optional<std::chrono::milliseconds> timeout;
+  std::size_t max_output = 30'000;
+  std::vector<std::uint16_t> network_ports = {443, 80};
+  std::vector<std::filesystem::path> protect;
+
+  // Reads the keys above from a plugin's JSON config; `origin` names it in errors ("toolbox-script").
+  static Result<ToolboxRunOptions> from_json(const Json& config, std::string_view origin);
+};
+
+// Default protected kernel paths: $KERNEX_DATA_DIR, $XDG_DATA_HOME/kernex or ~/.local/share/kernex,
+// $KERNEX_CONFIG.
+std::vector<std::filesystem::path> default_kernel_protected_paths();
+
+// The profile one toolbox runs under: the base profile with the workspace, the toolbox's network
+// (`network: true` adds `network_ports`), `env_passthrough` and literal `env` (hijacking names are
+// dropped with a warning), `allowed_commands` (narrowed by the base profile's list when both are
+// set), and its skill folder (`source_dir`) readable and executable but kept read-only.
+SandboxProfile toolbox_profile(const Toolbox& toolbox, const ToolboxRunOptions& options);
+
+// argv for one call: command, then args where an argument that is exactly "{name}" takes the JSON
+// argument `name` (string, number or boolean; anything else is an error), and a literal relative
+// argument naming a file shipped in the skill folder becomes that file's absolute path. A
+// substituted value starting with '-' is refused unless a "--" argument precedes it. Errors are
+// ErrorCode::Tool with a message for the model.
+Result<std::vector<std::string>> toolbox_argv(const Toolbox& toolbox, const Json& arguments);
+
+// What the model sees: exit 0 -> stdout; otherwise an error naming the exit status or signal (or
+// the timeout) with stdout and the tail of stderr. Truncation markers stay visible.
+ToolResult toolbox_result(const Toolbox& toolbox, const ToolCall& call, const SpawnResult& result,
+                          std::chrono::milliseconds timeout);
+
+// Runs toolboxes, building one Policy per distinct toolbox (cached: the Landlock ruleset, seccomp
+// BPF and mount namespace are made once). Thread-safe.
+class ToolboxRunner {
+ public:
+  explicit ToolboxRunner(ToolboxRunOptions options) : options_(std::move(options)) {}
+
+  const ToolboxRunOptions& options() const { return options_; }
+  // Tool failures (bad arguments, refusals, a sandbox that can't be enforced, non-zero exit) are
+  // results with is_error = true; the message says what went wrong or what is missing.
+  ToolResult run(const Toolbox& toolbox, const ToolCall& call);
+  // The cached policy for `toolbox` (built on first use).
+  Result<std::shared_ptr<const Policy>> policy_for(const Toolbox& toolbox);
+
+ private:
+  ToolboxRunOptions options_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const Policy>> policies_;  // by toolbox JSON
+};
+
+}  // namespace kernex::sandbox
