@@ -22,6 +22,7 @@ struct RunArgs {
   std::optional<std::string> data_dir;
   std::vector<std::string> skill_dirs;
   std::vector<std::string> skills;  // --skill NAME: activated whatever the message says
+  std::optional<std::string> project;  // --project DIR: AGENTS.md/ROLE.md instructions and skills
   std::vector<std::string> provider_opts;  // KEY=VALUE
   std::optional<std::uint32_t> max_turns;
   std::optional<std::uint64_t> token_budget;
@@ -31,10 +32,20 @@ struct RunArgs {
   std::vector<std::string> message;  // joined with spaces; a lone "-" reads stdin
 };
 
+// `kernex skills ACTION`: list, lint, lock, verify, show.
+struct SkillsArgs {
+  std::string action;
+  std::vector<std::string> dirs;  // DIRs (show: --skills); none: the config's skill_dirs
+  std::string name;               // show NAME
+  bool json = false;
+  bool spec = false;              // lint --spec: the Agent Skills specification only
+};
+
 // `config` is the --config value, nullopt when not given.
 int run_command(const std::optional<std::string>& config, const RunArgs& args);
 int plugins_command(const std::optional<std::string>& config, bool json);
 int doctor_command(const std::optional<std::string>& config, bool json);
+int skills_command(const std::optional<std::string>& config, const SkillsArgs& args);
 
 // `sandbox exec` and `tool run` register themselves; the returned function runs the command when
 // it was chosen on the command line (nullopt otherwise). `config` is bound to --config.

@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
   add_repeated(*run, "--skills", run_args.skill_dirs, "a directory of skills (repeatable)")->type_name("DIR");
   add_repeated(*run, "--skill", run_args.skills, "activate this skill whatever the message says (repeatable)")
       ->type_name("NAME");
+  run->add_option("--project", run_args.project,
+                  "a project folder: its AGENTS.md (or ROLE.md) instructions and the skills it names")
+      ->type_name("DIR");
   run->add_option("--data-dir", run_args.data_dir, "data directory (overrides data_dir and KERNEX_DATA_DIR)")->type_name("DIR");
   run->add_option("--max-turns", run_args.max_turns, "model calls allowed in this run")->type_name("N");
   run->add_option("--token-budget", run_args.token_budget, "billed tokens allowed in this run")->type_name("N");
@@ -78,6 +81,34 @@ int main(int argc, char** argv) {
 
   auto sandbox_command = kernex::cli::add_sandbox_command(app);
   auto tool_command = kernex::cli::add_tool_command(app, config);
+  kernex::cli::SkillsArgs skills_args;
+  CLI::App* skills = app.add_subcommand("skills", "Inspect skill folders: list, lint, lock, verify, show");
+  skills->footer(kernex::cli::kExitCodeHelp);
+  skills->require_subcommand(1);
+  add_config_option(*skills, config);
+  auto skills_action = [&](const std::string& name, const std::string& help) {
+    CLI::App* sub = skills->add_subcommand(name, help);
+    sub->footer(kernex::cli::kExitCodeHelp);
+    add_config_option(*sub, config);
+    sub->final_callback([&skills_args, name] { skills_args.action = name; });
+    return sub;
+  };
+  const std::string dir_help = "a skill folder or a folder of skill folders (default: skill_dirs from kernex.yaml)";
+  CLI::App* skills_list = skills_action("list", "Load the skills and list them, with the error of each that failed");
+  skills_list->add_flag("--json", skills_args.json, "print {skills, failures} as JSON");
+  skills_list->add_option("dir", skills_args.dirs, dir_help)->type_name("DIR");
+  CLI::App* skills_lint = skills_action("lint", "Judge skill folders, one verdict per folder; exit 0 only if all are valid");
+  skills_lint->add_flag("--spec", skills_args.spec, "check exactly the Agent Skills specification (no kernex fields)");
+  skills_lint->add_flag("--json", skills_args.json, "print the verdicts as a JSON array");
+  skills_lint->add_option("dir", skills_args.dirs, dir_help)->type_name("DIR");
+  CLI::App* skills_lock = skills_action("lock", "Record the SHA-256 of every file of each skill in <skill>/kernex.lock");
+  skills_lock->add_option("dir", skills_args.dirs, dir_help)->type_name("DIR");
+  CLI::App* skills_verify = skills_action("verify", "Compare skills with their lock: changed, missing and extra files");
+  skills_verify->add_flag("--json", skills_args.json, "print the results as a JSON array");
+  skills_verify->add_option("dir", skills_args.dirs, dir_help)->type_name("DIR");
+  CLI::App* skills_show = skills_action("show", "Print one skill's parsed model as JSON");
+  skills_show->add_option("name", skills_args.name, "the skill's name")->required()->type_name("NAME");
+  add_repeated(*skills_show, "--skills", skills_args.dirs, dir_help + " (repeatable)")->type_name("DIR");
 
   try {
     app.parse(argc, argv);
@@ -100,6 +131,7 @@ int main(int argc, char** argv) {
     if (*doctor) return kernex::cli::doctor_command(config_file, doctor_json);
     if (auto code = sandbox_command()) return *code;
     if (auto code = tool_command()) return *code;
+    if (*skills) return kernex::cli::skills_command(config_file, skills_args);
   } catch (const std::exception& e) {
     // Errors are values everywhere below; reaching this is a bug, reported as one.
     return kernex::cli::report(kernex::Error(kernex::ErrorCode::Internal, e.what()));

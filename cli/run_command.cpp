@@ -8,6 +8,7 @@
 #include "kernex/log.hpp"
 #include "kernex/skills/context_source.hpp"
 #include "kernex/skills/loader.hpp"
+#include "kernex/skills/project.hpp"
 #include "provider_opt.hpp"
 
 namespace kernex::cli {
@@ -65,13 +66,27 @@ int run_command(const std::optional<std::string>& config_file, const RunArgs& ar
   auto message = message_text(args.message);
   if (!message) return report(message.error());
 
+  std::optional<skills::Project> project;
+  std::vector<std::string> activate = args.skills;
+  if (args.project) {
+    auto loaded = skills::load_project(absolute_path(*args.project));
+    if (!loaded) return report(loaded.error());
+    project = std::move(*loaded);
+    if (config->project.empty()) config->project = project->name;  // its own conversations
+    activate.insert(activate.end(), project->skills.begin(), project->skills.end());
+  }
+
   const std::vector<std::filesystem::path> config_skill_dirs = config->skill_dirs;
   auto kernel = Kernel::create(std::move(*config));
   if (!kernel) return report(kernel.error());
-  if (!config_skill_dirs.empty() || !args.skills.empty()) {
+  if (project) (*kernel)->add_context_source(std::make_shared<skills::ProjectContextSource>(std::move(*project)));
+  if (!config_skill_dirs.empty() || !activate.empty()) {
     skills::LoadedSkills loaded = skills::load_skills(config_skill_dirs);
     for (const auto& failure : loaded.failures) log(LogLevel::Warn, "skill not loaded: " + failure.describe());
-    auto source = skills::SkillContextSource::create(std::move(loaded.skills), args.skills);
+    for (const auto& s : loaded.skills) {
+      for (const auto& r : s.refused) log(LogLevel::Warn, "skill '" + s.name + "': refused: " + r.describe());
+    }
+    auto source = skills::SkillContextSource::create(std::move(loaded.skills), activate);
     if (!source) return report(source.error());
     (*kernel)->add_context_source(*source);
   }

@@ -18,19 +18,25 @@
 
 namespace kernex {
 
-// Tool name -> the executor that offers it, for one run.
+// Tool name -> the executor (or context tool) that offers it, for one run.
 class ToolRouter {
  public:
-  // Asks each executor for its tools, keeping those in context.allowed_tools when that is a
-  // non-empty list; a later executor offering a name already taken is skipped (logged).
+  // Asks each executor for its tools, then takes the context tools, keeping those in
+  // context.allowed_tools when that is a non-empty list; a later one offering a name already
+  // taken is skipped (logged).
   static ToolRouter collect(const std::vector<std::shared_ptr<ToolExecutor>>& executors,
-                            const Context& context);
+                            const Context& context,
+                            const std::vector<std::shared_ptr<ContextTool>>& context_tools = {});
   const std::vector<ToolSpec>& specs() const { return specs_; }
   ToolExecutor* find(const std::string& name) const;
+  ContextTool* find_context_tool(const std::string& name) const;
 
  private:
+  bool offer(ToolSpec spec, const Context& context);
+
   std::vector<ToolSpec> specs_;
   std::map<std::string, ToolExecutor*, std::less<>> routes_;
+  std::map<std::string, ContextTool*, std::less<>> context_routes_;
 };
 
 struct LoopLimits {
@@ -44,6 +50,10 @@ struct LoopDeps {
   Provider* provider = nullptr;
   std::string provider_name;
   const ToolRouter* tools = nullptr;
+  // Set when context tools may change the Context mid-run: the router is collected again from
+  // these after a tool turn that changed the context's toolboxes or MCP servers.
+  const std::vector<std::shared_ptr<ToolExecutor>>* executors = nullptr;
+  std::vector<std::shared_ptr<ContextTool>> context_tools;
   HookRunner* hooks = nullptr;  // may be null
   const PermissionRules* rules = nullptr;  // may be null
   const PricingTable* pricing = nullptr;   // may be null: cost only as reported by the provider

@@ -85,6 +85,21 @@ struct Kernel::Impl {
     }
     return seed;
   }
+
+  // Per-run tools of the sources (e.g. activate_skill), in source order.
+  Result<std::vector<std::shared_ptr<ContextTool>>> context_tools(const Request& request) {
+    std::vector<std::shared_ptr<ContextTool>> out;
+    for (const auto& source : sources) {
+      try {
+        for (auto& tool : source->context_tools(request)) {
+          if (tool) out.push_back(std::move(tool));
+        }
+      } catch (const std::exception& e) {
+        return fail(ErrorCode::Internal, std::string("context source threw while offering tools: ") + e.what());
+      }
+    }
+    return out;
+  }
 };
 
 std::string_view to_string(Outcome outcome) noexcept {
@@ -227,11 +242,15 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   context.tool_call_budget = loop_limits.tool_call_budget;
 
   // Provider and tools.
-  ToolRouter router = ToolRouter::collect(k.toolboxes, context);
+  auto context_tools = k.context_tools(request);
+  if (!context_tools) return std::unexpected(context_tools.error());
+  ToolRouter router = ToolRouter::collect(k.toolboxes, context, *context_tools);
   LoopDeps deps;
   deps.provider = provider->get();
   deps.provider_name = provider_name;
   deps.tools = &router;
+  deps.executors = &k.toolboxes;
+  deps.context_tools = std::move(*context_tools);
   deps.hooks = k.hooks.empty() ? nullptr : &k.hooks;
   deps.rules = k.rules.empty() ? nullptr : &k.rules;
   deps.pricing = &k.pricing;

@@ -136,7 +136,7 @@ ToolSpec activate_skill_tool(const std::vector<Skill>& skills) {
   spec.name = std::string(kActivateSkillTool);
   spec.description =
       "Activate one of the available skills: returns its full instructions and makes its tools available for the "
-      "rest of the conversation.";
+      "rest of this task (they are offered from your next step on).";
   spec.parameters = Json{{"type", "object"}, {"properties", {{"name", name_schema}}}, {"required", {"name"}}};
   spec.search_hints = {"skill", "activate", "instructions"};
   return spec;

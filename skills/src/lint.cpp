@@ -40,7 +40,10 @@ LintVerdict lint(const fs::path& folder) {
   if (!loaded) {
     v.diagnostics = loaded.error().problems;
   } else {
-    v.diagnostics = loaded->warnings;
+    // A refused toolbox or MCP server does not stop the skill loading, but it is a mistake the
+    // author must fix, so lint judges the skill invalid.
+    v.diagnostics = loaded->refused;
+    v.diagnostics.insert(v.diagnostics.end(), loaded->warnings.begin(), loaded->warnings.end());
     advise(*loaded, v.diagnostics);
   }
   for (const auto& d : v.diagnostics) {
@@ -65,10 +68,13 @@ std::vector<fs::path> skill_folders(const std::vector<fs::path>& dirs) {
       out.push_back(dir);
       continue;
     }
+    // Every subfolder is judged, not only those with a SKILL.md: a folder of skills whose member
+    // lost its SKILL.md is exactly what a linter must report (hidden folders such as .git are
+    // not skills).
     std::vector<fs::path> found;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       std::error_code ec2;
-      if (it->is_directory(ec2) && has_skill_file(it->path())) found.push_back(it->path());
+      if (it->is_directory(ec2) && it->path().filename().string().rfind('.', 0) != 0) found.push_back(it->path());
     }
     if (found.empty()) {
       out.push_back(dir);  // neither a skill nor a folder of skills: let the linter say so

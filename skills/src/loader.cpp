@@ -7,6 +7,7 @@
 
 #include "frontmatter.hpp"
 #include "kernex/skills/checks.hpp"
+#include "kernex/skills/lock.hpp"
 #include "manifest.hpp"
 #include "node.hpp"
 #include "text.hpp"
@@ -31,6 +32,23 @@ void add_error(std::vector<Diagnostic>& d, const fs::path& file, int line, std::
 
 bool has_errors(const std::vector<Diagnostic>& d) {
   return std::any_of(d.begin(), d.end(), [](const Diagnostic& x) { return x.severity == Severity::Error; });
+}
+
+std::vector<Problem> problems_of(const Toolbox& t, const Permissions& p) { return check_toolbox(t, p); }
+std::vector<Problem> problems_of(const McpServer& s, const Permissions& p) { return check_mcp_server(s, p); }
+
+// The load-time checks refuse one toolbox or MCP server at a time, as kernex does: the entry is
+// dropped and recorded with the reason in Skill::refused, and the rest of the skill loads. A
+// refused mcp.json/toolbox.json entry therefore leaves a same-named frontmatter entry in place.
+template <class T>
+void refuse_unsafe(std::vector<Declared<T>>& entries, const Permissions& permissions, std::vector<Diagnostic>& refused) {
+  std::erase_if(entries, [&](const Declared<T>& entry) {
+    auto problems = problems_of(entry.value, permissions);
+    for (const auto& problem : problems) {
+      refused.push_back({Severity::Error, entry.file, entry.line, entry.field + "." + problem.field, problem.message});
+    }
+    return !problems.empty();
+  });
 }
 
 // Frontmatter and body into `p`; false when nothing usable was found.
@@ -63,6 +81,8 @@ bool parse_into(std::string_view raw, const fs::path& file, const fs::path& fold
     return false;
   }
   p.manifest = detail::read_frontmatter(*root, file, p.skill, p.diagnostics);
+  refuse_unsafe(p.manifest.toolboxes, p.skill.permissions, p.skill.refused);
+  refuse_unsafe(p.manifest.mcp_servers, p.skill.permissions, p.skill.refused);
   return true;
 }
 
@@ -81,18 +101,13 @@ std::expected<Skill, SkillFailure> finish(Parsed p) {
   for (const auto& problem : check_permissions(skill.permissions)) {
     add_error(p.diagnostics, skill.file, p.manifest.permissions_line, "permissions." + problem.field, problem.message);
   }
+  // Entries were checked (and refused ones dropped) before merging; see refuse_unsafe.
   for (auto& entry : p.manifest.toolboxes) {
-    for (const auto& problem : check_toolbox(entry.value, skill.permissions)) {
-      add_error(p.diagnostics, entry.file, entry.line, entry.field + "." + problem.field, problem.message);
-    }
     apply_permissions(entry.value, skill.permissions);
     entry.value.source_dir = skill.path.string();
     skill.toolboxes.push_back(entry.value);
   }
   for (const auto& entry : p.manifest.mcp_servers) {
-    for (const auto& problem : check_mcp_server(entry.value, skill.permissions)) {
-      add_error(p.diagnostics, entry.file, entry.line, entry.field + "." + problem.field, problem.message);
-    }
     skill.mcp_servers.push_back(entry.value);
     skill.mcp_servers.back().source_dir = skill.path.string();
   }
@@ -191,6 +206,14 @@ std::expected<Skill, SkillFailure> load_skill(const fs::path& folder) {
   if (!fs::is_regular_file(*file, ec)) {
     return std::unexpected(single_failure(folder, *file, "expected SKILL.md to be a regular file"));
   }
+  // A locked skill is checked before anything in it is parsed: changed files are not trusted.
+  if (auto check = verify_lock(folder); !check) {
+    return std::unexpected(single_failure(folder, folder / kLockFileName, check.error().message));
+  } else if (*check && !(*check)->ok()) {
+    return std::unexpected(single_failure(folder, folder / kLockFileName,
+                                          "the skill's files differ from its lock (" + (*check)->describe() +
+                                              "); review the changes and run `kernex skills lock` again"));
+  }
   auto content = detail::read_file_capped(file->string(), kMaxSkillFileBytes);
   if (!content.error.empty()) return std::unexpected(single_failure(folder, *file, "cannot read: " + content.error));
   if (content.too_large) {
@@ -202,10 +225,14 @@ std::expected<Skill, SkillFailure> load_skill(const fs::path& folder) {
     return std::unexpected(SkillFailure{folder, std::move(p.diagnostics)});
   }
   if (auto mcp = read_json_side_file(folder / "mcp.json", p.diagnostics)) {
-    merge(p.manifest.mcp_servers, detail::read_mcp_json(*mcp, folder / "mcp.json", p.diagnostics));
+    auto servers = detail::read_mcp_json(*mcp, folder / "mcp.json", p.diagnostics);
+    refuse_unsafe(servers, p.skill.permissions, p.skill.refused);
+    merge(p.manifest.mcp_servers, std::move(servers));
   }
   if (auto boxes = read_json_side_file(folder / "toolbox.json", p.diagnostics)) {
-    merge(p.manifest.toolboxes, detail::read_toolbox_json(*boxes, folder / "toolbox.json", p.diagnostics));
+    auto toolboxes = detail::read_toolbox_json(*boxes, folder / "toolbox.json", p.diagnostics);
+    refuse_unsafe(toolboxes, p.skill.permissions, p.skill.refused);
+    merge(p.manifest.toolboxes, std::move(toolboxes));
   }
   return finish(std::move(p));
 }

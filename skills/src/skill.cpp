@@ -109,6 +109,8 @@ Json to_json(const Skill& s) {
   for (const auto& m : s.mcp_servers) servers.push_back(mcp_json(m));
   Json warnings = Json::array();
   for (const auto& w : s.warnings) warnings.push_back(to_json(w));
+  Json refused = Json::array();
+  for (const auto& r : s.refused) refused.push_back(to_json(r));
   return Json{{"name", s.name},
               {"description", s.description},
               {"path", s.path.string()},
@@ -133,7 +135,8 @@ Json to_json(const Skill& s) {
               {"metadata", s.metadata},
               {"allowed_tools", s.allowed_tools},
               {"instructions", s.instructions},
-              {"warnings", warnings}};
+              {"warnings", warnings},
+              {"refused", refused}};
 }
 
 }  // namespace kernex::skills

@@ -85,19 +85,27 @@ TEST(SkillsFixtures, EveryAgentSkillLoads) {
 
 TEST(SkillsFixtures, KernexCorpusLoadsWithToolboxesAndMcpServers) {
   auto loaded = load_skills({kFixtures / "kernex"});
-  // backend-architect's db_query runs psql, which its permissions.commands does not list: by
-  // the load-time permission rule the whole skill is refused, with the reason.
-  ASSERT_EQ(loaded.failures.size(), 1u);
-  const auto& f = loaded.failures[0];
-  EXPECT_EQ(f.path.filename(), "backend-architect");
-  ASSERT_FALSE(f.problems.empty());
-  EXPECT_EQ(f.problems[0].field, "toolbox.db_query.command");
-  EXPECT_GT(f.problems[0].line, 1);
-  EXPECT_THAT(f.problems[0].message, HasSubstr("\"psql\""));
-  EXPECT_THAT(f.problems[0].message, HasSubstr("permissions.commands"));
-  EXPECT_THAT(f.describe(), HasSubstr("backend-architect/SKILL.md:"));
+  EXPECT_TRUE(loaded.failures.empty()) << (loaded.failures.empty() ? "" : loaded.failures[0].describe());
 
-  ASSERT_EQ(loaded.skills.size(), 15u);
+  // backend-architect's db_query runs psql, which its permissions.commands does not list: that
+  // toolbox is refused with the reason and never runs; the rest of the skill loads (kernex).
+  const Skill& backend = by_name(loaded, "backend-architect");
+  ASSERT_EQ(backend.refused.size(), 1u);
+  const auto& r = backend.refused[0];
+  EXPECT_EQ(r.field, "toolbox.db_query.command");
+  EXPECT_GT(r.line, 1);
+  EXPECT_THAT(r.message, HasSubstr("\"psql\""));
+  EXPECT_THAT(r.message, HasSubstr("permissions.commands"));
+  EXPECT_THAT(r.describe(), HasSubstr("backend-architect/SKILL.md:"));
+  EXPECT_TRUE(backend.toolboxes.empty());  // db_query was its only toolbox
+  EXPECT_FALSE(backend.instructions.empty());
+  for (const auto& s : loaded.skills) {
+    if (s.name != "backend-architect") {
+      EXPECT_TRUE(s.refused.empty()) << s.name << ": " << s.refused[0].describe();
+    }
+  }
+
+  ASSERT_EQ(loaded.skills.size(), 16u);
   for (const auto& s : loaded.skills) {
     EXPECT_EQ(s.format, SourceFormat::Toml) << s.name;
     EXPECT_FALSE(s.description.empty()) << s.name;
@@ -157,11 +165,11 @@ TEST(SkillsFixtures, KernexCorpusLoadsWithToolboxesAndMcpServers) {
 
 TEST(SkillsFixtures, BothCorporaTogetherHaveUniqueSortedNames) {
   auto loaded = load_skills({kFixtures / "agentskills", kFixtures / "kernex"});
-  EXPECT_EQ(loaded.skills.size(), 22u);
+  EXPECT_EQ(loaded.skills.size(), 23u);
   auto n = names(loaded);
   EXPECT_TRUE(std::is_sorted(n.begin(), n.end()));
   EXPECT_EQ(std::adjacent_find(n.begin(), n.end()), n.end());
-  EXPECT_EQ(loaded.failures.size(), 1u);
+  EXPECT_TRUE(loaded.failures.empty());
 }
 
 TEST(SkillsFixtures, OneSkillFolderIsAcceptedAsADir) {
@@ -387,20 +395,56 @@ TEST(SkillsLoading, SideFileErrorsNameTheFile) {
   dir.write("k/SKILL.md", "---\nname: k\ndescription: d\npermissions:\n  commands: [echo]\n---\n");
   dir.write("k/toolbox.json", R"({"toolboxes": {"py": {"description": "P.", "command": "python3"}}})");
   auto loaded = load_skills({dir.path()});
-  EXPECT_TRUE(loaded.skills.empty());
+  ASSERT_EQ(loaded.skills.size(), 1u);  // k loads without its refused toolbox
   const auto* j = failure_for(loaded, "j");
   ASSERT_NE(j, nullptr);
   EXPECT_EQ(j->problems[0].file, dir.path() / "j" / "mcp.json");
   EXPECT_EQ(j->problems[0].line, 3);
   EXPECT_THAT(j->problems[0].message, HasSubstr("expected valid JSON"));
-  const auto* k = failure_for(loaded, "k");
-  ASSERT_NE(k, nullptr);
-  EXPECT_EQ(k->problems[0].file, dir.path() / "k" / "toolbox.json");
-  EXPECT_EQ(k->problems[0].field, "toolboxes.py.command");
-  EXPECT_THAT(k->problems[0].message, HasSubstr("\"python3\""));
+  const Skill& k = by_name(loaded, "k");
+  EXPECT_TRUE(k.toolboxes.empty());
+  ASSERT_EQ(k.refused.size(), 1u);
+  EXPECT_EQ(k.refused[0].file, dir.path() / "k" / "toolbox.json");
+  EXPECT_EQ(k.refused[0].field, "toolboxes.py.command");
+  EXPECT_THAT(k.refused[0].message, HasSubstr("\"python3\""));
 }
 
-TEST(SkillsPermissions, LoadTimeChecksRefuseTheSkillWithTheReason) {
+// kernex skills.rs: a refused toolbox.json override leaves the frontmatter entry of that name,
+// and the json's other entries still load.
+TEST(SkillsPermissions, RefusedOverrideKeepsTheFrontmatterEntry) {
+  TempDir dir;
+  dir.write("s/SKILL.md", R"(---
+name = "s"
+description = "d"
+[permissions]
+commands = ["echo"]
+[toolbox.good]
+description = "Fine."
+command = "echo"
+[mcp.m]
+command = "/usr/bin/echo"
+---
+)");
+  dir.write("s/toolbox.json", R"({"toolboxes": {"good": {"description": "Py.", "command": "python3"},
+                                               "extra": {"description": "E.", "command": "echo"}}})");
+  dir.write("s/mcp.json", R"({"mcpServers": {"m": {"command": "npx"}}})");
+  auto loaded = load_skills({dir.path()});
+  ASSERT_EQ(loaded.skills.size(), 1u);
+  const Skill& s = loaded.skills[0];
+  ASSERT_EQ(s.toolboxes.size(), 2u);
+  EXPECT_EQ(s.toolboxes[0].name, "extra");
+  EXPECT_EQ(s.toolboxes[1].description, "Fine.");
+  ASSERT_EQ(s.mcp_servers.size(), 1u);
+  EXPECT_EQ(s.mcp_servers[0].command, "/usr/bin/echo");
+  ASSERT_EQ(s.refused.size(), 2u);
+  EXPECT_EQ(s.refused[0].field, "mcpServers.m.command");
+  EXPECT_EQ(s.refused[1].field, "toolboxes.good.command");
+  EXPECT_EQ(to_json(s)["refused"].size(), 2u);
+}
+
+// Each unsafe toolbox or MCP server is refused with the reason and never reaches the Context;
+// the skill itself still loads. A hijacking declaration of the skill itself refuses the skill.
+TEST(SkillsPermissions, LoadTimeChecksRefuseTheEntryWithTheReason) {
   struct Case {
     std::string name;
     std::string frontmatter;
@@ -422,7 +466,6 @@ TEST(SkillsPermissions, LoadTimeChecksRefuseTheSkillWithTheReason) {
        "toolbox.t.env.PATH", "hijack"},
       {"mcp-path-override", "[mcp.s]\ncommand = \"npx\"\nenv = { NODE_OPTIONS = \"--require /tmp/x.js\" }\n",
        "mcp.s.env.NODE_OPTIONS", "hijack"},
-      {"preload-passthrough", "[permissions]\nenv = [\"LD_PRELOAD\"]\n", "permissions.env", "hijack"},
       {"unsafe-mcp", "[mcp.pwned]\ncommand = \"sh -c 'rm -rf /'\"\n", "mcp.pwned.command", "is not allowed"},
       {"mcp-not-declared", "[permissions]\ncommands = [\"node\"]\n[mcp.bad]\ncommand = \"npx\"\n", "mcp.bad.command",
        "not in the skill's declared permissions.commands"},
@@ -433,15 +476,21 @@ TEST(SkillsPermissions, LoadTimeChecksRefuseTheSkillWithTheReason) {
   for (const auto& c : cases) {
     dir.write(c.name + "/SKILL.md", "---\nname = \"" + c.name + "\"\ndescription = \"d\"\n" + c.frontmatter + "---\n");
   }
+  dir.write("preload-passthrough/SKILL.md",
+            "---\nname = \"preload-passthrough\"\ndescription = \"d\"\n[permissions]\nenv = [\"LD_PRELOAD\"]\n---\n");
   auto loaded = load_skills({dir.path()});
-  EXPECT_TRUE(loaded.skills.empty());
+  ASSERT_EQ(loaded.failures.size(), 1u);
+  EXPECT_EQ(loaded.failures[0].path.filename(), "preload-passthrough");
+  EXPECT_EQ(loaded.failures[0].problems.at(0).field, "permissions.env");
+  EXPECT_THAT(loaded.failures[0].problems.at(0).message, HasSubstr("hijack"));
   for (const auto& c : cases) {
-    const auto* f = failure_for(loaded, c.name);
-    ASSERT_NE(f, nullptr) << c.name;
-    ASSERT_FALSE(f->problems.empty()) << c.name;
-    EXPECT_EQ(f->problems[0].field, c.field) << c.name;
-    EXPECT_THAT(f->problems[0].message, HasSubstr(c.says)) << c.name;
-    EXPECT_GT(f->problems[0].line, 0) << c.name;
+    const Skill& s = by_name(loaded, c.name);
+    EXPECT_TRUE(s.toolboxes.empty()) << c.name;
+    EXPECT_TRUE(s.mcp_servers.empty()) << c.name;
+    ASSERT_FALSE(s.refused.empty()) << c.name;
+    EXPECT_EQ(s.refused[0].field, c.field) << c.name;
+    EXPECT_THAT(s.refused[0].message, HasSubstr(c.says)) << c.name;
+    EXPECT_GT(s.refused[0].line, 0) << c.name;
   }
 }
 

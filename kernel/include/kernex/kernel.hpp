@@ -17,6 +17,7 @@
 #include "kernex/plugin_host.hpp"
 #include "kernex/pricing.hpp"
 #include "kernex/provider.hpp"
+#include "kernex/toolbox.hpp"
 
 namespace kernex {
 
@@ -62,6 +63,12 @@ class ContextSource {
  public:
   virtual ~ContextSource() = default;
   virtual Result<void> contribute(Context& context, const Request& request) = 0;
+  // Tools this source offers for one run (asked once per run, after contribute), whose calls
+  // may change that run's Context; see ContextTool. None by default.
+  virtual std::vector<std::shared_ptr<ContextTool>> context_tools(const Request& request) {
+    (void)request;
+    return {};
+  }
 };
 
 class Kernel {

@@ -21,4 +21,18 @@ class ToolExecutor {
   virtual Result<ToolResult> execute(const Context& context, const ToolCall& call) = 0;
 };
 
+// A tool whose calls change the running Context, e.g. `activate_skill`, which adds a skill's
+// toolboxes and MCP servers. Offered per run by a ContextSource (host code, never a plugin),
+// it goes through hooks and permission rules like any tool; it receives the Context mutably
+// and may append to system_prompt, toolboxes and mcp_servers. When the toolboxes or MCP
+// servers changed, the loop asks the executors for their tools again before the next model
+// call, so what was added is callable at once.
+class ContextTool {
+ public:
+  virtual ~ContextTool() = default;
+  virtual ToolSpec spec() const = 0;
+  // Failures are results with is_error = true; an Error return is reported the same way.
+  virtual Result<ToolResult> execute(Context& context, const ToolCall& call) = 0;
+};
+
 }  // namespace kernex

@@ -31,9 +31,9 @@ LintVerdict lint_spec(const std::filesystem::path& folder);
 // commands, ...) do not make it invalid.
 LintVerdict lint(const std::filesystem::path& folder);
 
-// Expands DIRs as load_skills does (a skill folder, or a folder of skill folders) and returns
-// the skill folders found, sorted; a DIR that is neither is returned as is so that the
-// linters report it.
+// Expands DIRs: a DIR with a SKILL.md is one skill folder; otherwise each of its non-hidden
+// subfolders is one (sorted), with or without a SKILL.md, so that the linters report a missing
+// one. A DIR that is not a directory, or has no subfolders, is returned as is.
 std::vector<std::filesystem::path> skill_folders(const std::vector<std::filesystem::path>& dirs);
 
 Json to_json(const LintVerdict& verdict);

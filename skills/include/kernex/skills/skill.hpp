@@ -78,6 +78,10 @@ struct Skill {
   std::vector<std::string> allowed_tools;  // `allowed-tools`, space-separated or a list
 
   std::vector<Diagnostic> warnings;        // non-fatal findings (e.g. unknown fields)
+  // Toolboxes and MCP servers the load-time permission checks refused, with the reason (field
+  // "toolbox.<name>.<what>" / "mcp.<name>.<what>"). They are not in `toolboxes`/`mcp_servers`
+  // and never run; the rest of the skill loads (kernex's per-entry rule).
+  std::vector<Diagnostic> refused;
 };
 
 // A folder that did not load, with every error found in it (the first is the main one).

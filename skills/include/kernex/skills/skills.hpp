@@ -5,4 +5,6 @@
 #include "kernex/skills/checks.hpp"
 #include "kernex/skills/lint.hpp"
 #include "kernex/skills/loader.hpp"
+#include "kernex/skills/lock.hpp"
+#include "kernex/skills/project.hpp"
 #include "kernex/skills/skill.hpp"

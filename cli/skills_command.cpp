@@ -1,0 +1,175 @@
+// `kernex skills list|lint|lock|verify|show`: inspecting skill folders without running anything.
+#include <filesystem>
+#include <iostream>
+
+#include "commands.hpp"
+#include "exit_codes.hpp"
+#include "kernex/config.hpp"
+#include "kernex/skills/lint.hpp"
+#include "kernex/skills/loader.hpp"
+#include "kernex/skills/lock.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kernex::cli {
+namespace {
+
+void print_json(const Json& j, int indent = 2) {
+  std::cout << j.dump(indent, ' ', false, Json::error_handler_t::replace) << '\n';
+}
+
+// DIRs from the command line, else the config's skill_dirs.
+Result<std::vector<fs::path>> skill_dirs(const std::optional<std::string>& config_file,
+                                         const std::vector<std::string>& given, std::string_view action) {
+  std::vector<fs::path> dirs(given.begin(), given.end());
+  if (!dirs.empty()) return dirs;
+  auto config = Config::load(config_file ? std::optional<fs::path>(*config_file) : std::nullopt);
+  if (!config) return std::unexpected(config.error());
+  if (config->skill_dirs.empty()) {
+    return fail(ErrorCode::Usage, "kernex skills " + std::string(action) +
+                                      ": no skill directory given; pass DIR (a skill folder or a folder of skill "
+                                      "folders) or set `skill_dirs:` in kernex.yaml");
+  }
+  return config->skill_dirs;
+}
+
+std::string first_line(std::string_view text, std::size_t max) {
+  std::string_view line = text.substr(0, text.find('\n'));
+  if (line.size() <= max) return std::string(line);
+  return std::string(line.substr(0, max - 3)) + "...";
+}
+
+std::string plural(std::size_t n, std::string_view one, std::string_view many) {
+  return std::to_string(n) + " " + std::string(n == 1 ? one : many);
+}
+
+int list(const std::vector<fs::path>& dirs, bool json) {
+  skills::LoadedSkills loaded = skills::load_skills(dirs);
+  if (json) {
+    Json out{{"skills", Json::array()}, {"failures", Json::array()}};
+    for (const auto& s : loaded.skills) out["skills"].push_back(skills::to_json(s));
+    for (const auto& f : loaded.failures) out["failures"].push_back(skills::to_json(f));
+    print_json(out);
+    return kExitOk;
+  }
+  for (const auto& s : loaded.skills) {
+    std::cout << s.name << " (" << skills::to_string(s.format) << "; " << plural(s.toolboxes.size(), "toolbox", "toolboxes")
+              << ", " << plural(s.mcp_servers.size(), "MCP server", "MCP servers");
+    if (!s.available) std::cout << "; not installed";
+    std::cout << "): " << first_line(s.description, 100) << '\n';
+    for (const auto& r : s.refused) std::cout << "  refused: " << r.describe() << '\n';
+  }
+  for (const auto& f : loaded.failures) {
+    std::cout << "FAILED " << f.path.string() << '\n';
+    for (const auto& d : f.problems) std::cout << "  " << d.describe() << '\n';
+  }
+  if (loaded.skills.empty() && loaded.failures.empty()) std::cout << "no skills found\n";
+  return kExitOk;
+}
+
+int lint(const std::vector<fs::path>& dirs, bool spec, bool json) {
+  bool all_valid = true;
+  Json out = Json::array();
+  for (const auto& folder : skills::skill_folders(dirs)) {
+    skills::LintVerdict v = spec ? skills::lint_spec(folder) : skills::lint(folder);
+    all_valid &= v.valid;
+    if (json) {
+      out.push_back(skills::to_json(v));
+      continue;
+    }
+    // One verdict line per folder; further errors and warnings are indented under it.
+    std::cout << folder.string() << ": " << (v.valid ? "valid" : "invalid: " + v.message) << '\n';
+    for (std::size_t i = 1; i < v.errors.size(); ++i) std::cout << "  - " << v.errors[i] << '\n';
+    for (const auto& d : v.diagnostics) {
+      if (d.severity == skills::Severity::Warning) std::cout << "  " << d.describe() << '\n';
+    }
+  }
+  if (json) print_json(out);
+  return all_valid ? kExitOk : kExitConfig;
+}
+
+// Only real skill folders are locked: a stray folder without SKILL.md is an error, not a lock.
+bool is_skill_folder(const fs::path& folder) {
+  std::error_code ec;
+  return fs::is_regular_file(folder / "SKILL.md", ec) || fs::is_regular_file(folder / "skill.md", ec);
+}
+
+int lock(const std::vector<fs::path>& dirs) {
+  int code = kExitOk;
+  for (const auto& folder : skills::skill_folders(dirs)) {
+    if (!is_skill_folder(folder)) {
+      code = report(Error(ErrorCode::Skill, folder.string() + ": not locked: expected a skill folder with a SKILL.md"));
+      continue;
+    }
+    auto written = skills::write_lock(folder);
+    if (!written) {
+      code = report(written.error());
+      continue;
+    }
+    std::cout << "locked " << folder.string() << " (" << plural(written->files.size(), "file", "files") << ") in "
+              << (folder / skills::kLockFileName).string() << '\n';
+  }
+  return code;
+}
+
+int verify(const std::vector<fs::path>& dirs, bool json) {
+  bool all_ok = true;
+  Json out = Json::array();
+  for (const auto& folder : skills::skill_folders(dirs)) {
+    Json entry{{"path", folder.string()}};
+    std::string line;
+    auto check = skills::verify_lock(folder);
+    if (!check) {
+      all_ok = false;
+      entry["status"] = "error";
+      entry["error"] = check.error().describe();
+      line = "error: " + check.error().describe();
+    } else if (!*check) {
+      all_ok = false;
+      entry["status"] = "unlocked";
+      line = "not locked (no " + std::string(skills::kLockFileName) + "; run `kernex skills lock`)";
+    } else {
+      const skills::LockCheck& c = **check;
+      all_ok &= c.ok();
+      entry["status"] = c.ok() ? "ok" : "modified";
+      entry.update(skills::to_json(c));
+      line = c.ok() ? "ok" : "modified: " + c.describe();
+    }
+    if (json) out.push_back(std::move(entry));
+    else std::cout << folder.string() << ": " << line << '\n';
+  }
+  if (json) print_json(out);
+  return all_ok ? kExitOk : kExitConfig;
+}
+
+int show(const std::vector<fs::path>& dirs, const std::string& name) {
+  skills::LoadedSkills loaded = skills::load_skills(dirs);
+  if (const skills::Skill* s = loaded.find(name)) {
+    print_json(skills::to_json(*s));
+    return kExitOk;
+  }
+  for (const auto& f : loaded.failures) {
+    if (f.path.filename() == name) {
+      return report(Error(ErrorCode::Skill, "skill '" + name + "' did not load:\n" + f.describe()));
+    }
+  }
+  std::string names;
+  for (const auto& s : loaded.skills) names += (names.empty() ? "" : ", ") + s.name;
+  return report(Error(ErrorCode::Skill, "no skill named '" + name + "'; loaded: " +
+                                            (names.empty() ? std::string("(none)") : names)));
+}
+
+}  // namespace
+
+int skills_command(const std::optional<std::string>& config, const SkillsArgs& args) {
+  auto dirs = skill_dirs(config, args.dirs, args.action);
+  if (!dirs) return report(dirs.error());
+  if (args.action == "list") return list(*dirs, args.json);
+  if (args.action == "lint") return lint(*dirs, args.spec, args.json);
+  if (args.action == "lock") return lock(*dirs);
+  if (args.action == "verify") return verify(*dirs, args.json);
+  if (args.action == "show") return show(*dirs, args.name);
+  return report(Error(ErrorCode::Usage, "kernex skills: unknown action '" + args.action + "'"));
+}
+
+}  // namespace kernex::cli

