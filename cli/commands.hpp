@@ -8,6 +8,10 @@
 
 #include "kernex/error.hpp"
 
+namespace CLI {
+class App;
+}
+
 namespace kernex::cli {
 
 struct RunArgs {
@@ -25,10 +29,24 @@ struct RunArgs {
   std::vector<std::string> message;  // joined with spaces; a lone "-" reads stdin
 };
 
+struct MemoryArgs {
+  std::string action;  // search | facts | history | export | import | usage
+  std::optional<std::string> data_dir;
+  std::string query;
+  std::optional<std::string> sender;
+  std::optional<std::string> conversation;
+  std::string file;
+  std::size_t limit = 100;
+  bool deleted = false;
+  bool json = false;
+};
+
 // `config` is the --config value, nullopt when not given.
 int run_command(const std::optional<std::string>& config, const RunArgs& args);
 int plugins_command(const std::optional<std::string>& config, bool json);
 int doctor_command(const std::optional<std::string>& config, bool json);
+CLI::App* add_memory_command(CLI::App& app, MemoryArgs& args);
+int memory_command(const std::optional<std::string>& config, const MemoryArgs& args);
 
 // "kernex: <code>: <description>" on stderr; returns the mapped exit code.
 int report(const Error& error);

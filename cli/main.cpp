@@ -76,6 +76,11 @@ int main(int argc, char** argv) {
   add_config_option(*doctor, config);
   doctor->add_flag("--json", doctor_json, "print the report as JSON");
 
+  kernex::cli::MemoryArgs memory_args;
+  CLI::App* memory = kernex::cli::add_memory_command(app, memory_args);
+  memory->footer(kernex::cli::kExitCodeHelp);
+  add_config_option(*memory, config);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -95,6 +100,7 @@ int main(int argc, char** argv) {
     if (*run) return kernex::cli::run_command(config_file, run_args);
     if (*plugins) return kernex::cli::plugins_command(config_file, plugins_json);
     if (*doctor) return kernex::cli::doctor_command(config_file, doctor_json);
+    if (*memory) return kernex::cli::memory_command(config_file, memory_args);
   } catch (const std::exception& e) {
     // Errors are values everywhere below; reaching this is a bug, reported as one.
     return kernex::cli::report(kernex::Error(kernex::ErrorCode::Internal, e.what()));
