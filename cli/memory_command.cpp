@@ -86,11 +86,16 @@ int facts(MemoryStore& store, const MemoryArgs& args) {
 }
 
 void print_message(const StoredMessage& m) {
-  std::cout << "#" << m.seq << " [" << m.created_at << "] " << m.entry.role << ": " << m.entry.content;
-  for (const auto& c : m.entry.tool_calls) std::cout << (m.entry.content.empty() ? "" : " ") << "-> " << c.name << dump(c.arguments);
+  std::cout << "#" << m.seq << " [" << m.created_at << "] " << m.entry.role << ": ";
   if (m.entry.tool_result) {
-    std::cout << (m.entry.tool_result->is_error ? "[error] " : "") << m.entry.tool_result->name << " => "
+    // A tool entry's content is its result.
+    std::cout << m.entry.tool_result->name << (m.entry.tool_result->is_error ? " failed => " : " => ")
               << m.entry.tool_result->content;
+  } else {
+    std::cout << m.entry.content;
+  }
+  for (const auto& c : m.entry.tool_calls) {
+    std::cout << (m.entry.content.empty() ? "" : " ") << "-> " << c.name << dump(c.arguments);
   }
   std::cout << '\n';
 }
