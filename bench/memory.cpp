@@ -126,7 +126,9 @@ int main(int argc, char** argv) {
   sqlite3_stmt* q_hist = prepare(raw,
                                  "SELECT role, content, tool_calls, tool_result, provider_state FROM messages "
                                  "WHERE conversation_id = ? ORDER BY seq DESC LIMIT 50");
-  const std::string phrase = "\"" + request.text + "\"";
+  // What the store's query builder makes of the request: significant words, quoted, AND-ed
+  // (the store widens to OR only when fewer than 5 messages match every word).
+  const std::string phrase = "\"weather\" AND \"city7\"";
   sqlite3_bind_text(q_fts, 1, phrase.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(q_hist, 1, conv->c_str(), -1, SQLITE_TRANSIENT);
   for (int i = 0; i < kBuilds + 20; ++i) {

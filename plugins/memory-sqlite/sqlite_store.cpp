@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include "migrations.hpp"
 #include "text_rules.hpp"
@@ -358,38 +359,53 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
     if (!row) return std::unexpected(row.error());
     boundary = *row ? edge->integer(0) : 0;
   }
-  const std::string phrase = fts_query(q.text);
-  if (phrase.empty()) return std::vector<RecallHit>{};
+  // Every word first (few, precise matches: cheap to rank); any word only to fill up.
+  const std::string all_words = fts_query(q.text, " AND ");
+  if (all_words.empty()) return std::vector<RecallHit>{};
+  const std::string any_word = fts_query(q.text, " OR ");
   const auto limit = static_cast<std::int64_t>(q.limit);
   std::vector<std::pair<double, RecallHit>> ranked;
+  std::set<std::pair<std::string, std::int64_t>> seen;  // (conversation, seq): summaries have seq 0
 
-  auto messages = db_->prepare(
-      "SELECT m.conversation_id, m.seq, m.content, m.created_at, f.rank FROM messages_fts f "
-      "JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = m.conversation_id "
-      "WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND (m.conversation_id != ?3 OR m.seq < ?4) "
-      "AND (?5 IS NULL OR m.created_at >= ?5) ORDER BY f.rank LIMIT ?6");
-  if (!messages) return std::unexpected(messages.error());
-  messages->bind_all(phrase, q.sender_id, q.current_conversation, boundary, since, limit);
-  auto r = each_row(*messages, [&]() -> Result<void> {
-    ranked.push_back({messages->real(4), RecallHit{"message", messages->text(0), messages->integer(1),
-                                                   messages->text(2), messages->text(3)}});
+  const auto search = [&](const std::string& match) -> Result<void> {
+    auto messages = db_->prepare(
+        "SELECT m.conversation_id, m.seq, m.content, m.created_at, f.rank FROM messages_fts f "
+        "JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = m.conversation_id "
+        "WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND (m.conversation_id != ?3 OR m.seq < ?4) "
+        "AND (?5 IS NULL OR m.created_at >= ?5) ORDER BY f.rank LIMIT ?6");
+    if (!messages) return std::unexpected(messages.error());
+    messages->bind_all(match, q.sender_id, q.current_conversation, boundary, since, limit);
+    auto r = each_row(*messages, [&]() -> Result<void> {
+      if (seen.insert({messages->text(0), messages->integer(1)}).second) {
+        ranked.push_back({messages->real(4), RecallHit{"message", messages->text(0), messages->integer(1),
+                                                       messages->text(2), messages->text(3)}});
+      }
+      return {};
+    });
+    if (!r) return fail(ErrorCode::Memory, "memory-sqlite: recall over messages failed", r.error());
+    auto summaries = db_->prepare(
+        "SELECT s.conversation_id, s.text, s.updated_at, f.rank FROM summaries_fts f "
+        "JOIN summaries s ON s.id = f.rowid JOIN conversations c ON c.id = s.conversation_id "
+        "WHERE summaries_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND s.conversation_id != ?3 "
+        "AND (?4 IS NULL OR s.updated_at >= ?4) ORDER BY f.rank LIMIT ?5");
+    if (!summaries) return std::unexpected(summaries.error());
+    summaries->bind_all(match, q.sender_id, q.current_conversation, since, limit);
+    r = each_row(*summaries, [&]() -> Result<void> {
+      if (seen.insert({summaries->text(0), 0}).second) {
+        ranked.push_back({summaries->real(3),
+                          RecallHit{"summary", summaries->text(0), 0, summaries->text(1), summaries->text(2)}});
+      }
+      return {};
+    });
+    if (!r) return fail(ErrorCode::Memory, "memory-sqlite: recall over summaries failed", r.error());
     return {};
-  });
-  if (!r) return fail(ErrorCode::Memory, "memory-sqlite: recall over messages failed", r.error());
-
-  auto summaries = db_->prepare(
-      "SELECT s.conversation_id, s.text, s.updated_at, f.rank FROM summaries_fts f "
-      "JOIN summaries s ON s.id = f.rowid JOIN conversations c ON c.id = s.conversation_id "
-      "WHERE summaries_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND s.conversation_id != ?3 "
-      "AND (?4 IS NULL OR s.updated_at >= ?4) ORDER BY f.rank LIMIT ?5");
-  if (!summaries) return std::unexpected(summaries.error());
-  summaries->bind_all(phrase, q.sender_id, q.current_conversation, since, limit);
-  r = each_row(*summaries, [&]() -> Result<void> {
-    ranked.push_back({summaries->real(3),
-                      RecallHit{"summary", summaries->text(0), 0, summaries->text(1), summaries->text(2)}});
-    return {};
-  });
-  if (!r) return fail(ErrorCode::Memory, "memory-sqlite: recall over summaries failed", r.error());
+  };
+  if (auto r = search(all_words); !r) return std::unexpected(r.error());
+  // Hits matching every word rank first, whatever bm25 says about partial matches.
+  for (auto& [rank, hit] : ranked) rank -= 1e9;
+  if (ranked.size() < q.limit && any_word != all_words) {
+    if (auto r = search(any_word); !r) return std::unexpected(r.error());
+  }
 
   // bm25: lower is better.
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

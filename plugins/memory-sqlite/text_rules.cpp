@@ -33,7 +33,7 @@ std::optional<std::size_t> invalid_utf8_at(std::string_view s) {
   return std::nullopt;
 }
 
-std::string fts_query(std::string_view text) {
+std::string fts_query(std::string_view text, std::string_view joiner) {
   static constexpr std::array<std::string_view, 24> kQuestionWords{
       "what", "when", "where", "which", "who", "whom", "whose", "why", "how", "you", "your", "yours",
       "tell", "please", "does", "did", "not", "its", "our", "they", "them", "there", "their", "just"};
@@ -45,7 +45,7 @@ std::string fts_query(std::string_view text) {
     if (std::find(seen.begin(), seen.end(), w) != seen.end()) continue;
     if (seen.size() == kMaxWords) break;
     seen.push_back(w);
-    if (!out.empty()) out += " OR ";
+    if (!out.empty()) out += joiner;
     out += '"';
     for (char c : w) {
       if (c == '"') out += '"';

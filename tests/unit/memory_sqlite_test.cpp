@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <ctime>
 
 #include "context_builder.hpp"
@@ -728,6 +731,65 @@ TEST_F(MemorySqliteKernel, ToolCallsSavedAuditedAndUsageRecorded) {
   ASSERT_EQ(usage.size(), 1u);
   EXPECT_EQ(usage[0].usage.input_tokens, 30u);
   EXPECT_EQ(usage[0].provider, "replay");
+}
+
+}  // namespace
+}  // namespace kernex
+
+namespace kernex {
+namespace {
+
+// `kernex run` twice in one data dir, then the memory subcommands over what it saved.
+class MemoryCli : public ::testing::Test {
+ protected:
+  std::string sh(const std::string& args, int* status = nullptr) {
+    const std::string cmd = std::string(KERNEX_CLI) + " " + args + " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    const int rc = ::pclose(p);
+    if (status) *status = WEXITSTATUS(rc);
+    return out;
+  }
+  std::string run(const std::string& script, const std::string& message) {
+    return sh("run --config " KERNEX_SOURCE_DIR "/examples/demo/kernex.yaml --data-dir " + data.string() +
+              " --provider-opt script=" KERNEX_SOURCE_DIR "/examples/demo/" + script + " '" + message + "'");
+  }
+  std::string memory(const std::string& args, const std::filesystem::path& d) {
+    return sh("memory --config " KERNEX_SOURCE_DIR "/examples/demo/kernex.yaml --data-dir " + d.string() + " " + args);
+  }
+  TempDir dir;
+  std::filesystem::path data = dir / "data";
+};
+
+TEST_F(MemoryCli, RunRemembersAndExportRoundTrips) {
+  ASSERT_THAT(run("script.jsonl", "How many words are in a b c?"), HasSubstr("9 words"));
+  ASSERT_THAT(run("followup.jsonl", "What did I ask you before?"), HasSubstr("earlier"));
+  Json history = Json::parse(memory("history --json", data));
+  ASSERT_EQ(history.size(), 1u) << history.dump();
+  const Json& messages = history[0]["messages"];
+  ASSERT_EQ(messages.size(), 6u);
+  EXPECT_EQ(messages[0]["content"], "How many words are in a b c?");
+  EXPECT_EQ(messages[1]["tool_calls"][0]["name"], "word_count");
+  EXPECT_EQ(messages[4]["content"], "What did I ask you before?");
+
+  Json hits = Json::parse(memory("search 'how many words' --json", data));
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_EQ(hits[0]["source"], "message");
+  EXPECT_EQ(Json::parse(memory("usage --json", data))[0]["requests"], 2);
+  EXPECT_EQ(Json::parse(memory("facts --json", data)), Json::array());
+
+  const std::string exported = memory("export --json", data);
+  dir.write("backup.json", exported);
+  int status = -1;
+  sh("memory --data-dir " + (dir / "copy").string() + " import " + (dir / "backup.json").string(), &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(memory("export --json", dir / "copy"), exported);
+  const std::string again = sh("memory --data-dir " + (dir / "copy").string() + " import " +
+                               (dir / "backup.json").string(), &status);
+  EXPECT_EQ(status, 8) << again;
+  EXPECT_THAT(again, HasSubstr("nothing was"));
 }
 
 }  // namespace
