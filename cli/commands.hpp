@@ -14,6 +14,10 @@ namespace CLI {
 class App;
 }
 
+namespace CLI {
+class App;
+}
+
 namespace kernex::cli {
 
 struct RunArgs {
@@ -41,6 +45,19 @@ struct SkillsArgs {
   bool spec = false;              // lint --spec: the Agent Skills specification only
 };
 
+// `kernex memory ACTION`.
+struct MemoryArgs {
+  std::string action;  // search | facts | history | export | import | usage
+  std::optional<std::string> data_dir;
+  std::string query;
+  std::optional<std::string> sender;
+  std::optional<std::string> conversation;
+  std::string file;
+  std::size_t limit = 100;
+  bool deleted = false;
+  bool json = false;
+};
+
 // `config` is the --config value, nullopt when not given.
 int run_command(const std::optional<std::string>& config, const RunArgs& args);
 int plugins_command(const std::optional<std::string>& config, bool json);
@@ -54,6 +71,8 @@ std::function<std::optional<int>()> add_tool_command(CLI::App& app, std::string&
 // The sandbox section of `kernex doctor`: what the default profile enforces here.
 Json sandbox_doctor_json();
 std::string sandbox_doctor_text();
+CLI::App* add_memory_command(CLI::App& app, MemoryArgs& args);
+int memory_command(const std::optional<std::string>& config, const MemoryArgs& args);
 
 // "kernex: <code>: <description>" on stderr; returns the mapped exit code.
 int report(const Error& error);

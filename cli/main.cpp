@@ -109,6 +109,10 @@ int main(int argc, char** argv) {
   CLI::App* skills_show = skills_action("show", "Print one skill's parsed model as JSON");
   skills_show->add_option("name", skills_args.name, "the skill's name")->required()->type_name("NAME");
   add_repeated(*skills_show, "--skills", skills_args.dirs, dir_help + " (repeatable)")->type_name("DIR");
+  kernex::cli::MemoryArgs memory_args;
+  CLI::App* memory = kernex::cli::add_memory_command(app, memory_args);
+  memory->footer(kernex::cli::kExitCodeHelp);
+  add_config_option(*memory, config);
 
   try {
     app.parse(argc, argv);
@@ -132,6 +136,7 @@ int main(int argc, char** argv) {
     if (auto code = sandbox_command()) return *code;
     if (auto code = tool_command()) return *code;
     if (*skills) return kernex::cli::skills_command(config_file, skills_args);
+    if (*memory) return kernex::cli::memory_command(config_file, memory_args);
   } catch (const std::exception& e) {
     // Errors are values everywhere below; reaching this is a bug, reported as one.
     return kernex::cli::report(kernex::Error(kernex::ErrorCode::Internal, e.what()));

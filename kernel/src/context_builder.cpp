@@ -1,6 +1,7 @@
 #include "context_builder.hpp"
 
 #include <algorithm>
+#include <ctime>
 #include <optional>
 
 #include "kernex/log.hpp"
@@ -68,6 +69,64 @@ std::optional<std::string> summarize_overflow(const ContextInputs& in, const std
   return *summary;
 }
 
+// A part the store does not keep (Unsupported) is skipped quietly; a failing one is skipped
+// with a warning: the turn goes on without it, as in kernex.
+template <class T>
+std::optional<T> optional_part(Result<T> r, const char* what) {
+  if (r) return std::move(*r);
+  if (r.error().code != ErrorCode::Unsupported) {
+    log(LogLevel::Warn, std::string("context: loading ") + what + " failed: " + r.error().describe());
+  }
+  return std::nullopt;
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+// Profile, learned rules, earlier summaries, recall, tasks and outcomes, as ContextNeeds asks.
+std::string memory_sections(const ContextInputs& in, const Request& request, const std::string& conv,
+                            std::size_t history_size) {
+  MemoryStore& store = *in.store;
+  const std::string& sender = in.key.sender_id;
+  const std::optional<std::string> project =
+      in.key.project.empty() ? std::nullopt : std::optional<std::string>(in.key.project);
+  std::string out;
+  const auto add = [&out](const std::string& section) { out = join_prompt(out, section); };
+  if (in.needs.profile) {
+    if (auto facts = optional_part(store.facts(sender), "facts")) add(profile_section(*facts));
+  }
+  if (in.needs.summaries) {
+    if (auto s = optional_part(store.recent_summaries(in.key, conv, 3), "summaries")) add(summaries_section(*s));
+  }
+  if (in.needs.recall) {
+    RecallQuery q;
+    q.text = request.text;
+    q.sender_id = sender;
+    q.limit = 5;
+    q.current_conversation = conv;
+    q.skip_newest = history_size;
+    if (auto hits = optional_part(store.recall(q), "recall")) add(recall_section(*hits));
+  }
+  if (in.needs.pending_tasks) {
+    if (auto tasks = optional_part(store.pending_tasks(sender), "tasks")) add(tasks_section(*tasks));
+  }
+  if (in.needs.profile) {
+    if (auto lessons = optional_part(store.lessons(sender, project), "lessons")) add(lessons_section(*lessons));
+  }
+  if (in.needs.outcomes) {
+    if (auto o = optional_part(store.recent_outcomes(sender, 15, project), "outcomes")) {
+      add(outcomes_section(*o, utc_now()));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::size_t first_whole_exchange(const std::vector<ContextEntry>& window) {
@@ -112,11 +171,7 @@ Result<BuiltContext> build_context(const ContextInputs& in, const Request& reque
   const std::uint64_t overflow = total - built.context.history.size();
   built.compaction.overflow = overflow;
 
-  if (auto facts = in.store->facts(in.key.sender_id); facts && !facts->empty()) {
-    std::string block = "[Known facts about the user]";
-    for (const auto& [k, v] : *facts) block += "\n- " + k + ": " + v;
-    prompt = join_prompt(prompt, block);
-  }
+  prompt = join_prompt(prompt, memory_sections(in, request, *conv, built.context.history.size()));
   if (overflow > 0) {
     std::optional<std::string> summary;
     if (limits.compaction == CompactionStrategy::Summarize) {

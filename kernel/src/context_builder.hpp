@@ -37,9 +37,19 @@ struct ContextInputs {
   std::string system_prompt;     // base prompt plus skills, already joined
   const Limits* limits = nullptr;
   Summarizer* summarizer = nullptr;  // used when limits->compaction is Summarize
+  ContextNeeds needs;                // what else to load; a store without a part is skipped
 };
 
 Result<BuiltContext> build_context(const ContextInputs& in, const Request& request);
+
+// The memory sections of the system prompt (kernex's grammar), each "" when empty.
+std::string profile_section(const std::vector<std::pair<std::string, std::string>>& facts);
+std::string lessons_section(const std::vector<Lesson>& lessons);
+std::string summaries_section(const std::vector<SummaryRecord>& summaries);
+std::string recall_section(const std::vector<RecallHit>& hits);
+std::string tasks_section(const std::vector<Task>& tasks);
+// `now` is "YYYY-MM-DD HH:MM:SS" UTC, for the "(5m ago)" ages.
+std::string outcomes_section(const std::vector<OutcomeRecord>& outcomes, const std::string& now);
 
 // "{role}: {content}" lines, as kernex feeds its summarizer.
 std::string render_for_summary(const std::vector<ContextEntry>& entries);

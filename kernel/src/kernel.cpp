@@ -32,6 +32,28 @@ class ProviderSummarizer final : public Summarizer {
   std::shared_ptr<Provider> provider_;
 };
 
+// Feeds the store's audit log with every tool call that ran (stores without one ignore it).
+class MemoryAuditHook final : public HookRunner {
+ public:
+  explicit MemoryAuditHook(std::shared_ptr<MemoryStore> store) : store_(std::move(store)) {}
+  void post_tool(const HookScope& scope, const ToolCall& call, const ToolResult& result) override {
+    AuditRecord rec;
+    rec.conversation_id = scope.session_id;
+    rec.sender_id = scope.sender_id;
+    rec.agent = scope.agent_name;
+    rec.tool = call.name;
+    rec.arguments = call.arguments;
+    rec.result = result.content;
+    rec.status = result.is_error ? "error" : "ok";
+    if (auto r = store_->record_tool_call(rec); !r && r.error().code != ErrorCode::Unsupported) {
+      log(LogLevel::Warn, "audit log: " + r.error().describe());
+    }
+  }
+
+ private:
+  std::shared_ptr<MemoryStore> store_;
+};
+
 Json merged_options(const Config& config, const std::string& name, const Json& overrides) {
   Json options = Json::object();
   if (config.provider.name == name && config.provider.config.is_object()) options = config.provider.config;
@@ -151,9 +173,13 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
   }
 
   if (config.memory) {
-    auto store = impl->host.create_memory(config.memory->name, config.memory->config);
+    // Stores that keep files put them in the kernel's data dir unless told otherwise.
+    Json memory_config = config.memory->config.is_object() ? config.memory->config : Json::object();
+    if (!memory_config.contains("data_dir") && !config.data_dir.empty()) memory_config["data_dir"] = config.data_dir.string();
+    auto store = impl->host.create_memory(config.memory->name, memory_config);
     if (!store) return fail(ErrorCode::Plugin, "memory plugin '" + config.memory->name + "'", store.error());
     impl->memory = *store;
+    impl->hooks.add("memory-audit", std::make_shared<MemoryAuditHook>(impl->memory));
   }
   for (const auto& ref : config.hooks) {
     auto hook = impl->host.create_hook(ref.name, ref.config);

@@ -1,5 +1,6 @@
 // A memory store that lives as long as the process: for hosts that keep no state between
-// runs, and for exercising context building without a database. Config: none.
+// runs, and for exercising context building without a database. Config: none (the
+// kernel's data_dir is accepted and ignored).
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -106,7 +107,9 @@ class VolatileStore final : public kernex::MemoryStore {
 };
 
 Result<std::shared_ptr<kernex::MemoryStore>> make_volatile(const kernex::Json& config) {
-  if (!config.is_null() && !(config.is_object() && config.empty())) {
+  // data_dir is set by the kernel for every memory plugin; this one keeps no files.
+  const bool only_data_dir = config.is_object() && config.size() == 1 && config.contains("data_dir");
+  if (!config.is_null() && !(config.is_object() && config.empty()) && !only_data_dir) {
     return kernex::fail(ErrorCode::Config, "volatile: takes no options");
   }
   return std::make_shared<VolatileStore>();

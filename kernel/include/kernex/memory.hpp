@@ -1,15 +1,18 @@
-// Memory stores: conversations, summaries and usage. The interface hides the storage engine,
-// so an embedded store and a networked one implement the same calls.
+// Memory stores: conversations, summaries, recall, facts, learning, tasks, audit and usage.
+// The interface hides the storage engine, so an embedded store and a networked one implement
+// the same calls. Times are UTC text "YYYY-MM-DD HH:MM:SS" (sortable, engine-neutral).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernex/context.hpp"
 #include "kernex/error.hpp"
+#include "kernex/json.hpp"
 #include "kernex/message.hpp"
 
 namespace kernex {
@@ -36,9 +39,156 @@ struct UsageRecord {
   Usage usage;
 };
 
+// What the context builder asks memory for (kernex ContextNeeds). History is always loaded.
+struct ContextNeeds {
+  bool recall = true;         // related messages and summaries from the past
+  bool pending_tasks = true;  // the sender's scheduled tasks
+  bool profile = true;        // facts about the sender, and learned rules
+  bool summaries = true;      // summaries of the sender's earlier conversations
+  bool outcomes = true;       // recent outcomes (reward learning)
+};
+
+struct StoredMessage {
+  std::int64_t seq = 0;  // insertion order across the whole store
+  std::string conversation_id;
+  ContextEntry entry;
+  std::string created_at;
+};
+
+struct ConversationInfo {
+  std::string id;
+  ConversationKey key;
+  std::string status;  // "active" | "closed"
+  std::string started_at;
+  std::string last_activity;
+  std::uint64_t message_count = 0;
+  std::optional<std::string> summary;
+};
+
+struct ConversationFilter {
+  std::optional<std::string> channel;
+  std::optional<std::string> sender_id;
+  std::size_t limit = 50;  // newest first
+};
+
+struct SummaryRecord {
+  std::string conversation_id;
+  std::string text;
+  std::uint64_t covered_messages = 0;
+  std::string updated_at;
+};
+
+struct RecallQuery {
+  std::string text;  // user text; matched as one phrase, search operators are not interpreted
+  std::string sender_id;  // "" = every sender (admin tools); context building always sets it
+  std::size_t limit = 5;
+  // Messages already in the history window are not recalled: the newest `skip_newest`
+  // messages of `current_conversation`.
+  std::string current_conversation;
+  std::size_t skip_newest = 0;
+  std::optional<std::string> since;  // only hits at or after this time
+};
+
+struct RecallHit {
+  std::string source;  // "message" (a user message) | "summary"
+  std::string conversation_id;
+  std::int64_t seq = 0;  // message seq; 0 for summaries
+  std::string text;
+  std::string created_at;
+};
+
+struct Fact {
+  std::string sender_id;
+  std::string key;
+  std::string value;
+  std::string updated_at;
+  std::optional<std::string> deleted_at;  // soft-deleted when set
+};
+
+// A learned behavioural rule; `project` "" is general. Repeating a rule counts occurrences.
+struct Lesson {
+  std::string sender_id;
+  std::string domain;
+  std::string rule;
+  std::string project;
+  std::uint32_t occurrences = 1;
+  std::string updated_at;
+};
+
+struct OutcomeRecord {
+  std::string sender_id;
+  std::string domain;
+  int score = 0;  // -1, 0 or 1
+  std::string lesson;
+  std::string source = "conversation";
+  std::string project;
+  std::string timestamp;
+};
+
+// One tool call as the hooks saw it.
+struct AuditRecord {
+  std::string timestamp;  // set by the store when empty
+  std::string conversation_id;
+  std::string sender_id;
+  std::string agent;
+  std::string tool;
+  Json arguments = Json::object();
+  std::string result;
+  std::string status = "ok";  // "ok" | "error" | "denied"
+  std::string reason;
+};
+
+// Usage summed per UTC day, model and provider.
+struct UsageTotals {
+  std::string day;  // YYYY-MM-DD
+  std::string model;
+  std::string provider;
+  std::uint64_t requests = 0;
+  Usage usage;
+};
+
+struct TaskSpec {
+  std::string channel;
+  std::string sender_id;
+  std::string reply_target;
+  std::string description;
+  std::string due_at;                 // "YYYY-MM-DD HH:MM:SS" or ISO "…T…[Z]", UTC
+  std::optional<std::string> repeat;  // none/"once", "daily", "weekdays", "weekly", "monthly"
+  std::string task_type = "reminder";
+  std::string project;
+  std::uint32_t max_retries = 3;      // attempts before the task is marked failed
+};
+
+struct Task {
+  std::string id;
+  TaskSpec spec;
+  std::string status;  // pending | claimed | delivered | failed | cancelled
+  std::uint32_t retry_count = 0;
+  std::optional<std::string> last_error;
+  std::optional<std::string> claimed_by;
+  std::optional<std::string> lease_until;
+  std::string created_at;
+};
+
+struct TaskRun {
+  std::string id;  // set by the store
+  std::string task_id;
+  std::string started_at;
+  std::string finished_at;  // set by the store when empty
+  std::string status;       // "completed" | "failed"
+  std::optional<std::string> result;
+  std::optional<std::string> error;
+  std::optional<std::uint64_t> tokens;
+};
+
+// Every call below the first block has a default that reports ErrorCode::Unsupported, so a
+// minimal store (e.g. volatile) implements only conversations; callers treat Unsupported as
+// "this store does not keep that".
 class MemoryStore {
  public:
   virtual ~MemoryStore() = default;
+
+  // ---- Conversations and history (required) ----
   // The active conversation for `key`, reused while idle for less than `idle`; else a new one.
   virtual Result<std::string> open_conversation(const ConversationKey& key,
                                                 std::chrono::minutes idle) = 0;
@@ -58,11 +208,175 @@ class MemoryStore {
   virtual Result<void> save_compaction_summary(const std::string& conversation_id,
                                                const StoredSummary& summary) = 0;
   virtual Result<void> record_usage(const UsageRecord& record) = 0;
-  // Facts about a sender (key -> value), injected into the system prompt when asked for.
+  // Facts about a sender (key -> value, by key), injected into the system prompt when asked for.
   virtual Result<std::vector<std::pair<std::string, std::string>>> facts(
       const std::string& sender_id) {
     (void)sender_id;
     return std::vector<std::pair<std::string, std::string>>{};
+  }
+
+  // ---- Conversations: listing and closing ----
+  virtual Result<std::vector<ConversationInfo>> list_conversations(const ConversationFilter& filter) {
+    (void)filter;
+    return unsupported("list_conversations");
+  }
+  // Every message of a conversation after `after_seq`, oldest first, at most `limit`.
+  virtual Result<std::vector<StoredMessage>> conversation_messages(const std::string& conversation_id,
+                                                                   std::int64_t after_seq, std::size_t limit) {
+    (void)conversation_id, (void)after_seq, (void)limit;
+    return unsupported("conversation_messages");
+  }
+  // Closes the conversation; a summary, when given, replaces its stored one.
+  virtual Result<void> close_conversation(const std::string& conversation_id,
+                                          const std::optional<std::string>& summary) {
+    (void)conversation_id, (void)summary;
+    return unsupported("close_conversation");
+  }
+  // Summaries of the sender's other conversations on `channel`, newest first.
+  virtual Result<std::vector<SummaryRecord>> recent_summaries(const ConversationKey& key,
+                                                              const std::string& exclude_conversation,
+                                                              std::size_t limit) {
+    (void)key, (void)exclude_conversation, (void)limit;
+    return unsupported("recent_summaries");
+  }
+
+  // ---- Recall ----
+  virtual Result<std::vector<RecallHit>> recall(const RecallQuery& query) {
+    (void)query;
+    return unsupported("recall");
+  }
+
+  // ---- Facts: upsert; a soft-deleted fact comes back when stored again ----
+  virtual Result<void> store_fact(const std::string& sender_id, const std::string& key, const std::string& value) {
+    (void)sender_id, (void)key, (void)value;
+    return unsupported("store_fact");
+  }
+  virtual Result<std::optional<std::string>> fact(const std::string& sender_id, const std::string& key) {
+    (void)sender_id, (void)key;
+    return unsupported("fact");
+  }
+  // Active facts (and soft-deleted ones when asked), of one sender or of all.
+  virtual Result<std::vector<Fact>> fact_records(const std::optional<std::string>& sender_id,
+                                                 bool include_deleted) {
+    (void)sender_id, (void)include_deleted;
+    return unsupported("fact_records");
+  }
+  // True only when an active fact became deleted.
+  virtual Result<bool> soft_delete_fact(const std::string& sender_id, const std::string& key) {
+    (void)sender_id, (void)key;
+    return unsupported("soft_delete_fact");
+  }
+  // Soft-deletes one key, or every fact of the sender; returns how many changed.
+  virtual Result<std::uint64_t> soft_delete_facts(const std::string& sender_id,
+                                                  const std::optional<std::string>& key) {
+    (void)sender_id, (void)key;
+    return unsupported("soft_delete_facts");
+  }
+
+  // ---- Learning: lessons (capped per sender+domain+project) and outcomes ----
+  virtual Result<void> store_lesson(const Lesson& lesson) {
+    (void)lesson;
+    return unsupported("store_lesson");
+  }
+  // project set: that project's rules first, then general ones; unset: general only.
+  virtual Result<std::vector<Lesson>> lessons(const std::string& sender_id,
+                                              const std::optional<std::string>& project) {
+    (void)sender_id, (void)project;
+    return unsupported("lessons");
+  }
+  virtual Result<void> store_outcome(const OutcomeRecord& outcome) {
+    (void)outcome;
+    return unsupported("store_outcome");
+  }
+  // Newest first; project set: exactly that project ("" = general); unset: all.
+  virtual Result<std::vector<OutcomeRecord>> recent_outcomes(const std::string& sender_id, std::size_t limit,
+                                                             const std::optional<std::string>& project) {
+    (void)sender_id, (void)limit, (void)project;
+    return unsupported("recent_outcomes");
+  }
+  // Keeps the newest `keep` outcomes per sender; returns how many were deleted.
+  virtual Result<std::uint64_t> prune_outcomes(std::size_t keep) {
+    (void)keep;
+    return unsupported("prune_outcomes");
+  }
+
+  // ---- Audit log of tool calls ----
+  virtual Result<void> record_tool_call(const AuditRecord& record) {
+    (void)record;
+    return unsupported("record_tool_call");
+  }
+  virtual Result<std::vector<AuditRecord>> audit_log(std::size_t limit) {
+    (void)limit;
+    return unsupported("audit_log");
+  }
+
+  // ---- Usage ----
+  virtual Result<std::vector<UsageTotals>> usage_by_day() { return unsupported("usage_by_day"); }
+
+  // ---- Tasks ----
+  // Returns the new task's id, or the id of a pending task it duplicates (same sender, same
+  // or similar description due within 30 minutes).
+  virtual Result<std::string> create_task(const TaskSpec& spec) {
+    (void)spec;
+    return unsupported("create_task");
+  }
+  // Pending tasks of a sender, soonest first.
+  virtual Result<std::vector<Task>> pending_tasks(const std::string& sender_id) {
+    (void)sender_id;
+    return unsupported("pending_tasks");
+  }
+  virtual Result<std::optional<Task>> task(const std::string& id) {
+    (void)id;
+    return unsupported("task");
+  }
+  // Atomically claims due tasks for `worker` (and tasks whose lease expired): across every
+  // process sharing the store, a task is handed to one claimer at a time.
+  virtual Result<std::vector<Task>> claim_due_tasks(const std::string& worker, std::chrono::seconds lease,
+                                                    std::size_t limit) {
+    (void)worker, (void)lease, (void)limit;
+    return unsupported("claim_due_tasks");
+  }
+  // Delivered (one-shot) or rescheduled to its next occurrence after now (recurring). False
+  // when `worker` no longer holds the claim (its lease expired and another took it).
+  virtual Result<bool> complete_task(const std::string& id, const std::string& worker) {
+    (void)id, (void)worker;
+    return unsupported("complete_task");
+  }
+  // Records the error; true when the task will be retried (after a backoff), false when it
+  // has used its max_retries and is now failed.
+  virtual Result<bool> fail_task(const std::string& id, const std::string& worker, const std::string& error) {
+    (void)id, (void)worker, (void)error;
+    return unsupported("fail_task");
+  }
+  // Cancels the sender's pending task whose id starts with `id_prefix` (taken literally).
+  virtual Result<bool> cancel_task(const std::string& id_prefix, const std::string& sender_id) {
+    (void)id_prefix, (void)sender_id;
+    return unsupported("cancel_task");
+  }
+  virtual Result<std::string> record_task_run(const TaskRun& run) {
+    (void)run;
+    return unsupported("record_task_run");
+  }
+  // Runs of tasks whose id starts with `task_id_prefix`, newest first.
+  virtual Result<std::vector<TaskRun>> task_runs(const std::string& task_id_prefix, std::size_t limit) {
+    (void)task_id_prefix, (void)limit;
+    return unsupported("task_runs");
+  }
+
+  // ---- Backup ----
+  // Everything the store holds, as one JSON document that import_json accepts.
+  virtual Result<Json> export_json() { return unsupported("export_json"); }
+  // Loads an export into this store; ids are kept, so importing into a non-empty store
+  // fails on the first id that exists (nothing is imported then).
+  virtual Result<void> import_json(const Json& document) {
+    (void)document;
+    return unsupported("import_json");
+  }
+
+ protected:
+  static std::unexpected<Error> unsupported(const char* operation) {
+    return std::unexpected<Error>(
+        Error(ErrorCode::Unsupported, std::string("this memory store does not support ") + operation));
   }
 };
 

@@ -1,0 +1,196 @@
+// bench/memory: the SQLite memory store against the bare SQL it runs, in one process.
+//  1. Context build for a conversation of 10 000 stored messages (history window 50, recall
+//     5 hits, every ContextNeeds part on) beside the bare FTS5 query and the bare history
+//     SELECT on the same file.
+//  2. Save-exchange throughput (user + assistant, one transaction) beside a bare INSERT loop
+//     doing the same two inserts per transaction with the same durability setting.
+// Prints medians and ratios. Usage: memory [DIR] (default: a fresh temp dir, removed after).
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "context_builder.hpp"
+#include "kernex/log.hpp"
+#include "kernex/plugin_host.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kMessages = 10000;
+constexpr int kBuilds = 400;
+constexpr int kSaveRounds = 7;
+constexpr int kSavesPerRound = 400;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <class F>
+double time_us(F&& f) {
+  const auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "bench/memory: %s\n", what.c_str());
+  std::exit(1);
+}
+
+sqlite3_stmt* prepare(sqlite3* db, const char* sql) {
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK) die(sqlite3_errmsg(db));
+  return s;
+}
+
+// Steps through every row reading the text columns, as a real caller would.
+void drain(sqlite3_stmt* s, int columns) {
+  std::size_t bytes = 0;
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    for (int c = 0; c < columns; ++c) bytes += static_cast<std::size_t>(sqlite3_column_bytes(s, c));
+  }
+  sqlite3_reset(s);
+  if (bytes == 0) die("a bare query returned nothing");
+}
+
+std::string user_text(int i) {
+  return "question " + std::to_string(i) + " about topic" + std::to_string(i % 97) + " and the weather in city" +
+         std::to_string(i % 31) + ", please answer briefly";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace fs = std::filesystem;
+  const bool own_dir = argc < 2;
+  const fs::path dir = own_dir ? fs::temp_directory_path() / ("kernex-bench-memory-" + std::to_string(::getpid()))
+                               : fs::path(argv[1]);
+  fs::remove_all(dir);
+  const fs::path db_path = dir / "memory.db";
+  kernex::set_log_sink([](kernex::LogLevel, std::string_view) {});  // overflow warnings on every build
+
+  kernex::PluginHost host = kernex::PluginHost::discover({KERNEX_BENCH_PLUGIN_DIR});
+  auto created = host.create_memory("sqlite", kernex::Json{{"path", db_path.string()}});
+  if (!created) die(created.error().describe());
+  auto store = *created;
+
+  // 10 000 messages in one conversation, with a closed earlier conversation for summaries.
+  const kernex::ConversationKey key{"bench", "user-1", ""};
+  auto conv = store->open_conversation(key, std::chrono::minutes(120));
+  if (!conv) die(conv.error().describe());
+  for (int i = 0; i < kMessages / 2; i += 50) {
+    std::vector<kernex::ContextEntry> batch;
+    for (int k = i; k < i + 50; ++k) {
+      batch.push_back(kernex::ContextEntry::user(user_text(k)));
+      batch.push_back(kernex::ContextEntry::assistant("answer " + std::to_string(k) + ": it depends on the season"));
+    }
+    if (auto r = store->append_messages(*conv, batch); !r) die(r.error().describe());
+  }
+  (void)store->store_fact("user-1", "name", "Bench");
+  (void)store->store_fact("user-1", "timezone", "UTC");
+
+  // 1. Context build.
+  kernex::Limits limits;
+  limits.max_context_messages = 50;
+  kernex::ContextInputs in;
+  in.store = store.get();
+  in.key = key;
+  in.system_prompt = "You are a benchmark.";
+  in.limits = &limits;
+  const auto request = kernex::Request::from_text("user-1", "what about the weather in city7");
+  std::size_t recall_hits = 0;
+  std::vector<double> builds, fts, history;
+  for (int i = 0; i < kBuilds + 20; ++i) {
+    kernex::Result<kernex::BuiltContext> built;
+    const double us = time_us([&] { built = kernex::build_context(in, request); });
+    if (!built) die(built.error().describe());
+    if (built->context.history.size() != 50) die("history window is not 50");
+    if (i >= 20) builds.push_back(us);
+    recall_hits = static_cast<std::size_t>(
+        std::count(built->context.system_prompt.begin(), built->context.system_prompt.end(), '\n'));
+  }
+
+  sqlite3* raw = nullptr;
+  if (sqlite3_open_v2(db_path.c_str(), &raw, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) die("open");
+  sqlite3_exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", nullptr, nullptr, nullptr);
+  sqlite3_stmt* q_fts = prepare(raw,
+                                "SELECT m.seq, m.content, m.created_at FROM messages_fts f JOIN messages m "
+                                "ON m.seq = f.rowid WHERE messages_fts MATCH ? ORDER BY f.rank LIMIT 5");
+  sqlite3_stmt* q_hist = prepare(raw,
+                                 "SELECT role, content, tool_calls, tool_result, provider_state FROM messages "
+                                 "WHERE conversation_id = ? ORDER BY seq DESC LIMIT 50");
+  // What the store's query builder makes of the request: significant words, quoted, AND-ed
+  // (the store widens to OR only when fewer than 5 messages match every word).
+  const std::string phrase = "\"weather\" AND \"city7\"";
+  sqlite3_bind_text(q_fts, 1, phrase.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(q_hist, 1, conv->c_str(), -1, SQLITE_TRANSIENT);
+  for (int i = 0; i < kBuilds + 20; ++i) {
+    const double a = time_us([&] { drain(q_fts, 2); });
+    const double b = time_us([&] { drain(q_hist, 2); });
+    if (i >= 20) fts.push_back(a), history.push_back(b);
+  }
+
+  // 2. Save throughput: the store's append against a bare two-INSERT transaction.
+  auto save_conv = store->open_conversation({"bench", "user-2", ""}, std::chrono::minutes(120));
+  if (!save_conv) die(save_conv.error().describe());
+  sqlite3_stmt* ins = prepare(raw,
+                              "INSERT INTO messages (conversation_id, role, content) VALUES (?, ?, ?)");
+  std::vector<double> store_rate, bare_rate;
+  int n = 0;
+  for (int round = 0; round < kSaveRounds; ++round) {
+    const double us_store = time_us([&] {
+      for (int i = 0; i < kSavesPerRound; ++i, ++n) {
+        auto r = store->append_messages(*save_conv, {kernex::ContextEntry::user(user_text(n)),
+                                                     kernex::ContextEntry::assistant("saved answer")});
+        if (!r) die(r.error().describe());
+      }
+    });
+    const double us_bare = time_us([&] {
+      for (int i = 0; i < kSavesPerRound; ++i, ++n) {
+        sqlite3_exec(raw, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+        const std::string u = user_text(n);
+        for (const auto& [role, text] : {std::pair<const char*, const std::string*>{"user", &u},
+                                         {"assistant", nullptr}}) {
+          sqlite3_bind_text(ins, 1, save_conv->c_str(), -1, SQLITE_STATIC);
+          sqlite3_bind_text(ins, 2, role, -1, SQLITE_STATIC);
+          if (text) {
+            sqlite3_bind_text(ins, 3, text->c_str(), -1, SQLITE_STATIC);
+          } else {
+            sqlite3_bind_text(ins, 3, "saved answer", -1, SQLITE_STATIC);
+          }
+          if (sqlite3_step(ins) != SQLITE_DONE) die(sqlite3_errmsg(raw));
+          sqlite3_reset(ins);
+        }
+        if (sqlite3_exec(raw, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) die(sqlite3_errmsg(raw));
+      }
+    });
+    store_rate.push_back(kSavesPerRound / (us_store / 1e6));
+    bare_rate.push_back(kSavesPerRound / (us_bare / 1e6));
+  }
+  sqlite3_finalize(q_fts);
+  sqlite3_finalize(q_hist);
+  sqlite3_finalize(ins);
+  sqlite3_close(raw);
+  store.reset();
+  if (own_dir) fs::remove_all(dir);
+
+  const double build = median(builds), f = median(fts), h = median(history);
+  const double sr = median(store_rate), br = median(bare_rate);
+  std::printf("memory bench: %d stored messages, history window 50, recall limit 5, synchronous=NORMAL (WAL)\n",
+              kMessages);
+  std::printf("  context build (all ContextNeeds)  median %8.1f us   (%zu prompt lines)\n", build, recall_hits);
+  std::printf("  bare FTS5 recall query            median %8.1f us\n", f);
+  std::printf("  bare history SELECT (50 rows)     median %8.1f us\n", h);
+  std::printf("  ratio build / (fts + history)            %8.2f x   (target <= 3, build <= 1000 us)\n", build / (f + h));
+  std::printf("  save exchange                     median %8.0f exchanges/s\n", sr);
+  std::printf("  bare INSERT loop (2 rows/txn)     median %8.0f exchanges/s\n", br);
+  std::printf("  ratio save / bare                        %8.2f     (target >= 0.50)\n", sr / br);
+  return 0;
+}

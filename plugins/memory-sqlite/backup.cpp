@@ -1,0 +1,142 @@
+// Export and import: every table as rows of plain JSON values, in an order that satisfies
+// foreign keys, so an export loads into an empty store unchanged.
+#include <set>
+
+#include "sqlite_store.hpp"
+#include "text_rules.hpp"
+
+namespace kernex::sqlite {
+namespace {
+
+constexpr const char* kFormat = "kernex-memory";
+constexpr int kVersion = 1;
+
+struct Table {
+  const char* name;
+  const char* order;
+};
+constexpr Table kTables[] = {
+    {"conversations", "rowid"}, {"messages", "seq"},       {"summaries", "id"},    {"facts", "sender_id, key"},
+    {"lessons", "id"},          {"outcomes", "id"},        {"audit_log", "id"},    {"token_usage", "id"},
+    {"scheduled_tasks", "rowid"}, {"task_runs", "rowid"},
+};
+
+Result<std::vector<std::string>> columns(Db& db, const char* table) {
+  const std::string sql = std::string("SELECT name FROM pragma_table_info('") + table + "')";
+  auto stmt = db.prepare(sql.c_str());
+  if (!stmt) return std::unexpected(stmt.error());
+  std::vector<std::string> out;
+  for (;;) {
+    auto row = stmt->step();
+    if (!row) return std::unexpected(row.error());
+    if (!*row) break;
+    out.push_back(stmt->text(0));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Json> SqliteStore::export_json() {
+  std::lock_guard lock(mutex_);
+  // One read transaction: a consistent snapshot even while other processes write.
+  if (auto b = db_->exec("BEGIN"); !b) return std::unexpected(b.error());
+  Json doc{{"format", kFormat}, {"version", kVersion}};
+  for (const auto& t : kTables) {
+    auto cols = columns(*db_, t.name);
+    if (!cols) {
+      (void)db_->exec("ROLLBACK");
+      return std::unexpected(cols.error());
+    }
+    const std::string sql = std::string("SELECT * FROM ") + t.name + " ORDER BY " + t.order;
+    auto stmt = db_->prepare(sql.c_str());
+    if (!stmt) {
+      (void)db_->exec("ROLLBACK");
+      return std::unexpected(stmt.error());
+    }
+    Json rows = Json::array();
+    for (;;) {
+      auto row = stmt->step();
+      if (!row) {
+        (void)db_->exec("ROLLBACK");
+        return std::unexpected(row.error());
+      }
+      if (!*row) break;
+      Json obj = Json::object();
+      for (int i = 0; i < static_cast<int>(cols->size()); ++i) {
+        Json& v = obj[(*cols)[static_cast<std::size_t>(i)]];
+        if (stmt->null(i)) {
+          v = nullptr;
+        } else if (stmt->is_integer(i)) {
+          v = stmt->integer(i);
+        } else if (stmt->is_real(i)) {
+          v = stmt->real(i);
+        } else {
+          v = stmt->text(i);
+        }
+      }
+      rows.push_back(std::move(obj));
+    }
+    doc[t.name] = std::move(rows);
+  }
+  (void)db_->exec("COMMIT");
+  return doc;
+}
+
+Result<void> SqliteStore::import_json(const Json& doc) {
+  if (!doc.is_object() || doc.value("format", "") != kFormat) {
+    return fail(ErrorCode::Parse, "memory-sqlite: import: not a kernex memory export (expected \"format\": \"" +
+                                      std::string(kFormat) + "\")");
+  }
+  if (doc.value("version", 0) != kVersion) {
+    return fail(ErrorCode::Parse, "memory-sqlite: import: unsupported export version " + doc.value("version", Json()).dump());
+  }
+  std::lock_guard lock(mutex_);
+  return db_->write<void>([&]() -> Result<void> {
+    for (const auto& t : kTables) {
+      if (!doc.contains(t.name)) continue;
+      const Json& rows = doc.at(t.name);
+      if (!rows.is_array()) return fail(ErrorCode::Parse, std::string("memory-sqlite: import: '") + t.name + "' must be an array");
+      auto cols = columns(*db_, t.name);
+      if (!cols) return std::unexpected(cols.error());
+      const std::set<std::string> known(cols->begin(), cols->end());
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const Json& row = rows[i];
+        const std::string where = std::string("memory-sqlite: import: ") + t.name + "[" + std::to_string(i) + "]";
+        if (!row.is_object()) return fail(ErrorCode::Parse, where + " must be an object");
+        std::string names, marks;
+        for (const auto& [k, v] : row.items()) {
+          if (!known.contains(k)) return fail(ErrorCode::Parse, where + ": unknown column '" + k + "'");
+          if (v.is_structured()) return fail(ErrorCode::Parse, where + "." + k + " must be a string, number or null");
+          names += (names.empty() ? "" : ", ") + k;
+          marks += marks.empty() ? "?" : ", ?";
+        }
+        if (names.empty()) return fail(ErrorCode::Parse, where + " is empty");
+        const std::string sql = std::string("INSERT INTO ") + t.name + " (" + names + ") VALUES (" + marks + ")";
+        auto stmt = db_->prepare(sql.c_str());
+        if (!stmt) return std::unexpected(stmt.error());
+        int n = 0;
+        for (const auto& [k, v] : row.items()) {
+          ++n;
+          if (v.is_null()) {
+            stmt->bind(n, std::nullopt);
+          } else if (v.is_string()) {
+            const auto& s = v.get_ref<const std::string&>();
+            if (invalid_utf8_at(s)) return fail(ErrorCode::Parse, where + "." + k + " is not valid UTF-8");
+            stmt->bind(n, s);
+          } else if (v.is_number_float()) {
+            stmt->bind(n, v.get<double>());
+          } else if (v.is_boolean()) {
+            stmt->bind(n, v.get<bool>() ? 1 : 0);
+          } else {
+            stmt->bind(n, v.get<std::int64_t>());
+          }
+        }
+        if (auto r = stmt->run(); !r) return fail(ErrorCode::Memory, where + " was not imported; nothing was", r.error());
+      }
+    }
+    return {};
+  });
+}
+
+}  // namespace kernex::sqlite

@@ -1,0 +1,222 @@
+#include "migrations.hpp"
+
+#include <set>
+#include <string>
+
+namespace kernex::sqlite {
+namespace {
+
+struct Migration {
+  const char* name;
+  const char* sql;
+};
+
+// Appended to, never edited: a file that applied a migration keeps its name in `_migrations`.
+constexpr Migration kMigrations[] = {
+    {"001_conversations", R"sql(
+CREATE TABLE conversations (
+  id TEXT PRIMARY KEY,
+  channel TEXT NOT NULL,
+  sender_id TEXT NOT NULL,
+  project TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'closed')),
+  started_at TEXT NOT NULL DEFAULT (datetime('now')),
+  last_activity TEXT NOT NULL DEFAULT (datetime('now')),
+  message_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX conversations_scope ON conversations (channel, sender_id, project, status, last_activity);
+CREATE INDEX conversations_sender ON conversations (sender_id, last_activity);
+-- seq, not a timestamp, orders messages: a user/assistant pair saved within one second keeps its order.
+CREATE TABLE messages (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  conversation_id TEXT NOT NULL REFERENCES conversations (id),
+  role TEXT NOT NULL,
+  content TEXT NOT NULL,
+  tool_calls TEXT,
+  tool_result TEXT,
+  provider_state TEXT,
+  created_at TEXT NOT NULL DEFAULT (datetime('now'))
+);
+CREATE INDEX messages_conversation ON messages (conversation_id, seq);
+CREATE TABLE summaries (
+  id INTEGER PRIMARY KEY,
+  conversation_id TEXT NOT NULL UNIQUE REFERENCES conversations (id),
+  text TEXT NOT NULL,
+  covered_messages INTEGER NOT NULL DEFAULT 0,
+  updated_at TEXT NOT NULL DEFAULT (datetime('now'))
+);
+CREATE TABLE facts (
+  sender_id TEXT NOT NULL,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  created_at TEXT NOT NULL DEFAULT (datetime('now')),
+  updated_at TEXT NOT NULL DEFAULT (datetime('now')),
+  deleted_at TEXT,
+  PRIMARY KEY (sender_id, key)
+);
+CREATE TABLE token_usage (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  conversation_id TEXT NOT NULL,
+  sender_id TEXT NOT NULL,
+  model TEXT NOT NULL,
+  provider TEXT NOT NULL,
+  input_tokens INTEGER NOT NULL DEFAULT 0,
+  output_tokens INTEGER NOT NULL DEFAULT 0,
+  cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+  cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+  cost_usd REAL NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL DEFAULT (datetime('now'))
+);
+CREATE INDEX token_usage_time ON token_usage (created_at);
+CREATE TABLE audit_log (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  created_at TEXT NOT NULL DEFAULT (datetime('now')),
+  conversation_id TEXT NOT NULL,
+  sender_id TEXT NOT NULL,
+  agent TEXT NOT NULL DEFAULT '',
+  tool TEXT NOT NULL,
+  arguments TEXT NOT NULL,
+  result TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL CHECK (status IN ('ok', 'error', 'denied')),
+  reason TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX audit_log_time ON audit_log (created_at);
+)sql"},
+    {"002_recall", R"sql(
+-- Recall indexes user messages (assistant text repeats the model, not the user) and summaries.
+CREATE VIRTUAL TABLE messages_fts USING fts5 (content, content = 'messages', content_rowid = 'seq');
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN NEW.role = 'user' BEGIN
+  INSERT INTO messages_fts (rowid, content) VALUES (NEW.seq, NEW.content);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages WHEN OLD.role = 'user' BEGIN
+  INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', OLD.seq, OLD.content);
+END;
+CREATE TRIGGER messages_fts_update_old AFTER UPDATE OF content, role ON messages WHEN OLD.role = 'user' BEGIN
+  INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', OLD.seq, OLD.content);
+END;
+CREATE TRIGGER messages_fts_update_new AFTER UPDATE OF content, role ON messages WHEN NEW.role = 'user' BEGIN
+  INSERT INTO messages_fts (rowid, content) VALUES (NEW.seq, NEW.content);
+END;
+CREATE VIRTUAL TABLE summaries_fts USING fts5 (text, content = 'summaries', content_rowid = 'id');
+CREATE TRIGGER summaries_fts_insert AFTER INSERT ON summaries BEGIN
+  INSERT INTO summaries_fts (rowid, text) VALUES (NEW.id, NEW.text);
+END;
+CREATE TRIGGER summaries_fts_delete AFTER DELETE ON summaries BEGIN
+  INSERT INTO summaries_fts (summaries_fts, rowid, text) VALUES ('delete', OLD.id, OLD.text);
+END;
+CREATE TRIGGER summaries_fts_update AFTER UPDATE OF text ON summaries BEGIN
+  INSERT INTO summaries_fts (summaries_fts, rowid, text) VALUES ('delete', OLD.id, OLD.text);
+  INSERT INTO summaries_fts (rowid, text) VALUES (NEW.id, NEW.text);
+END;
+)sql"},
+    {"003_tasks", R"sql(
+CREATE TABLE scheduled_tasks (
+  id TEXT PRIMARY KEY,
+  channel TEXT NOT NULL,
+  sender_id TEXT NOT NULL,
+  reply_target TEXT NOT NULL,
+  description TEXT NOT NULL,
+  due_at TEXT NOT NULL,
+  repeat TEXT,
+  task_type TEXT NOT NULL DEFAULT 'reminder',
+  project TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL DEFAULT 'pending'
+    CHECK (status IN ('pending', 'claimed', 'delivered', 'failed', 'cancelled')),
+  retry_count INTEGER NOT NULL DEFAULT 0,
+  max_retries INTEGER NOT NULL DEFAULT 3,
+  last_error TEXT,
+  claimed_by TEXT,
+  lease_until TEXT,
+  created_at TEXT NOT NULL DEFAULT (datetime('now')),
+  delivered_at TEXT
+);
+CREATE INDEX scheduled_tasks_due ON scheduled_tasks (status, due_at);
+CREATE INDEX scheduled_tasks_lease ON scheduled_tasks (status, lease_until);
+CREATE INDEX scheduled_tasks_sender ON scheduled_tasks (sender_id, status);
+CREATE TABLE task_runs (
+  id TEXT PRIMARY KEY,
+  task_id TEXT NOT NULL,
+  started_at TEXT NOT NULL,
+  finished_at TEXT NOT NULL DEFAULT (datetime('now')),
+  status TEXT NOT NULL CHECK (status IN ('completed', 'failed')),
+  result TEXT,
+  error TEXT,
+  tokens INTEGER
+);
+CREATE INDEX task_runs_task ON task_runs (task_id, started_at DESC);
+)sql"},
+    {"004_learning", R"sql(
+-- recency orders rules: a reinforced rule moves to the front even within the same second.
+CREATE TABLE lessons (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  sender_id TEXT NOT NULL,
+  domain TEXT NOT NULL,
+  rule TEXT NOT NULL,
+  project TEXT NOT NULL DEFAULT '',
+  occurrences INTEGER NOT NULL DEFAULT 1,
+  recency INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL DEFAULT (datetime('now')),
+  updated_at TEXT NOT NULL DEFAULT (datetime('now'))
+);
+CREATE INDEX lessons_scope ON lessons (sender_id, domain, project, recency);
+CREATE INDEX lessons_sender ON lessons (sender_id, project, recency);
+CREATE TABLE outcomes (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  created_at TEXT NOT NULL DEFAULT (datetime('now')),
+  sender_id TEXT NOT NULL,
+  domain TEXT NOT NULL,
+  score INTEGER NOT NULL CHECK (score IN (-1, 0, 1)),
+  lesson TEXT NOT NULL,
+  source TEXT NOT NULL DEFAULT 'conversation',
+  project TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX outcomes_sender ON outcomes (sender_id, project, id);
+)sql"},
+};
+
+Result<std::set<std::string>> applied(Db& db) {
+  auto stmt = db.prepare("SELECT name FROM _migrations");
+  if (!stmt) return std::unexpected(stmt.error());
+  std::set<std::string> names;
+  for (;;) {
+    auto row = stmt->step();
+    if (!row) return std::unexpected(row.error());
+    if (!*row) break;
+    names.insert(stmt->text(0));
+  }
+  return names;
+}
+
+}  // namespace
+
+Result<void> migrate(Db& db) {
+  if (auto r = db.exec("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, "
+                       "applied_at TEXT NOT NULL DEFAULT (datetime('now')))");
+      !r) {
+    return r;
+  }
+  auto done = applied(db);
+  if (!done) return std::unexpected(done.error());
+  for (const auto& m : kMigrations) {
+    if (done->contains(m.name)) continue;
+    auto r = db.write<void>([&]() -> Result<void> {
+      // Another process may have applied it since we looked: check under the write lock.
+      auto check = db.prepare("SELECT 1 FROM _migrations WHERE name = ?");
+      if (!check) return std::unexpected(check.error());
+      check->bind(1, m.name);
+      auto exists = check->step();
+      if (!exists) return std::unexpected(exists.error());
+      if (*exists) return {};
+      if (auto ran = db.exec(m.sql); !ran) return ran;
+      auto record = db.prepare("INSERT INTO _migrations (name) VALUES (?)");
+      if (!record) return std::unexpected(record.error());
+      record->bind(1, m.name);
+      if (auto ok = record->run(); !ok) return std::unexpected(ok.error());
+      return {};
+    });
+    if (!r) return fail(ErrorCode::Memory, std::string("memory-sqlite: migration ") + m.name + " failed", r.error());
+  }
+  return {};
+}
+
+}  // namespace kernex::sqlite

@@ -1,0 +1,82 @@
+// The `sqlite` memory plugin. Options (all optional but one of path / data_dir):
+//   path: database file (default <data_dir>/memory.db)      data_dir: set by the kernel
+//   busy_timeout_ms: 5000    synchronous: normal | full (WAL; normal survives process crashes)
+//   max_size_mb: cap on the file (writes past it fail cleanly)
+//   max_message_bytes: 4194304 (one message's content, tool data included)
+#include "kernex/plugin.hpp"
+#include "sqlite_store.hpp"
+
+namespace {
+
+using kernex::ErrorCode;
+using kernex::Json;
+using kernex::Result;
+
+Result<std::uint64_t> positive(const Json& config, const char* key) {
+  const Json& v = config.at(key);
+  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) {
+    return kernex::fail(ErrorCode::Config, std::string("sqlite memory: option '") + key +
+                                               "' must be a positive integer, got " + v.dump());
+  }
+  return v.get<std::uint64_t>();
+}
+
+Result<kernex::sqlite::StoreOptions> parse_options(const Json& config) {
+  kernex::sqlite::StoreOptions out;
+  if (config.is_null()) {
+    return kernex::fail(ErrorCode::Config, "sqlite memory: set option 'path' (the database file) or 'data_dir'");
+  }
+  if (!config.is_object()) return kernex::fail(ErrorCode::Config, "sqlite memory: options must be a mapping");
+  std::optional<std::string> path, data_dir;
+  for (const auto& [key, value] : config.items()) {
+    if (key == "path" || key == "data_dir") {
+      if (!value.is_string() || value.get_ref<const std::string&>().empty()) {
+        return kernex::fail(ErrorCode::Config, "sqlite memory: option '" + key + "' must be a non-empty string");
+      }
+      (key == "path" ? path : data_dir) = value.get<std::string>();
+    } else if (key == "busy_timeout_ms") {
+      auto v = positive(config, "busy_timeout_ms");
+      if (!v) return std::unexpected(v.error());
+      out.open.busy_timeout_ms = static_cast<int>(std::min<std::uint64_t>(*v, 600000));
+    } else if (key == "synchronous") {
+      const std::string s = value.is_string() ? value.get<std::string>() : "";
+      if (s != "normal" && s != "full") {
+        return kernex::fail(ErrorCode::Config, "sqlite memory: option 'synchronous' must be \"normal\" or \"full\", got " +
+                                                   value.dump());
+      }
+      out.open.synchronous = s == "full" ? "FULL" : "NORMAL";
+    } else if (key == "max_size_mb") {
+      auto v = positive(config, "max_size_mb");
+      if (!v) return std::unexpected(v.error());
+      out.open.max_pages = static_cast<std::int64_t>(*v * 1024 * 1024 / 4096);  // default page size
+    } else if (key == "max_message_bytes") {
+      auto v = positive(config, "max_message_bytes");
+      if (!v) return std::unexpected(v.error());
+      out.max_message_bytes = *v;
+    } else {
+      return kernex::fail(ErrorCode::Config, "sqlite memory: unknown option '" + key +
+                                                 "' (known: path, data_dir, busy_timeout_ms, synchronous, "
+                                                 "max_size_mb, max_message_bytes)");
+    }
+  }
+  if (path) {
+    out.path = *path;
+  } else if (data_dir) {
+    out.path = std::filesystem::path(*data_dir) / "memory.db";
+  } else {
+    return kernex::fail(ErrorCode::Config, "sqlite memory: set option 'path' (the database file) or 'data_dir'");
+  }
+  return out;
+}
+
+Result<std::shared_ptr<kernex::MemoryStore>> make_sqlite(const Json& config) {
+  auto options = parse_options(config);
+  if (!options) return std::unexpected(options.error());
+  auto store = kernex::sqlite::SqliteStore::open(*options);
+  if (!store) return std::unexpected(store.error());
+  return std::shared_ptr<kernex::MemoryStore>(*store);
+}
+
+}  // namespace
+
+KERNEX_PLUGIN(Memory, "sqlite", "1.0.0", "Embedded SQLite store: history, recall, facts, tasks, usage", make_sqlite)

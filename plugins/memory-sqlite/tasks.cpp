@@ -1,0 +1,346 @@
+// Scheduled tasks: dedup on create, atomic claims with leases, retries with backoff,
+// recurrence and run history.
+#include <algorithm>
+
+#include "sqlite_store.hpp"
+#include "text_rules.hpp"
+
+namespace kernex::sqlite {
+namespace {
+
+constexpr const char* kTaskColumns =
+    "id, channel, sender_id, reply_target, description, due_at, repeat, task_type, project, max_retries, status, "
+    "retry_count, last_error, claimed_by, lease_until, created_at";
+
+bool known_repeat(const std::string& r) {
+  return r == "daily" || r == "weekdays" || r == "weekly" || r == "monthly";
+}
+
+// Backoff before retry n (1-based): 2, 4, 8 … minutes, at most an hour.
+std::int64_t backoff_seconds(std::uint32_t n) {
+  const std::uint32_t shift = std::min<std::uint32_t>(n - 1, 5);
+  return std::min<std::int64_t>(120LL << shift, 3600);
+}
+
+template <class T>
+Result<T> scalar(Db& db, const char* sql, const auto&... args) {
+  auto stmt = db.prepare(sql);
+  if (!stmt) return std::unexpected(stmt.error());
+  stmt->bind_all(args...);
+  auto row = stmt->step();
+  if (!row) return std::unexpected(row.error());
+  if (!*row) return fail(ErrorCode::Internal, std::string("memory-sqlite: no row from ") + sql);
+  if constexpr (std::is_same_v<T, std::string>) {
+    return stmt->text(0);
+  } else {
+    return static_cast<T>(stmt->integer(0));
+  }
+}
+
+}  // namespace
+
+Result<std::vector<Task>> SqliteStore::select_tasks(Stmt& stmt) {
+  std::vector<Task> out;
+  for (;;) {
+    auto row = stmt.step();
+    if (!row) return std::unexpected(row.error());
+    if (!*row) break;
+    Task t;
+    t.id = stmt.text(0);
+    t.spec.channel = stmt.text(1);
+    t.spec.sender_id = stmt.text(2);
+    t.spec.reply_target = stmt.text(3);
+    t.spec.description = stmt.text(4);
+    t.spec.due_at = stmt.text(5);
+    t.spec.repeat = stmt.opt_text(6);
+    t.spec.task_type = stmt.text(7);
+    t.spec.project = stmt.text(8);
+    t.spec.max_retries = static_cast<std::uint32_t>(stmt.integer(9));
+    t.status = stmt.text(10);
+    t.retry_count = static_cast<std::uint32_t>(stmt.integer(11));
+    t.last_error = stmt.opt_text(12);
+    t.claimed_by = stmt.opt_text(13);
+    t.lease_until = stmt.opt_text(14);
+    t.created_at = stmt.text(15);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<std::string> SqliteStore::create_task(const TaskSpec& in) {
+  TaskSpec spec = in;
+  auto due = normalize_time(spec.due_at, "task due_at");
+  if (!due) return std::unexpected(due.error());
+  spec.due_at = *due;
+  if (spec.repeat && *spec.repeat == "once") spec.repeat.reset();
+  if (spec.repeat && !known_repeat(*spec.repeat)) {
+    return fail(ErrorCode::Usage, "memory-sqlite: task repeat must be once, daily, weekdays, weekly or monthly, got '" +
+                                      *spec.repeat + "'");
+  }
+  if (spec.description.empty()) return fail(ErrorCode::Usage, "memory-sqlite: a task needs a description");
+  if (invalid_utf8_at(spec.description)) {
+    return fail(ErrorCode::Parse, "memory-sqlite: the task description is not valid UTF-8");
+  }
+  if (spec.max_retries == 0) spec.max_retries = 1;
+  std::lock_guard lock(mutex_);
+  return db_->write<std::string>([&]() -> Result<std::string> {
+    // Exact duplicate, then a similar description due within half an hour (kernex's dedup).
+    std::optional<std::string> duplicate;
+    {
+      auto near = db_->prepare(
+          "SELECT id, description, due_at = ?3 FROM scheduled_tasks WHERE sender_id = ?1 AND status = 'pending' "
+          "AND abs(strftime('%s', ?3) - strftime('%s', due_at)) <= 1800 ORDER BY (description = ?2) DESC, rowid");
+      if (!near) return std::unexpected(near.error());
+      near->bind_all(spec.sender_id, spec.description, spec.due_at);
+      for (;;) {
+        auto row = near->step();
+        if (!row) return std::unexpected(row.error());
+        if (!*row) break;
+        const std::string description = near->text(1);
+        if ((description == spec.description && near->integer(2) == 1) ||
+            similar_descriptions(description, spec.description)) {
+          duplicate = near->text(0);
+          break;
+        }
+      }
+    }
+    if (duplicate) return *duplicate;
+    const std::string id = new_uuid();
+    auto insert = db_->prepare(
+        "INSERT INTO scheduled_tasks (id, channel, sender_id, reply_target, description, due_at, repeat, task_type, "
+        "project, max_retries) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!insert) return std::unexpected(insert.error());
+    insert->bind_all(id, spec.channel, spec.sender_id, spec.reply_target, spec.description, spec.due_at, spec.repeat,
+                     spec.task_type, spec.project, spec.max_retries);
+    if (auto r = insert->run(); !r) return std::unexpected(r.error());
+    return id;
+  });
+}
+
+Result<std::vector<Task>> SqliteStore::pending_tasks(const std::string& sender_id) {
+  std::lock_guard lock(mutex_);
+  static const std::string sql = std::string("SELECT ") + kTaskColumns +
+                                 " FROM scheduled_tasks WHERE sender_id = ? AND status = 'pending' ORDER BY due_at, rowid";
+  auto stmt = db_->prepare(sql.c_str());
+  if (!stmt) return std::unexpected(stmt.error());
+  stmt->bind(1, sender_id);
+  return select_tasks(*stmt);
+}
+
+Result<std::optional<Task>> SqliteStore::task(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  static const std::string sql = std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
+  auto stmt = db_->prepare(sql.c_str());
+  if (!stmt) return std::unexpected(stmt.error());
+  stmt->bind(1, id);
+  auto tasks = select_tasks(*stmt);
+  if (!tasks) return std::unexpected(tasks.error());
+  if (tasks->empty()) return std::optional<Task>();
+  return std::optional<Task>(std::move(tasks->front()));
+}
+
+Result<std::vector<Task>> SqliteStore::claim_due_tasks(const std::string& worker, std::chrono::seconds lease,
+                                                       std::size_t limit) {
+  if (worker.empty()) return fail(ErrorCode::Usage, "memory-sqlite: claiming tasks needs a worker id");
+  std::lock_guard lock(mutex_);
+  // One UPDATE … RETURNING under the write lock: no other process can claim the same rows.
+  static const std::string sql =
+      std::string("UPDATE scheduled_tasks SET status = 'claimed', claimed_by = ?1, lease_until = datetime('now', ?2) "
+                  "WHERE id IN (SELECT id FROM scheduled_tasks WHERE (status = 'pending' AND due_at <= datetime('now')) "
+                  "OR (status = 'claimed' AND lease_until <= datetime('now')) ORDER BY due_at LIMIT ?3) RETURNING ") +
+      kTaskColumns;
+  return db_->write<std::vector<Task>>([&]() -> Result<std::vector<Task>> {
+    auto stmt = db_->prepare(sql.c_str());
+    if (!stmt) return std::unexpected(stmt.error());
+    stmt->bind_all(worker, "+" + std::to_string(lease.count()) + " seconds", static_cast<std::int64_t>(limit));
+    return select_tasks(*stmt);
+  });
+}
+
+Result<void> SqliteStore::reschedule(const Task& t) {
+  // The next occurrence after now: a task that was overdue for days fires once, not once per
+  // missed day (kernex advanced from the old due time only, so it fired again at once).
+  const std::string step = *t.spec.repeat == "weekly" ? "+7 days" : *t.spec.repeat == "monthly" ? "+1 month" : "+1 day";
+  auto now = scalar<std::string>(*db_, "SELECT datetime('now')");
+  if (!now) return std::unexpected(now.error());
+  std::string next = t.spec.due_at;
+  for (int guard = 0; guard < 100000 && (guard == 0 || next <= *now); ++guard) {
+    auto advanced = scalar<std::string>(*db_, "SELECT datetime(?, ?)", next, step);
+    if (!advanced) return std::unexpected(advanced.error());
+    next = *advanced;
+    if (*t.spec.repeat == "weekdays") {
+      auto skipped = scalar<std::string>(
+          *db_,
+          "SELECT CASE strftime('%w', ?1) WHEN '6' THEN datetime(?1, '+2 days') WHEN '0' THEN datetime(?1, '+1 day') "
+          "ELSE ?1 END",
+          next);
+      if (!skipped) return std::unexpected(skipped.error());
+      next = *skipped;
+    }
+  }
+  auto stmt = db_->prepare(
+      "UPDATE scheduled_tasks SET due_at = ?, status = 'pending', claimed_by = NULL, lease_until = NULL, "
+      "retry_count = 0, last_error = NULL WHERE id = ?");
+  if (!stmt) return std::unexpected(stmt.error());
+  stmt->bind_all(next, t.id);
+  if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+  return {};
+}
+
+namespace {
+// A worker may finish a task only while it holds the claim; an empty worker finishes a
+// pending or claimed task directly (hosts without a poller).
+bool holds(const Task& t, const std::string& worker) {
+  if (worker.empty()) return t.status == "pending" || t.status == "claimed";
+  return t.status == "claimed" && t.claimed_by == worker;
+}
+}  // namespace
+
+Result<bool> SqliteStore::complete_task(const std::string& id, const std::string& worker) {
+  std::lock_guard lock(mutex_);
+  return db_->write<bool>([&]() -> Result<bool> {
+    static const std::string sql = std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
+    std::optional<Task> t;
+    {
+      auto stmt = db_->prepare(sql.c_str());
+      if (!stmt) return std::unexpected(stmt.error());
+      stmt->bind(1, id);
+      auto rows = select_tasks(*stmt);
+      if (!rows) return std::unexpected(rows.error());
+      if (rows->empty()) return fail(ErrorCode::Memory, "memory-sqlite: no task " + id);
+      t = std::move(rows->front());
+    }
+    if (!holds(*t, worker)) return false;
+    if (t->spec.repeat) {
+      if (auto r = reschedule(*t); !r) return std::unexpected(r.error());
+      return true;
+    }
+    auto stmt = db_->prepare(
+        "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = datetime('now'), claimed_by = NULL, "
+        "lease_until = NULL WHERE id = ?");
+    if (!stmt) return std::unexpected(stmt.error());
+    stmt->bind(1, id);
+    if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+    return true;
+  });
+}
+
+Result<bool> SqliteStore::fail_task(const std::string& id, const std::string& worker, const std::string& error) {
+  std::lock_guard lock(mutex_);
+  return db_->write<bool>([&]() -> Result<bool> {
+    static const std::string sql = std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
+    std::optional<Task> t;
+    {
+      auto stmt = db_->prepare(sql.c_str());
+      if (!stmt) return std::unexpected(stmt.error());
+      stmt->bind(1, id);
+      auto rows = select_tasks(*stmt);
+      if (!rows) return std::unexpected(rows.error());
+      if (rows->empty()) return fail(ErrorCode::Memory, "memory-sqlite: no task " + id);
+      t = std::move(rows->front());
+    }
+    if (!holds(*t, worker)) {
+      return fail(ErrorCode::Memory, "memory-sqlite: task " + id + " is not held by '" + worker + "' (status " +
+                                         t->status + ")");
+    }
+    const std::uint32_t n = t->retry_count + 1;
+    const bool retry = n < t->spec.max_retries;
+    auto stmt = db_->prepare(
+        "UPDATE scheduled_tasks SET retry_count = ?1, last_error = ?2, claimed_by = NULL, lease_until = NULL, "
+        "status = CASE WHEN ?3 THEN 'pending' ELSE 'failed' END, "
+        "due_at = CASE WHEN ?3 THEN datetime('now', ?4) ELSE due_at END WHERE id = ?5");
+    if (!stmt) return std::unexpected(stmt.error());
+    stmt->bind_all(n, error, retry ? 1 : 0, "+" + std::to_string(backoff_seconds(n)) + " seconds", id);
+    if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+    return retry;
+  });
+}
+
+Result<bool> SqliteStore::cancel_task(const std::string& id_prefix, const std::string& sender_id) {
+  if (id_prefix.empty()) return fail(ErrorCode::Usage, "memory-sqlite: cancelling a task needs an id or id prefix");
+  std::lock_guard lock(mutex_);
+  return db_->write<bool>([&]() -> Result<bool> {
+    // The prefix is compared literally (kernex used LIKE, where % and _ are wildcards).
+    auto count = scalar<std::int64_t>(
+        *db_,
+        "SELECT count(*) FROM scheduled_tasks WHERE substr(id, 1, length(?1)) = ?1 AND sender_id = ?2 AND "
+        "status = 'pending'",
+        id_prefix, sender_id);
+    if (!count) return std::unexpected(count.error());
+    if (*count > 1) {
+      return fail(ErrorCode::Usage, "memory-sqlite: task id prefix '" + id_prefix + "' matches " +
+                                        std::to_string(*count) + " pending tasks; give more of the id");
+    }
+    if (*count == 0) {
+      auto cancelled = scalar<std::int64_t>(
+          *db_,
+          "SELECT count(*) FROM scheduled_tasks WHERE substr(id, 1, length(?1)) = ?1 AND sender_id = ?2 AND "
+          "status = 'cancelled'",
+          id_prefix, sender_id);
+      if (!cancelled) return std::unexpected(cancelled.error());
+      return *cancelled > 0;  // cancelling twice is not an error
+    }
+    auto stmt = db_->prepare(
+        "UPDATE scheduled_tasks SET status = 'cancelled' WHERE substr(id, 1, length(?1)) = ?1 AND sender_id = ?2 "
+        "AND status = 'pending'");
+    if (!stmt) return std::unexpected(stmt.error());
+    stmt->bind_all(id_prefix, sender_id);
+    auto changed = stmt->run();
+    if (!changed) return std::unexpected(changed.error());
+    return *changed > 0;
+  });
+}
+
+Result<std::string> SqliteStore::record_task_run(const TaskRun& run) {
+  if (run.status != "completed" && run.status != "failed") {
+    return fail(ErrorCode::Usage, "memory-sqlite: a task run's status must be completed or failed, got '" +
+                                      run.status + "'");
+  }
+  auto started = normalize_time(run.started_at, "task run started_at");
+  if (!started) return std::unexpected(started.error());
+  std::optional<std::string> finished;
+  if (!run.finished_at.empty()) {
+    auto f = normalize_time(run.finished_at, "task run finished_at");
+    if (!f) return std::unexpected(f.error());
+    finished = *f;
+  }
+  std::lock_guard lock(mutex_);
+  return db_->write<std::string>([&]() -> Result<std::string> {
+    const std::string id = new_uuid();
+    auto stmt = db_->prepare(
+        "INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, error, tokens) "
+        "VALUES (?, ?, ?, coalesce(?, datetime('now')), ?, ?, ?, ?)");
+    if (!stmt) return std::unexpected(stmt.error());
+    stmt->bind_all(id, run.task_id, *started, finished, run.status, run.result, run.error, run.tokens);
+    if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+    return id;
+  });
+}
+
+Result<std::vector<TaskRun>> SqliteStore::task_runs(const std::string& task_id_prefix, std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_->prepare(
+      "SELECT id, task_id, started_at, finished_at, status, result, error, tokens FROM task_runs "
+      "WHERE substr(task_id, 1, length(?1)) = ?1 ORDER BY started_at DESC, rowid DESC LIMIT ?2");
+  if (!stmt) return std::unexpected(stmt.error());
+  stmt->bind_all(task_id_prefix, static_cast<std::int64_t>(limit));
+  std::vector<TaskRun> out;
+  for (;;) {
+    auto row = stmt->step();
+    if (!row) return std::unexpected(row.error());
+    if (!*row) break;
+    TaskRun r;
+    r.id = stmt->text(0);
+    r.task_id = stmt->text(1);
+    r.started_at = stmt->text(2);
+    r.finished_at = stmt->text(3);
+    r.status = stmt->text(4);
+    r.result = stmt->opt_text(5);
+    r.error = stmt->opt_text(6);
+    if (!stmt->null(7)) r.tokens = static_cast<std::uint64_t>(stmt->integer(7));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace kernex::sqlite
