@@ -25,10 +25,23 @@ struct RunArgs {
   std::vector<std::string> message;  // joined with spaces; a lone "-" reads stdin
 };
 
+struct McpArgs {
+  std::vector<std::string> skill_dirs;
+  bool json = false;
+  std::string server;      // call
+  std::string tool;        // call
+  std::string arguments;   // call: a JSON object
+  std::optional<std::string> provider;     // serve: for kernex_run
+  std::vector<std::string> provider_opts;  // serve: KEY=VALUE
+};
+
 // `config` is the --config value, nullopt when not given.
 int run_command(const std::optional<std::string>& config, const RunArgs& args);
 int plugins_command(const std::optional<std::string>& config, bool json);
 int doctor_command(const std::optional<std::string>& config, bool json);
+int mcp_list_command(const std::optional<std::string>& config, const McpArgs& args);
+int mcp_call_command(const std::optional<std::string>& config, const McpArgs& args);
+int mcp_serve_command(const std::optional<std::string>& config, const McpArgs& args);
 
 // "kernex: <code>: <description>" on stderr; returns the mapped exit code.
 int report(const Error& error);

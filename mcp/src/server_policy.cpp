@@ -1,5 +1,6 @@
 #include "server_policy.hpp"
 
+#include <algorithm>
 #include <fstream>
 
 #include <sstream>
@@ -52,6 +53,10 @@ Result<sandbox::Policy> build_server_policy(const McpServer& server, const Serve
   profile.env.passthrough = sb.env_passthrough;
   for (const auto& [name, value] : server.env) profile.env.set[name] = value;
   profile.network.tcp_connect_ports = sb.tcp_ports;
+  // Node (and anything built on OpenSSL 3) refuses to start when it cannot read its OpenSSL
+  // configuration; the file holds no secrets, unlike the rest of /etc/ssl.
+  std::error_code exists_ec;
+  if (fs::is_regular_file("/etc/ssl/openssl.cnf", exists_ec)) profile.read_only.emplace_back("/etc/ssl/openssl.cnf");
 
   // The allow-list is derived from what the command turns out to be (same search as the sandbox's).
   std::vector<std::string> allowed = sb.allowed_commands;
@@ -67,13 +72,16 @@ Result<sandbox::Policy> build_server_policy(const McpServer& server, const Serve
       }
     }
   }
-  if (allowed.empty()) {
-    allowed.push_back(server.command);
-    if (resolved) {
-      std::error_code ec;
-      const fs::path real = fs::canonical(*resolved, ec);
-      if (auto interp = env_interpreter(ec ? *resolved : real)) allowed.push_back(*interp);
-    }
+  // The server's own command and the interpreter its `#!/usr/bin/env X` line runs are always
+  // allowed: Landlock limits every execve, so `npx` without `node` could never start.
+  auto add = [&](const std::string& c) {
+    if (std::find(allowed.begin(), allowed.end(), c) == allowed.end()) allowed.push_back(c);
+  };
+  add(server.command);
+  if (resolved) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(*resolved, ec);
+    if (auto interp = env_interpreter(ec ? *resolved : real)) add(*interp);
   }
   profile.allowed_commands = allowed;
 

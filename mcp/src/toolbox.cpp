@@ -1,5 +1,6 @@
 #include "kernex/mcp/toolbox.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "kernex/log.hpp"
@@ -120,9 +121,20 @@ void McpToolbox::shutdown() {
   for (auto& [_, c] : clients) c->shutdown();
 }
 
-void McpToolbox::set_grants(const std::string& server, ServerGrants grants) {
+void McpToolbox::add_grants(const std::string& server, const ServerGrants& grants) {
   std::lock_guard lock(mu_);
-  config_.servers[server] = std::move(grants);
+  ServerGrants& g = config_.servers[server];
+  g.network = g.network || grants.network;
+  auto merge = [](auto& into, const auto& from) {
+    for (const auto& x : from) {
+      if (std::find(into.begin(), into.end(), x) == into.end()) into.push_back(x);
+    }
+  };
+  merge(g.tcp_ports, grants.tcp_ports);
+  merge(g.env_passthrough, grants.env_passthrough);
+  merge(g.allowed_commands, grants.allowed_commands);
+  merge(g.read_only, grants.read_only);
+  merge(g.read_write, grants.read_write);
   clients_.erase(server);  // the next use starts it under the new grants
 }
 

@@ -28,8 +28,8 @@ struct ServerSandbox {
   // Names copied from the kernel's environment (besides HOME LANG TZ TERM USER LOGNAME LC_*).
   // The server's declared `env` values are always set; nothing else of the environment reaches it.
   std::vector<std::string> env_passthrough;
-  // Programs the server may start. Empty: its own command, plus the interpreter its `#!` line
-  // names through env (`#!/usr/bin/env node` allows `node`).
+  // Programs the server may start besides its own command and the interpreter its `#!` line
+  // names through env (`#!/usr/bin/env node` allows `node`), which are always allowed.
   std::vector<std::string> allowed_commands;
   // TCP ports the server may connect to. Empty: no network at all.
   std::vector<std::uint16_t> tcp_ports;
