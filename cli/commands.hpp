@@ -58,6 +58,17 @@ struct MemoryArgs {
   bool json = false;
 };
 
+// `kernex mcp list|call|serve`.
+struct McpArgs {
+  std::vector<std::string> skill_dirs;
+  bool json = false;
+  std::string server;      // call
+  std::string tool;        // call
+  std::string arguments;   // call: a JSON object
+  std::optional<std::string> provider;     // serve: for kernex_run
+  std::vector<std::string> provider_opts;  // serve: KEY=VALUE
+};
+
 // `config` is the --config value, nullopt when not given.
 int run_command(const std::optional<std::string>& config, const RunArgs& args);
 int plugins_command(const std::optional<std::string>& config, bool json);
@@ -73,6 +84,9 @@ Json sandbox_doctor_json();
 std::string sandbox_doctor_text();
 CLI::App* add_memory_command(CLI::App& app, MemoryArgs& args);
 int memory_command(const std::optional<std::string>& config, const MemoryArgs& args);
+int mcp_list_command(const std::optional<std::string>& config, const McpArgs& args);
+int mcp_call_command(const std::optional<std::string>& config, const McpArgs& args);
+int mcp_serve_command(const std::optional<std::string>& config, const McpArgs& args);
 
 // "kernex: <code>: <description>" on stderr; returns the mapped exit code.
 int report(const Error& error);

@@ -113,6 +113,25 @@ int main(int argc, char** argv) {
   CLI::App* memory = kernex::cli::add_memory_command(app, memory_args);
   memory->footer(kernex::cli::kExitCodeHelp);
   add_config_option(*memory, config);
+  kernex::cli::McpArgs mcp_args;
+  CLI::App* mcp = app.add_subcommand("mcp", "Model Context Protocol: serve the kernel over stdio, list or call skills' servers");
+  mcp->require_subcommand(1);
+  CLI::App* mcp_serve = mcp->add_subcommand("serve", "Speak MCP on stdin/stdout: the kernel's tools and kernex_run");
+  CLI::App* mcp_list = mcp->add_subcommand("list", "Start every MCP server the skills declare (sandboxed) and list its tools");
+  CLI::App* mcp_call = mcp->add_subcommand("call", "Call one tool of a skill's MCP server (sandboxed)");
+  for (CLI::App* sub : {mcp_serve, mcp_list, mcp_call}) {
+    sub->footer(kernex::cli::kExitCodeHelp);
+    add_config_option(*sub, config);
+    add_repeated(*sub, "--skills", mcp_args.skill_dirs, "a directory of skills (repeatable)")->type_name("DIR");
+  }
+  mcp_list->add_flag("--json", mcp_args.json, "print a JSON array of servers and their tools");
+  mcp_call->add_flag("--json", mcp_args.json, "print the CallToolResult as JSON");
+  mcp_call->add_option("server", mcp_args.server, "the server's name")->required()->type_name("SERVER");
+  mcp_call->add_option("tool", mcp_args.tool, "the tool's name as the server lists it")->required()->type_name("TOOL");
+  mcp_call->add_option("arguments", mcp_args.arguments, "the arguments, a JSON object")->required()->type_name("JSON");
+  mcp_serve->add_option("--provider", mcp_args.provider, "provider plugin for kernex_run")->type_name("NAME");
+  add_repeated(*mcp_serve, "--provider-opt", mcp_args.provider_opts, "provider option for kernex_run (repeatable)")
+      ->type_name("KEY=VALUE");
 
   try {
     app.parse(argc, argv);
@@ -137,6 +156,9 @@ int main(int argc, char** argv) {
     if (auto code = tool_command()) return *code;
     if (*skills) return kernex::cli::skills_command(config_file, skills_args);
     if (*memory) return kernex::cli::memory_command(config_file, memory_args);
+    if (*mcp_serve) return kernex::cli::mcp_serve_command(config_file, mcp_args);
+    if (*mcp_list) return kernex::cli::mcp_list_command(config_file, mcp_args);
+    if (*mcp_call) return kernex::cli::mcp_call_command(config_file, mcp_args);
   } catch (const std::exception& e) {
     // Errors are values everywhere below; reaching this is a bug, reported as one.
     return kernex::cli::report(kernex::Error(kernex::ErrorCode::Internal, e.what()));

@@ -1,0 +1,285 @@
+// `kernex mcp serve|list|call`: argument handling over kernex_mcp. The protocol lives in the
+// library (kernex/mcp/*.hpp); this file only wires skills, config and the kernel to it.
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+#include "commands.hpp"
+#include "exit_codes.hpp"
+#include "kernex/kernel.hpp"
+#include "kernex/log.hpp"
+#include "kernex/mcp/jsonrpc.hpp"
+#include "kernex/mcp/server.hpp"
+#include "kernex/mcp/toolbox.hpp"
+#include "kernex/skills/context_source.hpp"
+#include "kernex/skills/loader.hpp"
+#include "provider_opt.hpp"
+
+namespace kernex::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path absolute_path(const std::string& p) {
+  std::error_code ec;
+  auto abs = fs::absolute(p, ec);
+  return (ec ? fs::path(p) : abs).lexically_normal();
+}
+
+std::string dump(const Json& j, int indent = -1) { return j.dump(indent, ' ', false, Json::error_handler_t::replace); }
+
+Result<Config> load_config(const std::optional<std::string>& file, const std::vector<std::string>& skill_dirs) {
+  auto config = Config::load(file ? std::optional<fs::path>(*file) : std::nullopt);
+  if (!config) return config;
+  for (const auto& dir : skill_dirs) config->skill_dirs.push_back(absolute_path(dir));
+  return config;
+}
+
+// The toolbox-mcp options from kernex.yaml (`toolboxes: [{name: mcp, config: {...}}]`), if any.
+Result<mcp::ToolboxConfig> toolbox_config(const Config& config) {
+  if (config.toolboxes) {
+    for (const auto& ref : *config.toolboxes) {
+      if (ref.name == "mcp") return mcp::ToolboxConfig::from_json(ref.config);
+    }
+  }
+  return mcp::ToolboxConfig::from_json(Json::object());
+}
+
+struct DeclaredServer {
+  McpServer server;
+  std::string skill;
+};
+
+// A skill's [permissions] become its servers' grants: env names passed through, network (any
+// declared host opens the configured ports), and its command list.
+mcp::ServerGrants grants_for(const skills::Skill& skill) {
+  mcp::ServerGrants g;
+  g.env_passthrough = skill.permissions.env;
+  g.network = !skill.permissions.network.empty();
+  g.allowed_commands = skill.permissions.commands;
+  return g;
+}
+
+struct SkillServers {
+  std::vector<DeclaredServer> servers;
+  std::vector<skills::Skill> skills;
+};
+
+Result<SkillServers> skill_servers(const Config& config, mcp::McpToolbox* box) {
+  skills::LoadedSkills loaded = skills::load_skills(config.skill_dirs);
+  for (const auto& failure : loaded.failures) log(LogLevel::Warn, "skill not loaded: " + failure.describe());
+  SkillServers out;
+  std::map<std::string, std::string> seen;
+  for (const auto& skill : loaded.skills) {
+    for (const auto& server : skill.mcp_servers) {
+      if (auto it = seen.find(server.name); it != seen.end()) {
+        log(LogLevel::Warn, "MCP server '" + server.name + "' of skill '" + skill.name + "' ignored: skill '" +
+                                it->second + "' declares one with that name");
+        continue;
+      }
+      seen.emplace(server.name, skill.name);
+      out.servers.push_back({server, skill.name});
+      if (box != nullptr) box->add_grants(server.name, grants_for(skill));
+    }
+  }
+  out.skills = std::move(loaded.skills);
+  return out;
+}
+
+}  // namespace
+
+int mcp_list_command(const std::optional<std::string>& config_file, const McpArgs& args) {
+  auto config = load_config(config_file, args.skill_dirs);
+  if (!config) return report(config.error());
+  auto box_config = toolbox_config(*config);
+  if (!box_config) return report(box_config.error());
+  mcp::McpToolbox box(std::move(*box_config));
+  auto declared = skill_servers(*config, &box);
+  if (!declared) return report(declared.error());
+
+  Json out = Json::array();
+  bool failed = false;
+  for (const auto& d : declared->servers) {
+    Json entry = {{"server", d.server.name}, {"skill", d.skill}, {"command", d.server.command}, {"args", d.server.args}};
+    auto client = box.client(d.server);
+    auto tools = client->list_tools();
+    if (tools) {
+      entry["protocol_version"] = client->protocol_version();
+      Json list = Json::array();
+      for (const auto& t : *tools) {
+        list.push_back({{"name", t.name},
+                        {"exposed_name", mcp::exposed_tool_name(d.server.name, t.name)},
+                        {"description", t.description},
+                        {"inputSchema", t.input_schema}});
+      }
+      entry["tools"] = std::move(list);
+    } else {
+      failed = true;
+      entry["error"] = tools.error().describe();
+    }
+    out.push_back(std::move(entry));
+  }
+  box.shutdown();
+  if (args.json) {
+    std::cout << dump(out) << '\n';
+  } else {
+    if (out.empty()) std::cout << "no MCP servers declared by the skills in the given directories\n";
+    for (const auto& e : out) {
+      std::cout << e["server"].get<std::string>() << " (skill " << e["skill"].get<std::string>()
+                << "): " << e["command"].get<std::string>();
+      for (const auto& a : e["args"]) std::cout << ' ' << a.get<std::string>();
+      std::cout << '\n';
+      if (e.contains("error")) {
+        std::cout << "  error: " << e["error"].get<std::string>() << '\n';
+        continue;
+      }
+      for (const auto& t : e["tools"]) {
+        std::string desc = t["description"].get<std::string>();
+        if (auto nl = desc.find('\n'); nl != std::string::npos) desc = desc.substr(0, nl);
+        std::cout << "  " << t["name"].get<std::string>() << (desc.empty() ? "" : " - " + desc) << '\n';
+      }
+    }
+  }
+  std::cout.flush();
+  return failed ? kExitTool : kExitOk;
+}
+
+int mcp_call_command(const std::optional<std::string>& config_file, const McpArgs& args) {
+  Json arguments = Json::parse(args.arguments, nullptr, false);
+  if (arguments.is_discarded() || !arguments.is_object()) {
+    return report(Error(ErrorCode::Usage, "the tool arguments must be a JSON object, got `" + args.arguments + "`"));
+  }
+  auto config = load_config(config_file, args.skill_dirs);
+  if (!config) return report(config.error());
+  auto box_config = toolbox_config(*config);
+  if (!box_config) return report(box_config.error());
+  mcp::McpToolbox box(std::move(*box_config));
+  auto declared = skill_servers(*config, &box);
+  if (!declared) return report(declared.error());
+  const DeclaredServer* target = nullptr;
+  std::string names;
+  for (const auto& d : declared->servers) {
+    if (d.server.name == args.server) target = &d;
+    names += (names.empty() ? "" : ", ") + d.server.name;
+  }
+  if (target == nullptr) {
+    return report(Error(ErrorCode::Usage, "no skill declares an MCP server named '" + args.server +
+                                              "'; declared: " + (names.empty() ? "(none)" : names)));
+  }
+  auto result = box.client(target->server)->call_tool(args.tool, arguments);
+  box.shutdown();
+  if (!result) return report(result.error());
+  if (args.json) {
+    std::cout << dump(result->raw) << '\n';
+  } else {
+    std::cout << result->rendered.text;
+    if (!result->rendered.text.empty() && result->rendered.text.back() != '\n') std::cout << '\n';
+  }
+  std::cout.flush();
+  return result->rendered.is_error ? kExitTool : kExitOk;
+}
+
+int mcp_serve_command(const std::optional<std::string>& config_file, const McpArgs& args) {
+  auto config = load_config(config_file, args.skill_dirs);
+  if (!config) return report(config.error());
+  RunOptions run_options;
+  run_options.provider = args.provider;
+  for (const auto& raw : args.provider_opts) {
+    auto kv = parse_provider_opt(raw);
+    if (!kv) return report(kv.error());
+    run_options.provider_options[kv->first] = std::move(kv->second);
+  }
+
+  // Direct tool calls go to executors of their own; `kernex_run` goes through the kernel (its
+  // toolboxes, hooks and rules). Both are created from the same plugins and options.
+  auto declared = skill_servers(*config, nullptr);
+  if (!declared) return report(declared.error());
+  auto kernel = Kernel::create(*config);
+  if (!kernel) return report(kernel.error());
+  if (!config->skill_dirs.empty()) {
+    auto source = skills::SkillContextSource::create(declared->skills, {});
+    if (!source) return report(source.error());
+    (*kernel)->add_context_source(*source);
+  }
+  std::vector<std::shared_ptr<ToolExecutor>> executors;
+  if (config->toolboxes) {
+    for (const auto& ref : *config->toolboxes) {
+      auto box = (*kernel)->plugins().create_toolbox(ref.name, ref.config);
+      if (!box) return report(Error(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", box.error()));
+      executors.push_back(*box);
+    }
+  } else {
+    for (const auto& info : (*kernel)->plugins().plugins()) {
+      if (!info.ok() || info.kind != PluginKind::Toolbox) continue;
+      if (auto box = (*kernel)->plugins().create_toolbox(info.name, Json::object())) executors.push_back(*box);
+    }
+  }
+  // Skill permissions become server grants in the MCP executor used for direct calls.
+  for (const auto& executor : executors) {
+    auto* box = dynamic_cast<mcp::McpToolbox*>(executor.get());
+    if (box == nullptr) continue;
+    for (const auto& skill : declared->skills) {
+      for (const auto& server : skill.mcp_servers) box->add_grants(server.name, grants_for(skill));
+    }
+  }
+  // The Context direct calls run in: every loaded skill's toolboxes and MCP servers.
+  auto context = std::make_shared<Context>();
+  for (const auto& skill : declared->skills) {
+    if (!skill.available) continue;
+    context->toolboxes.insert(context->toolboxes.end(), skill.toolboxes.begin(), skill.toolboxes.end());
+  }
+  for (const auto& d : declared->servers) context->mcp_servers.push_back(d.server);
+
+  ToolSpec run_tool;
+  run_tool.name = "kernex_run";
+  run_tool.description =
+      "Run one full kernex agent turn: the configured model answers `message`, using the kernel's tools, skills, "
+      "hooks and permission rules, and the final answer is returned.";
+  run_tool.parameters = Json::parse(R"({"type":"object","properties":{"message":{"type":"string",
+      "description":"The user message for the agent."}},"required":["message"]})");
+
+  std::map<std::string, ToolExecutor*> routes;
+  mcp::ServerHandlers handlers;
+  handlers.list_tools = [&]() -> Result<std::vector<ToolSpec>> {
+    std::vector<ToolSpec> specs{run_tool};
+    routes.clear();
+    for (const auto& executor : executors) {
+      auto listed = executor->list_tools(*context);
+      if (!listed) {
+        log(LogLevel::Warn, "a toolbox could not list its tools: " + listed.error().describe());
+        continue;
+      }
+      for (auto& spec : *listed) {
+        if (spec.name == run_tool.name || routes.contains(spec.name)) continue;
+        routes.emplace(spec.name, executor.get());
+        specs.push_back(std::move(spec));
+      }
+    }
+    return specs;
+  };
+  handlers.call_tool = [&](const std::string& name, const Json& arguments) -> Result<ToolResult> {
+    if (name == run_tool.name) {
+      if (!arguments.contains("message") || !arguments["message"].is_string()) {
+        return ToolResult{"", name, "kernex_run needs {\"message\": string}", true};
+      }
+      auto run = (*kernel)->run(Request::from_text("mcp", arguments["message"].get<std::string>()), run_options);
+      if (!run) return ToolResult{"", name, run.error().describe(), true};
+      std::string text = run->text;
+      if (run->outcome != Outcome::EndTurn) text += "\n[kernex: run ended by " + std::string(to_string(run->outcome)) + "]";
+      return ToolResult{"", name, text, run->outcome != Outcome::EndTurn};
+    }
+    auto it = routes.find(name);
+    if (it == routes.end()) return ToolResult{"", name, "Unknown tool: " + name, true};
+    PermissionOutcome permitted = (*kernel)->permissions().check(name, arguments);
+    if (!permitted.allowed) return ToolResult{"", name, "Tool call denied: " + permitted.reason, true};
+    return it->second->execute(*context, ToolCall{"mcp", name, arguments});
+  };
+  mcp::ServerInfo info;
+  info.instructions = "kernex: call kernex_run for a full agent turn, or the kernel's tools directly.";
+  mcp::StdioServer server(info, handlers);
+  std::ios::sync_with_stdio(false);
+  server.serve(std::cin, std::cout);
+  return kExitOk;
+}
+
+}  // namespace kernex::cli

@@ -1,0 +1,299 @@
+#include "kernex/mcp/client.hpp"
+
+#include <signal.h>
+
+#include <deque>
+#include <mutex>
+
+#include "kernex/log.hpp"
+#include "kernex/mcp/jsonrpc.hpp"
+#include "kernex/sandbox/process.hpp"
+#include "server_policy.hpp"
+
+namespace kernex::mcp {
+namespace {
+
+using Clock = sandbox::SandboxedProcess::Clock;
+constexpr std::size_t kStderrTail = 8;
+constexpr int kMaxPages = 1000;
+
+std::string tail_text(const std::deque<std::string>& tail) {
+  std::string out;
+  for (const auto& line : tail) out += "\n  " + line;
+  return out;
+}
+
+}  // namespace
+
+struct McpClient::Impl {
+  McpServer server;
+  ServerSandbox sandbox;
+  ClientOptions options;
+
+  mutable std::mutex mu;
+  std::optional<sandbox::Policy> policy;
+  std::optional<sandbox::SandboxedProcess> proc;
+  std::shared_ptr<std::mutex> tail_mu = std::make_shared<std::mutex>();
+  std::shared_ptr<std::deque<std::string>> stderr_tail = std::make_shared<std::deque<std::string>>();
+  std::int64_t next_id = 1;
+  std::optional<std::vector<McpTool>> tools;
+  std::string version;
+  Json info;
+  int starts = 0;
+
+  std::string who() const { return "MCP server '" + server.name + "'"; }
+
+  // Kills the server after a transport failure and says why, with what it last wrote to stderr.
+  Error broken(const std::string& what) {
+    std::string msg = who() + " " + what;
+    if (proc) {
+      proc->kill();
+      sandbox::ExitStatus st = proc->wait(Clock::now());
+      proc.reset();
+      if (st.term_signal != 0 && st.term_signal != SIGKILL) {
+        msg += " (it was killed by signal " + std::to_string(st.term_signal) + ")";
+      } else if (st.term_signal == 0 && st.exit_code >= 0) {
+        msg += " (it exited with status " + std::to_string(st.exit_code) + ")";
+      }
+    }
+    tools.reset();
+    std::lock_guard lock(*tail_mu);
+    if (!stderr_tail->empty()) msg += "; its last stderr lines:" + tail_text(*stderr_tail);
+    msg += "; it will be restarted on the next call";
+    log(LogLevel::Warn, msg);
+    return Error(ErrorCode::Tool, msg);
+  }
+
+  Result<void> send(const Json& message, Clock::time_point deadline) {
+    auto written = proc->write(jsonrpc::frame(message), deadline);
+    if (!written) return std::unexpected(broken("did not accept a message: " + written.error().message));
+    return {};
+  }
+
+  // Answers what the server asks of us while we wait: ping, and nothing else (kernex offers no
+  // roots, sampling or elicitation), so a server that asks never stalls.
+  Result<void> answer_server_request(const jsonrpc::Message& m, Clock::time_point deadline) {
+    if (m.method == "ping") return send(jsonrpc::result(m.id, Json::object()), deadline);
+    return send(jsonrpc::error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method), deadline);
+  }
+
+  void on_notification(const jsonrpc::Message& m) {
+    if (m.method == "notifications/tools/list_changed") {
+      tools.reset();
+    } else if (m.method == "notifications/message") {
+      log(LogLevel::Info, who() + " log: " + m.params.dump(-1, ' ', false, Json::error_handler_t::replace));
+    }
+  }
+
+  Result<Json> request(std::string_view method, const std::optional<Json>& params, Clock::time_point deadline) {
+    const std::int64_t id = next_id++;
+    if (auto ok = send(jsonrpc::request(id, method, params), deadline); !ok) return std::unexpected(ok.error());
+    for (;;) {
+      auto line = proc->read_line(deadline, options.max_line_bytes);
+      if (!line) {
+        if (line.error().code == ErrorCode::Limit && Clock::now() >= deadline) {
+          return std::unexpected(broken("did not answer " + std::string(method) + " in time"));
+        }
+        if (line.error().code == ErrorCode::Limit) {
+          return std::unexpected(broken("sent a line over the " + std::to_string(options.max_line_bytes) +
+                                        "-byte cap while answering " + std::string(method)));
+        }
+        return std::unexpected(broken("closed its output while answering " + std::string(method)));
+      }
+      if (line->find_first_not_of(" \t\r") == std::string::npos) continue;
+      auto parsed = jsonrpc::parse_line(*line);
+      if (!parsed) {
+        return std::unexpected(broken("wrote something that is not JSON-RPC on stdout: " + parsed.error().message));
+      }
+      jsonrpc::Message m = jsonrpc::classify(*parsed);
+      switch (m.kind) {
+        case jsonrpc::Kind::Invalid:
+          return std::unexpected(broken("sent an invalid JSON-RPC message: " + m.problem));
+        case jsonrpc::Kind::Request:
+          if (auto ok = answer_server_request(m, deadline); !ok) return std::unexpected(ok.error());
+          continue;
+        case jsonrpc::Kind::Notification:
+          on_notification(m);
+          continue;
+        case jsonrpc::Kind::Response:
+          break;
+      }
+      if (!(m.id.is_number_integer() && m.id.get<std::int64_t>() == id)) {
+        log(LogLevel::Debug, who() + ": ignoring a response to id " + m.id.dump());
+        continue;
+      }
+      if (m.error) {
+        const Json& e = *m.error;
+        std::string text = e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : "";
+        return fail(ErrorCode::Tool, who() + " answered " + std::string(method) + " with error " +
+                                         e["code"].dump() + ": " + text);
+      }
+      return m.result;
+    }
+  }
+
+  Result<void> connect() {
+    if (proc && proc->running()) return {};
+    if (proc) proc.reset();  // exited since the last call: restart
+    if (!policy) {
+      auto built = detail::build_server_policy(server, sandbox);
+      if (!built) return std::unexpected(built.error());
+      policy = std::move(*built);
+    }
+    {
+      std::lock_guard lock(*tail_mu);
+      stderr_tail->clear();
+    }
+    sandbox::ProcessOptions popts;
+    // The callback may outlive nothing here (the process is owned by this Impl), but shared
+    // pointers keep it independent of moves.
+    popts.on_stderr_line = [name = server.name, mu = tail_mu, tail = stderr_tail](std::string_view line) {
+      log(LogLevel::Info, "mcp[" + name + "] " + std::string(line));
+      std::lock_guard lock(*mu);
+      tail->emplace_back(line);
+      if (tail->size() > kStderrTail) tail->pop_front();
+    };
+    sandbox::Command cmd;
+    cmd.argv.push_back(server.command);
+    cmd.argv.insert(cmd.argv.end(), server.args.begin(), server.args.end());
+    auto started = sandbox::SandboxedProcess::start(*policy, cmd, std::move(popts));
+    if (!started) return fail(ErrorCode::Sandbox, who() + " could not be started", started.error());
+    proc.emplace(std::move(*started));
+    ++starts;
+    tools.reset();
+
+    const auto deadline = Clock::now() + options.startup_timeout;
+    Json params = {{"protocolVersion", kLatestProtocolVersion},
+                   {"capabilities", Json::object()},
+                   {"clientInfo", {{"name", "kernex"}, {"version", "0.1.0"}}}};
+    auto result = request("initialize", params, deadline);
+    if (!result) {
+      if (proc) proc.reset();
+      return std::unexpected(result.error());
+    }
+    const Json& r = *result;
+    if (!r.is_object() || !r.contains("protocolVersion") || !r["protocolVersion"].is_string()) {
+      return std::unexpected(broken("answered initialize without a protocolVersion"));
+    }
+    const std::string v = r["protocolVersion"].get<std::string>();
+    if (!is_supported_protocol_version(v)) {
+      return std::unexpected(broken("speaks MCP " + v + "; kernex speaks " + std::string(kProtocolVersions[0]) +
+                                    " and " + std::string(kProtocolVersions[1])));
+    }
+    version = v;
+    info = r.value("serverInfo", Json::object());
+    if (auto ok = send(jsonrpc::notification("notifications/initialized"), deadline); !ok) {
+      return std::unexpected(ok.error());
+    }
+    return {};
+  }
+
+  Result<std::vector<McpTool>> list_tools() {
+    if (auto ok = connect(); !ok) return std::unexpected(ok.error());
+    if (tools) return *tools;
+    std::vector<McpTool> out;
+    std::optional<std::string> cursor;
+    for (int page = 0; page < kMaxPages; ++page) {
+      std::optional<Json> params;
+      if (cursor) params = Json{{"cursor", *cursor}};
+      auto result = request("tools/list", params, Clock::now() + options.request_timeout);
+      if (!result) return std::unexpected(result.error());
+      if (!result->is_object() || !result->contains("tools") || !(*result)["tools"].is_array()) {
+        return fail(ErrorCode::Tool, who() + " answered tools/list without a \"tools\" array");
+      }
+      for (const auto& t : (*result)["tools"]) {
+        if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || t["name"].get<std::string>().empty()) {
+          log(LogLevel::Warn, who() + ": skipping a tools/list entry without a name: " + t.dump().substr(0, 200));
+          continue;
+        }
+        McpTool tool;
+        tool.name = t["name"].get<std::string>();
+        if (t.contains("title") && t["title"].is_string()) tool.title = t["title"].get<std::string>();
+        if (t.contains("description") && t["description"].is_string()) tool.description = t["description"].get<std::string>();
+        if (t.contains("inputSchema") && t["inputSchema"].is_object()) tool.input_schema = t["inputSchema"];
+        tool.raw = t;
+        out.push_back(std::move(tool));
+      }
+      auto next = result->find("nextCursor");
+      if (next == result->end() || !next->is_string() || next->get<std::string>().empty()) {
+        tools = out;
+        return out;
+      }
+      if (cursor && *cursor == next->get<std::string>()) {
+        return fail(ErrorCode::Tool, who() + " repeated the tools/list cursor '" + *cursor + "'");
+      }
+      cursor = next->get<std::string>();
+    }
+    return fail(ErrorCode::Tool, who() + " sent more than " + std::to_string(kMaxPages) + " pages of tools");
+  }
+
+  Result<CallResult> call_tool(const std::string& name, const Json& arguments) {
+    if (auto ok = connect(); !ok) return std::unexpected(ok.error());
+    Json params = {{"name", name}, {"arguments", arguments.is_null() ? Json::object() : arguments}};
+    auto result = request("tools/call", params, Clock::now() + options.request_timeout);
+    if (!result) return std::unexpected(result.error());
+    return CallResult{render_call_result(*result, options.render), *result};
+  }
+
+  void shutdown(std::chrono::milliseconds grace) {
+    if (!proc) return;
+    proc->close_stdin();
+    sandbox::ExitStatus st = proc->wait(Clock::now() + grace);
+    if (st.term_signal == SIGKILL) log(LogLevel::Info, who() + " did not exit after stdin closed; killed");
+    proc.reset();
+    tools.reset();
+  }
+};
+
+McpClient::McpClient(McpServer server, ServerSandbox sandbox, ClientOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->server = std::move(server);
+  impl_->sandbox = std::move(sandbox);
+  impl_->options = options;
+}
+
+McpClient::~McpClient() { shutdown(); }
+
+Result<void> McpClient::connect() {
+  std::lock_guard lock(impl_->mu);
+  return impl_->connect();
+}
+
+Result<std::vector<McpTool>> McpClient::list_tools() {
+  std::lock_guard lock(impl_->mu);
+  return impl_->list_tools();
+}
+
+Result<CallResult> McpClient::call_tool(const std::string& name, const Json& arguments) {
+  std::lock_guard lock(impl_->mu);
+  return impl_->call_tool(name, arguments);
+}
+
+void McpClient::shutdown(std::chrono::milliseconds grace) {
+  std::lock_guard lock(impl_->mu);
+  impl_->shutdown(grace);
+}
+
+bool McpClient::running() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->proc && impl_->proc->running();
+}
+
+const McpServer& McpClient::server() const { return impl_->server; }
+
+std::string McpClient::protocol_version() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->version;
+}
+
+Json McpClient::server_info() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->info;
+}
+
+int McpClient::starts() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->starts;
+}
+
+}  // namespace kernex::mcp

@@ -1,0 +1,115 @@
+#include "kernex/mcp/server.hpp"
+
+#include <algorithm>
+#include <istream>
+#include <ostream>
+
+#include "kernex/mcp/jsonrpc.hpp"
+
+namespace kernex::mcp {
+
+StdioServer::StdioServer(ServerInfo info, ServerHandlers handlers)
+    : info_(std::move(info)), handlers_(std::move(handlers)) {}
+
+namespace {
+
+Json tool_json(const ToolSpec& spec) {
+  Json schema = spec.parameters.is_object() ? spec.parameters : Json{{"type", "object"}};
+  if (!schema.contains("type")) schema["type"] = "object";
+  return Json{{"name", spec.name}, {"description", spec.description}, {"inputSchema", std::move(schema)}};
+}
+
+}  // namespace
+
+Json StdioServer::call(const Json& id, const Json& params) {
+  if (!params.is_object() || !params.contains("name") || !params["name"].is_string()) {
+    return jsonrpc::error(id, jsonrpc::kInvalidParams, "tools/call needs params {\"name\": string, \"arguments\": object}");
+  }
+  const std::string name = params["name"].get<std::string>();
+  Json arguments = Json::object();
+  if (auto a = params.find("arguments"); a != params.end() && !a->is_null()) {
+    if (!a->is_object()) return jsonrpc::error(id, jsonrpc::kInvalidParams, "tools/call: \"arguments\" must be an object");
+    arguments = *a;
+  }
+  auto tools = handlers_.list_tools();
+  if (!tools) return jsonrpc::error(id, jsonrpc::kInternalError, tools.error().describe());
+  const bool known = std::any_of(tools->begin(), tools->end(), [&](const ToolSpec& t) { return t.name == name; });
+  if (!known) return jsonrpc::error(id, jsonrpc::kInvalidParams, "Unknown tool: " + name);
+  auto result = handlers_.call_tool(name, arguments);
+  const std::string text = result ? result->content : result.error().describe();
+  const bool is_error = result ? result->is_error : true;
+  return jsonrpc::result(id, Json{{"content", Json::array({Json{{"type", "text"}, {"text", text}}})},
+                                  {"isError", is_error}});
+}
+
+std::optional<Json> StdioServer::handle(const Json& message) {
+  if (message.is_array()) {
+    // 2025-06-18 removed JSON-RPC batching.
+    return jsonrpc::error(nullptr, jsonrpc::kInvalidRequest, "batches are not supported");
+  }
+  jsonrpc::Message m = jsonrpc::classify(message);
+  switch (m.kind) {
+    case jsonrpc::Kind::Invalid: {
+      Json id = nullptr;
+      if (message.is_object() && message.contains("id") &&
+          (message["id"].is_string() || message["id"].is_number_integer())) {
+        id = message["id"];
+      }
+      return jsonrpc::error(id, jsonrpc::kInvalidRequest, "Invalid request: " + m.problem);
+    }
+    case jsonrpc::Kind::Response:
+      return std::nullopt;  // we send no requests
+    case jsonrpc::Kind::Notification:
+      if (m.method == "notifications/initialized") initialized_ = true;
+      return std::nullopt;
+    case jsonrpc::Kind::Request:
+      break;
+  }
+  const Json params = m.params.is_null() ? Json::object() : m.params;
+  if (m.method == "initialize") {
+    if (!params.is_object() || !params.contains("protocolVersion") || !params["protocolVersion"].is_string()) {
+      return jsonrpc::error(m.id, jsonrpc::kInvalidParams, "initialize needs params.protocolVersion (a string)");
+    }
+    const std::string asked = params["protocolVersion"].get<std::string>();
+    const std::string version = is_supported_protocol_version(asked) ? asked : std::string(kLatestProtocolVersion);
+    Json result = {{"protocolVersion", version},
+                   {"capabilities", {{"tools", {{"listChanged", false}}}}},
+                   {"serverInfo", {{"name", info_.name}, {"version", info_.version}}}};
+    if (!info_.instructions.empty()) result["instructions"] = info_.instructions;
+    return jsonrpc::result(m.id, std::move(result));
+  }
+  if (m.method == "ping") return jsonrpc::result(m.id, Json::object());
+  if (m.method == "tools/list") {
+    if (!params.is_object()) return jsonrpc::error(m.id, jsonrpc::kInvalidParams, "tools/list: params must be an object");
+    if (auto c = params.find("cursor"); c != params.end() && !c->is_null()) {
+      // Everything fits on one page, so no cursor we hand out exists.
+      return jsonrpc::error(m.id, jsonrpc::kInvalidParams, "tools/list: unknown cursor");
+    }
+    auto tools = handlers_.list_tools();
+    if (!tools) return jsonrpc::error(m.id, jsonrpc::kInternalError, tools.error().describe());
+    Json list = Json::array();
+    for (const auto& t : *tools) list.push_back(tool_json(t));
+    return jsonrpc::result(m.id, Json{{"tools", std::move(list)}});
+  }
+  if (m.method == "tools/call") return call(m.id, params);
+  return jsonrpc::error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method);
+}
+
+std::optional<Json> StdioServer::handle_line(std::string_view line) {
+  if (line.find_first_not_of(" \t\r") == std::string_view::npos) return std::nullopt;
+  auto parsed = jsonrpc::parse_line(line);
+  if (!parsed) return jsonrpc::error(nullptr, jsonrpc::kParseError, "Parse error: " + parsed.error().message);
+  return handle(*parsed);
+}
+
+void StdioServer::serve(std::istream& in, std::ostream& out) {
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto response = handle_line(line)) {
+      out << jsonrpc::frame(*response);
+      out.flush();
+    }
+  }
+}
+
+}  // namespace kernex::mcp

@@ -1,0 +1,156 @@
+// The kernel's MCP client against the reference servers from npm (server-everything,
+// server-filesystem) inside the sandbox, and `kernex mcp serve` driven by the official SDK client.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "kernex/mcp/client.hpp"
+#include "temp_dir.hpp"
+
+namespace {
+
+using namespace kernex;
+using namespace kernex::mcp;
+namespace fs = std::filesystem;
+
+const fs::path kModules = fs::path(KERNEX_NPM_DIR) / "node_modules";
+
+McpServer node_server(const std::string& name, const std::string& package, std::vector<std::string> extra) {
+  McpServer s;
+  s.name = name;
+  s.command = KERNEX_NODE;
+  s.args = {(kModules / "@modelcontextprotocol" / package / "dist" / "index.js").string()};
+  s.args.insert(s.args.end(), extra.begin(), extra.end());
+  return s;
+}
+
+ServerSandbox sandbox_for(const fs::path& workspace) {
+  ServerSandbox sb;
+  sb.workspace = workspace;
+  sb.read_only = {kModules};
+  return sb;
+}
+
+class EverythingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("KERNEX_INTEROP_SECRET", "must-not-leak", 1);
+    McpServer s = node_server("everything", "server-everything", {"stdio"});
+    s.env = {{"DECLARED_FOR_TEST", "declared"}};
+    client_ = std::make_unique<McpClient>(s, sandbox_for(ws_.path()));
+  }
+  kernex::testing::TempDir ws_;
+  std::unique_ptr<McpClient> client_;
+};
+
+TEST_F(EverythingTest, ListsItsTools) {
+  auto tools = client_->list_tools();
+  ASSERT_TRUE(tools) << tools.error().describe();
+  std::set<std::string> names;
+  for (const auto& t : *tools) names.insert(t.name);
+  for (const char* expected : {"echo", "get-sum", "get-tiny-image", "get-structured-content", "get-env"}) {
+    EXPECT_TRUE(names.contains(expected)) << expected;
+  }
+  EXPECT_EQ(client_->protocol_version(), "2025-06-18");
+}
+
+TEST_F(EverythingTest, EchoSumImageAndStructuredContent) {
+  auto echo = client_->call_tool("echo", Json{{"message", "hello kernex"}});
+  ASSERT_TRUE(echo) << echo.error().describe();
+  EXPECT_EQ(echo->rendered.text, "Echo: hello kernex");
+  auto sum = client_->call_tool("get-sum", Json{{"a", 2}, {"b", 40}});
+  ASSERT_TRUE(sum);
+  EXPECT_NE(sum->rendered.text.find("42"), std::string::npos) << sum->rendered.text;
+  auto image = client_->call_tool("get-tiny-image", Json::object());
+  ASSERT_TRUE(image);
+  EXPECT_NE(image->rendered.text.find("[image image/png"), std::string::npos) << image->rendered.text;
+  EXPECT_NE(image->rendered.text.find("data:image/png;base64,iVBOR"), std::string::npos);
+  auto structured = client_->call_tool("get-structured-content", Json{{"location", "Chicago"}});
+  ASSERT_TRUE(structured) << structured.error().describe();
+  EXPECT_TRUE(structured->raw["structuredContent"].contains("temperature")) << structured->raw.dump();
+  EXPECT_FALSE(structured->rendered.is_error);
+  EXPECT_EQ(client_->starts(), 1);  // one server for every call
+}
+
+TEST_F(EverythingTest, GetEnvSeesOnlyBaseAndDeclaredVariables) {
+  auto env = client_->call_tool("get-env", Json::object());
+  ASSERT_TRUE(env) << env.error().describe();
+  Json vars = Json::parse(env->rendered.text);
+  EXPECT_EQ(vars.value("DECLARED_FOR_TEST", ""), "declared");
+  EXPECT_FALSE(vars.contains("KERNEX_INTEROP_SECRET"));
+  static const std::set<std::string> allowed = {"PATH", "TMPDIR", "HOME", "LANG", "LANGUAGE", "TZ", "TERM", "USER",
+                                                "LOGNAME", "DECLARED_FOR_TEST"};
+  for (const auto& [name, _] : vars.items()) EXPECT_TRUE(allowed.contains(name) || name.starts_with("LC_")) << name;
+}
+
+class FilesystemTest : public ::testing::Test {
+ protected:
+  kernex::testing::TempDir ws_;
+  kernex::testing::TempDir outside_;
+};
+
+TEST_F(FilesystemTest, ReadsAndWritesInsideTheWorkspace) {
+  ws_.write("hello.txt", "hello from the workspace");
+  McpClient client(node_server("filesystem", "server-filesystem", {ws_.path().string()}), sandbox_for(ws_.path()));
+  auto read = client.call_tool("read_text_file", Json{{"path", (ws_ / "hello.txt").string()}});
+  ASSERT_TRUE(read) << read.error().describe();
+  EXPECT_FALSE(read->rendered.is_error) << read->rendered.text;
+  EXPECT_NE(read->rendered.text.find("hello from the workspace"), std::string::npos) << read->rendered.text;
+  auto write = client.call_tool("write_file", Json{{"path", (ws_ / "new.txt").string()}, {"content", "written"}});
+  ASSERT_TRUE(write);
+  EXPECT_FALSE(write->rendered.is_error) << write->rendered.text;
+  std::ifstream in(ws_ / "new.txt");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "written");
+}
+
+TEST_F(FilesystemTest, OutsideTheWorkspaceFailsEvenThroughASymlinkAndWhenTheServerAllowsIt) {
+  outside_.write("secret.txt", "outside secret");
+  fs::create_directory_symlink(outside_.path(), ws_ / "link");
+  // The server itself is told both directories are fine: only the sandbox stands in the way.
+  McpClient client(node_server("filesystem", "server-filesystem", {ws_.path().string(), outside_.path().string()}),
+                   sandbox_for(ws_.path()));
+  for (const fs::path& p : {outside_ / "secret.txt", ws_ / "link" / "secret.txt"}) {
+    auto read = client.call_tool("read_text_file", Json{{"path", p.string()}});
+    ASSERT_TRUE(read) << read.error().describe();
+    EXPECT_TRUE(read->rendered.is_error) << p << ": " << read->rendered.text;
+    EXPECT_EQ(read->rendered.text.find("outside secret"), std::string::npos) << read->rendered.text;
+  }
+  auto write = client.call_tool("write_file", Json{{"path", (ws_ / "link" / "planted.txt").string()}, {"content", "x"}});
+  ASSERT_TRUE(write);
+  EXPECT_TRUE(write->rendered.is_error) << write->rendered.text;
+  EXPECT_FALSE(fs::exists(outside_ / "planted.txt"));
+}
+
+TEST(KernexMcpServe, OfficialSdkClientListsAndCallsTools) {
+  kernex::testing::TempDir dir;
+  // ESM resolves packages next to the script, so it runs from the npm prefix.
+  const fs::path script = fs::path(KERNEX_NPM_DIR) / "kernex_sdk_client.mjs";
+  fs::copy_file(KERNEX_SOURCE_DIR "/tests/interop/sdk_client.mjs", script, fs::copy_options::overwrite_existing);
+  auto config = dir.write("kernex.yaml", "toolboxes:\n  - name: builtin\n");
+  const std::string cmd = std::string(KERNEX_NODE) + " " + script.string() + " " + KERNEX_CLI + " mcp serve --config " +
+                          config.string() + " 2>" + (dir / "stderr.txt").string();
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
+  const int status = ::pclose(pipe);
+  std::ifstream err(dir / "stderr.txt");
+  std::string err_text((std::istreambuf_iterator<char>(err)), {});
+  ASSERT_EQ(status, 0) << out << err_text;
+  Json seen = Json::parse(out);
+  EXPECT_EQ(seen["server"]["name"], "kernex");
+  auto tools = seen["tools"].get<std::vector<std::string>>();
+  EXPECT_NE(std::find(tools.begin(), tools.end(), "kernex_run"), tools.end());
+  EXPECT_NE(std::find(tools.begin(), tools.end(), "word_count"), tools.end());
+  EXPECT_EQ(seen["word_count"]["isError"], false);
+  EXPECT_NE(seen["word_count"]["content"][0]["text"].get<std::string>().find("\"words\":3"), std::string::npos);
+  EXPECT_EQ(seen["unknown_tool_error"], -32602);
+  EXPECT_EQ(seen["unknown_method_error"], -32601);
+}
+
+}  // namespace

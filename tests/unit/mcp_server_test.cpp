@@ -1,0 +1,116 @@
+// The server side (`kernex mcp serve`): JSON-RPC framing, version negotiation and errors.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "kernex/mcp/jsonrpc.hpp"
+#include "kernex/mcp/server.hpp"
+
+namespace {
+
+using namespace kernex;
+using namespace kernex::mcp;
+
+StdioServer make_server() {
+  ServerHandlers h;
+  h.list_tools = []() -> Result<std::vector<ToolSpec>> {
+    ToolSpec t;
+    t.name = "upper";
+    t.description = "Upper-cases text";
+    t.parameters = Json{{"type", "object"}, {"properties", {{"text", {{"type", "string"}}}}}};
+    return std::vector<ToolSpec>{t};
+  };
+  h.call_tool = [](const std::string& name, const Json& args) -> Result<ToolResult> {
+    if (!args.contains("text")) return ToolResult{"", name, "missing text", true};
+    std::string s = args["text"].get<std::string>();
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return ToolResult{"", name, s, false};
+  };
+  return StdioServer(ServerInfo{}, h);
+}
+
+Json req(int id, const std::string& method, Json params = nullptr) {
+  return params.is_null() ? jsonrpc::request(id, method) : jsonrpc::request(id, method, params);
+}
+
+TEST(McpServer, NegotiatesTheProtocolVersion) {
+  auto server = make_server();
+  auto r = server.handle(req(1, "initialize", {{"protocolVersion", "2025-03-26"}, {"capabilities", Json::object()},
+                                               {"clientInfo", {{"name", "t"}, {"version", "1"}}}}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["result"]["protocolVersion"], "2025-03-26");
+  EXPECT_EQ((*r)["result"]["serverInfo"]["name"], "kernex");
+  EXPECT_TRUE((*r)["result"]["capabilities"].contains("tools"));
+  r = server.handle(req(2, "initialize", {{"protocolVersion", "2030-01-01"}}));
+  EXPECT_EQ((*r)["result"]["protocolVersion"], "2025-06-18");
+  EXPECT_FALSE(server.handle(jsonrpc::notification("notifications/initialized")));
+  EXPECT_TRUE(server.initialized());
+}
+
+TEST(McpServer, ListsAndCallsTools) {
+  auto server = make_server();
+  auto list = server.handle(req(1, "tools/list"));
+  ASSERT_TRUE(list);
+  EXPECT_EQ((*list)["result"]["tools"][0]["name"], "upper");
+  EXPECT_EQ((*list)["result"]["tools"][0]["inputSchema"]["type"], "object");
+  auto call = server.handle(req(2, "tools/call", {{"name", "upper"}, {"arguments", {{"text", "abc"}}}}));
+  ASSERT_TRUE(call);
+  EXPECT_EQ((*call)["id"], 2);
+  EXPECT_EQ((*call)["result"]["content"][0]["text"], "ABC");
+  EXPECT_EQ((*call)["result"]["isError"], false);
+  auto failed = server.handle(req(3, "tools/call", {{"name", "upper"}}));
+  EXPECT_EQ((*failed)["result"]["isError"], true);
+}
+
+TEST(McpServer, JsonRpcErrors) {
+  auto server = make_server();
+  EXPECT_EQ((*server.handle(req(1, "resources/list")))["error"]["code"], -32601);
+  EXPECT_EQ((*server.handle(req(2, "tools/call", {{"name", "nope"}})))["error"]["code"], -32602);
+  EXPECT_EQ((*server.handle(req(3, "tools/call", {{"arguments", Json::object()}})))["error"]["code"], -32602);
+  EXPECT_EQ((*server.handle(req(4, "tools/call", {{"name", "upper"}, {"arguments", "x"}})))["error"]["code"], -32602);
+  EXPECT_EQ((*server.handle(req(5, "initialize", Json::object())))["error"]["code"], -32602);
+  EXPECT_EQ((*server.handle(req(6, "tools/list", {{"cursor", "zzz"}})))["error"]["code"], -32602);
+  auto parse = server.handle_line("{not json");
+  EXPECT_EQ((*parse)["error"]["code"], -32700);
+  EXPECT_TRUE((*parse)["id"].is_null());
+  auto invalid = server.handle(Json{{"jsonrpc", "1.0"}, {"id", 7}, {"method", "ping"}});
+  EXPECT_EQ((*invalid)["error"]["code"], -32600);
+  EXPECT_EQ((*invalid)["id"], 7);
+  EXPECT_EQ((*server.handle(Json::array()))["error"]["code"], -32600);
+  EXPECT_EQ((*server.handle(req(8, "ping")))["result"], Json::object());
+  EXPECT_FALSE(server.handle_line("   "));
+}
+
+TEST(McpServer, ServeAnswersLineByLine) {
+  auto server = make_server();
+  std::istringstream in(jsonrpc::frame(req(1, "ping")) + jsonrpc::frame(jsonrpc::notification("notifications/initialized")) +
+                        jsonrpc::frame(req(2, "tools/call", {{"name", "upper"}, {"arguments", {{"text", "x\ny"}}}})));
+  std::ostringstream out;
+  server.serve(in, out);
+  std::istringstream lines(out.str());
+  std::string first, second, third;
+  ASSERT_TRUE(std::getline(lines, first));
+  ASSERT_TRUE(std::getline(lines, second));
+  EXPECT_FALSE(std::getline(lines, third));
+  EXPECT_EQ(Json::parse(first)["id"], 1);
+  EXPECT_EQ(Json::parse(second)["result"]["content"][0]["text"], "X\nY");
+}
+
+TEST(McpJsonRpc, ClassifiesMessages) {
+  using jsonrpc::Kind;
+  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":"a","method":"m"})")).kind, Kind::Request);
+  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","method":"m"})")).kind, Kind::Notification);
+  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1,"result":null})")).kind, Kind::Response);
+  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}})")).kind,
+            Kind::Response);
+  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1,"error":{"message":"no code"}})")).kind,
+            Kind::Invalid);
+  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1.5,"method":"m"})")).kind, Kind::Invalid);
+  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1})")).kind, Kind::Invalid);
+  const std::string framed = jsonrpc::frame(jsonrpc::request(1, "m", Json{{"text", "a\nb"}}));
+  EXPECT_EQ(framed.find('\n'), framed.size() - 1);
+  EXPECT_FALSE(jsonrpc::request(1, "m").contains("params"));
+  EXPECT_FALSE(jsonrpc::notification("n").contains("id"));
+}
+
+}  // namespace
