@@ -22,6 +22,7 @@ struct RunArgs {
   std::optional<double> cost_budget_usd;
   std::optional<std::uint32_t> tool_call_budget;
   bool json = false;
+  bool stream = false;  // --stream: print text (or, with --json, events) as it arrives
   std::vector<std::string> message;  // joined with spaces; a lone "-" reads stdin
 };
 
@@ -29,6 +30,7 @@ struct RunArgs {
 int run_command(const std::optional<std::string>& config, const RunArgs& args);
 int plugins_command(const std::optional<std::string>& config, bool json);
 int doctor_command(const std::optional<std::string>& config, bool json);
+int providers_command(const std::optional<std::string>& config, bool json);
 
 // "kernex: <code>: <description>" on stderr; returns the mapped exit code.
 int report(const Error& error);

@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
                "provider option (repeatable); VALUE is JSON if it parses, else a string")
       ->type_name("KEY=VALUE");
   run->add_flag("--json", run_args.json, "print the whole result as one line of JSON");
+  run->add_flag("--stream", run_args.stream,
+                "print the answer as it arrives (the default on a terminal); with --json, one JSON event per line "
+                "before the result line");
   run->add_option("message", run_args.message, "the message (several words are joined; - reads stdin)")
       ->required()
       ->type_name("MESSAGE");
@@ -75,6 +78,13 @@ int main(int argc, char** argv) {
   doctor->footer(kernex::cli::kExitCodeHelp);
   add_config_option(*doctor, config);
   doctor->add_flag("--json", doctor_json, "print the report as JSON");
+
+  bool providers_json = false;
+  CLI::App* providers_cmd = app.add_subcommand(
+      "providers", "List the provider plugins, OpenAI-compatible presets, default models and which keys are set");
+  providers_cmd->footer(kernex::cli::kExitCodeHelp);
+  add_config_option(*providers_cmd, config);
+  providers_cmd->add_flag("--json", providers_json, "print a JSON object");
 
   try {
     app.parse(argc, argv);
@@ -95,6 +105,7 @@ int main(int argc, char** argv) {
     if (*run) return kernex::cli::run_command(config_file, run_args);
     if (*plugins) return kernex::cli::plugins_command(config_file, plugins_json);
     if (*doctor) return kernex::cli::doctor_command(config_file, doctor_json);
+    if (*providers_cmd) return kernex::cli::providers_command(config_file, providers_json);
   } catch (const std::exception& e) {
     // Errors are values everywhere below; reaching this is a bug, reported as one.
     return kernex::cli::report(kernex::Error(kernex::ErrorCode::Internal, e.what()));
