@@ -33,6 +33,7 @@ struct RunArgs {
   std::optional<double> cost_budget_usd;
   std::optional<std::uint32_t> tool_call_budget;
   bool json = false;
+  bool stream = false;  // --stream: print text (or, with --json, events) as it arrives
   std::vector<std::string> message;  // joined with spaces; a lone "-" reads stdin
 };
 
@@ -87,6 +88,7 @@ int memory_command(const std::optional<std::string>& config, const MemoryArgs& a
 int mcp_list_command(const std::optional<std::string>& config, const McpArgs& args);
 int mcp_call_command(const std::optional<std::string>& config, const McpArgs& args);
 int mcp_serve_command(const std::optional<std::string>& config, const McpArgs& args);
+int providers_command(const std::optional<std::string>& config, bool json);
 
 // "kernex: <code>: <description>" on stderr; returns the mapped exit code.
 int report(const Error& error);

@@ -62,6 +62,9 @@ int main(int argc, char** argv) {
                "provider option (repeatable); VALUE is JSON if it parses, else a string")
       ->type_name("KEY=VALUE");
   run->add_flag("--json", run_args.json, "print the whole result as one line of JSON");
+  run->add_flag("--stream", run_args.stream,
+                "print the answer as it arrives (the default on a terminal); with --json, one JSON event per line "
+                "before the result line");
   run->add_option("message", run_args.message, "the message (several words are joined; - reads stdin)")
       ->required()
       ->type_name("MESSAGE");
@@ -132,6 +135,12 @@ int main(int argc, char** argv) {
   mcp_serve->add_option("--provider", mcp_args.provider, "provider plugin for kernex_run")->type_name("NAME");
   add_repeated(*mcp_serve, "--provider-opt", mcp_args.provider_opts, "provider option for kernex_run (repeatable)")
       ->type_name("KEY=VALUE");
+  bool providers_json = false;
+  CLI::App* providers_cmd = app.add_subcommand(
+      "providers", "List the provider plugins, OpenAI-compatible presets, default models and which keys are set");
+  providers_cmd->footer(kernex::cli::kExitCodeHelp);
+  add_config_option(*providers_cmd, config);
+  providers_cmd->add_flag("--json", providers_json, "print a JSON object");
 
   try {
     app.parse(argc, argv);
@@ -159,6 +168,7 @@ int main(int argc, char** argv) {
     if (*mcp_serve) return kernex::cli::mcp_serve_command(config_file, mcp_args);
     if (*mcp_list) return kernex::cli::mcp_list_command(config_file, mcp_args);
     if (*mcp_call) return kernex::cli::mcp_call_command(config_file, mcp_args);
+    if (*providers_cmd) return kernex::cli::providers_command(config_file, providers_json);
   } catch (const std::exception& e) {
     // Errors are values everywhere below; reaching this is a bug, reported as one.
     return kernex::cli::report(kernex::Error(kernex::ErrorCode::Internal, e.what()));

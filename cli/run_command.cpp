@@ -10,6 +10,7 @@
 #include "kernex/skills/loader.hpp"
 #include "kernex/skills/project.hpp"
 #include "provider_opt.hpp"
+#include "stream_printer.hpp"
 
 namespace kernex::cli {
 
@@ -90,10 +91,14 @@ int run_command(const std::optional<std::string>& config_file, const RunArgs& ar
     if (!source) return report(source.error());
     (*kernel)->add_context_source(*source);
   }
+  StreamPrinter printer(args.json ? StreamPrinter::Mode::JsonEvents : StreamPrinter::Mode::Text);
+  if (args.stream || (!args.json && StreamPrinter::stdout_is_terminal())) opts->sink = printer.sink();
   auto result = (*kernel)->run(Request::from_text("cli", std::move(*message)), *opts);
   if (!result) return report(result.error());
 
-  if (args.json) {
+  if (!args.json && printer.printed_text()) {
+    printer.finish_line();
+  } else if (args.json) {
     std::cout << to_json(*result).dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
   } else {
     std::cout << result->text;

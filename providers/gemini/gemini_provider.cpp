@@ -1,0 +1,325 @@
+// Gemini generateContent / streamGenerateContent (SSE): function calling, the key in the
+// x-goog-api-key header (never in the URL), thought parts and signatures replayed intact.
+#include <cctype>
+
+#include "kernex/http/sse.hpp"
+#include "kernex/plugin.hpp"
+#include "kernex/providers/catalog.hpp"
+#include "kernex/providers/support.hpp"
+
+namespace kernex::providers {
+
+namespace {
+
+constexpr std::string_view kSyntheticId = "gemini_call_";  // ids we made up are not sent back
+
+std::uint64_t u64(const Json& j, const char* key) {
+  if (!j.is_object()) return 0;
+  auto it = j.find(key);
+  if (it == j.end()) return 0;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (it->is_number_integer() && it->get<std::int64_t>() > 0) return static_cast<std::uint64_t>(it->get<std::int64_t>());
+  return 0;
+}
+
+std::string str(const Json& j, const char* key) {
+  if (!j.is_object()) return {};
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+bool valid_model(std::string_view model) {
+  if (model.empty() || model.size() > 128) return false;
+  for (char c : model) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+// Gemini takes an OpenAPI subset: `type` must be one string, and some JSON Schema keywords
+// are refused outright.
+Json normalise_schema(const Json& schema) {
+  if (schema.is_array()) {
+    Json out = Json::array();
+    for (const auto& s : schema) out.push_back(normalise_schema(s));
+    return out;
+  }
+  if (!schema.is_object()) return schema;
+  Json out = Json::object();
+  for (const auto& [key, value] : schema.items()) {
+    if (key == "$schema" || key == "additionalProperties" || key == "$id" || key == "$defs") continue;
+    if (key == "type" && value.is_array()) {
+      for (const auto& t : value) {
+        if (t.is_string() && t.get<std::string>() != "null") {
+          out["type"] = t;
+          break;
+        }
+      }
+      continue;
+    }
+    out[key] = (key == "properties" && value.is_object())
+                   ? [&] {
+                       Json props = Json::object();
+                       for (const auto& [name, sub] : value.items()) props[name] = normalise_schema(sub);
+                       return props;
+                     }()
+                   : normalise_schema(value);
+  }
+  return out;
+}
+
+Usage read_usage(const Json& u) {
+  Usage usage;
+  const std::uint64_t prompt = u64(u, "promptTokenCount");
+  const std::uint64_t cached = std::min(u64(u, "cachedContentTokenCount"), prompt);
+  usage.input_tokens = prompt - cached;
+  usage.cache_read_tokens = cached;
+  usage.output_tokens = u64(u, "candidatesTokenCount") + u64(u, "thoughtsTokenCount");
+  return usage;
+}
+
+std::string map_finish(const std::string& reason, bool has_calls) {
+  if (has_calls) return "tool_use";
+  if (reason.empty() || reason == "STOP") return "end_turn";
+  if (reason == "MAX_TOKENS") return "max_tokens";
+  return reason;
+}
+
+class GeminiProvider final : public Provider {
+ public:
+  explicit GeminiProvider(CommonOptions options) : o_(std::move(options)), client_(o_.client) {
+    base_ = o_.base_url;
+    if (!path_ends_with(o_.url, "/v1beta") && !path_ends_with(o_.url, "/v1") && !path_ends_with(o_.url, "/v1alpha")) {
+      base_ = join_url(base_, "/v1beta");
+    }
+  }
+
+  std::string name() const override { return o_.name; }
+  std::string default_model() const override { return o_.model; }
+
+  Result<Response> complete(const Context& context, const std::vector<ToolSpec>& tools,
+                            const StreamSink& sink) override {
+    std::string model = context.model.value_or(o_.model);
+    if (model.starts_with("models/")) model.erase(0, 7);
+    if (!valid_model(model)) {
+      return fail(ErrorCode::Config, o_.name + ": model id `" + excerpt(model, 128) +
+                                         "` is not valid (expected letters, digits, '.', '_' or '-', at most 128)");
+    }
+    http::Request request;
+    request.url = join_url(base_, "/models/" + model + (sink ? ":streamGenerateContent?alt=sse" : ":generateContent"));
+    request.headers = json_headers();
+    if (!o_.api_key.empty()) request.headers.emplace_back("x-goog-api-key", o_.api_key);
+    request.body = build_body(context, tools).dump(-1, ' ', false, Json::error_handler_t::replace);
+    if (sink) return stream(request, model, sink);
+
+    auto response = client_.send(request);
+    if (!response) return std::unexpected(transport_error(o_, response.error()));
+    if (response->status < 200 || response->status >= 300) return std::unexpected(http_error(o_, *response));
+    auto body = parse_body(o_, response->body);
+    if (!body) return std::unexpected(body.error());
+    Response r;
+    r.provider = o_.name;
+    Json parts = Json::array();
+    std::string finish;
+    if (auto ok = absorb(*body, r, parts, finish, Emitter(no_sink_)); !ok) return std::unexpected(ok.error());
+    if (auto ok = conclude(r, parts, finish, model, *body); !ok) return std::unexpected(ok.error());
+    return r;
+  }
+
+ private:
+  Json build_body(const Context& context, const std::vector<ToolSpec>& tools) const {
+    Json contents = Json::array();
+    auto push = [&](const std::string& role, Json parts) {
+      if (!contents.empty() && contents.back().at("role") == role) {
+        for (auto& p : parts) contents.back()["parts"].push_back(std::move(p));
+      } else {
+        contents.push_back({{"role", role}, {"parts", std::move(parts)}});
+      }
+    };
+    for (const ContextEntry& e : context.messages()) {
+      if (e.role == "tool") {
+        if (!e.tool_result) {
+          push("user", Json::array({{{"text", "[Tool result]\n" + e.content}}}));
+          continue;
+        }
+        const ToolResult& t = *e.tool_result;
+        Json fr{{"name", t.name}, {"response", {{t.is_error ? "error" : "result", t.content}}}};
+        if (!t.call_id.empty() && !std::string_view(t.call_id).starts_with(kSyntheticId)) fr["id"] = t.call_id;
+        push("user", Json::array({{{"functionResponse", std::move(fr)}}}));
+      } else if (e.role == "assistant") {
+        Json parts = Json::array();
+        if (e.provider_state.is_object() && e.provider_state.contains("parts") && e.provider_state.at("parts").is_array()) {
+          parts = e.provider_state.at("parts");  // thought signatures must round-trip unchanged
+        } else {
+          if (!e.content.empty()) parts.push_back({{"text", e.content}});
+          for (const ToolCall& c : e.tool_calls) {
+            Json fc{{"name", c.name}, {"args", c.arguments.is_object() ? c.arguments : Json::object()}};
+            if (!std::string_view(c.id).starts_with(kSyntheticId) && !c.id.empty()) fc["id"] = c.id;
+            parts.push_back({{"functionCall", std::move(fc)}});
+          }
+        }
+        if (!parts.empty()) push("model", std::move(parts));
+      } else {
+        push("user", Json::array({{{"text", e.content}}}));
+      }
+    }
+    Json body{{"contents", std::move(contents)}};
+    const std::string system = strip_cache_boundary(context.system_prompt);
+    if (!system.empty()) body["systemInstruction"] = {{"parts", Json::array({{{"text", system}}})}};
+    if (!tools.empty()) {
+      Json decls = Json::array();
+      for (const ToolSpec& t : tools) {
+        Json d{{"name", t.name}, {"description", t.description}};
+        Json params = normalise_schema(t.parameters);
+        // An object schema without properties is refused; a tool without parameters omits it.
+        const bool empty_object = params.is_object() && params.value("type", Json()) == "object" &&
+                                  (!params.contains("properties") || params.at("properties").empty());
+        if (!empty_object) d["parameters"] = std::move(params);
+        decls.push_back(std::move(d));
+      }
+      body["tools"] = Json::array({{{"functionDeclarations", std::move(decls)}}});
+    }
+    Json generation = Json::object();
+    if (o_.max_tokens) generation["maxOutputTokens"] = *o_.max_tokens;
+    if (context.extended_thinking) generation["thinkingConfig"] = {{"includeThoughts", true}};
+    if (!generation.empty()) body["generationConfig"] = std::move(generation);
+    return body;
+  }
+
+  // Folds one GenerateContentResponse (whole or a stream event) into `r` and `parts`.
+  Result<void> absorb(const Json& j, Response& r, Json& parts, std::string& finish, const Emitter& emit) {
+    if (j.contains("error")) return std::unexpected(stream_error(o_, j.dump()));
+    if (auto m = str(j, "modelVersion"); !m.empty()) r.model = m;
+    if (j.contains("usageMetadata")) r.usage = read_usage(j.at("usageMetadata"));
+    const Json candidates = j.value("candidates", Json::array());
+    if (!candidates.is_array() || candidates.empty()) {
+      const std::string blocked = str(j.value("promptFeedback", Json::object()), "blockReason");
+      if (!blocked.empty()) return fail(ErrorCode::Provider, o_.name + ": the prompt was blocked: " + blocked);
+      return {};
+    }
+    const Json& candidate = candidates.front();
+    if (auto f = str(candidate, "finishReason"); !f.empty()) finish = f;
+    const Json incoming = candidate.value("content", Json::object()).value("parts", Json::array());
+    if (!incoming.is_array()) return {};
+    for (const Json& part : incoming) {
+      if (!part.is_object()) continue;
+      if (part.contains("functionCall")) {
+        const Json& fc = part.at("functionCall");
+        ToolCall call;
+        call.name = str(fc, "name");
+        if (call.name.empty()) return fail(ErrorCode::Provider, o_.name + ": a functionCall part has no name");
+        call.id = str(fc, "id");
+        if (call.id.empty()) call.id = std::string(kSyntheticId) + std::to_string(r.tool_calls.size());
+        call.arguments = fc.value("args", Json::object());
+        emit.tool_start(call.id, call.name);
+        emit.tool_delta(call.id, call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace));
+        emit.tool_end(call.id);
+        r.tool_calls.push_back(std::move(call));
+        parts.push_back(part);
+        continue;
+      }
+      if (!part.contains("text")) {
+        parts.push_back(part);
+        continue;
+      }
+      const std::string text = str(part, "text");
+      const bool thought = part.value("thought", false);
+      if (thought) {
+        r.thinking += text;
+        emit.thinking(text);
+      } else {
+        r.text += text;
+        emit.text(text);
+      }
+      // Stream fragments of one text run are merged back into one part for the replay.
+      Json* last = parts.empty() ? nullptr : &parts.back();
+      if (last != nullptr && last->contains("text") && last->value("thought", false) == thought &&
+          !last->contains("functionCall")) {
+        (*last)["text"] = str(*last, "text") + text;
+        if (part.contains("thoughtSignature")) (*last)["thoughtSignature"] = part.at("thoughtSignature");
+      } else {
+        parts.push_back(part);
+      }
+    }
+    return {};
+  }
+
+  Result<void> conclude(Response& r, Json& parts, const std::string& finish, const std::string& model,
+                        const Json& last) const {
+    if (parts.empty() && finish.empty()) {
+      return fail(ErrorCode::Provider, o_.name + ": the response has no candidates (body: " +
+                                           excerpt(last.dump(-1, ' ', false, Json::error_handler_t::replace)) + ")");
+    }
+    if (r.model.empty()) r.model = model;
+    r.stop_reason = map_finish(finish, !r.tool_calls.empty());
+    r.provider_state = Json{{"parts", parts}};
+    return {};
+  }
+
+  Result<Response> stream(const http::Request& request, const std::string& model, const StreamSink& sink) {
+    Emitter emit(sink);
+    http::SseParser parser;
+    Response r;
+    r.provider = o_.name;
+    Json parts = Json::array();
+    std::string finish;
+    Json last = Json::object();
+    std::optional<Error> failure;
+    auto on_event = [&](const http::SseEvent& ev) {
+      if (failure) return;
+      Json j = Json::parse(ev.data, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) {
+        failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " + o_.url.authority() + ": " +
+                                                 excerpt(ev.data, 256));
+        return;
+      }
+      if (auto ok = absorb(j, r, parts, finish, emit); !ok) failure = ok.error();
+      last = std::move(j);
+    };
+    auto response = client_.stream(request, [&](std::string_view chunk) {
+      auto fed = parser.feed(chunk, on_event);
+      if (!fed) failure = Error(ErrorCode::Provider, o_.name + ": " + fed.error().message);
+      return !failure;
+    });
+    auto finish_with = [&](Error e) -> Result<Response> {
+      emit.error(e.message);
+      return std::unexpected(std::move(e));
+    };
+    if (failure) return finish_with(*failure);
+    if (!response) return finish_with(transport_error(o_, response.error()));
+    if (response->status < 200 || response->status >= 300) return finish_with(http_error(o_, *response));
+    if (parser.has_partial() || finish.empty()) {
+      return finish_with(Error(ErrorCode::Provider, o_.name + ": the stream from " + o_.url.authority() +
+                                                        " ended before a finishReason"));
+    }
+    if (auto ok = conclude(r, parts, finish, model, last); !ok) return finish_with(ok.error());
+    emit.usage(r.usage, r.stop_reason);
+    emit.done();
+    return r;
+  }
+
+  CommonOptions o_;
+  http::Client client_;
+  std::string base_;
+  StreamSink no_sink_;
+};
+
+Result<std::shared_ptr<Provider>> make_gemini(const Json& config) {
+  const CatalogEntry* entry = find_catalog_entry("gemini");
+  OptionReader reader("gemini", config);
+  auto options = read_common(reader, {"gemini", std::string(entry->default_model), std::string(entry->base_url),
+                                      std::string(entry->key_env)});
+  if (!options) return std::unexpected(options.error());
+  if (!valid_model(options->model.starts_with("models/") ? options->model.substr(7) : options->model)) {
+    return fail(ErrorCode::Config, "gemini: option `model`: `" + excerpt(options->model, 128) +
+                                       "` is not a valid model id (letters, digits, '.', '_' or '-')");
+  }
+  return std::make_shared<GeminiProvider>(std::move(*options));
+}
+
+}  // namespace
+
+}  // namespace kernex::providers
+
+KERNEX_PLUGIN(Provider, "gemini", "1.0.0", "Google Gemini generateContent: function calling, streaming",
+              kernex::providers::make_gemini)

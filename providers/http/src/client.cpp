@@ -1,0 +1,575 @@
+// The only translation unit that includes Beast and Asio (each takes ~30 s and >1 GB to build).
+// Blocking calls are async operations run to completion on a private io_context, with a timer
+// that closes the socket when a connect/read/total deadline passes.
+#include "kernex/http/client.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <openssl/ssl.h>
+
+namespace kernex::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using boost::system::error_code;
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool iequals(std::string_view a, std::string_view b) { return lower(a) == lower(b); }
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+std::string base64(std::string_view in) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const unsigned n = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
+                       static_cast<unsigned char>(in[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(n >> s) & 63];
+  }
+  if (i < in.size()) {
+    unsigned n = static_cast<unsigned char>(in[i]) << 16;
+    if (i + 1 < in.size()) n |= static_cast<unsigned char>(in[i + 1]) << 8;
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < in.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+struct Proxy {
+  Url url;
+  std::string authorization;  // "Basic ..." or empty
+};
+
+Result<Proxy> parse_proxy(std::string text) {
+  if (text.find("://") == std::string::npos) text = "http://" + text;
+  Proxy proxy;
+  const auto scheme_end = text.find("://") + 3;
+  const auto at = text.find('@', scheme_end);
+  const auto slash = text.find('/', scheme_end);
+  if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+    proxy.authorization = "Basic " + base64(text.substr(scheme_end, at - scheme_end));
+    text.erase(scheme_end, at + 1 - scheme_end);
+  }
+  auto url = Url::parse(text);
+  if (!url) return fail(ErrorCode::Config, "proxy URL is not valid: " + url.error().message);
+  if (url->scheme != "http") return fail(ErrorCode::Config, "only http:// proxies are supported");
+  proxy.url = *url;
+  return proxy;
+}
+
+bool is_timeout(const error_code& ec) {
+  return ec == asio::error::timed_out || ec == beast::error::timeout;
+}
+
+// The peer closed an idle kept-alive connection: the request never reached a handler.
+bool is_stale(const error_code& ec) {
+  return ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe || ec == asio::error::connection_aborted;
+}
+
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+struct Connection {
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<TlsStream> tls;
+  beast::flat_buffer buffer;
+
+  beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+  void close() {
+    error_code ignored;
+    lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    lowest().socket().close(ignored);
+  }
+};
+
+// A failed attempt: whether trying again may help.
+struct Failure {
+  Error error;
+  bool retryable = true;
+};
+
+}  // namespace
+
+// ---- Url ----------------------------------------------------------------------------------
+
+Result<Url> Url::parse(std::string_view text) {
+  auto bad = [&](const std::string& why) {
+    return fail(ErrorCode::Config, "URL `" + std::string(text.substr(0, 200)) + "` " + why);
+  };
+  const auto sep = text.find("://");
+  if (sep == std::string_view::npos) return bad("has no scheme (expected http:// or https://)");
+  Url url;
+  url.scheme = lower(text.substr(0, sep));
+  if (url.scheme != "http" && url.scheme != "https") return bad("must start with http:// or https://");
+  std::string_view rest = text.substr(sep + 3);
+  if (const auto hash = rest.find('#'); hash != std::string_view::npos) rest = rest.substr(0, hash);
+  const auto end = rest.find_first_of("/?");
+  std::string_view authority = rest.substr(0, end);
+  std::string target = end == std::string_view::npos ? "/" : std::string(rest.substr(end));
+  if (target.front() == '?') target.insert(target.begin(), '/');
+  for (char c : target) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return bad("contains a space or control character");
+  }
+  if (authority.find('@') != std::string_view::npos) return bad("must not contain user information");
+  std::string_view port;
+  if (authority.starts_with('[')) {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) return bad("has an unterminated IPv6 address");
+    url.host = authority.substr(1, close - 1);
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return bad("has text after the IPv6 address");
+      port = after.substr(1);
+    }
+  } else {
+    const auto colon = authority.rfind(':');
+    url.host = authority.substr(0, colon);
+    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
+  }
+  url.host = lower(url.host);
+  if (url.host.empty()) return bad("has no host");
+  for (char c : url.host) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' && c != ':') {
+      return bad("has an invalid host");
+    }
+  }
+  if (port.empty()) {
+    url.port = url.scheme == "https" ? "443" : "80";
+  } else {
+    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return bad("has an invalid port");
+    }
+    const int n = std::stoi(std::string(port));
+    if (n < 1 || n > 65535) return bad("has an invalid port");
+    url.port = port;
+  }
+  url.target = std::move(target);
+  return url;
+}
+
+bool Url::is_loopback() const {
+  if (host == "localhost" || host.ends_with(".localhost")) return true;
+  error_code ec;
+  const auto addr = asio::ip::make_address(host, ec);
+  return !ec && addr.is_loopback();
+}
+
+std::string Url::authority() const {
+  return host.find(':') != std::string::npos ? "[" + host + "]:" + port : host + ":" + port;
+}
+
+std::optional<std::string> Response::header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (iequals(k, name)) return v;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value) {
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
+  if (value.empty() || value.size() > 9) return std::nullopt;
+  if (!std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  return std::chrono::seconds(std::stoll(std::string(value)));
+}
+
+bool no_proxy_matches(std::string_view no_proxy, std::string_view host) {
+  const std::string h = lower(host);
+  std::size_t start = 0;
+  while (start <= no_proxy.size()) {
+    auto end = no_proxy.find(',', start);
+    if (end == std::string_view::npos) end = no_proxy.size();
+    std::string entry = lower(no_proxy.substr(start, end - start));
+    start = end + 1;
+    entry.erase(0, entry.find_first_not_of(" \t"));
+    entry.erase(entry.find_last_not_of(" \t") + 1);
+    if (const auto colon = entry.rfind(':'); colon != std::string::npos && entry.find(':') == colon) {
+      entry.erase(colon);  // "host:port" entries match the host
+    }
+    if (entry.empty()) continue;
+    if (entry == "*") return true;
+    if (entry.front() == '.') entry.erase(0, 1);
+    if (h == entry || (h.size() > entry.size() && h.ends_with(entry) && h[h.size() - entry.size() - 1] == '.')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---- Client -------------------------------------------------------------------------------
+
+struct Client::Impl {
+  ClientOptions opts;
+  asio::io_context ioc;
+  asio::ssl::context ssl{asio::ssl::context::tls_client};
+  std::mutex mutex;
+  std::map<std::string, std::unique_ptr<Connection>> idle;  // one kept-alive connection per origin
+  ClientStats stats;
+
+  explicit Impl(ClientOptions o) : opts(std::move(o)) {
+    error_code ec;
+    ssl.set_default_verify_paths(ec);  // the system store; honours SSL_CERT_FILE / SSL_CERT_DIR
+    ssl.set_verify_mode(asio::ssl::verify_peer);
+    ssl.set_options(asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                    asio::ssl::context::no_tlsv1_1);
+  }
+
+  // Runs one async operation to completion or until `deadline`, when `cancel` aborts it.
+  template <class Start, class Cancel>
+  error_code run(Clock::time_point deadline, Start&& start, Cancel&& cancel) {
+    error_code result;
+    bool done = false;
+    bool expired = false;
+    asio::steady_timer timer(ioc, deadline);
+    timer.async_wait([&](error_code ec) {
+      if (!ec && !done) {
+        expired = true;
+        cancel();
+      }
+    });
+    start([&](error_code ec) {
+      result = ec;
+      done = true;
+      timer.cancel();
+    });
+    ioc.restart();
+    ioc.run();
+    if (expired && result) return asio::error::timed_out;
+    return result;
+  }
+
+  Clock::time_point step_deadline(std::chrono::milliseconds limit, Clock::time_point total) const {
+    return std::min(Clock::now() + limit, total);
+  }
+
+  std::optional<Proxy> proxy_for(const Url& url, std::optional<Error>& error) const {
+    std::optional<std::string> raw = opts.proxy;
+    if (!raw) {
+      if (url.is_loopback()) return std::nullopt;
+      const std::string no_proxy = opts.no_proxy.value_or(env("NO_PROXY").value_or(env("no_proxy").value_or("")));
+      if (no_proxy_matches(no_proxy, url.host)) return std::nullopt;
+      raw = url.scheme == "https" ? env("HTTPS_PROXY").or_else([] { return env("https_proxy"); })
+                                  : env("HTTP_PROXY").or_else([] { return env("http_proxy"); });
+    }
+    if (!raw || raw->empty()) return std::nullopt;
+    auto proxy = parse_proxy(*raw);
+    if (!proxy) {
+      error = proxy.error();
+      return std::nullopt;
+    }
+    return *proxy;
+  }
+
+  std::expected<std::unique_ptr<Connection>, Failure> connect(const Url& url, const std::optional<Proxy>& proxy,
+                                                       Clock::time_point total) {
+    const Url& peer = proxy ? proxy->url : url;
+    const std::string where = proxy ? "proxy " + peer.authority() : url.authority();
+    auto failure = [&](const std::string& what, error_code ec, bool retryable = true) {
+      std::string msg = "connecting to " + where + ": " + what;
+      if (ec) msg += ": " + (is_timeout(ec) ? std::string("timed out") : ec.message());
+      return std::unexpected(Failure{Error(ErrorCode::Provider, msg), retryable});
+    };
+
+    const auto connect_deadline = step_deadline(opts.connect_timeout, total);
+    tcp::resolver resolver(ioc);
+    tcp::resolver::results_type endpoints;
+    error_code ec = run(
+        connect_deadline,
+        [&](auto done) {
+          resolver.async_resolve(peer.host, peer.port, [&, done](error_code e, tcp::resolver::results_type r) {
+            endpoints = std::move(r);
+            done(e);
+          });
+        },
+        [&] { resolver.cancel(); });
+    if (ec) return failure("cannot resolve host", ec);
+
+    auto conn = std::make_unique<Connection>();
+    conn->plain = std::make_unique<beast::tcp_stream>(ioc);
+    ec = run(
+        connect_deadline,
+        [&](auto done) { conn->plain->async_connect(endpoints, [done](error_code e, const tcp::endpoint&) { done(e); }); },
+        [&] { conn->close(); });
+    if (ec) return failure("cannot connect", ec);
+    error_code ignored;
+    conn->plain->socket().set_option(tcp::no_delay(true), ignored);
+    ++stats.connections_opened;
+
+    if (proxy) {
+      bhttp::request<bhttp::empty_body> req{bhttp::verb::connect, url.authority(), 11};
+      req.set(bhttp::field::host, url.authority());
+      if (!proxy->authorization.empty()) req.set(bhttp::field::proxy_authorization, proxy->authorization);
+      ec = run(
+          step_deadline(opts.read_timeout, total),
+          [&](auto done) { bhttp::async_write(*conn->plain, req, [done](error_code e, std::size_t) { done(e); }); },
+          [&] { conn->close(); });
+      bhttp::response_parser<bhttp::empty_body> parser;
+      parser.skip(true);  // a CONNECT answer has no body
+      if (!ec) {
+        ec = run(
+            step_deadline(opts.read_timeout, total),
+            [&](auto done) {
+              bhttp::async_read(*conn->plain, conn->buffer, parser, [done](error_code e, std::size_t) { done(e); });
+            },
+            [&] { conn->close(); });
+      }
+      if (ec) return failure("CONNECT to " + url.authority() + " failed", ec);
+      const int status = static_cast<int>(parser.get().result_int());
+      if (status != 200) {
+        return failure("refused CONNECT to " + url.authority() + " with HTTP " + std::to_string(status), {},
+                       status >= 500);
+      }
+    }
+
+    if (url.scheme == "https") {
+      conn->tls = std::make_unique<TlsStream>(std::move(*conn->plain), ssl);
+      conn->plain.reset();
+      error_code addr_ec;
+      asio::ip::make_address(url.host, addr_ec);
+      if (addr_ec && !SSL_set_tlsext_host_name(conn->tls->native_handle(), url.host.c_str())) {
+        return failure("cannot set TLS server name", {}, false);
+      }
+      conn->tls->set_verify_mode(asio::ssl::verify_peer);
+      conn->tls->set_verify_callback(asio::ssl::host_name_verification(url.host));
+      ec = run(
+          step_deadline(opts.connect_timeout, total),
+          [&](auto done) { conn->tls->async_handshake(asio::ssl::stream_base::client, done); },
+          [&] { conn->close(); });
+      // A certificate that does not verify will not verify on the next attempt either.
+      if (ec) return failure("TLS handshake failed", ec, is_timeout(ec) || is_stale(ec));
+    }
+    return conn;
+  }
+
+  template <class Stream>
+  std::expected<Response, Failure> exchange(Stream& stream, Connection& conn, const Url& url,
+                                     bhttp::request<bhttp::string_body>& req, const ChunkHandler* on_chunk,
+                                     Clock::time_point total, bool reused, bool& stale, std::size_t& delivered) {
+    const std::string where = url.authority();
+    auto failure = [&](const std::string& what, error_code ec, bool retryable) {
+      std::string msg = what + " " + where;
+      if (ec) msg += ": " + (is_timeout(ec) ? std::string("timed out") : ec.message());
+      return std::unexpected(Failure{Error(ErrorCode::Provider, msg), retryable});
+    };
+    error_code ec = run(
+        step_deadline(opts.read_timeout, total),
+        [&](auto done) { bhttp::async_write(stream, req, [done](error_code e, std::size_t) { done(e); }); },
+        [&] { conn.close(); });
+    if (ec) {
+      stale = reused && is_stale(ec);
+      return failure("sending the request to", ec, true);
+    }
+    bhttp::response_parser<bhttp::buffer_body> parser;
+    parser.body_limit(boost::none);  // counted below, with a clearer message
+    parser.header_limit(64 * 1024);
+    ec = run(
+        step_deadline(opts.read_timeout, total),
+        [&](auto done) {
+          bhttp::async_read_header(stream, conn.buffer, parser, [done](error_code e, std::size_t) { done(e); });
+        },
+        [&] { conn.close(); });
+    if (ec) {
+      stale = reused && is_stale(ec);
+      return failure("reading the response from", ec, true);
+    }
+    Response response;
+    response.status = static_cast<int>(parser.get().result_int());
+    for (const auto& field : parser.get()) {
+      response.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    }
+    const bool streaming = on_chunk != nullptr && *on_chunk && response.status >= 200 && response.status < 300;
+    std::size_t received = 0;
+    std::vector<char> buf(64 * 1024);
+    while (!parser.is_done()) {
+      parser.get().body().data = buf.data();
+      parser.get().body().size = buf.size();
+      ec = run(
+          step_deadline(opts.read_timeout, total),
+          [&](auto done) {
+            bhttp::async_read_some(stream, conn.buffer, parser, [done](error_code e, std::size_t) { done(e); });
+          },
+          [&] { conn.close(); });
+      if (ec == bhttp::error::need_buffer) ec = {};
+      const std::size_t n = buf.size() - parser.get().body().size;
+      if (n > 0) {
+        received += n;
+        if (received > opts.max_response_bytes) {
+          return failure("response larger than " + std::to_string(opts.max_response_bytes) + " bytes from", {},
+                         false);
+        }
+        if (streaming) {
+          delivered += n;
+          if (!(*on_chunk)(std::string_view(buf.data(), n))) {
+            return failure("stream aborted by the reader:", {}, false);
+          }
+        } else {
+          response.body.append(buf.data(), n);
+        }
+      }
+      if (ec) {
+        return failure(received > 0 ? "connection cut mid-response from" : "reading the response body from", ec,
+                       delivered == 0);
+      }
+    }
+    return response;
+  }
+
+  std::expected<Response, Failure> attempt(const Url& url, const Request& request, const ChunkHandler* on_chunk,
+                                    Clock::time_point total, std::size_t& delivered) {
+    std::optional<Error> proxy_error;
+    const auto proxy = proxy_for(url, proxy_error);
+    if (proxy_error) return std::unexpected(Failure{*proxy_error, false});
+    const std::string key = url.scheme + "://" + url.authority() + (proxy ? " via " + proxy->url.authority() : "");
+
+    bhttp::request<bhttp::string_body> req;
+    const auto verb = bhttp::string_to_verb(request.method);
+    if (verb == bhttp::verb::unknown) {
+      return std::unexpected(Failure{Error(ErrorCode::Internal, "unknown HTTP method " + request.method), false});
+    }
+    req.method(verb);
+    req.target(url.target);
+    req.version(11);
+    const bool default_port = (url.scheme == "https" && url.port == "443") || (url.scheme == "http" && url.port == "80");
+    req.set(bhttp::field::host, default_port ? (url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host)
+                                             : url.authority());
+    req.set(bhttp::field::user_agent, opts.user_agent);
+    for (const auto& [name, value] : request.headers) {
+      if (name.find_first_of("\r\n:") != std::string::npos || value.find_first_of("\r\n") != std::string::npos) {
+        // The value is never printed: it is usually a key.
+        return std::unexpected(
+            Failure{Error(ErrorCode::Config, "HTTP header `" + name.substr(0, 64) + "` holds a line break"), false});
+      }
+      req.set(name, value);
+    }
+    req.body() = request.body;
+    if (verb != bhttp::verb::get || !request.body.empty()) req.prepare_payload();
+    req.keep_alive(true);
+
+    std::unique_ptr<Connection> conn;
+    if (auto it = idle.find(key); it != idle.end()) {
+      conn = std::move(it->second);
+      idle.erase(it);
+    }
+    for (int fresh_tries = 0;; ++fresh_tries) {
+      const bool reused = conn != nullptr;
+      if (!conn) {
+        auto made = connect(url, proxy, total);
+        if (!made) return std::unexpected(made.error());
+        conn = std::move(*made);
+      }
+      bool stale = false;
+      std::expected<Response, Failure> result =
+          conn->tls ? exchange(*conn->tls, *conn, url, req, on_chunk, total, reused, stale, delivered)
+                    : exchange(*conn->plain, *conn, url, req, on_chunk, total, reused, stale, delivered);
+      if (!result) {
+        conn->close();
+        conn.reset();
+        // The server dropped a kept-alive connection before answering: not an attempt.
+        if (stale && delivered == 0 && fresh_tries == 0) continue;
+        return result;
+      }
+      const auto connection_header = result->header("connection");
+      if (connection_header && iequals(*connection_header, "close")) {
+        conn->close();
+      } else {
+        idle[key] = std::move(conn);
+      }
+      return result;
+    }
+  }
+
+  Result<Response> execute(const Request& request, const ChunkHandler* on_chunk) {
+    std::lock_guard lock(mutex);
+    auto url = Url::parse(request.url);
+    if (!url) return std::unexpected(url.error());
+    const auto start = Clock::now();
+    const auto total = start + opts.total_timeout;
+    std::optional<Error> last_error;
+    std::optional<Response> last_response;
+    std::optional<std::chrono::milliseconds> retry_after;
+    const int attempts = 1 + std::max(0, opts.max_retries);
+    int tries = 0;
+    for (int round = 0; round < attempts; ++round) {
+      if (round > 0) {
+        auto wait = opts.backoff_base * (1 << std::min(round - 1, 16));
+        if (retry_after) wait = std::max(wait, std::min(*retry_after, opts.retry_after_cap));
+        if (Clock::now() + wait >= total) break;  // no time left for another try
+        std::this_thread::sleep_for(wait);
+      }
+      ++stats.attempts;
+      ++tries;
+      std::size_t delivered = 0;
+      auto result = attempt(*url, request, on_chunk, total, delivered);
+      if (!result) {
+        if (!result.error().retryable || delivered > 0) return std::unexpected(result.error().error);
+        last_error = result.error().error;
+        last_response.reset();
+        retry_after.reset();
+        continue;
+      }
+      if (result->status == 429 || result->status >= 500) {
+        last_error.reset();
+        retry_after.reset();
+        if (auto h = result->header("retry-after")) retry_after = parse_retry_after(*h);
+        last_response = std::move(*result);
+        continue;
+      }
+      return std::move(*result);
+    }
+    if (last_response) return std::move(*last_response);
+    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+    return fail(ErrorCode::Provider, last_error ? last_error->message + " (gave up after " +
+                                                      std::to_string(tries) + " attempt(s), " +
+                                                      std::to_string(elapsed) + " ms)"
+                                                : "request to " + url->authority() + " timed out");
+  }
+};
+
+Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Client::~Client() = default;
+
+Result<Response> Client::send(const Request& request) { return impl_->execute(request, nullptr); }
+
+Result<Response> Client::stream(const Request& request, const ChunkHandler& on_chunk) {
+  return impl_->execute(request, &on_chunk);
+}
+
+const ClientOptions& Client::options() const { return impl_->opts; }
+
+ClientStats Client::stats() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->stats;
+}
+
+}  // namespace kernex::http

@@ -1,0 +1,217 @@
+// Ollama /api/chat: tools, NDJSON streaming. No key (an api_key, when given, is sent as a
+// bearer token for Ollama behind an authenticating proxy).
+#include "kernex/http/sse.hpp"
+#include "kernex/plugin.hpp"
+#include "kernex/providers/catalog.hpp"
+#include "kernex/providers/support.hpp"
+
+namespace kernex::providers {
+
+namespace {
+
+std::uint64_t u64(const Json& j, const char* key) {
+  if (!j.is_object()) return 0;
+  auto it = j.find(key);
+  if (it == j.end()) return 0;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (it->is_number_integer() && it->get<std::int64_t>() > 0) return static_cast<std::uint64_t>(it->get<std::int64_t>());
+  return 0;
+}
+
+std::string str(const Json& j, const char* key) {
+  if (!j.is_object()) return {};
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::string map_done(const std::string& reason, bool has_calls) {
+  if (has_calls) return "tool_use";
+  if (reason == "length") return "max_tokens";
+  if (reason.empty() || reason == "stop") return "end_turn";
+  return reason;
+}
+
+class OllamaProvider final : public Provider {
+ public:
+  explicit OllamaProvider(CommonOptions options) : o_(std::move(options)), client_(o_.client) {
+    std::string base = o_.base_url;
+    if (path_ends_with(o_.url, "/api/chat")) {
+      endpoint_ = base;
+    } else {
+      if (path_ends_with(o_.url, "/api")) base.resize(base.size() - 4);
+      endpoint_ = join_url(base, "/api/chat");
+    }
+  }
+
+  std::string name() const override { return o_.name; }
+  std::string default_model() const override { return o_.model; }
+
+  Result<Response> complete(const Context& context, const std::vector<ToolSpec>& tools,
+                            const StreamSink& sink) override {
+    http::Request request;
+    request.url = endpoint_;
+    request.headers = json_headers();
+    if (!o_.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + o_.api_key);
+    request.body = build_body(context, tools, static_cast<bool>(sink)).dump(-1, ' ', false, Json::error_handler_t::replace);
+    if (sink) return stream(request, context, sink);
+
+    auto response = client_.send(request);
+    if (!response) return std::unexpected(transport_error(o_, response.error()));
+    if (response->status < 200 || response->status >= 300) return std::unexpected(http_error(o_, *response));
+    auto body = parse_body(o_, response->body);
+    if (!body) return std::unexpected(body.error());
+    if (body->contains("error")) return std::unexpected(stream_error(o_, response->body));
+    Response r;
+    r.provider = o_.name;
+    if (auto ok = absorb(*body, r, Emitter(no_sink_)); !ok) return std::unexpected(ok.error());
+    finish(r, context, str(*body, "done_reason"));
+    return r;
+  }
+
+ private:
+  Json build_body(const Context& context, const std::vector<ToolSpec>& tools, bool streaming) const {
+    Json messages = Json::array();
+    const std::string system = strip_cache_boundary(context.system_prompt);
+    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    for (const ContextEntry& e : context.messages()) {
+      if (e.role == "tool") {
+        Json m{{"role", "tool"}, {"content", e.tool_result ? e.tool_result->content : e.content}};
+        if (e.tool_result) m["tool_name"] = e.tool_result->name;
+        messages.push_back(std::move(m));
+        continue;
+      }
+      Json m{{"role", e.role}, {"content", e.content}};
+      if (e.role == "assistant" && !e.tool_calls.empty()) {
+        Json calls = Json::array();
+        for (const ToolCall& c : e.tool_calls) {
+          calls.push_back({{"function", {{"name", c.name}, {"arguments", c.arguments.is_object() ? c.arguments : Json::object()}}}});
+        }
+        m["tool_calls"] = std::move(calls);
+      }
+      messages.push_back(std::move(m));
+    }
+    Json body{{"model", context.model.value_or(o_.model)}, {"messages", std::move(messages)}, {"stream", streaming}};
+    if (!tools.empty()) {
+      Json defs = Json::array();
+      for (const ToolSpec& t : tools) {
+        defs.push_back({{"type", "function"},
+                        {"function", {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
+      }
+      body["tools"] = std::move(defs);
+    }
+    if (o_.max_tokens) body["options"] = {{"num_predict", *o_.max_tokens}};
+    return body;
+  }
+
+  // Folds one response object (whole or a stream line) into `r`, emitting its deltas.
+  Result<void> absorb(const Json& j, Response& r, const Emitter& emit) {
+    if (auto m = str(j, "model"); !m.empty()) r.model = m;
+    const Json message = j.value("message", Json::object());
+    const std::string text = str(message, "content");
+    r.text += text;
+    emit.text(text);
+    const std::string thinking = str(message, "thinking");
+    r.thinking += thinking;
+    emit.thinking(thinking);
+    const Json calls = message.value("tool_calls", Json::array());
+    if (calls.is_array()) {
+      for (const Json& c : calls) {
+        const Json fn = c.value("function", Json::object());
+        ToolCall call;
+        call.id = str(c, "id");
+        if (call.id.empty()) call.id = "call_" + std::to_string(r.tool_calls.size());
+        call.name = str(fn, "name");
+        if (call.name.empty()) return fail(ErrorCode::Provider, o_.name + ": a tool call has no function name");
+        const Json args = fn.value("arguments", Json::object());
+        call.arguments = args.is_string() ? parse_arguments(args.get<std::string>()) : args;
+        emit.tool_start(call.id, call.name);
+        emit.tool_delta(call.id, call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace));
+        emit.tool_end(call.id);
+        r.tool_calls.push_back(std::move(call));
+      }
+    }
+    if (j.contains("prompt_eval_count")) r.usage.input_tokens = u64(j, "prompt_eval_count");
+    if (j.contains("eval_count")) r.usage.output_tokens = u64(j, "eval_count");
+    return {};
+  }
+
+  void finish(Response& r, const Context& context, const std::string& done_reason) const {
+    if (r.model.empty()) r.model = context.model.value_or(o_.model);
+    r.stop_reason = map_done(done_reason, !r.tool_calls.empty());
+  }
+
+  Result<Response> stream(const http::Request& request, const Context& context, const StreamSink& sink) {
+    Emitter emit(sink);
+    http::LineSplitter lines;
+    Response r;
+    r.provider = o_.name;
+    bool done = false;
+    std::string done_reason;
+    std::optional<Error> failure;
+    auto on_line = [&](std::string_view line) {
+      if (failure || done) return;
+      Json j = Json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) {
+        failure = Error(ErrorCode::Provider, o_.name + ": malformed stream line from " + o_.url.authority() + ": " +
+                                                 excerpt(line, 256));
+        return;
+      }
+      if (j.contains("error")) {
+        failure = stream_error(o_, line);
+        return;
+      }
+      if (auto ok = absorb(j, r, emit); !ok) {
+        failure = ok.error();
+        return;
+      }
+      if (j.value("done", false)) {
+        done = true;
+        done_reason = str(j, "done_reason");
+      }
+    };
+    auto response = client_.stream(request, [&](std::string_view chunk) {
+      auto fed = lines.feed(chunk, on_line);
+      if (!fed) failure = Error(ErrorCode::Provider, o_.name + ": " + fed.error().message);
+      return !failure;
+    });
+    auto finish_with = [&](Error e) -> Result<Response> {
+      emit.error(e.message);
+      return std::unexpected(std::move(e));
+    };
+    if (!failure && response && response->status >= 200 && response->status < 300 && lines.has_partial()) {
+      const std::string rest = lines.take_rest();  // a last line without its newline
+      on_line(rest);
+    }
+    if (failure) return finish_with(*failure);
+    if (!response) return finish_with(transport_error(o_, response.error()));
+    if (response->status < 200 || response->status >= 300) return finish_with(http_error(o_, *response));
+    if (!done) {
+      return finish_with(Error(ErrorCode::Provider, o_.name + ": the stream from " + o_.url.authority() +
+                                                        " ended before its done line"));
+    }
+    finish(r, context, done_reason);
+    emit.usage(r.usage, r.stop_reason);
+    emit.done();
+    return r;
+  }
+
+  CommonOptions o_;
+  http::Client client_;
+  std::string endpoint_;
+  StreamSink no_sink_;
+};
+
+Result<std::shared_ptr<Provider>> make_ollama(const Json& config) {
+  const CatalogEntry* entry = find_catalog_entry("ollama");
+  OptionReader reader("ollama", config);
+  auto options = read_common(reader, {"ollama", std::string(entry->default_model), std::string(entry->base_url), ""});
+  if (!options) return std::unexpected(options.error());
+  return std::make_shared<OllamaProvider>(std::move(*options));
+}
+
+}  // namespace
+
+}  // namespace kernex::providers
+
+KERNEX_PLUGIN(Provider, "ollama", "1.0.0", "Ollama /api/chat: tools, NDJSON streaming",
+              kernex::providers::make_ollama)

@@ -1,0 +1,351 @@
+// OpenAI Chat Completions and the compatible services (presets in catalog.hpp). One model call
+// per complete(): POST {base_url}/chat/completions, buffered or streamed over SSE.
+#include "openai_provider.hpp"
+
+#include <map>
+
+#include "kernex/http/sse.hpp"
+#include "kernex/providers/catalog.hpp"
+#include "kernex/providers/support.hpp"
+
+namespace kernex::providers {
+
+namespace {
+
+std::uint64_t u64(const Json& j, const char* key) {
+  if (!j.is_object()) return 0;
+  auto it = j.find(key);
+  if (it == j.end()) return 0;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (it->is_number_integer() && it->get<std::int64_t>() > 0) return static_cast<std::uint64_t>(it->get<std::int64_t>());
+  return 0;
+}
+
+std::string str(const Json& j, const char* key) {
+  if (!j.is_object()) return {};
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// Content is a string, null, or (some compatible servers) an array of {type:"text", text}.
+std::string content_text(const Json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string out;
+  if (content.is_array()) {
+    for (const auto& part : content) out += str(part, "text");
+  }
+  return out;
+}
+
+// prompt_tokens counts cached tokens too; Usage keeps fresh input and cache reads apart.
+Usage parse_usage(const Json& u) {
+  Usage usage;
+  const std::uint64_t prompt = u64(u, "prompt_tokens");
+  std::uint64_t cached = u64(u.value("prompt_tokens_details", Json::object()), "cached_tokens");
+  if (cached == 0) cached = u64(u, "prompt_cache_hit_tokens");  // DeepSeek
+  cached = std::min(cached, prompt);
+  usage.input_tokens = prompt - cached;
+  usage.cache_read_tokens = cached;
+  usage.output_tokens = u64(u, "completion_tokens");
+  return usage;
+}
+
+std::string map_finish(const std::string& finish, bool has_calls) {
+  if (finish == "tool_calls" || finish == "function_call" || (finish.empty() && has_calls)) return "tool_use";
+  if (finish == "stop" || finish.empty()) return has_calls ? "tool_use" : "end_turn";
+  if (finish == "length") return "max_tokens";
+  return finish;
+}
+
+std::string arguments_text(const Json& arguments) {
+  return arguments.is_string() ? arguments.get<std::string>() : arguments.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+class OpenAiProvider final : public Provider {
+ public:
+  explicit OpenAiProvider(CommonOptions options)
+      : o_(std::move(options)), client_(o_.client),
+        endpoint_(path_ends_with(o_.url, "/chat/completions") ? o_.base_url : join_url(o_.base_url, "/chat/completions")) {}
+
+  std::string name() const override { return o_.name; }
+  std::string default_model() const override { return o_.model; }
+
+  Result<Response> complete(const Context& context, const std::vector<ToolSpec>& tools,
+                            const StreamSink& sink) override {
+    const bool streaming = static_cast<bool>(sink);
+    http::Request request;
+    request.url = endpoint_;
+    request.headers = json_headers();
+    if (!o_.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + o_.api_key);
+    request.body = build_body(context, tools, streaming).dump(-1, ' ', false, Json::error_handler_t::replace);
+
+    if (!streaming) {
+      auto response = client_.send(request);
+      if (!response) return std::unexpected(transport_error(o_, response.error()));
+      if (response->status < 200 || response->status >= 300) return std::unexpected(http_error(o_, *response));
+      auto body = parse_body(o_, response->body);
+      if (!body) return std::unexpected(body.error());
+      return parse_response(*body, context);
+    }
+    return stream(request, context, sink);
+  }
+
+ private:
+  Json build_body(const Context& context, const std::vector<ToolSpec>& tools, bool streaming) const {
+    Json messages = Json::array();
+    const std::string system = strip_cache_boundary(context.system_prompt);
+    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    for (const ContextEntry& e : context.messages()) {
+      if (e.role == "tool") {
+        if (e.tool_result) {
+          messages.push_back(
+              {{"role", "tool"}, {"tool_call_id", e.tool_result->call_id}, {"content", e.tool_result->content}});
+        } else {
+          messages.push_back({{"role", "user"}, {"content", "[Tool result]\n" + e.content}});
+        }
+        continue;
+      }
+      Json m{{"role", e.role}};
+      if (e.role == "assistant" && !e.tool_calls.empty()) {
+        m["content"] = e.content.empty() ? Json(nullptr) : Json(e.content);
+        Json calls = Json::array();
+        for (const ToolCall& c : e.tool_calls) {
+          calls.push_back({{"id", c.id},
+                           {"type", "function"},
+                           {"function", {{"name", c.name}, {"arguments", arguments_text(c.arguments)}}}});
+        }
+        m["tool_calls"] = std::move(calls);
+      } else {
+        m["content"] = e.content;
+      }
+      messages.push_back(std::move(m));
+    }
+    Json body{{"model", context.model.value_or(o_.model)}, {"messages", std::move(messages)}};
+    if (!tools.empty()) {
+      Json defs = Json::array();
+      for (const ToolSpec& t : tools) {
+        defs.push_back({{"type", "function"},
+                        {"function", {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
+      }
+      body["tools"] = std::move(defs);
+    }
+    if (o_.max_tokens) body["max_tokens"] = *o_.max_tokens;
+    if (streaming) {
+      body["stream"] = true;
+      body["stream_options"] = {{"include_usage", true}};
+    }
+    return body;
+  }
+
+  Result<Response> parse_response(const Json& body, const Context& context) const {
+    const Json& choices = body.contains("choices") ? body.at("choices") : Json();
+    if (!choices.is_array() || choices.empty() || !choices.front().is_object()) {
+      return fail(ErrorCode::Provider, redact(o_.name + ": the response has no choices (body: " +
+                                                  excerpt(body.dump(-1, ' ', false, Json::error_handler_t::replace)) + ")",
+                                              o_.api_key));
+    }
+    const Json& choice = choices.front();
+    const Json message = choice.value("message", Json::object());
+    Response r;
+    r.provider = o_.name;
+    r.model = str(body, "model");
+    if (r.model.empty()) r.model = context.model.value_or(o_.model);
+    r.text = content_text(message.value("content", Json()));
+    r.thinking = str(message, "reasoning_content");
+    if (r.thinking.empty()) r.thinking = str(message, "reasoning");
+    const Json calls = message.value("tool_calls", Json::array());
+    if (calls.is_array()) {
+      for (std::size_t i = 0; i < calls.size(); ++i) {
+        const Json& c = calls[i];
+        const Json fn = c.value("function", Json::object());
+        ToolCall call;
+        call.id = str(c, "id");
+        if (call.id.empty()) call.id = "call_" + std::to_string(i);
+        call.name = str(fn, "name");
+        if (call.name.empty()) {
+          return fail(ErrorCode::Provider, o_.name + ": tool_calls[" + std::to_string(i) + "] has no function name");
+        }
+        const Json args = fn.value("arguments", Json(""));
+        call.arguments = args.is_string() ? parse_arguments(args.get<std::string>()) : args;
+        r.tool_calls.push_back(std::move(call));
+      }
+    }
+    r.stop_reason = map_finish(str(choice, "finish_reason"), !r.tool_calls.empty());
+    if (body.contains("usage")) r.usage = parse_usage(body.at("usage"));
+    return r;
+  }
+
+  struct StreamCall {
+    std::string id;
+    std::string name;
+    std::string arguments;
+    bool started = false;
+  };
+
+  Result<Response> stream(const http::Request& request, const Context& context, const StreamSink& sink) {
+    Emitter emit(sink);
+    http::SseParser parser;
+    Response r;
+    r.provider = o_.name;
+    std::map<std::int64_t, StreamCall> calls;
+    std::string finish;
+    bool saw_done = false;
+    bool saw_event = false;
+    std::optional<Error> failure;
+    std::string raw;  // kept until the first event, for servers that ignore "stream": true
+
+    auto on_event = [&](const http::SseEvent& ev) {
+      if (failure) return;
+      saw_event = true;
+      if (ev.data == "[DONE]") {
+        saw_done = true;
+        return;
+      }
+      Json j = Json::parse(ev.data, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) {
+        failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " + o_.url.authority() +
+                                                 " (data: " + excerpt(ev.data, 512) + ")");
+        return;
+      }
+      if (j.contains("error")) {
+        failure = stream_error(o_, ev.data);
+        return;
+      }
+      if (auto m = str(j, "model"); !m.empty()) r.model = m;
+      if (j.contains("usage") && j.at("usage").is_object()) r.usage = parse_usage(j.at("usage"));
+      const Json choices = j.value("choices", Json::array());
+      if (!choices.is_array() || choices.empty()) return;
+      const Json& choice = choices.front();
+      const Json delta = choice.value("delta", Json::object());
+      const std::string text = content_text(delta.value("content", Json()));
+      r.text += text;
+      emit.text(text);
+      std::string thinking = str(delta, "reasoning_content");
+      if (thinking.empty()) thinking = str(delta, "reasoning");
+      r.thinking += thinking;
+      emit.thinking(thinking);
+      const Json tool_deltas = delta.value("tool_calls", Json::array());
+      if (tool_deltas.is_array()) {
+        for (std::size_t i = 0; i < tool_deltas.size(); ++i) {
+          const Json& d = tool_deltas[i];
+          const std::int64_t index = d.contains("index") && d.at("index").is_number_integer()
+                                         ? d.at("index").get<std::int64_t>()
+                                         : static_cast<std::int64_t>(i);
+          StreamCall& call = calls[index];
+          if (auto id = str(d, "id"); !id.empty() && call.id.empty()) call.id = id;
+          const Json fn = d.value("function", Json::object());
+          if (auto name = str(fn, "name"); !name.empty() && !call.started) call.name += name;
+          const Json args = fn.value("arguments", Json());
+          const std::string fragment = args.is_string() ? args.get<std::string>() : (args.is_null() ? "" : args.dump());
+          call.arguments += fragment;
+          if (!call.started && !call.name.empty()) {
+            if (call.id.empty()) call.id = "call_" + std::to_string(index);
+            call.started = true;
+            emit.tool_start(call.id, call.name);
+            emit.tool_delta(call.id, call.arguments);
+          } else if (call.started) {
+            emit.tool_delta(call.id, fragment);
+          }
+        }
+      }
+      if (auto f = str(choice, "finish_reason"); !f.empty()) finish = f;
+    };
+
+    auto response = client_.stream(request, [&](std::string_view chunk) {
+      if (!saw_event && raw.size() < (1u << 20)) raw.append(chunk);
+      auto fed = parser.feed(chunk, on_event);
+      if (!fed) failure = Error(ErrorCode::Provider, o_.name + ": " + fed.error().message);
+      return !failure;
+    });
+    if (failure) {
+      emit.error(failure->message);
+      return std::unexpected(*failure);
+    }
+    if (!response) {
+      Error e = transport_error(o_, response.error());
+      emit.error(e.message);
+      return std::unexpected(e);
+    }
+    if (response->status < 200 || response->status >= 300) {
+      Error e = http_error(o_, *response);
+      emit.error(e.message);
+      return std::unexpected(e);
+    }
+    if (!saw_event) {
+      // The server ignored "stream": true and sent one JSON body: answer from it.
+      auto body = parse_body(o_, raw);
+      if (!body) {
+        emit.error(body.error().message);
+        return std::unexpected(body.error());
+      }
+      auto whole = parse_response(*body, context);
+      if (!whole) {
+        emit.error(whole.error().message);
+        return whole;
+      }
+      emit.thinking(whole->thinking);
+      emit.text(whole->text);
+      for (const ToolCall& c : whole->tool_calls) {
+        emit.tool_start(c.id, c.name);
+        emit.tool_delta(c.id, arguments_text(c.arguments));
+        emit.tool_end(c.id);
+      }
+      emit.usage(whole->usage, whole->stop_reason);
+      emit.done();
+      return whole;
+    }
+    if (parser.has_partial() || (!saw_done && finish.empty())) {
+      Error e(ErrorCode::Provider, o_.name + ": the stream from " + o_.url.authority() +
+                                       " ended before the response was complete");
+      emit.error(e.message);
+      return std::unexpected(e);
+    }
+    for (auto& [index, call] : calls) {
+      if (!call.started) {
+        Error e(ErrorCode::Provider, o_.name + ": streamed tool call " + std::to_string(index) + " has no name");
+        emit.error(e.message);
+        return std::unexpected(e);
+      }
+      emit.tool_end(call.id);
+      r.tool_calls.push_back(ToolCall{call.id, call.name, parse_arguments(call.arguments)});
+    }
+    if (r.model.empty()) r.model = context.model.value_or(o_.model);
+    r.stop_reason = map_finish(finish, !r.tool_calls.empty());
+    emit.usage(r.usage, r.stop_reason);
+    emit.done();
+    return r;
+  }
+
+  CommonOptions o_;
+  http::Client client_;
+  std::string endpoint_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<Provider>> make_openai_provider(const Json& config, std::string_view plugin_name) {
+  const std::string plugin(plugin_name);
+  OptionReader reader(plugin, config);
+  std::string preset_name = plugin;
+  if (plugin == "openai") {
+    auto preset = reader.string("preset");
+    if (!preset) return std::unexpected(preset.error());
+    if (*preset) preset_name = **preset;
+  }
+  const CatalogEntry* entry = nullptr;
+  for (const auto& e : kOpenAiPresets) {
+    if (e.name == preset_name) entry = &e;
+  }
+  if (entry == nullptr) {
+    std::string known;
+    for (const auto& e : kOpenAiPresets) known += (known.empty() ? "" : ", ") + std::string(e.name);
+    return fail(ErrorCode::Config, plugin + ": unknown preset `" + preset_name + "` (known: " + known + ")");
+  }
+  ProviderDefaults defaults{std::string(entry->name), std::string(entry->default_model), std::string(entry->base_url),
+                            std::string(entry->key_env)};
+  auto options = read_common(reader, defaults);
+  if (!options) return std::unexpected(options.error());
+  return std::make_shared<OpenAiProvider>(std::move(*options));
+}
+
+}  // namespace kernex::providers

@@ -1,0 +1,125 @@
+// What every network provider plugin shares: options, keys, base-URL policy, error reports
+// and stream-event helpers. Linked statically into each plugin with kernex_http.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernex/http/client.hpp"
+#include "kernex/json.hpp"
+#include "kernex/message.hpp"
+
+namespace kernex::providers {
+
+// Callers put this in the system prompt where the stable (cacheable) part ends. Anthropic turns
+// it into a cache_control block boundary; every other provider drops it.
+inline constexpr std::string_view kCacheBoundary = "KERNEX_CACHE_BOUNDARY";
+
+// Splits at the first marker: (stable with trailing space trimmed, dynamic with leading space
+// trimmed). No marker: (whole prompt, "") and `found` false.
+struct SplitPrompt {
+  std::string stable;
+  std::string dynamic;
+  bool found = false;
+};
+SplitPrompt split_cache_boundary(std::string_view system_prompt);
+// The prompt with the marker removed (stable + "\n\n" + dynamic).
+std::string strip_cache_boundary(std::string_view system_prompt);
+
+struct ProviderDefaults {
+  std::string name;          // "openai", used in every message
+  std::string model;
+  std::string base_url;
+  std::string key_env;       // empty: the provider takes no key
+};
+
+// Options every network provider accepts:
+//   model, base_url, api_key, api_key_env, max_tokens, timeout_secs (total, default 120),
+//   connect_timeout_secs, read_timeout_secs, max_retries (3), retry_base_ms (1000).
+struct CommonOptions {
+  std::string name;
+  std::string model;
+  std::string base_url;
+  http::Url url;             // base_url parsed
+  std::string api_key;       // may be empty (loopback servers, keyless providers)
+  std::string api_key_env;
+  std::optional<std::uint64_t> max_tokens;
+  http::ClientOptions client;
+};
+
+// Strict reader over a plugin's JSON config: every key must be consumed or it is an error
+// naming the key and the accepted ones.
+class OptionReader {
+ public:
+  OptionReader(std::string provider, const Json& config);
+  Result<std::optional<std::string>> string(const std::string& key);
+  Result<std::optional<std::uint64_t>> uint(const std::string& key);
+  Result<std::optional<double>> number(const std::string& key);
+  Result<std::optional<bool>> boolean(const std::string& key);
+  Result<void> finish() const;  // unknown keys -> Config error
+
+ private:
+  std::string provider_;
+  const Json& config_;
+  std::set<std::string> seen_;
+};
+
+// Reads the common options (after any provider-specific ones were read from `reader`), picks
+// the key from api_key or the api_key_env variable, and applies the URL policy: a keyed
+// provider needs https:// unless the host is loopback, and a key unless the host is loopback.
+Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& defaults);
+
+// Joins a base URL and a path without doubling '/'.
+std::string join_url(std::string_view base, std::string_view path);
+// Whether a URL's path already ends with `suffix` (e.g. "/v1").
+bool path_ends_with(const http::Url& url, std::string_view suffix);
+
+// Replaces every occurrence of `secret` (when non-empty) by [REDACTED].
+std::string redact(std::string text, std::string_view secret);
+
+// The first `cap` bytes with control characters escaped, plus " [... N bytes truncated]".
+std::string excerpt(std::string_view body, std::size_t cap = 2048);
+
+// "<name>: HTTP <status> from <host>: <provider message> (body: <excerpt>)", key redacted.
+// The message is error.message / error / message from a JSON body, or notes an HTML page.
+Error http_error(const CommonOptions& options, const http::Response& response);
+// The provider's own error text in a body (error.message, error, message), or a note that
+// the body is an HTML page; "" when there is none.
+std::string error_detail(std::string_view body);
+// An error reported inside a stream ("<name>: stream error from <host>: <detail>").
+Error stream_error(const CommonOptions& options, std::string_view data);
+// A transport failure, key redacted, as "<name>: <what>".
+Error transport_error(const CommonOptions& options, const Error& error);
+// Parses a response body; malformed JSON is an error with an excerpt.
+Result<Json> parse_body(const CommonOptions& options, std::string_view body);
+
+// Stream events, each a no-op without a sink.
+class Emitter {
+ public:
+  explicit Emitter(const StreamSink& sink) : sink_(sink) {}
+  bool active() const { return static_cast<bool>(sink_); }
+  void text(std::string_view t) const;
+  void thinking(std::string_view t) const;
+  void tool_start(const std::string& id, const std::string& name) const;
+  void tool_delta(const std::string& id, std::string_view fragment) const;
+  void tool_end(const std::string& id) const;
+  void usage(const Usage& usage, const std::string& stop_reason) const;
+  void done() const;
+  void error(const std::string& message) const;
+
+ private:
+  const StreamSink& sink_;
+};
+
+// Tool-call arguments from a model: a JSON object text. "" is {}; anything that is not a JSON
+// object is kept as the raw string so the tool can report what it got.
+Json parse_arguments(std::string_view text);
+
+// Headers for a JSON POST.
+http::Headers json_headers();
+
+}  // namespace kernex::providers

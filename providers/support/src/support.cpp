@@ -1,0 +1,288 @@
+#include "kernex/providers/support.hpp"
+
+#include <cmath>
+#include <cstdlib>
+
+namespace kernex::providers {
+
+namespace {
+
+std::string trim_end(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+std::string trim_start(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  return std::string(s);
+}
+
+std::chrono::milliseconds seconds_to_ms(double s) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(s * 1000.0)));
+}
+
+}  // namespace
+
+SplitPrompt split_cache_boundary(std::string_view system_prompt) {
+  const auto at = system_prompt.find(kCacheBoundary);
+  if (at == std::string_view::npos) return {std::string(system_prompt), {}, false};
+  return {trim_end(system_prompt.substr(0, at)), trim_start(system_prompt.substr(at + kCacheBoundary.size())), true};
+}
+
+std::string strip_cache_boundary(std::string_view system_prompt) {
+  SplitPrompt split = split_cache_boundary(system_prompt);
+  if (!split.found) return split.stable;
+  if (split.stable.empty()) return split.dynamic;
+  if (split.dynamic.empty()) return split.stable;
+  return split.stable + "\n\n" + split.dynamic;
+}
+
+// ---- options ------------------------------------------------------------------------------
+
+OptionReader::OptionReader(std::string provider, const Json& config) : provider_(std::move(provider)), config_(config) {}
+
+Result<std::optional<std::string>> OptionReader::string(const std::string& key) {
+  seen_.insert(key);
+  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null()) return std::nullopt;
+  const Json& v = config_.at(key);
+  if (!v.is_string()) return fail(ErrorCode::Config, provider_ + ": option `" + key + "` must be a string");
+  return v.get<std::string>();
+}
+
+Result<std::optional<std::uint64_t>> OptionReader::uint(const std::string& key) {
+  seen_.insert(key);
+  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null()) return std::nullopt;
+  const Json& v = config_.at(key);
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0)) return v.get<std::uint64_t>();
+  return fail(ErrorCode::Config, provider_ + ": option `" + key + "` must be a non-negative integer, got " + v.dump());
+}
+
+Result<std::optional<double>> OptionReader::number(const std::string& key) {
+  seen_.insert(key);
+  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null()) return std::nullopt;
+  const Json& v = config_.at(key);
+  if (!v.is_number() || v.get<double>() < 0 || !std::isfinite(v.get<double>())) {
+    return fail(ErrorCode::Config, provider_ + ": option `" + key + "` must be a non-negative number, got " + v.dump());
+  }
+  return v.get<double>();
+}
+
+Result<std::optional<bool>> OptionReader::boolean(const std::string& key) {
+  seen_.insert(key);
+  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null()) return std::nullopt;
+  const Json& v = config_.at(key);
+  if (!v.is_boolean()) return fail(ErrorCode::Config, provider_ + ": option `" + key + "` must be true or false");
+  return v.get<bool>();
+}
+
+Result<void> OptionReader::finish() const {
+  if (!config_.is_null() && !config_.is_object()) {
+    return fail(ErrorCode::Config, provider_ + ": options must be a JSON object");
+  }
+  if (config_.is_null()) return {};
+  for (const auto& [key, value] : config_.items()) {
+    if (seen_.contains(key)) continue;
+    std::string known;
+    for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
+    return fail(ErrorCode::Config, provider_ + ": unknown option `" + key + "` (accepted: " + known + ")");
+  }
+  return {};
+}
+
+Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& defaults) {
+  CommonOptions o;
+  o.name = defaults.name;
+#define KX_READ(var, call)        \
+  auto var = call;                \
+  if (!var) return std::unexpected(var.error())
+  KX_READ(model, reader.string("model"));
+  KX_READ(base_url, reader.string("base_url"));
+  KX_READ(api_key, reader.string("api_key"));
+  KX_READ(api_key_env, reader.string("api_key_env"));
+  KX_READ(max_tokens, reader.uint("max_tokens"));
+  KX_READ(timeout, reader.number("timeout_secs"));
+  KX_READ(connect_timeout, reader.number("connect_timeout_secs"));
+  KX_READ(read_timeout, reader.number("read_timeout_secs"));
+  KX_READ(max_retries, reader.uint("max_retries"));
+  KX_READ(retry_base_ms, reader.uint("retry_base_ms"));
+#undef KX_READ
+  if (auto done = reader.finish(); !done) return std::unexpected(done.error());
+
+  o.model = model->value_or(defaults.model);
+  if (o.model.empty()) return fail(ErrorCode::Config, o.name + ": option `model` must not be empty");
+  o.base_url = base_url->value_or(defaults.base_url);
+  while (o.base_url.ends_with('/')) o.base_url.pop_back();
+  auto url = http::Url::parse(o.base_url);
+  if (!url) return fail(ErrorCode::Config, o.name + ": option `base_url`: " + url.error().message);
+  o.url = *url;
+  o.max_tokens = *max_tokens;
+  if (o.max_tokens && *o.max_tokens == 0) return fail(ErrorCode::Config, o.name + ": option `max_tokens` must be > 0");
+
+  const bool keyed = !defaults.key_env.empty();
+  o.api_key_env = api_key_env->value_or(defaults.key_env);
+  if (*api_key) {
+    o.api_key = **api_key;
+  } else if (!o.api_key_env.empty()) {
+    if (const char* v = std::getenv(o.api_key_env.c_str()); v != nullptr) o.api_key = v;
+  }
+  if (keyed && o.url.scheme != "https" && !o.url.is_loopback()) {
+    return fail(ErrorCode::Config, o.name + ": base_url must use https:// (plain http:// is accepted only for "
+                                            "loopback hosts), got host " + o.url.host);
+  }
+  if (keyed && o.api_key.empty() && !o.url.is_loopback()) {
+    return fail(ErrorCode::Config, o.name + ": no API key: set the environment variable " +
+                                       (o.api_key_env.empty() ? defaults.key_env : o.api_key_env) +
+                                       " or the option api_key (or api_key_env=NAME)");
+  }
+
+  o.client.total_timeout = seconds_to_ms(timeout->value_or(120.0));
+  o.client.read_timeout = read_timeout->has_value() ? seconds_to_ms(**read_timeout) : o.client.total_timeout;
+  o.client.connect_timeout =
+      std::min(o.client.total_timeout, connect_timeout->has_value() ? seconds_to_ms(**connect_timeout)
+                                                                      : std::chrono::milliseconds(10'000));
+  if (o.client.total_timeout.count() <= 0) return fail(ErrorCode::Config, o.name + ": timeout_secs must be > 0");
+  o.client.max_retries = static_cast<int>(std::min<std::uint64_t>(max_retries->value_or(3), 10));
+  o.client.backoff_base = std::chrono::milliseconds(retry_base_ms->value_or(1000));
+  return o;
+}
+
+std::string join_url(std::string_view base, std::string_view path) {
+  std::string out(base);
+  while (out.ends_with('/')) out.pop_back();
+  if (!path.starts_with('/')) out += '/';
+  out += path;
+  return out;
+}
+
+bool path_ends_with(const http::Url& url, std::string_view suffix) {
+  std::string_view path = url.target;
+  if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+  while (path.size() > 1 && path.ends_with('/')) path.remove_suffix(1);
+  return path.ends_with(suffix);
+}
+
+std::string redact(std::string text, std::string_view secret) {
+  if (secret.empty()) return text;
+  for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
+    text.replace(at, secret.size(), "[REDACTED]");
+    at += 10;
+  }
+  return text;
+}
+
+std::string excerpt(std::string_view body, std::size_t cap) {
+  std::string out;
+  const std::size_t n = std::min(cap, body.size());
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(body[i]);
+    if (c == '\n' || c == '\r' || c == '\t') {
+      out += ' ';
+    } else if (c < 0x20 || c == 0x7f) {
+      out += '?';
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (body.size() > cap) out += " [... " + std::to_string(body.size() - cap) + " bytes truncated]";
+  return out;
+}
+
+std::string error_detail(std::string_view body) {
+  Json j = Json::parse(body, nullptr, false);
+  if (j.is_discarded()) {
+    const std::string head(body.substr(0, 512));
+    std::string lowered = head;
+    for (auto& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lowered.find("<html") != std::string::npos || lowered.find("<!doctype") != std::string::npos) {
+      return "the server answered with an HTML page, not the provider's JSON";
+    }
+    return {};
+  }
+  auto str = [](const Json& v) -> std::string { return v.is_string() ? v.get<std::string>() : std::string(); };
+  if (j.is_array() && !j.empty()) j = j.front();  // Gemini streams wrap errors in an array
+  if (!j.is_object()) return {};
+  if (j.contains("error")) {
+    const Json& e = j.at("error");
+    if (e.is_string()) return e.get<std::string>();
+    if (e.is_object()) {
+      std::string msg = str(e.value("message", Json()));
+      const std::string type = str(e.value("type", Json()));
+      const std::string status = str(e.value("status", Json()));
+      const std::string prefix = !type.empty() ? type : status;
+      if (!prefix.empty()) msg = msg.empty() ? prefix : prefix + ": " + msg;
+      return msg;
+    }
+  }
+  return str(j.value("message", Json()));
+}
+
+Error http_error(const CommonOptions& options, const http::Response& response) {
+  std::string msg = options.name + ": HTTP " + std::to_string(response.status) + " from " + options.url.authority();
+  const std::string detail = error_detail(response.body);
+  if (!detail.empty()) msg += ": " + excerpt(detail, 1024);
+  if (!response.body.empty()) msg += " (body: " + excerpt(response.body) + ")";
+  return Error(ErrorCode::Provider, redact(std::move(msg), options.api_key));
+}
+
+Error transport_error(const CommonOptions& options, const Error& error) {
+  return Error(error.code, redact(options.name + ": " + error.message, options.api_key));
+}
+
+Error stream_error(const CommonOptions& options, std::string_view data) {
+  std::string detail = error_detail(data);
+  if (detail.empty()) detail = excerpt(data, 1024);
+  return Error(ErrorCode::Provider,
+               redact(options.name + ": stream error from " + options.url.authority() + ": " + excerpt(detail, 1024),
+                      options.api_key));
+}
+
+Result<Json> parse_body(const CommonOptions& options, std::string_view body) {
+  Json j = Json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return fail(ErrorCode::Provider, redact(options.name + ": the response from " + options.url.authority() +
+                                                " is not a JSON object (body: " + excerpt(body) + ")",
+                                            options.api_key));
+  }
+  return j;
+}
+
+// ---- events -------------------------------------------------------------------------------
+
+void Emitter::text(std::string_view t) const {
+  if (sink_ && !t.empty()) sink_(StreamEvent{StreamEvent::Kind::TextDelta, std::string(t), {}, {}, {}, {}});
+}
+void Emitter::thinking(std::string_view t) const {
+  if (sink_ && !t.empty()) sink_(StreamEvent{StreamEvent::Kind::ThinkingDelta, std::string(t), {}, {}, {}, {}});
+}
+void Emitter::tool_start(const std::string& id, const std::string& name) const {
+  if (sink_) sink_(StreamEvent{StreamEvent::Kind::ToolCallStart, {}, id, name, {}, {}});
+}
+void Emitter::tool_delta(const std::string& id, std::string_view fragment) const {
+  if (sink_ && !fragment.empty()) {
+    sink_(StreamEvent{StreamEvent::Kind::ToolCallDelta, std::string(fragment), id, {}, {}, {}});
+  }
+}
+void Emitter::tool_end(const std::string& id) const {
+  if (sink_) sink_(StreamEvent{StreamEvent::Kind::ToolCallEnd, {}, id, {}, {}, {}});
+}
+void Emitter::usage(const Usage& usage, const std::string& stop_reason) const {
+  if (sink_) sink_(StreamEvent{StreamEvent::Kind::Usage, {}, {}, {}, usage, stop_reason});
+}
+void Emitter::done() const {
+  if (sink_) sink_(StreamEvent{StreamEvent::Kind::Done, {}, {}, {}, {}, {}});
+}
+void Emitter::error(const std::string& message) const {
+  if (sink_) sink_(StreamEvent{StreamEvent::Kind::Error, message, {}, {}, {}, {}});
+}
+
+Json parse_arguments(std::string_view text) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return Json::object();
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Json(std::string(text));
+  return j;
+}
+
+http::Headers json_headers() { return {{"Content-Type", "application/json"}, {"Accept", "application/json"}}; }
+
+}  // namespace kernex::providers

@@ -1,0 +1,334 @@
+// The provider HTTP client against a loopback fake server: keep-alive, chunked bodies, retries
+// and their limits, timeouts, size caps, CONNECT proxies and streaming.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "fake_http_server.hpp"
+#include "kernex/http/client.hpp"
+
+namespace {
+
+using kernex::http::Client;
+using kernex::http::ClientOptions;
+using kernex::http::Request;
+using kernex::http::Url;
+using kernex::test::FakeHttpServer;
+using namespace std::chrono_literals;
+
+ClientOptions fast() {
+  ClientOptions o;
+  o.backoff_base = 1ms;
+  o.connect_timeout = 2s;
+  o.read_timeout = 5s;
+  o.total_timeout = 10s;
+  return o;
+}
+
+Request post(const std::string& url, std::string body = R"({"q":1})") {
+  return Request{"POST", url, {{"Content-Type", "application/json"}}, std::move(body)};
+}
+
+TEST(UrlTest, ParsesSchemesPortsAndTargets) {
+  auto u = Url::parse("https://API.example.com/v1?x=1#frag");
+  ASSERT_TRUE(u) << u.error().message;
+  EXPECT_EQ(u->scheme, "https");
+  EXPECT_EQ(u->host, "api.example.com");
+  EXPECT_EQ(u->port, "443");
+  EXPECT_EQ(u->target, "/v1?x=1");
+  auto v6 = Url::parse("http://[::1]:8080");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->target, "/");
+  EXPECT_EQ(v6->authority(), "[::1]:8080");
+  EXPECT_TRUE(v6->is_loopback());
+  EXPECT_TRUE(Url::parse("http://localhost:1")->is_loopback());
+  EXPECT_TRUE(Url::parse("http://127.0.0.2")->is_loopback());
+  EXPECT_FALSE(Url::parse("http://10.0.0.1")->is_loopback());
+  EXPECT_FALSE(Url::parse("ftp://x").has_value());
+  EXPECT_FALSE(Url::parse("api.example.com/v1").has_value());
+  EXPECT_FALSE(Url::parse("https://user:pw@host/").has_value());
+  EXPECT_FALSE(Url::parse("https://host:99999/").has_value());
+  EXPECT_FALSE(Url::parse("https://host/a b").has_value());
+}
+
+TEST(RetryAfterTest, IntegerSecondsOnly) {
+  EXPECT_EQ(kernex::http::parse_retry_after("5"), std::chrono::milliseconds(5000));
+  EXPECT_EQ(kernex::http::parse_retry_after(" 86400 "), std::chrono::milliseconds(86'400'000));
+  EXPECT_FALSE(kernex::http::parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"));
+  EXPECT_FALSE(kernex::http::parse_retry_after("-1"));
+  EXPECT_FALSE(kernex::http::parse_retry_after(""));
+}
+
+TEST(NoProxyTest, MatchesHostsAndDomains) {
+  EXPECT_TRUE(kernex::http::no_proxy_matches("*", "api.openai.com"));
+  EXPECT_TRUE(kernex::http::no_proxy_matches("foo.com, .openai.com", "api.openai.com"));
+  EXPECT_TRUE(kernex::http::no_proxy_matches("openai.com", "api.openai.com"));
+  EXPECT_TRUE(kernex::http::no_proxy_matches("api.openai.com:443", "API.openai.com"));
+  EXPECT_FALSE(kernex::http::no_proxy_matches("notopenai.com", "openai.com.evil"));
+  EXPECT_FALSE(kernex::http::no_proxy_matches("penai.com", "api.openai.com"));
+  EXPECT_FALSE(kernex::http::no_proxy_matches("", "api.openai.com"));
+}
+
+TEST(HttpClientTest, PostsAndReadsAResponse) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::json(200, R"({"ok":true})"));
+  Client client(fast());
+  auto r = client.send(post(server.url("/v1/chat?x=1")));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, R"({"ok":true})");
+  EXPECT_EQ(r->header("content-type"), "application/json");
+  const auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(reqs[0].method, "POST");
+  EXPECT_EQ(reqs[0].target, "/v1/chat?x=1");
+  EXPECT_EQ(reqs[0].body, R"({"q":1})");
+  EXPECT_EQ(reqs[0].header("host"), "127.0.0.1:" + std::to_string(server.port()));
+  EXPECT_EQ(reqs[0].header("content-type"), "application/json");
+}
+
+TEST(HttpClientTest, ReusesTheConnection) {
+  FakeHttpServer server;
+  for (int i = 0; i < 3; ++i) server.push(FakeHttpServer::json(200, "{}"));
+  Client client(fast());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client.send(post(server.url("/"))));
+  EXPECT_EQ(server.connections(), 1u);
+  EXPECT_EQ(client.stats().connections_opened, 1u);
+}
+
+TEST(HttpClientTest, ReconnectsWhenAKeptAliveConnectionWasClosed) {
+  FakeHttpServer server;
+  // The server closes after answering but does not say so: the pooled connection is dead.
+  auto first = FakeHttpServer::json(200, "{\"n\":1}");
+  first.close = true;
+  server.push(first);
+  server.push(FakeHttpServer::json(200, "{\"n\":2}"));
+  ClientOptions o = fast();
+  o.max_retries = 0;
+  Client client(o);
+  ASSERT_TRUE(client.send(post(server.url("/"))));
+  auto second = client.send(post(server.url("/")));
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_EQ(second->body, "{\"n\":2}");
+  EXPECT_EQ(server.connections(), 2u);
+}
+
+TEST(HttpClientTest, ReadsChunkedBodies) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::chunked(200, {"{\"a\":", "1", "}"}, "application/json"));
+  Client client(fast());
+  auto r = client.send(post(server.url("/")));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->body, "{\"a\":1}");
+}
+
+TEST(HttpClientTest, RetriesServerErrorsThenSucceeds) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::json(500, "{}"));
+  server.push(FakeHttpServer::json(502, "{}"));
+  server.push(FakeHttpServer::json(200, "{\"done\":1}"));
+  Client client(fast());
+  auto r = client.send(post(server.url("/")));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(server.requests().size(), 3u);
+  EXPECT_EQ(client.stats().attempts, 3u);
+}
+
+TEST(HttpClientTest, GivesUpAfterFourAttemptsWithTheLastResponse) {
+  FakeHttpServer server;
+  for (int i = 0; i < 5; ++i) server.push(FakeHttpServer::json(503, "{\"error\":\"busy\"}"));
+  Client client(fast());
+  auto r = client.send(post(server.url("/")));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->body, "{\"error\":\"busy\"}");
+  EXPECT_EQ(server.requests().size(), 4u);
+}
+
+TEST(HttpClientTest, DoesNotRetryClientErrors) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::json(400, "{}"));
+  Client client(fast());
+  auto r = client.send(post(server.url("/")));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+TEST(HttpClientTest, HonoursRetryAfterUpToTheCap) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::response(429, "{}", "application/json", {{"Retry-After", "30"}}));
+  server.push(FakeHttpServer::json(200, "{}"));
+  ClientOptions o = fast();
+  o.retry_after_cap = 300ms;
+  Client client(o);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = client.send(post(server.url("/")));
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_GE(elapsed, 300ms);  // waited the capped Retry-After, not the 1 ms backoff
+  EXPECT_LT(elapsed, 5s);
+}
+
+TEST(HttpClientTest, ReadTimeoutOnAStalledServer) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::stall());
+  ClientOptions o = fast();
+  o.read_timeout = 200ms;
+  o.max_retries = 0;
+  Client client(o);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = client.send(post(server.url("/")));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, kernex::ErrorCode::Provider);
+  EXPECT_NE(r.error().message.find("timed out"), std::string::npos) << r.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+TEST(HttpClientTest, TotalTimeoutBoundsRetries) {
+  FakeHttpServer server;
+  for (int i = 0; i < 4; ++i) server.push(FakeHttpServer::stall());
+  ClientOptions o = fast();
+  o.read_timeout = 10s;
+  o.total_timeout = 300ms;
+  Client client(o);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = client.send(post(server.url("/")));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("timed out"), std::string::npos) << r.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+TEST(HttpClientTest, ConnectionRefusedIsRetriedThenReported) {
+  int port = 0;
+  {
+    FakeHttpServer gone;
+    port = gone.port();
+  }
+  Client client(fast());
+  auto r = client.send(post("http://127.0.0.1:" + std::to_string(port) + "/"));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("cannot connect"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("4 attempt(s)"), std::string::npos) << r.error().message;
+}
+
+TEST(HttpClientTest, CapsTheResponseSize) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::json(200, std::string(5000, 'x')));
+  ClientOptions o = fast();
+  o.max_response_bytes = 1000;
+  Client client(o);
+  auto r = client.send(post(server.url("/")));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("larger than 1000 bytes"), std::string::npos) << r.error().message;
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+TEST(HttpClientTest, RefusesHeaderValuesWithLineBreaks) {
+  FakeHttpServer server;
+  Client client(fast());
+  Request req = post(server.url("/"));
+  req.headers.emplace_back("x-api-key", "secret\r\nX-Evil: 1");
+  auto r = client.send(req);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message.find("secret"), std::string::npos);
+  EXPECT_TRUE(server.requests().empty());
+}
+
+TEST(HttpClientTest, StreamsTheBodyAsItArrives) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::sse({"data: 1\n\n", "data: 2\n\n", "data: 3\n\n"}));
+  Client client(fast());
+  std::vector<std::string> chunks;
+  auto r = client.stream(post(server.url("/")), [&](std::string_view c) {
+    chunks.emplace_back(c);
+    return true;
+  });
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(r->body.empty());
+  std::string all;
+  for (const auto& c : chunks) all += c;
+  EXPECT_EQ(all, "data: 1\n\ndata: 2\n\ndata: 3\n\n");
+}
+
+TEST(HttpClientTest, StreamRetriesBeforeTheFirstByteOnly) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::json(503, "{}"));
+  server.push(FakeHttpServer::sse({"data: a\n\n", "data: b"}, /*cut=*/true));
+  server.push(FakeHttpServer::sse({"data: never\n\n"}));
+  Client client(fast());
+  std::string got;
+  auto r = client.stream(post(server.url("/")), [&](std::string_view c) {
+    got += c;
+    return true;
+  });
+  ASSERT_FALSE(r);  // cut mid-stream: reported, not retried
+  EXPECT_NE(r.error().message.find("cut mid-response"), std::string::npos) << r.error().message;
+  EXPECT_EQ(server.requests().size(), 2u);
+  EXPECT_EQ(got.substr(0, 9), "data: a\n\n");
+}
+
+TEST(HttpClientTest, StreamReturnsErrorBodiesWithoutCallingTheHandler) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::json(401, R"({"error":"bad key"})"));
+  Client client(fast());
+  bool called = false;
+  auto r = client.stream(post(server.url("/")), [&](std::string_view) {
+    called = true;
+    return true;
+  });
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(r->body, R"({"error":"bad key"})");
+  EXPECT_FALSE(called);
+}
+
+TEST(HttpClientTest, TunnelsThroughAConnectProxy) {
+  FakeHttpServer proxy;
+  proxy.act_as_proxy();
+  proxy.push(FakeHttpServer::json(200, "{\"via\":\"proxy\"}"));
+  ClientOptions o = fast();
+  o.proxy = "http://user:pw@127.0.0.1:" + std::to_string(proxy.port());
+  Client client(o);
+  auto r = client.send(post("http://api.example.invalid:8443/v1/x"));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->body, "{\"via\":\"proxy\"}");
+  const auto reqs = proxy.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].method, "CONNECT");
+  EXPECT_EQ(reqs[0].target, "api.example.invalid:8443");
+  EXPECT_EQ(reqs[0].header("proxy-authorization"), "Basic dXNlcjpwdw==");
+  EXPECT_EQ(reqs[1].target, "/v1/x");
+  EXPECT_EQ(reqs[1].header("host"), "api.example.invalid:8443");
+  EXPECT_EQ(reqs[1].header("proxy-authorization"), "");  // proxy credentials stay on CONNECT
+}
+
+TEST(HttpClientTest, ReportsAProxyThatRefusesConnect) {
+  FakeHttpServer proxy;
+  proxy.push(FakeHttpServer::json(403, "{}"));
+  ClientOptions o = fast();
+  o.proxy = "127.0.0.1:" + std::to_string(proxy.port());
+  Client client(o);
+  auto r = client.send(post("https://api.example.invalid/v1"));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("refused CONNECT"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("403"), std::string::npos);
+}
+
+TEST(HttpClientTest, HttpsToAPlainServerFailsTheHandshake) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::raw("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", true));
+  ClientOptions o = fast();
+  o.max_retries = 0;
+  o.connect_timeout = 1s;
+  Client client(o);
+  auto r = client.send(post("https://127.0.0.1:" + std::to_string(server.port()) + "/"));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("TLS handshake failed"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
