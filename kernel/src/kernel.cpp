@@ -36,7 +36,7 @@ class ProviderSummarizer final : public Summarizer {
 class MemoryAuditHook final : public HookRunner {
  public:
   explicit MemoryAuditHook(std::shared_ptr<MemoryStore> store) : store_(std::move(store)) {}
-  void post_tool(const HookScope& scope, const ToolCall& call, const ToolResult& result) override {
+  void post_tool(const HookScope& scope, const ToolCall& call, ToolResult& result) override {
     AuditRecord rec;
     rec.conversation_id = scope.session_id;
     rec.sender_id = scope.sender_id;
