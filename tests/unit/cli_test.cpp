@@ -16,10 +16,9 @@
 #include <vector>
 
 #include "exit_codes.hpp"
+#include "cli_runner.hpp"
 #include "kernex/json.hpp"
 #include "provider_opt.hpp"
-
-extern char** environ;
 
 namespace fs = std::filesystem;
 using kernex::Json;
@@ -27,18 +26,8 @@ using ::testing::HasSubstr;
 
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using Outcome = kernex::testing::CliOutcome;
+using kernex::testing::slurp;
 
 class CliTest : public ::testing::Test {
  protected:
@@ -47,50 +36,13 @@ class CliTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     // A clean, known environment: no config from the caller's shell.
-    for (char** e = environ; *e != nullptr; ++e) {
-      std::string kv = *e;
-      auto eq = kv.find('=');
-      if (eq != std::string::npos) env_[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    env_.erase("KERNEX_CONFIG");
+    env_ = kernex::testing::clean_environment();
     env_["KERNEX_DATA_DIR"] = (dir_ / "data").string();
     env_["KERNEX_PLUGIN_PATH"] = (dir_ / "no-plugins").string();
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Output goes to files, not pipes, so a chatty child can never block on a full pipe.
-  Outcome kernex(const std::vector<std::string>& args) {
-    std::vector<std::string> argv_s{KERNEX_CLI};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_s;
-    for (const auto& [k, v] : env_) env_s.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
-
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, KERNEX_CLI, &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    Outcome o;
-    EXPECT_EQ(rc, 0) << "cannot spawn " << KERNEX_CLI;
-    if (rc != 0) return o;
-    int status = 0;
-    EXPECT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status)) << "kernex did not exit normally (signal?)";
-    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    o.out = slurp(out);
-    o.err = slurp(err);
-    return o;
-  }
+  Outcome kernex(const std::vector<std::string>& args) { return kernex::testing::run_cli(dir_, env_, args); }
 
   fs::path write(const std::string& name, const std::string& text) {
     fs::path p = dir_ / name;
