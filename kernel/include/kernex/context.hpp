@@ -15,6 +15,8 @@ namespace kernex {
 
 class HookRunner;
 class PermissionRules;
+class RunServices;
+class Trajectory;
 
 // One message of history. Roles by convention: "user", "assistant", "tool" (not validated,
 // as in kernex). An assistant entry may carry tool calls; a "tool" entry carries one result.
@@ -64,6 +66,10 @@ struct Context {
   // Never serialized: the run's hooks and rules (kernex keeps them on the Context too).
   std::shared_ptr<HookRunner> hook_runner;
   std::shared_ptr<const PermissionRules> permission_rules;
+  // Never serialized: where this run records its events (may be null), and the services that
+  // tools may call back into during the run, e.g. llm_query from a REPL (may be null).
+  std::shared_ptr<Trajectory> trajectory;
+  std::shared_ptr<RunServices> services;
 
   Context() = default;
   explicit Context(std::string message) : current_message(std::move(message)) {}
