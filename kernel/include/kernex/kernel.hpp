@@ -18,6 +18,7 @@
 #include "kernex/pricing.hpp"
 #include "kernex/provider.hpp"
 #include "kernex/toolbox.hpp"
+#include "kernex/trajectory.hpp"
 
 namespace kernex {
 
@@ -55,6 +56,8 @@ struct RunOptions {
   // None: every tool; empty: no tools; names: only those tools are offered and callable.
   std::optional<std::vector<std::string>> allowed_tools;
   StreamSink sink;  // set to receive stream events
+  // Where this run records its events; unset: the kernel opens one under the data dir.
+  std::shared_ptr<Trajectory> trajectory;
 };
 
 // Adds to every run's Context before memory and the provider: system prompt text, toolboxes,

@@ -2,9 +2,12 @@
 // or `kernex rlm`, as JSON Lines, so a run can be listed, shown and viewed afterwards.
 #pragma once
 
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 
+#include "kernex/error.hpp"
 #include "kernex/json.hpp"
 
 namespace kernex {
@@ -29,5 +32,14 @@ class Trajectory {
   // write failure is logged once and the run goes on.
   virtual void record(std::string_view type, Json fields) = 0;
 };
+
+// Creates `<dir>/<run_id>.jsonl` (and `dir`), run ids sort by start time:
+// "20261122T155012Z-3f9a0c". Text fields longer than `field_cap` bytes are cut with a marker.
+Result<std::shared_ptr<Trajectory>> open_trajectory(const std::filesystem::path& dir,
+                                                    std::size_t field_cap = 256 * 1024);
+
+// Caps one text for a trajectory field: the first `cap` bytes (not splitting a UTF-8
+// sequence) plus "…[truncated N bytes]".
+std::string cap_field(std::string_view text, std::size_t cap);
 
 }  // namespace kernex
