@@ -4,6 +4,7 @@
 // attack failed in the expected way and that nothing the sandbox started is still alive.
 // tests/security/README.md lists the cases.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -493,9 +494,28 @@ TEST_F(SecurityBattery, TerminalInjection) {
   EXPECT_EQ(first_line(attack({"tiocsti"}).stdout_data), "EPERM");
 }
 
+// Whether int 0x80 works at all outside the sandbox: kernels built or booted without IA-32
+// emulation (ia32_emulation=0, some VM hosts) answer it with SIGSEGV before seccomp ever sees it.
+bool host_has_ia32_entry() {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, STDOUT_FILENO);
+    ::execl(kAttack.c_str(), kAttack.c_str(), "int80", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 TEST_F(SecurityBattery, ThirtyTwoBitSyscallEntry) {
   auto r = attack({"int80"});
   if (first_line(r.stdout_data) == "UNSUPPORTED") GTEST_SKIP() << "not an x86-64 kernel";
+  if (!host_has_ia32_entry()) {
+    GTEST_SKIP() << "this kernel has no 32-bit syscall entry (IA-32 emulation off): int 0x80 faults "
+                    "even unsandboxed, so there is nothing for the filter to block";
+  }
   EXPECT_EQ(r.term_signal, SIGSYS) << r.stdout_data;
   EXPECT_EQ(r.stdout_data, "");
 }
