@@ -148,18 +148,12 @@ bool drain(int fd, Capture& capture) {
   }
 }
 
-// This process's current RSS (second field of /proc/self/statm, in pages).
-long resident_kb() {
-  char buf[128];
-  int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  long size = 0, resident = 0;
-  if (std::sscanf(buf, "%ld %ld", &size, &resident) != 2) return 0;
-  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
+// The kernel's peak resident set. At execve Linux folds the old address space's high-water mark
+// into the child's ru_maxrss, and with CLONE_VM that is this process's peak, not its current RSS.
+long peak_resident_kb() {
+  rusage self{};
+  if (::getrusage(RUSAGE_SELF, &self) != 0) return 0;
+  return self.ru_maxrss;
 }
 
 std::chrono::microseconds to_us(const timeval& tv) {
@@ -316,7 +310,7 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
     spec.limits[spec.limit_count++] = {static_cast<int>(resource), v};
   }
 
-  const long kernel_rss_kb = resident_kb();
+  const long kernel_rss_kb = peak_resident_kb();
   ChildStack stack;
   if (!stack.ok()) return fail(ErrorCode::Sandbox, "cannot map the child stack: " + errno_text(errno));
 

@@ -37,9 +37,9 @@ struct SpawnResult {
   bool stderr_truncated = false;
   std::chrono::microseconds wall_time{0};
   std::chrono::microseconds cpu_time{0};  // user + system of the command and its reaped children
-  // Peak resident set of the command and its reaped children. Linux folds the spawning process's RSS
-  // into it at execve (the child starts in the kernel's address space), so it is only reported when
-  // it exceeds the kernel's RSS at spawn time; otherwise the true peak is unknown (and smaller).
+  // Peak resident set of the command and its reaped children. Linux folds the spawning process's peak
+  // RSS into it at execve (the child starts in the kernel's address space), so it is only reported
+  // when it exceeds the kernel's own peak at spawn time; otherwise the true peak is unknown (and smaller).
   std::optional<long> peak_rss_kb;
   bool sandboxed = true;
 
