@@ -1,9 +1,16 @@
 // Plays a scripted conversation so the whole loop runs offline. The script is JSON Lines, one
 // provider response per line: {"text", "tool_calls": [{"id","name","arguments"}], "usage",
-// "stop_reason", "model", "thinking", "error"} (all optional). Config: `script` (file, required)
-// and `record` (file: every request received is appended as one JSON line).
+// "stop_reason", "model", "thinking", "error", "match"} (all optional). Config: `script` (file,
+// required) and `record` (file: every request received is appended as one JSON line).
+// A request takes the first unused line whose "match" text occurs in its current message, else
+// the first unused line without "match": sub-queries that run concurrently (llm_query_batched)
+// then get their answers whatever order they arrive in. Every provider instance made from one
+// script (and record file) plays the same script while any of them is alive.
 #include <fstream>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,30 +76,54 @@ Json describe_request(const kernex::Context& ctx, const std::vector<kernex::Tool
 struct Step {
   kernex::Response response;
   std::string error;  // a scripted provider failure
+  std::optional<std::string> match;
+  bool used = false;
+};
+
+struct Script {
+  std::mutex mutex;
+  std::string path;
+  std::vector<Step> steps;
+  std::string record;
+  std::size_t requests = 0;
+
+  Step* take(const std::string& message) {
+    for (auto& step : steps) {
+      if (!step.used && step.match && message.find(*step.match) != std::string::npos) return &step;
+    }
+    for (auto& step : steps) {
+      if (!step.used && !step.match) return &step;
+    }
+    return nullptr;
+  }
 };
 
 class ReplayProvider final : public kernex::Provider {
  public:
-  ReplayProvider(std::string script, std::vector<Step> steps, std::string record)
-      : script_(std::move(script)), steps_(std::move(steps)), record_(std::move(record)) {}
+  explicit ReplayProvider(std::shared_ptr<Script> script) : s_(std::move(script)) {}
 
   std::string name() const override { return "replay"; }
   std::string default_model() const override { return "replay"; }
+  // Concurrent sub-queries take their lines from the same script, so each line is played once.
+  std::shared_ptr<kernex::Provider> concurrent_instance() override { return std::make_shared<ReplayProvider>(s_); }
 
   Result<kernex::Response> complete(const kernex::Context& context, const std::vector<kernex::ToolSpec>& tools,
                                     const kernex::StreamSink& sink) override {
-    std::lock_guard lock(mutex_);
-    if (!record_.empty()) {
-      std::ofstream out(record_, std::ios::app);
+    std::lock_guard lock(s_->mutex);
+    if (!s_->record.empty()) {
+      std::ofstream out(s_->record, std::ios::app);
       out << describe_request(context, tools).dump() << '\n';
-      if (!out) return kernex::fail(ErrorCode::Io, "replay: cannot append to record file " + record_);
+      if (!out) return kernex::fail(ErrorCode::Io, "replay: cannot append to record file " + s_->record);
     }
-    if (next_ >= steps_.size()) {
-      return kernex::fail(ErrorCode::Provider, "replay script " + script_ + " has no response left for request " +
-                                                   std::to_string(next_ + 1) + " (it holds " +
-                                                   std::to_string(steps_.size()) + ")");
+    ++s_->requests;
+    Step* taken = s_->take(context.current_message);
+    if (taken == nullptr) {
+      return kernex::fail(ErrorCode::Provider, "replay script " + s_->path + " has no response left for request " +
+                                                   std::to_string(s_->requests) + " (it holds " +
+                                                   std::to_string(s_->steps.size()) + ")");
     }
-    const Step& step = steps_[next_++];
+    taken->used = true;
+    const Step& step = *taken;
     if (!step.error.empty()) return kernex::fail(ErrorCode::Provider, step.error);
     kernex::Response r = step.response;
     if (r.model.empty()) r.model = context.model.value_or("replay");
@@ -115,11 +146,7 @@ class ReplayProvider final : public kernex::Provider {
     sink({Kind::Done, {}, {}, {}, {}, {}});
   }
 
-  std::mutex mutex_;
-  std::string script_;
-  std::vector<Step> steps_;
-  std::size_t next_ = 0;
-  std::string record_;
+  std::shared_ptr<Script> s_;
 };
 
 Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
@@ -144,6 +171,10 @@ Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
     Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return kernex::fail(ErrorCode::Config, where + ": not valid JSON");
     Step step;
+    if (j.is_object() && j.contains("match")) {
+      if (!j.at("match").is_string()) return kernex::fail(ErrorCode::Config, where + ": match: expected a string");
+      step.match = j.at("match").get<std::string>();
+    }
     if (j.is_object() && j.contains("error")) {
       step.error = j.at("error").is_string() ? j.at("error").get<std::string>() : j.at("error").dump();
     } else {
@@ -153,7 +184,11 @@ Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
     }
     steps.push_back(std::move(step));
   }
-  return std::make_shared<ReplayProvider>(script, std::move(steps), config.value("record", std::string()));
+  auto state = std::make_shared<Script>();
+  state->path = script;
+  state->steps = std::move(steps);
+  state->record = config.value("record", std::string());
+  return std::make_shared<ReplayProvider>(std::move(state));
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ TEST(PluginHost, DiscoveryListsGoodAndBrokenFilesWithTheirCause) {
   const std::map<std::string, std::string> broken = {
       {"not-elf", "not a shared library"},
       {"no-descriptor", "no kernex_plugin_descriptor symbol"},
-      {"abi-mismatch", "ABI version 999, this kernel speaks 1"},
+      {"abi-mismatch", "ABI version 999, this kernel speaks " + std::to_string(kAbiVersion)},
       {"unknown-kind", "unknown plugin kind 77"},
       {"empty-name", "descriptor has no name"},
       {"missing-factory", "provider plugin 'missing-factory' does not export kernex_create_Provider"},

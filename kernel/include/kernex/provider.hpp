@@ -23,6 +23,10 @@ class Provider {
   // provider error naming this plugin.
   virtual Result<Response> complete(const Context& context, const std::vector<ToolSpec>& tools,
                                     const StreamSink& sink) = 0;
+  // Another instance for use on another thread at the same time (batched sub-queries), sharing
+  // whatever must be shared, such as a replay script's position. Null (the default): the kernel
+  // makes a fresh instance from the plugin's factory with the same options.
+  virtual std::shared_ptr<Provider> concurrent_instance() { return nullptr; }
 };
 
 // Turns text into a shorter text; used by CompactionStrategy::Summarize.
