@@ -1,6 +1,7 @@
 #include "agent_loop.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 
 #include "kernex/log.hpp"
@@ -23,9 +24,15 @@ Result<Response> call_provider(const LoopDeps& deps, const ToolRouter& tools, co
   }
 }
 
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Trajectory* trajectory_of(const LoopDeps& deps) { return deps.tree != nullptr ? deps.tree->trajectory() : nullptr; }
+
 // One tool call through hook, permission rules and executor, kernex's order. Hooks work on a
 // copy: they may rewrite the arguments the tool gets, never the model's own transcript.
-ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call) {
+ToolResult run_tool_unrecorded(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call) {
   if (deps.hooks != nullptr) {
     HookOutcome pre = deps.hooks->pre_tool(deps.scope, call);
     if (pre.blocked) return error_result(call, "Tool blocked by hook: " + pre.reason);
@@ -62,15 +69,58 @@ std::vector<std::string> tool_sources(const Context& context) {
   return out;
 }
 
-void add_usage(RunResult& run, const Response& response, const LoopDeps& deps) {
+Usage add_usage(RunResult& run, const Response& response, const LoopDeps& deps) {
   Usage usage = response.usage;
   if (usage.cost_usd == 0.0 && deps.pricing != nullptr) {
     usage.cost_usd = deps.pricing->cost(response.model.empty() ? run.model : response.model, usage);
   }
   run.usage += usage;
+  if (deps.tree != nullptr) deps.tree->charge(usage);
+  return usage;
+}
+
+void record_provider_call(const LoopDeps& deps, const RunResult& run, const Result<Response>& response,
+                          const Usage& usage, double latency_ms) {
+  Trajectory* t = trajectory_of(deps);
+  if (t == nullptr) return;
+  Json event = {{"span", deps.span}, {"depth", deps.depth}, {"turn", run.turns + (response ? 0 : 1)},
+                {"model", run.model}, {"provider", deps.provider_name}, {"latency_ms", latency_ms},
+                {"input_tokens", usage.input_tokens}, {"output_tokens", usage.output_tokens},
+                {"cache_read_tokens", usage.cache_read_tokens}, {"cost_usd", usage.cost_usd}};
+  if (response) {
+    event["text"] = response->text;
+    Json calls = Json::array();
+    for (const auto& c : response->tool_calls) calls.push_back(c.name);
+    event["tool_calls"] = std::move(calls);
+  } else {
+    event["error"] = response.error().describe();
+  }
+  t->record("provider_call", std::move(event));
+}
+
+// Budgets are checked after a tool turn, so a final answer is always returned. With a tree,
+// what every run and sub-call under the root used counts.
+std::optional<Outcome> budget_outcome(const LoopDeps& deps, const LoopLimits& limits, const RunResult& run) {
+  const Usage used = deps.tree != nullptr ? deps.tree->used() : run.usage;
+  if (limits.token_budget && used.billed_tokens() >= *limits.token_budget) return Outcome::BudgetTokens;
+  if (limits.cost_budget_usd && used.cost_usd >= *limits.cost_budget_usd) return Outcome::BudgetCost;
+  return std::nullopt;
 }
 
 }  // namespace
+
+ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Json arguments = call.arguments;
+  const std::string name = call.name;
+  ToolResult result = run_tool_unrecorded(deps, tools, context, std::move(call));
+  if (Trajectory* t = trajectory_of(deps)) {
+    t->record("tool_call", {{"span", deps.span}, {"depth", deps.depth}, {"name", name},
+                            {"arguments", std::move(arguments)}, {"result", result.content},
+                            {"is_error", result.is_error}, {"duration_ms", ms_since(t0)}});
+  }
+  return result;
+}
 
 bool ToolRouter::offer(ToolSpec spec, const Context& context) {
   // kernex only used allowed_tools as an on/off switch; here a non-empty list is a filter.
@@ -141,14 +191,17 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const L
       run.outcome = Outcome::MaxTurns;
       return run;
     }
+    const auto t0 = std::chrono::steady_clock::now();
     auto response = call_provider(deps, *tools, context);
+    const double latency_ms = ms_since(t0);
     if (!response) {
+      record_provider_call(deps, run, response, Usage{}, latency_ms);
       return fail(ErrorCode::Provider, "provider '" + deps.provider_name + "' failed on turn " +
                                            std::to_string(run.turns + 1), response.error());
     }
     ++run.turns;
     if (!response->model.empty()) run.model = response->model;
-    add_usage(run, *response, deps);
+    record_provider_call(deps, run, response, add_usage(run, *response, deps), latency_ms);
 
     if (response->tool_calls.empty()) {
       run.text = response->text;
@@ -166,10 +219,13 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const L
     const std::vector<std::string> sources_before = tool_sources(context);
     for (const ToolCall& call : response->tool_calls) {
       ToolResult result;
-      if (limits.tool_call_budget && tools_run >= *limits.tool_call_budget) {
+      const bool over_budget = deps.tree != nullptr ? !deps.tree->take_tool_call()
+                                                    : limits.tool_call_budget && tools_run >= *limits.tool_call_budget;
+      if (over_budget) {
         // Every call still gets a result so the transcript stays well-formed for the provider.
+        const auto budget = deps.tree != nullptr ? deps.tree->budget().tool_calls : limits.tool_call_budget;
         result = error_result(call, "Tool call not run: the run's tool-call budget of " +
-                                        std::to_string(*limits.tool_call_budget) + " is used up");
+                                        std::to_string(budget.value_or(0)) + " is used up");
         tools_exhausted = true;
       } else {
         ++tools_run;
@@ -183,13 +239,8 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const L
       tools = &refreshed;
     }
 
-    // Budgets are checked after a tool turn, so a final answer is always returned.
-    if (limits.token_budget && run.usage.billed_tokens() >= *limits.token_budget) {
-      run.outcome = Outcome::BudgetTokens;
-      return run;
-    }
-    if (limits.cost_budget_usd && run.usage.cost_usd >= *limits.cost_budget_usd) {
-      run.outcome = Outcome::BudgetCost;
+    if (auto outcome = budget_outcome(deps, limits, run)) {
+      run.outcome = *outcome;
       return run;
     }
     if (tools_exhausted) {

@@ -15,6 +15,7 @@
 #include "kernex/pricing.hpp"
 #include "kernex/provider.hpp"
 #include "kernex/toolbox.hpp"
+#include "run_tree.hpp"
 
 namespace kernex {
 
@@ -59,7 +60,17 @@ struct LoopDeps {
   const PricingTable* pricing = nullptr;   // may be null: cost only as reported by the provider
   HookScope scope;
   StreamSink sink;
+  // The tree this run belongs to: its budgets cover every run and sub-call under the root, and
+  // its trajectory (if any) receives provider_call and tool_call events under `span`. Null: the
+  // limits apply to this run alone and nothing is recorded.
+  RunTree* tree = nullptr;
+  std::string span = "0";
+  std::uint32_t depth = 0;
 };
+
+// One tool call through hooks, permission rules and the executor, recorded in the trajectory;
+// used by the loop and by code that runs tools around it (RunOptions::extension).
+ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call);
 
 // Runs the loop on `context` (its `turn` grows with the run's tool exchange). Provider errors
 // end the run with an error; tool errors go back to the model as error results.

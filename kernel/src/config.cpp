@@ -64,7 +64,8 @@ class ConfigReader {
       return err(Field{root, "", root.Mark()}, "expected a mapping of settings, got " + detail::describe_yaml(root));
     return each_key(Field{root, "", root.Mark()},
                     {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project", "provider",
-                     "providers", "memory", "hooks", "toolboxes", "permissions", "pricing_file", "limits"},
+                     "providers", "memory", "hooks", "toolboxes", "permissions", "pricing_file", "limits",
+                     "trajectories"},
                     [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
   }
 
@@ -99,6 +100,12 @@ class ConfigReader {
       return {};
     }
     if (key == "limits") return limits(f, out.limits);
+    if (key == "trajectories") {
+      auto v = bool_value(f);
+      if (!v) return std::unexpected(v.error());
+      if (*v) out.trajectories = **v;
+      return {};
+    }
     return err(f, "unknown key");  // unreachable: each_key checked the name
   }
 
@@ -196,6 +203,13 @@ class ConfigReader {
     if (ec != std::errc() || v > max)
       return expected(f, what + " no larger than " + std::to_string(max));
     return v;
+  }
+
+  Result<std::optional<bool>> bool_value(const Field& f) const {
+    if (f.value.IsNull()) return std::nullopt;
+    Json j = f.value.IsScalar() ? detail::yaml_scalar_to_json(f.value) : Json();
+    if (!j.is_boolean()) return expected(f, "true or false");
+    return j.get<bool>();
   }
 
   Result<std::optional<double>> number_value(const Field& f) const {
@@ -316,7 +330,7 @@ class ConfigReader {
     return each_key(
         f,
         {"max_turns", "token_budget", "cost_budget_usd", "tool_call_budget", "max_context_messages", "compaction",
-         "conversation_idle_minutes"},
+         "conversation_idle_minutes", "max_depth"},
         [&](const std::string& key, const Field& sub) -> Result<void> {
           if (key == "cost_budget_usd") {
             auto v = number_value(sub);
@@ -342,6 +356,7 @@ class ConfigReader {
           else if (key == "token_budget") out.token_budget = n;
           else if (key == "tool_call_budget") out.tool_call_budget = static_cast<std::uint32_t>(n);
           else if (key == "max_context_messages") out.max_context_messages = static_cast<std::size_t>(n);
+          else if (key == "max_depth") out.max_depth = static_cast<std::uint32_t>(n);
           else out.conversation_idle = std::chrono::minutes(static_cast<std::chrono::minutes::rep>(n));
           return {};
         });

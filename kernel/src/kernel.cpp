@@ -1,12 +1,17 @@
 #include "kernex/kernel.hpp"
 
+#include <chrono>
+#include <cstdio>
 #include <map>
 #include <mutex>
+#include <random>
 
 #include "agent_loop.hpp"
 #include "context_builder.hpp"
 #include "hook_chain.hpp"
+#include "kernel_run_services.hpp"
 #include "kernex/log.hpp"
+#include "run_tree.hpp"
 
 namespace kernex {
 namespace {
@@ -53,6 +58,13 @@ class MemoryAuditHook final : public HookRunner {
  private:
   std::shared_ptr<MemoryStore> store_;
 };
+
+std::string random_id() {
+  std::random_device rd;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "run-%08x%08x", rd(), rd());
+  return buf;
+}
 
 Json merged_options(const Config& config, const std::string& name, const Json& overrides) {
   Json options = Json::object();
@@ -108,6 +120,66 @@ struct Kernel::Impl {
     return seed;
   }
 
+  std::shared_ptr<RunTree> open_tree(const RunOptions& options, const LoopLimits& limits,
+                                     const std::string& conversation_id) {
+    std::shared_ptr<Trajectory> trajectory = options.trajectory;
+    // A Config built in code without a data dir records nothing rather than write to the cwd.
+    if (!trajectory && config.trajectories && !config.data_dir.empty()) {
+      auto opened = open_trajectory(config.data_dir / "trajectories");
+      if (opened) {
+        trajectory = *opened;
+      } else {
+        log(LogLevel::Warn, "no trajectory for this run: " + opened.error().describe());
+      }
+    }
+    std::string session = conversation_id;
+    if (session.empty()) session = trajectory ? trajectory->run_id() : random_id();
+    TreeBudget budget{options.max_depth.value_or(config.limits.max_depth), limits.token_budget,
+                      limits.cost_budget_usd, limits.tool_call_budget};
+    return std::make_shared<RunTree>(budget, std::move(trajectory), std::move(session));
+  }
+
+  static void record_start(RunTree& tree, const RunOptions& options, const Request& request,
+                           const std::string& provider, const std::string& model) {
+    if (Trajectory* t = tree.trajectory()) {
+      t->record("run_start", {{"run_id", t->run_id()}, {"kind", options.kind}, {"question", request.text},
+                              {"provider", provider}, {"model", model}, {"max_depth", tree.budget().max_depth}});
+    }
+  }
+
+  // A root run ends with run_end; a sub-run is one sub_call (rlm_query) of its parent's span.
+  static void record_end(RunTree& tree, const KernelRunServices& services, const Request& request,
+                         const Result<RunResult>& run, std::chrono::steady_clock::time_point started) {
+    Trajectory* t = tree.trajectory();
+    if (t == nullptr) return;
+    Json event = Json::object();
+    if (run) {
+      event = {{"outcome", std::string(to_string(run->outcome))}, {"text", run->text}, {"turns", run->turns},
+               {"input_tokens", run->usage.input_tokens}, {"output_tokens", run->usage.output_tokens},
+               {"cost_usd", run->usage.cost_usd}, {"model", run->model}};
+    } else {
+      event["error"] = run.error().describe();
+    }
+    event["latency_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    if (services.depth() == 0) {
+      const Usage total = tree.used();
+      event["tree_input_tokens"] = total.input_tokens;
+      event["tree_output_tokens"] = total.output_tokens;
+      event["tree_cost_usd"] = total.cost_usd;
+      event["tree_tool_calls"] = tree.tool_calls_used();
+      t->record("run_end", std::move(event));
+      return;
+    }
+    const std::string& span = services.span();
+    event["span"] = span;
+    event["parent"] = span.substr(0, span.rfind('.'));
+    event["depth"] = services.depth();
+    event["kind"] = "rlm_query";
+    event["prompt"] = request.text;
+    if (run) event["answer"] = run->text;
+    t->record("sub_call", std::move(event));
+  }
+
   // Per-run tools of the sources (e.g. activate_skill), in source order.
   Result<std::vector<std::shared_ptr<ContextTool>>> context_tools(const Request& request) {
     std::vector<std::shared_ptr<ContextTool>> out;
@@ -157,7 +229,8 @@ Json to_json(const RunResult& r) {
               {"tool_calls", calls},
               {"model", r.model},
               {"provider", r.provider},
-              {"conversation_id", r.conversation_id}};
+              {"conversation_id", r.conversation_id},
+              {"run_id", r.run_id}};
 }
 
 Kernel::Kernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -226,6 +299,8 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
 
 Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options) {
   Impl& k = *impl_;
+  auto* parent = dynamic_cast<KernelRunServices*>(options.parent.get());
+  if (options.parent && parent == nullptr) return fail(ErrorCode::Internal, "RunOptions::parent must come from a kernel run");
   Request request = incoming;
   if (k.guardrail) {
     GuardrailAction action = k.guardrail->check_input(request.text);
@@ -237,16 +312,18 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   if (provider_name.empty()) {
     return fail(ErrorCode::Config, "no provider: set `provider:` in kernex.yaml or pass --provider NAME");
   }
-  auto provider = k.provider_for(provider_name, merged_options(k.config, provider_name, options.provider_options));
+  const Json provider_options = merged_options(k.config, provider_name, options.provider_options);
+  auto provider = k.provider_for(provider_name, provider_options);
   if (!provider) return std::unexpected(provider.error());
 
-  // Context: base prompt and skills, then memory and compaction.
+  // Context: base prompt and skills, then memory and compaction (sub-runs start clean).
   auto seed = k.seed_context(request);
   if (!seed) return std::unexpected(seed.error());
   Limits limits = k.config.limits;
   ProviderSummarizer fallback_summarizer(*provider);
+  MemoryStore* memory = parent == nullptr ? k.memory.get() : nullptr;
   ContextInputs inputs;
-  inputs.store = k.memory.get();
+  inputs.store = memory;
   inputs.key = ConversationKey{k.config.channel, request.sender_id, k.config.project};
   inputs.system_prompt = seed->system_prompt;
   inputs.limits = &limits;
@@ -267,6 +344,32 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   context.cost_budget_usd = loop_limits.cost_budget_usd;
   context.tool_call_budget = loop_limits.tool_call_budget;
 
+  // The run tree: a root run opens it (budgets, trajectory); a sub-run joins its parent's.
+  std::shared_ptr<RunTree> tree = parent != nullptr ? parent->tree() : k.open_tree(options, loop_limits, built->conversation_id);
+  if (parent != nullptr) {
+    const TreeBudget& b = tree->budget();
+    loop_limits.token_budget = b.tokens;
+    loop_limits.cost_budget_usd = b.cost_usd;
+    loop_limits.tool_call_budget = b.tool_calls;
+  }
+  KernelRunServices::Setup services;
+  services.tree = tree;
+  services.depth = parent != nullptr ? parent->depth() + 1 : 0;
+  services.span = parent != nullptr ? tree->child_span(parent->span()) : "0";
+  services.provider = *provider;
+  services.more_providers = [&k, provider_name, provider_options, first = *provider]() -> Result<std::shared_ptr<Provider>> {
+    if (auto twin = first->concurrent_instance()) return twin;
+    return k.host.create_provider(provider_name, provider_options);
+  };
+  services.model = context.model;
+  services.pricing = &k.pricing;
+  services.sub_runner = options.sub_runner;
+  auto run_services = std::make_shared<KernelRunServices>(std::move(services));
+  context.services = run_services;
+  context.trajectory = tree->trajectory_ptr();
+  const auto started = std::chrono::steady_clock::now();
+  if (parent == nullptr) k.record_start(*tree, options, request, provider_name, context.model.value_or((*provider)->default_model()));
+
   // Provider and tools.
   auto context_tools = k.context_tools(request);
   if (!context_tools) return std::unexpected(context_tools.error());
@@ -282,27 +385,46 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   deps.pricing = &k.pricing;
   deps.scope = HookScope{built->conversation_id, request.sender_id, provider_name};
   deps.sink = options.sink;
-  auto run = run_agent_loop(context, deps, loop_limits);
-  if (!run) return run;
-  run->conversation_id = built->conversation_id;
+  deps.tree = tree.get();
+  deps.span = run_services->span();
+  deps.depth = run_services->depth();
+  std::uint32_t extension_calls = 0;
+  const RunOptions::ToolCaller call_tool = [&](const std::string& name, Json arguments) {
+    return run_tool(deps, router, context, ToolCall{"kernex-" + std::to_string(++extension_calls), name, std::move(arguments)});
+  };
 
-  if (k.guardrail && run->outcome == Outcome::EndTurn) {
-    GuardrailAction action = k.guardrail->check_output(run->text);
-    if (action.kind == GuardrailAction::Kind::Block) return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
-    if (action.kind == GuardrailAction::Kind::Sanitize) run->text = action.text;
-  }
+  auto run = [&]() -> Result<RunResult> {
+    if (options.before_loop) {
+      if (auto ready = options.before_loop(context, call_tool); !ready) return std::unexpected(ready.error());
+    }
+    auto looped = run_agent_loop(context, deps, loop_limits);
+    if (!looped) return looped;
+    looped->conversation_id = built->conversation_id;
+    if (options.after_loop) {
+      if (auto done = options.after_loop(*looped, call_tool); !done) return std::unexpected(done.error());
+    }
+    if (k.guardrail && looped->outcome == Outcome::EndTurn) {
+      GuardrailAction action = k.guardrail->check_output(looped->text);
+      if (action.kind == GuardrailAction::Kind::Block) return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
+      if (action.kind == GuardrailAction::Kind::Sanitize) looped->text = action.text;
+    }
+    return looped;
+  }();
+  if (run && tree->trajectory() != nullptr) run->run_id = tree->trajectory()->run_id();
+  k.record_end(*tree, *run_services, request, run, started);
+  if (!run) return run;
 
   // Memory: the exchange with its tool calls, then what it cost.
-  if (k.memory) {
+  if (memory != nullptr) {
     std::vector<ContextEntry> exchange;
     exchange.push_back(ContextEntry::user(request.text));
     exchange.insert(exchange.end(), context.turn.begin(), context.turn.end());
     if (run->outcome == Outcome::EndTurn) exchange.push_back(ContextEntry::assistant(run->text));
-    if (auto saved = k.memory->append_messages(built->conversation_id, exchange); !saved) {
+    if (auto saved = memory->append_messages(built->conversation_id, exchange); !saved) {
       return fail(ErrorCode::Memory, "saving the exchange failed", saved.error());
     }
     UsageRecord record{built->conversation_id, request.sender_id, run->model, provider_name, run->usage};
-    if (auto recorded = k.memory->record_usage(record); !recorded) {
+    if (auto recorded = memory->record_usage(record); !recorded) {
       log(LogLevel::Warn, "recording usage failed: " + recorded.error().describe());
     }
   }

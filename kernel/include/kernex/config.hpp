@@ -25,6 +25,9 @@ struct Limits {
   std::optional<std::uint64_t> token_budget;
   std::optional<double> cost_budget_usd;
   std::optional<std::uint32_t> tool_call_budget;
+  // How deep rlm_query may recurse below the root run (depth 0). The token, cost and tool-call
+  // budgets above cover the whole tree of sub-calls, not each run alone.
+  std::uint32_t max_depth = 1;
   std::size_t max_context_messages = 50;
   CompactionStrategy compaction = CompactionStrategy::Drop;
   std::chrono::minutes conversation_idle{120};
@@ -49,6 +52,8 @@ struct Config {
   std::vector<std::string> deny;
   std::optional<std::filesystem::path> pricing_file;  // default: the installed data/pricing.yaml
   Limits limits;
+  // Whether runs write a JSON Lines trajectory under <data_dir>/trajectories.
+  bool trajectories = true;
 
   // Reads `file` (or, when unset, $KERNEX_CONFIG, else no file: defaults), then applies the
   // environment override KERNEX_DATA_DIR. A missing named file is an error. (KERNEX_PLUGIN_PATH

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "kernex/plugin_host.hpp"
 #include "kernex/pricing.hpp"
 #include "kernex/provider.hpp"
+#include "kernex/run_services.hpp"
 #include "kernex/toolbox.hpp"
 #include "kernex/trajectory.hpp"
 
@@ -40,6 +42,7 @@ struct RunResult {
   std::string provider;
   std::vector<ToolCallRecord> tool_calls;
   std::string conversation_id;  // empty without a memory plugin
+  std::string run_id;           // the trajectory's id; empty when none was written
 };
 
 Json to_json(const RunResult& result);
@@ -56,8 +59,24 @@ struct RunOptions {
   // None: every tool; empty: no tools; names: only those tools are offered and callable.
   std::optional<std::vector<std::string>> allowed_tools;
   StreamSink sink;  // set to receive stream events
-  // Where this run records its events; unset: the kernel opens one under the data dir.
+  // Where this run records its events; unset: the kernel opens one under the data dir (unless
+  // the config's `trajectories` is false). "run" or "rlm", recorded in run_start.
   std::shared_ptr<Trajectory> trajectory;
+  std::string kind = "run";
+  // How deep rlm_query may recurse; unset: the config's limits.max_depth.
+  std::optional<std::uint32_t> max_depth;
+  // Sub-runs only: the services of the run that started this one (rlm_query). The sub-run
+  // shares that run's tree (budgets, trajectory), one level deeper, and leaves memory alone.
+  std::shared_ptr<RunServices> parent;
+  // How rlm_query starts a sub-agent in this run (the rlm driver sets it); unset: unsupported.
+  std::function<Result<std::string>(const std::string& prompt, const std::optional<std::string>& context,
+                                    const std::shared_ptr<RunServices>& parent)>
+      sub_runner;
+  // Code run around the loop with a tool caller bound to this run's Context, so hooks, rules
+  // and the trajectory apply: `before` once the Context is built, `after` on the loop's result.
+  using ToolCaller = std::function<ToolResult(const std::string& name, Json arguments)>;
+  std::function<Result<void>(Context&, const ToolCaller&)> before_loop;
+  std::function<Result<void>(RunResult&, const ToolCaller&)> after_loop;
 };
 
 // Adds to every run's Context before memory and the provider: system prompt text, toolboxes,

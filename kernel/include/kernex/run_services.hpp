@@ -19,6 +19,10 @@ class RunServices {
   virtual std::uint32_t depth() const = 0;
   // This run's span in the trajectory's sub-call tree ("0" for the root; see trajectory.hpp).
   virtual const std::string& span() const = 0;
+  // The same for a whole tree of runs and, when memory is on, for every turn of one
+  // conversation (its id); a fresh id otherwise. With span() it keys per-run state such as a
+  // REPL session.
+  virtual const std::string& session() const = 0;
   // False when nothing can answer sub-queries (deferred mode: no provider); the REPL then hands
   // pending queries back to its caller instead of calling these.
   virtual bool can_query() const = 0;

@@ -1,0 +1,57 @@
+// The kernel's RunServices: llm_query answered by the run's provider with tools off,
+// llm_query_batched on a bounded pool of provider instances, rlm_query by a sub-run one level
+// deeper. Everything is charged to the run tree's one budget and recorded as sub_call events.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kernex/pricing.hpp"
+#include "kernex/provider.hpp"
+#include "kernex/run_services.hpp"
+#include "run_tree.hpp"
+
+namespace kernex {
+
+class KernelRunServices final : public RunServices, public std::enable_shared_from_this<KernelRunServices> {
+ public:
+  using ProviderFactory = std::function<Result<std::shared_ptr<Provider>>()>;
+  // Runs a sub-agent for rlm_query; `parent` is these services (its tree, depth and span).
+  using SubRunner = std::function<Result<std::string>(const std::string& prompt,
+                                                      const std::optional<std::string>& context,
+                                                      const std::shared_ptr<RunServices>& parent)>;
+
+  struct Setup {
+    std::shared_ptr<RunTree> tree;
+    std::uint32_t depth = 0;
+    std::string span = "0";
+    std::shared_ptr<Provider> provider;  // null: deferred mode (can_query() is false)
+    ProviderFactory more_providers;      // extra instances for batched queries; may be empty
+    std::optional<std::string> model;    // the run's model, used when a query names none
+    const PricingTable* pricing = nullptr;
+    SubRunner sub_runner;                // empty: rlm_query is unsupported in this run
+    std::size_t max_concurrency = 4;
+  };
+
+  explicit KernelRunServices(Setup setup) : s_(std::move(setup)) {}
+
+  std::uint32_t depth() const override { return s_.depth; }
+  const std::string& span() const override { return s_.span; }
+  const std::string& session() const override { return s_.tree->session(); }
+  bool can_query() const override { return s_.provider != nullptr; }
+  Result<std::string> llm_query(const std::string& prompt, const std::optional<std::string>& model) override;
+  std::vector<Result<std::string>> llm_query_batched(const std::vector<std::string>& prompts,
+                                                     const std::optional<std::string>& model) override;
+  Result<std::string> rlm_query(const std::string& prompt, const std::optional<std::string>& context) override;
+
+  const std::shared_ptr<RunTree>& tree() const { return s_.tree; }
+
+ private:
+  Result<std::string> query_with(Provider& provider, const std::string& prompt, const std::optional<std::string>& model);
+
+  Setup s_;
+};
+
+}  // namespace kernex

@@ -1,0 +1,54 @@
+// What a root run shares with every sub-call under it: one budget (depth, tokens, cost, tool
+// calls), the trajectory, and the numbering of spans in the sub-call tree.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "kernex/message.hpp"
+#include "kernex/trajectory.hpp"
+
+namespace kernex {
+
+struct TreeBudget {
+  std::uint32_t max_depth = 1;
+  std::optional<std::uint64_t> tokens;  // billed tokens (Usage::billed_tokens)
+  std::optional<double> cost_usd;
+  std::optional<std::uint32_t> tool_calls;
+};
+
+class RunTree {
+ public:
+  RunTree(TreeBudget budget, std::shared_ptr<Trajectory> trajectory, std::string session)
+      : budget_(budget), trajectory_(std::move(trajectory)), session_(std::move(session)) {}
+
+  const TreeBudget& budget() const { return budget_; }
+  Trajectory* trajectory() const { return trajectory_.get(); }
+  const std::shared_ptr<Trajectory>& trajectory_ptr() const { return trajectory_; }
+  const std::string& session() const { return session_; }
+
+  void charge(const Usage& usage);
+  // Takes one tool call from the budget; false when none is left (nothing is taken).
+  bool take_tool_call();
+  Usage used() const;
+  std::uint32_t tool_calls_used() const;
+  // The first budget that is used up ("tokens", "cost", "tool_calls") with what was used, or none.
+  std::optional<std::string> exhausted() const;
+  // "S.1", "S.2", ... for the children of span S, in the order asked.
+  std::string child_span(const std::string& parent);
+
+ private:
+  const TreeBudget budget_;
+  const std::shared_ptr<Trajectory> trajectory_;
+  const std::string session_;
+  mutable std::mutex mu_;
+  Usage used_;
+  std::uint32_t tool_calls_ = 0;
+  std::map<std::string, std::uint32_t> children_;
+};
+
+}  // namespace kernex
