@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -14,9 +15,10 @@ namespace CLI {
 class App;
 }
 
-namespace CLI {
-class App;
-}
+namespace kernex {
+struct RunOptions;
+struct RunResult;
+}  // namespace kernex
 
 namespace kernex::cli {
 
@@ -89,6 +91,19 @@ int mcp_list_command(const std::optional<std::string>& config, const McpArgs& ar
 int mcp_call_command(const std::optional<std::string>& config, const McpArgs& args);
 int mcp_serve_command(const std::optional<std::string>& config, const McpArgs& args);
 int providers_command(const std::optional<std::string>& config, bool json);
+
+// `kernex logs list|show|view` and `kernex rlm`, registered like `tool run`.
+std::function<std::optional<int>()> add_logs_command(CLI::App& app, std::string& config);
+std::function<std::optional<int>()> add_rlm_command(CLI::App& app, std::string& config);
+
+// Shared by `run` and `rlm`: --provider, --model, --provider-opt, --data-dir and the budgets.
+void add_run_options(CLI::App& app, RunArgs& args);
+std::filesystem::path absolute_path(const std::string& p);
+Result<std::string> message_text(const std::vector<std::string>& words);  // a lone "-" reads stdin
+Result<RunOptions> run_options(const RunArgs& args);
+class StreamPrinter;
+// Prints the answer (or the JSON result) and maps the outcome to the exit code.
+int print_run_result(const Result<RunResult>& result, StreamPrinter& printer, bool json);
 
 // "kernex: <code>: <description>" on stderr; returns the mapped exit code.
 int report(const Error& error);

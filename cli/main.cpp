@@ -43,24 +43,13 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "Run one turn: send MESSAGE to the provider, run tools, print the answer");
   run->footer(kernex::cli::kExitCodeHelp);
   add_config_option(*run, config);
-  run->add_option("--provider", run_args.provider, "provider plugin to use (overrides `provider:`)")->type_name("NAME");
-  run->add_option("--model", run_args.model, "model id passed to the provider")->type_name("MODEL");
+  kernex::cli::add_run_options(*run, run_args);
   add_repeated(*run, "--skills", run_args.skill_dirs, "a directory of skills (repeatable)")->type_name("DIR");
   add_repeated(*run, "--skill", run_args.skills, "activate this skill whatever the message says (repeatable)")
       ->type_name("NAME");
   run->add_option("--project", run_args.project,
                   "a project folder: its AGENTS.md (or ROLE.md) instructions and the skills it names")
       ->type_name("DIR");
-  run->add_option("--data-dir", run_args.data_dir, "data directory (overrides data_dir and KERNEX_DATA_DIR)")->type_name("DIR");
-  run->add_option("--max-turns", run_args.max_turns, "model calls allowed in this run")->type_name("N");
-  run->add_option("--token-budget", run_args.token_budget, "billed tokens allowed in this run")->type_name("N");
-  run->add_option("--cost-budget", run_args.cost_budget_usd, "USD allowed in this run")
-      ->check(CLI::NonNegativeNumber)
-      ->type_name("USD");
-  run->add_option("--tool-budget", run_args.tool_call_budget, "tool calls allowed in this run")->type_name("N");
-  add_repeated(*run, "--provider-opt", run_args.provider_opts,
-               "provider option (repeatable); VALUE is JSON if it parses, else a string")
-      ->type_name("KEY=VALUE");
   run->add_flag("--json", run_args.json, "print the whole result as one line of JSON");
   run->add_flag("--stream", run_args.stream,
                 "print the answer as it arrives (the default on a terminal); with --json, one JSON event per line "
@@ -84,6 +73,8 @@ int main(int argc, char** argv) {
 
   auto sandbox_command = kernex::cli::add_sandbox_command(app);
   auto tool_command = kernex::cli::add_tool_command(app, config);
+  auto rlm_command = kernex::cli::add_rlm_command(app, config);
+  auto logs_command = kernex::cli::add_logs_command(app, config);
   kernex::cli::SkillsArgs skills_args;
   CLI::App* skills = app.add_subcommand("skills", "Inspect skill folders: list, lint, lock, verify, show");
   skills->footer(kernex::cli::kExitCodeHelp);
@@ -163,6 +154,8 @@ int main(int argc, char** argv) {
     if (*doctor) return kernex::cli::doctor_command(config_file, doctor_json);
     if (auto code = sandbox_command()) return *code;
     if (auto code = tool_command()) return *code;
+    if (auto code = rlm_command()) return *code;
+    if (auto code = logs_command()) return *code;
     if (*skills) return kernex::cli::skills_command(config_file, skills_args);
     if (*memory) return kernex::cli::memory_command(config_file, memory_args);
     if (*mcp_serve) return kernex::cli::mcp_serve_command(config_file, mcp_args);

@@ -14,8 +14,6 @@
 
 namespace kernex::cli {
 
-namespace {
-
 std::filesystem::path absolute_path(const std::string& p) {
   std::error_code ec;
   auto abs = std::filesystem::absolute(p, ec);
@@ -48,8 +46,6 @@ Result<RunOptions> run_options(const RunArgs& args) {
   }
   return opts;
 }
-
-}  // namespace
 
 int run_command(const std::optional<std::string>& config_file, const RunArgs& args) {
   auto config = Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
@@ -93,12 +89,14 @@ int run_command(const std::optional<std::string>& config_file, const RunArgs& ar
   }
   StreamPrinter printer(args.json ? StreamPrinter::Mode::JsonEvents : StreamPrinter::Mode::Text);
   if (args.stream || (!args.json && StreamPrinter::stdout_is_terminal())) opts->sink = printer.sink();
-  auto result = (*kernel)->run(Request::from_text("cli", std::move(*message)), *opts);
-  if (!result) return report(result.error());
+  return print_run_result((*kernel)->run(Request::from_text("cli", std::move(*message)), *opts), printer, args.json);
+}
 
-  if (!args.json && printer.printed_text()) {
+int print_run_result(const Result<RunResult>& result, StreamPrinter& printer, bool json) {
+  if (!result) return report(result.error());
+  if (!json && printer.printed_text()) {
     printer.finish_line();
-  } else if (args.json) {
+  } else if (json) {
     std::cout << to_json(*result).dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
   } else {
     std::cout << result->text;

@@ -44,11 +44,11 @@ inline std::map<std::string, std::string> clean_environment() {
   return env;
 }
 
-// Runs KERNEX_CLI with `args` and exactly `env`. Output goes to files in `dir`, not pipes, so a
+// Runs `program` with `args` and exactly `env`. Output goes to files in `dir`, not pipes, so a
 // chatty child can never block on a full pipe.
-inline CliOutcome run_cli(const std::filesystem::path& dir, const std::map<std::string, std::string>& env,
-                          const std::vector<std::string>& args) {
-  std::vector<std::string> argv_s{KERNEX_CLI};
+inline CliOutcome run_program(const std::string& program, const std::filesystem::path& dir,
+                              const std::map<std::string, std::string>& env, const std::vector<std::string>& args) {
+  std::vector<std::string> argv_s{program};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
@@ -66,18 +66,24 @@ inline CliOutcome run_cli(const std::filesystem::path& dir, const std::map<std::
   posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, KERNEX_CLI, &actions, nullptr, argv.data(), envp.data());
+  const int rc = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   CliOutcome o;
-  EXPECT_EQ(rc, 0) << "cannot spawn " << KERNEX_CLI;
+  EXPECT_EQ(rc, 0) << "cannot spawn " << program;
   if (rc != 0) return o;
   int status = 0;
   EXPECT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status)) << "kernex did not exit normally (signal?)";
+  EXPECT_TRUE(WIFEXITED(status)) << program << " did not exit normally (signal?)";
   o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   o.out = slurp(out);
   o.err = slurp(err);
   return o;
+}
+
+// Runs KERNEX_CLI, as run_program does.
+inline CliOutcome run_cli(const std::filesystem::path& dir, const std::map<std::string, std::string>& env,
+                          const std::vector<std::string>& args) {
+  return run_program(KERNEX_CLI, dir, env, args);
 }
 
 }  // namespace kernex::testing

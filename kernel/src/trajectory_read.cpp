@@ -1,0 +1,160 @@
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "kernex/trajectory_view.hpp"
+
+namespace kernex {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string first_line(const std::string& text, std::size_t cap) {
+  std::string line = text.substr(0, text.find('\n'));
+  if (line.size() > cap) line = line.substr(0, cap) + "…";
+  return line;
+}
+
+template <class T>
+T field(const Json& event, const char* key, T fallback) {
+  auto it = event.find(key);
+  if (it == event.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const Json::exception&) {
+    return fallback;
+  }
+}
+
+Result<std::vector<Json>> read_events(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return fail(ErrorCode::Io, "cannot open trajectory " + path.string());
+  std::vector<Json> events;
+  std::string line;
+  while (std::getline(in, line)) {
+    Json j = Json::parse(line, nullptr, false);
+    if (j.is_object()) events.push_back(std::move(j));
+  }
+  if (in.bad()) return fail(ErrorCode::Io, "reading trajectory " + path.string() + " failed");
+  return events;
+}
+
+TrajectorySummary summarize(const fs::path& path, const std::vector<Json>& events) {
+  TrajectorySummary s;
+  s.run_id = path.stem().string();
+  s.path = path;
+  s.events = events.size();
+  for (const auto& e : events) {
+    const std::string type = field<std::string>(e, "type", "");
+    if (type == "run_start") {
+      s.kind = field<std::string>(e, "kind", "run");
+      s.question = first_line(field<std::string>(e, "question", ""), 80);
+      s.started_ms = field<std::int64_t>(e, "ts_ms", 0);
+    } else if (type == "run_end") {
+      s.outcome = field<std::string>(e, "outcome", "");
+      s.error = field<std::string>(e, "error", "");
+      s.input_tokens = field<std::uint64_t>(e, "tree_input_tokens", field<std::uint64_t>(e, "input_tokens", 0));
+      s.output_tokens = field<std::uint64_t>(e, "tree_output_tokens", field<std::uint64_t>(e, "output_tokens", 0));
+      s.cost_usd = field<double>(e, "tree_cost_usd", field<double>(e, "cost_usd", 0.0));
+    }
+  }
+  return s;
+}
+
+std::string indent(const std::string& text, const std::string& pad) {
+  std::string out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out += pad + line + "\n";
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<TrajectorySummary>> list_trajectories(const fs::path& dir) {
+  std::vector<TrajectorySummary> out;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return out;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return fail(ErrorCode::Io, "cannot list " + dir.string() + ": " + ec.message());
+  std::vector<fs::path> files;
+  for (const auto& entry : it) {
+    if (entry.path().extension() == ".jsonl") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());  // run ids start with their UTC start time
+  for (const auto& f : files) {
+    auto events = read_events(f);
+    if (events) {
+      out.push_back(summarize(f, *events));
+    } else {
+      TrajectorySummary s;
+      s.run_id = f.stem().string();
+      s.path = f;
+      s.error = events.error().describe();
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+Result<std::vector<Json>> read_trajectory(const fs::path& dir, const std::string& run) {
+  auto all = list_trajectories(dir);
+  if (!all) return std::unexpected(all.error());
+  if (all->empty()) return fail(ErrorCode::Usage, "no trajectories in " + dir.string());
+  if (run == "last") return read_events(all->back().path);
+  std::vector<const TrajectorySummary*> matches;
+  for (const auto& s : *all) {
+    if (s.run_id == run) return read_events(s.path);
+    if (s.run_id.starts_with(run)) matches.push_back(&s);
+  }
+  if (matches.size() == 1) return read_events(matches.front()->path);
+  if (matches.empty()) return fail(ErrorCode::Usage, "no run '" + run + "' in " + dir.string());
+  return fail(ErrorCode::Usage, "'" + run + "' matches " + std::to_string(matches.size()) + " runs; give more of the id");
+}
+
+Json to_json(const TrajectorySummary& s) {
+  return Json{{"run_id", s.run_id},         {"path", s.path.string()},   {"kind", s.kind},
+              {"question", s.question},     {"outcome", s.outcome},      {"error", s.error},
+              {"input_tokens", s.input_tokens}, {"output_tokens", s.output_tokens}, {"cost_usd", s.cost_usd},
+              {"events", s.events},         {"started_ms", s.started_ms}};
+}
+
+std::string render_trajectory_text(const std::vector<Json>& events) {
+  std::ostringstream out;
+  for (const auto& e : events) {
+    const std::string type = field<std::string>(e, "type", "?");
+    const std::string span = field<std::string>(e, "span", "");
+    const std::string pad(2 * field<std::size_t>(e, "depth", 0), ' ');
+    out << pad << "[" << field<std::uint64_t>(e, "seq", 0) << "] " << type;
+    if (!span.empty()) out << " " << span;
+    if (type == "run_start") {
+      out << " " << field<std::string>(e, "kind", "") << " " << field<std::string>(e, "provider", "") << "/"
+          << field<std::string>(e, "model", "") << "\n" << indent(field<std::string>(e, "question", ""), pad + "  > ");
+    } else if (type == "provider_call") {
+      out << " " << field<std::string>(e, "model", "") << " in=" << field<std::uint64_t>(e, "input_tokens", 0)
+          << " out=" << field<std::uint64_t>(e, "output_tokens", 0) << " $" << field<double>(e, "cost_usd", 0)
+          << " " << field<double>(e, "latency_ms", 0) << " ms\n";
+      if (e.contains("error")) out << indent(field<std::string>(e, "error", ""), pad + "  ! ");
+    } else if (type == "tool_call") {
+      out << " " << field<std::string>(e, "name", "") << (field<bool>(e, "is_error", false) ? " (error)" : "") << " "
+          << field<double>(e, "duration_ms", 0) << " ms\n"
+          << indent(e.value("arguments", Json::object()).dump(), pad + "  < ")
+          << indent(first_line(field<std::string>(e, "result", ""), 400), pad + "  > ");
+    } else if (type == "code_run") {
+      out << " " << field<double>(e, "wall_ms", 0) << " ms\n" << indent(field<std::string>(e, "code", ""), pad + "  | ")
+          << indent(field<std::string>(e, "stdout", ""), pad + "  > ");
+    } else if (type == "sub_call") {
+      out << " " << field<std::string>(e, "kind", "") << " depth=" << field<std::uint32_t>(e, "depth", 0) << "\n"
+          << indent(first_line(field<std::string>(e, "prompt", ""), 200), pad + "  < ")
+          << indent(first_line(field<std::string>(e, "answer", field<std::string>(e, "error", "")), 200), pad + "  > ");
+    } else if (type == "run_end") {
+      out << " " << field<std::string>(e, "outcome", field<std::string>(e, "error", "")) << " $"
+          << field<double>(e, "tree_cost_usd", field<double>(e, "cost_usd", 0)) << "\n"
+          << indent(field<std::string>(e, "text", ""), pad + "  = ");
+    } else {
+      out << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace kernex
