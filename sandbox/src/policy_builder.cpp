@@ -375,6 +375,7 @@ class Builder {
       if (value.find('\0') != std::string::npos) return fail(ErrorCode::Config, "sandbox.env.set." + name + ": contains NUL");
       put(name, value);
     }
+    if (p.env.malloc_huge_pages) put("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1");
     return {};
   }
 

@@ -119,8 +119,8 @@ Result<void> parse_network(const Reader& r, const YAML::Node& n, NetworkPolicy& 
 
 Result<void> parse_env(const Reader& r, const YAML::Node& n, EnvPolicy& out) {
   const std::string key = "env";
-  if (!n.IsMap()) return r.error(key, "expected a mapping {base, passthrough, set, locale}");
-  if (auto c = r.check_keys(n, key, {"base", "passthrough", "set", "locale"}); !c) return c;
+  if (!n.IsMap()) return r.error(key, "expected a mapping {base, passthrough, set, locale, malloc_huge_pages}");
+  if (auto c = r.check_keys(n, key, {"base", "passthrough", "set", "locale", "malloc_huge_pages"}); !c) return c;
   if (n["base"]) {
     auto v = r.strings(n["base"], key + ".base");
     if (!v) return std::unexpected(v.error());
@@ -135,6 +135,11 @@ Result<void> parse_env(const Reader& r, const YAML::Node& n, EnvPolicy& out) {
     auto v = r.boolean(n["locale"], key + ".locale");
     if (!v) return std::unexpected(v.error());
     out.pass_locale = *v;
+  }
+  if (n["malloc_huge_pages"]) {
+    auto v = r.boolean(n["malloc_huge_pages"], key + ".malloc_huge_pages");
+    if (!v) return std::unexpected(v.error());
+    out.malloc_huge_pages = *v;
   }
   if (n["set"]) {
     const auto& set = n["set"];

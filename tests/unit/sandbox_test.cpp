@@ -211,6 +211,20 @@ TEST_F(SandboxTest, EnvironmentStartsEmpty) {
   EXPECT_NE(r->stdout_data.find("TMPDIR=" + policy.private_tmp().string() + "\n"), std::string::npos);
 }
 
+TEST_F(SandboxTest, MallocHugePagesSetsOnlyTheFixedTunable) {
+  EXPECT_FALSE(builder().set_env("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1").Build().has_value());
+  auto plain = build(builder());
+  EXPECT_EQ(run(plain, {"env"}).stdout_data.find("GLIBC_TUNABLES"), std::string::npos);
+  SandboxProfile profile;
+  profile.workspace = ws_;
+  profile.env.malloc_huge_pages = true;
+  auto huge = build(PolicyBuilder(profile));
+  EXPECT_NE(run(huge, {"env"}).stdout_data.find("GLIBC_TUNABLES=glibc.malloc.hugetlb=1\n"), std::string::npos);
+  auto yaml = SandboxProfile::from_yaml("env: {malloc_huge_pages: true}", "test");
+  ASSERT_TRUE(yaml.has_value()) << yaml.error().describe();
+  EXPECT_TRUE(yaml->env.malloc_huge_pages);
+}
+
 // --- allow-list -----------------------------------------------------------------------------------
 
 TEST_F(SandboxTest, AllowListResolvesAgainstTheFixedSearchPath) {
