@@ -38,8 +38,11 @@ Result<void> load_contexts(Context& context, const RunOptions::ToolCaller& call_
   };
   for (const auto& file : options.context_files) {
     std::error_code ec;
-    const auto absolute = std::filesystem::absolute(file, ec);
-    if (auto r = load(Json{{"file", (ec ? file : absolute).string()}}, file.string()); !r) return r;
+    const auto absolute = std::filesystem::absolute(file, ec).lexically_normal();
+    if (ec) return fail(ErrorCode::Usage, "context file " + file.string() + ": " + ec.message());
+    // The host named this file, so the REPL's sandbox may read it even outside the workspace.
+    context.read_grants.push_back(absolute.string());
+    if (auto r = load(Json{{"file", absolute.string()}}, file.string()); !r) return r;
   }
   for (const auto& text : options.context_texts) {
     if (auto r = load(Json{{"text", text}}, "the caller"); !r) return r;

@@ -70,6 +70,10 @@ struct Context {
   // tools may call back into during the run, e.g. llm_query from a REPL (may be null).
   std::shared_ptr<Trajectory> trajectory;
   std::shared_ptr<RunServices> services;
+  // Never serialized: files outside the workspace that the host lets this run's sandboxed tools
+  // read (the contexts of `kernex rlm --context`). Set by host code only; tool arguments never
+  // add to it.
+  std::vector<std::string> read_grants;
 
   Context() = default;
   explicit Context(std::string message) : current_message(std::move(message)) {}

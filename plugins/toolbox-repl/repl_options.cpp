@@ -1,0 +1,96 @@
+#include "repl_options.hpp"
+
+#include <cmath>
+#include <set>
+
+namespace kernex::repl {
+namespace {
+
+Error bad(const std::string& key, const std::string& expected) {
+  return Error{ErrorCode::Config, "toolbox-repl: `" + key + "` " + expected};
+}
+
+Result<std::uint64_t> positive(const Json& v, const std::string& key, std::uint64_t max) {
+  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0 || v.get<std::uint64_t>() > max) {
+    return std::unexpected(bad(key, "must be an integer in [1, " + std::to_string(max) + "]"));
+  }
+  return v.get<std::uint64_t>();
+}
+
+}  // namespace
+
+Result<ReplOptions> ReplOptions::from_json(const Json& config) {
+  if (!config.is_null() && !config.is_object()) return fail(ErrorCode::Config, "toolbox-repl: config must be an object");
+  static const std::set<std::string> shared = {"workspace", "profile", "protect"};
+  static const std::set<std::string> own = {"timeout", "max_output", "memory_mb", "cpu_seconds", "max_sessions", "offer",
+                                            "python"};
+  Json run_config = Json::object();
+  if (config.is_object()) {
+    for (const auto& [key, value] : config.items()) {
+      if (shared.contains(key)) {
+        run_config[key] = value;
+      } else if (!own.contains(key)) {
+        return std::unexpected(bad(key, "is not an option (expected workspace, profile, protect, timeout, max_output, "
+                                        "memory_mb, cpu_seconds, max_sessions, offer, python)"));
+      }
+    }
+  }
+  auto run = sandbox::ToolboxRunOptions::from_json(run_config, "toolbox-repl");
+  if (!run) return std::unexpected(run.error());
+  ReplOptions o;
+  o.run = std::move(*run);
+  const Json c = config.is_object() ? config : Json::object();
+  if (auto it = c.find("timeout"); it != c.end()) {
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0 || it->get<double>() > 86400) {
+      return std::unexpected(bad("timeout", "must be a number of seconds in (0, 86400]"));
+    }
+    o.timeout = std::chrono::milliseconds(std::max<long long>(1, std::llround(it->get<double>() * 1000)));
+  }
+  o.cpu_seconds = static_cast<std::uint64_t>(std::ceil(static_cast<double>(o.timeout.count()) / 1000.0));
+  if (auto it = c.find("max_output"); it != c.end()) {
+    auto v = positive(*it, "max_output", 1ull << 30);
+    if (!v) return std::unexpected(v.error());
+    o.max_output = *v;
+  }
+  if (auto it = c.find("memory_mb"); it != c.end()) {
+    auto v = positive(*it, "memory_mb", 1ull << 20);
+    if (!v) return std::unexpected(v.error());
+    o.memory_mb = *v;
+  }
+  if (auto it = c.find("cpu_seconds"); it != c.end()) {
+    auto v = positive(*it, "cpu_seconds", 86400);
+    if (!v) return std::unexpected(v.error());
+    o.cpu_seconds = *v;
+  }
+  if (auto it = c.find("max_sessions"); it != c.end()) {
+    auto v = positive(*it, "max_sessions", 1024);
+    if (!v) return std::unexpected(v.error());
+    o.max_sessions = *v;
+  }
+  if (auto it = c.find("offer"); it != c.end()) {
+    if (*it != "always" && *it != "when_allowed") return std::unexpected(bad("offer", "must be \"always\" or \"when_allowed\""));
+    o.offer_always = *it == "always";
+  }
+  if (auto it = c.find("python"); it != c.end()) {
+    if (!it->is_string() || it->get<std::string>().empty()) return std::unexpected(bad("python", "must be a program name"));
+    o.python = it->get<std::string>();
+  }
+  return o;
+}
+
+sandbox::SandboxProfile ReplOptions::profile(const std::vector<std::string>& grants) const {
+  Toolbox worker{"repl", "Python REPL worker", Json{{"type", "object"}}, python, {}, {}, false, {}, {python}, {}};
+  sandbox::SandboxProfile p = sandbox::toolbox_profile(worker, run);
+  for (const auto& g : grants) p.read_only.emplace_back(g);
+  p.network = {};
+  p.limits.address_space_bytes = memory_mb << 20;
+  // RLIMIT_CPU counts a worker's whole life; the worker lowers its soft limit to "used so far +
+  // cpu_seconds" before each call, under this hard cap.
+  p.limits.cpu_seconds = std::max<std::uint64_t>(cpu_seconds * 64, 3600);
+  p.env.malloc_huge_pages = true;
+  p.env.set["KERNEX_REPL_OUTPUT_CAP"] = std::to_string(max_output);
+  p.env.set["KERNEX_REPL_CPU_SECONDS"] = std::to_string(cpu_seconds);
+  return p;
+}
+
+}  // namespace kernex::repl

@@ -1,0 +1,43 @@
+// Configuration of the REPL toolbox and the sandbox profile its workers run under.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernex/error.hpp"
+#include "kernex/json.hpp"
+#include "kernex/sandbox/profile.hpp"
+#include "kernex/sandbox/toolbox.hpp"
+
+namespace kernex::repl {
+
+// Plugin config keys (all optional):
+//   workspace, profile, protect   as for toolbox-script (the worker's files and working directory)
+//   timeout        seconds one call may run, not counting the sub-queries it waits for (default 60)
+//   max_output     bytes kept of stdout and of stderr per eval_code (default 1 MiB), then a marker
+//   memory_mb      address-space limit of a worker (default 2048)
+//   cpu_seconds    CPU seconds one call may use (default: timeout)
+//   max_sessions   live workers before the least recently used one is stopped (default 8)
+//   offer          "when_allowed" (default: only runs whose allowed_tools name a REPL tool, such
+//                  as `kernex rlm`) or "always"
+//   python         the interpreter (default "python3", resolved on the sandbox's search path)
+struct ReplOptions {
+  sandbox::ToolboxRunOptions run;
+  std::chrono::milliseconds timeout{60'000};
+  std::size_t max_output = 1 << 20;
+  std::uint64_t memory_mb = 2048;
+  std::uint64_t cpu_seconds = 60;
+  std::size_t max_sessions = 8;
+  bool offer_always = false;
+  std::string python = "python3";
+
+  static Result<ReplOptions> from_json(const Json& config);
+  // The worker's profile: workspace read-write, no network, python only, limits, plus `grants`
+  // read-only (Context::read_grants).
+  sandbox::SandboxProfile profile(const std::vector<std::string>& grants) const;
+};
+
+}  // namespace kernex::repl

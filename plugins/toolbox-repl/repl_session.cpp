@@ -1,0 +1,129 @@
+#include "repl_session.hpp"
+
+#include <signal.h>
+#include <string.h>
+
+namespace kernex::repl {
+
+extern const char* const kWorkerSource;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// A reply carries at most two capped streams (JSON-escaped, up to 6 bytes per byte) and a
+// traceback; anything longer is a broken worker.
+constexpr std::size_t kMaxLine = 64u << 20;
+constexpr std::size_t kStderrLines = 20;
+
+}  // namespace
+
+Result<std::unique_ptr<ReplSession>> ReplSession::start(const sandbox::Policy& policy, const std::string& python,
+                                                        std::chrono::milliseconds startup_timeout) {
+  auto tail = std::make_shared<StderrTail>();
+  sandbox::ProcessOptions options;
+  options.on_stderr_line = [tail](std::string_view line) {
+    std::lock_guard lock(tail->mutex);
+    tail->lines.emplace_back(line);
+    if (tail->lines.size() > kStderrLines) tail->lines.pop_front();
+  };
+  sandbox::Command command;
+  // -I: no user site, no PYTHON* variables, no script directory on sys.path.
+  command.argv = {python, "-I", "-c", kWorkerSource};
+  auto process = sandbox::SandboxedProcess::start(policy, command, std::move(options));
+  if (!process) return fail(ErrorCode::Sandbox, "toolbox-repl: cannot start the Python worker", process.error());
+  std::unique_ptr<ReplSession> session(new ReplSession(std::move(*process), std::move(tail)));
+  auto ready = session->process_.read_line(Clock::now() + startup_timeout, kMaxLine);
+  if (!ready) {
+    session->process_.kill();
+    return fail(ErrorCode::Sandbox, "toolbox-repl: the Python worker did not start" +
+                                        (session->stderr_tail().empty() ? "" : ": " + session->stderr_tail()),
+                ready.error());
+  }
+  Json hello = Json::parse(*ready, nullptr, false);
+  if (!hello.is_object() || hello.value("ready", false) != true) {
+    session->process_.kill();
+    return fail(ErrorCode::Sandbox, "toolbox-repl: the Python worker sent no ready line, got: " + ready->substr(0, 200));
+  }
+  return session;
+}
+
+std::string ReplSession::stderr_tail() const {
+  std::lock_guard lock(tail_->mutex);
+  std::string out;
+  for (const auto& line : tail_->lines) out += (out.empty() ? "" : "\n") + line;
+  return out;
+}
+
+Error ReplSession::died(const std::string& during) {
+  broken_ = true;
+  const auto status = process_.wait(Clock::now() + std::chrono::milliseconds(200));
+  std::string how;
+  if (status.term_signal == SIGKILL) {
+    how = "was killed (SIGKILL: out of memory, or its CPU or process limit)";
+  } else if (status.term_signal == SIGXCPU) {
+    how = "used up its CPU time (SIGXCPU)";
+  } else if (status.term_signal != 0) {
+    how = std::string("died of signal ") + std::to_string(status.term_signal) + " (" + ::strsignal(status.term_signal) + ")";
+  } else {
+    how = "exited with status " + std::to_string(status.exit_code);
+  }
+  const std::string tail = stderr_tail();
+  return Error{ErrorCode::Io, "the REPL worker " + how + " during " + during + (tail.empty() ? "" : "; its stderr: " + tail)};
+}
+
+Result<Json> ReplSession::request(const Json& request, std::string_view raw, std::chrono::milliseconds timeout,
+                                  const CallbackHandler& on_call) {
+  if (broken_) return fail(ErrorCode::Io, "the REPL worker is gone");
+  const std::string op = request.value("op", std::string("request"));
+  auto deadline = Clock::now() + timeout;
+  std::string line = request.dump(-1, ' ', false, Json::error_handler_t::replace);
+  line += '\n';
+  if (!raw.empty()) line.append(raw);
+  if (auto w = process_.write(line, deadline); !w) {
+    if (w.error().code == ErrorCode::Limit) {
+      broken_ = true;
+      process_.kill();
+      return fail(ErrorCode::Limit, op + " timed out while sending its input");
+    }
+    return std::unexpected(died(op));
+  }
+  for (;;) {
+    auto got = process_.read_line(deadline, kMaxLine);
+    if (!got) {
+      if (got.error().code == ErrorCode::Limit && Clock::now() >= deadline) {
+        broken_ = true;
+        process_.kill();
+        return fail(ErrorCode::Limit, op + " timed out");
+      }
+      if (got.error().code == ErrorCode::Limit) {
+        broken_ = true;
+        process_.kill();
+        return fail(ErrorCode::Io, "the REPL worker sent a line longer than " + std::to_string(kMaxLine) + " bytes");
+      }
+      return std::unexpected(died(op));
+    }
+    Json reply = Json::parse(*got, nullptr, false);
+    if (!reply.is_object()) {
+      broken_ = true;
+      process_.kill();
+      return fail(ErrorCode::Io, "the REPL worker broke the protocol: " + got->substr(0, 200));
+    }
+    if (!reply.contains("call")) return reply;
+    // A sub-query from running code: the kernel's time answering it is not the code's time.
+    const auto paused = Clock::now();
+    Json answer = on_call(reply);
+    deadline += Clock::now() - paused;
+    std::string out = answer.dump(-1, ' ', false, Json::error_handler_t::replace);
+    out += '\n';
+    if (auto w = process_.write(out, deadline); !w) {
+      if (w.error().code == ErrorCode::Limit) {
+        broken_ = true;
+        process_.kill();
+        return fail(ErrorCode::Limit, op + " timed out");
+      }
+      return std::unexpected(died(op));
+    }
+  }
+}
+
+}  // namespace kernex::repl

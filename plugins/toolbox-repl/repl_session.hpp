@@ -1,0 +1,56 @@
+// One persistent python3 worker in the sandbox and the JSON Lines protocol with it: the kernel
+// sends a request (optionally followed by raw bytes), the worker may call back (llm_query and
+// friends) any number of times, then answers {"ok": ...}.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "kernex/error.hpp"
+#include "kernex/json.hpp"
+#include "kernex/sandbox/policy.hpp"
+#include "kernex/sandbox/process.hpp"
+
+namespace kernex::repl {
+
+// Answers one callback from the worker ({"call": "llm_query", ...}) with the JSON to send back.
+using CallbackHandler = std::function<Json(const Json& call)>;
+
+class ReplSession {
+ public:
+  // Starts the worker and waits for its "ready" line.
+  static Result<std::unique_ptr<ReplSession>> start(const sandbox::Policy& policy, const std::string& python,
+                                                    std::chrono::milliseconds startup_timeout);
+
+  // Sends `request` (and `raw` right after its line) and returns the worker's answer. Time spent
+  // in `on_call` does not count against `timeout`. ErrorCode::Limit: the call ran out of time;
+  // ErrorCode::Io: the worker died or broke the protocol. Either way the worker is killed and the
+  // session is unusable (broken()).
+  Result<Json> request(const Json& request, std::string_view raw, std::chrono::milliseconds timeout,
+                       const CallbackHandler& on_call);
+
+  bool broken() const { return broken_; }
+  int pid() const { return process_.pid(); }
+  // The last lines the worker wrote to stderr (outside eval_code's capture), for error messages.
+  std::string stderr_tail() const;
+
+ private:
+  struct StderrTail {
+    std::mutex mutex;
+    std::deque<std::string> lines;
+  };
+  ReplSession(sandbox::SandboxedProcess process, std::shared_ptr<StderrTail> tail)
+      : process_(std::move(process)), tail_(std::move(tail)) {}
+  Error died(const std::string& during);
+
+  sandbox::SandboxedProcess process_;
+  std::shared_ptr<StderrTail> tail_;
+  bool broken_ = false;
+};
+
+}  // namespace kernex::repl

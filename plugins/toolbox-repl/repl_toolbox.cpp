@@ -1,0 +1,375 @@
+// The REPL toolbox: a persistent, sandboxed Python worker per run (per session and span), with
+// tools to load large contexts as variables, look at them, and run code that may call the model
+// again through the run's services (llm_query, llm_query_batched, rlm_query).
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <mutex>
+
+#include "kernex/log.hpp"
+#include "kernex/plugin.hpp"
+#include "kernex/run_services.hpp"
+#include "kernex/sandbox/spawn.hpp"
+#include "kernex/trajectory.hpp"
+#include "repl_options.hpp"
+#include "repl_session.hpp"
+
+namespace kernex::repl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::seconds kStartupTimeout{30};
+
+Json string_param(const char* description) { return Json{{"type", "string"}, {"description", description}}; }
+Json integer_param(const char* description) { return Json{{"type", "integer"}, {"description", description}}; }
+
+std::vector<ToolSpec> tool_specs() {
+  auto object = [](Json properties, std::vector<std::string> required) {
+    return Json{{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)},
+                {"additionalProperties", false}};
+  };
+  return {
+      {"load_context",
+       "Load a text into the REPL as a variable: a dict with content, lines, line_count, size, type and metadata. "
+       "Give exactly one of text or file (a path in the workspace).",
+       object({{"name", string_param("variable name (a Python identifier)")},
+               {"text", string_param("the text to load")},
+               {"file", string_param("a file to load, relative to the workspace")}},
+              {"name"}),
+       {"repl", "variable", "file"}},
+      {"list_vars", "List the REPL's variables with their type, size and a short preview.", object({}, {}), {"repl"}},
+      {"peek",
+       "Show part of a variable: lines start..end of a context, characters of a string, items of a list "
+       "(0-based, end exclusive; negative counts from the end).",
+       object({{"name", string_param("variable name")}, {"start", integer_param("first index")},
+               {"end", integer_param("index after the last")}},
+              {"name"}),
+       {"repl", "slice"}},
+      {"scan", "Search a variable's lines with a regular expression (Python re); returns matching line numbers and text.",
+       object({{"name", string_param("variable name")}, {"pattern", string_param("regular expression")},
+               {"max_hits", integer_param("most hits to return (default 20)")}},
+              {"name", "pattern"}),
+       {"repl", "grep", "search"}},
+      {"eval_code",
+       "Run Python in the persistent REPL. Variables persist between calls. Returns stdout, stderr, any error "
+       "with its traceback, wall and CPU time and peak memory. Inside, llm_query(prompt, model=None), "
+       "llm_query_batched(prompts, model=None) and rlm_query(prompt, context=None) call the model again.",
+       object({{"code", string_param("Python source")}}, {"code"}),
+       {"python", "repl", "code"}},
+      {"provide_answers",
+       "Answer pending queries (deferred mode): {query_id: text}. Each answer becomes a variable named by its id "
+       "and an entry in the dict `answers`.",
+       object({{"answers", Json{{"type", "object"}, {"additionalProperties", Json{{"type", "string"}}}}}}, {"answers"}),
+       {"repl", "deferred"}},
+  };
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+ToolResult result_of(const ToolCall& call, Json body, bool is_error) {
+  return ToolResult{call.id, call.name, body.is_string() ? body.get<std::string>() : body.dump(-1, ' ', false, Json::error_handler_t::replace),
+                    is_error};
+}
+
+ToolResult error_of(const ToolCall& call, const std::string& message) { return ToolResult{call.id, call.name, message, true}; }
+
+// The answer to one sub-query from running code.
+Json answer_call(const Context& context, const Json& call) {
+  const std::shared_ptr<RunServices>& services = context.services;
+  if (!services || !services->can_query()) return Json{{"ok", false}, {"deferred", true}};
+  auto failure = [](const Error& e) {
+    return Json{{"ok", false}, {"error", e.describe()}, {"budget", e.code == ErrorCode::Limit}};
+  };
+  auto model = [&]() -> std::optional<std::string> {
+    if (call.contains("model") && call["model"].is_string()) return call["model"].get<std::string>();
+    return std::nullopt;
+  };
+  const std::string kind = call.value("call", std::string());
+  try {
+    if (kind == "llm_query") {
+      auto text = services->llm_query(call.at("prompt").get<std::string>(), model());
+      return text ? Json{{"ok", true}, {"value", *text}} : failure(text.error());
+    }
+    if (kind == "llm_query_batched") {
+      auto results = services->llm_query_batched(call.at("prompts").get<std::vector<std::string>>(), model());
+      Json values = Json::array();
+      for (auto& r : results) {
+        values.push_back(r ? Json(*r) : Json{{"error", r.error().describe()}, {"budget", r.error().code == ErrorCode::Limit}});
+      }
+      return Json{{"ok", true}, {"value", std::move(values)}};
+    }
+    if (kind == "rlm_query") {
+      std::optional<std::string> sub_context;
+      if (call.contains("context") && call["context"].is_string()) sub_context = call["context"].get<std::string>();
+      auto text = services->rlm_query(call.at("prompt").get<std::string>(), sub_context);
+      return text ? Json{{"ok", true}, {"value", *text}} : failure(text.error());
+    }
+  } catch (const Json::exception& e) {
+    return Json{{"ok", false}, {"error", std::string("bad ") + kind + " call: " + e.what()}};
+  }
+  return Json{{"ok", false}, {"error", "unknown call '" + kind + "'"}};
+}
+
+// A worker and what the model should be told about its past.
+struct Slot {
+  std::mutex mutex;  // one call at a time per session
+  std::unique_ptr<ReplSession> session;
+  std::string lost;  // why the previous worker's state was lost, told once to the next call
+  Clock::time_point last_used = Clock::now();
+};
+
+class ReplToolbox final : public ToolExecutor {
+ public:
+  explicit ReplToolbox(ReplOptions options) : options_(std::move(options)), specs_(tool_specs()) {}
+
+  Result<std::vector<ToolSpec>> list_tools(const Context& context) override {
+    if (options_.offer_always) return specs_;
+    // Opt-in per run: offered when the run's allowed tools name one of them (kernex rlm does).
+    if (context.allowed_tools) {
+      for (const auto& spec : specs_) {
+        if (std::find(context.allowed_tools->begin(), context.allowed_tools->end(), spec.name) !=
+            context.allowed_tools->end()) {
+          return specs_;
+        }
+      }
+    }
+    return std::vector<ToolSpec>{};
+  }
+
+  Result<ToolResult> execute(const Context& context, const ToolCall& call) override {
+    auto request = build_request(call);
+    if (!request) return error_of(call, request.error().message);
+    auto& [req, raw] = *request;
+
+    std::shared_ptr<Slot> slot = slot_for(session_key(context));
+    std::lock_guard lock(slot->mutex);
+    slot->last_used = Clock::now();
+    std::string restarted;
+    if (!slot->session || slot->session->broken()) {
+      auto policy = policy_for(context.read_grants);
+      if (!policy) return error_of(call, policy.error().describe());
+      auto started = ReplSession::start(**policy, options_.python, kStartupTimeout);
+      if (!started) return error_of(call, started.error().describe());
+      slot->session = std::move(*started);
+      restarted = std::exchange(slot->lost, "");
+    }
+
+    const auto began = Clock::now();
+    auto reply = slot->session->request(req, raw, options_.timeout,
+                                        [&context](const Json& c) { return answer_call(context, c); });
+    const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
+    if (!reply) {
+      const bool timed_out = reply.error().code == ErrorCode::Limit;
+      std::string why = timed_out ? call.name + " timed out after " + seconds(options_.timeout) : reply.error().message;
+      slot->session.reset();
+      slot->lost = why;
+      Json body = {{"error", why + ". The REPL worker was stopped and its state (variables, definitions) is lost; the "
+                                   "next call starts a fresh REPL."},
+                   {"state_lost", true},
+                   {"wall_ms", wall_ms}};
+      if (timed_out) body["timed_out"] = true;
+      record_code_run(context, call, body);
+      return result_of(call, std::move(body), true);
+    }
+    return finish(context, call, std::move(*reply), wall_ms, restarted);
+  }
+
+ private:
+  using Request = std::pair<Json, std::string>;
+
+  static std::string seconds(std::chrono::milliseconds d) {
+    std::string s = std::to_string(static_cast<double>(d.count()) / 1000.0);
+    s.erase(s.find_last_not_of('0') + 1);
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s + " s";
+  }
+
+  // The worker request for a tool call, with the raw bytes to follow it (load_context text).
+  Result<Request> build_request(const ToolCall& call) const {
+    const Json& a = call.arguments;
+    if (!a.is_object()) return fail(ErrorCode::Tool, call.name + ": arguments must be an object");
+    auto str = [&](const char* key, bool required) -> Result<std::optional<std::string>> {
+      if (!a.contains(key)) {
+        if (required) return fail(ErrorCode::Tool, call.name + ": missing `" + key + "` (a string)");
+        return std::optional<std::string>{};
+      }
+      if (!a[key].is_string()) return fail(ErrorCode::Tool, call.name + ": `" + key + "` must be a string");
+      return std::optional<std::string>(a[key].get<std::string>());
+    };
+    auto integer = [&](const char* key) -> Result<Json> {
+      if (!a.contains(key) || a[key].is_null()) return Json(nullptr);
+      if (!a[key].is_number_integer()) return fail(ErrorCode::Tool, call.name + ": `" + key + "` must be an integer");
+      return a[key];
+    };
+    if (call.name == "load_context") {
+      auto name = str("name", true);
+      auto text = str("text", false);
+      auto file = str("file", false);
+      for (auto* r : {&name, &text, &file}) {
+        if (!*r) return std::unexpected(r->error());
+      }
+      if (!is_identifier(**name)) return fail(ErrorCode::Tool, "load_context: `name` must be a Python identifier");
+      if (text->has_value() == file->has_value()) return fail(ErrorCode::Tool, "load_context: give exactly one of `text` or `file`");
+      if (*text) {
+        Json req = {{"op", "load"}, {"name", **name}, {"nbytes", (*text)->size()}};
+        req["source"] = a.contains("source") && a["source"].is_string() ? a["source"] : Json("text");
+        return Request{std::move(req), **text};
+      }
+      std::filesystem::path path(**file);
+      // Relative to the workspace; the worker opens it inside the sandbox, which decides what is readable.
+      if (path.is_relative()) path = options_.run.workspace / path;
+      return Request{Json{{"op", "load"}, {"name", **name}, {"file", path.lexically_normal().string()}}, {}};
+    }
+    if (call.name == "list_vars") return Request{Json{{"op", "list"}}, {}};
+    if (call.name == "peek") {
+      auto name = str("name", true);
+      if (!name) return std::unexpected(name.error());
+      auto start = integer("start"), end = integer("end");
+      if (!start) return std::unexpected(start.error());
+      if (!end) return std::unexpected(end.error());
+      return Request{Json{{"op", "peek"}, {"name", **name}, {"start", *start}, {"end", *end}}, {}};
+    }
+    if (call.name == "scan") {
+      auto name = str("name", true), pattern = str("pattern", true);
+      if (!name) return std::unexpected(name.error());
+      if (!pattern) return std::unexpected(pattern.error());
+      auto hits = integer("max_hits");
+      if (!hits) return std::unexpected(hits.error());
+      return Request{Json{{"op", "scan"}, {"name", **name}, {"pattern", **pattern}, {"max_hits", *hits}}, {}};
+    }
+    if (call.name == "eval_code") {
+      auto code = str("code", true);
+      if (!code) return std::unexpected(code.error());
+      return Request{Json{{"op", "eval"}, {"code", **code}}, {}};
+    }
+    if (call.name == "provide_answers") {
+      if (!a.contains("answers") || !a["answers"].is_object()) {
+        return fail(ErrorCode::Tool, "provide_answers: `answers` must be an object {query_id: text}");
+      }
+      for (const auto& [id, text] : a["answers"].items()) {
+        if (!text.is_string()) return fail(ErrorCode::Tool, "provide_answers: the answer to `" + id + "` must be a string");
+      }
+      return Request{Json{{"op", "answers"}, {"answers", a["answers"]}}, {}};
+    }
+    return fail(ErrorCode::Tool, "toolbox-repl: no tool named '" + call.name + "'");
+  }
+
+  ToolResult finish(const Context& context, const ToolCall& call, Json reply, double wall_ms, const std::string& restarted) {
+    if (reply.value("ok", false) != true) {
+      Json body = {{"error", reply.value("error", std::string("the REPL refused the request"))}};
+      if (!restarted.empty()) add_restart_note(body, restarted);
+      return result_of(call, std::move(body), true);
+    }
+    Json value = reply.contains("value") ? std::move(reply["value"]) : Json::object();
+    if (!value.is_object()) value = Json{{"value", std::move(value)}};
+    bool is_error = false;
+    if (call.name == "eval_code") {
+      for (const char* stream : {"stdout", "stderr"}) {
+        const std::string dropped_key = std::string(stream) + "_dropped";
+        const auto dropped = value.value(dropped_key, std::size_t{0});
+        if (dropped > 0 && value[stream].is_string()) {
+          value[stream] = value[stream].get<std::string>() + sandbox::truncation_marker(dropped);
+        }
+        value.erase(dropped_key);
+      }
+      value["wall_ms"] = wall_ms;
+      is_error = value.contains("error");
+      if (!restarted.empty()) add_restart_note(value, restarted);
+      record_code_run(context, call, value);
+    } else if (call.name == "peek" && value.value("dropped", 0) > 0) {
+      value["text"] = value["text"].get<std::string>() + sandbox::truncation_marker(value["dropped"].get<std::size_t>());
+    } else if (!restarted.empty()) {
+      add_restart_note(value, restarted);
+    }
+    if (call.name == "peek") value.erase("dropped");
+    return result_of(call, std::move(value), is_error);
+  }
+
+  static void add_restart_note(Json& body, const std::string& why) {
+    body["state_lost"] = true;
+    body["note"] = "this call ran in a fresh REPL: the previous worker stopped (" + why +
+                   ") and its variables and definitions were lost";
+  }
+
+  void record_code_run(const Context& context, const ToolCall& call, const Json& body) const {
+    if (!context.trajectory) return;
+    Json event = {{"code", call.arguments.value("code", std::string())}};
+    if (context.services) {
+      event["span"] = context.services->span();
+      event["depth"] = context.services->depth();
+      event["session"] = context.services->session();
+    }
+    for (const char* key : {"stdout", "stderr", "error", "wall_ms", "cpu_ms", "peak_rss_kb", "state_lost", "timed_out",
+                            "pending_queries"}) {
+      if (body.contains(key)) event[key] = body[key];
+    }
+    context.trajectory->record("code_run", std::move(event));
+  }
+
+  static std::string session_key(const Context& context) {
+    if (context.services) return context.services->session() + "/" + context.services->span();
+    return context.session_id.value_or("") + "/local";
+  }
+
+  std::shared_ptr<Slot> slot_for(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    auto& slot = slots_[key];
+    if (!slot) {
+      slot = std::make_shared<Slot>();
+      evict_beyond_limit(key);
+    }
+    return slot;
+  }
+
+  // Stops the least recently used idle workers past max_sessions (a busy one is never stopped:
+  // its mutex is held, e.g. by a parent run waiting on rlm_query).
+  void evict_beyond_limit(const std::string& keep) {
+    while (slots_.size() > options_.max_sessions) {
+      auto victim = slots_.end();
+      for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+        if (it->first == keep) continue;
+        if (victim == slots_.end() || it->second->last_used < victim->second->last_used) victim = it;
+      }
+      if (victim == slots_.end()) return;
+      std::unique_lock busy(victim->second->mutex, std::try_to_lock);
+      if (!busy.owns_lock()) return;
+      victim->second->session.reset();
+      busy.unlock();
+      slots_.erase(victim);
+    }
+  }
+
+  Result<std::shared_ptr<const sandbox::Policy>> policy_for(std::vector<std::string> grants) {
+    std::sort(grants.begin(), grants.end());
+    std::string key;
+    for (const auto& g : grants) key += g + '\n';
+    std::lock_guard lock(mutex_);
+    if (auto it = policies_.find(key); it != policies_.end()) return it->second;
+    auto built = sandbox::PolicyBuilder(options_.profile(grants)).Build();
+    if (!built) return fail(ErrorCode::Sandbox, "toolbox-repl: the worker's sandbox cannot be built", built.error());
+    auto policy = std::make_shared<const sandbox::Policy>(std::move(*built));
+    policies_.emplace(key, policy);
+    return policy;
+  }
+
+  ReplOptions options_;
+  std::vector<ToolSpec> specs_;
+  std::mutex mutex_;  // guards slots_ and policies_, never held during a call
+  std::map<std::string, std::shared_ptr<Slot>> slots_;
+  std::map<std::string, std::shared_ptr<const sandbox::Policy>> policies_;
+};
+
+Result<std::shared_ptr<ToolExecutor>> make_repl_toolbox(const Json& config) {
+  auto options = ReplOptions::from_json(config);
+  if (!options) return std::unexpected(options.error());
+  return std::make_shared<ReplToolbox>(std::move(*options));
+}
+
+}  // namespace
+}  // namespace kernex::repl
+
+KERNEX_PLUGIN(Toolbox, "repl", "1.0.0", "A persistent sandboxed Python REPL with llm_query sub-calls (RLM)",
+              kernex::repl::make_repl_toolbox)

@@ -1,0 +1,374 @@
+# The REPL worker: one persistent python3 per session, started inside the kernel's sandbox.
+# It speaks JSON Lines with the kernel over private copies of stdin/stdout; fds 0 and 1 are then
+# pointed away so code that reads stdin or writes to fd 1 can't desynchronise the protocol.
+# Isolation is the OS sandbox's job (Landlock, seccomp, rlimits), not a filter on builtins.
+import ast, io, json, os, re, resource, sys, time, traceback
+
+_proto_in = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
+_proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+_devnull = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_devnull, 0)
+os.dup2(2, 1)  # raw writes to fd 1 go to the stderr pipe, which the kernel logs
+
+OUTPUT_CAP = int(os.environ.get("KERNEX_REPL_OUTPUT_CAP", "1048576"))
+CPU_SECONDS = int(os.environ.get("KERNEX_REPL_CPU_SECONDS", "0"))
+
+
+def _send(obj):
+    _proto_out.write(json.dumps(obj, ensure_ascii=False, default=repr).encode("utf-8", "replace") + b"\n")
+
+
+def _receive():
+    line = _proto_in.readline()
+    if not line:
+        os._exit(0)  # the kernel went away
+    return json.loads(line)
+
+
+class BudgetExceeded(RuntimeError):
+    """Raised by llm_query / rlm_query when the run tree's budget is used up."""
+
+
+class LLMQueryError(RuntimeError):
+    """Raised when a sub-query fails for another reason (provider error, bad arguments)."""
+
+
+_pending = []  # deferred mode: queries nobody could answer yet
+_next_query = [0]
+
+
+def _new_query_id():
+    _next_query[0] += 1
+    return "q%d" % _next_query[0]
+
+
+def _call(kind, **fields):
+    _send(dict(fields, call=kind))
+    reply = _receive()
+    if reply.get("ok"):
+        return reply.get("value")
+    if reply.get("deferred"):
+        return None
+    message = reply.get("error", "sub-query failed")
+    raise (BudgetExceeded if reply.get("budget") else LLMQueryError)(message)
+
+
+def _defer(kind, prompt, extra=None):
+    qid = _new_query_id()
+    entry = {"id": qid, "kind": kind, "prompt": prompt}
+    entry.update(extra or {})
+    _pending.append(entry)
+    return "<<pending:%s>>" % qid
+
+
+def llm_query(prompt, model=None):
+    """One completion by the run's model (or `model`), tools off. Returns the text."""
+    if not isinstance(prompt, str):
+        raise TypeError("llm_query: prompt must be a str")
+    value = _call("llm_query", prompt=prompt, model=model)
+    return _defer("llm_query", prompt, {"model": model}) if value is None else value
+
+
+def llm_query_batched(prompts, model=None):
+    """Several completions at once, answered concurrently; results in the order of `prompts`."""
+    prompts = list(prompts)
+    if not all(isinstance(p, str) for p in prompts):
+        raise TypeError("llm_query_batched: prompts must be strs")
+    values = _call("llm_query_batched", prompts=prompts, model=model)
+    if values is None:
+        return [_defer("llm_query", p, {"model": model}) for p in prompts]
+    out = []
+    for v in values:
+        if isinstance(v, dict):
+            raise (BudgetExceeded if v.get("budget") else LLMQueryError)(v.get("error", "sub-query failed"))
+        out.append(v)
+    return out
+
+
+def rlm_query(prompt, context=None):
+    """A recursive sub-agent one level deeper, with its own REPL; `context` becomes its `context`."""
+    if not isinstance(prompt, str) or (context is not None and not isinstance(context, str)):
+        raise TypeError("rlm_query: prompt and context must be strs")
+    value = _call("rlm_query", prompt=prompt, context=context)
+    return _defer("rlm_query", prompt, {"context_size": len(context or "")}) if value is None else value
+
+
+_namespace = {
+    "__name__": "__repl__",
+    "llm_query": llm_query,
+    "llm_query_batched": llm_query_batched,
+    "rlm_query": rlm_query,
+    "BudgetExceeded": BudgetExceeded,
+    "LLMQueryError": LLMQueryError,
+}
+_builtin_names = set(_namespace) | {"__builtins__"}
+
+
+class _CappedText(io.TextIOBase):
+    def __init__(self, cap):
+        self.parts, self.size, self.dropped, self.cap = [], 0, 0, cap
+
+    def writable(self):
+        return True
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str")
+        room = self.cap - self.size
+        if room >= len(s):
+            self.parts.append(s)
+            self.size += len(s)
+        else:
+            if room > 0:
+                self.parts.append(s[:room])
+                self.size += room
+            self.dropped += len(s) - max(room, 0)
+        return len(s)
+
+    def value(self):
+        return "".join(self.parts)
+
+
+def _type_of(name, text):
+    ext = os.path.splitext(name)[1].lower().lstrip(".")
+    if ext in ("json", "jsonl", "csv", "tsv", "md", "log", "xml", "html", "yaml", "yml", "py", "txt"):
+        return ext
+    head = text[:200].lstrip()
+    if head.startswith("{") or head.startswith("["):
+        return "json"
+    return "text"
+
+
+class ContextVar(dict):
+    """A loaded context: content, lines, line_count, size, type and metadata. `lines` is split on
+    first use, so loading 50 MB costs one decode and not a million string objects up front."""
+
+    def _lines(self):
+        if not dict.__contains__(self, "lines"):
+            dict.__setitem__(self, "lines", _split_lines(dict.__getitem__(self, "content")))
+        return self
+
+    def __missing__(self, key):
+        if key == "lines":
+            return self._lines()["lines"]
+        raise KeyError(key)
+
+    def __contains__(self, key):
+        return key == "lines" or dict.__contains__(self, key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def keys(self):
+        return dict.keys(self._lines())
+
+    def items(self):
+        return dict.items(self._lines())
+
+    def values(self):
+        return dict.values(self._lines())
+
+    def __iter__(self):
+        return dict.__iter__(self._lines())
+
+    def __len__(self):
+        return dict.__len__(self._lines())
+
+    def __repr__(self):
+        return "<context %s: %d bytes, %d lines>" % (self["type"], self["size"], self["line_count"])
+
+
+_namespace["ContextVar"] = ContextVar
+_builtin_names.add("ContextVar")
+
+
+def _split_lines(text):
+    # Lines end at "\n" (a "\r\n" pair counts as one end), so line_count is known without splitting.
+    lines = text.replace("\r\n", "\n").split("\n") if "\r\n" in text else text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _make_context(data, source):
+    text = data.decode("utf-8", "replace")
+    line_count = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    ctx = ContextVar(content=text, line_count=line_count, size=len(data), type=_type_of(source or "", text),
+                     metadata={"source": source})
+    return ctx
+
+
+def _describe(value):
+    if isinstance(value, ContextVar):
+        return {"type": "context", "size": value.get("size"), "line_count": value.get("line_count"),
+                "content_type": value.get("type"), "metadata": value.get("metadata")}
+    out = {"type": type(value).__name__}
+    try:
+        out["length"] = len(value)
+    except Exception:
+        pass
+    text = repr(value) if not callable(value) else "<%s>" % type(value).__name__
+    out["preview"] = text[:120] + ("…" if len(text) > 120 else "")
+    return out
+
+
+def _user_vars():
+    return {k: v for k, v in _namespace.items()
+            if k not in _builtin_names and not k.startswith("_") and type(v).__name__ != "module"}
+
+
+def _target(name):
+    if not isinstance(name, str) or name not in _namespace:
+        raise KeyError("no variable named %r (list_vars shows what exists)" % (name,))
+    return _namespace[name]
+
+
+def op_load(req):
+    name = req["name"]
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError("name must be a Python identifier, got %r" % (name,))
+    if "nbytes" in req:
+        data = _proto_in.read(req["nbytes"])
+        source = req.get("source")
+    else:
+        path = req["file"]
+        with open(path, "rb") as f:  # inside the sandbox: only what the policy grants is readable
+            data = f.read()
+        source = path
+    ctx = _make_context(data, source)
+    del data
+    _namespace[name] = ctx
+    return {"name": name, "size": ctx["size"], "line_count": ctx["line_count"], "type": ctx["type"],
+            "metadata": ctx["metadata"]}
+
+
+def op_list(req):
+    return {"variables": {k: _describe(v) for k, v in sorted(_user_vars().items())}}
+
+
+def _cap(text, limit):
+    if len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
+
+
+def op_peek(req):
+    value = _target(req["name"])
+    start, end = req.get("start"), req.get("end")
+    if isinstance(value, dict) and "lines" in value:
+        chunk = "\n".join(value["lines"][start:end])
+        unit = "lines"
+    elif isinstance(value, str):
+        chunk, unit = value[start:end], "chars"
+    elif isinstance(value, (list, tuple)):
+        chunk, unit = "\n".join(map(str, value[start:end])), "items"
+    else:
+        chunk, unit = repr(value)[start:end], "chars"
+    chunk, dropped = _cap(chunk, OUTPUT_CAP)
+    return {"name": req["name"], "unit": unit, "start": start, "end": end, "text": chunk, "dropped": dropped}
+
+
+def op_scan(req):
+    value = _target(req["name"])
+    pattern = re.compile(req["pattern"])
+    max_hits = int(req.get("max_hits") or 20)
+    if isinstance(value, dict) and "lines" in value:
+        lines = value["lines"]
+    elif isinstance(value, str):
+        lines = value.splitlines()
+    elif isinstance(value, (list, tuple)):
+        lines = [str(v) for v in value]
+    else:
+        lines = repr(value).splitlines()
+    hits, total = [], 0
+    for number, line in enumerate(lines):
+        if pattern.search(line):
+            total += 1
+            if len(hits) < max_hits:
+                hits.append({"line": number, "text": line[:1000]})
+    return {"name": req["name"], "pattern": req["pattern"], "total": total, "hits": hits}
+
+
+def _run(code):
+    tree = ast.parse(code, "<repl>", "exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    exec(compile(tree, "<repl>", "exec"), _namespace)
+    if last is not None:
+        value = eval(compile(last, "<repl>", "eval"), _namespace)
+        if value is not None:
+            print(repr(value))
+
+
+def op_eval(req):
+    del _pending[:]
+    out, err = _CappedText(OUTPUT_CAP), _CappedText(OUTPUT_CAP)
+    if CPU_SECONDS > 0:
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        soft = int(used.ru_utime + used.ru_stime) + CPU_SECONDS + 1
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    error = None
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        _run(req["code"])
+    except SystemExit as e:
+        error = "SystemExit: %s (the REPL keeps running)" % (e.code,)
+    except BaseException:
+        kind, value, tb = sys.exc_info()
+        # Drop the worker's own frames so the model sees its code's traceback only.
+        while tb is not None and tb.tb_frame.f_code.co_filename != "<repl>":
+            tb = tb.tb_next
+        error = "".join(traceback.format_exception(kind, value, tb))
+    finally:
+        sys.stdout, sys.stderr = saved
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    result = {"stdout": out.value(), "stdout_dropped": out.dropped, "stderr": err.value(),
+              "stderr_dropped": err.dropped, "cpu_ms": round(cpu * 1000, 3), "peak_rss_kb": after.ru_maxrss}
+    if error is not None:
+        result["error"] = error[-OUTPUT_CAP:]
+    if _pending:
+        result["pending_queries"] = list(_pending)
+    return result
+
+
+def op_answers(req):
+    answers = req["answers"]
+    if not isinstance(answers, dict):
+        raise ValueError("answers must be an object {query_id: text}")
+    stored = _namespace.setdefault("answers", {})
+    names = []
+    for qid, text in answers.items():
+        if not isinstance(qid, str) or not qid.isidentifier():
+            raise ValueError("query id %r is not a valid variable name" % (qid,))
+        stored[qid] = text
+        _namespace[qid] = text
+        names.append(qid)
+    return {"stored": names, "answers_variable": "answers"}
+
+
+_ops = {"load": op_load, "list": op_list, "peek": op_peek, "scan": op_scan, "eval": op_eval,
+        "answers": op_answers, "ping": lambda req: {"pong": True}}
+
+
+def main():
+    _send({"ready": True, "python": sys.version.split()[0]})
+    while True:
+        req = _receive()
+        op = _ops.get(req.get("op"))
+        try:
+            if op is None:
+                raise ValueError("unknown op %r" % (req.get("op"),))
+            _send({"ok": True, "value": op(req)})
+        except MemoryError:
+            _send({"ok": False, "error": "MemoryError: the REPL's memory limit was reached"})
+        except Exception as e:
+            _send({"ok": False, "error": "%s: %s" % (type(e).__name__, e)})
+
+
+main()

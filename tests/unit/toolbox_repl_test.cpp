@@ -1,0 +1,350 @@
+// The REPL toolbox plugin: a real python3 worker in the sandbox, driven directly through the
+// plugin and end to end through the Kernel with the replay provider answering sub-queries.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "kernex/kernel.hpp"
+#include "kernex/plugin_host.hpp"
+#include "kernex/rlm.hpp"
+#include "kernex/run_services.hpp"
+#include "kernex/trajectory_view.hpp"
+#include "temp_dir.hpp"
+
+namespace kernex {
+namespace {
+
+using testing::TempDir;
+namespace fs = std::filesystem;
+
+Json parse(const ToolResult& r) {
+  Json j = Json::parse(r.content, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.content;
+  return j;
+}
+
+class ReplToolboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(ws());
+    host_ = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
+    auto box = host_.create_toolbox("repl", config());
+    ASSERT_TRUE(box) << box.error().describe();
+    repl_ = *box;
+    context_.session_id = "s1";
+  }
+  virtual Json config() {
+    return Json{{"workspace", ws().string()}, {"timeout", 20}, {"memory_mb", 512}, {"max_output", 4096}};
+  }
+  fs::path ws() const { return dir_ / "ws"; }
+
+  ToolResult call(const std::string& name, Json args, const Context* in = nullptr) {
+    auto r = repl_->execute(in != nullptr ? *in : context_, ToolCall{"c" + std::to_string(++calls_), name, std::move(args)});
+    EXPECT_TRUE(r) << r.error().describe();
+    return r.value_or(ToolResult{});
+  }
+  Json eval(const std::string& code, const Context* in = nullptr) { return parse(call("eval_code", {{"code", code}}, in)); }
+
+  TempDir dir_;
+  PluginHost host_;
+  std::shared_ptr<ToolExecutor> repl_;
+  Context context_;
+  int calls_ = 0;
+};
+
+TEST_F(ReplToolboxTest, ToolsAreOfferedOnlyWhenTheRunAllowsThem) {
+  auto none = repl_->list_tools(context_);
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+  Context rlm;
+  rlm.allowed_tools = rlm_tool_names();
+  auto listed = repl_->list_tools(rlm);
+  ASSERT_TRUE(listed);
+  std::vector<std::string> names;
+  for (const auto& t : *listed) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"load_context", "list_vars", "peek", "scan", "eval_code", "provide_answers"}));
+}
+
+TEST_F(ReplToolboxTest, LoadedContextIsReadByCodeAndStatePersists) {
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += "line " + std::to_string(i) + (i % 100 == 7 ? " ERROR disk full" : " ok") + "\n";
+  Json loaded = parse(call("load_context", {{"name", "logs"}, {"text", text}}));
+  EXPECT_EQ(loaded["line_count"], 1000);
+  EXPECT_EQ(loaded["size"], text.size());
+
+  Json first = eval("errors = [l for l in logs['lines'] if 'ERROR' in l]\nlen(errors)");
+  EXPECT_EQ(first["stdout"], "10\n") << first.dump();
+  EXPECT_FALSE(first.contains("error"));
+  EXPECT_GE(first["wall_ms"].get<double>(), 0.0);
+  EXPECT_TRUE(first.contains("cpu_ms"));
+  EXPECT_GT(first["peak_rss_kb"].get<long>(), 0);
+  Json second = eval("def shout(s):\n    return s.upper()\nprint(shout(errors[0]))");
+  EXPECT_EQ(second["stdout"], "LINE 7 ERROR DISK FULL\n");
+  EXPECT_EQ(eval("print(shout('again'), logs['type'], logs['size'] > 0)")["stdout"], "AGAIN text True\n");
+
+  Json hits = parse(call("scan", {{"name", "logs"}, {"pattern", "ERROR"}, {"max_hits", 2}}));
+  EXPECT_EQ(hits["total"], 10);
+  ASSERT_EQ(hits["hits"].size(), 2u);
+  EXPECT_EQ(hits["hits"][1]["line"], 107);
+  Json peek = parse(call("peek", {{"name", "logs"}, {"start", 5}, {"end", 7}}));
+  EXPECT_EQ(peek["text"], "line 5 ok\nline 6 ok");
+  Json vars = parse(call("list_vars", Json::object()));
+  EXPECT_EQ(vars["variables"]["logs"]["type"], "context");
+  EXPECT_EQ(vars["variables"]["errors"]["length"], 10);
+  EXPECT_TRUE(vars["variables"].contains("shout"));
+}
+
+TEST_F(ReplToolboxTest, ErrorsAreResultsAndBadArgumentsAreRefused) {
+  auto bad = call("eval_code", {{"code", "1/0"}});
+  EXPECT_TRUE(bad.is_error);
+  EXPECT_NE(parse(bad)["error"].get<std::string>().find("ZeroDivisionError"), std::string::npos);
+  EXPECT_TRUE(call("eval_code", Json::object()).is_error);
+  EXPECT_TRUE(call("load_context", {{"name", "x y"}, {"text", "t"}}).is_error);
+  EXPECT_TRUE(call("load_context", {{"name", "x"}, {"text", "t"}, {"file", "f"}}).is_error);
+  EXPECT_TRUE(call("peek", {{"name", "nothing"}}).is_error);
+  EXPECT_TRUE(call("scan", {{"name", "nothing"}, {"pattern", "("}}).is_error);
+  // SystemExit and writes to the protocol's fds do not end or confuse the worker.
+  Json exited = eval("import os, sys\nos.write(1, b'noise\\n')\nsys.exit(3)");
+  EXPECT_NE(exited["error"].get<std::string>().find("SystemExit"), std::string::npos);
+  EXPECT_EQ(eval("print('still here')")["stdout"], "still here\n");
+}
+
+TEST_F(ReplToolboxTest, OutputIsCappedWithAVisibleMarker) {
+  Json flood = eval("print('x' * 100000)");
+  const std::string out = flood["stdout"];
+  EXPECT_LT(out.size(), 4096u + 200u);
+  EXPECT_NE(out.find("truncated"), std::string::npos) << out.substr(4000);
+}
+
+TEST_F(ReplToolboxTest, SessionsAreIsolated) {
+  eval("secret = 'session one'");
+  Context other;
+  other.session_id = "s2";
+  Json there = eval("print(secret)", &other);
+  EXPECT_NE(there["error"].get<std::string>().find("NameError"), std::string::npos);
+  EXPECT_EQ(eval("print(secret)")["stdout"], "session one\n");
+}
+
+TEST_F(ReplToolboxTest, FilesLoadFromTheWorkspaceOnlyAndGrantsOpenOthers) {
+  std::ofstream(ws() / "data.csv") << "a,b\n1,2\n";
+  fs::create_directories(dir_ / "outside");
+  std::ofstream(dir_ / "outside" / "secret.txt") << "OUTSIDE";
+  Json loaded = parse(call("load_context", {{"name", "table"}, {"file", "data.csv"}}));
+  EXPECT_EQ(loaded["type"], "csv");
+  EXPECT_EQ(loaded["line_count"], 2);
+  auto refused = call("load_context", {{"name", "s"}, {"file", (dir_ / "outside" / "secret.txt").string()}});
+  EXPECT_TRUE(refused.is_error);
+  EXPECT_NE(refused.content.find("Permission"), std::string::npos) << refused.content;
+
+  Context granted;
+  granted.session_id = "granted";
+  granted.read_grants = {(dir_ / "outside" / "secret.txt").string()};
+  Json ok = parse(call("load_context", {{"name", "s"}, {"file", (dir_ / "outside" / "secret.txt").string()}}, &granted));
+  EXPECT_EQ(ok["size"], 7);
+}
+
+TEST_F(ReplToolboxTest, TheSandboxHoldsInsideTheRepl) {
+  fs::create_directories(dir_ / "outside");
+  std::ofstream(dir_ / "outside" / "secret.txt") << "OUTSIDE";
+  ::setenv("KERNEX_TEST_SECRET", "secret-must-not-leak", 1);
+  Json env = eval("import os\nprint(sorted(k for k in os.environ if 'SECRET' in k))");
+  ::unsetenv("KERNEX_TEST_SECRET");
+  EXPECT_EQ(env["stdout"], "[]\n");
+  Json net = eval("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_STREAM)");
+  ASSERT_TRUE(net.contains("error")) << net.dump();
+  EXPECT_NE(net["error"].get<std::string>().find("PermissionError"), std::string::npos) << net["error"];
+  Json unix_socket = eval("import socket\nsocket.socket(socket.AF_UNIX)");
+  EXPECT_TRUE(unix_socket.contains("error"));
+  Json read = eval("open(" + Json((dir_ / "outside" / "secret.txt").string()).dump() + ").read()");
+  EXPECT_NE(read["error"].get<std::string>().find("PermissionError"), std::string::npos);
+  Json home = eval("import os\nopen(os.path.expanduser('~/.bashrc')).read()");
+  EXPECT_TRUE(home.contains("error"));
+  Json spawn = eval("import subprocess\nsubprocess.run(['/bin/cat', '/etc/hostname'])");
+  EXPECT_NE(spawn["error"].get<std::string>().find("PermissionError"), std::string::npos) << spawn.dump();
+  Json write = eval("open('made.txt', 'w').write('ok')");
+  EXPECT_FALSE(write.contains("error")) << write.dump();
+  EXPECT_TRUE(fs::exists(ws() / "made.txt"));
+}
+
+TEST_F(ReplToolboxTest, MemoryBombFailsTheCodeNotTheKernel) {
+  Json bomb = eval("hog = []\nwhile True:\n    hog.append(bytearray(64 << 20))");
+  ASSERT_TRUE(bomb.contains("error")) << bomb.dump();
+  EXPECT_NE(bomb["error"].get<std::string>().find("MemoryError"), std::string::npos) << bomb.dump();
+  EXPECT_EQ(eval("del hog\nprint('alive')")["stdout"], "alive\n");
+}
+
+TEST_F(ReplToolboxTest, CrashLosesStateAndTheNextCallSaysSo) {
+  eval("kept = 42");
+  auto crashed = call("eval_code", {{"code", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)"}});
+  EXPECT_TRUE(crashed.is_error);
+  Json c = parse(crashed);
+  EXPECT_EQ(c["state_lost"], true);
+  EXPECT_NE(c["error"].get<std::string>().find("signal 11"), std::string::npos) << c.dump();
+  Json after = eval("print('kept' in globals())");
+  EXPECT_EQ(after["stdout"], "False\n");
+  EXPECT_EQ(after["state_lost"], true);
+  EXPECT_NE(after["note"].get<std::string>().find("fresh REPL"), std::string::npos);
+  EXPECT_FALSE(eval("print(1)").contains("state_lost"));  // told once
+}
+
+class ReplTimeoutTest : public ReplToolboxTest {
+ protected:
+  Json config() override { return Json{{"workspace", ws().string()}, {"timeout", 1.5}}; }
+};
+
+TEST_F(ReplTimeoutTest, TimeoutKillsTheWorkerAndTheNextCallStartsFresh) {
+  eval("kept = 1");
+  auto slow = call("eval_code", {{"code", "while True:\n    pass"}});
+  EXPECT_TRUE(slow.is_error);
+  Json s = parse(slow);
+  EXPECT_EQ(s["timed_out"], true);
+  EXPECT_NE(s["error"].get<std::string>().find("timed out after 1.5 s"), std::string::npos) << s.dump();
+  Json after = eval("print('kept' in globals())");
+  EXPECT_EQ(after["stdout"], "False\n");
+  EXPECT_EQ(after["state_lost"], true);
+}
+
+TEST_F(ReplToolboxTest, DeferredModeHandsQueriesBackAndAnswersBecomeVariables) {
+  Json r = eval("a = llm_query('classify chunk 1')\nb = llm_query_batched(['x', 'y'])\nprint(a, b)");
+  ASSERT_FALSE(r.contains("error")) << r.dump();
+  ASSERT_EQ(r["pending_queries"].size(), 3u);
+  EXPECT_EQ(r["pending_queries"][0]["id"], "q1");
+  EXPECT_EQ(r["pending_queries"][0]["prompt"], "classify chunk 1");
+  EXPECT_EQ(r["stdout"], "<<pending:q1>> ['<<pending:q2>>', '<<pending:q3>>']\n");
+  Json stored = parse(call("provide_answers", {{"answers", {{"q1", "invoice"}, {"q3", "receipt"}}}}));
+  EXPECT_EQ(stored["stored"], (Json{"q1", "q3"}));
+  EXPECT_EQ(eval("print(q1, answers['q3'])")["stdout"], "invoice receipt\n");
+  EXPECT_TRUE(call("provide_answers", {{"answers", {{"q1", 5}}}}).is_error);
+}
+
+// --- through the Kernel: sub-queries answered by the replay provider ---------------------------
+
+std::string tool_line(const std::string& name, const Json& args, const std::string& match = "") {
+  Json j = {{"tool_calls", {{{"id", "c-" + name}, {"name", name}, {"arguments", args}}}},
+            {"usage", {{"input_tokens", 100}, {"output_tokens", 10}}}};
+  if (!match.empty()) j["match"] = match;
+  return j.dump();
+}
+std::string text_line(const std::string& text, const std::string& match = "", int tokens = 10) {
+  Json j = {{"text", text}, {"usage", {{"input_tokens", tokens}, {"output_tokens", tokens}}}};
+  if (!match.empty()) j["match"] = match;
+  return j.dump();
+}
+
+class ReplKernelTest : public ::testing::Test {
+ protected:
+  Result<std::unique_ptr<Kernel>> kernel(const std::vector<std::string>& lines, Limits limits = {}) {
+    std::string script;
+    for (const auto& l : lines) script += l + "\n";
+    std::ofstream(dir_ / "script.jsonl") << script;
+    fs::create_directories(dir_ / "ws");
+    Config config;
+    config.provider.name = "replay";
+    config.provider.config = {{"script", (dir_ / "script.jsonl").string()}};
+    config.toolboxes = std::vector<PluginRef>{{"repl", Json{{"workspace", (dir_ / "ws").string()}, {"timeout", 20}}}};
+    config.plugin_dirs = {KERNEX_PLUGIN_BUILD_DIR};
+    config.pricing_file = fs::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
+    config.data_dir = dir_ / "data";
+    config.limits = limits;
+    return Kernel::create(std::move(config));
+  }
+  std::vector<Json> events(const std::string& type) {
+    auto all = read_trajectory(dir_ / "data" / "trajectories", "last");
+    EXPECT_TRUE(all) << all.error().describe();
+    std::vector<Json> out;
+    for (auto& e : all.value_or(std::vector<Json>{})) {
+      if (e["type"] == type) out.push_back(e);
+    }
+    return out;
+  }
+  TempDir dir_;
+};
+
+TEST_F(ReplKernelTest, RlmAnswersFromCodeWithLlmQueryAndBatchedSubCalls) {
+  std::string log;
+  for (int i = 0; i < 500; ++i) log += "req " + std::to_string(i) + (i % 50 == 0 ? " status=500" : " status=200") + "\n";
+  auto k = kernel({
+      tool_line("eval_code", {{"code", "bad = [l for l in context['lines'] if 'status=500' in l]\n"
+                                        "kind = llm_query('classify: ' + bad[0])\n"
+                                        "more = llm_query_batched(['summarise: ' + b for b in bad[1:3]])\n"
+                                        "result = f'{len(bad)} failures, {kind}, ' + ' / '.join(more)\nprint(result)"}}),
+      text_line("server error", "classify: req 0"),
+      text_line("first", "summarise: req 50"),
+      text_line("second", "summarise: req 100"),
+      text_line("Done. FINAL_VAR(result)"),
+  });
+  ASSERT_TRUE(k) << k.error().describe();
+  RlmOptions options;
+  options.context_texts = {log};
+  auto r = run_rlm(**k, "How many requests failed, and why?", options);
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(r->text, "10 failures, server error, first / second");
+
+  auto runs = events("code_run");
+  ASSERT_EQ(runs.size(), 2u);  // the eval_code, then the driver printing FINAL_VAR
+  EXPECT_EQ(runs[0]["stdout"], "10 failures, server error, first / second\n");
+  EXPECT_EQ(runs[0]["span"], "0");
+  auto subs = events("sub_call");
+  ASSERT_EQ(subs.size(), 3u);
+  for (const auto& s : subs) EXPECT_EQ(s["kind"], "llm_query");
+  // The root model saw the variable's metadata, never its content.
+  auto start = events("provider_call");
+  ASSERT_FALSE(start.empty());
+}
+
+TEST_F(ReplKernelTest, DepthTwoRecursionRunsEachLevelInItsOwnRepl) {
+  Limits limits;
+  limits.max_depth = 2;
+  auto k = kernel({
+      tool_line("eval_code", {{"code", "r = rlm_query('sub question one', context='child text')"}}),
+      tool_line("eval_code", {{"code", "leaf = rlm_query('leaf question', context=context['content'] + ' more')\n"
+                                        "out = 'sub:' + leaf"}},
+                "sub question one"),
+      text_line("FINAL_VAR(out)", "sub question one"),
+      tool_line("eval_code", {{"code", "deeper = rlm_query('too deep')"}}, "leaf question"),
+      text_line("FINAL(leaf answer)", "leaf question"),
+      text_line("FINAL_VAR(r)"),
+  }, limits);
+  ASSERT_TRUE(k) << k.error().describe();
+  auto r = run_rlm(**k, "root question", RlmOptions{});
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(r->text, "sub:leaf answer");
+  auto runs = events("code_run");
+  std::vector<std::string> spans;
+  for (const auto& e : runs) spans.push_back(e["span"].get<std::string>() + "@" + std::to_string(e["depth"].get<int>()));
+  EXPECT_NE(std::find(spans.begin(), spans.end(), "0.1.1@2"), spans.end());
+  // Depth 2 may not recurse again: the call raised inside the code.
+  bool refused = false;
+  for (const auto& e : runs) {
+    if (e["span"] == "0.1.1" && e.contains("error")) {
+      refused = e["error"].get<std::string>().find("BudgetExceeded") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(refused);
+}
+
+TEST_F(ReplKernelTest, TokenBudgetRunsOutInsideTheCode) {
+  Limits limits;
+  limits.token_budget = 300;
+  auto k = kernel({
+      tool_line("eval_code", {{"code", "answers = []\ntry:\n    for i in range(10):\n"
+                                        "        answers.append(llm_query(f'chunk {i}'))\n"
+                                        "except BudgetExceeded as e:\n    print('stopped after', len(answers), e)"}}),
+      text_line("a", "chunk 0", 50), text_line("b", "chunk 1", 50), text_line("c", "chunk 2", 50),
+      text_line("d", "chunk 3", 50), text_line("e", "chunk 4", 50),
+      text_line("FINAL(partial)"),
+  }, limits);
+  ASSERT_TRUE(k) << k.error().describe();
+  auto r = run_rlm(**k, "q", RlmOptions{});
+  ASSERT_TRUE(r) << r.error().describe();
+  auto runs = events("code_run");
+  ASSERT_FALSE(runs.empty());
+  const std::string out = runs[0]["stdout"];
+  EXPECT_NE(out.find("stopped after"), std::string::npos) << out;
+  EXPECT_NE(out.find("tokens"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace kernex
