@@ -52,7 +52,8 @@ std::vector<ToolSpec> tool_specs() {
        {"repl", "grep", "search"}},
       {"eval_code",
        "Run Python in the persistent REPL. Variables persist between calls. Returns stdout, stderr, any error "
-       "with its traceback, wall and CPU time and peak memory. Inside, llm_query(prompt, model=None), "
+       "with its traceback, wall and CPU time and peak memory (null until the worker outgrows the kernel's own "
+       "peak, which the OS folds into it). Inside, llm_query(prompt, model=None), "
        "llm_query_batched(prompts, model=None) and rlm_query(prompt, context=None) call the model again.",
        object({{"code", string_param("Python source")}}, {"code"}),
        {"python", "repl", "code"}},

@@ -10,6 +10,9 @@ _devnull = os.open(os.devnull, os.O_RDONLY)
 os.dup2(_devnull, 0)
 os.dup2(2, 1)  # raw writes to fd 1 go to the stderr pipe, which the kernel logs
 
+# At exec Linux folds the spawning process's peak RSS into ours, so ru_maxrss only measures this
+# worker once it climbs above that starting floor.
+_RSS_FLOOR_KB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 OUTPUT_CAP = int(os.environ.get("KERNEX_REPL_OUTPUT_CAP", "1048576"))
 CPU_SECONDS = int(os.environ.get("KERNEX_REPL_CPU_SECONDS", "0"))
 
@@ -329,7 +332,8 @@ def op_eval(req):
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     result = {"stdout": out.value(), "stdout_dropped": out.dropped, "stderr": err.value(),
-              "stderr_dropped": err.dropped, "cpu_ms": round(cpu * 1000, 3), "peak_rss_kb": after.ru_maxrss}
+              "stderr_dropped": err.dropped, "cpu_ms": round(cpu * 1000, 3),
+              "peak_rss_kb": after.ru_maxrss if after.ru_maxrss > _RSS_FLOOR_KB else None}
     if error is not None:
         result["error"] = error[-OUTPUT_CAP:]
     if _pending:

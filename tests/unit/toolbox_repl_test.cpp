@@ -79,7 +79,9 @@ TEST_F(ReplToolboxTest, LoadedContextIsReadByCodeAndStatePersists) {
   EXPECT_FALSE(first.contains("error"));
   EXPECT_GE(first["wall_ms"].get<double>(), 0.0);
   EXPECT_TRUE(first.contains("cpu_ms"));
-  EXPECT_GT(first["peak_rss_kb"].get<long>(), 0);
+  // Null while the worker stays below the kernel's own peak RSS, which exec folds into its figure.
+  ASSERT_TRUE(first.contains("peak_rss_kb"));
+  EXPECT_TRUE(first["peak_rss_kb"].is_null() || first["peak_rss_kb"].get<long>() > 0);
   Json second = eval("def shout(s):\n    return s.upper()\nprint(shout(errors[0]))");
   EXPECT_EQ(second["stdout"], "LINE 7 ERROR DISK FULL\n");
   EXPECT_EQ(eval("print(shout('again'), logs['type'], logs['size'] > 0)")["stdout"], "AGAIN text True\n");
