@@ -112,10 +112,11 @@ class ConfigReader {
   // ---- errors -------------------------------------------------------------------------
 
   std::unexpected<Error> err(const Field& f, const std::string& what) const {
+    // Appends, not operator+: g++ 12 at -O2 reports a false -Wrestrict on ":" + to_string(...).
     std::string msg = origin_;
-    if (f.mark.line >= 0) msg += ":" + std::to_string(f.mark.line + 1);
-    if (!f.path.empty()) msg += ": " + f.path;
-    msg += ": " + what;
+    if (f.mark.line >= 0) msg.append(":").append(std::to_string(f.mark.line + 1));
+    if (!f.path.empty()) msg.append(": ").append(f.path);
+    msg.append(": ").append(what);
     return fail(ErrorCode::Config, std::move(msg));
   }
   std::unexpected<Error> expected(const Field& f, std::string_view what) const {

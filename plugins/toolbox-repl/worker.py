@@ -17,8 +17,11 @@ OUTPUT_CAP = int(os.environ.get("KERNEX_REPL_OUTPUT_CAP", "1048576"))
 CPU_SECONDS = int(os.environ.get("KERNEX_REPL_CPU_SECONDS", "0"))
 
 
+_encoder = json.JSONEncoder(ensure_ascii=False, default=repr)
+
+
 def _send(obj):
-    _proto_out.write(json.dumps(obj, ensure_ascii=False, default=repr).encode("utf-8", "replace") + b"\n")
+    _proto_out.write(_encoder.encode(obj).encode("utf-8", "replace") + b"\n")
 
 
 def _receive():
@@ -292,28 +295,62 @@ def op_scan(req):
     return {"name": req["name"], "pattern": req["pattern"], "total": total, "hits": hits}
 
 
-def _run(code):
+_compiled = {}  # source -> (statements, trailing expression or None); small programs only
+
+
+def _compile(code):
+    hit = _compiled.get(code)
+    if hit is not None:
+        return hit
     tree = ast.parse(code, "<repl>", "exec")
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
-    exec(compile(tree, "<repl>", "exec"), _namespace)
+        last = compile(ast.Expression(tree.body.pop().value), "<repl>", "eval")
+    hit = (compile(tree, "<repl>", "exec"), last)
+    if len(code) <= 4096:
+        if len(_compiled) >= 256:
+            _compiled.clear()
+        _compiled[code] = hit
+    return hit
+
+
+def _run(code):
+    body, last = _compile(code)
+    exec(body, _namespace)
     if last is not None:
-        value = eval(compile(last, "<repl>", "eval"), _namespace)
+        value = eval(last, _namespace)
         if value is not None:
             print(repr(value))
+
+
+_cpu_soft = [None]  # the RLIMIT_CPU soft limit this worker last set
+
+
+def _cpu_seconds(usage):
+    return usage.ru_utime + usage.ru_stime
+
+
+def _arm_cpu_limit(used):
+    # RLIMIT_CPU counts the worker's whole life. Re-arm only when less than one call's allowance
+    # is left, to at most two allowances, so a call gets between cpu_seconds and twice that.
+    if CPU_SECONDS <= 0:
+        return
+    if _cpu_soft[0] is not None and _cpu_soft[0] - used >= CPU_SECONDS:
+        return
+    soft = int(used) + 2 * CPU_SECONDS + 1
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    if hard != resource.RLIM_INFINITY and soft >= hard:
+        soft = hard
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    _cpu_soft[0] = soft
 
 
 def op_eval(req):
     del _pending[:]
     out, err = _CappedText(OUTPUT_CAP), _CappedText(OUTPUT_CAP)
-    if CPU_SECONDS > 0:
-        used = resource.getrusage(resource.RUSAGE_SELF)
-        soft = int(used.ru_utime + used.ru_stime) + CPU_SECONDS + 1
-        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
-        if hard == resource.RLIM_INFINITY or soft < hard:
-            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    # Two getrusage calls give CPU time and peak memory; clock reads are syscalls on some VMs.
     before = resource.getrusage(resource.RUSAGE_SELF)
+    _arm_cpu_limit(_cpu_seconds(before))
     error = None
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
@@ -330,10 +367,11 @@ def op_eval(req):
     finally:
         sys.stdout, sys.stderr = saved
     after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = max(0.0, _cpu_seconds(after) - _cpu_seconds(before))
+    peak = after.ru_maxrss
     result = {"stdout": out.value(), "stdout_dropped": out.dropped, "stderr": err.value(),
               "stderr_dropped": err.dropped, "cpu_ms": round(cpu * 1000, 3),
-              "peak_rss_kb": after.ru_maxrss if after.ru_maxrss > _RSS_FLOOR_KB else None}
+              "peak_rss_kb": peak if peak > _RSS_FLOOR_KB else None}
     if error is not None:
         result["error"] = error[-OUTPUT_CAP:]
     if _pending:

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -97,6 +98,11 @@ class FakeHttpServer {
   void set_default(Reply reply) {
     std::lock_guard lock(mutex_);
     default_reply_ = std::move(reply);
+  }
+  // Compute the reply from the request whenever the script is empty (servers that play a model).
+  void set_responder(std::function<Reply(const Recorded&)> responder) {
+    std::lock_guard lock(mutex_);
+    responder_ = std::move(responder);
   }
   // Answer CONNECT with 200 and go on serving scripted replies inside the tunnel.
   void act_as_proxy() { proxy_ = true; }
@@ -242,6 +248,8 @@ class FakeHttpServer {
         } else if (!replies_.empty()) {
           reply = std::move(replies_.front());
           replies_.pop_front();
+        } else if (responder_) {
+          reply = responder_(req);
         } else if (default_reply_) {
           reply = *default_reply_;
         } else {
@@ -278,6 +286,7 @@ class FakeHttpServer {
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   std::deque<Reply> replies_;
+  std::function<Reply(const Recorded&)> responder_;
   std::optional<Reply> default_reply_;
   std::vector<Recorded> requests_;
   std::vector<int> open_fds_;

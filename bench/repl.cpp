@@ -1,0 +1,216 @@
+// The REPL toolbox's costs, each beside a baseline measured in the same run:
+//   eval_code    warm round trip of `x = 1` through the plugin (JSON over pipes to the sandboxed
+//                worker, exec, timings, JSON back)  vs  a bare line echo through an idle python3
+//   load_context a 50 MB log file loaded as a variable (worker reads it inside the sandbox);
+//                also the size of what the model sees (metadata only)
+//   llm_query    a sub-query from Python code through the kernel's run services to a loopback
+//                OpenAI-format server  vs  the same provider's complete() called directly
+// Usage: repl [ITERATIONS] (default 2000 for eval_code; llm_query uses a tenth).
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../tests/support/fake_http_server.hpp"
+#include "kernex/kernel.hpp"
+#include "kernex/plugin_host.hpp"
+#include "kernex/rlm.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using kernex::Json;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "repl bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+// An idle python3 that echoes lines: the floor for any pipe protocol with a Python worker.
+class EchoPython {
+ public:
+  EchoPython() {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) die("pipe");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::execl("/usr/bin/python3", "python3", "-I", "-c",
+              "import sys\nr, w = sys.stdin.buffer, sys.stdout.buffer\n"
+              "for line in r:\n    w.write(line)\n    w.flush()\n",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+  }
+  ~EchoPython() {
+    ::close(to_);
+    ::close(from_);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  void round_trip(const std::string& line) {
+    if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) die("echo write");
+    std::size_t got = 0;
+    char buf[4096];
+    while (got < line.size()) {
+      ssize_t n = ::read(from_, buf, sizeof buf);
+      if (n <= 0) die("echo read");
+      got += static_cast<std::size_t>(n);
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+};
+
+kernex::test::FakeHttpServer::Reply openai_text(const std::string& text) {
+  Json body = {{"id", "chatcmpl-bench"}, {"object", "chat.completion"}, {"model", "gpt-4o-mini"},
+               {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}, {"finish_reason", "stop"}}}},
+               {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 1}, {"total_tokens", 6}}}};
+  return kernex::test::FakeHttpServer::json(200, body.dump());
+}
+kernex::test::FakeHttpServer::Reply openai_tool_call(const std::string& name, const Json& arguments) {
+  Json call = {{"id", "call_1"}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments.dump()}}}};
+  Json body = {{"id", "chatcmpl-bench"}, {"object", "chat.completion"}, {"model", "gpt-4o-mini"},
+               {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}}},
+                             {"finish_reason", "tool_calls"}}}},
+               {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 1}, {"total_tokens", 6}}}};
+  return kernex::test::FakeHttpServer::json(200, body.dump());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int iterations = argc > 1 ? std::max(10, std::atoi(argv[1])) : 2000;
+  std::string tmpl = (fs::temp_directory_path() / "kernex-bench-repl-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) die("mkdtemp");
+  const fs::path root = tmpl, ws = root / "ws", data = root / "data";
+  fs::create_directories(ws);
+
+  auto host = kernex::PluginHost::discover({KERNEX_BENCH_PLUGIN_DIR});
+  auto made = host.create_toolbox("repl", Json{{"workspace", ws.string()}});
+  if (!made) die(made.error().describe());
+  auto repl = *made;
+  kernex::Context context;
+  context.session_id = "bench";
+  auto call = [&](const std::string& name, Json args) {
+    auto r = repl->execute(context, kernex::ToolCall{"b", name, std::move(args)});
+    if (!r || r->is_error) die(name + ": " + (r ? r->content : r.error().describe()));
+    return *r;
+  };
+
+  // --- eval_code vs bare echo, interleaved ---
+  call("eval_code", {{"code", "x = 0"}});  // starts the worker
+  EchoPython echo;
+  const std::string line = R"({"op":"eval","code":"x = 1"})" "\n";
+  for (int i = 0; i < 50; ++i) echo.round_trip(line);
+  std::vector<double> eval_us, fresh_us, echo_us;
+  for (int i = 0; i < iterations; ++i) {
+    auto t = Clock::now();
+    call("eval_code", {{"code", "x = 1"}});
+    eval_us.push_back(us_since(t));
+    t = Clock::now();
+    echo.round_trip(line);
+    echo_us.push_back(us_since(t));
+    // A source the worker has not seen: parsed and compiled afresh (no compile-cache hit).
+    const std::string fresh = "x = " + std::to_string(i + 2);
+    t = Clock::now();
+    call("eval_code", {{"code", fresh}});
+    fresh_us.push_back(us_since(t));
+  }
+  const double eval_m = median(eval_us), echo_m = median(echo_us), fresh_m = median(fresh_us);
+  std::printf("eval_code warm round trip   median %8.1f us   bare python3 pipe echo %8.1f us   ratio %.2f  (%d runs)\n",
+              eval_m, echo_m, eval_m / echo_m, iterations);
+  std::printf("  same, new source each call median %8.1f us                                 ratio %.2f\n", fresh_m,
+              fresh_m / echo_m);
+
+  // --- load_context of a 50 MB file ---
+  {
+    std::ofstream log(ws / "big.log");
+    std::string row;
+    for (long i = 0; log.tellp() < 50L * 1000 * 1000; ++i) {
+      row = "2026-11-25T10:00:00Z host" + std::to_string(i % 13) + " GET /api/v1/items/" + std::to_string(i) +
+            " status=" + (i % 997 == 0 ? "500" : "200") + " took=" + std::to_string(i % 1000) + "ms\n";
+      log << row;
+    }
+  }
+  const auto size_mb = static_cast<double>(fs::file_size(ws / "big.log")) / 1e6;
+  std::vector<double> load_ms;
+  std::size_t shown = 0;
+  for (int i = 0; i < 5; ++i) {
+    context.session_id = "load-" + std::to_string(i);  // a fresh worker each time: nothing cached
+    call("eval_code", {{"code", "x = 0"}});
+    auto t = Clock::now();
+    auto r = call("load_context", {{"name", "context"}, {"file", "big.log"}});
+    load_ms.push_back(us_since(t) / 1000);
+    shown = r.content.size();
+  }
+  std::printf("load_context %.1f MB file    median %8.1f ms   (5 runs, fresh worker each; the model sees %zu bytes of metadata)\n",
+              size_mb, median(load_ms), shown);
+  fs::remove(ws / "big.log");
+
+  // --- llm_query through the kernel vs the provider directly ---
+  const int queries = std::max(20, iterations / 10);
+  kernex::test::FakeHttpServer server;
+  const std::string code = "import time\nts = []\nfor i in range(" + std::to_string(queries) +
+                           "):\n    t = time.perf_counter()\n    llm_query('ping')\n"
+                           "    ts.append((time.perf_counter() - t) * 1e6)\nts.sort()\nresult = '%.1f' % ts[len(ts) // 2]";
+  server.set_responder([&](const kernex::test::FakeHttpServer::Recorded& req) {
+    Json body = Json::parse(req.body, nullptr, false);
+    const Json& messages = body["messages"];
+    const Json& last = messages.back();
+    if (last.value("role", "") == "tool") return openai_text("FINAL_VAR(result)");
+    if (last.value("content", Json("")) == "ping") return openai_text("pong");
+    return openai_tool_call("eval_code", Json{{"code", code}});
+  });
+  ::setenv("KERNEX_BENCH_KEY", "sk-bench", 1);
+  const Json provider_options = {{"base_url", server.url("/v1")}, {"api_key_env", "KERNEX_BENCH_KEY"}, {"model", "gpt-4o-mini"}};
+  kernex::Config config;
+  config.provider = {"openai", provider_options};
+  config.toolboxes = std::vector<kernex::PluginRef>{{"repl", Json{{"workspace", ws.string()}}}};
+  config.data_dir = data;
+  config.trajectories = false;
+  auto kernel = kernex::Kernel::create(std::move(config));
+  if (!kernel) die(kernel.error().describe());
+  auto answered = kernex::run_rlm(**kernel, "measure", kernex::RlmOptions{});
+  if (!answered) die(answered.error().describe());
+  const double via_kernel = std::atof(answered->text.c_str());
+
+  auto provider = host.create_provider("openai", provider_options);
+  if (!provider) die(provider.error().describe());
+  std::vector<double> direct_us;
+  for (int i = 0; i < queries; ++i) {
+    kernex::Context ping("ping");
+    auto t = Clock::now();
+    auto r = (*provider)->complete(ping, {}, nullptr);
+    direct_us.push_back(us_since(t));
+    if (!r) die(r.error().describe());
+  }
+  const double direct = median(direct_us);
+  std::printf("llm_query from code         median %8.1f us   provider.complete() directly %8.1f us   ratio %.2f  (%d queries)\n",
+              via_kernel, direct, via_kernel / direct, queries);
+  std::error_code ec;
+  fs::remove_all(root, ec);
+  return 0;
+}
