@@ -348,5 +348,21 @@ TEST_F(ReplKernelTest, TokenBudgetRunsOutInsideTheCode) {
   EXPECT_NE(out.find("tokens"), std::string::npos) << out;
 }
 
+TEST_F(ReplKernelTest, ToolCallBudgetCoversTheTree) {
+  Limits limits;
+  limits.tool_call_budget = 2;
+  auto k = kernel({
+      tool_line("eval_code", {{"code", "a = 1"}}),
+      tool_line("eval_code", {{"code", "b = 2"}}),
+      tool_line("eval_code", {{"code", "c = 3"}}),
+      text_line("FINAL(never)"),
+  }, limits);
+  ASSERT_TRUE(k) << k.error().describe();
+  auto r = run_rlm(**k, "q", RlmOptions{});
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(r->outcome, Outcome::BudgetTools);
+  EXPECT_EQ(events("code_run").size(), 2u);
+}
+
 }  // namespace
 }  // namespace kernex
