@@ -104,6 +104,8 @@ class FakeHttpServer {
     std::lock_guard lock(mutex_);
     responder_ = std::move(responder);
   }
+  // Stop keeping requests (benchmarks send millions; requests() then returns what came before).
+  void keep_requests(bool keep) { keep_requests_ = keep; }
   // Answer CONNECT with 200 and go on serving scripted replies inside the tunnel.
   void act_as_proxy() { proxy_ = true; }
 
@@ -242,7 +244,7 @@ class FakeHttpServer {
       Reply reply;
       {
         std::lock_guard lock(mutex_);
-        requests_.push_back(req);
+        if (keep_requests_) requests_.push_back(req);
         if (proxy_ && req.method == "CONNECT") {
           reply = raw("HTTP/1.1 200 Connection established\r\n\r\n");
         } else if (!replies_.empty()) {
@@ -282,6 +284,7 @@ class FakeHttpServer {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> proxy_{false};
+  std::atomic<bool> keep_requests_{true};
   std::atomic<std::size_t> connections_{0};
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;

@@ -1,0 +1,225 @@
+// Full agentic turns through the kernel against a loopback OpenAI-format server, beside bare HTTP
+// round trips to the same server through the same client code, interleaved in one run:
+//   turn   Kernel::run: the model asks for one tool, the kernel runs an in-process tool (hooks,
+//          permission rules, router), the model answers. Two provider calls per turn.
+//   bare   kernex::http::Client::send of the very bodies the provider sent (captured from the
+//          first turn), on one kept-alive connection, answered by the same responder.
+//   tool   the in-process tool's execute() alone.
+// Overhead per turn = turn - 2 x bare - tool: what the kernel and the provider plugin add (JSON
+// building and parsing, context, loop, memory, trajectory). Setups: "bare" (no memory, no
+// trajectory), "memory" and "trajectory" (one of them), "user" (SQLite memory and a trajectory
+// file, as `kernex run` has them).
+// Usage: turn [TURNS [bare|memory|trajectory|user]] (default 5000 turns, every setup). `taskset -c 0` pins the
+// whole process (kernel, client and server threads) to one core.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../tests/support/fake_http_server.hpp"
+#include "kernex/http/client.hpp"
+#include "kernex/kernel.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using kernex::Json;
+using Server = kernex::test::FakeHttpServer;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "turn bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+Server::Reply openai_text(const std::string& text) {
+  Json body = {{"id", "chatcmpl-bench"}, {"object", "chat.completion"}, {"model", "gpt-4o-mini"},
+               {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}, {"finish_reason", "stop"}}}},
+               {"usage", {{"prompt_tokens", 40}, {"completion_tokens", 5}, {"total_tokens", 45}}}};
+  return Server::json(200, body.dump());
+}
+Server::Reply openai_tool_call(const std::string& name, const Json& arguments) {
+  Json call = {{"id", "call_1"}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments.dump()}}}};
+  Json body = {{"id", "chatcmpl-bench"}, {"object", "chat.completion"}, {"model", "gpt-4o-mini"},
+               {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}}},
+                             {"finish_reason", "tool_calls"}}}},
+               {"usage", {{"prompt_tokens", 30}, {"completion_tokens", 8}, {"total_tokens", 38}}}};
+  return Server::json(200, body.dump());
+}
+
+// The model: a tool call first, the answer once the tool's result is in. Both replies are built
+// once; the server still parses every body, for bare round trips as for turns.
+class Model {
+ public:
+  Model() : call_(openai_tool_call("lookup", Json{{"key", "answer"}})), text_(openai_text("It is 42.")) {}
+  Server::Reply operator()(const Server::Recorded& req) const {
+    const Json body = Json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.contains("messages") || body["messages"].empty()) {
+      return Server::json(400, R"({"error":{"message":"bad body"}})");
+    }
+    return body["messages"].back().value("role", "") == "tool" ? text_ : call_;
+  }
+
+ private:
+  Server::Reply call_, text_;
+};
+
+// An in-process tool: a table lookup, no I/O.
+class LookupTool final : public kernex::ToolExecutor {
+ public:
+  kernex::Result<std::vector<kernex::ToolSpec>> list_tools(const kernex::Context&) override {
+    return std::vector<kernex::ToolSpec>{{"lookup", "Looks a key up in a small table",
+                                          Json{{"type", "object"},
+                                               {"properties", {{"key", {{"type", "string"}}}}},
+                                               {"required", {"key"}}},
+                                          {}}};
+  }
+  kernex::Result<kernex::ToolResult> execute(const kernex::Context&, const kernex::ToolCall& call) override {
+    const std::string key = call.arguments.value("key", "");
+    return kernex::ToolResult{call.id, call.name, key == "answer" ? "42" : "unknown", false};
+  }
+};
+
+struct Figures {
+  double turn_us, bare_us, tool_us;
+};
+
+struct Setup {
+  const char* name;
+  const char* label;
+  bool memory;
+  bool trajectory;
+};
+
+Figures measure(const Setup& setup, int turns, Server& server, const fs::path& root) {
+  const fs::path data = root / (std::string("data-") + setup.name);
+  ::setenv("KERNEX_BENCH_KEY", "sk-bench", 1);
+  const Json provider_options = {{"base_url", server.url("/v1")}, {"api_key_env", "KERNEX_BENCH_KEY"}, {"model", "gpt-4o-mini"}};
+  kernex::Config config;
+  config.plugin_dirs = {KERNEX_BENCH_PLUGIN_DIR};
+  config.provider = {"openai", provider_options};
+  config.toolboxes = std::vector<kernex::PluginRef>{};
+  config.data_dir = data;
+  config.system_prompt = "You are a helpful assistant. Use the lookup tool for facts.";
+  config.trajectories = setup.trajectory;
+  if (setup.memory) config.memory = kernex::PluginRef{"sqlite", Json::object()};
+  auto made = kernex::Kernel::create(std::move(config));
+  if (!made) die(made.error().describe());
+  auto& kernel = **made;
+  auto tool = std::make_shared<LookupTool>();
+  kernel.add_toolbox(tool);
+
+  // Every turn is the first exchange of its own conversation, so bodies keep one size.
+  int sender = 0;
+  auto turn = [&] {
+    kernex::Request request;
+    request.sender_id = "user-" + std::to_string(++sender);
+    request.text = "What is the answer?";
+    auto r = kernel.run(request);
+    if (!r) die(r.error().describe());
+    if (r->text != "It is 42." || r->tool_calls.size() != 1) die("unexpected turn: " + r->text);
+  };
+
+  // The bodies one turn sends, replayed by the bare client.
+  server.keep_requests(true);
+  const std::size_t before = server.requests().size();
+  turn();
+  const auto recorded = server.requests();
+  server.keep_requests(false);
+  if (recorded.size() != before + 2) die("a turn made " + std::to_string(recorded.size() - before) + " requests");
+  std::vector<kernex::http::Request> bare_requests;
+  for (std::size_t i = before; i < recorded.size(); ++i) {
+    kernex::http::Request r;
+    r.url = server.url(recorded[i].target);
+    r.headers = {{"Content-Type", "application/json"}, {"Authorization", "Bearer sk-bench"}};
+    r.body = recorded[i].body;
+    bare_requests.push_back(std::move(r));
+  }
+  kernex::http::Client client;
+  auto bare = [&](const kernex::http::Request& r) {
+    auto got = client.send(r);
+    if (!got || got->status != 200) die("bare round trip failed");
+  };
+
+  kernex::Context tool_context("What is the answer?");
+  const kernex::ToolCall call{"call_1", "lookup", Json{{"key", "answer"}}};
+  for (int i = 0; i < 200; ++i) {
+    turn();
+    bare(bare_requests[i % 2]);
+  }
+
+  std::vector<double> turn_us, bare_us, tool_us;
+  turn_us.reserve(turns);
+  bare_us.reserve(2 * turns);
+  tool_us.reserve(turns);
+  const auto wall = Clock::now();
+  double turn_total = 0, bare_total = 0;
+  for (int i = 0; i < turns; ++i) {
+    auto t = Clock::now();
+    turn();
+    turn_us.push_back(us_since(t));
+    turn_total += turn_us.back();
+    for (const auto& r : bare_requests) {
+      t = Clock::now();
+      bare(r);
+      bare_us.push_back(us_since(t));
+      bare_total += bare_us.back();
+    }
+    t = Clock::now();
+    (void)tool->execute(tool_context, call);
+    tool_us.push_back(us_since(t));
+  }
+  const double wall_s = us_since(wall) / 1e6;
+  Figures f{median(turn_us), median(bare_us), median(tool_us)};
+  const double overhead = f.turn_us - 2 * f.bare_us - f.tool_us;
+  const double loop_rps = 2e6 / f.turn_us, bare_rps = 1e6 / f.bare_us;
+  std::printf("%s\n", setup.label);
+  std::printf("  turn   median %7.1f us  (%.0f turns/s; mean %.1f us)\n", f.turn_us, 1e6 / f.turn_us,
+              turn_total / turns);
+  std::printf("  bare   median %7.1f us  round trip (mean %.1f us)   tool %.2f us\n", f.bare_us,
+              bare_total / (2.0 * turns), f.tool_us);
+  std::printf("  kernel overhead per turn %6.1f us   (turn - 2 x bare - tool)\n", overhead);
+  std::printf("  requests/s in loop %7.0f   bare %7.0f   ratio %.0f%%   (%d turns, %.1f s)\n", loop_rps, bare_rps,
+              100.0 * loop_rps / bare_rps, turns, wall_s);
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int turns = argc > 1 ? std::max(100, std::atoi(argv[1])) : 5000;
+  std::string tmpl = (fs::temp_directory_path() / "kernex-bench-turn-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) die("mkdtemp");
+  const fs::path root = tmpl;
+
+  Server server;
+  Model model;
+  server.set_responder([&model](const Server::Recorded& req) { return model(req); });
+
+  const Setup setups[] = {
+      {"bare", "bare kernel (no memory, no trajectory)", false, false},
+      {"memory", "SQLite memory, no trajectory", true, false},
+      {"trajectory", "trajectory file, no memory", false, true},
+      {"user", "user default (SQLite memory + trajectory file)", true, true},
+  };
+  const std::string only = argc > 2 ? argv[2] : "";
+  for (const Setup& setup : setups) {
+    if (only.empty() || only == setup.name) measure(setup, turns, server, root);
+  }
+
+  std::error_code ec;
+  fs::remove_all(root, ec);
+  return 0;
+}
