@@ -1,10 +1,18 @@
 // The only translation unit that includes Beast and Asio (each takes ~30 s and >1 GB to build).
-// Blocking calls are async operations run to completion on a private io_context, with a timer
-// that closes the socket when a connect/read/total deadline passes.
+// Connecting and TLS are async operations run to completion on a private io_context, with a
+// timer that closes the socket when a connect/read/total deadline passes. Requests on a plain
+// (non-TLS) connection skip that machinery: Beast's synchronous read/write over the socket's
+// descriptor, each wait bounded by poll() (a loopback model server answers in microseconds, and
+// per request a timer, a reactor run and their clock reads cost as much as the exchange).
 #include "kernex/http/client.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -111,6 +119,81 @@ struct Connection {
     lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
     lowest().socket().close(ignored);
   }
+};
+
+// A connected socket's descriptor as a Beast SyncReadStream/SyncWriteStream: non-blocking
+// sendmsg/recvmsg, waiting in poll() until `deadline` (then asio::error::timed_out).
+class PollStream {
+ public:
+  explicit PollStream(int fd) : fd_(fd) {}
+  Clock::time_point deadline;
+
+  template <class Buffers>
+  std::size_t read_some(const Buffers& buffers, error_code& ec) {
+    return transfer(buffers, ec, POLLIN, [this](msghdr* m) { return ::recvmsg(fd_, m, MSG_DONTWAIT); });
+  }
+  template <class Buffers>
+  std::size_t write_some(const Buffers& buffers, error_code& ec) {
+    return transfer(buffers, ec, POLLOUT,
+                    [this](msghdr* m) { return ::sendmsg(fd_, m, MSG_DONTWAIT | MSG_NOSIGNAL); });
+  }
+  template <class Buffers>
+  std::size_t read_some(const Buffers& buffers) {
+    error_code ec;
+    const std::size_t n = read_some(buffers, ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
+  template <class Buffers>
+  std::size_t write_some(const Buffers& buffers) {
+    error_code ec;
+    const std::size_t n = write_some(buffers, ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
+
+ private:
+  template <class Buffers, class Io>
+  std::size_t transfer(const Buffers& buffers, error_code& ec, short events, Io io) {
+    ec = {};
+    iovec iov[16];
+    std::size_t count = 0;
+    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers) && count < 16; ++it) {
+      const auto b = asio::buffer(*it);
+      if (b.size() == 0) continue;
+      iov[count++] = iovec{const_cast<void*>(static_cast<const void*>(b.data())), b.size()};
+    }
+    if (count == 0) return 0;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    while (true) {
+      const ssize_t n = io(&msg);
+      if (n > 0) return static_cast<std::size_t>(n);
+      if (n == 0) {
+        ec = asio::error::eof;  // only a read returns 0 for a non-empty buffer
+        return 0;
+      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        ec = error_code(errno, boost::system::system_category());
+        return 0;
+      }
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) {
+        ec = asio::error::timed_out;
+        return 0;
+      }
+      pollfd p{fd_, events, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
+      if (ready < 0 && errno != EINTR) {
+        ec = error_code(errno, boost::system::system_category());
+        return 0;
+      }
+    }
+  }
+
+  int fd_;
 };
 
 // A failed attempt: whether trying again may help.
@@ -236,13 +319,22 @@ struct Client::Impl {
   std::mutex mutex;
   std::map<std::string, std::unique_ptr<Connection>> idle;  // one kept-alive connection per origin
   ClientStats stats;
+  std::vector<char> body_buffer = std::vector<char>(64 * 1024);  // reused: calls are serialised
+  bool ca_loaded = false;
 
   explicit Impl(ClientOptions o) : opts(std::move(o)) {
-    error_code ec;
-    ssl.set_default_verify_paths(ec);  // the system store; honours SSL_CERT_FILE / SSL_CERT_DIR
     ssl.set_verify_mode(asio::ssl::verify_peer);
     ssl.set_options(asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
                     asio::ssl::context::no_tlsv1_1);
+  }
+
+  // The system store (honours SSL_CERT_FILE / SSL_CERT_DIR), read on the first HTTPS
+  // connection only: reading it takes milliseconds that plain-HTTP local servers never need.
+  void load_ca_store() {
+    if (ca_loaded) return;
+    error_code ec;
+    ssl.set_default_verify_paths(ec);
+    ca_loaded = true;
   }
 
   // Runs one async operation to completion or until `deadline`, when `cancel` aborts it.
@@ -353,6 +445,7 @@ struct Client::Impl {
     }
 
     if (url.scheme == "https") {
+      load_ca_store();
       conn->tls = std::make_unique<TlsStream>(std::move(*conn->plain), ssl);
       conn->plain.reset();
       error_code addr_ec;
@@ -372,20 +465,76 @@ struct Client::Impl {
     return conn;
   }
 
+  // The three steps of an exchange, as async operations run to completion (TLS connections).
   template <class Stream>
-  std::expected<Response, Failure> exchange(Stream& stream, Connection& conn, const Url& url,
-                                     bhttp::request<bhttp::string_body>& req, const ChunkHandler* on_chunk,
-                                     Clock::time_point total, bool reused, bool& stale, std::size_t& delivered) {
+  struct AsyncIo {
+    Impl& impl;
+    Stream& stream;
+    Connection& conn;
+    template <class Message>
+    error_code write(Message& msg, Clock::time_point deadline) {
+      return impl.run(
+          deadline, [&](auto done) { bhttp::async_write(stream, msg, [done](error_code e, std::size_t) { done(e); }); },
+          [&] { conn.close(); });
+    }
+    template <class Parser>
+    error_code read_header(Parser& parser, Clock::time_point deadline) {
+      return impl.run(
+          deadline,
+          [&](auto done) {
+            bhttp::async_read_header(stream, conn.buffer, parser, [done](error_code e, std::size_t) { done(e); });
+          },
+          [&] { conn.close(); });
+    }
+    template <class Parser>
+    error_code read_some(Parser& parser, Clock::time_point deadline) {
+      return impl.run(
+          deadline,
+          [&](auto done) {
+            bhttp::async_read_some(stream, conn.buffer, parser, [done](error_code e, std::size_t) { done(e); });
+          },
+          [&] { conn.close(); });
+    }
+  };
+
+  // The same steps as blocking calls on the descriptor, bounded by poll() (plain connections).
+  struct PollIo {
+    PollStream stream;
+    Connection& conn;
+    template <class Message>
+    error_code write(Message& msg, Clock::time_point deadline) {
+      stream.deadline = deadline;
+      error_code ec;
+      bhttp::write(stream, msg, ec);
+      return ec;
+    }
+    template <class Parser>
+    error_code read_header(Parser& parser, Clock::time_point deadline) {
+      stream.deadline = deadline;
+      error_code ec;
+      bhttp::read_header(stream, conn.buffer, parser, ec);
+      return ec;
+    }
+    template <class Parser>
+    error_code read_some(Parser& parser, Clock::time_point deadline) {
+      stream.deadline = deadline;
+      error_code ec;
+      bhttp::read_some(stream, conn.buffer, parser, ec);
+      return ec;
+    }
+  };
+
+  template <class Io>
+  std::expected<Response, Failure> exchange(Io io, const Url& url, bhttp::request<bhttp::string_body>& req,
+                                            const ChunkHandler* on_chunk, Clock::time_point total, bool reused,
+                                            bool& stale, std::size_t& delivered) {
     const std::string where = url.authority();
     auto failure = [&](const std::string& what, error_code ec, bool retryable) {
       std::string msg = what + " " + where;
       if (ec) msg += ": " + (is_timeout(ec) ? std::string("timed out") : ec.message());
       return std::unexpected(Failure{Error(ErrorCode::Provider, msg), retryable});
     };
-    error_code ec = run(
-        step_deadline(opts.read_timeout, total),
-        [&](auto done) { bhttp::async_write(stream, req, [done](error_code e, std::size_t) { done(e); }); },
-        [&] { conn.close(); });
+    error_code ec = io.write(req, step_deadline(opts.read_timeout, total));
     if (ec) {
       stale = reused && is_stale(ec);
       return failure("sending the request to", ec, true);
@@ -393,12 +542,7 @@ struct Client::Impl {
     bhttp::response_parser<bhttp::buffer_body> parser;
     parser.body_limit(boost::none);  // counted below, with a clearer message
     parser.header_limit(64 * 1024);
-    ec = run(
-        step_deadline(opts.read_timeout, total),
-        [&](auto done) {
-          bhttp::async_read_header(stream, conn.buffer, parser, [done](error_code e, std::size_t) { done(e); });
-        },
-        [&] { conn.close(); });
+    ec = io.read_header(parser, step_deadline(opts.read_timeout, total));
     if (ec) {
       stale = reused && is_stale(ec);
       return failure("reading the response from", ec, true);
@@ -410,16 +554,11 @@ struct Client::Impl {
     }
     const bool streaming = on_chunk != nullptr && *on_chunk && response.status >= 200 && response.status < 300;
     std::size_t received = 0;
-    std::vector<char> buf(64 * 1024);
+    std::vector<char>& buf = body_buffer;
     while (!parser.is_done()) {
       parser.get().body().data = buf.data();
       parser.get().body().size = buf.size();
-      ec = run(
-          step_deadline(opts.read_timeout, total),
-          [&](auto done) {
-            bhttp::async_read_some(stream, conn.buffer, parser, [done](error_code e, std::size_t) { done(e); });
-          },
-          [&] { conn.close(); });
+      ec = io.read_some(parser, step_deadline(opts.read_timeout, total));
       if (ec == bhttp::error::need_buffer) ec = {};
       const std::size_t n = buf.size() - parser.get().body().size;
       if (n > 0) {
@@ -490,8 +629,10 @@ struct Client::Impl {
       }
       bool stale = false;
       std::expected<Response, Failure> result =
-          conn->tls ? exchange(*conn->tls, *conn, url, req, on_chunk, total, reused, stale, delivered)
-                    : exchange(*conn->plain, *conn, url, req, on_chunk, total, reused, stale, delivered);
+          conn->tls ? exchange(AsyncIo<TlsStream>{*this, *conn->tls, *conn}, url, req, on_chunk, total, reused, stale,
+                               delivered)
+                    : exchange(PollIo{PollStream(conn->plain->socket().native_handle()), *conn}, url, req, on_chunk,
+                               total, reused, stale, delivered);
       if (!result) {
         conn->close();
         conn.reset();
