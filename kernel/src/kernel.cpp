@@ -4,13 +4,13 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
-#include <random>
 
 #include "agent_loop.hpp"
 #include "context_builder.hpp"
 #include "hook_chain.hpp"
 #include "kernel_run_services.hpp"
 #include "kernex/log.hpp"
+#include "random_bits.hpp"
 #include "run_tree.hpp"
 
 namespace kernex {
@@ -60,9 +60,8 @@ class MemoryAuditHook final : public HookRunner {
 };
 
 std::string random_id() {
-  std::random_device rd;
   char buf[32];
-  std::snprintf(buf, sizeof buf, "run-%08x%08x", rd(), rd());
+  std::snprintf(buf, sizeof buf, "run-%016llx", static_cast<unsigned long long>(detail::random_u64()));
   return buf;
 }
 

@@ -3,9 +3,9 @@
 #include <ctime>
 #include <fstream>
 #include <mutex>
-#include <random>
 
 #include "kernex/log.hpp"
+#include "random_bits.hpp"
 #include "kernex/trajectory.hpp"
 
 namespace kernex {
@@ -22,9 +22,8 @@ std::string new_run_id() {
   gmtime_r(&t, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-  std::random_device rd;
   char suffix[8];
-  std::snprintf(suffix, sizeof suffix, "%06x", rd() & 0xffffffu);
+  std::snprintf(suffix, sizeof suffix, "%06x", static_cast<unsigned>(detail::random_u64() & 0xffffffu));
   return std::string(stamp) + "-" + suffix;
 }
 
