@@ -28,6 +28,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config_internal.hpp"
+#include "install_layout.hpp"
 #include "yaml_to_json.hpp"
 
 namespace kernex {
@@ -490,11 +491,6 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
   return config;
 }
 
-fs::path default_pricing_file() {
-  std::error_code ec;
-  fs::path installed = fs::path(KERNEX_DATA_INSTALL_DIR) / "pricing.yaml";
-  if (fs::is_regular_file(installed, ec)) return installed;
-  return fs::path(KERNEX_DATA_BUILD_DIR) / "pricing.yaml";
-}
+fs::path default_pricing_file() { return detail::bundled_data_dir() / "pricing.yaml"; }
 
 }  // namespace kernex

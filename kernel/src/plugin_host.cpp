@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -11,6 +12,8 @@
 
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/shared_library.hpp>
+
+#include "install_layout.hpp"
 
 namespace kernex {
 
@@ -216,17 +219,23 @@ std::vector<std::filesystem::path> PluginHost::default_dirs() {
       rest.remove_prefix(colon + 1);
     }
   }
-  for (const char* dir : {KERNEX_PLUGIN_BUILD_DIR, KERNEX_PLUGIN_INSTALL_DIR}) {
-    std::error_code ec;
-    if (fs::is_directory(dir, ec)) dirs.emplace_back(dir);
-  }
+  // Beside the library itself, never a path fixed at build time: an installed kernel must not
+  // load the plugins of the build tree it came from (or of an older build at the same path).
+  const fs::path bundled = detail::bundled_plugin_dir();
+  std::error_code ec;
+  if (fs::is_directory(bundled, ec)) dirs.push_back(bundled);
   return dirs;
 }
 
 PluginHost PluginHost::discover(const std::vector<std::filesystem::path>& dirs) {
   PluginHost host;
+  // A dir named twice (config and KERNEX_PLUGIN_PATH, or a symlink to it) is read once, so its
+  // plugins aren't reported as duplicates of themselves.
+  std::set<fs::path> seen;
   for (const fs::path& dir : dirs) {
     std::error_code ec;
+    const fs::path real = fs::canonical(dir, ec);
+    if (ec || !seen.insert(real).second) continue;
     std::vector<fs::path> files;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       std::error_code type_ec;

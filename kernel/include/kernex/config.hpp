@@ -62,7 +62,8 @@ struct Config {
   static Result<Config> parse_yaml(std::string_view text, std::string_view origin);
 };
 
-// Default location of the installed pricing table.
+// The pricing table shipped with the kernel: <datadir>/kernex/pricing.yaml found relative to
+// the loaded libkernex (the source tree's data/ when running from the build tree).
 std::filesystem::path default_pricing_file();
 
 }  // namespace kernex

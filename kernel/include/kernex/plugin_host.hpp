@@ -37,13 +37,15 @@ class PluginHost {
   PluginHost(PluginHost&&) noexcept;
   PluginHost& operator=(PluginHost&&) noexcept;
 
-  // The directories searched by default, in order: $KERNEX_PLUGIN_PATH (':'-separated), the
-  // build tree's plugin dir (when running from the build tree), <prefix>/lib/kernex/plugins.
+  // The directories searched by default, in order: $KERNEX_PLUGIN_PATH (':'-separated), then
+  // kernex/plugins beside the loaded libkernex (<libdir>/kernex/plugins of the install or of
+  // the build tree it runs from; found at run time, so an install can be moved).
   static std::vector<std::filesystem::path> default_dirs();
 
-  // Scans every regular file named *.so in `dirs` (missing dirs are skipped) and reads each
-  // descriptor. A file that fails is kept with its error. The first plugin of a given kind and
-  // name wins; later duplicates are reported as errors.
+  // Scans every regular file named *.so in `dirs` (missing dirs are skipped; a dir listed twice
+  // or reached again through a symlink is read once) and reads each descriptor. A file that
+  // fails is kept with its error. The first plugin of a given kind and name wins; later
+  // duplicates are reported as errors.
   static PluginHost discover(const std::vector<std::filesystem::path>& dirs);
   // Loads one file (tests, explicit paths in config).
   Result<PluginInfo> add_file(const std::filesystem::path& path);
