@@ -201,6 +201,29 @@ TEST_F(MemorySqlite, HistoryListsConversationsAndMessages) {
 
 // ---- Recall ----
 
+// A sender's recall searches their own messages (or nothing, for a sender with none); without a
+// sender it ranks every match. Both ways find the same rows for what they cover.
+TEST_F(MemorySqlite, RecallIsScopedToTheSenderEitherWay) {
+  const std::string alice = conversation(*store);
+  ASSERT_TRUE(store->append_messages(alice, {ContextEntry::user("the deploy failed on friday"),
+                                             ContextEntry::assistant("the deploy failed, sorry")}));
+  const std::string bob = conversation(*store, "bob");
+  ASSERT_TRUE(store->append_messages(bob, {ContextEntry::user("my deploy failed twice"),
+                                           ContextEntry::user("nothing to do with it")}));
+  auto mine = store->recall({"deploy failed", "alice", 5, "", 0, std::nullopt});
+  ASSERT_TRUE(mine) << mine.error().describe();
+  ASSERT_EQ(mine->size(), 1u);
+  EXPECT_EQ((*mine)[0].text, "the deploy failed on friday");
+  auto everyone = store->recall({"deploy failed", "", 5, "", 0, std::nullopt});
+  ASSERT_TRUE(everyone);
+  EXPECT_EQ(everyone->size(), 2u);
+  EXPECT_TRUE(store->recall({"deploy failed", "carol", 5, "", 0, std::nullopt}).value().empty());
+  // Any word fills up after every word, for a sender too.
+  auto any = store->recall({"friday deploy weekend", "alice", 5, "", 0, std::nullopt});
+  ASSERT_TRUE(any);
+  EXPECT_EQ(any->size(), 1u);
+}
+
 TEST_F(MemorySqlite, FtsOperatorQueriesSucceed) {
   const std::string conv = conversation(*store);
   ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("the build is NOT working again"),
