@@ -9,6 +9,9 @@
 // building and parsing, context, loop, memory, trajectory). Setups: "bare" (no memory, no
 // trajectory), "memory" and "trajectory" (one of them), "user" (SQLite memory and a trajectory
 // file, as `kernex run` has them).
+// A trajectory is one new file per run: on ext4 creating it can cost far more than the rest of the
+// turn (0.3-0.9 ms on the 2-core dev VM, where inode allocation skips recently deleted inodes and
+// every run of this bench deletes thousands of files), so the trajectory setups vary run to run.
 // Usage: turn [TURNS [bare|memory|trajectory|user]] (default 5000 turns, every setup). `taskset -c 0` pins the
 // whole process (kernel, client and server threads) to one core.
 #include <unistd.h>
