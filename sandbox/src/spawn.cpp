@@ -200,7 +200,12 @@ Result<fs::path> resolve_command(const Policy& policy, const std::string& comman
   fs::path resolved;
   if (command.find('/') != std::string::npos) {
     resolved = (command.front() == '/' ? fs::path(command) : cwd / command).lexically_normal();
+    std::error_code ec;
+    if (!fs::is_regular_file(resolved, ec) || ::access(resolved.c_str(), X_OK) != 0) {
+      return fail(ErrorCode::Sandbox, "command '" + command + "' (" + resolved.string() + ") is not an executable file");
+    }
   } else {
+    // A candidate is taken only once it passed the same check, so it isn't repeated below.
     for (const auto& dir : st.profile.search_path) {
       fs::path candidate = dir / command;
       std::error_code ec;
@@ -213,15 +218,13 @@ Result<fs::path> resolve_command(const Policy& policy, const std::string& comman
       return fail(ErrorCode::Sandbox, "command '" + command + "' not found on the sandbox search path");
     }
   }
-  std::error_code ec;
-  if (!fs::is_regular_file(resolved, ec) || ::access(resolved.c_str(), X_OK) != 0) {
-    return fail(ErrorCode::Sandbox, "command '" + command + "' (" + resolved.string() + ") is not an executable file");
-  }
+  // realpath() is an lstat per path component; only the allow-list needs it.
+  if (st.allowed_executables.empty()) return resolved;
   // Compared by canonical path: /bin/echo and /usr/bin/echo are one program, a look-alike elsewhere isn't.
+  std::error_code ec;
   const fs::path canonical = fs::canonical(resolved, ec);
-  if (!st.allowed_executables.empty() &&
-      (ec || std::find(st.allowed_executables.begin(), st.allowed_executables.end(), canonical) ==
-                 st.allowed_executables.end())) {
+  if (ec || std::find(st.allowed_executables.begin(), st.allowed_executables.end(), canonical) ==
+                st.allowed_executables.end()) {
     return fail(ErrorCode::Sandbox, "command '" + command + "' (resolved to '" + resolved.string() +
                                         "') is not in the sandbox's allowed_commands");
   }
