@@ -6,9 +6,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -20,6 +18,7 @@
 #include <cstring>
 
 #include "child.hpp"
+#include "clone_thread.hpp"
 #include "kernex/log.hpp"
 #include "pids_cgroup.hpp"
 #include "policy_state.hpp"
@@ -176,21 +175,6 @@ Result<std::vector<std::pair<std::string, std::string>>> merged_env(const Policy
   return env;
 }
 
-// One mapping per spawn: the child runs on it while the parent is suspended (CLONE_VFORK).
-class ChildStack {
- public:
-  static constexpr std::size_t kSize = 64 * 1024;
-  ChildStack() : base_(::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0)) {}
-  ~ChildStack() {
-    if (base_ != MAP_FAILED) ::munmap(base_, kSize);
-  }
-  bool ok() const { return base_ != MAP_FAILED; }
-  void* top() const { return static_cast<char*>(base_) + kSize; }
-
- private:
-  void* base_;
-};
-
 }  // namespace
 
 Result<fs::path> resolve_command(const Policy& policy, const std::string& command, const fs::path& cwd) {
@@ -314,21 +298,13 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   }
 
   const long kernel_rss_kb = peak_resident_kb();
-  ChildStack stack;
-  if (!stack.ok()) return fail(ErrorCode::Sandbox, "cannot map the child stack: " + errno_text(errno));
 
   const auto start = Clock::now();
   const auto deadline = start + command.timeout.value_or(profile.timeout);
-  int pidfd_raw = -1;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);  // no parent handler may run on the child's side
-  pid_t pid = ::clone(detail::child_main, stack.top(), CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &spec,
-                      &pidfd_raw);
-  int clone_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (pid < 0) return fail(ErrorCode::Sandbox, "clone failed: " + errno_text(clone_errno));
-  Fd pidfd(pidfd_raw);
+  const auto cloned = detail::clone_child(spec);
+  if (cloned.pid < 0) return fail(ErrorCode::Sandbox, "clone failed: " + errno_text(cloned.error));
+  const pid_t pid = cloned.pid;
+  Fd pidfd(cloned.pidfd);
   in->child.reset();
   out->child.reset();
   err->child.reset();

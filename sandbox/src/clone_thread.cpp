@@ -1,0 +1,87 @@
+#include "clone_thread.hpp"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace kernex::sandbox::detail {
+namespace {
+
+class CloneThread {
+ public:
+  CloneThread() : owner_(::getpid()) {
+    stack_ = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack_ == MAP_FAILED) return;
+    std::thread([this] { run(); }).detach();
+  }
+
+  pid_t owner() const { return owner_; }
+
+  CloneOutcome clone_child(ChildSpec& spec) {
+    if (stack_ == MAP_FAILED) return {-1, -1, ENOMEM};
+    std::lock_guard turn(turn_);
+    std::unique_lock lock(mutex_);
+    request_ = &spec;
+    wake_.notify_one();
+    done_.wait(lock, [this] { return request_ == nullptr; });
+    return outcome_;
+  }
+
+ private:
+  static constexpr std::size_t kStackSize = 64 * 1024;
+
+  void run() {
+    // No handler of the process may run on the child's side of the shared memory before execve; the
+    // child restores default dispositions and unblocks.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, nullptr);
+    // Best effort: without CAP_SETPCAP nothing is dropped here and the child checks and drops itself.
+    for (long cap = 0; ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return request_ != nullptr; });
+      CloneOutcome out;
+      out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize,
+                        CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, request_, &out.pidfd);
+      if (out.pid < 0) out.error = errno;
+      outcome_ = out;
+      request_ = nullptr;
+      done_.notify_one();
+    }
+  }
+
+  const pid_t owner_;
+  void* stack_ = MAP_FAILED;
+  std::mutex turn_;  // one request in flight
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  ChildSpec* request_ = nullptr;
+  CloneOutcome outcome_;
+};
+
+}  // namespace
+
+CloneOutcome clone_child(ChildSpec& spec) {
+  // Never destroyed: the detached thread uses it until the process exits. A forked copy of the process
+  // has no such thread, so it starts its own.
+  static std::mutex create;
+  static CloneThread* thread = nullptr;
+  CloneThread* current;
+  {
+    std::lock_guard lock(create);
+    if (thread == nullptr || thread->owner() != ::getpid()) thread = new CloneThread();
+    current = thread;
+  }
+  return current->clone_child(spec);
+}
+
+}  // namespace kernex::sandbox::detail
