@@ -297,12 +297,13 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
     spec.limits[spec.limit_count++] = {static_cast<int>(resource), v};
   }
 
-  const long kernel_rss_kb = peak_resident_kb();
-
   const auto start = Clock::now();
   const auto deadline = start + command.timeout.value_or(profile.timeout);
   const auto cloned = detail::clone_child(spec);
   if (cloned.pid < 0) return fail(ErrorCode::Sandbox, "clone failed: " + errno_text(cloned.error));
+  // Read once execve has folded our peak into the child (clone returns after it): anything that grew
+  // before it, such as the clone thread started by the first spawn, is in both figures.
+  const long kernel_rss_kb = peak_resident_kb();
   const pid_t pid = cloned.pid;
   Fd pidfd(cloned.pidfd);
   in->child.reset();
