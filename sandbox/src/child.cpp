@@ -65,9 +65,9 @@ struct KernelRlimit {
 }
 
 __attribute__((no_sanitize("address", "undefined"))) bool drop_capabilities(ChildSpec* spec) {
-  // Read before dropping: the clone thread has normally emptied the set already (clone_thread.hpp),
-  // and a drop costs a credential copy even when the capability is gone.
-  for (long cap = 0; cap < 64; ++cap) {
+  // Read before dropping: a drop costs a credential copy even when the capability is gone. Usually
+  // there is nothing to read: the clone thread emptied its set, which only it can change.
+  for (long cap = 0; cap < 64 && !spec->bounding_set_empty; ++cap) {
     long has = syscall(SYS_prctl, PR_CAPBSET_READ, cap, 0, 0, 0);
     if (has < 0) break;  // past CAP_LAST_CAP
     if (has == 1 && syscall(SYS_prctl, PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {

@@ -45,9 +45,17 @@ class CloneThread {
     pthread_sigmask(SIG_SETMASK, &all, nullptr);
     // Best effort: without CAP_SETPCAP nothing is dropped here and the child checks and drops itself.
     for (long cap = 0; ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+    // Checked after the fact; a set once empty stays so, as no other thread can change this one's.
+    bool empty = true;
+    for (long cap = 0;; ++cap) {
+      long has = ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+      if (has < 0) break;
+      if (has != 0) empty = false;
+    }
     std::unique_lock lock(mutex_);
     for (;;) {
       wake_.wait(lock, [this] { return request_ != nullptr; });
+      request_->bounding_set_empty = empty;
       CloneOutcome out;
       out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize,
                         CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, request_, &out.pidfd);
