@@ -1,5 +1,6 @@
 #include "clone_thread.hpp"
 
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace kernex::sandbox::detail {
@@ -19,13 +21,20 @@ class CloneThread {
   CloneThread() : owner_(::getpid()) {
     stack_ = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack_ == MAP_FAILED) return;
-    std::thread([this] { run(); }).detach();
+    try {
+      std::thread([this] { run(); }).detach();
+    } catch (const std::system_error& e) {
+      ::munmap(stack_, kStackSize);
+      stack_ = MAP_FAILED;
+      start_error_ = e.code().value();
+    }
   }
 
   pid_t owner() const { return owner_; }
+  bool started() const { return stack_ != MAP_FAILED; }
+  int start_error() const { return start_error_; }
 
   CloneOutcome clone_child(ChildSpec& spec) {
-    if (stack_ == MAP_FAILED) return {-1, -1, ENOMEM};
     std::lock_guard turn(turn_);
     std::unique_lock lock(mutex_);
     request_ = &spec;
@@ -43,6 +52,7 @@ class CloneThread {
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, nullptr);
+    pthread_setname_np(pthread_self(), "kernex-clone");  // what ps shows for a child until its execve
     // Best effort: without CAP_SETPCAP nothing is dropped here and the child checks and drops itself.
     for (long cap = 0; ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
     // Checked after the fact; a set once empty stays so, as no other thread can change this one's.
@@ -68,6 +78,7 @@ class CloneThread {
 
   const pid_t owner_;
   void* stack_ = MAP_FAILED;
+  int start_error_ = ENOMEM;
   std::mutex turn_;  // one request in flight
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -87,6 +98,12 @@ CloneOutcome clone_child(ChildSpec& spec) {
   {
     std::lock_guard lock(create);
     if (thread == nullptr || thread->owner() != ::getpid()) thread = new CloneThread();
+    if (!thread->started()) {
+      const CloneOutcome failed{-1, -1, thread->start_error()};
+      delete thread;  // no thread uses it; the next spawn tries again
+      thread = nullptr;
+      return failed;
+    }
     current = thread;
   }
   return current->clone_child(spec);

@@ -12,7 +12,7 @@ namespace kernex::sandbox::detail {
 struct CloneOutcome {
   pid_t pid = -1;
   int pidfd = -1;
-  int error = 0;  // errno of a failed clone
+  int error = 0;  // errno of a failed clone, or of starting the clone thread
 };
 
 // clone(CLONE_VM|CLONE_VFORK|CLONE_PIDFD) of child_main(spec) on the clone thread, with every signal
