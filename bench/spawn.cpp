@@ -5,6 +5,9 @@
 //   bare       vfork + execve with two pipes, no isolation
 //   bwrap      Debian's bubblewrap with comparable isolation (read-only /usr, unshared namespaces,
 //              new session, no caps), spawned the bare way; skipped when bwrap is not installed
+// All three start the command with the same environment, the sandbox's (PATH, HOME, LANG, TZ, TMPDIR
+// ...), read once through the sandbox itself: execve copies it and the loader scans it, so a shorter
+// one would flatter the baselines.
 // Each runs idle, then again with 1 GiB of touched memory in this process (fork-based spawners
 // slow down with the parent's size; vfork-style ones should not).
 // Usage: spawn [ITERATIONS] (default 300). Prints medians (µs) and ratios.
@@ -34,19 +37,18 @@ using Clock = std::chrono::steady_clock;
 const std::string kInput = R"({"options":{"layout":true},"pages":[1,2,3],"path":"report.pdf"})";
 
 // Bare round trip: vfork + execve, stdin written and stdout read with poll, then waitpid.
-bool bare_round_trip(const std::vector<std::string>& argv_s, std::string& out) {
+bool bare_round_trip(const std::vector<std::string>& argv_s, char* const* envp, std::string& out) {
   int in_pipe[2], out_pipe[2];
   if (::pipe2(in_pipe, O_CLOEXEC) != 0) return false;
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return false;
   std::vector<char*> argv;
   for (const auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  char* envp[] = {const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
   pid_t pid = ::vfork();
   if (pid == 0) {
     ::dup2(in_pipe[0], 0);
     ::dup2(out_pipe[1], 1);
-    ::execve(argv[0], argv.data(), envp);
+    ::execve(argv[0], argv.data(), const_cast<char**>(envp));
     ::_exit(127);
   }
   ::close(in_pipe[0]);
@@ -98,7 +100,7 @@ struct Medians {
 };
 
 Medians measure(int iterations, sb::ToolboxRunner& runner, const kernex::Toolbox& toolbox,
-                const std::optional<std::string>& bwrap, const fs::path& workspace) {
+                const std::optional<std::string>& bwrap, const fs::path& workspace, char* const* envp) {
   std::vector<double> t_sandboxed, t_bare, t_bwrap;
   const std::vector<std::string> bare_argv = {"/bin/cat"};
   std::vector<std::string> bwrap_argv;
@@ -124,7 +126,7 @@ Medians measure(int iterations, sb::ToolboxRunner& runner, const kernex::Toolbox
     t_sandboxed.push_back(micros(t0, t1));
 
     t0 = Clock::now();
-    bool ok = bare_round_trip(bare_argv, out);
+    bool ok = bare_round_trip(bare_argv, envp, out);
     t1 = Clock::now();
     if (!ok || out != kInput) {
       std::fprintf(stderr, "bare round trip failed\n");
@@ -134,7 +136,7 @@ Medians measure(int iterations, sb::ToolboxRunner& runner, const kernex::Toolbox
 
     if (bwrap) {
       t0 = Clock::now();
-      ok = bare_round_trip(bwrap_argv, out);
+      ok = bare_round_trip(bwrap_argv, envp, out);
       t1 = Clock::now();
       if (!ok || out != kInput) {
         std::fprintf(stderr, "bwrap round trip failed (output: %s)\n", out.c_str());
@@ -172,13 +174,32 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "the sandbox can't be set up here: %s\n", policy.error().describe().c_str());
     return 1;
   }
+  // The sandboxed child's environment, as the sandbox builds it (env -0: values may hold newlines).
+  auto env_run = sb::spawn(**runner.policy_for(toolbox), sb::Command{{"env", "-0"}, {}, {}, {}, {}});
+  if (!env_run || !env_run->success()) {
+    std::fprintf(stderr, "cannot read the sandbox's environment\n");
+    return 1;
+  }
+  std::vector<std::string> env_store;
+  for (std::size_t pos = 0; pos < env_run->stdout_data.size();) {
+    std::size_t end = env_run->stdout_data.find('\0', pos);
+    if (end == std::string::npos) end = env_run->stdout_data.size();
+    env_store.push_back(env_run->stdout_data.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const auto bwrap = find_bwrap();
   if (!bwrap) std::printf("bwrap not found: skipping the bubblewrap column (apt-get install bubblewrap)\n");
   std::printf("round trip: %zu bytes of JSON through /bin/cat, %d iterations each, interleaved; medians\n",
               kInput.size(), iterations);
+  std::printf("environment for all three (%zu variables):", env_store.size());
+  for (const auto& e : env_store) std::printf(" %.*s", static_cast<int>(e.find('=')), e.c_str());
+  std::printf("\n");
 
-  measure(std::min(iterations, 20), runner, toolbox, bwrap, workspace);  // warm caches
-  const Medians idle = measure(iterations, runner, toolbox, bwrap, workspace);
+  measure(std::min(iterations, 20), runner, toolbox, bwrap, workspace, envp.data());  // warm caches
+  const Medians idle = measure(iterations, runner, toolbox, bwrap, workspace, envp.data());
   print("idle parent", idle, bwrap.has_value());
 
   const std::size_t kGiB = std::size_t{1} << 30;
@@ -187,7 +208,7 @@ int main(int argc, char** argv) {
     std::printf("cannot allocate 1 GiB: skipping the loaded run\n");
   } else {
     std::memset(ballast, 1, kGiB);  // touch every page
-    const Medians loaded = measure(iterations, runner, toolbox, bwrap, workspace);
+    const Medians loaded = measure(iterations, runner, toolbox, bwrap, workspace, envp.data());
     print("parent holding 1 GiB", loaded, bwrap.has_value());
     std::printf("%-22s sandboxed loaded/idle %.2f\n", "", loaded.sandboxed / idle.sandboxed);
     volatile char sink = ballast[kGiB / 2];

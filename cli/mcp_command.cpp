@@ -50,22 +50,13 @@ struct DeclaredServer {
   std::string skill;
 };
 
-// A skill's [permissions] become its servers' grants: env names passed through, network (any
-// declared host opens the configured ports), and its command list.
-mcp::ServerGrants grants_for(const skills::Skill& skill) {
-  mcp::ServerGrants g;
-  g.env_passthrough = skill.permissions.env;
-  g.network = !skill.permissions.network.empty();
-  g.allowed_commands = skill.permissions.commands;
-  return g;
-}
-
+// Every loaded skill's MCP servers, each carrying its skill's permissions (the loader applies them).
 struct SkillServers {
   std::vector<DeclaredServer> servers;
   std::vector<skills::Skill> skills;
 };
 
-Result<SkillServers> skill_servers(const Config& config, mcp::McpToolbox* box) {
+Result<SkillServers> skill_servers(const Config& config) {
   skills::LoadedSkills loaded = skills::load_skills(config.skill_dirs);
   for (const auto& failure : loaded.failures) log(LogLevel::Warn, "skill not loaded: " + failure.describe());
   SkillServers out;
@@ -79,7 +70,6 @@ Result<SkillServers> skill_servers(const Config& config, mcp::McpToolbox* box) {
       }
       seen.emplace(server.name, skill.name);
       out.servers.push_back({server, skill.name});
-      if (box != nullptr) box->add_grants(server.name, grants_for(skill));
     }
   }
   out.skills = std::move(loaded.skills);
@@ -94,7 +84,7 @@ int mcp_list_command(const std::optional<std::string>& config_file, const McpArg
   auto box_config = toolbox_config(*config);
   if (!box_config) return report(box_config.error());
   mcp::McpToolbox box(std::move(*box_config));
-  auto declared = skill_servers(*config, &box);
+  auto declared = skill_servers(*config);
   if (!declared) return report(declared.error());
 
   Json out = Json::array();
@@ -154,7 +144,7 @@ int mcp_call_command(const std::optional<std::string>& config_file, const McpArg
   auto box_config = toolbox_config(*config);
   if (!box_config) return report(box_config.error());
   mcp::McpToolbox box(std::move(*box_config));
-  auto declared = skill_servers(*config, &box);
+  auto declared = skill_servers(*config);
   if (!declared) return report(declared.error());
   const DeclaredServer* target = nullptr;
   std::string names;
@@ -192,7 +182,7 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
 
   // Direct tool calls go to executors of their own; `kernex_run` goes through the kernel (its
   // toolboxes, hooks and rules). Both are created from the same plugins and options.
-  auto declared = skill_servers(*config, nullptr);
+  auto declared = skill_servers(*config);
   if (!declared) return report(declared.error());
   auto kernel = Kernel::create(*config);
   if (!kernel) return report(kernel.error());
@@ -214,14 +204,7 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
       if (auto box = (*kernel)->plugins().create_toolbox(info.name, Json::object())) executors.push_back(*box);
     }
   }
-  // Skill permissions become server grants in the MCP executor used for direct calls.
-  for (const auto& executor : executors) {
-    auto* box = dynamic_cast<mcp::McpToolbox*>(executor.get());
-    if (box == nullptr) continue;
-    for (const auto& skill : declared->skills) {
-      for (const auto& server : skill.mcp_servers) box->add_grants(server.name, grants_for(skill));
-    }
-  }
+  // Skill permissions travel on each McpServer (skills::apply_permissions), as in `kernex run`.
   // The Context direct calls run in: every loaded skill's toolboxes and MCP servers.
   auto context = std::make_shared<Context>();
   for (const auto& skill : declared->skills) {

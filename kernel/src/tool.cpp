@@ -89,6 +89,9 @@ void to_json(Json& j, const McpServer& v) {
   j = Json{{"name", v.name}, {"command", v.command}, {"args", v.args}};
   if (!v.env.empty()) j["env"] = v.env;
   if (!v.source_dir.empty()) j["source_dir"] = v.source_dir;
+  if (v.network) j["network"] = true;
+  if (!v.env_passthrough.empty()) j["env_passthrough"] = v.env_passthrough;
+  if (!v.allowed_commands.empty()) j["allowed_commands"] = v.allowed_commands;
 }
 
 void from_json(const Json& j, McpServer& v) {
@@ -99,6 +102,9 @@ void from_json(const Json& j, McpServer& v) {
   jf::required(j, "args", out.args);  // kernex has no serde default here
   jf::defaulted(j, "env", out.env);
   jf::defaulted(j, "source_dir", out.source_dir);
+  jf::defaulted(j, "network", out.network);
+  jf::defaulted(j, "env_passthrough", out.env_passthrough);
+  jf::defaulted(j, "allowed_commands", out.allowed_commands);
   v = std::move(out);
 }
 

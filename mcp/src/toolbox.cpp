@@ -121,36 +121,29 @@ void McpToolbox::shutdown() {
   for (auto& [_, c] : clients) c->shutdown();
 }
 
-void McpToolbox::add_grants(const std::string& server, const ServerGrants& grants) {
-  std::lock_guard lock(mu_);
-  ServerGrants& g = config_.servers[server];
-  g.network = g.network || grants.network;
+ServerSandbox McpToolbox::sandbox_for(const McpServer& server) const {
+  ServerSandbox sb;
+  sb.workspace = config_.workspace;
+  sb.enforce = config_.enforce;
+  // What the declaring skill's permissions grant, then what the operator's config adds.
+  sb.env_passthrough = server.env_passthrough;
+  sb.allowed_commands = server.allowed_commands;
+  bool network = server.network;
   auto merge = [](auto& into, const auto& from) {
     for (const auto& x : from) {
       if (std::find(into.begin(), into.end(), x) == into.end()) into.push_back(x);
     }
   };
-  merge(g.tcp_ports, grants.tcp_ports);
-  merge(g.env_passthrough, grants.env_passthrough);
-  merge(g.allowed_commands, grants.allowed_commands);
-  merge(g.read_only, grants.read_only);
-  merge(g.read_write, grants.read_write);
-  clients_.erase(server);  // the next use starts it under the new grants
-}
-
-ServerSandbox McpToolbox::sandbox_for(const McpServer& server) const {
-  ServerSandbox sb;
-  sb.workspace = config_.workspace;
-  sb.enforce = config_.enforce;
   if (auto it = config_.servers.find(server.name); it != config_.servers.end()) {
     const ServerGrants& g = it->second;
-    sb.env_passthrough = g.env_passthrough;
-    sb.allowed_commands = g.allowed_commands;
+    merge(sb.env_passthrough, g.env_passthrough);
+    merge(sb.allowed_commands, g.allowed_commands);
     sb.read_only = g.read_only;
     sb.read_write = g.read_write;
-    if (!g.tcp_ports.empty()) sb.tcp_ports = g.tcp_ports;
-    else if (g.network) sb.tcp_ports = config_.network_ports;
+    sb.tcp_ports = g.tcp_ports;
+    network = network || g.network;
   }
+  if (sb.tcp_ports.empty() && network) sb.tcp_ports = config_.network_ports;
   return sb;
 }
 
@@ -159,7 +152,11 @@ std::shared_ptr<McpClient> McpToolbox::client(const McpServer& server) {
   auto it = clients_.find(server.name);
   if (it != clients_.end()) {
     const McpServer& have = it->second->server();
-    if (have.command == server.command && have.args == server.args && have.env == server.env) return it->second;
+    if (have.command == server.command && have.args == server.args && have.env == server.env &&
+        have.network == server.network && have.env_passthrough == server.env_passthrough &&
+        have.allowed_commands == server.allowed_commands) {
+      return it->second;
+    }
     clients_.erase(it);  // redeclared: the old one shuts down when its last user lets go
   }
   auto made = std::make_shared<McpClient>(server, sandbox_for(server), config_.client);

@@ -37,6 +37,8 @@ struct ChildSpec {
   int limit_count = 0;
   bool sandboxed = true;  // false: process hygiene only (enforce: false)
   bool is_root = false;   // a failing capability-bounding drop is fatal only for root
+  // The cloning thread checked that its own bounding set, which the child inherits, is empty.
+  bool bounding_set_empty = false;
   // Joined before anything else touches the filesystem (see mount_template_main).
   int mntns_fd = -1;
   int userns_fd = -1;

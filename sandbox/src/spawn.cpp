@@ -6,9 +6,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -20,6 +18,7 @@
 #include <cstring>
 
 #include "child.hpp"
+#include "clone_thread.hpp"
 #include "kernex/log.hpp"
 #include "pids_cgroup.hpp"
 #include "policy_state.hpp"
@@ -176,21 +175,6 @@ Result<std::vector<std::pair<std::string, std::string>>> merged_env(const Policy
   return env;
 }
 
-// One mapping per spawn: the child runs on it while the parent is suspended (CLONE_VFORK).
-class ChildStack {
- public:
-  static constexpr std::size_t kSize = 64 * 1024;
-  ChildStack() : base_(::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0)) {}
-  ~ChildStack() {
-    if (base_ != MAP_FAILED) ::munmap(base_, kSize);
-  }
-  bool ok() const { return base_ != MAP_FAILED; }
-  void* top() const { return static_cast<char*>(base_) + kSize; }
-
- private:
-  void* base_;
-};
-
 }  // namespace
 
 Result<fs::path> resolve_command(const Policy& policy, const std::string& command, const fs::path& cwd) {
@@ -200,7 +184,12 @@ Result<fs::path> resolve_command(const Policy& policy, const std::string& comman
   fs::path resolved;
   if (command.find('/') != std::string::npos) {
     resolved = (command.front() == '/' ? fs::path(command) : cwd / command).lexically_normal();
+    std::error_code ec;
+    if (!fs::is_regular_file(resolved, ec) || ::access(resolved.c_str(), X_OK) != 0) {
+      return fail(ErrorCode::Sandbox, "command '" + command + "' (" + resolved.string() + ") is not an executable file");
+    }
   } else {
+    // A candidate is taken only once it passed the same check, so it isn't repeated below.
     for (const auto& dir : st.profile.search_path) {
       fs::path candidate = dir / command;
       std::error_code ec;
@@ -213,15 +202,13 @@ Result<fs::path> resolve_command(const Policy& policy, const std::string& comman
       return fail(ErrorCode::Sandbox, "command '" + command + "' not found on the sandbox search path");
     }
   }
-  std::error_code ec;
-  if (!fs::is_regular_file(resolved, ec) || ::access(resolved.c_str(), X_OK) != 0) {
-    return fail(ErrorCode::Sandbox, "command '" + command + "' (" + resolved.string() + ") is not an executable file");
-  }
+  // realpath() is an lstat per path component; only the allow-list needs it.
+  if (st.allowed_executables.empty()) return resolved;
   // Compared by canonical path: /bin/echo and /usr/bin/echo are one program, a look-alike elsewhere isn't.
+  std::error_code ec;
   const fs::path canonical = fs::canonical(resolved, ec);
-  if (!st.allowed_executables.empty() &&
-      (ec || std::find(st.allowed_executables.begin(), st.allowed_executables.end(), canonical) ==
-                 st.allowed_executables.end())) {
+  if (ec || std::find(st.allowed_executables.begin(), st.allowed_executables.end(), canonical) ==
+                st.allowed_executables.end()) {
     return fail(ErrorCode::Sandbox, "command '" + command + "' (resolved to '" + resolved.string() +
                                         "') is not in the sandbox's allowed_commands");
   }
@@ -310,22 +297,15 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
     spec.limits[spec.limit_count++] = {static_cast<int>(resource), v};
   }
 
-  const long kernel_rss_kb = peak_resident_kb();
-  ChildStack stack;
-  if (!stack.ok()) return fail(ErrorCode::Sandbox, "cannot map the child stack: " + errno_text(errno));
-
   const auto start = Clock::now();
   const auto deadline = start + command.timeout.value_or(profile.timeout);
-  int pidfd_raw = -1;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);  // no parent handler may run on the child's side
-  pid_t pid = ::clone(detail::child_main, stack.top(), CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &spec,
-                      &pidfd_raw);
-  int clone_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (pid < 0) return fail(ErrorCode::Sandbox, "clone failed: " + errno_text(clone_errno));
-  Fd pidfd(pidfd_raw);
+  const auto cloned = detail::clone_child(spec);
+  if (cloned.pid < 0) return fail(ErrorCode::Sandbox, "clone failed: " + errno_text(cloned.error));
+  // Read once execve has folded our peak into the child (clone returns after it): anything that grew
+  // before it, such as the clone thread started by the first spawn, is in both figures.
+  const long kernel_rss_kb = peak_resident_kb();
+  const pid_t pid = cloned.pid;
+  Fd pidfd(cloned.pidfd);
   in->child.reset();
   out->child.reset();
   err->child.reset();

@@ -233,8 +233,38 @@ ToolResult toolbox_result(const Toolbox& toolbox, const ToolCall& call, const Sp
   return out;
 }
 
+namespace {
+
+// The toolbox fields toolbox_profile() reads (plus name and command, so each toolbox still gets its
+// own policy), length-prefixed so no two toolboxes share a key. Serialising the whole toolbox, input
+// schema and all, cost ~12 µs per call.
+std::string policy_key(const Toolbox& t) {
+  std::string key;
+  auto put = [&key](std::string_view field) {
+    key += std::to_string(field.size());
+    key += ':';
+    key += field;
+  };
+  put(t.name);
+  put(t.command);
+  put(t.source_dir);
+  key += t.network ? 'n' : '-';
+  key += std::to_string(t.env.size());
+  for (const auto& [name, value] : t.env) {
+    put(name);
+    put(value);
+  }
+  for (const auto* list : {&t.env_passthrough, &t.allowed_commands}) {
+    key += '|' + std::to_string(list->size());
+    for (const auto& item : *list) put(item);
+  }
+  return key;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const Policy>> ToolboxRunner::policy_for(const Toolbox& toolbox) {
-  const std::string key = Json(toolbox).dump(-1, ' ', false, Json::error_handler_t::replace);
+  const std::string key = policy_key(toolbox);
   std::lock_guard lock(mutex_);
   if (auto it = policies_.find(key); it != policies_.end()) return it->second;
   auto policy = PolicyBuilder(toolbox_profile(toolbox, options_)).Build();

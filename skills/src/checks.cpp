@@ -179,4 +179,10 @@ void apply_permissions(Toolbox& t, const Permissions& p) {
   t.network = t.network || !p.network.empty();
 }
 
+void apply_permissions(McpServer& s, const Permissions& p) {
+  s.allowed_commands = p.commands;
+  s.env_passthrough = p.env;
+  s.network = !p.network.empty();
+}
+
 }  // namespace kernex::skills

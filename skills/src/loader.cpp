@@ -109,6 +109,7 @@ std::expected<Skill, SkillFailure> finish(Parsed p) {
   }
   for (const auto& entry : p.manifest.mcp_servers) {
     skill.mcp_servers.push_back(entry.value);
+    apply_permissions(skill.mcp_servers.back(), skill.permissions);
     skill.mcp_servers.back().source_dir = skill.path.string();
   }
   if (has_errors(p.diagnostics)) {

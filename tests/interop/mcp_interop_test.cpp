@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "kernex/mcp/client.hpp"
+#include "kernex/mcp/toolbox.hpp"
+#include "kernex/skills/loader.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -84,6 +86,36 @@ TEST_F(EverythingTest, GetEnvSeesOnlyBaseAndDeclaredVariables) {
   static const std::set<std::string> allowed = {"PATH", "TMPDIR", "HOME", "LANG", "LANGUAGE", "TZ", "TERM", "USER",
                                                 "LOGNAME", "DECLARED_FOR_TEST"};
   for (const auto& [name, _] : vars.items()) EXPECT_TRUE(allowed.contains(name) || name.starts_with("LC_")) << name;
+}
+
+// Declared by a skill: its permissions.env reaches the server, the kernel's other variables don't.
+TEST(SkillDeclaredServer, RunsUnderTheSkillsPermissions) {
+  kernex::testing::TempDir skills, ws;
+  const fs::path index = kModules / "@modelcontextprotocol/server-everything/dist/index.js";
+  fs::create_directories(skills.path() / "everything");
+  std::ofstream(skills.path() / "everything" / "SKILL.md")
+      << "---\nname: everything\ndescription: the reference MCP server\n"
+      << "permissions: {commands: [node], env: [KERNEX_INTEROP_DECLARED]}\n"
+      << "mcp: {everything: {command: " << KERNEX_NODE << ", args: [" << index.string() << ", stdio]}}\n---\n";
+  auto skill = kernex::skills::load_skill(skills.path() / "everything");
+  ASSERT_TRUE(skill) << skill.error().describe();
+  ::setenv("KERNEX_INTEROP_SECRET", "must-not-leak", 1);
+  ::setenv("KERNEX_INTEROP_DECLARED", "declared-by-skill", 1);
+  auto config = ToolboxConfig::from_json(Json{{"workspace", ws.path().string()},
+                                              {"servers", {{"everything", {{"read_only", {kModules.string()}}}}}}});
+  ASSERT_TRUE(config) << config.error().describe();
+  McpToolbox box(std::move(*config));
+  Context context;
+  context.mcp_servers = skill->mcp_servers;
+  auto tools = box.list_tools(context);
+  ASSERT_TRUE(tools) << tools.error().describe();
+  auto env = box.execute(context, ToolCall{"1", "everything__get-env", Json::object()});
+  ::unsetenv("KERNEX_INTEROP_DECLARED");
+  ASSERT_TRUE(env) << env.error().describe();
+  ASSERT_FALSE(env->is_error) << env->content;
+  Json vars = Json::parse(env->content);
+  EXPECT_EQ(vars.value("KERNEX_INTEROP_DECLARED", ""), "declared-by-skill");
+  EXPECT_FALSE(vars.contains("KERNEX_INTEROP_SECRET"));
 }
 
 class FilesystemTest : public ::testing::Test {

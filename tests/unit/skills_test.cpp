@@ -522,6 +522,38 @@ command = "/usr/local/bin/tool"
   EXPECT_TRUE(loaded.skills[0].toolboxes[1].network);
 }
 
+TEST(SkillsPermissions, McpServersCarryTheSkillsPermissions) {
+  TempDir dir;
+  dir.write("gh/SKILL.md", R"(---
+name = "gh"
+description = "d"
+[permissions]
+commands = ["npx", "git"]
+env = ["GITHUB_TOKEN"]
+network = ["api.github.com"]
+[mcp.github]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-github"]
+---
+)");
+  dir.write("quiet/SKILL.md", "---\nname: quiet\ndescription: d\npermissions: {commands: [node]}\n"
+                              "mcp: {local: {command: node, args: [server.js]}}\n---\n");
+  auto loaded = load_skills({dir.path()});
+  ASSERT_TRUE(loaded.failures.empty()) << loaded.failures[0].describe();
+  ASSERT_EQ(loaded.skills.size(), 2u);
+  const kernex::McpServer& gh = loaded.skills[0].mcp_servers.at(0);
+  EXPECT_TRUE(gh.network);
+  EXPECT_THAT(gh.env_passthrough, ElementsAre("GITHUB_TOKEN"));
+  EXPECT_THAT(gh.allowed_commands, ElementsAre("npx", "git"));
+  const kernex::McpServer& local = loaded.skills[1].mcp_servers.at(0);
+  EXPECT_FALSE(local.network);
+  EXPECT_TRUE(local.env_passthrough.empty());
+  // They survive the JSON form (Context round trips, mcp serve).
+  kernex::Json j = gh;
+  EXPECT_EQ(j.get<kernex::McpServer>().env_passthrough, gh.env_passthrough);
+  EXPECT_TRUE(j.get<kernex::McpServer>().network);
+}
+
 TEST(SkillsChecks, CommandAndEnvVectorsFromKernex) {
   for (const char* ok : {"npx", "uvx", "node", "/usr/bin/python3", "/opt/homebrew/bin/uv", "/bin/sh", "/usr/bin/node"}) {
     EXPECT_TRUE(is_safe_mcp_command(ok)) << ok;

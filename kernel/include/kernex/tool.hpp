@@ -62,6 +62,12 @@ struct McpServer {
   std::vector<std::string> args;
   std::map<std::string, std::string> env;
   std::string source_dir = {};  // the declaring skill's folder, or empty
+  // What the declaring skill's permissions grant the server's sandbox, as for a Toolbox: TCP
+  // connect (to the MCP plugin's network_ports), variables passed through from the kernel's
+  // environment, and programs it may start besides its own command.
+  bool network = false;
+  std::vector<std::string> env_passthrough = {};
+  std::vector<std::string> allowed_commands = {};
 };
 
 // kernex semantics: empty list allows all; an entry with '/' must equal the command exactly,

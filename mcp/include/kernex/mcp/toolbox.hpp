@@ -64,10 +64,8 @@ class McpToolbox final : public ToolExecutor {
   Result<std::vector<ToolSpec>> list_tools(const Context& context) override;
   Result<ToolResult> execute(const Context& context, const ToolCall& call) override;
 
-  // Adds grants for a server by name to the config's (the CLI maps skill permissions here).
-  void add_grants(const std::string& server, const ServerGrants& grants);
   // The client for `server`, created (not started) on first use; a changed declaration (command,
-  // args, env) replaces the old client.
+  // args, env, or the permissions it carries) replaces the old client.
   std::shared_ptr<McpClient> client(const McpServer& server);
   // Shuts every server down now.
   void shutdown();

@@ -43,5 +43,8 @@ std::vector<Problem> check_permissions(const Permissions& permissions);
 // env_passthrough = permissions.env unless the toolbox named its own subset, network |= any
 // network permission.
 void apply_permissions(Toolbox& toolbox, const Permissions& permissions);
+// The same for an MCP server the skill declares, so it runs under the skill's permissions:
+// allowed_commands = commands, env_passthrough = env, network = any network permission.
+void apply_permissions(McpServer& server, const Permissions& permissions);
 
 }  // namespace kernex::skills
