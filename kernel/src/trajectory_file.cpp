@@ -1,5 +1,10 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <mutex>
@@ -87,8 +92,22 @@ Result<std::shared_ptr<Trajectory>> open_trajectory(const std::filesystem::path&
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return fail(ErrorCode::Io, "trajectory dir " + dir.string() + ": " + ec.message());
-  std::string id = new_run_id();
-  auto path = dir / (id + ".jsonl");
+  // Ids are per second plus 24 random bits: two runs could draw the same one, and appending to
+  // another run's file would mix their events, so the name is claimed with O_EXCL first.
+  std::string id;
+  std::filesystem::path path;
+  for (int attempt = 0;; ++attempt) {
+    id = new_run_id();
+    path = dir / (id + ".jsonl");
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      ::close(fd);
+      break;
+    }
+    if (errno != EEXIST || attempt == 16) {
+      return fail(ErrorCode::Io, "trajectory " + path.string() + ": cannot create: " + std::strerror(errno));
+    }
+  }
   auto t = std::make_shared<JsonlTrajectory>(id, path, field_cap);
   if (!t->good()) return fail(ErrorCode::Io, "trajectory " + path.string() + ": cannot open for writing");
   return t;

@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
 #include "kernex/kernel.hpp"
 #include "kernex/rlm.hpp"
 #include "kernex/run_services.hpp"
+#include "kernex/trajectory.hpp"
 #include "kernex/trajectory_view.hpp"
 #include "temp_dir.hpp"
 
@@ -252,6 +254,29 @@ TEST_F(RunTreeTest, TrajectoriesCanBeSwitchedOffAndAListedRunRendersEscaped) {
   auto bad = Config::parse_yaml("trajectories: maybe\n", "test.yaml");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("trajectories: expected true or false"), std::string::npos) << bad.error().message;
+}
+
+TEST(TrajectoryFile, EveryRunGetsAFileOfItsOwnEvenWhenManyOpenInOneSecond) {
+  // Ids carry 24 random bits per second; thousands of runs a second must still never share a file.
+  TempDir dir;
+  std::set<std::string> ids;
+  for (int i = 0; i < 3000; ++i) {
+    auto t = open_trajectory(dir.path());
+    ASSERT_TRUE(t) << t.error().describe();
+    (*t)->record("run_start", {{"n", i}});
+    ids.insert((*t)->run_id());
+  }
+  EXPECT_EQ(ids.size(), 3000u);
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    ++files;
+    std::ifstream in(entry.path());
+    std::string line;
+    int lines = 0;
+    while (std::getline(in, line)) ++lines;
+    EXPECT_EQ(lines, 1) << entry.path();
+  }
+  EXPECT_EQ(files, 3000u);
 }
 
 TEST(RlmFinal, ParsesFinalAndFinalVarTheLastOneWinning) {
