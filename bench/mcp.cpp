@@ -18,7 +18,11 @@
 
 #include "kernex/mcp/client.hpp"
 
+#include "bench_util.hpp"
+
 namespace {
+
+using kernex::bench::median;
 
 namespace fs = std::filesystem;
 using namespace kernex;
@@ -91,11 +95,6 @@ double sdk_round(int calls) {
     std::fprintf(stderr, "sdk client printed %s (%s)\n", out.c_str(), e.what());
     return -1;
   }
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace

@@ -19,7 +19,12 @@
 #include "kernex/log.hpp"
 #include "kernex/plugin_host.hpp"
 
+#include "bench_util.hpp"
+
 namespace {
+
+using kernex::bench::median;
+[[noreturn]] void die(const std::string& what) { kernex::bench::die("memory", what); }
 
 using Clock = std::chrono::steady_clock;
 constexpr int kMessages = 10000;
@@ -27,21 +32,11 @@ constexpr int kBuilds = 400;
 constexpr int kSaveRounds = 7;
 constexpr int kSavesPerRound = 400;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 template <class F>
 double time_us(F&& f) {
   const auto t0 = Clock::now();
   f();
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
-
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "bench/memory: %s\n", what.c_str());
-  std::exit(1);
 }
 
 sqlite3_stmt* prepare(sqlite3* db, const char* sql) {

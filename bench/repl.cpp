@@ -24,23 +24,17 @@
 #include "kernex/plugin_host.hpp"
 #include "kernex/rlm.hpp"
 
+#include "bench_util.hpp"
+
 namespace {
+
+using kernex::bench::median;
+using kernex::bench::us_since;
+[[noreturn]] void die(const std::string& what) { kernex::bench::die("repl", what); }
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using kernex::Json;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
-
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "repl bench: %s\n", what.c_str());
-  std::exit(1);
-}
 
 // An idle python3 that echoes lines: the floor for any pipe protocol with a Python worker.
 class EchoPython {

@@ -27,7 +27,11 @@
 
 #include "kernex/sandbox/toolbox.hpp"
 
+#include "bench_util.hpp"
+
 namespace {
+
+using kernex::bench::median;
 
 namespace fs = std::filesystem;
 namespace sb = kernex::sandbox;
@@ -87,12 +91,6 @@ std::optional<std::string> find_bwrap() {
     if (::access(p, X_OK) == 0) return std::string(p);
   }
   return std::nullopt;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 struct Medians {

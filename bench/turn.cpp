@@ -28,24 +28,18 @@
 #include "kernex/http/client.hpp"
 #include "kernex/kernel.hpp"
 
+#include "bench_util.hpp"
+
 namespace {
+
+using kernex::bench::median;
+using kernex::bench::us_since;
+[[noreturn]] void die(const std::string& what) { kernex::bench::die("turn", what); }
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using kernex::Json;
 using Server = kernex::test::FakeHttpServer;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
-
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "turn bench: %s\n", what.c_str());
-  std::exit(1);
-}
 
 Server::Reply openai_text(const std::string& text) {
   Json body = {{"id", "chatcmpl-bench"}, {"object", "chat.completion"}, {"model", "gpt-4o-mini"},
