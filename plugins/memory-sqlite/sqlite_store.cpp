@@ -64,9 +64,6 @@ Result<ContextEntry> read_entry(const Stmt& s, int first) {
 
 std::string minutes_ago(std::chrono::minutes m) { return "-" + std::to_string(m.count()) + " minutes"; }
 
-// Up to this many messages, a sender's recall goes through their own messages, not all matches.
-constexpr std::int64_t kRecallBySenderBelow = 20000;
-
 }  // namespace
 
 Result<std::shared_ptr<SqliteStore>> SqliteStore::open(const StoreOptions& options) {
@@ -370,39 +367,28 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
   std::vector<std::pair<double, RecallHit>> ranked;
   std::set<std::pair<std::string, std::int64_t>> seen;  // (conversation, seq): summaries have seq 0
 
-  // Which way to search messages. FTS first ranks every sender's matches and filters by sender
-  // after, a cost that grows with the whole store (a bot with many users pays for all of them on
-  // every turn); a sender with few messages is cheaper to search message by message. A sender
-  // with no messages at all has nothing to recall. (Summaries are few: always searched by FTS.)
+  // A sender with no messages of their own has nothing to recall from messages (a bot's first turn
+  // with each new user), so the FTS query, whose cost grows with every user's matches, is skipped.
+  // (Searching a sender's messages one by one instead was tried: FTS5 re-runs MATCH per rowid
+  // lookup, which took 1.1 s for a sender with 10k messages.) Summaries are always searched.
   bool search_messages = true;
-  bool by_sender = false;
   if (!q.sender_id.empty()) {
     auto count = db_->prepare(
         "SELECT EXISTS (SELECT 1 FROM conversations c JOIN messages m ON m.conversation_id = c.id "
-        "WHERE c.sender_id = ?1 AND m.role = 'user'), "
-        "(SELECT coalesce(sum(message_count), 0) FROM conversations WHERE sender_id = ?1)");
+        "WHERE c.sender_id = ?1 AND m.role = 'user')");
     if (!count) return std::unexpected(count.error());
     count->bind_all(q.sender_id);
     auto row = count->step();
     if (!row) return std::unexpected(row.error());
     search_messages = *row && count->integer(0) != 0;
-    by_sender = *row && count->integer(1) <= kRecallBySenderBelow;
   }
 
   const auto search = [&](const std::string& match) -> Result<void> {
     auto messages = db_->prepare(
-        by_sender
-            // CROSS JOIN keeps this order: the sender's conversations, their user messages, each
-            // looked up in the index by rowid.
-            ? "SELECT m.conversation_id, m.seq, m.content, m.created_at, f.rank FROM conversations c "
-              "CROSS JOIN messages m CROSS JOIN messages_fts f "
-              "WHERE c.sender_id = ?2 AND m.conversation_id = c.id AND m.role = 'user' AND f.rowid = m.seq "
-              "AND messages_fts MATCH ?1 AND (m.conversation_id != ?3 OR m.seq < ?4) "
-              "AND (?5 IS NULL OR m.created_at >= ?5) ORDER BY f.rank LIMIT ?6"
-            : "SELECT m.conversation_id, m.seq, m.content, m.created_at, f.rank FROM messages_fts f "
-              "JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = m.conversation_id "
-              "WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND (m.conversation_id != ?3 OR m.seq < ?4) "
-              "AND (?5 IS NULL OR m.created_at >= ?5) ORDER BY f.rank LIMIT ?6");
+        "SELECT m.conversation_id, m.seq, m.content, m.created_at, f.rank FROM messages_fts f "
+        "JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = m.conversation_id "
+        "WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND (m.conversation_id != ?3 OR m.seq < ?4) "
+        "AND (?5 IS NULL OR m.created_at >= ?5) ORDER BY f.rank LIMIT ?6");
     if (!messages) return std::unexpected(messages.error());
     messages->bind_all(match, q.sender_id, q.current_conversation, boundary, since, limit);
     auto r = !search_messages ? Result<void>() : each_row(*messages, [&]() -> Result<void> {
