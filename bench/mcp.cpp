@@ -31,6 +31,8 @@ using Clock = std::chrono::steady_clock;
 const fs::path kNpm = KERNEX_BENCH_NPM_DIR;
 const fs::path kModules = kNpm / "node_modules";
 const fs::path kServer = kModules / "@modelcontextprotocol/server-everything/dist/index.js";
+// ESM resolves packages from the script's own folder, so main() copies the script into the npm prefix.
+const fs::path kSdkScript = kNpm / "kernex_bench_sdk_client.mjs";
 constexpr int kWarmup = 500;  // node JIT-compiles the server's hot path over the first few hundred calls
 
 McpServer everything() {
@@ -74,10 +76,7 @@ double kernel_round(int calls, const fs::path& workspace) {
 
 // Calls per second through the SDK client, or a negative number after printing why.
 double sdk_round(int calls) {
-  // ESM resolves packages from the script's own folder, so the script runs from the npm prefix.
-  const fs::path script = kNpm / "kernex_bench_sdk_client.mjs";
-  fs::copy_file(KERNEX_BENCH_SOURCE_DIR "/mcp_sdk_client.mjs", script, fs::copy_options::overwrite_existing);
-  const std::string cmd = std::string(KERNEX_BENCH_NODE) + " " + script.string() + " " + std::to_string(calls) + " " +
+  const std::string cmd = std::string(KERNEX_BENCH_NODE) + " " + kSdkScript.string() + " " + std::to_string(calls) + " " +
                           std::to_string(kWarmup) + " " + KERNEX_BENCH_NODE + " " + kServer.string() + " stdio";
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) return -1;
@@ -110,6 +109,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s is missing: build the bench_mcp_npm target first\n", kServer.c_str());
     return 2;
   }
+  fs::copy_file(KERNEX_BENCH_SOURCE_DIR "/mcp_sdk_client.mjs", kSdkScript, fs::copy_options::overwrite_existing);
   char tmpl[] = "/tmp/kernex-bench-mcp-XXXXXX";
   if (!::mkdtemp(tmpl)) return 2;
   const fs::path workspace = tmpl;

@@ -384,21 +384,23 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
   }
 
   const auto search = [&](const std::string& match) -> Result<void> {
-    auto messages = db_->prepare(
-        "SELECT m.conversation_id, m.seq, m.content, m.created_at, f.rank FROM messages_fts f "
-        "JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = m.conversation_id "
-        "WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND (m.conversation_id != ?3 OR m.seq < ?4) "
-        "AND (?5 IS NULL OR m.created_at >= ?5) ORDER BY f.rank LIMIT ?6");
-    if (!messages) return std::unexpected(messages.error());
-    messages->bind_all(match, q.sender_id, q.current_conversation, boundary, since, limit);
-    auto r = !search_messages ? Result<void>() : each_row(*messages, [&]() -> Result<void> {
-      if (seen.insert({messages->text(0), messages->integer(1)}).second) {
-        ranked.push_back({messages->real(4), RecallHit{"message", messages->text(0), messages->integer(1),
-                                                       messages->text(2), messages->text(3)}});
-      }
-      return {};
-    });
-    if (!r) return fail(ErrorCode::Memory, "memory-sqlite: recall over messages failed", r.error());
+    if (search_messages) {
+      auto messages = db_->prepare(
+          "SELECT m.conversation_id, m.seq, m.content, m.created_at, f.rank FROM messages_fts f "
+          "JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = m.conversation_id "
+          "WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND (m.conversation_id != ?3 OR m.seq < ?4) "
+          "AND (?5 IS NULL OR m.created_at >= ?5) ORDER BY f.rank LIMIT ?6");
+      if (!messages) return std::unexpected(messages.error());
+      messages->bind_all(match, q.sender_id, q.current_conversation, boundary, since, limit);
+      auto r = each_row(*messages, [&]() -> Result<void> {
+        if (seen.insert({messages->text(0), messages->integer(1)}).second) {
+          ranked.push_back({messages->real(4), RecallHit{"message", messages->text(0), messages->integer(1),
+                                                         messages->text(2), messages->text(3)}});
+        }
+        return {};
+      });
+      if (!r) return fail(ErrorCode::Memory, "memory-sqlite: recall over messages failed", r.error());
+    }
     auto summaries = db_->prepare(
         "SELECT s.conversation_id, s.text, s.updated_at, f.rank FROM summaries_fts f "
         "JOIN summaries s ON s.id = f.rowid JOIN conversations c ON c.id = s.conversation_id "
@@ -406,7 +408,7 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
         "AND (?4 IS NULL OR s.updated_at >= ?4) ORDER BY f.rank LIMIT ?5");
     if (!summaries) return std::unexpected(summaries.error());
     summaries->bind_all(match, q.sender_id, q.current_conversation, since, limit);
-    r = each_row(*summaries, [&]() -> Result<void> {
+    auto r = each_row(*summaries, [&]() -> Result<void> {
       if (seen.insert({summaries->text(0), 0}).second) {
         ranked.push_back({summaries->real(3),
                           RecallHit{"summary", summaries->text(0), 0, summaries->text(1), summaries->text(2)}});

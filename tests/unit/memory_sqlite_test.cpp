@@ -201,8 +201,8 @@ TEST_F(MemorySqlite, HistoryListsConversationsAndMessages) {
 
 // ---- Recall ----
 
-// A sender's recall searches their own messages (or nothing, for a sender with none); without a
-// sender it ranks every match. Both ways find the same rows for what they cover.
+// A sender's recall finds only their own messages (and skips the search for a sender with none);
+// without a sender it ranks every match.
 TEST_F(MemorySqlite, RecallIsScopedToTheSenderEitherWay) {
   const std::string alice = conversation(*store);
   ASSERT_TRUE(store->append_messages(alice, {ContextEntry::user("the deploy failed on friday"),

@@ -471,29 +471,23 @@ struct Client::Impl {
     Impl& impl;
     Stream& stream;
     Connection& conn;
+    // One Beast async operation, started with a completion handler, run until done or `deadline`.
+    template <class Start>
+    error_code step(Clock::time_point deadline, Start start) {
+      return impl.run(
+          deadline, [&](auto done) { start([done](error_code e, std::size_t) { done(e); }); }, [&] { conn.close(); });
+    }
     template <class Message>
     error_code write(Message& msg, Clock::time_point deadline) {
-      return impl.run(
-          deadline, [&](auto done) { bhttp::async_write(stream, msg, [done](error_code e, std::size_t) { done(e); }); },
-          [&] { conn.close(); });
+      return step(deadline, [&](auto handler) { bhttp::async_write(stream, msg, handler); });
     }
     template <class Parser>
     error_code read_header(Parser& parser, Clock::time_point deadline) {
-      return impl.run(
-          deadline,
-          [&](auto done) {
-            bhttp::async_read_header(stream, conn.buffer, parser, [done](error_code e, std::size_t) { done(e); });
-          },
-          [&] { conn.close(); });
+      return step(deadline, [&](auto handler) { bhttp::async_read_header(stream, conn.buffer, parser, handler); });
     }
     template <class Parser>
     error_code read_some(Parser& parser, Clock::time_point deadline) {
-      return impl.run(
-          deadline,
-          [&](auto done) {
-            bhttp::async_read_some(stream, conn.buffer, parser, [done](error_code e, std::size_t) { done(e); });
-          },
-          [&] { conn.close(); });
+      return step(deadline, [&](auto handler) { bhttp::async_read_some(stream, conn.buffer, parser, handler); });
     }
   };
 
