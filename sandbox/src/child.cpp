@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/close_range.h>
+#include <linux/futex.h>
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <sched.h>
@@ -26,7 +27,7 @@ const char* to_string(ChildStage stage) noexcept {
   switch (stage) {
     case ChildStage::None: return "none";
     case ChildStage::Signals: return "resetting signal handlers";
-    case ChildStage::Session: return "setsid";
+    case ChildStage::Session: return "starting a process group";
     case ChildStage::Cgroup: return "joining the pids cgroup";
     case ChildStage::Mounts: return "making protected workspace files read-only (mount namespace)";
     case ChildStage::DeathSignal: return "PR_SET_PDEATHSIG";
@@ -109,13 +110,13 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
     die(spec, ChildStage::Signals);
   }
 
-  if (syscall(SYS_setsid) < 0) die(spec, ChildStage::Session);
   if (spec->cgroup_fd >= 0 && syscall(SYS_write, spec->cgroup_fd, "0", 1) != 1) die(spec, ChildStage::Cgroup);
   if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die(spec, ChildStage::DeathSignal);
   if (syscall(SYS_getppid) != spec->parent) {
     errno = ESRCH;
     die(spec, ChildStage::DeathSignal);
   }
+  if (!spec->group_from_parent && syscall(SYS_setsid) < 0) die(spec, ChildStage::Session);
 
   for (int target = 0; target < 3; ++target) {
     int fd = spec->stdio[target];
@@ -143,7 +144,22 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
     if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(spec, ChildStage::NoNewPrivs);
     if (!drop_capabilities(spec)) die(spec, ChildStage::Capabilities);
     if (syscall(SYS_landlock_restrict_self, spec->landlock_fd, 0) != 0) die(spec, ChildStage::Landlock);
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, spec->seccomp) != 0) die(spec, ChildStage::Seccomp);
+    if (spec->seccomp != nullptr && syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, spec->seccomp) != 0) {
+      die(spec, ChildStage::Seccomp);
+    }
+  }
+
+  if (spec->group_from_parent) {
+    // Our seccomp filter came with the clone thread and refuses setsid/setpgid, so the spawning thread
+    // makes us a group leader meanwhile; the command must not start before that is done.
+    int state;
+    while ((state = spec->group_state) == 0) {
+      syscall(SYS_futex, &spec->group_state, FUTEX_WAIT, 0, nullptr, nullptr, 0);
+    }
+    if (state < 0) {
+      errno = -state;
+      die(spec, ChildStage::Session);
+    }
   }
 
   syscall(SYS_execve, spec->path, spec->argv, spec->envp);

@@ -44,7 +44,14 @@ struct ChildSpec {
   int userns_fd = -1;
   int cgroup_fd = -1;  // cgroup.procs of the spawn's pids cgroup, or -1
   int landlock_fd = -1;
+  // Loaded by the child; nullptr when the child inherits it from the clone thread (clone_thread.cpp).
   const sock_fprog* seccomp = nullptr;
+  // The child waits for the cloning side to make it a process-group leader instead of calling setsid:
+  // group_state turns 1 once done, or -errno if that failed.
+  bool group_from_parent = false;
+  volatile int group_state = 0;
+  // Nonzero until the child has exec'd or exited: cleared by the kernel (CLONE_CHILD_CLEARTID).
+  volatile pid_t child_tid = 0;
   pid_t parent = 0;
   // Written by the child when it fails before execve; read by the parent after clone returns.
   volatile int failed_stage = 0;

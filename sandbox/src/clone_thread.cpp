@@ -1,50 +1,103 @@
 #include "clone_thread.hpp"
 
+#include <linux/futex.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 namespace kernex::sandbox::detail {
 namespace {
 
+// At most this many seccomp programs get a thread of their own (in practice one per network policy:
+// none, AF_UNIX, TCP); children of any other program load it themselves.
+constexpr std::size_t kMaxFilteredThreads = 4;
+
 class CloneThread {
  public:
-  CloneThread() : owner_(::getpid()) {
+  // `filter` empty: a plain thread whose children load their own filter. Otherwise the thread loads it
+  // once and every child inherits it (loading one costs ~50 µs per spawn, most of it the kernel
+  // compiling and caching the program); the thread never does anything the filter refuses.
+  explicit CloneThread(std::vector<sock_filter> filter) : owner_(::getpid()), filter_(std::move(filter)) {
     stack_ = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack_ == MAP_FAILED) return;
     try {
       std::thread([this] { run(); }).detach();
     } catch (const std::system_error& e) {
-      ::munmap(stack_, kStackSize);
-      stack_ = MAP_FAILED;
-      start_error_ = e.code().value();
+      start_failed(e.code().value());
+      return;
     }
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [this] { return ready_ || stack_ == MAP_FAILED; });
   }
 
   pid_t owner() const { return owner_; }
   bool started() const { return stack_ != MAP_FAILED; }
   int start_error() const { return start_error_; }
+  const std::vector<sock_filter>& filter() const { return filter_; }
 
   CloneOutcome clone_child(ChildSpec& spec) {
-    std::lock_guard turn(turn_);
-    std::unique_lock lock(mutex_);
-    request_ = &spec;
-    wake_.notify_one();
-    done_.wait(lock, [this] { return request_ == nullptr; });
-    return outcome_;
+    std::lock_guard turn(turn_);  // one child on the stack at a time
+    const bool inherit = !filter_.empty();
+    if (inherit) {
+      spec.seccomp = nullptr;
+      spec.group_from_parent = true;
+      spec.group_state = 0;
+      spec.child_tid = 1;
+    }
+    CloneOutcome out;
+    {
+      std::unique_lock lock(mutex_);
+      request_ = &spec;
+      wake_.notify_one();
+      done_.wait(lock, [this] { return request_ == nullptr; });
+      out = outcome_;
+    }
+    if (!inherit || out.pid < 0) return out;
+    // The thread's filter refuses setpgid, this one's doesn't; the child waits for it before anything else.
+    spec.group_state = ::setpgid(out.pid, out.pid) == 0 ? 1 : -errno;
+    ::syscall(SYS_futex, &spec.group_state, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+    // Like CLONE_VFORK: back only once the child's execve has replaced its memory, or it has exited.
+    for (pid_t tid; (tid = spec.child_tid) != 0;) {
+      ::syscall(SYS_futex, &spec.child_tid, FUTEX_WAIT, tid, nullptr, nullptr, 0);
+    }
+    return out;
   }
 
  private:
   static constexpr std::size_t kStackSize = 64 * 1024;
+
+  void start_failed(int error) {
+    std::lock_guard lock(mutex_);
+    ::munmap(stack_, kStackSize);
+    stack_ = MAP_FAILED;
+    start_error_ = error;
+    done_.notify_all();
+  }
+
+  // Best effort: without CAP_SETPCAP nothing is dropped here and the child checks and drops itself.
+  // Checked after the fact; a set once empty stays so, as no other thread can change this one's.
+  static bool empty_bounding_set() {
+    for (long cap = 0; ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+    for (long cap = 0;; ++cap) {
+      long has = ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+      if (has < 0) return true;
+      if (has != 0) return false;
+    }
+  }
 
   void run() {
     // No handler of the process may run on the child's side of the shared memory before execve; the
@@ -53,22 +106,30 @@ class CloneThread {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, nullptr);
     pthread_setname_np(pthread_self(), "kernex-clone");  // what ps shows for a child until its execve
-    // Best effort: without CAP_SETPCAP nothing is dropped here and the child checks and drops itself.
-    for (long cap = 0; ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-    // Checked after the fact; a set once empty stays so, as no other thread can change this one's.
-    bool empty = true;
-    for (long cap = 0;; ++cap) {
-      long has = ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
-      if (has < 0) break;
-      if (has != 0) empty = false;
+    const bool empty = empty_bounding_set();
+    if (!filter_.empty()) {
+      // Per thread (no TSYNC): the rest of the process is untouched. no_new_privs first, as the kernel requires.
+      sock_fprog prog{static_cast<unsigned short>(filter_.size()), const_cast<sock_filter*>(filter_.data())};
+      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+          ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
+        start_failed(errno);
+        return;  // nothing else refers to the thread; its creator sees the failure
+      }
     }
     std::unique_lock lock(mutex_);
+    ready_ = true;
+    done_.notify_all();
     for (;;) {
       wake_.wait(lock, [this] { return request_ != nullptr; });
       request_->bounding_set_empty = empty;
       CloneOutcome out;
-      out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize,
-                        CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, request_, &out.pidfd);
+      // Without a filter: CLONE_VFORK, so clone returns once the child has exec'd. With one, the child
+      // must first be put in its own group by the requester, so clone returns at once and the
+      // requester waits on child_tid instead.
+      const int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
+                                        : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
+      out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request_, &out.pidfd, nullptr,
+                        const_cast<pid_t*>(&request_->child_tid));
       if (out.pid < 0) out.error = errno;
       outcome_ = out;
       request_ = nullptr;
@@ -77,9 +138,11 @@ class CloneThread {
   }
 
   const pid_t owner_;
+  const std::vector<sock_filter> filter_;
   void* stack_ = MAP_FAILED;
   int start_error_ = ENOMEM;
-  std::mutex turn_;  // one request in flight
+  bool ready_ = false;
+  std::mutex turn_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
@@ -87,26 +150,61 @@ class CloneThread {
   CloneOutcome outcome_;
 };
 
+// Never destroyed: the detached threads use them until the process exits. A forked copy of the
+// process has none of the threads, so it starts its own.
+struct Registry {
+  std::mutex mutex;
+  pid_t owner = 0;
+  CloneThread* plain = nullptr;
+  std::vector<CloneThread*> filtered;
+};
+
+bool same_program(const std::vector<sock_filter>& a, const sock_fprog& b) {
+  return a.size() == b.len && std::memcmp(a.data(), b.filter, a.size() * sizeof(sock_filter)) == 0;
+}
+
+// Which thread clones `spec`: one carrying its seccomp program when it can (a child that joins a mount
+// namespace must call setns, which the program refuses, so it loads the program after).
+CloneThread* pick(Registry& reg, const ChildSpec& spec, CloneOutcome& failed) {
+  std::lock_guard lock(reg.mutex);
+  if (reg.owner != ::getpid()) {
+    reg.owner = ::getpid();
+    reg.plain = nullptr;
+    reg.filtered.clear();
+  }
+  const sock_fprog* prog = spec.seccomp;
+  if (spec.sandboxed && spec.mntns_fd < 0 && prog != nullptr && prog->len > 0) {
+    for (CloneThread* t : reg.filtered) {
+      if (same_program(t->filter(), *prog)) return t;
+    }
+    if (reg.filtered.size() < kMaxFilteredThreads) {
+      auto* t = new CloneThread(std::vector<sock_filter>(prog->filter, prog->filter + prog->len));
+      if (t->started()) {
+        reg.filtered.push_back(t);
+        return t;
+      }
+      delete t;  // e.g. seccomp unavailable: the child's own load below reports it
+    }
+  }
+  if (reg.plain == nullptr) {
+    auto* t = new CloneThread({});
+    if (!t->started()) {
+      failed = {-1, -1, t->start_error()};
+      delete t;  // no thread uses it; the next spawn tries again
+      return nullptr;
+    }
+    reg.plain = t;
+  }
+  return reg.plain;
+}
+
 }  // namespace
 
 CloneOutcome clone_child(ChildSpec& spec) {
-  // Never destroyed: the detached thread uses it until the process exits. A forked copy of the process
-  // has no such thread, so it starts its own.
-  static std::mutex create;
-  static CloneThread* thread = nullptr;
-  CloneThread* current;
-  {
-    std::lock_guard lock(create);
-    if (thread == nullptr || thread->owner() != ::getpid()) thread = new CloneThread();
-    if (!thread->started()) {
-      const CloneOutcome failed{-1, -1, thread->start_error()};
-      delete thread;  // no thread uses it; the next spawn tries again
-      thread = nullptr;
-      return failed;
-    }
-    current = thread;
-  }
-  return current->clone_child(spec);
+  static Registry* registry = new Registry;
+  CloneOutcome failed;
+  CloneThread* thread = pick(*registry, spec, failed);
+  return thread != nullptr ? thread->clone_child(spec) : failed;
 }
 
 }  // namespace kernex::sandbox::detail

@@ -1,7 +1,7 @@
-// spawn(): clone(CLONE_VM|CLONE_VFORK) into child_main, then pump stdin/stdout/stderr with poll()
-// under one deadline. The command runs in its own session and process group; when it exits or the
-// deadline passes, the whole group is killed before the command is reaped, so no descendant outlives
-// the call (setsid/setpgid are refused by seccomp, so none can leave the group).
+// spawn(): the child is cloned on a clone thread (clone_thread.cpp) into child_main, then
+// stdin/stdout/stderr are pumped with poll() under one deadline. The command leads its own process
+// group; when it exits or the deadline passes, the whole group is killed before the command is reaped,
+// so no descendant outlives the call (setsid/setpgid are refused by seccomp, so none can leave the group).
 #include "kernex/sandbox/spawn.hpp"
 
 #include <fcntl.h>

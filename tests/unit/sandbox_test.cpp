@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -427,6 +428,52 @@ TEST_F(SandboxTest, ConcurrentSpawnsShareOnePolicy) {
     std::string expected;
     for (int i = 0; i < 10; ++i) expected += std::to_string(t) + "\n";
     EXPECT_EQ(outputs[t], expected);
+  }
+}
+
+// Children inherit their seccomp filter from a clone thread that carries it (clone_thread.cpp): the filter
+// must stay on that thread, and each network policy must get its own.
+std::string thread_status_field(const fs::path& status, const std::string& field) {
+  std::ifstream in(status);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return line.substr(line.find_first_not_of(" \t", field.size() + 1));
+  }
+  return {};
+}
+
+TEST_F(SandboxTest, SpawningLeavesTheKernelUnfiltered) {
+  auto policy = build(builder());
+  ASSERT_TRUE(run(policy, {"/bin/true"}).success());
+  EXPECT_EQ(thread_status_field("/proc/thread-self/status", "Seccomp"), "0");
+  EXPECT_EQ(thread_status_field("/proc/thread-self/status", "NoNewPrivs"), "0");
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) ::close(fd);
+  int filtered_threads = 0;
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream comm_file(task.path() / "comm");
+    std::string comm;
+    std::getline(comm_file, comm);
+    const std::string mode = thread_status_field(task.path() / "status", "Seccomp");
+    if (comm == "kernex-clone" && mode == "2") {
+      ++filtered_threads;
+    } else {
+      EXPECT_EQ(mode, "0") << "thread " << task.path().filename() << " (" << comm << ") is filtered";
+    }
+  }
+  EXPECT_GE(filtered_threads, 1);
+}
+
+TEST_F(SandboxTest, EachNetworkPolicyKeepsItsOwnFilter) {
+  auto none = build(builder());
+  auto unix_ok = build(builder().allow_unix_sockets());
+  const std::vector<std::string> probe = {"python3", "-c", "import socket; socket.socket(socket.AF_UNIX)"};
+  for (int round = 0; round < 2; ++round) {
+    auto denied = run(none, probe);
+    EXPECT_NE(denied.exit_code, 0) << "round " << round;
+    EXPECT_NE(denied.stderr_data.find("Operation not permitted"), std::string::npos) << denied.stderr_data;
+    auto allowed = run(unix_ok, probe);
+    EXPECT_TRUE(allowed.success()) << "round " << round << ": " << allowed.stderr_data;
   }
 }
 

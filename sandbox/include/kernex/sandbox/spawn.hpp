@@ -1,6 +1,6 @@
-// Running one command under a Policy: clone(CLONE_VM|CLONE_VFORK), Landlock + seccomp + no caps in
-// the child, stdout/stderr/stdin pumped by the parent under one deadline, the whole process group
-// killed when the command exits or the deadline passes.
+// Running one command under a Policy: a vfork-style clone, Landlock + seccomp + no caps in the child,
+// stdout/stderr/stdin pumped by the parent under one deadline, the whole process group killed when the
+// command exits or the deadline passes.
 #pragma once
 
 #include <chrono>
@@ -27,7 +27,7 @@ struct Command {
 
 struct SpawnResult {
   std::string executable;  // the resolved absolute path that was exec'd
-  int pid = 0;             // also the process group and session id of everything it started
+  int pid = 0;             // also the process group id of everything it started
   int exit_code = -1;      // valid when term_signal == 0 and !timed_out
   int term_signal = 0;     // the signal that ended the command, if any (SIGKILL after a timeout)
   bool timed_out = false;
