@@ -113,6 +113,26 @@ TEST_F(ReplToolboxTest, ErrorsAreResultsAndBadArgumentsAreRefused) {
   EXPECT_EQ(eval("print('still here')")["stdout"], "still here\n");
 }
 
+// The worker encodes and decodes with json's C scanner and encoder directly: text of every kind must
+// come through both ways as the kernel sent it or as valid UTF-8.
+TEST_F(ReplToolboxTest, ProtocolCarriesAnyText) {
+  const std::string text = "h\u00e9llo \u2603 \U0001F600 \"q\" \\ tab\t nul\x01 \u2028";
+  Json echoed = eval("s = " + Json(text).dump() + "\nprint(s, end='')\nlen(s)");
+  EXPECT_FALSE(echoed.contains("error")) << echoed.dump();
+  EXPECT_EQ(echoed["stdout"].get<std::string>().substr(0, text.size()), text);
+  // A lone surrogate can't be UTF-8: it arrives replaced, and the worker keeps going.
+  Json lone = eval("print('a\\udc80b', end='')");
+  EXPECT_FALSE(lone.contains("error")) << lone.dump();
+  EXPECT_EQ(lone["stdout"], "a?b");
+  // Deferred queries carry the caller's model argument even when it isn't JSON (repr) or is a cycle.
+  Json odd = eval("m = [1]\nm.append(m)\ntry:\n    llm_query('p', model=m)\nexcept RecursionError:\n    print('cycle refused')\n"
+                  "llm_query('p2', model=object())");
+  EXPECT_NE(odd["stdout"].get<std::string>().find("cycle refused"), std::string::npos) << odd.dump();
+  ASSERT_TRUE(odd["pending_queries"].is_array()) << odd.dump();
+  EXPECT_NE(odd["pending_queries"].back()["model"].get<std::string>().find("object object"), std::string::npos);
+  EXPECT_EQ(eval("print('still here')")["stdout"], "still here\n");
+}
+
 TEST_F(ReplToolboxTest, OutputIsCappedWithAVisibleMarker) {
   Json flood = eval("print('x' * 100000)");
   const std::string out = flood["stdout"];
