@@ -11,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -58,16 +60,20 @@ class CloneThread {
       spec.group_state = 0;
       spec.child_tid = 1;
     }
-    CloneOutcome out;
     {
-      std::unique_lock lock(mutex_);
+      std::lock_guard lock(mutex_);
       request_ = &spec;
+      answered_.store(false, std::memory_order_relaxed);
       wake_.notify_one();
-      done_.wait(lock, [this] { return request_ == nullptr; });
-      out = outcome_;
     }
+    // Without a filter the answer comes only after the child's execve: too long to spin for.
+    if (!inherit || !spin_until_answered()) {
+      std::unique_lock lock(mutex_);
+      done_.wait(lock, [this] { return answered_.load(std::memory_order_acquire); });
+    }
+    const CloneOutcome out = outcome_;
     if (!inherit || out.pid < 0) return out;
-    // The thread's filter refuses setpgid, this one's doesn't; the child waits for it before anything else.
+    // The thread's filter refuses setpgid, this one's doesn't; the child waits for it before its execve.
     spec.group_state = ::setpgid(out.pid, out.pid) == 0 ? 1 : -errno;
     ::syscall(SYS_futex, &spec.group_state, FUTEX_WAKE, 1, nullptr, nullptr, 0);
     // Like CLONE_VFORK: back only once the child's execve has replaced its memory, or it has exited.
@@ -79,6 +85,22 @@ class CloneThread {
 
  private:
   static constexpr std::size_t kStackSize = 64 * 1024;
+  static constexpr std::chrono::microseconds kSpin{100};
+
+  // The answer takes a wake-up of this thread and a clone (~50 µs); sleeping for it would add a
+  // wake-up of the requester too, ~25 µs when its CPU has gone idle (a VM exit here). Spinning is
+  // bounded and only done when this thread can run on another CPU meanwhile.
+  bool spin_until_answered() const {
+    if (!may_spin_) return false;
+    const auto give_up = std::chrono::steady_clock::now() + kSpin;
+    while (!answered_.load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    return true;
+  }
 
   void start_failed(int error) {
     std::lock_guard lock(mutex_);
@@ -107,6 +129,8 @@ class CloneThread {
     pthread_sigmask(SIG_SETMASK, &all, nullptr);
     pthread_setname_np(pthread_self(), "kernex-clone");  // what ps shows for a child until its execve
     const bool empty = empty_bounding_set();
+    cpu_set_t cpus;
+    may_spin_ = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 1;
     if (!filter_.empty()) {
       // Per thread (no TSYNC): the rest of the process is untouched. no_new_privs first, as the kernel requires.
       sock_fprog prog{static_cast<unsigned short>(filter_.size()), const_cast<sock_filter*>(filter_.data())};
@@ -133,6 +157,7 @@ class CloneThread {
       if (out.pid < 0) out.error = errno;
       outcome_ = out;
       request_ = nullptr;
+      answered_.store(true, std::memory_order_release);
       done_.notify_one();
     }
   }
@@ -142,6 +167,8 @@ class CloneThread {
   void* stack_ = MAP_FAILED;
   int start_error_ = ENOMEM;
   bool ready_ = false;
+  bool may_spin_ = false;  // set before ready_, read only after
+  std::atomic<bool> answered_{false};  // outcome_ is set for the current request
   std::mutex turn_;
   std::mutex mutex_;
   std::condition_variable wake_;
