@@ -51,6 +51,16 @@ class CloneThread {
   int start_error() const { return start_error_; }
   const std::vector<sock_filter>& filter() const { return filter_; }
 
+  // Wakes the thread ahead of a request (see warm_clone_thread); it then spins for the request a while.
+  void warm() {
+    if (!may_spin_) return;
+    {
+      std::lock_guard lock(mutex_);
+      warm_ = true;
+    }
+    wake_.notify_one();
+  }
+
   CloneOutcome clone_child(ChildSpec& spec) {
     std::lock_guard turn(turn_);  // one child on the stack at a time
     const bool inherit = !filter_.empty();
@@ -62,10 +72,10 @@ class CloneThread {
     }
     {
       std::lock_guard lock(mutex_);
-      request_ = &spec;
       answered_.store(false, std::memory_order_relaxed);
-      wake_.notify_one();
+      request_.store(&spec, std::memory_order_release);
     }
+    wake_.notify_one();
     // Without a filter the answer comes only after the child's execve: too long to spin for.
     if (!inherit || !spin_until_answered()) {
       std::unique_lock lock(mutex_);
@@ -86,6 +96,9 @@ class CloneThread {
  private:
   static constexpr std::size_t kStackSize = 64 * 1024;
   static constexpr std::chrono::microseconds kSpin{100};
+  // A warmed thread waits this long for the request: spawn's own preparation (command lookup, pipes)
+  // takes ~30 µs, about what waking this thread costs, so the two overlap.
+  static constexpr std::chrono::microseconds kWarmSpin{200};
 
   // The answer takes a wake-up of this thread and a clone (~50 µs); sleeping for it would add a
   // wake-up of the requester too, ~25 µs when its CPU has gone idle (a VM exit here). Spinning is
@@ -95,11 +108,15 @@ class CloneThread {
     const auto give_up = std::chrono::steady_clock::now() + kSpin;
     while (!answered_.load(std::memory_order_acquire)) {
       if (std::chrono::steady_clock::now() > give_up) return false;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      pause();
     }
     return true;
+  }
+
+  static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
   }
 
   void start_failed(int error) {
@@ -140,25 +157,46 @@ class CloneThread {
         return;  // nothing else refers to the thread; its creator sees the failure
       }
     }
-    std::unique_lock lock(mutex_);
-    ready_ = true;
+    {
+      std::lock_guard lock(mutex_);
+      ready_ = true;
+    }
     done_.notify_all();
     for (;;) {
-      wake_.wait(lock, [this] { return request_ != nullptr; });
-      request_->bounding_set_empty = empty;
+      ChildSpec* request;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [this] { return warm_ || request_.load(std::memory_order_relaxed) != nullptr; });
+        warm_ = false;
+        request = request_.load(std::memory_order_acquire);
+      }
+      if (request == nullptr && (request = spin_for_request()) == nullptr) continue;
+      request->bounding_set_empty = empty;
       CloneOutcome out;
       // Without a filter: CLONE_VFORK, so clone returns once the child has exec'd. With one, the child
       // must first be put in its own group by the requester, so clone returns at once and the
       // requester waits on child_tid instead.
       const int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
                                         : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
-      out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request_, &out.pidfd, nullptr,
-                        const_cast<pid_t*>(&request_->child_tid));
+      out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request, &out.pidfd, nullptr,
+                        const_cast<pid_t*>(&request->child_tid));
       if (out.pid < 0) out.error = errno;
       outcome_ = out;
-      request_ = nullptr;
-      answered_.store(true, std::memory_order_release);
+      {
+        std::lock_guard lock(mutex_);
+        request_.store(nullptr, std::memory_order_relaxed);
+        answered_.store(true, std::memory_order_release);
+      }
       done_.notify_one();
+    }
+  }
+
+  ChildSpec* spin_for_request() const {
+    const auto give_up = std::chrono::steady_clock::now() + kWarmSpin;
+    for (;;) {
+      if (ChildSpec* request = request_.load(std::memory_order_acquire)) return request;
+      if (std::chrono::steady_clock::now() > give_up) return nullptr;
+      pause();
     }
   }
 
@@ -173,7 +211,8 @@ class CloneThread {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  ChildSpec* request_ = nullptr;
+  bool warm_ = false;                          // under mutex_
+  std::atomic<ChildSpec*> request_{nullptr};   // set under mutex_; read by the spinning thread
   CloneOutcome outcome_;
 };
 
@@ -190,17 +229,16 @@ bool same_program(const std::vector<sock_filter>& a, const sock_fprog& b) {
   return a.size() == b.len && std::memcmp(a.data(), b.filter, a.size() * sizeof(sock_filter)) == 0;
 }
 
-// Which thread clones `spec`: one carrying its seccomp program when it can (a child that joins a mount
+// Which thread clones a child: one carrying its seccomp program when it can (a child that joins a mount
 // namespace must call setns, which the program refuses, so it loads the program after).
-CloneThread* pick(Registry& reg, const ChildSpec& spec, CloneOutcome& failed) {
+CloneThread* pick(Registry& reg, bool sandboxed, int mntns_fd, const sock_fprog* prog, CloneOutcome& failed) {
   std::lock_guard lock(reg.mutex);
   if (reg.owner != ::getpid()) {
     reg.owner = ::getpid();
     reg.plain = nullptr;
     reg.filtered.clear();
   }
-  const sock_fprog* prog = spec.seccomp;
-  if (spec.sandboxed && spec.mntns_fd < 0 && prog != nullptr && prog->len > 0) {
+  if (sandboxed && mntns_fd < 0 && prog != nullptr && prog->len > 0) {
     for (CloneThread* t : reg.filtered) {
       if (same_program(t->filter(), *prog)) return t;
     }
@@ -225,12 +263,21 @@ CloneThread* pick(Registry& reg, const ChildSpec& spec, CloneOutcome& failed) {
   return reg.plain;
 }
 
+Registry& registry() {
+  static Registry* registry = new Registry;
+  return *registry;
+}
+
 }  // namespace
 
-CloneOutcome clone_child(ChildSpec& spec) {
-  static Registry* registry = new Registry;
+void warm_clone_thread(bool sandboxed, int mntns_fd, const sock_fprog* seccomp) {
   CloneOutcome failed;
-  CloneThread* thread = pick(*registry, spec, failed);
+  if (CloneThread* thread = pick(registry(), sandboxed, mntns_fd, seccomp, failed)) thread->warm();
+}
+
+CloneOutcome clone_child(ChildSpec& spec) {
+  CloneOutcome failed;
+  CloneThread* thread = pick(registry(), spec.sandboxed, spec.mntns_fd, spec.seccomp, failed);
   return thread != nullptr ? thread->clone_child(spec) : failed;
 }
 

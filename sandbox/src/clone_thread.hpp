@@ -1,6 +1,7 @@
-// Where spawn() clones its children: one long-lived thread per process whose capability bounding set
-// was emptied once, so a child inherits an empty set instead of dropping ~40 capabilities itself (each
-// drop is a credential copy and commit, ~1.5 µs).
+// Where spawn() clones its children: long-lived threads whose capability bounding set was emptied once,
+// so a child inherits an empty set instead of dropping ~40 capabilities itself (each drop is a
+// credential copy and commit, ~1.5 µs), and that carry a policy's seccomp filter for its children to
+// inherit (see clone_thread.cpp).
 #pragma once
 
 #include <sys/types.h>
@@ -15,10 +16,14 @@ struct CloneOutcome {
   int error = 0;  // errno of a failed clone, or of starting the clone thread
 };
 
-// clone(CLONE_VM|CLONE_VFORK|CLONE_PIDFD) of child_main(spec) on the clone thread, with every signal
+// A vfork-style clone (CLONE_VM|CLONE_PIDFD) of child_main(spec) on a clone thread, with every signal
 // blocked there; returns once the child has exec'd or failed (spec->failed_stage). Calls from several
 // threads take turns. The child's parent is the clone thread, which never exits, so PR_SET_PDEATHSIG
 // fires only when the whole process goes.
 CloneOutcome clone_child(ChildSpec& spec);
+
+// Wakes the thread that will clone a child with these settings (as in ChildSpec) now, so that its
+// wake-up overlaps the caller's remaining preparation; a no-op with a single CPU.
+void warm_clone_thread(bool sandboxed, int mntns_fd, const sock_fprog* seccomp);
 
 }  // namespace kernex::sandbox::detail

@@ -227,6 +227,9 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
     kernex::log(LogLevel::Warn, "sandbox: enforce is off; running '" + command.argv.front() + "' UNSANDBOXED");
   }
 
+  sock_fprog prog{static_cast<unsigned short>(st.seccomp_bpf.size()), const_cast<sock_filter*>(st.seccomp_bpf.data())};
+  detail::warm_clone_thread(sandboxed, sandboxed ? st.mntns_fd : -1, &prog);
+
   fs::path cwd = st.working_dir;
   if (command.cwd) {
     std::error_code ec;
@@ -273,7 +276,6 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   spec.landlock_fd = st.landlock_fd;
   spec.mntns_fd = sandboxed ? st.mntns_fd : -1;
   spec.userns_fd = sandboxed ? st.userns_fd : -1;
-  sock_fprog prog{static_cast<unsigned short>(st.seccomp_bpf.size()), const_cast<sock_filter*>(st.seccomp_bpf.data())};
   spec.seccomp = &prog;
   spec.parent = ::getpid();
   const auto& lim = profile.limits;

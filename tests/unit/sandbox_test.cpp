@@ -477,6 +477,28 @@ TEST_F(SandboxTest, EachNetworkPolicyKeepsItsOwnFilter) {
   }
 }
 
+TEST_F(SandboxTest, ConcurrentSpawnsUnderDifferentFiltersKeepTheirOwn) {
+  auto none = build(builder());
+  auto unix_ok = build(builder().allow_unix_sockets());
+  const std::vector<std::string> probe = {"/bin/sh", "-c", "python3 -c 'import socket; socket.socket(socket.AF_UNIX)' && echo open"};
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const Policy& policy = t % 2 == 0 ? none : unix_ok;
+      for (int i = 0; i < 6; ++i) {
+        Command cmd;
+        cmd.argv = probe;
+        auto r = spawn(policy, cmd);
+        const bool opened = r && r->stdout_data == "open\n";
+        if (!r || opened != (t % 2 == 1)) ++wrong[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong, std::vector<int>(4, 0));
+}
+
 TEST_F(SandboxTest, PrivateTmpIsRemovedWithThePolicy) {
   fs::path tmp;
   {
