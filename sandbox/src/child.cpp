@@ -143,10 +143,8 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
   if (spec->sandboxed) {
     if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(spec, ChildStage::NoNewPrivs);
     if (!drop_capabilities(spec)) die(spec, ChildStage::Capabilities);
-    if (!spec->landlock_inherited && syscall(SYS_landlock_restrict_self, spec->landlock_fd, 0) != 0) {
-      die(spec, ChildStage::Landlock);
-    }
-    if (!spec->seccomp_inherited && syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, spec->seccomp) != 0) {
+    if (syscall(SYS_landlock_restrict_self, spec->landlock_fd, 0) != 0) die(spec, ChildStage::Landlock);
+    if (spec->seccomp != nullptr && syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, spec->seccomp) != 0) {
       die(spec, ChildStage::Seccomp);
     }
   }

@@ -44,13 +44,8 @@ struct ChildSpec {
   int userns_fd = -1;
   int cgroup_fd = -1;  // cgroup.procs of the spawn's pids cgroup, or -1
   int landlock_fd = -1;
+  // Loaded by the child; nullptr when the child inherits it from the clone thread (clone_thread.cpp).
   const sock_fprog* seccomp = nullptr;
-  // Which policy this is (Policy::State::id), so a clone thread can carry its Landlock domain; 0: none.
-  std::uint64_t policy_id = 0;
-  // Set by the clone thread that already carries the domain / the filter (clone_thread.cpp): the child
-  // inherits them instead of applying them.
-  bool landlock_inherited = false;
-  bool seccomp_inherited = false;
   // The child waits for the cloning side to make it a process-group leader instead of calling setsid:
   // group_state turns 1 once done, or -errno if that failed.
   bool group_from_parent = false;

@@ -11,7 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -26,29 +25,19 @@ namespace kernex::sandbox::detail {
 namespace {
 
 // At most this many seccomp programs get a thread of their own (in practice one per network policy:
-// none, AF_UNIX, TCP), and at most this many live policies one that also carries their Landlock
-// domain; children of any other policy apply what their thread lacks themselves.
+// none, AF_UNIX, TCP); children of any other program load it themselves.
 constexpr std::size_t kMaxFilteredThreads = 4;
-constexpr std::size_t kMaxPolicyThreads = 16;
-
-// What a thread applies to itself once, for every child it clones to inherit.
-struct Carried {
-  std::vector<sock_filter> filter;  // empty: none
-  int landlock_fd = -1;             // -1: none; only with a filter
-  std::uint64_t policy_id = 0;      // whose domain it is
-};
 
 class CloneThread {
  public:
-  // Nothing carried: a plain thread whose children load their own filter and domain. Otherwise the
-  // thread applies them once and every child inherits them (loading the filter costs ~50 µs per spawn,
-  // most of it the kernel compiling and caching the program; restricting to the domain ~17 µs, a copy
-  // of every rule); the thread never does anything the filter or the domain refuses.
-  explicit CloneThread(Carried carried) : owner_(::getpid()), carried_(std::move(carried)) {
+  // `filter` empty: a plain thread whose children load their own filter. Otherwise the thread loads it
+  // once and every child inherits it (loading one costs ~50 µs per spawn, most of it the kernel
+  // compiling and caching the program); the thread never does anything the filter refuses.
+  explicit CloneThread(std::vector<sock_filter> filter) : owner_(::getpid()), filter_(std::move(filter)) {
     stack_ = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack_ == MAP_FAILED) return;
     try {
-      thread_ = std::thread([this] { run(); });
+      std::thread([this] { run(); }).detach();
     } catch (const std::system_error& e) {
       start_failed(e.code().value());
       return;
@@ -57,16 +46,10 @@ class CloneThread {
     done_.wait(lock, [this] { return ready_ || stack_ == MAP_FAILED; });
   }
 
-  // Only for a thread that failed to start or was retired: joins it.
-  ~CloneThread() {
-    if (thread_.joinable()) thread_.join();
-    if (stack_ != MAP_FAILED) ::munmap(stack_, kStackSize);
-  }
-
   pid_t owner() const { return owner_; }
   bool started() const { return stack_ != MAP_FAILED; }
   int start_error() const { return start_error_; }
-  const Carried& carried() const { return carried_; }
+  const std::vector<sock_filter>& filter() const { return filter_; }
 
   // Wakes the thread ahead of a request (see warm_clone_thread); it then spins for the request a while.
   void warm() {
@@ -78,21 +61,11 @@ class CloneThread {
     wake_.notify_one();
   }
 
-  // Makes the thread end (its policy is gone, so no request can come); deleting it then joins it.
-  void retire() {
-    {
-      std::lock_guard lock(mutex_);
-      retired_ = true;
-    }
-    wake_.notify_one();
-  }
-
   CloneOutcome clone_child(ChildSpec& spec) {
     std::lock_guard turn(turn_);  // one child on the stack at a time
-    const bool inherit = !carried_.filter.empty();
+    const bool inherit = !filter_.empty();
     if (inherit) {
-      spec.seccomp_inherited = true;
-      spec.landlock_inherited = carried_.landlock_fd >= 0;
+      spec.seccomp = nullptr;
       spec.group_from_parent = true;
       spec.group_state = 0;
       spec.child_tid = 1;
@@ -140,15 +113,6 @@ class CloneThread {
     return true;
   }
 
-  ChildSpec* spin_for_request() const {
-    const auto give_up = std::chrono::steady_clock::now() + kWarmSpin;
-    for (;;) {
-      if (ChildSpec* request = request_.load(std::memory_order_acquire)) return request;
-      if (std::chrono::steady_clock::now() > give_up) return nullptr;
-      pause();
-    }
-  }
-
   static void pause() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -174,16 +138,6 @@ class CloneThread {
     }
   }
 
-  // Per thread (no TSYNC for either): the rest of the process is untouched. no_new_privs first, as the
-  // kernel requires; Landlock before the filter, as in the child.
-  bool apply_carried() {
-    if (carried_.filter.empty()) return true;
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
-    if (carried_.landlock_fd >= 0 && ::syscall(SYS_landlock_restrict_self, carried_.landlock_fd, 0) != 0) return false;
-    sock_fprog prog{static_cast<unsigned short>(carried_.filter.size()), carried_.filter.data()};
-    return ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
-  }
-
   void run() {
     // No handler of the process may run on the child's side of the shared memory before execve; the
     // child restores default dispositions and unblocks.
@@ -194,9 +148,14 @@ class CloneThread {
     const bool empty = empty_bounding_set();
     cpu_set_t cpus;
     may_spin_ = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 1;
-    if (!apply_carried()) {
-      start_failed(errno);
-      return;  // nothing else refers to the thread; its creator sees the failure
+    if (!filter_.empty()) {
+      // Per thread (no TSYNC): the rest of the process is untouched. no_new_privs first, as the kernel requires.
+      sock_fprog prog{static_cast<unsigned short>(filter_.size()), const_cast<sock_filter*>(filter_.data())};
+      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+          ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
+        start_failed(errno);
+        return;  // nothing else refers to the thread; its creator sees the failure
+      }
     }
     {
       std::lock_guard lock(mutex_);
@@ -207,8 +166,7 @@ class CloneThread {
       ChildSpec* request;
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [this] { return warm_ || retired_ || request_.load(std::memory_order_relaxed) != nullptr; });
-        if (retired_) break;
+        wake_.wait(lock, [this] { return warm_ || request_.load(std::memory_order_relaxed) != nullptr; });
         warm_ = false;
         request = request_.load(std::memory_order_acquire);
       }
@@ -218,8 +176,8 @@ class CloneThread {
       // Without a filter: CLONE_VFORK, so clone returns once the child has exec'd. With one, the child
       // must first be put in its own group by the requester, so clone returns at once and the
       // requester waits on child_tid instead.
-      const int flags = carried_.filter.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
-                                                : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
+      const int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
+                                        : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
       out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request, &out.pidfd, nullptr,
                         const_cast<pid_t*>(&request->child_tid));
       if (out.pid < 0) out.error = errno;
@@ -231,12 +189,19 @@ class CloneThread {
       }
       done_.notify_one();
     }
-    // Retired: no child of ours is alive (spawn reaps before it returns), so no PR_SET_PDEATHSIG fires.
+  }
+
+  ChildSpec* spin_for_request() const {
+    const auto give_up = std::chrono::steady_clock::now() + kWarmSpin;
+    for (;;) {
+      if (ChildSpec* request = request_.load(std::memory_order_acquire)) return request;
+      if (std::chrono::steady_clock::now() > give_up) return nullptr;
+      pause();
+    }
   }
 
   const pid_t owner_;
-  Carried carried_;
-  std::thread thread_;  // never joined unless retired: the others run until the process exits
+  const std::vector<sock_filter> filter_;
   void* stack_ = MAP_FAILED;
   int start_error_ = ENOMEM;
   bool ready_ = false;
@@ -246,65 +211,44 @@ class CloneThread {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  bool warm_ = false;                         // under mutex_
-  bool retired_ = false;                      // under mutex_
-  std::atomic<ChildSpec*> request_{nullptr};  // set under mutex_; read by the spinning thread
+  bool warm_ = false;                          // under mutex_
+  std::atomic<ChildSpec*> request_{nullptr};   // set under mutex_; read by the spinning thread
   CloneOutcome outcome_;
 };
 
-// Never destroyed: the threads run until the process exits, except a policy's, retired with it. A
-// forked copy of the process has none of the threads, so it starts its own.
+// Never destroyed: the detached threads use them until the process exits. A forked copy of the
+// process has none of the threads, so it starts its own.
 struct Registry {
   std::mutex mutex;
   pid_t owner = 0;
   CloneThread* plain = nullptr;
-  std::vector<CloneThread*> filtered;     // by seccomp program
-  std::vector<CloneThread*> per_policy;   // by policy id: program and Landlock domain
+  std::vector<CloneThread*> filtered;
 };
 
 bool same_program(const std::vector<sock_filter>& a, const sock_fprog& b) {
   return a.size() == b.len && std::memcmp(a.data(), b.filter, a.size() * sizeof(sock_filter)) == 0;
 }
 
-CloneThread* start(Carried carried) {
-  auto* t = new CloneThread(std::move(carried));
-  if (t->started()) return t;
-  delete t;  // e.g. seccomp or Landlock unavailable: the child's own attempt reports it
-  return nullptr;
-}
-
-// Which thread clones a child: one carrying its policy's Landlock domain and seccomp program, else
-// one carrying the program, else the plain one. A child that joins a mount namespace must call
-// setns, which the program refuses, and must do so before it is restricted: it gets the plain one.
-CloneThread* pick(Registry& reg, const ChildSpec& spec, CloneOutcome& failed) {
+// Which thread clones a child: one carrying its seccomp program when it can (a child that joins a mount
+// namespace must call setns, which the program refuses, so it loads the program after).
+CloneThread* pick(Registry& reg, bool sandboxed, int mntns_fd, const sock_fprog* prog, CloneOutcome& failed) {
   std::lock_guard lock(reg.mutex);
   if (reg.owner != ::getpid()) {
     reg.owner = ::getpid();
     reg.plain = nullptr;
     reg.filtered.clear();
-    reg.per_policy.clear();
   }
-  const sock_fprog* prog = spec.seccomp;
-  if (spec.sandboxed && spec.mntns_fd < 0 && prog != nullptr && prog->len > 0) {
-    if (spec.policy_id != 0 && spec.landlock_fd >= 0) {
-      for (CloneThread* t : reg.per_policy) {
-        if (t->carried().policy_id == spec.policy_id) return t;
-      }
-      if (reg.per_policy.size() < kMaxPolicyThreads) {
-        if (CloneThread* t = start({{prog->filter, prog->filter + prog->len}, spec.landlock_fd, spec.policy_id})) {
-          reg.per_policy.push_back(t);
-          return t;
-        }
-      }
-    }
+  if (sandboxed && mntns_fd < 0 && prog != nullptr && prog->len > 0) {
     for (CloneThread* t : reg.filtered) {
-      if (same_program(t->carried().filter, *prog)) return t;
+      if (same_program(t->filter(), *prog)) return t;
     }
     if (reg.filtered.size() < kMaxFilteredThreads) {
-      if (CloneThread* t = start({{prog->filter, prog->filter + prog->len}, -1, 0})) {
+      auto* t = new CloneThread(std::vector<sock_filter>(prog->filter, prog->filter + prog->len));
+      if (t->started()) {
         reg.filtered.push_back(t);
         return t;
       }
+      delete t;  // e.g. seccomp unavailable: the child's own load below reports it
     }
   }
   if (reg.plain == nullptr) {
@@ -326,31 +270,15 @@ Registry& registry() {
 
 }  // namespace
 
-void warm_clone_thread(const ChildSpec& spec) {
+void warm_clone_thread(bool sandboxed, int mntns_fd, const sock_fprog* seccomp) {
   CloneOutcome failed;
-  if (CloneThread* thread = pick(registry(), spec, failed)) thread->warm();
+  if (CloneThread* thread = pick(registry(), sandboxed, mntns_fd, seccomp, failed)) thread->warm();
 }
 
 CloneOutcome clone_child(ChildSpec& spec) {
   CloneOutcome failed;
-  CloneThread* thread = pick(registry(), spec, failed);
+  CloneThread* thread = pick(registry(), spec.sandboxed, spec.mntns_fd, spec.seccomp, failed);
   return thread != nullptr ? thread->clone_child(spec) : failed;
-}
-
-void retire_clone_thread(std::uint64_t policy_id) {
-  Registry& reg = registry();
-  CloneThread* thread = nullptr;
-  {
-    std::lock_guard lock(reg.mutex);
-    if (reg.owner != ::getpid()) return;  // a forked copy: the threads belong to the parent
-    auto it = std::find_if(reg.per_policy.begin(), reg.per_policy.end(),
-                           [&](CloneThread* t) { return t->carried().policy_id == policy_id; });
-    if (it == reg.per_policy.end()) return;
-    thread = *it;
-    reg.per_policy.erase(it);
-  }
-  thread->retire();
-  delete thread;
 }
 
 }  // namespace kernex::sandbox::detail

@@ -1,12 +1,10 @@
 // Where spawn() clones its children: long-lived threads whose capability bounding set was emptied once,
 // so a child inherits an empty set instead of dropping ~40 capabilities itself (each drop is a
-// credential copy and commit, ~1.5 µs), and that carry a policy's seccomp filter and Landlock domain
-// for its children to inherit (see clone_thread.cpp).
+// credential copy and commit, ~1.5 µs), and that carry a policy's seccomp filter for its children to
+// inherit (see clone_thread.cpp).
 #pragma once
 
 #include <sys/types.h>
-
-#include <cstdint>
 
 #include "child.hpp"
 
@@ -24,12 +22,8 @@ struct CloneOutcome {
 // fires only when the whole process goes.
 CloneOutcome clone_child(ChildSpec& spec);
 
-// Wakes the thread that will clone `spec` now (only its sandboxed, mntns_fd, landlock_fd, seccomp and
-// policy_id are read), so that its wake-up overlaps the caller's remaining preparation; a no-op with a
-// single CPU.
-void warm_clone_thread(const ChildSpec& spec);
-
-// Ends the thread that carries this policy's Landlock domain, if any; called when the policy is gone.
-void retire_clone_thread(std::uint64_t policy_id);
+// Wakes the thread that will clone a child with these settings (as in ChildSpec) now, so that its
+// wake-up overlaps the caller's remaining preparation; a no-op with a single CPU.
+void warm_clone_thread(bool sandboxed, int mntns_fd, const sock_fprog* seccomp);
 
 }  // namespace kernex::sandbox::detail

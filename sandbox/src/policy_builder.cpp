@@ -8,12 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 
-#include "clone_thread.hpp"
 #include "kernex/log.hpp"
 #include "landlock_abi.hpp"
 #include "pids_cgroup.hpp"
@@ -25,7 +23,6 @@ namespace kernex::sandbox {
 namespace fs = std::filesystem;
 
 Policy::State::~State() {
-  if (id != 0) detail::retire_clone_thread(id);
   if (landlock_fd >= 0) ::close(landlock_fd);
   if (mntns_fd >= 0) ::close(mntns_fd);
   if (userns_fd >= 0) ::close(userns_fd);
@@ -145,11 +142,7 @@ std::optional<fs::path> shebang_interpreter(const fs::path& file) {
 
 class Builder {
  public:
-  explicit Builder(SandboxProfile p) : state_(std::make_shared<Policy::State>()) {
-    static std::atomic<std::uint64_t> next_id{1};
-    state_->id = next_id.fetch_add(1);
-    state_->profile = std::move(p);
-  }
+  explicit Builder(SandboxProfile p) : state_(std::make_shared<Policy::State>()) { state_->profile = std::move(p); }
 
   Result<Policy> build() {
     SandboxProfile& p = state_->profile;

@@ -3,7 +3,6 @@
 
 #include <linux/filter.h>
 
-#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -34,7 +33,6 @@ struct Policy::State {
   std::vector<ProtectedMount> protected_mounts;
   int mntns_fd = -1;   // the mount namespace holding protected_mounts (see mount_template_main)
   int userns_fd = -1;  // its user namespace, when an unprivileged kernel needed one
-  std::uint64_t id = 0;  // unique in the process, never reused (clone threads are keyed by it)
   int landlock_fd = -1;                                   // -1 when not enforced
   std::vector<sock_filter> seccomp_bpf;                   // empty when not enforced
 

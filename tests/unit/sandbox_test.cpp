@@ -499,47 +499,6 @@ TEST_F(SandboxTest, ConcurrentSpawnsUnderDifferentFiltersKeepTheirOwn) {
   EXPECT_EQ(wrong, std::vector<int>(4, 0));
 }
 
-int clone_threads() {
-  int n = 0;
-  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
-    std::ifstream comm_file(task.path() / "comm");
-    std::string comm;
-    std::getline(comm_file, comm);
-    if (comm == "kernex-clone") ++n;
-  }
-  return n;
-}
-
-// A policy's clone thread carries its Landlock domain: each policy must keep its own, and the thread
-// must end with the policy.
-TEST_F(SandboxTest, EachPolicyKeepsItsOwnLandlockDomain) {
-  const fs::path other_ws = root_ / "other";
-  fs::create_directories(other_ws);
-  std::ofstream(other_ws / "mine.txt") << "other";
-  auto first = build(builder());
-  auto second = build(PolicyBuilder().workspace(other_ws));
-  for (int round = 0; round < 2; ++round) {
-    EXPECT_EQ(run(first, {"cat", (ws_ / "inside.txt").string()}).stdout_data, "inside") << round;
-    EXPECT_NE(run(first, {"cat", (other_ws / "mine.txt").string()}).exit_code, 0) << round;
-    EXPECT_EQ(run(second, {"cat", (other_ws / "mine.txt").string()}).stdout_data, "other") << round;
-    EXPECT_NE(run(second, {"cat", (ws_ / "inside.txt").string()}).exit_code, 0) << round;
-  }
-}
-
-TEST_F(SandboxTest, APolicysCloneThreadEndsWithIt) {
-  auto keep = build(builder());
-  ASSERT_TRUE(run(keep, {"/bin/true"}).success());
-  const int before = clone_threads();
-  {
-    auto policy = build(builder());
-    ASSERT_TRUE(run(policy, {"/bin/true"}).success());
-    EXPECT_EQ(clone_threads(), before + 1);
-    auto copy = policy;  // shared state: the thread lives as long as any copy
-  }
-  EXPECT_EQ(clone_threads(), before);
-  EXPECT_TRUE(run(keep, {"/bin/true"}).success());
-}
-
 TEST_F(SandboxTest, PrivateTmpIsRemovedWithThePolicy) {
   fs::path tmp;
   {
