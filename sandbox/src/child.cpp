@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -27,7 +28,7 @@ const char* to_string(ChildStage stage) noexcept {
   switch (stage) {
     case ChildStage::None: return "none";
     case ChildStage::Signals: return "resetting signal handlers";
-    case ChildStage::Session: return "starting a process group";
+    case ChildStage::Session: return "starting a session or process group";
     case ChildStage::Cgroup: return "joining the pids cgroup";
     case ChildStage::Mounts: return "making protected workspace files read-only (mount namespace)";
     case ChildStage::DeathSignal: return "PR_SET_PDEATHSIG";
@@ -116,7 +117,19 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
     errno = ESRCH;
     die(spec, ChildStage::DeathSignal);
   }
-  if (!spec->group_from_parent && syscall(SYS_setsid) < 0) die(spec, ChildStage::Session);
+  if (!spec->group_from_parent) {
+    if (syscall(SYS_setsid) < 0) die(spec, ChildStage::Session);
+  } else {
+    // No setsid (the inherited filter refuses it), so the kernel's controlling terminal, if it has
+    // one, would still be ours: a command granted a pts device could make itself the foreground
+    // group. TIOCNOTTY drops it for this process only; ENXIO means there is none.
+    long tty = syscall(SYS_openat, AT_FDCWD, "/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (tty >= 0) {
+      const long detached = syscall(SYS_ioctl, tty, TIOCNOTTY, 0);
+      syscall(SYS_close, tty);
+      if (detached != 0) die(spec, ChildStage::Session);
+    }
+  }
 
   for (int target = 0; target < 3; ++target) {
     int fd = spec->stdio[target];

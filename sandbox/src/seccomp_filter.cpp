@@ -118,6 +118,15 @@ Result<std::vector<sock_filter>> build_seccomp_filter(const NetworkPolicy& net) 
       return fail(ErrorCode::Sandbox, "seccomp: cannot add the clone namespace rules");
     }
   }
+  // Another process's resource limits: Landlock has no hook for prlimit, and a command of the kernel's
+  // uid could lower the kernel's own (RLIMIT_NOFILE, RLIMIT_CPU, ...). Its own stay reachable as pid 0,
+  // which is what getrlimit/setrlimit pass.
+  {
+    scmp_arg_cmp other = SCMP_A0(SCMP_CMP_NE, 0);
+    if (rule(ctx.get(), SCMP_SYS(prlimit64), 1, &other) != 0) {
+      return fail(ErrorCode::Sandbox, "seccomp: cannot add the prlimit64 rule");
+    }
+  }
   // Terminal input injection (TIOCSTI) and console control (TIOCLINUX).
   for (scmp_datum_t request : std::initializer_list<scmp_datum_t>{TIOCSTI, TIOCLINUX}) {
     scmp_arg_cmp cmp = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, request);

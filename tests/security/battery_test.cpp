@@ -107,6 +107,7 @@ class SecurityBattery : public ::testing::Test {
     fs::create_directories(home_ / ".kernex" / "projects" / "proj");
     fs::create_directories(ws_ / ".git" / "hooks");
     fs::create_directories(outside_);
+    fs::create_directories(plain_ws_ = root_ / "plain-ws");
     std::ofstream(home_ / ".ssh" / "id_rsa") << "-----BEGIN OPENSSH PRIVATE KEY-----\n" << kKeySentinel << "\n";
     std::ofstream(home_ / ".bashrc") << "# original\n";
     std::ofstream(home_ / "readable.txt") << "public";
@@ -177,7 +178,13 @@ class SecurityBattery : public ::testing::Test {
 
   static bool scoping() { return landlock_abi() >= 6; }
 
-  static inline fs::path root_, home_, ws_, outside_;
+  // Without protective mounts: children take the other spawn path, inheriting the seccomp filter from
+  // a clone thread that carries it and made group leaders by the spawning thread.
+  static PolicyBuilder inherited_filter() {
+    return PolicyBuilder().workspace(plain_ws_).executable(KERNEX_ATTACK_DIR).timeout(10s);
+  }
+
+  static inline fs::path root_, home_, ws_, outside_, plain_ws_;
   static inline std::string saved_home_;
 };
 
@@ -456,10 +463,100 @@ TEST_F(SecurityBattery, ProcessVmReadvParent) {
   EXPECT_EQ(first_line(attack({"vm_readv", std::to_string(::getpid()), addr.str()}).stdout_data), "EPERM");
 }
 
+// The kernel's threads that clone the children, by tid (a signal to any thread reaches the process).
+std::vector<std::string> clone_thread_tids() {
+  std::vector<std::string> tids;
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream comm_file(task.path() / "comm");
+    std::string comm;
+    std::getline(comm_file, comm);
+    if (comm == "kernex-clone") tids.push_back(task.path().filename().string());
+  }
+  return tids;
+}
+
 TEST_F(SecurityBattery, KillParent) {
   if (!scoping()) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no signal scoping (needs 6)";
   EXPECT_EQ(first_line(attack({"kill", std::to_string(::getpid())}).stdout_data), "EPERM");
   EXPECT_EQ(first_line(attack({"kill", "1"}).stdout_data), "EPERM");
+  // Also the threads the children are cloned from, on both spawn paths: none may share a Landlock
+  // domain with a command (signals within one domain are allowed).
+  EXPECT_EQ(first_line(attack({"kill", std::to_string(::getpid())}, inherited_filter()).stdout_data), "EPERM");
+  const auto tids = clone_thread_tids();
+  ASSERT_GE(tids.size(), 2u);  // the plain thread and one carrying the filter
+  for (const auto& tid : tids) {
+    EXPECT_EQ(first_line(attack({"kill", tid}).stdout_data), "EPERM") << tid;
+    EXPECT_EQ(first_line(attack({"kill", tid}, inherited_filter()).stdout_data), "EPERM") << tid;
+  }
+}
+
+TEST_F(SecurityBattery, PrlimitOfTheKernel) {
+  const std::string self = std::to_string(::getpid());
+  EXPECT_EQ(first_line(attack({"prlimit", self}).stdout_data), "EPERM");
+  EXPECT_EQ(first_line(attack({"prlimit", self}, inherited_filter()).stdout_data), "EPERM");
+  EXPECT_EQ(first_line(attack({"prlimit", "0"}).stdout_data), "OK");  // its own limits stay settable
+}
+
+// The attacks that rely on the seccomp filter and the process group, again on the spawn path where the
+// filter is inherited from a clone thread rather than loaded by the child.
+TEST_F(SecurityBattery, FilterHoldsWhenInherited) {
+  const std::string parent = std::to_string(::getpid());
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"socket", "unix", "stream", "0"}, {"socket", "netlink", "raw", "0"}, {"io_uring"}, {"ptrace", parent},
+           {"mount", "/tmp"}, {"unshare"}, {"setns"}, {"keyctl"}, {"bpf"}, {"perf"}, {"tiocsti"}}) {
+    EXPECT_EQ(first_line(attack(args, inherited_filter()).stdout_data), "EPERM") << args.front();
+  }
+  auto daemon = run(build(inherited_filter()), {kAttack, "daemon"});
+  EXPECT_NE(daemon.stdout_data.find("setsid=EPERM"), std::string::npos) << daemon.stdout_data;
+  auto bg = run(build(inherited_filter()), {"/bin/sh", "-c", "(trap '' HUP TERM; sleep 1000) & echo $!; sleep 1000"}, 300ms);
+  EXPECT_TRUE(bg.timed_out);
+}
+
+// A kernel started from a terminal: the command must have no controlling terminal, even where /dev/tty
+// is granted (the path that can't setsid drops it with TIOCNOTTY instead). Run in a forked helper
+// that leads a session whose controlling terminal is a fresh pty.
+TEST_F(SecurityBattery, TerminalOfTheKernelIsOutOfReach) {
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  const pid_t helper = ::fork();
+  if (helper == 0) {
+    ::close(report[0]);
+    std::string out;
+    const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+    if (::setsid() < 0 || master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) {
+      out = "setup failed";
+    } else {
+      const std::string slave = ::ptsname(master);
+      const int tty = ::open(slave.c_str(), O_RDWR);  // a session leader's first tty: its controlling one
+      for (const auto& b : {defaults(), inherited_filter()}) {
+        // /dev/tty opens the caller's controlling terminal, ENXIO when it has none.
+        auto policy = PolicyBuilder(b).read_write("/dev/tty").Build();
+        if (!policy || tty < 0) {
+          out += "no policy: " + (policy ? std::string("no tty") : policy.error().describe()) + ";";
+          continue;
+        }
+        Command cmd;
+        cmd.argv = {kAttack, "write", "/dev/tty"};
+        auto r = spawn(*policy, cmd);
+        out += (r ? first_line(r->stdout_data) : "spawn failed: " + r.error().describe()) + ";";
+      }
+    }
+    (void)!::write(report[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  std::string got;
+  char buf[512];
+  pollfd pfd{report[0], POLLIN, 0};
+  while (::poll(&pfd, 1, 30'000) > 0) {
+    const ssize_t n = ::read(report[0], buf, sizeof buf);
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(report[0]);
+  ::kill(helper, SIGKILL);
+  ::waitpid(helper, nullptr, 0);
+  EXPECT_EQ(got, "ENXIO;ENXIO;");
 }
 
 TEST_F(SecurityBattery, MountTmpfs) {

@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -179,6 +180,13 @@ int run(const std::vector<std::string>& a) {
     return report(process_vm_readv(static_cast<pid_t>(num(1)), &local, 1, &remote, 1, 0));
   }
   if (c == "kill") return report(kill(static_cast<pid_t>(num(1)), SIGURG));
+  if (c == "prlimit") {
+    // Sets the target's RLIMIT_CORE to our own: harmless if it works, but it must not.
+    struct rlimit64 mine {};
+    if (prlimit64(0, RLIMIT_CORE, nullptr, &mine) != 0) return report_errno("self");
+    return report(prlimit64(static_cast<pid_t>(num(1)), RLIMIT_CORE, &mine, nullptr));
+  }
+
   if (c == "mount") return report(mount("none", arg(1), "tmpfs", 0, nullptr));
   if (c == "unshare") return report(unshare(CLONE_NEWUSER | CLONE_NEWNS));
   if (c == "unshare_net") return report(unshare(CLONE_NEWNET));
