@@ -117,7 +117,7 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
     errno = ESRCH;
     die(spec, ChildStage::DeathSignal);
   }
-  if (!spec->group_from_parent) {
+  if (!spec->filter_inherited) {
     if (syscall(SYS_setsid) < 0) die(spec, ChildStage::Session);
   } else {
     // No setsid (the inherited filter refuses it), so the kernel's controlling terminal, if it has
@@ -157,12 +157,12 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
     if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(spec, ChildStage::NoNewPrivs);
     if (!drop_capabilities(spec)) die(spec, ChildStage::Capabilities);
     if (syscall(SYS_landlock_restrict_self, spec->landlock_fd, 0) != 0) die(spec, ChildStage::Landlock);
-    if (spec->seccomp != nullptr && syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, spec->seccomp) != 0) {
+    if (!spec->filter_inherited && syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, spec->seccomp) != 0) {
       die(spec, ChildStage::Seccomp);
     }
   }
 
-  if (spec->group_from_parent) {
+  if (spec->filter_inherited) {
     // Our seccomp filter came with the clone thread and refuses setsid/setpgid, so the spawning thread
     // makes us a group leader meanwhile; the command must not start before that is done.
     int state;

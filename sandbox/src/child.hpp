@@ -44,11 +44,12 @@ struct ChildSpec {
   int userns_fd = -1;
   int cgroup_fd = -1;  // cgroup.procs of the spawn's pids cgroup, or -1
   int landlock_fd = -1;
-  // Loaded by the child; nullptr when the child inherits it from the clone thread (clone_thread.cpp).
   const sock_fprog* seccomp = nullptr;
-  // The child waits for the cloning side to make it a process-group leader instead of calling setsid:
-  // group_state turns 1 once done, or -errno if that failed.
-  bool group_from_parent = false;
+  // Set by a clone thread that carries the seccomp filter (clone_thread.cpp): the child inherits it
+  // instead of loading `seccomp`, and as the filter refuses setsid it drops the controlling terminal
+  // and waits for the cloning side to make it a process-group leader: group_state turns 1 once done,
+  // or -errno if that failed.
+  bool filter_inherited = false;
   volatile int group_state = 0;
   // Nonzero until the child has exec'd or exited: cleared by the kernel (CLONE_CHILD_CLEARTID).
   volatile pid_t child_tid = 0;

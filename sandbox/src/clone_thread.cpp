@@ -65,8 +65,7 @@ class CloneThread {
     std::lock_guard turn(turn_);  // one child on the stack at a time
     const bool inherit = !filter_.empty();
     if (inherit) {
-      spec.seccomp = nullptr;
-      spec.group_from_parent = true;
+      spec.filter_inherited = true;
       spec.group_state = 0;
       spec.child_tid = 1;
     }
@@ -229,16 +228,17 @@ bool same_program(const std::vector<sock_filter>& a, const sock_fprog& b) {
   return a.size() == b.len && std::memcmp(a.data(), b.filter, a.size() * sizeof(sock_filter)) == 0;
 }
 
-// Which thread clones a child: one carrying its seccomp program when it can (a child that joins a mount
+// Which thread clones `spec`: one carrying its seccomp program when it can (a child that joins a mount
 // namespace must call setns, which the program refuses, so it loads the program after).
-CloneThread* pick(Registry& reg, bool sandboxed, int mntns_fd, const sock_fprog* prog, CloneOutcome& failed) {
+CloneThread* pick(Registry& reg, const ChildSpec& spec, CloneOutcome& failed) {
   std::lock_guard lock(reg.mutex);
   if (reg.owner != ::getpid()) {
     reg.owner = ::getpid();
     reg.plain = nullptr;
     reg.filtered.clear();
   }
-  if (sandboxed && mntns_fd < 0 && prog != nullptr && prog->len > 0) {
+  const sock_fprog* prog = spec.seccomp;
+  if (spec.sandboxed && spec.mntns_fd < 0 && prog != nullptr && prog->len > 0) {
     for (CloneThread* t : reg.filtered) {
       if (same_program(t->filter(), *prog)) return t;
     }
@@ -270,14 +270,14 @@ Registry& registry() {
 
 }  // namespace
 
-void warm_clone_thread(bool sandboxed, int mntns_fd, const sock_fprog* seccomp) {
+void warm_clone_thread(const ChildSpec& spec) {
   CloneOutcome failed;
-  if (CloneThread* thread = pick(registry(), sandboxed, mntns_fd, seccomp, failed)) thread->warm();
+  if (CloneThread* thread = pick(registry(), spec, failed)) thread->warm();
 }
 
 CloneOutcome clone_child(ChildSpec& spec) {
   CloneOutcome failed;
-  CloneThread* thread = pick(registry(), spec.sandboxed, spec.mntns_fd, spec.seccomp, failed);
+  CloneThread* thread = pick(registry(), spec, failed);
   return thread != nullptr ? thread->clone_child(spec) : failed;
 }
 

@@ -22,8 +22,8 @@ struct CloneOutcome {
 // fires only when the whole process goes.
 CloneOutcome clone_child(ChildSpec& spec);
 
-// Wakes the thread that will clone a child with these settings (as in ChildSpec) now, so that its
-// wake-up overlaps the caller's remaining preparation; a no-op with a single CPU.
-void warm_clone_thread(bool sandboxed, int mntns_fd, const sock_fprog* seccomp);
+// Wakes the thread that will clone `spec` now (only its sandboxed, mntns_fd and seccomp are read), so
+// that its wake-up overlaps the caller's remaining preparation; a no-op with a single CPU.
+void warm_clone_thread(const ChildSpec& spec);
 
 }  // namespace kernex::sandbox::detail

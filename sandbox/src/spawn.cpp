@@ -227,8 +227,15 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
     kernex::log(LogLevel::Warn, "sandbox: enforce is off; running '" + command.argv.front() + "' UNSANDBOXED");
   }
 
+  // The sandbox half of the child's spec first, to wake its clone thread while the rest is prepared.
+  detail::ChildSpec spec;
+  spec.sandboxed = sandboxed;
+  spec.landlock_fd = st.landlock_fd;
+  spec.mntns_fd = sandboxed ? st.mntns_fd : -1;
+  spec.userns_fd = sandboxed ? st.userns_fd : -1;
   sock_fprog prog{static_cast<unsigned short>(st.seccomp_bpf.size()), const_cast<sock_filter*>(st.seccomp_bpf.data())};
-  detail::warm_clone_thread(sandboxed, sandboxed ? st.mntns_fd : -1, &prog);
+  spec.seccomp = &prog;
+  detail::warm_clone_thread(spec);
 
   fs::path cwd = st.working_dir;
   if (command.cwd) {
@@ -263,7 +270,6 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   auto err = make_pipe();
   if (!err) return std::unexpected(err.error());
 
-  detail::ChildSpec spec;
   spec.path = exe_str.c_str();
   spec.argv = argv.data();
   spec.envp = envp.data();
@@ -271,12 +277,7 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   spec.stdio[0] = in->child.get();
   spec.stdio[1] = out->child.get();
   spec.stdio[2] = err->child.get();
-  spec.sandboxed = sandboxed;
   spec.is_root = ::getuid() == 0 || ::geteuid() == 0;
-  spec.landlock_fd = st.landlock_fd;
-  spec.mntns_fd = sandboxed ? st.mntns_fd : -1;
-  spec.userns_fd = sandboxed ? st.userns_fd : -1;
-  spec.seccomp = &prog;
   spec.parent = ::getpid();
   const auto& lim = profile.limits;
   std::optional<SpawnCgroup> cgroup;
