@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,7 +73,8 @@ struct SandboxedProcess::Impl {
   std::string executable;
   pid_t pid = -1;
   int pidfd = -1;
-  int in = -1;   // our end of the stdin socket pair
+  int in = -1;         // the write end of the child's stdin pipe, non-blocking
+  int in_reader = -1;  // a read end we never read: keeps the pipe from breaking (no SIGPIPE)
   int out = -1;  // stdout pipe, non-blocking
   int err = -1;  // stderr pipe, non-blocking
   std::string out_buf;
@@ -95,6 +95,7 @@ struct SandboxedProcess::Impl {
     }
     flush_stderr_line();
     close_fd(in);
+    close_fd(in_reader);
     close_fd(out);
     close_fd(err);
     close_fd(pidfd);
@@ -142,21 +143,27 @@ struct SandboxedProcess::Impl {
     }
   }
 
+  enum class Wait { Ready, TimedOut, Exited };
   // Waits for `fd` to become ready for `events` (or stderr to have data, which is drained) until
-  // the deadline; false when the deadline passed.
-  bool wait_for(int fd, short events, Clock::time_point deadline) {
+  // the deadline. With `watch_exit`, the child's exit ends the wait too (Exited).
+  Wait wait_for(int fd, short events, Clock::time_point deadline, bool watch_exit = false) {
+    if (watch_exit && reaped) return Wait::Exited;
     for (;;) {
-      pollfd fds[2];
+      pollfd fds[3];
       nfds_t n = 0;
       fds[n++] = {fd, events, 0};
-      if (err >= 0) fds[n++] = {err, POLLIN, 0};
+      const nfds_t err_at = err >= 0 ? n++ : 0;
+      if (err_at != 0) fds[err_at] = {err, POLLIN, 0};
+      const nfds_t exit_at = watch_exit ? n++ : 0;
+      if (exit_at != 0) fds[exit_at] = {pidfd, POLLIN, 0};
       const int timeout = remaining_ms(deadline);
       int rc = ::poll(fds, n, timeout);
       if (rc < 0 && errno == EINTR) continue;
-      if (rc < 0) return false;
-      if (n == 2 && fds[1].revents != 0) drain_stderr();
-      if (fds[0].revents != 0) return true;
-      if (Clock::now() >= deadline) return false;
+      if (rc < 0) return Wait::TimedOut;
+      if (err_at != 0 && fds[err_at].revents != 0) drain_stderr();
+      if (fds[0].revents != 0) return Wait::Ready;
+      if (exit_at != 0 && fds[exit_at].revents != 0) return Wait::Exited;
+      if (Clock::now() >= deadline) return Wait::TimedOut;
     }
   }
 };
@@ -208,14 +215,17 @@ Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Com
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  // stdin is a socket pair so writes can use MSG_NOSIGNAL: a child that exits must not raise
-  // SIGPIPE in the kernel. The child ends are closed right after clone.
+  // stdin is a pipe (a pipe round trip costs half a unix socket's). The kernel keeps a read end of
+  // its own (in_reader) so the pipe always has a reader: a write after the child exited can't raise
+  // SIGPIPE in the kernel, which a library can't ignore on its host's behalf. The child's exit is
+  // seen through the pidfd instead. The child ends are closed right after clone.
   int in_pair[2], out_pipe[2], err_pipe[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in_pair) != 0) {
-    return fail(ErrorCode::Sandbox, "socketpair failed: " + errno_text(errno));
+  if (::pipe2(in_pair, O_CLOEXEC) != 0) {
+    return fail(ErrorCode::Sandbox, "pipe2 failed: " + errno_text(errno));
   }
-  int child_in = above_stdio(in_pair[1]);
-  impl->in = above_stdio(in_pair[0]);
+  int child_in = above_stdio(in_pair[0]);
+  impl->in = above_stdio(in_pair[1]);
+  impl->in_reader = child_in < 0 ? -1 : ::fcntl(child_in, F_DUPFD_CLOEXEC, 3);
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
     close_fd(child_in);
     return fail(ErrorCode::Sandbox, "pipe2 failed: " + errno_text(errno));
@@ -234,11 +244,11 @@ Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Com
     close_fd(child_out);
     close_fd(child_err);
   };
-  if (child_in < 0 || child_out < 0 || child_err < 0 || impl->in < 0 || impl->out < 0 || impl->err < 0) {
+  if (child_in < 0 || child_out < 0 || child_err < 0 || impl->in < 0 || impl->in_reader < 0 || impl->out < 0 ||
+      impl->err < 0) {
     close_child_ends();
     return fail(ErrorCode::Sandbox, "cannot set up the child's stdio");
   }
-  ::shutdown(child_in, SHUT_WR);
   ::fcntl(impl->in, F_SETFL, O_NONBLOCK);
   ::fcntl(impl->out, F_SETFL, O_NONBLOCK);
   ::fcntl(impl->err, F_SETFL, O_NONBLOCK);
@@ -319,27 +329,31 @@ Result<void> SandboxedProcess::write(std::string_view data, Clock::time_point de
   std::size_t written = 0;
   while (written < data.size()) {
     if (p.in < 0) return fail(ErrorCode::Io, "the process's stdin is closed");
-    ssize_t w = ::send(p.in, data.data() + written, data.size() - written, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w = ::write(p.in, data.data() + written, data.size() - written);
     if (w > 0) {
       written += static_cast<std::size_t>(w);
       continue;
     }
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && errno == EAGAIN) {
-      if (!p.wait_for(p.in, POLLOUT, deadline)) return fail(ErrorCode::Limit, "timed out writing to the process");
-      continue;
+      // The pipe is full: the child reads slowly, has stopped reading, or has exited.
+      switch (p.wait_for(p.in, POLLOUT, deadline, /*watch_exit=*/true)) {
+        case Impl::Wait::Ready: continue;
+        case Impl::Wait::TimedOut: return fail(ErrorCode::Limit, "timed out writing to the process");
+        case Impl::Wait::Exited: return fail(ErrorCode::Io, "the process exited before reading all of its input");
+      }
     }
     const int e = errno;
     close_fd(p.in);
-    return fail(ErrorCode::Io, "the process stopped reading its stdin: " + errno_text(e));
+    return fail(ErrorCode::Io, "cannot write to the process's stdin: " + errno_text(e));
   }
-  p.drain_stderr();
   return {};
 }
 
 Result<std::string> SandboxedProcess::read_line(Clock::time_point deadline, std::size_t max_line) {
   Impl& p = *impl_;
   std::size_t scanned = 0;
+  bool readable = false;
   for (;;) {
     const auto nl = p.out_buf.find('\n', scanned);
     if (nl != std::string::npos) {
@@ -355,17 +369,20 @@ Result<std::string> SandboxedProcess::read_line(Clock::time_point deadline, std:
       return fail(ErrorCode::Limit, "a line of output exceeded " + std::to_string(max_line) + " bytes");
     }
     if (p.out < 0) return fail(ErrorCode::Io, "the process closed its stdout");
+    // Wait first: callers read right after writing a request, when the answer is rarely there yet,
+    // so a read up front would mostly be an EAGAIN.
+    if (!readable && p.wait_for(p.out, POLLIN, deadline) != Impl::Wait::Ready) {
+      return fail(ErrorCode::Limit, "timed out waiting for output");
+    }
     char buf[65536];
     ssize_t n = ::read(p.out, buf, sizeof(buf));
     if (n > 0) {
       p.out_buf.append(buf, static_cast<std::size_t>(n));
+      readable = static_cast<std::size_t>(n) == sizeof(buf);  // a full read: more may be waiting
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
-      if (!p.wait_for(p.out, POLLIN, deadline)) return fail(ErrorCode::Limit, "timed out waiting for output");
-      continue;
-    }
+    readable = n < 0 && errno == EINTR;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     p.drain_stderr();
     close_fd(p.out);
   }

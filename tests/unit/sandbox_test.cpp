@@ -14,6 +14,7 @@
 
 #include "kernex/log.hpp"
 #include "kernex/sandbox/policy.hpp"
+#include "kernex/sandbox/process.hpp"
 #include "kernex/sandbox/profile.hpp"
 #include "kernex/sandbox/spawn.hpp"
 
@@ -511,3 +512,63 @@ TEST_F(SandboxTest, PrivateTmpIsRemovedWithThePolicy) {
 }
 
 }  // namespace
+
+// --- long-lived processes (SandboxedProcess) ----------------------------------------------------
+
+TEST_F(SandboxTest, ProcessAnswersLineByLine) {
+  auto policy = build(builder());
+  Command cmd;
+  cmd.argv = {"/bin/cat"};
+  auto proc = SandboxedProcess::start(policy, cmd);
+  ASSERT_TRUE(proc.has_value()) << proc.error().describe();
+  const auto deadline = SandboxedProcess::Clock::now() + 10s;
+  for (int i = 0; i < 3; ++i) {
+    const std::string line = R"({"n":)" + std::to_string(i) + "}";
+    ASSERT_TRUE(proc->write(line + "\n", deadline).has_value());
+    auto got = proc->read_line(deadline, 1024);
+    ASSERT_TRUE(got.has_value()) << got.error().describe();
+    EXPECT_EQ(*got, line);
+  }
+  proc->close_stdin();
+  auto end = proc->read_line(deadline, 1024);
+  ASSERT_FALSE(end.has_value());
+  EXPECT_EQ(end.error().code, kernex::ErrorCode::Io);
+  EXPECT_EQ(proc->wait(deadline).exit_code, 0);
+}
+
+// stdin is a pipe: writing to a child that has gone must be an error, never SIGPIPE (which would
+// end this test binary, as it would end a host that has not ignored it).
+TEST_F(SandboxTest, WritingToAProcessThatExitedIsAnErrorNotSigpipe) {
+  auto policy = build(builder());
+  Command cmd;
+  cmd.argv = {"/bin/true"};
+  auto proc = SandboxedProcess::start(policy, cmd);
+  ASSERT_TRUE(proc.has_value()) << proc.error().describe();
+  const std::string mb(1 << 20, 'x');  // more than the pipe holds, so the write must wait for the child
+  auto wrote = proc->write(mb, SandboxedProcess::Clock::now() + 30s);
+  ASSERT_FALSE(wrote.has_value());
+  EXPECT_EQ(wrote.error().code, kernex::ErrorCode::Io) << wrote.error().describe();
+  EXPECT_NE(wrote.error().message.find("exited"), std::string::npos) << wrote.error().message;
+  EXPECT_EQ(proc->wait(SandboxedProcess::Clock::now() + 10s).exit_code, 0);
+  // Once reaped, a write that would wait fails at once the same way.
+  auto again = proc->write(mb, SandboxedProcess::Clock::now() + 30s);
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code, kernex::ErrorCode::Io);
+}
+
+TEST_F(SandboxTest, AProcessThatStopsReadingMakesTheWriteTimeOut) {
+  auto policy = build(builder());
+  Command cmd;
+  cmd.argv = {"/bin/sh", "-c", "exec 0<&-; echo closed; exec sleep 60"};
+  auto proc = SandboxedProcess::start(policy, cmd);
+  ASSERT_TRUE(proc.has_value()) << proc.error().describe();
+  auto closed = proc->read_line(SandboxedProcess::Clock::now() + 10s, 1024);
+  ASSERT_TRUE(closed.has_value()) << closed.error().describe();
+  const std::string mb(1 << 20, 'x');
+  auto wrote = proc->write(mb, SandboxedProcess::Clock::now() + 300ms);
+  ASSERT_FALSE(wrote.has_value());
+  EXPECT_EQ(wrote.error().code, kernex::ErrorCode::Limit) << wrote.error().describe();
+  EXPECT_TRUE(proc->running());
+  proc->kill();
+  EXPECT_EQ(proc->wait(SandboxedProcess::Clock::now() + 10s).term_signal, SIGKILL);
+}

@@ -20,8 +20,9 @@ namespace kernex::sandbox {
 
 struct ProcessOptions {
   // Called with each line the child writes to stderr (without the newline; long lines are cut at
-  // stderr_line_cap). stderr is drained whenever the caller reads or writes, so a chatty child
-  // never blocks on a full pipe while the caller waits for stdout. Unset: stderr is discarded.
+  // stderr_line_cap). stderr is drained whenever the caller waits on the child (to read or to
+  // write), so a chatty child never blocks on a full pipe while the caller waits for stdout.
+  // Unset: stderr is discarded.
   std::function<void(std::string_view line)> on_stderr_line;
   std::size_t stderr_line_cap = 4096;
 };
@@ -47,8 +48,9 @@ class SandboxedProcess {
   int pid() const;                        // also the process group and session id
   const std::string& executable() const;  // the resolved absolute path that was exec'd
 
-  // Writes all of `data` to the child's stdin before `deadline`. ErrorCode::Limit on timeout,
-  // ErrorCode::Io when the child closed its stdin (or exited).
+  // Writes all of `data` to the child's stdin before `deadline`. ErrorCode::Limit on timeout
+  // (also when a child that is still running stopped reading), ErrorCode::Io when the child
+  // exited with input left unwritten. Never raises SIGPIPE.
   Result<void> write(std::string_view data, Clock::time_point deadline);
   // The next '\n'-terminated line from stdout, without the '\n' (a trailing '\r' is kept).
   // ErrorCode::Limit when the deadline passes or the line grows beyond `max_line` bytes (the
