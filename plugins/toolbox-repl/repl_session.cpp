@@ -71,13 +71,11 @@ Error ReplSession::died(const std::string& during) {
   return Error{ErrorCode::Io, "the REPL worker " + how + " during " + during + (tail.empty() ? "" : "; its stderr: " + tail)};
 }
 
-Result<Json> ReplSession::request(const Json& request, std::string_view raw, std::chrono::milliseconds timeout,
-                                  const CallbackHandler& on_call) {
+Result<std::string> ReplSession::request(std::string_view op_name, std::string line, std::string_view raw,
+                                         std::chrono::milliseconds timeout, const CallbackHandler& on_call) {
   if (broken_) return fail(ErrorCode::Io, "the REPL worker is gone");
-  const std::string op = request.value("op", std::string("request"));
+  const std::string op(op_name);
   auto deadline = Clock::now() + timeout;
-  std::string line = request.dump(-1, ' ', false, Json::error_handler_t::replace);
-  line += '\n';
   if (!raw.empty()) line.append(raw);
   if (auto w = process_.write(line, deadline); !w) {
     if (w.error().code == ErrorCode::Limit) {
@@ -102,16 +100,13 @@ Result<Json> ReplSession::request(const Json& request, std::string_view raw, std
       }
       return std::unexpected(died(op));
     }
-    Json reply = Json::parse(*got, nullptr, false);
-    if (!reply.is_object()) {
-      broken_ = true;
-      process_.kill();
-      return fail(ErrorCode::Io, "the REPL worker broke the protocol: " + got->substr(0, 200));
-    }
-    if (!reply.contains("call")) return reply;
+    // The worker writes "call" first in a callback and "ok" first in an answer.
+    if (!got->starts_with(R"({"call":)")) return std::move(*got);
+    auto call = parse(*got);
+    if (!call) return std::unexpected(call.error());
     // A sub-query from running code: the kernel's time answering it is not the code's time.
     const auto paused = Clock::now();
-    Json answer = on_call(reply);
+    Json answer = on_call(*call);
     deadline += Clock::now() - paused;
     std::string out = answer.dump(-1, ' ', false, Json::error_handler_t::replace);
     out += '\n';
@@ -124,6 +119,14 @@ Result<Json> ReplSession::request(const Json& request, std::string_view raw, std
       return std::unexpected(died(op));
     }
   }
+}
+
+Result<Json> ReplSession::parse(const std::string& answer) {
+  Json reply = Json::parse(answer, nullptr, false);
+  if (reply.is_object()) return reply;
+  broken_ = true;
+  process_.kill();
+  return fail(ErrorCode::Io, "the REPL worker broke the protocol: " + answer.substr(0, 200));
 }
 
 }  // namespace kernex::repl

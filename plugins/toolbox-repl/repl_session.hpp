@@ -27,12 +27,15 @@ class ReplSession {
   static Result<std::unique_ptr<ReplSession>> start(const sandbox::Policy& policy, const std::string& python,
                                                     std::chrono::milliseconds startup_timeout);
 
-  // Sends `request` (and `raw` right after its line) and returns the worker's answer. Time spent
-  // in `on_call` does not count against `timeout`. ErrorCode::Limit: the call ran out of time;
-  // ErrorCode::Io: the worker died or broke the protocol. Either way the worker is killed and the
-  // session is unusable (broken()).
-  Result<Json> request(const Json& request, std::string_view raw, std::chrono::milliseconds timeout,
-                       const CallbackHandler& on_call);
+  // Sends `line` (one JSON request ending in '\n', then `raw` right after it) and returns the
+  // worker's answer line as it came. Callbacks on the way ({"call": ...} lines) go to `on_call`,
+  // and the time spent there does not count against `timeout`. ErrorCode::Limit: the call ran out
+  // of time; ErrorCode::Io: the worker died or broke the protocol. Either way the worker is killed
+  // and the session is unusable (broken()). `op` names the request in errors.
+  Result<std::string> request(std::string_view op, std::string line, std::string_view raw,
+                              std::chrono::milliseconds timeout, const CallbackHandler& on_call);
+  // An answer line as a JSON object; anything else breaks the protocol (the worker is killed).
+  Result<Json> parse(const std::string& answer);
 
   bool broken() const { return broken_; }
   int pid() const { return process_.pid(); }

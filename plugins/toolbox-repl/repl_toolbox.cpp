@@ -11,6 +11,7 @@
 #include "kernex/run_services.hpp"
 #include "kernex/sandbox/spawn.hpp"
 #include "kernex/trajectory.hpp"
+#include "eval_reply.hpp"
 #include "repl_options.hpp"
 #include "repl_session.hpp"
 
@@ -52,8 +53,8 @@ std::vector<ToolSpec> tool_specs() {
        {"repl", "grep", "search"}},
       {"eval_code",
        "Run Python in the persistent REPL. Variables persist between calls. Returns stdout, stderr, any error "
-       "with its traceback, wall and CPU time and peak memory (null until the worker outgrows the kernel's own "
-       "peak, which the OS folds into it). Inside, llm_query(prompt, model=None), "
+       "with its traceback, wall time, CPU time (the worker's since its previous answer) and peak memory (null "
+       "until the worker outgrows the kernel's own peak, which the OS folds into it). Inside, llm_query(prompt, model=None), "
        "llm_query_batched(prompts, model=None) and rlm_query(prompt, context=None) call the model again.",
        object({{"code", string_param("Python source")}}, {"code"}),
        {"python", "repl", "code"}},
@@ -143,7 +144,7 @@ class ReplToolbox final : public ToolExecutor {
   Result<ToolResult> execute(const Context& context, const ToolCall& call) override {
     auto request = build_request(call);
     if (!request) return error_of(call, request.error().message);
-    auto& [req, raw] = *request;
+    auto& [line, raw] = *request;
 
     std::shared_ptr<Slot> slot = slot_for(session_key(context));
     std::lock_guard lock(slot->mutex);
@@ -159,12 +160,19 @@ class ReplToolbox final : public ToolExecutor {
     }
 
     const auto began = Clock::now();
-    auto reply = slot->session->request(req, raw, options_.timeout,
+    auto reply = slot->session->request(call.name, std::move(line), raw, options_.timeout,
                                         [&context](const Json& c) { return answer_call(context, c); });
     const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
-    if (!reply) {
-      const bool timed_out = reply.error().code == ErrorCode::Limit;
-      std::string why = timed_out ? call.name + " timed out after " + seconds(options_.timeout) : reply.error().message;
+    if (reply && call.name == "eval_code" && restarted.empty()) {
+      if (auto fast = eval_content(*reply, wall_ms)) {
+        if (context.trajectory) record_code_run(context, call, Json::parse(fast->content, nullptr, false));
+        return ToolResult{call.id, call.name, std::move(fast->content), fast->is_error};
+      }
+    }
+    auto parsed = reply ? slot->session->parse(*reply) : Result<Json>(std::unexpected(reply.error()));
+    if (!parsed) {
+      const bool timed_out = parsed.error().code == ErrorCode::Limit;
+      std::string why = timed_out ? call.name + " timed out after " + seconds(options_.timeout) : parsed.error().message;
       slot->session.reset();
       slot->lost = why;
       Json body = {{"error", why + ". The REPL worker was stopped and its state (variables, definitions) is lost; the "
@@ -175,11 +183,15 @@ class ReplToolbox final : public ToolExecutor {
       record_code_run(context, call, body);
       return result_of(call, std::move(body), true);
     }
-    return finish(context, call, std::move(*reply), wall_ms, restarted);
+    return finish(context, call, std::move(*parsed), wall_ms, restarted);
   }
 
  private:
-  using Request = std::pair<Json, std::string>;
+  using Request = std::pair<std::string, std::string>;  // the request line, and raw bytes to follow it
+
+  static std::string line_of(const Json& request) {
+    return request.dump(-1, ' ', false, Json::error_handler_t::replace) + '\n';
+  }
 
   static std::string seconds(std::chrono::milliseconds d) {
     std::string s = std::to_string(static_cast<double>(d.count()) / 1000.0);
@@ -217,21 +229,21 @@ class ReplToolbox final : public ToolExecutor {
       if (*text) {
         Json req = {{"op", "load"}, {"name", **name}, {"nbytes", (*text)->size()}};
         req["source"] = a.contains("source") && a["source"].is_string() ? a["source"] : Json("text");
-        return Request{std::move(req), **text};
+        return Request{line_of(req), **text};
       }
       std::filesystem::path path(**file);
       // Relative to the workspace; the worker opens it inside the sandbox, which decides what is readable.
       if (path.is_relative()) path = options_.run.workspace / path;
-      return Request{Json{{"op", "load"}, {"name", **name}, {"file", path.lexically_normal().string()}}, {}};
+      return Request{line_of(Json{{"op", "load"}, {"name", **name}, {"file", path.lexically_normal().string()}}), {}};
     }
-    if (call.name == "list_vars") return Request{Json{{"op", "list"}}, {}};
+    if (call.name == "list_vars") return Request{line_of(Json{{"op", "list"}}), {}};
     if (call.name == "peek") {
       auto name = str("name", true);
       if (!name) return std::unexpected(name.error());
       auto start = integer("start"), end = integer("end");
       if (!start) return std::unexpected(start.error());
       if (!end) return std::unexpected(end.error());
-      return Request{Json{{"op", "peek"}, {"name", **name}, {"start", *start}, {"end", *end}}, {}};
+      return Request{line_of(Json{{"op", "peek"}, {"name", **name}, {"start", *start}, {"end", *end}}), {}};
     }
     if (call.name == "scan") {
       auto name = str("name", true), pattern = str("pattern", true);
@@ -239,12 +251,12 @@ class ReplToolbox final : public ToolExecutor {
       if (!pattern) return std::unexpected(pattern.error());
       auto hits = integer("max_hits");
       if (!hits) return std::unexpected(hits.error());
-      return Request{Json{{"op", "scan"}, {"name", **name}, {"pattern", **pattern}, {"max_hits", *hits}}, {}};
+      return Request{line_of(Json{{"op", "scan"}, {"name", **name}, {"pattern", **pattern}, {"max_hits", *hits}}), {}};
     }
     if (call.name == "eval_code") {
       auto code = str("code", true);
       if (!code) return std::unexpected(code.error());
-      return Request{Json{{"op", "eval"}, {"code", **code}}, {}};
+      return Request{eval_request_line(**code), {}};
     }
     if (call.name == "provide_answers") {
       if (!a.contains("answers") || !a["answers"].is_object()) {
@@ -253,7 +265,7 @@ class ReplToolbox final : public ToolExecutor {
       for (const auto& [id, text] : a["answers"].items()) {
         if (!text.is_string()) return fail(ErrorCode::Tool, "provide_answers: the answer to `" + id + "` must be a string");
       }
-      return Request{Json{{"op", "answers"}, {"answers", a["answers"]}}, {}};
+      return Request{line_of(Json{{"op", "answers"}, {"answers", a["answers"]}}), {}};
     }
     return fail(ErrorCode::Tool, "toolbox-repl: no tool named '" + call.name + "'");
   }

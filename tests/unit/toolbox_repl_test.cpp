@@ -11,6 +11,7 @@
 #include "kernex/rlm.hpp"
 #include "kernex/run_services.hpp"
 #include "kernex/trajectory_view.hpp"
+#include "eval_reply.hpp"
 #include "temp_dir.hpp"
 
 namespace kernex {
@@ -131,6 +132,75 @@ TEST_F(ReplToolboxTest, ProtocolCarriesAnyText) {
   ASSERT_TRUE(odd["pending_queries"].is_array()) << odd.dump();
   EXPECT_NE(odd["pending_queries"].back()["model"].get<std::string>().find("object object"), std::string::npos);
   EXPECT_EQ(eval("print('still here')")["stdout"], "still here\n");
+}
+
+// eval_code's fast path passes the worker's value on as the content, so it must take only what is
+// well-formed and of the usual shape, and leave everything else to the general path.
+TEST(ReplEvalReply, UsualAnswersBecomeTheContentWithWallTime) {
+  struct Case {
+    const char* reply;
+    bool is_error;
+  };
+  const Case cases[] = {
+      {R"({"ok":true,"value":{"cpu_ms":0.004,"peak_rss_kb":null,"stdout":"hi\n","stderr":""}})", false},
+      {R"({"ok":true,"value":{"cpu_ms":12.5,"peak_rss_kb":40960,"stdout":"}}","stderr":"w","error":"Traceback: x"}})", true},
+      {R"({"ok":true,"value":{"stdout":"","pending_queries":[{"id":"q1","kind":"llm_query","prompt":"p","model":null}]}})", false},
+      {R"({"ok":true,"value":{"stdout":"\u00e9\u2603 \"q\" \\"}})", false},
+      {R"({"ok":true,"value":{ "cpu_ms" : 1 }})", false},
+      {R"({"ok":true,"value":{}})", false},
+      {R"({"ok":true,"value":{ }})", false},
+  };
+  for (const auto& c : cases) {
+    auto got = repl::eval_content(c.reply, 1.5);
+    ASSERT_TRUE(got.has_value()) << c.reply;
+    EXPECT_EQ(got->is_error, c.is_error) << c.reply;
+    Json content = Json::parse(got->content, nullptr, false);
+    ASSERT_TRUE(content.is_object()) << got->content;
+    Json value = Json::parse(c.reply)["value"];
+    value["wall_ms"] = 1.5;
+    EXPECT_EQ(content, value) << got->content;
+  }
+}
+
+TEST(ReplEvalReply, AnythingElseTakesTheGeneralPath) {
+  const char* replies[] = {
+      R"({"ok":false,"error":"ValueError: x"})",
+      R"({"ok":true,"value":{"stdout":"a","stdout":"b"}})",                  // a key twice
+      R"({"ok":true,"value":{"stdout":"a","stdout_dropped":5}})",           // truncation: the kernel adds the marker
+      R"({"ok":true,"value":{"wall_ms":0}})",                               // the kernel's own field
+      R"({"ok":true,"value":{"stdout":1}})",                                // wrong types
+      R"({"ok":true,"value":{"cpu_ms":"1"}})",
+      R"({"ok":true,"value":{"peak_rss_kb":"1"}})",
+      R"({"ok":true,"value":{"error":null}})",
+      R"({"ok":true,"value":{"pending_queries":{}}})",
+      R"({"ok":true,"value":{"stdout":true}})",
+      R"({"ok":true,"value":{"stdout":{}}})",
+      R"({"ok":true,"value":{},"more":{}})",                                // a third member
+      R"({"ok":true,"ok":true,"value":{}})",
+      R"({"ok":1,"value":{}})",
+      R"({"ok":true,"value":{"stdout":"a"}}})",                             // not JSON
+      R"({"ok":true,"value":{"stdout":"a}})",
+      R"({"ok":true,"value":{"stdout":"a"}} })",
+      R"({"ok":true,"value":{"stdout":"a"},}})",
+      "{\"ok\":true,\"value\":{\"stdout\":\"\xff\xfe\"}}",                   // not UTF-8
+      "{\"ok\":true,\"value\":{\"stdout\":\"a\nb\"}}",                        // a raw control character
+      R"({"ok":true,"value":[1,{}]})",
+      R"({"call":"llm_query","prompt":"p"})",
+      "",
+  };
+  for (const char* reply : replies) EXPECT_FALSE(repl::eval_content(reply, 1.5).has_value()) << reply;
+}
+
+TEST(ReplEvalReply, RequestLineCarriesAnyCode) {
+  const std::string code = "print(\"a\\nb\")\nx = '\u00e9'\n\x01\xff";
+  const std::string line = repl::eval_request_line(code);
+  ASSERT_FALSE(line.empty());
+  EXPECT_EQ(line.back(), '\n');
+  EXPECT_EQ(line.find('\n'), line.size() - 1);
+  Json request = Json::parse(line, nullptr, false);
+  ASSERT_TRUE(request.is_object()) << line;
+  EXPECT_EQ(request["op"], "eval");
+  EXPECT_EQ(request["code"].get<std::string>().substr(0, code.size() - 1), code.substr(0, code.size() - 1));
 }
 
 TEST_F(ReplToolboxTest, OutputIsCappedWithAVisibleMarker) {
