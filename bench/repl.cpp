@@ -5,8 +5,16 @@
 //                also the size of what the model sees (metadata only)
 //   llm_query    a sub-query from Python code through the kernel's run services to a loopback
 //                OpenAI-format server  vs  the same provider's complete() called directly
-// Usage: repl [ITERATIONS] (default 2000 for eval_code; llm_query uses a tenth).
+// Usage: repl [ITERATIONS] [--unpinned] (default 2000 for eval_code; llm_query uses a tenth).
+//
+// The bench pins itself, and so every process it starts, to one CPU (the last it may use), as
+// `taskset -c N` would. Unpinned, each child settles either on the kernel's CPU or on the other
+// one, depending on where it happened to start, and on this VM a wake-up across CPUs costs ~25 µs
+// each way (an idle vCPU halts): a round trip across CPUs takes ~45 µs or more, for the bare echo
+// as for the REPL, so placement, not the protocol, would decide the figures. --unpinned leaves
+// placement to the scheduler.
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,10 +101,35 @@ kernex::test::FakeHttpServer::Reply openai_tool_call(const std::string& name, co
   return kernex::test::FakeHttpServer::json(200, body.dump());
 }
 
+// Pins this process (and so the threads and children it starts later) to its last allowed CPU;
+// returns that CPU, or -1 when it leaves placement alone.
+int pin_to_one_cpu() {
+  cpu_set_t allowed;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) die("sched_getaffinity");
+  int last = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) last = cpu;
+  }
+  if (last < 0 || CPU_COUNT(&allowed) == 1) return last;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(last, &one);
+  if (::sched_setaffinity(0, sizeof one, &one) != 0) die("sched_setaffinity");
+  return last;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int iterations = argc > 1 ? std::max(10, std::atoi(argv[1])) : 2000;
+  int iterations = 2000;
+  bool pinned = true;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--unpinned") pinned = false; else iterations = std::max(10, std::atoi(argv[i]));
+  }
+  if (pinned) {
+    std::printf("(pinned to CPU %d with every process it starts; --unpinned to let the scheduler place them)\n",
+                pin_to_one_cpu());
+  }
   std::string tmpl = (fs::temp_directory_path() / "kernex-bench-repl-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) die("mkdtemp");
   const fs::path root = tmpl, ws = root / "ws", data = root / "data";
