@@ -19,7 +19,7 @@ std::string variable_name(std::size_t index) { return index == 0 ? "context" : "
 // A tool result as text for the prompt or the answer: eval_code answers JSON whose stdout is the
 // value; anything else is used as it is.
 std::string printed(const ToolResult& result) {
-  Json j = Json::parse(result.content, nullptr, false);
+  Json j = parse_untrusted(result.content);
   if (j.is_object() && j.contains("stdout") && j["stdout"].is_string()) return j["stdout"].get<std::string>();
   return result.content;
 }
@@ -65,7 +65,7 @@ Result<void> resolve_final(RunResult& run, const RunOptions::ToolCaller& call_to
   ToolResult shown = call_tool("eval_code", Json{{"code", "_v = " + v + "\nprint(_v['content'] if isinstance(_v, dict) "
                                                              "and 'content' in _v else _v, end='')"}});
   if (shown.is_error) return fail(ErrorCode::Tool, "FINAL_VAR(" + v + "): " + shown.content);
-  Json j = Json::parse(shown.content, nullptr, false);
+  Json j = parse_untrusted(shown.content);
   if (j.is_object() && j.contains("error") && !j["error"].is_null() && j["error"] != "") {
     return fail(ErrorCode::Tool, "FINAL_VAR(" + v + "): " + j["error"].dump());
   }

@@ -66,7 +66,7 @@ RenderedResult render_call_result(const Json& result, const RenderOptions& opts)
         const auto& t = item["text"].get_ref<const std::string&>();
         add(t);
         if (structured != result.end() && !structured_shown) {
-          Json parsed = Json::parse(t, nullptr, false);
+          Json parsed = parse_untrusted(t);
           structured_shown = !parsed.is_discarded() && parsed == *structured;
         }
       } else if (type == "image" || type == "audio") {

@@ -104,6 +104,9 @@ Message classify(const Json& v) {
 }
 
 Result<Json> parse_line(std::string_view line) {
+  if (json_nests_deeper_than(line, kMaxJsonDepth)) {
+    return fail(ErrorCode::Parse, "a message nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
   Json j = Json::parse(line.begin(), line.end(), nullptr, false);
   if (j.is_discarded()) {
     std::string shown(line.substr(0, 120));

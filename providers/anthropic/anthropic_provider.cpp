@@ -206,7 +206,7 @@ class AnthropicProvider final : public Provider {
     };
     auto on_event = [&](const http::SseEvent& ev) {
       if (failure || stopped) return;
-      Json j = Json::parse(ev.data, nullptr, false);
+      Json j = parse_untrusted(ev.data);
       if (j.is_discarded() || !j.is_object()) return malformed("data is not a JSON object: " + excerpt(ev.data, 256));
       const std::string type = str(j, "type").empty() ? ev.event : str(j, "type");
       if (type == "error") {

@@ -267,7 +267,7 @@ class GeminiProvider final : public Provider {
     std::optional<Error> failure;
     auto on_event = [&](const http::SseEvent& ev) {
       if (failure) return;
-      Json j = Json::parse(ev.data, nullptr, false);
+      Json j = parse_untrusted(ev.data);
       if (j.is_discarded() || !j.is_object()) {
         failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " + o_.url.authority() + ": " +
                                                  excerpt(ev.data, 256));

@@ -150,7 +150,7 @@ class OllamaProvider final : public Provider {
     std::optional<Error> failure;
     auto on_line = [&](std::string_view line) {
       if (failure || done) return;
-      Json j = Json::parse(line, nullptr, false);
+      Json j = parse_untrusted(line);
       if (j.is_discarded() || !j.is_object()) {
         failure = Error(ErrorCode::Provider, o_.name + ": malformed stream line from " + o_.url.authority() + ": " +
                                                  excerpt(line, 256));

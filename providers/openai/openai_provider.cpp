@@ -201,7 +201,7 @@ class OpenAiProvider final : public Provider {
         saw_done = true;
         return;
       }
-      Json j = Json::parse(ev.data, nullptr, false);
+      Json j = parse_untrusted(ev.data);
       if (j.is_discarded() || !j.is_object()) {
         failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " + o_.url.authority() +
                                                  " (data: " + excerpt(ev.data, 512) + ")");

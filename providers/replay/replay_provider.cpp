@@ -168,7 +168,7 @@ Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = script + ":" + std::to_string(number);
-    Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    Json j = kernex::parse_untrusted(line);
     if (j.is_discarded()) return kernex::fail(ErrorCode::Config, where + ": not valid JSON");
     Step step;
     if (j.is_object() && j.contains("match")) {

@@ -158,6 +158,10 @@ std::optional<detail::Node> read_json_side_file(const fs::path& file, std::vecto
     add_error(diagnostics, file, 0, "", "file exceeds the " + std::to_string(kMaxSkillFileBytes / 1024) + " KiB limit");
     return std::nullopt;
   }
+  if (json_nests_deeper_than(content.text, kMaxJsonDepth)) {
+    add_error(diagnostics, file, 0, "", "expected JSON nested at most " + std::to_string(kMaxJsonDepth) + " levels deep");
+    return std::nullopt;
+  }
   Json json;
   try {
     json = Json::parse(content.text);

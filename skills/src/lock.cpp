@@ -114,7 +114,7 @@ Result<std::optional<SkillLock>> read_lock(const fs::path& folder) {
   auto content = detail::read_file_capped(file.string(), 4 * 1024 * 1024);
   if (!content.error.empty()) return fail(ErrorCode::Skill, file.string() + ": cannot read: " + content.error);
   if (content.too_large) return fail(ErrorCode::Skill, file.string() + ": larger than 4 MiB");
-  Json j = Json::parse(content.text, nullptr, false);
+  Json j = parse_untrusted(content.text);
   auto bad = [&](const std::string& what) { return fail(ErrorCode::Skill, file.string() + ": " + what); };
   if (j.is_discarded() || !j.is_object()) return bad("expected a JSON object written by `kernex skills lock`");
   if (!j.contains("version") || j["version"] != kLockVersion) return bad("version: expected 1");

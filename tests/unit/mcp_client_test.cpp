@@ -138,7 +138,8 @@ TEST_P(McpFaultTest, IsAToolErrorAndTheServerRestartsOnTheNextCall) {
 
 INSTANTIATE_TEST_SUITE_P(Faults, McpFaultTest,
                          ::testing::Values(Fault{"die", "exited with status 3"}, Fault{"hang", "did not answer tools/call in time"},
-                                           Fault{"garbage", "not JSON-RPC"}, Fault{"huge", "over the 65536-byte cap"}),
+                                           Fault{"garbage", "not JSON-RPC"}, Fault{"deep", "nests deeper than 128 levels"},
+                                           Fault{"huge", "over the 65536-byte cap"}),
                          [](const auto& info) { return std::string(info.param.mode); });
 
 TEST_F(McpClientTest, OnlyBaseDeclaredAndPassedThroughVariablesReachTheServer) {

@@ -205,5 +205,23 @@ TEST(Stream, LastUsageReplacesEarlierOne) {
   EXPECT_EQ(acc.text(), "");
 }
 
+// Untrusted JSON is refused past kMaxJsonDepth levels: parsing is iterative in nlohmann, but dump(),
+// copies and comparisons recurse, so a deep document would overflow the stack wherever it went next.
+TEST(UntrustedJson, NestingPastTheLimitIsRefusedAndStringsDoNotCount) {
+  const std::size_t deep = 300000;
+  EXPECT_TRUE(parse_untrusted(std::string(deep, '[') + std::string(deep, ']')).is_discarded());
+  EXPECT_TRUE(parse_untrusted(std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']')).is_discarded());
+  Json at_limit = parse_untrusted(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'));
+  ASSERT_TRUE(at_limit.is_array());
+  EXPECT_FALSE(at_limit.dump().empty());
+  // Brackets inside strings, escaped quotes included, are text.
+  const std::string text = R"({"a":")" + std::string(1000, '[') + R"(\"[[[","b":[{"c":"{{{"}]})";
+  Json j = parse_untrusted(text);
+  ASSERT_TRUE(j.is_object()) << text;
+  EXPECT_EQ(j["b"][0]["c"], "{{{");
+  EXPECT_TRUE(parse_untrusted("{\"a\":").is_discarded());
+  EXPECT_TRUE(parse_untrusted("").is_discarded());
+}
+
 }  // namespace
 }  // namespace kernex

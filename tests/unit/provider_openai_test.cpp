@@ -283,6 +283,18 @@ TEST(OpenAiProviderTest, MalformedJsonIsAnErrorWithAnExcerpt) {
   EXPECT_NE(r.error().message.find("chatcmpl-x"), std::string::npos);
 }
 
+// nlohmann's dump() and copies recurse: a body nested this deep must be refused at the parse, not
+// crash the kernel when the response is later logged or copied.
+TEST(OpenAiProviderTest, DeeplyNestedJsonIsAnErrorNotACrash) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::json(200, R"({"id":"chatcmpl-x","choices":)" + std::string(200000, '[') +
+                                            std::string(200000, ']') + "}"));
+  auto p = make(server);
+  auto r = p->complete(Context("Hi"), {}, {});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("not a JSON object"), std::string::npos) << r.error().message.substr(0, 300);
+}
+
 TEST(OpenAiProviderTest, HtmlErrorPageIsReportedAsSuch) {
   FakeHttpServer server;
   const std::string page = "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1>"

@@ -16,6 +16,39 @@ namespace kernex {
 // BTreeMap ordering that permission matching depends on.
 using Json = nlohmann::json;
 
+// Untrusted JSON (HTTP bodies, MCP and REPL messages, tool output) nested deeper than this is
+// refused. nlohmann parses and destroys without recursion, but dump(), copies and comparisons
+// recurse: a few hundred kilobytes of '[' would overflow the stack later, far from the parse.
+inline constexpr std::size_t kMaxJsonDepth = 128;
+
+// True when `text` opens more than `max_depth` arrays or objects at once (outside strings).
+// Exact for valid JSON; for anything else the parse fails anyway.
+inline bool json_nests_deeper_than(std::string_view text, std::size_t max_depth) {
+  std::size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// Json::parse for untrusted text: a discarded value (is_discarded()) when `text` is not JSON or
+// nests deeper than `max_depth`.
+inline Json parse_untrusted(std::string_view text, std::size_t max_depth = kMaxJsonDepth) {
+  if (json_nests_deeper_than(text, max_depth)) return Json(Json::value_t::discarded);
+  return Json::parse(text, nullptr, false);
+}
+
 // Field readers for from_json implementations that follow serde's rules: a missing required
 // field, a wrong type or an out-of-range number throws a nlohmann::json::exception whose
 // message names the full field path, e.g. "field 'toolboxes[0].name': type must be string,

@@ -189,7 +189,7 @@ std::string excerpt(std::string_view body, std::size_t cap) {
 }
 
 std::string error_detail(std::string_view body) {
-  Json j = Json::parse(body, nullptr, false);
+  Json j = parse_untrusted(body);
   if (j.is_discarded()) {
     const std::string head(body.substr(0, 512));
     std::string lowered = head;
@@ -238,7 +238,7 @@ Error stream_error(const CommonOptions& options, std::string_view data) {
 }
 
 Result<Json> parse_body(const CommonOptions& options, std::string_view body) {
-  Json j = Json::parse(body, nullptr, false);
+  Json j = parse_untrusted(body);
   if (j.is_discarded() || !j.is_object()) {
     return fail(ErrorCode::Provider, redact(options.name + ": the response from " + options.url.authority() +
                                                 " is not a JSON object (body: " + excerpt(body) + ")",
@@ -278,7 +278,7 @@ void Emitter::error(const std::string& message) const {
 
 Json parse_arguments(std::string_view text) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return Json::object();
-  Json j = Json::parse(text, nullptr, false);
+  Json j = parse_untrusted(text);
   if (j.is_discarded() || !j.is_object()) return Json(std::string(text));
   return j;
 }

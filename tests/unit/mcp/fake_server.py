@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A scripted MCP server over stdio for the client tests.
 
-argv[1] is the behaviour of tools/call for the tool "fault": die | hang | garbage | huge | ok.
+argv[1] is the behaviour of tools/call for the tool "fault": die | hang | garbage | deep | huge | ok.
 Tools come in two pages (cursor "p2"); "echo" returns text + structured content; "image" an image,
 a resource link and an embedded resource; "fail" isError. It pings the client before answering
 tools/call for "echo" (a server->client request the client must answer), and logs to stderr.
@@ -83,6 +83,10 @@ while True:
                 time.sleep(3600)
             elif mode == "garbage":
                 sys.stdout.write("this is not json\n")
+                sys.stdout.flush()
+                time.sleep(3600)
+            elif mode == "deep":  # 20000 levels in 40 KB: dump() of it would overflow the kernel's stack
+                sys.stdout.write('{"jsonrpc":"2.0","id":%d,"result":{"content":%s%s}}\n' % (mid, "[" * 20000, "]" * 20000))
                 sys.stdout.flush()
                 time.sleep(3600)
             elif mode == "huge":
