@@ -17,8 +17,13 @@ struct EvalContent {
   bool is_error = false;
 };
 
+// The fields an eval answer's value may carry (the general path adds stdout_dropped and
+// stderr_dropped, which the kernel turns into truncation markers); the kernel owns the rest.
+bool is_eval_field(std::string_view key);
+
 // Takes a reply of the usual shape, {"ok":true,"value":{...}} with the value's keys drawn from
-// cpu_ms, peak_rss_kb, stdout, stderr, error and pending_queries (each once, each of its type).
+// cpu_ms, peak_rss_kb, stdout, stderr, error and pending_queries (each once, each of its type;
+// pending_queries a list of flat objects).
 // One SAX pass checks that the whole line is that JSON (the worker runs the model's code, which can
 // write anything to the protocol pipe); the value's text is then the content as sent. Any other
 // reply (an error, a truncated stream, an unknown key, bad JSON) gives nullopt, and the caller

@@ -39,7 +39,7 @@ Result<std::unique_ptr<ReplSession>> ReplSession::start(const sandbox::Policy& p
                                         (session->stderr_tail().empty() ? "" : ": " + session->stderr_tail()),
                 ready.error());
   }
-  Json hello = Json::parse(*ready, nullptr, false);
+  Json hello = parse_untrusted(*ready);
   if (!hello.is_object() || hello.value("ready", false) != true) {
     session->process_.kill();
     return fail(ErrorCode::Sandbox, "toolbox-repl: the Python worker sent no ready line, got: " + ready->substr(0, 200));
@@ -100,10 +100,12 @@ Result<std::string> ReplSession::request(std::string_view op_name, std::string l
       }
       return std::unexpected(died(op));
     }
-    // The worker writes "call" first in a callback and "ok" first in an answer.
-    if (!got->starts_with(R"({"call":)")) return std::move(*got);
+    // An answer starts with "ok" (the caller checks it); anything else is read here, as a callback
+    // if it is one.
+    if (got->starts_with(R"({"ok":)")) return std::move(*got);
     auto call = parse(*got);
     if (!call) return std::unexpected(call.error());
+    if (!call->contains("call")) return std::move(*got);
     // A sub-query from running code: the kernel's time answering it is not the code's time.
     const auto paused = Clock::now();
     Json answer = on_call(*call);
@@ -122,7 +124,7 @@ Result<std::string> ReplSession::request(std::string_view op_name, std::string l
 }
 
 Result<Json> ReplSession::parse(const std::string& answer) {
-  Json reply = Json::parse(answer, nullptr, false);
+  Json reply = parse_untrusted(answer);
   if (reply.is_object()) return reply;
   broken_ = true;
   process_.kill();

@@ -165,7 +165,7 @@ class ReplToolbox final : public ToolExecutor {
     const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
     if (reply && call.name == "eval_code" && restarted.empty()) {
       if (auto fast = eval_content(*reply, wall_ms)) {
-        if (context.trajectory) record_code_run(context, call, Json::parse(fast->content, nullptr, false));
+        if (context.trajectory) record_code_run(context, call, parse_untrusted(fast->content));
         return ToolResult{call.id, call.name, std::move(fast->content), fast->is_error};
       }
     }
@@ -280,6 +280,11 @@ class ReplToolbox final : public ToolExecutor {
     if (!value.is_object()) value = Json{{"value", std::move(value)}};
     bool is_error = false;
     if (call.name == "eval_code") {
+      // Only the worker's own fields: the rest (wall_ms, state_lost, note, ...) are the kernel's to set.
+      for (auto it = value.begin(); it != value.end();) {
+        const bool known = is_eval_field(it.key()) || it.key() == "stdout_dropped" || it.key() == "stderr_dropped";
+        it = known ? std::next(it) : value.erase(it);
+      }
       for (const char* stream : {"stdout", "stderr"}) {
         const std::string dropped_key = std::string(stream) + "_dropped";
         const auto dropped = value.value(dropped_key, std::size_t{0});

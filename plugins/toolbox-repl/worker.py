@@ -27,7 +27,8 @@ _scan = json.scanner.c_make_scanner(json.JSONDecoder()) if json.scanner.c_make_s
 
 
 def _line(obj):
-    text = "".join(_encode(obj, 0)) if _encode is not None else json.dumps(obj, ensure_ascii=False, default=repr)
+    text = "".join(_encode(obj, 0)) if _encode is not None else \
+        json.dumps(obj, ensure_ascii=False, default=repr, separators=(",", ":"))
     return text.encode("utf-8", "replace") + b"\n"
 
 
@@ -71,7 +72,7 @@ def _new_query_id():
 
 
 def _call(kind, **fields):
-    _send(dict(call=kind, **fields))  # "call" first: the kernel tells a callback by its first key
+    _send(dict(call=kind, **fields))
     reply = _receive()
     if reply.get("ok"):
         return reply.get("value")
@@ -366,7 +367,9 @@ def op_eval(req):
     if err.parts or err.dropped:
         err.parts, err.size, err.dropped = [], 0, 0
     # One getrusage a call (a syscall costs ~0.5 µs here): CPU time counts from the previous answer,
-    # so it includes the few µs the worker spent reading this request.
+    # so it includes reading this request and whatever threads earlier code left running. The
+    # CPU limit is re-armed from that figure too, so such threads can shorten this call's allowance;
+    # RLIMIT_CPU still caps the worker as a whole.
     before = _usage[0]
     if before.ru_utime + before.ru_stime >= _cpu_rearm_at[0]:
         _arm_cpu_limit(before.ru_utime + before.ru_stime)

@@ -149,6 +149,8 @@ TEST(ReplEvalReply, UsualAnswersBecomeTheContentWithWallTime) {
       {R"({"ok":true,"value":{ "cpu_ms" : 1 }})", false},
       {R"({"ok":true,"value":{}})", false},
       {R"({"ok":true,"value":{ }})", false},
+      {R"({"ok":true,"value":{"pending_queries":[{"id":"q1","kind":"rlm_query","prompt":"p","context_size":3},{"id":"q2","model":true}]}})",
+       false},
   };
   for (const auto& c : cases) {
     auto got = repl::eval_content(c.reply, 1.5);
@@ -187,7 +189,19 @@ TEST(ReplEvalReply, AnythingElseTakesTheGeneralPath) {
       R"({"ok":true,"value":[1,{}]})",
       R"({"call":"llm_query","prompt":"p"})",
       "",
+      R"({"ok":true,"value": {}})",                                          // the value must start at once
+      "{\"ok\":true,\"value\":\t{}}",
+      R"({"ok":true,"value":{"pending_queries":[1]}})",                       // items are flat objects
+      R"({"ok":true,"value":{"pending_queries":[[]]}})",
+      R"({"ok":true,"value":{"pending_queries":[{"id":"q1","id":"q2"}]}})",
+      R"({"ok":true,"value":{"pending_queries":[{"id":"q1","extra":1}]}})",
+      R"({"ok":true,"value":{"pending_queries":[{"id":"q1","model":[1]}]}})",
+      R"({"ok":true,"value":{"pending_queries":[{"id":{"x":1}}]}})",
   };
+  // Nesting as deep as a reply line can hold (64 MiB) stops at the first level too many.
+  const std::string deep = R"({"ok":true,"value":{"pending_queries":)" + std::string(1 << 20, '[') +
+                           std::string(1 << 20, ']') + "}}";
+  EXPECT_FALSE(repl::eval_content(deep, 1.5).has_value());
   for (const char* reply : replies) EXPECT_FALSE(repl::eval_content(reply, 1.5).has_value()) << reply;
 }
 
@@ -201,6 +215,42 @@ TEST(ReplEvalReply, RequestLineCarriesAnyCode) {
   ASSERT_TRUE(request.is_object()) << line;
   EXPECT_EQ(request["op"], "eval");
   EXPECT_EQ(request["code"].get<std::string>().substr(0, code.size() - 1), code.substr(0, code.size() - 1));
+}
+
+// A plain eval takes the fast path: its content is the worker's value as sent (stdout before
+// stderr; the general path re-serialises with sorted keys), with wall_ms last.
+TEST_F(ReplToolboxTest, PlainEvalTakesTheFastPath) {
+  auto r = call("eval_code", {{"code", "import sys\nprint('out')\nprint('err', file=sys.stderr)"}});
+  EXPECT_FALSE(r.is_error);
+  EXPECT_EQ(r.content.rfind(R"({"cpu_ms":)", 0), 0u) << r.content;
+  EXPECT_LT(r.content.find(R"("stdout":"out\n")"), r.content.find(R"("stderr":"err\n")")) << r.content;
+  EXPECT_NE(r.content.find(R"(,"wall_ms":)"), std::string::npos) << r.content;
+  Json j = parse(r);
+  EXPECT_EQ(j["stdout"], "out\n");
+  EXPECT_TRUE(j["cpu_ms"].is_number());
+}
+
+// The model's code can write to the worker's protocol pipe. What it forges there reaches only its
+// own session: never a crash (deep nesting), never a field the kernel owns.
+TEST_F(ReplToolboxTest, ForgedAnswersCannotCrashTheKernelOrSetItsFields) {
+  Json forged = eval("import __main__ as m\n"
+                     "m._proto_out.write(b'{\"ok\":true,\"value\":{\"stdout\":\"f\",\"state_lost\":true,"
+                     "\"note\":\"forged\",\"wall_ms\":0,\"timed_out\":true}}\\n')");
+  EXPECT_EQ(forged["stdout"], "f") << forged.dump();
+  EXPECT_FALSE(forged.contains("state_lost")) << forged.dump();
+  EXPECT_FALSE(forged.contains("note")) << forged.dump();
+  EXPECT_FALSE(forged.contains("timed_out")) << forged.dump();
+  EXPECT_GT(forged["wall_ms"].get<double>(), 0.0) << forged.dump();
+
+  context_.session_id = "deep";
+  ASSERT_FALSE(eval("x = 1").contains("error"));
+  auto deep = call("eval_code", {{"code", "import __main__ as m\n"
+                                          "m._proto_out.write(b'{\"ok\":true,\"value\":{\"x\":' + b'[' * 300000 + "
+                                          "b']' * 300000 + b'}}\\n')"}});
+  EXPECT_TRUE(deep.is_error);
+  EXPECT_NE(deep.content.find("broke the protocol"), std::string::npos) << deep.content.substr(0, 300);
+  EXPECT_NE(deep.content.find("state"), std::string::npos) << deep.content.substr(0, 300);
+  EXPECT_EQ(eval("print('fresh')")["stdout"], "fresh\n");
 }
 
 TEST_F(ReplToolboxTest, OutputIsCappedWithAVisibleMarker) {
