@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "kernex/log.hpp"
@@ -60,7 +61,19 @@ class SandboxTest : public ::testing::Test {
     return result ? *result : SpawnResult{};
   }
 
+  // A long-lived process under the workspace policy (kept alive with it).
+  std::optional<SandboxedProcess> start_process(std::vector<std::string> argv) {
+    process_policy_ = build(builder());
+    Command cmd;
+    cmd.argv = std::move(argv);
+    auto proc = SandboxedProcess::start(*process_policy_, cmd);
+    EXPECT_TRUE(proc.has_value()) << (proc ? "" : proc.error().describe());
+    if (!proc) return std::nullopt;
+    return std::move(*proc);
+  }
+
   fs::path root_, ws_, outside_;
+  std::optional<Policy> process_policy_;
 };
 
 // --- profiles from YAML -------------------------------------------------------------------------
@@ -516,11 +529,8 @@ TEST_F(SandboxTest, PrivateTmpIsRemovedWithThePolicy) {
 // --- long-lived processes (SandboxedProcess) ----------------------------------------------------
 
 TEST_F(SandboxTest, ProcessAnswersLineByLine) {
-  auto policy = build(builder());
-  Command cmd;
-  cmd.argv = {"/bin/cat"};
-  auto proc = SandboxedProcess::start(policy, cmd);
-  ASSERT_TRUE(proc.has_value()) << proc.error().describe();
+  auto proc = start_process({"/bin/cat"});
+  ASSERT_TRUE(proc.has_value());
   const auto deadline = SandboxedProcess::Clock::now() + 10s;
   for (int i = 0; i < 3; ++i) {
     const std::string line = R"({"n":)" + std::to_string(i) + "}";
@@ -539,11 +549,8 @@ TEST_F(SandboxTest, ProcessAnswersLineByLine) {
 // stdin is a pipe: writing to a child that has gone must be an error, never SIGPIPE (which would
 // end this test binary, as it would end a host that has not ignored it).
 TEST_F(SandboxTest, WritingToAProcessThatExitedIsAnErrorNotSigpipe) {
-  auto policy = build(builder());
-  Command cmd;
-  cmd.argv = {"/bin/true"};
-  auto proc = SandboxedProcess::start(policy, cmd);
-  ASSERT_TRUE(proc.has_value()) << proc.error().describe();
+  auto proc = start_process({"/bin/true"});
+  ASSERT_TRUE(proc.has_value());
   const std::string mb(1 << 20, 'x');  // more than the pipe holds, so the write must wait for the child
   auto wrote = proc->write(mb, SandboxedProcess::Clock::now() + 30s);
   ASSERT_FALSE(wrote.has_value());
@@ -557,11 +564,8 @@ TEST_F(SandboxTest, WritingToAProcessThatExitedIsAnErrorNotSigpipe) {
 }
 
 TEST_F(SandboxTest, AProcessThatStopsReadingMakesTheWriteTimeOut) {
-  auto policy = build(builder());
-  Command cmd;
-  cmd.argv = {"/bin/sh", "-c", "exec 0<&-; echo closed; exec sleep 60"};
-  auto proc = SandboxedProcess::start(policy, cmd);
-  ASSERT_TRUE(proc.has_value()) << proc.error().describe();
+  auto proc = start_process({"/bin/sh", "-c", "exec 0<&-; echo closed; exec sleep 60"});
+  ASSERT_TRUE(proc.has_value());
   auto closed = proc->read_line(SandboxedProcess::Clock::now() + 10s, 1024);
   ASSERT_TRUE(closed.has_value()) << closed.error().describe();
   const std::string mb(1 << 20, 'x');
