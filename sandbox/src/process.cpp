@@ -143,7 +143,7 @@ struct SandboxedProcess::Impl {
     }
   }
 
-  enum class Wait { Ready, TimedOut, Exited };
+  enum class Wait { Ready, TimedOut, Exited, Failed };  // Failed: poll itself failed (errno says why)
   // Waits for `fd` to become ready for `events` (or stderr to have data, which is drained) until
   // the deadline. With `watch_exit`, the child's exit ends the wait too (Exited).
   Wait wait_for(int fd, short events, Clock::time_point deadline, bool watch_exit = false) {
@@ -159,7 +159,7 @@ struct SandboxedProcess::Impl {
       const int timeout = remaining_ms(deadline);
       int rc = ::poll(fds, n, timeout);
       if (rc < 0 && errno == EINTR) continue;
-      if (rc < 0) return Wait::TimedOut;
+      if (rc < 0) return Wait::Failed;
       if (err_at != 0 && fds[err_at].revents != 0) drain_stderr();
       if (fds[0].revents != 0) return Wait::Ready;
       if (exit_at != 0 && fds[exit_at].revents != 0) return Wait::Exited;
@@ -341,6 +341,7 @@ Result<void> SandboxedProcess::write(std::string_view data, Clock::time_point de
         case Impl::Wait::Ready: continue;
         case Impl::Wait::TimedOut: return fail(ErrorCode::Limit, "timed out writing to the process");
         case Impl::Wait::Exited: return fail(ErrorCode::Io, "the process exited before reading all of its input");
+        case Impl::Wait::Failed: return fail(ErrorCode::Io, "cannot wait to write to the process: " + errno_text(errno));
       }
     }
     const int e = errno;
@@ -371,8 +372,12 @@ Result<std::string> SandboxedProcess::read_line(Clock::time_point deadline, std:
     if (p.out < 0) return fail(ErrorCode::Io, "the process closed its stdout");
     // Wait first: callers read right after writing a request, when the answer is rarely there yet,
     // so a read up front would mostly be an EAGAIN.
-    if (!readable && p.wait_for(p.out, POLLIN, deadline) != Impl::Wait::Ready) {
-      return fail(ErrorCode::Limit, "timed out waiting for output");
+    if (!readable) {
+      switch (p.wait_for(p.out, POLLIN, deadline)) {
+        case Impl::Wait::Ready: break;
+        case Impl::Wait::Failed: return fail(ErrorCode::Io, "cannot wait for output: " + errno_text(errno));
+        default: return fail(ErrorCode::Limit, "timed out waiting for output");
+      }
     }
     char buf[65536];
     ssize_t n = ::read(p.out, buf, sizeof(buf));
