@@ -101,8 +101,8 @@ kernex::test::FakeHttpServer::Reply openai_tool_call(const std::string& name, co
   return kernex::test::FakeHttpServer::json(200, body.dump());
 }
 
-// Pins this process (and so the threads and children it starts later) to its last allowed CPU;
-// returns that CPU, or -1 when it leaves placement alone.
+// Pins this process (and so the threads and children it starts later) to its last allowed CPU and
+// returns that CPU (already the only one under `taskset -c N`, and then left as it is).
 int pin_to_one_cpu() {
   cpu_set_t allowed;
   if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) die("sched_getaffinity");
@@ -110,7 +110,7 @@ int pin_to_one_cpu() {
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     if (CPU_ISSET(cpu, &allowed)) last = cpu;
   }
-  if (last < 0 || CPU_COUNT(&allowed) == 1) return last;
+  if (CPU_COUNT(&allowed) == 1) return last;
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(last, &one);

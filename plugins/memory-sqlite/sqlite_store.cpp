@@ -373,14 +373,14 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
   // lookup, which took 1.1 s for a sender with 10k messages.) Summaries are always searched.
   bool search_messages = true;
   if (!q.sender_id.empty()) {
-    auto count = db_->prepare(
+    auto has_messages = db_->prepare(
         "SELECT EXISTS (SELECT 1 FROM conversations c JOIN messages m ON m.conversation_id = c.id "
         "WHERE c.sender_id = ?1 AND m.role = 'user')");
-    if (!count) return std::unexpected(count.error());
-    count->bind_all(q.sender_id);
-    auto row = count->step();
+    if (!has_messages) return std::unexpected(has_messages.error());
+    has_messages->bind_all(q.sender_id);
+    auto row = has_messages->step();
     if (!row) return std::unexpected(row.error());
-    search_messages = *row && count->integer(0) != 0;
+    search_messages = *row && has_messages->integer(0) != 0;
   }
 
   const auto search = [&](const std::string& match) -> Result<void> {

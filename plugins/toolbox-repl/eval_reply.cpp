@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cstdint>
 
@@ -40,7 +41,7 @@ class ReplyShape {
   using binary_t = Json::binary_t;
 
   bool is_error() const { return is_error_; }
-  std::size_t fields() const { return fields_; }
+  int fields() const { return std::popcount(seen_); }
 
   bool null() { return scalar(Kind::NumberOrNull); }
   bool boolean(bool b) {
@@ -81,7 +82,6 @@ class ReplyShape {
     if (i == kFields.size()) return false;
     current_ = &kFields[i];
     is_error_ = is_error_ || current_->is_error;
-    ++fields_;
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
@@ -109,7 +109,6 @@ class ReplyShape {
   int depth_ = 0;
   int top_keys_ = 0;
   unsigned seen_ = 0, item_seen_ = 0;
-  std::size_t fields_ = 0;
   const Field* current_ = nullptr;
   bool is_error_ = false;
 };
@@ -142,10 +141,8 @@ std::optional<EvalContent> eval_content(std::string_view reply, double wall_ms) 
   out.content.reserve(value.size() + 32);
   out.content.append(value.substr(0, value.size() - 1));
   out.content += shape.fields() == 0 ? R"("wall_ms":)" : R"(,"wall_ms":)";
-  char number[32];
-  auto [end, ec] = std::to_chars(number, number + sizeof number, wall_ms);
-  out.content.append(number, ec == std::errc() ? end : number);
-  if (ec != std::errc()) out.content += '0';
+  char number[32];  // a double's shortest form takes at most 24
+  out.content.append(number, std::to_chars(number, number + sizeof number, wall_ms).ptr);
   out.content += '}';
   return out;
 }

@@ -386,8 +386,10 @@ Result<std::string> SandboxedProcess::read_line(Clock::time_point deadline, std:
       readable = static_cast<std::size_t>(n) == sizeof(buf);  // a full read: more may be waiting
       continue;
     }
-    readable = n < 0 && errno == EINTR;
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+      readable = errno == EINTR;  // interrupted: read again; nothing there: wait
+      continue;
+    }
     p.drain_stderr();
     close_fd(p.out);
   }

@@ -524,8 +524,6 @@ TEST_F(SandboxTest, PrivateTmpIsRemovedWithThePolicy) {
   EXPECT_FALSE(fs::exists(tmp));
 }
 
-}  // namespace
-
 // --- long-lived processes (SandboxedProcess) ----------------------------------------------------
 
 TEST_F(SandboxTest, ProcessAnswersLineByLine) {
@@ -576,3 +574,5 @@ TEST_F(SandboxTest, AProcessThatStopsReadingMakesTheWriteTimeOut) {
   proc->kill();
   EXPECT_EQ(proc->wait(SandboxedProcess::Clock::now() + 10s).term_signal, SIGKILL);
 }
+
+}  // namespace

@@ -54,7 +54,8 @@ class SandboxedProcess {
   Result<void> write(std::string_view data, Clock::time_point deadline);
   // The next '\n'-terminated line from stdout, without the '\n' (a trailing '\r' is kept).
   // ErrorCode::Limit when the deadline passes or the line grows beyond `max_line` bytes (the
-  // stream is then out of step; callers should kill the process), ErrorCode::Io at end of output.
+  // stream is then out of step; callers should kill the process), ErrorCode::Io at end of output
+  // (or when waiting itself fails).
   Result<std::string> read_line(Clock::time_point deadline, std::size_t max_line);
 
   // Signals end of input (closes stdin).
