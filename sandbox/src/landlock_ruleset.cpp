@@ -26,7 +26,8 @@ Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& gr
   attr.handled_access_fs = handled_fs;
   std::size_t attr_size = sizeof(std::uint64_t);
   if (abi >= 4) {
-    // Handled with no bind rule at all: the sandbox can never listen on TCP.
+    // Handled with no bind rule at all: bind() to any TCP port is refused. listen() on an unbound
+    // socket autobinds without this hook; seccomp refuses listen() unless the profile serves.
     attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
     attr_size = 2 * sizeof(std::uint64_t);
   }

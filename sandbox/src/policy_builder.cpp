@@ -47,6 +47,8 @@ PolicyBuilder& PolicyBuilder::allow_tcp_connect(std::uint16_t port) {
   return *this;
 }
 PolicyBuilder& PolicyBuilder::allow_unix_sockets() { profile_.network.unix_sockets = true; return *this; }
+PolicyBuilder& PolicyBuilder::allow_listen() { profile_.network.listen = true; return *this; }
+PolicyBuilder& PolicyBuilder::allow_file_watches() { profile_.watch_files = true; return *this; }
 PolicyBuilder& PolicyBuilder::passthrough_env(std::string name) {
   profile_.env.passthrough.push_back(std::move(name));
   return *this;
@@ -419,7 +421,7 @@ class Builder {
     auto ruleset = build_landlock_ruleset(st.landlock_abi, grants_, p.network);
     if (!ruleset) return std::unexpected(ruleset.error());
     state_->landlock_fd = *ruleset;
-    auto bpf = build_seccomp_filter(p.network);
+    auto bpf = build_seccomp_filter(p, st);
     if (!bpf) return std::unexpected(bpf.error());
     state_->seccomp_bpf = std::move(*bpf);
     if (!state_->protected_mounts.empty()) {

@@ -49,7 +49,9 @@ struct LandlockGrant {
 };
 // Creates the ruleset fd for the grants on this ABI, or an error naming the path or step that failed.
 Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& grants, const NetworkPolicy& net);
-Result<std::vector<sock_filter>> build_seccomp_filter(const NetworkPolicy& net);
+// The seccomp program for `profile` (its network policy and opt-ins); fills the seccomp fields of
+// `status` (listen_allowed, file_watches_allowed, memfd_sealed).
+Result<std::vector<sock_filter>> build_seccomp_filter(const SandboxProfile& profile, PolicyStatus& status);
 // Creates state.mntns_fd/userns_fd with state.protected_mounts applied.
 Result<void> build_mount_namespace(Policy::State& state);
 

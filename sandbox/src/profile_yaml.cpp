@@ -94,10 +94,10 @@ Result<void> parse_network(const Reader& r, const YAML::Node& n, NetworkPolicy& 
   const std::string key = "network";
   if (n.IsScalar()) {
     if (n.Scalar() == "none") return {};
-    return r.error(key, "expected 'none' or a mapping {tcp_connect: [ports], unix: bool}");
+    return r.error(key, "expected 'none' or a mapping {tcp_connect: [ports], unix: bool, listen: bool}");
   }
-  if (!n.IsMap()) return r.error(key, "expected 'none' or a mapping {tcp_connect: [ports], unix: bool}");
-  if (auto c = r.check_keys(n, key, {"tcp_connect", "unix"}); !c) return c;
+  if (!n.IsMap()) return r.error(key, "expected 'none' or a mapping {tcp_connect: [ports], unix: bool, listen: bool}");
+  if (auto c = r.check_keys(n, key, {"tcp_connect", "unix", "listen"}); !c) return c;
   if (n["tcp_connect"]) {
     const auto& ports = n["tcp_connect"];
     if (!ports.IsSequence()) return r.error(key + ".tcp_connect", "expected a list of ports");
@@ -109,10 +109,11 @@ Result<void> parse_network(const Reader& r, const YAML::Node& n, NetworkPolicy& 
       out.tcp_connect_ports.push_back(static_cast<std::uint16_t>(*port));
     }
   }
-  if (n["unix"]) {
-    auto b = r.boolean(n["unix"], key + ".unix");
+  for (auto [name, slot] : {std::pair{"unix", &out.unix_sockets}, {"listen", &out.listen}}) {
+    if (!n[name]) continue;
+    auto b = r.boolean(n[name], key + "." + name);
     if (!b) return std::unexpected(b.error());
-    out.unix_sockets = *b;
+    *slot = *b;
   }
   return {};
 }
@@ -219,6 +220,7 @@ Result<SandboxProfile> parse_root(const Reader& r, YAML::Node root) {
       {"enforce", bool_into(p.enforce)},
       {"system_defaults", bool_into(p.system_defaults)},
       {"private_tmp", bool_into(p.private_tmp)},
+      {"watch_files", bool_into(p.watch_files)},
       {"workspace", path_into(p.workspace)},
       {"working_dir", path_into(p.working_dir)},
       {"read_only", paths_into(p.read_only)},

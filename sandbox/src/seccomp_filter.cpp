@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <seccomp.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/ioctl.h>
@@ -39,7 +41,19 @@ constexpr std::array kAlwaysDenied = {
     "reboot", "uselib", "lookup_dcookie",
     // Leaving the spawner's process group would let a child outlive the group kill.
     "setsid", "setpgid",
+    // SysV IPC and POSIX message queues live in the IPC namespace, shared with the host and every other
+    // sandbox, and outlive the process that made them; Landlock sees only mq_open's open, not the
+    // queue it creates first nor mq_unlink.
+    "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl",
+    "semget", "semop", "semtimedop", "semctl",
+    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    // Another anonymous-file source (see add_memfd_rules); nothing a tool needs.
+    "memfd_secret",
 };
+
+constexpr scmp_datum_t kMfdNoexecSeal = 0x0008;  // linux/memfd.h of kernels >= 6.3
+constexpr scmp_datum_t kMfdExec = 0x0010;
+constexpr scmp_datum_t kInt = 0xffffffff;  // the kernel reads int arguments from the low 32 bits only
 
 int rule(scmp_filter_ctx ctx, int nr, unsigned count, const scmp_arg_cmp* cmps) {
   return seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), nr, count, cmps);
@@ -87,9 +101,87 @@ Result<void> add_socket_rules(scmp_filter_ctx ctx, const NetworkPolicy& net) {
   return {};
 }
 
+// Serving and TCP fast open. listen() on an unbound TCP socket autobinds an ephemeral port without
+// bind(), so Landlock's bind rules never see it. A fast-open SYN (MSG_FASTOPEN on sendto/sendmsg/
+// sendmmsg, whose flags argument applies to every message; TCP_FASTOPEN_CONNECT) is sent by the TCP
+// stack, not connect(), so Landlock's connect rules never see its port. Applied whatever the network
+// policy: a socket can also arrive over a unix socket.
+Result<void> add_serving_rules(scmp_filter_ctx ctx, const NetworkPolicy& net) {
+  int rc = 0;
+  if (!net.listen) rc |= rule(ctx, SCMP_SYS(listen), 0, nullptr);
+  const scmp_datum_t fastopen = MSG_FASTOPEN;
+  for (auto [nr, arg] : {std::pair{SCMP_SYS(sendto), 3u}, {SCMP_SYS(sendmsg), 2u}, {SCMP_SYS(sendmmsg), 3u}}) {
+    scmp_arg_cmp flag = {arg, SCMP_CMP_MASKED_EQ, fastopen, fastopen};
+    rc |= rule(ctx, nr, 1, &flag);
+  }
+  for (scmp_datum_t option : {TCP_FASTOPEN, TCP_FASTOPEN_CONNECT}) {
+    std::array<scmp_arg_cmp, 2> cmps = {SCMP_A1(SCMP_CMP_MASKED_EQ, kInt, IPPROTO_TCP),
+                                        SCMP_A2(SCMP_CMP_MASKED_EQ, kInt, option)};
+    rc |= rule(ctx, SCMP_SYS(setsockopt), 2, cmps.data());
+  }
+  if (rc != 0) return fail(ErrorCode::Sandbox, "seccomp: cannot add the listen and fast-open rules");
+  return {};
+}
+
+// Scheduling of other processes: Landlock has no hook for it and commoncap lets a process without
+// capabilities change any process of its uid that has none either (the kernel run by an ordinary
+// user, the user's shell): pin it to one CPU, make it SCHED_IDLE, nice 19, idle I/O class. Like
+// prlimit64, only the caller's own (pid 0) stays reachable; pthread calls that name a thread id fail.
+Result<void> add_scheduling_rules(scmp_filter_ctx ctx) {
+  int rc = 0;
+  scmp_arg_cmp other_a0 = SCMP_A0(SCMP_CMP_NE, 0);
+  for (int nr : {SCMP_SYS(sched_setaffinity), SCMP_SYS(sched_setscheduler), SCMP_SYS(sched_setparam),
+                 SCMP_SYS(sched_setattr)}) {
+    rc |= rule(ctx, nr, 1, &other_a0);
+  }
+  // setpriority/ioprio_set(which, who, ...): a process group or a whole uid, or another pid.
+  scmp_arg_cmp other_a1 = SCMP_A1(SCMP_CMP_NE, 0);
+  scmp_arg_cmp not_prio_process = SCMP_A0(SCMP_CMP_NE, PRIO_PROCESS);
+  scmp_arg_cmp not_ioprio_process = SCMP_A0(SCMP_CMP_NE, 1);  // IOPRIO_WHO_PROCESS
+  rc |= rule(ctx, SCMP_SYS(setpriority), 1, &not_prio_process);
+  rc |= rule(ctx, SCMP_SYS(setpriority), 1, &other_a1);
+  rc |= rule(ctx, SCMP_SYS(ioprio_set), 1, &not_ioprio_process);
+  rc |= rule(ctx, SCMP_SYS(ioprio_set), 1, &other_a1);
+  if (rc != 0) return fail(ErrorCode::Sandbox, "seccomp: cannot add the scheduling rules");
+  return {};
+}
+
+// A memfd is a private inode that Landlock's path checks let through, so a copy of any readable program
+// in one runs by execveat(AT_EMPTY_PATH) or /proc/self/fd/N, past the allow-list. memfd_create is
+// allowed only with MFD_NOEXEC_SEAL (no exec bits, F_SEAL_EXEC keeps them off). A kernel older than 6.3
+// doesn't know the flag and fails it with EINVAL: memfd_create is then unusable, which fails closed.
+Result<void> add_memfd_rules(scmp_filter_ctx ctx) {
+  const int nr = SCMP_SYS(memfd_create);
+  scmp_arg_cmp unsealed = SCMP_A1(SCMP_CMP_MASKED_EQ, kMfdNoexecSeal, 0);
+  scmp_arg_cmp exec = SCMP_A1(SCMP_CMP_MASKED_EQ, kMfdExec, kMfdExec);
+  if (rule(ctx, nr, 1, &unsealed) != 0 || rule(ctx, nr, 1, &exec) != 0) {
+    return fail(ErrorCode::Sandbox, "seccomp: cannot add the memfd_create rules");
+  }
+  return {};
+}
+
+// inotify: Landlock has no hook for watches, which need only lookup and read permission, so a watch
+// would report activity in ~/.ssh or the kernel's data dir. Refused unless the profile opts in.
+Result<void> add_watch_rules(scmp_filter_ctx ctx, bool allowed) {
+  if (allowed) return {};
+  if (rule(ctx, SCMP_SYS(inotify_init), 0, nullptr) != 0 || rule(ctx, SCMP_SYS(inotify_init1), 0, nullptr) != 0) {
+    return fail(ErrorCode::Sandbox, "seccomp: cannot add the inotify rules");
+  }
+  return {};
+}
+
+// Whether this kernel knows MFD_NOEXEC_SEAL (>= 6.3), i.e. whether sandboxed programs can use memfds.
+bool kernel_seals_memfds() {
+  int fd = memfd_create("kernex-probe", MFD_CLOEXEC | static_cast<unsigned>(kMfdNoexecSeal));
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
 }  // namespace
 
-Result<std::vector<sock_filter>> build_seccomp_filter(const NetworkPolicy& net) {
+Result<std::vector<sock_filter>> build_seccomp_filter(const SandboxProfile& profile, PolicyStatus& status) {
+  const NetworkPolicy& net = profile.network;
   Ctx ctx(seccomp_init(SCMP_ACT_ALLOW));
   if (!ctx) return fail(ErrorCode::Sandbox, "seccomp_init failed");
   // Non-native syscall ABIs (i386 int 0x80, x32) kill the process: their numbers and socketcall()
@@ -135,6 +227,13 @@ Result<std::vector<sock_filter>> build_seccomp_filter(const NetworkPolicy& net) 
     }
   }
   if (auto r = add_socket_rules(ctx.get(), net); !r) return std::unexpected(r.error());
+  if (auto r = add_serving_rules(ctx.get(), net); !r) return std::unexpected(r.error());
+  if (auto r = add_memfd_rules(ctx.get()); !r) return std::unexpected(r.error());
+  if (auto r = add_scheduling_rules(ctx.get()); !r) return std::unexpected(r.error());
+  if (auto r = add_watch_rules(ctx.get(), profile.watch_files); !r) return std::unexpected(r.error());
+  status.listen_allowed = net.listen;
+  status.file_watches_allowed = profile.watch_files;
+  status.memfd_sealed = kernel_seals_memfds();
 
   // libseccomp 2.5 exports only to an fd.
   int fd = memfd_create("kernex-seccomp", MFD_CLOEXEC);

@@ -9,14 +9,25 @@
 #include <linux/keyctl.h>
 #include <linux/perf_event.h>
 #include <linux/vm_sockets.h>
+#include <mqueue.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -132,6 +143,10 @@ int caps() {
               bounding, ambient, prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
   return 0;
 }
+
+// Cases of the syscall-class battery (battery2_syscalls_test.cpp), defined below run().
+constexpr int kNotMine = -1000;
+int syscall_case(const std::vector<std::string>& a);
 
 int run(const std::vector<std::string>& a) {
   const std::string& c = a[0];
@@ -309,8 +324,326 @@ int run(const std::vector<std::string>& a) {
     std::printf("OK %ld\n", total);
     return 0;
   }
+  if (int rc = syscall_case(a); rc != kNotMine) return rc;
   std::printf("unknown case %s\n", c.c_str());
   return 2;
+}
+
+
+// ---- syscall classes: network serving and fast open, SysV/POSIX IPC, anonymous code, watches -------
+
+constexpr unsigned kMfdNoexecSeal = 0x0008U;  // linux/memfd.h of kernels >= 6.3
+
+sockaddr_in loopback(int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return addr;
+}
+
+// TCP fast open: the SYN leaves from sendto/sendmsg/sendmmsg (MSG_FASTOPEN) or from the first write
+// after connect (TCP_FASTOPEN_CONNECT). Prints OK when the data was handed to the kernel.
+int fastopen(const std::string& how, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return report_errno("socket");
+  sockaddr_in addr = loopback(port);
+  auto* sa = reinterpret_cast<sockaddr*>(&addr);
+  char data[] = "GET / HTTP/1.0\r\n\r\n";
+  iovec iov{data, sizeof(data) - 1};
+  msghdr msg{};
+  msg.msg_name = &addr;
+  msg.msg_namelen = sizeof(addr);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  long rc = -1;
+  if (how == "sendto") {
+    rc = sendto(fd, data, sizeof(data) - 1, MSG_FASTOPEN, sa, sizeof(addr));
+  } else if (how == "sendmsg") {
+    rc = sendmsg(fd, &msg, MSG_FASTOPEN);
+  } else if (how == "sendmmsg") {
+    mmsghdr one{msg, 0};
+    rc = sendmmsg(fd, &one, 1, MSG_FASTOPEN);
+  } else if (how == "connect") {
+    int on = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &on, sizeof(on)) != 0) return report_errno("setsockopt");
+    if (connect(fd, sa, sizeof(addr)) != 0) return report_errno("connect");
+    rc = write(fd, data, sizeof(data) - 1);
+  }
+  if (rc < 0) return report_errno("send");
+  char buf[64] = {};
+  (void)!read(fd, buf, sizeof(buf) - 1);  // wait for the server's reply so the connection completes
+  std::printf("OK\n");
+  return 0;
+}
+
+// listen() on an unbound socket: TCP autobinds an ephemeral port without any bind() (so without
+// Landlock's bind hook); a unix socket is bound to `path` first.
+int listen_on(const std::string& family, const char* path) {
+  const bool unix_socket = family == "unix";
+  int fd = socket(unix_socket ? AF_UNIX : AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return report_errno("socket");
+  if (unix_socket) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path, sizeof(addr.sun_path) - 1);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return report_errno("bind");
+  }
+  if (listen(fd, 1) != 0) return report_errno("listen");
+  sockaddr_in bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  std::printf("OK port=%d\n", unix_socket ? 0 : ntohs(bound.sin_port));
+  return 0;
+}
+
+int tcp_sockopt(int option) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return report_errno("socket");
+  int value = 1;
+  return report(setsockopt(fd, IPPROTO_TCP, option, &value, sizeof(value)), "setsockopt");
+}
+
+// SysV IPC objects named by key; the test process created them.
+int sysv(const std::string& what, key_t key) {
+  char text[128] = {};
+  if (what == "shm_read" || what == "shm_remove") {
+    int id = shmget(key, 0, 0);
+    if (id < 0) return report_errno("shmget");
+    if (what == "shm_remove") return report(shmctl(id, IPC_RMID, nullptr), "shmctl");
+    void* p = shmat(id, nullptr, SHM_RDONLY);
+    if (p == reinterpret_cast<void*>(-1)) return report_errno("shmat");
+    std::strncpy(text, static_cast<const char*>(p), sizeof(text) - 1);
+    std::printf("OK %s\n", text);
+    return 0;
+  }
+  if (what == "shm_create") return report(shmget(key, 4096, IPC_CREAT | IPC_EXCL | 0600), "shmget");
+  if (what == "msg_read" || what == "msg_remove") {
+    int id = msgget(key, 0);
+    if (id < 0) return report_errno("msgget");
+    if (what == "msg_remove") return report(msgctl(id, IPC_RMID, nullptr), "msgctl");
+    struct {
+      long type;
+      char text[128];
+    } m{};
+    if (msgrcv(id, &m, sizeof(m.text) - 1, 0, IPC_NOWAIT) < 0) return report_errno("msgrcv");
+    std::printf("OK %s\n", m.text);
+    return 0;
+  }
+  if (what == "msg_create") return report(msgget(key, IPC_CREAT | IPC_EXCL | 0600), "msgget");
+  if (what == "sem_op" || what == "sem_remove") {
+    int id = semget(key, 0, 0);
+    if (id < 0) return report_errno("semget");
+    if (what == "sem_remove") return report(semctl(id, 0, IPC_RMID), "semctl");
+    sembuf op{0, 1, 0};
+    return report(semop(id, &op, 1), "semop");
+  }
+  if (what == "sem_create") return report(semget(key, 1, IPC_CREAT | IPC_EXCL | 0600), "semget");
+  return kNotMine;
+}
+
+// Enumerates the segments of the IPC namespace without knowing a key (what `ipcs` does).
+int shm_list() {
+  shm_info info{};
+  int max = shmctl(0, SHM_INFO, reinterpret_cast<shmid_ds*>(&info));
+  if (max < 0) return report_errno("shmctl");
+  int seen = 0;
+  for (int i = 0; i <= max; ++i) {
+    shmid_ds ds{};
+    if (shmctl(i, SHM_STAT, &ds) >= 0) ++seen;
+  }
+  std::printf("OK %d\n", seen);
+  return 0;
+}
+
+int posix_mq(const std::string& what, const char* name) {
+  // The raw call: glibc's mq_unlink reports EPERM as EACCES.
+  if (what == "mq_unlink") return report(syscall(SYS_mq_unlink, name + 1), "mq_unlink");
+  if (what == "mq_create") return report(mq_open(name, O_CREAT | O_EXCL | O_RDWR, 0600, nullptr), "mq_open");
+  mqd_t q = mq_open(name, O_RDONLY | O_NONBLOCK);
+  if (q == static_cast<mqd_t>(-1)) return report_errno("mq_open");
+  char buf[8192] = {};
+  if (mq_receive(q, buf, sizeof(buf), nullptr) < 0) return report_errno("mq_receive");
+  std::printf("OK %s\n", buf);
+  return 0;
+}
+
+// Copies `src` into `fd`; false (errno set) on failure.
+bool copy_into(int fd, const char* src) {
+  int in = open(src, O_RDONLY | O_CLOEXEC);
+  if (in < 0) return false;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = read(in, buf, sizeof(buf));
+    if (n < 0) return false;
+    if (n == 0) break;
+    if (write(fd, buf, static_cast<std::size_t>(n)) != n) return false;
+  }
+  close(in);
+  return true;
+}
+
+// Runs the copy held by `fd` with argv {src, "hello"}: the attack program prints "OK hello" when it
+// runs, any other program does whatever it does with that argument.
+int exec_fd(int fd, const char* src, const std::string& how) {
+  char hello[] = "hello";
+  char* argv[] = {const_cast<char*>(src), hello, nullptr};
+  char* envp[] = {nullptr};
+  if (how == "proc") {
+    const std::string path = "/proc/self/fd/" + std::to_string(fd);
+    execve(path.c_str(), argv, envp);
+  } else {
+    syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
+  }
+  return report_errno("exec");
+}
+
+// memfd_create with `flags`, a copy of `src`, then exec by `how` (execveat AT_EMPTY_PATH or /proc).
+int memfd_exec(const char* src, unsigned flags, const std::string& how) {
+  int fd = static_cast<int>(syscall(SYS_memfd_create, "kernex-attack", flags));
+  if (fd < 0) return report_errno("memfd_create");
+  if (!copy_into(fd, src)) return report_errno("copy");
+  if (fchmod(fd, 0755) != 0) return report_errno("fchmod");
+  return exec_fd(fd, src, how);
+}
+
+// An unnamed file in `dir` (O_TMPFILE), a copy of `src`, exec through the fd; with `link`, linked
+// to dir/linked-copy and exec'd by that name.
+int tmpfile_exec(const char* dir, const char* src, bool link_first) {
+  int fd = open(dir, O_TMPFILE | O_RDWR, 0755);
+  if (fd < 0) return report_errno("open");
+  if (!copy_into(fd, src)) return report_errno("copy");
+  if (!link_first) return exec_fd(fd, src, "execveat");
+  const std::string target = std::string(dir) + "/linked-copy";
+  const std::string from = "/proc/self/fd/" + std::to_string(fd);
+  if (linkat(fd, "", AT_FDCWD, target.c_str(), AT_EMPTY_PATH) != 0 &&
+      linkat(AT_FDCWD, from.c_str(), AT_FDCWD, target.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+    return report_errno("linkat");
+  }
+  close(fd);
+  char hello[] = "hello";
+  char* argv[] = {const_cast<char*>(target.c_str()), hello, nullptr};
+  execv(target.c_str(), argv);
+  return report_errno("exec");
+}
+
+// A copy of `src` at `dst`, mode 0755, exec'd.
+int copy_exec(const char* src, const char* dst) {
+  int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+  if (fd < 0) return report_errno("open");
+  if (!copy_into(fd, src)) return report_errno("copy");
+  close(fd);
+  char hello[] = "hello";
+  char* argv[] = {const_cast<char*>(dst), hello, nullptr};
+  execv(dst, argv);
+  return report_errno("exec");
+}
+
+int inotify_watch(const char* path, bool legacy) {
+  int fd = legacy ? static_cast<int>(syscall(SYS_inotify_init)) : inotify_init1(IN_CLOEXEC);
+  if (fd < 0) return report_errno("inotify_init");
+  return report(inotify_add_watch(fd, path, IN_ALL_EVENTS), "inotify_add_watch");
+}
+
+// Calls on another process (the kernel) that Landlock's ptrace and signal scoping may not cover. Each
+// sets the target's current value back on it, so a success changes nothing but shows the permission.
+int other_process(const std::string& what, pid_t pid) {
+  if (what == "setpriority") {
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(pid));
+    if (errno != 0) return report_errno("getpriority");
+    return report(setpriority(PRIO_PROCESS, static_cast<id_t>(pid), nice), "setpriority");
+  }
+  if (what == "setpriority_user") {
+    errno = 0;
+    int nice = getpriority(PRIO_USER, 0);
+    if (errno != 0) return report_errno("getpriority");
+    return report(setpriority(PRIO_USER, 0, nice), "setpriority");
+  }
+  if (what == "affinity") {
+    cpu_set_t set;
+    if (sched_getaffinity(pid, sizeof(set), &set) != 0) return report_errno("sched_getaffinity");
+    return report(sched_setaffinity(pid, sizeof(set), &set), "sched_setaffinity");
+  }
+  if (what == "scheduler") {
+    int policy = sched_getscheduler(pid);
+    sched_param param{};
+    if (policy < 0 || sched_getparam(pid, &param) != 0) return report_errno("sched_getscheduler");
+    return report(sched_setscheduler(pid, policy, &param), "sched_setscheduler");
+  }
+  if (what == "ioprio") {
+    long prio = syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, pid);
+    if (prio < 0) return report_errno("ioprio_get");
+    return report(syscall(SYS_ioprio_set, 1, pid, prio), "ioprio_set");
+  }
+  if (what == "kcmp") return report(syscall(SYS_kcmp, getpid(), pid, 0 /* KCMP_FILE */, 0, 0), "kcmp");
+  if (what == "pidfd_signal") {
+    int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) return report_errno("pidfd_open");
+    return report(syscall(SYS_pidfd_send_signal, fd, SIGURG, nullptr, 0), "pidfd_send_signal");
+  }
+  if (what == "process_madvise") {
+    int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) return report_errno("pidfd_open");
+    static char page[4096];
+    iovec iov{page, sizeof(page)};
+    return report(syscall(SYS_process_madvise, fd, &iov, 1, 20 /* MADV_COLD */, 0), "process_madvise");
+  }
+  return kNotMine;
+}
+
+int syscall_case(const std::vector<std::string>& a) {
+  const std::string& c = a[0];
+  auto arg = [&](std::size_t i) { return i < a.size() ? a[i].c_str() : ""; };
+  auto num = [&](std::size_t i) { return std::atol(arg(i)); };
+
+  if (c == "hello") {
+    std::printf("OK hello\n");
+    return 0;
+  }
+  if (c == "fastopen") return fastopen(arg(1), static_cast<int>(num(2)));
+  if (c == "listen") return listen_on(arg(1), arg(2));
+  if (c == "listen_stdin") return report(listen(0, 1), "listen");
+  if (c == "tcp_sockopt") return tcp_sockopt(static_cast<int>(num(1)));
+  if (c.starts_with("shm_") || c.starts_with("msg_") || c.starts_with("sem_")) {
+    if (c == "shm_list") return shm_list();
+    return sysv(c, static_cast<key_t>(num(1)));
+  }
+  if (c.starts_with("mq_")) return posix_mq(c, arg(1));
+  if (c == "memfd_exec") return memfd_exec(arg(1), static_cast<unsigned>(std::strtoul(arg(2), nullptr, 0)), arg(3));
+  if (c == "memfd_flags") {
+    return report(syscall(SYS_memfd_create, "kernex-attack", std::strtoul(arg(1), nullptr, 0)), "memfd_create");
+  }
+  if (c == "memfd_sealed_chmod") {
+    int fd = static_cast<int>(syscall(SYS_memfd_create, "kernex-attack", kMfdNoexecSeal));
+    if (fd < 0) return report_errno("memfd_create");
+    return report(fchmod(fd, 0755), "fchmod");
+  }
+  if (c == "memfd_secret") return report(syscall(SYS_memfd_secret, 0), "memfd_secret");
+  if (c == "tmpfile_exec") return tmpfile_exec(arg(1), arg(2), false);
+  if (c == "tmpfile_link_exec") return tmpfile_exec(arg(1), arg(2), true);
+  if (c == "copy_exec") return copy_exec(arg(1), arg(2));
+  if (c == "inotify") return inotify_watch(arg(1), false);
+  if (c == "inotify_legacy") return inotify_watch(arg(1), true);
+  if (c == "fanotify") return report(syscall(SYS_fanotify_init, 0, O_RDONLY), "fanotify_init");
+  if (int rc = other_process(c, static_cast<pid_t>(num(1))); rc != kNotMine) return rc;
+  if (c == "mknod") return report(mknod(arg(1), S_IFCHR | 0600, makedev(1, 3)), "mknod");
+  if (c == "personality") return report(personality(0x0400000 /* READ_IMPLIES_EXEC */), "personality");
+  if (c == "memfd_secret_exec") {
+    int fd = static_cast<int>(syscall(SYS_memfd_secret, 0));
+    if (fd < 0) return report_errno("memfd_secret");
+    int in = open(arg(1), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (in < 0 || fstat(in, &st) != 0) return report_errno("open");
+    if (ftruncate(fd, st.st_size) != 0) return report_errno("ftruncate");
+    void* p = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return report_errno("mmap");
+    if (read(in, p, static_cast<std::size_t>(st.st_size)) != st.st_size) return report_errno("copy");
+    munmap(p, static_cast<std::size_t>(st.st_size));
+    if (fchmod(fd, 0755) != 0) return report_errno("fchmod");
+    return exec_fd(fd, arg(1), "execveat");
+  }
+  return kNotMine;
 }
 
 }  // namespace

@@ -26,6 +26,14 @@ struct PolicyStatus {
   bool signal_scope = false;    // Landlock signal scoping (ABI >= 6)
   bool abstract_unix_scope = false;  // Landlock abstract unix socket scoping (ABI >= 6)
   bool seccomp = false;
+  // With seccomp always: SysV IPC and POSIX message queues refused, TCP fast open refused
+  // (MSG_FASTOPEN, TCP_FASTOPEN[_CONNECT]), memfd_create only with MFD_NOEXEC_SEAL, memfd_secret
+  // refused. What depends on the profile or this kernel:
+  bool listen_allowed = false;        // network.listen opted in: listen() works (else EPERM)
+  bool file_watches_allowed = false;  // watch_files opted in: inotify works (else EPERM)
+  // memfd_create works for sandboxed programs (sealed non-executable, kernel >= 6.3); false with
+  // seccomp on: this kernel lacks MFD_NOEXEC_SEAL, so memfd_create always fails (fail-closed).
+  bool memfd_sealed = false;
   // Kept read-only inside writable grants (.git/hooks, .git/config, shell rc files) through a private
   // mount namespace with read-only bind mounts.
   std::vector<std::filesystem::path> read_only_in_writable;
@@ -64,6 +72,8 @@ class PolicyBuilder {
   PolicyBuilder& protect(std::filesystem::path path);
   PolicyBuilder& allow_tcp_connect(std::uint16_t port);
   PolicyBuilder& allow_unix_sockets();
+  PolicyBuilder& allow_listen();        // network.listen: the command may serve (listen())
+  PolicyBuilder& allow_file_watches();  // watch_files: the command may use inotify
   PolicyBuilder& passthrough_env(std::string name);
   PolicyBuilder& set_env(std::string name, std::string value);
   PolicyBuilder& allow_command(std::string command);

@@ -19,6 +19,11 @@ namespace kernex::sandbox {
 struct NetworkPolicy {
   std::vector<std::uint16_t> tcp_connect_ports;  // non-empty: AF_INET/AF_INET6 TCP, connect to these ports only
   bool unix_sockets = false;                      // allow socket(AF_UNIX) (reaches any socket file it can name)
+  // Serving: allow listen(). Off, listen() fails with EPERM on every socket, so a command can't accept
+  // connections (TCP's listen() would otherwise autobind an ephemeral port without bind(), past
+  // Landlock's bind rules). On, TCP bind() stays refused by Landlock: an IP listener gets only an
+  // ephemeral port; a unix listener binds a socket file where it may create one.
+  bool listen = false;
   bool none() const { return tcp_connect_ports.empty() && !unix_sockets; }
 };
 
@@ -70,6 +75,11 @@ struct SandboxProfile {
   NetworkPolicy network;
   EnvPolicy env;
 
+  // Allow inotify_init/inotify_init1. Off (default), they fail with EPERM: Landlock has no hook for
+  // watches, so a watch would see activity in ~/.ssh and other paths the command can't open. On, the
+  // command can watch any path it can look up. fanotify stays refused either way.
+  bool watch_files = false;
+
   // kernex semantics (empty list allows every command; an entry with '/' must equal the resolved
   // absolute path; otherwise it must equal its basename), checked after resolving the command against
   // `search_path`. A non-empty list also limits Landlock EXECUTE to the listed programs (plus the
@@ -90,7 +100,8 @@ struct SandboxProfile {
 
   // YAML mapping (optionally wrapped in a top-level `sandbox:` key). Keys: enforce, workspace,
   // read_only, read_write, executable, keep_read_only, system_defaults, private_tmp, protected, network
-  // (`none` or {tcp_connect: [ports], unix: bool}), env {base, passthrough, set, locale, malloc_huge_pages},
+  // (`none` or {tcp_connect: [ports], unix: bool, listen: bool}), watch_files,
+  // env {base, passthrough, set, locale, malloc_huge_pages},
   // allowed_commands, search_path, limits {cpu_seconds, address_space, processes, file_size,
   // open_files}, timeout (seconds, may be fractional), stdout_cap, stderr_cap, working_dir.
   // Unknown keys and wrong types are errors naming `origin` and the key.
