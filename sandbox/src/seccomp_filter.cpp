@@ -51,6 +51,16 @@ constexpr std::array kAlwaysDenied = {
     "memfd_secret",
 };
 
+// Denied like the list above, but newer than libseccomp 2.5 knows: by number where the name doesn't
+// resolve (numbers from 424 on are the same on every architecture). listmount/statmount read the mount
+// table that /proc/self/mountinfo (never granted) would show; open_tree_attr is open_tree.
+struct NewSyscall {
+  const char* name;
+  int nr;
+};
+constexpr std::array kAlwaysDeniedNew = {NewSyscall{"statmount", 457}, NewSyscall{"listmount", 458},
+                                         NewSyscall{"open_tree_attr", 467}};
+
 constexpr scmp_datum_t kMfdNoexecSeal = 0x0008;  // linux/memfd.h of kernels >= 6.3
 constexpr scmp_datum_t kMfdExec = 0x0010;
 constexpr scmp_datum_t kInt = 0xffffffff;  // the kernel reads int arguments from the low 32 bits only
@@ -146,6 +156,27 @@ Result<void> add_scheduling_rules(scmp_filter_ctx ctx) {
   return {};
 }
 
+// Set-user/group-ID modes. Landlock has no hook for a file's mode, and a command run by a root kernel
+// owns every file it creates (and every system file it can name): one created or chmod'ed with S_ISUID
+// in the workspace is a root shell for whoever runs it next, outside the sandbox. Mode arguments with
+// S_ISUID or S_ISGID are refused on every call that takes one; openat2 carries its mode in memory BPF
+// can't read, so it gets ENOSYS and libc callers fall back to openat.
+Result<void> add_setid_mode_rules(scmp_filter_ctx ctx) {
+  int rc = 0;
+  for (auto [name, arg] : {std::pair{"open", 2u}, {"openat", 3u}, {"creat", 1u}, {"mknod", 1u}, {"mknodat", 2u},
+                           {"chmod", 1u}, {"fchmod", 1u}, {"fchmodat", 2u}, {"fchmodat2", 2u}}) {
+    const int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) continue;  // not a syscall on this architecture
+    for (scmp_datum_t bit : {S_ISUID, S_ISGID}) {
+      scmp_arg_cmp cmp = {arg, SCMP_CMP_MASKED_EQ, bit, bit};
+      rc |= rule(ctx, nr, 1, &cmp);
+    }
+  }
+  rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0);
+  if (rc != 0) return fail(ErrorCode::Sandbox, "seccomp: cannot add the set-id mode rules");
+  return {};
+}
+
 // A memfd is a private inode that Landlock's path checks let through, so a copy of any readable program
 // in one runs by execveat(AT_EMPTY_PATH) or /proc/self/fd/N, past the allow-list. memfd_create is
 // allowed only with MFD_NOEXEC_SEAL (no exec bits, F_SEAL_EXEC keeps them off). A kernel older than 6.3
@@ -198,6 +229,12 @@ Result<std::vector<sock_filter>> build_seccomp_filter(const SandboxProfile& prof
       return fail(ErrorCode::Sandbox, std::string("seccomp: cannot add a rule for ") + name);
     }
   }
+  for (const NewSyscall& call : kAlwaysDeniedNew) {
+    int nr = seccomp_syscall_resolve_name(call.name);
+    if (rule(ctx.get(), nr == __NR_SCMP_ERROR ? call.nr : nr, 0, nullptr) != 0) {
+      return fail(ErrorCode::Sandbox, std::string("seccomp: cannot add a rule for ") + call.name);
+    }
+  }
   // clone3 passes its flags in memory where BPF can't look: ENOSYS makes libc fall back to clone(2),
   // whose namespace flags are refused below.
   if (seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) != 0) {
@@ -230,6 +267,7 @@ Result<std::vector<sock_filter>> build_seccomp_filter(const SandboxProfile& prof
   if (auto r = add_serving_rules(ctx.get(), net); !r) return std::unexpected(r.error());
   if (auto r = add_memfd_rules(ctx.get()); !r) return std::unexpected(r.error());
   if (auto r = add_scheduling_rules(ctx.get()); !r) return std::unexpected(r.error());
+  if (auto r = add_setid_mode_rules(ctx.get()); !r) return std::unexpected(r.error());
   if (auto r = add_watch_rules(ctx.get(), profile.watch_files); !r) return std::unexpected(r.error());
   status.listen_allowed = net.listen;
   status.file_watches_allowed = profile.watch_files;

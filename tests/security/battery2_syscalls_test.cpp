@@ -643,6 +643,94 @@ TEST_F(SecurityBattery2Syscalls, MemfdSecretCopyExec) {
   EXPECT_EQ(attack({"memfd_secret_exec", kAttack}), "memfd_secret:EPERM");
 }
 
+// ---- set-user/group-ID files (found by probing) ----------------------------------------------------
+
+// A command of a root kernel owns what it creates: a set-uid file left in the workspace is a root shell
+// for whoever runs it next, outside the sandbox.
+class SecurityBattery2SetIdModes : public SecurityBattery2Syscalls {
+ protected:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove(ws_ / "planted", ec);
+  }
+  // No file of the workspace carries a set-id bit.
+  static bool workspace_has_setid() {
+    for (const auto& e : fs::recursive_directory_iterator(ws_)) {
+      const auto perms = fs::symlink_status(e.path()).permissions();
+      if ((perms & (fs::perms::set_uid | fs::perms::set_gid)) != fs::perms::none) return true;
+    }
+    return false;
+  }
+  static std::string planted() { return (ws_ / "planted").string(); }
+  static void create_planted() { std::ofstream(ws_ / "planted") << "x"; }
+};
+
+TEST_F(SecurityBattery2SetIdModes, CreateSetuidFile) {
+  EXPECT_EQ(attack({"create_mode", planted(), "4755"}), "open:EPERM");
+  EXPECT_FALSE(workspace_has_setid());
+}
+
+TEST_F(SecurityBattery2SetIdModes, CreateSetgidFile) {
+  EXPECT_EQ(attack({"create_mode", planted(), "2755"}), "open:EPERM");
+  EXPECT_FALSE(workspace_has_setid());
+}
+
+TEST_F(SecurityBattery2SetIdModes, MknodSetuidFile) {
+  EXPECT_EQ(attack({"mknod_mode", planted(), "4755"}), "mknod:EPERM");
+  EXPECT_FALSE(workspace_has_setid());
+}
+
+TEST_F(SecurityBattery2SetIdModes, ChmodSetuid) {
+  create_planted();
+  EXPECT_EQ(attack({"chmod", planted(), "4755"}), "chmod:EPERM");
+  EXPECT_FALSE(workspace_has_setid());
+}
+
+TEST_F(SecurityBattery2SetIdModes, FchmodSetgid) {
+  create_planted();
+  EXPECT_EQ(attack({"fchmod", planted(), "2755"}), "fchmod:EPERM");
+  EXPECT_FALSE(workspace_has_setid());
+}
+
+TEST_F(SecurityBattery2SetIdModes, Fchmodat2Setuid) {
+  create_planted();
+  const auto r = attack({"fchmodat2", planted(), "4755"});
+  if (r == "fchmodat2:ENOSYS") GTEST_SKIP() << "kernel < 6.6: no fchmodat2";
+  EXPECT_EQ(r, "fchmodat2:EPERM");
+  EXPECT_FALSE(workspace_has_setid());
+}
+
+// A file outside the writable grants, readable to the command (a system binary stand-in the test
+// owns): its mode can't gain a set-id bit either.
+TEST_F(SecurityBattery2SetIdModes, SetuidOnAReadOnlyGrantedFile) {
+  const fs::path tool = root_ / "tools" / "tool";
+  fs::create_directories(tool.parent_path());
+  std::ofstream(tool) << "#!/bin/sh\n";
+  fs::permissions(tool, fs::perms(0755));
+  EXPECT_EQ(attack({"chmod", tool.string(), "4755"}, defaults().read_only(tool.parent_path())), "chmod:EPERM");
+  EXPECT_EQ(fs::status(tool).permissions() & fs::perms::set_uid, fs::perms::none);
+}
+
+TEST_F(SecurityBattery2SetIdModes, Openat2CarriesItsModeInMemory) {
+  EXPECT_EQ(attack({"openat2", (ws_ / ".").string()}), "openat2:ENOSYS");
+}
+
+// What stays: ordinary modes in the workspace (git, tar, pip set them).
+TEST_F(SecurityBattery2SetIdModes, OrdinaryModesStay) {
+  EXPECT_EQ(attack({"create_mode", planted(), "755"}), "OK");
+  EXPECT_EQ(attack({"chmod", planted(), "644"}), "OK");
+  EXPECT_EQ(attack({"fchmod", planted(), "600"}), "OK");
+}
+
+// ---- the mount table (found by probing) ----------------------------------------------------------
+
+// /proc/self/mountinfo is out of reach (no /proc grant); listmount(2) lists the same mounts.
+TEST_F(SecurityBattery2Syscalls, ListTheMountTable) {
+  const auto r = attack({"listmount"});
+  if (r == "listmount:ENOSYS") GTEST_SKIP() << "kernel < 6.8: no listmount";
+  EXPECT_EQ(r, "listmount:EPERM");
+}
+
 // ---- the opt-ins in YAML ---------------------------------------------------------------------------
 
 TEST(SecurityBattery2SyscallsProfile, OptInsParse) {

@@ -7,6 +7,7 @@
 #include <linux/capability.h>
 #include <linux/io_uring.h>
 #include <linux/keyctl.h>
+#include <linux/openat2.h>
 #include <linux/perf_event.h>
 #include <linux/vm_sockets.h>
 #include <mqueue.h>
@@ -21,6 +22,8 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
+#include <sys/quota.h>
+#include <sys/xattr.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/msg.h>
@@ -627,6 +630,45 @@ int syscall_case(const std::vector<std::string>& a) {
   if (c == "inotify_legacy") return inotify_watch(arg(1), true);
   if (c == "fanotify") return report(syscall(SYS_fanotify_init, 0, O_RDONLY), "fanotify_init");
   if (int rc = other_process(c, static_cast<pid_t>(num(1))); rc != kNotMine) return rc;
+  if (c == "chmod") return report(chmod(arg(1), static_cast<mode_t>(std::strtoul(arg(2), nullptr, 8))), "chmod");
+  if (c == "utimes") return report(utimensat(AT_FDCWD, arg(1), nullptr, 0), "utimensat");
+  if (c == "setxattr") return report(setxattr(arg(1), "user.kernex", "x", 1, 0), "setxattr");
+  if (c == "removexattr") return report(removexattr(arg(1), arg(2)), "removexattr");
+  if (c == "quotactl_fd") {
+    int fd = open(arg(1), O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return report_errno("open");
+    char buf[128];
+    return report(syscall(SYS_quotactl_fd, fd, QCMD(Q_GETFMT, USRQUOTA), 0, buf), "quotactl_fd");
+  }
+  if (c == "create_mode") {
+    return report(open(arg(1), O_WRONLY | O_CREAT | O_CLOEXEC, static_cast<mode_t>(std::strtoul(arg(2), nullptr, 8))),
+                  "open");
+  }
+  if (c == "mknod_mode") {
+    return report(mknod(arg(1), S_IFREG | static_cast<mode_t>(std::strtoul(arg(2), nullptr, 8)), 0), "mknod");
+  }
+  if (c == "fchmod") {
+    int fd = open(arg(1), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return report_errno("open");
+    return report(fchmod(fd, static_cast<mode_t>(std::strtoul(arg(2), nullptr, 8))), "fchmod");
+  }
+  if (c == "fchmodat2") {
+    return report(syscall(452 /* fchmodat2 */, AT_FDCWD, arg(1), std::strtoul(arg(2), nullptr, 8), 0), "fchmodat2");
+  }
+  if (c == "openat2") {
+    open_how how{};
+    how.flags = O_RDONLY;
+    return report(syscall(SYS_openat2, AT_FDCWD, arg(1), &how, sizeof(how)), "openat2");
+  }
+  if (c == "listmount") {
+    // struct mnt_id_req {u32 size, spare; u64 mnt_id, param, mnt_ns_id}: list the root's children.
+    std::uint64_t req[4] = {32, 0xffffffffffffffffULL /* LSMT_ROOT */, 0, 0};
+    std::uint64_t ids[256];
+    long n = syscall(458 /* listmount */, req, ids, 256, 0);
+    if (n < 0) return report_errno("listmount");
+    std::printf("OK %ld\n", n);
+    return 0;
+  }
   if (c == "mknod") return report(mknod(arg(1), S_IFCHR | 0600, makedev(1, 3)), "mknod");
   if (c == "personality") return report(personality(0x0400000 /* READ_IMPLIES_EXEC */), "personality");
   if (c == "memfd_secret_exec") {
