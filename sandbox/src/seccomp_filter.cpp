@@ -49,6 +49,10 @@ constexpr std::array kAlwaysDenied = {
     "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
     // Another anonymous-file source (see add_memfd_rules); nothing a tool needs.
     "memfd_secret",
+    // Extended attributes: Landlock has no hook for them, and system.posix_acl_access is a chmod (an
+    // ACL on ~/.ssh/id_rsa, or on /etc/shadow for a root kernel, opens it to every user) on any file
+    // the command owns and can name, granted or not. Copy tools ignore EPERM here.
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
 };
 
 // Denied like the list above, but newer than libseccomp 2.5 knows: by number where the name doesn't
@@ -58,8 +62,10 @@ struct NewSyscall {
   const char* name;
   int nr;
 };
+// setxattrat/removexattrat and file_setattr (fs flags, project id) write metadata like setxattr.
 constexpr std::array kAlwaysDeniedNew = {NewSyscall{"statmount", 457}, NewSyscall{"listmount", 458},
-                                         NewSyscall{"open_tree_attr", 467}};
+                                         NewSyscall{"setxattrat", 463}, NewSyscall{"removexattrat", 466},
+                                         NewSyscall{"open_tree_attr", 467}, NewSyscall{"file_setattr", 469}};
 
 constexpr scmp_datum_t kMfdNoexecSeal = 0x0008;  // linux/memfd.h of kernels >= 6.3
 constexpr scmp_datum_t kMfdExec = 0x0010;

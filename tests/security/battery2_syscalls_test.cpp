@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -132,6 +133,7 @@ class SecurityBattery2Syscalls : public ::testing::Test {
     fs::create_directories(ws_);
     fs::create_directories(git_ws_ / ".git" / "hooks");
     std::ofstream(home_ / ".ssh" / "id_rsa") << "PRIVATE-KEY\n";
+    fs::permissions(home_ / ".ssh" / "id_rsa", fs::perms(0600));
     std::ofstream(git_ws_ / ".git" / "config") << "[core]\n";
     if (const char* h = std::getenv("HOME")) saved_home_ = h;
     ::setenv("HOME", home_.c_str(), 1);
@@ -720,6 +722,40 @@ TEST_F(SecurityBattery2SetIdModes, OrdinaryModesStay) {
   EXPECT_EQ(attack({"create_mode", planted(), "755"}), "OK");
   EXPECT_EQ(attack({"chmod", planted(), "644"}), "OK");
   EXPECT_EQ(attack({"fchmod", planted(), "600"}), "OK");
+}
+
+// ---- extended attributes (found by probing) ---------------------------------------------------------
+
+// Landlock has no hook for xattrs: an access ACL is a chmod on any file the command owns, even one it
+// can't open (~/.ssh/id_rsa) or may only read.
+TEST_F(SecurityBattery2Syscalls, AclOpensTheSshKeyToEveryone) {
+  const auto key = home_ / ".ssh" / "id_rsa";
+  EXPECT_EQ(attack({"acl_grant", key.string()}), "setxattr:EPERM");
+  EXPECT_EQ(fs::status(key).permissions(), fs::perms(0600));
+}
+
+TEST_F(SecurityBattery2Syscalls, AclThroughAReadOnlyFd) {
+  const fs::path file = root_ / "readable" / "config";
+  fs::create_directories(file.parent_path());
+  std::ofstream(file) << "x";
+  fs::permissions(file, fs::perms(0600));
+  EXPECT_EQ(attack({"acl_grant_fd", file.string()}, defaults().read_only(file.parent_path())), "fsetxattr:EPERM");
+  EXPECT_EQ(fs::status(file).permissions(), fs::perms(0600));
+}
+
+TEST_F(SecurityBattery2Syscalls, UserXattrOnAProtectedFile) {
+  EXPECT_EQ(attack({"setxattr", (home_ / ".ssh" / "id_rsa").string()}), "setxattr:EPERM");
+  EXPECT_EQ(attack({"setxattr", (home_ / ".kernex").string()}, with_mounts()), "setxattr:EPERM");
+}
+
+TEST_F(SecurityBattery2Syscalls, RemoveAnXattrOfAProtectedFile) {
+  const auto key = (home_ / ".ssh" / "id_rsa").string();
+  if (::setxattr(key.c_str(), "user.kernex-mark", "1", 1, 0) != 0) {
+    GTEST_SKIP() << "this filesystem has no user xattrs: " << std::strerror(errno);
+  }
+  EXPECT_EQ(attack({"removexattr", key, "user.kernex-mark"}), "removexattr:EPERM");
+  char value[4];
+  EXPECT_EQ(::getxattr(key.c_str(), "user.kernex-mark", value, sizeof(value)), 1);
 }
 
 // ---- the mount table (found by probing) ----------------------------------------------------------

@@ -669,6 +669,21 @@ int syscall_case(const std::vector<std::string>& a) {
     std::printf("OK %ld\n", n);
     return 0;
   }
+  if (c == "acl_grant" || c == "acl_grant_fd") {
+    // A minimal access ACL (owner rw, group r, other r): the kernel applies it as mode 0644.
+    struct Entry {
+      std::uint16_t tag, perm;
+      std::uint32_t id;
+    };
+    struct {
+      std::uint32_t version = 2;
+      Entry e[3] = {{0x01, 6, 0xffffffff}, {0x04, 4, 0xffffffff}, {0x20, 4, 0xffffffff}};
+    } acl;
+    if (c == "acl_grant") return report(setxattr(arg(1), "system.posix_acl_access", &acl, sizeof(acl), 0), "setxattr");
+    int fd = open(arg(1), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return report_errno("open");
+    return report(fsetxattr(fd, "system.posix_acl_access", &acl, sizeof(acl), 0), "fsetxattr");
+  }
   if (c == "mknod") return report(mknod(arg(1), S_IFCHR | 0600, makedev(1, 3)), "mknod");
   if (c == "personality") return report(personality(0x0400000 /* READ_IMPLIES_EXEC */), "personality");
   if (c == "memfd_secret_exec") {
