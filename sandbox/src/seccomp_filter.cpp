@@ -37,7 +37,7 @@ constexpr std::array kAlwaysDenied = {
     "pivot_root", "chroot", "unshare", "setns",
     "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-    "open_by_handle_at", "name_to_handle_at", "fanotify_init", "quotactl", "acct", "swapon", "swapoff",
+    "open_by_handle_at", "name_to_handle_at", "fanotify_init", "quotactl", "quotactl_fd", "acct", "swapon", "swapoff",
     "reboot", "uselib", "lookup_dcookie",
     // Leaving the spawner's process group would let a child outlive the group kill.
     "setsid", "setpgid",

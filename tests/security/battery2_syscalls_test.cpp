@@ -453,6 +453,14 @@ TEST_F(SecurityBattery2PosixQueue, QueueOutlivingTheSandbox) {
   }
 }
 
+// Regression: POSIX shared memory and named semaphores are files in /dev/shm, never granted.
+TEST_F(SecurityBattery2Syscalls, PosixSharedMemory) {
+  const auto name = "/dev/shm/kernex-battery2-" + std::to_string(::getpid());
+  EXPECT_EQ(attack({"write", name}), "EACCES");
+  EXPECT_FALSE(fs::exists(name));
+  EXPECT_EQ(attack({"list", "/dev/shm"}), "EACCES");
+}
+
 // ---- anonymous code (item 8) ----------------------------------------------------------------------
 
 // A memfd is a private inode: Landlock's path checks let it through, so only its creation flags
@@ -639,6 +647,11 @@ TEST_F(SecurityBattery2Syscalls, KernelIsOutOfReachOfProcessCalls) {
 TEST_F(SecurityBattery2Syscalls, MakeADeviceNode) {
   EXPECT_EQ(attack({"mknod", (ws_ / "mem").string()}), "mknod:EACCES");
   EXPECT_FALSE(fs::exists(ws_ / "mem"));
+}
+
+// quotactl is refused; its fd form (5.14) reads the same quota state.
+TEST_F(SecurityBattery2Syscalls, QuotactlThroughAnFd) {
+  EXPECT_EQ(attack({"quotactl_fd", ws_.string()}), "quotactl_fd:EPERM");
 }
 
 TEST_F(SecurityBattery2Syscalls, MemfdSecretCopyExec) {

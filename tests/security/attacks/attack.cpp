@@ -21,7 +21,6 @@
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/personality.h>
 #include <sys/quota.h>
 #include <sys/xattr.h>
 #include <sys/prctl.h>
@@ -631,7 +630,6 @@ int syscall_case(const std::vector<std::string>& a) {
   if (c == "fanotify") return report(syscall(SYS_fanotify_init, 0, O_RDONLY), "fanotify_init");
   if (int rc = other_process(c, static_cast<pid_t>(num(1))); rc != kNotMine) return rc;
   if (c == "chmod") return report(chmod(arg(1), static_cast<mode_t>(std::strtoul(arg(2), nullptr, 8))), "chmod");
-  if (c == "utimes") return report(utimensat(AT_FDCWD, arg(1), nullptr, 0), "utimensat");
   if (c == "setxattr") return report(setxattr(arg(1), "user.kernex", "x", 1, 0), "setxattr");
   if (c == "removexattr") return report(removexattr(arg(1), arg(2)), "removexattr");
   if (c == "quotactl_fd") {
@@ -685,7 +683,6 @@ int syscall_case(const std::vector<std::string>& a) {
     return report(fsetxattr(fd, "system.posix_acl_access", &acl, sizeof(acl), 0), "fsetxattr");
   }
   if (c == "mknod") return report(mknod(arg(1), S_IFCHR | 0600, makedev(1, 3)), "mknod");
-  if (c == "personality") return report(personality(0x0400000 /* READ_IMPLIES_EXEC */), "personality");
   if (c == "memfd_secret_exec") {
     int fd = static_cast<int>(syscall(SYS_memfd_secret, 0));
     if (fd < 0) return report_errno("memfd_secret");
