@@ -10,7 +10,9 @@
 // one would flatter the baselines.
 // Each runs idle, then again with 1 GiB of touched memory in this process (fork-based spawners
 // slow down with the parent's size; vfork-style ones should not).
-// Usage: spawn [ITERATIONS] (default 300). Prints medians (µs) and ratios.
+// Usage: spawn [ITERATIONS] [--git] (default 300). Prints medians (µs) and ratios. --git puts a `.git`
+// directory in the workspace, so the policy gets a mount namespace that each child joins (the path
+// every policy with a writable grant takes once writable mounts are made noexec there).
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -158,9 +160,11 @@ void print(const char* label, const Medians& m, bool have_bwrap) {
 
 int main(int argc, char** argv) {
   const int iterations = argc > 1 ? std::max(1, std::atoi(argv[1])) : 300;
+  const bool with_git = argc > 2 && std::strcmp(argv[2], "--git") == 0;
   std::string tmpl = (fs::temp_directory_path() / "kernex-bench-spawn-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) return 1;
   const fs::path workspace = fs::canonical(tmpl);
+  if (with_git) fs::create_directories(workspace / ".git" / "hooks");
 
   sb::ToolboxRunOptions options;
   options.workspace = workspace;
@@ -190,8 +194,8 @@ int main(int argc, char** argv) {
   envp.push_back(nullptr);
   const auto bwrap = find_bwrap();
   if (!bwrap) std::printf("bwrap not found: skipping the bubblewrap column (apt-get install bubblewrap)\n");
-  std::printf("round trip: %zu bytes of JSON through /bin/cat, %d iterations each, interleaved; medians\n",
-              kInput.size(), iterations);
+  std::printf("round trip: %zu bytes of JSON through /bin/cat, %d iterations each, interleaved; medians%s\n",
+              kInput.size(), iterations, with_git ? "; workspace with .git (mount namespace)" : "");
   std::printf("environment for all three (%zu variables):", env_store.size());
   for (const auto& e : env_store) std::printf(" %.*s", static_cast<int>(e.find('=')), e.c_str());
   std::printf("\n");

@@ -5,7 +5,9 @@
 #include <linux/close_range.h>
 #include <linux/futex.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <signal.h>
+#include <time.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/ioctl.h>
@@ -94,6 +96,15 @@ __attribute__((no_sanitize("address", "undefined"))) bool write_proc_file(const 
   return n == static_cast<long>(len);
 }
 
+// Asked after PR_SET_PDEATHSIG: a kernel that died before it was set would not have signalled us.
+__attribute__((no_sanitize("address", "undefined"))) bool kernel_alive(const ChildSpec* spec) {
+  if (!spec->new_pid_ns) return syscall(SYS_getppid) == spec->parent;
+  // The kernel's pidfd turns readable once its last thread has exited.
+  pollfd kernel{spec->parent_pidfd, POLLIN, 0};
+  timespec now{0, 0};
+  return syscall(SYS_ppoll, &kernel, 1, &now, nullptr, 0) == 0;
+}
+
 }  // namespace
 
 __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
@@ -113,7 +124,7 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
 
   if (spec->cgroup_fd >= 0 && syscall(SYS_write, spec->cgroup_fd, "0", 1) != 1) die(spec, ChildStage::Cgroup);
   if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die(spec, ChildStage::DeathSignal);
-  if (syscall(SYS_getppid) != spec->parent) {
+  if (!kernel_alive(spec)) {
     errno = ESRCH;
     die(spec, ChildStage::DeathSignal);
   }

@@ -54,6 +54,11 @@ struct ChildSpec {
   // Nonzero until the child has exec'd or exited: cleared by the kernel (CLONE_CHILD_CLEARTID).
   volatile pid_t child_tid = 0;
   pid_t parent = 0;
+  // CLONE_NEWPID: the child is pid 1 of a PID namespace of its own, so when it dies (its PDEATHSIG when
+  // the kernel dies, or the kernel's SIGKILL) Linux kills everything it started. Its getppid() is then 0,
+  // so whether the kernel died before PDEATHSIG was set is asked of `parent_pidfd` (the kernel process).
+  bool new_pid_ns = false;
+  int parent_pidfd = -1;
   // Written by the child when it fails before execve; read by the parent after clone returns.
   volatile int failed_stage = 0;
   volatile int failed_errno = 0;

@@ -175,8 +175,9 @@ class CloneThread {
       // Without a filter: CLONE_VFORK, so clone returns once the child has exec'd. With one, the child
       // must first be put in its own group by the requester, so clone returns at once and the
       // requester waits on child_tid instead.
-      const int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
-                                        : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
+      int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
+                                  : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
+      if (request->new_pid_ns) flags |= CLONE_NEWPID;
       out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request, &out.pidfd, nullptr,
                         const_cast<pid_t*>(&request->child_tid));
       if (out.pid < 0) out.error = errno;
@@ -222,6 +223,7 @@ struct Registry {
   pid_t owner = 0;
   CloneThread* plain = nullptr;
   std::vector<CloneThread*> filtered;
+  int self_pidfd = -1;  // this process, for children in a PID namespace of their own (child.hpp)
 };
 
 bool same_program(const std::vector<sock_filter>& a, const sock_fprog& b) {
@@ -236,6 +238,9 @@ CloneThread* pick(Registry& reg, const ChildSpec& spec, CloneOutcome& failed) {
     reg.owner = ::getpid();
     reg.plain = nullptr;
     reg.filtered.clear();
+    // A forked copy inherited its parent's pidfd (if any): that one names the wrong process.
+    if (reg.self_pidfd >= 0) ::close(reg.self_pidfd);
+    reg.self_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
   }
   const sock_fprog* prog = spec.seccomp;
   if (spec.sandboxed && spec.mntns_fd < 0 && prog != nullptr && prog->len > 0) {
@@ -278,7 +283,42 @@ void warm_clone_thread(const ChildSpec& spec) {
 CloneOutcome clone_child(ChildSpec& spec) {
   CloneOutcome failed;
   CloneThread* thread = pick(registry(), spec, failed);
-  return thread != nullptr ? thread->clone_child(spec) : failed;
+  if (thread == nullptr) return failed;
+  if (spec.new_pid_ns) {
+    spec.parent_pidfd = registry().self_pidfd;  // set once per process, under pick's lock
+    if (spec.parent_pidfd < 0) return {-1, -1, ENOSYS};
+  }
+  return thread->clone_child(spec);
+}
+
+namespace {
+__attribute__((no_sanitize("address", "undefined"))) int exit_at_once(void*) {
+  for (;;) ::syscall(SYS_exit_group, 0);
+}
+}  // namespace
+
+bool pid_namespaces_available() {
+  static const bool available = [] {
+    const int self = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+    if (self < 0) return false;
+    ::close(self);
+    constexpr std::size_t kStack = 16 * 1024;
+    void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) return false;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);  // no handler may run on the child's side of the memory
+    const pid_t pid = ::clone(exit_at_once, static_cast<char*>(stack) + kStack,
+                              CLONE_VM | CLONE_VFORK | CLONE_NEWPID | SIGCHLD, nullptr);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (pid > 0) {
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    ::munmap(stack, kStack);
+    return pid > 0;
+  }();
+  return available;
 }
 
 }  // namespace kernex::sandbox::detail

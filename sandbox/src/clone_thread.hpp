@@ -22,6 +22,10 @@ struct CloneOutcome {
 // fires only when the whole process goes.
 CloneOutcome clone_child(ChildSpec& spec);
 
+// Whether this process may clone a child into a new PID namespace (CAP_SYS_ADMIN in its user
+// namespace, and pidfd_open, which the child's PDEATHSIG check needs); probed once.
+bool pid_namespaces_available();
+
 // Wakes the thread that will clone `spec` now (only its sandboxed, mntns_fd and seccomp are read), so
 // that its wake-up overlaps the caller's remaining preparation; a no-op with a single CPU.
 void warm_clone_thread(const ChildSpec& spec);

@@ -13,6 +13,11 @@
 #include <sstream>
 #include <thread>
 #include <vector>
+#include <memory>
+#include <mutex>
+#include <cstdlib>
+
+#include "owner_tag.hpp"
 
 namespace kernex::sandbox {
 namespace fs = std::filesystem;
@@ -100,48 +105,147 @@ std::optional<fs::path> find_pids_cgroup_base() {
   return std::nullopt;
 }
 
-Result<SpawnCgroup> SpawnCgroup::create(const fs::path& base, std::uint64_t max_processes) {
+struct SpawnCgroup::Slot {
+  fs::path base;
+  fs::path dir;
+  int procs_fd = -1;
+  int current_fd = -1;  // pids.current, read on release
+  std::uint64_t max = 0;
+};
+
+namespace {
+
+constexpr std::string_view kPrefix = "kernex-sandbox-";
+
+int above_stdio(int fd) {
+  if (fd < 0 || fd >= 3) return fd;  // keep clear of the child's stdio slots
+  int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  ::close(fd);
+  return high;
+}
+
+bool write_max(const fs::path& dir, std::uint64_t max) {
+  const int fd = ::open((dir / "pids.max").c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const std::string text = std::to_string(max);
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+void destroy(SpawnCgroup::Slot* slot) {
+  if (slot->procs_fd >= 0) ::close(slot->procs_fd);
+  if (slot->current_fd >= 0) ::close(slot->current_fd);
+  ::rmdir(slot->dir.c_str());
+  delete slot;
+}
+
+// Free cgroups, all empty. Never destroyed (a SandboxedProcess may outlive static destructors); the
+// ones still here at a normal exit are removed by an atexit handler.
+struct Pool {
+  std::mutex mutex;
+  pid_t owner = 0;
+  std::vector<SpawnCgroup::Slot*> free;
+  std::vector<fs::path> swept;  // bases already cleared of dead kernels' cgroups
+};
+
+Pool& pool() {
+  static Pool* p = [] {
+    auto* made = new Pool;
+    std::atexit([] {
+      Pool& q = pool();
+      std::lock_guard lock(q.mutex);
+      if (q.owner != ::getpid()) return;
+      for (auto* slot : q.free) destroy(slot);
+      q.free.clear();
+    });
+    return made;
+  }();
+  return *p;
+}
+
+// Once per base: the cgroups of kernels that died without cleaning up. Their members died with them
+// (each spawn is pid 1 of its own PID namespace), so they are empty and rmdir removes them.
+void sweep_dead_owners(Pool& p, const fs::path& base) {
+  if (std::find(p.swept.begin(), p.swept.end(), base) != p.swept.end()) return;
+  p.swept.push_back(base);
+  detail::for_each_stale(base, kPrefix, [](const fs::path& dir) { ::rmdir(dir.c_str()); });
+}
+
+Result<SpawnCgroup::Slot*> make_slot(const fs::path& base, std::uint64_t max) {
   static std::atomic<unsigned long> sequence{0};
-  fs::path dir = base / ("kernex-sandbox-" + std::to_string(::getpid()) + "-" + std::to_string(++sequence));
-  if (::mkdir(dir.c_str(), 0700) != 0) {
-    return fail(ErrorCode::Sandbox, "cannot create the pids cgroup '" + dir.string() + "': " + std::strerror(errno));
+  auto slot = std::make_unique<SpawnCgroup::Slot>();
+  slot->base = base;
+  slot->dir = base / (std::string(kPrefix) + detail::owner_tag() + "-" + std::to_string(++sequence));
+  if (::mkdir(slot->dir.c_str(), 0700) != 0) {
+    return fail(ErrorCode::Sandbox, "cannot create the pids cgroup '" + slot->dir.string() + "': " + std::strerror(errno));
   }
+  slot->procs_fd = above_stdio(::open((slot->dir / "cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  slot->current_fd = above_stdio(::open((slot->dir / "pids.current").c_str(), O_RDONLY | O_CLOEXEC));
+  if (slot->procs_fd < 0 || slot->current_fd < 0 || !write_max(slot->dir, max)) {
+    const int err = errno;
+    destroy(slot.release());
+    return fail(ErrorCode::Sandbox, "cannot set up the pids cgroup under '" + base.string() + "': " + std::strerror(err));
+  }
+  slot->max = max;
+  return slot.release();
+}
+
+bool is_empty(const SpawnCgroup::Slot& slot) {
+  char buf[32];
+  const ssize_t n = ::pread(slot.current_fd, buf, sizeof(buf), 0);
+  return n >= 1 && buf[0] == '0' && (n == 1 || buf[1] == '\n');
+}
+
+}  // namespace
+
+Result<SpawnCgroup> SpawnCgroup::create(const fs::path& base, std::uint64_t max_processes) {
+  Pool& p = pool();
   {
-    std::ofstream max(dir / "pids.max");
-    max << max_processes;
-    max.flush();
-    if (!max) {
-      ::rmdir(dir.c_str());
-      return fail(ErrorCode::Sandbox, "cannot write '" + (dir / "pids.max").string() + "'");
+    std::lock_guard lock(p.mutex);
+    if (p.owner != ::getpid()) {  // a forked copy: those cgroups belong to the parent
+      p.owner = ::getpid();
+      p.free.clear();
+      p.swept.clear();
+    }
+    sweep_dead_owners(p, base);
+    for (auto it = p.free.begin(); it != p.free.end(); ++it) {
+      Slot* slot = *it;
+      if (slot->base != base) continue;
+      p.free.erase(it);
+      if (slot->max != max_processes) {
+        if (!write_max(slot->dir, max_processes)) {
+          destroy(slot);
+          break;
+        }
+        slot->max = max_processes;
+      }
+      return SpawnCgroup(slot);
     }
   }
-  int fd = ::open((dir / "cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd >= 0 && fd < 3) {  // keep clear of the child's stdio slots
-    int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    ::close(fd);
-    fd = high;
-  }
-  if (fd < 0) {
-    int err = errno;
-    ::rmdir(dir.c_str());
-    return fail(ErrorCode::Sandbox, "cannot open '" + (dir / "cgroup.procs").string() + "': " + std::strerror(err));
-  }
-  return SpawnCgroup(std::move(dir), fd);
+  auto made = make_slot(base, max_processes);
+  if (!made) return std::unexpected(made.error());
+  return SpawnCgroup(*made);
 }
 
-SpawnCgroup::SpawnCgroup(SpawnCgroup&& other) noexcept
-    : dir_(std::move(other.dir_)), procs_fd_(std::exchange(other.procs_fd_, -1)) {
-  other.dir_.clear();
-}
+int SpawnCgroup::procs_fd() const { return slot_ != nullptr ? slot_->procs_fd : -1; }
 
 SpawnCgroup::~SpawnCgroup() {
-  if (procs_fd_ >= 0) ::close(procs_fd_);
-  if (dir_.empty()) return;
-  // Members were sent SIGKILL with the process group; removal fails (EBUSY) until they have exited.
+  if (slot_ == nullptr) return;
+  if (is_empty(*slot_)) {
+    Pool& p = pool();
+    std::lock_guard lock(p.mutex);
+    if (p.owner == ::getpid()) {
+      p.free.push_back(slot_);
+      return;
+    }
+  }
+  // Members were sent SIGKILL; removal fails (EBUSY) until they have exited.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (::rmdir(dir_.c_str()) != 0 && errno == EBUSY && std::chrono::steady_clock::now() < deadline) {
+  while (!is_empty(*slot_) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  destroy(slot_);
 }
 
 }  // namespace kernex::sandbox

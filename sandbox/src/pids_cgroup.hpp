@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <utility>
 
 #include "kernex/error.hpp"
 
@@ -14,19 +15,25 @@ namespace kernex::sandbox {
 // it may create children there.
 std::optional<std::filesystem::path> find_pids_cgroup_base();
 
+// The pids cgroup of one spawn (or SandboxedProcess). pids.max counts tasks, so threads count too.
+// Making one costs a mkdir and removing it an rmdir (~35 µs together); a released cgroup whose
+// members are all gone goes back to a process-wide pool instead, so a spawn usually only pays for its
+// child joining it (~5 µs). Names carry the owner's tag (owner_tag.hpp): the first acquire under a
+// base removes the cgroups that a dead kernel left there.
 class SpawnCgroup {
  public:
+  struct Slot;
   static Result<SpawnCgroup> create(const std::filesystem::path& base, std::uint64_t max_processes);
-  SpawnCgroup(SpawnCgroup&& other) noexcept;
+  SpawnCgroup(SpawnCgroup&& other) noexcept : slot_(std::exchange(other.slot_, nullptr)) {}
   SpawnCgroup& operator=(SpawnCgroup&&) = delete;
-  ~SpawnCgroup();  // waits (bounded) for the killed members to exit, then removes the cgroup
+  // Back to the pool when empty; otherwise waits (bounded) for the killed members to exit and removes it.
+  ~SpawnCgroup();
 
-  int procs_fd() const { return procs_fd_; }  // the child writes "0" here to join
+  int procs_fd() const;  // the child writes "0" here to join
 
  private:
-  SpawnCgroup(std::filesystem::path dir, int fd) : dir_(std::move(dir)), procs_fd_(fd) {}
-  std::filesystem::path dir_;
-  int procs_fd_ = -1;
+  explicit SpawnCgroup(Slot* slot) : slot_(slot) {}
+  Slot* slot_ = nullptr;
 };
 
 }  // namespace kernex::sandbox

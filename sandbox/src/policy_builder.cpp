@@ -11,8 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 
+#include "clone_thread.hpp"
 #include "kernex/log.hpp"
+#include "owner_tag.hpp"
 #include "landlock_abi.hpp"
 #include "pids_cgroup.hpp"
 #include "policy_state.hpp"
@@ -142,6 +145,26 @@ std::optional<fs::path> shebang_interpreter(const fs::path& file) {
   return fs::path(interp);
 }
 
+constexpr std::string_view kPrivateTmpPrefix = "kernex-sandbox-";
+
+// Once per base directory and process: the private TMPDIRs that kernels which died without cleaning
+// up left there. Only directories (never a symlink of that name, which is not followed) owned by this
+// euid; remove_all doesn't follow symlinks inside either.
+void reclaim_dead_private_tmps(const fs::path& base) {
+  static std::mutex mutex;
+  static std::vector<fs::path> swept;
+  std::lock_guard lock(mutex);
+  if (std::find(swept.begin(), swept.end(), base) != swept.end()) return;
+  swept.push_back(base);
+  detail::for_each_stale(base, kPrivateTmpPrefix, [](const fs::path& dir) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) return;
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    kernex::log(LogLevel::Debug, "sandbox: removed the private TMPDIR of a dead kernel: " + dir.string());
+  });
+}
+
 class Builder {
  public:
   explicit Builder(SandboxProfile p) : state_(std::make_shared<Policy::State>()) { state_->profile = std::move(p); }
@@ -224,8 +247,11 @@ class Builder {
       p.workspace = grants_.back().path;
     }
     if (p.private_tmp) {
-      const char* base = std::getenv("TMPDIR");
-      std::string tmpl = std::string(base != nullptr && base[0] == '/' ? base : "/tmp") + "/kernex-sandbox-XXXXXX";
+      const char* env_base = std::getenv("TMPDIR");
+      const fs::path base = env_base != nullptr && env_base[0] == '/' ? env_base : "/tmp";
+      reclaim_dead_private_tmps(base);
+      // The owner's tag lets a later kernel tell a TMPDIR whose kernel died (even by SIGKILL) from a live one.
+      std::string tmpl = (base / (std::string(kPrivateTmpPrefix) + detail::owner_tag() + "-XXXXXX")).string();
       if (::mkdtemp(tmpl.data()) == nullptr) {
         return fail(ErrorCode::Io, "cannot create the private TMPDIR '" + tmpl + "': " + std::strerror(errno));
       }
@@ -393,21 +419,44 @@ class Builder {
     return {};
   }
 
+  // A PID namespace per spawn where the kernel may make one; limits.processes (256 by default) as a
+  // pids cgroup, else RLIMIT_NPROC, which Linux doesn't apply to uid 0: refused there, naming what's missing.
+  Result<void> prepare_process_limits() {
+    const SandboxProfile& p = state_->profile;
+    PolicyStatus& st = state_->status;
+    st.pid_namespace = detail::pid_namespaces_available();
+    if (!st.pid_namespace) {
+      st.warnings.push_back("no PID namespace per spawn (it needs CAP_SYS_ADMIN; run the kernel as root): a process "
+                            "a command starts in the background can outlive a kernel that is killed");
+    }
+    if (!p.limits.processes) return {};
+    state_->pids_cgroup = find_pids_cgroup_base();
+    if (state_->pids_cgroup) {
+      st.process_limit = "pids cgroup " + state_->pids_cgroup->string();
+      return {};
+    }
+    const bool root = ::getuid() == 0 || ::geteuid() == 0;
+    if (root && p.enforce) {
+      return fail(ErrorCode::Sandbox,
+                  "limits.processes (" + std::to_string(*p.limits.processes) +
+                      ") can't be enforced: Linux exempts uid 0 from RLIMIT_NPROC and no writable pids cgroup was "
+                      "found (mount the cgroup v1 pids controller, or enable pids in the cgroup.subtree_control of "
+                      "this process's cgroup v2 parent)");
+    }
+    st.process_limit = "RLIMIT_NPROC";
+    st.warnings.push_back("limits.processes is RLIMIT_NPROC: no writable pids cgroup was found, so it counts every "
+                          "process of uid " + std::to_string(::getuid()) + ", not only the sandbox's");
+    return {};
+  }
+
   Result<void> prepare_enforcement() {
     SandboxProfile& p = state_->profile;
     PolicyStatus& st = state_->status;
     st.landlock_abi = landlock_abi();
+    if (auto r = prepare_process_limits(); !r) return r;
     if (!p.enforce) {
       st.warnings.push_back("enforcement disabled by the profile (enforce: false): commands run unsandboxed");
       return {};
-    }
-    if (p.limits.processes) {
-      state_->pids_cgroup = find_pids_cgroup_base();
-      if (!state_->pids_cgroup && (::getuid() == 0 || ::geteuid() == 0)) {
-        return fail(ErrorCode::Sandbox,
-                    "limits.processes can't be enforced: Linux exempts uid 0 from RLIMIT_NPROC and no writable pids "
-                    "cgroup was found");
-      }
     }
     if (st.landlock_abi < 1) {
       return fail(ErrorCode::Sandbox,

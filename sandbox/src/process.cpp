@@ -1,13 +1,12 @@
-// SandboxedProcess: the child is set up exactly like spawn()'s (child_main: session, cgroup,
-// PDEATHSIG, stdio, close_range, mount namespace, rlimits, no_new_privs, capabilities, Landlock,
-// seccomp, execve); the parent keeps the pipes and the pidfd instead of pumping to completion.
+// SandboxedProcess: the child is set up exactly like spawn()'s, cloned by the same clone threads
+// (child_main: PID namespace, session, cgroup, PDEATHSIG, stdio, close_range, mount namespace,
+// rlimits, no_new_privs, capabilities, Landlock, seccomp, execve); the parent keeps the pipes and the
+// pidfd instead of pumping to completion.
 #include "kernex/sandbox/process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "child.hpp"
+#include "clone_thread.hpp"
 #include "kernex/log.hpp"
 #include "pids_cgroup.hpp"
 #include "policy_state.hpp"
@@ -266,6 +266,7 @@ Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Com
   spec.landlock_fd = st.landlock_fd;
   spec.mntns_fd = sandboxed ? st.mntns_fd : -1;
   spec.userns_fd = sandboxed ? st.userns_fd : -1;
+  spec.new_pid_ns = st.status.pid_namespace;
   sock_fprog prog{static_cast<unsigned short>(st.seccomp_bpf.size()), const_cast<sock_filter*>(st.seccomp_bpf.data())};
   spec.seccomp = &prog;
   spec.parent = ::getpid();
@@ -291,23 +292,13 @@ Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Com
     spec.limits[spec.limit_count++] = {static_cast<int>(resource), v};
   }
 
-  constexpr std::size_t kStack = 64 * 1024;
-  void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) {
-    close_child_ends();
-    return fail(ErrorCode::Sandbox, "cannot map the child stack: " + errno_text(errno));
-  }
-  int pidfd_raw = -1;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);  // no parent handler may run on the child's side
-  pid_t pid = ::clone(detail::child_main, static_cast<char*>(stack) + kStack,
-                      CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &spec, &pidfd_raw);
-  int clone_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  ::munmap(stack, kStack);
+  // Cloned from a clone thread like spawn()'s: the child's PDEATHSIG follows the thread that cloned
+  // it, and those threads live as long as the process, whichever thread starts the process here.
+  const auto cloned = detail::clone_child(spec);
   close_child_ends();
-  if (pid < 0) return fail(ErrorCode::Sandbox, "clone failed: " + errno_text(clone_errno));
+  if (cloned.pid < 0) return fail(ErrorCode::Sandbox, "clone failed: " + errno_text(cloned.error));
+  const pid_t pid = cloned.pid;
+  const int pidfd_raw = cloned.pidfd;
   impl->pid = pid;
   impl->pidfd = pidfd_raw;
 

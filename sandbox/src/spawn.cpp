@@ -1,7 +1,9 @@
 // spawn(): the child is cloned on a clone thread (clone_thread.cpp) into child_main, then
-// stdin/stdout/stderr are pumped with poll() under one deadline. The command leads its own process
-// group; when it exits or the deadline passes, the whole group is killed before the command is reaped,
-// so no descendant outlives the call (setsid/setpgid are refused by seccomp, so none can leave the group).
+// stdin/stdout/stderr are pumped with poll() under one deadline. The command is pid 1 of a PID
+// namespace of its own (where the kernel may make one) and leads its own process group; when it exits
+// or the deadline passes, the whole group is killed before the command is reaped, so no descendant
+// outlives the call (setsid/setpgid are refused by seccomp, so none can leave the group, and none can
+// leave the namespace, which dies with its pid 1).
 #include "kernex/sandbox/spawn.hpp"
 
 #include <fcntl.h>
@@ -233,6 +235,7 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   spec.landlock_fd = st.landlock_fd;
   spec.mntns_fd = sandboxed ? st.mntns_fd : -1;
   spec.userns_fd = sandboxed ? st.userns_fd : -1;
+  spec.new_pid_ns = st.status.pid_namespace;
   sock_fprog prog{static_cast<unsigned short>(st.seccomp_bpf.size()), const_cast<sock_filter*>(st.seccomp_bpf.data())};
   spec.seccomp = &prog;
   detail::warm_clone_thread(spec);
