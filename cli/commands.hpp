@@ -80,7 +80,7 @@ int skills_command(const std::optional<std::string>& config, const SkillsArgs& a
 
 // `sandbox exec` and `tool run` register themselves; the returned function runs the command when
 // it was chosen on the command line (nullopt otherwise). `config` is bound to --config.
-std::function<std::optional<int>()> add_sandbox_command(CLI::App& app);
+std::function<std::optional<int>()> add_sandbox_command(CLI::App& app, std::string& config);
 std::function<std::optional<int>()> add_tool_command(CLI::App& app, std::string& config);
 // The sandbox section of `kernex doctor`: what the default profile enforces here.
 Json sandbox_doctor_json();

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   add_config_option(*doctor, config);
   doctor->add_flag("--json", doctor_json, "print the report as JSON");
 
-  auto sandbox_command = kernex::cli::add_sandbox_command(app);
+  auto sandbox_command = kernex::cli::add_sandbox_command(app, config);
   auto tool_command = kernex::cli::add_tool_command(app, config);
   auto rlm_command = kernex::cli::add_rlm_command(app, config);
   auto logs_command = kernex::cli::add_logs_command(app, config);

@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "kernex/config.hpp"
 #include "kernex/sandbox/spawn.hpp"
 #include "kernex/sandbox/toolbox.hpp"
 
@@ -94,7 +95,11 @@ std::string sandbox_doctor_text() {
 
 namespace {
 
-int sandbox_exec(const SandboxExecArgs& args) {
+int sandbox_exec(const std::string& config_file, const SandboxExecArgs& args) {
+  // Loading the config registers the kernel's files (the config, what it names, the data dir), which
+  // the policy keeps out of the command's reach even inside the workspace.
+  auto config = Config::load(config_file.empty() ? std::nullopt : std::optional<std::filesystem::path>(config_file));
+  if (!config) return report(config.error());
   sb::SandboxProfile profile;
   if (args.profile) {
     auto loaded = sb::SandboxProfile::load_yaml_file(*args.profile);
@@ -118,9 +123,6 @@ int sandbox_exec(const SandboxExecArgs& args) {
     }
     profile.timeout = std::chrono::milliseconds(std::max(1LL, std::llround(*args.timeout * 1000)));
   }
-  auto protect = sb::default_kernel_protected_paths();
-  profile.protected_paths.insert(profile.protected_paths.end(), protect.begin(), protect.end());
-
   auto policy = sb::PolicyBuilder(std::move(profile)).Build();
   if (!policy) return report(policy.error());
   sb::Command cmd;
@@ -155,7 +157,7 @@ int sandbox_exec(const SandboxExecArgs& args) {
 
 }  // namespace
 
-std::function<std::optional<int>()> add_sandbox_command(CLI::App& app) {
+std::function<std::optional<int>()> add_sandbox_command(CLI::App& app, std::string& config) {
   auto args = std::make_shared<SandboxExecArgs>();
   CLI::App* sandbox = app.add_subcommand("sandbox", "Run commands in the Landlock + seccomp sandbox");
   sandbox->require_subcommand(1);
@@ -163,6 +165,8 @@ std::function<std::optional<int>()> add_sandbox_command(CLI::App& app) {
   CLI::App* exec = sandbox->add_subcommand(
       "exec", "Run CMD ARGS... under a sandbox profile and report its output and exit status (use -- before CMD)");
   exec->footer(kExitCodeHelp);
+  exec->add_option("--config", config, "kernex.yaml to read (its files and data dir are kept from the command)")
+      ->type_name("FILE");
   exec->add_option("--profile", args->profile, "YAML file with a sandbox profile (default: the built-in profile)")
       ->type_name("FILE");
   exec->add_option("--workspace", args->workspace, "read-write working directory (default: the current directory)")
@@ -178,9 +182,9 @@ std::function<std::optional<int>()> add_sandbox_command(CLI::App& app) {
   exec->add_flag("--stdin", args->stdin_input, "pass this program's standard input to the command");
   exec->add_flag("--json", args->json, "print the result (exit status, output, times, protections) as JSON");
   exec->add_option("command", args->command, "the command and its arguments")->required()->type_name("CMD ARGS...");
-  return [args, exec]() -> std::optional<int> {
+  return [args, exec, &config]() -> std::optional<int> {
     if (!*exec) return std::nullopt;
-    return sandbox_exec(*args);
+    return sandbox_exec(config, *args);
   };
 }
 

@@ -61,9 +61,8 @@ int tool_run(const std::optional<std::string>& config_file, const ToolRunArgs& a
   if (args.timeout) plugin_config["timeout"] = *args.timeout;
   auto options = sb::ToolboxRunOptions::from_json(plugin_config, "tool run");
   if (!options) return report(options.error());
-  // The kernel's own files are never granted.
-  if (!config->data_dir.empty()) options->protect.push_back(config->data_dir);
-  if (config->source) options->protect.push_back(std::filesystem::absolute(*config->source));
+  // The kernel's own files (the config, what it names, the data dir) were registered by
+  // Config::load; every policy keeps them out of reach.
 
   std::vector<std::filesystem::path> dirs;
   for (const auto& d : args.skill_dirs) dirs.emplace_back(std::filesystem::absolute(d));

@@ -9,6 +9,7 @@
 //   the file they were read from (parse_yaml: the directory part of `origin`, if it has one).
 // - Plugin option mappings become JSON by the rule in yaml_to_json.hpp.
 #include "kernex/config.hpp"
+#include "kernex/kernel_files.hpp"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -488,7 +489,19 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
     config = detail::default_config();
   }
   if (auto r = detail::apply_env_overrides(config); !r) return std::unexpected(r.error());
+  register_kernel_files(config);
   return config;
+}
+
+void register_kernel_files(const Config& config) {
+  using enum KernelFileAccess;
+  if (config.source) register_kernel_file(*config.source, ReadOnly, "config");
+  if (config.permissions_file) register_kernel_file(*config.permissions_file, ReadOnly, "rules file");
+  if (config.pricing_file) register_kernel_file(*config.pricing_file, ReadOnly, "pricing file");
+  for (const auto& dir : config.plugin_dirs) register_kernel_file(dir, ReadOnly, "plugin dir");
+  for (const auto& dir : config.skill_dirs) register_kernel_file(dir, ReadOnly, "skill dir");
+  // Memory, trajectories, locks and trust records: history nobody sandboxed may read or change.
+  if (!config.data_dir.empty()) register_kernel_file(config.data_dir, Hidden, "data dir");
 }
 
 fs::path default_pricing_file() { return detail::bundled_data_dir() / "pricing.yaml"; }

@@ -1,4 +1,5 @@
 #include "kernex/kernel.hpp"
+#include "kernex/kernel_files.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -237,8 +238,13 @@ Kernel::~Kernel() = default;
 
 Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
   auto impl = std::make_unique<Impl>();
+  // Again here: a Config built in code, or a data dir changed after loading (--data-dir).
+  register_kernel_files(config);
   std::vector<std::filesystem::path> dirs = config.plugin_dirs;
-  for (auto& d : PluginHost::default_dirs()) dirs.push_back(std::move(d));
+  for (auto& d : PluginHost::default_dirs()) {
+    register_kernel_file(d, KernelFileAccess::ReadOnly, "plugin dir");
+    dirs.push_back(std::move(d));
+  }
   impl->host = PluginHost::discover(dirs);
   for (const auto& info : impl->host.plugins()) {
     if (!info.ok()) log(LogLevel::Warn, "plugin skipped: " + info.error->describe());
@@ -248,6 +254,9 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
     // Stores that keep files put them in the kernel's data dir unless told otherwise.
     Json memory_config = config.memory->config.is_object() ? config.memory->config : Json::object();
     if (!memory_config.contains("data_dir") && !config.data_dir.empty()) memory_config["data_dir"] = config.data_dir.string();
+    if (auto path = memory_config.find("path"); path != memory_config.end() && path->is_string()) {
+      register_kernel_file(path->get<std::string>(), KernelFileAccess::Hidden, "memory store");
+    }
     auto store = impl->host.create_memory(config.memory->name, memory_config);
     if (!store) return fail(ErrorCode::Plugin, "memory plugin '" + config.memory->name + "'", store.error());
     impl->memory = *store;

@@ -195,8 +195,16 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
   if (syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) goto failed;
   for (int i = 0; i < spec->mount_count; ++i) {
     const ChildMount& m = spec->mounts[i];
-    if (syscall(SYS_mount, m.path, m.path, nullptr, MS_BIND | MS_REC, nullptr) != 0) goto failed;
-    if (m.read_only && syscall(SYS_mount, nullptr, m.path, nullptr, m.remount_flags, nullptr) != 0) goto failed;
+    if (m.kind == 1) {
+      if (syscall(SYS_mount, "tmpfs", m.path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "mode=000,size=4k") != 0) {
+        goto failed;
+      }
+      continue;
+    }
+    const char* source = m.source != nullptr ? m.source : m.path;
+    if (syscall(SYS_mount, source, m.path, nullptr, MS_BIND | MS_REC, nullptr) != 0) goto failed;
+    if (m.remount_flags != 0 && syscall(SYS_mount, nullptr, m.path, nullptr, m.remount_flags, nullptr) != 0) goto failed;
   }
   {
     long mnt = syscall(SYS_openat, AT_FDCWD, "/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);

@@ -21,9 +21,12 @@ struct ChildLimit {
   std::uint64_t value;
 };
 
+// See ProtectedMount (policy_state.hpp): kind 0 binds `source` (or `path`) onto `path`, kind 1 mounts
+// an empty mode-0 read-only tmpfs there; a nonzero remount_flags is applied after the bind.
 struct ChildMount {
   const char* path;
-  bool read_only;
+  const char* source;  // nullptr: the path itself
+  int kind;
   unsigned long remount_flags;
 };
 

@@ -1,4 +1,5 @@
-// The per-policy mount namespace that keeps .git/hooks and rc files read-only. Creating and tearing
+// The per-policy mount namespace: writable grants remounted noexec, .git, rc files and kernel files
+// kept read-only or masked inside them (see ProtectedMount). Creating and tearing
 // down a mount namespace costs milliseconds (measured ~3.5 ms per spawn here), so it is built once and
 // joined with setns() by each spawn.
 #include <fcntl.h>
@@ -18,7 +19,11 @@ namespace kernex::sandbox {
 
 Result<void> build_mount_namespace(Policy::State& state) {
   std::vector<detail::ChildMount> mounts;
-  for (const auto& m : state.protected_mounts) mounts.push_back({m.path.c_str(), m.read_only, m.remount_flags});
+  for (const auto& m : state.protected_mounts) {
+    const bool mask_dir = m.kind == MountKind::MaskDir;
+    mounts.push_back({m.path.c_str(), m.kind == MountKind::MaskFile ? "/dev/null" : nullptr, mask_dir ? 1 : 0,
+                      m.remount_flags});
+  }
   const std::string uid_map = std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1\n";
   const std::string gid_map = std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1\n";
   detail::MountTemplateSpec spec;
@@ -45,8 +50,8 @@ Result<void> build_mount_namespace(Policy::State& state) {
     if (spec.mntns_fd >= 0) ::close(spec.mntns_fd);
     if (spec.userns_fd >= 0) ::close(spec.userns_fd);
     return fail(ErrorCode::Sandbox,
-                std::string("cannot create the mount namespace that keeps .git/hooks and rc files read-only "
-                            "inside the workspace: ") +
+                std::string("cannot create the mount namespace that keeps writable grants noexec and .git, rc "
+                            "files and kernel files read-only or hidden inside them: ") +
                     std::strerror(spec.failed_errno));
   }
   // Keep clear of 0-2, which each spawned child overwrites with its stdio before joining.

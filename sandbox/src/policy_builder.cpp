@@ -11,10 +11,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 
 #include "kernex/log.hpp"
+<<<<<<< HEAD
 #include "kernex/sandbox/executable.hpp"
+=======
+#include "kernex/kernel_files.hpp"
+>>>>>>> sb2-files
 #include "landlock_abi.hpp"
+#include "mount_plan.hpp"
 #include "pids_cgroup.hpp"
 #include "policy_state.hpp"
 
@@ -68,16 +74,6 @@ PolicyBuilder& PolicyBuilder::working_dir(fs::path dir) { profile_.working_dir =
 PolicyBuilder& PolicyBuilder::enforce(bool on) { profile_.enforce = on; return *this; }
 
 namespace {
-
-bool is_within(const fs::path& inner, const fs::path& outer) {
-  auto o = outer.begin();
-  auto i = inner.begin();
-  for (; o != outer.end(); ++o, ++i) {
-    if (o->empty()) continue;  // trailing separator
-    if (i == inner.end() || *i != *o) return false;
-  }
-  return true;
-}
 
 std::vector<fs::path> home_dirs() {
   std::vector<fs::path> homes;
@@ -141,6 +137,28 @@ std::optional<fs::path> find_on_search_path(const std::vector<fs::path>& search,
   return fs::path(interp);
 }
 
+// A registered kernel file as Build() sees it: the path the kernel uses and, resolved through
+// whatever exists of it, the file it reaches.
+struct ResolvedKernelFile {
+  fs::path path;
+  fs::path resolved;
+  KernelFileAccess access;
+  std::string why;
+  bool exists = false;
+};
+
+std::vector<ResolvedKernelFile> resolve_kernel_files() {
+  std::vector<ResolvedKernelFile> out;
+  for (auto& k : kernel_files()) {
+    std::error_code ec;
+    fs::path resolved = fs::weakly_canonical(k.path, ec);
+    if (ec) resolved = k.path;
+    const bool exists = fs::exists(fs::symlink_status(resolved, ec));
+    out.push_back({k.path, resolved, k.access, std::move(k.why), exists});
+  }
+  return out;
+}
+
 class Builder {
  public:
   explicit Builder(SandboxProfile p) : state_(std::make_shared<Policy::State>()) { state_->profile = std::move(p); }
@@ -153,6 +171,7 @@ class Builder {
       if (!dir.is_absolute()) return fail(ErrorCode::Config, "sandbox.search_path: '" + dir.string() + "' is not absolute");
     }
     protected_ = protected_forms(p);
+    kernel_files_ = resolve_kernel_files();
 
     if (auto r = collect_grants(); !r) return std::unexpected(r.error());
     if (auto r = resolve_allow_list(); !r) return std::unexpected(r.error());
@@ -175,6 +194,23 @@ class Builder {
     return {};
   }
 
+  // A grant inside (or equal to) a kernel file would reach it whole: no mount inside the grant can
+  // take it back. Refused when the kernel file is hidden, or read-only and the grant writes.
+  Result<void> check_kernel_files(const fs::path& grant, std::uint64_t rights, const char* field) const {
+    const bool writes = (rights & LANDLOCK_ACCESS_FS_MAKE_REG) != 0;
+    for (const auto& k : kernel_files_) {
+      if (k.access == KernelFileAccess::ReadOnly && !writes) continue;
+      for (const fs::path* form : {&k.path, &k.resolved}) {
+        if (!is_within(grant, *form)) continue;
+        return fail(ErrorCode::Sandbox, std::string("refusing the ") + field + " grant '" + grant.string() + "': it " +
+                                            (grant == *form ? "is" : "lies inside") + " the kernel's " + k.why +
+                                            " '" + form->string() + "', which sandboxed processes must not " +
+                                            (k.access == KernelFileAccess::Hidden ? "see" : "write"));
+      }
+    }
+    return {};
+  }
+
   // `required` paths come from the user and must exist; system defaults are skipped when absent.
   Result<void> grant(const fs::path& path, std::uint64_t rights, bool required, const char* field) {
     if (!path.is_absolute()) {
@@ -188,6 +224,7 @@ class Builder {
     }
     if (auto r = check_protected(path.lexically_normal()); !r) return r;
     if (auto r = check_protected(canonical); !r) return r;
+    if (auto r = check_kernel_files(canonical, rights, field); !r) return r;
     grants_.push_back({canonical, rights});
     return {};
   }
@@ -277,65 +314,197 @@ class Builder {
     return {};
   }
 
-  // Files that run code later, outside the sandbox (git hooks, git config, shell and direnv rc files),
-  // stay read-only even inside a writable grant. Landlock can't carve them out (rules are a union),
-  // so the child bind-mounts them read-only in a private mount namespace.
+  // Inside the policy's private mount namespace (mount_namespace.cpp): writable grants are noexec;
+  // kernel files, `.git` and files that run code later outside the sandbox (shell and direnv rc
+  // files) are kept read-only or masked inside them. Landlock can't carve these out (its rules are a
+  // union), so a mount does; what no mount can keep is refused here with an error naming both paths.
   Result<void> protect_inside_writable() {
-    const SandboxProfile& p = state_->profile;
-    std::vector<fs::path> writable;
-    if (p.workspace) writable.push_back(*p.workspace);
     for (const auto& g : grants_) {
-      std::error_code ec;
-      if (g.rights == landlock::kReadWrite && g.path != state_->private_tmp && fs::is_directory(g.path, ec) &&
-          std::find(writable.begin(), writable.end(), g.path) == writable.end()) {
-        writable.push_back(g.path);
-      }
+      if (g.rights == landlock::kReadWrite) writable_.push_back(g.path);
     }
-    for (const auto& dir : writable) {
-      std::error_code ec;
-      const fs::path git = dir / ".git";
-      if (fs::is_directory(fs::symlink_status(git, ec))) {
-        // An empty hooks dir is what `git init` makes; creating it lets it be protected before anything
-        // can plant a hook there.
-        fs::create_directory(git / "hooks", ec);
-        if (auto r = add_mount(git, false); !r) return r;
-        if (auto r = add_mount(git / "hooks", true); !r) return r;
-        if (auto r = add_mount(git / "config", true); !r) return r;
-      }
+    MountPlan plan;
+    for (const auto& w : writable_) {
+      if (auto r = plan.writable(w); !r) return r;
+    }
+    if (auto r = protect_kernel_files(plan); !r) return r;
+    for (const auto& w : writable_) {
+      if (w == state_->private_tmp) continue;
+      if (auto r = protect_git(plan, w); !r) return r;
       for (const char* rc : {".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
                              ".zshenv", ".zprofile", ".zlogin", ".envrc", ".gitconfig", ".gitmodules"}) {
-        if (auto r = add_mount(dir / rc, true); !r) return r;
+        if (auto r = plan.read_only(w / rc, false); !r) return r;
       }
     }
-    for (const auto& path : p.keep_read_only) {
+    for (const auto& path : state_->profile.keep_read_only) {
       if (!path.is_absolute()) {
         return fail(ErrorCode::Config, "sandbox.keep_read_only: '" + path.string() + "' is not absolute");
       }
       std::error_code ec;
       const fs::path canonical = fs::canonical(path, ec);
-      if (ec) continue;  // nothing there to protect
-      const bool inside_writable = std::any_of(writable.begin(), writable.end(), [&](const fs::path& w) {
-        return is_within(canonical, w);
-      }) || (!state_->private_tmp.empty() && is_within(canonical, state_->private_tmp));
-      if (inside_writable) {
-        if (auto r = add_mount(canonical, true); !r) return r;
+      if (ec || !writable_containing(canonical)) continue;  // nothing there, or nothing can write it
+      if (auto r = plan.read_only(canonical, executable_overlaps(canonical)); !r) return r;
+    }
+    if (auto r = check_write_xor_execute(plan); !r) return r;
+    state_->protected_mounts = plan.finish();
+    state_->status.read_only_in_writable = plan.kept_paths();
+    return {};
+  }
+
+  std::optional<fs::path> writable_containing(const fs::path& path) const {
+    for (const auto& w : writable_) {
+      if (is_within(path, w)) return w;
+    }
+    return std::nullopt;
+  }
+
+  bool executable_overlaps(const fs::path& path) const {
+    return std::any_of(grants_.begin(), grants_.end(), [&](const LandlockGrant& g) {
+      return (g.rights & LANDLOCK_ACCESS_FS_EXECUTE) != 0 && (is_within(g.path, path) || is_within(path, g.path));
+    });
+  }
+
+  // Kernel files (kernex/kernel_files.hpp) inside a writable grant: read-only or masked, and every
+  // directory between the grant and the file pinned, so neither the file nor a parent can be renamed
+  // away and replaced. Hidden ones are masked inside any grant.
+  Result<void> protect_kernel_files(MountPlan& plan) {
+    for (const auto& k : kernel_files_) {
+      if (auto r = refuse_swappable_symlinks(k); !r) return r;
+      const auto w = writable_containing(k.resolved);
+      if (!w) {
+        const bool granted = std::any_of(grants_.begin(), grants_.end(), [&](const LandlockGrant& g) {
+          return is_within(k.resolved, g.path);
+        });
+        if (granted && k.exists && k.access == KernelFileAccess::Hidden) {
+          if (auto r = plan.mask(k.resolved); !r) return r;
+        }
+        continue;
+      }
+      if (!k.exists) {
+        // A kernel file created later inside a writable grant could be planted by a tool first.
+        // Directories the kernel keeps (the data dir) are made now and masked; a named file must exist.
+        std::error_code ec;
+        if (k.access == KernelFileAccess::ReadOnly || !fs::create_directories(k.resolved, ec) || ec) {
+          return fail(ErrorCode::Sandbox, "the kernel's " + k.why + " '" + k.path.string() +
+                                              "' does not exist yet and lies inside the writable grant '" +
+                                              w->string() + "', where a sandboxed process could plant it; create "
+                                              "it first or move it out of the grant");
+        }
+        fs::permissions(k.resolved, fs::perms::owner_all, ec);
+      }
+      plan.pin_between(*w, k.resolved);
+      auto r = k.access == KernelFileAccess::Hidden ? plan.mask(k.resolved)
+                                                    : plan.read_only(k.resolved, executable_overlaps(k.resolved));
+      if (!r) return r;
+    }
+    return {};
+  }
+
+  // The kernel opens a kernel file by the path it was given; a symlink on that path in a writable
+  // directory could be pointed elsewhere for the next run, and a mount can't pin a symlink.
+  Result<void> refuse_swappable_symlinks(const ResolvedKernelFile& k) const {
+    fs::path prefix = k.path.root_path();
+    for (const auto& part : k.path.relative_path()) {
+      prefix /= part;
+      struct stat st {};
+      if (::lstat(prefix.c_str(), &st) != 0) break;
+      if (!S_ISLNK(st.st_mode)) continue;
+      std::error_code ec;
+      const fs::path parent = fs::weakly_canonical(prefix.parent_path(), ec);
+      if (ec) continue;
+      if (const auto w = writable_containing(parent)) {
+        return fail(ErrorCode::Sandbox, "the kernel's " + k.why + " '" + k.path.string() + "' is named through the "
+                                            "symlink '" + prefix.string() + "' inside the writable grant '" +
+                                            w->string() + "', which a sandboxed process could point elsewhere; "
+                                            "name it by its real path '" + k.resolved.string() + "'");
       }
     }
     return {};
   }
 
-  // Only existing, non-symlink entries: a bind mount needs a target and must not follow a link out.
-  Result<void> add_mount(const fs::path& path, bool read_only) {
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) return {};
-    struct statvfs vfs {};
-    if (::statvfs(path.c_str(), &vfs) != 0) {
-      return fail(ErrorCode::Sandbox, "cannot inspect the mount of '" + path.string() + "': " + std::strerror(errno));
+  // Every `.git` below a writable grant (bounded scan, see find_git_entries), and the gitdirs and
+  // commondirs that `.git` files name inside writable grants.
+  Result<void> protect_git(MountPlan& plan, const fs::path& root) {
+    const GitEntries found = find_git_entries(root);
+    if (found.truncated) {
+      state_->status.warnings.push_back("'" + root.string() + "' is too deep or too large to scan for every .git (" +
+                                        std::to_string(kGitScanDepth) + " levels, " +
+                                        std::to_string(kGitScanEntries) + " entries); .git below that stays writable");
     }
-    // A remount must keep the flags the mount already has (in a user namespace they are locked).
-    const unsigned long kept = vfs.f_flag & (ST_NOSUID | ST_NODEV | ST_NOEXEC | ST_NOATIME | ST_NODIRATIME | ST_RELATIME);
-    state_->protected_mounts.push_back({path.string(), read_only, MS_BIND | MS_REMOUNT | MS_RDONLY | kept});
-    if (read_only) state_->status.read_only_in_writable.push_back(path);
+    for (const auto& dir : found.dirs) {
+      if (auto r = protect_gitdir(plan, root, dir, 0); !r) return r;
+    }
+    for (const auto& file : found.files) {
+      plan.pin_between(root, file);
+      if (auto r = plan.read_only(file, false); !r) return r;
+      if (auto target = gitfile_target(file)) {
+        if (auto r = protect_named_gitdir(plan, *target); !r) return r;
+      }
+    }
+    for (const auto& link : found.links) {
+      std::error_code ec;
+      const fs::path target = fs::canonical(link, ec);
+      if (!ec && fs::is_directory(target, ec)) {
+        if (auto r = protect_named_gitdir(plan, target); !r) return r;
+      }
+    }
+    return {};
+  }
+
+  Result<void> protect_named_gitdir(MountPlan& plan, const fs::path& gitdir) {
+    if (const auto w = writable_containing(gitdir)) return protect_gitdir(plan, *w, gitdir, 0);
+    return {};
+  }
+
+  // Read-only as a whole, or with git_writes everything that can name a program or a directory.
+  Result<void> protect_gitdir(MountPlan& plan, const fs::path& root, const fs::path& gitdir, int depth) {
+    if (depth > 4 || !visited_gitdirs_.insert(gitdir).second) return {};
+    plan.pin_between(root, gitdir);
+    if (auto common = git_commondir(gitdir)) {
+      if (auto r = protect_named_gitdir(plan, *common); !r) return r;
+    }
+    if (!state_->profile.git_writes) return plan.read_only(gitdir, false);
+    plan.pin(gitdir);
+    for (const char* name : {"config", "config.worktree", "commondir", "gitdir", "worktrees"}) {
+      if (auto r = plan.read_only(gitdir / name, false); !r) return r;
+    }
+    for (const char* name : {"hooks", "info", "objects/info"}) {
+      std::error_code ec;
+      fs::create_directories(gitdir / name, ec);  // what `git init` makes; protected before a tool can plant it
+      if (auto r = plan.read_only(gitdir / name, false); !r) return r;
+    }
+    return protect_modules(plan, root, gitdir / "modules", depth);
+  }
+
+  // modules/<name>/ holds a submodule's gitdir (a name may have slashes: modules/a/b/).
+  Result<void> protect_modules(MountPlan& plan, const fs::path& root, const fs::path& dir, int depth) {
+    std::error_code ec;
+    if (depth > 4 || !fs::is_directory(fs::symlink_status(dir, ec))) return {};
+    plan.pin(dir);
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code sec;
+      if (!fs::is_directory(it->symlink_status(sec))) continue;
+      auto r = fs::exists(it->path() / "HEAD", sec) ? protect_gitdir(plan, root, it->path(), depth + 1)
+                                                    : protect_modules(plan, root, it->path(), depth + 1);
+      if (!r) return r;
+    }
+    return {};
+  }
+
+  // W^X: nothing a sandboxed process can write is executable, unless a read-only bind keeps it.
+  Result<void> check_write_xor_execute(const MountPlan& plan) const {
+    for (const auto& e : grants_) {
+      if ((e.rights & LANDLOCK_ACCESS_FS_EXECUTE) == 0) continue;
+      for (const auto& w : writable_) {
+        const bool inside = is_within(e.path, w);
+        if (inside && plan.kept_read_only(e.path)) continue;
+        if (!inside && !is_within(w, e.path)) continue;
+        return fail(ErrorCode::Sandbox, "refusing the executable grant '" + e.path.string() + "': it " +
+                                            (e.path == w ? "is" : inside ? "lies inside" : "contains") +
+                                            " the writable grant '" + w.string() +
+                                            "', so a sandboxed process could write what it then runs; keep it "
+                                            "read-only (keep_read_only) or grant it apart from writable paths");
+      }
+    }
     return {};
   }
 
@@ -449,7 +618,10 @@ class Builder {
 
   std::shared_ptr<Policy::State> state_;
   std::vector<fs::path> protected_;
+  std::vector<ResolvedKernelFile> kernel_files_;
   std::vector<LandlockGrant> grants_;
+  std::vector<fs::path> writable_;  // grants with write rights, canonical
+  std::set<fs::path> visited_gitdirs_;
 };
 
 }  // namespace

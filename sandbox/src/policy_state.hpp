@@ -13,13 +13,19 @@
 
 namespace kernex::sandbox {
 
-// A bind mount made in the child's private mount namespace: `read_only` ones keep protected files
-// unwritable inside a writable grant; the others only pin a directory (a mount point can't be renamed
-// away, so `.git` can't be swapped for a fresh one).
+// One mount made in the child's private mount namespace, applied shallowest first so an inner mount
+// is never covered by an outer one:
+// - Bind: the path bound onto itself, then remounted with `remount_flags` when nonzero. Writable
+//   grants get MS_NOEXEC|MS_NOSUID|MS_NODEV (nothing written there can be executed or mapped
+//   executable); kept-read-only files add MS_RDONLY; a bind without remount only pins a directory
+//   (a mount point can't be renamed or removed, so a protected path below it can't be swapped).
+// - MaskDir: an empty read-only tmpfs of mode 0 over a directory (neither readable nor writable).
+// - MaskFile: /dev/null bound over a file and remounted read-only and nodev, so opening it fails.
+enum class MountKind { Bind, MaskDir, MaskFile };
 struct ProtectedMount {
   std::string path;
-  bool read_only = true;
-  unsigned long remount_flags = 0;  // MS_BIND|MS_REMOUNT|MS_RDONLY plus the flags the mount already has
+  MountKind kind = MountKind::Bind;
+  unsigned long remount_flags = 0;  // MS_BIND|MS_REMOUNT|... plus the flags the mount already has; 0: none
 };
 
 struct Policy::State {

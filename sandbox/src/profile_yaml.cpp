@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "kernex/kernel_files.hpp"
 #include "kernex/sandbox/profile.hpp"
 
 namespace kernex::sandbox {
@@ -219,6 +220,7 @@ Result<SandboxProfile> parse_root(const Reader& r, YAML::Node root) {
       {"enforce", bool_into(p.enforce)},
       {"system_defaults", bool_into(p.system_defaults)},
       {"private_tmp", bool_into(p.private_tmp)},
+      {"git_writes", bool_into(p.git_writes)},
       {"workspace", path_into(p.workspace)},
       {"working_dir", path_into(p.working_dir)},
       {"read_only", paths_into(p.read_only)},
@@ -274,6 +276,9 @@ Result<SandboxProfile> SandboxProfile::from_yaml(std::string_view text, std::str
 Result<SandboxProfile> SandboxProfile::load_yaml_file(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return fail(ErrorCode::Io, "cannot read sandbox profile '" + file.string() + "'");
+  // A profile the kernel reads is a kernel file: a tool that could rewrite it would choose its own
+  // sandbox next time.
+  register_kernel_file(file, KernelFileAccess::ReadOnly, "sandbox profile");
   std::ostringstream text;
   text << in.rdbuf();
   return from_yaml(text.str(), file.string());

@@ -52,16 +52,6 @@ std::optional<std::string> skill_file(const fs::path& skill_dir, const std::stri
 
 }  // namespace
 
-std::vector<fs::path> default_kernel_protected_paths() {
-  std::vector<fs::path> out;
-  auto absolute = [](const char* v) { return v != nullptr && v[0] == '/'; };
-  if (const char* d = std::getenv("KERNEX_DATA_DIR"); absolute(d)) out.emplace_back(d);
-  if (const char* x = std::getenv("XDG_DATA_HOME"); absolute(x)) out.push_back(fs::path(x) / "kernex");
-  if (const char* h = std::getenv("HOME"); absolute(h)) out.push_back(fs::path(h) / ".local/share/kernex");
-  if (const char* c = std::getenv("KERNEX_CONFIG"); absolute(c)) out.emplace_back(c);
-  return out;
-}
-
 Result<ToolboxRunOptions> ToolboxRunOptions::from_json(const Json& config, std::string_view origin) {
   ToolboxRunOptions o;
   if (!config.is_null() && !config.is_object()) {
@@ -71,10 +61,7 @@ Result<ToolboxRunOptions> ToolboxRunOptions::from_json(const Json& config, std::
                                               "protect"};
   std::error_code ec;
   o.workspace = fs::current_path(ec);
-  if (config.is_null()) {
-    o.protect = default_kernel_protected_paths();
-    return o;
-  }
+  if (config.is_null()) return o;
   for (const auto& [key, value] : config.items()) {
     if (!known.contains(key)) {
       return std::unexpected(config_error(origin, key, "is not an option (expected workspace, profile, timeout, "
@@ -118,7 +105,6 @@ Result<ToolboxRunOptions> ToolboxRunOptions::from_json(const Json& config, std::
       o.network_ports.push_back(static_cast<std::uint16_t>(port.get<std::int64_t>()));
     }
   }
-  o.protect = default_kernel_protected_paths();
   if (auto it = config.find("protect"); it != config.end()) {
     if (!it->is_array()) return std::unexpected(config_error(origin, "protect", "must be a list of paths"));
     for (const auto& p : *it) {

@@ -178,10 +178,13 @@ class SecurityBattery : public ::testing::Test {
 
   static bool scoping() { return landlock_abi() >= 6; }
 
-  // Without protective mounts: children take the other spawn path, inheriting the seccomp filter from
+  // Without protective mounts (and so without writable grants): children take the other spawn path, inheriting the seccomp filter from
   // a clone thread that carries it and made group leaders by the spawning thread.
+  // Writable grants get a mount namespace (noexec), so this policy writes nowhere.
   static PolicyBuilder inherited_filter() {
-    return PolicyBuilder().workspace(plain_ws_).executable(KERNEX_ATTACK_DIR).timeout(10s);
+    SandboxProfile p;
+    p.private_tmp = false;
+    return PolicyBuilder(p).read_only(plain_ws_).working_dir(plain_ws_).executable(KERNEX_ATTACK_DIR).timeout(10s);
   }
 
   static inline fs::path root_, home_, ws_, outside_, plain_ws_;
@@ -256,10 +259,10 @@ TEST_F(SecurityBattery, WriteGitHooks) {
   EXPECT_FALSE(fs::exists(ws_ / ".git" / "hooks" / "pre-commit"));
   auto overwrite = attack({"write", (ws_ / ".git" / "hooks" / "pre-commit.sample").string()});
   EXPECT_EQ(first_line(overwrite.stdout_data), "EROFS");
-  // The rest of .git stays writable: git itself must work in the workspace.
+  // The rest of .git is read-only too unless a profile opts in to git writes (battery2_files_test).
   auto object = attack({"write", (ws_ / ".git" / "objects-probe").string()});
-  EXPECT_EQ(first_line(object.stdout_data), "OK");
-  fs::remove(ws_ / ".git" / "objects-probe");
+  EXPECT_EQ(first_line(object.stdout_data), "EROFS");
+  EXPECT_FALSE(fs::exists(ws_ / ".git" / "objects-probe"));
 }
 
 TEST_F(SecurityBattery, WriteGitConfig) {

@@ -406,11 +406,23 @@ TEST_F(SandboxTest, GitAndRcFilesStayReadOnlyInTheWorkspace) {
   std::ofstream(ws_ / ".envrc") << "";
   auto policy = build(builder());
   const auto& ro = policy.status().read_only_in_writable;
-  EXPECT_TRUE(fs::is_directory(ws_ / ".git" / "hooks"));  // created so that it can be protected
-  for (const auto& p : {ws_ / ".git" / "hooks", ws_ / ".git" / "config", ws_ / ".envrc"}) {
+  for (const auto& p : {ws_ / ".git", ws_ / ".envrc"}) {  // .git as a whole
     EXPECT_NE(std::find(ro.begin(), ro.end(), p), ro.end()) << p;
   }
-  auto r = run(policy, {"sh", "-c", "echo x > .git/hooks/post-checkout; echo y >> .envrc; echo ok > .git/HEAD && cat .git/HEAD"});
+  auto r = run(policy, {"sh", "-c", "echo x > .git/hooks/post-checkout; echo y >> .envrc; echo ok > .git/HEAD; echo ok"});
+  EXPECT_EQ(r.stdout_data, "ok\n");
+  EXPECT_FALSE(fs::exists(ws_ / ".git" / "HEAD"));
+
+  // With git_writes, git may write its objects and HEAD; hooks and config stay read-only.
+  SandboxProfile writes;
+  writes.git_writes = true;
+  auto git_policy = build(PolicyBuilder(writes).workspace(ws_));
+  const auto& kept = git_policy.status().read_only_in_writable;
+  EXPECT_TRUE(fs::is_directory(ws_ / ".git" / "hooks"));  // created so that it can be protected
+  for (const auto& p : {ws_ / ".git" / "hooks", ws_ / ".git" / "config", ws_ / ".envrc"}) {
+    EXPECT_NE(std::find(kept.begin(), kept.end(), p), kept.end()) << p;
+  }
+  r = run(git_policy, {"sh", "-c", "echo x > .git/hooks/post-checkout; echo y >> .envrc; echo ok > .git/HEAD && cat .git/HEAD"});
   EXPECT_EQ(r.stdout_data, "ok\n");
   EXPECT_FALSE(fs::exists(ws_ / ".git" / "hooks" / "post-checkout"));
   EXPECT_EQ(fs::file_size(ws_ / ".envrc"), 0u);
@@ -456,7 +468,10 @@ std::string thread_status_field(const fs::path& status, const std::string& field
 }
 
 TEST_F(SandboxTest, SpawningLeavesTheKernelUnfiltered) {
-  auto policy = build(builder());
+  // No writable grant, so no mount namespace: the clone-thread path that carries the filter.
+  SandboxProfile read_only_profile;
+  read_only_profile.private_tmp = false;
+  auto policy = build(PolicyBuilder(read_only_profile).read_only(ws_).working_dir(ws_));
   ASSERT_TRUE(run(policy, {"/bin/true"}).success());
   EXPECT_EQ(thread_status_field("/proc/thread-self/status", "Seccomp"), "0");
   EXPECT_EQ(thread_status_field("/proc/thread-self/status", "NoNewPrivs"), "0");

@@ -56,11 +56,17 @@ struct Config {
   bool trajectories = true;
 
   // Reads `file` (or, when unset, $KERNEX_CONFIG, else no file: defaults), then applies the
-  // environment override KERNEX_DATA_DIR. A missing named file is an error. (KERNEX_PLUGIN_PATH
+  // environment override KERNEX_DATA_DIR, and registers the kernel files it names
+  // (register_kernel_files). A missing named file is an error. (KERNEX_PLUGIN_PATH
   // is read by PluginHost::default_dirs.) Relative paths resolve against the file's directory.
   static Result<Config> load(const std::optional<std::filesystem::path>& file);
   static Result<Config> parse_yaml(std::string_view text, std::string_view origin);
 };
+
+// Registers the files `config` makes the kernel read or keep (kernex/kernel_files.hpp): the config
+// file, the rules and pricing files, plugin and skill dirs read-only, the data dir hidden. Config::load
+// and Kernel::create call it; an entry point that changes data_dir after loading calls it again.
+void register_kernel_files(const Config& config);
 
 // The pricing table shipped with the kernel: <datadir>/kernex/pricing.yaml found relative to
 // the loaded libkernex (the source tree's data/ when running from the build tree).

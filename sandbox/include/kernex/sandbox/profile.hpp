@@ -58,6 +58,12 @@ struct SandboxProfile {
   // Kept read-only even where they lie inside a writable grant (a skill folder inside the workspace):
   // bind-mounted read-only in the policy's private mount namespace, like .git/hooks.
   std::vector<std::filesystem::path> keep_read_only;
+  // Every `.git` (directory or `gitdir:` file, with the gitdir and commondir it names) found in a
+  // writable grant is read-only as a whole: its config, hooks, info, alternates and worktree links
+  // make the user's next git command run code. true: git may write objects, refs, the index and HEAD;
+  // what can name a program or another directory (config, config.worktree, commondir, gitdir, hooks/,
+  // info/, objects/info/, worktrees/, and the same inside modules/*) stays read-only and .git is pinned.
+  bool git_writes = false;
   // The system's read-only/executable paths (system_read_only_paths(), system_exec_paths()) and a
   // private TMPDIR. Off: only what is listed above.
   bool system_defaults = true;
@@ -89,7 +95,7 @@ struct SandboxProfile {
   bool enforce = true;
 
   // YAML mapping (optionally wrapped in a top-level `sandbox:` key). Keys: enforce, workspace,
-  // read_only, read_write, executable, keep_read_only, system_defaults, private_tmp, protected, network
+  // read_only, read_write, executable, keep_read_only, git_writes, system_defaults, private_tmp, protected, network
   // (`none` or {tcp_connect: [ports], unix: bool}), env {base, passthrough, set, locale, malloc_huge_pages},
   // allowed_commands, search_path, limits {cpu_seconds, address_space, processes, file_size,
   // open_files}, timeout (seconds, may be fractional), stdout_cap, stderr_cap, working_dir.

@@ -29,8 +29,9 @@ namespace kernex::sandbox {
 //   timeout      seconds per call (default: the profile's, 120 s)
 //   max_output   bytes of stdout kept for the model (default 30000; the rest is marked truncated)
 //   network_ports  TCP ports a toolbox with `network: true` may connect to (default [443, 80])
-//   protect      extra paths never granted (the kernel's data dir, config and memory DB are
-//                protected by default through KERNEX_DATA_DIR / KERNEX_CONFIG / ~/.local/share/kernex)
+//   protect      extra paths never granted (the kernel's own files, its config, what the config
+//                names and its data dir, are kept out of reach by every policy through the
+//                kernel-file registry, kernex/kernel_files.hpp)
 struct ToolboxRunOptions {
   SandboxProfile base;
   std::filesystem::path workspace;
@@ -42,10 +43,6 @@ struct ToolboxRunOptions {
   // Reads the keys above from a plugin's JSON config; `origin` names it in errors ("toolbox-script").
   static Result<ToolboxRunOptions> from_json(const Json& config, std::string_view origin);
 };
-
-// Default protected kernel paths: $KERNEX_DATA_DIR, $XDG_DATA_HOME/kernex or ~/.local/share/kernex,
-// $KERNEX_CONFIG.
-std::vector<std::filesystem::path> default_kernel_protected_paths();
 
 // The profile one toolbox runs under: the base profile with the workspace, the toolbox's network
 // (`network: true` adds `network_ports`), `env_passthrough` and literal `env` (hijacking names are

@@ -1,0 +1,179 @@
+#include "mount_plan.hpp"
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <fstream>
+
+namespace kernex::sandbox {
+namespace fs = std::filesystem;
+
+bool is_within(const fs::path& inner, const fs::path& outer) {
+  auto o = outer.begin();
+  auto i = inner.begin();
+  for (; o != outer.end(); ++o, ++i) {
+    if (o->empty()) continue;  // trailing separator
+    if (i == inner.end() || *i != *o) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// A remount must keep the flags the mount already has (in a user namespace they are locked), and
+// can only add to them.
+Result<unsigned long> kept_flags(const fs::path& path) {
+  struct statvfs vfs {};
+  if (::statvfs(path.c_str(), &vfs) != 0) {
+    return fail(ErrorCode::Sandbox, "cannot inspect the mount of '" + path.string() + "': " + std::strerror(errno));
+  }
+  return vfs.f_flag & (ST_NOSUID | ST_NODEV | ST_NOEXEC | ST_NOATIME | ST_NODIRATIME | ST_RELATIME | ST_RDONLY);
+}
+
+constexpr unsigned long kRemount = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV;
+
+}  // namespace
+
+void MountPlan::put(const fs::path& path, Strength strength, ProtectedMount mount) {
+  auto it = mounts_.find(path);
+  if (it != mounts_.end() && it->second.first >= strength) return;
+  mounts_[path] = {strength, std::move(mount)};
+}
+
+Result<void> MountPlan::writable(const fs::path& path) {
+  std::error_code ec;
+  const auto type = fs::status(path, ec).type();
+  if (type != fs::file_type::directory && type != fs::file_type::regular) return {};  // a device such as /dev/tty
+  auto kept = kept_flags(path);
+  if (!kept) return std::unexpected(kept.error());
+  put(path, kWritable, {path.string(), MountKind::Bind, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC | *kept});
+  return {};
+}
+
+Result<void> MountPlan::read_only(const fs::path& path, bool exec) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) return {};  // a bind would follow the link out
+  auto kept = kept_flags(path);
+  if (!kept) return std::unexpected(kept.error());
+  put(path, kReadOnly, {path.string(), MountKind::Bind, kRemount | MS_RDONLY | (exec ? 0 : MS_NOEXEC) | *kept});
+  return {};
+}
+
+Result<void> MountPlan::mask(const fs::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return {};
+  if (S_ISDIR(st.st_mode)) {
+    put(path, kMask, {path.string(), MountKind::MaskDir, 0});
+    return {};
+  }
+  auto kept = kept_flags("/dev/null");
+  if (!kept) return std::unexpected(kept.error());
+  put(path, kMask, {path.string(), MountKind::MaskFile, kRemount | MS_RDONLY | MS_NOEXEC | *kept});
+  return {};
+}
+
+void MountPlan::pin(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(path, ec))) return;
+  put(path, kPin, {path.string(), MountKind::Bind, 0});
+}
+
+void MountPlan::pin_between(const fs::path& root, const fs::path& path) {
+  if (!is_within(path, root)) return;
+  fs::path dir = root;
+  const fs::path rel = path.lexically_relative(root);
+  for (auto it = rel.begin(); it != rel.end(); ++it) {
+    if (std::next(it) == rel.end()) break;  // `path` itself is mounted by its caller
+    dir /= *it;
+    pin(dir);
+  }
+}
+
+bool MountPlan::kept_read_only(const fs::path& path) const {
+  return std::any_of(mounts_.begin(), mounts_.end(), [&](const auto& kv) {
+    return kv.second.first >= kReadOnly && is_within(path, kv.first);
+  });
+}
+
+std::vector<fs::path> MountPlan::kept_paths() const {
+  std::vector<fs::path> out;
+  for (const auto& [path, entry] : mounts_) {
+    if (entry.first >= kReadOnly) out.push_back(path);
+  }
+  return out;
+}
+
+std::vector<ProtectedMount> MountPlan::finish() const {
+  std::vector<std::pair<std::size_t, ProtectedMount>> ordered;
+  for (const auto& [path, entry] : mounts_) {
+    ordered.emplace_back(static_cast<std::size_t>(std::distance(path.begin(), path.end())), entry.second);
+  }
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<ProtectedMount> out;
+  for (auto& [depth, mount] : ordered) out.push_back(std::move(mount));
+  return out;
+}
+
+GitEntries find_git_entries(const fs::path& root) {
+  GitEntries out;
+  std::deque<std::pair<fs::path, int>> queue{{root, 0}};
+  std::size_t seen = 0;
+  while (!queue.empty()) {
+    auto [dir, depth] = queue.front();
+    queue.pop_front();
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      if (++seen > kGitScanEntries) {
+        out.truncated = true;
+        return out;
+      }
+      const fs::path& p = it->path();
+      std::error_code sec;
+      const auto st = it->symlink_status(sec);
+      if (sec) continue;
+      if (p.filename() == ".git") {
+        if (fs::is_symlink(st)) out.links.push_back(p);
+        else if (fs::is_directory(st)) out.dirs.push_back(p);
+        else out.files.push_back(p);
+        continue;
+      }
+      if (fs::is_directory(st)) {
+        if (depth + 1 < kGitScanDepth) queue.emplace_back(p, depth + 1);
+        else out.truncated = true;
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::optional<fs::path> read_dir_reference(const fs::path& file, std::string_view prefix) {
+  std::ifstream in(file);
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  if (!line.starts_with(prefix)) return std::nullopt;
+  line.erase(0, prefix.size());
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  while (!line.empty() && line.front() == ' ') line.erase(0, 1);
+  if (line.empty()) return std::nullopt;
+  fs::path target = fs::path(line).is_absolute() ? fs::path(line) : file.parent_path() / line;
+  std::error_code ec;
+  fs::path canonical = fs::canonical(target, ec);
+  if (ec || !fs::is_directory(canonical, ec)) return std::nullopt;
+  return canonical;
+}
+
+}  // namespace
+
+std::optional<fs::path> gitfile_target(const fs::path& gitfile) { return read_dir_reference(gitfile, "gitdir:"); }
+
+std::optional<fs::path> git_commondir(const fs::path& gitdir) { return read_dir_reference(gitdir / "commondir", ""); }
+
+}  // namespace kernex::sandbox
