@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   auto rlm_command = kernex::cli::add_rlm_command(app, config);
   auto logs_command = kernex::cli::add_logs_command(app, config);
   kernex::cli::SkillsArgs skills_args;
-  CLI::App* skills = app.add_subcommand("skills", "Inspect skill folders: list, lint, lock, verify, show");
+  CLI::App* skills = app.add_subcommand("skills", "Inspect skill folders: list, lint, lock, verify, trust, show");
   skills->footer(kernex::cli::kExitCodeHelp);
   skills->require_subcommand(1);
   add_config_option(*skills, config);
@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
   CLI::App* skills_verify = skills_action("verify", "Compare skills with their lock: changed, missing and extra files");
   skills_verify->add_flag("--json", skills_args.json, "print the results as a JSON array");
   skills_verify->add_option("dir", skills_args.dirs, dir_help)->type_name("DIR");
+  CLI::App* skills_trust = skills_action(
+      "trust", "Trust skill folders in a writable location (a workspace) as they are now: record their hash");
+  skills_trust->add_option("dir", skills_args.dirs, dir_help)->type_name("DIR");
   CLI::App* skills_show = skills_action("show", "Print one skill's parsed model as JSON");
   skills_show->add_option("name", skills_args.name, "the skill's name")->required()->type_name("NAME");
   add_repeated(*skills_show, "--skills", skills_args.dirs, dir_help + " (repeatable)")->type_name("DIR");

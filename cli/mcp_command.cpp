@@ -14,6 +14,7 @@
 #include "kernex/skills/context_source.hpp"
 #include "kernex/skills/loader.hpp"
 #include "provider_opt.hpp"
+#include "skill_trust.hpp"
 
 namespace kernex::cli {
 namespace {
@@ -57,7 +58,7 @@ struct SkillServers {
 };
 
 Result<SkillServers> skill_servers(const Config& config) {
-  skills::LoadedSkills loaded = skills::load_skills(config.skill_dirs);
+  skills::LoadedSkills loaded = skills::load_skills(config.skill_dirs, skill_load_options(config));
   for (const auto& failure : loaded.failures) log(LogLevel::Warn, "skill not loaded: " + failure.describe());
   SkillServers out;
   std::map<std::string, std::string> seen;

@@ -10,6 +10,7 @@
 #include "kernex/skills/loader.hpp"
 #include "kernex/skills/project.hpp"
 #include "provider_opt.hpp"
+#include "skill_trust.hpp"
 #include "stream_printer.hpp"
 
 namespace kernex::cli {
@@ -73,20 +74,23 @@ int run_command(const std::optional<std::string>& config_file, const RunArgs& ar
     activate.insert(activate.end(), project->skills.begin(), project->skills.end());
   }
 
-  const std::vector<std::filesystem::path> config_skill_dirs = config->skill_dirs;
-  auto kernel = Kernel::create(std::move(*config));
-  if (!kernel) return report(kernel.error());
-  if (project) (*kernel)->add_context_source(std::make_shared<skills::ProjectContextSource>(std::move(*project)));
-  if (!config_skill_dirs.empty() || !activate.empty()) {
-    skills::LoadedSkills loaded = skills::load_skills(config_skill_dirs);
+  // Skills load (and register their folders as kernel files) before the kernel and its plugins exist,
+  // so every sandbox policy of this run is built knowing them.
+  std::shared_ptr<skills::SkillContextSource> skill_source;
+  if (!config->skill_dirs.empty() || !activate.empty()) {
+    skills::LoadedSkills loaded = skills::load_skills(config->skill_dirs, skill_load_options(*config));
     for (const auto& failure : loaded.failures) log(LogLevel::Warn, "skill not loaded: " + failure.describe());
     for (const auto& s : loaded.skills) {
       for (const auto& r : s.refused) log(LogLevel::Warn, "skill '" + s.name + "': refused: " + r.describe());
     }
     auto source = skills::SkillContextSource::create(std::move(loaded.skills), activate);
     if (!source) return report(source.error());
-    (*kernel)->add_context_source(*source);
+    skill_source = *source;
   }
+  auto kernel = Kernel::create(std::move(*config));
+  if (!kernel) return report(kernel.error());
+  if (project) (*kernel)->add_context_source(std::make_shared<skills::ProjectContextSource>(std::move(*project)));
+  if (skill_source) (*kernel)->add_context_source(skill_source);
   StreamPrinter printer(args.json ? StreamPrinter::Mode::JsonEvents : StreamPrinter::Mode::Text);
   if (args.stream || (!args.json && StreamPrinter::stdout_is_terminal())) opts->sink = printer.sink();
   return print_run_result((*kernel)->run(Request::from_text("cli", std::move(*message)), *opts), printer, args.json);

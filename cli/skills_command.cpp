@@ -1,4 +1,5 @@
-// `kernex skills list|lint|lock|verify|show`: inspecting skill folders without running anything.
+// `kernex skills list|lint|lock|verify|trust|show`: inspecting skill folders without running anything,
+// and trusting those in writable locations.
 #include <filesystem>
 #include <iostream>
 
@@ -8,6 +9,8 @@
 #include "kernex/skills/lint.hpp"
 #include "kernex/skills/loader.hpp"
 #include "kernex/skills/lock.hpp"
+#include "kernex/skills/trust.hpp"
+#include "skill_trust.hpp"
 
 namespace fs = std::filesystem;
 
@@ -19,18 +22,16 @@ void print_json(const Json& j, int indent = 2) {
 }
 
 // DIRs from the command line, else the config's skill_dirs.
-Result<std::vector<fs::path>> skill_dirs(const std::optional<std::string>& config_file,
-                                         const std::vector<std::string>& given, std::string_view action) {
+Result<std::vector<fs::path>> skill_dirs(const Config& config, const std::vector<std::string>& given,
+                                         std::string_view action) {
   std::vector<fs::path> dirs(given.begin(), given.end());
   if (!dirs.empty()) return dirs;
-  auto config = Config::load(config_file ? std::optional<fs::path>(*config_file) : std::nullopt);
-  if (!config) return std::unexpected(config.error());
-  if (config->skill_dirs.empty()) {
+  if (config.skill_dirs.empty()) {
     return fail(ErrorCode::Usage, "kernex skills " + std::string(action) +
                                       ": no skill directory given; pass DIR (a skill folder or a folder of skill "
                                       "folders) or set `skill_dirs:` in kernex.yaml");
   }
-  return config->skill_dirs;
+  return config.skill_dirs;
 }
 
 std::string first_line(std::string_view text, std::size_t max) {
@@ -43,8 +44,8 @@ std::string plural(std::size_t n, std::string_view one, std::string_view many) {
   return std::to_string(n) + " " + std::string(n == 1 ? one : many);
 }
 
-int list(const std::vector<fs::path>& dirs, bool json) {
-  skills::LoadedSkills loaded = skills::load_skills(dirs);
+int list(const std::vector<fs::path>& dirs, const skills::LoadOptions& options, bool json) {
+  skills::LoadedSkills loaded = skills::load_skills(dirs, options);
   if (json) {
     Json out{{"skills", Json::array()}, {"failures", Json::array()}};
     for (const auto& s : loaded.skills) out["skills"].push_back(skills::to_json(s));
@@ -56,11 +57,14 @@ int list(const std::vector<fs::path>& dirs, bool json) {
     std::cout << s.name << " (" << skills::to_string(s.format) << "; " << plural(s.toolboxes.size(), "toolbox", "toolboxes")
               << ", " << plural(s.mcp_servers.size(), "MCP server", "MCP servers");
     if (!s.available) std::cout << "; not installed";
+    if (s.trust == skills::TrustState::Trusted) std::cout << "; trusted";
     std::cout << "): " << first_line(s.description, 100) << '\n';
     for (const auto& r : s.refused) std::cout << "  refused: " << r.describe() << '\n';
   }
   for (const auto& f : loaded.failures) {
-    std::cout << "FAILED " << f.path.string() << '\n';
+    std::cout << "FAILED " << f.path.string();
+    if (f.trust) std::cout << " (" << skills::to_string(*f.trust) << ")";
+    std::cout << '\n';
     for (const auto& d : f.problems) std::cout << "  " << d.describe() << '\n';
   }
   if (loaded.skills.empty() && loaded.failures.empty()) std::cout << "no skills found\n";
@@ -142,8 +146,27 @@ int verify(const std::vector<fs::path>& dirs, bool json) {
   return all_ok ? kExitOk : kExitConfig;
 }
 
-int show(const std::vector<fs::path>& dirs, const std::string& name) {
-  skills::LoadedSkills loaded = skills::load_skills(dirs);
+// Records each skill folder's hash in the trust store, so it loads from a writable location.
+int trust(const std::vector<fs::path>& dirs, const fs::path& store) {
+  int code = kExitOk;
+  for (const auto& folder : skills::skill_folders(dirs)) {
+    if (!is_skill_folder(folder)) {
+      code = report(Error(ErrorCode::Skill, folder.string() + ": not trusted: expected a skill folder with a SKILL.md"));
+      continue;
+    }
+    auto hash = skills::trust_skill(store, folder);
+    if (!hash) {
+      code = report(Error(ErrorCode::Skill, folder.string() + ": not trusted", hash.error()));
+      continue;
+    }
+    std::cout << "trusted " << folder.string() << " (sha256 " << hash->substr(0, 16) << "...) in " << store.string()
+              << '\n';
+  }
+  return code;
+}
+
+int show(const std::vector<fs::path>& dirs, const skills::LoadOptions& options, const std::string& name) {
+  skills::LoadedSkills loaded = skills::load_skills(dirs, options);
   if (const skills::Skill* s = loaded.find(name)) {
     print_json(skills::to_json(*s));
     return kExitOk;
@@ -161,14 +184,17 @@ int show(const std::vector<fs::path>& dirs, const std::string& name) {
 
 }  // namespace
 
-int skills_command(const std::optional<std::string>& config, const SkillsArgs& args) {
-  auto dirs = skill_dirs(config, args.dirs, args.action);
+int skills_command(const std::optional<std::string>& config_file, const SkillsArgs& args) {
+  auto config = Config::load(config_file ? std::optional<fs::path>(*config_file) : std::nullopt);
+  if (!config) return report(config.error());
+  auto dirs = skill_dirs(*config, args.dirs, args.action);
   if (!dirs) return report(dirs.error());
-  if (args.action == "list") return list(*dirs, args.json);
+  if (args.action == "list") return list(*dirs, skill_load_options(*config), args.json);
+  if (args.action == "trust") return trust(*dirs, trust_store(*config));
   if (args.action == "lint") return lint(*dirs, args.spec, args.json);
   if (args.action == "lock") return lock(*dirs);
   if (args.action == "verify") return verify(*dirs, args.json);
-  if (args.action == "show") return show(*dirs, args.name);
+  if (args.action == "show") return show(*dirs, skill_load_options(*config), args.name);
   return report(Error(ErrorCode::Usage, "kernex skills: unknown action '" + args.action + "'"));
 }
 

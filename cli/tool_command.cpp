@@ -11,6 +11,7 @@
 #include "kernex/config.hpp"
 #include "kernex/sandbox/toolbox.hpp"
 #include "kernex/skills/loader.hpp"
+#include "skill_trust.hpp"
 
 namespace kernex::cli {
 
@@ -65,7 +66,10 @@ int tool_run(const std::optional<std::string>& config_file, const ToolRunArgs& a
 
   std::vector<std::filesystem::path> dirs;
   for (const auto& d : args.skill_dirs) dirs.emplace_back(std::filesystem::absolute(d));
-  skills::LoadedSkills loaded = skills::load_skills(dirs);
+  std::vector<std::filesystem::path> writable{options->workspace};
+  writable.insert(writable.end(), options->base.read_write.begin(), options->base.read_write.end());
+  if (options->base.workspace) writable.push_back(*options->base.workspace);
+  skills::LoadedSkills loaded = skills::load_skills(dirs, skill_load_options(*config, writable));
   for (const auto& failure : loaded.failures) std::cerr << "kernex: skill not loaded: " << failure.describe() << '\n';
   const Toolbox* found = nullptr;
   std::vector<std::string> names;

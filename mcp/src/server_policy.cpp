@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "kernex/sandbox/executable.hpp"
 #include "kernex/sandbox/spawn.hpp"
 
 namespace kernex::mcp::detail {
@@ -85,14 +86,17 @@ Result<sandbox::Policy> build_server_policy(const McpServer& server, const Serve
   }
   profile.allowed_commands = allowed;
 
+  // Every command must be a program (check_executable); the sandbox grants EXECUTE on that one file.
   // A node (or other runtime) installed outside /usr, e.g. under ~/.nvm: its prefix must be
   // readable for the runtime's own modules (lib/node_modules holds npm and global packages).
   for (const auto& cmd : allowed) {
     if (cmd.find('/') == std::string::npos) continue;
+    auto program = sandbox::check_executable(cmd);
+    if (!program && program.error().code == ErrorCode::Io) continue;  // not installed: it can't start
+    if (!program) return fail(ErrorCode::Sandbox, "MCP server '" + server.name + "': command", program.error());
+    const fs::path& real = program->path;
+    if (inside_system_paths(real)) continue;
     std::error_code ec;
-    const fs::path real = fs::canonical(cmd, ec);
-    if (ec || inside_system_paths(real)) continue;
-    profile.executable.push_back(real);
     const fs::path prefix = real.parent_path().parent_path();
     if (fs::is_directory(prefix / "lib" / "node_modules", ec)) profile.read_only.push_back(prefix / "lib" / "node_modules");
   }

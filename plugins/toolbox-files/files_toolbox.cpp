@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "kernex/kernel_files.hpp"
 #include "kernex/plugin.hpp"
 #include "kernex/sandbox/toolbox.hpp"
 
@@ -113,10 +114,13 @@ class FilesToolbox final : public kernex::ToolExecutor {
   }
 
  private:
-  // One policy for every call: the workspace read-write, the rest as the profile says.
+  // One policy for every call: the workspace read-write, the rest as the profile says. Rebuilt when a
+  // kernel file was registered since (a skill loaded, a project file read), so it keeps that one too.
   Result<std::shared_ptr<const sb::Policy>> policy() {
     std::lock_guard lock(mutex_);
-    if (policy_) return policy_;
+    const std::uint64_t generation = kernex::kernel_files_generation();
+    if (policy_ && policy_generation_ == generation) return policy_;
+    policy_.reset();
     kernex::Toolbox self;
     self.name = "files";
     sb::SandboxProfile profile = sb::toolbox_profile(self, options_);
@@ -124,6 +128,7 @@ class FilesToolbox final : public kernex::ToolExecutor {
     auto built = sb::PolicyBuilder(std::move(profile)).Build();
     if (!built) return std::unexpected(built.error());
     policy_ = std::make_shared<const sb::Policy>(std::move(*built));
+    policy_generation_ = generation;
     return policy_;
   }
 
@@ -324,6 +329,7 @@ if (( ${#found[@]} <= 10000 )); then ls -1td -- "${found[@]}"; else printf '%s\n
   std::set<std::string> enabled_;
   std::mutex mutex_;
   std::shared_ptr<const sb::Policy> policy_;
+  std::uint64_t policy_generation_ = 0;  // kernel_files_generation() when policy_ was built
 };
 
 Result<std::shared_ptr<kernex::ToolExecutor>> make_files_toolbox(const Json& config) {

@@ -16,8 +16,9 @@
 
 #include "clone_thread.hpp"
 #include "kernex/log.hpp"
-#include "owner_tag.hpp"
 #include "kernex/kernel_files.hpp"
+#include "kernex/sandbox/executable.hpp"
+#include "owner_tag.hpp"
 #include "landlock_abi.hpp"
 #include "mount_plan.hpp"
 #include "pids_cgroup.hpp"
@@ -122,7 +123,7 @@ std::optional<fs::path> find_on_search_path(const std::vector<fs::path>& search,
 }
 
 // "#!/bin/sh -e" -> "/bin/sh"; the kernel opens the interpreter for execution too.
-std::optional<fs::path> shebang_interpreter(const fs::path& file) {
+[[maybe_unused]] std::optional<fs::path> shebang_interpreter(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   char buf[256] = {};
   in.read(buf, sizeof(buf) - 1);
@@ -295,9 +296,17 @@ class Builder {
     return {};
   }
 
+  // Each entry names one program (check_executable: an ELF file, or a `#!` script run by a system
+  // interpreter, nowhere a sandbox can write); the grant is EXECUTE on that file, its interpreter and
+  // the loader, never on a directory. A missing program is a warning (it can't run); any other entry
+  // is an error naming it.
   Result<void> resolve_allow_list() {
     SandboxProfile& p = state_->profile;
     if (p.allowed_commands.empty()) return {};
+    std::vector<fs::path> writable;
+    for (const auto& g : grants_) {
+      if ((g.rights & LANDLOCK_ACCESS_FS_WRITE_FILE) != 0) writable.push_back(g.path);
+    }
     std::vector<fs::path> exec_files;
     for (const auto& entry : p.allowed_commands) {
       std::optional<fs::path> found;
@@ -305,27 +314,27 @@ class Builder {
         if (entry.front() != '/') {
           return fail(ErrorCode::Config, "sandbox.allowed_commands: '" + entry + "' must be a bare name or an absolute path");
         }
-        std::error_code ec;
-        if (fs::is_regular_file(entry, ec)) found = fs::path(entry).lexically_normal();
+        found = fs::path(entry).lexically_normal();
       } else {
         found = find_on_search_path(p.search_path, entry);
       }
-      if (!found) {
+      Result<ExecutableFile> program = fail(ErrorCode::Io, "not found");
+      if (found) program = check_executable(*found, writable);
+      if (!program && program.error().code == ErrorCode::Io) {
         state_->status.warnings.push_back("allowed command '" + entry + "' was not found; it can't run");
         continue;
       }
-      std::error_code ec;
-      state_->allowed_executables.push_back(fs::canonical(*found, ec));
-      if (ec) continue;
-      exec_files.push_back(*found);
-      if (auto interp = shebang_interpreter(*found)) exec_files.push_back(*interp);
+      if (!program) return fail(ErrorCode::Sandbox, "sandbox.allowed_commands: '" + entry + "'", program.error());
+      state_->allowed_executables.push_back(program->path);
+      exec_files.push_back(program->path);
+      if (program->interpreter) exec_files.push_back(*program->interpreter);
     }
     // Dynamically linked programs need their loader opened for execution as well.
     for (const char* loader : {"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib/ld-linux.so.2"}) {
       exec_files.emplace_back(loader);
     }
     for (const auto& file : exec_files) {
-      if (auto r = grant(file, landlock::kExec, false, "allowed_commands"); !r) return r;
+      if (auto r = grant(file, LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE, false, "allowed_commands"); !r) return r;
     }
     return {};
   }

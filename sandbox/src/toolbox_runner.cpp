@@ -159,8 +159,10 @@ SandboxProfile toolbox_profile(const Toolbox& toolbox, const ToolboxRunOptions& 
                                             : std::move(narrowed);
     }
   }
+  // The skill folder is data to its toolbox: readable, never writable, never executable. Only the
+  // programs the allow-list resolves to are executable (PolicyBuilder: EXECUTE on each file).
   if (!toolbox.source_dir.empty()) {
-    p.executable.emplace_back(toolbox.source_dir);
+    p.read_only.emplace_back(toolbox.source_dir);
     p.keep_read_only.emplace_back(toolbox.source_dir);
   }
   return p;

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <map>
 
+#include "kernex/sandbox/executable.hpp"
+#include "kernex/sandbox/profile.hpp"
 #include "text.hpp"
 
 namespace kernex::skills {
@@ -53,6 +55,33 @@ void check_args(const std::vector<std::string>& args, std::vector<Problem>& out)
   // harmless; only NUL cannot be represented.
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (has_nul(args[i])) out.push_back({"args[" + std::to_string(i) + "]", "expected an argument without NUL bytes"});
+  }
+}
+
+// Why `command` does not name a program (see sandbox::check_executable), or nullopt when it does or
+// is not installed here (a missing program grants nothing; `requires` reports it).
+std::optional<std::string> not_a_program(std::string_view command) {
+  std::filesystem::path file;
+  if (command.find('/') == std::string_view::npos) {
+    static const std::vector<std::filesystem::path> search = sandbox::SandboxProfile{}.search_path;
+    auto found = sandbox::find_program(search, std::string(command));
+    if (!found) return std::nullopt;
+    file = *found;
+  } else if (command.front() != '/') {
+    return "expected a program name or an absolute path";
+  } else {
+    file = std::filesystem::path(command);
+  }
+  auto program = sandbox::check_executable(file);
+  if (!program && program.error().code != ErrorCode::Io) return program.error().message;
+  return std::nullopt;
+}
+
+// A permissions.commands entry grants executing one program, so each must name one; any that does
+// not refuses every toolbox and MCP server of the skill, naming the entry.
+void check_commands_grant_programs(const Permissions& p, std::vector<Problem>& out) {
+  for (const auto& c : p.commands) {
+    if (auto why = not_a_program(c)) out.push_back({"permissions.commands", in_quotes(c) + ": " + *why});
   }
 }
 
@@ -117,7 +146,10 @@ std::vector<Problem> check_toolbox(const Toolbox& t, const Permissions& p) {
     out.push_back({"command", "toolbox '" + t.name + "' runs " + in_quotes(t.command) +
                                   ", which is not in the skill's declared permissions.commands " + commands_list(p) +
                                   "; declare it there or remove the toolbox"});
+  } else if (auto why = not_a_program(t.command)) {
+    out.push_back({"command", in_quotes(t.command) + ": " + *why});
   }
+  check_commands_grant_programs(p, out);
   check_args(t.args, out);
   check_env(t.env, out);
   for (const auto& name : t.env_passthrough) {
@@ -147,7 +179,10 @@ std::vector<Problem> check_mcp_server(const McpServer& s, const Permissions& p) 
     out.push_back({"command", "MCP server '" + s.name + "' runs " + in_quotes(s.command) +
                                   ", which is not in the skill's declared permissions.commands " + commands_list(p) +
                                   "; declare it there or remove the server"});
+  } else if (auto why = not_a_program(s.command)) {
+    out.push_back({"command", in_quotes(s.command) + ": " + *why});
   }
+  check_commands_grant_programs(p, out);
   check_args(s.args, out);
   check_env(s.env, out);
   return out;

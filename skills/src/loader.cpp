@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "frontmatter.hpp"
+#include "kernex/kernel_files.hpp"
 #include "kernex/skills/checks.hpp"
 #include "kernex/skills/lock.hpp"
 #include "manifest.hpp"
@@ -173,6 +174,17 @@ std::optional<detail::Node> read_json_side_file(const fs::path& file, std::vecto
   return detail::from_json(json);
 }
 
+// Both the path as given and where it resolves to, so a policy meets it whichever it sees. Only what
+// exists: a policy can't keep a missing path read-only (it refuses to run instead), and a skill that
+// appears there later is refused at load until trusted (trust.hpp).
+void register_read_only(const fs::path& path, const char* why) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(path, ec);
+  if (ec) return;
+  register_kernel_file(path, KernelFileAccess::ReadOnly, why);
+  if (real != fs::absolute(path, ec).lexically_normal()) register_kernel_file(real, KernelFileAccess::ReadOnly, why);
+}
+
 }  // namespace
 
 bool program_on_path(std::string_view program) {
@@ -200,7 +212,8 @@ std::expected<Skill, SkillFailure> parse_skill(std::string_view text, const fs::
   return finish(std::move(p));
 }
 
-std::expected<Skill, SkillFailure> load_skill(const fs::path& folder) {
+std::expected<Skill, SkillFailure> load_skill(const fs::path& folder, const LoadOptions& options) {
+  register_read_only(folder, "skill");
   std::error_code ec;
   if (!fs::exists(folder, ec)) return std::unexpected(single_failure(folder, folder, "skill folder does not exist"));
   if (!fs::is_directory(folder, ec)) {
@@ -218,6 +231,18 @@ std::expected<Skill, SkillFailure> load_skill(const fs::path& folder) {
     return std::unexpected(single_failure(folder, folder / kLockFileName,
                                           "the skill's files differ from its lock (" + (*check)->describe() +
                                               "); review the changes and run `kernex skills lock` again"));
+  }
+  // A skill a tool could have written is not read until the person has trusted these very files.
+  TrustState trust = TrustState::NotRequired;
+  if (options.trust) {
+    auto check = check_trust(folder, *options.trust);
+    if (!check) return std::unexpected(single_failure(folder, folder, check.error().message));
+    if (check->state == TrustState::Untrusted || check->state == TrustState::Changed) {
+      SkillFailure failure = single_failure(folder, folder, check->message);
+      failure.trust = check->state;
+      return std::unexpected(std::move(failure));
+    }
+    trust = check->state;
   }
   auto content = detail::read_file_capped(file->string(), kMaxSkillFileBytes);
   if (!content.error.empty()) return std::unexpected(single_failure(folder, *file, "cannot read: " + content.error));
@@ -239,14 +264,16 @@ std::expected<Skill, SkillFailure> load_skill(const fs::path& folder) {
     refuse_unsafe(toolboxes, p.skill.permissions, p.skill.refused);
     merge(p.manifest.toolboxes, std::move(toolboxes));
   }
-  return finish(std::move(p));
+  auto skill = finish(std::move(p));
+  if (skill) skill->trust = trust;
+  return skill;
 }
 
-LoadedSkills load_skills(const std::vector<fs::path>& dirs) {
+LoadedSkills load_skills(const std::vector<fs::path>& dirs, const LoadOptions& options) {
   LoadedSkills out;
   std::map<std::string, fs::path> seen;  // name -> folder that won
   auto take = [&](const fs::path& folder) {
-    auto loaded = load_skill(folder);
+    auto loaded = load_skill(folder, options);
     if (!loaded) {
       out.failures.push_back(std::move(loaded.error()));
       return;
@@ -262,6 +289,7 @@ LoadedSkills load_skills(const std::vector<fs::path>& dirs) {
   };
 
   for (const auto& dir : dirs) {
+    register_read_only(dir, "skills dir");
     std::error_code ec;
     if (!fs::exists(dir, ec)) {
       out.failures.push_back(single_failure(dir, dir, "skills directory does not exist"));

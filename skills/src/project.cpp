@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <system_error>
 
+#include "kernex/kernel_files.hpp"
 #include "kernex/log.hpp"
 #include "node.hpp"
 #include "text.hpp"
@@ -87,7 +88,15 @@ Result<Project> parse_project(std::string_view raw, const fs::path& file) {
 }
 
 Result<Project> load_project(const fs::path& folder) {
+  // Every project file there is, read or not: a tool that plants AGENTS.md beside a ROLE.md changes
+  // the instructions of the next run as surely as one that edits it. (A missing one can't be kept
+  // read-only by a mount; see kernel_files.hpp.)
   std::error_code ec;
+  for (const char* name : {"AGENTS.md", "ROLE.md"}) {
+    if (fs::exists(fs::symlink_status(folder / name, ec))) {
+      register_kernel_file(folder / name, KernelFileAccess::ReadOnly, "project file");
+    }
+  }
   if (!fs::is_directory(folder, ec)) {
     return fail(ErrorCode::Skill, folder.string() + ": expected a project folder containing AGENTS.md or ROLE.md");
   }

@@ -99,7 +99,9 @@ Json to_json(const Diagnostic& d) {
 Json to_json(const SkillFailure& f) {
   Json problems = Json::array();
   for (const auto& d : f.problems) problems.push_back(to_json(d));
-  return Json{{"path", f.path.string()}, {"error", f.describe()}, {"problems", problems}};
+  Json j{{"path", f.path.string()}, {"error", f.describe()}, {"problems", problems}};
+  if (f.trust) j["trust"] = to_string(*f.trust);
+  return j;
 }
 
 Json to_json(const Skill& s) {
@@ -119,6 +121,7 @@ Json to_json(const Skill& s) {
               {"triggers", s.triggers},
               {"requires", s.requirements},
               {"available", s.available},
+              {"trust", to_string(s.trust)},
               {"toolboxes", toolboxes},
               {"mcp_servers", servers},
               {"permissions",

@@ -39,6 +39,13 @@ class CliSkillsTest : public ::testing::Test {
 
   Outcome kernex(const std::vector<std::string>& args) { return kernex::testing::run_cli(dir.path(), env_, args); }
 
+  // Skills written into this test's directory (the working directory, below /tmp) are in a writable
+  // location: they load once trusted, as a person would after reviewing them.
+  void trust(const fs::path& skills) {
+    auto o = kernex({"skills", "trust", skills.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  }
+
   Json json_of(const Outcome& o) {
     Json j = Json::parse(o.out, nullptr, false);
     EXPECT_FALSE(j.is_discarded()) << o.out << o.err;
@@ -97,9 +104,10 @@ TEST_F(CliSkillsTest, ListJsonLoadsEveryKernexSkillWithToolboxesAndMcpServers) {
 TEST_F(CliSkillsTest, ListTextShowsBrokenSkillsWithTheirError) {
   dir.write("s/good/SKILL.md", "---\nname: good\ndescription: Fine.\n---\nBody\n");
   dir.write("s/bad/SKILL.md", "---\nname: bad\n---\nBody\n");
+  trust(dir / "s");
   auto o = kernex({"skills", "list", (dir / "s").string()});
   EXPECT_EQ(o.exit_code, 0) << o.err;
-  EXPECT_THAT(o.out, HasSubstr("good (yaml; 0 toolboxes, 0 MCP servers): Fine."));
+  EXPECT_THAT(o.out, HasSubstr("good (yaml; 0 toolboxes, 0 MCP servers; trusted): Fine."));
   EXPECT_THAT(o.out, HasSubstr("FAILED " + (dir / "s" / "bad").string()));
   EXPECT_THAT(o.out, HasSubstr("description"));
   auto backend = kernex({"skills", "list", (kFixtures / "kernex" / "backend-architect").string()});
@@ -210,9 +218,15 @@ TEST_F(CliSkillsTest, LockVerifyRoundTripAndTamperDetection) {
   EXPECT_THAT(listed["failures"][0]["error"].get<std::string>(), HasSubstr("changed: scripts/run.sh"));
   EXPECT_THAT(listed["failures"][0]["error"].get<std::string>(), HasSubstr("kernex skills lock"));
 
-  // Locking again accepts the new content.
+  // Locking again accepts the new content; as the skills lie in a writable location, so must trusting
+  // them again.
   ASSERT_EQ(kernex({"skills", "lock", skills}).exit_code, 0);
   EXPECT_EQ(kernex({"skills", "verify", skills}).exit_code, 0);
+  auto untrusted = json_of(kernex({"skills", "list", "--json", skills}));
+  EXPECT_TRUE(untrusted["skills"].empty());
+  ASSERT_EQ(untrusted["failures"].size(), 2u);
+  EXPECT_EQ(untrusted["failures"][0]["trust"], "untrusted");
+  trust(skills);
   EXPECT_EQ(json_of(kernex({"skills", "list", "--json", skills}))["skills"].size(), 2u);
 }
 
@@ -240,6 +254,7 @@ TEST_F(CliSkillsTest, ShowPrintsTheParsedModel) {
   EXPECT_THAT(missing.err, HasSubstr("git"));
 
   dir.write("s/broken/SKILL.md", "---\nname: broken\n---\n");
+  trust(dir / "s/broken");
   auto broken = kernex({"skills", "show", "broken", "--skills", (dir / "s").string()});
   EXPECT_EQ(broken.exit_code, 3);
   EXPECT_THAT(broken.err, HasSubstr("did not load"));

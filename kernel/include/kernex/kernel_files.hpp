@@ -8,6 +8,7 @@
 // an MCP server) can forget one.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -31,5 +32,10 @@ void register_kernel_file(const std::filesystem::path& path, KernelFileAccess ac
 
 // A snapshot of everything registered so far, in registration order.
 std::vector<KernelFile> kernel_files();
+
+// Counts changes to the registry (a new path, or one made Hidden). A cached sandbox policy remembers
+// the generation it was built at and is rebuilt when it moved, so a skill registered mid-run (or a
+// data dir named late) reaches policies built before it.
+std::uint64_t kernel_files_generation();
 
 }  // namespace kernex

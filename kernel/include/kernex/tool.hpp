@@ -48,7 +48,7 @@ struct Toolbox {
   std::vector<std::string> env_passthrough;
   std::vector<std::string> allowed_commands;
   std::vector<std::string> search_hints;
-  // The folder of the skill that declared it (readable and executable in the sandbox, never
+  // The folder of the skill that declared it (readable in the sandbox, never executable or
   // writable); empty when it did not come from a skill. The initializer keeps aggregate
   // initialisations that stop before it free of -Wmissing-field-initializers.
   std::string source_dir = {};

@@ -47,7 +47,7 @@ struct ToolboxRunOptions {
 // The profile one toolbox runs under: the base profile with the workspace, the toolbox's network
 // (`network: true` adds `network_ports`), `env_passthrough` and literal `env` (hijacking names are
 // dropped with a warning), `allowed_commands` (narrowed by the base profile's list when both are
-// set), and its skill folder (`source_dir`) readable and executable but kept read-only.
+// set), and its skill folder (`source_dir`) readable but kept read-only and not executable.
 SandboxProfile toolbox_profile(const Toolbox& toolbox, const ToolboxRunOptions& options);
 
 // argv for one call: command, then args where an argument that is exactly "{name}" takes the JSON

@@ -8,6 +8,7 @@
 
 #include "kernex/error.hpp"
 #include "kernex/skills/skill.hpp"
+#include "kernex/skills/trust.hpp"
 
 namespace kernex::skills {
 
@@ -19,15 +20,24 @@ inline constexpr std::size_t kMaxSkillFileBytes = 256 * 1024;
 std::expected<Skill, SkillFailure> parse_skill(std::string_view text, const std::filesystem::path& file,
                                                const std::filesystem::path& folder);
 
+struct LoadOptions {
+  // When set, a skill folder in a writable location loads only when trusted with its current hash
+  // (trust.hpp); every kernel entry point sets it. Unset: no trust check (library use, tests).
+  std::optional<TrustRule> trust;
+};
+
 // One skill folder: SKILL.md (or skill.md), then optional mcp.json / toolbox.json whose entries
-// replace same-named frontmatter entries; then the load-time permission checks.
-std::expected<Skill, SkillFailure> load_skill(const std::filesystem::path& folder);
+// replace same-named frontmatter entries; then the load-time permission checks. The folder is
+// registered as a kernel file (ReadOnly) before anything in it is read, so no sandbox of this
+// process can change it.
+std::expected<Skill, SkillFailure> load_skill(const std::filesystem::path& folder, const LoadOptions& options = {});
 
 // Each dir is either one skill folder (it has a SKILL.md) or a folder of skill folders
 // (subfolders without SKILL.md are ignored). A missing dir is a failure. When two folders
 // declare the same name the first one (dirs in order, subfolders by name) wins and the other
-// is a failure.
-LoadedSkills load_skills(const std::vector<std::filesystem::path>& dirs);
+// is a failure. Each dir is registered as a kernel file (ReadOnly) too, so nothing can be planted
+// beside the skills while this process runs.
+LoadedSkills load_skills(const std::vector<std::filesystem::path>& dirs, const LoadOptions& options = {});
 
 // Whether `program` names a regular file in some $PATH directory (kernex `requires`).
 bool program_on_path(std::string_view program);

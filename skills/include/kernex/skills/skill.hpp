@@ -9,6 +9,7 @@
 
 #include "kernex/error.hpp"
 #include "kernex/json.hpp"
+#include "kernex/skills/trust.hpp"
 #include "kernex/tool.hpp"
 
 namespace kernex::skills {
@@ -82,12 +83,16 @@ struct Skill {
   // "toolbox.<name>.<what>" / "mcp.<name>.<what>"). They are not in `toolboxes`/`mcp_servers`
   // and never run; the rest of the skill loads (kernex's per-entry rule).
   std::vector<Diagnostic> refused;
+  // Whether it had to be trusted to load (it lies in a writable location) and was.
+  TrustState trust = TrustState::NotRequired;
 };
 
 // A folder that did not load, with every error found in it (the first is the main one).
 struct SkillFailure {
   std::filesystem::path path;
   std::vector<Diagnostic> problems;
+  // Set when it was refused for trust: Untrusted or Changed.
+  std::optional<TrustState> trust = {};
 
   std::string describe() const;  // all problems, one per line
   Error error() const;           // ErrorCode::Skill, message = describe()
