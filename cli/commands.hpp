@@ -10,6 +10,7 @@
 
 #include "kernex/error.hpp"
 #include "kernex/json.hpp"
+#include "kernex/sandbox/policy.hpp"
 
 namespace CLI {
 class App;
@@ -85,6 +86,9 @@ std::function<std::optional<int>()> add_tool_command(CLI::App& app, std::string&
 // The sandbox section of `kernex doctor`: what the default profile enforces here.
 Json sandbox_doctor_json();
 std::string sandbox_doctor_text();
+// Per class of the second escape battery: whether it holds here and how (doctor_protections.cpp).
+Json sandbox_protections_json(const sandbox::PolicyStatus& status);
+std::string sandbox_protections_text(const Json& rows);
 CLI::App* add_memory_command(CLI::App& app, MemoryArgs& args);
 int memory_command(const std::optional<std::string>& config, const MemoryArgs& args);
 int mcp_list_command(const std::optional<std::string>& config, const McpArgs& args);

@@ -70,7 +70,9 @@ Json sandbox_doctor_json() {
   if (!policy) {
     return Json{{"enforced", false}, {"landlock_abi", sb::landlock_abi()}, {"error", policy.error().describe()}};
   }
-  return status_json(policy->status());
+  Json out = status_json(policy->status());
+  out["protections"] = sandbox_protections_json(policy->status());
+  return out;
 }
 
 std::string sandbox_doctor_text() {
@@ -89,6 +91,7 @@ std::string sandbox_doctor_text() {
   out += std::string("  seccomp           ") + yes("seccomp") +
          " (no sockets by default, no ptrace/mount/unshare/bpf/io_uring/keyctl/perf/kexec/modules)\n";
   out += "  capabilities      all dropped; no_new_privs; own session; parent-death signal\n";
+  out += sandbox_protections_text(s.at("protections"));
   for (const auto& w : s.at("warnings")) out += "  warning           " + w.get<std::string>() + "\n";
   return out;
 }

@@ -263,6 +263,12 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
     impl->hooks.add("memory-audit", std::make_shared<MemoryAuditHook>(impl->memory));
   }
   for (const auto& ref : config.hooks) {
+    // A hook's log (the audit hook's `file`) is history: a tool that could read or forge it would
+    // hide what it did.
+    if (auto file = ref.config.is_object() ? ref.config.find("file") : ref.config.end();
+        ref.config.is_object() && file != ref.config.end() && file->is_string()) {
+      register_kernel_file(file->get<std::string>(), KernelFileAccess::Hidden, "hook log");
+    }
     auto hook = impl->host.create_hook(ref.name, ref.config);
     if (!hook) return fail(ErrorCode::Plugin, "hook plugin '" + ref.name + "'", hook.error());
     impl->hooks.add(ref.name, *hook);

@@ -187,4 +187,25 @@ TEST_F(SandboxExec, DoctorReportsTheProtections) {
   EXPECT_THAT(text.out, HasSubstr("seccomp"));
 }
 
+// Every class of the second battery has a row saying whether it holds here; on this machine (root,
+// Landlock, seccomp, a pids cgroup) each one does.
+TEST_F(SandboxExec, DoctorListsEveryProtectionClass) {
+  auto o = kernex({"doctor", "--json"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const Json rows = Json::parse(o.out).at("sandbox").at("protections");
+  std::vector<std::string> names;
+  for (const auto& r : rows) {
+    names.push_back(r.at("protection").get<std::string>());
+    EXPECT_FALSE(r.at("how").get<std::string>().empty());
+    if (::geteuid() == 0) {
+      EXPECT_TRUE(r.at("active").get<bool>()) << r.dump();
+    }
+  }
+  EXPECT_THAT(names, ::testing::ElementsAre("kernel_files", "skills_read_only", "git_read_only", "programs_not_files",
+                                            "network_gaps", "sysv_ipc", "process_limit", "anonymous_code",
+                                            "nothing_outlives_the_kernel", "no_watches"));
+  auto text = kernex({"doctor"});
+  EXPECT_THAT(text.out, HasSubstr("nothing_outlives_the_kernel"));
+}
+
 }  // namespace
