@@ -233,6 +233,19 @@ TEST_F(SecurityBattery2Syscalls, FastOpenSendmmsgToAnUnlistedPort) {
   EXPECT_EQ(target.accepted(), 0);
 }
 
+// The flag where the BPF rule doesn't look, in each message header: the kernel ignores it there too
+// (sendmsg takes none of msg_flags, sendmmsg only MSG_EOR), so the send fails unconnected.
+TEST_F(SecurityBattery2Syscalls, FastOpenFlagInTheMessageHeaders) {
+  SKIP_WITHOUT_TCP_RULES();
+  FastOpenClient tfo;
+  Listener allowed, target;
+  for (const char* how : {"sendmsg_hdr", "sendmmsg_hdr"}) {
+    const auto r = attack({"fastopen", how, target.port_text()}, tcp_to(allowed.port()));
+    EXPECT_TRUE(r == "send:EPIPE" || r == "send:ENOTCONN") << how << ": " << r;
+  }
+  EXPECT_EQ(target.accepted(), 0);
+}
+
 // Fast open is refused on the allowed port too: the rule can't see the address, only the flag.
 TEST_F(SecurityBattery2Syscalls, FastOpenRefusedEvenToTheListedPort) {
   SKIP_WITHOUT_TCP_RULES();
@@ -576,14 +589,22 @@ TEST_F(SecurityBattery2Syscalls, WatchWhenOptedIn) {
 class CaplessProcess {
  public:
   CaplessProcess() {
+    int ready[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0) return;
     pid_ = ::fork();
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
       __user_cap_data_struct none[2] = {};
-      ::syscall(SYS_capset, &header, none);
+      const char done = ::syscall(SYS_capset, &header, none) == 0 ? '1' : '0';
+      (void)!::write(ready[1], &done, 1);
       for (;;) ::pause();
     }
+    ::close(ready[1]);
+    char done = '0';
+    if (pid_ > 0) (void)!::read(ready[0], &done, 1);
+    ::close(ready[0]);
+    EXPECT_EQ(done, '1') << "the stand-in process could not drop its capabilities";
   }
   ~CaplessProcess() {
     if (pid_ <= 0) return;

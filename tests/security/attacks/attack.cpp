@@ -366,6 +366,11 @@ int fastopen(const std::string& how, int port) {
   } else if (how == "sendmmsg") {
     mmsghdr one{msg, 0};
     rc = sendmmsg(fd, &one, 1, MSG_FASTOPEN);
+  } else if (how == "sendmsg_hdr" || how == "sendmmsg_hdr") {
+    // The flag in the message header instead of the flags argument (the kernel ignores it there).
+    msg.msg_flags = MSG_FASTOPEN;
+    mmsghdr one{msg, 0};
+    rc = how == "sendmsg_hdr" ? sendmsg(fd, &msg, MSG_NOSIGNAL) : sendmmsg(fd, &one, 1, MSG_NOSIGNAL);
   } else if (how == "connect") {
     int on = 1;
     if (setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &on, sizeof(on)) != 0) return report_errno("setsockopt");
