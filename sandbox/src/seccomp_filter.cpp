@@ -39,6 +39,8 @@ constexpr std::array kAlwaysDenied = {
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
     "open_by_handle_at", "name_to_handle_at", "fanotify_init", "quotactl", "quotactl_fd", "acct", "swapon", "swapoff",
     "reboot", "uselib", "lookup_dcookie",
+    // The kernel log (what /dev/kmsg, never granted, holds) where kernel.dmesg_restrict is 0.
+    "syslog",
     // Leaving the spawner's process group would let a child outlive the group kill.
     "setsid", "setpgid",
     // SysV IPC and POSIX message queues live in the IPC namespace, shared with the host and every other

@@ -665,6 +665,55 @@ TEST_F(SecurityBattery2Syscalls, KernelIsOutOfReachOfProcessCalls) {
   }
 }
 
+// Sets kernel.dmesg_restrict to 0 (as many distributions ship it) for the syslog case, and restores it.
+class OpenKernelLog {
+ public:
+  OpenKernelLog() {
+    std::ifstream(kPath) >> saved_;
+    if (saved_ != 0) changed_ = static_cast<bool>(std::ofstream(kPath) << 0);
+  }
+  ~OpenKernelLog() {
+    if (changed_) std::ofstream(kPath) << saved_;
+  }
+  bool open() const {
+    int now = 1;
+    std::ifstream(kPath) >> now;
+    return now == 0;
+  }
+
+ private:
+  static constexpr const char* kPath = "/proc/sys/kernel/dmesg_restrict";
+  int saved_ = 1;
+  bool changed_ = false;
+};
+
+// syslog(2) reads the kernel log without /dev/kmsg; with dmesg_restrict = 0 it needs no capability.
+TEST_F(SecurityBattery2Syscalls, ReadTheKernelLog) {
+  OpenKernelLog log;
+  if (!log.open()) GTEST_SKIP() << "can't set kernel.dmesg_restrict to 0 (not root?)";
+  EXPECT_EQ(attack({"syslog"}), "syslog:EPERM");
+}
+
+// Signals by SIGIO ownership (F_SETOWN to the kernel's pid or group): Landlock's signal scope covers
+// them (ABI >= 6). The test counts SIGURGs that reach it.
+std::atomic<int> g_sigurg{0};
+TEST_F(SecurityBattery2Syscalls, SignalTheKernelThroughSigio) {
+  if (landlock_abi() < 6) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no signal scoping (needs 6)";
+  struct sigaction sa {};
+  struct sigaction old {};
+  sa.sa_handler = [](int) { ++g_sigurg; };
+  ::sigaction(SIGURG, &sa, &old);
+  g_sigurg = 0;
+  const auto me = std::to_string(::getpid());
+  const auto group = std::to_string(-::getpgrp());
+  for (const auto& target : {me, group}) {
+    EXPECT_EQ(attack({"sigio", target}), "OK") << target;  // the request itself is allowed
+    EXPECT_EQ(attack({"sigio", target}, with_mounts()), "OK") << target;
+  }
+  ::sigaction(SIGURG, &old, nullptr);
+  EXPECT_EQ(g_sigurg.load(), 0);
+}
+
 TEST_F(SecurityBattery2Syscalls, MakeADeviceNode) {
   EXPECT_EQ(attack({"mknod", (ws_ / "mem").string()}), "mknod:EACCES");
   EXPECT_FALSE(fs::exists(ws_ / "mem"));

@@ -687,6 +687,24 @@ int syscall_case(const std::vector<std::string>& a) {
     if (fd < 0) return report_errno("open");
     return report(fsetxattr(fd, "system.posix_acl_access", &acl, sizeof(acl), 0), "fsetxattr");
   }
+  if (c == "syslog") {
+    char buf[4096];
+    long n = syscall(SYS_syslog, 3 /* SYSLOG_ACTION_READ_ALL */, buf, sizeof(buf));
+    if (n < 0) return report_errno("syslog");
+    std::printf("OK %ld bytes\n", n);
+    return 0;
+  }
+  if (c == "sigio") {
+    // Asks for SIGURG to go to `pid` (the kernel) whenever a socket pair end becomes readable.
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return report_errno("socketpair");
+    if (fcntl(sv[0], F_SETOWN, static_cast<int>(num(1))) != 0) return report_errno("F_SETOWN");
+    if (fcntl(sv[0], F_SETSIG, SIGURG) != 0) return report_errno("F_SETSIG");
+    if (fcntl(sv[0], F_SETFL, O_ASYNC) != 0) return report_errno("F_SETFL");
+    if (write(sv[1], "x", 1) != 1) return report_errno("write");
+    std::printf("OK\n");
+    return 0;
+  }
   if (c == "mknod") return report(mknod(arg(1), S_IFCHR | 0600, makedev(1, 3)), "mknod");
   if (c == "memfd_secret_exec") {
     int fd = static_cast<int>(syscall(SYS_memfd_secret, 0));
