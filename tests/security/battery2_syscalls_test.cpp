@@ -841,6 +841,17 @@ TEST_F(SecurityBattery2Syscalls, RemoveAnXattrOfAProtectedFile) {
   EXPECT_EQ(::getxattr(key.c_str(), "user.kernex-mark", value, sizeof(value)), 1);
 }
 
+// Regression: Landlock checks no O_PATH open, and linkat(AT_EMPTY_PATH) of such an fd (or through
+// /proc/self/fd/N) would give the key a name in the workspace, readable there; Landlock's refer check
+// refuses the link (EXDEV).
+TEST_F(SecurityBattery2Syscalls, LinkAnOpathFdOfTheKeyIntoTheWorkspace) {
+  const auto key = (home_ / ".ssh" / "id_rsa").string();
+  EXPECT_EQ(attack({"opath_link", key, (ws_ / "key").string()}), "linkat:EXDEV");
+  EXPECT_FALSE(fs::exists(ws_ / "key"));
+  EXPECT_EQ(attack({"opath_link", key, (git_ws_ / "key").string()}, with_mounts()), "linkat:EXDEV");
+  EXPECT_FALSE(fs::exists(git_ws_ / "key"));
+}
+
 // ---- the mount table (found by probing) ----------------------------------------------------------
 
 // /proc/self/mountinfo is out of reach (no /proc grant); listmount(2) lists the same mounts.

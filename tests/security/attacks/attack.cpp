@@ -687,6 +687,17 @@ int syscall_case(const std::vector<std::string>& a) {
     if (fd < 0) return report_errno("open");
     return report(fsetxattr(fd, "system.posix_acl_access", &acl, sizeof(acl), 0), "fsetxattr");
   }
+  if (c == "opath_link") {
+    // An O_PATH fd (Landlock checks no O_PATH open) linked into a writable place, then read there.
+    int fd = open(arg(1), O_PATH | O_CLOEXEC);
+    if (fd < 0) return report_errno("open");
+    const std::string from = "/proc/self/fd/" + std::to_string(fd);
+    if (linkat(fd, "", AT_FDCWD, arg(2), AT_EMPTY_PATH) != 0 &&
+        linkat(AT_FDCWD, from.c_str(), AT_FDCWD, arg(2), AT_SYMLINK_FOLLOW) != 0) {
+      return report_errno("linkat");
+    }
+    return open_read(arg(2));
+  }
   if (c == "syslog") {
     char buf[4096];
     long n = syscall(SYS_syslog, 3 /* SYSLOG_ACTION_READ_ALL */, buf, sizeof(buf));
