@@ -39,6 +39,8 @@ constexpr std::array kAlwaysDenied = {
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
     "open_by_handle_at", "name_to_handle_at", "fanotify_init", "quotactl", "quotactl_fd", "acct", "swapon", "swapoff",
     "reboot", "uselib", "lookup_dcookie",
+    // The kernel log (what /dev/kmsg, never granted, holds) where kernel.dmesg_restrict is 0.
+    "syslog",
     // Leaving the spawner's process group would let a child outlive the group kill.
     "setsid", "setpgid",
     // SysV IPC and POSIX message queues live in the IPC namespace, shared with the host and every other
@@ -57,12 +59,12 @@ constexpr std::array kAlwaysDenied = {
 
 // Denied like the list above, but newer than libseccomp 2.5 knows: by number where the name doesn't
 // resolve (numbers from 424 on are the same on every architecture). listmount/statmount read the mount
-// table that /proc/self/mountinfo (never granted) would show; open_tree_attr is open_tree.
+// table that /proc/self/mountinfo (never granted) would show; setxattrat/removexattrat and
+// file_setattr (fs flags, project id) write metadata like setxattr; open_tree_attr is open_tree.
 struct NewSyscall {
   const char* name;
   int nr;
 };
-// setxattrat/removexattrat and file_setattr (fs flags, project id) write metadata like setxattr.
 constexpr std::array kAlwaysDeniedNew = {NewSyscall{"statmount", 457}, NewSyscall{"listmount", 458},
                                          NewSyscall{"setxattrat", 463}, NewSyscall{"removexattrat", 466},
                                          NewSyscall{"open_tree_attr", 467}, NewSyscall{"file_setattr", 469}};
@@ -114,6 +116,23 @@ Result<void> add_socket_rules(scmp_filter_ctx ctx, const NetworkPolicy& net) {
     }
   }
   if (rc != 0) return fail(ErrorCode::Sandbox, "seccomp: cannot add the socket rules");
+  return {};
+}
+
+Result<void> add_always_denied(scmp_filter_ctx ctx) {
+  for (const char* name : kAlwaysDenied) {
+    int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) continue;  // not a syscall on this architecture
+    if (rule(ctx, nr, 0, nullptr) != 0) {
+      return fail(ErrorCode::Sandbox, std::string("seccomp: cannot add a rule for ") + name);
+    }
+  }
+  for (const NewSyscall& call : kAlwaysDeniedNew) {
+    int nr = seccomp_syscall_resolve_name(call.name);
+    if (rule(ctx, nr == __NR_SCMP_ERROR ? call.nr : nr, 0, nullptr) != 0) {
+      return fail(ErrorCode::Sandbox, std::string("seccomp: cannot add a rule for ") + call.name);
+    }
+  }
   return {};
 }
 
@@ -183,8 +202,9 @@ Result<void> add_setid_mode_rules(scmp_filter_ctx ctx) {
   return {};
 }
 
-// A memfd is a private inode that Landlock's path checks let through, so a copy of any readable program
-// in one runs by execveat(AT_EMPTY_PATH) or /proc/self/fd/N, past the allow-list. memfd_create is
+// A memfd lives on the kernel's internal shmem mount, which Landlock's path checks let through, so a
+// copy of any readable program in one runs by execveat(AT_EMPTY_PATH) or /proc/self/fd/N, past the
+// allow-list. memfd_create is
 // allowed only with MFD_NOEXEC_SEAL (no exec bits, F_SEAL_EXEC keeps them off). A kernel older than 6.3
 // doesn't know the flag and fails it with EINVAL: memfd_create is then unusable, which fails closed.
 Result<void> add_memfd_rules(scmp_filter_ctx ctx) {
@@ -228,19 +248,7 @@ Result<std::vector<sock_filter>> build_seccomp_filter(const SandboxProfile& prof
       seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_NNP, 0) != 0) {
     return fail(ErrorCode::Sandbox, "seccomp: cannot set filter attributes");
   }
-  for (const char* name : kAlwaysDenied) {
-    int nr = seccomp_syscall_resolve_name(name);
-    if (nr == __NR_SCMP_ERROR) continue;  // not a syscall on this architecture
-    if (rule(ctx.get(), nr, 0, nullptr) != 0) {
-      return fail(ErrorCode::Sandbox, std::string("seccomp: cannot add a rule for ") + name);
-    }
-  }
-  for (const NewSyscall& call : kAlwaysDeniedNew) {
-    int nr = seccomp_syscall_resolve_name(call.name);
-    if (rule(ctx.get(), nr == __NR_SCMP_ERROR ? call.nr : nr, 0, nullptr) != 0) {
-      return fail(ErrorCode::Sandbox, std::string("seccomp: cannot add a rule for ") + call.name);
-    }
-  }
+  if (auto r = add_always_denied(ctx.get()); !r) return std::unexpected(r.error());
   // clone3 passes its flags in memory where BPF can't look: ENOSYS makes libc fall back to clone(2),
   // whose namespace flags are refused below.
   if (seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) != 0) {

@@ -233,6 +233,19 @@ TEST_F(SecurityBattery2Syscalls, FastOpenSendmmsgToAnUnlistedPort) {
   EXPECT_EQ(target.accepted(), 0);
 }
 
+// The flag where the BPF rule doesn't look, in each message header: the kernel ignores it there too
+// (sendmsg takes none of msg_flags, sendmmsg only MSG_EOR), so the send fails unconnected.
+TEST_F(SecurityBattery2Syscalls, FastOpenFlagInTheMessageHeaders) {
+  SKIP_WITHOUT_TCP_RULES();
+  FastOpenClient tfo;
+  Listener allowed, target;
+  for (const char* how : {"sendmsg_hdr", "sendmmsg_hdr"}) {
+    const auto r = attack({"fastopen", how, target.port_text()}, tcp_to(allowed.port()));
+    EXPECT_TRUE(r == "send:EPIPE" || r == "send:ENOTCONN") << how << ": " << r;
+  }
+  EXPECT_EQ(target.accepted(), 0);
+}
+
 // Fast open is refused on the allowed port too: the rule can't see the address, only the flag.
 TEST_F(SecurityBattery2Syscalls, FastOpenRefusedEvenToTheListedPort) {
   SKIP_WITHOUT_TCP_RULES();
@@ -576,14 +589,22 @@ TEST_F(SecurityBattery2Syscalls, WatchWhenOptedIn) {
 class CaplessProcess {
  public:
   CaplessProcess() {
+    int ready[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0) return;
     pid_ = ::fork();
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
       __user_cap_data_struct none[2] = {};
-      ::syscall(SYS_capset, &header, none);
+      const char done = ::syscall(SYS_capset, &header, none) == 0 ? '1' : '0';
+      (void)!::write(ready[1], &done, 1);
       for (;;) ::pause();
     }
+    ::close(ready[1]);
+    char done = '0';
+    if (pid_ > 0) (void)!::read(ready[0], &done, 1);
+    ::close(ready[0]);
+    EXPECT_EQ(done, '1') << "the stand-in process could not drop its capabilities";
   }
   ~CaplessProcess() {
     if (pid_ <= 0) return;
@@ -642,6 +663,55 @@ TEST_F(SecurityBattery2Syscalls, KernelIsOutOfReachOfProcessCalls) {
   for (const char* c : {"setpriority", "affinity", "scheduler", "ioprio"}) {
     EXPECT_NE(attack({c, me}).find(":EPERM"), std::string::npos) << c;
   }
+}
+
+// Sets kernel.dmesg_restrict to 0 (as many distributions ship it) for the syslog case, and restores it.
+class OpenKernelLog {
+ public:
+  OpenKernelLog() {
+    std::ifstream(kPath) >> saved_;
+    if (saved_ != 0) changed_ = static_cast<bool>(std::ofstream(kPath) << 0);
+  }
+  ~OpenKernelLog() {
+    if (changed_) std::ofstream(kPath) << saved_;
+  }
+  bool open() const {
+    int now = 1;
+    std::ifstream(kPath) >> now;
+    return now == 0;
+  }
+
+ private:
+  static constexpr const char* kPath = "/proc/sys/kernel/dmesg_restrict";
+  int saved_ = 1;
+  bool changed_ = false;
+};
+
+// syslog(2) reads the kernel log without /dev/kmsg; with dmesg_restrict = 0 it needs no capability.
+TEST_F(SecurityBattery2Syscalls, ReadTheKernelLog) {
+  OpenKernelLog log;
+  if (!log.open()) GTEST_SKIP() << "can't set kernel.dmesg_restrict to 0 (not root?)";
+  EXPECT_EQ(attack({"syslog"}), "syslog:EPERM");
+}
+
+// Signals by SIGIO ownership (F_SETOWN to the kernel's pid or group): Landlock's signal scope covers
+// them (ABI >= 6). The test counts SIGURGs that reach it.
+std::atomic<int> g_sigurg{0};
+TEST_F(SecurityBattery2Syscalls, SignalTheKernelThroughSigio) {
+  if (landlock_abi() < 6) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no signal scoping (needs 6)";
+  struct sigaction sa {};
+  struct sigaction old {};
+  sa.sa_handler = [](int) { ++g_sigurg; };
+  ::sigaction(SIGURG, &sa, &old);
+  g_sigurg = 0;
+  const auto me = std::to_string(::getpid());
+  const auto group = std::to_string(-::getpgrp());
+  for (const auto& target : {me, group}) {
+    EXPECT_EQ(attack({"sigio", target}), "OK") << target;  // the request itself is allowed
+    EXPECT_EQ(attack({"sigio", target}, with_mounts()), "OK") << target;
+  }
+  ::sigaction(SIGURG, &old, nullptr);
+  EXPECT_EQ(g_sigurg.load(), 0);
 }
 
 TEST_F(SecurityBattery2Syscalls, MakeADeviceNode) {
@@ -769,6 +839,17 @@ TEST_F(SecurityBattery2Syscalls, RemoveAnXattrOfAProtectedFile) {
   EXPECT_EQ(attack({"removexattr", key, "user.kernex-mark"}), "removexattr:EPERM");
   char value[4];
   EXPECT_EQ(::getxattr(key.c_str(), "user.kernex-mark", value, sizeof(value)), 1);
+}
+
+// Regression: Landlock checks no O_PATH open, and linkat(AT_EMPTY_PATH) of such an fd (or through
+// /proc/self/fd/N) would give the key a name in the workspace, readable there; Landlock's refer check
+// refuses the link (EXDEV).
+TEST_F(SecurityBattery2Syscalls, LinkAnOpathFdOfTheKeyIntoTheWorkspace) {
+  const auto key = (home_ / ".ssh" / "id_rsa").string();
+  EXPECT_EQ(attack({"opath_link", key, (ws_ / "key").string()}), "linkat:EXDEV");
+  EXPECT_FALSE(fs::exists(ws_ / "key"));
+  EXPECT_EQ(attack({"opath_link", key, (git_ws_ / "key").string()}, with_mounts()), "linkat:EXDEV");
+  EXPECT_FALSE(fs::exists(git_ws_ / "key"));
 }
 
 // ---- the mount table (found by probing) ----------------------------------------------------------

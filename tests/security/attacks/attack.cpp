@@ -378,6 +378,11 @@ int fastopen(const std::string& how, int port) {
   } else if (how == "sendmmsg") {
     mmsghdr one{msg, 0};
     rc = sendmmsg(fd, &one, 1, MSG_FASTOPEN);
+  } else if (how == "sendmsg_hdr" || how == "sendmmsg_hdr") {
+    // The flag in the message header instead of the flags argument (the kernel ignores it there).
+    msg.msg_flags = MSG_FASTOPEN;
+    mmsghdr one{msg, 0};
+    rc = how == "sendmsg_hdr" ? sendmsg(fd, &msg, MSG_NOSIGNAL) : sendmmsg(fd, &one, 1, MSG_NOSIGNAL);
   } else if (how == "connect") {
     int on = 1;
     if (setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &on, sizeof(on)) != 0) return report_errno("setsockopt");
@@ -693,6 +698,35 @@ int syscall_case(const std::vector<std::string>& a) {
     int fd = open(arg(1), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return report_errno("open");
     return report(fsetxattr(fd, "system.posix_acl_access", &acl, sizeof(acl), 0), "fsetxattr");
+  }
+  if (c == "opath_link") {
+    // An O_PATH fd (Landlock checks no O_PATH open) linked into a writable place, then read there.
+    int fd = open(arg(1), O_PATH | O_CLOEXEC);
+    if (fd < 0) return report_errno("open");
+    const std::string from = "/proc/self/fd/" + std::to_string(fd);
+    if (linkat(fd, "", AT_FDCWD, arg(2), AT_EMPTY_PATH) != 0 &&
+        linkat(AT_FDCWD, from.c_str(), AT_FDCWD, arg(2), AT_SYMLINK_FOLLOW) != 0) {
+      return report_errno("linkat");
+    }
+    return open_read(arg(2));
+  }
+  if (c == "syslog") {
+    char buf[4096];
+    long n = syscall(SYS_syslog, 3 /* SYSLOG_ACTION_READ_ALL */, buf, sizeof(buf));
+    if (n < 0) return report_errno("syslog");
+    std::printf("OK %ld bytes\n", n);
+    return 0;
+  }
+  if (c == "sigio") {
+    // Asks for SIGURG to go to `pid` (the kernel) whenever a socket pair end becomes readable.
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return report_errno("socketpair");
+    if (fcntl(sv[0], F_SETOWN, static_cast<int>(num(1))) != 0) return report_errno("F_SETOWN");
+    if (fcntl(sv[0], F_SETSIG, SIGURG) != 0) return report_errno("F_SETSIG");
+    if (fcntl(sv[0], F_SETFL, O_ASYNC) != 0) return report_errno("F_SETFL");
+    if (write(sv[1], "x", 1) != 1) return report_errno("write");
+    std::printf("OK\n");
+    return 0;
   }
   if (c == "mknod") return report(mknod(arg(1), S_IFCHR | 0600, makedev(1, 3)), "mknod");
   if (c == "memfd_secret_exec") {
