@@ -352,6 +352,25 @@ TEST_F(ProcessBattery, UnsharePidNamespaceIsRefused) {
   }
 }
 
+TEST_F(ProcessBattery, KernelThreadsStayInTheKernelsMountNamespace) {
+  // Clone threads may join a policy's mount namespace (after leaving the kernel's filesystem context):
+  // every other thread, and the kernel's working directory, must be untouched by that.
+  const fs::path cwd = fs::current_path();
+  auto r = run(build(defaults(git_ws_)), {kProcs, "getpid"});
+  ASSERT_EQ(r.stdout_data, "pid 1 ppid 0\n");
+  const auto own = fs::read_symlink("/proc/self/ns/mnt");
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream comm_file(task.path() / "comm");
+    std::string comm;
+    std::getline(comm_file, comm);
+    if (comm == "kernex-clone") continue;
+    std::error_code ec;
+    EXPECT_EQ(fs::read_symlink(task.path() / "ns" / "mnt", ec), own) << comm;
+  }
+  EXPECT_EQ(fs::current_path(), cwd);
+  EXPECT_TRUE(fs::exists("/proc/self/exe"));  // still the kernel's view of the filesystem
+}
+
 // ---- statuses stay right with the command as pid 1 ------------------------------------------------------
 
 TEST_F(ProcessBattery, ExitCodeIsReported) {
