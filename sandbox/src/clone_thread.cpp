@@ -83,7 +83,9 @@ class CloneThread {
   CloneOutcome clone_child(ChildSpec& spec) {
     std::lock_guard turn(turn_);  // one child on the stack at a time
     const bool inherit = !filter_.empty();
+    const bool under_init = spec.init != nullptr;
     if (in_mount_namespace()) spec.mntns_fd = -1;  // born there: the child has nothing to join
+    if (under_init) spec.init->setup = 1;
     if (inherit) {
       spec.filter_inherited = true;
       spec.group_state = 0;
@@ -95,19 +97,23 @@ class CloneThread {
       request_.store(&spec, std::memory_order_release);
     }
     wake_.notify_one();
-    // Without a filter the answer comes only after the child's execve: too long to spin for.
-    if (!inherit || !spin_until_answered()) {
+    // Without a filter or an init the answer comes only after the child's execve: too long to spin for.
+    if (!(inherit || under_init) || !spin_until_answered()) {
       std::unique_lock lock(mutex_);
       done_.wait(lock, [this] { return answered_.load(std::memory_order_acquire); });
     }
     const CloneOutcome out = outcome_;
-    if (!inherit || out.pid < 0) return out;
-    // The thread's filter refuses setpgid, this one's doesn't; the child waits for it before its execve.
-    spec.group_state = ::setpgid(out.pid, out.pid) == 0 ? 1 : -errno;
-    ::syscall(SYS_futex, &spec.group_state, FUTEX_WAKE, 1, nullptr, nullptr, 0);
-    // Like CLONE_VFORK: back only once the child's execve has replaced its memory, or it has exited.
-    for (pid_t tid; (tid = spec.child_tid) != 0;) {
-      ::syscall(SYS_futex, &spec.child_tid, FUTEX_WAIT, tid, nullptr, nullptr, 0);
+    if (out.pid < 0 || !(inherit || under_init)) return out;
+    if (inherit) {
+      // The thread's filter refuses setpgid, this one's doesn't; the child (or its init) waits for it
+      // before it goes on.
+      spec.group_state = ::setpgid(out.pid, out.pid) == 0 ? 1 : -errno;
+      ::syscall(SYS_futex, &spec.group_state, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+    }
+    // Like CLONE_VFORK: back only once the command's execve has replaced its memory, or setup failed.
+    volatile pid_t* setup = under_init ? &spec.init->setup : &spec.child_tid;
+    for (pid_t tid; (tid = *setup) != 0;) {
+      ::syscall(SYS_futex, setup, FUTEX_WAIT, tid, nullptr, nullptr, 0);
     }
     return out;
   }
@@ -199,11 +205,21 @@ class CloneThread {
       // Without a filter: CLONE_VFORK, so clone returns once the child has exec'd. With one, the child
       // must first be put in its own group by the requester, so clone returns at once and the
       // requester waits on child_tid instead.
-      int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
-                                  : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
-      if (request->new_pid_ns) flags |= CLONE_NEWPID;
-      out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request, &out.pidfd, nullptr,
-                        const_cast<pid_t*>(&request->child_tid));
+      //
+      // With a PID namespace per spawn the child is its init instead (child.hpp, InitBlock), on a stack
+      // of its own, which clones the command onto this thread's stack; the requester waits for that
+      // command's execve on the init's `setup` word.
+      if (InitBlock* init = request->init) {
+        request->command_stack = static_cast<char*>(stack_) + kStackSize;
+        out.pid = ::clone(init_main, init->stack + sizeof(init->stack),
+                          CLONE_VM | CLONE_PIDFD | CLONE_NEWPID | CLONE_CHILD_CLEARTID | SIGCHLD, request,
+                          &out.pidfd, nullptr, const_cast<pid_t*>(&init->setup));
+      } else {
+        const int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
+                                          : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
+        out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request, &out.pidfd, nullptr,
+                          const_cast<pid_t*>(&request->child_tid));
+      }
       if (out.pid < 0) out.error = errno;
       outcome_ = out;
       {
@@ -337,7 +353,7 @@ CloneOutcome clone_child(ChildSpec& spec) {
   if (thread == nullptr) return failed;
   if (spec.new_pid_ns) {
     spec.parent_pidfd = registry().self_pidfd;  // set once per process, under pick's lock
-    if (spec.parent_pidfd < 0) return {-1, -1, ENOSYS};
+    if (spec.parent_pidfd < 0 || spec.init == nullptr) return {-1, -1, ENOSYS};
   }
   return thread->clone_child(spec);
 }
