@@ -12,7 +12,7 @@ namespace kernex::sandbox::detail {
 
 enum class ChildStage : int {
   None = 0, Signals, Session, Cgroup, Mounts, DeathSignal, Stdio, CloseFds, Chdir, Rlimit, NoNewPrivs, Capabilities,
-  Landlock, Seccomp, Exec,
+  Landlock, Seccomp, Exec, Init,
 };
 const char* to_string(ChildStage stage) noexcept;
 
@@ -28,6 +28,21 @@ struct ChildMount {
   const char* source;  // nullptr: the path itself
   int kind;
   unsigned long remount_flags;
+};
+
+// With a PID namespace per spawn, its pid 1 is not the command but init_main, running on this block's
+// stack: it does what the command inherits (cgroup, PDEATHSIG, session), clones the command as pid 2,
+// then reaps until the command has ended and exits. A command that were pid 1 would ignore every
+// signal it or its children send it without a handler (kill $$, abort(), alarm(), SIGPIPE), so its
+// end would be misreported; as pid 2 its wait status is kept exactly. The spawner owns the block until
+// pid 1 is reaped, as pid 1 shares the kernel's memory.
+struct InitBlock {
+  alignas(64) char stack[16 * 1024];
+  // Nonzero until the command has exec'd or its setup failed; then cleared by pid 1 (and by the
+  // kernel when pid 1 exits, CLONE_CHILD_CLEARTID), with a futex wake.
+  volatile pid_t setup = 0;
+  volatile int command_ended = 0;  // 1 once pid 1 reaped the command: command_status is its wait status
+  volatile int command_status = 0;
 };
 
 struct ChildSpec {
@@ -62,6 +77,8 @@ struct ChildSpec {
   // so whether the kernel died before PDEATHSIG was set is asked of `parent_pidfd` (the kernel process).
   bool new_pid_ns = false;
   int parent_pidfd = -1;
+  InitBlock* init = nullptr;     // with new_pid_ns: pid 1's block (see InitBlock)
+  char* command_stack = nullptr;  // set by the clone thread: where pid 2 runs until its execve
   // Written by the child when it fails before execve; read by the parent after clone returns.
   volatile int failed_stage = 0;
   volatile int failed_errno = 0;
@@ -69,6 +86,8 @@ struct ChildSpec {
 
 // clone() entry point; `arg` is a ChildSpec*. Returns only through exit_group.
 int child_main(void* arg);
+// clone() entry point of pid 1 of a spawn's PID namespace (spec->init set); clones child_main as pid 2.
+int init_main(void* arg);
 
 // Builds a policy's mount namespace once: a private mount namespace (inside a new user namespace
 // mapping only our ids when unprivileged) with the protective bind mounts. Run with

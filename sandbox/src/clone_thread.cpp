@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,13 +28,29 @@ namespace {
 // At most this many seccomp programs get a thread of their own (in practice one per network policy:
 // none, AF_UNIX, TCP); children of any other program load it themselves.
 constexpr std::size_t kMaxFilteredThreads = 4;
+// And this many (program, mount namespace) pairs: a thread that joined a policy's mount namespace
+// keeps it (and its bind mounts) for the life of the process, as it never exits, so policies beyond
+// these fall back to children that join the namespace and load the program themselves (~50 µs more).
+constexpr std::size_t kMaxNamespaceThreads = 8;
+
+// A mount namespace by identity: a thread inside one keeps it alive, so its inode can't be reused
+// while such a thread exists, whatever fd numbers policies come and go with.
+struct NamespaceId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const NamespaceId&) const = default;
+};
 
 class CloneThread {
  public:
   // `filter` empty: a plain thread whose children load their own filter. Otherwise the thread loads it
   // once and every child inherits it (loading one costs ~50 µs per spawn, most of it the kernel
   // compiling and caching the program); the thread never does anything the filter refuses.
-  explicit CloneThread(std::vector<sock_filter> filter) : owner_(::getpid()), filter_(std::move(filter)) {
+  // `mntns_fd` >= 0 (with a filter): the thread also joins that mount namespace, which needs
+  // CAP_SYS_ADMIN and a filesystem context of its own (unshare(CLONE_FS)), before loading the filter,
+  // which refuses setns; its children are then born in the namespace and under the filter.
+  explicit CloneThread(std::vector<sock_filter> filter, int mntns_fd = -1, NamespaceId ns = {})
+      : owner_(::getpid()), filter_(std::move(filter)), mntns_(ns), join_fd_(mntns_fd) {
     stack_ = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack_ == MAP_FAILED) return;
     try {
@@ -50,6 +67,8 @@ class CloneThread {
   bool started() const { return stack_ != MAP_FAILED; }
   int start_error() const { return start_error_; }
   const std::vector<sock_filter>& filter() const { return filter_; }
+  const NamespaceId& mount_namespace() const { return mntns_; }
+  bool in_mount_namespace() const { return mntns_.ino != 0; }
 
   // Wakes the thread ahead of a request (see warm_clone_thread); it then spins for the request a while.
   void warm() {
@@ -64,6 +83,9 @@ class CloneThread {
   CloneOutcome clone_child(ChildSpec& spec) {
     std::lock_guard turn(turn_);  // one child on the stack at a time
     const bool inherit = !filter_.empty();
+    const bool under_init = spec.init != nullptr;
+    if (in_mount_namespace()) spec.mntns_fd = -1;  // born there: the child has nothing to join
+    if (under_init) spec.init->setup = 1;
     if (inherit) {
       spec.filter_inherited = true;
       spec.group_state = 0;
@@ -75,19 +97,23 @@ class CloneThread {
       request_.store(&spec, std::memory_order_release);
     }
     wake_.notify_one();
-    // Without a filter the answer comes only after the child's execve: too long to spin for.
-    if (!inherit || !spin_until_answered()) {
+    // Without a filter or an init the answer comes only after the child's execve: too long to spin for.
+    if (!(inherit || under_init) || !spin_until_answered()) {
       std::unique_lock lock(mutex_);
       done_.wait(lock, [this] { return answered_.load(std::memory_order_acquire); });
     }
     const CloneOutcome out = outcome_;
-    if (!inherit || out.pid < 0) return out;
-    // The thread's filter refuses setpgid, this one's doesn't; the child waits for it before its execve.
-    spec.group_state = ::setpgid(out.pid, out.pid) == 0 ? 1 : -errno;
-    ::syscall(SYS_futex, &spec.group_state, FUTEX_WAKE, 1, nullptr, nullptr, 0);
-    // Like CLONE_VFORK: back only once the child's execve has replaced its memory, or it has exited.
-    for (pid_t tid; (tid = spec.child_tid) != 0;) {
-      ::syscall(SYS_futex, &spec.child_tid, FUTEX_WAIT, tid, nullptr, nullptr, 0);
+    if (out.pid < 0 || !(inherit || under_init)) return out;
+    if (inherit) {
+      // The thread's filter refuses setpgid, this one's doesn't; the child (or its init) waits for it
+      // before it goes on.
+      spec.group_state = ::setpgid(out.pid, out.pid) == 0 ? 1 : -errno;
+      ::syscall(SYS_futex, &spec.group_state, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+    }
+    // Like CLONE_VFORK: back only once the command's execve has replaced its memory, or setup failed.
+    volatile pid_t* setup = under_init ? &spec.init->setup : &spec.child_tid;
+    for (pid_t tid; (tid = *setup) != 0;) {
+      ::syscall(SYS_futex, setup, FUTEX_WAIT, tid, nullptr, nullptr, 0);
     }
     return out;
   }
@@ -147,6 +173,10 @@ class CloneThread {
     const bool empty = empty_bounding_set();
     cpu_set_t cpus;
     may_spin_ = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 1;
+    if (join_fd_ >= 0 && (::unshare(CLONE_FS) != 0 || ::setns(join_fd_, CLONE_NEWNS) != 0)) {
+      start_failed(errno);
+      return;
+    }
     if (!filter_.empty()) {
       // Per thread (no TSYNC): the rest of the process is untouched. no_new_privs first, as the kernel requires.
       sock_fprog prog{static_cast<unsigned short>(filter_.size()), const_cast<sock_filter*>(filter_.data())};
@@ -175,11 +205,21 @@ class CloneThread {
       // Without a filter: CLONE_VFORK, so clone returns once the child has exec'd. With one, the child
       // must first be put in its own group by the requester, so clone returns at once and the
       // requester waits on child_tid instead.
-      int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
-                                  : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
-      if (request->new_pid_ns) flags |= CLONE_NEWPID;
-      out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request, &out.pidfd, nullptr,
-                        const_cast<pid_t*>(&request->child_tid));
+      //
+      // With a PID namespace per spawn the child is its init instead (child.hpp, InitBlock), on a stack
+      // of its own, which clones the command onto this thread's stack; the requester waits for that
+      // command's execve on the init's `setup` word.
+      if (InitBlock* init = request->init) {
+        request->command_stack = static_cast<char*>(stack_) + kStackSize;
+        out.pid = ::clone(init_main, init->stack + sizeof(init->stack),
+                          CLONE_VM | CLONE_PIDFD | CLONE_NEWPID | CLONE_CHILD_CLEARTID | SIGCHLD, request,
+                          &out.pidfd, nullptr, const_cast<pid_t*>(&init->setup));
+      } else {
+        const int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
+                                          : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
+        out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request, &out.pidfd, nullptr,
+                          const_cast<pid_t*>(&request->child_tid));
+      }
       if (out.pid < 0) out.error = errno;
       outcome_ = out;
       {
@@ -202,6 +242,8 @@ class CloneThread {
 
   const pid_t owner_;
   const std::vector<sock_filter> filter_;
+  const NamespaceId mntns_;
+  const int join_fd_;  // read by the thread before it reports ready; not kept
   void* stack_ = MAP_FAILED;
   int start_error_ = ENOMEM;
   bool ready_ = false;
@@ -223,11 +265,34 @@ struct Registry {
   pid_t owner = 0;
   CloneThread* plain = nullptr;
   std::vector<CloneThread*> filtered;
+  std::vector<CloneThread*> in_namespace;
   int self_pidfd = -1;  // this process, for children in a PID namespace of their own (child.hpp)
 };
 
 bool same_program(const std::vector<sock_filter>& a, const sock_fprog& b) {
   return a.size() == b.len && std::memcmp(a.data(), b.filter, a.size() * sizeof(sock_filter)) == 0;
+}
+
+// A thread in the child's mount namespace carrying its program, when the spec has both and no user
+// namespace (a multithreaded process can't join one, so an unprivileged kernel's children join it
+// themselves).
+CloneThread* pick_in_namespace(Registry& reg, const ChildSpec& spec) {
+  const sock_fprog* prog = spec.seccomp;
+  if (!spec.sandboxed || spec.mntns_fd < 0 || spec.userns_fd >= 0 || prog == nullptr || prog->len == 0) return nullptr;
+  struct stat st {};
+  if (::fstat(spec.mntns_fd, &st) != 0) return nullptr;
+  const NamespaceId ns{st.st_dev, st.st_ino};
+  for (CloneThread* t : reg.in_namespace) {
+    if (t->mount_namespace() == ns && same_program(t->filter(), *prog)) return t;
+  }
+  if (reg.in_namespace.size() >= kMaxNamespaceThreads) return nullptr;
+  auto* t = new CloneThread(std::vector<sock_filter>(prog->filter, prog->filter + prog->len), spec.mntns_fd, ns);
+  if (!t->started()) {
+    delete t;  // e.g. no CAP_SYS_ADMIN: the child joins the namespace itself
+    return nullptr;
+  }
+  reg.in_namespace.push_back(t);
+  return t;
 }
 
 // Which thread clones `spec`: one carrying its seccomp program when it can (a child that joins a mount
@@ -238,11 +303,13 @@ CloneThread* pick(Registry& reg, const ChildSpec& spec, CloneOutcome& failed) {
     reg.owner = ::getpid();
     reg.plain = nullptr;
     reg.filtered.clear();
+    reg.in_namespace.clear();
     // A forked copy inherited its parent's pidfd (if any): that one names the wrong process.
     if (reg.self_pidfd >= 0) ::close(reg.self_pidfd);
     reg.self_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
   }
   const sock_fprog* prog = spec.seccomp;
+  if (CloneThread* t = pick_in_namespace(reg, spec)) return t;
   if (spec.sandboxed && spec.mntns_fd < 0 && prog != nullptr && prog->len > 0) {
     for (CloneThread* t : reg.filtered) {
       if (same_program(t->filter(), *prog)) return t;
@@ -286,7 +353,7 @@ CloneOutcome clone_child(ChildSpec& spec) {
   if (thread == nullptr) return failed;
   if (spec.new_pid_ns) {
     spec.parent_pidfd = registry().self_pidfd;  // set once per process, under pick's lock
-    if (spec.parent_pidfd < 0) return {-1, -1, ENOSYS};
+    if (spec.parent_pidfd < 0 || spec.init == nullptr) return {-1, -1, ENOSYS};
   }
   return thread->clone_child(spec);
 }

@@ -317,19 +317,20 @@ TEST_F(ProcessBattery, DaemonDiesWithTheSandboxedProcessObject) {
 
 // ---- the command's own PID namespace --------------------------------------------------------------------
 
-TEST_F(ProcessBattery, CommandIsPidOneOfItsOwnNamespace) {
+TEST_F(ProcessBattery, CommandRunsUnderTheInitOfItsOwnNamespace) {
+  // pid 1 is the sandbox's own init (so the command, not being one, keeps the usual signal rules).
   for (const auto& ws : {git_ws_, plain_ws_}) {
     auto r = run(build(defaults(ws)), {kProcs, "getpid"});
-    EXPECT_EQ(r.stdout_data, "pid 1 ppid 0\n") << ws;
+    EXPECT_EQ(r.stdout_data, "pid 2 ppid 1\n") << ws;
   }
 }
 
 TEST_F(ProcessBattery, NoOtherProcessIsVisible) {
   // kill(pid, 0) over the low pids: Landlock's scope answers EPERM for the host's processes, which
-  // still tells that they exist; in its own namespace the command can't name any.
+  // still tells that they exist; in its own namespace the command can name only its init.
   for (const auto& ws : {git_ws_, plain_ws_}) {
     auto r = run(build(defaults(ws)), {kProcs, "pid_sweep", "32768"});
-    EXPECT_EQ(r.stdout_data, "visible 0 first 0\n") << ws;
+    EXPECT_EQ(r.stdout_data, "visible 1 first 1\n") << ws;
   }
 }
 
@@ -352,6 +353,25 @@ TEST_F(ProcessBattery, UnsharePidNamespaceIsRefused) {
   }
 }
 
+TEST_F(ProcessBattery, KernelThreadsStayInTheKernelsMountNamespace) {
+  // Clone threads may join a policy's mount namespace (after leaving the kernel's filesystem context):
+  // every other thread, and the kernel's working directory, must be untouched by that.
+  const fs::path cwd = fs::current_path();
+  auto r = run(build(defaults(git_ws_)), {kProcs, "getpid"});
+  ASSERT_EQ(r.stdout_data, "pid 2 ppid 1\n");
+  const auto own = fs::read_symlink("/proc/self/ns/mnt");
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream comm_file(task.path() / "comm");
+    std::string comm;
+    std::getline(comm_file, comm);
+    if (comm == "kernex-clone") continue;
+    std::error_code ec;
+    EXPECT_EQ(fs::read_symlink(task.path() / "ns" / "mnt", ec), own) << comm;
+  }
+  EXPECT_EQ(fs::current_path(), cwd);
+  EXPECT_TRUE(fs::exists("/proc/self/exe"));  // still the kernel's view of the filesystem
+}
+
 // ---- statuses stay right with the command as pid 1 ------------------------------------------------------
 
 TEST_F(ProcessBattery, ExitCodeIsReported) {
@@ -362,8 +382,15 @@ TEST_F(ProcessBattery, ExitCodeIsReported) {
   }
 }
 
+TEST_F(ProcessBattery, SelfSentSignalIsReported) {
+  // An init ignores signals it sends itself without a handler; the command is not the init.
+  for (const auto& ws : {git_ws_, plain_ws_}) {
+    EXPECT_EQ(run(build(defaults(ws)), {kProcs, "self_kill"}).term_signal, SIGKILL) << ws;
+    EXPECT_EQ(run(build(defaults(ws)), {"/bin/sh", "-c", "kill -TERM $$; echo survived"}).term_signal, SIGTERM) << ws;
+  }
+}
+
 TEST_F(ProcessBattery, CrashIsReportedAsItsSignal) {
-  // A fault is forced on pid 1 too (it ignores only signals sent to it without a handler).
   for (const auto& ws : {git_ws_, plain_ws_}) {
     EXPECT_EQ(run(build(defaults(ws)), {kProcs, "segv"}).term_signal, SIGSEGV) << ws;
   }
