@@ -88,6 +88,9 @@ class FilesBattery : public ::testing::Test {
     bad_ws_ = root_ / "bad-ws";
     put(bad_ws_ / "kernex.yaml", std::string(kConfigText) + "permissions: {file: later-rules.yaml}\n");
     load_config(bad_ws_ / "kernex.yaml");
+    // A memory store kept outside the data dir (the sqlite plugin's `path`), as Kernel::create registers it.
+    put(ws_ / "store" / "memory.sqlite", "STORE-SECRET");
+    kernex::register_kernel_file(ws_ / "store" / "memory.sqlite", kernex::KernelFileAccess::Hidden, "memory store");
     // A data dir that doesn't exist yet inside a workspace: made at Build and masked.
     fresh_ws_ = root_ / "fresh-ws";
     fs::create_directories(fresh_ws_);
@@ -242,6 +245,14 @@ TEST_F(FilesBattery, ADataDirMadeLaterIsMaskedFromTheStart) {
   auto r = run(policy, {kAttack, "write", (fresh_ws_ / "kx-data" / "memory.db").string()});
   EXPECT_NE(first_line(r.stdout_data), "OK");
   EXPECT_FALSE(fs::exists(fresh_ws_ / "kx-data" / "memory.db"));
+}
+
+TEST_F(FilesBattery, ReadOrReplaceAMemoryStoreFile) {
+  EXPECT_EQ(attack({"read", (ws_ / "store" / "memory.sqlite").string()}), "EACCES");  // /dev/null, nodev
+  EXPECT_EQ(attack({"write", (ws_ / "store" / "memory.sqlite").string()}), "EACCES");
+  EXPECT_EQ(attack({"unlink", (ws_ / "store" / "memory.sqlite").string()}), "EBUSY");
+  EXPECT_EQ(attack({"rename", (ws_ / "store").string(), (ws_ / "store2").string()}), "EBUSY");
+  EXPECT_EQ(slurp(ws_ / "store" / "memory.sqlite"), "STORE-SECRET");
 }
 
 TEST_F(FilesBattery, RewriteTheRulesFile) {
