@@ -191,6 +191,15 @@ TEST_F(FilesBattery, ReplaceTheConfigWithASymlink) {
   EXPECT_EQ(slurp(ws_ / "kernex.yaml").find("enforce"), std::string::npos);
 }
 
+TEST_F(FilesBattery, HardlinkOrRenameOntoTheConfig) {
+  put(ws_ / "evil2.yaml", "sandbox: {enforce: false}\n");
+  EXPECT_EQ(attack({"rename", (ws_ / "evil2.yaml").string(), (ws_ / "kernex.yaml").string()}), "EBUSY");
+  // A second name would be writable: link() across the read-only bind is refused.
+  EXPECT_EQ(attack({"link", (ws_ / "kernex.yaml").string(), (ws_ / "kernex-alias.yaml").string()}), "EXDEV");
+  EXPECT_FALSE(fs::exists(ws_ / "kernex-alias.yaml"));
+  EXPECT_EQ(slurp(ws_ / "kernex.yaml").find("enforce"), std::string::npos);
+}
+
 TEST_F(FilesBattery, RenameTheConfigsParentAndPlantANewOne) {
   EXPECT_EQ(attack({"rename", (ws_ / "nested").string(), (ws_ / "nested2").string()}), "EBUSY");
   EXPECT_EQ(attack({"rename", (ws_ / "nested" / "deep").string(), (ws_ / "nested" / "deep2").string()}), "EBUSY");
