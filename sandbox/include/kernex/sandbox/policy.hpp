@@ -34,8 +34,8 @@ struct PolicyStatus {
   // memfd_create works for sandboxed programs (sealed non-executable, kernel >= 6.3); false with
   // seccomp on: this kernel lacks MFD_NOEXEC_SEAL, so memfd_create always fails (fail-closed).
   bool memfd_sealed = false;
-  // Kept read-only inside writable grants (.git/hooks, .git/config, shell rc files) through a private
-  // mount namespace with read-only bind mounts.
+  // Kept read-only or masked inside grants (.git, shell rc files, kernel files, keep_read_only) through
+  // the policy's private mount namespace, where writable grants are also noexec.
   std::vector<std::filesystem::path> read_only_in_writable;
   // Every spawn (and SandboxedProcess) is pid 1 of a PID namespace of its own, so nothing it starts
   // outlives it or the kernel, even a kernel killed by SIGKILL. Needs CAP_SYS_ADMIN (a root kernel).
