@@ -618,10 +618,17 @@ class CaplessProcess {
   pid_t pid_ = -1;
 };
 
+// Refused by the filter (EPERM), or out of sight: every spawn is pid 2 of a PID namespace of its own,
+// so another process's pid names nothing there (ESRCH). Either way the call reached no one.
+::testing::AssertionResult refused(const std::string& outcome, const std::string& call) {
+  if (outcome == call + ":EPERM" || outcome.ends_with(":ESRCH")) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << call << " got: " << outcome;
+}
+
 TEST_F(SecurityBattery2Syscalls, ReniceAProcessOfTheUser) {
   CaplessProcess victim;
-  EXPECT_EQ(attack({"setpriority", victim.pid()}), "setpriority:EPERM");
-  EXPECT_EQ(attack({"setpriority", victim.pid()}, with_mounts()), "setpriority:EPERM");
+  EXPECT_TRUE(refused(attack({"setpriority", victim.pid()}), "setpriority"));
+  EXPECT_TRUE(refused(attack({"setpriority", victim.pid()}, with_mounts()), "setpriority"));
 }
 
 // PRIO_USER reaches every process of the uid; not run before the fix (it would renice them).
@@ -631,17 +638,17 @@ TEST_F(SecurityBattery2Syscalls, ReniceEveryProcessOfTheUser) {
 
 TEST_F(SecurityBattery2Syscalls, PinAProcessOfTheUserToOneCpu) {
   CaplessProcess victim;
-  EXPECT_EQ(attack({"affinity", victim.pid()}), "sched_setaffinity:EPERM");
+  EXPECT_TRUE(refused(attack({"affinity", victim.pid()}), "sched_setaffinity"));
 }
 
 TEST_F(SecurityBattery2Syscalls, IdleSchedulerForAProcessOfTheUser) {
   CaplessProcess victim;
-  EXPECT_EQ(attack({"scheduler", victim.pid()}), "sched_setscheduler:EPERM");
+  EXPECT_TRUE(refused(attack({"scheduler", victim.pid()}), "sched_setscheduler"));
 }
 
 TEST_F(SecurityBattery2Syscalls, IdleIoClassForAProcessOfTheUser) {
   CaplessProcess victim;
-  EXPECT_EQ(attack({"ioprio", victim.pid()}), "ioprio_set:EPERM");
+  EXPECT_TRUE(refused(attack({"ioprio", victim.pid()}), "ioprio_set"));
 }
 
 // What stays: a command's own scheduling, named as pid 0 (nice(), sched_setaffinity(0, ...)).
@@ -655,13 +662,15 @@ TEST_F(SecurityBattery2Syscalls, OwnSchedulingStaysReachable) {
 // (commoncap's subset rule, Landlock's ptrace and signal hooks).
 TEST_F(SecurityBattery2Syscalls, KernelIsOutOfReachOfProcessCalls) {
   const auto me = std::to_string(::getpid());
-  EXPECT_EQ(attack({"kcmp", me}), "kcmp:EPERM");
-  EXPECT_EQ(attack({"process_madvise", me}), "process_madvise:EACCES");
+  EXPECT_TRUE(refused(attack({"kcmp", me}), "kcmp"));
+  const std::string madvise = attack({"process_madvise", me});
+  EXPECT_TRUE(madvise == "process_madvise:EACCES" || madvise.ends_with(":ESRCH")) << madvise;
   if (landlock_abi() >= 6) {
-    EXPECT_EQ(attack({"pidfd_signal", me}), "pidfd_send_signal:EPERM");
+    EXPECT_TRUE(refused(attack({"pidfd_signal", me}), "pidfd_send_signal"));
   }
   for (const char* c : {"setpriority", "affinity", "scheduler", "ioprio"}) {
-    EXPECT_NE(attack({c, me}).find(":EPERM"), std::string::npos) << c;
+    const std::string outcome = attack({c, me});
+    EXPECT_TRUE(outcome.find(":EPERM") != std::string::npos || outcome.ends_with(":ESRCH")) << c << ": " << outcome;
   }
 }
 
