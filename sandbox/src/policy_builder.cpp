@@ -14,11 +14,8 @@
 #include <set>
 
 #include "kernex/log.hpp"
-<<<<<<< HEAD
-#include "kernex/sandbox/executable.hpp"
-=======
 #include "kernex/kernel_files.hpp"
->>>>>>> sb2-files
+#include "kernex/sandbox/executable.hpp"
 #include "landlock_abi.hpp"
 #include "mount_plan.hpp"
 #include "pids_cgroup.hpp"
