@@ -475,12 +475,14 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
 
   Config config;
   if (path) {
-    auto text = read_config_file(*path, named_by);
-    if (!text) return std::unexpected(text.error());
     std::error_code ec;
     fs::path abs = fs::absolute(*path, ec);
     if (ec) abs = *path;
     abs = abs.lexically_normal();
+    // Read by the normalised path, the one registered and protected: `ws/x/../kernex.yaml` would
+    // otherwise follow whatever a tool made `ws/x` since.
+    auto text = read_config_file(abs, named_by);
+    if (!text) return std::unexpected(text.error());
     auto parsed = parse_with_base(*text, path->string(), abs.parent_path());
     if (!parsed) return parsed;
     config = std::move(*parsed);

@@ -367,32 +367,43 @@ class Builder {
     for (const auto& k : kernel_files_) {
       if (auto r = refuse_swappable_symlinks(k); !r) return r;
       const auto w = writable_containing(k.resolved);
+      const bool granted = std::any_of(grants_.begin(), grants_.end(), [&](const LandlockGrant& g) {
+        return is_within(k.resolved, g.path);
+      });
+      if (!granted) continue;
+      if (!k.exists) {
+        if (auto r = make_missing_kernel_dir(k, w); !r) return r;
+      }
       if (!w) {
-        const bool granted = std::any_of(grants_.begin(), grants_.end(), [&](const LandlockGrant& g) {
-          return is_within(k.resolved, g.path);
-        });
-        if (granted && k.exists && k.access == KernelFileAccess::Hidden) {
+        if (k.access == KernelFileAccess::Hidden) {
           if (auto r = plan.mask(k.resolved); !r) return r;
         }
         continue;
-      }
-      if (!k.exists) {
-        // A kernel file created later inside a writable grant could be planted by a tool first.
-        // Directories the kernel keeps (the data dir) are made now and masked; a named file must exist.
-        std::error_code ec;
-        if (k.access == KernelFileAccess::ReadOnly || !fs::create_directories(k.resolved, ec) || ec) {
-          return fail(ErrorCode::Sandbox, "the kernel's " + k.why + " '" + k.path.string() +
-                                              "' does not exist yet and lies inside the writable grant '" +
-                                              w->string() + "', where a sandboxed process could plant it; create "
-                                              "it first or move it out of the grant");
-        }
-        fs::permissions(k.resolved, fs::perms::owner_all, ec);
       }
       plan.pin_between(*w, k.resolved);
       auto r = k.access == KernelFileAccess::Hidden ? plan.mask(k.resolved)
                                                     : plan.read_only(k.resolved, executable_overlaps(k.resolved));
       if (!r) return r;
     }
+    return {};
+  }
+
+  // A kernel file created later inside a writable grant could be planted by a tool first, and one
+  // created later inside any grant would be visible to a policy built now. Directories the kernel
+  // keeps (the data dir, hidden) are made now so they can be masked; a named read-only file must exist
+  // unless nothing can write where it will be.
+  Result<void> make_missing_kernel_dir(const ResolvedKernelFile& k, const std::optional<fs::path>& writable) {
+    if (k.access == KernelFileAccess::ReadOnly && !writable) return {};
+    std::error_code ec;
+    if (k.access == KernelFileAccess::ReadOnly || !fs::create_directories(k.resolved, ec) || ec) {
+      return fail(ErrorCode::Sandbox, "the kernel's " + k.why + " '" + k.path.string() +
+                                          "' does not exist yet and lies inside the " +
+                                          (writable ? "writable grant '" + writable->string() + "', where a sandboxed "
+                                                      "process could plant it"
+                                                    : std::string("granted tree, where it could not be hidden")) +
+                                          "; create it first or move it out of the grant");
+    }
+    fs::permissions(k.resolved, fs::perms::owner_all, ec);
     return {};
   }
 

@@ -26,8 +26,8 @@ struct PolicyStatus {
   bool signal_scope = false;    // Landlock signal scoping (ABI >= 6)
   bool abstract_unix_scope = false;  // Landlock abstract unix socket scoping (ABI >= 6)
   bool seccomp = false;
-  // Kept read-only inside writable grants (.git/hooks, .git/config, shell rc files) through a private
-  // mount namespace with read-only bind mounts.
+  // Kept read-only or masked inside grants (.git, shell rc files, kernel files, keep_read_only) through
+  // the policy's private mount namespace, where writable grants are also noexec.
   std::vector<std::filesystem::path> read_only_in_writable;
   std::vector<std::string> warnings;  // protections this kernel could not provide
 };
