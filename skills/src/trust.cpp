@@ -46,8 +46,9 @@ std::string shell_word(const std::string& s) {
 // What a hash can't pin down: a link out of the folder reads a file the hash never saw, and a file
 // with another hard link can be rewritten through that link while the folder is read-only.
 Result<void> check_pinned(const fs::path& folder) {
-  const fs::path base = fs::canonical(folder);
   std::error_code ec;
+  const fs::path base = fs::canonical(folder, ec);
+  if (ec) return fail(ErrorCode::Io, "cannot resolve " + folder.string() + ": " + ec.message());
   for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code ec2;
     const fs::file_status st = it->symlink_status(ec2);
@@ -58,7 +59,7 @@ Result<void> check_pinned(const fs::path& folder) {
         return fail(ErrorCode::Skill, it->path().string() + ": a symlink resolving outside the skill folder (" +
                                           target.string() + "); a skill in a writable location must hold its files");
       }
-    } else if (fs::is_regular_file(st) && fs::hard_link_count(it->path(), ec2) > 1) {
+    } else if (const auto links = fs::is_regular_file(st) ? fs::hard_link_count(it->path(), ec2) : 1; !ec2 && links > 1) {
       return fail(ErrorCode::Skill, it->path().string() +
                                         ": has other hard links, through which it could be changed; copy it");
     }
