@@ -1,9 +1,9 @@
 // spawn(): the child is cloned on a clone thread (clone_thread.cpp) into child_main, then
-// stdin/stdout/stderr are pumped with poll() under one deadline. The command is pid 1 of a PID
-// namespace of its own (where the kernel may make one) and leads its own process group; when it exits
-// or the deadline passes, the whole group is killed before the command is reaped, so no descendant
-// outlives the call (setsid/setpgid are refused by seccomp, so none can leave the group, and none can
-// leave the namespace, which dies with its pid 1).
+// stdin/stdout/stderr are pumped with poll() under one deadline. The command leads its own process
+// group; when it exits or the deadline passes, the whole group is killed before the command is reaped,
+// so no descendant outlives the call (setsid/setpgid are refused by seccomp, so none can leave the
+// group). It lives in its clone thread's PID namespace, whose init dies with the kernel, taking every
+// process of the namespace with it (clone_thread.cpp).
 #include "kernex/sandbox/spawn.hpp"
 
 #include <fcntl.h>
