@@ -44,7 +44,6 @@ const char* to_string(ChildStage stage) noexcept {
     case ChildStage::Landlock: return "landlock_restrict_self";
     case ChildStage::Seccomp: return "loading the seccomp filter";
     case ChildStage::Exec: return "execve";
-    case ChildStage::Init: return "starting the command under its PID namespace's init";
   }
   return "unknown";
 }
@@ -98,10 +97,6 @@ __attribute__((no_sanitize("address", "undefined"))) bool write_proc_file(const 
   return n == static_cast<long>(len);
 }
 
-__attribute__((no_sanitize("address", "undefined"))) void futex_wake(volatile int* word) {
-  syscall(SYS_futex, const_cast<int*>(word), FUTEX_WAKE, 1, nullptr, nullptr, 0);
-}
-
 // Asked after PR_SET_PDEATHSIG: a kernel that died before it was set would not have signalled us.
 __attribute__((no_sanitize("address", "undefined"))) bool kernel_alive(const ChildSpec* spec) {
   if (!spec->new_pid_ns) return syscall(SYS_getppid) == spec->parent;
@@ -111,84 +106,25 @@ __attribute__((no_sanitize("address", "undefined"))) bool kernel_alive(const Chi
   return syscall(SYS_ppoll, &kernel, 1, &now, nullptr, 0) == 0;
 }
 
-// Joins the pids cgroup, sets PDEATHSIG and leaves the kernel's session or terminal. On failure,
-// false with errno set and the stage in spec->failed_stage (not yet reported as failed: the caller dies).
-__attribute__((no_sanitize("address", "undefined"))) bool join_and_detach(ChildSpec* spec) {
-  auto failed = [&](ChildStage stage) {
-    spec->failed_stage = static_cast<int>(stage);
-    return false;
-  };
-  if (spec->cgroup_fd >= 0 && syscall(SYS_write, spec->cgroup_fd, "0", 1) != 1) return failed(ChildStage::Cgroup);
-  if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return failed(ChildStage::DeathSignal);
-  if (!kernel_alive(spec)) {
-    errno = ESRCH;
-    return failed(ChildStage::DeathSignal);
-  }
-  if (!spec->filter_inherited) {
-    if (syscall(SYS_setsid) < 0) return failed(ChildStage::Session);
-    return true;
-  }
-  // No setsid (the inherited filter refuses it), so the kernel's controlling terminal, if it has one,
-  // would still be ours: a command granted a pts device could make itself the foreground group.
-  // TIOCNOTTY drops it for this process only; ENXIO means there is none.
-  long tty = syscall(SYS_openat, AT_FDCWD, "/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
-  if (tty >= 0) {
-    const long detached = syscall(SYS_ioctl, tty, TIOCNOTTY, 0);
-    syscall(SYS_close, tty);
-    if (detached != 0) return failed(ChildStage::Session);
-  }
-  return true;
-}
-
-// The inherited filter refuses setsid/setpgid, so the spawning thread makes us a group leader
-// meanwhile; the command must not start before that is done. False (errno set) if that failed.
-__attribute__((no_sanitize("address", "undefined"))) bool wait_for_group(ChildSpec* spec) {
-  int state;
-  while ((state = spec->group_state) == 0) {
-    syscall(SYS_futex, &spec->group_state, FUTEX_WAIT, 0, nullptr, nullptr, 0);
-  }
-  if (state > 0) return true;
-  errno = -state;
-  return false;
-}
-
-// pid 1's failure before the command ran: reported like the command's own, then setup is over.
-[[noreturn]] __attribute__((no_sanitize("address", "undefined"))) void init_die(ChildSpec* spec, ChildStage stage) {
-  InitBlock* block = spec->init;
-  spec->failed_errno = errno;
-  spec->failed_stage = static_cast<int>(stage);
-  block->setup = 0;
-  futex_wake(&block->setup);
-  for (;;) syscall(SYS_exit_group, 127);
-}
-
 }  // namespace
 
-__attribute__((no_sanitize("address", "undefined"))) int init_main(void* arg) {
-  auto* spec = static_cast<ChildSpec*>(arg);
-  InitBlock* block = spec->init;
-  // Every signal stays blocked here: handlers of the kernel (copied with its memory) must never run,
-  // and SIGKILL from the kernel needs none.
-  if (!join_and_detach(spec)) init_die(spec, static_cast<ChildStage>(spec->failed_stage));
-  if (spec->filter_inherited && !wait_for_group(spec)) init_die(spec, ChildStage::Session);
-  // The command: like CLONE_VFORK from a clone thread, back once it has exec'd or failed.
-  const long command = clone(child_main, spec->command_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, spec);
-  if (command < 0) init_die(spec, ChildStage::Init);
-  // From here `spec` may be gone: the spawner returns once `setup` is clear.
-  block->setup = 0;
-  futex_wake(&block->setup);
-  syscall(SYS_close_range, 0U, ~0U, 0U);  // our copies of the command's stdio: its EOF is its own
+__attribute__((no_sanitize("address", "undefined"))) int reaper_main(void* arg) {
+  const int kernel_pidfd = *static_cast<const int*>(arg);
+  // Every signal stays blocked (the kernel's handlers, copied with its memory, must never run here);
+  // SIGCHLD back to its default so that a child's exit is queued for rt_sigtimedwait below.
+  KernelSigaction dfl{SIG_DFL, 0, nullptr, 0};
+  syscall(SYS_rt_sigaction, SIGCHLD, &dfl, nullptr, sizeof(unsigned long));
+  if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) syscall(SYS_exit_group, 1);
+  pollfd kernel{kernel_pidfd, POLLIN, 0};
+  timespec now{0, 0};
+  if (syscall(SYS_ppoll, &kernel, 1, &now, nullptr, 0) != 0) syscall(SYS_exit_group, 1);  // the kernel is gone
+  syscall(SYS_close_range, 0U, ~0U, 0U);  // copies of the kernel's fds (other spawns' pipes among them)
+  unsigned long chld = 1UL << (SIGCHLD - 1);
   for (;;) {
-    int status = 0;
-    const long reaped = syscall(SYS_wait4, -1, &status, __WALL, nullptr);
-    if (reaped == command) {
-      block->command_status = status;
-      block->command_ended = 1;
-      break;
+    while (syscall(SYS_wait4, -1, nullptr, __WALL | WNOHANG, nullptr) > 0) {
     }
-    if (reaped < 0 && errno != EINTR) break;
+    syscall(SYS_rt_sigtimedwait, &chld, nullptr, nullptr, sizeof(chld));
   }
-  for (;;) syscall(SYS_exit_group, 0);  // the rest of the namespace dies with us
 }
 
 __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
@@ -206,8 +142,25 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
     die(spec, ChildStage::Signals);
   }
 
-  // Under an init (pid 1 of the spawn's namespace) these were done there and are inherited.
-  if (spec->init == nullptr && !join_and_detach(spec)) die(spec, static_cast<ChildStage>(spec->failed_stage));
+  if (spec->cgroup_fd >= 0 && syscall(SYS_write, spec->cgroup_fd, "0", 1) != 1) die(spec, ChildStage::Cgroup);
+  if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die(spec, ChildStage::DeathSignal);
+  if (!kernel_alive(spec)) {
+    errno = ESRCH;
+    die(spec, ChildStage::DeathSignal);
+  }
+  if (!spec->filter_inherited) {
+    if (syscall(SYS_setsid) < 0) die(spec, ChildStage::Session);
+  } else {
+    // No setsid (the inherited filter refuses it), so the kernel's controlling terminal, if it has
+    // one, would still be ours: a command granted a pts device could make itself the foreground
+    // group. TIOCNOTTY drops it for this process only; ENXIO means there is none.
+    long tty = syscall(SYS_openat, AT_FDCWD, "/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (tty >= 0) {
+      const long detached = syscall(SYS_ioctl, tty, TIOCNOTTY, 0);
+      syscall(SYS_close, tty);
+      if (detached != 0) die(spec, ChildStage::Session);
+    }
+  }
 
   for (int target = 0; target < 3; ++target) {
     int fd = spec->stdio[target];
@@ -240,7 +193,18 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
     }
   }
 
-  if (spec->filter_inherited && spec->init == nullptr && !wait_for_group(spec)) die(spec, ChildStage::Session);
+  if (spec->filter_inherited) {
+    // Our seccomp filter came with the clone thread and refuses setsid/setpgid, so the spawning thread
+    // makes us a group leader meanwhile; the command must not start before that is done.
+    int state;
+    while ((state = spec->group_state) == 0) {
+      syscall(SYS_futex, &spec->group_state, FUTEX_WAIT, 0, nullptr, nullptr, 0);
+    }
+    if (state < 0) {
+      errno = -state;
+      die(spec, ChildStage::Session);
+    }
+  }
 
   syscall(SYS_execve, spec->path, spec->argv, spec->envp);
   die(spec, ChildStage::Exec);

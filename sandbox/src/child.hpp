@@ -12,7 +12,7 @@ namespace kernex::sandbox::detail {
 
 enum class ChildStage : int {
   None = 0, Signals, Session, Cgroup, Mounts, DeathSignal, Stdio, CloseFds, Chdir, Rlimit, NoNewPrivs, Capabilities,
-  Landlock, Seccomp, Exec, Init,
+  Landlock, Seccomp, Exec,
 };
 const char* to_string(ChildStage stage) noexcept;
 
@@ -28,21 +28,6 @@ struct ChildMount {
   const char* source;  // nullptr: the path itself
   int kind;
   unsigned long remount_flags;
-};
-
-// With a PID namespace per spawn, its pid 1 is not the command but init_main, running on this block's
-// stack: it does what the command inherits (cgroup, PDEATHSIG, session), clones the command as pid 2,
-// then reaps until the command has ended and exits. A command that were pid 1 would ignore every
-// signal it or its children send it without a handler (kill $$, abort(), alarm(), SIGPIPE), so its
-// end would be misreported; as pid 2 its wait status is kept exactly. The spawner owns the block until
-// pid 1 is reaped, as pid 1 shares the kernel's memory.
-struct InitBlock {
-  alignas(64) char stack[16 * 1024];
-  // Nonzero until the command has exec'd or its setup failed; then cleared by pid 1 (and by the
-  // kernel when pid 1 exits, CLONE_CHILD_CLEARTID), with a futex wake.
-  volatile pid_t setup = 0;
-  volatile int command_ended = 0;  // 1 once pid 1 reaped the command: command_status is its wait status
-  volatile int command_status = 0;
 };
 
 struct ChildSpec {
@@ -72,13 +57,11 @@ struct ChildSpec {
   // Nonzero until the child has exec'd or exited: cleared by the kernel (CLONE_CHILD_CLEARTID).
   volatile pid_t child_tid = 0;
   pid_t parent = 0;
-  // CLONE_NEWPID: the child is pid 1 of a PID namespace of its own, so when it dies (its PDEATHSIG when
-  // the kernel dies, or the kernel's SIGKILL) Linux kills everything it started. Its getppid() is then 0,
-  // so whether the kernel died before PDEATHSIG was set is asked of `parent_pidfd` (the kernel process).
+  // Born in the clone thread's PID namespace (clone_thread.cpp), whose init dies with the kernel, taking
+  // every process of the namespace with it. The parent is then outside the child's namespace and
+  // getppid() is 0, so whether the kernel died before PDEATHSIG was set is asked of `parent_pidfd`.
   bool new_pid_ns = false;
   int parent_pidfd = -1;
-  InitBlock* init = nullptr;     // with new_pid_ns: pid 1's block (see InitBlock)
-  char* command_stack = nullptr;  // set by the clone thread: where pid 2 runs until its execve
   // Written by the child when it fails before execve; read by the parent after clone returns.
   volatile int failed_stage = 0;
   volatile int failed_errno = 0;
@@ -86,8 +69,11 @@ struct ChildSpec {
 
 // clone() entry point; `arg` is a ChildSpec*. Returns only through exit_group.
 int child_main(void* arg);
-// clone() entry point of pid 1 of a spawn's PID namespace (spec->init set); clones child_main as pid 2.
-int init_main(void* arg);
+
+// The init of a clone thread's PID namespace: cloned right after the thread unshared CLONE_NEWPID, it
+// reaps the orphans of the commands for as long as the kernel lives, and dies with it (PDEATHSIG),
+// upon which Linux kills every process left in the namespace. `arg` is the kernel's pidfd (an int*).
+int reaper_main(void* arg);
 
 // Builds a policy's mount namespace once: a private mount namespace (inside a new user namespace
 // mapping only our ids when unprivileged) with the protective bind mounts. Run with

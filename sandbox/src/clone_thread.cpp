@@ -2,6 +2,7 @@
 
 #include <linux/futex.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -49,8 +50,9 @@ class CloneThread {
   // `mntns_fd` >= 0 (with a filter): the thread also joins that mount namespace, which needs
   // CAP_SYS_ADMIN and a filesystem context of its own (unshare(CLONE_FS)), before loading the filter,
   // which refuses setns; its children are then born in the namespace and under the filter.
-  explicit CloneThread(std::vector<sock_filter> filter, int mntns_fd = -1, NamespaceId ns = {})
-      : owner_(::getpid()), filter_(std::move(filter)), mntns_(ns), join_fd_(mntns_fd) {
+  // `kernel_pidfd` >= 0: the thread's children live in a PID namespace of its own (start_pid_namespace).
+  explicit CloneThread(int kernel_pidfd, std::vector<sock_filter> filter, int mntns_fd = -1, NamespaceId ns = {})
+      : owner_(::getpid()), filter_(std::move(filter)), mntns_(ns), kernel_pidfd_(kernel_pidfd), join_fd_(mntns_fd) {
     stack_ = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack_ == MAP_FAILED) return;
     try {
@@ -69,6 +71,13 @@ class CloneThread {
   const std::vector<sock_filter>& filter() const { return filter_; }
   const NamespaceId& mount_namespace() const { return mntns_; }
   bool in_mount_namespace() const { return mntns_.ino != 0; }
+  bool has_pid_namespace() const { return reaper_pidfd_ >= 0; }
+  // A thread whose init died (killed by hand) can't clone any more: its namespace refuses new members.
+  bool usable() const {
+    if (reaper_pidfd_ < 0) return true;
+    pollfd p{reaper_pidfd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 0;
+  }
 
   // Wakes the thread ahead of a request (see warm_clone_thread); it then spins for the request a while.
   void warm() {
@@ -83,9 +92,8 @@ class CloneThread {
   CloneOutcome clone_child(ChildSpec& spec) {
     std::lock_guard turn(turn_);  // one child on the stack at a time
     const bool inherit = !filter_.empty();
-    const bool under_init = spec.init != nullptr;
     if (in_mount_namespace()) spec.mntns_fd = -1;  // born there: the child has nothing to join
-    if (under_init) spec.init->setup = 1;
+    if (spec.new_pid_ns && !has_pid_namespace()) return {-1, -1, ENOTSUP};  // fail closed
     if (inherit) {
       spec.filter_inherited = true;
       spec.group_state = 0;
@@ -97,23 +105,19 @@ class CloneThread {
       request_.store(&spec, std::memory_order_release);
     }
     wake_.notify_one();
-    // Without a filter or an init the answer comes only after the child's execve: too long to spin for.
-    if (!(inherit || under_init) || !spin_until_answered()) {
+    // Without a filter the answer comes only after the child's execve: too long to spin for.
+    if (!inherit || !spin_until_answered()) {
       std::unique_lock lock(mutex_);
       done_.wait(lock, [this] { return answered_.load(std::memory_order_acquire); });
     }
     const CloneOutcome out = outcome_;
-    if (out.pid < 0 || !(inherit || under_init)) return out;
-    if (inherit) {
-      // The thread's filter refuses setpgid, this one's doesn't; the child (or its init) waits for it
-      // before it goes on.
-      spec.group_state = ::setpgid(out.pid, out.pid) == 0 ? 1 : -errno;
-      ::syscall(SYS_futex, &spec.group_state, FUTEX_WAKE, 1, nullptr, nullptr, 0);
-    }
-    // Like CLONE_VFORK: back only once the command's execve has replaced its memory, or setup failed.
-    volatile pid_t* setup = under_init ? &spec.init->setup : &spec.child_tid;
-    for (pid_t tid; (tid = *setup) != 0;) {
-      ::syscall(SYS_futex, setup, FUTEX_WAIT, tid, nullptr, nullptr, 0);
+    if (!inherit || out.pid < 0) return out;
+    // The thread's filter refuses setpgid, this one's doesn't; the child waits for it before its execve.
+    spec.group_state = ::setpgid(out.pid, out.pid) == 0 ? 1 : -errno;
+    ::syscall(SYS_futex, &spec.group_state, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+    // Like CLONE_VFORK: back only once the child's execve has replaced its memory, or it has exited.
+    for (pid_t tid; (tid = spec.child_tid) != 0;) {
+      ::syscall(SYS_futex, &spec.child_tid, FUTEX_WAIT, tid, nullptr, nullptr, 0);
     }
     return out;
   }
@@ -152,6 +156,20 @@ class CloneThread {
     done_.notify_all();
   }
 
+  // This thread's children are born in a PID namespace whose init (reaper_main, the first child) lives
+  // as long as the kernel: when the kernel dies, even by SIGKILL, the init's PDEATHSIG fires and Linux
+  // kills every process of the namespace, however it was forked. Commands are ordinary members (not
+  // the init, which would ignore signals it sends itself), and the unshare comes before the filter,
+  // which refuses it (and CLONE_NEWPID).
+  bool start_pid_namespace() {
+    if (::unshare(CLONE_NEWPID) != 0) return false;
+    reaper_stack_ = ::mmap(nullptr, kReaperStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (reaper_stack_ == MAP_FAILED) return false;
+    const pid_t reaper = ::clone(reaper_main, static_cast<char*>(reaper_stack_) + kReaperStack,
+                                 CLONE_VM | CLONE_PIDFD | SIGCHLD, &kernel_pidfd_, &reaper_pidfd_);
+    return reaper > 0;
+  }
+
   // Best effort: without CAP_SETPCAP nothing is dropped here and the child checks and drops itself.
   // Checked after the fact; a set once empty stays so, as no other thread can change this one's.
   static bool empty_bounding_set() {
@@ -174,6 +192,10 @@ class CloneThread {
     cpu_set_t cpus;
     may_spin_ = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 1;
     if (join_fd_ >= 0 && (::unshare(CLONE_FS) != 0 || ::setns(join_fd_, CLONE_NEWNS) != 0)) {
+      start_failed(errno);
+      return;
+    }
+    if (kernel_pidfd_ >= 0 && !start_pid_namespace()) {
       start_failed(errno);
       return;
     }
@@ -205,21 +227,10 @@ class CloneThread {
       // Without a filter: CLONE_VFORK, so clone returns once the child has exec'd. With one, the child
       // must first be put in its own group by the requester, so clone returns at once and the
       // requester waits on child_tid instead.
-      //
-      // With a PID namespace per spawn the child is its init instead (child.hpp, InitBlock), on a stack
-      // of its own, which clones the command onto this thread's stack; the requester waits for that
-      // command's execve on the init's `setup` word.
-      if (InitBlock* init = request->init) {
-        request->command_stack = static_cast<char*>(stack_) + kStackSize;
-        out.pid = ::clone(init_main, init->stack + sizeof(init->stack),
-                          CLONE_VM | CLONE_PIDFD | CLONE_NEWPID | CLONE_CHILD_CLEARTID | SIGCHLD, request,
-                          &out.pidfd, nullptr, const_cast<pid_t*>(&init->setup));
-      } else {
-        const int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
-                                          : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
-        out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request, &out.pidfd, nullptr,
-                          const_cast<pid_t*>(&request->child_tid));
-      }
+      int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
+                                  : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
+      out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request, &out.pidfd, nullptr,
+                        const_cast<pid_t*>(&request->child_tid));
       if (out.pid < 0) out.error = errno;
       outcome_ = out;
       {
@@ -243,6 +254,10 @@ class CloneThread {
   const pid_t owner_;
   const std::vector<sock_filter> filter_;
   const NamespaceId mntns_;
+  int kernel_pidfd_ = -1;  // >= 0: children go in a PID namespace of this thread's (reaper_main's arg)
+  int reaper_pidfd_ = -1;
+  void* reaper_stack_ = MAP_FAILED;
+  static constexpr std::size_t kReaperStack = 16 * 1024;
   const int join_fd_;  // read by the thread before it reports ready; not kept
   void* stack_ = MAP_FAILED;
   int start_error_ = ENOMEM;
@@ -273,6 +288,17 @@ bool same_program(const std::vector<sock_filter>& a, const sock_fprog& b) {
   return a.size() == b.len && std::memcmp(a.data(), b.filter, a.size() * sizeof(sock_filter)) == 0;
 }
 
+// The kernel's pidfd for a new thread's PID namespace init, or -1 where the kernel can't make one.
+int pid_namespace_pidfd(const Registry& reg) { return pid_namespaces_available() ? reg.self_pidfd : -1; }
+
+// Drops the threads whose namespace init died (abandoned: they never exit); new ones replace them.
+void drop_unusable(Registry& reg) {
+  for (auto* list : {&reg.filtered, &reg.in_namespace}) {
+    std::erase_if(*list, [](CloneThread* t) { return !t->usable(); });
+  }
+  if (reg.plain != nullptr && !reg.plain->usable()) reg.plain = nullptr;
+}
+
 // A thread in the child's mount namespace carrying its program, when the spec has both and no user
 // namespace (a multithreaded process can't join one, so an unprivileged kernel's children join it
 // themselves).
@@ -286,7 +312,8 @@ CloneThread* pick_in_namespace(Registry& reg, const ChildSpec& spec) {
     if (t->mount_namespace() == ns && same_program(t->filter(), *prog)) return t;
   }
   if (reg.in_namespace.size() >= kMaxNamespaceThreads) return nullptr;
-  auto* t = new CloneThread(std::vector<sock_filter>(prog->filter, prog->filter + prog->len), spec.mntns_fd, ns);
+  auto* t = new CloneThread(pid_namespace_pidfd(reg), std::vector<sock_filter>(prog->filter, prog->filter + prog->len),
+                            spec.mntns_fd, ns);
   if (!t->started()) {
     delete t;  // e.g. no CAP_SYS_ADMIN: the child joins the namespace itself
     return nullptr;
@@ -308,6 +335,7 @@ CloneThread* pick(Registry& reg, const ChildSpec& spec, CloneOutcome& failed) {
     if (reg.self_pidfd >= 0) ::close(reg.self_pidfd);
     reg.self_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
   }
+  drop_unusable(reg);
   const sock_fprog* prog = spec.seccomp;
   if (CloneThread* t = pick_in_namespace(reg, spec)) return t;
   if (spec.sandboxed && spec.mntns_fd < 0 && prog != nullptr && prog->len > 0) {
@@ -315,7 +343,7 @@ CloneThread* pick(Registry& reg, const ChildSpec& spec, CloneOutcome& failed) {
       if (same_program(t->filter(), *prog)) return t;
     }
     if (reg.filtered.size() < kMaxFilteredThreads) {
-      auto* t = new CloneThread(std::vector<sock_filter>(prog->filter, prog->filter + prog->len));
+      auto* t = new CloneThread(pid_namespace_pidfd(reg), std::vector<sock_filter>(prog->filter, prog->filter + prog->len));
       if (t->started()) {
         reg.filtered.push_back(t);
         return t;
@@ -324,7 +352,7 @@ CloneThread* pick(Registry& reg, const ChildSpec& spec, CloneOutcome& failed) {
     }
   }
   if (reg.plain == nullptr) {
-    auto* t = new CloneThread({});
+    auto* t = new CloneThread(pid_namespace_pidfd(reg), {});
     if (!t->started()) {
       failed = {-1, -1, t->start_error()};
       delete t;  // no thread uses it; the next spawn tries again
@@ -353,7 +381,7 @@ CloneOutcome clone_child(ChildSpec& spec) {
   if (thread == nullptr) return failed;
   if (spec.new_pid_ns) {
     spec.parent_pidfd = registry().self_pidfd;  // set once per process, under pick's lock
-    if (spec.parent_pidfd < 0 || spec.init == nullptr) return {-1, -1, ENOSYS};
+    if (spec.parent_pidfd < 0) return {-1, -1, ENOSYS};
   }
   return thread->clone_child(spec);
 }

@@ -165,7 +165,7 @@ Pool& pool() {
 }
 
 // Once per base: the cgroups of kernels that died without cleaning up. Their members died with them
-// (each spawn is pid 1 of its own PID namespace), so they are empty and rmdir removes them.
+// (their PID namespace died with the kernel), so they are empty and rmdir removes them.
 void sweep_dead_owners(Pool& p, const fs::path& base) {
   if (std::find(p.swept.begin(), p.swept.end(), base) != p.swept.end()) return;
   p.swept.push_back(base);

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -84,7 +83,6 @@ struct SandboxedProcess::Impl {
   bool reaped = false;
   ExitStatus status;
   std::optional<SpawnCgroup> cgroup;
-  std::unique_ptr<detail::InitBlock> init;  // pid 1's stack (child.hpp): kept until it is reaped
 
   explicit Impl(Policy p) : policy(std::move(p)) {}
   Impl(const Impl&) = delete;
@@ -108,7 +106,6 @@ struct SandboxedProcess::Impl {
     while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
     reaped = true;
-    if (init && init->command_ended) st = init->command_status;  // else pid 1 was killed: so was the command
     if (WIFEXITED(st)) status.exit_code = WEXITSTATUS(st);
     if (WIFSIGNALED(st)) status.term_signal = WTERMSIG(st);
   }
@@ -270,16 +267,12 @@ Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Com
   spec.mntns_fd = sandboxed ? st.mntns_fd : -1;
   spec.userns_fd = sandboxed ? st.userns_fd : -1;
   spec.new_pid_ns = st.status.pid_namespace;
-  if (spec.new_pid_ns) {
-    impl->init.reset(new detail::InitBlock);
-    spec.init = impl->init.get();
-  }
   sock_fprog prog{static_cast<unsigned short>(st.seccomp_bpf.size()), const_cast<sock_filter*>(st.seccomp_bpf.data())};
   spec.seccomp = &prog;
   spec.parent = ::getpid();
   const auto& lim = st.profile.limits;
   if (st.pids_cgroup && lim.processes) {
-    auto made = SpawnCgroup::create(*st.pids_cgroup, *lim.processes + (spec.new_pid_ns ? 1 : 0));  // + its init
+    auto made = SpawnCgroup::create(*st.pids_cgroup, *lim.processes);
     if (!made) {
       close_child_ends();
       return std::unexpected(made.error());

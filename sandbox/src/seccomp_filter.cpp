@@ -254,11 +254,8 @@ Result<std::vector<sock_filter>> build_seccomp_filter(const SandboxProfile& prof
   if (seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) != 0) {
     return fail(ErrorCode::Sandbox, "seccomp: cannot add the clone3 rule");
   }
-  // CLONE_NEWPID is let through: the clone threads that carry this filter make every child pid 1 of a
-  // namespace of its own (clone_thread.cpp), and a sandboxed process, with no capabilities and no way to
-  // make a user namespace (CLONE_NEWUSER and unshare are refused), is refused it by the kernel anyway.
-  for (scmp_datum_t flag : std::initializer_list<scmp_datum_t>{CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWIPC,
-                                                               CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME}) {
+  for (scmp_datum_t flag : std::initializer_list<scmp_datum_t>{CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWPID,
+                                                               CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME}) {
     scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag);
     if (rule(ctx.get(), SCMP_SYS(clone), 1, &cmp) != 0) {
       return fail(ErrorCode::Sandbox, "seccomp: cannot add the clone namespace rules");

@@ -1,9 +1,9 @@
 // spawn(): the child is cloned on a clone thread (clone_thread.cpp) into child_main, then
-// stdin/stdout/stderr are pumped with poll() under one deadline. The command is pid 1 of a PID
-// namespace of its own (where the kernel may make one) and leads its own process group; when it exits
-// or the deadline passes, the whole group is killed before the command is reaped, so no descendant
-// outlives the call (setsid/setpgid are refused by seccomp, so none can leave the group, and none can
-// leave the namespace, which dies with its pid 1).
+// stdin/stdout/stderr are pumped with poll() under one deadline. The command leads its own process
+// group; when it exits or the deadline passes, the whole group is killed before the command is reaped,
+// so no descendant outlives the call (setsid/setpgid are refused by seccomp, so none can leave the
+// group). It lives in its clone thread's PID namespace, whose init dies with the kernel, taking every
+// process of the namespace with it (clone_thread.cpp).
 #include "kernex/sandbox/spawn.hpp"
 
 #include <fcntl.h>
@@ -18,7 +18,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 
 #include "child.hpp"
 #include "clone_thread.hpp"
@@ -237,11 +236,6 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   spec.mntns_fd = sandboxed ? st.mntns_fd : -1;
   spec.userns_fd = sandboxed ? st.userns_fd : -1;
   spec.new_pid_ns = st.status.pid_namespace;
-  std::unique_ptr<detail::InitBlock> init;  // pid 1's stack: kept until pid 1 is reaped
-  if (spec.new_pid_ns) {
-    init.reset(new detail::InitBlock);
-    spec.init = init.get();
-  }
   sock_fprog prog{static_cast<unsigned short>(st.seccomp_bpf.size()), const_cast<sock_filter*>(st.seccomp_bpf.data())};
   spec.seccomp = &prog;
   detail::warm_clone_thread(spec);
@@ -291,7 +285,7 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   const auto& lim = profile.limits;
   std::optional<SpawnCgroup> cgroup;
   if (st.pids_cgroup && lim.processes) {
-    auto made = SpawnCgroup::create(*st.pids_cgroup, *lim.processes + (spec.new_pid_ns ? 1 : 0));  // + its init
+    auto made = SpawnCgroup::create(*st.pids_cgroup, *lim.processes);
     if (!made) return std::unexpected(made.error());
     cgroup.emplace(std::move(*made));
     spec.cgroup_fd = cgroup->procs_fd();
@@ -384,7 +378,6 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
   }
   const auto end = Clock::now();
-  if (init && init->command_ended) status = init->command_status;  // else pid 1 was killed: so was the command
   if (out->parent) drain(out->parent.get(), out_cap);
   if (err->parent) drain(err->parent.get(), err_cap);
 

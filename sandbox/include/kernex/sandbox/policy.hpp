@@ -37,8 +37,8 @@ struct PolicyStatus {
   // Kept read-only or masked inside grants (.git, shell rc files, kernel files, keep_read_only) through
   // the policy's private mount namespace, where writable grants are also noexec.
   std::vector<std::filesystem::path> read_only_in_writable;
-  // Every spawn (and SandboxedProcess) is pid 1 of a PID namespace of its own, so nothing it starts
-  // outlives it or the kernel, even a kernel killed by SIGKILL. Needs CAP_SYS_ADMIN (a root kernel).
+  // Every spawn (and SandboxedProcess) lives in a PID namespace whose init dies with the kernel, so
+  // nothing a command starts outlives the kernel, even one killed by SIGKILL. Needs CAP_SYS_ADMIN.
   bool pid_namespace = false;
   // How limits.processes is enforced: "pids cgroup <dir>" (counts the sandbox's processes and threads),
   // "RLIMIT_NPROC" (counts every process of the kernel's uid), or empty when there is no limit.

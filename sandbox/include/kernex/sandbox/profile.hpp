@@ -48,8 +48,8 @@ struct ResourceLimits {
   std::optional<std::uint64_t> address_space_bytes;  // RLIMIT_AS
   // Processes and threads of one spawn (256 unless a profile says otherwise): a per-spawn pids cgroup
   // when one can be created, else RLIMIT_NPROC (which counts all processes of the user and exempts uid
-  // 0, so Build() refuses it for root without a cgroup). Every spawn is also pid 1 of a PID namespace of
-  // its own where the kernel may make one (PolicyStatus::pid_namespace).
+  // 0, so Build() refuses it for root without a cgroup). Every spawn also lives in a PID namespace that
+  // dies with the kernel where the kernel may make one (PolicyStatus::pid_namespace).
   std::optional<std::uint64_t> processes = 256;
   std::optional<std::uint64_t> file_size_bytes;      // RLIMIT_FSIZE
   std::optional<std::uint64_t> open_files;           // RLIMIT_NOFILE
