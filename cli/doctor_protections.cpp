@@ -48,7 +48,8 @@ Json sandbox_protections_json(const sandbox::PolicyStatus& s) {
                                                 : "memfd_create refused (no MFD_NOEXEC_SEAL on this kernel)") +
                          "; writable mounts noexec; no path both writable and executable"));
   rows.push_back(row("nothing_outlives_the_kernel", s.pid_namespace,
-                     s.pid_namespace ? "each spawn is pid 1 of its own PID namespace; dead kernels' TMPDIRs reclaimed"
+                     s.pid_namespace ? "sandboxed processes live in PID namespaces whose init dies with the kernel; dead kernels' TMPDIRs "
+                                       "reclaimed"
                                      : "no PID namespace here (needs CAP_SYS_ADMIN): descendants can outlive a "
                                        "SIGKILLed kernel"));
   rows.push_back(row("no_watches", on && !s.file_watches_allowed,
