@@ -54,6 +54,11 @@ Json sandbox_protections_json(const sandbox::PolicyStatus& s) {
                                        "SIGKILLed kernel"));
   rows.push_back(row("no_watches", on && !s.file_watches_allowed,
                      s.file_watches_allowed ? "inotify allowed (profile opted in)" : "inotify and fanotify refused"));
+  rows.push_back(row("read_only_outside_grants", on && s.read_only_root,
+                     s.read_only_root ? "every mount read-only but the writable grants: chmod, chown, utimensat "
+                                        "outside them fail (EROFS)"
+                                      : "no read-only root (mount_setattr needs Linux 5.12): a command can chmod and "
+                                        "touch files it owns outside its grants"));
   return rows;
 }
 

@@ -25,6 +25,16 @@
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
 #endif
 
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+
 namespace kernex::sandbox::detail {
 
 const char* to_string(ChildStage stage) noexcept {
@@ -56,6 +66,14 @@ struct KernelSigaction {
   unsigned long flags;
   void (*restorer)();
   unsigned long mask;
+};
+
+// struct mount_attr of linux/mount.h (Linux 5.12), spelled out for older headers.
+struct MountAttr {
+  std::uint64_t attr_set;
+  std::uint64_t attr_clr;
+  std::uint64_t propagation;
+  std::uint64_t userns_fd;
 };
 
 struct KernelRlimit {
@@ -224,6 +242,15 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
   }
   // Nothing done here may propagate back to the kernel's own mount namespace.
   if (syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) goto failed;
+  // Before any bind: a bind copies its source's flags, so the writable binds below start read-only
+  // and their remount (flags without MS_RDONLY) makes exactly that one mount writable again, while
+  // the read-only binds and masks made after them, deeper, stay read-only.
+  if (spec->read_only_root != 0) {
+    MountAttr attr{MOUNT_ATTR_RDONLY, 0, 0, 0};
+    if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
+      spec->read_only_errno = errno;  // e.g. ENOSYS before Linux 5.12: reported as a warning
+    }
+  }
   for (int i = 0; i < spec->mount_count; ++i) {
     const ChildMount& m = spec->mounts[i];
     if (m.kind == 1) {

@@ -84,6 +84,10 @@ struct MountTemplateSpec {
   int mount_count = 0;
   const char* uid_map = nullptr;
   const char* gid_map = nullptr;
+  // Every mount made read-only (recursively, before the binds) so that chmod, chown and utimensat,
+  // which Landlock does not mediate, fail with EROFS outside the writable binds.
+  int read_only_root = 0;
+  volatile int read_only_errno = 0;  // out: why read_only_root could not be done (0: done)
   volatile int mntns_fd = -1;   // out
   volatile int userns_fd = -1;  // out: only when a user namespace was needed
   volatile int failed_errno = 0;

@@ -1,4 +1,5 @@
-// The per-policy mount namespace: writable grants remounted noexec, .git, rc files and kernel files
+// The per-policy mount namespace: every mount read-only but the writable grants (Landlock has no
+// right for chmod, chown or utimensat, so only a read-only mount stops them), writable grants remounted noexec, .git, rc files and kernel files
 // kept read-only or masked inside them (see ProtectedMount). Creating and tearing
 // down a mount namespace costs milliseconds (measured ~3.5 ms per spawn here), so it is built once and
 // joined with setns() by each spawn.
@@ -31,6 +32,7 @@ Result<void> build_mount_namespace(Policy::State& state) {
   spec.mount_count = static_cast<int>(mounts.size());
   spec.uid_map = uid_map.c_str();
   spec.gid_map = gid_map.c_str();
+  spec.read_only_root = 1;
 
   constexpr std::size_t kStack = 64 * 1024;
   void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
@@ -50,8 +52,9 @@ Result<void> build_mount_namespace(Policy::State& state) {
     if (spec.mntns_fd >= 0) ::close(spec.mntns_fd);
     if (spec.userns_fd >= 0) ::close(spec.userns_fd);
     return fail(ErrorCode::Sandbox,
-                std::string("cannot create the mount namespace that keeps writable grants noexec and .git, rc "
-                            "files and kernel files read-only or hidden inside them: ") +
+                std::string("cannot create the mount namespace that keeps every mount but the writable grants "
+                            "read-only, writable grants noexec and .git, rc files and kernel files read-only or "
+                            "hidden inside them: ") +
                     std::strerror(spec.failed_errno));
   }
   // Keep clear of 0-2, which each spawned child overwrites with its stdio before joining.
@@ -61,6 +64,13 @@ Result<void> build_mount_namespace(Policy::State& state) {
     ::close(fd);
     return moved;
   };
+  state.status.read_only_root = spec.read_only_errno == 0;
+  if (!state.status.read_only_root) {
+    state.status.warnings.push_back(std::string("the mounts outside the writable grants could not be made read-only "
+                                                "(mount_setattr needs Linux 5.12): a command can chmod, chown and "
+                                                "touch files it owns outside its grants: ") +
+                                    std::strerror(spec.read_only_errno));
+  }
   state.mntns_fd = high(spec.mntns_fd);
   state.userns_fd = high(spec.userns_fd);
   if (state.mntns_fd < 0 || (spec.userns_fd >= 0 && state.userns_fd < 0)) {

@@ -659,8 +659,11 @@ class Builder {
     auto bpf = build_seccomp_filter(p, st);
     if (!bpf) return std::unexpected(bpf.error());
     state_->seccomp_bpf = std::move(*bpf);
-    if (!state_->protected_mounts.empty()) {
-      if (auto r = build_mount_namespace(*state_); !r) return r;
+    // Every enforced policy gets its namespace, for the read-only root if for nothing else. Without
+    // anything to keep inside a grant, a kernel that can't make one still sandboxes (with a warning).
+    if (auto r = build_mount_namespace(*state_); !r) {
+      if (!state_->protected_mounts.empty()) return r;
+      st.warnings.push_back(r.error().describe());
     }
     st.enforced = true;
     st.filesystem = true;

@@ -203,7 +203,8 @@ TEST_F(SandboxExec, DoctorListsEveryProtectionClass) {
   }
   EXPECT_THAT(names, ::testing::ElementsAre("kernel_files", "skills_read_only", "git_read_only", "programs_not_files",
                                             "network_gaps", "sysv_ipc", "process_limit", "anonymous_code",
-                                            "nothing_outlives_the_kernel", "no_watches"));
+                                            "nothing_outlives_the_kernel", "no_watches",
+                                            "read_only_outside_grants"));
   auto text = kernex({"doctor"});
   EXPECT_THAT(text.out, HasSubstr("nothing_outlives_the_kernel"));
 }

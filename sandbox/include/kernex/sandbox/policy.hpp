@@ -37,6 +37,10 @@ struct PolicyStatus {
   // Kept read-only or masked inside grants (.git, shell rc files, kernel files, keep_read_only) through
   // the policy's private mount namespace, where writable grants are also noexec.
   std::vector<std::filesystem::path> read_only_in_writable;
+  // Every mount of the policy's namespace is read-only but the writable grants (workspace, read_write,
+  // private TMPDIR), so chmod, chown and utimensat (which Landlock doesn't mediate) of any file outside
+  // them fail with EROFS. Needs mount_setattr (Linux 5.12); false (with a warning) without it.
+  bool read_only_root = false;
   // Every spawn (and SandboxedProcess) lives in a PID namespace whose init dies with the kernel, so
   // nothing a command starts outlives the kernel, even one killed by SIGKILL. Needs CAP_SYS_ADMIN.
   bool pid_namespace = false;
