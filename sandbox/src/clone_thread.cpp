@@ -227,8 +227,8 @@ class CloneThread {
       // Without a filter: CLONE_VFORK, so clone returns once the child has exec'd. With one, the child
       // must first be put in its own group by the requester, so clone returns at once and the
       // requester waits on child_tid instead.
-      int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
-                                  : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
+      const int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
+                                        : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
       out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request, &out.pidfd, nullptr,
                         const_cast<pid_t*>(&request->child_tid));
       if (out.pid < 0) out.error = errno;
