@@ -24,12 +24,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "battery_support.hpp"
 #include "kernex/sandbox/policy.hpp"
 #include "kernex/sandbox/process.hpp"
 #include "kernex/sandbox/spawn.hpp"
 
 namespace fs = std::filesystem;
 using namespace kernex::sandbox;
+using namespace kernex::battery;
 using namespace std::chrono_literals;
 
 namespace {
@@ -38,8 +40,6 @@ const std::string kProcs = KERNEX_ATTACK_DIR "/procs";
 const std::string kAttack = KERNEX_ATTACK_DIR "/attack";
 const std::string kStub = KERNEX_KERNEL_STUB;
 using Clock = std::chrono::steady_clock;
-
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 // "EAGAIN after 255" -> 255; -1 when the line is not of that form.
 int count_after(const std::string& line, const std::string& err = "EAGAIN") {
@@ -139,9 +139,7 @@ class ProcessBattery : public ::testing::Test {
   static void SetUpTestSuite() {
     // What outlives a killed stub comes back here, where it can be seen and reaped.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-    std::string tmpl = (fs::temp_directory_path() / "kernex-battery2-procs-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = fs::canonical(tmpl);
+    ASSERT_TRUE(make_scratch_root("kernex-battery2-procs", root_));
     git_ws_ = root_ / "git-ws";  // a .git: the policy gets a mount namespace, the child joins it
     plain_ws_ = root_ / "plain-ws";  // none: the child inherits the clone thread's filter
     fs::create_directories(git_ws_ / ".git" / "hooks");
@@ -153,23 +151,13 @@ class ProcessBattery : public ::testing::Test {
   }
   void TearDown() override { reap_orphans(); }
 
-  static Policy build(PolicyBuilder b) {
-    auto p = b.Build();
-    EXPECT_TRUE(p.has_value()) << (p ? "" : p.error().describe());
-    if (!p) throw std::runtime_error("policy build failed");
-    return *p;
-  }
+  static Policy build(const PolicyBuilder& b) { return build_policy(b); }
   static PolicyBuilder defaults(const fs::path& ws) {
     return PolicyBuilder().workspace(ws).executable(KERNEX_ATTACK_DIR).timeout(20s);
   }
   static SpawnResult run(const Policy& policy, std::vector<std::string> argv,
                          std::optional<std::chrono::milliseconds> timeout = {}) {
-    Command cmd;
-    cmd.argv = std::move(argv);
-    cmd.timeout = timeout;
-    auto r = spawn(policy, cmd);
-    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().describe());
-    return r ? *r : SpawnResult{};
+    return spawn_expecting(policy, std::move(argv), timeout);
   }
 
   // A fresh FIFO in `ws` and a unique marker for the daemon's argv.
@@ -231,33 +219,17 @@ class ProcessBattery : public ::testing::Test {
 
 // ---- nothing outlives a killed kernel (item 9) -------------------------------------------------------
 
-TEST_F(ProcessBattery, DaemonDiesWithKilledKernelSpawnMountNamespacePath) {
-  daemon_outlives_killed_kernel("spawn", git_ws_, "plain");
-}
+// One case: stub `mode` in `ws`, the daemon of `variant`, the stub killed (daemon_outlives_killed_kernel).
+#define KILLED_KERNEL_CASE(name, mode, ws, variant) \
+  TEST_F(ProcessBattery, name) { daemon_outlives_killed_kernel(mode, ws, variant); }
 
-TEST_F(ProcessBattery, DaemonDiesWithKilledKernelSpawnInheritedFilterPath) {
-  daemon_outlives_killed_kernel("spawn", plain_ws_, "plain");
-}
-
-TEST_F(ProcessBattery, DaemonDiesWithKilledKernelSandboxedProcessMountNamespacePath) {
-  daemon_outlives_killed_kernel("process", git_ws_, "plain");
-}
-
-TEST_F(ProcessBattery, DaemonDiesWithKilledKernelSandboxedProcessInheritedFilterPath) {
-  daemon_outlives_killed_kernel("process", plain_ws_, "plain");
-}
-
-TEST_F(ProcessBattery, DaemonDiesWithKilledKernelEvenUnenforced) {
-  daemon_outlives_killed_kernel("spawn-unenforced", plain_ws_, "plain");
-}
-
-TEST_F(ProcessBattery, DaemonBlockingEverySignalDiesWithKilledKernel) {
-  daemon_outlives_killed_kernel("spawn", plain_ws_, "blocked");
-}
-
-TEST_F(ProcessBattery, MultithreadedDaemonDiesWithKilledKernel) {
-  daemon_outlives_killed_kernel("process", git_ws_, "threads");
-}
+KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSpawnMountNamespacePath, "spawn", git_ws_, "plain")
+KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSpawnInheritedFilterPath, "spawn", plain_ws_, "plain")
+KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSandboxedProcessMountNamespacePath, "process", git_ws_, "plain")
+KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSandboxedProcessInheritedFilterPath, "process", plain_ws_, "plain")
+KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelEvenUnenforced, "spawn-unenforced", plain_ws_, "plain")
+KILLED_KERNEL_CASE(DaemonBlockingEverySignalDiesWithKilledKernel, "spawn", plain_ws_, "blocked")
+KILLED_KERNEL_CASE(MultithreadedDaemonDiesWithKilledKernel, "process", git_ws_, "threads")
 
 // ---- nothing outlives the spawn either ----------------------------------------------------------------
 
