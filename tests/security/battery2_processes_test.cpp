@@ -68,8 +68,13 @@ std::vector<std::pair<pid_t, int>> processes_with(const std::string& marker) {
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string cmdline;
+    try {
+      std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+      cmdline.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::ios_base::failure&) {
+      continue;  // it exited between the listing and the read (ESRCH): another test's process
+    }
     if (cmdline.find(marker) == std::string::npos) continue;
     const pid_t pid = std::atoi(name.c_str());
     const int fd = pidfd_open(pid);
