@@ -25,6 +25,7 @@ namespace fs = std::filesystem;
 using namespace kernex::sandbox;
 using kernex::battery::build_policy;
 using kernex::battery::first_line;
+using kernex::battery::kAttack;
 using kernex::battery::make_scratch_root;
 using kernex::battery::slurp;
 using kernex::battery::spawn_expecting;
@@ -32,7 +33,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kAttack = KERNEX_ATTACK_DIR "/attack";
 constexpr const char* kConfigText = "provider: replay\n";
 
 void put(const fs::path& p, const std::string& text) {

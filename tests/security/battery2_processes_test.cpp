@@ -37,7 +37,6 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string kProcs = KERNEX_ATTACK_DIR "/procs";
-const std::string kAttack = KERNEX_ATTACK_DIR "/attack";
 const std::string kStub = KERNEX_KERNEL_STUB;
 using Clock = std::chrono::steady_clock;
 
@@ -163,6 +162,26 @@ class ProcessBattery : public ::testing::Test {
   static SpawnResult run(const Policy& policy, std::vector<std::string> argv,
                          std::optional<std::chrono::milliseconds> timeout = {}) {
     return spawn_expecting(policy, std::move(argv), timeout);
+  }
+
+  // What `procs <what>` counted before EAGAIN, spawned in `ws` ("EAGAIN after N" -> N, else -1).
+  static int spawned_count(const fs::path& ws, const std::string& what) {
+    return count_after(first_line(run(build(defaults(ws)), {kProcs, what}).stdout_data));
+  }
+  // The line `procs <what>` prints through SandboxedProcess in `ws` while it still holds what it made.
+  static void held_count_line(const fs::path& ws, const std::string& what, std::string& line) {
+    Command cmd;
+    cmd.argv = {kProcs, what};
+    auto proc = SandboxedProcess::start(build(defaults(ws)), cmd);
+    ASSERT_TRUE(proc.has_value()) << proc.error().describe();
+    auto got = proc->read_line(Clock::now() + 20s, 256);
+    ASSERT_TRUE(got.has_value()) << got.error().describe();
+    line = *got;
+  }
+  // The default cap, 256 with the command: the count reaches 255 at most, and close to it.
+  static void expect_capped(int n, const std::string& line = "") {
+    EXPECT_GE(n, 200) << line;
+    EXPECT_LE(n, 255) << line;
   }
 
   // A fresh FIFO in `ws` and a unique marker for the daemon's argv.
@@ -523,53 +542,33 @@ TEST_F(ProcessBattery, DefaultProfileLimitsProcesses) {
 }
 
 TEST_F(ProcessBattery, ForkCountCappedSpawnMountNamespacePath) {
-  const int n = count_after(first_line(run(build(defaults(git_ws_)), {kProcs, "count_forks"}).stdout_data));
-  EXPECT_GE(n, 200);
-  EXPECT_LE(n, 255);
+  expect_capped(spawned_count(git_ws_, "count_forks"));
 }
 
 TEST_F(ProcessBattery, ForkCountCappedSpawnInheritedFilterPath) {
-  const int n = count_after(first_line(run(build(defaults(plain_ws_)), {kProcs, "count_forks"}).stdout_data));
-  EXPECT_GE(n, 200);
-  EXPECT_LE(n, 255);
+  expect_capped(spawned_count(plain_ws_, "count_forks"));
 }
 
 TEST_F(ProcessBattery, ForkCountCappedSandboxedProcess) {
   for (const auto& ws : {git_ws_, plain_ws_}) {
-    Command cmd;
-    cmd.argv = {kProcs, "count_forks_held"};
-    auto proc = SandboxedProcess::start(build(defaults(ws)), cmd);
-    ASSERT_TRUE(proc.has_value()) << proc.error().describe();
-    auto line = proc->read_line(Clock::now() + 20s, 256);
-    ASSERT_TRUE(line.has_value()) << line.error().describe();
-    const int n = count_after(*line);
-    EXPECT_GE(n, 200) << *line;
-    EXPECT_LE(n, 255) << *line;
+    std::string line;
+    ASSERT_NO_FATAL_FAILURE(held_count_line(ws, "count_forks_held", line));
+    expect_capped(count_after(line), line);
   }
 }
 
 TEST_F(ProcessBattery, ThreadCountCappedSpawnMountNamespacePath) {
-  const int n = count_after(first_line(run(build(defaults(git_ws_)), {kProcs, "count_threads"}).stdout_data));
-  EXPECT_GE(n, 200);
-  EXPECT_LE(n, 255);
+  expect_capped(spawned_count(git_ws_, "count_threads"));
 }
 
 TEST_F(ProcessBattery, ThreadCountCappedSpawnInheritedFilterPath) {
-  const int n = count_after(first_line(run(build(defaults(plain_ws_)), {kProcs, "count_threads"}).stdout_data));
-  EXPECT_GE(n, 200);
-  EXPECT_LE(n, 255);
+  expect_capped(spawned_count(plain_ws_, "count_threads"));
 }
 
 TEST_F(ProcessBattery, ThreadCountCappedSandboxedProcess) {
-  Command cmd;
-  cmd.argv = {kProcs, "count_threads"};
-  auto proc = SandboxedProcess::start(build(defaults(git_ws_)), cmd);
-  ASSERT_TRUE(proc.has_value()) << proc.error().describe();
-  auto line = proc->read_line(Clock::now() + 20s, 256);
-  ASSERT_TRUE(line.has_value()) << line.error().describe();
-  const int n = count_after(*line);
-  EXPECT_GE(n, 200) << *line;
-  EXPECT_LE(n, 255) << *line;
+  std::string line;
+  ASSERT_NO_FATAL_FAILURE(held_count_line(git_ws_, "count_threads", line));
+  expect_capped(count_after(line), line);
 }
 
 TEST_F(ProcessBattery, ForkBombUnderTheDefaultProfile) {
@@ -590,9 +589,7 @@ TEST_F(ProcessBattery, EachSandboxHasItsOwnCap) {
   auto held = holder->read_line(Clock::now() + 20s, 256);
   ASSERT_TRUE(held.has_value());
   EXPECT_LE(count_after(*held), 255) << *held;
-  const int n = count_after(first_line(run(build(defaults(git_ws_)), {kProcs, "count_forks"}).stdout_data));
-  EXPECT_GE(n, 200);
-  EXPECT_LE(n, 255);
+  expect_capped(spawned_count(git_ws_, "count_forks"));
 }
 
 TEST_F(ProcessBattery, ProfileCanLowerTheCap) {
@@ -607,9 +604,7 @@ TEST_F(ProcessBattery, RaisingRlimitNprocDoesNotLiftTheCap) {
   const auto line = first_line(r.stdout_data);
   const auto space = line.find(' ');
   ASSERT_NE(space, std::string::npos) << line;
-  const int n = count_after(line.substr(space + 1));
-  EXPECT_GE(n, 200) << line;
-  EXPECT_LE(n, 255) << line;
+  expect_capped(count_after(line.substr(space + 1)), line);
 }
 
 TEST_F(ProcessBattery, CommandCannotLeaveItsPidsCgroup) {

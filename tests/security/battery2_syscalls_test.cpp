@@ -42,7 +42,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kAttack = KERNEX_ATTACK_DIR "/attack";
 constexpr const char* kSentinel = "HOST-IPC-SENTINEL";
 constexpr unsigned kMfdNoexecSeal = 0x0008U;  // linux/memfd.h of kernels >= 6.3
 constexpr unsigned kMfdExec = 0x0010U;

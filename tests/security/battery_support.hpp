@@ -31,6 +31,11 @@
 
 namespace kernex::battery {
 
+#ifdef KERNEX_ATTACK_DIR
+// The multi-call attacker (attacks/attack.cpp): prints OK when an attempt worked, else the errno name.
+inline const std::string kAttack = KERNEX_ATTACK_DIR "/attack";
+#endif
+
 inline std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 inline std::string slurp(const std::filesystem::path& p) {

@@ -35,7 +35,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kAttack = KERNEX_ATTACK_DIR "/attack";
 constexpr const char* kKeySentinel = "PRIVATE-KEY-SENTINEL";
 constexpr const char* kApiKey = "sk-kernex-FAKE-API-KEY-0123456789";
 volatile long g_parent_secret = 0x5EC12E7;  // target of process_vm_readv
