@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "battery_support.hpp"
 #include "cli_runner.hpp"
 #include "kernex/config.hpp"
 #include "kernex/json.hpp"
@@ -22,26 +23,22 @@
 
 namespace fs = std::filesystem;
 using namespace kernex::sandbox;
+using kernex::battery::build_policy;
+using kernex::battery::first_line;
+using kernex::battery::kAttack;
+using kernex::battery::make_scratch_root;
+using kernex::battery::slurp;
+using kernex::battery::spawn_expecting;
 using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kAttack = KERNEX_ATTACK_DIR "/attack";
 constexpr const char* kConfigText = "provider: replay\n";
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void put(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << text;
 }
-
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 // Loads a config the way the kernel does, which registers its files.
 void load_config(const std::optional<fs::path>& file) {
@@ -55,9 +52,7 @@ class FilesBattery : public ::testing::Test {
   // good): ws_ holds a config that names everything else inside ws_; bad_ws_ and link_ws_ hold
   // configs that no policy may be built over.
   static void SetUpTestSuite() {
-    std::string tmpl = (fs::temp_directory_path() / "kernex-battery2-files-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = fs::canonical(tmpl);
+    ASSERT_TRUE(make_scratch_root("kernex-battery2-files", root_));
     ws_ = root_ / "ws";
     put(ws_ / "conf" / "rules.yaml", "allow: []\n");
     put(ws_ / "conf" / "pricing.yaml", "{}\n");
@@ -136,22 +131,13 @@ class FilesBattery : public ::testing::Test {
     p.git_writes = true;
     return PolicyBuilder(p).workspace(gws_).executable(KERNEX_ATTACK_DIR).timeout(10s);
   }
-  static Policy build(const PolicyBuilder& b) {
-    auto p = b.Build();
-    EXPECT_TRUE(p.has_value()) << (p ? "" : p.error().describe());
-    if (!p) throw std::runtime_error("policy build failed");
-    return *p;
-  }
+  static Policy build(const PolicyBuilder& b) { return build_policy(b); }
   static std::string build_error(const PolicyBuilder& b) {
     auto p = b.Build();
     return p ? std::string("(built)") : p.error().describe();
   }
   static SpawnResult run(const Policy& policy, std::vector<std::string> argv) {
-    Command cmd;
-    cmd.argv = std::move(argv);
-    auto r = spawn(policy, cmd);
-    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().describe());
-    return r ? *r : SpawnResult{};
+    return spawn_expecting(policy, std::move(argv));
   }
   // The attack program's report ("OK" when the attempt worked, else the failing errno).
   static std::string attack(std::vector<std::string> args, const PolicyBuilder& b = defaults()) {

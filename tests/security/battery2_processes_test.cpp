@@ -24,22 +24,21 @@
 #include <fstream>
 #include <sstream>
 
+#include "battery_support.hpp"
 #include "kernex/sandbox/policy.hpp"
 #include "kernex/sandbox/process.hpp"
 #include "kernex/sandbox/spawn.hpp"
 
 namespace fs = std::filesystem;
 using namespace kernex::sandbox;
+using namespace kernex::battery;
 using namespace std::chrono_literals;
 
 namespace {
 
 const std::string kProcs = KERNEX_ATTACK_DIR "/procs";
-const std::string kAttack = KERNEX_ATTACK_DIR "/attack";
 const std::string kStub = KERNEX_KERNEL_STUB;
 using Clock = std::chrono::steady_clock;
-
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 // "EAGAIN after 255" -> 255; -1 when the line is not of that form.
 int count_after(const std::string& line, const std::string& err = "EAGAIN") {
@@ -68,8 +67,13 @@ std::vector<std::pair<pid_t, int>> processes_with(const std::string& marker) {
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string cmdline;
+    try {
+      std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+      cmdline.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::ios_base::failure&) {
+      continue;  // it exited between the listing and the read (ESRCH): another test's process
+    }
     if (cmdline.find(marker) == std::string::npos) continue;
     const pid_t pid = std::atoi(name.c_str());
     const int fd = pidfd_open(pid);
@@ -139,9 +143,7 @@ class ProcessBattery : public ::testing::Test {
   static void SetUpTestSuite() {
     // What outlives a killed stub comes back here, where it can be seen and reaped.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-    std::string tmpl = (fs::temp_directory_path() / "kernex-battery2-procs-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = fs::canonical(tmpl);
+    ASSERT_TRUE(make_scratch_root("kernex-battery2-procs", root_));
     git_ws_ = root_ / "git-ws";  // a .git: the policy gets a mount namespace, the child joins it
     plain_ws_ = root_ / "plain-ws";  // none: the child inherits the clone thread's filter
     fs::create_directories(git_ws_ / ".git" / "hooks");
@@ -153,23 +155,33 @@ class ProcessBattery : public ::testing::Test {
   }
   void TearDown() override { reap_orphans(); }
 
-  static Policy build(PolicyBuilder b) {
-    auto p = b.Build();
-    EXPECT_TRUE(p.has_value()) << (p ? "" : p.error().describe());
-    if (!p) throw std::runtime_error("policy build failed");
-    return *p;
-  }
+  static Policy build(const PolicyBuilder& b) { return build_policy(b); }
   static PolicyBuilder defaults(const fs::path& ws) {
     return PolicyBuilder().workspace(ws).executable(KERNEX_ATTACK_DIR).timeout(20s);
   }
   static SpawnResult run(const Policy& policy, std::vector<std::string> argv,
                          std::optional<std::chrono::milliseconds> timeout = {}) {
+    return spawn_expecting(policy, std::move(argv), timeout);
+  }
+
+  // What `procs <what>` counted before EAGAIN, spawned in `ws` ("EAGAIN after N" -> N, else -1).
+  static int spawned_count(const fs::path& ws, const std::string& what) {
+    return count_after(first_line(run(build(defaults(ws)), {kProcs, what}).stdout_data));
+  }
+  // The line `procs <what>` prints through SandboxedProcess in `ws` while it still holds what it made.
+  static void held_count_line(const fs::path& ws, const std::string& what, std::string& line) {
     Command cmd;
-    cmd.argv = std::move(argv);
-    cmd.timeout = timeout;
-    auto r = spawn(policy, cmd);
-    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().describe());
-    return r ? *r : SpawnResult{};
+    cmd.argv = {kProcs, what};
+    auto proc = SandboxedProcess::start(build(defaults(ws)), cmd);
+    ASSERT_TRUE(proc.has_value()) << proc.error().describe();
+    auto got = proc->read_line(Clock::now() + 20s, 256);
+    ASSERT_TRUE(got.has_value()) << got.error().describe();
+    line = *got;
+  }
+  // The default cap, 256 with the command: the count reaches 255 at most, and close to it.
+  static void expect_capped(int n, const std::string& line = "") {
+    EXPECT_GE(n, 200) << line;
+    EXPECT_LE(n, 255) << line;
   }
 
   // A fresh FIFO in `ws` and a unique marker for the daemon's argv.
@@ -231,33 +243,17 @@ class ProcessBattery : public ::testing::Test {
 
 // ---- nothing outlives a killed kernel (item 9) -------------------------------------------------------
 
-TEST_F(ProcessBattery, DaemonDiesWithKilledKernelSpawnMountNamespacePath) {
-  daemon_outlives_killed_kernel("spawn", git_ws_, "plain");
-}
+// One case: stub `mode` in `ws`, the daemon of `variant`, the stub killed (daemon_outlives_killed_kernel).
+#define KILLED_KERNEL_CASE(name, mode, ws, variant) \
+  TEST_F(ProcessBattery, name) { daemon_outlives_killed_kernel(mode, ws, variant); }
 
-TEST_F(ProcessBattery, DaemonDiesWithKilledKernelSpawnInheritedFilterPath) {
-  daemon_outlives_killed_kernel("spawn", plain_ws_, "plain");
-}
-
-TEST_F(ProcessBattery, DaemonDiesWithKilledKernelSandboxedProcessMountNamespacePath) {
-  daemon_outlives_killed_kernel("process", git_ws_, "plain");
-}
-
-TEST_F(ProcessBattery, DaemonDiesWithKilledKernelSandboxedProcessInheritedFilterPath) {
-  daemon_outlives_killed_kernel("process", plain_ws_, "plain");
-}
-
-TEST_F(ProcessBattery, DaemonDiesWithKilledKernelEvenUnenforced) {
-  daemon_outlives_killed_kernel("spawn-unenforced", plain_ws_, "plain");
-}
-
-TEST_F(ProcessBattery, DaemonBlockingEverySignalDiesWithKilledKernel) {
-  daemon_outlives_killed_kernel("spawn", plain_ws_, "blocked");
-}
-
-TEST_F(ProcessBattery, MultithreadedDaemonDiesWithKilledKernel) {
-  daemon_outlives_killed_kernel("process", git_ws_, "threads");
-}
+KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSpawnMountNamespacePath, "spawn", git_ws_, "plain")
+KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSpawnInheritedFilterPath, "spawn", plain_ws_, "plain")
+KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSandboxedProcessMountNamespacePath, "process", git_ws_, "plain")
+KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSandboxedProcessInheritedFilterPath, "process", plain_ws_, "plain")
+KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelEvenUnenforced, "spawn-unenforced", plain_ws_, "plain")
+KILLED_KERNEL_CASE(DaemonBlockingEverySignalDiesWithKilledKernel, "spawn", plain_ws_, "blocked")
+KILLED_KERNEL_CASE(MultithreadedDaemonDiesWithKilledKernel, "process", git_ws_, "threads")
 
 // ---- nothing outlives the spawn either ----------------------------------------------------------------
 
@@ -546,53 +542,33 @@ TEST_F(ProcessBattery, DefaultProfileLimitsProcesses) {
 }
 
 TEST_F(ProcessBattery, ForkCountCappedSpawnMountNamespacePath) {
-  const int n = count_after(first_line(run(build(defaults(git_ws_)), {kProcs, "count_forks"}).stdout_data));
-  EXPECT_GE(n, 200);
-  EXPECT_LE(n, 255);
+  expect_capped(spawned_count(git_ws_, "count_forks"));
 }
 
 TEST_F(ProcessBattery, ForkCountCappedSpawnInheritedFilterPath) {
-  const int n = count_after(first_line(run(build(defaults(plain_ws_)), {kProcs, "count_forks"}).stdout_data));
-  EXPECT_GE(n, 200);
-  EXPECT_LE(n, 255);
+  expect_capped(spawned_count(plain_ws_, "count_forks"));
 }
 
 TEST_F(ProcessBattery, ForkCountCappedSandboxedProcess) {
   for (const auto& ws : {git_ws_, plain_ws_}) {
-    Command cmd;
-    cmd.argv = {kProcs, "count_forks_held"};
-    auto proc = SandboxedProcess::start(build(defaults(ws)), cmd);
-    ASSERT_TRUE(proc.has_value()) << proc.error().describe();
-    auto line = proc->read_line(Clock::now() + 20s, 256);
-    ASSERT_TRUE(line.has_value()) << line.error().describe();
-    const int n = count_after(*line);
-    EXPECT_GE(n, 200) << *line;
-    EXPECT_LE(n, 255) << *line;
+    std::string line;
+    ASSERT_NO_FATAL_FAILURE(held_count_line(ws, "count_forks_held", line));
+    expect_capped(count_after(line), line);
   }
 }
 
 TEST_F(ProcessBattery, ThreadCountCappedSpawnMountNamespacePath) {
-  const int n = count_after(first_line(run(build(defaults(git_ws_)), {kProcs, "count_threads"}).stdout_data));
-  EXPECT_GE(n, 200);
-  EXPECT_LE(n, 255);
+  expect_capped(spawned_count(git_ws_, "count_threads"));
 }
 
 TEST_F(ProcessBattery, ThreadCountCappedSpawnInheritedFilterPath) {
-  const int n = count_after(first_line(run(build(defaults(plain_ws_)), {kProcs, "count_threads"}).stdout_data));
-  EXPECT_GE(n, 200);
-  EXPECT_LE(n, 255);
+  expect_capped(spawned_count(plain_ws_, "count_threads"));
 }
 
 TEST_F(ProcessBattery, ThreadCountCappedSandboxedProcess) {
-  Command cmd;
-  cmd.argv = {kProcs, "count_threads"};
-  auto proc = SandboxedProcess::start(build(defaults(git_ws_)), cmd);
-  ASSERT_TRUE(proc.has_value()) << proc.error().describe();
-  auto line = proc->read_line(Clock::now() + 20s, 256);
-  ASSERT_TRUE(line.has_value()) << line.error().describe();
-  const int n = count_after(*line);
-  EXPECT_GE(n, 200) << *line;
-  EXPECT_LE(n, 255) << *line;
+  std::string line;
+  ASSERT_NO_FATAL_FAILURE(held_count_line(git_ws_, "count_threads", line));
+  expect_capped(count_after(line), line);
 }
 
 TEST_F(ProcessBattery, ForkBombUnderTheDefaultProfile) {
@@ -613,9 +589,7 @@ TEST_F(ProcessBattery, EachSandboxHasItsOwnCap) {
   auto held = holder->read_line(Clock::now() + 20s, 256);
   ASSERT_TRUE(held.has_value());
   EXPECT_LE(count_after(*held), 255) << *held;
-  const int n = count_after(first_line(run(build(defaults(git_ws_)), {kProcs, "count_forks"}).stdout_data));
-  EXPECT_GE(n, 200);
-  EXPECT_LE(n, 255);
+  expect_capped(spawned_count(git_ws_, "count_forks"));
 }
 
 TEST_F(ProcessBattery, ProfileCanLowerTheCap) {
@@ -630,9 +604,7 @@ TEST_F(ProcessBattery, RaisingRlimitNprocDoesNotLiftTheCap) {
   const auto line = first_line(r.stdout_data);
   const auto space = line.find(' ');
   ASSERT_NE(space, std::string::npos) << line;
-  const int n = count_after(line.substr(space + 1));
-  EXPECT_GE(n, 200) << line;
-  EXPECT_LE(n, 255) << line;
+  expect_capped(count_after(line.substr(space + 1)), line);
 }
 
 TEST_F(ProcessBattery, CommandCannotLeaveItsPidsCgroup) {

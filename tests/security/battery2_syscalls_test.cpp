@@ -31,16 +31,17 @@
 #include <fstream>
 #include <thread>
 
+#include "battery_support.hpp"
 #include "kernex/sandbox/policy.hpp"
 #include "kernex/sandbox/spawn.hpp"
 
 namespace fs = std::filesystem;
 using namespace kernex::sandbox;
+using namespace kernex::battery;
 using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kAttack = KERNEX_ATTACK_DIR "/attack";
 constexpr const char* kSentinel = "HOST-IPC-SENTINEL";
 constexpr unsigned kMfdNoexecSeal = 0x0008U;  // linux/memfd.h of kernels >= 6.3
 constexpr unsigned kMfdExec = 0x0010U;
@@ -48,51 +49,9 @@ constexpr unsigned kMfdHugetlb = 0x0004U;
 constexpr int kTcpFastopen = 23;         // netinet/tcp.h TCP_FASTOPEN (server queue)
 constexpr int kTcpFastopenConnect = 30;  // TCP_FASTOPEN_CONNECT
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
-// A loopback TCP listener that counts the connections it accepts and answers each with "ok".
-class Listener {
- public:
-  Listener() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    ::listen(fd_, 8);
-    socklen_t len = sizeof(addr);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~Listener() {
-    stop_ = true;
-    thread_.join();
-    ::close(fd_);
-  }
-  std::uint16_t port() const { return port_; }
-  std::string port_text() const { return std::to_string(port_); }
-  int accepted() const { return accepted_; }
-
- private:
-  void serve() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      ++accepted_;
-      char buf[256];
-      (void)!::read(c, buf, sizeof(buf));
-      (void)!::write(c, "ok", 2);
-      ::close(c);
-    }
-  }
-  int fd_ = -1;
-  std::uint16_t port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> accepted_{0};
-  std::thread thread_;
+// The loopback listener of the network cases, answering "ok".
+struct Listener : LoopbackServer {
+  Listener() : LoopbackServer("ok") {}
 };
 
 // Turns on the client bit of net.ipv4.tcp_fastopen for the fast-open cases (the default, 1, has it)
@@ -122,9 +81,7 @@ class SecurityBattery2Syscalls : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-    std::string tmpl = (fs::temp_directory_path() / "kernex-battery2-sys-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = fs::canonical(tmpl);
+    ASSERT_TRUE(make_scratch_root("kernex-battery2-sys", root_));
     home_ = root_ / "home";
     ws_ = root_ / "ws";
     git_ws_ = root_ / "git-ws";
@@ -135,11 +92,10 @@ class SecurityBattery2Syscalls : public ::testing::Test {
     std::ofstream(home_ / ".ssh" / "id_rsa") << "PRIVATE-KEY\n";
     fs::permissions(home_ / ".ssh" / "id_rsa", fs::perms(0600));
     std::ofstream(git_ws_ / ".git" / "config") << "[core]\n";
-    if (const char* h = std::getenv("HOME")) saved_home_ = h;
-    ::setenv("HOME", home_.c_str(), 1);
+    home_override_.set(home_);
   }
   static void TearDownTestSuite() {
-    if (!saved_home_.empty()) ::setenv("HOME", saved_home_.c_str(), 1);
+    home_override_.restore();
     std::error_code ec;
     fs::remove_all(root_, ec);
   }
@@ -154,20 +110,9 @@ class SecurityBattery2Syscalls : public ::testing::Test {
   // TCP opted in for `port` only.
   static PolicyBuilder tcp_to(std::uint16_t port) { return defaults().allow_tcp_connect(port); }
 
-  static Policy build(const PolicyBuilder& b) {
-    auto p = b.Build();
-    EXPECT_TRUE(p.has_value()) << (p ? "" : p.error().describe());
-    if (!p) throw std::runtime_error("policy build failed");
-    return *p;
-  }
+  static Policy build(const PolicyBuilder& b) { return build_policy(b); }
   SpawnResult run(const Policy& policy, std::vector<std::string> argv) {
-    Command cmd;
-    cmd.argv = std::move(argv);
-    auto r = spawn(policy, cmd);
-    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().describe());
-    if (!r) return {};
-    expect_nothing_left(r->pid);
-    return *r;
+    return run_leaving_nothing(policy, std::move(argv));
   }
   // The first line the attack printed: "OK ..." or "<step>:<errno name>".
   std::string attack(std::vector<std::string> args, const PolicyBuilder& b = defaults()) {
@@ -176,29 +121,13 @@ class SecurityBattery2Syscalls : public ::testing::Test {
     return first_line(r.stdout_data);
   }
 
-  static void expect_nothing_left(int pgid) {
-    if (pgid <= 0) return;
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (::kill(-pgid, 0) == 0) {
-      int status = 0;
-      if (::waitpid(-1, &status, WNOHANG) <= 0) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          ADD_FAILURE() << "processes of group " << pgid << " outlived the spawn";
-          ::kill(-pgid, SIGKILL);
-          return;
-        }
-        std::this_thread::yield();
-      }
-    }
-  }
-
   static bool tcp_rules() { return landlock_abi() >= 4; }
   // A key no other process uses: this test's pid in the high bits, a case number in the low ones.
   static key_t key(int n) { return static_cast<key_t>((::getpid() << 8) | n); }
   static std::string key_text(int n) { return std::to_string(key(n)); }
 
   static inline fs::path root_, home_, ws_, git_ws_;
-  static inline std::string saved_home_;
+  static inline HomeOverride home_override_;
 };
 
 #define SKIP_WITHOUT_TCP_RULES() \

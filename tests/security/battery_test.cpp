@@ -24,84 +24,33 @@
 #include <sstream>
 #include <thread>
 
+#include "battery_support.hpp"
 #include "kernex/sandbox/policy.hpp"
 #include "kernex/sandbox/spawn.hpp"
 
 namespace fs = std::filesystem;
 using namespace kernex::sandbox;
+using namespace kernex::battery;
 using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kAttack = KERNEX_ATTACK_DIR "/attack";
 constexpr const char* kKeySentinel = "PRIVATE-KEY-SENTINEL";
 constexpr const char* kApiKey = "sk-kernex-FAKE-API-KEY-0123456789";
 volatile long g_parent_secret = 0x5EC12E7;  // target of process_vm_readv
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 // A write outside the grants: refused by Landlock (EACCES) or, first, by the read-only mount (EROFS).
 bool write_refused(const std::string& s) { return s == "EACCES" || s == "EROFS"; }
 
-// A loopback TCP server answering every connection with a tiny HTTP response, for the network cases.
-class LoopbackServer {
- public:
-  LoopbackServer() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    ::listen(fd_, 8);
-    socklen_t len = sizeof(addr);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~LoopbackServer() {
-    stop_ = true;
-    thread_.join();
-    ::close(fd_);
-  }
-  int port() const { return port_; }
-  int accepted() const { return accepted_; }
-
- private:
-  void serve() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      ++accepted_;
-      char buf[512];
-      (void)!::read(c, buf, sizeof(buf));
-      const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
-      (void)!::write(c, reply, sizeof(reply) - 1);
-      ::close(c);
-    }
-  }
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> accepted_{0};
-  std::thread thread_;
-};
+// What the loopback server of the network cases answers: a tiny HTTP response, for curl.
+constexpr const char* kHttpOk = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
 
 class SecurityBattery : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // Orphans of the sandbox come back here, so a surviving descendant would be visible.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-    std::string tmpl = (fs::temp_directory_path() / "kernex-battery-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = fs::canonical(tmpl);
+    ASSERT_TRUE(make_scratch_root("kernex-battery", root_));
     home_ = root_ / "home";
     ws_ = root_ / "ws";
     outside_ = root_ / "outside";
@@ -118,12 +67,11 @@ class SecurityBattery : public ::testing::Test {
     std::ofstream(ws_ / ".bashrc") << "# workspace rc\n";
     std::ofstream(ws_ / "inside.txt") << "inside";
     std::ofstream(outside_ / "secret.txt") << "OUTSIDE-SECRET";
-    if (const char* h = std::getenv("HOME")) saved_home_ = h;
-    ::setenv("HOME", home_.c_str(), 1);
+    home_override_.set(home_);
     ::setenv("KERNEX_FAKE_API_KEY", kApiKey, 1);
   }
   static void TearDownTestSuite() {
-    if (!saved_home_.empty()) ::setenv("HOME", saved_home_.c_str(), 1);
+    home_override_.restore();
     ::unsetenv("KERNEX_FAKE_API_KEY");
     std::error_code ec;
     fs::remove_all(root_, ec);
@@ -134,22 +82,10 @@ class SecurityBattery : public ::testing::Test {
   static PolicyBuilder defaults() {
     return PolicyBuilder().workspace(ws_).executable(KERNEX_ATTACK_DIR).timeout(10s);
   }
-  static Policy build(const PolicyBuilder& b) {
-    auto p = b.Build();
-    EXPECT_TRUE(p.has_value()) << (p ? "" : p.error().describe());
-    if (!p) throw std::runtime_error("policy build failed");
-    return *p;
-  }
+  static Policy build(const PolicyBuilder& b) { return build_policy(b); }
 
   SpawnResult run(const Policy& policy, std::vector<std::string> argv, std::optional<std::chrono::milliseconds> timeout = {}) {
-    Command cmd;
-    cmd.argv = std::move(argv);
-    cmd.timeout = timeout;
-    auto r = spawn(policy, cmd);
-    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().describe());
-    if (!r) return {};
-    expect_nothing_left(r->pid);
-    return *r;
+    return run_leaving_nothing(policy, std::move(argv), timeout);
   }
   SpawnResult attack(std::vector<std::string> args, const PolicyBuilder& b = defaults()) {
     args.insert(args.begin(), kAttack);
@@ -157,25 +93,6 @@ class SecurityBattery : public ::testing::Test {
   }
   SpawnResult shell(const std::string& line, const PolicyBuilder& b = defaults()) {
     return run(build(b), {"/bin/sh", "-c", line});
-  }
-
-  // Everything in the command's process group must be gone: reap what was reparented to us and
-  // wait (bounded) for killed processes to finish exiting.
-  static void expect_nothing_left(int pgid) {
-    if (pgid <= 0) return;
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (::kill(-pgid, 0) == 0) {
-      int status = 0;
-      pid_t reaped = ::waitpid(-1, &status, WNOHANG);
-      if (reaped <= 0) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          ADD_FAILURE() << "processes of group " << pgid << " outlived the spawn";
-          ::kill(-pgid, SIGKILL);
-          return;
-        }
-        std::this_thread::yield();
-      }
-    }
   }
 
   static bool scoping() { return landlock_abi() >= 6; }
@@ -190,7 +107,7 @@ class SecurityBattery : public ::testing::Test {
   }
 
   static inline fs::path root_, home_, ws_, outside_, plain_ws_;
-  static inline std::string saved_home_;
+  static inline HomeOverride home_override_;
 };
 
 // ---- secrets and files -----------------------------------------------------------------------------
@@ -352,7 +269,7 @@ TEST_F(SecurityBattery, RawDeviceAccess) {
 // ---- network -----------------------------------------------------------------------------------
 
 TEST_F(SecurityBattery, TcpToLoopback) {
-  LoopbackServer server;
+  LoopbackServer server(kHttpOk);
   auto r = attack({"tcp", std::to_string(server.port())});
   EXPECT_EQ(first_line(r.stdout_data), "socket:EPERM");
   EXPECT_EQ(server.accepted(), 0);
@@ -369,7 +286,7 @@ TEST_F(SecurityBattery, DnsLookup) {
 }
 
 TEST_F(SecurityBattery, BashDevTcp) {
-  LoopbackServer server;
+  LoopbackServer server(kHttpOk);
   auto r = run(build(defaults()), {"/bin/bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(server.port()) + " && echo connected"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.stdout_data.find("connected"), std::string::npos);
@@ -422,8 +339,8 @@ TEST_F(SecurityBattery, NetlinkPacketVsockRawSockets) {
 
 TEST_F(SecurityBattery, OptedInTcpIsLimitedToItsPorts) {
   if (landlock_abi() < 4) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no TCP rules (needs 4)";
-  LoopbackServer allowed;
-  LoopbackServer other;
+  LoopbackServer allowed(kHttpOk);
+  LoopbackServer other(kHttpOk);
   auto b = defaults().allow_tcp_connect(static_cast<std::uint16_t>(allowed.port()));
   auto ok = attack({"tcp", std::to_string(allowed.port())}, b);
   EXPECT_EQ(first_line(ok.stdout_data).rfind("OK HTTP/1.1 200 OK", 0), 0u) << ok.stdout_data;
@@ -441,7 +358,7 @@ TEST_F(SecurityBattery, OptedInTcpIsLimitedToItsPorts) {
 TEST_F(SecurityBattery, NetworkEgressPort) {
   if (landlock_abi() < 4) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no TCP rules (needs 4)";
   if (!fs::exists("/usr/bin/curl")) GTEST_SKIP() << "curl is not installed";
-  LoopbackServer server;
+  LoopbackServer server(kHttpOk);
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/";
   auto allowed = run(build(defaults().allow_tcp_connect(static_cast<std::uint16_t>(server.port()))),
                      {"curl", "--silent", "--show-error", "--max-time", "10", url});
