@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <set>
 
@@ -111,32 +110,6 @@ std::vector<fs::path> protected_forms(const SandboxProfile& p) {
 
 bool valid_env_name(std::string_view name) {
   return !name.empty() && name.find('=') == std::string_view::npos && name.find('\0') == std::string_view::npos;
-}
-
-std::optional<fs::path> find_on_search_path(const std::vector<fs::path>& search, const std::string& name) {
-  for (const auto& dir : search) {
-    fs::path candidate = dir / name;
-    std::error_code ec;
-    if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return std::nullopt;
-}
-
-// "#!/bin/sh -e" -> "/bin/sh"; the kernel opens the interpreter for execution too.
-[[maybe_unused]] std::optional<fs::path> shebang_interpreter(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  char buf[256] = {};
-  in.read(buf, sizeof(buf) - 1);
-  std::string_view head(buf, static_cast<std::size_t>(in.gcount()));
-  if (!head.starts_with("#!")) return std::nullopt;
-  head.remove_prefix(2);
-  head = head.substr(0, head.find('\n'));
-  auto start = head.find_first_not_of(" \t");
-  if (start == std::string_view::npos) return std::nullopt;
-  head.remove_prefix(start);
-  auto interp = head.substr(0, head.find_first_of(" \t"));
-  if (interp.empty() || interp.front() != '/') return std::nullopt;
-  return fs::path(interp);
 }
 
 constexpr std::string_view kPrivateTmpPrefix = "kernex-sandbox-";
@@ -316,7 +289,7 @@ class Builder {
         }
         found = fs::path(entry).lexically_normal();
       } else {
-        found = find_on_search_path(p.search_path, entry);
+        found = find_program(p.search_path, entry);
       }
       Result<ExecutableFile> program = fail(ErrorCode::Io, "not found");
       if (found) program = check_executable(*found, writable);
