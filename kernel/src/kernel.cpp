@@ -203,6 +203,7 @@ std::string_view to_string(Outcome outcome) noexcept {
     case Outcome::BudgetTokens: return "budget_exhausted:tokens";
     case Outcome::BudgetCost: return "budget_exhausted:cost";
     case Outcome::BudgetTools: return "budget_exhausted:tools";
+    case Outcome::Cancelled: return "cancelled";
   }
   return "end_turn";
 }

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +76,15 @@ struct Context {
   // read (the contexts of `kernex rlm --context`). Set by host code only; tool arguments never
   // add to it.
   std::vector<std::string> read_grants;
+  // Never serialized: the host's stop request for this run (`kernex serve` cancel). Providers
+  // abort their request when it fires and toolboxes kill the process group of a running tool;
+  // the loop then ends the run with Outcome::Cancelled. Default: a token that never stops.
+  std::stop_token stop;
+  // Never serialized: the working directory of this run's tools, set by the host (`kernex
+  // serve` gives each session its own). Set: every toolbox works there instead of its
+  // configured workspace, and stateful tool processes (REPL workers, MCP servers) are kept per
+  // workspace, never shared with a run that has another one. Unset: the toolbox's own config.
+  std::optional<std::filesystem::path> workspace;
 
   Context() = default;
   explicit Context(std::string message) : current_message(std::move(message)) {}

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <filesystem>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "kernex/context.hpp"
 #include "kernex/error.hpp"
 #include "kernex/hooks.hpp"
+#include "kernex/memory.hpp"
 #include "kernex/message.hpp"
 #include "kernex/permissions.hpp"
 #include "kernex/plugin_host.hpp"
@@ -24,8 +27,8 @@
 
 namespace kernex {
 
-enum class Outcome { EndTurn, MaxTurns, BudgetTokens, BudgetCost, BudgetTools };
-// "end_turn", "max_turns", "budget_exhausted:tokens|cost|tools"
+enum class Outcome { EndTurn, MaxTurns, BudgetTokens, BudgetCost, BudgetTools, Cancelled };
+// "end_turn", "max_turns", "budget_exhausted:tokens|cost|tools", "cancelled"
 std::string_view to_string(Outcome outcome) noexcept;
 
 struct ToolCallRecord {
@@ -47,6 +50,8 @@ struct RunResult {
 
 Json to_json(const RunResult& result);
 
+class ContextSource;
+
 // Per-run overrides of the config.
 struct RunOptions {
   std::optional<std::string> provider;
@@ -63,6 +68,22 @@ struct RunOptions {
   // the config's `trajectories` is false). "run" or "rlm", recorded in run_start.
   std::shared_ptr<Trajectory> trajectory;
   std::string kind = "run";
+  // A stop request ends the run with Outcome::Cancelled: the provider request is aborted, a
+  // running tool's processes are killed, and what was said so far is saved to memory.
+  std::stop_token stop;
+  // The working directory of this run's tools (Context::workspace); unset: each toolbox's own.
+  std::optional<std::filesystem::path> workspace;
+  // Whose conversation this is in memory; unset: {config.channel, request.sender_id,
+  // config.project}. A server sets it per tenant and session.
+  std::optional<ConversationKey> conversation;
+  // Set: the run's whole history (e.g. the messages of an OpenAI-style request); memory is then
+  // neither read nor written for this run.
+  std::optional<std::vector<ContextEntry>> history;
+  // Appended to the system prompt for this run (after the config's and the sources').
+  std::string extra_system_prompt;
+  // Contribute to this run's Context after the kernel's own sources (e.g. skills a request
+  // asked for).
+  std::vector<std::shared_ptr<ContextSource>> sources;
   // How deep rlm_query may recurse; unset: the config's limits.max_depth.
   std::optional<std::uint32_t> max_depth;
   // Sub-runs only: the services of the run that started this one (rlm_query). The sub-run

@@ -232,6 +232,11 @@ class MemoryStore {
     (void)conversation_id, (void)summary;
     return unsupported("close_conversation");
   }
+  // Forgets a conversation: its messages, summaries and usage rows are deleted (not closed).
+  virtual Result<void> delete_conversation(const std::string& conversation_id) {
+    (void)conversation_id;
+    return unsupported("delete_conversation");
+  }
   // Summaries of the sender's other conversations on `channel`, newest first.
   virtual Result<std::vector<SummaryRecord>> recent_summaries(const ConversationKey& key,
                                                               const std::string& exclude_conversation,

@@ -82,6 +82,9 @@ struct StreamEvent {
     Usage,          // usage, stop_reason
     Done,
     Error,          // text: message (terminal)
+    // Emitted by the kernel's loop, not by providers:
+    ToolRun,     // a tool call about to run: tool_call_id, tool_name, text: arguments JSON
+    ToolResult,  // its result: tool_call_id, tool_name, text: result content, is_error
   };
   Kind kind = Kind::TextDelta;
   std::string text;
@@ -89,6 +92,7 @@ struct StreamEvent {
   std::string tool_name;
   kernex::Usage usage;
   std::string stop_reason;
+  bool is_error = false;  // ToolResult only
 };
 
 // Receives stream events as they arrive; an empty function means "don't stream".

@@ -17,7 +17,7 @@
 namespace kernex {
 
 // Bumped on any change to the public headers' types or interfaces.
-inline constexpr std::uint32_t kAbiVersion = 2;
+inline constexpr std::uint32_t kAbiVersion = 3;  // 3: Context::stop and ::workspace, tool stream events
 
 enum class PluginKind : std::uint32_t { Provider = 1, Memory = 2, Hook = 3, Toolbox = 4 };
 
