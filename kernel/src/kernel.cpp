@@ -460,5 +460,6 @@ const Config& Kernel::config() const { return impl_->config; }
 const PluginHost& Kernel::plugins() const { return impl_->host; }
 const PermissionRules& Kernel::permissions() const { return impl_->rules; }
 const PricingTable& Kernel::pricing() const { return impl_->pricing; }
+std::shared_ptr<MemoryStore> Kernel::memory() const { return impl_->memory; }
 
 }  // namespace kernex
