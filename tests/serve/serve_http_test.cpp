@@ -217,7 +217,7 @@ TEST_F(ServeHttp, MissingOrMistypedFieldsAreInvalidRequest) {
 }
 
 TEST_F(ServeHttp, BadSessionIdsAreInvalidSession) {
-  for (const std::string id : {std::string(129, 'a'), std::string("bad!id"), std::string("a%20b"),
+  for (const std::string& id : {std::string(129, 'a'), std::string("bad!id"), std::string("a%20b"),
                                std::string("%2e%2e"), std::string("caf%C3%A9")}) {
     SCOPED_TRACE(id);
     expect_error(request(port_, "POST", "/v1/sessions/" + id + "/messages", message_body("x")), 400,
@@ -276,7 +276,7 @@ TEST_F(ServeHttp, HeadersOverTheLimitAre431) {
 }
 
 TEST_F(ServeHttp, MalformedRequestLinesAre400AndTheServerGoesOn) {
-  for (const std::string bad : {std::string("THIS IS NOT HTTP\r\n\r\n"), std::string("GET\r\n\r\n"),
+  for (const std::string& bad : {std::string("THIS IS NOT HTTP\r\n\r\n"), std::string("GET\r\n\r\n"),
                                 std::string("GET /healthz HTTP/9.9\r\n\r\n"),
                                 std::string("GET /healthz HTTP/1.1\r\nNo colon header\r\n\r\n"),
                                 std::string("POST /v1/sessions/s/messages HTTP/1.1\r\nHost: x\r\n"

@@ -162,7 +162,9 @@ TEST_F(ServeSse, EventsEndpointReplaysAFinishedRunExactly) {
   ASSERT_TRUE(query.ok());
   auto rest3 = query.drain();
   ASSERT_EQ(rest3.size(), events.size() - 3);
-  if (!rest3.empty()) EXPECT_EQ(rest3.front().id, "4");
+  if (!rest3.empty()) {
+    EXPECT_EQ(rest3.front().id, "4");
+  }
 }
 
 TEST_F(ServeSse, NonStreamRunCanBeFollowedOverEvents) {
@@ -474,7 +476,9 @@ TEST_F(ServeLive, SigtermCancelsRunsStillGoingAfterTheGrace) {
   EXPECT_LT(std::chrono::duration_cast<milliseconds>(Clock::now() - signalled).count(), 5000);
   // The stream, if the server got to finish it, says cancelled.
   read_until(sse, "run_end", seen, milliseconds(1000));
-  if (seen.back().event == "run_end") EXPECT_EQ(seen.back().json().value("outcome", ""), "cancelled");
+  if (seen.back().event == "run_end") {
+    EXPECT_EQ(seen.back().json().value("outcome", ""), "cancelled");
+  }
 
   ASSERT_TRUE(w_.start());
   auto msgs = session_messages(w_.port(), "grace");
@@ -507,7 +511,9 @@ class ServeSlow : public ::testing::Test {
     }
     if (!c.wait_closed(Clock::now() + milliseconds(3000))) return -1;
     const std::string got = c.buffered();
-    if (!got.empty()) EXPECT_THAT(got, ::testing::StartsWith("HTTP/1.1 408")) << got;
+    if (!got.empty()) {
+      EXPECT_THAT(got, ::testing::StartsWith("HTTP/1.1 408")) << got;
+    }
     return std::chrono::duration_cast<milliseconds>(Clock::now() - begin).count();
   }
   ServeWorld w_;
