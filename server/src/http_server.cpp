@@ -224,7 +224,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         co_await refuse(stream, 431, "headers_too_large", "the request headers are larger than serve.max_header_bytes");
         break;
       }
-      if (ec && ec.category() == bhttp::error::end_of_stream.category() && ec != bhttp::error::end_of_stream) {
+      if (ec && ec.category() == beast::http::make_error_code(bhttp::error::bad_target).category() &&
+          ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
         co_await refuse(stream, 400, "bad_request", "the request is not valid HTTP/1.1");
         break;
       }

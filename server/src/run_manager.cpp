@@ -11,6 +11,7 @@
 
 #include "kernex/log.hpp"
 #include "kernex/skills/context_source.hpp"
+#include "log_context.hpp"
 #include "random_id.hpp"
 
 namespace kernex::server {
@@ -176,6 +177,7 @@ void RunManager::cancel_queued(Pending& pending) {
 void RunManager::launch(Pending pending) {
   ++threads_;
   std::thread([this, pending = std::move(pending)] {
+    LogContext scope("run=" + pending.run->id);
     execute(pending);
     finished(pending.run);
   }).detach();
