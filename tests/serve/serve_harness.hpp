@@ -968,8 +968,15 @@ struct ServeWorld {
   int port() const { return server.port(); }
   std::string log() const { return server.log(); }
 
+  // `kernex serve keys --config CONFIG ARGS...`.
   ProgramOutcome keys(const std::vector<std::string>& args) {
     std::vector<std::string> full{"serve", "keys", "--config", config.string()};
+    full.insert(full.end(), args.begin(), args.end());
+    return run_kernex(full, dir.path());
+  }
+  // `kernex serve keys --keys-file FILE ARGS...`.
+  ProgramOutcome keys_in(const fs::path& file, const std::vector<std::string>& args) {
+    std::vector<std::string> full{"serve", "keys", "--keys-file", file.string()};
     full.insert(full.end(), args.begin(), args.end());
     return run_kernex(full, dir.path());
   }

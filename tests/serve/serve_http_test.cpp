@@ -130,7 +130,7 @@ TEST_F(ServeHttp, DeleteSessionForgetsIt) {
   ASSERT_EQ(request(port_, "POST", "/v1/sessions/gone/messages", message_body("x")).status, 200);
   auto d = request(port_, "DELETE", "/v1/sessions/gone");
   ASSERT_EQ(d.status, 200) << d.describe();
-  EXPECT_EQ(d.json(), (Json{{"deleted", true}}));
+  EXPECT_EQ(d.json().value("deleted", false), true) << d.body;
   EXPECT_TRUE(session_messages(port_, "gone").empty());
 }
 

@@ -414,17 +414,19 @@ TEST(ServeToolCancel, CancelWhileAToolSleepsKillsItAndEndsTheRun) {
 // ---------------------------------------------------------------------------------------------
 // SIGTERM drain
 
-// Bounded wait until the server stops answering new connections (it got the signal).
+// Bounded wait until the server, signalled, stops taking new runs: a new message is refused
+// (503) or the connection is (the listener closed). Before the signal lands, a probe runs in a
+// session of its own.
 void wait_not_accepting(int port) {
   const auto deadline = Clock::now() + milliseconds(5000);
   while (Clock::now() < deadline) {
-    Connection c(port);
-    if (!c.connected()) return;
-    c.send(build_request("GET", "/healthz", ""));
-    if (c.read_response(milliseconds(300)).status != 200) return;
-    std::this_thread::sleep_for(milliseconds(20));
+    auto r = request(port, "POST", "/v1/sessions/probe/messages", message_body("probe"), {}, milliseconds(2000));
+    if (r.status != 200) {
+      EXPECT_TRUE(r.status == 0 || r.status == 503) << r.describe();
+      return;
+    }
   }
-  ADD_FAILURE() << "the server still answered /healthz 5 s after SIGTERM";
+  ADD_FAILURE() << "the server still started new runs 5 s after SIGTERM";
 }
 
 TEST_F(ServeLive, SigtermLetsTheRunningRunFinishAndKeepsItsExchange) {

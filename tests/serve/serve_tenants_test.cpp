@@ -25,10 +25,10 @@ class ServeTenants : public ::testing::Test {
     w_.write_config("provider:\n  name: replay\n  options:\n    script: " + script_file.string() +
                         "\n    record: " + record_.string() + "\n",
                     "  keys_file: " + keys_file().string() + "\n");
-    auto a = w_.keys({"add", "alpha"});
+    auto a = w_.keys_in(keys_file(), {"add", "alpha"});
     ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
     key_a_ = printed_key(a.out);
-    auto b = w_.keys({"add", "beta"});
+    auto b = w_.keys_in(keys_file(), {"add", "beta"});
     ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
     key_b_ = printed_key(b.out);
     ASSERT_GE(key_a_.size(), 16u) << "a guessable key: " << a.out;
@@ -48,12 +48,26 @@ TEST_F(ServeTenants, KeysFileIsPrivateAndListShowsNoKeys) {
   struct stat st {};
   ASSERT_EQ(::stat(keys_file().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  auto list = w_.keys({"list"});
+  auto list = w_.keys_in(keys_file(), {"list"});
   EXPECT_EQ(list.exit_code, 0) << list.err;
   EXPECT_THAT(list.out, HasSubstr("alpha"));
   EXPECT_THAT(list.out, HasSubstr("beta"));
   EXPECT_THAT(list.out, Not(HasSubstr(key_a_)));
   EXPECT_THAT(list.out, Not(HasSubstr(key_b_)));
+}
+
+// The contract's form: `kernex serve keys [--config FILE] ...` finds the keys file through the
+// config (serve.keys_file, else <data_dir>/serve-keys.json).
+TEST(ServeKeysCommand, KeysCommandFindsTheKeysFileThroughTheConfig) {
+  ServeWorld w;
+  w.write_config(w.replay_provider(replay_text("x")));
+  auto add = w.keys({"add", "delta"});
+  ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
+  EXPECT_GE(printed_key(add.out).size(), 16u);
+  EXPECT_TRUE(fs::exists(w.data_dir / "serve-keys.json"));
+  auto list = w.keys({"list"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_THAT(list.out, HasSubstr("delta"));
 }
 
 TEST_F(ServeTenants, MissingOrBadKeyIs401) {
@@ -114,7 +128,7 @@ TEST_F(ServeTenants, OneTenantNeverSeesAnothersRunsOrSessions) {
 
 TEST_F(ServeTenants, RevokeTakesEffectOnTheRunningServer) {
   ASSERT_EQ(request(port_, "GET", "/v1/models", "", bearer(key_b_)).status, 200);
-  auto rv = w_.keys({"revoke", "beta"});
+  auto rv = w_.keys_in(keys_file(), {"revoke", "beta"});
   ASSERT_EQ(rv.exit_code, 0) << rv.out << rv.err;
   // Bounded wait: the server may notice the file change a moment later.
   int status = 0;
@@ -126,7 +140,7 @@ TEST_F(ServeTenants, RevokeTakesEffectOnTheRunningServer) {
   }
   EXPECT_EQ(status, 401) << "beta's revoked key still works";
   EXPECT_EQ(request(port_, "GET", "/v1/models", "", bearer(key_a_)).status, 200) << "alpha was not revoked";
-  auto list = w_.keys({"list"});
+  auto list = w_.keys_in(keys_file(), {"list"});
   std::istringstream lines(list.out);
   for (std::string line; std::getline(lines, line);) {
     if (line.find("beta") != std::string::npos) {
@@ -135,7 +149,7 @@ TEST_F(ServeTenants, RevokeTakesEffectOnTheRunningServer) {
   }
 
   // A key added while the server runs works too.
-  auto c = w_.keys({"add", "gamma"});
+  auto c = w_.keys_in(keys_file(), {"add", "gamma"});
   ASSERT_EQ(c.exit_code, 0);
   const std::string key_c = printed_key(c.out);
   const auto deadline2 = Clock::now() + milliseconds(5000);
