@@ -156,6 +156,27 @@ TEST_F(TenantBattery, DataDirAndItsOtherPartsStayRefused) {
   EXPECT_NE(build_error(PolicyBuilder().workspace(data_)).find("refusing"), std::string::npos);
 }
 
+TEST_F(TenantBattery, DotDotOutOfTheAreaInTheGrantIsRefused) {
+  EXPECT_NE(build_error(PolicyBuilder().workspace(me() / ".." / ".." / "..")).find("data dir"), std::string::npos);
+  EXPECT_NE(build_error(PolicyBuilder().read_only(me() / ".." / ".." / ".." / "trajectories")).find("data dir"),
+            std::string::npos);
+}
+
+TEST_F(TenantBattery, ToolAreaRegistry) {
+  const auto before = kernex::kernel_files_generation();
+  kernex::register_tool_area(area_.string() + "/", "again");  // the same area, spelled with a trailing '/'
+  EXPECT_EQ(kernex::kernel_files_generation(), before);
+  kernex::register_tool_area("", "nothing");
+  EXPECT_EQ(kernex::kernel_files_generation(), before);
+  kernex::register_tool_area(root_ / "unused" / ".." / "later-area", "later");
+  EXPECT_EQ(kernex::kernel_files_generation(), before + 1);  // cached policies are rebuilt
+  const auto areas = kernex::tool_areas();
+  ASSERT_FALSE(areas.empty());
+  EXPECT_EQ(areas.front().path, area_);
+  EXPECT_EQ(areas.front().why, "serve workspaces");
+  EXPECT_EQ(areas.back().path, root_ / "later-area");
+}
+
 TEST_F(TenantBattery, AreaThatIsTheKernelFileItselfExemptsNothing) {
   EXPECT_NE(build_error(PolicyBuilder().workspace(root_ / "data2")).find("second data dir"), std::string::npos);
   EXPECT_NE(build_error(PolicyBuilder().workspace(root_ / "data2" / "x")).find("second data dir"), std::string::npos);
