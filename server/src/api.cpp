@@ -104,8 +104,17 @@ HttpReply Api::handle(const HttpRequest& req) {
     if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
     return HttpReply::json(200, {{"status", "ok"}});
   }
-  if (seg.empty() || seg[0] != (seg[0] == "metrics" ? "metrics" : "v1")) {
+  if (seg.empty() || seg[0] != "v1") {
     return HttpReply::error(api_error(404, "not_found", "no route " + req.path));
+  }
+  if (seg.size() == 1 && seg[0] == "metrics") {
+    // Every tenant's usage is in there: for the operator's scraper on this machine, not for tenants.
+    if (!req.from_loopback) return HttpReply::error(api_error(403, "forbidden", "/metrics answers loopback clients only"));
+    if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
+    HttpReply r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = deps_.metrics_text();
+    return r;
   }
   auto tenant = deps_.authenticate(req);
   if (!tenant) {
@@ -114,13 +123,6 @@ HttpReply Api::handle(const HttpRequest& req) {
     return r;
   }
   HttpReply reply = [&]() -> HttpReply {
-    if (seg.size() == 1 && seg[0] == "metrics") {
-      if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
-      HttpReply r;
-      r.content_type = "text/plain; version=0.0.4";
-      r.body = deps_.metrics_text();
-      return r;
-    }
     if (seg.size() >= 3 && seg[1] == "sessions") {
       const std::string& session = seg[2];
       if (!valid_session_id(session)) {

@@ -167,6 +167,21 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     while (!is_terminal(run->status())) co_await wait_change(run, run->last_event_id(), std::chrono::seconds(60));
   }
 
+  // Routes that may wait (DELETE waits for the session's run to stop) run on their own thread,
+  // so the server's few threads keep serving everyone else.
+  awaitable<HttpReply> off_thread(const HttpRequest& req) {
+    auto exec = co_await asio::this_coro::executor;
+    auto timer = std::make_shared<asio::steady_timer>(exec, asio::steady_timer::time_point::max());
+    auto reply = std::make_shared<HttpReply>();
+    std::thread([self = shared_from_this(), req, reply, timer, exec] {
+      *reply = self->handler(req);
+      asio::post(exec, [timer] { timer->cancel(); });
+    }).detach();
+    error_code ec;
+    co_await timer->async_wait(asio::redirect_error(use_awaitable, ec));
+    co_return std::move(*reply);
+  }
+
   awaitable<bool> write_reply(beast::tcp_stream& stream, const HttpRequest& req, const HttpReply& reply,
                               unsigned version, bool keep_alive) {
     bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(reply.status), version};
@@ -245,7 +260,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       req.body = std::move(msg.body());
       const bool keep_alive = msg.keep_alive();
       const auto started = std::chrono::steady_clock::now();
-      HttpReply reply = handler(req);
+      HttpReply reply = req.method == "DELETE" ? co_await off_thread(req) : handler(req);
       bool ok = true;
       if (reply.stream) {
         log_line(req, 200, started, reply.tenant);

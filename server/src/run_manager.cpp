@@ -253,6 +253,9 @@ void RunManager::execute(const Pending& pending) {
   std::vector<RunEvent> events = run.all_events();
   events.push_back(RunEvent{events.size() + 1, event_name, body});
   if (auto r = deps_.store->finish(run.id, status, body, events); !r) log(LogLevel::Error, "serve: " + r.error().describe());
+  // The session is free before anyone hears the run ended: a client that sends its next message
+  // on run_end must never meet session_busy.
+  release_session(pending.run);
   run.append(event_name, body);
   run.finish(status, body);
   if (deps_.admission) deps_.admission->release(run.tenant, usage.input_tokens + usage.output_tokens, usage.cost_usd);
@@ -261,9 +264,14 @@ void RunManager::execute(const Pending& pending) {
   }
 }
 
-void RunManager::finished(const std::shared_ptr<RunState>& run) {
+void RunManager::finished(const std::shared_ptr<RunState>&) {
   std::lock_guard lock(mutex_);
   --threads_;
+  idle_.notify_all();
+}
+
+void RunManager::release_session(const std::shared_ptr<RunState>& run) {
+  std::lock_guard lock(mutex_);
   if (!run->session.empty()) {
     auto it = slots_.find(slot_key(run->tenant, run->session));
     if (it != slots_.end() && it->second.active == run) {

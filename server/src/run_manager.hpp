@@ -108,6 +108,7 @@ class RunManager {
   void launch(Pending pending);  // mutex_ held
   void execute(const Pending& pending);
   void finished(const std::shared_ptr<RunState>& run);
+  void release_session(const std::shared_ptr<RunState>& run);  // starts the session's next run
   void cancel_queued(Pending& pending);  // mutex_ held
   ConversationKey conversation(const std::string& tenant, const std::string& session) const;
   std::filesystem::path workspace(const std::string& tenant, const std::string& session) const;

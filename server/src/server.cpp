@@ -6,6 +6,7 @@
 
 #include "api.hpp"
 #include "http_server.hpp"
+#include "kernex/kernel_files.hpp"
 #include "kernex/log.hpp"
 #include "kernex/server/keys.hpp"
 #include "kernex/server/metrics.hpp"
@@ -126,6 +127,10 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
     config->port = hp->second;
   }
   install_log_sink();
+  // Sessions' workspaces lie in the (hidden) data dir: tools may be granted their own one there.
+  std::error_code ec;
+  std::filesystem::create_directories(config->workspaces_root, ec);
+  register_tool_area(config->workspaces_root, "serve workspaces");
   Authenticator auth(config->keys_file);
   if (auto r = auth.refresh(); !r) return std::unexpected(r.error());
   if (!auth.required()) {

@@ -14,9 +14,9 @@ namespace kernex::server {
 
 // Each limit is off when absent.
 struct TenantLimit {
-  std::optional<std::uint32_t> max_concurrent_runs;
-  std::optional<std::uint64_t> tokens_per_day;  // input + output tokens, UTC day
-  std::optional<double> cost_per_day_usd;       // UTC day
+  std::optional<std::uint32_t> max_concurrent_runs = std::nullopt;
+  std::optional<std::uint64_t> tokens_per_day = std::nullopt;  // input + output tokens, UTC day
+  std::optional<double> cost_per_day_usd = std::nullopt;  // UTC day
 };
 
 struct Admission {
