@@ -260,7 +260,14 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       req.body = std::move(msg.body());
       const bool keep_alive = msg.keep_alive();
       const auto started = std::chrono::steady_clock::now();
-      HttpReply reply = req.method == "DELETE" ? co_await off_thread(req) : handler(req);
+      // Not `cond ? co_await ... : handler(req)`: g++ 12 frees the temporary of a conditional
+      // holding a co_await too early (ASan: heap-use-after-free in write_reply on every reply).
+      HttpReply reply;
+      if (req.method == "DELETE") {
+        reply = co_await off_thread(req);
+      } else {
+        reply = handler(req);
+      }
       bool ok = true;
       if (reply.stream) {
         log_line(req, 200, started, reply.tenant);
