@@ -104,9 +104,6 @@ HttpReply Api::handle(const HttpRequest& req) {
     if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
     return HttpReply::json(200, {{"status", "ok"}});
   }
-  if (seg.empty() || seg[0] != "v1") {
-    return HttpReply::error(api_error(404, "not_found", "no route " + req.path));
-  }
   if (seg.size() == 1 && seg[0] == "metrics") {
     // Every tenant's usage is in there: for the operator's scraper on this machine, not for tenants.
     if (!req.from_loopback) return HttpReply::error(api_error(403, "forbidden", "/metrics answers loopback clients only"));
@@ -115,6 +112,9 @@ HttpReply Api::handle(const HttpRequest& req) {
     r.content_type = "text/plain; version=0.0.4";
     r.body = deps_.metrics_text();
     return r;
+  }
+  if (seg.empty() || seg[0] != "v1") {
+    return HttpReply::error(api_error(404, "not_found", "no route " + req.path));
   }
   auto tenant = deps_.authenticate(req);
   if (!tenant) {
