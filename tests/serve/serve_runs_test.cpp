@@ -376,6 +376,11 @@ TEST(ServeToolCancel, CancelWhileAToolSleepsKillsItAndEndsTheRun) {
                  "skill_dirs:\n  - " + std::string(KERNEX_SERVE_FIXTURES) + "/skills\n" +
                      "toolboxes:\n  - name: script\n    options:\n      workspace: " + w.workspace.string() +
                      "\n      timeout: 60\n");
+  // The fixture lies below the checkout, a writable location: loaded only once trusted.
+  auto trust = run_kernex({"skills", "trust", "--config", w.config.string(),
+                           std::string(KERNEX_SERVE_FIXTURES) + "/skills/sleepy"},
+                          w.dir.path());
+  ASSERT_EQ(trust.exit_code, 0) << trust.out << trust.err;
   ASSERT_TRUE(w.start());
   SseReader sse(w.port(), "POST", "/v1/sessions/nap/messages",
                 message_body("please be sleepy", Json{{"stream", true}}));
