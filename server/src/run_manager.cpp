@@ -256,9 +256,11 @@ void RunManager::execute(const Pending& pending) {
   // The session is free before anyone hears the run ended: a client that sends its next message
   // on run_end must never meet session_busy.
   release_session(pending.run);
+  // The tenant's slot is free before anyone hears of the end: a client that sends its next
+  // message on run_end must not meet a 429 from the run it just watched finish.
+  if (deps_.admission) deps_.admission->release(run.tenant, usage.input_tokens + usage.output_tokens, usage.cost_usd);
   run.append(event_name, body);
   run.finish(status, body);
-  if (deps_.admission) deps_.admission->release(run.tenant, usage.input_tokens + usage.output_tokens, usage.cost_usd);
   if (deps_.observer) {
     deps_.observer->run_finished(run.tenant, model, status, outcome, usage, std::chrono::steady_clock::now() - started);
   }
