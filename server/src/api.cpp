@@ -128,6 +128,12 @@ HttpReply Api::handle(const HttpRequest& req) {
       if (!valid_session_id(session)) {
         return HttpReply::error(api_error(400, "invalid_session", "session ids are 1-128 of [A-Za-z0-9_.:-]"));
       }
+      // Sessions are per tenant: one this tenant never used (another tenant's, say) is not found.
+      const bool reads = (seg.size() == 3 && req.method == "DELETE") ||
+                         (seg.size() == 4 && req.method == "GET" && (seg[3] == "messages" || seg[3] == "runs"));
+      if (reads && !deps_.runs->session_exists(*tenant, session)) {
+        return HttpReply::error(api_error(404, "not_found", "no session '" + session + "'"));
+      }
       if (seg.size() == 3) {
         if (req.method != "DELETE") return HttpReply::error(method_not_allowed(req));
         auto done = deps_.runs->forget(*tenant, session);

@@ -381,6 +381,15 @@ std::expected<Json, ApiError> RunManager::history(const std::string& tenant, con
   return out;
 }
 
+bool RunManager::session_exists(const std::string& tenant, const std::string& session) {
+  {
+    std::lock_guard lock(mutex_);
+    if (slots_.contains(slot_key(tenant, session))) return true;
+  }
+  auto runs = deps_.store->session_runs(tenant, session, 1);
+  return runs && !runs->empty();
+}
+
 std::expected<void, ApiError> RunManager::forget(const std::string& tenant, const std::string& session) {
   std::vector<std::shared_ptr<RunState>> stopping;
   {
