@@ -433,8 +433,10 @@ std::expected<void, ApiError> RunManager::forget(const std::string& tenant, cons
     return std::unexpected(api_error(500, "store_failed", r.error().describe()));
   }
   if (!deps_.config->tenant_workspaces.contains(tenant)) {
+    // Emptied, not removed: toolboxes keep sandbox policies per workspace, and Landlock holds the
+    // directory itself, so a recreated one would be a different directory to a cached policy.
     std::error_code ec;
-    fs::remove_all(workspace(tenant, session), ec);
+    for (const auto& entry : fs::directory_iterator(workspace(tenant, session), ec)) fs::remove_all(entry.path(), ec);
   }
   std::lock_guard lock(mutex_);
   for (auto it = runs_.begin(); it != runs_.end();) {
