@@ -245,7 +245,8 @@ TEST_F(KernelRunOptionsTest, EightConcurrentRunsKeepTheirOwnConversations) {
   EXPECT_EQ(conversations.size(), static_cast<std::size_t>(kRuns));
   EXPECT_EQ(s->audit_log(100).value().size(), static_cast<std::size_t>(kRuns));
   std::uint64_t requests = 0;
-  for (const auto& day : s->usage_by_day().value()) requests += day.requests;
+  const auto days = s->usage_by_day().value();
+  for (const auto& day : days) requests += day.requests;
   EXPECT_EQ(requests, static_cast<std::uint64_t>(kRuns));
 }
 
