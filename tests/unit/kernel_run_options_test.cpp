@@ -174,14 +174,16 @@ TEST_F(KernelRunOptionsTest, RunSourcesOfferTheirContextTools) {
   ASSERT_EQ(r->tool_calls.size(), 1u);
   EXPECT_EQ(r->tool_calls[0].result.content, "noted");
   std::set<std::string> offered;
-  for (const auto& t : request(0)["tools"]) offered.insert(t["name"].get<std::string>());
+  const Json first_tools = request(0)["tools"];
+  for (const auto& t : first_tools) offered.insert(t["name"].get<std::string>());
   EXPECT_TRUE(offered.contains("note"));
   // A run without the source is not offered the tool.
   std::set<std::string> later;
   std::filesystem::remove(dir / "record.jsonl");
   auto k2 = kernel({text_line("plain")}, false);
   ASSERT_TRUE(k2->run(Request::from_text("u", "hi")));
-  for (const auto& t : request(0)["tools"]) later.insert(t["name"].get<std::string>());
+  const Json later_tools = request(0)["tools"];
+  for (const auto& t : later_tools) later.insert(t["name"].get<std::string>());
   EXPECT_FALSE(later.contains("note"));
 }
 
