@@ -25,8 +25,11 @@ Result<void> only_keys(const Json& object, const std::string& path, std::initial
   return {};
 }
 
+// YAML scalars arrive as signed integers (nlohmann's number_integer), so a non-negative signed
+// value counts as whole too.
 Result<std::uint64_t> unsigned_value(const Json& v, const std::string& path, std::uint64_t max) {
-  if (!v.is_number_unsigned() || v.get<std::uint64_t>() > max) {
+  const bool whole = v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+  if (!whole || v.get<std::uint64_t>() > max) {
     return bad(path, "expected a whole number from 0 to " + std::to_string(max) + ", got " + v.dump());
   }
   return v.get<std::uint64_t>();
