@@ -98,6 +98,8 @@ int providers_command(const std::optional<std::string>& config, bool json);
 
 // `kernex logs list|show|view` and `kernex rlm`, registered like `tool run`.
 std::function<std::optional<int>()> add_logs_command(CLI::App& app, std::string& config);
+// `kernex serve [keys ACTION]`.
+std::function<std::optional<int>()> add_serve_command(CLI::App& app, std::string& config);
 std::function<std::optional<int>()> add_rlm_command(CLI::App& app, std::string& config);
 
 // Shared by `run` and `rlm`: --provider, --model, --provider-opt, --data-dir and the budgets.

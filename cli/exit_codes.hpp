@@ -24,7 +24,8 @@ constexpr int exit_code(ErrorCode code) noexcept {
     case ErrorCode::Skill: return kExitConfig;
     case ErrorCode::Plugin: return kExitPlugin;
     case ErrorCode::Provider: return kExitProvider;
-    case ErrorCode::Limit: return kExitLimit;
+    case ErrorCode::Limit:
+    case ErrorCode::Cancelled: return kExitLimit;  // stopped before the end, like a budget
     case ErrorCode::Tool:
     case ErrorCode::Sandbox:
     case ErrorCode::Guardrail: return kExitTool;

@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   auto tool_command = kernex::cli::add_tool_command(app, config);
   auto rlm_command = kernex::cli::add_rlm_command(app, config);
   auto logs_command = kernex::cli::add_logs_command(app, config);
+  auto serve_command = kernex::cli::add_serve_command(app, config);
   kernex::cli::SkillsArgs skills_args;
   CLI::App* skills = app.add_subcommand("skills", "Inspect skill folders: list, lint, lock, verify, trust, show");
   skills->footer(kernex::cli::kExitCodeHelp);
@@ -159,6 +160,7 @@ int main(int argc, char** argv) {
     if (auto code = tool_command()) return *code;
     if (auto code = rlm_command()) return *code;
     if (auto code = logs_command()) return *code;
+    if (auto code = serve_command()) return *code;
     if (*skills) return kernex::cli::skills_command(config_file, skills_args);
     if (*memory) return kernex::cli::memory_command(config_file, memory_args);
     if (*mcp_serve) return kernex::cli::mcp_serve_command(config_file, mcp_args);

@@ -5,6 +5,15 @@
 #include <iostream>
 
 namespace kernex::cli {
+namespace {
+
+// The kernel dumps the arguments as JSON; shown as JSON again, or as text should that fail.
+Json arguments_of(const StreamEvent& e) {
+  Json j = parse_untrusted(e.text);
+  return j.is_discarded() ? Json(e.text) : j;
+}
+
+}  // namespace
 
 StreamSink StreamPrinter::sink() {
   return [this](const StreamEvent& event) { on_event(event); };
@@ -41,6 +50,13 @@ void StreamPrinter::on_event(const StreamEvent& e) {
     case Kind::Usage: j = {{"event", "usage"}, {"usage", e.usage}, {"stop_reason", e.stop_reason}}; break;
     case Kind::Done: j = {{"event", "done"}}; break;
     case Kind::Error: j = {{"event", "error"}, {"message", e.text}}; break;
+    case Kind::ToolRun:
+      j = {{"event", "tool_run"}, {"id", e.tool_call_id}, {"name", e.tool_name}, {"arguments", arguments_of(e)}};
+      break;
+    case Kind::ToolResult:
+      j = {{"event", "tool_result"}, {"id", e.tool_call_id}, {"name", e.tool_name}, {"content", e.text},
+           {"is_error", e.is_error}};
+      break;
   }
   std::cout << j.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n' << std::flush;
 }

@@ -1,7 +1,9 @@
 // Prints a run's stream events as they arrive: answer text for a terminal, or one JSON object
 // per event (`--json --stream`): {"event":"text_delta","text":...}, "thinking_delta",
 // "tool_call_start" {id,name}, "tool_call_delta" {id,text}, "tool_call_end" {id},
-// "usage" {usage,stop_reason}, "done", "error" {message}.
+// "usage" {usage,stop_reason}, "done", "error" {message}, and the loop's "tool_run"
+// {id,name,arguments} and "tool_result" {id,name,content,is_error}. Text mode prints the answer
+// only: tool runs are not part of it.
 #pragma once
 
 #include "kernex/message.hpp"

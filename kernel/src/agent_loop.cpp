@@ -13,10 +13,11 @@ ToolResult error_result(const ToolCall& call, std::string message) {
   return ToolResult{call.id, call.name, std::move(message), true};
 }
 
-Result<Response> call_provider(const LoopDeps& deps, const ToolRouter& tools, const Context& context) {
+Result<Response> call_provider(const LoopDeps& deps, const ToolRouter& tools, const Context& context,
+                               const StreamSink& sink) {
   try {
     const std::vector<ToolSpec> none;
-    return deps.provider->complete(context, context.tools_enabled() ? tools.specs() : none, deps.sink);
+    return deps.provider->complete(context, context.tools_enabled() ? tools.specs() : none, sink);
   } catch (const std::exception& e) {
     return fail(ErrorCode::Provider, "provider '" + deps.provider_name + "' threw: " + e.what());
   } catch (...) {
@@ -107,6 +108,60 @@ std::optional<Outcome> budget_outcome(const LoopDeps& deps, const LoopLimits& li
   return std::nullopt;
 }
 
+void emit(const LoopDeps& deps, StreamEvent::Kind kind, const ToolCall& call, std::string text, bool is_error) {
+  if (!deps.sink) return;
+  StreamEvent event;
+  event.kind = kind;
+  event.text = std::move(text);
+  event.tool_call_id = call.id;
+  event.tool_name = call.name;
+  event.is_error = is_error;
+  deps.sink(event);
+}
+
+// What the model said during a run, so a cancelled run can return and save it: the text of its
+// completed model calls, and what the current call streamed before it was stopped.
+class SaidSoFar {
+ public:
+  // Wraps the run's sink to collect the current call's text deltas; no sink, no streaming.
+  StreamSink wrap(const StreamSink& sink) {
+    if (!sink) return {};
+    return [this, &sink](const StreamEvent& event) {
+      if (event.kind == StreamEvent::Kind::TextDelta) partial_ += event.text;
+      sink(event);
+    };
+  }
+  void start_call() { partial_.clear(); }
+  void completed(const std::string& text) {
+    partial_.clear();
+    add(completed_, text);
+  }
+  const std::string& partial() const { return partial_; }
+  std::string all() const {
+    std::string out = completed_;
+    add(out, partial_);
+    return out;
+  }
+
+ private:
+  static void add(std::string& to, const std::string& text) {
+    if (text.empty()) return;
+    if (!to.empty()) to += "\n\n";
+    to += text;
+  }
+  std::string completed_;
+  std::string partial_;
+};
+
+// Ends a run on a stop request: the partial answer joins the turn (so memory keeps it) and is
+// the run's text, after that of the completed calls.
+RunResult cancelled(RunResult run, Context& context, const SaidSoFar& said) {
+  if (!said.partial().empty()) context.turn.push_back(ContextEntry::assistant(said.partial()));
+  run.text = said.all();
+  run.outcome = Outcome::Cancelled;
+  return run;
+}
+
 }  // namespace
 
 ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call) {
@@ -185,23 +240,31 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const L
   // The router in use: the caller's, until a context tool changes what the executors offer.
   const ToolRouter* tools = deps.tools;
   ToolRouter refreshed;
+  SaidSoFar said;
+  const StreamSink sink = said.wrap(deps.sink);
+  const auto stopped = [&context] { return context.stop.stop_requested(); };
 
   while (true) {
+    if (stopped()) return cancelled(std::move(run), context, said);
     if (run.turns >= limits.max_turns) {
       run.outcome = Outcome::MaxTurns;
       return run;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    auto response = call_provider(deps, *tools, context);
+    said.start_call();
+    auto response = call_provider(deps, *tools, context, sink);
     const double latency_ms = ms_since(t0);
     if (!response) {
       record_provider_call(deps, run, response, Usage{}, latency_ms);
+      // A provider aborts its request on a stop request: that failure is the cancellation.
+      if (stopped()) return cancelled(std::move(run), context, said);
       return fail(ErrorCode::Provider, "provider '" + deps.provider_name + "' failed on turn " +
                                            std::to_string(run.turns + 1), response.error());
     }
     ++run.turns;
     if (!response->model.empty()) run.model = response->model;
     record_provider_call(deps, run, response, add_usage(run, *response, deps), latency_ms);
+    said.completed(response->text);
 
     if (response->tool_calls.empty()) {
       run.text = response->text;
@@ -216,24 +279,35 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const L
     context.turn.push_back(std::move(assistant));
 
     bool tools_exhausted = false;
+    bool cancel = false;
     const std::vector<std::string> sources_before = tool_sources(context);
     for (const ToolCall& call : response->tool_calls) {
+      // Every call gets a result, run or not, so the transcript stays well-formed for the
+      // provider (and for memory, which keeps a cancelled run's turn).
+      cancel = cancel || stopped();
+      if (cancel) {
+        context.turn.push_back(ContextEntry::tool(error_result(call, "Tool call not run: the run was cancelled")));
+        continue;
+      }
       ToolResult result;
       const bool over_budget = deps.tree != nullptr ? !deps.tree->take_tool_call()
                                                     : limits.tool_call_budget && tools_run >= *limits.tool_call_budget;
       if (over_budget) {
-        // Every call still gets a result so the transcript stays well-formed for the provider.
         const auto budget = deps.tree != nullptr ? deps.tree->budget().tool_calls : limits.tool_call_budget;
         result = error_result(call, "Tool call not run: the run's tool-call budget of " +
                                         std::to_string(budget.value_or(0)) + " is used up");
         tools_exhausted = true;
       } else {
         ++tools_run;
+        emit(deps, StreamEvent::Kind::ToolRun, call,
+             call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace), false);
         result = run_tool(deps, *tools, context, call);
+        emit(deps, StreamEvent::Kind::ToolResult, call, result.content, result.is_error);
       }
       run.tool_calls.push_back({call, result});
       context.turn.push_back(ContextEntry::tool(result));
     }
+    if (cancel) return cancelled(std::move(run), context, said);
     if (deps.executors != nullptr && tool_sources(context) != sources_before) {
       refreshed = ToolRouter::collect(*deps.executors, context, deps.context_tools);
       tools = &refreshed;

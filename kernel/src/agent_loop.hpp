@@ -59,6 +59,7 @@ struct LoopDeps {
   const PermissionRules* rules = nullptr;  // may be null
   const PricingTable* pricing = nullptr;   // may be null: cost only as reported by the provider
   HookScope scope;
+  // The provider's events, and the loop's own ToolRun / ToolResult around each tool it runs.
   StreamSink sink;
   // The tree this run belongs to: its budgets cover every run and sub-call under the root, and
   // its trajectory (if any) receives provider_call and tool_call events under `span`. Null: the
@@ -73,7 +74,10 @@ struct LoopDeps {
 ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call);
 
 // Runs the loop on `context` (its `turn` grows with the run's tool exchange). Provider errors
-// end the run with an error; tool errors go back to the model as error results.
+// end the run with an error; tool errors go back to the model as error results. A stop request
+// on `context.stop`, seen before a model or tool call or after a failed model call, ends the
+// run with Outcome::Cancelled: its text is what the model said so far, and the turn keeps the
+// streamed partial answer and a "not run" result for each tool call it skipped.
 Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const LoopLimits& limits);
 
 }  // namespace kernex

@@ -67,7 +67,7 @@ class ConfigReader {
     return each_key(Field{root, "", root.Mark()},
                     {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project", "provider",
                      "providers", "memory", "hooks", "toolboxes", "permissions", "pricing_file", "limits",
-                     "trajectories"},
+                     "trajectories", "serve"},
                     [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
   }
 
@@ -106,6 +106,13 @@ class ConfigReader {
       auto v = bool_value(f);
       if (!v) return std::unexpected(v.error());
       if (*v) out.trajectories = **v;
+      return {};
+    }
+    if (key == "serve") {
+      // Read by the server layer (kernex::server::ServeConfig), which checks its keys.
+      auto section = options(f);
+      if (!section) return std::unexpected(section.error());
+      out.sections[key] = std::move(*section);
       return {};
     }
     return err(f, "unknown key");  // unreachable: each_key checked the name

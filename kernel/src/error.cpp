@@ -18,6 +18,7 @@ std::string_view to_string(ErrorCode code) noexcept {
     case ErrorCode::Parse: return "parse";
     case ErrorCode::Unsupported: return "unsupported";
     case ErrorCode::Internal: return "internal";
+    case ErrorCode::Cancelled: return "cancelled";
   }
   return "internal";
 }

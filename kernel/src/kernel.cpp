@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -66,6 +67,48 @@ std::string random_id() {
   return buf;
 }
 
+// The instances of one provider name and options. A run takes one for its whole duration and
+// gives it back when its last reference goes, so concurrent runs never share an instance:
+// plugins need not be thread-safe, and an HTTP provider's client serialises its calls. Twins
+// come from the first instance's concurrent_instance() (a replay script is shared), else from
+// the plugin's factory.
+class ProviderPool final : public std::enable_shared_from_this<ProviderPool> {
+ public:
+  using Factory = std::function<Result<std::shared_ptr<Provider>>()>;
+  explicit ProviderPool(Factory factory) : factory_(std::move(factory)) {}
+
+  Result<std::shared_ptr<Provider>> take() {
+    std::unique_lock lock(mutex_);
+    std::shared_ptr<Provider> instance;
+    if (!idle_.empty()) {
+      instance = std::move(idle_.back());
+      idle_.pop_back();
+    } else if (first_) {
+      instance = first_->concurrent_instance();
+    }
+    if (!instance) {
+      auto made = factory_();
+      if (!made) return made;
+      instance = *made;
+      if (!first_) first_ = instance;
+    }
+    lock.unlock();
+    Provider* raw = instance.get();
+    return std::shared_ptr<Provider>(raw, [pool = shared_from_this(), instance](Provider*) { pool->give_back(instance); });
+  }
+
+ private:
+  void give_back(std::shared_ptr<Provider> instance) {
+    std::lock_guard lock(mutex_);
+    idle_.push_back(std::move(instance));
+  }
+
+  Factory factory_;
+  std::mutex mutex_;
+  std::shared_ptr<Provider> first_;
+  std::vector<std::shared_ptr<Provider>> idle_;
+};
+
 Json merged_options(const Config& config, const std::string& name, const Json& overrides) {
   Json options = Json::object();
   if (config.provider.name == name && config.provider.config.is_object()) options = config.provider.config;
@@ -78,36 +121,54 @@ Json merged_options(const Config& config, const std::string& name, const Json& o
 
 }  // namespace
 
+// What hosts may add to a kernel in code (add_hook, ...). Runs take a copy when they start, so
+// adding while other threads run is safe and a run sees one consistent set.
+struct HostParts {
+  HookChain hooks;  // hook plugins, then the host's
+  std::vector<std::shared_ptr<ToolExecutor>> toolboxes;
+  std::shared_ptr<Guardrail> guardrail;
+  std::shared_ptr<Summarizer> summarizer;
+  std::vector<std::shared_ptr<ContextSource>> sources;
+};
+
 struct Kernel::Impl {
   Config config;
   PluginHost host;
   std::shared_ptr<MemoryStore> memory;
-  HookChain hooks;
-  std::vector<std::shared_ptr<ToolExecutor>> toolboxes;
+  std::shared_ptr<HookRunner> memory_audit;  // set with memory; first in the hooks of runs that write it
   PermissionRules rules;
   PricingTable pricing;
-  std::shared_ptr<Guardrail> guardrail;
-  std::shared_ptr<Summarizer> summarizer;
-  std::vector<std::shared_ptr<ContextSource>> sources;
+
+  mutable std::mutex parts_mutex;
+  HostParts parts;
 
   std::mutex providers_mutex;
-  std::map<std::string, std::shared_ptr<Provider>> providers;  // by name + options
+  std::map<std::string, std::shared_ptr<ProviderPool>> providers;  // by name + options
 
-  Result<std::shared_ptr<Provider>> provider_for(const std::string& name, const Json& options) {
-    std::lock_guard lock(providers_mutex);
-    const std::string key = name + '\n' + options.dump();
-    if (auto it = providers.find(key); it != providers.end()) return it->second;
-    auto created = host.create_provider(name, options);
-    if (!created) return created;
-    providers.emplace(key, *created);
-    return created;
+  HostParts snapshot() const {
+    std::lock_guard lock(parts_mutex);
+    return parts;
   }
 
-  // The stable part of the run's Context: base prompt, then what the sources add (skills).
-  Result<Context> seed_context(const Request& request) {
+  Result<std::shared_ptr<Provider>> provider_for(const std::string& name, const Json& options) {
+    std::shared_ptr<ProviderPool> pool;
+    {
+      std::lock_guard lock(providers_mutex);
+      auto& slot = providers[name + '\n' + options.dump()];
+      if (!slot) slot = std::make_shared<ProviderPool>([this, name, options] { return host.create_provider(name, options); });
+      pool = slot;
+    }
+    return pool->take();
+  }
+
+  // The stable part of the run's Context: base prompt, then what the kernel's sources and the
+  // run's add (skills), then the run's extra prompt.
+  Result<Context> seed_context(const Request& request, const std::vector<std::shared_ptr<ContextSource>>& sources,
+                               const std::string& extra_prompt) {
     Context seed(request.text);
     seed.system_prompt = config.system_prompt;
     for (const auto& source : sources) {
+      if (!source) continue;
       Result<void> added = [&]() -> Result<void> {
         try {
           return source->contribute(seed, request);
@@ -116,6 +177,9 @@ struct Kernel::Impl {
         }
       }();
       if (!added) return std::unexpected(added.error());
+    }
+    if (!extra_prompt.empty()) {
+      seed.system_prompt = seed.system_prompt.empty() ? extra_prompt : seed.system_prompt + "\n\n" + extra_prompt;
     }
     return seed;
   }
@@ -180,10 +244,30 @@ struct Kernel::Impl {
     t->record("sub_call", std::move(event));
   }
 
+  // The exchange with its tool calls (a cancelled run's partial answer is in its turn), then
+  // what it cost.
+  static Result<void> save_exchange(MemoryStore& memory, const std::string& conversation_id, const Request& request,
+                                    const Context& context, const RunResult& run) {
+    std::vector<ContextEntry> exchange;
+    exchange.push_back(ContextEntry::user(request.text));
+    exchange.insert(exchange.end(), context.turn.begin(), context.turn.end());
+    if (run.outcome == Outcome::EndTurn) exchange.push_back(ContextEntry::assistant(run.text));
+    if (auto saved = memory.append_messages(conversation_id, exchange); !saved) {
+      return fail(ErrorCode::Memory, "saving the exchange failed", saved.error());
+    }
+    UsageRecord record{conversation_id, request.sender_id, run.model, run.provider, run.usage};
+    if (auto recorded = memory.record_usage(record); !recorded) {
+      log(LogLevel::Warn, "recording usage failed: " + recorded.error().describe());
+    }
+    return {};
+  }
+
   // Per-run tools of the sources (e.g. activate_skill), in source order.
-  Result<std::vector<std::shared_ptr<ContextTool>>> context_tools(const Request& request) {
+  static Result<std::vector<std::shared_ptr<ContextTool>>> context_tools(
+      const Request& request, const std::vector<std::shared_ptr<ContextSource>>& sources) {
     std::vector<std::shared_ptr<ContextTool>> out;
     for (const auto& source : sources) {
+      if (!source) continue;
       try {
         for (auto& tool : source->context_tools(request)) {
           if (tool) out.push_back(std::move(tool));
@@ -261,7 +345,7 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
     auto store = impl->host.create_memory(config.memory->name, memory_config);
     if (!store) return fail(ErrorCode::Plugin, "memory plugin '" + config.memory->name + "'", store.error());
     impl->memory = *store;
-    impl->hooks.add("memory-audit", std::make_shared<MemoryAuditHook>(impl->memory));
+    impl->memory_audit = std::make_shared<MemoryAuditHook>(impl->memory);
   }
   for (const auto& ref : config.hooks) {
     // A hook's log (the audit hook's `file`) is history: a tool that could read or forge it would
@@ -272,13 +356,13 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
     }
     auto hook = impl->host.create_hook(ref.name, ref.config);
     if (!hook) return fail(ErrorCode::Plugin, "hook plugin '" + ref.name + "'", hook.error());
-    impl->hooks.add(ref.name, *hook);
+    impl->parts.hooks.add(ref.name, *hook);
   }
   if (config.toolboxes) {
     for (const auto& ref : *config.toolboxes) {
       auto box = impl->host.create_toolbox(ref.name, ref.config);
       if (!box) return fail(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", box.error());
-      impl->toolboxes.push_back(*box);
+      impl->parts.toolboxes.push_back(*box);
     }
   } else {
     // Nothing named: offer every toolbox found; one that needs options it wasn't given is skipped.
@@ -286,7 +370,7 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
       if (!info.ok() || info.kind != PluginKind::Toolbox) continue;
       auto box = impl->host.create_toolbox(info.name, Json::object());
       if (box) {
-        impl->toolboxes.push_back(*box);
+        impl->parts.toolboxes.push_back(*box);
       } else {
         log(LogLevel::Info, "toolbox plugin '" + info.name + "' not loaded by default: " + box.error().describe());
       }
@@ -316,9 +400,10 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   Impl& k = *impl_;
   auto* parent = dynamic_cast<KernelRunServices*>(options.parent.get());
   if (options.parent && parent == nullptr) return fail(ErrorCode::Internal, "RunOptions::parent must come from a kernel run");
+  const HostParts parts = k.snapshot();
   Request request = incoming;
-  if (k.guardrail) {
-    GuardrailAction action = k.guardrail->check_input(request.text);
+  if (parts.guardrail) {
+    GuardrailAction action = parts.guardrail->check_input(request.text);
     if (action.kind == GuardrailAction::Kind::Block) return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
     if (action.kind == GuardrailAction::Kind::Sanitize) request.text = action.text;
   }
@@ -331,23 +416,30 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   auto provider = k.provider_for(provider_name, provider_options);
   if (!provider) return std::unexpected(provider.error());
 
-  // Context: base prompt and skills, then memory and compaction (sub-runs start clean).
-  auto seed = k.seed_context(request);
+  // Context: base prompt and skills (the kernel's sources, then the run's), then memory and
+  // compaction. Sub-runs start clean; a run given its history leaves memory alone.
+  std::vector<std::shared_ptr<ContextSource>> sources = parts.sources;
+  sources.insert(sources.end(), options.sources.begin(), options.sources.end());
+  auto seed = k.seed_context(request, sources, options.extra_system_prompt);
   if (!seed) return std::unexpected(seed.error());
   Limits limits = k.config.limits;
   ProviderSummarizer fallback_summarizer(*provider);
-  MemoryStore* memory = parent == nullptr ? k.memory.get() : nullptr;
+  const bool given_history = parent == nullptr && options.history.has_value();
+  MemoryStore* memory = parent == nullptr && !given_history ? k.memory.get() : nullptr;
   ContextInputs inputs;
   inputs.store = memory;
-  inputs.key = ConversationKey{k.config.channel, request.sender_id, k.config.project};
+  inputs.key = options.conversation.value_or(ConversationKey{k.config.channel, request.sender_id, k.config.project});
   inputs.system_prompt = seed->system_prompt;
   inputs.limits = &limits;
-  inputs.summarizer = k.summarizer ? k.summarizer.get() : &fallback_summarizer;
+  inputs.summarizer = parts.summarizer ? parts.summarizer.get() : &fallback_summarizer;
   auto built = build_context(inputs, request);
   if (!built) return std::unexpected(built.error());
   Context& context = built->context;
+  if (given_history) context.history = *options.history;
   context.toolboxes = std::move(seed->toolboxes);
   context.mcp_servers = std::move(seed->mcp_servers);
+  context.stop = options.stop;
+  context.workspace = options.workspace;
   LoopLimits loop_limits{options.max_turns.value_or(limits.max_turns),
                          options.token_budget ? options.token_budget : limits.token_budget,
                          options.cost_budget_usd ? options.cost_budget_usd : limits.cost_budget_usd,
@@ -379,23 +471,27 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   services.model = context.model;
   services.pricing = &k.pricing;
   services.sub_runner = options.sub_runner;
+  services.stop = options.stop;
   auto run_services = std::make_shared<KernelRunServices>(std::move(services));
   context.services = run_services;
   context.trajectory = tree->trajectory_ptr();
   const auto started = std::chrono::steady_clock::now();
   if (parent == nullptr) k.record_start(*tree, options, request, provider_name, context.model.value_or((*provider)->default_model()));
 
-  // Provider and tools.
-  auto context_tools = k.context_tools(request);
+  // Provider and tools. The memory audit hook comes first, in runs that may write memory.
+  auto context_tools = Impl::context_tools(request, sources);
   if (!context_tools) return std::unexpected(context_tools.error());
-  ToolRouter router = ToolRouter::collect(k.toolboxes, context, *context_tools);
+  ToolRouter router = ToolRouter::collect(parts.toolboxes, context, *context_tools);
+  HookChain hooks;
+  if (k.memory_audit && !options.history) hooks.add("memory-audit", k.memory_audit);
+  hooks.add_all(parts.hooks);
   LoopDeps deps;
   deps.provider = provider->get();
   deps.provider_name = provider_name;
   deps.tools = &router;
-  deps.executors = &k.toolboxes;
+  deps.executors = &parts.toolboxes;
   deps.context_tools = std::move(*context_tools);
-  deps.hooks = k.hooks.empty() ? nullptr : &k.hooks;
+  deps.hooks = hooks.empty() ? nullptr : &hooks;
   deps.rules = k.rules.empty() ? nullptr : &k.rules;
   deps.pricing = &k.pricing;
   deps.scope = HookScope{built->conversation_id, request.sender_id, provider_name};
@@ -415,11 +511,12 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
     auto looped = run_agent_loop(context, deps, loop_limits);
     if (!looped) return looped;
     looped->conversation_id = built->conversation_id;
-    if (options.after_loop) {
+    // A cancelled run does no more work: what it said so far is its answer.
+    if (options.after_loop && looped->outcome != Outcome::Cancelled) {
       if (auto done = options.after_loop(*looped, call_tool); !done) return std::unexpected(done.error());
     }
-    if (k.guardrail && looped->outcome == Outcome::EndTurn) {
-      GuardrailAction action = k.guardrail->check_output(looped->text);
+    if (parts.guardrail && looped->outcome == Outcome::EndTurn) {
+      GuardrailAction action = parts.guardrail->check_output(looped->text);
       if (action.kind == GuardrailAction::Kind::Block) return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
       if (action.kind == GuardrailAction::Kind::Sanitize) looped->text = action.text;
     }
@@ -428,37 +525,39 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   if (run && tree->trajectory() != nullptr) run->run_id = tree->trajectory()->run_id();
   k.record_end(*tree, *run_services, request, run, started);
   if (!run) return run;
-
-  // Memory: the exchange with its tool calls, then what it cost.
   if (memory != nullptr) {
-    std::vector<ContextEntry> exchange;
-    exchange.push_back(ContextEntry::user(request.text));
-    exchange.insert(exchange.end(), context.turn.begin(), context.turn.end());
-    if (run->outcome == Outcome::EndTurn) exchange.push_back(ContextEntry::assistant(run->text));
-    if (auto saved = memory->append_messages(built->conversation_id, exchange); !saved) {
-      return fail(ErrorCode::Memory, "saving the exchange failed", saved.error());
-    }
-    UsageRecord record{built->conversation_id, request.sender_id, run->model, provider_name, run->usage};
-    if (auto recorded = memory->record_usage(record); !recorded) {
-      log(LogLevel::Warn, "recording usage failed: " + recorded.error().describe());
+    if (auto saved = Impl::save_exchange(*memory, built->conversation_id, request, context, *run); !saved) {
+      return std::unexpected(saved.error());
     }
   }
   return run;
 }
 
-void Kernel::add_hook(std::shared_ptr<HookRunner> hook) { impl_->hooks.add("host", std::move(hook)); }
-void Kernel::add_toolbox(std::shared_ptr<ToolExecutor> executor) {
-  if (executor) impl_->toolboxes.push_back(std::move(executor));
+void Kernel::add_hook(std::shared_ptr<HookRunner> hook) {
+  std::lock_guard lock(impl_->parts_mutex);
+  impl_->parts.hooks.add("host", std::move(hook));
 }
-void Kernel::set_guardrail(std::shared_ptr<Guardrail> guardrail) { impl_->guardrail = std::move(guardrail); }
-void Kernel::set_summarizer(std::shared_ptr<Summarizer> summarizer) { impl_->summarizer = std::move(summarizer); }
+void Kernel::add_toolbox(std::shared_ptr<ToolExecutor> executor) {
+  std::lock_guard lock(impl_->parts_mutex);
+  if (executor) impl_->parts.toolboxes.push_back(std::move(executor));
+}
+void Kernel::set_guardrail(std::shared_ptr<Guardrail> guardrail) {
+  std::lock_guard lock(impl_->parts_mutex);
+  impl_->parts.guardrail = std::move(guardrail);
+}
+void Kernel::set_summarizer(std::shared_ptr<Summarizer> summarizer) {
+  std::lock_guard lock(impl_->parts_mutex);
+  impl_->parts.summarizer = std::move(summarizer);
+}
 void Kernel::add_context_source(std::shared_ptr<ContextSource> source) {
-  if (source) impl_->sources.push_back(std::move(source));
+  std::lock_guard lock(impl_->parts_mutex);
+  if (source) impl_->parts.sources.push_back(std::move(source));
 }
 
 const Config& Kernel::config() const { return impl_->config; }
 const PluginHost& Kernel::plugins() const { return impl_->host; }
 const PermissionRules& Kernel::permissions() const { return impl_->rules; }
 const PricingTable& Kernel::pricing() const { return impl_->pricing; }
+std::shared_ptr<MemoryStore> Kernel::memory() const { return impl_->memory; }
 
 }  // namespace kernex

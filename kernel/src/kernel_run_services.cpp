@@ -23,8 +23,10 @@ Result<std::string> KernelRunServices::query_with(Provider& provider, const std:
                                                   const std::optional<std::string>& model) {
   RunTree& tree = *s_.tree;
   if (auto used_up = tree.exhausted()) return budget_error(*used_up);
+  if (s_.stop.stop_requested()) return fail(ErrorCode::Limit, "llm_query: the run was cancelled");
   const std::string span = tree.child_span(s_.span);
   Context ctx(prompt);
+  ctx.stop = s_.stop;  // the provider aborts the request when the run is cancelled
   ctx.model = model ? model : s_.model;
   ctx.allowed_tools = std::vector<std::string>{};  // sub-queries never run tools
   const auto t0 = std::chrono::steady_clock::now();

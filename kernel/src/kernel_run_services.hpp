@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 
 #include "kernex/pricing.hpp"
@@ -33,6 +34,7 @@ class KernelRunServices final : public RunServices, public std::enable_shared_fr
     const PricingTable* pricing = nullptr;
     SubRunner sub_runner;                // empty: rlm_query is unsupported in this run
     std::size_t max_concurrency = 4;
+    std::stop_token stop;                // the run's: no query starts once it fires
   };
 
   explicit KernelRunServices(Setup setup) : s_(std::move(setup)) {}

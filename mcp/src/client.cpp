@@ -37,6 +37,7 @@ struct McpClient::Impl {
   std::shared_ptr<std::deque<std::string>> stderr_tail = std::make_shared<std::deque<std::string>>();
   std::int64_t next_id = 1;
   std::optional<std::vector<McpTool>> tools;
+  std::stop_token stop;  // the current call's (calls are serialised by mu)
   std::string version;
   Json info;
   int starts = 0;
@@ -64,8 +65,23 @@ struct McpClient::Impl {
     return Error(ErrorCode::Tool, msg);
   }
 
+  // The host stopped the run mid-request: the exchange is out of step, so the server goes.
+  Error cancelled(std::string_view method) {
+    if (proc) {
+      proc->kill();
+      proc->wait(Clock::now());
+      proc.reset();
+    }
+    tools.reset();
+    return Error(ErrorCode::Cancelled, who() + ": " + std::string(method) +
+                                           " was cancelled; the server was stopped and restarts on the next call");
+  }
+
   Result<void> send(const Json& message, Clock::time_point deadline) {
-    auto written = proc->write(jsonrpc::frame(message), deadline);
+    auto written = proc->write(jsonrpc::frame(message), deadline, stop);
+    if (!written && written.error().code == ErrorCode::Cancelled) {
+      return std::unexpected(cancelled(message.value("method", std::string("a message"))));
+    }
     if (!written) return std::unexpected(broken("did not accept a message: " + written.error().message));
     return {};
   }
@@ -89,8 +105,9 @@ struct McpClient::Impl {
     const std::int64_t id = next_id++;
     if (auto ok = send(jsonrpc::request(id, method, params), deadline); !ok) return std::unexpected(ok.error());
     for (;;) {
-      auto line = proc->read_line(deadline, options.max_line_bytes);
+      auto line = proc->read_line(deadline, options.max_line_bytes, stop);
       if (!line) {
+        if (line.error().code == ErrorCode::Cancelled) return std::unexpected(cancelled(method));
         if (line.error().code == ErrorCode::Limit && Clock::now() >= deadline) {
           return std::unexpected(broken("did not answer " + std::string(method) + " in time"));
         }
@@ -259,14 +276,20 @@ Result<void> McpClient::connect() {
   return impl_->connect();
 }
 
-Result<std::vector<McpTool>> McpClient::list_tools() {
+Result<std::vector<McpTool>> McpClient::list_tools(std::stop_token stop) {
   std::lock_guard lock(impl_->mu);
-  return impl_->list_tools();
+  impl_->stop = std::move(stop);
+  auto result = impl_->list_tools();
+  impl_->stop = {};
+  return result;
 }
 
-Result<CallResult> McpClient::call_tool(const std::string& name, const Json& arguments) {
+Result<CallResult> McpClient::call_tool(const std::string& name, const Json& arguments, std::stop_token stop) {
   std::lock_guard lock(impl_->mu);
-  return impl_->call_tool(name, arguments);
+  impl_->stop = std::move(stop);
+  auto result = impl_->call_tool(name, arguments);
+  impl_->stop = {};
+  return result;
 }
 
 void McpClient::shutdown(std::chrono::milliseconds grace) {

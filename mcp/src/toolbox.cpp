@@ -5,6 +5,7 @@
 
 #include "kernex/log.hpp"
 #include "kernex/mcp/tool_search.hpp"
+#include "kernex/sandbox/toolbox.hpp"
 
 namespace kernex::mcp {
 namespace fs = std::filesystem;
@@ -113,17 +114,17 @@ McpToolbox::McpToolbox(ToolboxConfig config) : config_(std::move(config)) {}
 McpToolbox::~McpToolbox() { shutdown(); }
 
 void McpToolbox::shutdown() {
-  std::map<std::string, std::shared_ptr<McpClient>> clients;
+  std::map<std::string, Entry> clients;
   {
     std::lock_guard lock(mu_);
     clients.swap(clients_);
   }
-  for (auto& [_, c] : clients) c->shutdown();
+  for (auto& [_, e] : clients) e.client->shutdown();
 }
 
-ServerSandbox McpToolbox::sandbox_for(const McpServer& server) const {
+ServerSandbox McpToolbox::sandbox_for(const McpServer& server, const std::optional<fs::path>& workspace) const {
   ServerSandbox sb;
-  sb.workspace = config_.workspace;
+  sb.workspace = workspace.value_or(config_.workspace);
   sb.enforce = config_.enforce;
   // What the declaring skill's permissions grant, then what the operator's config adds.
   sb.env_passthrough = server.env_passthrough;
@@ -147,28 +148,53 @@ ServerSandbox McpToolbox::sandbox_for(const McpServer& server) const {
   return sb;
 }
 
-std::shared_ptr<McpClient> McpToolbox::client(const McpServer& server) {
+std::shared_ptr<McpClient> McpToolbox::client(const McpServer& server, const std::optional<fs::path>& workspace) {
+  const std::string key = workspace ? server.name + "@" + workspace->string() : server.name;
   std::lock_guard lock(mu_);
-  auto it = clients_.find(server.name);
+  auto it = clients_.find(key);
   if (it != clients_.end()) {
-    const McpServer& have = it->second->server();
+    const McpServer& have = it->second.client->server();
     if (have.command == server.command && have.args == server.args && have.env == server.env &&
         have.network == server.network && have.env_passthrough == server.env_passthrough &&
         have.allowed_commands == server.allowed_commands) {
-      return it->second;
+      it->second.last_used = ++uses_;
+      return it->second.client;
     }
     clients_.erase(it);  // redeclared: the old one shuts down when its last user lets go
   }
-  auto made = std::make_shared<McpClient>(server, sandbox_for(server), config_.client);
-  clients_.emplace(server.name, made);
+  auto made = std::make_shared<McpClient>(server, sandbox_for(server, workspace), config_.client);
+  clients_.emplace(key, Entry{made, ++uses_, workspace.has_value()});
+  if (workspace) evict_workspace_clients();
   return made;
+}
+
+void McpToolbox::evict_workspace_clients() {
+  for (;;) {
+    auto oldest = clients_.end();
+    std::size_t count = 0;
+    for (auto it = clients_.begin(); it != clients_.end(); ++it) {
+      if (!it->second.per_workspace) continue;
+      ++count;
+      if (oldest == clients_.end() || it->second.last_used < oldest->second.last_used) oldest = it;
+    }
+    if (count <= kMaxWorkspaceClients) return;
+    clients_.erase(oldest);  // its server shuts down when its last user lets go
+  }
 }
 
 Result<std::vector<ToolSpec>> McpToolbox::list_tools(const Context& context) {
   std::vector<ToolSpec> specs;
   std::map<std::string, std::pair<std::string, std::string>> routes;
+  auto workspace = sandbox::call_workspace(context.workspace, config_.workspace);
+  if (!workspace) {
+    if (!context.mcp_servers.empty()) {
+      log(LogLevel::Warn, "MCP servers offer no tools this run: " + workspace.error().message);
+    }
+    return specs;
+  }
+  const std::optional<fs::path> host_workspace = context.workspace ? std::optional(*workspace) : std::nullopt;
   for (const auto& server : context.mcp_servers) {
-    auto tools = client(server)->list_tools();
+    auto tools = client(server, host_workspace)->list_tools(context.stop);
     if (!tools) {
       log(LogLevel::Warn, "MCP server '" + server.name + "' offers no tools this run: " + tools.error().describe());
       continue;
@@ -211,6 +237,10 @@ Result<ToolResult> McpToolbox::execute(const Context& context, const ToolCall& c
     if (!found) return error_result(call, found.error().message);
     return ToolResult{call.id, call.name, found->dump(2, ' ', false, Json::error_handler_t::replace), false};
   }
+  if (context.stop.stop_requested()) return error_result(call, sandbox::cancelled_text(call.name));
+  auto workspace = sandbox::call_workspace(context.workspace, config_.workspace);
+  if (!workspace) return error_result(call, "MCP error: " + workspace.error().message);
+  const std::optional<fs::path> host_workspace = context.workspace ? std::optional(*workspace) : std::nullopt;
   std::optional<std::pair<std::string, std::string>> route;
   {
     std::lock_guard lock(mu_);
@@ -219,7 +249,7 @@ Result<ToolResult> McpToolbox::execute(const Context& context, const ToolCall& c
   if (!route) {
     // Listed for another run (routes_ holds the latest listing only): look through this run's servers.
     for (const auto& s : context.mcp_servers) {
-      auto tools = client(s)->list_tools();
+      auto tools = client(s, host_workspace)->list_tools(context.stop);
       if (!tools) continue;
       for (const auto& t : *tools) {
         if (exposed_tool_name(s.name, t.name) == call.name) route = std::pair{s.name, t.name};
@@ -233,7 +263,10 @@ Result<ToolResult> McpToolbox::execute(const Context& context, const ToolCall& c
     if (s.name == route->first) server = &s;
   }
   if (server == nullptr) return error_result(call, "MCP server '" + route->first + "' is not part of this run");
-  auto result = client(*server)->call_tool(route->second, call.arguments);
+  auto result = client(*server, host_workspace)->call_tool(route->second, call.arguments, context.stop);
+  if (!result && result.error().code == ErrorCode::Cancelled) {
+    return error_result(call, sandbox::cancelled_text("MCP tool " + call.name) + " (" + result.error().message + ")");
+  }
   if (!result) return error_result(call, "MCP error: " + result.error().describe());
   return ToolResult{call.id, call.name, result->rendered.text, result->rendered.is_error};
 }

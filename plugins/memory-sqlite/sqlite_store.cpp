@@ -318,6 +318,34 @@ Result<void> SqliteStore::close_conversation(const std::string& conversation_id,
   });
 }
 
+Result<void> SqliteStore::delete_conversation(const std::string& conversation_id) {
+  // Rows naming the conversation first (messages reference it); the FTS triggers drop the
+  // recall index entries of its messages and summary with them.
+  static constexpr const char* kDeletes[] = {
+      "DELETE FROM messages WHERE conversation_id = ?",
+      "DELETE FROM summaries WHERE conversation_id = ?",
+      "DELETE FROM token_usage WHERE conversation_id = ?",
+      "DELETE FROM audit_log WHERE conversation_id = ?",
+      "DELETE FROM conversations WHERE id = ?",
+  };
+  std::lock_guard lock(mutex_);
+  return db_->write<void>([&]() -> Result<void> {
+    auto exists = db_->prepare("SELECT 1 FROM conversations WHERE id = ?");
+    if (!exists) return std::unexpected(exists.error());
+    exists->bind(1, conversation_id);
+    auto row = exists->step();
+    if (!row) return std::unexpected(row.error());
+    if (!*row) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
+    for (const char* sql : kDeletes) {
+      auto stmt = db_->prepare(sql);
+      if (!stmt) return std::unexpected(stmt.error());
+      stmt->bind(1, conversation_id);
+      if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+    }
+    return {};
+  });
+}
+
 Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const ConversationKey& key, const std::string& exclude,
                                                                  std::size_t limit) {
   std::lock_guard lock(mutex_);

@@ -34,6 +34,7 @@ class SqliteStore final : public MemoryStore {
                                                            std::size_t limit) override;
   Result<void> close_conversation(const std::string& conversation_id,
                                   const std::optional<std::string>& summary) override;
+  Result<void> delete_conversation(const std::string& conversation_id) override;
   Result<std::vector<SummaryRecord>> recent_summaries(const ConversationKey& key, const std::string& exclude,
                                                       std::size_t limit) override;
   Result<std::vector<RecallHit>> recall(const RecallQuery& query) override;

@@ -80,6 +80,14 @@ class VolatileStore final : public kernex::MemoryStore {
     return {};
   }
 
+  Result<void> delete_conversation(const std::string& id) override {
+    std::lock_guard lock(mutex_);
+    if (conversations_.erase(id) == 0) return kernex::fail(ErrorCode::Memory, "volatile: no conversation " + id);
+    std::erase_if(active_, [&](const auto& entry) { return entry.second == id; });
+    std::erase_if(usage_, [&](const kernex::UsageRecord& r) { return r.conversation_id == id; });
+    return {};
+  }
+
   Result<void> record_usage(const kernex::UsageRecord& record) override {
     std::lock_guard lock(mutex_);
     usage_.push_back(record);

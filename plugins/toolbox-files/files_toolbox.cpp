@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <stop_token>
 
 #include "kernex/kernel_files.hpp"
 #include "kernex/plugin.hpp"
@@ -102,34 +103,72 @@ class FilesToolbox final : public kernex::ToolExecutor {
     return specs;
   }
 
-  Result<ToolResult> execute(const kernex::Context&, const ToolCall& call) override {
-    static const std::map<std::string, ToolResult (FilesToolbox::*)(const ToolCall&)> tools = {
+  Result<ToolResult> execute(const kernex::Context& context, const ToolCall& call) override {
+    static const std::map<std::string, ToolResult (FilesToolbox::*)(const Job&, const ToolCall&)> tools = {
         {"bash", &FilesToolbox::bash}, {"read", &FilesToolbox::read}, {"write", &FilesToolbox::write},
         {"edit", &FilesToolbox::edit}, {"glob", &FilesToolbox::glob}, {"grep", &FilesToolbox::grep}};
     auto it = tools.find(call.name);
     if (it == tools.end() || !enabled_.contains(call.name)) {
       return kernex::fail(ErrorCode::Tool, "files: no tool named '" + call.name + "'");
     }
-    return (this->*(it->second))(call);
+    if (context.stop.stop_requested()) return bad(call, sb::cancelled_text(call.name));
+    auto workspace = sb::call_workspace(context.workspace, options_.workspace);
+    if (!workspace) return bad(call, "Error: " + workspace.error().message);
+    auto p = policy(context.workspace ? std::optional<fs::path>(*workspace) : std::nullopt);
+    if (!p) return bad(call, "Refusing to run " + call.name + ": the sandbox can't be set up: " + p.error().describe());
+    const fs::path dir = (*p)->profile().workspace.value_or(*workspace);
+    return (this->*(it->second))(Job{*p, dir, context.stop}, call);
   }
 
  private:
-  // One policy for every call: the workspace read-write, the rest as the profile says. Rebuilt when a
-  // kernel file was registered since (a skill loaded, a project file read), so it keeps that one too.
-  Result<std::shared_ptr<const sb::Policy>> policy() {
+  // What one call works with: the policy of its workspace, that workspace, the run's stop token.
+  struct Job {
+    std::shared_ptr<const sb::Policy> policy;
+    fs::path workspace;
+    std::stop_token stop;
+  };
+
+  struct Cached {
+    std::shared_ptr<const sb::Policy> policy;
+    std::uint64_t generation = 0;  // kernel_files_generation() when it was built
+    std::uint64_t last_used = 0;
+  };
+
+  // One policy per workspace (the configured one, or each host workspace): the workspace
+  // read-write, the rest as the profile says. Rebuilt when a kernel file was registered since (a
+  // skill loaded, a project file read), so it keeps that one too. At most kMaxPolicies are kept
+  // (least recently used dropped; calls still running keep theirs alive).
+  Result<std::shared_ptr<const sb::Policy>> policy(const std::optional<fs::path>& workspace) {
+    constexpr std::size_t kMaxPolicies = 64;
     std::lock_guard lock(mutex_);
     const std::uint64_t generation = kernex::kernel_files_generation();
-    if (policy_ && policy_generation_ == generation) return policy_;
-    policy_.reset();
+    const std::string key = workspace ? workspace->string() : std::string();
+    Cached& cached = policies_[key];
+    cached.last_used = ++uses_;
+    if (cached.policy && cached.generation == generation) return cached.policy;
+    cached.policy.reset();
     kernex::Toolbox self;
     self.name = "files";
-    sb::SandboxProfile profile = sb::toolbox_profile(self, options_);
+    sb::ToolboxRunOptions options = options_;
+    if (workspace) options.workspace = *workspace;
+    sb::SandboxProfile profile = sb::toolbox_profile(self, options);
     profile.stdout_cap = kCaptureCap;
+    if (workspace) profile.working_dir = *workspace;
     auto built = sb::PolicyBuilder(std::move(profile)).Build();
-    if (!built) return std::unexpected(built.error());
-    policy_ = std::make_shared<const sb::Policy>(std::move(*built));
-    policy_generation_ = generation;
-    return policy_;
+    if (!built) {
+      policies_.erase(key);
+      return std::unexpected(built.error());
+    }
+    cached.policy = std::make_shared<const sb::Policy>(std::move(*built));
+    cached.generation = generation;
+    auto result = cached.policy;
+    while (policies_.size() > kMaxPolicies) {
+      auto oldest = std::min_element(policies_.begin(), policies_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_used < b.second.last_used;
+      });
+      policies_.erase(oldest);
+    }
+    return result;
   }
 
   struct Run {
@@ -137,30 +176,26 @@ class FilesToolbox final : public kernex::ToolExecutor {
     std::string refusal;  // non-empty: the command never ran
   };
 
-  Run spawn(const std::string& tool, std::vector<std::string> argv, std::string stdin_data = {},
-            std::optional<std::chrono::milliseconds> timeout = std::nullopt, std::optional<fs::path> cwd = {}) {
-    auto p = policy();
-    if (!p) return {{}, "Refusing to run " + tool + ": the sandbox can't be set up: " + p.error().describe()};
+  // A cancelled run is a refusal too: whatever the tool was doing is not done.
+  static Run spawn(const Job& job, const std::string& tool, std::vector<std::string> argv, std::string stdin_data = {},
+                   std::optional<std::chrono::milliseconds> timeout = std::nullopt, std::optional<fs::path> cwd = {}) {
     sb::Command cmd;
     cmd.argv = std::move(argv);
     cmd.stdin_data = std::move(stdin_data);
     cmd.timeout = timeout;
     cmd.cwd = std::move(cwd);
-    auto r = sb::spawn(**p, cmd);
+    cmd.stop = job.stop;
+    auto r = sb::spawn(*job.policy, cmd);
+    if (!r && r.error().code == ErrorCode::Cancelled) return {{}, sb::cancelled_text(tool)};
     if (!r) return {{}, "Refusing to run " + tool + ": " + r.error().describe()};
+    if (r->cancelled) return {std::move(*r), sb::cancelled_text(tool)};
     return {std::move(*r), {}};
   }
 
-  fs::path workspace() {
-    auto p = policy();
-    if (p && (*p)->profile().workspace) return *(*p)->profile().workspace;
-    return options_.workspace;
-  }
-
   // Relative to the workspace; whether it may be touched is the sandbox's decision, not ours.
-  fs::path resolve(const std::string& path) {
+  static fs::path resolve(const Job& job, const std::string& path) {
     fs::path p(path);
-    return (p.is_absolute() ? p : workspace() / p).lexically_normal();
+    return (p.is_absolute() ? p : job.workspace / p).lexically_normal();
   }
 
   std::string cut(const std::string& s) const {
@@ -187,21 +222,19 @@ class FilesToolbox final : public kernex::ToolExecutor {
 
   // --norc: bash reads ~/.bashrc even non-interactively when stdin is a socket (as the sandbox's is),
   // taking it for rshd.
-  ToolResult bash(const ToolCall& call) {
+  ToolResult bash(const Job& job, const ToolCall& call) {
     const std::string command = string_arg(call.arguments, "command");
     if (command.empty()) return required(call, "command");
     std::optional<std::chrono::milliseconds> timeout;
     if (auto secs = uint_arg(call.arguments, "timeout_secs"); secs && *secs > 0) {
-      auto p = policy();
-      auto limit = p ? (*p)->profile().timeout : std::chrono::milliseconds(120'000);
+      auto limit = job.policy->profile().timeout;
       timeout = std::min(limit, std::chrono::milliseconds(std::min<std::uint64_t>(*secs, 86400) * 1000));
     }
-    auto run = spawn("bash", {"bash", "--norc", "--noprofile", "-c", command}, {}, timeout);
+    auto run = spawn(job, "bash", {"bash", "--norc", "--noprofile", "-c", command}, {}, timeout);
     if (!run.refusal.empty()) return bad(call, run.refusal);
     const auto& r = run.result;
     if (r.timed_out) {
-      auto p = policy();
-      auto limit = timeout ? *timeout : p ? (*p)->profile().timeout : std::chrono::milliseconds(0);
+      auto limit = timeout ? *timeout : job.policy->profile().timeout;
       return bad(call, "Command timed out after " + std::to_string(limit.count() / 1000) + "s");
     }
     std::string out = r.stdout_data;
@@ -210,10 +243,10 @@ class FilesToolbox final : public kernex::ToolExecutor {
     return ToolResult{call.id, call.name, cut(out), !r.success()};
   }
 
-  ToolResult read(const ToolCall& call) {
+  ToolResult read(const Job& job, const ToolCall& call) {
     const std::string file = string_arg(call.arguments, "file_path");
     if (file.empty()) return required(call, "file_path");
-    const fs::path path = resolve(file);
+    const fs::path path = resolve(job, file);
     auto offset = uint_arg(call.arguments, "offset");
     auto limit = uint_arg(call.arguments, "limit");
     std::vector<std::string> argv = {"cat", "--", path.string()};
@@ -224,40 +257,40 @@ class FilesToolbox final : public kernex::ToolExecutor {
                 : std::to_string(first) + ",$";
       argv = {"sed", "-n", range + "p", "--", path.string()};
     }
-    auto run = spawn("read", std::move(argv));
+    auto run = spawn(job, "read", std::move(argv));
     if (!run.refusal.empty()) return bad(call, run.refusal);
     if (!run.result.success()) return bad(call, failure(run.result, "Error reading " + path.string()));
     return ok(call, cut(run.result.stdout_data));
   }
 
-  Run write_file(const fs::path& path, std::string content) {
-    return spawn("write",
+  static Run write_file(const Job& job, const fs::path& path, std::string content) {
+    return spawn(job, "write",
                  {"sh", "-c", "mkdir -p -- \"$(dirname -- \"$1\")\" && cat > \"$1\"", "kernex-write", path.string()},
                  std::move(content));
   }
 
-  ToolResult write(const ToolCall& call) {
+  ToolResult write(const Job& job, const ToolCall& call) {
     const std::string file = string_arg(call.arguments, "file_path");
     if (file.empty()) return required(call, "file_path");
-    const fs::path path = resolve(file);
+    const fs::path path = resolve(job, file);
     std::string content = string_arg(call.arguments, "content");
     const std::size_t bytes = content.size();
-    auto run = write_file(path, std::move(content));
+    auto run = write_file(job, path, std::move(content));
     if (!run.refusal.empty()) return bad(call, run.refusal);
     if (!run.result.success()) return bad(call, failure(run.result, "Error writing " + path.string()));
     return ok(call, "Wrote " + std::to_string(bytes) + " bytes to " + path.string());
   }
 
-  ToolResult edit(const ToolCall& call) {
+  ToolResult edit(const Job& job, const ToolCall& call) {
     const std::string file = string_arg(call.arguments, "file_path");
     if (file.empty()) return required(call, "file_path");
     const std::string old_string = string_arg(call.arguments, "old_string");
     if (old_string.empty()) return required(call, "old_string");
     const std::string new_string = string_arg(call.arguments, "new_string");
     const bool all = call.arguments.is_object() && call.arguments.value("replace_all", false) == true;
-    const fs::path path = resolve(file);
+    const fs::path path = resolve(job, file);
 
-    auto read_run = spawn("edit", {"cat", "--", path.string()});
+    auto read_run = spawn(job, "edit", {"cat", "--", path.string()});
     if (!read_run.refusal.empty()) return bad(call, read_run.refusal);
     if (!read_run.result.success()) return bad(call, failure(read_run.result, "Error reading " + path.string()));
     if (read_run.result.stdout_truncated) {
@@ -276,18 +309,18 @@ class FilesToolbox final : public kernex::ToolExecutor {
       pos += new_string.size();
       ++replaced;
     }
-    auto write_run = write_file(path, std::move(text));
+    auto write_run = write_file(job, path, std::move(text));
     if (!write_run.refusal.empty()) return bad(call, write_run.refusal);
     if (!write_run.result.success()) return bad(call, failure(write_run.result, "Error writing " + path.string()));
     return ok(call, "Edited " + path.string() + " (" + std::to_string(count) + " occurrence(s) of pattern, replaced " +
                         (all ? "all" : "first") + ")");
   }
 
-  ToolResult glob(const ToolCall& call) {
+  ToolResult glob(const Job& job, const ToolCall& call) {
     const std::string pattern = string_arg(call.arguments, "pattern");
     if (pattern.empty()) return required(call, "pattern");
     const std::string base = string_arg(call.arguments, "path");
-    const fs::path dir = base.empty() ? workspace() : resolve(base);
+    const fs::path dir = base.empty() ? job.workspace : resolve(job, base);
     // The pattern is expanded as an unquoted word with IFS empty: pathname expansion only, no
     // splitting and no command substitution of its text.
     static const std::string script = R"(cd -- "$1" || exit 2
@@ -297,14 +330,14 @@ found=()
 for f in $2; do [[ -e $f || -L $f ]] && found+=("$PWD/$f"); done
 (( ${#found[@]} )) || exit 0
 if (( ${#found[@]} <= 10000 )); then ls -1td -- "${found[@]}"; else printf '%s\n' "${found[@]}"; fi)";
-    auto run = spawn("glob", {"bash", "--norc", "--noprofile", "-c", script, "kernex-glob", dir.string(), pattern});
+    auto run = spawn(job, "glob", {"bash", "--norc", "--noprofile", "-c", script, "kernex-glob", dir.string(), pattern});
     if (!run.refusal.empty()) return bad(call, run.refusal);
     if (!run.result.success()) return bad(call, failure(run.result, "Error listing " + dir.string()));
     if (run.result.stdout_data.empty()) return ok(call, "(no files matched)");
     return ok(call, cut(run.result.stdout_data));
   }
 
-  ToolResult grep(const ToolCall& call) {
+  ToolResult grep(const Job& job, const ToolCall& call) {
     const std::string pattern = string_arg(call.arguments, "pattern");
     if (pattern.empty()) return required(call, "pattern");
     if (pattern.size() > kMaxPattern) return bad(call, "Error: 'pattern' exceeds 1024-char limit");
@@ -313,8 +346,8 @@ if (( ${#found[@]} <= 10000 )); then ls -1td -- "${found[@]}"; else printf '%s\n
     // -e and -- keep the model's values from being read as options.
     std::vector<std::string> argv = {"grep", "-r", "-n", "-I", "-E", "--color=never"};
     if (!include.empty()) argv.push_back("--include=" + include);
-    argv.insert(argv.end(), {"-e", pattern, "--", base.empty() ? std::string(".") : resolve(base).string()});
-    auto run = spawn("grep", std::move(argv));
+    argv.insert(argv.end(), {"-e", pattern, "--", base.empty() ? std::string(".") : resolve(job, base).string()});
+    auto run = spawn(job, "grep", std::move(argv));
     if (!run.refusal.empty()) return bad(call, run.refusal);
     const auto& r = run.result;
     if (r.timed_out) return bad(call, "grep timed out");
@@ -328,8 +361,8 @@ if (( ${#found[@]} <= 10000 )); then ls -1td -- "${found[@]}"; else printf '%s\n
   sb::ToolboxRunOptions options_;
   std::set<std::string> enabled_;
   std::mutex mutex_;
-  std::shared_ptr<const sb::Policy> policy_;
-  std::uint64_t policy_generation_ = 0;  // kernel_files_generation() when policy_ was built
+  std::map<std::string, Cached> policies_;  // by host workspace ("" for the configured one)
+  std::uint64_t uses_ = 0;
 };
 
 Result<std::shared_ptr<kernex::ToolExecutor>> make_files_toolbox(const Json& config) {

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,8 +39,10 @@ struct ReplOptions {
 
   static Result<ReplOptions> from_json(const Json& config);
   // The worker's profile: workspace read-write, no network, python only, limits, plus `grants`
-  // read-only (Context::read_grants).
-  sandbox::SandboxProfile profile(const std::vector<std::string>& grants) const;
+  // read-only (Context::read_grants). `workspace` set (Context::workspace): it replaces the
+  // configured one as the read-write grant and working directory.
+  sandbox::SandboxProfile profile(const std::vector<std::string>& grants,
+                                  const std::optional<std::filesystem::path>& workspace = {}) const;
 };
 
 }  // namespace kernex::repl

@@ -72,12 +72,20 @@ Error ReplSession::died(const std::string& during) {
 }
 
 Result<std::string> ReplSession::request(std::string_view op_name, std::string line, std::string_view raw,
-                                         std::chrono::milliseconds timeout, const CallbackHandler& on_call) {
+                                         std::chrono::milliseconds timeout, const CallbackHandler& on_call,
+                                         std::stop_token stop) {
   if (broken_) return fail(ErrorCode::Io, "the REPL worker is gone");
   const std::string op(op_name);
+  // A stop mid-request leaves the protocol out of step: the worker's whole group is killed.
+  auto cancelled = [&] {
+    broken_ = true;
+    process_.kill();
+    return fail(ErrorCode::Cancelled, op + " was cancelled");
+  };
   auto deadline = Clock::now() + timeout;
   if (!raw.empty()) line.append(raw);
-  if (auto w = process_.write(line, deadline); !w) {
+  if (auto w = process_.write(line, deadline, stop); !w) {
+    if (w.error().code == ErrorCode::Cancelled) return cancelled();
     if (w.error().code == ErrorCode::Limit) {
       broken_ = true;
       process_.kill();
@@ -86,8 +94,9 @@ Result<std::string> ReplSession::request(std::string_view op_name, std::string l
     return std::unexpected(died(op));
   }
   for (;;) {
-    auto got = process_.read_line(deadline, kMaxLine);
+    auto got = process_.read_line(deadline, kMaxLine, stop);
     if (!got) {
+      if (got.error().code == ErrorCode::Cancelled) return cancelled();
       if (got.error().code == ErrorCode::Limit && Clock::now() >= deadline) {
         broken_ = true;
         process_.kill();
@@ -112,7 +121,8 @@ Result<std::string> ReplSession::request(std::string_view op_name, std::string l
     deadline += Clock::now() - paused;
     std::string out = answer.dump(-1, ' ', false, Json::error_handler_t::replace);
     out += '\n';
-    if (auto w = process_.write(out, deadline); !w) {
+    if (auto w = process_.write(out, deadline, stop); !w) {
+      if (w.error().code == ErrorCode::Cancelled) return cancelled();
       if (w.error().code == ErrorCode::Limit) {
         broken_ = true;
         process_.kill();

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <string_view>
 
@@ -31,9 +32,11 @@ class ReplSession {
   // worker's answer line as it came. Callbacks on the way ({"call": ...} lines) go to `on_call`,
   // and the time spent there does not count against `timeout`. ErrorCode::Limit: the call ran out
   // of time; ErrorCode::Io: the worker died or broke the protocol. Either way the worker is killed
-  // and the session is unusable (broken()). `op` names the request in errors.
+  // and the session is unusable (broken()). `op` names the request in errors. ErrorCode::Cancelled:
+  // `stop` fired while the worker ran; it was killed at once (with everything it started).
   Result<std::string> request(std::string_view op, std::string line, std::string_view raw,
-                              std::chrono::milliseconds timeout, const CallbackHandler& on_call);
+                              std::chrono::milliseconds timeout, const CallbackHandler& on_call,
+                              std::stop_token stop = {});
   // An answer line as a JSON object; anything else breaks the protocol (the worker is killed).
   Result<Json> parse(const std::string& answer);
 

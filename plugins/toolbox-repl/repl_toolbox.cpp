@@ -5,6 +5,7 @@
 #include <cctype>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "kernex/log.hpp"
 #include "kernex/plugin.hpp"
@@ -142,16 +143,22 @@ class ReplToolbox final : public ToolExecutor {
   }
 
   Result<ToolResult> execute(const Context& context, const ToolCall& call) override {
-    auto request = build_request(call);
+    if (context.stop.stop_requested()) return error_of(call, sandbox::cancelled_text(call.name));
+    auto workspace = sandbox::call_workspace(context.workspace, options_.run.workspace);
+    if (!workspace) return error_of(call, workspace.error().message);
+    // Set by the host: workers are kept per workspace, never shared with a run that has another.
+    const std::optional<std::filesystem::path> host_workspace =
+        context.workspace ? std::optional(*workspace) : std::nullopt;
+    auto request = build_request(call, *workspace);
     if (!request) return error_of(call, request.error().message);
     auto& [line, raw] = *request;
 
-    std::shared_ptr<Slot> slot = slot_for(session_key(context));
+    std::shared_ptr<Slot> slot = slot_for(session_key(context, host_workspace));
     std::lock_guard lock(slot->mutex);
     slot->last_used = Clock::now();
     std::string restarted;
     if (!slot->session || slot->session->broken()) {
-      auto policy = policy_for(context.read_grants);
+      auto policy = policy_for(context.read_grants, host_workspace);
       if (!policy) return error_of(call, policy.error().describe());
       auto started = ReplSession::start(**policy, options_.python, kStartupTimeout);
       if (!started) return error_of(call, started.error().describe());
@@ -161,8 +168,19 @@ class ReplToolbox final : public ToolExecutor {
 
     const auto began = Clock::now();
     auto reply = slot->session->request(call.name, std::move(line), raw, options_.timeout,
-                                        [&context](const Json& c) { return answer_call(context, c); });
+                                        [&context](const Json& c) { return answer_call(context, c); }, context.stop);
     const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
+    if (!reply && reply.error().code == ErrorCode::Cancelled) {
+      // The worker was killed: the next call of this session starts a fresh one and is told so.
+      slot->session.reset();
+      slot->lost = "the run was cancelled while " + call.name + " ran";
+      Json body = {{"error", sandbox::cancelled_text(call.name) + "; the REPL's state is lost"},
+                   {"cancelled", true},
+                   {"state_lost", true},
+                   {"wall_ms", wall_ms}};
+      record_code_run(context, call, body);
+      return result_of(call, std::move(body), true);
+    }
     if (reply && call.name == "eval_code" && restarted.empty()) {
       if (auto fast = eval_content(*reply, wall_ms)) {
         if (context.trajectory) record_code_run(context, call, parse_untrusted(fast->content));
@@ -201,7 +219,7 @@ class ReplToolbox final : public ToolExecutor {
   }
 
   // The worker request for a tool call, with the raw bytes to follow it (load_context text).
-  Result<Request> build_request(const ToolCall& call) const {
+  Result<Request> build_request(const ToolCall& call, const std::filesystem::path& workspace) const {
     const Json& a = call.arguments;
     if (!a.is_object()) return fail(ErrorCode::Tool, call.name + ": arguments must be an object");
     auto str = [&](const char* key, bool required) -> Result<std::optional<std::string>> {
@@ -233,7 +251,7 @@ class ReplToolbox final : public ToolExecutor {
       }
       std::filesystem::path path(**file);
       // Relative to the workspace; the worker opens it inside the sandbox, which decides what is readable.
-      if (path.is_relative()) path = options_.run.workspace / path;
+      if (path.is_relative()) path = workspace / path;
       return Request{line_of(Json{{"op", "load"}, {"name", **name}, {"file", path.lexically_normal().string()}}), {}};
     }
     if (call.name == "list_vars") return Request{line_of(Json{{"op", "list"}}), {}};
@@ -327,9 +345,11 @@ class ReplToolbox final : public ToolExecutor {
     context.trajectory->record("code_run", std::move(event));
   }
 
-  static std::string session_key(const Context& context) {
-    if (context.services) return context.services->session() + "/" + context.services->span();
-    return context.session_id.value_or("") + "/local";
+  static std::string session_key(const Context& context, const std::optional<std::filesystem::path>& workspace) {
+    std::string key = context.services ? context.services->session() + "/" + context.services->span()
+                                       : context.session_id.value_or("") + "/local";
+    if (workspace) key += "@" + workspace->string();
+    return key;
   }
 
   std::shared_ptr<Slot> slot_for(const std::string& key) {
@@ -360,15 +380,18 @@ class ReplToolbox final : public ToolExecutor {
     }
   }
 
-  Result<std::shared_ptr<const sandbox::Policy>> policy_for(std::vector<std::string> grants) {
+  Result<std::shared_ptr<const sandbox::Policy>> policy_for(std::vector<std::string> grants,
+                                                           const std::optional<std::filesystem::path>& workspace) {
+    constexpr std::size_t kMaxPolicies = 256;  // many sessions' workspaces: bounded, dropped whole
     std::sort(grants.begin(), grants.end());
-    std::string key;
+    std::string key = workspace ? "@" + workspace->string() + '\n' : std::string();
     for (const auto& g : grants) key += g + '\n';
     std::lock_guard lock(mutex_);
     if (auto it = policies_.find(key); it != policies_.end()) return it->second;
-    auto built = sandbox::PolicyBuilder(options_.profile(grants)).Build();
+    auto built = sandbox::PolicyBuilder(options_.profile(grants, workspace)).Build();
     if (!built) return fail(ErrorCode::Sandbox, "toolbox-repl: the worker's sandbox cannot be built", built.error());
     auto policy = std::make_shared<const sandbox::Policy>(std::move(*built));
+    if (policies_.size() >= kMaxPolicies) policies_.clear();
     policies_.emplace(key, policy);
     return policy;
   }

@@ -25,7 +25,7 @@ class ScriptToolbox final : public kernex::ToolExecutor {
 
   Result<kernex::ToolResult> execute(const kernex::Context& context, const kernex::ToolCall& call) override {
     for (const auto& toolbox : context.toolboxes) {
-      if (toolbox.name == call.name) return runner()->run(toolbox, call);
+      if (toolbox.name == call.name) return runner()->run(toolbox, call, {context.stop, context.workspace});
     }
     return kernex::fail(kernex::ErrorCode::Tool, "toolbox-script: no toolbox named '" + call.name + "' in this run");
   }

@@ -88,6 +88,7 @@ class AnthropicProvider final : public Provider {
     auto body = build_body(context, tools, static_cast<bool>(sink));
     if (!body) return std::unexpected(body.error());
     http::Request request;
+    request.stop = context.stop;  // the host cancelling the run aborts the request
     request.url = endpoint_;
     request.headers = json_headers();
     if (!o_.api_key.empty()) request.headers.emplace_back("x-api-key", o_.api_key);

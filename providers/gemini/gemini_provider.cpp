@@ -106,6 +106,7 @@ class GeminiProvider final : public Provider {
                                          "` is not valid (expected letters, digits, '.', '_' or '-', at most 128)");
     }
     http::Request request;
+    request.stop = context.stop;  // the host cancelling the run aborts the request
     request.url = join_url(base_, "/models/" + model + (sink ? ":streamGenerateContent?alt=sse" : ":generateContent"));
     request.headers = json_headers();
     if (!o_.api_key.empty()) request.headers.emplace_back("x-goog-api-key", o_.api_key);

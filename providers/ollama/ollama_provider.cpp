@@ -49,6 +49,7 @@ class OllamaProvider final : public Provider {
   Result<Response> complete(const Context& context, const std::vector<ToolSpec>& tools,
                             const StreamSink& sink) override {
     http::Request request;
+    request.stop = context.stop;  // the host cancelling the run aborts the request
     request.url = endpoint_;
     request.headers = json_headers();
     if (!o_.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + o_.api_key);

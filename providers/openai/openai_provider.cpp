@@ -74,6 +74,7 @@ class OpenAiProvider final : public Provider {
                             const StreamSink& sink) override {
     const bool streaming = static_cast<bool>(sink);
     http::Request request;
+    request.stop = context.stop;  // the host cancelling the run aborts the request
     request.url = endpoint_;
     request.headers = json_headers();
     if (!o_.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + o_.api_key);

@@ -1,16 +1,21 @@
 // Plays a scripted conversation so the whole loop runs offline. The script is JSON Lines, one
 // provider response per line: {"text", "tool_calls": [{"id","name","arguments"}], "usage",
-// "stop_reason", "model", "thinking", "error", "match"} (all optional). Config: `script` (file,
-// required) and `record` (file: every request received is appended as one JSON line).
+// "stop_reason", "model", "thinking", "error", "match", "delay_ms"} (all optional; delay_ms
+// holds the answer back that long, or until the run's stop token fires: hosts test cancel with
+// it). Config: `script` (file, required) and `record` (file: every request received is appended
+// as one JSON line).
 // A request takes the first unused line whose "match" text occurs in its current message, else
 // the first unused line without "match": sub-queries that run concurrently (llm_query_batched)
 // then get their answers whatever order they arrive in. Every provider instance made from one
 // script (and record file) plays the same script while any of them is alive.
+#include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -77,6 +82,7 @@ struct Step {
   kernex::Response response;
   std::string error;  // a scripted provider failure
   std::optional<std::string> match;
+  std::chrono::milliseconds delay{0};
   bool used = false;
 };
 
@@ -109,6 +115,32 @@ class ReplayProvider final : public kernex::Provider {
 
   Result<kernex::Response> complete(const kernex::Context& context, const std::vector<kernex::ToolSpec>& tools,
                                     const kernex::StreamSink& sink) override {
+    if (context.stop.stop_requested()) return cancelled();
+    auto step = take(context, tools);
+    if (!step) return std::unexpected(step.error());
+    if (step->delay.count() > 0) {
+      // Outside the script's lock: concurrent sub-queries keep playing while this one waits.
+      std::mutex mutex;
+      std::condition_variable_any wake;
+      std::unique_lock waiting(mutex);
+      wake.wait_for(waiting, context.stop, step->delay, [] { return false; });
+      if (context.stop.stop_requested()) return cancelled();
+    }
+    if (!step->error.empty()) return kernex::fail(ErrorCode::Provider, step->error);
+    kernex::Response r = step->response;
+    if (r.model.empty()) r.model = context.model.value_or("replay");
+    r.provider = "replay";
+    if (sink) stream(r, sink);
+    return r;
+  }
+
+ private:
+  static std::unexpected<kernex::Error> cancelled() {
+    return kernex::fail(ErrorCode::Cancelled, "replay: the request was cancelled");
+  }
+
+  // Records the request and marks the line that answers it as used; returns a copy of it.
+  Result<Step> take(const kernex::Context& context, const std::vector<kernex::ToolSpec>& tools) {
     std::lock_guard lock(s_->mutex);
     if (!s_->record.empty()) {
       std::ofstream out(s_->record, std::ios::app);
@@ -123,16 +155,9 @@ class ReplayProvider final : public kernex::Provider {
                                                    std::to_string(s_->steps.size()) + ")");
     }
     taken->used = true;
-    const Step& step = *taken;
-    if (!step.error.empty()) return kernex::fail(ErrorCode::Provider, step.error);
-    kernex::Response r = step.response;
-    if (r.model.empty()) r.model = context.model.value_or("replay");
-    r.provider = "replay";
-    if (sink) stream(r, sink);
-    return r;
+    return *taken;
   }
 
- private:
   static void stream(const kernex::Response& r, const kernex::StreamSink& sink) {
     using Kind = kernex::StreamEvent::Kind;
     if (!r.thinking.empty()) sink({Kind::ThinkingDelta, r.thinking, {}, {}, {}, {}});
@@ -174,6 +199,13 @@ Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
     if (j.is_object() && j.contains("match")) {
       if (!j.at("match").is_string()) return kernex::fail(ErrorCode::Config, where + ": match: expected a string");
       step.match = j.at("match").get<std::string>();
+    }
+    if (j.is_object() && j.contains("delay_ms")) {
+      const Json& d = j.at("delay_ms");
+      if (!d.is_number_unsigned() || d.get<std::uint64_t>() > 86'400'000) {
+        return kernex::fail(ErrorCode::Config, where + ": delay_ms: expected milliseconds from 0 to 86400000");
+      }
+      step.delay = std::chrono::milliseconds(d.get<std::uint64_t>());
     }
     if (j.is_object() && j.contains("error")) {
       step.error = j.at("error").is_string() ? j.at("error").get<std::string>() : j.at("error").dump();

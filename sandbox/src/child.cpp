@@ -34,6 +34,12 @@
 #ifndef AT_RECURSIVE
 #define AT_RECURSIVE 0x8000
 #endif
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
 
 namespace kernex::sandbox::detail {
 
@@ -75,6 +81,10 @@ struct MountAttr {
   std::uint64_t propagation;
   std::uint64_t userns_fd;
 };
+
+constexpr unsigned kOpenTreeClone = 1;          // OPEN_TREE_CLONE of linux/mount.h
+constexpr unsigned kMoveMountFEmptyPath = 0x04;  // MOVE_MOUNT_F_EMPTY_PATH
+constexpr int kMaxKept = 16;                     // kMaxKeptInMask of policy_state.hpp
 
 struct KernelRlimit {
   std::uint64_t cur;
@@ -228,6 +238,48 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
   die(spec, ChildStage::Exec);
 }
 
+// A tmpfs over m.path with only m.keep left of what was there: each kept directory is cloned (with the
+// mounts below it) before the tmpfs covers it, then moved onto a chain of traverse-only directories
+// made in the tmpfs, which ends read-only. Raw syscalls only: this runs in a CLONE_VM child.
+static __attribute__((no_sanitize("address", "undefined"))) bool mask_keeping(const ChildMount& m) {
+  int trees[kMaxKept];
+  if (m.keep_count > kMaxKept) {
+    errno = E2BIG;
+    return false;
+  }
+  for (int k = 0; k < m.keep_count; ++k) {
+    long fd = syscall(SYS_open_tree, AT_FDCWD, m.keep[k], kOpenTreeClone | O_CLOEXEC | AT_RECURSIVE);
+    if (fd < 0) return false;
+    trees[k] = static_cast<int>(fd);
+  }
+  constexpr unsigned long kFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (syscall(SYS_mount, "tmpfs", m.path, "tmpfs", kFlags, "mode=0111,size=64k") != 0) return false;
+  std::size_t base = 0;
+  while (m.path[base] != '\0') ++base;
+  char dir[4096];
+  for (int k = 0; k < m.keep_count; ++k) {
+    // Every directory from below m.path down to the kept one, made as it comes ('/' by '/').
+    const char* keep = m.keep[k];
+    std::size_t len = 0;
+    while (keep[len] != '\0') ++len;
+    if (len >= sizeof(dir)) {
+      errno = ENAMETOOLONG;
+      return false;
+    }
+    for (std::size_t j = 0; j <= len; ++j) {
+      dir[j] = keep[j];
+      if (j > base && (keep[j] == '/' || keep[j] == '\0')) {
+        dir[j] = '\0';
+        if (syscall(SYS_mkdirat, AT_FDCWD, dir, 0111) != 0 && errno != EEXIST) return false;
+        dir[j] = keep[j];
+      }
+    }
+    if (syscall(SYS_move_mount, trees[k], "", AT_FDCWD, keep, kMoveMountFEmptyPath) != 0) return false;
+    syscall(SYS_close, trees[k]);
+  }
+  return syscall(SYS_mount, nullptr, m.path, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | kFlags, nullptr) == 0;
+}
+
 __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(void* arg) {
   auto* spec = static_cast<MountTemplateSpec*>(arg);
   bool user_ns = false;
@@ -253,6 +305,10 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
   }
   for (int i = 0; i < spec->mount_count; ++i) {
     const ChildMount& m = spec->mounts[i];
+    if (m.kind == 1 && m.keep_count > 0) {
+      if (!mask_keeping(m)) goto failed;
+      continue;
+    }
     if (m.kind == 1) {
       if (syscall(SYS_mount, "tmpfs", m.path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                   "mode=000,size=4k") != 0) {

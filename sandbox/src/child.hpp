@@ -26,8 +26,10 @@ struct ChildLimit {
 struct ChildMount {
   const char* path;
   const char* source;  // nullptr: the path itself
-  int kind;
+  int kind;            // 0 bind, 1 tmpfs mask over a directory (see ProtectedMount)
   unsigned long remount_flags;
+  const char* const* keep = nullptr;  // kind 1: directories below `path` moved back over the mask
+  int keep_count = 0;
 };
 
 struct ChildSpec {

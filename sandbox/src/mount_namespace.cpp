@@ -20,10 +20,14 @@ namespace kernex::sandbox {
 
 Result<void> build_mount_namespace(Policy::State& state) {
   std::vector<detail::ChildMount> mounts;
+  std::vector<std::vector<const char*>> keeps;  // the C strings of each mount's `keep`
+  keeps.reserve(state.protected_mounts.size());
   for (const auto& m : state.protected_mounts) {
     const bool mask_dir = m.kind == MountKind::MaskDir;
+    auto& keep = keeps.emplace_back();
+    for (const auto& k : m.keep) keep.push_back(k.c_str());
     mounts.push_back({m.path.c_str(), m.kind == MountKind::MaskFile ? "/dev/null" : nullptr, mask_dir ? 1 : 0,
-                      m.remount_flags});
+                      m.remount_flags, keep.data(), static_cast<int>(keep.size())});
   }
   const std::string uid_map = std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1\n";
   const std::string gid_map = std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1\n";

@@ -77,6 +77,24 @@ Result<void> MountPlan::mask(const fs::path& path) {
   return {};
 }
 
+Result<void> MountPlan::mask_keeping(const fs::path& dir, const std::vector<fs::path>& keep) {
+  ProtectedMount mount{dir.string(), MountKind::MaskDir, 0};
+  for (const auto& k : keep) {
+    if (k == dir || !is_within(k, dir)) {
+      return fail(ErrorCode::Sandbox, "cannot keep '" + k.string() + "' inside the mask of '" + dir.string() + "'");
+    }
+    const bool nested = std::any_of(keep.begin(), keep.end(), [&](const fs::path& o) { return o != k && is_within(k, o); });
+    if (nested || std::find(mount.keep.begin(), mount.keep.end(), k.string()) != mount.keep.end()) continue;
+    mount.keep.push_back(k.string());
+  }
+  if (mount.keep.size() > kMaxKeptInMask) {
+    return fail(ErrorCode::Sandbox, "more than " + std::to_string(kMaxKeptInMask) + " grants inside '" +
+                                        dir.string() + "', which is masked around them");
+  }
+  put(dir, kMask, std::move(mount));
+  return {};
+}
+
 void MountPlan::pin(const fs::path& path) {
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(path, ec))) return;

@@ -154,6 +154,19 @@ std::vector<ResolvedKernelFile> resolve_kernel_files() {
   return out;
 }
 
+// Tool areas (kernex/kernel_files.hpp) resolved through whatever exists of them: a grant is compared
+// with where an area really is, so an area named through a symlink exempts only what it reaches.
+std::vector<ToolArea> resolve_tool_areas() {
+  std::vector<ToolArea> out;
+  for (auto& a : tool_areas()) {
+    std::error_code ec;
+    fs::path resolved = fs::weakly_canonical(a.path, ec);
+    if (ec) continue;
+    out.push_back({resolved, std::move(a.why)});
+  }
+  return out;
+}
+
 class Builder {
  public:
   explicit Builder(SandboxProfile p) : state_(std::make_shared<Policy::State>()) { state_->profile = std::move(p); }
@@ -167,6 +180,7 @@ class Builder {
     }
     protected_ = protected_forms(p);
     kernel_files_ = resolve_kernel_files();
+    tool_areas_ = resolve_tool_areas();
 
     if (auto r = collect_grants(); !r) return std::unexpected(r.error());
     if (auto r = resolve_allow_list(); !r) return std::unexpected(r.error());
@@ -191,12 +205,19 @@ class Builder {
 
   // A grant inside (or equal to) a kernel file would reach it whole: no mount inside the grant can
   // take it back. Refused when the kernel file is hidden, or read-only and the grant writes.
-  Result<void> check_kernel_files(const fs::path& grant, std::uint64_t rights, const char* field) const {
+  // A grant inside a tool area that lies below the kernel file is the exception (see tool_area_for).
+  Result<void> check_kernel_files(const fs::path& grant, std::uint64_t rights, const char* field) {
     const bool writes = (rights & LANDLOCK_ACCESS_FS_MAKE_REG) != 0;
     for (const auto& k : kernel_files_) {
       if (k.access == KernelFileAccess::ReadOnly && !writes) continue;
       for (const fs::path* form : {&k.path, &k.resolved}) {
         if (!is_within(grant, *form)) continue;
+        auto area = tool_area_for(grant, *form, field);
+        if (!area) return std::unexpected(area.error());
+        if (*area != nullptr) {
+          area_grants_.push_back({grant, k.resolved, (*area)->why});
+          break;
+        }
         return fail(ErrorCode::Sandbox, std::string("refusing the ") + field + " grant '" + grant.string() + "': it " +
                                             (grant == *form ? "is" : "lies inside") + " the kernel's " + k.why +
                                             " '" + form->string() + "', which sandboxed processes must not " +
@@ -204,6 +225,27 @@ class Builder {
       }
     }
     return {};
+  }
+
+  // The registered tool area, lying strictly below the kernel file `kernel` (one of its forms), that
+  // holds the canonical `grant`; nullptr when none does. A grant that contains a kernel file is refused
+  // even there: nothing inside it is masked (Landlock and the mask around it keep the rest of `kernel`
+  // away, see mask_around_tool_area_grants).
+  Result<const ToolArea*> tool_area_for(const fs::path& grant, const fs::path& kernel, const char* field) const {
+    for (const auto& a : tool_areas_) {
+      if (a.path == kernel || !is_within(a.path, kernel) || !is_within(grant, a.path)) continue;
+      for (const auto& inner : kernel_files_) {
+        for (const fs::path* form : {&inner.path, &inner.resolved}) {
+          if (!is_within(*form, grant)) continue;
+          return fail(ErrorCode::Sandbox, std::string("refusing the ") + field + " grant '" + grant.string() +
+                                              "' in the " + a.why + " '" + a.path.string() + "': it " +
+                                              (grant == *form ? "is" : "contains") + " the kernel's " + inner.why +
+                                              " '" + form->string() + "'");
+        }
+      }
+      return &a;
+    }
+    return nullptr;
   }
 
   // `required` paths come from the user and must exist; system defaults are skipped when absent.
@@ -368,10 +410,14 @@ class Builder {
     for (const auto& k : kernel_files_) {
       if (auto r = refuse_swappable_symlinks(k); !r) return r;
       const auto w = writable_containing(k.resolved);
-      const bool granted = std::any_of(grants_.begin(), grants_.end(), [&](const LandlockGrant& g) {
+      const auto covering = std::find_if(grants_.begin(), grants_.end(), [&](const LandlockGrant& g) {
         return is_within(k.resolved, g.path);
       });
-      if (!granted) continue;
+      if (covering == grants_.end()) {
+        if (auto r = mask_around_tool_area_grants(plan, k); !r) return r;
+        continue;
+      }
+      if (auto r = refuse_grant_under_mount(k, covering->path); !r) return r;
       if (!k.exists) {
         if (auto r = make_missing_kernel_dir(k, w); !r) return r;
       }
@@ -385,6 +431,38 @@ class Builder {
       auto r = k.access == KernelFileAccess::Hidden ? plan.mask(k.resolved)
                                                     : plan.read_only(k.resolved, executable_overlaps(k.resolved));
       if (!r) return r;
+    }
+    return {};
+  }
+
+  // Landlock keeps the rest of a hidden kernel dir unreadable around the tool-area grants inside it,
+  // but not unnamed: lstat, readlink, inotify and connect() to a socket file pass it. So the dir is
+  // masked and only those grants are moved back over the mask: another session's workspace, the keys
+  // file or the memory db are not there at all.
+  Result<void> mask_around_tool_area_grants(MountPlan& plan, const ResolvedKernelFile& k) {
+    if (k.access != KernelFileAccess::Hidden) return {};
+    std::vector<fs::path> keep;
+    for (const auto& a : area_grants_) {
+      if (a.kernel_file == k.resolved) keep.push_back(a.grant);
+    }
+    if (keep.empty()) return {};
+    std::error_code ec;
+    if (!fs::is_directory(k.resolved, ec)) return {};
+    return plan.mask_keeping(k.resolved, keep);
+  }
+
+  // A kernel file that a grant covers gets a mask or a read-only bind in the mount namespace, which
+  // would cover a tool-area grant inside it too (hidden, or read-only): refused rather than run a tool
+  // whose workspace is not what it was granted.
+  Result<void> refuse_grant_under_mount(const ResolvedKernelFile& k, const fs::path& covering) const {
+    for (const auto& a : area_grants_) {
+      if (a.kernel_file != k.resolved) continue;
+      return fail(ErrorCode::Sandbox, "refusing the grant '" + a.grant.string() + "' in the " + a.why +
+                                          ": the grant '" + covering.string() + "' also covers the kernel's " +
+                                          k.why + " '" + k.resolved.string() + "', which would then be " +
+                                          (k.access == KernelFileAccess::Hidden ? "masked" : "kept read-only") +
+                                          " with the tool area inside it; grant the tool area without a path "
+                                          "that contains the " + k.why);
     }
     return {};
   }
@@ -654,6 +732,13 @@ class Builder {
   std::shared_ptr<Policy::State> state_;
   std::vector<fs::path> protected_;
   std::vector<ResolvedKernelFile> kernel_files_;
+  std::vector<ToolArea> tool_areas_;  // canonical
+  struct AreaGrant {
+    fs::path grant;        // canonical
+    fs::path kernel_file;  // the kernel file it lies inside (resolved)
+    std::string why;       // the tool area's
+  };
+  std::vector<AreaGrant> area_grants_;  // grants let inside a kernel file by a tool area
   std::vector<LandlockGrant> grants_;
   std::vector<fs::path> writable_;  // grants with write rights, canonical
   std::set<fs::path> visited_gitdirs_;

@@ -21,12 +21,18 @@ namespace kernex::sandbox {
 //   (a mount point can't be renamed or removed, so a protected path below it can't be swapped).
 // - MaskDir: an empty read-only tmpfs of mode 0 over a directory (neither readable nor writable).
 // - MaskFile: /dev/null bound over a file and remounted read-only and nodev, so opening it fails.
+//   A MaskDir may keep directories below it (`keep`, grants in a tool area of a hidden kernel dir):
+//   each is cloned before the tmpfs covers it and moved back onto a path of traverse-only (0111)
+//   directories made in the tmpfs, so nothing else of the masked tree is there to stat, watch or
+//   connect to (Landlock mediates none of these).
 enum class MountKind { Bind, MaskDir, MaskFile };
 struct ProtectedMount {
   std::string path;
   MountKind kind = MountKind::Bind;
   unsigned long remount_flags = 0;  // MS_BIND|MS_REMOUNT|... plus the flags the mount already has; 0: none
+  std::vector<std::string> keep = {};  // MaskDir only: directories below `path` kept visible (none nested)
 };
+inline constexpr std::size_t kMaxKeptInMask = 16;
 
 struct Policy::State {
   SandboxProfile profile;  // paths made absolute and canonical

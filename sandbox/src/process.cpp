@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -81,6 +82,7 @@ struct SandboxedProcess::Impl {
   std::string err_line;
   bool err_line_cut = false;
   bool reaped = false;
+  int stop_fd = -1;  // an eventfd a stop token's callback writes to, made on first use
   ExitStatus status;
   std::optional<SpawnCgroup> cgroup;
 
@@ -89,6 +91,7 @@ struct SandboxedProcess::Impl {
   Impl& operator=(const Impl&) = delete;
 
   ~Impl() {
+    close_fd(stop_fd);
     if (pid > 0 && !reaped) {
       ::kill(-pid, SIGKILL);
       reap();
@@ -143,23 +146,47 @@ struct SandboxedProcess::Impl {
     }
   }
 
-  enum class Wait { Ready, TimedOut, Exited, Failed };  // Failed: poll itself failed (errno says why)
+  enum class Wait { Ready, TimedOut, Exited, Failed, Cancelled };  // Failed: poll failed (see errno)
   // Waits for `fd` to become ready for `events` (or stderr to have data, which is drained) until
-  // the deadline. With `watch_exit`, the child's exit ends the wait too (Exited).
-  Wait wait_for(int fd, short events, Clock::time_point deadline, bool watch_exit = false) {
+  // the deadline or `stop`. With `watch_exit`, the child's exit ends the wait too (Exited).
+  Wait wait_for(int fd, short events, Clock::time_point deadline, const std::stop_token& stop,
+                bool watch_exit = false) {
     if (watch_exit && reaped) return Wait::Exited;
+    if (!stop.stop_possible()) return poll_until(fd, events, deadline, -1, watch_exit);
+    if (stop.stop_requested()) return Wait::Cancelled;
+    if (stop_fd < 0) stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (stop_fd < 0) return Wait::Failed;
+    Wait got = Wait::Failed;
+    {
+      // Runs on the canceller's thread: it only wakes this one.
+      std::stop_callback wake(stop, [this] {
+        const std::uint64_t one = 1;
+        (void)!::write(stop_fd, &one, sizeof one);
+      });
+      got = poll_until(fd, events, deadline, stop_fd, watch_exit);
+    }
+    if (!stop.stop_requested()) return got;
+    std::uint64_t count = 0;
+    (void)!::read(stop_fd, &count, sizeof count);  // reset for the next wait
+    return Wait::Cancelled;
+  }
+
+  Wait poll_until(int fd, short events, Clock::time_point deadline, int wake_fd, bool watch_exit) {
     for (;;) {
-      pollfd fds[3];
+      pollfd fds[4];
       nfds_t n = 0;
       fds[n++] = {fd, events, 0};
       const nfds_t err_at = err >= 0 ? n++ : 0;
       if (err_at != 0) fds[err_at] = {err, POLLIN, 0};
       const nfds_t exit_at = watch_exit ? n++ : 0;
       if (exit_at != 0) fds[exit_at] = {pidfd, POLLIN, 0};
+      const nfds_t wake_at = wake_fd >= 0 ? n++ : 0;
+      if (wake_at != 0) fds[wake_at] = {wake_fd, POLLIN, 0};
       const int timeout = remaining_ms(deadline);
       int rc = ::poll(fds, n, timeout);
       if (rc < 0 && errno == EINTR) continue;
       if (rc < 0) return Wait::Failed;
+      if (wake_at != 0 && fds[wake_at].revents != 0) return Wait::Cancelled;
       if (err_at != 0 && fds[err_at].revents != 0) drain_stderr();
       if (fds[0].revents != 0) return Wait::Ready;
       if (exit_at != 0 && fds[exit_at].revents != 0) return Wait::Exited;
@@ -315,7 +342,7 @@ Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Com
   return SandboxedProcess(std::move(impl));
 }
 
-Result<void> SandboxedProcess::write(std::string_view data, Clock::time_point deadline) {
+Result<void> SandboxedProcess::write(std::string_view data, Clock::time_point deadline, std::stop_token stop) {
   Impl& p = *impl_;
   std::size_t written = 0;
   while (written < data.size()) {
@@ -328,8 +355,9 @@ Result<void> SandboxedProcess::write(std::string_view data, Clock::time_point de
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && errno == EAGAIN) {
       // The pipe is full: the child reads slowly, has stopped reading, or has exited.
-      switch (p.wait_for(p.in, POLLOUT, deadline, /*watch_exit=*/true)) {
+      switch (p.wait_for(p.in, POLLOUT, deadline, stop, /*watch_exit=*/true)) {
         case Impl::Wait::Ready: continue;
+        case Impl::Wait::Cancelled: return fail(ErrorCode::Cancelled, "cancelled while writing to the process");
         case Impl::Wait::TimedOut: return fail(ErrorCode::Limit, "timed out writing to the process");
         case Impl::Wait::Exited: return fail(ErrorCode::Io, "the process exited before reading all of its input");
         case Impl::Wait::Failed: return fail(ErrorCode::Io, "cannot wait to write to the process: " + errno_text(errno));
@@ -342,7 +370,8 @@ Result<void> SandboxedProcess::write(std::string_view data, Clock::time_point de
   return {};
 }
 
-Result<std::string> SandboxedProcess::read_line(Clock::time_point deadline, std::size_t max_line) {
+Result<std::string> SandboxedProcess::read_line(Clock::time_point deadline, std::size_t max_line,
+                                                std::stop_token stop) {
   Impl& p = *impl_;
   std::size_t scanned = 0;
   bool readable = false;
@@ -364,8 +393,9 @@ Result<std::string> SandboxedProcess::read_line(Clock::time_point deadline, std:
     // Wait first: callers read right after writing a request, when the answer is rarely there yet,
     // so a read up front would mostly be an EAGAIN.
     if (!readable) {
-      switch (p.wait_for(p.out, POLLIN, deadline)) {
+      switch (p.wait_for(p.out, POLLIN, deadline, stop)) {
         case Impl::Wait::Ready: break;
+        case Impl::Wait::Cancelled: return fail(ErrorCode::Cancelled, "cancelled while waiting for output");
         case Impl::Wait::Failed: return fail(ErrorCode::Io, "cannot wait for output: " + errno_text(errno));
         default: return fail(ErrorCode::Limit, "timed out waiting for output");
       }
@@ -402,7 +432,7 @@ void SandboxedProcess::kill() {
 ExitStatus SandboxedProcess::wait(Clock::time_point deadline) {
   Impl& p = *impl_;
   if (!p.reaped) {
-    p.wait_for(p.pidfd, POLLIN, deadline);
+    p.wait_for(p.pidfd, POLLIN, deadline, {});
     // The leader is a zombie (or still running) until reaped, so the group id can't be reused yet.
     ::kill(-p.pid, SIGKILL);
     p.reap();

@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -221,6 +222,9 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   const auto& st = policy.state();
   const auto& profile = st.profile;
   if (command.argv.empty()) return fail(ErrorCode::Sandbox, "spawn: empty argv");
+  if (command.stop.stop_requested()) {
+    return fail(ErrorCode::Cancelled, "'" + command.argv.front() + "' not started: the run was cancelled");
+  }
   for (const auto& arg : command.argv) {
     if (arg.find('\0') != std::string::npos) return fail(ErrorCode::Sandbox, "spawn: an argument contains a NUL byte");
   }
@@ -272,6 +276,18 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   if (!out) return std::unexpected(out.error());
   auto err = make_pipe();
   if (!err) return std::unexpected(err.error());
+  // The stop token's callback runs on the canceller's thread: it only wakes the pump below, which
+  // kills the group itself (it alone knows the leader is not reaped yet).
+  Fd stop_fd;
+  if (command.stop.stop_possible()) {
+    stop_fd = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!stop_fd) return fail(ErrorCode::Sandbox, "eventfd failed: " + errno_text(errno));
+  }
+  auto wake = [fd = stop_fd.get()] {
+    const std::uint64_t one = 1;
+    (void)!::write(fd, &one, sizeof one);
+  };
+  std::optional<std::stop_callback<decltype(wake)>> on_stop;
 
   spec.path = exe_str.c_str();
   spec.argv = argv.data();
@@ -334,6 +350,8 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   if (command.stdin_data.empty()) in->parent.reset();
   bool exited = false;
   bool timed_out = false;
+  bool cancelled = false;
+  if (stop_fd) on_stop.emplace(command.stop, wake);
 
   while (out->parent || err->parent || !exited) {
     const auto now = Clock::now();
@@ -341,9 +359,10 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
       timed_out = !exited;
       break;
     }
-    pollfd fds[4];
+    pollfd fds[5];
     nfds_t n = 0;
-    int out_i = -1, err_i = -1, in_i = -1, pid_i = -1;
+    int out_i = -1, err_i = -1, in_i = -1, pid_i = -1, stop_i = -1;
+    if (stop_fd) { stop_i = static_cast<int>(n); fds[n++] = {stop_fd.get(), POLLIN, 0}; }
     if (out->parent) { out_i = static_cast<int>(n); fds[n++] = {out->parent.get(), POLLIN, 0}; }
     if (err->parent) { err_i = static_cast<int>(n); fds[n++] = {err->parent.get(), POLLIN, 0}; }
     if (in->parent) { in_i = static_cast<int>(n); fds[n++] = {in->parent.get(), POLLOUT, 0}; }
@@ -352,6 +371,10 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
     int rc = ::poll(fds, n, static_cast<int>(std::min<long long>(remaining, 60'000)));
     if (rc < 0) {
       if (errno == EINTR) continue;
+      break;
+    }
+    if (stop_i >= 0 && fds[stop_i].revents != 0) {
+      cancelled = !exited;
       break;
     }
     if (out_i >= 0 && fds[out_i].revents != 0 && !drain(out->parent.get(), out_cap)) out->parent.reset();
@@ -372,6 +395,7 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
     }
   }
 
+  on_stop.reset();
   ::kill(-pid, SIGKILL);
   int status = 0;
   rusage usage{};
@@ -386,6 +410,7 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   result.pid = pid;
   result.sandboxed = sandboxed;
   result.timed_out = timed_out;
+  result.cancelled = cancelled;
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
   result.stdout_data = out_cap.finish(result.stdout_truncated);

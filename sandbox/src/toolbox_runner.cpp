@@ -208,7 +208,9 @@ ToolResult toolbox_result(const Toolbox& toolbox, const ToolCall& call, const Sp
   }
   out.is_error = true;
   std::string& c = out.content;
-  if (r.timed_out) {
+  if (r.cancelled) {
+    c = cancelled_text("Toolbox '" + toolbox.name + "'");
+  } else if (r.timed_out) {
     c = "Toolbox '" + toolbox.name + "' timed out after " + seconds_text(timeout) + " and was killed";
   } else if (r.term_signal != 0) {
     c = "Toolbox '" + toolbox.name + "' was killed by signal " + std::to_string(r.term_signal) + " (" +
@@ -251,18 +253,41 @@ std::string policy_key(const Toolbox& t) {
 
 }  // namespace
 
-Result<std::shared_ptr<const Policy>> ToolboxRunner::policy_for(const Toolbox& toolbox) {
-  const std::string key = policy_key(toolbox);
+Result<fs::path> call_workspace(const std::optional<fs::path>& requested, const fs::path& configured) {
+  if (!requested) return configured;
+  std::error_code ec;
+  if (!requested->is_absolute() || !fs::is_directory(*requested, ec)) {
+    return fail(ErrorCode::Tool, "the run's workspace '" + requested->string() +
+                                     "' is not an existing directory (an absolute path the host creates)");
+  }
+  return requested->lexically_normal();
+}
+
+std::string cancelled_text(const std::string& what) {
+  return what + " was cancelled: the run was stopped, and every process it started was killed";
+}
+
+Result<std::shared_ptr<const Policy>> ToolboxRunner::policy_for(const Toolbox& toolbox,
+                                                                const std::optional<fs::path>& workspace) {
+  // Many sessions' workspaces pass through a server's runner: the cache is bounded, and dropping
+  // it whole is cheap next to the policies in use, which their callers keep alive.
+  constexpr std::size_t kMaxPolicies = 256;
+  const std::string key = policy_key(toolbox) + (workspace ? "@" + workspace->string() : std::string());
   std::lock_guard lock(mutex_);
   if (auto it = policies_.find(key); it != policies_.end()) return it->second;
-  auto policy = PolicyBuilder(toolbox_profile(toolbox, options_)).Build();
+  ToolboxRunOptions options = options_;
+  if (workspace) options.workspace = *workspace;
+  SandboxProfile profile = toolbox_profile(toolbox, options);
+  if (workspace) profile.working_dir = *workspace;  // the host's workspace is the cwd too
+  auto policy = PolicyBuilder(std::move(profile)).Build();
   if (!policy) return std::unexpected(policy.error());
   auto shared = std::make_shared<const Policy>(std::move(*policy));
+  if (policies_.size() >= kMaxPolicies) policies_.clear();
   policies_.emplace(key, shared);
   return shared;
 }
 
-ToolResult ToolboxRunner::run(const Toolbox& toolbox, const ToolCall& call) {
+ToolResult ToolboxRunner::run(const Toolbox& toolbox, const ToolCall& call, const CallScope& scope) {
   auto refuse = [&](std::string message) { return ToolResult{call.id, call.name, std::move(message), true}; };
   if (!command_matches_allowlist(toolbox.allowed_commands, toolbox.command)) {
     return refuse("Toolbox '" + toolbox.name + "' blocked: command \"" + toolbox.command +
@@ -270,7 +295,10 @@ ToolResult ToolboxRunner::run(const Toolbox& toolbox, const ToolCall& call) {
   }
   auto argv = toolbox_argv(toolbox, call.arguments);
   if (!argv) return refuse(argv.error().message);
-  auto policy = policy_for(toolbox);
+  if (scope.stop.stop_requested()) return refuse(cancelled_text("Toolbox '" + toolbox.name + "'"));
+  auto workspace = call_workspace(scope.workspace, options_.workspace);
+  if (!workspace) return refuse("Toolbox '" + toolbox.name + "' cannot run: " + workspace.error().message);
+  auto policy = policy_for(toolbox, scope.workspace ? std::optional<fs::path>(*workspace) : std::nullopt);
   if (!policy) {
     return refuse("Refusing to run toolbox '" + toolbox.name + "': the sandbox can't be set up: " +
                   policy.error().describe());
@@ -280,7 +308,11 @@ ToolResult ToolboxRunner::run(const Toolbox& toolbox, const ToolCall& call) {
   cmd.stdin_data = (call.arguments.is_null() ? Json::object() : call.arguments)
                        .dump(-1, ' ', false, Json::error_handler_t::replace);
   if (!toolbox.source_dir.empty()) cmd.env["KERNEX_SKILL_DIR"] = toolbox.source_dir;
+  cmd.stop = scope.stop;
   auto result = spawn(**policy, cmd);
+  if (!result && result.error().code == ErrorCode::Cancelled) {
+    return refuse(cancelled_text("Toolbox '" + toolbox.name + "'"));
+  }
   if (!result) {
     return refuse("Refusing to run toolbox '" + toolbox.name + "': " + result.error().describe());
   }

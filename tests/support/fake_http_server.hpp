@@ -37,7 +37,7 @@ class FakeHttpServer {
   struct Reply {
     std::vector<std::string> parts;  // written in order (each its own send)
     bool close = false;              // close the connection after writing
-    bool stall = false;              // read the request, then never answer
+    bool stall = false;              // after writing the parts (if any), never write again
   };
 
   struct Recorded {
@@ -259,17 +259,17 @@ class FakeHttpServer {
         }
       }
       changed_.notify_all();
-      if (reply.stall) {
-        pollfd fds[1] = {{stop_pipe_[0], POLLIN, 0}};
-        ::poll(fds, 1, -1);
-        break;
-      }
       bool ok = true;
       for (const auto& part : reply.parts) {
         if (::send(fd, part.data(), part.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(part.size())) {
           ok = false;
           break;
         }
+      }
+      if (reply.stall) {
+        pollfd fds[1] = {{stop_pipe_[0], POLLIN, 0}};
+        ::poll(fds, 1, -1);
+        break;
       }
       if (!ok || reply.close) break;
     }

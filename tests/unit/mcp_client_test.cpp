@@ -5,10 +5,14 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <stop_token>
+#include <thread>
 
 #include "kernex/mcp/client.hpp"
 #include "kernex/mcp/content.hpp"
 #include "kernex/mcp/toolbox.hpp"
+#include "proc_scan.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -232,6 +236,65 @@ TEST_F(McpClientTest, ToolboxPrefixesNamesAndDefersSchemasPastTheThreshold) {
   // Reused across runs: a second listing does not start the server again.
   ASSERT_TRUE(box.list_tools(ctx));
   EXPECT_EQ(box.client(ctx.mcp_servers[0])->starts(), 1);
+}
+
+TEST_F(McpClientTest, CancelKillsTheServerAndTheNextCallRestartsIt) {
+  McpClient client(server("hang"), sandbox(), fast());
+  ASSERT_TRUE(client.call_tool("echo", Json{{"message", "before"}}));
+  std::stop_source source;
+  Clock::time_point stopped_at;
+  // Wherever the stop lands (before the request is written or while the server hangs), the call
+  // ends cancelled at once.
+  std::thread canceller([&] {
+    stopped_at = Clock::now();
+    source.request_stop();
+  });
+  auto r = client.call_tool("fault", Json::object(), source.get_token());
+  const auto returned = Clock::now();
+  canceller.join();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::Cancelled) << r.error().message;
+  EXPECT_LT(returned - stopped_at, std::chrono::milliseconds(250));
+  EXPECT_FALSE(client.running());
+  auto again = client.call_tool("echo", Json{{"message", "after"}});
+  ASSERT_TRUE(again) << again.error().describe();
+  EXPECT_EQ(client.starts(), 2);
+}
+
+TEST_F(McpClientTest, ToolboxKeepsAServerPerWorkspace) {
+  ToolboxConfig config;
+  config.workspace = ws_.path();
+  config.client = fast();
+  McpToolbox box(config);
+  kernex::testing::TempDir a, b;
+  McpServer s = server("ok");
+  s.args = {"fake_server.py", "ok"};  // relative: each workspace's own copy, as its cwd
+  std::vector<Context> runs(2);
+  for (int i = 0; i < 2; ++i) {
+    const auto& dir = i == 0 ? a : b;
+    std::filesystem::copy_file(script_, dir.path() / "fake_server.py");
+    runs[i].mcp_servers = {s};
+    runs[i].workspace = dir.path();
+    ASSERT_TRUE(box.list_tools(runs[i]));
+    auto echoed = box.execute(runs[i], ToolCall{"c", "fake__echo", Json{{"message", "hi"}}});
+    ASSERT_TRUE(echoed);
+    EXPECT_FALSE(echoed->is_error) << echoed->content;
+  }
+  auto in_a = box.client(s, a.path());
+  auto in_b = box.client(s, b.path());
+  EXPECT_NE(in_a, in_b);
+  EXPECT_EQ(in_a->starts(), 1);
+  EXPECT_EQ(in_b->starts(), 1);
+  EXPECT_EQ(box.client(s)->starts(), 0);  // the configured workspace's server never started
+  EXPECT_FALSE(kernex::testing::groups_working_in(a.path()).empty());
+  EXPECT_FALSE(kernex::testing::groups_working_in(b.path()).empty());
+
+  Context missing = runs[0];
+  missing.workspace = a.path() / "not-made";
+  auto refused = box.execute(missing, ToolCall{"c", "fake__echo", Json{{"message", "hi"}}});
+  ASSERT_TRUE(refused);
+  EXPECT_TRUE(refused->is_error);
+  EXPECT_NE(refused->content.find("is not an existing directory"), std::string::npos) << refused->content;
 }
 
 TEST(McpToolboxConfig, UnknownKeysAndBadTypesAreConfigErrors) {

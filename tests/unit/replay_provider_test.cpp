@@ -1,6 +1,10 @@
 // The replay provider plugin, loaded from the build tree like any other plugin.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <stop_token>
+#include <thread>
+
 #include "kernex/plugin_host.hpp"
 #include "temp_dir.hpp"
 
@@ -74,6 +78,42 @@ TEST_F(ReplayTest, ScriptedErrorLineIsAProviderError) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::Provider);
   EXPECT_EQ(r.error().message, "HTTP 529 overloaded");
+}
+
+TEST_F(ReplayTest, AStoppedRunIsCancelledAtOnceAndKeepsItsLine) {
+  auto script = dir.write("s.jsonl", R"({"text":"kept"})" "\n");
+  auto provider = make({{"script", script.string()}});
+  ASSERT_TRUE(provider);
+  std::stop_source source;
+  source.request_stop();
+  Context stopped("x");
+  stopped.stop = source.get_token();
+  auto r = (*provider)->complete(stopped, {}, {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::Cancelled);
+  auto next = (*provider)->complete(Context("x"), {}, {});
+  ASSERT_TRUE(next) << next.error().message;
+  EXPECT_EQ(next->text, "kept");
+}
+
+TEST_F(ReplayTest, DelayedLineWaitsUntilTheStopToken) {
+  auto script = dir.write("s.jsonl", R"({"text":"late","delay_ms":60000})" "\n" R"({"text":"soon","delay_ms":5})" "\n");
+  auto provider = make({{"script", script.string()}});
+  ASSERT_TRUE(provider);
+  std::stop_source source;
+  Context ctx("x");
+  ctx.stop = source.get_token();
+  const auto began = std::chrono::steady_clock::now();
+  // Whether the stop lands before or during the wait, the call ends cancelled, long before 60 s.
+  std::jthread canceller([&] { source.request_stop(); });
+  auto r = (*provider)->complete(ctx, {}, {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::Cancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
+  auto soon = (*provider)->complete(Context("x"), {}, {});
+  ASSERT_TRUE(soon);
+  EXPECT_EQ(soon->text, "soon");
+  EXPECT_FALSE(make({{"script", dir.write("bad.jsonl", R"({"delay_ms":-1})" "\n").string()}}));
 }
 
 TEST_F(ReplayTest, RunningOutSaysHowManyLinesTheScriptHas) {

@@ -3,12 +3,21 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <stop_token>
+#include <thread>
 
 #include "kernex/plugin_host.hpp"
+#include "proc_scan.hpp"
 #include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -157,6 +166,62 @@ TEST_F(FilesToolboxTest, BashRunsInTheWorkspaceWithACleanEnvironment) {
   auto slow = call("bash", Json{{"command", "sleep 30"}, {"timeout_secs", 1}});
   EXPECT_TRUE(slow.is_error);
   EXPECT_THAT(slow.content, HasSubstr("timed out"));
+}
+
+TEST_F(FilesToolboxTest, EachRunWritesInItsOwnWorkspace) {
+  TempDir a, b;
+  for (const auto* dir : {&a, &b}) {
+    Context run;
+    run.workspace = dir->path();
+    const std::string who = dir == &a ? "A" : "B";
+    auto wrote = box_->execute(run, ToolCall{"w", "write", Json{{"file_path", "notes/out.txt"}, {"content", who}}});
+    ASSERT_TRUE(wrote);
+    ASSERT_FALSE(wrote->is_error) << wrote->content;
+    auto pwd = box_->execute(run, ToolCall{"p", "bash", Json{{"command", "pwd; ls notes"}}});
+    ASSERT_TRUE(pwd);
+    EXPECT_EQ(pwd->content, fs::canonical(dir->path()).string() + "\nout.txt\n");
+    // The configured workspace is out of reach of a run that has its own.
+    auto other = box_->execute(run, ToolCall{"r", "read", Json{{"file_path", (ws_ / "hello.txt").string()}}});
+    ASSERT_TRUE(other);
+    EXPECT_TRUE(other->is_error) << other->content;
+  }
+  EXPECT_EQ(slurp(a.path() / "notes/out.txt"), "A");
+  EXPECT_EQ(slurp(b.path() / "notes/out.txt"), "B");
+  EXPECT_FALSE(fs::exists(ws_ / "notes"));
+
+  Context missing;
+  missing.workspace = a.path() / "not-made";
+  auto refused = box_->execute(missing, ToolCall{"m", "bash", Json{{"command", "true"}}});
+  ASSERT_TRUE(refused);
+  EXPECT_TRUE(refused->is_error);
+  EXPECT_THAT(refused->content, HasSubstr("is not an existing directory"));
+}
+
+TEST_F(FilesToolboxTest, CancelKillsARunningBashCommandAndItsChildren) {
+  ASSERT_EQ(::mkfifo((ws_ / "ready").c_str(), 0600), 0);
+  std::stop_source source;
+  Context run;
+  run.stop = source.get_token();
+  std::set<pid_t> groups;
+  std::chrono::steady_clock::time_point stopped_at;
+  std::thread canceller([&] {
+    std::ifstream ready(ws_ / "ready");
+    std::string word;
+    ready >> word;
+    groups = kernex::testing::groups_working_in(ws_);
+    stopped_at = std::chrono::steady_clock::now();
+    source.request_stop();
+  });
+  auto r = box_->execute(run, ToolCall{"b", "bash", Json{{"command", "sleep 30 & echo go > ready; sleep 30"}}});
+  const auto returned = std::chrono::steady_clock::now();
+  if (int fd = ::open((ws_ / "ready").c_str(), O_WRONLY | O_NONBLOCK); fd >= 0) ::close(fd);
+  canceller.join();
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->is_error);
+  EXPECT_THAT(r->content, HasSubstr("bash was cancelled"));
+  EXPECT_LT(std::chrono::duration<double, std::milli>(returned - stopped_at).count(), 250.0);
+  ASSERT_FALSE(groups.empty());
+  EXPECT_TRUE(kernex::testing::groups_gone_by(groups, stopped_at + std::chrono::milliseconds(250)));
 }
 
 }  // namespace

@@ -2,9 +2,18 @@
 // plugin and end to end through the Kernel with the replay provider answering sub-queries.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <stop_token>
+#include <thread>
 
 #include "kernex/kernel.hpp"
 #include "kernex/plugin_host.hpp"
@@ -12,6 +21,7 @@
 #include "kernex/run_services.hpp"
 #include "kernex/trajectory_view.hpp"
 #include "eval_reply.hpp"
+#include "proc_scan.hpp"
 #include "temp_dir.hpp"
 
 namespace kernex {
@@ -329,6 +339,64 @@ TEST_F(ReplToolboxTest, CrashLosesStateAndTheNextCallSaysSo) {
   EXPECT_EQ(after["state_lost"], true);
   EXPECT_NE(after["note"].get<std::string>().find("fresh REPL"), std::string::npos);
   EXPECT_FALSE(eval("print(1)").contains("state_lost"));  // told once
+}
+
+TEST_F(ReplToolboxTest, WorkersArePerWorkspace) {
+  TempDir a, b;
+  Context in_a = context_, in_b = context_;  // the same session, two workspaces
+  in_a.workspace = a.path();
+  in_b.workspace = b.path();
+  Json first = eval("import os\nmine = 'A'\nopen('made-here.txt', 'w').write('A')\nprint(os.getcwd())", &in_a);
+  EXPECT_EQ(first["stdout"], fs::canonical(a.path()).string() + "\n") << first.dump();
+  Json other = eval("import os\nprint('mine' in globals(), os.getcwd())", &in_b);
+  EXPECT_EQ(other["stdout"], "False " + fs::canonical(b.path()).string() + "\n") << other.dump();
+  EXPECT_EQ(eval("print(mine)", &in_a)["stdout"], "A\n");
+  EXPECT_TRUE(fs::exists(a.path() / "made-here.txt"));
+  EXPECT_FALSE(fs::exists(ws() / "made-here.txt"));
+  // The workspace's worker can't read the configured workspace.
+  std::ofstream(ws() / "private.txt") << "configured";
+  Json denied = eval("print(open(" + Json((ws() / "private.txt").string()).dump() + ").read())", &in_a);
+  EXPECT_TRUE(denied.contains("error")) << denied.dump();
+
+  Context missing = context_;
+  missing.workspace = a.path() / "not-made";
+  auto refused = call("eval_code", {{"code", "print(1)"}}, &missing);
+  EXPECT_TRUE(refused.is_error);
+  EXPECT_NE(refused.content.find("is not an existing directory"), std::string::npos) << refused.content;
+}
+
+TEST_F(ReplToolboxTest, CancelKillsTheWorkerAtOnceAndTheNextCallStartsFresh) {
+  eval("kept = 1");
+  ASSERT_EQ(::mkfifo((ws() / "ready").c_str(), 0600), 0);
+  std::stop_source source;
+  Context run = context_;
+  run.stop = source.get_token();
+  std::set<pid_t> groups;
+  std::chrono::steady_clock::time_point stopped_at;
+  std::thread canceller([&] {
+    std::ifstream ready(ws() / "ready");
+    std::string word;
+    ready >> word;
+    groups = testing::groups_working_in(ws());
+    stopped_at = std::chrono::steady_clock::now();
+    source.request_stop();
+  });
+  auto r = call("eval_code", {{"code", "open('ready', 'w').write('go')\nimport time\ntime.sleep(30)"}}, &run);
+  const auto returned = std::chrono::steady_clock::now();
+  if (int fd = ::open((ws() / "ready").c_str(), O_WRONLY | O_NONBLOCK); fd >= 0) ::close(fd);
+  canceller.join();
+  EXPECT_TRUE(r.is_error);
+  Json c = parse(r);
+  EXPECT_EQ(c["cancelled"], true) << c.dump();
+  EXPECT_EQ(c["state_lost"], true);
+  const double back = std::chrono::duration<double, std::milli>(returned - stopped_at).count();
+  EXPECT_LT(back, 250.0);
+  ASSERT_FALSE(groups.empty());
+  EXPECT_TRUE(testing::groups_gone_by(groups, stopped_at + std::chrono::milliseconds(250)));
+  std::printf("[ measured ] REPL eval cancel returned after %.2f ms\n", back);
+  Json after = eval("print('kept' in globals())");
+  EXPECT_EQ(after["stdout"], "False\n");
+  EXPECT_EQ(after["state_lost"], true);
 }
 
 class ReplTimeoutTest : public ReplToolboxTest {

@@ -3,14 +3,25 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <set>
+#include <stop_token>
+#include <thread>
 
 #include "kernex/kernel.hpp"
 #include "kernex/plugin_host.hpp"
 #include "kernex/sandbox/toolbox.hpp"
 #include "kernex/skills/context_source.hpp"
 #include "kernex/skills/loader.hpp"
+#include "proc_scan.hpp"
 #include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -263,3 +274,84 @@ TEST(ScriptToolboxKernel, ResultGoesBackToTheModelAndSecretsStayOut) {
 }
 
 }  // namespace
+
+// ---- Context::stop and Context::workspace ----------------------------------------------------
+
+// A toolbox that starts two background sleeps, tells the test through the FIFO `ready` in its
+// workspace that they run, then waits for them: only a cancel ends it early.
+static Toolbox sleepers() {
+  Toolbox t;
+  t.name = "sleepers";
+  t.command = "sh";
+  t.args = {"-c", "sleep 30 & sleep 30 & echo go > ready; wait"};
+  return t;
+}
+
+TEST_F(ScriptToolboxTest, CancelKillsTheWholeProcessGroupAtOnce) {
+  ASSERT_EQ(::mkfifo((ws_.path() / "ready").c_str(), 0600), 0);
+  context_.toolboxes = {sleepers()};
+  double worst_return = 0, worst_gone = 0;
+  for (int round = 0; round < 5; ++round) {
+    std::stop_source source;
+    context_.stop = source.get_token();
+    std::set<pid_t> groups;
+    std::chrono::steady_clock::time_point stopped_at;
+    std::thread canceller([&] {
+      std::ifstream ready(ws_.path() / "ready");  // opens once the tool's shell opened the FIFO
+      std::string word;
+      ready >> word;
+      groups = kernex::testing::groups_working_in(ws_.path());
+      stopped_at = std::chrono::steady_clock::now();
+      source.request_stop();
+    });
+    auto r = box_->execute(context_, ToolCall{"c", "sleepers", Json::object()});
+    const auto returned = std::chrono::steady_clock::now();
+    // A tool that never opened the FIFO would leave the canceller blocked in open(): release it.
+    if (int fd = ::open((ws_.path() / "ready").c_str(), O_WRONLY | O_NONBLOCK); fd >= 0) ::close(fd);
+    canceller.join();
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(r->is_error);
+    EXPECT_THAT(r->content, HasSubstr("was cancelled"));
+    ASSERT_FALSE(groups.empty()) << "the tool's processes were not found under /proc";
+    EXPECT_TRUE(kernex::testing::groups_gone_by(groups, stopped_at + std::chrono::milliseconds(250)));
+    const double gone = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stopped_at).count();
+    const double back = std::chrono::duration<double, std::milli>(returned - stopped_at).count();
+    worst_return = std::max(worst_return, back);
+    worst_gone = std::max(worst_gone, gone);
+    EXPECT_LT(back, 250.0);
+  }
+  std::printf("[ measured ] script tool cancel: returned after %.2f ms, group gone after %.2f ms (worst of 5)\n",
+              worst_return, worst_gone);
+}
+
+TEST_F(ScriptToolboxTest, AStopRequestedBeforeTheCallRunsNothing) {
+  std::stop_source source;
+  source.request_stop();
+  context_.stop = source.get_token();
+  auto r = call("plant", Json::object());
+  EXPECT_TRUE(r.is_error);
+  EXPECT_THAT(r.content, HasSubstr("was cancelled"));
+}
+
+TEST_F(ScriptToolboxTest, TheRunsWorkspaceReplacesTheConfiguredOne) {
+  Toolbox writer;
+  writer.name = "writer";
+  writer.command = "sh";
+  writer.args = {"-c", "pwd; echo \"$1\" > out.txt", "writer", "{who}"};
+  context_.toolboxes = {writer};
+  TempDir a, b;
+  for (const auto* dir : {&a, &b}) {
+    context_.workspace = dir->path();
+    auto r = call("writer", Json{{"who", dir == &a ? "A" : "B"}});
+    ASSERT_FALSE(r.is_error) << r.content;
+    EXPECT_EQ(r.content, fs::weakly_canonical(dir->path()).string() + "\n");
+  }
+  EXPECT_EQ(read_lines(a.path() / "out.txt"), std::vector<std::string>{"A"});
+  EXPECT_EQ(read_lines(b.path() / "out.txt"), std::vector<std::string>{"B"});
+  EXPECT_FALSE(fs::exists(ws_.path() / "out.txt"));
+
+  context_.workspace = a.path() / "missing";
+  auto missing = call("writer", Json{{"who", "C"}});
+  EXPECT_TRUE(missing.is_error);
+  EXPECT_THAT(missing.content, HasSubstr("is not an existing directory"));
+}

@@ -54,6 +54,9 @@ struct Config {
   Limits limits;
   // Whether runs write a JSON Lines trajectory under <data_dir>/trajectories.
   bool trajectories = true;
+  // Sections for the layers above the kernel, as JSON, checked by the layer that reads them:
+  // "serve" (kernex serve). Relative paths in them resolve against `source`'s directory.
+  std::map<std::string, Json> sections;
 
   // Reads `file` (or, when unset, $KERNEX_CONFIG, else no file: defaults), then applies the
   // environment override KERNEX_DATA_DIR, and registers the kernel files it names

@@ -25,6 +25,7 @@ enum class ErrorCode {
   Parse,       // malformed data (JSON, YAML, scripts)
   Unsupported, // feature not offered by this implementation
   Internal,    // a bug: an impossible state
+  Cancelled,   // the host asked the run to stop (Context::stop)
 };
 
 std::string_view to_string(ErrorCode code) noexcept;

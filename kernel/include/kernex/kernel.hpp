@@ -139,6 +139,8 @@ class Kernel {
   const PluginHost& plugins() const;
   const PermissionRules& permissions() const;
   const PricingTable& pricing() const;
+  // The memory store runs read and write (null without one): hosts list and forget sessions.
+  std::shared_ptr<MemoryStore> memory() const;
 
  private:
   struct Impl;

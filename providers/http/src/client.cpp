@@ -11,15 +11,16 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -196,6 +197,14 @@ class PollStream {
   int fd_;
 };
 
+// Wakes a blocked poll()/recvmsg()/sendmsg() on a plain connection when the request's stop token
+// fires: shutdown() is safe from any thread and the descriptor stays open (the caller closes it
+// only after this callback was deregistered).
+struct ShutdownOnStop {
+  int fd;
+  void operator()() const noexcept { ::shutdown(fd, SHUT_RDWR); }
+};
+
 // A failed attempt: whether trying again may help.
 struct Failure {
   Error error;
@@ -321,6 +330,7 @@ struct Client::Impl {
   ClientStats stats;
   std::vector<char> body_buffer = std::vector<char>(64 * 1024);  // reused: calls are serialised
   bool ca_loaded = false;
+  std::stop_token stop;  // the current request's (calls are serialised)
 
   explicit Impl(ClientOptions o) : opts(std::move(o)) {
     ssl.set_verify_mode(asio::ssl::verify_peer);
@@ -337,7 +347,8 @@ struct Client::Impl {
     ca_loaded = true;
   }
 
-  // Runs one async operation to completion or until `deadline`, when `cancel` aborts it.
+  // Runs one async operation to completion or until `deadline` or a stop request, when `cancel`
+  // aborts it.
   template <class Start, class Cancel>
   error_code run(Clock::time_point deadline, Start&& start, Cancel&& cancel) {
     error_code result;
@@ -355,8 +366,18 @@ struct Client::Impl {
       done = true;
       timer.cancel();
     });
+    auto abort = [&] {
+      if (!done) cancel();
+    };
+    {
+      // A stop request arrives on another thread: it only posts (thread-safe); the abort runs here.
+      std::stop_callback on_stop(stop, [&] { asio::post(ioc, abort); });
+      ioc.restart();
+      ioc.run();
+    }
+    // An abort posted after run() returned runs now, while what it captured is still alive.
     ioc.restart();
-    ioc.run();
+    ioc.poll();
     if (expired && result) return asio::error::timed_out;
     return result;
   }
@@ -622,20 +643,25 @@ struct Client::Impl {
         conn = std::move(*made);
       }
       bool stale = false;
-      std::expected<Response, Failure> result =
-          conn->tls ? exchange(AsyncIo<TlsStream>{*this, *conn->tls, *conn}, url, req, on_chunk, total, reused, stale,
-                               delivered)
-                    : exchange(PollIo{PollStream(conn->plain->socket().native_handle()), *conn}, url, req, on_chunk,
-                               total, reused, stale, delivered);
+      std::expected<Response, Failure> result = std::unexpected(Failure{});
+      if (conn->tls) {
+        result = exchange(AsyncIo<TlsStream>{*this, *conn->tls, *conn}, url, req, on_chunk, total, reused, stale,
+                          delivered);
+      } else {
+        const int fd = conn->plain->socket().native_handle();
+        std::stop_callback<ShutdownOnStop> wake(stop, ShutdownOnStop{fd});
+        result = exchange(PollIo{PollStream(fd), *conn}, url, req, on_chunk, total, reused, stale, delivered);
+      }
       if (!result) {
         conn->close();
         conn.reset();
         // The server dropped a kept-alive connection before answering: not an attempt.
-        if (stale && delivered == 0 && fresh_tries == 0) continue;
+        if (stale && delivered == 0 && fresh_tries == 0 && !stop.stop_requested()) continue;
         return result;
       }
       const auto connection_header = result->header("connection");
-      if (connection_header && iequals(*connection_header, "close")) {
+      // A stop that came as the exchange ended may have shut the socket down: never reuse it.
+      if ((connection_header && iequals(*connection_header, "close")) || stop.stop_requested()) {
         conn->close();
       } else {
         idle[key] = std::move(conn);
@@ -648,6 +674,8 @@ struct Client::Impl {
     std::lock_guard lock(mutex);
     auto url = Url::parse(request.url);
     if (!url) return std::unexpected(url.error());
+    stop = request.stop;
+    auto cancelled = [&] { return fail(ErrorCode::Cancelled, "request to " + url->authority() + " cancelled"); };
     const auto start = Clock::now();
     const auto total = start + opts.total_timeout;
     std::optional<Error> last_error;
@@ -660,12 +688,17 @@ struct Client::Impl {
         auto wait = opts.backoff_base * (1 << std::min(round - 1, 16));
         if (retry_after) wait = std::max(wait, std::min(*retry_after, opts.retry_after_cap));
         if (Clock::now() + wait >= total) break;  // no time left for another try
-        std::this_thread::sleep_for(wait);
+        std::mutex sleep_mutex;
+        std::condition_variable_any wake;
+        std::unique_lock sleeping(sleep_mutex);
+        wake.wait_for(sleeping, stop, wait, [] { return false; });
       }
+      if (stop.stop_requested()) return cancelled();
       ++stats.attempts;
       ++tries;
       std::size_t delivered = 0;
       auto result = attempt(*url, request, on_chunk, total, delivered);
+      if (!result && stop.stop_requested()) return cancelled();
       if (!result) {
         if (!result.error().retryable || delivered > 0) return std::unexpected(result.error().error);
         last_error = result.error().error;

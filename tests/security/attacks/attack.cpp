@@ -611,8 +611,81 @@ int other_process(const std::string& what, pid_t pid) {
   return kNotMine;
 }
 
+// ---- tenants: one serve session's tools against another's (battery2_tenants_test.cpp) ---------------
+
+// A listener for another tenant's tools to reach: a socket file at `where`, or the abstract name
+// `where` when `abstract`. Prints READY once listening, then `ACCEPTED <c>` for each connection, <c>
+// the first byte it sent ('-' for none): the test's own probe sends one, an attacker's connect none.
+int serve_unix(const char* where, bool abstract) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return report_errno("socket");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::size_t len = std::strlen(where);
+  std::memcpy(addr.sun_path + (abstract ? 1 : 0), where, len);
+  socklen_t size = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len + (abstract ? 1 : 0));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), size) != 0) return report_errno("bind");
+  if (listen(fd, 4) != 0) return report_errno("listen");
+  std::printf("READY\n");
+  std::fflush(stdout);
+  for (;;) {
+    int c = accept(fd, nullptr, nullptr);
+    if (c < 0) return report_errno("accept");
+    char byte = '-';
+    if (read(c, &byte, 1) != 1) byte = '-';
+    std::printf("ACCEPTED %c\n", byte);
+    std::fflush(stdout);
+    close(c);
+  }
+}
+
+int tenant_case(const std::vector<std::string>& a) {
+  const std::string& c = a[0];
+  auto arg = [&](std::size_t i) { return i < a.size() ? a[i].c_str() : ""; };
+  if (c == "via_dirfd") {
+    // A handle on a directory outside the grants (O_PATH opens are not checked), then a file below it.
+    int dir = open(arg(1), O_PATH | O_DIRECTORY);
+    if (dir < 0) return report_errno("open_dir");
+    int fd = openat(dir, arg(2), O_RDONLY);
+    if (fd < 0) return report_errno("openat");
+    char buf[128] = {};
+    if (read(fd, buf, sizeof(buf) - 1) < 0) return report_errno("read");
+    std::printf("OK %s\n", buf);
+    return 0;
+  }
+  if (c == "serve_unix") return serve_unix(arg(1), false);
+  if (c == "serve_abstract") return serve_unix(arg(1), true);
+  if (c == "kill_scan") {
+    // Every pid this process may signal (SIGURG, ignored by default) but its own. Not kill(-1): it
+    // reports success when every signal it tried was refused.
+    std::string hits;
+    for (pid_t pid = 1; pid < 65536; ++pid) {
+      if (pid != getpid() && kill(pid, SIGURG) == 0) hits += " " + std::to_string(pid);
+    }
+    std::printf("%s%s\n", hits.empty() ? "NONE" : "OK", hits.c_str());
+    return 0;
+  }
+  if (c == "stat") {
+    struct stat st {};
+    if (lstat(arg(1), &st) != 0) return report_errno("stat");
+    std::printf("OK size=%lld\n", static_cast<long long>(st.st_size));
+    return 0;
+  }
+  if (c == "victim") {
+    // Another tenant's long-lived tool: reports its pid, then waits for stdin to close.
+    std::printf("READY %d\n", static_cast<int>(getpid()));
+    std::fflush(stdout);
+    char buf[16];
+    while (read(0, buf, sizeof(buf)) > 0) {
+    }
+    return 0;
+  }
+  return kNotMine;
+}
+
 int syscall_case(const std::vector<std::string>& a) {
   const std::string& c = a[0];
+  if (int rc = tenant_case(a); rc != kNotMine) return rc;
   auto arg = [&](std::size_t i) { return i < a.size() ? a[i].c_str() : ""; };
   auto num = [&](std::size_t i) { return std::atol(arg(i)); };
 

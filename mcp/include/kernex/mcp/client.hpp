@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -67,10 +68,12 @@ class McpClient {
   // policy or the start is refused, ErrorCode::Tool for a failed handshake.
   Result<void> connect();
   // Every page of tools/list; cached until the server says the list changed or restarts.
-  Result<std::vector<McpTool>> list_tools();
+  // `stop` fired while waiting on the server (here and in call_tool): ErrorCode::Cancelled, and
+  // the server's process group is killed (it restarts on the next call).
+  Result<std::vector<McpTool>> list_tools(std::stop_token stop = {});
   // tools/call. A JSON-RPC error answer or a transport failure is an Error; a tool that failed
   // (isError) is a CallResult with rendered.is_error.
-  Result<CallResult> call_tool(const std::string& name, const Json& arguments);
+  Result<CallResult> call_tool(const std::string& name, const Json& arguments, std::stop_token stop = {});
   // Closes stdin, waits up to `grace` for the server to exit, then kills its process group.
   void shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
 

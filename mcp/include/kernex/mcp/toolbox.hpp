@@ -65,17 +65,30 @@ class McpToolbox final : public ToolExecutor {
   Result<ToolResult> execute(const Context& context, const ToolCall& call) override;
 
   // The client for `server`, created (not started) on first use; a changed declaration (command,
-  // args, env, or the permissions it carries) replaces the old client.
-  std::shared_ptr<McpClient> client(const McpServer& server);
+  // args, env, or the permissions it carries) replaces the old client. `workspace` set (a run's
+  // Context::workspace): a client of its own working there, never shared with another workspace;
+  // at most kMaxWorkspaceClients of those are kept (the least recently used is dropped and its
+  // server shut down once its last call ended).
+  std::shared_ptr<McpClient> client(const McpServer& server,
+                                    const std::optional<std::filesystem::path>& workspace = std::nullopt);
   // Shuts every server down now.
   void shutdown();
 
+  static constexpr std::size_t kMaxWorkspaceClients = 64;
+
  private:
-  ServerSandbox sandbox_for(const McpServer& server) const;
+  struct Entry {
+    std::shared_ptr<McpClient> client;
+    std::uint64_t last_used = 0;
+    bool per_workspace = false;
+  };
+  ServerSandbox sandbox_for(const McpServer& server, const std::optional<std::filesystem::path>& workspace) const;
+  void evict_workspace_clients();  // mu_ held
 
   ToolboxConfig config_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<McpClient>> clients_;
+  std::map<std::string, Entry> clients_;  // by server name, then "@workspace" when the run set one
+  std::uint64_t uses_ = 0;
   // exposed name -> (server, tool), from the latest list_tools
   std::map<std::string, std::pair<std::string, std::string>> routes_;
   std::vector<ToolSpec> full_specs_;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 
@@ -51,12 +52,14 @@ class SandboxedProcess {
   // Writes all of `data` to the child's stdin before `deadline`. ErrorCode::Limit on timeout
   // (also when a child that is still running stopped reading), ErrorCode::Io when the child
   // exited with input left unwritten. Never raises SIGPIPE.
-  Result<void> write(std::string_view data, Clock::time_point deadline);
+  // Both calls end at once with ErrorCode::Cancelled when `stop` fires while they wait (the
+  // protocol is then out of step: callers kill the process).
+  Result<void> write(std::string_view data, Clock::time_point deadline, std::stop_token stop = {});
   // The next '\n'-terminated line from stdout, without the '\n' (a trailing '\r' is kept).
   // ErrorCode::Limit when the deadline passes or the line grows beyond `max_line` bytes (the
   // stream is then out of step; callers should kill the process), ErrorCode::Io at end of output
   // (or when waiting itself fails).
-  Result<std::string> read_line(Clock::time_point deadline, std::size_t max_line);
+  Result<std::string> read_line(Clock::time_point deadline, std::size_t max_line, std::stop_token stop = {});
 
   // Signals end of input (closes stdin).
   void close_stdin();

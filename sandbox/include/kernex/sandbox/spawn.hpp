@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct Command {
   std::string stdin_data;                  // written to the child's stdin, then EOF
   std::optional<std::filesystem::path> cwd;              // default: the policy's working dir
   std::optional<std::chrono::milliseconds> timeout;      // default: the profile's
+  // Fired while the command runs: its whole process group is killed at once and the result says
+  // `cancelled` (the output so far is kept). Already fired: nothing is started (ErrorCode::Cancelled).
+  std::stop_token stop;
 };
 
 struct SpawnResult {
@@ -31,6 +35,7 @@ struct SpawnResult {
   int exit_code = -1;      // valid when term_signal == 0 and !timed_out
   int term_signal = 0;     // the signal that ended the command, if any (SIGKILL after a timeout)
   bool timed_out = false;
+  bool cancelled = false;  // Command::stop fired and the group was killed (term_signal: SIGKILL)
   std::string stdout_data;  // capped; ends with truncation_marker() when truncated
   std::string stderr_data;
   bool stdout_truncated = false;
@@ -43,7 +48,7 @@ struct SpawnResult {
   std::optional<long> peak_rss_kb;
   bool sandboxed = true;
 
-  bool success() const { return !timed_out && term_signal == 0 && exit_code == 0; }
+  bool success() const { return !timed_out && !cancelled && term_signal == 0 && exit_code == 0; }
 };
 
 // Text appended to a capped stream: "\n[kernex: output truncated: <n> bytes dropped]\n" style.
@@ -55,7 +60,8 @@ Result<std::filesystem::path> resolve_command(const Policy& policy, const std::s
                                               const std::filesystem::path& cwd);
 
 // Runs `command` to completion. Errors are for refusals and setup failures (not on the allow-list,
-// bad env, the sandbox could not be applied); a command that fails or times out is a SpawnResult.
+// bad env, the sandbox could not be applied) and a stop requested before it started; a command
+// that fails, times out or is cancelled while running is a SpawnResult.
 Result<SpawnResult> spawn(const Policy& policy, const Command& command);
 
 }  // namespace kernex::sandbox

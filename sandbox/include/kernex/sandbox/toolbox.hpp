@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -62,23 +63,38 @@ Result<std::vector<std::string>> toolbox_argv(const Toolbox& toolbox, const Json
 ToolResult toolbox_result(const Toolbox& toolbox, const ToolCall& call, const SpawnResult& result,
                           std::chrono::milliseconds timeout);
 
-// Runs toolboxes, building one Policy per distinct toolbox (cached: the Landlock ruleset, seccomp
-// BPF and mount namespace are made once). Thread-safe.
+// The workspace a call works in: the host's (Context::workspace) when set, else `configured`.
+// The host creates it; one that is missing or not a directory is an ErrorCode::Tool error naming it.
+Result<std::filesystem::path> call_workspace(const std::optional<std::filesystem::path>& requested,
+                                             const std::filesystem::path& configured);
+
+// What the host says about one call (from kernex::Context): its stop token and workspace.
+struct CallScope {
+  std::stop_token stop;
+  std::optional<std::filesystem::path> workspace;  // unset: ToolboxRunOptions::workspace
+};
+
+// The text a tool result gives when the host stopped the run while the tool ran.
+std::string cancelled_text(const std::string& what);
+
+// Runs toolboxes, building one Policy per distinct toolbox and workspace (cached: the Landlock
+// ruleset, seccomp BPF and mount namespace are made once). Thread-safe.
 class ToolboxRunner {
  public:
   explicit ToolboxRunner(ToolboxRunOptions options) : options_(std::move(options)) {}
 
   const ToolboxRunOptions& options() const { return options_; }
-  // Tool failures (bad arguments, refusals, a sandbox that can't be enforced, non-zero exit) are
-  // results with is_error = true; the message says what went wrong or what is missing.
-  ToolResult run(const Toolbox& toolbox, const ToolCall& call);
-  // The cached policy for `toolbox` (built on first use).
-  Result<std::shared_ptr<const Policy>> policy_for(const Toolbox& toolbox);
+  // Tool failures (bad arguments, refusals, a sandbox that can't be enforced, non-zero exit, a
+  // stop request) are results with is_error = true; the message says what went wrong.
+  ToolResult run(const Toolbox& toolbox, const ToolCall& call, const CallScope& scope = {});
+  // The cached policy for `toolbox` working in `workspace` (default: the configured one).
+  Result<std::shared_ptr<const Policy>> policy_for(const Toolbox& toolbox,
+                                                   const std::optional<std::filesystem::path>& workspace = {});
 
  private:
   ToolboxRunOptions options_;
   std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<const Policy>> policies_;  // by toolbox JSON
+  std::map<std::string, std::shared_ptr<const Policy>> policies_;  // by toolbox fields and workspace
 };
 
 }  // namespace kernex::sandbox

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,6 +36,9 @@ struct Request {
   std::string url;
   Headers headers;  // Host, Content-Length, User-Agent and Connection are set by the client
   std::string body;
+  // Fired: the request is aborted at once (connect, TLS, write, read or a retry wait) and the
+  // call returns ErrorCode::Cancelled; nothing is retried after it. Default: never stops.
+  std::stop_token stop;
 };
 
 struct Response {

@@ -1,0 +1,104 @@
+// `kernex serve` and `kernex serve keys`: arguments only; the server is kernex::server.
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+#include "exit_codes.hpp"
+#include "kernex/kernel.hpp"
+#include "kernex/log.hpp"
+#include "kernex/server/keys.hpp"
+#include "kernex/server/serve_config.hpp"
+#include "kernex/server/server.hpp"
+#include "kernex/skills/loader.hpp"
+#include "skill_trust.hpp"
+
+namespace kernex::cli {
+namespace {
+
+struct ServeArgs {
+  std::optional<std::string> listen;
+  std::optional<std::string> data_dir;
+  std::vector<std::string> skill_dirs;
+  std::optional<std::string> keys_file;
+  std::vector<std::string> keys_args;
+};
+
+Result<Config> serve_config(const std::optional<std::string>& file, const ServeArgs& args) {
+  auto config = Config::load(file ? std::optional<std::filesystem::path>(*file) : std::nullopt);
+  if (!config) return config;
+  if (args.data_dir) {
+    config->data_dir = absolute_path(*args.data_dir);
+    register_kernel_files(*config);
+  }
+  for (const auto& dir : args.skill_dirs) config->skill_dirs.push_back(absolute_path(dir));
+  return config;
+}
+
+int serve(const std::optional<std::string>& file, const ServeArgs& args) {
+  auto config = serve_config(file, args);
+  if (!config) return report(config.error());
+  auto serve_settings = server::ServeConfig::from(*config);
+  if (!serve_settings) return report(serve_settings.error());
+  // Skills load before the kernel so every sandbox policy knows their folders; sessions'
+  // workspaces are places tools write, so skills found there load only once trusted.
+  std::vector<skills::Skill> loaded;
+  if (!config->skill_dirs.empty()) {
+    skills::LoadedSkills found =
+        skills::load_skills(config->skill_dirs, skill_load_options(*config, {serve_settings->workspaces_root}));
+    for (const auto& failure : found.failures) log(LogLevel::Warn, "skill not loaded: " + failure.describe());
+    loaded = std::move(found.skills);
+  }
+  auto kernel = Kernel::create(std::move(*config));
+  if (!kernel) return report(kernel.error());
+  server::ServeOptions options;
+  options.listen = args.listen;
+  options.announce = &std::cout;
+  if (auto served = server::serve(**kernel, std::move(loaded), options); !served) return report(served.error());
+  return kExitOk;
+}
+
+int keys(const std::optional<std::string>& file, const ServeArgs& args) {
+  std::filesystem::path keys_file;
+  if (args.keys_file) {
+    keys_file = absolute_path(*args.keys_file);
+  } else {
+    auto config = serve_config(file, args);
+    if (!config) return report(config.error());
+    auto settings = server::ServeConfig::from(*config);
+    if (!settings) return report(settings.error());
+    keys_file = settings->keys_file;
+  }
+  return server::serve_keys_command(keys_file, args.keys_args, std::cout, std::cerr);
+}
+
+}  // namespace
+
+std::function<std::optional<int>()> add_serve_command(CLI::App& app, std::string& config) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "Serve the kernel over HTTP: sessions, runs with SSE, cancel, an OpenAI-compatible API, tenants");
+  cmd->footer(kExitCodeHelp);
+  cmd->add_option("--config", config, "kernex.yaml to read")->type_name("FILE");
+  cmd->add_option("--listen", args->listen, "HOST:PORT to listen on (default: serve.listen, 127.0.0.1:8080)");
+  cmd->add_option("--data-dir", args->data_dir, "where memory, runs and workspaces live")->type_name("DIR");
+  cmd->add_option("--skills", args->skill_dirs, "a skills directory (repeatable)")->allow_extra_args(false)->type_name("DIR");
+  CLI::App* keys_cmd = cmd->add_subcommand("keys", "Manage API keys: add TENANT (prints the key once), list, revoke TENANT");
+  keys_cmd->add_option("--keys-file", args->keys_file, "the keys file (default: serve.keys_file)")->type_name("FILE");
+  keys_cmd->add_option("--data-dir", args->data_dir, "the data dir whose serve-keys.json to use")->type_name("DIR");
+  // Everything after the action is the action's (revoke --id ID).
+  keys_cmd->prefix_command(true);
+  keys_cmd->footer("ACTION: add TENANT | list | revoke TENANT | revoke --id ID");
+  return [args, cmd, keys_cmd, &config]() -> std::optional<int> {
+    if (!*cmd) return std::nullopt;
+    const auto file = config.empty() ? std::nullopt : std::optional<std::string>(config);
+    if (*keys_cmd) {
+      args->keys_args = keys_cmd->remaining();
+      return keys(file, *args);
+    }
+    return serve(file, *args);
+  };
+}
+
+}  // namespace kernex::cli

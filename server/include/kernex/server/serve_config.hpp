@@ -1,0 +1,65 @@
+// The `serve:` section of kernex.yaml: where `kernex serve` listens, who may call it, and the
+// limits that keep one client from starving the rest.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "kernex/config.hpp"
+#include "kernex/error.hpp"
+#include "kernex/json.hpp"
+
+namespace kernex::server {
+
+// What a message to a busy session does (LangGraph's "double-texting").
+enum class IfBusy { Reject, Enqueue, Interrupt };
+std::optional<IfBusy> parse_if_busy(std::string_view text);
+std::string_view to_string(IfBusy policy) noexcept;
+
+struct TenantLimitsConfig {
+  std::optional<std::uint32_t> concurrent_runs;
+  std::optional<std::uint64_t> tokens_per_day;
+  std::optional<double> cost_per_day_usd;
+};
+
+// An OpenAI `model` name that selects a provider, a model and extra instructions.
+struct AgentProfile {
+  std::optional<std::string> provider;
+  std::optional<std::string> model;
+  std::string system_prompt;
+  std::vector<std::string> skills;
+};
+
+struct ServeConfig {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8080;
+  unsigned threads = 0;  // 0: the number of CPUs
+  std::filesystem::path keys_file;  // default <data_dir>/serve-keys.json
+  IfBusy if_busy = IfBusy::Reject;
+  std::size_t max_body_bytes = 1u << 20;
+  std::size_t max_header_bytes = 16u << 10;
+  std::size_t max_connections = 20'000;
+  std::chrono::milliseconds header_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{60'000};
+  std::chrono::milliseconds shutdown_grace{30'000};
+  std::chrono::seconds event_retention{600};
+  std::chrono::seconds heartbeat{15};
+  TenantLimitsConfig default_limits{64, std::nullopt, std::nullopt};
+  std::map<std::string, TenantLimitsConfig> tenant_limits;
+  std::map<std::string, std::filesystem::path> tenant_workspaces;
+  std::map<std::string, AgentProfile> agents;
+  std::filesystem::path workspaces_root;  // <data_dir>/workspaces
+
+  // Reads config.sections["serve"] (absent: defaults). Unknown keys and wrong types are errors
+  // naming the key; relative paths resolve against the config file's directory.
+  static Result<ServeConfig> from(const Config& config);
+};
+
+// "HOST:PORT" or "[v6]:PORT".
+Result<std::pair<std::string, std::uint16_t>> parse_listen(std::string_view text);
+
+}  // namespace kernex::server

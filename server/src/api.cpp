@@ -1,0 +1,277 @@
+#include "api.hpp"
+
+#include <charconv>
+#include <vector>
+
+namespace kernex::server {
+namespace {
+
+std::vector<std::string> segments(const std::string& path) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < path.size()) {
+    if (path[i] == '/') {
+      ++i;
+      continue;
+    }
+    const std::size_t j = path.find('/', i);
+    out.push_back(path.substr(i, j == std::string::npos ? std::string::npos : j - i));
+    i = j == std::string::npos ? path.size() : j;
+  }
+  return out;
+}
+
+// Deeper nesting than any real request is refused before parsing (the parser and the JSON
+// value's destructor would otherwise recurse as deep as a hostile body likes).
+bool nesting_within(const std::string& text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+std::optional<std::size_t> size_param(const HttpRequest& req, const std::string& name, std::size_t fallback,
+                                      std::size_t max) {
+  auto it = req.query.find(name);
+  if (it == req.query.end()) return fallback;
+  std::size_t v = 0;
+  auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  if (ec != std::errc() || end != it->second.data() + it->second.size() || v == 0 || v > max) return std::nullopt;
+  return v;
+}
+
+ApiError method_not_allowed(const HttpRequest& req) {
+  return api_error(405, "method_not_allowed", req.method + " is not allowed on " + req.path);
+}
+
+}  // namespace
+
+HttpReply HttpReply::json(int status, const Json& body) {
+  HttpReply r;
+  r.status = status;
+  r.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return r;
+}
+
+HttpReply HttpReply::error(const ApiError& e) {
+  HttpReply r = json(e.status, Json{{"error", {{"code", e.code}, {"message", e.message}}}});
+  if (e.retry_after_s) r.headers.emplace_back("Retry-After", std::to_string(*e.retry_after_s));
+  if (e.status == 405) r.headers.emplace_back("Allow", "GET, POST, DELETE");
+  return r;
+}
+
+std::expected<Json, ApiError> parse_body(const std::string& body) {
+  if (!nesting_within(body, 64)) return std::unexpected(api_error(400, "invalid_json", "the body nests deeper than 64 levels"));
+  Json j = Json::parse(body, nullptr, false);
+  if (j.is_discarded()) return std::unexpected(api_error(400, "invalid_json", "the body is not valid JSON"));
+  if (!j.is_object()) return std::unexpected(api_error(400, "invalid_request", "expected a JSON object as the body"));
+  return j;
+}
+
+bool valid_session_id(std::string_view id) {
+  if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
+  for (char c : id) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ':')) return false;
+  }
+  return true;
+}
+
+std::string render_native(const RunEvent& e) {
+  return "event: " + e.name + "\nid: " + std::to_string(e.id) + "\ndata: " +
+         e.data.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
+}
+
+bool wants_stream(const HttpRequest& req, const Json& body) {
+  if (auto it = body.find("stream"); it != body.end() && it->is_boolean()) return it->get<bool>();
+  return req.header("accept").find("text/event-stream") != std::string::npos;
+}
+
+HttpReply Api::handle(const HttpRequest& req) {
+  const std::vector<std::string> seg = segments(req.path);
+  if (seg.size() == 1 && seg[0] == "healthz") {
+    if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
+    return HttpReply::json(200, {{"status", "ok"}});
+  }
+  if (seg.empty() || seg[0] != "v1") {
+    return HttpReply::error(api_error(404, "not_found", "no route " + req.path));
+  }
+  if (seg.size() == 1 && seg[0] == "metrics") {
+    // Every tenant's usage is in there: for the operator's scraper on this machine, not for tenants.
+    if (!req.from_loopback) return HttpReply::error(api_error(403, "forbidden", "/metrics answers loopback clients only"));
+    if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
+    HttpReply r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = deps_.metrics_text();
+    return r;
+  }
+  auto tenant = deps_.authenticate(req);
+  if (!tenant) {
+    HttpReply r = HttpReply::error(api_error(401, "unauthorized", "send Authorization: Bearer <key> with a valid key"));
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return r;
+  }
+  HttpReply reply = [&]() -> HttpReply {
+    if (seg.size() >= 3 && seg[1] == "sessions") {
+      const std::string& session = seg[2];
+      if (!valid_session_id(session)) {
+        return HttpReply::error(api_error(400, "invalid_session", "session ids are 1-128 of [A-Za-z0-9_.:-]"));
+      }
+      if (seg.size() == 3) {
+        if (req.method != "DELETE") return HttpReply::error(method_not_allowed(req));
+        auto done = deps_.runs->forget(*tenant, session);
+        if (!done) return HttpReply::error(done.error());
+        return HttpReply::json(200, {{"deleted", true}, {"session_id", session}});
+      }
+      if (seg.size() == 4 && seg[3] == "messages") {
+        if (req.method == "POST") return post_message(req, *tenant, session);
+        if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
+        auto limit = size_param(req, "limit", 50, 1000);
+        if (!limit) return HttpReply::error(api_error(400, "invalid_request", "limit: expected 1-1000"));
+        std::optional<std::int64_t> before;
+        if (req.query.contains("before")) {
+          auto b = size_param(req, "before", 0, INT64_MAX);
+          if (!b) return HttpReply::error(api_error(400, "invalid_request", "before: expected a message seq"));
+          before = static_cast<std::int64_t>(*b);
+        }
+        auto h = deps_.runs->history(*tenant, session, *limit, before);
+        return h ? HttpReply::json(200, *h) : HttpReply::error(h.error());
+      }
+      if (seg.size() == 4 && seg[3] == "runs") {
+        if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
+        auto limit = size_param(req, "limit", 100, 1000);
+        if (!limit) return HttpReply::error(api_error(400, "invalid_request", "limit: expected 1-1000"));
+        auto runs = deps_.runs->session_runs(*tenant, session, *limit);
+        return runs ? HttpReply::json(200, *runs) : HttpReply::error(runs.error());
+      }
+    }
+    if (seg.size() >= 3 && seg[1] == "runs") {
+      const std::string& run_id = seg[2];
+      if (seg.size() == 3) {
+        if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
+        auto run = deps_.runs->find(*tenant, run_id);
+        if (!run) return HttpReply::error(api_error(404, "not_found", "no run '" + run_id + "'"));
+        return HttpReply::json(200, run->summary());
+      }
+      if (seg.size() == 4 && seg[3] == "events") {
+        if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
+        return run_events(req, *tenant, run_id);
+      }
+      if (seg.size() == 4 && seg[3] == "cancel") {
+        if (req.method != "POST") return HttpReply::error(method_not_allowed(req));
+        auto run = deps_.runs->cancel(*tenant, run_id);
+        if (!run) return HttpReply::error(run.error());
+        return HttpReply::json(202, {{"run_id", run_id}, {"status", std::string(to_string((*run)->status()))}});
+      }
+    }
+    if (seg.size() == 3 && seg[1] == "chat" && seg[2] == "completions") {
+      if (req.method != "POST") return HttpReply::error(method_not_allowed(req));
+      return chat_completions(req, *tenant);
+    }
+    if (seg.size() == 2 && seg[1] == "models") {
+      if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
+      return models();
+    }
+    return HttpReply::error(api_error(404, "not_found", "no route " + req.path));
+  }();
+  reply.tenant = *tenant;
+  return reply;
+}
+
+HttpReply Api::post_message(const HttpRequest& req, const std::string& tenant, const std::string& session) {
+  auto body = parse_body(req.body);
+  if (!body) return HttpReply::error(body.error());
+  const Json& b = *body;
+  for (const auto& [key, value] : b.items()) {
+    if (key != "message" && key != "sender" && key != "skills" && key != "stream" && key != "if_busy") {
+      return HttpReply::error(api_error(400, "invalid_request", "unknown field '" + key +
+                                                                    "' (expected message, sender, skills, stream, if_busy)"));
+    }
+  }
+  RunRequest run;
+  run.tenant = tenant;
+  run.session = session;
+  if (!b.contains("message") || !b["message"].is_string() || b["message"].get<std::string>().empty()) {
+    return HttpReply::error(api_error(400, "invalid_request", "message: expected a non-empty string"));
+  }
+  run.message = b["message"].get<std::string>();
+  if (b.contains("sender")) {
+    if (!b["sender"].is_string() || b["sender"].get<std::string>().size() > 256) {
+      return HttpReply::error(api_error(400, "invalid_request", "sender: expected a string of at most 256 bytes"));
+    }
+    run.sender = b["sender"].get<std::string>();
+  }
+  if (b.contains("skills")) {
+    if (!b["skills"].is_array()) return HttpReply::error(api_error(400, "invalid_request", "skills: expected a list of skill names"));
+    for (const auto& s : b["skills"]) {
+      if (!s.is_string()) return HttpReply::error(api_error(400, "invalid_request", "skills: expected a list of skill names"));
+      run.skills.push_back(s.get<std::string>());
+    }
+  }
+  if (b.contains("stream") && !b["stream"].is_boolean()) {
+    return HttpReply::error(api_error(400, "invalid_request", "stream: expected true or false"));
+  }
+  IfBusy policy = deps_.runs->config().if_busy;
+  if (b.contains("if_busy")) {
+    auto p = b["if_busy"].is_string() ? parse_if_busy(b["if_busy"].get<std::string>()) : std::nullopt;
+    if (!p) return HttpReply::error(api_error(400, "invalid_request", "if_busy: expected reject, enqueue or interrupt"));
+    policy = *p;
+  }
+  const bool stream = wants_stream(req, b);
+  auto started = deps_.runs->submit(std::move(run), policy);
+  if (!started) return HttpReply::error(started.error());
+  HttpReply reply;
+  if (stream) {
+    reply.stream = *started;
+    reply.render_event = render_native;
+    return reply;
+  }
+  reply.wait = *started;
+  reply.complete = [](const RunState& r) {
+    Json summary = r.summary();
+    Json body = summary.contains("result") ? summary["result"] : Json::object();
+    body["run_id"] = r.id;
+    body["session_id"] = r.session;
+    body["status"] = summary["status"];
+    if (summary.contains("error")) {
+      return HttpReply::json(502, {{"error", {{"code", "run_failed"}, {"message", summary["error"].value("message", "")}}},
+                                   {"run_id", r.id}, {"session_id", r.session}, {"status", "failed"}});
+    }
+    return HttpReply::json(200, body);
+  };
+  return reply;
+}
+
+HttpReply Api::run_events(const HttpRequest& req, const std::string& tenant, const std::string& run_id) {
+  auto run = deps_.runs->find(tenant, run_id);
+  if (!run) return HttpReply::error(api_error(404, "not_found", "no run '" + run_id + "'"));
+  std::string last = req.header("last-event-id");
+  if (last.empty()) {
+    if (auto it = req.query.find("last_event_id"); it != req.query.end()) last = it->second;
+  }
+  std::uint64_t after = 0;
+  if (!last.empty()) {
+    auto [end, ec] = std::from_chars(last.data(), last.data() + last.size(), after);
+    if (ec != std::errc() || end != last.data() + last.size()) {
+      return HttpReply::error(api_error(400, "invalid_request", "Last-Event-ID: expected an event id (a whole number)"));
+    }
+  }
+  HttpReply reply;
+  reply.stream = run;
+  reply.stream_after = after;
+  reply.render_event = render_native;
+  return reply;
+}
+
+}  // namespace kernex::server

@@ -1,0 +1,43 @@
+// The HTTP API's routes: sessions, runs, events, cancel, health and metrics, and the
+// OpenAI-compatible endpoints (openai_api.cpp). Auth first; every error is JSON.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "http_types.hpp"
+#include "run_manager.hpp"
+
+namespace kernex::server {
+
+class Api {
+ public:
+  struct Deps {
+    RunManager* runs = nullptr;
+    // The tenant a request's credentials name; nullopt: refused (401). Without a keys file
+    // every request is tenant "local".
+    std::function<std::optional<std::string>(const HttpRequest&)> authenticate;
+    std::function<std::string()> metrics_text;
+  };
+  explicit Api(Deps deps) : deps_(std::move(deps)) {}
+
+  HttpReply handle(const HttpRequest& request);
+
+ private:
+  HttpReply post_message(const HttpRequest& req, const std::string& tenant, const std::string& session);
+  HttpReply run_events(const HttpRequest& req, const std::string& tenant, const std::string& run_id);
+  HttpReply chat_completions(const HttpRequest& req, const std::string& tenant);
+  HttpReply models();
+
+  Deps deps_;
+};
+
+// The parsed JSON object of a request body, or a 400 naming what was wrong.
+std::expected<Json, ApiError> parse_body(const std::string& body);
+bool valid_session_id(std::string_view id);
+// The native SSE text of one event: "event: NAME\nid: N\ndata: JSON\n\n".
+std::string render_native(const RunEvent& event);
+bool wants_stream(const HttpRequest& req, const Json& body);
+
+}  // namespace kernex::server

@@ -1,0 +1,21 @@
+// An error as the HTTP API answers it: status, a stable code, a message naming what was
+// expected, and for 429 how long to wait.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace kernex::server {
+
+struct ApiError {
+  int status = 500;
+  std::string code;  // "session_busy", "not_found", "invalid_request", ...
+  std::string message;
+  std::optional<unsigned> retry_after_s;
+};
+
+inline ApiError api_error(int status, std::string code, std::string message) {
+  return ApiError{status, std::move(code), std::move(message), std::nullopt};
+}
+
+}  // namespace kernex::server

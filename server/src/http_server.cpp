@@ -1,0 +1,384 @@
+#include "http_server.hpp"
+
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "kernex/log.hpp"
+#include "random_id.hpp"
+
+namespace kernex::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+using asio::awaitable;
+using asio::use_awaitable;
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string percent_decode(std::string_view in, bool plus_is_space) {
+  std::string out;
+  out.reserve(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '%' && i + 2 < in.size()) {
+      const int hi = hex_value(in[i + 1]);
+      const int lo = hex_value(in[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+        continue;
+      }
+    }
+    out += (plus_is_space && in[i] == '+') ? ' ' : in[i];
+  }
+  return out;
+}
+
+void split_target(std::string_view target, HttpRequest& req) {
+  const auto q = target.find('?');
+  req.path = percent_decode(target.substr(0, q), false);
+  if (q == std::string_view::npos) return;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    const auto eq = pair.find('=');
+    std::string key = percent_decode(pair.substr(0, eq), true);
+    std::string value = eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1), true);
+    if (!key.empty()) req.query.emplace(std::move(key), std::move(value));
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+  }
+}
+
+std::string chunk(std::string_view data) {
+  char size[24];
+  std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+  std::string out(size);
+  out.append(data);
+  out.append("\r\n");
+  return out;
+}
+
+}  // namespace
+
+struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
+  HttpOptions options;
+  Handler handler;
+  asio::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  asio::signal_set signals{ioc, SIGTERM, SIGINT};
+  std::atomic<std::size_t> open{0};
+  std::atomic<std::uint64_t> next_request{0};
+
+  Impl(HttpOptions o, Handler h) : options(std::move(o)), handler(std::move(h)) {}
+
+  std::string request_id() {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "r%llx", static_cast<unsigned long long>(++next_request));
+    return buf;
+  }
+
+  static void log_line(const HttpRequest& req, int status, std::chrono::steady_clock::time_point started,
+                       const std::string& tenant) {
+    const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    char took[32];
+    std::snprintf(took, sizeof took, "%.1fms", ms);
+    // The path only: queries, headers and bodies can carry keys and users' text.
+    log(LogLevel::Info, "serve: req=" + req.request_id + " " + req.method + " " + req.path + " " +
+                            std::to_string(status) + " " + took + (tenant.empty() ? "" : " tenant=" + tenant));
+  }
+
+  // Waits until the run has an event beyond `after` or ended (true), or `max` passed (false).
+  static awaitable<bool> wait_change(const std::shared_ptr<RunState>& run, std::uint64_t after,
+                                     std::chrono::steady_clock::duration max) {
+    auto exec = co_await asio::this_coro::executor;
+    auto timer = std::make_shared<asio::steady_timer>(exec, max);
+    const bool registered = run->wait_after(after, [exec, weak = std::weak_ptr<asio::steady_timer>(timer)] {
+      asio::post(exec, [weak] {
+        if (auto t = weak.lock()) t->cancel();
+      });
+    });
+    if (!registered) co_return true;
+    error_code ec;
+    co_await timer->async_wait(asio::redirect_error(use_awaitable, ec));
+    co_return ec == asio::error::operation_aborted;
+  }
+
+  awaitable<bool> write_all(beast::tcp_stream& stream, std::string data) {
+    error_code ec;
+    stream.expires_after(options.write_timeout);
+    co_await asio::async_write(stream, asio::buffer(data), asio::redirect_error(use_awaitable, ec));
+    co_return !ec;
+  }
+
+  // SSE over a chunked body: the run's events after `after`, live, then the tail and the last chunk.
+  awaitable<bool> write_stream(beast::tcp_stream& stream, const HttpRequest& req, const HttpReply& reply,
+                               bool keep_alive) {
+    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                       "X-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\nX-Request-Id: " +
+                       req.request_id + "\r\n" + (keep_alive ? "" : "Connection: close\r\n") + "\r\n";
+    if (!reply.stream_head.empty()) head += chunk(reply.stream_head);
+    if (!co_await write_all(stream, std::move(head))) co_return false;
+    std::uint64_t after = reply.stream_after;
+    for (;;) {
+      RunState::Snapshot snap = reply.stream->events_after(after);
+      std::string text;
+      for (const auto& e : snap.events) {
+        text += reply.render_event(e);
+        after = e.id;
+      }
+      if (!text.empty() && !co_await write_all(stream, chunk(text))) co_return false;
+      if (snap.finished) break;
+      if (!snap.events.empty()) continue;
+      if (!co_await wait_change(reply.stream, after, options.heartbeat)) {
+        if (!co_await write_all(stream, chunk(": heartbeat\n\n"))) co_return false;
+      }
+    }
+    std::string tail = reply.stream_tail.empty() ? std::string() : chunk(reply.stream_tail);
+    tail += "0\r\n\r\n";
+    co_return co_await write_all(stream, std::move(tail));
+  }
+
+  static awaitable<void> wait_end(const std::shared_ptr<RunState>& run) {
+    while (!is_terminal(run->status())) co_await wait_change(run, run->last_event_id(), std::chrono::seconds(60));
+  }
+
+  // Routes that may wait (DELETE waits for the session's run to stop) run on their own thread,
+  // so the server's few threads keep serving everyone else.
+  awaitable<HttpReply> off_thread(const HttpRequest& req) {
+    auto exec = co_await asio::this_coro::executor;
+    auto timer = std::make_shared<asio::steady_timer>(exec, asio::steady_timer::time_point::max());
+    auto reply = std::make_shared<HttpReply>();
+    std::thread([self = shared_from_this(), req, reply, timer, exec] {
+      *reply = self->handler(req);
+      asio::post(exec, [timer] { timer->cancel(); });
+    }).detach();
+    error_code ec;
+    co_await timer->async_wait(asio::redirect_error(use_awaitable, ec));
+    co_return std::move(*reply);
+  }
+
+  awaitable<bool> write_reply(beast::tcp_stream& stream, const HttpRequest& req, const HttpReply& reply,
+                              unsigned version, bool keep_alive) {
+    bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(reply.status), version};
+    res.set(bhttp::field::content_type, reply.content_type);
+    res.set("X-Request-Id", req.request_id);
+    for (const auto& [name, value] : reply.headers) res.set(name, value);
+    res.keep_alive(keep_alive);
+    res.body() = reply.body;
+    res.prepare_payload();
+    error_code ec;
+    stream.expires_after(options.write_timeout);
+    co_await bhttp::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
+    co_return !ec;
+  }
+
+  awaitable<void> refuse(beast::tcp_stream& stream, int status, const char* code, const char* message) {
+    HttpRequest req;
+    req.request_id = request_id();
+    const HttpReply reply = HttpReply::error(api_error(status, code, message));
+    co_await write_reply(stream, req, reply, 11, false);
+    log(LogLevel::Info, "serve: req=" + req.request_id + " refused " + std::to_string(status) + " " + code);
+  }
+
+  awaitable<void> connection(tcp::socket socket) {
+    struct Count {
+      std::atomic<std::size_t>& n;
+      ~Count() { --n; }
+    } count{open};
+    error_code ec;
+    const auto remote = socket.remote_endpoint(ec);
+    const bool loopback = !ec && remote.address().is_loopback();
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    for (;;) {
+      if (buffer.size() == 0) {
+        stream.expires_after(options.idle_timeout);  // between requests
+        const std::size_t n = co_await stream.async_read_some(buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
+        if (ec) break;
+        buffer.commit(n);
+      }
+      bhttp::request_parser<bhttp::string_body> parser;
+      parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(options.max_header_bytes, UINT32_MAX)));
+      parser.body_limit(options.max_body_bytes);
+      stream.expires_after(options.header_timeout);  // the whole request: a slow client is dropped
+      co_await bhttp::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+      if (!ec && parser.get()[bhttp::field::expect] == "100-continue" && !parser.is_done()) {
+        co_await write_all(stream, "HTTP/1.1 100 Continue\r\n\r\n");
+      }
+      if (!ec && !parser.is_done()) co_await bhttp::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+      if (ec == bhttp::error::body_limit) {
+        co_await refuse(stream, 413, "body_too_large", "the request body is larger than serve.max_body_bytes");
+        break;
+      }
+      if (ec == bhttp::error::header_limit) {
+        co_await refuse(stream, 431, "headers_too_large", "the request headers are larger than serve.max_header_bytes");
+        break;
+      }
+      if (ec && ec.category() == beast::http::make_error_code(bhttp::error::bad_target).category() &&
+          ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
+        co_await refuse(stream, 400, "bad_request", "the request is not valid HTTP/1.1");
+        break;
+      }
+      if (ec) break;  // closed, reset or too slow
+      stream.expires_never();
+      auto msg = parser.release();
+      HttpRequest req;
+      req.request_id = request_id();
+      req.method = std::string(msg.method_string());
+      req.from_loopback = loopback;
+      split_target(msg.target(), req);
+      for (const auto& field : msg) {
+        std::string name(field.name_string());
+        for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        req.headers.emplace(std::move(name), std::string(field.value()));
+      }
+      req.body = std::move(msg.body());
+      const bool keep_alive = msg.keep_alive();
+      const auto started = std::chrono::steady_clock::now();
+      HttpReply reply = req.method == "DELETE" ? co_await off_thread(req) : handler(req);
+      bool ok = true;
+      if (reply.stream) {
+        log_line(req, 200, started, reply.tenant);
+        ok = co_await write_stream(stream, req, reply, keep_alive);
+      } else {
+        if (reply.wait) {
+          co_await wait_end(reply.wait);
+          std::string tenant = reply.tenant;
+          reply = reply.complete(*reply.wait);
+          reply.tenant = tenant;
+        }
+        log_line(req, reply.status, started, reply.tenant);
+        ok = co_await write_reply(stream, req, reply, msg.version(), keep_alive);
+      }
+      if (!ok || !keep_alive) break;
+    }
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  }
+
+  awaitable<void> accept_loop() {
+    for (;;) {
+      error_code ec;
+      tcp::socket socket = co_await acceptor.async_accept(asio::make_strand(ioc), asio::redirect_error(use_awaitable, ec));
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+      if (ec) {
+        // Out of descriptors, most likely: wait a little rather than spin.
+        log(LogLevel::Warn, "serve: accept failed: " + ec.message());
+        asio::steady_timer pause(ioc, std::chrono::milliseconds(50));
+        co_await pause.async_wait(asio::redirect_error(use_awaitable, ec));
+        continue;
+      }
+      if (open.load() >= options.max_connections) {
+        socket.close(ec);  // over the cap: refused at once, costs nothing
+        continue;
+      }
+      ++open;
+      asio::co_spawn(socket.get_executor(), connection(std::move(socket)), asio::detached);
+    }
+  }
+};
+
+HttpServer::HttpServer(HttpOptions options, Handler handler)
+    : impl_(std::make_shared<Impl>(std::move(options), std::move(handler))) {}
+
+HttpServer::~HttpServer() {
+  impl_->ioc.stop();
+}
+
+Result<std::uint16_t> HttpServer::listen() {
+  error_code ec;
+  const auto address = asio::ip::make_address(impl_->options.host, ec);
+  if (ec) return fail(ErrorCode::Config, "serve.listen: '" + impl_->options.host + "' is not an IP address");
+  const tcp::endpoint endpoint(address, impl_->options.port);
+  auto& acc = impl_->acceptor;
+  if (acc.open(endpoint.protocol(), ec); ec) return fail(ErrorCode::Io, "serve: socket: " + ec.message());
+  acc.set_option(asio::socket_base::reuse_address(true), ec);
+  if (acc.bind(endpoint, ec); ec) {
+    return fail(ErrorCode::Io, "serve: cannot listen on " + impl_->options.host + ":" +
+                                   std::to_string(impl_->options.port) + ": " + ec.message());
+  }
+  if (acc.listen(asio::socket_base::max_listen_connections, ec); ec) return fail(ErrorCode::Io, "serve: listen: " + ec.message());
+  return acc.local_endpoint().port();
+}
+
+void HttpServer::run(std::function<void(int)> on_signal) {
+  auto impl = impl_;
+  impl->signals.async_wait([impl, on_signal](const error_code& ec, int signal) {
+    if (!ec && on_signal) on_signal(signal);
+  });
+  asio::co_spawn(impl->ioc, impl->accept_loop(), asio::detached);
+  std::vector<std::thread> threads;
+  for (unsigned i = 1; i < std::max(1u, impl->options.threads); ++i) threads.emplace_back([impl] { impl->ioc.run(); });
+  impl->ioc.run();
+  for (auto& t : threads) t.join();
+}
+
+void HttpServer::every(std::chrono::milliseconds period, std::function<void()> task) {
+  auto impl = impl_;
+  asio::co_spawn(
+      impl->ioc,
+      [impl, period, task]() -> awaitable<void> {
+        asio::steady_timer timer(impl->ioc);
+        for (;;) {
+          timer.expires_after(period);
+          error_code ec;
+          co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
+          if (ec) co_return;
+          task();
+        }
+      },
+      asio::detached);
+}
+
+void HttpServer::stop_accepting() {
+  auto impl = impl_;
+  asio::post(impl->ioc, [impl] {
+    error_code ec;
+    impl->acceptor.close(ec);
+  });
+}
+
+void HttpServer::stop(std::chrono::milliseconds linger) {
+  auto impl = impl_;
+  asio::co_spawn(
+      impl->ioc,
+      [impl, linger]() -> awaitable<void> {
+        const auto until = std::chrono::steady_clock::now() + linger;
+        asio::steady_timer timer(impl->ioc);
+        while (impl->open.load() > 0 && std::chrono::steady_clock::now() < until) {
+          timer.expires_after(std::chrono::milliseconds(20));
+          error_code ec;
+          co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
+        }
+        impl->ioc.stop();
+      },
+      asio::detached);
+}
+
+std::size_t HttpServer::connections() const { return impl_->open.load(); }
+
+}  // namespace kernex::server

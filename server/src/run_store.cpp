@@ -1,0 +1,192 @@
+#include "run_store.hpp"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+namespace kernex::server {
+namespace {
+
+std::unexpected<Error> db_error(sqlite3* db, const std::string& what) {
+  return fail(ErrorCode::Io, "serve.db: " + what + ": " + (db ? sqlite3_errmsg(db) : "cannot open"));
+}
+
+// One prepared statement, finalized on scope exit.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) { ok_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK; }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  bool ok() const { return ok_; }
+  Statement& bind(int i, const std::string& text) {
+    sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& bind(int i, std::int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  int step() { return sqlite3_step(stmt_); }
+  std::string text(int col) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  bool ok_ = false;
+};
+
+// The store is ours, but a corrupt row must not take the server down: unreadable JSON is null.
+Json parse_or_null(const std::string& text) {
+  if (text.empty()) return nullptr;
+  Json j = Json::parse(text, nullptr, false);
+  return j.is_discarded() ? Json(nullptr) : j;
+}
+
+std::vector<RunEvent> events_from(const Json& array) {
+  std::vector<RunEvent> out;
+  if (!array.is_array()) return out;
+  for (const auto& e : array) {
+    if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) continue;
+    out.push_back(RunEvent{out.size() + 1, e["name"].get<std::string>(), e.value("data", Json::object())});
+  }
+  return out;
+}
+
+constexpr const char* kColumns = "id, tenant, session, status, created_at, request, result, events";
+
+StoredRun read_row(const Statement& st) {
+  StoredRun r;
+  r.id = st.text(0);
+  r.tenant = st.text(1);
+  r.session = st.text(2);
+  r.status = st.text(3);
+  r.created_at = st.text(4);
+  r.request = parse_or_null(st.text(5));
+  r.result = parse_or_null(st.text(6));
+  r.events = events_from(parse_or_null(st.text(7)));
+  return r;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& file) {
+  std::error_code ec;
+  std::filesystem::create_directories(file.parent_path(), ec);
+  sqlite3* db = nullptr;
+  const mode_t old = ::umask(077);  // runs hold users' messages: owner only
+  const int rc = sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  ::umask(old);
+  if (rc != SQLITE_OK) {
+    auto e = db_error(db, "opening " + file.string());
+    sqlite3_close(db);
+    return e;
+  }
+  sqlite3_busy_timeout(db, 5000);
+  std::unique_ptr<RunStore> store(new RunStore(db));
+  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+                          "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, session TEXT NOT NULL, "
+                          "status TEXT NOT NULL, created_at TEXT NOT NULL, request TEXT, result TEXT, events TEXT)",
+                          "CREATE INDEX IF NOT EXISTS runs_by_session ON runs(tenant, session)",
+                          "CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status)"}) {
+    if (auto r = store->exec(sql); !r) return std::unexpected(r.error());
+  }
+  return store;
+}
+
+RunStore::~RunStore() { sqlite3_close(db_); }
+
+Result<void> RunStore::exec(const char* sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    std::string text = message ? message : "unknown error";
+    sqlite3_free(message);
+    return fail(ErrorCode::Io, std::string("serve.db: ") + text);
+  }
+  return {};
+}
+
+Result<void> RunStore::insert(const RunState& run, const Json& request) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_,
+               "INSERT INTO runs (id, tenant, session, status, created_at, request) VALUES (?, ?, ?, 'queued', ?, ?)");
+  if (!st.ok()) return db_error(db_, "insert");
+  st.bind(1, run.id).bind(2, run.tenant).bind(3, run.session).bind(4, run.created_at);
+  st.bind(5, request.dump(-1, ' ', false, Json::error_handler_t::replace));
+  if (st.step() != SQLITE_DONE) return db_error(db_, "insert");
+  return {};
+}
+
+Result<void> RunStore::set_status(const std::string& id, RunStatus status) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, "UPDATE runs SET status = ? WHERE id = ?");
+  if (!st.ok()) return db_error(db_, "update");
+  st.bind(1, std::string(to_string(status))).bind(2, id);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "update");
+  return {};
+}
+
+Result<void> RunStore::finish(const std::string& id, RunStatus status, const Json& result,
+                              const std::vector<RunEvent>& run_events) {
+  Json events = Json::array();
+  for (auto& e : run_events) events.push_back({{"name", e.name}, {"data", e.data}});
+  std::lock_guard lock(mutex_);
+  Statement st(db_, "UPDATE runs SET status = ?, result = ?, events = ? WHERE id = ?");
+  if (!st.ok()) return db_error(db_, "finish");
+  st.bind(1, std::string(to_string(status)));
+  st.bind(2, result.dump(-1, ' ', false, Json::error_handler_t::replace));
+  st.bind(3, events.dump(-1, ' ', false, Json::error_handler_t::replace));
+  st.bind(4, id);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "finish");
+  return {};
+}
+
+Result<std::optional<StoredRun>> RunStore::find(const std::string& tenant, const std::string& id) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, (std::string("SELECT ") + kColumns + " FROM runs WHERE id = ? AND tenant = ?").c_str());
+  if (!st.ok()) return db_error(db_, "find");
+  st.bind(1, id).bind(2, tenant);
+  const int rc = st.step();
+  if (rc == SQLITE_DONE) return std::nullopt;
+  if (rc != SQLITE_ROW) return db_error(db_, "find");
+  return read_row(st);
+}
+
+Result<std::vector<StoredRun>> RunStore::session_runs(const std::string& tenant, const std::string& session,
+                                                      std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, "SELECT id, tenant, session, status, created_at, request, result, '' FROM runs "
+                    "WHERE tenant = ? AND session = ? ORDER BY rowid DESC LIMIT ?");
+  if (!st.ok()) return db_error(db_, "list");
+  st.bind(1, tenant).bind(2, session).bind(3, static_cast<std::int64_t>(limit));
+  std::vector<StoredRun> out;
+  int rc;
+  while ((rc = st.step()) == SQLITE_ROW) out.push_back(read_row(st));
+  if (rc != SQLITE_DONE) return db_error(db_, "list");
+  return out;
+}
+
+Result<std::vector<StoredRun>> RunStore::unfinished() {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, (std::string("SELECT ") + kColumns +
+                     " FROM runs WHERE status IN ('queued', 'running') ORDER BY rowid ASC").c_str());
+  if (!st.ok()) return db_error(db_, "unfinished");
+  std::vector<StoredRun> out;
+  int rc;
+  while ((rc = st.step()) == SQLITE_ROW) out.push_back(read_row(st));
+  if (rc != SQLITE_DONE) return db_error(db_, "unfinished");
+  return out;
+}
+
+Result<void> RunStore::delete_session(const std::string& tenant, const std::string& session) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, "DELETE FROM runs WHERE tenant = ? AND session = ?");
+  if (!st.ok()) return db_error(db_, "delete");
+  st.bind(1, tenant).bind(2, session);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "delete");
+  return {};
+}
+
+}  // namespace kernex::server

@@ -1,0 +1,51 @@
+// <data_dir>/serve.db: every run the server acknowledged, written before the acknowledgement, so
+// a queued or running run survives kill -9 and is run again at the next start. SQLite in WAL
+// mode: a process kill loses nothing the kernel's write() returned from.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernex/error.hpp"
+#include "kernex/json.hpp"
+#include "run_state.hpp"
+
+struct sqlite3;
+
+namespace kernex::server {
+
+struct StoredRun {
+  std::string id, tenant, session, status, created_at;
+  Json request;  // what started it (message, sender, skills, agent...)
+  Json result;   // result or error object once terminal
+  std::vector<RunEvent> events;
+};
+
+class RunStore {
+ public:
+  static Result<std::unique_ptr<RunStore>> open(const std::filesystem::path& file);
+  ~RunStore();
+
+  Result<void> insert(const RunState& run, const Json& request);
+  Result<void> set_status(const std::string& id, RunStatus status);
+  // `events`: the run's events including the last one, stored before followers see it.
+  Result<void> finish(const std::string& id, RunStatus status, const Json& result, const std::vector<RunEvent>& events);
+  Result<std::optional<StoredRun>> find(const std::string& tenant, const std::string& id);
+  // Newest first.
+  Result<std::vector<StoredRun>> session_runs(const std::string& tenant, const std::string& session, std::size_t limit);
+  // Runs acknowledged but not finished when the last server stopped, oldest first.
+  Result<std::vector<StoredRun>> unfinished();
+  Result<void> delete_session(const std::string& tenant, const std::string& session);
+
+ private:
+  explicit RunStore(sqlite3* db) : db_(db) {}
+  Result<void> exec(const char* sql);
+  std::mutex mutex_;
+  sqlite3* db_;
+};
+
+}  // namespace kernex::server

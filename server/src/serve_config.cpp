@@ -1,0 +1,272 @@
+#include "kernex/server/serve_config.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <initializer_list>
+
+namespace kernex::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::unexpected<Error> bad(const std::string& path, const std::string& what) {
+  return fail(ErrorCode::Config, (path.empty() ? std::string("serve") : "serve." + path) + ": " + what);
+}
+
+Result<void> only_keys(const Json& object, const std::string& path, std::initializer_list<std::string_view> known) {
+  for (const auto& [key, value] : object.items()) {
+    bool ok = false;
+    for (auto k : known) ok = ok || k == key;
+    if (ok) continue;
+    std::string list;
+    for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    return bad(path.empty() ? key : path + "." + key, "unknown key (expected one of: " + list + ")");
+  }
+  return {};
+}
+
+Result<std::uint64_t> unsigned_value(const Json& v, const std::string& path, std::uint64_t max) {
+  if (!v.is_number_unsigned() || v.get<std::uint64_t>() > max) {
+    return bad(path, "expected a whole number from 0 to " + std::to_string(max) + ", got " + v.dump());
+  }
+  return v.get<std::uint64_t>();
+}
+
+Result<std::string> string_value(const Json& v, const std::string& path) {
+  if (!v.is_string()) return bad(path, "expected a string, got " + v.dump());
+  return v.get<std::string>();
+}
+
+Result<std::chrono::milliseconds> millis(const Json& v, const std::string& path) {
+  auto n = unsigned_value(v, path, 86'400'000);
+  if (!n) return std::unexpected(n.error());
+  if (*n == 0) return bad(path, "must be positive");
+  return std::chrono::milliseconds(*n);
+}
+
+Result<TenantLimitsConfig> limits_value(const Json& v, const std::string& path) {
+  if (!v.is_object()) return bad(path, "expected a mapping {concurrent_runs, tokens_per_day, cost_per_day_usd}");
+  if (auto r = only_keys(v, path, {"concurrent_runs", "tokens_per_day", "cost_per_day_usd"}); !r) {
+    return std::unexpected(r.error());
+  }
+  TenantLimitsConfig out;
+  if (auto it = v.find("concurrent_runs"); it != v.end() && !it->is_null()) {
+    auto n = unsigned_value(*it, path + ".concurrent_runs", 1'000'000);
+    if (!n) return std::unexpected(n.error());
+    out.concurrent_runs = static_cast<std::uint32_t>(*n);
+  }
+  if (auto it = v.find("tokens_per_day"); it != v.end() && !it->is_null()) {
+    auto n = unsigned_value(*it, path + ".tokens_per_day", UINT64_MAX);
+    if (!n) return std::unexpected(n.error());
+    out.tokens_per_day = *n;
+  }
+  if (auto it = v.find("cost_per_day_usd"); it != v.end() && !it->is_null()) {
+    if (!it->is_number() || it->get<double>() < 0) return bad(path + ".cost_per_day_usd", "expected a number >= 0");
+    out.cost_per_day_usd = it->get<double>();
+  }
+  return out;
+}
+
+bool valid_tenant_name(const std::string& name) {
+  if (name.empty() || name.size() > 64 || name == "." || name == "..") return false;
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+  }
+  return true;
+}
+
+struct Reader {
+  const Config& config;
+  ServeConfig out;
+
+  fs::path path_of(const std::string& text) const {
+    fs::path p(text);
+    if (p.is_relative() && config.source) p = config.source->parent_path() / p;
+    return p.lexically_normal();
+  }
+
+  Result<void> limits(const Json& v) {
+    if (!v.is_object()) return bad("limits", "expected a mapping {default, tenants}");
+    if (auto r = only_keys(v, "limits", {"default", "tenants"}); !r) return r;
+    if (auto it = v.find("default"); it != v.end()) {
+      auto l = limits_value(*it, "limits.default");
+      if (!l) return std::unexpected(l.error());
+      out.default_limits = *l;
+    }
+    if (auto it = v.find("tenants"); it != v.end()) {
+      if (!it->is_object()) return bad("limits.tenants", "expected a mapping of tenant names to limits");
+      for (const auto& [name, value] : it->items()) {
+        if (!valid_tenant_name(name)) return bad("limits.tenants." + name, "not a tenant name ([A-Za-z0-9_.-]{1,64})");
+        auto l = limits_value(value, "limits.tenants." + name);
+        if (!l) return std::unexpected(l.error());
+        out.tenant_limits[name] = *l;
+      }
+    }
+    return {};
+  }
+
+  Result<void> tenants(const Json& v) {
+    if (!v.is_object()) return bad("tenants", "expected a mapping of tenant names to {workspace}");
+    for (const auto& [name, value] : v.items()) {
+      const std::string path = "tenants." + name;
+      if (!valid_tenant_name(name)) return bad(path, "not a tenant name ([A-Za-z0-9_.-]{1,64})");
+      if (!value.is_object()) return bad(path, "expected a mapping {workspace}");
+      if (auto r = only_keys(value, path, {"workspace"}); !r) return r;
+      if (auto it = value.find("workspace"); it != value.end()) {
+        auto s = string_value(*it, path + ".workspace");
+        if (!s) return std::unexpected(s.error());
+        out.tenant_workspaces[name] = path_of(*s);
+      }
+    }
+    return {};
+  }
+
+  Result<void> agents(const Json& v) {
+    if (!v.is_object()) return bad("agents", "expected a mapping of model names to {provider, model, system_prompt, skills}");
+    for (const auto& [name, value] : v.items()) {
+      const std::string path = "agents." + name;
+      if (!value.is_object()) return bad(path, "expected a mapping {provider, model, system_prompt, skills}");
+      if (auto r = only_keys(value, path, {"provider", "model", "system_prompt", "skills"}); !r) return r;
+      AgentProfile agent;
+      for (auto [key, field] : {std::pair{"provider", &agent.provider}, std::pair{"model", &agent.model}}) {
+        if (auto it = value.find(key); it != value.end()) {
+          auto s = string_value(*it, path + "." + key);
+          if (!s) return std::unexpected(s.error());
+          *field = *s;
+        }
+      }
+      if (auto it = value.find("system_prompt"); it != value.end()) {
+        auto s = string_value(*it, path + ".system_prompt");
+        if (!s) return std::unexpected(s.error());
+        agent.system_prompt = *s;
+      }
+      if (auto it = value.find("skills"); it != value.end()) {
+        if (!it->is_array()) return bad(path + ".skills", "expected a list of skill names");
+        for (const auto& s : *it) {
+          if (!s.is_string()) return bad(path + ".skills", "expected a list of skill names");
+          agent.skills.push_back(s.get<std::string>());
+        }
+      }
+      out.agents[name] = std::move(agent);
+    }
+    return {};
+  }
+
+  Result<void> key(const std::string& key, const Json& v) {
+    if (key == "listen") {
+      auto s = string_value(v, key);
+      if (!s) return std::unexpected(s.error());
+      auto hp = parse_listen(*s);
+      if (!hp) return bad(key, hp.error().message);
+      out.host = hp->first;
+      out.port = hp->second;
+      return {};
+    }
+    if (key == "threads") {
+      auto n = unsigned_value(v, key, 256);
+      if (!n) return std::unexpected(n.error());
+      out.threads = static_cast<unsigned>(*n);
+      return {};
+    }
+    if (key == "keys_file") {
+      auto s = string_value(v, key);
+      if (!s) return std::unexpected(s.error());
+      out.keys_file = path_of(*s);
+      return {};
+    }
+    if (key == "if_busy") {
+      auto s = string_value(v, key);
+      if (!s) return std::unexpected(s.error());
+      auto p = parse_if_busy(*s);
+      if (!p) return bad(key, "expected reject, enqueue or interrupt, got '" + *s + "'");
+      out.if_busy = *p;
+      return {};
+    }
+    if (key == "max_body_bytes" || key == "max_header_bytes" || key == "max_connections") {
+      auto n = unsigned_value(v, key, std::uint64_t{1} << 32);
+      if (!n) return std::unexpected(n.error());
+      if (*n == 0) return bad(key, "must be positive");
+      (key == "max_body_bytes" ? out.max_body_bytes : key == "max_header_bytes" ? out.max_header_bytes : out.max_connections) = *n;
+      return {};
+    }
+    if (key == "header_timeout_ms" || key == "idle_timeout_ms" || key == "shutdown_grace_ms") {
+      auto ms = millis(v, key);
+      if (!ms) return std::unexpected(ms.error());
+      (key == "header_timeout_ms" ? out.header_timeout : key == "idle_timeout_ms" ? out.idle_timeout : out.shutdown_grace) = *ms;
+      return {};
+    }
+    if (key == "event_retention_s" || key == "heartbeat_s") {
+      auto n = unsigned_value(v, key, 86'400 * 7);
+      if (!n) return std::unexpected(n.error());
+      if (*n == 0) return bad(key, "must be positive");
+      (key == "event_retention_s" ? out.event_retention : out.heartbeat) = std::chrono::seconds(*n);
+      return {};
+    }
+    if (key == "workspaces") {
+      auto s = string_value(v, key);
+      if (!s) return std::unexpected(s.error());
+      out.workspaces_root = path_of(*s);
+      return {};
+    }
+    if (key == "limits") return limits(v);
+    if (key == "tenants") return tenants(v);
+    return agents(v);
+  }
+};
+
+}  // namespace
+
+std::optional<IfBusy> parse_if_busy(std::string_view text) {
+  if (text == "reject") return IfBusy::Reject;
+  if (text == "enqueue") return IfBusy::Enqueue;
+  if (text == "interrupt") return IfBusy::Interrupt;
+  return std::nullopt;
+}
+
+std::string_view to_string(IfBusy policy) noexcept {
+  switch (policy) {
+    case IfBusy::Reject: return "reject";
+    case IfBusy::Enqueue: return "enqueue";
+    case IfBusy::Interrupt: return "interrupt";
+  }
+  return "reject";
+}
+
+Result<std::pair<std::string, std::uint16_t>> parse_listen(std::string_view text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return fail(ErrorCode::Config, "listen address '" + std::string(text) + "': expected HOST:PORT");
+  }
+  std::string_view host = text.substr(0, colon);
+  std::string_view port_text = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535 || host.empty()) {
+    return fail(ErrorCode::Config, "listen address '" + std::string(text) + "': expected HOST:PORT with a port 0-65535");
+  }
+  return std::pair{std::string(host), static_cast<std::uint16_t>(port)};
+}
+
+Result<ServeConfig> ServeConfig::from(const Config& config) {
+  Reader reader{config, {}};
+  if (auto it = config.sections.find("serve"); it != config.sections.end() && !it->second.is_null()) {
+    const Json& section = it->second;
+    if (!section.is_object()) return bad("", "expected a mapping of server settings");
+    if (auto r = only_keys(section, "",
+                           {"listen", "threads", "keys_file", "if_busy", "max_body_bytes", "max_header_bytes",
+                            "max_connections", "header_timeout_ms", "idle_timeout_ms", "shutdown_grace_ms",
+                            "event_retention_s", "heartbeat_s", "workspaces", "limits", "tenants", "agents"});
+        !r) {
+      return std::unexpected(r.error());
+    }
+    for (const auto& [key, value] : section.items()) {
+      if (auto r = reader.key(key, value); !r) return std::unexpected(r.error());
+    }
+  }
+  if (reader.out.keys_file.empty()) reader.out.keys_file = config.data_dir / "serve-keys.json";
+  if (reader.out.workspaces_root.empty()) reader.out.workspaces_root = config.data_dir / "workspaces";
+  return reader.out;
+}
+
+}  // namespace kernex::server

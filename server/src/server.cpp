@@ -1,0 +1,212 @@
+#include "kernex/server/server.hpp"
+
+#include <csignal>
+#include <ostream>
+#include <thread>
+
+#include "api.hpp"
+#include "http_server.hpp"
+#include "kernex/kernel_files.hpp"
+#include "kernex/log.hpp"
+#include "kernex/server/keys.hpp"
+#include "kernex/server/metrics.hpp"
+#include "kernex/server/serve_config.hpp"
+#include "kernex/server/tenant_limits.hpp"
+#include "log_context.hpp"
+#include "run_manager.hpp"
+
+namespace kernex::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_loopback_host(const std::string& host) {
+  return host == "127.0.0.1" || host == "::1" || host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
+// Who a request is. Without a keys file everyone is tenant "local" (loopback only); once the
+// file exists (at start or later, `kernex serve keys add`) every request needs a key.
+class Authenticator {
+ public:
+  explicit Authenticator(fs::path file) : file_(std::move(file)) {}
+
+  Result<void> refresh() {
+    std::lock_guard lock(mutex_);
+    std::error_code ec;
+    if (!keys_) {
+      if (!fs::exists(file_, ec)) return {};
+      auto loaded = KeyStore::load(file_);
+      if (!loaded) return std::unexpected(loaded.error());
+      keys_.emplace(std::move(*loaded));
+      return {};
+    }
+    auto changed = keys_->reload_if_changed();
+    if (!changed) return std::unexpected(changed.error());
+    return {};
+  }
+
+  bool required() const {
+    std::lock_guard lock(mutex_);
+    return keys_.has_value();
+  }
+
+  std::optional<std::string> tenant(const HttpRequest& req) const {
+    std::lock_guard lock(mutex_);
+    if (!keys_) return std::string("local");
+    const std::string header = req.header("authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    if (header.size() <= kBearer.size() || header.compare(0, kBearer.size(), kBearer) != 0) return std::nullopt;
+    return keys_->tenant_for(std::string_view(header).substr(kBearer.size()));
+  }
+
+ private:
+  fs::path file_;
+  mutable std::mutex mutex_;
+  std::optional<KeyStore> keys_;
+};
+
+class Limits final : public RunAdmission {
+ public:
+  explicit Limits(const ServeConfig& config) {
+    auto convert = [](const TenantLimitsConfig& c) {
+      return TenantLimit{c.concurrent_runs, c.tokens_per_day, c.cost_per_day_usd};
+    };
+    limits_.set_default(convert(config.default_limits));
+    for (const auto& [tenant, l] : config.tenant_limits) limits_.set(tenant, convert(l));
+  }
+  std::optional<ApiError> admit(const std::string& tenant) override {
+    Admission a = limits_.try_start(tenant);
+    if (a) return std::nullopt;
+    ApiError e = api_error(429, "rate_limited", a.message);
+    e.retry_after_s = static_cast<unsigned>(std::max<long long>(1, a.retry_after.count()));
+    return e;
+  }
+  void release(const std::string& tenant, std::uint64_t tokens, double cost_usd) override {
+    limits_.finish(tenant, tokens, cost_usd);
+  }
+
+ private:
+  TenantLimits limits_;
+};
+
+class Observer final : public RunObserver {
+ public:
+  explicit Observer(ServerMetrics& m) : m_(m) {}
+  void run_started(const std::string&) override {}
+  void first_token(std::chrono::duration<double> after) override { m_.time_to_first_token_seconds.observe(after.count()); }
+  void run_finished(const std::string& tenant, const std::string& model, RunStatus, const std::string& outcome,
+                    const Usage& usage, std::chrono::duration<double> took) override {
+    m_.record_run(outcome, tenant, model, usage.input_tokens, usage.output_tokens, usage.cost_usd, took.count());
+  }
+
+ private:
+  ServerMetrics& m_;
+};
+
+void install_log_sink() {
+  set_log_sink([](LogLevel level, std::string_view message) {
+    if (level == LogLevel::Debug) return;
+    std::string line = "kernex serve [" + std::string(to_string(level)) + "] ";
+    const std::string& context = log_context();
+    if (!context.empty() && message.find("req=") == std::string_view::npos) line += context + " ";
+    line.append(message);
+    line += '\n';
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  });
+}
+
+}  // namespace
+
+Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const ServeOptions& options) {
+  auto config = ServeConfig::from(kernel.config());
+  if (!config) return std::unexpected(config.error());
+  if (options.listen) {
+    auto hp = parse_listen(*options.listen);
+    if (!hp) return std::unexpected(hp.error());
+    config->host = hp->first;
+    config->port = hp->second;
+  }
+  install_log_sink();
+  // Sessions' workspaces lie in the (hidden) data dir: tools may be granted their own one there.
+  std::error_code ec;
+  std::filesystem::create_directories(config->workspaces_root, ec);
+  register_tool_area(config->workspaces_root, "serve workspaces");
+  Authenticator auth(config->keys_file);
+  if (auto r = auth.refresh(); !r) return std::unexpected(r.error());
+  if (!auth.required()) {
+    if (!is_loopback_host(config->host)) {
+      return fail(ErrorCode::Config, "no keys file at " + config->keys_file.string() + ": refusing to listen on " +
+                                         config->host + " without authentication; add a key with `kernex serve keys add TENANT` "
+                                         "or listen on 127.0.0.1");
+    }
+    log(LogLevel::Warn, "no keys file at " + config->keys_file.string() +
+                            ": no authentication, loopback only (every request is tenant 'local')");
+  }
+  auto store = RunStore::open(kernel.config().data_dir / "serve.db");
+  if (!store) return std::unexpected(store.error());
+
+  ServerMetrics metrics;
+  Observer observer(metrics);
+  Limits limits(*config);
+  RunManager::Deps deps;
+  deps.kernel = &kernel;
+  deps.config = &*config;
+  deps.skills = std::move(skills);
+  deps.store = std::move(*store);
+  deps.observer = &observer;
+  deps.admission = &limits;
+  RunManager runs(std::move(deps));
+
+  HttpOptions http;
+  http.host = config->host;
+  http.port = config->port;
+  http.threads = config->threads ? config->threads : std::max(1u, std::thread::hardware_concurrency());
+  http.max_body_bytes = config->max_body_bytes;
+  http.max_header_bytes = config->max_header_bytes;
+  http.max_connections = config->max_connections;
+  http.header_timeout = config->header_timeout;
+  http.idle_timeout = config->idle_timeout;
+  http.heartbeat = config->heartbeat;
+  std::unique_ptr<HttpServer> server;
+  Api api(Api::Deps{&runs, [&auth](const HttpRequest& r) { return auth.tenant(r); },
+                    [&] {
+                      metrics.active_runs.set(static_cast<double>(runs.active_runs()));
+                      metrics.queue_depth.set(static_cast<double>(runs.queued_runs()));
+                      metrics.connections.set(static_cast<double>(server ? server->connections() : 0));
+                      return metrics.render();
+                    }});
+  server = std::make_unique<HttpServer>(http, [&api](const HttpRequest& r) {
+    LogContext scope("req=" + r.request_id);
+    return api.handle(r);
+  });
+  auto port = server->listen();
+  if (!port) return std::unexpected(port.error());
+  runs.resume_unfinished();
+  server->every(std::chrono::seconds(30), [&runs] { runs.evict_expired(); });
+  server->every(std::chrono::seconds(1), [&auth] {
+    if (auto r = auth.refresh(); !r) log(LogLevel::Error, "keys file: " + r.error().describe() + " (keeping the keys read before)");
+  });
+  const std::string host = config->host.find(':') != std::string::npos ? "[" + config->host + "]" : config->host;
+  if (options.announce) *options.announce << "kernex serve: listening on http://" << host << ":" << *port << std::endl;
+  log(LogLevel::Info, "listening on http://" + host + ":" + std::to_string(*port) + " with " +
+                          std::to_string(http.threads) + " threads");
+
+  std::thread drainer;
+  server->run([&](int signal) {
+    if (drainer.joinable()) return;
+    log(LogLevel::Info, std::string("signal ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") +
+                            ": draining (no new runs; running runs have " +
+                            std::to_string(config->shutdown_grace.count()) + " ms)");
+    server->stop_accepting();
+    drainer = std::thread([&] {
+      runs.shutdown(config->shutdown_grace);
+      server->stop(std::chrono::milliseconds(1000));
+    });
+  });
+  if (drainer.joinable()) drainer.join();
+  runs.shutdown(std::chrono::milliseconds(0));
+  log(LogLevel::Info, "stopped");
+  return {};
+}
+
+}  // namespace kernex::server

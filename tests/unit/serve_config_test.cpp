@@ -1,0 +1,92 @@
+// The `serve:` section: defaults, every key, and the typed errors a hand-written file gets.
+#include <gtest/gtest.h>
+
+#include "kernex/config.hpp"
+#include "kernex/server/serve_config.hpp"
+
+namespace kernex::server {
+namespace {
+
+Result<ServeConfig> parse(const std::string& yaml) {
+  auto config = Config::parse_yaml(yaml, "kernex.yaml");
+  if (!config) return std::unexpected(config.error());
+  config->data_dir = "/data";
+  return ServeConfig::from(*config);
+}
+
+TEST(ServeConfig, DefaultsWithoutASection) {
+  auto c = parse("provider: replay\n");
+  ASSERT_TRUE(c) << c.error().describe();
+  EXPECT_EQ(c->host, "127.0.0.1");
+  EXPECT_EQ(c->port, 8080);
+  EXPECT_EQ(c->if_busy, IfBusy::Reject);
+  EXPECT_EQ(c->keys_file, "/data/serve-keys.json");
+  EXPECT_EQ(c->workspaces_root, "/data/workspaces");
+  EXPECT_EQ(c->event_retention, std::chrono::seconds(600));
+}
+
+TEST(ServeConfig, ReadsEveryKey) {
+  auto c = parse(R"(serve:
+  listen: "[::1]:9000"
+  threads: 3
+  keys_file: /etc/kernex/keys.json
+  if_busy: enqueue
+  max_body_bytes: 2048
+  max_header_bytes: 1024
+  max_connections: 10
+  header_timeout_ms: 500
+  idle_timeout_ms: 700
+  shutdown_grace_ms: 900
+  event_retention_s: 60
+  limits:
+    default: {concurrent_runs: 2}
+    tenants: {acme: {concurrent_runs: 1, tokens_per_day: 100, cost_per_day_usd: 0.5}}
+  tenants:
+    acme: {workspace: /srv/acme}
+  agents:
+    helper: {provider: replay, model: m1, system_prompt: be brief, skills: [a, b]}
+)");
+  ASSERT_TRUE(c) << c.error().describe();
+  EXPECT_EQ(c->host, "::1");
+  EXPECT_EQ(c->port, 9000);
+  EXPECT_EQ(c->threads, 3u);
+  EXPECT_EQ(c->keys_file, "/etc/kernex/keys.json");
+  EXPECT_EQ(c->if_busy, IfBusy::Enqueue);
+  EXPECT_EQ(c->max_body_bytes, 2048u);
+  EXPECT_EQ(c->header_timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(c->default_limits.concurrent_runs, 2u);
+  ASSERT_TRUE(c->tenant_limits.contains("acme"));
+  EXPECT_EQ(c->tenant_limits["acme"].tokens_per_day, 100u);
+  EXPECT_EQ(c->tenant_workspaces["acme"], "/srv/acme");
+  ASSERT_TRUE(c->agents.contains("helper"));
+  EXPECT_EQ(c->agents["helper"].model, "m1");
+  EXPECT_EQ(c->agents["helper"].skills, (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(ServeConfig, RejectsWhatItDoesNotKnow) {
+  struct Case {
+    const char* yaml;
+    const char* names;
+  } cases[] = {
+      {"serve:\n  listn: 1.2.3.4:5\n", "serve.listn: unknown key"},
+      {"serve:\n  listen: nowhere\n", "serve.listen"},
+      {"serve:\n  listen: 1.2.3.4:99999\n", "serve.listen"},
+      {"serve:\n  if_busy: fork\n", "serve.if_busy"},
+      {"serve:\n  threads: -1\n", "serve.threads"},
+      {"serve:\n  max_body_bytes: 0\n", "serve.max_body_bytes"},
+      {"serve:\n  header_timeout_ms: lots\n", "serve.header_timeout_ms"},
+      {"serve:\n  limits: {default: {runs: 1}}\n", "serve.limits.default.runs"},
+      {"serve:\n  tenants: {\"../x\": {workspace: /w}}\n", "serve.tenants"},
+      {"serve:\n  agents: {a: {temperature: 1}}\n", "serve.agents.a.temperature"},
+      {"serve: [1, 2]\n", "serve: expected a mapping"},
+  };
+  for (const auto& c : cases) {
+    auto r = parse(c.yaml);
+    ASSERT_FALSE(r) << c.yaml;
+    EXPECT_EQ(r.error().code, ErrorCode::Config) << c.yaml;
+    EXPECT_NE(r.error().describe().find(c.names), std::string::npos) << c.yaml << " -> " << r.error().describe();
+  }
+}
+
+}  // namespace
+}  // namespace kernex::server
