@@ -150,6 +150,9 @@ ServerSandbox McpToolbox::sandbox_for(const McpServer& server, const std::option
 
 std::shared_ptr<McpClient> McpToolbox::client(const McpServer& server, const std::optional<fs::path>& workspace) {
   const std::string key = workspace ? server.name + "@" + workspace->string() : server.name;
+  // Dropped clients shut their servers down (up to a grace period) when the last reference goes:
+  // after the lock is released, so other runs never wait on it.
+  std::vector<std::shared_ptr<McpClient>> retired;
   std::lock_guard lock(mu_);
   auto it = clients_.find(key);
   if (it != clients_.end()) {
@@ -160,15 +163,16 @@ std::shared_ptr<McpClient> McpToolbox::client(const McpServer& server, const std
       it->second.last_used = ++uses_;
       return it->second.client;
     }
+    retired.push_back(std::move(it->second.client));
     clients_.erase(it);  // redeclared: the old one shuts down when its last user lets go
   }
   auto made = std::make_shared<McpClient>(server, sandbox_for(server, workspace), config_.client);
   clients_.emplace(key, Entry{made, ++uses_, workspace.has_value()});
-  if (workspace) evict_workspace_clients();
+  if (workspace) evict_workspace_clients(retired);
   return made;
 }
 
-void McpToolbox::evict_workspace_clients() {
+void McpToolbox::evict_workspace_clients(std::vector<std::shared_ptr<McpClient>>& retired) {
   for (;;) {
     auto oldest = clients_.end();
     std::size_t count = 0;
@@ -178,6 +182,7 @@ void McpToolbox::evict_workspace_clients() {
       if (oldest == clients_.end() || it->second.last_used < oldest->second.last_used) oldest = it;
     }
     if (count <= kMaxWorkspaceClients) return;
+    retired.push_back(std::move(oldest->second.client));
     clients_.erase(oldest);  // its server shuts down when its last user lets go
   }
 }

@@ -1,5 +1,6 @@
 #include "api.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <vector>
 
@@ -98,7 +99,32 @@ bool wants_stream(const HttpRequest& req, const Json& body) {
   return req.header("accept").find("text/event-stream") != std::string::npos;
 }
 
+// Browser pages of the configured origins may call the API; everyone else gets no CORS headers.
 HttpReply Api::handle(const HttpRequest& req) {
+  const std::string origin = req.header("origin");
+  const auto& allowed = deps_.runs->config().cors_origins;
+  const bool cors = !origin.empty() && std::any_of(allowed.begin(), allowed.end(), [&](const std::string& o) {
+    return o == "*" || o == origin;
+  });
+  if (cors && req.method == "OPTIONS") {
+    HttpReply r = HttpReply::json(204, nullptr);
+    r.body.clear();
+    r.headers = {{"Access-Control-Allow-Origin", origin},
+                 {"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"},
+                 {"Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID, X-Session-Id"},
+                 {"Access-Control-Max-Age", "600"},
+                 {"Vary", "Origin"}};
+    return r;
+  }
+  HttpReply reply = route(req);
+  if (cors) {
+    reply.headers.emplace_back("Access-Control-Allow-Origin", origin);
+    reply.headers.emplace_back("Vary", "Origin");
+  }
+  return reply;
+}
+
+HttpReply Api::route(const HttpRequest& req) {
   const std::vector<std::string> seg = segments(req.path);
   if (seg.size() == 1 && seg[0] == "healthz") {
     if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
@@ -127,6 +153,12 @@ HttpReply Api::handle(const HttpRequest& req) {
       const std::string& session = seg[2];
       if (!valid_session_id(session)) {
         return HttpReply::error(api_error(400, "invalid_session", "session ids are 1-128 of [A-Za-z0-9_.:-]"));
+      }
+      // Sessions are per tenant: one this tenant never used (another tenant's, say) is not found.
+      const bool reads = (seg.size() == 3 && req.method == "DELETE") ||
+                         (seg.size() == 4 && req.method == "GET" && (seg[3] == "messages" || seg[3] == "runs"));
+      if (reads && !deps_.runs->session_exists(*tenant, session)) {
+        return HttpReply::error(api_error(404, "not_found", "no session '" + session + "'"));
       }
       if (seg.size() == 3) {
         if (req.method != "DELETE") return HttpReply::error(method_not_allowed(req));

@@ -25,6 +25,7 @@ class Api {
   HttpReply handle(const HttpRequest& request);
 
  private:
+  HttpReply route(const HttpRequest& request);
   HttpReply post_message(const HttpRequest& req, const std::string& tenant, const std::string& session);
   HttpReply run_events(const HttpRequest& req, const std::string& tenant, const std::string& run_id);
   HttpReply chat_completions(const HttpRequest& req, const std::string& tenant);

@@ -140,7 +140,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
                                bool keep_alive) {
     std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                        "X-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\nX-Request-Id: " +
-                       req.request_id + "\r\n" + (keep_alive ? "" : "Connection: close\r\n") + "\r\n";
+                       req.request_id + "\r\n" + (keep_alive ? "" : "Connection: close\r\n");
+    for (const auto& [name, value] : reply.headers) head += name + ": " + value + "\r\n";
+    head += "\r\n";
     if (!reply.stream_head.empty()) head += chunk(reply.stream_head);
     if (!co_await write_all(stream, std::move(head))) co_return false;
     std::uint64_t after = reply.stream_after;

@@ -383,6 +383,15 @@ std::expected<Json, ApiError> RunManager::history(const std::string& tenant, con
   return out;
 }
 
+bool RunManager::session_exists(const std::string& tenant, const std::string& session) {
+  {
+    std::lock_guard lock(mutex_);
+    if (slots_.contains(slot_key(tenant, session))) return true;
+  }
+  auto runs = deps_.store->session_runs(tenant, session, 1);
+  return runs && !runs->empty();
+}
+
 std::expected<void, ApiError> RunManager::forget(const std::string& tenant, const std::string& session) {
   std::vector<std::shared_ptr<RunState>> stopping;
   {
@@ -426,8 +435,10 @@ std::expected<void, ApiError> RunManager::forget(const std::string& tenant, cons
     return std::unexpected(api_error(500, "store_failed", r.error().describe()));
   }
   if (!deps_.config->tenant_workspaces.contains(tenant)) {
+    // Emptied, not removed: toolboxes keep sandbox policies per workspace, and Landlock holds the
+    // directory itself, so a recreated one would be a different directory to a cached policy.
     std::error_code ec;
-    fs::remove_all(workspace(tenant, session), ec);
+    for (const auto& entry : fs::directory_iterator(workspace(tenant, session), ec)) fs::remove_all(entry.path(), ec);
   }
   std::lock_guard lock(mutex_);
   for (auto it = runs_.begin(); it != runs_.end();) {

@@ -80,6 +80,8 @@ class RunManager {
   std::expected<Json, ApiError> session_runs(const std::string& tenant, const std::string& session, std::size_t limit);
   std::expected<Json, ApiError> history(const std::string& tenant, const std::string& session, std::size_t limit,
                                         std::optional<std::int64_t> before);
+  // Whether this tenant ever ran anything in `session` (and didn't forget it).
+  bool session_exists(const std::string& tenant, const std::string& session);
   std::expected<void, ApiError> forget(const std::string& tenant, const std::string& session);
 
   // Runs what the last server acknowledged but never finished (kill -9, power loss).

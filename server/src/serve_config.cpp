@@ -211,6 +211,14 @@ struct Reader {
       out.workspaces_root = path_of(*s);
       return {};
     }
+    if (key == "cors_origins") {
+      if (!v.is_array()) return bad(key, "expected a list of origins (\"https://chat.example.com\" or \"*\")");
+      for (const auto& o : v) {
+        if (!o.is_string() || o.get<std::string>().empty()) return bad(key, "expected a list of origins");
+        out.cors_origins.push_back(o.get<std::string>());
+      }
+      return {};
+    }
     if (key == "limits") return limits(v);
     if (key == "tenants") return tenants(v);
     return agents(v);
@@ -259,7 +267,7 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
     if (auto r = only_keys(section, "",
                            {"listen", "threads", "keys_file", "if_busy", "max_body_bytes", "max_header_bytes",
                             "max_connections", "header_timeout_ms", "idle_timeout_ms", "shutdown_grace_ms",
-                            "event_retention_s", "heartbeat_s", "workspaces", "limits", "tenants", "agents"});
+                            "event_retention_s", "heartbeat_s", "workspaces", "cors_origins", "limits", "tenants", "agents"});
         !r) {
       return std::unexpected(r.error());
     }

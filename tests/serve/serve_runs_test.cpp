@@ -566,3 +566,59 @@ TEST_F(ServeSlow, ManyIdleHalfOpenConnectionsDoNotBlockService) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace kernex::serve_test;
+using kernex::Json;
+
+// kill -9 mid-run: the acknowledged run is in serve.db, so the next server runs it again and the
+// session's history gets its exchange; a run queued behind it (enqueue) runs after it.
+TEST_F(ServeLive, KillNineLosesNoAcknowledgedRun) {
+  std::atomic<bool> hold{true};
+  llm_.set_responder([&hold](const FakeLlm::Request& r) {
+    const std::string m = r.last_user();
+    return FakeLlm::Plan{{"answer to ", m}, hold && m == "during" ? std::optional<std::size_t>(1) : std::nullopt};
+  });
+  start();
+  ASSERT_EQ(request(port_, "POST", "/v1/sessions/crash/messages", message_body("before")).status, 200);
+  SseReader sse(port_, "POST", "/v1/sessions/crash/messages", message_body("during", Json{{"stream", true}}));
+  ASSERT_TRUE(sse.ok()) << sse.head().describe();
+  std::vector<SseEvent> seen;
+  ASSERT_TRUE(read_until(sse, "run_start", seen));
+  const std::string during = run_id_of(seen);
+  ASSERT_TRUE(llm_.wait_holding(1, milliseconds(30000)));
+  SseReader queued(port_, "POST", "/v1/sessions/crash/messages",
+                   message_body("after", Json{{"stream", true}, {"if_busy", "enqueue"}}));
+  ASSERT_TRUE(queued.ok()) << queued.head().describe();
+
+  w_.server.signal(SIGKILL);
+  ASSERT_TRUE(w_.server.wait(milliseconds(10000)).has_value());
+  hold = false;
+  llm_.release();
+  ASSERT_TRUE(w_.start());
+  port_ = w_.port();
+  // The resumed run ends; its events can be followed under the same id.
+  SseReader follow(port_, "GET", "/v1/runs/" + during + "/events", "");
+  ASSERT_TRUE(follow.ok()) << follow.head().describe();
+  auto events = follow.drain();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().event, "run_end");
+  EXPECT_EQ(events.back().json().value("text", ""), "answer to during");
+  // And the queued one after it (newest first in the runs list), followed to its end.
+  auto runs = request(port_, "GET", "/v1/sessions/crash/runs", "");
+  ASSERT_EQ(runs.status, 200) << runs.describe();
+  ASSERT_EQ(runs.json()["runs"].size(), 3u) << runs.body;
+  const std::string after = runs.json()["runs"][0].value("run_id", "");
+  SseReader follow_after(port_, "GET", "/v1/runs/" + after + "/events", "");
+  ASSERT_TRUE(follow_after.ok()) << follow_after.head().describe();
+  auto after_events = follow_after.drain();
+  ASSERT_FALSE(after_events.empty());
+  EXPECT_EQ(after_events.back().json().value("text", ""), "answer to after");
+  std::vector<std::string> texts;
+  for (const auto& m : session_messages(port_, "crash")) texts.push_back(m.value("role", "") + ":" + content_text(m));
+  EXPECT_THAT(texts, ::testing::ElementsAre("user:before", "assistant:answer to before", "user:during",
+                                            "assistant:answer to during", "user:after", "assistant:answer to after"));
+}
+
+}  // namespace

@@ -73,7 +73,8 @@ class KernelCancelTest : public ::testing::Test {
   std::vector<ContextEntry> saved(const std::string& conversation_id) {
     auto store = host.create_memory("sqlite", Json{{"path", (dir / "kdata" / "memory.db").string()}}).value();
     std::vector<ContextEntry> out;
-    for (auto& m : store->conversation_messages(conversation_id, 0, 100).value()) out.push_back(m.entry);
+    auto messages = store->conversation_messages(conversation_id, 0, 100).value();
+    for (auto& m : messages) out.push_back(m.entry);
     return out;
   }
   Json run_end(const std::string& run_id) {

@@ -174,14 +174,16 @@ TEST_F(KernelRunOptionsTest, RunSourcesOfferTheirContextTools) {
   ASSERT_EQ(r->tool_calls.size(), 1u);
   EXPECT_EQ(r->tool_calls[0].result.content, "noted");
   std::set<std::string> offered;
-  for (const auto& t : request(0)["tools"]) offered.insert(t["name"].get<std::string>());
+  const Json first_tools = request(0)["tools"];
+  for (const auto& t : first_tools) offered.insert(t["name"].get<std::string>());
   EXPECT_TRUE(offered.contains("note"));
   // A run without the source is not offered the tool.
   std::set<std::string> later;
   std::filesystem::remove(dir / "record.jsonl");
   auto k2 = kernel({text_line("plain")}, false);
   ASSERT_TRUE(k2->run(Request::from_text("u", "hi")));
-  for (const auto& t : request(0)["tools"]) later.insert(t["name"].get<std::string>());
+  const Json later_tools = request(0)["tools"];
+  for (const auto& t : later_tools) later.insert(t["name"].get<std::string>());
   EXPECT_FALSE(later.contains("note"));
 }
 
@@ -245,7 +247,8 @@ TEST_F(KernelRunOptionsTest, EightConcurrentRunsKeepTheirOwnConversations) {
   EXPECT_EQ(conversations.size(), static_cast<std::size_t>(kRuns));
   EXPECT_EQ(s->audit_log(100).value().size(), static_cast<std::size_t>(kRuns));
   std::uint64_t requests = 0;
-  for (const auto& day : s->usage_by_day().value()) requests += day.requests;
+  const auto days = s->usage_by_day().value();
+  for (const auto& day : days) requests += day.requests;
   EXPECT_EQ(requests, static_cast<std::uint64_t>(kRuns));
 }
 

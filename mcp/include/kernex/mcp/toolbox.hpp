@@ -83,7 +83,8 @@ class McpToolbox final : public ToolExecutor {
     bool per_workspace = false;
   };
   ServerSandbox sandbox_for(const McpServer& server, const std::optional<std::filesystem::path>& workspace) const;
-  void evict_workspace_clients();  // mu_ held
+  // mu_ held; what it drops goes to `retired`, released by the caller after unlocking.
+  void evict_workspace_clients(std::vector<std::shared_ptr<McpClient>>& retired);
 
   ToolboxConfig config_;
   std::mutex mu_;

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kernex/config.hpp"
 #include "kernex/error.hpp"
@@ -53,6 +54,8 @@ struct ServeConfig {
   std::map<std::string, std::filesystem::path> tenant_workspaces;
   std::map<std::string, AgentProfile> agents;
   std::filesystem::path workspaces_root;  // <data_dir>/workspaces
+  // Origins whose browser pages may call the API (CORS); "*" for any. Empty: none.
+  std::vector<std::string> cors_origins;
 
   // Reads config.sections["serve"] (absent: defaults). Unknown keys and wrong types are errors
   // naming the key; relative paths resolve against the config file's directory.

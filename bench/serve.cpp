@@ -1,0 +1,472 @@
+// `kernex serve` under load, each figure beside a baseline measured in the same run. Every phase
+// starts its own `kernex serve` (this build's bin/kernex, a config in a fresh work dir), so one
+// phase's memory never counts in another's.
+//   stream  N sessions (default 1000) each POST one message with stream:true at once; the model is
+//           a fake OpenAI-compatible LLM in this process streaming 20 chunks over 2 s per call.
+//           Time to first text_delta seen by the client minus the LLM's own time to first chunk
+//           for that very call (p50/p99), runs ending with run_end, the server's peak RSS.
+//           Baseline: the same N streams straight to the fake LLM (what this harness adds by
+//           itself), and the server's RSS before the load.
+//   idle    IDLE sessions (default 10 000) with one short non-streaming exchange each (replay
+//           provider): RSS growth per session. Baseline: the server's RSS before them.
+//   rps     non-streaming messages (replay provider, one session per request so none is busy)
+//           from C keep-alive connections (default 32) for S seconds, beside a bare Beast server
+//           answering a JSON body of the same size with as many threads.
+//   cancel  runs whose model calls a skill toolbox that sleeps; once the tool process exists,
+//           POST /v1/runs/{id}/cancel and time until run_end (outcome cancelled) has arrived and
+//           the tool process is gone. Baseline: this process killing and reaping the same
+//           `sleep` it started itself.
+// Usage: serve [--phases stream,idle,rps,cancel] [--streams N] [--idle N] [--rps-seconds S]
+//              [--connections C] [--cancel-runs N] [--memory sqlite|volatile] [--threads T]
+//              [--kernex PATH]
+//        serve --harness [--streams N]   the fake LLM, bare server and client alone (no kernex)
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "bare_json_server.hpp"
+#include "bench_util.hpp"
+#include "fake_llm.hpp"
+#include "kernex/json.hpp"
+#include "serve_load.hpp"
+#include "serve_process.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace kb = kernex::bench;
+using kb::Clock;
+using kernex::Json;
+using namespace std::chrono_literals;
+[[noreturn]] void die(const std::string& what) { kb::die("serve", what); }
+
+struct Args {
+  std::set<std::string> phases = {"stream", "idle", "rps", "cancel"};
+  int streams = 1000;
+  int idle = 10000;
+  int rps_seconds = 5;
+  int connections = 32;
+  int cancel_runs = 50;
+  std::string memory = "sqlite";
+  int threads = 0;
+  fs::path kernex = KERNEX_BENCH_KERNEX;
+  bool harness = false;
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) die(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--phases") {
+      a.phases.clear();
+      std::stringstream ss(value());
+      for (std::string p; std::getline(ss, p, ',');) a.phases.insert(p);
+    } else if (arg == "--streams") a.streams = std::stoi(value());
+    else if (arg == "--idle") a.idle = std::stoi(value());
+    else if (arg == "--rps-seconds") a.rps_seconds = std::stoi(value());
+    else if (arg == "--connections") a.connections = std::stoi(value());
+    else if (arg == "--cancel-runs") a.cancel_runs = std::stoi(value());
+    else if (arg == "--memory") a.memory = value();
+    else if (arg == "--threads") a.threads = std::stoi(value());
+    else if (arg == "--kernex") a.kernex = value();
+    else if (arg == "--harness") a.harness = true;
+    else die("unknown argument " + arg + " (see the comment atop bench/serve.cpp)");
+  }
+  return a;
+}
+
+double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::clamp<std::size_t>(rank, 1, v.size()) - 1];
+}
+
+// ---- the table ----------------------------------------------------------------------------
+
+struct Row {
+  std::string figure, measured, baseline, target;
+  bool pass;
+};
+std::vector<Row> g_rows;
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+void row(std::string figure, std::string measured, std::string baseline, std::string target, bool pass) {
+  std::printf("  %-44s %-16s baseline %-18s target %-14s %s\n", figure.c_str(), measured.c_str(), baseline.c_str(),
+              target.c_str(), pass ? "pass" : "FAIL");
+  std::fflush(stdout);
+  g_rows.push_back({std::move(figure), std::move(measured), std::move(baseline), std::move(target), pass});
+}
+
+void print_table() {
+  std::printf("\n| figure | measured | baseline (same run) | target | |\n|---|---|---|---|---|\n");
+  for (const auto& r : g_rows) {
+    std::printf("| %s | %s | %s | %s | %s |\n", r.figure.c_str(), r.measured.c_str(), r.baseline.c_str(),
+                r.target.c_str(), r.pass ? "pass" : "FAIL");
+  }
+}
+
+// ---- work dir and configs -------------------------------------------------------------------
+
+// Under the build tree, not /tmp: a skill below a world-writable directory loads only once trusted.
+fs::path make_work_dir() {
+  std::string tmpl = (fs::path(KERNEX_BENCH_WORK_DIR) / "serve-bench-XXXXXX").string();
+  fs::create_directories(KERNEX_BENCH_WORK_DIR);
+  if (::mkdtemp(tmpl.data()) == nullptr) die("cannot create a work dir in " KERNEX_BENCH_WORK_DIR);
+  return fs::canonical(tmpl);
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream out(path);
+  out << text;
+  if (!out) die("cannot write " + path.string());
+}
+
+// kernex.yaml for one phase. JSON is YAML, so the config is built as JSON.
+fs::path write_config(const fs::path& dir, const Args& a, Json provider, Json extra = Json::object()) {
+  Json config = {{"data_dir", (dir / "data").string()},
+                 {"provider", std::move(provider)},
+                 {"memory", a.memory},
+                 {"serve",
+                  {{"threads", a.threads},
+                   {"max_connections", 20000},
+                   {"limits", {{"default", {{"concurrent_runs", 1000000}}}}}}}};
+  config.merge_patch(extra);
+  write_file(dir / "kernex.yaml", config.dump(2) + "\n");
+  return dir / "kernex.yaml";
+}
+
+Json replay_provider(const fs::path& dir, const std::string& line, int lines) {
+  std::string script;
+  for (int i = 0; i < lines; ++i) script += line + "\n";
+  write_file(dir / "script.jsonl", script);
+  return {{"name", "replay"}, {"options", {{"script", (dir / "script.jsonl").string()}}}};
+}
+
+const std::string kOkLine = R"({"text":"ok","usage":{"input_tokens":5,"output_tokens":1}})";
+
+kb::ServeProcess start_serve(const Args& a, const fs::path& dir, const fs::path& config) {
+  return kb::ServeProcess(a.kernex, config, dir / "serve.log");
+}
+
+int server_threads(const Args& a) {
+  return a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// ---- stream ---------------------------------------------------------------------------------
+
+struct Ttft {
+  std::vector<double> overhead_ms, llm_ms;
+  int ended = 0, failed = 0;
+  std::string first_error;
+};
+
+// Each stream's client-side time to first text minus the fake LLM's own for the same call.
+Ttft ttft_of(const std::vector<kb::SseStream>& streams, const std::vector<std::string>& messages, const kb::FakeLlm& llm,
+             const std::string& end_outcome) {
+  Ttft t;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    const auto& s = streams[i];
+    const bool ok = s.got_end && s.error.empty() && s.outcome == end_outcome;
+    ok ? ++t.ended : ++t.failed;
+    if (!ok && t.first_error.empty()) t.first_error = s.error.empty() ? "outcome " + s.outcome : s.error;
+    const auto call = llm.call_for(messages[i]);
+    if (!s.got_text || !call) continue;
+    const double own = ms(call->first_chunk_sent - call->received);
+    t.llm_ms.push_back(own);
+    t.overhead_ms.push_back(ms(s.first_text - s.sent) - own);
+  }
+  return t;
+}
+
+std::vector<kb::SseStream> stream_requests(int n, const std::string& prefix, std::vector<std::string>& messages,
+                                           bool openai_direct) {
+  std::vector<kb::SseStream> streams(static_cast<std::size_t>(n));
+  messages.clear();
+  for (int i = 0; i < n; ++i) {
+    messages.push_back(prefix + " " + std::to_string(i));
+    if (openai_direct) {
+      streams[i].target = "/v1/chat/completions";
+      streams[i].body = Json{{"model", "fake"}, {"stream", true},
+                             {"messages", {{{"role", "user"}, {"content", messages.back()}}}}}.dump();
+    } else {
+      streams[i].target = "/v1/sessions/" + prefix + "-" + std::to_string(i) + "/messages";
+      streams[i].body = Json{{"message", messages.back()}, {"stream", true}}.dump();
+    }
+  }
+  return streams;
+}
+
+// The harness alone: N streams straight to the fake LLM. Its overhead is this client's own floor.
+Ttft harness_floor(const Args& a, kb::FakeLlm& llm) {
+  std::vector<std::string> messages;
+  auto streams = stream_requests(a.streams, "floor", messages, true);
+  kb::LoadClient(llm.port()).streams(streams, 120s);
+  return ttft_of(streams, messages, llm, "done");
+}
+
+void phase_stream(const Args& a, const fs::path& work) {
+  std::printf("stream: %d concurrent streaming runs, fake LLM: 20 chunks 100 ms apart per call\n", a.streams);
+  kb::FakeLlm llm;
+  const Ttft floor = harness_floor(a, llm);
+  if (floor.ended != a.streams) die("the harness alone lost streams: " + floor.first_error);
+
+  const fs::path dir = work / "stream";
+  const Json provider = {{"name", "openai"},
+                         {"options", {{"base_url", llm.base_url()}, {"api_key", "dummy"}, {"model", "fake"}}}};
+  auto serve = start_serve(a, dir, write_config(dir, a, provider));
+  const long rss_before = serve.rss_kib();
+  std::vector<std::string> messages;
+  auto streams = stream_requests(a.streams, "hi", messages, false);
+  const auto t0 = Clock::now();
+  kb::LoadClient(serve.port()).streams(streams, 300s);
+  const double wall = ms(Clock::now() - t0);
+  const long peak = serve.peak_rss_kib();
+  const Ttft t = ttft_of(streams, messages, llm, "end_turn");
+  std::printf("  all streams done in %.0f ms; LLM's own TTFT p50 %.1f ms p99 %.1f ms%s%s\n", wall,
+              percentile(t.llm_ms, 0.5), percentile(t.llm_ms, 0.99), t.first_error.empty() ? "" : "; first failure: ",
+              t.first_error.substr(0, 400).c_str());
+  row("streaming runs completed (run_end)", std::to_string(t.ended) + "/" + std::to_string(a.streams),
+      std::to_string(floor.ended) + "/" + std::to_string(a.streams) + " direct", "all", t.ended == a.streams);
+  const double p99 = percentile(t.overhead_ms, 0.99);
+  row("TTFT above the LLM's own, p50", fmt("%.2f ms", percentile(t.overhead_ms, 0.5)),
+      fmt("%.2f ms harness", percentile(floor.overhead_ms, 0.5)), "-", true);
+  row("TTFT above the LLM's own, p99", fmt("%.2f ms", p99), fmt("%.2f ms harness", percentile(floor.overhead_ms, 0.99)),
+      "<= 5 ms", p99 <= 5.0 && t.overhead_ms.size() == streams.size());
+  row("server peak RSS (VmHWM)", fmt("%.0f MB", peak / 1024.0), fmt("%.0f MB at start", rss_before / 1024.0),
+      "<= 1024 MB", peak <= 1024 * 1024);
+}
+
+// ---- idle -----------------------------------------------------------------------------------
+
+// `count` non-streaming messages, sessions prefix-0..count-1, from `connections` connections.
+kb::HammerResult send_messages(unsigned short port, int count, const std::string& prefix, int connections) {
+  return kb::LoadClient(port).hammer(connections, 600s, [&](std::size_t i) -> std::pair<std::string, std::string> {
+    if (i >= static_cast<std::size_t>(count)) return {};
+    return {"/v1/sessions/" + prefix + "-" + std::to_string(i) + "/messages", R"({"message":"hi"})"};
+  });
+}
+
+void phase_idle(const Args& a, const fs::path& work) {
+  std::printf("idle: %d sessions with one short exchange each (replay provider)\n", a.idle);
+  const fs::path dir = work / "idle";
+  const int warmup = 200;
+  auto serve = start_serve(a, dir, write_config(dir, a, replay_provider(dir, kOkLine, a.idle + warmup + 10)));
+  auto warm = send_messages(serve.port(), warmup, "warm", 16);
+  if (warm.ok != static_cast<std::size_t>(warmup)) die("warm-up messages failed: " + warm.first_failure);
+  const long before = serve.rss_kib();
+  auto r = send_messages(serve.port(), a.idle, "idle", 16);
+  if (r.ok != static_cast<std::size_t>(a.idle)) die("idle-session messages failed: " + r.first_failure);
+  const long after = serve.rss_kib();
+  const double per = (after - before) * 1024.0 / a.idle;
+  std::printf("  RSS %.1f MB -> %.1f MB (%.1f s for the %d exchanges)\n", before / 1024.0, after / 1024.0, r.seconds,
+              a.idle);
+  row("RSS per idle session", fmt("%.1f KB", per / 1024.0), fmt("%.0f MB server before", before / 1024.0), "<= 50 KB",
+      per <= 50 * 1024.0);
+}
+
+// ---- rps ------------------------------------------------------------------------------------
+
+void phase_rps(const Args& a, const fs::path& work) {
+  const auto duration = std::chrono::milliseconds(a.rps_seconds * 1000);
+  std::printf("rps: non-streaming messages, %d keep-alive connections, %d s each, %d server threads\n", a.connections,
+              a.rps_seconds, server_threads(a));
+  const fs::path dir = work / "rps";
+  auto serve = start_serve(a, dir, write_config(dir, a, replay_provider(dir, kOkLine, 200000)));
+  kb::LoadClient client(serve.port());
+  const auto probe = client.request("POST", "/v1/sessions/probe/messages", R"({"message":"hi"})");
+  if (probe.status != 200) die("a non-streaming message failed: HTTP " + std::to_string(probe.status) + " " + probe.body);
+
+  // The baseline answers a body of the same size, padded JSON.
+  std::string body = R"({"pad":""})";
+  body.insert(body.size() - 2, std::string(probe.body.size() > body.size() ? probe.body.size() - body.size() : 0, 'x'));
+  kb::BareJsonServer bare(body, server_threads(a));
+  const auto base = kb::LoadClient(bare.port()).hammer(a.connections, duration, [](std::size_t i) {
+    return std::pair<std::string, std::string>{"/v1/sessions/b-" + std::to_string(i) + "/messages", R"({"message":"hi"})"};
+  });
+  const auto r = client.hammer(a.connections, duration, [](std::size_t i) {
+    return std::pair<std::string, std::string>{"/v1/sessions/r-" + std::to_string(i) + "/messages", R"({"message":"hi"})"};
+  });
+  const double rps = r.ok / r.seconds, base_rps = base.ok / base.seconds;
+  std::printf("  reply %zu bytes; kernex %zu ok %zu failed%s%s; bare %zu ok\n", probe.body.size(), r.ok, r.failed,
+              r.first_failure.empty() ? "" : ", first: ", r.first_failure.c_str(), base.ok);
+  row("non-streaming requests/s (replay)", fmt("%.0f req/s", rps), fmt("%.0f req/s bare Beast", base_rps),
+      ">= 50 % of bare", r.failed == 0 && rps >= 0.5 * base_rps);
+  row("  ratio to bare", fmt("%.2f", rps / base_rps), "1.00", ">= 0.50", rps >= 0.5 * base_rps);
+}
+
+// ---- cancel ---------------------------------------------------------------------------------
+
+const std::vector<std::string> kSleepArgv = {"sleep", "37.25"};  // a duration nothing else uses
+
+// Polls /proc until the predicate on the tool processes holds; false on timeout.
+bool wait_tools(bool present, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (kb::processes_with_argv(kSleepArgv).empty() != present) return true;
+    std::this_thread::sleep_for(500us);  // /proc offers no event to wait on
+  }
+  return false;
+}
+
+// The baseline: start the same `sleep`, then SIGKILL it, reap it, and see it gone from /proc.
+std::vector<double> bare_kill(int runs) {
+  std::vector<double> out;
+  for (int i = 0; i < runs; ++i) {
+    std::vector<char*> argv;
+    for (const auto& s : kSleepArgv) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    if (::posix_spawnp(&pid, "sleep", nullptr, nullptr, argv.data(), environ) != 0) die("cannot spawn sleep");
+    if (!wait_tools(true, 5s)) die("the baseline sleep never showed in /proc");
+    const auto t0 = Clock::now();
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    if (!wait_tools(false, 5s)) die("the baseline sleep outlived its reaping");
+    out.push_back(ms(Clock::now() - t0));
+  }
+  return out;
+}
+
+void write_sleeper_skill(const fs::path& skills) {
+  write_file(skills / "sleeper" / "SKILL.md",
+             "---\nname = \"sleeper\"\ndescription = \"Naps for a long time.\"\ntrigger = \"sleepy\"\n"
+             "[toolbox.nap]\ndescription = \"Sleeps 37 s.\"\ncommand = \"sleep\"\nargs = [\"37.25\"]\n"
+             "[permissions]\ncommands = [\"sleep\"]\n---\nWhen sleepy, call nap.\n");
+}
+
+void phase_cancel(const Args& a, const fs::path& work) {
+  std::printf("cancel: %d runs whose tool sleeps; cancel once the tool process exists\n", a.cancel_runs);
+  if (!kb::processes_with_argv(kSleepArgv).empty()) die("a `sleep 37.25` is already running: stop it first");
+  const std::vector<double> base = bare_kill(a.cancel_runs);
+  const fs::path dir = work / "cancel";
+  write_sleeper_skill(dir / "skills");
+  fs::create_directories(dir / "ws");
+  const std::string call_line = R"({"tool_calls":[{"id":"c1","name":"nap","arguments":{}}]})";
+  const Json extra = {{"skill_dirs", {(dir / "skills").string()}},
+                      {"toolboxes", {{{"name", "script"}, {"options", {{"workspace", (dir / "ws").string()}, {"timeout", 120}}}}}}};
+  auto serve = start_serve(a, dir, write_config(dir, a, replay_provider(dir, call_line, a.cancel_runs + 10), extra));
+  kb::LoadClient client(serve.port());
+  std::vector<double> latency;
+  int cancelled = 0;
+  std::string first_error;
+  for (int i = 0; i < a.cancel_runs; ++i) {
+    std::vector<kb::SseStream> one(1);
+    one[0].target = "/v1/sessions/c-" + std::to_string(i) + "/messages";
+    one[0].body = Json{{"message", "sleepy " + std::to_string(i)}, {"stream", true}}.dump();
+    std::thread canceller;
+    Clock::time_point cancel_sent{}, tool_gone{};
+    std::string cancel_error;
+    client.streams(one, 60s, [&](kb::SseStream& s, const std::string& event, const std::string&) {
+      if (event != "tool_call" || canceller.joinable()) return;
+      canceller = std::thread([&, run = s.run_id] {
+        if (!wait_tools(true, 10s)) {
+          cancel_error = "the tool process never started";
+          return;
+        }
+        cancel_sent = Clock::now();
+        const auto reply = kb::LoadClient(serve.port()).request("POST", "/v1/runs/" + run + "/cancel");
+        if (reply.status != 202) cancel_error = "cancel: HTTP " + std::to_string(reply.status) + " " + reply.body;
+        if (wait_tools(false, 10s)) tool_gone = Clock::now();
+        else cancel_error = "the tool process outlived the cancel by 10 s";
+      });
+    });
+    if (canceller.joinable()) canceller.join();
+    const auto& s = one[0];
+    std::string error = !cancel_error.empty() ? cancel_error
+                        : !s.got_end       ? "no run_end: " + s.error
+                        : s.outcome != "cancelled" ? "outcome " + s.outcome
+                                                   : "";
+    if (!error.empty()) {
+      if (first_error.empty()) first_error = error;
+      wait_tools(false, 40s);  // let a stray tool finish before the next run
+      continue;
+    }
+    ++cancelled;
+    latency.push_back(ms(std::max(s.ended, tool_gone) - cancel_sent));
+  }
+  if (!first_error.empty()) std::printf("  first failure: %s\n", first_error.substr(0, 400).c_str());
+  row("cancel: runs cancelled", std::to_string(cancelled) + "/" + std::to_string(a.cancel_runs), "-", "all",
+      cancelled == a.cancel_runs);
+  row("cancel -> run_end + tool gone, p50", fmt("%.1f ms", percentile(latency, 0.5)),
+      fmt("%.2f ms bare kill", percentile(base, 0.5)), "-", true);
+  const double p99 = percentile(latency, 0.99);
+  row("cancel -> run_end + tool gone, p99", fmt("%.1f ms", p99), fmt("%.2f ms bare kill", percentile(base, 0.99)),
+      "<= 250 ms", cancelled == a.cancel_runs && p99 <= 250.0);
+}
+
+// ---- harness self-check ----------------------------------------------------------------------
+
+void phase_harness(const Args& a) {
+  std::printf("harness: fake LLM, bare server and client without kernex\n");
+  kb::FakeLlm llm;
+  const auto t0 = Clock::now();
+  const Ttft floor = harness_floor(a, llm);
+  std::printf("  %d streams straight to the fake LLM: %d ended in %.0f ms, client TTFT minus the LLM's own p50 %.2f "
+              "ms p99 %.2f ms (LLM's own p99 %.1f ms)%s%s\n",
+              a.streams, floor.ended, ms(Clock::now() - t0), percentile(floor.overhead_ms, 0.5),
+              percentile(floor.overhead_ms, 0.99), percentile(floor.llm_ms, 0.99), floor.first_error.empty() ? "" : "; ",
+              floor.first_error.c_str());
+  kb::BareJsonServer bare(std::string(300, ' ') + "{}", 2);
+  const auto r = kb::LoadClient(bare.port()).hammer(32, 2s, [](std::size_t) {
+    return std::pair<std::string, std::string>{"/x", R"({"message":"hi"})"};
+  });
+  std::printf("  bare Beast server: %.0f req/s over 32 connections (%zu failed)\n", r.ok / r.seconds, r.failed);
+}
+
+void raise_fd_limit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  std::printf("open files limit %llu (inherited by kernex serve)\n", static_cast<unsigned long long>(lim.rlim_cur));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse_args(argc, argv);
+  ::signal(SIGPIPE, SIG_IGN);
+  raise_fd_limit();
+  if (a.harness) {
+    phase_harness(a);
+    return 0;
+  }
+  if (::access(a.kernex.c_str(), X_OK) != 0) die("no kernex binary at " + a.kernex.string() + " (--kernex PATH)");
+  const fs::path work = make_work_dir();
+  std::printf("work dir %s; %u CPUs\n", work.c_str(), std::thread::hardware_concurrency());
+  if (a.phases.contains("stream")) phase_stream(a, work);
+  if (a.phases.contains("idle")) phase_idle(a, work);
+  if (a.phases.contains("rps")) phase_rps(a, work);
+  if (a.phases.contains("cancel")) phase_cancel(a, work);
+  print_table();
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  bool all = true;
+  for (const auto& r : g_rows) all = all && r.pass;
+  return all ? 0 : 2;
+}
