@@ -1025,6 +1025,13 @@ inline std::vector<Json> session_messages(int port, const std::string& session, 
   return all;
 }
 
+// True when the session has no saved messages: 404 (no such session) or an empty list.
+inline bool session_is_empty(int port, const std::string& session, const Headers& auth = {}) {
+  auto r = request(port, "GET", "/v1/sessions/" + session + "/messages", "", auth);
+  if (r.status == 404) return r.error_code() == "not_found";
+  return r.status == 200 && r.json().contains("messages") && r.json()["messages"].empty();
+}
+
 inline std::string content_text(const Json& message) {
   if (!message.contains("content")) return "";
   const Json& c = message["content"];

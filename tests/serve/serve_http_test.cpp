@@ -131,7 +131,7 @@ TEST_F(ServeHttp, DeleteSessionForgetsIt) {
   auto d = request(port_, "DELETE", "/v1/sessions/gone");
   ASSERT_EQ(d.status, 200) << d.describe();
   EXPECT_EQ(d.json().value("deleted", false), true) << d.body;
-  EXPECT_TRUE(session_messages(port_, "gone").empty());
+  EXPECT_TRUE(session_is_empty(port_, "gone"));
 }
 
 TEST_F(ServeHttp, ModelsListIsOpenAiShaped) {

@@ -320,7 +320,7 @@ TEST_F(ServeLive, DeleteSessionCancelsItsActiveRun) {
   std::vector<SseEvent> seen;
   ASSERT_TRUE(read_until(sse, "run_end", seen, milliseconds(5000)));
   EXPECT_EQ(seen.back().json().value("outcome", ""), "cancelled");
-  EXPECT_TRUE(session_messages(port_, "del").empty());
+  EXPECT_TRUE(session_is_empty(port_, "del"));
 }
 
 // ---------------------------------------------------------------------------------------------
