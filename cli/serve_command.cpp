@@ -85,6 +85,7 @@ std::function<std::optional<int>()> add_serve_command(CLI::App& app, std::string
   cmd->add_option("--data-dir", args->data_dir, "where memory, runs and workspaces live")->type_name("DIR");
   cmd->add_option("--skills", args->skill_dirs, "a skills directory (repeatable)")->allow_extra_args(false)->type_name("DIR");
   CLI::App* keys_cmd = cmd->add_subcommand("keys", "Manage API keys: add TENANT (prints the key once), list, revoke TENANT");
+  keys_cmd->add_option("--config", config, "kernex.yaml whose serve.keys_file to use")->type_name("FILE");
   keys_cmd->add_option("--keys-file", args->keys_file, "the keys file (default: serve.keys_file)")->type_name("FILE");
   keys_cmd->add_option("--data-dir", args->data_dir, "the data dir whose serve-keys.json to use")->type_name("DIR");
   // Everything after the action is the action's (revoke --id ID).
