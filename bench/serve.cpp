@@ -18,7 +18,7 @@
 //           `sleep` it started itself.
 // Usage: serve [--phases stream,idle,rps,cancel] [--streams N] [--idle N] [--rps-seconds S]
 //              [--connections C] [--cancel-runs N] [--memory sqlite|volatile] [--threads T]
-//              [--kernex PATH]
+//              [--kernex PATH] [--lean]
 //        serve --harness [--streams N]   the fake LLM, bare server and client alone (no kernex)
 #include <signal.h>
 #include <spawn.h>
@@ -61,6 +61,8 @@ struct Args {
   int threads = 0;
   fs::path kernex = KERNEX_BENCH_KERNEX;
   bool harness = false;
+  // --lean: no toolboxes and no trajectory files, to see what they cost a burst of new runs.
+  bool lean = false;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -84,6 +86,7 @@ Args parse_args(int argc, char** argv) {
     else if (arg == "--threads") a.threads = std::stoi(value());
     else if (arg == "--kernex") a.kernex = value();
     else if (arg == "--harness") a.harness = true;
+    else if (arg == "--lean") a.lean = true;
     else die("unknown argument " + arg + " (see the comment atop bench/serve.cpp)");
   }
   return a;
@@ -153,6 +156,7 @@ fs::path write_config(const fs::path& dir, const Args& a, Json provider, Json ex
                   {{"threads", a.threads},
                    {"max_connections", 20000},
                    {"limits", {{"default", {{"concurrent_runs", 1000000}}}}}}}};
+  if (a.lean) config.merge_patch({{"toolboxes", Json::array()}, {"trajectories", false}});
   config.merge_patch(extra);
   write_file(dir / "kernex.yaml", config.dump(2) + "\n");
   return dir / "kernex.yaml";

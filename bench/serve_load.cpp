@@ -191,7 +191,9 @@ class HammerConn : public std::enable_shared_from_this<HammerConn> {
     if (Clock::now() >= deadline_) return;
     auto [target, body] = make_(counter_++);
     if (target.empty()) return;  // the caller's requests are all out
-    req_ = make_request(body.empty() ? "GET" : "POST", target, std::move(body), port_, false);
+    // The method first: the body is moved into the call, and argument order is unspecified.
+    const std::string method = body.empty() ? "GET" : "POST";
+    req_ = make_request(method, target, std::move(body), port_, false);
     http::async_write(socket_, req_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec) return self->fail("write: " + ec.message(), true);
       self->res_.emplace();

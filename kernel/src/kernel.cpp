@@ -77,22 +77,26 @@ class ProviderPool final : public std::enable_shared_from_this<ProviderPool> {
   using Factory = std::function<Result<std::shared_ptr<Provider>>()>;
   explicit ProviderPool(Factory factory) : factory_(std::move(factory)) {}
 
+  // A new instance is made outside the lock: a burst of runs (a server's) creates its
+  // instances in parallel instead of queueing behind one another's plugin factory.
   Result<std::shared_ptr<Provider>> take() {
     std::unique_lock lock(mutex_);
     std::shared_ptr<Provider> instance;
+    std::shared_ptr<Provider> first = first_;
     if (!idle_.empty()) {
       instance = std::move(idle_.back());
       idle_.pop_back();
-    } else if (first_) {
-      instance = first_->concurrent_instance();
     }
+    lock.unlock();
+    if (!instance && first) instance = first->concurrent_instance();
     if (!instance) {
       auto made = factory_();
       if (!made) return made;
       instance = *made;
+      lock.lock();
       if (!first_) first_ = instance;
+      lock.unlock();
     }
-    lock.unlock();
     Provider* raw = instance.get();
     return std::shared_ptr<Provider>(raw, [pool = shared_from_this(), instance](Provider*) { pool->give_back(instance); });
   }
