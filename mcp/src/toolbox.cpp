@@ -190,14 +190,15 @@ void McpToolbox::evict_workspace_clients(std::vector<std::shared_ptr<McpClient>>
 Result<std::vector<ToolSpec>> McpToolbox::list_tools(const Context& context) {
   std::vector<ToolSpec> specs;
   std::map<std::string, std::pair<std::string, std::string>> routes;
-  auto workspace = sandbox::call_workspace(context.workspace, config_.workspace);
-  if (!workspace) {
-    if (!context.mcp_servers.empty()) {
+  std::optional<fs::path> host_workspace;
+  if (!context.mcp_servers.empty()) {  // a run without servers needs no workspace (nor makes one)
+    auto workspace = sandbox::call_workspace(context.workspace, config_.workspace);
+    if (!workspace) {
       log(LogLevel::Warn, "MCP servers offer no tools this run: " + workspace.error().message);
+      return specs;
     }
-    return specs;
+    if (context.workspace) host_workspace = *workspace;
   }
-  const std::optional<fs::path> host_workspace = context.workspace ? std::optional(*workspace) : std::nullopt;
   for (const auto& server : context.mcp_servers) {
     auto tools = client(server, host_workspace)->list_tools(context.stop);
     if (!tools) {

@@ -1,13 +1,17 @@
 // The toolbox -> sandbox translation shared by the toolbox-script plugin and `kernex tool run`.
 #include "kernex/sandbox/toolbox.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cctype>
 #include <cstring>
 #include <cmath>
 #include <cstdlib>
 #include <set>
 
+#include "kernex/kernel_files.hpp"
 #include "kernex/log.hpp"
 
 namespace kernex::sandbox {
@@ -253,9 +257,33 @@ std::string policy_key(const Toolbox& t) {
 
 }  // namespace
 
+namespace {
+
+// A workspace inside a registered tool area (serve's <data_dir>/workspaces) is made on its first
+// tool call: a session that never runs a tool costs no directory, and a burst of new sessions no
+// burst of mkdirs. Only the kernel registers areas, and only it names the workspaces in them.
+void create_in_tool_area(const fs::path& workspace) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(workspace, ec))) return;
+  const fs::path normal = workspace.lexically_normal();
+  for (const auto& area : tool_areas()) {
+    const auto rel = normal.lexically_relative(area.path);
+    if (rel.empty() || rel == "." || *rel.begin() == "..") continue;
+    fs::path at = area.path;
+    for (const auto& part : rel) {
+      at /= part;
+      if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) return;
+    }
+    return;
+  }
+}
+
+}  // namespace
+
 Result<fs::path> call_workspace(const std::optional<fs::path>& requested, const fs::path& configured) {
   if (!requested) return configured;
   std::error_code ec;
+  if (requested->is_absolute()) create_in_tool_area(*requested);
   if (!requested->is_absolute() || !fs::is_directory(*requested, ec)) {
     return fail(ErrorCode::Tool, "the run's workspace '" + requested->string() +
                                      "' is not an existing directory (an absolute path the host creates)");

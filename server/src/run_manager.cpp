@@ -200,9 +200,10 @@ void RunManager::execute(const Pending& pending) {
   const bool one_off = req.session.empty();
   const fs::path workspace = one_off ? deps_.config->workspaces_root / run.tenant / "~runs" / run.id
                                      : this->workspace(run.tenant, req.session);
+  // A workspace in the tool area is made by the sandbox on the run's first tool call, not for every
+  // run; a tenant's own project directory is made here if missing.
   std::error_code ec;
-  fs::create_directories(workspace, ec);
-  if (!ec) fs::permissions(workspace, fs::perms::owner_all, ec);
+  if (deps_.config->tenant_workspaces.contains(run.tenant)) fs::create_directories(workspace, ec);
   options.workspace = workspace;
   if (one_off) {
     options.history = req.history.value_or(std::vector<ContextEntry>{});

@@ -64,7 +64,8 @@ ToolResult toolbox_result(const Toolbox& toolbox, const ToolCall& call, const Sp
                           std::chrono::milliseconds timeout);
 
 // The workspace a call works in: the host's (Context::workspace) when set, else `configured`.
-// The host creates it; one that is missing or not a directory is an ErrorCode::Tool error naming it.
+// The host creates it, except inside a registered tool area (kernel_files.hpp), where it is made
+// (0700) on first use; one that is missing or not a directory is an ErrorCode::Tool error naming it.
 Result<std::filesystem::path> call_workspace(const std::optional<std::filesystem::path>& requested,
                                              const std::filesystem::path& configured);
 
