@@ -344,23 +344,35 @@ std::expected<Json, ApiError> RunManager::session_runs(const std::string& tenant
   return Json{{"runs", runs}};
 }
 
-std::expected<Json, ApiError> RunManager::history(const std::string& tenant, const std::string& session,
-                                                  std::size_t limit, std::optional<std::int64_t> before) {
-  auto memory = deps_.kernel->memory();
-  if (!memory) return Json{{"messages", Json::array()}};
+// The memory conversations of a session (several when idle time started a new one), oldest first.
+std::expected<std::vector<std::string>, ApiError> RunManager::session_conversations(MemoryStore& memory,
+                                                                                   const std::string& tenant,
+                                                                                   const std::string& session) const {
   const ConversationKey key = conversation(tenant, session);
   ConversationFilter filter;
   filter.channel = key.channel;
   filter.sender_id = key.sender_id;
-  filter.limit = 1000;
-  auto conversations = memory->list_conversations(filter);
+  filter.limit = 100000;
+  auto conversations = memory.list_conversations(filter);
   if (!conversations) return std::unexpected(api_error(500, "memory_failed", conversations.error().describe()));
+  std::vector<std::string> ids;
+  for (auto it = conversations->rbegin(); it != conversations->rend(); ++it) {
+    if (it->key.project == key.project) ids.push_back(it->id);
+  }
+  return ids;
+}
+
+std::expected<Json, ApiError> RunManager::history(const std::string& tenant, const std::string& session,
+                                                  std::size_t limit, std::optional<std::int64_t> before) {
+  auto memory = deps_.kernel->memory();
+  if (!memory) return Json{{"messages", Json::array()}};
+  auto conversations = session_conversations(*memory, tenant, session);
+  if (!conversations) return std::unexpected(conversations.error());
   std::vector<StoredMessage> all;
-  for (const auto& c : *conversations) {
-    if (c.key.project != key.project) continue;
+  for (const auto& id : *conversations) {
     std::int64_t after = 0;
     for (;;) {
-      auto page = memory->conversation_messages(c.id, after, 500);
+      auto page = memory->conversation_messages(id, after, 500);
       if (!page) return std::unexpected(api_error(500, "memory_failed", page.error().describe()));
       for (auto& m : *page) {
         after = m.seq;
@@ -418,16 +430,10 @@ std::expected<void, ApiError> RunManager::forget(const std::string& tenant, cons
     });
   }
   if (auto memory = deps_.kernel->memory()) {
-    const ConversationKey key = conversation(tenant, session);
-    ConversationFilter filter;
-    filter.channel = key.channel;
-    filter.sender_id = key.sender_id;
-    filter.limit = 100000;
-    auto conversations = memory->list_conversations(filter);
-    if (!conversations) return std::unexpected(api_error(500, "memory_failed", conversations.error().describe()));
-    for (const auto& c : *conversations) {
-      if (c.key.project != key.project) continue;
-      if (auto r = memory->delete_conversation(c.id); !r) {
+    auto conversations = session_conversations(*memory, tenant, session);
+    if (!conversations) return std::unexpected(conversations.error());
+    for (const auto& id : *conversations) {
+      if (auto r = memory->delete_conversation(id); !r) {
         return std::unexpected(api_error(500, "memory_failed", r.error().describe()));
       }
     }

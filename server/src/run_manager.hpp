@@ -113,6 +113,8 @@ class RunManager {
   void release_session(const std::shared_ptr<RunState>& run);  // starts the session's next run
   void cancel_queued(Pending& pending);  // mutex_ held
   ConversationKey conversation(const std::string& tenant, const std::string& session) const;
+  std::expected<std::vector<std::string>, ApiError> session_conversations(MemoryStore& memory, const std::string& tenant,
+                                                                          const std::string& session) const;
   std::filesystem::path workspace(const std::string& tenant, const std::string& session) const;
 
   Deps deps_;
