@@ -20,6 +20,7 @@
 //              [--connections C] [--cancel-runs N] [--memory sqlite|volatile] [--threads T]
 //              [--kernex PATH] [--lean]
 //        serve --harness [--streams N]   the fake LLM, bare server and client alone (no kernex)
+#include <cstdlib>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -371,7 +372,12 @@ void phase_cancel(const Args& a, const fs::path& work) {
   const std::string call_line = R"({"tool_calls":[{"id":"c1","name":"nap","arguments":{}}]})";
   const Json extra = {{"skill_dirs", {(dir / "skills").string()}},
                       {"toolboxes", {{{"name", "script"}, {"options", {{"workspace", (dir / "ws").string()}, {"timeout", 120}}}}}}};
-  auto serve = start_serve(a, dir, write_config(dir, a, replay_provider(dir, call_line, a.cancel_runs + 10), extra));
+  const fs::path config = write_config(dir, a, replay_provider(dir, call_line, a.cancel_runs + 10), extra);
+  // The skill lies below the working directory, where skills load only once a person trusted them.
+  const std::string trust = a.kernex.string() + " --config " + config.string() + " skills trust " +
+                            (dir / "skills" / "sleeper").string() + " > /dev/null";
+  if (std::system(trust.c_str()) != 0) die("kernex skills trust failed: " + trust);
+  auto serve = start_serve(a, dir, config);
   kb::LoadClient client(serve.port());
   std::vector<double> latency;
   int cancelled = 0;
