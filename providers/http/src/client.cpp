@@ -324,18 +324,26 @@ bool no_proxy_matches(std::string_view no_proxy, std::string_view host) {
 struct Client::Impl {
   ClientOptions opts;
   asio::io_context ioc;
-  asio::ssl::context ssl{asio::ssl::context::tls_client};
+  // Made on the first HTTPS connection: a TLS context costs more than many a plain-HTTP request, and
+  // a server leases a client per concurrent run.
+  std::optional<asio::ssl::context> ssl_context;
   std::mutex mutex;
   std::map<std::string, std::unique_ptr<Connection>> idle;  // one kept-alive connection per origin
   ClientStats stats;
-  std::vector<char> body_buffer = std::vector<char>(64 * 1024);  // reused: calls are serialised
+  std::vector<char> body_buffer;  // 64 KiB once a body streams; reused: calls are serialised
   bool ca_loaded = false;
   std::stop_token stop;  // the current request's (calls are serialised)
 
-  explicit Impl(ClientOptions o) : opts(std::move(o)) {
-    ssl.set_verify_mode(asio::ssl::verify_peer);
-    ssl.set_options(asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                    asio::ssl::context::no_tlsv1_1);
+  explicit Impl(ClientOptions o) : opts(std::move(o)) {}
+
+  asio::ssl::context& ssl() {
+    if (!ssl_context) {
+      ssl_context.emplace(asio::ssl::context::tls_client);
+      ssl_context->set_verify_mode(asio::ssl::verify_peer);
+      ssl_context->set_options(asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                               asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+    }
+    return *ssl_context;
   }
 
   // The system store (honours SSL_CERT_FILE / SSL_CERT_DIR), read on the first HTTPS
@@ -343,7 +351,7 @@ struct Client::Impl {
   void load_ca_store() {
     if (ca_loaded) return;
     error_code ec;
-    ssl.set_default_verify_paths(ec);
+    ssl().set_default_verify_paths(ec);
     ca_loaded = true;
   }
 
@@ -467,7 +475,7 @@ struct Client::Impl {
 
     if (url.scheme == "https") {
       load_ca_store();
-      conn->tls = std::make_unique<TlsStream>(std::move(*conn->plain), ssl);
+      conn->tls = std::make_unique<TlsStream>(std::move(*conn->plain), ssl());
       conn->plain.reset();
       error_code addr_ec;
       asio::ip::make_address(url.host, addr_ec);
@@ -569,6 +577,7 @@ struct Client::Impl {
     }
     const bool streaming = on_chunk != nullptr && *on_chunk && response.status >= 200 && response.status < 300;
     std::size_t received = 0;
+    if (body_buffer.empty()) body_buffer.resize(64 * 1024);
     std::vector<char>& buf = body_buffer;
     while (!parser.is_done()) {
       parser.get().body().data = buf.data();
