@@ -1,5 +1,6 @@
 // A session per connection: read a request, write the prepared response, read the next.
 #include "bare_json_server.hpp"
+#include "loopback_listen.hpp"
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -73,12 +74,7 @@ void BareJsonServer::Impl::accept() {
 
 BareJsonServer::BareJsonServer(std::string body, int threads) : impl_(std::make_unique<Impl>()) {
   impl_->body = std::move(body);
-  const tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), 0);
-  impl_->acceptor.open(endpoint.protocol());
-  impl_->acceptor.set_option(asio::socket_base::reuse_address(true));
-  impl_->acceptor.bind(endpoint);
-  impl_->acceptor.listen(asio::socket_base::max_listen_connections);
-  impl_->port = impl_->acceptor.local_endpoint().port();
+  impl_->port = listen_on_loopback(impl_->acceptor);
   impl_->accept();
   for (int i = 0; i < std::max(1, threads); ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });
 }

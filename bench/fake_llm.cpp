@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "kernex/json.hpp"
+#include "loopback_listen.hpp"
 
 namespace kernex::bench {
 
@@ -204,12 +205,7 @@ void FakeLlm::Impl::accept() {
 
 FakeLlm::FakeLlm(FakeLlmOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
-  const tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), 0);
-  impl_->acceptor.open(endpoint.protocol());
-  impl_->acceptor.set_option(asio::socket_base::reuse_address(true));
-  impl_->acceptor.bind(endpoint);
-  impl_->acceptor.listen(asio::socket_base::max_listen_connections);
-  impl_->port = impl_->acceptor.local_endpoint().port();
+  impl_->port = listen_on_loopback(impl_->acceptor);
   impl_->accept();
   for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
     impl_->threads.emplace_back([this] { impl_->ioc.run(); });

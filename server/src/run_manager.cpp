@@ -91,7 +91,11 @@ std::optional<RunRequest> RunRequest::from_json(const Json& j) {
   }
 }
 
-RunManager::RunManager(Deps deps) : deps_(std::move(deps)) {}
+RunManager::RunManager(Deps deps) : deps_(std::move(deps)) {
+  if (!deps_.skills.empty()) {
+    if (auto source = skills::SkillContextSource::create(deps_.skills, {})) default_skills_ = *source;
+  }
+}
 
 RunManager::~RunManager() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -189,7 +193,6 @@ void RunManager::execute(const Pending& pending) {
   const auto started = std::chrono::steady_clock::now();
   if (auto r = deps_.store->set_status(run.id, RunStatus::Running); !r) log(LogLevel::Warn, "serve: " + r.error().describe());
   run.set_running();
-  if (deps_.observer) deps_.observer->run_started(run.tenant);
   run.append("run_start", {{"run_id", run.id}, {"session_id", run.session}});
 
   RunOptions options;
@@ -210,9 +213,11 @@ void RunManager::execute(const Pending& pending) {
   } else {
     options.conversation = conversation(run.tenant, req.session);
   }
-  if (!deps_.skills.empty()) {
-    auto source = skills::SkillContextSource::create(deps_.skills, req.skills);
+  if (!req.skills.empty()) {
+    auto source = skills::SkillContextSource::create(deps_.skills, req.skills);  // names checked at submit
     if (source) options.sources.push_back(*source);
+  } else if (default_skills_) {
+    options.sources.push_back(default_skills_);
   }
   options.sink = event_sink(run, deps_.observer, started);
   const std::string sender = run.tenant + "/" + (req.sender.empty() ? req.session : req.sender);
@@ -263,7 +268,7 @@ void RunManager::execute(const Pending& pending) {
   run.append(event_name, body);
   run.finish(status, body);
   if (deps_.observer) {
-    deps_.observer->run_finished(run.tenant, model, status, outcome, usage, std::chrono::steady_clock::now() - started);
+    deps_.observer->run_finished(run.tenant, model, outcome, usage, std::chrono::steady_clock::now() - started);
   }
 }
 

@@ -28,10 +28,8 @@ namespace kernex::server {
 class RunObserver {
  public:
   virtual ~RunObserver() = default;
-  virtual void run_started(const std::string& tenant) = 0;
   virtual void first_token(std::chrono::duration<double> after_start) = 0;
-  virtual void run_finished(const std::string& tenant, const std::string& model, RunStatus status,
-                            const std::string& outcome, const Usage& usage, std::chrono::duration<double> took) = 0;
+  virtual void run_finished(const std::string& tenant, const std::string& model, const std::string& outcome, const Usage& usage, std::chrono::duration<double> took) = 0;
 };
 
 // Per-tenant admission (concurrent runs, tokens and cost per day).
@@ -118,6 +116,9 @@ class RunManager {
   std::filesystem::path workspace(const std::string& tenant, const std::string& session) const;
 
   Deps deps_;
+  // Offers the loaded skills to runs that name none (activation by trigger or activate_skill);
+  // made once, since a source holds a copy of every skill.
+  std::shared_ptr<ContextSource> default_skills_;
   mutable std::mutex mutex_;
   std::condition_variable idle_;
   std::map<std::string, Slot> slots_;  // sessions with an active or queued run only

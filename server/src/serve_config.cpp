@@ -1,5 +1,7 @@
 #include "kernex/server/serve_config.hpp"
 
+#include "kernex/server/keys.hpp"
+
 #include <cctype>
 #include <charconv>
 #include <initializer_list>
@@ -68,14 +70,6 @@ Result<TenantLimitsConfig> limits_value(const Json& v, const std::string& path) 
     out.cost_per_day_usd = it->get<double>();
   }
   return out;
-}
-
-bool valid_tenant_name(const std::string& name) {
-  if (name.empty() || name.size() > 64 || name == "." || name == "..") return false;
-  for (char c : name) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
-  }
-  return true;
 }
 
 struct Reader {

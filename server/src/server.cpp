@@ -92,9 +92,8 @@ class Limits final : public RunAdmission {
 class Observer final : public RunObserver {
  public:
   explicit Observer(ServerMetrics& m) : m_(m) {}
-  void run_started(const std::string&) override {}
   void first_token(std::chrono::duration<double> after) override { m_.time_to_first_token_seconds.observe(after.count()); }
-  void run_finished(const std::string& tenant, const std::string& model, RunStatus, const std::string& outcome,
+  void run_finished(const std::string& tenant, const std::string& model, const std::string& outcome,
                     const Usage& usage, std::chrono::duration<double> took) override {
     m_.record_run(outcome, tenant, model, usage.input_tokens, usage.output_tokens, usage.cost_usd, took.count());
   }
