@@ -204,13 +204,21 @@ Result<void> PgStore::append_messages(const std::string& conversation_id, const 
         {static_cast<std::int64_t>(entries.size()), conversation_id});
     if (!touch) return std::unexpected(touch.error());
     if (touch->affected() == 0) return no_conversation(conversation_id);
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      const auto& e = entries[i];
-      auto r = c.exec(
-          "INSERT INTO messages (conversation_id, role, content, tool_calls, tool_result, provider_state) "
-          "VALUES ($1, $2, $3, $4, $5, $6)",
-          {conversation_id, e.role, e.content, encoded[i].calls, encoded[i].result, encoded[i].state});
-      if (!r) {
+    // One statement per 1000 entries (a VALUES list assigns seq in its own order), not one per entry.
+    constexpr std::size_t kPerStatement = 1000;
+    for (std::size_t first = 0; first < entries.size(); first += kPerStatement) {
+      std::string sql =
+          "INSERT INTO messages (conversation_id, role, content, tool_calls, tool_result, provider_state) VALUES ";
+      std::vector<pg::Param> params{conversation_id};
+      for (std::size_t i = first; i < std::min(entries.size(), first + kPerStatement); ++i) {
+        const auto n = params.size();
+        sql += (i == first ? "($1" : ", ($1");
+        for (std::size_t k = 1; k <= 5; ++k) sql += ", $" + std::to_string(n + k);
+        sql += ")";
+        params.insert(params.end(), {entries[i].role, entries[i].content, encoded[i].calls, encoded[i].result,
+                                     encoded[i].state});
+      }
+      if (auto r = c.exec(sql, params); !r) {
         return fail(r.error().code == ErrorCode::Io ? ErrorCode::Io : ErrorCode::Memory,
                     "postgres memory: saving the exchange failed; nothing of it was saved", r.error());
       }

@@ -91,6 +91,12 @@ TEST_F(MemoryPostgres, ConversationsKeepInsertionOrderAndCount) {
   EXPECT_EQ(store->recent_messages(conv, 6).value(), std::vector<ContextEntry>(all.end() - 6, all.end()));
   EXPECT_EQ(store->oldest_messages(conv, 3).value(), std::vector<ContextEntry>(all.begin(), all.begin() + 3));
   EXPECT_EQ(store->message_count(conv).value(), 40u);
+  // A long exchange (saved in several statements) keeps its order too.
+  std::vector<ContextEntry> many;
+  for (int i = 0; i < 2500; ++i) many.push_back(ContextEntry::user("m" + std::to_string(i)));
+  ASSERT_TRUE(store->append_messages(conv, many));
+  EXPECT_EQ(store->recent_messages(conv, 2500).value(), many);
+  EXPECT_EQ(store->message_count(conv).value(), 2540u);
   auto fresh = store->open_conversation({"cli", "alice", ""}, std::chrono::minutes(0));
   ASSERT_TRUE(fresh);
   EXPECT_NE(*fresh, conv);
