@@ -200,8 +200,9 @@ void ClusterRuns::launch(ClaimedRun claimed) {
   }
   {
     std::lock_guard sync(tracked->sync);
-    tracked->executing = true;
+    tracked->claimed_at = Clock::now().time_since_epoch().count();  // before `executing`: see heartbeat_loop
     tracked->attempt = row.attempt;
+    tracked->executing = true;
     tracked->state->preload(std::move(claimed.events));
     tracked->state->set_placement(node_, row.attempt);
     tracked->flushed = tracked->state->last_event_id();
@@ -280,6 +281,7 @@ void ClusterRuns::heartbeat_loop(std::stop_token stop) {
   const auto lease = std::chrono::duration_cast<std::chrono::milliseconds>(deps_.config->cluster.lease);
   const auto interval = std::max(std::chrono::milliseconds(100), lease / 3);
   while (pause(stop, interval)) {
+    const auto asked = Clock::now().time_since_epoch().count();
     auto held = deps_.store->renew(node_, deps_.config->cluster.lease);
     const auto now = Clock::now();
     if (held) {
@@ -290,6 +292,7 @@ void ClusterRuns::heartbeat_loop(std::stop_token stop) {
         if (h.cancel_requested) stop_local(h.id);
       }
       for (auto& t : executing()) {
+        if (t->claimed_at >= asked) continue;
         if (!holding.contains({t->state->id, t->attempt})) {
           log(LogLevel::Warn, "serve: run " + t->state->id + " is no longer claimed by this node; stopping it");
           t->state->request_cancel();
@@ -355,11 +358,11 @@ void ClusterRuns::listen_loop(std::stop_token stop) {
 
 void ClusterRuns::resume_unfinished() {
   std::lock_guard lock(mutex_);
-  if (!loops_.empty()) return;
+  if (dispatcher_.joinable()) return;
   log(LogLevel::Info, "serve: cluster node " + node_ + " (lease " +
                           std::to_string(deps_.config->cluster.lease.count()) + " s, runs left by stopped nodes are " +
                           (deps_.config->cluster.retry_lost ? "run again" : "failed") + ")");
-  loops_.emplace_back([this](std::stop_token s) { dispatch_loop(s); });
+  dispatcher_ = std::jthread([this](std::stop_token s) { dispatch_loop(s); });
   loops_.emplace_back([this](std::stop_token s) { listen_loop(s); });
   loops_.emplace_back([this](std::stop_token s) { heartbeat_loop(s); });
   loops_.emplace_back([this](std::stop_token s) { flush_loop(s); });
@@ -450,8 +453,17 @@ std::expected<void, ApiError> ClusterRuns::forget(const std::string& tenant, con
 }
 
 void ClusterRuns::shutdown(std::chrono::milliseconds grace) {
+  std::lock_guard once(shutdown_mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    draining_ = true;
+  }
+  if (dispatcher_.joinable()) {
+    dispatcher_.request_stop();
+    changed_.notify_all();
+    dispatcher_.join();  // a claim in flight has launched its run by now
+  }
   std::unique_lock lock(mutex_);
-  draining_ = true;
   if (!changed_.wait_for(lock, grace, [&] { return threads_ == 0; })) {
     for (auto& [id, t] : runs_) {
       if (t->executing) t->state->request_cancel();

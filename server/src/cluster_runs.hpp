@@ -61,6 +61,8 @@ class ClusterRuns final : public Runs {
     std::mutex sync;           // one refresh from the store at a time
     std::atomic<bool> executing = false;  // by this node: events come from the run's thread, not the store
     std::atomic<int> attempt = 0;
+    // When this node claimed it: a renewal asked before then cannot have seen the claim.
+    std::atomic<std::chrono::steady_clock::rep> claimed_at = 0;
     std::uint64_t flushed = 0;  // events stored so far (executing only)
   };
 
@@ -90,6 +92,8 @@ class ClusterRuns final : public Runs {
   bool draining_ = false;
   std::atomic<std::chrono::steady_clock::rep> last_renewal_{0};
   std::unique_ptr<pg::Connection> listener_;  // owned by listen_loop once started
+  std::mutex shutdown_mutex_;
+  std::jthread dispatcher_;  // stopped first when draining: no claim after that
   std::vector<std::jthread> loops_;
 };
 
