@@ -130,7 +130,8 @@ Result<std::string> PgStore::open_conversation(const ConversationKey& key, std::
       "SELECT id FROM conversations WHERE channel = $1 AND sender_id = $2 AND project = $3 AND status = 'active' "
       "AND last_activity > kx_time(now() AT TIME ZONE 'UTC' - make_interval(mins => $4::int)) "
       "ORDER BY last_activity DESC, rid DESC LIMIT 1";
-  const auto minutes = static_cast<std::int64_t>(std::clamp<std::int64_t>(idle.count(), 0, INT32_MAX));
+  // At most a thousand years back: further, the date would leave what the time text can express.
+  const auto minutes = std::clamp<std::int64_t>(idle.count(), 0, 1000LL * 366 * 24 * 60);
   auto found = query(kFind, {key.channel, key.sender_id, key.project, minutes});
   if (!found) return std::unexpected(found.error());
   if (!found->empty()) return found->text(0, 0);

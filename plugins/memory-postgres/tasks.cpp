@@ -191,8 +191,8 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker, st
       "lease_until = kx_time(now() AT TIME ZONE 'UTC' + make_interval(secs => $2::bigint)) "
       "FROM due WHERE id = due_id RETURNING ",
       "");
-  auto rows =
-      query(sql, {worker, static_cast<std::int64_t>(std::max<std::int64_t>(0, lease.count())), count_param(limit)});
+  const std::int64_t seconds = std::clamp<std::int64_t>(lease.count(), 0, 100LL * 366 * 24 * 3600);  // in range
+  auto rows = query(sql, {worker, seconds, count_param(limit)});
   if (!rows) return std::unexpected(rows.error());
   auto tasks = read_tasks(*rows);
   std::stable_sort(tasks.begin(), tasks.end(),

@@ -97,6 +97,8 @@ TEST_F(MemoryPostgres, ConversationsKeepInsertionOrderAndCount) {
   ASSERT_TRUE(store->append_messages(conv, many));
   EXPECT_EQ(store->recent_messages(conv, 2500).value(), many);
   EXPECT_EQ(store->message_count(conv).value(), 2540u);
+  // An idle limit past any date still means "reuse".
+  EXPECT_EQ(store->open_conversation({"cli", "alice", ""}, std::chrono::minutes::max()).value(), conv);
   auto fresh = store->open_conversation({"cli", "alice", ""}, std::chrono::minutes(0));
   ASSERT_TRUE(fresh);
   EXPECT_NE(*fresh, conv);
@@ -319,6 +321,11 @@ TEST_F(MemoryPostgres, LeasesRetriesRecurrenceAndCancel) {
   EXPECT_FALSE(store->cancel_task("%", "alice").value());
   EXPECT_FALSE(store->cancel_task("_", "alice").value());
   EXPECT_TRUE(store->cancel_task(id.substr(0, 8), "alice").value());
+  // A lease past any date is clamped, not an out-of-range error.
+  ASSERT_TRUE(store->create_task(task("Something else entirely different", now_plus(-5), "bob")));
+  auto forever = store->claim_due_tasks("w3", std::chrono::seconds::max(), 10);
+  ASSERT_TRUE(forever) << forever.error().describe();
+  EXPECT_EQ(forever->size(), 1u);
   EXPECT_EQ(store->task(id).value()->status, "cancelled");
 }
 
