@@ -26,6 +26,7 @@
 #include "context_builder.hpp"
 #include "kernex/log.hpp"
 #include "kernex/plugin_host.hpp"
+#include "text_rules.hpp"
 
 #include "bench_util.hpp"
 #include "pg_bench_db.hpp"
@@ -195,12 +196,22 @@ int main() {
     prepare(*s);
   }
 
-  kernex::bench::BarePg bare(dsn);
+  // The request's words as both stores pick them (text_rules.cpp, shared with the SQLite store).
+  std::vector<std::string> words;
+  {
+    const std::string quoted = kernex::sqlite::fts_query(turn_request().text, "\x1f");
+    for (std::size_t start = 0; start < quoted.size();) {
+      const std::size_t end = std::min(quoted.find('\x1f', start), quoted.size());
+      words.push_back(quoted.substr(start + 1, end - start - 2));  // unquoted (these words hold no quote)
+      start = end + 1;
+    }
+  }
+  kernex::bench::BarePg bare(dsn, words.size());
   kernex::bench::BareTurn turn;
   turn.channel = kKey.channel;
   turn.sender = kKey.sender_id;
   turn.project = kKey.project;
-  turn.recall_words = "weather & city7";
+  turn.recall_words = words;
   turn.lessons = 50;
 
   // Warm-up: the first build stores the compaction summary; caches and prepared plans fill.

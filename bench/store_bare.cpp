@@ -36,25 +36,17 @@ constexpr Statement kStatements[] = {
      "AND s.conversation_id <> $3 ORDER BY s.updated_at DESC, s.id DESC LIMIT $4::bigint"},
     {"recall_boundary",
      "SELECT seq FROM messages WHERE conversation_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET $2::bigint"},
-    {"recall_messages",
-     "SELECT m.conversation_id, m.seq, m.content, m.created_at, ts_rank(m.search, q) AS rank "
-     "FROM messages m JOIN conversations c ON c.id = m.conversation_id, to_tsquery('simple', $1) q "
-     "WHERE m.search @@ q AND c.sender_id = $2 AND (m.conversation_id <> $3 OR m.seq < $4::bigint) "
-     "ORDER BY rank DESC LIMIT $5::bigint"},
-    {"recall_summaries",
-     "SELECT s.conversation_id, s.text, s.updated_at, ts_rank(s.search, q) AS rank "
-     "FROM summaries s JOIN conversations c ON c.id = s.conversation_id, to_tsquery('simple', $1) q "
-     "WHERE s.search @@ q AND c.sender_id = $2 AND s.conversation_id <> $3 ORDER BY rank DESC LIMIT $4::bigint"},
     {"pending_tasks",
-     "SELECT id, channel, sender_id, reply_target, description, due_at, repeat, task_type, project, status, "
-     "retry_count, max_retries, last_error, claimed_by, lease_until, created_at FROM scheduled_tasks "
-     "WHERE sender_id = $1 AND status = 'pending' ORDER BY due_at, id"},
+     "SELECT id, channel, sender_id, reply_target, description, due_at, repeat, task_type, project, max_retries, "
+     "status, retry_count, last_error, claimed_by, lease_until, created_at FROM scheduled_tasks "
+     "WHERE sender_id = $1 AND status = 'pending' ORDER BY due_at, rid"},
     {"lessons",
      "SELECT sender_id, domain, rule, project, occurrences, updated_at FROM lessons WHERE sender_id = $1 AND "
-     "(project = '' OR project = $2) ORDER BY (project = $2 AND project <> '') DESC, recency DESC LIMIT $3::bigint"},
+     "(project = '' OR project = $2) ORDER BY (project = $2 AND project <> '') DESC, recency DESC, "
+     "id DESC LIMIT $3::bigint"},
     {"recent_outcomes",
      "SELECT sender_id, domain, score, lesson, source, project, created_at FROM outcomes WHERE sender_id = $1 "
-     "AND project = $2 ORDER BY id DESC LIMIT $3::bigint"},
+     "AND ($2::text IS NULL OR project = $2) ORDER BY id DESC LIMIT $3::bigint"},
     {"compaction_summary", "SELECT text, covered_messages FROM summaries WHERE conversation_id = $1"},
     {"touch_conversation",
      "UPDATE conversations SET last_activity = kx_now(), message_count = message_count + $1::bigint WHERE id = $2"},
@@ -65,23 +57,59 @@ constexpr Statement kStatements[] = {
      "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, output_tokens, "
      "cache_read_tokens, cache_write_tokens, cost_usd) VALUES ($1, $2, $3, $4, $5::bigint, $6::bigint, $7::bigint, "
      "$8::bigint, $9::double precision)"},
+    // The brief's bare claim: one row, the oldest due, skipped when another claimer holds it.
     {"claim_one",
      "UPDATE scheduled_tasks SET status = 'claimed', claimed_by = $1, "
-     "lease_until = kx_time(now() AT TIME ZONE 'UTC' + make_interval(secs => $2::int)) WHERE id = (SELECT id FROM scheduled_tasks "
-     "WHERE status = 'pending' AND due_at <= kx_now() ORDER BY due_at FOR UPDATE SKIP LOCKED LIMIT 1) "
-     "RETURNING id, channel, sender_id, reply_target, description, due_at, repeat, task_type, project, status, "
-     "retry_count, max_retries, last_error, claimed_by, lease_until, created_at"},
+     "lease_until = kx_time(now() AT TIME ZONE 'UTC' + make_interval(secs => $2::bigint)) "
+     "WHERE id = (SELECT id FROM scheduled_tasks WHERE status = 'pending' AND due_at <= kx_now() "
+     "ORDER BY due_at FOR UPDATE SKIP LOCKED LIMIT 1) "
+     "RETURNING id, channel, sender_id, reply_target, description, due_at, repeat, task_type, project, max_retries, "
+     "status, retry_count, last_error, claimed_by, lease_until, created_at"},
 };
+
+// The store's recall over `words` words (one phraseto_tsquery each, AND-ed), messages then summaries.
+std::string tsquery(std::size_t words, int first) {
+  std::string sql = "(";
+  for (std::size_t i = 0; i < words; ++i) {
+    if (i > 0) sql += " && ";
+    sql += "phraseto_tsquery('simple', $" + std::to_string(first + static_cast<int>(i)) + "::text)";
+  }
+  return sql + ")";
+}
+
+std::string recall_messages_sql(std::size_t words) {
+  const std::string v = "to_tsvector('simple'::regconfig, left(m.content, 200000))", q = tsquery(words, 6);
+  return "SELECT m.conversation_id, m.seq, m.content, m.created_at, -ts_rank(" + v + ", " + q +
+         ") FROM messages m JOIN conversations c ON c.id = m.conversation_id WHERE m.role = 'user' AND " + v + " @@ " +
+         q + " AND ($1 = '' OR c.sender_id = $1) AND (m.conversation_id <> $2 OR m.seq < $3::bigint) "
+         "AND ($4::text IS NULL OR m.created_at >= $4) ORDER BY 5, m.seq DESC LIMIT $5::bigint";
+}
+
+std::string recall_summaries_sql(std::size_t words) {
+  const std::string v = "to_tsvector('simple'::regconfig, left(s.text, 200000))", q = tsquery(words, 6);
+  return "SELECT s.conversation_id, s.text, s.updated_at, -ts_rank(" + v + ", " + q +
+         ") FROM summaries s JOIN conversations c ON c.id = s.conversation_id WHERE " + v + " @@ " + q +
+         " AND ($1 = '' OR c.sender_id = $1) AND s.conversation_id <> $2 AND $3::bigint IS NOT NULL "
+         "AND ($4::text IS NULL OR s.updated_at >= $4) ORDER BY 4, s.id DESC LIMIT $5::bigint";
+}
 
 }  // namespace
 
-BarePg::BarePg(const std::string& dsn) : conn_(PQconnectdb(dsn.c_str())) {
+namespace {
+
+void prepare(pg_conn* conn, const char* name, const std::string& sql) {
+  PGresult* r = PQprepare(conn, name, sql.c_str(), 0, nullptr);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) die(std::string("preparing ") + name + ": " + PQresultErrorMessage(r));
+  PQclear(r);
+}
+
+}  // namespace
+
+BarePg::BarePg(const std::string& dsn, std::size_t recall_words) : conn_(PQconnectdb(dsn.c_str())) {
   if (PQstatus(conn_) != CONNECTION_OK) die(std::string("bare connection: ") + PQerrorMessage(conn_));
-  for (const auto& s : kStatements) {
-    PGresult* r = PQprepare(conn_, s.name, s.sql, 0, nullptr);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) die(std::string("preparing ") + s.name + ": " + PQresultErrorMessage(r));
-    PQclear(r);
-  }
+  for (const auto& s : kStatements) prepare(conn_, s.name, s.sql);
+  prepare(conn_, "recall_messages", recall_messages_sql(recall_words));
+  prepare(conn_, "recall_summaries", recall_summaries_sql(recall_words));
 }
 
 BarePg::~BarePg() { PQfinish(conn_); }
@@ -137,12 +165,15 @@ std::size_t BarePg::context_build(const BareTurn& t) {
   bytes += run(conn_, "facts", {t.sender});
   bytes += run(conn_, "recent_summaries", {t.channel, t.sender, conv, "3"});
   const std::string boundary = first_value(conn_, "recall_boundary", {conv, std::to_string(t.history - 1)});
-  bytes += run(conn_, "recall_messages",
-               {t.recall_words, t.sender, conv, boundary.empty() ? "0" : boundary, std::to_string(t.recall_limit)});
-  bytes += run(conn_, "recall_summaries", {t.recall_words, t.sender, conv, std::to_string(t.recall_limit)});
+  Params recall{t.sender, conv, boundary.empty() ? "0" : boundary, std::nullopt, std::to_string(t.recall_limit)};
+  recall.insert(recall.end(), t.recall_words.begin(), t.recall_words.end());
+  bytes += run(conn_, "recall_messages", recall);
+  bytes += run(conn_, "recall_summaries", recall);
   bytes += run(conn_, "pending_tasks", {t.sender});
   bytes += run(conn_, "lessons", {t.sender, t.project, std::to_string(t.lessons)});
-  bytes += run(conn_, "recent_outcomes", {t.sender, t.project, std::to_string(t.outcomes)});
+  // The context builder asks for every project's outcomes when the key's project is "".
+  const std::optional<std::string> project = t.project.empty() ? std::nullopt : std::optional(t.project);
+  bytes += run(conn_, "recent_outcomes", {t.sender, project, std::to_string(t.outcomes)});
   bytes += run(conn_, "compaction_summary", {conv});
   return bytes;
 }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 struct pg_conn;
 
@@ -16,7 +17,7 @@ struct BareTurn {
   std::string channel, sender, project;
   int idle_minutes = 120;
   int history = 50;          // recent messages window
-  std::string recall_words;  // the tsquery of the request, as the store builds it
+  std::vector<std::string> recall_words;  // the request's significant words, as the store picks them
   int recall_limit = 5;
   int outcomes = 15;
   int lessons = 10;
@@ -24,7 +25,8 @@ struct BareTurn {
 
 class BarePg {
  public:
-  explicit BarePg(const std::string& dsn);  // dies (bench::die) when it cannot connect or prepare
+  // Dies (bench::die) when it cannot connect or prepare; recall is prepared for `recall_words` words.
+  BarePg(const std::string& dsn, std::size_t recall_words);
   ~BarePg();
   BarePg(const BarePg&) = delete;
   BarePg& operator=(const BarePg&) = delete;
