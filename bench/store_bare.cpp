@@ -2,9 +2,12 @@
 
 #include <libpq-fe.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <cstdio>
 
 #include "bench_util.hpp"
 
@@ -119,7 +122,16 @@ namespace {
 // Runs a prepared statement and touches every cell, as a real caller would; returns the bytes read.
 using Params = std::vector<std::optional<std::string>>;  // nullopt: NULL
 
+// Time spent per statement, for the breakdown the bench prints.
+std::map<std::string, std::pair<double, int>> g_spent;
+
 std::size_t run(pg_conn* conn, const char* name, const Params& params, bool rows = true) {
+  const auto t0 = Clock::now();
+  struct Tally {
+    const char* name;
+    Clock::time_point t0;
+    ~Tally() { g_spent[name].first += us_since(t0), ++g_spent[name].second; }
+  } tally{name, t0};
   std::vector<const char*> values;
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
   PGresult* r = PQexecPrepared(conn, name, static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0);
@@ -191,6 +203,16 @@ void BarePg::save_exchange(const std::string& conversation, const std::string& s
 
 bool BarePg::claim_one(const std::string& worker, int lease_s) {
   return run(conn_, "claim_one", {worker, std::to_string(lease_s)}) > 0;
+}
+
+std::string BarePg::breakdown() const {
+  std::string out;
+  for (const auto& [name, spent] : g_spent) {
+    char line[128];
+    std::snprintf(line, sizeof line, "    %-20s %8.1f us\n", name.c_str(), spent.first / spent.second);
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace kernex::bench
