@@ -455,7 +455,7 @@ Result<std::vector<UsageTotals>> PgStore::usage_by_day() {
   auto rows = query(
       "SELECT left(created_at, 10) AS day, model, provider, count(*), sum(input_tokens), sum(output_tokens), "
       "sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_usd) FROM token_usage "
-      "GROUP BY 1, 2, 3 ORDER BY 1 COLLATE \"C\", 2 COLLATE \"C\", 3 COLLATE \"C\"");
+      "GROUP BY 1, 2, 3 ORDER BY 1, model COLLATE \"C\", provider COLLATE \"C\"");
   if (!rows) return std::unexpected(rows.error());
   std::vector<UsageTotals> out;
   for (int i = 0; i < rows->size(); ++i) {
