@@ -60,6 +60,15 @@ constexpr Statement kStatements[] = {
      "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, output_tokens, "
      "cache_read_tokens, cache_write_tokens, cost_usd) VALUES ($1, $2, $3, $4, $5::bigint, $6::bigint, $7::bigint, "
      "$8::bigint, $9::double precision)"},
+    // The store's own claim statement (tasks.cpp), prepared: where its time goes, beside the bare one.
+    {"claim_store_statement",
+     "WITH due AS (SELECT id AS due_id FROM scheduled_tasks WHERE (status = 'pending' AND due_at <= kx_now()) "
+     "OR (status = 'claimed' AND lease_until <= kx_now()) ORDER BY due_at, rid LIMIT $3::bigint "
+     "FOR UPDATE SKIP LOCKED) "
+     "UPDATE scheduled_tasks SET status = 'claimed', claimed_by = $1, "
+     "lease_until = kx_time(now() AT TIME ZONE 'UTC' + make_interval(secs => $2::bigint)) "
+     "FROM due WHERE id = due_id RETURNING id, channel, sender_id, reply_target, description, due_at, repeat, "
+     "task_type, project, max_retries, status, retry_count, last_error, claimed_by, lease_until, created_at"},
     // The brief's bare claim: one row, the oldest due, skipped when another claimer holds it.
     {"claim_one",
      "UPDATE scheduled_tasks SET status = 'claimed', claimed_by = $1, "
@@ -203,6 +212,10 @@ void BarePg::save_exchange(const std::string& conversation, const std::string& s
 
 bool BarePg::claim_one(const std::string& worker, int lease_s) {
   return run(conn_, "claim_one", {worker, std::to_string(lease_s)}) > 0;
+}
+
+bool BarePg::claim_store_statement(const std::string& worker, int lease_s) {
+  return run(conn_, "claim_store_statement", {worker, std::to_string(lease_s), "1"}) > 0;
 }
 
 std::string BarePg::breakdown() const {

@@ -38,6 +38,8 @@ class BarePg {
                      const std::string& assistant);
   // UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1); false when none was due.
   bool claim_one(const std::string& worker, int lease_s);
+  // The store's own claim statement (due or lease-expired, one), prepared, for the breakdown.
+  bool claim_store_statement(const std::string& worker, int lease_s);
   // Mean time per statement so far, one line each (open_conversation and recall_boundary excluded).
   std::string breakdown() const;
 
