@@ -12,7 +12,9 @@
 //               the HTTP round trip and the SSE write, and a run claimed by another node shows
 //               how long its start takes to reach the node holding the stream.
 // The throughput phase's enqueue-to-start is printed too (it includes waiting for a free slot).
-// Baseline: the 1-node figures of the same run (scaling), and the fake LLM's own delay.
+// Baseline: the 1-node figures of the same run (scaling), the fake LLM's own delay, and the ceiling
+// nodes x max_runs / delay. The nodes' CPU per run and cores used show when the machine, not the
+// cluster, is the limit.
 // Usage: store_scale [--nodes 1,2,3] [--seconds S] [--delay-ms D] [--max-runs N]
 //                    [--clients-per-node C] [--kernex PATH] [--standalone]
 #include <cstdlib>
@@ -21,6 +23,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -133,6 +136,7 @@ struct Sample {
   bool ok = false;
   std::string error;
   double start_ms = -1;  // POST sent -> run_start read
+  double run_ms = -1;    // run_start read -> run_end read
 };
 
 // One run: POST stream:true to `port`, read until run_end; when run_start arrived.
@@ -149,13 +153,14 @@ Sample one_run(unsigned short port, const std::string& session, const std::strin
   s.ok = r.got_end && r.error.empty() && r.outcome == "end_turn";
   if (!s.ok) s.error = r.error.empty() ? "outcome '" + r.outcome + "'" : r.error;
   if (started) s.start_ms = ms(*started - r.sent);
+  if (started && r.got_end) s.run_ms = ms(r.ended - *started);
   return s;
 }
 
 struct Load {
   int runs = 0, failed = 0;
   double seconds = 0;
-  std::vector<double> start_ms;
+  std::vector<double> start_ms, run_ms;
   std::string first_error;
 };
 
@@ -170,13 +175,16 @@ Load drive(const std::vector<unsigned short>& ports, int clients, std::chrono::s
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       const std::string session = tag + "-" + std::to_string(c);
-      for (std::size_t k = 0; Clock::now() < until; ++k) {
+      int failures = 0;  // a client that keeps failing stops (a dead node must not spin the loop)
+      for (std::size_t k = 0; Clock::now() < until && failures < 10; ++k) {
         const auto port = ports[(static_cast<std::size_t>(c) + k) % ports.size()];
         const Sample s = one_run(port, session, "message " + std::to_string(k) + " from " + session);
         std::lock_guard lock(mutex);
         s.ok ? ++load.runs : ++load.failed;
+        if (!s.ok) ++failures;
         if (!s.ok && load.first_error.empty()) load.first_error = s.error;
         if (s.start_ms >= 0) load.start_ms.push_back(s.start_ms);
+        if (s.run_ms >= 0) load.run_ms.push_back(s.run_ms);
       }
     });
   }
@@ -188,7 +196,24 @@ Load drive(const std::vector<unsigned short>& ports, int clients, std::chrono::s
 struct NodeResult {
   int nodes = 0;
   Load throughput, latency;
+  double node_cpu_s = 0;   // user + system CPU of every node during the throughput phase
+  double bench_cpu_s = 0;  // this process's (client and fake LLM), same phase
 };
+
+// utime + stime of a process, in seconds (/proc/<pid>/stat fields 14 and 15).
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto paren = stat.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(paren + 2));
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i >= 14) ticks += std::strtod(f.c_str(), nullptr);
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
 
 NodeResult measure(const Args& a, int nodes, const fs::path& work, const std::string& llm_url) {
   const kb::PgBenchDb db("store_scale", "scale" + std::to_string(nodes));
@@ -208,7 +233,13 @@ NodeResult measure(const Args& a, int nodes, const fs::path& work, const std::st
   // Warm-up: every node builds its provider, pool and prepared state once.
   drive(ports, nodes, 1s, "warm");
   r.latency = drive(ports, nodes, std::chrono::seconds(std::max(2, a.seconds / 2)), "lat");
+  double cpu0 = 0, cpu1 = 0;
+  for (auto& p : procs) cpu0 += cpu_seconds(p->pid());
+  const double own0 = cpu_seconds(::getpid());
   r.throughput = drive(ports, a.clients_per_node * nodes, std::chrono::seconds(a.seconds), "load");
+  for (auto& p : procs) cpu1 += cpu_seconds(p->pid());
+  r.node_cpu_s = cpu1 - cpu0;
+  r.bench_cpu_s = cpu_seconds(::getpid()) - own0;
   for (auto& p : procs) p->stop();
   return r;
 }
@@ -241,8 +272,10 @@ int main(int argc, char** argv) {
   std::printf("store_scale: kernex serve nodes on one PostgreSQL database, fake LLM %d ms per call "
               "(measured p50 %.1f ms over %zu calls), cluster.max_runs %d, %d clients per node for %d s\n",
               a.delay_ms, percentile(llm_ms, 0.5), calls.size(), a.max_runs, a.clients_per_node, a.seconds);
-  std::printf("  %-6s %10s %8s %8s   %-28s %-28s\n", "nodes", "runs/s", "x 1 node", "failed",
-              "enqueue->start p50/p99 idle", "enqueue->start p50/p99 load");
+  std::printf("  %-6s %10s %8s %8s   %-28s %-28s %s\n", "nodes", "runs/s", "x 1 node", "failed",
+              "enqueue->start p50/p99 idle", "enqueue->start p50/p99 load", "node CPU/run, cores used");
+  std::printf("  %-6s %10s %8s %8s   %-28s %-28s %s\n", "", "", "", "", "(1 client per node)",
+              "(then start->end p50 load)", "(bench process cores)");
   double base = 0;
   for (const auto& r : results) {
     const double rate = r.throughput.runs / r.throughput.seconds;
@@ -252,9 +285,14 @@ int main(int argc, char** argv) {
                   percentile(r.latency.start_ms, 0.99));
     std::snprintf(busy, sizeof busy, "%.1f / %.1f ms", percentile(r.throughput.start_ms, 0.5),
                   percentile(r.throughput.start_ms, 0.99));
-    std::printf("  %-6d %10.1f %8s %8d   %-28s %-28s\n", r.nodes, rate,
+    std::printf("  %-6d %10.1f %8s %8d   %-28s %-28s %.2f ms, %.2f\n", r.nodes, rate,
                 base > 0 ? (std::to_string(rate / base).substr(0, 4) + "x").c_str() : "-",
-                r.throughput.failed + r.latency.failed, idle, busy);
+                r.throughput.failed + r.latency.failed, idle, busy,
+                r.throughput.runs > 0 ? 1000 * r.node_cpu_s / r.throughput.runs : 0.0,
+                r.node_cpu_s / r.throughput.seconds);
+    std::printf("  %-6s %10s %8s %8s   %-28s %-28s %.2f\n", "", "", "", "", "",
+                (std::to_string(percentile(r.throughput.run_ms, 0.5)).substr(0, 5) + " ms").c_str(),
+                r.bench_cpu_s / r.throughput.seconds);
     if (!r.throughput.first_error.empty() || !r.latency.first_error.empty()) {
       std::printf("         first failure: %s\n",
                   (r.throughput.first_error.empty() ? r.latency.first_error : r.throughput.first_error).c_str());
@@ -269,6 +307,12 @@ int main(int argc, char** argv) {
     const double x = results.back().throughput.runs / results.back().throughput.seconds / base;
     std::printf("  target 3 nodes >= 2.5 x 1 node: %.2f x  %s\n", x, x >= 2.5 ? "met" : "NOT met");
   }
-  fs::remove_all(work);
+  bool failed = false;
+  for (const auto& r : results) failed = failed || r.throughput.failed + r.latency.failed > 0;
+  if (failed) {
+    std::printf("  runs failed: the nodes' logs are kept in %s\n", work.c_str());
+  } else {
+    fs::remove_all(work);
+  }
   return 0;
 }
