@@ -224,7 +224,7 @@ int main() {
   for (int i = 0; i < 20; ++i) build_once(pg), build_once(lite), bare.context_build(turn);
 
   std::vector<double> pg_build, bare_build, pg_save, bare_save, pg_claim, bare_claim;
-  std::vector<double> lite_build, lite_save, lite_claim;
+  std::vector<double> lite_build, lite_save, lite_claim, unprepared_build, unprepared_save;
   for (int round = 0; round < kRounds; ++round) {
     pg_build.push_back(timed(kBuildsPerRound, [&] { return build_once(pg); }));
     bare_build.push_back(timed(kBuildsPerRound, [&] {
@@ -233,6 +233,13 @@ int main() {
       return kernex::bench::us_since(t0);
     }));
     lite_build.push_back(timed(kBuildsPerRound, [&] { return build_once(lite); }));
+    bare.set_prepared(false);
+    unprepared_build.push_back(timed(kBuildsPerRound, [&] {
+      const auto t0 = Clock::now();
+      bare.context_build(turn);
+      return kernex::bench::us_since(t0);
+    }));
+    bare.set_prepared(true);
 
     pg_save.push_back(timed(kSavesPerRound, [&] { return save_once(pg); }));
     bare_save.push_back(timed(kSavesPerRound, [&, n = 0]() mutable {
@@ -241,6 +248,13 @@ int main() {
       return kernex::bench::us_since(t0);
     }));
     lite_save.push_back(timed(kSavesPerRound, [&] { return save_once(lite); }));
+    bare.set_prepared(false);
+    unprepared_save.push_back(timed(kSavesPerRound, [&, n = 0]() mutable {
+      const auto t0 = Clock::now();
+      bare.save_exchange(pg.save_conv, "user-2", user_text(n++), "unprepared answer");
+      return kernex::bench::us_since(t0);
+    }));
+    bare.set_prepared(true);
 
     pg_claim.push_back(timed(kClaimsPerRound, [&] { return claim_once(pg); }));
     bare_claim.push_back(timed(kClaimsPerRound, [&] {
@@ -273,6 +287,8 @@ int main() {
   } else {
     row("c) task claim (1 of 10 000 due)", c, bc, c / bc, "none", true);
   }
+  std::printf("  bare without prepared statements (PQexecParams, like pg::Connection): build %.1f us, save %.1f us\n",
+              median(unprepared_build), median(unprepared_save));
   std::printf("  bare statements, mean per call:\n%s", bare.breakdown().c_str());
   std::printf("  sqlite plugin, same operations (informational): build %.1f us, save %.1f us, claim %.1f us\n",
               median(lite_build), median(lite_save), median(lite_claim));

@@ -109,7 +109,18 @@ std::string recall_summaries_sql(std::size_t words) {
 
 namespace {
 
+// Each statement's text by name, for the unprepared mode (PQexecParams, as the store sends them).
+std::map<std::string, std::string> g_sql;
+bool g_prepared = true;
+
+PGresult* exec(pg_conn* conn, const char* name, const std::vector<const char*>& values) {
+  const int n = static_cast<int>(values.size());
+  if (g_prepared) return PQexecPrepared(conn, name, n, values.data(), nullptr, nullptr, 0);
+  return PQexecParams(conn, g_sql.at(name).c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
+}
+
 void prepare(pg_conn* conn, const char* name, const std::string& sql) {
+  g_sql[name] = sql;
   PGresult* r = PQprepare(conn, name, sql.c_str(), 0, nullptr);
   if (PQresultStatus(r) != PGRES_COMMAND_OK) die(std::string("preparing ") + name + ": " + PQresultErrorMessage(r));
   PQclear(r);
@@ -139,11 +150,13 @@ std::size_t run(pg_conn* conn, const char* name, const Params& params, bool rows
   struct Tally {
     const char* name;
     Clock::time_point t0;
-    ~Tally() { g_spent[name].first += us_since(t0), ++g_spent[name].second; }
+    ~Tally() {
+      if (g_prepared) g_spent[name].first += us_since(t0), ++g_spent[name].second;
+    }
   } tally{name, t0};
   std::vector<const char*> values;
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-  PGresult* r = PQexecPrepared(conn, name, static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0);
+  PGresult* r = exec(conn, name, values);
   const auto status = PQresultStatus(r);
   if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
     die(std::string(name) + ": " + PQresultErrorMessage(r));
@@ -167,7 +180,7 @@ void command(pg_conn* conn, const char* sql) {
 std::string first_value(pg_conn* conn, const char* name, const Params& params) {
   std::vector<const char*> values;
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-  PGresult* r = PQexecPrepared(conn, name, static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0);
+  PGresult* r = exec(conn, name, values);
   if (PQresultStatus(r) != PGRES_TUPLES_OK) die(std::string(name) + ": " + PQresultErrorMessage(r));
   std::string out = PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
   PQclear(r);
@@ -217,6 +230,8 @@ bool BarePg::claim_one(const std::string& worker, int lease_s) {
 bool BarePg::claim_store_statement(const std::string& worker, int lease_s) {
   return run(conn_, "claim_store_statement", {worker, std::to_string(lease_s), "1"}) > 0;
 }
+
+void BarePg::set_prepared(bool prepared) { g_prepared = prepared; }
 
 std::string BarePg::breakdown() const {
   std::string out;

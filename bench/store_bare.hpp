@@ -40,6 +40,9 @@ class BarePg {
   bool claim_one(const std::string& worker, int lease_s);
   // The store's own claim statement (due or lease-expired, one), prepared, for the breakdown.
   bool claim_store_statement(const std::string& worker, int lease_s);
+  // false: every statement goes as PQexecParams with its text (parsed and planned each time), as
+  // the store's pg::Connection sends them; true (the default): prepared once.
+  void set_prepared(bool prepared);
   // Mean time per statement so far, one line each (open_conversation and recall_boundary excluded).
   std::string breakdown() const;
 
