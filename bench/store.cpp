@@ -9,7 +9,9 @@
 //     saves a turn, beside the same rows INSERTed in one transaction;
 //  c) task claim: claim_due_tasks of 1 from 10 000 due tasks beside a bare
 //     UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1).
-// The SQLite store's figures for the same three operations are printed beside (informational).
+// Printed beside (informational): the bare build and save again with unprepared statements (as
+// pg::Connection sends them), the store's own claim statement prepared, each bare statement's
+// mean, and the SQLite store's figures for the same three operations.
 // The PostgreSQL server is KERNEX_BENCH_PG_DSN or else KERNEX_TEST_PG_DSN; the bench creates its
 // own database there and drops it at exit. Usage: store
 #include <unistd.h>
