@@ -39,6 +39,8 @@ class PgBenchDb {
 
   // A later keyword wins in a libpq conninfo string, so the server's DSN plus dbname names ours.
   std::string dsn() const { return server_ + " dbname=" + name_; }
+  const std::string& name() const { return name_; }
+  const std::string& server_dsn() const { return server_; }
 
  private:
   // "" on success, else the error.

@@ -13,8 +13,9 @@
 //               how long its start takes to reach the node holding the stream.
 // The throughput phase's enqueue-to-start is printed too (it includes waiting for a free slot).
 // Baseline: the 1-node figures of the same run (scaling), the fake LLM's own delay, and the ceiling
-// nodes x max_runs / delay. The nodes' CPU per run and cores used show when the machine, not the
-// cluster, is the limit.
+// nodes x max_runs / delay. The CPU of the nodes, of this process and of the server backends
+// connected to the bench's database (the server must be on this machine) show when the machine,
+// not the cluster, is the limit.
 // Usage: store_scale [--nodes 1,2,3] [--seconds S] [--delay-ms D] [--max-runs N]
 //                    [--clients-per-node C] [--kernex PATH] [--standalone]
 #include <cstdlib>
@@ -198,6 +199,7 @@ struct NodeResult {
   Load throughput, latency;
   double node_cpu_s = 0;   // user + system CPU of every node during the throughput phase
   double bench_cpu_s = 0;  // this process's (client and fake LLM), same phase
+  double postgres_cpu_s = 0;  // the server backends connected to the bench's database, same phase
 };
 
 // utime + stime of a process, in seconds (/proc/<pid>/stat fields 14 and 15).
@@ -213,6 +215,24 @@ double cpu_seconds(pid_t pid) {
     if (i >= 14) ticks += std::strtod(f.c_str(), nullptr);
   }
   return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// CPU of the server backends connected to `database` (the nodes' pooled connections, which live
+// through a phase), in seconds; the server is on this machine (loopback).
+double backends_cpu_seconds(const std::string& server_dsn, const std::string& database) {
+  PGconn* c = PQconnectdb(server_dsn.c_str());
+  double total = 0;
+  if (PQstatus(c) == CONNECTION_OK) {
+    const char* values[] = {database.c_str()};
+    PGresult* r = PQexecParams(c, "SELECT pid FROM pg_stat_activity WHERE datname = $1", 1, nullptr, values, nullptr,
+                               nullptr, 0);
+    for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); ++i) {
+      total += cpu_seconds(static_cast<pid_t>(std::atol(PQgetvalue(r, i, 0))));
+    }
+    PQclear(r);
+  }
+  PQfinish(c);
+  return total;
 }
 
 NodeResult measure(const Args& a, int nodes, const fs::path& work, const std::string& llm_url) {
@@ -235,11 +255,12 @@ NodeResult measure(const Args& a, int nodes, const fs::path& work, const std::st
   r.latency = drive(ports, nodes, std::chrono::seconds(std::max(2, a.seconds / 2)), "lat");
   double cpu0 = 0, cpu1 = 0;
   for (auto& p : procs) cpu0 += cpu_seconds(p->pid());
-  const double own0 = cpu_seconds(::getpid());
+  const double own0 = cpu_seconds(::getpid()), pg0 = backends_cpu_seconds(db.server_dsn(), db.name());
   r.throughput = drive(ports, a.clients_per_node * nodes, std::chrono::seconds(a.seconds), "load");
   for (auto& p : procs) cpu1 += cpu_seconds(p->pid());
   r.node_cpu_s = cpu1 - cpu0;
   r.bench_cpu_s = cpu_seconds(::getpid()) - own0;
+  r.postgres_cpu_s = backends_cpu_seconds(db.server_dsn(), db.name()) - pg0;
   for (auto& p : procs) p->stop();
   return r;
 }
@@ -275,7 +296,7 @@ int main(int argc, char** argv) {
   std::printf("  %-6s %10s %8s %8s   %-28s %-28s %s\n", "nodes", "runs/s", "x 1 node", "failed",
               "enqueue->start p50/p99 idle", "enqueue->start p50/p99 load", "node CPU/run, cores used");
   std::printf("  %-6s %10s %8s %8s   %-28s %-28s %s\n", "", "", "", "", "(1 client per node)",
-              "(then start->end p50 load)", "(bench process cores)");
+              "(then start->end p50 load)", "(bench, our backends' cores)");
   double base = 0;
   for (const auto& r : results) {
     const double rate = r.throughput.runs / r.throughput.seconds;
@@ -290,9 +311,9 @@ int main(int argc, char** argv) {
                 r.throughput.failed + r.latency.failed, idle, busy,
                 r.throughput.runs > 0 ? 1000 * r.node_cpu_s / r.throughput.runs : 0.0,
                 r.node_cpu_s / r.throughput.seconds);
-    std::printf("  %-6s %10s %8s %8s   %-28s %-28s %.2f\n", "", "", "", "", "",
+    std::printf("  %-6s %10s %8s %8s   %-28s %-28s %.2f, %.2f\n", "", "", "", "", "",
                 (std::to_string(percentile(r.throughput.run_ms, 0.5)).substr(0, 5) + " ms").c_str(),
-                r.bench_cpu_s / r.throughput.seconds);
+                r.bench_cpu_s / r.throughput.seconds, r.postgres_cpu_s / r.throughput.seconds);
     if (!r.throughput.first_error.empty() || !r.latency.first_error.empty()) {
       std::printf("         first failure: %s\n",
                   (r.throughput.first_error.empty() ? r.latency.first_error : r.throughput.first_error).c_str());
