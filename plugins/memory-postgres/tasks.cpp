@@ -66,7 +66,7 @@ std::string next_occurrence(const std::string& t, const std::string& repeat) {
     if (weekday == 0) days += 1;
   }
   civil_from_days(days, y, m, d);
-  char buf[32];
+  char buf[64];  // room for any three int64s: -O2 builds check (format-truncation)
   std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lld", static_cast<long long>(y), static_cast<long long>(m),
                 static_cast<long long>(d));
   return buf + t.substr(10);
