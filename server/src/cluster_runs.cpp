@@ -207,6 +207,7 @@ void ClusterRuns::launch(ClaimedRun claimed) {
     tracked->state->set_placement(node_, row.attempt);
     tracked->flushed = tracked->state->last_event_id();
   }
+  flush_soon(tracked);
   auto request = RunRequest::from_json(row.request);
   std::thread([this, tracked, request = std::move(request)] {
     LogContext scope("run=" + tracked->state->id);
@@ -256,23 +257,55 @@ void ClusterRuns::execute(const std::shared_ptr<Tracked>& tracked, const RunRequ
   run.finish(end.status, end.body);
 }
 
-void ClusterRuns::flush(Tracked& tracked) {
+bool ClusterRuns::flush(Tracked& tracked) {
   std::lock_guard sync(tracked.sync);
-  if (!tracked.executing) return;
+  if (!tracked.executing) return true;
   auto pending = tracked.state->events_after(tracked.flushed).events;
-  if (pending.empty()) return;
+  if (pending.empty()) return true;
   auto stored = deps_.store->append_events(tracked.state->id, node_, tracked.attempt, pending);
-  if (!stored) return;  // kept for the next flush
+  if (!stored) return false;  // kept for the next flush
   if (!*stored) {
     tracked.state->request_cancel();  // the claim is gone: another node may run it now
-    return;
+    return true;
   }
   tracked.flushed = pending.back().id;
+  return true;
 }
 
+void ClusterRuns::flush_soon(const std::shared_ptr<Tracked>& tracked) {
+  if (tracked->armed.exchange(true)) return;
+  std::uint64_t after;
+  {
+    std::lock_guard sync(tracked->sync);
+    after = tracked->flushed;
+  }
+  const bool registered = tracked->state->wait_after(after, [this, weak = std::weak_ptr<Tracked>(tracked)] {
+    if (auto t = weak.lock()) t->armed = false;
+    {
+      std::lock_guard lock(mutex_);
+      flush_due_ = true;
+    }
+    changed_.notify_all();
+  });
+  if (!registered) {  // already something to store
+    tracked->armed = false;
+    std::lock_guard lock(mutex_);
+    flush_due_ = true;
+  }
+}
+
+// Events reach the store (and followers on other nodes) within a few milliseconds of being
+// emitted: a run's next event wakes this loop, which then gathers what else came meanwhile.
 void ClusterRuns::flush_loop(std::stop_token stop) {
-  while (pause(stop, std::chrono::milliseconds(20))) {
-    for (auto& t : executing()) flush(*t);
+  while (!stop.stop_requested()) {
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait_for(lock, std::chrono::milliseconds(100), [&] { return flush_due_ || stop.stop_requested(); });
+      flush_due_ = false;
+    }
+    for (auto& t : executing()) {
+      if (flush(*t)) flush_soon(t);
+    }
   }
 }
 

@@ -64,6 +64,7 @@ class ClusterRuns final : public Runs {
     // When this node claimed it: a renewal asked before then cannot have seen the claim.
     std::atomic<std::chrono::steady_clock::rep> claimed_at = 0;
     std::uint64_t flushed = 0;  // events stored so far (executing only)
+    std::atomic<bool> armed = false;  // flush_soon's waker is registered
   };
 
   std::shared_ptr<Tracked> track(const SharedRun& row, std::vector<RunEvent> events);
@@ -77,7 +78,8 @@ class ClusterRuns final : public Runs {
   void flush_loop(std::stop_token stop);
   void launch(ClaimedRun claimed);
   void execute(const std::shared_ptr<Tracked>& tracked, const RunRequest& request);
-  void flush(Tracked& tracked);
+  bool flush(Tracked& tracked);  // false: the store failed (tried again later)
+  void flush_soon(const std::shared_ptr<Tracked>& tracked);  // wakes flush_loop at the run's next event
   void stop_local(const std::string& id);
   std::vector<std::shared_ptr<Tracked>> executing() const;
 
@@ -89,6 +91,7 @@ class ClusterRuns final : public Runs {
   std::map<std::string, std::shared_ptr<Tracked>> runs_;
   std::size_t threads_ = 0;  // executing runs
   bool kicked_ = false;
+  bool flush_due_ = false;  // a running run has events to store (flush_loop waits on changed_)
   bool draining_ = false;
   std::atomic<std::chrono::steady_clock::rep> last_renewal_{0};
   std::unique_ptr<pg::Connection> listener_;  // owned by listen_loop once started
