@@ -122,6 +122,9 @@ class ServeCluster : public ::testing::Test {
   }
   void TearDown() override {
     llm_.release();  // held runs finish, so nodes stop at once on SIGTERM
+    for (auto& n : nodes_) {
+      if (n) n->signal(SIGCONT);  // a node a failed test left paused
+    }
     for (auto& t : threads_) t.join();
     threads_.clear();
   }
@@ -570,8 +573,63 @@ TEST_F(ServeCluster, KillNineOfTheRunningNodeRetriesTheRunElsewhere) {
     EXPECT_EQ(llm_.calls_for(message), 2u);
     EXPECT_EQ(llm_.max_overlap([](const std::string& m) { return m; }), 1u)
         << "one run's message was being answered for two nodes at once";
+    if (entry != h) {
+      // The client that posted on a surviving node stays with the run through the retry.
+      auto rest = sse.drain(milliseconds(30000));
+      acked.insert(acked.end(), rest.begin(), rest.end());
+      EXPECT_EQ(acked.back().event, "run_end") << ::testing::PrintToString(names(acked));
+      EXPECT_EQ(std::count_if(acked.begin(), acked.end(), [](const SseEvent& e) { return e.event == "run_retry"; }), 1)
+          << ::testing::PrintToString(names(acked));
+    }
     if (HasFailure()) return;  // the first failing trial says it all
   }
+}
+
+// Not a death but a pause (SIGSTOP, as a long GC or VM stall would): the lease runs out, another
+// node retries the run, and the paused node, resumed with its provider reply now complete, must
+// not commit a second answer or events to the finished run.
+TEST_F(ServeCluster, APausedNodeThatLostItsLeaseCommitsNothing) {
+  std::mutex first_mutex;
+  std::set<std::string> seen;
+  llm_.set_responder([&](const FakeLlm::Request& r) {
+    const std::string m = r.last_user();
+    std::lock_guard lock(first_mutex);
+    return answer(m, seen.insert(m).second);
+  });
+  ASSERT_NO_FATAL_FAILURE(start(2));
+  SseReader sse(port(0), "POST", "/v1/sessions/pause/messages", message_body("stalled", Json{{"stream", true}}));
+  ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
+  std::vector<SseEvent> acked;
+  ASSERT_TRUE(read_until(sse, "text_delta", acked)) << logs();
+  const std::string run = run_id_of(acked);
+  const int h = holder("stalled");
+  ASSERT_GE(h, 0);
+  const int other = 1 - h;
+  node(h).signal(SIGSTOP);
+  SseReader follow(port(other), "GET", "/v1/runs/" + run + "/events", "");
+  ASSERT_TRUE(follow.ok()) << follow.head().describe();
+  auto events = follow.drain(milliseconds(60000));
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().event, "run_end") << ::testing::PrintToString(names(events)) << logs();
+  EXPECT_EQ(events.back().json().value("text", ""), "answer to stalled");
+
+  // Resume the paused node with its reply complete, then let it drain and exit: whatever it did
+  // with the run, it did before it exited.
+  llm_.release();
+  node(h).signal(SIGCONT);
+  auto status = node(h).stop(milliseconds(30000));
+  EXPECT_TRUE(status.has_value()) << "the resumed node did not exit on SIGTERM";
+
+  SseReader replay(port(other), "GET", "/v1/runs/" + run + "/events", "");
+  auto again = replay.drain(milliseconds(30000));
+  ASSERT_EQ(names(again), names(events)) << "the run's events changed after it ended";
+  for (std::size_t i = 0; i < again.size(); ++i) EXPECT_EQ(again[i].data, events[i].data);
+  Json r = get_run(port(other), run);
+  EXPECT_EQ(str(r, "status"), "done") << r.dump();
+  EXPECT_EQ(num(r, "attempt"), 2) << r.dump();
+  EXPECT_EQ(str(r.contains("result") ? r["result"] : Json::object(), "text"), "answer to stalled") << r.dump();
+  EXPECT_THAT(transcript(port(other), "pause"), ElementsAre("user:stalled", "assistant:answer to stalled"))
+      << "the paused node's late answer was saved too";
 }
 
 TEST_F(ServeCluster, KillNineWithOnLostInterruptFailsTheRun) {
