@@ -141,7 +141,7 @@ class ServeCluster : public ::testing::Test {
     for (int i = 0; i < n; ++i) starting.emplace_back([this, i] { start_node(i); });
     for (auto& t : starting) t.join();
     for (int i = 0; i < n; ++i) {
-      ASSERT_TRUE(nodes_[static_cast<std::size_t>(i)] && nodes_[static_cast<std::size_t>(i)]->running())
+      ASSERT_TRUE(nodes_[static_cast<std::size_t>(i)] && nodes_[static_cast<std::size_t>(i)]->port() > 0)
           << "node " << i << " did not start";
     }
   }
@@ -180,7 +180,7 @@ class ServeCluster : public ::testing::Test {
   // Every node's stderr, for failure messages.
   std::string logs() const {
     std::string out;
-    for (int g = 0; g < generation_; ++g) {
+    for (int g = 0; g < generation_.load(); ++g) {
       out += "--- node-" + std::to_string(g) + ".stderr\n" +
              slurp(dir_.path() / ("node-" + std::to_string(g) + ".stderr")).substr(0, 4000);
     }
@@ -228,7 +228,7 @@ class ServeCluster : public ::testing::Test {
   FakeLlm llm_;
   TempDir dir_;
   fs::path config_;
-  int generation_ = 0;
+  std::atomic<int> generation_{0};  // names each started node's data dir and log
   std::vector<std::unique_ptr<ServeProcess>> nodes_;
 
   std::mutex mutex_;
