@@ -18,6 +18,25 @@ std::string trimmed(const char* message) {
   return s;
 }
 
+// libpq's errors can quote the connection string (`missing "=" after "…"`), so a message about a
+// DSN that does not parse is replaced whole, and a password the DSN holds is masked wherever it appears.
+std::string without_password(std::string message, const std::string& dsn) {
+  if (dsn.empty()) return message;
+  char* parse_error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(dsn.c_str(), &parse_error);
+  if (parse_error) PQfreemem(parse_error);
+  if (!options) return "the DSN is not a valid libpq connection string or URI (details withheld: they may quote it)";
+  for (PQconninfoOption* o = options; o->keyword; ++o) {
+    if (std::string_view(o->keyword) != "password" || !o->val || !*o->val) continue;
+    const std::string secret = o->val;
+    for (std::size_t at = message.find(secret); at != std::string::npos; at = message.find(secret, at + 3)) {
+      message.replace(at, secret.size(), "***");
+    }
+  }
+  PQconninfoFree(options);
+  return message;
+}
+
 }  // namespace
 
 Param::Param(double v) {
@@ -76,7 +95,7 @@ Result<std::unique_ptr<Connection>> Connection::open(const Options& options) {
   pg_conn* conn = PQconnectdbParams(keys, values, 1);
   if (!conn) return fail(ErrorCode::Io, options.what + ": out of memory connecting to PostgreSQL");
   if (PQstatus(conn) != CONNECTION_OK) {
-    std::string message = trimmed(PQerrorMessage(conn));
+    std::string message = without_password(trimmed(PQerrorMessage(conn)), options.dsn);
     PQfinish(conn);
     return fail(ErrorCode::Io, options.what + ": cannot connect to PostgreSQL: " + message);
   }
@@ -107,7 +126,15 @@ Result<Rows> Connection::run(std::string_view sql, const Param* params, std::siz
   sqlstate_.clear();
   if (broken()) return fail(ErrorCode::Io, options_.what + ": connection to PostgreSQL lost");
   std::vector<const char*> values(count);
-  for (std::size_t i = 0; i < count; ++i) values[i] = params[i].value() ? params[i].value()->c_str() : nullptr;
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto& v = params[i].value();
+    // libpq takes C strings: a NUL would silently cut the value short (and text cannot hold one).
+    if (v && v->find('\0') != std::string::npos) {
+      return fail(ErrorCode::Parse, options_.what + ": parameter $" + std::to_string(i + 1) +
+                                        " holds a NUL byte, which PostgreSQL text cannot store");
+    }
+    values[i] = v ? v->c_str() : nullptr;
+  }
   const std::string text(sql);
   pg_result* result = PQexecParams(conn_, text.c_str(), static_cast<int>(count), nullptr, values.data(), nullptr,
                                    nullptr, 0);

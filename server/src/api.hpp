@@ -7,14 +7,14 @@
 #include <string>
 
 #include "http_types.hpp"
-#include "run_manager.hpp"
+#include "runs.hpp"
 
 namespace kernex::server {
 
 class Api {
  public:
   struct Deps {
-    RunManager* runs = nullptr;
+    Runs* runs = nullptr;
     // The tenant a request's credentials name; nullopt: refused (401). Without a keys file
     // every request is tenant "local".
     std::function<std::optional<std::string>(const HttpRequest&)> authenticate;

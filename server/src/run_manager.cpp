@@ -1,101 +1,20 @@
-// A thread per active run, not a coroutine: Kernel::run, the providers' HTTP client and the
-// sandbox's process waits are synchronous, and an idle session holds no thread at all (its state
-// is in memory and serve.db). bench/serve shows the targets hold with 1 000 active runs.
 #include "run_manager.hpp"
 
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <ctime>
 #include <thread>
 
 #include "kernex/log.hpp"
-#include "kernex/skills/context_source.hpp"
 #include "log_context.hpp"
 #include "random_id.hpp"
 
 namespace kernex::server {
-namespace {
 
 namespace fs = std::filesystem;
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
-
-Json usage_json(const Usage& u) {
-  return {{"input_tokens", u.input_tokens}, {"output_tokens", u.output_tokens}, {"total_tokens", u.total_tokens()}};
-}
-
-// Stream events of the kernel -> the run's API events.
-StreamSink event_sink(RunState& run, RunObserver* observer, std::chrono::steady_clock::time_point started) {
-  return [&run, observer, started, first = true](const StreamEvent& e) mutable {
-    switch (e.kind) {
-      case StreamEvent::Kind::TextDelta:
-        if (e.text.empty()) return;
-        if (first && observer) observer->first_token(std::chrono::steady_clock::now() - started);
-        first = false;
-        run.append("text_delta", {{"run_id", run.id}, {"text", e.text}});
-        return;
-      case StreamEvent::Kind::ToolRun: {
-        Json args = Json::parse(e.text, nullptr, false);
-        if (args.is_discarded()) args = e.text;
-        run.append("tool_call", {{"run_id", run.id}, {"id", e.tool_call_id}, {"name", e.tool_name}, {"arguments", args}});
-        return;
-      }
-      case StreamEvent::Kind::ToolResult:
-        run.append("tool_result", {{"run_id", run.id}, {"id", e.tool_call_id}, {"name", e.tool_name},
-                                   {"content", e.text}, {"is_error", e.is_error}});
-        return;
-      case StreamEvent::Kind::Usage:
-        run.append("usage", {{"run_id", run.id}, {"input_tokens", e.usage.input_tokens},
-                             {"output_tokens", e.usage.output_tokens}, {"cost_usd", e.usage.cost_usd}});
-        return;
-      default: return;  // thinking and tool-argument fragments stay inside the kernel
-    }
-  };
-}
-
-}  // namespace
-
-Json RunRequest::to_json() const {
-  Json j{{"tenant", tenant}, {"session", session}, {"message", message}, {"sender", sender},
-         {"skills", skills}, {"extra_system_prompt", extra_system_prompt}, {"api_model", api_model}};
-  if (provider) j["provider"] = *provider;
-  if (model) j["model"] = *model;
-  if (history) j["history"] = *history;
-  return j;
-}
-
-std::optional<RunRequest> RunRequest::from_json(const Json& j) {
-  try {
-    RunRequest r;
-    r.tenant = j.at("tenant").get<std::string>();
-    r.session = j.at("session").get<std::string>();
-    r.message = j.at("message").get<std::string>();
-    r.sender = j.value("sender", "");
-    r.skills = j.value("skills", std::vector<std::string>{});
-    r.extra_system_prompt = j.value("extra_system_prompt", "");
-    r.api_model = j.value("api_model", "");
-    if (j.contains("provider")) r.provider = j["provider"].get<std::string>();
-    if (j.contains("model")) r.model = j["model"].get<std::string>();
-    if (j.contains("history")) r.history = j["history"].get<std::vector<ContextEntry>>();
-    return r;
-  } catch (const std::exception&) {
-    return std::nullopt;  // a row from an older or damaged store
-  }
-}
-
-RunManager::RunManager(Deps deps) : deps_(std::move(deps)) {
-  if (!deps_.skills.empty()) {
-    if (auto source = skills::SkillContextSource::create(deps_.skills, {})) default_skills_ = *source;
-  }
-}
+RunManager::RunManager(Deps deps)
+    : deps_(std::move(deps)), env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)) {}
 
 RunManager::~RunManager() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -103,23 +22,8 @@ std::string RunManager::slot_key(const std::string& tenant, const std::string& s
   return tenant + '\n' + session;
 }
 
-ConversationKey RunManager::conversation(const std::string& tenant, const std::string& session) const {
-  return ConversationKey{"serve/" + tenant, session, deps_.kernel->config().project};
-}
-
-fs::path RunManager::workspace(const std::string& tenant, const std::string& session) const {
-  if (auto it = deps_.config->tenant_workspaces.find(tenant); it != deps_.config->tenant_workspaces.end()) {
-    return it->second;
-  }
-  return deps_.config->workspaces_root / tenant / session;
-}
-
 std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest request, IfBusy if_busy) {
-  for (const auto& name : request.skills) {
-    bool known = false;
-    for (const auto& s : deps_.skills) known = known || s.name == name;
-    if (!known) return std::unexpected(api_error(400, "unknown_skill", "no skill named '" + name + "' is loaded"));
-  }
+  if (auto unknown = unknown_skill(deps_.skills, request)) return std::unexpected(*unknown);
   std::unique_lock lock(mutex_);
   if (draining_) return std::unexpected(api_error(503, "shutting_down", "the server is shutting down"));
   const bool has_session = !request.session.empty();
@@ -166,8 +70,7 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest
 void RunManager::cancel_queued(Pending& pending) {
   RunState& run = *pending.run;
   run.request_cancel();
-  const Json result{{"run_id", run.id}, {"session_id", run.session}, {"outcome", "cancelled"}, {"text", ""},
-                    {"usage", usage_json({})}, {"cost_usd", 0.0}};
+  const Json result = cancelled_result(run.id, run.session);
   std::vector<RunEvent> events = run.all_events();
   events.push_back(RunEvent{events.size() + 1, "run_end", result});
   if (auto r = deps_.store->finish(run.id, RunStatus::Cancelled, result, events); !r) {
@@ -189,87 +92,23 @@ void RunManager::launch(Pending pending) {
 
 void RunManager::execute(const Pending& pending) {
   RunState& run = *pending.run;
-  const RunRequest& req = pending.request;
-  const auto started = std::chrono::steady_clock::now();
   if (auto r = deps_.store->set_status(run.id, RunStatus::Running); !r) log(LogLevel::Warn, "serve: " + r.error().describe());
-  run.set_running();
-  run.append("run_start", {{"run_id", run.id}, {"session_id", run.session}});
-
-  RunOptions options;
-  options.stop = run.stop_token();
-  options.provider = req.provider;
-  options.model = req.model;
-  options.extra_system_prompt = req.extra_system_prompt;
-  const bool one_off = req.session.empty();
-  const fs::path workspace = one_off ? deps_.config->workspaces_root / run.tenant / "~runs" / run.id
-                                     : this->workspace(run.tenant, req.session);
-  // A workspace in the tool area is made by the sandbox on the run's first tool call, not for every
-  // run; a tenant's own project directory is made here if missing.
-  std::error_code ec;
-  if (deps_.config->tenant_workspaces.contains(run.tenant)) fs::create_directories(workspace, ec);
-  options.workspace = workspace;
-  if (one_off) {
-    options.history = req.history.value_or(std::vector<ContextEntry>{});
-  } else {
-    options.conversation = conversation(run.tenant, req.session);
-  }
-  if (!req.skills.empty()) {
-    auto source = skills::SkillContextSource::create(deps_.skills, req.skills);  // names checked at submit
-    if (source) options.sources.push_back(*source);
-  } else if (default_skills_) {
-    options.sources.push_back(default_skills_);
-  }
-  options.sink = event_sink(run, deps_.observer, started);
-  const std::string sender = run.tenant + "/" + (req.sender.empty() ? req.session : req.sender);
-  Result<RunResult> result = [&]() -> Result<RunResult> {
-    try {
-      return deps_.kernel->run(Request::from_text(sender, req.message), options);
-    } catch (const std::exception& e) {
-      return fail(ErrorCode::Internal, std::string("the run threw: ") + e.what());
-    }
-  }();
-  if (one_off) fs::remove_all(workspace, ec);
-
-  RunStatus status = RunStatus::Done;
-  Json body;
-  std::string event_name = "run_end";
-  Usage usage;
-  std::string model = req.api_model;
-  std::string outcome;
-  if (result) {
-    body = to_json(*result);
-    body["trajectory_id"] = body["run_id"];
-    body["run_id"] = run.id;
-    body["session_id"] = run.session;
-    status = result->outcome == Outcome::Cancelled ? RunStatus::Cancelled : RunStatus::Done;
-    usage = result->usage;
-    if (model.empty()) model = result->model;
-    outcome = body["outcome"].get<std::string>();
-  } else if (run.cancel_requested()) {
-    status = RunStatus::Cancelled;
-    outcome = "cancelled";
-    body = {{"run_id", run.id}, {"session_id", run.session}, {"outcome", outcome}, {"text", ""},
-            {"usage", usage_json({})}, {"cost_usd", 0.0}};
-  } else {
-    status = RunStatus::Failed;
-    event_name = "error";
-    outcome = "error";
-    body = {{"run_id", run.id}, {"code", std::string(to_string(result.error().code))}, {"message", result.error().describe()}};
-  }
+  const RunEnd end = execute_run(env_, run, pending.request);
   std::vector<RunEvent> events = run.all_events();
-  events.push_back(RunEvent{events.size() + 1, event_name, body});
-  if (auto r = deps_.store->finish(run.id, status, body, events); !r) log(LogLevel::Error, "serve: " + r.error().describe());
+  events.push_back(RunEvent{events.size() + 1, end.event, end.body});
+  if (auto r = deps_.store->finish(run.id, end.status, end.body, events); !r) {
+    log(LogLevel::Error, "serve: " + r.error().describe());
+  }
   // The session is free before anyone hears the run ended: a client that sends its next message
   // on run_end must never meet session_busy.
   release_session(pending.run);
   // The tenant's slot is free before anyone hears of the end: a client that sends its next
   // message on run_end must not meet a 429 from the run it just watched finish.
-  if (deps_.admission) deps_.admission->release(run.tenant, usage.input_tokens + usage.output_tokens, usage.cost_usd);
-  run.append(event_name, body);
-  run.finish(status, body);
-  if (deps_.observer) {
-    deps_.observer->run_finished(run.tenant, model, outcome, usage, std::chrono::steady_clock::now() - started);
+  if (deps_.admission) {
+    deps_.admission->release(run.tenant, end.usage.input_tokens + end.usage.output_tokens, end.usage.cost_usd);
   }
+  run.append(end.event, end.body);
+  run.finish(end.status, end.body);
 }
 
 void RunManager::finished(const std::shared_ptr<RunState>&) {
@@ -349,56 +188,9 @@ std::expected<Json, ApiError> RunManager::session_runs(const std::string& tenant
   return Json{{"runs", runs}};
 }
 
-// The memory conversations of a session (several when idle time started a new one), oldest first.
-std::expected<std::vector<std::string>, ApiError> RunManager::session_conversations(MemoryStore& memory,
-                                                                                   const std::string& tenant,
-                                                                                   const std::string& session) const {
-  const ConversationKey key = conversation(tenant, session);
-  ConversationFilter filter;
-  filter.channel = key.channel;
-  filter.sender_id = key.sender_id;
-  filter.limit = 100000;
-  auto conversations = memory.list_conversations(filter);
-  if (!conversations) return std::unexpected(api_error(500, "memory_failed", conversations.error().describe()));
-  std::vector<std::string> ids;
-  for (auto it = conversations->rbegin(); it != conversations->rend(); ++it) {
-    if (it->key.project == key.project) ids.push_back(it->id);
-  }
-  return ids;
-}
-
 std::expected<Json, ApiError> RunManager::history(const std::string& tenant, const std::string& session,
                                                   std::size_t limit, std::optional<std::int64_t> before) {
-  auto memory = deps_.kernel->memory();
-  if (!memory) return Json{{"messages", Json::array()}};
-  auto conversations = session_conversations(*memory, tenant, session);
-  if (!conversations) return std::unexpected(conversations.error());
-  std::vector<StoredMessage> all;
-  for (const auto& id : *conversations) {
-    std::int64_t after = 0;
-    for (;;) {
-      auto page = memory->conversation_messages(id, after, 500);
-      if (!page) return std::unexpected(api_error(500, "memory_failed", page.error().describe()));
-      for (auto& m : *page) {
-        after = m.seq;
-        if (!before || m.seq < *before) all.push_back(std::move(m));
-      }
-      if (page->size() < 500) break;
-    }
-  }
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
-  const std::size_t skip = all.size() > limit ? all.size() - limit : 0;
-  Json messages = Json::array();
-  for (std::size_t i = skip; i < all.size(); ++i) {
-    const auto& m = all[i];
-    Json entry{{"seq", m.seq}, {"role", m.entry.role}, {"content", m.entry.content}, {"created_at", m.created_at}};
-    if (!m.entry.tool_calls.empty()) entry["tool_calls"] = m.entry.tool_calls;
-    if (m.entry.tool_result) entry["tool_result"] = *m.entry.tool_result;
-    messages.push_back(std::move(entry));
-  }
-  Json out{{"messages", messages}};
-  if (skip > 0) out["next_before"] = all[skip].seq;
-  return out;
+  return session_history(*deps_.kernel, tenant, session, limit, before);
 }
 
 bool RunManager::session_exists(const std::string& tenant, const std::string& session) {
@@ -434,23 +226,9 @@ std::expected<void, ApiError> RunManager::forget(const std::string& tenant, cons
       return slots_.find(slot_key(tenant, session)) == slots_.end();
     });
   }
-  if (auto memory = deps_.kernel->memory()) {
-    auto conversations = session_conversations(*memory, tenant, session);
-    if (!conversations) return std::unexpected(conversations.error());
-    for (const auto& id : *conversations) {
-      if (auto r = memory->delete_conversation(id); !r) {
-        return std::unexpected(api_error(500, "memory_failed", r.error().describe()));
-      }
-    }
-  }
+  if (auto r = forget_session_data(*deps_.kernel, *deps_.config, tenant, session); !r) return r;
   if (auto r = deps_.store->delete_session(tenant, session); !r) {
     return std::unexpected(api_error(500, "store_failed", r.error().describe()));
-  }
-  if (!deps_.config->tenant_workspaces.contains(tenant)) {
-    // Emptied, not removed: toolboxes keep sandbox policies per workspace, and Landlock holds the
-    // directory itself, so a recreated one would be a different directory to a cached policy.
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(workspace(tenant, session), ec)) fs::remove_all(entry.path(), ec);
   }
   std::lock_guard lock(mutex_);
   for (auto it = runs_.begin(); it != runs_.end();) {

@@ -60,6 +60,24 @@ void RunState::restore(RunStatus status, Json result, std::vector<RunEvent> even
   wake(lock);
 }
 
+void RunState::preload(std::vector<RunEvent> events) {
+  std::unique_lock lock(mutex_);
+  if (events.size() <= events_.size()) return;
+  events_ = std::move(events);
+  wake(lock);
+}
+
+void RunState::set_status(RunStatus status) {
+  std::lock_guard lock(mutex_);
+  if (!is_terminal(status_) && !is_terminal(status)) status_ = status;
+}
+
+void RunState::set_placement(std::string node, int attempt) {
+  std::lock_guard lock(mutex_);
+  node_ = std::move(node);
+  attempt_ = attempt;
+}
+
 RunStatus RunState::status() const {
   std::lock_guard lock(mutex_);
   return status_;
@@ -88,6 +106,10 @@ bool RunState::wait_after(std::uint64_t after, std::function<void()> waker) {
 Json RunState::summary() const {
   std::lock_guard lock(mutex_);
   Json j{{"run_id", id}, {"session_id", session}, {"status", std::string(to_string(status_))}, {"created_at", created_at}};
+  if (!node_.empty()) {
+    j["node"] = node_;
+    j["attempt"] = attempt_;
+  }
   if (is_terminal(status_) && !result_.is_null()) {
     if (status_ == RunStatus::Failed) {
       j["error"] = result_;

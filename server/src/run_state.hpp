@@ -43,6 +43,11 @@ class RunState {
 
   // A run read back from the store (after a restart or once evicted from memory).
   void restore(RunStatus status, Json result, std::vector<RunEvent> events);
+  // Shared runs (cluster mode): the events already stored, before this process follows or runs
+  // it, and the status and placement the store reports while another node runs it.
+  void preload(std::vector<RunEvent> events);
+  void set_status(RunStatus status);  // non-terminal only; finish() ends a run
+  void set_placement(std::string node, int attempt);
 
   RunStatus status() const;
   bool cancel_requested() const { return stop_.stop_requested(); }
@@ -59,7 +64,7 @@ class RunState {
   // false (and registers nothing) when there is already something beyond `after` to read.
   bool wait_after(std::uint64_t after, std::function<void()> waker);
 
-  // {"run_id", "session_id", "status", "created_at", "result"?}
+  // {"run_id", "session_id", "status", "created_at", "result"?, "node"?, "attempt"?}
   Json summary() const;
   std::vector<RunEvent> all_events() const;
   std::chrono::steady_clock::time_point ended_at() const;
@@ -72,6 +77,8 @@ class RunState {
   std::vector<RunEvent> events_;
   std::vector<std::function<void()>> wakers_;
   Json result_;
+  std::string node_;  // cluster mode: the node that runs or ran it
+  int attempt_ = 0;
   std::chrono::steady_clock::time_point ended_at_{};
   std::stop_source stop_;
 };

@@ -149,6 +149,29 @@ struct Reader {
     return {};
   }
 
+  Result<void> cluster(const Json& v) {
+    if (!v.is_object()) return bad("cluster", "expected a mapping {lease_s, on_lost, max_attempts, max_runs, pool_size}");
+    if (auto r = only_keys(v, "cluster", {"lease_s", "on_lost", "max_attempts", "max_runs", "pool_size"}); !r) return r;
+    for (const auto& [key, value] : v.items()) {
+      const std::string path = "cluster." + key;
+      if (key == "on_lost") {
+        const std::string s = value.is_string() ? value.get<std::string>() : "";
+        if (s != "retry" && s != "interrupt") return bad(path, "expected retry or interrupt, got " + value.dump());
+        out.cluster.retry_lost = s == "retry";
+        continue;
+      }
+      const std::uint64_t max = key == "lease_s" ? 3600 : key == "max_attempts" ? 100 : key == "max_runs" ? 100'000 : 1000;
+      auto n = unsigned_value(value, path, max);
+      if (!n) return std::unexpected(n.error());
+      if (*n == 0) return bad(path, "must be positive");
+      if (key == "lease_s") out.cluster.lease = std::chrono::seconds(*n);
+      if (key == "max_attempts") out.cluster.max_attempts = static_cast<unsigned>(*n);
+      if (key == "max_runs") out.cluster.max_runs = *n;
+      if (key == "pool_size") out.cluster.pool_size = *n;
+    }
+    return {};
+  }
+
   Result<void> key(const std::string& key, const Json& v) {
     if (key == "listen") {
       auto s = string_value(v, key);
@@ -215,6 +238,7 @@ struct Reader {
     }
     if (key == "limits") return limits(v);
     if (key == "tenants") return tenants(v);
+    if (key == "cluster") return cluster(v);
     return agents(v);
   }
 };
@@ -261,7 +285,7 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
     if (auto r = only_keys(section, "",
                            {"listen", "threads", "keys_file", "if_busy", "max_body_bytes", "max_header_bytes",
                             "max_connections", "header_timeout_ms", "idle_timeout_ms", "shutdown_grace_ms",
-                            "event_retention_s", "heartbeat_s", "workspaces", "cors_origins", "limits", "tenants", "agents"});
+                            "event_retention_s", "heartbeat_s", "workspaces", "cors_origins", "limits", "tenants", "agents", "cluster"});
         !r) {
       return std::unexpected(r.error());
     }

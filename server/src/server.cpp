@@ -13,6 +13,7 @@
 #include "kernex/server/serve_config.hpp"
 #include "kernex/server/tenant_limits.hpp"
 #include "log_context.hpp"
+#include "cluster_runs.hpp"
 #include "run_manager.hpp"
 
 namespace kernex::server {
@@ -116,6 +117,35 @@ void install_log_sink() {
 
 }  // namespace
 
+// With the postgres memory store, runs live in the same database and every node shares them;
+// otherwise this process keeps them in <data_dir>/serve.db.
+static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig& config, std::vector<skills::Skill> skills,
+                                        RunObserver* observer, RunAdmission* admission) {
+  const auto& memory = kernel.config().memory;
+  if (memory && memory->name == "postgres") {
+    pg::Options options;
+    if (auto it = memory->config.find("dsn"); it != memory->config.end() && it->is_string()) options.dsn = *it;
+    options.what = "serve run store";
+    options.application_name = "kernex-serve";
+    const auto third = std::chrono::duration_cast<std::chrono::milliseconds>(config.cluster.lease) / 3;
+    options.statement_timeout = std::max(std::chrono::milliseconds(1000), third);
+    auto store = ClusterStore::open(options, config.cluster.pool_size);
+    if (!store) return std::unexpected(store.error());
+    ClusterRuns::Deps deps{&kernel, &config, std::move(skills), std::move(*store), observer, admission};
+    return std::unique_ptr<Runs>(std::make_unique<ClusterRuns>(std::move(deps)));
+  }
+  auto store = RunStore::open(kernel.config().data_dir / "serve.db");
+  if (!store) return std::unexpected(store.error());
+  RunManager::Deps deps;
+  deps.kernel = &kernel;
+  deps.config = &config;
+  deps.skills = std::move(skills);
+  deps.store = std::move(*store);
+  deps.observer = observer;
+  deps.admission = admission;
+  return std::unique_ptr<Runs>(std::make_unique<RunManager>(std::move(deps)));
+}
+
 Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const ServeOptions& options) {
   auto config = ServeConfig::from(kernel.config());
   if (!config) return std::unexpected(config.error());
@@ -141,20 +171,12 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
     log(LogLevel::Warn, "no keys file at " + config->keys_file.string() +
                             ": no authentication, loopback only (every request is tenant 'local')");
   }
-  auto store = RunStore::open(kernel.config().data_dir / "serve.db");
-  if (!store) return std::unexpected(store.error());
-
   ServerMetrics metrics;
   Observer observer(metrics);
   Limits limits(*config);
-  RunManager::Deps deps;
-  deps.kernel = &kernel;
-  deps.config = &*config;
-  deps.skills = std::move(skills);
-  deps.store = std::move(*store);
-  deps.observer = &observer;
-  deps.admission = &limits;
-  RunManager runs(std::move(deps));
+  auto made = make_runs(kernel, *config, std::move(skills), &observer, &limits);
+  if (!made) return std::unexpected(made.error());
+  Runs& runs = **made;
 
   HttpOptions http;
   http.host = config->host;

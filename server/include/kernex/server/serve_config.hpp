@@ -35,6 +35,16 @@ struct AgentProfile {
   std::vector<std::string> skills;
 };
 
+// Several `kernex serve` nodes on one PostgreSQL (memory: {name: postgres}): how long a node's
+// claim on a run lasts without renewal, and what happens to a run whose node was lost.
+struct ClusterConfig {
+  std::chrono::seconds lease{10};
+  bool retry_lost = true;     // on_lost: retry (run again from its message) | interrupt (fail it)
+  unsigned max_attempts = 3;  // executions of one run before a lost one fails
+  std::size_t max_runs = 64;  // runs one node executes at once
+  std::size_t pool_size = 8;  // PostgreSQL connections of the run store
+};
+
 struct ServeConfig {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8080;
@@ -56,6 +66,7 @@ struct ServeConfig {
   std::filesystem::path workspaces_root;  // <data_dir>/workspaces
   // Origins whose browser pages may call the API (CORS); "*" for any. Empty: none.
   std::vector<std::string> cors_origins;
+  ClusterConfig cluster;
 
   // Reads config.sections["serve"] (absent: defaults). Unknown keys and wrong types are errors
   // naming the key; relative paths resolve against the config file's directory.

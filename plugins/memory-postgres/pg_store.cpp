@@ -1,0 +1,477 @@
+// Conversations, history, summaries, facts, audit and usage.
+#include "pg_store.hpp"
+
+#include <algorithm>
+
+#include "migrations.hpp"
+#include "text_rules.hpp"
+
+namespace kernex::postgres {
+namespace {
+
+using sqlite::invalid_utf8_at;
+using sqlite::new_uuid;
+
+Result<std::string> dump_checked(const Json& j, const std::string& what) {
+  try {
+    return j.dump();
+  } catch (const Json::exception& e) {
+    return fail(ErrorCode::Parse, what + " is not valid UTF-8 (" + e.what() + ")");
+  }
+}
+
+Result<Json> parse_column(const std::optional<std::string>& text, const char* column, std::int64_t seq) {
+  if (!text) return Json();
+  try {
+    return Json::parse(*text);
+  } catch (const Json::exception& e) {
+    return fail(ErrorCode::Parse, "postgres memory: message " + std::to_string(seq) + ": column " + column +
+                                      " holds invalid JSON: " + e.what());
+  }
+}
+
+// Columns from `first`: seq, role, content, tool_calls, tool_result, provider_state.
+Result<ContextEntry> read_entry(const pg::Rows& rows, int row, int first) {
+  ContextEntry e;
+  const std::int64_t seq = rows.int64(row, first);
+  e.role = rows.text(row, first + 1);
+  e.content = rows.text(row, first + 2);
+  auto calls = parse_column(rows.optional_text(row, first + 3), "tool_calls", seq);
+  auto result = parse_column(rows.optional_text(row, first + 4), "tool_result", seq);
+  auto state = parse_column(rows.optional_text(row, first + 5), "provider_state", seq);
+  if (!calls) return std::unexpected(calls.error());
+  if (!result) return std::unexpected(result.error());
+  if (!state) return std::unexpected(state.error());
+  try {
+    if (calls->is_array()) e.tool_calls = calls->get<std::vector<ToolCall>>();
+    if (result->is_object()) e.tool_result = result->get<ToolResult>();
+  } catch (const Json::exception& ex) {
+    return fail(ErrorCode::Parse, "postgres memory: message " + std::to_string(seq) + ": " + ex.what());
+  }
+  e.provider_state = std::move(*state);
+  return e;
+}
+
+// PostgreSQL text cannot hold NUL; SQLite's can. Refused up front so nothing is cut short.
+std::optional<std::string> text_problem(std::string_view s) {
+  if (auto at = invalid_utf8_at(s)) return "is not valid UTF-8 (bad byte at offset " + std::to_string(*at) + ")";
+  if (auto at = s.find('\0'); at != std::string_view::npos) {
+    return "holds a NUL byte at offset " + std::to_string(at) + " (PostgreSQL text cannot)";
+  }
+  return std::nullopt;
+}
+
+Result<void> check_entry(const ContextEntry& e, std::size_t index, std::size_t max_bytes) {
+  const std::string which = "postgres memory: message " + std::to_string(index + 1) + " of the exchange (" + e.role + ")";
+  const std::string unsaved = "; nothing of this exchange was saved";
+  if (auto p = text_problem(e.content)) return fail(ErrorCode::Parse, which + ": content " + *p + unsaved);
+  std::size_t size = e.content.size();
+  for (const auto& c : e.tool_calls) size += c.arguments.dump(-1, ' ', false, Json::error_handler_t::replace).size();
+  if (e.tool_result) size += e.tool_result->content.size();
+  if (size > max_bytes) {
+    return fail(ErrorCode::Limit, which + ": " + std::to_string(size) + " bytes, over max_message_bytes (" +
+                                      std::to_string(max_bytes) + ")" + unsaved);
+  }
+  if (e.tool_result) {
+    if (auto p = text_problem(e.tool_result->content)) {
+      return fail(ErrorCode::Parse, which + ": tool result " + *p + unsaved);
+    }
+  }
+  return {};
+}
+
+struct EncodedEntry {
+  std::optional<std::string> calls, result, state;
+};
+
+Result<EncodedEntry> encode(const ContextEntry& e) {
+  EncodedEntry out;
+  if (!e.tool_calls.empty()) {
+    auto d = dump_checked(Json(e.tool_calls), "tool call arguments");
+    if (!d) return std::unexpected(d.error());
+    out.calls = *d;
+  }
+  if (e.tool_result) {
+    auto d = dump_checked(Json(*e.tool_result), "a tool result");
+    if (!d) return std::unexpected(d.error());
+    out.result = *d;
+  }
+  if (!e.provider_state.is_null()) {
+    auto d = dump_checked(e.provider_state, "provider state");
+    if (!d) return std::unexpected(d.error());
+    out.state = *d;
+  }
+  return out;
+}
+
+Result<void> no_conversation(const std::string& id) {
+  return fail(ErrorCode::Memory, "postgres memory: no conversation " + id);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<PgStore>> PgStore::open(const StoreOptions& options) {
+  std::shared_ptr<PgStore> store(new PgStore(options));
+  if (auto m = migrate(*store->pool_); !m) return std::unexpected(m.error());
+  return store;
+}
+
+Result<pg::Rows> PgStore::query(std::string_view sql, std::initializer_list<pg::Param> params) {
+  auto lease = pool_->acquire();
+  if (!lease) return std::unexpected(lease.error());
+  return (*lease)->exec(sql, params);
+}
+
+// ---- Conversations ----
+
+Result<std::string> PgStore::open_conversation(const ConversationKey& key, std::chrono::minutes idle) {
+  static constexpr std::string_view kFind =
+      "SELECT id FROM conversations WHERE channel = $1 AND sender_id = $2 AND project = $3 AND status = 'active' "
+      "AND last_activity > kx_time(now() AT TIME ZONE 'UTC' - make_interval(mins => $4::int)) "
+      "ORDER BY last_activity DESC, rid DESC LIMIT 1";
+  const auto minutes = static_cast<std::int64_t>(std::clamp<std::int64_t>(idle.count(), 0, INT32_MAX));
+  auto found = query(kFind, {key.channel, key.sender_id, key.project, minutes});
+  if (!found) return std::unexpected(found.error());
+  if (!found->empty()) return found->text(0, 0);
+  // Two processes opening the same key at once: a transaction lock on the key serialises them, and
+  // the second finds the first one's conversation.
+  return transaction<std::string>([&](pg::Connection& c) -> Result<std::string> {
+    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) || $3, 0))",
+                        {key.channel, key.sender_id, key.project});
+        !r) {
+      return std::unexpected(r.error());
+    }
+    auto again = c.exec(kFind, {key.channel, key.sender_id, key.project, minutes});
+    if (!again) return std::unexpected(again.error());
+    if (!again->empty()) return again->text(0, 0);
+    const std::string id = new_uuid();
+    auto insert = c.exec("INSERT INTO conversations (id, channel, sender_id, project) VALUES ($1, $2, $3, $4)",
+                         {id, key.channel, key.sender_id, key.project});
+    if (!insert) return std::unexpected(insert.error());
+    return id;
+  });
+}
+
+Result<std::vector<ContextEntry>> PgStore::select_entries(std::string_view sql, const std::string& conversation_id,
+                                                          std::size_t n, bool reverse) {
+  auto rows = query(sql, {conversation_id, count_param(n)});
+  if (!rows) return std::unexpected(rows.error());
+  std::vector<ContextEntry> out;
+  for (int i = 0; i < rows->size(); ++i) {
+    auto e = read_entry(*rows, i, 0);
+    if (!e) return std::unexpected(e.error());
+    out.push_back(std::move(*e));
+  }
+  if (reverse) std::reverse(out.begin(), out.end());
+  return out;
+}
+
+Result<std::vector<ContextEntry>> PgStore::recent_messages(const std::string& conversation_id, std::size_t limit) {
+  return select_entries(
+      "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
+      "WHERE conversation_id = $1 ORDER BY seq DESC LIMIT $2::bigint",
+      conversation_id, limit, true);
+}
+
+Result<std::vector<ContextEntry>> PgStore::oldest_messages(const std::string& conversation_id, std::size_t count) {
+  return select_entries(
+      "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
+      "WHERE conversation_id = $1 ORDER BY seq ASC LIMIT $2::bigint",
+      conversation_id, count, false);
+}
+
+Result<std::uint64_t> PgStore::message_count(const std::string& conversation_id) {
+  auto rows = query("SELECT message_count FROM conversations WHERE id = $1", {conversation_id});
+  if (!rows) return std::unexpected(rows.error());
+  if (rows->empty()) return std::unexpected(no_conversation(conversation_id).error());
+  return static_cast<std::uint64_t>(rows->int64(0, 0));
+}
+
+Result<void> PgStore::append_messages(const std::string& conversation_id, const std::vector<ContextEntry>& entries) {
+  // Checked before anything is written, so a bad entry leaves the exchange unsaved as a whole.
+  std::vector<EncodedEntry> encoded;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (auto r = check_entry(entries[i], i, options_.max_message_bytes); !r) return r;
+    auto e = encode(entries[i]);
+    if (!e) return std::unexpected(e.error());
+    encoded.push_back(std::move(*e));
+  }
+  return transaction<void>([&](pg::Connection& c) -> Result<void> {
+    auto touch = c.exec(
+        "UPDATE conversations SET last_activity = kx_now(), message_count = message_count + $1::bigint "
+        "WHERE id = $2",
+        {static_cast<std::int64_t>(entries.size()), conversation_id});
+    if (!touch) return std::unexpected(touch.error());
+    if (touch->affected() == 0) return no_conversation(conversation_id);
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const auto& e = entries[i];
+      auto r = c.exec(
+          "INSERT INTO messages (conversation_id, role, content, tool_calls, tool_result, provider_state) "
+          "VALUES ($1, $2, $3, $4, $5, $6)",
+          {conversation_id, e.role, e.content, encoded[i].calls, encoded[i].result, encoded[i].state});
+      if (!r) {
+        return fail(r.error().code == ErrorCode::Io ? ErrorCode::Io : ErrorCode::Memory,
+                    "postgres memory: saving the exchange failed; nothing of it was saved", r.error());
+      }
+    }
+    return {};
+  });
+}
+
+Result<std::optional<StoredSummary>> PgStore::compaction_summary(const std::string& conversation_id) {
+  auto rows = query("SELECT text, covered_messages FROM summaries WHERE conversation_id = $1", {conversation_id});
+  if (!rows) return std::unexpected(rows.error());
+  if (rows->empty()) return std::optional<StoredSummary>();
+  return std::optional<StoredSummary>(
+      StoredSummary{rows->text(0, 0), static_cast<std::uint64_t>(rows->int64(0, 1))});
+}
+
+Result<void> PgStore::save_compaction_summary(const std::string& conversation_id, const StoredSummary& summary) {
+  if (auto p = text_problem(summary.text)) return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
+  auto r = query(
+      "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
+      "VALUES ($1, $2, $3::bigint, kx_now()) ON CONFLICT (conversation_id) DO UPDATE SET "
+      "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = excluded.updated_at",
+      {conversation_id, summary.text, count_param(summary.covered_messages)});
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<std::vector<ConversationInfo>> PgStore::list_conversations(const ConversationFilter& filter) {
+  auto rows = query(
+      "SELECT c.id, c.channel, c.sender_id, c.project, c.status, c.started_at, c.last_activity, c.message_count, "
+      "s.text FROM conversations c LEFT JOIN summaries s ON s.conversation_id = c.id "
+      "WHERE ($1::text IS NULL OR c.channel = $1) AND ($2::text IS NULL OR c.sender_id = $2) "
+      "ORDER BY c.last_activity DESC, c.rid DESC LIMIT $3::bigint",
+      {filter.channel, filter.sender_id, count_param(filter.limit)});
+  if (!rows) return std::unexpected(rows.error());
+  std::vector<ConversationInfo> out;
+  for (int i = 0; i < rows->size(); ++i) {
+    ConversationInfo c;
+    c.id = rows->text(i, 0);
+    c.key = {rows->text(i, 1), rows->text(i, 2), rows->text(i, 3)};
+    c.status = rows->text(i, 4);
+    c.started_at = rows->text(i, 5);
+    c.last_activity = rows->text(i, 6);
+    c.message_count = static_cast<std::uint64_t>(rows->int64(i, 7));
+    c.summary = rows->optional_text(i, 8);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Result<std::vector<StoredMessage>> PgStore::conversation_messages(const std::string& conversation_id,
+                                                                  std::int64_t after_seq, std::size_t limit) {
+  auto rows = query(
+      "SELECT seq, role, content, tool_calls, tool_result, provider_state, conversation_id, created_at "
+      "FROM messages WHERE conversation_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3::bigint",
+      {conversation_id, after_seq, count_param(limit)});
+  if (!rows) return std::unexpected(rows.error());
+  std::vector<StoredMessage> out;
+  for (int i = 0; i < rows->size(); ++i) {
+    auto e = read_entry(*rows, i, 0);
+    if (!e) return std::unexpected(e.error());
+    out.push_back(StoredMessage{rows->int64(i, 0), rows->text(i, 6), std::move(*e), rows->text(i, 7)});
+  }
+  return out;
+}
+
+Result<void> PgStore::close_conversation(const std::string& conversation_id,
+                                         const std::optional<std::string>& summary) {
+  if (summary) {
+    if (auto p = text_problem(*summary)) return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
+  }
+  return transaction<void>([&](pg::Connection& c) -> Result<void> {
+    auto close = c.exec("UPDATE conversations SET status = 'closed' WHERE id = $1", {conversation_id});
+    if (!close) return std::unexpected(close.error());
+    if (close->affected() == 0) return no_conversation(conversation_id);
+    if (!summary) return {};
+    auto upsert = c.exec(
+        "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
+        "SELECT id, $1, message_count, kx_now() FROM conversations WHERE id = $2 "
+        "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
+        "covered_messages = excluded.covered_messages, updated_at = excluded.updated_at",
+        {*summary, conversation_id});
+    if (!upsert) return std::unexpected(upsert.error());
+    return {};
+  });
+}
+
+Result<void> PgStore::delete_conversation(const std::string& conversation_id) {
+  // Rows naming the conversation first (messages reference it); the recall indexes follow the rows.
+  static constexpr std::string_view kDeletes[] = {
+      "DELETE FROM messages WHERE conversation_id = $1",
+      "DELETE FROM summaries WHERE conversation_id = $1",
+      "DELETE FROM token_usage WHERE conversation_id = $1",
+      "DELETE FROM audit_log WHERE conversation_id = $1",
+  };
+  return transaction<void>([&](pg::Connection& c) -> Result<void> {
+    auto exists = c.exec("SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE", {conversation_id});
+    if (!exists) return std::unexpected(exists.error());
+    if (exists->empty()) return no_conversation(conversation_id);
+    for (auto sql : kDeletes) {
+      if (auto r = c.exec(sql, {conversation_id}); !r) return std::unexpected(r.error());
+    }
+    if (auto r = c.exec("DELETE FROM conversations WHERE id = $1", {conversation_id}); !r) {
+      return std::unexpected(r.error());
+    }
+    return {};
+  });
+}
+
+Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const ConversationKey& key, const std::string& exclude,
+                                                             std::size_t limit) {
+  auto rows = query(
+      "SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at FROM summaries s "
+      "JOIN conversations c ON c.id = s.conversation_id WHERE c.channel = $1 AND c.sender_id = $2 "
+      "AND s.conversation_id <> $3 ORDER BY s.updated_at DESC, s.id DESC LIMIT $4::bigint",
+      {key.channel, key.sender_id, exclude, count_param(limit)});
+  if (!rows) return std::unexpected(rows.error());
+  std::vector<SummaryRecord> out;
+  for (int i = 0; i < rows->size(); ++i) {
+    out.push_back({rows->text(i, 0), rows->text(i, 1), static_cast<std::uint64_t>(rows->int64(i, 2)),
+                   rows->text(i, 3)});
+  }
+  return out;
+}
+
+// ---- Facts ----
+
+Result<std::vector<std::pair<std::string, std::string>>> PgStore::facts(const std::string& sender_id) {
+  auto rows = query("SELECT key, value FROM facts WHERE sender_id = $1 AND deleted_at IS NULL ORDER BY key COLLATE \"C\"",
+                    {sender_id});
+  if (!rows) return std::unexpected(rows.error());
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int i = 0; i < rows->size(); ++i) out.emplace_back(rows->text(i, 0), rows->text(i, 1));
+  return out;
+}
+
+Result<void> PgStore::store_fact(const std::string& sender_id, const std::string& key, const std::string& value) {
+  if (key.empty()) return fail(ErrorCode::Usage, "postgres memory: a fact needs a key");
+  if (text_problem(key) || text_problem(value) || text_problem(sender_id)) {
+    return fail(ErrorCode::Parse, "postgres memory: fact '" + key + "' is not valid UTF-8 text");
+  }
+  // Re-storing a soft-deleted fact brings it back with the new value.
+  auto r = query(
+      "INSERT INTO facts (sender_id, key, value) VALUES ($1, $2, $3) ON CONFLICT (sender_id, key) DO UPDATE SET "
+      "value = excluded.value, updated_at = kx_now(), deleted_at = NULL",
+      {sender_id, key, value});
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<std::optional<std::string>> PgStore::fact(const std::string& sender_id, const std::string& key) {
+  auto rows = query("SELECT value FROM facts WHERE sender_id = $1 AND key = $2 AND deleted_at IS NULL",
+                    {sender_id, key});
+  if (!rows) return std::unexpected(rows.error());
+  if (rows->empty()) return std::optional<std::string>();
+  return std::optional<std::string>(rows->text(0, 0));
+}
+
+Result<std::vector<Fact>> PgStore::fact_records(const std::optional<std::string>& sender_id, bool include_deleted) {
+  auto rows = query(
+      "SELECT sender_id, key, value, updated_at, deleted_at FROM facts WHERE ($1::text IS NULL OR sender_id = $1) "
+      "AND ($2::boolean OR deleted_at IS NULL) ORDER BY sender_id COLLATE \"C\", key COLLATE \"C\"",
+      {sender_id, include_deleted});
+  if (!rows) return std::unexpected(rows.error());
+  std::vector<Fact> out;
+  for (int i = 0; i < rows->size(); ++i) {
+    out.push_back({rows->text(i, 0), rows->text(i, 1), rows->text(i, 2), rows->text(i, 3), rows->optional_text(i, 4)});
+  }
+  return out;
+}
+
+Result<bool> PgStore::soft_delete_fact(const std::string& sender_id, const std::string& key) {
+  auto n = soft_delete_facts(sender_id, key);
+  if (!n) return std::unexpected(n.error());
+  return *n > 0;
+}
+
+Result<std::uint64_t> PgStore::soft_delete_facts(const std::string& sender_id, const std::optional<std::string>& key) {
+  auto r = query(
+      "UPDATE facts SET deleted_at = kx_now(), updated_at = kx_now() "
+      "WHERE sender_id = $1 AND ($2::text IS NULL OR key = $2) AND deleted_at IS NULL",
+      {sender_id, key});
+  if (!r) return std::unexpected(r.error());
+  return r->affected();
+}
+
+// ---- Audit and usage ----
+
+Result<void> PgStore::record_tool_call(const AuditRecord& rec) {
+  if (rec.status != "ok" && rec.status != "error" && rec.status != "denied") {
+    return fail(ErrorCode::Usage, "postgres memory: audit status must be ok, error or denied, got '" + rec.status + "'");
+  }
+  auto args = dump_checked(rec.arguments, "audited tool arguments");
+  if (!args) return std::unexpected(args.error());
+  for (const std::string* s : {&rec.result, &rec.reason, &rec.tool, &rec.agent}) {
+    if (auto p = text_problem(*s)) return fail(ErrorCode::Parse, "postgres memory: audit record " + *p);
+  }
+  std::optional<std::string> at = rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
+  auto r = query(
+      "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, arguments, result, status, reason) "
+      "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9)",
+      {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, *args, rec.result, rec.status, rec.reason});
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<std::vector<AuditRecord>> PgStore::audit_log(std::size_t limit) {
+  auto rows = query(
+      "SELECT created_at, conversation_id, sender_id, agent, tool, arguments, result, status, reason "
+      "FROM audit_log ORDER BY id DESC LIMIT $1::bigint",
+      {count_param(limit)});
+  if (!rows) return std::unexpected(rows.error());
+  std::vector<AuditRecord> out;
+  for (int i = 0; i < rows->size(); ++i) {
+    AuditRecord a;
+    a.timestamp = rows->text(i, 0);
+    a.conversation_id = rows->text(i, 1);
+    a.sender_id = rows->text(i, 2);
+    a.agent = rows->text(i, 3);
+    a.tool = rows->text(i, 4);
+    a.arguments = Json::parse(rows->text(i, 5), nullptr, false);
+    a.result = rows->text(i, 6);
+    a.status = rows->text(i, 7);
+    a.reason = rows->text(i, 8);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+Result<void> PgStore::record_usage(const UsageRecord& rec) {
+  auto r = query(
+      "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, output_tokens, "
+      "cache_read_tokens, cache_write_tokens, cost_usd) VALUES ($1, $2, $3, $4, $5::bigint, $6::bigint, $7::bigint, "
+      "$8::bigint, $9::double precision)",
+      {rec.conversation_id, rec.sender_id, rec.model, rec.provider, count_param(rec.usage.input_tokens),
+       count_param(rec.usage.output_tokens), count_param(rec.usage.cache_read_tokens),
+       count_param(rec.usage.cache_write_tokens), rec.usage.cost_usd});
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<std::vector<UsageTotals>> PgStore::usage_by_day() {
+  auto rows = query(
+      "SELECT left(created_at, 10) AS day, model, provider, count(*), sum(input_tokens), sum(output_tokens), "
+      "sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_usd) FROM token_usage "
+      "GROUP BY 1, 2, 3 ORDER BY 1 COLLATE \"C\", 2 COLLATE \"C\", 3 COLLATE \"C\"");
+  if (!rows) return std::unexpected(rows.error());
+  std::vector<UsageTotals> out;
+  for (int i = 0; i < rows->size(); ++i) {
+    UsageTotals t;
+    t.day = rows->text(i, 0);
+    t.model = rows->text(i, 1);
+    t.provider = rows->text(i, 2);
+    t.requests = static_cast<std::uint64_t>(rows->int64(i, 3));
+    t.usage.input_tokens = static_cast<std::uint64_t>(rows->int64(i, 4));
+    t.usage.output_tokens = static_cast<std::uint64_t>(rows->int64(i, 5));
+    t.usage.cache_read_tokens = static_cast<std::uint64_t>(rows->int64(i, 6));
+    t.usage.cache_write_tokens = static_cast<std::uint64_t>(rows->int64(i, 7));
+    t.usage.cost_usd = rows->real(i, 8);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace kernex::postgres

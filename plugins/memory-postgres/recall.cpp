@@ -1,0 +1,130 @@
+// Recall: full-text search over user messages and summaries (GIN expression indexes, 'simple'
+// configuration). The user's text never reaches the query parser as syntax: its significant words
+// (the SQLite store's rule) are each a parameter to phraseto_tsquery, so `a & b | !c`, quotes or
+// backslashes are plain text. Every word first; any word only to fill up.
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "pg_store.hpp"
+#include "text_rules.hpp"
+
+namespace kernex::postgres {
+namespace {
+
+// The words of fts_query (significant, no question words, at most 16, distinct): the SQLite
+// store quotes them for FTS5; here they travel as parameters.
+std::vector<std::string> recall_words(std::string_view text) {
+  std::vector<std::string> out;
+  const std::string quoted = sqlite::fts_query(text, "\x1f");
+  std::size_t start = 0;
+  while (start < quoted.size()) {
+    const std::size_t end = std::min(quoted.find('\x1f', start), quoted.size());
+    std::string w = quoted.substr(start + 1, end - start - 2);  // strip the quotes
+    std::string plain;
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      plain += w[i];
+      if (w[i] == '"' && i + 1 < w.size() && w[i + 1] == '"') ++i;
+    }
+    out.push_back(std::move(plain));
+    start = end + 1;
+  }
+  return out;
+}
+
+// phraseto_tsquery('simple', $first) && … over the words' parameters.
+std::string tsquery_sql(std::size_t words, int first, const char* joiner) {
+  std::string sql = "(";
+  for (std::size_t i = 0; i < words; ++i) {
+    if (i > 0) sql += joiner;
+    sql += "phraseto_tsquery('simple', $" + std::to_string(first + static_cast<int>(i)) + "::text)";
+  }
+  return sql + ")";
+}
+
+constexpr std::string_view kMessageVector = "to_tsvector('simple'::regconfig, left(m.content, 200000))";
+constexpr std::string_view kSummaryVector = "to_tsvector('simple'::regconfig, left(s.text, 200000))";
+
+}  // namespace
+
+Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
+  // kernex's rule: shorter queries match too much to be useful.
+  if (q.text.size() < 3 || q.limit == 0) return std::vector<RecallHit>{};
+  if (sqlite::invalid_utf8_at(q.text)) return fail(ErrorCode::Parse, "postgres memory: the recall query is not valid UTF-8");
+  std::optional<std::string> since;
+  if (q.since) {
+    auto s = sqlite::normalize_time(*q.since, "recall since");
+    if (!s) return std::unexpected(s.error());
+    since = *s;
+  }
+  const std::vector<std::string> words = recall_words(q.text);
+  if (words.empty()) return std::vector<RecallHit>{};
+  auto lease = pool_->acquire();
+  if (!lease) return std::unexpected(lease.error());
+  pg::Connection& c = **lease;
+
+  // Messages of the current conversation from `boundary` on are in the history window already.
+  std::int64_t boundary = std::numeric_limits<std::int64_t>::max();
+  if (q.skip_newest > 0 && !q.current_conversation.empty()) {
+    auto edge = c.exec("SELECT seq FROM messages WHERE conversation_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET $2::bigint",
+                       {q.current_conversation, count_param(q.skip_newest - 1)});
+    if (!edge) return std::unexpected(edge.error());
+    boundary = edge->empty() ? 0 : edge->int64(0, 0);
+  }
+  const auto limit = count_param(q.limit);
+  std::vector<std::pair<double, RecallHit>> ranked;
+  std::set<std::pair<std::string, std::int64_t>> seen;  // (conversation, seq): summaries have seq 0
+
+  const auto search = [&](const char* joiner) -> Result<void> {
+    const std::string tsq = tsquery_sql(words.size(), 6, joiner);
+    std::vector<pg::Param> params{q.sender_id, q.current_conversation, boundary, since, limit};
+    for (const auto& w : words) params.emplace_back(w);
+    // ts_rank: higher is better; negated so that, like bm25, lower sorts first.
+    const std::string messages_sql =
+        "SELECT m.conversation_id, m.seq, m.content, m.created_at, -ts_rank(" + std::string(kMessageVector) + ", " +
+        tsq + ") FROM messages m JOIN conversations c ON c.id = m.conversation_id WHERE m.role = 'user' AND " +
+        std::string(kMessageVector) + " @@ " + tsq + " "
+        "AND ($1 = '' OR c.sender_id = $1) AND (m.conversation_id <> $2 OR m.seq < $3::bigint) "
+        "AND ($4::text IS NULL OR m.created_at >= $4) ORDER BY 5, m.seq DESC LIMIT $5::bigint";
+    auto messages = c.exec(messages_sql, params);
+    if (!messages) return fail(messages.error().code, "postgres memory: recall over messages failed", messages.error());
+    for (int i = 0; i < messages->size(); ++i) {
+      if (seen.insert({messages->text(i, 0), messages->int64(i, 1)}).second) {
+        ranked.push_back({messages->real(i, 4), RecallHit{"message", messages->text(i, 0), messages->int64(i, 1),
+                                                          messages->text(i, 2), messages->text(i, 3)}});
+      }
+    }
+    const std::string summaries_sql =
+        "SELECT s.conversation_id, s.text, s.updated_at, -ts_rank(" + std::string(kSummaryVector) + ", " + tsq +
+        ") FROM summaries s JOIN conversations c ON c.id = s.conversation_id WHERE " + std::string(kSummaryVector) +
+        " @@ " + tsq + " "
+        "AND ($1 = '' OR c.sender_id = $1) AND s.conversation_id <> $2 AND $3::bigint IS NOT NULL "
+        "AND ($4::text IS NULL OR s.updated_at >= $4) ORDER BY 4, s.id DESC LIMIT $5::bigint";
+    auto summaries = c.exec(summaries_sql, params);
+    if (!summaries) {
+      return fail(summaries.error().code, "postgres memory: recall over summaries failed", summaries.error());
+    }
+    for (int i = 0; i < summaries->size(); ++i) {
+      if (seen.insert({summaries->text(i, 0), 0}).second) {
+        ranked.push_back({summaries->real(i, 3), RecallHit{"summary", summaries->text(i, 0), 0, summaries->text(i, 1),
+                                                           summaries->text(i, 2)}});
+      }
+    }
+    return {};
+  };
+  if (auto r = search(" && "); !r) return std::unexpected(r.error());
+  // Hits matching every word rank first, whatever the rank says about partial matches.
+  for (auto& [rank, hit] : ranked) rank -= 1e9;
+  if (ranked.size() < q.limit && words.size() > 1) {
+    if (auto r = search(" || "); !r) return std::unexpected(r.error());
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<RecallHit> out;
+  for (auto& [rank, hit] : ranked) {
+    if (out.size() == q.limit) break;
+    out.push_back(std::move(hit));
+  }
+  return out;
+}
+
+}  // namespace kernex::postgres

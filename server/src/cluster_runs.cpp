@@ -1,0 +1,532 @@
+#include "cluster_runs.hpp"
+
+#include <unistd.h>
+
+#include <set>
+
+#include "kernex/log.hpp"
+#include "log_context.hpp"
+#include "random_id.hpp"
+
+namespace kernex::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string make_node_id() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::string id = random_id("node");
+  return std::string(host) + "-" + std::to_string(::getpid()) + "-" + id.substr(id.size() - 8);
+}
+
+void restore_into(RunState& state, const SharedRun& row, std::vector<RunEvent> events) {
+  const RunStatus status = parse_run_status(row.status).value_or(RunStatus::Failed);
+  if (!row.node.empty()) state.set_placement(row.node, row.attempt);
+  if (is_terminal(status)) {
+    state.restore(status, row.result, std::move(events));
+  } else {
+    state.preload(std::move(events));
+    state.set_status(status);
+  }
+}
+
+// Waits `d` unless the thread is asked to stop; false when it was.
+bool pause(std::stop_token stop, std::chrono::milliseconds d) {
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::unique_lock lock(m);
+  cv.wait_for(lock, stop, d, [] { return false; });
+  return !stop.stop_requested();
+}
+
+}  // namespace
+
+ClusterRuns::ClusterRuns(Deps deps)
+    : deps_(std::move(deps)),
+      env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)),
+      node_(make_node_id()) {
+  last_renewal_ = Clock::now().time_since_epoch().count();
+}
+
+ClusterRuns::~ClusterRuns() { shutdown(std::chrono::milliseconds(0)); }
+
+void ClusterRuns::kick() {
+  {
+    std::lock_guard lock(mutex_);
+    kicked_ = true;
+  }
+  changed_.notify_all();
+}
+
+std::shared_ptr<ClusterRuns::Tracked> ClusterRuns::track(const SharedRun& row, std::vector<RunEvent> events) {
+  std::lock_guard lock(mutex_);
+  auto& slot = runs_[row.id];
+  if (!slot) {
+    slot = std::make_shared<Tracked>();
+    slot->state = std::make_shared<RunState>(row.id, row.tenant, row.session, row.created_at);
+    restore_into(*slot->state, row, std::move(events));
+  }
+  return slot;
+}
+
+void ClusterRuns::refresh(Tracked& tracked) {
+  std::lock_guard sync(tracked.sync);
+  RunState& state = *tracked.state;
+  if (tracked.executing || is_terminal(state.status())) return;
+  // The row first, then the events: a run's last event is stored with its final status, so a
+  // terminal row means every event is already readable.
+  auto row = deps_.store->find(state.tenant, state.id);
+  if (!row) return;  // the store is unreachable: the next notification or resync tries again
+  auto events = deps_.store->events_after(state.id, state.last_event_id());
+  if (!events) return;
+  for (auto& e : *events) {
+    if (e.id == state.last_event_id() + 1) state.append(std::move(e.name), std::move(e.data));
+  }
+  if (!*row) {  // forgotten (DELETE of its session) while followed
+    state.finish(RunStatus::Cancelled, cancelled_result(state.id, state.session));
+    return;
+  }
+  const SharedRun& r = **row;
+  if (!r.node.empty()) state.set_placement(r.node, r.attempt);
+  const RunStatus status = parse_run_status(r.status).value_or(RunStatus::Failed);
+  if (is_terminal(status)) {
+    state.finish(status, r.result);
+  } else {
+    state.set_status(status);
+  }
+}
+
+void ClusterRuns::refresh_all() {
+  std::vector<std::shared_ptr<Tracked>> followed;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, t] : runs_) {
+      if (!t->executing && !is_terminal(t->state->status())) followed.push_back(t);
+    }
+  }
+  for (auto& t : followed) refresh(*t);
+}
+
+std::vector<std::shared_ptr<ClusterRuns::Tracked>> ClusterRuns::executing() const {
+  std::vector<std::shared_ptr<Tracked>> out;
+  std::lock_guard lock(mutex_);
+  for (const auto& [id, t] : runs_) {
+    if (t->executing) out.push_back(t);
+  }
+  return out;
+}
+
+void ClusterRuns::stop_local(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  if (auto it = runs_.find(id); it != runs_.end() && it->second->executing) it->second->state->request_cancel();
+}
+
+std::expected<std::shared_ptr<RunState>, ApiError> ClusterRuns::submit(RunRequest request, IfBusy if_busy) {
+  if (auto unknown = unknown_skill(deps_.skills, request)) return std::unexpected(*unknown);
+  {
+    std::lock_guard lock(mutex_);
+    if (draining_) return std::unexpected(api_error(503, "shutting_down", "the server is shutting down"));
+  }
+  // Limits count what this node knows: a refusal here is final, an admission is not held (the
+  // run may execute on another node, which counts it while it runs).
+  if (deps_.admission) {
+    if (auto refused = deps_.admission->admit(request.tenant)) return std::unexpected(*refused);
+    deps_.admission->release(request.tenant, 0, 0);
+  }
+  SharedRun row;
+  row.id = random_id("run");
+  row.tenant = request.tenant;
+  row.session = request.session;
+  row.status = "queued";
+  row.created_at = utc_now();
+  row.request = request.to_json();
+  auto admitted = deps_.store->submit(row, if_busy);
+  if (!admitted) {
+    log(LogLevel::Error, "serve: " + admitted.error().describe());
+    return std::unexpected(api_error(500, "store_failed", "the run could not be recorded; nothing was started"));
+  }
+  if (*admitted == ClusterStore::Admitted::Busy) {
+    return std::unexpected(api_error(409, "session_busy", "session '" + request.session +
+                                                             "' has a run in progress; retry later, or send "
+                                                             "if_busy: enqueue or interrupt"));
+  }
+  auto tracked = track(row, {});
+  kick();
+  return tracked->state;
+}
+
+void ClusterRuns::dispatch_loop(std::stop_token stop) {
+  LogContext scope("node=" + node_);
+  auto failures_logged = Clock::time_point{};
+  while (!stop.stop_requested()) {
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait_for(lock, std::chrono::milliseconds(250), [&] { return kicked_ || stop.stop_requested(); });
+      kicked_ = false;
+    }
+    for (;;) {
+      {
+        std::lock_guard lock(mutex_);
+        if (draining_ || stop.stop_requested() || threads_ >= deps_.config->cluster.max_runs) break;
+      }
+      auto claimed = deps_.store->claim(node_, deps_.config->cluster.lease);
+      if (!claimed) {
+        if (Clock::now() - failures_logged > std::chrono::seconds(10)) {
+          log(LogLevel::Error, "serve: cannot claim runs: " + claimed.error().describe());
+          failures_logged = Clock::now();
+        }
+        break;
+      }
+      if (!*claimed) break;
+      launch(std::move(**claimed));
+    }
+  }
+}
+
+void ClusterRuns::launch(ClaimedRun claimed) {
+  const SharedRun& row = claimed.run;
+  std::shared_ptr<Tracked> tracked;
+  {
+    std::lock_guard lock(mutex_);
+    auto& slot = runs_[row.id];
+    // A state that ended here (a claim this node lost) cannot take events again: start afresh.
+    if (!slot || is_terminal(slot->state->status())) {
+      slot = std::make_shared<Tracked>();
+      slot->state = std::make_shared<RunState>(row.id, row.tenant, row.session, row.created_at);
+    }
+    tracked = slot;
+    ++threads_;
+  }
+  {
+    std::lock_guard sync(tracked->sync);
+    tracked->claimed_at = Clock::now().time_since_epoch().count();  // before `executing`: see heartbeat_loop
+    tracked->attempt = row.attempt;
+    tracked->executing = true;
+    tracked->state->preload(std::move(claimed.events));
+    tracked->state->set_placement(node_, row.attempt);
+    tracked->flushed = tracked->state->last_event_id();
+  }
+  flush_soon(tracked);
+  auto request = RunRequest::from_json(row.request);
+  std::thread([this, tracked, request = std::move(request)] {
+    LogContext scope("run=" + tracked->state->id);
+    if (request) {
+      execute(tracked, *request);
+    } else {
+      const Json error{{"run_id", tracked->state->id}, {"code", "Internal"}, {"message", "the stored request is unreadable"}};
+      (void)deps_.store->finish(tracked->state->id, node_, tracked->attempt, RunStatus::Failed, error, {});
+      tracked->executing = false;
+      tracked->state->finish(RunStatus::Failed, error);
+    }
+    {
+      std::lock_guard lock(mutex_);
+      --threads_;
+      kicked_ = true;  // a slot is free, and the session may have a queued run
+    }
+    changed_.notify_all();
+  }).detach();
+}
+
+void ClusterRuns::execute(const std::shared_ptr<Tracked>& tracked, const RunRequest& request) {
+  RunState& run = *tracked->state;
+  if (run.status() == RunStatus::Queued) run.set_status(RunStatus::Running);
+  const bool counted = deps_.admission && !deps_.admission->admit(run.tenant);
+  const RunEnd end = execute_run(env_, run, request);
+  Result<bool> stored = false;
+  {
+    std::lock_guard sync(tracked->sync);
+    std::vector<RunEvent> rest = run.events_after(tracked->flushed).events;
+    rest.push_back(RunEvent{run.last_event_id() + 1, end.event, end.body});
+    // The end must reach the store before anyone hears of it; retried while the lease lasts,
+    // since a run whose end is lost would be run again by another node.
+    const auto deadline = Clock::now() + deps_.config->cluster.lease / 2;
+    for (auto wait = std::chrono::milliseconds(50);; wait *= 2) {
+      stored = deps_.store->finish(run.id, node_, tracked->attempt, end.status, end.body, rest);
+      if (stored || Clock::now() + wait > deadline) break;
+      std::this_thread::sleep_for(wait);
+    }
+    tracked->executing = false;
+  }
+  if (!stored) log(LogLevel::Error, "serve: the end of run " + run.id + " was not stored: " + stored.error().describe());
+  if (stored && !*stored) log(LogLevel::Warn, "serve: run " + run.id + " lost its claim; its result is discarded");
+  if (counted) {
+    deps_.admission->release(run.tenant, end.usage.input_tokens + end.usage.output_tokens, end.usage.cost_usd);
+  }
+  run.append(end.event, end.body);
+  run.finish(end.status, end.body);
+}
+
+bool ClusterRuns::flush(Tracked& tracked) {
+  std::lock_guard sync(tracked.sync);
+  if (!tracked.executing) return true;
+  auto pending = tracked.state->events_after(tracked.flushed).events;
+  if (pending.empty()) return true;
+  auto stored = deps_.store->append_events(tracked.state->id, node_, tracked.attempt, pending);
+  if (!stored) return false;  // kept for the next flush
+  if (!*stored) {
+    tracked.state->request_cancel();  // the claim is gone: another node may run it now
+    return true;
+  }
+  tracked.flushed = pending.back().id;
+  return true;
+}
+
+void ClusterRuns::flush_soon(const std::shared_ptr<Tracked>& tracked) {
+  if (tracked->armed.exchange(true)) return;
+  std::uint64_t after;
+  {
+    std::lock_guard sync(tracked->sync);
+    after = tracked->flushed;
+  }
+  const bool registered = tracked->state->wait_after(after, [this, weak = std::weak_ptr<Tracked>(tracked)] {
+    if (auto t = weak.lock()) t->armed = false;
+    {
+      std::lock_guard lock(mutex_);
+      flush_due_ = true;
+    }
+    changed_.notify_all();
+  });
+  if (!registered) {  // already something to store
+    tracked->armed = false;
+    std::lock_guard lock(mutex_);
+    flush_due_ = true;
+  }
+}
+
+// Events reach the store (and followers on other nodes) within a few milliseconds of being
+// emitted: a run's next event wakes this loop, which then gathers what else came meanwhile.
+void ClusterRuns::flush_loop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait_for(lock, std::chrono::milliseconds(100), [&] { return flush_due_ || stop.stop_requested(); });
+      flush_due_ = false;
+    }
+    for (auto& t : executing()) {
+      if (flush(*t)) flush_soon(t);
+    }
+  }
+}
+
+void ClusterRuns::heartbeat_loop(std::stop_token stop) {
+  LogContext scope("node=" + node_);
+  const auto lease = std::chrono::duration_cast<std::chrono::milliseconds>(deps_.config->cluster.lease);
+  const auto interval = std::max(std::chrono::milliseconds(100), lease / 3);
+  while (pause(stop, interval)) {
+    const auto asked = Clock::now().time_since_epoch().count();
+    auto held = deps_.store->renew(node_, deps_.config->cluster.lease);
+    const auto now = Clock::now();
+    if (held) {
+      last_renewal_ = now.time_since_epoch().count();
+      std::set<std::pair<std::string, int>> holding;
+      for (const auto& h : *held) {
+        holding.emplace(h.id, h.attempt);
+        if (h.cancel_requested) stop_local(h.id);
+      }
+      for (auto& t : executing()) {
+        if (t->claimed_at >= asked) continue;
+        if (!holding.contains({t->state->id, t->attempt})) {
+          log(LogLevel::Warn, "serve: run " + t->state->id + " is no longer claimed by this node; stopping it");
+          t->state->request_cancel();
+        }
+      }
+    } else {
+      log(LogLevel::Error, "serve: cannot renew leases: " + held.error().describe());
+      // Stop before the lease can expire, so another node never runs a run this one still runs.
+      if (now - Clock::time_point(Clock::duration(last_renewal_.load())) > lease / 2) {
+        for (auto& t : executing()) t->state->request_cancel();
+      }
+    }
+    if (auto reaped = deps_.store->reap(deps_.config->cluster); reaped && !reaped->empty()) {
+      log(LogLevel::Info, "serve: reclaimed " + std::to_string(reaped->size()) + " run(s) of stopped nodes");
+      kick();
+    }
+  }
+}
+
+void ClusterRuns::listen_loop(std::stop_token stop) {
+  auto last_resync = Clock::now();
+  while (!stop.stop_requested()) {
+    if (!listener_) {
+      auto conn = pg::Connection::open(deps_.store->options());
+      if (!conn) {
+        log(LogLevel::Error, "serve: cannot listen for changes: " + conn.error().describe());
+        pause(stop, std::chrono::seconds(1));
+        continue;
+      }
+      const std::string listen = std::string("LISTEN ") + ClusterStore::kQueueChannel + "; LISTEN " +
+                                 ClusterStore::kEventsChannel + "; LISTEN " + ClusterStore::kCancelChannel;
+      if (auto r = (*conn)->script(listen); !r) continue;
+      listener_ = std::move(*conn);
+      refresh_all();  // what was missed while not listening
+      kick();
+    }
+    auto notes = listener_->notifications(std::chrono::milliseconds(250));
+    if (!notes) {
+      log(LogLevel::Error, "serve: " + notes.error().describe());
+      listener_.reset();
+      continue;
+    }
+    for (const auto& [channel, payload] : *notes) {
+      if (channel == ClusterStore::kQueueChannel) {
+        kick();
+      } else if (channel == ClusterStore::kCancelChannel) {
+        stop_local(payload);
+      } else {
+        std::shared_ptr<Tracked> t;
+        {
+          std::lock_guard lock(mutex_);
+          if (auto it = runs_.find(payload); it != runs_.end()) t = it->second;
+        }
+        if (t) refresh(*t);
+      }
+    }
+    if (Clock::now() - last_resync > std::chrono::seconds(1)) {
+      refresh_all();
+      last_resync = Clock::now();
+    }
+  }
+}
+
+void ClusterRuns::resume_unfinished() {
+  std::lock_guard lock(mutex_);
+  if (dispatcher_.joinable()) return;
+  log(LogLevel::Info, "serve: cluster node " + node_ + " (lease " +
+                          std::to_string(deps_.config->cluster.lease.count()) + " s, runs left by stopped nodes are " +
+                          (deps_.config->cluster.retry_lost ? "run again" : "failed") + ")");
+  dispatcher_ = std::jthread([this](std::stop_token s) { dispatch_loop(s); });
+  loops_.emplace_back([this](std::stop_token s) { listen_loop(s); });
+  loops_.emplace_back([this](std::stop_token s) { heartbeat_loop(s); });
+  loops_.emplace_back([this](std::stop_token s) { flush_loop(s); });
+}
+
+std::shared_ptr<RunState> ClusterRuns::find(const std::string& tenant, const std::string& run_id) {
+  std::shared_ptr<Tracked> t;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = runs_.find(run_id); it != runs_.end()) t = it->second;
+  }
+  if (t) {
+    if (t->state->tenant != tenant) return nullptr;
+    refresh(*t);
+    return t->state;
+  }
+  auto row = deps_.store->find(tenant, run_id);
+  if (!row || !*row) return nullptr;
+  auto events = deps_.store->events_after(run_id, 0);
+  if (!events) return nullptr;
+  return track(**row, std::move(*events))->state;
+}
+
+std::expected<std::shared_ptr<RunState>, ApiError> ClusterRuns::cancel(const std::string& tenant,
+                                                                       const std::string& run_id) {
+  auto outcome = deps_.store->cancel(tenant, run_id);
+  if (!outcome) return std::unexpected(api_error(500, "store_failed", outcome.error().describe()));
+  if (*outcome == ClusterStore::CancelOutcome::NotFound) {
+    return std::unexpected(api_error(404, "not_found", "no run '" + run_id + "'"));
+  }
+  if (*outcome == ClusterStore::CancelOutcome::Requested) stop_local(run_id);
+  auto run = find(tenant, run_id);
+  if (!run) return std::unexpected(api_error(404, "not_found", "no run '" + run_id + "'"));
+  return run;
+}
+
+std::expected<Json, ApiError> ClusterRuns::session_runs(const std::string& tenant, const std::string& session,
+                                                        std::size_t limit) {
+  auto stored = deps_.store->session_runs(tenant, session, limit);
+  if (!stored) return std::unexpected(api_error(500, "store_failed", stored.error().describe()));
+  Json runs = Json::array();
+  for (const auto& s : *stored) {
+    Json r{{"run_id", s.id}, {"status", s.status}, {"created_at", s.created_at}, {"attempt", s.attempt}};
+    if (!s.node.empty()) r["node"] = s.node;
+    runs.push_back(std::move(r));
+  }
+  return Json{{"runs", runs}};
+}
+
+std::expected<Json, ApiError> ClusterRuns::history(const std::string& tenant, const std::string& session,
+                                                   std::size_t limit, std::optional<std::int64_t> before) {
+  return session_history(*deps_.kernel, tenant, session, limit, before);
+}
+
+bool ClusterRuns::session_exists(const std::string& tenant, const std::string& session) {
+  auto has = deps_.store->session_has_runs(tenant, session);
+  return has && *has;
+}
+
+std::expected<void, ApiError> ClusterRuns::forget(const std::string& tenant, const std::string& session) {
+  if (auto r = deps_.store->cancel_session(tenant, session); !r) {
+    return std::unexpected(api_error(500, "store_failed", r.error().describe()));
+  }
+  for (auto& t : executing()) {
+    if (t->state->tenant == tenant && t->state->session == session) t->state->request_cancel();
+  }
+  // The cancelled run (here or on another node) saves what it said so far: wait for it to end,
+  // then delete everything.
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    auto running = deps_.store->session_running(tenant, session);
+    if (!running) return std::unexpected(api_error(500, "store_failed", running.error().describe()));
+    if (!*running || Clock::now() > deadline) break;
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, std::chrono::milliseconds(50));
+  }
+  if (auto r = forget_session_data(*deps_.kernel, *deps_.config, tenant, session); !r) return r;
+  if (auto r = deps_.store->delete_session(tenant, session); !r) {
+    return std::unexpected(api_error(500, "store_failed", r.error().describe()));
+  }
+  std::lock_guard lock(mutex_);
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    const auto& s = *it->second->state;
+    const bool drop = s.tenant == tenant && s.session == session && !it->second->executing;
+    it = drop ? runs_.erase(it) : std::next(it);
+  }
+  return {};
+}
+
+void ClusterRuns::shutdown(std::chrono::milliseconds grace) {
+  std::lock_guard once(shutdown_mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    draining_ = true;
+  }
+  if (dispatcher_.joinable()) {
+    dispatcher_.request_stop();
+    changed_.notify_all();
+    dispatcher_.join();  // a claim in flight has launched its run by now
+  }
+  std::unique_lock lock(mutex_);
+  if (!changed_.wait_for(lock, grace, [&] { return threads_ == 0; })) {
+    for (auto& [id, t] : runs_) {
+      if (t->executing) t->state->request_cancel();
+    }
+  }
+  changed_.wait(lock, [&] { return threads_ == 0; });
+  // The heartbeat kept the claims until every run ended; now the loops can stop.
+  std::vector<std::jthread> loops = std::move(loops_);
+  lock.unlock();
+  loops.clear();
+}
+
+void ClusterRuns::evict_expired() {
+  const auto cutoff = Clock::now() - deps_.config->event_retention;
+  std::lock_guard lock(mutex_);
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    const auto& t = *it->second;
+    const bool expired = !t.executing && is_terminal(t.state->status()) && t.state->ended_at() < cutoff;
+    it = expired ? runs_.erase(it) : std::next(it);
+  }
+}
+
+std::size_t ClusterRuns::active_runs() const {
+  std::lock_guard lock(mutex_);
+  return threads_;
+}
+
+std::size_t ClusterRuns::queued_runs() const {
+  auto n = deps_.store->queued_count();
+  return n ? static_cast<std::size_t>(*n) : 0;
+}
+
+}  // namespace kernex::server

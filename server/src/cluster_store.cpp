@@ -1,0 +1,403 @@
+#include "cluster_store.hpp"
+
+namespace kernex::server {
+namespace {
+
+using pg::Connection;
+using pg::Rows;
+
+constexpr const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS serve_runs (
+  seq BIGSERIAL UNIQUE,
+  id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  session TEXT NOT NULL,
+  status TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  request TEXT NOT NULL,
+  result TEXT,
+  node TEXT,
+  attempt INTEGER NOT NULL DEFAULT 0,
+  lease_until TIMESTAMPTZ,
+  cancel_requested BOOLEAN NOT NULL DEFAULT false,
+  enqueued_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+  started_at TIMESTAMPTZ,
+  ended_at TIMESTAMPTZ);
+CREATE INDEX IF NOT EXISTS serve_runs_by_session ON serve_runs (tenant, session, seq);
+CREATE INDEX IF NOT EXISTS serve_runs_queued ON serve_runs (seq) WHERE status = 'queued';
+CREATE INDEX IF NOT EXISTS serve_runs_leases ON serve_runs (lease_until) WHERE status = 'running';
+CREATE INDEX IF NOT EXISTS serve_runs_by_node ON serve_runs (node) WHERE status = 'running';
+CREATE UNIQUE INDEX IF NOT EXISTS serve_runs_one_running ON serve_runs (tenant, session)
+  WHERE status = 'running' AND session <> '';
+CREATE TABLE IF NOT EXISTS serve_run_events (
+  run_id TEXT NOT NULL REFERENCES serve_runs (id) ON DELETE CASCADE,
+  seq BIGINT NOT NULL,
+  name TEXT NOT NULL,
+  data TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq));
+)SQL";
+
+constexpr const char* kRunColumns =
+    "id, tenant, session, status, created_at, COALESCE(node, ''), attempt, cancel_requested, request, "
+    "COALESCE(result, '')";
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// Stored by this server, but a damaged row must not take a node down: unreadable JSON is null.
+Json parse_or_null(const std::string& text) {
+  if (text.empty()) return nullptr;
+  Json j = Json::parse(text, nullptr, false);
+  return j.is_discarded() ? Json(nullptr) : j;
+}
+
+SharedRun read_run(const Rows& r, int row) {
+  SharedRun s;
+  s.id = r.text(row, 0);
+  s.tenant = r.text(row, 1);
+  s.session = r.text(row, 2);
+  s.status = r.text(row, 3);
+  s.created_at = r.text(row, 4);
+  s.node = r.text(row, 5);
+  s.attempt = static_cast<int>(r.int64(row, 6));
+  s.cancel_requested = r.boolean(row, 7);
+  s.request = parse_or_null(r.text(row, 8));
+  s.result = parse_or_null(r.text(row, 9));
+  return s;
+}
+
+std::vector<RunEvent> read_events(const Rows& r) {
+  std::vector<RunEvent> out;
+  for (int i = 0; i < r.size(); ++i) {
+    Json data = parse_or_null(r.text(i, 2));
+    out.push_back(RunEvent{static_cast<std::uint64_t>(r.int64(i, 0)), r.text(i, 1),
+                           data.is_null() ? Json::object() : std::move(data)});
+  }
+  return out;
+}
+
+// One JSON array parameter instead of a statement per event: [{seq, name, data(text)}].
+Result<void> insert_events(Connection& c, const std::string& id, const std::vector<RunEvent>& events) {
+  if (events.empty()) return {};
+  Json rows = Json::array();
+  for (const auto& e : events) rows.push_back({{"seq", e.id}, {"name", e.name}, {"data", dump(e.data)}});
+  auto r = c.exec(
+      "INSERT INTO serve_run_events (run_id, seq, name, data) "
+      "SELECT $1, (e->>'seq')::bigint, e->>'name', e->>'data' FROM json_array_elements($2::json) e "
+      "ON CONFLICT (run_id, seq) DO NOTHING",
+      {id, dump(rows)});
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+// An event after the stored ones, from whoever is not the run's executor (cancel, reaper).
+Result<void> append_one(Connection& c, const std::string& id, const std::string& name, const Json& data) {
+  auto r = c.exec(
+      "INSERT INTO serve_run_events (run_id, seq, name, data) "
+      "SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3 FROM serve_run_events WHERE run_id = $1",
+      {id, name, dump(data)});
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<void> notify(Connection& c, const char* channel, const std::string& payload) {
+  auto r = c.exec("SELECT pg_notify($1, $2)", {channel, payload});
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Json cancelled_body(const std::string& id, const std::string& session) {
+  return {{"run_id", id}, {"session_id", session}, {"outcome", "cancelled"}, {"text", ""},
+          {"usage", {{"input_tokens", 0}, {"output_tokens", 0}, {"total_tokens", 0}}}, {"cost_usd", 0.0}};
+}
+
+// Cancels one queued run (row locked by the caller): status, result and its run_end event.
+Result<void> cancel_queued(Connection& c, const std::string& id, const std::string& session) {
+  const Json body = cancelled_body(id, session);
+  auto r = c.exec("UPDATE serve_runs SET status = 'cancelled', result = $2, ended_at = clock_timestamp() WHERE id = $1",
+                  {id, dump(body)});
+  if (!r) return std::unexpected(r.error());
+  if (auto e = append_one(c, id, "run_end", body); !e) return e;
+  return notify(c, ClusterStore::kEventsChannel, id);
+}
+
+Result<void> lock_session(Connection& c, const std::string& tenant, const std::string& session) {
+  auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 7291))", {tenant + '\n' + session});
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+// Cancels the session's queued runs and flags its running one (the session lock is held).
+Result<void> interrupt_session(Connection& c, const std::string& tenant, const std::string& session) {
+  auto active = c.exec("SELECT id, status FROM serve_runs WHERE tenant = $1 AND session = $2 "
+                       "AND status IN ('queued', 'running') ORDER BY seq FOR UPDATE",
+                       {tenant, session});
+  if (!active) return std::unexpected(active.error());
+  for (int i = 0; i < active->size(); ++i) {
+    const std::string id = active->text(i, 0);
+    if (active->text(i, 1) == "queued") {
+      if (auto r = cancel_queued(c, id, session); !r) return r;
+      continue;
+    }
+    if (auto r = c.exec("UPDATE serve_runs SET cancel_requested = true WHERE id = $1", {id}); !r) {
+      return std::unexpected(r.error());
+    }
+    if (auto r = notify(c, ClusterStore::kCancelChannel, id); !r) return r;
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ClusterStore>> ClusterStore::open(const pg::Options& options, std::size_t pool_size) {
+  std::unique_ptr<ClusterStore> store(new ClusterStore(options, pool_size));
+  auto migrated = store->pool_.transaction<bool>([](Connection& c) -> Result<bool> {
+    if (auto r = c.exec("SELECT pg_advisory_xact_lock(7291000)"); !r) return std::unexpected(r.error());
+    if (auto r = c.script(kSchema); !r) return std::unexpected(r.error());
+    return true;
+  });
+  if (!migrated) return std::unexpected(migrated.error());
+  return store;
+}
+
+Result<ClusterStore::Admitted> ClusterStore::submit(const SharedRun& run, IfBusy if_busy) {
+  return pool_.transaction<Admitted>([&](Connection& c) -> Result<Admitted> {
+    if (!run.session.empty()) {
+      if (auto r = lock_session(c, run.tenant, run.session); !r) return std::unexpected(r.error());
+      if (if_busy == IfBusy::Reject) {
+        auto busy = c.exec("SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 "
+                           "AND status IN ('queued', 'running') LIMIT 1",
+                           {run.tenant, run.session});
+        if (!busy) return std::unexpected(busy.error());
+        if (!busy->empty()) return Admitted::Busy;
+      } else if (if_busy == IfBusy::Interrupt) {
+        if (auto r = interrupt_session(c, run.tenant, run.session); !r) return std::unexpected(r.error());
+      }
+    }
+    auto r = c.exec("INSERT INTO serve_runs (id, tenant, session, status, created_at, request) "
+                    "VALUES ($1, $2, $3, 'queued', $4, $5)",
+                    {run.id, run.tenant, run.session, run.created_at, dump(run.request)});
+    if (!r) return std::unexpected(r.error());
+    if (auto n = notify(c, kQueueChannel, ""); !n) return std::unexpected(n.error());
+    return Admitted::Queued;
+  });
+}
+
+Result<std::optional<ClaimedRun>> ClusterStore::claim(const std::string& node, std::chrono::seconds lease) {
+  auto conn = pool_.acquire();
+  if (!conn) return std::unexpected(conn.error());
+  Connection& c = **conn;
+  // The subquery skips rows other claimers hold; the outer status check re-reads the row once
+  // locked. The unique index settles two nodes claiming two runs of one session at once.
+  auto claimed = c.exec(
+      std::string("UPDATE serve_runs SET status = 'running', node = $1, attempt = attempt + 1, "
+                  "lease_until = clock_timestamp() + make_interval(secs => $2::double precision), "
+                  "started_at = clock_timestamp() "
+                  "WHERE id = (SELECT r.id FROM serve_runs r WHERE r.status = 'queued' AND (r.session = '' OR "
+                  "NOT EXISTS (SELECT 1 FROM serve_runs b WHERE b.tenant = r.tenant AND b.session = r.session "
+                  "AND (b.status = 'running' OR (b.status = 'queued' AND b.seq < r.seq)))) "
+                  "ORDER BY r.seq LIMIT 1 FOR UPDATE SKIP LOCKED) AND status = 'queued' RETURNING ") +
+          kRunColumns,
+      {node, static_cast<std::int64_t>(lease.count())});
+  if (!claimed) {
+    if (c.last_sqlstate() == pg::kUniqueViolation) return std::nullopt;  // lost a race: try again later
+    return std::unexpected(claimed.error());
+  }
+  if (claimed->empty()) return std::nullopt;
+  ClaimedRun out{read_run(*claimed, 0), {}};
+  auto events = c.exec("SELECT seq, name, data FROM serve_run_events WHERE run_id = $1 ORDER BY seq", {out.run.id});
+  if (!events) return std::unexpected(events.error());
+  out.events = read_events(*events);
+  return out;
+}
+
+Result<std::vector<HeldClaim>> ClusterStore::renew(const std::string& node, std::chrono::seconds lease) {
+  auto conn = control_.acquire();
+  if (!conn) return std::unexpected(conn.error());
+  auto r = (*conn)->exec(
+      "UPDATE serve_runs SET lease_until = clock_timestamp() + make_interval(secs => $2::double precision) "
+      "WHERE node = $1 AND status = 'running' RETURNING id, attempt, cancel_requested",
+      {node, static_cast<std::int64_t>(lease.count())});
+  if (!r) return std::unexpected(r.error());
+  std::vector<HeldClaim> out;
+  for (int i = 0; i < r->size(); ++i) {
+    out.push_back(HeldClaim{r->text(i, 0), static_cast<int>(r->int64(i, 1)), r->boolean(i, 2)});
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> ClusterStore::reap(const ClusterConfig& cluster) {
+  return control_.transaction<std::vector<std::string>>([&](Connection& c) -> Result<std::vector<std::string>> {
+    auto lost = c.exec(
+        "SELECT id, session, attempt, cancel_requested, COALESCE(node, '') FROM serve_runs "
+        "WHERE status = 'running' AND lease_until < clock_timestamp() ORDER BY seq LIMIT 100 FOR UPDATE SKIP LOCKED");
+    if (!lost) return std::unexpected(lost.error());
+    std::vector<std::string> ids;
+    for (int i = 0; i < lost->size(); ++i) {
+      const std::string id = lost->text(i, 0), session = lost->text(i, 1), node = lost->text(i, 4);
+      const int attempt = static_cast<int>(lost->int64(i, 2));
+      const std::string why = "node " + node + " stopped renewing its lease";
+      Result<void> done;
+      if (lost->boolean(i, 3)) {
+        done = cancel_queued(c, id, session);
+      } else if (cluster.retry_lost && attempt < static_cast<int>(cluster.max_attempts)) {
+        auto r = c.exec("UPDATE serve_runs SET status = 'queued', lease_until = NULL WHERE id = $1", {id});
+        if (!r) return std::unexpected(r.error());
+        done = append_one(c, id, "run_retry", {{"run_id", id}, {"attempt", attempt + 1}, {"reason", why}});
+        if (done) done = notify(c, kEventsChannel, id);
+      } else {
+        const Json error{{"run_id", id}, {"code", "interrupted"},
+                         {"message", why + " (attempt " + std::to_string(attempt) + " of " +
+                                         std::to_string(cluster.max_attempts) + ")"}};
+        auto r = c.exec("UPDATE serve_runs SET status = 'failed', result = $2, lease_until = NULL, "
+                        "ended_at = clock_timestamp() WHERE id = $1",
+                        {id, dump(error)});
+        if (!r) return std::unexpected(r.error());
+        done = append_one(c, id, "error", error);
+        if (done) done = notify(c, kEventsChannel, id);
+      }
+      if (!done) return std::unexpected(done.error());
+      ids.push_back(id);
+    }
+    if (!ids.empty()) {
+      if (auto n = notify(c, kQueueChannel, ""); !n) return std::unexpected(n.error());
+    }
+    return ids;
+  });
+}
+
+namespace {
+
+// Locks the run's row while (node, attempt) still holds it; false when the claim is gone.
+Result<bool> hold(Connection& c, const std::string& id, const std::string& node, int attempt, const char* lock) {
+  auto r = c.exec(std::string("SELECT 1 FROM serve_runs WHERE id = $1 AND node = $2 AND attempt = $3::int "
+                              "AND status = 'running' ") + lock,
+                  {id, node, attempt});
+  if (!r) return std::unexpected(r.error());
+  return !r->empty();
+}
+
+}  // namespace
+
+Result<bool> ClusterStore::append_events(const std::string& id, const std::string& node, int attempt,
+                                         const std::vector<RunEvent>& events) {
+  return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+    auto held = hold(c, id, node, attempt, "FOR SHARE");
+    if (!held || !*held) return held;
+    if (auto r = insert_events(c, id, events); !r) return std::unexpected(r.error());
+    if (auto r = notify(c, kEventsChannel, id); !r) return std::unexpected(r.error());
+    return true;
+  });
+}
+
+Result<bool> ClusterStore::finish(const std::string& id, const std::string& node, int attempt, RunStatus status,
+                                  const Json& result, const std::vector<RunEvent>& events) {
+  return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+    auto held = hold(c, id, node, attempt, "FOR UPDATE");
+    if (!held || !*held) return held;
+    if (auto r = insert_events(c, id, events); !r) return std::unexpected(r.error());
+    auto r = c.exec("UPDATE serve_runs SET status = $2, result = $3, lease_until = NULL, ended_at = clock_timestamp() "
+                    "WHERE id = $1",
+                    {id, std::string(to_string(status)), dump(result)});
+    if (!r) return std::unexpected(r.error());
+    if (auto n = notify(c, kEventsChannel, id); !n) return std::unexpected(n.error());
+    if (auto n = notify(c, kQueueChannel, ""); !n) return std::unexpected(n.error());
+    return true;
+  });
+}
+
+Result<ClusterStore::CancelOutcome> ClusterStore::cancel(const std::string& tenant, const std::string& id) {
+  return pool_.transaction<CancelOutcome>([&](Connection& c) -> Result<CancelOutcome> {
+    auto row = c.exec("SELECT status, session FROM serve_runs WHERE id = $1 AND tenant = $2 FOR UPDATE", {id, tenant});
+    if (!row) return std::unexpected(row.error());
+    if (row->empty()) return CancelOutcome::NotFound;
+    const std::string status = row->text(0, 0);
+    if (status == "queued") {
+      if (auto r = cancel_queued(c, id, row->text(0, 1)); !r) return std::unexpected(r.error());
+      return CancelOutcome::CancelledQueued;
+    }
+    if (status != "running") return CancelOutcome::Finished;
+    if (auto r = c.exec("UPDATE serve_runs SET cancel_requested = true WHERE id = $1", {id}); !r) {
+      return std::unexpected(r.error());
+    }
+    if (auto r = notify(c, kCancelChannel, id); !r) return std::unexpected(r.error());
+    return CancelOutcome::Requested;
+  });
+}
+
+Result<void> ClusterStore::cancel_session(const std::string& tenant, const std::string& session) {
+  auto done = pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+    if (auto r = lock_session(c, tenant, session); !r) return std::unexpected(r.error());
+    if (auto r = interrupt_session(c, tenant, session); !r) return std::unexpected(r.error());
+    return true;
+  });
+  if (!done) return std::unexpected(done.error());
+  return {};
+}
+
+Result<bool> ClusterStore::session_running(const std::string& tenant, const std::string& session) {
+  auto lease = pool_.acquire();
+  if (!lease) return std::unexpected(lease.error());
+  auto r = (*lease)->exec("SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 AND status = 'running' LIMIT 1",
+                          {tenant, session});
+  if (!r) return std::unexpected(r.error());
+  return !r->empty();
+}
+
+Result<bool> ClusterStore::session_has_runs(const std::string& tenant, const std::string& session) {
+  auto lease = pool_.acquire();
+  if (!lease) return std::unexpected(lease.error());
+  auto r = (*lease)->exec("SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 LIMIT 1", {tenant, session});
+  if (!r) return std::unexpected(r.error());
+  return !r->empty();
+}
+
+Result<void> ClusterStore::delete_session(const std::string& tenant, const std::string& session) {
+  auto lease = pool_.acquire();
+  if (!lease) return std::unexpected(lease.error());
+  auto r = (*lease)->exec("DELETE FROM serve_runs WHERE tenant = $1 AND session = $2", {tenant, session});
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<std::optional<SharedRun>> ClusterStore::find(const std::string& tenant, const std::string& id) {
+  auto lease = pool_.acquire();
+  if (!lease) return std::unexpected(lease.error());
+  auto r = (*lease)->exec(std::string("SELECT ") + kRunColumns + " FROM serve_runs WHERE id = $1 AND tenant = $2",
+                          {id, tenant});
+  if (!r) return std::unexpected(r.error());
+  if (r->empty()) return std::nullopt;
+  return read_run(*r, 0);
+}
+
+Result<std::vector<RunEvent>> ClusterStore::events_after(const std::string& id, std::uint64_t after) {
+  auto lease = pool_.acquire();
+  if (!lease) return std::unexpected(lease.error());
+  auto r = (*lease)->exec("SELECT seq, name, data FROM serve_run_events WHERE run_id = $1 AND seq > $2::bigint "
+                          "ORDER BY seq",
+                          {id, static_cast<std::uint64_t>(after)});
+  if (!r) return std::unexpected(r.error());
+  return read_events(*r);
+}
+
+Result<std::vector<SharedRun>> ClusterStore::session_runs(const std::string& tenant, const std::string& session,
+                                                          std::size_t limit) {
+  auto lease = pool_.acquire();
+  if (!lease) return std::unexpected(lease.error());
+  auto r = (*lease)->exec(std::string("SELECT ") + kRunColumns +
+                              " FROM serve_runs WHERE tenant = $1 AND session = $2 ORDER BY seq DESC LIMIT $3::bigint",
+                          {tenant, session, static_cast<std::uint64_t>(limit)});
+  if (!r) return std::unexpected(r.error());
+  std::vector<SharedRun> out;
+  for (int i = 0; i < r->size(); ++i) out.push_back(read_run(*r, i));
+  return out;
+}
+
+Result<std::uint64_t> ClusterStore::queued_count() {
+  auto lease = pool_.acquire();
+  if (!lease) return std::unexpected(lease.error());
+  auto r = (*lease)->exec("SELECT count(*) FROM serve_runs WHERE status = 'queued'");
+  if (!r) return std::unexpected(r.error());
+  return static_cast<std::uint64_t>(r->int64(0, 0));
+}
+
+}  // namespace kernex::server

@@ -1,0 +1,96 @@
+// Runs and their events in PostgreSQL, shared by every `kernex serve` node on one database. The
+// table is the truth: a run is inserted before it is acknowledged; a node claims a queued run
+// with FOR UPDATE SKIP LOCKED and holds it with a lease (the database's clock) that it renews; a
+// partial unique index allows one running run per session across all nodes; every write of an
+// executing node is fenced by (node, attempt), so a node that lost its claim writes nothing.
+// Changes are announced with NOTIFY: kernex_serve_queue (a run may be claimable),
+// kernex_serve_events (run id: new events) and kernex_serve_cancel (run id).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernex/json.hpp"
+#include "kernex/pg/pool.hpp"
+#include "kernex/server/serve_config.hpp"
+#include "run_state.hpp"
+
+namespace kernex::server {
+
+struct SharedRun {
+  std::string id, tenant, session, status, created_at, node;
+  int attempt = 0;
+  bool cancel_requested = false;
+  Json request;
+  Json result;
+};
+
+struct ClaimedRun {
+  SharedRun run;
+  std::vector<RunEvent> events;  // stored by earlier attempts (run_retry included)
+};
+
+// A claim this node still holds, as the last renewal saw it.
+struct HeldClaim {
+  std::string id;
+  int attempt = 0;
+  bool cancel_requested = false;
+};
+
+class ClusterStore {
+ public:
+  inline static const char* kQueueChannel = "kernex_serve_queue";
+  inline static const char* kEventsChannel = "kernex_serve_events";
+  inline static const char* kCancelChannel = "kernex_serve_cancel";
+
+  // Connects and applies the schema under an advisory lock (nodes starting at once don't race).
+  static Result<std::unique_ptr<ClusterStore>> open(const pg::Options& options, std::size_t pool_size);
+
+  enum class Admitted { Queued, Busy };
+  // Inserts the run as queued unless its session is busy and `if_busy` is reject; interrupt
+  // cancels the session's queued runs and asks its running one to stop. One transaction, under a
+  // per-session advisory lock, so two nodes deciding for one session never both see it idle.
+  Result<Admitted> submit(const SharedRun& run, IfBusy if_busy);
+  // Claims the oldest claimable run: queued, and the first of its session with none running.
+  Result<std::optional<ClaimedRun>> claim(const std::string& node, std::chrono::seconds lease);
+  // Extends every claim of `node`; returns the claims it still holds.
+  Result<std::vector<HeldClaim>> renew(const std::string& node, std::chrono::seconds lease);
+  // Runs whose lease expired: queued again (retry) or failed, with a run_retry or error event.
+  // Returns the ids it changed.
+  Result<std::vector<std::string>> reap(const ClusterConfig& cluster);
+  // Stores events (ids contiguous after what is stored) while the claim holds; false: it doesn't.
+  Result<bool> append_events(const std::string& id, const std::string& node, int attempt,
+                             const std::vector<RunEvent>& events);
+  // The run's end: the remaining events, status and result, in one fenced transaction.
+  Result<bool> finish(const std::string& id, const std::string& node, int attempt, RunStatus status,
+                      const Json& result, const std::vector<RunEvent>& events);
+
+  enum class CancelOutcome { NotFound, Finished, CancelledQueued, Requested };
+  Result<CancelOutcome> cancel(const std::string& tenant, const std::string& id);
+  // Cancels every queued run of the session and asks its running one to stop.
+  Result<void> cancel_session(const std::string& tenant, const std::string& session);
+  Result<bool> session_running(const std::string& tenant, const std::string& session);
+  Result<bool> session_has_runs(const std::string& tenant, const std::string& session);
+  Result<void> delete_session(const std::string& tenant, const std::string& session);
+
+  Result<std::optional<SharedRun>> find(const std::string& tenant, const std::string& id);
+  Result<std::vector<RunEvent>> events_after(const std::string& id, std::uint64_t after);
+  // Newest first.
+  Result<std::vector<SharedRun>> session_runs(const std::string& tenant, const std::string& session,
+                                              std::size_t limit);
+  Result<std::uint64_t> queued_count();
+
+  const pg::Options& options() const { return pool_.options(); }
+
+ private:
+  ClusterStore(const pg::Options& options, std::size_t pool_size) : pool_(options, pool_size), control_(options, 1) {}
+  pg::Pool pool_;
+  // Renewals and reaping have their own connection: runs busy with the main pool must never
+  // delay the renewal that keeps their claims.
+  pg::Pool control_;
+};
+
+}  // namespace kernex::server

@@ -1,0 +1,58 @@
+// Running one acknowledged request through the kernel, and the session data runs leave behind
+// (memory conversations, workspace). Shared by the single-process RunManager and ClusterRuns, so
+// a run does the same thing whichever node executes it.
+#pragma once
+
+#include <chrono>
+#include <expected>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernex/skills/skill.hpp"
+#include "runs.hpp"
+
+namespace kernex::server {
+
+struct RunEnv {
+  Kernel* kernel = nullptr;
+  const ServeConfig* config = nullptr;
+  const std::vector<skills::Skill>* skills = nullptr;
+  // Offers the loaded skills to runs that name none (activation by trigger or activate_skill);
+  // made once, since a source holds a copy of every skill.
+  std::shared_ptr<ContextSource> default_skills;
+  RunObserver* observer = nullptr;  // may be null
+};
+RunEnv make_run_env(Kernel* kernel, const ServeConfig* config, const std::vector<skills::Skill>* skills,
+                    RunObserver* observer);
+
+// How a run ended: its status, its last event (run_end or error) and what it used.
+struct RunEnd {
+  RunStatus status = RunStatus::Done;
+  std::string event = "run_end";
+  Json body;
+  Usage usage;
+  std::string model;
+  std::string outcome;
+};
+
+// Marks the run running, emits run_start, runs the kernel with the run's stop token, and returns
+// how it ended. Does not finish the RunState: the caller stores the end first.
+RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& request);
+
+// The run_end body of a run cancelled before it started.
+Json cancelled_result(const std::string& run_id, const std::string& session);
+std::optional<ApiError> unknown_skill(const std::vector<skills::Skill>& loaded, const RunRequest& request);
+std::string utc_now();
+
+std::filesystem::path session_workspace(const ServeConfig& config, const std::string& tenant,
+                                        const std::string& session);
+std::expected<Json, ApiError> session_history(Kernel& kernel, const std::string& tenant, const std::string& session,
+                                              std::size_t limit, std::optional<std::int64_t> before);
+// Deletes the session's memory conversations and empties its workspace.
+std::expected<void, ApiError> forget_session_data(Kernel& kernel, const ServeConfig& config,
+                                                  const std::string& tenant, const std::string& session);
+
+}  // namespace kernex::server

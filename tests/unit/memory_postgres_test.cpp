@@ -1,0 +1,349 @@
+// The PostgreSQL memory plugin's own cases: options, migrations racing, connection loss, hostile
+// recall text, claims racing across threads, and backups that cross between SQLite and PostgreSQL.
+// Behaviour shared with SQLite is the conformance suite's. Each test gets a fresh database
+// (pg_test_db.hpp) and skips, saying why, when no server is configured.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <ctime>
+#include <set>
+#include <thread>
+
+#include "kernex/plugin_host.hpp"
+#include "pg_test_db.hpp"
+#include "temp_dir.hpp"
+
+namespace kernex {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::PgTestDb;
+using testing::TempDir;
+
+std::string utc(std::time_t t) {
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+std::string now_plus(long seconds) { return utc(std::time(nullptr) + seconds); }
+
+// The plugin host reports a factory's failure as a Plugin error caused by the store's own.
+ErrorCode store_code(const Error& e) { return e.cause ? e.cause->code : e.code; }
+
+class MemoryPostgres : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (db.dsn().empty()) GTEST_SKIP() << PgTestDb::skip_reason();
+    store = open();
+    ASSERT_TRUE(store);
+  }
+  std::shared_ptr<MemoryStore> open(Json options = Json::object()) {
+    if (!options.contains("dsn")) options["dsn"] = db.dsn();
+    auto s = host.create_memory("postgres", options);
+    EXPECT_TRUE(s) << s.error().describe();
+    return s ? *s : nullptr;
+  }
+  std::string conversation(MemoryStore& s, const std::string& sender = "alice", const std::string& project = "") {
+    auto id = s.open_conversation({"cli", sender, project}, std::chrono::minutes(120));
+    EXPECT_TRUE(id) << id.error().describe();
+    return id.value_or("");
+  }
+  TaskSpec task(std::string description, std::string due, std::string sender = "alice") {
+    TaskSpec t;
+    t.channel = "cli";
+    t.sender_id = std::move(sender);
+    t.reply_target = "chat-1";
+    t.description = std::move(description);
+    t.due_at = std::move(due);
+    return t;
+  }
+  // Ends every other session on the test database, as a server restart or a network cut would.
+  void kill_connections() {
+    ASSERT_TRUE(db.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND pid <> pg_backend_pid()"));
+  }
+
+  PgTestDb db;
+  TempDir dir;
+  PluginHost host = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
+  std::shared_ptr<MemoryStore> store;
+};
+
+TEST_F(MemoryPostgres, ConversationsKeepInsertionOrderAndCount) {
+  const std::string conv = conversation(*store);
+  EXPECT_EQ(conversation(*store), conv);
+  std::vector<ContextEntry> all;
+  for (int i = 0; i < 20; ++i) {
+    std::vector<ContextEntry> exchange{ContextEntry::user("u" + std::to_string(i)),
+                                       ContextEntry::assistant("a" + std::to_string(i))};
+    ASSERT_TRUE(store->append_messages(conv, exchange));
+    all.insert(all.end(), exchange.begin(), exchange.end());
+  }
+  EXPECT_EQ(store->recent_messages(conv, 6).value(), std::vector<ContextEntry>(all.end() - 6, all.end()));
+  EXPECT_EQ(store->oldest_messages(conv, 3).value(), std::vector<ContextEntry>(all.begin(), all.begin() + 3));
+  EXPECT_EQ(store->message_count(conv).value(), 40u);
+  auto fresh = store->open_conversation({"cli", "alice", ""}, std::chrono::minutes(0));
+  ASSERT_TRUE(fresh);
+  EXPECT_NE(*fresh, conv);
+}
+
+TEST_F(MemoryPostgres, AnExchangeIsSavedWholeOrNotAtAll) {
+  const std::string conv = conversation(*store);
+  auto bad = store->append_messages(conv, {ContextEntry::user("fine"), ContextEntry::assistant(std::string("a\0b", 3))});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::Parse);
+  EXPECT_THAT(bad.error().describe(), HasSubstr("NUL"));
+  EXPECT_EQ(store->message_count(conv).value(), 0u);
+  EXPECT_TRUE(store->recent_messages(conv, 5).value().empty());
+  auto unknown = store->append_messages("no-such-id", {ContextEntry::user("x")});
+  ASSERT_FALSE(unknown);
+  EXPECT_THAT(unknown.error().describe(), HasSubstr("no conversation no-such-id"));
+}
+
+TEST_F(MemoryPostgres, OptionsAreCheckedAndTyped) {
+  const auto error_of = [&](Json options) {
+    options["dsn"] = db.dsn();
+    auto s = host.create_memory("postgres", options);
+    EXPECT_FALSE(s);
+    return s ? Error(ErrorCode::Internal, "") : s.error();
+  };
+  for (const char* key : {"pool_size", "statement_timeout_ms", "connect_timeout_s", "max_message_bytes"}) {
+    for (Json bad : {Json(0), Json(-1), Json("4"), Json(1.5)}) {
+      auto e = error_of(Json{{key, bad}});
+      EXPECT_EQ(store_code(e), ErrorCode::Config) << key;
+      EXPECT_THAT(e.describe(), HasSubstr(std::string("'") + key + "'"));
+    }
+  }
+  auto unknown = error_of(Json{{"colour", "red"}});
+  EXPECT_EQ(store_code(unknown), ErrorCode::Config);
+  EXPECT_THAT(unknown.describe(), HasSubstr("unknown option 'colour'"));
+  auto dsn = host.create_memory("postgres", Json{{"dsn", 5}});
+  ASSERT_FALSE(dsn);
+  EXPECT_THAT(dsn.error().describe(), HasSubstr("'dsn'"));
+  // The kernel passes data_dir to every memory plugin: accepted and unused.
+  EXPECT_TRUE(open(Json{{"data_dir", dir.path().string()}, {"pool_size", 2}, {"statement_timeout_ms", 1000}}));
+}
+
+TEST_F(MemoryPostgres, ConnectFailureIsIoAndNeverShowsThePassword) {
+  const std::string secret = "s3cr3t-Pa55word";
+  for (const std::string& dsn : {"host=127.0.0.1 port=1 user=nobody password=" + secret + " dbname=x",
+                                 "postgresql://nobody:" + secret + "@127.0.0.1:1/x",
+                                 "host=127.0.0.1 password " + secret, "host=127.0.0.1 port=1 password= " + secret}) {
+    auto s = host.create_memory("postgres", Json{{"dsn", dsn}, {"connect_timeout_s", 2}});
+    ASSERT_FALSE(s) << dsn;
+    EXPECT_EQ(store_code(s.error()), ErrorCode::Io) << s.error().describe();
+    EXPECT_THAT(s.error().describe(), Not(HasSubstr(secret)));
+  }
+}
+
+// Several processes starting at once on a fresh database: the advisory lock lets one migrate and
+// the others wait, then find the schema in place.
+TEST_F(MemoryPostgres, MigrationsRaceOnAFreshDatabase) {
+  PgTestDb fresh;
+  ASSERT_FALSE(fresh.dsn().empty());
+  constexpr int kOpeners = 8;
+  std::atomic<int> ready{0}, opened{0};
+  std::vector<std::string> errors(kOpeners);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kOpeners; ++i) {
+    threads.emplace_back([&, i] {
+      ++ready;
+      while (ready.load() < kOpeners) std::this_thread::yield();
+      auto s = host.create_memory("postgres", Json{{"dsn", fresh.dsn()}, {"pool_size", 1}});
+      if (!s) {
+        errors[static_cast<std::size_t>(i)] = s.error().describe();
+        return;
+      }
+      auto conv = (*s)->open_conversation({"cli", "t" + std::to_string(i), ""}, std::chrono::minutes(5));
+      if (conv && (*s)->append_messages(*conv, {ContextEntry::user("hi")})) ++opened;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_EQ(opened.load(), kOpeners);
+  std::string versions;
+  ASSERT_TRUE(fresh.exec("SELECT count(*) || '/' || count(DISTINCT version) FROM schema_version", &versions));
+  EXPECT_EQ(versions, "1/1");
+}
+
+TEST_F(MemoryPostgres, ConnectionLossIsTypedAndTheNextCallReconnects) {
+  const std::string conv = conversation(*store);
+  ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("before")}));
+  kill_connections();
+  // The pooled connection is dead: the first call fails as Io (or, had the pool no dead
+  // connection left, succeeds); it never hangs, and the call after it works.
+  auto first = store->message_count(conv);
+  if (!first) {
+    EXPECT_EQ(first.error().code, ErrorCode::Io) << first.error().describe();
+  }
+  auto again = store->append_messages(conv, {ContextEntry::user("after")});
+  ASSERT_TRUE(again) << again.error().describe();
+  EXPECT_EQ(store->message_count(conv).value(), 2u);
+  // Loss inside a transaction rolls the exchange back whole.
+  kill_connections();
+  auto lost = store->append_messages(conv, {ContextEntry::user("x"), ContextEntry::assistant("y")});
+  if (!lost) {
+    EXPECT_EQ(lost.error().code, ErrorCode::Io);
+  }
+  const auto count = store->message_count(conv).value();
+  EXPECT_TRUE(count == 2u || count == 4u) << count;
+}
+
+TEST_F(MemoryPostgres, RecallTakesHostileTextLiterally) {
+  const std::string conv = conversation(*store);
+  ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("the build is NOT working again"),
+                                            ContextEntry::user("a & b | !c means nothing here"),
+                                            ContextEntry::user("path C:\\temp\\x and 'quotes' \"too\"")}));
+  const std::string other = conversation(*store, "alice", "p");
+  for (const std::string& q : std::vector<std::string>{"a & b | !c", "!!!", "'", "\"", "\\", "\\\\'", "", "   ", "&|!():*<->",
+                              "foo:* & bar", "<-> <2>", "''''''", "(((", "working & !again", "NULL",
+                              std::string(300, '|'), "é中&", "x' OR '1'='1"}) {
+    auto hits = store->recall({q, "alice", 5, other, 0, std::nullopt});
+    EXPECT_TRUE(hits) << q << ": " << hits.error().describe();
+  }
+  auto hits = store->recall({"working & !again", "alice", 5, other, 0, std::nullopt});
+  ASSERT_TRUE(hits);
+  ASSERT_EQ(hits->size(), 1u);
+  EXPECT_EQ((*hits)[0].text, "the build is NOT working again");
+  EXPECT_EQ(store->recall({"temp quotes", "alice", 5, other, 0, std::nullopt}).value().size(), 1u);
+  EXPECT_FALSE(store->recall({"bad \xff utf8", "alice", 5, other, 0, std::nullopt}));
+}
+
+TEST_F(MemoryPostgres, RecallUsesTheFullTextIndexes) {
+  std::string plan;
+  ASSERT_TRUE(db.exec("SET enable_seqscan = off; SELECT 1", nullptr));
+  ASSERT_TRUE(db.exec("EXPLAIN SELECT seq FROM messages m WHERE m.role = 'user' AND to_tsvector('simple'::regconfig, "
+                      "left(m.content, 200000)) @@ phraseto_tsquery('simple', 'deploy')",
+                      &plan));
+  EXPECT_THAT(plan, Not(HasSubstr("Seq Scan"))) << plan;
+}
+
+TEST_F(MemoryPostgres, ConcurrentClaimsNeverShareATask) {
+  constexpr int kTasks = 60, kWorkers = 6;
+  for (int i = 0; i < kTasks; ++i) {
+    ASSERT_TRUE(store->create_task(task("task number " + std::to_string(i), now_plus(-60 - i), "s" + std::to_string(i))));
+  }
+  std::vector<std::vector<std::string>> claimed(kWorkers);
+  std::vector<std::thread> threads;
+  std::atomic<int> ready{0};
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      auto mine = open(Json{{"pool_size", 2}});  // a store per worker, like separate processes
+      if (!mine) return;
+      ++ready;
+      while (ready.load() < kWorkers) std::this_thread::yield();
+      for (;;) {
+        auto got = mine->claim_due_tasks("worker-" + std::to_string(w), std::chrono::seconds(300), 3);
+        if (!got) {
+          ADD_FAILURE() << got.error().describe();
+          return;
+        }
+        if (got->empty()) return;
+        for (const auto& t : *got) claimed[static_cast<std::size_t>(w)].push_back(t.id);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::multiset<std::string> all;
+  for (const auto& ids : claimed) all.insert(ids.begin(), ids.end());
+  EXPECT_EQ(all.size(), static_cast<std::size_t>(kTasks));
+  EXPECT_EQ(std::set<std::string>(all.begin(), all.end()).size(), all.size()) << "a task was claimed twice";
+}
+
+TEST_F(MemoryPostgres, LeasesRetriesRecurrenceAndCancel) {
+  auto id = store->create_task(task("Water the plants please today", now_plus(-10))).value();
+  EXPECT_EQ(store->create_task(task("water the plants today", now_plus(600))).value(), id);  // similar, near: dup
+  auto claimed = store->claim_due_tasks("w1", std::chrono::seconds(0), 10).value();
+  ASSERT_EQ(claimed.size(), 1u);
+  // A zero lease has expired at once: another worker takes it over; the first no longer holds it.
+  ASSERT_EQ(store->claim_due_tasks("w2", std::chrono::seconds(60), 10).value().size(), 1u);
+  EXPECT_FALSE(store->complete_task(id, "w1").value());
+  EXPECT_TRUE(store->fail_task(id, "w2", "boom").value());  // retry 1 of 3
+  auto t = store->task(id).value();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->status, "pending");
+  EXPECT_EQ(t->retry_count, 1u);
+  EXPECT_EQ(t->last_error, "boom");
+  EXPECT_GT(t->spec.due_at, now_plus(100));  // 2 minutes of backoff
+  // Monthly from Jan 31 follows SQLite's date arithmetic (Mar 3), not PostgreSQL's (Feb 28).
+  auto spec = task("Monthly report", "2025-01-31 09:00:00");
+  spec.repeat = "monthly";
+  auto monthly = store->create_task(spec).value();
+  EXPECT_TRUE(store->complete_task(monthly, "").value());
+  EXPECT_GT(store->task(monthly).value()->spec.due_at, now_plus(0));
+  EXPECT_EQ(store->task(monthly).value()->spec.due_at.substr(10), " 09:00:00");
+  // Cancel takes the prefix literally: "%" and "_" are not wildcards.
+  EXPECT_FALSE(store->cancel_task("%", "alice").value());
+  EXPECT_FALSE(store->cancel_task("_", "alice").value());
+  EXPECT_TRUE(store->cancel_task(id.substr(0, 8), "alice").value());
+  EXPECT_EQ(store->task(id).value()->status, "cancelled");
+}
+
+TEST_F(MemoryPostgres, SqliteExportImportsIntoPostgresAndBackUnchanged) {
+  auto lite = host.create_memory("sqlite", Json{{"path", (dir / "a.db").string()}}).value();
+  const std::string conv = conversation(*lite);
+  ContextEntry call = ContextEntry::assistant("");
+  call.tool_calls = {ToolCall{"c1", "calculate", Json{{"expression", "1+1"}}}};
+  call.provider_state = Json{{"thinking", "sig"}};
+  ASSERT_TRUE(lite->append_messages(conv, {ContextEntry::user("add é 中"), call,
+                                           ContextEntry::tool(ToolResult{"c1", "calculate", "2", false}),
+                                           ContextEntry::assistant("2")}));
+  ASSERT_TRUE(lite->save_compaction_summary(conv, {"sum", 2}));
+  ASSERT_TRUE(lite->close_conversation(conv, std::string("closed with a summary")));
+  ASSERT_TRUE(lite->store_fact("alice", "name", "Alice"));
+  ASSERT_TRUE(lite->store_fact("alice", "gone", "x"));
+  ASSERT_TRUE(lite->soft_delete_fact("alice", "gone"));
+  ASSERT_TRUE(lite->store_lesson({"alice", "d", "r", "", 1, ""}));
+  ASSERT_TRUE(lite->store_lesson({"alice", "d", "r", "", 1, ""}));
+  ASSERT_TRUE(lite->store_outcome({"alice", "d", -1, "l", "conversation", "p", ""}));
+  ASSERT_TRUE(lite->record_usage({conv, "alice", "m", "p", Usage{1, 2, 3, 4, 0.5}}));
+  ASSERT_TRUE(lite->record_usage({conv, "alice", "m", "p", Usage{1, 0, 0, 0, 0.0}}));
+  ASSERT_TRUE(lite->record_tool_call({"", conv, "alice", "", "calculate", Json{{"expression", "1+1"}}, "2", "ok", ""}));
+  auto t = task("Call John about the export", "2026-12-31 15:00:00");
+  t.repeat = "weekly";
+  auto id = lite->create_task(t).value();
+  ASSERT_TRUE(lite->record_task_run({"", id, "2026-01-01 00:00:00", "", "completed", "done", std::nullopt, 7}));
+  ASSERT_TRUE(lite->record_task_run({"", id, "2026-01-02 00:00:00", "", "failed", std::nullopt, "e", std::nullopt}));
+  auto exported = lite->export_json();
+  ASSERT_TRUE(exported) << exported.error().describe();
+
+  auto imported = store->import_json(*exported);
+  ASSERT_TRUE(imported) << imported.error().describe();
+  auto from_pg = store->export_json();
+  ASSERT_TRUE(from_pg) << from_pg.error().describe();
+  EXPECT_EQ(*from_pg, *exported) << from_pg->dump(1) << "\n" << exported->dump(1);
+  EXPECT_EQ(store->recent_messages(conv, 10).value(), lite->recent_messages(conv, 10).value());
+  EXPECT_EQ(store->recall({"add é", "alice", 5, "", 0, std::nullopt}).value().size(), 1u);
+  EXPECT_EQ(store->usage_by_day().value().size(), lite->usage_by_day().value().size());
+  // New rows after an import get fresh ids (the sequences moved past the imported ones).
+  const std::string next = conversation(*store);
+  ASSERT_TRUE(store->append_messages(next, {ContextEntry::user("new")}));
+  ASSERT_TRUE(store->store_lesson({"alice", "d", "r2", "", 1, ""}));
+  // A second import collides and imports nothing.
+  ASSERT_FALSE(store->import_json(*exported));
+
+  // And back: PostgreSQL's export loads into an empty SQLite store and exports the same.
+  auto back = host.create_memory("sqlite", Json{{"path", (dir / "b.db").string()}}).value();
+  auto pg_doc = store->export_json().value();
+  ASSERT_TRUE(back->import_json(pg_doc));
+  EXPECT_EQ(back->export_json().value(), pg_doc);
+}
+
+TEST_F(MemoryPostgres, ImportRejectsJunkNamingTheRow) {
+  auto junk = store->import_json(Json{{"format", "something"}});
+  ASSERT_FALSE(junk);
+  EXPECT_THAT(junk.error().describe(), HasSubstr("not a kernex memory export"));
+  Json doc{{"format", "kernex-memory"}, {"version", 1},
+           {"facts", Json::array({Json{{"sender_id", "a"}, {"key", "k"}, {"value", "v"}, {"colour", "red"}}})}};
+  auto bad = store->import_json(doc);
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().describe(), HasSubstr("facts[0]: unknown column 'colour'"));
+  EXPECT_TRUE(store->fact_records(std::nullopt, true).value().empty());
+}
+
+}  // namespace
+}  // namespace kernex
