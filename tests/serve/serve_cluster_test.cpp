@@ -585,6 +585,40 @@ TEST_F(ServeCluster, KillNineOfTheRunningNodeRetriesTheRunElsewhere) {
   }
 }
 
+// Every attempt dies: after max_attempts (3) the run fails as interrupted instead of going round forever.
+TEST_F(ServeCluster, RetriesStopAtMaxAttempts) {
+  llm_.set_responder([](const FakeLlm::Request& r) { return answer(r.last_user(), true); });
+  constexpr int kNodes = 3;
+  ASSERT_NO_FATAL_FAILURE(start(kNodes));
+  SseReader sse(port(0), "POST", "/v1/sessions/cursed/messages", message_body("cursed", Json{{"stream", true}}));
+  ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
+  std::vector<SseEvent> acked;
+  ASSERT_TRUE(read_until(sse, "run_start", acked)) << logs();
+  const std::string run = run_id_of(acked);
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    const int h = holder("cursed");  // the call of this attempt (the killed ones have ended)
+    ASSERT_GE(h, 0);
+    EXPECT_EQ(num(get_run(port((h + 1) % kNodes), run), "attempt"), attempt);
+    ASSERT_TRUE(node(h).kill9());
+    ASSERT_TRUE(llm_.wait_hung_up(static_cast<std::size_t>(attempt), milliseconds(10000)));
+    ASSERT_TRUE(start_node(h));
+  }
+  SseReader follow(port(0), "GET", "/v1/runs/" + run + "/events", "");
+  ASSERT_TRUE(follow.ok()) << follow.head().describe();
+  auto events = follow.drain(milliseconds(60000));
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(events.back().event, "error") << ::testing::PrintToString(names(events)) << "\n" << logs();
+  EXPECT_EQ(str(events.back().json(), "code"), "interrupted") << events.back().data;
+  EXPECT_EQ(std::count_if(events.begin(), events.end(), [](const SseEvent& e) { return e.event == "run_retry"; }), 2)
+      << ::testing::PrintToString(names(events));
+  Json r = get_run(port(1), run);
+  EXPECT_EQ(str(r, "status"), "failed") << r.dump();
+  EXPECT_EQ(num(r, "attempt"), 3) << r.dump();
+  EXPECT_EQ(llm_.calls_for("cursed"), 3u);
+  EXPECT_EQ(llm_.max_overlap([](const std::string& m) { return m; }), 1u);
+}
+
 // Not a death but a pause (SIGSTOP, as a long GC or VM stall would): the lease runs out, another
 // node retries the run, and the paused node, resumed with its provider reply now complete, must
 // not commit a second answer or events to the finished run.
