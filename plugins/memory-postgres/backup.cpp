@@ -145,13 +145,14 @@ Result<Json> PgStore::export_json() {
 }
 
 Result<void> PgStore::import_json(const Json& doc) {
-  if (!doc.is_object() || doc.value("format", "") != kFormat) {
+  // Checked by type first: Json::value() throws on a key of another type, and this is a user's file.
+  const auto field = [&](const char* key) { return doc.is_object() && doc.contains(key) ? doc.at(key) : Json(); };
+  if (!field("format").is_string() || field("format").get<std::string>() != kFormat) {
     return fail(ErrorCode::Parse, "postgres memory: import: not a kernex memory export (expected \"format\": \"" +
                                       std::string(kFormat) + "\")");
   }
-  if (doc.value("version", 0) != kVersion) {
-    return fail(ErrorCode::Parse,
-                "postgres memory: import: unsupported export version " + doc.value("version", Json()).dump());
+  if (!field("version").is_number_integer() || field("version").get<std::int64_t>() != kVersion) {
+    return fail(ErrorCode::Parse, "postgres memory: import: unsupported export version " + field("version").dump());
   }
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
     for (const auto& t : tables()) {

@@ -65,14 +65,15 @@ Result<std::vector<Lesson>> PgStore::lessons(const std::string& sender_id, const
 
 Result<void> PgStore::store_outcome(const OutcomeRecord& o) {
   if (o.score < -1 || o.score > 1) {
-    return fail(ErrorCode::Usage, "postgres memory: an outcome's score must be -1, 0 or 1, got " +
-                                      std::to_string(o.score));
+    return fail(ErrorCode::Usage,
+                "postgres memory: an outcome's score must be -1, 0 or 1, got " + std::to_string(o.score));
   }
   if (bad_text(o.lesson) || bad_text(o.domain) || bad_text(o.source) || bad_text(o.project) || bad_text(o.sender_id)) {
     return fail(ErrorCode::Parse, "postgres memory: the outcome is not valid UTF-8 text");
   }
   auto r = query(
-      "INSERT INTO outcomes (sender_id, domain, score, lesson, source, project) VALUES ($1, $2, $3::bigint, $4, $5, $6)",
+      "INSERT INTO outcomes (sender_id, domain, score, lesson, source, project) VALUES ($1, $2, $3::bigint, $4, $5, "
+      "$6)",
       {o.sender_id, o.domain, o.score, o.lesson, o.source, o.project});
   if (!r) return std::unexpected(r.error());
   return {};

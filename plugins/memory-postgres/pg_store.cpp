@@ -62,7 +62,8 @@ std::optional<std::string> text_problem(std::string_view s) {
 }
 
 Result<void> check_entry(const ContextEntry& e, std::size_t index, std::size_t max_bytes) {
-  const std::string which = "postgres memory: message " + std::to_string(index + 1) + " of the exchange (" + e.role + ")";
+  const std::string which =
+      "postgres memory: message " + std::to_string(index + 1) + " of the exchange (" + e.role + ")";
   const std::string unsaved = "; nothing of this exchange was saved";
   if (auto p = text_problem(e.content)) return fail(ErrorCode::Parse, which + ": content " + *p + unsaved);
   std::size_t size = e.content.size();
@@ -203,13 +204,21 @@ Result<void> PgStore::append_messages(const std::string& conversation_id, const 
         {static_cast<std::int64_t>(entries.size()), conversation_id});
     if (!touch) return std::unexpected(touch.error());
     if (touch->affected() == 0) return no_conversation(conversation_id);
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      const auto& e = entries[i];
-      auto r = c.exec(
-          "INSERT INTO messages (conversation_id, role, content, tool_calls, tool_result, provider_state) "
-          "VALUES ($1, $2, $3, $4, $5, $6)",
-          {conversation_id, e.role, e.content, encoded[i].calls, encoded[i].result, encoded[i].state});
-      if (!r) {
+    // One statement per 1000 entries (a VALUES list assigns seq in its own order), not one per entry.
+    constexpr std::size_t kPerStatement = 1000;
+    for (std::size_t first = 0; first < entries.size(); first += kPerStatement) {
+      std::string sql =
+          "INSERT INTO messages (conversation_id, role, content, tool_calls, tool_result, provider_state) VALUES ";
+      std::vector<pg::Param> params{conversation_id};
+      for (std::size_t i = first; i < std::min(entries.size(), first + kPerStatement); ++i) {
+        const auto n = params.size();
+        sql += (i == first ? "($1" : ", ($1");
+        for (std::size_t k = 1; k <= 5; ++k) sql += ", $" + std::to_string(n + k);
+        sql += ")";
+        params.insert(params.end(), {entries[i].role, entries[i].content, encoded[i].calls, encoded[i].result,
+                                     encoded[i].state});
+      }
+      if (auto r = c.exec(sql, params); !r) {
         return fail(r.error().code == ErrorCode::Io ? ErrorCode::Io : ErrorCode::Memory,
                     "postgres memory: saving the exchange failed; nothing of it was saved", r.error());
       }
@@ -222,8 +231,7 @@ Result<std::optional<StoredSummary>> PgStore::compaction_summary(const std::stri
   auto rows = query("SELECT text, covered_messages FROM summaries WHERE conversation_id = $1", {conversation_id});
   if (!rows) return std::unexpected(rows.error());
   if (rows->empty()) return std::optional<StoredSummary>();
-  return std::optional<StoredSummary>(
-      StoredSummary{rows->text(0, 0), static_cast<std::uint64_t>(rows->int64(0, 1))});
+  return std::optional<StoredSummary>(StoredSummary{rows->text(0, 0), static_cast<std::uint64_t>(rows->int64(0, 1))});
 }
 
 Result<void> PgStore::save_compaction_summary(const std::string& conversation_id, const StoredSummary& summary) {
@@ -329,8 +337,8 @@ Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const ConversationK
   if (!rows) return std::unexpected(rows.error());
   std::vector<SummaryRecord> out;
   for (int i = 0; i < rows->size(); ++i) {
-    out.push_back({rows->text(i, 0), rows->text(i, 1), static_cast<std::uint64_t>(rows->int64(i, 2)),
-                   rows->text(i, 3)});
+    out.push_back(
+        {rows->text(i, 0), rows->text(i, 1), static_cast<std::uint64_t>(rows->int64(i, 2)), rows->text(i, 3)});
   }
   return out;
 }
@@ -338,8 +346,9 @@ Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const ConversationK
 // ---- Facts ----
 
 Result<std::vector<std::pair<std::string, std::string>>> PgStore::facts(const std::string& sender_id) {
-  auto rows = query("SELECT key, value FROM facts WHERE sender_id = $1 AND deleted_at IS NULL ORDER BY key COLLATE \"C\"",
-                    {sender_id});
+  auto rows =
+      query("SELECT key, value FROM facts WHERE sender_id = $1 AND deleted_at IS NULL ORDER BY key COLLATE \"C\"",
+            {sender_id});
   if (!rows) return std::unexpected(rows.error());
   std::vector<std::pair<std::string, std::string>> out;
   for (int i = 0; i < rows->size(); ++i) out.emplace_back(rows->text(i, 0), rows->text(i, 1));
@@ -361,8 +370,8 @@ Result<void> PgStore::store_fact(const std::string& sender_id, const std::string
 }
 
 Result<std::optional<std::string>> PgStore::fact(const std::string& sender_id, const std::string& key) {
-  auto rows = query("SELECT value FROM facts WHERE sender_id = $1 AND key = $2 AND deleted_at IS NULL",
-                    {sender_id, key});
+  auto rows =
+      query("SELECT value FROM facts WHERE sender_id = $1 AND key = $2 AND deleted_at IS NULL", {sender_id, key});
   if (!rows) return std::unexpected(rows.error());
   if (rows->empty()) return std::optional<std::string>();
   return std::optional<std::string>(rows->text(0, 0));
@@ -400,7 +409,8 @@ Result<std::uint64_t> PgStore::soft_delete_facts(const std::string& sender_id, c
 
 Result<void> PgStore::record_tool_call(const AuditRecord& rec) {
   if (rec.status != "ok" && rec.status != "error" && rec.status != "denied") {
-    return fail(ErrorCode::Usage, "postgres memory: audit status must be ok, error or denied, got '" + rec.status + "'");
+    return fail(ErrorCode::Usage,
+                "postgres memory: audit status must be ok, error or denied, got '" + rec.status + "'");
   }
   auto args = dump_checked(rec.arguments, "audited tool arguments");
   if (!args) return std::unexpected(args.error());
@@ -455,7 +465,7 @@ Result<std::vector<UsageTotals>> PgStore::usage_by_day() {
   auto rows = query(
       "SELECT left(created_at, 10) AS day, model, provider, count(*), sum(input_tokens), sum(output_tokens), "
       "sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_usd) FROM token_usage "
-      "GROUP BY 1, 2, 3 ORDER BY 1 COLLATE \"C\", 2 COLLATE \"C\", 3 COLLATE \"C\"");
+      "GROUP BY 1, 2, 3 ORDER BY 1, model COLLATE \"C\", provider COLLATE \"C\"");
   if (!rows) return std::unexpected(rows.error());
   std::vector<UsageTotals> out;
   for (int i = 0; i < rows->size(); ++i) {

@@ -3,9 +3,10 @@
 //   pool_size: 4    statement_timeout_ms: 30000    connect_timeout_s: 5
 //   max_message_bytes: 4194304 (one message's content, tool data included)
 //   data_dir: set by the kernel for every memory plugin; accepted and unused
+#include "kernex/plugin.hpp"
+
 #include <algorithm>
 
-#include "kernex/plugin.hpp"
 #include "pg_store.hpp"
 
 namespace {
@@ -34,7 +35,9 @@ Result<kernex::postgres::StoreOptions> parse_options(const Json& config) {
       if (!value.is_string()) return kernex::fail(ErrorCode::Config, "postgres memory: option 'dsn' must be a string");
       out.connection.dsn = value.get<std::string>();
     } else if (key == "data_dir") {
-      if (!value.is_string()) return kernex::fail(ErrorCode::Config, "postgres memory: option 'data_dir' must be a string");
+      if (!value.is_string()) {
+        return kernex::fail(ErrorCode::Config, "postgres memory: option 'data_dir' must be a string");
+      }
     } else if (key == "pool_size") {
       auto v = positive(value, key, 256);
       if (!v) return std::unexpected(v.error());

@@ -50,7 +50,9 @@ constexpr std::string_view kSummaryVector = "to_tsvector('simple'::regconfig, le
 Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
   // kernex's rule: shorter queries match too much to be useful.
   if (q.text.size() < 3 || q.limit == 0) return std::vector<RecallHit>{};
-  if (sqlite::invalid_utf8_at(q.text)) return fail(ErrorCode::Parse, "postgres memory: the recall query is not valid UTF-8");
+  if (sqlite::invalid_utf8_at(q.text)) {
+    return fail(ErrorCode::Parse, "postgres memory: the recall query is not valid UTF-8");
+  }
   std::optional<std::string> since;
   if (q.since) {
     auto s = sqlite::normalize_time(*q.since, "recall since");
@@ -66,8 +68,9 @@ Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
   // Messages of the current conversation from `boundary` on are in the history window already.
   std::int64_t boundary = std::numeric_limits<std::int64_t>::max();
   if (q.skip_newest > 0 && !q.current_conversation.empty()) {
-    auto edge = c.exec("SELECT seq FROM messages WHERE conversation_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET $2::bigint",
-                       {q.current_conversation, count_param(q.skip_newest - 1)});
+    auto edge =
+        c.exec("SELECT seq FROM messages WHERE conversation_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET $2::bigint",
+               {q.current_conversation, count_param(q.skip_newest - 1)});
     if (!edge) return std::unexpected(edge.error());
     boundary = edge->empty() ? 0 : edge->int64(0, 0);
   }
@@ -83,7 +86,8 @@ Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
     const std::string messages_sql =
         "SELECT m.conversation_id, m.seq, m.content, m.created_at, -ts_rank(" + std::string(kMessageVector) + ", " +
         tsq + ") FROM messages m JOIN conversations c ON c.id = m.conversation_id WHERE m.role = 'user' AND " +
-        std::string(kMessageVector) + " @@ " + tsq + " "
+        std::string(kMessageVector) + " @@ " + tsq +
+        " "
         "AND ($1 = '' OR c.sender_id = $1) AND (m.conversation_id <> $2 OR m.seq < $3::bigint) "
         "AND ($4::text IS NULL OR m.created_at >= $4) ORDER BY 5, m.seq DESC LIMIT $5::bigint";
     auto messages = c.exec(messages_sql, params);
@@ -97,7 +101,8 @@ Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
     const std::string summaries_sql =
         "SELECT s.conversation_id, s.text, s.updated_at, -ts_rank(" + std::string(kSummaryVector) + ", " + tsq +
         ") FROM summaries s JOIN conversations c ON c.id = s.conversation_id WHERE " + std::string(kSummaryVector) +
-        " @@ " + tsq + " "
+        " @@ " + tsq +
+        " "
         "AND ($1 = '' OR c.sender_id = $1) AND s.conversation_id <> $2 AND $3::bigint IS NOT NULL "
         "AND ($4::text IS NULL OR s.updated_at >= $4) ORDER BY 4, s.id DESC LIMIT $5::bigint";
     auto summaries = c.exec(summaries_sql, params);

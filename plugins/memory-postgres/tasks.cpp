@@ -18,9 +18,7 @@ std::string task_sql(std::string_view head, std::string_view tail) {
   return std::string(head) + std::string(kTaskColumns) + std::string(tail);
 }
 
-bool known_repeat(const std::string& r) {
-  return r == "daily" || r == "weekdays" || r == "weekly" || r == "monthly";
-}
+bool known_repeat(const std::string& r) { return r == "daily" || r == "weekdays" || r == "weekly" || r == "monthly"; }
 
 // Backoff before retry n (1-based): 2, 4, 8 … minutes, at most an hour.
 std::int64_t backoff_seconds(std::uint32_t n) {
@@ -122,8 +120,9 @@ Result<std::string> PgStore::create_task(const TaskSpec& in) {
   spec.due_at = *due;
   if (spec.repeat && *spec.repeat == "once") spec.repeat.reset();
   if (spec.repeat && !known_repeat(*spec.repeat)) {
-    return fail(ErrorCode::Usage, "postgres memory: task repeat must be once, daily, weekdays, weekly or monthly, "
-                                  "got '" + *spec.repeat + "'");
+    const std::string got = "got '" + *spec.repeat + "'";
+    return fail(ErrorCode::Usage,
+                "postgres memory: task repeat must be once, daily, weekdays, weekly or monthly, " + got);
   }
   if (spec.description.empty()) return fail(ErrorCode::Usage, "postgres memory: a task needs a description");
   for (const std::string* s : {&spec.description, &spec.channel, &spec.sender_id, &spec.reply_target, &spec.project}) {
@@ -134,8 +133,7 @@ Result<std::string> PgStore::create_task(const TaskSpec& in) {
   if (spec.max_retries == 0) spec.max_retries = 1;
   return transaction<std::string>([&](pg::Connection& c) -> Result<std::string> {
     // Two processes creating the same task at once: the sender's lock makes the second see the first.
-    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended('task' || chr(31) || $1, 0))",
-                        {spec.sender_id});
+    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended('task' || chr(31) || $1, 0))", {spec.sender_id});
         !r) {
       return std::unexpected(r.error());
     }
@@ -165,8 +163,9 @@ Result<std::string> PgStore::create_task(const TaskSpec& in) {
 }
 
 Result<std::vector<Task>> PgStore::pending_tasks(const std::string& sender_id) {
-  auto rows = query(task_sql("SELECT ", " FROM scheduled_tasks WHERE sender_id = $1 AND status = 'pending' "
-                                        "ORDER BY due_at, rid"),
+  auto rows = query(task_sql("SELECT ",
+                             " FROM scheduled_tasks WHERE sender_id = $1 AND status = 'pending' "
+                             "ORDER BY due_at, rid"),
                     {sender_id});
   if (!rows) return std::unexpected(rows.error());
   return read_tasks(*rows);
@@ -192,11 +191,12 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker, st
       "lease_until = kx_time(now() AT TIME ZONE 'UTC' + make_interval(secs => $2::bigint)) "
       "FROM due WHERE id = due_id RETURNING ",
       "");
-  auto rows = query(sql, {worker, static_cast<std::int64_t>(std::max<std::int64_t>(0, lease.count())),
-                          count_param(limit)});
+  auto rows =
+      query(sql, {worker, static_cast<std::int64_t>(std::max<std::int64_t>(0, lease.count())), count_param(limit)});
   if (!rows) return std::unexpected(rows.error());
   auto tasks = read_tasks(*rows);
-  std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.spec.due_at < b.spec.due_at; });
+  std::stable_sort(tasks.begin(), tasks.end(),
+                   [](const Task& a, const Task& b) { return a.spec.due_at < b.spec.due_at; });
   return tasks;
 }
 
@@ -235,8 +235,8 @@ Result<bool> PgStore::fail_task(const std::string& id, const std::string& worker
     auto t = locked_task(c, id);
     if (!t) return std::unexpected(t.error());
     if (!holds(*t, worker)) {
-      return fail(ErrorCode::Memory, "postgres memory: task " + id + " is not held by '" + worker + "' (status " +
-                                         t->status + ")");
+      return fail(ErrorCode::Memory,
+                  "postgres memory: task " + id + " is not held by '" + worker + "' (status " + t->status + ")");
     }
     const std::uint32_t n = t->retry_count + 1;
     const bool retry = n < t->spec.max_retries;
@@ -284,8 +284,8 @@ Result<bool> PgStore::cancel_task(const std::string& id_prefix, const std::strin
 
 Result<std::string> PgStore::record_task_run(const TaskRun& run) {
   if (run.status != "completed" && run.status != "failed") {
-    return fail(ErrorCode::Usage, "postgres memory: a task run's status must be completed or failed, got '" +
-                                      run.status + "'");
+    return fail(ErrorCode::Usage,
+                "postgres memory: a task run's status must be completed or failed, got '" + run.status + "'");
   }
   auto started = sqlite::normalize_time(run.started_at, "task run started_at");
   if (!started) return std::unexpected(started.error());

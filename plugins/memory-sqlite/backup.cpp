@@ -84,12 +84,14 @@ Result<Json> SqliteStore::export_json() {
 }
 
 Result<void> SqliteStore::import_json(const Json& doc) {
-  if (!doc.is_object() || doc.value("format", "") != kFormat) {
+  // Checked by type first: Json::value() throws on a key of another type, and this is a user's file.
+  const auto field = [&](const char* key) { return doc.is_object() && doc.contains(key) ? doc.at(key) : Json(); };
+  if (!field("format").is_string() || field("format").get<std::string>() != kFormat) {
     return fail(ErrorCode::Parse, "memory-sqlite: import: not a kernex memory export (expected \"format\": \"" +
                                       std::string(kFormat) + "\")");
   }
-  if (doc.value("version", 0) != kVersion) {
-    return fail(ErrorCode::Parse, "memory-sqlite: import: unsupported export version " + doc.value("version", Json()).dump());
+  if (!field("version").is_number_integer() || field("version").get<std::int64_t>() != kVersion) {
+    return fail(ErrorCode::Parse, "memory-sqlite: import: unsupported export version " + field("version").dump());
   }
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {

@@ -186,5 +186,31 @@ TEST_F(ContextBuilderTest, DefectSummarizerRunsWithTools) {
   EXPECT_FALSE(request(3)["tools"].empty());
 }
 
+// The sections memory fills in, formatted (from the stores: memory_conformance_test).
+
+TEST(MemorySections, RecallPreviewKeepsCharactersWhole) {
+  std::string han;
+  for (int i = 0; i < 100; ++i) han += "中";
+  const std::string s = recall_section({RecallHit{"message", "c", 1, han, "2026-01-01 00:00:00"}});
+  const std::string expected_preview = han.substr(0, 198) + "...";
+  EXPECT_EQ(s, "Related past context:\n- [2026-01-01 00:00:00] User: " + expected_preview);
+}
+
+TEST(MemorySections, ProfileOrderAndSystemKeysHidden) {
+  EXPECT_EQ(profile_section({{"active_project", "x"}, {"welcomed", "1"}}), "");
+  EXPECT_EQ(profile_section({{"hobby", "chess"}, {"location", "Lyon"}, {"name", "Ana"}, {"pronouns", "she"}}),
+            "User profile:\n- name: Ana\n- pronouns: she\n- location: Lyon\n- hobby: chess");
+  Task t;
+  t.id = "0123456789";
+  t.spec.description = "deploy";
+  t.spec.task_type = "action";
+  t.spec.project = "web";
+  t.spec.due_at = "2026-01-01 00:00:00";
+  t.spec.repeat = "daily";
+  EXPECT_EQ(tasks_section({t}), "User's scheduled tasks:\n- [01234567] deploy [action] (web) (due: 2026-01-01 00:00:00, daily)");
+  EXPECT_EQ(outcomes_section({OutcomeRecord{"a", "d", -1, "l", "c", "", "2026-01-01 00:00:00"}}, "2026-01-03 01:00:00"),
+            "Recent outcomes:\n- [-] d: l (2d ago)");
+}
+
 }  // namespace
 }  // namespace kernex

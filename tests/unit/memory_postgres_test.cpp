@@ -4,9 +4,13 @@
 // (pg_test_db.hpp) and skips, saying why, when no server is configured.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
+#include <sys/wait.h>
 
 #include <atomic>
+#include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -63,8 +67,9 @@ class MemoryPostgres : public ::testing::Test {
   }
   // Ends every other session on the test database, as a server restart or a network cut would.
   void kill_connections() {
-    ASSERT_TRUE(db.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
-                        "AND pid <> pg_backend_pid()"));
+    ASSERT_TRUE(
+        db.exec("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"));  // (pid, 5000): waits until they are gone
   }
 
   PgTestDb db;
@@ -86,6 +91,12 @@ TEST_F(MemoryPostgres, ConversationsKeepInsertionOrderAndCount) {
   EXPECT_EQ(store->recent_messages(conv, 6).value(), std::vector<ContextEntry>(all.end() - 6, all.end()));
   EXPECT_EQ(store->oldest_messages(conv, 3).value(), std::vector<ContextEntry>(all.begin(), all.begin() + 3));
   EXPECT_EQ(store->message_count(conv).value(), 40u);
+  // A long exchange (saved in several statements) keeps its order too.
+  std::vector<ContextEntry> many;
+  for (int i = 0; i < 2500; ++i) many.push_back(ContextEntry::user("m" + std::to_string(i)));
+  ASSERT_TRUE(store->append_messages(conv, many));
+  EXPECT_EQ(store->recent_messages(conv, 2500).value(), many);
+  EXPECT_EQ(store->message_count(conv).value(), 2540u);
   auto fresh = store->open_conversation({"cli", "alice", ""}, std::chrono::minutes(0));
   ASSERT_TRUE(fresh);
   EXPECT_NE(*fresh, conv);
@@ -93,7 +104,8 @@ TEST_F(MemoryPostgres, ConversationsKeepInsertionOrderAndCount) {
 
 TEST_F(MemoryPostgres, AnExchangeIsSavedWholeOrNotAtAll) {
   const std::string conv = conversation(*store);
-  auto bad = store->append_messages(conv, {ContextEntry::user("fine"), ContextEntry::assistant(std::string("a\0b", 3))});
+  auto bad =
+      store->append_messages(conv, {ContextEntry::user("fine"), ContextEntry::assistant(std::string("a\0b", 3))});
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::Parse);
   EXPECT_THAT(bad.error().describe(), HasSubstr("NUL"));
@@ -193,15 +205,39 @@ TEST_F(MemoryPostgres, ConnectionLossIsTypedAndTheNextCallReconnects) {
   EXPECT_TRUE(count == 2u || count == 4u) << count;
 }
 
+// A statement stuck behind another session's lock ends at statement_timeout_ms with a typed
+// error, and the store works once the lock is gone.
+TEST_F(MemoryPostgres, ABlockedStatementTimesOutInsteadOfHanging) {
+  auto quick = open(Json{{"statement_timeout_ms", 300}, {"pool_size", 1}});
+  ASSERT_TRUE(quick);
+  const std::string conv = conversation(*quick);
+  PGconn* locker = PQconnectdb(db.dsn().c_str());
+  ASSERT_EQ(PQstatus(locker), CONNECTION_OK) << PQerrorMessage(locker);
+  PQclear(PQexec(locker, "BEGIN"));
+  PGresult* locked = PQexec(locker, "LOCK TABLE conversations IN ACCESS EXCLUSIVE MODE");
+  EXPECT_EQ(PQresultStatus(locked), PGRES_COMMAND_OK);
+  PQclear(locked);
+  const auto start = std::chrono::steady_clock::now();
+  auto blocked = quick->message_count(conv);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  PQclear(PQexec(locker, "ROLLBACK"));
+  PQfinish(locker);
+  ASSERT_FALSE(blocked);
+  EXPECT_EQ(blocked.error().code, ErrorCode::Memory);
+  EXPECT_THAT(blocked.error().describe(), HasSubstr("57014"));  // query_canceled
+  EXPECT_LT(waited, std::chrono::seconds(10));
+  EXPECT_EQ(quick->message_count(conv).value(), 0u);
+}
+
 TEST_F(MemoryPostgres, RecallTakesHostileTextLiterally) {
   const std::string conv = conversation(*store);
-  ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("the build is NOT working again"),
-                                            ContextEntry::user("a & b | !c means nothing here"),
-                                            ContextEntry::user("path C:\\temp\\x and 'quotes' \"too\"")}));
+  ASSERT_TRUE(store->append_messages(
+      conv, {ContextEntry::user("the build is NOT working again"), ContextEntry::user("a & b | !c means nothing here"),
+             ContextEntry::user("path C:\\temp\\x and 'quotes' \"too\"")}));
   const std::string other = conversation(*store, "alice", "p");
-  for (const std::string& q : std::vector<std::string>{"a & b | !c", "!!!", "'", "\"", "\\", "\\\\'", "", "   ", "&|!():*<->",
-                              "foo:* & bar", "<-> <2>", "''''''", "(((", "working & !again", "NULL",
-                              std::string(300, '|'), "é中&", "x' OR '1'='1"}) {
+  for (const std::string& q : std::vector<std::string>{
+           "a & b | !c", "!!!", "'", "\"", "\\", "\\\\'", "", "   ", "&|!():*<->", "foo:* & bar", "<-> <2>", "''''''",
+           "(((", "working & !again", "NULL", std::string(300, '|'), "é中&", "x' OR '1'='1"}) {
     auto hits = store->recall({q, "alice", 5, other, 0, std::nullopt});
     EXPECT_TRUE(hits) << q << ": " << hits.error().describe();
   }
@@ -215,17 +251,20 @@ TEST_F(MemoryPostgres, RecallTakesHostileTextLiterally) {
 
 TEST_F(MemoryPostgres, RecallUsesTheFullTextIndexes) {
   std::string plan;
-  ASSERT_TRUE(db.exec("SET enable_seqscan = off; SELECT 1", nullptr));
-  ASSERT_TRUE(db.exec("EXPLAIN SELECT seq FROM messages m WHERE m.role = 'user' AND to_tsvector('simple'::regconfig, "
-                      "left(m.content, 200000)) @@ phraseto_tsquery('simple', 'deploy')",
-                      &plan));
+  // Without seq scans to fall back on, a query no index serves would still plan a Seq Scan.
+  ASSERT_TRUE(
+      db.exec("SET enable_seqscan = off; EXPLAIN SELECT seq FROM messages m WHERE m.role = 'user' AND "
+              "to_tsvector('simple'::regconfig, "
+              "left(m.content, 200000)) @@ phraseto_tsquery('simple', 'deploy')",
+              &plan));
   EXPECT_THAT(plan, Not(HasSubstr("Seq Scan"))) << plan;
 }
 
 TEST_F(MemoryPostgres, ConcurrentClaimsNeverShareATask) {
   constexpr int kTasks = 60, kWorkers = 6;
   for (int i = 0; i < kTasks; ++i) {
-    ASSERT_TRUE(store->create_task(task("task number " + std::to_string(i), now_plus(-60 - i), "s" + std::to_string(i))));
+    ASSERT_TRUE(
+        store->create_task(task("task number " + std::to_string(i), now_plus(-60 - i), "s" + std::to_string(i))));
   }
   std::vector<std::vector<std::string>> claimed(kWorkers);
   std::vector<std::thread> threads;
@@ -289,9 +328,9 @@ TEST_F(MemoryPostgres, SqliteExportImportsIntoPostgresAndBackUnchanged) {
   ContextEntry call = ContextEntry::assistant("");
   call.tool_calls = {ToolCall{"c1", "calculate", Json{{"expression", "1+1"}}}};
   call.provider_state = Json{{"thinking", "sig"}};
-  ASSERT_TRUE(lite->append_messages(conv, {ContextEntry::user("add é 中"), call,
-                                           ContextEntry::tool(ToolResult{"c1", "calculate", "2", false}),
-                                           ContextEntry::assistant("2")}));
+  ASSERT_TRUE(lite->append_messages(
+      conv, {ContextEntry::user("add é 中"), call, ContextEntry::tool(ToolResult{"c1", "calculate", "2", false}),
+             ContextEntry::assistant("2")}));
   ASSERT_TRUE(lite->save_compaction_summary(conv, {"sum", 2}));
   ASSERT_TRUE(lite->close_conversation(conv, std::string("closed with a summary")));
   ASSERT_TRUE(lite->store_fact("alice", "name", "Alice"));
@@ -333,11 +372,48 @@ TEST_F(MemoryPostgres, SqliteExportImportsIntoPostgresAndBackUnchanged) {
   EXPECT_EQ(back->export_json().value(), pg_doc);
 }
 
+// The CLI's `kernex memory export` from the default SQLite store imports into PostgreSQL with
+// `kernex memory import`, and exports back the same document.
+TEST_F(MemoryPostgres, CliExportFromSqliteImportsIntoPostgres) {
+  const auto data = dir / "data";
+  {
+    auto lite = host.create_memory("sqlite", Json{{"data_dir", data.string()}}).value();
+    const std::string conv = conversation(*lite);
+    ASSERT_TRUE(lite->append_messages(conv, {ContextEntry::user("remember the tuna"), ContextEntry::assistant("ok")}));
+    ASSERT_TRUE(lite->store_fact("alice", "cat", "Miso"));
+    ASSERT_TRUE(lite->create_task(task("Feed the cat its tuna dinner", "2026-12-31 18:00:00")));
+  }
+  const auto sh = [](const std::string& args, int* status) {
+    FILE* p = ::popen((std::string(KERNEX_CLI) + " " + args + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    *status = WEXITSTATUS(::pclose(p));
+    return out;
+  };
+  int status = -1;
+  const std::string exported = sh("memory --data-dir " + data.string() + " export --json", &status);
+  ASSERT_EQ(status, 0) << exported;
+  std::ofstream(dir / "backup.json") << exported;
+  std::ofstream(dir / "pg.yaml") << "memory:\n  name: postgres\n  options:\n    dsn: \"" << db.dsn() << "\"\n";
+  const std::string pg = "memory --config " + (dir / "pg.yaml").string() + " --data-dir " + (dir / "pgdata").string();
+  const std::string imported = sh(pg + " import " + (dir / "backup.json").string(), &status);
+  ASSERT_EQ(status, 0) << imported;
+  EXPECT_EQ(Json::parse(sh(pg + " export --json", &status)), Json::parse(exported));
+  EXPECT_EQ(store->fact("alice", "cat").value(), "Miso");
+}
+
 TEST_F(MemoryPostgres, ImportRejectsJunkNamingTheRow) {
-  auto junk = store->import_json(Json{{"format", "something"}});
-  ASSERT_FALSE(junk);
-  EXPECT_THAT(junk.error().describe(), HasSubstr("not a kernex memory export"));
-  Json doc{{"format", "kernex-memory"}, {"version", 1},
+  for (const Json& junk : {Json{{"format", "something"}}, Json{{"format", 5}}, Json::array(), Json("x")}) {
+    auto r = store->import_json(junk);
+    ASSERT_FALSE(r);
+    EXPECT_THAT(r.error().describe(), HasSubstr("not a kernex memory export"));
+  }
+  auto version = store->import_json(Json{{"format", "kernex-memory"}, {"version", "one"}});
+  ASSERT_FALSE(version);
+  EXPECT_THAT(version.error().describe(), HasSubstr("unsupported export version \"one\""));
+  Json doc{{"format", "kernex-memory"},
+           {"version", 1},
            {"facts", Json::array({Json{{"sender_id", "a"}, {"key", "k"}, {"value", "v"}, {"colour", "red"}}})}};
   auto bad = store->import_json(doc);
   ASSERT_FALSE(bad);
