@@ -111,7 +111,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     call_.last_user_message = last_user_message(body);
     call_.stream = body.value("stream", false);
-    if (!call_.stream) return write_whole(http::status::ok, completion());
+    if (!call_.stream && server_.options.whole_delay.count() == 0) return write_whole(http::status::ok, completion());
+    if (!call_.stream) {
+      timer_.expires_at(call_.received + server_.options.whole_delay);
+      return timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+        if (!ec) self->write_whole(http::status::ok, self->completion());
+      });
+    }
     out_ =
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
         "Transfer-Encoding: chunked\r\n\r\n";

@@ -3,7 +3,7 @@
 //   stream: true  SSE chat.completion.chunk events: `chunks` content chunks `interval` apart (the
 //                 first one `interval` after the request arrived), then a chunk with
 //                 finish_reason "stop" and usage, then `data: [DONE]`;
-//   otherwise     one chat.completion JSON holding the same text.
+//   otherwise     one chat.completion JSON holding the same text, `whole_delay` after the request.
 // Asynchronous (Asio timers on `threads` threads, never a thread per connection), keep-alive, so
 // thousands of concurrent calls cost sockets and timers only. Every call is recorded with the
 // time its request arrived and its first chunk was written, so a bench can subtract the model's
@@ -24,6 +24,7 @@ struct FakeLlmOptions {
   std::chrono::milliseconds interval{100};
   std::string chunk_text = "tok ";  // each content chunk's text
   int threads = 1;
+  std::chrono::milliseconds whole_delay{0};  // how long a non-streamed answer waits (0: at once)
 };
 
 struct FakeLlmCall {

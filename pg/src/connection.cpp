@@ -136,14 +136,31 @@ Result<Rows> Connection::run(std::string_view sql, const Param* params, std::siz
     values[i] = v ? v->c_str() : nullptr;
   }
   const std::string text(sql);
-  pg_result* result = PQexecParams(conn_, text.c_str(), static_cast<int>(count), nullptr, values.data(), nullptr,
-                                   nullptr, 0);
+  const std::string head = text.substr(0, std::min<std::size_t>(text.find_first_of(" \n"), 40));
+  auto name = prepared(text, head, count);
+  if (!name) return std::unexpected(name.error());
+  pg_result* result =
+      name->empty()
+          ? PQexecParams(conn_, text.c_str(), static_cast<int>(count), nullptr, values.data(), nullptr, nullptr, 0)
+          : PQexecPrepared(conn_, name->c_str(), static_cast<int>(count), values.data(), nullptr, nullptr, 0);
   const auto status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    const std::string head = text.substr(0, std::min<std::size_t>(text.find_first_of(" \n"), 40));
-    return failure(head, result);
-  }
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) return failure(head, result);
   return Rows(result);
+}
+
+// Statements that run again and again (every statement the stores send is a fixed text) are
+// prepared once per connection: parsing and planning were most of a short statement's cost on
+// the server (bench/store). Transaction control and one-off texts past the cap are sent as is.
+Result<std::string> Connection::prepared(const std::string& text, const std::string& head, std::size_t count) {
+  if (count == 0 && (head == "BEGIN" || head == "COMMIT" || head == "ROLLBACK" || head == "SET")) return std::string();
+  if (auto it = prepared_.find(text); it != prepared_.end()) return it->second;
+  if (prepared_.size() >= kMaxPrepared) return std::string();
+  std::string name = "kx" + std::to_string(prepared_.size());
+  pg_result* result = PQprepare(conn_, name.c_str(), text.c_str(), static_cast<int>(count), nullptr);
+  if (!result || PQresultStatus(result) != PGRES_COMMAND_OK) return failure(head, result);
+  PQclear(result);
+  prepared_.emplace(text, name);
+  return name;
 }
 
 Result<Rows> Connection::exec(std::string_view sql, std::initializer_list<Param> params) {

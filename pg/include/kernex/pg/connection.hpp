@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "kernex/error.hpp"
@@ -95,11 +96,15 @@ class Connection {
  private:
   Connection(pg_conn* conn, Options options);
   Result<Rows> run(std::string_view sql, const Param* params, std::size_t count);
+  // The name of `text` prepared on this connection ("" to send it unprepared).
+  Result<std::string> prepared(const std::string& text, const std::string& head, std::size_t count);
+  static constexpr std::size_t kMaxPrepared = 512;
   std::unexpected<Error> failure(const std::string& what, pg_result* result);
 
   pg_conn* conn_;
   Options options_;
   std::string sqlstate_;
+  std::unordered_map<std::string, std::string> prepared_;  // statement text -> name
   int wake_pipe_[2] = {-1, -1};
 };
 
