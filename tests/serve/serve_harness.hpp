@@ -1,10 +1,12 @@
 // Black-box harness for `kernex serve`: starts the real binary on a loopback port with its own
 // config and data dir, and talks to it over raw HTTP/1.1 on POSIX sockets (no Asio, so suites
 // build fast). Pieces:
-//   ServeProcess  spawn bin/kernex serve, read its "listening on" line, stop it with SIGTERM
+//   ServeProcess  spawn bin/kernex serve, read its "listening on" line, stop it with SIGTERM (or kill -9)
 //   Connection    one socket: send raw bytes, read responses (Content-Length, chunked, close)
 //   SseReader     a streamed response read event by event (event/id/data), as they arrive
-//   FakeLlm       an OpenAI-compatible provider whose replies can hold mid-stream until released
+//   FakeLlm       an OpenAI-compatible provider whose replies can hold mid-stream until released; it
+//                 logs every call (message, client port, begin/end) to check who called and overlaps
+//   tcp_client_pid  which of some processes owns a loopback connection (by its local port)
 //   ServeFixture  a temp dir with config, data dir, replay script helpers
 #pragma once
 
@@ -234,6 +236,13 @@ class ServeProcess {
     if (st) pid_ = -1;
     return st;
   }
+  // kill -9 and reap: true once the process is gone.
+  bool kill9(milliseconds limit = milliseconds(10000)) {
+    if (pid_ <= 0) return false;
+    ::kill(pid_, SIGKILL);
+    return wait(limit).has_value();
+  }
+  bool running() const { return pid_ > 0; }
 
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
@@ -642,6 +651,14 @@ class FakeLlm {
     std::vector<std::string> chunks{"ok"};
     std::optional<std::size_t> hold_after;  // hold after this many chunks were sent
   };
+  // One provider call as the fake saw it. `ended` is set just before the last bytes the client
+  // needs to finish are sent (or when the call is abandoned), so a call that begins after another
+  // ended cannot have overlapped it.
+  struct Call {
+    std::string message;   // last_user()
+    int client_port = 0;   // the caller's local port (tcp_client_pid finds the process)
+    bool ended = false;
+  };
 
   FakeLlm() {
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -681,6 +698,7 @@ class FakeLlm {
   FakeLlm& operator=(const FakeLlm&) = delete;
 
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+  int port() const { return port_; }
   void set_responder(std::function<Plan(const Request&)> f) {
     std::lock_guard lock(mutex_);
     responder_ = std::move(f);
@@ -696,6 +714,44 @@ class FakeLlm {
   std::size_t requests() const {
     std::lock_guard lock(mutex_);
     return requests_;
+  }
+  std::vector<Call> calls() const {
+    std::lock_guard lock(mutex_);
+    return calls_;
+  }
+  // Calls whose message is `message`.
+  std::size_t calls_for(const std::string& message) const {
+    std::lock_guard lock(mutex_);
+    return static_cast<std::size_t>(
+        std::count_if(calls_.begin(), calls_.end(), [&](const Call& c) { return c.message == message; }));
+  }
+  // The client port of a call for `message` still going on (e.g. held), once there is one.
+  std::optional<int> wait_ongoing(const std::string& message, milliseconds limit) const {
+    std::unique_lock lock(mutex_);
+    std::optional<int> port;
+    changed_.wait_for(lock, limit, [&] {
+      for (const auto& c : calls_) {
+        if (c.message == message && !c.ended) port = c.client_port;
+      }
+      return port.has_value();
+    });
+    return port;
+  }
+  // The most calls of one group (group_of(message)) that were going on at once, over the log.
+  std::size_t max_overlap(const std::function<std::string(const std::string&)>& group_of) const {
+    std::lock_guard lock(mutex_);
+    std::map<std::string, std::size_t> now, most;
+    for (const auto& [index, begin] : log_) {
+      const std::string g = group_of(calls_[index].message);
+      if (begin) {
+        most[g] = std::max(most[g], ++now[g]);
+      } else {
+        --now[g];
+      }
+    }
+    std::size_t out = 0;
+    for (const auto& [g, n] : most) out = std::max(out, n);
+    return out;
   }
   std::size_t holding() const {
     std::lock_guard lock(mutex_);
@@ -802,9 +858,20 @@ class FakeLlm {
     return b;
   }
 
-  void answer(int fd, const Request& req, const Plan& plan) {
+  void end_call(std::size_t index) {
+    {
+      std::lock_guard lock(mutex_);
+      if (calls_[index].ended) return;
+      calls_[index].ended = true;
+      log_.emplace_back(index, false);
+    }
+    changed_.notify_all();
+  }
+
+  void answer(int fd, const Request& req, const Plan& plan, std::size_t call) {
     if (!req.stream()) {
       if (plan.hold_after && !hold(fd)) return;
+      end_call(call);
       std::string text;
       for (const auto& c : plan.chunks) text += c;
       Json j{{"id", "chatcmpl-fake"},
@@ -828,6 +895,7 @@ class FakeLlm {
       if (!chunk(chunk_event(Json{{"content", plan.chunks[i]}}))) return;
     }
     if (plan.hold_after && *plan.hold_after >= plan.chunks.size() && !hold(fd)) return;
+    end_call(call);
     chunk(chunk_event(Json::object(), "stop"));
     Json usage{{"id", "chatcmpl-fake"},
                {"object", "chat.completion.chunk"},
@@ -842,19 +910,27 @@ class FakeLlm {
 
   void serve(int fd) {
     std::string buf;
+    sockaddr_in peer{};
+    socklen_t peer_len = sizeof peer;
+    ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len);
     for (;;) {
       Json body;
       if (!read_request(fd, buf, body)) break;
       Request req{body};
       std::function<Plan(const Request&)> responder;
+      std::size_t call = 0;
       {
         std::lock_guard lock(mutex_);
         ++requests_;
         responder = responder_;
+        call = calls_.size();
+        calls_.push_back(Call{req.last_user(), ntohs(peer.sin_port), false});
+        log_.emplace_back(call, true);
       }
       changed_.notify_all();
       Plan plan = responder ? responder(req) : Plan{};
-      answer(fd, req, plan);
+      answer(fd, req, plan, call);
+      end_call(call);
       if (stopping_) break;
     }
     ::shutdown(fd, SHUT_RDWR);
@@ -872,10 +948,42 @@ class FakeLlm {
   bool released_ = false;
   std::size_t requests_ = 0, holding_ = 0, hung_up_ = 0;
   std::function<Plan(const Request&)> responder_;
+  std::vector<Call> calls_;
+  std::vector<std::pair<std::size_t, bool>> log_;  // (call, began) in the order seen
   std::vector<int> open_;
   std::thread acceptor_;
   std::vector<std::thread> workers_;
 };
+
+// Which of `candidates` owns the loopback TCP connection whose local port is `client_port` and
+// whose peer port is `server_port` (Linux: /proc/net/tcp gives the socket's inode, /proc/PID/fd
+// the process holding it); -1 when none does.
+inline pid_t tcp_client_pid(int client_port, int server_port, const std::vector<pid_t>& candidates) {
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line, inode;
+  std::getline(tcp, line);  // the column titles
+  while (inode.empty() && std::getline(tcp, line)) {
+    std::istringstream in(line);
+    std::vector<std::string> f;
+    for (std::string t; in >> t;) f.push_back(t);
+    if (f.size() < 10) continue;
+    auto port_of = [](const std::string& addr) {
+      const auto colon = addr.find(':');
+      return colon == std::string::npos ? -1 : static_cast<int>(std::stoul(addr.substr(colon + 1), nullptr, 16));
+    };
+    if (port_of(f[1]) == client_port && port_of(f[2]) == server_port) inode = f[9];
+  }
+  if (inode.empty()) return -1;
+  const std::string target = "socket:[" + inode + "]";
+  for (pid_t pid : candidates) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+      std::error_code link_ec;
+      if (fs::read_symlink(e.path(), link_ec).string() == target) return pid;
+    }
+  }
+  return -1;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Config, data dir, scripts

@@ -59,4 +59,42 @@ TEST(ServeHarness, HeldReplyNoticesTheClientHangingUp) {
   EXPECT_TRUE(llm.wait_hung_up(1, milliseconds(5000)));
 }
 
+TEST(ServeHarness, FakeLlmLogsOverlappingCalls) {
+  FakeLlm llm;
+  llm.set_responder([](const FakeLlm::Request&) { return FakeLlm::Plan{{"a"}, 0}; });
+  const std::string body = R"({"stream":true,"messages":[{"role":"user","content":"same"}]})";
+  {
+    SseReader first(llm.port(), "POST", "/v1/chat/completions", body);
+    SseReader second(llm.port(), "POST", "/v1/chat/completions", body);
+    ASSERT_TRUE(llm.wait_holding(2, milliseconds(5000)));
+    EXPECT_TRUE(llm.wait_ongoing("same", milliseconds(1000)).has_value());
+  }
+  ASSERT_TRUE(llm.wait_hung_up(2, milliseconds(5000)));
+  llm.release();
+  SseReader third(llm.port(), "POST", "/v1/chat/completions", body);
+  third.drain(milliseconds(5000));
+  EXPECT_EQ(llm.calls_for("same"), 3u);
+  EXPECT_EQ(llm.max_overlap([](const std::string& m) { return m; }), 2u);
+  EXPECT_FALSE(llm.wait_ongoing("same", milliseconds(0)).has_value());
+}
+
+// The kill -9 tests find the node that runs a run by the provider connection it holds open.
+TEST(ServeHarness, TcpClientPidFindsTheServerHoldingAProviderCall) {
+  FakeLlm llm;
+  llm.set_responder([](const FakeLlm::Request&) { return FakeLlm::Plan{{"a", "b"}, 1}; });
+  ServeWorld w;
+  w.write_config(ServeWorld::openai_provider(llm));
+  ASSERT_TRUE(w.start());
+  SseReader sse(w.port(), "POST", "/v1/sessions/held/messages", message_body("held", Json{{"stream", true}}));
+  ASSERT_TRUE(sse.ok()) << sse.head().describe();
+  auto client = llm.wait_ongoing("held", milliseconds(30000));
+  ASSERT_TRUE(client.has_value());
+  EXPECT_EQ(tcp_client_pid(*client, llm.port(), {::getpid(), w.server.pid()}), w.server.pid());
+  EXPECT_EQ(tcp_client_pid(*client, llm.port(), {::getpid()}), -1);
+  ASSERT_TRUE(w.server.kill9());
+  EXPECT_FALSE(w.server.running());
+  EXPECT_TRUE(llm.wait_hung_up(1, milliseconds(5000))) << "a killed client's held call ends";
+  EXPECT_FALSE(llm.wait_ongoing("held", milliseconds(0)).has_value());
+}
+
 }  // namespace

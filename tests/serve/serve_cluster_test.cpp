@@ -1,0 +1,711 @@
+// `kernex serve` scaled out: several nodes (processes, each with its own data dir) share one
+// PostgreSQL database through the postgres memory plugin and `serve.cluster`. Any node answers any
+// request; a run executes on the one node that claimed it (lease renewed while it runs), others
+// follow and cancel it; kill -9 of the running node hands the run to another node after the lease
+// (on_lost: retry -> attempt 2, or interrupt -> failed "interrupted"). Each test gets a fresh
+// database (tests/support/pg_test_db.hpp) and skips without KERNEX_TEST_PG_DSN.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <set>
+
+#include "pg_test_db.hpp"
+#include "serve_harness.hpp"
+
+namespace {
+
+using namespace kernex::serve_test;
+using kernex::Json;
+using kernex::testing::PgTestDb;
+using ::testing::ElementsAre;
+
+constexpr int kLeaseSeconds = 2;
+// kill -9 trials per run; KERNEX_CLUSTER_TRIALS=50 for a longer soak.
+constexpr int kDefaultTrials = 10;
+
+int trials() {
+  const char* env = std::getenv("KERNEX_CLUSTER_TRIALS");
+  const int n = env ? std::atoi(env) : 0;
+  return n > 0 ? n : kDefaultTrials;
+}
+
+std::vector<std::string> names(const std::vector<SseEvent>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) out.push_back(e.event);
+  return out;
+}
+
+std::string run_id_of(const std::vector<SseEvent>& events) {
+  for (const auto& e : events) {
+    if (e.event == "run_start") return e.json().value("run_id", "");
+  }
+  return "";
+}
+
+std::string cat_text(const std::vector<SseEvent>& events, std::size_t from = 0) {
+  std::string text;
+  for (std::size_t i = from; i < events.size(); ++i) {
+    if (events[i].event == "text_delta") text += events[i].json().value("text", "");
+  }
+  return text;
+}
+
+// Reads events until one named `name` arrives (kept in `seen`); false if the stream ended first.
+bool read_until(SseReader& sse, const std::string& name, std::vector<SseEvent>& seen,
+                milliseconds limit = milliseconds(30000)) {
+  const auto deadline = Clock::now() + limit;
+  while (auto e = sse.next(milliseconds(remaining_ms(deadline)))) {
+    seen.push_back(*e);
+    if (e->event == name) return true;
+  }
+  return false;
+}
+
+// One run's stream: run_start first, one terminal event last, ids 1, 2, 3..., every event names the run.
+void expect_well_formed(const std::vector<SseEvent>& events, const std::string& session) {
+  ASSERT_GE(events.size(), 2u) << ::testing::PrintToString(names(events));
+  EXPECT_EQ(events.front().event, "run_start");
+  EXPECT_TRUE(events.back().event == "run_end" || events.back().event == "error") << events.back().event;
+  const std::string run = events.front().json().value("run_id", "");
+  EXPECT_EQ(events.front().json().value("session_id", ""), session);
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    SCOPED_TRACE(events[i].event + " " + events[i].data);
+    EXPECT_EQ(events[i].id, std::to_string(i + 1));
+    EXPECT_EQ(events[i].json().value("run_id", ""), run);
+  }
+}
+
+// Event ids strictly increase (a retried run's stream goes on after the first attempt's events).
+void expect_increasing_ids(const std::vector<SseEvent>& events) {
+  long long last = 0;
+  for (const auto& e : events) {
+    const long long id = std::atoll(e.id.c_str());
+    EXPECT_GT(id, last) << "event " << e.event << " id '" << e.id << "' after " << last;
+    last = id;
+  }
+}
+
+std::vector<std::string> transcript(int port, const std::string& session) {
+  std::vector<std::string> out;
+  for (const auto& m : session_messages(port, session)) out.push_back(m.value("role", "") + ":" + content_text(m));
+  return out;
+}
+
+Json get_run(int port, const std::string& run) {
+  auto r = request(port, "GET", "/v1/runs/" + run);
+  EXPECT_EQ(r.status, 200) << "GET /v1/runs/" << run << ": " << r.describe();
+  return r.json().is_object() ? r.json() : Json::object();
+}
+
+// A string field, or "" (also when it is missing or not a string).
+std::string str(const Json& j, const std::string& key) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+long long num(const Json& j, const std::string& key) {
+  return j.is_object() && j.contains(key) && j[key].is_number_integer() ? j[key].get<long long>() : -1;
+}
+
+FakeLlm::Plan answer(const std::string& message, bool hold) {
+  return FakeLlm::Plan{{"answer to ", message}, hold ? std::optional<std::size_t>(1) : std::nullopt};
+}
+
+// Several `kernex serve` nodes on one config (postgres memory, serve.cluster), each with its own data dir.
+class ServeCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (db_.dsn().empty()) {
+      if (HasFailure()) FAIL() << "no test database";
+      GTEST_SKIP() << PgTestDb::skip_reason();
+    }
+  }
+  void TearDown() override {
+    llm_.release();  // held runs finish, so nodes stop at once on SIGTERM
+    for (auto& n : nodes_) {
+      if (n) n->signal(SIGCONT);  // a node a failed test left paused
+    }
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  // Writes the shared config and starts `n` nodes (in parallel: each waits for its listening line).
+  void start(int n, const std::string& on_lost = "retry") {
+    const std::string y = ServeWorld::openai_provider(llm_) +
+                          "memory:\n  name: postgres\n  options:\n    dsn: " + Json(db_.dsn()).dump() + "\n" +
+                          "serve:\n  cluster:\n    lease_s: " + std::to_string(kLeaseSeconds) +
+                          "\n    on_lost: " + on_lost + "\n    max_attempts: 3\n";
+    config_ = dir_.write("kernex.yaml", y);
+    nodes_.resize(static_cast<std::size_t>(n));
+    std::vector<std::thread> starting;
+    for (int i = 0; i < n; ++i) starting.emplace_back([this, i] { start_node(i); });
+    for (auto& t : starting) t.join();
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE(nodes_[static_cast<std::size_t>(i)] && nodes_[static_cast<std::size_t>(i)]->port() > 0)
+          << "node " << i << " did not start";
+    }
+  }
+  // (Re)starts node `i` as a fresh process with a fresh data dir.
+  bool start_node(int i) {
+    const int generation = generation_++;
+    const fs::path data = dir_.path() / ("node-" + std::to_string(generation));
+    fs::create_directories(data);
+    auto node = std::make_unique<ServeProcess>();
+    const bool ok = node->start({"--config", config_.string(), "--listen", "127.0.0.1:0", "--data-dir", data.string()},
+                                dir_.path() / ("node-" + std::to_string(generation) + ".stderr"));
+    if (!ok) ADD_FAILURE() << "node " << i << ": " << node->error();
+    nodes_[static_cast<std::size_t>(i)] = std::move(node);
+    return ok;
+  }
+  ServeProcess& node(int i) { return *nodes_[static_cast<std::size_t>(i)]; }
+  int port(int i) { return node(i).port(); }
+
+  // The node whose provider call for `message` is going on (held): its index, or -1.
+  int holder(const std::string& message) {
+    auto client = llm_.wait_ongoing(message, milliseconds(30000));
+    if (!client) {
+      ADD_FAILURE() << "no provider call for '" << message << "'\n" << logs();
+      return -1;
+    }
+    std::vector<pid_t> pids;
+    for (auto& n : nodes_) pids.push_back(n && n->running() ? n->pid() : -1);
+    const pid_t pid = tcp_client_pid(*client, llm_.port(), pids);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (pid > 0 && pids[i] == pid) return static_cast<int>(i);
+    }
+    ADD_FAILURE() << "no node owns the provider connection from port " << *client;
+    return -1;
+  }
+
+  // Every node's stderr, for failure messages.
+  std::string logs() const {
+    std::string out;
+    for (int g = 0; g < generation_.load(); ++g) {
+      out += "--- node-" + std::to_string(g) + ".stderr\n" +
+             slurp(dir_.path() / ("node-" + std::to_string(g) + ".stderr")).substr(0, 4000);
+    }
+    return out;
+  }
+
+  // Sends every (node, session, message) POST at once (released together). wait_answered/finish.
+  struct Post {
+    int node;
+    std::string session, message;
+  };
+  void fire(const std::vector<Post>& posts, const Json& extra) {
+    responses_.assign(posts.size(), HttpResponse{});
+    for (std::size_t i = 0; i < posts.size(); ++i) {
+      const int p = port(posts[i].node);
+      threads_.emplace_back([this, i, p, post = posts[i], extra] {
+        {
+          std::unique_lock lock(mutex_);
+          go_cv_.wait(lock, [&] { return go_; });
+        }
+        auto r = request(p, "POST", "/v1/sessions/" + post.session + "/messages", message_body(post.message, extra), {},
+                         milliseconds(90000));
+        std::lock_guard lock(mutex_);
+        responses_[i] = std::move(r);
+        ++answered_;
+        done_cv_.notify_all();
+      });
+    }
+    {
+      std::lock_guard lock(mutex_);
+      go_ = true;
+    }
+    go_cv_.notify_all();
+  }
+  bool wait_answered(std::size_t n, milliseconds limit) {
+    std::unique_lock lock(mutex_);
+    return done_cv_.wait_for(lock, limit, [&] { return answered_ >= n; });
+  }
+  void finish() {
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  PgTestDb db_;
+  FakeLlm llm_;
+  TempDir dir_;
+  fs::path config_;
+  std::atomic<int> generation_{0};  // names each started node's data dir and log
+  std::vector<std::unique_ptr<ServeProcess>> nodes_;
+
+  std::mutex mutex_;
+  std::condition_variable go_cv_, done_cv_;
+  bool go_ = false;
+  std::size_t answered_ = 0;
+  std::vector<HttpResponse> responses_;
+  std::vector<std::thread> threads_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// 1. Shared sessions, runs and history
+
+TEST_F(ServeCluster, AnyNodeReadsWhatAnotherNodeRan) {
+  std::mutex seen_mutex;
+  std::vector<std::string> context_of_again;
+  llm_.set_responder([&](const FakeLlm::Request& r) {
+    if (r.last_user() == "again") {
+      std::lock_guard lock(seen_mutex);
+      for (const auto& m : r.body["messages"]) {
+        if (m.value("role", "") == "system") continue;
+        context_of_again.push_back(m.value("role", "") + ":" + (m.contains("content") ? m["content"].dump() : ""));
+      }
+    }
+    return answer(r.last_user(), false);
+  });
+  ASSERT_NO_FATAL_FAILURE(start(2));
+  auto posted = request(port(0), "POST", "/v1/sessions/shared/messages", message_body("hello"));
+  ASSERT_EQ(posted.status, 200) << posted.describe() << logs();
+  EXPECT_EQ(str(posted.json(), "text"), "answer to hello");
+  const std::string run = str(posted.json(), "run_id");
+  ASSERT_FALSE(run.empty()) << posted.body;
+
+  EXPECT_THAT(transcript(port(1), "shared"), ElementsAre("user:hello", "assistant:answer to hello"));
+  Json r = get_run(port(1), run);
+  EXPECT_EQ(str(r, "status"), "done") << r.dump();
+  EXPECT_EQ(str(r, "session_id"), "shared") << r.dump();
+  EXPECT_FALSE(str(r, "node").empty()) << "GET run names the node that ran it: " << r.dump();
+  EXPECT_EQ(num(r, "attempt"), 1) << r.dump();
+  EXPECT_EQ(get_run(port(0), run), r) << "both nodes tell the same run";
+  auto runs = request(port(1), "GET", "/v1/sessions/shared/runs");
+  ASSERT_EQ(runs.status, 200) << runs.describe();
+  ASSERT_EQ(runs.json()["runs"].size(), 1u) << runs.body;
+  EXPECT_EQ(str(runs.json()["runs"][0], "run_id"), run);
+
+  // The next message, on the other node, sees the first exchange as context.
+  auto again = request(port(1), "POST", "/v1/sessions/shared/messages", message_body("again"));
+  ASSERT_EQ(again.status, 200) << again.describe() << logs();
+  EXPECT_EQ(str(again.json(), "text"), "answer to again");
+  {
+    std::lock_guard lock(seen_mutex);
+    EXPECT_THAT(context_of_again, ElementsAre("user:\"hello\"", "assistant:\"answer to hello\"", "user:\"again\""));
+  }
+  EXPECT_THAT(transcript(port(0), "shared"),
+              ElementsAre("user:hello", "assistant:answer to hello", "user:again", "assistant:answer to again"));
+
+  auto deleted = request(port(1), "DELETE", "/v1/sessions/shared");
+  EXPECT_EQ(deleted.status, 200) << deleted.describe();
+  EXPECT_TRUE(session_is_empty(port(0), "shared")) << "a session deleted on one node is gone on the other";
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2, 3. Following and cancelling a run that executes on another node
+
+TEST_F(ServeCluster, FollowerOnAnotherNodeSeesEveryEventInOrder) {
+  llm_.set_responder([](const FakeLlm::Request&) { return FakeLlm::Plan{{"al", "pha", " be", "ta", " gam", "ma"}, 3}; });
+  ASSERT_NO_FATAL_FAILURE(start(2));
+  SseReader owner(port(0), "POST", "/v1/sessions/follow/messages", message_body("go", Json{{"stream", true}}));
+  ASSERT_TRUE(owner.ok()) << owner.head().describe() << logs();
+  std::vector<SseEvent> owned;
+  ASSERT_TRUE(read_until(owner, "run_start", owned));
+  const std::string run = run_id_of(owned);
+  const int h = holder("go");
+  ASSERT_GE(h, 0);
+  const int other = 1 - h;
+
+  SseReader follower(port(other), "GET", "/v1/runs/" + run + "/events", "");
+  ASSERT_TRUE(follower.ok()) << follower.head().describe();
+  std::vector<SseEvent> followed;
+  // What the running node produced before the hold reaches the other node's client.
+  ASSERT_TRUE(read_until(follower, "text_delta", followed, milliseconds(10000)))
+      << "node " << other << " never relayed the live events of node " << h << ": "
+      << ::testing::PrintToString(names(followed)) << logs();
+  EXPECT_EQ(str(get_run(port(other), run), "status"), "running");
+  llm_.release();
+  auto rest = follower.drain(milliseconds(30000));
+  followed.insert(followed.end(), rest.begin(), rest.end());
+  expect_well_formed(followed, "follow");
+  ASSERT_FALSE(followed.empty());
+  EXPECT_EQ(followed.back().event, "run_end") << ::testing::PrintToString(names(followed));
+  EXPECT_EQ(cat_text(followed), "alpha beta gamma");
+  EXPECT_EQ(followed.back().json().value("text", ""), "alpha beta gamma");
+  EXPECT_TRUE(follower.ended()) << "the stream ends after run_end";
+
+  auto owner_rest = owner.drain(milliseconds(30000));
+  owned.insert(owned.end(), owner_rest.begin(), owner_rest.end());
+  ASSERT_EQ(owned.size(), followed.size()) << ::testing::PrintToString(names(owned));
+  for (std::size_t i = 0; i < owned.size(); ++i) {
+    EXPECT_EQ(owned[i].id, followed[i].id);
+    EXPECT_EQ(owned[i].event, followed[i].event);
+    EXPECT_EQ(owned[i].json(), followed[i].json());
+  }
+  Json r = get_run(port(other), run);
+  EXPECT_EQ(str(r, "status"), "done") << r.dump();
+  EXPECT_EQ(num(r, "attempt"), 1) << r.dump();
+  EXPECT_EQ(llm_.requests(), 1u);
+}
+
+TEST_F(ServeCluster, CancelOnAnotherNodeEndsTheRunPromptly) {
+  llm_.set_responder([](const FakeLlm::Request& r) {
+    return r.last_user() == "talk" ? FakeLlm::Plan{{"Hel", "lo", " never"}, 2} : answer(r.last_user(), false);
+  });
+  ASSERT_NO_FATAL_FAILURE(start(2));
+  SseReader owner(port(0), "POST", "/v1/sessions/cx/messages", message_body("talk", Json{{"stream", true}}));
+  ASSERT_TRUE(owner.ok()) << owner.head().describe() << logs();
+  std::vector<SseEvent> owned;
+  ASSERT_TRUE(read_until(owner, "run_start", owned));
+  const std::string run = run_id_of(owned);
+  const int h = holder("talk");
+  ASSERT_GE(h, 0);
+  const int other = 1 - h;
+  SseReader follower(port(other), "GET", "/v1/runs/" + run + "/events", "");
+  ASSERT_TRUE(follower.ok()) << follower.head().describe();
+  std::vector<SseEvent> followed;
+  ASSERT_TRUE(read_until(follower, "text_delta", followed, milliseconds(10000))) << logs();
+
+  const auto asked = Clock::now();
+  auto c = request(port(other), "POST", "/v1/runs/" + run + "/cancel");
+  ASSERT_EQ(c.status, 202) << c.describe();
+  EXPECT_EQ(str(c.json(), "run_id"), run);
+  ASSERT_TRUE(read_until(follower, "run_end", followed, milliseconds(10000)))
+      << ::testing::PrintToString(names(followed)) << logs();
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - asked).count();
+  EXPECT_LT(took, 2000) << "run_end reached the cancelling node's client " << took << " ms after cancel";
+  EXPECT_EQ(followed.back().json().value("outcome", ""), "cancelled") << followed.back().data;
+  EXPECT_TRUE(llm_.wait_hung_up(1, milliseconds(2000))) << "node " << h << " did not abandon the provider call";
+  EXPECT_TRUE(follower.drain(milliseconds(2000)).empty());
+  EXPECT_TRUE(follower.ended());
+
+  ASSERT_TRUE(read_until(owner, "run_end", owned, milliseconds(5000))) << ::testing::PrintToString(names(owned));
+  EXPECT_EQ(owned.back().json().value("outcome", ""), "cancelled");
+  EXPECT_EQ(str(get_run(port(0), run), "status"), "cancelled");
+  EXPECT_EQ(str(get_run(port(1), run), "status"), "cancelled");
+  // The session is free again, from either node.
+  auto next = request(port(other), "POST", "/v1/sessions/cx/messages", message_body("again"));
+  EXPECT_EQ(next.status, 200) << next.describe();
+  EXPECT_EQ(str(next.json(), "text"), "answer to again");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. One active run per session across nodes
+
+std::string numbered(const std::string& prefix, int i) {
+  char b[16];
+  std::snprintf(b, sizeof b, "-%02d", i);
+  return prefix + b;
+}
+
+TEST_F(ServeCluster, RejectAcceptsOneMessageAcrossNodes) {
+  constexpr int kMessages = 10;
+  llm_.set_responder([](const FakeLlm::Request& r) { return answer(r.last_user(), true); });
+  ASSERT_NO_FATAL_FAILURE(start(2));
+  std::vector<Post> posts;
+  for (int i = 0; i < kMessages; ++i) posts.push_back({i % 2, "rej", numbered("rej", i)});
+  fire(posts, Json{{"if_busy", "reject"}});
+  ASSERT_TRUE(wait_answered(kMessages - 1, milliseconds(60000)))
+      << "the busy session's messages were not refused on both nodes\n" << logs();
+  llm_.release();
+  finish();
+  int ok = 0, busy = 0;
+  std::string accepted;
+  for (int i = 0; i < kMessages; ++i) {
+    const auto& r = responses_[static_cast<std::size_t>(i)];
+    SCOPED_TRACE(posts[static_cast<std::size_t>(i)].message + " on node " +
+                 std::to_string(posts[static_cast<std::size_t>(i)].node));
+    if (r.status == 200) {
+      ++ok;
+      accepted = posts[static_cast<std::size_t>(i)].message;
+      EXPECT_EQ(str(r.json(), "text"), "answer to " + accepted);
+    } else {
+      EXPECT_EQ(r.status, 409) << r.describe();
+      EXPECT_EQ(r.error_code(), "session_busy") << r.describe();
+      ++busy;
+    }
+  }
+  EXPECT_EQ(ok, 1);
+  EXPECT_EQ(busy, kMessages - 1);
+  EXPECT_EQ(llm_.requests(), 1u) << "refused messages never reach the provider";
+  EXPECT_THAT(transcript(port(1), "rej"), ElementsAre("user:" + accepted, "assistant:answer to " + accepted));
+}
+
+TEST_F(ServeCluster, EnqueueRunsEachSessionInArrivalOrderNeverTwoAtOnce) {
+  constexpr int kPerSession = 8;
+  const std::vector<std::string> sessions{"qa", "qb"};
+  std::mutex first_mutex;
+  std::set<std::string> started;  // sessions whose first provider call was made
+  // Each session's first run holds until every message has been queued behind it.
+  llm_.set_responder([&](const FakeLlm::Request& r) {
+    const std::string m = r.last_user();
+    bool first;
+    {
+      std::lock_guard lock(first_mutex);
+      first = started.insert(m.substr(0, 2)).second;
+    }
+    return answer(m, first);
+  });
+  ASSERT_NO_FATAL_FAILURE(start(2));
+  std::vector<Post> posts;
+  for (int i = 0; i < kPerSession; ++i) {
+    for (std::size_t s = 0; s < sessions.size(); ++s) {
+      posts.push_back({static_cast<int>((static_cast<std::size_t>(i) + s) % 2), sessions[s], numbered(sessions[s], i)});
+    }
+  }
+  fire(posts, Json{{"if_busy", "enqueue"}});
+  ASSERT_TRUE(llm_.wait_holding(sessions.size(), milliseconds(30000))) << logs();
+  // Bounded wait until every run exists (nothing signals "queued" to a non-stream client).
+  std::map<std::string, Json> runs;
+  const auto deadline = Clock::now() + milliseconds(30000);
+  for (bool all = false; !all && Clock::now() < deadline;) {
+    all = true;
+    for (const auto& s : sessions) {
+      runs[s] = request(port(0), "GET", "/v1/sessions/" + s + "/runs").json();
+      all = all && runs[s].contains("runs") && runs[s]["runs"].size() == kPerSession;
+    }
+    if (!all) std::this_thread::sleep_for(milliseconds(20));
+  }
+  for (const auto& s : sessions) {
+    ASSERT_EQ(runs[s]["runs"].size(), static_cast<std::size_t>(kPerSession)) << s << ": " << runs[s].dump();
+    int queued = 0, running = 0;
+    for (const auto& r : runs[s]["runs"]) {
+      queued += r.value("status", "") == "queued";
+      running += r.value("status", "") == "running";
+    }
+    EXPECT_EQ(running, 1) << s << ": " << runs[s].dump();
+    EXPECT_EQ(queued, kPerSession - 1) << s << ": " << runs[s].dump();
+  }
+  llm_.release();
+  finish();
+
+  std::map<std::string, std::string> message_of_run;
+  for (std::size_t i = 0; i < posts.size(); ++i) {
+    ASSERT_EQ(responses_[i].status, 200) << posts[i].message << ": " << responses_[i].describe();
+    Json j = responses_[i].json();
+    EXPECT_EQ(str(j, "status"), "done") << j.dump();
+    EXPECT_EQ(str(j, "text"), "answer to " + posts[i].message);
+    message_of_run[str(j, "run_id")] = posts[i].message;
+  }
+  for (const auto& s : sessions) {
+    SCOPED_TRACE("session " + s);
+    // Arrival order: the runs list is newest first.
+    auto final_runs = request(port(1), "GET", "/v1/sessions/" + s + "/runs").json()["runs"];
+    std::vector<std::string> expected;
+    for (auto it = final_runs.rbegin(); it != final_runs.rend(); ++it) {
+      EXPECT_EQ(it->value("status", ""), "done");
+      const std::string m = message_of_run[it->value("run_id", "")];
+      expected.push_back("user:" + m);
+      expected.push_back("assistant:answer to " + m);
+    }
+    EXPECT_EQ(transcript(port(0), s), expected);
+  }
+  EXPECT_EQ(llm_.max_overlap([](const std::string& m) { return m.substr(0, 2); }), 1u)
+      << "two runs of one session called the provider at once";
+  EXPECT_EQ(llm_.requests(), posts.size());
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5, 6. kill -9 of the node running a run
+
+TEST_F(ServeCluster, KillNineOfTheRunningNodeRetriesTheRunElsewhere) {
+  // The first call for a message holds until the caller dies; the retry answers at once.
+  std::mutex first_mutex;
+  std::set<std::string> seen;
+  llm_.set_responder([&](const FakeLlm::Request& r) {
+    const std::string m = r.last_user();
+    std::lock_guard lock(first_mutex);
+    return answer(m, seen.insert(m).second);
+  });
+  constexpr int kNodes = 3;
+  ASSERT_NO_FATAL_FAILURE(start(kNodes));
+  const int n = trials();
+  for (int k = 0; k < n; ++k) {
+    SCOPED_TRACE("trial " + std::to_string(k) + " of " + std::to_string(n));
+    const std::string session = "trial" + std::to_string(k), message = "question " + std::to_string(k);
+    const int entry = k % kNodes;
+    SseReader sse(port(entry), "POST", "/v1/sessions/" + session + "/messages",
+                  message_body(message, Json{{"stream", true}}));
+    ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
+    std::vector<SseEvent> acked;
+    ASSERT_TRUE(read_until(sse, "text_delta", acked)) << ::testing::PrintToString(names(acked)) << logs();
+    const std::string run = run_id_of(acked);
+    ASSERT_FALSE(run.empty());
+    const int h = holder(message);
+    ASSERT_GE(h, 0);
+    const int survivor = (h + 1) % kNodes;
+    Json before = get_run(port(survivor), run);
+    EXPECT_EQ(str(before, "status"), "running") << before.dump();
+    EXPECT_EQ(num(before, "attempt"), 1) << before.dump();
+    const std::string first_node = str(before, "node");
+    EXPECT_FALSE(first_node.empty()) << before.dump();
+
+    const std::size_t hung = llm_.hung_up();
+    const auto killed = Clock::now();
+    ASSERT_TRUE(node(h).kill9()) << "node " << h << " outlived kill -9";
+    ASSERT_TRUE(llm_.wait_hung_up(hung + 1, milliseconds(10000))) << "the dead node's provider call did not end";
+    ASSERT_TRUE(start_node(h)) << "replacement for node " << h;
+
+    SseReader follow(port(survivor), "GET", "/v1/runs/" + run + "/events", "");
+    ASSERT_TRUE(follow.ok()) << follow.head().describe();
+    auto events = follow.drain(milliseconds(60000));
+    const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - killed).count();
+    ASSERT_FALSE(events.empty());
+    ASSERT_TRUE(events.back().event == "run_end") << ::testing::PrintToString(names(events)) << "\n"
+                                                  << events.back().data << "\n" << logs();
+    EXPECT_LT(took, 20000) << "the run ended " << took << " ms after kill -9 (lease " << kLeaseSeconds << " s)";
+    EXPECT_EQ(events.front().event, "run_start");
+    expect_increasing_ids(events);
+    std::size_t retry_at = events.size();
+    int retries = 0, ends = 0;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      ends += events[i].event == "run_end" || events[i].event == "error";
+      if (events[i].event != "run_retry") continue;
+      ++retries;
+      retry_at = i;
+      Json d = events[i].json();
+      EXPECT_EQ(str(d, "run_id"), run) << d.dump();
+      EXPECT_EQ(num(d, "attempt"), 2) << d.dump();
+      EXPECT_FALSE(str(d, "reason").empty()) << d.dump();
+    }
+    EXPECT_EQ(retries, 1) << ::testing::PrintToString(names(events));
+    EXPECT_EQ(ends, 1) << ::testing::PrintToString(names(events));
+    EXPECT_EQ(cat_text(events, retry_at), "answer to " + message) << "the new attempt's text after run_retry";
+    EXPECT_EQ(events.back().json().value("outcome", ""), "end_turn") << events.back().data;
+    EXPECT_EQ(events.back().json().value("text", ""), "answer to " + message) << events.back().data;
+
+    Json after = get_run(port(survivor), run);
+    EXPECT_EQ(str(after, "status"), "done") << after.dump();
+    EXPECT_EQ(num(after, "attempt"), 2) << after.dump();
+    EXPECT_FALSE(str(after, "node").empty()) << after.dump();
+    EXPECT_NE(str(after, "node"), first_node) << "the dead node cannot have finished the run";
+    EXPECT_THAT(transcript(port(h), session), ElementsAre("user:" + message, "assistant:answer to " + message))
+        << "the acknowledged message and its answer, exactly once";
+    EXPECT_EQ(llm_.calls_for(message), 2u);
+    EXPECT_EQ(llm_.max_overlap([](const std::string& m) { return m; }), 1u)
+        << "one run's message was being answered for two nodes at once";
+    if (entry != h) {
+      // The client that posted on a surviving node stays with the run through the retry.
+      auto rest = sse.drain(milliseconds(30000));
+      acked.insert(acked.end(), rest.begin(), rest.end());
+      EXPECT_EQ(acked.back().event, "run_end") << ::testing::PrintToString(names(acked));
+      EXPECT_EQ(std::count_if(acked.begin(), acked.end(), [](const SseEvent& e) { return e.event == "run_retry"; }), 1)
+          << ::testing::PrintToString(names(acked));
+    }
+    if (HasFailure()) return;  // the first failing trial says it all
+  }
+}
+
+// Every attempt dies: after max_attempts (3) the run fails as interrupted instead of going round forever.
+TEST_F(ServeCluster, RetriesStopAtMaxAttempts) {
+  llm_.set_responder([](const FakeLlm::Request& r) { return answer(r.last_user(), true); });
+  constexpr int kNodes = 3;
+  ASSERT_NO_FATAL_FAILURE(start(kNodes));
+  SseReader sse(port(0), "POST", "/v1/sessions/cursed/messages", message_body("cursed", Json{{"stream", true}}));
+  ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
+  std::vector<SseEvent> acked;
+  ASSERT_TRUE(read_until(sse, "run_start", acked)) << logs();
+  const std::string run = run_id_of(acked);
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    const int h = holder("cursed");  // the call of this attempt (the killed ones have ended)
+    ASSERT_GE(h, 0);
+    EXPECT_EQ(num(get_run(port((h + 1) % kNodes), run), "attempt"), attempt);
+    ASSERT_TRUE(node(h).kill9());
+    ASSERT_TRUE(llm_.wait_hung_up(static_cast<std::size_t>(attempt), milliseconds(10000)));
+    ASSERT_TRUE(start_node(h));
+  }
+  SseReader follow(port(0), "GET", "/v1/runs/" + run + "/events", "");
+  ASSERT_TRUE(follow.ok()) << follow.head().describe();
+  auto events = follow.drain(milliseconds(60000));
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(events.back().event, "error") << ::testing::PrintToString(names(events)) << "\n" << logs();
+  EXPECT_EQ(str(events.back().json(), "code"), "interrupted") << events.back().data;
+  EXPECT_EQ(std::count_if(events.begin(), events.end(), [](const SseEvent& e) { return e.event == "run_retry"; }), 2)
+      << ::testing::PrintToString(names(events));
+  Json r = get_run(port(1), run);
+  EXPECT_EQ(str(r, "status"), "failed") << r.dump();
+  EXPECT_EQ(num(r, "attempt"), 3) << r.dump();
+  EXPECT_EQ(llm_.calls_for("cursed"), 3u);
+  EXPECT_EQ(llm_.max_overlap([](const std::string& m) { return m; }), 1u);
+}
+
+// Not a death but a pause (SIGSTOP, as a long GC or VM stall would): the lease runs out, another
+// node retries the run, and the paused node, resumed with its provider reply now complete, must
+// not commit a second answer or events to the finished run.
+TEST_F(ServeCluster, APausedNodeThatLostItsLeaseCommitsNothing) {
+  std::mutex first_mutex;
+  std::set<std::string> seen;
+  llm_.set_responder([&](const FakeLlm::Request& r) {
+    const std::string m = r.last_user();
+    std::lock_guard lock(first_mutex);
+    return answer(m, seen.insert(m).second);
+  });
+  ASSERT_NO_FATAL_FAILURE(start(2));
+  SseReader sse(port(0), "POST", "/v1/sessions/pause/messages", message_body("stalled", Json{{"stream", true}}));
+  ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
+  std::vector<SseEvent> acked;
+  ASSERT_TRUE(read_until(sse, "text_delta", acked)) << logs();
+  const std::string run = run_id_of(acked);
+  const int h = holder("stalled");
+  ASSERT_GE(h, 0);
+  const int other = 1 - h;
+  node(h).signal(SIGSTOP);
+  SseReader follow(port(other), "GET", "/v1/runs/" + run + "/events", "");
+  ASSERT_TRUE(follow.ok()) << follow.head().describe();
+  auto events = follow.drain(milliseconds(60000));
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().event, "run_end") << ::testing::PrintToString(names(events)) << logs();
+  EXPECT_EQ(events.back().json().value("text", ""), "answer to stalled");
+
+  // Resume the paused node with its reply complete, then let it drain and exit: whatever it did
+  // with the run, it did before it exited.
+  llm_.release();
+  node(h).signal(SIGCONT);
+  auto status = node(h).stop(milliseconds(30000));
+  EXPECT_TRUE(status.has_value()) << "the resumed node did not exit on SIGTERM";
+
+  SseReader replay(port(other), "GET", "/v1/runs/" + run + "/events", "");
+  auto again = replay.drain(milliseconds(30000));
+  ASSERT_EQ(names(again), names(events)) << "the run's events changed after it ended";
+  for (std::size_t i = 0; i < again.size(); ++i) EXPECT_EQ(again[i].data, events[i].data);
+  Json r = get_run(port(other), run);
+  EXPECT_EQ(str(r, "status"), "done") << r.dump();
+  EXPECT_EQ(num(r, "attempt"), 2) << r.dump();
+  EXPECT_EQ(str(r.contains("result") ? r["result"] : Json::object(), "text"), "answer to stalled") << r.dump();
+  EXPECT_THAT(transcript(port(other), "pause"), ElementsAre("user:stalled", "assistant:answer to stalled"))
+      << "the paused node's late answer was saved too";
+}
+
+TEST_F(ServeCluster, KillNineWithOnLostInterruptFailsTheRun) {
+  llm_.set_responder([](const FakeLlm::Request& r) { return answer(r.last_user(), r.last_user() == "doomed"); });
+  ASSERT_NO_FATAL_FAILURE(start(2, "interrupt"));
+  SseReader sse(port(0), "POST", "/v1/sessions/intr/messages", message_body("doomed", Json{{"stream", true}}));
+  ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
+  std::vector<SseEvent> acked;
+  ASSERT_TRUE(read_until(sse, "text_delta", acked)) << logs();
+  const std::string run = run_id_of(acked);
+  const int h = holder("doomed");
+  ASSERT_GE(h, 0);
+  const int other = 1 - h;
+  const auto killed = Clock::now();
+  ASSERT_TRUE(node(h).kill9());
+  ASSERT_TRUE(llm_.wait_hung_up(1, milliseconds(10000)));
+
+  SseReader follow(port(other), "GET", "/v1/runs/" + run + "/events", "");
+  ASSERT_TRUE(follow.ok()) << follow.head().describe();
+  auto events = follow.drain(milliseconds(60000));
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - killed).count();
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(events.back().event, "error") << ::testing::PrintToString(names(events)) << "\n" << logs();
+  EXPECT_LT(took, 20000) << "the run failed " << took << " ms after kill -9 (lease " << kLeaseSeconds << " s)";
+  Json err = events.back().json();
+  EXPECT_EQ(str(err, "code"), "interrupted") << err.dump();
+  EXPECT_EQ(str(err, "run_id"), run) << err.dump();
+  expect_increasing_ids(events);
+  for (const auto& e : events) EXPECT_NE(e.event, "run_retry") << "on_lost: interrupt never retries";
+  EXPECT_EQ(llm_.calls_for("doomed"), 1u);
+  Json r = get_run(port(other), run);
+  EXPECT_EQ(str(r, "status"), "failed") << r.dump();
+
+  // The session is not left busy, and the failed run never got an answer.
+  auto next = request(port(other), "POST", "/v1/sessions/intr/messages", message_body("after"));
+  ASSERT_EQ(next.status, 200) << next.describe();
+  EXPECT_EQ(str(next.json(), "text"), "answer to after");
+  auto t = transcript(port(other), "intr");
+  EXPECT_EQ(std::count(t.begin(), t.end(), "assistant:answer to doomed"), 0) << ::testing::PrintToString(t);
+  ASSERT_GE(t.size(), 2u);
+  EXPECT_EQ(t[t.size() - 2], "user:after");
+  EXPECT_EQ(t.back(), "assistant:answer to after");
+}
+
+}  // namespace
