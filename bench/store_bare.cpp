@@ -62,9 +62,12 @@ constexpr Statement kStatements[] = {
      "$8::bigint, $9::double precision)"},
     // The store's own claim statement (tasks.cpp), prepared: where its time goes, beside the bare one.
     {"claim_store_statement",
-     "WITH due AS (SELECT id AS due_id FROM scheduled_tasks WHERE (status = 'pending' AND due_at <= kx_now()) "
-     "OR (status = 'claimed' AND lease_until <= kx_now()) ORDER BY due_at, rid LIMIT $3::bigint "
-     "FOR UPDATE SKIP LOCKED) "
+     "WITH pending AS (SELECT id, due_at, rid FROM scheduled_tasks WHERE status = 'pending' AND due_at <= kx_now() "
+     "ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
+     "expired AS (SELECT id, due_at, rid FROM scheduled_tasks WHERE status = 'claimed' AND lease_until <= kx_now() "
+     "ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
+     "due AS (SELECT id AS due_id FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) both_kinds "
+     "ORDER BY due_at, rid LIMIT $3::bigint) "
      "UPDATE scheduled_tasks SET status = 'claimed', claimed_by = $1, "
      "lease_until = kx_time(now() AT TIME ZONE 'UTC' + make_interval(secs => $2::bigint)) "
      "FROM due WHERE id = due_id RETURNING id, channel, sender_id, reply_target, description, due_at, repeat, "

@@ -530,6 +530,9 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   k.record_end(*tree, *run_services, request, run, started);
   if (!run) return run;
   if (memory != nullptr) {
+    if (options.before_save) {
+      if (auto ok = options.before_save(); !ok) return std::unexpected(ok.error());
+    }
     if (auto saved = Impl::save_exchange(*memory, built->conversation_id, request, context, *run); !saved) {
       return std::unexpected(saved.error());
     }

@@ -103,6 +103,11 @@ Result<std::unique_ptr<Connection>> Connection::open(const Options& options) {
   const std::string set = "SET statement_timeout = " + std::to_string(options.statement_timeout.count());
   if (auto r = out->exec(set); !r) return std::unexpected(r.error());
   if (auto r = out->exec("SET client_min_messages = warning"); !r) return std::unexpected(r.error());
+  if (options.idle_in_transaction_timeout.count() > 0) {
+    const std::string idle =
+        "SET idle_in_transaction_session_timeout = " + std::to_string(options.idle_in_transaction_timeout.count());
+    if (auto r = out->exec(idle); !r) return std::unexpected(r.error());
+  }
   return out;
 }
 

@@ -160,6 +160,12 @@ CREATE TABLE outcomes (
 );
 CREATE INDEX outcomes_sender ON outcomes (sender_id, project, id);
 )sql"},
+    // Claims take due tasks in (due_at, rid) order: with rid in the index, the oldest due task is
+    // read first instead of sorting every task due at the same second.
+    {2, R"sql(
+CREATE INDEX scheduled_tasks_due_order ON scheduled_tasks (status, due_at, rid);
+DROP INDEX scheduled_tasks_due;
+)sql"},
 };
 
 Result<void> apply(pg::Connection& c, const Migration& m) {

@@ -232,7 +232,16 @@ void ClusterRuns::execute(const std::shared_ptr<Tracked>& tracked, const RunRequ
   RunState& run = *tracked->state;
   if (run.status() == RunStatus::Queued) run.set_status(RunStatus::Running);
   const bool counted = deps_.admission && !deps_.admission->admit(run.tenant);
-  const RunEnd end = execute_run(env_, run, request);
+  const int attempt = tracked->attempt;
+  // A node that stalled (paused, partitioned) past its lease must not save an exchange the run's
+  // next attempt saves too: memory is written only while this node still holds the run.
+  auto still_ours = [this, &run, attempt]() -> Result<void> {
+    auto held = deps_.store->holds(run.id, node_, attempt);
+    if (!held) return std::unexpected(held.error());
+    if (!*held) return fail(ErrorCode::Cancelled, "this node no longer holds run " + run.id + "; its exchange is not saved");
+    return {};
+  };
+  const RunEnd end = execute_run(env_, run, request, still_ours);
   Result<bool> stored = false;
   {
     std::lock_guard sync(tracked->sync);

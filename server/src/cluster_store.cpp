@@ -305,6 +305,12 @@ Result<bool> ClusterStore::finish(const std::string& id, const std::string& node
   });
 }
 
+Result<bool> ClusterStore::holds(const std::string& id, const std::string& node, int attempt) {
+  auto conn = pool_.acquire();
+  if (!conn) return std::unexpected(conn.error());
+  return hold(**conn, id, node, attempt, "");
+}
+
 Result<ClusterStore::CancelOutcome> ClusterStore::cancel(const std::string& tenant, const std::string& id) {
   return pool_.transaction<CancelOutcome>([&](Connection& c) -> Result<CancelOutcome> {
     auto row = c.exec("SELECT status, session FROM serve_runs WHERE id = $1 AND tenant = $2 FOR UPDATE", {id, tenant});

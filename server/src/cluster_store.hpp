@@ -68,6 +68,9 @@ class ClusterStore {
   Result<bool> finish(const std::string& id, const std::string& node, int attempt, RunStatus status,
                       const Json& result, const std::vector<RunEvent>& events);
 
+  // Whether (node, attempt) still holds the run: checked before its exchange goes to memory.
+  Result<bool> holds(const std::string& id, const std::string& node, int attempt);
+
   enum class CancelOutcome { NotFound, Finished, CancelledQueued, Requested };
   Result<CancelOutcome> cancel(const std::string& tenant, const std::string& id);
   // Cancels every queued run of the session and asks its running one to stop.

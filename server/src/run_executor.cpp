@@ -156,7 +156,7 @@ fs::path session_workspace(const ServeConfig& config, const std::string& tenant,
   return config.workspaces_root / tenant / session;
 }
 
-RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req) {
+RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req, std::function<Result<void>()> before_save) {
   const auto started = std::chrono::steady_clock::now();
   run.set_running();
   run.append("run_start", {{"run_id", run.id}, {"session_id", run.session}});
@@ -169,6 +169,7 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req) {
   if (env.config->tenant_workspaces.contains(run.tenant)) fs::create_directories(workspace, ec);
   RunOptions options = run_options(env, run, req, workspace);
   options.sink = event_sink(run, env.observer, started);
+  options.before_save = std::move(before_save);
   const std::string sender = run.tenant + "/" + (req.sender.empty() ? req.session : req.sender);
   Result<RunResult> result = [&]() -> Result<RunResult> {
     try {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <expected>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,7 +41,9 @@ struct RunEnd {
 
 // Marks the run running, emits run_start, runs the kernel with the run's stop token, and returns
 // how it ended. Does not finish the RunState: the caller stores the end first.
-RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& request);
+// `before_save`, when set, may veto saving the exchange to memory (RunOptions::before_save).
+RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& request,
+                   std::function<Result<void>()> before_save = {});
 
 // The run_end body of a run cancelled before it started.
 Json cancelled_result(const std::string& run_id, const std::string& session);

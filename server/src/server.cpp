@@ -129,6 +129,7 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
     options.application_name = "kernex-serve";
     const auto third = std::chrono::duration_cast<std::chrono::milliseconds>(config.cluster.lease) / 3;
     options.statement_timeout = std::max(std::chrono::milliseconds(1000), third);
+    options.idle_in_transaction_timeout = std::max(std::chrono::milliseconds(1000), third);
     auto store = ClusterStore::open(options, config.cluster.pool_size);
     if (!store) return std::unexpected(store.error());
     ClusterRuns::Deps deps{&kernel, &config, std::move(skills), std::move(*store), observer, admission};

@@ -94,6 +94,9 @@ TEST(ServeHarness, TcpClientPidFindsTheServerHoldingAProviderCall) {
   ASSERT_TRUE(w.server.kill9());
   EXPECT_FALSE(w.server.running());
   EXPECT_TRUE(llm.wait_hung_up(1, milliseconds(5000))) << "a killed client's held call ends";
+  // The hang-up is counted before the call is marked ended: wait (bounded) for the log to agree.
+  const auto deadline = Clock::now() + milliseconds(5000);
+  while (llm.wait_ongoing("held", milliseconds(0)).has_value() && Clock::now() < deadline) std::this_thread::yield();
   EXPECT_FALSE(llm.wait_ongoing("held", milliseconds(0)).has_value());
 }
 

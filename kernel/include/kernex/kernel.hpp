@@ -98,6 +98,10 @@ struct RunOptions {
   using ToolCaller = std::function<ToolResult(const std::string& name, Json arguments)>;
   std::function<Result<void>(Context&, const ToolCaller&)> before_loop;
   std::function<Result<void>(RunResult&, const ToolCaller&)> after_loop;
+  // Called just before the run's exchange is saved to memory, cancelled runs included; an error
+  // skips the save and becomes the run's error. A server sharing runs between nodes saves only
+  // while its node still holds the run, so a stalled node cannot save an exchange twice.
+  std::function<Result<void>()> before_save;
 };
 
 // Adds to every run's Context before memory and the provider: system prompt text, toolboxes,

@@ -25,6 +25,9 @@ namespace kernex::pg {
 struct Options {
   std::string dsn;  // libpq conninfo or URI; empty: the PG* environment variables
   std::chrono::milliseconds statement_timeout{30000};
+  // > 0: the server ends a session left idle inside a transaction that long, so a stalled
+  // process (SIGSTOP, a hung thread) cannot hold row locks for ever.
+  std::chrono::milliseconds idle_in_transaction_timeout{0};
   std::chrono::seconds connect_timeout{5};
   std::string application_name = "kernex";
   std::string what = "postgres";  // names the user in error messages ("postgres memory", "serve")
