@@ -183,7 +183,7 @@ TEST_F(MemoryPostgres, MigrationsRaceOnAFreshDatabase) {
   // Each migration applied exactly once, all of them (no version twice, none missing).
   ASSERT_TRUE(fresh.exec("SELECT count(*) || '/' || count(DISTINCT version) || '/' || max(version) FROM schema_version",
                          &versions));
-  EXPECT_EQ(versions, "2/2/2");
+  EXPECT_EQ(versions, "3/3/3");
 }
 
 TEST_F(MemoryPostgres, ConnectionLossIsTypedAndTheNextCallReconnects) {
@@ -311,7 +311,8 @@ TEST_F(MemoryPostgres, LeasesRetriesRecurrenceAndCancel) {
   EXPECT_EQ(t->status, "pending");
   EXPECT_EQ(t->retry_count, 1u);
   EXPECT_EQ(t->last_error, "boom");
-  EXPECT_GT(t->spec.due_at, now_plus(100));  // 2 minutes of backoff
+  EXPECT_LT(t->spec.due_at, now_plus(0));  // the scheduled time; the retry waits 2 minutes of backoff
+  EXPECT_TRUE(store->claim_due_tasks("w2", std::chrono::seconds(60), 10).value().empty());
   // Monthly from Jan 31 follows SQLite's date arithmetic (Mar 3), not PostgreSQL's (Feb 28).
   auto spec = task("Monthly report", "2025-01-31 09:00:00");
   spec.repeat = "monthly";
