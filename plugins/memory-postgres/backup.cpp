@@ -15,6 +15,10 @@ constexpr int kVersion = 1;
 struct Column {
   const char* name;
   char type;  // 't' text, 'i' integer, 'r' real
+  // Added after the format's first version: exported only when set, so an export loads into a
+  // kernex that predates the column (its import rejects unknown columns); a document without it
+  // imports (NULL).
+  bool omitted_when_null = false;
 };
 struct Table {
   const char* name;
@@ -59,7 +63,7 @@ const std::vector<Table>& tables() {
        {{"id", 't'}, {"channel", 't'}, {"sender_id", 't'}, {"reply_target", 't'}, {"description", 't'},
         {"due_at", 't'}, {"repeat", 't'}, {"task_type", 't'}, {"project", 't'}, {"status", 't'},
         {"retry_count", 'i'}, {"max_retries", 'i'}, {"last_error", 't'}, {"claimed_by", 't'}, {"lease_until", 't'},
-        {"created_at", 't'}, {"delivered_at", 't'}}},
+        {"created_at", 't'}, {"delivered_at", 't'}, {"retry_at", 't', true}}},
       {"task_runs", "rid",
        {{"id", 't'}, {"task_id", 't'}, {"started_at", 't'}, {"finished_at", 't'}, {"status", 't'}, {"result", 't'},
         {"error", 't'}, {"tokens", 'i'}}},
@@ -77,6 +81,7 @@ Result<Json> export_table(pg::Connection& c, const Table& t) {
     Json obj = Json::object();
     for (int k = 0; k < static_cast<int>(t.columns.size()); ++k) {
       const Column& col = t.columns[static_cast<std::size_t>(k)];
+      if (rows->null(i, k) && col.omitted_when_null) continue;
       Json& v = obj[col.name];
       if (rows->null(i, k)) {
         v = nullptr;

@@ -166,6 +166,14 @@ CREATE INDEX outcomes_sender ON outcomes (sender_id, project, id);
 CREATE INDEX scheduled_tasks_due_order ON scheduled_tasks (status, due_at, rid);
 DROP INDEX scheduled_tasks_due;
 )sql"},
+    // A failed attempt's retry time, apart from the scheduled occurrence in due_at (fail_task moved
+    // due_at itself before, so a recurring task kept the retry's time of day). NULL: no retry
+    // pending. Claims read retries through their own small index. A task that drifted before this
+    // migration keeps its time: the original one was not recorded.
+    {3, R"sql(
+ALTER TABLE scheduled_tasks ADD COLUMN retry_at TEXT;
+CREATE INDEX scheduled_tasks_retry ON scheduled_tasks (status, retry_at, rid) WHERE retry_at IS NOT NULL;
+)sql"},
 };
 
 Result<void> apply(pg::Connection& c, const Migration& m) {

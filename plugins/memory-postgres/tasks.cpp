@@ -183,24 +183,35 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker, st
   if (worker.empty()) return fail(ErrorCode::Usage, "postgres memory: claiming tasks needs a worker id");
   // Rows another claimer holds are skipped, not waited for; a row another claimer took since
   // this statement's snapshot is re-checked after locking and no longer qualifies. Due tasks and
-  // expired leases are two indexed scans: one condition OR-ing both sorted every due row.
+  // expired leases are separate indexed scans: one condition OR-ing them sorted every due row.
+  // A pending task is due at its retry time when a failed attempt set one (retry_at, its own
+  // partial index), else at its occurrence (due_at, the (status, due_at, rid) index).
   static const std::string sql = task_sql(
-      "WITH pending AS (SELECT id, due_at, rid FROM scheduled_tasks WHERE status = 'pending' AND due_at <= kx_now() "
-      "ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
-      "expired AS (SELECT id, due_at, rid FROM scheduled_tasks WHERE status = 'claimed' AND lease_until <= kx_now() "
-      "ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
-      "due AS (SELECT id AS due_id FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) both_kinds "
-      "ORDER BY due_at, rid LIMIT $3::bigint) "
+      "WITH pending AS (SELECT id, due_at AS at, rid FROM scheduled_tasks WHERE status = 'pending' "
+      "AND due_at <= kx_now() AND retry_at IS NULL ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
+      "retries AS (SELECT id, retry_at AS at, rid FROM scheduled_tasks WHERE status = 'pending' "
+      "AND retry_at <= kx_now() ORDER BY retry_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
+      "expired AS (SELECT id, coalesce(retry_at, due_at) AS at, rid FROM scheduled_tasks WHERE status = 'claimed' "
+      "AND lease_until <= kx_now() ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
+      "due AS (SELECT id AS due_id FROM (SELECT * FROM pending UNION ALL SELECT * FROM retries "
+      "UNION ALL SELECT * FROM expired) all_kinds ORDER BY at, rid LIMIT $3::bigint) "
       "UPDATE scheduled_tasks SET status = 'claimed', claimed_by = $1, "
       "lease_until = kx_time(now() AT TIME ZONE 'UTC' + make_interval(secs => $2::bigint)) "
       "FROM due WHERE id = due_id RETURNING ",
-      "");
+      ", coalesce(retry_at, due_at)");
   const std::int64_t seconds = std::clamp<std::int64_t>(lease.count(), 0, 100LL * 366 * 24 * 3600);  // in range
   auto rows = query(sql, {worker, seconds, count_param(limit)});
   if (!rows) return std::unexpected(rows.error());
   auto tasks = read_tasks(*rows);
-  std::stable_sort(tasks.begin(), tasks.end(),
-                   [](const Task& a, const Task& b) { return a.spec.due_at < b.spec.due_at; });
+  // RETURNING has no order: soonest due first, by the time each was due at (the column after
+  // kTaskColumns' 16).
+  std::vector<std::pair<std::string, Task>> due;
+  for (int i = 0; i < rows->size(); ++i) {
+    due.emplace_back(rows->text(i, 16), std::move(tasks[static_cast<std::size_t>(i)]));
+  }
+  std::stable_sort(due.begin(), due.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  tasks.clear();
+  for (auto& [at, t] : due) tasks.push_back(std::move(t));
   return tasks;
 }
 
@@ -211,6 +222,8 @@ Result<bool> PgStore::complete_task(const std::string& id, const std::string& wo
     if (!holds(*t, worker)) return false;
     if (t->spec.repeat) {
       // The next occurrence after now: a task overdue for days fires once, not once per missed day.
+      // Counted from the scheduled occurrence (due_at), never from a retry's time: a daily 02:00
+      // task whose retry succeeded at 02:07 still fires at 02:00. It starts without retries.
       auto now = c.exec("SELECT kx_now()");
       if (!now) return std::unexpected(now.error());
       const std::string current = now->text(0, 0);
@@ -220,14 +233,14 @@ Result<bool> PgStore::complete_task(const std::string& id, const std::string& wo
       }
       auto r = c.exec(
           "UPDATE scheduled_tasks SET due_at = $1, status = 'pending', claimed_by = NULL, lease_until = NULL, "
-          "retry_count = 0, last_error = NULL WHERE id = $2",
+          "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = $2",
           {next, id});
       if (!r) return std::unexpected(r.error());
       return true;
     }
     auto r = c.exec(
         "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = kx_now(), claimed_by = NULL, "
-        "lease_until = NULL WHERE id = $1",
+        "lease_until = NULL, retry_at = NULL WHERE id = $1",
         {id});
     if (!r) return std::unexpected(r.error());
     return true;
@@ -248,11 +261,13 @@ Result<bool> PgStore::fail_task(const std::string& id, const std::string& worker
     std::string message = error;
     std::replace(message.begin(), message.end(), '\0', ' ');
     if (sqlite::invalid_utf8_at(message)) message = Json(message).dump(-1, ' ', false, Json::error_handler_t::replace);
+    // The retry's time goes in retry_at; due_at keeps the scheduled occurrence, which the next
+    // occurrence of a recurring task counts from and which pending_tasks and task() report.
     auto r = c.exec(
         "UPDATE scheduled_tasks SET retry_count = $1::bigint, last_error = $2, claimed_by = NULL, lease_until = NULL, "
         "status = CASE WHEN $3::boolean THEN 'pending' ELSE 'failed' END, "
-        "due_at = CASE WHEN $3::boolean THEN kx_time(now() AT TIME ZONE 'UTC' + make_interval(secs => $4::bigint)) "
-        "ELSE due_at END WHERE id = $5",
+        "retry_at = CASE WHEN $3::boolean THEN kx_time(now() AT TIME ZONE 'UTC' + make_interval(secs => $4::bigint)) "
+        "END WHERE id = $5",
         {n, message, retry, backoff_seconds(n), id});
     if (!r) return std::unexpected(r.error());
     return retry;

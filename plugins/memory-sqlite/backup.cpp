@@ -1,6 +1,7 @@
 // Export and import: every table as rows of plain JSON values, in an order that satisfies
 // foreign keys, so an export loads into an empty store unchanged.
 #include <set>
+#include <string_view>
 
 #include "sqlite_store.hpp"
 #include "text_rules.hpp"
@@ -20,6 +21,13 @@ constexpr Table kTables[] = {
     {"lessons", "id"},          {"outcomes", "id"},        {"audit_log", "id"},    {"token_usage", "id"},
     {"scheduled_tasks", "rowid"}, {"task_runs", "rowid"},
 };
+
+// Columns added after the format's first version: exported only when set, so an export loads
+// into a kernex that predates them (its import rejects unknown columns), and a document without
+// them imports here (they stay NULL).
+bool omitted_when_null(const char* table, const std::string& column) {
+  return std::string_view(table) == "scheduled_tasks" && column == "retry_at";
+}
 
 Result<std::vector<std::string>> columns(Db& db, const char* table) {
   const std::string sql = std::string("SELECT name FROM pragma_table_info('") + table + "')";
@@ -64,7 +72,9 @@ Result<Json> SqliteStore::export_json() {
       if (!*row) break;
       Json obj = Json::object();
       for (int i = 0; i < static_cast<int>(cols->size()); ++i) {
-        Json& v = obj[(*cols)[static_cast<std::size_t>(i)]];
+        const std::string& name = (*cols)[static_cast<std::size_t>(i)];
+        if (stmt->null(i) && omitted_when_null(t.name, name)) continue;
+        Json& v = obj[name];
         if (stmt->null(i)) {
           v = nullptr;
         } else if (stmt->is_integer(i)) {

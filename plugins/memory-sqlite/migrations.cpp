@@ -172,6 +172,13 @@ CREATE TABLE outcomes (
 );
 CREATE INDEX outcomes_sender ON outcomes (sender_id, project, id);
 )sql"},
+    {"005_task_retry_at", R"sql(
+-- A failed attempt's retry time, apart from the scheduled occurrence in due_at (fail_task moved
+-- due_at itself before, so a recurring task kept the retry's time of day). NULL: no retry pending.
+-- A task that drifted before this migration keeps its time: the original one was not recorded.
+ALTER TABLE scheduled_tasks ADD COLUMN retry_at TEXT;
+CREATE INDEX scheduled_tasks_retry ON scheduled_tasks (status, retry_at) WHERE retry_at IS NOT NULL;
+)sql"},
 };
 
 Result<std::set<std::string>> applied(Db& db) {

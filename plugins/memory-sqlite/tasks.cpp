@@ -143,11 +143,15 @@ Result<std::vector<Task>> SqliteStore::claim_due_tasks(const std::string& worker
                                                        std::size_t limit) {
   if (worker.empty()) return fail(ErrorCode::Usage, "memory-sqlite: claiming tasks needs a worker id");
   std::lock_guard lock(mutex_);
-  // One UPDATE … RETURNING under the write lock: no other process can claim the same rows.
+  // One UPDATE … RETURNING under the write lock: no other process can claim the same rows. A
+  // pending task is due at its retry time when a failed attempt set one, else at its occurrence.
   static const std::string sql =
       std::string("UPDATE scheduled_tasks SET status = 'claimed', claimed_by = ?1, lease_until = datetime('now', ?2) "
-                  "WHERE id IN (SELECT id FROM scheduled_tasks WHERE (status = 'pending' AND due_at <= datetime('now')) "
-                  "OR (status = 'claimed' AND lease_until <= datetime('now')) ORDER BY due_at LIMIT ?3) RETURNING ") +
+                  "WHERE id IN (SELECT id FROM scheduled_tasks WHERE "
+                  "(status = 'pending' AND retry_at IS NULL AND due_at <= datetime('now')) "
+                  "OR (status = 'pending' AND retry_at <= datetime('now')) "
+                  "OR (status = 'claimed' AND lease_until <= datetime('now')) "
+                  "ORDER BY coalesce(retry_at, due_at) LIMIT ?3) RETURNING ") +
       kTaskColumns;
   return db_->write<std::vector<Task>>([&]() -> Result<std::vector<Task>> {
     auto stmt = db_->prepare(sql.c_str());
@@ -159,7 +163,9 @@ Result<std::vector<Task>> SqliteStore::claim_due_tasks(const std::string& worker
 
 Result<void> SqliteStore::reschedule(const Task& t) {
   // The next occurrence after now: a task that was overdue for days fires once, not once per
-  // missed day (kernex advanced from the old due time only, so it fired again at once).
+  // missed day (kernex advanced from the old due time only, so it fired again at once). Counted
+  // from the scheduled occurrence (due_at), never from a retry's time: a daily 02:00 task whose
+  // retry succeeded at 02:07 still fires at 02:00. The new occurrence starts without retries.
   const std::string step = *t.spec.repeat == "weekly" ? "+7 days" : *t.spec.repeat == "monthly" ? "+1 month" : "+1 day";
   auto now = scalar<std::string>(*db_, "SELECT datetime('now')");
   if (!now) return std::unexpected(now.error());
@@ -180,7 +186,7 @@ Result<void> SqliteStore::reschedule(const Task& t) {
   }
   auto stmt = db_->prepare(
       "UPDATE scheduled_tasks SET due_at = ?, status = 'pending', claimed_by = NULL, lease_until = NULL, "
-      "retry_count = 0, last_error = NULL WHERE id = ?");
+      "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = ?");
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind_all(next, t.id);
   if (auto r = stmt->run(); !r) return std::unexpected(r.error());
@@ -217,7 +223,7 @@ Result<bool> SqliteStore::complete_task(const std::string& id, const std::string
     }
     auto stmt = db_->prepare(
         "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = datetime('now'), claimed_by = NULL, "
-        "lease_until = NULL WHERE id = ?");
+        "lease_until = NULL, retry_at = NULL WHERE id = ?");
     if (!stmt) return std::unexpected(stmt.error());
     stmt->bind(1, id);
     if (auto r = stmt->run(); !r) return std::unexpected(r.error());
@@ -245,10 +251,12 @@ Result<bool> SqliteStore::fail_task(const std::string& id, const std::string& wo
     }
     const std::uint32_t n = t->retry_count + 1;
     const bool retry = n < t->spec.max_retries;
+    // The retry's time goes in retry_at; due_at keeps the scheduled occurrence, which the next
+    // occurrence of a recurring task counts from and which pending_tasks and task() report.
     auto stmt = db_->prepare(
         "UPDATE scheduled_tasks SET retry_count = ?1, last_error = ?2, claimed_by = NULL, lease_until = NULL, "
         "status = CASE WHEN ?3 THEN 'pending' ELSE 'failed' END, "
-        "due_at = CASE WHEN ?3 THEN datetime('now', ?4) ELSE due_at END WHERE id = ?5");
+        "retry_at = CASE WHEN ?3 THEN datetime('now', ?4) END WHERE id = ?5");
     if (!stmt) return std::unexpected(stmt.error());
     stmt->bind_all(n, error, retry ? 1 : 0, "+" + std::to_string(backoff_seconds(n)) + " seconds", id);
     if (auto r = stmt->run(); !r) return std::unexpected(r.error());

@@ -756,23 +756,43 @@ TEST_P(MemoryConformance, RecurrenceSteps) {
   EXPECT_EQ(store->task(monthly).value()->spec.due_at, "2099-03-03 08:00:00");
 }
 
+// A task's retry time, which the interface does not report: read from the store's export.
+std::optional<std::string> retry_at(MemoryStore& s, const std::string& id) {
+  auto doc = s.export_json();
+  EXPECT_TRUE(doc) << doc.error().describe();
+  if (!doc) return std::nullopt;
+  for (const auto& row : (*doc)["scheduled_tasks"]) {
+    if (row["id"] != id) continue;
+    if (!row.contains("retry_at")) return std::nullopt;
+    return row["retry_at"].get<std::string>();
+  }
+  ADD_FAILURE() << "no task " << id << " in the export";
+  return std::nullopt;
+}
+
 TEST_P(MemoryConformance, FailedTaskRetriesWithBackoffThenFails) {
   auto id = store->create_task(task("flaky job", "2020-01-01 00:00:00")).value();
   ASSERT_EQ(store->claim_due_tasks("w", std::chrono::seconds(600), 1).value().size(), 1u);
+  EXPECT_FALSE(retry_at(*store, id));  // exported only when set
   EXPECT_TRUE(store->fail_task(id, "w", "boom 1").value());
   auto t = store->task(id).value();
   EXPECT_EQ(t->retry_count, 1u);
   EXPECT_EQ(t->last_error, "boom 1");
   EXPECT_EQ(t->status, "pending");
   EXPECT_FALSE(t->claimed_by);
-  EXPECT_GT(t->spec.due_at, now_plus(60));  // backed off, not due at once
-  EXPECT_LE(t->spec.due_at, now_plus(180));
+  EXPECT_EQ(t->spec.due_at, "2020-01-01 00:00:00");  // the scheduled occurrence; the retry has its own time
+  const auto first = retry_at(*store, id);
+  ASSERT_TRUE(first);
+  EXPECT_GT(*first, now_plus(60));  // backed off, not due at once
+  EXPECT_LE(*first, now_plus(180));
   EXPECT_TRUE(store->claim_due_tasks("w", std::chrono::seconds(600), 1).value().empty());
   EXPECT_TRUE(store->fail_task(id, "", "boom 2").value());
-  EXPECT_GT(store->task(id).value()->spec.due_at, now_plus(180));  // the backoff grows
+  EXPECT_GT(retry_at(*store, id).value_or(""), now_plus(180));  // the backoff grows
+  EXPECT_EQ(store->task(id).value()->spec.due_at, "2020-01-01 00:00:00");
   EXPECT_FALSE(store->fail_task(id, "", "boom 3").value());
   EXPECT_EQ(store->task(id).value()->status, "failed");
   EXPECT_EQ(store->task(id).value()->last_error, "boom 3");
+  EXPECT_FALSE(retry_at(*store, id));  // no retry pending
   EXPECT_FALSE(store->fail_task("missing", "", "x"));
   EXPECT_FALSE(store->fail_task(id, "", "after failing"));  // a failed task is nobody's to fail
   // max_retries 1 fails at once; 0 counts as 1.
@@ -796,8 +816,69 @@ TEST_P(MemoryConformance, RecurringTaskSucceedingAfterFailureStartsAfresh) {
   EXPECT_EQ(t->retry_count, 0u);
   EXPECT_FALSE(t->last_error);
   EXPECT_GT(t->spec.due_at, now_plus(0));
-  // Not checked: the time of day. The retry's backoff moved due_at and the next occurrence counts
-  // from there, so a daily 02:00 task that failed once fires at the backoff's time from then on.
+  EXPECT_LE(t->spec.due_at, now_plus(86400));
+  // The next occurrence counts from the scheduled one, not from the retry's time: a daily 02:00
+  // task that failed once used to fire at its retry's time of day from then on.
+  EXPECT_EQ(t->spec.due_at.substr(11), "02:00:00");
+  EXPECT_FALSE(retry_at(*store, id));
+}
+
+// The same through claims, with retry times in the past (set by an import: no waiting for a
+// backoff). A pending task is due at its retry time when it has one, else at its occurrence.
+TEST_P(MemoryConformance, RetriesAreClaimedAtTheirRetryTimeAndKeepTheSchedule) {
+  const auto row = [](const char* id, const char* description, const char* due, std::optional<const char*> retry) {
+    Json r{{"id", id},
+           {"channel", "cli"},
+           {"sender_id", "alice"},
+           {"reply_target", "chat"},
+           {"description", description},
+           {"due_at", due},
+           {"repeat", "daily"},
+           {"task_type", "reminder"},
+           {"project", ""},
+           {"status", "pending"},
+           {"retry_count", 1},
+           {"max_retries", 3},
+           {"last_error", "boom"},
+           {"claimed_by", nullptr},
+           {"lease_until", nullptr},
+           {"created_at", "2019-12-31 00:00:00"},
+           {"delivered_at", nullptr}};
+    if (retry) r["retry_at"] = *retry;
+    return r;
+  };
+  Json doc{{"format", "kernex-memory"}, {"version", 1}};
+  doc["scheduled_tasks"] = Json::array({
+      row("fresh", "a first attempt", "2020-01-01 05:00:00", std::nullopt),
+      row("retry-late", "an occurrence retried later", "2020-01-01 01:00:00", "2020-01-01 06:00:00"),
+      row("retry-early", "an occurrence retried before it was due", "2099-01-01 04:00:00", "2020-01-01 03:00:00"),
+      row("retry-pending", "a retry still backing off", "2020-01-01 00:30:00", "2099-01-01 00:00:00"),
+  });
+  ASSERT_TRUE(store->import_json(doc)) << "a document with retry_at imports";
+  EXPECT_EQ(retry_at(*store, "retry-late"), "2020-01-01 06:00:00");
+  EXPECT_FALSE(retry_at(*store, "fresh"));
+  // Due by retry time: 03:00 and 05:00 come first; the task whose retry is in 2099 is not due,
+  // however old its occurrence.
+  auto first = store->claim_due_tasks("w", std::chrono::seconds(600), 2).value();
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ((std::set<std::string>{first[0].id, first[1].id}), (std::set<std::string>{"retry-early", "fresh"}));
+  auto rest = store->claim_due_tasks("w", std::chrono::seconds(600), 10).value();
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].id, "retry-late");
+  EXPECT_EQ(rest[0].spec.due_at, "2020-01-01 01:00:00");  // the claim reports the scheduled occurrence
+  // Success after the retry: the next occurrence keeps 01:00, the retry is forgotten.
+  ASSERT_TRUE(store->complete_task("retry-late", "w").value());
+  auto done = store->task("retry-late").value();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->spec.due_at.substr(11), "01:00:00");
+  EXPECT_GT(done->spec.due_at, now_plus(0));
+  EXPECT_EQ(done->retry_count, 0u);
+  EXPECT_FALSE(retry_at(*store, "retry-late"));
+  // pending_tasks reports scheduled occurrences, soonest first.
+  auto pending = store->pending_tasks("alice").value();
+  ASSERT_EQ(pending.size(), 2u);
+  EXPECT_EQ(pending[0].id, "retry-pending");
+  EXPECT_EQ(pending[0].spec.due_at, "2020-01-01 00:30:00");
 }
 
 TEST_P(MemoryConformance, CancelByPrefixForItsSenderOnly) {
