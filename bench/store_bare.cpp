@@ -62,12 +62,14 @@ constexpr Statement kStatements[] = {
      "$8::bigint, $9::double precision)"},
     // The store's own claim statement (tasks.cpp), prepared: where its time goes, beside the bare one.
     {"claim_store_statement",
-     "WITH pending AS (SELECT id, due_at, rid FROM scheduled_tasks WHERE status = 'pending' AND due_at <= kx_now() "
-     "ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
-     "expired AS (SELECT id, due_at, rid FROM scheduled_tasks WHERE status = 'claimed' AND lease_until <= kx_now() "
-     "ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
-     "due AS (SELECT id AS due_id FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) both_kinds "
-     "ORDER BY due_at, rid LIMIT $3::bigint) "
+     "WITH pending AS (SELECT id, due_at AS at, rid FROM scheduled_tasks WHERE status = 'pending' "
+     "AND due_at <= kx_now() AND retry_at IS NULL ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
+     "retries AS (SELECT id, retry_at AS at, rid FROM scheduled_tasks WHERE status = 'pending' "
+     "AND retry_at <= kx_now() ORDER BY retry_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
+     "expired AS (SELECT id, coalesce(retry_at, due_at) AS at, rid FROM scheduled_tasks WHERE status = 'claimed' "
+     "AND lease_until <= kx_now() ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
+     "due AS (SELECT id AS due_id FROM (SELECT * FROM pending UNION ALL SELECT * FROM retries "
+     "UNION ALL SELECT * FROM expired) all_kinds ORDER BY at, rid LIMIT $3::bigint) "
      "UPDATE scheduled_tasks SET status = 'claimed', claimed_by = $1, "
      "lease_until = kx_time(now() AT TIME ZONE 'UTC' + make_interval(secs => $2::bigint)) "
      "FROM due WHERE id = due_id RETURNING id, channel, sender_id, reply_target, description, due_at, repeat, "
