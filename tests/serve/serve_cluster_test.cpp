@@ -31,50 +31,11 @@ int trials() {
   return n > 0 ? n : kDefaultTrials;
 }
 
-std::vector<std::string> names(const std::vector<SseEvent>& events) {
-  std::vector<std::string> out;
-  for (const auto& e : events) out.push_back(e.event);
-  return out;
-}
-
 std::string run_id_of(const std::vector<SseEvent>& events) {
   for (const auto& e : events) {
     if (e.event == "run_start") return e.json().value("run_id", "");
   }
   return "";
-}
-
-std::string cat_text(const std::vector<SseEvent>& events, std::size_t from = 0) {
-  std::string text;
-  for (std::size_t i = from; i < events.size(); ++i) {
-    if (events[i].event == "text_delta") text += events[i].json().value("text", "");
-  }
-  return text;
-}
-
-// Reads events until one named `name` arrives (kept in `seen`); false if the stream ended first.
-bool read_until(SseReader& sse, const std::string& name, std::vector<SseEvent>& seen,
-                milliseconds limit = milliseconds(30000)) {
-  const auto deadline = Clock::now() + limit;
-  while (auto e = sse.next(milliseconds(remaining_ms(deadline)))) {
-    seen.push_back(*e);
-    if (e->event == name) return true;
-  }
-  return false;
-}
-
-// One run's stream: run_start first, one terminal event last, ids 1, 2, 3..., every event names the run.
-void expect_well_formed(const std::vector<SseEvent>& events, const std::string& session) {
-  ASSERT_GE(events.size(), 2u) << ::testing::PrintToString(names(events));
-  EXPECT_EQ(events.front().event, "run_start");
-  EXPECT_TRUE(events.back().event == "run_end" || events.back().event == "error") << events.back().event;
-  const std::string run = events.front().json().value("run_id", "");
-  EXPECT_EQ(events.front().json().value("session_id", ""), session);
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    SCOPED_TRACE(events[i].event + " " + events[i].data);
-    EXPECT_EQ(events[i].id, std::to_string(i + 1));
-    EXPECT_EQ(events[i].json().value("run_id", ""), run);
-  }
 }
 
 // Event ids strictly increase (a retried run's stream goes on after the first attempt's events).

@@ -1147,4 +1147,54 @@ inline std::string content_text(const Json& message) {
   return c.dump();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Reading a run's event stream
+
+inline std::vector<std::string> names(const std::vector<SseEvent>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) out.push_back(e.event);
+  return out;
+}
+
+// Reads events until one named `name` arrives (kept in `seen`); false if the stream ended first.
+inline bool read_until(SseReader& sse, const std::string& name, std::vector<SseEvent>& seen,
+                       milliseconds limit = milliseconds(30000)) {
+  const auto deadline = Clock::now() + limit;
+  while (auto e = sse.next(milliseconds(remaining_ms(deadline)))) {
+    seen.push_back(*e);
+    if (e->event == name) return true;
+  }
+  return false;
+}
+
+// The contract's shape of one run's stream: run_start first, exactly one terminal event, last;
+// ids 1, 2, 3...; every event an object naming the run.
+inline void expect_well_formed(const std::vector<SseEvent>& events, const std::string& session) {
+  ASSERT_GE(events.size(), 2u) << ::testing::PrintToString(names(events));
+  EXPECT_EQ(events.front().event, "run_start");
+  EXPECT_TRUE(events.back().event == "run_end" || events.back().event == "error") << events.back().event;
+  const std::string run = events.front().json().value("run_id", "");
+  EXPECT_FALSE(run.empty());
+  EXPECT_EQ(events.front().json().value("session_id", ""), session);
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    SCOPED_TRACE(events[i].event + " " + events[i].data);
+    EXPECT_EQ(events[i].id, std::to_string(i + 1)) << "ids are 1, 2, 3... per run";
+    Json d = events[i].json();
+    ASSERT_TRUE(d.is_object());
+    EXPECT_EQ(d.value("run_id", ""), run);
+  }
+  const auto ends = std::count_if(events.begin(), events.end(),
+                                  [](const SseEvent& e) { return e.event == "run_end" || e.event == "error"; });
+  EXPECT_EQ(ends, 1);
+}
+
+// The text of the text_delta events from `from` on.
+inline std::string cat_text(const std::vector<SseEvent>& events, std::size_t from = 0) {
+  std::string text;
+  for (std::size_t i = from; i < events.size(); ++i) {
+    if (events[i].event == "text_delta") text += events[i].json().value("text", "");
+  }
+  return text;
+}
+
 }  // namespace kernex::serve_test

@@ -24,51 +24,6 @@ std::string run_id_of(const std::vector<SseEvent>& events) {
   return "";
 }
 
-std::vector<std::string> names(const std::vector<SseEvent>& events) {
-  std::vector<std::string> out;
-  for (const auto& e : events) out.push_back(e.event);
-  return out;
-}
-
-// Reads events until one named `name` arrives (kept in `seen`); false if the stream ended first.
-bool read_until(SseReader& sse, const std::string& name, std::vector<SseEvent>& seen,
-                milliseconds limit = milliseconds(30000)) {
-  const auto deadline = Clock::now() + limit;
-  while (auto e = sse.next(milliseconds(remaining_ms(deadline)))) {
-    seen.push_back(*e);
-    if (e->event == name) return true;
-  }
-  return false;
-}
-
-// Checks the contract's shape of one run's event stream.
-void expect_well_formed(const std::vector<SseEvent>& events, const std::string& session) {
-  ASSERT_GE(events.size(), 2u) << ::testing::PrintToString(names(events));
-  EXPECT_EQ(events.front().event, "run_start");
-  EXPECT_TRUE(events.back().event == "run_end" || events.back().event == "error") << events.back().event;
-  const std::string run = events.front().json().value("run_id", "");
-  EXPECT_FALSE(run.empty());
-  EXPECT_EQ(events.front().json().value("session_id", ""), session);
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    SCOPED_TRACE(events[i].event + " " + events[i].data);
-    EXPECT_EQ(events[i].id, std::to_string(i + 1)) << "ids are 1, 2, 3... per run";
-    Json d = events[i].json();
-    ASSERT_TRUE(d.is_object());
-    EXPECT_EQ(d.value("run_id", ""), run);
-  }
-  const auto ends = std::count_if(events.begin(), events.end(),
-                                  [](const SseEvent& e) { return e.event == "run_end" || e.event == "error"; });
-  EXPECT_EQ(ends, 1);
-}
-
-std::string cat_text(const std::vector<SseEvent>& events) {
-  std::string text;
-  for (const auto& e : events) {
-    if (e.event == "text_delta") text += e.json().value("text", "");
-  }
-  return text;
-}
-
 // ---------------------------------------------------------------------------------------------
 // SSE with the replay provider
 
