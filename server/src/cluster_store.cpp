@@ -6,8 +6,15 @@ namespace {
 using pg::Connection;
 using pg::Rows;
 
-constexpr const char* kSchema = R"SQL(
-CREATE TABLE IF NOT EXISTS serve_runs (
+// Versioned like the memory store's schema: migration N runs once, in order, under an advisory
+// lock, and a database newer than this server is refused (approvals and the webhook outbox come
+// as later versions).
+struct Migration {
+  int version;
+  const char* sql;
+};
+constexpr Migration kMigrations[] = {{1, R"SQL(
+CREATE TABLE serve_runs (
   seq BIGSERIAL UNIQUE,
   id TEXT PRIMARY KEY,
   tenant TEXT NOT NULL,
@@ -23,19 +30,44 @@ CREATE TABLE IF NOT EXISTS serve_runs (
   enqueued_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
   started_at TIMESTAMPTZ,
   ended_at TIMESTAMPTZ);
-CREATE INDEX IF NOT EXISTS serve_runs_by_session ON serve_runs (tenant, session, seq);
-CREATE INDEX IF NOT EXISTS serve_runs_queued ON serve_runs (seq) WHERE status = 'queued';
-CREATE INDEX IF NOT EXISTS serve_runs_leases ON serve_runs (lease_until) WHERE status = 'running';
-CREATE INDEX IF NOT EXISTS serve_runs_by_node ON serve_runs (node) WHERE status = 'running';
-CREATE UNIQUE INDEX IF NOT EXISTS serve_runs_one_running ON serve_runs (tenant, session)
+CREATE INDEX serve_runs_by_session ON serve_runs (tenant, session, seq);
+CREATE INDEX serve_runs_queued ON serve_runs (seq) WHERE status = 'queued';
+CREATE INDEX serve_runs_leases ON serve_runs (lease_until) WHERE status = 'running';
+CREATE INDEX serve_runs_by_node ON serve_runs (node) WHERE status = 'running';
+CREATE UNIQUE INDEX serve_runs_one_running ON serve_runs (tenant, session)
   WHERE status = 'running' AND session <> '';
-CREATE TABLE IF NOT EXISTS serve_run_events (
+CREATE TABLE serve_run_events (
   run_id TEXT NOT NULL REFERENCES serve_runs (id) ON DELETE CASCADE,
   seq BIGINT NOT NULL,
   name TEXT NOT NULL,
   data TEXT NOT NULL,
   PRIMARY KEY (run_id, seq));
-)SQL";
+)SQL"}};
+
+Result<bool> migrate(Connection& c) {
+  if (auto r = c.exec("SELECT pg_advisory_xact_lock(7291000)"); !r) return std::unexpected(r.error());
+  if (auto r = c.script("CREATE TABLE IF NOT EXISTS serve_schema_version (version INT PRIMARY KEY, "
+                        "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
+      !r) {
+    return std::unexpected(r.error());
+  }
+  auto have = c.exec("SELECT COALESCE(MAX(version), 0) FROM serve_schema_version");
+  if (!have) return std::unexpected(have.error());
+  const std::int64_t current = have->int64(0, 0);
+  const int newest = kMigrations[std::size(kMigrations) - 1].version;
+  if (current > newest) {
+    return fail(ErrorCode::Memory, "serve run store: the database's schema is version " + std::to_string(current) +
+                                       ", newer than this kernex (" + std::to_string(newest) + "): upgrade kernex");
+  }
+  for (const auto& m : kMigrations) {
+    if (m.version <= current) continue;
+    if (auto r = c.script(m.sql); !r) return std::unexpected(r.error());
+    if (auto r = c.exec("INSERT INTO serve_schema_version (version) VALUES ($1::int)", {m.version}); !r) {
+      return std::unexpected(r.error());
+    }
+  }
+  return true;
+}
 
 constexpr const char* kRunColumns =
     "id, tenant, session, status, created_at, COALESCE(node, ''), attempt, cancel_requested, request, "
@@ -150,11 +182,7 @@ Result<void> interrupt_session(Connection& c, const std::string& tenant, const s
 
 Result<std::unique_ptr<ClusterStore>> ClusterStore::open(const pg::Options& options, std::size_t pool_size) {
   std::unique_ptr<ClusterStore> store(new ClusterStore(options, pool_size));
-  auto migrated = store->pool_.transaction<bool>([](Connection& c) -> Result<bool> {
-    if (auto r = c.exec("SELECT pg_advisory_xact_lock(7291000)"); !r) return std::unexpected(r.error());
-    if (auto r = c.script(kSchema); !r) return std::unexpected(r.error());
-    return true;
-  });
+  auto migrated = store->pool_.transaction<bool>(migrate);
   if (!migrated) return std::unexpected(migrated.error());
   return store;
 }
