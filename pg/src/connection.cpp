@@ -88,10 +88,12 @@ Result<std::unique_ptr<Connection>> Connection::open(const Options& options) {
   const std::string timeout = std::to_string(std::max<long long>(1, options.connect_timeout.count()));
   // The DSN comes first and is expanded; the keywords after it override it, so keepalives and the
   // connect timeout always hold. An empty DSN leaves everything to the PG* environment variables.
+  // client_encoding too: every text the kernel sends and reads is UTF-8, whatever the DSN, the
+  // environment (PGCLIENTENCODING) or the database's default say.
   const char* keys[] = {"dbname", "connect_timeout", "application_name", "keepalives", "keepalives_idle",
-                        "keepalives_interval", "keepalives_count", "tcp_user_timeout", nullptr};
+                        "keepalives_interval", "keepalives_count", "tcp_user_timeout", "client_encoding", nullptr};
   const char* values[] = {options.dsn.empty() ? nullptr : options.dsn.c_str(), timeout.c_str(),
-                          options.application_name.c_str(), "1", "10", "5", "3", "15000", nullptr};
+                          options.application_name.c_str(), "1", "10", "5", "3", "15000", "UTF8", nullptr};
   pg_conn* conn = PQconnectdbParams(keys, values, 1);
   if (!conn) return fail(ErrorCode::Io, options.what + ": out of memory connecting to PostgreSQL");
   if (PQstatus(conn) != CONNECTION_OK) {
@@ -112,6 +114,8 @@ Result<std::unique_ptr<Connection>> Connection::open(const Options& options) {
 }
 
 bool Connection::broken() const { return PQstatus(conn_) != CONNECTION_OK; }
+
+bool Connection::idle() const { return PQtransactionStatus(conn_) == PQTRANS_IDLE; }
 
 std::unexpected<Error> Connection::failure(const std::string& what, pg_result* result) {
   std::string message = trimmed(result ? PQresultErrorMessage(result) : PQerrorMessage(conn_));

@@ -35,7 +35,9 @@ Result<Lease> Pool::acquire() {
 void Pool::release(std::unique_ptr<Connection> conn) {
   std::lock_guard lock(mutex_);
   --leased_;
-  if (!conn->broken()) idle_.push_back(std::move(conn));
+  // A connection left inside a transaction (a body that threw, say) is closed, never reused:
+  // the next caller's statements would join that transaction.
+  if (!conn->broken() && conn->idle()) idle_.push_back(std::move(conn));
   freed_.notify_one();
 }
 

@@ -45,9 +45,7 @@ bool pause(std::stop_token stop, std::chrono::milliseconds d) {
 ClusterRuns::ClusterRuns(Deps deps)
     : deps_(std::move(deps)),
       env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)),
-      node_(make_node_id()) {
-  last_renewal_ = Clock::now().time_since_epoch().count();
-}
+      node_(make_node_id()) {}
 
 ClusterRuns::~ClusterRuns() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -190,8 +188,9 @@ void ClusterRuns::launch(ClaimedRun claimed) {
   {
     std::lock_guard lock(mutex_);
     auto& slot = runs_[row.id];
-    // A state that ended here (a claim this node lost) cannot take events again: start afresh.
-    if (!slot || is_terminal(slot->state->status())) {
+    // A state that ended here, or one an earlier attempt of this node still runs (a claim it lost
+    // while stalled), is not this attempt's: each execution has its own Tracked, attempt and stop.
+    if (!slot || slot->executing || is_terminal(slot->state->status())) {
       slot = std::make_shared<Tracked>();
       slot->state = std::make_shared<RunState>(row.id, row.tenant, row.session, row.created_at);
     }
@@ -215,22 +214,18 @@ void ClusterRuns::launch(ClaimedRun claimed) {
       execute(tracked, *request);
     } else {
       const Json error{{"run_id", tracked->state->id}, {"code", "Internal"}, {"message", "the stored request is unreadable"}};
-      (void)deps_.store->finish(tracked->state->id, node_, tracked->attempt, RunStatus::Failed, error, {});
-      tracked->executing = false;
-      tracked->state->finish(RunStatus::Failed, error);
+      end(*tracked, RunEnd{RunStatus::Failed, "error", error, {}, {}, "error"});
     }
-    {
-      std::lock_guard lock(mutex_);
-      --threads_;
-      kicked_ = true;  // a slot is free, and the session may have a queued run
-    }
+    // Notified under the lock: shutdown() may return, and this object go, once threads_ is 0.
+    std::lock_guard lock(mutex_);
+    --threads_;
+    kicked_ = true;  // a slot is free, and the session may have a queued run
     changed_.notify_all();
   }).detach();
 }
 
 void ClusterRuns::execute(const std::shared_ptr<Tracked>& tracked, const RunRequest& request) {
   RunState& run = *tracked->state;
-  if (run.status() == RunStatus::Queued) run.set_status(RunStatus::Running);
   const bool counted = deps_.admission && !deps_.admission->admit(run.tenant);
   const int attempt = tracked->attempt;
   // A node that stalled (paused, partitioned) past its lease must not save an exchange the run's
@@ -241,29 +236,11 @@ void ClusterRuns::execute(const std::shared_ptr<Tracked>& tracked, const RunRequ
     if (!*held) return fail(ErrorCode::Cancelled, "this node no longer holds run " + run.id + "; its exchange is not saved");
     return {};
   };
-  const RunEnd end = execute_run(env_, run, request, still_ours);
-  Result<bool> stored = false;
-  {
-    std::lock_guard sync(tracked->sync);
-    std::vector<RunEvent> rest = run.events_after(tracked->flushed).events;
-    rest.push_back(RunEvent{run.last_event_id() + 1, end.event, end.body});
-    // The end must reach the store before anyone hears of it; retried while the lease lasts,
-    // since a run whose end is lost would be run again by another node.
-    const auto deadline = Clock::now() + deps_.config->cluster.lease / 2;
-    for (auto wait = std::chrono::milliseconds(50);; wait *= 2) {
-      stored = deps_.store->finish(run.id, node_, tracked->attempt, end.status, end.body, rest);
-      if (stored || Clock::now() + wait > deadline) break;
-      std::this_thread::sleep_for(wait);
-    }
-    tracked->executing = false;
-  }
-  if (!stored) log(LogLevel::Error, "serve: the end of run " + run.id + " was not stored: " + stored.error().describe());
-  if (stored && !*stored) log(LogLevel::Warn, "serve: run " + run.id + " lost its claim; its result is discarded");
+  const RunEnd result = execute_run(env_, run, request, still_ours);
   if (counted) {
-    deps_.admission->release(run.tenant, end.usage.input_tokens + end.usage.output_tokens, end.usage.cost_usd);
+    deps_.admission->release(run.tenant, result.usage.input_tokens + result.usage.output_tokens, result.usage.cost_usd);
   }
-  run.append(end.event, end.body);
-  run.finish(end.status, end.body);
+  end(*tracked, result);
 }
 
 bool ClusterRuns::flush(Tracked& tracked) {
@@ -279,6 +256,44 @@ bool ClusterRuns::flush(Tracked& tracked) {
   }
   tracked.flushed = pending.back().id;
   return true;
+}
+
+// The end must reach the store before anyone hears of it; it is retried while the lease lasts,
+// since a run whose end is lost would be run again by another node. An end the store did not take
+// (the claim is gone, or the store failed) is not this run's result: the local state ends with
+// claim_lost and is dropped, so the next reader here reads the store's answer.
+void ClusterRuns::end(Tracked& tracked, const RunEnd& result) {
+  RunState& run = *tracked.state;
+  std::vector<RunEvent> rest;
+  {
+    std::lock_guard sync(tracked.sync);
+    rest = run.events_after(tracked.flushed).events;
+  }
+  rest.push_back(RunEvent{run.last_event_id() + 1, result.event, result.body});
+  Result<bool> stored = false;
+  const auto deadline = Clock::now() + deps_.config->cluster.lease / 2;
+  for (auto wait = std::chrono::milliseconds(50);; wait *= 2) {
+    stored = deps_.store->finish(run.id, node_, tracked.attempt, result.status, result.body, rest);
+    if (stored || Clock::now() + wait > deadline) break;
+    std::this_thread::sleep_for(wait);
+  }
+  {
+    std::lock_guard sync(tracked.sync);
+    tracked.executing = false;
+  }
+  if (stored && *stored) {
+    run.append(result.event, result.body);
+    run.finish(result.status, result.body);
+    return;
+  }
+  const std::string why = stored ? "this node lost its claim on the run; another attempt's result stands"
+                                 : "the run's end could not be stored: " + stored.error().describe();
+  log(LogLevel::Warn, "serve: run " + run.id + ": " + why);
+  const Json lost{{"run_id", run.id}, {"code", "claim_lost"}, {"message", why}};
+  run.append("error", lost);
+  run.finish(RunStatus::Failed, lost);
+  std::lock_guard lock(mutex_);
+  if (auto it = runs_.find(run.id); it != runs_.end() && it->second.get() == &tracked) runs_.erase(it);
 }
 
 void ClusterRuns::flush_soon(const std::shared_ptr<Tracked>& tracked) {
@@ -322,18 +337,23 @@ void ClusterRuns::heartbeat_loop(std::stop_token stop) {
   LogContext scope("node=" + node_);
   const auto lease = std::chrono::duration_cast<std::chrono::milliseconds>(deps_.config->cluster.lease);
   const auto interval = std::max(std::chrono::milliseconds(100), lease / 3);
+  auto renewed = Clock::now();  // when the last renewal that succeeded was asked for
   while (pause(stop, interval)) {
-    const auto asked = Clock::now().time_since_epoch().count();
-    auto held = deps_.store->renew(node_, deps_.config->cluster.lease);
+    const auto asked_at = Clock::now();
+    const auto asked = asked_at.time_since_epoch().count();
+    const auto running = executing();
+    std::vector<std::string> ids;
+    for (const auto& t : running) ids.push_back(t->state->id);
+    auto held = deps_.store->renew(node_, deps_.config->cluster.lease, ids);
     const auto now = Clock::now();
     if (held) {
-      last_renewal_ = now.time_since_epoch().count();
+      renewed = asked_at;
       std::set<std::pair<std::string, int>> holding;
       for (const auto& h : *held) {
         holding.emplace(h.id, h.attempt);
         if (h.cancel_requested) stop_local(h.id);
       }
-      for (auto& t : executing()) {
+      for (const auto& t : running) {
         if (t->claimed_at >= asked) continue;
         if (!holding.contains({t->state->id, t->attempt})) {
           log(LogLevel::Warn, "serve: run " + t->state->id + " is no longer claimed by this node; stopping it");
@@ -343,7 +363,7 @@ void ClusterRuns::heartbeat_loop(std::stop_token stop) {
     } else {
       log(LogLevel::Error, "serve: cannot renew leases: " + held.error().describe());
       // Stop before the lease can expire, so another node never runs a run this one still runs.
-      if (now - Clock::time_point(Clock::duration(last_renewal_.load())) > lease / 2) {
+      if (now - renewed > lease / 2) {
         for (auto& t : executing()) t->state->request_cancel();
       }
     }
@@ -356,8 +376,9 @@ void ClusterRuns::heartbeat_loop(std::stop_token stop) {
 
 void ClusterRuns::listen_loop(std::stop_token stop) {
   auto last_resync = Clock::now();
+  std::unique_ptr<pg::Connection> listener;
   while (!stop.stop_requested()) {
-    if (!listener_) {
+    if (!listener) {
       auto conn = pg::Connection::open(deps_.store->options());
       if (!conn) {
         log(LogLevel::Error, "serve: cannot listen for changes: " + conn.error().describe());
@@ -366,15 +387,19 @@ void ClusterRuns::listen_loop(std::stop_token stop) {
       }
       const std::string listen = std::string("LISTEN ") + ClusterStore::kQueueChannel + "; LISTEN " +
                                  ClusterStore::kEventsChannel + "; LISTEN " + ClusterStore::kCancelChannel;
-      if (auto r = (*conn)->script(listen); !r) continue;
-      listener_ = std::move(*conn);
+      if (auto r = (*conn)->script(listen); !r) {
+        log(LogLevel::Error, "serve: cannot listen for changes: " + r.error().describe());
+        pause(stop, std::chrono::seconds(1));
+        continue;
+      }
+      listener = std::move(*conn);
       refresh_all();  // what was missed while not listening
       kick();
     }
-    auto notes = listener_->notifications(std::chrono::milliseconds(250));
+    auto notes = listener->notifications(std::chrono::milliseconds(250));
     if (!notes) {
       log(LogLevel::Error, "serve: " + notes.error().describe());
-      listener_.reset();
+      listener.reset();
       continue;
     }
     for (const auto& [channel, payload] : *notes) {

@@ -78,6 +78,7 @@ class ClusterRuns final : public Runs {
   void flush_loop(std::stop_token stop);
   void launch(ClaimedRun claimed);
   void execute(const std::shared_ptr<Tracked>& tracked, const RunRequest& request);
+  void end(Tracked& tracked, const RunEnd& result);
   bool flush(Tracked& tracked);  // false: the store failed (tried again later)
   void flush_soon(const std::shared_ptr<Tracked>& tracked);  // wakes flush_loop at the run's next event
   void stop_local(const std::string& id);
@@ -93,8 +94,6 @@ class ClusterRuns final : public Runs {
   bool kicked_ = false;
   bool flush_due_ = false;  // a running run has events to store (flush_loop waits on changed_)
   bool draining_ = false;
-  std::atomic<std::chrono::steady_clock::rep> last_renewal_{0};
-  std::unique_ptr<pg::Connection> listener_;  // owned by listen_loop once started
   std::mutex shutdown_mutex_;
   std::jthread dispatcher_;  // stopped first when draining: no claim after that
   std::vector<std::jthread> loops_;

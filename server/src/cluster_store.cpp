@@ -1,5 +1,7 @@
 #include "cluster_store.hpp"
 
+#include "run_executor.hpp"
+
 namespace kernex::server {
 namespace {
 
@@ -107,6 +109,21 @@ std::vector<RunEvent> read_events(const Rows& r) {
   return out;
 }
 
+// A text[] literal: {"a","b"} with quotes and backslashes escaped.
+std::string text_array(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (const auto& item : items) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char ch : item) {
+      if (ch == '"' || ch == '\\') out += '\\';
+      out += ch;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
 // One JSON array parameter instead of a statement per event: [{seq, name, data(text)}].
 Result<void> insert_events(Connection& c, const std::string& id, const std::vector<RunEvent>& events) {
   if (events.empty()) return {};
@@ -137,14 +154,9 @@ Result<void> notify(Connection& c, const char* channel, const std::string& paylo
   return {};
 }
 
-Json cancelled_body(const std::string& id, const std::string& session) {
-  return {{"run_id", id}, {"session_id", session}, {"outcome", "cancelled"}, {"text", ""},
-          {"usage", {{"input_tokens", 0}, {"output_tokens", 0}, {"total_tokens", 0}}}, {"cost_usd", 0.0}};
-}
-
 // Cancels one queued run (row locked by the caller): status, result and its run_end event.
 Result<void> cancel_queued(Connection& c, const std::string& id, const std::string& session) {
-  const Json body = cancelled_body(id, session);
+  const Json body = cancelled_result(id, session);
   auto r = c.exec("UPDATE serve_runs SET status = 'cancelled', result = $2, ended_at = clock_timestamp() WHERE id = $1",
                   {id, dump(body)});
   if (!r) return std::unexpected(r.error());
@@ -211,40 +223,45 @@ Result<ClusterStore::Admitted> ClusterStore::submit(const SharedRun& run, IfBusy
 }
 
 Result<std::optional<ClaimedRun>> ClusterStore::claim(const std::string& node, std::chrono::seconds lease) {
-  auto conn = pool_.acquire();
-  if (!conn) return std::unexpected(conn.error());
-  Connection& c = **conn;
-  // The subquery skips rows other claimers hold; the outer status check re-reads the row once
-  // locked. The unique index settles two nodes claiming two runs of one session at once.
-  auto claimed = c.exec(
-      std::string("UPDATE serve_runs SET status = 'running', node = $1, attempt = attempt + 1, "
-                  "lease_until = clock_timestamp() + make_interval(secs => $2::double precision), "
-                  "started_at = clock_timestamp() "
-                  "WHERE id = (SELECT r.id FROM serve_runs r WHERE r.status = 'queued' AND (r.session = '' OR "
-                  "NOT EXISTS (SELECT 1 FROM serve_runs b WHERE b.tenant = r.tenant AND b.session = r.session "
-                  "AND (b.status = 'running' OR (b.status = 'queued' AND b.seq < r.seq)))) "
-                  "ORDER BY r.seq LIMIT 1 FOR UPDATE SKIP LOCKED) AND status = 'queued' RETURNING ") +
-          kRunColumns,
-      {node, static_cast<std::int64_t>(lease.count())});
-  if (!claimed) {
-    if (c.last_sqlstate() == pg::kUniqueViolation) return std::nullopt;  // lost a race: try again later
-    return std::unexpected(claimed.error());
-  }
-  if (claimed->empty()) return std::nullopt;
-  ClaimedRun out{read_run(*claimed, 0), {}};
-  auto events = c.exec("SELECT seq, name, data FROM serve_run_events WHERE run_id = $1 ORDER BY seq", {out.run.id});
-  if (!events) return std::unexpected(events.error());
-  out.events = read_events(*events);
-  return out;
+  // One transaction: a claim whose earlier events could not be read is not taken.
+  using Claim = std::optional<ClaimedRun>;
+  return pool_.transaction<Claim>([&](Connection& c) -> Result<Claim> {
+    // The subquery skips rows other claimers hold; the outer status check re-reads the row once
+    // locked. The unique index settles two nodes claiming two runs of one session at once.
+    auto claimed = c.exec(
+        std::string("UPDATE serve_runs SET status = 'running', node = $1, attempt = attempt + 1, "
+                    "lease_until = clock_timestamp() + make_interval(secs => $2::double precision), "
+                    "started_at = clock_timestamp() "
+                    "WHERE id = (SELECT r.id FROM serve_runs r WHERE r.status = 'queued' AND (r.session = '' OR "
+                    "NOT EXISTS (SELECT 1 FROM serve_runs b WHERE b.tenant = r.tenant AND b.session = r.session "
+                    "AND (b.status = 'running' OR (b.status = 'queued' AND b.seq < r.seq)))) "
+                    "ORDER BY r.seq LIMIT 1 FOR UPDATE SKIP LOCKED) AND status = 'queued' RETURNING ") +
+            kRunColumns,
+        {node, static_cast<std::int64_t>(lease.count())});
+    if (!claimed) {
+      if (c.last_sqlstate() == pg::kUniqueViolation) {
+        return Claim();  // lost a race (rolled back): try again later
+      }
+      return std::unexpected(claimed.error());
+    }
+    if (claimed->empty()) return Claim();
+    ClaimedRun out{read_run(*claimed, 0), {}};
+    auto events = c.exec("SELECT seq, name, data FROM serve_run_events WHERE run_id = $1 ORDER BY seq", {out.run.id});
+    if (!events) return std::unexpected(events.error());
+    out.events = read_events(*events);
+    return Claim(std::move(out));
+  });
 }
 
-Result<std::vector<HeldClaim>> ClusterStore::renew(const std::string& node, std::chrono::seconds lease) {
+Result<std::vector<HeldClaim>> ClusterStore::renew(const std::string& node, std::chrono::seconds lease,
+                                                   const std::vector<std::string>& ids) {
+  if (ids.empty()) return std::vector<HeldClaim>{};
   auto conn = control_.acquire();
   if (!conn) return std::unexpected(conn.error());
   auto r = (*conn)->exec(
       "UPDATE serve_runs SET lease_until = clock_timestamp() + make_interval(secs => $2::double precision) "
-      "WHERE node = $1 AND status = 'running' RETURNING id, attempt, cancel_requested",
-      {node, static_cast<std::int64_t>(lease.count())});
+      "WHERE node = $1 AND status = 'running' AND id = ANY($3::text[]) RETURNING id, attempt, cancel_requested",
+      {node, static_cast<std::int64_t>(lease.count()), text_array(ids)});
   if (!r) return std::unexpected(r.error());
   std::vector<HeldClaim> out;
   for (int i = 0; i < r->size(); ++i) {
@@ -386,10 +403,14 @@ Result<bool> ClusterStore::session_has_runs(const std::string& tenant, const std
 }
 
 Result<void> ClusterStore::delete_session(const std::string& tenant, const std::string& session) {
-  auto lease = pool_.acquire();
-  if (!lease) return std::unexpected(lease.error());
-  auto r = (*lease)->exec("DELETE FROM serve_runs WHERE tenant = $1 AND session = $2", {tenant, session});
-  if (!r) return std::unexpected(r.error());
+  // Under the session's lock, like submit and cancel_session: no run of it is admitted meanwhile.
+  auto done = pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+    if (auto r = lock_session(c, tenant, session); !r) return std::unexpected(r.error());
+    auto r = c.exec("DELETE FROM serve_runs WHERE tenant = $1 AND session = $2", {tenant, session});
+    if (!r) return std::unexpected(r.error());
+    return true;
+  });
+  if (!done) return std::unexpected(done.error());
   return {};
 }
 

@@ -56,8 +56,10 @@ class ClusterStore {
   Result<Admitted> submit(const SharedRun& run, IfBusy if_busy);
   // Claims the oldest claimable run: queued, and the first of its session with none running.
   Result<std::optional<ClaimedRun>> claim(const std::string& node, std::chrono::seconds lease);
-  // Extends every claim of `node`; returns the claims it still holds.
-  Result<std::vector<HeldClaim>> renew(const std::string& node, std::chrono::seconds lease);
+  // Extends the claims of `node` on `ids` (the runs it executes); returns those it still holds. A
+  // claim nothing runs (a failed end, say) is left to expire and be reaped.
+  Result<std::vector<HeldClaim>> renew(const std::string& node, std::chrono::seconds lease,
+                                       const std::vector<std::string>& ids);
   // Runs whose lease expired: queued again (retry) or failed, with a run_retry or error event.
   // Returns the ids it changed.
   Result<std::vector<std::string>> reap(const ClusterConfig& cluster);

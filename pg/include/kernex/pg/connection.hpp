@@ -90,6 +90,8 @@ class Connection {
   // The SQLSTATE of the last failed statement ("" when it was a connection failure).
   const std::string& last_sqlstate() const { return sqlstate_; }
   bool broken() const;
+  // Outside any transaction: the only state in which a pool may hand it to the next caller.
+  bool idle() const;
   // LISTEN support: waits up to `timeout` for the socket, then returns the notifications that
   // arrived as (channel, payload). An error means the connection is lost.
   Result<std::vector<std::pair<std::string, std::string>>> notifications(std::chrono::milliseconds timeout);
