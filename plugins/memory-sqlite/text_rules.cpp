@@ -73,9 +73,14 @@ Result<std::string> normalize_time(std::string_view text, std::string_view field
     const bool digit = std::isdigit(static_cast<unsigned char>(s[i])) != 0;
     if (kShape[i] == 'd' ? !digit : s[i] != kShape[i]) return bad();
   }
-  const int month = std::stoi(s.substr(5, 2)), day = std::stoi(s.substr(8, 2));
+  const int year = std::stoi(s.substr(0, 4)), month = std::stoi(s.substr(5, 2)), day = std::stoi(s.substr(8, 2));
   const int hour = std::stoi(s.substr(11, 2)), minute = std::stoi(s.substr(14, 2)), sec = std::stoi(s.substr(17, 2));
-  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || sec > 59) return bad();
+  if (month < 1 || month > 12 || hour > 23 || minute > 59 || sec > 59) return bad();
+  // A day the month has: 2026-02-30 is no time at all (PostgreSQL refuses to cast it, SQLite's
+  // date functions return NULL), so it is refused here for both stores.
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (day < 1 || day > kDays[month - 1] + (month == 2 && leap ? 1 : 0)) return bad();
   return s;
 }
 

@@ -556,6 +556,13 @@ TEST_P(MemoryConformance, TaskCreatedWithNormalisedDueTime) {
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.error().describe(), HasSubstr("task due_at"));
   EXPECT_FALSE(store->create_task(task("Call John", "2026-13-01 00:00:00")));
+  // A day the month lacks is no time; a leap day is one.
+  for (const char* no_such_day : {"2026-02-29 09:00:00", "2026-02-30 09:00:00", "2026-04-31 09:00:00", "2100-02-29 09:00:00"}) {
+    auto refused = store->create_task(task("Pay the rent", no_such_day));
+    ASSERT_FALSE(refused) << no_such_day;
+    EXPECT_EQ(refused.error().code, ErrorCode::Parse) << no_such_day;
+  }
+  EXPECT_TRUE(store->create_task(task("Leap day party", "2028-02-29 20:00:00")));
   EXPECT_FALSE(store->create_task(task("", "2026-01-01 00:00:00")));
   TaskSpec weird = task("x y z", "2026-01-01 00:00:00");
   weird.repeat = "fortnightly";
