@@ -34,9 +34,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void read() {
     parser_.emplace();
     parser_->body_limit(16 << 20);
-    http::async_read(socket_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (!ec) self->write();
-    });
+    http::async_read(socket_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       if (!ec) self->write();
+                     });
   }
 
  private:
@@ -47,9 +48,10 @@ class Session : public std::enable_shared_from_this<Session> {
     res_->keep_alive(keep_alive);
     res_->body() = body_;
     res_->prepare_payload();
-    http::async_write(socket_, *res_, [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
-      if (!ec && keep_alive) self->read();
-    });
+    http::async_write(socket_, *res_,
+                      [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
+                        if (!ec && keep_alive) self->read();
+                      });
   }
 
   const std::string& body_;
@@ -76,7 +78,8 @@ BareJsonServer::BareJsonServer(std::string body, int threads) : impl_(std::make_
   impl_->body = std::move(body);
   impl_->port = listen_on_loopback(impl_->acceptor);
   impl_->accept();
-  for (int i = 0; i < std::max(1, threads); ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  for (int i = 0; i < std::max(1, threads); ++i)
+    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
 }
 
 BareJsonServer::~BareJsonServer() {

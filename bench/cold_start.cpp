@@ -3,7 +3,8 @@
 //                    one object created from every plugin with an empty config; all released.
 //   dlopen_baseline  dlopen of the same .so files, then dlclose of each.
 // Each repetition is one boot, so the reported medians are medians of single boots.
-// Environment: KERNEX_BENCH_PLUGIN_DIR overrides the plugin dir, KERNEX_BENCH_REPETITIONS the count.
+// Environment: KERNEX_BENCH_PLUGIN_DIR overrides the plugin dir, KERNEX_BENCH_REPETITIONS the
+// count.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
@@ -103,7 +104,8 @@ void dlopen_baseline(benchmark::State& state) {
   std::vector<void*> handles;
   handles.reserve(files.size());
   for (auto _ : state) {
-    for (const fs::path& file : files) handles.push_back(dlopen(file.c_str(), RTLD_LAZY | RTLD_LOCAL));
+    for (const fs::path& file : files)
+      handles.push_back(dlopen(file.c_str(), RTLD_LAZY | RTLD_LOCAL));
     for (void* handle : handles) {
       if (handle != nullptr) dlclose(handle);
     }
@@ -116,7 +118,8 @@ class MedianReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) {
-      if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median" && !run.error_occurred) {
+      if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median" &&
+          !run.error_occurred) {
         medians_[run.run_name.function_name] = run.GetAdjustedRealTime();
       }
     }
@@ -147,7 +150,8 @@ int main(int argc, char** argv) {
   const int reps = repetitions();
   for (auto* bench : {benchmark::RegisterBenchmark("kernel_boot", kernel_boot),
                       benchmark::RegisterBenchmark("dlopen_baseline", dlopen_baseline)}) {
-    bench->Iterations(1)->Repetitions(reps)->ReportAggregatesOnly()->UseRealTime()->Unit(benchmark::kMicrosecond);
+    bench->Iterations(1)->Repetitions(reps)->ReportAggregatesOnly()->UseRealTime()->Unit(
+        benchmark::kMicrosecond);
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
@@ -155,17 +159,19 @@ int main(int argc, char** argv) {
   const fs::path dir = plugin_dir();
   const std::vector<fs::path> files = so_files(dir);
   std::printf("plugin_dir=%s so_files=%zu\n", dir.c_str(), files.size());
-  if (files.empty()) std::printf("warning: no .so files in %s; both benchmarks time an empty boot\n", dir.c_str());
+  if (files.empty())
+    std::printf("warning: no .so files in %s; both benchmarks time an empty boot\n", dir.c_str());
 
   MedianReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
-  std::printf("plugins files=%zu ok=%zu created=%zu still_mapped_after_boot=%zu\n", last_boot.files, last_boot.ok,
-              last_boot.created, still_mapped(files));
+  std::printf("plugins files=%zu ok=%zu created=%zu still_mapped_after_boot=%zu\n", last_boot.files,
+              last_boot.ok, last_boot.created, still_mapped(files));
   const auto& m = reporter.medians();
   if (!m.contains("kernel_boot") || !m.contains("dlopen_baseline")) {
-    std::fprintf(stderr, "cold_start: a benchmark did not report a median (filtered out or failed)\n");
+    std::fprintf(stderr,
+                 "cold_start: a benchmark did not report a median (filtered out or failed)\n");
     return 1;
   }
   const double boot = m.at("kernel_boot"), base = m.at("dlopen_baseline");

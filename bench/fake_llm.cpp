@@ -69,7 +69,10 @@ std::string last_user_message(const Json& body) {
 }
 
 std::string chunk_event(const Json& choice_delta, const Json& finish, const Json* usage) {
-  Json chunk = {{"id", "chatcmpl-fake"}, {"object", "chat.completion.chunk"}, {"created", 0}, {"model", "fake"},
+  Json chunk = {{"id", "chatcmpl-fake"},
+                {"object", "chat.completion.chunk"},
+                {"created", 0},
+                {"model", "fake"},
                 {"choices", {{{"index", 0}, {"delta", choice_delta}, {"finish_reason", finish}}}}};
   if (usage != nullptr) chunk["usage"] = *usage;
   return "data: " + chunk.dump() + "\n\n";
@@ -95,9 +98,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void read() {
     parser_.emplace();
     parser_->body_limit(16 << 20);
-    http::async_read(socket_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (!ec) self->answer(self->parser_->release());
-    });
+    http::async_read(socket_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       if (!ec) self->answer(self->parser_->release());
+                     });
   }
 
  private:
@@ -106,12 +110,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     call_ = FakeLlmCall{};
     call_.received = Clock::now();
     const Json body = Json::parse(req.body(), nullptr, false);
-    if (req.method() != http::verb::post || !req.target().ends_with("/chat/completions") || !body.is_object()) {
-      return write_whole(http::status::bad_request, R"({"error":{"message":"fake LLM: POST /v1/chat/completions only"}})");
+    if (req.method() != http::verb::post || !req.target().ends_with("/chat/completions") ||
+        !body.is_object()) {
+      return write_whole(http::status::bad_request,
+                         R"({"error":{"message":"fake LLM: POST /v1/chat/completions only"}})");
     }
     call_.last_user_message = last_user_message(body);
     call_.stream = body.value("stream", false);
-    if (!call_.stream && server_.options.whole_delay.count() == 0) return write_whole(http::status::ok, completion());
+    if (!call_.stream && server_.options.whole_delay.count() == 0)
+      return write_whole(http::status::ok, completion());
     if (!call_.stream) {
       timer_.expires_at(call_.received + server_.options.whole_delay);
       return timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
@@ -129,8 +136,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string completion() const {
     std::string text;
     for (int i = 0; i < server_.options.chunks; ++i) text += server_.options.chunk_text;
-    Json j = {{"id", "chatcmpl-fake"}, {"object", "chat.completion"}, {"created", 0}, {"model", "fake"},
-              {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}, {"finish_reason", "stop"}}}},
+    Json j = {{"id", "chatcmpl-fake"},
+              {"object", "chat.completion"},
+              {"created", 0},
+              {"model", "fake"},
+              {"choices",
+               {{{"index", 0},
+                 {"message", {{"role", "assistant"}, {"content", text}}},
+                 {"finish_reason", "stop"}}}},
               {"usage", kUsage}};
     return j.dump();
   }
@@ -141,11 +154,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     res->keep_alive(keep_alive_);
     res->body() = std::move(body);
     res->prepare_payload();
-    http::async_write(socket_, *res, [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
-      self->call_.finished = Clock::now();
-      self->server_.record(self->call_);
-      if (!ec && self->keep_alive_) self->read();
-    });
+    http::async_write(socket_, *res,
+                      [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+                        self->call_.finished = Clock::now();
+                        self->server_.record(self->call_);
+                        if (!ec && self->keep_alive_) self->read();
+                      });
   }
 
   // Content chunks on a fixed schedule (first_due_ + i * interval, no drift), the last one
@@ -174,9 +188,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   template <typename Then>
   void write_out(Then then) {
-    asio::async_write(socket_, asio::buffer(out_), [self = shared_from_this(), then](beast::error_code ec, std::size_t) {
-      if (!ec) then(*self);
-    });
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this(), then](beast::error_code ec, std::size_t) {
+                        if (!ec) then(*self);
+                      });
   }
 
   FakeLlm::Impl& server_;
@@ -225,7 +240,9 @@ FakeLlm::~FakeLlm() {
 
 unsigned short FakeLlm::port() const { return impl_->port; }
 
-std::string FakeLlm::base_url() const { return "http://127.0.0.1:" + std::to_string(port()) + "/v1"; }
+std::string FakeLlm::base_url() const {
+  return "http://127.0.0.1:" + std::to_string(port()) + "/v1";
+}
 
 std::vector<FakeLlmCall> FakeLlm::calls() const {
   std::lock_guard lock(impl_->mutex);

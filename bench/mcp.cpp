@@ -31,9 +31,11 @@ using Clock = std::chrono::steady_clock;
 const fs::path kNpm = KERNEX_BENCH_NPM_DIR;
 const fs::path kModules = kNpm / "node_modules";
 const fs::path kServer = kModules / "@modelcontextprotocol/server-everything/dist/index.js";
-// ESM resolves packages from the script's own folder, so main() copies the script into the npm prefix.
+// ESM resolves packages from the script's own folder, so main() copies the script into the npm
+// prefix.
 const fs::path kSdkScript = kNpm / "kernex_bench_sdk_client.mjs";
-constexpr int kWarmup = 500;  // node JIT-compiles the server's hot path over the first few hundred calls
+constexpr int kWarmup =
+    500;  // node JIT-compiles the server's hot path over the first few hundred calls
 
 McpServer everything() {
   McpServer s;
@@ -76,8 +78,9 @@ double kernel_round(int calls, const fs::path& workspace) {
 
 // Calls per second through the SDK client, or a negative number after printing why.
 double sdk_round(int calls) {
-  const std::string cmd = std::string(KERNEX_BENCH_NODE) + " " + kSdkScript.string() + " " + std::to_string(calls) + " " +
-                          std::to_string(kWarmup) + " " + KERNEX_BENCH_NODE + " " + kServer.string() + " stdio";
+  const std::string cmd = std::string(KERNEX_BENCH_NODE) + " " + kSdkScript.string() + " " +
+                          std::to_string(calls) + " " + std::to_string(kWarmup) + " " +
+                          KERNEX_BENCH_NODE + " " + kServer.string() + " stdio";
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) return -1;
   std::string out;
@@ -109,7 +112,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s is missing: build the bench_mcp_npm target first\n", kServer.c_str());
     return 2;
   }
-  fs::copy_file(KERNEX_BENCH_SOURCE_DIR "/mcp_sdk_client.mjs", kSdkScript, fs::copy_options::overwrite_existing);
+  fs::copy_file(KERNEX_BENCH_SOURCE_DIR "/mcp_sdk_client.mjs", kSdkScript,
+                fs::copy_options::overwrite_existing);
   char tmpl[] = "/tmp/kernex-bench-mcp-XXXXXX";
   if (!::mkdtemp(tmpl)) return 2;
   const fs::path workspace = tmpl;
@@ -121,7 +125,8 @@ int main(int argc, char** argv) {
     if (k < 0 || s < 0) return 1;
     kernel.push_back(k);
     sdk.push_back(s);
-    std::printf("round %d: kernel client %8.0f calls/s   sdk client %8.0f calls/s   ratio %.2f\n", r + 1, k, s, k / s);
+    std::printf("round %d: kernel client %8.0f calls/s   sdk client %8.0f calls/s   ratio %.2f\n",
+                r + 1, k, s, k / s);
   }
   fs::remove_all(workspace);
   const double k = median(kernel), s = median(sdk);

@@ -41,7 +41,8 @@ double time_us(F&& f) {
 
 sqlite3_stmt* prepare(sqlite3* db, const char* sql) {
   sqlite3_stmt* s = nullptr;
-  if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK) die(sqlite3_errmsg(db));
+  if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK)
+    die(sqlite3_errmsg(db));
   return s;
 }
 
@@ -56,8 +57,8 @@ void drain(sqlite3_stmt* s, int columns) {
 }
 
 std::string user_text(int i) {
-  return "question " + std::to_string(i) + " about topic" + std::to_string(i % 97) + " and the weather in city" +
-         std::to_string(i % 31) + ", please answer briefly";
+  return "question " + std::to_string(i) + " about topic" + std::to_string(i % 97) +
+         " and the weather in city" + std::to_string(i % 31) + ", please answer briefly";
 }
 
 }  // namespace
@@ -65,11 +66,13 @@ std::string user_text(int i) {
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
   const bool own_dir = argc < 2;
-  const fs::path dir = own_dir ? fs::temp_directory_path() / ("kernex-bench-memory-" + std::to_string(::getpid()))
-                               : fs::path(argv[1]);
+  const fs::path dir =
+      own_dir ? fs::temp_directory_path() / ("kernex-bench-memory-" + std::to_string(::getpid()))
+              : fs::path(argv[1]);
   fs::remove_all(dir);
   const fs::path db_path = dir / "memory.db";
-  kernex::set_log_sink([](kernex::LogLevel, std::string_view) {});  // overflow warnings on every build
+  kernex::set_log_sink(
+      [](kernex::LogLevel, std::string_view) {});  // overflow warnings on every build
 
   kernex::PluginHost host = kernex::PluginHost::discover({KERNEX_BENCH_PLUGIN_DIR});
   auto created = host.create_memory("sqlite", kernex::Json{{"path", db_path.string()}});
@@ -84,7 +87,8 @@ int main(int argc, char** argv) {
     std::vector<kernex::ContextEntry> batch;
     for (int k = i; k < i + 50; ++k) {
       batch.push_back(kernex::ContextEntry::user(user_text(k)));
-      batch.push_back(kernex::ContextEntry::assistant("answer " + std::to_string(k) + ": it depends on the season"));
+      batch.push_back(kernex::ContextEntry::assistant("answer " + std::to_string(k) +
+                                                      ": it depends on the season"));
     }
     if (auto r = store->append_messages(*conv, batch); !r) die(r.error().describe());
   }
@@ -113,14 +117,18 @@ int main(int argc, char** argv) {
   }
 
   sqlite3* raw = nullptr;
-  if (sqlite3_open_v2(db_path.c_str(), &raw, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) die("open");
-  sqlite3_exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", nullptr, nullptr, nullptr);
-  sqlite3_stmt* q_fts = prepare(raw,
-                                "SELECT m.seq, m.content, m.created_at FROM messages_fts f JOIN messages m "
-                                "ON m.seq = f.rowid WHERE messages_fts MATCH ? ORDER BY f.rank LIMIT 5");
-  sqlite3_stmt* q_hist = prepare(raw,
-                                 "SELECT role, content, tool_calls, tool_result, provider_state FROM messages "
-                                 "WHERE conversation_id = ? ORDER BY seq DESC LIMIT 50");
+  if (sqlite3_open_v2(db_path.c_str(), &raw, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)
+    die("open");
+  sqlite3_exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", nullptr, nullptr,
+               nullptr);
+  sqlite3_stmt* q_fts =
+      prepare(raw,
+              "SELECT m.seq, m.content, m.created_at FROM messages_fts f JOIN messages m "
+              "ON m.seq = f.rowid WHERE messages_fts MATCH ? ORDER BY f.rank LIMIT 5");
+  sqlite3_stmt* q_hist =
+      prepare(raw,
+              "SELECT role, content, tool_calls, tool_result, provider_state FROM messages "
+              "WHERE conversation_id = ? ORDER BY seq DESC LIMIT 50");
   // What the store's query builder makes of the request: significant words, quoted, AND-ed
   // (the store widens to OR only when fewer than 5 messages match every word).
   const std::string phrase = "\"weather\" AND \"city7\"";
@@ -135,15 +143,16 @@ int main(int argc, char** argv) {
   // 2. Save throughput: the store's append against a bare two-INSERT transaction.
   auto save_conv = store->open_conversation({"bench", "user-2", ""}, std::chrono::minutes(120));
   if (!save_conv) die(save_conv.error().describe());
-  sqlite3_stmt* ins = prepare(raw,
-                              "INSERT INTO messages (conversation_id, role, content) VALUES (?, ?, ?)");
+  sqlite3_stmt* ins =
+      prepare(raw, "INSERT INTO messages (conversation_id, role, content) VALUES (?, ?, ?)");
   std::vector<double> store_rate, bare_rate;
   int n = 0;
   for (int round = 0; round < kSaveRounds; ++round) {
     const double us_store = time_us([&] {
       for (int i = 0; i < kSavesPerRound; ++i, ++n) {
-        auto r = store->append_messages(*save_conv, {kernex::ContextEntry::user(user_text(n)),
-                                                     kernex::ContextEntry::assistant("saved answer")});
+        auto r =
+            store->append_messages(*save_conv, {kernex::ContextEntry::user(user_text(n)),
+                                                kernex::ContextEntry::assistant("saved answer")});
         if (!r) die(r.error().describe());
       }
     });
@@ -151,8 +160,8 @@ int main(int argc, char** argv) {
       for (int i = 0; i < kSavesPerRound; ++i, ++n) {
         sqlite3_exec(raw, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
         const std::string u = user_text(n);
-        for (const auto& [role, text] : {std::pair<const char*, const std::string*>{"user", &u},
-                                         {"assistant", nullptr}}) {
+        for (const auto& [role, text] :
+             {std::pair<const char*, const std::string*>{"user", &u}, {"assistant", nullptr}}) {
           sqlite3_bind_text(ins, 1, save_conv->c_str(), -1, SQLITE_STATIC);
           sqlite3_bind_text(ins, 2, role, -1, SQLITE_STATIC);
           if (text) {
@@ -163,7 +172,8 @@ int main(int argc, char** argv) {
           if (sqlite3_step(ins) != SQLITE_DONE) die(sqlite3_errmsg(raw));
           sqlite3_reset(ins);
         }
-        if (sqlite3_exec(raw, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) die(sqlite3_errmsg(raw));
+        if (sqlite3_exec(raw, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
+          die(sqlite3_errmsg(raw));
       }
     });
     store_rate.push_back(kSavesPerRound / (us_store / 1e6));
@@ -178,12 +188,17 @@ int main(int argc, char** argv) {
 
   const double build = median(builds), f = median(fts), h = median(history);
   const double sr = median(store_rate), br = median(bare_rate);
-  std::printf("memory bench: %d stored messages, history window 50, recall limit 5, synchronous=NORMAL (WAL)\n",
-              kMessages);
-  std::printf("  context build (all ContextNeeds)  median %8.1f us   (%zu prompt lines)\n", build, recall_hits);
+  std::printf(
+      "memory bench: %d stored messages, history window 50, recall limit 5, synchronous=NORMAL "
+      "(WAL)\n",
+      kMessages);
+  std::printf("  context build (all ContextNeeds)  median %8.1f us   (%zu prompt lines)\n", build,
+              recall_hits);
   std::printf("  bare FTS5 recall query            median %8.1f us\n", f);
   std::printf("  bare history SELECT (50 rows)     median %8.1f us\n", h);
-  std::printf("  ratio build / (fts + history)            %8.2f x   (target <= 3, build <= 1000 us)\n", build / (f + h));
+  std::printf(
+      "  ratio build / (fts + history)            %8.2f x   (target <= 3, build <= 1000 us)\n",
+      build / (f + h));
   std::printf("  save exchange                     median %8.0f exchanges/s\n", sr);
   std::printf("  bare INSERT loop (2 rows/txn)     median %8.0f exchanges/s\n", br);
   std::printf("  ratio save / bare                        %8.2f     (target >= 0.50)\n", sr / br);

@@ -20,8 +20,10 @@ class PgBenchDb {
     const char* env = std::getenv("KERNEX_BENCH_PG_DSN");
     if (!env || !*env) env = std::getenv("KERNEX_TEST_PG_DSN");
     if (!env || !*env) {
-      die(bench, "set KERNEX_BENCH_PG_DSN (or KERNEX_TEST_PG_DSN) to a PostgreSQL server where the bench may "
-                 "CREATE DATABASE (scripts/pg-cluster start DIR prints one)");
+      die(bench,
+          "set KERNEX_BENCH_PG_DSN (or KERNEX_TEST_PG_DSN) to a PostgreSQL server where the bench "
+          "may "
+          "CREATE DATABASE (scripts/pg-cluster start DIR prints one)");
     }
     server_ = env;
     name_ = "kx_bench_" + tag + "_" + std::to_string(::getpid());
@@ -62,7 +64,8 @@ class PgBenchDb {
     return dbs;
   }
   static void drop_all() {
-    for (const auto& [server, name] : live()) admin(server, "DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+    for (const auto& [server, name] : live())
+      admin(server, "DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
   }
 
   std::string server_, name_;

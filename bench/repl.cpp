@@ -71,7 +71,8 @@ class EchoPython {
     ::waitpid(pid_, nullptr, 0);
   }
   void round_trip(const std::string& line) {
-    if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) die("echo write");
+    if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      die("echo write");
     std::size_t got = 0;
     char buf[4096];
     while (got < line.size()) {
@@ -87,17 +88,30 @@ class EchoPython {
 };
 
 kernex::test::FakeHttpServer::Reply openai_text(const std::string& text) {
-  Json body = {{"id", "chatcmpl-bench"}, {"object", "chat.completion"}, {"model", "gpt-4o-mini"},
-               {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}, {"finish_reason", "stop"}}}},
+  Json body = {{"id", "chatcmpl-bench"},
+               {"object", "chat.completion"},
+               {"model", "gpt-4o-mini"},
+               {"choices",
+                {{{"index", 0},
+                  {"message", {{"role", "assistant"}, {"content", text}}},
+                  {"finish_reason", "stop"}}}},
                {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 1}, {"total_tokens", 6}}}};
   return kernex::test::FakeHttpServer::json(200, body.dump());
 }
-kernex::test::FakeHttpServer::Reply openai_tool_call(const std::string& name, const Json& arguments) {
-  Json call = {{"id", "call_1"}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments.dump()}}}};
-  Json body = {{"id", "chatcmpl-bench"}, {"object", "chat.completion"}, {"model", "gpt-4o-mini"},
-               {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}}},
-                             {"finish_reason", "tool_calls"}}}},
-               {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 1}, {"total_tokens", 6}}}};
+kernex::test::FakeHttpServer::Reply openai_tool_call(const std::string& name,
+                                                     const Json& arguments) {
+  Json call = {{"id", "call_1"},
+               {"type", "function"},
+               {"function", {{"name", name}, {"arguments", arguments.dump()}}}};
+  Json body = {
+      {"id", "chatcmpl-bench"},
+      {"object", "chat.completion"},
+      {"model", "gpt-4o-mini"},
+      {"choices",
+       {{{"index", 0},
+         {"message", {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}}},
+         {"finish_reason", "tool_calls"}}}},
+      {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 1}, {"total_tokens", 6}}}};
   return kernex::test::FakeHttpServer::json(200, body.dump());
 }
 
@@ -124,11 +138,16 @@ int main(int argc, char** argv) {
   int iterations = 2000;
   bool pinned = true;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--unpinned") pinned = false; else iterations = std::max(10, std::atoi(argv[i]));
+    if (std::string(argv[i]) == "--unpinned")
+      pinned = false;
+    else
+      iterations = std::max(10, std::atoi(argv[i]));
   }
   if (pinned) {
-    std::printf("(pinned to CPU %d with every process it starts; --unpinned to let the scheduler place them)\n",
-                pin_to_one_cpu());
+    std::printf(
+        "(pinned to CPU %d with every process it starts; --unpinned to let the scheduler place "
+        "them)\n",
+        pin_to_one_cpu());
   }
   std::string tmpl = (fs::temp_directory_path() / "kernex-bench-repl-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) die("mkdtemp");
@@ -150,7 +169,8 @@ int main(int argc, char** argv) {
   // --- eval_code vs bare echo, interleaved ---
   call("eval_code", {{"code", "x = 0"}});  // starts the worker
   EchoPython echo;
-  const std::string line = R"({"op":"eval","code":"x = 1"})" "\n";
+  const std::string line = R"({"op":"eval","code":"x = 1"})"
+                           "\n";
   for (int i = 0; i < 50; ++i) echo.round_trip(line);
   std::vector<double> eval_us, fresh_us, echo_us;
   for (int i = 0; i < iterations; ++i) {
@@ -167,18 +187,22 @@ int main(int argc, char** argv) {
     fresh_us.push_back(us_since(t));
   }
   const double eval_m = median(eval_us), echo_m = median(echo_us), fresh_m = median(fresh_us);
-  std::printf("eval_code warm round trip   median %8.1f us   bare python3 pipe echo %8.1f us   ratio %.2f  (%d runs)\n",
-              eval_m, echo_m, eval_m / echo_m, iterations);
-  std::printf("  same, new source each call median %8.1f us                                 ratio %.2f\n", fresh_m,
-              fresh_m / echo_m);
+  std::printf(
+      "eval_code warm round trip   median %8.1f us   bare python3 pipe echo %8.1f us   ratio %.2f  "
+      "(%d runs)\n",
+      eval_m, echo_m, eval_m / echo_m, iterations);
+  std::printf(
+      "  same, new source each call median %8.1f us                                 ratio %.2f\n",
+      fresh_m, fresh_m / echo_m);
 
   // --- load_context of a 50 MB file ---
   {
     std::ofstream log(ws / "big.log");
     std::string row;
     for (long i = 0; log.tellp() < 50L * 1000 * 1000; ++i) {
-      row = "2026-11-25T10:00:00Z host" + std::to_string(i % 13) + " GET /api/v1/items/" + std::to_string(i) +
-            " status=" + (i % 997 == 0 ? "500" : "200") + " took=" + std::to_string(i % 1000) + "ms\n";
+      row = "2026-11-25T10:00:00Z host" + std::to_string(i % 13) + " GET /api/v1/items/" +
+            std::to_string(i) + " status=" + (i % 997 == 0 ? "500" : "200") +
+            " took=" + std::to_string(i % 1000) + "ms\n";
       log << row;
     }
   }
@@ -193,8 +217,10 @@ int main(int argc, char** argv) {
     load_ms.push_back(us_since(t) / 1000);
     shown = r.content.size();
   }
-  std::printf("load_context %.1f MB file    median %8.1f ms   (5 runs, fresh worker each; the model sees %zu bytes of metadata)\n",
-              size_mb, median(load_ms), shown);
+  std::printf(
+      "load_context %.1f MB file    median %8.1f ms   (5 runs, fresh worker each; the model sees "
+      "%zu bytes of metadata)\n",
+      size_mb, median(load_ms), shown);
   fs::remove(ws / "big.log");
 
   // --- llm_query through the kernel vs the provider directly ---
@@ -202,7 +228,8 @@ int main(int argc, char** argv) {
   kernex::test::FakeHttpServer server;
   const std::string code = "import time\nts = []\nfor i in range(" + std::to_string(queries) +
                            "):\n    t = time.perf_counter()\n    llm_query('ping')\n"
-                           "    ts.append((time.perf_counter() - t) * 1e6)\nts.sort()\nresult = '%.1f' % ts[len(ts) // 2]";
+                           "    ts.append((time.perf_counter() - t) * 1e6)\nts.sort()\nresult = "
+                           "'%.1f' % ts[len(ts) // 2]";
   server.set_responder([&](const kernex::test::FakeHttpServer::Recorded& req) {
     Json body = Json::parse(req.body, nullptr, false);
     const Json& messages = body["messages"];
@@ -212,7 +239,9 @@ int main(int argc, char** argv) {
     return openai_tool_call("eval_code", Json{{"code", code}});
   });
   ::setenv("KERNEX_BENCH_KEY", "sk-bench", 1);
-  const Json provider_options = {{"base_url", server.url("/v1")}, {"api_key_env", "KERNEX_BENCH_KEY"}, {"model", "gpt-4o-mini"}};
+  const Json provider_options = {{"base_url", server.url("/v1")},
+                                 {"api_key_env", "KERNEX_BENCH_KEY"},
+                                 {"model", "gpt-4o-mini"}};
   kernex::Config config;
   config.provider = {"openai", provider_options};
   config.toolboxes = std::vector<kernex::PluginRef>{{"repl", Json{{"workspace", ws.string()}}}};
@@ -235,8 +264,10 @@ int main(int argc, char** argv) {
     if (!r) die(r.error().describe());
   }
   const double direct = median(direct_us);
-  std::printf("llm_query from code         median %8.1f us   provider.complete() directly %8.1f us   ratio %.2f  (%d queries)\n",
-              via_kernel, direct, via_kernel / direct, queries);
+  std::printf(
+      "llm_query from code         median %8.1f us   provider.complete() directly %8.1f us   ratio "
+      "%.2f  (%d queries)\n",
+      via_kernel, direct, via_kernel / direct, queries);
   std::error_code ec;
   fs::remove_all(root, ec);
   return 0;

@@ -78,17 +78,28 @@ Args parse_args(int argc, char** argv) {
       a.phases.clear();
       std::stringstream ss(value());
       for (std::string p; std::getline(ss, p, ',');) a.phases.insert(p);
-    } else if (arg == "--streams") a.streams = std::stoi(value());
-    else if (arg == "--idle") a.idle = std::stoi(value());
-    else if (arg == "--rps-seconds") a.rps_seconds = std::stoi(value());
-    else if (arg == "--connections") a.connections = std::stoi(value());
-    else if (arg == "--cancel-runs") a.cancel_runs = std::stoi(value());
-    else if (arg == "--memory") a.memory = value();
-    else if (arg == "--threads") a.threads = std::stoi(value());
-    else if (arg == "--kernex") a.kernex = value();
-    else if (arg == "--harness") a.harness = true;
-    else if (arg == "--lean") a.lean = true;
-    else die("unknown argument " + arg + " (see the comment atop bench/serve.cpp)");
+    } else if (arg == "--streams")
+      a.streams = std::stoi(value());
+    else if (arg == "--idle")
+      a.idle = std::stoi(value());
+    else if (arg == "--rps-seconds")
+      a.rps_seconds = std::stoi(value());
+    else if (arg == "--connections")
+      a.connections = std::stoi(value());
+    else if (arg == "--cancel-runs")
+      a.cancel_runs = std::stoi(value());
+    else if (arg == "--memory")
+      a.memory = value();
+    else if (arg == "--threads")
+      a.threads = std::stoi(value());
+    else if (arg == "--kernex")
+      a.kernex = value();
+    else if (arg == "--harness")
+      a.harness = true;
+    else if (arg == "--lean")
+      a.lean = true;
+    else
+      die("unknown argument " + arg + " (see the comment atop bench/serve.cpp)");
   }
   return a;
 }
@@ -116,18 +127,20 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-void row(std::string figure, std::string measured, std::string baseline, std::string target, bool pass) {
-  std::printf("  %-44s %-16s baseline %-18s target %-14s %s\n", figure.c_str(), measured.c_str(), baseline.c_str(),
-              target.c_str(), pass ? "pass" : "FAIL");
+void row(std::string figure, std::string measured, std::string baseline, std::string target,
+         bool pass) {
+  std::printf("  %-44s %-16s baseline %-18s target %-14s %s\n", figure.c_str(), measured.c_str(),
+              baseline.c_str(), target.c_str(), pass ? "pass" : "FAIL");
   std::fflush(stdout);
-  g_rows.push_back({std::move(figure), std::move(measured), std::move(baseline), std::move(target), pass});
+  g_rows.push_back(
+      {std::move(figure), std::move(measured), std::move(baseline), std::move(target), pass});
 }
 
 void print_table() {
   std::printf("\n| figure | measured | baseline (same run) | target | |\n|---|---|---|---|---|\n");
   for (const auto& r : g_rows) {
-    std::printf("| %s | %s | %s | %s | %s |\n", r.figure.c_str(), r.measured.c_str(), r.baseline.c_str(),
-                r.target.c_str(), r.pass ? "pass" : "FAIL");
+    std::printf("| %s | %s | %s | %s | %s |\n", r.figure.c_str(), r.measured.c_str(),
+                r.baseline.c_str(), r.target.c_str(), r.pass ? "pass" : "FAIL");
   }
 }
 
@@ -149,7 +162,8 @@ void write_file(const fs::path& path, const std::string& text) {
 }
 
 // kernex.yaml for one phase. JSON is YAML, so the config is built as JSON.
-fs::path write_config(const fs::path& dir, const Args& a, Json provider, Json extra = Json::object()) {
+fs::path write_config(const fs::path& dir, const Args& a, Json provider,
+                      Json extra = Json::object()) {
   Json config = {{"data_dir", (dir / "data").string()},
                  {"provider", std::move(provider)},
                  {"memory", a.memory},
@@ -177,7 +191,8 @@ kb::ServeProcess start_serve(const Args& a, const fs::path& dir, const fs::path&
 }
 
 int server_threads(const Args& a) {
-  return a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return a.threads > 0 ? a.threads
+                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 // ---- stream ---------------------------------------------------------------------------------
@@ -189,14 +204,15 @@ struct Ttft {
 };
 
 // Each stream's client-side time to first text minus the fake LLM's own for the same call.
-Ttft ttft_of(const std::vector<kb::SseStream>& streams, const std::vector<std::string>& messages, const kb::FakeLlm& llm,
-             const std::string& end_outcome) {
+Ttft ttft_of(const std::vector<kb::SseStream>& streams, const std::vector<std::string>& messages,
+             const kb::FakeLlm& llm, const std::string& end_outcome) {
   Ttft t;
   for (std::size_t i = 0; i < streams.size(); ++i) {
     const auto& s = streams[i];
     const bool ok = s.got_end && s.error.empty() && s.outcome == end_outcome;
     ok ? ++t.ended : ++t.failed;
-    if (!ok && t.first_error.empty()) t.first_error = s.error.empty() ? "outcome " + s.outcome : s.error;
+    if (!ok && t.first_error.empty())
+      t.first_error = s.error.empty() ? "outcome " + s.outcome : s.error;
     const auto call = llm.call_for(messages[i]);
     if (!s.got_text || !call) continue;
     const double own = ms(call->first_chunk_sent - call->received);
@@ -206,16 +222,18 @@ Ttft ttft_of(const std::vector<kb::SseStream>& streams, const std::vector<std::s
   return t;
 }
 
-std::vector<kb::SseStream> stream_requests(int n, const std::string& prefix, std::vector<std::string>& messages,
-                                           bool openai_direct) {
+std::vector<kb::SseStream> stream_requests(int n, const std::string& prefix,
+                                           std::vector<std::string>& messages, bool openai_direct) {
   std::vector<kb::SseStream> streams(static_cast<std::size_t>(n));
   messages.clear();
   for (int i = 0; i < n; ++i) {
     messages.push_back(prefix + " " + std::to_string(i));
     if (openai_direct) {
       streams[i].target = "/v1/chat/completions";
-      streams[i].body = Json{{"model", "fake"}, {"stream", true},
-                             {"messages", {{{"role", "user"}, {"content", messages.back()}}}}}.dump();
+      streams[i].body = Json{{"model", "fake"},
+                             {"stream", true},
+                             {"messages", {{{"role", "user"}, {"content", messages.back()}}}}}
+                            .dump();
     } else {
       streams[i].target = "/v1/sessions/" + prefix + "-" + std::to_string(i) + "/messages";
       streams[i].body = Json{{"message", messages.back()}, {"stream", true}}.dump();
@@ -233,14 +251,16 @@ Ttft harness_floor(const Args& a, kb::FakeLlm& llm) {
 }
 
 void phase_stream(const Args& a, const fs::path& work) {
-  std::printf("stream: %d concurrent streaming runs, fake LLM: 20 chunks 100 ms apart per call\n", a.streams);
+  std::printf("stream: %d concurrent streaming runs, fake LLM: 20 chunks 100 ms apart per call\n",
+              a.streams);
   kb::FakeLlm llm;
   const Ttft floor = harness_floor(a, llm);
   if (floor.ended != a.streams) die("the harness alone lost streams: " + floor.first_error);
 
   const fs::path dir = work / "stream";
-  const Json provider = {{"name", "openai"},
-                         {"options", {{"base_url", llm.base_url()}, {"api_key", "dummy"}, {"model", "fake"}}}};
+  const Json provider = {
+      {"name", "openai"},
+      {"options", {{"base_url", llm.base_url()}, {"api_key", "dummy"}, {"model", "fake"}}}};
   auto serve = start_serve(a, dir, write_config(dir, a, provider));
   const long rss_before = serve.rss_kib();
   std::vector<std::string> messages;
@@ -250,75 +270,93 @@ void phase_stream(const Args& a, const fs::path& work) {
   const double wall = ms(Clock::now() - t0);
   const long peak = serve.peak_rss_kib();
   const Ttft t = ttft_of(streams, messages, llm, "end_turn");
-  std::printf("  all streams done in %.0f ms; LLM's own TTFT p50 %.1f ms p99 %.1f ms%s%s\n", wall,
-              percentile(t.llm_ms, 0.5), percentile(t.llm_ms, 0.99), t.first_error.empty() ? "" : "; first failure: ",
-              t.first_error.substr(0, 400).c_str());
-  row("streaming runs completed (run_end)", std::to_string(t.ended) + "/" + std::to_string(a.streams),
-      std::to_string(floor.ended) + "/" + std::to_string(a.streams) + " direct", "all", t.ended == a.streams);
+  std::printf(
+      "  all streams done in %.0f ms; LLM's own TTFT p50 %.1f ms p99 %.1f ms%s%s\n", wall,
+      percentile(t.llm_ms, 0.5), percentile(t.llm_ms, 0.99),
+      t.first_error.empty() ? "" : "; first failure: ", t.first_error.substr(0, 400).c_str());
+  row("streaming runs completed (run_end)",
+      std::to_string(t.ended) + "/" + std::to_string(a.streams),
+      std::to_string(floor.ended) + "/" + std::to_string(a.streams) + " direct", "all",
+      t.ended == a.streams);
   const double p99 = percentile(t.overhead_ms, 0.99);
   row("TTFT above the LLM's own, p50", fmt("%.2f ms", percentile(t.overhead_ms, 0.5)),
       fmt("%.2f ms harness", percentile(floor.overhead_ms, 0.5)), "-", true);
-  row("TTFT above the LLM's own, p99", fmt("%.2f ms", p99), fmt("%.2f ms harness", percentile(floor.overhead_ms, 0.99)),
-      "<= 5 ms", p99 <= 5.0 && t.overhead_ms.size() == streams.size());
-  row("server peak RSS (VmHWM)", fmt("%.0f MB", peak / 1024.0), fmt("%.0f MB at start", rss_before / 1024.0),
-      "<= 1024 MB", peak <= 1024 * 1024);
+  row("TTFT above the LLM's own, p99", fmt("%.2f ms", p99),
+      fmt("%.2f ms harness", percentile(floor.overhead_ms, 0.99)), "<= 5 ms",
+      p99 <= 5.0 && t.overhead_ms.size() == streams.size());
+  row("server peak RSS (VmHWM)", fmt("%.0f MB", peak / 1024.0),
+      fmt("%.0f MB at start", rss_before / 1024.0), "<= 1024 MB", peak <= 1024 * 1024);
 }
 
 // ---- idle -----------------------------------------------------------------------------------
 
 // `count` non-streaming messages, sessions prefix-0..count-1, from `connections` connections.
-kb::HammerResult send_messages(unsigned short port, int count, const std::string& prefix, int connections) {
-  return kb::LoadClient(port).hammer(connections, 600s, [&](std::size_t i) -> std::pair<std::string, std::string> {
-    if (i >= static_cast<std::size_t>(count)) return {};
-    return {"/v1/sessions/" + prefix + "-" + std::to_string(i) + "/messages", R"({"message":"hi"})"};
-  });
+kb::HammerResult send_messages(unsigned short port, int count, const std::string& prefix,
+                               int connections) {
+  return kb::LoadClient(port).hammer(
+      connections, 600s, [&](std::size_t i) -> std::pair<std::string, std::string> {
+        if (i >= static_cast<std::size_t>(count)) return {};
+        return {"/v1/sessions/" + prefix + "-" + std::to_string(i) + "/messages",
+                R"({"message":"hi"})"};
+      });
 }
 
 void phase_idle(const Args& a, const fs::path& work) {
   std::printf("idle: %d sessions with one short exchange each (replay provider)\n", a.idle);
   const fs::path dir = work / "idle";
   const int warmup = 200;
-  auto serve = start_serve(a, dir, write_config(dir, a, replay_provider(dir, kOkLine, a.idle + warmup + 10)));
+  auto serve = start_serve(
+      a, dir, write_config(dir, a, replay_provider(dir, kOkLine, a.idle + warmup + 10)));
   auto warm = send_messages(serve.port(), warmup, "warm", 16);
-  if (warm.ok != static_cast<std::size_t>(warmup)) die("warm-up messages failed: " + warm.first_failure);
+  if (warm.ok != static_cast<std::size_t>(warmup))
+    die("warm-up messages failed: " + warm.first_failure);
   const long before = serve.rss_kib();
   auto r = send_messages(serve.port(), a.idle, "idle", 16);
-  if (r.ok != static_cast<std::size_t>(a.idle)) die("idle-session messages failed: " + r.first_failure);
+  if (r.ok != static_cast<std::size_t>(a.idle))
+    die("idle-session messages failed: " + r.first_failure);
   const long after = serve.rss_kib();
   const double per = (after - before) * 1024.0 / a.idle;
-  std::printf("  RSS %.1f MB -> %.1f MB (%.1f s for the %d exchanges)\n", before / 1024.0, after / 1024.0, r.seconds,
-              a.idle);
-  row("RSS per idle session", fmt("%.1f KB", per / 1024.0), fmt("%.0f MB server before", before / 1024.0), "<= 50 KB",
-      per <= 50 * 1024.0);
+  std::printf("  RSS %.1f MB -> %.1f MB (%.1f s for the %d exchanges)\n", before / 1024.0,
+              after / 1024.0, r.seconds, a.idle);
+  row("RSS per idle session", fmt("%.1f KB", per / 1024.0),
+      fmt("%.0f MB server before", before / 1024.0), "<= 50 KB", per <= 50 * 1024.0);
 }
 
 // ---- rps ------------------------------------------------------------------------------------
 
 void phase_rps(const Args& a, const fs::path& work) {
   const auto duration = std::chrono::milliseconds(a.rps_seconds * 1000);
-  std::printf("rps: non-streaming messages, %d keep-alive connections, %d s each, %d server threads\n", a.connections,
-              a.rps_seconds, server_threads(a));
+  std::printf(
+      "rps: non-streaming messages, %d keep-alive connections, %d s each, %d server threads\n",
+      a.connections, a.rps_seconds, server_threads(a));
   const fs::path dir = work / "rps";
   auto serve = start_serve(a, dir, write_config(dir, a, replay_provider(dir, kOkLine, 200000)));
   kb::LoadClient client(serve.port());
   const auto probe = client.request("POST", "/v1/sessions/probe/messages", R"({"message":"hi"})");
-  if (probe.status != 200) die("a non-streaming message failed: HTTP " + std::to_string(probe.status) + " " + probe.body);
+  if (probe.status != 200)
+    die("a non-streaming message failed: HTTP " + std::to_string(probe.status) + " " + probe.body);
 
   // The baseline answers a body of the same size, padded JSON.
   std::string body = R"({"pad":""})";
-  body.insert(body.size() - 2, std::string(probe.body.size() > body.size() ? probe.body.size() - body.size() : 0, 'x'));
+  body.insert(
+      body.size() - 2,
+      std::string(probe.body.size() > body.size() ? probe.body.size() - body.size() : 0, 'x'));
   kb::BareJsonServer bare(body, server_threads(a));
   const auto base = kb::LoadClient(bare.port()).hammer(a.connections, duration, [](std::size_t i) {
-    return std::pair<std::string, std::string>{"/v1/sessions/b-" + std::to_string(i) + "/messages", R"({"message":"hi"})"};
+    return std::pair<std::string, std::string>{"/v1/sessions/b-" + std::to_string(i) + "/messages",
+                                               R"({"message":"hi"})"};
   });
   const auto r = client.hammer(a.connections, duration, [](std::size_t i) {
-    return std::pair<std::string, std::string>{"/v1/sessions/r-" + std::to_string(i) + "/messages", R"({"message":"hi"})"};
+    return std::pair<std::string, std::string>{"/v1/sessions/r-" + std::to_string(i) + "/messages",
+                                               R"({"message":"hi"})"};
   });
   const double rps = r.ok / r.seconds, base_rps = base.ok / base.seconds;
-  std::printf("  reply %zu bytes; kernex %zu ok %zu failed%s%s; bare %zu ok\n", probe.body.size(), r.ok, r.failed,
-              r.first_failure.empty() ? "" : ", first: ", r.first_failure.c_str(), base.ok);
-  row("non-streaming requests/s (replay)", fmt("%.0f req/s", rps), fmt("%.0f req/s bare Beast", base_rps),
-      ">= 50 % of bare", r.failed == 0 && rps >= 0.5 * base_rps);
+  std::printf("  reply %zu bytes; kernex %zu ok %zu failed%s%s; bare %zu ok\n", probe.body.size(),
+              r.ok, r.failed, r.first_failure.empty() ? "" : ", first: ", r.first_failure.c_str(),
+              base.ok);
+  row("non-streaming requests/s (replay)", fmt("%.0f req/s", rps),
+      fmt("%.0f req/s bare Beast", base_rps), ">= 50 % of bare",
+      r.failed == 0 && rps >= 0.5 * base_rps);
   row("  ratio to bare", fmt("%.2f", rps / base_rps), "1.00", ">= 0.50", rps >= 0.5 * base_rps);
 }
 
@@ -344,7 +382,8 @@ std::vector<double> bare_kill(int runs) {
     for (const auto& s : kSleepArgv) argv.push_back(const_cast<char*>(s.c_str()));
     argv.push_back(nullptr);
     pid_t pid = 0;
-    if (::posix_spawnp(&pid, "sleep", nullptr, nullptr, argv.data(), environ) != 0) die("cannot spawn sleep");
+    if (::posix_spawnp(&pid, "sleep", nullptr, nullptr, argv.data(), environ) != 0)
+      die("cannot spawn sleep");
     if (!wait_tools(true, 5s)) die("the baseline sleep never showed in /proc");
     const auto t0 = Clock::now();
     ::kill(pid, SIGKILL);
@@ -356,23 +395,29 @@ std::vector<double> bare_kill(int runs) {
 }
 
 void write_sleeper_skill(const fs::path& skills) {
-  write_file(skills / "sleeper" / "SKILL.md",
-             "---\nname = \"sleeper\"\ndescription = \"Naps for a long time.\"\ntrigger = \"sleepy\"\n"
-             "[toolbox.nap]\ndescription = \"Sleeps 37 s.\"\ncommand = \"sleep\"\nargs = [\"37.25\"]\n"
-             "[permissions]\ncommands = [\"sleep\"]\n---\nWhen sleepy, call nap.\n");
+  write_file(
+      skills / "sleeper" / "SKILL.md",
+      "---\nname = \"sleeper\"\ndescription = \"Naps for a long time.\"\ntrigger = \"sleepy\"\n"
+      "[toolbox.nap]\ndescription = \"Sleeps 37 s.\"\ncommand = \"sleep\"\nargs = [\"37.25\"]\n"
+      "[permissions]\ncommands = [\"sleep\"]\n---\nWhen sleepy, call nap.\n");
 }
 
 void phase_cancel(const Args& a, const fs::path& work) {
-  std::printf("cancel: %d runs whose tool sleeps; cancel once the tool process exists\n", a.cancel_runs);
-  if (!kb::processes_with_argv(kSleepArgv).empty()) die("a `sleep 37.25` is already running: stop it first");
+  std::printf("cancel: %d runs whose tool sleeps; cancel once the tool process exists\n",
+              a.cancel_runs);
+  if (!kb::processes_with_argv(kSleepArgv).empty())
+    die("a `sleep 37.25` is already running: stop it first");
   const std::vector<double> base = bare_kill(a.cancel_runs);
   const fs::path dir = work / "cancel";
   write_sleeper_skill(dir / "skills");
   fs::create_directories(dir / "ws");
   const std::string call_line = R"({"tool_calls":[{"id":"c1","name":"nap","arguments":{}}]})";
   const Json extra = {{"skill_dirs", {(dir / "skills").string()}},
-                      {"toolboxes", {{{"name", "script"}, {"options", {{"workspace", (dir / "ws").string()}, {"timeout", 120}}}}}}};
-  const fs::path config = write_config(dir, a, replay_provider(dir, call_line, a.cancel_runs + 10), extra);
+                      {"toolboxes",
+                       {{{"name", "script"},
+                         {"options", {{"workspace", (dir / "ws").string()}, {"timeout", 120}}}}}}};
+  const fs::path config =
+      write_config(dir, a, replay_provider(dir, call_line, a.cancel_runs + 10), extra);
   // The skill lies below the working directory, where skills load only once a person trusted them.
   const std::string trust = a.kernex.string() + " --config " + config.string() + " skills trust " +
                             (dir / "skills" / "sleeper").string() + " > /dev/null";
@@ -397,16 +442,20 @@ void phase_cancel(const Args& a, const fs::path& work) {
           return;
         }
         cancel_sent = Clock::now();
-        const auto reply = kb::LoadClient(serve.port()).request("POST", "/v1/runs/" + run + "/cancel");
-        if (reply.status != 202) cancel_error = "cancel: HTTP " + std::to_string(reply.status) + " " + reply.body;
-        if (wait_tools(false, 10s)) tool_gone = Clock::now();
-        else cancel_error = "the tool process outlived the cancel by 10 s";
+        const auto reply =
+            kb::LoadClient(serve.port()).request("POST", "/v1/runs/" + run + "/cancel");
+        if (reply.status != 202)
+          cancel_error = "cancel: HTTP " + std::to_string(reply.status) + " " + reply.body;
+        if (wait_tools(false, 10s))
+          tool_gone = Clock::now();
+        else
+          cancel_error = "the tool process outlived the cancel by 10 s";
       });
     });
     if (canceller.joinable()) canceller.join();
     const auto& s = one[0];
-    std::string error = !cancel_error.empty() ? cancel_error
-                        : !s.got_end       ? "no run_end: " + s.error
+    std::string error = !cancel_error.empty()      ? cancel_error
+                        : !s.got_end               ? "no run_end: " + s.error
                         : s.outcome != "cancelled" ? "outcome " + s.outcome
                                                    : "";
     if (!error.empty()) {
@@ -417,14 +466,16 @@ void phase_cancel(const Args& a, const fs::path& work) {
     ++cancelled;
     latency.push_back(ms(std::max(s.ended, tool_gone) - cancel_sent));
   }
-  if (!first_error.empty()) std::printf("  first failure: %s\n", first_error.substr(0, 400).c_str());
-  row("cancel: runs cancelled", std::to_string(cancelled) + "/" + std::to_string(a.cancel_runs), "-", "all",
-      cancelled == a.cancel_runs);
+  if (!first_error.empty())
+    std::printf("  first failure: %s\n", first_error.substr(0, 400).c_str());
+  row("cancel: runs cancelled", std::to_string(cancelled) + "/" + std::to_string(a.cancel_runs),
+      "-", "all", cancelled == a.cancel_runs);
   row("cancel -> run_end + tool gone, p50", fmt("%.1f ms", percentile(latency, 0.5)),
       fmt("%.2f ms bare kill", percentile(base, 0.5)), "-", true);
   const double p99 = percentile(latency, 0.99);
-  row("cancel -> run_end + tool gone, p99", fmt("%.1f ms", p99), fmt("%.2f ms bare kill", percentile(base, 0.99)),
-      "<= 250 ms", cancelled == a.cancel_runs && p99 <= 250.0);
+  row("cancel -> run_end + tool gone, p99", fmt("%.1f ms", p99),
+      fmt("%.2f ms bare kill", percentile(base, 0.99)), "<= 250 ms",
+      cancelled == a.cancel_runs && p99 <= 250.0);
 }
 
 // ---- harness self-check ----------------------------------------------------------------------
@@ -434,16 +485,19 @@ void phase_harness(const Args& a) {
   kb::FakeLlm llm;
   const auto t0 = Clock::now();
   const Ttft floor = harness_floor(a, llm);
-  std::printf("  %d streams straight to the fake LLM: %d ended in %.0f ms, client TTFT minus the LLM's own p50 %.2f "
-              "ms p99 %.2f ms (LLM's own p99 %.1f ms)%s%s\n",
-              a.streams, floor.ended, ms(Clock::now() - t0), percentile(floor.overhead_ms, 0.5),
-              percentile(floor.overhead_ms, 0.99), percentile(floor.llm_ms, 0.99), floor.first_error.empty() ? "" : "; ",
-              floor.first_error.c_str());
+  std::printf(
+      "  %d streams straight to the fake LLM: %d ended in %.0f ms, client TTFT minus the LLM's own "
+      "p50 %.2f "
+      "ms p99 %.2f ms (LLM's own p99 %.1f ms)%s%s\n",
+      a.streams, floor.ended, ms(Clock::now() - t0), percentile(floor.overhead_ms, 0.5),
+      percentile(floor.overhead_ms, 0.99), percentile(floor.llm_ms, 0.99),
+      floor.first_error.empty() ? "" : "; ", floor.first_error.c_str());
   kb::BareJsonServer bare(std::string(300, ' ') + "{}", 2);
   const auto r = kb::LoadClient(bare.port()).hammer(32, 2s, [](std::size_t) {
     return std::pair<std::string, std::string>{"/x", R"({"message":"hi"})"};
   });
-  std::printf("  bare Beast server: %.0f req/s over 32 connections (%zu failed)\n", r.ok / r.seconds, r.failed);
+  std::printf("  bare Beast server: %.0f req/s over 32 connections (%zu failed)\n",
+              r.ok / r.seconds, r.failed);
 }
 
 void raise_fd_limit() {
@@ -453,7 +507,8 @@ void raise_fd_limit() {
     ::setrlimit(RLIMIT_NOFILE, &lim);
   }
   ::getrlimit(RLIMIT_NOFILE, &lim);
-  std::printf("open files limit %llu (inherited by kernex serve)\n", static_cast<unsigned long long>(lim.rlim_cur));
+  std::printf("open files limit %llu (inherited by kernex serve)\n",
+              static_cast<unsigned long long>(lim.rlim_cur));
 }
 
 }  // namespace
@@ -466,7 +521,8 @@ int main(int argc, char** argv) {
     phase_harness(a);
     return 0;
   }
-  if (::access(a.kernex.c_str(), X_OK) != 0) die("no kernex binary at " + a.kernex.string() + " (--kernex PATH)");
+  if (::access(a.kernex.c_str(), X_OK) != 0)
+    die("no kernex binary at " + a.kernex.string() + " (--kernex PATH)");
   const fs::path work = make_work_dir();
   std::printf("work dir %s; %u CPUs\n", work.c_str(), std::thread::hardware_concurrency());
   if (a.phases.contains("stream")) phase_stream(a, work);

@@ -23,8 +23,8 @@ namespace {
 
 tcp::endpoint loopback(unsigned short port) { return {asio::ip::make_address("127.0.0.1"), port}; }
 
-http::request<http::string_body> make_request(const std::string& method, const std::string& target, std::string body,
-                                              unsigned short port, bool sse) {
+http::request<http::string_body> make_request(const std::string& method, const std::string& target,
+                                              std::string body, unsigned short port, bool sse) {
   http::request<http::string_body> req(http::string_to_verb(method), target, 11);
   req.set(http::field::host, "127.0.0.1:" + std::to_string(port));
   if (!body.empty()) req.set(http::field::content_type, "application/json");
@@ -37,13 +37,15 @@ http::request<http::string_body> make_request(const std::string& method, const s
 
 std::string json_field(const std::string& data, const char* key) {
   const Json j = Json::parse(data, nullptr, false);
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>()
+                                                                : std::string();
 }
 
 // Whether an OpenAI chat.completion.chunk carries content text.
 bool has_content(const std::string& data) {
   const Json j = Json::parse(data, nullptr, false);
-  if (!j.is_object() || !j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return false;
+  if (!j.is_object() || !j.contains("choices") || !j["choices"].is_array() || j["choices"].empty())
+    return false;
   const Json delta = j["choices"][0].value("delta", Json::object());
   return delta.is_object() && delta.contains("content") && delta["content"].is_string() &&
          !delta["content"].get<std::string>().empty();
@@ -69,30 +71,33 @@ class StreamConn : public std::enable_shared_from_this<StreamConn> {
   void write() {
     req_ = make_request("POST", s_.target, s_.body, port_, true);
     s_.sent = Clock::now();
-    http::async_write(socket_, req_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec) return self->finish("write: " + ec.message());
-      self->parser_.body_limit(boost::none);
-      http::async_read_header(self->socket_, self->buffer_, self->parser_,
-                              [self](beast::error_code ec, std::size_t) {
-                                if (ec) return self->finish("read header: " + ec.message());
-                                self->s_.status = static_cast<int>(self->parser_.get().result_int());
-                                self->read_body();
-                              });
-    });
+    http::async_write(
+        socket_, req_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          if (ec) return self->finish("write: " + ec.message());
+          self->parser_.body_limit(boost::none);
+          http::async_read_header(self->socket_, self->buffer_, self->parser_,
+                                  [self](beast::error_code ec, std::size_t) {
+                                    if (ec) return self->finish("read header: " + ec.message());
+                                    self->s_.status =
+                                        static_cast<int>(self->parser_.get().result_int());
+                                    self->read_body();
+                                  });
+        });
   }
 
   void read_body() {
     parser_.get().body().data = chunk_;
     parser_.get().body().size = sizeof chunk_;
-    http::async_read_some(socket_, buffer_, parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec == http::error::need_buffer) ec = {};
-      const std::size_t got = sizeof self->chunk_ - self->parser_.get().body().size;
-      self->take(std::string_view(self->chunk_, got));
-      if (self->done_) return;
-      if (ec) return self->finish("read: " + ec.message());
-      if (self->parser_.is_done()) return self->finish("the stream ended before run_end");
-      self->read_body();
-    });
+    http::async_read_some(
+        socket_, buffer_, parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          if (ec == http::error::need_buffer) ec = {};
+          const std::size_t got = sizeof self->chunk_ - self->parser_.get().body().size;
+          self->take(std::string_view(self->chunk_, got));
+          if (self->done_) return;
+          if (ec) return self->finish("read: " + ec.message());
+          if (self->parser_.is_done()) return self->finish("the stream ended before run_end");
+          self->read_body();
+        });
   }
 
   // Body bytes: SSE events on a 200, the error body otherwise.
@@ -118,7 +123,9 @@ class StreamConn : public std::enable_shared_from_this<StreamConn> {
       if (nl == std::string::npos) nl = block.size();
       const std::string line = block.substr(pos, nl - pos);
       pos = nl + 1;
-      auto value = [&](std::size_t n) { return line.substr(line.size() > n && line[n] == ' ' ? n + 1 : n); };
+      auto value = [&](std::size_t n) {
+        return line.substr(line.size() > n && line[n] == ' ' ? n + 1 : n);
+      };
       if (line.rfind("event:", 0) == 0) name = value(6);
       if (line.rfind("data:", 0) == 0) data += (data.empty() ? "" : "\n") + value(5);
     }
@@ -150,7 +157,8 @@ class StreamConn : public std::enable_shared_from_this<StreamConn> {
     if (done_) return;
     done_ = true;
     if (!error.empty() && s_.error.empty()) s_.error = error;
-    if (s_.status != 0 && s_.status != 200 && s_.error.empty()) s_.error = "HTTP " + std::to_string(s_.status);
+    if (s_.status != 0 && s_.status != 200 && s_.error.empty())
+      s_.error = "HTTP " + std::to_string(s_.status);
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -173,9 +181,15 @@ class StreamConn : public std::enable_shared_from_this<StreamConn> {
 class HammerConn : public std::enable_shared_from_this<HammerConn> {
  public:
   using Make = std::function<std::pair<std::string, std::string>(std::size_t)>;
-  HammerConn(asio::io_context& ioc, unsigned short port, const Make& make, std::size_t& counter, HammerResult& result,
-             Clock::time_point deadline)
-      : ioc_(ioc), socket_(ioc), port_(port), make_(make), counter_(counter), r_(result), deadline_(deadline) {}
+  HammerConn(asio::io_context& ioc, unsigned short port, const Make& make, std::size_t& counter,
+             HammerResult& result, Clock::time_point deadline)
+      : ioc_(ioc),
+        socket_(ioc),
+        port_(port),
+        make_(make),
+        counter_(counter),
+        r_(result),
+        deadline_(deadline) {}
 
   void connect() {
     socket_ = tcp::socket(ioc_);
@@ -194,26 +208,29 @@ class HammerConn : public std::enable_shared_from_this<HammerConn> {
     // The method first: the body is moved into the call, and argument order is unspecified.
     const std::string method = body.empty() ? "GET" : "POST";
     req_ = make_request(method, target, std::move(body), port_, false);
-    http::async_write(socket_, req_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec) return self->fail("write: " + ec.message(), true);
-      self->res_.emplace();
-      self->res_->body_limit(64 << 20);
-      http::async_read(self->socket_, self->buffer_, *self->res_, [self](beast::error_code ec, std::size_t) {
-        if (ec) return self->fail("read: " + ec.message(), true);
-        const auto& res = self->res_->get();
-        if (res.result_int() != 200) {
-          ++self->r_.failed;
-          if (self->r_.first_failure.empty()) {
-            self->r_.first_failure = "HTTP " + std::to_string(res.result_int()) + ": " + res.body().substr(0, 300);
-          }
-        } else {
-          ++self->r_.ok;
-          self->r_.body_bytes = res.body().size();
-        }
-        if (!res.keep_alive()) return self->reconnect();
-        self->next();
-      });
-    });
+    http::async_write(
+        socket_, req_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          if (ec) return self->fail("write: " + ec.message(), true);
+          self->res_.emplace();
+          self->res_->body_limit(64 << 20);
+          http::async_read(
+              self->socket_, self->buffer_, *self->res_, [self](beast::error_code ec, std::size_t) {
+                if (ec) return self->fail("read: " + ec.message(), true);
+                const auto& res = self->res_->get();
+                if (res.result_int() != 200) {
+                  ++self->r_.failed;
+                  if (self->r_.first_failure.empty()) {
+                    self->r_.first_failure = "HTTP " + std::to_string(res.result_int()) + ": " +
+                                             res.body().substr(0, 300);
+                  }
+                } else {
+                  ++self->r_.ok;
+                  self->r_.body_bytes = res.body().size();
+                }
+                if (!res.keep_alive()) return self->reconnect();
+                self->next();
+              });
+        });
   }
 
   void fail(const std::string& why, bool retry) {
@@ -246,7 +263,8 @@ class HammerConn : public std::enable_shared_from_this<HammerConn> {
 LoadClient::LoadClient(unsigned short port) : port_(port) {}
 LoadClient::~LoadClient() = default;
 
-void LoadClient::streams(std::vector<SseStream>& streams, std::chrono::seconds timeout, const SseHandler& on_event) {
+void LoadClient::streams(std::vector<SseStream>& streams, std::chrono::seconds timeout,
+                         const SseHandler& on_event) {
   asio::io_context ioc;
   asio::steady_timer timer(ioc);
   std::size_t remaining = streams.size();
@@ -266,8 +284,9 @@ void LoadClient::streams(std::vector<SseStream>& streams, std::chrono::seconds t
   ioc.run();
 }
 
-HammerResult LoadClient::hammer(int connections, std::chrono::milliseconds duration,
-                                const std::function<std::pair<std::string, std::string>(std::size_t)>& make) {
+HammerResult LoadClient::hammer(
+    int connections, std::chrono::milliseconds duration,
+    const std::function<std::pair<std::string, std::string>(std::size_t)>& make) {
   asio::io_context ioc;
   HammerResult result;
   std::size_t counter = 0;
@@ -280,7 +299,8 @@ HammerResult LoadClient::hammer(int connections, std::chrono::milliseconds durat
   return result;
 }
 
-LoadClient::Reply LoadClient::request(const std::string& method, const std::string& target, const std::string& body) {
+LoadClient::Reply LoadClient::request(const std::string& method, const std::string& target,
+                                      const std::string& body) {
   asio::io_context ioc;
   tcp::socket socket(ioc);
   beast::error_code ec;

@@ -34,7 +34,8 @@ struct HammerResult {
 };
 
 // Called on the client's thread for each SSE event (name, data) of a stream.
-using SseHandler = std::function<void(SseStream&, const std::string& event, const std::string& data)>;
+using SseHandler =
+    std::function<void(SseStream&, const std::string& event, const std::string& data)>;
 
 class LoadClient {
  public:
@@ -44,7 +45,8 @@ class LoadClient {
   LoadClient& operator=(const LoadClient&) = delete;
 
   // Returns once every stream ended or `timeout` passed (the rest then fail with "timeout").
-  void streams(std::vector<SseStream>& streams, std::chrono::seconds timeout, const SseHandler& on_event = {});
+  void streams(std::vector<SseStream>& streams, std::chrono::seconds timeout,
+               const SseHandler& on_event = {});
 
   // `make(i)` gives request i's target and body (POST; GET when the body is empty); an empty
   // target ends that connection's requests. Stops issuing at `duration`.

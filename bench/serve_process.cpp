@@ -44,7 +44,8 @@ unsigned short read_port(int fd, std::chrono::seconds timeout) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n <= 0) return 0;
     seen.append(buf, static_cast<std::size_t>(n));
-    if (auto at = seen.find(marker); at != std::string::npos && seen.find('\n', at) != std::string::npos) {
+    if (auto at = seen.find(marker);
+        at != std::string::npos && seen.find('\n', at) != std::string::npos) {
       return static_cast<unsigned short>(std::atoi(seen.c_str() + at + marker.size()));
     }
   }
@@ -68,7 +69,8 @@ ServeProcess::ServeProcess(const fs::path& binary, const fs::path& config, const
   if (::pipe2(out, O_CLOEXEC) != 0) die("serve", "pipe failed");
   const int err = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (err < 0) die("serve", "cannot create " + log.string());
-  std::vector<std::string> args = {binary.string(), "serve", "--config", config.string(), "--listen", "127.0.0.1:0"};
+  std::vector<std::string> args = {binary.string(), "serve",    "--config",
+                                   config.string(), "--listen", "127.0.0.1:0"};
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -108,7 +110,8 @@ int ServeProcess::stop(std::chrono::seconds grace) {
       ::waitpid(pid_, &status, 0);
       break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a child's exit, no event to wait on
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(5));  // polling a child's exit, no event to wait on
   }
   pid_ = -1;
   return status;
@@ -133,10 +136,12 @@ std::vector<pid_t> processes_with_argv(const std::vector<std::string>& argv) {
       at += static_cast<ssize_t>(args.back().size()) + 1;
     }
     // argv[0] by its base name: the sandbox may exec the resolved path.
-    if (args.size() != argv.size() || args.empty() || fs::path(args[0]).filename() != fs::path(argv[0]).filename()) {
+    if (args.size() != argv.size() || args.empty() ||
+        fs::path(args[0]).filename() != fs::path(argv[0]).filename()) {
       continue;
     }
-    if (std::equal(args.begin() + 1, args.end(), argv.begin() + 1)) found.push_back(std::atoi(name.c_str()));
+    if (std::equal(args.begin() + 1, args.end(), argv.begin() + 1))
+      found.push_back(std::atoi(name.c_str()));
   }
   return found;
 }

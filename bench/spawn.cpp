@@ -1,18 +1,20 @@
 // Spawn cost of one toolbox round trip (JSON on stdin, the same JSON back on stdout, through
 // /bin/cat) three ways, interleaved in one run so they see the same machine:
-//   sandboxed  kernex::sandbox::ToolboxRunner::run: argv/env translation, Landlock + seccomp + no caps
-//              (policy cached as in the plugin), stdio pumped under a deadline, process group reaped
+//   sandboxed  kernex::sandbox::ToolboxRunner::run: argv/env translation, Landlock + seccomp + no
+//   caps
+//              (policy cached as in the plugin), stdio pumped under a deadline, process group
+//              reaped
 //   bare       vfork + execve with two pipes, no isolation
 //   bwrap      Debian's bubblewrap with comparable isolation (read-only /usr, unshared namespaces,
 //              new session, no caps), spawned the bare way; skipped when bwrap is not installed
-// All three start the command with the same environment, the sandbox's (PATH, HOME, LANG, TZ, TMPDIR
-// ...), read once through the sandbox itself: execve copies it and the loader scans it, so a shorter
-// one would flatter the baselines.
-// Each runs idle, then again with 1 GiB of touched memory in this process (fork-based spawners
-// slow down with the parent's size; vfork-style ones should not).
-// Usage: spawn [ITERATIONS] [--git] (default 300). Prints medians (µs) and ratios. --git puts a `.git`
-// directory in the workspace, so the policy gets a mount namespace that each child joins (the path
-// every policy with a writable grant takes once writable mounts are made noexec there).
+// All three start the command with the same environment, the sandbox's (PATH, HOME, LANG, TZ,
+// TMPDIR
+// ...), read once through the sandbox itself: execve copies it and the loader scans it, so a
+// shorter one would flatter the baselines. Each runs idle, then again with 1 GiB of touched memory
+// in this process (fork-based spawners slow down with the parent's size; vfork-style ones should
+// not). Usage: spawn [ITERATIONS] [--git] (default 300). Prints medians (µs) and ratios. --git puts
+// a `.git` directory in the workspace, so the policy gets a mount namespace that each child joins
+// (the path every policy with a writable grant takes once writable mounts are made noexec there).
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -39,7 +41,8 @@ namespace fs = std::filesystem;
 namespace sb = kernex::sandbox;
 using Clock = std::chrono::steady_clock;
 
-// Keys in nlohmann::json order, so the sandboxed path (which re-serialises the arguments) sends the same bytes.
+// Keys in nlohmann::json order, so the sandboxed path (which re-serialises the arguments) sends the
+// same bytes.
 const std::string kInput = R"({"options":{"layout":true},"pages":[1,2,3],"path":"report.pdf"})";
 
 // Bare round trip: vfork + execve, stdin written and stdout read with poll, then waitpid.
@@ -100,15 +103,41 @@ struct Medians {
 };
 
 Medians measure(int iterations, sb::ToolboxRunner& runner, const kernex::Toolbox& toolbox,
-                const std::optional<std::string>& bwrap, const fs::path& workspace, char* const* envp) {
+                const std::optional<std::string>& bwrap, const fs::path& workspace,
+                char* const* envp) {
   std::vector<double> t_sandboxed, t_bare, t_bwrap;
   const std::vector<std::string> bare_argv = {"/bin/cat"};
   std::vector<std::string> bwrap_argv;
   if (bwrap) {
-    bwrap_argv = {*bwrap, "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-                  "--symlink", "usr/lib64", "/lib64", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", workspace.string(),
-                  workspace.string(), "--chdir", workspace.string(), "--unshare-all", "--new-session",
-                  "--die-with-parent", "--cap-drop", "ALL", "--", "/bin/cat"};
+    bwrap_argv = {*bwrap,
+                  "--ro-bind",
+                  "/usr",
+                  "/usr",
+                  "--symlink",
+                  "usr/bin",
+                  "/bin",
+                  "--symlink",
+                  "usr/lib",
+                  "/lib",
+                  "--symlink",
+                  "usr/lib64",
+                  "/lib64",
+                  "--dev",
+                  "/dev",
+                  "--tmpfs",
+                  "/tmp",
+                  "--bind",
+                  workspace.string(),
+                  workspace.string(),
+                  "--chdir",
+                  workspace.string(),
+                  "--unshare-all",
+                  "--new-session",
+                  "--die-with-parent",
+                  "--cap-drop",
+                  "ALL",
+                  "--",
+                  "/bin/cat"};
   }
   const kernex::Json args = kernex::Json::parse(kInput);
   std::string out;
@@ -173,11 +202,13 @@ int main(int argc, char** argv) {
   toolbox.name = "echo_json";
   toolbox.command = "cat";
   if (auto policy = runner.policy_for(toolbox); !policy) {
-    std::fprintf(stderr, "the sandbox can't be set up here: %s\n", policy.error().describe().c_str());
+    std::fprintf(stderr, "the sandbox can't be set up here: %s\n",
+                 policy.error().describe().c_str());
     return 1;
   }
   // The sandboxed child's environment, as the sandbox builds it (env -0: values may hold newlines).
-  auto env_run = sb::spawn(**runner.policy_for(toolbox), sb::Command{{"env", "-0"}, {}, {}, {}, {}, {}});
+  auto env_run =
+      sb::spawn(**runner.policy_for(toolbox), sb::Command{{"env", "-0"}, {}, {}, {}, {}, {}});
   if (!env_run || !env_run->success()) {
     std::fprintf(stderr, "cannot read the sandbox's environment\n");
     return 1;
@@ -193,9 +224,12 @@ int main(int argc, char** argv) {
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
   const auto bwrap = find_bwrap();
-  if (!bwrap) std::printf("bwrap not found: skipping the bubblewrap column (apt-get install bubblewrap)\n");
-  std::printf("round trip: %zu bytes of JSON through /bin/cat, %d iterations each, interleaved; medians%s\n",
-              kInput.size(), iterations, with_git ? "; workspace with .git (mount namespace)" : "");
+  if (!bwrap)
+    std::printf("bwrap not found: skipping the bubblewrap column (apt-get install bubblewrap)\n");
+  std::printf(
+      "round trip: %zu bytes of JSON through /bin/cat, %d iterations each, interleaved; "
+      "medians%s\n",
+      kInput.size(), iterations, with_git ? "; workspace with .git (mount namespace)" : "");
   std::printf("environment for all three (%zu variables):", env_store.size());
   for (const auto& e : env_store) std::printf(" %.*s", static_cast<int>(e.find('=')), e.c_str());
   std::printf("\n");

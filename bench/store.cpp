@@ -53,8 +53,8 @@ const kernex::ConversationKey kSaveKey{"bench", "user-2", ""};
 // ---- Data, the same for every store ----
 
 std::string user_text(int i) {
-  return "question " + std::to_string(i) + " about topic" + std::to_string(i % 97) + " and the weather in city" +
-         std::to_string(i % 31) + ", please answer briefly";
+  return "question " + std::to_string(i) + " about topic" + std::to_string(i % 97) +
+         " and the weather in city" + std::to_string(i % 31) + ", please answer briefly";
 }
 
 template <class T>
@@ -66,48 +66,66 @@ T must(kernex::Result<T> r, const char* what) {
 // An earlier, closed conversation with a summary; the current one with kMessages messages; facts,
 // lessons, outcomes and three future tasks of the sender; kDueTasks due tasks of other senders.
 void seed(kernex::MemoryStore& store) {
-  const auto earlier = must(store.open_conversation(kKey, std::chrono::minutes(120)), "open_conversation");
+  const auto earlier =
+      must(store.open_conversation(kKey, std::chrono::minutes(120)), "open_conversation");
   must(store.append_messages(earlier, {kernex::ContextEntry::user("the weather in city7 last week"),
                                        kernex::ContextEntry::assistant("it rained")}),
        "append_messages");
-  must(store.close_conversation(earlier, std::string("The user asked about the weather in city7; it rained.")),
+  must(store.close_conversation(
+           earlier, std::string("The user asked about the weather in city7; it rained.")),
        "close_conversation");
-  const auto conv = must(store.open_conversation(kKey, std::chrono::minutes(120)), "open_conversation");
+  const auto conv =
+      must(store.open_conversation(kKey, std::chrono::minutes(120)), "open_conversation");
   for (int i = 0; i < kMessages / 2; i += 50) {
     std::vector<kernex::ContextEntry> batch;
     for (int k = i; k < i + 50; ++k) {
       batch.push_back(kernex::ContextEntry::user(user_text(k)));
-      batch.push_back(kernex::ContextEntry::assistant("answer " + std::to_string(k) + ": it depends on the season"));
+      batch.push_back(kernex::ContextEntry::assistant("answer " + std::to_string(k) +
+                                                      ": it depends on the season"));
     }
     must(store.append_messages(conv, batch), "append_messages");
   }
   must(store.store_fact("user-1", "name", "Bench"), "store_fact");
   must(store.store_fact("user-1", "timezone", "UTC"), "store_fact");
   for (int i = 0; i < 5; ++i) {
-    must(store.store_lesson({"user-1", "style", "rule " + std::to_string(i) + ": answer briefly", "", 1, ""}),
+    must(store.store_lesson(
+             {"user-1", "style", "rule " + std::to_string(i) + ": answer briefly", "", 1, ""}),
          "store_lesson");
   }
   for (int i = 0; i < 15; ++i) {
-    must(store.store_outcome({"user-1", "weather", i % 3 - 1, "lesson " + std::to_string(i), "conversation", "", ""}),
+    must(store.store_outcome({"user-1", "weather", i % 3 - 1, "lesson " + std::to_string(i),
+                              "conversation", "", ""}),
          "store_outcome");
   }
   for (int i = 0; i < 3; ++i) {
-    kernex::TaskSpec t{"bench", "user-1", "user-1", "future reminder " + std::to_string(i),
-                       "2099-01-0" + std::to_string(i + 1) + " 09:00:00", std::nullopt, "reminder", "", 3};
+    kernex::TaskSpec t{"bench",
+                       "user-1",
+                       "user-1",
+                       "future reminder " + std::to_string(i),
+                       "2099-01-0" + std::to_string(i + 1) + " 09:00:00",
+                       std::nullopt,
+                       "reminder",
+                       "",
+                       3};
     must(store.create_task(t), "create_task");
   }
   for (int i = 0; i < kDueTasks; ++i) {
     char due[32];  // one a second from 2020-01-01 00:00:00, all long past
     std::snprintf(due, sizeof due, "2020-01-01 %02d:%02d:%02d", i / 3600 % 24, i / 60 % 60, i % 60);
-    kernex::TaskSpec t{"bench", "t-" + std::to_string(i), "t", "due task " + std::to_string(i), due, std::nullopt,
-                       "reminder", "", 3};
+    kernex::TaskSpec t{"bench",    "t-" + std::to_string(i),
+                       "t",        "due task " + std::to_string(i),
+                       due,        std::nullopt,
+                       "reminder", "",
+                       3};
     must(store.create_task(t), "create_task");
   }
 }
 
 // The summary stands in for the overflow; after the first build it is reused from the store.
 struct FixedSummarizer : kernex::Summarizer {
-  kernex::Result<std::string> summarize(const std::string&) override { return std::string("Earlier: weather talk."); }
+  kernex::Result<std::string> summarize(const std::string&) override {
+    return std::string("Earlier: weather talk.");
+  }
 };
 
 struct StoreSide {
@@ -127,11 +145,13 @@ void prepare(StoreSide& s) {
   s.in.system_prompt = "You are a benchmark.";
   s.in.limits = &s.limits;
   s.in.summarizer = &s.summarizer;
-  s.save_conv = must(s.store->open_conversation(kSaveKey, std::chrono::minutes(120)), "open_conversation");
+  s.save_conv =
+      must(s.store->open_conversation(kSaveKey, std::chrono::minutes(120)), "open_conversation");
 }
 
 const kernex::Request& turn_request() {
-  static const auto request = kernex::Request::from_text("user-1", "what about the weather in city7");
+  static const auto request =
+      kernex::Request::from_text("user-1", "what about the weather in city7");
   return request;
 }
 
@@ -169,7 +189,8 @@ double claim_once(StoreSide& s) {
     if (g_claim_error.empty()) g_claim_error = claimed.error().describe();
     return -1;
   }
-  if (claimed->size() != 1) die("claim_due_tasks claimed " + std::to_string(claimed->size()) + " tasks, not 1");
+  if (claimed->size() != 1)
+    die("claim_due_tasks claimed " + std::to_string(claimed->size()) + " tasks, not 1");
   return us;
 }
 
@@ -181,7 +202,8 @@ double timed(int n, const std::function<double()>& op) {
 }
 
 void row(const char* op, double plugin, double bare, double ratio, const char* target, bool met) {
-  std::printf("  %-34s %10.1f %10.1f %8.2f   %-10s %s\n", op, plugin, bare, ratio, target, met ? "yes" : "NO");
+  std::printf("  %-34s %10.1f %10.1f %8.2f   %-10s %s\n", op, plugin, bare, ratio, target,
+              met ? "yes" : "NO");
 }
 
 }  // namespace
@@ -196,9 +218,11 @@ int main() {
 
   kernex::PluginHost host = kernex::PluginHost::discover({KERNEX_BENCH_PLUGIN_DIR});
   StoreSide pg, lite;
-  pg.store = must(host.create_memory("postgres", kernex::Json{{"dsn", dsn}}), "loading the postgres memory plugin");
-  lite.store = must(host.create_memory("sqlite", kernex::Json{{"path", (sqlite_dir / "memory.db").string()}}),
-                    "loading the sqlite memory plugin");
+  pg.store = must(host.create_memory("postgres", kernex::Json{{"dsn", dsn}}),
+                  "loading the postgres memory plugin");
+  lite.store = must(
+      host.create_memory("sqlite", kernex::Json{{"path", (sqlite_dir / "memory.db").string()}}),
+      "loading the sqlite memory plugin");
   for (StoreSide* s : {&pg, &lite}) {
     seed(*s->store);
     prepare(*s);
@@ -210,7 +234,8 @@ int main() {
     const std::string quoted = kernex::sqlite::fts_query(turn_request().text, "\x1f");
     for (std::size_t start = 0; start < quoted.size();) {
       const std::size_t end = std::min(quoted.find('\x1f', start), quoted.size());
-      words.push_back(quoted.substr(start + 1, end - start - 2));  // unquoted (these words hold no quote)
+      words.push_back(
+          quoted.substr(start + 1, end - start - 2));  // unquoted (these words hold no quote)
       start = end + 1;
     }
   }
@@ -266,7 +291,8 @@ int main() {
     }));
     lite_claim.push_back(timed(kClaimsPerRound, [&] { return claim_once(lite); }));
     for (int i = 0; i < kClaimsPerRound / 4; ++i) {
-      if (!bare.claim_store_statement("bench-bare-store", kLeaseS)) die("the store's claim statement found no task");
+      if (!bare.claim_store_statement("bench-bare-store", kLeaseS))
+        die("the store's claim statement found no task");
     }
   }
   pg.store.reset();
@@ -276,23 +302,31 @@ int main() {
   const double b = median(pg_build), bb = median(bare_build);
   const double s = median(pg_save), bs = median(bare_save);
   const double c = median(pg_claim), bc = median(bare_claim);
-  std::printf("store bench: postgres memory plugin vs bare libpq, %d messages in one conversation, %d due tasks, "
-              "medians of %d interleaved rounds\n", kMessages, kDueTasks, kRounds);
-  std::printf("  %-34s %10s %10s %8s   %-10s %s\n", "operation", "plugin us", "bare us", "ratio", "target", "met?");
+  std::printf(
+      "store bench: postgres memory plugin vs bare libpq, %d messages in one conversation, %d due "
+      "tasks, "
+      "medians of %d interleaved rounds\n",
+      kMessages, kDueTasks, kRounds);
+  std::printf("  %-34s %10s %10s %8s   %-10s %s\n", "operation", "plugin us", "bare us", "ratio",
+              "target", "met?");
   row("a) context build (one turn)", b, bb, b / bb, "<= 3 x", b / bb <= 3.0);
   row("b) save exchange (+ usage)", s, bs, bs / s, ">= 0.50", bs / s >= 0.5);
-  std::printf("  %-34s %10.0f %10.0f %8s   (exchanges/s; ratio above = plugin/bare throughput)\n", "", 1e6 / s,
-              1e6 / bs, "");
+  std::printf("  %-34s %10.0f %10.0f %8s   (exchanges/s; ratio above = plugin/bare throughput)\n",
+              "", 1e6 / s, 1e6 / bs, "");
   if (c < 0) {
-    std::printf("  %-34s %10s %10.1f   postgres claim_due_tasks failed: %s\n", "c) task claim (1 of 10 000 due)", "-",
-                bc, g_claim_error.substr(0, 300).c_str());
+    std::printf("  %-34s %10s %10.1f   postgres claim_due_tasks failed: %s\n",
+                "c) task claim (1 of 10 000 due)", "-", bc, g_claim_error.substr(0, 300).c_str());
   } else {
     row("c) task claim (1 of 10 000 due)", c, bc, c / bc, "none", true);
   }
-  std::printf("  bare without prepared statements (PQexecParams, like pg::Connection): build %.1f us, save %.1f us\n",
-              median(unprepared_build), median(unprepared_save));
+  std::printf(
+      "  bare without prepared statements (PQexecParams, like pg::Connection): build %.1f us, save "
+      "%.1f us\n",
+      median(unprepared_build), median(unprepared_save));
   std::printf("  bare statements, mean per call:\n%s", bare.breakdown().c_str());
-  std::printf("  sqlite plugin, same operations (informational): build %.1f us, save %.1f us, claim %.1f us\n",
-              median(lite_build), median(lite_save), median(lite_claim));
+  std::printf(
+      "  sqlite plugin, same operations (informational): build %.1f us, save %.1f us, claim %.1f "
+      "us\n",
+      median(lite_build), median(lite_save), median(lite_claim));
   return 0;
 }

@@ -16,8 +16,9 @@ namespace kernex::bench {
 struct BareTurn {
   std::string channel, sender, project;
   int idle_minutes = 120;
-  int history = 50;          // recent messages window
-  std::vector<std::string> recall_words;  // the request's significant words, as the store picks them
+  int history = 50;  // recent messages window
+  std::vector<std::string>
+      recall_words;  // the request's significant words, as the store picks them
   int recall_limit = 5;
   int outcomes = 15;
   int lessons = 10;
@@ -25,7 +26,8 @@ struct BareTurn {
 
 class BarePg {
  public:
-  // Dies (bench::die) when it cannot connect or prepare; recall is prepared for `recall_words` words.
+  // Dies (bench::die) when it cannot connect or prepare; recall is prepared for `recall_words`
+  // words.
   BarePg(const std::string& dsn, std::size_t recall_words);
   ~BarePg();
   BarePg(const BarePg&) = delete;
@@ -34,8 +36,8 @@ class BarePg {
   // Every statement a turn runs, in build_context's order; returns the bytes read (never 0).
   std::size_t context_build(const BareTurn& turn);
   // One transaction: touch the conversation, insert the user and assistant rows, the usage row.
-  void save_exchange(const std::string& conversation, const std::string& sender, const std::string& user,
-                     const std::string& assistant);
+  void save_exchange(const std::string& conversation, const std::string& sender,
+                     const std::string& user, const std::string& assistant);
   // UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1); false when none was due.
   bool claim_one(const std::string& worker, int lease_s);
   // The store's own claim statement (due or lease-expired, one), prepared, for the breakdown.

@@ -69,14 +69,16 @@ Args parse_args(int argc, char** argv) {
       const std::string v = value();
       char* end = nullptr;
       const long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 1 || n > 100000) die(arg + ": expected a positive whole number, got " + v);
+      if (v.empty() || *end != '\0' || n < 1 || n > 100000)
+        die(arg + ": expected a positive whole number, got " + v);
       return static_cast<int>(n);
     };
     if (arg == "--nodes") {
       a.nodes.clear();
       std::stringstream ss(value());
       for (std::string n; std::getline(ss, n, ',');) {
-        if (n != "1" && n != "2" && n != "3" && n != "4") die("--nodes: expected a list of 1..4, got " + n);
+        if (n != "1" && n != "2" && n != "3" && n != "4")
+          die("--nodes: expected a list of 1..4, got " + n);
         a.nodes.push_back(std::stoi(n));
       }
     } else if (arg == "--seconds") {
@@ -114,17 +116,19 @@ void write_file(const fs::path& path, const std::string& text) {
 }
 
 // One config for every node; each node gets its own --data-dir. JSON is YAML.
-fs::path write_config(const fs::path& dir, const Args& a, const std::string& dsn, const std::string& llm_url) {
-  Json config = {
-      {"data_dir", (dir / "data").string()},
-      {"provider", {{"name", "openai"}, {"options", {{"base_url", llm_url}, {"api_key", "dummy"}, {"model", "fake"}}}}},
-      {"memory", {{"name", "postgres"}, {"options", {{"dsn", dsn}}}}},
-      {"toolboxes", Json::array()},
-      {"trajectories", false},
-      {"serve",
-       {{"max_connections", 20000},
-        {"limits", {{"default", {{"concurrent_runs", 1000000}}}}},
-        {"cluster", {{"lease_s", 10}, {"max_runs", a.max_runs}}}}}};
+fs::path write_config(const fs::path& dir, const Args& a, const std::string& dsn,
+                      const std::string& llm_url) {
+  Json config = {{"data_dir", (dir / "data").string()},
+                 {"provider",
+                  {{"name", "openai"},
+                   {"options", {{"base_url", llm_url}, {"api_key", "dummy"}, {"model", "fake"}}}}},
+                 {"memory", {{"name", "postgres"}, {"options", {{"dsn", dsn}}}}},
+                 {"toolboxes", Json::array()},
+                 {"trajectories", false},
+                 {"serve",
+                  {{"max_connections", 20000},
+                   {"limits", {{"default", {{"concurrent_runs", 1000000}}}}},
+                   {"cluster", {{"lease_s", 10}, {"max_runs", a.max_runs}}}}}};
   if (a.standalone) {
     config["memory"] = "sqlite";
     config["serve"].erase("cluster");
@@ -146,9 +150,10 @@ Sample one_run(unsigned short port, const std::string& session, const std::strin
   one[0].target = "/v1/sessions/" + session + "/messages";
   one[0].body = Json{{"message", message}, {"stream", true}}.dump();
   std::optional<Clock::time_point> started;
-  kb::LoadClient(port).streams(one, 60s, [&](kb::SseStream&, const std::string& event, const std::string&) {
-    if (event == "run_start" && !started) started = Clock::now();
-  });
+  kb::LoadClient(port).streams(one, 60s,
+                               [&](kb::SseStream&, const std::string& event, const std::string&) {
+                                 if (event == "run_start" && !started) started = Clock::now();
+                               });
   Sample s;
   const auto& r = one[0];
   s.ok = r.got_end && r.error.empty() && r.outcome == "end_turn";
@@ -179,7 +184,8 @@ Load drive(const std::vector<unsigned short>& ports, int clients, std::chrono::s
       int failures = 0;  // a client that keeps failing stops (a dead node must not spin the loop)
       for (std::size_t k = 0; Clock::now() < until && failures < 10; ++k) {
         const auto port = ports[(static_cast<std::size_t>(c) + k) % ports.size()];
-        const Sample s = one_run(port, session, "message " + std::to_string(k) + " from " + session);
+        const Sample s =
+            one_run(port, session, "message " + std::to_string(k) + " from " + session);
         std::lock_guard lock(mutex);
         s.ok ? ++load.runs : ++load.failed;
         if (!s.ok) ++failures;
@@ -197,8 +203,8 @@ Load drive(const std::vector<unsigned short>& ports, int clients, std::chrono::s
 struct NodeResult {
   int nodes = 0;
   Load throughput, latency;
-  double node_cpu_s = 0;   // user + system CPU of every node during the throughput phase
-  double bench_cpu_s = 0;  // this process's (client and fake LLM), same phase
+  double node_cpu_s = 0;      // user + system CPU of every node during the throughput phase
+  double bench_cpu_s = 0;     // this process's (client and fake LLM), same phase
   double postgres_cpu_s = 0;  // the server backends connected to the bench's database, same phase
 };
 
@@ -224,8 +230,8 @@ double backends_cpu_seconds(const std::string& server_dsn, const std::string& da
   double total = 0;
   if (PQstatus(c) == CONNECTION_OK) {
     const char* values[] = {database.c_str()};
-    PGresult* r = PQexecParams(c, "SELECT pid FROM pg_stat_activity WHERE datname = $1", 1, nullptr, values, nullptr,
-                               nullptr, 0);
+    PGresult* r = PQexecParams(c, "SELECT pid FROM pg_stat_activity WHERE datname = $1", 1, nullptr,
+                               values, nullptr, nullptr, 0);
     for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); ++i) {
       total += cpu_seconds(static_cast<pid_t>(std::atol(PQgetvalue(r, i, 0))));
     }
@@ -244,8 +250,9 @@ NodeResult measure(const Args& a, int nodes, const fs::path& work, const std::st
   for (int i = 0; i < nodes; ++i) {
     const fs::path data = dir / ("data-" + std::to_string(i));
     fs::create_directories(data);
-    procs.push_back(std::make_unique<kb::ServeProcess>(a.kernex, config, dir / ("serve-" + std::to_string(i) + ".log"),
-                                                       std::vector<std::string>{"--data-dir", data.string()}));
+    procs.push_back(std::make_unique<kb::ServeProcess>(
+        a.kernex, config, dir / ("serve-" + std::to_string(i) + ".log"),
+        std::vector<std::string>{"--data-dir", data.string()}));
     ports.push_back(procs.back()->port());
   }
   NodeResult r;
@@ -255,7 +262,8 @@ NodeResult measure(const Args& a, int nodes, const fs::path& work, const std::st
   r.latency = drive(ports, nodes, std::chrono::seconds(std::max(2, a.seconds / 2)), "lat");
   double cpu0 = 0, cpu1 = 0;
   for (auto& p : procs) cpu0 += cpu_seconds(p->pid());
-  const double own0 = cpu_seconds(::getpid()), pg0 = backends_cpu_seconds(db.server_dsn(), db.name());
+  const double own0 = cpu_seconds(::getpid()),
+               pg0 = backends_cpu_seconds(db.server_dsn(), db.name());
   r.throughput = drive(ports, a.clients_per_node * nodes, std::chrono::seconds(a.seconds), "load");
   for (auto& p : procs) cpu1 += cpu_seconds(p->pid());
   r.node_cpu_s = cpu1 - cpu0;
@@ -290,11 +298,13 @@ int main(int argc, char** argv) {
   const auto calls = llm.calls();
   std::vector<double> llm_ms;
   for (const auto& c : calls) llm_ms.push_back(ms(c.finished - c.received));
-  std::printf("store_scale: kernex serve nodes on one PostgreSQL database, fake LLM %d ms per call "
-              "(measured p50 %.1f ms over %zu calls), cluster.max_runs %d, %d clients per node for %d s\n",
-              a.delay_ms, percentile(llm_ms, 0.5), calls.size(), a.max_runs, a.clients_per_node, a.seconds);
+  std::printf(
+      "store_scale: kernex serve nodes on one PostgreSQL database, fake LLM %d ms per call "
+      "(measured p50 %.1f ms over %zu calls), cluster.max_runs %d, %d clients per node for %d s\n",
+      a.delay_ms, percentile(llm_ms, 0.5), calls.size(), a.max_runs, a.clients_per_node, a.seconds);
   std::printf("  %-6s %10s %8s %8s   %-28s %-28s %s\n", "nodes", "runs/s", "x 1 node", "failed",
-              "enqueue->start p50/p99 idle", "enqueue->start p50/p99 load", "node CPU/run, cores used");
+              "enqueue->start p50/p99 idle", "enqueue->start p50/p99 load",
+              "node CPU/run, cores used");
   std::printf("  %-6s %10s %8s %8s   %-28s %-28s %s\n", "", "", "", "", "(1 client per node)",
               "(then start->end p50 load)", "(bench, our backends' cores)");
   double base = 0;
@@ -315,8 +325,10 @@ int main(int argc, char** argv) {
                 (std::to_string(percentile(r.throughput.run_ms, 0.5)).substr(0, 5) + " ms").c_str(),
                 r.bench_cpu_s / r.throughput.seconds, r.postgres_cpu_s / r.throughput.seconds);
     if (!r.throughput.first_error.empty() || !r.latency.first_error.empty()) {
-      std::printf("         first failure: %s\n",
-                  (r.throughput.first_error.empty() ? r.latency.first_error : r.throughput.first_error).c_str());
+      std::printf(
+          "         first failure: %s\n",
+          (r.throughput.first_error.empty() ? r.latency.first_error : r.throughput.first_error)
+              .c_str());
     }
   }
   for (const auto& r : results) {

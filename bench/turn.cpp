@@ -12,8 +12,8 @@
 // A trajectory is one new file per run: on ext4 creating it can cost far more than the rest of the
 // turn (0.3-0.9 ms on the 2-core dev VM, where inode allocation skips recently deleted inodes and
 // every run of this bench deletes thousands of files), so the trajectory setups vary run to run.
-// Usage: turn [TURNS [bare|memory|trajectory|user]] (default 5000 turns, every setup). `taskset -c 0` pins the
-// whole process (kernel, client and server threads) to one core.
+// Usage: turn [TURNS [bare|memory|trajectory|user]] (default 5000 turns, every setup). `taskset -c
+// 0` pins the whole process (kernel, client and server threads) to one core.
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,17 +42,29 @@ using kernex::Json;
 using Server = kernex::test::FakeHttpServer;
 
 Server::Reply openai_text(const std::string& text) {
-  Json body = {{"id", "chatcmpl-bench"}, {"object", "chat.completion"}, {"model", "gpt-4o-mini"},
-               {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}, {"finish_reason", "stop"}}}},
+  Json body = {{"id", "chatcmpl-bench"},
+               {"object", "chat.completion"},
+               {"model", "gpt-4o-mini"},
+               {"choices",
+                {{{"index", 0},
+                  {"message", {{"role", "assistant"}, {"content", text}}},
+                  {"finish_reason", "stop"}}}},
                {"usage", {{"prompt_tokens", 40}, {"completion_tokens", 5}, {"total_tokens", 45}}}};
   return Server::json(200, body.dump());
 }
 Server::Reply openai_tool_call(const std::string& name, const Json& arguments) {
-  Json call = {{"id", "call_1"}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments.dump()}}}};
-  Json body = {{"id", "chatcmpl-bench"}, {"object", "chat.completion"}, {"model", "gpt-4o-mini"},
-               {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}}},
-                             {"finish_reason", "tool_calls"}}}},
-               {"usage", {{"prompt_tokens", 30}, {"completion_tokens", 8}, {"total_tokens", 38}}}};
+  Json call = {{"id", "call_1"},
+               {"type", "function"},
+               {"function", {{"name", name}, {"arguments", arguments.dump()}}}};
+  Json body = {
+      {"id", "chatcmpl-bench"},
+      {"object", "chat.completion"},
+      {"model", "gpt-4o-mini"},
+      {"choices",
+       {{{"index", 0},
+         {"message", {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}}},
+         {"finish_reason", "tool_calls"}}}},
+      {"usage", {{"prompt_tokens", 30}, {"completion_tokens", 8}, {"total_tokens", 38}}}};
   return Server::json(200, body.dump());
 }
 
@@ -60,7 +72,9 @@ Server::Reply openai_tool_call(const std::string& name, const Json& arguments) {
 // once; the server still parses every body, for bare round trips as for turns.
 class Model {
  public:
-  Model() : call_(openai_tool_call("lookup", Json{{"key", "answer"}})), text_(openai_text("It is 42.")) {}
+  Model()
+      : call_(openai_tool_call("lookup", Json{{"key", "answer"}})),
+        text_(openai_text("It is 42.")) {}
   Server::Reply operator()(const Server::Recorded& req) const {
     const Json body = Json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.contains("messages") || body["messages"].empty()) {
@@ -77,13 +91,15 @@ class Model {
 class LookupTool final : public kernex::ToolExecutor {
  public:
   kernex::Result<std::vector<kernex::ToolSpec>> list_tools(const kernex::Context&) override {
-    return std::vector<kernex::ToolSpec>{{"lookup", "Looks a key up in a small table",
+    return std::vector<kernex::ToolSpec>{{"lookup",
+                                          "Looks a key up in a small table",
                                           Json{{"type", "object"},
                                                {"properties", {{"key", {{"type", "string"}}}}},
                                                {"required", {"key"}}},
                                           {}}};
   }
-  kernex::Result<kernex::ToolResult> execute(const kernex::Context&, const kernex::ToolCall& call) override {
+  kernex::Result<kernex::ToolResult> execute(const kernex::Context&,
+                                             const kernex::ToolCall& call) override {
     const std::string key = call.arguments.value("key", "");
     return kernex::ToolResult{call.id, call.name, key == "answer" ? "42" : "unknown", false};
   }
@@ -103,7 +119,9 @@ struct Setup {
 Figures measure(const Setup& setup, int turns, Server& server, const fs::path& root) {
   const fs::path data = root / (std::string("data-") + setup.name);
   ::setenv("KERNEX_BENCH_KEY", "sk-bench", 1);
-  const Json provider_options = {{"base_url", server.url("/v1")}, {"api_key_env", "KERNEX_BENCH_KEY"}, {"model", "gpt-4o-mini"}};
+  const Json provider_options = {{"base_url", server.url("/v1")},
+                                 {"api_key_env", "KERNEX_BENCH_KEY"},
+                                 {"model", "gpt-4o-mini"}};
   kernex::Config config;
   config.plugin_dirs = {KERNEX_BENCH_PLUGIN_DIR};
   config.provider = {"openai", provider_options};
@@ -135,7 +153,8 @@ Figures measure(const Setup& setup, int turns, Server& server, const fs::path& r
   turn();
   const auto recorded = server.requests();
   server.keep_requests(false);
-  if (recorded.size() != before + 2) die("a turn made " + std::to_string(recorded.size() - before) + " requests");
+  if (recorded.size() != before + 2)
+    die("a turn made " + std::to_string(recorded.size() - before) + " requests");
   std::vector<kernex::http::Request> bare_requests;
   for (std::size_t i = before; i < recorded.size(); ++i) {
     kernex::http::Request r;
@@ -183,13 +202,13 @@ Figures measure(const Setup& setup, int turns, Server& server, const fs::path& r
   const double overhead = f.turn_us - 2 * f.bare_us - f.tool_us;
   const double loop_rps = 2e6 / f.turn_us, bare_rps = 1e6 / f.bare_us;
   std::printf("%s\n", setup.label);
-  std::printf("  turn   median %7.1f us  (%.0f turns/s; mean %.1f us)\n", f.turn_us, 1e6 / f.turn_us,
-              turn_total / turns);
+  std::printf("  turn   median %7.1f us  (%.0f turns/s; mean %.1f us)\n", f.turn_us,
+              1e6 / f.turn_us, turn_total / turns);
   std::printf("  bare   median %7.1f us  round trip (mean %.1f us)   tool %.2f us\n", f.bare_us,
               bare_total / (2.0 * turns), f.tool_us);
   std::printf("  kernel overhead per turn %6.1f us   (turn - 2 x bare - tool)\n", overhead);
-  std::printf("  requests/s in loop %7.0f   bare %7.0f   ratio %.0f%%   (%d turns, %.1f s)\n", loop_rps, bare_rps,
-              100.0 * loop_rps / bare_rps, turns, wall_s);
+  std::printf("  requests/s in loop %7.0f   bare %7.0f   ratio %.0f%%   (%d turns, %.1f s)\n",
+              loop_rps, bare_rps, 100.0 * loop_rps / bare_rps, turns, wall_s);
   return f;
 }
 

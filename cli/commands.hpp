@@ -28,7 +28,7 @@ struct RunArgs {
   std::optional<std::string> model;
   std::optional<std::string> data_dir;
   std::vector<std::string> skill_dirs;
-  std::vector<std::string> skills;  // --skill NAME: activated whatever the message says
+  std::vector<std::string> skills;     // --skill NAME: activated whatever the message says
   std::optional<std::string> project;  // --project DIR: AGENTS.md/ROLE.md instructions and skills
   std::vector<std::string> provider_opts;  // KEY=VALUE
   std::optional<std::uint32_t> max_turns;
@@ -36,7 +36,7 @@ struct RunArgs {
   std::optional<double> cost_budget_usd;
   std::optional<std::uint32_t> tool_call_budget;
   bool json = false;
-  bool stream = false;  // --stream: print text (or, with --json, events) as it arrives
+  bool stream = false;               // --stream: print text (or, with --json, events) as it arrives
   std::vector<std::string> message;  // joined with spaces; a lone "-" reads stdin
 };
 
@@ -46,7 +46,7 @@ struct SkillsArgs {
   std::vector<std::string> dirs;  // DIRs (show: --skills); none: the config's skill_dirs
   std::string name;               // show NAME
   bool json = false;
-  bool spec = false;              // lint --spec: the Agent Skills specification only
+  bool spec = false;  // lint --spec: the Agent Skills specification only
 };
 
 // `kernex memory ACTION`.
@@ -66,9 +66,9 @@ struct MemoryArgs {
 struct McpArgs {
   std::vector<std::string> skill_dirs;
   bool json = false;
-  std::string server;      // call
-  std::string tool;        // call
-  std::string arguments;   // call: a JSON object
+  std::string server;                      // call
+  std::string tool;                        // call
+  std::string arguments;                   // call: a JSON object
   std::optional<std::string> provider;     // serve: for kernex_run
   std::vector<std::string> provider_opts;  // serve: KEY=VALUE
 };

@@ -7,8 +7,8 @@
 namespace kernex::cli {
 
 int doctor_command(const std::optional<std::string>& config_file, bool json) {
-  const DoctorReport report =
-      diagnose_config_file(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
+  const DoctorReport report = diagnose_config_file(
+      config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
   if (json) {
     Json out = to_json(report);
     out["sandbox"] = sandbox_doctor_json();

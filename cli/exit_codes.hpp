@@ -19,21 +19,29 @@ enum Exit : int {
 
 constexpr int exit_code(ErrorCode code) noexcept {
   switch (code) {
-    case ErrorCode::Usage: return kExitUsage;
+    case ErrorCode::Usage:
+      return kExitUsage;
     case ErrorCode::Config:
-    case ErrorCode::Skill: return kExitConfig;
-    case ErrorCode::Plugin: return kExitPlugin;
-    case ErrorCode::Provider: return kExitProvider;
+    case ErrorCode::Skill:
+      return kExitConfig;
+    case ErrorCode::Plugin:
+      return kExitPlugin;
+    case ErrorCode::Provider:
+      return kExitProvider;
     case ErrorCode::Limit:
-    case ErrorCode::Cancelled: return kExitLimit;  // stopped before the end, like a budget
+    case ErrorCode::Cancelled:
+      return kExitLimit;  // stopped before the end, like a budget
     case ErrorCode::Tool:
     case ErrorCode::Sandbox:
-    case ErrorCode::Guardrail: return kExitTool;
-    case ErrorCode::Memory: return kExitMemory;
+    case ErrorCode::Guardrail:
+      return kExitTool;
+    case ErrorCode::Memory:
+      return kExitMemory;
     case ErrorCode::Io:
     case ErrorCode::Parse:
     case ErrorCode::Unsupported:
-    case ErrorCode::Internal: return kExitInternal;
+    case ErrorCode::Internal:
+      return kExitInternal;
   }
   return kExitInternal;
 }

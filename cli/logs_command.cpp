@@ -21,9 +21,11 @@ struct LogsArgs {
   bool json = false;
 };
 
-Result<std::filesystem::path> trajectories_dir(const std::optional<std::string>& config_file, const LogsArgs& args) {
+Result<std::filesystem::path> trajectories_dir(const std::optional<std::string>& config_file,
+                                               const LogsArgs& args) {
   if (args.data_dir) return std::filesystem::path(*args.data_dir) / "trajectories";
-  auto config = Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
+  auto config =
+      Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
   if (!config) return std::unexpected(config.error());
   return config->data_dir / "trajectories";
 }
@@ -42,8 +44,9 @@ int list(const std::filesystem::path& dir, bool json) {
     char cost[32];
     std::snprintf(cost, sizeof cost, "$%.6f", r.cost_usd);
     std::cout << r.run_id << "  " << (r.kind.empty() ? "?" : r.kind) << "  "
-              << (r.outcome.empty() ? (r.error.empty() ? "unfinished" : "error") : r.outcome) << "  "
-              << r.input_tokens + r.output_tokens << " tok  " << cost << "  " << r.question << '\n';
+              << (r.outcome.empty() ? (r.error.empty() ? "unfinished" : "error") : r.outcome)
+              << "  " << r.input_tokens + r.output_tokens << " tok  " << cost << "  " << r.question
+              << '\n';
   }
   return kExitOk;
 }
@@ -60,7 +63,8 @@ int show_or_view(const std::filesystem::path& dir, const LogsArgs& args, bool vi
     return kExitOk;
   }
   if (args.json) {
-    for (const auto& e : *events) std::cout << e.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+    for (const auto& e : *events)
+      std::cout << e.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
   } else {
     std::cout << render_trajectory_text(*events);
   }
@@ -71,27 +75,34 @@ int show_or_view(const std::filesystem::path& dir, const LogsArgs& args, bool vi
 
 std::function<std::optional<int>()> add_logs_command(CLI::App& app, std::string& config) {
   auto args = std::make_shared<LogsArgs>();
-  CLI::App* logs = app.add_subcommand("logs", "Recorded run trajectories: list, show, view as HTML");
+  CLI::App* logs =
+      app.add_subcommand("logs", "Recorded run trajectories: list, show, view as HTML");
   logs->require_subcommand(1);
   logs->footer(kExitCodeHelp);
   CLI::App* list_cmd = logs->add_subcommand("list", "List the recorded runs, oldest first");
-  CLI::App* show_cmd = logs->add_subcommand("show", "Print one run's events (text, or JSON Lines with --json)");
+  CLI::App* show_cmd =
+      logs->add_subcommand("show", "Print one run's events (text, or JSON Lines with --json)");
   CLI::App* view_cmd = logs->add_subcommand("view", "Write one run as a self-contained HTML page");
   for (CLI::App* sub : {list_cmd, show_cmd, view_cmd}) {
     sub->footer(kExitCodeHelp);
     sub->add_option("--config", config, "kernex.yaml to read (its data_dir)")->type_name("FILE");
-    sub->add_option("--data-dir", args->data_dir, "data directory (overrides data_dir and KERNEX_DATA_DIR)")
+    sub->add_option("--data-dir", args->data_dir,
+                    "data directory (overrides data_dir and KERNEX_DATA_DIR)")
         ->type_name("DIR");
   }
   list_cmd->add_flag("--json", args->json, "print a JSON array");
   show_cmd->add_flag("--json", args->json, "print the events as JSON Lines");
   for (CLI::App* sub : {show_cmd, view_cmd}) {
-    sub->add_option("run", args->run, "run id, a unique prefix of one, or `last` (default)")->type_name("RUN");
+    sub->add_option("run", args->run, "run id, a unique prefix of one, or `last` (default)")
+        ->type_name("RUN");
   }
-  view_cmd->add_option("--html", args->html, "the HTML file to write")->required()->type_name("FILE");
+  view_cmd->add_option("--html", args->html, "the HTML file to write")
+      ->required()
+      ->type_name("FILE");
   return [args, list_cmd, show_cmd, view_cmd, &config]() -> std::optional<int> {
     if (!*list_cmd && !*show_cmd && !*view_cmd) return std::nullopt;
-    const std::optional<std::string> config_file = config.empty() ? std::nullopt : std::optional(config);
+    const std::optional<std::string> config_file =
+        config.empty() ? std::nullopt : std::optional(config);
     auto dir = trajectories_dir(config_file, *args);
     if (!dir) return report(dir.error());
     if (*list_cmd) return list(*dir, args->json);

@@ -27,9 +27,12 @@ fs::path absolute_path(const std::string& p) {
   return (ec ? fs::path(p) : abs).lexically_normal();
 }
 
-std::string dump(const Json& j, int indent = -1) { return j.dump(indent, ' ', false, Json::error_handler_t::replace); }
+std::string dump(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
 
-Result<Config> load_config(const std::optional<std::string>& file, const std::vector<std::string>& skill_dirs) {
+Result<Config> load_config(const std::optional<std::string>& file,
+                           const std::vector<std::string>& skill_dirs) {
   auto config = Config::load(file ? std::optional<fs::path>(*file) : std::nullopt);
   if (!config) return config;
   for (const auto& dir : skill_dirs) config->skill_dirs.push_back(absolute_path(dir));
@@ -51,7 +54,8 @@ struct DeclaredServer {
   std::string skill;
 };
 
-// Every loaded skill's MCP servers, each carrying its skill's permissions (the loader applies them).
+// Every loaded skill's MCP servers, each carrying its skill's permissions (the loader applies
+// them).
 struct SkillServers {
   std::vector<DeclaredServer> servers;
   std::vector<skills::Skill> skills;
@@ -59,14 +63,16 @@ struct SkillServers {
 
 Result<SkillServers> skill_servers(const Config& config) {
   skills::LoadedSkills loaded = skills::load_skills(config.skill_dirs, skill_load_options(config));
-  for (const auto& failure : loaded.failures) log(LogLevel::Warn, "skill not loaded: " + failure.describe());
+  for (const auto& failure : loaded.failures)
+    log(LogLevel::Warn, "skill not loaded: " + failure.describe());
   SkillServers out;
   std::map<std::string, std::string> seen;
   for (const auto& skill : loaded.skills) {
     for (const auto& server : skill.mcp_servers) {
       if (auto it = seen.find(server.name); it != seen.end()) {
-        log(LogLevel::Warn, "MCP server '" + server.name + "' of skill '" + skill.name + "' ignored: skill '" +
-                                it->second + "' declares one with that name");
+        log(LogLevel::Warn, "MCP server '" + server.name + "' of skill '" + skill.name +
+                                "' ignored: skill '" + it->second +
+                                "' declares one with that name");
         continue;
       }
       seen.emplace(server.name, skill.name);
@@ -91,7 +97,10 @@ int mcp_list_command(const std::optional<std::string>& config_file, const McpArg
   Json out = Json::array();
   bool failed = false;
   for (const auto& d : declared->servers) {
-    Json entry = {{"server", d.server.name}, {"skill", d.skill}, {"command", d.server.command}, {"args", d.server.args}};
+    Json entry = {{"server", d.server.name},
+                  {"skill", d.skill},
+                  {"command", d.server.command},
+                  {"args", d.server.args}};
     auto client = box.client(d.server);
     auto tools = client->list_tools();
     if (tools) {
@@ -114,7 +123,8 @@ int mcp_list_command(const std::optional<std::string>& config_file, const McpArg
   if (args.json) {
     std::cout << dump(out) << '\n';
   } else {
-    if (out.empty()) std::cout << "no MCP servers declared by the skills in the given directories\n";
+    if (out.empty())
+      std::cout << "no MCP servers declared by the skills in the given directories\n";
     for (const auto& e : out) {
       std::cout << e["server"].get<std::string>() << " (skill " << e["skill"].get<std::string>()
                 << "): " << e["command"].get<std::string>();
@@ -127,7 +137,8 @@ int mcp_list_command(const std::optional<std::string>& config_file, const McpArg
       for (const auto& t : e["tools"]) {
         std::string desc = t["description"].get<std::string>();
         if (auto nl = desc.find('\n'); nl != std::string::npos) desc = desc.substr(0, nl);
-        std::cout << "  " << t["name"].get<std::string>() << (desc.empty() ? "" : " - " + desc) << '\n';
+        std::cout << "  " << t["name"].get<std::string>() << (desc.empty() ? "" : " - " + desc)
+                  << '\n';
       }
     }
   }
@@ -138,7 +149,8 @@ int mcp_list_command(const std::optional<std::string>& config_file, const McpArg
 int mcp_call_command(const std::optional<std::string>& config_file, const McpArgs& args) {
   Json arguments = Json::parse(args.arguments, nullptr, false);
   if (arguments.is_discarded() || !arguments.is_object()) {
-    return report(Error(ErrorCode::Usage, "the tool arguments must be a JSON object, got `" + args.arguments + "`"));
+    return report(Error(ErrorCode::Usage,
+                        "the tool arguments must be a JSON object, got `" + args.arguments + "`"));
   }
   auto config = load_config(config_file, args.skill_dirs);
   if (!config) return report(config.error());
@@ -154,8 +166,9 @@ int mcp_call_command(const std::optional<std::string>& config_file, const McpArg
     names += (names.empty() ? "" : ", ") + d.server.name;
   }
   if (target == nullptr) {
-    return report(Error(ErrorCode::Usage, "no skill declares an MCP server named '" + args.server +
-                                              "'; declared: " + (names.empty() ? "(none)" : names)));
+    return report(
+        Error(ErrorCode::Usage, "no skill declares an MCP server named '" + args.server +
+                                    "'; declared: " + (names.empty() ? "(none)" : names)));
   }
   auto result = box.client(target->server)->call_tool(args.tool, arguments);
   box.shutdown();
@@ -196,13 +209,15 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
   if (config->toolboxes) {
     for (const auto& ref : *config->toolboxes) {
       auto box = (*kernel)->plugins().create_toolbox(ref.name, ref.config);
-      if (!box) return report(Error(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", box.error()));
+      if (!box)
+        return report(Error(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", box.error()));
       executors.push_back(*box);
     }
   } else {
     for (const auto& info : (*kernel)->plugins().plugins()) {
       if (!info.ok() || info.kind != PluginKind::Toolbox) continue;
-      if (auto box = (*kernel)->plugins().create_toolbox(info.name, Json::object())) executors.push_back(*box);
+      if (auto box = (*kernel)->plugins().create_toolbox(info.name, Json::object()))
+        executors.push_back(*box);
     }
   }
   // Skill permissions travel on each McpServer (skills::apply_permissions), as in `kernex run`.
@@ -210,14 +225,16 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
   auto context = std::make_shared<Context>();
   for (const auto& skill : declared->skills) {
     if (!skill.available) continue;
-    context->toolboxes.insert(context->toolboxes.end(), skill.toolboxes.begin(), skill.toolboxes.end());
+    context->toolboxes.insert(context->toolboxes.end(), skill.toolboxes.begin(),
+                              skill.toolboxes.end());
   }
   for (const auto& d : declared->servers) context->mcp_servers.push_back(d.server);
 
   ToolSpec run_tool;
   run_tool.name = "kernex_run";
   run_tool.description =
-      "Run one full kernex agent turn: the configured model answers `message`, using the kernel's tools, skills, "
+      "Run one full kernex agent turn: the configured model answers `message`, using the kernel's "
+      "tools, skills, "
       "hooks and permission rules, and the final answer is returned.";
   run_tool.parameters = Json::parse(R"({"type":"object","properties":{"message":{"type":"string",
       "description":"The user message for the agent."}},"required":["message"]})");
@@ -246,20 +263,24 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
       if (!arguments.contains("message") || !arguments["message"].is_string()) {
         return ToolResult{"", name, "kernex_run needs {\"message\": string}", true};
       }
-      auto run = (*kernel)->run(Request::from_text("mcp", arguments["message"].get<std::string>()), run_options);
+      auto run = (*kernel)->run(Request::from_text("mcp", arguments["message"].get<std::string>()),
+                                run_options);
       if (!run) return ToolResult{"", name, run.error().describe(), true};
       std::string text = run->text;
-      if (run->outcome != Outcome::EndTurn) text += "\n[kernex: run ended by " + std::string(to_string(run->outcome)) + "]";
+      if (run->outcome != Outcome::EndTurn)
+        text += "\n[kernex: run ended by " + std::string(to_string(run->outcome)) + "]";
       return ToolResult{"", name, text, run->outcome != Outcome::EndTurn};
     }
     auto it = routes.find(name);
     if (it == routes.end()) return ToolResult{"", name, "Unknown tool: " + name, true};
     PermissionOutcome permitted = (*kernel)->permissions().check(name, arguments);
-    if (!permitted.allowed) return ToolResult{"", name, "Tool call denied: " + permitted.reason, true};
+    if (!permitted.allowed)
+      return ToolResult{"", name, "Tool call denied: " + permitted.reason, true};
     return it->second->execute(*context, ToolCall{"mcp", name, arguments});
   };
   mcp::ServerInfo info;
-  info.instructions = "kernex: call kernex_run for a full agent turn, or the kernel's tools directly.";
+  info.instructions =
+      "kernex: call kernex_run for a full agent turn, or the kernel's tools directly.";
   mcp::StdioServer server(info, handlers);
   std::ios::sync_with_stdio(false);
   server.serve(std::cin, std::cout);

@@ -15,13 +15,18 @@
 namespace kernex::cli {
 namespace {
 
-std::string dump(const Json& j, int indent = -1) { return j.dump(indent, ' ', false, Json::error_handler_t::replace); }
+std::string dump(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
 
 // The configured store; `sqlite` (the default store) when kernex.yaml names none.
-Result<std::shared_ptr<MemoryStore>> open_store(const std::optional<std::string>& config_file, const MemoryArgs& args) {
-  auto config = Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
+Result<std::shared_ptr<MemoryStore>> open_store(const std::optional<std::string>& config_file,
+                                                const MemoryArgs& args) {
+  auto config =
+      Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
   if (!config) return std::unexpected(config.error());
-  if (args.data_dir) config->data_dir = std::filesystem::absolute(*args.data_dir).lexically_normal();
+  if (args.data_dir)
+    config->data_dir = std::filesystem::absolute(*args.data_dir).lexically_normal();
   PluginRef ref = config->memory.value_or(PluginRef{"sqlite", Json::object()});
   Json options = ref.config.is_object() ? ref.config : Json::object();
   if (!options.contains("data_dir")) options["data_dir"] = config->data_dir.string();
@@ -52,16 +57,19 @@ int search(MemoryStore& store, const MemoryArgs& args) {
   if (args.json) {
     Json out = Json::array();
     for (const auto& h : *hits) {
-      out.push_back({{"source", h.source}, {"conversation_id", h.conversation_id}, {"seq", h.seq},
-                     {"text", h.text}, {"created_at", h.created_at}});
+      out.push_back({{"source", h.source},
+                     {"conversation_id", h.conversation_id},
+                     {"seq", h.seq},
+                     {"text", h.text},
+                     {"created_at", h.created_at}});
     }
     std::cout << dump(out) << '\n';
     return kExitOk;
   }
   if (hits->empty()) std::cout << "no matches\n";
   for (const auto& h : *hits) {
-    std::cout << "[" << h.created_at << "] " << h.conversation_id.substr(0, 8) << " " << h.source << ": " << h.text
-              << '\n';
+    std::cout << "[" << h.created_at << "] " << h.conversation_id.substr(0, 8) << " " << h.source
+              << ": " << h.text << '\n';
   }
   return kExitOk;
 }
@@ -72,7 +80,10 @@ int facts(MemoryStore& store, const MemoryArgs& args) {
   if (args.json) {
     Json out = Json::array();
     for (const auto& f : *facts) {
-      out.push_back({{"sender_id", f.sender_id}, {"key", f.key}, {"value", f.value}, {"updated_at", f.updated_at},
+      out.push_back({{"sender_id", f.sender_id},
+                     {"key", f.key},
+                     {"value", f.value},
+                     {"updated_at", f.updated_at},
                      {"deleted_at", f.deleted_at ? Json(*f.deleted_at) : Json(nullptr)}});
     }
     std::cout << dump(out) << '\n';
@@ -80,7 +91,8 @@ int facts(MemoryStore& store, const MemoryArgs& args) {
   }
   if (facts->empty()) std::cout << "no facts\n";
   for (const auto& f : *facts) {
-    std::cout << f.sender_id << "  " << f.key << " = " << f.value << (f.deleted_at ? "  (deleted)" : "") << '\n';
+    std::cout << f.sender_id << "  " << f.key << " = " << f.value
+              << (f.deleted_at ? "  (deleted)" : "") << '\n';
   }
   return kExitOk;
 }
@@ -89,7 +101,8 @@ void print_message(const StoredMessage& m) {
   std::cout << "#" << m.seq << " [" << m.created_at << "] " << m.entry.role << ": ";
   if (m.entry.tool_result) {
     // A tool entry's content is its result.
-    std::cout << m.entry.tool_result->name << (m.entry.tool_result->is_error ? " failed => " : " => ")
+    std::cout << m.entry.tool_result->name
+              << (m.entry.tool_result->is_error ? " failed => " : " => ")
               << m.entry.tool_result->content;
   } else {
     std::cout << m.entry.content;
@@ -101,10 +114,12 @@ void print_message(const StoredMessage& m) {
 }
 
 // The newest `limit` messages of a conversation, oldest first.
-Result<std::vector<StoredMessage>> tail(MemoryStore& store, const std::string& id, std::size_t limit) {
+Result<std::vector<StoredMessage>> tail(MemoryStore& store, const std::string& id,
+                                        std::size_t limit) {
   auto all = store.conversation_messages(id, 0, SIZE_MAX);
   if (!all) return all;
-  if (all->size() > limit) all->erase(all->begin(), all->end() - static_cast<std::ptrdiff_t>(limit));
+  if (all->size() > limit)
+    all->erase(all->begin(), all->end() - static_cast<std::ptrdiff_t>(limit));
   return all;
 }
 
@@ -117,7 +132,8 @@ int history(MemoryStore& store, const MemoryArgs& args) {
       for (const auto& m : *messages) out.push_back(entry_json(m));
       std::cout << dump(out) << '\n';
     } else {
-      if (messages->empty()) std::cout << "no messages in conversation " << *args.conversation << '\n';
+      if (messages->empty())
+        std::cout << "no messages in conversation " << *args.conversation << '\n';
       for (const auto& m : *messages) print_message(m);
     }
     return kExitOk;
@@ -134,10 +150,16 @@ int history(MemoryStore& store, const MemoryArgs& args) {
       if (!messages) return report(messages.error());
       Json list = Json::array();
       for (const auto& m : *messages) list.push_back(entry_json(m));
-      out.push_back({{"id", c.id}, {"channel", c.key.channel}, {"sender_id", c.key.sender_id},
-                     {"project", c.key.project}, {"status", c.status}, {"started_at", c.started_at},
-                     {"last_activity", c.last_activity}, {"message_count", c.message_count},
-                     {"summary", c.summary ? Json(*c.summary) : Json(nullptr)}, {"messages", list}});
+      out.push_back({{"id", c.id},
+                     {"channel", c.key.channel},
+                     {"sender_id", c.key.sender_id},
+                     {"project", c.key.project},
+                     {"status", c.status},
+                     {"started_at", c.started_at},
+                     {"last_activity", c.last_activity},
+                     {"message_count", c.message_count},
+                     {"summary", c.summary ? Json(*c.summary) : Json(nullptr)},
+                     {"messages", list}});
     }
     std::cout << dump(out) << '\n';
     return kExitOk;
@@ -145,8 +167,8 @@ int history(MemoryStore& store, const MemoryArgs& args) {
   if (conversations->empty()) std::cout << "no conversations\n";
   for (const auto& c : *conversations) {
     std::cout << "conversation " << c.id << " (" << c.key.channel << "/" << c.key.sender_id
-              << (c.key.project.empty() ? "" : "/" + c.key.project) << ", " << c.status << ", " << c.message_count
-              << " messages, last active " << c.last_activity << " UTC)\n";
+              << (c.key.project.empty() ? "" : "/" + c.key.project) << ", " << c.status << ", "
+              << c.message_count << " messages, last active " << c.last_activity << " UTC)\n";
     if (c.summary) std::cout << "  summary: " << *c.summary << '\n';
     auto messages = tail(store, c.id, args.limit);
     if (!messages) return report(messages.error());
@@ -164,11 +186,16 @@ int usage(MemoryStore& store, const MemoryArgs& args) {
   if (args.json) {
     Json out = Json::array();
     for (const auto& r : *rows) {
-      out.push_back({{"day", r.day}, {"model", r.model}, {"provider", r.provider}, {"requests", r.requests},
-                     {"input_tokens", r.usage.input_tokens}, {"output_tokens", r.usage.output_tokens},
+      out.push_back({{"day", r.day},
+                     {"model", r.model},
+                     {"provider", r.provider},
+                     {"requests", r.requests},
+                     {"input_tokens", r.usage.input_tokens},
+                     {"output_tokens", r.usage.output_tokens},
                      {"cache_read_tokens", r.usage.cache_read_tokens},
                      {"cache_write_tokens", r.usage.cache_write_tokens},
-                     {"total_tokens", r.usage.total_tokens()}, {"cost_usd", r.usage.cost_usd}});
+                     {"total_tokens", r.usage.total_tokens()},
+                     {"cost_usd", r.usage.cost_usd}});
     }
     std::cout << dump(out) << '\n';
     return kExitOk;
@@ -177,10 +204,10 @@ int usage(MemoryStore& store, const MemoryArgs& args) {
   for (const auto& r : *rows) {
     std::ostringstream cost;
     cost << std::fixed << std::setprecision(6) << r.usage.cost_usd;
-    std::cout << r.day << "  " << (r.model.empty() ? "-" : r.model) << "  " << r.provider << "  " << r.requests
-              << " requests  in " << r.usage.input_tokens << "  out " << r.usage.output_tokens << "  cache read "
-              << r.usage.cache_read_tokens << "  cache write " << r.usage.cache_write_tokens << "  $" << cost.str()
-              << '\n';
+    std::cout << r.day << "  " << (r.model.empty() ? "-" : r.model) << "  " << r.provider << "  "
+              << r.requests << " requests  in " << r.usage.input_tokens << "  out "
+              << r.usage.output_tokens << "  cache read " << r.usage.cache_read_tokens
+              << "  cache write " << r.usage.cache_write_tokens << "  $" << cost.str() << '\n';
   }
   return kExitOk;
 }
@@ -202,29 +229,40 @@ int import_file(MemoryStore& store, const MemoryArgs& args) {
 }  // namespace
 
 CLI::App* add_memory_command(CLI::App& app, MemoryArgs& args) {
-  CLI::App* memory = app.add_subcommand("memory", "Read the memory store: recall, facts, history, usage, backup");
+  CLI::App* memory =
+      app.add_subcommand("memory", "Read the memory store: recall, facts, history, usage, backup");
   memory->require_subcommand(1);
   memory->fallthrough();  // --data-dir / --config may follow the action
-  memory->add_option("--data-dir", args.data_dir, "data directory (overrides data_dir and KERNEX_DATA_DIR)")
+  memory
+      ->add_option("--data-dir", args.data_dir,
+                   "data directory (overrides data_dir and KERNEX_DATA_DIR)")
       ->type_name("DIR");
   const auto common = [&args](CLI::App* sub, const char* action) {
     sub->callback([&args, action] { args.action = action; });
     sub->add_flag("--json", args.json, "print JSON");
     return sub;
   };
-  auto* search = common(memory->add_subcommand("search", "Recall: past user messages and summaries matching QUERY"), "search");
+  auto* search = common(
+      memory->add_subcommand("search", "Recall: past user messages and summaries matching QUERY"),
+      "search");
   search->add_option("query", args.query, "words to look for (matched as a phrase)")->required();
   search->add_option("--sender", args.sender, "only this sender's memory");
   search->add_option("--limit", args.limit, "at most N hits (default 100)");
   auto* facts = common(memory->add_subcommand("facts", "Facts known about senders"), "facts");
   facts->add_option("--sender", args.sender, "only this sender");
   facts->add_flag("--deleted", args.deleted, "include soft-deleted facts");
-  auto* history = common(memory->add_subcommand("history", "Conversations and their messages"), "history");
-  history->add_option("--conversation", args.conversation, "one conversation's messages")->type_name("ID");
+  auto* history =
+      common(memory->add_subcommand("history", "Conversations and their messages"), "history");
+  history->add_option("--conversation", args.conversation, "one conversation's messages")
+      ->type_name("ID");
   history->add_option("--sender", args.sender, "only this sender's conversations");
-  history->add_option("--limit", args.limit, "the newest N conversations, each with its newest N messages (default 100)");
-  common(memory->add_subcommand("export", "Everything in the store as one JSON document (for backup)"), "export");
-  auto* import = common(memory->add_subcommand("import", "Load an export into an empty store"), "import");
+  history->add_option("--limit", args.limit,
+                      "the newest N conversations, each with its newest N messages (default 100)");
+  common(
+      memory->add_subcommand("export", "Everything in the store as one JSON document (for backup)"),
+      "export");
+  auto* import =
+      common(memory->add_subcommand("import", "Load an export into an empty store"), "import");
   import->add_option("file", args.file, "the export (- for stdin)")->required();
   common(memory->add_subcommand("usage", "Tokens and cost by day and model"), "usage");
   return memory;

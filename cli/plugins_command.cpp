@@ -29,11 +29,13 @@ void print_table(const std::vector<PluginInfo>& plugins) {
     name_w = std::max(name_w, p.name.size());
     version_w = std::max(version_w, p.version.size());
   }
-  auto pad = [](std::string s, std::size_t w) { return s + std::string(w - std::min(w, s.size()) + 2, ' '); };
+  auto pad = [](std::string s, std::size_t w) {
+    return s + std::string(w - std::min(w, s.size()) + 2, ' ');
+  };
   for (const auto& p : plugins) {
     if (p.ok()) {
-      std::cout << pad(p.kind ? std::string(to_string(*p.kind)) : "?", kind_w) << pad(p.name, name_w)
-                << pad(p.version, version_w) << p.path.string() << '\n';
+      std::cout << pad(p.kind ? std::string(to_string(*p.kind)) : "?", kind_w)
+                << pad(p.name, name_w) << pad(p.version, version_w) << p.path.string() << '\n';
     } else {
       std::cout << "ERROR " << p.path.string() << ": " << p.error->describe() << '\n';
     }
@@ -43,7 +45,8 @@ void print_table(const std::vector<PluginInfo>& plugins) {
 }  // namespace
 
 int plugins_command(const std::optional<std::string>& config_file, bool json) {
-  auto config = Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
+  auto config =
+      Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
   if (!config) return report(config.error());
   const auto dirs = plugin_search_dirs(*config);
   const PluginHost host = PluginHost::discover(dirs);
@@ -60,7 +63,8 @@ int plugins_command(const std::optional<std::string>& config_file, bool json) {
   } else {
     print_table(plugins);
   }
-  const bool any_failed = std::any_of(plugins.begin(), plugins.end(), [](const auto& p) { return !p.ok(); });
+  const bool any_failed =
+      std::any_of(plugins.begin(), plugins.end(), [](const auto& p) { return !p.ok(); });
   return any_failed ? kExitPlugin : kExitOk;
 }
 

@@ -14,7 +14,8 @@ namespace kernex::cli {
 inline Result<std::pair<std::string, Json>> parse_provider_opt(std::string_view arg) {
   const auto eq = arg.find('=');
   if (eq == std::string_view::npos || eq == 0)
-    return fail(ErrorCode::Usage, "--provider-opt expects KEY=VALUE, got `" + std::string(arg) + "`");
+    return fail(ErrorCode::Usage,
+                "--provider-opt expects KEY=VALUE, got `" + std::string(arg) + "`");
   std::string key(arg.substr(0, eq));
   std::string_view raw = arg.substr(eq + 1);
   Json value = Json::parse(raw, nullptr, /*allow_exceptions=*/false);

@@ -54,7 +54,8 @@ Json row_json(const Row& r) {
 }  // namespace
 
 int providers_command(const std::optional<std::string>& config_file, bool json) {
-  auto config = Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
+  auto config =
+      Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
   if (!config) return report(config.error());
   const PluginHost host = PluginHost::discover(plugin_search_dirs(*config));
 
@@ -67,7 +68,8 @@ int providers_command(const std::optional<std::string>& config_file, bool json) 
   for (auto& [name, row] : rows) {
     row.name = name;
     if (row.entry != nullptr) row.key_env = std::string(row.entry->key_env);
-    if (auto it = config->provider_options.find(name); it != config->provider_options.end() && it->second.is_object()) {
+    if (auto it = config->provider_options.find(name);
+        it != config->provider_options.end() && it->second.is_object()) {
       if (it->second.contains("api_key_env") && it->second.at("api_key_env").is_string()) {
         row.key_env = it->second.at("api_key_env").get<std::string>();
       }
@@ -88,9 +90,11 @@ int providers_command(const std::optional<std::string>& config_file, bool json) 
     if (row.entry != nullptr) w_model = std::max(w_model, row.entry->default_model.size());
     w_key = std::max(w_key, row.key_env.size());
   }
-  auto pad = [](std::string_view s, std::size_t w) { return std::string(s) + std::string(w - std::min(w, s.size()) + 2, ' '); };
-  std::cout << pad("NAME", w_name) << pad("FOUND", 5) << pad("API", 9) << pad("DEFAULT MODEL", w_model)
-            << pad("KEY VARIABLE", w_key) << "KEY\n";
+  auto pad = [](std::string_view s, std::size_t w) {
+    return std::string(s) + std::string(w - std::min(w, s.size()) + 2, ' ');
+  };
+  std::cout << pad("NAME", w_name) << pad("FOUND", 5) << pad("API", 9)
+            << pad("DEFAULT MODEL", w_model) << pad("KEY VARIABLE", w_key) << "KEY\n";
   for (const auto& [name, row] : rows) {
     const bool found = row.plugin != nullptr;
     std::cout << pad(name, w_name) << pad(found ? "yes" : "no", 5)
@@ -98,8 +102,10 @@ int providers_command(const std::optional<std::string>& config_file, bool json) 
               << pad(row.entry != nullptr ? row.entry->default_model : "-", w_model)
               << pad(row.key_env.empty() ? "-" : row.key_env, w_key) << key_state(row) << '\n';
   }
-  std::cout << "\nOpenAI-compatible presets run as `--provider NAME` or `--provider openai --provider-opt "
-               "preset=NAME`;\nany other compatible server: `--provider openai --provider-opt base_url=URL`.\n";
+  std::cout << "\nOpenAI-compatible presets run as `--provider NAME` or `--provider openai "
+               "--provider-opt "
+               "preset=NAME`;\nany other compatible server: `--provider openai --provider-opt "
+               "base_url=URL`.\n";
   return kExitOk;
 }
 

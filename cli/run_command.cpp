@@ -49,7 +49,8 @@ Result<RunOptions> run_options(const RunArgs& args) {
 }
 
 int run_command(const std::optional<std::string>& config_file, const RunArgs& args) {
-  auto config = Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
+  auto config =
+      Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
   if (!config) return report(config.error());
   if (args.data_dir) config->data_dir = absolute_path(*args.data_dir);
   for (const auto& dir : args.skill_dirs) config->skill_dirs.push_back(absolute_path(dir));
@@ -57,9 +58,10 @@ int run_command(const std::optional<std::string>& config_file, const RunArgs& ar
   auto opts = run_options(args);
   if (!opts) return report(opts.error());
   if (!opts->provider && config->provider.name.empty()) {
-    return report(Error(ErrorCode::Config,
-                        "no provider configured: pass --provider NAME, or set `provider:` in kernex.yaml "
-                        "(given with --config or KERNEX_CONFIG); `kernex plugins` lists the providers found"));
+    return report(Error(
+        ErrorCode::Config,
+        "no provider configured: pass --provider NAME, or set `provider:` in kernex.yaml "
+        "(given with --config or KERNEX_CONFIG); `kernex plugins` lists the providers found"));
   }
   auto message = message_text(args.message);
   if (!message) return report(message.error());
@@ -74,14 +76,17 @@ int run_command(const std::optional<std::string>& config_file, const RunArgs& ar
     activate.insert(activate.end(), project->skills.begin(), project->skills.end());
   }
 
-  // Skills load (and register their folders as kernel files) before the kernel and its plugins exist,
-  // so every sandbox policy of this run is built knowing them.
+  // Skills load (and register their folders as kernel files) before the kernel and its plugins
+  // exist, so every sandbox policy of this run is built knowing them.
   std::shared_ptr<skills::SkillContextSource> skill_source;
   if (!config->skill_dirs.empty() || !activate.empty()) {
-    skills::LoadedSkills loaded = skills::load_skills(config->skill_dirs, skill_load_options(*config));
-    for (const auto& failure : loaded.failures) log(LogLevel::Warn, "skill not loaded: " + failure.describe());
+    skills::LoadedSkills loaded =
+        skills::load_skills(config->skill_dirs, skill_load_options(*config));
+    for (const auto& failure : loaded.failures)
+      log(LogLevel::Warn, "skill not loaded: " + failure.describe());
     for (const auto& s : loaded.skills) {
-      for (const auto& r : s.refused) log(LogLevel::Warn, "skill '" + s.name + "': refused: " + r.describe());
+      for (const auto& r : s.refused)
+        log(LogLevel::Warn, "skill '" + s.name + "': refused: " + r.describe());
     }
     auto source = skills::SkillContextSource::create(std::move(loaded.skills), activate);
     if (!source) return report(source.error());
@@ -89,11 +94,15 @@ int run_command(const std::optional<std::string>& config_file, const RunArgs& ar
   }
   auto kernel = Kernel::create(std::move(*config));
   if (!kernel) return report(kernel.error());
-  if (project) (*kernel)->add_context_source(std::make_shared<skills::ProjectContextSource>(std::move(*project)));
+  if (project)
+    (*kernel)->add_context_source(
+        std::make_shared<skills::ProjectContextSource>(std::move(*project)));
   if (skill_source) (*kernel)->add_context_source(skill_source);
   StreamPrinter printer(args.json ? StreamPrinter::Mode::JsonEvents : StreamPrinter::Mode::Text);
-  if (args.stream || (!args.json && StreamPrinter::stdout_is_terminal())) opts->sink = printer.sink();
-  return print_run_result((*kernel)->run(Request::from_text("cli", std::move(*message)), *opts), printer, args.json);
+  if (args.stream || (!args.json && StreamPrinter::stdout_is_terminal()))
+    opts->sink = printer.sink();
+  return print_run_result((*kernel)->run(Request::from_text("cli", std::move(*message)), *opts),
+                          printer, args.json);
 }
 
 int print_run_result(const Result<RunResult>& result, StreamPrinter& printer, bool json) {
@@ -108,8 +117,8 @@ int print_run_result(const Result<RunResult>& result, StreamPrinter& printer, bo
   }
   std::cout.flush();
   if (result->outcome != Outcome::EndTurn) {
-    std::cerr << "kernex: limit: run ended by " << to_string(result->outcome) << " after " << result->turns
-              << " model call(s)\n";
+    std::cerr << "kernex: limit: run ended by " << to_string(result->outcome) << " after "
+              << result->turns << " model call(s)\n";
     return kExitLimit;
   }
   return kExitOk;

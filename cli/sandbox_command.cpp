@@ -68,7 +68,9 @@ Json status_json(const sandbox::PolicyStatus& s) {
 Json sandbox_doctor_json() {
   auto policy = sb::PolicyBuilder().Build();
   if (!policy) {
-    return Json{{"enforced", false}, {"landlock_abi", sb::landlock_abi()}, {"error", policy.error().describe()}};
+    return Json{{"enforced", false},
+                {"landlock_abi", sb::landlock_abi()},
+                {"error", policy.error().describe()}};
   }
   Json out = status_json(policy->status());
   out["protections"] = sandbox_protections_json(policy->status());
@@ -84,24 +86,27 @@ std::string sandbox_doctor_text() {
     return out;
   }
   out += std::string("  enforced          ") + yes("enforced") + "\n";
-  out += "  landlock          ABI " + std::to_string(s.at("landlock_abi").get<int>()) + ", filesystem rules " +
-         yes("filesystem") + ", TCP port rules " + yes("tcp_ports") + "\n";
-  out += std::string("  scoping           signals ") + yes("signal_scoping") + ", abstract unix sockets " +
-         yes("abstract_unix_scoping") + "\n";
-  out += std::string("  seccomp           ") + yes("seccomp") +
-         " (no sockets by default, no ptrace/mount/unshare/bpf/io_uring/keyctl/perf/kexec/modules)\n";
+  out += "  landlock          ABI " + std::to_string(s.at("landlock_abi").get<int>()) +
+         ", filesystem rules " + yes("filesystem") + ", TCP port rules " + yes("tcp_ports") + "\n";
+  out += std::string("  scoping           signals ") + yes("signal_scoping") +
+         ", abstract unix sockets " + yes("abstract_unix_scoping") + "\n";
+  out +=
+      std::string("  seccomp           ") + yes("seccomp") +
+      " (no sockets by default, no ptrace/mount/unshare/bpf/io_uring/keyctl/perf/kexec/modules)\n";
   out += "  capabilities      all dropped; no_new_privs; own session; parent-death signal\n";
   out += sandbox_protections_text(s.at("protections"));
-  for (const auto& w : s.at("warnings")) out += "  warning           " + w.get<std::string>() + "\n";
+  for (const auto& w : s.at("warnings"))
+    out += "  warning           " + w.get<std::string>() + "\n";
   return out;
 }
 
 namespace {
 
 int sandbox_exec(const std::string& config_file, const SandboxExecArgs& args) {
-  // Loading the config registers the kernel's files (the config, what it names, the data dir), which
-  // the policy keeps out of the command's reach even inside the workspace.
-  auto config = Config::load(config_file.empty() ? std::nullopt : std::optional<std::filesystem::path>(config_file));
+  // Loading the config registers the kernel's files (the config, what it names, the data dir),
+  // which the policy keeps out of the command's reach even inside the workspace.
+  auto config = Config::load(
+      config_file.empty() ? std::nullopt : std::optional<std::filesystem::path>(config_file));
   if (!config) return report(config.error());
   sb::SandboxProfile profile;
   if (args.profile) {
@@ -116,7 +121,8 @@ int sandbox_exec(const std::string& config_file, const SandboxExecArgs& args) {
     profile.workspace = std::filesystem::current_path(ec);
   }
   for (auto port : args.allow_net) {
-    if (port == 0) return report(Error(ErrorCode::Usage, "--allow-net: expected a TCP port 1-65535"));
+    if (port == 0)
+      return report(Error(ErrorCode::Usage, "--allow-net: expected a TCP port 1-65535"));
     profile.network.tcp_connect_ports.push_back(port);
   }
   for (const auto& name : args.env) profile.env.passthrough.push_back(name);
@@ -147,8 +153,8 @@ int sandbox_exec(const std::string& config_file, const SandboxExecArgs& args) {
   std::cout.flush();
   if (result->success()) return kExitOk;
   if (result->timed_out) {
-    std::cerr << "kernex: sandbox: command timed out after " << policy->profile().timeout.count() / 1000.0
-              << "s and was killed\n";
+    std::cerr << "kernex: sandbox: command timed out after "
+              << policy->profile().timeout.count() / 1000.0 << "s and was killed\n";
   } else if (result->term_signal != 0) {
     std::cerr << "kernex: sandbox: command killed by signal " << result->term_signal << " ("
               << ::strsignal(result->term_signal) << ")\n";
@@ -162,29 +168,39 @@ int sandbox_exec(const std::string& config_file, const SandboxExecArgs& args) {
 
 std::function<std::optional<int>()> add_sandbox_command(CLI::App& app, std::string& config) {
   auto args = std::make_shared<SandboxExecArgs>();
-  CLI::App* sandbox = app.add_subcommand("sandbox", "Run commands in the Landlock + seccomp sandbox");
+  CLI::App* sandbox =
+      app.add_subcommand("sandbox", "Run commands in the Landlock + seccomp sandbox");
   sandbox->require_subcommand(1);
   sandbox->footer(kExitCodeHelp);
-  CLI::App* exec = sandbox->add_subcommand(
-      "exec", "Run CMD ARGS... under a sandbox profile and report its output and exit status (use -- before CMD)");
+  CLI::App* exec = sandbox->add_subcommand("exec",
+                                           "Run CMD ARGS... under a sandbox profile and report its "
+                                           "output and exit status (use -- before CMD)");
   exec->footer(kExitCodeHelp);
-  exec->add_option("--config", config, "kernex.yaml to read (its files and data dir are kept from the command)")
+  exec->add_option("--config", config,
+                   "kernex.yaml to read (its files and data dir are kept from the command)")
       ->type_name("FILE");
-  exec->add_option("--profile", args->profile, "YAML file with a sandbox profile (default: the built-in profile)")
+  exec->add_option("--profile", args->profile,
+                   "YAML file with a sandbox profile (default: the built-in profile)")
       ->type_name("FILE");
-  exec->add_option("--workspace", args->workspace, "read-write working directory (default: the current directory)")
+  exec->add_option("--workspace", args->workspace,
+                   "read-write working directory (default: the current directory)")
       ->type_name("DIR");
-  exec->add_option("--allow-net", args->allow_net, "allow TCP connections to this port (repeatable)")
+  exec->add_option("--allow-net", args->allow_net,
+                   "allow TCP connections to this port (repeatable)")
       ->allow_extra_args(false)
       ->type_name("PORT");
   exec->add_option("--env", args->env, "pass this environment variable through (repeatable)")
       ->allow_extra_args(false)
       ->type_name("NAME");
-  exec->add_option("--timeout", args->timeout, "seconds before the command's process group is killed")
+  exec->add_option("--timeout", args->timeout,
+                   "seconds before the command's process group is killed")
       ->type_name("S");
   exec->add_flag("--stdin", args->stdin_input, "pass this program's standard input to the command");
-  exec->add_flag("--json", args->json, "print the result (exit status, output, times, protections) as JSON");
-  exec->add_option("command", args->command, "the command and its arguments")->required()->type_name("CMD ARGS...");
+  exec->add_flag("--json", args->json,
+                 "print the result (exit status, output, times, protections) as JSON");
+  exec->add_option("command", args->command, "the command and its arguments")
+      ->required()
+      ->type_name("CMD ARGS...");
   return [args, exec, &config]() -> std::optional<int> {
     if (!*exec) return std::nullopt;
     return sandbox_exec(config, *args);

@@ -45,9 +45,10 @@ int serve(const std::optional<std::string>& file, const ServeArgs& args) {
   // workspaces are places tools write, so skills found there load only once trusted.
   std::vector<skills::Skill> loaded;
   if (!config->skill_dirs.empty()) {
-    skills::LoadedSkills found =
-        skills::load_skills(config->skill_dirs, skill_load_options(*config, {serve_settings->workspaces_root}));
-    for (const auto& failure : found.failures) log(LogLevel::Warn, "skill not loaded: " + failure.describe());
+    skills::LoadedSkills found = skills::load_skills(
+        config->skill_dirs, skill_load_options(*config, {serve_settings->workspaces_root}));
+    for (const auto& failure : found.failures)
+      log(LogLevel::Warn, "skill not loaded: " + failure.describe());
     loaded = std::move(found.skills);
   }
   auto kernel = Kernel::create(std::move(*config));
@@ -55,7 +56,8 @@ int serve(const std::optional<std::string>& file, const ServeArgs& args) {
   server::ServeOptions options;
   options.listen = args.listen;
   options.announce = &std::cout;
-  if (auto served = server::serve(**kernel, std::move(loaded), options); !served) return report(served.error());
+  if (auto served = server::serve(**kernel, std::move(loaded), options); !served)
+    return report(served.error());
   return kExitOk;
 }
 
@@ -77,17 +79,26 @@ int keys(const std::optional<std::string>& file, const ServeArgs& args) {
 
 std::function<std::optional<int>()> add_serve_command(CLI::App& app, std::string& config) {
   auto args = std::make_shared<ServeArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "serve", "Serve the kernel over HTTP: sessions, runs with SSE, cancel, an OpenAI-compatible API, tenants");
+  CLI::App* cmd = app.add_subcommand("serve",
+                                     "Serve the kernel over HTTP: sessions, runs with SSE, cancel, "
+                                     "an OpenAI-compatible API, tenants");
   cmd->footer(kExitCodeHelp);
   cmd->add_option("--config", config, "kernex.yaml to read")->type_name("FILE");
-  cmd->add_option("--listen", args->listen, "HOST:PORT to listen on (default: serve.listen, 127.0.0.1:8080)");
-  cmd->add_option("--data-dir", args->data_dir, "where memory, runs and workspaces live")->type_name("DIR");
-  cmd->add_option("--skills", args->skill_dirs, "a skills directory (repeatable)")->allow_extra_args(false)->type_name("DIR");
-  CLI::App* keys_cmd = cmd->add_subcommand("keys", "Manage API keys: add TENANT (prints the key once), list, revoke TENANT");
-  keys_cmd->add_option("--config", config, "kernex.yaml whose serve.keys_file to use")->type_name("FILE");
-  keys_cmd->add_option("--keys-file", args->keys_file, "the keys file (default: serve.keys_file)")->type_name("FILE");
-  keys_cmd->add_option("--data-dir", args->data_dir, "the data dir whose serve-keys.json to use")->type_name("DIR");
+  cmd->add_option("--listen", args->listen,
+                  "HOST:PORT to listen on (default: serve.listen, 127.0.0.1:8080)");
+  cmd->add_option("--data-dir", args->data_dir, "where memory, runs and workspaces live")
+      ->type_name("DIR");
+  cmd->add_option("--skills", args->skill_dirs, "a skills directory (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("DIR");
+  CLI::App* keys_cmd = cmd->add_subcommand(
+      "keys", "Manage API keys: add TENANT (prints the key once), list, revoke TENANT");
+  keys_cmd->add_option("--config", config, "kernex.yaml whose serve.keys_file to use")
+      ->type_name("FILE");
+  keys_cmd->add_option("--keys-file", args->keys_file, "the keys file (default: serve.keys_file)")
+      ->type_name("FILE");
+  keys_cmd->add_option("--data-dir", args->data_dir, "the data dir whose serve-keys.json to use")
+      ->type_name("DIR");
   // Everything after the action is the action's (revoke --id ID).
   keys_cmd->prefix_command(true);
   keys_cmd->footer("ACTION: add TENANT | list | revoke TENANT | revoke --id ID");

@@ -12,7 +12,8 @@ namespace {
 void add_plugin_writable(const Json& options, std::vector<fs::path>& out) {
   if (!options.is_object()) return;
   std::error_code ec;
-  if (auto it = options.find("workspace"); it != options.end() && it->is_string() && !it->get<std::string>().empty()) {
+  if (auto it = options.find("workspace");
+      it != options.end() && it->is_string() && !it->get<std::string>().empty()) {
     out.push_back(fs::absolute(it->get<std::string>(), ec).lexically_normal());
   }
   if (auto it = options.find("profile"); it != options.end() && it->is_string()) {

@@ -12,10 +12,11 @@ namespace kernex::cli {
 
 // Writable locations: the working directory (every toolbox plugin's default workspace), each
 // toolbox plugin's `workspace` option and its `profile`'s workspace and read_write dirs, and
-// `extra` (e.g. `tool run --workspace`); world-writable directories count by themselves (trust.hpp).
-// The store is <data_dir>/trusted-skills.json: the data dir is a Hidden kernel file, so no sandbox can
-// read or forge it.
-skills::LoadOptions skill_load_options(const Config& config, const std::vector<std::filesystem::path>& extra = {});
+// `extra` (e.g. `tool run --workspace`); world-writable directories count by themselves
+// (trust.hpp). The store is <data_dir>/trusted-skills.json: the data dir is a Hidden kernel file,
+// so no sandbox can read or forge it.
+skills::LoadOptions skill_load_options(const Config& config,
+                                       const std::vector<std::filesystem::path>& extra = {});
 
 // <data_dir>/trusted-skills.json
 std::filesystem::path trust_store(const Config& config);

@@ -1,5 +1,5 @@
-// `kernex skills list|lint|lock|verify|trust|show`: inspecting skill folders without running anything,
-// and trusting those in writable locations.
+// `kernex skills list|lint|lock|verify|trust|show`: inspecting skill folders without running
+// anything, and trusting those in writable locations.
 #include <filesystem>
 #include <iostream>
 
@@ -22,14 +22,16 @@ void print_json(const Json& j, int indent = 2) {
 }
 
 // DIRs from the command line, else the config's skill_dirs.
-Result<std::vector<fs::path>> skill_dirs(const Config& config, const std::vector<std::string>& given,
+Result<std::vector<fs::path>> skill_dirs(const Config& config,
+                                         const std::vector<std::string>& given,
                                          std::string_view action) {
   std::vector<fs::path> dirs(given.begin(), given.end());
   if (!dirs.empty()) return dirs;
   if (config.skill_dirs.empty()) {
-    return fail(ErrorCode::Usage, "kernex skills " + std::string(action) +
-                                      ": no skill directory given; pass DIR (a skill folder or a folder of skill "
-                                      "folders) or set `skill_dirs:` in kernex.yaml");
+    return fail(ErrorCode::Usage,
+                "kernex skills " + std::string(action) +
+                    ": no skill directory given; pass DIR (a skill folder or a folder of skill "
+                    "folders) or set `skill_dirs:` in kernex.yaml");
   }
   return config.skill_dirs;
 }
@@ -54,8 +56,9 @@ int list(const std::vector<fs::path>& dirs, const skills::LoadOptions& options, 
     return kExitOk;
   }
   for (const auto& s : loaded.skills) {
-    std::cout << s.name << " (" << skills::to_string(s.format) << "; " << plural(s.toolboxes.size(), "toolbox", "toolboxes")
-              << ", " << plural(s.mcp_servers.size(), "MCP server", "MCP servers");
+    std::cout << s.name << " (" << skills::to_string(s.format) << "; "
+              << plural(s.toolboxes.size(), "toolbox", "toolboxes") << ", "
+              << plural(s.mcp_servers.size(), "MCP server", "MCP servers");
     if (!s.available) std::cout << "; not installed";
     if (s.trust == skills::TrustState::Trusted) std::cout << "; trusted";
     std::cout << "): " << first_line(s.description, 100) << '\n';
@@ -95,14 +98,17 @@ int lint(const std::vector<fs::path>& dirs, bool spec, bool json) {
 // Only real skill folders are locked: a stray folder without SKILL.md is an error, not a lock.
 bool is_skill_folder(const fs::path& folder) {
   std::error_code ec;
-  return fs::is_regular_file(folder / "SKILL.md", ec) || fs::is_regular_file(folder / "skill.md", ec);
+  return fs::is_regular_file(folder / "SKILL.md", ec) ||
+         fs::is_regular_file(folder / "skill.md", ec);
 }
 
 int lock(const std::vector<fs::path>& dirs) {
   int code = kExitOk;
   for (const auto& folder : skills::skill_folders(dirs)) {
     if (!is_skill_folder(folder)) {
-      code = report(Error(ErrorCode::Skill, folder.string() + ": not locked: expected a skill folder with a SKILL.md"));
+      code =
+          report(Error(ErrorCode::Skill,
+                       folder.string() + ": not locked: expected a skill folder with a SKILL.md"));
       continue;
     }
     auto written = skills::write_lock(folder);
@@ -110,7 +116,8 @@ int lock(const std::vector<fs::path>& dirs) {
       code = report(written.error());
       continue;
     }
-    std::cout << "locked " << folder.string() << " (" << plural(written->files.size(), "file", "files") << ") in "
+    std::cout << "locked " << folder.string() << " ("
+              << plural(written->files.size(), "file", "files") << ") in "
               << (folder / skills::kLockFileName).string() << '\n';
   }
   return code;
@@ -139,8 +146,10 @@ int verify(const std::vector<fs::path>& dirs, bool json) {
       entry.update(skills::to_json(c));
       line = c.ok() ? "ok" : "modified: " + c.describe();
     }
-    if (json) out.push_back(std::move(entry));
-    else std::cout << folder.string() << ": " << line << '\n';
+    if (json)
+      out.push_back(std::move(entry));
+    else
+      std::cout << folder.string() << ": " << line << '\n';
   }
   if (json) print_json(out);
   return all_ok ? kExitOk : kExitConfig;
@@ -151,7 +160,9 @@ int trust(const std::vector<fs::path>& dirs, const fs::path& store) {
   int code = kExitOk;
   for (const auto& folder : skills::skill_folders(dirs)) {
     if (!is_skill_folder(folder)) {
-      code = report(Error(ErrorCode::Skill, folder.string() + ": not trusted: expected a skill folder with a SKILL.md"));
+      code =
+          report(Error(ErrorCode::Skill,
+                       folder.string() + ": not trusted: expected a skill folder with a SKILL.md"));
       continue;
     }
     auto hash = skills::trust_skill(store, folder);
@@ -159,13 +170,14 @@ int trust(const std::vector<fs::path>& dirs, const fs::path& store) {
       code = report(Error(ErrorCode::Skill, folder.string() + ": not trusted", hash.error()));
       continue;
     }
-    std::cout << "trusted " << folder.string() << " (sha256 " << hash->substr(0, 16) << "...) in " << store.string()
-              << '\n';
+    std::cout << "trusted " << folder.string() << " (sha256 " << hash->substr(0, 16) << "...) in "
+              << store.string() << '\n';
   }
   return code;
 }
 
-int show(const std::vector<fs::path>& dirs, const skills::LoadOptions& options, const std::string& name) {
+int show(const std::vector<fs::path>& dirs, const skills::LoadOptions& options,
+         const std::string& name) {
   skills::LoadedSkills loaded = skills::load_skills(dirs, options);
   if (const skills::Skill* s = loaded.find(name)) {
     print_json(skills::to_json(*s));

@@ -42,19 +42,41 @@ void StreamPrinter::on_event(const StreamEvent& e) {
   }
   Json j;
   switch (e.kind) {
-    case Kind::TextDelta: j = {{"event", "text_delta"}, {"text", e.text}}; break;
-    case Kind::ThinkingDelta: j = {{"event", "thinking_delta"}, {"text", e.text}}; break;
-    case Kind::ToolCallStart: j = {{"event", "tool_call_start"}, {"id", e.tool_call_id}, {"name", e.tool_name}}; break;
-    case Kind::ToolCallDelta: j = {{"event", "tool_call_delta"}, {"id", e.tool_call_id}, {"text", e.text}}; break;
-    case Kind::ToolCallEnd: j = {{"event", "tool_call_end"}, {"id", e.tool_call_id}}; break;
-    case Kind::Usage: j = {{"event", "usage"}, {"usage", e.usage}, {"stop_reason", e.stop_reason}}; break;
-    case Kind::Done: j = {{"event", "done"}}; break;
-    case Kind::Error: j = {{"event", "error"}, {"message", e.text}}; break;
+    case Kind::TextDelta:
+      j = {{"event", "text_delta"}, {"text", e.text}};
+      break;
+    case Kind::ThinkingDelta:
+      j = {{"event", "thinking_delta"}, {"text", e.text}};
+      break;
+    case Kind::ToolCallStart:
+      j = {{"event", "tool_call_start"}, {"id", e.tool_call_id}, {"name", e.tool_name}};
+      break;
+    case Kind::ToolCallDelta:
+      j = {{"event", "tool_call_delta"}, {"id", e.tool_call_id}, {"text", e.text}};
+      break;
+    case Kind::ToolCallEnd:
+      j = {{"event", "tool_call_end"}, {"id", e.tool_call_id}};
+      break;
+    case Kind::Usage:
+      j = {{"event", "usage"}, {"usage", e.usage}, {"stop_reason", e.stop_reason}};
+      break;
+    case Kind::Done:
+      j = {{"event", "done"}};
+      break;
+    case Kind::Error:
+      j = {{"event", "error"}, {"message", e.text}};
+      break;
     case Kind::ToolRun:
-      j = {{"event", "tool_run"}, {"id", e.tool_call_id}, {"name", e.tool_name}, {"arguments", arguments_of(e)}};
+      j = {{"event", "tool_run"},
+           {"id", e.tool_call_id},
+           {"name", e.tool_name},
+           {"arguments", arguments_of(e)}};
       break;
     case Kind::ToolResult:
-      j = {{"event", "tool_result"}, {"id", e.tool_call_id}, {"name", e.tool_name}, {"content", e.text},
+      j = {{"event", "tool_result"},
+           {"id", e.tool_call_id},
+           {"name", e.tool_name},
+           {"content", e.text},
            {"is_error", e.is_error}};
       break;
   }

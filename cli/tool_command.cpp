@@ -29,8 +29,8 @@ struct ToolRunArgs {
   bool json = false;
 };
 
-// The toolbox-script plugin's options from kernex.yaml (`toolboxes: [{name: script, options: ...}]`),
-// so the command sees the same workspace and profile as a run would.
+// The toolbox-script plugin's options from kernex.yaml (`toolboxes: [{name: script, options:
+// ...}]`), so the command sees the same workspace and profile as a run would.
 Json script_plugin_config(const Config& config) {
   if (config.toolboxes) {
     for (const auto& ref : *config.toolboxes) {
@@ -41,21 +41,26 @@ Json script_plugin_config(const Config& config) {
 }
 
 int tool_run(const std::optional<std::string>& config_file, const ToolRunArgs& args) {
-  auto config = Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
+  auto config =
+      Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
   if (!config) return report(config.error());
 
   Json arguments;
   try {
     arguments = Json::parse(args.args);
   } catch (const Json::parse_error& e) {
-    return report(Error(ErrorCode::Usage, std::string("--args: expected a JSON object: ") + e.what()));
+    return report(
+        Error(ErrorCode::Usage, std::string("--args: expected a JSON object: ") + e.what()));
   }
-  if (!arguments.is_object()) return report(Error(ErrorCode::Usage, "--args: expected a JSON object, got " + arguments.dump()));
+  if (!arguments.is_object())
+    return report(
+        Error(ErrorCode::Usage, "--args: expected a JSON object, got " + arguments.dump()));
 
   Json plugin_config = script_plugin_config(*config);
   if (args.workspace) {
     std::error_code ec;
-    plugin_config["workspace"] = std::filesystem::absolute(*args.workspace, ec).lexically_normal().string();
+    plugin_config["workspace"] =
+        std::filesystem::absolute(*args.workspace, ec).lexically_normal().string();
   }
   if (args.profile) plugin_config["profile"] = *args.profile;
   if (args.timeout) plugin_config["timeout"] = *args.timeout;
@@ -70,7 +75,8 @@ int tool_run(const std::optional<std::string>& config_file, const ToolRunArgs& a
   writable.insert(writable.end(), options->base.read_write.begin(), options->base.read_write.end());
   if (options->base.workspace) writable.push_back(*options->base.workspace);
   skills::LoadedSkills loaded = skills::load_skills(dirs, skill_load_options(*config, writable));
-  for (const auto& failure : loaded.failures) std::cerr << "kernex: skill not loaded: " << failure.describe() << '\n';
+  for (const auto& failure : loaded.failures)
+    std::cerr << "kernex: skill not loaded: " << failure.describe() << '\n';
   const Toolbox* found = nullptr;
   std::vector<std::string> names;
   for (const auto& skill : loaded.skills) {
@@ -82,15 +88,18 @@ int tool_run(const std::optional<std::string>& config_file, const ToolRunArgs& a
   if (found == nullptr) {
     std::string have;
     for (const auto& n : names) have += (have.empty() ? "" : ", ") + n;
-    return report(Error(ErrorCode::Usage, "--tool: no toolbox named '" + args.tool + "' in the skills loaded (" +
+    return report(Error(ErrorCode::Usage, "--tool: no toolbox named '" + args.tool +
+                                              "' in the skills loaded (" +
                                               (have.empty() ? std::string("none") : have) + ")"));
   }
 
   sb::ToolboxRunner runner(std::move(*options));
   ToolResult result = runner.run(*found, ToolCall{"cli", found->name, arguments});
   if (args.json) {
-    std::cout << Json{{"tool", result.name}, {"content", result.content}, {"is_error", result.is_error}}.dump(
-                     -1, ' ', false, Json::error_handler_t::replace)
+    std::cout << Json{{"tool", result.name},
+                      {"content", result.content},
+                      {"is_error", result.is_error}}
+                     .dump(-1, ' ', false, Json::error_handler_t::replace)
               << '\n';
   } else {
     std::cout << result.content;
@@ -111,20 +120,26 @@ std::function<std::optional<int>()> add_tool_command(CLI::App& app, std::string&
   CLI::App* tool = app.add_subcommand("tool", "Run skill toolboxes");
   tool->require_subcommand(1);
   tool->footer(kExitCodeHelp);
-  CLI::App* run = tool->add_subcommand("run", "Run one toolbox of a skill in the sandbox, exactly as a run would");
+  CLI::App* run = tool->add_subcommand(
+      "run", "Run one toolbox of a skill in the sandbox, exactly as a run would");
   run->footer(kExitCodeHelp);
-  run->add_option("--config", config, "kernex.yaml to read (its `script` toolbox options and data dir apply)")
+  run->add_option("--config", config,
+                  "kernex.yaml to read (its `script` toolbox options and data dir apply)")
       ->type_name("FILE");
   run->add_option("--skills", args->skill_dirs, "a skill folder or a folder of skills (repeatable)")
       ->allow_extra_args(false)
       ->required()
       ->type_name("DIR");
   run->add_option("--tool", args->tool, "the toolbox to run")->required()->type_name("NAME");
-  run->add_option("--args", args->args, "the tool's arguments as a JSON object (default {})")->type_name("JSON");
-  run->add_option("--workspace", args->workspace, "read-write working directory (default: the current directory)")
+  run->add_option("--args", args->args, "the tool's arguments as a JSON object (default {})")
+      ->type_name("JSON");
+  run->add_option("--workspace", args->workspace,
+                  "read-write working directory (default: the current directory)")
       ->type_name("DIR");
-  run->add_option("--profile", args->profile, "YAML file with a sandbox profile")->type_name("FILE");
-  run->add_option("--timeout", args->timeout, "seconds before the toolbox is killed")->type_name("S");
+  run->add_option("--profile", args->profile, "YAML file with a sandbox profile")
+      ->type_name("FILE");
+  run->add_option("--timeout", args->timeout, "seconds before the toolbox is killed")
+      ->type_name("S");
   run->add_flag("--json", args->json, "print {tool, content, is_error} as JSON");
   return [args, run, &config]() -> std::optional<int> {
     if (!*run) return std::nullopt;

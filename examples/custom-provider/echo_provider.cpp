@@ -60,7 +60,8 @@ kernex::Result<std::shared_ptr<kernex::Provider>> make_echo(const kernex::Json& 
     if (key == "prefix" && value.is_string()) {
       prefix = value.get<std::string>();
     } else if (key != "model") {
-      return kernex::fail(kernex::ErrorCode::Config, "echo: unknown or mistyped option '" + key + "'");
+      return kernex::fail(kernex::ErrorCode::Config,
+                          "echo: unknown or mistyped option '" + key + "'");
     }
   }
   return std::make_shared<EchoProvider>(std::move(prefix));
@@ -68,4 +69,5 @@ kernex::Result<std::shared_ptr<kernex::Provider>> make_echo(const kernex::Json& 
 
 }  // namespace
 
-KERNEX_PLUGIN(Provider, "echo", "1.0.0", "Answers with the last user message (example plugin)", make_echo)
+KERNEX_PLUGIN(Provider, "echo", "1.0.0", "Answers with the last user message (example plugin)",
+              make_echo)

@@ -16,10 +16,14 @@ int main(int argc, char** argv) {
   std::stop_source stop;
   sigset_t sigint;
   sigemptyset(&sigint), sigaddset(&sigint, SIGINT), pthread_sigmask(SIG_BLOCK, &sigint, nullptr);
-  std::thread([&] { int s; sigwait(&sigint, &s), stop.request_stop(); }).detach();
+  std::thread([&] {
+    int s;
+    sigwait(&sigint, &s), stop.request_stop();
+  }).detach();
   kernex::RunOptions options;
   options.stop = stop.get_token();
-  options.conversation = kernex::ConversationKey{"embed-chat", argv[1], ""};  // the session's history
+  options.conversation =
+      kernex::ConversationKey{"embed-chat", argv[1], ""};  // the session's history
   options.sink = [](const kernex::StreamEvent& e) {
     if (e.kind == kernex::StreamEvent::Kind::TextDelta) std::cout << e.text << std::flush;
   };

@@ -13,15 +13,16 @@ ToolResult error_result(const ToolCall& call, std::string message) {
   return ToolResult{call.id, call.name, std::move(message), true};
 }
 
-Result<Response> call_provider(const LoopDeps& deps, const ToolRouter& tools, const Context& context,
-                               const StreamSink& sink) {
+Result<Response> call_provider(const LoopDeps& deps, const ToolRouter& tools,
+                               const Context& context, const StreamSink& sink) {
   try {
     const std::vector<ToolSpec> none;
     return deps.provider->complete(context, context.tools_enabled() ? tools.specs() : none, sink);
   } catch (const std::exception& e) {
     return fail(ErrorCode::Provider, "provider '" + deps.provider_name + "' threw: " + e.what());
   } catch (...) {
-    return fail(ErrorCode::Provider, "provider '" + deps.provider_name + "' threw a non-standard exception");
+    return fail(ErrorCode::Provider,
+                "provider '" + deps.provider_name + "' threw a non-standard exception");
   }
 }
 
@@ -29,28 +30,35 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Trajectory* trajectory_of(const LoopDeps& deps) { return deps.tree != nullptr ? deps.tree->trajectory() : nullptr; }
+Trajectory* trajectory_of(const LoopDeps& deps) {
+  return deps.tree != nullptr ? deps.tree->trajectory() : nullptr;
+}
 
 // One tool call through hook, permission rules and executor, kernex's order. Hooks work on a
 // copy: they may rewrite the arguments the tool gets, never the model's own transcript.
-ToolResult run_tool_unrecorded(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call) {
+ToolResult run_tool_unrecorded(const LoopDeps& deps, const ToolRouter& tools, Context& context,
+                               ToolCall call) {
   if (deps.hooks != nullptr) {
     HookOutcome pre = deps.hooks->pre_tool(deps.scope, call);
     if (pre.blocked) return error_result(call, "Tool blocked by hook: " + pre.reason);
   }
-  const PermissionRules* rules = context.permission_rules ? context.permission_rules.get() : deps.rules;
+  const PermissionRules* rules =
+      context.permission_rules ? context.permission_rules.get() : deps.rules;
   if (rules != nullptr) {
     PermissionOutcome permitted = rules->check(call.name, call.arguments);
     if (!permitted.allowed) return error_result(call, "Tool call denied: " + permitted.reason);
   }
   ToolExecutor* executor = tools.find(call.name);
   ContextTool* context_tool = executor == nullptr ? tools.find_context_tool(call.name) : nullptr;
-  if (executor == nullptr && context_tool == nullptr) return error_result(call, "Unknown tool: " + call.name);
+  if (executor == nullptr && context_tool == nullptr)
+    return error_result(call, "Unknown tool: " + call.name);
 
   ToolResult result;
   try {
-    auto executed = executor != nullptr ? executor->execute(context, call) : context_tool->execute(context, call);
-    result = executed ? *executed : error_result(call, "Tool failed: " + executed.error().describe());
+    auto executed = executor != nullptr ? executor->execute(context, call)
+                                        : context_tool->execute(context, call);
+    result =
+        executed ? *executed : error_result(call, "Tool failed: " + executed.error().describe());
   } catch (const std::exception& e) {
     result = error_result(call, std::string("Tool failed: ") + e.what());
   } catch (...) {
@@ -80,14 +88,20 @@ Usage add_usage(RunResult& run, const Response& response, const LoopDeps& deps) 
   return usage;
 }
 
-void record_provider_call(const LoopDeps& deps, const RunResult& run, const Result<Response>& response,
-                          const Usage& usage, double latency_ms) {
+void record_provider_call(const LoopDeps& deps, const RunResult& run,
+                          const Result<Response>& response, const Usage& usage, double latency_ms) {
   Trajectory* t = trajectory_of(deps);
   if (t == nullptr) return;
-  Json event = {{"span", deps.span}, {"depth", deps.depth}, {"turn", run.turns + (response ? 0 : 1)},
-                {"model", run.model}, {"provider", deps.provider_name}, {"latency_ms", latency_ms},
-                {"input_tokens", usage.input_tokens}, {"output_tokens", usage.output_tokens},
-                {"cache_read_tokens", usage.cache_read_tokens}, {"cost_usd", usage.cost_usd}};
+  Json event = {{"span", deps.span},
+                {"depth", deps.depth},
+                {"turn", run.turns + (response ? 0 : 1)},
+                {"model", run.model},
+                {"provider", deps.provider_name},
+                {"latency_ms", latency_ms},
+                {"input_tokens", usage.input_tokens},
+                {"output_tokens", usage.output_tokens},
+                {"cache_read_tokens", usage.cache_read_tokens},
+                {"cost_usd", usage.cost_usd}};
   if (response) {
     event["text"] = response->text;
     Json calls = Json::array();
@@ -101,14 +115,18 @@ void record_provider_call(const LoopDeps& deps, const RunResult& run, const Resu
 
 // Budgets are checked after a tool turn, so a final answer is always returned. With a tree,
 // what every run and sub-call under the root used counts.
-std::optional<Outcome> budget_outcome(const LoopDeps& deps, const LoopLimits& limits, const RunResult& run) {
+std::optional<Outcome> budget_outcome(const LoopDeps& deps, const LoopLimits& limits,
+                                      const RunResult& run) {
   const Usage used = deps.tree != nullptr ? deps.tree->used() : run.usage;
-  if (limits.token_budget && used.billed_tokens() >= *limits.token_budget) return Outcome::BudgetTokens;
-  if (limits.cost_budget_usd && used.cost_usd >= *limits.cost_budget_usd) return Outcome::BudgetCost;
+  if (limits.token_budget && used.billed_tokens() >= *limits.token_budget)
+    return Outcome::BudgetTokens;
+  if (limits.cost_budget_usd && used.cost_usd >= *limits.cost_budget_usd)
+    return Outcome::BudgetCost;
   return std::nullopt;
 }
 
-void emit(const LoopDeps& deps, StreamEvent::Kind kind, const ToolCall& call, std::string text, bool is_error) {
+void emit(const LoopDeps& deps, StreamEvent::Kind kind, const ToolCall& call, std::string text,
+          bool is_error) {
   if (!deps.sink) return;
   StreamEvent event;
   event.kind = kind;
@@ -164,15 +182,20 @@ RunResult cancelled(RunResult run, Context& context, const SaidSoFar& said) {
 
 }  // namespace
 
-ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call) {
+ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context,
+                    ToolCall call) {
   const auto t0 = std::chrono::steady_clock::now();
   Json arguments = call.arguments;
   const std::string name = call.name;
   ToolResult result = run_tool_unrecorded(deps, tools, context, std::move(call));
   if (Trajectory* t = trajectory_of(deps)) {
-    t->record("tool_call", {{"span", deps.span}, {"depth", deps.depth}, {"name", name},
-                            {"arguments", std::move(arguments)}, {"result", result.content},
-                            {"is_error", result.is_error}, {"duration_ms", ms_since(t0)}});
+    t->record("tool_call", {{"span", deps.span},
+                            {"depth", deps.depth},
+                            {"name", name},
+                            {"arguments", std::move(arguments)},
+                            {"result", result.content},
+                            {"is_error", result.is_error},
+                            {"duration_ms", ms_since(t0)}});
   }
   return result;
 }
@@ -210,14 +233,16 @@ ToolRouter ToolRouter::collect(const std::vector<std::shared_ptr<ToolExecutor>>&
     }
     for (auto& spec : *specs) {
       std::string name = spec.name;
-      if (router.offer(std::move(spec), context)) router.routes_.emplace(std::move(name), executor.get());
+      if (router.offer(std::move(spec), context))
+        router.routes_.emplace(std::move(name), executor.get());
     }
   }
   for (const auto& tool : context_tools) {
     if (!tool) continue;
     ToolSpec spec = tool->spec();
     std::string name = spec.name;
-    if (router.offer(std::move(spec), context)) router.context_routes_.emplace(std::move(name), tool.get());
+    if (router.offer(std::move(spec), context))
+      router.context_routes_.emplace(std::move(name), tool.get());
   }
   return router;
 }
@@ -258,8 +283,10 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const L
       record_provider_call(deps, run, response, Usage{}, latency_ms);
       // A provider aborts its request on a stop request: that failure is the cancellation.
       if (stopped()) return cancelled(std::move(run), context, said);
-      return fail(ErrorCode::Provider, "provider '" + deps.provider_name + "' failed on turn " +
-                                           std::to_string(run.turns + 1), response.error());
+      return fail(
+          ErrorCode::Provider,
+          "provider '" + deps.provider_name + "' failed on turn " + std::to_string(run.turns + 1),
+          response.error());
     }
     ++run.turns;
     if (!response->model.empty()) run.model = response->model;
@@ -286,14 +313,17 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const L
       // provider (and for memory, which keeps a cancelled run's turn).
       cancel = cancel || stopped();
       if (cancel) {
-        context.turn.push_back(ContextEntry::tool(error_result(call, "Tool call not run: the run was cancelled")));
+        context.turn.push_back(
+            ContextEntry::tool(error_result(call, "Tool call not run: the run was cancelled")));
         continue;
       }
       ToolResult result;
-      const bool over_budget = deps.tree != nullptr ? !deps.tree->take_tool_call()
-                                                    : limits.tool_call_budget && tools_run >= *limits.tool_call_budget;
+      const bool over_budget =
+          deps.tree != nullptr ? !deps.tree->take_tool_call()
+                               : limits.tool_call_budget && tools_run >= *limits.tool_call_budget;
       if (over_budget) {
-        const auto budget = deps.tree != nullptr ? deps.tree->budget().tool_calls : limits.tool_call_budget;
+        const auto budget =
+            deps.tree != nullptr ? deps.tree->budget().tool_calls : limits.tool_call_budget;
         result = error_result(call, "Tool call not run: the run's tool-call budget of " +
                                         std::to_string(budget.value_or(0)) + " is used up");
         tools_exhausted = true;

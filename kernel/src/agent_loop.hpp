@@ -55,7 +55,7 @@ struct LoopDeps {
   // these after a tool turn that changed the context's toolboxes or MCP servers.
   const std::vector<std::shared_ptr<ToolExecutor>>* executors = nullptr;
   std::vector<std::shared_ptr<ContextTool>> context_tools;
-  HookRunner* hooks = nullptr;  // may be null
+  HookRunner* hooks = nullptr;             // may be null
   const PermissionRules* rules = nullptr;  // may be null
   const PricingTable* pricing = nullptr;   // may be null: cost only as reported by the provider
   HookScope scope;

@@ -46,7 +46,9 @@ const char* env(const char* name) {
   return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
-std::string quoted(const fs::path& p) { return Json(p.string()).dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string quoted(const fs::path& p) {
+  return Json(p.string()).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 // One value being read: the node, its dotted key path and where to point in messages.
 struct Field {
@@ -63,11 +65,12 @@ class ConfigReader {
   Result<void> read(const YAML::Node& root, Config& out) const {
     if (root.IsNull()) return {};  // empty file: defaults
     if (!root.IsMap())
-      return err(Field{root, "", root.Mark()}, "expected a mapping of settings, got " + detail::describe_yaml(root));
+      return err(Field{root, "", root.Mark()},
+                 "expected a mapping of settings, got " + detail::describe_yaml(root));
     return each_key(Field{root, "", root.Mark()},
-                    {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project", "provider",
-                     "providers", "memory", "hooks", "toolboxes", "permissions", "pricing_file", "limits",
-                     "trajectories", "serve"},
+                    {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project",
+                     "provider", "providers", "memory", "hooks", "toolboxes", "permissions",
+                     "pricing_file", "limits", "trajectories", "serve"},
                     [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
   }
 
@@ -129,7 +132,8 @@ class ConfigReader {
     return fail(ErrorCode::Config, std::move(msg));
   }
   std::unexpected<Error> expected(const Field& f, std::string_view what) const {
-    return err(f, std::string("expected ") + std::string(what) + ", got " + detail::describe_yaml(f.value));
+    return err(f, std::string("expected ") + std::string(what) + ", got " +
+                      detail::describe_yaml(f.value));
   }
 
   // ---- structure ----------------------------------------------------------------------
@@ -145,8 +149,9 @@ class ConfigReader {
   }
 
   // Walks a mapping, rejecting duplicate keys and keys not in `known`.
-  Result<void> each_key(const Field& map, std::initializer_list<std::string_view> known,
-                        const std::function<Result<void>(const std::string&, const Field&)>& visit) const {
+  Result<void> each_key(
+      const Field& map, std::initializer_list<std::string_view> known,
+      const std::function<Result<void>(const std::string&, const Field&)>& visit) const {
     if (map.value.IsNull()) return {};
     if (!map.value.IsMap()) return expected(map, "a mapping");
     std::set<std::string> seen;
@@ -160,9 +165,11 @@ class ConfigReader {
       if (!is_known) {
         std::string list;
         for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-        return err(Field{key, child.path, key.Mark()}, "unknown key (expected one of: " + list + ")");
+        return err(Field{key, child.path, key.Mark()},
+                   "unknown key (expected one of: " + list + ")");
       }
-      if (!seen.insert(name).second) return err(Field{key, child.path, key.Mark()}, "duplicate key");
+      if (!seen.insert(name).second)
+        return err(Field{key, child.path, key.Mark()}, "duplicate key");
       if (auto r = visit(name, child); !r) return r;
     }
     return {};
@@ -234,14 +241,16 @@ class ConfigReader {
   // ---- lists --------------------------------------------------------------------------
 
   template <class T>
-  Result<std::vector<T>> list_of(const Field& f, std::string_view list_kind, std::string_view item_kind,
-                                 const std::function<Result<std::optional<T>>(const Field&)>& item) const {
+  Result<std::vector<T>> list_of(
+      const Field& f, std::string_view list_kind, std::string_view item_kind,
+      const std::function<Result<std::optional<T>>(const Field&)>& item) const {
     std::vector<T> out;
     if (f.value.IsNull()) return out;
     if (!f.value.IsSequence()) return expected(f, list_kind);
     std::size_t i = 0;
     for (const auto& node : f.value) {
-      Field e{node, f.path + "[" + std::to_string(i++) + "]", node.Mark().line >= 0 ? node.Mark() : f.mark};
+      Field e{node, f.path + "[" + std::to_string(i++) + "]",
+              node.Mark().line >= 0 ? node.Mark() : f.mark};
       auto v = item(e);
       if (!v) return std::unexpected(v.error());
       if (!*v) return expected(e, item_kind);
@@ -251,7 +260,8 @@ class ConfigReader {
   }
 
   Result<std::vector<fs::path>> path_list(const Field& f) const {
-    return list_of<fs::path>(f, "a list of paths", "a path", [this](const Field& e) { return path_value(e); });
+    return list_of<fs::path>(f, "a list of paths", "a path",
+                             [this](const Field& e) { return path_value(e); });
   }
 
   Result<std::vector<std::string>> string_list(const Field& f) const {
@@ -279,20 +289,21 @@ class ConfigReader {
     if (!f.value.IsMap()) return expected(f, kExpected);
     PluginRef ref;
     bool named = false;
-    auto r = each_key(f, {"name", "options"}, [&](const std::string& key, const Field& sub) -> Result<void> {
-      if (key == "name") {
-        auto name = string_value(sub);
-        if (!name) return std::unexpected(name.error());
-        if (!*name || (*name)->empty()) return expected(sub, "a plugin name");
-        ref.name = std::move(**name);
-        named = true;
-        return {};
-      }
-      auto opts = options(sub);
-      if (!opts) return std::unexpected(opts.error());
-      ref.config = std::move(*opts);
-      return {};
-    });
+    auto r = each_key(f, {"name", "options"},
+                      [&](const std::string& key, const Field& sub) -> Result<void> {
+                        if (key == "name") {
+                          auto name = string_value(sub);
+                          if (!name) return std::unexpected(name.error());
+                          if (!*name || (*name)->empty()) return expected(sub, "a plugin name");
+                          ref.name = std::move(**name);
+                          named = true;
+                          return {};
+                        }
+                        auto opts = options(sub);
+                        if (!opts) return std::unexpected(opts.error());
+                        ref.config = std::move(*opts);
+                        return {};
+                      });
     if (!r) return std::unexpected(r.error());
     if (!named) return err(f, "missing key `name` (the plugin's name)");
     return ref;
@@ -312,7 +323,8 @@ class ConfigReader {
       if (!key.IsScalar() || key.Scalar().empty())
         return expected(Field{key, f.path, key.Mark()}, "a provider name");
       Field sub = field_for(key, it->second, child_path(f.path, key.Scalar()));
-      if (!seen.insert(key.Scalar()).second) return err(Field{key, sub.path, key.Mark()}, "duplicate key");
+      if (!seen.insert(key.Scalar()).second)
+        return err(Field{key, sub.path, key.Mark()}, "duplicate key");
       auto opts = options(sub);
       if (!opts) return std::unexpected(opts.error());
       out[key.Scalar()] = std::move(*opts);
@@ -323,15 +335,16 @@ class ConfigReader {
   // ---- sections -----------------------------------------------------------------------
 
   Result<void> permissions(const Field& f, Config& out) const {
-    return each_key(f, {"file", "allow", "deny"}, [&](const std::string& key, const Field& sub) -> Result<void> {
-      if (key == "file") {
-        auto p = path_value(sub);
-        if (!p) return std::unexpected(p.error());
-        if (*p) out.permissions_file = std::move(**p);
-        return {};
-      }
-      return assign_list(string_list(sub), key == "allow" ? out.allow : out.deny);
-    });
+    return each_key(f, {"file", "allow", "deny"},
+                    [&](const std::string& key, const Field& sub) -> Result<void> {
+                      if (key == "file") {
+                        auto p = path_value(sub);
+                        if (!p) return std::unexpected(p.error());
+                        if (*p) out.permissions_file = std::move(**p);
+                        return {};
+                      }
+                      return assign_list(string_list(sub), key == "allow" ? out.allow : out.deny);
+                    });
   }
 
   Result<void> limits(const Field& f, Limits& out) const {
@@ -339,8 +352,8 @@ class ConfigReader {
     constexpr auto u64 = std::numeric_limits<std::uint64_t>::max();
     return each_key(
         f,
-        {"max_turns", "token_budget", "cost_budget_usd", "tool_call_budget", "max_context_messages", "compaction",
-         "conversation_idle_minutes", "max_depth"},
+        {"max_turns", "token_budget", "cost_budget_usd", "tool_call_budget", "max_context_messages",
+         "compaction", "conversation_idle_minutes", "max_depth"},
         [&](const std::string& key, const Field& sub) -> Result<void> {
           if (key == "cost_budget_usd") {
             auto v = number_value(sub);
@@ -352,9 +365,12 @@ class ConfigReader {
             auto v = string_value(sub);
             if (!v) return std::unexpected(v.error());
             if (!*v) return {};
-            if (**v == "drop") out.compaction = CompactionStrategy::Drop;
-            else if (**v == "summarize") out.compaction = CompactionStrategy::Summarize;
-            else return expected(sub, "drop or summarize");
+            if (**v == "drop")
+              out.compaction = CompactionStrategy::Drop;
+            else if (**v == "summarize")
+              out.compaction = CompactionStrategy::Summarize;
+            else
+              return expected(sub, "drop or summarize");
             return {};
           }
           const bool wide = key == "token_budget" || key == "max_context_messages";
@@ -362,12 +378,18 @@ class ConfigReader {
           if (!v) return std::unexpected(v.error());
           if (!*v) return {};
           const std::uint64_t n = **v;
-          if (key == "max_turns") out.max_turns = static_cast<std::uint32_t>(n);
-          else if (key == "token_budget") out.token_budget = n;
-          else if (key == "tool_call_budget") out.tool_call_budget = static_cast<std::uint32_t>(n);
-          else if (key == "max_context_messages") out.max_context_messages = static_cast<std::size_t>(n);
-          else if (key == "max_depth") out.max_depth = static_cast<std::uint32_t>(n);
-          else out.conversation_idle = std::chrono::minutes(static_cast<std::chrono::minutes::rep>(n));
+          if (key == "max_turns")
+            out.max_turns = static_cast<std::uint32_t>(n);
+          else if (key == "token_budget")
+            out.token_budget = n;
+          else if (key == "tool_call_budget")
+            out.tool_call_budget = static_cast<std::uint32_t>(n);
+          else if (key == "max_context_messages")
+            out.max_context_messages = static_cast<std::size_t>(n);
+          else if (key == "max_depth")
+            out.max_depth = static_cast<std::uint32_t>(n);
+          else
+            out.conversation_idle = std::chrono::minutes(static_cast<std::chrono::minutes::rep>(n));
           return {};
         });
   }
@@ -376,7 +398,8 @@ class ConfigReader {
   fs::path base_dir_;
 };
 
-Result<Config> parse_with_base(std::string_view text, std::string_view origin, const fs::path& base_dir) {
+Result<Config> parse_with_base(std::string_view text, std::string_view origin,
+                               const fs::path& base_dir) {
   Config config = detail::default_config();
   try {
     YAML::Node root = YAML::Load(std::string(text));
@@ -406,7 +429,9 @@ Result<std::string> read_config_file(const fs::path& path, std::string_view name
     return fail(ErrorCode::Config, "config file " + quoted(path) + " is larger than " +
                                        std::to_string(kMaxConfigBytes) + " bytes");
   std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(ErrorCode::Config, "cannot read config file " + quoted(path) + ": " + std::strerror(errno));
+  if (!in)
+    return fail(ErrorCode::Config,
+                "cannot read config file " + quoted(path) + ": " + std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) return fail(ErrorCode::Config, "cannot read config file " + quoted(path));
@@ -432,7 +457,9 @@ Result<fs::path> expand_home(std::string_view path, std::string_view what) {
   if (path != "~" && !path.starts_with("~/")) return fs::path(path);
   auto home = home_dir();
   if (!home)
-    return fail(ErrorCode::Config, std::string(what) + ": cannot expand `~`: $HOME is not set and the user has no home directory");
+    return fail(ErrorCode::Config,
+                std::string(what) +
+                    ": cannot expand `~`: $HOME is not set and the user has no home directory");
   if (path == "~") return *home;
   return *home / fs::path(path.substr(2));
 }
@@ -505,7 +532,8 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
 void register_kernel_files(const Config& config) {
   using enum KernelFileAccess;
   if (config.source) register_kernel_file(*config.source, ReadOnly, "config");
-  if (config.permissions_file) register_kernel_file(*config.permissions_file, ReadOnly, "rules file");
+  if (config.permissions_file)
+    register_kernel_file(*config.permissions_file, ReadOnly, "rules file");
   if (config.pricing_file) register_kernel_file(*config.pricing_file, ReadOnly, "pricing file");
   for (const auto& dir : config.plugin_dirs) register_kernel_file(dir, ReadOnly, "plugin dir");
   for (const auto& dir : config.skill_dirs) register_kernel_file(dir, ReadOnly, "skill dir");

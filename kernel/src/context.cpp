@@ -18,8 +18,8 @@ namespace {
 std::string render_tool_result(const ContextEntry& e) {
   if (!e.tool_result) return "[Tool result]\n" + e.content;
   const ToolResult& r = *e.tool_result;
-  return std::string(r.is_error ? "[Tool error " : "[Tool result ") + r.call_id + " " + r.name + "]\n" +
-         r.content;
+  return std::string(r.is_error ? "[Tool error " : "[Tool result ") + r.call_id + " " + r.name +
+         "]\n" + r.content;
 }
 
 std::string render_content(const ContextEntry& e) {

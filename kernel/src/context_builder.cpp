@@ -23,13 +23,15 @@ std::string join_prompt(const std::string& base, const std::string& extra) {
 std::optional<std::string> summarize_overflow(const ContextInputs& in, const std::string& conv,
                                               std::uint64_t overflow, CompactionReport& report) {
   if (in.summarizer == nullptr) {
-    log(LogLevel::Warn, "history overflow: compaction is 'summarize' but no summarizer is set; dropping " +
-                            std::to_string(overflow) + " oldest messages");
+    log(LogLevel::Warn,
+        "history overflow: compaction is 'summarize' but no summarizer is set; dropping " +
+            std::to_string(overflow) + " oldest messages");
     return std::nullopt;
   }
   auto stored = in.store->compaction_summary(conv);
   if (!stored) {
-    log(LogLevel::Warn, "reading the stored summary failed (" + stored.error().describe() + "); recomputing it");
+    log(LogLevel::Warn,
+        "reading the stored summary failed (" + stored.error().describe() + "); recomputing it");
   }
   std::optional<StoredSummary> prior = stored ? *stored : std::nullopt;
   if (prior && prior->covered_messages == overflow && !prior->text.empty()) {
@@ -40,13 +42,13 @@ std::optional<std::string> summarize_overflow(const ContextInputs& in, const std
 
   auto oldest = in.store->oldest_messages(conv, overflow);
   if (!oldest) {
-    log(LogLevel::Warn, "history overflow: loading messages to summarise failed (" + oldest.error().describe() +
-                            "); dropping them instead");
+    log(LogLevel::Warn, "history overflow: loading messages to summarise failed (" +
+                            oldest.error().describe() + "); dropping them instead");
     return std::nullopt;
   }
   const std::size_t from = prior ? static_cast<std::size_t>(prior->covered_messages) : 0;
-  std::vector<ContextEntry> fresh(oldest->begin() + static_cast<std::ptrdiff_t>(std::min(from, oldest->size())),
-                                  oldest->end());
+  std::vector<ContextEntry> fresh(
+      oldest->begin() + static_cast<std::ptrdiff_t>(std::min(from, oldest->size())), oldest->end());
   std::string text = render_for_summary(fresh);
   if (prior) text = "Summary so far:\n" + prior->text + "\n\nLater messages:\n" + text;
 
@@ -60,10 +62,12 @@ std::optional<std::string> summarize_overflow(const ContextInputs& in, const std
   if (!summary || summary->empty()) {
     log(LogLevel::Warn, "history overflow: summarising failed (" +
                             (summary ? std::string("empty summary") : summary.error().describe()) +
-                            "); falling back to dropping " + std::to_string(overflow) + " oldest messages");
+                            "); falling back to dropping " + std::to_string(overflow) +
+                            " oldest messages");
     return std::nullopt;
   }
-  if (auto saved = in.store->save_compaction_summary(conv, StoredSummary{*summary, overflow}); !saved) {
+  if (auto saved = in.store->save_compaction_summary(conv, StoredSummary{*summary, overflow});
+      !saved) {
     log(LogLevel::Warn, "could not store the compaction summary: " + saved.error().describe());
   }
   return *summary;
@@ -75,7 +79,8 @@ template <class T>
 std::optional<T> optional_part(Result<T> r, const char* what) {
   if (r) return std::move(*r);
   if (r.error().code != ErrorCode::Unsupported) {
-    log(LogLevel::Warn, std::string("context: loading ") + what + " failed: " + r.error().describe());
+    log(LogLevel::Warn,
+        std::string("context: loading ") + what + " failed: " + r.error().describe());
   }
   return std::nullopt;
 }
@@ -90,8 +95,8 @@ std::string utc_now() {
 }
 
 // Profile, learned rules, earlier summaries, recall, tasks and outcomes, as ContextNeeds asks.
-std::string memory_sections(const ContextInputs& in, const Request& request, const std::string& conv,
-                            std::size_t history_size) {
+std::string memory_sections(const ContextInputs& in, const Request& request,
+                            const std::string& conv, std::size_t history_size) {
   MemoryStore& store = *in.store;
   const std::string& sender = in.key.sender_id;
   const std::optional<std::string> project =
@@ -102,7 +107,8 @@ std::string memory_sections(const ContextInputs& in, const Request& request, con
     if (auto facts = optional_part(store.facts(sender), "facts")) add(profile_section(*facts));
   }
   if (in.needs.summaries) {
-    if (auto s = optional_part(store.recent_summaries(in.key, conv, 3), "summaries")) add(summaries_section(*s));
+    if (auto s = optional_part(store.recent_summaries(in.key, conv, 3), "summaries"))
+      add(summaries_section(*s));
   }
   if (in.needs.recall) {
     RecallQuery q;
@@ -114,10 +120,12 @@ std::string memory_sections(const ContextInputs& in, const Request& request, con
     if (auto hits = optional_part(store.recall(q), "recall")) add(recall_section(*hits));
   }
   if (in.needs.pending_tasks) {
-    if (auto tasks = optional_part(store.pending_tasks(sender), "tasks")) add(tasks_section(*tasks));
+    if (auto tasks = optional_part(store.pending_tasks(sender), "tasks"))
+      add(tasks_section(*tasks));
   }
   if (in.needs.profile) {
-    if (auto lessons = optional_part(store.lessons(sender, project), "lessons")) add(lessons_section(*lessons));
+    if (auto lessons = optional_part(store.lessons(sender, project), "lessons"))
+      add(lessons_section(*lessons));
   }
   if (in.needs.outcomes) {
     if (auto o = optional_part(store.recent_outcomes(sender, 15, project), "outcomes")) {
@@ -140,7 +148,8 @@ std::string render_for_summary(const std::vector<ContextEntry>& entries) {
   for (const auto& e : entries) {
     if (!out.empty()) out += '\n';
     out += e.role + ": " + e.content;
-    for (const auto& call : e.tool_calls) out += " [called " + call.name + " " + call.arguments.dump() + "]";
+    for (const auto& call : e.tool_calls)
+      out += " [called " + call.name + " " + call.arguments.dump() + "]";
   }
   return out;
 }
@@ -177,8 +186,9 @@ Result<BuiltContext> build_context(const ContextInputs& in, const Request& reque
     if (limits.compaction == CompactionStrategy::Summarize) {
       summary = summarize_overflow(in, *conv, overflow, built.compaction);
     } else {
-      log(LogLevel::Warn, "history overflow: dropping " + std::to_string(overflow) +
-                              " oldest messages (set limits.compaction: summarize to keep their gist)");
+      log(LogLevel::Warn,
+          "history overflow: dropping " + std::to_string(overflow) +
+              " oldest messages (set limits.compaction: summarize to keep their gist)");
     }
     if (summary) {
       built.compaction.summarized = true;

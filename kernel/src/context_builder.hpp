@@ -20,9 +20,9 @@ namespace kernex {
 std::size_t first_whole_exchange(const std::vector<ContextEntry>& window);
 
 struct CompactionReport {
-  std::uint64_t overflow = 0;  // stored messages left out of history
-  bool summarized = false;     // a summary stands in for them
-  bool summary_reused = false; // ... taken from the store, no summarizer call
+  std::uint64_t overflow = 0;   // stored messages left out of history
+  bool summarized = false;      // a summary stands in for them
+  bool summary_reused = false;  // ... taken from the store, no summarizer call
 };
 
 struct BuiltContext {
@@ -34,7 +34,7 @@ struct BuiltContext {
 struct ContextInputs {
   MemoryStore* store = nullptr;  // none: no history
   ConversationKey key;
-  std::string system_prompt;     // base prompt plus skills, already joined
+  std::string system_prompt;  // base prompt plus skills, already joined
   const Limits* limits = nullptr;
   Summarizer* summarizer = nullptr;  // used when limits->compaction is Summarize
   ContextNeeds needs;                // what else to load; a store without a part is skipped

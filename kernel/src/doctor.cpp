@@ -33,18 +33,25 @@ constexpr int kLandlockNetworkAbi = 4;
 
 void probe_landlock(DoctorReport& r) {
 #ifdef SYS_landlock_create_ruleset
-  const long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  const long abi =
+      syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
   if (abi >= 0) {
     r.landlock_abi = static_cast<int>(abi);
     return;
   }
   const int e = errno;
   switch (e) {
-    case ENOSYS: r.landlock_error = "the running kernel has no Landlock (ENOSYS)"; break;
-    case EOPNOTSUPP:
-      r.landlock_error = "Landlock is built in but disabled at boot (EOPNOTSUPP; add landlock to the lsm= kernel parameter)";
+    case ENOSYS:
+      r.landlock_error = "the running kernel has no Landlock (ENOSYS)";
       break;
-    default: r.landlock_error = std::string("landlock_create_ruleset failed: ") + std::strerror(e); break;
+    case EOPNOTSUPP:
+      r.landlock_error =
+          "Landlock is built in but disabled at boot (EOPNOTSUPP; add landlock to the lsm= kernel "
+          "parameter)";
+      break;
+    default:
+      r.landlock_error = std::string("landlock_create_ruleset failed: ") + std::strerror(e);
+      break;
   }
 #else
   r.landlock_error = "built without Landlock syscall numbers";
@@ -56,7 +63,8 @@ std::optional<int> proc_status_field(std::string_view key) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 && line[key.size()] == ':') {
+    if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 &&
+        line[key.size()] == ':') {
       try {
         return std::stoi(line.substr(key.size() + 1));
       } catch (const std::exception&) {
@@ -89,7 +97,8 @@ void probe_seccomp(DoctorReport& r) {
   if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0) {
     r.seccomp_available = true;
   } else {
-    r.seccomp_error = std::string("the running kernel has no seccomp (") + std::strerror(errno) + ")";
+    r.seccomp_error =
+        std::string("the running kernel has no seccomp (") + std::strerror(errno) + ")";
   }
 }
 
@@ -100,7 +109,9 @@ void probe_no_new_privs(DoctorReport& r) {
   r.no_new_privs_set = v == 1;
 }
 
-bool writable_dir(const fs::path& p) { return faccessat(AT_FDCWD, p.c_str(), W_OK | X_OK, AT_EACCESS) == 0; }
+bool writable_dir(const fs::path& p) {
+  return faccessat(AT_FDCWD, p.c_str(), W_OK | X_OK, AT_EACCESS) == 0;
+}
 
 PathStatus dir_status(const fs::path& path) {
   PathStatus s{path, false, false};
@@ -142,7 +153,8 @@ void check_plugins(const Config& config, DoctorReport& r) {
   if (r.plugins_found == 0) {
     std::string where;
     for (const auto& d : dirs) where += (where.empty() ? "" : ", ") + d.string();
-    r.missing.push_back("no loadable plugins in the plugin directories (" + (where.empty() ? "none" : where) +
+    r.missing.push_back("no loadable plugins in the plugin directories (" +
+                        (where.empty() ? "none" : where) +
                         "); set plugin_dirs or KERNEX_PLUGIN_PATH");
   }
   for (const auto& e : r.plugin_errors) r.missing.push_back("plugin failed to load: " + e);
@@ -152,13 +164,15 @@ void check_plugins(const Config& config, DoctorReport& r) {
       r.missing.push_back(std::string(what) + " plugin `" + name + "` (configured) was not found");
   };
   if (config.provider.name.empty()) {
-    r.missing.push_back("no default provider: set `provider:` in kernex.yaml or pass --provider to `kernex run`");
+    r.missing.push_back(
+        "no default provider: set `provider:` in kernex.yaml or pass --provider to `kernex run`");
   } else {
     need(PluginKind::Provider, config.provider.name, "provider");
   }
   if (config.memory) need(PluginKind::Memory, config.memory->name, "memory");
   for (const auto& h : config.hooks) need(PluginKind::Hook, h.name, "hook");
-  for (const auto& t : config.toolboxes.value_or(std::vector<PluginRef>{})) need(PluginKind::Toolbox, t.name, "toolbox");
+  for (const auto& t : config.toolboxes.value_or(std::vector<PluginRef>{}))
+    need(PluginKind::Toolbox, t.name, "toolbox");
 }
 
 Json path_json(const PathStatus& s) {
@@ -190,23 +204,28 @@ DoctorReport diagnose(const Config& config) {
   probe_no_new_privs(r);
 
   if (!r.landlock_abi) {
-    r.missing.push_back("Landlock: " + r.landlock_error + "; tools cannot be confined to their directories");
+    r.missing.push_back("Landlock: " + r.landlock_error +
+                        "; tools cannot be confined to their directories");
   } else if (*r.landlock_abi < kLandlockNetworkAbi) {
-    r.missing.push_back("Landlock ABI " + std::to_string(*r.landlock_abi) + " has no network rules (needs ABI " +
-                        std::to_string(kLandlockNetworkAbi) + "); tool network access falls back to seccomp");
+    r.missing.push_back("Landlock ABI " + std::to_string(*r.landlock_abi) +
+                        " has no network rules (needs ABI " + std::to_string(kLandlockNetworkAbi) +
+                        "); tool network access falls back to seccomp");
   }
   if (!r.seccomp_available) r.missing.push_back("seccomp: " + r.seccomp_error);
-  if (!r.no_new_privs_supported) r.missing.push_back("no_new_privs: not supported by the running kernel");
+  if (!r.no_new_privs_supported)
+    r.missing.push_back("no_new_privs: not supported by the running kernel");
 
   if (config.source) r.config_file = file_status(*config.source);
   r.data_dir = dir_status(config.data_dir);
   if (!r.data_dir.writable) {
-    r.missing.push_back("data dir " + config.data_dir.string() +
-                        (r.data_dir.exists ? " is not writable" : " does not exist and cannot be created"));
+    r.missing.push_back(
+        "data dir " + config.data_dir.string() +
+        (r.data_dir.exists ? " is not writable" : " does not exist and cannot be created"));
   }
   r.pricing_file = file_status(config.pricing_file.value_or(default_pricing_file()));
   if (!r.pricing_file.exists)
-    r.missing.push_back("pricing table " + r.pricing_file.path.string() + " not found; costs will read 0");
+    r.missing.push_back("pricing table " + r.pricing_file.path.string() +
+                        " not found; costs will read 0");
   if (config.permissions_file && !file_status(*config.permissions_file).exists)
     r.missing.push_back("permissions file " + config.permissions_file->string() + " not found");
 
@@ -242,11 +261,14 @@ Json to_json(const DoctorReport& r) {
         {"mode", opt_json(r.seccomp_mode)},
         {"error", r.seccomp_available ? Json(nullptr) : Json(r.seccomp_error)}}},
       {"no_new_privs", {{"supported", r.no_new_privs_supported}, {"set", r.no_new_privs_set}}},
-      {"config", {{"file", r.config_file ? path_json(*r.config_file) : Json(nullptr)}, {"error", opt_json(r.config_error)}}},
+      {"config",
+       {{"file", r.config_file ? path_json(*r.config_file) : Json(nullptr)},
+        {"error", opt_json(r.config_error)}}},
       {"data_dir", path_json(r.data_dir)},
       {"pricing_file", path_json(r.pricing_file)},
       {"plugin_dirs", std::move(plugin_dirs)},
-      {"plugins", {{"found", r.plugins_found}, {"failed", r.plugins_failed}, {"errors", r.plugin_errors}}},
+      {"plugins",
+       {{"found", r.plugins_found}, {"failed", r.plugins_failed}, {"errors", r.plugin_errors}}},
       {"missing", r.missing},
       {"ok", r.ok()},
   };
@@ -258,12 +280,14 @@ std::string to_text(const DoctorReport& r) {
     out << label << std::string(label.size() < 14 ? 14 - label.size() : 1, ' ') << value << '\n';
   };
   row("kernex", r.version + (r.kernel_release.empty() ? "" : " on Linux " + r.kernel_release));
-  row("landlock", r.landlock_abi ? "ABI " + std::to_string(*r.landlock_abi) : "unavailable: " + r.landlock_error);
+  row("landlock", r.landlock_abi ? "ABI " + std::to_string(*r.landlock_abi)
+                                 : "unavailable: " + r.landlock_error);
   std::string seccomp = r.seccomp_available ? "available" : "unavailable: " + r.seccomp_error;
   if (r.seccomp_mode) seccomp += " (this process: mode " + std::to_string(*r.seccomp_mode) + ")";
   row("seccomp", seccomp);
-  row("no_new_privs", r.no_new_privs_supported ? std::string("supported") + (r.no_new_privs_set ? " (set)" : "")
-                                               : "unsupported");
+  row("no_new_privs", r.no_new_privs_supported
+                          ? std::string("supported") + (r.no_new_privs_set ? " (set)" : "")
+                          : "unsupported");
   if (r.config_error) {
     row("config", "error: " + *r.config_error);
   } else if (r.config_file) {
@@ -274,11 +298,14 @@ std::string to_text(const DoctorReport& r) {
   row("data dir", r.data_dir.path.string() + " (exists: " + yes_no(r.data_dir.exists) +
                       ", writable: " + yes_no(r.data_dir.writable) + ")");
   row("pricing", r.pricing_file.path.string() + (r.pricing_file.exists ? "" : " (missing)"));
-  if (r.plugin_dirs.empty()) row("plugin dirs", "none");
-  else out << "plugin dirs\n";
+  if (r.plugin_dirs.empty())
+    row("plugin dirs", "none");
+  else
+    out << "plugin dirs\n";
   for (const auto& d : r.plugin_dirs)
     out << "  " << d.path.string() << " (exists: " << yes_no(d.exists) << ")\n";
-  row("plugins", std::to_string(r.plugins_found) + " found, " + std::to_string(r.plugins_failed) + " failed");
+  row("plugins",
+      std::to_string(r.plugins_found) + " found, " + std::to_string(r.plugins_failed) + " failed");
   if (r.missing.empty()) {
     out << "everything the kernel needs is here\n";
   } else {

@@ -13,7 +13,8 @@ void notify_each(const std::vector<HookChain::Entry>& hooks, std::string_view wh
     try {
       call(*entry.hook);
     } catch (const std::exception& e) {
-      log(LogLevel::Warn, "hook '" + entry.name + "' threw in " + std::string(what) + ": " + e.what());
+      log(LogLevel::Warn,
+          "hook '" + entry.name + "' threw in " + std::string(what) + ": " + e.what());
     } catch (...) {
       log(LogLevel::Warn, "hook '" + entry.name + "' threw in " + std::string(what));
     }

@@ -18,7 +18,9 @@ class HookChain final : public HookRunner {
 
   void add(std::string name, std::shared_ptr<HookRunner> hook);
   // Appends `other`'s hooks, in their order.
-  void add_all(const HookChain& other) { hooks_.insert(hooks_.end(), other.hooks_.begin(), other.hooks_.end()); }
+  void add_all(const HookChain& other) {
+    hooks_.insert(hooks_.end(), other.hooks_.begin(), other.hooks_.end());
+  }
   bool empty() const { return hooks_.empty(); }
 
   // The first hook that blocks wins; later hooks are not asked. A hook that throws blocks the

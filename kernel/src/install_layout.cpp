@@ -12,7 +12,9 @@ namespace {
 
 fs::path find_library_dir() {
   Dl_info info{};
-  if (::dladdr(reinterpret_cast<const void*>(&library_dir), &info) == 0 || info.dli_fname == nullptr) return {};
+  if (::dladdr(reinterpret_cast<const void*>(&library_dir), &info) == 0 ||
+      info.dli_fname == nullptr)
+    return {};
   std::error_code ec;
   fs::path file = fs::canonical(info.dli_fname, ec);
   return ec ? fs::path() : file.parent_path();

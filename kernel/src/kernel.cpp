@@ -22,12 +22,15 @@ namespace {
 // be able to run tools outside the loop's hooks and rules (a kernex defect).
 class ProviderSummarizer final : public Summarizer {
  public:
-  explicit ProviderSummarizer(std::shared_ptr<Provider> provider) : provider_(std::move(provider)) {}
+  explicit ProviderSummarizer(std::shared_ptr<Provider> provider)
+      : provider_(std::move(provider)) {}
 
   Result<std::string> summarize(const std::string& text) override {
     Context ctx(
-        "Summarise the conversation below in at most 200 words. Focus on decisions made, files touched, errors "
-        "encountered and unresolved questions; skip small talk. Reply with the summary only, no preamble.\n\n---\n" +
+        "Summarise the conversation below in at most 200 words. Focus on decisions made, files "
+        "touched, errors "
+        "encountered and unresolved questions; skip small talk. Reply with the summary only, no "
+        "preamble.\n\n---\n" +
         text + "\n---");
     ctx.allowed_tools = std::vector<std::string>{};
     auto response = provider_->complete(ctx, {}, {});
@@ -63,7 +66,8 @@ class MemoryAuditHook final : public HookRunner {
 
 std::string random_id() {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "run-%016llx", static_cast<unsigned long long>(detail::random_u64()));
+  std::snprintf(buf, sizeof buf, "run-%016llx",
+                static_cast<unsigned long long>(detail::random_u64()));
   return buf;
 }
 
@@ -98,7 +102,8 @@ class ProviderPool final : public std::enable_shared_from_this<ProviderPool> {
       lock.unlock();
     }
     Provider* raw = instance.get();
-    return std::shared_ptr<Provider>(raw, [pool = shared_from_this(), instance](Provider*) { pool->give_back(instance); });
+    return std::shared_ptr<Provider>(
+        raw, [pool = shared_from_this(), instance](Provider*) { pool->give_back(instance); });
   }
 
  private:
@@ -115,8 +120,10 @@ class ProviderPool final : public std::enable_shared_from_this<ProviderPool> {
 
 Json merged_options(const Config& config, const std::string& name, const Json& overrides) {
   Json options = Json::object();
-  if (config.provider.name == name && config.provider.config.is_object()) options = config.provider.config;
-  if (auto it = config.provider_options.find(name); it != config.provider_options.end() && it->second.is_object()) {
+  if (config.provider.name == name && config.provider.config.is_object())
+    options = config.provider.config;
+  if (auto it = config.provider_options.find(name);
+      it != config.provider_options.end() && it->second.is_object()) {
     options.merge_patch(it->second);
   }
   if (overrides.is_object()) options.merge_patch(overrides);
@@ -139,7 +146,8 @@ struct Kernel::Impl {
   Config config;
   PluginHost host;
   std::shared_ptr<MemoryStore> memory;
-  std::shared_ptr<HookRunner> memory_audit;  // set with memory; first in the hooks of runs that write it
+  std::shared_ptr<HookRunner>
+      memory_audit;  // set with memory; first in the hooks of runs that write it
   PermissionRules rules;
   PricingTable pricing;
 
@@ -159,7 +167,9 @@ struct Kernel::Impl {
     {
       std::lock_guard lock(providers_mutex);
       auto& slot = providers[name + '\n' + options.dump()];
-      if (!slot) slot = std::make_shared<ProviderPool>([this, name, options] { return host.create_provider(name, options); });
+      if (!slot)
+        slot = std::make_shared<ProviderPool>(
+            [this, name, options] { return host.create_provider(name, options); });
       pool = slot;
     }
     return pool->take();
@@ -167,7 +177,8 @@ struct Kernel::Impl {
 
   // The stable part of the run's Context: base prompt, then what the kernel's sources and the
   // run's add (skills), then the run's extra prompt.
-  Result<Context> seed_context(const Request& request, const std::vector<std::shared_ptr<ContextSource>>& sources,
+  Result<Context> seed_context(const Request& request,
+                               const std::vector<std::shared_ptr<ContextSource>>& sources,
                                const std::string& extra_prompt) {
     Context seed(request.text);
     seed.system_prompt = config.system_prompt;
@@ -183,7 +194,8 @@ struct Kernel::Impl {
       if (!added) return std::unexpected(added.error());
     }
     if (!extra_prompt.empty()) {
-      seed.system_prompt = seed.system_prompt.empty() ? extra_prompt : seed.system_prompt + "\n\n" + extra_prompt;
+      seed.system_prompt =
+          seed.system_prompt.empty() ? extra_prompt : seed.system_prompt + "\n\n" + extra_prompt;
     }
     return seed;
   }
@@ -210,25 +222,36 @@ struct Kernel::Impl {
   static void record_start(RunTree& tree, const RunOptions& options, const Request& request,
                            const std::string& provider, const std::string& model) {
     if (Trajectory* t = tree.trajectory()) {
-      t->record("run_start", {{"run_id", t->run_id()}, {"kind", options.kind}, {"question", request.text},
-                              {"provider", provider}, {"model", model}, {"max_depth", tree.budget().max_depth}});
+      t->record("run_start", {{"run_id", t->run_id()},
+                              {"kind", options.kind},
+                              {"question", request.text},
+                              {"provider", provider},
+                              {"model", model},
+                              {"max_depth", tree.budget().max_depth}});
     }
   }
 
   // A root run ends with run_end; a sub-run is one sub_call (rlm_query) of its parent's span.
   static void record_end(RunTree& tree, const KernelRunServices& services, const Request& request,
-                         const Result<RunResult>& run, std::chrono::steady_clock::time_point started) {
+                         const Result<RunResult>& run,
+                         std::chrono::steady_clock::time_point started) {
     Trajectory* t = tree.trajectory();
     if (t == nullptr) return;
     Json event = Json::object();
     if (run) {
-      event = {{"outcome", std::string(to_string(run->outcome))}, {"text", run->text}, {"turns", run->turns},
-               {"input_tokens", run->usage.input_tokens}, {"output_tokens", run->usage.output_tokens},
-               {"cost_usd", run->usage.cost_usd}, {"model", run->model}};
+      event = {{"outcome", std::string(to_string(run->outcome))},
+               {"text", run->text},
+               {"turns", run->turns},
+               {"input_tokens", run->usage.input_tokens},
+               {"output_tokens", run->usage.output_tokens},
+               {"cost_usd", run->usage.cost_usd},
+               {"model", run->model}};
     } else {
       event["error"] = run.error().describe();
     }
-    event["latency_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    event["latency_ms"] =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count();
     if (services.depth() == 0) {
       const Usage total = tree.used();
       event["tree_input_tokens"] = total.input_tokens;
@@ -250,8 +273,9 @@ struct Kernel::Impl {
 
   // The exchange with its tool calls (a cancelled run's partial answer is in its turn), then
   // what it cost.
-  static Result<void> save_exchange(MemoryStore& memory, const std::string& conversation_id, const Request& request,
-                                    const Context& context, const RunResult& run) {
+  static Result<void> save_exchange(MemoryStore& memory, const std::string& conversation_id,
+                                    const Request& request, const Context& context,
+                                    const RunResult& run) {
     std::vector<ContextEntry> exchange;
     exchange.push_back(ContextEntry::user(request.text));
     exchange.insert(exchange.end(), context.turn.begin(), context.turn.end());
@@ -277,7 +301,8 @@ struct Kernel::Impl {
           if (tool) out.push_back(std::move(tool));
         }
       } catch (const std::exception& e) {
-        return fail(ErrorCode::Internal, std::string("context source threw while offering tools: ") + e.what());
+        return fail(ErrorCode::Internal,
+                    std::string("context source threw while offering tools: ") + e.what());
       }
     }
     return out;
@@ -286,12 +311,18 @@ struct Kernel::Impl {
 
 std::string_view to_string(Outcome outcome) noexcept {
   switch (outcome) {
-    case Outcome::EndTurn: return "end_turn";
-    case Outcome::MaxTurns: return "max_turns";
-    case Outcome::BudgetTokens: return "budget_exhausted:tokens";
-    case Outcome::BudgetCost: return "budget_exhausted:cost";
-    case Outcome::BudgetTools: return "budget_exhausted:tools";
-    case Outcome::Cancelled: return "cancelled";
+    case Outcome::EndTurn:
+      return "end_turn";
+    case Outcome::MaxTurns:
+      return "max_turns";
+    case Outcome::BudgetTokens:
+      return "budget_exhausted:tokens";
+    case Outcome::BudgetCost:
+      return "budget_exhausted:cost";
+    case Outcome::BudgetTools:
+      return "budget_exhausted:tools";
+    case Outcome::Cancelled:
+      return "cancelled";
   }
   return "end_turn";
 }
@@ -342,12 +373,14 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
   if (config.memory) {
     // Stores that keep files put them in the kernel's data dir unless told otherwise.
     Json memory_config = config.memory->config.is_object() ? config.memory->config : Json::object();
-    if (!memory_config.contains("data_dir") && !config.data_dir.empty()) memory_config["data_dir"] = config.data_dir.string();
+    if (!memory_config.contains("data_dir") && !config.data_dir.empty())
+      memory_config["data_dir"] = config.data_dir.string();
     if (auto path = memory_config.find("path"); path != memory_config.end() && path->is_string()) {
       register_kernel_file(path->get<std::string>(), KernelFileAccess::Hidden, "memory store");
     }
     auto store = impl->host.create_memory(config.memory->name, memory_config);
-    if (!store) return fail(ErrorCode::Plugin, "memory plugin '" + config.memory->name + "'", store.error());
+    if (!store)
+      return fail(ErrorCode::Plugin, "memory plugin '" + config.memory->name + "'", store.error());
     impl->memory = *store;
     impl->memory_audit = std::make_shared<MemoryAuditHook>(impl->memory);
   }
@@ -376,7 +409,8 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
       if (box) {
         impl->parts.toolboxes.push_back(*box);
       } else {
-        log(LogLevel::Info, "toolbox plugin '" + info.name + "' not loaded by default: " + box.error().describe());
+        log(LogLevel::Info,
+            "toolbox plugin '" + info.name + "' not loaded by default: " + box.error().describe());
       }
     }
   }
@@ -403,18 +437,21 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
 Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options) {
   Impl& k = *impl_;
   auto* parent = dynamic_cast<KernelRunServices*>(options.parent.get());
-  if (options.parent && parent == nullptr) return fail(ErrorCode::Internal, "RunOptions::parent must come from a kernel run");
+  if (options.parent && parent == nullptr)
+    return fail(ErrorCode::Internal, "RunOptions::parent must come from a kernel run");
   const HostParts parts = k.snapshot();
   Request request = incoming;
   if (parts.guardrail) {
     GuardrailAction action = parts.guardrail->check_input(request.text);
-    if (action.kind == GuardrailAction::Kind::Block) return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
+    if (action.kind == GuardrailAction::Kind::Block)
+      return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
     if (action.kind == GuardrailAction::Kind::Sanitize) request.text = action.text;
   }
 
   const std::string provider_name = options.provider.value_or(k.config.provider.name);
   if (provider_name.empty()) {
-    return fail(ErrorCode::Config, "no provider: set `provider:` in kernex.yaml or pass --provider NAME");
+    return fail(ErrorCode::Config,
+                "no provider: set `provider:` in kernex.yaml or pass --provider NAME");
   }
   const Json provider_options = merged_options(k.config, provider_name, options.provider_options);
   auto provider = k.provider_for(provider_name, provider_options);
@@ -432,7 +469,8 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   MemoryStore* memory = parent == nullptr && !given_history ? k.memory.get() : nullptr;
   ContextInputs inputs;
   inputs.store = memory;
-  inputs.key = options.conversation.value_or(ConversationKey{k.config.channel, request.sender_id, k.config.project});
+  inputs.key = options.conversation.value_or(
+      ConversationKey{k.config.channel, request.sender_id, k.config.project});
   inputs.system_prompt = seed->system_prompt;
   inputs.limits = &limits;
   inputs.summarizer = parts.summarizer ? parts.summarizer.get() : &fallback_summarizer;
@@ -444,10 +482,11 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   context.mcp_servers = std::move(seed->mcp_servers);
   context.stop = options.stop;
   context.workspace = options.workspace;
-  LoopLimits loop_limits{options.max_turns.value_or(limits.max_turns),
-                         options.token_budget ? options.token_budget : limits.token_budget,
-                         options.cost_budget_usd ? options.cost_budget_usd : limits.cost_budget_usd,
-                         options.tool_call_budget ? options.tool_call_budget : limits.tool_call_budget};
+  LoopLimits loop_limits{
+      options.max_turns.value_or(limits.max_turns),
+      options.token_budget ? options.token_budget : limits.token_budget,
+      options.cost_budget_usd ? options.cost_budget_usd : limits.cost_budget_usd,
+      options.tool_call_budget ? options.tool_call_budget : limits.tool_call_budget};
   context.model = options.model ? options.model : seed->model;
   context.allowed_tools = options.allowed_tools;
   context.max_turns = loop_limits.max_turns;
@@ -456,7 +495,9 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   context.tool_call_budget = loop_limits.tool_call_budget;
 
   // The run tree: a root run opens it (budgets, trajectory); a sub-run joins its parent's.
-  std::shared_ptr<RunTree> tree = parent != nullptr ? parent->tree() : k.open_tree(options, loop_limits, built->conversation_id);
+  std::shared_ptr<RunTree> tree = parent != nullptr
+                                      ? parent->tree()
+                                      : k.open_tree(options, loop_limits, built->conversation_id);
   if (parent != nullptr) {
     const TreeBudget& b = tree->budget();
     loop_limits.token_budget = b.tokens;
@@ -468,7 +509,8 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   services.depth = parent != nullptr ? parent->depth() + 1 : 0;
   services.span = parent != nullptr ? tree->child_span(parent->span()) : "0";
   services.provider = *provider;
-  services.more_providers = [&k, provider_name, provider_options, first = *provider]() -> Result<std::shared_ptr<Provider>> {
+  services.more_providers = [&k, provider_name, provider_options,
+                             first = *provider]() -> Result<std::shared_ptr<Provider>> {
     if (auto twin = first->concurrent_instance()) return twin;
     return k.host.create_provider(provider_name, provider_options);
   };
@@ -480,7 +522,9 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   context.services = run_services;
   context.trajectory = tree->trajectory_ptr();
   const auto started = std::chrono::steady_clock::now();
-  if (parent == nullptr) k.record_start(*tree, options, request, provider_name, context.model.value_or((*provider)->default_model()));
+  if (parent == nullptr)
+    k.record_start(*tree, options, request, provider_name,
+                   context.model.value_or((*provider)->default_model()));
 
   // Provider and tools. The memory audit hook comes first, in runs that may write memory.
   auto context_tools = Impl::context_tools(request, sources);
@@ -505,23 +549,28 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   deps.depth = run_services->depth();
   std::uint32_t extension_calls = 0;
   const RunOptions::ToolCaller call_tool = [&](const std::string& name, Json arguments) {
-    return run_tool(deps, router, context, ToolCall{"kernex-" + std::to_string(++extension_calls), name, std::move(arguments)});
+    return run_tool(
+        deps, router, context,
+        ToolCall{"kernex-" + std::to_string(++extension_calls), name, std::move(arguments)});
   };
 
   auto run = [&]() -> Result<RunResult> {
     if (options.before_loop) {
-      if (auto ready = options.before_loop(context, call_tool); !ready) return std::unexpected(ready.error());
+      if (auto ready = options.before_loop(context, call_tool); !ready)
+        return std::unexpected(ready.error());
     }
     auto looped = run_agent_loop(context, deps, loop_limits);
     if (!looped) return looped;
     looped->conversation_id = built->conversation_id;
     // A cancelled run does no more work: what it said so far is its answer.
     if (options.after_loop && looped->outcome != Outcome::Cancelled) {
-      if (auto done = options.after_loop(*looped, call_tool); !done) return std::unexpected(done.error());
+      if (auto done = options.after_loop(*looped, call_tool); !done)
+        return std::unexpected(done.error());
     }
     if (parts.guardrail && looped->outcome == Outcome::EndTurn) {
       GuardrailAction action = parts.guardrail->check_output(looped->text);
-      if (action.kind == GuardrailAction::Kind::Block) return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
+      if (action.kind == GuardrailAction::Kind::Block)
+        return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
       if (action.kind == GuardrailAction::Kind::Sanitize) looped->text = action.text;
     }
     return looped;
@@ -533,7 +582,8 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
     if (options.before_save) {
       if (auto ok = options.before_save(); !ok) return std::unexpected(ok.error());
     }
-    if (auto saved = Impl::save_exchange(*memory, built->conversation_id, request, context, *run); !saved) {
+    if (auto saved = Impl::save_exchange(*memory, built->conversation_id, request, context, *run);
+        !saved) {
       return std::unexpected(saved.error());
     }
   }

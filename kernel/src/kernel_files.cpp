@@ -24,25 +24,29 @@ std::vector<ToolArea>& areas() {
 
 std::atomic<std::uint64_t> g_generation{0};
 
-// Absolute and lexically normal, without a trailing separator; empty when it can't be made absolute.
+// Absolute and lexically normal, without a trailing separator; empty when it can't be made
+// absolute.
 std::filesystem::path normal_absolute(const std::filesystem::path& path) {
   std::error_code ec;
   std::filesystem::path absolute = std::filesystem::absolute(path, ec);
   if (ec) return {};
   absolute = absolute.lexically_normal();
-  if (absolute.has_relative_path() && absolute.filename().empty()) absolute = absolute.parent_path();  // "dir/"
+  if (absolute.has_relative_path() && absolute.filename().empty())
+    absolute = absolute.parent_path();  // "dir/"
   return absolute;
 }
 
 }  // namespace
 
-void register_kernel_file(const std::filesystem::path& path, KernelFileAccess access, std::string why) {
+void register_kernel_file(const std::filesystem::path& path, KernelFileAccess access,
+                          std::string why) {
   if (path.empty()) return;
   const std::filesystem::path absolute = normal_absolute(path);
   if (absolute.empty()) return;
   std::lock_guard lock(registry_mutex());
   auto& files = registry();
-  auto it = std::find_if(files.begin(), files.end(), [&](const KernelFile& f) { return f.path == absolute; });
+  auto it = std::find_if(files.begin(), files.end(),
+                         [&](const KernelFile& f) { return f.path == absolute; });
   if (it == files.end()) {
     files.push_back({absolute, access, std::move(why)});
     g_generation.fetch_add(1, std::memory_order_release);
@@ -66,7 +70,8 @@ void register_tool_area(const std::filesystem::path& path, std::string why) {
   if (absolute.empty()) return;
   std::lock_guard lock(registry_mutex());
   auto& list = areas();
-  if (std::any_of(list.begin(), list.end(), [&](const ToolArea& a) { return a.path == absolute; })) return;
+  if (std::any_of(list.begin(), list.end(), [&](const ToolArea& a) { return a.path == absolute; }))
+    return;
   list.push_back({absolute, std::move(why)});
   g_generation.fetch_add(1, std::memory_order_release);
 }

@@ -38,8 +38,12 @@ Result<std::string> KernelRunServices::query_with(Provider& provider, const std:
     }
   }();
   const double latency = ms_since(t0);
-  Json event = {{"span", span}, {"parent", s_.span}, {"depth", s_.depth + 1}, {"kind", "llm_query"},
-                {"model", ctx.model.value_or(provider.default_model())}, {"prompt", prompt},
+  Json event = {{"span", span},
+                {"parent", s_.span},
+                {"depth", s_.depth + 1},
+                {"kind", "llm_query"},
+                {"model", ctx.model.value_or(provider.default_model())},
+                {"prompt", prompt},
                 {"latency_ms", latency}};
   if (!response) {
     event["error"] = response.error().describe();
@@ -48,7 +52,8 @@ Result<std::string> KernelRunServices::query_with(Provider& provider, const std:
   }
   Usage usage = response->usage;
   if (usage.cost_usd == 0.0 && s_.pricing != nullptr) {
-    usage.cost_usd = s_.pricing->cost(response->model.empty() ? event["model"].get<std::string>() : response->model, usage);
+    usage.cost_usd = s_.pricing->cost(
+        response->model.empty() ? event["model"].get<std::string>() : response->model, usage);
   }
   tree.charge(usage);
   if (tree.trajectory() != nullptr) {
@@ -62,16 +67,19 @@ Result<std::string> KernelRunServices::query_with(Provider& provider, const std:
   return response->text;
 }
 
-Result<std::string> KernelRunServices::llm_query(const std::string& prompt, const std::optional<std::string>& model) {
-  if (!s_.provider) return fail(ErrorCode::Unsupported, "llm_query: no provider in this run (deferred mode)");
+Result<std::string> KernelRunServices::llm_query(const std::string& prompt,
+                                                 const std::optional<std::string>& model) {
+  if (!s_.provider)
+    return fail(ErrorCode::Unsupported, "llm_query: no provider in this run (deferred mode)");
   return query_with(*s_.provider, prompt, model);
 }
 
-std::vector<Result<std::string>> KernelRunServices::llm_query_batched(const std::vector<std::string>& prompts,
-                                                                      const std::optional<std::string>& model) {
+std::vector<Result<std::string>> KernelRunServices::llm_query_batched(
+    const std::vector<std::string>& prompts, const std::optional<std::string>& model) {
   std::vector<Result<std::string>> out(prompts.size(), fail(ErrorCode::Internal, "not run"));
   if (!s_.provider) {
-    std::fill(out.begin(), out.end(), fail(ErrorCode::Unsupported, "llm_query_batched: no provider (deferred mode)"));
+    std::fill(out.begin(), out.end(),
+              fail(ErrorCode::Unsupported, "llm_query_batched: no provider (deferred mode)"));
     return out;
   }
   // Each worker owns a provider instance: plugins need not be thread-safe. The run's own
@@ -85,21 +93,25 @@ std::vector<Result<std::string>> KernelRunServices::llm_query_batched(const std:
   }
   std::atomic<std::size_t> next{0};
   auto work = [&](Provider& provider) {
-    for (std::size_t i = next++; i < prompts.size(); i = next++) out[i] = query_with(provider, prompts[i], model);
+    for (std::size_t i = next++; i < prompts.size(); i = next++)
+      out[i] = query_with(provider, prompts[i], model);
   };
   std::vector<std::jthread> threads;
-  for (std::size_t w = 1; w < workers.size(); ++w) threads.emplace_back([&, w] { work(*workers[w]); });
+  for (std::size_t w = 1; w < workers.size(); ++w)
+    threads.emplace_back([&, w] { work(*workers[w]); });
   work(*workers[0]);
   return out;
 }
 
-Result<std::string> KernelRunServices::rlm_query(const std::string& prompt, const std::optional<std::string>& context) {
+Result<std::string> KernelRunServices::rlm_query(const std::string& prompt,
+                                                 const std::optional<std::string>& context) {
   if (s_.depth + 1 > s_.tree->budget().max_depth) {
-    return budget_error("depth (rlm_query at depth " + std::to_string(s_.depth + 1) + " is past max_depth " +
-                        std::to_string(s_.tree->budget().max_depth) + ")");
+    return budget_error("depth (rlm_query at depth " + std::to_string(s_.depth + 1) +
+                        " is past max_depth " + std::to_string(s_.tree->budget().max_depth) + ")");
   }
   if (auto used_up = s_.tree->exhausted()) return budget_error(*used_up);
-  if (!s_.sub_runner) return fail(ErrorCode::Unsupported, "rlm_query: this run cannot start sub-agents");
+  if (!s_.sub_runner)
+    return fail(ErrorCode::Unsupported, "rlm_query: this run cannot start sub-agents");
   return s_.sub_runner(prompt, context, shared_from_this());
 }
 

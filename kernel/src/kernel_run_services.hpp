@@ -16,7 +16,8 @@
 
 namespace kernex {
 
-class KernelRunServices final : public RunServices, public std::enable_shared_from_this<KernelRunServices> {
+class KernelRunServices final : public RunServices,
+                                public std::enable_shared_from_this<KernelRunServices> {
  public:
   using ProviderFactory = std::function<Result<std::shared_ptr<Provider>>()>;
   // Runs a sub-agent for rlm_query; `parent` is these services (its tree, depth and span).
@@ -32,9 +33,9 @@ class KernelRunServices final : public RunServices, public std::enable_shared_fr
     ProviderFactory more_providers;      // extra instances for batched queries; may be empty
     std::optional<std::string> model;    // the run's model, used when a query names none
     const PricingTable* pricing = nullptr;
-    SubRunner sub_runner;                // empty: rlm_query is unsupported in this run
+    SubRunner sub_runner;  // empty: rlm_query is unsupported in this run
     std::size_t max_concurrency = 4;
-    std::stop_token stop;                // the run's: no query starts once it fires
+    std::stop_token stop;  // the run's: no query starts once it fires
   };
 
   explicit KernelRunServices(Setup setup) : s_(std::move(setup)) {}
@@ -43,15 +44,18 @@ class KernelRunServices final : public RunServices, public std::enable_shared_fr
   const std::string& span() const override { return s_.span; }
   const std::string& session() const override { return s_.tree->session(); }
   bool can_query() const override { return s_.provider != nullptr; }
-  Result<std::string> llm_query(const std::string& prompt, const std::optional<std::string>& model) override;
-  std::vector<Result<std::string>> llm_query_batched(const std::vector<std::string>& prompts,
-                                                     const std::optional<std::string>& model) override;
-  Result<std::string> rlm_query(const std::string& prompt, const std::optional<std::string>& context) override;
+  Result<std::string> llm_query(const std::string& prompt,
+                                const std::optional<std::string>& model) override;
+  std::vector<Result<std::string>> llm_query_batched(
+      const std::vector<std::string>& prompts, const std::optional<std::string>& model) override;
+  Result<std::string> rlm_query(const std::string& prompt,
+                                const std::optional<std::string>& context) override;
 
   const std::shared_ptr<RunTree>& tree() const { return s_.tree; }
 
  private:
-  Result<std::string> query_with(Provider& provider, const std::string& prompt, const std::optional<std::string>& model);
+  Result<std::string> query_with(Provider& provider, const std::string& prompt,
+                                 const std::optional<std::string>& model);
 
   Setup s_;
 };

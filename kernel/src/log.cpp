@@ -13,7 +13,8 @@ std::mutex& sink_mutex() {
 
 LogSink& sink() {
   static LogSink s = [](LogLevel level, std::string_view message) {
-    if (level >= LogLevel::Warn) std::cerr << "kernex: " << to_string(level) << ": " << message << '\n';
+    if (level >= LogLevel::Warn)
+      std::cerr << "kernex: " << to_string(level) << ": " << message << '\n';
   };
   return s;
 }
@@ -22,10 +23,14 @@ LogSink& sink() {
 
 std::string_view to_string(LogLevel level) noexcept {
   switch (level) {
-    case LogLevel::Debug: return "debug";
-    case LogLevel::Info: return "info";
-    case LogLevel::Warn: return "warning";
-    case LogLevel::Error: return "error";
+    case LogLevel::Debug:
+      return "debug";
+    case LogLevel::Info:
+      return "info";
+    case LogLevel::Warn:
+      return "warning";
+    case LogLevel::Error:
+      return "error";
   }
   return "info";
 }

@@ -11,8 +11,8 @@ namespace kernex {
 namespace {
 
 // Facts the assistant keeps for itself; never shown as part of the user's profile.
-constexpr std::array<std::string_view, 5> kSystemFactKeys{"welcomed", "preferred_language", "active_project",
-                                                          "personality", "onboarding_stage"};
+constexpr std::array<std::string_view, 5> kSystemFactKeys{
+    "welcomed", "preferred_language", "active_project", "personality", "onboarding_stage"};
 constexpr std::array<std::string_view, 3> kIdentityKeys{"name", "preferred_name", "pronouns"};
 constexpr std::array<std::string_view, 3> kContextKeys{"timezone", "location", "occupation"};
 constexpr std::size_t kRecallPreviewBytes = 200;
@@ -31,8 +31,9 @@ std::size_t floor_char_boundary(std::string_view s, std::size_t max) {
 
 std::optional<std::time_t> parse_utc(const std::string& text) {
   std::tm tm{};
-  if (text.size() < 19 || std::sscanf(text.c_str(), "%4d-%2d-%2d %2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                                      &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
+  if (text.size() < 19 ||
+      std::sscanf(text.c_str(), "%4d-%2d-%2d %2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
     return std::nullopt;
   }
   tm.tm_year -= 1900;
@@ -55,11 +56,15 @@ std::string profile_section(const std::vector<std::pair<std::string, std::string
   std::vector<const std::pair<std::string, std::string>*> identity, context, rest;
   for (const auto& f : facts) {
     if (in(kSystemFactKeys, f.first)) continue;
-    (in(kIdentityKeys, f.first) ? identity : in(kContextKeys, f.first) ? context : rest).push_back(&f);
+    (in(kIdentityKeys, f.first)  ? identity
+     : in(kContextKeys, f.first) ? context
+                                 : rest)
+        .push_back(&f);
   }
   const auto by = [](const auto& order) {
     return [&order](const auto* a, const auto* b) {
-      return std::find(order.begin(), order.end(), a->first) < std::find(order.begin(), order.end(), b->first);
+      return std::find(order.begin(), order.end(), a->first) <
+             std::find(order.begin(), order.end(), b->first);
     };
   };
   std::stable_sort(identity.begin(), identity.end(), by(kIdentityKeys));
@@ -91,7 +96,8 @@ std::string recall_section(const std::vector<RecallHit>& hits) {
     std::string_view text = h.text;
     std::string preview(text.substr(0, floor_char_boundary(text, kRecallPreviewBytes)));
     if (preview.size() < text.size()) preview += "...";
-    out += "\n- [" + h.created_at + "] " + (h.source == "summary" ? "Summary: " : "User: ") + preview;
+    out +=
+        "\n- [" + h.created_at + "] " + (h.source == "summary" ? "Summary: " : "User: ") + preview;
   }
   return out.empty() ? out : "Related past context:" + out;
 }
@@ -111,7 +117,8 @@ std::string outcomes_section(const std::vector<OutcomeRecord>& outcomes, const s
   std::string out;
   for (const auto& o : outcomes) {
     const char* sign = o.score > 0 ? "+" : o.score < 0 ? "-" : "~";
-    out += std::string("\n- [") + sign + "] " + o.domain + ": " + o.lesson + " (" + age(o.timestamp, now) + ")";
+    out += std::string("\n- [") + sign + "] " + o.domain + ": " + o.lesson + " (" +
+           age(o.timestamp, now) + ")";
   }
   return out.empty() ? out : "Recent outcomes:" + out;
 }

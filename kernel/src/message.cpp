@@ -41,13 +41,15 @@ std::string random_uuid_v4() {
 std::string rfc3339_utc_now() {
   const auto now = std::chrono::system_clock::now();
   const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1'000'000;
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+      1'000'000;
   const std::time_t secs = std::chrono::system_clock::to_time_t(now);
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[80];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(micros));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<long long>(micros));
   return buf;
 }
 
@@ -92,7 +94,8 @@ std::string normalize_uuid(const std::string& s) {
     }
   }
   if (!ok) {
-    throw Json::type_error::create(302, "expected a hyphenated UUID, but is \"" + s.substr(0, 64) + "\"", nullptr);
+    throw Json::type_error::create(
+        302, "expected a hyphenated UUID, but is \"" + s.substr(0, 64) + "\"", nullptr);
   }
   return out;
 }
@@ -169,7 +172,9 @@ static void from_json(const Json& j, Attachment& v) {
   check_field("file_type", [&] {
     if (!is_attachment_type(out.file_type)) {
       throw Json::type_error::create(
-          302, "expected one of Image, Document, Audio, Video, Other, but is \"" + out.file_type + "\"", nullptr);
+          302,
+          "expected one of Image, Document, Audio, Video, Other, but is \"" + out.file_type + "\"",
+          nullptr);
     }
   });
   jf::defaulted(j, "url", out.url);
@@ -205,8 +210,9 @@ void from_json(const Json& j, Request& v) {
   jf::required(j, "timestamp", out.timestamp);
   check_field("timestamp", [&] {
     if (!is_rfc3339(out.timestamp)) {
-      throw Json::type_error::create(302, "expected an RFC 3339 date-time, but is \"" + out.timestamp.substr(0, 64) + "\"",
-                                     nullptr);
+      throw Json::type_error::create(
+          302, "expected an RFC 3339 date-time, but is \"" + out.timestamp.substr(0, 64) + "\"",
+          nullptr);
     }
   });
   jf::defaulted(j, "reply_to", out.reply_to);
@@ -214,7 +220,8 @@ void from_json(const Json& j, Request& v) {
   if (const auto it = j.find("attachments"); it != j.end()) {
     check_field("attachments", [&] {
       if (!it->is_array()) {
-        throw Json::type_error::create(302, std::string("type must be array, but is ") + it->type_name(), nullptr);
+        throw Json::type_error::create(
+            302, std::string("type must be array, but is ") + it->type_name(), nullptr);
       }
       for (std::size_t i = 0; i < it->size(); ++i) {
         check_field(("[" + std::to_string(i) + "]").c_str(), [&] {

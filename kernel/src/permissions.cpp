@@ -38,7 +38,8 @@ std::string extract_args_string(const Json& args) {
       stack.insert(stack.end(), children.rbegin(), children.rend());
     }
   }
-  if (out.size() > kMaxPermissionArgsLen) out.resize(floor_char_boundary(out, kMaxPermissionArgsLen));
+  if (out.size() > kMaxPermissionArgsLen)
+    out.resize(floor_char_boundary(out, kMaxPermissionArgsLen));
   return out;
 }
 
@@ -130,8 +131,8 @@ Result<std::vector<std::string>> read_pattern_list(const YAML::Node& node, const
     if (!item.IsScalar()) {
       // yaml-cpp marks an empty item at the next token, so point at the list instead.
       const YAML::Mark mark = item.IsNull() ? node.Mark() : item.Mark();
-      return fail(ErrorCode::Config, at_line(origin, mark) + ": permissions key '" + key + "' item " +
-                                         std::to_string(i + 1) + " must be a string");
+      return fail(ErrorCode::Config, at_line(origin, mark) + ": permissions key '" + key +
+                                         "' item " + std::to_string(i + 1) + " must be a string");
     }
     out.push_back(item.Scalar());
   }
@@ -140,30 +141,35 @@ Result<std::vector<std::string>> read_pattern_list(const YAML::Node& node, const
 
 }  // namespace
 
-Result<PermissionRules> PermissionRules::parse_yaml(std::string_view text, std::string_view origin) {
+Result<PermissionRules> PermissionRules::parse_yaml(std::string_view text,
+                                                    std::string_view origin) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    return fail(ErrorCode::Config, at_line(origin, e.mark) + ": invalid YAML in permissions file: " + e.msg);
+    return fail(ErrorCode::Config,
+                at_line(origin, e.mark) + ": invalid YAML in permissions file: " + e.msg);
   }
   if (!root || root.IsNull()) return PermissionRules{};
   if (!root.IsMap()) {
     return fail(ErrorCode::Config,
-                at_line(origin, root.Mark()) + ": permissions file must be a mapping with 'allow' and/or 'deny'");
+                at_line(origin, root.Mark()) +
+                    ": permissions file must be a mapping with 'allow' and/or 'deny'");
   }
   PermissionRules rules;
   try {
     for (const auto& kv : root) {
       if (!kv.first.IsScalar()) {
-        return fail(ErrorCode::Config, at_line(origin, kv.first.Mark()) + ": permissions keys must be strings");
+        return fail(ErrorCode::Config,
+                    at_line(origin, kv.first.Mark()) + ": permissions keys must be strings");
       }
       const std::string key = kv.first.Scalar();
       Result<std::vector<std::string>> list;
       if (key == "allow" || key == "deny") {
         list = read_pattern_list(kv.second, key, origin);
       } else {
-        return fail(ErrorCode::Config, at_line(origin, kv.first.Mark()) + ": unknown permissions key '" + key +
+        return fail(ErrorCode::Config, at_line(origin, kv.first.Mark()) +
+                                           ": unknown permissions key '" + key +
                                            "' (expected 'allow' or 'deny')");
       }
       if (!list) return std::unexpected(list.error());
@@ -182,4 +188,3 @@ Result<PermissionRules> PermissionRules::load_yaml_file(const std::filesystem::p
 }
 
 }  // namespace kernex
-

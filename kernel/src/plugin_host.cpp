@@ -19,16 +19,21 @@ namespace kernex {
 
 std::string_view to_string(PluginKind kind) noexcept {
   switch (kind) {
-    case PluginKind::Provider: return "provider";
-    case PluginKind::Memory: return "memory";
-    case PluginKind::Hook: return "hook";
-    case PluginKind::Toolbox: return "toolbox";
+    case PluginKind::Provider:
+      return "provider";
+    case PluginKind::Memory:
+      return "memory";
+    case PluginKind::Hook:
+      return "hook";
+    case PluginKind::Toolbox:
+      return "toolbox";
   }
   return "unknown";
 }
 
 std::optional<PluginKind> plugin_kind_from_string(std::string_view name) noexcept {
-  for (PluginKind k : {PluginKind::Provider, PluginKind::Memory, PluginKind::Hook, PluginKind::Toolbox}) {
+  for (PluginKind k :
+       {PluginKind::Provider, PluginKind::Memory, PluginKind::Hook, PluginKind::Toolbox}) {
     if (to_string(k) == name) return k;
   }
   return std::nullopt;
@@ -52,17 +57,22 @@ bool known_kind(PluginKind kind) {
     case PluginKind::Provider:
     case PluginKind::Memory:
     case PluginKind::Hook:
-    case PluginKind::Toolbox: return true;
+    case PluginKind::Toolbox:
+      return true;
   }
   return false;
 }
 
 const char* factory_symbol(PluginKind kind) {
   switch (kind) {
-    case PluginKind::Provider: return PluginTraits<PluginKind::Provider>::factory_symbol;
-    case PluginKind::Memory: return PluginTraits<PluginKind::Memory>::factory_symbol;
-    case PluginKind::Hook: return PluginTraits<PluginKind::Hook>::factory_symbol;
-    case PluginKind::Toolbox: return PluginTraits<PluginKind::Toolbox>::factory_symbol;
+    case PluginKind::Provider:
+      return PluginTraits<PluginKind::Provider>::factory_symbol;
+    case PluginKind::Memory:
+      return PluginTraits<PluginKind::Memory>::factory_symbol;
+    case PluginKind::Hook:
+      return PluginTraits<PluginKind::Hook>::factory_symbol;
+    case PluginKind::Toolbox:
+      return PluginTraits<PluginKind::Toolbox>::factory_symbol;
   }
   return "";
 }
@@ -70,10 +80,14 @@ const char* factory_symbol(PluginKind kind) {
 AnyFactory resolve_factory(const boost::dll::shared_library& lib, PluginKind kind) {
   const char* symbol = factory_symbol(kind);
   switch (kind) {
-    case PluginKind::Provider: return &lib.get_alias<ProviderFactory>(symbol);
-    case PluginKind::Memory: return &lib.get_alias<MemoryFactory>(symbol);
-    case PluginKind::Hook: return &lib.get_alias<HookFactory>(symbol);
-    case PluginKind::Toolbox: return &lib.get_alias<ToolboxFactory>(symbol);
+    case PluginKind::Provider:
+      return &lib.get_alias<ProviderFactory>(symbol);
+    case PluginKind::Memory:
+      return &lib.get_alias<MemoryFactory>(symbol);
+    case PluginKind::Hook:
+      return &lib.get_alias<HookFactory>(symbol);
+    case PluginKind::Toolbox:
+      return &lib.get_alias<ToolboxFactory>(symbol);
   }
   throw std::logic_error("resolve_factory: unknown kind");  // known_kind() was checked before
 }
@@ -107,9 +121,7 @@ Error detach(const Error& e) {
   return copy;
 }
 
-std::string kind_list() {
-  return "1=provider, 2=memory, 3=hook, 4=toolbox";
-}
+std::string kind_list() { return "1=provider, 2=memory, 3=hook, 4=toolbox"; }
 
 }  // namespace
 
@@ -142,7 +154,7 @@ struct PluginHost::Impl {
 
   template <PluginKind K>
   Result<std::shared_ptr<typename PluginTraits<K>::Interface>> create(std::string_view name,
-                                                                        const Json& config) const;
+                                                                      const Json& config) const;
 };
 
 namespace {
@@ -171,8 +183,8 @@ Result<std::shared_ptr<typename PluginTraits<K>::Interface>> PluginHost::Impl::c
   const Loaded* plugin = find_loaded(K, name);
   if (plugin == nullptr) {
     if (const PluginInfo* broken = find_broken(K, name)) {
-      return fail(ErrorCode::Plugin, kind_name + " plugin '" + std::string(name) + "' failed to load",
-                  *broken->error);
+      return fail(ErrorCode::Plugin,
+                  kind_name + " plugin '" + std::string(name) + "' failed to load", *broken->error);
     }
     std::string available;
     for (const Loaded& l : loaded) {
@@ -182,8 +194,8 @@ Result<std::shared_ptr<typename PluginTraits<K>::Interface>> PluginHost::Impl::c
       available += info.name;
     }
     if (available.empty()) available = "(none)";
-    return fail(ErrorCode::Plugin,
-                "no " + kind_name + " plugin named '" + std::string(name) + "'; available: " + available);
+    return fail(ErrorCode::Plugin, "no " + kind_name + " plugin named '" + std::string(name) +
+                                       "'; available: " + available);
   }
 
   const PluginInfo& info = infos[plugin->info_index];
@@ -239,7 +251,8 @@ PluginHost PluginHost::discover(const std::vector<std::filesystem::path>& dirs) 
     std::vector<fs::path> files;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       std::error_code type_ec;
-      if (it->path().extension() == ".so" && it->is_regular_file(type_ec)) files.push_back(it->path());
+      if (it->path().extension() == ".so" && it->is_regular_file(type_ec))
+        files.push_back(it->path());
     }
     // Sorted so which of two duplicates wins does not depend on the filesystem's order.
     std::sort(files.begin(), files.end(),
@@ -257,7 +270,8 @@ Result<PluginInfo> PluginHost::add_file(const std::filesystem::path& path) {
   info.path = ec ? path : absolute.lexically_normal();
   const fs::path& file = info.path;
 
-  if (!fs::is_regular_file(file, ec)) return impl_->record(info, plugin_error(file, "not a regular file"));
+  if (!fs::is_regular_file(file, ec))
+    return impl_->record(info, plugin_error(file, "not a regular file"));
   if (auto problem = precheck(file)) return impl_->record(info, plugin_error(file, *problem));
 
   Library library;
@@ -271,17 +285,20 @@ Result<PluginInfo> PluginHost::add_file(const std::filesystem::path& path) {
   // Only plain data is read here; no plugin function runs until a factory is called.
   try {
     if (!library->has(kDescriptorSymbol)) {
-      return impl_->record(info, plugin_error(file, std::string("no ") + kDescriptorSymbol + " symbol"));
+      return impl_->record(info,
+                           plugin_error(file, std::string("no ") + kDescriptorSymbol + " symbol"));
     }
     const PluginDescriptor& d = library->get_alias<const PluginDescriptor>(kDescriptorSymbol);
     info.abi_version = d.abi_version;
     if (d.abi_version != kAbiVersion) {
-      return impl_->record(info, plugin_error(file, "ABI version " + std::to_string(d.abi_version) +
-                                                        ", this kernel speaks " + std::to_string(kAbiVersion)));
+      return impl_->record(
+          info, plugin_error(file, "ABI version " + std::to_string(d.abi_version) +
+                                       ", this kernel speaks " + std::to_string(kAbiVersion)));
     }
     if (!known_kind(d.kind)) {
       return impl_->record(
-          info, plugin_error(file, "unknown plugin kind " + std::to_string(static_cast<std::uint32_t>(d.kind)) +
+          info, plugin_error(file, "unknown plugin kind " +
+                                       std::to_string(static_cast<std::uint32_t>(d.kind)) +
                                        " (expected " + kind_list() + ")"));
     }
     info.kind = d.kind;
@@ -290,25 +307,28 @@ Result<PluginInfo> PluginHost::add_file(const std::filesystem::path& path) {
     }
     info.name = d.name;
     if (d.version == nullptr || *d.version == '\0') {
-      return impl_->record(info, plugin_error(file, std::string(to_string(d.kind)) + " plugin '" + info.name +
-                                                        "' has no version"));
+      return impl_->record(info, plugin_error(file, std::string(to_string(d.kind)) + " plugin '" +
+                                                        info.name + "' has no version"));
     }
     info.version = d.version;
     if (d.description != nullptr) info.description = d.description;
 
     const std::string label = std::string(to_string(d.kind)) + " plugin '" + info.name + "'";
     if (const Loaded* first = impl_->find_loaded(d.kind, info.name)) {
-      return impl_->record(info, plugin_error(file, "duplicate " + label + "; already loaded from " +
-                                                        impl_->infos[first->info_index].path.string()));
+      return impl_->record(info,
+                           plugin_error(file, "duplicate " + label + "; already loaded from " +
+                                                  impl_->infos[first->info_index].path.string()));
     }
     if (!library->has(factory_symbol(d.kind))) {
-      return impl_->record(info, plugin_error(file, label + " does not export " + factory_symbol(d.kind)));
+      return impl_->record(
+          info, plugin_error(file, label + " does not export " + factory_symbol(d.kind)));
     }
     AnyFactory factory = resolve_factory(*library, d.kind);
     impl_->loaded.push_back(Loaded{impl_->infos.size(), std::move(library), factory});
     return impl_->record(info, std::nullopt);
   } catch (const std::exception& e) {
-    return impl_->record(info, plugin_error(file, std::string("cannot read descriptor: ") + e.what()));
+    return impl_->record(info,
+                         plugin_error(file, std::string("cannot read descriptor: ") + e.what()));
   }
 }
 
@@ -323,17 +343,25 @@ const PluginInfo* PluginHost::find(PluginKind kind, std::string_view name) const
   return l ? &impl_->infos[l->info_index] : nullptr;
 }
 
-Result<std::shared_ptr<Provider>> PluginHost::create_provider(std::string_view name, const Json& config) const {
-  return impl_ ? impl_->create<PluginKind::Provider>(name, config) : Impl{}.create<PluginKind::Provider>(name, config);
+Result<std::shared_ptr<Provider>> PluginHost::create_provider(std::string_view name,
+                                                              const Json& config) const {
+  return impl_ ? impl_->create<PluginKind::Provider>(name, config)
+               : Impl{}.create<PluginKind::Provider>(name, config);
 }
-Result<std::shared_ptr<MemoryStore>> PluginHost::create_memory(std::string_view name, const Json& config) const {
-  return impl_ ? impl_->create<PluginKind::Memory>(name, config) : Impl{}.create<PluginKind::Memory>(name, config);
+Result<std::shared_ptr<MemoryStore>> PluginHost::create_memory(std::string_view name,
+                                                               const Json& config) const {
+  return impl_ ? impl_->create<PluginKind::Memory>(name, config)
+               : Impl{}.create<PluginKind::Memory>(name, config);
 }
-Result<std::shared_ptr<HookRunner>> PluginHost::create_hook(std::string_view name, const Json& config) const {
-  return impl_ ? impl_->create<PluginKind::Hook>(name, config) : Impl{}.create<PluginKind::Hook>(name, config);
+Result<std::shared_ptr<HookRunner>> PluginHost::create_hook(std::string_view name,
+                                                            const Json& config) const {
+  return impl_ ? impl_->create<PluginKind::Hook>(name, config)
+               : Impl{}.create<PluginKind::Hook>(name, config);
 }
-Result<std::shared_ptr<ToolExecutor>> PluginHost::create_toolbox(std::string_view name, const Json& config) const {
-  return impl_ ? impl_->create<PluginKind::Toolbox>(name, config) : Impl{}.create<PluginKind::Toolbox>(name, config);
+Result<std::shared_ptr<ToolExecutor>> PluginHost::create_toolbox(std::string_view name,
+                                                                 const Json& config) const {
+  return impl_ ? impl_->create<PluginKind::Toolbox>(name, config)
+               : Impl{}.create<PluginKind::Toolbox>(name, config);
 }
 
 }  // namespace kernex

@@ -59,7 +59,8 @@ bool rule_matches(const PricingTable::Rule& rule, const std::string& model) {
         if (model.starts_with(p)) return true;
         break;
       case Match::Regex:
-        if (model.size() <= kMaxRegexSubject && std::regex_search(model, cached_regex(p))) return true;
+        if (model.size() <= kMaxRegexSubject && std::regex_search(model, cached_regex(p)))
+          return true;
         break;
     }
   }
@@ -76,7 +77,8 @@ struct RuleParser {
   std::string_view origin;
   std::size_t index;  // 1-based, as a person counts the rules in the file
 
-  std::unexpected<Error> error(const YAML::Node& at, const std::string& field, const std::string& what) const {
+  std::unexpected<Error> error(const YAML::Node& at, const std::string& field,
+                               const std::string& what) const {
     std::string msg = where(origin, at.Mark()) + ": pricing rule " + std::to_string(index);
     if (!field.empty()) msg += ", field '" + field + "'";
     return fail(ErrorCode::Config, msg + ": " + what);
@@ -84,7 +86,8 @@ struct RuleParser {
 
   Result<double> price(const YAML::Node& node, const std::string& field) const {
     double value = 0;
-    if (!node.IsScalar() || !YAML::convert<double>::decode(node, value) || !std::isfinite(value) || value < 0) {
+    if (!node.IsScalar() || !YAML::convert<double>::decode(node, value) || !std::isfinite(value) ||
+        value < 0) {
       return error(node, field, "expected a non-negative number of USD per million tokens");
     }
     return value;
@@ -92,7 +95,8 @@ struct RuleParser {
 
   Result<PricingTable::Rule> parse(const YAML::Node& node) const {
     using Match = PricingTable::Rule::Match;
-    if (!node.IsMap()) return error(node, "", "expected a mapping with match, patterns, input and output");
+    if (!node.IsMap())
+      return error(node, "", "expected a mapping with match, patterns, input and output");
     PricingTable::Rule rule;
     bool has_match = false, has_patterns = false, has_input = false, has_output = false;
     std::optional<double> cache_read, cache_write;
@@ -101,16 +105,23 @@ struct RuleParser {
       const YAML::Node& value = kv.second;
       if (key == "match") {
         const std::string kind = value.IsScalar() ? value.Scalar() : std::string();
-        if (kind == "contains") rule.match = Match::Contains;
-        else if (kind == "equals") rule.match = Match::Equals;
-        else if (kind == "starts_with") rule.match = Match::StartsWith;
-        else if (kind == "regex") rule.match = Match::Regex;
-        else return error(value, key, "expected one of contains, equals, starts_with, regex");
+        if (kind == "contains")
+          rule.match = Match::Contains;
+        else if (kind == "equals")
+          rule.match = Match::Equals;
+        else if (kind == "starts_with")
+          rule.match = Match::StartsWith;
+        else if (kind == "regex")
+          rule.match = Match::Regex;
+        else
+          return error(value, key, "expected one of contains, equals, starts_with, regex");
         has_match = true;
       } else if (key == "patterns") {
-        if (!value.IsSequence() || value.size() == 0) return error(value, key, "expected a non-empty list of strings");
+        if (!value.IsSequence() || value.size() == 0)
+          return error(value, key, "expected a non-empty list of strings");
         for (const YAML::Node& item : value) {
-          if (!item.IsScalar() || item.Scalar().empty()) return error(item, key, "expected a non-empty string");
+          if (!item.IsScalar() || item.Scalar().empty())
+            return error(item, key, "expected a non-empty string");
           rule.patterns.push_back(item.Scalar());
         }
         has_patterns = true;
@@ -129,8 +140,9 @@ struct RuleParser {
           cache_write = *v;
         }
       } else {
-        return error(kv.first, key,
-                     "unknown field (expected match, patterns, input, output, cache_read, cache_write)");
+        return error(
+            kv.first, key,
+            "unknown field (expected match, patterns, input, output, cache_read, cache_write)");
       }
     }
     if (!has_match) return error(node, "match", "missing (contains, equals, starts_with or regex)");
@@ -162,12 +174,14 @@ Result<PricingTable> PricingTable::parse_yaml(std::string_view text, std::string
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    return fail(ErrorCode::Config, where(origin, e.mark) + ": invalid YAML in pricing file: " + e.msg);
+    return fail(ErrorCode::Config,
+                where(origin, e.mark) + ": invalid YAML in pricing file: " + e.msg);
   }
   if (!root.IsSequence()) {
-    return fail(ErrorCode::Config, where(origin, root.Mark()) +
-                                       ": pricing file must be a list of rules (- match: ..., patterns: [...], "
-                                       "input: N, output: N)");
+    return fail(ErrorCode::Config,
+                where(origin, root.Mark()) +
+                    ": pricing file must be a list of rules (- match: ..., patterns: [...], "
+                    "input: N, output: N)");
   }
   PricingTable table;
   try {

@@ -14,25 +14,31 @@ bool is_identifier(const std::string& s) {
   return true;
 }
 
-std::string variable_name(std::size_t index) { return index == 0 ? "context" : "context_" + std::to_string(index); }
+std::string variable_name(std::size_t index) {
+  return index == 0 ? "context" : "context_" + std::to_string(index);
+}
 
 // A tool result as text for the prompt or the answer: eval_code answers JSON whose stdout is the
 // value; anything else is used as it is.
 std::string printed(const ToolResult& result) {
   Json j = parse_untrusted(result.content);
-  if (j.is_object() && j.contains("stdout") && j["stdout"].is_string()) return j["stdout"].get<std::string>();
+  if (j.is_object() && j.contains("stdout") && j["stdout"].is_string())
+    return j["stdout"].get<std::string>();
   return result.content;
 }
 
 // Loads every context into the REPL and tells the model what it holds (metadata only).
-Result<void> load_contexts(Context& context, const RunOptions::ToolCaller& call_tool, const RlmOptions& options) {
+Result<void> load_contexts(Context& context, const RunOptions::ToolCaller& call_tool,
+                           const RlmOptions& options) {
   std::string listing;
   std::size_t index = 0;
   auto load = [&](Json arguments, const std::string& origin) -> Result<void> {
     const std::string name = variable_name(index++);
     arguments["name"] = name;
     ToolResult loaded = call_tool("load_context", std::move(arguments));
-    if (loaded.is_error) return fail(ErrorCode::Tool, "loading " + origin + " as `" + name + "` failed: " + loaded.content);
+    if (loaded.is_error)
+      return fail(ErrorCode::Tool,
+                  "loading " + origin + " as `" + name + "` failed: " + loaded.content);
     listing += "- `" + name + "` (from " + origin + "): " + loaded.content + "\n";
     return {};
   };
@@ -47,9 +53,11 @@ Result<void> load_contexts(Context& context, const RunOptions::ToolCaller& call_
   for (const auto& text : options.context_texts) {
     if (auto r = load(Json{{"text", text}}, "the caller"); !r) return r;
   }
-  context.system_prompt = rlm_system_prompt() + (context.system_prompt.empty() ? "" : "\n\n" + context.system_prompt);
-  context.system_prompt += listing.empty() ? "\n\nNo context variables are loaded; the question is all you have.\n"
-                                           : "\n\nVariables loaded in the REPL (metadata only):\n" + listing;
+  context.system_prompt =
+      rlm_system_prompt() + (context.system_prompt.empty() ? "" : "\n\n" + context.system_prompt);
+  context.system_prompt +=
+      listing.empty() ? "\n\nNo context variables are loaded; the question is all you have.\n"
+                      : "\n\nVariables loaded in the REPL (metadata only):\n" + listing;
   return {};
 }
 
@@ -60,10 +68,13 @@ Result<void> resolve_final(RunResult& run, const RunOptions::ToolCaller& call_to
     run.text = final->value;
     return {};
   }
-  if (!is_identifier(final->value)) return fail(ErrorCode::Tool, "FINAL_VAR(" + final->value + "): not a variable name");
+  if (!is_identifier(final->value))
+    return fail(ErrorCode::Tool, "FINAL_VAR(" + final->value + "): not a variable name");
   const std::string& v = final->value;
-  ToolResult shown = call_tool("eval_code", Json{{"code", "_v = " + v + "\nprint(_v['content'] if isinstance(_v, dict) "
-                                                             "and 'content' in _v else _v, end='')"}});
+  ToolResult shown =
+      call_tool("eval_code", Json{{"code", "_v = " + v +
+                                               "\nprint(_v['content'] if isinstance(_v, dict) "
+                                               "and 'content' in _v else _v, end='')"}});
   if (shown.is_error) return fail(ErrorCode::Tool, "FINAL_VAR(" + v + "): " + shown.content);
   Json j = parse_untrusted(shown.content);
   if (j.is_object() && j.contains("error") && !j["error"].is_null() && j["error"] != "") {
@@ -76,7 +87,8 @@ Result<void> resolve_final(RunResult& run, const RunOptions::ToolCaller& call_to
 }  // namespace
 
 const std::vector<std::string>& rlm_tool_names() {
-  static const std::vector<std::string> names{"load_context", "list_vars", "peek", "scan", "eval_code"};
+  static const std::vector<std::string> names{"load_context", "list_vars", "peek", "scan",
+                                              "eval_code"};
   return names;
 }
 
@@ -104,7 +116,8 @@ std::optional<FinalAnswer> parse_final(const std::string& text) {
   // The last FINAL wins: models sometimes restate the instructions before answering.
   static const std::regex final_var(R"(FINAL_VAR\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\))");
   std::optional<FinalAnswer> out;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), final_var); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), final_var);
+       it != std::sregex_iterator(); ++it) {
     out = FinalAnswer{true, (*it)[1].str()};
   }
   if (out) return out;
@@ -123,10 +136,12 @@ Result<RunResult> run_rlm(Kernel& kernel, const std::string& question, const Rlm
   RunOptions run = options.run;
   run.kind = "rlm";
   run.allowed_tools = rlm_tool_names();
-  RunOptions sub_template = options.run;  // provider, model and sink carry down; budgets come from the tree
+  RunOptions sub_template =
+      options.run;  // provider, model and sink carry down; budgets come from the tree
   sub_template.trajectory = nullptr;
-  run.sub_runner = [&kernel, sub_template](const std::string& prompt, const std::optional<std::string>& context,
-                                           const std::shared_ptr<RunServices>& parent) -> Result<std::string> {
+  run.sub_runner = [&kernel, sub_template](
+                       const std::string& prompt, const std::optional<std::string>& context,
+                       const std::shared_ptr<RunServices>& parent) -> Result<std::string> {
     RlmOptions sub;
     sub.run = sub_template;
     sub.run.parent = parent;
@@ -138,7 +153,9 @@ Result<RunResult> run_rlm(Kernel& kernel, const std::string& question, const Rlm
   run.before_loop = [&options](Context& context, const RunOptions::ToolCaller& call_tool) {
     return load_contexts(context, call_tool, options);
   };
-  run.after_loop = [](RunResult& result, const RunOptions::ToolCaller& call_tool) { return resolve_final(result, call_tool); };
+  run.after_loop = [](RunResult& result, const RunOptions::ToolCaller& call_tool) {
+    return resolve_final(result, call_tool);
+  };
   return kernel.run(Request::from_text("rlm", question), run);
 }
 

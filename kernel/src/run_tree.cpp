@@ -29,7 +29,8 @@ std::uint32_t RunTree::tool_calls_used() const {
 std::optional<std::string> RunTree::exhausted() const {
   std::lock_guard lock(mu_);
   if (budget_.tokens && used_.billed_tokens() >= *budget_.tokens) {
-    return "tokens (" + std::to_string(used_.billed_tokens()) + " of " + std::to_string(*budget_.tokens) + " used)";
+    return "tokens (" + std::to_string(used_.billed_tokens()) + " of " +
+           std::to_string(*budget_.tokens) + " used)";
   }
   if (budget_.cost_usd && used_.cost_usd >= *budget_.cost_usd) {
     char buf[96];
@@ -37,7 +38,8 @@ std::optional<std::string> RunTree::exhausted() const {
     return std::string(buf);
   }
   if (budget_.tool_calls && tool_calls_ >= *budget_.tool_calls) {
-    return "tool_calls (" + std::to_string(tool_calls_) + " of " + std::to_string(*budget_.tool_calls) + " used)";
+    return "tool_calls (" + std::to_string(tool_calls_) + " of " +
+           std::to_string(*budget_.tool_calls) + " used)";
   }
   return std::nullopt;
 }

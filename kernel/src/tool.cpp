@@ -9,7 +9,8 @@ namespace jf = json_fields;
 bool command_matches_allowlist(const std::vector<std::string>& allowed, std::string_view command) {
   if (allowed.empty()) return true;  // nothing declared: unrestricted
   const auto slash = command.rfind('/');
-  const std::string_view basename = slash == std::string_view::npos ? command : command.substr(slash + 1);
+  const std::string_view basename =
+      slash == std::string_view::npos ? command : command.substr(slash + 1);
   return std::any_of(allowed.begin(), allowed.end(), [&](const std::string& entry) {
     // A path entry pins the exact executable; a bare name accepts it from any directory.
     return entry.find('/') != std::string::npos ? entry == command : entry == basename;
@@ -45,7 +46,8 @@ void from_json(const Json& j, ToolCall& v) {
 }
 
 void to_json(Json& j, const ToolResult& v) {
-  j = Json{{"call_id", v.call_id}, {"name", v.name}, {"content", v.content}, {"is_error", v.is_error}};
+  j = Json{
+      {"call_id", v.call_id}, {"name", v.name}, {"content", v.content}, {"is_error", v.is_error}};
 }
 
 void from_json(const Json& j, ToolResult& v) {
@@ -59,8 +61,12 @@ void from_json(const Json& j, ToolResult& v) {
 }
 
 void to_json(Json& j, const Toolbox& v) {
-  j = Json{{"name", v.name},       {"description", v.description}, {"parameters", v.parameters},
-           {"command", v.command}, {"args", v.args},               {"network", v.network}};
+  j = Json{{"name", v.name},
+           {"description", v.description},
+           {"parameters", v.parameters},
+           {"command", v.command},
+           {"args", v.args},
+           {"network", v.network}};
   if (!v.env.empty()) j["env"] = v.env;
   if (!v.env_passthrough.empty()) j["env_passthrough"] = v.env_passthrough;
   if (!v.allowed_commands.empty()) j["allowed_commands"] = v.allowed_commands;

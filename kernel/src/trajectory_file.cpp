@@ -28,7 +28,8 @@ std::string new_run_id() {
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
   char suffix[8];
-  std::snprintf(suffix, sizeof suffix, "%06x", static_cast<unsigned>(detail::random_u64() & 0xffffffu));
+  std::snprintf(suffix, sizeof suffix, "%06x",
+                static_cast<unsigned>(detail::random_u64() & 0xffffffu));
   return std::string(stamp) + "-" + suffix;
 }
 
@@ -61,7 +62,8 @@ class JsonlTrajectory final : public Trajectory {
       out_.flush();
       if (!out_ && !warned_) {
         warned_ = true;
-        log(LogLevel::Warn, "trajectory " + path_.string() + ": write failed; later events are lost");
+        log(LogLevel::Warn,
+            "trajectory " + path_.string() + ": write failed; later events are lost");
       }
     } catch (const std::exception& e) {
       log(LogLevel::Warn, std::string("trajectory: could not record an event: ") + e.what());
@@ -85,10 +87,12 @@ std::string cap_field(std::string_view text, std::size_t cap) {
   std::size_t cut = cap;
   // Step back over UTF-8 continuation bytes so the kept part stays valid.
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(text.substr(0, cut)) + "…[truncated " + std::to_string(text.size() - cut) + " bytes]";
+  return std::string(text.substr(0, cut)) + "…[truncated " + std::to_string(text.size() - cut) +
+         " bytes]";
 }
 
-Result<std::shared_ptr<Trajectory>> open_trajectory(const std::filesystem::path& dir, std::size_t field_cap) {
+Result<std::shared_ptr<Trajectory>> open_trajectory(const std::filesystem::path& dir,
+                                                    std::size_t field_cap) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return fail(ErrorCode::Io, "trajectory dir " + dir.string() + ": " + ec.message());
@@ -105,11 +109,13 @@ Result<std::shared_ptr<Trajectory>> open_trajectory(const std::filesystem::path&
       break;
     }
     if (errno != EEXIST || attempt == 16) {
-      return fail(ErrorCode::Io, "trajectory " + path.string() + ": cannot create: " + std::strerror(errno));
+      return fail(ErrorCode::Io,
+                  "trajectory " + path.string() + ": cannot create: " + std::strerror(errno));
     }
   }
   auto t = std::make_shared<JsonlTrajectory>(id, path, field_cap);
-  if (!t->good()) return fail(ErrorCode::Io, "trajectory " + path.string() + ": cannot open for writing");
+  if (!t->good())
+    return fail(ErrorCode::Io, "trajectory " + path.string() + ": cannot open for writing");
   return t;
 }
 

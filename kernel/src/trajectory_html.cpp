@@ -16,12 +16,23 @@ std::string escape(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -46,8 +57,9 @@ std::string fixed(double v, int digits) {
 
 std::string pre(const std::string& label, const std::string& text) {
   if (text.empty()) return {};
-  return "<details" + std::string(text.size() < 2000 ? " open" : "") + "><summary>" + escape(label) + " (" +
-         std::to_string(text.size()) + " bytes)</summary><pre>" + escape(text) + "</pre></details>";
+  return "<details" + std::string(text.size() < 2000 ? " open" : "") + "><summary>" +
+         escape(label) + " (" + std::to_string(text.size()) + " bytes)</summary><pre>" +
+         escape(text) + "</pre></details>";
 }
 
 struct Step {
@@ -62,16 +74,18 @@ std::string bar_chart(const std::string& title, const std::vector<Step>& steps, 
   for (const auto& s : steps) max = std::max(max, cost ? s.cost : s.tokens);
   const int row = 18, width = 520, label_w = 150;
   std::ostringstream svg;
-  svg << "<figure><figcaption>" << escape(title) << "</figcaption><svg xmlns='http://www.w3.org/2000/svg' width='"
-      << width + label_w + 110 << "' height='" << row * steps.size() + 4 << "' role='img' aria-label='"
-      << escape(title) << "'>";
+  svg << "<figure><figcaption>" << escape(title)
+      << "</figcaption><svg xmlns='http://www.w3.org/2000/svg' width='" << width + label_w + 110
+      << "' height='" << row * steps.size() + 4 << "' role='img' aria-label='" << escape(title)
+      << "'>";
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const double v = cost ? steps[i].cost : steps[i].tokens;
     const double w = max > 0 ? v / max * width : 0;
     const auto y = static_cast<int>(i) * row;
-    svg << "<text x='0' y='" << y + 13 << "' class='l'>" << escape(steps[i].label) << "</text><rect x='" << label_w
-        << "' y='" << y + 2 << "' width='" << fixed(w, 1) << "' height='" << row - 4 << "' class='" << (cost ? "c" : "t")
-        << "'/><text x='" << label_w + w + 4 << "' y='" << y + 13 << "' class='v'>"
+    svg << "<text x='0' y='" << y + 13 << "' class='l'>" << escape(steps[i].label)
+        << "</text><rect x='" << label_w << "' y='" << y + 2 << "' width='" << fixed(w, 1)
+        << "' height='" << row - 4 << "' class='" << (cost ? "c" : "t") << "'/><text x='"
+        << label_w + w + 4 << "' y='" << y + 13 << "' class='v'>"
         << (cost ? "$" + fixed(v, 6) : fixed(v, 0)) << "</text>";
   }
   svg << "</svg></figure>";
@@ -120,8 +134,8 @@ std::string tree_html(const std::vector<Json>& events) {
     }
     prev_depth = depth;
     out << "<li><span class='span'>" << escape(span) << "</span> <b>" << escape(n.kind) << "</b> "
-        << n.provider_calls << " model call(s), " << n.tool_calls << " tool call(s), " << n.code_runs
-        << " code run(s), $" << fixed(n.cost, 6);
+        << n.provider_calls << " model call(s), " << n.tool_calls << " tool call(s), "
+        << n.code_runs << " code run(s), $" << fixed(n.cost, 6);
     if (!n.prompt.empty()) out << "<div class='q'>" << escape(n.prompt.substr(0, 300)) << "</div>";
     if (!n.answer.empty()) out << "<div class='a'>" << escape(n.answer.substr(0, 300)) << "</div>";
     if (!n.error.empty()) out << "<div class='err'>" << escape(n.error) << "</div>";
@@ -135,26 +149,30 @@ std::string tree_html(const std::vector<Json>& events) {
 std::string event_details(const Json& e, const std::string& type) {
   if (type == "run_start") return "<div class='q'>" + escape(str(e, "question")) + "</div>";
   if (type == "provider_call") {
-    return escape(str(e, "provider") + " " + str(e, "model")) + " · in " + fixed(num(e, "input_tokens"), 0) +
-           " · out " + fixed(num(e, "output_tokens"), 0) + " · $" + fixed(num(e, "cost_usd"), 6) + " · " +
-           fixed(num(e, "latency_ms"), 1) + " ms" + pre("text", str(e, "text")) +
+    return escape(str(e, "provider") + " " + str(e, "model")) + " · in " +
+           fixed(num(e, "input_tokens"), 0) + " · out " + fixed(num(e, "output_tokens"), 0) +
+           " · $" + fixed(num(e, "cost_usd"), 6) + " · " + fixed(num(e, "latency_ms"), 1) + " ms" +
+           pre("text", str(e, "text")) +
            (e.contains("error") ? "<div class='err'>" + escape(str(e, "error")) + "</div>" : "");
   }
   if (type == "tool_call") {
-    return "<b>" + escape(str(e, "name")) + "</b>" + (e.value("is_error", false) ? " <span class='err'>error</span>" : "") +
-           " · " + fixed(num(e, "duration_ms"), 1) + " ms" + pre("arguments", e.value("arguments", Json::object()).dump(2)) +
+    return "<b>" + escape(str(e, "name")) + "</b>" +
+           (e.value("is_error", false) ? " <span class='err'>error</span>" : "") + " · " +
+           fixed(num(e, "duration_ms"), 1) + " ms" +
+           pre("arguments", e.value("arguments", Json::object()).dump(2)) +
            pre("result", str(e, "result"));
   }
   if (type == "code_run") {
     return fixed(num(e, "wall_ms"), 1) + " ms wall · " + fixed(num(e, "cpu_ms"), 1) + " ms CPU · " +
-           fixed(num(e, "peak_rss_kb"), 0) + " KiB peak" + pre("code", str(e, "code")) + pre("stdout", str(e, "stdout")) +
-           pre("stderr", str(e, "stderr")) +
+           fixed(num(e, "peak_rss_kb"), 0) + " KiB peak" + pre("code", str(e, "code")) +
+           pre("stdout", str(e, "stdout")) + pre("stderr", str(e, "stderr")) +
            (e.contains("error") ? "<div class='err'>" + escape(str(e, "error")) + "</div>" : "");
   }
   if (type == "sub_call") {
     return "<b>" + escape(str(e, "kind")) + "</b> depth " + fixed(num(e, "depth"), 0) + " · $" +
-           fixed(num(e, "cost_usd"), 6) + " · " + fixed(num(e, "latency_ms"), 1) + " ms" + pre("prompt", str(e, "prompt")) +
-           pre("answer", str(e, "answer")) + (e.contains("error") ? "<div class='err'>" + escape(str(e, "error")) + "</div>" : "");
+           fixed(num(e, "cost_usd"), 6) + " · " + fixed(num(e, "latency_ms"), 1) + " ms" +
+           pre("prompt", str(e, "prompt")) + pre("answer", str(e, "answer")) +
+           (e.contains("error") ? "<div class='err'>" + escape(str(e, "error")) + "</div>" : "");
   }
   if (type == "run_end") {
     return "<b>" + escape(str(e, "outcome")) + "</b>" + pre("answer", str(e, "text")) +
@@ -163,7 +181,8 @@ std::string event_details(const Json& e, const std::string& type) {
   return pre("event", e.dump(2));
 }
 
-constexpr const char* kStyle = R"(body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d232a;background:#fff}
+constexpr const char* kStyle =
+    R"(body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d232a;background:#fff}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eee;padding:4px 8px;vertical-align:top;text-align:left}
 pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:420px;white-space:pre-wrap;word-break:break-word}
@@ -181,39 +200,50 @@ std::string render_trajectory_html(const std::vector<Json>& events) {
     const std::string type = str(e, "type");
     if (type == "run_start") start = e;
     if (type == "run_end") end = e;
-    if (t0 == 0 && e.contains("ts_ms") && e["ts_ms"].is_number()) t0 = e["ts_ms"].get<std::int64_t>();
+    if (t0 == 0 && e.contains("ts_ms") && e["ts_ms"].is_number())
+      t0 = e["ts_ms"].get<std::int64_t>();
     if (type == "provider_call" || (type == "sub_call" && str(e, "kind") == "llm_query")) {
-      steps.push_back({"#" + str(e, "seq") + " " + str(e, "span") + (type == "sub_call" ? " llm_query" : " model"),
+      steps.push_back({"#" + str(e, "seq") + " " + str(e, "span") +
+                           (type == "sub_call" ? " llm_query" : " model"),
                        num(e, "input_tokens") + num(e, "output_tokens"), num(e, "cost_usd")});
     }
   }
   std::ostringstream page;
   page << "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>kernex run "
        << escape(str(start, "run_id")) << "</title><meta http-equiv='Content-Security-Policy' "
-       << "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\"><style>" << kStyle
-       << "</style></head><body><h1>kernex " << escape(str(start, "kind")) << " " << escape(str(start, "run_id")) << "</h1>"
-       << "<table class='kv'><tr><td>question</td><td>" << escape(str(start, "question")) << "</td></tr>"
-       << "<tr><td>provider / model</td><td>" << escape(str(start, "provider") + " / " + str(start, "model")) << "</td></tr>"
-       << "<tr><td>outcome</td><td>" << escape(end.empty() ? "unfinished" : str(end, "outcome") + str(end, "error"))
-       << "</td></tr><tr><td>tokens (tree)</td><td>" << fixed(num(end, "tree_input_tokens"), 0) << " in, "
-       << fixed(num(end, "tree_output_tokens"), 0) << " out</td></tr><tr><td>cost (tree)</td><td>$"
-       << fixed(num(end, "tree_cost_usd"), 6) << "</td></tr><tr><td>tool calls (tree)</td><td>"
-       << fixed(num(end, "tree_tool_calls"), 0) << "</td></tr><tr><td>answer</td><td>" << escape(str(end, "text"))
-       << "</td></tr></table>";
+       << "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\"><style>"
+       << kStyle << "</style></head><body><h1>kernex " << escape(str(start, "kind")) << " "
+       << escape(str(start, "run_id")) << "</h1>"
+       << "<table class='kv'><tr><td>question</td><td>" << escape(str(start, "question"))
+       << "</td></tr>"
+       << "<tr><td>provider / model</td><td>"
+       << escape(str(start, "provider") + " / " + str(start, "model")) << "</td></tr>"
+       << "<tr><td>outcome</td><td>"
+       << escape(end.empty() ? "unfinished" : str(end, "outcome") + str(end, "error"))
+       << "</td></tr><tr><td>tokens (tree)</td><td>" << fixed(num(end, "tree_input_tokens"), 0)
+       << " in, " << fixed(num(end, "tree_output_tokens"), 0)
+       << " out</td></tr><tr><td>cost (tree)</td><td>$" << fixed(num(end, "tree_cost_usd"), 6)
+       << "</td></tr><tr><td>tool calls (tree)</td><td>" << fixed(num(end, "tree_tool_calls"), 0)
+       << "</td></tr><tr><td>answer</td><td>" << escape(str(end, "text")) << "</td></tr></table>";
   page << "<h2>Tokens and cost per step</h2>";
   if (steps.empty()) {
     page << "<p>No model calls were recorded.</p>";
   } else {
-    page << bar_chart("Tokens per step (input + output)", steps, false) << bar_chart("Cost per step (USD)", steps, true);
+    page << bar_chart("Tokens per step (input + output)", steps, false)
+         << bar_chart("Cost per step (USD)", steps, true);
   }
   page << "<h2>Sub-call tree</h2>" << tree_html(events);
-  page << "<h2>Timeline</h2><table><tr><th>#</th><th>+ms</th><th>event</th><th>span</th><th>details</th></tr>";
+  page << "<h2>Timeline</h2><table><tr><th>#</th><th>+ms</th><th>event</th><th>span</"
+          "th><th>details</th></tr>";
   for (const auto& e : events) {
     const std::string type = str(e, "type");
-    const double offset = e.contains("ts_ms") && e["ts_ms"].is_number() ? e["ts_ms"].get<double>() - static_cast<double>(t0) : 0;
-    page << "<tr id='e" << escape(str(e, "seq")) << "'><td>" << escape(str(e, "seq")) << "</td><td>" << fixed(offset, 0)
-         << "</td><td class='type'>" << escape(type) << "</td><td><span class='span'>" << escape(str(e, "span"))
-         << "</span></td><td>" << event_details(e, type) << "</td></tr>";
+    const double offset = e.contains("ts_ms") && e["ts_ms"].is_number()
+                              ? e["ts_ms"].get<double>() - static_cast<double>(t0)
+                              : 0;
+    page << "<tr id='e" << escape(str(e, "seq")) << "'><td>" << escape(str(e, "seq")) << "</td><td>"
+         << fixed(offset, 0) << "</td><td class='type'>" << escape(type)
+         << "</td><td><span class='span'>" << escape(str(e, "span")) << "</span></td><td>"
+         << event_details(e, type) << "</td></tr>";
   }
   page << "</table></body></html>\n";
   return page.str();

@@ -53,8 +53,10 @@ TrajectorySummary summarize(const fs::path& path, const std::vector<Json>& event
     } else if (type == "run_end") {
       s.outcome = field<std::string>(e, "outcome", "");
       s.error = field<std::string>(e, "error", "");
-      s.input_tokens = field<std::uint64_t>(e, "tree_input_tokens", field<std::uint64_t>(e, "input_tokens", 0));
-      s.output_tokens = field<std::uint64_t>(e, "tree_output_tokens", field<std::uint64_t>(e, "output_tokens", 0));
+      s.input_tokens =
+          field<std::uint64_t>(e, "tree_input_tokens", field<std::uint64_t>(e, "input_tokens", 0));
+      s.output_tokens = field<std::uint64_t>(e, "tree_output_tokens",
+                                             field<std::uint64_t>(e, "output_tokens", 0));
       s.cost_usd = field<double>(e, "tree_cost_usd", field<double>(e, "cost_usd", 0.0));
     }
   }
@@ -108,14 +110,22 @@ Result<std::vector<Json>> read_trajectory(const fs::path& dir, const std::string
   }
   if (matches.size() == 1) return read_events(matches.front()->path);
   if (matches.empty()) return fail(ErrorCode::Usage, "no run '" + run + "' in " + dir.string());
-  return fail(ErrorCode::Usage, "'" + run + "' matches " + std::to_string(matches.size()) + " runs; give more of the id");
+  return fail(ErrorCode::Usage, "'" + run + "' matches " + std::to_string(matches.size()) +
+                                    " runs; give more of the id");
 }
 
 Json to_json(const TrajectorySummary& s) {
-  return Json{{"run_id", s.run_id},         {"path", s.path.string()},   {"kind", s.kind},
-              {"question", s.question},     {"outcome", s.outcome},      {"error", s.error},
-              {"input_tokens", s.input_tokens}, {"output_tokens", s.output_tokens}, {"cost_usd", s.cost_usd},
-              {"events", s.events},         {"started_ms", s.started_ms}};
+  return Json{{"run_id", s.run_id},
+              {"path", s.path.string()},
+              {"kind", s.kind},
+              {"question", s.question},
+              {"outcome", s.outcome},
+              {"error", s.error},
+              {"input_tokens", s.input_tokens},
+              {"output_tokens", s.output_tokens},
+              {"cost_usd", s.cost_usd},
+              {"events", s.events},
+              {"started_ms", s.started_ms}};
 }
 
 std::string render_trajectory_text(const std::vector<Json>& events) {
@@ -127,25 +137,33 @@ std::string render_trajectory_text(const std::vector<Json>& events) {
     out << pad << "[" << field<std::uint64_t>(e, "seq", 0) << "] " << type;
     if (!span.empty()) out << " " << span;
     if (type == "run_start") {
-      out << " " << field<std::string>(e, "kind", "") << " " << field<std::string>(e, "provider", "") << "/"
-          << field<std::string>(e, "model", "") << "\n" << indent(field<std::string>(e, "question", ""), pad + "  > ");
+      out << " " << field<std::string>(e, "kind", "") << " "
+          << field<std::string>(e, "provider", "") << "/" << field<std::string>(e, "model", "")
+          << "\n"
+          << indent(field<std::string>(e, "question", ""), pad + "  > ");
     } else if (type == "provider_call") {
-      out << " " << field<std::string>(e, "model", "") << " in=" << field<std::uint64_t>(e, "input_tokens", 0)
-          << " out=" << field<std::uint64_t>(e, "output_tokens", 0) << " $" << field<double>(e, "cost_usd", 0)
-          << " " << field<double>(e, "latency_ms", 0) << " ms\n";
+      out << " " << field<std::string>(e, "model", "")
+          << " in=" << field<std::uint64_t>(e, "input_tokens", 0)
+          << " out=" << field<std::uint64_t>(e, "output_tokens", 0) << " $"
+          << field<double>(e, "cost_usd", 0) << " " << field<double>(e, "latency_ms", 0) << " ms\n";
       if (e.contains("error")) out << indent(field<std::string>(e, "error", ""), pad + "  ! ");
     } else if (type == "tool_call") {
-      out << " " << field<std::string>(e, "name", "") << (field<bool>(e, "is_error", false) ? " (error)" : "") << " "
+      out << " " << field<std::string>(e, "name", "")
+          << (field<bool>(e, "is_error", false) ? " (error)" : "") << " "
           << field<double>(e, "duration_ms", 0) << " ms\n"
           << indent(e.value("arguments", Json::object()).dump(), pad + "  < ")
           << indent(first_line(field<std::string>(e, "result", ""), 400), pad + "  > ");
     } else if (type == "code_run") {
-      out << " " << field<double>(e, "wall_ms", 0) << " ms\n" << indent(field<std::string>(e, "code", ""), pad + "  | ")
+      out << " " << field<double>(e, "wall_ms", 0) << " ms\n"
+          << indent(field<std::string>(e, "code", ""), pad + "  | ")
           << indent(field<std::string>(e, "stdout", ""), pad + "  > ");
     } else if (type == "sub_call") {
-      out << " " << field<std::string>(e, "kind", "") << " depth=" << field<std::uint32_t>(e, "depth", 0) << "\n"
+      out << " " << field<std::string>(e, "kind", "")
+          << " depth=" << field<std::uint32_t>(e, "depth", 0) << "\n"
           << indent(first_line(field<std::string>(e, "prompt", ""), 200), pad + "  < ")
-          << indent(first_line(field<std::string>(e, "answer", field<std::string>(e, "error", "")), 200), pad + "  > ");
+          << indent(first_line(field<std::string>(e, "answer", field<std::string>(e, "error", "")),
+                               200),
+                    pad + "  > ");
     } else if (type == "run_end") {
       out << " " << field<std::string>(e, "outcome", field<std::string>(e, "error", "")) << " $"
           << field<double>(e, "tree_cost_usd", field<double>(e, "cost_usd", 0)) << "\n"

@@ -38,10 +38,12 @@ std::optional<Json> parse_core_int(std::string_view s) {
   if (end != digits.data() + digits.size()) return std::nullopt;
   if (ec != std::errc()) return std::nullopt;  // out of range: stays a string
   if (!negative) {
-    if (magnitude <= static_cast<std::uint64_t>(INT64_MAX)) return Json(static_cast<std::int64_t>(magnitude));
+    if (magnitude <= static_cast<std::uint64_t>(INT64_MAX))
+      return Json(static_cast<std::int64_t>(magnitude));
     return Json(magnitude);
   }
-  if (magnitude <= static_cast<std::uint64_t>(INT64_MAX)) return Json(-static_cast<std::int64_t>(magnitude));
+  if (magnitude <= static_cast<std::uint64_t>(INT64_MAX))
+    return Json(-static_cast<std::int64_t>(magnitude));
   if (magnitude == static_cast<std::uint64_t>(INT64_MAX) + 1) return Json(INT64_MIN);
   return std::nullopt;
 }
@@ -73,8 +75,10 @@ struct Converter {
                                          std::to_string(kMaxDepth) + " levels deep");
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null: return Json(nullptr);
-      case YAML::NodeType::Scalar: return yaml_scalar_to_json(node);
+      case YAML::NodeType::Null:
+        return Json(nullptr);
+      case YAML::NodeType::Scalar:
+        return yaml_scalar_to_json(node);
       case YAML::NodeType::Sequence: {
         Json out = Json::array();
         std::size_t i = 0;
@@ -90,7 +94,8 @@ struct Converter {
         for (auto it = node.begin(); it != node.end(); ++it) {
           const YAML::Node key = it->first;  // a copy: `it->` yields a temporary proxy
           if (!key.IsScalar())
-            return fail(ErrorCode::Config, where.at(key, path) + ": keys must be strings, got " + describe_yaml(key));
+            return fail(ErrorCode::Config,
+                        where.at(key, path) + ": keys must be strings, got " + describe_yaml(key));
           std::string child = path.empty() ? key.Scalar() : path + "." + key.Scalar();
           if (out.contains(key.Scalar()))
             return fail(ErrorCode::Config, where.at(key, child) + ": duplicate key");
@@ -127,7 +132,8 @@ std::string YamlLocator::at(const YAML::Node& node, const std::string& path) con
   return out;
 }
 
-Result<Json> yaml_to_json(const YAML::Node& node, const std::string& path, const YamlLocator& where) {
+Result<Json> yaml_to_json(const YAML::Node& node, const std::string& path,
+                          const YamlLocator& where) {
   Converter c{where};
   return c.convert(node, path, 0);
 }
@@ -135,10 +141,14 @@ Result<Json> yaml_to_json(const YAML::Node& node, const std::string& path, const
 std::string describe_yaml(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Undefined:
-    case YAML::NodeType::Null: return "nothing (null)";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Scalar: break;
+    case YAML::NodeType::Null:
+      return "nothing (null)";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Scalar:
+      break;
   }
   std::string text = node.Scalar();
   constexpr std::size_t kShown = 60;

@@ -27,7 +27,8 @@ struct YamlLocator {
   std::string origin;  // file name used in messages
   std::string at(const YAML::Node& node, const std::string& path) const;  // "origin:line: path"
 };
-Result<Json> yaml_to_json(const YAML::Node& node, const std::string& path, const YamlLocator& where);
+Result<Json> yaml_to_json(const YAML::Node& node, const std::string& path,
+                          const YamlLocator& where);
 
 // A short human description of a node for "expected X, got Y" messages.
 std::string describe_yaml(const YAML::Node& node);

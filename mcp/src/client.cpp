@@ -34,7 +34,8 @@ struct McpClient::Impl {
   std::optional<sandbox::Policy> policy;
   std::optional<sandbox::SandboxedProcess> proc;
   std::shared_ptr<std::mutex> tail_mu = std::make_shared<std::mutex>();
-  std::shared_ptr<std::deque<std::string>> stderr_tail = std::make_shared<std::deque<std::string>>();
+  std::shared_ptr<std::deque<std::string>> stderr_tail =
+      std::make_shared<std::deque<std::string>>();
   std::int64_t next_id = 1;
   std::optional<std::vector<McpTool>> tools;
   std::stop_token stop;  // the current call's (calls are serialised by mu)
@@ -73,8 +74,9 @@ struct McpClient::Impl {
       proc.reset();
     }
     tools.reset();
-    return Error(ErrorCode::Cancelled, who() + ": " + std::string(method) +
-                                           " was cancelled; the server was stopped and restarts on the next call");
+    return Error(ErrorCode::Cancelled,
+                 who() + ": " + std::string(method) +
+                     " was cancelled; the server was stopped and restarts on the next call");
   }
 
   Result<void> send(const Json& message, Clock::time_point deadline) {
@@ -82,7 +84,8 @@ struct McpClient::Impl {
     if (!written && written.error().code == ErrorCode::Cancelled) {
       return std::unexpected(cancelled(message.value("method", std::string("a message"))));
     }
-    if (!written) return std::unexpected(broken("did not accept a message: " + written.error().message));
+    if (!written)
+      return std::unexpected(broken("did not accept a message: " + written.error().message));
     return {};
   }
 
@@ -90,20 +93,24 @@ struct McpClient::Impl {
   // roots, sampling or elicitation), so a server that asks never stalls.
   Result<void> answer_server_request(const jsonrpc::Message& m, Clock::time_point deadline) {
     if (m.method == "ping") return send(jsonrpc::result(m.id, Json::object()), deadline);
-    return send(jsonrpc::error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method), deadline);
+    return send(jsonrpc::error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method),
+                deadline);
   }
 
   void on_notification(const jsonrpc::Message& m) {
     if (m.method == "notifications/tools/list_changed") {
       tools.reset();
     } else if (m.method == "notifications/message") {
-      log(LogLevel::Info, who() + " log: " + m.params.dump(-1, ' ', false, Json::error_handler_t::replace));
+      log(LogLevel::Info,
+          who() + " log: " + m.params.dump(-1, ' ', false, Json::error_handler_t::replace));
     }
   }
 
-  Result<Json> request(std::string_view method, const std::optional<Json>& params, Clock::time_point deadline) {
+  Result<Json> request(std::string_view method, const std::optional<Json>& params,
+                       Clock::time_point deadline) {
     const std::int64_t id = next_id++;
-    if (auto ok = send(jsonrpc::request(id, method, params), deadline); !ok) return std::unexpected(ok.error());
+    if (auto ok = send(jsonrpc::request(id, method, params), deadline); !ok)
+      return std::unexpected(ok.error());
     for (;;) {
       auto line = proc->read_line(deadline, options.max_line_bytes, stop);
       if (!line) {
@@ -112,7 +119,8 @@ struct McpClient::Impl {
           return std::unexpected(broken("did not answer " + std::string(method) + " in time"));
         }
         if (line.error().code == ErrorCode::Limit) {
-          return std::unexpected(broken("sent a line over the " + std::to_string(options.max_line_bytes) +
+          return std::unexpected(broken("sent a line over the " +
+                                        std::to_string(options.max_line_bytes) +
                                         "-byte cap while answering " + std::string(method)));
         }
         return std::unexpected(broken("closed its output while answering " + std::string(method)));
@@ -120,7 +128,8 @@ struct McpClient::Impl {
       if (line->find_first_not_of(" \t\r") == std::string::npos) continue;
       auto parsed = jsonrpc::parse_line(*line);
       if (!parsed) {
-        return std::unexpected(broken("wrote something that is not JSON-RPC on stdout: " + parsed.error().message));
+        return std::unexpected(
+            broken("wrote something that is not JSON-RPC on stdout: " + parsed.error().message));
       }
       jsonrpc::Message m = jsonrpc::classify(*parsed);
       switch (m.kind) {
@@ -141,7 +150,9 @@ struct McpClient::Impl {
       }
       if (m.error) {
         const Json& e = *m.error;
-        std::string text = e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : "";
+        std::string text = e.contains("message") && e["message"].is_string()
+                               ? e["message"].get<std::string>()
+                               : "";
         return fail(ErrorCode::Tool, who() + " answered " + std::string(method) + " with error " +
                                          e["code"].dump() + ": " + text);
       }
@@ -164,7 +175,8 @@ struct McpClient::Impl {
     sandbox::ProcessOptions popts;
     // The callback may outlive nothing here (the process is owned by this Impl), but shared
     // pointers keep it independent of moves.
-    popts.on_stderr_line = [name = server.name, mu = tail_mu, tail = stderr_tail](std::string_view line) {
+    popts.on_stderr_line = [name = server.name, mu = tail_mu,
+                            tail = stderr_tail](std::string_view line) {
       log(LogLevel::Info, "mcp[" + name + "] " + std::string(line));
       std::lock_guard lock(*mu);
       tail->emplace_back(line);
@@ -194,8 +206,9 @@ struct McpClient::Impl {
     }
     const std::string v = r["protocolVersion"].get<std::string>();
     if (!is_supported_protocol_version(v)) {
-      return std::unexpected(broken("speaks MCP " + v + "; kernex speaks " + std::string(kProtocolVersions[0]) +
-                                    " and " + std::string(kProtocolVersions[1])));
+      return std::unexpected(broken("speaks MCP " + v + "; kernex speaks " +
+                                    std::string(kProtocolVersions[0]) + " and " +
+                                    std::string(kProtocolVersions[1])));
     }
     version = v;
     info = r.value("serverInfo", Json::object());
@@ -219,15 +232,20 @@ struct McpClient::Impl {
         return fail(ErrorCode::Tool, who() + " answered tools/list without a \"tools\" array");
       }
       for (const auto& t : (*result)["tools"]) {
-        if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || t["name"].get<std::string>().empty()) {
-          log(LogLevel::Warn, who() + ": skipping a tools/list entry without a name: " + t.dump().substr(0, 200));
+        if (!t.is_object() || !t.contains("name") || !t["name"].is_string() ||
+            t["name"].get<std::string>().empty()) {
+          log(LogLevel::Warn,
+              who() + ": skipping a tools/list entry without a name: " + t.dump().substr(0, 200));
           continue;
         }
         McpTool tool;
         tool.name = t["name"].get<std::string>();
-        if (t.contains("title") && t["title"].is_string()) tool.title = t["title"].get<std::string>();
-        if (t.contains("description") && t["description"].is_string()) tool.description = t["description"].get<std::string>();
-        if (t.contains("inputSchema") && t["inputSchema"].is_object()) tool.input_schema = t["inputSchema"];
+        if (t.contains("title") && t["title"].is_string())
+          tool.title = t["title"].get<std::string>();
+        if (t.contains("description") && t["description"].is_string())
+          tool.description = t["description"].get<std::string>();
+        if (t.contains("inputSchema") && t["inputSchema"].is_object())
+          tool.input_schema = t["inputSchema"];
         tool.raw = t;
         out.push_back(std::move(tool));
       }
@@ -241,7 +259,8 @@ struct McpClient::Impl {
       }
       cursor = next->get<std::string>();
     }
-    return fail(ErrorCode::Tool, who() + " sent more than " + std::to_string(kMaxPages) + " pages of tools");
+    return fail(ErrorCode::Tool,
+                who() + " sent more than " + std::to_string(kMaxPages) + " pages of tools");
   }
 
   Result<CallResult> call_tool(const std::string& name, const Json& arguments) {
@@ -256,7 +275,8 @@ struct McpClient::Impl {
     if (!proc) return;
     proc->close_stdin();
     sandbox::ExitStatus st = proc->wait(Clock::now() + grace);
-    if (st.term_signal == SIGKILL) log(LogLevel::Info, who() + " did not exit after stdin closed; killed");
+    if (st.term_signal == SIGKILL)
+      log(LogLevel::Info, who() + " did not exit after stdin closed; killed");
     proc.reset();
     tools.reset();
   }
@@ -284,7 +304,8 @@ Result<std::vector<McpTool>> McpClient::list_tools(std::stop_token stop) {
   return result;
 }
 
-Result<CallResult> McpClient::call_tool(const std::string& name, const Json& arguments, std::stop_token stop) {
+Result<CallResult> McpClient::call_tool(const std::string& name, const Json& arguments,
+                                        std::stop_token stop) {
   std::lock_guard lock(impl_->mu);
   impl_->stop = std::move(stop);
   auto result = impl_->call_tool(name, arguments);

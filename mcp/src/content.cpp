@@ -36,9 +36,11 @@ std::string embedded(const Json& item) {
   std::string out = "[resource " + str(*r, "uri");
   if (auto mime = str(*r, "mimeType"); !mime.empty()) out += " (" + mime + ")";
   out += "]";
-  if (r->contains("text") && (*r)["text"].is_string()) return out + "\n" + (*r)["text"].get<std::string>();
+  if (r->contains("text") && (*r)["text"].is_string())
+    return out + "\n" + (*r)["text"].get<std::string>();
   if (r->contains("blob") && (*r)["blob"].is_string()) {
-    return out + " " + std::to_string((*r)["blob"].get_ref<const std::string&>().size()) + " bytes base64";
+    return out + " " + std::to_string((*r)["blob"].get_ref<const std::string&>().size()) +
+           " bytes base64";
   }
   return out;
 }
@@ -51,7 +53,8 @@ RenderedResult render_call_result(const Json& result, const RenderOptions& opts)
     out.text = dump(result);
     return out;
   }
-  if (auto e = result.find("isError"); e != result.end() && e->is_boolean()) out.is_error = e->get<bool>();
+  if (auto e = result.find("isError"); e != result.end() && e->is_boolean())
+    out.is_error = e->get<bool>();
   std::string text;
   auto add = [&](const std::string& block) {
     if (!text.empty()) text += '\n';

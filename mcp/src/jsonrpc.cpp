@@ -5,7 +5,8 @@
 namespace kernex::mcp {
 
 bool is_supported_protocol_version(std::string_view version) {
-  return std::find(kProtocolVersions.begin(), kProtocolVersions.end(), version) != kProtocolVersions.end();
+  return std::find(kProtocolVersions.begin(), kProtocolVersions.end(), version) !=
+         kProtocolVersions.end();
 }
 
 namespace jsonrpc {
@@ -22,7 +23,9 @@ Json notification(std::string_view method, const std::optional<Json>& params) {
   return j;
 }
 
-Json result(const Json& id, Json result) { return {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}}; }
+Json result(const Json& id, Json result) {
+  return {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}};
+}
 
 Json error(const Json& id, int code, std::string_view message, const std::optional<Json>& data) {
   Json err = {{"code", code}, {"message", message}};
@@ -37,7 +40,9 @@ std::string frame(const Json& message) {
 }
 
 namespace {
-bool valid_id(const Json& id) { return id.is_string() || id.is_number_integer() || id.is_number_unsigned(); }
+bool valid_id(const Json& id) {
+  return id.is_string() || id.is_number_integer() || id.is_number_unsigned();
+}
 }  // namespace
 
 Message classify(const Json& v) {
@@ -105,7 +110,8 @@ Message classify(const Json& v) {
 
 Result<Json> parse_line(std::string_view line) {
   if (json_nests_deeper_than(line, kMaxJsonDepth)) {
-    return fail(ErrorCode::Parse, "a message nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return fail(ErrorCode::Parse,
+                "a message nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   }
   Json j = Json::parse(line.begin(), line.end(), nullptr, false);
   if (j.is_discarded()) {

@@ -16,30 +16,36 @@ namespace {
 Json tool_json(const ToolSpec& spec) {
   Json schema = spec.parameters.is_object() ? spec.parameters : Json{{"type", "object"}};
   if (!schema.contains("type")) schema["type"] = "object";
-  return Json{{"name", spec.name}, {"description", spec.description}, {"inputSchema", std::move(schema)}};
+  return Json{
+      {"name", spec.name}, {"description", spec.description}, {"inputSchema", std::move(schema)}};
 }
 
 }  // namespace
 
 Json StdioServer::call(const Json& id, const Json& params) {
   if (!params.is_object() || !params.contains("name") || !params["name"].is_string()) {
-    return jsonrpc::error(id, jsonrpc::kInvalidParams, "tools/call needs params {\"name\": string, \"arguments\": object}");
+    return jsonrpc::error(id, jsonrpc::kInvalidParams,
+                          "tools/call needs params {\"name\": string, \"arguments\": object}");
   }
   const std::string name = params["name"].get<std::string>();
   Json arguments = Json::object();
   if (auto a = params.find("arguments"); a != params.end() && !a->is_null()) {
-    if (!a->is_object()) return jsonrpc::error(id, jsonrpc::kInvalidParams, "tools/call: \"arguments\" must be an object");
+    if (!a->is_object())
+      return jsonrpc::error(id, jsonrpc::kInvalidParams,
+                            "tools/call: \"arguments\" must be an object");
     arguments = *a;
   }
   auto tools = handlers_.list_tools();
   if (!tools) return jsonrpc::error(id, jsonrpc::kInternalError, tools.error().describe());
-  const bool known = std::any_of(tools->begin(), tools->end(), [&](const ToolSpec& t) { return t.name == name; });
+  const bool known =
+      std::any_of(tools->begin(), tools->end(), [&](const ToolSpec& t) { return t.name == name; });
   if (!known) return jsonrpc::error(id, jsonrpc::kInvalidParams, "Unknown tool: " + name);
   auto result = handlers_.call_tool(name, arguments);
   const std::string text = result ? result->content : result.error().describe();
   const bool is_error = result ? result->is_error : true;
-  return jsonrpc::result(id, Json{{"content", Json::array({Json{{"type", "text"}, {"text", text}}})},
-                                  {"isError", is_error}});
+  return jsonrpc::result(id,
+                         Json{{"content", Json::array({Json{{"type", "text"}, {"text", text}}})},
+                              {"isError", is_error}});
 }
 
 std::optional<Json> StdioServer::handle(const Json& message) {
@@ -67,11 +73,14 @@ std::optional<Json> StdioServer::handle(const Json& message) {
   }
   const Json params = m.params.is_null() ? Json::object() : m.params;
   if (m.method == "initialize") {
-    if (!params.is_object() || !params.contains("protocolVersion") || !params["protocolVersion"].is_string()) {
-      return jsonrpc::error(m.id, jsonrpc::kInvalidParams, "initialize needs params.protocolVersion (a string)");
+    if (!params.is_object() || !params.contains("protocolVersion") ||
+        !params["protocolVersion"].is_string()) {
+      return jsonrpc::error(m.id, jsonrpc::kInvalidParams,
+                            "initialize needs params.protocolVersion (a string)");
     }
     const std::string asked = params["protocolVersion"].get<std::string>();
-    const std::string version = is_supported_protocol_version(asked) ? asked : std::string(kLatestProtocolVersion);
+    const std::string version =
+        is_supported_protocol_version(asked) ? asked : std::string(kLatestProtocolVersion);
     Json result = {{"protocolVersion", version},
                    {"capabilities", {{"tools", {{"listChanged", false}}}}},
                    {"serverInfo", {{"name", info_.name}, {"version", info_.version}}}};
@@ -80,7 +89,8 @@ std::optional<Json> StdioServer::handle(const Json& message) {
   }
   if (m.method == "ping") return jsonrpc::result(m.id, Json::object());
   if (m.method == "tools/list") {
-    if (!params.is_object()) return jsonrpc::error(m.id, jsonrpc::kInvalidParams, "tools/list: params must be an object");
+    if (!params.is_object())
+      return jsonrpc::error(m.id, jsonrpc::kInvalidParams, "tools/list: params must be an object");
     if (auto c = params.find("cursor"); c != params.end() && !c->is_null()) {
       // Everything fits on one page, so no cursor we hand out exists.
       return jsonrpc::error(m.id, jsonrpc::kInvalidParams, "tools/list: unknown cursor");
@@ -98,7 +108,8 @@ std::optional<Json> StdioServer::handle(const Json& message) {
 std::optional<Json> StdioServer::handle_line(std::string_view line) {
   if (line.find_first_not_of(" \t\r") == std::string_view::npos) return std::nullopt;
   auto parsed = jsonrpc::parse_line(line);
-  if (!parsed) return jsonrpc::error(nullptr, jsonrpc::kParseError, "Parse error: " + parsed.error().message);
+  if (!parsed)
+    return jsonrpc::error(nullptr, jsonrpc::kParseError, "Parse error: " + parsed.error().message);
   return handle(*parsed);
 }
 

@@ -57,7 +57,8 @@ Result<sandbox::Policy> build_server_policy(const McpServer& server, const Serve
   // Node (and anything built on OpenSSL 3) refuses to start when it cannot read its OpenSSL
   // configuration; the file holds no secrets, unlike the rest of /etc/ssl.
   std::error_code exists_ec;
-  if (fs::is_regular_file("/etc/ssl/openssl.cnf", exists_ec)) profile.read_only.emplace_back("/etc/ssl/openssl.cnf");
+  if (fs::is_regular_file("/etc/ssl/openssl.cnf", exists_ec))
+    profile.read_only.emplace_back("/etc/ssl/openssl.cnf");
 
   // The allow-list is derived from what the command turns out to be (same search as the sandbox's).
   std::vector<std::string> allowed = sb.allowed_commands;
@@ -86,23 +87,27 @@ Result<sandbox::Policy> build_server_policy(const McpServer& server, const Serve
   }
   profile.allowed_commands = allowed;
 
-  // Every command must be a program (check_executable); the sandbox grants EXECUTE on that one file.
-  // A node (or other runtime) installed outside /usr, e.g. under ~/.nvm: its prefix must be
+  // Every command must be a program (check_executable); the sandbox grants EXECUTE on that one
+  // file. A node (or other runtime) installed outside /usr, e.g. under ~/.nvm: its prefix must be
   // readable for the runtime's own modules (lib/node_modules holds npm and global packages).
   for (const auto& cmd : allowed) {
     if (cmd.find('/') == std::string::npos) continue;
     auto program = sandbox::check_executable(cmd);
-    if (!program && program.error().code == ErrorCode::Io) continue;  // not installed: it can't start
-    if (!program) return fail(ErrorCode::Sandbox, "MCP server '" + server.name + "': command", program.error());
+    if (!program && program.error().code == ErrorCode::Io)
+      continue;  // not installed: it can't start
+    if (!program)
+      return fail(ErrorCode::Sandbox, "MCP server '" + server.name + "': command", program.error());
     const fs::path& real = program->path;
     if (inside_system_paths(real)) continue;
     std::error_code ec;
     const fs::path prefix = real.parent_path().parent_path();
-    if (fs::is_directory(prefix / "lib" / "node_modules", ec)) profile.read_only.push_back(prefix / "lib" / "node_modules");
+    if (fs::is_directory(prefix / "lib" / "node_modules", ec))
+      profile.read_only.push_back(prefix / "lib" / "node_modules");
   }
   auto policy = sandbox::PolicyBuilder(std::move(profile)).Build();
   if (!policy) {
-    return fail(ErrorCode::Sandbox, "MCP server '" + server.name + "': the sandbox policy was refused", policy.error());
+    return fail(ErrorCode::Sandbox,
+                "MCP server '" + server.name + "': the sandbox policy was refused", policy.error());
   }
   return policy;
 }

@@ -10,7 +10,8 @@ namespace {
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return out;
 }
 
@@ -39,7 +40,8 @@ ToolSpec search_tools_spec() {
   ToolSpec spec;
   spec.name = std::string(kSearchToolsName);
   spec.description =
-      "Search the available tools by name, description and keywords. Tools listed without a schema must be looked "
+      "Search the available tools by name, description and keywords. Tools listed without a schema "
+      "must be looked "
       "up here with detail \"full\" before they are called.";
   spec.parameters = Json::parse(R"({
     "type": "object",
@@ -55,7 +57,8 @@ ToolSpec search_tools_spec() {
   return spec;
 }
 
-Json search_tools(const std::vector<ToolSpec>& tools, std::string_view query, SearchDetail detail, std::size_t limit) {
+Json search_tools(const std::vector<ToolSpec>& tools, std::string_view query, SearchDetail detail,
+                  std::size_t limit) {
   const auto words = words_of(query);
   std::vector<std::pair<int, const ToolSpec*>> ranked;
   for (const auto& tool : tools) {
@@ -102,7 +105,9 @@ Result<Json> run_search_tools(const std::vector<ToolSpec>& tools, const Json& ar
   SearchDetail detail = SearchDetail::Description;
   if (auto d = args.find("detail"); d != args.end()) {
     auto parsed = d->is_string() ? search_detail_from_string(d->get<std::string>()) : std::nullopt;
-    if (!parsed) return fail(ErrorCode::Tool, "search_tools: 'detail' must be \"name\", \"description\" or \"full\"");
+    if (!parsed)
+      return fail(ErrorCode::Tool,
+                  "search_tools: 'detail' must be \"name\", \"description\" or \"full\"");
     detail = *parsed;
   }
   std::size_t limit = 20;

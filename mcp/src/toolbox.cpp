@@ -13,12 +13,14 @@ namespace jf = kernex::json_fields;
 
 namespace {
 
-Result<void> only_keys(const Json& j, const std::set<std::string>& known, const std::string& where) {
+Result<void> only_keys(const Json& j, const std::set<std::string>& known,
+                       const std::string& where) {
   for (const auto& [key, _] : j.items()) {
     if (known.contains(key)) continue;
     std::string list;
     for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-    return fail(ErrorCode::Config, "toolbox-mcp config: unknown key '" + where + key + "' (known: " + list + ")");
+    return fail(ErrorCode::Config,
+                "toolbox-mcp config: unknown key '" + where + key + "' (known: " + list + ")");
   }
   return {};
 }
@@ -27,8 +29,11 @@ std::vector<fs::path> paths(const std::vector<std::string>& in) { return {in.beg
 
 Result<ServerGrants> grants_from_json(const std::string& name, const Json& j) {
   const std::string where = "servers." + name + ".";
-  if (!j.is_object()) return fail(ErrorCode::Config, "toolbox-mcp config: '" + where + "' must be a mapping");
-  if (auto ok = only_keys(j, {"network", "tcp_ports", "env_passthrough", "allowed_commands", "read_only", "read_write"},
+  if (!j.is_object())
+    return fail(ErrorCode::Config, "toolbox-mcp config: '" + where + "' must be a mapping");
+  if (auto ok = only_keys(j,
+                          {"network", "tcp_ports", "env_passthrough", "allowed_commands",
+                           "read_only", "read_write"},
                           where);
       !ok) {
     return std::unexpected(ok.error());
@@ -46,7 +51,9 @@ Result<ServerGrants> grants_from_json(const std::string& name, const Json& j) {
   return g;
 }
 
-ToolResult error_result(const ToolCall& call, std::string text) { return ToolResult{call.id, call.name, std::move(text), true}; }
+ToolResult error_result(const ToolCall& call, std::string text) {
+  return ToolResult{call.id, call.name, std::move(text), true};
+}
 
 }  // namespace
 
@@ -54,9 +61,11 @@ Result<ToolboxConfig> ToolboxConfig::from_json(const Json& j) {
   ToolboxConfig c;
   if (j.is_null()) return c;
   if (!j.is_object()) return fail(ErrorCode::Config, "toolbox-mcp config must be a mapping");
-  if (auto ok = only_keys(j, {"workspace", "request_timeout_ms", "startup_timeout_ms", "max_line_bytes",
-                              "inline_binary_cap", "search_threshold", "network_ports", "enforce", "servers"},
-                          "");
+  if (auto ok = only_keys(
+          j,
+          {"workspace", "request_timeout_ms", "startup_timeout_ms", "max_line_bytes",
+           "inline_binary_cap", "search_threshold", "network_ports", "enforce", "servers"},
+          "");
       !ok) {
     return std::unexpected(ok.error());
   }
@@ -82,7 +91,8 @@ Result<ToolboxConfig> ToolboxConfig::from_json(const Json& j) {
     c.client.startup_timeout = std::chrono::milliseconds(startup_ms);
     if (!workspace.empty()) c.workspace = workspace;
     if (auto s = j.find("servers"); s != j.end() && !s->is_null()) {
-      if (!s->is_object()) return fail(ErrorCode::Config, "toolbox-mcp config: 'servers' must be a mapping");
+      if (!s->is_object())
+        return fail(ErrorCode::Config, "toolbox-mcp config: 'servers' must be a mapping");
       for (const auto& [name, entry] : s->items()) {
         auto g = grants_from_json(name, entry);
         if (!g) return std::unexpected(g.error());
@@ -102,8 +112,8 @@ Result<ToolboxConfig> ToolboxConfig::from_json(const Json& j) {
 std::string exposed_tool_name(const std::string& server, const std::string& tool) {
   std::string out = server + "__" + tool;
   for (char& ch : out) {
-    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
-                    ch == '-';
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
     if (!ok) ch = '_';
   }
   return out;
@@ -122,7 +132,8 @@ void McpToolbox::shutdown() {
   for (auto& [_, e] : clients) e.client->shutdown();
 }
 
-ServerSandbox McpToolbox::sandbox_for(const McpServer& server, const std::optional<fs::path>& workspace) const {
+ServerSandbox McpToolbox::sandbox_for(const McpServer& server,
+                                      const std::optional<fs::path>& workspace) const {
   ServerSandbox sb;
   sb.workspace = workspace.value_or(config_.workspace);
   sb.enforce = config_.enforce;
@@ -148,7 +159,8 @@ ServerSandbox McpToolbox::sandbox_for(const McpServer& server, const std::option
   return sb;
 }
 
-std::shared_ptr<McpClient> McpToolbox::client(const McpServer& server, const std::optional<fs::path>& workspace) {
+std::shared_ptr<McpClient> McpToolbox::client(const McpServer& server,
+                                              const std::optional<fs::path>& workspace) {
   const std::string key = workspace ? server.name + "@" + workspace->string() : server.name;
   // Dropped clients shut their servers down (up to a grace period) when the last reference goes:
   // after the lock is released, so other runs never wait on it.
@@ -202,7 +214,8 @@ Result<std::vector<ToolSpec>> McpToolbox::list_tools(const Context& context) {
   for (const auto& server : context.mcp_servers) {
     auto tools = client(server, host_workspace)->list_tools(context.stop);
     if (!tools) {
-      log(LogLevel::Warn, "MCP server '" + server.name + "' offers no tools this run: " + tools.error().describe());
+      log(LogLevel::Warn,
+          "MCP server '" + server.name + "' offers no tools this run: " + tools.error().describe());
       continue;
     }
     for (const auto& t : *tools) {
@@ -241,19 +254,22 @@ Result<ToolResult> McpToolbox::execute(const Context& context, const ToolCall& c
     }
     auto found = run_search_tools(specs, call.arguments);
     if (!found) return error_result(call, found.error().message);
-    return ToolResult{call.id, call.name, found->dump(2, ' ', false, Json::error_handler_t::replace), false};
+    return ToolResult{call.id, call.name,
+                      found->dump(2, ' ', false, Json::error_handler_t::replace), false};
   }
   if (context.stop.stop_requested()) return error_result(call, sandbox::cancelled_text(call.name));
   auto workspace = sandbox::call_workspace(context.workspace, config_.workspace);
   if (!workspace) return error_result(call, "MCP error: " + workspace.error().message);
-  const std::optional<fs::path> host_workspace = context.workspace ? std::optional(*workspace) : std::nullopt;
+  const std::optional<fs::path> host_workspace =
+      context.workspace ? std::optional(*workspace) : std::nullopt;
   std::optional<std::pair<std::string, std::string>> route;
   {
     std::lock_guard lock(mu_);
     if (auto it = routes_.find(call.name); it != routes_.end()) route = it->second;
   }
   if (!route) {
-    // Listed for another run (routes_ holds the latest listing only): look through this run's servers.
+    // Listed for another run (routes_ holds the latest listing only): look through this run's
+    // servers.
     for (const auto& s : context.mcp_servers) {
       auto tools = client(s, host_workspace)->list_tools(context.stop);
       if (!tools) continue;
@@ -268,10 +284,13 @@ Result<ToolResult> McpToolbox::execute(const Context& context, const ToolCall& c
   for (const auto& s : context.mcp_servers) {
     if (s.name == route->first) server = &s;
   }
-  if (server == nullptr) return error_result(call, "MCP server '" + route->first + "' is not part of this run");
-  auto result = client(*server, host_workspace)->call_tool(route->second, call.arguments, context.stop);
+  if (server == nullptr)
+    return error_result(call, "MCP server '" + route->first + "' is not part of this run");
+  auto result =
+      client(*server, host_workspace)->call_tool(route->second, call.arguments, context.stop);
   if (!result && result.error().code == ErrorCode::Cancelled) {
-    return error_result(call, sandbox::cancelled_text("MCP tool " + call.name) + " (" + result.error().message + ")");
+    return error_result(call, sandbox::cancelled_text("MCP tool " + call.name) + " (" +
+                                  result.error().message + ")");
   }
   if (!result) return error_result(call, "MCP error: " + result.error().describe());
   return ToolResult{call.id, call.name, result->rendered.text, result->rendered.is_error};

@@ -19,17 +19,21 @@ std::string trimmed(const char* message) {
 }
 
 // libpq's errors can quote the connection string (`missing "=" after "…"`), so a message about a
-// DSN that does not parse is replaced whole, and a password the DSN holds is masked wherever it appears.
+// DSN that does not parse is replaced whole, and a password the DSN holds is masked wherever it
+// appears.
 std::string without_password(std::string message, const std::string& dsn) {
   if (dsn.empty()) return message;
   char* parse_error = nullptr;
   PQconninfoOption* options = PQconninfoParse(dsn.c_str(), &parse_error);
   if (parse_error) PQfreemem(parse_error);
-  if (!options) return "the DSN is not a valid libpq connection string or URI (details withheld: they may quote it)";
+  if (!options)
+    return "the DSN is not a valid libpq connection string or URI (details withheld: they may "
+           "quote it)";
   for (PQconninfoOption* o = options; o->keyword; ++o) {
     if (std::string_view(o->keyword) != "password" || !o->val || !*o->val) continue;
     const std::string secret = o->val;
-    for (std::size_t at = message.find(secret); at != std::string::npos; at = message.find(secret, at + 3)) {
+    for (std::size_t at = message.find(secret); at != std::string::npos;
+         at = message.find(secret, at + 3)) {
       message.replace(at, secret.size(), "***");
     }
   }
@@ -45,8 +49,7 @@ Param::Param(double v) {
   value_ = buf;
 }
 
-Rows::Rows(pg_result* result)
-    : result_(result, PQclear), rows_(PQntuples(result)) {
+Rows::Rows(pg_result* result) : result_(result, PQclear), rows_(PQntuples(result)) {
   const char* n = PQcmdTuples(result);
   if (n && *n) std::from_chars(n, n + std::char_traits<char>::length(n), affected_);
 }
@@ -54,7 +57,8 @@ Rows::Rows(pg_result* result)
 bool Rows::null(int row, int col) const { return PQgetisnull(result_.get(), row, col) != 0; }
 
 std::string Rows::text(int row, int col) const {
-  return std::string(PQgetvalue(result_.get(), row, col), static_cast<std::size_t>(PQgetlength(result_.get(), row, col)));
+  return std::string(PQgetvalue(result_.get(), row, col),
+                     static_cast<std::size_t>(PQgetlength(result_.get(), row, col)));
 }
 
 std::optional<std::string> Rows::optional_text(int row, int col) const {
@@ -69,9 +73,13 @@ std::int64_t Rows::int64(int row, int col) const {
   return v;
 }
 
-double Rows::real(int row, int col) const { return null(row, col) ? 0.0 : std::strtod(PQgetvalue(result_.get(), row, col), nullptr); }
+double Rows::real(int row, int col) const {
+  return null(row, col) ? 0.0 : std::strtod(PQgetvalue(result_.get(), row, col), nullptr);
+}
 
-bool Rows::boolean(int row, int col) const { return !null(row, col) && PQgetvalue(result_.get(), row, col)[0] == 't'; }
+bool Rows::boolean(int row, int col) const {
+  return !null(row, col) && PQgetvalue(result_.get(), row, col)[0] == 't';
+}
 
 Connection::Connection(pg_conn* conn, Options options) : conn_(conn), options_(std::move(options)) {
   if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) wake_pipe_[0] = wake_pipe_[1] = -1;
@@ -85,15 +93,27 @@ Connection::~Connection() {
 }
 
 Result<std::unique_ptr<Connection>> Connection::open(const Options& options) {
-  const std::string timeout = std::to_string(std::max<long long>(1, options.connect_timeout.count()));
+  const std::string timeout =
+      std::to_string(std::max<long long>(1, options.connect_timeout.count()));
   // The DSN comes first and is expanded; the keywords after it override it, so keepalives and the
   // connect timeout always hold. An empty DSN leaves everything to the PG* environment variables.
   // client_encoding too: every text the kernel sends and reads is UTF-8, whatever the DSN, the
   // environment (PGCLIENTENCODING) or the database's default say.
-  const char* keys[] = {"dbname", "connect_timeout", "application_name", "keepalives", "keepalives_idle",
-                        "keepalives_interval", "keepalives_count", "tcp_user_timeout", "client_encoding", nullptr};
-  const char* values[] = {options.dsn.empty() ? nullptr : options.dsn.c_str(), timeout.c_str(),
-                          options.application_name.c_str(), "1", "10", "5", "3", "15000", "UTF8", nullptr};
+  const char* keys[] = {"dbname",           "connect_timeout",
+                        "application_name", "keepalives",
+                        "keepalives_idle",  "keepalives_interval",
+                        "keepalives_count", "tcp_user_timeout",
+                        "client_encoding",  nullptr};
+  const char* values[] = {options.dsn.empty() ? nullptr : options.dsn.c_str(),
+                          timeout.c_str(),
+                          options.application_name.c_str(),
+                          "1",
+                          "10",
+                          "5",
+                          "3",
+                          "15000",
+                          "UTF8",
+                          nullptr};
   pg_conn* conn = PQconnectdbParams(keys, values, 1);
   if (!conn) return fail(ErrorCode::Io, options.what + ": out of memory connecting to PostgreSQL");
   if (PQstatus(conn) != CONNECTION_OK) {
@@ -102,12 +122,14 @@ Result<std::unique_ptr<Connection>> Connection::open(const Options& options) {
     return fail(ErrorCode::Io, options.what + ": cannot connect to PostgreSQL: " + message);
   }
   std::unique_ptr<Connection> out(new Connection(conn, options));
-  const std::string set = "SET statement_timeout = " + std::to_string(options.statement_timeout.count());
+  const std::string set =
+      "SET statement_timeout = " + std::to_string(options.statement_timeout.count());
   if (auto r = out->exec(set); !r) return std::unexpected(r.error());
-  if (auto r = out->exec("SET client_min_messages = warning"); !r) return std::unexpected(r.error());
+  if (auto r = out->exec("SET client_min_messages = warning"); !r)
+    return std::unexpected(r.error());
   if (options.idle_in_transaction_timeout.count() > 0) {
-    const std::string idle =
-        "SET idle_in_transaction_session_timeout = " + std::to_string(options.idle_in_transaction_timeout.count());
+    const std::string idle = "SET idle_in_transaction_session_timeout = " +
+                             std::to_string(options.idle_in_transaction_timeout.count());
     if (auto r = out->exec(idle); !r) return std::unexpected(r.error());
   }
   return out;
@@ -125,7 +147,8 @@ std::unexpected<Error> Connection::failure(const std::string& what, pg_result* r
   if (result) PQclear(result);
   if (broken()) {
     sqlstate_.clear();
-    return fail(ErrorCode::Io, options_.what + ": connection to PostgreSQL lost (" + what + "): " + message);
+    return fail(ErrorCode::Io,
+                options_.what + ": connection to PostgreSQL lost (" + what + "): " + message);
   }
   return fail(ErrorCode::Memory, options_.what + ": " + what + " failed: " + message +
                                      (sqlstate_.empty() ? "" : " [SQLSTATE " + sqlstate_ + "]"));
@@ -148,10 +171,10 @@ Result<Rows> Connection::run(std::string_view sql, const Param* params, std::siz
   const std::string head = text.substr(0, std::min<std::size_t>(text.find_first_of(" \n"), 40));
   auto name = prepared(text, head, count);
   if (!name) return std::unexpected(name.error());
-  pg_result* result =
-      name->empty()
-          ? PQexecParams(conn_, text.c_str(), static_cast<int>(count), nullptr, values.data(), nullptr, nullptr, 0)
-          : PQexecPrepared(conn_, name->c_str(), static_cast<int>(count), values.data(), nullptr, nullptr, 0);
+  pg_result* result = name->empty() ? PQexecParams(conn_, text.c_str(), static_cast<int>(count),
+                                                   nullptr, values.data(), nullptr, nullptr, 0)
+                                    : PQexecPrepared(conn_, name->c_str(), static_cast<int>(count),
+                                                     values.data(), nullptr, nullptr, 0);
   const auto status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) return failure(head, result);
   return Rows(result);
@@ -160,12 +183,15 @@ Result<Rows> Connection::run(std::string_view sql, const Param* params, std::siz
 // Statements that run again and again (every statement the stores send is a fixed text) are
 // prepared once per connection: parsing and planning were most of a short statement's cost on
 // the server (bench/store). Transaction control and one-off texts past the cap are sent as is.
-Result<std::string> Connection::prepared(const std::string& text, const std::string& head, std::size_t count) {
-  if (count == 0 && (head == "BEGIN" || head == "COMMIT" || head == "ROLLBACK" || head == "SET")) return std::string();
+Result<std::string> Connection::prepared(const std::string& text, const std::string& head,
+                                         std::size_t count) {
+  if (count == 0 && (head == "BEGIN" || head == "COMMIT" || head == "ROLLBACK" || head == "SET"))
+    return std::string();
   if (auto it = prepared_.find(text); it != prepared_.end()) return it->second;
   if (prepared_.size() >= kMaxPrepared) return std::string();
   std::string name = "kx" + std::to_string(prepared_.size());
-  pg_result* result = PQprepare(conn_, name.c_str(), text.c_str(), static_cast<int>(count), nullptr);
+  pg_result* result =
+      PQprepare(conn_, name.c_str(), text.c_str(), static_cast<int>(count), nullptr);
   if (!result || PQresultStatus(result) != PGRES_COMMAND_OK) return failure(head, result);
   PQclear(result);
   prepared_.emplace(text, name);
@@ -196,7 +222,8 @@ void Connection::wake() {
   }
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> Connection::notifications(std::chrono::milliseconds timeout) {
+Result<std::vector<std::pair<std::string, std::string>>> Connection::notifications(
+    std::chrono::milliseconds timeout) {
   std::vector<std::pair<std::string, std::string>> out;
   auto drain = [&]() -> bool {
     if (PQconsumeInput(conn_) == 0) return false;
@@ -206,7 +233,9 @@ Result<std::vector<std::pair<std::string, std::string>>> Connection::notificatio
     }
     return true;
   };
-  if (!drain()) return fail(ErrorCode::Io, options_.what + ": connection to PostgreSQL lost: " + trimmed(PQerrorMessage(conn_)));
+  if (!drain())
+    return fail(ErrorCode::Io, options_.what + ": connection to PostgreSQL lost: " +
+                                   trimmed(PQerrorMessage(conn_)));
   if (!out.empty()) return out;
   pollfd fds[2] = {{PQsocket(conn_), POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
   const int n = ::poll(fds, wake_pipe_[0] >= 0 ? 2 : 1, static_cast<int>(timeout.count()));
@@ -216,7 +245,9 @@ Result<std::vector<std::pair<std::string, std::string>>> Connection::notificatio
     }
   }
   if (n > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-    if (!drain() || broken()) return fail(ErrorCode::Io, options_.what + ": connection to PostgreSQL lost: " + trimmed(PQerrorMessage(conn_)));
+    if (!drain() || broken())
+      return fail(ErrorCode::Io, options_.what + ": connection to PostgreSQL lost: " +
+                                     trimmed(PQerrorMessage(conn_)));
   }
   return out;
 }

@@ -13,7 +13,8 @@ Result<Lease> Pool::acquire() {
   std::unique_lock lock(mutex_);
   if (!freed_.wait_for(lock, wait_, [&] { return !idle_.empty() || leased_ < size_; })) {
     return fail(ErrorCode::Limit, options_.what + ": no free PostgreSQL connection within " +
-                                      std::to_string(wait_.count()) + " ms (pool size " + std::to_string(size_) + ")");
+                                      std::to_string(wait_.count()) + " ms (pool size " +
+                                      std::to_string(size_) + ")");
   }
   ++leased_;
   if (!idle_.empty()) {

@@ -18,12 +18,13 @@ using kernex::Json;
 std::string now_rfc3339() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   return buf;
 }
 
@@ -40,10 +41,11 @@ class AuditHook final : public kernex::HookRunner {
       content.resize(max_result_);
       truncated = true;
     }
-    Json line{{"ts", now_rfc3339()},        {"session", scope.session_id}, {"sender", scope.sender_id},
-              {"agent", scope.agent_name},  {"tool", call.name},           {"call_id", call.id},
-              {"arguments", call.arguments}, {"result", content},          {"is_error", result.is_error},
-              {"truncated", truncated}};
+    Json line{{"ts", now_rfc3339()},         {"session", scope.session_id},
+              {"sender", scope.sender_id},   {"agent", scope.agent_name},
+              {"tool", call.name},           {"call_id", call.id},
+              {"arguments", call.arguments}, {"result", content},
+              {"is_error", result.is_error}, {"truncated", truncated}};
     // Invalid UTF-8 from a tool must not stop the audit: replace it rather than throw.
     std::string text = line.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
     std::lock_guard lock(mutex_);
@@ -61,23 +63,27 @@ class AuditHook final : public kernex::HookRunner {
 
 kernex::Result<std::shared_ptr<kernex::HookRunner>> make_audit(const Json& config) {
   if (!config.is_object() || !config.contains("file") || !config.at("file").is_string()) {
-    return kernex::fail(ErrorCode::Config, "audit: option `file` (path of the JSON Lines audit log) is required");
+    return kernex::fail(ErrorCode::Config,
+                        "audit: option `file` (path of the JSON Lines audit log) is required");
   }
   for (const auto& [key, value] : config.items()) {
     if (key != "file" && key != "max_result_bytes") {
-      return kernex::fail(ErrorCode::Config, "audit: unknown option `" + key + "` (expected file, max_result_bytes)");
+      return kernex::fail(ErrorCode::Config,
+                          "audit: unknown option `" + key + "` (expected file, max_result_bytes)");
     }
   }
   std::size_t max_result = 4096;
   if (config.contains("max_result_bytes")) {
     if (!config.at("max_result_bytes").is_number_unsigned()) {
-      return kernex::fail(ErrorCode::Config, "audit: `max_result_bytes` must be a non-negative integer");
+      return kernex::fail(ErrorCode::Config,
+                          "audit: `max_result_bytes` must be a non-negative integer");
     }
     max_result = config.at("max_result_bytes").get<std::size_t>();
   }
   const std::string path = config.at("file").get<std::string>();
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) return kernex::fail(ErrorCode::Config, "audit: cannot open " + path + " for appending");
+  if (fd < 0)
+    return kernex::fail(ErrorCode::Config, "audit: cannot open " + path + " for appending");
   return std::make_shared<AuditHook>(fd, max_result);
 }
 

@@ -95,8 +95,10 @@ class PiiHook final : public HookRunner {
 
   static std::string token(Vault& vault, Kind kind, const std::string& value) {
     if (auto it = vault.token_of.find(value); it != vault.token_of.end()) return it->second;
-    if (vault.token_of.size() >= kMaxTokensPerSession) return std::string("[") + kind_name(kind) + "]";  // redacted, not restorable
-    std::string t = std::string("[") + kind_name(kind) + "_" + std::to_string(++vault.issued[kind]) + "]";
+    if (vault.token_of.size() >= kMaxTokensPerSession)
+      return std::string("[") + kind_name(kind) + "]";  // redacted, not restorable
+    std::string t =
+        std::string("[") + kind_name(kind) + "_" + std::to_string(++vault.issued[kind]) + "]";
     vault.token_of.emplace(value, t);
     vault.value_of.emplace(t, value);
     return t;
@@ -109,7 +111,8 @@ class PiiHook final : public HookRunner {
       if (s.find('[') == std::string::npos) return;
       std::string out;
       std::size_t at = 0;
-      for (std::size_t open = s.find('['); open != std::string::npos; open = s.find('[', open + 1)) {
+      for (std::size_t open = s.find('['); open != std::string::npos;
+           open = s.find('[', open + 1)) {
         const auto close = s.find(']', open);
         if (close == std::string::npos) break;
         auto it = vault.value_of.find(s.substr(open, close - open + 1));
@@ -135,12 +138,15 @@ class PiiHook final : public HookRunner {
 };
 
 Result<std::vector<Kind>> kinds_from(const Json& j, const std::string& where) {
-  if (!j.is_array()) return fail(ErrorCode::Config, "hook-pii: `" + where + "` must be a list of kinds (email, phone, card, secret)");
+  if (!j.is_array())
+    return fail(ErrorCode::Config,
+                "hook-pii: `" + where + "` must be a list of kinds (email, phone, card, secret)");
   std::vector<Kind> out;
   for (const auto& k : j) {
     Kind kind{};
     if (!k.is_string() || !parse_kind(k.get<std::string>(), kind)) {
-      return fail(ErrorCode::Config, "hook-pii: `" + where + "`: unknown kind " + k.dump() + " (expected email, phone, card, secret)");
+      return fail(ErrorCode::Config, "hook-pii: `" + where + "`: unknown kind " + k.dump() +
+                                         " (expected email, phone, card, secret)");
     }
     out.push_back(kind);
   }
@@ -148,7 +154,8 @@ Result<std::vector<Kind>> kinds_from(const Json& j, const std::string& where) {
 }
 
 Result<std::shared_ptr<HookRunner>> make_pii(const Json& config) {
-  if (!config.is_null() && !config.is_object()) return fail(ErrorCode::Config, "hook-pii: config must be an object");
+  if (!config.is_null() && !config.is_object())
+    return fail(ErrorCode::Config, "hook-pii: config must be an object");
   std::vector<Kind> kinds{Kind::Email, Kind::Phone, Kind::Card, Kind::Secret};
   std::vector<Rule> rules;
   bool restore = true;
@@ -159,22 +166,27 @@ Result<std::shared_ptr<HookRunner>> make_pii(const Json& config) {
         if (!k) return std::unexpected(k.error());
         kinds = std::move(*k);
       } else if (key == "rules") {
-        if (!value.is_array()) return fail(ErrorCode::Config, "hook-pii: `rules` must be a list of {tool, kinds}");
+        if (!value.is_array())
+          return fail(ErrorCode::Config, "hook-pii: `rules` must be a list of {tool, kinds}");
         for (std::size_t i = 0; i < value.size(); ++i) {
           const Json& r = value[i];
           const std::string where = "rules[" + std::to_string(i) + "]";
-          if (!r.is_object() || !r.contains("tool") || !r["tool"].is_string() || !r.contains("kinds")) {
-            return fail(ErrorCode::Config, "hook-pii: `" + where + "` must be {tool: GLOB, kinds: [...]}");
+          if (!r.is_object() || !r.contains("tool") || !r["tool"].is_string() ||
+              !r.contains("kinds")) {
+            return fail(ErrorCode::Config,
+                        "hook-pii: `" + where + "` must be {tool: GLOB, kinds: [...]}");
           }
           auto k = kinds_from(r["kinds"], where + ".kinds");
           if (!k) return std::unexpected(k.error());
           rules.push_back({r["tool"].get<std::string>(), std::move(*k)});
         }
       } else if (key == "restore") {
-        if (!value.is_boolean()) return fail(ErrorCode::Config, "hook-pii: `restore` must be true or false");
+        if (!value.is_boolean())
+          return fail(ErrorCode::Config, "hook-pii: `restore` must be true or false");
         restore = value.get<bool>();
       } else {
-        return fail(ErrorCode::Config, "hook-pii: `" + key + "` is not an option (expected kinds, rules, restore)");
+        return fail(ErrorCode::Config,
+                    "hook-pii: `" + key + "` is not an option (expected kinds, rules, restore)");
       }
     }
   }
@@ -184,5 +196,6 @@ Result<std::shared_ptr<HookRunner>> make_pii(const Json& config) {
 }  // namespace
 }  // namespace kernex::pii
 
-KERNEX_PLUGIN(Hook, "pii", "1.0.0", "Replaces personal data and secrets in tool output with stable tokens",
+KERNEX_PLUGIN(Hook, "pii", "1.0.0",
+              "Replaces personal data and secrets in tool output with stable tokens",
               kernex::pii::make_pii)

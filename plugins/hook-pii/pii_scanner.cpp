@@ -10,7 +10,9 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 bool is_alnum(char c) { return is_digit(c) || is_alpha(c); }
 bool is_upper_or_digit(char c) { return is_digit(c) || (c >= 'A' && c <= 'Z'); }
-bool is_local_char(char c) { return is_alnum(c) || c == '.' || c == '_' || c == '%' || c == '+' || c == '-'; }
+bool is_local_char(char c) {
+  return is_alnum(c) || c == '.' || c == '_' || c == '%' || c == '+' || c == '-';
+}
 bool is_domain_char(char c) { return is_alnum(c) || c == '.' || c == '-'; }
 bool is_token_char(char c) { return is_alnum(c) || c == '_' || c == '-'; }
 bool is_base64url(char c) { return is_alnum(c) || c == '_' || c == '-' || c == '='; }
@@ -27,7 +29,8 @@ void emails(std::string_view t, std::vector<Match>& out) {
     const std::string_view domain = t.substr(at + 1, e - at - 1);
     const auto dot = domain.rfind('.');
     if (dot == std::string_view::npos || dot == 0 || domain.size() - dot - 1 < 2) continue;
-    if (!std::all_of(domain.begin() + static_cast<std::ptrdiff_t>(dot) + 1, domain.end(), is_alpha)) continue;
+    if (!std::all_of(domain.begin() + static_cast<std::ptrdiff_t>(dot) + 1, domain.end(), is_alpha))
+      continue;
     out.push_back({b, e, Kind::Email});
   }
 }
@@ -54,13 +57,15 @@ void cards(std::string_view t, std::vector<Match>& out) {
       if (digits.size() > 19) break;
     }
     const bool bounded = end >= t.size() || !is_alnum(t[end]);
-    if (bounded && digits.size() >= 13 && digits.size() <= 19 && luhn_valid(digits)) out.push_back({i, end, Kind::Card});
+    if (bounded && digits.size() >= 13 && digits.size() <= 19 && luhn_valid(digits))
+      out.push_back({i, end, Kind::Card});
     i = std::max(end, i + 1);
   }
 }
 
 // "+1 415-555-0132", "(415) 555-0132": 7-15 digits after a '+', or 9-15 digits in at least three
-// groups, so ids, counts and dates (2026-11-25) are left alone; dots never separate (IPs, versions).
+// groups, so ids, counts and dates (2026-11-25) are left alone; dots never separate (IPs,
+// versions).
 void phones(std::string_view t, std::vector<Match>& out) {
   std::size_t i = 0;
   while (i < t.size()) {
@@ -87,7 +92,8 @@ void phones(std::string_view t, std::vector<Match>& out) {
     }
     if (end < t.size() && t[end] == ')') ++end;
     const bool bounded = end >= t.size() || !is_alnum(t[end]);
-    if (bounded && digits <= 15 && (plus ? digits >= 7 : (digits >= 9 && separators >= 2))) out.push_back({i, end, Kind::Phone});
+    if (bounded && digits <= 15 && (plus ? digits >= 7 : (digits >= 9 && separators >= 2)))
+      out.push_back({i, end, Kind::Phone});
     i = std::max(end, i + 1);
   }
 }
@@ -113,9 +119,11 @@ void secrets(std::string_view t, std::vector<Match>& out) {
     // PEM private key blocks, whole.
     if (t[i] == '-' && t.substr(i, 11) == "-----BEGIN ") {
       const auto line_end = t.find("-----", i + 11);
-      if (line_end != std::string_view::npos && t.substr(i, line_end - i).find("PRIVATE KEY") != std::string_view::npos) {
+      if (line_end != std::string_view::npos &&
+          t.substr(i, line_end - i).find("PRIVATE KEY") != std::string_view::npos) {
         const auto close = t.find("-----END ", line_end);
-        const auto close_end = close == std::string_view::npos ? std::string_view::npos : t.find("-----", close + 9);
+        const auto close_end =
+            close == std::string_view::npos ? std::string_view::npos : t.find("-----", close + 9);
         const std::size_t e = close_end == std::string_view::npos ? t.size() : close_end + 5;
         out.push_back({i, e, Kind::Secret});
         i = e - 1;
@@ -155,20 +163,29 @@ void secrets(std::string_view t, std::vector<Match>& out) {
 
 const char* kind_name(Kind kind) {
   switch (kind) {
-    case Kind::Email: return "EMAIL";
-    case Kind::Phone: return "PHONE";
-    case Kind::Card: return "CARD";
-    case Kind::Secret: return "SECRET";
+    case Kind::Email:
+      return "EMAIL";
+    case Kind::Phone:
+      return "PHONE";
+    case Kind::Card:
+      return "CARD";
+    case Kind::Secret:
+      return "SECRET";
   }
   return "PII";
 }
 
 bool parse_kind(std::string_view name, Kind& out) {
-  if (name == "email") out = Kind::Email;
-  else if (name == "phone") out = Kind::Phone;
-  else if (name == "card") out = Kind::Card;
-  else if (name == "secret") out = Kind::Secret;
-  else return false;
+  if (name == "email")
+    out = Kind::Email;
+  else if (name == "phone")
+    out = Kind::Phone;
+  else if (name == "card")
+    out = Kind::Card;
+  else if (name == "secret")
+    out = Kind::Secret;
+  else
+    return false;
   return true;
 }
 

@@ -13,7 +13,7 @@ namespace kernex::pii {
 
 enum class Kind { Email, Phone, Card, Secret };
 
-const char* kind_name(Kind kind);  // "EMAIL", "PHONE", "CARD", "SECRET"
+const char* kind_name(Kind kind);                   // "EMAIL", "PHONE", "CARD", "SECRET"
 bool parse_kind(std::string_view name, Kind& out);  // "email", "phone", "card", "secret"
 
 struct Match {

@@ -23,50 +23,129 @@ struct Column {
 struct Table {
   const char* name;
   const char* order;
-  std::vector<Column> columns;  // the SQLite table's columns, in its order
+  std::vector<Column> columns;     // the SQLite table's columns, in its order
   const char* identity = nullptr;  // a column whose sequence must pass the imported ids
 };
 
 const std::vector<Table>& tables() {
   static const std::vector<Table> kTables = {
-      {"conversations", "rid",
-       {{"id", 't'}, {"channel", 't'}, {"sender_id", 't'}, {"project", 't'}, {"status", 't'}, {"started_at", 't'},
-        {"last_activity", 't'}, {"message_count", 'i'}}},
-      {"messages", "seq",
-       {{"seq", 'i'}, {"conversation_id", 't'}, {"role", 't'}, {"content", 't'}, {"tool_calls", 't'},
-        {"tool_result", 't'}, {"provider_state", 't'}, {"created_at", 't'}},
+      {"conversations",
+       "rid",
+       {{"id", 't'},
+        {"channel", 't'},
+        {"sender_id", 't'},
+        {"project", 't'},
+        {"status", 't'},
+        {"started_at", 't'},
+        {"last_activity", 't'},
+        {"message_count", 'i'}}},
+      {"messages",
+       "seq",
+       {{"seq", 'i'},
+        {"conversation_id", 't'},
+        {"role", 't'},
+        {"content", 't'},
+        {"tool_calls", 't'},
+        {"tool_result", 't'},
+        {"provider_state", 't'},
+        {"created_at", 't'}},
        "seq"},
-      {"summaries", "id",
-       {{"id", 'i'}, {"conversation_id", 't'}, {"text", 't'}, {"covered_messages", 'i'}, {"updated_at", 't'}},
+      {"summaries",
+       "id",
+       {{"id", 'i'},
+        {"conversation_id", 't'},
+        {"text", 't'},
+        {"covered_messages", 'i'},
+        {"updated_at", 't'}},
        "id"},
-      {"facts", "sender_id COLLATE \"C\", key COLLATE \"C\"",
-       {{"sender_id", 't'}, {"key", 't'}, {"value", 't'}, {"created_at", 't'}, {"updated_at", 't'},
+      {"facts",
+       "sender_id COLLATE \"C\", key COLLATE \"C\"",
+       {{"sender_id", 't'},
+        {"key", 't'},
+        {"value", 't'},
+        {"created_at", 't'},
+        {"updated_at", 't'},
         {"deleted_at", 't'}}},
-      {"lessons", "id",
-       {{"id", 'i'}, {"sender_id", 't'}, {"domain", 't'}, {"rule", 't'}, {"project", 't'}, {"occurrences", 'i'},
-        {"recency", 'i'}, {"created_at", 't'}, {"updated_at", 't'}},
+      {"lessons",
+       "id",
+       {{"id", 'i'},
+        {"sender_id", 't'},
+        {"domain", 't'},
+        {"rule", 't'},
+        {"project", 't'},
+        {"occurrences", 'i'},
+        {"recency", 'i'},
+        {"created_at", 't'},
+        {"updated_at", 't'}},
        "id"},
-      {"outcomes", "id",
-       {{"id", 'i'}, {"created_at", 't'}, {"sender_id", 't'}, {"domain", 't'}, {"score", 'i'}, {"lesson", 't'},
-        {"source", 't'}, {"project", 't'}},
+      {"outcomes",
+       "id",
+       {{"id", 'i'},
+        {"created_at", 't'},
+        {"sender_id", 't'},
+        {"domain", 't'},
+        {"score", 'i'},
+        {"lesson", 't'},
+        {"source", 't'},
+        {"project", 't'}},
        "id"},
-      {"audit_log", "id",
-       {{"id", 'i'}, {"created_at", 't'}, {"conversation_id", 't'}, {"sender_id", 't'}, {"agent", 't'}, {"tool", 't'},
-        {"arguments", 't'}, {"result", 't'}, {"status", 't'}, {"reason", 't'}},
+      {"audit_log",
+       "id",
+       {{"id", 'i'},
+        {"created_at", 't'},
+        {"conversation_id", 't'},
+        {"sender_id", 't'},
+        {"agent", 't'},
+        {"tool", 't'},
+        {"arguments", 't'},
+        {"result", 't'},
+        {"status", 't'},
+        {"reason", 't'}},
        "id"},
-      {"token_usage", "id",
-       {{"id", 'i'}, {"conversation_id", 't'}, {"sender_id", 't'}, {"model", 't'}, {"provider", 't'},
-        {"input_tokens", 'i'}, {"output_tokens", 'i'}, {"cache_read_tokens", 'i'}, {"cache_write_tokens", 'i'},
-        {"cost_usd", 'r'}, {"created_at", 't'}},
+      {"token_usage",
+       "id",
+       {{"id", 'i'},
+        {"conversation_id", 't'},
+        {"sender_id", 't'},
+        {"model", 't'},
+        {"provider", 't'},
+        {"input_tokens", 'i'},
+        {"output_tokens", 'i'},
+        {"cache_read_tokens", 'i'},
+        {"cache_write_tokens", 'i'},
+        {"cost_usd", 'r'},
+        {"created_at", 't'}},
        "id"},
-      {"scheduled_tasks", "rid",
-       {{"id", 't'}, {"channel", 't'}, {"sender_id", 't'}, {"reply_target", 't'}, {"description", 't'},
-        {"due_at", 't'}, {"repeat", 't'}, {"task_type", 't'}, {"project", 't'}, {"status", 't'},
-        {"retry_count", 'i'}, {"max_retries", 'i'}, {"last_error", 't'}, {"claimed_by", 't'}, {"lease_until", 't'},
-        {"created_at", 't'}, {"delivered_at", 't'}, {"retry_at", 't', true}}},
-      {"task_runs", "rid",
-       {{"id", 't'}, {"task_id", 't'}, {"started_at", 't'}, {"finished_at", 't'}, {"status", 't'}, {"result", 't'},
-        {"error", 't'}, {"tokens", 'i'}}},
+      {"scheduled_tasks",
+       "rid",
+       {{"id", 't'},
+        {"channel", 't'},
+        {"sender_id", 't'},
+        {"reply_target", 't'},
+        {"description", 't'},
+        {"due_at", 't'},
+        {"repeat", 't'},
+        {"task_type", 't'},
+        {"project", 't'},
+        {"status", 't'},
+        {"retry_count", 'i'},
+        {"max_retries", 'i'},
+        {"last_error", 't'},
+        {"claimed_by", 't'},
+        {"lease_until", 't'},
+        {"created_at", 't'},
+        {"delivered_at", 't'},
+        {"retry_at", 't', true}}},
+      {"task_runs",
+       "rid",
+       {{"id", 't'},
+        {"task_id", 't'},
+        {"started_at", 't'},
+        {"finished_at", 't'},
+        {"status", 't'},
+        {"result", 't'},
+        {"error", 't'},
+        {"tokens", 'i'}}},
   };
   return kTables;
 }
@@ -98,22 +177,28 @@ Result<Json> export_table(pg::Connection& c, const Table& t) {
   return out;
 }
 
-Result<void> import_row(pg::Connection& c, const Table& t, const Json& row, const std::string& where) {
+Result<void> import_row(pg::Connection& c, const Table& t, const Json& row,
+                        const std::string& where) {
   if (!row.is_object()) return fail(ErrorCode::Parse, where + " must be an object");
   std::string names, marks;
   std::vector<pg::Param> params;
   for (const auto& [k, v] : row.items()) {
-    const auto col = std::find_if(t.columns.begin(), t.columns.end(), [&](const Column& x) { return k == x.name; });
-    if (col == t.columns.end()) return fail(ErrorCode::Parse, where + ": unknown column '" + k + "'");
-    if (v.is_structured()) return fail(ErrorCode::Parse, where + "." + k + " must be a string, number or null");
+    const auto col = std::find_if(t.columns.begin(), t.columns.end(),
+                                  [&](const Column& x) { return k == x.name; });
+    if (col == t.columns.end())
+      return fail(ErrorCode::Parse, where + ": unknown column '" + k + "'");
+    if (v.is_structured())
+      return fail(ErrorCode::Parse, where + "." + k + " must be a string, number or null");
     names += (names.empty() ? "" : ", ") + k;
     marks += (marks.empty() ? "$" : ", $") + std::to_string(params.size() + 1);
     if (v.is_null()) {
       params.emplace_back(std::nullopt);
     } else if (v.is_string()) {
       const auto& s = v.get_ref<const std::string&>();
-      if (sqlite::invalid_utf8_at(s)) return fail(ErrorCode::Parse, where + "." + k + " is not valid UTF-8");
-      if (s.find('\0') != std::string::npos) return fail(ErrorCode::Parse, where + "." + k + " holds a NUL byte");
+      if (sqlite::invalid_utf8_at(s))
+        return fail(ErrorCode::Parse, where + "." + k + " is not valid UTF-8");
+      if (s.find('\0') != std::string::npos)
+        return fail(ErrorCode::Parse, where + "." + k + " holds a NUL byte");
       params.emplace_back(s);
     } else if (v.is_number_float()) {
       params.emplace_back(v.get<double>());
@@ -126,7 +211,8 @@ Result<void> import_row(pg::Connection& c, const Table& t, const Json& row, cons
     }
   }
   if (names.empty()) return fail(ErrorCode::Parse, where + " is empty");
-  auto r = c.exec(std::string("INSERT INTO ") + t.name + " (" + names + ") VALUES (" + marks + ")", params);
+  auto r = c.exec(std::string("INSERT INTO ") + t.name + " (" + names + ") VALUES (" + marks + ")",
+                  params);
   if (!r) return fail(r.error().code, where + " was not imported; nothing was", r.error());
   return {};
 }
@@ -150,30 +236,39 @@ Result<Json> PgStore::export_json() {
 }
 
 Result<void> PgStore::import_json(const Json& doc) {
-  // Checked by type first: Json::value() throws on a key of another type, and this is a user's file.
-  const auto field = [&](const char* key) { return doc.is_object() && doc.contains(key) ? doc.at(key) : Json(); };
+  // Checked by type first: Json::value() throws on a key of another type, and this is a user's
+  // file.
+  const auto field = [&](const char* key) {
+    return doc.is_object() && doc.contains(key) ? doc.at(key) : Json();
+  };
   if (!field("format").is_string() || field("format").get<std::string>() != kFormat) {
-    return fail(ErrorCode::Parse, "postgres memory: import: not a kernex memory export (expected \"format\": \"" +
-                                      std::string(kFormat) + "\")");
+    return fail(ErrorCode::Parse,
+                "postgres memory: import: not a kernex memory export (expected \"format\": \"" +
+                    std::string(kFormat) + "\")");
   }
   if (!field("version").is_number_integer() || field("version").get<std::int64_t>() != kVersion) {
-    return fail(ErrorCode::Parse, "postgres memory: import: unsupported export version " + field("version").dump());
+    return fail(ErrorCode::Parse,
+                "postgres memory: import: unsupported export version " + field("version").dump());
   }
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
     for (const auto& t : tables()) {
       if (!doc.contains(t.name)) continue;
       const Json& rows = doc.at(t.name);
       if (!rows.is_array()) {
-        return fail(ErrorCode::Parse, std::string("postgres memory: import: '") + t.name + "' must be an array");
+        return fail(ErrorCode::Parse,
+                    std::string("postgres memory: import: '") + t.name + "' must be an array");
       }
       for (std::size_t i = 0; i < rows.size(); ++i) {
-        const std::string where = std::string("postgres memory: import: ") + t.name + "[" + std::to_string(i) + "]";
+        const std::string where =
+            std::string("postgres memory: import: ") + t.name + "[" + std::to_string(i) + "]";
         if (auto r = import_row(c, t, rows[i], where); !r) return r;
       }
-      // Ids were given explicitly: the identity sequence moves past them, or new rows would collide.
+      // Ids were given explicitly: the identity sequence moves past them, or new rows would
+      // collide.
       if (t.identity) {
-        const std::string sql = std::string("SELECT setval(pg_get_serial_sequence('") + t.name + "', '" + t.identity +
-                                "'), coalesce((SELECT max(" + t.identity + ") FROM " + t.name + "), 0) + 1, false)";
+        const std::string sql = std::string("SELECT setval(pg_get_serial_sequence('") + t.name +
+                                "', '" + t.identity + "'), coalesce((SELECT max(" + t.identity +
+                                ") FROM " + t.name + "), 0) + 1, false)";
         if (auto r = c.exec(sql); !r) return std::unexpected(r.error());
       }
     }

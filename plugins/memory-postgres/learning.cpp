@@ -7,7 +7,9 @@ namespace {
 constexpr std::int64_t kLessonsPerDomain = 10;
 constexpr std::int64_t kLessonsListed = 50;
 
-bool bad_text(const std::string& s) { return sqlite::invalid_utf8_at(s) || s.find('\0') != std::string::npos; }
+bool bad_text(const std::string& s) {
+  return sqlite::invalid_utf8_at(s) || s.find('\0') != std::string::npos;
+}
 }  // namespace
 
 Result<void> PgStore::store_lesson(const Lesson& l) {
@@ -19,7 +21,8 @@ Result<void> PgStore::store_lesson(const Lesson& l) {
   }
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
     // One writer per sender + domain + project at a time, so the cap holds under concurrency.
-    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended('lesson' || chr(31) || $1 || chr(31) || $2 "
+    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended('lesson' || chr(31) || $1 "
+                        "|| chr(31) || $2 "
                         "|| chr(31) || $3, 0))",
                         {l.sender_id, l.domain, l.project});
         !r) {
@@ -48,10 +51,13 @@ Result<void> PgStore::store_lesson(const Lesson& l) {
   });
 }
 
-Result<std::vector<Lesson>> PgStore::lessons(const std::string& sender_id, const std::optional<std::string>& project) {
+Result<std::vector<Lesson>> PgStore::lessons(const std::string& sender_id,
+                                             const std::optional<std::string>& project) {
   auto rows = query(
-      "SELECT sender_id, domain, rule, project, occurrences, updated_at FROM lessons WHERE sender_id = $1 AND "
-      "(project = '' OR project = $2) ORDER BY (project = $2 AND project <> '') DESC, recency DESC, id DESC "
+      "SELECT sender_id, domain, rule, project, occurrences, updated_at FROM lessons WHERE "
+      "sender_id = $1 AND "
+      "(project = '' OR project = $2) ORDER BY (project = $2 AND project <> '') DESC, recency "
+      "DESC, id DESC "
       "LIMIT $3::bigint",
       {sender_id, project.value_or(""), kLessonsListed});
   if (!rows) return std::unexpected(rows.error());
@@ -65,31 +71,34 @@ Result<std::vector<Lesson>> PgStore::lessons(const std::string& sender_id, const
 
 Result<void> PgStore::store_outcome(const OutcomeRecord& o) {
   if (o.score < -1 || o.score > 1) {
-    return fail(ErrorCode::Usage,
-                "postgres memory: an outcome's score must be -1, 0 or 1, got " + std::to_string(o.score));
+    return fail(ErrorCode::Usage, "postgres memory: an outcome's score must be -1, 0 or 1, got " +
+                                      std::to_string(o.score));
   }
-  if (bad_text(o.lesson) || bad_text(o.domain) || bad_text(o.source) || bad_text(o.project) || bad_text(o.sender_id)) {
+  if (bad_text(o.lesson) || bad_text(o.domain) || bad_text(o.source) || bad_text(o.project) ||
+      bad_text(o.sender_id)) {
     return fail(ErrorCode::Parse, "postgres memory: the outcome is not valid UTF-8 text");
   }
   auto r = query(
-      "INSERT INTO outcomes (sender_id, domain, score, lesson, source, project) VALUES ($1, $2, $3::bigint, $4, $5, "
+      "INSERT INTO outcomes (sender_id, domain, score, lesson, source, project) VALUES ($1, $2, "
+      "$3::bigint, $4, $5, "
       "$6)",
       {o.sender_id, o.domain, o.score, o.lesson, o.source, o.project});
   if (!r) return std::unexpected(r.error());
   return {};
 }
 
-Result<std::vector<OutcomeRecord>> PgStore::recent_outcomes(const std::string& sender_id, std::size_t limit,
-                                                            const std::optional<std::string>& project) {
+Result<std::vector<OutcomeRecord>> PgStore::recent_outcomes(
+    const std::string& sender_id, std::size_t limit, const std::optional<std::string>& project) {
   auto rows = query(
-      "SELECT sender_id, domain, score, lesson, source, project, created_at FROM outcomes WHERE sender_id = $1 "
+      "SELECT sender_id, domain, score, lesson, source, project, created_at FROM outcomes WHERE "
+      "sender_id = $1 "
       "AND ($2::text IS NULL OR project = $2) ORDER BY id DESC LIMIT $3::bigint",
       {sender_id, project, count_param(limit)});
   if (!rows) return std::unexpected(rows.error());
   std::vector<OutcomeRecord> out;
   for (int i = 0; i < rows->size(); ++i) {
-    out.push_back({rows->text(i, 0), rows->text(i, 1), static_cast<int>(rows->int64(i, 2)), rows->text(i, 3),
-                   rows->text(i, 4), rows->text(i, 5), rows->text(i, 6)});
+    out.push_back({rows->text(i, 0), rows->text(i, 1), static_cast<int>(rows->int64(i, 2)),
+                   rows->text(i, 3), rows->text(i, 4), rows->text(i, 5), rows->text(i, 6)});
   }
   return out;
 }

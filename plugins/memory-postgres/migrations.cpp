@@ -197,9 +197,11 @@ Result<void> migrate(pg::Pool& pool) {
   if (!lease) return std::unexpected(lease.error());
   pg::Connection& c = **lease;
   // A session lock, released below or when the connection ends (a crashed process never holds it).
-  if (auto r = c.exec("SELECT pg_advisory_lock($1::bigint)", {kMigrationLock}); !r) return std::unexpected(r.error());
+  if (auto r = c.exec("SELECT pg_advisory_lock($1::bigint)", {kMigrationLock}); !r)
+    return std::unexpected(r.error());
   auto run = [&]() -> Result<void> {
-    if (auto r = c.exec("CREATE TABLE IF NOT EXISTS schema_version (version INT PRIMARY KEY, applied_at TEXT NOT NULL "
+    if (auto r = c.exec("CREATE TABLE IF NOT EXISTS schema_version (version INT PRIMARY KEY, "
+                        "applied_at TEXT NOT NULL "
                         "DEFAULT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'))");
         !r) {
       return std::unexpected(r.error());
@@ -209,14 +211,15 @@ Result<void> migrate(pg::Pool& pool) {
     const std::int64_t have = current->int64(0, 0);
     const int newest = kMigrations[std::size(kMigrations) - 1].version;
     if (have > newest) {
-      return fail(ErrorCode::Memory, "postgres memory: the database's schema is version " + std::to_string(have) +
-                                         ", newer than this kernex knows (" + std::to_string(newest) +
-                                         "): upgrade kernex");
+      return fail(ErrorCode::Memory, "postgres memory: the database's schema is version " +
+                                         std::to_string(have) + ", newer than this kernex knows (" +
+                                         std::to_string(newest) + "): upgrade kernex");
     }
     for (const auto& m : kMigrations) {
       if (m.version <= have) continue;
       if (auto r = apply(c, m); !r) {
-        return fail(ErrorCode::Memory, "postgres memory: schema migration " + std::to_string(m.version) + " failed",
+        return fail(ErrorCode::Memory,
+                    "postgres memory: schema migration " + std::to_string(m.version) + " failed",
                     r.error());
       }
     }

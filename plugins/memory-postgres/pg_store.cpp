@@ -20,13 +20,14 @@ Result<std::string> dump_checked(const Json& j, const std::string& what) {
   }
 }
 
-Result<Json> parse_column(const std::optional<std::string>& text, const char* column, std::int64_t seq) {
+Result<Json> parse_column(const std::optional<std::string>& text, const char* column,
+                          std::int64_t seq) {
   if (!text) return Json();
   // An imported document may have put anything here: nesting is capped like any outside JSON.
   Json j = parse_untrusted(*text);
   if (j.is_discarded()) {
-    return fail(ErrorCode::Parse, "postgres memory: message " + std::to_string(seq) + ": column " + column +
-                                      " holds invalid or too deeply nested JSON");
+    return fail(ErrorCode::Parse, "postgres memory: message " + std::to_string(seq) + ": column " +
+                                      column + " holds invalid or too deeply nested JSON");
   }
   return j;
 }
@@ -47,7 +48,8 @@ Result<ContextEntry> read_entry(const pg::Rows& rows, int row, int first) {
     if (calls->is_array()) e.tool_calls = calls->get<std::vector<ToolCall>>();
     if (result->is_object()) e.tool_result = result->get<ToolResult>();
   } catch (const Json::exception& ex) {
-    return fail(ErrorCode::Parse, "postgres memory: message " + std::to_string(seq) + ": " + ex.what());
+    return fail(ErrorCode::Parse,
+                "postgres memory: message " + std::to_string(seq) + ": " + ex.what());
   }
   e.provider_state = std::move(*state);
   return e;
@@ -55,7 +57,8 @@ Result<ContextEntry> read_entry(const pg::Rows& rows, int row, int first) {
 
 // PostgreSQL text cannot hold NUL; SQLite's can. Refused up front so nothing is cut short.
 std::optional<std::string> text_problem(std::string_view s) {
-  if (auto at = invalid_utf8_at(s)) return "is not valid UTF-8 (bad byte at offset " + std::to_string(*at) + ")";
+  if (auto at = invalid_utf8_at(s))
+    return "is not valid UTF-8 (bad byte at offset " + std::to_string(*at) + ")";
   if (auto at = s.find('\0'); at != std::string_view::npos) {
     return "holds a NUL byte at offset " + std::to_string(at) + " (PostgreSQL text cannot)";
   }
@@ -66,12 +69,15 @@ Result<void> check_entry(const ContextEntry& e, std::size_t index, std::size_t m
   const std::string which =
       "postgres memory: message " + std::to_string(index + 1) + " of the exchange (" + e.role + ")";
   const std::string unsaved = "; nothing of this exchange was saved";
-  if (auto p = text_problem(e.content)) return fail(ErrorCode::Parse, which + ": content " + *p + unsaved);
+  if (auto p = text_problem(e.content))
+    return fail(ErrorCode::Parse, which + ": content " + *p + unsaved);
   std::size_t size = e.content.size();
-  for (const auto& c : e.tool_calls) size += c.arguments.dump(-1, ' ', false, Json::error_handler_t::replace).size();
+  for (const auto& c : e.tool_calls)
+    size += c.arguments.dump(-1, ' ', false, Json::error_handler_t::replace).size();
   if (e.tool_result) size += e.tool_result->content.size();
   if (size > max_bytes) {
-    return fail(ErrorCode::Limit, which + ": " + std::to_string(size) + " bytes, over max_message_bytes (" +
+    return fail(ErrorCode::Limit, which + ": " + std::to_string(size) +
+                                      " bytes, over max_message_bytes (" +
                                       std::to_string(max_bytes) + ")" + unsaved);
   }
   if (e.tool_result) {
@@ -126,9 +132,11 @@ Result<pg::Rows> PgStore::query(std::string_view sql, std::initializer_list<pg::
 
 // ---- Conversations ----
 
-Result<std::string> PgStore::open_conversation(const ConversationKey& key, std::chrono::minutes idle) {
+Result<std::string> PgStore::open_conversation(const ConversationKey& key,
+                                               std::chrono::minutes idle) {
   static constexpr std::string_view kFind =
-      "SELECT id FROM conversations WHERE channel = $1 AND sender_id = $2 AND project = $3 AND status = 'active' "
+      "SELECT id FROM conversations WHERE channel = $1 AND sender_id = $2 AND project = $3 AND "
+      "status = 'active' "
       "AND last_activity > kx_time(now() AT TIME ZONE 'UTC' - make_interval(mins => $4::int)) "
       "ORDER BY last_activity DESC, rid DESC LIMIT 1";
   // At most a thousand years back: further, the date would leave what the time text can express.
@@ -139,7 +147,8 @@ Result<std::string> PgStore::open_conversation(const ConversationKey& key, std::
   // Two processes opening the same key at once: a transaction lock on the key serialises them, and
   // the second finds the first one's conversation.
   return transaction<std::string>([&](pg::Connection& c) -> Result<std::string> {
-    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) || $3, 0))",
+    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || "
+                        "chr(31) || $3, 0))",
                         {key.channel, key.sender_id, key.project});
         !r) {
       return std::unexpected(r.error());
@@ -148,14 +157,16 @@ Result<std::string> PgStore::open_conversation(const ConversationKey& key, std::
     if (!again) return std::unexpected(again.error());
     if (!again->empty()) return again->text(0, 0);
     const std::string id = new_uuid();
-    auto insert = c.exec("INSERT INTO conversations (id, channel, sender_id, project) VALUES ($1, $2, $3, $4)",
-                         {id, key.channel, key.sender_id, key.project});
+    auto insert = c.exec(
+        "INSERT INTO conversations (id, channel, sender_id, project) VALUES ($1, $2, $3, $4)",
+        {id, key.channel, key.sender_id, key.project});
     if (!insert) return std::unexpected(insert.error());
     return id;
   });
 }
 
-Result<std::vector<ContextEntry>> PgStore::select_entries(std::string_view sql, const std::string& conversation_id,
+Result<std::vector<ContextEntry>> PgStore::select_entries(std::string_view sql,
+                                                          const std::string& conversation_id,
                                                           std::size_t n, bool reverse) {
   auto rows = query(sql, {conversation_id, count_param(n)});
   if (!rows) return std::unexpected(rows.error());
@@ -169,14 +180,16 @@ Result<std::vector<ContextEntry>> PgStore::select_entries(std::string_view sql, 
   return out;
 }
 
-Result<std::vector<ContextEntry>> PgStore::recent_messages(const std::string& conversation_id, std::size_t limit) {
+Result<std::vector<ContextEntry>> PgStore::recent_messages(const std::string& conversation_id,
+                                                           std::size_t limit) {
   return select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
       "WHERE conversation_id = $1 ORDER BY seq DESC LIMIT $2::bigint",
       conversation_id, limit, true);
 }
 
-Result<std::vector<ContextEntry>> PgStore::oldest_messages(const std::string& conversation_id, std::size_t count) {
+Result<std::vector<ContextEntry>> PgStore::oldest_messages(const std::string& conversation_id,
+                                                           std::size_t count) {
   return select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
       "WHERE conversation_id = $1 ORDER BY seq ASC LIMIT $2::bigint",
@@ -190,7 +203,8 @@ Result<std::uint64_t> PgStore::message_count(const std::string& conversation_id)
   return static_cast<std::uint64_t>(rows->int64(0, 0));
 }
 
-Result<void> PgStore::append_messages(const std::string& conversation_id, const std::vector<ContextEntry>& entries) {
+Result<void> PgStore::append_messages(const std::string& conversation_id,
+                                      const std::vector<ContextEntry>& entries) {
   // Checked before anything is written, so a bad entry leaves the exchange unsaved as a whole.
   std::vector<EncodedEntry> encoded;
   for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -201,55 +215,67 @@ Result<void> PgStore::append_messages(const std::string& conversation_id, const 
   }
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
     auto touch = c.exec(
-        "UPDATE conversations SET last_activity = kx_now(), message_count = message_count + $1::bigint "
+        "UPDATE conversations SET last_activity = kx_now(), message_count = message_count + "
+        "$1::bigint "
         "WHERE id = $2",
         {static_cast<std::int64_t>(entries.size()), conversation_id});
     if (!touch) return std::unexpected(touch.error());
     if (touch->affected() == 0) return no_conversation(conversation_id);
-    // One statement per 1000 entries (a VALUES list assigns seq in its own order), not one per entry.
+    // One statement per 1000 entries (a VALUES list assigns seq in its own order), not one per
+    // entry.
     constexpr std::size_t kPerStatement = 1000;
     for (std::size_t first = 0; first < entries.size(); first += kPerStatement) {
       std::string sql =
-          "INSERT INTO messages (conversation_id, role, content, tool_calls, tool_result, provider_state) VALUES ";
+          "INSERT INTO messages (conversation_id, role, content, tool_calls, tool_result, "
+          "provider_state) VALUES ";
       std::vector<pg::Param> params{conversation_id};
       for (std::size_t i = first; i < std::min(entries.size(), first + kPerStatement); ++i) {
         const auto n = params.size();
         sql += (i == first ? "($1" : ", ($1");
         for (std::size_t k = 1; k <= 5; ++k) sql += ", $" + std::to_string(n + k);
         sql += ")";
-        params.insert(params.end(), {entries[i].role, entries[i].content, encoded[i].calls, encoded[i].result,
-                                     encoded[i].state});
+        params.insert(params.end(), {entries[i].role, entries[i].content, encoded[i].calls,
+                                     encoded[i].result, encoded[i].state});
       }
       if (auto r = c.exec(sql, params); !r) {
         return fail(r.error().code == ErrorCode::Io ? ErrorCode::Io : ErrorCode::Memory,
-                    "postgres memory: saving the exchange failed; nothing of it was saved", r.error());
+                    "postgres memory: saving the exchange failed; nothing of it was saved",
+                    r.error());
       }
     }
     return {};
   });
 }
 
-Result<std::optional<StoredSummary>> PgStore::compaction_summary(const std::string& conversation_id) {
-  auto rows = query("SELECT text, covered_messages FROM summaries WHERE conversation_id = $1", {conversation_id});
+Result<std::optional<StoredSummary>> PgStore::compaction_summary(
+    const std::string& conversation_id) {
+  auto rows = query("SELECT text, covered_messages FROM summaries WHERE conversation_id = $1",
+                    {conversation_id});
   if (!rows) return std::unexpected(rows.error());
   if (rows->empty()) return std::optional<StoredSummary>();
-  return std::optional<StoredSummary>(StoredSummary{rows->text(0, 0), static_cast<std::uint64_t>(rows->int64(0, 1))});
+  return std::optional<StoredSummary>(
+      StoredSummary{rows->text(0, 0), static_cast<std::uint64_t>(rows->int64(0, 1))});
 }
 
-Result<void> PgStore::save_compaction_summary(const std::string& conversation_id, const StoredSummary& summary) {
-  if (auto p = text_problem(summary.text)) return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
+Result<void> PgStore::save_compaction_summary(const std::string& conversation_id,
+                                              const StoredSummary& summary) {
+  if (auto p = text_problem(summary.text))
+    return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
   auto r = query(
       "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
       "VALUES ($1, $2, $3::bigint, kx_now()) ON CONFLICT (conversation_id) DO UPDATE SET "
-      "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = excluded.updated_at",
+      "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
+      "excluded.updated_at",
       {conversation_id, summary.text, count_param(summary.covered_messages)});
   if (!r) return std::unexpected(r.error());
   return {};
 }
 
-Result<std::vector<ConversationInfo>> PgStore::list_conversations(const ConversationFilter& filter) {
+Result<std::vector<ConversationInfo>> PgStore::list_conversations(
+    const ConversationFilter& filter) {
   auto rows = query(
-      "SELECT c.id, c.channel, c.sender_id, c.project, c.status, c.started_at, c.last_activity, c.message_count, "
+      "SELECT c.id, c.channel, c.sender_id, c.project, c.status, c.started_at, c.last_activity, "
+      "c.message_count, "
       "s.text FROM conversations c LEFT JOIN summaries s ON s.conversation_id = c.id "
       "WHERE ($1::text IS NULL OR c.channel = $1) AND ($2::text IS NULL OR c.sender_id = $2) "
       "ORDER BY c.last_activity DESC, c.rid DESC LIMIT $3::bigint",
@@ -270,10 +296,11 @@ Result<std::vector<ConversationInfo>> PgStore::list_conversations(const Conversa
   return out;
 }
 
-Result<std::vector<StoredMessage>> PgStore::conversation_messages(const std::string& conversation_id,
-                                                                  std::int64_t after_seq, std::size_t limit) {
+Result<std::vector<StoredMessage>> PgStore::conversation_messages(
+    const std::string& conversation_id, std::int64_t after_seq, std::size_t limit) {
   auto rows = query(
-      "SELECT seq, role, content, tool_calls, tool_result, provider_state, conversation_id, created_at "
+      "SELECT seq, role, content, tool_calls, tool_result, provider_state, conversation_id, "
+      "created_at "
       "FROM messages WHERE conversation_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3::bigint",
       {conversation_id, after_seq, count_param(limit)});
   if (!rows) return std::unexpected(rows.error());
@@ -281,7 +308,8 @@ Result<std::vector<StoredMessage>> PgStore::conversation_messages(const std::str
   for (int i = 0; i < rows->size(); ++i) {
     auto e = read_entry(*rows, i, 0);
     if (!e) return std::unexpected(e.error());
-    out.push_back(StoredMessage{rows->int64(i, 0), rows->text(i, 6), std::move(*e), rows->text(i, 7)});
+    out.push_back(
+        StoredMessage{rows->int64(i, 0), rows->text(i, 6), std::move(*e), rows->text(i, 7)});
   }
   return out;
 }
@@ -289,10 +317,12 @@ Result<std::vector<StoredMessage>> PgStore::conversation_messages(const std::str
 Result<void> PgStore::close_conversation(const std::string& conversation_id,
                                          const std::optional<std::string>& summary) {
   if (summary) {
-    if (auto p = text_problem(*summary)) return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
+    if (auto p = text_problem(*summary))
+      return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
   }
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    auto close = c.exec("UPDATE conversations SET status = 'closed' WHERE id = $1", {conversation_id});
+    auto close =
+        c.exec("UPDATE conversations SET status = 'closed' WHERE id = $1", {conversation_id});
     if (!close) return std::unexpected(close.error());
     if (close->affected() == 0) return no_conversation(conversation_id);
     if (!summary) return {};
@@ -329,7 +359,8 @@ Result<void> PgStore::delete_conversation(const std::string& conversation_id) {
   });
 }
 
-Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const ConversationKey& key, const std::string& exclude,
+Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const ConversationKey& key,
+                                                             const std::string& exclude,
                                                              std::size_t limit) {
   auto rows = query(
       "SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at FROM summaries s "
@@ -339,55 +370,64 @@ Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const ConversationK
   if (!rows) return std::unexpected(rows.error());
   std::vector<SummaryRecord> out;
   for (int i = 0; i < rows->size(); ++i) {
-    out.push_back(
-        {rows->text(i, 0), rows->text(i, 1), static_cast<std::uint64_t>(rows->int64(i, 2)), rows->text(i, 3)});
+    out.push_back({rows->text(i, 0), rows->text(i, 1),
+                   static_cast<std::uint64_t>(rows->int64(i, 2)), rows->text(i, 3)});
   }
   return out;
 }
 
 // ---- Facts ----
 
-Result<std::vector<std::pair<std::string, std::string>>> PgStore::facts(const std::string& sender_id) {
-  auto rows =
-      query("SELECT key, value FROM facts WHERE sender_id = $1 AND deleted_at IS NULL ORDER BY key COLLATE \"C\"",
-            {sender_id});
+Result<std::vector<std::pair<std::string, std::string>>> PgStore::facts(
+    const std::string& sender_id) {
+  auto rows = query(
+      "SELECT key, value FROM facts WHERE sender_id = $1 AND deleted_at IS NULL ORDER BY key "
+      "COLLATE \"C\"",
+      {sender_id});
   if (!rows) return std::unexpected(rows.error());
   std::vector<std::pair<std::string, std::string>> out;
   for (int i = 0; i < rows->size(); ++i) out.emplace_back(rows->text(i, 0), rows->text(i, 1));
   return out;
 }
 
-Result<void> PgStore::store_fact(const std::string& sender_id, const std::string& key, const std::string& value) {
+Result<void> PgStore::store_fact(const std::string& sender_id, const std::string& key,
+                                 const std::string& value) {
   if (key.empty()) return fail(ErrorCode::Usage, "postgres memory: a fact needs a key");
   if (text_problem(key) || text_problem(value) || text_problem(sender_id)) {
     return fail(ErrorCode::Parse, "postgres memory: fact '" + key + "' is not valid UTF-8 text");
   }
   // Re-storing a soft-deleted fact brings it back with the new value.
   auto r = query(
-      "INSERT INTO facts (sender_id, key, value) VALUES ($1, $2, $3) ON CONFLICT (sender_id, key) DO UPDATE SET "
+      "INSERT INTO facts (sender_id, key, value) VALUES ($1, $2, $3) ON CONFLICT (sender_id, key) "
+      "DO UPDATE SET "
       "value = excluded.value, updated_at = kx_now(), deleted_at = NULL",
       {sender_id, key, value});
   if (!r) return std::unexpected(r.error());
   return {};
 }
 
-Result<std::optional<std::string>> PgStore::fact(const std::string& sender_id, const std::string& key) {
+Result<std::optional<std::string>> PgStore::fact(const std::string& sender_id,
+                                                 const std::string& key) {
   auto rows =
-      query("SELECT value FROM facts WHERE sender_id = $1 AND key = $2 AND deleted_at IS NULL", {sender_id, key});
+      query("SELECT value FROM facts WHERE sender_id = $1 AND key = $2 AND deleted_at IS NULL",
+            {sender_id, key});
   if (!rows) return std::unexpected(rows.error());
   if (rows->empty()) return std::optional<std::string>();
   return std::optional<std::string>(rows->text(0, 0));
 }
 
-Result<std::vector<Fact>> PgStore::fact_records(const std::optional<std::string>& sender_id, bool include_deleted) {
+Result<std::vector<Fact>> PgStore::fact_records(const std::optional<std::string>& sender_id,
+                                                bool include_deleted) {
   auto rows = query(
-      "SELECT sender_id, key, value, updated_at, deleted_at FROM facts WHERE ($1::text IS NULL OR sender_id = $1) "
+      "SELECT sender_id, key, value, updated_at, deleted_at FROM facts WHERE ($1::text IS NULL OR "
+      "sender_id = $1) "
       "AND ($2::boolean OR deleted_at IS NULL) ORDER BY sender_id COLLATE \"C\", key COLLATE \"C\"",
       {sender_id, include_deleted});
   if (!rows) return std::unexpected(rows.error());
   std::vector<Fact> out;
   for (int i = 0; i < rows->size(); ++i) {
-    out.push_back({rows->text(i, 0), rows->text(i, 1), rows->text(i, 2), rows->text(i, 3), rows->optional_text(i, 4)});
+    out.push_back({rows->text(i, 0), rows->text(i, 1), rows->text(i, 2), rows->text(i, 3),
+                   rows->optional_text(i, 4)});
   }
   return out;
 }
@@ -398,7 +438,8 @@ Result<bool> PgStore::soft_delete_fact(const std::string& sender_id, const std::
   return *n > 0;
 }
 
-Result<std::uint64_t> PgStore::soft_delete_facts(const std::string& sender_id, const std::optional<std::string>& key) {
+Result<std::uint64_t> PgStore::soft_delete_facts(const std::string& sender_id,
+                                                 const std::optional<std::string>& key) {
   auto r = query(
       "UPDATE facts SET deleted_at = kx_now(), updated_at = kx_now() "
       "WHERE sender_id = $1 AND ($2::text IS NULL OR key = $2) AND deleted_at IS NULL",
@@ -411,26 +452,32 @@ Result<std::uint64_t> PgStore::soft_delete_facts(const std::string& sender_id, c
 
 Result<void> PgStore::record_tool_call(const AuditRecord& rec) {
   if (rec.status != "ok" && rec.status != "error" && rec.status != "denied") {
-    return fail(ErrorCode::Usage,
-                "postgres memory: audit status must be ok, error or denied, got '" + rec.status + "'");
+    return fail(
+        ErrorCode::Usage,
+        "postgres memory: audit status must be ok, error or denied, got '" + rec.status + "'");
   }
   auto args = dump_checked(rec.arguments, "audited tool arguments");
   if (!args) return std::unexpected(args.error());
   for (const std::string* s : {&rec.result, &rec.reason, &rec.tool, &rec.agent}) {
-    if (auto p = text_problem(*s)) return fail(ErrorCode::Parse, "postgres memory: audit record " + *p);
+    if (auto p = text_problem(*s))
+      return fail(ErrorCode::Parse, "postgres memory: audit record " + *p);
   }
-  std::optional<std::string> at = rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
+  std::optional<std::string> at =
+      rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
   auto r = query(
-      "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, arguments, result, status, reason) "
+      "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, arguments, "
+      "result, status, reason) "
       "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9)",
-      {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, *args, rec.result, rec.status, rec.reason});
+      {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, *args, rec.result, rec.status,
+       rec.reason});
   if (!r) return std::unexpected(r.error());
   return {};
 }
 
 Result<std::vector<AuditRecord>> PgStore::audit_log(std::size_t limit) {
   auto rows = query(
-      "SELECT created_at, conversation_id, sender_id, agent, tool, arguments, result, status, reason "
+      "SELECT created_at, conversation_id, sender_id, agent, tool, arguments, result, status, "
+      "reason "
       "FROM audit_log ORDER BY id DESC LIMIT $1::bigint",
       {count_param(limit)});
   if (!rows) return std::unexpected(rows.error());
@@ -453,19 +500,23 @@ Result<std::vector<AuditRecord>> PgStore::audit_log(std::size_t limit) {
 
 Result<void> PgStore::record_usage(const UsageRecord& rec) {
   auto r = query(
-      "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, output_tokens, "
-      "cache_read_tokens, cache_write_tokens, cost_usd) VALUES ($1, $2, $3, $4, $5::bigint, $6::bigint, $7::bigint, "
+      "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
+      "output_tokens, "
+      "cache_read_tokens, cache_write_tokens, cost_usd) VALUES ($1, $2, $3, $4, $5::bigint, "
+      "$6::bigint, $7::bigint, "
       "$8::bigint, $9::double precision)",
-      {rec.conversation_id, rec.sender_id, rec.model, rec.provider, count_param(rec.usage.input_tokens),
-       count_param(rec.usage.output_tokens), count_param(rec.usage.cache_read_tokens),
-       count_param(rec.usage.cache_write_tokens), rec.usage.cost_usd});
+      {rec.conversation_id, rec.sender_id, rec.model, rec.provider,
+       count_param(rec.usage.input_tokens), count_param(rec.usage.output_tokens),
+       count_param(rec.usage.cache_read_tokens), count_param(rec.usage.cache_write_tokens),
+       rec.usage.cost_usd});
   if (!r) return std::unexpected(r.error());
   return {};
 }
 
 Result<std::vector<UsageTotals>> PgStore::usage_by_day() {
   auto rows = query(
-      "SELECT left(created_at, 10) AS day, model, provider, count(*), sum(input_tokens), sum(output_tokens), "
+      "SELECT left(created_at, 10) AS day, model, provider, count(*), sum(input_tokens), "
+      "sum(output_tokens), "
       "sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_usd) FROM token_usage "
       "GROUP BY 1, 2, 3 ORDER BY 1, model COLLATE \"C\", provider COLLATE \"C\"");
   if (!rows) return std::unexpected(rows.error());

@@ -23,37 +23,53 @@ class PgStore final : public MemoryStore {
   static Result<std::shared_ptr<PgStore>> open(const StoreOptions& options);
 
   // Conversations and history.
-  Result<std::string> open_conversation(const ConversationKey& key, std::chrono::minutes idle) override;
-  Result<std::vector<ContextEntry>> recent_messages(const std::string& conversation_id, std::size_t limit) override;
-  Result<std::vector<ContextEntry>> oldest_messages(const std::string& conversation_id, std::size_t count) override;
+  Result<std::string> open_conversation(const ConversationKey& key,
+                                        std::chrono::minutes idle) override;
+  Result<std::vector<ContextEntry>> recent_messages(const std::string& conversation_id,
+                                                    std::size_t limit) override;
+  Result<std::vector<ContextEntry>> oldest_messages(const std::string& conversation_id,
+                                                    std::size_t count) override;
   Result<std::uint64_t> message_count(const std::string& conversation_id) override;
-  Result<void> append_messages(const std::string& conversation_id, const std::vector<ContextEntry>& entries) override;
-  Result<std::optional<StoredSummary>> compaction_summary(const std::string& conversation_id) override;
-  Result<void> save_compaction_summary(const std::string& conversation_id, const StoredSummary& summary) override;
-  Result<std::vector<ConversationInfo>> list_conversations(const ConversationFilter& filter) override;
-  Result<std::vector<StoredMessage>> conversation_messages(const std::string& conversation_id, std::int64_t after_seq,
+  Result<void> append_messages(const std::string& conversation_id,
+                               const std::vector<ContextEntry>& entries) override;
+  Result<std::optional<StoredSummary>> compaction_summary(
+      const std::string& conversation_id) override;
+  Result<void> save_compaction_summary(const std::string& conversation_id,
+                                       const StoredSummary& summary) override;
+  Result<std::vector<ConversationInfo>> list_conversations(
+      const ConversationFilter& filter) override;
+  Result<std::vector<StoredMessage>> conversation_messages(const std::string& conversation_id,
+                                                           std::int64_t after_seq,
                                                            std::size_t limit) override;
   Result<void> close_conversation(const std::string& conversation_id,
                                   const std::optional<std::string>& summary) override;
   Result<void> delete_conversation(const std::string& conversation_id) override;
-  Result<std::vector<SummaryRecord>> recent_summaries(const ConversationKey& key, const std::string& exclude,
+  Result<std::vector<SummaryRecord>> recent_summaries(const ConversationKey& key,
+                                                      const std::string& exclude,
                                                       std::size_t limit) override;
   Result<std::vector<RecallHit>> recall(const RecallQuery& query) override;
 
   // Facts.
-  Result<std::vector<std::pair<std::string, std::string>>> facts(const std::string& sender_id) override;
-  Result<void> store_fact(const std::string& sender_id, const std::string& key, const std::string& value) override;
-  Result<std::optional<std::string>> fact(const std::string& sender_id, const std::string& key) override;
-  Result<std::vector<Fact>> fact_records(const std::optional<std::string>& sender_id, bool include_deleted) override;
+  Result<std::vector<std::pair<std::string, std::string>>> facts(
+      const std::string& sender_id) override;
+  Result<void> store_fact(const std::string& sender_id, const std::string& key,
+                          const std::string& value) override;
+  Result<std::optional<std::string>> fact(const std::string& sender_id,
+                                          const std::string& key) override;
+  Result<std::vector<Fact>> fact_records(const std::optional<std::string>& sender_id,
+                                         bool include_deleted) override;
   Result<bool> soft_delete_fact(const std::string& sender_id, const std::string& key) override;
-  Result<std::uint64_t> soft_delete_facts(const std::string& sender_id, const std::optional<std::string>& key) override;
+  Result<std::uint64_t> soft_delete_facts(const std::string& sender_id,
+                                          const std::optional<std::string>& key) override;
 
   // Learning.
   Result<void> store_lesson(const Lesson& lesson) override;
-  Result<std::vector<Lesson>> lessons(const std::string& sender_id, const std::optional<std::string>& project) override;
+  Result<std::vector<Lesson>> lessons(const std::string& sender_id,
+                                      const std::optional<std::string>& project) override;
   Result<void> store_outcome(const OutcomeRecord& outcome) override;
-  Result<std::vector<OutcomeRecord>> recent_outcomes(const std::string& sender_id, std::size_t limit,
-                                                     const std::optional<std::string>& project) override;
+  Result<std::vector<OutcomeRecord>> recent_outcomes(
+      const std::string& sender_id, std::size_t limit,
+      const std::optional<std::string>& project) override;
   Result<std::uint64_t> prune_outcomes(std::size_t keep) override;
 
   // Audit and usage.
@@ -69,10 +85,12 @@ class PgStore final : public MemoryStore {
   Result<std::vector<Task>> claim_due_tasks(const std::string& worker, std::chrono::seconds lease,
                                             std::size_t limit) override;
   Result<bool> complete_task(const std::string& id, const std::string& worker) override;
-  Result<bool> fail_task(const std::string& id, const std::string& worker, const std::string& error) override;
+  Result<bool> fail_task(const std::string& id, const std::string& worker,
+                         const std::string& error) override;
   Result<bool> cancel_task(const std::string& id_prefix, const std::string& sender_id) override;
   Result<std::string> record_task_run(const TaskRun& run) override;
-  Result<std::vector<TaskRun>> task_runs(const std::string& task_id_prefix, std::size_t limit) override;
+  Result<std::vector<TaskRun>> task_runs(const std::string& task_id_prefix,
+                                         std::size_t limit) override;
 
   // Backup.
   Result<Json> export_json() override;
@@ -80,7 +98,8 @@ class PgStore final : public MemoryStore {
 
  private:
   PgStore(StoreOptions options)
-      : options_(std::move(options)), pool_(std::make_unique<pg::Pool>(options_.connection, options_.pool_size)) {}
+      : options_(std::move(options)),
+        pool_(std::make_unique<pg::Pool>(options_.connection, options_.pool_size)) {}
 
   // One statement on a leased connection (autocommit).
   Result<pg::Rows> query(std::string_view sql, std::initializer_list<pg::Param> params = {});
@@ -88,7 +107,8 @@ class PgStore final : public MemoryStore {
   Result<T> transaction(const std::function<Result<T>(pg::Connection&)>& body) {
     return pool_->transaction<T>(body);
   }
-  Result<std::vector<ContextEntry>> select_entries(std::string_view sql, const std::string& conversation_id,
+  Result<std::vector<ContextEntry>> select_entries(std::string_view sql,
+                                                   const std::string& conversation_id,
                                                    std::size_t n, bool reverse);
 
   StoreOptions options_;

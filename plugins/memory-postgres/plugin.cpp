@@ -17,7 +17,8 @@ using kernex::Result;
 
 Result<std::uint64_t> positive(const Json& v, const std::string& key, std::uint64_t max) {
   if (!v.is_number_integer() || v.get<std::int64_t>() <= 0 || v.get<std::uint64_t>() > max) {
-    return kernex::fail(ErrorCode::Config, "postgres memory: option '" + key + "' must be an integer from 1 to " +
+    return kernex::fail(ErrorCode::Config, "postgres memory: option '" + key +
+                                               "' must be an integer from 1 to " +
                                                std::to_string(max) + ", got " + v.dump());
   }
   return v.get<std::uint64_t>();
@@ -28,15 +29,18 @@ Result<kernex::postgres::StoreOptions> parse_options(const Json& config) {
   out.connection.what = "postgres memory";
   out.connection.application_name = "kernex memory";
   if (config.is_null()) return out;
-  if (!config.is_object()) return kernex::fail(ErrorCode::Config, "postgres memory: options must be a mapping");
+  if (!config.is_object())
+    return kernex::fail(ErrorCode::Config, "postgres memory: options must be a mapping");
   for (const auto& [key, value] : config.items()) {
     if (key == "dsn") {
       // Never echo the value: it may hold a password.
-      if (!value.is_string()) return kernex::fail(ErrorCode::Config, "postgres memory: option 'dsn' must be a string");
+      if (!value.is_string())
+        return kernex::fail(ErrorCode::Config, "postgres memory: option 'dsn' must be a string");
       out.connection.dsn = value.get<std::string>();
     } else if (key == "data_dir") {
       if (!value.is_string()) {
-        return kernex::fail(ErrorCode::Config, "postgres memory: option 'data_dir' must be a string");
+        return kernex::fail(ErrorCode::Config,
+                            "postgres memory: option 'data_dir' must be a string");
       }
     } else if (key == "pool_size") {
       auto v = positive(value, key, 256);
@@ -55,9 +59,10 @@ Result<kernex::postgres::StoreOptions> parse_options(const Json& config) {
       if (!v) return std::unexpected(v.error());
       out.max_message_bytes = *v;
     } else {
-      return kernex::fail(ErrorCode::Config, "postgres memory: unknown option '" + key +
-                                                 "' (known: dsn, pool_size, statement_timeout_ms, connect_timeout_s, "
-                                                 "max_message_bytes, data_dir)");
+      return kernex::fail(ErrorCode::Config,
+                          "postgres memory: unknown option '" + key +
+                              "' (known: dsn, pool_size, statement_timeout_ms, connect_timeout_s, "
+                              "max_message_bytes, data_dir)");
     }
   }
   return out;
@@ -73,5 +78,5 @@ Result<std::shared_ptr<kernex::MemoryStore>> make_postgres(const Json& config) {
 
 }  // namespace
 
-KERNEX_PLUGIN(Memory, "postgres", "1.0.0", "Shared PostgreSQL store: history, recall, facts, tasks, usage",
-              make_postgres)
+KERNEX_PLUGIN(Memory, "postgres", "1.0.0",
+              "Shared PostgreSQL store: history, recall, facts, tasks, usage", make_postgres)

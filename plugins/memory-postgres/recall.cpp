@@ -42,8 +42,10 @@ std::string tsquery_sql(std::size_t words, int first, const char* joiner) {
   return sql + ")";
 }
 
-constexpr std::string_view kMessageVector = "to_tsvector('simple'::regconfig, left(m.content, 200000))";
-constexpr std::string_view kSummaryVector = "to_tsvector('simple'::regconfig, left(s.text, 200000))";
+constexpr std::string_view kMessageVector =
+    "to_tsvector('simple'::regconfig, left(m.content, 200000))";
+constexpr std::string_view kSummaryVector =
+    "to_tsvector('simple'::regconfig, left(s.text, 200000))";
 
 }  // namespace
 
@@ -68,9 +70,10 @@ Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
   // Messages of the current conversation from `boundary` on are in the history window already.
   std::int64_t boundary = std::numeric_limits<std::int64_t>::max();
   if (q.skip_newest > 0 && !q.current_conversation.empty()) {
-    auto edge =
-        c.exec("SELECT seq FROM messages WHERE conversation_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET $2::bigint",
-               {q.current_conversation, count_param(q.skip_newest - 1)});
+    auto edge = c.exec(
+        "SELECT seq FROM messages WHERE conversation_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET "
+        "$2::bigint",
+        {q.current_conversation, count_param(q.skip_newest - 1)});
     if (!edge) return std::unexpected(edge.error());
     boundary = edge->empty() ? 0 : edge->int64(0, 0);
   }
@@ -84,35 +87,42 @@ Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
     for (const auto& w : words) params.emplace_back(w);
     // ts_rank: higher is better; negated so that, like bm25, lower sorts first.
     const std::string messages_sql =
-        "SELECT m.conversation_id, m.seq, m.content, m.created_at, -ts_rank(" + std::string(kMessageVector) + ", " +
-        tsq + ") FROM messages m JOIN conversations c ON c.id = m.conversation_id WHERE m.role = 'user' AND " +
+        "SELECT m.conversation_id, m.seq, m.content, m.created_at, -ts_rank(" +
+        std::string(kMessageVector) + ", " + tsq +
+        ") FROM messages m JOIN conversations c ON c.id = m.conversation_id WHERE m.role = 'user' "
+        "AND " +
         std::string(kMessageVector) + " @@ " + tsq +
         " "
         "AND ($1 = '' OR c.sender_id = $1) AND (m.conversation_id <> $2 OR m.seq < $3::bigint) "
         "AND ($4::text IS NULL OR m.created_at >= $4) ORDER BY 5, m.seq DESC LIMIT $5::bigint";
     auto messages = c.exec(messages_sql, params);
-    if (!messages) return fail(messages.error().code, "postgres memory: recall over messages failed", messages.error());
+    if (!messages)
+      return fail(messages.error().code, "postgres memory: recall over messages failed",
+                  messages.error());
     for (int i = 0; i < messages->size(); ++i) {
       if (seen.insert({messages->text(i, 0), messages->int64(i, 1)}).second) {
-        ranked.push_back({messages->real(i, 4), RecallHit{"message", messages->text(i, 0), messages->int64(i, 1),
-                                                          messages->text(i, 2), messages->text(i, 3)}});
+        ranked.push_back(
+            {messages->real(i, 4), RecallHit{"message", messages->text(i, 0), messages->int64(i, 1),
+                                             messages->text(i, 2), messages->text(i, 3)}});
       }
     }
     const std::string summaries_sql =
-        "SELECT s.conversation_id, s.text, s.updated_at, -ts_rank(" + std::string(kSummaryVector) + ", " + tsq +
-        ") FROM summaries s JOIN conversations c ON c.id = s.conversation_id WHERE " + std::string(kSummaryVector) +
-        " @@ " + tsq +
+        "SELECT s.conversation_id, s.text, s.updated_at, -ts_rank(" + std::string(kSummaryVector) +
+        ", " + tsq + ") FROM summaries s JOIN conversations c ON c.id = s.conversation_id WHERE " +
+        std::string(kSummaryVector) + " @@ " + tsq +
         " "
         "AND ($1 = '' OR c.sender_id = $1) AND s.conversation_id <> $2 AND $3::bigint IS NOT NULL "
         "AND ($4::text IS NULL OR s.updated_at >= $4) ORDER BY 4, s.id DESC LIMIT $5::bigint";
     auto summaries = c.exec(summaries_sql, params);
     if (!summaries) {
-      return fail(summaries.error().code, "postgres memory: recall over summaries failed", summaries.error());
+      return fail(summaries.error().code, "postgres memory: recall over summaries failed",
+                  summaries.error());
     }
     for (int i = 0; i < summaries->size(); ++i) {
       if (seen.insert({summaries->text(i, 0), 0}).second) {
-        ranked.push_back({summaries->real(i, 3), RecallHit{"summary", summaries->text(i, 0), 0, summaries->text(i, 1),
-                                                           summaries->text(i, 2)}});
+        ranked.push_back(
+            {summaries->real(i, 3), RecallHit{"summary", summaries->text(i, 0), 0,
+                                              summaries->text(i, 1), summaries->text(i, 2)}});
       }
     }
     return {};
@@ -123,7 +133,8 @@ Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
   if (ranked.size() < q.limit && words.size() > 1) {
     if (auto r = search(" || "); !r) return std::unexpected(r.error());
   }
-  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<RecallHit> out;
   for (auto& [rank, hit] : ranked) {
     if (out.size() == q.limit) break;

@@ -11,14 +11,17 @@ namespace kernex::postgres {
 namespace {
 
 constexpr std::string_view kTaskColumns =
-    "id, channel, sender_id, reply_target, description, due_at, repeat, task_type, project, max_retries, status, "
+    "id, channel, sender_id, reply_target, description, due_at, repeat, task_type, project, "
+    "max_retries, status, "
     "retry_count, last_error, claimed_by, lease_until, created_at";
 
 std::string task_sql(std::string_view head, std::string_view tail) {
   return std::string(head) + std::string(kTaskColumns) + std::string(tail);
 }
 
-bool known_repeat(const std::string& r) { return r == "daily" || r == "weekdays" || r == "weekly" || r == "monthly"; }
+bool known_repeat(const std::string& r) {
+  return r == "daily" || r == "weekdays" || r == "weekly" || r == "monthly";
+}
 
 // Backoff before retry n (1-based): 2, 4, 8 … minutes, at most an hour.
 std::int64_t backoff_seconds(std::uint32_t n) {
@@ -52,7 +55,8 @@ void civil_from_days(std::int64_t z, std::int64_t& y, std::int64_t& m, std::int6
 // One step of a recurrence on "YYYY-MM-DD HH:MM:SS" text (normalised when stored), with SQLite's
 // datetime(t, '+1 day' | '+7 days' | '+1 month') semantics, then weekdays skip Saturday and Sunday.
 std::string next_occurrence(const std::string& t, const std::string& repeat) {
-  std::int64_t y = std::stoll(t.substr(0, 4)), m = std::stoll(t.substr(5, 2)), d = std::stoll(t.substr(8, 2));
+  std::int64_t y = std::stoll(t.substr(0, 4)), m = std::stoll(t.substr(5, 2)),
+               d = std::stoll(t.substr(8, 2));
   std::int64_t days;
   if (repeat == "monthly") {
     const std::int64_t months = y * 12 + (m - 1) + 1;
@@ -61,14 +65,15 @@ std::string next_occurrence(const std::string& t, const std::string& repeat) {
     days = days_from_civil(y, m, d) + (repeat == "weekly" ? 7 : 1);
   }
   if (repeat == "weekdays") {
-    const std::int64_t weekday = ((days % 7) + 7 + 4) % 7;  // 1970-01-01 was a Thursday (4); 0 = Sunday
+    const std::int64_t weekday =
+        ((days % 7) + 7 + 4) % 7;  // 1970-01-01 was a Thursday (4); 0 = Sunday
     if (weekday == 6) days += 2;
     if (weekday == 0) days += 1;
   }
   civil_from_days(days, y, m, d);
   char buf[64];  // room for any three int64s: -O2 builds check (format-truncation)
-  std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lld", static_cast<long long>(y), static_cast<long long>(m),
-                static_cast<long long>(d));
+  std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lld", static_cast<long long>(y),
+                static_cast<long long>(m), static_cast<long long>(d));
   return buf + t.substr(10);
 }
 
@@ -121,25 +126,33 @@ Result<std::string> PgStore::create_task(const TaskSpec& in) {
   if (spec.repeat && *spec.repeat == "once") spec.repeat.reset();
   if (spec.repeat && !known_repeat(*spec.repeat)) {
     const std::string got = "got '" + *spec.repeat + "'";
-    return fail(ErrorCode::Usage,
-                "postgres memory: task repeat must be once, daily, weekdays, weekly or monthly, " + got);
+    return fail(
+        ErrorCode::Usage,
+        "postgres memory: task repeat must be once, daily, weekdays, weekly or monthly, " + got);
   }
-  if (spec.description.empty()) return fail(ErrorCode::Usage, "postgres memory: a task needs a description");
-  for (const std::string* s : {&spec.description, &spec.channel, &spec.sender_id, &spec.reply_target, &spec.project}) {
+  if (spec.description.empty())
+    return fail(ErrorCode::Usage, "postgres memory: a task needs a description");
+  for (const std::string* s :
+       {&spec.description, &spec.channel, &spec.sender_id, &spec.reply_target, &spec.project}) {
     if (sqlite::invalid_utf8_at(*s) || s->find('\0') != std::string::npos) {
-      return fail(ErrorCode::Parse, "postgres memory: the task's text is not valid UTF-8 (or holds a NUL byte)");
+      return fail(ErrorCode::Parse,
+                  "postgres memory: the task's text is not valid UTF-8 (or holds a NUL byte)");
     }
   }
   if (spec.max_retries == 0) spec.max_retries = 1;
   return transaction<std::string>([&](pg::Connection& c) -> Result<std::string> {
-    // Two processes creating the same task at once: the sender's lock makes the second see the first.
-    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended('task' || chr(31) || $1, 0))", {spec.sender_id});
+    // Two processes creating the same task at once: the sender's lock makes the second see the
+    // first.
+    if (auto r =
+            c.exec("SELECT pg_advisory_xact_lock(hashtextextended('task' || chr(31) || $1, 0))",
+                   {spec.sender_id});
         !r) {
       return std::unexpected(r.error());
     }
     // Exact duplicate, then a similar description due within half an hour (kernex's dedup).
     auto near = c.exec(
-        "SELECT id, description, due_at = $3 FROM scheduled_tasks WHERE sender_id = $1 AND status = 'pending' "
+        "SELECT id, description, due_at = $3 FROM scheduled_tasks WHERE sender_id = $1 AND status "
+        "= 'pending' "
         "AND abs(extract(epoch FROM ($3::timestamp - due_at::timestamp))) <= 1800 "
         "ORDER BY (description = $2) DESC, rid",
         {spec.sender_id, spec.description, spec.due_at});
@@ -153,10 +166,11 @@ Result<std::string> PgStore::create_task(const TaskSpec& in) {
     }
     const std::string id = sqlite::new_uuid();
     auto insert = c.exec(
-        "INSERT INTO scheduled_tasks (id, channel, sender_id, reply_target, description, due_at, repeat, task_type, "
+        "INSERT INTO scheduled_tasks (id, channel, sender_id, reply_target, description, due_at, "
+        "repeat, task_type, "
         "project, max_retries) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint)",
-        {id, spec.channel, spec.sender_id, spec.reply_target, spec.description, spec.due_at, spec.repeat,
-         spec.task_type, spec.project, spec.max_retries});
+        {id, spec.channel, spec.sender_id, spec.reply_target, spec.description, spec.due_at,
+         spec.repeat, spec.task_type, spec.project, spec.max_retries});
     if (!insert) return std::unexpected(insert.error());
     return id;
   });
@@ -178,9 +192,10 @@ Result<std::optional<Task>> PgStore::task(const std::string& id) {
   return std::optional<Task>(std::move(read_tasks(*rows).front()));
 }
 
-Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker, std::chrono::seconds lease,
-                                                   std::size_t limit) {
-  if (worker.empty()) return fail(ErrorCode::Usage, "postgres memory: claiming tasks needs a worker id");
+Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker,
+                                                   std::chrono::seconds lease, std::size_t limit) {
+  if (worker.empty())
+    return fail(ErrorCode::Usage, "postgres memory: claiming tasks needs a worker id");
   // Rows another claimer holds are skipped, not waited for; a row another claimer took since
   // this statement's snapshot is re-checked after locking and no longer qualifies. Due tasks and
   // expired leases are separate indexed scans: one condition OR-ing them sorted every due row.
@@ -188,10 +203,12 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker, st
   // partial index), else at its occurrence (due_at, the (status, due_at, rid) index).
   static const std::string sql = task_sql(
       "WITH pending AS (SELECT id, due_at AS at, rid FROM scheduled_tasks WHERE status = 'pending' "
-      "AND due_at <= kx_now() AND retry_at IS NULL ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
+      "AND due_at <= kx_now() AND retry_at IS NULL ORDER BY due_at, rid LIMIT $3::bigint FOR "
+      "UPDATE SKIP LOCKED), "
       "retries AS (SELECT id, retry_at AS at, rid FROM scheduled_tasks WHERE status = 'pending' "
       "AND retry_at <= kx_now() ORDER BY retry_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
-      "expired AS (SELECT id, coalesce(retry_at, due_at) AS at, rid FROM scheduled_tasks WHERE status = 'claimed' "
+      "expired AS (SELECT id, coalesce(retry_at, due_at) AS at, rid FROM scheduled_tasks WHERE "
+      "status = 'claimed' "
       "AND lease_until <= kx_now() ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
       "due AS (SELECT id AS due_id FROM (SELECT * FROM pending UNION ALL SELECT * FROM retries "
       "UNION ALL SELECT * FROM expired) all_kinds ORDER BY at, rid LIMIT $3::bigint) "
@@ -199,7 +216,8 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker, st
       "lease_until = kx_time(now() AT TIME ZONE 'UTC' + make_interval(secs => $2::bigint)) "
       "FROM due WHERE id = due_id RETURNING ",
       ", coalesce(retry_at, due_at)");
-  const std::int64_t seconds = std::clamp<std::int64_t>(lease.count(), 0, 100LL * 366 * 24 * 3600);  // in range
+  const std::int64_t seconds =
+      std::clamp<std::int64_t>(lease.count(), 0, 100LL * 366 * 24 * 3600);  // in range
   auto rows = query(sql, {worker, seconds, count_param(limit)});
   if (!rows) return std::unexpected(rows.error());
   auto tasks = read_tasks(*rows);
@@ -209,7 +227,8 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker, st
   for (int i = 0; i < rows->size(); ++i) {
     due.emplace_back(rows->text(i, 16), std::move(tasks[static_cast<std::size_t>(i)]));
   }
-  std::stable_sort(due.begin(), due.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(due.begin(), due.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   tasks.clear();
   for (auto& [at, t] : due) tasks.push_back(std::move(t));
   return tasks;
@@ -232,14 +251,16 @@ Result<bool> PgStore::complete_task(const std::string& id, const std::string& wo
         next = next_occurrence(next, *t->spec.repeat);
       }
       auto r = c.exec(
-          "UPDATE scheduled_tasks SET due_at = $1, status = 'pending', claimed_by = NULL, lease_until = NULL, "
+          "UPDATE scheduled_tasks SET due_at = $1, status = 'pending', claimed_by = NULL, "
+          "lease_until = NULL, "
           "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = $2",
           {next, id});
       if (!r) return std::unexpected(r.error());
       return true;
     }
     auto r = c.exec(
-        "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = kx_now(), claimed_by = NULL, "
+        "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = kx_now(), claimed_by = "
+        "NULL, "
         "lease_until = NULL, retry_at = NULL WHERE id = $1",
         {id});
     if (!r) return std::unexpected(r.error());
@@ -247,26 +268,30 @@ Result<bool> PgStore::complete_task(const std::string& id, const std::string& wo
   });
 }
 
-Result<bool> PgStore::fail_task(const std::string& id, const std::string& worker, const std::string& error) {
+Result<bool> PgStore::fail_task(const std::string& id, const std::string& worker,
+                                const std::string& error) {
   return transaction<bool>([&](pg::Connection& c) -> Result<bool> {
     auto t = locked_task(c, id);
     if (!t) return std::unexpected(t.error());
     if (!holds(*t, worker)) {
-      return fail(ErrorCode::Memory,
-                  "postgres memory: task " + id + " is not held by '" + worker + "' (status " + t->status + ")");
+      return fail(ErrorCode::Memory, "postgres memory: task " + id + " is not held by '" + worker +
+                                         "' (status " + t->status + ")");
     }
     const std::uint32_t n = t->retry_count + 1;
     const bool retry = n < t->spec.max_retries;
     // The error text is the caller's: kept valid as PostgreSQL text whatever it holds.
     std::string message = error;
     std::replace(message.begin(), message.end(), '\0', ' ');
-    if (sqlite::invalid_utf8_at(message)) message = Json(message).dump(-1, ' ', false, Json::error_handler_t::replace);
+    if (sqlite::invalid_utf8_at(message))
+      message = Json(message).dump(-1, ' ', false, Json::error_handler_t::replace);
     // The retry's time goes in retry_at; due_at keeps the scheduled occurrence, which the next
     // occurrence of a recurring task counts from and which pending_tasks and task() report.
     auto r = c.exec(
-        "UPDATE scheduled_tasks SET retry_count = $1::bigint, last_error = $2, claimed_by = NULL, lease_until = NULL, "
+        "UPDATE scheduled_tasks SET retry_count = $1::bigint, last_error = $2, claimed_by = NULL, "
+        "lease_until = NULL, "
         "status = CASE WHEN $3::boolean THEN 'pending' ELSE 'failed' END, "
-        "retry_at = CASE WHEN $3::boolean THEN kx_time(now() AT TIME ZONE 'UTC' + make_interval(secs => $4::bigint)) "
+        "retry_at = CASE WHEN $3::boolean THEN kx_time(now() AT TIME ZONE 'UTC' + "
+        "make_interval(secs => $4::bigint)) "
         "END WHERE id = $5",
         {n, message, retry, backoff_seconds(n), id});
     if (!r) return std::unexpected(r.error());
@@ -275,27 +300,32 @@ Result<bool> PgStore::fail_task(const std::string& id, const std::string& worker
 }
 
 Result<bool> PgStore::cancel_task(const std::string& id_prefix, const std::string& sender_id) {
-  if (id_prefix.empty()) return fail(ErrorCode::Usage, "postgres memory: cancelling a task needs an id or id prefix");
+  if (id_prefix.empty())
+    return fail(ErrorCode::Usage, "postgres memory: cancelling a task needs an id or id prefix");
   return transaction<bool>([&](pg::Connection& c) -> Result<bool> {
     // The prefix is compared literally (left(), not LIKE, where % and _ are wildcards).
     auto rows = c.exec(
-        "SELECT id FROM scheduled_tasks WHERE left(id, length($1)) = $1 AND sender_id = $2 AND status = 'pending' "
+        "SELECT id FROM scheduled_tasks WHERE left(id, length($1)) = $1 AND sender_id = $2 AND "
+        "status = 'pending' "
         "FOR UPDATE",
         {id_prefix, sender_id});
     if (!rows) return std::unexpected(rows.error());
     if (rows->size() > 1) {
       return fail(ErrorCode::Usage, "postgres memory: task id prefix '" + id_prefix + "' matches " +
-                                        std::to_string(rows->size()) + " pending tasks; give more of the id");
+                                        std::to_string(rows->size()) +
+                                        " pending tasks; give more of the id");
     }
     if (rows->empty()) {
       auto cancelled = c.exec(
-          "SELECT 1 FROM scheduled_tasks WHERE left(id, length($1)) = $1 AND sender_id = $2 AND status = 'cancelled' "
+          "SELECT 1 FROM scheduled_tasks WHERE left(id, length($1)) = $1 AND sender_id = $2 AND "
+          "status = 'cancelled' "
           "LIMIT 1",
           {id_prefix, sender_id});
       if (!cancelled) return std::unexpected(cancelled.error());
       return !cancelled->empty();  // cancelling twice is not an error
     }
-    auto r = c.exec("UPDATE scheduled_tasks SET status = 'cancelled' WHERE id = $1", {rows->text(0, 0)});
+    auto r =
+        c.exec("UPDATE scheduled_tasks SET status = 'cancelled' WHERE id = $1", {rows->text(0, 0)});
     if (!r) return std::unexpected(r.error());
     return r->affected() > 0;
   });
@@ -304,7 +334,8 @@ Result<bool> PgStore::cancel_task(const std::string& id_prefix, const std::strin
 Result<std::string> PgStore::record_task_run(const TaskRun& run) {
   if (run.status != "completed" && run.status != "failed") {
     return fail(ErrorCode::Usage,
-                "postgres memory: a task run's status must be completed or failed, got '" + run.status + "'");
+                "postgres memory: a task run's status must be completed or failed, got '" +
+                    run.status + "'");
   }
   auto started = sqlite::normalize_time(run.started_at, "task run started_at");
   if (!started) return std::unexpected(started.error());
@@ -316,7 +347,8 @@ Result<std::string> PgStore::record_task_run(const TaskRun& run) {
   }
   for (const auto* s : {&run.result, &run.error}) {
     if (*s && (sqlite::invalid_utf8_at(**s) || (*s)->find('\0') != std::string::npos)) {
-      return fail(ErrorCode::Parse, "postgres memory: a task run's result or error is not valid UTF-8 text");
+      return fail(ErrorCode::Parse,
+                  "postgres memory: a task run's result or error is not valid UTF-8 text");
     }
   }
   const std::string id = sqlite::new_uuid();
@@ -330,7 +362,8 @@ Result<std::string> PgStore::record_task_run(const TaskRun& run) {
   return id;
 }
 
-Result<std::vector<TaskRun>> PgStore::task_runs(const std::string& task_id_prefix, std::size_t limit) {
+Result<std::vector<TaskRun>> PgStore::task_runs(const std::string& task_id_prefix,
+                                                std::size_t limit) {
   auto rows = query(
       "SELECT id, task_id, started_at, finished_at, status, result, error, tokens FROM task_runs "
       "WHERE left(task_id, length($1)) = $1 ORDER BY started_at DESC, rid DESC LIMIT $2::bigint",

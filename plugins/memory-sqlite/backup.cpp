@@ -17,9 +17,10 @@ struct Table {
   const char* order;
 };
 constexpr Table kTables[] = {
-    {"conversations", "rowid"}, {"messages", "seq"},       {"summaries", "id"},    {"facts", "sender_id, key"},
-    {"lessons", "id"},          {"outcomes", "id"},        {"audit_log", "id"},    {"token_usage", "id"},
-    {"scheduled_tasks", "rowid"}, {"task_runs", "rowid"},
+    {"conversations", "rowid"},  {"messages", "seq"},   {"summaries", "id"},
+    {"facts", "sender_id, key"}, {"lessons", "id"},     {"outcomes", "id"},
+    {"audit_log", "id"},         {"token_usage", "id"}, {"scheduled_tasks", "rowid"},
+    {"task_runs", "rowid"},
 };
 
 // Columns added after the format's first version: exported only when set, so an export loads
@@ -94,37 +95,48 @@ Result<Json> SqliteStore::export_json() {
 }
 
 Result<void> SqliteStore::import_json(const Json& doc) {
-  // Checked by type first: Json::value() throws on a key of another type, and this is a user's file.
-  const auto field = [&](const char* key) { return doc.is_object() && doc.contains(key) ? doc.at(key) : Json(); };
+  // Checked by type first: Json::value() throws on a key of another type, and this is a user's
+  // file.
+  const auto field = [&](const char* key) {
+    return doc.is_object() && doc.contains(key) ? doc.at(key) : Json();
+  };
   if (!field("format").is_string() || field("format").get<std::string>() != kFormat) {
-    return fail(ErrorCode::Parse, "memory-sqlite: import: not a kernex memory export (expected \"format\": \"" +
-                                      std::string(kFormat) + "\")");
+    return fail(ErrorCode::Parse,
+                "memory-sqlite: import: not a kernex memory export (expected \"format\": \"" +
+                    std::string(kFormat) + "\")");
   }
   if (!field("version").is_number_integer() || field("version").get<std::int64_t>() != kVersion) {
-    return fail(ErrorCode::Parse, "memory-sqlite: import: unsupported export version " + field("version").dump());
+    return fail(ErrorCode::Parse,
+                "memory-sqlite: import: unsupported export version " + field("version").dump());
   }
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     for (const auto& t : kTables) {
       if (!doc.contains(t.name)) continue;
       const Json& rows = doc.at(t.name);
-      if (!rows.is_array()) return fail(ErrorCode::Parse, std::string("memory-sqlite: import: '") + t.name + "' must be an array");
+      if (!rows.is_array())
+        return fail(ErrorCode::Parse,
+                    std::string("memory-sqlite: import: '") + t.name + "' must be an array");
       auto cols = columns(*db_, t.name);
       if (!cols) return std::unexpected(cols.error());
       const std::set<std::string> known(cols->begin(), cols->end());
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const Json& row = rows[i];
-        const std::string where = std::string("memory-sqlite: import: ") + t.name + "[" + std::to_string(i) + "]";
+        const std::string where =
+            std::string("memory-sqlite: import: ") + t.name + "[" + std::to_string(i) + "]";
         if (!row.is_object()) return fail(ErrorCode::Parse, where + " must be an object");
         std::string names, marks;
         for (const auto& [k, v] : row.items()) {
-          if (!known.contains(k)) return fail(ErrorCode::Parse, where + ": unknown column '" + k + "'");
-          if (v.is_structured()) return fail(ErrorCode::Parse, where + "." + k + " must be a string, number or null");
+          if (!known.contains(k))
+            return fail(ErrorCode::Parse, where + ": unknown column '" + k + "'");
+          if (v.is_structured())
+            return fail(ErrorCode::Parse, where + "." + k + " must be a string, number or null");
           names += (names.empty() ? "" : ", ") + k;
           marks += marks.empty() ? "?" : ", ?";
         }
         if (names.empty()) return fail(ErrorCode::Parse, where + " is empty");
-        const std::string sql = std::string("INSERT INTO ") + t.name + " (" + names + ") VALUES (" + marks + ")";
+        const std::string sql =
+            std::string("INSERT INTO ") + t.name + " (" + names + ") VALUES (" + marks + ")";
         auto stmt = db_->prepare(sql.c_str());
         if (!stmt) return std::unexpected(stmt.error());
         int n = 0;
@@ -134,7 +146,8 @@ Result<void> SqliteStore::import_json(const Json& doc) {
             stmt->bind(n, std::nullopt);
           } else if (v.is_string()) {
             const auto& s = v.get_ref<const std::string&>();
-            if (invalid_utf8_at(s)) return fail(ErrorCode::Parse, where + "." + k + " is not valid UTF-8");
+            if (invalid_utf8_at(s))
+              return fail(ErrorCode::Parse, where + "." + k + " is not valid UTF-8");
             stmt->bind(n, s);
           } else if (v.is_number_float()) {
             stmt->bind(n, v.get<double>());
@@ -144,7 +157,8 @@ Result<void> SqliteStore::import_json(const Json& doc) {
             stmt->bind(n, v.get<std::int64_t>());
           }
         }
-        if (auto r = stmt->run(); !r) return fail(ErrorCode::Memory, where + " was not imported; nothing was", r.error());
+        if (auto r = stmt->run(); !r)
+          return fail(ErrorCode::Memory, where + " was not imported; nothing was", r.error());
       }
     }
     return {};

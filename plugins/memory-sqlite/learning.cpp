@@ -9,7 +9,8 @@ constexpr std::int64_t kLessonsListed = 50;
 }  // namespace
 
 Result<void> SqliteStore::store_lesson(const Lesson& l) {
-  if (l.domain.empty() || l.rule.empty()) return fail(ErrorCode::Usage, "memory-sqlite: a lesson needs a domain and a rule");
+  if (l.domain.empty() || l.rule.empty())
+    return fail(ErrorCode::Usage, "memory-sqlite: a lesson needs a domain and a rule");
   if (invalid_utf8_at(l.rule) || invalid_utf8_at(l.domain)) {
     return fail(ErrorCode::Parse, "memory-sqlite: the lesson is not valid UTF-8");
   }
@@ -33,7 +34,8 @@ Result<void> SqliteStore::store_lesson(const Lesson& l) {
     if (auto r = insert->run(); !r) return std::unexpected(r.error());
     auto prune = db_->prepare(
         "DELETE FROM lessons WHERE sender_id = ?1 AND domain = ?2 AND project = ?3 AND id NOT IN "
-        "(SELECT id FROM lessons WHERE sender_id = ?1 AND domain = ?2 AND project = ?3 ORDER BY recency DESC LIMIT ?4)");
+        "(SELECT id FROM lessons WHERE sender_id = ?1 AND domain = ?2 AND project = ?3 ORDER BY "
+        "recency DESC LIMIT ?4)");
     if (!prune) return std::unexpected(prune.error());
     prune->bind_all(l.sender_id, l.domain, l.project, kLessonsPerDomain);
     if (auto r = prune->run(); !r) return std::unexpected(r.error());
@@ -41,11 +43,14 @@ Result<void> SqliteStore::store_lesson(const Lesson& l) {
   });
 }
 
-Result<std::vector<Lesson>> SqliteStore::lessons(const std::string& sender_id, const std::optional<std::string>& project) {
+Result<std::vector<Lesson>> SqliteStore::lessons(const std::string& sender_id,
+                                                 const std::optional<std::string>& project) {
   std::lock_guard lock(mutex_);
   auto stmt = db_->prepare(
-      "SELECT sender_id, domain, rule, project, occurrences, updated_at FROM lessons WHERE sender_id = ?1 AND "
-      "(project = '' OR project = ?2) ORDER BY (project = ?2 AND project != '') DESC, recency DESC LIMIT ?3");
+      "SELECT sender_id, domain, rule, project, occurrences, updated_at FROM lessons WHERE "
+      "sender_id = ?1 AND "
+      "(project = '' OR project = ?2) ORDER BY (project = ?2 AND project != '') DESC, recency DESC "
+      "LIMIT ?3");
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind_all(sender_id, project.value_or(""), kLessonsListed);
   std::vector<Lesson> out;
@@ -61,7 +66,8 @@ Result<std::vector<Lesson>> SqliteStore::lessons(const std::string& sender_id, c
 
 Result<void> SqliteStore::store_outcome(const OutcomeRecord& o) {
   if (o.score < -1 || o.score > 1) {
-    return fail(ErrorCode::Usage, "memory-sqlite: an outcome's score must be -1, 0 or 1, got " + std::to_string(o.score));
+    return fail(ErrorCode::Usage, "memory-sqlite: an outcome's score must be -1, 0 or 1, got " +
+                                      std::to_string(o.score));
   }
   if (invalid_utf8_at(o.lesson) || invalid_utf8_at(o.domain)) {
     return fail(ErrorCode::Parse, "memory-sqlite: the outcome is not valid UTF-8");
@@ -69,7 +75,8 @@ Result<void> SqliteStore::store_outcome(const OutcomeRecord& o) {
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     auto stmt = db_->prepare(
-        "INSERT INTO outcomes (sender_id, domain, score, lesson, source, project) VALUES (?, ?, ?, ?, ?, ?)");
+        "INSERT INTO outcomes (sender_id, domain, score, lesson, source, project) VALUES (?, ?, ?, "
+        "?, ?, ?)");
     if (!stmt) return std::unexpected(stmt.error());
     stmt->bind_all(o.sender_id, o.domain, o.score, o.lesson, o.source, o.project);
     if (auto r = stmt->run(); !r) return std::unexpected(r.error());
@@ -77,11 +84,12 @@ Result<void> SqliteStore::store_outcome(const OutcomeRecord& o) {
   });
 }
 
-Result<std::vector<OutcomeRecord>> SqliteStore::recent_outcomes(const std::string& sender_id, std::size_t limit,
-                                                                const std::optional<std::string>& project) {
+Result<std::vector<OutcomeRecord>> SqliteStore::recent_outcomes(
+    const std::string& sender_id, std::size_t limit, const std::optional<std::string>& project) {
   std::lock_guard lock(mutex_);
   auto stmt = db_->prepare(
-      "SELECT sender_id, domain, score, lesson, source, project, created_at FROM outcomes WHERE sender_id = ?1 "
+      "SELECT sender_id, domain, score, lesson, source, project, created_at FROM outcomes WHERE "
+      "sender_id = ?1 "
       "AND (?2 IS NULL OR project = ?2) ORDER BY id DESC LIMIT ?3");
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind_all(sender_id, project, static_cast<std::int64_t>(limit));
@@ -90,8 +98,8 @@ Result<std::vector<OutcomeRecord>> SqliteStore::recent_outcomes(const std::strin
     auto row = stmt->step();
     if (!row) return std::unexpected(row.error());
     if (!*row) break;
-    out.push_back({stmt->text(0), stmt->text(1), static_cast<int>(stmt->integer(2)), stmt->text(3), stmt->text(4),
-                   stmt->text(5), stmt->text(6)});
+    out.push_back({stmt->text(0), stmt->text(1), static_cast<int>(stmt->integer(2)), stmt->text(3),
+                   stmt->text(4), stmt->text(5), stmt->text(6)});
   }
   return out;
 }

@@ -221,7 +221,9 @@ Result<void> migrate(Db& db) {
       if (auto ok = record->run(); !ok) return std::unexpected(ok.error());
       return {};
     });
-    if (!r) return fail(ErrorCode::Memory, std::string("memory-sqlite: migration ") + m.name + " failed", r.error());
+    if (!r)
+      return fail(ErrorCode::Memory, std::string("memory-sqlite: migration ") + m.name + " failed",
+                  r.error());
   }
   return {};
 }

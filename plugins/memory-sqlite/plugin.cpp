@@ -24,14 +24,17 @@ Result<std::uint64_t> positive(const Json& config, const char* key) {
 Result<kernex::sqlite::StoreOptions> parse_options(const Json& config) {
   kernex::sqlite::StoreOptions out;
   if (config.is_null()) {
-    return kernex::fail(ErrorCode::Config, "sqlite memory: set option 'path' (the database file) or 'data_dir'");
+    return kernex::fail(ErrorCode::Config,
+                        "sqlite memory: set option 'path' (the database file) or 'data_dir'");
   }
-  if (!config.is_object()) return kernex::fail(ErrorCode::Config, "sqlite memory: options must be a mapping");
+  if (!config.is_object())
+    return kernex::fail(ErrorCode::Config, "sqlite memory: options must be a mapping");
   std::optional<std::string> path, data_dir;
   for (const auto& [key, value] : config.items()) {
     if (key == "path" || key == "data_dir") {
       if (!value.is_string() || value.get_ref<const std::string&>().empty()) {
-        return kernex::fail(ErrorCode::Config, "sqlite memory: option '" + key + "' must be a non-empty string");
+        return kernex::fail(ErrorCode::Config,
+                            "sqlite memory: option '" + key + "' must be a non-empty string");
       }
       (key == "path" ? path : data_dir) = value.get<std::string>();
     } else if (key == "busy_timeout_ms") {
@@ -41,8 +44,10 @@ Result<kernex::sqlite::StoreOptions> parse_options(const Json& config) {
     } else if (key == "synchronous") {
       const std::string s = value.is_string() ? value.get<std::string>() : "";
       if (s != "normal" && s != "full") {
-        return kernex::fail(ErrorCode::Config, "sqlite memory: option 'synchronous' must be \"normal\" or \"full\", got " +
-                                                   value.dump());
+        return kernex::fail(
+            ErrorCode::Config,
+            "sqlite memory: option 'synchronous' must be \"normal\" or \"full\", got " +
+                value.dump());
       }
       out.open.synchronous = s == "full" ? "FULL" : "NORMAL";
     } else if (key == "max_size_mb") {
@@ -54,9 +59,10 @@ Result<kernex::sqlite::StoreOptions> parse_options(const Json& config) {
       if (!v) return std::unexpected(v.error());
       out.max_message_bytes = *v;
     } else {
-      return kernex::fail(ErrorCode::Config, "sqlite memory: unknown option '" + key +
-                                                 "' (known: path, data_dir, busy_timeout_ms, synchronous, "
-                                                 "max_size_mb, max_message_bytes)");
+      return kernex::fail(ErrorCode::Config,
+                          "sqlite memory: unknown option '" + key +
+                              "' (known: path, data_dir, busy_timeout_ms, synchronous, "
+                              "max_size_mb, max_message_bytes)");
     }
   }
   if (path) {
@@ -64,7 +70,8 @@ Result<kernex::sqlite::StoreOptions> parse_options(const Json& config) {
   } else if (data_dir) {
     out.path = std::filesystem::path(*data_dir) / "memory.db";
   } else {
-    return kernex::fail(ErrorCode::Config, "sqlite memory: set option 'path' (the database file) or 'data_dir'");
+    return kernex::fail(ErrorCode::Config,
+                        "sqlite memory: set option 'path' (the database file) or 'data_dir'");
   }
   return out;
 }
@@ -79,4 +86,5 @@ Result<std::shared_ptr<kernex::MemoryStore>> make_sqlite(const Json& config) {
 
 }  // namespace
 
-KERNEX_PLUGIN(Memory, "sqlite", "1.0.0", "Embedded SQLite store: history, recall, facts, tasks, usage", make_sqlite)
+KERNEX_PLUGIN(Memory, "sqlite", "1.0.0",
+              "Embedded SQLite store: history, recall, facts, tasks, usage", make_sqlite)

@@ -20,8 +20,8 @@ Result<void> make_private_dirs(const std::filesystem::path& dir) {
   if (std::filesystem::is_directory(dir, ec)) return {};
   if (auto r = make_private_dirs(dir.parent_path()); !r) return r;
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return fail(ErrorCode::Io, "memory-sqlite: cannot create the data directory " + dir.string() + ": " +
-                                   errno_text(errno));
+    return fail(ErrorCode::Io, "memory-sqlite: cannot create the data directory " + dir.string() +
+                                   ": " + errno_text(errno));
   }
   return {};
 }
@@ -49,8 +49,9 @@ Stmt& Stmt::bind(int i, std::nullopt_t) { return check(sqlite3_bind_null(stmt_, 
 
 Result<bool> Stmt::step() {
   if (bind_error_ != SQLITE_OK) {
-    return std::unexpected(Error(ErrorCode::Memory, std::string("memory-sqlite: binding a value failed: ") +
-                                                        sqlite3_errstr(bind_error_)));
+    return std::unexpected(Error(
+        ErrorCode::Memory,
+        std::string("memory-sqlite: binding a value failed: ") + sqlite3_errstr(bind_error_)));
   }
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
@@ -69,7 +70,8 @@ Result<std::uint64_t> Stmt::run() {
 
 std::string Stmt::text(int col) const {
   const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
-  return p == nullptr ? std::string() : std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
+  return p == nullptr ? std::string()
+                      : std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
 }
 std::optional<std::string> Stmt::opt_text(int col) const {
   if (null(col)) return std::nullopt;
@@ -79,34 +81,39 @@ std::int64_t Stmt::integer(int col) const { return sqlite3_column_int64(stmt_, c
 double Stmt::real(int col) const { return sqlite3_column_double(stmt_, col); }
 bool Stmt::null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 
-Result<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path, const OpenOptions& options) {
+Result<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path,
+                                     const OpenOptions& options) {
   const bool in_memory = path == ":memory:";
   if (!in_memory) {
-    if (auto dirs = make_private_dirs(path.parent_path()); !dirs) return std::unexpected(dirs.error());
+    if (auto dirs = make_private_dirs(path.parent_path()); !dirs)
+      return std::unexpected(dirs.error());
     // Exclusive create with 0600 so the file is never readable by others, even briefly.
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) {
       ::close(fd);
     } else if (errno != EEXIST) {
-      return fail(ErrorCode::Io, "memory-sqlite: cannot create the database " + path.string() + ": " +
-                                     errno_text(errno));
+      return fail(ErrorCode::Io, "memory-sqlite: cannot create the database " + path.string() +
+                                     ": " + errno_text(errno));
     }
     if (::access(path.c_str(), R_OK | W_OK) != 0) {
-      return fail(ErrorCode::Io, "memory-sqlite: the database " + path.string() + " is not writable: " +
-                                     errno_text(errno));
+      return fail(ErrorCode::Io, "memory-sqlite: the database " + path.string() +
+                                     " is not writable: " + errno_text(errno));
     }
   }
   sqlite3* raw = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                 nullptr);
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   std::unique_ptr<Db> db(new Db(raw, path));
   if (rc != SQLITE_OK) return std::unexpected(db->error("cannot open the database"));
   sqlite3_extended_result_codes(raw, 1);
   sqlite3_busy_timeout(raw, options.busy_timeout_ms);
 
-  std::string pragmas = "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=" +
-                        options.synchronous + ";";
-  if (options.max_pages) pragmas += " PRAGMA max_page_count=" + std::to_string(*options.max_pages) + ";";
+  std::string pragmas =
+      "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=" + options.synchronous +
+      ";";
+  if (options.max_pages)
+    pragmas += " PRAGMA max_page_count=" + std::to_string(*options.max_pages) + ";";
   if (auto r = db->exec(pragmas.c_str()); !r) return std::unexpected(r.error());
   if (!in_memory) ::chmod(path.c_str(), 0600);
   return db;
@@ -118,7 +125,8 @@ Db::~Db() {
 }
 
 Result<Stmt> Db::prepare(const char* sql) {
-  if (auto it = cache_.find(std::string_view(sql)); it != cache_.end()) return Stmt(*this, it->second);
+  if (auto it = cache_.find(std::string_view(sql)); it != cache_.end())
+    return Stmt(*this, it->second);
   sqlite3_stmt* stmt = nullptr;
   if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
     return std::unexpected(error(std::string("preparing a statement failed: ") + sql));
@@ -133,7 +141,8 @@ Result<void> Db::exec(const char* sql) {
     std::string text = msg ? msg : sqlite3_errmsg(db_);
     sqlite3_free(msg);
     const std::string head = std::string(sql).substr(0, 60);
-    return fail(ErrorCode::Memory, "memory-sqlite: " + head + ": " + text + " (" + path_.string() + ")");
+    return fail(ErrorCode::Memory,
+                "memory-sqlite: " + head + ": " + text + " (" + path_.string() + ")");
   }
   return {};
 }
@@ -148,7 +157,8 @@ Error Db::error(std::string what) const {
   const int code = sqlite3_extended_errcode(db_);
   std::string msg = "memory-sqlite: " + what + ": " + sqlite3_errmsg(db_);
   if ((code & 0xff) == SQLITE_FULL) msg += " (the disk or the configured max_size_mb is full)";
-  if ((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_CANTOPEN) msg += " (check the file's permissions)";
+  if ((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_CANTOPEN)
+    msg += " (check the file's permissions)";
   return Error(ErrorCode::Memory, msg + " [" + path_.string() + "]");
 }
 

@@ -23,7 +23,9 @@ class Db;
 class Stmt {
  public:
   Stmt(Db& db, sqlite3_stmt* stmt) : db_(&db), stmt_(stmt) {}
-  Stmt(Stmt&& o) noexcept : db_(o.db_), stmt_(o.stmt_), bind_error_(o.bind_error_) { o.stmt_ = nullptr; }
+  Stmt(Stmt&& o) noexcept : db_(o.db_), stmt_(o.stmt_), bind_error_(o.bind_error_) {
+    o.stmt_ = nullptr;
+  }
   Stmt& operator=(Stmt&&) = delete;
   ~Stmt();
 
@@ -78,7 +80,8 @@ class Db {
  public:
   // Creates the parent directory 0700 and the file 0600 (before SQLite touches it), then
   // opens it in WAL mode with a busy timeout.
-  static Result<std::unique_ptr<Db>> open(const std::filesystem::path& path, const OpenOptions& options);
+  static Result<std::unique_ptr<Db>> open(const std::filesystem::path& path,
+                                          const OpenOptions& options);
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;

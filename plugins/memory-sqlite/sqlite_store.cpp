@@ -30,13 +30,14 @@ Result<std::string> dump_checked(const Json& j, const std::string& what) {
   }
 }
 
-Result<Json> parse_column(const std::optional<std::string>& text, const char* column, std::int64_t seq) {
+Result<Json> parse_column(const std::optional<std::string>& text, const char* column,
+                          std::int64_t seq) {
   if (!text) return Json();
   try {
     return Json::parse(*text);
   } catch (const Json::exception& e) {
-    return fail(ErrorCode::Parse, "memory-sqlite: message " + std::to_string(seq) + ": column " + column +
-                                      " holds invalid JSON: " + e.what());
+    return fail(ErrorCode::Parse, "memory-sqlite: message " + std::to_string(seq) + ": column " +
+                                      column + " holds invalid JSON: " + e.what());
   }
 }
 
@@ -56,13 +57,16 @@ Result<ContextEntry> read_entry(const Stmt& s, int first) {
     if (calls->is_array()) e.tool_calls = calls->get<std::vector<ToolCall>>();
     if (result->is_object()) e.tool_result = result->get<ToolResult>();
   } catch (const Json::exception& ex) {
-    return fail(ErrorCode::Parse, "memory-sqlite: message " + std::to_string(seq) + ": " + ex.what());
+    return fail(ErrorCode::Parse,
+                "memory-sqlite: message " + std::to_string(seq) + ": " + ex.what());
   }
   e.provider_state = std::move(*state);
   return e;
 }
 
-std::string minutes_ago(std::chrono::minutes m) { return "-" + std::to_string(m.count()) + " minutes"; }
+std::string minutes_ago(std::chrono::minutes m) {
+  return "-" + std::to_string(m.count()) + " minutes";
+}
 
 }  // namespace
 
@@ -75,10 +79,12 @@ Result<std::shared_ptr<SqliteStore>> SqliteStore::open(const StoreOptions& optio
 
 // ---- Conversations ----
 
-Result<std::string> SqliteStore::open_conversation(const ConversationKey& key, std::chrono::minutes idle) {
+Result<std::string> SqliteStore::open_conversation(const ConversationKey& key,
+                                                   std::chrono::minutes idle) {
   std::lock_guard lock(mutex_);
   static constexpr const char* kFind =
-      "SELECT id FROM conversations WHERE channel = ? AND sender_id = ? AND project = ? AND status = 'active' "
+      "SELECT id FROM conversations WHERE channel = ? AND sender_id = ? AND project = ? AND status "
+      "= 'active' "
       "AND last_activity > datetime('now', ?) ORDER BY last_activity DESC, rowid DESC LIMIT 1";
   const auto find = [&]() -> Result<std::optional<std::string>> {
     auto stmt = db_->prepare(kFind);
@@ -98,7 +104,8 @@ Result<std::string> SqliteStore::open_conversation(const ConversationKey& key, s
     if (!again) return std::unexpected(again.error());
     if (*again) return **again;
     const std::string id = new_uuid();
-    auto insert = db_->prepare("INSERT INTO conversations (id, channel, sender_id, project) VALUES (?, ?, ?, ?)");
+    auto insert = db_->prepare(
+        "INSERT INTO conversations (id, channel, sender_id, project) VALUES (?, ?, ?, ?)");
     if (!insert) return std::unexpected(insert.error());
     insert->bind_all(id, key.channel, key.sender_id, key.project);
     if (auto r = insert->run(); !r) return std::unexpected(r.error());
@@ -106,7 +113,8 @@ Result<std::string> SqliteStore::open_conversation(const ConversationKey& key, s
   });
 }
 
-Result<std::vector<ContextEntry>> SqliteStore::select_entries(const char* sql, const std::string& conversation_id,
+Result<std::vector<ContextEntry>> SqliteStore::select_entries(const char* sql,
+                                                              const std::string& conversation_id,
                                                               std::size_t n, bool reverse) {
   auto stmt = db_->prepare(sql);
   if (!stmt) return std::unexpected(stmt.error());
@@ -123,7 +131,8 @@ Result<std::vector<ContextEntry>> SqliteStore::select_entries(const char* sql, c
   return out;
 }
 
-Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const std::string& conversation_id, std::size_t limit) {
+Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const std::string& conversation_id,
+                                                               std::size_t limit) {
   std::lock_guard lock(mutex_);
   return select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
@@ -131,7 +140,8 @@ Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const std::string
       conversation_id, limit, true);
 }
 
-Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const std::string& conversation_id, std::size_t count) {
+Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const std::string& conversation_id,
+                                                               std::size_t count) {
   std::lock_guard lock(mutex_);
   return select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
@@ -170,7 +180,8 @@ Result<void> SqliteStore::insert_message(const std::string& conversation_id, con
     state = *d;
   }
   auto stmt = db_->prepare(
-      "INSERT INTO messages (seq, conversation_id, role, content, tool_calls, tool_result, provider_state, created_at) "
+      "INSERT INTO messages (seq, conversation_id, role, content, tool_calls, tool_result, "
+      "provider_state, created_at) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, coalesce(?, datetime('now')))");
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind_all(seq, conversation_id, e.role, e.content, calls, result, state, created_at);
@@ -178,67 +189,83 @@ Result<void> SqliteStore::insert_message(const std::string& conversation_id, con
   return {};
 }
 
-Result<void> SqliteStore::append_messages(const std::string& conversation_id, const std::vector<ContextEntry>& entries) {
+Result<void> SqliteStore::append_messages(const std::string& conversation_id,
+                                          const std::vector<ContextEntry>& entries) {
   // Checked before anything is written, so a bad entry leaves the exchange unsaved as a whole.
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
-    const std::string which = "memory-sqlite: message " + std::to_string(i + 1) + " of the exchange (" + e.role + ")";
+    const std::string which =
+        "memory-sqlite: message " + std::to_string(i + 1) + " of the exchange (" + e.role + ")";
     if (auto at = invalid_utf8_at(e.content)) {
       return fail(ErrorCode::Parse, which + ": content is not valid UTF-8 (bad byte at offset " +
-                                        std::to_string(*at) + "); nothing of this exchange was saved");
+                                        std::to_string(*at) +
+                                        "); nothing of this exchange was saved");
     }
     std::size_t size = e.content.size();
-    for (const auto& c : e.tool_calls) size += c.arguments.dump(-1, ' ', false, Json::error_handler_t::replace).size();
+    for (const auto& c : e.tool_calls)
+      size += c.arguments.dump(-1, ' ', false, Json::error_handler_t::replace).size();
     if (e.tool_result) size += e.tool_result->content.size();
     if (size > options_.max_message_bytes) {
-      return fail(ErrorCode::Limit, which + ": " + std::to_string(size) + " bytes, over max_message_bytes (" +
+      return fail(ErrorCode::Limit, which + ": " + std::to_string(size) +
+                                        " bytes, over max_message_bytes (" +
                                         std::to_string(options_.max_message_bytes) +
                                         "); nothing of this exchange was saved");
     }
     if (e.tool_result) {
       if (auto at = invalid_utf8_at(e.tool_result->content)) {
-        return fail(ErrorCode::Parse, which + ": tool result is not valid UTF-8 (bad byte at offset " +
-                                          std::to_string(*at) + "); nothing of this exchange was saved");
+        return fail(ErrorCode::Parse,
+                    which + ": tool result is not valid UTF-8 (bad byte at offset " +
+                        std::to_string(*at) + "); nothing of this exchange was saved");
       }
     }
   }
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     auto touch = db_->prepare(
-        "UPDATE conversations SET last_activity = datetime('now'), message_count = message_count + ? WHERE id = ?");
+        "UPDATE conversations SET last_activity = datetime('now'), message_count = message_count + "
+        "? WHERE id = ?");
     if (!touch) return std::unexpected(touch.error());
     touch->bind_all(static_cast<std::int64_t>(entries.size()), conversation_id);
     auto changed = touch->run();
     if (!changed) return std::unexpected(changed.error());
-    if (*changed == 0) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
+    if (*changed == 0)
+      return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
     for (const auto& e : entries) {
       if (auto r = insert_message(conversation_id, e, std::nullopt, std::nullopt); !r) {
-        return fail(ErrorCode::Memory, "memory-sqlite: saving the exchange failed; nothing of it was saved", r.error());
+        return fail(ErrorCode::Memory,
+                    "memory-sqlite: saving the exchange failed; nothing of it was saved",
+                    r.error());
       }
     }
     return {};
   });
 }
 
-Result<std::optional<StoredSummary>> SqliteStore::compaction_summary(const std::string& conversation_id) {
+Result<std::optional<StoredSummary>> SqliteStore::compaction_summary(
+    const std::string& conversation_id) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare("SELECT text, covered_messages FROM summaries WHERE conversation_id = ?");
+  auto stmt =
+      db_->prepare("SELECT text, covered_messages FROM summaries WHERE conversation_id = ?");
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind(1, conversation_id);
   auto row = stmt->step();
   if (!row) return std::unexpected(row.error());
   if (!*row) return std::optional<StoredSummary>();
-  return std::optional<StoredSummary>(StoredSummary{stmt->text(0), static_cast<std::uint64_t>(stmt->integer(1))});
+  return std::optional<StoredSummary>(
+      StoredSummary{stmt->text(0), static_cast<std::uint64_t>(stmt->integer(1))});
 }
 
 static constexpr const char* kUpsertSummary =
     "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
     "VALUES (?, ?, ?, datetime('now')) ON CONFLICT (conversation_id) DO UPDATE SET "
-    "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = excluded.updated_at";
+    "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
+    "excluded.updated_at";
 
-Result<void> SqliteStore::save_compaction_summary(const std::string& conversation_id, const StoredSummary& summary) {
+Result<void> SqliteStore::save_compaction_summary(const std::string& conversation_id,
+                                                  const StoredSummary& summary) {
   if (auto at = invalid_utf8_at(summary.text)) {
-    return fail(ErrorCode::Parse, "memory-sqlite: summary is not valid UTF-8 at offset " + std::to_string(*at));
+    return fail(ErrorCode::Parse,
+                "memory-sqlite: summary is not valid UTF-8 at offset " + std::to_string(*at));
   }
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
@@ -250,10 +277,12 @@ Result<void> SqliteStore::save_compaction_summary(const std::string& conversatio
   });
 }
 
-Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(const ConversationFilter& filter) {
+Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(
+    const ConversationFilter& filter) {
   std::lock_guard lock(mutex_);
   auto stmt = db_->prepare(
-      "SELECT c.id, c.channel, c.sender_id, c.project, c.status, c.started_at, c.last_activity, c.message_count, "
+      "SELECT c.id, c.channel, c.sender_id, c.project, c.status, c.started_at, c.last_activity, "
+      "c.message_count, "
       "s.text FROM conversations c LEFT JOIN summaries s ON s.conversation_id = c.id "
       "WHERE (?1 IS NULL OR c.channel = ?1) AND (?2 IS NULL OR c.sender_id = ?2) "
       "ORDER BY c.last_activity DESC, c.rowid DESC LIMIT ?3");
@@ -276,14 +305,16 @@ Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(const Conv
   return out;
 }
 
-Result<std::vector<StoredMessage>> SqliteStore::conversation_messages(const std::string& conversation_id,
-                                                                     std::int64_t after_seq, std::size_t limit) {
+Result<std::vector<StoredMessage>> SqliteStore::conversation_messages(
+    const std::string& conversation_id, std::int64_t after_seq, std::size_t limit) {
   std::lock_guard lock(mutex_);
   auto stmt = db_->prepare(
-      "SELECT seq, role, content, tool_calls, tool_result, provider_state, conversation_id, created_at "
+      "SELECT seq, role, content, tool_calls, tool_result, provider_state, conversation_id, "
+      "created_at "
       "FROM messages WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?");
   if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(conversation_id, after_seq, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
+  stmt->bind_all(conversation_id, after_seq,
+                 static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
   std::vector<StoredMessage> out;
   auto r = each_row(*stmt, [&]() -> Result<void> {
     auto e = read_entry(*stmt, 0);
@@ -304,7 +335,8 @@ Result<void> SqliteStore::close_conversation(const std::string& conversation_id,
     close->bind(1, conversation_id);
     auto changed = close->run();
     if (!changed) return std::unexpected(changed.error());
-    if (*changed == 0) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
+    if (*changed == 0)
+      return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
     if (!summary) return {};
     auto upsert = db_->prepare(
         "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
@@ -346,7 +378,8 @@ Result<void> SqliteStore::delete_conversation(const std::string& conversation_id
   });
 }
 
-Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const ConversationKey& key, const std::string& exclude,
+Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const ConversationKey& key,
+                                                                 const std::string& exclude,
                                                                  std::size_t limit) {
   std::lock_guard lock(mutex_);
   auto stmt = db_->prepare(
@@ -357,7 +390,8 @@ Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const Conversat
   stmt->bind_all(key.channel, key.sender_id, exclude, static_cast<std::int64_t>(limit));
   std::vector<SummaryRecord> out;
   auto r = each_row(*stmt, [&]() -> Result<void> {
-    out.push_back({stmt->text(0), stmt->text(1), static_cast<std::uint64_t>(stmt->integer(2)), stmt->text(3)});
+    out.push_back({stmt->text(0), stmt->text(1), static_cast<std::uint64_t>(stmt->integer(2)),
+                   stmt->text(3)});
     return {};
   });
   if (!r) return std::unexpected(r.error());
@@ -369,7 +403,8 @@ Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const Conversat
 Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
   // kernex's rule: shorter queries match too much to be useful.
   if (q.text.size() < 3 || q.limit == 0) return std::vector<RecallHit>{};
-  if (invalid_utf8_at(q.text)) return fail(ErrorCode::Parse, "memory-sqlite: the recall query is not valid UTF-8");
+  if (invalid_utf8_at(q.text))
+    return fail(ErrorCode::Parse, "memory-sqlite: the recall query is not valid UTF-8");
   std::optional<std::string> since;
   if (q.since) {
     auto s = normalize_time(*q.since, "recall since");
@@ -380,7 +415,8 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
   // Messages of the current conversation from `boundary` on are in the history window already.
   std::int64_t boundary = std::numeric_limits<std::int64_t>::max();
   if (q.skip_newest > 0 && !q.current_conversation.empty()) {
-    auto edge = db_->prepare("SELECT seq FROM messages WHERE conversation_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?");
+    auto edge = db_->prepare(
+        "SELECT seq FROM messages WHERE conversation_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?");
     if (!edge) return std::unexpected(edge.error());
     edge->bind_all(q.current_conversation, static_cast<std::int64_t>(q.skip_newest - 1));
     auto row = edge->step();
@@ -416,34 +452,39 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
       auto messages = db_->prepare(
           "SELECT m.conversation_id, m.seq, m.content, m.created_at, f.rank FROM messages_fts f "
           "JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = m.conversation_id "
-          "WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND (m.conversation_id != ?3 OR m.seq < ?4) "
+          "WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND (m.conversation_id != "
+          "?3 OR m.seq < ?4) "
           "AND (?5 IS NULL OR m.created_at >= ?5) ORDER BY f.rank LIMIT ?6");
       if (!messages) return std::unexpected(messages.error());
       messages->bind_all(match, q.sender_id, q.current_conversation, boundary, since, limit);
       auto r = each_row(*messages, [&]() -> Result<void> {
         if (seen.insert({messages->text(0), messages->integer(1)}).second) {
-          ranked.push_back({messages->real(4), RecallHit{"message", messages->text(0), messages->integer(1),
-                                                         messages->text(2), messages->text(3)}});
+          ranked.push_back(
+              {messages->real(4), RecallHit{"message", messages->text(0), messages->integer(1),
+                                            messages->text(2), messages->text(3)}});
         }
         return {};
       });
-      if (!r) return fail(ErrorCode::Memory, "memory-sqlite: recall over messages failed", r.error());
+      if (!r)
+        return fail(ErrorCode::Memory, "memory-sqlite: recall over messages failed", r.error());
     }
     auto summaries = db_->prepare(
         "SELECT s.conversation_id, s.text, s.updated_at, f.rank FROM summaries_fts f "
         "JOIN summaries s ON s.id = f.rowid JOIN conversations c ON c.id = s.conversation_id "
-        "WHERE summaries_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND s.conversation_id != ?3 "
+        "WHERE summaries_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND s.conversation_id != "
+        "?3 "
         "AND (?4 IS NULL OR s.updated_at >= ?4) ORDER BY f.rank LIMIT ?5");
     if (!summaries) return std::unexpected(summaries.error());
     summaries->bind_all(match, q.sender_id, q.current_conversation, since, limit);
     auto r = each_row(*summaries, [&]() -> Result<void> {
       if (seen.insert({summaries->text(0), 0}).second) {
-        ranked.push_back({summaries->real(3),
-                          RecallHit{"summary", summaries->text(0), 0, summaries->text(1), summaries->text(2)}});
+        ranked.push_back({summaries->real(3), RecallHit{"summary", summaries->text(0), 0,
+                                                        summaries->text(1), summaries->text(2)}});
       }
       return {};
     });
-    if (!r) return fail(ErrorCode::Memory, "memory-sqlite: recall over summaries failed", r.error());
+    if (!r)
+      return fail(ErrorCode::Memory, "memory-sqlite: recall over summaries failed", r.error());
     return {};
   };
   if (auto r = search(all_words); !r) return std::unexpected(r.error());
@@ -454,7 +495,8 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
   }
 
   // bm25: lower is better.
-  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<RecallHit> out;
   for (auto& [rank, hit] : ranked) {
     if (out.size() == q.limit) break;
@@ -465,9 +507,11 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
 
 // ---- Facts ----
 
-Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::facts(const std::string& sender_id) {
+Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::facts(
+    const std::string& sender_id) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare("SELECT key, value FROM facts WHERE sender_id = ? AND deleted_at IS NULL ORDER BY key");
+  auto stmt = db_->prepare(
+      "SELECT key, value FROM facts WHERE sender_id = ? AND deleted_at IS NULL ORDER BY key");
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind(1, sender_id);
   std::vector<std::pair<std::string, std::string>> out;
@@ -479,7 +523,8 @@ Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::facts(cons
   return out;
 }
 
-Result<void> SqliteStore::store_fact(const std::string& sender_id, const std::string& key, const std::string& value) {
+Result<void> SqliteStore::store_fact(const std::string& sender_id, const std::string& key,
+                                     const std::string& value) {
   if (key.empty()) return fail(ErrorCode::Usage, "memory-sqlite: a fact needs a key");
   if (invalid_utf8_at(key) || invalid_utf8_at(value)) {
     return fail(ErrorCode::Parse, "memory-sqlite: fact '" + key + "' is not valid UTF-8");
@@ -488,7 +533,8 @@ Result<void> SqliteStore::store_fact(const std::string& sender_id, const std::st
   return db_->write<void>([&]() -> Result<void> {
     // Re-storing a soft-deleted fact brings it back with the new value.
     auto stmt = db_->prepare(
-        "INSERT INTO facts (sender_id, key, value) VALUES (?, ?, ?) ON CONFLICT (sender_id, key) DO UPDATE SET "
+        "INSERT INTO facts (sender_id, key, value) VALUES (?, ?, ?) ON CONFLICT (sender_id, key) "
+        "DO UPDATE SET "
         "value = excluded.value, updated_at = datetime('now'), deleted_at = NULL");
     if (!stmt) return std::unexpected(stmt.error());
     stmt->bind_all(sender_id, key, value);
@@ -497,9 +543,11 @@ Result<void> SqliteStore::store_fact(const std::string& sender_id, const std::st
   });
 }
 
-Result<std::optional<std::string>> SqliteStore::fact(const std::string& sender_id, const std::string& key) {
+Result<std::optional<std::string>> SqliteStore::fact(const std::string& sender_id,
+                                                     const std::string& key) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare("SELECT value FROM facts WHERE sender_id = ? AND key = ? AND deleted_at IS NULL");
+  auto stmt = db_->prepare(
+      "SELECT value FROM facts WHERE sender_id = ? AND key = ? AND deleted_at IS NULL");
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind_all(sender_id, key);
   auto row = stmt->step();
@@ -508,10 +556,12 @@ Result<std::optional<std::string>> SqliteStore::fact(const std::string& sender_i
   return std::optional<std::string>(stmt->text(0));
 }
 
-Result<std::vector<Fact>> SqliteStore::fact_records(const std::optional<std::string>& sender_id, bool include_deleted) {
+Result<std::vector<Fact>> SqliteStore::fact_records(const std::optional<std::string>& sender_id,
+                                                    bool include_deleted) {
   std::lock_guard lock(mutex_);
   auto stmt = db_->prepare(
-      "SELECT sender_id, key, value, updated_at, deleted_at FROM facts WHERE (?1 IS NULL OR sender_id = ?1) "
+      "SELECT sender_id, key, value, updated_at, deleted_at FROM facts WHERE (?1 IS NULL OR "
+      "sender_id = ?1) "
       "AND (?2 OR deleted_at IS NULL) ORDER BY sender_id, key");
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind_all(sender_id, include_deleted ? 1 : 0);
@@ -530,7 +580,8 @@ Result<bool> SqliteStore::soft_delete_fact(const std::string& sender_id, const s
   return *n > 0;
 }
 
-Result<std::uint64_t> SqliteStore::soft_delete_facts(const std::string& sender_id, const std::optional<std::string>& key) {
+Result<std::uint64_t> SqliteStore::soft_delete_facts(const std::string& sender_id,
+                                                     const std::optional<std::string>& key) {
   std::lock_guard lock(mutex_);
   return db_->write<std::uint64_t>([&]() -> Result<std::uint64_t> {
     auto stmt = db_->prepare(
@@ -546,19 +597,22 @@ Result<std::uint64_t> SqliteStore::soft_delete_facts(const std::string& sender_i
 
 Result<void> SqliteStore::record_tool_call(const AuditRecord& rec) {
   if (rec.status != "ok" && rec.status != "error" && rec.status != "denied") {
-    return fail(ErrorCode::Usage, "memory-sqlite: audit status must be ok, error or denied, got '" + rec.status + "'");
+    return fail(ErrorCode::Usage, "memory-sqlite: audit status must be ok, error or denied, got '" +
+                                      rec.status + "'");
   }
   auto args = dump_checked(rec.arguments, "audited tool arguments");
   if (!args) return std::unexpected(args.error());
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     auto stmt = db_->prepare(
-        "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, arguments, result, status, reason) "
+        "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, arguments, "
+        "result, status, reason) "
         "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?)");
     if (!stmt) return std::unexpected(stmt.error());
-    std::optional<std::string> at = rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
-    stmt->bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, *args, rec.result, rec.status,
-                   rec.reason);
+    std::optional<std::string> at =
+        rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
+    stmt->bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, *args, rec.result,
+                   rec.status, rec.reason);
     if (auto r = stmt->run(); !r) return std::unexpected(r.error());
     return {};
   });
@@ -567,7 +621,8 @@ Result<void> SqliteStore::record_tool_call(const AuditRecord& rec) {
 Result<std::vector<AuditRecord>> SqliteStore::audit_log(std::size_t limit) {
   std::lock_guard lock(mutex_);
   auto stmt = db_->prepare(
-      "SELECT created_at, conversation_id, sender_id, agent, tool, arguments, result, status, reason "
+      "SELECT created_at, conversation_id, sender_id, agent, tool, arguments, result, status, "
+      "reason "
       "FROM audit_log ORDER BY id DESC LIMIT ?");
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind(1, static_cast<std::int64_t>(limit));
@@ -594,12 +649,13 @@ Result<void> SqliteStore::record_usage(const UsageRecord& rec) {
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     auto stmt = db_->prepare(
-        "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, output_tokens, "
+        "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
+        "output_tokens, "
         "cache_read_tokens, cache_write_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(rec.conversation_id, rec.sender_id, rec.model, rec.provider, rec.usage.input_tokens,
-                   rec.usage.output_tokens, rec.usage.cache_read_tokens, rec.usage.cache_write_tokens,
-                   rec.usage.cost_usd);
+    stmt->bind_all(rec.conversation_id, rec.sender_id, rec.model, rec.provider,
+                   rec.usage.input_tokens, rec.usage.output_tokens, rec.usage.cache_read_tokens,
+                   rec.usage.cache_write_tokens, rec.usage.cost_usd);
     if (auto r = stmt->run(); !r) return std::unexpected(r.error());
     return {};
   });
@@ -608,7 +664,8 @@ Result<void> SqliteStore::record_usage(const UsageRecord& rec) {
 Result<std::vector<UsageTotals>> SqliteStore::usage_by_day() {
   std::lock_guard lock(mutex_);
   auto stmt = db_->prepare(
-      "SELECT substr(created_at, 1, 10) AS day, model, provider, count(*), sum(input_tokens), sum(output_tokens), "
+      "SELECT substr(created_at, 1, 10) AS day, model, provider, count(*), sum(input_tokens), "
+      "sum(output_tokens), "
       "sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_usd) FROM token_usage "
       "GROUP BY day, model, provider ORDER BY day, model, provider");
   if (!stmt) return std::unexpected(stmt.error());

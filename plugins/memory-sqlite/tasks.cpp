@@ -9,7 +9,8 @@ namespace kernex::sqlite {
 namespace {
 
 constexpr const char* kTaskColumns =
-    "id, channel, sender_id, reply_target, description, due_at, repeat, task_type, project, max_retries, status, "
+    "id, channel, sender_id, reply_target, description, due_at, repeat, task_type, project, "
+    "max_retries, status, "
     "retry_count, last_error, claimed_by, lease_until, created_at";
 
 bool known_repeat(const std::string& r) {
@@ -74,10 +75,13 @@ Result<std::string> SqliteStore::create_task(const TaskSpec& in) {
   spec.due_at = *due;
   if (spec.repeat && *spec.repeat == "once") spec.repeat.reset();
   if (spec.repeat && !known_repeat(*spec.repeat)) {
-    return fail(ErrorCode::Usage, "memory-sqlite: task repeat must be once, daily, weekdays, weekly or monthly, got '" +
-                                      *spec.repeat + "'");
+    return fail(
+        ErrorCode::Usage,
+        "memory-sqlite: task repeat must be once, daily, weekdays, weekly or monthly, got '" +
+            *spec.repeat + "'");
   }
-  if (spec.description.empty()) return fail(ErrorCode::Usage, "memory-sqlite: a task needs a description");
+  if (spec.description.empty())
+    return fail(ErrorCode::Usage, "memory-sqlite: a task needs a description");
   if (invalid_utf8_at(spec.description)) {
     return fail(ErrorCode::Parse, "memory-sqlite: the task description is not valid UTF-8");
   }
@@ -88,8 +92,10 @@ Result<std::string> SqliteStore::create_task(const TaskSpec& in) {
     std::optional<std::string> duplicate;
     {
       auto near = db_->prepare(
-          "SELECT id, description, due_at = ?3 FROM scheduled_tasks WHERE sender_id = ?1 AND status = 'pending' "
-          "AND abs(strftime('%s', ?3) - strftime('%s', due_at)) <= 1800 ORDER BY (description = ?2) DESC, rowid");
+          "SELECT id, description, due_at = ?3 FROM scheduled_tasks WHERE sender_id = ?1 AND "
+          "status = 'pending' "
+          "AND abs(strftime('%s', ?3) - strftime('%s', due_at)) <= 1800 ORDER BY (description = "
+          "?2) DESC, rowid");
       if (!near) return std::unexpected(near.error());
       near->bind_all(spec.sender_id, spec.description, spec.due_at);
       for (;;) {
@@ -107,11 +113,12 @@ Result<std::string> SqliteStore::create_task(const TaskSpec& in) {
     if (duplicate) return *duplicate;
     const std::string id = new_uuid();
     auto insert = db_->prepare(
-        "INSERT INTO scheduled_tasks (id, channel, sender_id, reply_target, description, due_at, repeat, task_type, "
+        "INSERT INTO scheduled_tasks (id, channel, sender_id, reply_target, description, due_at, "
+        "repeat, task_type, "
         "project, max_retries) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (!insert) return std::unexpected(insert.error());
-    insert->bind_all(id, spec.channel, spec.sender_id, spec.reply_target, spec.description, spec.due_at, spec.repeat,
-                     spec.task_type, spec.project, spec.max_retries);
+    insert->bind_all(id, spec.channel, spec.sender_id, spec.reply_target, spec.description,
+                     spec.due_at, spec.repeat, spec.task_type, spec.project, spec.max_retries);
     if (auto r = insert->run(); !r) return std::unexpected(r.error());
     return id;
   });
@@ -119,8 +126,9 @@ Result<std::string> SqliteStore::create_task(const TaskSpec& in) {
 
 Result<std::vector<Task>> SqliteStore::pending_tasks(const std::string& sender_id) {
   std::lock_guard lock(mutex_);
-  static const std::string sql = std::string("SELECT ") + kTaskColumns +
-                                 " FROM scheduled_tasks WHERE sender_id = ? AND status = 'pending' ORDER BY due_at, rowid";
+  static const std::string sql =
+      std::string("SELECT ") + kTaskColumns +
+      " FROM scheduled_tasks WHERE sender_id = ? AND status = 'pending' ORDER BY due_at, rowid";
   auto stmt = db_->prepare(sql.c_str());
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind(1, sender_id);
@@ -129,7 +137,8 @@ Result<std::vector<Task>> SqliteStore::pending_tasks(const std::string& sender_i
 
 Result<std::optional<Task>> SqliteStore::task(const std::string& id) {
   std::lock_guard lock(mutex_);
-  static const std::string sql = std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
+  static const std::string sql =
+      std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
   auto stmt = db_->prepare(sql.c_str());
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind(1, id);
@@ -139,24 +148,29 @@ Result<std::optional<Task>> SqliteStore::task(const std::string& id) {
   return std::optional<Task>(std::move(tasks->front()));
 }
 
-Result<std::vector<Task>> SqliteStore::claim_due_tasks(const std::string& worker, std::chrono::seconds lease,
+Result<std::vector<Task>> SqliteStore::claim_due_tasks(const std::string& worker,
+                                                       std::chrono::seconds lease,
                                                        std::size_t limit) {
-  if (worker.empty()) return fail(ErrorCode::Usage, "memory-sqlite: claiming tasks needs a worker id");
+  if (worker.empty())
+    return fail(ErrorCode::Usage, "memory-sqlite: claiming tasks needs a worker id");
   std::lock_guard lock(mutex_);
   // One UPDATE … RETURNING under the write lock: no other process can claim the same rows. A
   // pending task is due at its retry time when a failed attempt set one, else at its occurrence.
   static const std::string sql =
-      std::string("UPDATE scheduled_tasks SET status = 'claimed', claimed_by = ?1, lease_until = datetime('now', ?2) "
-                  "WHERE id IN (SELECT id FROM scheduled_tasks WHERE "
-                  "(status = 'pending' AND retry_at IS NULL AND due_at <= datetime('now')) "
-                  "OR (status = 'pending' AND retry_at <= datetime('now')) "
-                  "OR (status = 'claimed' AND lease_until <= datetime('now')) "
-                  "ORDER BY coalesce(retry_at, due_at) LIMIT ?3) RETURNING ") +
+      std::string(
+          "UPDATE scheduled_tasks SET status = 'claimed', claimed_by = ?1, lease_until = "
+          "datetime('now', ?2) "
+          "WHERE id IN (SELECT id FROM scheduled_tasks WHERE "
+          "(status = 'pending' AND retry_at IS NULL AND due_at <= datetime('now')) "
+          "OR (status = 'pending' AND retry_at <= datetime('now')) "
+          "OR (status = 'claimed' AND lease_until <= datetime('now')) "
+          "ORDER BY coalesce(retry_at, due_at) LIMIT ?3) RETURNING ") +
       kTaskColumns;
   return db_->write<std::vector<Task>>([&]() -> Result<std::vector<Task>> {
     auto stmt = db_->prepare(sql.c_str());
     if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(worker, "+" + std::to_string(lease.count()) + " seconds", static_cast<std::int64_t>(limit));
+    stmt->bind_all(worker, "+" + std::to_string(lease.count()) + " seconds",
+                   static_cast<std::int64_t>(limit));
     return select_tasks(*stmt);
   });
 }
@@ -166,7 +180,9 @@ Result<void> SqliteStore::reschedule(const Task& t) {
   // missed day (kernex advanced from the old due time only, so it fired again at once). Counted
   // from the scheduled occurrence (due_at), never from a retry's time: a daily 02:00 task whose
   // retry succeeded at 02:07 still fires at 02:00. The new occurrence starts without retries.
-  const std::string step = *t.spec.repeat == "weekly" ? "+7 days" : *t.spec.repeat == "monthly" ? "+1 month" : "+1 day";
+  const std::string step = *t.spec.repeat == "weekly"    ? "+7 days"
+                           : *t.spec.repeat == "monthly" ? "+1 month"
+                                                         : "+1 day";
   auto now = scalar<std::string>(*db_, "SELECT datetime('now')");
   if (!now) return std::unexpected(now.error());
   std::string next = t.spec.due_at;
@@ -175,17 +191,19 @@ Result<void> SqliteStore::reschedule(const Task& t) {
     if (!advanced) return std::unexpected(advanced.error());
     next = *advanced;
     if (*t.spec.repeat == "weekdays") {
-      auto skipped = scalar<std::string>(
-          *db_,
-          "SELECT CASE strftime('%w', ?1) WHEN '6' THEN datetime(?1, '+2 days') WHEN '0' THEN datetime(?1, '+1 day') "
-          "ELSE ?1 END",
-          next);
+      auto skipped =
+          scalar<std::string>(*db_,
+                              "SELECT CASE strftime('%w', ?1) WHEN '6' THEN datetime(?1, '+2 "
+                              "days') WHEN '0' THEN datetime(?1, '+1 day') "
+                              "ELSE ?1 END",
+                              next);
       if (!skipped) return std::unexpected(skipped.error());
       next = *skipped;
     }
   }
   auto stmt = db_->prepare(
-      "UPDATE scheduled_tasks SET due_at = ?, status = 'pending', claimed_by = NULL, lease_until = NULL, "
+      "UPDATE scheduled_tasks SET due_at = ?, status = 'pending', claimed_by = NULL, lease_until = "
+      "NULL, "
       "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = ?");
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind_all(next, t.id);
@@ -205,7 +223,8 @@ bool holds(const Task& t, const std::string& worker) {
 Result<bool> SqliteStore::complete_task(const std::string& id, const std::string& worker) {
   std::lock_guard lock(mutex_);
   return db_->write<bool>([&]() -> Result<bool> {
-    static const std::string sql = std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
+    static const std::string sql =
+        std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
     std::optional<Task> t;
     {
       auto stmt = db_->prepare(sql.c_str());
@@ -222,7 +241,8 @@ Result<bool> SqliteStore::complete_task(const std::string& id, const std::string
       return true;
     }
     auto stmt = db_->prepare(
-        "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = datetime('now'), claimed_by = NULL, "
+        "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = datetime('now'), "
+        "claimed_by = NULL, "
         "lease_until = NULL, retry_at = NULL WHERE id = ?");
     if (!stmt) return std::unexpected(stmt.error());
     stmt->bind(1, id);
@@ -231,10 +251,12 @@ Result<bool> SqliteStore::complete_task(const std::string& id, const std::string
   });
 }
 
-Result<bool> SqliteStore::fail_task(const std::string& id, const std::string& worker, const std::string& error) {
+Result<bool> SqliteStore::fail_task(const std::string& id, const std::string& worker,
+                                    const std::string& error) {
   std::lock_guard lock(mutex_);
   return db_->write<bool>([&]() -> Result<bool> {
-    static const std::string sql = std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
+    static const std::string sql =
+        std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
     std::optional<Task> t;
     {
       auto stmt = db_->prepare(sql.c_str());
@@ -246,50 +268,55 @@ Result<bool> SqliteStore::fail_task(const std::string& id, const std::string& wo
       t = std::move(rows->front());
     }
     if (!holds(*t, worker)) {
-      return fail(ErrorCode::Memory, "memory-sqlite: task " + id + " is not held by '" + worker + "' (status " +
-                                         t->status + ")");
+      return fail(ErrorCode::Memory, "memory-sqlite: task " + id + " is not held by '" + worker +
+                                         "' (status " + t->status + ")");
     }
     const std::uint32_t n = t->retry_count + 1;
     const bool retry = n < t->spec.max_retries;
     // The retry's time goes in retry_at; due_at keeps the scheduled occurrence, which the next
     // occurrence of a recurring task counts from and which pending_tasks and task() report.
     auto stmt = db_->prepare(
-        "UPDATE scheduled_tasks SET retry_count = ?1, last_error = ?2, claimed_by = NULL, lease_until = NULL, "
+        "UPDATE scheduled_tasks SET retry_count = ?1, last_error = ?2, claimed_by = NULL, "
+        "lease_until = NULL, "
         "status = CASE WHEN ?3 THEN 'pending' ELSE 'failed' END, "
         "retry_at = CASE WHEN ?3 THEN datetime('now', ?4) END WHERE id = ?5");
     if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(n, error, retry ? 1 : 0, "+" + std::to_string(backoff_seconds(n)) + " seconds", id);
+    stmt->bind_all(n, error, retry ? 1 : 0, "+" + std::to_string(backoff_seconds(n)) + " seconds",
+                   id);
     if (auto r = stmt->run(); !r) return std::unexpected(r.error());
     return retry;
   });
 }
 
 Result<bool> SqliteStore::cancel_task(const std::string& id_prefix, const std::string& sender_id) {
-  if (id_prefix.empty()) return fail(ErrorCode::Usage, "memory-sqlite: cancelling a task needs an id or id prefix");
+  if (id_prefix.empty())
+    return fail(ErrorCode::Usage, "memory-sqlite: cancelling a task needs an id or id prefix");
   std::lock_guard lock(mutex_);
   return db_->write<bool>([&]() -> Result<bool> {
     // The prefix is compared literally (kernex used LIKE, where % and _ are wildcards).
-    auto count = scalar<std::int64_t>(
-        *db_,
-        "SELECT count(*) FROM scheduled_tasks WHERE substr(id, 1, length(?1)) = ?1 AND sender_id = ?2 AND "
-        "status = 'pending'",
-        id_prefix, sender_id);
+    auto count = scalar<std::int64_t>(*db_,
+                                      "SELECT count(*) FROM scheduled_tasks WHERE substr(id, 1, "
+                                      "length(?1)) = ?1 AND sender_id = ?2 AND "
+                                      "status = 'pending'",
+                                      id_prefix, sender_id);
     if (!count) return std::unexpected(count.error());
     if (*count > 1) {
       return fail(ErrorCode::Usage, "memory-sqlite: task id prefix '" + id_prefix + "' matches " +
-                                        std::to_string(*count) + " pending tasks; give more of the id");
+                                        std::to_string(*count) +
+                                        " pending tasks; give more of the id");
     }
     if (*count == 0) {
-      auto cancelled = scalar<std::int64_t>(
-          *db_,
-          "SELECT count(*) FROM scheduled_tasks WHERE substr(id, 1, length(?1)) = ?1 AND sender_id = ?2 AND "
-          "status = 'cancelled'",
-          id_prefix, sender_id);
+      auto cancelled = scalar<std::int64_t>(*db_,
+                                            "SELECT count(*) FROM scheduled_tasks WHERE substr(id, "
+                                            "1, length(?1)) = ?1 AND sender_id = ?2 AND "
+                                            "status = 'cancelled'",
+                                            id_prefix, sender_id);
       if (!cancelled) return std::unexpected(cancelled.error());
       return *cancelled > 0;  // cancelling twice is not an error
     }
     auto stmt = db_->prepare(
-        "UPDATE scheduled_tasks SET status = 'cancelled' WHERE substr(id, 1, length(?1)) = ?1 AND sender_id = ?2 "
+        "UPDATE scheduled_tasks SET status = 'cancelled' WHERE substr(id, 1, length(?1)) = ?1 AND "
+        "sender_id = ?2 "
         "AND status = 'pending'");
     if (!stmt) return std::unexpected(stmt.error());
     stmt->bind_all(id_prefix, sender_id);
@@ -301,8 +328,9 @@ Result<bool> SqliteStore::cancel_task(const std::string& id_prefix, const std::s
 
 Result<std::string> SqliteStore::record_task_run(const TaskRun& run) {
   if (run.status != "completed" && run.status != "failed") {
-    return fail(ErrorCode::Usage, "memory-sqlite: a task run's status must be completed or failed, got '" +
-                                      run.status + "'");
+    return fail(
+        ErrorCode::Usage,
+        "memory-sqlite: a task run's status must be completed or failed, got '" + run.status + "'");
   }
   auto started = normalize_time(run.started_at, "task run started_at");
   if (!started) return std::unexpected(started.error());
@@ -316,16 +344,19 @@ Result<std::string> SqliteStore::record_task_run(const TaskRun& run) {
   return db_->write<std::string>([&]() -> Result<std::string> {
     const std::string id = new_uuid();
     auto stmt = db_->prepare(
-        "INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, error, tokens) "
+        "INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, error, "
+        "tokens) "
         "VALUES (?, ?, ?, coalesce(?, datetime('now')), ?, ?, ?, ?)");
     if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(id, run.task_id, *started, finished, run.status, run.result, run.error, run.tokens);
+    stmt->bind_all(id, run.task_id, *started, finished, run.status, run.result, run.error,
+                   run.tokens);
     if (auto r = stmt->run(); !r) return std::unexpected(r.error());
     return id;
   });
 }
 
-Result<std::vector<TaskRun>> SqliteStore::task_runs(const std::string& task_id_prefix, std::size_t limit) {
+Result<std::vector<TaskRun>> SqliteStore::task_runs(const std::string& task_id_prefix,
+                                                    std::size_t limit) {
   std::lock_guard lock(mutex_);
   auto stmt = db_->prepare(
       "SELECT id, task_id, started_at, finished_at, status, result, error, tokens FROM task_runs "

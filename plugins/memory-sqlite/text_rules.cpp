@@ -15,11 +15,21 @@ std::optional<std::size_t> invalid_utf8_at(std::string_view s) {
     const unsigned char c = byte(i);
     std::size_t len = 0;
     std::uint32_t cp = 0;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return i;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else
+      return i;
     if (i + len > s.size()) return i;
     for (std::size_t k = 1; k < len; ++k) {
       if ((byte(i + k) & 0xC0) != 0x80) return i;
@@ -35,13 +45,15 @@ std::optional<std::size_t> invalid_utf8_at(std::string_view s) {
 
 std::string fts_query(std::string_view text, std::string_view joiner) {
   static constexpr std::array<std::string_view, 24> kQuestionWords{
-      "what", "when", "where", "which", "who", "whom", "whose", "why", "how", "you", "your", "yours",
-      "tell", "please", "does", "did", "not", "its", "our", "they", "them", "there", "their", "just"};
+      "what", "when", "where", "which", "who",  "whom",   "whose", "why",
+      "how",  "you",  "your",  "yours", "tell", "please", "does",  "did",
+      "not",  "its",  "our",   "they",  "them", "there",  "their", "just"};
   constexpr std::size_t kMaxWords = 16;
   std::vector<std::string> seen;
   std::string out;
   for (auto& w : significant_words(text)) {
-    if (std::find(kQuestionWords.begin(), kQuestionWords.end(), w) != kQuestionWords.end()) continue;
+    if (std::find(kQuestionWords.begin(), kQuestionWords.end(), w) != kQuestionWords.end())
+      continue;
     if (std::find(seen.begin(), seen.end(), w) != seen.end()) continue;
     if (seen.size() == kMaxWords) break;
     seen.push_back(w);
@@ -64,8 +76,10 @@ Result<std::string> normalize_time(std::string_view text, std::string_view field
   // Drop fractional seconds: the store keeps second resolution.
   if (s.size() > 19 && s[19] == '.') s.resize(19);
   const auto bad = [&] {
-    return fail(ErrorCode::Parse, std::string(field) + ": expected a UTC time like 2026-12-31 15:00:00 or "
-                                                       "2026-12-31T15:00:00Z, got '" + std::string(text) + "'");
+    return fail(ErrorCode::Parse, std::string(field) +
+                                      ": expected a UTC time like 2026-12-31 15:00:00 or "
+                                      "2026-12-31T15:00:00Z, got '" +
+                                      std::string(text) + "'");
   };
   if (s.size() != 19) return bad();
   static constexpr std::string_view kShape = "dddd-dd-dd dd:dd:dd";
@@ -73,8 +87,10 @@ Result<std::string> normalize_time(std::string_view text, std::string_view field
     const bool digit = std::isdigit(static_cast<unsigned char>(s[i])) != 0;
     if (kShape[i] == 'd' ? !digit : s[i] != kShape[i]) return bad();
   }
-  const int year = std::stoi(s.substr(0, 4)), month = std::stoi(s.substr(5, 2)), day = std::stoi(s.substr(8, 2));
-  const int hour = std::stoi(s.substr(11, 2)), minute = std::stoi(s.substr(14, 2)), sec = std::stoi(s.substr(17, 2));
+  const int year = std::stoi(s.substr(0, 4)), month = std::stoi(s.substr(5, 2)),
+            day = std::stoi(s.substr(8, 2));
+  const int hour = std::stoi(s.substr(11, 2)), minute = std::stoi(s.substr(14, 2)),
+            sec = std::stoi(s.substr(17, 2));
   if (month < 1 || month > 12 || hour > 23 || minute > 59 || sec > 59) return bad();
   // A day the month has: 2026-02-30 is no time at all (PostgreSQL refuses to cast it, SQLite's
   // date functions return NULL), so it is refused here for both stores.
@@ -86,10 +102,11 @@ Result<std::string> normalize_time(std::string_view text, std::string_view field
 
 std::vector<std::string> significant_words(std::string_view text) {
   static constexpr std::array<std::string_view, 41> kStop{
-      "the",   "and",   "for",    "that",    "this",  "with",  "from",    "are",   "was",   "were",
-      "been",  "have",  "has",    "had",     "will",  "would", "could",   "should", "may",  "might",
-      "can",   "about", "into",   "over",    "after", "before", "between", "under", "again", "then",
-      "once",  "daily", "weekly", "monthly", "cada",  "diario", "escribir", "enviar", "usar", "nunca", "siempre"};
+      "the",      "and",    "for",  "that",  "this",   "with",   "from",    "are",    "was",
+      "were",     "been",   "have", "has",   "had",    "will",   "would",   "could",  "should",
+      "may",      "might",  "can",  "about", "into",   "over",   "after",   "before", "between",
+      "under",    "again",  "then", "once",  "daily",  "weekly", "monthly", "cada",   "diario",
+      "escribir", "enviar", "usar", "nunca", "siempre"};
   std::vector<std::string> words;
   std::string word;
   const auto flush = [&] {
@@ -117,7 +134,8 @@ bool similar_descriptions(std::string_view a, std::string_view b) {
   const auto& small = wa.size() <= wb.size() ? wa : wb;
   const auto& large = wa.size() <= wb.size() ? wb : wa;
   std::size_t overlap = 0;
-  for (const auto& w : small) overlap += std::find(large.begin(), large.end(), w) != large.end() ? 1 : 0;
+  for (const auto& w : small)
+    overlap += std::find(large.begin(), large.end(), w) != large.end() ? 1 : 0;
   return overlap >= (small.size() + 1) / 2;
 }
 

@@ -16,9 +16,10 @@ namespace kernex::sqlite {
 std::optional<std::size_t> invalid_utf8_at(std::string_view text);
 
 // The user's text as an FTS5 query: its significant words (see below, minus common question
-// words), each quoted, joined by `joiner` (" AND " or " OR "), ranked by bm25. Operators in the text (AND, NOT,
-// NEAR, *, parentheses, quotes, column filters) are never interpreted. "" when no word is left.
-// (kernex quoted the whole text as one phrase, so a question only matched its exact wording.)
+// words), each quoted, joined by `joiner` (" AND " or " OR "), ranked by bm25. Operators in the
+// text (AND, NOT, NEAR, *, parentheses, quotes, column filters) are never interpreted. "" when no
+// word is left. (kernex quoted the whole text as one phrase, so a question only matched its exact
+// wording.)
 std::string fts_query(std::string_view text, std::string_view joiner);
 
 // "2026-02-22T07:00:00Z" / "2026-02-22 07:00:00" / "2026-02-22 07:00" -> "2026-02-22 07:00:00";

@@ -15,7 +15,8 @@ using Clock = std::chrono::steady_clock;
 
 class VolatileStore final : public kernex::MemoryStore {
  public:
-  Result<std::string> open_conversation(const kernex::ConversationKey& key, std::chrono::minutes idle) override {
+  Result<std::string> open_conversation(const kernex::ConversationKey& key,
+                                        std::chrono::minutes idle) override {
     std::lock_guard lock(mutex_);
     const auto now = Clock::now();
     const std::string scope = key.channel + '\x1f' + key.sender_id + '\x1f' + key.project;
@@ -32,21 +33,25 @@ class VolatileStore final : public kernex::MemoryStore {
     return id;
   }
 
-  Result<std::vector<kernex::ContextEntry>> recent_messages(const std::string& id, std::size_t limit) override {
+  Result<std::vector<kernex::ContextEntry>> recent_messages(const std::string& id,
+                                                            std::size_t limit) override {
     std::lock_guard lock(mutex_);
     auto conv = find(id);
     if (!conv) return std::unexpected(conv.error());
     const auto& m = (*conv)->messages;
     const std::size_t from = m.size() > limit ? m.size() - limit : 0;
-    return std::vector<kernex::ContextEntry>(m.begin() + static_cast<std::ptrdiff_t>(from), m.end());
+    return std::vector<kernex::ContextEntry>(m.begin() + static_cast<std::ptrdiff_t>(from),
+                                             m.end());
   }
 
-  Result<std::vector<kernex::ContextEntry>> oldest_messages(const std::string& id, std::size_t count) override {
+  Result<std::vector<kernex::ContextEntry>> oldest_messages(const std::string& id,
+                                                            std::size_t count) override {
     std::lock_guard lock(mutex_);
     auto conv = find(id);
     if (!conv) return std::unexpected(conv.error());
     const auto& m = (*conv)->messages;
-    return std::vector<kernex::ContextEntry>(m.begin(), m.begin() + static_cast<std::ptrdiff_t>(std::min(count, m.size())));
+    return std::vector<kernex::ContextEntry>(
+        m.begin(), m.begin() + static_cast<std::ptrdiff_t>(std::min(count, m.size())));
   }
 
   Result<std::uint64_t> message_count(const std::string& id) override {
@@ -56,7 +61,8 @@ class VolatileStore final : public kernex::MemoryStore {
     return (*conv)->messages.size();
   }
 
-  Result<void> append_messages(const std::string& id, const std::vector<kernex::ContextEntry>& entries) override {
+  Result<void> append_messages(const std::string& id,
+                               const std::vector<kernex::ContextEntry>& entries) override {
     std::lock_guard lock(mutex_);
     auto conv = find(id);
     if (!conv) return std::unexpected(conv.error());
@@ -72,7 +78,8 @@ class VolatileStore final : public kernex::MemoryStore {
     return (*conv)->summary;
   }
 
-  Result<void> save_compaction_summary(const std::string& id, const kernex::StoredSummary& summary) override {
+  Result<void> save_compaction_summary(const std::string& id,
+                                       const kernex::StoredSummary& summary) override {
     std::lock_guard lock(mutex_);
     auto conv = find(id);
     if (!conv) return std::unexpected(conv.error());
@@ -82,7 +89,8 @@ class VolatileStore final : public kernex::MemoryStore {
 
   Result<void> delete_conversation(const std::string& id) override {
     std::lock_guard lock(mutex_);
-    if (conversations_.erase(id) == 0) return kernex::fail(ErrorCode::Memory, "volatile: no conversation " + id);
+    if (conversations_.erase(id) == 0)
+      return kernex::fail(ErrorCode::Memory, "volatile: no conversation " + id);
     std::erase_if(active_, [&](const auto& entry) { return entry.second == id; });
     std::erase_if(usage_, [&](const kernex::UsageRecord& r) { return r.conversation_id == id; });
     return {};
@@ -103,7 +111,8 @@ class VolatileStore final : public kernex::MemoryStore {
 
   Result<Conversation*> find(const std::string& id) {
     auto it = conversations_.find(id);
-    if (it == conversations_.end()) return kernex::fail(ErrorCode::Memory, "volatile: no conversation " + id);
+    if (it == conversations_.end())
+      return kernex::fail(ErrorCode::Memory, "volatile: no conversation " + id);
     return &it->second;
   }
 
@@ -116,7 +125,8 @@ class VolatileStore final : public kernex::MemoryStore {
 
 Result<std::shared_ptr<kernex::MemoryStore>> make_volatile(const kernex::Json& config) {
   // data_dir is set by the kernel for every memory plugin; this one keeps no files.
-  const bool only_data_dir = config.is_object() && config.size() == 1 && config.contains("data_dir");
+  const bool only_data_dir =
+      config.is_object() && config.size() == 1 && config.contains("data_dir");
   if (!config.is_null() && !(config.is_object() && config.empty()) && !only_data_dir) {
     return kernex::fail(ErrorCode::Config, "volatile: takes no options");
   }
@@ -125,4 +135,5 @@ Result<std::shared_ptr<kernex::MemoryStore>> make_volatile(const kernex::Json& c
 
 }  // namespace
 
-KERNEX_PLUGIN(Memory, "volatile", "1.0.0", "Conversations kept in process memory only", make_volatile)
+KERNEX_PLUGIN(Memory, "volatile", "1.0.0", "Conversations kept in process memory only",
+              make_volatile)

@@ -18,8 +18,12 @@ using kernex::Result;
 using kernex::ToolCall;
 using kernex::ToolResult;
 
-ToolResult ok(const ToolCall& c, std::string text) { return {c.id, c.name, std::move(text), false}; }
-ToolResult bad(const ToolCall& c, std::string text) { return {c.id, c.name, std::move(text), true}; }
+ToolResult ok(const ToolCall& c, std::string text) {
+  return {c.id, c.name, std::move(text), false};
+}
+ToolResult bad(const ToolCall& c, std::string text) {
+  return {c.id, c.name, std::move(text), true};
+}
 
 Result<std::string> string_arg(const Json& args, const char* name) {
   if (!args.is_object() || !args.contains(name) || !args.at(name).is_string()) {
@@ -74,22 +78,33 @@ class Calculator {
   Result<double> expr(int depth) {
     auto left = term(depth);
     while (left) {
-      if (eat('+')) { auto r = term(depth); if (!r) return r; *left += *r; }
-      else if (eat('-')) { auto r = term(depth); if (!r) return r; *left -= *r; }
-      else break;
+      if (eat('+')) {
+        auto r = term(depth);
+        if (!r) return r;
+        *left += *r;
+      } else if (eat('-')) {
+        auto r = term(depth);
+        if (!r) return r;
+        *left -= *r;
+      } else
+        break;
     }
     return left;
   }
   Result<double> term(int depth) {
     auto left = power(depth);
     while (left) {
-      if (eat('*')) { auto r = power(depth); if (!r) return r; *left *= *r; }
-      else if (eat('/')) {
+      if (eat('*')) {
+        auto r = power(depth);
+        if (!r) return r;
+        *left *= *r;
+      } else if (eat('/')) {
         auto r = power(depth);
         if (!r) return r;
         if (*r == 0) return error("division by zero");
         *left /= *r;
-      } else break;
+      } else
+        break;
     }
     return left;
   }
@@ -105,7 +120,11 @@ class Calculator {
   }
   Result<double> unary(int depth) {
     if (depth > kMaxDepth) return error("expression nested too deeply");
-    if (eat('-')) { auto v = unary(depth + 1); if (v) *v = -*v; return v; }
+    if (eat('-')) {
+      auto v = unary(depth + 1);
+      if (v) *v = -*v;
+      return v;
+    }
     if (eat('+')) return unary(depth + 1);
     if (eat('(')) {
       auto v = expr(depth + 1);
@@ -115,8 +134,11 @@ class Calculator {
     }
     skip();
     const std::size_t start = pos_;
-    while (pos_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '.')) ++pos_;
-    if (start == pos_) return error(pos_ < s_.size() ? "expected a number" : "unexpected end of expression");
+    while (pos_ < s_.size() &&
+           (std::isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '.'))
+      ++pos_;
+    if (start == pos_)
+      return error(pos_ < s_.size() ? "expected a number" : "unexpected end of expression");
     std::istringstream in{std::string(s_.substr(start, pos_ - start))};
     double v = 0;
     if (!(in >> v) || !in.eof()) return error("malformed number");
@@ -151,11 +173,15 @@ std::map<std::string, Tool> all_tools() {
                 {"required", {field}}};
   };
   std::map<std::string, Tool> tools;
-  tools["word_count"] = {{"word_count", "Counts the words, lines and characters of a text.",
-                          schema("text", "The text to count"), {"count", "words", "length"}},
+  tools["word_count"] = {{"word_count",
+                          "Counts the words, lines and characters of a text.",
+                          schema("text", "The text to count"),
+                          {"count", "words", "length"}},
                          word_count};
-  tools["calculate"] = {{"calculate", "Evaluates an arithmetic expression with + - * / ^ and parentheses.",
-                         schema("expression", "For example (2 + 3) * 4"), {"math", "arithmetic"}},
+  tools["calculate"] = {{"calculate",
+                         "Evaluates an arithmetic expression with + - * / ^ and parentheses.",
+                         schema("expression", "For example (2 + 3) * 4"),
+                         {"math", "arithmetic"}},
                         calculate};
   return tools;
 }
@@ -172,7 +198,8 @@ class BuiltinToolbox final : public kernex::ToolExecutor {
 
   Result<ToolResult> execute(const kernex::Context&, const ToolCall& call) override {
     auto it = tools_.find(call.name);
-    if (it == tools_.end()) return kernex::fail(ErrorCode::Tool, "builtin: no tool named " + call.name);
+    if (it == tools_.end())
+      return kernex::fail(ErrorCode::Tool, "builtin: no tool named " + call.name);
     return it->second.run(call);
   }
 
@@ -182,17 +209,22 @@ class BuiltinToolbox final : public kernex::ToolExecutor {
 
 Result<std::shared_ptr<kernex::ToolExecutor>> make_builtin(const Json& config) {
   std::map<std::string, Tool> tools = all_tools();
-  if (!config.is_object()) return kernex::fail(ErrorCode::Config, "builtin: config must be an object");
+  if (!config.is_object())
+    return kernex::fail(ErrorCode::Config, "builtin: config must be an object");
   for (const auto& [key, value] : config.items()) {
-    if (key != "tools") return kernex::fail(ErrorCode::Config, "builtin: unknown option `" + key + "` (expected tools)");
+    if (key != "tools")
+      return kernex::fail(ErrorCode::Config,
+                          "builtin: unknown option `" + key + "` (expected tools)");
   }
   if (config.contains("tools")) {
     const Json& wanted = config.at("tools");
-    if (!wanted.is_array()) return kernex::fail(ErrorCode::Config, "builtin: `tools` must be a list of tool names");
+    if (!wanted.is_array())
+      return kernex::fail(ErrorCode::Config, "builtin: `tools` must be a list of tool names");
     std::map<std::string, Tool> chosen;
     for (const auto& name : wanted) {
       if (!name.is_string() || !tools.contains(name.get<std::string>())) {
-        return kernex::fail(ErrorCode::Config, "builtin: unknown tool " + name.dump() + " (have calculate, word_count)");
+        return kernex::fail(ErrorCode::Config, "builtin: unknown tool " + name.dump() +
+                                                   " (have calculate, word_count)");
       }
       chosen.insert(*tools.find(name.get<std::string>()));
     }
@@ -203,4 +235,5 @@ Result<std::shared_ptr<kernex::ToolExecutor>> make_builtin(const Json& config) {
 
 }  // namespace
 
-KERNEX_PLUGIN(Toolbox, "builtin", "1.0.0", "In-process pure tools: word_count, calculate", make_builtin)
+KERNEX_PLUGIN(Toolbox, "builtin", "1.0.0", "In-process pure tools: word_count, calculate",
+              make_builtin)

@@ -27,8 +27,12 @@ using kernex::ToolResult;
 constexpr std::size_t kCaptureCap = 16u << 20;
 constexpr std::size_t kMaxPattern = 1024;
 
-ToolResult ok(const ToolCall& c, std::string text) { return {c.id, c.name, std::move(text), false}; }
-ToolResult bad(const ToolCall& c, std::string text) { return {c.id, c.name, std::move(text), true}; }
+ToolResult ok(const ToolCall& c, std::string text) {
+  return {c.id, c.name, std::move(text), false};
+}
+ToolResult bad(const ToolCall& c, std::string text) {
+  return {c.id, c.name, std::move(text), true};
+}
 
 std::string string_arg(const Json& args, const char* name) {
   auto it = args.is_object() ? args.find(name) : args.end();
@@ -37,7 +41,8 @@ std::string string_arg(const Json& args, const char* name) {
 
 std::optional<std::uint64_t> uint_arg(const Json& args, const char* name) {
   auto it = args.is_object() ? args.find(name) : args.end();
-  if (it == args.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0) return std::nullopt;
+  if (it == args.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0)
+    return std::nullopt;
   return static_cast<std::uint64_t>(it->get<std::int64_t>());
 }
 
@@ -46,11 +51,15 @@ ToolResult required(const ToolCall& c, const char* name) {
 }
 
 Json schema(Json properties, std::vector<std::string> required_names) {
-  return Json{{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required_names)}};
+  return Json{{"type", "object"},
+              {"properties", std::move(properties)},
+              {"required", std::move(required_names)}};
 }
 
 Json str(const char* what) { return Json{{"type", "string"}, {"description", what}}; }
-Json uint(const char* what) { return Json{{"type", "integer"}, {"minimum", 0}, {"description", what}}; }
+Json uint(const char* what) {
+  return Json{{"type", "integer"}, {"minimum", 0}, {"description", what}};
+}
 
 class FilesToolbox final : public kernex::ToolExecutor {
  public:
@@ -59,34 +68,45 @@ class FilesToolbox final : public kernex::ToolExecutor {
 
   static std::vector<kernex::ToolSpec> all_specs() {
     return {
-        {"bash", "Execute a bash command in the workspace (sandboxed) and return its output.",
-         schema({{"command", str("The command line")}, {"timeout_secs", uint("Seconds before it is killed")}},
+        {"bash",
+         "Execute a bash command in the workspace (sandboxed) and return its output.",
+         schema({{"command", str("The command line")},
+                 {"timeout_secs", uint("Seconds before it is killed")}},
                 {"command"}),
          {"shell", "run", "command"}},
-        {"read", "Read the contents of a file.",
+        {"read",
+         "Read the contents of a file.",
          schema({{"file_path", str("Absolute, or relative to the workspace")},
                  {"offset", uint("First line to return (1-based)")},
                  {"limit", uint("Number of lines to return")}},
                 {"file_path"}),
          {"file", "open", "cat"}},
-        {"write", "Write content to a file (creates or overwrites; parent directories are created).",
-         schema({{"file_path", str("Absolute, or relative to the workspace")}, {"content", str("The new content")}},
+        {"write",
+         "Write content to a file (creates or overwrites; parent directories are created).",
+         schema({{"file_path", str("Absolute, or relative to the workspace")},
+                 {"content", str("The new content")}},
                 {"file_path", "content"}),
          {"file", "save", "create"}},
-        {"edit", "Edit a file by replacing the first occurrence of old_string with new_string (or all with replace_all).",
+        {"edit",
+         "Edit a file by replacing the first occurrence of old_string with new_string (or all with "
+         "replace_all).",
          schema({{"file_path", str("Absolute, or relative to the workspace")},
                  {"old_string", str("Exact text to find")},
                  {"new_string", str("Replacement text")},
-                 {"replace_all", Json{{"type", "boolean"}, {"description", "Replace every occurrence"}}}},
+                 {"replace_all",
+                  Json{{"type", "boolean"}, {"description", "Replace every occurrence"}}}},
                 {"file_path", "old_string", "new_string"}),
          {"file", "replace", "modify"}},
-        {"glob", "Find files matching a glob pattern (e.g. \"**/*.cpp\"). Returns paths, newest first.",
+        {"glob",
+         "Find files matching a glob pattern (e.g. \"**/*.cpp\"). Returns paths, newest first.",
          schema({{"pattern", str("Glob pattern; ** matches directories recursively")},
                  {"path", str("Directory to search (default: the workspace)")}},
                 {"pattern"}),
          {"find", "files", "list"}},
-        {"grep", "Search file contents with an extended regular expression. Returns matching lines with file paths "
-                 "and line numbers.",
+        {"grep",
+         "Search file contents with an extended regular expression. Returns matching lines with "
+         "file paths "
+         "and line numbers.",
          schema({{"pattern", str("Extended regular expression")},
                  {"path", str("File or directory (default: the workspace)")},
                  {"glob", str("Only files whose name matches this glob, e.g. *.py")}},
@@ -104,9 +124,10 @@ class FilesToolbox final : public kernex::ToolExecutor {
   }
 
   Result<ToolResult> execute(const kernex::Context& context, const ToolCall& call) override {
-    static const std::map<std::string, ToolResult (FilesToolbox::*)(const Job&, const ToolCall&)> tools = {
-        {"bash", &FilesToolbox::bash}, {"read", &FilesToolbox::read}, {"write", &FilesToolbox::write},
-        {"edit", &FilesToolbox::edit}, {"glob", &FilesToolbox::glob}, {"grep", &FilesToolbox::grep}};
+    static const std::map<std::string, ToolResult (FilesToolbox::*)(const Job&, const ToolCall&)>
+        tools = {{"bash", &FilesToolbox::bash},   {"read", &FilesToolbox::read},
+                 {"write", &FilesToolbox::write}, {"edit", &FilesToolbox::edit},
+                 {"glob", &FilesToolbox::glob},   {"grep", &FilesToolbox::grep}};
     auto it = tools.find(call.name);
     if (it == tools.end() || !enabled_.contains(call.name)) {
       return kernex::fail(ErrorCode::Tool, "files: no tool named '" + call.name + "'");
@@ -115,7 +136,9 @@ class FilesToolbox final : public kernex::ToolExecutor {
     auto workspace = sb::call_workspace(context.workspace, options_.workspace);
     if (!workspace) return bad(call, "Error: " + workspace.error().message);
     auto p = policy(context.workspace ? std::optional<fs::path>(*workspace) : std::nullopt);
-    if (!p) return bad(call, "Refusing to run " + call.name + ": the sandbox can't be set up: " + p.error().describe());
+    if (!p)
+      return bad(call, "Refusing to run " + call.name +
+                           ": the sandbox can't be set up: " + p.error().describe());
     const fs::path dir = (*p)->profile().workspace.value_or(*workspace);
     return (this->*(it->second))(Job{*p, dir, context.stop}, call);
   }
@@ -163,9 +186,9 @@ class FilesToolbox final : public kernex::ToolExecutor {
     cached.generation = generation;
     auto result = cached.policy;
     while (policies_.size() > kMaxPolicies) {
-      auto oldest = std::min_element(policies_.begin(), policies_.end(), [](const auto& a, const auto& b) {
-        return a.second.last_used < b.second.last_used;
-      });
+      auto oldest = std::min_element(
+          policies_.begin(), policies_.end(),
+          [](const auto& a, const auto& b) { return a.second.last_used < b.second.last_used; });
       policies_.erase(oldest);
     }
     return result;
@@ -177,8 +200,10 @@ class FilesToolbox final : public kernex::ToolExecutor {
   };
 
   // A cancelled run is a refusal too: whatever the tool was doing is not done.
-  static Run spawn(const Job& job, const std::string& tool, std::vector<std::string> argv, std::string stdin_data = {},
-                   std::optional<std::chrono::milliseconds> timeout = std::nullopt, std::optional<fs::path> cwd = {}) {
+  static Run spawn(const Job& job, const std::string& tool, std::vector<std::string> argv,
+                   std::string stdin_data = {},
+                   std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                   std::optional<fs::path> cwd = {}) {
     sb::Command cmd;
     cmd.argv = std::move(argv);
     cmd.stdin_data = std::move(stdin_data);
@@ -202,8 +227,8 @@ class FilesToolbox final : public kernex::ToolExecutor {
     if (s.size() <= options_.max_output) return s;
     std::size_t n = options_.max_output;
     while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-    return s.substr(0, n) + "\n\n... (output truncated: " + std::to_string(s.size()) + " total bytes, showing first " +
-           std::to_string(n) + ")";
+    return s.substr(0, n) + "\n\n... (output truncated: " + std::to_string(s.size()) +
+           " total bytes, showing first " + std::to_string(n) + ")";
   }
 
   static std::string trimmed(std::string s) {
@@ -215,20 +240,22 @@ class FilesToolbox final : public kernex::ToolExecutor {
     if (r.timed_out) return what + ": timed out";
     std::string err = trimmed(r.stderr_data);
     if (err.empty()) {
-      err = r.term_signal ? "killed by signal " + std::to_string(r.term_signal) : "exit status " + std::to_string(r.exit_code);
+      err = r.term_signal ? "killed by signal " + std::to_string(r.term_signal)
+                          : "exit status " + std::to_string(r.exit_code);
     }
     return what + ": " + err;
   }
 
-  // --norc: bash reads ~/.bashrc even non-interactively when stdin is a socket (as the sandbox's is),
-  // taking it for rshd.
+  // --norc: bash reads ~/.bashrc even non-interactively when stdin is a socket (as the sandbox's
+  // is), taking it for rshd.
   ToolResult bash(const Job& job, const ToolCall& call) {
     const std::string command = string_arg(call.arguments, "command");
     if (command.empty()) return required(call, "command");
     std::optional<std::chrono::milliseconds> timeout;
     if (auto secs = uint_arg(call.arguments, "timeout_secs"); secs && *secs > 0) {
       auto limit = job.policy->profile().timeout;
-      timeout = std::min(limit, std::chrono::milliseconds(std::min<std::uint64_t>(*secs, 86400) * 1000));
+      timeout =
+          std::min(limit, std::chrono::milliseconds(std::min<std::uint64_t>(*secs, 86400) * 1000));
     }
     auto run = spawn(job, "bash", {"bash", "--norc", "--noprofile", "-c", command}, {}, timeout);
     if (!run.refusal.empty()) return bad(call, run.refusal);
@@ -253,19 +280,22 @@ class FilesToolbox final : public kernex::ToolExecutor {
     if (offset || limit) {
       const std::uint64_t first = std::max<std::uint64_t>(offset.value_or(1), 1);
       const std::string range =
-          limit ? std::to_string(first) + "," + std::to_string(first + std::max<std::uint64_t>(*limit, 1) - 1)
+          limit ? std::to_string(first) + "," +
+                      std::to_string(first + std::max<std::uint64_t>(*limit, 1) - 1)
                 : std::to_string(first) + ",$";
       argv = {"sed", "-n", range + "p", "--", path.string()};
     }
     auto run = spawn(job, "read", std::move(argv));
     if (!run.refusal.empty()) return bad(call, run.refusal);
-    if (!run.result.success()) return bad(call, failure(run.result, "Error reading " + path.string()));
+    if (!run.result.success())
+      return bad(call, failure(run.result, "Error reading " + path.string()));
     return ok(call, cut(run.result.stdout_data));
   }
 
   static Run write_file(const Job& job, const fs::path& path, std::string content) {
     return spawn(job, "write",
-                 {"sh", "-c", "mkdir -p -- \"$(dirname -- \"$1\")\" && cat > \"$1\"", "kernex-write", path.string()},
+                 {"sh", "-c", "mkdir -p -- \"$(dirname -- \"$1\")\" && cat > \"$1\"",
+                  "kernex-write", path.string()},
                  std::move(content));
   }
 
@@ -277,7 +307,8 @@ class FilesToolbox final : public kernex::ToolExecutor {
     const std::size_t bytes = content.size();
     auto run = write_file(job, path, std::move(content));
     if (!run.refusal.empty()) return bad(call, run.refusal);
-    if (!run.result.success()) return bad(call, failure(run.result, "Error writing " + path.string()));
+    if (!run.result.success())
+      return bad(call, failure(run.result, "Error writing " + path.string()));
     return ok(call, "Wrote " + std::to_string(bytes) + " bytes to " + path.string());
   }
 
@@ -287,18 +318,22 @@ class FilesToolbox final : public kernex::ToolExecutor {
     const std::string old_string = string_arg(call.arguments, "old_string");
     if (old_string.empty()) return required(call, "old_string");
     const std::string new_string = string_arg(call.arguments, "new_string");
-    const bool all = call.arguments.is_object() && call.arguments.value("replace_all", false) == true;
+    const bool all =
+        call.arguments.is_object() && call.arguments.value("replace_all", false) == true;
     const fs::path path = resolve(job, file);
 
     auto read_run = spawn(job, "edit", {"cat", "--", path.string()});
     if (!read_run.refusal.empty()) return bad(call, read_run.refusal);
-    if (!read_run.result.success()) return bad(call, failure(read_run.result, "Error reading " + path.string()));
+    if (!read_run.result.success())
+      return bad(call, failure(read_run.result, "Error reading " + path.string()));
     if (read_run.result.stdout_truncated) {
-      return bad(call, "Error: " + path.string() + " is larger than " + std::to_string(kCaptureCap) + " bytes; not edited");
+      return bad(call, "Error: " + path.string() + " is larger than " +
+                           std::to_string(kCaptureCap) + " bytes; not edited");
     }
     std::string text = std::move(read_run.result.stdout_data);
     std::size_t count = 0;
-    for (std::size_t pos = text.find(old_string); pos != std::string::npos; pos = text.find(old_string, pos + old_string.size())) {
+    for (std::size_t pos = text.find(old_string); pos != std::string::npos;
+         pos = text.find(old_string, pos + old_string.size())) {
       ++count;
     }
     if (count == 0) return bad(call, "Error: old_string not found in file");
@@ -311,9 +346,10 @@ class FilesToolbox final : public kernex::ToolExecutor {
     }
     auto write_run = write_file(job, path, std::move(text));
     if (!write_run.refusal.empty()) return bad(call, write_run.refusal);
-    if (!write_run.result.success()) return bad(call, failure(write_run.result, "Error writing " + path.string()));
-    return ok(call, "Edited " + path.string() + " (" + std::to_string(count) + " occurrence(s) of pattern, replaced " +
-                        (all ? "all" : "first") + ")");
+    if (!write_run.result.success())
+      return bad(call, failure(write_run.result, "Error writing " + path.string()));
+    return ok(call, "Edited " + path.string() + " (" + std::to_string(count) +
+                        " occurrence(s) of pattern, replaced " + (all ? "all" : "first") + ")");
   }
 
   ToolResult glob(const Job& job, const ToolCall& call) {
@@ -330,9 +366,12 @@ found=()
 for f in $2; do [[ -e $f || -L $f ]] && found+=("$PWD/$f"); done
 (( ${#found[@]} )) || exit 0
 if (( ${#found[@]} <= 10000 )); then ls -1td -- "${found[@]}"; else printf '%s\n' "${found[@]}"; fi)";
-    auto run = spawn(job, "glob", {"bash", "--norc", "--noprofile", "-c", script, "kernex-glob", dir.string(), pattern});
+    auto run = spawn(
+        job, "glob",
+        {"bash", "--norc", "--noprofile", "-c", script, "kernex-glob", dir.string(), pattern});
     if (!run.refusal.empty()) return bad(call, run.refusal);
-    if (!run.result.success()) return bad(call, failure(run.result, "Error listing " + dir.string()));
+    if (!run.result.success())
+      return bad(call, failure(run.result, "Error listing " + dir.string()));
     if (run.result.stdout_data.empty()) return ok(call, "(no files matched)");
     return ok(call, cut(run.result.stdout_data));
   }
@@ -346,13 +385,15 @@ if (( ${#found[@]} <= 10000 )); then ls -1td -- "${found[@]}"; else printf '%s\n
     // -e and -- keep the model's values from being read as options.
     std::vector<std::string> argv = {"grep", "-r", "-n", "-I", "-E", "--color=never"};
     if (!include.empty()) argv.push_back("--include=" + include);
-    argv.insert(argv.end(), {"-e", pattern, "--", base.empty() ? std::string(".") : resolve(job, base).string()});
+    argv.insert(argv.end(), {"-e", pattern, "--",
+                             base.empty() ? std::string(".") : resolve(job, base).string()});
     auto run = spawn(job, "grep", std::move(argv));
     if (!run.refusal.empty()) return bad(call, run.refusal);
     const auto& r = run.result;
     if (r.timed_out) return bad(call, "grep timed out");
     if (r.stdout_data.empty()) {
-      if (r.exit_code == 0 || (r.exit_code == 1 && r.term_signal == 0)) return ok(call, "(no matches found)");
+      if (r.exit_code == 0 || (r.exit_code == 1 && r.term_signal == 0))
+        return ok(call, "(no matches found)");
       return bad(call, "grep error: " + trimmed(r.stderr_data));
     }
     return ok(call, cut(r.stdout_data));
@@ -369,16 +410,18 @@ Result<std::shared_ptr<kernex::ToolExecutor>> make_files_toolbox(const Json& con
   Json runner_config = config.is_object() ? config : Json::object();
   std::set<std::string> enabled;
   for (const auto& spec : FilesToolbox::all_specs()) enabled.insert(spec.name);
-  if (!config.is_null() && !config.is_object()) return kernex::fail(ErrorCode::Config, "files: config must be an object");
+  if (!config.is_null() && !config.is_object())
+    return kernex::fail(ErrorCode::Config, "files: config must be an object");
   if (runner_config.contains("tools")) {
     const Json wanted = runner_config.at("tools");
     runner_config.erase("tools");
-    if (!wanted.is_array()) return kernex::fail(ErrorCode::Config, "files: `tools` must be a list of tool names");
+    if (!wanted.is_array())
+      return kernex::fail(ErrorCode::Config, "files: `tools` must be a list of tool names");
     std::set<std::string> chosen;
     for (const auto& name : wanted) {
       if (!name.is_string() || !enabled.contains(name.get<std::string>())) {
-        return kernex::fail(ErrorCode::Config,
-                            "files: `tools`: unknown tool " + name.dump() + " (have bash, edit, glob, grep, read, write)");
+        return kernex::fail(ErrorCode::Config, "files: `tools`: unknown tool " + name.dump() +
+                                                   " (have bash, edit, glob, grep, read, write)");
       }
       chosen.insert(name.get<std::string>());
     }
@@ -392,5 +435,6 @@ Result<std::shared_ptr<kernex::ToolExecutor>> make_files_toolbox(const Json& con
 }  // namespace
 
 KERNEX_PLUGIN(Toolbox, "files", "1.0.0",
-              "bash, read, write, edit, glob, grep: each a small program run in the Landlock + seccomp sandbox",
+              "bash, read, write, edit, glob, grep: each a small program run in the Landlock + "
+              "seccomp sandbox",
               make_files_toolbox)

@@ -14,4 +14,5 @@ kernex::Result<std::shared_ptr<kernex::ToolExecutor>> make_mcp_toolbox(const ker
 
 }  // namespace
 
-KERNEX_PLUGIN(Toolbox, "mcp", "0.1.0", "Tools of MCP servers, each run inside the sandbox", make_mcp_toolbox)
+KERNEX_PLUGIN(Toolbox, "mcp", "0.1.0", "Tools of MCP servers, each run inside the sandbox",
+              make_mcp_toolbox)

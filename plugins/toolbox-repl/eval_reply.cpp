@@ -28,7 +28,8 @@ constexpr std::array<Field, 6> kFields{{{"cpu_ms", Kind::Number, false},
 constexpr std::string_view kPrefix = R"({"ok":true,"value":)";
 
 // pending_queries items: objects of scalars with these keys, each once.
-constexpr std::array<std::string_view, 5> kQueryFields{"id", "kind", "prompt", "model", "context_size"};
+constexpr std::array<std::string_view, 5> kQueryFields{"id", "kind", "prompt", "model",
+                                                       "context_size"};
 
 // Accepts exactly {"ok":true,"value":{<known fields>}}, at most four levels deep (the value, the
 // pending_queries array, its objects); returning false stops the parse.
@@ -84,12 +85,15 @@ class ReplyShape {
     is_error_ = is_error_ || current_->is_error;
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
+    return false;
+  }
 
  private:
   static std::string_view name(const Field& f) { return f.name; }
   static std::string_view name(std::string_view s) { return s; }
-  // The index of `k` among `names` if it is there and not yet in `seen` (which it joins), else size.
+  // The index of `k` among `names` if it is there and not yet in `seen` (which it joins), else
+  // size.
   template <class Names>
   static std::size_t once(const Names& names, std::string_view k, unsigned& seen) {
     for (std::size_t i = 0; i < names.size(); ++i) {
@@ -127,8 +131,8 @@ std::string eval_request_line(std::string_view code) {
 }
 
 std::optional<EvalContent> eval_content(std::string_view reply, double wall_ms) {
-  if (!reply.starts_with(kPrefix) || reply.size() < kPrefix.size() + 2 || reply[kPrefix.size()] != '{' ||
-      !reply.ends_with("}}")) {
+  if (!reply.starts_with(kPrefix) || reply.size() < kPrefix.size() + 2 ||
+      reply[kPrefix.size()] != '{' || !reply.ends_with("}}")) {
     return std::nullopt;
   }
   ReplyShape shape;

@@ -20,18 +20,21 @@ Result<std::uint64_t> positive(const Json& v, const std::string& key, std::uint6
 }  // namespace
 
 Result<ReplOptions> ReplOptions::from_json(const Json& config) {
-  if (!config.is_null() && !config.is_object()) return fail(ErrorCode::Config, "toolbox-repl: config must be an object");
+  if (!config.is_null() && !config.is_object())
+    return fail(ErrorCode::Config, "toolbox-repl: config must be an object");
   static const std::set<std::string> shared = {"workspace", "profile", "protect"};
-  static const std::set<std::string> own = {"timeout", "max_output", "memory_mb", "cpu_seconds", "max_sessions", "offer",
-                                            "python"};
+  static const std::set<std::string> own = {
+      "timeout", "max_output", "memory_mb", "cpu_seconds", "max_sessions", "offer", "python"};
   Json run_config = Json::object();
   if (config.is_object()) {
     for (const auto& [key, value] : config.items()) {
       if (shared.contains(key)) {
         run_config[key] = value;
       } else if (!own.contains(key)) {
-        return std::unexpected(bad(key, "is not an option (expected workspace, profile, protect, timeout, max_output, "
-                                        "memory_mb, cpu_seconds, max_sessions, offer, python)"));
+        return std::unexpected(
+            bad(key,
+                "is not an option (expected workspace, profile, protect, timeout, max_output, "
+                "memory_mb, cpu_seconds, max_sessions, offer, python)"));
       }
     }
   }
@@ -41,12 +44,15 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
   o.run = std::move(*run);
   const Json c = config.is_object() ? config : Json::object();
   if (auto it = c.find("timeout"); it != c.end()) {
-    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0 || it->get<double>() > 86400) {
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0 ||
+        it->get<double>() > 86400) {
       return std::unexpected(bad("timeout", "must be a number of seconds in (0, 86400]"));
     }
-    o.timeout = std::chrono::milliseconds(std::max<long long>(1, std::llround(it->get<double>() * 1000)));
+    o.timeout =
+        std::chrono::milliseconds(std::max<long long>(1, std::llround(it->get<double>() * 1000)));
   }
-  o.cpu_seconds = static_cast<std::uint64_t>(std::ceil(static_cast<double>(o.timeout.count()) / 1000.0));
+  o.cpu_seconds =
+      static_cast<std::uint64_t>(std::ceil(static_cast<double>(o.timeout.count()) / 1000.0));
   if (auto it = c.find("max_output"); it != c.end()) {
     auto v = positive(*it, "max_output", 1ull << 30);
     if (!v) return std::unexpected(v.error());
@@ -68,19 +74,24 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
     o.max_sessions = *v;
   }
   if (auto it = c.find("offer"); it != c.end()) {
-    if (*it != "always" && *it != "when_allowed") return std::unexpected(bad("offer", "must be \"always\" or \"when_allowed\""));
+    if (*it != "always" && *it != "when_allowed")
+      return std::unexpected(bad("offer", "must be \"always\" or \"when_allowed\""));
     o.offer_always = *it == "always";
   }
   if (auto it = c.find("python"); it != c.end()) {
-    if (!it->is_string() || it->get<std::string>().empty()) return std::unexpected(bad("python", "must be a program name"));
+    if (!it->is_string() || it->get<std::string>().empty())
+      return std::unexpected(bad("python", "must be a program name"));
     o.python = it->get<std::string>();
   }
   return o;
 }
 
-sandbox::SandboxProfile ReplOptions::profile(const std::vector<std::string>& grants,
-                                             const std::optional<std::filesystem::path>& workspace) const {
-  Toolbox worker{"repl", "Python REPL worker", Json{{"type", "object"}}, python, {}, {}, false, {}, {python}, {}};
+sandbox::SandboxProfile ReplOptions::profile(
+    const std::vector<std::string>& grants,
+    const std::optional<std::filesystem::path>& workspace) const {
+  Toolbox worker{
+      "repl", "Python REPL worker", Json{{"type", "object"}}, python, {}, {}, false, {}, {python},
+      {}};
   sandbox::ToolboxRunOptions options = run;
   if (workspace) options.workspace = *workspace;
   sandbox::SandboxProfile p = sandbox::toolbox_profile(worker, options);

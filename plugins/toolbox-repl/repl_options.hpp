@@ -21,7 +21,8 @@ namespace kernex::repl {
 //   timeout        seconds one call may run, not counting the sub-queries it waits for (default 60)
 //   max_output     bytes kept of stdout and of stderr per eval_code (default 1 MiB), then a marker
 //   memory_mb      address-space limit of a worker (default 2048)
-//   cpu_seconds    CPU seconds one call may use (default: timeout; a call gets between this and twice
+//   cpu_seconds    CPU seconds one call may use (default: timeout; a call gets between this and
+//   twice
 //                  this, since the worker re-arms RLIMIT_CPU only when less than this is left)
 //   max_sessions   live workers before the least recently used one is stopped (default 8)
 //   offer          "when_allowed" (default: only runs whose allowed_tools name a REPL tool, such

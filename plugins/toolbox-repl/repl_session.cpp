@@ -17,7 +17,8 @@ constexpr std::size_t kStderrLines = 20;
 
 }  // namespace
 
-Result<std::unique_ptr<ReplSession>> ReplSession::start(const sandbox::Policy& policy, const std::string& python,
+Result<std::unique_ptr<ReplSession>> ReplSession::start(const sandbox::Policy& policy,
+                                                        const std::string& python,
                                                         std::chrono::milliseconds startup_timeout) {
   auto tail = std::make_shared<StderrTail>();
   sandbox::ProcessOptions options;
@@ -30,19 +31,23 @@ Result<std::unique_ptr<ReplSession>> ReplSession::start(const sandbox::Policy& p
   // -I: no user site, no PYTHON* variables, no script directory on sys.path.
   command.argv = {python, "-I", "-c", kWorkerSource};
   auto process = sandbox::SandboxedProcess::start(policy, command, std::move(options));
-  if (!process) return fail(ErrorCode::Sandbox, "toolbox-repl: cannot start the Python worker", process.error());
+  if (!process)
+    return fail(ErrorCode::Sandbox, "toolbox-repl: cannot start the Python worker",
+                process.error());
   std::unique_ptr<ReplSession> session(new ReplSession(std::move(*process), std::move(tail)));
   auto ready = session->process_.read_line(Clock::now() + startup_timeout, kMaxLine);
   if (!ready) {
     session->process_.kill();
-    return fail(ErrorCode::Sandbox, "toolbox-repl: the Python worker did not start" +
-                                        (session->stderr_tail().empty() ? "" : ": " + session->stderr_tail()),
+    return fail(ErrorCode::Sandbox,
+                "toolbox-repl: the Python worker did not start" +
+                    (session->stderr_tail().empty() ? "" : ": " + session->stderr_tail()),
                 ready.error());
   }
   Json hello = parse_untrusted(*ready);
   if (!hello.is_object() || hello.value("ready", false) != true) {
     session->process_.kill();
-    return fail(ErrorCode::Sandbox, "toolbox-repl: the Python worker sent no ready line, got: " + ready->substr(0, 200));
+    return fail(ErrorCode::Sandbox, "toolbox-repl: the Python worker sent no ready line, got: " +
+                                        ready->substr(0, 200));
   }
   return session;
 }
@@ -63,17 +68,19 @@ Error ReplSession::died(const std::string& during) {
   } else if (status.term_signal == SIGXCPU) {
     how = "used up its CPU time (SIGXCPU)";
   } else if (status.term_signal != 0) {
-    how = std::string("died of signal ") + std::to_string(status.term_signal) + " (" + ::strsignal(status.term_signal) + ")";
+    how = std::string("died of signal ") + std::to_string(status.term_signal) + " (" +
+          ::strsignal(status.term_signal) + ")";
   } else {
     how = "exited with status " + std::to_string(status.exit_code);
   }
   const std::string tail = stderr_tail();
-  return Error{ErrorCode::Io, "the REPL worker " + how + " during " + during + (tail.empty() ? "" : "; its stderr: " + tail)};
+  return Error{ErrorCode::Io, "the REPL worker " + how + " during " + during +
+                                  (tail.empty() ? "" : "; its stderr: " + tail)};
 }
 
-Result<std::string> ReplSession::request(std::string_view op_name, std::string line, std::string_view raw,
-                                         std::chrono::milliseconds timeout, const CallbackHandler& on_call,
-                                         std::stop_token stop) {
+Result<std::string> ReplSession::request(std::string_view op_name, std::string line,
+                                         std::string_view raw, std::chrono::milliseconds timeout,
+                                         const CallbackHandler& on_call, std::stop_token stop) {
   if (broken_) return fail(ErrorCode::Io, "the REPL worker is gone");
   const std::string op(op_name);
   // A stop mid-request leaves the protocol out of step: the worker's whole group is killed.
@@ -105,7 +112,8 @@ Result<std::string> ReplSession::request(std::string_view op_name, std::string l
       if (got.error().code == ErrorCode::Limit) {
         broken_ = true;
         process_.kill();
-        return fail(ErrorCode::Io, "the REPL worker sent a line longer than " + std::to_string(kMaxLine) + " bytes");
+        return fail(ErrorCode::Io, "the REPL worker sent a line longer than " +
+                                       std::to_string(kMaxLine) + " bytes");
       }
       return std::unexpected(died(op));
     }

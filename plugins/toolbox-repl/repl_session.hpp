@@ -25,7 +25,8 @@ using CallbackHandler = std::function<Json(const Json& call)>;
 class ReplSession {
  public:
   // Starts the worker and waits for its "ready" line.
-  static Result<std::unique_ptr<ReplSession>> start(const sandbox::Policy& policy, const std::string& python,
+  static Result<std::unique_ptr<ReplSession>> start(const sandbox::Policy& policy,
+                                                    const std::string& python,
                                                     std::chrono::milliseconds startup_timeout);
 
   // Sends `line` (one JSON request ending in '\n', then `raw` right after it) and returns the

@@ -22,62 +22,90 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kStartupTimeout{30};
 
-Json string_param(const char* description) { return Json{{"type", "string"}, {"description", description}}; }
-Json integer_param(const char* description) { return Json{{"type", "integer"}, {"description", description}}; }
+Json string_param(const char* description) {
+  return Json{{"type", "string"}, {"description", description}};
+}
+Json integer_param(const char* description) {
+  return Json{{"type", "integer"}, {"description", description}};
+}
 
 std::vector<ToolSpec> tool_specs() {
   auto object = [](Json properties, std::vector<std::string> required) {
-    return Json{{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)},
+    return Json{{"type", "object"},
+                {"properties", std::move(properties)},
+                {"required", std::move(required)},
                 {"additionalProperties", false}};
   };
   return {
       {"load_context",
-       "Load a text into the REPL as a variable: a dict with content, lines, line_count, size, type and metadata. "
+       "Load a text into the REPL as a variable: a dict with content, lines, line_count, size, "
+       "type and metadata. "
        "Give exactly one of text or file (a path in the workspace).",
        object({{"name", string_param("variable name (a Python identifier)")},
                {"text", string_param("the text to load")},
                {"file", string_param("a file to load, relative to the workspace")}},
               {"name"}),
        {"repl", "variable", "file"}},
-      {"list_vars", "List the REPL's variables with their type, size and a short preview.", object({}, {}), {"repl"}},
+      {"list_vars",
+       "List the REPL's variables with their type, size and a short preview.",
+       object({}, {}),
+       {"repl"}},
       {"peek",
-       "Show part of a variable: lines start..end of a context, characters of a string, items of a list "
+       "Show part of a variable: lines start..end of a context, characters of a string, items of a "
+       "list "
        "(0-based, end exclusive; negative counts from the end).",
-       object({{"name", string_param("variable name")}, {"start", integer_param("first index")},
+       object({{"name", string_param("variable name")},
+               {"start", integer_param("first index")},
                {"end", integer_param("index after the last")}},
               {"name"}),
        {"repl", "slice"}},
-      {"scan", "Search a variable's lines with a regular expression (Python re); returns matching line numbers and text.",
-       object({{"name", string_param("variable name")}, {"pattern", string_param("regular expression")},
+      {"scan",
+       "Search a variable's lines with a regular expression (Python re); returns matching line "
+       "numbers and text.",
+       object({{"name", string_param("variable name")},
+               {"pattern", string_param("regular expression")},
                {"max_hits", integer_param("most hits to return (default 20)")}},
               {"name", "pattern"}),
        {"repl", "grep", "search"}},
       {"eval_code",
-       "Run Python in the persistent REPL. Variables persist between calls. Returns stdout, stderr, any error "
-       "with its traceback, wall time, CPU time (the worker's since its previous answer) and peak memory (null "
-       "until the worker outgrows the kernel's own peak, which the OS folds into it). Inside, llm_query(prompt, model=None), "
-       "llm_query_batched(prompts, model=None) and rlm_query(prompt, context=None) call the model again.",
+       "Run Python in the persistent REPL. Variables persist between calls. Returns stdout, "
+       "stderr, any error "
+       "with its traceback, wall time, CPU time (the worker's since its previous answer) and peak "
+       "memory (null "
+       "until the worker outgrows the kernel's own peak, which the OS folds into it). Inside, "
+       "llm_query(prompt, model=None), "
+       "llm_query_batched(prompts, model=None) and rlm_query(prompt, context=None) call the model "
+       "again.",
        object({{"code", string_param("Python source")}}, {"code"}),
        {"python", "repl", "code"}},
       {"provide_answers",
-       "Answer pending queries (deferred mode): {query_id: text}. Each answer becomes a variable named by its id "
+       "Answer pending queries (deferred mode): {query_id: text}. Each answer becomes a variable "
+       "named by its id "
        "and an entry in the dict `answers`.",
-       object({{"answers", Json{{"type", "object"}, {"additionalProperties", Json{{"type", "string"}}}}}}, {"answers"}),
+       object({{"answers",
+                Json{{"type", "object"}, {"additionalProperties", Json{{"type", "string"}}}}}},
+              {"answers"}),
        {"repl", "deferred"}},
   };
 }
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
 }
 
 ToolResult result_of(const ToolCall& call, Json body, bool is_error) {
-  return ToolResult{call.id, call.name, body.is_string() ? body.get<std::string>() : body.dump(-1, ' ', false, Json::error_handler_t::replace),
+  return ToolResult{call.id, call.name,
+                    body.is_string() ? body.get<std::string>()
+                                     : body.dump(-1, ' ', false, Json::error_handler_t::replace),
                     is_error};
 }
 
-ToolResult error_of(const ToolCall& call, const std::string& message) { return ToolResult{call.id, call.name, message, true}; }
+ToolResult error_of(const ToolCall& call, const std::string& message) {
+  return ToolResult{call.id, call.name, message, true};
+}
 
 // The answer to one sub-query from running code.
 Json answer_call(const Context& context, const Json& call) {
@@ -87,7 +115,8 @@ Json answer_call(const Context& context, const Json& call) {
     return Json{{"ok", false}, {"error", e.describe()}, {"budget", e.code == ErrorCode::Limit}};
   };
   auto model = [&]() -> std::optional<std::string> {
-    if (call.contains("model") && call["model"].is_string()) return call["model"].get<std::string>();
+    if (call.contains("model") && call["model"].is_string())
+      return call["model"].get<std::string>();
     return std::nullopt;
   };
   const std::string kind = call.value("call", std::string());
@@ -97,16 +126,20 @@ Json answer_call(const Context& context, const Json& call) {
       return text ? Json{{"ok", true}, {"value", *text}} : failure(text.error());
     }
     if (kind == "llm_query_batched") {
-      auto results = services->llm_query_batched(call.at("prompts").get<std::vector<std::string>>(), model());
+      auto results =
+          services->llm_query_batched(call.at("prompts").get<std::vector<std::string>>(), model());
       Json values = Json::array();
       for (auto& r : results) {
-        values.push_back(r ? Json(*r) : Json{{"error", r.error().describe()}, {"budget", r.error().code == ErrorCode::Limit}});
+        values.push_back(r ? Json(*r)
+                           : Json{{"error", r.error().describe()},
+                                  {"budget", r.error().code == ErrorCode::Limit}});
       }
       return Json{{"ok", true}, {"value", std::move(values)}};
     }
     if (kind == "rlm_query") {
       std::optional<std::string> sub_context;
-      if (call.contains("context") && call["context"].is_string()) sub_context = call["context"].get<std::string>();
+      if (call.contains("context") && call["context"].is_string())
+        sub_context = call["context"].get<std::string>();
       auto text = services->rlm_query(call.at("prompt").get<std::string>(), sub_context);
       return text ? Json{{"ok", true}, {"value", *text}} : failure(text.error());
     }
@@ -167,8 +200,9 @@ class ReplToolbox final : public ToolExecutor {
     }
 
     const auto began = Clock::now();
-    auto reply = slot->session->request(call.name, std::move(line), raw, options_.timeout,
-                                        [&context](const Json& c) { return answer_call(context, c); }, context.stop);
+    auto reply = slot->session->request(
+        call.name, std::move(line), raw, options_.timeout,
+        [&context](const Json& c) { return answer_call(context, c); }, context.stop);
     const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
     if (!reply && reply.error().code == ErrorCode::Cancelled) {
       // The worker was killed: the next call of this session starts a fresh one and is told so.
@@ -187,16 +221,21 @@ class ReplToolbox final : public ToolExecutor {
         return ToolResult{call.id, call.name, std::move(fast->content), fast->is_error};
       }
     }
-    auto parsed = reply ? slot->session->parse(*reply) : Result<Json>(std::unexpected(reply.error()));
+    auto parsed =
+        reply ? slot->session->parse(*reply) : Result<Json>(std::unexpected(reply.error()));
     if (!parsed) {
       const bool timed_out = parsed.error().code == ErrorCode::Limit;
-      std::string why = timed_out ? call.name + " timed out after " + seconds(options_.timeout) : parsed.error().message;
+      std::string why = timed_out ? call.name + " timed out after " + seconds(options_.timeout)
+                                  : parsed.error().message;
       slot->session.reset();
       slot->lost = why;
-      Json body = {{"error", why + ". The REPL worker was stopped and its state (variables, definitions) is lost; the "
-                                   "next call starts a fresh REPL."},
-                   {"state_lost", true},
-                   {"wall_ms", wall_ms}};
+      Json body = {
+          {"error",
+           why +
+               ". The REPL worker was stopped and its state (variables, definitions) is lost; the "
+               "next call starts a fresh REPL."},
+          {"state_lost", true},
+          {"wall_ms", wall_ms}};
       if (timed_out) body["timed_out"] = true;
       record_code_run(context, call, body);
       return result_of(call, std::move(body), true);
@@ -205,7 +244,8 @@ class ReplToolbox final : public ToolExecutor {
   }
 
  private:
-  using Request = std::pair<std::string, std::string>;  // the request line, and raw bytes to follow it
+  using Request =
+      std::pair<std::string, std::string>;  // the request line, and raw bytes to follow it
 
   static std::string line_of(const Json& request) {
     return request.dump(-1, ' ', false, Json::error_handler_t::replace) + '\n';
@@ -219,20 +259,24 @@ class ReplToolbox final : public ToolExecutor {
   }
 
   // The worker request for a tool call, with the raw bytes to follow it (load_context text).
-  Result<Request> build_request(const ToolCall& call, const std::filesystem::path& workspace) const {
+  Result<Request> build_request(const ToolCall& call,
+                                const std::filesystem::path& workspace) const {
     const Json& a = call.arguments;
     if (!a.is_object()) return fail(ErrorCode::Tool, call.name + ": arguments must be an object");
     auto str = [&](const char* key, bool required) -> Result<std::optional<std::string>> {
       if (!a.contains(key)) {
-        if (required) return fail(ErrorCode::Tool, call.name + ": missing `" + key + "` (a string)");
+        if (required)
+          return fail(ErrorCode::Tool, call.name + ": missing `" + key + "` (a string)");
         return std::optional<std::string>{};
       }
-      if (!a[key].is_string()) return fail(ErrorCode::Tool, call.name + ": `" + key + "` must be a string");
+      if (!a[key].is_string())
+        return fail(ErrorCode::Tool, call.name + ": `" + key + "` must be a string");
       return std::optional<std::string>(a[key].get<std::string>());
     };
     auto integer = [&](const char* key) -> Result<Json> {
       if (!a.contains(key) || a[key].is_null()) return Json(nullptr);
-      if (!a[key].is_number_integer()) return fail(ErrorCode::Tool, call.name + ": `" + key + "` must be an integer");
+      if (!a[key].is_number_integer())
+        return fail(ErrorCode::Tool, call.name + ": `" + key + "` must be an integer");
       return a[key];
     };
     if (call.name == "load_context") {
@@ -242,17 +286,24 @@ class ReplToolbox final : public ToolExecutor {
       for (auto* r : {&name, &text, &file}) {
         if (!*r) return std::unexpected(r->error());
       }
-      if (!is_identifier(**name)) return fail(ErrorCode::Tool, "load_context: `name` must be a Python identifier");
-      if (text->has_value() == file->has_value()) return fail(ErrorCode::Tool, "load_context: give exactly one of `text` or `file`");
+      if (!is_identifier(**name))
+        return fail(ErrorCode::Tool, "load_context: `name` must be a Python identifier");
+      if (text->has_value() == file->has_value())
+        return fail(ErrorCode::Tool, "load_context: give exactly one of `text` or `file`");
       if (*text) {
         Json req = {{"op", "load"}, {"name", **name}, {"nbytes", (*text)->size()}};
-        req["source"] = a.contains("source") && a["source"].is_string() ? a["source"] : Json("text");
+        req["source"] =
+            a.contains("source") && a["source"].is_string() ? a["source"] : Json("text");
         return Request{line_of(req), **text};
       }
       std::filesystem::path path(**file);
-      // Relative to the workspace; the worker opens it inside the sandbox, which decides what is readable.
+      // Relative to the workspace; the worker opens it inside the sandbox, which decides what is
+      // readable.
       if (path.is_relative()) path = workspace / path;
-      return Request{line_of(Json{{"op", "load"}, {"name", **name}, {"file", path.lexically_normal().string()}}), {}};
+      return Request{
+          line_of(
+              Json{{"op", "load"}, {"name", **name}, {"file", path.lexically_normal().string()}}),
+          {}};
     }
     if (call.name == "list_vars") return Request{line_of(Json{{"op", "list"}}), {}};
     if (call.name == "peek") {
@@ -261,7 +312,8 @@ class ReplToolbox final : public ToolExecutor {
       auto start = integer("start"), end = integer("end");
       if (!start) return std::unexpected(start.error());
       if (!end) return std::unexpected(end.error());
-      return Request{line_of(Json{{"op", "peek"}, {"name", **name}, {"start", *start}, {"end", *end}}), {}};
+      return Request{
+          line_of(Json{{"op", "peek"}, {"name", **name}, {"start", *start}, {"end", *end}}), {}};
     }
     if (call.name == "scan") {
       auto name = str("name", true), pattern = str("pattern", true);
@@ -269,7 +321,10 @@ class ReplToolbox final : public ToolExecutor {
       if (!pattern) return std::unexpected(pattern.error());
       auto hits = integer("max_hits");
       if (!hits) return std::unexpected(hits.error());
-      return Request{line_of(Json{{"op", "scan"}, {"name", **name}, {"pattern", **pattern}, {"max_hits", *hits}}), {}};
+      return Request{
+          line_of(
+              Json{{"op", "scan"}, {"name", **name}, {"pattern", **pattern}, {"max_hits", *hits}}),
+          {}};
     }
     if (call.name == "eval_code") {
       auto code = str("code", true);
@@ -278,17 +333,21 @@ class ReplToolbox final : public ToolExecutor {
     }
     if (call.name == "provide_answers") {
       if (!a.contains("answers") || !a["answers"].is_object()) {
-        return fail(ErrorCode::Tool, "provide_answers: `answers` must be an object {query_id: text}");
+        return fail(ErrorCode::Tool,
+                    "provide_answers: `answers` must be an object {query_id: text}");
       }
       for (const auto& [id, text] : a["answers"].items()) {
-        if (!text.is_string()) return fail(ErrorCode::Tool, "provide_answers: the answer to `" + id + "` must be a string");
+        if (!text.is_string())
+          return fail(ErrorCode::Tool,
+                      "provide_answers: the answer to `" + id + "` must be a string");
       }
       return Request{line_of(Json{{"op", "answers"}, {"answers", a["answers"]}}), {}};
     }
     return fail(ErrorCode::Tool, "toolbox-repl: no tool named '" + call.name + "'");
   }
 
-  ToolResult finish(const Context& context, const ToolCall& call, Json reply, double wall_ms, const std::string& restarted) {
+  ToolResult finish(const Context& context, const ToolCall& call, Json reply, double wall_ms,
+                    const std::string& restarted) {
     if (reply.value("ok", false) != true) {
       Json body = {{"error", reply.value("error", std::string("the REPL refused the request"))}};
       if (!restarted.empty()) add_restart_note(body, restarted);
@@ -298,9 +357,11 @@ class ReplToolbox final : public ToolExecutor {
     if (!value.is_object()) value = Json{{"value", std::move(value)}};
     bool is_error = false;
     if (call.name == "eval_code") {
-      // Only the worker's own fields: the rest (wall_ms, state_lost, note, ...) are the kernel's to set.
+      // Only the worker's own fields: the rest (wall_ms, state_lost, note, ...) are the kernel's to
+      // set.
       for (auto it = value.begin(); it != value.end();) {
-        const bool known = is_eval_field(it.key()) || it.key() == "stdout_dropped" || it.key() == "stderr_dropped";
+        const bool known =
+            is_eval_field(it.key()) || it.key() == "stdout_dropped" || it.key() == "stderr_dropped";
         it = known ? std::next(it) : value.erase(it);
       }
       for (const char* stream : {"stdout", "stderr"}) {
@@ -316,7 +377,8 @@ class ReplToolbox final : public ToolExecutor {
       if (!restarted.empty()) add_restart_note(value, restarted);
       record_code_run(context, call, value);
     } else if (call.name == "peek" && value.value("dropped", 0) > 0) {
-      value["text"] = value["text"].get<std::string>() + sandbox::truncation_marker(value["dropped"].get<std::size_t>());
+      value["text"] = value["text"].get<std::string>() +
+                      sandbox::truncation_marker(value["dropped"].get<std::size_t>());
     } else if (!restarted.empty()) {
       add_restart_note(value, restarted);
     }
@@ -338,16 +400,18 @@ class ReplToolbox final : public ToolExecutor {
       event["depth"] = context.services->depth();
       event["session"] = context.services->session();
     }
-    for (const char* key : {"stdout", "stderr", "error", "wall_ms", "cpu_ms", "peak_rss_kb", "state_lost", "timed_out",
-                            "pending_queries"}) {
+    for (const char* key : {"stdout", "stderr", "error", "wall_ms", "cpu_ms", "peak_rss_kb",
+                            "state_lost", "timed_out", "pending_queries"}) {
       if (body.contains(key)) event[key] = body[key];
     }
     context.trajectory->record("code_run", std::move(event));
   }
 
-  static std::string session_key(const Context& context, const std::optional<std::filesystem::path>& workspace) {
-    std::string key = context.services ? context.services->session() + "/" + context.services->span()
-                                       : context.session_id.value_or("") + "/local";
+  static std::string session_key(const Context& context,
+                                 const std::optional<std::filesystem::path>& workspace) {
+    std::string key = context.services
+                          ? context.services->session() + "/" + context.services->span()
+                          : context.session_id.value_or("") + "/local";
     if (workspace) key += "@" + workspace->string();
     return key;
   }
@@ -369,7 +433,8 @@ class ReplToolbox final : public ToolExecutor {
       auto victim = slots_.end();
       for (auto it = slots_.begin(); it != slots_.end(); ++it) {
         if (it->first == keep) continue;
-        if (victim == slots_.end() || it->second->last_used < victim->second->last_used) victim = it;
+        if (victim == slots_.end() || it->second->last_used < victim->second->last_used)
+          victim = it;
       }
       if (victim == slots_.end()) return;
       std::unique_lock busy(victim->second->mutex, std::try_to_lock);
@@ -380,8 +445,8 @@ class ReplToolbox final : public ToolExecutor {
     }
   }
 
-  Result<std::shared_ptr<const sandbox::Policy>> policy_for(std::vector<std::string> grants,
-                                                           const std::optional<std::filesystem::path>& workspace) {
+  Result<std::shared_ptr<const sandbox::Policy>> policy_for(
+      std::vector<std::string> grants, const std::optional<std::filesystem::path>& workspace) {
     constexpr std::size_t kMaxPolicies = 256;  // many sessions' workspaces: bounded, dropped whole
     std::sort(grants.begin(), grants.end());
     std::string key = workspace ? "@" + workspace->string() + '\n' : std::string();
@@ -389,7 +454,9 @@ class ReplToolbox final : public ToolExecutor {
     std::lock_guard lock(mutex_);
     if (auto it = policies_.find(key); it != policies_.end()) return it->second;
     auto built = sandbox::PolicyBuilder(options_.profile(grants, workspace)).Build();
-    if (!built) return fail(ErrorCode::Sandbox, "toolbox-repl: the worker's sandbox cannot be built", built.error());
+    if (!built)
+      return fail(ErrorCode::Sandbox, "toolbox-repl: the worker's sandbox cannot be built",
+                  built.error());
     auto policy = std::make_shared<const sandbox::Policy>(std::move(*built));
     if (policies_.size() >= kMaxPolicies) policies_.clear();
     policies_.emplace(key, policy);
@@ -412,5 +479,6 @@ Result<std::shared_ptr<ToolExecutor>> make_repl_toolbox(const Json& config) {
 }  // namespace
 }  // namespace kernex::repl
 
-KERNEX_PLUGIN(Toolbox, "repl", "1.0.0", "A persistent sandboxed Python REPL with llm_query sub-calls (RLM)",
+KERNEX_PLUGIN(Toolbox, "repl", "1.0.0",
+              "A persistent sandboxed Python REPL with llm_query sub-calls (RLM)",
               kernex::repl::make_repl_toolbox)

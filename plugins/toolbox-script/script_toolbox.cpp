@@ -15,7 +15,8 @@ using kernex::Result;
 class ScriptToolbox final : public kernex::ToolExecutor {
  public:
   explicit ScriptToolbox(kernex::sandbox::ToolboxRunOptions options)
-      : options_(std::move(options)), runner_(std::make_shared<kernex::sandbox::ToolboxRunner>(options_)) {}
+      : options_(std::move(options)),
+        runner_(std::make_shared<kernex::sandbox::ToolboxRunner>(options_)) {}
 
   Result<std::vector<kernex::ToolSpec>> list_tools(const kernex::Context& context) override {
     std::vector<kernex::ToolSpec> specs;
@@ -23,11 +24,14 @@ class ScriptToolbox final : public kernex::ToolExecutor {
     return specs;
   }
 
-  Result<kernex::ToolResult> execute(const kernex::Context& context, const kernex::ToolCall& call) override {
+  Result<kernex::ToolResult> execute(const kernex::Context& context,
+                                     const kernex::ToolCall& call) override {
     for (const auto& toolbox : context.toolboxes) {
-      if (toolbox.name == call.name) return runner()->run(toolbox, call, {context.stop, context.workspace});
+      if (toolbox.name == call.name)
+        return runner()->run(toolbox, call, {context.stop, context.workspace});
     }
-    return kernex::fail(kernex::ErrorCode::Tool, "toolbox-script: no toolbox named '" + call.name + "' in this run");
+    return kernex::fail(kernex::ErrorCode::Tool,
+                        "toolbox-script: no toolbox named '" + call.name + "' in this run");
   }
 
  private:
@@ -57,5 +61,6 @@ Result<std::shared_ptr<kernex::ToolExecutor>> make_script_toolbox(const kernex::
 
 }  // namespace
 
-KERNEX_PLUGIN(Toolbox, "script", "1.0.0", "Runs skills' script toolboxes in the Landlock + seccomp sandbox",
+KERNEX_PLUGIN(Toolbox, "script", "1.0.0",
+              "Runs skills' script toolboxes in the Landlock + seccomp sandbox",
               make_script_toolbox)

@@ -18,7 +18,8 @@ std::uint64_t u64(const Json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end()) return 0;
   if (it->is_number_unsigned()) return it->get<std::uint64_t>();
-  if (it->is_number_integer() && it->get<std::int64_t>() > 0) return static_cast<std::uint64_t>(it->get<std::int64_t>());
+  if (it->is_number_integer() && it->get<std::int64_t>() > 0)
+    return static_cast<std::uint64_t>(it->get<std::int64_t>());
   return 0;
 }
 
@@ -59,7 +60,8 @@ Result<void> read_blocks(const Json& content, Response& r, const std::string& na
     } else if (type == "tool_use") {
       ToolCall call{str(b, "id"), str(b, "name"), b.value("input", Json::object())};
       if (call.id.empty() || call.name.empty()) {
-        return fail(ErrorCode::Provider, name + ": content[" + std::to_string(i) + "]: tool_use without id or name");
+        return fail(ErrorCode::Provider,
+                    name + ": content[" + std::to_string(i) + "]: tool_use without id or name");
       }
       r.tool_calls.push_back(std::move(call));
     }
@@ -98,7 +100,8 @@ class AnthropicProvider final : public Provider {
 
     auto response = client_.send(request);
     if (!response) return std::unexpected(transport_error(o_, response.error()));
-    if (response->status < 200 || response->status >= 300) return std::unexpected(http_error(o_, *response));
+    if (response->status < 200 || response->status >= 300)
+      return std::unexpected(http_error(o_, *response));
     auto parsed = parse_body(o_, response->body);
     if (!parsed) return std::unexpected(parsed.error());
     if (str(*parsed, "type") == "error") return std::unexpected(stream_error(o_, response->body));
@@ -116,7 +119,8 @@ class AnthropicProvider final : public Provider {
   }
 
  private:
-  Result<Json> build_body(const Context& context, const std::vector<ToolSpec>& tools, bool streaming) const {
+  Result<Json> build_body(const Context& context, const std::vector<ToolSpec>& tools,
+                          bool streaming) const {
     Json messages = Json::array();
     auto push = [&](const std::string& role, Json blocks) {
       if (!messages.empty() && messages.back().at("role") == role) {
@@ -140,7 +144,8 @@ class AnthropicProvider final : public Provider {
         const Json* replay = nullptr;
         if (e.provider_state.is_object() && e.provider_state.contains("content") &&
             e.provider_state.at("content").is_array() && !e.provider_state.at("content").empty()) {
-          replay = &e.provider_state.at("content");  // thinking signatures must round-trip unchanged
+          replay =
+              &e.provider_state.at("content");  // thinking signatures must round-trip unchanged
         }
         Json blocks = replay != nullptr ? *replay : Json::array();
         if (replay == nullptr) {
@@ -155,12 +160,16 @@ class AnthropicProvider final : public Provider {
         if (!blocks.empty()) push("assistant", std::move(blocks));
       } else {
         // Empty text blocks are refused by the API.
-        push("user", Json::array({{{"type", "text"}, {"text", e.content.empty() ? std::string("(empty)") : e.content}}}));
+        push("user",
+             Json::array({{{"type", "text"},
+                           {"text", e.content.empty() ? std::string("(empty)") : e.content}}}));
       }
     }
     if (!messages.empty() && messages.back().at("role") == "assistant") {
-      return fail(ErrorCode::Provider, o_.name + ": the conversation ends with an assistant message (prefill is not "
-                                                 "supported)");
+      return fail(ErrorCode::Provider,
+                  o_.name +
+                      ": the conversation ends with an assistant message (prefill is not "
+                      "supported)");
     }
     Json body{{"model", context.model.value_or(o_.model)},
               {"max_tokens", o_.max_tokens.value_or(kDefaultMaxTokens)},
@@ -169,7 +178,8 @@ class AnthropicProvider final : public Provider {
     Json system = Json::array();
     if (split.found) {
       if (!split.stable.empty()) {
-        system.push_back({{"type", "text"}, {"text", split.stable}, {"cache_control", {{"type", "ephemeral"}}}});
+        system.push_back(
+            {{"type", "text"}, {"text", split.stable}, {"cache_control", {{"type", "ephemeral"}}}});
       }
       if (!split.dynamic.empty()) system.push_back({{"type", "text"}, {"text", split.dynamic}});
     } else if (!split.stable.empty()) {
@@ -179,19 +189,22 @@ class AnthropicProvider final : public Provider {
     if (!tools.empty()) {
       Json defs = Json::array();
       for (const ToolSpec& t : tools) {
-        defs.push_back({{"name", t.name}, {"description", t.description}, {"input_schema", t.parameters}});
+        defs.push_back(
+            {{"name", t.name}, {"description", t.description}, {"input_schema", t.parameters}});
       }
       body["tools"] = std::move(defs);
     }
     if (context.extended_thinking) {
-      body["thinking"] = thinking_budget_ ? Json{{"type", "enabled"}, {"budget_tokens", *thinking_budget_}}
-                                          : Json{{"type", "adaptive"}};
+      body["thinking"] = thinking_budget_
+                             ? Json{{"type", "enabled"}, {"budget_tokens", *thinking_budget_}}
+                             : Json{{"type", "adaptive"}};
     }
     if (streaming) body["stream"] = true;
     return body;
   }
 
-  Result<Response> stream(const http::Request& request, const Context& context, const StreamSink& sink) {
+  Result<Response> stream(const http::Request& request, const Context& context,
+                          const StreamSink& sink) {
     Emitter emit(sink);
     http::SseParser parser;
     Response r;
@@ -203,12 +216,14 @@ class AnthropicProvider final : public Provider {
     std::optional<Error> failure;
 
     auto malformed = [&](const std::string& what) {
-      failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " + o_.url.authority() + ": " + what);
+      failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " +
+                                               o_.url.authority() + ": " + what);
     };
     auto on_event = [&](const http::SseEvent& ev) {
       if (failure || stopped) return;
       Json j = parse_untrusted(ev.data);
-      if (j.is_discarded() || !j.is_object()) return malformed("data is not a JSON object: " + excerpt(ev.data, 256));
+      if (j.is_discarded() || !j.is_object())
+        return malformed("data is not a JSON object: " + excerpt(ev.data, 256));
       const std::string type = str(j, "type").empty() ? ev.event : str(j, "type");
       if (type == "error") {
         failure = stream_error(o_, ev.data);
@@ -221,7 +236,8 @@ class AnthropicProvider final : public Provider {
         return;
       }
       if (type == "message_delta") {
-        if (auto s = str(j.value("delta", Json::object()), "stop_reason"); !s.empty()) r.stop_reason = s;
+        if (auto s = str(j.value("delta", Json::object()), "stop_reason"); !s.empty())
+          r.stop_reason = s;
         read_usage(j.value("usage", Json::object()), r.usage, false);
         return;
       }
@@ -229,8 +245,11 @@ class AnthropicProvider final : public Provider {
         stopped = true;
         return;
       }
-      if (type != "content_block_start" && type != "content_block_delta" && type != "content_block_stop") return;
-      if (!j.contains("index") || !j.at("index").is_number_unsigned() || j.at("index").get<std::size_t>() > 4096) {
+      if (type != "content_block_start" && type != "content_block_delta" &&
+          type != "content_block_stop")
+        return;
+      if (!j.contains("index") || !j.at("index").is_number_unsigned() ||
+          j.at("index").get<std::size_t>() > 4096) {
         return malformed(type + " without a valid index");
       }
       const std::size_t index = j.at("index").get<std::size_t>();
@@ -250,7 +269,8 @@ class AnthropicProvider final : public Provider {
         blocks[index] = std::move(block);
         return;
       }
-      if (index >= blocks.size()) return malformed(type + " for block " + std::to_string(index) + " never started");
+      if (index >= blocks.size())
+        return malformed(type + " for block " + std::to_string(index) + " never started");
       Json& block = blocks[index];
       if (type == "content_block_delta") {
         const Json delta = j.value("delta", Json::object());
@@ -275,7 +295,9 @@ class AnthropicProvider final : public Provider {
       // content_block_stop
       if (str(block, "type") == "tool_use") {
         Json input = parse_arguments(partial_json[index]);
-        if (!input.is_object()) return malformed("tool_use input is not a JSON object: " + excerpt(partial_json[index], 256));
+        if (!input.is_object())
+          return malformed("tool_use input is not a JSON object: " +
+                           excerpt(partial_json[index], 256));
         block["input"] = std::move(input);
         emit.tool_end(str(block, "id"));
       }
@@ -292,10 +314,12 @@ class AnthropicProvider final : public Provider {
     };
     if (failure) return finish_with(*failure);
     if (!response) return finish_with(transport_error(o_, response.error()));
-    if (response->status < 200 || response->status >= 300) return finish_with(http_error(o_, *response));
+    if (response->status < 200 || response->status >= 300)
+      return finish_with(http_error(o_, *response));
     if (!stopped) {
-      return finish_with(Error(ErrorCode::Provider, o_.name + ": the stream from " + o_.url.authority() +
-                                                        " ended before message_stop"));
+      return finish_with(Error(
+          ErrorCode::Provider,
+          o_.name + ": the stream from " + o_.url.authority() + " ended before message_stop"));
     }
     Response whole;
     if (auto ok = read_blocks(blocks, whole, o_.name); !ok) return finish_with(ok.error());
@@ -321,8 +345,8 @@ Result<std::shared_ptr<Provider>> make_anthropic(const Json& config) {
   OptionReader reader("anthropic", config);
   auto budget = reader.uint("thinking_budget");
   if (!budget) return std::unexpected(budget.error());
-  auto options = read_common(reader, {"anthropic", std::string(entry->default_model), std::string(entry->base_url),
-                                      std::string(entry->key_env)});
+  auto options = read_common(reader, {"anthropic", std::string(entry->default_model),
+                                      std::string(entry->base_url), std::string(entry->key_env)});
   if (!options) return std::unexpected(options.error());
   return std::make_shared<AnthropicProvider>(std::move(*options), *budget);
 }

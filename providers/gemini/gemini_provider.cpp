@@ -18,7 +18,8 @@ std::uint64_t u64(const Json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end()) return 0;
   if (it->is_number_unsigned()) return it->get<std::uint64_t>();
-  if (it->is_number_integer() && it->get<std::int64_t>() > 0) return static_cast<std::uint64_t>(it->get<std::int64_t>());
+  if (it->is_number_integer() && it->get<std::int64_t>() > 0)
+    return static_cast<std::uint64_t>(it->get<std::int64_t>());
   return 0;
 }
 
@@ -31,7 +32,8 @@ std::string str(const Json& j, const char* key) {
 bool valid_model(std::string_view model) {
   if (model.empty() || model.size() > 128) return false;
   for (char c : model) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') return false;
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-')
+      return false;
   }
   return true;
 }
@@ -47,7 +49,8 @@ Json normalise_schema(const Json& schema) {
   if (!schema.is_object()) return schema;
   Json out = Json::object();
   for (const auto& [key, value] : schema.items()) {
-    if (key == "$schema" || key == "additionalProperties" || key == "$id" || key == "$defs") continue;
+    if (key == "$schema" || key == "additionalProperties" || key == "$id" || key == "$defs")
+      continue;
     if (key == "type" && value.is_array()) {
       for (const auto& t : value) {
         if (t.is_string() && t.get<std::string>() != "null") {
@@ -89,7 +92,8 @@ class GeminiProvider final : public Provider {
  public:
   explicit GeminiProvider(CommonOptions options) : o_(std::move(options)), client_(o_.client) {
     base_ = o_.base_url;
-    if (!path_ends_with(o_.url, "/v1beta") && !path_ends_with(o_.url, "/v1") && !path_ends_with(o_.url, "/v1alpha")) {
+    if (!path_ends_with(o_.url, "/v1beta") && !path_ends_with(o_.url, "/v1") &&
+        !path_ends_with(o_.url, "/v1alpha")) {
       base_ = join_url(base_, "/v1beta");
     }
   }
@@ -102,12 +106,14 @@ class GeminiProvider final : public Provider {
     std::string model = context.model.value_or(o_.model);
     if (model.starts_with("models/")) model.erase(0, 7);
     if (!valid_model(model)) {
-      return fail(ErrorCode::Config, o_.name + ": model id `" + excerpt(model, 128) +
-                                         "` is not valid (expected letters, digits, '.', '_' or '-', at most 128)");
+      return fail(ErrorCode::Config,
+                  o_.name + ": model id `" + excerpt(model, 128) +
+                      "` is not valid (expected letters, digits, '.', '_' or '-', at most 128)");
     }
     http::Request request;
     request.stop = context.stop;  // the host cancelling the run aborts the request
-    request.url = join_url(base_, "/models/" + model + (sink ? ":streamGenerateContent?alt=sse" : ":generateContent"));
+    request.url = join_url(
+        base_, "/models/" + model + (sink ? ":streamGenerateContent?alt=sse" : ":generateContent"));
     request.headers = json_headers();
     if (!o_.api_key.empty()) request.headers.emplace_back("x-goog-api-key", o_.api_key);
     request.body = build_body(context, tools).dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -115,14 +121,16 @@ class GeminiProvider final : public Provider {
 
     auto response = client_.send(request);
     if (!response) return std::unexpected(transport_error(o_, response.error()));
-    if (response->status < 200 || response->status >= 300) return std::unexpected(http_error(o_, *response));
+    if (response->status < 200 || response->status >= 300)
+      return std::unexpected(http_error(o_, *response));
     auto body = parse_body(o_, response->body);
     if (!body) return std::unexpected(body.error());
     Response r;
     r.provider = o_.name;
     Json parts = Json::array();
     std::string finish;
-    if (auto ok = absorb(*body, r, parts, finish, Emitter(no_sink_)); !ok) return std::unexpected(ok.error());
+    if (auto ok = absorb(*body, r, parts, finish, Emitter(no_sink_)); !ok)
+      return std::unexpected(ok.error());
     if (auto ok = conclude(r, parts, finish, model, *body); !ok) return std::unexpected(ok.error());
     return r;
   }
@@ -145,16 +153,19 @@ class GeminiProvider final : public Provider {
         }
         const ToolResult& t = *e.tool_result;
         Json fr{{"name", t.name}, {"response", {{t.is_error ? "error" : "result", t.content}}}};
-        if (!t.call_id.empty() && !std::string_view(t.call_id).starts_with(kSyntheticId)) fr["id"] = t.call_id;
+        if (!t.call_id.empty() && !std::string_view(t.call_id).starts_with(kSyntheticId))
+          fr["id"] = t.call_id;
         push("user", Json::array({{{"functionResponse", std::move(fr)}}}));
       } else if (e.role == "assistant") {
         Json parts = Json::array();
-        if (e.provider_state.is_object() && e.provider_state.contains("parts") && e.provider_state.at("parts").is_array()) {
+        if (e.provider_state.is_object() && e.provider_state.contains("parts") &&
+            e.provider_state.at("parts").is_array()) {
           parts = e.provider_state.at("parts");  // thought signatures must round-trip unchanged
         } else {
           if (!e.content.empty()) parts.push_back({{"text", e.content}});
           for (const ToolCall& c : e.tool_calls) {
-            Json fc{{"name", c.name}, {"args", c.arguments.is_object() ? c.arguments : Json::object()}};
+            Json fc{{"name", c.name},
+                    {"args", c.arguments.is_object() ? c.arguments : Json::object()}};
             if (!std::string_view(c.id).starts_with(kSyntheticId) && !c.id.empty()) fc["id"] = c.id;
             parts.push_back({{"functionCall", std::move(fc)}});
           }
@@ -173,8 +184,9 @@ class GeminiProvider final : public Provider {
         Json d{{"name", t.name}, {"description", t.description}};
         Json params = normalise_schema(t.parameters);
         // An object schema without properties is refused; a tool without parameters omits it.
-        const bool empty_object = params.is_object() && params.value("type", Json()) == "object" &&
-                                  (!params.contains("properties") || params.at("properties").empty());
+        const bool empty_object =
+            params.is_object() && params.value("type", Json()) == "object" &&
+            (!params.contains("properties") || params.at("properties").empty());
         if (!empty_object) d["parameters"] = std::move(params);
         decls.push_back(std::move(d));
       }
@@ -188,14 +200,16 @@ class GeminiProvider final : public Provider {
   }
 
   // Folds one GenerateContentResponse (whole or a stream event) into `r` and `parts`.
-  Result<void> absorb(const Json& j, Response& r, Json& parts, std::string& finish, const Emitter& emit) {
+  Result<void> absorb(const Json& j, Response& r, Json& parts, std::string& finish,
+                      const Emitter& emit) {
     if (j.contains("error")) return std::unexpected(stream_error(o_, j.dump()));
     if (auto m = str(j, "modelVersion"); !m.empty()) r.model = m;
     if (j.contains("usageMetadata")) r.usage = read_usage(j.at("usageMetadata"));
     const Json candidates = j.value("candidates", Json::array());
     if (!candidates.is_array() || candidates.empty()) {
       const std::string blocked = str(j.value("promptFeedback", Json::object()), "blockReason");
-      if (!blocked.empty()) return fail(ErrorCode::Provider, o_.name + ": the prompt was blocked: " + blocked);
+      if (!blocked.empty())
+        return fail(ErrorCode::Provider, o_.name + ": the prompt was blocked: " + blocked);
       return {};
     }
     const Json& candidate = candidates.front();
@@ -208,12 +222,15 @@ class GeminiProvider final : public Provider {
         const Json& fc = part.at("functionCall");
         ToolCall call;
         call.name = str(fc, "name");
-        if (call.name.empty()) return fail(ErrorCode::Provider, o_.name + ": a functionCall part has no name");
+        if (call.name.empty())
+          return fail(ErrorCode::Provider, o_.name + ": a functionCall part has no name");
         call.id = str(fc, "id");
-        if (call.id.empty()) call.id = std::string(kSyntheticId) + std::to_string(r.tool_calls.size());
+        if (call.id.empty())
+          call.id = std::string(kSyntheticId) + std::to_string(r.tool_calls.size());
         call.arguments = fc.value("args", Json::object());
         emit.tool_start(call.id, call.name);
-        emit.tool_delta(call.id, call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace));
+        emit.tool_delta(call.id,
+                        call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace));
         emit.tool_end(call.id);
         r.tool_calls.push_back(std::move(call));
         parts.push_back(part);
@@ -237,7 +254,8 @@ class GeminiProvider final : public Provider {
       if (last != nullptr && last->contains("text") && last->value("thought", false) == thought &&
           !last->contains("functionCall")) {
         (*last)["text"] = str(*last, "text") + text;
-        if (part.contains("thoughtSignature")) (*last)["thoughtSignature"] = part.at("thoughtSignature");
+        if (part.contains("thoughtSignature"))
+          (*last)["thoughtSignature"] = part.at("thoughtSignature");
       } else {
         parts.push_back(part);
       }
@@ -245,11 +263,12 @@ class GeminiProvider final : public Provider {
     return {};
   }
 
-  Result<void> conclude(Response& r, Json& parts, const std::string& finish, const std::string& model,
-                        const Json& last) const {
+  Result<void> conclude(Response& r, Json& parts, const std::string& finish,
+                        const std::string& model, const Json& last) const {
     if (parts.empty() && finish.empty()) {
-      return fail(ErrorCode::Provider, o_.name + ": the response has no candidates (body: " +
-                                           excerpt(last.dump(-1, ' ', false, Json::error_handler_t::replace)) + ")");
+      return fail(ErrorCode::Provider,
+                  o_.name + ": the response has no candidates (body: " +
+                      excerpt(last.dump(-1, ' ', false, Json::error_handler_t::replace)) + ")");
     }
     if (r.model.empty()) r.model = model;
     r.stop_reason = map_finish(finish, !r.tool_calls.empty());
@@ -257,7 +276,8 @@ class GeminiProvider final : public Provider {
     return {};
   }
 
-  Result<Response> stream(const http::Request& request, const std::string& model, const StreamSink& sink) {
+  Result<Response> stream(const http::Request& request, const std::string& model,
+                          const StreamSink& sink) {
     Emitter emit(sink);
     http::SseParser parser;
     Response r;
@@ -270,8 +290,8 @@ class GeminiProvider final : public Provider {
       if (failure) return;
       Json j = parse_untrusted(ev.data);
       if (j.is_discarded() || !j.is_object()) {
-        failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " + o_.url.authority() + ": " +
-                                                 excerpt(ev.data, 256));
+        failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " +
+                                                 o_.url.authority() + ": " + excerpt(ev.data, 256));
         return;
       }
       if (auto ok = absorb(j, r, parts, finish, emit); !ok) failure = ok.error();
@@ -288,10 +308,12 @@ class GeminiProvider final : public Provider {
     };
     if (failure) return finish_with(*failure);
     if (!response) return finish_with(transport_error(o_, response.error()));
-    if (response->status < 200 || response->status >= 300) return finish_with(http_error(o_, *response));
+    if (response->status < 200 || response->status >= 300)
+      return finish_with(http_error(o_, *response));
     if (parser.has_partial() || finish.empty()) {
-      return finish_with(Error(ErrorCode::Provider, o_.name + ": the stream from " + o_.url.authority() +
-                                                        " ended before a finishReason"));
+      return finish_with(Error(
+          ErrorCode::Provider,
+          o_.name + ": the stream from " + o_.url.authority() + " ended before a finishReason"));
     }
     if (auto ok = conclude(r, parts, finish, model, last); !ok) return finish_with(ok.error());
     emit.usage(r.usage, r.stop_reason);
@@ -308,12 +330,14 @@ class GeminiProvider final : public Provider {
 Result<std::shared_ptr<Provider>> make_gemini(const Json& config) {
   const CatalogEntry* entry = find_catalog_entry("gemini");
   OptionReader reader("gemini", config);
-  auto options = read_common(reader, {"gemini", std::string(entry->default_model), std::string(entry->base_url),
-                                      std::string(entry->key_env)});
+  auto options = read_common(reader, {"gemini", std::string(entry->default_model),
+                                      std::string(entry->base_url), std::string(entry->key_env)});
   if (!options) return std::unexpected(options.error());
-  if (!valid_model(options->model.starts_with("models/") ? options->model.substr(7) : options->model)) {
-    return fail(ErrorCode::Config, "gemini: option `model`: `" + excerpt(options->model, 128) +
-                                       "` is not a valid model id (letters, digits, '.', '_' or '-')");
+  if (!valid_model(options->model.starts_with("models/") ? options->model.substr(7)
+                                                         : options->model)) {
+    return fail(ErrorCode::Config,
+                "gemini: option `model`: `" + excerpt(options->model, 128) +
+                    "` is not a valid model id (letters, digits, '.', '_' or '-')");
   }
   return std::make_shared<GeminiProvider>(std::move(*options));
 }
@@ -322,5 +346,6 @@ Result<std::shared_ptr<Provider>> make_gemini(const Json& config) {
 
 }  // namespace kernex::providers
 
-KERNEX_PLUGIN(Provider, "gemini", "1.0.0", "Google Gemini generateContent: function calling, streaming",
+KERNEX_PLUGIN(Provider, "gemini", "1.0.0",
+              "Google Gemini generateContent: function calling, streaming",
               kernex::providers::make_gemini)

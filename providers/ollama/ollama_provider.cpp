@@ -14,7 +14,8 @@ std::uint64_t u64(const Json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end()) return 0;
   if (it->is_number_unsigned()) return it->get<std::uint64_t>();
-  if (it->is_number_integer() && it->get<std::int64_t>() > 0) return static_cast<std::uint64_t>(it->get<std::int64_t>());
+  if (it->is_number_integer() && it->get<std::int64_t>() > 0)
+    return static_cast<std::uint64_t>(it->get<std::int64_t>());
   return 0;
 }
 
@@ -53,12 +54,14 @@ class OllamaProvider final : public Provider {
     request.url = endpoint_;
     request.headers = json_headers();
     if (!o_.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + o_.api_key);
-    request.body = build_body(context, tools, static_cast<bool>(sink)).dump(-1, ' ', false, Json::error_handler_t::replace);
+    request.body = build_body(context, tools, static_cast<bool>(sink))
+                       .dump(-1, ' ', false, Json::error_handler_t::replace);
     if (sink) return stream(request, context, sink);
 
     auto response = client_.send(request);
     if (!response) return std::unexpected(transport_error(o_, response.error()));
-    if (response->status < 200 || response->status >= 300) return std::unexpected(http_error(o_, *response));
+    if (response->status < 200 || response->status >= 300)
+      return std::unexpected(http_error(o_, *response));
     auto body = parse_body(o_, response->body);
     if (!body) return std::unexpected(body.error());
     if (body->contains("error")) return std::unexpected(stream_error(o_, response->body));
@@ -70,7 +73,8 @@ class OllamaProvider final : public Provider {
   }
 
  private:
-  Json build_body(const Context& context, const std::vector<ToolSpec>& tools, bool streaming) const {
+  Json build_body(const Context& context, const std::vector<ToolSpec>& tools,
+                  bool streaming) const {
     Json messages = Json::array();
     const std::string system = strip_cache_boundary(context.system_prompt);
     if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
@@ -85,18 +89,25 @@ class OllamaProvider final : public Provider {
       if (e.role == "assistant" && !e.tool_calls.empty()) {
         Json calls = Json::array();
         for (const ToolCall& c : e.tool_calls) {
-          calls.push_back({{"function", {{"name", c.name}, {"arguments", c.arguments.is_object() ? c.arguments : Json::object()}}}});
+          calls.push_back(
+              {{"function",
+                {{"name", c.name},
+                 {"arguments", c.arguments.is_object() ? c.arguments : Json::object()}}}});
         }
         m["tool_calls"] = std::move(calls);
       }
       messages.push_back(std::move(m));
     }
-    Json body{{"model", context.model.value_or(o_.model)}, {"messages", std::move(messages)}, {"stream", streaming}};
+    Json body{{"model", context.model.value_or(o_.model)},
+              {"messages", std::move(messages)},
+              {"stream", streaming}};
     if (!tools.empty()) {
       Json defs = Json::array();
       for (const ToolSpec& t : tools) {
-        defs.push_back({{"type", "function"},
-                        {"function", {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
+        defs.push_back(
+            {{"type", "function"},
+             {"function",
+              {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
       }
       body["tools"] = std::move(defs);
     }
@@ -122,11 +133,13 @@ class OllamaProvider final : public Provider {
         call.id = str(c, "id");
         if (call.id.empty()) call.id = "call_" + std::to_string(r.tool_calls.size());
         call.name = str(fn, "name");
-        if (call.name.empty()) return fail(ErrorCode::Provider, o_.name + ": a tool call has no function name");
+        if (call.name.empty())
+          return fail(ErrorCode::Provider, o_.name + ": a tool call has no function name");
         const Json args = fn.value("arguments", Json::object());
         call.arguments = args.is_string() ? parse_arguments(args.get<std::string>()) : args;
         emit.tool_start(call.id, call.name);
-        emit.tool_delta(call.id, call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace));
+        emit.tool_delta(call.id,
+                        call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace));
         emit.tool_end(call.id);
         r.tool_calls.push_back(std::move(call));
       }
@@ -141,7 +154,8 @@ class OllamaProvider final : public Provider {
     r.stop_reason = map_done(done_reason, !r.tool_calls.empty());
   }
 
-  Result<Response> stream(const http::Request& request, const Context& context, const StreamSink& sink) {
+  Result<Response> stream(const http::Request& request, const Context& context,
+                          const StreamSink& sink) {
     Emitter emit(sink);
     http::LineSplitter lines;
     Response r;
@@ -153,8 +167,8 @@ class OllamaProvider final : public Provider {
       if (failure || done) return;
       Json j = parse_untrusted(line);
       if (j.is_discarded() || !j.is_object()) {
-        failure = Error(ErrorCode::Provider, o_.name + ": malformed stream line from " + o_.url.authority() + ": " +
-                                                 excerpt(line, 256));
+        failure = Error(ErrorCode::Provider, o_.name + ": malformed stream line from " +
+                                                 o_.url.authority() + ": " + excerpt(line, 256));
         return;
       }
       if (j.contains("error")) {
@@ -179,16 +193,19 @@ class OllamaProvider final : public Provider {
       emit.error(e.message);
       return std::unexpected(std::move(e));
     };
-    if (!failure && response && response->status >= 200 && response->status < 300 && lines.has_partial()) {
+    if (!failure && response && response->status >= 200 && response->status < 300 &&
+        lines.has_partial()) {
       const std::string rest = lines.take_rest();  // a last line without its newline
       on_line(rest);
     }
     if (failure) return finish_with(*failure);
     if (!response) return finish_with(transport_error(o_, response.error()));
-    if (response->status < 200 || response->status >= 300) return finish_with(http_error(o_, *response));
+    if (response->status < 200 || response->status >= 300)
+      return finish_with(http_error(o_, *response));
     if (!done) {
-      return finish_with(Error(ErrorCode::Provider, o_.name + ": the stream from " + o_.url.authority() +
-                                                        " ended before its done line"));
+      return finish_with(Error(
+          ErrorCode::Provider,
+          o_.name + ": the stream from " + o_.url.authority() + " ended before its done line"));
     }
     finish(r, context, done_reason);
     emit.usage(r.usage, r.stop_reason);
@@ -205,7 +222,8 @@ class OllamaProvider final : public Provider {
 Result<std::shared_ptr<Provider>> make_ollama(const Json& config) {
   const CatalogEntry* entry = find_catalog_entry("ollama");
   OptionReader reader("ollama", config);
-  auto options = read_common(reader, {"ollama", std::string(entry->default_model), std::string(entry->base_url), ""});
+  auto options = read_common(
+      reader, {"ollama", std::string(entry->default_model), std::string(entry->base_url), ""});
   if (!options) return std::unexpected(options.error());
   return std::make_shared<OllamaProvider>(std::move(*options));
 }

@@ -17,7 +17,8 @@ std::uint64_t u64(const Json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end()) return 0;
   if (it->is_number_unsigned()) return it->get<std::uint64_t>();
-  if (it->is_number_integer() && it->get<std::int64_t>() > 0) return static_cast<std::uint64_t>(it->get<std::int64_t>());
+  if (it->is_number_integer() && it->get<std::int64_t>() > 0)
+    return static_cast<std::uint64_t>(it->get<std::int64_t>());
   return 0;
 }
 
@@ -51,21 +52,26 @@ Usage parse_usage(const Json& u) {
 }
 
 std::string map_finish(const std::string& finish, bool has_calls) {
-  if (finish == "tool_calls" || finish == "function_call" || (finish.empty() && has_calls)) return "tool_use";
+  if (finish == "tool_calls" || finish == "function_call" || (finish.empty() && has_calls))
+    return "tool_use";
   if (finish == "stop" || finish.empty()) return has_calls ? "tool_use" : "end_turn";
   if (finish == "length") return "max_tokens";
   return finish;
 }
 
 std::string arguments_text(const Json& arguments) {
-  return arguments.is_string() ? arguments.get<std::string>() : arguments.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return arguments.is_string() ? arguments.get<std::string>()
+                               : arguments.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 class OpenAiProvider final : public Provider {
  public:
   explicit OpenAiProvider(CommonOptions options)
-      : o_(std::move(options)), client_(o_.client),
-        endpoint_(path_ends_with(o_.url, "/chat/completions") ? o_.base_url : join_url(o_.base_url, "/chat/completions")) {}
+      : o_(std::move(options)),
+        client_(o_.client),
+        endpoint_(path_ends_with(o_.url, "/chat/completions")
+                      ? o_.base_url
+                      : join_url(o_.base_url, "/chat/completions")) {}
 
   std::string name() const override { return o_.name; }
   std::string default_model() const override { return o_.model; }
@@ -78,12 +84,14 @@ class OpenAiProvider final : public Provider {
     request.url = endpoint_;
     request.headers = json_headers();
     if (!o_.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + o_.api_key);
-    request.body = build_body(context, tools, streaming).dump(-1, ' ', false, Json::error_handler_t::replace);
+    request.body =
+        build_body(context, tools, streaming).dump(-1, ' ', false, Json::error_handler_t::replace);
 
     if (!streaming) {
       auto response = client_.send(request);
       if (!response) return std::unexpected(transport_error(o_, response.error()));
-      if (response->status < 200 || response->status >= 300) return std::unexpected(http_error(o_, *response));
+      if (response->status < 200 || response->status >= 300)
+        return std::unexpected(http_error(o_, *response));
       auto body = parse_body(o_, response->body);
       if (!body) return std::unexpected(body.error());
       return parse_response(*body, context);
@@ -92,15 +100,17 @@ class OpenAiProvider final : public Provider {
   }
 
  private:
-  Json build_body(const Context& context, const std::vector<ToolSpec>& tools, bool streaming) const {
+  Json build_body(const Context& context, const std::vector<ToolSpec>& tools,
+                  bool streaming) const {
     Json messages = Json::array();
     const std::string system = strip_cache_boundary(context.system_prompt);
     if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
     for (const ContextEntry& e : context.messages()) {
       if (e.role == "tool") {
         if (e.tool_result) {
-          messages.push_back(
-              {{"role", "tool"}, {"tool_call_id", e.tool_result->call_id}, {"content", e.tool_result->content}});
+          messages.push_back({{"role", "tool"},
+                              {"tool_call_id", e.tool_result->call_id},
+                              {"content", e.tool_result->content}});
         } else {
           messages.push_back({{"role", "user"}, {"content", "[Tool result]\n" + e.content}});
         }
@@ -111,9 +121,10 @@ class OpenAiProvider final : public Provider {
         m["content"] = e.content.empty() ? Json(nullptr) : Json(e.content);
         Json calls = Json::array();
         for (const ToolCall& c : e.tool_calls) {
-          calls.push_back({{"id", c.id},
-                           {"type", "function"},
-                           {"function", {{"name", c.name}, {"arguments", arguments_text(c.arguments)}}}});
+          calls.push_back(
+              {{"id", c.id},
+               {"type", "function"},
+               {"function", {{"name", c.name}, {"arguments", arguments_text(c.arguments)}}}});
         }
         m["tool_calls"] = std::move(calls);
       } else {
@@ -125,8 +136,10 @@ class OpenAiProvider final : public Provider {
     if (!tools.empty()) {
       Json defs = Json::array();
       for (const ToolSpec& t : tools) {
-        defs.push_back({{"type", "function"},
-                        {"function", {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
+        defs.push_back(
+            {{"type", "function"},
+             {"function",
+              {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
       }
       body["tools"] = std::move(defs);
     }
@@ -141,9 +154,11 @@ class OpenAiProvider final : public Provider {
   Result<Response> parse_response(const Json& body, const Context& context) const {
     const Json& choices = body.contains("choices") ? body.at("choices") : Json();
     if (!choices.is_array() || choices.empty() || !choices.front().is_object()) {
-      return fail(ErrorCode::Provider, redact(o_.name + ": the response has no choices (body: " +
-                                                  excerpt(body.dump(-1, ' ', false, Json::error_handler_t::replace)) + ")",
-                                              o_.api_key));
+      return fail(
+          ErrorCode::Provider,
+          redact(o_.name + ": the response has no choices (body: " +
+                     excerpt(body.dump(-1, ' ', false, Json::error_handler_t::replace)) + ")",
+                 o_.api_key));
     }
     const Json& choice = choices.front();
     const Json message = choice.value("message", Json::object());
@@ -164,7 +179,8 @@ class OpenAiProvider final : public Provider {
         if (call.id.empty()) call.id = "call_" + std::to_string(i);
         call.name = str(fn, "name");
         if (call.name.empty()) {
-          return fail(ErrorCode::Provider, o_.name + ": tool_calls[" + std::to_string(i) + "] has no function name");
+          return fail(ErrorCode::Provider,
+                      o_.name + ": tool_calls[" + std::to_string(i) + "] has no function name");
         }
         const Json args = fn.value("arguments", Json(""));
         call.arguments = args.is_string() ? parse_arguments(args.get<std::string>()) : args;
@@ -183,7 +199,8 @@ class OpenAiProvider final : public Provider {
     bool started = false;
   };
 
-  Result<Response> stream(const http::Request& request, const Context& context, const StreamSink& sink) {
+  Result<Response> stream(const http::Request& request, const Context& context,
+                          const StreamSink& sink) {
     Emitter emit(sink);
     http::SseParser parser;
     Response r;
@@ -204,7 +221,8 @@ class OpenAiProvider final : public Provider {
       }
       Json j = parse_untrusted(ev.data);
       if (j.is_discarded() || !j.is_object()) {
-        failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " + o_.url.authority() +
+        failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " +
+                                                 o_.url.authority() +
                                                  " (data: " + excerpt(ev.data, 512) + ")");
         return;
       }
@@ -237,7 +255,8 @@ class OpenAiProvider final : public Provider {
           const Json fn = d.value("function", Json::object());
           if (auto name = str(fn, "name"); !name.empty() && !call.started) call.name += name;
           const Json args = fn.value("arguments", Json());
-          const std::string fragment = args.is_string() ? args.get<std::string>() : (args.is_null() ? "" : args.dump());
+          const std::string fragment =
+              args.is_string() ? args.get<std::string>() : (args.is_null() ? "" : args.dump());
           call.arguments += fragment;
           if (!call.started && !call.name.empty()) {
             if (call.id.empty()) call.id = "call_" + std::to_string(index);
@@ -303,7 +322,8 @@ class OpenAiProvider final : public Provider {
     }
     for (auto& [index, call] : calls) {
       if (!call.started) {
-        Error e(ErrorCode::Provider, o_.name + ": streamed tool call " + std::to_string(index) + " has no name");
+        Error e(ErrorCode::Provider,
+                o_.name + ": streamed tool call " + std::to_string(index) + " has no name");
         emit.error(e.message);
         return std::unexpected(e);
       }
@@ -324,7 +344,8 @@ class OpenAiProvider final : public Provider {
 
 }  // namespace
 
-Result<std::shared_ptr<Provider>> make_openai_provider(const Json& config, std::string_view plugin_name) {
+Result<std::shared_ptr<Provider>> make_openai_provider(const Json& config,
+                                                       std::string_view plugin_name) {
   const std::string plugin(plugin_name);
   OptionReader reader(plugin, config);
   std::string preset_name = plugin;
@@ -340,10 +361,11 @@ Result<std::shared_ptr<Provider>> make_openai_provider(const Json& config, std::
   if (entry == nullptr) {
     std::string known;
     for (const auto& e : kOpenAiPresets) known += (known.empty() ? "" : ", ") + std::string(e.name);
-    return fail(ErrorCode::Config, plugin + ": unknown preset `" + preset_name + "` (known: " + known + ")");
+    return fail(ErrorCode::Config,
+                plugin + ": unknown preset `" + preset_name + "` (known: " + known + ")");
   }
-  ProviderDefaults defaults{std::string(entry->name), std::string(entry->default_model), std::string(entry->base_url),
-                            std::string(entry->key_env)};
+  ProviderDefaults defaults{std::string(entry->name), std::string(entry->default_model),
+                            std::string(entry->base_url), std::string(entry->key_env)};
   auto options = read_common(reader, defaults);
   if (!options) return std::unexpected(options.error());
   return std::make_shared<OpenAiProvider>(std::move(*options));

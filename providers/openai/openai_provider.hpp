@@ -9,6 +9,7 @@
 namespace kernex::providers {
 
 // `plugin_name` is "openai" (which accepts the `preset` option) or a preset's name.
-Result<std::shared_ptr<Provider>> make_openai_provider(const Json& config, std::string_view plugin_name);
+Result<std::shared_ptr<Provider>> make_openai_provider(const Json& config,
+                                                       std::string_view plugin_name);
 
 }  // namespace kernex::providers

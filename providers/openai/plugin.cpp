@@ -14,5 +14,6 @@ kernex::Result<std::shared_ptr<kernex::Provider>> make(const kernex::Json& confi
 }  // namespace
 
 KERNEX_PLUGIN(Provider, KERNEX_OPENAI_PLUGIN, "1.0.0",
-              "OpenAI-compatible Chat Completions (" KERNEX_OPENAI_PLUGIN "): tools, streaming, cached-token usage",
+              "OpenAI-compatible Chat Completions (" KERNEX_OPENAI_PLUGIN
+              "): tools, streaming, cached-token usage",
               make)

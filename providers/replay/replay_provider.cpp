@@ -37,12 +37,14 @@ Result<kernex::Response> parse_line(const Json& j, const std::string& where) {
     r.model = j.value("model", std::string());
     if (j.contains("tool_calls")) {
       const Json& calls = j.at("tool_calls");
-      if (!calls.is_array()) return kernex::fail(ErrorCode::Parse, where + ": tool_calls: expected an array");
+      if (!calls.is_array())
+        return kernex::fail(ErrorCode::Parse, where + ": tool_calls: expected an array");
       for (std::size_t i = 0; i < calls.size(); ++i) {
         const Json& c = calls[i];
         const std::string field = where + ": tool_calls[" + std::to_string(i) + "]";
         if (!c.is_object() || !c.contains("name") || !c.at("name").is_string()) {
-          return kernex::fail(ErrorCode::Parse, field + ": expected an object with a string `name`");
+          return kernex::fail(ErrorCode::Parse,
+                              field + ": expected an object with a string `name`");
         }
         kernex::ToolCall call;
         call.name = c.at("name").get<std::string>();
@@ -54,7 +56,8 @@ Result<kernex::Response> parse_line(const Json& j, const std::string& where) {
     }
     if (j.contains("usage")) {
       const Json& u = j.at("usage");
-      if (!u.is_object()) return kernex::fail(ErrorCode::Parse, where + ": usage: expected an object");
+      if (!u.is_object())
+        return kernex::fail(ErrorCode::Parse, where + ": usage: expected an object");
       r.usage.input_tokens = u.value("input_tokens", 0ULL);
       r.usage.output_tokens = u.value("output_tokens", 0ULL);
       r.usage.cache_read_tokens = u.value("cache_read_tokens", 0ULL);
@@ -108,7 +111,8 @@ struct Script {
         }
       }
     }
-    while (next_plain < steps.size() && (steps[next_plain].used || steps[next_plain].match)) ++next_plain;
+    while (next_plain < steps.size() && (steps[next_plain].used || steps[next_plain].match))
+      ++next_plain;
     return next_plain < steps.size() ? &steps[next_plain] : nullptr;
   }
   std::size_t unused_matches = std::size_t(-1);  // counted on the first request
@@ -122,9 +126,12 @@ class ReplayProvider final : public kernex::Provider {
   std::string name() const override { return "replay"; }
   std::string default_model() const override { return "replay"; }
   // Concurrent sub-queries take their lines from the same script, so each line is played once.
-  std::shared_ptr<kernex::Provider> concurrent_instance() override { return std::make_shared<ReplayProvider>(s_); }
+  std::shared_ptr<kernex::Provider> concurrent_instance() override {
+    return std::make_shared<ReplayProvider>(s_);
+  }
 
-  Result<kernex::Response> complete(const kernex::Context& context, const std::vector<kernex::ToolSpec>& tools,
+  Result<kernex::Response> complete(const kernex::Context& context,
+                                    const std::vector<kernex::ToolSpec>& tools,
                                     const kernex::StreamSink& sink) override {
     if (context.stop.stop_requested()) return cancelled();
     auto step = take(context, tools);
@@ -156,12 +163,14 @@ class ReplayProvider final : public kernex::Provider {
     if (!s_->record.empty()) {
       std::ofstream out(s_->record, std::ios::app);
       out << describe_request(context, tools).dump() << '\n';
-      if (!out) return kernex::fail(ErrorCode::Io, "replay: cannot append to record file " + s_->record);
+      if (!out)
+        return kernex::fail(ErrorCode::Io, "replay: cannot append to record file " + s_->record);
     }
     ++s_->requests;
     Step* taken = s_->take(context.current_message);
     if (taken == nullptr) {
-      return kernex::fail(ErrorCode::Provider, "replay script " + s_->path + " has no response left for request " +
+      return kernex::fail(ErrorCode::Provider, "replay script " + s_->path +
+                                                   " has no response left for request " +
                                                    std::to_string(s_->requests) + " (it holds " +
                                                    std::to_string(s_->steps.size()) + ")");
     }
@@ -186,15 +195,19 @@ class ReplayProvider final : public kernex::Provider {
 };
 
 Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
-  if (!config.is_object()) return kernex::fail(ErrorCode::Config, "replay: config must be an object");
+  if (!config.is_object())
+    return kernex::fail(ErrorCode::Config, "replay: config must be an object");
   for (const auto& [key, value] : config.items()) {
     if (key != "script" && key != "record") {
-      return kernex::fail(ErrorCode::Config, "replay: unknown option `" + key + "` (expected script, record)");
+      return kernex::fail(ErrorCode::Config,
+                          "replay: unknown option `" + key + "` (expected script, record)");
     }
-    if (!value.is_string()) return kernex::fail(ErrorCode::Config, "replay: option `" + key + "` must be a string");
+    if (!value.is_string())
+      return kernex::fail(ErrorCode::Config, "replay: option `" + key + "` must be a string");
   }
   if (!config.contains("script")) {
-    return kernex::fail(ErrorCode::Config, "replay: option `script` (a JSON Lines file) is required");
+    return kernex::fail(ErrorCode::Config,
+                        "replay: option `script` (a JSON Lines file) is required");
   }
   const std::string script = config.at("script").get<std::string>();
   std::ifstream in(script);
@@ -208,18 +221,21 @@ Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
     if (j.is_discarded()) return kernex::fail(ErrorCode::Config, where + ": not valid JSON");
     Step step;
     if (j.is_object() && j.contains("match")) {
-      if (!j.at("match").is_string()) return kernex::fail(ErrorCode::Config, where + ": match: expected a string");
+      if (!j.at("match").is_string())
+        return kernex::fail(ErrorCode::Config, where + ": match: expected a string");
       step.match = j.at("match").get<std::string>();
     }
     if (j.is_object() && j.contains("delay_ms")) {
       const Json& d = j.at("delay_ms");
       if (!d.is_number_unsigned() || d.get<std::uint64_t>() > 86'400'000) {
-        return kernex::fail(ErrorCode::Config, where + ": delay_ms: expected milliseconds from 0 to 86400000");
+        return kernex::fail(ErrorCode::Config,
+                            where + ": delay_ms: expected milliseconds from 0 to 86400000");
       }
       step.delay = std::chrono::milliseconds(d.get<std::uint64_t>());
     }
     if (j.is_object() && j.contains("error")) {
-      step.error = j.at("error").is_string() ? j.at("error").get<std::string>() : j.at("error").dump();
+      step.error =
+          j.at("error").is_string() ? j.at("error").get<std::string>() : j.at("error").dump();
     } else {
       auto parsed = parse_line(j, where);
       if (!parsed) return kernex::fail(ErrorCode::Config, "replay: bad script", parsed.error());
@@ -236,4 +252,5 @@ Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
 
 }  // namespace
 
-KERNEX_PLUGIN(Provider, "replay", "1.0.0", "Plays a JSON Lines script of provider responses", make_replay)
+KERNEX_PLUGIN(Provider, "replay", "1.0.0", "Plays a JSON Lines script of provider responses",
+              make_replay)

@@ -45,21 +45,36 @@ namespace kernex::sandbox::detail {
 
 const char* to_string(ChildStage stage) noexcept {
   switch (stage) {
-    case ChildStage::None: return "none";
-    case ChildStage::Signals: return "resetting signal handlers";
-    case ChildStage::Session: return "starting a session or process group";
-    case ChildStage::Cgroup: return "joining the pids cgroup";
-    case ChildStage::Mounts: return "making protected workspace files read-only (mount namespace)";
-    case ChildStage::DeathSignal: return "PR_SET_PDEATHSIG";
-    case ChildStage::Stdio: return "redirecting stdio";
-    case ChildStage::CloseFds: return "closing inherited file descriptors";
-    case ChildStage::Chdir: return "changing to the working directory";
-    case ChildStage::Rlimit: return "setting resource limits";
-    case ChildStage::NoNewPrivs: return "PR_SET_NO_NEW_PRIVS";
-    case ChildStage::Capabilities: return "dropping capabilities";
-    case ChildStage::Landlock: return "landlock_restrict_self";
-    case ChildStage::Seccomp: return "loading the seccomp filter";
-    case ChildStage::Exec: return "execve";
+    case ChildStage::None:
+      return "none";
+    case ChildStage::Signals:
+      return "resetting signal handlers";
+    case ChildStage::Session:
+      return "starting a session or process group";
+    case ChildStage::Cgroup:
+      return "joining the pids cgroup";
+    case ChildStage::Mounts:
+      return "making protected workspace files read-only (mount namespace)";
+    case ChildStage::DeathSignal:
+      return "PR_SET_PDEATHSIG";
+    case ChildStage::Stdio:
+      return "redirecting stdio";
+    case ChildStage::CloseFds:
+      return "closing inherited file descriptors";
+    case ChildStage::Chdir:
+      return "changing to the working directory";
+    case ChildStage::Rlimit:
+      return "setting resource limits";
+    case ChildStage::NoNewPrivs:
+      return "PR_SET_NO_NEW_PRIVS";
+    case ChildStage::Capabilities:
+      return "dropping capabilities";
+    case ChildStage::Landlock:
+      return "landlock_restrict_self";
+    case ChildStage::Seccomp:
+      return "loading the seccomp filter";
+    case ChildStage::Exec:
+      return "execve";
   }
   return "unknown";
 }
@@ -82,7 +97,7 @@ struct MountAttr {
   std::uint64_t userns_fd;
 };
 
-constexpr unsigned kOpenTreeClone = 1;          // OPEN_TREE_CLONE of linux/mount.h
+constexpr unsigned kOpenTreeClone = 1;           // OPEN_TREE_CLONE of linux/mount.h
 constexpr unsigned kMoveMountFEmptyPath = 0x04;  // MOVE_MOUNT_F_EMPTY_PATH
 constexpr int kMaxKept = 16;                     // kMaxKeptInMask of policy_state.hpp
 
@@ -91,7 +106,8 @@ struct KernelRlimit {
   std::uint64_t max;
 };
 
-[[noreturn]] __attribute__((no_sanitize("address", "undefined"))) void die(ChildSpec* spec, ChildStage stage) {
+[[noreturn]] __attribute__((no_sanitize("address", "undefined"))) void die(ChildSpec* spec,
+                                                                           ChildStage stage) {
   spec->failed_errno = errno;
   spec->failed_stage = static_cast<int>(stage);
   for (;;) syscall(SYS_exit_group, 127);
@@ -109,13 +125,15 @@ __attribute__((no_sanitize("address", "undefined"))) bool drop_capabilities(Chil
       if (spec->is_root || errno != EPERM) return false;
     }
   }
-  if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) return false;
+  if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+    return false;
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2] = {};
   return syscall(SYS_capset, &header, data) == 0;
 }
 
-__attribute__((no_sanitize("address", "undefined"))) bool write_proc_file(const char* path, const char* text) {
+__attribute__((no_sanitize("address", "undefined"))) bool write_proc_file(const char* path,
+                                                                          const char* text) {
   long fd = syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
   std::size_t len = 0;
@@ -138,15 +156,17 @@ __attribute__((no_sanitize("address", "undefined"))) bool kernel_alive(const Chi
 
 __attribute__((no_sanitize("address", "undefined"))) int reaper_main(void* arg) {
   const int kernel_pidfd = *static_cast<const int*>(arg);
-  // Every signal stays blocked (the kernel's handlers, copied with its memory, must never run here);
-  // SIGCHLD back to its default so that a child's exit is queued for rt_sigtimedwait below.
+  // Every signal stays blocked (the kernel's handlers, copied with its memory, must never run
+  // here); SIGCHLD back to its default so that a child's exit is queued for rt_sigtimedwait below.
   KernelSigaction dfl{SIG_DFL, 0, nullptr, 0};
   syscall(SYS_rt_sigaction, SIGCHLD, &dfl, nullptr, sizeof(unsigned long));
   if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) syscall(SYS_exit_group, 1);
   pollfd kernel{kernel_pidfd, POLLIN, 0};
   timespec now{0, 0};
-  if (syscall(SYS_ppoll, &kernel, 1, &now, nullptr, 0) != 0) syscall(SYS_exit_group, 1);  // the kernel is gone
-  syscall(SYS_close_range, 0U, ~0U, 0U);  // copies of the kernel's fds (other spawns' pipes among them)
+  if (syscall(SYS_ppoll, &kernel, 1, &now, nullptr, 0) != 0)
+    syscall(SYS_exit_group, 1);  // the kernel is gone
+  syscall(SYS_close_range, 0U, ~0U,
+          0U);  // copies of the kernel's fds (other spawns' pipes among them)
   unsigned long chld = 1UL << (SIGCHLD - 1);
   for (;;) {
     while (syscall(SYS_wait4, -1, nullptr, __WALL | WNOHANG, nullptr) > 0) {
@@ -170,8 +190,10 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
     die(spec, ChildStage::Signals);
   }
 
-  if (spec->cgroup_fd >= 0 && syscall(SYS_write, spec->cgroup_fd, "0", 1) != 1) die(spec, ChildStage::Cgroup);
-  if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die(spec, ChildStage::DeathSignal);
+  if (spec->cgroup_fd >= 0 && syscall(SYS_write, spec->cgroup_fd, "0", 1) != 1)
+    die(spec, ChildStage::Cgroup);
+  if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+    die(spec, ChildStage::DeathSignal);
   if (!kernel_alive(spec)) {
     errno = ESRCH;
     die(spec, ChildStage::DeathSignal);
@@ -202,28 +224,32 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
   if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) die(spec, ChildStage::CloseFds);
 
   if (spec->mntns_fd >= 0) {
-    if (spec->userns_fd >= 0 && syscall(SYS_setns, spec->userns_fd, CLONE_NEWUSER) != 0) die(spec, ChildStage::Mounts);
+    if (spec->userns_fd >= 0 && syscall(SYS_setns, spec->userns_fd, CLONE_NEWUSER) != 0)
+      die(spec, ChildStage::Mounts);
     if (syscall(SYS_setns, spec->mntns_fd, CLONE_NEWNS) != 0) die(spec, ChildStage::Mounts);
   }
   if (syscall(SYS_chdir, spec->cwd) != 0) die(spec, ChildStage::Chdir);
 
   for (int i = 0; i < spec->limit_count; ++i) {
     KernelRlimit lim{spec->limits[i].value, spec->limits[i].value};
-    if (syscall(SYS_prlimit64, 0, spec->limits[i].resource, &lim, nullptr) != 0) die(spec, ChildStage::Rlimit);
+    if (syscall(SYS_prlimit64, 0, spec->limits[i].resource, &lim, nullptr) != 0)
+      die(spec, ChildStage::Rlimit);
   }
 
   if (spec->sandboxed) {
     if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(spec, ChildStage::NoNewPrivs);
     if (!drop_capabilities(spec)) die(spec, ChildStage::Capabilities);
-    if (syscall(SYS_landlock_restrict_self, spec->landlock_fd, 0) != 0) die(spec, ChildStage::Landlock);
-    if (!spec->filter_inherited && syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, spec->seccomp) != 0) {
+    if (syscall(SYS_landlock_restrict_self, spec->landlock_fd, 0) != 0)
+      die(spec, ChildStage::Landlock);
+    if (!spec->filter_inherited &&
+        syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, spec->seccomp) != 0) {
       die(spec, ChildStage::Seccomp);
     }
   }
 
   if (spec->filter_inherited) {
-    // Our seccomp filter came with the clone thread and refuses setsid/setpgid, so the spawning thread
-    // makes us a group leader meanwhile; the command must not start before that is done.
+    // Our seccomp filter came with the clone thread and refuses setsid/setpgid, so the spawning
+    // thread makes us a group leader meanwhile; the command must not start before that is done.
     int state;
     while ((state = spec->group_state) == 0) {
       syscall(SYS_futex, &spec->group_state, FUTEX_WAIT, 0, nullptr, nullptr, 0);
@@ -238,9 +264,10 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
   die(spec, ChildStage::Exec);
 }
 
-// A tmpfs over m.path with only m.keep left of what was there: each kept directory is cloned (with the
-// mounts below it) before the tmpfs covers it, then moved onto a chain of traverse-only directories
-// made in the tmpfs, which ends read-only. Raw syscalls only: this runs in a CLONE_VM child.
+// A tmpfs over m.path with only m.keep left of what was there: each kept directory is cloned (with
+// the mounts below it) before the tmpfs covers it, then moved onto a chain of traverse-only
+// directories made in the tmpfs, which ends read-only. Raw syscalls only: this runs in a CLONE_VM
+// child.
 static __attribute__((no_sanitize("address", "undefined"))) bool mask_keeping(const ChildMount& m) {
   int trees[kMaxKept];
   if (m.keep_count > kMaxKept) {
@@ -248,7 +275,8 @@ static __attribute__((no_sanitize("address", "undefined"))) bool mask_keeping(co
     return false;
   }
   for (int k = 0; k < m.keep_count; ++k) {
-    long fd = syscall(SYS_open_tree, AT_FDCWD, m.keep[k], kOpenTreeClone | O_CLOEXEC | AT_RECURSIVE);
+    long fd =
+        syscall(SYS_open_tree, AT_FDCWD, m.keep[k], kOpenTreeClone | O_CLOEXEC | AT_RECURSIVE);
     if (fd < 0) return false;
     trees[k] = static_cast<int>(fd);
   }
@@ -274,10 +302,12 @@ static __attribute__((no_sanitize("address", "undefined"))) bool mask_keeping(co
         dir[j] = keep[j];
       }
     }
-    if (syscall(SYS_move_mount, trees[k], "", AT_FDCWD, keep, kMoveMountFEmptyPath) != 0) return false;
+    if (syscall(SYS_move_mount, trees[k], "", AT_FDCWD, keep, kMoveMountFEmptyPath) != 0)
+      return false;
     syscall(SYS_close, trees[k]);
   }
-  return syscall(SYS_mount, nullptr, m.path, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | kFlags, nullptr) == 0;
+  return syscall(SYS_mount, nullptr, m.path, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | kFlags,
+                 nullptr) == 0;
 }
 
 __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(void* arg) {
@@ -287,7 +317,8 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
     if (errno != EPERM) goto failed;
     if (syscall(SYS_unshare, CLONE_NEWUSER | CLONE_NEWNS) != 0) goto failed;
     user_ns = true;
-    if (!write_proc_file("/proc/self/setgroups", "deny") || !write_proc_file("/proc/self/uid_map", spec->uid_map) ||
+    if (!write_proc_file("/proc/self/setgroups", "deny") ||
+        !write_proc_file("/proc/self/uid_map", spec->uid_map) ||
         !write_proc_file("/proc/self/gid_map", spec->gid_map)) {
       goto failed;
     }
@@ -318,7 +349,9 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
     }
     const char* source = m.source != nullptr ? m.source : m.path;
     if (syscall(SYS_mount, source, m.path, nullptr, MS_BIND | MS_REC, nullptr) != 0) goto failed;
-    if (m.remount_flags != 0 && syscall(SYS_mount, nullptr, m.path, nullptr, m.remount_flags, nullptr) != 0) goto failed;
+    if (m.remount_flags != 0 &&
+        syscall(SYS_mount, nullptr, m.path, nullptr, m.remount_flags, nullptr) != 0)
+      goto failed;
   }
   {
     long mnt = syscall(SYS_openat, AT_FDCWD, "/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);

@@ -1,6 +1,6 @@
-// The code that runs in the clone(CLONE_VM|CLONE_VFORK) child between clone and execve. It shares the
-// parent's memory, so everything it reads is prepared by the parent and it only makes raw syscalls:
-// no allocation, no locks, no libc state.
+// The code that runs in the clone(CLONE_VM|CLONE_VFORK) child between clone and execve. It shares
+// the parent's memory, so everything it reads is prepared by the parent and it only makes raw
+// syscalls: no allocation, no locks, no libc state.
 #pragma once
 
 #include <linux/filter.h>
@@ -11,8 +11,21 @@
 namespace kernex::sandbox::detail {
 
 enum class ChildStage : int {
-  None = 0, Signals, Session, Cgroup, Mounts, DeathSignal, Stdio, CloseFds, Chdir, Rlimit, NoNewPrivs, Capabilities,
-  Landlock, Seccomp, Exec,
+  None = 0,
+  Signals,
+  Session,
+  Cgroup,
+  Mounts,
+  DeathSignal,
+  Stdio,
+  CloseFds,
+  Chdir,
+  Rlimit,
+  NoNewPrivs,
+  Capabilities,
+  Landlock,
+  Seccomp,
+  Exec,
 };
 const char* to_string(ChildStage stage) noexcept;
 
@@ -21,8 +34,8 @@ struct ChildLimit {
   std::uint64_t value;
 };
 
-// See ProtectedMount (policy_state.hpp): kind 0 binds `source` (or `path`) onto `path`, kind 1 mounts
-// an empty mode-0 read-only tmpfs there; a nonzero remount_flags is applied after the bind.
+// See ProtectedMount (policy_state.hpp): kind 0 binds `source` (or `path`) onto `path`, kind 1
+// mounts an empty mode-0 read-only tmpfs there; a nonzero remount_flags is applied after the bind.
 struct ChildMount {
   const char* path;
   const char* source;  // nullptr: the path itself
@@ -51,17 +64,18 @@ struct ChildSpec {
   int landlock_fd = -1;
   const sock_fprog* seccomp = nullptr;
   // Set by a clone thread that carries the seccomp filter (clone_thread.cpp): the child inherits it
-  // instead of loading `seccomp`, and as the filter refuses setsid it drops the controlling terminal
-  // and waits for the cloning side to make it a process-group leader: group_state turns 1 once done,
-  // or -errno if that failed.
+  // instead of loading `seccomp`, and as the filter refuses setsid it drops the controlling
+  // terminal and waits for the cloning side to make it a process-group leader: group_state turns 1
+  // once done, or -errno if that failed.
   bool filter_inherited = false;
   volatile int group_state = 0;
   // Nonzero until the child has exec'd or exited: cleared by the kernel (CLONE_CHILD_CLEARTID).
   volatile pid_t child_tid = 0;
   pid_t parent = 0;
-  // Born in the clone thread's PID namespace (clone_thread.cpp), whose init dies with the kernel, taking
-  // every process of the namespace with it. The parent is then outside the child's namespace and
-  // getppid() is 0, so whether the kernel died before PDEATHSIG was set is asked of `parent_pidfd`.
+  // Born in the clone thread's PID namespace (clone_thread.cpp), whose init dies with the kernel,
+  // taking every process of the namespace with it. The parent is then outside the child's namespace
+  // and getppid() is 0, so whether the kernel died before PDEATHSIG was set is asked of
+  // `parent_pidfd`.
   bool new_pid_ns = false;
   int parent_pidfd = -1;
   // Written by the child when it fails before execve; read by the parent after clone returns.
@@ -72,9 +86,10 @@ struct ChildSpec {
 // clone() entry point; `arg` is a ChildSpec*. Returns only through exit_group.
 int child_main(void* arg);
 
-// The init of a clone thread's PID namespace: cloned right after the thread unshared CLONE_NEWPID, it
-// reaps the orphans of the commands for as long as the kernel lives, and dies with it (PDEATHSIG),
-// upon which Linux kills every process left in the namespace. `arg` is the kernel's pidfd (an int*).
+// The init of a clone thread's PID namespace: cloned right after the thread unshared CLONE_NEWPID,
+// it reaps the orphans of the commands for as long as the kernel lives, and dies with it
+// (PDEATHSIG), upon which Linux kills every process left in the namespace. `arg` is the kernel's
+// pidfd (an int*).
 int reaper_main(void* arg);
 
 // Builds a policy's mount namespace once: a private mount namespace (inside a new user namespace
@@ -90,8 +105,8 @@ struct MountTemplateSpec {
   // which Landlock does not mediate, fail with EROFS outside the writable binds.
   int read_only_root = 0;
   volatile int read_only_errno = 0;  // out: why read_only_root could not be done (0: done)
-  volatile int mntns_fd = -1;   // out
-  volatile int userns_fd = -1;  // out: only when a user namespace was needed
+  volatile int mntns_fd = -1;        // out
+  volatile int userns_fd = -1;       // out: only when a user namespace was needed
   volatile int failed_errno = 0;
 };
 int mount_template_main(void* arg);

@@ -31,7 +31,8 @@ namespace {
 constexpr std::size_t kMaxFilteredThreads = 4;
 // And this many (program, mount namespace) pairs: a thread that joined a policy's mount namespace
 // keeps it (and its bind mounts) for the life of the process, as it never exits, so policies beyond
-// these fall back to children that join the namespace and load the program themselves (~50 µs more).
+// these fall back to children that join the namespace and load the program themselves (~50 µs
+// more).
 constexpr std::size_t kMaxNamespaceThreads = 8;
 
 // A mount namespace by identity: a thread inside one keeps it alive, so its inode can't be reused
@@ -44,16 +45,23 @@ struct NamespaceId {
 
 class CloneThread {
  public:
-  // `filter` empty: a plain thread whose children load their own filter. Otherwise the thread loads it
-  // once and every child inherits it (loading one costs ~50 µs per spawn, most of it the kernel
+  // `filter` empty: a plain thread whose children load their own filter. Otherwise the thread loads
+  // it once and every child inherits it (loading one costs ~50 µs per spawn, most of it the kernel
   // compiling and caching the program); the thread never does anything the filter refuses.
   // `mntns_fd` >= 0 (with a filter): the thread also joins that mount namespace, which needs
-  // CAP_SYS_ADMIN and a filesystem context of its own (unshare(CLONE_FS)), before loading the filter,
-  // which refuses setns; its children are then born in the namespace and under the filter.
-  // `kernel_pidfd` >= 0: the thread's children live in a PID namespace of its own (start_pid_namespace).
-  explicit CloneThread(int kernel_pidfd, std::vector<sock_filter> filter, int mntns_fd = -1, NamespaceId ns = {})
-      : owner_(::getpid()), filter_(std::move(filter)), mntns_(ns), kernel_pidfd_(kernel_pidfd), join_fd_(mntns_fd) {
-    stack_ = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  // CAP_SYS_ADMIN and a filesystem context of its own (unshare(CLONE_FS)), before loading the
+  // filter, which refuses setns; its children are then born in the namespace and under the filter.
+  // `kernel_pidfd` >= 0: the thread's children live in a PID namespace of its own
+  // (start_pid_namespace).
+  explicit CloneThread(int kernel_pidfd, std::vector<sock_filter> filter, int mntns_fd = -1,
+                       NamespaceId ns = {})
+      : owner_(::getpid()),
+        filter_(std::move(filter)),
+        mntns_(ns),
+        kernel_pidfd_(kernel_pidfd),
+        join_fd_(mntns_fd) {
+    stack_ = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack_ == MAP_FAILED) return;
     try {
       std::thread([this] { run(); }).detach();
@@ -72,14 +80,16 @@ class CloneThread {
   const NamespaceId& mount_namespace() const { return mntns_; }
   bool in_mount_namespace() const { return mntns_.ino != 0; }
   bool has_pid_namespace() const { return reaper_pidfd_ >= 0; }
-  // A thread whose init died (killed by hand) can't clone any more: its namespace refuses new members.
+  // A thread whose init died (killed by hand) can't clone any more: its namespace refuses new
+  // members.
   bool usable() const {
     if (reaper_pidfd_ < 0) return true;
     pollfd p{reaper_pidfd_, POLLIN, 0};
     return ::poll(&p, 1, 0) == 0;
   }
 
-  // Wakes the thread ahead of a request (see warm_clone_thread); it then spins for the request a while.
+  // Wakes the thread ahead of a request (see warm_clone_thread); it then spins for the request a
+  // while.
   void warm() {
     if (!may_spin_) return;
     {
@@ -112,10 +122,12 @@ class CloneThread {
     }
     const CloneOutcome out = outcome_;
     if (!inherit || out.pid < 0) return out;
-    // The thread's filter refuses setpgid, this one's doesn't; the child waits for it before its execve.
+    // The thread's filter refuses setpgid, this one's doesn't; the child waits for it before its
+    // execve.
     spec.group_state = ::setpgid(out.pid, out.pid) == 0 ? 1 : -errno;
     ::syscall(SYS_futex, &spec.group_state, FUTEX_WAKE, 1, nullptr, nullptr, 0);
-    // Like CLONE_VFORK: back only once the child's execve has replaced its memory, or it has exited.
+    // Like CLONE_VFORK: back only once the child's execve has replaced its memory, or it has
+    // exited.
     for (pid_t tid; (tid = spec.child_tid) != 0;) {
       ::syscall(SYS_futex, &spec.child_tid, FUTEX_WAIT, tid, nullptr, nullptr, 0);
     }
@@ -125,8 +137,8 @@ class CloneThread {
  private:
   static constexpr std::size_t kStackSize = 64 * 1024;
   static constexpr std::chrono::microseconds kSpin{100};
-  // A warmed thread waits this long for the request: spawn's own preparation (command lookup, pipes)
-  // takes ~30 µs, about what waking this thread costs, so the two overlap.
+  // A warmed thread waits this long for the request: spawn's own preparation (command lookup,
+  // pipes) takes ~30 µs, about what waking this thread costs, so the two overlap.
   static constexpr std::chrono::microseconds kWarmSpin{200};
 
   // The answer takes a wake-up of this thread and a clone (~50 µs); sleeping for it would add a
@@ -156,14 +168,15 @@ class CloneThread {
     done_.notify_all();
   }
 
-  // This thread's children are born in a PID namespace whose init (reaper_main, the first child) lives
-  // as long as the kernel: when the kernel dies, even by SIGKILL, the init's PDEATHSIG fires and Linux
-  // kills every process of the namespace, however it was forked. Commands are ordinary members (not
-  // the init, which would ignore signals it sends itself), and the unshare comes before the filter,
-  // which refuses it (and CLONE_NEWPID).
+  // This thread's children are born in a PID namespace whose init (reaper_main, the first child)
+  // lives as long as the kernel: when the kernel dies, even by SIGKILL, the init's PDEATHSIG fires
+  // and Linux kills every process of the namespace, however it was forked. Commands are ordinary
+  // members (not the init, which would ignore signals it sends itself), and the unshare comes
+  // before the filter, which refuses it (and CLONE_NEWPID).
   bool start_pid_namespace() {
     if (::unshare(CLONE_NEWPID) != 0) return false;
-    reaper_stack_ = ::mmap(nullptr, kReaperStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    reaper_stack_ = ::mmap(nullptr, kReaperStack, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (reaper_stack_ == MAP_FAILED) return false;
     const pid_t reaper = ::clone(reaper_main, static_cast<char*>(reaper_stack_) + kReaperStack,
                                  CLONE_VM | CLONE_PIDFD | SIGCHLD, &kernel_pidfd_, &reaper_pidfd_);
@@ -173,7 +186,8 @@ class CloneThread {
   // Best effort: without CAP_SETPCAP nothing is dropped here and the child checks and drops itself.
   // Checked after the fact; a set once empty stays so, as no other thread can change this one's.
   static bool empty_bounding_set() {
-    for (long cap = 0; ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+    for (long cap = 0; ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap)
+      ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
     for (long cap = 0;; ++cap) {
       long has = ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
       if (has < 0) return true;
@@ -187,7 +201,8 @@ class CloneThread {
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, nullptr);
-    pthread_setname_np(pthread_self(), "kernex-clone");  // what ps shows for a child until its execve
+    pthread_setname_np(pthread_self(),
+                       "kernex-clone");  // what ps shows for a child until its execve
     const bool empty = empty_bounding_set();
     cpu_set_t cpus;
     may_spin_ = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 1;
@@ -200,8 +215,10 @@ class CloneThread {
       return;
     }
     if (!filter_.empty()) {
-      // Per thread (no TSYNC): the rest of the process is untouched. no_new_privs first, as the kernel requires.
-      sock_fprog prog{static_cast<unsigned short>(filter_.size()), const_cast<sock_filter*>(filter_.data())};
+      // Per thread (no TSYNC): the rest of the process is untouched. no_new_privs first, as the
+      // kernel requires.
+      sock_fprog prog{static_cast<unsigned short>(filter_.size()),
+                      const_cast<sock_filter*>(filter_.data())};
       if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
           ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
         start_failed(errno);
@@ -217,20 +234,21 @@ class CloneThread {
       ChildSpec* request;
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [this] { return warm_ || request_.load(std::memory_order_relaxed) != nullptr; });
+        wake_.wait(lock,
+                   [this] { return warm_ || request_.load(std::memory_order_relaxed) != nullptr; });
         warm_ = false;
         request = request_.load(std::memory_order_acquire);
       }
       if (request == nullptr && (request = spin_for_request()) == nullptr) continue;
       request->bounding_set_empty = empty;
       CloneOutcome out;
-      // Without a filter: CLONE_VFORK, so clone returns once the child has exec'd. With one, the child
-      // must first be put in its own group by the requester, so clone returns at once and the
+      // Without a filter: CLONE_VFORK, so clone returns once the child has exec'd. With one, the
+      // child must first be put in its own group by the requester, so clone returns at once and the
       // requester waits on child_tid instead.
       const int flags = filter_.empty() ? CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD
                                         : CLONE_VM | CLONE_PIDFD | CLONE_CHILD_CLEARTID | SIGCHLD;
-      out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request, &out.pidfd, nullptr,
-                        const_cast<pid_t*>(&request->child_tid));
+      out.pid = ::clone(child_main, static_cast<char*>(stack_) + kStackSize, flags, request,
+                        &out.pidfd, nullptr, const_cast<pid_t*>(&request->child_tid));
       if (out.pid < 0) out.error = errno;
       outcome_ = out;
       {
@@ -254,7 +272,8 @@ class CloneThread {
   const pid_t owner_;
   const std::vector<sock_filter> filter_;
   const NamespaceId mntns_;
-  int kernel_pidfd_ = -1;  // >= 0: children go in a PID namespace of this thread's (reaper_main's arg)
+  int kernel_pidfd_ =
+      -1;  // >= 0: children go in a PID namespace of this thread's (reaper_main's arg)
   int reaper_pidfd_ = -1;
   void* reaper_stack_ = MAP_FAILED;
   static constexpr std::size_t kReaperStack = 16 * 1024;
@@ -262,14 +281,14 @@ class CloneThread {
   void* stack_ = MAP_FAILED;
   int start_error_ = ENOMEM;
   bool ready_ = false;
-  bool may_spin_ = false;  // set before ready_, read only after
+  bool may_spin_ = false;              // set before ready_, read only after
   std::atomic<bool> answered_{false};  // outcome_ is set for the current request
   std::mutex turn_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  bool warm_ = false;                          // under mutex_
-  std::atomic<ChildSpec*> request_{nullptr};   // set under mutex_; read by the spinning thread
+  bool warm_ = false;                         // under mutex_
+  std::atomic<ChildSpec*> request_{nullptr};  // set under mutex_; read by the spinning thread
   CloneOutcome outcome_;
 };
 
@@ -289,7 +308,9 @@ bool same_program(const std::vector<sock_filter>& a, const sock_fprog& b) {
 }
 
 // The kernel's pidfd for a new thread's PID namespace init, or -1 where the kernel can't make one.
-int pid_namespace_pidfd(const Registry& reg) { return pid_namespaces_available() ? reg.self_pidfd : -1; }
+int pid_namespace_pidfd(const Registry& reg) {
+  return pid_namespaces_available() ? reg.self_pidfd : -1;
+}
 
 // Drops the threads whose namespace init died (abandoned: they never exit); new ones replace them.
 void drop_unusable(Registry& reg) {
@@ -304,7 +325,9 @@ void drop_unusable(Registry& reg) {
 // themselves).
 CloneThread* pick_in_namespace(Registry& reg, const ChildSpec& spec) {
   const sock_fprog* prog = spec.seccomp;
-  if (!spec.sandboxed || spec.mntns_fd < 0 || spec.userns_fd >= 0 || prog == nullptr || prog->len == 0) return nullptr;
+  if (!spec.sandboxed || spec.mntns_fd < 0 || spec.userns_fd >= 0 || prog == nullptr ||
+      prog->len == 0)
+    return nullptr;
   struct stat st {};
   if (::fstat(spec.mntns_fd, &st) != 0) return nullptr;
   const NamespaceId ns{st.st_dev, st.st_ino};
@@ -312,7 +335,8 @@ CloneThread* pick_in_namespace(Registry& reg, const ChildSpec& spec) {
     if (t->mount_namespace() == ns && same_program(t->filter(), *prog)) return t;
   }
   if (reg.in_namespace.size() >= kMaxNamespaceThreads) return nullptr;
-  auto* t = new CloneThread(pid_namespace_pidfd(reg), std::vector<sock_filter>(prog->filter, prog->filter + prog->len),
+  auto* t = new CloneThread(pid_namespace_pidfd(reg),
+                            std::vector<sock_filter>(prog->filter, prog->filter + prog->len),
                             spec.mntns_fd, ns);
   if (!t->started()) {
     delete t;  // e.g. no CAP_SYS_ADMIN: the child joins the namespace itself
@@ -322,8 +346,8 @@ CloneThread* pick_in_namespace(Registry& reg, const ChildSpec& spec) {
   return t;
 }
 
-// Which thread clones `spec`: one carrying its seccomp program when it can (a child that joins a mount
-// namespace must call setns, which the program refuses, so it loads the program after).
+// Which thread clones `spec`: one carrying its seccomp program when it can (a child that joins a
+// mount namespace must call setns, which the program refuses, so it loads the program after).
 CloneThread* pick(Registry& reg, const ChildSpec& spec, CloneOutcome& failed) {
   std::lock_guard lock(reg.mutex);
   if (reg.owner != ::getpid()) {
@@ -343,7 +367,8 @@ CloneThread* pick(Registry& reg, const ChildSpec& spec, CloneOutcome& failed) {
       if (same_program(t->filter(), *prog)) return t;
     }
     if (reg.filtered.size() < kMaxFilteredThreads) {
-      auto* t = new CloneThread(pid_namespace_pidfd(reg), std::vector<sock_filter>(prog->filter, prog->filter + prog->len));
+      auto* t = new CloneThread(pid_namespace_pidfd(reg),
+                                std::vector<sock_filter>(prog->filter, prog->filter + prog->len));
       if (t->started()) {
         reg.filtered.push_back(t);
         return t;
@@ -398,11 +423,13 @@ bool pid_namespaces_available() {
     if (self < 0) return false;
     ::close(self);
     constexpr std::size_t kStack = 16 * 1024;
-    void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED) return false;
     sigset_t all, old;
     sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);  // no handler may run on the child's side of the memory
+    pthread_sigmask(SIG_SETMASK, &all,
+                    &old);  // no handler may run on the child's side of the memory
     const pid_t pid = ::clone(exit_at_once, static_cast<char*>(stack) + kStack,
                               CLONE_VM | CLONE_VFORK | CLONE_NEWPID | SIGCHLD, nullptr);
     pthread_sigmask(SIG_SETMASK, &old, nullptr);

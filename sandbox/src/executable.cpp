@@ -27,42 +27,53 @@ Error refused(const fs::path& given, const std::string& why) {
 
 // The file's own kind and mode, and the directories above it: a world-writable one (/tmp, /dev/shm)
 // lets anyone swap the file.
-Result<void> check_file(const fs::path& given, const fs::path& real, const std::vector<fs::path>& writable) {
+Result<void> check_file(const fs::path& given, const fs::path& real,
+                        const std::vector<fs::path>& writable) {
   struct stat st {};
   if (::stat(real.c_str(), &st) != 0) {
-    return std::unexpected(refused(given, "cannot inspect " + real.string() + ": " + std::strerror(errno)));
+    return std::unexpected(
+        refused(given, "cannot inspect " + real.string() + ": " + std::strerror(errno)));
   }
-  if (S_ISDIR(st.st_mode)) return std::unexpected(refused(given, real.string() + " is a directory"));
-  if (!S_ISREG(st.st_mode)) return std::unexpected(refused(given, real.string() + " is not a regular file"));
-  if ((st.st_mode & 0111) == 0) return std::unexpected(refused(given, real.string() + " has no execute bit"));
+  if (S_ISDIR(st.st_mode))
+    return std::unexpected(refused(given, real.string() + " is a directory"));
+  if (!S_ISREG(st.st_mode))
+    return std::unexpected(refused(given, real.string() + " is not a regular file"));
+  if ((st.st_mode & 0111) == 0)
+    return std::unexpected(refused(given, real.string() + " has no execute bit"));
   if ((st.st_mode & 022) != 0) {
     return std::unexpected(refused(given, real.string() + " is writable by group or others"));
   }
   for (const auto& w : writable) {
     if (is_within(real, w) || real == w) {
-      return std::unexpected(refused(given, real.string() + " lies in " + w.string() + ", which a sandbox can write"));
+      return std::unexpected(
+          refused(given, real.string() + " lies in " + w.string() + ", which a sandbox can write"));
     }
   }
   for (fs::path dir = real.parent_path(); !dir.empty(); dir = dir.parent_path()) {
     struct stat ds {};
     if (::stat(dir.c_str(), &ds) == 0 && (ds.st_mode & S_IWOTH) != 0) {
-      return std::unexpected(refused(given, real.string() + " lies in the world-writable directory " + dir.string()));
+      return std::unexpected(
+          refused(given, real.string() + " lies in the world-writable directory " + dir.string()));
     }
     if (dir == dir.root_path()) break;
   }
   return {};
 }
 
-// The first line's program of a "#!" script ("" when the line names none), or nullopt for an ELF file.
+// The first line's program of a "#!" script ("" when the line names none), or nullopt for an ELF
+// file.
 Result<std::optional<std::string>> program_kind(const fs::path& given, const fs::path& real) {
   std::ifstream in(real, std::ios::binary);
   char buf[256] = {};
   in.read(buf, sizeof(buf) - 1);
   std::string_view head(buf, static_cast<std::size_t>(in.gcount()));
   if (!in && !in.eof()) return std::unexpected(refused(given, "cannot read " + real.string()));
-  if (head.starts_with("\x7f" "ELF")) return std::optional<std::string>{};
+  if (head.starts_with("\x7f"
+                       "ELF"))
+    return std::optional<std::string>{};
   if (!head.starts_with("#!")) {
-    return std::unexpected(refused(given, real.string() + " is neither an ELF program nor a `#!` script"));
+    return std::unexpected(
+        refused(given, real.string() + " is neither an ELF program nor a `#!` script"));
   }
   head.remove_prefix(2);
   head = head.substr(0, head.find('\n'));
@@ -83,7 +94,8 @@ bool under_system_exec_paths(const fs::path& real) {
 
 }  // namespace
 
-Result<ExecutableFile> check_executable(const fs::path& file, const std::vector<fs::path>& writable) {
+Result<ExecutableFile> check_executable(const fs::path& file,
+                                        const std::vector<fs::path>& writable) {
   if (!file.is_absolute()) return std::unexpected(refused(file, "expected an absolute path"));
   std::error_code ec;
   const fs::path real = fs::canonical(file, ec);
@@ -98,14 +110,16 @@ Result<ExecutableFile> check_executable(const fs::path& file, const std::vector<
     return std::unexpected(refused(file, "its `#!` line names no absolute interpreter"));
   }
   const fs::path interp_real = fs::canonical(interp, ec);
-  if (ec) return std::unexpected(refused(file, "its `#!` interpreter " + interp + " does not exist"));
+  if (ec)
+    return std::unexpected(refused(file, "its `#!` interpreter " + interp + " does not exist"));
   if (!under_system_exec_paths(interp_real)) {
-    return std::unexpected(refused(file, "its `#!` interpreter " + interp + " (" + interp_real.string() +
+    return std::unexpected(refused(file, "its `#!` interpreter " + interp + " (" +
+                                             interp_real.string() +
                                              ") is not under the system's executable paths"));
   }
   if (auto r = check_file(file, interp_real, writable); !r) {
-    return std::unexpected(refused(file, "its `#!` interpreter " + interp + " is not a program (" +
-                                             r.error().message + ")"));
+    return std::unexpected(refused(
+        file, "its `#!` interpreter " + interp + " is not a program (" + r.error().message + ")"));
   }
   out.interpreter = interp_real;
   return out;
@@ -116,7 +130,8 @@ std::optional<fs::path> find_program(const std::vector<fs::path>& search, const 
   for (const auto& dir : search) {
     fs::path candidate = dir / name;
     std::error_code ec;
-    if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
   }
   return std::nullopt;
 }

@@ -1,5 +1,5 @@
-// Landlock ABI 1-7 definitions. The installed <linux/landlock.h> (headers 6.1) stops at ABI 2, so the
-// later constants and the grown structs are spelled out here, matching the kernel UAPI.
+// Landlock ABI 1-7 definitions. The installed <linux/landlock.h> (headers 6.1) stops at ABI 2, so
+// the later constants and the grown structs are spelled out here, matching the kernel UAPI.
 #pragma once
 
 #include <linux/landlock.h>
@@ -32,7 +32,8 @@
 
 namespace kernex::sandbox::landlock {
 
-// struct landlock_ruleset_attr as of ABI 6; the size passed to the kernel selects how much it reads.
+// struct landlock_ruleset_attr as of ABI 6; the size passed to the kernel selects how much it
+// reads.
 struct RulesetAttr {
   std::uint64_t handled_access_fs = 0;
   std::uint64_t handled_access_net = 0;  // ABI 4
@@ -46,16 +47,16 @@ struct NetPortAttr {
 };
 inline constexpr int kRuleNetPort = 2;
 
-inline constexpr std::uint64_t kFileRights = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
-                                             LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE |
-                                             LANDLOCK_ACCESS_FS_IOCTL_DEV;
+inline constexpr std::uint64_t kFileRights =
+    LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |
+    LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV;
 inline constexpr std::uint64_t kRead = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
 inline constexpr std::uint64_t kExec = kRead | LANDLOCK_ACCESS_FS_EXECUTE;
 inline constexpr std::uint64_t kReadWrite =
-    kRead | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
-    LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |
-    LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_SYM | LANDLOCK_ACCESS_FS_REFER |
-    LANDLOCK_ACCESS_FS_TRUNCATE;
+    kRead | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+    LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+    LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_SYM |
+    LANDLOCK_ACCESS_FS_REFER | LANDLOCK_ACCESS_FS_TRUNCATE;
 // Character devices such as /dev/null: read, write and O_TRUNC (`> /dev/null`).
 inline constexpr std::uint64_t kDevice =
     LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE;

@@ -20,7 +20,8 @@ int landlock_abi() noexcept {
   return abi < 0 ? 0 : static_cast<int>(abi);
 }
 
-Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& grants, const NetworkPolicy& net) {
+Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& grants,
+                                   const NetworkPolicy& net) {
   const std::uint64_t handled_fs = landlock::fs_rights_for_abi(abi);
   landlock::RulesetAttr attr;
   attr.handled_access_fs = handled_fs;
@@ -36,12 +37,14 @@ Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& gr
     attr_size = sizeof(attr);
   }
   long fd = syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);
-  if (fd < 0) return fail(ErrorCode::Sandbox, "landlock_create_ruleset failed: " + errno_text(errno));
+  if (fd < 0)
+    return fail(ErrorCode::Sandbox, "landlock_create_ruleset failed: " + errno_text(errno));
   int ruleset = static_cast<int>(fd);
   if (ruleset < 3) {  // keep clear of 0-2, which the spawned child overwrites with its stdio
     int high = ::fcntl(ruleset, F_DUPFD_CLOEXEC, 3);
     ::close(ruleset);
-    if (high < 0) return fail(ErrorCode::Sandbox, "cannot move the Landlock ruleset fd: " + errno_text(errno));
+    if (high < 0)
+      return fail(ErrorCode::Sandbox, "cannot move the Landlock ruleset fd: " + errno_text(errno));
     ruleset = high;
   }
 
@@ -50,7 +53,8 @@ Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& gr
     if (path_fd < 0) {
       int err = errno;
       ::close(ruleset);
-      return fail(ErrorCode::Sandbox, "cannot open '" + grant.path.string() + "' for a Landlock rule: " + errno_text(err));
+      return fail(ErrorCode::Sandbox, "cannot open '" + grant.path.string() +
+                                          "' for a Landlock rule: " + errno_text(err));
     }
     struct stat st {};
     std::uint64_t rights = grant.rights & handled_fs;
@@ -67,7 +71,8 @@ Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& gr
     ::close(path_fd);
     if (rc != 0) {
       ::close(ruleset);
-      return fail(ErrorCode::Sandbox, "landlock_add_rule for '" + grant.path.string() + "' failed: " + errno_text(err));
+      return fail(ErrorCode::Sandbox,
+                  "landlock_add_rule for '" + grant.path.string() + "' failed: " + errno_text(err));
     }
   }
 

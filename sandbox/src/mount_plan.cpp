@@ -30,9 +30,11 @@ namespace {
 Result<unsigned long> kept_flags(const fs::path& path) {
   struct statvfs vfs {};
   if (::statvfs(path.c_str(), &vfs) != 0) {
-    return fail(ErrorCode::Sandbox, "cannot inspect the mount of '" + path.string() + "': " + std::strerror(errno));
+    return fail(ErrorCode::Sandbox,
+                "cannot inspect the mount of '" + path.string() + "': " + std::strerror(errno));
   }
-  return vfs.f_flag & (ST_NOSUID | ST_NODEV | ST_NOEXEC | ST_NOATIME | ST_NODIRATIME | ST_RELATIME | ST_RDONLY);
+  return vfs.f_flag &
+         (ST_NOSUID | ST_NODEV | ST_NOEXEC | ST_NOATIME | ST_NODIRATIME | ST_RELATIME | ST_RDONLY);
 }
 
 constexpr unsigned long kRemount = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV;
@@ -48,19 +50,23 @@ void MountPlan::put(const fs::path& path, Strength strength, ProtectedMount moun
 Result<void> MountPlan::writable(const fs::path& path) {
   std::error_code ec;
   const auto type = fs::status(path, ec).type();
-  if (type != fs::file_type::directory && type != fs::file_type::regular) return {};  // a device such as /dev/tty
+  if (type != fs::file_type::directory && type != fs::file_type::regular)
+    return {};  // a device such as /dev/tty
   auto kept = kept_flags(path);
   if (!kept) return std::unexpected(kept.error());
-  put(path, kWritable, {path.string(), MountKind::Bind, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC | *kept});
+  put(path, kWritable,
+      {path.string(), MountKind::Bind, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC | *kept});
   return {};
 }
 
 Result<void> MountPlan::read_only(const fs::path& path, bool exec) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) return {};  // a bind would follow the link out
+  if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode))
+    return {};  // a bind would follow the link out
   auto kept = kept_flags(path);
   if (!kept) return std::unexpected(kept.error());
-  put(path, kReadOnly, {path.string(), MountKind::Bind, kRemount | MS_RDONLY | (exec ? 0 : MS_NOEXEC) | *kept});
+  put(path, kReadOnly,
+      {path.string(), MountKind::Bind, kRemount | MS_RDONLY | (exec ? 0 : MS_NOEXEC) | *kept});
   return {};
 }
 
@@ -81,15 +87,19 @@ Result<void> MountPlan::mask_keeping(const fs::path& dir, const std::vector<fs::
   ProtectedMount mount{dir.string(), MountKind::MaskDir, 0};
   for (const auto& k : keep) {
     if (k == dir || !is_within(k, dir)) {
-      return fail(ErrorCode::Sandbox, "cannot keep '" + k.string() + "' inside the mask of '" + dir.string() + "'");
+      return fail(ErrorCode::Sandbox,
+                  "cannot keep '" + k.string() + "' inside the mask of '" + dir.string() + "'");
     }
-    const bool nested = std::any_of(keep.begin(), keep.end(), [&](const fs::path& o) { return o != k && is_within(k, o); });
-    if (nested || std::find(mount.keep.begin(), mount.keep.end(), k.string()) != mount.keep.end()) continue;
+    const bool nested = std::any_of(keep.begin(), keep.end(),
+                                    [&](const fs::path& o) { return o != k && is_within(k, o); });
+    if (nested || std::find(mount.keep.begin(), mount.keep.end(), k.string()) != mount.keep.end())
+      continue;
     mount.keep.push_back(k.string());
   }
   if (mount.keep.size() > kMaxKeptInMask) {
-    return fail(ErrorCode::Sandbox, "more than " + std::to_string(kMaxKeptInMask) + " grants inside '" +
-                                        dir.string() + "', which is masked around them");
+    return fail(ErrorCode::Sandbox, "more than " + std::to_string(kMaxKeptInMask) +
+                                        " grants inside '" + dir.string() +
+                                        "', which is masked around them");
   }
   put(dir, kMask, std::move(mount));
   return {};
@@ -129,9 +139,11 @@ std::vector<fs::path> MountPlan::kept_paths() const {
 std::vector<ProtectedMount> MountPlan::finish() const {
   std::vector<std::pair<std::size_t, ProtectedMount>> ordered;
   for (const auto& [path, entry] : mounts_) {
-    ordered.emplace_back(static_cast<std::size_t>(std::distance(path.begin(), path.end())), entry.second);
+    ordered.emplace_back(static_cast<std::size_t>(std::distance(path.begin(), path.end())),
+                         entry.second);
   }
-  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<ProtectedMount> out;
   for (auto& [depth, mount] : ordered) out.push_back(std::move(mount));
   return out;
@@ -145,8 +157,8 @@ GitEntries find_git_entries(const fs::path& root) {
     auto [dir, depth] = queue.front();
     queue.pop_front();
     std::error_code ec;
-    for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
-         it.increment(ec)) {
+    for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end; it.increment(ec)) {
       if (++seen > kGitScanEntries) {
         out.truncated = true;
         return out;
@@ -156,14 +168,19 @@ GitEntries find_git_entries(const fs::path& root) {
       const auto st = it->symlink_status(sec);
       if (sec) continue;
       if (p.filename() == ".git") {
-        if (fs::is_symlink(st)) out.links.push_back(p);
-        else if (fs::is_directory(st)) out.dirs.push_back(p);
-        else out.files.push_back(p);
+        if (fs::is_symlink(st))
+          out.links.push_back(p);
+        else if (fs::is_directory(st))
+          out.dirs.push_back(p);
+        else
+          out.files.push_back(p);
         continue;
       }
       if (fs::is_directory(st)) {
-        if (depth + 1 < kGitScanDepth) queue.emplace_back(p, depth + 1);
-        else out.truncated = true;
+        if (depth + 1 < kGitScanDepth)
+          queue.emplace_back(p, depth + 1);
+        else
+          out.truncated = true;
       }
     }
   }
@@ -190,8 +207,12 @@ std::optional<fs::path> read_dir_reference(const fs::path& file, std::string_vie
 
 }  // namespace
 
-std::optional<fs::path> gitfile_target(const fs::path& gitfile) { return read_dir_reference(gitfile, "gitdir:"); }
+std::optional<fs::path> gitfile_target(const fs::path& gitfile) {
+  return read_dir_reference(gitfile, "gitdir:");
+}
 
-std::optional<fs::path> git_commondir(const fs::path& gitdir) { return read_dir_reference(gitdir / "commondir", ""); }
+std::optional<fs::path> git_commondir(const fs::path& gitdir) {
+  return read_dir_reference(gitdir / "commondir", "");
+}
 
 }  // namespace kernex::sandbox

@@ -25,8 +25,10 @@ class MountPlan {
   // Neither readable nor writable: an empty tmpfs over a directory, /dev/null (nodev) over a file.
   Result<void> mask(const std::filesystem::path& path);
   // A directory masked like mask(), but for the directories `keep` below it, which stay as they are
-  // (their own mounts, deeper, still apply). Nested entries of `keep` are kept through the outermost.
-  Result<void> mask_keeping(const std::filesystem::path& dir, const std::vector<std::filesystem::path>& keep);
+  // (their own mounts, deeper, still apply). Nested entries of `keep` are kept through the
+  // outermost.
+  Result<void> mask_keeping(const std::filesystem::path& dir,
+                            const std::vector<std::filesystem::path>& keep);
   // Made a mount point so it can't be renamed or removed.
   void pin(const std::filesystem::path& path);
   // Every directory strictly between `root` and `path`.

@@ -27,7 +27,8 @@ std::optional<unsigned long long> start_time(pid_t pid) {
     if (!(fields >> field)) return std::nullopt;
   }
   unsigned long long ticks = 0;
-  if (std::from_chars(field.data(), field.data() + field.size(), ticks).ec != std::errc{}) return std::nullopt;
+  if (std::from_chars(field.data(), field.data() + field.size(), ticks).ec != std::errc{})
+    return std::nullopt;
   return ticks;
 }
 
@@ -35,7 +36,8 @@ template <typename T>
 std::optional<T> number(std::string_view& text) {
   T value{};
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end == text.data() || end == text.data() + text.size() || *end != '-') return std::nullopt;
+  if (ec != std::errc{} || end == text.data() || end == text.data() + text.size() || *end != '-')
+    return std::nullopt;
   text.remove_prefix(static_cast<std::size_t>(end - text.data()) + 1);
   return value;
 }

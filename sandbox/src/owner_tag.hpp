@@ -1,6 +1,6 @@
-// Names for what a kernel leaves on disk (private TMPDIRs, pids cgroups) that say which process made
-// them: "<pid>-<start time>", so a later kernel can tell an owner that died (even by SIGKILL, which
-// runs no cleanup) from a live one or from an unrelated process that got the same pid since.
+// Names for what a kernel leaves on disk (private TMPDIRs, pids cgroups) that say which process
+// made them: "<pid>-<start time>", so a later kernel can tell an owner that died (even by SIGKILL,
+// which runs no cleanup) from a live one or from an unrelated process that got the same pid since.
 #pragma once
 
 #include <filesystem>

@@ -97,7 +97,8 @@ std::optional<fs::path> find_pids_cgroup_base() {
     if (auto m = find_mount("cgroup2", "")) {
       if (auto base = under_mount(*m, *v2_path)) {
         std::ifstream control(*base / "cgroup.subtree_control");
-        std::string enabled((std::istreambuf_iterator<char>(control)), std::istreambuf_iterator<char>());
+        std::string enabled((std::istreambuf_iterator<char>(control)),
+                            std::istreambuf_iterator<char>());
         if (has_word(enabled, "pids")) return base;
       }
     }
@@ -176,16 +177,20 @@ Result<SpawnCgroup::Slot*> make_slot(const fs::path& base, std::uint64_t max) {
   static std::atomic<unsigned long> sequence{0};
   auto slot = std::make_unique<SpawnCgroup::Slot>();
   slot->base = base;
-  slot->dir = base / (std::string(kPrefix) + detail::owner_tag() + "-" + std::to_string(++sequence));
+  slot->dir =
+      base / (std::string(kPrefix) + detail::owner_tag() + "-" + std::to_string(++sequence));
   if (::mkdir(slot->dir.c_str(), 0700) != 0) {
-    return fail(ErrorCode::Sandbox, "cannot create the pids cgroup '" + slot->dir.string() + "': " + std::strerror(errno));
+    return fail(ErrorCode::Sandbox, "cannot create the pids cgroup '" + slot->dir.string() +
+                                        "': " + std::strerror(errno));
   }
   slot->procs_fd = above_stdio(::open((slot->dir / "cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
-  slot->current_fd = above_stdio(::open((slot->dir / "pids.current").c_str(), O_RDONLY | O_CLOEXEC));
+  slot->current_fd =
+      above_stdio(::open((slot->dir / "pids.current").c_str(), O_RDONLY | O_CLOEXEC));
   if (slot->procs_fd < 0 || slot->current_fd < 0 || !write_max(slot->dir, max)) {
     const int err = errno;
     destroy(slot.release());
-    return fail(ErrorCode::Sandbox, "cannot set up the pids cgroup under '" + base.string() + "': " + std::strerror(err));
+    return fail(ErrorCode::Sandbox, "cannot set up the pids cgroup under '" + base.string() +
+                                        "': " + std::strerror(err));
   }
   slot->max = max;
   return slot.release();

@@ -41,20 +41,46 @@ Policy::State::~State() {
 const SandboxProfile& Policy::profile() const { return state_->profile; }
 const PolicyStatus& Policy::status() const { return state_->status; }
 const fs::path& Policy::private_tmp() const { return state_->private_tmp; }
-const std::vector<fs::path>& Policy::allowed_executables() const { return state_->allowed_executables; }
+const std::vector<fs::path>& Policy::allowed_executables() const {
+  return state_->allowed_executables;
+}
 
-PolicyBuilder& PolicyBuilder::workspace(fs::path dir) { profile_.workspace = std::move(dir); return *this; }
-PolicyBuilder& PolicyBuilder::read_only(fs::path p) { profile_.read_only.push_back(std::move(p)); return *this; }
-PolicyBuilder& PolicyBuilder::read_write(fs::path p) { profile_.read_write.push_back(std::move(p)); return *this; }
-PolicyBuilder& PolicyBuilder::executable(fs::path p) { profile_.executable.push_back(std::move(p)); return *this; }
-PolicyBuilder& PolicyBuilder::protect(fs::path p) { profile_.protected_paths.push_back(std::move(p)); return *this; }
+PolicyBuilder& PolicyBuilder::workspace(fs::path dir) {
+  profile_.workspace = std::move(dir);
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::read_only(fs::path p) {
+  profile_.read_only.push_back(std::move(p));
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::read_write(fs::path p) {
+  profile_.read_write.push_back(std::move(p));
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::executable(fs::path p) {
+  profile_.executable.push_back(std::move(p));
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::protect(fs::path p) {
+  profile_.protected_paths.push_back(std::move(p));
+  return *this;
+}
 PolicyBuilder& PolicyBuilder::allow_tcp_connect(std::uint16_t port) {
   profile_.network.tcp_connect_ports.push_back(port);
   return *this;
 }
-PolicyBuilder& PolicyBuilder::allow_unix_sockets() { profile_.network.unix_sockets = true; return *this; }
-PolicyBuilder& PolicyBuilder::allow_listen() { profile_.network.listen = true; return *this; }
-PolicyBuilder& PolicyBuilder::allow_file_watches() { profile_.watch_files = true; return *this; }
+PolicyBuilder& PolicyBuilder::allow_unix_sockets() {
+  profile_.network.unix_sockets = true;
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::allow_listen() {
+  profile_.network.listen = true;
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::allow_file_watches() {
+  profile_.watch_files = true;
+  return *this;
+}
 PolicyBuilder& PolicyBuilder::passthrough_env(std::string name) {
   profile_.env.passthrough.push_back(std::move(name));
   return *this;
@@ -63,16 +89,31 @@ PolicyBuilder& PolicyBuilder::set_env(std::string name, std::string value) {
   profile_.env.set[std::move(name)] = std::move(value);
   return *this;
 }
-PolicyBuilder& PolicyBuilder::allow_command(std::string c) { profile_.allowed_commands.push_back(std::move(c)); return *this; }
-PolicyBuilder& PolicyBuilder::limits(ResourceLimits l) { profile_.limits = l; return *this; }
-PolicyBuilder& PolicyBuilder::timeout(std::chrono::milliseconds t) { profile_.timeout = t; return *this; }
+PolicyBuilder& PolicyBuilder::allow_command(std::string c) {
+  profile_.allowed_commands.push_back(std::move(c));
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::limits(ResourceLimits l) {
+  profile_.limits = l;
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::timeout(std::chrono::milliseconds t) {
+  profile_.timeout = t;
+  return *this;
+}
 PolicyBuilder& PolicyBuilder::output_caps(std::size_t out, std::size_t err) {
   profile_.stdout_cap = out;
   profile_.stderr_cap = err;
   return *this;
 }
-PolicyBuilder& PolicyBuilder::working_dir(fs::path dir) { profile_.working_dir = std::move(dir); return *this; }
-PolicyBuilder& PolicyBuilder::enforce(bool on) { profile_.enforce = on; return *this; }
+PolicyBuilder& PolicyBuilder::working_dir(fs::path dir) {
+  profile_.working_dir = std::move(dir);
+  return *this;
+}
+PolicyBuilder& PolicyBuilder::enforce(bool on) {
+  profile_.enforce = on;
+  return *this;
+}
 
 namespace {
 
@@ -82,8 +123,8 @@ std::vector<fs::path> home_dirs() {
   passwd pw{};
   passwd* found = nullptr;
   std::vector<char> buf(16384);
-  if (getpwuid_r(getuid(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr && pw.pw_dir != nullptr &&
-      pw.pw_dir[0] == '/') {
+  if (getpwuid_r(getuid(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr &&
+      pw.pw_dir != nullptr && pw.pw_dir[0] == '/') {
     homes.emplace_back(pw.pw_dir);
   }
   return homes;
@@ -109,14 +150,15 @@ std::vector<fs::path> protected_forms(const SandboxProfile& p) {
 }
 
 bool valid_env_name(std::string_view name) {
-  return !name.empty() && name.find('=') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+  return !name.empty() && name.find('=') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
 }
 
 constexpr std::string_view kPrivateTmpPrefix = "kernex-sandbox-";
 
 // Once per base directory and process: the private TMPDIRs that kernels which died without cleaning
-// up left there. Only directories (never a symlink of that name, which is not followed) owned by this
-// euid; remove_all doesn't follow symlinks inside either.
+// up left there. Only directories (never a symlink of that name, which is not followed) owned by
+// this euid; remove_all doesn't follow symlinks inside either.
 void reclaim_dead_private_tmps(const fs::path& base) {
   static std::mutex mutex;
   static std::vector<fs::path> swept;
@@ -128,7 +170,8 @@ void reclaim_dead_private_tmps(const fs::path& base) {
     if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) return;
     std::error_code ec;
     fs::remove_all(dir, ec);
-    kernex::log(LogLevel::Debug, "sandbox: removed the private TMPDIR of a dead kernel: " + dir.string());
+    kernex::log(LogLevel::Debug,
+                "sandbox: removed the private TMPDIR of a dead kernel: " + dir.string());
   });
 }
 
@@ -154,8 +197,9 @@ std::vector<ResolvedKernelFile> resolve_kernel_files() {
   return out;
 }
 
-// Tool areas (kernex/kernel_files.hpp) resolved through whatever exists of them: a grant is compared
-// with where an area really is, so an area named through a symlink exempts only what it reaches.
+// Tool areas (kernex/kernel_files.hpp) resolved through whatever exists of them: a grant is
+// compared with where an area really is, so an area named through a symlink exempts only what it
+// reaches.
 std::vector<ToolArea> resolve_tool_areas() {
   std::vector<ToolArea> out;
   for (auto& a : tool_areas()) {
@@ -169,14 +213,19 @@ std::vector<ToolArea> resolve_tool_areas() {
 
 class Builder {
  public:
-  explicit Builder(SandboxProfile p) : state_(std::make_shared<Policy::State>()) { state_->profile = std::move(p); }
+  explicit Builder(SandboxProfile p) : state_(std::make_shared<Policy::State>()) {
+    state_->profile = std::move(p);
+  }
 
   Result<Policy> build() {
     SandboxProfile& p = state_->profile;
     if (p.timeout.count() <= 0) return fail(ErrorCode::Config, "sandbox.timeout: must be positive");
-    if (p.stdout_cap == 0 || p.stderr_cap == 0) return fail(ErrorCode::Config, "sandbox output caps must be positive");
+    if (p.stdout_cap == 0 || p.stderr_cap == 0)
+      return fail(ErrorCode::Config, "sandbox output caps must be positive");
     for (const auto& dir : p.search_path) {
-      if (!dir.is_absolute()) return fail(ErrorCode::Config, "sandbox.search_path: '" + dir.string() + "' is not absolute");
+      if (!dir.is_absolute())
+        return fail(ErrorCode::Config,
+                    "sandbox.search_path: '" + dir.string() + "' is not absolute");
     }
     protected_ = protected_forms(p);
     kernel_files_ = resolve_kernel_files();
@@ -205,7 +254,8 @@ class Builder {
 
   // A grant inside (or equal to) a kernel file would reach it whole: no mount inside the grant can
   // take it back. Refused when the kernel file is hidden, or read-only and the grant writes.
-  // A grant inside a tool area that lies below the kernel file is the exception (see tool_area_for).
+  // A grant inside a tool area that lies below the kernel file is the exception (see
+  // tool_area_for).
   Result<void> check_kernel_files(const fs::path& grant, std::uint64_t rights, const char* field) {
     const bool writes = (rights & LANDLOCK_ACCESS_FS_MAKE_REG) != 0;
     for (const auto& k : kernel_files_) {
@@ -218,29 +268,32 @@ class Builder {
           area_grants_.push_back({grant, k.resolved, (*area)->why});
           break;
         }
-        return fail(ErrorCode::Sandbox, std::string("refusing the ") + field + " grant '" + grant.string() + "': it " +
-                                            (grant == *form ? "is" : "lies inside") + " the kernel's " + k.why +
-                                            " '" + form->string() + "', which sandboxed processes must not " +
-                                            (k.access == KernelFileAccess::Hidden ? "see" : "write"));
+        return fail(ErrorCode::Sandbox,
+                    std::string("refusing the ") + field + " grant '" + grant.string() + "': it " +
+                        (grant == *form ? "is" : "lies inside") + " the kernel's " + k.why + " '" +
+                        form->string() + "', which sandboxed processes must not " +
+                        (k.access == KernelFileAccess::Hidden ? "see" : "write"));
       }
     }
     return {};
   }
 
-  // The registered tool area, lying strictly below the kernel file `kernel` (one of its forms), that
-  // holds the canonical `grant`; nullptr when none does. A grant that contains a kernel file is refused
-  // even there: nothing inside it is masked (Landlock and the mask around it keep the rest of `kernel`
-  // away, see mask_around_tool_area_grants).
-  Result<const ToolArea*> tool_area_for(const fs::path& grant, const fs::path& kernel, const char* field) const {
+  // The registered tool area, lying strictly below the kernel file `kernel` (one of its forms),
+  // that holds the canonical `grant`; nullptr when none does. A grant that contains a kernel file
+  // is refused even there: nothing inside it is masked (Landlock and the mask around it keep the
+  // rest of `kernel` away, see mask_around_tool_area_grants).
+  Result<const ToolArea*> tool_area_for(const fs::path& grant, const fs::path& kernel,
+                                        const char* field) const {
     for (const auto& a : tool_areas_) {
       if (a.path == kernel || !is_within(a.path, kernel) || !is_within(grant, a.path)) continue;
       for (const auto& inner : kernel_files_) {
         for (const fs::path* form : {&inner.path, &inner.resolved}) {
           if (!is_within(*form, grant)) continue;
-          return fail(ErrorCode::Sandbox, std::string("refusing the ") + field + " grant '" + grant.string() +
-                                              "' in the " + a.why + " '" + a.path.string() + "': it " +
-                                              (grant == *form ? "is" : "contains") + " the kernel's " + inner.why +
-                                              " '" + form->string() + "'");
+          return fail(ErrorCode::Sandbox,
+                      std::string("refusing the ") + field + " grant '" + grant.string() +
+                          "' in the " + a.why + " '" + a.path.string() + "': it " +
+                          (grant == *form ? "is" : "contains") + " the kernel's " + inner.why +
+                          " '" + form->string() + "'");
         }
       }
       return &a;
@@ -251,13 +304,15 @@ class Builder {
   // `required` paths come from the user and must exist; system defaults are skipped when absent.
   Result<void> grant(const fs::path& path, std::uint64_t rights, bool required, const char* field) {
     if (!path.is_absolute()) {
-      return fail(ErrorCode::Config, std::string("sandbox.") + field + ": '" + path.string() + "' is not absolute");
+      return fail(ErrorCode::Config,
+                  std::string("sandbox.") + field + ": '" + path.string() + "' is not absolute");
     }
     std::error_code ec;
     fs::path canonical = fs::canonical(path, ec);
     if (ec) {
       if (!required) return {};
-      return fail(ErrorCode::Config, std::string("sandbox.") + field + ": '" + path.string() + "': " + ec.message());
+      return fail(ErrorCode::Config,
+                  std::string("sandbox.") + field + ": '" + path.string() + "': " + ec.message());
     }
     if (auto r = check_protected(path.lexically_normal()); !r) return r;
     if (auto r = check_protected(canonical); !r) return r;
@@ -271,7 +326,10 @@ class Builder {
     const bool restricted_exec = !p.allowed_commands.empty();
     if (p.system_defaults) {
       for (const auto& dir : system_exec_paths()) {
-        if (auto r = grant(dir, restricted_exec ? landlock::kRead : landlock::kExec, false, "system"); !r) return r;
+        if (auto r =
+                grant(dir, restricted_exec ? landlock::kRead : landlock::kExec, false, "system");
+            !r)
+          return r;
       }
       for (const auto& file : system_read_only_paths()) {
         if (auto r = grant(file, landlock::kRead, false, "system"); !r) return r;
@@ -300,21 +358,25 @@ class Builder {
       const char* env_base = std::getenv("TMPDIR");
       const fs::path base = env_base != nullptr && env_base[0] == '/' ? env_base : "/tmp";
       reclaim_dead_private_tmps(base);
-      // The owner's tag lets a later kernel tell a TMPDIR whose kernel died (even by SIGKILL) from a live one.
-      std::string tmpl = (base / (std::string(kPrivateTmpPrefix) + detail::owner_tag() + "-XXXXXX")).string();
+      // The owner's tag lets a later kernel tell a TMPDIR whose kernel died (even by SIGKILL) from
+      // a live one.
+      std::string tmpl =
+          (base / (std::string(kPrivateTmpPrefix) + detail::owner_tag() + "-XXXXXX")).string();
       if (::mkdtemp(tmpl.data()) == nullptr) {
-        return fail(ErrorCode::Io, "cannot create the private TMPDIR '" + tmpl + "': " + std::strerror(errno));
+        return fail(ErrorCode::Io,
+                    "cannot create the private TMPDIR '" + tmpl + "': " + std::strerror(errno));
       }
       state_->private_tmp = fs::canonical(tmpl);
-      if (auto r = grant(state_->private_tmp, landlock::kReadWrite, true, "private_tmp"); !r) return r;
+      if (auto r = grant(state_->private_tmp, landlock::kReadWrite, true, "private_tmp"); !r)
+        return r;
     }
     return {};
   }
 
   // Each entry names one program (check_executable: an ELF file, or a `#!` script run by a system
-  // interpreter, nowhere a sandbox can write); the grant is EXECUTE on that file, its interpreter and
-  // the loader, never on a directory. A missing program is a warning (it can't run); any other entry
-  // is an error naming it.
+  // interpreter, nowhere a sandbox can write); the grant is EXECUTE on that file, its interpreter
+  // and the loader, never on a directory. A missing program is a warning (it can't run); any other
+  // entry is an error naming it.
   Result<void> resolve_allow_list() {
     SandboxProfile& p = state_->profile;
     if (p.allowed_commands.empty()) return {};
@@ -327,7 +389,8 @@ class Builder {
       std::optional<fs::path> found;
       if (entry.find('/') != std::string::npos) {
         if (entry.front() != '/') {
-          return fail(ErrorCode::Config, "sandbox.allowed_commands: '" + entry + "' must be a bare name or an absolute path");
+          return fail(ErrorCode::Config, "sandbox.allowed_commands: '" + entry +
+                                             "' must be a bare name or an absolute path");
         }
         found = fs::path(entry).lexically_normal();
       } else {
@@ -336,28 +399,36 @@ class Builder {
       Result<ExecutableFile> program = fail(ErrorCode::Io, "not found");
       if (found) program = check_executable(*found, writable);
       if (!program && program.error().code == ErrorCode::Io) {
-        state_->status.warnings.push_back("allowed command '" + entry + "' was not found; it can't run");
+        state_->status.warnings.push_back("allowed command '" + entry +
+                                          "' was not found; it can't run");
         continue;
       }
-      if (!program) return fail(ErrorCode::Sandbox, "sandbox.allowed_commands: '" + entry + "'", program.error());
+      if (!program)
+        return fail(ErrorCode::Sandbox, "sandbox.allowed_commands: '" + entry + "'",
+                    program.error());
       state_->allowed_executables.push_back(program->path);
       exec_files.push_back(program->path);
       if (program->interpreter) exec_files.push_back(*program->interpreter);
     }
     // Dynamically linked programs need their loader opened for execution as well.
-    for (const char* loader : {"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib/ld-linux.so.2"}) {
+    for (const char* loader :
+         {"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib/ld-linux.so.2"}) {
       exec_files.emplace_back(loader);
     }
     for (const auto& file : exec_files) {
-      if (auto r = grant(file, LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE, false, "allowed_commands"); !r) return r;
+      if (auto r = grant(file, LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE, false,
+                         "allowed_commands");
+          !r)
+        return r;
     }
     return {};
   }
 
   // Inside the policy's private mount namespace (mount_namespace.cpp): writable grants are noexec;
   // kernel files, `.git` and files that run code later outside the sandbox (shell and direnv rc
-  // files) are kept read-only or masked inside them. Landlock can't carve these out (its rules are a
-  // union), so a mount does; what no mount can keep is refused here with an error naming both paths.
+  // files) are kept read-only or masked inside them. Landlock can't carve these out (its rules are
+  // a union), so a mount does; what no mount can keep is refused here with an error naming both
+  // paths.
   Result<void> protect_inside_writable() {
     for (const auto& g : grants_) {
       if (g.rights == landlock::kReadWrite) writable_.push_back(g.path);
@@ -370,18 +441,21 @@ class Builder {
     for (const auto& w : writable_) {
       if (w == state_->private_tmp) continue;
       if (auto r = protect_git(plan, w); !r) return r;
-      for (const char* rc : {".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
-                             ".zshenv", ".zprofile", ".zlogin", ".envrc", ".gitconfig", ".gitmodules"}) {
+      for (const char* rc :
+           {".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
+            ".zshenv", ".zprofile", ".zlogin", ".envrc", ".gitconfig", ".gitmodules"}) {
         if (auto r = plan.read_only(w / rc, false); !r) return r;
       }
     }
     for (const auto& path : state_->profile.keep_read_only) {
       if (!path.is_absolute()) {
-        return fail(ErrorCode::Config, "sandbox.keep_read_only: '" + path.string() + "' is not absolute");
+        return fail(ErrorCode::Config,
+                    "sandbox.keep_read_only: '" + path.string() + "' is not absolute");
       }
       std::error_code ec;
       const fs::path canonical = fs::canonical(path, ec);
-      if (ec || !writable_containing(canonical)) continue;  // nothing there, or nothing can write it
+      if (ec || !writable_containing(canonical))
+        continue;  // nothing there, or nothing can write it
       if (auto r = plan.read_only(canonical, executable_overlaps(canonical)); !r) return r;
     }
     if (auto r = check_write_xor_execute(plan); !r) return r;
@@ -399,20 +473,21 @@ class Builder {
 
   bool executable_overlaps(const fs::path& path) const {
     return std::any_of(grants_.begin(), grants_.end(), [&](const LandlockGrant& g) {
-      return (g.rights & LANDLOCK_ACCESS_FS_EXECUTE) != 0 && (is_within(g.path, path) || is_within(path, g.path));
+      return (g.rights & LANDLOCK_ACCESS_FS_EXECUTE) != 0 &&
+             (is_within(g.path, path) || is_within(path, g.path));
     });
   }
 
   // Kernel files (kernex/kernel_files.hpp) inside a writable grant: read-only or masked, and every
-  // directory between the grant and the file pinned, so neither the file nor a parent can be renamed
-  // away and replaced. Hidden ones are masked inside any grant.
+  // directory between the grant and the file pinned, so neither the file nor a parent can be
+  // renamed away and replaced. Hidden ones are masked inside any grant.
   Result<void> protect_kernel_files(MountPlan& plan) {
     for (const auto& k : kernel_files_) {
       if (auto r = refuse_swappable_symlinks(k); !r) return r;
       const auto w = writable_containing(k.resolved);
-      const auto covering = std::find_if(grants_.begin(), grants_.end(), [&](const LandlockGrant& g) {
-        return is_within(k.resolved, g.path);
-      });
+      const auto covering =
+          std::find_if(grants_.begin(), grants_.end(),
+                       [&](const LandlockGrant& g) { return is_within(k.resolved, g.path); });
       if (covering == grants_.end()) {
         if (auto r = mask_around_tool_area_grants(plan, k); !r) return r;
         continue;
@@ -428,17 +503,18 @@ class Builder {
         continue;
       }
       plan.pin_between(*w, k.resolved);
-      auto r = k.access == KernelFileAccess::Hidden ? plan.mask(k.resolved)
-                                                    : plan.read_only(k.resolved, executable_overlaps(k.resolved));
+      auto r = k.access == KernelFileAccess::Hidden
+                   ? plan.mask(k.resolved)
+                   : plan.read_only(k.resolved, executable_overlaps(k.resolved));
       if (!r) return r;
     }
     return {};
   }
 
-  // Landlock keeps the rest of a hidden kernel dir unreadable around the tool-area grants inside it,
-  // but not unnamed: lstat, readlink, inotify and connect() to a socket file pass it. So the dir is
-  // masked and only those grants are moved back over the mask: another session's workspace, the keys
-  // file or the memory db are not there at all.
+  // Landlock keeps the rest of a hidden kernel dir unreadable around the tool-area grants inside
+  // it, but not unnamed: lstat, readlink, inotify and connect() to a socket file pass it. So the
+  // dir is masked and only those grants are moved back over the mask: another session's workspace,
+  // the keys file or the memory db are not there at all.
   Result<void> mask_around_tool_area_grants(MountPlan& plan, const ResolvedKernelFile& k) {
     if (k.access != KernelFileAccess::Hidden) return {};
     std::vector<fs::path> keep;
@@ -452,35 +528,41 @@ class Builder {
   }
 
   // A kernel file that a grant covers gets a mask or a read-only bind in the mount namespace, which
-  // would cover a tool-area grant inside it too (hidden, or read-only): refused rather than run a tool
-  // whose workspace is not what it was granted.
-  Result<void> refuse_grant_under_mount(const ResolvedKernelFile& k, const fs::path& covering) const {
+  // would cover a tool-area grant inside it too (hidden, or read-only): refused rather than run a
+  // tool whose workspace is not what it was granted.
+  Result<void> refuse_grant_under_mount(const ResolvedKernelFile& k,
+                                        const fs::path& covering) const {
     for (const auto& a : area_grants_) {
       if (a.kernel_file != k.resolved) continue;
-      return fail(ErrorCode::Sandbox, "refusing the grant '" + a.grant.string() + "' in the " + a.why +
-                                          ": the grant '" + covering.string() + "' also covers the kernel's " +
-                                          k.why + " '" + k.resolved.string() + "', which would then be " +
-                                          (k.access == KernelFileAccess::Hidden ? "masked" : "kept read-only") +
-                                          " with the tool area inside it; grant the tool area without a path "
-                                          "that contains the " + k.why);
+      return fail(ErrorCode::Sandbox,
+                  "refusing the grant '" + a.grant.string() + "' in the " + a.why +
+                      ": the grant '" + covering.string() + "' also covers the kernel's " + k.why +
+                      " '" + k.resolved.string() + "', which would then be " +
+                      (k.access == KernelFileAccess::Hidden ? "masked" : "kept read-only") +
+                      " with the tool area inside it; grant the tool area without a path "
+                      "that contains the " +
+                      k.why);
     }
     return {};
   }
 
   // A kernel file created later inside a writable grant could be planted by a tool first, and one
   // created later inside any grant would be visible to a policy built now. Directories the kernel
-  // keeps (the data dir, hidden) are made now so they can be masked; a named read-only file must exist
-  // unless nothing can write where it will be.
-  Result<void> make_missing_kernel_dir(const ResolvedKernelFile& k, const std::optional<fs::path>& writable) {
+  // keeps (the data dir, hidden) are made now so they can be masked; a named read-only file must
+  // exist unless nothing can write where it will be.
+  Result<void> make_missing_kernel_dir(const ResolvedKernelFile& k,
+                                       const std::optional<fs::path>& writable) {
     if (k.access == KernelFileAccess::ReadOnly && !writable) return {};
     std::error_code ec;
     if (k.access == KernelFileAccess::ReadOnly || !fs::create_directories(k.resolved, ec) || ec) {
-      return fail(ErrorCode::Sandbox, "the kernel's " + k.why + " '" + k.path.string() +
-                                          "' does not exist yet and lies inside the " +
-                                          (writable ? "writable grant '" + writable->string() + "', where a sandboxed "
-                                                      "process could plant it"
-                                                    : std::string("granted tree, where it could not be hidden")) +
-                                          "; create it first or move it out of the grant");
+      return fail(ErrorCode::Sandbox,
+                  "the kernel's " + k.why + " '" + k.path.string() +
+                      "' does not exist yet and lies inside the " +
+                      (writable ? "writable grant '" + writable->string() +
+                                      "', where a sandboxed "
+                                      "process could plant it"
+                                : std::string("granted tree, where it could not be hidden")) +
+                      "; create it first or move it out of the grant");
     }
     fs::permissions(k.resolved, fs::perms::owner_all, ec);
     return {};
@@ -499,10 +581,14 @@ class Builder {
       const fs::path parent = fs::weakly_canonical(prefix.parent_path(), ec);
       if (ec) continue;
       if (const auto w = writable_containing(parent)) {
-        return fail(ErrorCode::Sandbox, "the kernel's " + k.why + " '" + k.path.string() + "' is named through the "
-                                            "symlink '" + prefix.string() + "' inside the writable grant '" +
-                                            w->string() + "', which a sandboxed process could point elsewhere; "
-                                            "name it by its real path '" + k.resolved.string() + "'");
+        return fail(ErrorCode::Sandbox, "the kernel's " + k.why + " '" + k.path.string() +
+                                            "' is named through the "
+                                            "symlink '" +
+                                            prefix.string() + "' inside the writable grant '" +
+                                            w->string() +
+                                            "', which a sandboxed process could point elsewhere; "
+                                            "name it by its real path '" +
+                                            k.resolved.string() + "'");
       }
     }
     return {};
@@ -513,9 +599,10 @@ class Builder {
   Result<void> protect_git(MountPlan& plan, const fs::path& root) {
     const GitEntries found = find_git_entries(root);
     if (found.truncated) {
-      state_->status.warnings.push_back("'" + root.string() + "' is too deep or too large to scan for every .git (" +
-                                        std::to_string(kGitScanDepth) + " levels, " +
-                                        std::to_string(kGitScanEntries) + " entries); .git below that stays writable");
+      state_->status.warnings.push_back(
+          "'" + root.string() + "' is too deep or too large to scan for every .git (" +
+          std::to_string(kGitScanDepth) + " levels, " + std::to_string(kGitScanEntries) +
+          " entries); .git below that stays writable");
     }
     for (const auto& dir : found.dirs) {
       if (auto r = protect_gitdir(plan, root, dir, 0); !r) return r;
@@ -543,7 +630,8 @@ class Builder {
   }
 
   // Read-only as a whole, or with git_writes everything that can name a program or a directory.
-  Result<void> protect_gitdir(MountPlan& plan, const fs::path& root, const fs::path& gitdir, int depth) {
+  Result<void> protect_gitdir(MountPlan& plan, const fs::path& root, const fs::path& gitdir,
+                              int depth) {
     if (depth > 4 || !visited_gitdirs_.insert(gitdir).second) return {};
     plan.pin_between(root, gitdir);
     if (auto common = git_commondir(gitdir)) {
@@ -556,22 +644,25 @@ class Builder {
     }
     for (const char* name : {"hooks", "info", "objects/info"}) {
       std::error_code ec;
-      fs::create_directories(gitdir / name, ec);  // what `git init` makes; protected before a tool can plant it
+      fs::create_directories(gitdir / name,
+                             ec);  // what `git init` makes; protected before a tool can plant it
       if (auto r = plan.read_only(gitdir / name, false); !r) return r;
     }
     return protect_modules(plan, root, gitdir / "modules", depth);
   }
 
   // modules/<name>/ holds a submodule's gitdir (a name may have slashes: modules/a/b/).
-  Result<void> protect_modules(MountPlan& plan, const fs::path& root, const fs::path& dir, int depth) {
+  Result<void> protect_modules(MountPlan& plan, const fs::path& root, const fs::path& dir,
+                               int depth) {
     std::error_code ec;
     if (depth > 4 || !fs::is_directory(fs::symlink_status(dir, ec))) return {};
     plan.pin(dir);
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       std::error_code sec;
       if (!fs::is_directory(it->symlink_status(sec))) continue;
-      auto r = fs::exists(it->path() / "HEAD", sec) ? protect_gitdir(plan, root, it->path(), depth + 1)
-                                                    : protect_modules(plan, root, it->path(), depth + 1);
+      auto r = fs::exists(it->path() / "HEAD", sec)
+                   ? protect_gitdir(plan, root, it->path(), depth + 1)
+                   : protect_modules(plan, root, it->path(), depth + 1);
       if (!r) return r;
     }
     return {};
@@ -585,11 +676,14 @@ class Builder {
         const bool inside = is_within(e.path, w);
         if (inside && plan.kept_read_only(e.path)) continue;
         if (!inside && !is_within(w, e.path)) continue;
-        return fail(ErrorCode::Sandbox, "refusing the executable grant '" + e.path.string() + "': it " +
-                                            (e.path == w ? "is" : inside ? "lies inside" : "contains") +
-                                            " the writable grant '" + w.string() +
-                                            "', so a sandboxed process could write what it then runs; keep it "
-                                            "read-only (keep_read_only) or grant it apart from writable paths");
+        return fail(ErrorCode::Sandbox,
+                    "refusing the executable grant '" + e.path.string() + "': it " +
+                        (e.path == w ? "is"
+                         : inside    ? "lies inside"
+                                     : "contains") +
+                        " the writable grant '" + w.string() +
+                        "', so a sandboxed process could write what it then runs; keep it "
+                        "read-only (keep_read_only) or grant it apart from writable paths");
       }
     }
     return {};
@@ -606,13 +700,20 @@ class Builder {
     env.emplace_back("PATH", path);
     if (!state_->private_tmp.empty()) env.emplace_back("TMPDIR", state_->private_tmp.string());
     auto put = [&](const std::string& name, const std::string& value) {
-      auto it = std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
-      if (it != env.end()) it->second = value; else env.emplace_back(name, value);
+      auto it =
+          std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
+      if (it != env.end())
+        it->second = value;
+      else
+        env.emplace_back(name, value);
     };
     auto copy = [&](const std::string& name, const char* field) -> Result<void> {
-      if (!valid_env_name(name)) return fail(ErrorCode::Config, std::string("sandbox.env.") + field + ": invalid name '" + name + "'");
+      if (!valid_env_name(name))
+        return fail(ErrorCode::Config,
+                    std::string("sandbox.env.") + field + ": invalid name '" + name + "'");
       if (is_hijacking_env_name(name)) {
-        return fail(ErrorCode::Sandbox, std::string("sandbox.env.") + field + ": refusing to pass '" + name +
+        return fail(ErrorCode::Sandbox, std::string("sandbox.env.") + field +
+                                            ": refusing to pass '" + name +
                                             "': it can change what the sandboxed command executes");
       }
       if (const char* v = std::getenv(name.c_str())) put(name, v);
@@ -625,19 +726,22 @@ class Builder {
       for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
         std::string_view kv(*e);
         auto eq = kv.find('=');
-        if (kv.starts_with("LC_") && eq != std::string_view::npos) put(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+        if (kv.starts_with("LC_") && eq != std::string_view::npos)
+          put(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
       }
     }
     for (const auto& name : p.env.passthrough) {
       if (auto r = copy(name, "passthrough"); !r) return r;
     }
     for (const auto& [name, value] : p.env.set) {
-      if (!valid_env_name(name)) return fail(ErrorCode::Config, "sandbox.env.set: invalid name '" + name + "'");
+      if (!valid_env_name(name))
+        return fail(ErrorCode::Config, "sandbox.env.set: invalid name '" + name + "'");
       if (is_hijacking_env_name(name)) {
         return fail(ErrorCode::Sandbox, "sandbox.env.set: refusing to set '" + name +
                                             "': it can change what the sandboxed command executes");
       }
-      if (value.find('\0') != std::string::npos) return fail(ErrorCode::Config, "sandbox.env.set." + name + ": contains NUL");
+      if (value.find('\0') != std::string::npos)
+        return fail(ErrorCode::Config, "sandbox.env.set." + name + ": contains NUL");
       put(name, value);
     }
     if (p.env.malloc_huge_pages) put("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1");
@@ -646,25 +750,30 @@ class Builder {
 
   Result<void> choose_working_dir() {
     const SandboxProfile& p = state_->profile;
-    fs::path dir = p.working_dir ? *p.working_dir : p.workspace ? *p.workspace : state_->private_tmp;
+    fs::path dir = p.working_dir ? *p.working_dir
+                   : p.workspace ? *p.workspace
+                                 : state_->private_tmp;
     if (dir.empty()) dir = "/";
     std::error_code ec;
     state_->working_dir = fs::canonical(dir, ec);
     if (ec || !fs::is_directory(state_->working_dir)) {
-      return fail(ErrorCode::Config, "sandbox.working_dir: '" + dir.string() + "' is not a directory");
+      return fail(ErrorCode::Config,
+                  "sandbox.working_dir: '" + dir.string() + "' is not a directory");
     }
     return {};
   }
 
   // A PID namespace per spawn where the kernel may make one; limits.processes (256 by default) as a
-  // pids cgroup, else RLIMIT_NPROC, which Linux doesn't apply to uid 0: refused there, naming what's missing.
+  // pids cgroup, else RLIMIT_NPROC, which Linux doesn't apply to uid 0: refused there, naming
+  // what's missing.
   Result<void> prepare_process_limits() {
     const SandboxProfile& p = state_->profile;
     PolicyStatus& st = state_->status;
     st.pid_namespace = detail::pid_namespaces_available();
     if (!st.pid_namespace) {
-      st.warnings.push_back("no PID namespace per spawn (it needs CAP_SYS_ADMIN; run the kernel as root): a process "
-                            "a command starts in the background can outlive a kernel that is killed");
+      st.warnings.push_back(
+          "no PID namespace per spawn (it needs CAP_SYS_ADMIN; run the kernel as root): a process "
+          "a command starts in the background can outlive a kernel that is killed");
     }
     if (!p.limits.processes) return {};
     state_->pids_cgroup = find_pids_cgroup_base();
@@ -674,15 +783,18 @@ class Builder {
     }
     const bool root = ::getuid() == 0 || ::geteuid() == 0;
     if (root && p.enforce) {
-      return fail(ErrorCode::Sandbox,
-                  "limits.processes (" + std::to_string(*p.limits.processes) +
-                      ") can't be enforced: Linux exempts uid 0 from RLIMIT_NPROC and no writable pids cgroup was "
-                      "found (mount the cgroup v1 pids controller, or enable pids in the cgroup.subtree_control of "
-                      "this process's cgroup v2 parent)");
+      return fail(ErrorCode::Sandbox, "limits.processes (" + std::to_string(*p.limits.processes) +
+                                          ") can't be enforced: Linux exempts uid 0 from "
+                                          "RLIMIT_NPROC and no writable pids cgroup was "
+                                          "found (mount the cgroup v1 pids controller, or enable "
+                                          "pids in the cgroup.subtree_control of "
+                                          "this process's cgroup v2 parent)");
     }
     st.process_limit = "RLIMIT_NPROC";
-    st.warnings.push_back("limits.processes is RLIMIT_NPROC: no writable pids cgroup was found, so it counts every "
-                          "process of uid " + std::to_string(::getuid()) + ", not only the sandbox's");
+    st.warnings.push_back(
+        "limits.processes is RLIMIT_NPROC: no writable pids cgroup was found, so it counts every "
+        "process of uid " +
+        std::to_string(::getuid()) + ", not only the sandbox's");
     return {};
   }
 
@@ -692,17 +804,21 @@ class Builder {
     st.landlock_abi = landlock_abi();
     if (auto r = prepare_process_limits(); !r) return r;
     if (!p.enforce) {
-      st.warnings.push_back("enforcement disabled by the profile (enforce: false): commands run unsandboxed");
+      st.warnings.push_back(
+          "enforcement disabled by the profile (enforce: false): commands run unsandboxed");
       return {};
     }
     if (st.landlock_abi < 1) {
       return fail(ErrorCode::Sandbox,
-                  "Landlock is not available on this kernel (landlock_create_ruleset reports no ABI); refusing to "
+                  "Landlock is not available on this kernel (landlock_create_ruleset reports no "
+                  "ABI); refusing to "
                   "spawn without it. Set sandbox.enforce: false to run unsandboxed");
     }
     if (!p.network.tcp_connect_ports.empty() && st.landlock_abi < 4) {
-      return fail(ErrorCode::Sandbox, "network.tcp_connect needs Landlock ABI 4 (TCP port rules); this kernel has ABI " +
-                                          std::to_string(st.landlock_abi));
+      return fail(
+          ErrorCode::Sandbox,
+          "network.tcp_connect needs Landlock ABI 4 (TCP port rules); this kernel has ABI " +
+              std::to_string(st.landlock_abi));
     }
     auto ruleset = build_landlock_ruleset(st.landlock_abi, grants_, p.network);
     if (!ruleset) return std::unexpected(ruleset.error());
@@ -711,7 +827,8 @@ class Builder {
     if (!bpf) return std::unexpected(bpf.error());
     state_->seccomp_bpf = std::move(*bpf);
     // Every enforced policy gets its namespace, for the read-only root if for nothing else. Without
-    // anything to keep inside a grant, a kernel that can't make one still sandboxes (with a warning).
+    // anything to keep inside a grant, a kernel that can't make one still sandboxes (with a
+    // warning).
     if (auto r = build_mount_namespace(*state_); !r) {
       if (!state_->protected_mounts.empty()) return r;
       st.warnings.push_back(r.error().describe());
@@ -723,7 +840,8 @@ class Builder {
     st.signal_scope = st.abstract_unix_scope = st.landlock_abi >= 6;
     if (!st.signal_scope) {
       st.warnings.push_back("Landlock ABI " + std::to_string(st.landlock_abi) +
-                            " has no signal scoping (needs 6): sandboxed commands can signal processes of the same user");
+                            " has no signal scoping (needs 6): sandboxed commands can signal "
+                            "processes of the same user");
     }
     for (const auto& w : st.warnings) kernex::log(LogLevel::Debug, "sandbox: " + w);
     return {};

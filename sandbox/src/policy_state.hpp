@@ -29,8 +29,10 @@ enum class MountKind { Bind, MaskDir, MaskFile };
 struct ProtectedMount {
   std::string path;
   MountKind kind = MountKind::Bind;
-  unsigned long remount_flags = 0;  // MS_BIND|MS_REMOUNT|... plus the flags the mount already has; 0: none
-  std::vector<std::string> keep = {};  // MaskDir only: directories below `path` kept visible (none nested)
+  unsigned long remount_flags =
+      0;  // MS_BIND|MS_REMOUNT|... plus the flags the mount already has; 0: none
+  std::vector<std::string> keep =
+      {};  // MaskDir only: directories below `path` kept visible (none nested)
 };
 inline constexpr std::size_t kMaxKeptInMask = 16;
 
@@ -40,13 +42,14 @@ struct Policy::State {
   std::filesystem::path private_tmp;
   std::filesystem::path working_dir;
   std::vector<std::filesystem::path> allowed_executables;
-  std::vector<std::pair<std::string, std::string>> env;  // the child's environment before Command::env
+  std::vector<std::pair<std::string, std::string>>
+      env;                                           // the child's environment before Command::env
   std::optional<std::filesystem::path> pids_cgroup;  // where per-spawn pids cgroups are made
   std::vector<ProtectedMount> protected_mounts;
-  int mntns_fd = -1;   // the mount namespace holding protected_mounts (see mount_template_main)
-  int userns_fd = -1;  // its user namespace, when an unprivileged kernel needed one
-  int landlock_fd = -1;                                   // -1 when not enforced
-  std::vector<sock_filter> seccomp_bpf;                   // empty when not enforced
+  int mntns_fd = -1;     // the mount namespace holding protected_mounts (see mount_template_main)
+  int userns_fd = -1;    // its user namespace, when an unprivileged kernel needed one
+  int landlock_fd = -1;  // -1 when not enforced
+  std::vector<sock_filter> seccomp_bpf;  // empty when not enforced
 
   State() = default;
   State(const State&) = delete;
@@ -59,11 +62,14 @@ struct LandlockGrant {
   std::filesystem::path path;
   std::uint64_t rights;  // landlock.hpp kRead / kExec / kReadWrite / kDevice
 };
-// Creates the ruleset fd for the grants on this ABI, or an error naming the path or step that failed.
-Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& grants, const NetworkPolicy& net);
+// Creates the ruleset fd for the grants on this ABI, or an error naming the path or step that
+// failed.
+Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& grants,
+                                   const NetworkPolicy& net);
 // The seccomp program for `profile` (its network policy and opt-ins); fills the seccomp fields of
 // `status` (listen_allowed, file_watches_allowed, memfd_sealed).
-Result<std::vector<sock_filter>> build_seccomp_filter(const SandboxProfile& profile, PolicyStatus& status);
+Result<std::vector<sock_filter>> build_seccomp_filter(const SandboxProfile& profile,
+                                                      PolicyStatus& status);
 // Creates state.mntns_fd/userns_fd with state.protected_mounts applied.
 Result<void> build_mount_namespace(Policy::State& state);
 

@@ -1,7 +1,7 @@
 // SandboxedProcess: the child is set up exactly like spawn()'s, cloned by the same clone threads
 // (child_main: PID namespace, session, cgroup, PDEATHSIG, stdio, close_range, mount namespace,
-// rlimits, no_new_privs, capabilities, Landlock, seccomp, execve); the parent keeps the pipes and the
-// pidfd instead of pumping to completion.
+// rlimits, no_new_privs, capabilities, Landlock, seccomp, execve); the parent keeps the pipes and
+// the pidfd instead of pumping to completion.
 #include "kernex/sandbox/process.hpp"
 
 #include <fcntl.h>
@@ -50,18 +50,24 @@ int remaining_ms(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<long long>(left, 0, 60'000));
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> merged_env(const Policy::State& st, const Command& cmd) {
+Result<std::vector<std::pair<std::string, std::string>>> merged_env(const Policy::State& st,
+                                                                    const Command& cmd) {
   auto env = st.env;
   for (const auto& [name, value] : cmd.env) {
-    if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos ||
-        value.find('\0') != std::string::npos) {
+    if (name.empty() || name.find('=') != std::string::npos ||
+        name.find('\0') != std::string::npos || value.find('\0') != std::string::npos) {
       return fail(ErrorCode::Sandbox, "invalid environment variable '" + name + "'");
     }
     if (is_hijacking_env_name(name)) {
-      return fail(ErrorCode::Sandbox, "refusing to set '" + name + "': it can change what the sandboxed command executes");
+      return fail(ErrorCode::Sandbox, "refusing to set '" + name +
+                                          "': it can change what the sandboxed command executes");
     }
-    auto it = std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
-    if (it != env.end()) it->second = value; else env.emplace_back(name, value);
+    auto it =
+        std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
+    if (it != env.end())
+      it->second = value;
+    else
+      env.emplace_back(name, value);
   }
   return env;
 }
@@ -76,8 +82,8 @@ struct SandboxedProcess::Impl {
   int pidfd = -1;
   int in = -1;         // the write end of the child's stdin pipe, non-blocking
   int in_reader = -1;  // a read end we never read: keeps the pipe from breaking (no SIGPIPE)
-  int out = -1;  // stdout pipe, non-blocking
-  int err = -1;  // stderr pipe, non-blocking
+  int out = -1;        // stdout pipe, non-blocking
+  int err = -1;        // stderr pipe, non-blocking
   std::string out_buf;
   std::string err_line;
   bool err_line_cut = false;
@@ -119,7 +125,10 @@ struct SandboxedProcess::Impl {
         flush_stderr_line();
         continue;
       }
-      if (err_line.size() < options.stderr_line_cap) err_line.push_back(data[i]); else err_line_cut = true;
+      if (err_line.size() < options.stderr_line_cap)
+        err_line.push_back(data[i]);
+      else
+        err_line_cut = true;
     }
   }
   void flush_stderr_line() {
@@ -146,7 +155,13 @@ struct SandboxedProcess::Impl {
     }
   }
 
-  enum class Wait { Ready, TimedOut, Exited, Failed, Cancelled };  // Failed: poll failed (see errno)
+  enum class Wait {
+    Ready,
+    TimedOut,
+    Exited,
+    Failed,
+    Cancelled
+  };  // Failed: poll failed (see errno)
   // Waits for `fd` to become ready for `events` (or stderr to have data, which is drained) until
   // the deadline or `stop`. With `watch_exit`, the child's exit ends the wait too (Exited).
   Wait wait_for(int fd, short events, Clock::time_point deadline, const std::stop_token& stop,
@@ -203,22 +218,27 @@ SandboxedProcess::~SandboxedProcess() = default;
 int SandboxedProcess::pid() const { return impl_->pid; }
 const std::string& SandboxedProcess::executable() const { return impl_->executable; }
 
-Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Command& command, ProcessOptions options) {
+Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Command& command,
+                                                 ProcessOptions options) {
   const auto& st = policy.state();
   if (command.argv.empty()) return fail(ErrorCode::Sandbox, "start: empty argv");
   for (const auto& arg : command.argv) {
-    if (arg.find('\0') != std::string::npos) return fail(ErrorCode::Sandbox, "start: an argument contains a NUL byte");
+    if (arg.find('\0') != std::string::npos)
+      return fail(ErrorCode::Sandbox, "start: an argument contains a NUL byte");
   }
   const bool sandboxed = st.status.enforced;
   if (!sandboxed) {
-    kernex::log(LogLevel::Warn, "sandbox: enforce is off; starting '" + command.argv.front() + "' UNSANDBOXED");
+    kernex::log(LogLevel::Warn,
+                "sandbox: enforce is off; starting '" + command.argv.front() + "' UNSANDBOXED");
   }
   fs::path cwd = st.working_dir;
   if (command.cwd) {
     std::error_code ec;
-    cwd = fs::canonical(command.cwd->is_absolute() ? *command.cwd : st.working_dir / *command.cwd, ec);
+    cwd = fs::canonical(command.cwd->is_absolute() ? *command.cwd : st.working_dir / *command.cwd,
+                        ec);
     if (ec || !fs::is_directory(cwd)) {
-      return fail(ErrorCode::Sandbox, "start: working directory '" + command.cwd->string() + "' is not a directory");
+      return fail(ErrorCode::Sandbox,
+                  "start: working directory '" + command.cwd->string() + "' is not a directory");
     }
   }
   auto exe = resolve_command(policy, command.argv.front(), cwd);
@@ -271,8 +291,8 @@ Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Com
     close_fd(child_out);
     close_fd(child_err);
   };
-  if (child_in < 0 || child_out < 0 || child_err < 0 || impl->in < 0 || impl->in_reader < 0 || impl->out < 0 ||
-      impl->err < 0) {
+  if (child_in < 0 || child_out < 0 || child_err < 0 || impl->in < 0 || impl->in_reader < 0 ||
+      impl->out < 0 || impl->err < 0) {
     close_child_ends();
     return fail(ErrorCode::Sandbox, "cannot set up the child's stdio");
   }
@@ -294,7 +314,8 @@ Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Com
   spec.mntns_fd = sandboxed ? st.mntns_fd : -1;
   spec.userns_fd = sandboxed ? st.userns_fd : -1;
   spec.new_pid_ns = st.status.pid_namespace;
-  sock_fprog prog{static_cast<unsigned short>(st.seccomp_bpf.size()), const_cast<sock_filter*>(st.seccomp_bpf.data())};
+  sock_fprog prog{static_cast<unsigned short>(st.seccomp_bpf.size()),
+                  const_cast<sock_filter*>(st.seccomp_bpf.data())};
   spec.seccomp = &prog;
   spec.parent = ::getpid();
   const auto& lim = st.profile.limits;
@@ -307,8 +328,10 @@ Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Com
     impl->cgroup.emplace(std::move(*made));
     spec.cgroup_fd = impl->cgroup->procs_fd();
   }
-  for (auto [resource, value] : {std::pair{RLIMIT_CPU, lim.cpu_seconds}, {RLIMIT_AS, lim.address_space_bytes},
-                                 {RLIMIT_NPROC, lim.processes}, {RLIMIT_FSIZE, lim.file_size_bytes},
+  for (auto [resource, value] : {std::pair{RLIMIT_CPU, lim.cpu_seconds},
+                                 {RLIMIT_AS, lim.address_space_bytes},
+                                 {RLIMIT_NPROC, lim.processes},
+                                 {RLIMIT_FSIZE, lim.file_size_bytes},
                                  {RLIMIT_NOFILE, lim.open_files}}) {
     if (!value) continue;
     if (resource == RLIMIT_NPROC && impl->cgroup) continue;
@@ -334,15 +357,18 @@ Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Com
     auto stage = static_cast<detail::ChildStage>(spec.failed_stage);
     const int child_errno = spec.failed_errno;
     if (stage == detail::ChildStage::Exec) {
-      return fail(ErrorCode::Sandbox, "cannot execute '" + impl->executable + "': " + errno_text(child_errno));
+      return fail(ErrorCode::Sandbox,
+                  "cannot execute '" + impl->executable + "': " + errno_text(child_errno));
     }
-    return fail(ErrorCode::Sandbox, std::string("sandbox setup failed while ") + detail::to_string(stage) + ": " +
-                                        errno_text(child_errno) + "; refusing to run '" + impl->executable + "'");
+    return fail(ErrorCode::Sandbox, std::string("sandbox setup failed while ") +
+                                        detail::to_string(stage) + ": " + errno_text(child_errno) +
+                                        "; refusing to run '" + impl->executable + "'");
   }
   return SandboxedProcess(std::move(impl));
 }
 
-Result<void> SandboxedProcess::write(std::string_view data, Clock::time_point deadline, std::stop_token stop) {
+Result<void> SandboxedProcess::write(std::string_view data, Clock::time_point deadline,
+                                     std::stop_token stop) {
   Impl& p = *impl_;
   std::size_t written = 0;
   while (written < data.size()) {
@@ -356,11 +382,16 @@ Result<void> SandboxedProcess::write(std::string_view data, Clock::time_point de
     if (w < 0 && errno == EAGAIN) {
       // The pipe is full: the child reads slowly, has stopped reading, or has exited.
       switch (p.wait_for(p.in, POLLOUT, deadline, stop, /*watch_exit=*/true)) {
-        case Impl::Wait::Ready: continue;
-        case Impl::Wait::Cancelled: return fail(ErrorCode::Cancelled, "cancelled while writing to the process");
-        case Impl::Wait::TimedOut: return fail(ErrorCode::Limit, "timed out writing to the process");
-        case Impl::Wait::Exited: return fail(ErrorCode::Io, "the process exited before reading all of its input");
-        case Impl::Wait::Failed: return fail(ErrorCode::Io, "cannot wait to write to the process: " + errno_text(errno));
+        case Impl::Wait::Ready:
+          continue;
+        case Impl::Wait::Cancelled:
+          return fail(ErrorCode::Cancelled, "cancelled while writing to the process");
+        case Impl::Wait::TimedOut:
+          return fail(ErrorCode::Limit, "timed out writing to the process");
+        case Impl::Wait::Exited:
+          return fail(ErrorCode::Io, "the process exited before reading all of its input");
+        case Impl::Wait::Failed:
+          return fail(ErrorCode::Io, "cannot wait to write to the process: " + errno_text(errno));
       }
     }
     const int e = errno;
@@ -379,7 +410,8 @@ Result<std::string> SandboxedProcess::read_line(Clock::time_point deadline, std:
     const auto nl = p.out_buf.find('\n', scanned);
     if (nl != std::string::npos) {
       if (nl > max_line) {
-        return fail(ErrorCode::Limit, "a line of output exceeded " + std::to_string(max_line) + " bytes");
+        return fail(ErrorCode::Limit,
+                    "a line of output exceeded " + std::to_string(max_line) + " bytes");
       }
       std::string line = p.out_buf.substr(0, nl);
       p.out_buf.erase(0, nl + 1);
@@ -387,17 +419,22 @@ Result<std::string> SandboxedProcess::read_line(Clock::time_point deadline, std:
     }
     scanned = p.out_buf.size();
     if (scanned > max_line) {
-      return fail(ErrorCode::Limit, "a line of output exceeded " + std::to_string(max_line) + " bytes");
+      return fail(ErrorCode::Limit,
+                  "a line of output exceeded " + std::to_string(max_line) + " bytes");
     }
     if (p.out < 0) return fail(ErrorCode::Io, "the process closed its stdout");
     // Wait first: callers read right after writing a request, when the answer is rarely there yet,
     // so a read up front would mostly be an EAGAIN.
     if (!readable) {
       switch (p.wait_for(p.out, POLLIN, deadline, stop)) {
-        case Impl::Wait::Ready: break;
-        case Impl::Wait::Cancelled: return fail(ErrorCode::Cancelled, "cancelled while waiting for output");
-        case Impl::Wait::Failed: return fail(ErrorCode::Io, "cannot wait for output: " + errno_text(errno));
-        default: return fail(ErrorCode::Limit, "timed out waiting for output");
+        case Impl::Wait::Ready:
+          break;
+        case Impl::Wait::Cancelled:
+          return fail(ErrorCode::Cancelled, "cancelled while waiting for output");
+        case Impl::Wait::Failed:
+          return fail(ErrorCode::Io, "cannot wait for output: " + errno_text(errno));
+        default:
+          return fail(ErrorCode::Limit, "timed out waiting for output");
       }
     }
     char buf[65536];

@@ -23,11 +23,13 @@ class Reader {
     return fail(ErrorCode::Config, origin_ + ": " + key + ": " + what);
   }
 
-  Result<void> check_keys(const YAML::Node& map, const std::string& where, const std::set<std::string>& known) const {
+  Result<void> check_keys(const YAML::Node& map, const std::string& where,
+                          const std::set<std::string>& known) const {
     for (const auto& kv : map) {
       if (!kv.first.IsScalar()) return error(where, "keys must be strings");
       const auto key = kv.first.Scalar();
-      if (!known.contains(key)) return error(where.empty() ? key : where + "." + key, "unknown key");
+      if (!known.contains(key))
+        return error(where.empty() ? key : where + "." + key, "unknown key");
     }
     return {};
   }
@@ -39,11 +41,13 @@ class Reader {
 
   Result<bool> boolean(const YAML::Node& n, const std::string& key) const {
     bool v = false;
-    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) return error(key, "expected true or false");
+    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v))
+      return error(key, "expected true or false");
     return v;
   }
 
-  Result<std::uint64_t> unsigned_int(const YAML::Node& n, const std::string& key, std::uint64_t max) const {
+  Result<std::uint64_t> unsigned_int(const YAML::Node& n, const std::string& key,
+                                     std::uint64_t max) const {
     const auto text = n.IsScalar() ? n.Scalar() : std::string();
     if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
       return error(key, "expected a non-negative integer");
@@ -51,7 +55,8 @@ class Reader {
     std::uint64_t v = 0;
     for (char c : text) {
       const auto digit = static_cast<std::uint64_t>(c - '0');
-      if (v > (max - digit) / 10) return error(key, "value out of range (max " + std::to_string(max) + ")");
+      if (v > (max - digit) / 10)
+        return error(key, "value out of range (max " + std::to_string(max) + ")");
       v = v * 10 + digit;
     }
     return v;
@@ -68,7 +73,8 @@ class Reader {
     return out;
   }
 
-  Result<std::vector<std::filesystem::path>> paths(const YAML::Node& n, const std::string& key) const {
+  Result<std::vector<std::filesystem::path>> paths(const YAML::Node& n,
+                                                   const std::string& key) const {
     auto list = strings(n, key);
     if (!list) return std::unexpected(list.error());
     std::vector<std::filesystem::path> out;
@@ -81,7 +87,8 @@ class Reader {
   }
 
   Result<std::filesystem::path> path(const std::string& text, const std::string& key) const {
-    if (text.empty() || text.front() != '/') return error(key, "expected an absolute path, got '" + text + "'");
+    if (text.empty() || text.front() != '/')
+      return error(key, "expected an absolute path, got '" + text + "'");
     return std::filesystem::path(text);
   }
 
@@ -95,9 +102,12 @@ Result<void> parse_network(const Reader& r, const YAML::Node& n, NetworkPolicy& 
   const std::string key = "network";
   if (n.IsScalar()) {
     if (n.Scalar() == "none") return {};
-    return r.error(key, "expected 'none' or a mapping {tcp_connect: [ports], unix: bool, listen: bool}");
+    return r.error(key,
+                   "expected 'none' or a mapping {tcp_connect: [ports], unix: bool, listen: bool}");
   }
-  if (!n.IsMap()) return r.error(key, "expected 'none' or a mapping {tcp_connect: [ports], unix: bool, listen: bool}");
+  if (!n.IsMap())
+    return r.error(key,
+                   "expected 'none' or a mapping {tcp_connect: [ports], unix: bool, listen: bool}");
   if (auto c = r.check_keys(n, key, {"tcp_connect", "unix", "listen"}); !c) return c;
   if (n["tcp_connect"]) {
     const auto& ports = n["tcp_connect"];
@@ -121,8 +131,11 @@ Result<void> parse_network(const Reader& r, const YAML::Node& n, NetworkPolicy& 
 
 Result<void> parse_env(const Reader& r, const YAML::Node& n, EnvPolicy& out) {
   const std::string key = "env";
-  if (!n.IsMap()) return r.error(key, "expected a mapping {base, passthrough, set, locale, malloc_huge_pages}");
-  if (auto c = r.check_keys(n, key, {"base", "passthrough", "set", "locale", "malloc_huge_pages"}); !c) return c;
+  if (!n.IsMap())
+    return r.error(key, "expected a mapping {base, passthrough, set, locale, malloc_huge_pages}");
+  if (auto c = r.check_keys(n, key, {"base", "passthrough", "set", "locale", "malloc_huge_pages"});
+      !c)
+    return c;
   if (n["base"]) {
     auto v = r.strings(n["base"], key + ".base");
     if (!v) return std::unexpected(v.error());
@@ -160,12 +173,16 @@ Result<void> parse_env(const Reader& r, const YAML::Node& n, EnvPolicy& out) {
 Result<void> parse_limits(const Reader& r, const YAML::Node& n, ResourceLimits& out) {
   const std::string key = "limits";
   if (!n.IsMap()) return r.error(key, "expected a mapping");
-  if (auto c = r.check_keys(n, key, {"cpu_seconds", "address_space", "processes", "file_size", "open_files"}); !c) {
+  if (auto c = r.check_keys(
+          n, key, {"cpu_seconds", "address_space", "processes", "file_size", "open_files"});
+      !c) {
     return c;
   }
   const auto max = std::numeric_limits<std::uint64_t>::max() / 2;
-  for (auto [name, slot] : {std::pair{"cpu_seconds", &out.cpu_seconds}, {"address_space", &out.address_space_bytes},
-                            {"processes", &out.processes}, {"file_size", &out.file_size_bytes},
+  for (auto [name, slot] : {std::pair{"cpu_seconds", &out.cpu_seconds},
+                            {"address_space", &out.address_space_bytes},
+                            {"processes", &out.processes},
+                            {"file_size", &out.file_size_bytes},
                             {"open_files", &out.open_files}}) {
     if (!n[name]) continue;
     auto v = r.unsigned_int(n[name], key + "." + name, max);
@@ -233,9 +250,11 @@ Result<SandboxProfile> parse_root(const Reader& r, YAML::Node root) {
       {"search_path", paths_into(p.search_path)},
       {"stdout_cap", size_into(p.stdout_cap)},
       {"stderr_cap", size_into(p.stderr_cap)},
-      {"network", [&](const YAML::Node& n, const std::string&) { return parse_network(r, n, p.network); }},
+      {"network",
+       [&](const YAML::Node& n, const std::string&) { return parse_network(r, n, p.network); }},
       {"env", [&](const YAML::Node& n, const std::string&) { return parse_env(r, n, p.env); }},
-      {"limits", [&](const YAML::Node& n, const std::string&) { return parse_limits(r, n, p.limits); }},
+      {"limits",
+       [&](const YAML::Node& n, const std::string&) { return parse_limits(r, n, p.limits); }},
       {"allowed_commands",
        [&](const YAML::Node& n, const std::string& k) -> Result<void> {
          auto v = r.strings(n, k);
@@ -246,8 +265,8 @@ Result<SandboxProfile> parse_root(const Reader& r, YAML::Node root) {
       {"timeout",
        [&](const YAML::Node& n, const std::string& k) -> Result<void> {
          double seconds = 0;
-         if (!n.IsScalar() || !YAML::convert<double>::decode(n, seconds) || !std::isfinite(seconds) ||
-             seconds <= 0 || seconds > 86400) {
+         if (!n.IsScalar() || !YAML::convert<double>::decode(n, seconds) ||
+             !std::isfinite(seconds) || seconds <= 0 || seconds > 86400) {
            return r.error(k, "expected a number of seconds in (0, 86400]");
          }
          p.timeout = std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000)));

@@ -1,9 +1,9 @@
 // spawn(): the child is cloned on a clone thread (clone_thread.cpp) into child_main, then
 // stdin/stdout/stderr are pumped with poll() under one deadline. The command leads its own process
-// group; when it exits or the deadline passes, the whole group is killed before the command is reaped,
-// so no descendant outlives the call (setsid/setpgid are refused by seccomp, so none can leave the
-// group). It lives in its clone thread's PID namespace, whose init dies with the kernel, taking every
-// process of the namespace with it (clone_thread.cpp).
+// group; when it exits or the deadline passes, the whole group is killed before the command is
+// reaped, so no descendant outlives the call (setsid/setpgid are refused by seccomp, so none can
+// leave the group). It lives in its clone thread's PID namespace, whose init dies with the kernel,
+// taking every process of the namespace with it (clone_thread.cpp).
 #include "kernex/sandbox/spawn.hpp"
 
 #include <fcntl.h>
@@ -67,7 +67,8 @@ Result<Fd> above_stdio(int fd) {
   int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
   int err = errno;
   ::close(fd);
-  if (high < 0) return fail(ErrorCode::Sandbox, "fcntl(F_DUPFD_CLOEXEC) failed: " + errno_text(err));
+  if (high < 0)
+    return fail(ErrorCode::Sandbox, "fcntl(F_DUPFD_CLOEXEC) failed: " + errno_text(err));
   return Fd(high);
 }
 
@@ -78,7 +79,8 @@ struct Channel {
 
 Result<Channel> make_pipe() {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return fail(ErrorCode::Sandbox, "pipe2 failed: " + errno_text(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return fail(ErrorCode::Sandbox, "pipe2 failed: " + errno_text(errno));
   auto read_end = above_stdio(fds[0]);
   auto write_end = above_stdio(fds[1]);
   if (!read_end || !write_end) return fail(ErrorCode::Sandbox, "cannot set up the output pipes");
@@ -162,34 +164,43 @@ std::chrono::microseconds to_us(const timeval& tv) {
   return std::chrono::seconds(tv.tv_sec) + std::chrono::microseconds(tv.tv_usec);
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> merged_env(const Policy::State& st, const Command& cmd) {
+Result<std::vector<std::pair<std::string, std::string>>> merged_env(const Policy::State& st,
+                                                                    const Command& cmd) {
   auto env = st.env;
   for (const auto& [name, value] : cmd.env) {
-    if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos ||
-        value.find('\0') != std::string::npos) {
+    if (name.empty() || name.find('=') != std::string::npos ||
+        name.find('\0') != std::string::npos || value.find('\0') != std::string::npos) {
       return fail(ErrorCode::Sandbox, "invalid environment variable '" + name + "'");
     }
     if (is_hijacking_env_name(name)) {
-      return fail(ErrorCode::Sandbox, "refusing to set '" + name + "': it can change what the sandboxed command executes");
+      return fail(ErrorCode::Sandbox, "refusing to set '" + name +
+                                          "': it can change what the sandboxed command executes");
     }
-    auto it = std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
-    if (it != env.end()) it->second = value; else env.emplace_back(name, value);
+    auto it =
+        std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
+    if (it != env.end())
+      it->second = value;
+    else
+      env.emplace_back(name, value);
   }
   return env;
 }
 
 }  // namespace
 
-Result<fs::path> resolve_command(const Policy& policy, const std::string& command, const fs::path& cwd) {
+Result<fs::path> resolve_command(const Policy& policy, const std::string& command,
+                                 const fs::path& cwd) {
   const auto& st = policy.state();
   if (command.empty()) return fail(ErrorCode::Sandbox, "empty command");
-  if (command.find('\0') != std::string::npos) return fail(ErrorCode::Sandbox, "command contains a NUL byte");
+  if (command.find('\0') != std::string::npos)
+    return fail(ErrorCode::Sandbox, "command contains a NUL byte");
   fs::path resolved;
   if (command.find('/') != std::string::npos) {
     resolved = (command.front() == '/' ? fs::path(command) : cwd / command).lexically_normal();
     std::error_code ec;
     if (!fs::is_regular_file(resolved, ec) || ::access(resolved.c_str(), X_OK) != 0) {
-      return fail(ErrorCode::Sandbox, "command '" + command + "' (" + resolved.string() + ") is not an executable file");
+      return fail(ErrorCode::Sandbox, "command '" + command + "' (" + resolved.string() +
+                                          ") is not an executable file");
     }
   } else {
     // A candidate is taken only once it passed the same check, so it isn't repeated below.
@@ -202,12 +213,14 @@ Result<fs::path> resolve_command(const Policy& policy, const std::string& comman
       }
     }
     if (resolved.empty()) {
-      return fail(ErrorCode::Sandbox, "command '" + command + "' not found on the sandbox search path");
+      return fail(ErrorCode::Sandbox,
+                  "command '" + command + "' not found on the sandbox search path");
     }
   }
   // realpath() is an lstat per path component; only the allow-list needs it.
   if (st.allowed_executables.empty()) return resolved;
-  // Compared by canonical path: /bin/echo and /usr/bin/echo are one program, a look-alike elsewhere isn't.
+  // Compared by canonical path: /bin/echo and /usr/bin/echo are one program, a look-alike elsewhere
+  // isn't.
   std::error_code ec;
   const fs::path canonical = fs::canonical(resolved, ec);
   if (ec || std::find(st.allowed_executables.begin(), st.allowed_executables.end(), canonical) ==
@@ -223,33 +236,40 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   const auto& profile = st.profile;
   if (command.argv.empty()) return fail(ErrorCode::Sandbox, "spawn: empty argv");
   if (command.stop.stop_requested()) {
-    return fail(ErrorCode::Cancelled, "'" + command.argv.front() + "' not started: the run was cancelled");
+    return fail(ErrorCode::Cancelled,
+                "'" + command.argv.front() + "' not started: the run was cancelled");
   }
   for (const auto& arg : command.argv) {
-    if (arg.find('\0') != std::string::npos) return fail(ErrorCode::Sandbox, "spawn: an argument contains a NUL byte");
+    if (arg.find('\0') != std::string::npos)
+      return fail(ErrorCode::Sandbox, "spawn: an argument contains a NUL byte");
   }
   const bool sandboxed = st.status.enforced;
   if (!sandboxed) {
-    kernex::log(LogLevel::Warn, "sandbox: enforce is off; running '" + command.argv.front() + "' UNSANDBOXED");
+    kernex::log(LogLevel::Warn,
+                "sandbox: enforce is off; running '" + command.argv.front() + "' UNSANDBOXED");
   }
 
-  // The sandbox half of the child's spec first, to wake its clone thread while the rest is prepared.
+  // The sandbox half of the child's spec first, to wake its clone thread while the rest is
+  // prepared.
   detail::ChildSpec spec;
   spec.sandboxed = sandboxed;
   spec.landlock_fd = st.landlock_fd;
   spec.mntns_fd = sandboxed ? st.mntns_fd : -1;
   spec.userns_fd = sandboxed ? st.userns_fd : -1;
   spec.new_pid_ns = st.status.pid_namespace;
-  sock_fprog prog{static_cast<unsigned short>(st.seccomp_bpf.size()), const_cast<sock_filter*>(st.seccomp_bpf.data())};
+  sock_fprog prog{static_cast<unsigned short>(st.seccomp_bpf.size()),
+                  const_cast<sock_filter*>(st.seccomp_bpf.data())};
   spec.seccomp = &prog;
   detail::warm_clone_thread(spec);
 
   fs::path cwd = st.working_dir;
   if (command.cwd) {
     std::error_code ec;
-    cwd = fs::canonical(command.cwd->is_absolute() ? *command.cwd : st.working_dir / *command.cwd, ec);
+    cwd = fs::canonical(command.cwd->is_absolute() ? *command.cwd : st.working_dir / *command.cwd,
+                        ec);
     if (ec || !fs::is_directory(cwd)) {
-      return fail(ErrorCode::Sandbox, "spawn: working directory '" + command.cwd->string() + "' is not a directory");
+      return fail(ErrorCode::Sandbox,
+                  "spawn: working directory '" + command.cwd->string() + "' is not a directory");
     }
   }
   auto exe = resolve_command(policy, command.argv.front(), cwd);
@@ -306,11 +326,14 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
     cgroup.emplace(std::move(*made));
     spec.cgroup_fd = cgroup->procs_fd();
   }
-  for (auto [resource, value] : {std::pair{RLIMIT_CPU, lim.cpu_seconds}, {RLIMIT_AS, lim.address_space_bytes},
-                                 {RLIMIT_NPROC, lim.processes}, {RLIMIT_FSIZE, lim.file_size_bytes},
+  for (auto [resource, value] : {std::pair{RLIMIT_CPU, lim.cpu_seconds},
+                                 {RLIMIT_AS, lim.address_space_bytes},
+                                 {RLIMIT_NPROC, lim.processes},
+                                 {RLIMIT_FSIZE, lim.file_size_bytes},
                                  {RLIMIT_NOFILE, lim.open_files}}) {
     if (!value) continue;
-    if (resource == RLIMIT_NPROC && cgroup) continue;  // the cgroup counts the sandbox's processes only
+    if (resource == RLIMIT_NPROC && cgroup)
+      continue;  // the cgroup counts the sandbox's processes only
     rlimit current{};
     ::getrlimit(resource, &current);
     std::uint64_t v = *value;
@@ -323,8 +346,8 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   const auto deadline = start + command.timeout.value_or(profile.timeout);
   const auto cloned = detail::clone_child(spec);
   if (cloned.pid < 0) return fail(ErrorCode::Sandbox, "clone failed: " + errno_text(cloned.error));
-  // Read once execve has folded our peak into the child (clone returns after it): anything that grew
-  // before it, such as the clone thread started by the first spawn, is in both figures.
+  // Read once execve has folded our peak into the child (clone returns after it): anything that
+  // grew before it, such as the clone thread started by the first spawn, is in both figures.
   const long kernel_rss_kb = peak_resident_kb();
   const pid_t pid = cloned.pid;
   Fd pidfd(cloned.pidfd);
@@ -338,10 +361,12 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
     auto stage = static_cast<detail::ChildStage>(spec.failed_stage);
     const int child_errno = spec.failed_errno;
     if (stage == detail::ChildStage::Exec) {
-      return fail(ErrorCode::Sandbox, "cannot execute '" + exe_str + "': " + errno_text(child_errno));
+      return fail(ErrorCode::Sandbox,
+                  "cannot execute '" + exe_str + "': " + errno_text(child_errno));
     }
-    return fail(ErrorCode::Sandbox, std::string("sandbox setup failed while ") + detail::to_string(stage) + ": " +
-                                        errno_text(child_errno) + "; refusing to run '" + exe_str + "'");
+    return fail(ErrorCode::Sandbox, std::string("sandbox setup failed while ") +
+                                        detail::to_string(stage) + ": " + errno_text(child_errno) +
+                                        "; refusing to run '" + exe_str + "'");
   }
 
   Capture out_cap{{}, profile.stdout_cap, 0};
@@ -362,11 +387,26 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
     pollfd fds[5];
     nfds_t n = 0;
     int out_i = -1, err_i = -1, in_i = -1, pid_i = -1, stop_i = -1;
-    if (stop_fd) { stop_i = static_cast<int>(n); fds[n++] = {stop_fd.get(), POLLIN, 0}; }
-    if (out->parent) { out_i = static_cast<int>(n); fds[n++] = {out->parent.get(), POLLIN, 0}; }
-    if (err->parent) { err_i = static_cast<int>(n); fds[n++] = {err->parent.get(), POLLIN, 0}; }
-    if (in->parent) { in_i = static_cast<int>(n); fds[n++] = {in->parent.get(), POLLOUT, 0}; }
-    if (!exited) { pid_i = static_cast<int>(n); fds[n++] = {pidfd.get(), POLLIN, 0}; }
+    if (stop_fd) {
+      stop_i = static_cast<int>(n);
+      fds[n++] = {stop_fd.get(), POLLIN, 0};
+    }
+    if (out->parent) {
+      out_i = static_cast<int>(n);
+      fds[n++] = {out->parent.get(), POLLIN, 0};
+    }
+    if (err->parent) {
+      err_i = static_cast<int>(n);
+      fds[n++] = {err->parent.get(), POLLIN, 0};
+    }
+    if (in->parent) {
+      in_i = static_cast<int>(n);
+      fds[n++] = {in->parent.get(), POLLOUT, 0};
+    }
+    if (!exited) {
+      pid_i = static_cast<int>(n);
+      fds[n++] = {pidfd.get(), POLLIN, 0};
+    }
     auto remaining = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
     int rc = ::poll(fds, n, static_cast<int>(std::min<long long>(remaining, 60'000)));
     if (rc < 0) {
@@ -377,13 +417,16 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
       cancelled = !exited;
       break;
     }
-    if (out_i >= 0 && fds[out_i].revents != 0 && !drain(out->parent.get(), out_cap)) out->parent.reset();
-    if (err_i >= 0 && fds[err_i].revents != 0 && !drain(err->parent.get(), err_cap)) err->parent.reset();
+    if (out_i >= 0 && fds[out_i].revents != 0 && !drain(out->parent.get(), out_cap))
+      out->parent.reset();
+    if (err_i >= 0 && fds[err_i].revents != 0 && !drain(err->parent.get(), err_cap))
+      err->parent.reset();
     if (in_i >= 0 && fds[in_i].revents != 0) {
       ssize_t w = ::send(in->parent.get(), command.stdin_data.data() + stdin_written,
                          command.stdin_data.size() - stdin_written, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w > 0) stdin_written += static_cast<std::size_t>(w);
-      if ((w < 0 && errno != EAGAIN && errno != EINTR) || stdin_written == command.stdin_data.size()) {
+      if ((w < 0 && errno != EAGAIN && errno != EINTR) ||
+          stdin_written == command.stdin_data.size()) {
         in->parent.reset();
       }
     }

@@ -26,7 +26,8 @@ Error config_error(std::string_view origin, const std::string& key, const std::s
 std::string tail(const std::string& s, std::size_t n) {
   if (s.size() <= n) return s;
   std::size_t start = s.size() - n;
-  while (start < s.size() && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) ++start;  // UTF-8 boundary
+  while (start < s.size() && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80)
+    ++start;  // UTF-8 boundary
   return "..." + s.substr(start);
 }
 
@@ -45,7 +46,8 @@ bool is_template(const std::string& arg, std::string& name) {
 
 // "scripts/run.sh" -> "<skill>/scripts/run.sh" when that file exists inside the skill folder.
 std::optional<std::string> skill_file(const fs::path& skill_dir, const std::string& arg) {
-  if (skill_dir.empty() || arg.empty() || arg.front() == '/' || arg.front() == '-') return std::nullopt;
+  if (skill_dir.empty() || arg.empty() || arg.front() == '/' || arg.front() == '-')
+    return std::nullopt;
   fs::path rel = fs::path(arg).lexically_normal();
   if (rel.empty() || *rel.begin() == "..") return std::nullopt;
   std::error_code ec;
@@ -56,26 +58,30 @@ std::optional<std::string> skill_file(const fs::path& skill_dir, const std::stri
 
 }  // namespace
 
-Result<ToolboxRunOptions> ToolboxRunOptions::from_json(const Json& config, std::string_view origin) {
+Result<ToolboxRunOptions> ToolboxRunOptions::from_json(const Json& config,
+                                                       std::string_view origin) {
   ToolboxRunOptions o;
   if (!config.is_null() && !config.is_object()) {
     return fail(ErrorCode::Config, std::string(origin) + ": config must be an object");
   }
-  static const std::set<std::string> known = {"workspace", "profile", "timeout", "max_output", "network_ports",
-                                              "protect"};
+  static const std::set<std::string> known = {"workspace",  "profile",       "timeout",
+                                              "max_output", "network_ports", "protect"};
   std::error_code ec;
   o.workspace = fs::current_path(ec);
   if (config.is_null()) return o;
   for (const auto& [key, value] : config.items()) {
     if (!known.contains(key)) {
-      return std::unexpected(config_error(origin, key, "is not an option (expected workspace, profile, timeout, "
-                                                       "max_output, network_ports, protect)"));
+      return std::unexpected(config_error(origin, key,
+                                          "is not an option (expected workspace, profile, timeout, "
+                                          "max_output, network_ports, protect)"));
     }
   }
   if (auto it = config.find("profile"); it != config.end()) {
-    if (!it->is_string()) return std::unexpected(config_error(origin, "profile", "must be a file name"));
+    if (!it->is_string())
+      return std::unexpected(config_error(origin, "profile", "must be a file name"));
     auto profile = SandboxProfile::load_yaml_file(it->get<std::string>());
-    if (!profile) return fail(ErrorCode::Config, std::string(origin) + ": `profile`", profile.error());
+    if (!profile)
+      return fail(ErrorCode::Config, std::string(origin) + ": `profile`", profile.error());
     o.base = std::move(*profile);
     if (o.base.workspace) o.workspace = *o.base.workspace;
   }
@@ -88,32 +94,41 @@ Result<ToolboxRunOptions> ToolboxRunOptions::from_json(const Json& config, std::
   if (auto it = config.find("timeout"); it != config.end()) {
     if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0 ||
         it->get<double>() > 86400) {
-      return std::unexpected(config_error(origin, "timeout", "must be a number of seconds in (0, 86400]"));
+      return std::unexpected(
+          config_error(origin, "timeout", "must be a number of seconds in (0, 86400]"));
     }
-    o.timeout = std::chrono::milliseconds(static_cast<long long>(std::llround(it->get<double>() * 1000)));
+    o.timeout =
+        std::chrono::milliseconds(static_cast<long long>(std::llround(it->get<double>() * 1000)));
     if (o.timeout->count() == 0) o.timeout = std::chrono::milliseconds(1);
   }
   if (auto it = config.find("max_output"); it != config.end()) {
-    if (!it->is_number_integer() || it->get<std::int64_t>() <= 0 || it->get<std::int64_t>() > (1 << 30)) {
-      return std::unexpected(config_error(origin, "max_output", "must be a positive number of bytes"));
+    if (!it->is_number_integer() || it->get<std::int64_t>() <= 0 ||
+        it->get<std::int64_t>() > (1 << 30)) {
+      return std::unexpected(
+          config_error(origin, "max_output", "must be a positive number of bytes"));
     }
     o.max_output = it->get<std::size_t>();
   }
   if (auto it = config.find("network_ports"); it != config.end()) {
-    if (!it->is_array()) return std::unexpected(config_error(origin, "network_ports", "must be a list of TCP ports"));
+    if (!it->is_array())
+      return std::unexpected(config_error(origin, "network_ports", "must be a list of TCP ports"));
     o.network_ports.clear();
     for (const auto& port : *it) {
-      if (!port.is_number_integer() || port.get<std::int64_t>() <= 0 || port.get<std::int64_t>() > 65535) {
-        return std::unexpected(config_error(origin, "network_ports", "must hold ports 1-65535, found " + port.dump()));
+      if (!port.is_number_integer() || port.get<std::int64_t>() <= 0 ||
+          port.get<std::int64_t>() > 65535) {
+        return std::unexpected(
+            config_error(origin, "network_ports", "must hold ports 1-65535, found " + port.dump()));
       }
       o.network_ports.push_back(static_cast<std::uint16_t>(port.get<std::int64_t>()));
     }
   }
   if (auto it = config.find("protect"); it != config.end()) {
-    if (!it->is_array()) return std::unexpected(config_error(origin, "protect", "must be a list of paths"));
+    if (!it->is_array())
+      return std::unexpected(config_error(origin, "protect", "must be a list of paths"));
     for (const auto& p : *it) {
       if (!p.is_string() || p.get<std::string>().empty() || p.get<std::string>().front() != '/') {
-        return std::unexpected(config_error(origin, "protect", "must hold absolute paths, found " + p.dump()));
+        return std::unexpected(
+            config_error(origin, "protect", "must hold absolute paths, found " + p.dump()));
       }
       o.protect.emplace_back(p.get<std::string>());
     }
@@ -138,14 +153,16 @@ SandboxProfile toolbox_profile(const Toolbox& toolbox, const ToolboxRunOptions& 
   }
   for (const auto& name : toolbox.env_passthrough) {
     if (is_hijacking_env_name(name)) {
-      log(LogLevel::Warn, "toolbox '" + toolbox.name + "': not passing " + name + " through: it can hijack execution");
+      log(LogLevel::Warn, "toolbox '" + toolbox.name + "': not passing " + name +
+                              " through: it can hijack execution");
       continue;
     }
     p.env.passthrough.push_back(name);
   }
   for (const auto& [name, value] : toolbox.env) {
     if (is_hijacking_env_name(name)) {
-      log(LogLevel::Warn, "toolbox '" + toolbox.name + "': ignoring env " + name + ": it can hijack execution");
+      log(LogLevel::Warn,
+          "toolbox '" + toolbox.name + "': ignoring env " + name + ": it can hijack execution");
       continue;
     }
     p.env.set[name] = value;
@@ -159,8 +176,9 @@ SandboxProfile toolbox_profile(const Toolbox& toolbox, const ToolboxRunOptions& 
       for (const auto& c : toolbox.allowed_commands) {
         if (command_matches_allowlist(p.allowed_commands, c)) narrowed.push_back(c);
       }
-      p.allowed_commands = narrowed.empty() ? std::vector<std::string>{"/nonexistent/kernex-nothing-allowed"}
-                                            : std::move(narrowed);
+      p.allowed_commands = narrowed.empty()
+                               ? std::vector<std::string>{"/nonexistent/kernex-nothing-allowed"}
+                               : std::move(narrowed);
     }
   }
   // The skill folder is data to its toolbox: readable, never writable, never executable. Only the
@@ -183,20 +201,26 @@ Result<std::vector<std::string>> toolbox_argv(const Toolbox& toolbox, const Json
       argv.push_back(skill_file(toolbox.source_dir, arg).value_or(arg));
       continue;
     }
-    const std::string where = "toolbox '" + toolbox.name + "': args[" + std::to_string(i) + "] is " + arg;
+    const std::string where =
+        "toolbox '" + toolbox.name + "': args[" + std::to_string(i) + "] is " + arg;
     auto it = arguments.is_object() ? arguments.find(name) : arguments.end();
     if (!arguments.is_object() || it == arguments.end() || it->is_null()) {
       return fail(ErrorCode::Tool, where + ", but the argument `" + name + "` was not given");
     }
     std::string value;
-    if (it->is_string()) value = it->get<std::string>();
-    else if (it->is_number() || it->is_boolean()) value = it->dump();
-    else return fail(ErrorCode::Tool, where + ": the argument `" + name + "` must be a string, number or boolean");
+    if (it->is_string())
+      value = it->get<std::string>();
+    else if (it->is_number() || it->is_boolean())
+      value = it->dump();
+    else
+      return fail(ErrorCode::Tool,
+                  where + ": the argument `" + name + "` must be a string, number or boolean");
     if (value.find('\0') != std::string::npos) {
       return fail(ErrorCode::Tool, where + ": the argument `" + name + "` contains a NUL byte");
     }
     if (!value.empty() && value.front() == '-' && !after_double_dash && !it->is_number()) {
-      return fail(ErrorCode::Tool, where + ": the argument `" + name + "` starts with '-' and would be read as an option");
+      return fail(ErrorCode::Tool, where + ": the argument `" + name +
+                                       "` starts with '-' and would be read as an option");
     }
     argv.push_back(std::move(value));
   }
@@ -215,10 +239,11 @@ ToolResult toolbox_result(const Toolbox& toolbox, const ToolCall& call, const Sp
   if (r.cancelled) {
     c = cancelled_text("Toolbox '" + toolbox.name + "'");
   } else if (r.timed_out) {
-    c = "Toolbox '" + toolbox.name + "' timed out after " + seconds_text(timeout) + " and was killed";
+    c = "Toolbox '" + toolbox.name + "' timed out after " + seconds_text(timeout) +
+        " and was killed";
   } else if (r.term_signal != 0) {
-    c = "Toolbox '" + toolbox.name + "' was killed by signal " + std::to_string(r.term_signal) + " (" +
-        ::strsignal(r.term_signal) + ")";
+    c = "Toolbox '" + toolbox.name + "' was killed by signal " + std::to_string(r.term_signal) +
+        " (" + ::strsignal(r.term_signal) + ")";
   } else {
     c = "Toolbox '" + toolbox.name + "' failed with exit status " + std::to_string(r.exit_code);
   }
@@ -230,8 +255,8 @@ ToolResult toolbox_result(const Toolbox& toolbox, const ToolCall& call, const Sp
 namespace {
 
 // The toolbox fields toolbox_profile() reads (plus name and command, so each toolbox still gets its
-// own policy), length-prefixed so no two toolboxes share a key. Serialising the whole toolbox, input
-// schema and all, cost ~12 µs per call.
+// own policy), length-prefixed so no two toolboxes share a key. Serialising the whole toolbox,
+// input schema and all, cost ~12 µs per call.
 std::string policy_key(const Toolbox& t) {
   std::string key;
   auto put = [&key](std::string_view field) {
@@ -280,13 +305,15 @@ void create_in_tool_area(const fs::path& workspace) {
 
 }  // namespace
 
-Result<fs::path> call_workspace(const std::optional<fs::path>& requested, const fs::path& configured) {
+Result<fs::path> call_workspace(const std::optional<fs::path>& requested,
+                                const fs::path& configured) {
   if (!requested) return configured;
   std::error_code ec;
   if (requested->is_absolute()) create_in_tool_area(*requested);
   if (!requested->is_absolute() || !fs::is_directory(*requested, ec)) {
-    return fail(ErrorCode::Tool, "the run's workspace '" + requested->string() +
-                                     "' is not an existing directory (an absolute path the host creates)");
+    return fail(ErrorCode::Tool,
+                "the run's workspace '" + requested->string() +
+                    "' is not an existing directory (an absolute path the host creates)");
   }
   return requested->lexically_normal();
 }
@@ -295,12 +322,13 @@ std::string cancelled_text(const std::string& what) {
   return what + " was cancelled: the run was stopped, and every process it started was killed";
 }
 
-Result<std::shared_ptr<const Policy>> ToolboxRunner::policy_for(const Toolbox& toolbox,
-                                                                const std::optional<fs::path>& workspace) {
+Result<std::shared_ptr<const Policy>> ToolboxRunner::policy_for(
+    const Toolbox& toolbox, const std::optional<fs::path>& workspace) {
   // Many sessions' workspaces pass through a server's runner: the cache is bounded, and dropping
   // it whole is cheap next to the policies in use, which their callers keep alive.
   constexpr std::size_t kMaxPolicies = 256;
-  const std::string key = policy_key(toolbox) + (workspace ? "@" + workspace->string() : std::string());
+  const std::string key =
+      policy_key(toolbox) + (workspace ? "@" + workspace->string() : std::string());
   std::lock_guard lock(mutex_);
   if (auto it = policies_.find(key); it != policies_.end()) return it->second;
   ToolboxRunOptions options = options_;
@@ -315,8 +343,11 @@ Result<std::shared_ptr<const Policy>> ToolboxRunner::policy_for(const Toolbox& t
   return shared;
 }
 
-ToolResult ToolboxRunner::run(const Toolbox& toolbox, const ToolCall& call, const CallScope& scope) {
-  auto refuse = [&](std::string message) { return ToolResult{call.id, call.name, std::move(message), true}; };
+ToolResult ToolboxRunner::run(const Toolbox& toolbox, const ToolCall& call,
+                              const CallScope& scope) {
+  auto refuse = [&](std::string message) {
+    return ToolResult{call.id, call.name, std::move(message), true};
+  };
   if (!command_matches_allowlist(toolbox.allowed_commands, toolbox.command)) {
     return refuse("Toolbox '" + toolbox.name + "' blocked: command \"" + toolbox.command +
                   "\" is not in the skill's declared command allow-list");
@@ -325,11 +356,13 @@ ToolResult ToolboxRunner::run(const Toolbox& toolbox, const ToolCall& call, cons
   if (!argv) return refuse(argv.error().message);
   if (scope.stop.stop_requested()) return refuse(cancelled_text("Toolbox '" + toolbox.name + "'"));
   auto workspace = call_workspace(scope.workspace, options_.workspace);
-  if (!workspace) return refuse("Toolbox '" + toolbox.name + "' cannot run: " + workspace.error().message);
-  auto policy = policy_for(toolbox, scope.workspace ? std::optional<fs::path>(*workspace) : std::nullopt);
+  if (!workspace)
+    return refuse("Toolbox '" + toolbox.name + "' cannot run: " + workspace.error().message);
+  auto policy =
+      policy_for(toolbox, scope.workspace ? std::optional<fs::path>(*workspace) : std::nullopt);
   if (!policy) {
-    return refuse("Refusing to run toolbox '" + toolbox.name + "': the sandbox can't be set up: " +
-                  policy.error().describe());
+    return refuse("Refusing to run toolbox '" + toolbox.name +
+                  "': the sandbox can't be set up: " + policy.error().describe());
   }
   Command cmd;
   cmd.argv = std::move(*argv);

@@ -30,8 +30,10 @@ bool nesting_within(const std::string& text, int limit) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -43,13 +45,14 @@ bool nesting_within(const std::string& text, int limit) {
   return true;
 }
 
-std::optional<std::size_t> size_param(const HttpRequest& req, const std::string& name, std::size_t fallback,
-                                      std::size_t max) {
+std::optional<std::size_t> size_param(const HttpRequest& req, const std::string& name,
+                                      std::size_t fallback, std::size_t max) {
   auto it = req.query.find(name);
   if (it == req.query.end()) return fallback;
   std::size_t v = 0;
   auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-  if (ec != std::errc() || end != it->second.data() + it->second.size() || v == 0 || v > max) return std::nullopt;
+  if (ec != std::errc() || end != it->second.data() + it->second.size() || v == 0 || v > max)
+    return std::nullopt;
   return v;
 }
 
@@ -74,24 +77,29 @@ HttpReply HttpReply::error(const ApiError& e) {
 }
 
 std::expected<Json, ApiError> parse_body(const std::string& body) {
-  if (!nesting_within(body, 64)) return std::unexpected(api_error(400, "invalid_json", "the body nests deeper than 64 levels"));
+  if (!nesting_within(body, 64))
+    return std::unexpected(api_error(400, "invalid_json", "the body nests deeper than 64 levels"));
   Json j = Json::parse(body, nullptr, false);
-  if (j.is_discarded()) return std::unexpected(api_error(400, "invalid_json", "the body is not valid JSON"));
-  if (!j.is_object()) return std::unexpected(api_error(400, "invalid_request", "expected a JSON object as the body"));
+  if (j.is_discarded())
+    return std::unexpected(api_error(400, "invalid_json", "the body is not valid JSON"));
+  if (!j.is_object())
+    return std::unexpected(api_error(400, "invalid_request", "expected a JSON object as the body"));
   return j;
 }
 
 bool valid_session_id(std::string_view id) {
   if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
   for (char c : id) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ':')) return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
+          c == ':'))
+      return false;
   }
   return true;
 }
 
 std::string render_native(const RunEvent& e) {
-  return "event: " + e.name + "\nid: " + std::to_string(e.id) + "\ndata: " +
-         e.data.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
+  return "event: " + e.name + "\nid: " + std::to_string(e.id) +
+         "\ndata: " + e.data.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
 }
 
 bool wants_stream(const HttpRequest& req, const Json& body) {
@@ -103,15 +111,16 @@ bool wants_stream(const HttpRequest& req, const Json& body) {
 HttpReply Api::handle(const HttpRequest& req) {
   const std::string origin = req.header("origin");
   const auto& allowed = deps_.runs->config().cors_origins;
-  const bool cors = !origin.empty() && std::any_of(allowed.begin(), allowed.end(), [&](const std::string& o) {
-    return o == "*" || o == origin;
-  });
+  const bool cors =
+      !origin.empty() && std::any_of(allowed.begin(), allowed.end(),
+                                     [&](const std::string& o) { return o == "*" || o == origin; });
   if (cors && req.method == "OPTIONS") {
     HttpReply r = HttpReply::json(204, nullptr);
     r.body.clear();
     r.headers = {{"Access-Control-Allow-Origin", origin},
                  {"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"},
-                 {"Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID, X-Session-Id"},
+                 {"Access-Control-Allow-Headers",
+                  "Authorization, Content-Type, Last-Event-ID, X-Session-Id"},
                  {"Access-Control-Max-Age", "600"},
                  {"Vary", "Origin"}};
     return r;
@@ -131,8 +140,11 @@ HttpReply Api::route(const HttpRequest& req) {
     return HttpReply::json(200, {{"status", "ok"}});
   }
   if (seg.size() == 1 && seg[0] == "metrics") {
-    // Every tenant's usage is in there: for the operator's scraper on this machine, not for tenants.
-    if (!req.from_loopback) return HttpReply::error(api_error(403, "forbidden", "/metrics answers loopback clients only"));
+    // Every tenant's usage is in there: for the operator's scraper on this machine, not for
+    // tenants.
+    if (!req.from_loopback)
+      return HttpReply::error(
+          api_error(403, "forbidden", "/metrics answers loopback clients only"));
     if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
     HttpReply r;
     r.content_type = "text/plain; version=0.0.4";
@@ -144,7 +156,8 @@ HttpReply Api::route(const HttpRequest& req) {
   }
   auto tenant = deps_.authenticate(req);
   if (!tenant) {
-    HttpReply r = HttpReply::error(api_error(401, "unauthorized", "send Authorization: Bearer <key> with a valid key"));
+    HttpReply r = HttpReply::error(
+        api_error(401, "unauthorized", "send Authorization: Bearer <key> with a valid key"));
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
     return r;
   }
@@ -152,11 +165,13 @@ HttpReply Api::route(const HttpRequest& req) {
     if (seg.size() >= 3 && seg[1] == "sessions") {
       const std::string& session = seg[2];
       if (!valid_session_id(session)) {
-        return HttpReply::error(api_error(400, "invalid_session", "session ids are 1-128 of [A-Za-z0-9_.:-]"));
+        return HttpReply::error(
+            api_error(400, "invalid_session", "session ids are 1-128 of [A-Za-z0-9_.:-]"));
       }
       // Sessions are per tenant: one this tenant never used (another tenant's, say) is not found.
-      const bool reads = (seg.size() == 3 && req.method == "DELETE") ||
-                         (seg.size() == 4 && req.method == "GET" && (seg[3] == "messages" || seg[3] == "runs"));
+      const bool reads =
+          (seg.size() == 3 && req.method == "DELETE") ||
+          (seg.size() == 4 && req.method == "GET" && (seg[3] == "messages" || seg[3] == "runs"));
       if (reads && !deps_.runs->session_exists(*tenant, session)) {
         return HttpReply::error(api_error(404, "not_found", "no session '" + session + "'"));
       }
@@ -170,11 +185,14 @@ HttpReply Api::route(const HttpRequest& req) {
         if (req.method == "POST") return post_message(req, *tenant, session);
         if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
         auto limit = size_param(req, "limit", 50, 1000);
-        if (!limit) return HttpReply::error(api_error(400, "invalid_request", "limit: expected 1-1000"));
+        if (!limit)
+          return HttpReply::error(api_error(400, "invalid_request", "limit: expected 1-1000"));
         std::optional<std::int64_t> before;
         if (req.query.contains("before")) {
           auto b = size_param(req, "before", 0, INT64_MAX);
-          if (!b) return HttpReply::error(api_error(400, "invalid_request", "before: expected a message seq"));
+          if (!b)
+            return HttpReply::error(
+                api_error(400, "invalid_request", "before: expected a message seq"));
           before = static_cast<std::int64_t>(*b);
         }
         auto h = deps_.runs->history(*tenant, session, *limit, before);
@@ -183,7 +201,8 @@ HttpReply Api::route(const HttpRequest& req) {
       if (seg.size() == 4 && seg[3] == "runs") {
         if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
         auto limit = size_param(req, "limit", 100, 1000);
-        if (!limit) return HttpReply::error(api_error(400, "invalid_request", "limit: expected 1-1000"));
+        if (!limit)
+          return HttpReply::error(api_error(400, "invalid_request", "limit: expected 1-1000"));
         auto runs = deps_.runs->session_runs(*tenant, session, *limit);
         return runs ? HttpReply::json(200, *runs) : HttpReply::error(runs.error());
       }
@@ -204,7 +223,8 @@ HttpReply Api::route(const HttpRequest& req) {
         if (req.method != "POST") return HttpReply::error(method_not_allowed(req));
         auto run = deps_.runs->cancel(*tenant, run_id);
         if (!run) return HttpReply::error(run.error());
-        return HttpReply::json(202, {{"run_id", run_id}, {"status", std::string(to_string((*run)->status()))}});
+        return HttpReply::json(
+            202, {{"run_id", run_id}, {"status", std::string(to_string((*run)->status()))}});
       }
     }
     if (seg.size() == 3 && seg[1] == "chat" && seg[2] == "completions") {
@@ -221,33 +241,43 @@ HttpReply Api::route(const HttpRequest& req) {
   return reply;
 }
 
-HttpReply Api::post_message(const HttpRequest& req, const std::string& tenant, const std::string& session) {
+HttpReply Api::post_message(const HttpRequest& req, const std::string& tenant,
+                            const std::string& session) {
   auto body = parse_body(req.body);
   if (!body) return HttpReply::error(body.error());
   const Json& b = *body;
   for (const auto& [key, value] : b.items()) {
-    if (key != "message" && key != "sender" && key != "skills" && key != "stream" && key != "if_busy") {
-      return HttpReply::error(api_error(400, "invalid_request", "unknown field '" + key +
-                                                                    "' (expected message, sender, skills, stream, if_busy)"));
+    if (key != "message" && key != "sender" && key != "skills" && key != "stream" &&
+        key != "if_busy") {
+      return HttpReply::error(api_error(
+          400, "invalid_request",
+          "unknown field '" + key + "' (expected message, sender, skills, stream, if_busy)"));
     }
   }
   RunRequest run;
   run.tenant = tenant;
   run.session = session;
-  if (!b.contains("message") || !b["message"].is_string() || b["message"].get<std::string>().empty()) {
-    return HttpReply::error(api_error(400, "invalid_request", "message: expected a non-empty string"));
+  if (!b.contains("message") || !b["message"].is_string() ||
+      b["message"].get<std::string>().empty()) {
+    return HttpReply::error(
+        api_error(400, "invalid_request", "message: expected a non-empty string"));
   }
   run.message = b["message"].get<std::string>();
   if (b.contains("sender")) {
     if (!b["sender"].is_string() || b["sender"].get<std::string>().size() > 256) {
-      return HttpReply::error(api_error(400, "invalid_request", "sender: expected a string of at most 256 bytes"));
+      return HttpReply::error(
+          api_error(400, "invalid_request", "sender: expected a string of at most 256 bytes"));
     }
     run.sender = b["sender"].get<std::string>();
   }
   if (b.contains("skills")) {
-    if (!b["skills"].is_array()) return HttpReply::error(api_error(400, "invalid_request", "skills: expected a list of skill names"));
+    if (!b["skills"].is_array())
+      return HttpReply::error(
+          api_error(400, "invalid_request", "skills: expected a list of skill names"));
     for (const auto& s : b["skills"]) {
-      if (!s.is_string()) return HttpReply::error(api_error(400, "invalid_request", "skills: expected a list of skill names"));
+      if (!s.is_string())
+        return HttpReply::error(
+            api_error(400, "invalid_request", "skills: expected a list of skill names"));
       run.skills.push_back(s.get<std::string>());
     }
   }
@@ -256,8 +286,11 @@ HttpReply Api::post_message(const HttpRequest& req, const std::string& tenant, c
   }
   IfBusy policy = deps_.runs->config().if_busy;
   if (b.contains("if_busy")) {
-    auto p = b["if_busy"].is_string() ? parse_if_busy(b["if_busy"].get<std::string>()) : std::nullopt;
-    if (!p) return HttpReply::error(api_error(400, "invalid_request", "if_busy: expected reject, enqueue or interrupt"));
+    auto p =
+        b["if_busy"].is_string() ? parse_if_busy(b["if_busy"].get<std::string>()) : std::nullopt;
+    if (!p)
+      return HttpReply::error(
+          api_error(400, "invalid_request", "if_busy: expected reject, enqueue or interrupt"));
     policy = *p;
   }
   const bool stream = wants_stream(req, b);
@@ -277,15 +310,20 @@ HttpReply Api::post_message(const HttpRequest& req, const std::string& tenant, c
     body["session_id"] = r.session;
     body["status"] = summary["status"];
     if (summary.contains("error")) {
-      return HttpReply::json(502, {{"error", {{"code", "run_failed"}, {"message", summary["error"].value("message", "")}}},
-                                   {"run_id", r.id}, {"session_id", r.session}, {"status", "failed"}});
+      return HttpReply::json(
+          502,
+          {{"error", {{"code", "run_failed"}, {"message", summary["error"].value("message", "")}}},
+           {"run_id", r.id},
+           {"session_id", r.session},
+           {"status", "failed"}});
     }
     return HttpReply::json(200, body);
   };
   return reply;
 }
 
-HttpReply Api::run_events(const HttpRequest& req, const std::string& tenant, const std::string& run_id) {
+HttpReply Api::run_events(const HttpRequest& req, const std::string& tenant,
+                          const std::string& run_id) {
   auto run = deps_.runs->find(tenant, run_id);
   if (!run) return HttpReply::error(api_error(404, "not_found", "no run '" + run_id + "'"));
   std::string last = req.header("last-event-id");
@@ -296,7 +334,8 @@ HttpReply Api::run_events(const HttpRequest& req, const std::string& tenant, con
   if (!last.empty()) {
     auto [end, ec] = std::from_chars(last.data(), last.data() + last.size(), after);
     if (ec != std::errc() || end != last.data() + last.size()) {
-      return HttpReply::error(api_error(400, "invalid_request", "Last-Event-ID: expected an event id (a whole number)"));
+      return HttpReply::error(api_error(400, "invalid_request",
+                                        "Last-Event-ID: expected an event id (a whole number)"));
     }
   }
   HttpReply reply;

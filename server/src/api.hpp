@@ -26,8 +26,10 @@ class Api {
 
  private:
   HttpReply route(const HttpRequest& request);
-  HttpReply post_message(const HttpRequest& req, const std::string& tenant, const std::string& session);
-  HttpReply run_events(const HttpRequest& req, const std::string& tenant, const std::string& run_id);
+  HttpReply post_message(const HttpRequest& req, const std::string& tenant,
+                         const std::string& session);
+  HttpReply run_events(const HttpRequest& req, const std::string& tenant,
+                       const std::string& run_id);
   HttpReply chat_completions(const HttpRequest& req, const std::string& tenant);
   HttpReply models();
 

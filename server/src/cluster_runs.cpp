@@ -57,7 +57,8 @@ void ClusterRuns::kick() {
   changed_.notify_all();
 }
 
-std::shared_ptr<ClusterRuns::Tracked> ClusterRuns::track(const SharedRun& row, std::vector<RunEvent> events) {
+std::shared_ptr<ClusterRuns::Tracked> ClusterRuns::track(const SharedRun& row,
+                                                         std::vector<RunEvent> events) {
   std::lock_guard lock(mutex_);
   auto& slot = runs_[row.id];
   if (!slot) {
@@ -117,14 +118,17 @@ std::vector<std::shared_ptr<ClusterRuns::Tracked>> ClusterRuns::executing() cons
 
 void ClusterRuns::stop_local(const std::string& id) {
   std::lock_guard lock(mutex_);
-  if (auto it = runs_.find(id); it != runs_.end() && it->second->executing) it->second->state->request_cancel();
+  if (auto it = runs_.find(id); it != runs_.end() && it->second->executing)
+    it->second->state->request_cancel();
 }
 
-std::expected<std::shared_ptr<RunState>, ApiError> ClusterRuns::submit(RunRequest request, IfBusy if_busy) {
+std::expected<std::shared_ptr<RunState>, ApiError> ClusterRuns::submit(RunRequest request,
+                                                                       IfBusy if_busy) {
   if (auto unknown = unknown_skill(deps_.skills, request)) return std::unexpected(*unknown);
   {
     std::lock_guard lock(mutex_);
-    if (draining_) return std::unexpected(api_error(503, "shutting_down", "the server is shutting down"));
+    if (draining_)
+      return std::unexpected(api_error(503, "shutting_down", "the server is shutting down"));
   }
   // Limits count what this node knows: a refusal here is final, an admission is not held (the
   // run may execute on another node, which counts it while it runs).
@@ -142,12 +146,14 @@ std::expected<std::shared_ptr<RunState>, ApiError> ClusterRuns::submit(RunReques
   auto admitted = deps_.store->submit(row, if_busy);
   if (!admitted) {
     log(LogLevel::Error, "serve: " + admitted.error().describe());
-    return std::unexpected(api_error(500, "store_failed", "the run could not be recorded; nothing was started"));
+    return std::unexpected(
+        api_error(500, "store_failed", "the run could not be recorded; nothing was started"));
   }
   if (*admitted == ClusterStore::Admitted::Busy) {
-    return std::unexpected(api_error(409, "session_busy", "session '" + request.session +
-                                                             "' has a run in progress; retry later, or send "
-                                                             "if_busy: enqueue or interrupt"));
+    return std::unexpected(api_error(409, "session_busy",
+                                     "session '" + request.session +
+                                         "' has a run in progress; retry later, or send "
+                                         "if_busy: enqueue or interrupt"));
   }
   auto tracked = track(row, {});
   kick();
@@ -160,7 +166,8 @@ void ClusterRuns::dispatch_loop(std::stop_token stop) {
   while (!stop.stop_requested()) {
     {
       std::unique_lock lock(mutex_);
-      changed_.wait_for(lock, std::chrono::milliseconds(250), [&] { return kicked_ || stop.stop_requested(); });
+      changed_.wait_for(lock, std::chrono::milliseconds(250),
+                        [&] { return kicked_ || stop.stop_requested(); });
       kicked_ = false;
     }
     for (;;) {
@@ -199,7 +206,8 @@ void ClusterRuns::launch(ClaimedRun claimed) {
   }
   {
     std::lock_guard sync(tracked->sync);
-    tracked->claimed_at = Clock::now().time_since_epoch().count();  // before `executing`: see heartbeat_loop
+    tracked->claimed_at =
+        Clock::now().time_since_epoch().count();  // before `executing`: see heartbeat_loop
     tracked->attempt = row.attempt;
     tracked->executing = true;
     tracked->state->preload(std::move(claimed.events));
@@ -213,7 +221,9 @@ void ClusterRuns::launch(ClaimedRun claimed) {
     if (request) {
       execute(tracked, *request);
     } else {
-      const Json error{{"run_id", tracked->state->id}, {"code", "Internal"}, {"message", "the stored request is unreadable"}};
+      const Json error{{"run_id", tracked->state->id},
+                       {"code", "Internal"},
+                       {"message", "the stored request is unreadable"}};
       end(*tracked, RunEnd{RunStatus::Failed, "error", error, {}, {}, "error"});
     }
     // Notified under the lock: shutdown() may return, and this object go, once threads_ is 0.
@@ -233,12 +243,15 @@ void ClusterRuns::execute(const std::shared_ptr<Tracked>& tracked, const RunRequ
   auto still_ours = [this, &run, attempt]() -> Result<void> {
     auto held = deps_.store->holds(run.id, node_, attempt);
     if (!held) return std::unexpected(held.error());
-    if (!*held) return fail(ErrorCode::Cancelled, "this node no longer holds run " + run.id + "; its exchange is not saved");
+    if (!*held)
+      return fail(ErrorCode::Cancelled,
+                  "this node no longer holds run " + run.id + "; its exchange is not saved");
     return {};
   };
   const RunEnd result = execute_run(env_, run, request, still_ours);
   if (counted) {
-    deps_.admission->release(run.tenant, result.usage.input_tokens + result.usage.output_tokens, result.usage.cost_usd);
+    deps_.admission->release(run.tenant, result.usage.input_tokens + result.usage.output_tokens,
+                             result.usage.cost_usd);
   }
   end(*tracked, result);
 }
@@ -286,14 +299,16 @@ void ClusterRuns::end(Tracked& tracked, const RunEnd& result) {
     run.finish(result.status, result.body);
     return;
   }
-  const std::string why = stored ? "this node lost its claim on the run; another attempt's result stands"
-                                 : "the run's end could not be stored: " + stored.error().describe();
+  const std::string why =
+      stored ? "this node lost its claim on the run; another attempt's result stands"
+             : "the run's end could not be stored: " + stored.error().describe();
   log(LogLevel::Warn, "serve: run " + run.id + ": " + why);
   const Json lost{{"run_id", run.id}, {"code", "claim_lost"}, {"message", why}};
   run.append("error", lost);
   run.finish(RunStatus::Failed, lost);
   std::lock_guard lock(mutex_);
-  if (auto it = runs_.find(run.id); it != runs_.end() && it->second.get() == &tracked) runs_.erase(it);
+  if (auto it = runs_.find(run.id); it != runs_.end() && it->second.get() == &tracked)
+    runs_.erase(it);
 }
 
 void ClusterRuns::flush_soon(const std::shared_ptr<Tracked>& tracked) {
@@ -303,14 +318,15 @@ void ClusterRuns::flush_soon(const std::shared_ptr<Tracked>& tracked) {
     std::lock_guard sync(tracked->sync);
     after = tracked->flushed;
   }
-  const bool registered = tracked->state->wait_after(after, [this, weak = std::weak_ptr<Tracked>(tracked)] {
-    if (auto t = weak.lock()) t->armed = false;
-    {
-      std::lock_guard lock(mutex_);
-      flush_due_ = true;
-    }
-    changed_.notify_all();
-  });
+  const bool registered =
+      tracked->state->wait_after(after, [this, weak = std::weak_ptr<Tracked>(tracked)] {
+        if (auto t = weak.lock()) t->armed = false;
+        {
+          std::lock_guard lock(mutex_);
+          flush_due_ = true;
+        }
+        changed_.notify_all();
+      });
   if (!registered) {  // already something to store
     tracked->armed = false;
     std::lock_guard lock(mutex_);
@@ -324,7 +340,8 @@ void ClusterRuns::flush_loop(std::stop_token stop) {
   while (!stop.stop_requested()) {
     {
       std::unique_lock lock(mutex_);
-      changed_.wait_for(lock, std::chrono::milliseconds(100), [&] { return flush_due_ || stop.stop_requested(); });
+      changed_.wait_for(lock, std::chrono::milliseconds(100),
+                        [&] { return flush_due_ || stop.stop_requested(); });
       flush_due_ = false;
     }
     for (auto& t : executing()) {
@@ -335,7 +352,8 @@ void ClusterRuns::flush_loop(std::stop_token stop) {
 
 void ClusterRuns::heartbeat_loop(std::stop_token stop) {
   LogContext scope("node=" + node_);
-  const auto lease = std::chrono::duration_cast<std::chrono::milliseconds>(deps_.config->cluster.lease);
+  const auto lease =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deps_.config->cluster.lease);
   const auto interval = std::max(std::chrono::milliseconds(100), lease / 3);
   auto renewed = Clock::now();  // when the last renewal that succeeded was asked for
   while (pause(stop, interval)) {
@@ -356,7 +374,8 @@ void ClusterRuns::heartbeat_loop(std::stop_token stop) {
       for (const auto& t : running) {
         if (t->claimed_at >= asked) continue;
         if (!holding.contains({t->state->id, t->attempt})) {
-          log(LogLevel::Warn, "serve: run " + t->state->id + " is no longer claimed by this node; stopping it");
+          log(LogLevel::Warn,
+              "serve: run " + t->state->id + " is no longer claimed by this node; stopping it");
           t->state->request_cancel();
         }
       }
@@ -368,7 +387,8 @@ void ClusterRuns::heartbeat_loop(std::stop_token stop) {
       }
     }
     if (auto reaped = deps_.store->reap(deps_.config->cluster); reaped && !reaped->empty()) {
-      log(LogLevel::Info, "serve: reclaimed " + std::to_string(reaped->size()) + " run(s) of stopped nodes");
+      log(LogLevel::Info,
+          "serve: reclaimed " + std::to_string(reaped->size()) + " run(s) of stopped nodes");
       kick();
     }
   }
@@ -385,8 +405,9 @@ void ClusterRuns::listen_loop(std::stop_token stop) {
         pause(stop, std::chrono::seconds(1));
         continue;
       }
-      const std::string listen = std::string("LISTEN ") + ClusterStore::kQueueChannel + "; LISTEN " +
-                                 ClusterStore::kEventsChannel + "; LISTEN " + ClusterStore::kCancelChannel;
+      const std::string listen = std::string("LISTEN ") + ClusterStore::kQueueChannel +
+                                 "; LISTEN " + ClusterStore::kEventsChannel + "; LISTEN " +
+                                 ClusterStore::kCancelChannel;
       if (auto r = (*conn)->script(listen); !r) {
         log(LogLevel::Error, "serve: cannot listen for changes: " + r.error().describe());
         pause(stop, std::chrono::seconds(1));
@@ -427,7 +448,8 @@ void ClusterRuns::resume_unfinished() {
   std::lock_guard lock(mutex_);
   if (dispatcher_.joinable()) return;
   log(LogLevel::Info, "serve: cluster node " + node_ + " (lease " +
-                          std::to_string(deps_.config->cluster.lease.count()) + " s, runs left by stopped nodes are " +
+                          std::to_string(deps_.config->cluster.lease.count()) +
+                          " s, runs left by stopped nodes are " +
                           (deps_.config->cluster.retry_lost ? "run again" : "failed") + ")");
   dispatcher_ = std::jthread([this](std::stop_token s) { dispatch_loop(s); });
   loops_.emplace_back([this](std::stop_token s) { listen_loop(s); });
@@ -466,21 +488,26 @@ std::expected<std::shared_ptr<RunState>, ApiError> ClusterRuns::cancel(const std
   return run;
 }
 
-std::expected<Json, ApiError> ClusterRuns::session_runs(const std::string& tenant, const std::string& session,
+std::expected<Json, ApiError> ClusterRuns::session_runs(const std::string& tenant,
+                                                        const std::string& session,
                                                         std::size_t limit) {
   auto stored = deps_.store->session_runs(tenant, session, limit);
   if (!stored) return std::unexpected(api_error(500, "store_failed", stored.error().describe()));
   Json runs = Json::array();
   for (const auto& s : *stored) {
-    Json r{{"run_id", s.id}, {"status", s.status}, {"created_at", s.created_at}, {"attempt", s.attempt}};
+    Json r{{"run_id", s.id},
+           {"status", s.status},
+           {"created_at", s.created_at},
+           {"attempt", s.attempt}};
     if (!s.node.empty()) r["node"] = s.node;
     runs.push_back(std::move(r));
   }
   return Json{{"runs", runs}};
 }
 
-std::expected<Json, ApiError> ClusterRuns::history(const std::string& tenant, const std::string& session,
-                                                   std::size_t limit, std::optional<std::int64_t> before) {
+std::expected<Json, ApiError> ClusterRuns::history(const std::string& tenant,
+                                                   const std::string& session, std::size_t limit,
+                                                   std::optional<std::int64_t> before) {
   return session_history(*deps_.kernel, tenant, session, limit, before);
 }
 
@@ -489,7 +516,8 @@ bool ClusterRuns::session_exists(const std::string& tenant, const std::string& s
   return has && *has;
 }
 
-std::expected<void, ApiError> ClusterRuns::forget(const std::string& tenant, const std::string& session) {
+std::expected<void, ApiError> ClusterRuns::forget(const std::string& tenant,
+                                                  const std::string& session) {
   if (auto r = deps_.store->cancel_session(tenant, session); !r) {
     return std::unexpected(api_error(500, "store_failed", r.error().describe()));
   }
@@ -501,7 +529,8 @@ std::expected<void, ApiError> ClusterRuns::forget(const std::string& tenant, con
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   for (;;) {
     auto running = deps_.store->session_running(tenant, session);
-    if (!running) return std::unexpected(api_error(500, "store_failed", running.error().describe()));
+    if (!running)
+      return std::unexpected(api_error(500, "store_failed", running.error().describe()));
     if (!*running || Clock::now() > deadline) break;
     std::unique_lock lock(mutex_);
     changed_.wait_for(lock, std::chrono::milliseconds(50));
@@ -548,7 +577,8 @@ void ClusterRuns::evict_expired() {
   std::lock_guard lock(mutex_);
   for (auto it = runs_.begin(); it != runs_.end();) {
     const auto& t = *it->second;
-    const bool expired = !t.executing && is_terminal(t.state->status()) && t.state->ended_at() < cutoff;
+    const bool expired =
+        !t.executing && is_terminal(t.state->status()) && t.state->ended_at() < cutoff;
     it = expired ? runs_.erase(it) : std::next(it);
   }
 }

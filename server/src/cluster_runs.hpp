@@ -37,14 +37,19 @@ class ClusterRuns final : public Runs {
 
   const std::string& node() const { return node_; }
 
-  std::expected<std::shared_ptr<RunState>, ApiError> submit(RunRequest request, IfBusy if_busy) override;
+  std::expected<std::shared_ptr<RunState>, ApiError> submit(RunRequest request,
+                                                            IfBusy if_busy) override;
   std::shared_ptr<RunState> find(const std::string& tenant, const std::string& run_id) override;
-  std::expected<std::shared_ptr<RunState>, ApiError> cancel(const std::string& tenant, const std::string& run_id) override;
-  std::expected<Json, ApiError> session_runs(const std::string& tenant, const std::string& session, std::size_t limit) override;
-  std::expected<Json, ApiError> history(const std::string& tenant, const std::string& session, std::size_t limit,
+  std::expected<std::shared_ptr<RunState>, ApiError> cancel(const std::string& tenant,
+                                                            const std::string& run_id) override;
+  std::expected<Json, ApiError> session_runs(const std::string& tenant, const std::string& session,
+                                             std::size_t limit) override;
+  std::expected<Json, ApiError> history(const std::string& tenant, const std::string& session,
+                                        std::size_t limit,
                                         std::optional<std::int64_t> before) override;
   bool session_exists(const std::string& tenant, const std::string& session) override;
-  std::expected<void, ApiError> forget(const std::string& tenant, const std::string& session) override;
+  std::expected<void, ApiError> forget(const std::string& tenant,
+                                       const std::string& session) override;
   // Starts the node's threads: runs left by stopped nodes are reclaimed after their lease.
   void resume_unfinished() override;
   void shutdown(std::chrono::milliseconds grace) override;
@@ -58,17 +63,19 @@ class ClusterRuns final : public Runs {
   // A run this node executes or whose events its clients follow.
   struct Tracked {
     std::shared_ptr<RunState> state;
-    std::mutex sync;           // one refresh from the store at a time
-    std::atomic<bool> executing = false;  // by this node: events come from the run's thread, not the store
+    std::mutex sync;  // one refresh from the store at a time
+    std::atomic<bool> executing =
+        false;  // by this node: events come from the run's thread, not the store
     std::atomic<int> attempt = 0;
     // When this node claimed it: a renewal asked before then cannot have seen the claim.
     std::atomic<std::chrono::steady_clock::rep> claimed_at = 0;
-    std::uint64_t flushed = 0;  // events stored so far (executing only)
+    std::uint64_t flushed = 0;        // events stored so far (executing only)
     std::atomic<bool> armed = false;  // flush_soon's waker is registered
   };
 
   std::shared_ptr<Tracked> track(const SharedRun& row, std::vector<RunEvent> events);
-  void refresh(Tracked& tracked);  // a followed run: new events, status and placement from the store
+  void refresh(
+      Tracked& tracked);  // a followed run: new events, status and placement from the store
   void refresh_all();
   void kick();
 
@@ -80,7 +87,8 @@ class ClusterRuns final : public Runs {
   void execute(const std::shared_ptr<Tracked>& tracked, const RunRequest& request);
   void end(Tracked& tracked, const RunEnd& result);
   bool flush(Tracked& tracked);  // false: the store failed (tried again later)
-  void flush_soon(const std::shared_ptr<Tracked>& tracked);  // wakes flush_loop at the run's next event
+  void flush_soon(
+      const std::shared_ptr<Tracked>& tracked);  // wakes flush_loop at the run's next event
   void stop_local(const std::string& id);
   std::vector<std::shared_ptr<Tracked>> executing() const;
 

@@ -47,7 +47,8 @@ CREATE TABLE serve_run_events (
 )SQL"}};
 
 Result<bool> migrate(Connection& c) {
-  if (auto r = c.exec("SELECT pg_advisory_xact_lock(7291000)"); !r) return std::unexpected(r.error());
+  if (auto r = c.exec("SELECT pg_advisory_xact_lock(7291000)"); !r)
+    return std::unexpected(r.error());
   if (auto r = c.script("CREATE TABLE IF NOT EXISTS serve_schema_version (version INT PRIMARY KEY, "
                         "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
       !r) {
@@ -58,13 +59,15 @@ Result<bool> migrate(Connection& c) {
   const std::int64_t current = have->int64(0, 0);
   const int newest = kMigrations[std::size(kMigrations) - 1].version;
   if (current > newest) {
-    return fail(ErrorCode::Memory, "serve run store: the database's schema is version " + std::to_string(current) +
-                                       ", newer than this kernex (" + std::to_string(newest) + "): upgrade kernex");
+    return fail(ErrorCode::Memory, "serve run store: the database's schema is version " +
+                                       std::to_string(current) + ", newer than this kernex (" +
+                                       std::to_string(newest) + "): upgrade kernex");
   }
   for (const auto& m : kMigrations) {
     if (m.version <= current) continue;
     if (auto r = c.script(m.sql); !r) return std::unexpected(r.error());
-    if (auto r = c.exec("INSERT INTO serve_schema_version (version) VALUES ($1::int)", {m.version}); !r) {
+    if (auto r = c.exec("INSERT INTO serve_schema_version (version) VALUES ($1::int)", {m.version});
+        !r) {
       return std::unexpected(r.error());
     }
   }
@@ -72,7 +75,8 @@ Result<bool> migrate(Connection& c) {
 }
 
 constexpr const char* kRunColumns =
-    "id, tenant, session, status, created_at, COALESCE(node, ''), attempt, cancel_requested, request, "
+    "id, tenant, session, status, created_at, COALESCE(node, ''), attempt, cancel_requested, "
+    "request, "
     "COALESCE(result, '')";
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
@@ -125,10 +129,12 @@ std::string text_array(const std::vector<std::string>& items) {
 }
 
 // One JSON array parameter instead of a statement per event: [{seq, name, data(text)}].
-Result<void> insert_events(Connection& c, const std::string& id, const std::vector<RunEvent>& events) {
+Result<void> insert_events(Connection& c, const std::string& id,
+                           const std::vector<RunEvent>& events) {
   if (events.empty()) return {};
   Json rows = Json::array();
-  for (const auto& e : events) rows.push_back({{"seq", e.id}, {"name", e.name}, {"data", dump(e.data)}});
+  for (const auto& e : events)
+    rows.push_back({{"seq", e.id}, {"name", e.name}, {"data", dump(e.data)}});
   auto r = c.exec(
       "INSERT INTO serve_run_events (run_id, seq, name, data) "
       "SELECT $1, (e->>'seq')::bigint, e->>'name', e->>'data' FROM json_array_elements($2::json) e "
@@ -139,7 +145,8 @@ Result<void> insert_events(Connection& c, const std::string& id, const std::vect
 }
 
 // An event after the stored ones, from whoever is not the run's executor (cancel, reaper).
-Result<void> append_one(Connection& c, const std::string& id, const std::string& name, const Json& data) {
+Result<void> append_one(Connection& c, const std::string& id, const std::string& name,
+                        const Json& data) {
   auto r = c.exec(
       "INSERT INTO serve_run_events (run_id, seq, name, data) "
       "SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3 FROM serve_run_events WHERE run_id = $1",
@@ -157,24 +164,29 @@ Result<void> notify(Connection& c, const char* channel, const std::string& paylo
 // Cancels one queued run (row locked by the caller): status, result and its run_end event.
 Result<void> cancel_queued(Connection& c, const std::string& id, const std::string& session) {
   const Json body = cancelled_result(id, session);
-  auto r = c.exec("UPDATE serve_runs SET status = 'cancelled', result = $2, ended_at = clock_timestamp() WHERE id = $1",
-                  {id, dump(body)});
+  auto r = c.exec(
+      "UPDATE serve_runs SET status = 'cancelled', result = $2, ended_at = clock_timestamp() WHERE "
+      "id = $1",
+      {id, dump(body)});
   if (!r) return std::unexpected(r.error());
   if (auto e = append_one(c, id, "run_end", body); !e) return e;
   return notify(c, ClusterStore::kEventsChannel, id);
 }
 
 Result<void> lock_session(Connection& c, const std::string& tenant, const std::string& session) {
-  auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 7291))", {tenant + '\n' + session});
+  auto r =
+      c.exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 7291))", {tenant + '\n' + session});
   if (!r) return std::unexpected(r.error());
   return {};
 }
 
 // Cancels the session's queued runs and flags its running one (the session lock is held).
-Result<void> interrupt_session(Connection& c, const std::string& tenant, const std::string& session) {
-  auto active = c.exec("SELECT id, status FROM serve_runs WHERE tenant = $1 AND session = $2 "
-                       "AND status IN ('queued', 'running') ORDER BY seq FOR UPDATE",
-                       {tenant, session});
+Result<void> interrupt_session(Connection& c, const std::string& tenant,
+                               const std::string& session) {
+  auto active = c.exec(
+      "SELECT id, status FROM serve_runs WHERE tenant = $1 AND session = $2 "
+      "AND status IN ('queued', 'running') ORDER BY seq FOR UPDATE",
+      {tenant, session});
   if (!active) return std::unexpected(active.error());
   for (int i = 0; i < active->size(); ++i) {
     const std::string id = active->text(i, 0);
@@ -192,7 +204,8 @@ Result<void> interrupt_session(Connection& c, const std::string& tenant, const s
 
 }  // namespace
 
-Result<std::unique_ptr<ClusterStore>> ClusterStore::open(const pg::Options& options, std::size_t pool_size) {
+Result<std::unique_ptr<ClusterStore>> ClusterStore::open(const pg::Options& options,
+                                                         std::size_t pool_size) {
   std::unique_ptr<ClusterStore> store(new ClusterStore(options, pool_size));
   auto migrated = store->pool_.transaction<bool>(migrate);
   if (!migrated) return std::unexpected(migrated.error());
@@ -204,38 +217,45 @@ Result<ClusterStore::Admitted> ClusterStore::submit(const SharedRun& run, IfBusy
     if (!run.session.empty()) {
       if (auto r = lock_session(c, run.tenant, run.session); !r) return std::unexpected(r.error());
       if (if_busy == IfBusy::Reject) {
-        auto busy = c.exec("SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 "
-                           "AND status IN ('queued', 'running') LIMIT 1",
-                           {run.tenant, run.session});
+        auto busy = c.exec(
+            "SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 "
+            "AND status IN ('queued', 'running') LIMIT 1",
+            {run.tenant, run.session});
         if (!busy) return std::unexpected(busy.error());
         if (!busy->empty()) return Admitted::Busy;
       } else if (if_busy == IfBusy::Interrupt) {
-        if (auto r = interrupt_session(c, run.tenant, run.session); !r) return std::unexpected(r.error());
+        if (auto r = interrupt_session(c, run.tenant, run.session); !r)
+          return std::unexpected(r.error());
       }
     }
-    auto r = c.exec("INSERT INTO serve_runs (id, tenant, session, status, created_at, request) "
-                    "VALUES ($1, $2, $3, 'queued', $4, $5)",
-                    {run.id, run.tenant, run.session, run.created_at, dump(run.request)});
+    auto r = c.exec(
+        "INSERT INTO serve_runs (id, tenant, session, status, created_at, request) "
+        "VALUES ($1, $2, $3, 'queued', $4, $5)",
+        {run.id, run.tenant, run.session, run.created_at, dump(run.request)});
     if (!r) return std::unexpected(r.error());
     if (auto n = notify(c, kQueueChannel, ""); !n) return std::unexpected(n.error());
     return Admitted::Queued;
   });
 }
 
-Result<std::optional<ClaimedRun>> ClusterStore::claim(const std::string& node, std::chrono::seconds lease) {
+Result<std::optional<ClaimedRun>> ClusterStore::claim(const std::string& node,
+                                                      std::chrono::seconds lease) {
   // One transaction: a claim whose earlier events could not be read is not taken.
   using Claim = std::optional<ClaimedRun>;
   return pool_.transaction<Claim>([&](Connection& c) -> Result<Claim> {
     // The subquery skips rows other claimers hold; the outer status check re-reads the row once
     // locked. The unique index settles two nodes claiming two runs of one session at once.
     auto claimed = c.exec(
-        std::string("UPDATE serve_runs SET status = 'running', node = $1, attempt = attempt + 1, "
-                    "lease_until = clock_timestamp() + make_interval(secs => $2::double precision), "
-                    "started_at = clock_timestamp() "
-                    "WHERE id = (SELECT r.id FROM serve_runs r WHERE r.status = 'queued' AND (r.session = '' OR "
-                    "NOT EXISTS (SELECT 1 FROM serve_runs b WHERE b.tenant = r.tenant AND b.session = r.session "
-                    "AND (b.status = 'running' OR (b.status = 'queued' AND b.seq < r.seq)))) "
-                    "ORDER BY r.seq LIMIT 1 FOR UPDATE SKIP LOCKED) AND status = 'queued' RETURNING ") +
+        std::string(
+            "UPDATE serve_runs SET status = 'running', node = $1, attempt = attempt + 1, "
+            "lease_until = clock_timestamp() + make_interval(secs => $2::double precision), "
+            "started_at = clock_timestamp() "
+            "WHERE id = (SELECT r.id FROM serve_runs r WHERE r.status = 'queued' AND (r.session = "
+            "'' OR "
+            "NOT EXISTS (SELECT 1 FROM serve_runs b WHERE b.tenant = r.tenant AND b.session = "
+            "r.session "
+            "AND (b.status = 'running' OR (b.status = 'queued' AND b.seq < r.seq)))) "
+            "ORDER BY r.seq LIMIT 1 FOR UPDATE SKIP LOCKED) AND status = 'queued' RETURNING ") +
             kRunColumns,
         {node, static_cast<std::int64_t>(lease.count())});
     if (!claimed) {
@@ -246,21 +266,26 @@ Result<std::optional<ClaimedRun>> ClusterStore::claim(const std::string& node, s
     }
     if (claimed->empty()) return Claim();
     ClaimedRun out{read_run(*claimed, 0), {}};
-    auto events = c.exec("SELECT seq, name, data FROM serve_run_events WHERE run_id = $1 ORDER BY seq", {out.run.id});
+    auto events =
+        c.exec("SELECT seq, name, data FROM serve_run_events WHERE run_id = $1 ORDER BY seq",
+               {out.run.id});
     if (!events) return std::unexpected(events.error());
     out.events = read_events(*events);
     return Claim(std::move(out));
   });
 }
 
-Result<std::vector<HeldClaim>> ClusterStore::renew(const std::string& node, std::chrono::seconds lease,
+Result<std::vector<HeldClaim>> ClusterStore::renew(const std::string& node,
+                                                   std::chrono::seconds lease,
                                                    const std::vector<std::string>& ids) {
   if (ids.empty()) return std::vector<HeldClaim>{};
   auto conn = control_.acquire();
   if (!conn) return std::unexpected(conn.error());
   auto r = (*conn)->exec(
-      "UPDATE serve_runs SET lease_until = clock_timestamp() + make_interval(secs => $2::double precision) "
-      "WHERE node = $1 AND status = 'running' AND id = ANY($3::text[]) RETURNING id, attempt, cancel_requested",
+      "UPDATE serve_runs SET lease_until = clock_timestamp() + make_interval(secs => $2::double "
+      "precision) "
+      "WHERE node = $1 AND status = 'running' AND id = ANY($3::text[]) RETURNING id, attempt, "
+      "cancel_requested",
       {node, static_cast<std::int64_t>(lease.count()), text_array(ids)});
   if (!r) return std::unexpected(r.error());
   std::vector<HeldClaim> out;
@@ -271,60 +296,70 @@ Result<std::vector<HeldClaim>> ClusterStore::renew(const std::string& node, std:
 }
 
 Result<std::vector<std::string>> ClusterStore::reap(const ClusterConfig& cluster) {
-  return control_.transaction<std::vector<std::string>>([&](Connection& c) -> Result<std::vector<std::string>> {
-    auto lost = c.exec(
-        "SELECT id, session, attempt, cancel_requested, COALESCE(node, '') FROM serve_runs "
-        "WHERE status = 'running' AND lease_until < clock_timestamp() ORDER BY seq LIMIT 100 FOR UPDATE SKIP LOCKED");
-    if (!lost) return std::unexpected(lost.error());
-    std::vector<std::string> ids;
-    for (int i = 0; i < lost->size(); ++i) {
-      const std::string id = lost->text(i, 0), session = lost->text(i, 1), node = lost->text(i, 4);
-      const int attempt = static_cast<int>(lost->int64(i, 2));
-      const std::string why = "node " + node + " stopped renewing its lease";
-      Result<void> done;
-      if (lost->boolean(i, 3)) {
-        done = cancel_queued(c, id, session);
-      } else if (cluster.retry_lost && attempt < static_cast<int>(cluster.max_attempts)) {
-        auto r = c.exec("UPDATE serve_runs SET status = 'queued', lease_until = NULL WHERE id = $1", {id});
-        if (!r) return std::unexpected(r.error());
-        done = append_one(c, id, "run_retry", {{"run_id", id}, {"attempt", attempt + 1}, {"reason", why}});
-        if (done) done = notify(c, kEventsChannel, id);
-      } else {
-        const Json error{{"run_id", id}, {"code", "interrupted"},
-                         {"message", why + " (attempt " + std::to_string(attempt) + " of " +
-                                         std::to_string(cluster.max_attempts) + ")"}};
-        auto r = c.exec("UPDATE serve_runs SET status = 'failed', result = $2, lease_until = NULL, "
-                        "ended_at = clock_timestamp() WHERE id = $1",
-                        {id, dump(error)});
-        if (!r) return std::unexpected(r.error());
-        done = append_one(c, id, "error", error);
-        if (done) done = notify(c, kEventsChannel, id);
-      }
-      if (!done) return std::unexpected(done.error());
-      ids.push_back(id);
-    }
-    if (!ids.empty()) {
-      if (auto n = notify(c, kQueueChannel, ""); !n) return std::unexpected(n.error());
-    }
-    return ids;
-  });
+  return control_.transaction<std::vector<std::string>>(
+      [&](Connection& c) -> Result<std::vector<std::string>> {
+        auto lost = c.exec(
+            "SELECT id, session, attempt, cancel_requested, COALESCE(node, '') FROM serve_runs "
+            "WHERE status = 'running' AND lease_until < clock_timestamp() ORDER BY seq LIMIT 100 "
+            "FOR UPDATE SKIP LOCKED");
+        if (!lost) return std::unexpected(lost.error());
+        std::vector<std::string> ids;
+        for (int i = 0; i < lost->size(); ++i) {
+          const std::string id = lost->text(i, 0), session = lost->text(i, 1),
+                            node = lost->text(i, 4);
+          const int attempt = static_cast<int>(lost->int64(i, 2));
+          const std::string why = "node " + node + " stopped renewing its lease";
+          Result<void> done;
+          if (lost->boolean(i, 3)) {
+            done = cancel_queued(c, id, session);
+          } else if (cluster.retry_lost && attempt < static_cast<int>(cluster.max_attempts)) {
+            auto r = c.exec(
+                "UPDATE serve_runs SET status = 'queued', lease_until = NULL WHERE id = $1", {id});
+            if (!r) return std::unexpected(r.error());
+            done = append_one(c, id, "run_retry",
+                              {{"run_id", id}, {"attempt", attempt + 1}, {"reason", why}});
+            if (done) done = notify(c, kEventsChannel, id);
+          } else {
+            const Json error{{"run_id", id},
+                             {"code", "interrupted"},
+                             {"message", why + " (attempt " + std::to_string(attempt) + " of " +
+                                             std::to_string(cluster.max_attempts) + ")"}};
+            auto r = c.exec(
+                "UPDATE serve_runs SET status = 'failed', result = $2, lease_until = NULL, "
+                "ended_at = clock_timestamp() WHERE id = $1",
+                {id, dump(error)});
+            if (!r) return std::unexpected(r.error());
+            done = append_one(c, id, "error", error);
+            if (done) done = notify(c, kEventsChannel, id);
+          }
+          if (!done) return std::unexpected(done.error());
+          ids.push_back(id);
+        }
+        if (!ids.empty()) {
+          if (auto n = notify(c, kQueueChannel, ""); !n) return std::unexpected(n.error());
+        }
+        return ids;
+      });
 }
 
 namespace {
 
 // Locks the run's row while (node, attempt) still holds it; false when the claim is gone.
-Result<bool> hold(Connection& c, const std::string& id, const std::string& node, int attempt, const char* lock) {
-  auto r = c.exec(std::string("SELECT 1 FROM serve_runs WHERE id = $1 AND node = $2 AND attempt = $3::int "
-                              "AND status = 'running' ") + lock,
-                  {id, node, attempt});
+Result<bool> hold(Connection& c, const std::string& id, const std::string& node, int attempt,
+                  const char* lock) {
+  auto r = c.exec(
+      std::string("SELECT 1 FROM serve_runs WHERE id = $1 AND node = $2 AND attempt = $3::int "
+                  "AND status = 'running' ") +
+          lock,
+      {id, node, attempt});
   if (!r) return std::unexpected(r.error());
   return !r->empty();
 }
 
 }  // namespace
 
-Result<bool> ClusterStore::append_events(const std::string& id, const std::string& node, int attempt,
-                                         const std::vector<RunEvent>& events) {
+Result<bool> ClusterStore::append_events(const std::string& id, const std::string& node,
+                                         int attempt, const std::vector<RunEvent>& events) {
   return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     auto held = hold(c, id, node, attempt, "FOR SHARE");
     if (!held || !*held) return held;
@@ -334,15 +369,18 @@ Result<bool> ClusterStore::append_events(const std::string& id, const std::strin
   });
 }
 
-Result<bool> ClusterStore::finish(const std::string& id, const std::string& node, int attempt, RunStatus status,
-                                  const Json& result, const std::vector<RunEvent>& events) {
+Result<bool> ClusterStore::finish(const std::string& id, const std::string& node, int attempt,
+                                  RunStatus status, const Json& result,
+                                  const std::vector<RunEvent>& events) {
   return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     auto held = hold(c, id, node, attempt, "FOR UPDATE");
     if (!held || !*held) return held;
     if (auto r = insert_events(c, id, events); !r) return std::unexpected(r.error());
-    auto r = c.exec("UPDATE serve_runs SET status = $2, result = $3, lease_until = NULL, ended_at = clock_timestamp() "
-                    "WHERE id = $1",
-                    {id, std::string(to_string(status)), dump(result)});
+    auto r = c.exec(
+        "UPDATE serve_runs SET status = $2, result = $3, lease_until = NULL, ended_at = "
+        "clock_timestamp() "
+        "WHERE id = $1",
+        {id, std::string(to_string(status)), dump(result)});
     if (!r) return std::unexpected(r.error());
     if (auto n = notify(c, kEventsChannel, id); !n) return std::unexpected(n.error());
     if (auto n = notify(c, kQueueChannel, ""); !n) return std::unexpected(n.error());
@@ -356,9 +394,12 @@ Result<bool> ClusterStore::holds(const std::string& id, const std::string& node,
   return hold(**conn, id, node, attempt, "");
 }
 
-Result<ClusterStore::CancelOutcome> ClusterStore::cancel(const std::string& tenant, const std::string& id) {
+Result<ClusterStore::CancelOutcome> ClusterStore::cancel(const std::string& tenant,
+                                                         const std::string& id) {
   return pool_.transaction<CancelOutcome>([&](Connection& c) -> Result<CancelOutcome> {
-    auto row = c.exec("SELECT status, session FROM serve_runs WHERE id = $1 AND tenant = $2 FOR UPDATE", {id, tenant});
+    auto row =
+        c.exec("SELECT status, session FROM serve_runs WHERE id = $1 AND tenant = $2 FOR UPDATE",
+               {id, tenant});
     if (!row) return std::unexpected(row.error());
     if (row->empty()) return CancelOutcome::NotFound;
     const std::string status = row->text(0, 0);
@@ -388,8 +429,9 @@ Result<void> ClusterStore::cancel_session(const std::string& tenant, const std::
 Result<bool> ClusterStore::session_running(const std::string& tenant, const std::string& session) {
   auto lease = pool_.acquire();
   if (!lease) return std::unexpected(lease.error());
-  auto r = (*lease)->exec("SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 AND status = 'running' LIMIT 1",
-                          {tenant, session});
+  auto r = (*lease)->exec(
+      "SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 AND status = 'running' LIMIT 1",
+      {tenant, session});
   if (!r) return std::unexpected(r.error());
   return !r->empty();
 }
@@ -397,7 +439,8 @@ Result<bool> ClusterStore::session_running(const std::string& tenant, const std:
 Result<bool> ClusterStore::session_has_runs(const std::string& tenant, const std::string& session) {
   auto lease = pool_.acquire();
   if (!lease) return std::unexpected(lease.error());
-  auto r = (*lease)->exec("SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 LIMIT 1", {tenant, session});
+  auto r = (*lease)->exec("SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 LIMIT 1",
+                          {tenant, session});
   if (!r) return std::unexpected(r.error());
   return !r->empty();
 }
@@ -414,33 +457,39 @@ Result<void> ClusterStore::delete_session(const std::string& tenant, const std::
   return {};
 }
 
-Result<std::optional<SharedRun>> ClusterStore::find(const std::string& tenant, const std::string& id) {
+Result<std::optional<SharedRun>> ClusterStore::find(const std::string& tenant,
+                                                    const std::string& id) {
   auto lease = pool_.acquire();
   if (!lease) return std::unexpected(lease.error());
-  auto r = (*lease)->exec(std::string("SELECT ") + kRunColumns + " FROM serve_runs WHERE id = $1 AND tenant = $2",
-                          {id, tenant});
+  auto r = (*lease)->exec(
+      std::string("SELECT ") + kRunColumns + " FROM serve_runs WHERE id = $1 AND tenant = $2",
+      {id, tenant});
   if (!r) return std::unexpected(r.error());
   if (r->empty()) return std::nullopt;
   return read_run(*r, 0);
 }
 
-Result<std::vector<RunEvent>> ClusterStore::events_after(const std::string& id, std::uint64_t after) {
+Result<std::vector<RunEvent>> ClusterStore::events_after(const std::string& id,
+                                                         std::uint64_t after) {
   auto lease = pool_.acquire();
   if (!lease) return std::unexpected(lease.error());
-  auto r = (*lease)->exec("SELECT seq, name, data FROM serve_run_events WHERE run_id = $1 AND seq > $2::bigint "
-                          "ORDER BY seq",
-                          {id, static_cast<std::uint64_t>(after)});
+  auto r = (*lease)->exec(
+      "SELECT seq, name, data FROM serve_run_events WHERE run_id = $1 AND seq > $2::bigint "
+      "ORDER BY seq",
+      {id, static_cast<std::uint64_t>(after)});
   if (!r) return std::unexpected(r.error());
   return read_events(*r);
 }
 
-Result<std::vector<SharedRun>> ClusterStore::session_runs(const std::string& tenant, const std::string& session,
+Result<std::vector<SharedRun>> ClusterStore::session_runs(const std::string& tenant,
+                                                          const std::string& session,
                                                           std::size_t limit) {
   auto lease = pool_.acquire();
   if (!lease) return std::unexpected(lease.error());
-  auto r = (*lease)->exec(std::string("SELECT ") + kRunColumns +
-                              " FROM serve_runs WHERE tenant = $1 AND session = $2 ORDER BY seq DESC LIMIT $3::bigint",
-                          {tenant, session, static_cast<std::uint64_t>(limit)});
+  auto r = (*lease)->exec(
+      std::string("SELECT ") + kRunColumns +
+          " FROM serve_runs WHERE tenant = $1 AND session = $2 ORDER BY seq DESC LIMIT $3::bigint",
+      {tenant, session, static_cast<std::uint64_t>(limit)});
   if (!r) return std::unexpected(r.error());
   std::vector<SharedRun> out;
   for (int i = 0; i < r->size(); ++i) out.push_back(read_run(*r, i));

@@ -47,7 +47,8 @@ class ClusterStore {
   inline static const char* kCancelChannel = "kernex_serve_cancel";
 
   // Connects and applies the schema under an advisory lock (nodes starting at once don't race).
-  static Result<std::unique_ptr<ClusterStore>> open(const pg::Options& options, std::size_t pool_size);
+  static Result<std::unique_ptr<ClusterStore>> open(const pg::Options& options,
+                                                    std::size_t pool_size);
 
   enum class Admitted { Queued, Busy };
   // Inserts the run as queued unless its session is busy and `if_busy` is reject; interrupt
@@ -91,7 +92,8 @@ class ClusterStore {
   const pg::Options& options() const { return pool_.options(); }
 
  private:
-  ClusterStore(const pg::Options& options, std::size_t pool_size) : pool_(options, pool_size), control_(options, 1) {}
+  ClusterStore(const pg::Options& options, std::size_t pool_size)
+      : pool_(options, pool_size), control_(options, 1) {}
   pg::Pool pool_;
   // Renewals and reaping have their own connection: runs busy with the main pool must never
   // delay the renewal that keeps their claims.

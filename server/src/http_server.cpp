@@ -29,9 +29,9 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using tcp = asio::ip::tcp;
-using boost::system::error_code;
 using asio::awaitable;
 using asio::use_awaitable;
+using boost::system::error_code;
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -68,7 +68,8 @@ void split_target(std::string_view target, HttpRequest& req) {
     std::string_view pair = query.substr(0, amp);
     const auto eq = pair.find('=');
     std::string key = percent_decode(pair.substr(0, eq), true);
-    std::string value = eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1), true);
+    std::string value =
+        eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1), true);
     if (!key.empty()) req.query.emplace(std::move(key), std::move(value));
     query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
   }
@@ -102,14 +103,17 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     return buf;
   }
 
-  static void log_line(const HttpRequest& req, int status, std::chrono::steady_clock::time_point started,
-                       const std::string& tenant) {
-    const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  static void log_line(const HttpRequest& req, int status,
+                       std::chrono::steady_clock::time_point started, const std::string& tenant) {
+    const auto ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count();
     char took[32];
     std::snprintf(took, sizeof took, "%.1fms", ms);
     // The path only: queries, headers and bodies can carry keys and users' text.
     log(LogLevel::Info, "serve: req=" + req.request_id + " " + req.method + " " + req.path + " " +
-                            std::to_string(status) + " " + took + (tenant.empty() ? "" : " tenant=" + tenant));
+                            std::to_string(status) + " " + took +
+                            (tenant.empty() ? "" : " tenant=" + tenant));
   }
 
   // Waits until the run has an event beyond `after` or ended (true), or `max` passed (false).
@@ -117,11 +121,12 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
                                      std::chrono::steady_clock::duration max) {
     auto exec = co_await asio::this_coro::executor;
     auto timer = std::make_shared<asio::steady_timer>(exec, max);
-    const bool registered = run->wait_after(after, [exec, weak = std::weak_ptr<asio::steady_timer>(timer)] {
-      asio::post(exec, [weak] {
-        if (auto t = weak.lock()) t->cancel();
-      });
-    });
+    const bool registered =
+        run->wait_after(after, [exec, weak = std::weak_ptr<asio::steady_timer>(timer)] {
+          asio::post(exec, [weak] {
+            if (auto t = weak.lock()) t->cancel();
+          });
+        });
     if (!registered) co_return true;
     error_code ec;
     co_await timer->async_wait(asio::redirect_error(use_awaitable, ec));
@@ -135,12 +140,14 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     co_return !ec;
   }
 
-  // SSE over a chunked body: the run's events after `after`, live, then the tail and the last chunk.
-  awaitable<bool> write_stream(beast::tcp_stream& stream, const HttpRequest& req, const HttpReply& reply,
-                               bool keep_alive) {
-    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                       "X-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\nX-Request-Id: " +
-                       req.request_id + "\r\n" + (keep_alive ? "" : "Connection: close\r\n");
+  // SSE over a chunked body: the run's events after `after`, live, then the tail and the last
+  // chunk.
+  awaitable<bool> write_stream(beast::tcp_stream& stream, const HttpRequest& req,
+                               const HttpReply& reply, bool keep_alive) {
+    std::string head =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        "X-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\nX-Request-Id: " +
+        req.request_id + "\r\n" + (keep_alive ? "" : "Connection: close\r\n");
     for (const auto& [name, value] : reply.headers) head += name + ": " + value + "\r\n";
     head += "\r\n";
     if (!reply.stream_head.empty()) head += chunk(reply.stream_head);
@@ -166,7 +173,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   }
 
   static awaitable<void> wait_end(const std::shared_ptr<RunState>& run) {
-    while (!is_terminal(run->status())) co_await wait_change(run, run->last_event_id(), std::chrono::seconds(60));
+    while (!is_terminal(run->status()))
+      co_await wait_change(run, run->last_event_id(), std::chrono::seconds(60));
   }
 
   // Routes that may wait (DELETE waits for the session's run to stop) run on their own thread,
@@ -184,8 +192,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     co_return std::move(*reply);
   }
 
-  awaitable<bool> write_reply(beast::tcp_stream& stream, const HttpRequest& req, const HttpReply& reply,
-                              unsigned version, bool keep_alive) {
+  awaitable<bool> write_reply(beast::tcp_stream& stream, const HttpRequest& req,
+                              const HttpReply& reply, unsigned version, bool keep_alive) {
     bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(reply.status), version};
     res.set(bhttp::field::content_type, reply.content_type);
     res.set("X-Request-Id", req.request_id);
@@ -199,12 +207,14 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     co_return !ec;
   }
 
-  awaitable<void> refuse(beast::tcp_stream& stream, int status, const char* code, const char* message) {
+  awaitable<void> refuse(beast::tcp_stream& stream, int status, const char* code,
+                         const char* message) {
     HttpRequest req;
     req.request_id = request_id();
     const HttpReply reply = HttpReply::error(api_error(status, code, message));
     co_await write_reply(stream, req, reply, 11, false);
-    log(LogLevel::Info, "serve: req=" + req.request_id + " refused " + std::to_string(status) + " " + code);
+    log(LogLevel::Info,
+        "serve: req=" + req.request_id + " refused " + std::to_string(status) + " " + code);
   }
 
   awaitable<void> connection(tcp::socket socket) {
@@ -220,28 +230,35 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     for (;;) {
       if (buffer.size() == 0) {
         stream.expires_after(options.idle_timeout);  // between requests
-        const std::size_t n = co_await stream.async_read_some(buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
+        const std::size_t n = co_await stream.async_read_some(
+            buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
         if (ec) break;
         buffer.commit(n);
       }
       bhttp::request_parser<bhttp::string_body> parser;
-      parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(options.max_header_bytes, UINT32_MAX)));
+      parser.header_limit(
+          static_cast<std::uint32_t>(std::min<std::size_t>(options.max_header_bytes, UINT32_MAX)));
       parser.body_limit(options.max_body_bytes);
       stream.expires_after(options.header_timeout);  // the whole request: a slow client is dropped
-      co_await bhttp::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+      co_await bhttp::async_read_header(stream, buffer, parser,
+                                        asio::redirect_error(use_awaitable, ec));
       if (!ec && parser.get()[bhttp::field::expect] == "100-continue" && !parser.is_done()) {
         co_await write_all(stream, "HTTP/1.1 100 Continue\r\n\r\n");
       }
-      if (!ec && !parser.is_done()) co_await bhttp::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+      if (!ec && !parser.is_done())
+        co_await bhttp::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
       if (ec == bhttp::error::body_limit) {
-        co_await refuse(stream, 413, "body_too_large", "the request body is larger than serve.max_body_bytes");
+        co_await refuse(stream, 413, "body_too_large",
+                        "the request body is larger than serve.max_body_bytes");
         break;
       }
       if (ec == bhttp::error::header_limit) {
-        co_await refuse(stream, 431, "headers_too_large", "the request headers are larger than serve.max_header_bytes");
+        co_await refuse(stream, 431, "headers_too_large",
+                        "the request headers are larger than serve.max_header_bytes");
         break;
       }
-      if (ec && ec.category() == beast::http::make_error_code(bhttp::error::bad_target).category() &&
+      if (ec &&
+          ec.category() == beast::http::make_error_code(bhttp::error::bad_target).category() &&
           ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
         co_await refuse(stream, 400, "bad_request", "the request is not valid HTTP/1.1");
         break;
@@ -292,7 +309,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   awaitable<void> accept_loop() {
     for (;;) {
       error_code ec;
-      tcp::socket socket = co_await acceptor.async_accept(asio::make_strand(ioc), asio::redirect_error(use_awaitable, ec));
+      tcp::socket socket = co_await acceptor.async_accept(asio::make_strand(ioc),
+                                                          asio::redirect_error(use_awaitable, ec));
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
       if (ec) {
         // Out of descriptors, most likely: wait a little rather than spin.
@@ -314,23 +332,25 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 HttpServer::HttpServer(HttpOptions options, Handler handler)
     : impl_(std::make_shared<Impl>(std::move(options), std::move(handler))) {}
 
-HttpServer::~HttpServer() {
-  impl_->ioc.stop();
-}
+HttpServer::~HttpServer() { impl_->ioc.stop(); }
 
 Result<std::uint16_t> HttpServer::listen() {
   error_code ec;
   const auto address = asio::ip::make_address(impl_->options.host, ec);
-  if (ec) return fail(ErrorCode::Config, "serve.listen: '" + impl_->options.host + "' is not an IP address");
+  if (ec)
+    return fail(ErrorCode::Config,
+                "serve.listen: '" + impl_->options.host + "' is not an IP address");
   const tcp::endpoint endpoint(address, impl_->options.port);
   auto& acc = impl_->acceptor;
-  if (acc.open(endpoint.protocol(), ec); ec) return fail(ErrorCode::Io, "serve: socket: " + ec.message());
+  if (acc.open(endpoint.protocol(), ec); ec)
+    return fail(ErrorCode::Io, "serve: socket: " + ec.message());
   acc.set_option(asio::socket_base::reuse_address(true), ec);
   if (acc.bind(endpoint, ec); ec) {
     return fail(ErrorCode::Io, "serve: cannot listen on " + impl_->options.host + ":" +
                                    std::to_string(impl_->options.port) + ": " + ec.message());
   }
-  if (acc.listen(asio::socket_base::max_listen_connections, ec); ec) return fail(ErrorCode::Io, "serve: listen: " + ec.message());
+  if (acc.listen(asio::socket_base::max_listen_connections, ec); ec)
+    return fail(ErrorCode::Io, "serve: listen: " + ec.message());
   return acc.local_endpoint().port();
 }
 
@@ -341,7 +361,8 @@ void HttpServer::run(std::function<void(int)> on_signal) {
   });
   asio::co_spawn(impl->ioc, impl->accept_loop(), asio::detached);
   std::vector<std::thread> threads;
-  for (unsigned i = 1; i < std::max(1u, impl->options.threads); ++i) threads.emplace_back([impl] { impl->ioc.run(); });
+  for (unsigned i = 1; i < std::max(1u, impl->options.threads); ++i)
+    threads.emplace_back([impl] { impl->ioc.run(); });
   impl->ioc.run();
   for (auto& t : threads) t.join();
 }

@@ -20,8 +20,8 @@ namespace kernex::server {
 
 struct HttpRequest {
   std::string method;
-  std::string path;                           // decoded, without the query
-  std::map<std::string, std::string> query;   // decoded
+  std::string path;                            // decoded, without the query
+  std::map<std::string, std::string> query;    // decoded
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
   std::string request_id;

@@ -93,7 +93,8 @@ std::optional<Digest> digest_from_hex(std::string_view text) {
 }
 
 std::string base64url(const unsigned char* data, std::size_t size) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   std::string out;
   std::uint32_t acc = 0;
   int bits = 0;
@@ -145,7 +146,9 @@ Result<FileText> read_private_file(const fs::path& file) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return FileText{};
-    if (errno == ELOOP) return fail(ErrorCode::Config, file.string() + ": is a symlink; expected a regular file, mode 0600");
+    if (errno == ELOOP)
+      return fail(ErrorCode::Config,
+                  file.string() + ": is a symlink; expected a regular file, mode 0600");
     return fail(ErrorCode::Io, "cannot open " + file.string() + ": " + errno_text(errno));
   }
   struct Closer {
@@ -153,8 +156,10 @@ Result<FileText> read_private_file(const fs::path& file) {
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return fail(ErrorCode::Io, "cannot stat " + file.string() + ": " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) return fail(ErrorCode::Config, file.string() + ": expected a regular file, mode 0600");
+  if (::fstat(fd, &st) != 0)
+    return fail(ErrorCode::Io, "cannot stat " + file.string() + ": " + errno_text(errno));
+  if (!S_ISREG(st.st_mode))
+    return fail(ErrorCode::Config, file.string() + ": expected a regular file, mode 0600");
   if (st.st_uid != ::geteuid()) {
     return fail(ErrorCode::Config, file.string() + ": owned by uid " + std::to_string(st.st_uid) +
                                        ", not by this user (uid " + std::to_string(::geteuid()) +
@@ -175,10 +180,12 @@ Result<FileText> read_private_file(const fs::path& file) {
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail(ErrorCode::Io, "cannot read " + file.string() + ": " + errno_text(errno));
+    if (n < 0)
+      return fail(ErrorCode::Io, "cannot read " + file.string() + ": " + errno_text(errno));
     if (n == 0) break;
     out.text.append(buf, static_cast<std::size_t>(n));
-    if (out.text.size() > kMaxKeysFile) return fail(ErrorCode::Config, file.string() + ": larger than 16 MiB");
+    if (out.text.size() > kMaxKeysFile)
+      return fail(ErrorCode::Config, file.string() + ": larger than 16 MiB");
   }
   return out;
 }
@@ -192,7 +199,8 @@ Result<StoredKey> parse_entry(const Json& j, const std::string& where) {
     }
   }
   auto text = [&](const char* name) -> Result<std::string> {
-    if (!j.contains(name) || !j[name].is_string()) return bad(std::string(name) + ": expected a string");
+    if (!j.contains(name) || !j[name].is_string())
+      return bad(std::string(name) + ": expected a string");
     return j[name].get<std::string>();
   };
   StoredKey out;
@@ -215,24 +223,30 @@ Result<StoredKey> parse_entry(const Json& j, const std::string& where) {
 }
 
 Result<std::vector<StoredKey>> parse_keys(const fs::path& file, std::string_view text) {
-  auto bad = [&](const std::string& what) { return fail(ErrorCode::Config, file.string() + ": " + what); };
+  auto bad = [&](const std::string& what) {
+    return fail(ErrorCode::Config, file.string() + ": " + what);
+  };
   const Json j = parse_untrusted(text);
   if (j.is_discarded() || !j.is_object()) {
-    return bad("expected a JSON object {\"version\": 1, \"keys\": [...]} written by `kernex serve keys`");
+    return bad(
+        "expected a JSON object {\"version\": 1, \"keys\": [...]} written by `kernex serve keys`");
   }
   for (const auto& [key, value] : j.items()) {
-    if (key != "version" && key != "keys") return bad("unknown field '" + key + "'; expected version, keys");
+    if (key != "version" && key != "keys")
+      return bad("unknown field '" + key + "'; expected version, keys");
   }
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != kKeysVersion) {
     return bad("version: expected 1");
   }
-  if (!j.contains("keys") || !j["keys"].is_array()) return bad("keys: expected an array of key entries");
+  if (!j.contains("keys") || !j["keys"].is_array())
+    return bad("keys: expected an array of key entries");
   std::vector<StoredKey> out;
   std::unordered_set<std::string> ids;
   for (std::size_t i = 0; i < j["keys"].size(); ++i) {
     auto entry = parse_entry(j["keys"][i], file.string() + ": keys[" + std::to_string(i) + "]");
     if (!entry) return std::unexpected(entry.error());
-    if (!ids.insert(entry->entry.id).second) return bad("keys[" + std::to_string(i) + "].id: duplicate id");
+    if (!ids.insert(entry->entry.id).second)
+      return bad("keys[" + std::to_string(i) + "].id: duplicate id");
     out.push_back(std::move(*entry));
   }
   return out;
@@ -257,7 +271,10 @@ Result<Loaded> read_keys(const fs::path& file) {
 std::string serialise(const std::vector<StoredKey>& keys) {
   Json list = Json::array();
   for (const auto& k : keys) {
-    Json e{{"id", k.entry.id}, {"tenant", k.entry.tenant}, {"sha256", k.entry.sha256}, {"created", k.entry.created}};
+    Json e{{"id", k.entry.id},
+           {"tenant", k.entry.tenant},
+           {"sha256", k.entry.sha256},
+           {"created", k.entry.created}};
     if (k.entry.revoked) e["revoked"] = *k.entry.revoked;
     list.push_back(std::move(e));
   }
@@ -269,7 +286,8 @@ Result<void> write_all(int fd, const std::string& text, const fs::path& name) {
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail(ErrorCode::Io, "cannot write " + name.string() + ": " + errno_text(errno));
+    if (n <= 0)
+      return fail(ErrorCode::Io, "cannot write " + name.string() + ": " + errno_text(errno));
     done += static_cast<std::size_t>(n);
   }
   return {};
@@ -288,7 +306,8 @@ Result<FileStamp> write_atomically(const fs::path& file, const std::string& text
   const fs::path tmp = file.string() + ".tmp-" + std::to_string(::getpid());
   ::unlink(tmp.c_str());  // a leftover of a crashed writer; we hold the lock
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return fail(ErrorCode::Io, "cannot create " + tmp.string() + ": " + errno_text(errno));
+  if (fd < 0)
+    return fail(ErrorCode::Io, "cannot create " + tmp.string() + ": " + errno_text(errno));
   auto cleanup = [&](Error e) -> Result<FileStamp> {
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -296,11 +315,13 @@ Result<FileStamp> write_atomically(const fs::path& file, const std::string& text
   };
   if (::fchmod(fd, 0600) != 0) return cleanup(Error(ErrorCode::Io, "cannot chmod " + tmp.string()));
   if (auto w = write_all(fd, text, tmp); !w) return cleanup(w.error());
-  if (::fsync(fd) != 0) return cleanup(Error(ErrorCode::Io, "cannot sync " + tmp.string() + ": " + errno_text(errno)));
+  if (::fsync(fd) != 0)
+    return cleanup(Error(ErrorCode::Io, "cannot sync " + tmp.string() + ": " + errno_text(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0) return cleanup(Error(ErrorCode::Io, "cannot stat " + tmp.string()));
   if (::rename(tmp.c_str(), file.c_str()) != 0) {
-    return cleanup(Error(ErrorCode::Io, "cannot replace " + file.string() + ": " + errno_text(errno)));
+    return cleanup(
+        Error(ErrorCode::Io, "cannot replace " + file.string() + ": " + errno_text(errno)));
   }
   ::close(fd);
   sync_directory(file.parent_path());
@@ -315,7 +336,8 @@ class WriteLock {
     if (!file.parent_path().empty()) fs::create_directories(file.parent_path(), ec);
     const fs::path lock = file.string() + ".lock";
     const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return fail(ErrorCode::Io, "cannot open " + lock.string() + ": " + errno_text(errno));
+    if (fd < 0)
+      return fail(ErrorCode::Io, "cannot open " + lock.string() + ": " + errno_text(errno));
     while (::flock(fd, LOCK_EX) != 0) {
       if (errno != EINTR) {
         const int err = errno;
@@ -343,15 +365,17 @@ class WriteLock {
 bool valid_tenant_name(std::string_view name) noexcept {
   if (name.empty() || name.size() > 64 || name == "." || name == "..") return false;
   for (const char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') return false;
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-')
+      return false;
   }
   return true;
 }
 
 Result<void> check_tenant_name(std::string_view name) {
   if (valid_tenant_name(name)) return {};
-  return fail(ErrorCode::Usage, "tenant name '" + std::string(name).substr(0, 80) +
-                                    "': expected 1-64 characters of [A-Za-z0-9_.-], not '.' or '..'");
+  return fail(ErrorCode::Usage,
+              "tenant name '" + std::string(name).substr(0, 80) +
+                  "': expected 1-64 characters of [A-Za-z0-9_.-], not '.' or '..'");
 }
 
 // ---- KeyStore -----------------------------------------------------------------------------
@@ -409,7 +433,8 @@ Result<std::string> KeyStore::add(std::string_view tenant) {
   stored.entry.created = utc_now();
   auto done = modify(*state_, [&](std::vector<StoredKey>& keys) -> Result<std::size_t> {
     for (;;) {  // 48 random bits: a clash is rare, but the id must be unique in the file
-      if (auto r = random_bytes(id_bytes.data(), id_bytes.size()); !r) return std::unexpected(r.error());
+      if (auto r = random_bytes(id_bytes.data(), id_bytes.size()); !r)
+        return std::unexpected(r.error());
       stored.entry.id = hex(id_bytes.data(), id_bytes.size());
       bool clash = false;
       for (const auto& k : keys) clash = clash || k.entry.id == stored.entry.id;
@@ -446,7 +471,8 @@ Result<std::size_t> KeyStore::revoke(std::string_view tenant) {
 }
 
 Result<std::size_t> KeyStore::revoke_id(std::string_view id) {
-  if (!valid_id(id)) return fail(ErrorCode::Usage, "key id: expected 1-64 characters of [A-Za-z0-9_-]");
+  if (!valid_id(id))
+    return fail(ErrorCode::Usage, "key id: expected 1-64 characters of [A-Za-z0-9_-]");
   const std::string now = utc_now();
   return modify(*state_, [&](std::vector<StoredKey>& keys) -> Result<std::size_t> {
     for (auto& k : keys) {

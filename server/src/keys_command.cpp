@@ -12,9 +12,12 @@ constexpr const char* kUsage =
 // The CLI's exit codes (cli/exit_codes.hpp) for the errors this command can meet.
 int exit_code_for(const Error& e) {
   switch (e.code) {
-    case ErrorCode::Usage: return 2;
-    case ErrorCode::Config: return 3;
-    default: return 1;
+    case ErrorCode::Usage:
+      return 2;
+    case ErrorCode::Config:
+      return 3;
+    default:
+      return 1;
   }
 }
 
@@ -36,7 +39,8 @@ int serve_keys_command(const std::filesystem::path& keys_file, const std::vector
   const std::string& action = args[0];
   const bool one_operand = args.size() == 2;
   if (action == "add" && !one_operand) return usage(err, "serve keys add: expected one TENANT");
-  if (action == "list" && args.size() != 1) return usage(err, "serve keys list: expected no operands");
+  if (action == "list" && args.size() != 1)
+    return usage(err, "serve keys list: expected no operands");
   const bool by_id = action == "revoke" && args.size() >= 2 && args[1] == "--id";
   if (action == "revoke" && (by_id ? args.size() != 3 : !one_operand)) {
     return usage(err, "serve keys revoke: expected TENANT or --id KEY_ID");

@@ -7,7 +7,9 @@ thread_local std::string current;
 
 const std::string& log_context() { return current; }
 
-LogContext::LogContext(std::string context) : previous_(std::move(current)) { current = std::move(context); }
+LogContext::LogContext(std::string context) : previous_(std::move(current)) {
+  current = std::move(context);
+}
 
 LogContext::~LogContext() { current = std::move(previous_); }
 

@@ -13,14 +13,17 @@ std::expected<std::string, ApiError> content_text(const Json& content, std::size
   if (content.is_string()) return content.get<std::string>();
   if (content.is_null()) return std::string();
   if (!content.is_array()) {
-    return std::unexpected(api_error(400, "invalid_request",
-                                     "messages[" + std::to_string(index) + "].content: expected a string or a list of parts"));
+    return std::unexpected(api_error(
+        400, "invalid_request",
+        "messages[" + std::to_string(index) + "].content: expected a string or a list of parts"));
   }
   std::string text;
   for (const auto& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
-      return std::unexpected(api_error(400, "invalid_request",
-                                       "messages[" + std::to_string(index) + "].content: only text parts are supported"));
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      return std::unexpected(api_error(
+          400, "invalid_request",
+          "messages[" + std::to_string(index) + "].content: only text parts are supported"));
     }
     text += part["text"].get<std::string>();
   }
@@ -28,8 +31,8 @@ std::expected<std::string, ApiError> content_text(const Json& content, std::size
 }
 
 // Which provider, model and instructions `model` names.
-std::expected<void, ApiError> resolve_model(const std::string& name, const ServeConfig& config, const Kernel& kernel,
-                                           RunRequest& run) {
+std::expected<void, ApiError> resolve_model(const std::string& name, const ServeConfig& config,
+                                            const Kernel& kernel, RunRequest& run) {
   if (auto it = config.agents.find(name); it != config.agents.end()) {
     run.provider = it->second.provider;
     run.model = it->second.model;
@@ -43,7 +46,8 @@ std::expected<void, ApiError> resolve_model(const std::string& name, const Serve
   const std::string provider = name.substr(0, slash);
   bool is_provider = false;
   for (const auto& info : kernel.plugins().plugins()) {
-    is_provider = is_provider || (info.ok() && info.kind == PluginKind::Provider && info.name == provider);
+    is_provider =
+        is_provider || (info.ok() && info.kind == PluginKind::Provider && info.name == provider);
   }
   if (is_provider && slash == std::string::npos) {
     run.provider = provider;
@@ -55,7 +59,8 @@ std::expected<void, ApiError> resolve_model(const std::string& name, const Serve
       if (slash + 1 < name.size()) run.model = name.substr(slash + 1);
       return {};
     }
-    return std::unexpected(api_error(404, "model_not_found", "no provider '" + provider + "' for model '" + name + "'"));
+    return std::unexpected(api_error(404, "model_not_found",
+                                     "no provider '" + provider + "' for model '" + name + "'"));
   }
   run.model = name;
   return {};
@@ -63,8 +68,13 @@ std::expected<void, ApiError> resolve_model(const std::string& name, const Serve
 
 Json chunk(const std::string& id, const std::string& model, std::time_t created, Json delta,
            const Json& finish_reason) {
-  return {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-          {"choices", Json::array({{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", finish_reason}}})}};
+  return {{"id", id},
+          {"object", "chat.completion.chunk"},
+          {"created", created},
+          {"model", model},
+          {"choices",
+           Json::array(
+               {{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", finish_reason}}})}};
 }
 
 std::string data_line(const Json& j) {
@@ -92,7 +102,8 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
     return HttpReply::error(api_error(400, "invalid_request", "model: expected a string"));
   }
   if (!b.contains("messages") || !b["messages"].is_array() || b["messages"].empty()) {
-    return HttpReply::error(api_error(400, "invalid_request", "messages: expected a non-empty list"));
+    return HttpReply::error(
+        api_error(400, "invalid_request", "messages: expected a non-empty list"));
   }
   if (b.contains("stream") && !b["stream"].is_boolean() && !b["stream"].is_null()) {
     return HttpReply::error(api_error(400, "invalid_request", "stream: expected true or false"));
@@ -104,9 +115,11 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
     return HttpReply::error(r.error());
   }
   std::string session = req.header("x-session-id");
-  if (session.empty() && b.contains("user") && b["user"].is_string()) session = b["user"].get<std::string>();
+  if (session.empty() && b.contains("user") && b["user"].is_string())
+    session = b["user"].get<std::string>();
   if (!session.empty() && !valid_session_id(session)) {
-    return HttpReply::error(api_error(400, "invalid_session", "session ids (user / X-Session-Id) are 1-128 of [A-Za-z0-9_.:-]"));
+    return HttpReply::error(api_error(
+        400, "invalid_session", "session ids (user / X-Session-Id) are 1-128 of [A-Za-z0-9_.:-]"));
   }
   run.session = session;
 
@@ -116,7 +129,8 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const Json& m = messages[i];
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-      return HttpReply::error(api_error(400, "invalid_request", "messages[" + std::to_string(i) + "].role: expected a string"));
+      return HttpReply::error(api_error(
+          400, "invalid_request", "messages[" + std::to_string(i) + "].role: expected a string"));
     }
     const std::string role = m["role"].get<std::string>();
     auto text = content_text(m.value("content", Json()), i);
@@ -124,19 +138,25 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
     if (role == "system" || role == "developer") {
       system += (system.empty() ? "" : "\n\n") + *text;
     } else if (role == "user" || role == "assistant") {
-      history.push_back(role == "user" ? ContextEntry::user(*text) : ContextEntry::assistant(*text));
+      history.push_back(role == "user" ? ContextEntry::user(*text)
+                                       : ContextEntry::assistant(*text));
     } else if (role != "tool") {
-      return HttpReply::error(api_error(400, "invalid_request",
-                                        "messages[" + std::to_string(i) + "].role: expected system, developer, user, assistant or tool"));
+      return HttpReply::error(
+          api_error(400, "invalid_request",
+                    "messages[" + std::to_string(i) +
+                        "].role: expected system, developer, user, assistant or tool"));
     }
   }
   if (history.empty() || history.back().role != "user") {
-    return HttpReply::error(api_error(400, "invalid_request", "messages: the last message must be the user's"));
+    return HttpReply::error(
+        api_error(400, "invalid_request", "messages: the last message must be the user's"));
   }
   run.message = history.back().content;
   history.pop_back();
-  if (!system.empty()) run.extra_system_prompt += (run.extra_system_prompt.empty() ? "" : "\n\n") + system;
-  // With a session the kernel's memory is the history; without one the request is the whole context.
+  if (!system.empty())
+    run.extra_system_prompt += (run.extra_system_prompt.empty() ? "" : "\n\n") + system;
+  // With a session the kernel's memory is the history; without one the request is the whole
+  // context.
   if (session.empty()) run.history = std::move(history);
 
   const bool stream = wants_stream(req, b);
@@ -150,18 +170,27 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
   HttpReply reply;
   if (stream) {
     reply.stream = *started;
-    reply.stream_head = data_line(chunk(id, model, created, {{"role", "assistant"}, {"content", ""}}, nullptr));
+    reply.stream_head =
+        data_line(chunk(id, model, created, {{"role", "assistant"}, {"content", ""}}, nullptr));
     reply.render_event = [id, model, created, include_usage](const RunEvent& e) -> std::string {
-      if (e.name == "text_delta") return data_line(chunk(id, model, created, {{"content", e.data.value("text", "")}}, nullptr));
+      if (e.name == "text_delta")
+        return data_line(
+            chunk(id, model, created, {{"content", e.data.value("text", "")}}, nullptr));
       if (e.name == "error") {
-        return data_line({{"error", {{"message", e.data.value("message", "")}, {"type", "server_error"},
-                                     {"code", e.data.value("code", "run_failed")}}}});
+        return data_line({{"error",
+                           {{"message", e.data.value("message", "")},
+                            {"type", "server_error"},
+                            {"code", e.data.value("code", "run_failed")}}}});
       }
       if (e.name != "run_end") return {};
       std::string out = data_line(chunk(id, model, created, Json::object(), finish_reason(e.data)));
       if (include_usage) {
-        Json usage_chunk{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-                         {"choices", Json::array()}, {"usage", openai_usage(e.data.value("usage", Json::object()))}};
+        Json usage_chunk{{"id", id},
+                         {"object", "chat.completion.chunk"},
+                         {"created", created},
+                         {"model", model},
+                         {"choices", Json::array()},
+                         {"usage", openai_usage(e.data.value("usage", Json::object()))}};
         out += data_line(usage_chunk);
       }
       return out;
@@ -173,16 +202,23 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
   reply.complete = [id, model, created](const RunState& r) {
     Json summary = r.summary();
     if (summary.contains("error")) {
-      return HttpReply::json(502, {{"error", {{"message", summary["error"].value("message", "")}, {"type", "server_error"},
-                                              {"code", "run_failed"}}}});
+      return HttpReply::json(502, {{"error",
+                                    {{"message", summary["error"].value("message", "")},
+                                     {"type", "server_error"},
+                                     {"code", "run_failed"}}}});
     }
     const Json result = summary.value("result", Json::object());
     return HttpReply::json(
-        200, {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
-              {"choices", Json::array({{{"index", 0},
-                                        {"message", {{"role", "assistant"}, {"content", result.value("text", "")}}},
-                                        {"finish_reason", finish_reason(result)}}})},
-              {"usage", openai_usage(result.value("usage", Json::object()))}});
+        200,
+        {{"id", id},
+         {"object", "chat.completion"},
+         {"created", created},
+         {"model", model},
+         {"choices",
+          Json::array({{{"index", 0},
+                        {"message", {{"role", "assistant"}, {"content", result.value("text", "")}}},
+                        {"finish_reason", finish_reason(result)}}})},
+         {"usage", openai_usage(result.value("usage", Json::object()))}});
   };
   return reply;
 }

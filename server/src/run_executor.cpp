@@ -14,11 +14,14 @@ namespace {
 namespace fs = std::filesystem;
 
 Json usage_json(const Usage& u) {
-  return {{"input_tokens", u.input_tokens}, {"output_tokens", u.output_tokens}, {"total_tokens", u.total_tokens()}};
+  return {{"input_tokens", u.input_tokens},
+          {"output_tokens", u.output_tokens},
+          {"total_tokens", u.total_tokens()}};
 }
 
 // Stream events of the kernel -> the run's API events.
-StreamSink event_sink(RunState& run, RunObserver* observer, std::chrono::steady_clock::time_point started) {
+StreamSink event_sink(RunState& run, RunObserver* observer,
+                      std::chrono::steady_clock::time_point started) {
   return [&run, observer, started, first = true](const StreamEvent& e) mutable {
     switch (e.kind) {
       case StreamEvent::Kind::TextDelta:
@@ -30,37 +33,47 @@ StreamSink event_sink(RunState& run, RunObserver* observer, std::chrono::steady_
       case StreamEvent::Kind::ToolRun: {
         Json args = Json::parse(e.text, nullptr, false);
         if (args.is_discarded()) args = e.text;
-        run.append("tool_call", {{"run_id", run.id}, {"id", e.tool_call_id}, {"name", e.tool_name}, {"arguments", args}});
+        run.append("tool_call", {{"run_id", run.id},
+                                 {"id", e.tool_call_id},
+                                 {"name", e.tool_name},
+                                 {"arguments", args}});
         return;
       }
       case StreamEvent::Kind::ToolResult:
-        run.append("tool_result", {{"run_id", run.id}, {"id", e.tool_call_id}, {"name", e.tool_name},
-                                   {"content", e.text}, {"is_error", e.is_error}});
+        run.append("tool_result", {{"run_id", run.id},
+                                   {"id", e.tool_call_id},
+                                   {"name", e.tool_name},
+                                   {"content", e.text},
+                                   {"is_error", e.is_error}});
         return;
       case StreamEvent::Kind::Usage:
-        run.append("usage", {{"run_id", run.id}, {"input_tokens", e.usage.input_tokens},
-                             {"output_tokens", e.usage.output_tokens}, {"cost_usd", e.usage.cost_usd}});
+        run.append("usage", {{"run_id", run.id},
+                             {"input_tokens", e.usage.input_tokens},
+                             {"output_tokens", e.usage.output_tokens},
+                             {"cost_usd", e.usage.cost_usd}});
         return;
-      default: return;  // thinking and tool-argument fragments stay inside the kernel
+      default:
+        return;  // thinking and tool-argument fragments stay inside the kernel
     }
   };
 }
 
-ConversationKey session_conversation(Kernel& kernel, const std::string& tenant, const std::string& session) {
+ConversationKey session_conversation(Kernel& kernel, const std::string& tenant,
+                                     const std::string& session) {
   return ConversationKey{"serve/" + tenant, session, kernel.config().project};
 }
 
 // The memory conversations of a session (several when idle time started a new one), oldest first.
-std::expected<std::vector<std::string>, ApiError> session_conversations(Kernel& kernel, MemoryStore& memory,
-                                                                        const std::string& tenant,
-                                                                        const std::string& session) {
+std::expected<std::vector<std::string>, ApiError> session_conversations(
+    Kernel& kernel, MemoryStore& memory, const std::string& tenant, const std::string& session) {
   const ConversationKey key = session_conversation(kernel, tenant, session);
   ConversationFilter filter;
   filter.channel = key.channel;
   filter.sender_id = key.sender_id;
   filter.limit = 100000;
   auto conversations = memory.list_conversations(filter);
-  if (!conversations) return std::unexpected(api_error(500, "memory_failed", conversations.error().describe()));
+  if (!conversations)
+    return std::unexpected(api_error(500, "memory_failed", conversations.error().describe()));
   std::vector<std::string> ids;
   for (auto it = conversations->rbegin(); it != conversations->rend(); ++it) {
     if (it->key.project == key.project) ids.push_back(it->id);
@@ -68,7 +81,8 @@ std::expected<std::vector<std::string>, ApiError> session_conversations(Kernel& 
   return ids;
 }
 
-RunOptions run_options(const RunEnv& env, RunState& run, const RunRequest& req, const fs::path& workspace) {
+RunOptions run_options(const RunEnv& env, RunState& run, const RunRequest& req,
+                       const fs::path& workspace) {
   RunOptions options;
   options.stop = run.stop_token();
   options.provider = req.provider;
@@ -81,7 +95,8 @@ RunOptions run_options(const RunEnv& env, RunState& run, const RunRequest& req, 
     options.conversation = session_conversation(*env.kernel, run.tenant, req.session);
   }
   if (!req.skills.empty()) {
-    auto source = skills::SkillContextSource::create(*env.skills, req.skills);  // names checked at submit
+    auto source =
+        skills::SkillContextSource::create(*env.skills, req.skills);  // names checked at submit
     if (source) options.sources.push_back(*source);
   } else if (env.default_skills) {
     options.sources.push_back(env.default_skills);
@@ -101,8 +116,10 @@ std::string utc_now() {
 }
 
 Json RunRequest::to_json() const {
-  Json j{{"tenant", tenant}, {"session", session}, {"message", message}, {"sender", sender},
-         {"skills", skills}, {"extra_system_prompt", extra_system_prompt}, {"api_model", api_model}};
+  Json j{{"tenant", tenant},      {"session", session},
+         {"message", message},    {"sender", sender},
+         {"skills", skills},      {"extra_system_prompt", extra_system_prompt},
+         {"api_model", api_model}};
   if (provider) j["provider"] = *provider;
   if (model) j["model"] = *model;
   if (history) j["history"] = *history;
@@ -128,8 +145,8 @@ std::optional<RunRequest> RunRequest::from_json(const Json& j) {
   }
 }
 
-RunEnv make_run_env(Kernel* kernel, const ServeConfig* config, const std::vector<skills::Skill>* skills,
-                    RunObserver* observer) {
+RunEnv make_run_env(Kernel* kernel, const ServeConfig* config,
+                    const std::vector<skills::Skill>* skills, RunObserver* observer) {
   RunEnv env{kernel, config, skills, nullptr, observer};
   if (!skills->empty()) {
     if (auto source = skills::SkillContextSource::create(*skills, {})) env.default_skills = *source;
@@ -137,7 +154,8 @@ RunEnv make_run_env(Kernel* kernel, const ServeConfig* config, const std::vector
   return env;
 }
 
-std::optional<ApiError> unknown_skill(const std::vector<skills::Skill>& loaded, const RunRequest& request) {
+std::optional<ApiError> unknown_skill(const std::vector<skills::Skill>& loaded,
+                                      const RunRequest& request) {
   for (const auto& name : request.skills) {
     bool known = false;
     for (const auto& s : loaded) known = known || s.name == name;
@@ -147,16 +165,19 @@ std::optional<ApiError> unknown_skill(const std::vector<skills::Skill>& loaded, 
 }
 
 Json cancelled_result(const std::string& run_id, const std::string& session) {
-  return {{"run_id", run_id}, {"session_id", session}, {"outcome", "cancelled"}, {"text", ""},
-          {"usage", usage_json({})}, {"cost_usd", 0.0}};
+  return {{"run_id", run_id}, {"session_id", session},   {"outcome", "cancelled"},
+          {"text", ""},       {"usage", usage_json({})}, {"cost_usd", 0.0}};
 }
 
-fs::path session_workspace(const ServeConfig& config, const std::string& tenant, const std::string& session) {
-  if (auto it = config.tenant_workspaces.find(tenant); it != config.tenant_workspaces.end()) return it->second;
+fs::path session_workspace(const ServeConfig& config, const std::string& tenant,
+                           const std::string& session) {
+  if (auto it = config.tenant_workspaces.find(tenant); it != config.tenant_workspaces.end())
+    return it->second;
   return config.workspaces_root / tenant / session;
 }
 
-RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req, std::function<Result<void>()> before_save) {
+RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
+                   std::function<Result<void>()> before_save) {
   const auto started = std::chrono::steady_clock::now();
   run.set_running();
   run.append("run_start", {{"run_id", run.id}, {"session_id", run.session}});
@@ -199,17 +220,20 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req, std:
     end.status = RunStatus::Failed;
     end.event = "error";
     end.outcome = "error";
-    end.body = {{"run_id", run.id}, {"code", std::string(to_string(result.error().code))},
+    end.body = {{"run_id", run.id},
+                {"code", std::string(to_string(result.error().code))},
                 {"message", result.error().describe()}};
   }
   if (env.observer) {
-    env.observer->run_finished(run.tenant, end.model, end.outcome, end.usage, std::chrono::steady_clock::now() - started);
+    env.observer->run_finished(run.tenant, end.model, end.outcome, end.usage,
+                               std::chrono::steady_clock::now() - started);
   }
   return end;
 }
 
-std::expected<Json, ApiError> session_history(Kernel& kernel, const std::string& tenant, const std::string& session,
-                                              std::size_t limit, std::optional<std::int64_t> before) {
+std::expected<Json, ApiError> session_history(Kernel& kernel, const std::string& tenant,
+                                              const std::string& session, std::size_t limit,
+                                              std::optional<std::int64_t> before) {
   auto memory = kernel.memory();
   if (!memory) return Json{{"messages", Json::array()}};
   auto conversations = session_conversations(kernel, *memory, tenant, session);
@@ -232,7 +256,10 @@ std::expected<Json, ApiError> session_history(Kernel& kernel, const std::string&
   Json messages = Json::array();
   for (std::size_t i = skip; i < all.size(); ++i) {
     const auto& m = all[i];
-    Json entry{{"seq", m.seq}, {"role", m.entry.role}, {"content", m.entry.content}, {"created_at", m.created_at}};
+    Json entry{{"seq", m.seq},
+               {"role", m.entry.role},
+               {"content", m.entry.content},
+               {"created_at", m.created_at}};
     if (!m.entry.tool_calls.empty()) entry["tool_calls"] = m.entry.tool_calls;
     if (m.entry.tool_result) entry["tool_result"] = *m.entry.tool_result;
     messages.push_back(std::move(entry));
@@ -243,7 +270,8 @@ std::expected<Json, ApiError> session_history(Kernel& kernel, const std::string&
 }
 
 std::expected<void, ApiError> forget_session_data(Kernel& kernel, const ServeConfig& config,
-                                                  const std::string& tenant, const std::string& session) {
+                                                  const std::string& tenant,
+                                                  const std::string& session) {
   if (auto memory = kernel.memory()) {
     auto conversations = session_conversations(kernel, *memory, tenant, session);
     if (!conversations) return std::unexpected(conversations.error());
@@ -257,7 +285,8 @@ std::expected<void, ApiError> forget_session_data(Kernel& kernel, const ServeCon
     // Emptied, not removed: toolboxes keep sandbox policies per workspace, and Landlock holds the
     // directory itself, so a recreated one would be a different directory to a cached policy.
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(session_workspace(config, tenant, session), ec)) {
+    for (const auto& entry :
+         fs::directory_iterator(session_workspace(config, tenant, session), ec)) {
       fs::remove_all(entry.path(), ec);
     }
   }

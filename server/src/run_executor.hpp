@@ -26,8 +26,8 @@ struct RunEnv {
   std::shared_ptr<ContextSource> default_skills;
   RunObserver* observer = nullptr;  // may be null
 };
-RunEnv make_run_env(Kernel* kernel, const ServeConfig* config, const std::vector<skills::Skill>* skills,
-                    RunObserver* observer);
+RunEnv make_run_env(Kernel* kernel, const ServeConfig* config,
+                    const std::vector<skills::Skill>* skills, RunObserver* observer);
 
 // How a run ended: its status, its last event (run_end or error) and what it used.
 struct RunEnd {
@@ -47,15 +47,18 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& request,
 
 // The run_end body of a run cancelled before it started.
 Json cancelled_result(const std::string& run_id, const std::string& session);
-std::optional<ApiError> unknown_skill(const std::vector<skills::Skill>& loaded, const RunRequest& request);
+std::optional<ApiError> unknown_skill(const std::vector<skills::Skill>& loaded,
+                                      const RunRequest& request);
 std::string utc_now();
 
 std::filesystem::path session_workspace(const ServeConfig& config, const std::string& tenant,
                                         const std::string& session);
-std::expected<Json, ApiError> session_history(Kernel& kernel, const std::string& tenant, const std::string& session,
-                                              std::size_t limit, std::optional<std::int64_t> before);
+std::expected<Json, ApiError> session_history(Kernel& kernel, const std::string& tenant,
+                                              const std::string& session, std::size_t limit,
+                                              std::optional<std::int64_t> before);
 // Deletes the session's memory conversations and empties its workspace.
 std::expected<void, ApiError> forget_session_data(Kernel& kernel, const ServeConfig& config,
-                                                  const std::string& tenant, const std::string& session);
+                                                  const std::string& tenant,
+                                                  const std::string& session);
 
 }  // namespace kernex::server

@@ -14,7 +14,8 @@ namespace kernex::server {
 namespace fs = std::filesystem;
 
 RunManager::RunManager(Deps deps)
-    : deps_(std::move(deps)), env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)) {}
+    : deps_(std::move(deps)),
+      env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)) {}
 
 RunManager::~RunManager() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -22,27 +23,32 @@ std::string RunManager::slot_key(const std::string& tenant, const std::string& s
   return tenant + '\n' + session;
 }
 
-std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest request, IfBusy if_busy) {
+std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest request,
+                                                                      IfBusy if_busy) {
   if (auto unknown = unknown_skill(deps_.skills, request)) return std::unexpected(*unknown);
   std::unique_lock lock(mutex_);
-  if (draining_) return std::unexpected(api_error(503, "shutting_down", "the server is shutting down"));
+  if (draining_)
+    return std::unexpected(api_error(503, "shutting_down", "the server is shutting down"));
   const bool has_session = !request.session.empty();
   const std::string key = slot_key(request.tenant, request.session);
   auto slot_it = has_session ? slots_.find(key) : slots_.end();
   const bool busy = slot_it != slots_.end() && slot_it->second.active != nullptr;
   if (busy && if_busy == IfBusy::Reject) {
-    return std::unexpected(api_error(409, "session_busy", "session '" + request.session +
-                                                             "' has a run in progress; retry later, or send "
-                                                             "if_busy: enqueue or interrupt"));
+    return std::unexpected(api_error(409, "session_busy",
+                                     "session '" + request.session +
+                                         "' has a run in progress; retry later, or send "
+                                         "if_busy: enqueue or interrupt"));
   }
   if (deps_.admission) {
     if (auto refused = deps_.admission->admit(request.tenant)) return std::unexpected(*refused);
   }
-  auto run = std::make_shared<RunState>(random_id("run"), request.tenant, request.session, utc_now());
+  auto run =
+      std::make_shared<RunState>(random_id("run"), request.tenant, request.session, utc_now());
   if (auto stored = deps_.store->insert(*run, request.to_json()); !stored) {
     if (deps_.admission) deps_.admission->release(request.tenant, 0, 0);
     log(LogLevel::Error, "serve: " + stored.error().describe());
-    return std::unexpected(api_error(500, "store_failed", "the run could not be recorded; nothing was started"));
+    return std::unexpected(
+        api_error(500, "store_failed", "the run could not be recorded; nothing was started"));
   }
   runs_[run->id] = run;
   Pending pending{run, std::move(request)};
@@ -92,7 +98,8 @@ void RunManager::launch(Pending pending) {
 
 void RunManager::execute(const Pending& pending) {
   RunState& run = *pending.run;
-  if (auto r = deps_.store->set_status(run.id, RunStatus::Running); !r) log(LogLevel::Warn, "serve: " + r.error().describe());
+  if (auto r = deps_.store->set_status(run.id, RunStatus::Running); !r)
+    log(LogLevel::Warn, "serve: " + r.error().describe());
   const RunEnd end = execute_run(env_, run, pending.request);
   std::vector<RunEvent> events = run.all_events();
   events.push_back(RunEvent{events.size() + 1, end.event, end.body});
@@ -105,7 +112,8 @@ void RunManager::execute(const Pending& pending) {
   // The tenant's slot is free before anyone hears of the end: a client that sends its next
   // message on run_end must not meet a 429 from the run it just watched finish.
   if (deps_.admission) {
-    deps_.admission->release(run.tenant, end.usage.input_tokens + end.usage.output_tokens, end.usage.cost_usd);
+    deps_.admission->release(run.tenant, end.usage.input_tokens + end.usage.output_tokens,
+                             end.usage.cost_usd);
   }
   run.append(end.event, end.body);
   run.finish(end.status, end.body);
@@ -140,7 +148,8 @@ void RunManager::release_session(const std::shared_ptr<RunState>& run) {
 std::shared_ptr<RunState> RunManager::find(const std::string& tenant, const std::string& run_id) {
   {
     std::lock_guard lock(mutex_);
-    if (auto it = runs_.find(run_id); it != runs_.end()) return it->second->tenant == tenant ? it->second : nullptr;
+    if (auto it = runs_.find(run_id); it != runs_.end())
+      return it->second->tenant == tenant ? it->second : nullptr;
   }
   auto stored = deps_.store->find(tenant, run_id);
   if (!stored || !*stored) return nullptr;
@@ -172,7 +181,8 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::cancel(const std:
   return run;
 }
 
-std::expected<Json, ApiError> RunManager::session_runs(const std::string& tenant, const std::string& session,
+std::expected<Json, ApiError> RunManager::session_runs(const std::string& tenant,
+                                                       const std::string& session,
                                                        std::size_t limit) {
   auto stored = deps_.store->session_runs(tenant, session, limit);
   if (!stored) return std::unexpected(api_error(500, "store_failed", stored.error().describe()));
@@ -188,8 +198,9 @@ std::expected<Json, ApiError> RunManager::session_runs(const std::string& tenant
   return Json{{"runs", runs}};
 }
 
-std::expected<Json, ApiError> RunManager::history(const std::string& tenant, const std::string& session,
-                                                  std::size_t limit, std::optional<std::int64_t> before) {
+std::expected<Json, ApiError> RunManager::history(const std::string& tenant,
+                                                  const std::string& session, std::size_t limit,
+                                                  std::optional<std::int64_t> before) {
   return session_history(*deps_.kernel, tenant, session, limit, before);
 }
 
@@ -202,7 +213,8 @@ bool RunManager::session_exists(const std::string& tenant, const std::string& se
   return runs && !runs->empty();
 }
 
-std::expected<void, ApiError> RunManager::forget(const std::string& tenant, const std::string& session) {
+std::expected<void, ApiError> RunManager::forget(const std::string& tenant,
+                                                 const std::string& session) {
   std::vector<std::shared_ptr<RunState>> stopping;
   {
     std::lock_guard lock(mutex_);
@@ -232,7 +244,8 @@ std::expected<void, ApiError> RunManager::forget(const std::string& tenant, cons
   }
   std::lock_guard lock(mutex_);
   for (auto it = runs_.begin(); it != runs_.end();) {
-    it = (it->second->tenant == tenant && it->second->session == session) ? runs_.erase(it) : std::next(it);
+    it = (it->second->tenant == tenant && it->second->session == session) ? runs_.erase(it)
+                                                                          : std::next(it);
   }
   return {};
 }
@@ -248,12 +261,16 @@ void RunManager::resume_unfinished() {
     auto request = RunRequest::from_json(row.request);
     auto run = std::make_shared<RunState>(row.id, row.tenant, row.session, row.created_at);
     if (!request) {
-      const Json error{{"run_id", row.id}, {"code", "Internal"}, {"message", "the stored request is unreadable"}};
+      const Json error{{"run_id", row.id},
+                       {"code", "Internal"},
+                       {"message", "the stored request is unreadable"}};
       (void)deps_.store->finish(row.id, RunStatus::Failed, error, {});
       continue;
     }
-    // At least once: a run cut off mid-way runs again from its message (its exchange was never saved).
-    log(LogLevel::Info, "serve: resuming run " + row.id + " (" + row.status + " when the last server stopped)");
+    // At least once: a run cut off mid-way runs again from its message (its exchange was never
+    // saved).
+    log(LogLevel::Info,
+        "serve: resuming run " + row.id + " (" + row.status + " when the last server stopped)");
     runs_[run->id] = run;
     Pending pending{run, std::move(*request)};
     if (row.session.empty()) {

@@ -38,14 +38,19 @@ class RunManager final : public Runs {
   explicit RunManager(Deps deps);
   ~RunManager() override;
 
-  std::expected<std::shared_ptr<RunState>, ApiError> submit(RunRequest request, IfBusy if_busy) override;
+  std::expected<std::shared_ptr<RunState>, ApiError> submit(RunRequest request,
+                                                            IfBusy if_busy) override;
   std::shared_ptr<RunState> find(const std::string& tenant, const std::string& run_id) override;
-  std::expected<std::shared_ptr<RunState>, ApiError> cancel(const std::string& tenant, const std::string& run_id) override;
-  std::expected<Json, ApiError> session_runs(const std::string& tenant, const std::string& session, std::size_t limit) override;
-  std::expected<Json, ApiError> history(const std::string& tenant, const std::string& session, std::size_t limit,
+  std::expected<std::shared_ptr<RunState>, ApiError> cancel(const std::string& tenant,
+                                                            const std::string& run_id) override;
+  std::expected<Json, ApiError> session_runs(const std::string& tenant, const std::string& session,
+                                             std::size_t limit) override;
+  std::expected<Json, ApiError> history(const std::string& tenant, const std::string& session,
+                                        std::size_t limit,
                                         std::optional<std::int64_t> before) override;
   bool session_exists(const std::string& tenant, const std::string& session) override;
-  std::expected<void, ApiError> forget(const std::string& tenant, const std::string& session) override;
+  std::expected<void, ApiError> forget(const std::string& tenant,
+                                       const std::string& session) override;
   // Runs what the last server acknowledged but never finished; queued runs stay queued in the
   // store over a shutdown, for the next start.
   void resume_unfinished() override;
@@ -70,7 +75,7 @@ class RunManager final : public Runs {
   void execute(const Pending& pending);
   void finished(const std::shared_ptr<RunState>& run);
   void release_session(const std::shared_ptr<RunState>& run);  // starts the session's next run
-  void cancel_queued(Pending& pending);  // mutex_ held
+  void cancel_queued(Pending& pending);                        // mutex_ held
 
   Deps deps_;
   RunEnv env_;

@@ -4,24 +4,34 @@ namespace kernex::server {
 
 std::string_view to_string(RunStatus status) noexcept {
   switch (status) {
-    case RunStatus::Queued: return "queued";
-    case RunStatus::Running: return "running";
-    case RunStatus::Done: return "done";
-    case RunStatus::Failed: return "failed";
-    case RunStatus::Cancelled: return "cancelled";
+    case RunStatus::Queued:
+      return "queued";
+    case RunStatus::Running:
+      return "running";
+    case RunStatus::Done:
+      return "done";
+    case RunStatus::Failed:
+      return "failed";
+    case RunStatus::Cancelled:
+      return "cancelled";
   }
   return "failed";
 }
 
 std::optional<RunStatus> parse_run_status(std::string_view text) noexcept {
-  for (RunStatus s : {RunStatus::Queued, RunStatus::Running, RunStatus::Done, RunStatus::Failed, RunStatus::Cancelled}) {
+  for (RunStatus s : {RunStatus::Queued, RunStatus::Running, RunStatus::Done, RunStatus::Failed,
+                      RunStatus::Cancelled}) {
     if (to_string(s) == text) return s;
   }
   return std::nullopt;
 }
 
-RunState::RunState(std::string id_, std::string tenant_, std::string session_, std::string created_at_)
-    : id(std::move(id_)), tenant(std::move(tenant_)), session(std::move(session_)), created_at(std::move(created_at_)) {}
+RunState::RunState(std::string id_, std::string tenant_, std::string session_,
+                   std::string created_at_)
+    : id(std::move(id_)),
+      tenant(std::move(tenant_)),
+      session(std::move(session_)),
+      created_at(std::move(created_at_)) {}
 
 void RunState::wake(std::unique_lock<std::mutex>& lock) {
   std::vector<std::function<void()>> wakers;
@@ -86,7 +96,8 @@ RunStatus RunState::status() const {
 RunState::Snapshot RunState::events_after(std::uint64_t after) const {
   std::lock_guard lock(mutex_);
   Snapshot snap;
-  if (after < events_.size()) snap.events.assign(events_.begin() + static_cast<std::ptrdiff_t>(after), events_.end());
+  if (after < events_.size())
+    snap.events.assign(events_.begin() + static_cast<std::ptrdiff_t>(after), events_.end());
   snap.finished = is_terminal(status_);
   return snap;
 }
@@ -105,7 +116,10 @@ bool RunState::wait_after(std::uint64_t after, std::function<void()> waker) {
 
 Json RunState::summary() const {
   std::lock_guard lock(mutex_);
-  Json j{{"run_id", id}, {"session_id", session}, {"status", std::string(to_string(status_))}, {"created_at", created_at}};
+  Json j{{"run_id", id},
+         {"session_id", session},
+         {"status", std::string(to_string(status_))},
+         {"created_at", created_at}};
   if (!node_.empty()) {
     j["node"] = node_;
     j["attempt"] = attempt_;

@@ -18,7 +18,9 @@ namespace kernex::server {
 enum class RunStatus { Queued, Running, Done, Failed, Cancelled };
 std::string_view to_string(RunStatus status) noexcept;
 std::optional<RunStatus> parse_run_status(std::string_view text) noexcept;
-inline bool is_terminal(RunStatus s) { return s == RunStatus::Done || s == RunStatus::Failed || s == RunStatus::Cancelled; }
+inline bool is_terminal(RunStatus s) {
+  return s == RunStatus::Done || s == RunStatus::Failed || s == RunStatus::Cancelled;
+}
 
 struct RunEvent {
   std::uint64_t id = 0;  // 1, 2, 3... within the run

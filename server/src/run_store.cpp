@@ -7,13 +7,16 @@ namespace kernex::server {
 namespace {
 
 std::unexpected<Error> db_error(sqlite3* db, const std::string& what) {
-  return fail(ErrorCode::Io, "serve.db: " + what + ": " + (db ? sqlite3_errmsg(db) : "cannot open"));
+  return fail(ErrorCode::Io,
+              "serve.db: " + what + ": " + (db ? sqlite3_errmsg(db) : "cannot open"));
 }
 
 // One prepared statement, finalized on scope exit.
 class Statement {
  public:
-  Statement(sqlite3* db, const char* sql) : db_(db) { ok_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK; }
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    ok_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK;
+  }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
@@ -29,7 +32,8 @@ class Statement {
   int step() { return sqlite3_step(stmt_); }
   std::string text(int col) const {
     const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
-    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)))
+             : std::string();
   }
 
  private:
@@ -50,7 +54,8 @@ std::vector<RunEvent> events_from(const Json& array) {
   if (!array.is_array()) return out;
   for (const auto& e : array) {
     if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) continue;
-    out.push_back(RunEvent{out.size() + 1, e["name"].get<std::string>(), e.value("data", Json::object())});
+    out.push_back(
+        RunEvent{out.size() + 1, e["name"].get<std::string>(), e.value("data", Json::object())});
   }
   return out;
 }
@@ -77,7 +82,9 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& fi
   std::filesystem::create_directories(file.parent_path(), ec);
   sqlite3* db = nullptr;
   const mode_t old = ::umask(077);  // runs hold users' messages: owner only
-  const int rc = sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  const int rc =
+      sqlite3_open_v2(file.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   ::umask(old);
   if (rc != SQLITE_OK) {
     auto e = db_error(db, "opening " + file.string());
@@ -86,11 +93,13 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& fi
   }
   sqlite3_busy_timeout(db, 5000);
   std::unique_ptr<RunStore> store(new RunStore(db));
-  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
-                          "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, session TEXT NOT NULL, "
-                          "status TEXT NOT NULL, created_at TEXT NOT NULL, request TEXT, result TEXT, events TEXT)",
-                          "CREATE INDEX IF NOT EXISTS runs_by_session ON runs(tenant, session)",
-                          "CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status)"}) {
+  for (const char* sql :
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+        "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, session TEXT "
+        "NOT NULL, "
+        "status TEXT NOT NULL, created_at TEXT NOT NULL, request TEXT, result TEXT, events TEXT)",
+        "CREATE INDEX IF NOT EXISTS runs_by_session ON runs(tenant, session)",
+        "CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status)"}) {
     if (auto r = store->exec(sql); !r) return std::unexpected(r.error());
   }
   return store;
@@ -111,7 +120,8 @@ Result<void> RunStore::exec(const char* sql) {
 Result<void> RunStore::insert(const RunState& run, const Json& request) {
   std::lock_guard lock(mutex_);
   Statement st(db_,
-               "INSERT INTO runs (id, tenant, session, status, created_at, request) VALUES (?, ?, ?, 'queued', ?, ?)");
+               "INSERT INTO runs (id, tenant, session, status, created_at, request) VALUES (?, ?, "
+               "?, 'queued', ?, ?)");
   if (!st.ok()) return db_error(db_, "insert");
   st.bind(1, run.id).bind(2, run.tenant).bind(3, run.session).bind(4, run.created_at);
   st.bind(5, request.dump(-1, ' ', false, Json::error_handler_t::replace));
@@ -145,7 +155,8 @@ Result<void> RunStore::finish(const std::string& id, RunStatus status, const Jso
 
 Result<std::optional<StoredRun>> RunStore::find(const std::string& tenant, const std::string& id) {
   std::lock_guard lock(mutex_);
-  Statement st(db_, (std::string("SELECT ") + kColumns + " FROM runs WHERE id = ? AND tenant = ?").c_str());
+  Statement st(
+      db_, (std::string("SELECT ") + kColumns + " FROM runs WHERE id = ? AND tenant = ?").c_str());
   if (!st.ok()) return db_error(db_, "find");
   st.bind(1, id).bind(2, tenant);
   const int rc = st.step();
@@ -154,11 +165,13 @@ Result<std::optional<StoredRun>> RunStore::find(const std::string& tenant, const
   return read_row(st);
 }
 
-Result<std::vector<StoredRun>> RunStore::session_runs(const std::string& tenant, const std::string& session,
+Result<std::vector<StoredRun>> RunStore::session_runs(const std::string& tenant,
+                                                      const std::string& session,
                                                       std::size_t limit) {
   std::lock_guard lock(mutex_);
-  Statement st(db_, "SELECT id, tenant, session, status, created_at, request, result, '' FROM runs "
-                    "WHERE tenant = ? AND session = ? ORDER BY rowid DESC LIMIT ?");
+  Statement st(db_,
+               "SELECT id, tenant, session, status, created_at, request, result, '' FROM runs "
+               "WHERE tenant = ? AND session = ? ORDER BY rowid DESC LIMIT ?");
   if (!st.ok()) return db_error(db_, "list");
   st.bind(1, tenant).bind(2, session).bind(3, static_cast<std::int64_t>(limit));
   std::vector<StoredRun> out;
@@ -171,7 +184,8 @@ Result<std::vector<StoredRun>> RunStore::session_runs(const std::string& tenant,
 Result<std::vector<StoredRun>> RunStore::unfinished() {
   std::lock_guard lock(mutex_);
   Statement st(db_, (std::string("SELECT ") + kColumns +
-                     " FROM runs WHERE status IN ('queued', 'running') ORDER BY rowid ASC").c_str());
+                     " FROM runs WHERE status IN ('queued', 'running') ORDER BY rowid ASC")
+                        .c_str());
   if (!st.ok()) return db_error(db_, "unfinished");
   std::vector<StoredRun> out;
   int rc;

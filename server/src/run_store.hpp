@@ -33,10 +33,12 @@ class RunStore {
   Result<void> insert(const RunState& run, const Json& request);
   Result<void> set_status(const std::string& id, RunStatus status);
   // `events`: the run's events including the last one, stored before followers see it.
-  Result<void> finish(const std::string& id, RunStatus status, const Json& result, const std::vector<RunEvent>& events);
+  Result<void> finish(const std::string& id, RunStatus status, const Json& result,
+                      const std::vector<RunEvent>& events);
   Result<std::optional<StoredRun>> find(const std::string& tenant, const std::string& id);
   // Newest first.
-  Result<std::vector<StoredRun>> session_runs(const std::string& tenant, const std::string& session, std::size_t limit);
+  Result<std::vector<StoredRun>> session_runs(const std::string& tenant, const std::string& session,
+                                              std::size_t limit);
   // Runs acknowledged but not finished when the last server stopped, oldest first.
   Result<std::vector<StoredRun>> unfinished();
   Result<void> delete_session(const std::string& tenant, const std::string& session);

@@ -21,7 +21,9 @@ class RunObserver {
  public:
   virtual ~RunObserver() = default;
   virtual void first_token(std::chrono::duration<double> after_start) = 0;
-  virtual void run_finished(const std::string& tenant, const std::string& model, const std::string& outcome, const Usage& usage, std::chrono::duration<double> took) = 0;
+  virtual void run_finished(const std::string& tenant, const std::string& model,
+                            const std::string& outcome, const Usage& usage,
+                            std::chrono::duration<double> took) = 0;
 };
 
 // Per-tenant admission (concurrent runs, tokens and cost per day).
@@ -53,18 +55,22 @@ class Runs {
  public:
   virtual ~Runs() = default;
   // Starts (or queues) a run; the run is stored before this returns.
-  virtual std::expected<std::shared_ptr<RunState>, ApiError> submit(RunRequest request, IfBusy if_busy) = 0;
+  virtual std::expected<std::shared_ptr<RunState>, ApiError> submit(RunRequest request,
+                                                                    IfBusy if_busy) = 0;
   // A run of this tenant (live, or read back from the store); null when none.
   virtual std::shared_ptr<RunState> find(const std::string& tenant, const std::string& run_id) = 0;
   virtual std::expected<std::shared_ptr<RunState>, ApiError> cancel(const std::string& tenant,
                                                                     const std::string& run_id) = 0;
-  virtual std::expected<Json, ApiError> session_runs(const std::string& tenant, const std::string& session,
+  virtual std::expected<Json, ApiError> session_runs(const std::string& tenant,
+                                                     const std::string& session,
                                                      std::size_t limit) = 0;
-  virtual std::expected<Json, ApiError> history(const std::string& tenant, const std::string& session,
-                                                std::size_t limit, std::optional<std::int64_t> before) = 0;
+  virtual std::expected<Json, ApiError> history(const std::string& tenant,
+                                                const std::string& session, std::size_t limit,
+                                                std::optional<std::int64_t> before) = 0;
   // Whether this tenant ever ran anything in `session` (and didn't forget it).
   virtual bool session_exists(const std::string& tenant, const std::string& session) = 0;
-  virtual std::expected<void, ApiError> forget(const std::string& tenant, const std::string& session) = 0;
+  virtual std::expected<void, ApiError> forget(const std::string& tenant,
+                                               const std::string& session) = 0;
   // Runs what was acknowledged but never finished (kill -9, power loss).
   virtual void resume_unfinished() = 0;
   // Drains: refuse new runs, wait up to `grace` for active ones, then cancel them and wait.

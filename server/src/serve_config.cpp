@@ -12,17 +12,20 @@ namespace {
 namespace fs = std::filesystem;
 
 std::unexpected<Error> bad(const std::string& path, const std::string& what) {
-  return fail(ErrorCode::Config, (path.empty() ? std::string("serve") : "serve." + path) + ": " + what);
+  return fail(ErrorCode::Config,
+              (path.empty() ? std::string("serve") : "serve." + path) + ": " + what);
 }
 
-Result<void> only_keys(const Json& object, const std::string& path, std::initializer_list<std::string_view> known) {
+Result<void> only_keys(const Json& object, const std::string& path,
+                       std::initializer_list<std::string_view> known) {
   for (const auto& [key, value] : object.items()) {
     bool ok = false;
     for (auto k : known) ok = ok || k == key;
     if (ok) continue;
     std::string list;
     for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-    return bad(path.empty() ? key : path + "." + key, "unknown key (expected one of: " + list + ")");
+    return bad(path.empty() ? key : path + "." + key,
+               "unknown key (expected one of: " + list + ")");
   }
   return {};
 }
@@ -30,9 +33,11 @@ Result<void> only_keys(const Json& object, const std::string& path, std::initial
 // YAML scalars arrive as signed integers (nlohmann's number_integer), so a non-negative signed
 // value counts as whole too.
 Result<std::uint64_t> unsigned_value(const Json& v, const std::string& path, std::uint64_t max) {
-  const bool whole = v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+  const bool whole =
+      v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
   if (!whole || v.get<std::uint64_t>() > max) {
-    return bad(path, "expected a whole number from 0 to " + std::to_string(max) + ", got " + v.dump());
+    return bad(path,
+               "expected a whole number from 0 to " + std::to_string(max) + ", got " + v.dump());
   }
   return v.get<std::uint64_t>();
 }
@@ -50,7 +55,8 @@ Result<std::chrono::milliseconds> millis(const Json& v, const std::string& path)
 }
 
 Result<TenantLimitsConfig> limits_value(const Json& v, const std::string& path) {
-  if (!v.is_object()) return bad(path, "expected a mapping {concurrent_runs, tokens_per_day, cost_per_day_usd}");
+  if (!v.is_object())
+    return bad(path, "expected a mapping {concurrent_runs, tokens_per_day, cost_per_day_usd}");
   if (auto r = only_keys(v, path, {"concurrent_runs", "tokens_per_day", "cost_per_day_usd"}); !r) {
     return std::unexpected(r.error());
   }
@@ -66,7 +72,8 @@ Result<TenantLimitsConfig> limits_value(const Json& v, const std::string& path) 
     out.tokens_per_day = *n;
   }
   if (auto it = v.find("cost_per_day_usd"); it != v.end() && !it->is_null()) {
-    if (!it->is_number() || it->get<double>() < 0) return bad(path + ".cost_per_day_usd", "expected a number >= 0");
+    if (!it->is_number() || it->get<double>() < 0)
+      return bad(path + ".cost_per_day_usd", "expected a number >= 0");
     out.cost_per_day_usd = it->get<double>();
   }
   return out;
@@ -91,9 +98,11 @@ struct Reader {
       out.default_limits = *l;
     }
     if (auto it = v.find("tenants"); it != v.end()) {
-      if (!it->is_object()) return bad("limits.tenants", "expected a mapping of tenant names to limits");
+      if (!it->is_object())
+        return bad("limits.tenants", "expected a mapping of tenant names to limits");
       for (const auto& [name, value] : it->items()) {
-        if (!valid_tenant_name(name)) return bad("limits.tenants." + name, "not a tenant name ([A-Za-z0-9_.-]{1,64})");
+        if (!valid_tenant_name(name))
+          return bad("limits.tenants." + name, "not a tenant name ([A-Za-z0-9_.-]{1,64})");
         auto l = limits_value(value, "limits.tenants." + name);
         if (!l) return std::unexpected(l.error());
         out.tenant_limits[name] = *l;
@@ -119,13 +128,18 @@ struct Reader {
   }
 
   Result<void> agents(const Json& v) {
-    if (!v.is_object()) return bad("agents", "expected a mapping of model names to {provider, model, system_prompt, skills}");
+    if (!v.is_object())
+      return bad("agents",
+                 "expected a mapping of model names to {provider, model, system_prompt, skills}");
     for (const auto& [name, value] : v.items()) {
       const std::string path = "agents." + name;
-      if (!value.is_object()) return bad(path, "expected a mapping {provider, model, system_prompt, skills}");
-      if (auto r = only_keys(value, path, {"provider", "model", "system_prompt", "skills"}); !r) return r;
+      if (!value.is_object())
+        return bad(path, "expected a mapping {provider, model, system_prompt, skills}");
+      if (auto r = only_keys(value, path, {"provider", "model", "system_prompt", "skills"}); !r)
+        return r;
       AgentProfile agent;
-      for (auto [key, field] : {std::pair{"provider", &agent.provider}, std::pair{"model", &agent.model}}) {
+      for (auto [key, field] :
+           {std::pair{"provider", &agent.provider}, std::pair{"model", &agent.model}}) {
         if (auto it = value.find(key); it != value.end()) {
           auto s = string_value(*it, path + "." + key);
           if (!s) return std::unexpected(s.error());
@@ -150,17 +164,26 @@ struct Reader {
   }
 
   Result<void> cluster(const Json& v) {
-    if (!v.is_object()) return bad("cluster", "expected a mapping {lease_s, on_lost, max_attempts, max_runs, pool_size}");
-    if (auto r = only_keys(v, "cluster", {"lease_s", "on_lost", "max_attempts", "max_runs", "pool_size"}); !r) return r;
+    if (!v.is_object())
+      return bad("cluster",
+                 "expected a mapping {lease_s, on_lost, max_attempts, max_runs, pool_size}");
+    if (auto r = only_keys(v, "cluster",
+                           {"lease_s", "on_lost", "max_attempts", "max_runs", "pool_size"});
+        !r)
+      return r;
     for (const auto& [key, value] : v.items()) {
       const std::string path = "cluster." + key;
       if (key == "on_lost") {
         const std::string s = value.is_string() ? value.get<std::string>() : "";
-        if (s != "retry" && s != "interrupt") return bad(path, "expected retry or interrupt, got " + value.dump());
+        if (s != "retry" && s != "interrupt")
+          return bad(path, "expected retry or interrupt, got " + value.dump());
         out.cluster.retry_lost = s == "retry";
         continue;
       }
-      const std::uint64_t max = key == "lease_s" ? 3600 : key == "max_attempts" ? 100 : key == "max_runs" ? 100'000 : 1000;
+      const std::uint64_t max = key == "lease_s"        ? 3600
+                                : key == "max_attempts" ? 100
+                                : key == "max_runs"     ? 100'000
+                                                        : 1000;
       auto n = unsigned_value(value, path, max);
       if (!n) return std::unexpected(n.error());
       if (*n == 0) return bad(path, "must be positive");
@@ -206,13 +229,17 @@ struct Reader {
       auto n = unsigned_value(v, key, std::uint64_t{1} << 32);
       if (!n) return std::unexpected(n.error());
       if (*n == 0) return bad(key, "must be positive");
-      (key == "max_body_bytes" ? out.max_body_bytes : key == "max_header_bytes" ? out.max_header_bytes : out.max_connections) = *n;
+      (key == "max_body_bytes"     ? out.max_body_bytes
+       : key == "max_header_bytes" ? out.max_header_bytes
+                                   : out.max_connections) = *n;
       return {};
     }
     if (key == "header_timeout_ms" || key == "idle_timeout_ms" || key == "shutdown_grace_ms") {
       auto ms = millis(v, key);
       if (!ms) return std::unexpected(ms.error());
-      (key == "header_timeout_ms" ? out.header_timeout : key == "idle_timeout_ms" ? out.idle_timeout : out.shutdown_grace) = *ms;
+      (key == "header_timeout_ms" ? out.header_timeout
+       : key == "idle_timeout_ms" ? out.idle_timeout
+                                  : out.shutdown_grace) = *ms;
       return {};
     }
     if (key == "event_retention_s" || key == "heartbeat_s") {
@@ -229,9 +256,11 @@ struct Reader {
       return {};
     }
     if (key == "cors_origins") {
-      if (!v.is_array()) return bad(key, "expected a list of origins (\"https://chat.example.com\" or \"*\")");
+      if (!v.is_array())
+        return bad(key, "expected a list of origins (\"https://chat.example.com\" or \"*\")");
       for (const auto& o : v) {
-        if (!o.is_string() || o.get<std::string>().empty()) return bad(key, "expected a list of origins");
+        if (!o.is_string() || o.get<std::string>().empty())
+          return bad(key, "expected a list of origins");
         out.cors_origins.push_back(o.get<std::string>());
       }
       return {};
@@ -254,9 +283,12 @@ std::optional<IfBusy> parse_if_busy(std::string_view text) {
 
 std::string_view to_string(IfBusy policy) noexcept {
   switch (policy) {
-    case IfBusy::Reject: return "reject";
-    case IfBusy::Enqueue: return "enqueue";
-    case IfBusy::Interrupt: return "interrupt";
+    case IfBusy::Reject:
+      return "reject";
+    case IfBusy::Enqueue:
+      return "enqueue";
+    case IfBusy::Interrupt:
+      return "interrupt";
   }
   return "reject";
 }
@@ -264,28 +296,35 @@ std::string_view to_string(IfBusy policy) noexcept {
 Result<std::pair<std::string, std::uint16_t>> parse_listen(std::string_view text) {
   const auto colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0) {
-    return fail(ErrorCode::Config, "listen address '" + std::string(text) + "': expected HOST:PORT");
+    return fail(ErrorCode::Config,
+                "listen address '" + std::string(text) + "': expected HOST:PORT");
   }
   std::string_view host = text.substr(0, colon);
   std::string_view port_text = text.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   unsigned port = 0;
   auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535 || host.empty()) {
-    return fail(ErrorCode::Config, "listen address '" + std::string(text) + "': expected HOST:PORT with a port 0-65535");
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535 ||
+      host.empty()) {
+    return fail(ErrorCode::Config, "listen address '" + std::string(text) +
+                                       "': expected HOST:PORT with a port 0-65535");
   }
   return std::pair{std::string(host), static_cast<std::uint16_t>(port)};
 }
 
 Result<ServeConfig> ServeConfig::from(const Config& config) {
   Reader reader{config, {}};
-  if (auto it = config.sections.find("serve"); it != config.sections.end() && !it->second.is_null()) {
+  if (auto it = config.sections.find("serve");
+      it != config.sections.end() && !it->second.is_null()) {
     const Json& section = it->second;
     if (!section.is_object()) return bad("", "expected a mapping of server settings");
-    if (auto r = only_keys(section, "",
-                           {"listen", "threads", "keys_file", "if_busy", "max_body_bytes", "max_header_bytes",
-                            "max_connections", "header_timeout_ms", "idle_timeout_ms", "shutdown_grace_ms",
-                            "event_retention_s", "heartbeat_s", "workspaces", "cors_origins", "limits", "tenants", "agents", "cluster"});
+    if (auto r =
+            only_keys(section, "",
+                      {"listen", "threads", "keys_file", "if_busy", "max_body_bytes",
+                       "max_header_bytes", "max_connections", "header_timeout_ms",
+                       "idle_timeout_ms", "shutdown_grace_ms", "event_retention_s", "heartbeat_s",
+                       "workspaces", "cors_origins", "limits", "tenants", "agents", "cluster"});
         !r) {
       return std::unexpected(r.error());
     }
@@ -294,7 +333,8 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
     }
   }
   if (reader.out.keys_file.empty()) reader.out.keys_file = config.data_dir / "serve-keys.json";
-  if (reader.out.workspaces_root.empty()) reader.out.workspaces_root = config.data_dir / "workspaces";
+  if (reader.out.workspaces_root.empty())
+    reader.out.workspaces_root = config.data_dir / "workspaces";
   return reader.out;
 }
 

@@ -56,7 +56,8 @@ class Authenticator {
     if (!keys_) return std::string("local");
     const std::string header = req.header("authorization");
     constexpr std::string_view kBearer = "Bearer ";
-    if (header.size() <= kBearer.size() || header.compare(0, kBearer.size(), kBearer) != 0) return std::nullopt;
+    if (header.size() <= kBearer.size() || header.compare(0, kBearer.size(), kBearer) != 0)
+      return std::nullopt;
     return keys_->tenant_for(std::string_view(header).substr(kBearer.size()));
   }
 
@@ -93,10 +94,13 @@ class Limits final : public RunAdmission {
 class Observer final : public RunObserver {
  public:
   explicit Observer(ServerMetrics& m) : m_(m) {}
-  void first_token(std::chrono::duration<double> after) override { m_.time_to_first_token_seconds.observe(after.count()); }
+  void first_token(std::chrono::duration<double> after) override {
+    m_.time_to_first_token_seconds.observe(after.count());
+  }
   void run_finished(const std::string& tenant, const std::string& model, const std::string& outcome,
                     const Usage& usage, std::chrono::duration<double> took) override {
-    m_.record_run(outcome, tenant, model, usage.input_tokens, usage.output_tokens, usage.cost_usd, took.count());
+    m_.record_run(outcome, tenant, model, usage.input_tokens, usage.output_tokens, usage.cost_usd,
+                  took.count());
   }
 
  private:
@@ -119,20 +123,24 @@ void install_log_sink() {
 
 // With the postgres memory store, runs live in the same database and every node shares them;
 // otherwise this process keeps them in <data_dir>/serve.db.
-static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig& config, std::vector<skills::Skill> skills,
-                                        RunObserver* observer, RunAdmission* admission) {
+static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig& config,
+                                               std::vector<skills::Skill> skills,
+                                               RunObserver* observer, RunAdmission* admission) {
   const auto& memory = kernel.config().memory;
   if (memory && memory->name == "postgres") {
     pg::Options options;
-    if (auto it = memory->config.find("dsn"); it != memory->config.end() && it->is_string()) options.dsn = *it;
+    if (auto it = memory->config.find("dsn"); it != memory->config.end() && it->is_string())
+      options.dsn = *it;
     options.what = "serve run store";
     options.application_name = "kernex-serve";
-    const auto third = std::chrono::duration_cast<std::chrono::milliseconds>(config.cluster.lease) / 3;
+    const auto third =
+        std::chrono::duration_cast<std::chrono::milliseconds>(config.cluster.lease) / 3;
     options.statement_timeout = std::max(std::chrono::milliseconds(1000), third);
     options.idle_in_transaction_timeout = std::max(std::chrono::milliseconds(1000), third);
     auto store = ClusterStore::open(options, config.cluster.pool_size);
     if (!store) return std::unexpected(store.error());
-    ClusterRuns::Deps deps{&kernel, &config, std::move(skills), std::move(*store), observer, admission};
+    ClusterRuns::Deps deps{&kernel,           &config,  std::move(skills),
+                           std::move(*store), observer, admission};
     return std::unique_ptr<Runs>(std::make_unique<ClusterRuns>(std::move(deps)));
   }
   auto store = RunStore::open(kernel.config().data_dir / "serve.db");
@@ -165,9 +173,11 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   if (auto r = auth.refresh(); !r) return std::unexpected(r.error());
   if (!auth.required()) {
     if (!is_loopback_host(config->host)) {
-      return fail(ErrorCode::Config, "no keys file at " + config->keys_file.string() + ": refusing to listen on " +
-                                         config->host + " without authentication; add a key with `kernex serve keys add TENANT` "
-                                         "or listen on 127.0.0.1");
+      return fail(ErrorCode::Config,
+                  "no keys file at " + config->keys_file.string() + ": refusing to listen on " +
+                      config->host +
+                      " without authentication; add a key with `kernex serve keys add TENANT` "
+                      "or listen on 127.0.0.1");
     }
     log(LogLevel::Warn, "no keys file at " + config->keys_file.string() +
                             ": no authentication, loopback only (every request is tenant 'local')");
@@ -182,7 +192,8 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   HttpOptions http;
   http.host = config->host;
   http.port = config->port;
-  http.threads = config->threads ? config->threads : std::max(1u, std::thread::hardware_concurrency());
+  http.threads =
+      config->threads ? config->threads : std::max(1u, std::thread::hardware_concurrency());
   http.max_body_bytes = config->max_body_bytes;
   http.max_header_bytes = config->max_header_bytes;
   http.max_connections = config->max_connections;
@@ -194,7 +205,8 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
                     [&] {
                       metrics.active_runs.set(static_cast<double>(runs.active_runs()));
                       metrics.queue_depth.set(static_cast<double>(runs.queued_runs()));
-                      metrics.connections.set(static_cast<double>(server ? server->connections() : 0));
+                      metrics.connections.set(
+                          static_cast<double>(server ? server->connections() : 0));
                       return metrics.render();
                     }});
   server = std::make_unique<HttpServer>(http, [&api](const HttpRequest& r) {
@@ -206,10 +218,14 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   runs.resume_unfinished();
   server->every(std::chrono::seconds(30), [&runs] { runs.evict_expired(); });
   server->every(std::chrono::seconds(1), [&auth] {
-    if (auto r = auth.refresh(); !r) log(LogLevel::Error, "keys file: " + r.error().describe() + " (keeping the keys read before)");
+    if (auto r = auth.refresh(); !r)
+      log(LogLevel::Error,
+          "keys file: " + r.error().describe() + " (keeping the keys read before)");
   });
-  const std::string host = config->host.find(':') != std::string::npos ? "[" + config->host + "]" : config->host;
-  if (options.announce) *options.announce << "kernex serve: listening on http://" << host << ":" << *port << std::endl;
+  const std::string host =
+      config->host.find(':') != std::string::npos ? "[" + config->host + "]" : config->host;
+  if (options.announce)
+    *options.announce << "kernex serve: listening on http://" << host << ":" << *port << std::endl;
   log(LogLevel::Info, "listening on http://" + host + ":" + std::to_string(*port) + " with " +
                           std::to_string(http.threads) + " threads");
 

@@ -15,7 +15,8 @@ std::int64_t epoch_seconds(std::chrono::system_clock::time_point t) {
 
 // Floor division, so instants before 1970 still fall on the right day.
 std::int64_t utc_day(std::int64_t seconds) {
-  return seconds >= 0 ? seconds / kSecondsPerDay : -((-seconds + kSecondsPerDay - 1) / kSecondsPerDay);
+  return seconds >= 0 ? seconds / kSecondsPerDay
+                      : -((-seconds + kSecondsPerDay - 1) / kSecondsPerDay);
 }
 
 std::chrono::seconds until_midnight(std::int64_t seconds) {
@@ -33,16 +34,20 @@ std::string usd(double v) {
 
 std::string_view to_string(Admission::Refusal refusal) noexcept {
   switch (refusal) {
-    case Admission::Refusal::None: return "none";
-    case Admission::Refusal::Concurrent: return "concurrent";
-    case Admission::Refusal::Tokens: return "tokens";
-    case Admission::Refusal::Cost: return "cost";
+    case Admission::Refusal::None:
+      return "none";
+    case Admission::Refusal::Concurrent:
+      return "concurrent";
+    case Admission::Refusal::Tokens:
+      return "tokens";
+    case Admission::Refusal::Cost:
+      return "cost";
   }
   return "?";
 }
 
-TenantLimits::TenantLimits(TenantLimit defaults, std::map<std::string, TenantLimit, std::less<>> per_tenant,
-                           Clock clock)
+TenantLimits::TenantLimits(TenantLimit defaults,
+                           std::map<std::string, TenantLimit, std::less<>> per_tenant, Clock clock)
     : defaults_(defaults), per_tenant_(std::move(per_tenant)), clock_(std::move(clock)) {}
 
 void TenantLimits::set_default(TenantLimit limit) {
@@ -67,7 +72,8 @@ const TenantLimit& TenantLimits::limit_locked(std::string_view tenant) const {
 
 TenantLimits::Counters& TenantLimits::counters_locked(std::string_view tenant, std::int64_t today) {
   auto it = counters_.find(tenant);
-  if (it == counters_.end()) it = counters_.emplace(std::string(tenant), Counters{0, today, 0, 0}).first;
+  if (it == counters_.end())
+    it = counters_.emplace(std::string(tenant), Counters{0, today, 0, 0}).first;
   if (it->second.day != today) {  // a new UTC day: yesterday's usage no longer counts
     it->second.day = today;
     it->second.tokens = 0;
@@ -90,8 +96,8 @@ Admission TenantLimits::try_start(std::string_view tenant) {
   } else if (limit.tokens_per_day && c.tokens >= *limit.tokens_per_day) {
     a.refusal = Admission::Refusal::Tokens;
     a.retry_after = until_midnight(now);
-    a.message = "tenant '" + std::string(tenant) + "' used its " + std::to_string(*limit.tokens_per_day) +
-                " tokens for today (UTC)";
+    a.message = "tenant '" + std::string(tenant) + "' used its " +
+                std::to_string(*limit.tokens_per_day) + " tokens for today (UTC)";
   } else if (limit.cost_per_day_usd && !(c.cost < *limit.cost_per_day_usd)) {
     a.refusal = Admission::Refusal::Cost;
     a.retry_after = until_midnight(now);
@@ -109,7 +115,8 @@ void TenantLimits::finish(std::string_view tenant, std::uint64_t tokens, double 
   Counters& c = counters_locked(tenant, utc_day(now));
   if (c.active > 0) --c.active;
   c.tokens = tokens > UINT64_MAX - c.tokens ? UINT64_MAX : c.tokens + tokens;
-  if (std::isfinite(cost_usd) && cost_usd > 0) c.cost += cost_usd;  // a bad price never frees budget
+  if (std::isfinite(cost_usd) && cost_usd > 0)
+    c.cost += cost_usd;  // a bad price never frees budget
 }
 
 TenantUsage TenantLimits::usage(std::string_view tenant) const {

@@ -15,7 +15,8 @@ bool trigger_matches(const Skill& skill, std::string_view message) {
   });
 }
 
-std::vector<std::string> triggered_skills(const std::vector<Skill>& skills, std::string_view message) {
+std::vector<std::string> triggered_skills(const std::vector<Skill>& skills,
+                                          std::string_view message) {
   std::vector<std::string> out;
   for (const auto& s : skills) {
     if (s.available && trigger_matches(s, message)) out.push_back(s.name);
@@ -25,11 +26,13 @@ std::vector<std::string> triggered_skills(const std::vector<Skill>& skills, std:
   return out;
 }
 
-std::vector<McpServer> match_skill_triggers(const std::vector<Skill>& skills, std::string_view message) {
+std::vector<McpServer> match_skill_triggers(const std::vector<Skill>& skills,
+                                            std::string_view message) {
   std::vector<McpServer> out;
   std::set<std::string, std::less<>> names;
   for (const auto& s : skills) {
-    if (!s.available || s.mcp_servers.empty() || s.triggers.empty() || !trigger_matches(s, message)) continue;
+    if (!s.available || s.mcp_servers.empty() || s.triggers.empty() || !trigger_matches(s, message))
+      continue;
     for (const auto& server : s.mcp_servers) {
       if (names.insert(server.name).second) out.push_back(server);
     }
@@ -37,11 +40,14 @@ std::vector<McpServer> match_skill_triggers(const std::vector<Skill>& skills, st
   return out;
 }
 
-std::vector<Toolbox> match_skill_toolboxes(const std::vector<Skill>& skills, std::string_view message) {
+std::vector<Toolbox> match_skill_toolboxes(const std::vector<Skill>& skills,
+                                           std::string_view message) {
   std::vector<Toolbox> out;
   std::set<std::string, std::less<>> names;
   for (const auto& s : skills) {
-    if (!s.available || s.lazy || s.toolboxes.empty() || s.triggers.empty() || !trigger_matches(s, message)) continue;
+    if (!s.available || s.lazy || s.toolboxes.empty() || s.triggers.empty() ||
+        !trigger_matches(s, message))
+      continue;
     for (const auto& t : s.toolboxes) {
       if (names.insert(t.name).second) out.push_back(t);
     }
@@ -70,14 +76,16 @@ Toolbox skill_search_toolbox() {
   Toolbox t;
   t.name = "skill_search";
   t.description =
-      "Look up the full tool schemas for a deferred skill. Returns the toolbox definitions that were omitted from the "
+      "Look up the full tool schemas for a deferred skill. Returns the toolbox definitions that "
+      "were omitted from the "
       "initial context to reduce token usage.";
-  t.parameters = Json{{"type", "object"},
-                      {"properties",
-                       {{"skill_name",
-                         {{"type", "string"},
-                          {"description", "The name of the skill to look up (e.g. \"playwright\")."}}}}},
-                      {"required", {"skill_name"}}};
+  t.parameters =
+      Json{{"type", "object"},
+           {"properties",
+            {{"skill_name",
+              {{"type", "string"},
+               {"description", "The name of the skill to look up (e.g. \"playwright\")."}}}}},
+           {"required", {"skill_name"}}};
   t.command = "skill_search";
   t.search_hints = {"tool", "skill", "search"};
   return t;
@@ -89,11 +97,20 @@ std::string xml_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -102,7 +119,8 @@ std::string xml_escape(std::string_view s) {
 std::vector<const Skill*> by_name(const std::vector<Skill>& skills) {
   std::vector<const Skill*> out;
   for (const auto& s : skills) out.push_back(&s);
-  std::stable_sort(out.begin(), out.end(), [](const Skill* a, const Skill* b) { return a->name < b->name; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Skill* a, const Skill* b) { return a->name < b->name; });
   return out;
 }
 
@@ -111,15 +129,18 @@ std::vector<const Skill*> by_name(const std::vector<Skill>& skills) {
 std::string skill_catalogue(const std::vector<Skill>& skills) {
   if (skills.empty()) return "";
   std::string out =
-      "You have the following skills available. When a task matches a skill's description, call the "
-      "activate_skill tool with its name to load its full instructions and tools before doing the task.\n\n"
+      "You have the following skills available. When a task matches a skill's description, call "
+      "the "
+      "activate_skill tool with its name to load its full instructions and tools before doing the "
+      "task.\n\n"
       "<available_skills>\n";
   for (const Skill* s : by_name(skills)) {
-    out += "<skill>\n<name>\n" + xml_escape(s->name) + "\n</name>\n<description>\n" + xml_escape(s->description) +
-           "\n</description>\n<location>\n" + xml_escape(s->file.string()) + "\n</location>\n";
+    out += "<skill>\n<name>\n" + xml_escape(s->name) + "\n</name>\n<description>\n" +
+           xml_escape(s->description) + "\n</description>\n<location>\n" +
+           xml_escape(s->file.string()) + "\n</location>\n";
     if (!s->available) {
-      out += "<status>\nrequires programs that are not installed: " + xml_escape(detail::join(s->requirements)) +
-             "\n</status>\n";
+      out += "<status>\nrequires programs that are not installed: " +
+             xml_escape(detail::join(s->requirements)) + "\n</status>\n";
     }
     out += "</skill>\n";
   }
@@ -135,9 +156,11 @@ ToolSpec activate_skill_tool(const std::vector<Skill>& skills) {
   ToolSpec spec;
   spec.name = std::string(kActivateSkillTool);
   spec.description =
-      "Activate one of the available skills: returns its full instructions and makes its tools available for the "
+      "Activate one of the available skills: returns its full instructions and makes its tools "
+      "available for the "
       "rest of this task (they are offered from your next step on).";
-  spec.parameters = Json{{"type", "object"}, {"properties", {{"name", name_schema}}}, {"required", {"name"}}};
+  spec.parameters =
+      Json{{"type", "object"}, {"properties", {{"name", name_schema}}}, {"required", {"name"}}};
   spec.search_hints = {"skill", "activate", "instructions"};
   return spec;
 }
@@ -151,7 +174,8 @@ std::string activation_text(const Activation& a) {
   std::string out = "<skill_content name=\"" + xml_escape(a.name) + "\">\n";
   out += a.instructions;
   if (!a.instructions.empty() && a.instructions.back() != '\n') out += '\n';
-  out += "\nSkill directory: " + a.path.string() + "\nRelative paths in this skill are relative to that directory.";
+  out += "\nSkill directory: " + a.path.string() +
+         "\nRelative paths in this skill are relative to that directory.";
   if (!a.toolboxes.empty() || !a.mcp_servers.empty()) {
     std::vector<std::string> tools;
     for (const auto& t : a.toolboxes) tools.push_back(t.name);
@@ -174,8 +198,9 @@ Result<bool> SkillActivator::activate(std::string_view name) {
   }
   std::vector<std::string> names;
   for (const Skill* s : by_name(skills_)) names.push_back(s->name);
-  return fail(ErrorCode::Skill, "unknown skill '" + std::string(name) + "'; expected one of: " +
-                                    (names.empty() ? std::string("(no skills loaded)") : detail::join(names)));
+  return fail(ErrorCode::Skill,
+              "unknown skill '" + std::string(name) + "'; expected one of: " +
+                  (names.empty() ? std::string("(no skills loaded)") : detail::join(names)));
 }
 
 std::vector<std::string> SkillActivator::activate_triggered(std::string_view message) {

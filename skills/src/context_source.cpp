@@ -4,13 +4,14 @@
 
 namespace kernex::skills {
 
-Result<std::shared_ptr<SkillContextSource>> SkillContextSource::create(std::vector<Skill> skills,
-                                                                       std::vector<std::string> activate) {
+Result<std::shared_ptr<SkillContextSource>> SkillContextSource::create(
+    std::vector<Skill> skills, std::vector<std::string> activate) {
   SkillActivator probe(skills);
   for (const auto& name : activate) {
     if (auto ok = probe.activate(name); !ok) return std::unexpected(ok.error());
   }
-  return std::shared_ptr<SkillContextSource>(new SkillContextSource(std::move(skills), std::move(activate)));
+  return std::shared_ptr<SkillContextSource>(
+      new SkillContextSource(std::move(skills), std::move(activate)));
 }
 
 SkillActivator SkillContextSource::activator_for(const Request& request) const {
@@ -26,7 +27,8 @@ Result<void> SkillContextSource::contribute(Context& context, const Request& req
   return {};
 }
 
-std::vector<std::shared_ptr<ContextTool>> SkillContextSource::context_tools(const Request& request) {
+std::vector<std::shared_ptr<ContextTool>> SkillContextSource::context_tools(
+    const Request& request) {
   if (skills_.empty()) return {};
   return {std::make_shared<ActivateSkillTool>(activator_for(request))};
 }
@@ -36,8 +38,9 @@ ActivateSkillTool::ActivateSkillTool(SkillActivator activator)
 
 Result<ToolResult> ActivateSkillTool::execute(Context& context, const ToolCall& call) {
   const Json& args = call.arguments;
-  const std::string name =
-      args.is_object() && args.contains("name") && args["name"].is_string() ? args["name"].get<std::string>() : "";
+  const std::string name = args.is_object() && args.contains("name") && args["name"].is_string()
+                               ? args["name"].get<std::string>()
+                               : "";
   const bool was_active = activator_.active().contains(name);
   ToolResult result = activator_.handle_tool_call(call);
   if (result.is_error || was_active) return result;

@@ -30,8 +30,8 @@ bool looks_like_toml(std::string_view block) {
         std::size_t close = line.find(c, i + 1);
         if (close == std::string_view::npos) return false;
         i = close + 1;
-      } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ' ' ||
-                 c == '\t') {
+      } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
+                 c == ' ' || c == '\t') {
         ++i;
       } else {
         break;
@@ -58,21 +58,22 @@ std::expected<Frontmatter, SplitFailure> split_frontmatter(std::string_view text
   std::size_t open = 0;
   while (open < lines.size() && trim(lines[open]).empty()) ++open;
   if (open == lines.size()) {
-    return std::unexpected(SplitFailure{1, "the file is empty; expected frontmatter between '---' lines"});
+    return std::unexpected(
+        SplitFailure{1, "the file is empty; expected frontmatter between '---' lines"});
   }
   std::string_view fence = rtrim(lines[open]);
   if (fence != "---" && fence != "+++") {
-    return std::unexpected(SplitFailure{
-        static_cast<int>(open + 1),
-        "expected the file to start with a '---' line opening the frontmatter (YAML, or TOML in kernex style)"});
+    return std::unexpected(SplitFailure{static_cast<int>(open + 1),
+                                        "expected the file to start with a '---' line opening the "
+                                        "frontmatter (YAML, or TOML in kernex style)"});
   }
   std::size_t close = open + 1;
   while (close < lines.size() && rtrim(lines[close]) != fence) ++close;
   if (close >= lines.size()) {
-    return std::unexpected(SplitFailure{static_cast<int>(open + 1), "the frontmatter opened with '" +
-                                                                         std::string(fence) +
-                                                                         "' is never closed; expected a closing '" +
-                                                                         std::string(fence) + "' line"});
+    return std::unexpected(SplitFailure{static_cast<int>(open + 1),
+                                        "the frontmatter opened with '" + std::string(fence) +
+                                            "' is never closed; expected a closing '" +
+                                            std::string(fence) + "' line"});
   }
   Frontmatter fm;
   fm.first_line = static_cast<int>(open + 2);
@@ -87,14 +88,17 @@ std::expected<Frontmatter, SplitFailure> split_frontmatter(std::string_view text
     if (i + 1 < lines.size()) body += '\n';
   }
   std::size_t start = 0;
-  while (start < body.size() && (body[start] == '\n' || body[start] == ' ' || body[start] == '\t')) {
+  while (start < body.size() &&
+         (body[start] == '\n' || body[start] == ' ' || body[start] == '\t')) {
     // Keep indentation of the first non-blank line: only whole blank lines are dropped.
     std::size_t nl = body.find('\n', start);
-    if (nl == std::string::npos || !trim(std::string_view(body).substr(start, nl - start)).empty()) break;
+    if (nl == std::string::npos || !trim(std::string_view(body).substr(start, nl - start)).empty())
+      break;
     start = nl + 1;
   }
   std::string_view rest = std::string_view(body).substr(start);
-  while (!rest.empty() && std::isspace(static_cast<unsigned char>(rest.back()))) rest.remove_suffix(1);
+  while (!rest.empty() && std::isspace(static_cast<unsigned char>(rest.back())))
+    rest.remove_suffix(1);
   fm.body = std::string(rest);
   return fm;
 }

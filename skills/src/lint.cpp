@@ -18,17 +18,22 @@ void advise(const Skill& skill, std::vector<Diagnostic>& out) {
   auto warn = [&](std::string field, std::string message) {
     out.push_back({Severity::Warning, skill.file, 0, std::move(field), std::move(message)});
   };
-  if (skill.permissions.commands.empty() && (!skill.toolboxes.empty() || !skill.mcp_servers.empty())) {
+  if (skill.permissions.commands.empty() &&
+      (!skill.toolboxes.empty() || !skill.mcp_servers.empty())) {
     warn("permissions.commands",
-         "not declared, so its toolboxes and MCP servers may run any program; list the programs they run");
+         "not declared, so its toolboxes and MCP servers may run any program; list the programs "
+         "they run");
   }
   if (!skill.metadata.is_null() && !skill.metadata.is_object()) {
-    warn("metadata", "expected a mapping of string keys to string values (Agent Skills specification)");
+    warn("metadata",
+         "expected a mapping of string keys to string values (Agent Skills specification)");
   }
   for (const auto& r : skill.requirements) {
-    if (!program_on_path(r)) warn("requires", "'" + r + "' is not on PATH; the skill is listed as not installed");
+    if (!program_on_path(r))
+      warn("requires", "'" + r + "' is not on PATH; the skill is listed as not installed");
   }
-  if (skill.instructions.empty()) warn("", "the Markdown body is empty; the skill gives the model no instructions");
+  if (skill.instructions.empty())
+    warn("", "the Markdown body is empty; the skill gives the model no instructions");
 }
 
 }  // namespace
@@ -74,7 +79,8 @@ std::vector<fs::path> skill_folders(const std::vector<fs::path>& dirs) {
     std::vector<fs::path> found;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       std::error_code ec2;
-      if (it->is_directory(ec2) && it->path().filename().string().rfind('.', 0) != 0) found.push_back(it->path());
+      if (it->is_directory(ec2) && it->path().filename().string().rfind('.', 0) != 0)
+        found.push_back(it->path());
     }
     if (found.empty()) {
       out.push_back(dir);  // neither a skill nor a folder of skills: let the linter say so

@@ -27,26 +27,34 @@ struct Parsed {
   std::vector<Diagnostic> diagnostics;
 };
 
-void add_error(std::vector<Diagnostic>& d, const fs::path& file, int line, std::string field, std::string message) {
+void add_error(std::vector<Diagnostic>& d, const fs::path& file, int line, std::string field,
+               std::string message) {
   d.push_back({Severity::Error, file, line, std::move(field), std::move(message)});
 }
 
 bool has_errors(const std::vector<Diagnostic>& d) {
-  return std::any_of(d.begin(), d.end(), [](const Diagnostic& x) { return x.severity == Severity::Error; });
+  return std::any_of(d.begin(), d.end(),
+                     [](const Diagnostic& x) { return x.severity == Severity::Error; });
 }
 
-std::vector<Problem> problems_of(const Toolbox& t, const Permissions& p) { return check_toolbox(t, p); }
-std::vector<Problem> problems_of(const McpServer& s, const Permissions& p) { return check_mcp_server(s, p); }
+std::vector<Problem> problems_of(const Toolbox& t, const Permissions& p) {
+  return check_toolbox(t, p);
+}
+std::vector<Problem> problems_of(const McpServer& s, const Permissions& p) {
+  return check_mcp_server(s, p);
+}
 
 // The load-time checks refuse one toolbox or MCP server at a time, as kernex does: the entry is
 // dropped and recorded with the reason in Skill::refused, and the rest of the skill loads. A
 // refused mcp.json/toolbox.json entry therefore leaves a same-named frontmatter entry in place.
 template <class T>
-void refuse_unsafe(std::vector<Declared<T>>& entries, const Permissions& permissions, std::vector<Diagnostic>& refused) {
+void refuse_unsafe(std::vector<Declared<T>>& entries, const Permissions& permissions,
+                   std::vector<Diagnostic>& refused) {
   std::erase_if(entries, [&](const Declared<T>& entry) {
     auto problems = problems_of(entry.value, permissions);
     for (const auto& problem : problems) {
-      refused.push_back({Severity::Error, entry.file, entry.line, entry.field + "." + problem.field, problem.message});
+      refused.push_back({Severity::Error, entry.file, entry.line, entry.field + "." + problem.field,
+                         problem.message});
     }
     return !problems.empty();
   });
@@ -71,8 +79,9 @@ bool parse_into(std::string_view raw, const fs::path& file, const fs::path& fold
   p.skill.instructions = fm->body;
   detail::ParseFailure failure;
   std::optional<detail::Node> root =
-      fm->format == SourceFormat::Toml ? detail::parse_toml(fm->block, fm->first_line, failure)
-                                       : detail::parse_yaml(fm->block, false, fm->first_line, failure);
+      fm->format == SourceFormat::Toml
+          ? detail::parse_toml(fm->block, fm->first_line, failure)
+          : detail::parse_yaml(fm->block, false, fm->first_line, failure);
   if (!root) {
     int line = failure.line > 0 ? fm->first_line + failure.line - 1 : fm->first_line;
     std::string kind = fm->format == SourceFormat::Toml ? "TOML" : "YAML";
@@ -90,9 +99,13 @@ bool parse_into(std::string_view raw, const fs::path& file, const fs::path& fold
 template <class T>
 void merge(std::vector<Declared<T>>& into, std::vector<Declared<T>> from) {
   for (auto& entry : from) {
-    auto same = std::find_if(into.begin(), into.end(), [&](const Declared<T>& d) { return d.value.name == entry.value.name; });
-    if (same != into.end()) *same = std::move(entry);
-    else into.push_back(std::move(entry));
+    auto same = std::find_if(into.begin(), into.end(), [&](const Declared<T>& d) {
+      return d.value.name == entry.value.name;
+    });
+    if (same != into.end())
+      *same = std::move(entry);
+    else
+      into.push_back(std::move(entry));
   }
 }
 
@@ -100,7 +113,8 @@ void merge(std::vector<Declared<T>>& into, std::vector<Declared<T>> from) {
 std::expected<Skill, SkillFailure> finish(Parsed p) {
   Skill& skill = p.skill;
   for (const auto& problem : check_permissions(skill.permissions)) {
-    add_error(p.diagnostics, skill.file, p.manifest.permissions_line, "permissions." + problem.field, problem.message);
+    add_error(p.diagnostics, skill.file, p.manifest.permissions_line,
+              "permissions." + problem.field, problem.message);
   }
   // Entries were checked (and refused ones dropped) before merging; see refuse_unsafe.
   for (auto& entry : p.manifest.toolboxes) {
@@ -120,7 +134,8 @@ std::expected<Skill, SkillFailure> finish(Parsed p) {
     }
     return std::unexpected(std::move(failure));
   }
-  std::sort(skill.toolboxes.begin(), skill.toolboxes.end(), [](const Toolbox& a, const Toolbox& b) { return a.name < b.name; });
+  std::sort(skill.toolboxes.begin(), skill.toolboxes.end(),
+            [](const Toolbox& a, const Toolbox& b) { return a.name < b.name; });
   std::sort(skill.mcp_servers.begin(), skill.mcp_servers.end(),
             [](const McpServer& a, const McpServer& b) { return a.name < b.name; });
   skill.available = std::all_of(skill.requirements.begin(), skill.requirements.end(),
@@ -143,7 +158,8 @@ std::optional<fs::path> find_skill_file(const fs::path& folder) {
 }
 
 // mcp.json / toolbox.json: missing is fine, anything else wrong is an error of the skill.
-std::optional<detail::Node> read_json_side_file(const fs::path& file, std::vector<Diagnostic>& diagnostics) {
+std::optional<detail::Node> read_json_side_file(const fs::path& file,
+                                                std::vector<Diagnostic>& diagnostics) {
   std::error_code ec;
   if (!fs::exists(file, ec)) return std::nullopt;
   if (!fs::is_regular_file(file, ec)) {
@@ -156,11 +172,13 @@ std::optional<detail::Node> read_json_side_file(const fs::path& file, std::vecto
     return std::nullopt;
   }
   if (content.too_large) {
-    add_error(diagnostics, file, 0, "", "file exceeds the " + std::to_string(kMaxSkillFileBytes / 1024) + " KiB limit");
+    add_error(diagnostics, file, 0, "",
+              "file exceeds the " + std::to_string(kMaxSkillFileBytes / 1024) + " KiB limit");
     return std::nullopt;
   }
   if (json_nests_deeper_than(content.text, kMaxJsonDepth)) {
-    add_error(diagnostics, file, 0, "", "expected JSON nested at most " + std::to_string(kMaxJsonDepth) + " levels deep");
+    add_error(diagnostics, file, 0, "",
+              "expected JSON nested at most " + std::to_string(kMaxJsonDepth) + " levels deep");
     return std::nullopt;
   }
   Json json;
@@ -174,15 +192,16 @@ std::optional<detail::Node> read_json_side_file(const fs::path& file, std::vecto
   return detail::from_json(json);
 }
 
-// Both the path as given and where it resolves to, so a policy meets it whichever it sees. Only what
-// exists: a policy can't keep a missing path read-only (it refuses to run instead), and a skill that
-// appears there later is refused at load until trusted (trust.hpp).
+// Both the path as given and where it resolves to, so a policy meets it whichever it sees. Only
+// what exists: a policy can't keep a missing path read-only (it refuses to run instead), and a
+// skill that appears there later is refused at load until trusted (trust.hpp).
 void register_read_only(const fs::path& path, const char* why) {
   std::error_code ec;
   const fs::path real = fs::canonical(path, ec);
   if (ec) return;
   register_kernel_file(path, KernelFileAccess::ReadOnly, why);
-  if (real != fs::absolute(path, ec).lexically_normal()) register_kernel_file(real, KernelFileAccess::ReadOnly, why);
+  if (real != fs::absolute(path, ec).lexically_normal())
+    register_kernel_file(real, KernelFileAccess::ReadOnly, why);
 }
 
 }  // namespace
@@ -206,21 +225,27 @@ bool program_on_path(std::string_view program) {
   return false;
 }
 
-std::expected<Skill, SkillFailure> parse_skill(std::string_view text, const fs::path& file, const fs::path& folder) {
+std::expected<Skill, SkillFailure> parse_skill(std::string_view text, const fs::path& file,
+                                               const fs::path& folder) {
   Parsed p;
-  if (!parse_into(text, file, folder, p)) return std::unexpected(SkillFailure{folder, std::move(p.diagnostics)});
+  if (!parse_into(text, file, folder, p))
+    return std::unexpected(SkillFailure{folder, std::move(p.diagnostics)});
   return finish(std::move(p));
 }
 
 std::expected<Skill, SkillFailure> load_skill(const fs::path& folder, const LoadOptions& options) {
   register_read_only(folder, "skill");
   std::error_code ec;
-  if (!fs::exists(folder, ec)) return std::unexpected(single_failure(folder, folder, "skill folder does not exist"));
+  if (!fs::exists(folder, ec))
+    return std::unexpected(single_failure(folder, folder, "skill folder does not exist"));
   if (!fs::is_directory(folder, ec)) {
-    return std::unexpected(single_failure(folder, folder, "expected a skill folder containing SKILL.md, found a file"));
+    return std::unexpected(single_failure(
+        folder, folder, "expected a skill folder containing SKILL.md, found a file"));
   }
   auto file = find_skill_file(folder);
-  if (!file) return std::unexpected(single_failure(folder, folder / "SKILL.md", "missing SKILL.md in the skill folder"));
+  if (!file)
+    return std::unexpected(
+        single_failure(folder, folder / "SKILL.md", "missing SKILL.md in the skill folder"));
   if (!fs::is_regular_file(*file, ec)) {
     return std::unexpected(single_failure(folder, *file, "expected SKILL.md to be a regular file"));
   }
@@ -228,9 +253,10 @@ std::expected<Skill, SkillFailure> load_skill(const fs::path& folder, const Load
   if (auto check = verify_lock(folder); !check) {
     return std::unexpected(single_failure(folder, folder / kLockFileName, check.error().message));
   } else if (*check && !(*check)->ok()) {
-    return std::unexpected(single_failure(folder, folder / kLockFileName,
-                                          "the skill's files differ from its lock (" + (*check)->describe() +
-                                              "); review the changes and run `kernex skills lock` again"));
+    return std::unexpected(
+        single_failure(folder, folder / kLockFileName,
+                       "the skill's files differ from its lock (" + (*check)->describe() +
+                           "); review the changes and run `kernex skills lock` again"));
   }
   // A skill a tool could have written is not read until the person has trusted these very files.
   TrustState trust = TrustState::NotRequired;
@@ -245,10 +271,13 @@ std::expected<Skill, SkillFailure> load_skill(const fs::path& folder, const Load
     trust = check->state;
   }
   auto content = detail::read_file_capped(file->string(), kMaxSkillFileBytes);
-  if (!content.error.empty()) return std::unexpected(single_failure(folder, *file, "cannot read: " + content.error));
+  if (!content.error.empty())
+    return std::unexpected(single_failure(folder, *file, "cannot read: " + content.error));
   if (content.too_large) {
-    return std::unexpected(single_failure(
-        folder, *file, "file exceeds the " + std::to_string(kMaxSkillFileBytes / 1024) + " KiB limit for SKILL.md"));
+    return std::unexpected(single_failure(folder, *file,
+                                          "file exceeds the " +
+                                              std::to_string(kMaxSkillFileBytes / 1024) +
+                                              " KiB limit for SKILL.md"));
   }
   Parsed p;
   if (!parse_into(content.text, *file, folder, p)) {
@@ -281,8 +310,8 @@ LoadedSkills load_skills(const std::vector<fs::path>& dirs, const LoadOptions& o
     auto [it, inserted] = seen.emplace(loaded->name, folder);
     if (!inserted) {
       out.failures.push_back(single_failure(folder, loaded->file,
-                                            "duplicate skill name '" + loaded->name + "': already loaded from " +
-                                                it->second.string()));
+                                            "duplicate skill name '" + loaded->name +
+                                                "': already loaded from " + it->second.string()));
       return;
     }
     out.skills.push_back(std::move(*loaded));
@@ -296,7 +325,8 @@ LoadedSkills load_skills(const std::vector<fs::path>& dirs, const LoadOptions& o
       continue;
     }
     if (!fs::is_directory(dir, ec)) {
-      out.failures.push_back(single_failure(dir, dir, "expected a skill folder or a folder of skill folders, found a file"));
+      out.failures.push_back(single_failure(
+          dir, dir, "expected a skill folder or a folder of skill folders, found a file"));
       continue;
     }
     if (find_skill_file(dir)) {
@@ -322,16 +352,18 @@ LoadedSkills load_skills(const std::vector<fs::path>& dirs, const LoadOptions& o
       if (!ec3 && !base.empty()) {
         auto rel = real.lexically_relative(base);
         if (rel.empty() || *rel.begin() == "..") {
-          out.failures.push_back(single_failure(folder, folder, "skill folder resolves to " + real.string() +
-                                                                    ", outside " + base.string() +
-                                                                    " (path traversal blocked)"));
+          out.failures.push_back(single_failure(folder, folder,
+                                                "skill folder resolves to " + real.string() +
+                                                    ", outside " + base.string() +
+                                                    " (path traversal blocked)"));
           continue;
         }
       }
       take(folder);
     }
   }
-  std::sort(out.skills.begin(), out.skills.end(), [](const Skill& a, const Skill& b) { return a.name < b.name; });
+  std::sort(out.skills.begin(), out.skills.end(),
+            [](const Skill& a, const Skill& b) { return a.name < b.name; });
   std::stable_sort(out.failures.begin(), out.failures.end(),
                    [](const SkillFailure& a, const SkillFailure& b) { return a.path < b.path; });
   return out;

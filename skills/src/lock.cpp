@@ -40,14 +40,16 @@ Result<std::string> sha256_file(const fs::path& file) {
   std::array<char, 64 * 1024> buffer{};
   while (in) {
     in.read(buffer.data(), buffer.size());
-    if (in.gcount() > 0 && EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<std::size_t>(in.gcount())) != 1) {
+    if (in.gcount() > 0 &&
+        EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<std::size_t>(in.gcount())) != 1) {
       return fail(ErrorCode::Internal, "OpenSSL SHA-256 update failed on " + file.string());
     }
   }
   if (in.bad()) return fail(ErrorCode::Io, "reading " + file.string() + " failed while hashing it");
   std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
   unsigned int n = 0;
-  if (EVP_DigestFinal_ex(ctx.get(), md.data(), &n) != 1) return fail(ErrorCode::Internal, "OpenSSL SHA-256 failed");
+  if (EVP_DigestFinal_ex(ctx.get(), md.data(), &n) != 1)
+    return fail(ErrorCode::Internal, "OpenSSL SHA-256 failed");
   return hex(md.data(), n);
 }
 
@@ -64,7 +66,8 @@ std::string sha256_hex(std::string_view data) {
 
 Result<SkillLock> compute_lock(const fs::path& folder) {
   std::error_code ec;
-  if (!fs::is_directory(folder, ec)) return fail(ErrorCode::Skill, folder.string() + ": expected a skill folder");
+  if (!fs::is_directory(folder, ec))
+    return fail(ErrorCode::Skill, folder.string() + ": expected a skill folder");
   SkillLock lock;
   fs::recursive_directory_iterator it(folder, fs::directory_options::none, ec), end;
   if (ec) return fail(ErrorCode::Io, "cannot list " + folder.string() + ": " + ec.message());
@@ -76,13 +79,15 @@ Result<SkillLock> compute_lock(const fs::path& folder) {
     if (it->is_symlink(ec2)) {
       // Not followed: a link to a file outside the folder must not be hashed as if it were in it.
       fs::path target = fs::read_symlink(p, ec2);
-      if (ec2) return fail(ErrorCode::Io, "cannot read the link " + p.string() + ": " + ec2.message());
+      if (ec2)
+        return fail(ErrorCode::Io, "cannot read the link " + p.string() + ": " + ec2.message());
       lock.files[rel] = "symlink:" + sha256_hex(target.string());
       continue;
     }
     if (it->is_directory(ec2)) continue;
     if (rel == kLockFileName) continue;
-    if (!it->is_regular_file(ec2)) return fail(ErrorCode::Skill, p.string() + ": expected a regular file, directory or link");
+    if (!it->is_regular_file(ec2))
+      return fail(ErrorCode::Skill, p.string() + ": expected a regular file, directory or link");
     auto digest = sha256_file(p);
     if (!digest) return std::unexpected(digest.error());
     lock.files[rel] = *digest;
@@ -112,14 +117,19 @@ Result<std::optional<SkillLock>> read_lock(const fs::path& folder) {
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(file, ec))) return std::optional<SkillLock>{};
   auto content = detail::read_file_capped(file.string(), 4 * 1024 * 1024);
-  if (!content.error.empty()) return fail(ErrorCode::Skill, file.string() + ": cannot read: " + content.error);
+  if (!content.error.empty())
+    return fail(ErrorCode::Skill, file.string() + ": cannot read: " + content.error);
   if (content.too_large) return fail(ErrorCode::Skill, file.string() + ": larger than 4 MiB");
   Json j = parse_untrusted(content.text);
-  auto bad = [&](const std::string& what) { return fail(ErrorCode::Skill, file.string() + ": " + what); };
-  if (j.is_discarded() || !j.is_object()) return bad("expected a JSON object written by `kernex skills lock`");
+  auto bad = [&](const std::string& what) {
+    return fail(ErrorCode::Skill, file.string() + ": " + what);
+  };
+  if (j.is_discarded() || !j.is_object())
+    return bad("expected a JSON object written by `kernex skills lock`");
   if (!j.contains("version") || j["version"] != kLockVersion) return bad("version: expected 1");
   if (j.value("algorithm", "") != "sha256") return bad("algorithm: expected \"sha256\"");
-  if (!j.contains("files") || !j["files"].is_object()) return bad("files: expected an object of path -> SHA-256");
+  if (!j.contains("files") || !j["files"].is_object())
+    return bad("files: expected an object of path -> SHA-256");
   SkillLock lock;
   for (const auto& [path, digest] : j["files"].items()) {
     if (!digest.is_string()) return bad("files." + path + ": expected a hex SHA-256 string");
@@ -132,8 +142,10 @@ LockCheck compare(const SkillLock& locked, const SkillLock& actual) {
   LockCheck c;
   for (const auto& [path, digest] : locked.files) {
     auto it = actual.files.find(path);
-    if (it == actual.files.end()) c.missing.push_back(path);
-    else if (it->second != digest) c.changed.push_back(path);
+    if (it == actual.files.end())
+      c.missing.push_back(path);
+    else if (it->second != digest)
+      c.changed.push_back(path);
   }
   for (const auto& [path, digest] : actual.files) {
     if (!locked.files.contains(path)) c.extra.push_back(path);

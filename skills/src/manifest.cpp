@@ -26,19 +26,24 @@ class Reader {
     diagnostics_.push_back({Severity::Error, file_, at.line, std::move(field), std::move(message)});
   }
   void warn(const Node& at, std::string field, std::string message) {
-    diagnostics_.push_back({Severity::Warning, file_, at.line, std::move(field), std::move(message)});
+    diagnostics_.push_back(
+        {Severity::Warning, file_, at.line, std::move(field), std::move(message)});
   }
 
   // A string. TOML numbers and booleans are refused; YAML plain scalars are strings already.
-  std::optional<std::string> string(const Node& v, const std::string& field, std::string_view what) {
+  std::optional<std::string> string(const Node& v, const std::string& field,
+                                    std::string_view what) {
     if (v.kind != Node::Kind::Scalar) {
-      error(v, field, "expected a string (" + std::string(what) + "), found " + std::string(describe_kind(v)));
+      error(
+          v, field,
+          "expected a string (" + std::string(what) + "), found " + std::string(describe_kind(v)));
       return std::nullopt;
     }
     return v.text;
   }
 
-  std::optional<std::string> nonempty_string(const Node& v, const std::string& field, std::string_view what) {
+  std::optional<std::string> nonempty_string(const Node& v, const std::string& field,
+                                             std::string_view what) {
     auto s = string(v, field, what);
     if (s && trim(*s).empty()) {
       error(v, field, "expected a non-empty string (" + std::string(what) + ")");
@@ -54,17 +59,21 @@ class Reader {
       if (s == "true" || s == "yes") return true;
       if (s == "false" || s == "no") return false;
     }
-    error(v, field, "expected true or false, found " +
-                        (v.kind == Node::Kind::Scalar ? "\"" + v.text + "\"" : std::string(describe_kind(v))));
+    error(
+        v, field,
+        "expected true or false, found " +
+            (v.kind == Node::Kind::Scalar ? "\"" + v.text + "\"" : std::string(describe_kind(v))));
     return std::nullopt;
   }
 
   // A list of strings; `single` also accepts one string as a one-item list.
-  std::optional<std::vector<std::string>> strings(const Node& v, const std::string& field, std::string_view what,
-                                                  bool single = false) {
+  std::optional<std::vector<std::string>> strings(const Node& v, const std::string& field,
+                                                  std::string_view what, bool single = false) {
     if (single && v.kind == Node::Kind::Scalar) return std::vector<std::string>{v.text};
     if (v.kind != Node::Kind::List) {
-      error(v, field, "expected a list of strings (" + std::string(what) + "), found " + std::string(describe_kind(v)));
+      error(v, field,
+            "expected a list of strings (" + std::string(what) + "), found " +
+                std::string(describe_kind(v)));
       return std::nullopt;
     }
     std::vector<std::string> out;
@@ -73,7 +82,8 @@ class Reader {
       const Node& item = v.items[i];
       if (item.kind != Node::Kind::Scalar) {
         error(item, field + "[" + std::to_string(i) + "]",
-              "expected a string (" + std::string(what) + "), found " + std::string(describe_kind(item)));
+              "expected a string (" + std::string(what) + "), found " +
+                  std::string(describe_kind(item)));
         ok = false;
         continue;
       }
@@ -83,22 +93,25 @@ class Reader {
     return out;
   }
 
-  std::optional<std::map<std::string, std::string>> string_map(const Node& v, const std::string& field,
+  std::optional<std::map<std::string, std::string>> string_map(const Node& v,
+                                                               const std::string& field,
                                                                std::string_view what) {
     if (v.kind != Node::Kind::Map) {
-      error(v, field, "expected a mapping of NAME: value strings (" + std::string(what) + "), found " +
-                          std::string(describe_kind(v)));
+      error(v, field,
+            "expected a mapping of NAME: value strings (" + std::string(what) + "), found " +
+                std::string(describe_kind(v)));
       return std::nullopt;
     }
     std::map<std::string, std::string> out;
     bool ok = true;
     for (const auto& [k, value] : v.entries) {
       // Numbers and booleans are accepted as their text: `PORT = 8080` means "8080".
-      if (value.kind == Node::Kind::Scalar || value.kind == Node::Kind::Int || value.kind == Node::Kind::Float ||
-          value.kind == Node::Kind::Bool) {
+      if (value.kind == Node::Kind::Scalar || value.kind == Node::Kind::Int ||
+          value.kind == Node::Kind::Float || value.kind == Node::Kind::Bool) {
         out[k] = value.text;
       } else {
-        error(value, field + "." + k, "expected a string value, found " + std::string(describe_kind(value)));
+        error(value, field + "." + k,
+              "expected a string value, found " + std::string(describe_kind(value)));
         ok = false;
       }
     }
@@ -108,11 +121,13 @@ class Reader {
 
   bool expect_map(const Node& v, const std::string& field, std::string_view what) {
     if (v.kind == Node::Kind::Map) return true;
-    error(v, field, "expected a mapping (" + std::string(what) + "), found " + std::string(describe_kind(v)));
+    error(v, field,
+          "expected a mapping (" + std::string(what) + "), found " + std::string(describe_kind(v)));
     return false;
   }
 
-  void unknown_keys(const Node& map, const std::string& prefix, const std::set<std::string, std::less<>>& known) {
+  void unknown_keys(const Node& map, const std::string& prefix,
+                    const std::set<std::string, std::less<>>& known) {
     for (const auto& [k, v] : map.entries) {
       if (known.contains(k)) continue;
       std::vector<std::string> names(known.begin(), known.end());
@@ -176,16 +191,19 @@ std::vector<std::string> bins_from_metadata(const Json& j, int depth = 0) {
 }
 
 const std::set<std::string, std::less<>> kTopLevel = {
-    "name",    "description", "license", "compatibility", "metadata", "allowed-tools", "trigger", "triggers",
-    "requires", "homepage",   "version", "model",         "lazy",     "mcp",           "toolbox", "permissions"};
-const std::set<std::string, std::less<>> kToolboxKeys = {"description", "command",         "args",
-                                                         "env",         "network",         "parameters",
-                                                         "env_passthrough", "search_hints"};
+    "name",    "description", "license",  "compatibility", "metadata", "allowed-tools",
+    "trigger", "triggers",    "requires", "homepage",      "version",  "model",
+    "lazy",    "mcp",         "toolbox",  "permissions"};
+const std::set<std::string, std::less<>> kToolboxKeys = {
+    "description", "command",         "args",        "env", "network",
+    "parameters",  "env_passthrough", "search_hints"};
 const std::set<std::string, std::less<>> kMcpKeys = {"command", "args", "env"};
 const std::set<std::string, std::less<>> kPermissionKeys = {"files", "network", "env", "commands"};
 
-std::optional<Toolbox> read_toolbox(Reader& r, const std::string& name, const Node& v, const std::string& field) {
-  if (!r.expect_map(v, field, "a toolbox: description, command, args, env, network, parameters")) return std::nullopt;
+std::optional<Toolbox> read_toolbox(Reader& r, const std::string& name, const Node& v,
+                                    const std::string& field) {
+  if (!r.expect_map(v, field, "a toolbox: description, command, args, env, network, parameters"))
+    return std::nullopt;
   Toolbox t;
   t.name = name;
   bool ok = true;
@@ -194,57 +212,74 @@ std::optional<Toolbox> read_toolbox(Reader& r, const std::string& name, const No
     ok = false;
   }
   if (const Node* d = v.find("description")) {
-    if (auto s = r.nonempty_string(*d, field + ".description", "what the tool does, shown to the model")) t.description = *s;
-    else ok = false;
+    if (auto s =
+            r.nonempty_string(*d, field + ".description", "what the tool does, shown to the model"))
+      t.description = *s;
+    else
+      ok = false;
   } else {
-    r.error(v, field + ".description", "missing required field; expected a string saying what the tool does");
+    r.error(v, field + ".description",
+            "missing required field; expected a string saying what the tool does");
     ok = false;
   }
   if (const Node* c = v.find("command")) {
-    if (auto s = r.nonempty_string(*c, field + ".command", "the program to run")) t.command = *s;
-    else ok = false;
+    if (auto s = r.nonempty_string(*c, field + ".command", "the program to run"))
+      t.command = *s;
+    else
+      ok = false;
   } else {
     r.error(v, field + ".command", "missing required field; expected the program to run");
     ok = false;
   }
   if (const Node* a = v.find("args")) {
-    if (auto l = r.strings(*a, field + ".args", "program arguments")) t.args = *l;
-    else ok = false;
+    if (auto l = r.strings(*a, field + ".args", "program arguments"))
+      t.args = *l;
+    else
+      ok = false;
   }
   if (const Node* e = v.find("env")) {
-    if (auto m = r.string_map(*e, field + ".env", "environment variables set for the program")) t.env = *m;
-    else ok = false;
+    if (auto m = r.string_map(*e, field + ".env", "environment variables set for the program"))
+      t.env = *m;
+    else
+      ok = false;
   }
   if (const Node* n = v.find("network")) {
-    if (auto b = r.boolean(*n, field + ".network")) t.network = *b;
-    else ok = false;
+    if (auto b = r.boolean(*n, field + ".network"))
+      t.network = *b;
+    else
+      ok = false;
   }
   if (const Node* p = v.find("parameters")) {
     if (p->kind != Node::Kind::Map) {
       r.error(*p, field + ".parameters",
-              "expected a JSON Schema object for the tool's arguments, found " + std::string(describe_kind(*p)));
+              "expected a JSON Schema object for the tool's arguments, found " +
+                  std::string(describe_kind(*p)));
       ok = false;
     } else {
       t.parameters = to_json(*p);
     }
   }
   if (const Node* e = v.find("env_passthrough")) {
-    if (auto l = r.strings(*e, field + ".env_passthrough", "names of environment variables passed from the parent")) {
+    if (auto l = r.strings(*e, field + ".env_passthrough",
+                           "names of environment variables passed from the parent")) {
       t.env_passthrough = *l;
     } else {
       ok = false;
     }
   }
   if (const Node* h = v.find("search_hints")) {
-    if (auto l = r.strings(*h, field + ".search_hints", "keywords")) t.search_hints = *l;
-    else ok = false;
+    if (auto l = r.strings(*h, field + ".search_hints", "keywords"))
+      t.search_hints = *l;
+    else
+      ok = false;
   }
   r.unknown_keys(v, field, kToolboxKeys);
   if (!ok) return std::nullopt;
   return t;
 }
 
-std::optional<McpServer> read_mcp(Reader& r, const std::string& name, const Node& v, const std::string& field) {
+std::optional<McpServer> read_mcp(Reader& r, const std::string& name, const Node& v,
+                                  const std::string& field) {
   if (!r.expect_map(v, field, "an MCP server: command, args, env")) return std::nullopt;
   McpServer s;
   s.name = name;
@@ -254,19 +289,26 @@ std::optional<McpServer> read_mcp(Reader& r, const std::string& name, const Node
     ok = false;
   }
   if (const Node* c = v.find("command")) {
-    if (auto str = r.nonempty_string(*c, field + ".command", "the program that runs the server")) s.command = *str;
-    else ok = false;
+    if (auto str = r.nonempty_string(*c, field + ".command", "the program that runs the server"))
+      s.command = *str;
+    else
+      ok = false;
   } else {
-    r.error(v, field + ".command", "missing required field; expected the program that runs the server");
+    r.error(v, field + ".command",
+            "missing required field; expected the program that runs the server");
     ok = false;
   }
   if (const Node* a = v.find("args")) {
-    if (auto l = r.strings(*a, field + ".args", "program arguments")) s.args = *l;
-    else ok = false;
+    if (auto l = r.strings(*a, field + ".args", "program arguments"))
+      s.args = *l;
+    else
+      ok = false;
   }
   if (const Node* e = v.find("env")) {
-    if (auto m = r.string_map(*e, field + ".env", "environment variables set for the server")) s.env = *m;
-    else ok = false;
+    if (auto m = r.string_map(*e, field + ".env", "environment variables set for the server"))
+      s.env = *m;
+    else
+      ok = false;
   }
   r.unknown_keys(v, field, kMcpKeys);
   if (!ok) return std::nullopt;
@@ -280,15 +322,18 @@ Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, S
   Reader r(file, diagnostics);
   Manifest manifest;
   if (root.kind != Node::Kind::Map) {
-    r.error(root, "", "expected the frontmatter to be a mapping of fields (name, description, ...), found " +
-                          std::string(describe_kind(root)));
+    r.error(root, "",
+            "expected the frontmatter to be a mapping of fields (name, description, ...), found " +
+                std::string(describe_kind(root)));
     return manifest;
   }
 
   if (const Node* v = root.find("name")) {
     if (auto s = r.nonempty_string(*v, "name", "the skill's name")) {
-      if (has_control_chars(*s, false)) r.error(*v, "name", "expected a single-line name without control characters");
-      else skill.name = std::string(trim(*s));
+      if (has_control_chars(*s, false))
+        r.error(*v, "name", "expected a single-line name without control characters");
+      else
+        skill.name = std::string(trim(*s));
     }
   } else {
     r.error(root, "name", "missing required field; expected the skill's name");
@@ -298,10 +343,12 @@ Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, S
       skill.description = std::string(trim(*s));
     }
   } else {
-    r.error(root, "description", "missing required field; expected what the skill does and when to use it");
+    r.error(root, "description",
+            "missing required field; expected what the skill does and when to use it");
   }
 
-  auto optional_string = [&](const char* key, std::optional<std::string>& out, std::string_view what) {
+  auto optional_string = [&](const char* key, std::optional<std::string>& out,
+                             std::string_view what) {
     if (const Node* v = root.find(key)) {
       if (auto s = r.string(*v, key, what)) out = *s;
     }
@@ -312,16 +359,20 @@ Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, S
   optional_string("model", skill.model, "the model to use with this skill");
   if (const Node* v = root.find("version")) {
     // `version: 1.0` in YAML and `version = "1.0"` in TOML both mean the text "1.0".
-    if (v->kind == Node::Kind::Int || v->kind == Node::Kind::Float) skill.version = v->text;
-    else if (auto s = r.string(*v, "version", "the skill's version")) skill.version = *s;
+    if (v->kind == Node::Kind::Int || v->kind == Node::Kind::Float)
+      skill.version = v->text;
+    else if (auto s = r.string(*v, "version", "the skill's version"))
+      skill.version = *s;
   }
 
   if (const Node* v = root.find("metadata")) {
     skill.metadata = to_json(*v);
   }
   if (const Node* v = root.find("allowed-tools")) {
-    if (v->kind == Node::Kind::Scalar) skill.allowed_tools = split_whitespace(v->text);
-    else if (auto l = r.strings(*v, "allowed-tools", "tool names, or one space-separated string")) skill.allowed_tools = *l;
+    if (v->kind == Node::Kind::Scalar)
+      skill.allowed_tools = split_whitespace(v->text);
+    else if (auto l = r.strings(*v, "allowed-tools", "tool names, or one space-separated string"))
+      skill.allowed_tools = *l;
   }
 
   for (const char* key : {"trigger", "triggers"}) {
@@ -338,9 +389,11 @@ Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, S
     }
   }
   if (const Node* v = root.find("requires")) {
-    if (auto l = r.strings(*v, "requires", "programs that must be on PATH", true)) skill.requirements = *l;
+    if (auto l = r.strings(*v, "requires", "programs that must be on PATH", true))
+      skill.requirements = *l;
   }
-  if (skill.requirements.empty() && !skill.metadata.is_null()) skill.requirements = bins_from_metadata(skill.metadata);
+  if (skill.requirements.empty() && !skill.metadata.is_null())
+    skill.requirements = bins_from_metadata(skill.metadata);
   if (const Node* v = root.find("lazy")) {
     if (auto b = r.boolean(*v, "lazy")) skill.lazy = *b;
   }
@@ -365,7 +418,8 @@ Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, S
     if (r.expect_map(*v, "toolbox", "toolbox NAME: {description, command, ...}")) {
       for (const auto& [name, entry] : v->entries) {
         std::string field = "toolbox." + name;
-        if (auto t = read_toolbox(r, name, entry, field)) manifest.toolboxes.push_back({*t, file, entry.line, field});
+        if (auto t = read_toolbox(r, name, entry, field))
+          manifest.toolboxes.push_back({*t, file, entry.line, field});
       }
     }
   }
@@ -373,7 +427,8 @@ Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, S
     if (r.expect_map(*v, "mcp", "server NAME: {command, args, env}")) {
       for (const auto& [name, entry] : v->entries) {
         std::string field = "mcp." + name;
-        if (auto s = read_mcp(r, name, entry, field)) manifest.mcp_servers.push_back({*s, file, entry.line, field});
+        if (auto s = read_mcp(r, name, entry, field))
+          manifest.mcp_servers.push_back({*s, file, entry.line, field});
       }
     }
   }
@@ -422,7 +477,8 @@ std::vector<Declared<McpServer>> read_mcp_json(const Node& root, const std::file
   return out;
 }
 
-std::vector<Declared<Toolbox>> read_toolbox_json(const Node& root, const std::filesystem::path& file,
+std::vector<Declared<Toolbox>> read_toolbox_json(const Node& root,
+                                                 const std::filesystem::path& file,
                                                  std::vector<Diagnostic>& diagnostics) {
   Reader r(file, diagnostics);
   std::vector<Declared<Toolbox>> out;

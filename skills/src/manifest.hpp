@@ -35,7 +35,8 @@ Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, S
 std::vector<Declared<McpServer>> read_mcp_json(const Node& root, const std::filesystem::path& file,
                                                std::vector<Diagnostic>& diagnostics);
 // toolbox.json: {"toolboxes": {name: {description, command, args, env, network, parameters}}}.
-std::vector<Declared<Toolbox>> read_toolbox_json(const Node& root, const std::filesystem::path& file,
+std::vector<Declared<Toolbox>> read_toolbox_json(const Node& root,
+                                                 const std::filesystem::path& file,
                                                  std::vector<Diagnostic>& diagnostics);
 
 }  // namespace kernex::skills::detail

@@ -15,13 +15,19 @@ const Node* Node::find(std::string_view key) const {
 
 std::string_view describe_kind(const Node& node) {
   switch (node.kind) {
-    case Node::Kind::Null: return "nothing";
-    case Node::Kind::Scalar: return "a string";
-    case Node::Kind::Bool: return "a boolean";
+    case Node::Kind::Null:
+      return "nothing";
+    case Node::Kind::Scalar:
+      return "a string";
+    case Node::Kind::Bool:
+      return "a boolean";
     case Node::Kind::Int:
-    case Node::Kind::Float: return "a number";
-    case Node::Kind::List: return "a list";
-    case Node::Kind::Map: return "a mapping";
+    case Node::Kind::Float:
+      return "a number";
+    case Node::Kind::List:
+      return "a list";
+    case Node::Kind::Map:
+      return "a mapping";
   }
   return "nothing";
 }
@@ -49,11 +55,13 @@ Json plain_scalar(const std::string& s) {
     auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), i, base);
     if (ec == std::errc() && end == v.data() + v.size()) return negative ? -i : i;
   }
-  if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf") return std::numeric_limits<double>::infinity();
+  if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf")
+    return std::numeric_limits<double>::infinity();
   if (s == "-.inf" || s == "-.Inf" || s == "-.INF") return -std::numeric_limits<double>::infinity();
   std::string_view f = s;
   if (!f.empty() && f[0] == '+') f.remove_prefix(1);
-  if (!f.empty() && (std::isdigit(static_cast<unsigned char>(f[0])) || f[0] == '-' || f[0] == '.')) {
+  if (!f.empty() &&
+      (std::isdigit(static_cast<unsigned char>(f[0])) || f[0] == '-' || f[0] == '.')) {
     double d = 0;
     auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), d);
     if (ec == std::errc() && end == f.data() + f.size() && std::isfinite(d)) return d;
@@ -65,11 +73,16 @@ Json plain_scalar(const std::string& s) {
 
 Json to_json(const Node& node) {
   switch (node.kind) {
-    case Node::Kind::Null: return nullptr;
-    case Node::Kind::Scalar: return node.plain ? plain_scalar(node.text) : Json(node.text);
-    case Node::Kind::Bool: return node.boolean;
-    case Node::Kind::Int: return node.integer;
-    case Node::Kind::Float: return node.number;
+    case Node::Kind::Null:
+      return nullptr;
+    case Node::Kind::Scalar:
+      return node.plain ? plain_scalar(node.text) : Json(node.text);
+    case Node::Kind::Bool:
+      return node.boolean;
+    case Node::Kind::Int:
+      return node.integer;
+    case Node::Kind::Float:
+      return node.number;
     case Node::Kind::List: {
       Json out = Json::array();
       for (const auto& item : node.items) out.push_back(to_json(item));
@@ -98,9 +111,11 @@ Node from_json(const Json& json) {
     case Json::value_t::number_integer:
     case Json::value_t::number_unsigned:
       n.kind = Node::Kind::Int;
-      n.integer = json.is_number_unsigned() && json.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max())
-                      ? std::numeric_limits<std::int64_t>::max()
-                      : json.get<std::int64_t>();
+      n.integer =
+          json.is_number_unsigned() && json.get<std::uint64_t>() >
+                                           std::uint64_t(std::numeric_limits<std::int64_t>::max())
+              ? std::numeric_limits<std::int64_t>::max()
+              : json.get<std::int64_t>();
       n.text = json.dump();
       break;
     case Json::value_t::number_float:

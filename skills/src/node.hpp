@@ -16,15 +16,15 @@ namespace kernex::skills::detail {
 struct Node {
   enum class Kind { Null, Scalar, Bool, Int, Float, List, Map };
   Kind kind = Kind::Null;
-  std::string text;     // Scalar value; TOML dates and the source text of numbers
-  bool plain = false;   // an unquoted YAML scalar: may read as a bool or a number
+  std::string text;    // Scalar value; TOML dates and the source text of numbers
+  bool plain = false;  // an unquoted YAML scalar: may read as a bool or a number
   bool boolean = false;
   std::int64_t integer = 0;
   double number = 0;
-  std::vector<Node> items;                           // List
-  std::vector<std::pair<std::string, Node>> entries; // Map, in document order
-  int line = 0;    // 1-based line in the file; 0 when unknown
-  int column = 0;  // 0-based
+  std::vector<Node> items;                            // List
+  std::vector<std::pair<std::string, Node>> entries;  // Map, in document order
+  int line = 0;                                       // 1-based line in the file; 0 when unknown
+  int column = 0;                                     // 0-based
 
   bool is_map() const { return kind == Kind::Map; }
   const Node* find(std::string_view key) const;
@@ -46,7 +46,8 @@ struct ParseFailure {
 // YAML. strict = StrictYAML rules (the Agent Skills reference validator): flow collections,
 // tags and anchors are errors, every scalar (nulls included) is a string. Duplicate keys are
 // errors in both modes. Node lines are relative to `text` plus `first_line - 1`.
-std::optional<Node> parse_yaml(std::string_view text, bool strict, int first_line, ParseFailure& failure);
+std::optional<Node> parse_yaml(std::string_view text, bool strict, int first_line,
+                               ParseFailure& failure);
 std::optional<Node> parse_toml(std::string_view text, int first_line, ParseFailure& failure);
 
 }  // namespace kernex::skills::detail

@@ -23,9 +23,11 @@ Error project_error(const fs::path& file, int line, const std::string& message) 
 }
 
 // `skills` from the parsed frontmatter; an absent key names no skills.
-Result<std::vector<std::string>> skills_field(const detail::Node& root, const fs::path& file, int line) {
+Result<std::vector<std::string>> skills_field(const detail::Node& root, const fs::path& file,
+                                              int line) {
   std::vector<std::string> out;
-  if (!root.is_map()) return std::unexpected(project_error(file, line, "expected the frontmatter to be a mapping"));
+  if (!root.is_map())
+    return std::unexpected(project_error(file, line, "expected the frontmatter to be a mapping"));
   const detail::Node* list = root.find("skills");
   if (list == nullptr || list->kind == detail::Node::Kind::Null) return out;
   if (list->kind != detail::Node::Kind::List) {
@@ -58,13 +60,15 @@ Result<Project> parse_project(std::string_view raw, const fs::path& file) {
   const std::string text = detail::normalize_newlines(raw, true);
   const std::string_view content = detail::trim(text);
   // kernex: the trimmed content starts with "---" and a later "\n---" closes the frontmatter.
-  const std::size_t close = content.rfind("---", 0) == 0 ? content.find("\n---", 3) : std::string_view::npos;
+  const std::size_t close =
+      content.rfind("---", 0) == 0 ? content.find("\n---", 3) : std::string_view::npos;
   if (close == std::string_view::npos) {
     p.instructions = std::string(content);
     return p;
   }
   // Lines are counted from the file's first line: leading blank lines were trimmed away.
-  const int first_line = detail::line_of(text, static_cast<std::size_t>(content.data() - text.data())) + 1;
+  const int first_line =
+      detail::line_of(text, static_cast<std::size_t>(content.data() - text.data())) + 1;
   std::string_view block = content.substr(3, close - 3);
   if (!block.empty() && block.front() == '\n') block.remove_prefix(1);
   std::string_view body = content.substr(close + 4);
@@ -77,8 +81,9 @@ Result<Project> parse_project(std::string_view raw, const fs::path& file) {
   if (!root) {
     const int line = yaml_failure.line > 0 ? first_line + yaml_failure.line - 1 : first_line;
     return std::unexpected(project_error(
-        file, line, "invalid frontmatter: expected TOML (skills = [\"a\"]) or YAML (skills: [a]); YAML says: " +
-                        yaml_failure.message));
+        file, line,
+        "invalid frontmatter: expected TOML (skills = [\"a\"]) or YAML (skills: [a]); YAML says: " +
+            yaml_failure.message));
   }
   if (root->kind == detail::Node::Kind::Null) return p;  // "---\n---": nothing declared
   auto skills = skills_field(*root, file, first_line);
@@ -98,7 +103,8 @@ Result<Project> load_project(const fs::path& folder) {
     }
   }
   if (!fs::is_directory(folder, ec)) {
-    return fail(ErrorCode::Skill, folder.string() + ": expected a project folder containing AGENTS.md or ROLE.md");
+    return fail(ErrorCode::Skill,
+                folder.string() + ": expected a project folder containing AGENTS.md or ROLE.md");
   }
   fs::path file;
   for (const char* name : {"AGENTS.md", "ROLE.md"}) {
@@ -107,9 +113,12 @@ Result<Project> load_project(const fs::path& folder) {
       break;
     }
   }
-  if (file.empty()) return fail(ErrorCode::Skill, folder.string() + ": missing AGENTS.md (or ROLE.md) in the project folder");
+  if (file.empty())
+    return fail(ErrorCode::Skill,
+                folder.string() + ": missing AGENTS.md (or ROLE.md) in the project folder");
   auto content = detail::read_file_capped(file.string(), kMaxProjectFileBytes);
-  if (!content.error.empty()) return std::unexpected(project_error(file, 0, "cannot read: " + content.error));
+  if (!content.error.empty())
+    return std::unexpected(project_error(file, 0, "cannot read: " + content.error));
   if (content.too_large) return std::unexpected(project_error(file, 0, "larger than 1 MiB"));
   auto project = parse_project(content.text, file);
   if (!project) return project;
@@ -117,7 +126,8 @@ Result<Project> load_project(const fs::path& folder) {
   project->name = folder.filename().string();
   if (project->name.empty()) project->name = folder.parent_path().filename().string();  // "dir/"
   if (project->instructions.empty() && project->skills.empty()) {
-    return std::unexpected(project_error(file, 0, "expected instructions or a `skills` list; the file is empty"));
+    return std::unexpected(
+        project_error(file, 0, "expected instructions or a `skills` list; the file is empty"));
   }
   return project;
 }
@@ -134,8 +144,8 @@ std::vector<Project> load_projects(const fs::path& projects_dir) {
     if (!ec2) {
       auto rel = real.lexically_relative(base);
       if (rel.empty() || *rel.begin() == "..") {
-        log(LogLevel::Warn, "project " + it->path().string() + " resolves outside " + base.string() +
-                                " (path traversal blocked)");
+        log(LogLevel::Warn, "project " + it->path().string() + " resolves outside " +
+                                base.string() + " (path traversal blocked)");
         continue;
       }
     }
@@ -146,12 +156,14 @@ std::vector<Project> load_projects(const fs::path& projects_dir) {
     }
     out.push_back(std::move(*project));
   }
-  std::sort(out.begin(), out.end(), [](const Project& a, const Project& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(),
+            [](const Project& a, const Project& b) { return a.name < b.name; });
   return out;
 }
 
 const Project* find_project(const std::vector<Project>& projects, std::string_view name) {
-  auto it = std::find_if(projects.begin(), projects.end(), [&](const Project& p) { return p.name == name; });
+  auto it = std::find_if(projects.begin(), projects.end(),
+                         [&](const Project& p) { return p.name == name; });
   return it == projects.end() ? nullptr : &*it;
 }
 

@@ -10,7 +10,8 @@ std::string_view to_string(SourceFormat format) noexcept {
 
 namespace {
 
-std::vector<std::string> with_prefix(const std::vector<std::string>& files, std::string_view prefix) {
+std::vector<std::string> with_prefix(const std::vector<std::string>& files,
+                                     std::string_view prefix) {
   std::vector<std::string> out;
   for (const auto& f : files) {
     if (f.rfind(prefix, 0) == 0) out.push_back(f.substr(prefix.size()));

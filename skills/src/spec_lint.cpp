@@ -37,7 +37,8 @@ class UnicodeCtype {
   UnicodeCtype& operator=(const UnicodeCtype&) = delete;
 
   char32_t lower(char32_t c) const {
-    if (c < 0x80 || locale_ == static_cast<locale_t>(nullptr)) return c >= 'A' && c <= 'Z' ? c + 32 : c;
+    if (c < 0x80 || locale_ == static_cast<locale_t>(nullptr))
+      return c >= 'A' && c <= 'Z' ? c + 32 : c;
     return static_cast<char32_t>(towlower_l(static_cast<wint_t>(c), locale_));
   }
   bool alnum(char32_t c) const {
@@ -72,8 +73,8 @@ void validate_name(const detail::Node& node, const fs::path& folder, std::vector
   std::string name(py_strip(node.text));
   std::u32string cps = detail::decode_utf8(name);
   if (cps.size() > kMaxNameLength) {
-    out.push_back({"Skill name '" + name + "' exceeds " + std::to_string(kMaxNameLength) + " character limit (" +
-                       std::to_string(cps.size()) + " chars)",
+    out.push_back({"Skill name '" + name + "' exceeds " + std::to_string(kMaxNameLength) +
+                       " character limit (" + std::to_string(cps.size()) + " chars)",
                    node.line});
   }
   if (std::any_of(cps.begin(), cps.end(), [](char32_t c) { return ctype().lower(c) != c; })) {
@@ -85,14 +86,17 @@ void validate_name(const detail::Node& node, const fs::path& folder, std::vector
   if (name.find("--") != std::string::npos) {
     out.push_back({"Skill name cannot contain consecutive hyphens", node.line});
   }
-  if (!std::all_of(cps.begin(), cps.end(), [](char32_t c) { return c == '-' || ctype().alnum(c); })) {
-    out.push_back({"Skill name '" + name +
-                       "' contains invalid characters. Only letters, digits, and hyphens are allowed.",
-                   node.line});
+  if (!std::all_of(cps.begin(), cps.end(),
+                   [](char32_t c) { return c == '-' || ctype().alnum(c); })) {
+    out.push_back(
+        {"Skill name '" + name +
+             "' contains invalid characters. Only letters, digits, and hyphens are allowed.",
+         node.line});
   }
   std::string dir_name = folder.filename().string();
   if (dir_name != name) {
-    out.push_back({"Directory name '" + dir_name + "' must match skill name '" + name + "'", node.line});
+    out.push_back(
+        {"Directory name '" + dir_name + "' must match skill name '" + name + "'", node.line});
   }
 }
 
@@ -103,8 +107,8 @@ void validate_description(const detail::Node& node, std::vector<Finding>& out) {
   }
   std::size_t n = detail::code_points(node.text);
   if (n > kMaxDescriptionLength) {
-    out.push_back({"Description exceeds " + std::to_string(kMaxDescriptionLength) + " character limit (" +
-                       std::to_string(n) + " chars)",
+    out.push_back({"Description exceeds " + std::to_string(kMaxDescriptionLength) +
+                       " character limit (" + std::to_string(n) + " chars)",
                    node.line});
   }
 }
@@ -116,8 +120,8 @@ void validate_compatibility(const detail::Node& node, std::vector<Finding>& out)
   }
   std::size_t n = detail::code_points(node.text);
   if (n > kMaxCompatibilityLength) {
-    out.push_back({"Compatibility exceeds " + std::to_string(kMaxCompatibilityLength) + " character limit (" +
-                       std::to_string(n) + " chars)",
+    out.push_back({"Compatibility exceeds " + std::to_string(kMaxCompatibilityLength) +
+                       " character limit (" + std::to_string(n) + " chars)",
                    node.line});
   }
 }
@@ -125,9 +129,11 @@ void validate_compatibility(const detail::Node& node, std::vector<Finding>& out)
 void validate_allowed_tools(const detail::Node& node, std::vector<Finding>& out) {
   if (node.kind == detail::Node::Kind::Scalar) return;
   if (node.kind == detail::Node::Kind::List) {
-    bool all_strings = std::all_of(node.items.begin(), node.items.end(),
-                                   [](const detail::Node& n) { return n.kind == detail::Node::Kind::Scalar; });
-    if (!all_strings) out.push_back({"Field 'allowed-tools' list items must all be strings", node.line});
+    bool all_strings = std::all_of(node.items.begin(), node.items.end(), [](const detail::Node& n) {
+      return n.kind == detail::Node::Kind::Scalar;
+    });
+    if (!all_strings)
+      out.push_back({"Field 'allowed-tools' list items must all be strings", node.line});
     return;
   }
   out.push_back({"Field 'allowed-tools' must be either a string or a list of strings", node.line});
@@ -137,7 +143,8 @@ void validate_allowed_tools(const detail::Node& node, std::vector<Finding>& out)
 fs::path named_folder(const fs::path& folder) {
   fs::path p = folder.lexically_normal();
   if (p.has_filename() && p.filename() != "." && p.filename() != "..") return p;
-  if (!p.has_filename() && p.has_parent_path() && p.parent_path().has_filename()) return p.parent_path();
+  if (!p.has_filename() && p.has_parent_path() && p.parent_path().has_filename())
+    return p.parent_path();
   std::error_code ec;
   fs::path abs = fs::weakly_canonical(folder, ec);
   return ec ? p : abs;
@@ -166,7 +173,8 @@ std::vector<Finding> judge(const fs::path& folder, const fs::path& skill_md) {
                                          : "";
     return {{"Invalid YAML in frontmatter: " + failure.message + where, failure.line}};
   }
-  if (root->kind != detail::Node::Kind::Map) return {{"SKILL.md frontmatter must be a YAML mapping", 1}};
+  if (root->kind != detail::Node::Kind::Map)
+    return {{"SKILL.md frontmatter must be a YAML mapping", 1}};
 
   std::vector<Finding> out;
   std::vector<std::string> extra;
@@ -180,14 +188,19 @@ std::vector<Finding> judge(const fs::path& folder, const fs::path& skill_md) {
   if (!extra.empty()) {
     std::sort(extra.begin(), extra.end());
     out.push_back({"Unexpected fields in frontmatter: " + detail::join(extra) +
-                       ". Only ['allowed-tools', 'compatibility', 'description', 'license', 'metadata', 'name'] are "
+                       ". Only ['allowed-tools', 'compatibility', 'description', 'license', "
+                       "'metadata', 'name'] are "
                        "allowed.",
                    extra_line});
   }
-  if (const detail::Node* name = root->find("name")) validate_name(*name, named_folder(folder), out);
-  else out.push_back({"Missing required field in frontmatter: name", 1});
-  if (const detail::Node* d = root->find("description")) validate_description(*d, out);
-  else out.push_back({"Missing required field in frontmatter: description", 1});
+  if (const detail::Node* name = root->find("name"))
+    validate_name(*name, named_folder(folder), out);
+  else
+    out.push_back({"Missing required field in frontmatter: name", 1});
+  if (const detail::Node* d = root->find("description"))
+    validate_description(*d, out);
+  else
+    out.push_back({"Missing required field in frontmatter: description", 1});
   if (const detail::Node* c = root->find("compatibility")) validate_compatibility(*c, out);
   if (const detail::Node* t = root->find("allowed-tools")) validate_allowed_tools(*t, out);
   return out;
@@ -212,13 +225,16 @@ LintVerdict lint_spec(const fs::path& folder) {
         break;
       }
     }
-    if (skill_md.empty()) findings.push_back({"Missing required file: SKILL.md", 0});
-    else findings = judge(folder, skill_md);
+    if (skill_md.empty())
+      findings.push_back({"Missing required file: SKILL.md", 0});
+    else
+      findings = judge(folder, skill_md);
   }
   v.valid = findings.empty();
   for (const auto& f : findings) {
     v.errors.push_back(f.message);
-    v.diagnostics.push_back({Severity::Error, skill_md.empty() ? folder : skill_md, f.line, "", f.message});
+    v.diagnostics.push_back(
+        {Severity::Error, skill_md.empty() ? folder : skill_md, f.line, "", f.message});
   }
   if (!findings.empty()) {
     v.message = findings.front().message;

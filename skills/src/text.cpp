@@ -36,10 +36,20 @@ std::size_t sequence_length(std::string_view s, std::size_t i) {
   std::size_t len = 0;
   char32_t min = 0;
   char32_t cp = 0;
-  if ((c & 0xE0) == 0xC0) { len = 2; min = 0x80; cp = c & 0x1F; }
-  else if ((c & 0xF0) == 0xE0) { len = 3; min = 0x800; cp = c & 0x0F; }
-  else if ((c & 0xF8) == 0xF0) { len = 4; min = 0x10000; cp = c & 0x07; }
-  else return 0;
+  if ((c & 0xE0) == 0xC0) {
+    len = 2;
+    min = 0x80;
+    cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3;
+    min = 0x800;
+    cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4;
+    min = 0x10000;
+    cp = c & 0x07;
+  } else
+    return 0;
   if (i + len > s.size()) return 0;
   for (std::size_t k = 1; k < len; ++k) {
     if ((byte(i + k) & 0xC0) != 0x80) return 0;
@@ -87,7 +97,8 @@ std::u32string decode_utf8(std::string_view s) {
     }
     auto c = static_cast<unsigned char>(s[i]);
     char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (std::size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    for (std::size_t k = 1; k < len; ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
     out.push_back(cp);
     i += len;
   }

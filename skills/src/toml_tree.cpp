@@ -16,7 +16,8 @@ Node convert(const toml::node& value, int first_line) {
   n.column = begin.column > 0 ? static_cast<int>(begin.column) - 1 : 0;
   if (const auto* t = value.as_table()) {
     n.kind = Node::Kind::Map;
-    for (const auto& [k, v] : *t) n.entries.emplace_back(std::string(k.str()), convert(v, first_line));
+    for (const auto& [k, v] : *t)
+      n.entries.emplace_back(std::string(k.str()), convert(v, first_line));
   } else if (const auto* a = value.as_array()) {
     n.kind = Node::Kind::List;
     for (const auto& item : *a) n.items.push_back(convert(item, first_line));
@@ -40,9 +41,12 @@ Node convert(const toml::node& value, int first_line) {
   } else {
     // Dates and times have no counterpart in the model; keep their TOML spelling.
     std::ostringstream out;
-    if (const auto* d = value.as_date()) out << d->get();
-    else if (const auto* tm = value.as_time()) out << tm->get();
-    else if (const auto* dt = value.as_date_time()) out << dt->get();
+    if (const auto* d = value.as_date())
+      out << d->get();
+    else if (const auto* tm = value.as_time())
+      out << tm->get();
+    else if (const auto* dt = value.as_date_time())
+      out << dt->get();
     n.kind = Node::Kind::Scalar;
     n.text = out.str();
   }
@@ -58,8 +62,9 @@ std::optional<Node> parse_toml(std::string_view text, int first_line, ParseFailu
     root.line = first_line;
     return root;
   } catch (const toml::parse_error& e) {
-    failure = ParseFailure{static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column) - 1,
-                           std::string(e.description())};
+    failure =
+        ParseFailure{static_cast<int>(e.source().begin.line),
+                     static_cast<int>(e.source().begin.column) - 1, std::string(e.description())};
     if (failure.column < 0) failure.column = 0;
     return std::nullopt;
   }

@@ -113,7 +113,9 @@ class TreeBuilder : public YAML::EventHandler {
     nodes_ += 1;
     for (const auto& item : n.items) count(mark, item);
     for (const auto& [k, v] : n.entries) count(mark, v);
-    if (nodes_ > kMaxNodes) stop(mark, "document too large (alias expansion exceeds " + std::to_string(kMaxNodes) + " nodes)");
+    if (nodes_ > kMaxNodes)
+      stop(mark,
+           "document too large (alias expansion exceeds " + std::to_string(kMaxNodes) + " nodes)");
   }
 
   std::string null_spelling(const YAML::Mark& mark) const {
@@ -122,8 +124,8 @@ class TreeBuilder : public YAML::EventHandler {
     for (std::string_view word : {"null", "Null", "NULL", "~"}) {
       if (rest.substr(0, word.size()) == word) {
         std::string_view after = rest.substr(word.size());
-        if (after.empty() || after[0] == '\n' || after[0] == ' ' || after[0] == '\t' || after[0] == ',' ||
-            after[0] == ']' || after[0] == '}')
+        if (after.empty() || after[0] == '\n' || after[0] == ' ' || after[0] == '\t' ||
+            after[0] == ',' || after[0] == ']' || after[0] == '}')
           return std::string(word);
       }
     }
@@ -156,7 +158,8 @@ class TreeBuilder : public YAML::EventHandler {
     YAML::Mark mark;
     mark.line = n.line - first_line_;
     mark.column = n.column;
-    if (++nodes_ > kMaxNodes) stop(mark, "document too large (more than " + std::to_string(kMaxNodes) + " nodes)");
+    if (++nodes_ > kMaxNodes)
+      stop(mark, "document too large (more than " + std::to_string(kMaxNodes) + " nodes)");
     if (anchor != YAML::NullAnchor) anchors_[anchor] = n;
     if (stack_.empty()) {
       if (!root) root = std::move(n);
@@ -169,7 +172,8 @@ class TreeBuilder : public YAML::EventHandler {
     }
     if (!top.key) {
       if (n.kind != Node::Kind::Scalar && !(n.kind == Node::Kind::Null)) {
-        stop(mark, "While parsing: mapping keys must be plain strings, found " + std::string(describe_kind(n)));
+        stop(mark, "While parsing: mapping keys must be plain strings, found " +
+                       std::string(describe_kind(n)));
       }
       if (top.node.find(n.text) != nullptr) {
         stop(mark, "While parsing: Duplicate key '" + n.text + "' found");
@@ -183,7 +187,8 @@ class TreeBuilder : public YAML::EventHandler {
       if (top.nested_map_column < 0) {
         top.nested_map_column = n.column;
       } else if (top.nested_map_column != n.column) {
-        stop(mark, "While parsing: found mapping with indentation inconsistent with previous mapping");
+        stop(mark,
+             "While parsing: found mapping with indentation inconsistent with previous mapping");
       }
     }
     top.node.entries.emplace_back(std::move(*top.key), std::move(n));
@@ -200,7 +205,8 @@ class TreeBuilder : public YAML::EventHandler {
 
 }  // namespace
 
-std::optional<Node> parse_yaml(std::string_view text, bool strict, int first_line, ParseFailure& failure) {
+std::optional<Node> parse_yaml(std::string_view text, bool strict, int first_line,
+                               ParseFailure& failure) {
   std::istringstream in{std::string(text)};
   TreeBuilder builder(text, strict, first_line);
   try {
@@ -210,7 +216,8 @@ std::optional<Node> parse_yaml(std::string_view text, bool strict, int first_lin
     failure = s.failure;
     return std::nullopt;
   } catch (const YAML::Exception& e) {
-    failure = ParseFailure{e.mark.is_null() ? 0 : e.mark.line + 1, e.mark.is_null() ? 0 : e.mark.column, e.msg};
+    failure = ParseFailure{e.mark.is_null() ? 0 : e.mark.line + 1,
+                           e.mark.is_null() ? 0 : e.mark.column, e.msg};
     return std::nullopt;
   } catch (const std::exception& e) {
     failure = ParseFailure{0, 0, e.what()};

@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 
 const fs::path kModules = fs::path(KERNEX_NPM_DIR) / "node_modules";
 
-McpServer node_server(const std::string& name, const std::string& package, std::vector<std::string> extra) {
+McpServer node_server(const std::string& name, const std::string& package,
+                      std::vector<std::string> extra) {
   McpServer s;
   s.name = name;
   s.command = KERNEX_NODE;
@@ -53,7 +54,8 @@ TEST_F(EverythingTest, ListsItsTools) {
   ASSERT_TRUE(tools) << tools.error().describe();
   std::set<std::string> names;
   for (const auto& t : *tools) names.insert(t.name);
-  for (const char* expected : {"echo", "get-sum", "get-tiny-image", "get-structured-content", "get-env"}) {
+  for (const char* expected :
+       {"echo", "get-sum", "get-tiny-image", "get-structured-content", "get-env"}) {
     EXPECT_TRUE(names.contains(expected)) << expected;
   }
   EXPECT_EQ(client_->protocol_version(), "2025-06-18");
@@ -68,11 +70,13 @@ TEST_F(EverythingTest, EchoSumImageAndStructuredContent) {
   EXPECT_NE(sum->rendered.text.find("42"), std::string::npos) << sum->rendered.text;
   auto image = client_->call_tool("get-tiny-image", Json::object());
   ASSERT_TRUE(image);
-  EXPECT_NE(image->rendered.text.find("[image image/png"), std::string::npos) << image->rendered.text;
+  EXPECT_NE(image->rendered.text.find("[image image/png"), std::string::npos)
+      << image->rendered.text;
   EXPECT_NE(image->rendered.text.find("data:image/png;base64,iVBOR"), std::string::npos);
   auto structured = client_->call_tool("get-structured-content", Json{{"location", "Chicago"}});
   ASSERT_TRUE(structured) << structured.error().describe();
-  EXPECT_TRUE(structured->raw["structuredContent"].contains("temperature")) << structured->raw.dump();
+  EXPECT_TRUE(structured->raw["structuredContent"].contains("temperature"))
+      << structured->raw.dump();
   EXPECT_FALSE(structured->rendered.is_error);
   EXPECT_EQ(client_->starts(), 1);  // one server for every call
 }
@@ -83,9 +87,11 @@ TEST_F(EverythingTest, GetEnvSeesOnlyBaseAndDeclaredVariables) {
   Json vars = Json::parse(env->rendered.text);
   EXPECT_EQ(vars.value("DECLARED_FOR_TEST", ""), "declared");
   EXPECT_FALSE(vars.contains("KERNEX_INTEROP_SECRET"));
-  static const std::set<std::string> allowed = {"PATH", "TMPDIR", "HOME", "LANG", "LANGUAGE", "TZ", "TERM", "USER",
-                                                "LOGNAME", "DECLARED_FOR_TEST"};
-  for (const auto& [name, _] : vars.items()) EXPECT_TRUE(allowed.contains(name) || name.starts_with("LC_")) << name;
+  static const std::set<std::string> allowed = {
+      "PATH", "TMPDIR", "HOME", "LANG",    "LANGUAGE",
+      "TZ",   "TERM",   "USER", "LOGNAME", "DECLARED_FOR_TEST"};
+  for (const auto& [name, _] : vars.items())
+    EXPECT_TRUE(allowed.contains(name) || name.starts_with("LC_")) << name;
 }
 
 // Declared by a skill: its permissions.env reaches the server, the kernel's other variables don't.
@@ -96,13 +102,15 @@ TEST(SkillDeclaredServer, RunsUnderTheSkillsPermissions) {
   std::ofstream(skills.path() / "everything" / "SKILL.md")
       << "---\nname: everything\ndescription: the reference MCP server\n"
       << "permissions: {commands: [node], env: [KERNEX_INTEROP_DECLARED]}\n"
-      << "mcp: {everything: {command: " << KERNEX_NODE << ", args: [" << index.string() << ", stdio]}}\n---\n";
+      << "mcp: {everything: {command: " << KERNEX_NODE << ", args: [" << index.string()
+      << ", stdio]}}\n---\n";
   auto skill = kernex::skills::load_skill(skills.path() / "everything");
   ASSERT_TRUE(skill) << skill.error().describe();
   ::setenv("KERNEX_INTEROP_SECRET", "must-not-leak", 1);
   ::setenv("KERNEX_INTEROP_DECLARED", "declared-by-skill", 1);
-  auto config = ToolboxConfig::from_json(Json{{"workspace", ws.path().string()},
-                                              {"servers", {{"everything", {{"read_only", {kModules.string()}}}}}}});
+  auto config = ToolboxConfig::from_json(
+      Json{{"workspace", ws.path().string()},
+           {"servers", {{"everything", {{"read_only", {kModules.string()}}}}}}});
   ASSERT_TRUE(config) << config.error().describe();
   McpToolbox box(std::move(*config));
   Context context;
@@ -126,12 +134,15 @@ class FilesystemTest : public ::testing::Test {
 
 TEST_F(FilesystemTest, ReadsAndWritesInsideTheWorkspace) {
   ws_.write("hello.txt", "hello from the workspace");
-  McpClient client(node_server("filesystem", "server-filesystem", {ws_.path().string()}), sandbox_for(ws_.path()));
+  McpClient client(node_server("filesystem", "server-filesystem", {ws_.path().string()}),
+                   sandbox_for(ws_.path()));
   auto read = client.call_tool("read_text_file", Json{{"path", (ws_ / "hello.txt").string()}});
   ASSERT_TRUE(read) << read.error().describe();
   EXPECT_FALSE(read->rendered.is_error) << read->rendered.text;
-  EXPECT_NE(read->rendered.text.find("hello from the workspace"), std::string::npos) << read->rendered.text;
-  auto write = client.call_tool("write_file", Json{{"path", (ws_ / "new.txt").string()}, {"content", "written"}});
+  EXPECT_NE(read->rendered.text.find("hello from the workspace"), std::string::npos)
+      << read->rendered.text;
+  auto write = client.call_tool("write_file",
+                                Json{{"path", (ws_ / "new.txt").string()}, {"content", "written"}});
   ASSERT_TRUE(write);
   EXPECT_FALSE(write->rendered.is_error) << write->rendered.text;
   std::ifstream in(ws_ / "new.txt");
@@ -143,7 +154,8 @@ TEST_F(FilesystemTest, OutsideTheWorkspaceFailsEvenThroughASymlinkAndWhenTheServ
   outside_.write("secret.txt", "outside secret");
   fs::create_directory_symlink(outside_.path(), ws_ / "link");
   // The server itself is told both directories are fine: only the sandbox stands in the way.
-  McpClient client(node_server("filesystem", "server-filesystem", {ws_.path().string(), outside_.path().string()}),
+  McpClient client(node_server("filesystem", "server-filesystem",
+                               {ws_.path().string(), outside_.path().string()}),
                    sandbox_for(ws_.path()));
   for (const fs::path& p : {outside_ / "secret.txt", ws_ / "link" / "secret.txt"}) {
     auto read = client.call_tool("read_text_file", Json{{"path", p.string()}});
@@ -151,7 +163,8 @@ TEST_F(FilesystemTest, OutsideTheWorkspaceFailsEvenThroughASymlinkAndWhenTheServ
     EXPECT_TRUE(read->rendered.is_error) << p << ": " << read->rendered.text;
     EXPECT_EQ(read->rendered.text.find("outside secret"), std::string::npos) << read->rendered.text;
   }
-  auto write = client.call_tool("write_file", Json{{"path", (ws_ / "link" / "planted.txt").string()}, {"content", "x"}});
+  auto write = client.call_tool(
+      "write_file", Json{{"path", (ws_ / "link" / "planted.txt").string()}, {"content", "x"}});
   ASSERT_TRUE(write);
   EXPECT_TRUE(write->rendered.is_error) << write->rendered.text;
   EXPECT_FALSE(fs::exists(outside_ / "planted.txt"));
@@ -161,10 +174,12 @@ TEST(KernexMcpServe, OfficialSdkClientListsAndCallsTools) {
   kernex::testing::TempDir dir;
   // ESM resolves packages next to the script, so it runs from the npm prefix.
   const fs::path script = fs::path(KERNEX_NPM_DIR) / "kernex_sdk_client.mjs";
-  fs::copy_file(KERNEX_SOURCE_DIR "/tests/interop/sdk_client.mjs", script, fs::copy_options::overwrite_existing);
+  fs::copy_file(KERNEX_SOURCE_DIR "/tests/interop/sdk_client.mjs", script,
+                fs::copy_options::overwrite_existing);
   auto config = dir.write("kernex.yaml", "toolboxes:\n  - name: builtin\n");
-  const std::string cmd = std::string(KERNEX_NODE) + " " + script.string() + " " + KERNEX_CLI + " mcp serve --config " +
-                          config.string() + " 2>" + (dir / "stderr.txt").string();
+  const std::string cmd = std::string(KERNEX_NODE) + " " + script.string() + " " + KERNEX_CLI +
+                          " mcp serve --config " + config.string() + " 2>" +
+                          (dir / "stderr.txt").string();
   FILE* pipe = ::popen(cmd.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string out;
@@ -180,7 +195,8 @@ TEST(KernexMcpServe, OfficialSdkClientListsAndCallsTools) {
   EXPECT_NE(std::find(tools.begin(), tools.end(), "kernex_run"), tools.end());
   EXPECT_NE(std::find(tools.begin(), tools.end(), "word_count"), tools.end());
   EXPECT_EQ(seen["word_count"]["isError"], false);
-  EXPECT_NE(seen["word_count"]["content"][0]["text"].get<std::string>().find("\"words\":3"), std::string::npos);
+  EXPECT_NE(seen["word_count"]["content"][0]["text"].get<std::string>().find("\"words\":3"),
+            std::string::npos);
   EXPECT_EQ(seen["unknown_tool_error"], -32602);
   EXPECT_EQ(seen["unknown_method_error"], -32601);
 }

@@ -31,8 +31,8 @@ int write(kernex::MemoryStore& store, long n) {
   }
   for (long i = 0; i < n; ++i) {
     const std::string k = std::to_string(i);
-    auto saved = store.append_messages(
-        *conv, {kernex::ContextEntry::user("question " + k), kernex::ContextEntry::assistant("answer " + k)});
+    auto saved = store.append_messages(*conv, {kernex::ContextEntry::user("question " + k),
+                                               kernex::ContextEntry::assistant("answer " + k)});
     if (!saved) {
       std::cerr << saved.error().describe() << '\n';
       return 3;

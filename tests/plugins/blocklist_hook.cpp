@@ -9,7 +9,8 @@ class BlocklistHook final : public kernex::HookRunner {
  public:
   explicit BlocklistHook(std::set<std::string> blocked) : blocked_(std::move(blocked)) {}
   kernex::HookOutcome pre_tool(const kernex::HookScope&, kernex::ToolCall& call) override {
-    if (blocked_.contains(call.name)) return kernex::HookOutcome::block(call.name + " is on the blocklist");
+    if (blocked_.contains(call.name))
+      return kernex::HookOutcome::block(call.name + " is on the blocklist");
     return kernex::HookOutcome::allow();
   }
 
@@ -21,9 +22,13 @@ kernex::Result<std::shared_ptr<kernex::HookRunner>> make_blocklist(const kernex:
   std::set<std::string> blocked;
   if (config.contains("block")) {
     const kernex::Json& list = config["block"];
-    if (!list.is_array()) return kernex::fail(kernex::ErrorCode::Config, "blocklist: 'block' must be an array of strings");
+    if (!list.is_array())
+      return kernex::fail(kernex::ErrorCode::Config,
+                          "blocklist: 'block' must be an array of strings");
     for (const kernex::Json& item : list) {
-      if (!item.is_string()) return kernex::fail(kernex::ErrorCode::Config, "blocklist: 'block' must be an array of strings");
+      if (!item.is_string())
+        return kernex::fail(kernex::ErrorCode::Config,
+                            "blocklist: 'block' must be an array of strings");
       blocked.insert(item.get<std::string>());
     }
   }

@@ -13,7 +13,8 @@ class ChunksProvider final : public kernex::Provider {
   explicit ChunksProvider(std::vector<std::string> chunks) : chunks_(std::move(chunks)) {}
   std::string name() const override { return "chunks"; }
   std::string default_model() const override { return "chunks-1"; }
-  kernex::Result<kernex::Response> complete(const kernex::Context& context, const std::vector<kernex::ToolSpec>&,
+  kernex::Result<kernex::Response> complete(const kernex::Context& context,
+                                            const std::vector<kernex::ToolSpec>&,
                                             const kernex::StreamSink& sink) override {
     const int others = inside_++;
     bool shared = others > 0;
@@ -24,7 +25,9 @@ class ChunksProvider final : public kernex::Provider {
     r.usage.input_tokens = 3;
     r.usage.output_tokens = chunks_.size();
     for (const auto& chunk : chunks_) {
-      if (sink) sink(kernex::StreamEvent{kernex::StreamEvent::Kind::TextDelta, chunk, {}, {}, {}, {}, false});
+      if (sink)
+        sink(kernex::StreamEvent{
+            kernex::StreamEvent::Kind::TextDelta, chunk, {}, {}, {}, {}, false});
       r.text += chunk;
       shared = shared || inside_ > 1;
       if (context.stop.stop_requested()) {
@@ -47,10 +50,12 @@ kernex::Result<std::shared_ptr<kernex::Provider>> make_chunks(const kernex::Json
   std::vector<std::string> chunks{"Hello ", "world"};
   if (config.is_object() && config.contains("chunks")) {
     const kernex::Json& c = config.at("chunks");
-    if (!c.is_array()) return kernex::fail(kernex::ErrorCode::Config, "chunks: option `chunks` must be a list");
+    if (!c.is_array())
+      return kernex::fail(kernex::ErrorCode::Config, "chunks: option `chunks` must be a list");
     chunks.clear();
     for (const auto& piece : c) {
-      if (!piece.is_string()) return kernex::fail(kernex::ErrorCode::Config, "chunks: every chunk must be a string");
+      if (!piece.is_string())
+        return kernex::fail(kernex::ErrorCode::Config, "chunks: every chunk must be a string");
       chunks.push_back(piece.get<std::string>());
     }
   }
@@ -59,4 +64,5 @@ kernex::Result<std::shared_ptr<kernex::Provider>> make_chunks(const kernex::Json
 
 }  // namespace
 
-KERNEX_PLUGIN(Provider, "chunks", "1.0.0", "Streams its answer in pieces and stops when asked", make_chunks)
+KERNEX_PLUGIN(Provider, "chunks", "1.0.0", "Streams its answer in pieces and stops when asked",
+              make_chunks)

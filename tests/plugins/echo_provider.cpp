@@ -22,7 +22,8 @@ class EchoProvider final : public kernex::Provider {
     r.stop_reason = "end_turn";
     r.model = "echo-1";
     r.provider = "echo";
-    if (sink) sink(kernex::StreamEvent{kernex::StreamEvent::Kind::TextDelta, r.text, {}, {}, {}, {}});
+    if (sink)
+      sink(kernex::StreamEvent{kernex::StreamEvent::Kind::TextDelta, r.text, {}, {}, {}, {}});
     return r;
   }
 

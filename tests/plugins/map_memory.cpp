@@ -8,26 +8,31 @@ namespace {
 
 class MapMemory final : public kernex::MemoryStore {
  public:
-  kernex::Result<std::string> open_conversation(const kernex::ConversationKey& key, std::chrono::minutes) override {
+  kernex::Result<std::string> open_conversation(const kernex::ConversationKey& key,
+                                                std::chrono::minutes) override {
     std::lock_guard lock(mutex_);
     std::string id = key.channel + "/" + key.sender_id + "/" + key.project;
     messages_.try_emplace(id);
     return id;
   }
-  kernex::Result<std::vector<kernex::ContextEntry>> recent_messages(const std::string& id, std::size_t limit) override {
+  kernex::Result<std::vector<kernex::ContextEntry>> recent_messages(const std::string& id,
+                                                                    std::size_t limit) override {
     std::lock_guard lock(mutex_);
     auto found = lookup(id);
     if (!found) return std::unexpected(found.error());
     const auto& all = **found;
     const std::size_t from = all.size() > limit ? all.size() - limit : 0;
-    return std::vector<kernex::ContextEntry>(all.begin() + static_cast<std::ptrdiff_t>(from), all.end());
+    return std::vector<kernex::ContextEntry>(all.begin() + static_cast<std::ptrdiff_t>(from),
+                                             all.end());
   }
-  kernex::Result<std::vector<kernex::ContextEntry>> oldest_messages(const std::string& id, std::size_t count) override {
+  kernex::Result<std::vector<kernex::ContextEntry>> oldest_messages(const std::string& id,
+                                                                    std::size_t count) override {
     std::lock_guard lock(mutex_);
     auto found = lookup(id);
     if (!found) return std::unexpected(found.error());
     const auto& all = **found;
-    return std::vector<kernex::ContextEntry>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(count, all.size())));
+    return std::vector<kernex::ContextEntry>(
+        all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(count, all.size())));
   }
   kernex::Result<std::uint64_t> message_count(const std::string& id) override {
     std::lock_guard lock(mutex_);
@@ -35,20 +40,23 @@ class MapMemory final : public kernex::MemoryStore {
     if (!found) return std::unexpected(found.error());
     return (*found)->size();
   }
-  kernex::Result<void> append_messages(const std::string& id, const std::vector<kernex::ContextEntry>& entries) override {
+  kernex::Result<void> append_messages(const std::string& id,
+                                       const std::vector<kernex::ContextEntry>& entries) override {
     std::lock_guard lock(mutex_);
     auto found = lookup(id);
     if (!found) return std::unexpected(found.error());
     (*found)->insert((*found)->end(), entries.begin(), entries.end());
     return {};
   }
-  kernex::Result<std::optional<kernex::StoredSummary>> compaction_summary(const std::string& id) override {
+  kernex::Result<std::optional<kernex::StoredSummary>> compaction_summary(
+      const std::string& id) override {
     std::lock_guard lock(mutex_);
     auto it = summaries_.find(id);
     if (it == summaries_.end()) return std::optional<kernex::StoredSummary>();
     return std::optional<kernex::StoredSummary>(it->second);
   }
-  kernex::Result<void> save_compaction_summary(const std::string& id, const kernex::StoredSummary& summary) override {
+  kernex::Result<void> save_compaction_summary(const std::string& id,
+                                               const kernex::StoredSummary& summary) override {
     std::lock_guard lock(mutex_);
     summaries_[id] = summary;
     return {};
@@ -62,7 +70,8 @@ class MapMemory final : public kernex::MemoryStore {
  private:
   kernex::Result<std::vector<kernex::ContextEntry>*> lookup(const std::string& id) {
     auto it = messages_.find(id);
-    if (it == messages_.end()) return kernex::fail(kernex::ErrorCode::Memory, "no conversation " + id);
+    if (it == messages_.end())
+      return kernex::fail(kernex::ErrorCode::Memory, "no conversation " + id);
     return &it->second;
   }
 

@@ -8,8 +8,8 @@ kernex::Result<std::shared_ptr<kernex::Provider>> create(const kernex::Json&) {
   return kernex::fail(kernex::ErrorCode::Internal, "a broken plugin's factory was called");
 }
 
-const kernex::PluginDescriptor descriptor{TEST_ABI, static_cast<kernex::PluginKind>(TEST_KIND), TEST_NAME,
-                                          "1.0.0", "deliberately broken"};
+const kernex::PluginDescriptor descriptor{TEST_ABI, static_cast<kernex::PluginKind>(TEST_KIND),
+                                          TEST_NAME, "1.0.0", "deliberately broken"};
 
 }  // namespace raw_plugin
 

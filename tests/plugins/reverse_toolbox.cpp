@@ -16,9 +16,11 @@ class ReverseToolbox final : public kernex::ToolExecutor {
                        {"required", {"text"}}};
     return std::vector<kernex::ToolSpec>{spec};
   }
-  kernex::Result<kernex::ToolResult> execute(const kernex::Context&, const kernex::ToolCall& call) override {
+  kernex::Result<kernex::ToolResult> execute(const kernex::Context&,
+                                             const kernex::ToolCall& call) override {
     kernex::ToolResult result{call.id, call.name, {}, false};
-    if (call.name != "reverse") return kernex::fail(kernex::ErrorCode::Tool, "unknown tool " + call.name);
+    if (call.name != "reverse")
+      return kernex::fail(kernex::ErrorCode::Tool, "unknown tool " + call.name);
     auto text = call.arguments.find("text");
     if (text == call.arguments.end() || !text->is_string()) {
       result.content = "argument 'text' must be a string";

@@ -4,9 +4,9 @@
 // system file). Each case attacks victim files this test creates, owned by the test's uid with mode
 // 0600, outside every writable grant: in the throwaway $HOME's ~/.ssh (not granted), in a directory
 // beside the workspace (not granted) and in a directory granted read-only, on both spawn paths (a
-// policy without any writable grant, and one with a workspace and a private TMPDIR), and checks both
-// what the attack reported and that the file is unchanged. Positive cases: the writable grants keep
-// working. tests/security/README.md lists the cases.
+// policy without any writable grant, and one with a workspace and a private TMPDIR), and checks
+// both what the attack reported and that the file is unchanged. Positive cases: the writable grants
+// keep working. tests/security/README.md lists the cases.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
@@ -49,7 +49,9 @@ Meta meta_of(const fs::path& p) {
   return {st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_mtim, st.st_ctim, st.st_nlink};
 }
 
-bool same(const timespec& a, const timespec& b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
+bool same(const timespec& a, const timespec& b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
 
 enum class Path { NoWritable, Workspace };
 
@@ -85,7 +87,9 @@ class MetadataBattery : public ::testing::Test {
     }
   }
 
-  static std::vector<fs::path> victims() { return {home_ / ".ssh" / "id_rsa", beside_ / "victim", ro_ / "victim"}; }
+  static std::vector<fs::path> victims() {
+    return {home_ / ".ssh" / "id_rsa", beside_ / "victim", ro_ / "victim"};
+  }
 
   // No writable grant at all (no workspace, no private TMPDIR): before the fix, no mount namespace.
   static PolicyBuilder no_writable() {
@@ -96,7 +100,9 @@ class MetadataBattery : public ::testing::Test {
   static PolicyBuilder with_workspace() {
     return PolicyBuilder().workspace(ws_).executable(KERNEX_ATTACK_DIR).read_only(ro_).timeout(10s);
   }
-  static PolicyBuilder builder(Path path) { return path == Path::NoWritable ? no_writable() : with_workspace(); }
+  static PolicyBuilder builder(Path path) {
+    return path == Path::NoWritable ? no_writable() : with_workspace();
+  }
 
   static Policy build(const PolicyBuilder& b) {
     auto p = b.Build();
@@ -122,15 +128,17 @@ class MetadataBattery : public ::testing::Test {
   static inline std::string saved_home_;
 };
 
-class SecurityBattery2Metadata : public MetadataBattery,
-                                 public ::testing::WithParamInterface<std::tuple<std::string, Path>> {};
+class SecurityBattery2Metadata
+    : public MetadataBattery,
+      public ::testing::WithParamInterface<std::tuple<std::string, Path>> {};
 
 // Every attack, against every victim: refused (not "OK"), and the victim's mode, owner, size, times
 // and link count are what they were.
 TEST_P(SecurityBattery2Metadata, ChangesNothingOutsideWritableGrants) {
   const auto& [what, path] = GetParam();
   const Policy policy = build(builder(path));
-  EXPECT_TRUE(policy.status().read_only_root) << "mount_setattr missing? warnings: " << policy.status().warnings.size();
+  EXPECT_TRUE(policy.status().read_only_root)
+      << "mount_setattr missing? warnings: " << policy.status().warnings.size();
   for (const auto& v : victims()) {
     const Meta before = meta_of(v);
     const std::string out = meta(policy, what, v);
@@ -143,7 +151,8 @@ TEST_P(SecurityBattery2Metadata, ChangesNothingOutsideWritableGrants) {
     EXPECT_EQ(after.size, before.size) << what << " " << v;
     EXPECT_EQ(after.links, before.links) << what << " " << v;
     EXPECT_TRUE(same(after.mtime, before.mtime)) << what << " touched " << v;
-    EXPECT_TRUE(same(after.ctime, before.ctime)) << what << " changed the ctime of " << v << ": " << out;
+    EXPECT_TRUE(same(after.ctime, before.ctime))
+        << what << " changed the ctime of " << v << ": " << out;
   }
 }
 
@@ -156,10 +165,26 @@ std::string case_name(const ::testing::TestParamInfo<std::tuple<std::string, Pat
 }
 
 const std::vector<std::string> kAttacks = {
-    "chmod",          "fchmodat",        "fchmodat2-nofollow", "fchmodat2-empty-opath", "procfd-chmod-opath",
-    "fchmod-rdonly",  "chown-group",     "lchown-group",       "fchownat-group",        "fchownat-empty-opath",
-    "fchown-rdonly",  "utimensat-now",   "utimensat-epoch",    "utimes",                "procfd-utimensat-opath",
-    "futimens-rdonly", "truncate",       "open-trunc",         "rename-self",           "link-beside",
+    "chmod",
+    "fchmodat",
+    "fchmodat2-nofollow",
+    "fchmodat2-empty-opath",
+    "procfd-chmod-opath",
+    "fchmod-rdonly",
+    "chown-group",
+    "lchown-group",
+    "fchownat-group",
+    "fchownat-empty-opath",
+    "fchown-rdonly",
+    "utimensat-now",
+    "utimensat-epoch",
+    "utimes",
+    "procfd-utimensat-opath",
+    "futimens-rdonly",
+    "truncate",
+    "open-trunc",
+    "rename-self",
+    "link-beside",
 };
 
 INSTANTIATE_TEST_SUITE_P(Attacks, SecurityBattery2Metadata,
@@ -174,13 +199,24 @@ class SecurityBattery2MetadataErofs : public SecurityBattery2Metadata {};
 TEST_P(SecurityBattery2MetadataErofs, FailsAtTheReadOnlyMount) {
   const auto& [what, path] = GetParam();
   const Policy policy = build(builder(path));
-  for (const auto& v : victims()) EXPECT_TRUE(meta(policy, what, v).ends_with("EROFS")) << what << " " << v;
+  for (const auto& v : victims())
+    EXPECT_TRUE(meta(policy, what, v).ends_with("EROFS")) << what << " " << v;
 }
 
 const std::vector<std::string> kByName = {
-    "chmod",          "fchmodat",       "fchmodat2-nofollow", "fchmodat2-empty-opath",  "procfd-chmod-opath",
-    "chown-group",    "lchown-group",   "fchownat-group",     "fchownat-empty-opath",   "utimensat-now",
-    "utimensat-epoch", "utimes",        "procfd-utimensat-opath",
+    "chmod",
+    "fchmodat",
+    "fchmodat2-nofollow",
+    "fchmodat2-empty-opath",
+    "procfd-chmod-opath",
+    "chown-group",
+    "lchown-group",
+    "fchownat-group",
+    "fchownat-empty-opath",
+    "utimensat-now",
+    "utimensat-epoch",
+    "utimes",
+    "procfd-utimensat-opath",
 };
 
 INSTANTIATE_TEST_SUITE_P(Attacks, SecurityBattery2MetadataErofs,
@@ -194,7 +230,8 @@ class SecurityBattery2MetadataGrants : public MetadataBattery {};
 TEST_F(SecurityBattery2MetadataGrants, ChmodChownTouchTruncateInWorkspace) {
   const Policy policy = build(with_workspace());
   const fs::path f = ws_ / "mine";
-  for (const char* what : {"fchmodat", "chown-group", "utimensat-epoch", "fchmod-rdonly", "truncate", "chmod"}) {
+  for (const char* what :
+       {"fchmodat", "chown-group", "utimensat-epoch", "fchmod-rdonly", "truncate", "chmod"}) {
     std::ofstream(f, std::ios::trunc) << "x\n";
     ::chmod(f.c_str(), 0600);
     EXPECT_EQ(meta(policy, what, f, "640"), "OK") << what;
@@ -214,8 +251,9 @@ TEST_F(SecurityBattery2MetadataGrants, ChmodAndTouchInPrivateTmp) {
 
 TEST_F(SecurityBattery2MetadataGrants, NewFilesInWorkspaceAndDevNullWrites) {
   const Policy policy = build(with_workspace());
-  auto r = run(policy, {"/bin/sh", "-c", "echo data > new && chmod 755 new && touch new && echo x > /dev/null && "
-                                         "cat new"});
+  auto r = run(policy, {"/bin/sh", "-c",
+                        "echo data > new && chmod 755 new && touch new && echo x > /dev/null && "
+                        "cat new"});
   EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
   EXPECT_EQ(r.stdout_data, "data\n");
   EXPECT_EQ(meta_of(ws_ / "new").mode & 07777, 0755U);
@@ -227,8 +265,8 @@ TEST_F(SecurityBattery2MetadataGrants, DevNullWritableWithoutAnyWritableGrant) {
   EXPECT_EQ(r.stdout_data, "ok\n") << r.stderr_data;
 }
 
-// A read-only bind inside the workspace (its .git) stays read-only under the writable workspace bind:
-// clearing read-only on the workspace bind did not reach the binds below it.
+// A read-only bind inside the workspace (its .git) stays read-only under the writable workspace
+// bind: clearing read-only on the workspace bind did not reach the binds below it.
 TEST_F(SecurityBattery2MetadataGrants, GitInsideWorkspaceStaysReadOnly) {
   fs::create_directories(ws_ / ".git" / "hooks");
   std::ofstream(ws_ / ".git" / "config") << "[core]\n";

@@ -1,10 +1,11 @@
 // The process battery (issue 15, items 7 and 9), run as root on every path (spawn through the mount
 // namespace, spawn with the clone thread's inherited filter, SandboxedProcess on both, unenforced):
 // nothing a command starts outlives the kernel, even one killed by SIGKILL; a dead kernel's private
-// TMPDIRs and pids cgroups are reclaimed by the next one; the default profile caps the processes and
-// threads of one sandbox. The "kernel" that gets killed is tests/security/stub/kernel_stub.cpp, a
-// child of this test. No sleeps: every wait is on an event (a FIFO the daemon writes, a pidfd turning
-// readable, a pipe's end of file) under a deadline. tests/security/README.md lists the cases.
+// TMPDIRs and pids cgroups are reclaimed by the next one; the default profile caps the processes
+// and threads of one sandbox. The "kernel" that gets killed is tests/security/stub/kernel_stub.cpp,
+// a child of this test. No sleeps: every wait is on an event (a FIFO the daemon writes, a pidfd
+// turning readable, a pipe's end of file) under a deadline. tests/security/README.md lists the
+// cases.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -122,7 +123,8 @@ struct Stub {
   std::string line() {
     std::string s;
     char c;
-    while (wait_readable(out, Clock::now() + 20s) && ::read(out, &c, 1) == 1 && c != '\n') s.push_back(c);
+    while (wait_readable(out, Clock::now() + 20s) && ::read(out, &c, 1) == 1 && c != '\n')
+      s.push_back(c);
     return s;
   }
   void kill_and_reap() {
@@ -168,7 +170,8 @@ class ProcessBattery : public ::testing::Test {
   static int spawned_count(const fs::path& ws, const std::string& what) {
     return count_after(first_line(run(build(defaults(ws)), {kProcs, what}).stdout_data));
   }
-  // The line `procs <what>` prints through SandboxedProcess in `ws` while it still holds what it made.
+  // The line `procs <what>` prints through SandboxedProcess in `ws` while it still holds what it
+  // made.
   static void held_count_line(const fs::path& ws, const std::string& what, std::string& line) {
     Command cmd;
     cmd.argv = {kProcs, what};
@@ -187,19 +190,23 @@ class ProcessBattery : public ::testing::Test {
   // A fresh FIFO in `ws` and a unique marker for the daemon's argv.
   static std::pair<fs::path, std::string> fifo_in(const fs::path& ws) {
     static std::atomic<int> n{0};
-    const std::string marker = "kx-daemon-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+    const std::string marker =
+        "kx-daemon-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
     const fs::path fifo = ws / (marker + ".fifo");
     EXPECT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
     return {fifo, marker};
   }
 
   // Opened before the daemon can write: a FIFO reader that never had a writer polls as not ready.
-  static int open_fifo(const fs::path& fifo) { return ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC); }
+  static int open_fifo(const fs::path& fifo) {
+    return ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  }
 
   // Each pidfd must turn readable (its process exited) within 10 s; survivors are killed and named.
-  // Orphans that come back here are reaped meanwhile: a namespace's init finishes dying only once every
-  // member has been reaped, wherever it was reparented.
-  static void expect_all_gone(const std::vector<std::pair<pid_t, int>>& procs, const std::string& what) {
+  // Orphans that come back here are reaped meanwhile: a namespace's init finishes dying only once
+  // every member has been reaped, wherever it was reparented.
+  static void expect_all_gone(const std::vector<std::pair<pid_t, int>>& procs,
+                              const std::string& what) {
     const auto deadline = Clock::now() + 10s;
     std::vector<pollfd> left;
     for (const auto& [pid, fd] : procs) left.push_back({fd, POLLIN, 0});
@@ -212,7 +219,8 @@ class ProcessBattery : public ::testing::Test {
       std::erase_if(left, [](const pollfd& p) { return p.revents != 0; });
     }
     for (const auto& [pid, fd] : procs) {
-      const bool alive = std::any_of(left.begin(), left.end(), [fd = fd](const pollfd& p) { return p.fd == fd; });
+      const bool alive =
+          std::any_of(left.begin(), left.end(), [fd = fd](const pollfd& p) { return p.fd == fd; });
       if (alive) {
         ADD_FAILURE() << what << ": process " << pid << " outlived it";
         ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);
@@ -224,11 +232,13 @@ class ProcessBattery : public ::testing::Test {
 
   // The daemon attack against a stand-in kernel killed by SIGKILL: stub `mode` runs
   // `procs orphan_stay FIFO variant MARKER` in `ws`; once the daemon is up, the stub is killed.
-  static void daemon_outlives_killed_kernel(const std::string& mode, const fs::path& ws, const std::string& variant) {
+  static void daemon_outlives_killed_kernel(const std::string& mode, const fs::path& ws,
+                                            const std::string& variant) {
     auto [fifo, marker] = fifo_in(ws);
     const int ready = open_fifo(fifo);
     ASSERT_GE(ready, 0);
-    Stub stub({mode, ws.string(), KERNEX_ATTACK_DIR, "--", kProcs, "orphan_stay", fifo.string(), variant, marker});
+    Stub stub({mode, ws.string(), KERNEX_ATTACK_DIR, "--", kProcs, "orphan_stay", fifo.string(),
+               variant, marker});
     ASSERT_EQ(stub.line(), "started");
     ASSERT_TRUE(wait_readable(ready, Clock::now() + 20s)) << "the daemon never came up";
     auto procs = processes_with(marker);
@@ -241,21 +251,26 @@ class ProcessBattery : public ::testing::Test {
   static inline fs::path root_, git_ws_, plain_ws_;
 };
 
-// ---- nothing outlives a killed kernel (item 9) -------------------------------------------------------
+// ---- nothing outlives a killed kernel (item 9)
+// -------------------------------------------------------
 
-// One case: stub `mode` in `ws`, the daemon of `variant`, the stub killed (daemon_outlives_killed_kernel).
+// One case: stub `mode` in `ws`, the daemon of `variant`, the stub killed
+// (daemon_outlives_killed_kernel).
 #define KILLED_KERNEL_CASE(name, mode, ws, variant) \
   TEST_F(ProcessBattery, name) { daemon_outlives_killed_kernel(mode, ws, variant); }
 
 KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSpawnMountNamespacePath, "spawn", git_ws_, "plain")
 KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSpawnInheritedFilterPath, "spawn", plain_ws_, "plain")
-KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSandboxedProcessMountNamespacePath, "process", git_ws_, "plain")
-KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSandboxedProcessInheritedFilterPath, "process", plain_ws_, "plain")
+KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSandboxedProcessMountNamespacePath, "process", git_ws_,
+                   "plain")
+KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelSandboxedProcessInheritedFilterPath, "process",
+                   plain_ws_, "plain")
 KILLED_KERNEL_CASE(DaemonDiesWithKilledKernelEvenUnenforced, "spawn-unenforced", plain_ws_, "plain")
 KILLED_KERNEL_CASE(DaemonBlockingEverySignalDiesWithKilledKernel, "spawn", plain_ws_, "blocked")
 KILLED_KERNEL_CASE(MultithreadedDaemonDiesWithKilledKernel, "process", git_ws_, "threads")
 
-// ---- nothing outlives the spawn either ----------------------------------------------------------------
+// ---- nothing outlives the spawn either
+// ----------------------------------------------------------------
 
 // The daemon keeps the FIFO's write end open for life: "ready", then end of file once it is gone.
 void expect_daemon_gone(int fifo) {
@@ -269,7 +284,8 @@ void expect_daemon_gone(int fifo) {
   }
   EXPECT_EQ(got, "ready\n") << "the daemon never came up";
   pollfd p{fifo, POLLIN, 0};
-  EXPECT_TRUE(::poll(&p, 1, 0) == 1 && (p.revents & POLLHUP) != 0) << "the daemon outlived the spawn";
+  EXPECT_TRUE(::poll(&p, 1, 0) == 1 && (p.revents & POLLHUP) != 0)
+      << "the daemon outlived the spawn";
 }
 
 TEST_F(ProcessBattery, DaemonDiesWhenTheCommandExits) {
@@ -286,7 +302,8 @@ TEST_F(ProcessBattery, DaemonDiesWhenTheCommandExits) {
 TEST_F(ProcessBattery, DaemonDiesWithTheTimeout) {
   auto [fifo, marker] = fifo_in(git_ws_);
   const int ready = open_fifo(fifo);
-  auto r = run(build(defaults(git_ws_)), {kProcs, "orphan_stay", fifo.string(), "blocked", marker}, 500ms);
+  auto r = run(build(defaults(git_ws_)), {kProcs, "orphan_stay", fifo.string(), "blocked", marker},
+               500ms);
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(r.term_signal, SIGKILL);
   expect_daemon_gone(ready);
@@ -326,7 +343,8 @@ TEST_F(ProcessBattery, DaemonDiesWithTheSandboxedProcessObject) {
   ::close(ready);
 }
 
-// ---- the command's own PID namespace --------------------------------------------------------------------
+// ---- the command's own PID namespace
+// --------------------------------------------------------------------
 
 TEST_F(ProcessBattery, CommandRunsInTheSandboxesPidNamespace) {
   // Its parent (a clone thread of the kernel) is outside the namespace: ppid 0. pid 1 is the
@@ -334,7 +352,8 @@ TEST_F(ProcessBattery, CommandRunsInTheSandboxesPidNamespace) {
   for (const auto& ws : {git_ws_, plain_ws_}) {
     auto r = run(build(defaults(ws)), {kProcs, "getpid"});
     int pid = 0, ppid = -1;
-    ASSERT_EQ(std::sscanf(r.stdout_data.c_str(), "pid %d ppid %d", &pid, &ppid), 2) << r.stdout_data;
+    ASSERT_EQ(std::sscanf(r.stdout_data.c_str(), "pid %d ppid %d", &pid, &ppid), 2)
+        << r.stdout_data;
     EXPECT_GT(pid, 1) << ws;
     EXPECT_EQ(ppid, 0) << ws;
   }
@@ -350,7 +369,8 @@ TEST_F(ProcessBattery, NoOtherProcessIsVisible) {
 }
 
 TEST_F(ProcessBattery, NestedPidNamespaceIsRefused) {
-  // The clone threads' filter lets CLONE_NEWPID through for them; a command has no capability for it.
+  // The clone threads' filter lets CLONE_NEWPID through for them; a command has no capability for
+  // it.
   for (const auto& ws : {git_ws_, plain_ws_}) {
     EXPECT_EQ(run(build(defaults(ws)), {kProcs, "clone_newpid"}).stdout_data, "EPERM\n") << ws;
   }
@@ -358,7 +378,8 @@ TEST_F(ProcessBattery, NestedPidNamespaceIsRefused) {
 
 TEST_F(ProcessBattery, NestedPidNamespaceThroughAUserNamespaceIsRefused) {
   for (const auto& ws : {git_ws_, plain_ws_}) {
-    EXPECT_EQ(run(build(defaults(ws)), {kProcs, "clone_newpid_newuser"}).stdout_data, "EPERM\n") << ws;
+    EXPECT_EQ(run(build(defaults(ws)), {kProcs, "clone_newpid_newuser"}).stdout_data, "EPERM\n")
+        << ws;
   }
 }
 
@@ -369,8 +390,8 @@ TEST_F(ProcessBattery, UnsharePidNamespaceIsRefused) {
 }
 
 TEST_F(ProcessBattery, KernelThreadsStayInTheKernelsMountNamespace) {
-  // Clone threads may join a policy's mount namespace (after leaving the kernel's filesystem context):
-  // every other thread, and the kernel's working directory, must be untouched by that.
+  // Clone threads may join a policy's mount namespace (after leaving the kernel's filesystem
+  // context): every other thread, and the kernel's working directory, must be untouched by that.
   const fs::path cwd = fs::current_path();
   auto r = run(build(defaults(git_ws_)), {kProcs, "getpid"});
   ASSERT_NE(r.stdout_data.find(" ppid 0\n"), std::string::npos) << r.stdout_data;
@@ -387,7 +408,8 @@ TEST_F(ProcessBattery, KernelThreadsStayInTheKernelsMountNamespace) {
   EXPECT_TRUE(fs::exists("/proc/self/exe"));  // still the kernel's view of the filesystem
 }
 
-// ---- statuses stay right with the command as pid 1 ------------------------------------------------------
+// ---- statuses stay right with the command as pid 1
+// ------------------------------------------------------
 
 TEST_F(ProcessBattery, ExitCodeIsReported) {
   for (const auto& ws : {git_ws_, plain_ws_}) {
@@ -401,7 +423,10 @@ TEST_F(ProcessBattery, SelfSentSignalIsReported) {
   // An init ignores signals it sends itself without a handler; the command is not the init.
   for (const auto& ws : {git_ws_, plain_ws_}) {
     EXPECT_EQ(run(build(defaults(ws)), {kProcs, "self_kill"}).term_signal, SIGKILL) << ws;
-    EXPECT_EQ(run(build(defaults(ws)), {"/bin/sh", "-c", "kill -TERM $$; echo survived"}).term_signal, SIGTERM) << ws;
+    EXPECT_EQ(
+        run(build(defaults(ws)), {"/bin/sh", "-c", "kill -TERM $$; echo survived"}).term_signal,
+        SIGTERM)
+        << ws;
   }
 }
 
@@ -420,12 +445,14 @@ TEST_F(ProcessBattery, SandboxedProcessKillIsReportedAsSigkill) {
   EXPECT_EQ(proc->wait(Clock::now() + 10s).term_signal, SIGKILL);
 }
 
-// ---- private TMPDIRs of a dead kernel (item 9) ----------------------------------------------------------
+// ---- private TMPDIRs of a dead kernel (item 9)
+// ----------------------------------------------------------
 
 class PrivateTmpReclaim : public ProcessBattery {
  protected:
   void SetUp() override {
-    base_ = root_ / ("tmp-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    base_ = root_ /
+            ("tmp-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::create_directories(base_);
   }
   // A kernel that dies by SIGKILL after making its private TMPDIR; returns it and the dead pid.
@@ -495,7 +522,8 @@ TEST_F(PrivateTmpReclaim, AnotherUsersDirectoryIsNotTouched) {
   EXPECT_FALSE(fs::exists(tmp));
 }
 
-// ---- pids cgroups of a dead kernel ----------------------------------------------------------------------
+// ---- pids cgroups of a dead kernel
+// ----------------------------------------------------------------------
 
 TEST_F(ProcessBattery, DeadKernelsPidsCgroupIsReclaimed) {
   auto policy = build(defaults(plain_ws_));
@@ -505,7 +533,8 @@ TEST_F(ProcessBattery, DeadKernelsPidsCgroupIsReclaimed) {
   const fs::path base = policy.status().process_limit.substr(std::string("pids cgroup ").size());
   auto [fifo, marker] = fifo_in(plain_ws_);
   const int ready = open_fifo(fifo);
-  Stub stub({"spawn", plain_ws_.string(), KERNEX_ATTACK_DIR, "--", kProcs, "orphan_stay", fifo.string(), "plain", marker});
+  Stub stub({"spawn", plain_ws_.string(), KERNEX_ATTACK_DIR, "--", kProcs, "orphan_stay",
+             fifo.string(), "plain", marker});
   ASSERT_EQ(stub.line(), "started");
   ASSERT_TRUE(wait_readable(ready, Clock::now() + 20s));
   const std::string prefix = "kernex-sandbox-" + std::to_string(stub.pid) + "-";
@@ -520,7 +549,7 @@ TEST_F(ProcessBattery, DeadKernelsPidsCgroupIsReclaimed) {
   auto procs = processes_with(marker);
   stub.kill_and_reap();
   expect_all_gone(procs, "a kernel killed by SIGKILL");  // and reaped here: the cgroup is empty
-  EXPECT_EQ(owned().size(), 1u);  // SIGKILL ran no cleanup
+  EXPECT_EQ(owned().size(), 1u);                         // SIGKILL ran no cleanup
   Stub next({"build", KERNEX_ATTACK_DIR});
   EXPECT_FALSE(next.line().empty());
   EXPECT_EQ(next.wait_exit(), 0);
@@ -528,7 +557,8 @@ TEST_F(ProcessBattery, DeadKernelsPidsCgroupIsReclaimed) {
   ::close(ready);
 }
 
-// ---- process and thread limits of the default profile (item 7) ------------------------------------------
+// ---- process and thread limits of the default profile (item 7)
+// ------------------------------------------
 
 TEST_F(ProcessBattery, DefaultProfileLimitsProcesses) {
   SandboxProfile profile;
@@ -595,7 +625,8 @@ TEST_F(ProcessBattery, EachSandboxHasItsOwnCap) {
 TEST_F(ProcessBattery, ProfileCanLowerTheCap) {
   ResourceLimits limits;
   limits.processes = 16;
-  const int n = count_after(first_line(run(build(defaults(plain_ws_).limits(limits)), {kProcs, "count_forks"}).stdout_data));
+  const int n = count_after(first_line(
+      run(build(defaults(plain_ws_).limits(limits)), {kProcs, "count_forks"}).stdout_data));
   EXPECT_EQ(n, 15);  // the command is the 16th
 }
 

@@ -1,7 +1,8 @@
-// The second escape battery, syscall classes (issue 15 items 5, 6, 8, 10): serving and TCP fast open
-// past Landlock's connect rules, SysV and POSIX IPC objects shared with the host, code run from
-// anonymous or copied files, and inotify watches on paths the command can't open. Each case runs a
-// real attack through the spawner while this process plays the kernel (a throwaway $HOME with
+// The second escape battery, syscall classes (issue 15 items 5, 6, 8, 10): serving and TCP fast
+// open past Landlock's connect rules, SysV and POSIX IPC objects shared with the host, code run
+// from anonymous or copied files, and inotify watches on paths the command can't open. Each case
+// runs a real attack through the spawner while this process plays the kernel (a throwaway $HOME
+// with
 // ~/.ssh/id_rsa and a data dir ~/.kernex), asserts the attack failed the expected way and that
 // nothing the sandbox started is still alive. tests/security/README.md lists the cases.
 #include <arpa/inet.h>
@@ -101,7 +102,9 @@ class SecurityBattery2Syscalls : public ::testing::Test {
   }
 
   // A workspace without .git: the child inherits the seccomp filter from a clone thread.
-  static PolicyBuilder defaults() { return PolicyBuilder().workspace(ws_).executable(KERNEX_ATTACK_DIR).timeout(10s); }
+  static PolicyBuilder defaults() {
+    return PolicyBuilder().workspace(ws_).executable(KERNEX_ATTACK_DIR).timeout(10s);
+  }
   // A workspace with .git: protective mounts, so the child joins a mount namespace and loads the
   // filter itself (the other spawn path).
   static PolicyBuilder with_mounts() {
@@ -131,9 +134,11 @@ class SecurityBattery2Syscalls : public ::testing::Test {
 };
 
 #define SKIP_WITHOUT_TCP_RULES() \
-  if (!tcp_rules()) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no TCP rules (needs 4)"
+  if (!tcp_rules())              \
+  GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no TCP rules (needs 4)"
 
-// ---- network: serving and TCP fast open (item 5) --------------------------------------------------
+// ---- network: serving and TCP fast open (item 5)
+// --------------------------------------------------
 
 // The SYN of sendto(MSG_FASTOPEN) is sent by tcp_sendmsg_fastopen, not connect(): Landlock's
 // connect hook never sees the port.
@@ -141,7 +146,8 @@ TEST_F(SecurityBattery2Syscalls, FastOpenSendtoToAnUnlistedPort) {
   SKIP_WITHOUT_TCP_RULES();
   FastOpenClient tfo;
   Listener allowed, target;
-  EXPECT_EQ(attack({"fastopen", "sendto", target.port_text()}, tcp_to(allowed.port())), "send:EPERM");
+  EXPECT_EQ(attack({"fastopen", "sendto", target.port_text()}, tcp_to(allowed.port())),
+            "send:EPERM");
   EXPECT_EQ(target.accepted(), 0);
 }
 
@@ -149,7 +155,8 @@ TEST_F(SecurityBattery2Syscalls, FastOpenSendmsgToAnUnlistedPort) {
   SKIP_WITHOUT_TCP_RULES();
   FastOpenClient tfo;
   Listener allowed, target;
-  EXPECT_EQ(attack({"fastopen", "sendmsg", target.port_text()}, tcp_to(allowed.port())), "send:EPERM");
+  EXPECT_EQ(attack({"fastopen", "sendmsg", target.port_text()}, tcp_to(allowed.port())),
+            "send:EPERM");
   EXPECT_EQ(target.accepted(), 0);
 }
 
@@ -158,7 +165,8 @@ TEST_F(SecurityBattery2Syscalls, FastOpenSendmmsgToAnUnlistedPort) {
   SKIP_WITHOUT_TCP_RULES();
   FastOpenClient tfo;
   Listener allowed, target;
-  EXPECT_EQ(attack({"fastopen", "sendmmsg", target.port_text()}, tcp_to(allowed.port())), "send:EPERM");
+  EXPECT_EQ(attack({"fastopen", "sendmmsg", target.port_text()}, tcp_to(allowed.port())),
+            "send:EPERM");
   EXPECT_EQ(target.accepted(), 0);
 }
 
@@ -180,7 +188,8 @@ TEST_F(SecurityBattery2Syscalls, FastOpenRefusedEvenToTheListedPort) {
   SKIP_WITHOUT_TCP_RULES();
   FastOpenClient tfo;
   Listener allowed;
-  EXPECT_EQ(attack({"fastopen", "sendto", allowed.port_text()}, tcp_to(allowed.port())), "send:EPERM");
+  EXPECT_EQ(attack({"fastopen", "sendto", allowed.port_text()}, tcp_to(allowed.port())),
+            "send:EPERM");
   EXPECT_EQ(allowed.accepted(), 0);
   // A plain connect to the listed port still works.
   EXPECT_EQ(attack({"tcp", allowed.port_text()}, tcp_to(allowed.port())), "OK ok");
@@ -190,20 +199,24 @@ TEST_F(SecurityBattery2Syscalls, FastOpenConnectOption) {
   SKIP_WITHOUT_TCP_RULES();
   FastOpenClient tfo;
   Listener allowed, target;
-  EXPECT_EQ(attack({"fastopen", "connect", target.port_text()}, tcp_to(allowed.port())), "setsockopt:EPERM");
+  EXPECT_EQ(attack({"fastopen", "connect", target.port_text()}, tcp_to(allowed.port())),
+            "setsockopt:EPERM");
   EXPECT_EQ(target.accepted(), 0);
 }
 
 TEST_F(SecurityBattery2Syscalls, FastOpenServerOption) {
   SKIP_WITHOUT_TCP_RULES();
   Listener allowed;
-  EXPECT_EQ(attack({"tcp_sockopt", std::to_string(kTcpFastopen)}, tcp_to(allowed.port())), "setsockopt:EPERM");
-  EXPECT_EQ(attack({"tcp_sockopt", std::to_string(kTcpFastopenConnect)}, tcp_to(allowed.port())), "setsockopt:EPERM");
+  EXPECT_EQ(attack({"tcp_sockopt", std::to_string(kTcpFastopen)}, tcp_to(allowed.port())),
+            "setsockopt:EPERM");
+  EXPECT_EQ(attack({"tcp_sockopt", std::to_string(kTcpFastopenConnect)}, tcp_to(allowed.port())),
+            "setsockopt:EPERM");
   // Other TCP options stay: TCP_NODELAY (1).
   EXPECT_EQ(attack({"tcp_sockopt", "1"}, tcp_to(allowed.port())), "OK");
 }
 
-// listen() on an unbound TCP socket autobinds an ephemeral port: no bind(), so no Landlock bind rule.
+// listen() on an unbound TCP socket autobinds an ephemeral port: no bind(), so no Landlock bind
+// rule.
 TEST_F(SecurityBattery2Syscalls, ListenOnTcpWithAPortList) {
   SKIP_WITHOUT_TCP_RULES();
   Listener allowed;
@@ -213,7 +226,8 @@ TEST_F(SecurityBattery2Syscalls, ListenOnTcpWithAPortList) {
 TEST_F(SecurityBattery2Syscalls, ListenOnTcpOnTheMountNamespacePath) {
   SKIP_WITHOUT_TCP_RULES();
   Listener allowed;
-  EXPECT_EQ(attack({"listen", "inet"}, with_mounts().allow_tcp_connect(allowed.port())), "listen:EPERM");
+  EXPECT_EQ(attack({"listen", "inet"}, with_mounts().allow_tcp_connect(allowed.port())),
+            "listen:EPERM");
 }
 
 TEST_F(SecurityBattery2Syscalls, ListenOnUnixSocketInTheWorkspace) {
@@ -230,15 +244,18 @@ TEST_F(SecurityBattery2Syscalls, ListenWithNetworkNone) {
 
 TEST_F(SecurityBattery2Syscalls, ListenWhenServingIsOptedIn) {
   const auto path = (ws_ / "opted.sock").string();
-  EXPECT_EQ(attack({"listen", "unix", path}, defaults().allow_unix_sockets().allow_listen()), "OK port=0");
+  EXPECT_EQ(attack({"listen", "unix", path}, defaults().allow_unix_sockets().allow_listen()),
+            "OK port=0");
   fs::remove(path);
   if (tcp_rules()) {
     Listener allowed;
-    EXPECT_EQ(attack({"listen", "inet"}, tcp_to(allowed.port()).allow_listen()).rfind("OK port=", 0), 0u);
+    EXPECT_EQ(
+        attack({"listen", "inet"}, tcp_to(allowed.port()).allow_listen()).rfind("OK port=", 0), 0u);
   }
 }
 
-// ---- SysV IPC and POSIX message queues (item 6) ---------------------------------------------------
+// ---- SysV IPC and POSIX message queues (item 6)
+// ---------------------------------------------------
 
 class HostIpc {
  public:
@@ -356,7 +373,8 @@ class SecurityBattery2PosixQueue : public SecurityBattery2Syscalls {
     attr.mq_maxmsg = 4;
     attr.mq_msgsize = 64;
     q_ = ::mq_open(name_.c_str(), O_CREAT | O_RDWR, 0600, &attr);
-    if (q_ == static_cast<mqd_t>(-1)) GTEST_SKIP() << "this kernel has no POSIX message queues: " << std::strerror(errno);
+    if (q_ == static_cast<mqd_t>(-1))
+      GTEST_SKIP() << "this kernel has no POSIX message queues: " << std::strerror(errno);
     ::mq_send(q_, kSentinel, std::strlen(kSentinel) + 1, 0);
   }
   void TearDown() override {
@@ -399,12 +417,14 @@ TEST_F(SecurityBattery2PosixQueue, QueueOutlivingTheSandbox) {
 TEST_F(SecurityBattery2Syscalls, PosixSharedMemory) {
   const auto name = "/dev/shm/kernex-battery2-" + std::to_string(::getpid());
   const std::string planted = attack({"write", name});
-  EXPECT_TRUE(planted == "EACCES" || planted == "EROFS") << planted;  // Landlock, or the read-only mount first
+  EXPECT_TRUE(planted == "EACCES" || planted == "EROFS")
+      << planted;  // Landlock, or the read-only mount first
   EXPECT_FALSE(fs::exists(name));
   EXPECT_EQ(attack({"list", "/dev/shm"}), "EACCES");
 }
 
-// ---- anonymous code (item 8) ----------------------------------------------------------------------
+// ---- anonymous code (item 8)
+// ----------------------------------------------------------------------
 
 // A memfd is a private inode: Landlock's path checks let it through, so only its creation flags
 // decide whether it can be exec'd (memfd_create is allowed with MFD_NOEXEC_SEAL only).
@@ -441,10 +461,12 @@ TEST_F(SecurityBattery2Syscalls, MemfdHugetlbWithoutSeal) {
 // What stays allowed: a sealed memfd, which can't be made executable (F_SEAL_EXEC) nor exec'd.
 TEST_F(SecurityBattery2Syscalls, SealedMemfdStaysUsableButNotExecutable) {
   const auto sealed = attack({"memfd_flags", std::to_string(kMfdNoexecSeal)});
-  if (sealed == "memfd_create:EINVAL") GTEST_SKIP() << "kernel < 6.3: no MFD_NOEXEC_SEAL, memfd_create is refused";
+  if (sealed == "memfd_create:EINVAL")
+    GTEST_SKIP() << "kernel < 6.3: no MFD_NOEXEC_SEAL, memfd_create is refused";
   EXPECT_EQ(sealed, "OK");
   EXPECT_EQ(attack({"memfd_sealed_chmod"}), "fchmod:EPERM");
-  EXPECT_EQ(attack({"memfd_exec", kAttack, std::to_string(kMfdNoexecSeal), "execveat"}), "fchmod:EPERM");
+  EXPECT_EQ(attack({"memfd_exec", kAttack, std::to_string(kMfdNoexecSeal), "execveat"}),
+            "fchmod:EPERM");
 }
 
 TEST_F(SecurityBattery2Syscalls, MemfdSecret) {
@@ -475,12 +497,14 @@ TEST_F(SecurityBattery2Syscalls, TmpfileInPrivateTmpAndExec) {
 }
 
 TEST_F(SecurityBattery2Syscalls, ShellCopiesAProgramAndRunsIt) {
-  auto r = run(build(defaults()), {"/bin/sh", "-c", "cp /bin/echo \"$TMPDIR/e\" && \"$TMPDIR/e\" planted-ran"});
+  auto r = run(build(defaults()),
+               {"/bin/sh", "-c", "cp /bin/echo \"$TMPDIR/e\" && \"$TMPDIR/e\" planted-ran"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.stdout_data.find("planted-ran"), std::string::npos);
 }
 
-// ---- watches on protected paths (item 10) ---------------------------------------------------------
+// ---- watches on protected paths (item 10)
+// ---------------------------------------------------------
 
 // Landlock has no hook for inotify_add_watch: a watch needs only lookup and DAC read permission.
 TEST_F(SecurityBattery2Syscalls, WatchSshDirectory) {
@@ -500,7 +524,8 @@ TEST_F(SecurityBattery2Syscalls, WatchWithLegacyInit) {
 }
 
 TEST_F(SecurityBattery2Syscalls, WatchOnTheMountNamespacePath) {
-  EXPECT_EQ(attack({"inotify", (home_ / ".ssh" / "id_rsa").string()}, with_mounts()), "inotify_init:EPERM");
+  EXPECT_EQ(attack({"inotify", (home_ / ".ssh" / "id_rsa").string()}, with_mounts()),
+            "inotify_init:EPERM");
 }
 
 TEST_F(SecurityBattery2Syscalls, FanotifyStaysRefused) {
@@ -512,7 +537,8 @@ TEST_F(SecurityBattery2Syscalls, WatchWhenOptedIn) {
   EXPECT_EQ(attack({"inotify", ws_.string()}, defaults().allow_file_watches()), "OK");
 }
 
-// ---- other processes (found by probing) ------------------------------------------------------------
+// ---- other processes (found by probing)
+// ------------------------------------------------------------
 
 // A process of this uid with no capabilities, like a kernel run by an ordinary user or that user's
 // shell: commoncap lets a capability-less sandboxed process change its scheduling.
@@ -548,10 +574,11 @@ class CaplessProcess {
   pid_t pid_ = -1;
 };
 
-// Refused by the filter (EPERM), or out of sight: every spawn is pid 2 of a PID namespace of its own,
-// so another process's pid names nothing there (ESRCH). Either way the call reached no one.
+// Refused by the filter (EPERM), or out of sight: every spawn is pid 2 of a PID namespace of its
+// own, so another process's pid names nothing there (ESRCH). Either way the call reached no one.
 ::testing::AssertionResult refused(const std::string& outcome, const std::string& call) {
-  if (outcome == call + ":EPERM" || outcome.ends_with(":ESRCH")) return ::testing::AssertionSuccess();
+  if (outcome == call + ":EPERM" || outcome.ends_with(":ESRCH"))
+    return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << call << " got: " << outcome;
 }
 
@@ -588,8 +615,8 @@ TEST_F(SecurityBattery2Syscalls, OwnSchedulingStaysReachable) {
   }
 }
 
-// Regression: the kernel (more capabilities than the command) is out of reach of these calls already
-// (commoncap's subset rule, Landlock's ptrace and signal hooks).
+// Regression: the kernel (more capabilities than the command) is out of reach of these calls
+// already (commoncap's subset rule, Landlock's ptrace and signal hooks).
 TEST_F(SecurityBattery2Syscalls, KernelIsOutOfReachOfProcessCalls) {
   const auto me = std::to_string(::getpid());
   EXPECT_TRUE(refused(attack({"kcmp", me}), "kcmp"));
@@ -600,11 +627,13 @@ TEST_F(SecurityBattery2Syscalls, KernelIsOutOfReachOfProcessCalls) {
   }
   for (const char* c : {"setpriority", "affinity", "scheduler", "ioprio"}) {
     const std::string outcome = attack({c, me});
-    EXPECT_TRUE(outcome.find(":EPERM") != std::string::npos || outcome.ends_with(":ESRCH")) << c << ": " << outcome;
+    EXPECT_TRUE(outcome.find(":EPERM") != std::string::npos || outcome.ends_with(":ESRCH"))
+        << c << ": " << outcome;
   }
 }
 
-// Sets kernel.dmesg_restrict to 0 (as many distributions ship it) for the syslog case, and restores it.
+// Sets kernel.dmesg_restrict to 0 (as many distributions ship it) for the syslog case, and restores
+// it.
 class OpenKernelLog {
  public:
   OpenKernelLog() {
@@ -633,11 +662,12 @@ TEST_F(SecurityBattery2Syscalls, ReadTheKernelLog) {
   EXPECT_EQ(attack({"syslog"}), "syslog:EPERM");
 }
 
-// Signals by SIGIO ownership (F_SETOWN to the kernel's pid or group): Landlock's signal scope covers
-// them (ABI >= 6). The test counts SIGURGs that reach it.
+// Signals by SIGIO ownership (F_SETOWN to the kernel's pid or group): Landlock's signal scope
+// covers them (ABI >= 6). The test counts SIGURGs that reach it.
 std::atomic<int> g_sigurg{0};
 TEST_F(SecurityBattery2Syscalls, SignalTheKernelThroughSigio) {
-  if (landlock_abi() < 6) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no signal scoping (needs 6)";
+  if (landlock_abi() < 6)
+    GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no signal scoping (needs 6)";
   struct sigaction sa {};
   struct sigaction old {};
   sa.sa_handler = [](int) { ++g_sigurg; };
@@ -645,8 +675,11 @@ TEST_F(SecurityBattery2Syscalls, SignalTheKernelThroughSigio) {
   g_sigurg = 0;
   const auto me = std::to_string(::getpid());
   const auto group = std::to_string(-::getpgrp());
-  // The request itself is allowed, or the kernel's pid is out of sight of the command's PID namespace.
-  auto allowed_or_unseen = [](const std::string& outcome) { return outcome == "OK" || outcome == "F_SETOWN:ESRCH"; };
+  // The request itself is allowed, or the kernel's pid is out of sight of the command's PID
+  // namespace.
+  auto allowed_or_unseen = [](const std::string& outcome) {
+    return outcome == "OK" || outcome == "F_SETOWN:ESRCH";
+  };
   for (const auto& target : {me, group}) {
     EXPECT_PRED1(allowed_or_unseen, attack({"sigio", target})) << target;
     EXPECT_PRED1(allowed_or_unseen, attack({"sigio", target}, with_mounts())) << target;
@@ -669,10 +702,11 @@ TEST_F(SecurityBattery2Syscalls, MemfdSecretCopyExec) {
   EXPECT_EQ(attack({"memfd_secret_exec", kAttack}), "memfd_secret:EPERM");
 }
 
-// ---- set-user/group-ID files (found by probing) ----------------------------------------------------
+// ---- set-user/group-ID files (found by probing)
+// ----------------------------------------------------
 
-// A command of a root kernel owns what it creates: a set-uid file left in the workspace is a root shell
-// for whoever runs it next, outside the sandbox.
+// A command of a root kernel owns what it creates: a set-uid file left in the workspace is a root
+// shell for whoever runs it next, outside the sandbox.
 class SecurityBattery2SetIdModes : public SecurityBattery2Syscalls {
  protected:
   void TearDown() override {
@@ -733,7 +767,8 @@ TEST_F(SecurityBattery2SetIdModes, SetuidOnAReadOnlyGrantedFile) {
   fs::create_directories(tool.parent_path());
   std::ofstream(tool) << "#!/bin/sh\n";
   fs::permissions(tool, fs::perms(0755));
-  EXPECT_EQ(attack({"chmod", tool.string(), "4755"}, defaults().read_only(tool.parent_path())), "chmod:EPERM");
+  EXPECT_EQ(attack({"chmod", tool.string(), "4755"}, defaults().read_only(tool.parent_path())),
+            "chmod:EPERM");
   EXPECT_EQ(fs::status(tool).permissions() & fs::perms::set_uid, fs::perms::none);
 }
 
@@ -748,10 +783,11 @@ TEST_F(SecurityBattery2SetIdModes, OrdinaryModesStay) {
   EXPECT_EQ(attack({"fchmod", planted(), "600"}), "OK");
 }
 
-// ---- extended attributes (found by probing) ---------------------------------------------------------
+// ---- extended attributes (found by probing)
+// ---------------------------------------------------------
 
-// Landlock has no hook for xattrs: an access ACL is a chmod on any file the command owns, even one it
-// can't open (~/.ssh/id_rsa) or may only read.
+// Landlock has no hook for xattrs: an access ACL is a chmod on any file the command owns, even one
+// it can't open (~/.ssh/id_rsa) or may only read.
 TEST_F(SecurityBattery2Syscalls, AclOpensTheSshKeyToEveryone) {
   const auto key = home_ / ".ssh" / "id_rsa";
   EXPECT_EQ(attack({"acl_grant", key.string()}), "setxattr:EPERM");
@@ -763,7 +799,8 @@ TEST_F(SecurityBattery2Syscalls, AclThroughAReadOnlyFd) {
   fs::create_directories(file.parent_path());
   std::ofstream(file) << "x";
   fs::permissions(file, fs::perms(0600));
-  EXPECT_EQ(attack({"acl_grant_fd", file.string()}, defaults().read_only(file.parent_path())), "fsetxattr:EPERM");
+  EXPECT_EQ(attack({"acl_grant_fd", file.string()}, defaults().read_only(file.parent_path())),
+            "fsetxattr:EPERM");
   EXPECT_EQ(fs::status(file).permissions(), fs::perms(0600));
 }
 
@@ -783,8 +820,8 @@ TEST_F(SecurityBattery2Syscalls, RemoveAnXattrOfAProtectedFile) {
 }
 
 // Regression: Landlock checks no O_PATH open, and linkat(AT_EMPTY_PATH) of such an fd (or through
-// /proc/self/fd/N) would give the key a name in the workspace, readable there; Landlock's refer check
-// refuses the link (EXDEV).
+// /proc/self/fd/N) would give the key a name in the workspace, readable there; Landlock's refer
+// check refuses the link (EXDEV).
 TEST_F(SecurityBattery2Syscalls, LinkAnOpathFdOfTheKeyIntoTheWorkspace) {
   const auto key = (home_ / ".ssh" / "id_rsa").string();
   EXPECT_EQ(attack({"opath_link", key, (ws_ / "key").string()}), "linkat:EXDEV");
@@ -793,7 +830,8 @@ TEST_F(SecurityBattery2Syscalls, LinkAnOpathFdOfTheKeyIntoTheWorkspace) {
   EXPECT_FALSE(fs::exists(git_ws_ / "key"));
 }
 
-// ---- the mount table (found by probing) ----------------------------------------------------------
+// ---- the mount table (found by probing)
+// ----------------------------------------------------------
 
 // /proc/self/mountinfo is out of reach (no /proc grant); listmount(2) lists the same mounts.
 TEST_F(SecurityBattery2Syscalls, ListTheMountTable) {
@@ -802,10 +840,12 @@ TEST_F(SecurityBattery2Syscalls, ListTheMountTable) {
   EXPECT_EQ(r, "listmount:EPERM");
 }
 
-// ---- the opt-ins in YAML ---------------------------------------------------------------------------
+// ---- the opt-ins in YAML
+// ---------------------------------------------------------------------------
 
 TEST(SecurityBattery2SyscallsProfile, OptInsParse) {
-  auto p = SandboxProfile::from_yaml("network: {unix: true, listen: true}\nwatch_files: true\n", "t.yaml");
+  auto p = SandboxProfile::from_yaml("network: {unix: true, listen: true}\nwatch_files: true\n",
+                                     "t.yaml");
   ASSERT_TRUE(p.has_value()) << p.error().describe();
   EXPECT_TRUE(p->network.listen);
   EXPECT_TRUE(p->watch_files);
@@ -815,7 +855,8 @@ TEST(SecurityBattery2SyscallsProfile, OptInsParse) {
   EXPECT_FALSE(d->watch_files);
   auto bad = SandboxProfile::from_yaml("network: {listen: maybe}\n", "t.yaml");
   ASSERT_FALSE(bad.has_value());
-  EXPECT_NE(bad.error().describe().find("network.listen"), std::string::npos) << bad.error().describe();
+  EXPECT_NE(bad.error().describe().find("network.listen"), std::string::npos)
+      << bad.error().describe();
 }
 
 }  // namespace

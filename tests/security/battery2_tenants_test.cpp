@@ -64,17 +64,20 @@ class TenantBattery : public ::testing::Test {
     put(ws("t2", "s1") / "secret", "T2-S1-SECRET");
     fs::create_directories(ws("t1", "s1"));
     kernex::register_kernel_file(data_, kernex::KernelFileAccess::Hidden, "data dir");
-    kernex::register_kernel_file(data_ / "memory.db", kernex::KernelFileAccess::Hidden, "memory store");
+    kernex::register_kernel_file(data_ / "memory.db", kernex::KernelFileAccess::Hidden,
+                                 "memory store");
     kernex::register_tool_area(area_, "serve workspaces");
 
     // A second area holding a kernel file, and a hidden dir registered as its
     // own tool area.
     put(data_ / "workspaces2" / "t9" / "run.lock", "LOCK");
     fs::create_directories(data_ / "workspaces2" / "t8");
-    kernex::register_kernel_file(data_ / "workspaces2" / "t9" / "run.lock", kernex::KernelFileAccess::Hidden, "lock");
+    kernex::register_kernel_file(data_ / "workspaces2" / "t9" / "run.lock",
+                                 kernex::KernelFileAccess::Hidden, "lock");
     kernex::register_tool_area(data_ / "workspaces2", "second area");
     fs::create_directories(root_ / "data2" / "x");
-    kernex::register_kernel_file(root_ / "data2", kernex::KernelFileAccess::Hidden, "second data dir");
+    kernex::register_kernel_file(root_ / "data2", kernex::KernelFileAccess::Hidden,
+                                 "second data dir");
     kernex::register_tool_area(root_ / "data2", "whole data dir");
     // Workspaces that are symlinks: out of the area into the data dir, and to a
     // sibling workspace.
@@ -87,7 +90,9 @@ class TenantBattery : public ::testing::Test {
     fs::remove_all(root_, ec);
   }
 
-  static fs::path ws(const std::string& tenant, const std::string& session) { return area_ / tenant / session; }
+  static fs::path ws(const std::string& tenant, const std::string& session) {
+    return area_ / tenant / session;
+  }
   static fs::path me() { return ws("t1", "s1"); }
 
   static PolicyBuilder tenant(const std::string& t = "t1", const std::string& s = "s1") {
@@ -109,19 +114,26 @@ class TenantBattery : public ::testing::Test {
   // Every secret file of the layout, with its content: none may appear in a
   // tool's output.
   static std::vector<std::pair<fs::path, std::string>> secrets() {
-    return {{data_ / "memory.db", "MEMORY-SECRET"},      {data_ / "memory.db-wal", "WAL-SECRET"},
-            {data_ / "memory.db-shm", "SHM-SECRET"},     {data_ / "serve.db", "SERVE-DB-SECRET"},
-            {data_ / "serve-keys.json", "KEY-SECRET"},   {data_ / "trajectories" / "t2-run.jsonl", "TRAJECTORY-SECRET"},
-            {ws("t1", "s2") / "secret", "T1-S2-SECRET"}, {ws("t2", "s1") / "secret", "T2-S1-SECRET"}};
+    return {{data_ / "memory.db", "MEMORY-SECRET"},
+            {data_ / "memory.db-wal", "WAL-SECRET"},
+            {data_ / "memory.db-shm", "SHM-SECRET"},
+            {data_ / "serve.db", "SERVE-DB-SECRET"},
+            {data_ / "serve-keys.json", "KEY-SECRET"},
+            {data_ / "trajectories" / "t2-run.jsonl", "TRAJECTORY-SECRET"},
+            {ws("t1", "s2") / "secret", "T1-S2-SECRET"},
+            {ws("t2", "s1") / "secret", "T2-S1-SECRET"}};
   }
   static void expect_no_secret(const SpawnResult& r) {
     for (const auto& [path, text] : secrets()) {
-      EXPECT_EQ(r.stdout_data.find(text), std::string::npos) << path << " leaked: " << r.stdout_data;
-      EXPECT_EQ(r.stderr_data.find(text), std::string::npos) << path << " leaked: " << r.stderr_data;
+      EXPECT_EQ(r.stdout_data.find(text), std::string::npos)
+          << path << " leaked: " << r.stdout_data;
+      EXPECT_EQ(r.stderr_data.find(text), std::string::npos)
+          << path << " leaked: " << r.stderr_data;
     }
   }
   static void expect_secrets_unchanged() {
-    for (const auto& [path, text] : secrets()) EXPECT_NE(slurp(path).find(text), std::string::npos) << path;
+    for (const auto& [path, text] : secrets())
+      EXPECT_NE(slurp(path).find(text), std::string::npos) << path;
   }
 
   static inline fs::path root_, data_, area_;
@@ -146,25 +158,30 @@ TEST_F(TenantBattery, GrantHoldingAKernelFileIsRefused) {
     const std::string e = build_error(PolicyBuilder().workspace(p));
     EXPECT_NE(e.find("contains the kernel's lock"), std::string::npos) << p << ": " << e;
   }
-  EXPECT_NE(build_error(PolicyBuilder().read_only(data_ / "workspaces2" / "t9" / "run.lock")), "(built)");
+  EXPECT_NE(build_error(PolicyBuilder().read_only(data_ / "workspaces2" / "t9" / "run.lock")),
+            "(built)");
 }
 
 TEST_F(TenantBattery, DataDirAndItsOtherPartsStayRefused) {
-  for (const fs::path& p : {data_, data_ / "trajectories", data_ / "memory.db", data_ / "serve-keys.json"}) {
+  for (const fs::path& p :
+       {data_, data_ / "trajectories", data_ / "memory.db", data_ / "serve-keys.json"}) {
     EXPECT_NE(build_error(PolicyBuilder().read_only(p)).find("data dir"), std::string::npos) << p;
   }
   EXPECT_NE(build_error(PolicyBuilder().workspace(data_)).find("refusing"), std::string::npos);
 }
 
 TEST_F(TenantBattery, DotDotOutOfTheAreaInTheGrantIsRefused) {
-  EXPECT_NE(build_error(PolicyBuilder().workspace(me() / ".." / ".." / "..")).find("data dir"), std::string::npos);
-  EXPECT_NE(build_error(PolicyBuilder().read_only(me() / ".." / ".." / ".." / "trajectories")).find("data dir"),
+  EXPECT_NE(build_error(PolicyBuilder().workspace(me() / ".." / ".." / "..")).find("data dir"),
+            std::string::npos);
+  EXPECT_NE(build_error(PolicyBuilder().read_only(me() / ".." / ".." / ".." / "trajectories"))
+                .find("data dir"),
             std::string::npos);
 }
 
 TEST_F(TenantBattery, ToolAreaRegistry) {
   const auto before = kernex::kernel_files_generation();
-  kernex::register_tool_area(area_.string() + "/", "again");  // the same area, spelled with a trailing '/'
+  kernex::register_tool_area(area_.string() + "/",
+                             "again");  // the same area, spelled with a trailing '/'
   EXPECT_EQ(kernex::kernel_files_generation(), before);
   kernex::register_tool_area("", "nothing");
   EXPECT_EQ(kernex::kernel_files_generation(), before);
@@ -178,14 +195,18 @@ TEST_F(TenantBattery, ToolAreaRegistry) {
 }
 
 TEST_F(TenantBattery, AreaThatIsTheKernelFileItselfExemptsNothing) {
-  EXPECT_NE(build_error(PolicyBuilder().workspace(root_ / "data2")).find("second data dir"), std::string::npos);
-  EXPECT_NE(build_error(PolicyBuilder().workspace(root_ / "data2" / "x")).find("second data dir"), std::string::npos);
+  EXPECT_NE(build_error(PolicyBuilder().workspace(root_ / "data2")).find("second data dir"),
+            std::string::npos);
+  EXPECT_NE(build_error(PolicyBuilder().workspace(root_ / "data2" / "x")).find("second data dir"),
+            std::string::npos);
 }
 
 TEST_F(TenantBattery, WorkspaceSymlinkOutOfTheAreaIsRefused) {
-  EXPECT_NE(build_error(PolicyBuilder().workspace(area_ / "t3" / "to-data")).find("data dir"), std::string::npos);
-  EXPECT_NE(build_error(PolicyBuilder().workspace(area_ / "t3" / "to-trajectories")).find("data dir"),
+  EXPECT_NE(build_error(PolicyBuilder().workspace(area_ / "t3" / "to-data")).find("data dir"),
             std::string::npos);
+  EXPECT_NE(
+      build_error(PolicyBuilder().workspace(area_ / "t3" / "to-trajectories")).find("data dir"),
+      std::string::npos);
 }
 
 TEST_F(TenantBattery, AnotherGrantCoveringTheDataDirIsRefused) {
@@ -214,7 +235,9 @@ TEST_F(TenantBattery, OwnWorkspaceIsWritable) {
 // The data dir is masked in the tool's mount namespace around its workspace
 // (ENOENT); Landlock, which grants nothing of it but the workspace, would say
 // EACCES without the mask.
-TEST_F(TenantBattery, ReadMemoryDb) { EXPECT_EQ(attack({"read", (data_ / "memory.db").string()}), "ENOENT"); }
+TEST_F(TenantBattery, ReadMemoryDb) {
+  EXPECT_EQ(attack({"read", (data_ / "memory.db").string()}), "ENOENT");
+}
 
 TEST_F(TenantBattery, ReadMemoryWalAndShm) {
   EXPECT_EQ(attack({"read", (data_ / "memory.db-wal").string()}), "ENOENT");
@@ -226,9 +249,13 @@ TEST_F(TenantBattery, ReadTrajectories) {
   EXPECT_EQ(attack({"list", (data_ / "trajectories").string()}), "ENOENT");
 }
 
-TEST_F(TenantBattery, ReadServeDb) { EXPECT_EQ(attack({"read", (data_ / "serve.db").string()}), "ENOENT"); }
+TEST_F(TenantBattery, ReadServeDb) {
+  EXPECT_EQ(attack({"read", (data_ / "serve.db").string()}), "ENOENT");
+}
 
-TEST_F(TenantBattery, ReadKeysFile) { EXPECT_EQ(attack({"read", (data_ / "serve-keys.json").string()}), "ENOENT"); }
+TEST_F(TenantBattery, ReadKeysFile) {
+  EXPECT_EQ(attack({"read", (data_ / "serve-keys.json").string()}), "ENOENT");
+}
 
 TEST_F(TenantBattery, CatEverythingInOneShell) {
   std::string line = "cat";
@@ -268,8 +295,8 @@ TEST_F(TenantBattery, ListDataDirAreaAndTenantDirs) {
 }
 
 TEST_F(TenantBattery, DotDotPaths) {
-  for (const char* rel : {"../s2/secret", "../../t2/s1/secret", "../../../memory.db", "../../../serve-keys.json",
-                          "./../../t2/./s1/../s1/secret"}) {
+  for (const char* rel : {"../s2/secret", "../../t2/s1/secret", "../../../memory.db",
+                          "../../../serve-keys.json", "./../../t2/./s1/../s1/secret"}) {
     EXPECT_TRUE(blocked(attack({"read", (me() / rel).string()}))) << rel;
     EXPECT_TRUE(blocked(attack({"read", rel}))) << rel;  // relative to the working directory
   }
@@ -305,22 +332,29 @@ TEST_F(TenantBattery, SymlinkToDataDir) {
   EXPECT_NE(r.exit_code, 0);
   expect_no_secret(r);
   EXPECT_FALSE(fs::exists(data_ / "planted"));
-  EXPECT_EQ(attack({"symlink", (data_ / "serve-keys.json").string(), (me() / "keys-link").string()}), "OK");
+  EXPECT_EQ(
+      attack({"symlink", (data_ / "serve-keys.json").string(), (me() / "keys-link").string()}),
+      "OK");
   EXPECT_EQ(attack({"read", (me() / "keys-link").string()}), "ENOENT");
 }
 
 TEST_F(TenantBattery, HardlinkFromAnotherWorkspace) {
-  EXPECT_TRUE(blocked(attack({"link", (ws("t2", "s1") / "secret").string(), (me() / "stolen").string()})));
-  EXPECT_TRUE(blocked(attack({"link", (data_ / "memory.db").string(), (me() / "stolen-db").string()})));
+  EXPECT_TRUE(
+      blocked(attack({"link", (ws("t2", "s1") / "secret").string(), (me() / "stolen").string()})));
+  EXPECT_TRUE(
+      blocked(attack({"link", (data_ / "memory.db").string(), (me() / "stolen-db").string()})));
   EXPECT_FALSE(fs::exists(me() / "stolen"));
   EXPECT_FALSE(fs::exists(me() / "stolen-db"));
 }
 
 TEST_F(TenantBattery, HardlinkOrRenameIntoAnotherWorkspace) {
   put(me() / "mine.txt", "mine");
-  EXPECT_TRUE(blocked(attack({"link", (me() / "mine.txt").string(), (ws("t2", "s1") / "planted").string()})));
-  EXPECT_TRUE(blocked(attack({"rename", (me() / "mine.txt").string(), (ws("t2", "s1") / "planted").string()})));
-  EXPECT_TRUE(blocked(attack({"rename", (ws("t2", "s1") / "secret").string(), (me() / "moved").string()})));
+  EXPECT_TRUE(blocked(
+      attack({"link", (me() / "mine.txt").string(), (ws("t2", "s1") / "planted").string()})));
+  EXPECT_TRUE(blocked(
+      attack({"rename", (me() / "mine.txt").string(), (ws("t2", "s1") / "planted").string()})));
+  EXPECT_TRUE(
+      blocked(attack({"rename", (ws("t2", "s1") / "secret").string(), (me() / "moved").string()})));
   EXPECT_FALSE(fs::exists(ws("t2", "s1") / "planted"));
   EXPECT_FALSE(fs::exists(me() / "moved"));
   EXPECT_TRUE(fs::exists(me() / "mine.txt"));
@@ -372,12 +406,15 @@ TEST_F(TenantBattery, PrivateTmpDirsArePrivate) {
   const Policy b = build_policy(tenant());
   ASSERT_FALSE(a.private_tmp().empty());
   EXPECT_NE(a.private_tmp(), b.private_tmp());
-  auto planted = run_leaving_nothing(a, {"/bin/sh", "-c", "echo TMP-SECRET > \"$TMPDIR/planted\" && echo $TMPDIR"});
+  auto planted = run_leaving_nothing(
+      a, {"/bin/sh", "-c", "echo TMP-SECRET > \"$TMPDIR/planted\" && echo $TMPDIR"});
   ASSERT_EQ(planted.exit_code, 0) << planted.stderr_data;
   EXPECT_EQ(planted.stdout_data, a.private_tmp().string() + "\n");
   const std::string theirs = (a.private_tmp() / "planted").string();
   EXPECT_EQ(first_line(run_leaving_nothing(b, {kAttack, "read", theirs}).stdout_data), "EACCES");
-  EXPECT_EQ(first_line(run_leaving_nothing(b, {kAttack, "list", a.private_tmp().string()}).stdout_data), "EACCES");
+  EXPECT_EQ(
+      first_line(run_leaving_nothing(b, {kAttack, "list", a.private_tmp().string()}).stdout_data),
+      "EACCES");
   EXPECT_TRUE(blocked(first_line(run_leaving_nothing(b, {kAttack, "write", theirs}).stdout_data)));
   EXPECT_EQ(slurp(theirs), "TMP-SECRET\n");
 }
@@ -388,7 +425,8 @@ TEST_F(TenantBattery, SharedTmpDevShmAndVarTmp) {
   put(host_shm, "SHM-HOST-SECRET");
   put(host_tmp, "TMP-HOST-SECRET");
   for (const char* dir : {"/tmp", "/dev/shm", "/var/tmp"}) {
-    const std::string planted = std::string(dir) + "/kernex-tenant-planted-" + std::to_string(::getpid());
+    const std::string planted =
+        std::string(dir) + "/kernex-tenant-planted-" + std::to_string(::getpid());
     EXPECT_TRUE(blocked(attack({"write", planted}))) << dir;
     EXPECT_FALSE(fs::exists(planted)) << dir;
     EXPECT_TRUE(blocked(attack({"list", dir}))) << dir;
@@ -442,9 +480,9 @@ class TenantProcesses : public TenantBattery {
 TEST_F(TenantProcesses, ProcFilesOfAnotherTenantsTool) {
   for (const auto& pid : pids_) {
     const std::string proc = "/proc/" + pid;
-    for (const std::string& path :
-         {proc + "/environ", proc + "/cmdline", proc + "/cwd/secret",
-          proc + "/root" + (ws("t2", "s1") / "secret").string(), proc + "/maps", proc + "/mem", proc + "/fd/0"}) {
+    for (const std::string& path : {proc + "/environ", proc + "/cmdline", proc + "/cwd/secret",
+                                    proc + "/root" + (ws("t2", "s1") / "secret").string(),
+                                    proc + "/maps", proc + "/mem", proc + "/fd/0"}) {
       EXPECT_TRUE(blocked(attack({"read", path}))) << path;
     }
     EXPECT_TRUE(blocked(attack({"list", proc + "/fd"})));
@@ -466,7 +504,8 @@ TEST_F(TenantProcesses, SignalAnotherTenantsTool) {
 }
 
 TEST_F(TenantProcesses, LimitsAndSchedulingOfAnotherTenantsTool) {
-  for (const char* what : {"prlimit", "setpriority", "affinity", "scheduler", "ioprio", "process_madvise"}) {
+  for (const char* what :
+       {"prlimit", "setpriority", "affinity", "scheduler", "ioprio", "process_madvise"}) {
     expect_blocked_on_victim(what);
   }
 }
@@ -501,7 +540,8 @@ class TenantSockets : public TenantBattery {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path + (abstract ? 1 : 0), where.data(), where.size());
-    const auto size = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + where.size() + (abstract ? 1 : 0));
+    const auto size =
+        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + where.size() + (abstract ? 1 : 0));
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), size), 0) << std::strerror(errno);
     EXPECT_EQ(::write(fd, "P", 1), 1);
     auto line = listener_->read_line(Clock::now() + 20s, 256);
@@ -537,7 +577,8 @@ TEST_F(TenantSockets, SocketFileInTheDataDir) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, sock.c_str(), sizeof(addr.sun_path) - 1);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+      << std::strerror(errno);
   ASSERT_EQ(::listen(fd, 4), 0);
   EXPECT_TRUE(blocked(attack({"unix", sock.string()}, serving("t1", "s1"))));
   ::close(fd);

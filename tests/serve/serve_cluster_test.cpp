@@ -50,7 +50,8 @@ void expect_increasing_ids(const std::vector<SseEvent>& events) {
 
 std::vector<std::string> transcript(int port, const std::string& session) {
   std::vector<std::string> out;
-  for (const auto& m : session_messages(port, session)) out.push_back(m.value("role", "") + ":" + content_text(m));
+  for (const auto& m : session_messages(port, session))
+    out.push_back(m.value("role", "") + ":" + content_text(m));
   return out;
 }
 
@@ -65,14 +66,17 @@ std::string str(const Json& j, const std::string& key) {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
 }
 long long num(const Json& j, const std::string& key) {
-  return j.is_object() && j.contains(key) && j[key].is_number_integer() ? j[key].get<long long>() : -1;
+  return j.is_object() && j.contains(key) && j[key].is_number_integer() ? j[key].get<long long>()
+                                                                        : -1;
 }
 
 FakeLlm::Plan answer(const std::string& message, bool hold) {
-  return FakeLlm::Plan{{"answer to ", message}, hold ? std::optional<std::size_t>(1) : std::nullopt};
+  return FakeLlm::Plan{{"answer to ", message},
+                       hold ? std::optional<std::size_t>(1) : std::nullopt};
 }
 
-// Several `kernex serve` nodes on one config (postgres memory, serve.cluster), each with its own data dir.
+// Several `kernex serve` nodes on one config (postgres memory, serve.cluster), each with its own
+// data dir.
 class ServeCluster : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -92,17 +96,19 @@ class ServeCluster : public ::testing::Test {
 
   // Writes the shared config and starts `n` nodes (in parallel: each waits for its listening line).
   void start(int n, const std::string& on_lost = "retry") {
-    const std::string y = ServeWorld::openai_provider(llm_) +
-                          "memory:\n  name: postgres\n  options:\n    dsn: " + Json(db_.dsn()).dump() + "\n" +
-                          "serve:\n  cluster:\n    lease_s: " + std::to_string(kLeaseSeconds) +
-                          "\n    on_lost: " + on_lost + "\n    max_attempts: 3\n";
+    const std::string y =
+        ServeWorld::openai_provider(llm_) +
+        "memory:\n  name: postgres\n  options:\n    dsn: " + Json(db_.dsn()).dump() + "\n" +
+        "serve:\n  cluster:\n    lease_s: " + std::to_string(kLeaseSeconds) +
+        "\n    on_lost: " + on_lost + "\n    max_attempts: 3\n";
     config_ = dir_.write("kernex.yaml", y);
     nodes_.resize(static_cast<std::size_t>(n));
     std::vector<std::thread> starting;
     for (int i = 0; i < n; ++i) starting.emplace_back([this, i] { start_node(i); });
     for (auto& t : starting) t.join();
     for (int i = 0; i < n; ++i) {
-      ASSERT_TRUE(nodes_[static_cast<std::size_t>(i)] && nodes_[static_cast<std::size_t>(i)]->port() > 0)
+      ASSERT_TRUE(nodes_[static_cast<std::size_t>(i)] &&
+                  nodes_[static_cast<std::size_t>(i)]->port() > 0)
           << "node " << i << " did not start";
     }
   }
@@ -112,8 +118,9 @@ class ServeCluster : public ::testing::Test {
     const fs::path data = dir_.path() / ("node-" + std::to_string(generation));
     fs::create_directories(data);
     auto node = std::make_unique<ServeProcess>();
-    const bool ok = node->start({"--config", config_.string(), "--listen", "127.0.0.1:0", "--data-dir", data.string()},
-                                dir_.path() / ("node-" + std::to_string(generation) + ".stderr"));
+    const bool ok = node->start(
+        {"--config", config_.string(), "--listen", "127.0.0.1:0", "--data-dir", data.string()},
+        dir_.path() / ("node-" + std::to_string(generation) + ".stderr"));
     if (!ok) ADD_FAILURE() << "node " << i << ": " << node->error();
     nodes_[static_cast<std::size_t>(i)] = std::move(node);
     return ok;
@@ -162,8 +169,8 @@ class ServeCluster : public ::testing::Test {
           std::unique_lock lock(mutex_);
           go_cv_.wait(lock, [&] { return go_; });
         }
-        auto r = request(p, "POST", "/v1/sessions/" + post.session + "/messages", message_body(post.message, extra), {},
-                         milliseconds(90000));
+        auto r = request(p, "POST", "/v1/sessions/" + post.session + "/messages",
+                         message_body(post.message, extra), {}, milliseconds(90000));
         std::lock_guard lock(mutex_);
         responses_[i] = std::move(r);
         ++answered_;
@@ -211,7 +218,8 @@ TEST_F(ServeCluster, AnyNodeReadsWhatAnotherNodeRan) {
       std::lock_guard lock(seen_mutex);
       for (const auto& m : r.body["messages"]) {
         if (m.value("role", "") == "system") continue;
-        context_of_again.push_back(m.value("role", "") + ":" + (m.contains("content") ? m["content"].dump() : ""));
+        context_of_again.push_back(m.value("role", "") + ":" +
+                                   (m.contains("content") ? m["content"].dump() : ""));
       }
     }
     return answer(r.last_user(), false);
@@ -223,7 +231,8 @@ TEST_F(ServeCluster, AnyNodeReadsWhatAnotherNodeRan) {
   const std::string run = str(posted.json(), "run_id");
   ASSERT_FALSE(run.empty()) << posted.body;
 
-  EXPECT_THAT(transcript(port(1), "shared"), ElementsAre("user:hello", "assistant:answer to hello"));
+  EXPECT_THAT(transcript(port(1), "shared"),
+              ElementsAre("user:hello", "assistant:answer to hello"));
   Json r = get_run(port(1), run);
   EXPECT_EQ(str(r, "status"), "done") << r.dump();
   EXPECT_EQ(str(r, "session_id"), "shared") << r.dump();
@@ -241,23 +250,29 @@ TEST_F(ServeCluster, AnyNodeReadsWhatAnotherNodeRan) {
   EXPECT_EQ(str(again.json(), "text"), "answer to again");
   {
     std::lock_guard lock(seen_mutex);
-    EXPECT_THAT(context_of_again, ElementsAre("user:\"hello\"", "assistant:\"answer to hello\"", "user:\"again\""));
+    EXPECT_THAT(context_of_again,
+                ElementsAre("user:\"hello\"", "assistant:\"answer to hello\"", "user:\"again\""));
   }
   EXPECT_THAT(transcript(port(0), "shared"),
-              ElementsAre("user:hello", "assistant:answer to hello", "user:again", "assistant:answer to again"));
+              ElementsAre("user:hello", "assistant:answer to hello", "user:again",
+                          "assistant:answer to again"));
 
   auto deleted = request(port(1), "DELETE", "/v1/sessions/shared");
   EXPECT_EQ(deleted.status, 200) << deleted.describe();
-  EXPECT_TRUE(session_is_empty(port(0), "shared")) << "a session deleted on one node is gone on the other";
+  EXPECT_TRUE(session_is_empty(port(0), "shared"))
+      << "a session deleted on one node is gone on the other";
 }
 
 // ---------------------------------------------------------------------------------------------
 // 2, 3. Following and cancelling a run that executes on another node
 
 TEST_F(ServeCluster, FollowerOnAnotherNodeSeesEveryEventInOrder) {
-  llm_.set_responder([](const FakeLlm::Request&) { return FakeLlm::Plan{{"al", "pha", " be", "ta", " gam", "ma"}, 3}; });
+  llm_.set_responder([](const FakeLlm::Request&) {
+    return FakeLlm::Plan{{"al", "pha", " be", "ta", " gam", "ma"}, 3};
+  });
   ASSERT_NO_FATAL_FAILURE(start(2));
-  SseReader owner(port(0), "POST", "/v1/sessions/follow/messages", message_body("go", Json{{"stream", true}}));
+  SseReader owner(port(0), "POST", "/v1/sessions/follow/messages",
+                  message_body("go", Json{{"stream", true}}));
   ASSERT_TRUE(owner.ok()) << owner.head().describe() << logs();
   std::vector<SseEvent> owned;
   ASSERT_TRUE(read_until(owner, "run_start", owned));
@@ -300,10 +315,12 @@ TEST_F(ServeCluster, FollowerOnAnotherNodeSeesEveryEventInOrder) {
 
 TEST_F(ServeCluster, CancelOnAnotherNodeEndsTheRunPromptly) {
   llm_.set_responder([](const FakeLlm::Request& r) {
-    return r.last_user() == "talk" ? FakeLlm::Plan{{"Hel", "lo", " never"}, 2} : answer(r.last_user(), false);
+    return r.last_user() == "talk" ? FakeLlm::Plan{{"Hel", "lo", " never"}, 2}
+                                   : answer(r.last_user(), false);
   });
   ASSERT_NO_FATAL_FAILURE(start(2));
-  SseReader owner(port(0), "POST", "/v1/sessions/cx/messages", message_body("talk", Json{{"stream", true}}));
+  SseReader owner(port(0), "POST", "/v1/sessions/cx/messages",
+                  message_body("talk", Json{{"stream", true}}));
   ASSERT_TRUE(owner.ok()) << owner.head().describe() << logs();
   std::vector<SseEvent> owned;
   ASSERT_TRUE(read_until(owner, "run_start", owned));
@@ -323,13 +340,16 @@ TEST_F(ServeCluster, CancelOnAnotherNodeEndsTheRunPromptly) {
   ASSERT_TRUE(read_until(follower, "run_end", followed, milliseconds(10000)))
       << ::testing::PrintToString(names(followed)) << logs();
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - asked).count();
-  EXPECT_LT(took, 2000) << "run_end reached the cancelling node's client " << took << " ms after cancel";
+  EXPECT_LT(took, 2000) << "run_end reached the cancelling node's client " << took
+                        << " ms after cancel";
   EXPECT_EQ(followed.back().json().value("outcome", ""), "cancelled") << followed.back().data;
-  EXPECT_TRUE(llm_.wait_hung_up(1, milliseconds(2000))) << "node " << h << " did not abandon the provider call";
+  EXPECT_TRUE(llm_.wait_hung_up(1, milliseconds(2000)))
+      << "node " << h << " did not abandon the provider call";
   EXPECT_TRUE(follower.drain(milliseconds(2000)).empty());
   EXPECT_TRUE(follower.ended());
 
-  ASSERT_TRUE(read_until(owner, "run_end", owned, milliseconds(5000))) << ::testing::PrintToString(names(owned));
+  ASSERT_TRUE(read_until(owner, "run_end", owned, milliseconds(5000)))
+      << ::testing::PrintToString(names(owned));
   EXPECT_EQ(owned.back().json().value("outcome", ""), "cancelled");
   EXPECT_EQ(str(get_run(port(0), run), "status"), "cancelled");
   EXPECT_EQ(str(get_run(port(1), run), "status"), "cancelled");
@@ -356,7 +376,8 @@ TEST_F(ServeCluster, RejectAcceptsOneMessageAcrossNodes) {
   for (int i = 0; i < kMessages; ++i) posts.push_back({i % 2, "rej", numbered("rej", i)});
   fire(posts, Json{{"if_busy", "reject"}});
   ASSERT_TRUE(wait_answered(kMessages - 1, milliseconds(60000)))
-      << "the busy session's messages were not refused on both nodes\n" << logs();
+      << "the busy session's messages were not refused on both nodes\n"
+      << logs();
   llm_.release();
   finish();
   int ok = 0, busy = 0;
@@ -378,7 +399,8 @@ TEST_F(ServeCluster, RejectAcceptsOneMessageAcrossNodes) {
   EXPECT_EQ(ok, 1);
   EXPECT_EQ(busy, kMessages - 1);
   EXPECT_EQ(llm_.requests(), 1u) << "refused messages never reach the provider";
-  EXPECT_THAT(transcript(port(1), "rej"), ElementsAre("user:" + accepted, "assistant:answer to " + accepted));
+  EXPECT_THAT(transcript(port(1), "rej"),
+              ElementsAre("user:" + accepted, "assistant:answer to " + accepted));
 }
 
 TEST_F(ServeCluster, EnqueueRunsEachSessionInArrivalOrderNeverTwoAtOnce) {
@@ -400,7 +422,8 @@ TEST_F(ServeCluster, EnqueueRunsEachSessionInArrivalOrderNeverTwoAtOnce) {
   std::vector<Post> posts;
   for (int i = 0; i < kPerSession; ++i) {
     for (std::size_t s = 0; s < sessions.size(); ++s) {
-      posts.push_back({static_cast<int>((static_cast<std::size_t>(i) + s) % 2), sessions[s], numbered(sessions[s], i)});
+      posts.push_back({static_cast<int>((static_cast<std::size_t>(i) + s) % 2), sessions[s],
+                       numbered(sessions[s], i)});
     }
   }
   fire(posts, Json{{"if_busy", "enqueue"}});
@@ -417,7 +440,8 @@ TEST_F(ServeCluster, EnqueueRunsEachSessionInArrivalOrderNeverTwoAtOnce) {
     if (!all) std::this_thread::sleep_for(milliseconds(20));
   }
   for (const auto& s : sessions) {
-    ASSERT_EQ(runs[s]["runs"].size(), static_cast<std::size_t>(kPerSession)) << s << ": " << runs[s].dump();
+    ASSERT_EQ(runs[s]["runs"].size(), static_cast<std::size_t>(kPerSession))
+        << s << ": " << runs[s].dump();
     int queued = 0, running = 0;
     for (const auto& r : runs[s]["runs"]) {
       queued += r.value("status", "") == "queued";
@@ -472,13 +496,15 @@ TEST_F(ServeCluster, KillNineOfTheRunningNodeRetriesTheRunElsewhere) {
   const int n = trials();
   for (int k = 0; k < n; ++k) {
     SCOPED_TRACE("trial " + std::to_string(k) + " of " + std::to_string(n));
-    const std::string session = "trial" + std::to_string(k), message = "question " + std::to_string(k);
+    const std::string session = "trial" + std::to_string(k),
+                      message = "question " + std::to_string(k);
     const int entry = k % kNodes;
     SseReader sse(port(entry), "POST", "/v1/sessions/" + session + "/messages",
                   message_body(message, Json{{"stream", true}}));
     ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
     std::vector<SseEvent> acked;
-    ASSERT_TRUE(read_until(sse, "text_delta", acked)) << ::testing::PrintToString(names(acked)) << logs();
+    ASSERT_TRUE(read_until(sse, "text_delta", acked))
+        << ::testing::PrintToString(names(acked)) << logs();
     const std::string run = run_id_of(acked);
     ASSERT_FALSE(run.empty());
     const int h = holder(message);
@@ -493,7 +519,8 @@ TEST_F(ServeCluster, KillNineOfTheRunningNodeRetriesTheRunElsewhere) {
     const std::size_t hung = llm_.hung_up();
     const auto killed = Clock::now();
     ASSERT_TRUE(node(h).kill9()) << "node " << h << " outlived kill -9";
-    ASSERT_TRUE(llm_.wait_hung_up(hung + 1, milliseconds(10000))) << "the dead node's provider call did not end";
+    ASSERT_TRUE(llm_.wait_hung_up(hung + 1, milliseconds(10000)))
+        << "the dead node's provider call did not end";
     ASSERT_TRUE(start_node(h)) << "replacement for node " << h;
 
     SseReader follow(port(survivor), "GET", "/v1/runs/" + run + "/events", "");
@@ -502,8 +529,10 @@ TEST_F(ServeCluster, KillNineOfTheRunningNodeRetriesTheRunElsewhere) {
     const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - killed).count();
     ASSERT_FALSE(events.empty());
     ASSERT_TRUE(events.back().event == "run_end") << ::testing::PrintToString(names(events)) << "\n"
-                                                  << events.back().data << "\n" << logs();
-    EXPECT_LT(took, 20000) << "the run ended " << took << " ms after kill -9 (lease " << kLeaseSeconds << " s)";
+                                                  << events.back().data << "\n"
+                                                  << logs();
+    EXPECT_LT(took, 20000) << "the run ended " << took << " ms after kill -9 (lease "
+                           << kLeaseSeconds << " s)";
     EXPECT_EQ(events.front().event, "run_start");
     expect_increasing_ids(events);
     std::size_t retry_at = events.size();
@@ -520,7 +549,8 @@ TEST_F(ServeCluster, KillNineOfTheRunningNodeRetriesTheRunElsewhere) {
     }
     EXPECT_EQ(retries, 1) << ::testing::PrintToString(names(events));
     EXPECT_EQ(ends, 1) << ::testing::PrintToString(names(events));
-    EXPECT_EQ(cat_text(events, retry_at), "answer to " + message) << "the new attempt's text after run_retry";
+    EXPECT_EQ(cat_text(events, retry_at), "answer to " + message)
+        << "the new attempt's text after run_retry";
     EXPECT_EQ(events.back().json().value("outcome", ""), "end_turn") << events.back().data;
     EXPECT_EQ(events.back().json().value("text", ""), "answer to " + message) << events.back().data;
 
@@ -529,7 +559,8 @@ TEST_F(ServeCluster, KillNineOfTheRunningNodeRetriesTheRunElsewhere) {
     EXPECT_EQ(num(after, "attempt"), 2) << after.dump();
     EXPECT_FALSE(str(after, "node").empty()) << after.dump();
     EXPECT_NE(str(after, "node"), first_node) << "the dead node cannot have finished the run";
-    EXPECT_THAT(transcript(port(h), session), ElementsAre("user:" + message, "assistant:answer to " + message))
+    EXPECT_THAT(transcript(port(h), session),
+                ElementsAre("user:" + message, "assistant:answer to " + message))
         << "the acknowledged message and its answer, exactly once";
     EXPECT_EQ(llm_.calls_for(message), 2u);
     EXPECT_EQ(llm_.max_overlap([](const std::string& m) { return m; }), 1u)
@@ -539,19 +570,23 @@ TEST_F(ServeCluster, KillNineOfTheRunningNodeRetriesTheRunElsewhere) {
       auto rest = sse.drain(milliseconds(30000));
       acked.insert(acked.end(), rest.begin(), rest.end());
       EXPECT_EQ(acked.back().event, "run_end") << ::testing::PrintToString(names(acked));
-      EXPECT_EQ(std::count_if(acked.begin(), acked.end(), [](const SseEvent& e) { return e.event == "run_retry"; }), 1)
+      EXPECT_EQ(std::count_if(acked.begin(), acked.end(),
+                              [](const SseEvent& e) { return e.event == "run_retry"; }),
+                1)
           << ::testing::PrintToString(names(acked));
     }
     if (HasFailure()) return;  // the first failing trial says it all
   }
 }
 
-// Every attempt dies: after max_attempts (3) the run fails as interrupted instead of going round forever.
+// Every attempt dies: after max_attempts (3) the run fails as interrupted instead of going round
+// forever.
 TEST_F(ServeCluster, RetriesStopAtMaxAttempts) {
   llm_.set_responder([](const FakeLlm::Request& r) { return answer(r.last_user(), true); });
   constexpr int kNodes = 3;
   ASSERT_NO_FATAL_FAILURE(start(kNodes));
-  SseReader sse(port(0), "POST", "/v1/sessions/cursed/messages", message_body("cursed", Json{{"stream", true}}));
+  SseReader sse(port(0), "POST", "/v1/sessions/cursed/messages",
+                message_body("cursed", Json{{"stream", true}}));
   ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
   std::vector<SseEvent> acked;
   ASSERT_TRUE(read_until(sse, "run_start", acked)) << logs();
@@ -569,9 +604,12 @@ TEST_F(ServeCluster, RetriesStopAtMaxAttempts) {
   ASSERT_TRUE(follow.ok()) << follow.head().describe();
   auto events = follow.drain(milliseconds(60000));
   ASSERT_FALSE(events.empty());
-  ASSERT_EQ(events.back().event, "error") << ::testing::PrintToString(names(events)) << "\n" << logs();
+  ASSERT_EQ(events.back().event, "error") << ::testing::PrintToString(names(events)) << "\n"
+                                          << logs();
   EXPECT_EQ(str(events.back().json(), "code"), "interrupted") << events.back().data;
-  EXPECT_EQ(std::count_if(events.begin(), events.end(), [](const SseEvent& e) { return e.event == "run_retry"; }), 2)
+  EXPECT_EQ(std::count_if(events.begin(), events.end(),
+                          [](const SseEvent& e) { return e.event == "run_retry"; }),
+            2)
       << ::testing::PrintToString(names(events));
   Json r = get_run(port(1), run);
   EXPECT_EQ(str(r, "status"), "failed") << r.dump();
@@ -592,7 +630,8 @@ TEST_F(ServeCluster, APausedNodeThatLostItsLeaseCommitsNothing) {
     return answer(m, seen.insert(m).second);
   });
   ASSERT_NO_FATAL_FAILURE(start(2));
-  SseReader sse(port(0), "POST", "/v1/sessions/pause/messages", message_body("stalled", Json{{"stream", true}}));
+  SseReader sse(port(0), "POST", "/v1/sessions/pause/messages",
+                message_body("stalled", Json{{"stream", true}}));
   ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
   std::vector<SseEvent> acked;
   ASSERT_TRUE(read_until(sse, "text_delta", acked)) << logs();
@@ -622,15 +661,19 @@ TEST_F(ServeCluster, APausedNodeThatLostItsLeaseCommitsNothing) {
   Json r = get_run(port(other), run);
   EXPECT_EQ(str(r, "status"), "done") << r.dump();
   EXPECT_EQ(num(r, "attempt"), 2) << r.dump();
-  EXPECT_EQ(str(r.contains("result") ? r["result"] : Json::object(), "text"), "answer to stalled") << r.dump();
-  EXPECT_THAT(transcript(port(other), "pause"), ElementsAre("user:stalled", "assistant:answer to stalled"))
+  EXPECT_EQ(str(r.contains("result") ? r["result"] : Json::object(), "text"), "answer to stalled")
+      << r.dump();
+  EXPECT_THAT(transcript(port(other), "pause"),
+              ElementsAre("user:stalled", "assistant:answer to stalled"))
       << "the paused node's late answer was saved too";
 }
 
 TEST_F(ServeCluster, KillNineWithOnLostInterruptFailsTheRun) {
-  llm_.set_responder([](const FakeLlm::Request& r) { return answer(r.last_user(), r.last_user() == "doomed"); });
+  llm_.set_responder(
+      [](const FakeLlm::Request& r) { return answer(r.last_user(), r.last_user() == "doomed"); });
   ASSERT_NO_FATAL_FAILURE(start(2, "interrupt"));
-  SseReader sse(port(0), "POST", "/v1/sessions/intr/messages", message_body("doomed", Json{{"stream", true}}));
+  SseReader sse(port(0), "POST", "/v1/sessions/intr/messages",
+                message_body("doomed", Json{{"stream", true}}));
   ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
   std::vector<SseEvent> acked;
   ASSERT_TRUE(read_until(sse, "text_delta", acked)) << logs();
@@ -647,13 +690,16 @@ TEST_F(ServeCluster, KillNineWithOnLostInterruptFailsTheRun) {
   auto events = follow.drain(milliseconds(60000));
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - killed).count();
   ASSERT_FALSE(events.empty());
-  ASSERT_EQ(events.back().event, "error") << ::testing::PrintToString(names(events)) << "\n" << logs();
-  EXPECT_LT(took, 20000) << "the run failed " << took << " ms after kill -9 (lease " << kLeaseSeconds << " s)";
+  ASSERT_EQ(events.back().event, "error") << ::testing::PrintToString(names(events)) << "\n"
+                                          << logs();
+  EXPECT_LT(took, 20000) << "the run failed " << took << " ms after kill -9 (lease "
+                         << kLeaseSeconds << " s)";
   Json err = events.back().json();
   EXPECT_EQ(str(err, "code"), "interrupted") << err.dump();
   EXPECT_EQ(str(err, "run_id"), run) << err.dump();
   expect_increasing_ids(events);
-  for (const auto& e : events) EXPECT_NE(e.event, "run_retry") << "on_lost: interrupt never retries";
+  for (const auto& e : events)
+    EXPECT_NE(e.event, "run_retry") << "on_lost: interrupt never retries";
   EXPECT_EQ(llm_.calls_for("doomed"), 1u);
   Json r = get_run(port(other), run);
   EXPECT_EQ(str(r, "status"), "failed") << r.dump();
@@ -663,7 +709,8 @@ TEST_F(ServeCluster, KillNineWithOnLostInterruptFailsTheRun) {
   ASSERT_EQ(next.status, 200) << next.describe();
   EXPECT_EQ(str(next.json(), "text"), "answer to after");
   auto t = transcript(port(other), "intr");
-  EXPECT_EQ(std::count(t.begin(), t.end(), "assistant:answer to doomed"), 0) << ::testing::PrintToString(t);
+  EXPECT_EQ(std::count(t.begin(), t.end(), "assistant:answer to doomed"), 0)
+      << ::testing::PrintToString(t);
   ASSERT_GE(t.size(), 2u);
   EXPECT_EQ(t[t.size() - 2], "user:after");
   EXPECT_EQ(t.back(), "assistant:answer to after");

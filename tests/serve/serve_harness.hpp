@@ -1,11 +1,13 @@
 // Black-box harness for `kernex serve`: starts the real binary on a loopback port with its own
 // config and data dir, and talks to it over raw HTTP/1.1 on POSIX sockets (no Asio, so suites
 // build fast). Pieces:
-//   ServeProcess  spawn bin/kernex serve, read its "listening on" line, stop it with SIGTERM (or kill -9)
-//   Connection    one socket: send raw bytes, read responses (Content-Length, chunked, close)
-//   SseReader     a streamed response read event by event (event/id/data), as they arrive
-//   FakeLlm       an OpenAI-compatible provider whose replies can hold mid-stream until released; it
-//                 logs every call (message, client port, begin/end) to check who called and overlaps
+//   ServeProcess  spawn bin/kernex serve, read its "listening on" line, stop it with SIGTERM (or
+//   kill -9) Connection    one socket: send raw bytes, read responses (Content-Length, chunked,
+//   close) SseReader     a streamed response read event by event (event/id/data), as they arrive
+//   FakeLlm       an OpenAI-compatible provider whose replies can hold mid-stream until released;
+//   it
+//                 logs every call (message, client port, begin/end) to check who called and
+//                 overlaps
 //   tcp_client_pid  which of some processes owns a loopback connection (by its local port)
 //   ServeFixture  a temp dir with config, data dir, replay script helpers
 #pragma once
@@ -73,7 +75,8 @@ inline int remaining_ms(Clock::time_point deadline) {
 // Child processes
 
 // This process's environment without KERNEX_* variables that could leak a config in.
-inline std::vector<std::string> clean_environment(const std::map<std::string, std::string>& extra = {}) {
+inline std::vector<std::string> clean_environment(
+    const std::map<std::string, std::string>& extra = {}) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;
@@ -102,11 +105,13 @@ inline pid_t spawn(const std::string& program, const std::vector<std::string>& a
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   if (out_file) {
-    posix_spawn_file_actions_addopen(&actions, 1, out_file->c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&actions, 1, out_file->c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0600);
   } else {
     posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
   }
-  posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0600);
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
@@ -135,7 +140,8 @@ struct ProgramOutcome {
 
 // Runs a program to completion (bounded), output through files so it never blocks on a pipe.
 inline ProgramOutcome run_program(const std::string& program, const std::vector<std::string>& args,
-                                  const fs::path& scratch, const std::map<std::string, std::string>& env = {},
+                                  const fs::path& scratch,
+                                  const std::map<std::string, std::string>& env = {},
                                   milliseconds limit = milliseconds(120000)) {
   static std::atomic<int> counter{0};
   const int n = counter++;
@@ -196,7 +202,8 @@ class ServeProcess {
     while (out.find('\n') == std::string::npos) {
       pollfd p{out_fd_, POLLIN, 0};
       if (::poll(&p, 1, remaining_ms(deadline)) <= 0) {
-        error_ = "no listening line within " + std::to_string(limit.count()) + " ms; stderr: " + slurp(err_file_);
+        error_ = "no listening line within " + std::to_string(limit.count()) +
+                 " ms; stderr: " + slurp(err_file_);
         return false;
       }
       char buf[512];
@@ -204,8 +211,9 @@ class ServeProcess {
       if (got <= 0) {
         auto st = wait_exit(pid_, milliseconds(5000));
         if (st) pid_ = -1;
-        error_ = "kernex serve exited before listening (status " + (st ? std::to_string(*st) : "?") +
-                 "); stdout: " + out + " stderr: " + slurp(err_file_);
+        error_ = "kernex serve exited before listening (status " +
+                 (st ? std::to_string(*st) : "?") + "); stdout: " + out +
+                 " stderr: " + slurp(err_file_);
         return false;
       }
       out.append(buf, static_cast<std::size_t>(got));
@@ -278,8 +286,8 @@ struct HttpResponse {
   // The error code of an {"error":{"code":...}} body, or "" when the body is not one.
   std::string error_code() const {
     Json j = json();
-    if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("code") &&
-        j["error"]["code"].is_string()) {
+    if (j.is_object() && j.contains("error") && j["error"].is_object() &&
+        j["error"].contains("code") && j["error"]["code"].is_string()) {
       return j["error"]["code"].get<std::string>();
     }
     return "";
@@ -384,7 +392,8 @@ class Connection {
     return true;
   }
 
-  // Next decoded body bytes of a chunked body (appends to `out`): 1 data, 0 body ended, -1 timeout/close.
+  // Next decoded body bytes of a chunked body (appends to `out`): 1 data, 0 body ended, -1
+  // timeout/close.
   int read_chunk(std::string& out, Clock::time_point deadline) {
     for (;;) {
       const auto eol = buffer_.find("\r\n");
@@ -449,8 +458,9 @@ class Connection {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
-inline std::string build_request(const std::string& method, const std::string& target, const std::string& body,
-                                 const Headers& headers = {}, bool close = true) {
+inline std::string build_request(const std::string& method, const std::string& target,
+                                 const std::string& body, const Headers& headers = {},
+                                 bool close = true) {
   std::string req = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
   bool has_type = false;
   for (const auto& [k, v] : headers) {
@@ -499,7 +509,8 @@ class SseReader {
     conn_.send(build_request(method, target, body, h));
     if (!conn_.read_head(head_, Clock::now() + limit)) return;
     chunked_ = lower(head_.header("transfer-encoding")).find("chunked") != std::string::npos;
-    if (!head_.header("content-length").empty()) length_ = std::stoul(head_.header("content-length"));
+    if (!head_.header("content-length").empty())
+      length_ = std::stoul(head_.header("content-length"));
   }
 
   const HttpResponse& head() const { return head_; }
@@ -655,8 +666,8 @@ class FakeLlm {
   // needs to finish are sent (or when the call is abandoned), so a call that begins after another
   // ended cannot have overlapped it.
   struct Call {
-    std::string message;   // last_user()
-    int client_port = 0;   // the caller's local port (tcp_client_pid finds the process)
+    std::string message;  // last_user()
+    int client_port = 0;  // the caller's local port (tcp_client_pid finds the process)
     bool ended = false;
   };
 
@@ -667,7 +678,8 @@ class FakeLlm {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listen_fd_, 128) != 0) {
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(listen_fd_, 128) != 0) {
       throw std::runtime_error("FakeLlm: bind/listen failed");
     }
     socklen_t len = sizeof addr;
@@ -722,8 +734,8 @@ class FakeLlm {
   // Calls whose message is `message`.
   std::size_t calls_for(const std::string& message) const {
     std::lock_guard lock(mutex_);
-    return static_cast<std::size_t>(
-        std::count_if(calls_.begin(), calls_.end(), [&](const Call& c) { return c.message == message; }));
+    return static_cast<std::size_t>(std::count_if(
+        calls_.begin(), calls_.end(), [&](const Call& c) { return c.message == message; }));
   }
   // The client port of a call for `message` still going on (e.g. held), once there is one.
   std::optional<int> wait_ongoing(const std::string& message, milliseconds limit) const {
@@ -776,7 +788,8 @@ class FakeLlm {
            {"object", "chat.completion.chunk"},
            {"created", 1},
            {"model", "fake"},
-           {"choices", Json::array({Json{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}})}};
+           {"choices",
+            Json::array({Json{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}})}};
     return "data: " + j.dump() + "\n\n";
   }
 
@@ -811,7 +824,8 @@ class FakeLlm {
     const std::string head = lower(buf.substr(0, end));
     buf.erase(0, end + 4);
     std::size_t len = 0;
-    if (auto p = head.find("content-length:"); p != std::string::npos) len = std::stoul(head.substr(p + 15));
+    if (auto p = head.find("content-length:"); p != std::string::npos)
+      len = std::stoul(head.substr(p + 15));
     while (buf.size() < len) {
       if (!fill()) return false;
     }
@@ -874,21 +888,27 @@ class FakeLlm {
       end_call(call);
       std::string text;
       for (const auto& c : plan.chunks) text += c;
-      Json j{{"id", "chatcmpl-fake"},
-             {"object", "chat.completion"},
-             {"created", 1},
-             {"model", "fake"},
-             {"choices", Json::array({Json{{"index", 0},
-                                           {"message", Json{{"role", "assistant"}, {"content", text}}},
-                                           {"finish_reason", "stop"}}})},
-             {"usage", Json{{"prompt_tokens", 5}, {"completion_tokens", 3}, {"total_tokens", 8}}}};
+      Json j{
+          {"id", "chatcmpl-fake"},
+          {"object", "chat.completion"},
+          {"created", 1},
+          {"model", "fake"},
+          {"choices", Json::array({Json{{"index", 0},
+                                        {"message", Json{{"role", "assistant"}, {"content", text}}},
+                                        {"finish_reason", "stop"}}})},
+          {"usage", Json{{"prompt_tokens", 5}, {"completion_tokens", 3}, {"total_tokens", 8}}}};
       const std::string body = j.dump();
       send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
                        std::to_string(body.size()) + "\r\n\r\n" + body);
       return;
     }
-    if (!send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")) return;
-    auto chunk = [&](const std::string& s) { return send_all(fd, hex(s.size()) + "\r\n" + s + "\r\n"); };
+    if (!send_all(fd,
+                  "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
+                  "chunked\r\n\r\n"))
+      return;
+    auto chunk = [&](const std::string& s) {
+      return send_all(fd, hex(s.size()) + "\r\n" + s + "\r\n");
+    };
     if (!chunk(chunk_event(Json{{"role", "assistant"}, {"content", ""}}))) return;
     for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
       if (plan.hold_after && i == *plan.hold_after && !hold(fd)) return;
@@ -897,12 +917,13 @@ class FakeLlm {
     if (plan.hold_after && *plan.hold_after >= plan.chunks.size() && !hold(fd)) return;
     end_call(call);
     chunk(chunk_event(Json::object(), "stop"));
-    Json usage{{"id", "chatcmpl-fake"},
-               {"object", "chat.completion.chunk"},
-               {"created", 1},
-               {"model", "fake"},
-               {"choices", Json::array()},
-               {"usage", Json{{"prompt_tokens", 5}, {"completion_tokens", 3}, {"total_tokens", 8}}}};
+    Json usage{
+        {"id", "chatcmpl-fake"},
+        {"object", "chat.completion.chunk"},
+        {"created", 1},
+        {"model", "fake"},
+        {"choices", Json::array()},
+        {"usage", Json{{"prompt_tokens", 5}, {"completion_tokens", 3}, {"total_tokens", 8}}}};
     chunk("data: " + usage.dump() + "\n\n");
     chunk("data: [DONE]\n\n");
     send_all(fd, "0\r\n\r\n");
@@ -958,7 +979,8 @@ class FakeLlm {
 // Which of `candidates` owns the loopback TCP connection whose local port is `client_port` and
 // whose peer port is `server_port` (Linux: /proc/net/tcp gives the socket's inode, /proc/PID/fd
 // the process holding it); -1 when none does.
-inline pid_t tcp_client_pid(int client_port, int server_port, const std::vector<pid_t>& candidates) {
+inline pid_t tcp_client_pid(int client_port, int server_port,
+                            const std::vector<pid_t>& candidates) {
   std::ifstream tcp("/proc/net/tcp");
   std::string line, inode;
   std::getline(tcp, line);  // the column titles
@@ -969,7 +991,9 @@ inline pid_t tcp_client_pid(int client_port, int server_port, const std::vector<
     if (f.size() < 10) continue;
     auto port_of = [](const std::string& addr) {
       const auto colon = addr.find(':');
-      return colon == std::string::npos ? -1 : static_cast<int>(std::stoul(addr.substr(colon + 1), nullptr, 16));
+      return colon == std::string::npos
+                 ? -1
+                 : static_cast<int>(std::stoul(addr.substr(colon + 1), nullptr, 16));
     };
     if (port_of(f[1]) == client_port && port_of(f[2]) == server_port) inode = f[9];
   }
@@ -1020,8 +1044,8 @@ inline std::string replay_text(const std::string& text, const std::string& match
   return j.dump() + "\n";
 }
 // One replay script line asking for one tool call.
-inline std::string replay_tool_call(const std::string& name, const Json& arguments, const std::string& id = "c1",
-                                    const std::string& match = "") {
+inline std::string replay_tool_call(const std::string& name, const Json& arguments,
+                                    const std::string& id = "c1", const std::string& match = "") {
   Json j{{"tool_calls", Json::array({Json{{"id", id}, {"name", name}, {"arguments", arguments}}})},
          {"usage", Json{{"input_tokens", 10}, {"output_tokens", 5}}}};
   if (!match.empty()) j["match"] = match;
@@ -1047,7 +1071,8 @@ struct ServeWorld {
     return "provider:\n  name: replay\n  options:\n    script: " + script.string() + "\n";
   }
   static std::string openai_provider(const FakeLlm& llm) {
-    return "provider:\n  name: openai\n  options:\n    base_url: " + llm.base_url() + "\n    api_key: test-key\n";
+    return "provider:\n  name: openai\n  options:\n    base_url: " + llm.base_url() +
+           "\n    api_key: test-key\n";
   }
 
   // Writes kernex.yaml: `provider_block`, sqlite memory in data_dir, `extra` top-level YAML,
@@ -1066,8 +1091,8 @@ struct ServeWorld {
   // Starts the server on a free loopback port; fails the test (fatally, in the caller's
   // ASSERT_TRUE) when it does not come up.
   bool start(const std::vector<std::string>& extra_args = {}) {
-    std::vector<std::string> args{"--config", config.string(), "--listen", "127.0.0.1:0", "--data-dir",
-                                  data_dir.string()};
+    std::vector<std::string> args{"--config",    config.string(), "--listen",
+                                  "127.0.0.1:0", "--data-dir",    data_dir.string()};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     const bool ok = server.start(args, dir.path() / "serve.stderr");
     if (!ok) ADD_FAILURE() << server.error();
@@ -1106,7 +1131,8 @@ inline std::string message_body(const std::string& message, Json extra = Json::o
 }
 
 // The session's saved messages, oldest first (follows next_before pages).
-inline std::vector<Json> session_messages(int port, const std::string& session, const Headers& auth = {}) {
+inline std::vector<Json> session_messages(int port, const std::string& session,
+                                          const Headers& auth = {}) {
   std::vector<Json> all;
   std::string before;
   for (int page = 0; page < 100; ++page) {
@@ -1125,7 +1151,8 @@ inline std::vector<Json> session_messages(int port, const std::string& session, 
     std::vector<Json> got(j["messages"].begin(), j["messages"].end());
     all.insert(all.begin(), got.begin(), got.end());
     if (!j.contains("next_before") || j["next_before"].is_null()) break;
-    before = j["next_before"].is_string() ? j["next_before"].get<std::string>() : j["next_before"].dump();
+    before = j["next_before"].is_string() ? j["next_before"].get<std::string>()
+                                          : j["next_before"].dump();
   }
   std::stable_sort(all.begin(), all.end(), [](const Json& a, const Json& b) {
     return a.value("seq", 0LL) < b.value("seq", 0LL);
@@ -1172,7 +1199,8 @@ inline bool read_until(SseReader& sse, const std::string& name, std::vector<SseE
 inline void expect_well_formed(const std::vector<SseEvent>& events, const std::string& session) {
   ASSERT_GE(events.size(), 2u) << ::testing::PrintToString(names(events));
   EXPECT_EQ(events.front().event, "run_start");
-  EXPECT_TRUE(events.back().event == "run_end" || events.back().event == "error") << events.back().event;
+  EXPECT_TRUE(events.back().event == "run_end" || events.back().event == "error")
+      << events.back().event;
   const std::string run = events.front().json().value("run_id", "");
   EXPECT_FALSE(run.empty());
   EXPECT_EQ(events.front().json().value("session_id", ""), session);
@@ -1183,8 +1211,9 @@ inline void expect_well_formed(const std::vector<SseEvent>& events, const std::s
     ASSERT_TRUE(d.is_object());
     EXPECT_EQ(d.value("run_id", ""), run);
   }
-  const auto ends = std::count_if(events.begin(), events.end(),
-                                  [](const SseEvent& e) { return e.event == "run_end" || e.event == "error"; });
+  const auto ends = std::count_if(events.begin(), events.end(), [](const SseEvent& e) {
+    return e.event == "run_end" || e.event == "error";
+  });
   EXPECT_EQ(ends, 1);
 }
 

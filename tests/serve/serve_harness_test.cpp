@@ -13,7 +13,9 @@ using kernex::Json;
 
 TEST(ServeHarness, FakeLlmAnswersKernexRunBufferedAndStreamed) {
   FakeLlm llm;
-  llm.set_responder([](const FakeLlm::Request& r) { return FakeLlm::Plan{{"echo: ", r.last_user()}, std::nullopt}; });
+  llm.set_responder([](const FakeLlm::Request& r) {
+    return FakeLlm::Plan{{"echo: ", r.last_user()}, std::nullopt};
+  });
   ServeWorld w;
   w.write_config(ServeWorld::openai_provider(llm));
   for (bool stream : {false, true}) {
@@ -85,7 +87,8 @@ TEST(ServeHarness, TcpClientPidFindsTheServerHoldingAProviderCall) {
   ServeWorld w;
   w.write_config(ServeWorld::openai_provider(llm));
   ASSERT_TRUE(w.start());
-  SseReader sse(w.port(), "POST", "/v1/sessions/held/messages", message_body("held", Json{{"stream", true}}));
+  SseReader sse(w.port(), "POST", "/v1/sessions/held/messages",
+                message_body("held", Json{{"stream", true}}));
   ASSERT_TRUE(sse.ok()) << sse.head().describe();
   auto client = llm.wait_ongoing("held", milliseconds(30000));
   ASSERT_TRUE(client.has_value());
@@ -96,7 +99,8 @@ TEST(ServeHarness, TcpClientPidFindsTheServerHoldingAProviderCall) {
   EXPECT_TRUE(llm.wait_hung_up(1, milliseconds(5000))) << "a killed client's held call ends";
   // The hang-up is counted before the call is marked ended: wait (bounded) for the log to agree.
   const auto deadline = Clock::now() + milliseconds(5000);
-  while (llm.wait_ongoing("held", milliseconds(0)).has_value() && Clock::now() < deadline) std::this_thread::yield();
+  while (llm.wait_ongoing("held", milliseconds(0)).has_value() && Clock::now() < deadline)
+    std::this_thread::yield();
   EXPECT_FALSE(llm.wait_ongoing("held", milliseconds(0)).has_value());
 }
 

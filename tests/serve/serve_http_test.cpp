@@ -39,7 +39,8 @@ class ServeHttp : public ::testing::Test {
 };
 
 TEST_F(ServeHttp, PrintsExactlyTheListeningLine) {
-  EXPECT_EQ(w_.server.first_line(), "kernex serve: listening on http://127.0.0.1:" + std::to_string(port_));
+  EXPECT_EQ(w_.server.first_line(),
+            "kernex serve: listening on http://127.0.0.1:" + std::to_string(port_));
 }
 
 TEST_F(ServeHttp, HealthzAnswersOk) {
@@ -105,7 +106,8 @@ TEST_F(ServeHttp, SessionHistoryAndRunsListFollowTheExchanges) {
   ASSERT_EQ(limited.status, 200) << limited.describe();
   Json lj = limited.json();
   ASSERT_EQ(lj["messages"].size(), 2u) << limited.body;
-  EXPECT_TRUE(lj.contains("next_before")) << "a page shorter than the history names the next page: " << limited.body;
+  EXPECT_TRUE(lj.contains("next_before"))
+      << "a page shorter than the history names the next page: " << limited.body;
 
   auto list = request(port_, "GET", "/v1/sessions/hist/runs");
   ASSERT_EQ(list.status, 200) << list.describe();
@@ -118,8 +120,12 @@ TEST_F(ServeHttp, SessionHistoryAndRunsListFollowTheExchanges) {
 }
 
 TEST_F(ServeHttp, HistoryCarriesIntoTheNextRunOfTheSession) {
-  ASSERT_EQ(request(port_, "POST", "/v1/sessions/ctx/messages", message_body("my name is Ada")).status, 200);
-  ASSERT_EQ(request(port_, "POST", "/v1/sessions/ctx/messages", message_body("what is my name?")).status, 200);
+  ASSERT_EQ(
+      request(port_, "POST", "/v1/sessions/ctx/messages", message_body("my name is Ada")).status,
+      200);
+  ASSERT_EQ(
+      request(port_, "POST", "/v1/sessions/ctx/messages", message_body("what is my name?")).status,
+      200);
   auto other = request(port_, "POST", "/v1/sessions/ctx2/messages", message_body("fresh"));
   ASSERT_EQ(other.status, 200);
   EXPECT_EQ(session_messages(port_, "ctx").size(), 4u);
@@ -149,7 +155,8 @@ TEST_F(ServeHttp, ModelsListIsOpenAiShaped) {
 }
 
 TEST_F(ServeHttp, ChatCompletionsNonStream) {
-  Json body{{"model", "kernex"}, {"messages", Json::array({Json{{"role", "user"}, {"content", "hey"}}})}};
+  Json body{{"model", "kernex"},
+            {"messages", Json::array({Json{{"role", "user"}, {"content", "hey"}}})}};
   auto r = request(port_, "POST", "/v1/chat/completions", body.dump());
   ASSERT_EQ(r.status, 200) << r.describe();
   Json j = r.json();
@@ -192,8 +199,12 @@ TEST_F(ServeHttp, ChatCompletionsWithSessionKeepsHistory) {
   ASSERT_EQ(msgs.size(), 2u);
   EXPECT_EQ(content_text(msgs[0]), "remember me");
 
-  Json body2{{"model", "kernex"}, {"messages", Json::array({Json{{"role", "user"}, {"content", "again"}}})}};
-  ASSERT_EQ(request(port_, "POST", "/v1/chat/completions", body2.dump(), {{"X-Session-Id", "oa-sess"}}).status, 200);
+  Json body2{{"model", "kernex"},
+             {"messages", Json::array({Json{{"role", "user"}, {"content", "again"}}})}};
+  ASSERT_EQ(
+      request(port_, "POST", "/v1/chat/completions", body2.dump(), {{"X-Session-Id", "oa-sess"}})
+          .status,
+      200);
   EXPECT_EQ(session_messages(port_, "oa-sess").size(), 4u);
 }
 
@@ -205,27 +216,31 @@ TEST_F(ServeHttp, InvalidJsonIs400) {
 }
 
 TEST_F(ServeHttp, MissingOrMistypedFieldsAreInvalidRequest) {
-  for (const char* body : {R"({})", R"({"message": 5})", R"({"message": null})", R"([])", R"("hello")",
-                           R"({"message": "x", "stream": "yes"})", R"({"message": "x", "skills": "a"})",
-                           R"({"message": "x", "if_busy": "sometimes"})", R"({"message": "x", "sender": 3})"}) {
+  for (const char* body :
+       {R"({})", R"({"message": 5})", R"({"message": null})", R"([])", R"("hello")",
+        R"({"message": "x", "stream": "yes"})", R"({"message": "x", "skills": "a"})",
+        R"({"message": "x", "if_busy": "sometimes"})", R"({"message": "x", "sender": 3})"}) {
     SCOPED_TRACE(body);
     expect_error(request(port_, "POST", "/v1/sessions/s/messages", body), 400, "invalid_request");
   }
-  expect_error(request(port_, "POST", "/v1/chat/completions", R"({"model":"kernex"})"), 400, "invalid_request");
-  expect_error(request(port_, "POST", "/v1/chat/completions", R"({"model":"kernex","messages":"hi"})"), 400,
+  expect_error(request(port_, "POST", "/v1/chat/completions", R"({"model":"kernex"})"), 400,
                "invalid_request");
+  expect_error(
+      request(port_, "POST", "/v1/chat/completions", R"({"model":"kernex","messages":"hi"})"), 400,
+      "invalid_request");
 }
 
 TEST_F(ServeHttp, BadSessionIdsAreInvalidSession) {
   for (const std::string& id : {std::string(129, 'a'), std::string("bad!id"), std::string("a%20b"),
-                               std::string("%2e%2e"), std::string("caf%C3%A9")}) {
+                                std::string("%2e%2e"), std::string("caf%C3%A9")}) {
     SCOPED_TRACE(id);
     expect_error(request(port_, "POST", "/v1/sessions/" + id + "/messages", message_body("x")), 400,
                  "invalid_session");
   }
   // The longest allowed id and every allowed character work.
   const std::string ok = std::string(120, 'a') + "Z9_.:-";
-  EXPECT_EQ(request(port_, "POST", "/v1/sessions/" + ok + "/messages", message_body("x")).status, 200);
+  EXPECT_EQ(request(port_, "POST", "/v1/sessions/" + ok + "/messages", message_body("x")).status,
+            200);
 }
 
 TEST_F(ServeHttp, UnknownRoutesAndRunsAre404) {
@@ -237,12 +252,12 @@ TEST_F(ServeHttp, UnknownRoutesAndRunsAre404) {
 }
 
 TEST_F(ServeHttp, WrongMethodIs405) {
-  for (auto [method, target] : std::vector<std::pair<std::string, std::string>>{
-           {"PUT", "/v1/sessions/s/messages"},
-           {"GET", "/v1/chat/completions"},
-           {"POST", "/healthz"},
-           {"POST", "/v1/models"},
-           {"DELETE", "/v1/runs/x/cancel"}}) {
+  for (auto [method, target] :
+       std::vector<std::pair<std::string, std::string>>{{"PUT", "/v1/sessions/s/messages"},
+                                                        {"GET", "/v1/chat/completions"},
+                                                        {"POST", "/healthz"},
+                                                        {"POST", "/v1/models"},
+                                                        {"DELETE", "/v1/runs/x/cancel"}}) {
     SCOPED_TRACE(method + " " + target);
     auto r = request(port_, method, target, method == "GET" || method == "DELETE" ? "" : "{}");
     EXPECT_EQ(r.status, 405) << r.describe();
@@ -254,16 +269,18 @@ TEST_F(ServeHttp, BodyOverTheLimitIs413) {
   expect_error(request(port_, "POST", "/v1/sessions/s/messages", body), 413, "body_too_large");
   // Announced by Content-Length but not yet sent: refused from the header alone.
   Connection c(port_);
-  c.send("POST /v1/sessions/s/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-         "Content-Length: 100000000\r\n\r\n");
+  c.send(
+      "POST /v1/sessions/s/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 100000000\r\n\r\n");
   EXPECT_EQ(c.read_response(milliseconds(10000)).status, 413);
   EXPECT_EQ(request(port_, "GET", "/healthz").status, 200);
 }
 
 TEST_F(ServeHttp, ChunkedBodyOverTheLimitIs413) {
   Connection c(port_);
-  std::string req = "POST /v1/sessions/s/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    "Transfer-Encoding: chunked\r\n\r\n";
+  std::string req =
+      "POST /v1/sessions/s/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < 10; ++i) req += "400\r\n" + std::string(1024, ' ') + "\r\n";
   c.send(req);
   EXPECT_EQ(c.read_response(milliseconds(10000)).status, 413);
@@ -276,12 +293,13 @@ TEST_F(ServeHttp, HeadersOverTheLimitAre431) {
 }
 
 TEST_F(ServeHttp, MalformedRequestLinesAre400AndTheServerGoesOn) {
-  for (const std::string& bad : {std::string("THIS IS NOT HTTP\r\n\r\n"), std::string("GET\r\n\r\n"),
-                                std::string("GET /healthz HTTP/9.9\r\n\r\n"),
-                                std::string("GET /healthz HTTP/1.1\r\nNo colon header\r\n\r\n"),
-                                std::string("POST /v1/sessions/s/messages HTTP/1.1\r\nHost: x\r\n"
-                                            "Content-Length: abc\r\n\r\n"),
-                                std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11)}) {
+  for (const std::string& bad :
+       {std::string("THIS IS NOT HTTP\r\n\r\n"), std::string("GET\r\n\r\n"),
+        std::string("GET /healthz HTTP/9.9\r\n\r\n"),
+        std::string("GET /healthz HTTP/1.1\r\nNo colon header\r\n\r\n"),
+        std::string("POST /v1/sessions/s/messages HTTP/1.1\r\nHost: x\r\n"
+                    "Content-Length: abc\r\n\r\n"),
+        std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11)}) {
     SCOPED_TRACE(bad);
     Connection c(port_);
     c.send(bad);
@@ -299,8 +317,9 @@ TEST_F(ServeHttp, MalformedRequestLinesAre400AndTheServerGoesOn) {
 TEST_F(ServeHttp, ChunkedRequestBodyIsAccepted) {
   Connection c(port_);
   const std::string body = message_body("chunked hello");
-  std::string req = "POST /v1/sessions/chunky/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+  std::string req =
+      "POST /v1/sessions/chunky/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
   const std::size_t half = body.size() / 2;
   char size[32];
   std::snprintf(size, sizeof size, "%zx", half);
@@ -318,9 +337,11 @@ TEST_F(ServeHttp, ChunkedRequestBodyIsAccepted) {
 
 TEST_F(ServeHttp, PipelinedRequestsAreAnsweredInOrder) {
   Connection c(port_);
-  std::string reqs = build_request("GET", "/healthz", "", {}, false) + build_request("GET", "/v1/models", "", {}, false) +
-                     build_request("POST", "/v1/sessions/pipe/messages", message_body("p"), {}, false) +
-                     build_request("GET", "/v1/nope", "", {}, true);
+  std::string reqs =
+      build_request("GET", "/healthz", "", {}, false) +
+      build_request("GET", "/v1/models", "", {}, false) +
+      build_request("POST", "/v1/sessions/pipe/messages", message_body("p"), {}, false) +
+      build_request("GET", "/v1/nope", "", {}, true);
   ASSERT_TRUE(c.send(reqs));
   auto a = c.read_response();
   auto b = c.read_response();

@@ -12,15 +12,18 @@ using kernex::Json;
 
 TEST(ServeOpenAi, OfficialClientTalksToKernexServe) {
   ServeWorld w;
-  std::string script = replay_text("first answer") + replay_text("streamed answer") + replay_text("one") +
-                       replay_text("two") + replay_text("spare");
+  std::string script = replay_text("first answer") + replay_text("streamed answer") +
+                       replay_text("one") + replay_text("two") + replay_text("spare");
   w.write_config(w.replay_provider(script));
   ASSERT_TRUE(w.start());
   // ESM resolves packages next to the script, so it runs from the npm prefix.
   const fs::path client = fs::path(KERNEX_NPM_DIR) / "kernex_serve_openai_client.mjs";
-  fs::copy_file(KERNEX_SOURCE_DIR "/tests/serve/openai_client.mjs", client, fs::copy_options::overwrite_existing);
-  auto o = run_program(KERNEX_NODE, {client.string(), "http://127.0.0.1:" + std::to_string(w.port()) + "/v1", "sk-test"},
-                       w.dir.path());
+  fs::copy_file(KERNEX_SOURCE_DIR "/tests/serve/openai_client.mjs", client,
+                fs::copy_options::overwrite_existing);
+  auto o = run_program(
+      KERNEX_NODE,
+      {client.string(), "http://127.0.0.1:" + std::to_string(w.port()) + "/v1", "sk-test"},
+      w.dir.path());
   ASSERT_EQ(o.exit_code, 0) << o.out << o.err << "\nserver log:\n" << w.log();
   Json seen = Json::parse(o.out, nullptr, false);
   ASSERT_TRUE(seen.is_object()) << o.out;
@@ -36,7 +39,8 @@ TEST(ServeOpenAi, OfficialClientTalksToKernexServe) {
   EXPECT_EQ(seen["stream"]["text"], "streamed answer");
   EXPECT_EQ(seen["stream"]["objects"], Json::array({"chat.completion.chunk"}));
   EXPECT_EQ(seen["stream"]["finish_reason"], "stop");
-  EXPECT_EQ(seen["stream"]["ids"].size(), 1u) << "every chunk of one completion carries the same id";
+  EXPECT_EQ(seen["stream"]["ids"].size(), 1u)
+      << "every chunk of one completion carries the same id";
 
   ASSERT_TRUE(seen["models"].is_array() && !seen["models"].empty()) << seen.dump();
   EXPECT_EQ(seen["models"][0]["object"], "model");

@@ -30,8 +30,9 @@ std::string run_id_of(const std::vector<SseEvent>& events) {
 class ServeSse : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string script = replay_tool_call("word_count", Json{{"text", "one two three"}}, "wc1", "count") +
-                         replay_text("three words", "count");
+    std::string script =
+        replay_tool_call("word_count", Json{{"text", "one two three"}}, "wc1", "count") +
+        replay_text("three words", "count");
     for (int i = 0; i < 10; ++i) script += replay_text("plain answer " + std::to_string(i));
     w_.write_config(w_.replay_provider(script), "", "toolboxes:\n  - builtin\n");
     ASSERT_TRUE(w_.start());
@@ -42,13 +43,16 @@ class ServeSse : public ::testing::Test {
 };
 
 TEST_F(ServeSse, StreamedRunEventsComeInContractOrder) {
-  SseReader sse(port_, "POST", "/v1/sessions/sse1/messages", message_body("count these", Json{{"stream", true}}));
+  SseReader sse(port_, "POST", "/v1/sessions/sse1/messages",
+                message_body("count these", Json{{"stream", true}}));
   ASSERT_TRUE(sse.ok()) << sse.head().describe();
   EXPECT_THAT(sse.head().header("content-type"), HasSubstr("text/event-stream"));
   auto events = sse.drain();
   expect_well_formed(events, "sse1");
   auto n = names(events);
-  auto pos = [&](const std::string& name) { return std::find(n.begin(), n.end(), name) - n.begin(); };
+  auto pos = [&](const std::string& name) {
+    return std::find(n.begin(), n.end(), name) - n.begin();
+  };
   ASSERT_LT(pos("tool_call"), static_cast<long>(n.size())) << ::testing::PrintToString(n);
   ASSERT_LT(pos("tool_result"), static_cast<long>(n.size())) << ::testing::PrintToString(n);
   ASSERT_LT(pos("text_delta"), static_cast<long>(n.size())) << ::testing::PrintToString(n);
@@ -74,7 +78,8 @@ TEST_F(ServeSse, StreamedRunEventsComeInContractOrder) {
   EXPECT_TRUE(end.contains("cost_usd")) << events.back().data;
   if (pos("usage") < static_cast<long>(n.size())) {
     Json u = events[pos("usage")].json();
-    EXPECT_TRUE(u.contains("input_tokens") && u.contains("output_tokens") && u.contains("cost_usd")) << u.dump();
+    EXPECT_TRUE(u.contains("input_tokens") && u.contains("output_tokens") && u.contains("cost_usd"))
+        << u.dump();
   }
 }
 
@@ -89,7 +94,8 @@ TEST_F(ServeSse, AcceptHeaderAloneSelectsTheStream) {
 }
 
 TEST_F(ServeSse, EventsEndpointReplaysAFinishedRunExactly) {
-  SseReader live(port_, "POST", "/v1/sessions/sse3/messages", message_body("count these", Json{{"stream", true}}));
+  SseReader live(port_, "POST", "/v1/sessions/sse3/messages",
+                 message_body("count these", Json{{"stream", true}}));
   ASSERT_TRUE(live.ok());
   auto events = live.drain();
   const std::string run = run_id_of(events);
@@ -156,7 +162,8 @@ TEST_F(ServeLive, ReconnectWithLastEventIdLosesAndDuplicatesNothing) {
   std::vector<SseEvent> first;
   std::string run;
   {
-    SseReader sse(port_, "POST", "/v1/sessions/rc/messages", message_body("go", Json{{"stream", true}}));
+    SseReader sse(port_, "POST", "/v1/sessions/rc/messages",
+                  message_body("go", Json{{"stream", true}}));
     ASSERT_TRUE(sse.ok()) << sse.head().describe();
     ASSERT_TRUE(llm_.wait_holding(1, milliseconds(30000)));
     // Everything sent before the hold: run_start and at least one text delta.
@@ -192,14 +199,16 @@ TEST_F(ServeLive, ReconnectWithLastEventIdLosesAndDuplicatesNothing) {
 TEST_F(ServeLive, ManyFollowersOfOneLiveRunSeeTheSameEvents) {
   llm_.set_responder([](const FakeLlm::Request&) { return FakeLlm::Plan{{"x", "y", "z"}, 1}; });
   start();
-  SseReader owner(port_, "POST", "/v1/sessions/fan/messages", message_body("go", Json{{"stream", true}}));
+  SseReader owner(port_, "POST", "/v1/sessions/fan/messages",
+                  message_body("go", Json{{"stream", true}}));
   ASSERT_TRUE(owner.ok());
   std::vector<SseEvent> head;
   ASSERT_TRUE(read_until(owner, "run_start", head));
   const std::string run = run_id_of(head);
   std::vector<std::unique_ptr<SseReader>> followers;
   for (int i = 0; i < 5; ++i) {
-    followers.push_back(std::make_unique<SseReader>(port_, "GET", "/v1/runs/" + run + "/events", ""));
+    followers.push_back(
+        std::make_unique<SseReader>(port_, "GET", "/v1/runs/" + run + "/events", ""));
     ASSERT_TRUE(followers.back()->ok());
   }
   llm_.release();
@@ -214,9 +223,12 @@ TEST_F(ServeLive, ManyFollowersOfOneLiveRunSeeTheSameEvents) {
 }
 
 TEST_F(ServeLive, CancelDuringProviderStreamEndsTheRunPromptly) {
-  llm_.set_responder([](const FakeLlm::Request&) { return FakeLlm::Plan{{"Hel", "lo", " never"}, 2}; });
+  llm_.set_responder([](const FakeLlm::Request&) {
+    return FakeLlm::Plan{{"Hel", "lo", " never"}, 2};
+  });
   start();
-  SseReader sse(port_, "POST", "/v1/sessions/cx/messages", message_body("talk", Json{{"stream", true}}));
+  SseReader sse(port_, "POST", "/v1/sessions/cx/messages",
+                message_body("talk", Json{{"stream", true}}));
   ASSERT_TRUE(sse.ok()) << sse.head().describe();
   ASSERT_TRUE(llm_.wait_holding(1, milliseconds(30000)));
   std::vector<SseEvent> seen;
@@ -228,7 +240,8 @@ TEST_F(ServeLive, CancelDuringProviderStreamEndsTheRunPromptly) {
   ASSERT_EQ(c.status, 202) << c.describe();
   EXPECT_EQ(c.json().value("run_id", ""), run);
   EXPECT_TRUE(c.json().contains("status")) << c.body;
-  ASSERT_TRUE(read_until(sse, "run_end", seen, milliseconds(5000))) << ::testing::PrintToString(names(seen));
+  ASSERT_TRUE(read_until(sse, "run_end", seen, milliseconds(5000)))
+      << ::testing::PrintToString(names(seen));
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - asked);
   EXPECT_LT(took.count(), 1000) << "run_end came " << took.count() << " ms after cancel";
   EXPECT_EQ(seen.back().json().value("outcome", ""), "cancelled") << seen.back().data;
@@ -250,7 +263,8 @@ TEST_F(ServeLive, CancelOfANonStreamRunAnswersItsWaitingClient) {
   start();
   HttpResponse waited;
   std::thread client([&] {
-    waited = request(port_, "POST", "/v1/sessions/nx/messages", message_body("wait"), {}, milliseconds(20000));
+    waited = request(port_, "POST", "/v1/sessions/nx/messages", message_body("wait"), {},
+                     milliseconds(20000));
   });
   ASSERT_TRUE(llm_.wait_holding(1, milliseconds(30000)));
   auto runs = request(port_, "GET", "/v1/sessions/nx/runs");
@@ -268,7 +282,8 @@ TEST_F(ServeLive, CancelOfANonStreamRunAnswersItsWaitingClient) {
 TEST_F(ServeLive, DeleteSessionCancelsItsActiveRun) {
   llm_.set_responder([](const FakeLlm::Request&) { return FakeLlm::Plan{{"a", "b"}, 1}; });
   start();
-  SseReader sse(port_, "POST", "/v1/sessions/del/messages", message_body("talk", Json{{"stream", true}}));
+  SseReader sse(port_, "POST", "/v1/sessions/del/messages",
+                message_body("talk", Json{{"stream", true}}));
   ASSERT_TRUE(llm_.wait_holding(1, milliseconds(30000)));
   auto d = request(port_, "DELETE", "/v1/sessions/del");
   EXPECT_EQ(d.status, 200) << d.describe();
@@ -318,19 +333,22 @@ bool alive(pid_t pid) {
 // Children of `pid` (e.g. the script's `sleep`).
 std::set<pid_t> children_of(pid_t pid) {
   std::set<pid_t> out;
-  std::istringstream in(read_file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children"));
+  std::istringstream in(
+      read_file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children"));
   for (pid_t c; in >> c;) out.insert(c);
   return out;
 }
 
 TEST(ServeToolCancel, CancelWhileAToolSleepsKillsItAndEndsTheRun) {
   ServeWorld w;
-  const std::string token = "naptoken" + std::to_string(::getpid()) + "x" + std::to_string(Clock::now().time_since_epoch().count() % 100000);
-  const std::string script = replay_tool_call("nap", Json{{"token", token}}, "n1") + replay_text("unreachable");
+  const std::string token = "naptoken" + std::to_string(::getpid()) + "x" +
+                            std::to_string(Clock::now().time_since_epoch().count() % 100000);
+  const std::string script =
+      replay_tool_call("nap", Json{{"token", token}}, "n1") + replay_text("unreachable");
   w.write_config(w.replay_provider(script), "",
                  "skill_dirs:\n  - " + std::string(KERNEX_SERVE_FIXTURES) + "/skills\n" +
-                     "toolboxes:\n  - name: script\n    options:\n      workspace: " + w.workspace.string() +
-                     "\n      timeout: 60\n");
+                     "toolboxes:\n  - name: script\n    options:\n      workspace: " +
+                     w.workspace.string() + "\n      timeout: 60\n");
   // The fixture lies below the checkout, a writable location: loaded only once trusted.
   auto trust = run_kernex({"skills", "trust", "--config", w.config.string(),
                            std::string(KERNEX_SERVE_FIXTURES) + "/skills/sleepy"},
@@ -341,7 +359,8 @@ TEST(ServeToolCancel, CancelWhileAToolSleepsKillsItAndEndsTheRun) {
                 message_body("please be sleepy", Json{{"stream", true}}));
   ASSERT_TRUE(sse.ok()) << sse.head().describe();
   std::vector<SseEvent> seen;
-  ASSERT_TRUE(read_until(sse, "tool_call", seen)) << ::testing::PrintToString(names(seen)) << w.log();
+  ASSERT_TRUE(read_until(sse, "tool_call", seen))
+      << ::testing::PrintToString(names(seen)) << w.log();
   const std::string run = run_id_of(seen);
 
   // Bounded wait for the tool's process (there is no event for "the process started").
@@ -363,11 +382,13 @@ TEST(ServeToolCancel, CancelWhileAToolSleepsKillsItAndEndsTheRun) {
 
   const auto asked = Clock::now();
   ASSERT_EQ(request(w.port(), "POST", "/v1/runs/" + run + "/cancel").status, 202);
-  ASSERT_TRUE(read_until(sse, "run_end", seen, milliseconds(5000))) << ::testing::PrintToString(names(seen));
+  ASSERT_TRUE(read_until(sse, "run_end", seen, milliseconds(5000)))
+      << ::testing::PrintToString(names(seen));
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - asked);
   EXPECT_LT(took.count(), 1000) << "run_end came " << took.count() << " ms after cancel";
   EXPECT_EQ(seen.back().json().value("outcome", ""), "cancelled");
-  for (pid_t p : all) EXPECT_FALSE(alive(p)) << "tool process " << p << " outlived the cancelled run";
+  for (pid_t p : all)
+    EXPECT_FALSE(alive(p)) << "tool process " << p << " outlived the cancelled run";
   EXPECT_TRUE(processes_with(token).empty());
 }
 
@@ -380,7 +401,8 @@ TEST(ServeToolCancel, CancelWhileAToolSleepsKillsItAndEndsTheRun) {
 void wait_not_accepting(int port) {
   const auto deadline = Clock::now() + milliseconds(5000);
   while (Clock::now() < deadline) {
-    auto r = request(port, "POST", "/v1/sessions/probe/messages", message_body("probe"), {}, milliseconds(2000));
+    auto r = request(port, "POST", "/v1/sessions/probe/messages", message_body("probe"), {},
+                     milliseconds(2000));
     if (r.status != 200) {
       EXPECT_TRUE(r.status == 0 || r.status == 503) << r.describe();
       return;
@@ -392,11 +414,14 @@ void wait_not_accepting(int port) {
 TEST_F(ServeLive, SigtermLetsTheRunningRunFinishAndKeepsItsExchange) {
   llm_.set_responder([](const FakeLlm::Request& r) {
     const std::string m = r.last_user();
-    return FakeLlm::Plan{{"answer to ", m}, m == "during" ? std::optional<std::size_t>(1) : std::nullopt};
+    return FakeLlm::Plan{{"answer to ", m},
+                         m == "during" ? std::optional<std::size_t>(1) : std::nullopt};
   });
   start("  shutdown_grace_ms: 20000\n");
-  ASSERT_EQ(request(port_, "POST", "/v1/sessions/drain/messages", message_body("before")).status, 200);
-  SseReader sse(port_, "POST", "/v1/sessions/drain/messages", message_body("during", Json{{"stream", true}}));
+  ASSERT_EQ(request(port_, "POST", "/v1/sessions/drain/messages", message_body("before")).status,
+            200);
+  SseReader sse(port_, "POST", "/v1/sessions/drain/messages",
+                message_body("during", Json{{"stream", true}}));
   ASSERT_TRUE(sse.ok()) << sse.head().describe();
   std::vector<SseEvent> seen;
   ASSERT_TRUE(read_until(sse, "run_start", seen));
@@ -405,7 +430,8 @@ TEST_F(ServeLive, SigtermLetsTheRunningRunFinishAndKeepsItsExchange) {
   w_.server.signal(SIGTERM);
   wait_not_accepting(port_);
   llm_.release();
-  ASSERT_TRUE(read_until(sse, "run_end", seen, milliseconds(20000))) << ::testing::PrintToString(names(seen));
+  ASSERT_TRUE(read_until(sse, "run_end", seen, milliseconds(20000)))
+      << ::testing::PrintToString(names(seen));
   EXPECT_EQ(seen.back().json().value("outcome", ""), "end_turn") << seen.back().data;
   EXPECT_EQ(seen.back().json().value("text", ""), "answer to during");
   auto status = w_.server.wait(milliseconds(20000));
@@ -416,18 +442,21 @@ TEST_F(ServeLive, SigtermLetsTheRunningRunFinishAndKeepsItsExchange) {
   auto msgs = session_messages(w_.port(), "drain");
   std::vector<std::string> texts;
   for (const auto& m : msgs) texts.push_back(m.value("role", "") + ":" + content_text(m));
-  EXPECT_THAT(texts, ::testing::ElementsAre("user:before", "assistant:answer to before", "user:during",
-                                            "assistant:answer to during"));
+  EXPECT_THAT(texts, ::testing::ElementsAre("user:before", "assistant:answer to before",
+                                            "user:during", "assistant:answer to during"));
 }
 
 TEST_F(ServeLive, SigtermCancelsRunsStillGoingAfterTheGrace) {
   llm_.set_responder([](const FakeLlm::Request& r) {
     const std::string m = r.last_user();
-    return FakeLlm::Plan{{"answer to ", m}, m == "stuck" ? std::optional<std::size_t>(1) : std::nullopt};
+    return FakeLlm::Plan{{"answer to ", m},
+                         m == "stuck" ? std::optional<std::size_t>(1) : std::nullopt};
   });
   start("  shutdown_grace_ms: 300\n");
-  ASSERT_EQ(request(port_, "POST", "/v1/sessions/grace/messages", message_body("before")).status, 200);
-  SseReader sse(port_, "POST", "/v1/sessions/grace/messages", message_body("stuck", Json{{"stream", true}}));
+  ASSERT_EQ(request(port_, "POST", "/v1/sessions/grace/messages", message_body("before")).status,
+            200);
+  SseReader sse(port_, "POST", "/v1/sessions/grace/messages",
+                message_body("stuck", Json{{"stream", true}}));
   ASSERT_TRUE(llm_.wait_holding(1, milliseconds(30000)));
   std::vector<SseEvent> seen;
   ASSERT_TRUE(read_until(sse, "run_start", seen));
@@ -491,7 +520,8 @@ TEST_F(ServeSlow, SlowlorisHeadersAreDroppedWhileOthersAreServed) {
       (r.status == 200 ? served : failed)++;
     }
   });
-  const long ms = trickle("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + std::string(60, 'z') + "\r\n\r\n");
+  const long ms = trickle(
+      "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + std::string(60, 'z') + "\r\n\r\n");
   done = true;
   others.join();
   EXPECT_GE(ms, 400) << "dropped before header_timeout_ms";
@@ -503,8 +533,10 @@ TEST_F(ServeSlow, SlowlorisHeadersAreDroppedWhileOthersAreServed) {
 
 TEST_F(ServeSlow, SlowBodyIsDroppedToo) {
   const std::string body = message_body("x") + std::string(80, ' ');
-  const long ms = trickle("POST /v1/sessions/s/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  const long ms = trickle(
+      "POST /v1/sessions/s/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body);
   EXPECT_GE(ms, 0) << "never dropped";
   EXPECT_LT(ms, 3000);
   EXPECT_EQ(request(port_, "GET", "/healthz").status, 200);
@@ -533,11 +565,14 @@ TEST_F(ServeLive, KillNineLosesNoAcknowledgedRun) {
   std::atomic<bool> hold{true};
   llm_.set_responder([&hold](const FakeLlm::Request& r) {
     const std::string m = r.last_user();
-    return FakeLlm::Plan{{"answer to ", m}, hold && m == "during" ? std::optional<std::size_t>(1) : std::nullopt};
+    return FakeLlm::Plan{{"answer to ", m},
+                         hold && m == "during" ? std::optional<std::size_t>(1) : std::nullopt};
   });
   start();
-  ASSERT_EQ(request(port_, "POST", "/v1/sessions/crash/messages", message_body("before")).status, 200);
-  SseReader sse(port_, "POST", "/v1/sessions/crash/messages", message_body("during", Json{{"stream", true}}));
+  ASSERT_EQ(request(port_, "POST", "/v1/sessions/crash/messages", message_body("before")).status,
+            200);
+  SseReader sse(port_, "POST", "/v1/sessions/crash/messages",
+                message_body("during", Json{{"stream", true}}));
   ASSERT_TRUE(sse.ok()) << sse.head().describe();
   std::vector<SseEvent> seen;
   ASSERT_TRUE(read_until(sse, "run_start", seen));
@@ -571,9 +606,11 @@ TEST_F(ServeLive, KillNineLosesNoAcknowledgedRun) {
   ASSERT_FALSE(after_events.empty());
   EXPECT_EQ(after_events.back().json().value("text", ""), "answer to after");
   std::vector<std::string> texts;
-  for (const auto& m : session_messages(port_, "crash")) texts.push_back(m.value("role", "") + ":" + content_text(m));
-  EXPECT_THAT(texts, ::testing::ElementsAre("user:before", "assistant:answer to before", "user:during",
-                                            "assistant:answer to during", "user:after", "assistant:answer to after"));
+  for (const auto& m : session_messages(port_, "crash"))
+    texts.push_back(m.value("role", "") + ":" + content_text(m));
+  EXPECT_THAT(texts, ::testing::ElementsAre("user:before", "assistant:answer to before",
+                                            "user:during", "assistant:answer to during",
+                                            "user:after", "assistant:answer to after"));
 }
 
 }  // namespace

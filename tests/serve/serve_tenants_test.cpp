@@ -71,18 +71,22 @@ TEST(ServeKeysCommand, KeysCommandFindsTheKeysFileThroughTheConfig) {
 }
 
 TEST_F(ServeTenants, MissingOrBadKeyIs401) {
-  for (const Headers& h : std::vector<Headers>{{},
-                                               {{"Authorization", "Bearer wrong-key"}},
-                                               {{"Authorization", "Bearer "}},
-                                               {{"Authorization", "Basic " + key_a_}},
-                                               {{"Authorization", "Bearer " + key_a_ + "x"}},
-                                               {{"Authorization", "Bearer " + key_a_.substr(0, key_a_.size() - 1)}}}) {
+  for (const Headers& h :
+       std::vector<Headers>{{},
+                            {{"Authorization", "Bearer wrong-key"}},
+                            {{"Authorization", "Bearer "}},
+                            {{"Authorization", "Basic " + key_a_}},
+                            {{"Authorization", "Bearer " + key_a_ + "x"}},
+                            {{"Authorization", "Bearer " + key_a_.substr(0, key_a_.size() - 1)}}}) {
     SCOPED_TRACE(h.empty() ? "no header" : h[0].second);
     auto r = request(port_, "POST", "/v1/sessions/s/messages", message_body("x"), h);
     EXPECT_EQ(r.status, 401) << r.describe();
     EXPECT_EQ(r.error_code(), "unauthorized") << r.describe();
     EXPECT_EQ(request(port_, "GET", "/v1/models", "", h).status, 401);
-    EXPECT_EQ(request(port_, "POST", "/v1/chat/completions", R"({"model":"kernex","messages":[]})", h).status, 401);
+    EXPECT_EQ(
+        request(port_, "POST", "/v1/chat/completions", R"({"model":"kernex","messages":[]})", h)
+            .status,
+        401);
   }
   EXPECT_EQ(request(port_, "GET", "/healthz").status, 200) << "healthz needs no key";
   auto ok = request(port_, "POST", "/v1/sessions/s/messages", message_body("x"), bearer(key_a_));
@@ -91,13 +95,16 @@ TEST_F(ServeTenants, MissingOrBadKeyIs401) {
 }
 
 TEST_F(ServeTenants, OneTenantNeverSeesAnothersRunsOrSessions) {
-  auto a = request(port_, "POST", "/v1/sessions/shared/messages", message_body("alpha secret 42"), bearer(key_a_));
+  auto a = request(port_, "POST", "/v1/sessions/shared/messages", message_body("alpha secret 42"),
+                   bearer(key_a_));
   ASSERT_EQ(a.status, 200) << a.describe();
   const std::string run = a.json().value("run_id", "");
   ASSERT_FALSE(run.empty());
 
-  for (auto [method, target] : std::vector<std::pair<std::string, std::string>>{
-           {"GET", "/v1/runs/" + run}, {"GET", "/v1/runs/" + run + "/events"}, {"POST", "/v1/runs/" + run + "/cancel"}}) {
+  for (auto [method, target] :
+       std::vector<std::pair<std::string, std::string>>{{"GET", "/v1/runs/" + run},
+                                                        {"GET", "/v1/runs/" + run + "/events"},
+                                                        {"POST", "/v1/runs/" + run + "/cancel"}}) {
     SCOPED_TRACE(method + " " + target);
     auto r = request(port_, method, target, "", bearer(key_b_));
     EXPECT_EQ(r.status, 404) << r.describe();
@@ -106,12 +113,14 @@ TEST_F(ServeTenants, OneTenantNeverSeesAnothersRunsOrSessions) {
   }
   // The same session name under beta is not alpha's session.
   auto msgs = request(port_, "GET", "/v1/sessions/shared/messages", "", bearer(key_b_));
-  EXPECT_TRUE(msgs.status == 404 || (msgs.status == 200 && msgs.json()["messages"].empty())) << msgs.describe();
+  EXPECT_TRUE(msgs.status == 404 || (msgs.status == 200 && msgs.json()["messages"].empty()))
+      << msgs.describe();
   EXPECT_THAT(msgs.body, Not(HasSubstr("alpha secret")));
   auto runs = request(port_, "GET", "/v1/sessions/shared/runs", "", bearer(key_b_));
   EXPECT_THAT(runs.body, Not(HasSubstr(run)));
 
-  auto b = request(port_, "POST", "/v1/sessions/shared/messages", message_body("beta asks"), bearer(key_b_));
+  auto b = request(port_, "POST", "/v1/sessions/shared/messages", message_body("beta asks"),
+                   bearer(key_b_));
   ASSERT_EQ(b.status, 200) << b.describe();
   const std::string recorded = slurp(record_);
   const auto last_line = recorded.substr(recorded.rfind('\n', recorded.size() - 2) + 1);
@@ -139,7 +148,8 @@ TEST_F(ServeTenants, RevokeTakesEffectOnTheRunningServer) {
     std::this_thread::sleep_for(milliseconds(50));
   }
   EXPECT_EQ(status, 401) << "beta's revoked key still works";
-  EXPECT_EQ(request(port_, "GET", "/v1/models", "", bearer(key_a_)).status, 200) << "alpha was not revoked";
+  EXPECT_EQ(request(port_, "GET", "/v1/models", "", bearer(key_a_)).status, 200)
+      << "alpha was not revoked";
   auto list = w_.keys_in(keys_file(), {"list"});
   std::istringstream lines(list.out);
   for (std::string line; std::getline(lines, line);) {

@@ -47,7 +47,8 @@ inline std::map<std::string, std::string> clean_environment() {
 // Runs `program` with `args` and exactly `env`. Output goes to files in `dir`, not pipes, so a
 // chatty child can never block on a full pipe.
 inline CliOutcome run_program(const std::string& program, const std::filesystem::path& dir,
-                              const std::map<std::string, std::string>& env, const std::vector<std::string>& args) {
+                              const std::map<std::string, std::string>& env,
+                              const std::vector<std::string>& args) {
   std::vector<std::string> argv_s{program};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -81,7 +82,8 @@ inline CliOutcome run_program(const std::string& program, const std::filesystem:
 }
 
 // Runs KERNEX_CLI, as run_program does.
-inline CliOutcome run_cli(const std::filesystem::path& dir, const std::map<std::string, std::string>& env,
+inline CliOutcome run_cli(const std::filesystem::path& dir,
+                          const std::map<std::string, std::string>& env,
                           const std::vector<std::string>& args) {
   return run_program(KERNEX_CLI, dir, env, args);
 }

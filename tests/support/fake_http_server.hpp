@@ -60,7 +60,8 @@ class FakeHttpServer {
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = 0;
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listen_fd_, 64) != 0) {
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(listen_fd_, 64) != 0) {
       throw std::runtime_error("bind/listen failed");
     }
     socklen_t len = sizeof addr;
@@ -88,7 +89,9 @@ class FakeHttpServer {
   FakeHttpServer& operator=(const FakeHttpServer&) = delete;
 
   int port() const { return port_; }
-  std::string url(const std::string& path = "") const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+  std::string url(const std::string& path = "") const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
 
   void push(Reply reply) {
     std::lock_guard lock(mutex_);
@@ -115,15 +118,19 @@ class FakeHttpServer {
   }
   std::size_t connections() const { return connections_.load(); }
   // Waits (bounded) until `n` requests arrived; for tests whose client runs on another thread.
-  bool wait_for_requests(std::size_t n, std::chrono::milliseconds limit = std::chrono::seconds(10)) const {
+  bool wait_for_requests(std::size_t n,
+                         std::chrono::milliseconds limit = std::chrono::seconds(10)) const {
     std::unique_lock lock(mutex_);
     return changed_.wait_for(lock, limit, [&] { return requests_.size() >= n; });
   }
 
   // ---- reply builders ----
-  static Reply raw(std::string bytes, bool close = false) { return Reply{{std::move(bytes)}, close, false}; }
+  static Reply raw(std::string bytes, bool close = false) {
+    return Reply{{std::move(bytes)}, close, false};
+  }
 
-  static Reply response(int status, const std::string& body, const std::string& content_type = "application/json",
+  static Reply response(int status, const std::string& body,
+                        const std::string& content_type = "application/json",
                         const std::vector<std::pair<std::string, std::string>>& headers = {}) {
     std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason(status) + "\r\n";
     out += "Content-Type: " + content_type + "\r\n";
@@ -135,11 +142,12 @@ class FakeHttpServer {
 
   // A chunked response, one chunk per part (each its own send), then the terminating chunk
   // unless `cut` (the connection is closed mid-stream instead).
-  static Reply chunked(int status, const std::vector<std::string>& parts, const std::string& content_type,
-                       bool cut = false) {
+  static Reply chunked(int status, const std::vector<std::string>& parts,
+                       const std::string& content_type, bool cut = false) {
     Reply r;
-    r.parts.push_back("HTTP/1.1 " + std::to_string(status) + " " + reason(status) + "\r\nContent-Type: " +
-                      content_type + "\r\nTransfer-Encoding: chunked\r\n\r\n");
+    r.parts.push_back("HTTP/1.1 " + std::to_string(status) + " " + reason(status) +
+                      "\r\nContent-Type: " + content_type +
+                      "\r\nTransfer-Encoding: chunked\r\n\r\n");
     for (const auto& p : parts) {
       char size[32];
       std::snprintf(size, sizeof size, "%zx\r\n", p.size());
@@ -161,15 +169,24 @@ class FakeHttpServer {
  private:
   static std::string reason(int status) {
     switch (status) {
-      case 200: return "OK";
-      case 400: return "Bad Request";
-      case 401: return "Unauthorized";
-      case 404: return "Not Found";
-      case 429: return "Too Many Requests";
-      case 500: return "Internal Server Error";
-      case 502: return "Bad Gateway";
-      case 503: return "Service Unavailable";
-      default: return "Status";
+      case 200:
+        return "OK";
+      case 400:
+        return "Bad Request";
+      case 401:
+        return "Unauthorized";
+      case 404:
+        return "Not Found";
+      case 429:
+        return "Too Many Requests";
+      case 500:
+        return "Internal Server Error";
+      case 502:
+        return "Bad Gateway";
+      case 503:
+        return "Service Unavailable";
+      default:
+        return "Status";
     }
   }
 
@@ -224,12 +241,14 @@ class FakeHttpServer {
       const auto colon = line.find(':');
       if (colon == std::string::npos) continue;
       std::string name = line.substr(0, colon);
-      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
       std::string value = line.substr(colon + 1);
       value.erase(0, value.find_first_not_of(' '));
       out.headers[name] = value;
     }
-    const std::size_t length = out.headers.count("content-length") ? std::stoul(out.headers["content-length"]) : 0;
+    const std::size_t length =
+        out.headers.count("content-length") ? std::stoul(out.headers["content-length"]) : 0;
     if (!fill(fd, buffer, length)) return false;
     out.body = buffer.substr(0, length);
     buffer.erase(0, length);
@@ -261,7 +280,8 @@ class FakeHttpServer {
       changed_.notify_all();
       bool ok = true;
       for (const auto& part : reply.parts) {
-        if (::send(fd, part.data(), part.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(part.size())) {
+        if (::send(fd, part.data(), part.size(), MSG_NOSIGNAL) !=
+            static_cast<ssize_t>(part.size())) {
           ok = false;
           break;
         }

@@ -21,7 +21,8 @@ class PgTestDb {
     if (!server || !*server) {
       const char* required = std::getenv("KERNEX_REQUIRE_PG");
       if (required && std::string(required) == "1") {
-        ADD_FAILURE() << "KERNEX_TEST_PG_DSN is not set but KERNEX_REQUIRE_PG=1: start a cluster with scripts/pg-cluster";
+        ADD_FAILURE() << "KERNEX_TEST_PG_DSN is not set but KERNEX_REQUIRE_PG=1: start a cluster "
+                         "with scripts/pg-cluster";
       }
       return;
     }
@@ -44,11 +45,14 @@ class PgTestDb {
     return server && *server;
   }
   static std::string skip_reason() {
-    return "KERNEX_TEST_PG_DSN is not set (no PostgreSQL server to test against; scripts/test starts one)";
+    return "KERNEX_TEST_PG_DSN is not set (no PostgreSQL server to test against; scripts/test "
+           "starts one)";
   }
 
   // Runs one statement on the test database (setup and inspection in tests).
-  bool exec(const std::string& sql, std::string* first_value = nullptr) const { return run(dsn_, sql, first_value); }
+  bool exec(const std::string& sql, std::string* first_value = nullptr) const {
+    return run(dsn_, sql, first_value);
+  }
 
  private:
   bool admin(const std::string& sql) const { return run(server_, sql, nullptr); }

@@ -70,7 +70,8 @@ inline int live_members(pid_t pgid) {
 }
 
 // Waits until no group in `groups` has a live member, at most until `deadline`; true when none has.
-inline bool groups_gone_by(const std::set<pid_t>& groups, std::chrono::steady_clock::time_point deadline) {
+inline bool groups_gone_by(const std::set<pid_t>& groups,
+                           std::chrono::steady_clock::time_point deadline) {
   for (;;) {
     bool any = false;
     for (pid_t g : groups) any = any || live_members(g) > 0;

@@ -38,8 +38,9 @@ class CliCustomProviderTest : public ::testing::Test {
     prefix_ = dir_->path() / "moved";
     if (ok_) fs::rename(staged, prefix_);
     example_build_ = dir_->path() / "example";
-    ok_ = ok_ && step({"-S", std::string(KERNEX_SOURCE_DIR) + "/examples/custom-provider", "-B", example_build_.string(),
-                       "-G", KERNEX_CMAKE_GENERATOR, "-DCMAKE_CXX_COMPILER=" KERNEX_CXX_COMPILER,
+    ok_ = ok_ && step({"-S", std::string(KERNEX_SOURCE_DIR) + "/examples/custom-provider", "-B",
+                       example_build_.string(), "-G", KERNEX_CMAKE_GENERATOR,
+                       "-DCMAKE_CXX_COMPILER=" KERNEX_CXX_COMPILER,
                        "-DCMAKE_PREFIX_PATH=" + prefix_.string()});
     ok_ = ok_ && step({"--build", example_build_.string()});
   }
@@ -57,7 +58,8 @@ class CliCustomProviderTest : public ::testing::Test {
   }
 
   Outcome installed_kernex(const std::vector<std::string>& args) {
-    return kernex::testing::run_program((prefix_ / "bin" / "kernex").string(), work_.path(), env_, args);
+    return kernex::testing::run_program((prefix_ / "bin" / "kernex").string(), work_.path(), env_,
+                                        args);
   }
 
   static fs::path example_plugin() { return example_build_ / "libkernex-echo.so"; }
@@ -81,7 +83,8 @@ TEST_F(CliCustomProviderTest, InstalledKernexRunsThePluginFromKernexPluginPath) 
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, "hello from outside the tree\n");
 
-  auto json = installed_kernex({"run", "--provider", "echo", "--provider-opt", "prefix=echo: ", "--json", "hi"});
+  auto json = installed_kernex(
+      {"run", "--provider", "echo", "--provider-opt", "prefix=echo: ", "--json", "hi"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const Json result = Json::parse(json.out);
   EXPECT_EQ(result["text"], "echo: hi");
@@ -93,7 +96,8 @@ TEST_F(CliCustomProviderTest, InstalledKernexRunsThePluginFromKernexPluginPath) 
   EXPECT_NE(bad.err.find("unknown or mistyped option 'volume'"), std::string::npos) << bad.err;
 
   // Streamed: one text delta per word, then the result object.
-  auto streamed = installed_kernex({"run", "--provider", "echo", "--json", "--stream", "one two three"});
+  auto streamed =
+      installed_kernex({"run", "--provider", "echo", "--json", "--stream", "one two three"});
   ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
   std::vector<std::string> deltas;
   Json last;
@@ -125,20 +129,23 @@ TEST_F(CliCustomProviderTest, InstalledKernelUsesOnlyItsOwnPluginsAndData) {
   auto doctor = installed_kernex({"doctor", "--json"});
   ASSERT_EQ(doctor.exit_code, 0) << doctor.err;
   const Json report = Json::parse(doctor.out);
-  EXPECT_EQ(fs::path(report["pricing_file"]["path"].get<std::string>()), installed / "share" / "kernex" / "pricing.yaml");
+  EXPECT_EQ(fs::path(report["pricing_file"]["path"].get<std::string>()),
+            installed / "share" / "kernex" / "pricing.yaml");
   EXPECT_EQ(report["pricing_file"]["exists"], true);
 
   // The same dir twice, and once more through a symlink: read once, so no duplicate errors.
   const fs::path plugin_dir = installed / "lib" / "kernex" / "plugins";
   fs::create_directory_symlink(plugin_dir, work_.path() / "link");
-  env_["KERNEX_PLUGIN_PATH"] = plugin_dir.string() + ":" + plugin_dir.string() + ":" + (work_.path() / "link").string();
+  env_["KERNEX_PLUGIN_PATH"] =
+      plugin_dir.string() + ":" + plugin_dir.string() + ":" + (work_.path() / "link").string();
   auto twice = installed_kernex({"plugins", "--json"});
   EXPECT_EQ(twice.exit_code, 0) << twice.out << twice.err;
   EXPECT_EQ(Json::parse(twice.out).size(), list.size());
   env_.erase("KERNEX_PLUGIN_PATH");
 
   // `cmake --install` of the example puts it where the installed kernel looks by default.
-  auto install = kernex::testing::run_program(KERNEX_CMAKE_COMMAND, work_.path(), env_, {"--install", example_build_.string()});
+  auto install = kernex::testing::run_program(KERNEX_CMAKE_COMMAND, work_.path(), env_,
+                                              {"--install", example_build_.string()});
   ASSERT_EQ(install.exit_code, 0) << install.out << install.err;
   EXPECT_TRUE(fs::is_regular_file(plugin_dir / "libkernex-echo.so"));
   auto run = installed_kernex({"run", "--provider", "echo", "installed"});

@@ -23,7 +23,8 @@ class CliLogsTest : public ::testing::Test {
     env_.erase("KERNEX_DATA_DIR");
     data_ = dir_ / "data";
     const std::string call =
-        Json{{"tool_calls", {{{"id", "c1"}, {"name", "word_count"}, {"arguments", {{"text", "a <b> & c"}}}}}},
+        Json{{"tool_calls",
+              {{{"id", "c1"}, {"name", "word_count"}, {"arguments", {{"text", "a <b> & c"}}}}}},
              {"usage", {{"input_tokens", 40}, {"output_tokens", 8}}}}
             .dump();
     const std::string answer = Json{{"text", "Three </pre><script>alert(1)</script> words."},
@@ -31,10 +32,12 @@ class CliLogsTest : public ::testing::Test {
                                    .dump();
     script_ = dir_.write("script.jsonl", call + "\n" + answer + "\n");
   }
-  Outcome kernex(const std::vector<std::string>& args) { return kernex::testing::run_cli(dir_.path(), env_, args); }
+  Outcome kernex(const std::vector<std::string>& args) {
+    return kernex::testing::run_cli(dir_.path(), env_, args);
+  }
   Outcome run_once() {
-    return kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script_.string(), "--data-dir",
-                   data_.string(), "--json", "count the words"});
+    return kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script_.string(),
+                   "--data-dir", data_.string(), "--json", "count the words"});
   }
 
   kernex::testing::TempDir dir_;
@@ -66,7 +69,8 @@ TEST_F(CliLogsTest, RunIsListedShownAndViewed) {
   std::vector<std::string> types;
   std::istringstream lines(jsonl.out);
   for (std::string line; std::getline(lines, line);) types.push_back(Json::parse(line)["type"]);
-  EXPECT_EQ(types, (std::vector<std::string>{"run_start", "provider_call", "tool_call", "provider_call", "run_end"}));
+  EXPECT_EQ(types, (std::vector<std::string>{"run_start", "provider_call", "tool_call",
+                                             "provider_call", "run_end"}));
 
   auto missing = kernex({"logs", "show", "19990101", "--data-dir", data_.string()});
   EXPECT_EQ(missing.exit_code, 2);
@@ -75,10 +79,12 @@ TEST_F(CliLogsTest, RunIsListedShownAndViewed) {
 
 TEST_F(CliLogsTest, HtmlPageRendersInHeadlessChromiumWithoutConsoleErrors) {
   const std::string chromium = "/usr/bin/chromium";
-  if (!fs::exists(chromium)) GTEST_SKIP() << "Debian's chromium is not installed (scripts/setup installs it)";
+  if (!fs::exists(chromium))
+    GTEST_SKIP() << "Debian's chromium is not installed (scripts/setup installs it)";
   ASSERT_EQ(run_once().exit_code, 0);
   const fs::path html = dir_ / "run.html";
-  auto view = kernex({"logs", "view", "last", "--html", html.string(), "--data-dir", data_.string()});
+  auto view =
+      kernex({"logs", "view", "last", "--html", html.string(), "--data-dir", data_.string()});
   ASSERT_EQ(view.exit_code, 0) << view.err;
   const std::string page = kernex::testing::slurp(html);
   EXPECT_EQ(page.find("<script"), std::string::npos);  // the model's text is escaped, not run
@@ -86,10 +92,17 @@ TEST_F(CliLogsTest, HtmlPageRendersInHeadlessChromiumWithoutConsoleErrors) {
 
   const fs::path profile = dir_ / "chromium-profile";
   const fs::path shot = dir_ / "run.png";
-  const std::vector<std::string> common{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                                        "--no-first-run", "--disable-background-networking",
-                                        "--disable-component-update", "--disable-sync",
-                                        "--user-data-dir=" + profile.string(), "--enable-logging=stderr", "--v=0",
+  const std::vector<std::string> common{"--headless",
+                                        "--no-sandbox",
+                                        "--disable-gpu",
+                                        "--disable-quic",
+                                        "--no-first-run",
+                                        "--disable-background-networking",
+                                        "--disable-component-update",
+                                        "--disable-sync",
+                                        "--user-data-dir=" + profile.string(),
+                                        "--enable-logging=stderr",
+                                        "--v=0",
                                         "--window-size=1280,2000"};
   auto browse = [&](std::vector<std::string> extra) {
     std::vector<std::string> args{"60", chromium};
@@ -113,7 +126,8 @@ TEST_F(CliLogsTest, HtmlPageRendersInHeadlessChromiumWithoutConsoleErrors) {
   EXPECT_GT(fs::file_size(shot), 10'000u);  // a rendered page, not a blank
   // Kept for people to look at: build/.../Testing/logs-view.png
   std::error_code ec;
-  fs::copy_file(shot, fs::path(KERNEX_BINARY_DIR) / "Testing" / "logs-view.png", fs::copy_options::overwrite_existing, ec);
+  fs::copy_file(shot, fs::path(KERNEX_BINARY_DIR) / "Testing" / "logs-view.png",
+                fs::copy_options::overwrite_existing, ec);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// `kernex sandbox exec`, `kernex tool run` and the sandbox section of `kernex doctor`, run as a user
-// would run them.
+// `kernex sandbox exec`, `kernex tool run` and the sandbox section of `kernex doctor`, run as a
+// user would run them.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -47,7 +47,9 @@ class CliSandboxTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Outcome kernex(const std::vector<std::string>& args) { return kernex::testing::run_cli(dir_, env_, args); }
+  Outcome kernex(const std::vector<std::string>& args) {
+    return kernex::testing::run_cli(dir_, env_, args);
+  }
 
   fs::path write(const std::string& name, const std::string& text) {
     fs::path p = dir_ / name;
@@ -147,8 +149,8 @@ TEST_F(SandboxExec, BadProfileIsAConfigError) {
 }
 
 TEST_F(SandboxExec, ToolRunRunsASkillToolboxAsTheLoopWould) {
-  auto o = kernex({"tool", "run", "--skills", kSkills, "--tool", "probe", "--args", R"({"path":"doc.pdf"})",
-                   "--workspace", ws_.string(), "--json"});
+  auto o = kernex({"tool", "run", "--skills", kSkills, "--tool", "probe", "--args",
+                   R"({"path":"doc.pdf"})", "--workspace", ws_.string(), "--json"});
   EXPECT_EQ(o.exit_code, 0) << o.err;
   Json j = Json::parse(o.out);
   EXPECT_FALSE(j.at("is_error").get<bool>());
@@ -161,17 +163,20 @@ TEST_F(SandboxExec, ToolRunRunsASkillToolboxAsTheLoopWould) {
 }
 
 TEST_F(SandboxExec, ToolRunFailuresExitSeven) {
-  auto fail = kernex({"tool", "run", "--skills", kSkills, "--tool", "fail", "--workspace", ws_.string()});
+  auto fail =
+      kernex({"tool", "run", "--skills", kSkills, "--tool", "fail", "--workspace", ws_.string()});
   EXPECT_EQ(fail.exit_code, 7);
   EXPECT_THAT(fail.out, HasSubstr("exit status 3"));
   EXPECT_THAT(fail.out, HasSubstr("boom"));
-  auto missing_arg = kernex({"tool", "run", "--skills", kSkills, "--tool", "probe", "--workspace", ws_.string()});
+  auto missing_arg =
+      kernex({"tool", "run", "--skills", kSkills, "--tool", "probe", "--workspace", ws_.string()});
   EXPECT_EQ(missing_arg.exit_code, 7);
   EXPECT_THAT(missing_arg.out, HasSubstr("`path` was not given"));
   auto unknown = kernex({"tool", "run", "--skills", kSkills, "--tool", "nope"});
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_THAT(unknown.err, HasSubstr("probe"));
-  auto bad_json = kernex({"tool", "run", "--skills", kSkills, "--tool", "probe", "--args", "{not json"});
+  auto bad_json =
+      kernex({"tool", "run", "--skills", kSkills, "--tool", "probe", "--args", "{not json"});
   EXPECT_EQ(bad_json.exit_code, 2);
 }
 
@@ -201,10 +206,10 @@ TEST_F(SandboxExec, DoctorListsEveryProtectionClass) {
       EXPECT_TRUE(r.at("active").get<bool>()) << r.dump();
     }
   }
-  EXPECT_THAT(names, ::testing::ElementsAre("kernel_files", "skills_read_only", "git_read_only", "programs_not_files",
-                                            "network_gaps", "sysv_ipc", "process_limit", "anonymous_code",
-                                            "nothing_outlives_the_kernel", "no_watches",
-                                            "read_only_outside_grants"));
+  EXPECT_THAT(names, ::testing::ElementsAre(
+                         "kernel_files", "skills_read_only", "git_read_only", "programs_not_files",
+                         "network_gaps", "sysv_ipc", "process_limit", "anonymous_code",
+                         "nothing_outlives_the_kernel", "no_watches", "read_only_outside_grants"));
   auto text = kernex({"doctor"});
   EXPECT_THAT(text.out, HasSubstr("nothing_outlives_the_kernel"));
 }

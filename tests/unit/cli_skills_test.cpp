@@ -37,7 +37,9 @@ class CliSkillsTest : public ::testing::Test {
     env_["KERNEX_DATA_DIR"] = (dir / "data").string();
   }
 
-  Outcome kernex(const std::vector<std::string>& args) { return kernex::testing::run_cli(dir.path(), env_, args); }
+  Outcome kernex(const std::vector<std::string>& args) {
+    return kernex::testing::run_cli(dir.path(), env_, args);
+  }
 
   // Skills written into this test's directory (the working directory, below /tmp) are in a writable
   // location: they load once trusted, as a person would after reviewing them.
@@ -97,7 +99,8 @@ TEST_F(CliSkillsTest, ListJsonLoadsEveryKernexSkillWithToolboxesAndMcpServers) {
   EXPECT_THAT((*backend)["refused"][0]["message"].get<std::string>(), HasSubstr("psql"));
   EXPECT_TRUE((*backend)["toolboxes"].empty());  // db_query was its only toolbox
 
-  auto both = kernex({"skills", "list", "--json", (kFixtures / "agentskills").string(), (kFixtures / "kernex").string()});
+  auto both = kernex({"skills", "list", "--json", (kFixtures / "agentskills").string(),
+                      (kFixtures / "kernex").string()});
   EXPECT_EQ(json_of(both)["skills"].size(), 23u);
 }
 
@@ -137,7 +140,8 @@ TEST_F(CliSkillsTest, LintSpecVerdictsEqualTheReferenceValidator) {
   for (const auto& v : j) {
     const std::string folder = fs::path(v["path"].get<std::string>()).filename().string();
     ASSERT_TRUE(expected.contains(folder)) << folder;
-    EXPECT_EQ(v["valid"].get<bool>() ? "valid" : "invalid", expected.at(folder)) << folder << ": " << v["message"];
+    EXPECT_EQ(v["valid"].get<bool>() ? "valid" : "invalid", expected.at(folder))
+        << folder << ": " << v["message"];
   }
 
   // Text: one verdict line per folder.
@@ -147,7 +151,8 @@ TEST_F(CliSkillsTest, LintSpecVerdictsEqualTheReferenceValidator) {
     const std::string prefix = (kFixtures / "spec-cases" / folder).string() + ": " + verdict;
     EXPECT_THAT(text.out, HasSubstr(prefix)) << folder;
   }
-  EXPECT_THAT(text.out, HasSubstr("Upper-Case: invalid: Skill name 'Upper-Case' must be lowercase"));
+  EXPECT_THAT(text.out,
+              HasSubstr("Upper-Case: invalid: Skill name 'Upper-Case' must be lowercase"));
 
   // Exit 0 only when every skill judged is valid.
   for (const char* valid : {"valid-full", "valid-minimal"}) {
@@ -172,7 +177,8 @@ TEST_F(CliSkillsTest, PlainLintAlsoJudgesKernexFields) {
   EXPECT_EQ(kernex_corpus.exit_code, 3);  // backend-architect's refused toolbox
   EXPECT_THAT(kernex_corpus.out, HasSubstr("backend-architect: invalid: "));
   EXPECT_THAT(kernex_corpus.out, HasSubstr("playwright: valid"));
-  auto spec_on_kernex = kernex({"skills", "lint", "--spec", (kFixtures / "kernex" / "git").string()});
+  auto spec_on_kernex =
+      kernex({"skills", "lint", "--spec", (kFixtures / "kernex" / "git").string()});
   EXPECT_EQ(spec_on_kernex.exit_code, 3);  // TOML frontmatter is not the Agent Skills format
   auto unknown = kernex({"skills", "lint", (kFixtures / "spec-cases" / "unknown-field").string()});
   EXPECT_EQ(unknown.exit_code, 0) << unknown.out;  // `triggers` is a kernex field
@@ -215,11 +221,12 @@ TEST_F(CliSkillsTest, LockVerifyRoundTripAndTamperDetection) {
   Json listed = json_of(list);
   EXPECT_TRUE(listed["skills"].empty());
   ASSERT_EQ(listed["failures"].size(), 2u);
-  EXPECT_THAT(listed["failures"][0]["error"].get<std::string>(), HasSubstr("changed: scripts/run.sh"));
+  EXPECT_THAT(listed["failures"][0]["error"].get<std::string>(),
+              HasSubstr("changed: scripts/run.sh"));
   EXPECT_THAT(listed["failures"][0]["error"].get<std::string>(), HasSubstr("kernex skills lock"));
 
-  // Locking again accepts the new content; as the skills lie in a writable location, so must trusting
-  // them again.
+  // Locking again accepts the new content; as the skills lie in a writable location, so must
+  // trusting them again.
   ASSERT_EQ(kernex({"skills", "lock", skills}).exit_code, 0);
   EXPECT_EQ(kernex({"skills", "verify", skills}).exit_code, 0);
   auto untrusted = json_of(kernex({"skills", "list", "--json", skills}));
@@ -265,7 +272,8 @@ TEST_F(CliSkillsTest, DirsComeFromTheConfigWhenNoneAreGiven) {
   auto none = kernex({"skills", "list"});
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_THAT(none.err, HasSubstr("no skill directory given"));
-  auto cfg = dir.write("kernex.yaml", "skill_dirs: [" + (kFixtures / "agentskills").string() + "]\n");
+  auto cfg =
+      dir.write("kernex.yaml", "skill_dirs: [" + (kFixtures / "agentskills").string() + "]\n");
   auto o = kernex({"skills", "list", "--json", "--config", cfg.string()});
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_EQ(json_of(o)["skills"].size(), 7u);
@@ -276,9 +284,9 @@ TEST_F(CliSkillsTest, RunWithProjectAddsInstructionsAndActivatesItsSkills) {
   dir.write("proj/ROLE.md", "ignored: AGENTS.md is preferred\n");
   auto script = dir.write("script.jsonl", "{\"text\": \"ok\"}\n");
   const fs::path record = dir / "record.jsonl";
-  auto o = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "--provider-opt",
-                   "record=" + record.string(), "--skills", (kFixtures / "kernex").string(), "--project",
-                   (dir / "proj").string(), "hello"});
+  auto o = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(),
+                   "--provider-opt", "record=" + record.string(), "--skills",
+                   (kFixtures / "kernex").string(), "--project", (dir / "proj").string(), "hello"});
   ASSERT_EQ(o.exit_code, 0) << o.err;
   Json req = Json::parse(slurp(record));
   const std::string system = req["system"];
@@ -287,13 +295,15 @@ TEST_F(CliSkillsTest, RunWithProjectAddsInstructionsAndActivatesItsSkills) {
   EXPECT_THAT(system, HasSubstr("<skill_content name=\"git\">"));
 
   dir.write("proj2/ROLE.md", "---\nskills = [\"no-such-skill\"]\n---\nRole.\n");
-  auto unknown = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "--skills",
-                         (kFixtures / "kernex").string(), "--project", (dir / "proj2").string(), "hello"});
+  auto unknown = kernex({"run", "--provider", "replay", "--provider-opt",
+                         "script=" + script.string(), "--skills", (kFixtures / "kernex").string(),
+                         "--project", (dir / "proj2").string(), "hello"});
   EXPECT_EQ(unknown.exit_code, 3);
   EXPECT_THAT(unknown.err, HasSubstr("unknown skill 'no-such-skill'"));
 
-  auto missing = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "--project",
-                         (dir / "nowhere").string(), "hello"});
+  auto missing =
+      kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(),
+              "--project", (dir / "nowhere").string(), "hello"});
   EXPECT_EQ(missing.exit_code, 3);
   EXPECT_THAT(missing.err, HasSubstr("AGENTS.md"));
 }

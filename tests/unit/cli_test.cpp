@@ -42,7 +42,9 @@ class CliTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Outcome kernex(const std::vector<std::string>& args) { return kernex::testing::run_cli(dir_, env_, args); }
+  Outcome kernex(const std::vector<std::string>& args) {
+    return kernex::testing::run_cli(dir_, env_, args);
+  }
 
   fs::path write(const std::string& name, const std::string& text) {
     fs::path p = dir_ / name;
@@ -81,9 +83,9 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   EXPECT_THAT(unknown.err, HasSubstr("kernex: usage: "));
   EXPECT_THAT(unknown.err, HasSubstr("--no-such-option"));
 
-  EXPECT_EQ(kernex({}).exit_code, 2);                      // no subcommand
-  EXPECT_EQ(kernex({"frobnicate"}).exit_code, 2);          // unknown subcommand
-  EXPECT_EQ(kernex({"run"}).exit_code, 2);                 // no message
+  EXPECT_EQ(kernex({}).exit_code, 2);              // no subcommand
+  EXPECT_EQ(kernex({"frobnicate"}).exit_code, 2);  // unknown subcommand
+  EXPECT_EQ(kernex({"run"}).exit_code, 2);         // no message
   EXPECT_EQ(kernex({"run", "--max-turns", "ten", "hi"}).exit_code, 2);
   EXPECT_EQ(kernex({"run", "--max-turns", "-1", "hi"}).exit_code, 2);
   EXPECT_EQ(kernex({"run", "--cost-budget", "-0.5", "hi"}).exit_code, 2);
@@ -103,7 +105,8 @@ TEST_F(CliTest, RunWithoutProviderIsAConfigError) {
 
 TEST_F(CliTest, BadConfigFileExitsThreeNamingTheKey) {
   fs::path bad = write("kernex.yaml", "provider: replay\nlimits:\n  max_turns: ten\n");
-  const std::string expected = bad.string() + ":3: limits.max_turns: expected a non-negative integer, got \"ten\"";
+  const std::string expected =
+      bad.string() + ":3: limits.max_turns: expected a non-negative integer, got \"ten\"";
 
   auto on_run = kernex({"run", "--config", bad.string(), "hello"});
   EXPECT_EQ(on_run.exit_code, 3);
@@ -159,7 +162,8 @@ TEST_F(CliTest, PluginsJsonIsAnArrayOfPluginObjects) {
 
   auto text = kernex({"plugins", "--config", cfg.string()});
   EXPECT_EQ(text.exit_code, 4);
-  EXPECT_THAT(text.out, HasSubstr("ERROR " + (dir_ / "plugins" / "libkernex-bogus.so").string() + ": "));
+  EXPECT_THAT(text.out,
+              HasSubstr("ERROR " + (dir_ / "plugins" / "libkernex-bogus.so").string() + ": "));
 }
 
 TEST_F(CliTest, DoctorJsonIsAValidReport) {
@@ -186,7 +190,8 @@ TEST_F(CliTest, DoctorReportsABadConfigAndStillRuns) {
   EXPECT_EQ(o.exit_code, 0) << o.err;
   Json j = Json::parse(o.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << o.out;
-  EXPECT_THAT(j.at("config").at("error").get<std::string>(), HasSubstr("hooks: expected a list of plugins"));
+  EXPECT_THAT(j.at("config").at("error").get<std::string>(),
+              HasSubstr("hooks: expected a list of plugins"));
   EXPECT_FALSE(j.at("ok").get<bool>());
 }
 
@@ -237,19 +242,22 @@ namespace {
 
 // The acceptance checks, end to end through bin/kernex with the real plugins.
 std::string tool_call_line(int i) {
-  return Json{{"tool_calls", {{{"id", "c" + std::to_string(i)}, {"name", "calculate"},
-                               {"arguments", {{"expression", "6*7"}}}}}},
+  return Json{{"tool_calls",
+               {{{"id", "c" + std::to_string(i)},
+                 {"name", "calculate"},
+                 {"arguments", {{"expression", "6*7"}}}}}},
               {"usage", {{"input_tokens", 10}, {"output_tokens", 5}}}}
       .dump();
 }
 
 TEST_F(CliTest, RunReplayToolCallThenAnswerReportsEndTurnAsJson) {
   auto script = write("s.jsonl", tool_call_line(1) + "\n" +
-                                     Json{{"text", "It is 42."}, {"usage", {{"input_tokens", 30}, {"output_tokens", 4}}}}
+                                     Json{{"text", "It is 42."},
+                                          {"usage", {{"input_tokens", 30}, {"output_tokens", 4}}}}
                                          .dump() +
                                      "\n");
-  auto o = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "--json",
-                   "What is six times seven?"});
+  auto o = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(),
+                   "--json", "What is six times seven?"});
   ASSERT_EQ(o.exit_code, 0) << o.err;
   Json j = Json::parse(o.out);
   EXPECT_EQ(j["outcome"], "end_turn");
@@ -269,7 +277,8 @@ TEST_F(CliTest, RunOfSixtyToolCallsStopsWithMaxTurnsAndExitsSix) {
   std::string text;
   for (int i = 0; i < 60; ++i) text += tool_call_line(i) + "\n";
   auto script = write("s.jsonl", text);
-  auto o = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "--json", "loop"});
+  auto o = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(),
+                   "--json", "loop"});
   EXPECT_EQ(o.exit_code, 6) << o.err;
   Json j = Json::parse(o.out);
   EXPECT_EQ(j["outcome"], "max_turns");
@@ -279,7 +288,8 @@ TEST_F(CliTest, RunOfSixtyToolCallsStopsWithMaxTurnsAndExitsSix) {
 
 TEST_F(CliTest, RunWithExhaustedScriptIsAProviderErrorExitFive) {
   auto script = write("s.jsonl", tool_call_line(1) + "\n");
-  auto o = kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "hi"});
+  auto o =
+      kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "hi"});
   EXPECT_EQ(o.exit_code, 5) << o.err;
   EXPECT_THAT(o.err, HasSubstr("no response left"));
 }
@@ -298,10 +308,12 @@ TEST_F(CliTest, PluginsListsEachBrokenFileWithItsCauseWhileGoodOnesLoad) {
   std::map<std::string, Json> by_file;
   for (const auto& p : list) by_file[fs::path(p["path"].get<std::string>()).filename()] = p;
   EXPECT_FALSE(by_file.at("libnot-a-plugin.so")["ok"].get<bool>());
-  EXPECT_THAT(by_file.at("libkernex-test-abi-mismatch.so")["error"].get<std::string>(), HasSubstr("ABI"));
-  EXPECT_THAT(by_file.at("libkernex-test-missing-factory.so")["error"].get<std::string>(), HasSubstr("factory"));
-  for (const char* good : {"libkernex-provider-replay.so", "libkernex-toolbox-builtin.so", "libkernex-hook-audit.so",
-                           "libkernex-memory-volatile.so"}) {
+  EXPECT_THAT(by_file.at("libkernex-test-abi-mismatch.so")["error"].get<std::string>(),
+              HasSubstr("ABI"));
+  EXPECT_THAT(by_file.at("libkernex-test-missing-factory.so")["error"].get<std::string>(),
+              HasSubstr("factory"));
+  for (const char* good : {"libkernex-provider-replay.so", "libkernex-toolbox-builtin.so",
+                           "libkernex-hook-audit.so", "libkernex-memory-volatile.so"}) {
     ASSERT_TRUE(by_file.contains(good)) << good;
     EXPECT_TRUE(by_file.at(good)["ok"].get<bool>()) << good;
   }

@@ -24,8 +24,10 @@ class EnvGuard {
  public:
   ~EnvGuard() {
     for (const auto& [name, old] : saved_) {
-      if (old) ::setenv(name.c_str(), old->c_str(), 1);
-      else ::unsetenv(name.c_str());
+      if (old)
+        ::setenv(name.c_str(), old->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
     }
   }
   void set(const std::string& name, const std::string& value) {
@@ -176,7 +178,8 @@ limits:
   EXPECT_EQ(c.provider.name, "anthropic");
   EXPECT_EQ(c.provider.config, (Json{{"model", "claude-sonnet"}, {"max_tokens", 1024}}));
   ASSERT_EQ(c.provider_options.size(), 2u);
-  EXPECT_EQ(c.provider_options.at("openai"), (Json{{"base_url", "http://127.0.0.1:8080"}, {"timeout_s", 2.5}}));
+  EXPECT_EQ(c.provider_options.at("openai"),
+            (Json{{"base_url", "http://127.0.0.1:8080"}, {"timeout_s", 2.5}}));
   EXPECT_EQ(c.provider_options.at("ollama"), Json::object());
   ASSERT_TRUE(c.memory);
   EXPECT_EQ(c.memory->name, "sqlite");
@@ -251,7 +254,7 @@ providers:
   EXPECT_EQ(o.at("quoted_number"), Json("42"));
   EXPECT_EQ(o.at("single_quoted"), Json("true"));
   EXPECT_EQ(o.at("tagged"), Json("7"));
-  EXPECT_EQ(o.at("word_yes"), Json("yes"));  // YAML 1.1 booleans are not booleans here
+  EXPECT_EQ(o.at("word_yes"), Json("yes"));   // YAML 1.1 booleans are not booleans here
   EXPECT_EQ(o.at("infinity"), Json(".inf"));  // JSON has no infinity
   EXPECT_EQ(o.at("huge"), Json("123456789012345678901234567890"));
   EXPECT_EQ(o.at("text"), Json("hello world"));
@@ -283,7 +286,8 @@ TEST_F(ConfigTest, UnknownTopLevelKeyNamesKeyAndLine) {
 TEST_F(ConfigTest, UnknownNestedKeysNameTheFullPath) {
   EXPECT_THAT(parse_error("limits:\n  max_turns: 3\n  max_tunrs: 4\n"),
               HasSubstr("kernex.yaml:3: limits.max_tunrs: unknown key"));
-  EXPECT_THAT(parse_error("permissions:\n  alow: [x]\n"), HasSubstr("kernex.yaml:2: permissions.alow: unknown key"));
+  EXPECT_THAT(parse_error("permissions:\n  alow: [x]\n"),
+              HasSubstr("kernex.yaml:2: permissions.alow: unknown key"));
   EXPECT_THAT(parse_error("provider:\n  name: x\n  option: {}\n"),
               HasSubstr("kernex.yaml:3: provider.option: unknown key"));
   EXPECT_THAT(parse_error("hooks:\n  - audit\n  - name: redact\n    opts: {}\n"),
@@ -294,38 +298,54 @@ TEST_F(ConfigTest, WrongTypesNameKeyLineAndValue) {
   EXPECT_EQ(parse_error("# limits\nchannel: cli\nproject: p\nsystem_prompt: s\nprovider: replay\n"
                         "limits:\n  max_turns: ten\n"),
             "kernex.yaml:7: limits.max_turns: expected a non-negative integer, got \"ten\"");
-  EXPECT_THAT(parse_error("limits:\n  max_turns: -3\n"),
-              HasSubstr("kernex.yaml:2: limits.max_turns: expected a non-negative integer, got -3"));
-  EXPECT_THAT(parse_error("limits:\n  max_turns: \"10\"\n"), HasSubstr("limits.max_turns: expected a non-negative integer"));
+  EXPECT_THAT(
+      parse_error("limits:\n  max_turns: -3\n"),
+      HasSubstr("kernex.yaml:2: limits.max_turns: expected a non-negative integer, got -3"));
+  EXPECT_THAT(parse_error("limits:\n  max_turns: \"10\"\n"),
+              HasSubstr("limits.max_turns: expected a non-negative integer"));
   EXPECT_THAT(parse_error("limits:\n  max_turns: 2.5\n"), HasSubstr("limits.max_turns"));
-  EXPECT_THAT(parse_error("limits:\n  max_turns: 5000000000\n"),
-              HasSubstr("limits.max_turns: expected a non-negative integer no larger than 4294967295"));
+  EXPECT_THAT(
+      parse_error("limits:\n  max_turns: 5000000000\n"),
+      HasSubstr("limits.max_turns: expected a non-negative integer no larger than 4294967295"));
   EXPECT_THAT(parse_error("limits:\n  token_budget: [1]\n"),
               HasSubstr("limits.token_budget: expected a non-negative integer, got a list"));
   EXPECT_THAT(parse_error("limits:\n  cost_budget_usd: -1\n"),
               HasSubstr("limits.cost_budget_usd: expected a non-negative number, got -1"));
-  EXPECT_THAT(parse_error("limits:\n  cost_budget_usd: cheap\n"), HasSubstr("limits.cost_budget_usd"));
+  EXPECT_THAT(parse_error("limits:\n  cost_budget_usd: cheap\n"),
+              HasSubstr("limits.cost_budget_usd"));
   EXPECT_THAT(parse_error("limits:\n  compaction: squash\n"),
               HasSubstr("limits.compaction: expected drop or summarize, got \"squash\""));
-  EXPECT_THAT(parse_error("limits: 5\n"), HasSubstr("kernex.yaml:1: limits: expected a mapping, got 5"));
-  EXPECT_THAT(parse_error("plugin_dirs: /opt/x\n"), HasSubstr("plugin_dirs: expected a list of paths, got \"/opt/x\""));
-  EXPECT_THAT(parse_error("skill_dirs:\n  - a\n  - [b]\n"), HasSubstr("kernex.yaml:3: skill_dirs[1]: expected a path"));
-  EXPECT_THAT(parse_error("system_prompt: {a: b}\n"), HasSubstr("system_prompt: expected a string, got a mapping"));
-  EXPECT_THAT(parse_error("provider: [a]\n"), HasSubstr("provider: expected a plugin name or a mapping {name, options}"));
+  EXPECT_THAT(parse_error("limits: 5\n"),
+              HasSubstr("kernex.yaml:1: limits: expected a mapping, got 5"));
+  EXPECT_THAT(parse_error("plugin_dirs: /opt/x\n"),
+              HasSubstr("plugin_dirs: expected a list of paths, got \"/opt/x\""));
+  EXPECT_THAT(parse_error("skill_dirs:\n  - a\n  - [b]\n"),
+              HasSubstr("kernex.yaml:3: skill_dirs[1]: expected a path"));
+  EXPECT_THAT(parse_error("system_prompt: {a: b}\n"),
+              HasSubstr("system_prompt: expected a string, got a mapping"));
+  EXPECT_THAT(parse_error("provider: [a]\n"),
+              HasSubstr("provider: expected a plugin name or a mapping {name, options}"));
   EXPECT_THAT(parse_error("provider:\n  options: {}\n"), HasSubstr("provider: missing key `name`"));
-  EXPECT_THAT(parse_error("provider: {name: x, options: [1]}\n"), HasSubstr("provider.options: expected a mapping of options"));
-  EXPECT_THAT(parse_error("providers:\n  x: 3\n"), HasSubstr("kernex.yaml:2: providers.x: expected a mapping of options, got 3"));
+  EXPECT_THAT(parse_error("provider: {name: x, options: [1]}\n"),
+              HasSubstr("provider.options: expected a mapping of options"));
+  EXPECT_THAT(parse_error("providers:\n  x: 3\n"),
+              HasSubstr("kernex.yaml:2: providers.x: expected a mapping of options, got 3"));
   EXPECT_THAT(parse_error("providers: [x]\n"), HasSubstr("providers: expected a mapping"));
   EXPECT_THAT(parse_error("hooks: audit\n"), HasSubstr("hooks: expected a list of plugins"));
-  EXPECT_THAT(parse_error("toolboxes:\n  - shell\n  -\n"), HasSubstr("toolboxes[1]: expected a plugin name"));
-  EXPECT_THAT(parse_error("permissions:\n  deny: [a, [b]]\n"), HasSubstr("permissions.deny[1]: expected a string, got a list"));
-  EXPECT_THAT(parse_error("data_dir: \"\"\n"), HasSubstr("data_dir: expected a path, got an empty string"));
+  EXPECT_THAT(parse_error("toolboxes:\n  - shell\n  -\n"),
+              HasSubstr("toolboxes[1]: expected a plugin name"));
+  EXPECT_THAT(parse_error("permissions:\n  deny: [a, [b]]\n"),
+              HasSubstr("permissions.deny[1]: expected a string, got a list"));
+  EXPECT_THAT(parse_error("data_dir: \"\"\n"),
+              HasSubstr("data_dir: expected a path, got an empty string"));
   EXPECT_THAT(parse_error("- a\n- b\n"), HasSubstr("expected a mapping of settings, got a list"));
 }
 
 TEST_F(ConfigTest, DuplicateKeysAreErrors) {
-  EXPECT_THAT(parse_error("channel: a\nchannel: b\n"), HasSubstr("kernex.yaml:2: channel: duplicate key"));
-  EXPECT_THAT(parse_error("providers:\n  x: {a: 1, a: 2}\n"), HasSubstr("providers.x.a: duplicate key"));
+  EXPECT_THAT(parse_error("channel: a\nchannel: b\n"),
+              HasSubstr("kernex.yaml:2: channel: duplicate key"));
+  EXPECT_THAT(parse_error("providers:\n  x: {a: 1, a: 2}\n"),
+              HasSubstr("providers.x.a: duplicate key"));
 }
 
 TEST_F(ConfigTest, InvalidYamlNamesTheLine) {
@@ -338,24 +358,27 @@ TEST_F(ConfigTest, HostileOptionsBecomeErrors) {
   // Each level doubles through aliases: 2^25 leaves if expanded.
   std::string bomb = "providers:\n  x:\n    l0: &l0 [a, a]\n";
   for (int i = 1; i < 25; ++i)
-    bomb += "    l" + std::to_string(i) + ": &l" + std::to_string(i) + " [*l" + std::to_string(i - 1) + ", *l" +
-            std::to_string(i - 1) + "]\n";
+    bomb += "    l" + std::to_string(i) + ": &l" + std::to_string(i) + " [*l" +
+            std::to_string(i - 1) + ", *l" + std::to_string(i - 1) + "]\n";
   EXPECT_THAT(parse_error(bomb), HasSubstr("too many values"));
 
-  std::string deep = "providers:\n  x:\n    v: " + std::string(100, '[') + std::string(100, ']') + "\n";
+  std::string deep =
+      "providers:\n  x:\n    v: " + std::string(100, '[') + std::string(100, ']') + "\n";
   EXPECT_THAT(parse_error(deep), HasSubstr("nested more than"));
 }
 
 TEST_F(ConfigTest, RelativePathsResolveAgainstTheFilesDirectory) {
-  fs::path file = write("conf/kernex.yaml",
-                        "data_dir: data\nplugin_dirs: [plugins, ../shared/plugins, /abs]\nskill_dirs: [./skills]\n"
-                        "permissions: {file: rules.txt}\npricing_file: prices/pricing.yaml\n");
+  fs::path file = write(
+      "conf/kernex.yaml",
+      "data_dir: data\nplugin_dirs: [plugins, ../shared/plugins, /abs]\nskill_dirs: [./skills]\n"
+      "permissions: {file: rules.txt}\npricing_file: prices/pricing.yaml\n");
   auto c = Config::load(file);
   ASSERT_TRUE(c) << c.error().describe();
   const fs::path base = dir_ / "conf";
   EXPECT_EQ(c->source, file);
   EXPECT_EQ(c->data_dir, base / "data");
-  EXPECT_EQ(c->plugin_dirs, (std::vector<fs::path>{base / "plugins", dir_ / "shared" / "plugins", "/abs"}));
+  EXPECT_EQ(c->plugin_dirs,
+            (std::vector<fs::path>{base / "plugins", dir_ / "shared" / "plugins", "/abs"}));
   EXPECT_EQ(c->skill_dirs, (std::vector<fs::path>{base / "skills"}));
   EXPECT_EQ(c->permissions_file, base / "rules.txt");
   EXPECT_EQ(c->pricing_file, base / "prices" / "pricing.yaml");
@@ -379,7 +402,8 @@ TEST_F(ConfigTest, LoadReportsErrorsWithTheFileName) {
   auto c = Config::load(file);
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().code, ErrorCode::Config);
-  EXPECT_EQ(c.error().describe(), file.string() + ":3: limits.max_turns: expected a non-negative integer, got \"ten\"");
+  EXPECT_EQ(c.error().describe(),
+            file.string() + ":3: limits.max_turns: expected a non-negative integer, got \"ten\"");
 }
 
 TEST_F(ConfigTest, MissingExplicitFileIsAnError) {

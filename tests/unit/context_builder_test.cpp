@@ -8,8 +8,8 @@
 namespace kernex {
 namespace {
 
-using testing::TempDir;
 using testing::read_lines;
+using testing::TempDir;
 
 class CountingSummarizer : public Summarizer {
  public:
@@ -31,7 +31,8 @@ class ContextBuilderTest : public ::testing::Test {
   // A kernel with volatile memory whose replay script answers `answers` plain texts, and
   // optionally a tool exchange first.
   // With `host_summarizer` false the run's own provider summarises.
-  std::unique_ptr<Kernel> kernel(const std::vector<std::string>& lines, Limits limits, bool host_summarizer = true) {
+  std::unique_ptr<Kernel> kernel(const std::vector<std::string>& lines, Limits limits,
+                                 bool host_summarizer = true) {
     std::string script;
     for (const auto& l : lines) script += l + "\n";
     Config config;
@@ -112,10 +113,12 @@ TEST_F(ContextBuilderTest, DefectSummaryRecomputedEveryTurn) {
   auto k = kernel({text("a1"), text("a2"), text("a3"), text("a4")}, limits);
   for (auto m : {"m1", "m2", "m3"}) ASSERT_TRUE(k->run(Request::from_text("u", m)));
   EXPECT_EQ(summarizer->calls, 1);
-  // The next turn overflows by two more messages: only those are summarised, with the stored summary.
+  // The next turn overflows by two more messages: only those are summarised, with the stored
+  // summary.
   ASSERT_TRUE(k->run(Request::from_text("u", "m4")));
   EXPECT_EQ(summarizer->calls, 2);
-  EXPECT_EQ(summarizer->last_input.rfind("Summary so far:\nSUMMARY(", 0), 0u) << summarizer->last_input;
+  EXPECT_EQ(summarizer->last_input.rfind("Summary so far:\nSUMMARY(", 0), 0u)
+      << summarizer->last_input;
   EXPECT_NE(summarizer->last_input.find("user: m2\nassistant: a2"), std::string::npos);
   EXPECT_EQ(summarizer->last_input.find("m1"), std::string::npos);
 }
@@ -145,7 +148,8 @@ TEST_F(ContextBuilderTest, ToolCallIsNeverSeparatedFromItsResult) {
   // Exchange 1 stores: user, assistant(tool call), tool result, assistant = 4 messages.
   Limits limits;
   limits.max_context_messages = 2;
-  Json call{{"tool_calls", {{{"id", "c1"}, {"name", "calculate"}, {"arguments", {{"expression", "1+1"}}}}}}};
+  Json call{{"tool_calls",
+             {{{"id", "c1"}, {"name", "calculate"}, {"arguments", {{"expression", "1+1"}}}}}}};
   auto k = kernel({call.dump(), text("two"), text("next")}, limits);
   ASSERT_TRUE(k->run(Request::from_text("u", "add")));
   ASSERT_TRUE(k->run(Request::from_text("u", "more")));
@@ -169,20 +173,22 @@ TEST(RenderForSummary, KernexLineFormat) {
             "user: hi\nassistant: hello");
 }
 
-
 TEST_F(ContextBuilderTest, DefectSummarizerRunsWithTools) {
   // Without a host summarizer the run's provider summarises, with tools switched off so
   // compaction can't run tools outside the loop's hooks and rules.
   Limits limits;
   limits.max_context_messages = 2;
   limits.compaction = CompactionStrategy::Summarize;
-  auto k = kernel({text("a1"), text("a2"), text("the gist"), text("a3")}, limits, /*host_summarizer=*/false);
+  auto k = kernel({text("a1"), text("a2"), text("the gist"), text("a3")}, limits,
+                  /*host_summarizer=*/false);
   for (auto m : {"m1", "m2", "m3"}) ASSERT_TRUE(k->run(Request::from_text("u", m)));
   const Json summarise = request(2);
   EXPECT_TRUE(summarise["tools"].empty());
-  EXPECT_NE(summarise["messages"][0]["content"].get<std::string>().find("user: m1\nassistant: a1"), std::string::npos);
-  EXPECT_NE(request(3)["system"].get<std::string>().find("[Earlier conversation summary]\nthe gist"),
+  EXPECT_NE(summarise["messages"][0]["content"].get<std::string>().find("user: m1\nassistant: a1"),
             std::string::npos);
+  EXPECT_NE(
+      request(3)["system"].get<std::string>().find("[Earlier conversation summary]\nthe gist"),
+      std::string::npos);
   EXPECT_FALSE(request(3)["tools"].empty());
 }
 
@@ -198,7 +204,8 @@ TEST(MemorySections, RecallPreviewKeepsCharactersWhole) {
 
 TEST(MemorySections, ProfileOrderAndSystemKeysHidden) {
   EXPECT_EQ(profile_section({{"active_project", "x"}, {"welcomed", "1"}}), "");
-  EXPECT_EQ(profile_section({{"hobby", "chess"}, {"location", "Lyon"}, {"name", "Ana"}, {"pronouns", "she"}}),
+  EXPECT_EQ(profile_section(
+                {{"hobby", "chess"}, {"location", "Lyon"}, {"name", "Ana"}, {"pronouns", "she"}}),
             "User profile:\n- name: Ana\n- pronouns: she\n- location: Lyon\n- hobby: chess");
   Task t;
   t.id = "0123456789";
@@ -207,8 +214,11 @@ TEST(MemorySections, ProfileOrderAndSystemKeysHidden) {
   t.spec.project = "web";
   t.spec.due_at = "2026-01-01 00:00:00";
   t.spec.repeat = "daily";
-  EXPECT_EQ(tasks_section({t}), "User's scheduled tasks:\n- [01234567] deploy [action] (web) (due: 2026-01-01 00:00:00, daily)");
-  EXPECT_EQ(outcomes_section({OutcomeRecord{"a", "d", -1, "l", "c", "", "2026-01-01 00:00:00"}}, "2026-01-03 01:00:00"),
+  EXPECT_EQ(tasks_section({t}),
+            "User's scheduled tasks:\n- [01234567] deploy [action] (web) (due: 2026-01-01 "
+            "00:00:00, daily)");
+  EXPECT_EQ(outcomes_section({OutcomeRecord{"a", "d", -1, "l", "c", "", "2026-01-01 00:00:00"}},
+                             "2026-01-03 01:00:00"),
             "Recent outcomes:\n- [-] d: l (2d ago)");
 }
 

@@ -57,7 +57,8 @@ TEST(Context, McpServerSerdeRoundTrip) {
 }
 
 TEST(Context, SerdeWithoutOptionalFields) {
-  const auto ctx = Json::parse(R"({"system_prompt":"test","history":[],"current_message":"hi"})").get<Context>();
+  const auto ctx =
+      Json::parse(R"({"system_prompt":"test","history":[],"current_message":"hi"})").get<Context>();
   EXPECT_EQ(ctx.system_prompt, "test");
   EXPECT_EQ(ctx.current_message, "hi");
   EXPECT_TRUE(ctx.mcp_servers.empty());
@@ -127,8 +128,9 @@ TEST(Context, SessionIdSerdeRoundTrip) {
 
 TEST(Context, OptionalFieldsSkippedInSerialization) {
   const Json j = Context("hello");
-  for (const char* key : {"session_id", "agent_name", "max_turns", "toolboxes", "token_budget", "allowed_tools",
-                          "model", "extended_thinking", "turn", "cost_budget_usd", "tool_call_budget"}) {
+  for (const char* key :
+       {"session_id", "agent_name", "max_turns", "toolboxes", "token_budget", "allowed_tools",
+        "model", "extended_thinking", "turn", "cost_budget_usd", "tool_call_budget"}) {
     EXPECT_FALSE(j.contains(key)) << key;
   }
   EXPECT_TRUE(j.contains("mcp_servers"));  // kernex always writes it
@@ -153,7 +155,8 @@ TEST(Context, ToolboxSerdeRoundTrip) {
 }
 
 TEST(Context, ToolboxDefaultParameters) {
-  const auto tb = Json::parse(R"({"name":"test","description":"Test tool.","command":"echo"})").get<Toolbox>();
+  const auto tb =
+      Json::parse(R"({"name":"test","description":"Test tool.","command":"echo"})").get<Toolbox>();
   EXPECT_EQ(tb.parameters, Json::parse(R"({"type":"object"})"));
   EXPECT_TRUE(tb.args.empty());
   EXPECT_TRUE(tb.env.empty());
@@ -188,7 +191,7 @@ TEST(CommandAllowlist, BareNameMatchesBasename) {
   EXPECT_TRUE(command_matches_allowlist(allowed, "/opt/node/bin/npx"));
   EXPECT_FALSE(command_matches_allowlist(allowed, "rm"));
   EXPECT_FALSE(command_matches_allowlist(allowed, "/tmp/payload"));
-  EXPECT_FALSE(command_matches_allowlist(allowed, "NPX"));  // case-sensitive
+  EXPECT_FALSE(command_matches_allowlist(allowed, "NPX"));   // case-sensitive
   EXPECT_FALSE(command_matches_allowlist(allowed, "npx/"));  // basename ""
 }
 
@@ -209,30 +212,34 @@ TEST(ContextJson, MissingRequiredFieldIsNamed) {
 }
 
 TEST(ContextJson, WrongTypeIsNamedWithItsPath) {
-  const auto err = json_error(
-      Json::parse(R"({"system_prompt":"s","history":[],"current_message":"m",
+  const auto err =
+      json_error(Json::parse(R"({"system_prompt":"s","history":[],"current_message":"m",
                       "toolboxes":[{"name":"a","description":"d","command":"c"},{"name":7,"description":"d","command":"c"}]})"),
-      [](const Json& j) { (void)j.get<Context>(); });
+                 [](const Json& j) { (void)j.get<Context>(); });
   EXPECT_THAT(err, HasSubstr("field 'toolboxes[1].name'"));
   EXPECT_THAT(err, HasSubstr("string"));
 }
 
 TEST(ContextJson, McpServerArgsAreRequired) {
-  const auto err =
-      json_error(Json::parse(R"({"name":"x","command":"npx"})"), [](const Json& j) { (void)j.get<McpServer>(); });
+  const auto err = json_error(Json::parse(R"({"name":"x","command":"npx"})"),
+                              [](const Json& j) { (void)j.get<McpServer>(); });
   EXPECT_THAT(err, HasSubstr("'args'"));
 }
 
 TEST(ContextJson, NegativeOrFractionalCountsAreRejected) {
   for (const char* bad : {"-1", "1.5", "4294967296", "\"3\""}) {
-    const auto j = Json::parse(std::string(R"({"system_prompt":"","history":[],"current_message":"","max_turns":)") +
-                               bad + "}");
-    EXPECT_THAT(json_error(j, [](const Json& v) { (void)v.get<Context>(); }), HasSubstr("max_turns")) << bad;
+    const auto j = Json::parse(
+        std::string(R"({"system_prompt":"","history":[],"current_message":"","max_turns":)") + bad +
+        "}");
+    EXPECT_THAT(json_error(j, [](const Json& v) { (void)v.get<Context>(); }),
+                HasSubstr("max_turns"))
+        << bad;
   }
 }
 
 TEST(ContextJson, NotAnObjectIsAnError) {
-  EXPECT_THAT(json_error(Json::array(), [](const Json& j) { (void)j.get<Context>(); }), HasSubstr("object"));
+  EXPECT_THAT(json_error(Json::array(), [](const Json& j) { (void)j.get<Context>(); }),
+              HasSubstr("object"));
   EXPECT_THAT(json_error(Json::parse(R"({"system_prompt":"","history":[3],"current_message":""})"),
                          [](const Json& j) { (void)j.get<Context>(); }),
               HasSubstr("field 'history[0]'"));
@@ -240,7 +247,8 @@ TEST(ContextJson, NotAnObjectIsAnError) {
 
 TEST(ContextJson, NullOptionalIsNone) {
   const auto ctx =
-      Json::parse(R"({"system_prompt":"","history":[],"current_message":"","model":null,"session_id":null})")
+      Json::parse(
+          R"({"system_prompt":"","history":[],"current_message":"","model":null,"session_id":null})")
           .get<Context>();
   EXPECT_FALSE(ctx.model);
   EXPECT_FALSE(ctx.session_id);
@@ -296,8 +304,9 @@ TEST(ToolJson, RecordsRoundTripWithDefaults) {
   EXPECT_THAT(json_error(Json::parse(R"({"id":"c1","name":"read","arguments":[]})"),
                          [](const Json& j) { (void)j.get<ToolCall>(); }),
               Not(HasSubstr("arguments")));  // arguments is any JSON value
-  EXPECT_THAT(json_error(Json::parse(R"({"name":"read"})"), [](const Json& j) { (void)j.get<ToolCall>(); }),
-              HasSubstr("'id'"));
+  EXPECT_THAT(
+      json_error(Json::parse(R"({"name":"read"})"), [](const Json& j) { (void)j.get<ToolCall>(); }),
+      HasSubstr("'id'"));
 }
 
 // --- turn extension ---

@@ -64,7 +64,8 @@ TEST_F(DoctorTest, ReportsPathsAndPluginDirsInSearchOrder) {
   ASSERT_EQ(r.plugin_dirs.size(), expected_dirs.size());
   EXPECT_EQ(r.plugin_dirs[0].path, dir_ / "plugins");
   EXPECT_TRUE(r.plugin_dirs[0].exists);
-  for (std::size_t i = 0; i < r.plugin_dirs.size(); ++i) EXPECT_EQ(r.plugin_dirs[i].path, expected_dirs[i]);
+  for (std::size_t i = 0; i < r.plugin_dirs.size(); ++i)
+    EXPECT_EQ(r.plugin_dirs[i].path, expected_dirs[i]);
 
   fs::create_directories(dir_ / "data");
   const auto again = kernex::diagnose(config_);

@@ -19,7 +19,8 @@ class PiiHookTest : public ::testing::Test {
     EXPECT_TRUE(made) << made.error().describe();
     return made.value_or(nullptr);
   }
-  std::string guard(HookRunner& h, const std::string& text, const std::string& tool = "fetch", const std::string& session = "s") {
+  std::string guard(HookRunner& h, const std::string& text, const std::string& tool = "fetch",
+                    const std::string& session = "s") {
     ToolResult r{"1", tool, text, false};
     h.post_tool(HookScope{session, "u", ""}, ToolCall{"1", tool, Json::object()}, r);
     return r.content;
@@ -29,11 +30,12 @@ class PiiHookTest : public ::testing::Test {
 
 TEST_F(PiiHookTest, ReplacesEachKindWithStableTokens) {
   auto h = hook();
-  const std::string out = guard(*h,
-                                "Contact ana.lopez+billing@example.co.uk or +1 415-555-0132 / (415) 555-0199.\n"
-                                "Card 4111 1111 1111 1111 paid; key sk-proj-abcdefghijklmnopqrstuvwxyz123456, "
-                                "aws AKIAIOSFODNN7EXAMPLE, ghp_0123456789abcdefghijABCDEFGHIJ.\n"
-                                "Again: ana.lopez+billing@example.co.uk");
+  const std::string out =
+      guard(*h,
+            "Contact ana.lopez+billing@example.co.uk or +1 415-555-0132 / (415) 555-0199.\n"
+            "Card 4111 1111 1111 1111 paid; key sk-proj-abcdefghijklmnopqrstuvwxyz123456, "
+            "aws AKIAIOSFODNN7EXAMPLE, ghp_0123456789abcdefghijABCDEFGHIJ.\n"
+            "Again: ana.lopez+billing@example.co.uk");
   EXPECT_EQ(out,
             "Contact [EMAIL_1] or [PHONE_1] / [PHONE_2].\n"
             "Card [CARD_1] paid; key [SECRET_1], aws [SECRET_2], [SECRET_3].\n"
@@ -55,8 +57,11 @@ TEST_F(PiiHookTest, LeavesOrdinaryTextAlone) {
 TEST_F(PiiHookTest, PutsRealValuesBackIntoArguments) {
   auto h = hook();
   guard(*h, "owner: ana@example.com, phone +44 20 7946 0958");
-  ToolCall call{"2", "send_mail", Json{{"to", "[EMAIL_1]"}, {"body", "Call [PHONE_1] or [PHONE_9]"}, {"n", 3},
-                                      {"cc", Json::array({"[EMAIL_1]"})}}};
+  ToolCall call{"2", "send_mail",
+                Json{{"to", "[EMAIL_1]"},
+                     {"body", "Call [PHONE_1] or [PHONE_9]"},
+                     {"n", 3},
+                     {"cc", Json::array({"[EMAIL_1]"})}}};
   EXPECT_FALSE(h->pre_tool(HookScope{"s", "u", ""}, call).blocked);
   EXPECT_EQ(call.arguments["to"], "ana@example.com");
   EXPECT_EQ(call.arguments["body"], "Call +44 20 7946 0958 or [PHONE_9]");  // unknown tokens stay
@@ -68,13 +73,15 @@ TEST_F(PiiHookTest, PutsRealValuesBackIntoArguments) {
 }
 
 TEST_F(PiiHookTest, RulesPerToolAndKindsAndBadConfig) {
-  auto h = hook(Json{{"kinds", {"email"}}, {"rules", {{{"tool", "crm__*"}, {"kinds", Json::array()}},
-                                                       {{"tool", "vault_*"}, {"kinds", {"secret"}}}}}});
+  auto h = hook(Json{{"kinds", {"email"}},
+                     {"rules",
+                      {{{"tool", "crm__*"}, {"kinds", Json::array()}},
+                       {{"tool", "vault_*"}, {"kinds", {"secret"}}}}}});
   EXPECT_EQ(guard(*h, "a@b.io +1 415-555-0132"), "[EMAIL_1] +1 415-555-0132");
   EXPECT_EQ(guard(*h, "a@b.io", "crm__lookup"), "a@b.io");
   EXPECT_EQ(guard(*h, "a@b.io AKIAIOSFODNN7EXAMPLE", "vault_read"), "a@b.io [SECRET_1]");
-  for (const Json& bad : {Json{{"kinds", {"ssn"}}}, Json{{"rules", {{{"tool", 1}}}}}, Json{{"restore", "yes"}},
-                          Json{{"colour", true}}}) {
+  for (const Json& bad : {Json{{"kinds", {"ssn"}}}, Json{{"rules", {{{"tool", 1}}}}},
+                          Json{{"restore", "yes"}}, Json{{"colour", true}}}) {
     auto made = host_.create_hook("pii", bad);
     EXPECT_FALSE(made) << bad.dump();
   }
@@ -93,11 +100,14 @@ TEST_F(PiiHookTest, LargeHostileOutputIsLinear) {
 class RecordingToolbox final : public ToolExecutor {
  public:
   Result<std::vector<ToolSpec>> list_tools(const Context&) override {
-    return std::vector<ToolSpec>{{"lookup", "", Json{{"type", "object"}}, {}}, {"send_mail", "", Json{{"type", "object"}}, {}}};
+    return std::vector<ToolSpec>{{"lookup", "", Json{{"type", "object"}}, {}},
+                                 {"send_mail", "", Json{{"type", "object"}}, {}}};
   }
   Result<ToolResult> execute(const Context&, const ToolCall& call) override {
     seen.push_back(call.arguments);
-    if (call.name == "lookup") return ToolResult{call.id, call.name, "customer: jane.doe@example.com, card 5555 5555 5555 4444", false};
+    if (call.name == "lookup")
+      return ToolResult{call.id, call.name,
+                        "customer: jane.doe@example.com, card 5555 5555 5555 4444", false};
     return ToolResult{call.id, call.name, "sent", false};
   }
   std::vector<Json> seen;
@@ -106,12 +116,16 @@ class RecordingToolbox final : public ToolExecutor {
 TEST(PiiHookLoop, ModelSeesTokensAndToolsGetRealValues) {
   testing::TempDir dir;
   auto line = [](const std::string& name, const Json& args) {
-    return Json{{"tool_calls", {{{"id", "c-" + name}, {"name", name}, {"arguments", args}}}}}.dump() + "\n";
+    return Json{{"tool_calls", {{{"id", "c-" + name}, {"name", name}, {"arguments", args}}}}}
+               .dump() +
+           "\n";
   };
-  std::ofstream(dir / "script.jsonl") << line("lookup", {{"q", "jane"}}) << line("send_mail", {{"to", "[EMAIL_1]"}})
-                                      << Json{{"text", "Mailed [EMAIL_1]."}}.dump() << "\n";
+  std::ofstream(dir / "script.jsonl")
+      << line("lookup", {{"q", "jane"}}) << line("send_mail", {{"to", "[EMAIL_1]"}})
+      << Json{{"text", "Mailed [EMAIL_1]."}}.dump() << "\n";
   Config config;
-  config.provider = {"replay", Json{{"script", (dir / "script.jsonl").string()}, {"record", (dir / "record.jsonl").string()}}};
+  config.provider = {"replay", Json{{"script", (dir / "script.jsonl").string()},
+                                    {"record", (dir / "record.jsonl").string()}}};
   config.hooks = {PluginRef{"pii", Json::object()}};
   config.toolboxes = std::vector<PluginRef>{};
   config.data_dir = dir / "data";
@@ -125,7 +139,8 @@ TEST(PiiHookLoop, ModelSeesTokensAndToolsGetRealValues) {
   ASSERT_EQ(tools->seen.size(), 2u);
   EXPECT_EQ(tools->seen[1]["to"], "jane.doe@example.com");
   std::ifstream record(dir / "record.jsonl");
-  const std::string requests((std::istreambuf_iterator<char>(record)), std::istreambuf_iterator<char>());
+  const std::string requests((std::istreambuf_iterator<char>(record)),
+                             std::istreambuf_iterator<char>());
   EXPECT_EQ(requests.find("jane.doe@example.com"), std::string::npos);
   EXPECT_EQ(requests.find("5555 5555"), std::string::npos);
   EXPECT_NE(requests.find("[CARD_1]"), std::string::npos);

@@ -228,7 +228,8 @@ TEST(HttpClientTest, CapsTheResponseSize) {
   Client client(o);
   auto r = client.send(post(server.url("/")));
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("larger than 1000 bytes"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("larger than 1000 bytes"), std::string::npos)
+      << r.error().message;
   EXPECT_EQ(server.requests().size(), 1u);
 }
 
@@ -344,7 +345,8 @@ using Ms = std::chrono::duration<double, std::milli>;
 // waits for the server to see the request); returns the result and how long the call went on
 // after the stop request.
 template <class Call, class InFlight>
-std::pair<kernex::Result<kernex::http::Response>, Ms> cancel_in_flight(Request request, Call call, InFlight in_flight) {
+std::pair<kernex::Result<kernex::http::Response>, Ms> cancel_in_flight(Request request, Call call,
+                                                                       InFlight in_flight) {
   std::stop_source source;
   request.stop = source.get_token();
   std::atomic<std::chrono::steady_clock::time_point> stopped_at{};
@@ -369,7 +371,8 @@ TEST(HttpClientStopTest, AbortsAStalledRequestAtOnceWithoutRetrying) {
   ASSERT_FALSE(result);
   EXPECT_EQ(result.error().code, kernex::ErrorCode::Cancelled) << result.error().message;
   EXPECT_LT(after_stop.count(), 50.0);
-  std::printf("[ measured ] stalled plain request returned %.2f ms after the stop\n", after_stop.count());
+  std::printf("[ measured ] stalled plain request returned %.2f ms after the stop\n",
+              after_stop.count());
   EXPECT_EQ(server.requests().size(), 1u);  // no retry after the stop
 }
 
@@ -414,7 +417,8 @@ TEST(HttpClientStopTest, AbortsATlsHandshakeThatNeverAnswers) {
       [&] {
         // The async (TLS) path: wait until the client connected, bounded.
         const auto limit = std::chrono::steady_clock::now() + 10s;
-        while (server.connections() < 2 && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+        while (server.connections() < 2 && std::chrono::steady_clock::now() < limit)
+          std::this_thread::yield();
       });
   ASSERT_FALSE(result);
   EXPECT_EQ(result.error().code, kernex::ErrorCode::Cancelled) << result.error().message;

@@ -24,7 +24,9 @@ Json call(const std::string& id, const std::string& name, Json arguments) {
   return Json{{"id", id}, {"name", name}, {"arguments", std::move(arguments)}};
 }
 std::string calls_line(const std::string& text, Json calls) {
-  return Json{{"text", text}, {"tool_calls", std::move(calls)}, {"usage", {{"input_tokens", 10}, {"output_tokens", 5}}}}
+  return Json{{"text", text},
+              {"tool_calls", std::move(calls)},
+              {"usage", {{"input_tokens", 10}, {"output_tokens", 5}}}}
       .dump();
 }
 
@@ -39,7 +41,8 @@ class StoppingToolbox final : public ToolExecutor {
   }
   Result<ToolResult> execute(const Context&, const ToolCall& call) override {
     if (call.name == "stop_run") source_.request_stop();
-    return ToolResult{call.id, call.name, call.name == "stop_run" ? "stopping" : call.arguments.value("text", ""),
+    return ToolResult{call.id, call.name,
+                      call.name == "stop_run" ? "stopping" : call.arguments.value("text", ""),
                       false};
   }
 
@@ -71,7 +74,9 @@ class KernelCancelTest : public ::testing::Test {
   }
   std::size_t requests() { return read_lines(dir / "record.jsonl").size(); }
   std::vector<ContextEntry> saved(const std::string& conversation_id) {
-    auto store = host.create_memory("sqlite", Json{{"path", (dir / "kdata" / "memory.db").string()}}).value();
+    auto store =
+        host.create_memory("sqlite", Json{{"path", (dir / "kdata" / "memory.db").string()}})
+            .value();
     std::vector<ContextEntry> out;
     auto messages = store->conversation_messages(conversation_id, 0, 100).value();
     for (auto& m : messages) out.push_back(m.entry);
@@ -152,8 +157,8 @@ TEST_F(KernelCancelTest, AProviderFailingWithoutAStopIsStillAnError) {
 
 TEST_F(KernelCancelTest, StopBetweenToolCallsSkipsTheRestAndTheNextModelCall) {
   auto k =
-      replay({calls_line("Working on it.",
-                         Json::array({call("a", "stop_run", Json::object()), call("b", "echo", {{"text", "never"}})})),
+      replay({calls_line("Working on it.", Json::array({call("a", "stop_run", Json::object()),
+                                                        call("b", "echo", {{"text", "never"}})})),
               text_line("unreached")});
   auto r = k->run(Request::from_text("u", "do two things"), stoppable());
   ASSERT_TRUE(r) << r.error().describe();
@@ -176,12 +181,14 @@ TEST_F(KernelCancelTest, StopBetweenToolCallsSkipsTheRestAndTheNextModelCall) {
   EXPECT_EQ(messages[3].tool_result->call_id, "b");
   EXPECT_TRUE(messages[3].tool_result->is_error);
   EXPECT_EQ(messages[3].tool_result->content, "Tool call not run: the run was cancelled");
-  auto store = host.create_memory("sqlite", Json{{"path", (dir / "kdata" / "memory.db").string()}}).value();
+  auto store =
+      host.create_memory("sqlite", Json{{"path", (dir / "kdata" / "memory.db").string()}}).value();
   EXPECT_EQ(store->usage_by_day().value().at(0).usage.input_tokens, 10u);
 }
 
 TEST_F(KernelCancelTest, StopDuringTheLastToolEndsTheRunBeforeTheNextModelCall) {
-  auto k = replay({calls_line("", Json::array({call("a", "stop_run", Json::object())})), text_line("unreached")});
+  auto k = replay({calls_line("", Json::array({call("a", "stop_run", Json::object())})),
+                   text_line("unreached")});
   auto r = k->run(Request::from_text("u", "stop"), stoppable());
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_EQ(r->outcome, Outcome::Cancelled);
@@ -205,9 +212,10 @@ TEST_F(KernelCancelTest, ToolRunAndToolResultSurroundEachToolRun) {
 
   std::vector<Kind> kinds;
   for (const auto& e : events) kinds.push_back(e.kind);
-  const std::vector<Kind> expected{Kind::ToolCallStart, Kind::ToolCallDelta, Kind::ToolCallEnd, Kind::ToolCallStart,
-                                   Kind::ToolCallDelta, Kind::ToolCallEnd,   Kind::Usage,       Kind::Done,
-                                   Kind::ToolRun,       Kind::ToolResult,    Kind::ToolRun,     Kind::ToolResult,
+  const std::vector<Kind> expected{Kind::ToolCallStart, Kind::ToolCallDelta, Kind::ToolCallEnd,
+                                   Kind::ToolCallStart, Kind::ToolCallDelta, Kind::ToolCallEnd,
+                                   Kind::Usage,         Kind::Done,          Kind::ToolRun,
+                                   Kind::ToolResult,    Kind::ToolRun,       Kind::ToolResult,
                                    Kind::TextDelta,     Kind::Usage,         Kind::Done};
   ASSERT_EQ(kinds, expected);
   const StreamEvent& run = events[8];

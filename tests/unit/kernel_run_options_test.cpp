@@ -13,8 +13,8 @@
 namespace kernex {
 namespace {
 
-using testing::TempDir;
 using testing::read_lines;
+using testing::TempDir;
 
 std::string text_line(const std::string& text, const std::string& match = "") {
   Json j{{"text", text}, {"usage", {{"input_tokens", 10}, {"output_tokens", 5}}}};
@@ -31,7 +31,8 @@ std::string tool_line(const std::string& name, Json arguments, const std::string
 // Appends its text to the system prompt and offers a `note` tool when asked to.
 class PromptSource final : public ContextSource {
  public:
-  explicit PromptSource(std::string text, bool offer_note = false) : text_(std::move(text)), offer_note_(offer_note) {}
+  explicit PromptSource(std::string text, bool offer_note = false)
+      : text_(std::move(text)), offer_note_(offer_note) {}
   Result<void> contribute(Context& context, const Request&) override {
     context.system_prompt += (context.system_prompt.empty() ? "" : "\n\n") + text_;
     return {};
@@ -44,7 +45,9 @@ class PromptSource final : public ContextSource {
  private:
   class NoteTool final : public ContextTool {
    public:
-    ToolSpec spec() const override { return {"note", "Takes a note", Json{{"type", "object"}}, {}}; }
+    ToolSpec spec() const override {
+      return {"note", "Takes a note", Json{{"type", "object"}}, {}};
+    }
     Result<ToolResult> execute(Context&, const ToolCall& call) override {
       return ToolResult{call.id, call.name, "noted", false};
     }
@@ -57,11 +60,13 @@ class PromptSource final : public ContextSource {
 class ContextToolbox final : public ToolExecutor {
  public:
   Result<std::vector<ToolSpec>> list_tools(const Context&) override {
-    return std::vector<ToolSpec>{{"where", "", Json{{"type", "object"}}, {}}, {"stoppable", "", Json{{"type", "object"}}, {}}};
+    return std::vector<ToolSpec>{{"where", "", Json{{"type", "object"}}, {}},
+                                 {"stoppable", "", Json{{"type", "object"}}, {}}};
   }
   Result<ToolResult> execute(const Context& context, const ToolCall& call) override {
-    std::string answer = call.name == "where" ? (context.workspace ? context.workspace->string() : "none")
-                                              : (context.stop.stop_possible() ? "yes" : "no");
+    std::string answer = call.name == "where"
+                             ? (context.workspace ? context.workspace->string() : "none")
+                             : (context.stop.stop_possible() ? "yes" : "no");
     return ToolResult{call.id, call.name, answer, false};
   }
 };
@@ -88,7 +93,8 @@ class KernelRunOptionsTest : public ::testing::Test {
   }
   Json request(std::size_t i) { return Json::parse(read_lines(dir / "record.jsonl").at(i)); }
   std::shared_ptr<MemoryStore> store() {
-    return host.create_memory("sqlite", Json{{"path", (dir / "kdata" / "memory.db").string()}}).value();
+    return host.create_memory("sqlite", Json{{"path", (dir / "kdata" / "memory.db").string()}})
+        .value();
   }
 
   TempDir dir;
@@ -112,7 +118,9 @@ TEST_F(KernelRunOptionsTest, ConversationKeyChoosesTheConversation) {
   EXPECT_NE(own->conversation_id, first->conversation_id);
   EXPECT_EQ(request(2)["messages"].size(), 1u);
 
-  auto listed = store()->list_conversations(ConversationFilter{std::string("serve"), std::nullopt, 10}).value();
+  auto listed = store()
+                    ->list_conversations(ConversationFilter{std::string("serve"), std::nullopt, 10})
+                    .value();
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].key.sender_id, "tenant-1:session-1");
   EXPECT_EQ(listed[0].key.project, "acme");
@@ -122,7 +130,8 @@ TEST_F(KernelRunOptionsTest, ConversationKeyChoosesTheConversation) {
 TEST_F(KernelRunOptionsTest, HistoryIsTheWholeHistoryAndMemoryIsLeftAlone) {
   auto k = kernel({tool_line("calculate", {{"expression", "6*7"}}), text_line("42")});
   RunOptions options;
-  options.history = std::vector<ContextEntry>{ContextEntry::user("earlier question"), ContextEntry::assistant("earlier answer")};
+  options.history = std::vector<ContextEntry>{ContextEntry::user("earlier question"),
+                                              ContextEntry::assistant("earlier answer")};
   options.conversation = ConversationKey{"serve", "ignored", ""};
   auto r = k->run(Request::from_text("u", "what is 6*7"), options);
   ASSERT_TRUE(r) << r.error().describe();
@@ -224,7 +233,8 @@ TEST_F(KernelRunOptionsTest, EightConcurrentRunsKeepTheirOwnConversations) {
     for (int i = 0; i < kRuns; ++i) {
       threads.emplace_back([&, i] {
         start.arrive_and_wait();
-        results[i] = k->run(Request::from_text("user-" + std::to_string(i), "question " + std::to_string(i)));
+        results[i] = k->run(
+            Request::from_text("user-" + std::to_string(i), "question " + std::to_string(i)));
       });
     }
   }

@@ -9,13 +9,14 @@
 namespace kernex {
 namespace {
 
-using testing::TempDir;
 using testing::read_lines;
+using testing::TempDir;
 
-std::string tool_line(const std::string& id, const std::string& name, const Json& args, int in = 10, int out = 5) {
+std::string tool_line(const std::string& id, const std::string& name, const Json& args, int in = 10,
+                      int out = 5) {
   return Json{{"tool_calls", {{{"id", id}, {"name", name}, {"arguments", args}}}},
               {"usage", {{"input_tokens", in}, {"output_tokens", out}}}}
-             .dump();
+      .dump();
 }
 std::string text_line(const std::string& text, int in = 10, int out = 5) {
   return Json{{"text", text}, {"usage", {{"input_tokens", in}, {"output_tokens", out}}}}.dump();
@@ -85,7 +86,8 @@ TEST_F(LoopTest, ToolCallThenFinalAnswerEndsTurnWithSummedUsage) {
 
 TEST_F(LoopTest, SixtyToolCallsStopAtDefaultMaxTurns) {
   std::vector<std::string> lines;
-  for (int i = 0; i < 60; ++i) lines.push_back(tool_line("c" + std::to_string(i), "calculate", {{"expression", "1+1"}}));
+  for (int i = 0; i < 60; ++i)
+    lines.push_back(tool_line("c" + std::to_string(i), "calculate", {{"expression", "1+1"}}));
   auto r = run(config_for(lines));
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_EQ(r->outcome, Outcome::MaxTurns);
@@ -108,7 +110,8 @@ TEST_F(LoopTest, MaxTurnsZeroMakesNoRequest) {
 TEST_F(LoopTest, TokenBudgetIsCheckedAfterToolTurns) {
   RunOptions options;
   options.token_budget = 100;
-  auto r = run(config_for({tool_line("a", "calculate", {{"expression", "2*3"}}, 60, 40), text_line("unreached")}),
+  auto r = run(config_for({tool_line("a", "calculate", {{"expression", "2*3"}}, 60, 40),
+                           text_line("unreached")}),
                options);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->outcome, Outcome::BudgetTokens);
@@ -141,7 +144,8 @@ TEST_F(LoopTest, CostBudgetStopsOnPricedModel) {
   RunOptions options;
   options.cost_budget_usd = 0.001;
   options.model = "gpt-4o";  // $2.5 / $10 per Mtok
-  auto r = run(config_for({tool_line("a", "calculate", {{"expression", "1"}}, 1000, 0), text_line("unreached")}),
+  auto r = run(config_for({tool_line("a", "calculate", {{"expression", "1"}}, 1000, 0),
+                           text_line("unreached")}),
                options);
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_EQ(r->outcome, Outcome::BudgetCost);
@@ -164,7 +168,8 @@ TEST_F(LoopTest, ToolCallBudgetLeavesExtraCallsUnrun) {
 }
 
 TEST_F(LoopTest, UnknownToolIsAnErrorResultAndTheLoopGoesOn) {
-  auto r = run(config_for({tool_line("x", "no_such_tool", Json::object()), text_line("recovered")}));
+  auto r =
+      run(config_for({tool_line("x", "no_such_tool", Json::object()), text_line("recovered")}));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->outcome, Outcome::EndTurn);
   EXPECT_EQ(r->tool_calls[0].result.content, "Unknown tool: no_such_tool");
@@ -172,13 +177,15 @@ TEST_F(LoopTest, UnknownToolIsAnErrorResultAndTheLoopGoesOn) {
 }
 
 TEST_F(LoopTest, BadToolArgumentsComeBackAsToolErrors) {
-  auto r = run(config_for({tool_line("x", "calculate", {{"expression", "(((1"}}), text_line("ok")}));
+  auto r =
+      run(config_for({tool_line("x", "calculate", {{"expression", "(((1"}}), text_line("ok")}));
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->tool_calls[0].result.is_error);
 }
 
 TEST_F(LoopTest, PermissionDenyBecomesToolError) {
-  Config config = config_for({tool_line("x", "calculate", {{"expression", "rm -rf"}}), text_line("ok")});
+  Config config =
+      config_for({tool_line("x", "calculate", {{"expression", "rm -rf"}}), text_line("ok")});
   config.deny = {"Calculate(*rm*)"};
   auto r = run(std::move(config));
   ASSERT_TRUE(r);
@@ -190,7 +197,8 @@ TEST_F(LoopTest, AllowListMustMatch) {
   config.allow = {"word_count"};
   auto r = run(std::move(config));
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->tool_calls[0].result.content, "Tool call denied: tool 'calculate' not in allow list");
+  EXPECT_EQ(r->tool_calls[0].result.content,
+            "Tool call denied: tool 'calculate' not in allow list");
 }
 
 TEST_F(LoopTest, ScriptRunningOutIsAProviderErrorNotACrash) {
@@ -234,13 +242,16 @@ class RecordingHook : public HookRunner {
       : name_(std::move(name)), log_(log), block_(std::move(block)) {}
   HookOutcome pre_tool(const HookScope&, ToolCall& call) override {
     log_.push_back(name_ + ".pre:" + call.name);
-    if (!block_.empty() && call.name == block_) return HookOutcome::block("no " + block_ + " today");
+    if (!block_.empty() && call.name == block_)
+      return HookOutcome::block("no " + block_ + " today");
     return HookOutcome::allow();
   }
   void post_tool(const HookScope&, const ToolCall& call, ToolResult&) override {
     log_.push_back(name_ + ".post:" + call.name);
   }
-  void on_stop(const HookScope&, const std::string& text) override { log_.push_back(name_ + ".stop:" + text); }
+  void on_stop(const HookScope&, const std::string& text) override {
+    log_.push_back(name_ + ".stop:" + text);
+  }
 
  private:
   std::string name_;
@@ -250,14 +261,16 @@ class RecordingHook : public HookRunner {
 
 TEST_F(LoopTest, HooksRunInOrderAndBlockStopsLaterHooks) {
   std::vector<std::string> log;
-  hooks_ = {std::make_shared<RecordingHook>("a", log, "word_count"), std::make_shared<RecordingHook>("b", log)};
+  hooks_ = {std::make_shared<RecordingHook>("a", log, "word_count"),
+            std::make_shared<RecordingHook>("b", log)};
   Json two{{"tool_calls",
             {{{"id", "1"}, {"name", "calculate"}, {"arguments", {{"expression", "1"}}}},
              {{"id", "2"}, {"name", "word_count"}, {"arguments", {{"text", "x"}}}}}}};
   auto r = run(config_for({two.dump(), text_line("fin")}));
   ASSERT_TRUE(r);
   EXPECT_EQ(log, (std::vector<std::string>{"a.pre:calculate", "b.pre:calculate", "a.post:calculate",
-                                           "b.post:calculate", "a.pre:word_count", "a.stop:fin", "b.stop:fin"}));
+                                           "b.post:calculate", "a.pre:word_count", "a.stop:fin",
+                                           "b.stop:fin"}));
   EXPECT_EQ(r->tool_calls[1].result.content, "Tool blocked by hook: no word_count today");
   EXPECT_TRUE(r->tool_calls[1].result.is_error);
 }
@@ -279,7 +292,8 @@ class RewritingHook : public HookRunner {
 TEST_F(LoopTest, HooksRewriteWhatTheToolGetsButNotTheModelsTranscript) {
   auto hook = std::make_shared<RewritingHook>();
   hooks_ = {hook};
-  auto r = run(config_for({tool_line("1", "calculate", {{"expression", "<TOKEN_1>"}}), text_line("fin")}));
+  auto r = run(
+      config_for({tool_line("1", "calculate", {{"expression", "<TOKEN_1>"}}), text_line("fin")}));
   ASSERT_TRUE(r);
   EXPECT_EQ(hook->seen_arguments["expression"], "6*7");
   EXPECT_EQ(r->tool_calls[0].call.arguments["expression"], "<TOKEN_1>");
@@ -324,11 +338,11 @@ TEST_F(LoopTest, AuditHookWithoutFileIsAPluginErrorNamingIt) {
   EXPECT_NE(kernel.error().describe().find("audit"), std::string::npos);
 }
 
-
 TEST_F(LoopTest, DefectAllowedToolsNotAFilter) {
   RunOptions options;
   options.allowed_tools = std::vector<std::string>{"word_count"};
-  auto r = run(config_for({tool_line("1", "calculate", {{"expression", "1"}}), text_line("ok")}), options);
+  auto r = run(config_for({tool_line("1", "calculate", {{"expression", "1"}}), text_line("ok")}),
+               options);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->tool_calls[0].result.content, "Unknown tool: calculate");
   auto requests = recorded();
@@ -348,7 +362,8 @@ TEST_F(LoopTest, DefectStreamingRecordsNoUsage) {
   // kernex's streaming path recorded no usage; here streaming and non-streaming runs sum alike.
   RunOptions options;
   options.sink = [](const StreamEvent&) {};
-  auto r = run(config_for({tool_line("1", "calculate", {{"expression", "1"}}, 7, 3), text_line("ok", 11, 2)}),
+  auto r = run(config_for({tool_line("1", "calculate", {{"expression", "1"}}, 7, 3),
+                           text_line("ok", 11, 2)}),
                options);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->usage.input_tokens, 18u);

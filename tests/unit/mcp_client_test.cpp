@@ -63,7 +63,8 @@ TEST_F(McpClientTest, HandshakeAndEveryPageOfTools) {
   ASSERT_TRUE(tools) << tools.error().describe();
   std::vector<std::string> names;
   for (const auto& t : *tools) names.push_back(t.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"echo", "image", "fail", "fault", "env"}));  // nameless entry skipped
+  EXPECT_EQ(names, (std::vector<std::string>{"echo", "image", "fail", "fault",
+                                             "env"}));  // nameless entry skipped
   EXPECT_EQ(client.protocol_version(), "2025-06-18");
   EXPECT_EQ(client.server_info().value("name", ""), "fake");
   EXPECT_EQ((*tools)[0].input_schema["properties"]["message"]["type"], "string");
@@ -78,7 +79,8 @@ TEST_F(McpClientTest, AcceptsTheOlderProtocolVersionAndRefusesUnknownOnes) {
   McpClient odd(server("ok", {"1999-01-01"}), sandbox(), fast());
   auto r = odd.connect();
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("speaks MCP 1999-01-01"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("speaks MCP 1999-01-01"), std::string::npos)
+      << r.error().message;
 }
 
 TEST_F(McpClientTest, TextAndStructuredContentAfterAnsweringThePing) {
@@ -130,7 +132,8 @@ TEST_P(McpFaultTest, IsAToolErrorAndTheServerRestartsOnTheNextCall) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::Tool);
   EXPECT_NE(r.error().message.find(GetParam().expect), std::string::npos) << r.error().message;
-  EXPECT_NE(r.error().message.find("about to misbehave"), std::string::npos) << "stderr tail: " << r.error().message;
+  EXPECT_NE(r.error().message.find("about to misbehave"), std::string::npos)
+      << "stderr tail: " << r.error().message;
   EXPECT_LT(took, std::chrono::seconds(10));
   EXPECT_FALSE(client.running());
 
@@ -141,8 +144,10 @@ TEST_P(McpFaultTest, IsAToolErrorAndTheServerRestartsOnTheNextCall) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Faults, McpFaultTest,
-                         ::testing::Values(Fault{"die", "exited with status 3"}, Fault{"hang", "did not answer tools/call in time"},
-                                           Fault{"garbage", "not JSON-RPC"}, Fault{"deep", "nests deeper than 128 levels"},
+                         ::testing::Values(Fault{"die", "exited with status 3"},
+                                           Fault{"hang", "did not answer tools/call in time"},
+                                           Fault{"garbage", "not JSON-RPC"},
+                                           Fault{"deep", "nests deeper than 128 levels"},
                                            Fault{"huge", "over the 65536-byte cap"}),
                          [](const auto& info) { return std::string(info.param.mode); });
 
@@ -161,8 +166,9 @@ TEST_F(McpClientTest, OnlyBaseDeclaredAndPassedThroughVariablesReachTheServer) {
   EXPECT_EQ(env.value("KERNEX_TEST_PASSED", ""), "passed-through");
   EXPECT_FALSE(env.contains("KERNEX_TEST_SECRET"));
   for (const auto& [name, _] : env.items()) {
-    static const std::set<std::string> allowed = {"PATH", "TMPDIR", "HOME", "LANG", "LANGUAGE", "TZ", "TERM", "USER",
-                                                  "LOGNAME", "DECLARED_VAR", "KERNEX_TEST_PASSED", "LC_CTYPE"};
+    static const std::set<std::string> allowed = {
+        "PATH", "TMPDIR", "HOME",    "LANG",         "LANGUAGE",           "TZ",
+        "TERM", "USER",   "LOGNAME", "DECLARED_VAR", "KERNEX_TEST_PASSED", "LC_CTYPE"};
     EXPECT_TRUE(allowed.contains(name) || name.starts_with("LC_")) << name;
   }
 }
@@ -185,7 +191,9 @@ TEST_F(McpClientTest, TheServerCannotReadOutsideItsGrants) {
   auto probe = ws_.write("probe.py",
                          "import sys\n"
                          "try:\n  open(sys.argv[1]).read(); sys.stdout.write('READ\\n')\n"
-                         "except Exception as e:\n  sys.stdout.write('{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":1,\"message\":\"' + type(e).__name__ + '\"}}\\n')\n"
+                         "except Exception as e:\n  "
+                         "sys.stdout.write('{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":1,"
+                         "\"message\":\"' + type(e).__name__ + '\"}}\\n')\n"
                          "sys.stdout.flush()\n");
   McpServer s;
   s.name = "probe";
@@ -212,16 +220,20 @@ TEST_F(McpClientTest, ToolboxPrefixesNamesAndDefersSchemasPastTheThreshold) {
   EXPECT_EQ((*offered)[1].name, "fake__echo");
   EXPECT_EQ((*offered)[1].parameters, (Json{{"type", "object"}}));
 
-  auto found = box.execute(ctx, ToolCall{"c1", "search_tools", Json{{"query", "echo message"}, {"detail", "full"}}});
+  auto found = box.execute(
+      ctx, ToolCall{"c1", "search_tools", Json{{"query", "echo message"}, {"detail", "full"}}});
   ASSERT_TRUE(found);
   Json hits = Json::parse(found->content);
   ASSERT_EQ(hits["matches"], 1);
   EXPECT_EQ(hits["tools"][0]["name"], "fake__echo");
   EXPECT_EQ(hits["tools"][0]["input_schema"]["properties"]["message"]["type"], "string");
-  auto names = box.execute(ctx, ToolCall{"c2", "search_tools", Json{{"query", ""}, {"detail", "name"}, {"limit", 2}}});
+  auto names = box.execute(
+      ctx, ToolCall{"c2", "search_tools", Json{{"query", ""}, {"detail", "name"}, {"limit", 2}}});
   ASSERT_TRUE(names);
-  EXPECT_EQ(Json::parse(names->content)["tools"], Json::parse(R"([{"name":"fake__echo"},{"name":"fake__env"}])"));
-  auto bad = box.execute(ctx, ToolCall{"c3", "search_tools", Json{{"query", "x"}, {"detail", "everything"}}});
+  EXPECT_EQ(Json::parse(names->content)["tools"],
+            Json::parse(R"([{"name":"fake__echo"},{"name":"fake__env"}])"));
+  auto bad = box.execute(
+      ctx, ToolCall{"c3", "search_tools", Json{{"query", "x"}, {"detail", "everything"}}});
   ASSERT_TRUE(bad);
   EXPECT_TRUE(bad->is_error);
 
@@ -294,7 +306,8 @@ TEST_F(McpClientTest, ToolboxKeepsAServerPerWorkspace) {
   auto refused = box.execute(missing, ToolCall{"c", "fake__echo", Json{{"message", "hi"}}});
   ASSERT_TRUE(refused);
   EXPECT_TRUE(refused->is_error);
-  EXPECT_NE(refused->content.find("is not an existing directory"), std::string::npos) << refused->content;
+  EXPECT_NE(refused->content.find("is not an existing directory"), std::string::npos)
+      << refused->content;
 }
 
 TEST(McpToolboxConfig, UnknownKeysAndBadTypesAreConfigErrors) {
@@ -305,7 +318,8 @@ TEST(McpToolboxConfig, UnknownKeysAndBadTypesAreConfigErrors) {
   auto bad = ToolboxConfig::from_json(Json{{"servers", {{"fs", {{"network", "yes"}}}}}});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("network"), std::string::npos) << bad.error().message;
-  auto good = ToolboxConfig::from_json(Json{{"search_threshold", 5}, {"servers", {{"fs", {{"network", true}}}}}});
+  auto good = ToolboxConfig::from_json(
+      Json{{"search_threshold", 5}, {"servers", {{"fs", {{"network", true}}}}}});
   ASSERT_TRUE(good);
   EXPECT_EQ(good->search_threshold, 5u);
   EXPECT_TRUE(good->servers.at("fs").network);

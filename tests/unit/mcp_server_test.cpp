@@ -35,8 +35,10 @@ Json req(int id, const std::string& method, Json params = nullptr) {
 
 TEST(McpServer, NegotiatesTheProtocolVersion) {
   auto server = make_server();
-  auto r = server.handle(req(1, "initialize", {{"protocolVersion", "2025-03-26"}, {"capabilities", Json::object()},
-                                               {"clientInfo", {{"name", "t"}, {"version", "1"}}}}));
+  auto r = server.handle(req(1, "initialize",
+                             {{"protocolVersion", "2025-03-26"},
+                              {"capabilities", Json::object()},
+                              {"clientInfo", {{"name", "t"}, {"version", "1"}}}}));
   ASSERT_TRUE(r);
   EXPECT_EQ((*r)["result"]["protocolVersion"], "2025-03-26");
   EXPECT_EQ((*r)["result"]["serverInfo"]["name"], "kernex");
@@ -53,7 +55,8 @@ TEST(McpServer, ListsAndCallsTools) {
   ASSERT_TRUE(list);
   EXPECT_EQ((*list)["result"]["tools"][0]["name"], "upper");
   EXPECT_EQ((*list)["result"]["tools"][0]["inputSchema"]["type"], "object");
-  auto call = server.handle(req(2, "tools/call", {{"name", "upper"}, {"arguments", {{"text", "abc"}}}}));
+  auto call =
+      server.handle(req(2, "tools/call", {{"name", "upper"}, {"arguments", {{"text", "abc"}}}}));
   ASSERT_TRUE(call);
   EXPECT_EQ((*call)["id"], 2);
   EXPECT_EQ((*call)["result"]["content"][0]["text"], "ABC");
@@ -66,8 +69,12 @@ TEST(McpServer, JsonRpcErrors) {
   auto server = make_server();
   EXPECT_EQ((*server.handle(req(1, "resources/list")))["error"]["code"], -32601);
   EXPECT_EQ((*server.handle(req(2, "tools/call", {{"name", "nope"}})))["error"]["code"], -32602);
-  EXPECT_EQ((*server.handle(req(3, "tools/call", {{"arguments", Json::object()}})))["error"]["code"], -32602);
-  EXPECT_EQ((*server.handle(req(4, "tools/call", {{"name", "upper"}, {"arguments", "x"}})))["error"]["code"], -32602);
+  EXPECT_EQ(
+      (*server.handle(req(3, "tools/call", {{"arguments", Json::object()}})))["error"]["code"],
+      -32602);
+  EXPECT_EQ((*server.handle(
+                req(4, "tools/call", {{"name", "upper"}, {"arguments", "x"}})))["error"]["code"],
+            -32602);
   EXPECT_EQ((*server.handle(req(5, "initialize", Json::object())))["error"]["code"], -32602);
   EXPECT_EQ((*server.handle(req(6, "tools/list", {{"cursor", "zzz"}})))["error"]["code"], -32602);
   auto parse = server.handle_line("{not json");
@@ -83,8 +90,10 @@ TEST(McpServer, JsonRpcErrors) {
 
 TEST(McpServer, ServeAnswersLineByLine) {
   auto server = make_server();
-  std::istringstream in(jsonrpc::frame(req(1, "ping")) + jsonrpc::frame(jsonrpc::notification("notifications/initialized")) +
-                        jsonrpc::frame(req(2, "tools/call", {{"name", "upper"}, {"arguments", {{"text", "x\ny"}}}})));
+  std::istringstream in(
+      jsonrpc::frame(req(1, "ping")) +
+      jsonrpc::frame(jsonrpc::notification("notifications/initialized")) +
+      jsonrpc::frame(req(2, "tools/call", {{"name", "upper"}, {"arguments", {{"text", "x\ny"}}}})));
   std::ostringstream out;
   server.serve(in, out);
   std::istringstream lines(out.str());
@@ -98,14 +107,22 @@ TEST(McpServer, ServeAnswersLineByLine) {
 
 TEST(McpJsonRpc, ClassifiesMessages) {
   using jsonrpc::Kind;
-  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":"a","method":"m"})")).kind, Kind::Request);
-  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","method":"m"})")).kind, Kind::Notification);
-  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1,"result":null})")).kind, Kind::Response);
-  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}})")).kind,
+  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":"a","method":"m"})")).kind,
+            Kind::Request);
+  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","method":"m"})")).kind,
+            Kind::Notification);
+  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1,"result":null})")).kind,
             Kind::Response);
-  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1,"error":{"message":"no code"}})")).kind,
+  EXPECT_EQ(jsonrpc::classify(
+                Json::parse(R"({"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}})"))
+                .kind,
+            Kind::Response);
+  EXPECT_EQ(
+      jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1,"error":{"message":"no code"}})"))
+          .kind,
+      Kind::Invalid);
+  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1.5,"method":"m"})")).kind,
             Kind::Invalid);
-  EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1.5,"method":"m"})")).kind, Kind::Invalid);
   EXPECT_EQ(jsonrpc::classify(Json::parse(R"({"jsonrpc":"2.0","id":1})")).kind, Kind::Invalid);
   const std::string framed = jsonrpc::frame(jsonrpc::request(1, "m", Json{{"text", "a\nb"}}));
   EXPECT_EQ(framed.find('\n'), framed.size() - 1);

@@ -1,7 +1,7 @@
-// One conformance suite for every MemoryStore that keeps everything (sqlite, postgres): each case runs
-// once per store through PluginHost::create_memory, so the stores agree on what the interface promises.
-// Store-specific cases (files, options) stay in memory_<store>_test.cpp. Where the stores legitimately
-// differ, the case says so and checks each store's behaviour.
+// One conformance suite for every MemoryStore that keeps everything (sqlite, postgres): each case
+// runs once per store through PluginHost::create_memory, so the stores agree on what the interface
+// promises. Store-specific cases (files, options) stay in memory_<store>_test.cpp. Where the stores
+// legitimately differ, the case says so and checks each store's behaviour.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -47,7 +47,8 @@ class Stores {
   // Options naming a new, empty database of `kind`; nullopt when PostgreSQL is unavailable (the
   // caller skips, or fails when KERNEX_REQUIRE_PG=1: PgTestDb has recorded the failure then).
   std::optional<Json> new_database(const std::string& kind) {
-    if (kind == "sqlite") return Json{{"path", (dir / ("db" + std::to_string(++files_)) / "memory.db").string()}};
+    if (kind == "sqlite")
+      return Json{{"path", (dir / ("db" + std::to_string(++files_)) / "memory.db").string()}};
     auto db = std::make_unique<PgTestDb>();
     if (db->dsn().empty()) return std::nullopt;
     Json options{{"dsn", db->dsn()}};
@@ -84,7 +85,8 @@ class MemoryConformance : public ::testing::TestWithParam<std::string> {
   std::shared_ptr<MemoryStore> reopen() { return stores.open(GetParam(), options_); }
   bool is(const char* kind) const { return GetParam() == kind; }
 
-  std::string conversation(MemoryStore& s, const std::string& sender = "alice", const std::string& project = "") {
+  std::string conversation(MemoryStore& s, const std::string& sender = "alice",
+                           const std::string& project = "") {
     auto id = s.open_conversation({"cli", sender, project}, std::chrono::minutes(120));
     EXPECT_TRUE(id) << id.error().describe();
     return id.value_or("");
@@ -112,7 +114,8 @@ class MemoryConformance : public ::testing::TestWithParam<std::string> {
 
 std::string store_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
 
-INSTANTIATE_TEST_SUITE_P(Stores, MemoryConformance, ::testing::Values("sqlite", "postgres"), store_name);
+INSTANTIATE_TEST_SUITE_P(Stores, MemoryConformance, ::testing::Values("sqlite", "postgres"),
+                         store_name);
 
 // ---- Opening ----
 
@@ -148,7 +151,8 @@ TEST_P(MemoryConformance, ConversationsIsolatedByChannelSenderAndProject) {
   const std::string a = conversation("alice", "");
   EXPECT_NE(conversation("alice", "trader"), a);
   EXPECT_NE(conversation("bob", ""), a);
-  auto other_channel = store->open_conversation({"telegram", "alice", ""}, std::chrono::minutes(120));
+  auto other_channel =
+      store->open_conversation({"telegram", "alice", ""}, std::chrono::minutes(120));
   ASSERT_TRUE(other_channel);
   EXPECT_NE(*other_channel, a);
   // Closing one project's conversation leaves the other's.
@@ -189,9 +193,10 @@ TEST_P(MemoryConformance, ToolTurnsAndProviderStateRoundTrip) {
   // kernex's messages.role CHECK allowed only user/assistant: tool calls and results were lost.
   const std::string conv = conversation();
   ContextEntry call = ContextEntry::assistant("");
-  call.tool_calls = {ToolCall{"c1", "word_count", Json{{"text", "a b"}}},
-                     ToolCall{"c2", "calculate",
-                              Json{{"expression", "1+1"}, {"nested", {{"deep", {1, 2.5, nullptr}}}}}}};
+  call.tool_calls = {
+      ToolCall{"c1", "word_count", Json{{"text", "a b"}}},
+      ToolCall{"c2", "calculate",
+               Json{{"expression", "1+1"}, {"nested", {{"deep", {1, 2.5, nullptr}}}}}}};
   call.provider_state = Json{{"thinking", "sig"}, {"parts", Json::array({"é", "中"})}};
   std::vector<ContextEntry> exchange{ContextEntry::user("count"), call,
                                      ContextEntry::tool(ToolResult{"c1", "word_count", "2", false}),
@@ -206,23 +211,25 @@ TEST_P(MemoryConformance, ToolTurnsAndProviderStateRoundTrip) {
 TEST_P(MemoryConformance, HostileContentRoundTripsExactly) {
   const std::string conv = conversation();
   std::vector<ContextEntry> exchange;
-  for (std::string text : {std::string("'; DROP TABLE messages; --"), std::string("\\x00 \\ \\\\ $1 ?1 %s %"),
-                           std::string("emoji 😀, a right-to-left mark \xe2\x80\xae, é 中"), std::string(""),
-                           std::string(100000, 'x'), std::string("line\nbreak\r\n\ttab")}) {
+  for (std::string text :
+       {std::string("'; DROP TABLE messages; --"), std::string("\\x00 \\ \\\\ $1 ?1 %s %"),
+        std::string("emoji 😀, a right-to-left mark \xe2\x80\xae, é 中"), std::string(""),
+        std::string(100000, 'x'), std::string("line\nbreak\r\n\ttab")}) {
     exchange.push_back(ContextEntry::user(text));
   }
   ASSERT_TRUE(store->append_messages(conv, exchange));
   EXPECT_EQ(store->recent_messages(conv, 10).value(), exchange);
 }
 
-// A NUL byte is valid UTF-8 and valid JSON (\u0000). In message text the stores differ, legitimately:
-// SQLite's text holds it and keeps it; PostgreSQL's text cannot, so that store refuses the exchange as
-// a whole (a Parse error naming the NUL) rather than cutting the text short at it. In tool arguments,
-// stored as JSON text where it is escaped, both keep it.
+// A NUL byte is valid UTF-8 and valid JSON (\u0000). In message text the stores differ,
+// legitimately: SQLite's text holds it and keeps it; PostgreSQL's text cannot, so that store
+// refuses the exchange as a whole (a Parse error naming the NUL) rather than cutting the text short
+// at it. In tool arguments, stored as JSON text where it is escaped, both keep it.
 TEST_P(MemoryConformance, NulBytesAreKeptOrRefusedNeverTruncated) {
   const std::string conv = conversation();
   const std::string nul("before\0after", 12);
-  const auto saved = store->append_messages(conv, {ContextEntry::user("ok"), ContextEntry::user(nul)});
+  const auto saved =
+      store->append_messages(conv, {ContextEntry::user("ok"), ContextEntry::user(nul)});
   if (is("sqlite")) {
     ASSERT_TRUE(saved) << saved.error().describe();
     EXPECT_EQ(store->recent_messages(conv, 1).value().at(0).content, nul);
@@ -249,7 +256,8 @@ TEST_P(MemoryConformance, AppendToUnknownConversationFailsAndSavesNothing) {
 TEST_P(MemoryConformance, AppendIsAllOrNothing) {
   const std::string conv = conversation();
   ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("first")}));
-  auto bad = store->append_messages(conv, {ContextEntry::user("fine"), ContextEntry::assistant("bad \xff byte")});
+  auto bad = store->append_messages(
+      conv, {ContextEntry::user("fine"), ContextEntry::assistant("bad \xff byte")});
   ASSERT_FALSE(bad);
   EXPECT_EQ(store->message_count(conv).value(), 1u);
   EXPECT_EQ(store->recent_messages(conv, 10).value().size(), 1u);
@@ -273,7 +281,8 @@ TEST_P(MemoryConformance, CompactionSummaryStoredAndReplaced) {
 
 TEST_P(MemoryConformance, HistoryListsConversationsAndMessages) {
   const std::string conv = conversation();
-  ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("q"), ContextEntry::assistant("a")}));
+  ASSERT_TRUE(
+      store->append_messages(conv, {ContextEntry::user("q"), ContextEntry::assistant("a")}));
   ASSERT_TRUE(store->close_conversation(conv, std::string("talked about q")));
   auto list = store->list_conversations({});
   ASSERT_TRUE(list);
@@ -323,7 +332,8 @@ TEST_P(MemoryConformance, ListConversationsFiltersNewestFirstAndLimits) {
   std::set<std::string> ids;
   for (const auto& c : all) ids.insert(c.id);
   EXPECT_EQ(ids, (std::set<std::string>{a, b, tg}));
-  for (std::size_t i = 1; i < all.size(); ++i) EXPECT_GE(all[i - 1].last_activity, all[i].last_activity);
+  for (std::size_t i = 1; i < all.size(); ++i)
+    EXPECT_GE(all[i - 1].last_activity, all[i].last_activity);
   ConversationFilter by_sender;
   by_sender.sender_id = "alice";
   auto alices = store->list_conversations(by_sender).value();
@@ -422,10 +432,35 @@ TEST_P(MemoryConformance, RecallTakesHostileQueryTextLiterally) {
                                             ContextEntry::user("costs 100% of the budget_line")}));
   const std::string other = conversation("alice", "p");
   // FTS5 operators, tsquery operators, LIKE wildcards, SQL and regex metacharacters.
-  for (const char* q : {"NOT working", "error (crash)", "work*", "say \"hello world\"", "AND OR", "NEAR(", "\"",
-                        "col:umn", "^start", "a - b", "crash & !error | (x", "work:*", "a <-> b", "'; DROP TABLE x; --",
-                        "%", "%%%", "___", "\\", "\\\\'", "$1 ?1 :name", "[a-z]+ .* (?i)", "!!!", "   ", "\t\n",
-                        "()", "''", "😀 emoji", "NULL", "select * from messages"}) {
+  for (const char* q : {"NOT working",
+                        "error (crash)",
+                        "work*",
+                        "say \"hello world\"",
+                        "AND OR",
+                        "NEAR(",
+                        "\"",
+                        "col:umn",
+                        "^start",
+                        "a - b",
+                        "crash & !error | (x",
+                        "work:*",
+                        "a <-> b",
+                        "'; DROP TABLE x; --",
+                        "%",
+                        "%%%",
+                        "___",
+                        "\\",
+                        "\\\\'",
+                        "$1 ?1 :name",
+                        "[a-z]+ .* (?i)",
+                        "!!!",
+                        "   ",
+                        "\t\n",
+                        "()",
+                        "''",
+                        "😀 emoji",
+                        "NULL",
+                        "select * from messages"}) {
     auto hits = store->recall({q, "alice", 5, other, 0, std::nullopt});
     EXPECT_TRUE(hits) << q << ": " << hits.error().describe();
   }
@@ -439,13 +474,15 @@ TEST_P(MemoryConformance, RecallTakesHostileQueryTextLiterally) {
   EXPECT_EQ((*hits)[0].source, "message");
   EXPECT_EQ((*hits)[0].conversation_id, conv);
   EXPECT_EQ((*hits)[0].text, "the build is NOT working again");
-  EXPECT_EQ(store->recall({"error (crash)", "alice", 5, other, 0, std::nullopt}).value().size(), 1u);
+  EXPECT_EQ(store->recall({"error (crash)", "alice", 5, other, 0, std::nullopt}).value().size(),
+            1u);
   EXPECT_EQ(store->recall({"hello world", "alice", 5, other, 0, std::nullopt}).value().size(), 1u);
   // Wildcards are not wildcards: "%" and "_" match nothing, "buil*" is not a prefix search.
   EXPECT_TRUE(store->recall({"buil*", "alice", 5, other, 0, std::nullopt}).value().empty());
   EXPECT_TRUE(store->recall({"%%%", "alice", 5, other, 0, std::nullopt}).value().empty());
   EXPECT_TRUE(store->recall({"___", "alice", 5, other, 0, std::nullopt}).value().empty());
-  EXPECT_TRUE(store->recall({"'; DROP TABLE x; --", "alice", 5, other, 0, std::nullopt}).value().empty());
+  EXPECT_TRUE(
+      store->recall({"'; DROP TABLE x; --", "alice", 5, other, 0, std::nullopt}).value().empty());
   EXPECT_EQ(store->message_count(conv).value(), 4u);
   // Invalid UTF-8 in a query is an error, not a crash or a match.
   EXPECT_FALSE(store->recall({"bad \xff\xfe query", "alice", 5, other, 0, std::nullopt}));
@@ -557,7 +594,8 @@ TEST_P(MemoryConformance, TaskCreatedWithNormalisedDueTime) {
   EXPECT_THAT(bad.error().describe(), HasSubstr("task due_at"));
   EXPECT_FALSE(store->create_task(task("Call John", "2026-13-01 00:00:00")));
   // A day the month lacks is no time; a leap day is one.
-  for (const char* no_such_day : {"2026-02-29 09:00:00", "2026-02-30 09:00:00", "2026-04-31 09:00:00", "2100-02-29 09:00:00"}) {
+  for (const char* no_such_day : {"2026-02-29 09:00:00", "2026-02-30 09:00:00",
+                                  "2026-04-31 09:00:00", "2100-02-29 09:00:00"}) {
     auto refused = store->create_task(task("Pay the rent", no_such_day));
     ASSERT_FALSE(refused) << no_such_day;
     EXPECT_EQ(refused.error().code, ErrorCode::Parse) << no_such_day;
@@ -579,9 +617,11 @@ TEST_P(MemoryConformance, TaskCreatedWithNormalisedDueTime) {
   EXPECT_EQ(stored->spec.due_at, "2027-01-01 08:30:00");
   EXPECT_EQ(stored->spec.task_type, "action");
   EXPECT_EQ(stored->spec.project, "home");
-  EXPECT_EQ(store->task(store->create_task(task("Feed the cat now", "2027-02-01T10:00:00.123Z")).value())
-                .value()->spec.due_at,
-            "2027-02-01 10:00:00");
+  EXPECT_EQ(
+      store->task(store->create_task(task("Feed the cat now", "2027-02-01T10:00:00.123Z")).value())
+          .value()
+          ->spec.due_at,
+      "2027-02-01 10:00:00");
   EXPECT_FALSE(store->task("no-such-task").value());
 }
 
@@ -598,23 +638,35 @@ TEST_P(MemoryConformance, PendingTasksSoonestFirstPerSender) {
 
 TEST_P(MemoryConformance, TaskExactAndFuzzyDedup) {
   auto a = store->create_task(task("Close all positions", "2026-03-01 10:00:00"));
-  EXPECT_EQ(store->create_task(task("Close all positions", "2026-03-01 10:00:00")).value(), a.value());
+  EXPECT_EQ(store->create_task(task("Close all positions", "2026-03-01 10:00:00")).value(),
+            a.value());
   auto e = store->create_task(task("Send daily email to Adriana", "2026-02-22 07:00:00"));
-  EXPECT_EQ(store->create_task(task("Send daily email to Adriana", "2026-02-22T07:00:00Z")).value(), e.value());
-  EXPECT_EQ(store->create_task(task("Send daily love email to Adriana via gmail", "2026-02-22 07:05:00")).value(),
+  EXPECT_EQ(store->create_task(task("Send daily email to Adriana", "2026-02-22T07:00:00Z")).value(),
             e.value());
-  EXPECT_NE(store->create_task(task("Send daily email to Adriana", "2026-02-22 07:00:00", "bob")).value(), e.value());
-  auto h = store->create_task(task("Cancel Hostinger plan — expires March 17", "2026-03-16 09:00:00"));
-  EXPECT_EQ(store->create_task(task("Cancel Hostinger VPS — last reminder, expires TOMORROW", "2026-03-16 09:10:00"))
+  EXPECT_EQ(
+      store->create_task(task("Send daily love email to Adriana via gmail", "2026-02-22 07:05:00"))
+          .value(),
+      e.value());
+  EXPECT_NE(
+      store->create_task(task("Send daily email to Adriana", "2026-02-22 07:00:00", "bob")).value(),
+      e.value());
+  auto h =
+      store->create_task(task("Cancel Hostinger plan — expires March 17", "2026-03-16 09:00:00"));
+  EXPECT_EQ(store
+                ->create_task(task("Cancel Hostinger VPS — last reminder, expires TOMORROW",
+                                   "2026-03-16 09:10:00"))
                 .value(),
             h.value());
   auto m = store->create_task(task("Send good morning message to the team", "2026-04-01 08:00:00"));
-  EXPECT_NE(store->create_task(task("Cancel Hostinger plan and subscription", "2026-04-01 08:00:00")).value(),
-            m.value());
+  EXPECT_NE(
+      store->create_task(task("Cancel Hostinger plan and subscription", "2026-04-01 08:00:00"))
+          .value(),
+      m.value());
   EXPECT_NE(store->create_task(task("Reminder task", "2026-05-01 08:00:00")).value(),
             store->create_task(task("Action task", "2026-05-01 08:00:00")).value());
   // More than 30 minutes apart is another task.
-  EXPECT_NE(store->create_task(task("Close all positions", "2026-03-01 10:31:00")).value(), a.value());
+  EXPECT_NE(store->create_task(task("Close all positions", "2026-03-01 10:31:00")).value(),
+            a.value());
 }
 
 TEST_P(MemoryConformance, ClaimTakesOnlyDueTasks) {
@@ -641,14 +693,16 @@ TEST_P(MemoryConformance, ClaimTakesOnlyDueTasks) {
   EXPECT_EQ(store->pending_tasks("alice").value().size(), 1u);
   EXPECT_FALSE(store->complete_task(past.value(), "w1").value());  // delivered once
   EXPECT_FALSE(store->complete_task("no-such-task", "w1"));
-  EXPECT_FALSE(store->claim_due_tasks("", std::chrono::seconds(600), 10));  // a claim names its worker
+  EXPECT_FALSE(
+      store->claim_due_tasks("", std::chrono::seconds(600), 10));  // a claim names its worker
 }
 
 TEST_P(MemoryConformance, ClaimHonoursTheLimitOldestDueFirst) {
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) {
-    ids.push_back(store->create_task(task("job number " + std::to_string(i) + " alpha beta gamma",
-                                          "202" + std::to_string(4 - i) + "-01-01 00:00:00"))
+    ids.push_back(store
+                      ->create_task(task("job number " + std::to_string(i) + " alpha beta gamma",
+                                         "202" + std::to_string(4 - i) + "-01-01 00:00:00"))
                       .value());
   }
   auto first = store->claim_due_tasks("w", std::chrono::seconds(600), 2).value();
@@ -676,7 +730,9 @@ TEST_P(MemoryConformance, ConcurrentClaimersEachTaskOnce) {
   constexpr int kTasks = 40, kWorkers = 4;
   std::set<std::string> created;
   for (int i = 0; i < kTasks; ++i) {
-    created.insert(store->create_task(task("task " + std::to_string(i), now_plus(-60 - i), "s" + std::to_string(i)))
+    created.insert(store
+                       ->create_task(task("task " + std::to_string(i), now_plus(-60 - i),
+                                          "s" + std::to_string(i)))
                        .value());
   }
   std::vector<std::shared_ptr<MemoryStore>> handles;
@@ -688,8 +744,8 @@ TEST_P(MemoryConformance, ConcurrentClaimersEachTaskOnce) {
     for (int w = 0; w < kWorkers; ++w) {
       workers.emplace_back([&, w] {
         for (;;) {
-          auto got = handles[static_cast<std::size_t>(w)]->claim_due_tasks("w" + std::to_string(w),
-                                                                            std::chrono::seconds(600), 3);
+          auto got = handles[static_cast<std::size_t>(w)]->claim_due_tasks(
+              "w" + std::to_string(w), std::chrono::seconds(600), 3);
           if (!got) {
             errors[static_cast<std::size_t>(w)] = got.error().describe();
             return;
@@ -703,7 +759,8 @@ TEST_P(MemoryConformance, ConcurrentClaimersEachTaskOnce) {
   std::multiset<std::string> all;
   for (int w = 0; w < kWorkers; ++w) {
     EXPECT_EQ(errors[static_cast<std::size_t>(w)], "") << "worker " << w;
-    all.insert(claimed[static_cast<std::size_t>(w)].begin(), claimed[static_cast<std::size_t>(w)].end());
+    all.insert(claimed[static_cast<std::size_t>(w)].begin(),
+               claimed[static_cast<std::size_t>(w)].end());
   }
   EXPECT_EQ(all.size(), static_cast<std::size_t>(kTasks));
   EXPECT_EQ(std::set<std::string>(all.begin(), all.end()), created);
@@ -716,7 +773,8 @@ TEST_P(MemoryConformance, ExpiredLeaseIsReclaimedAndOldHolderLosesIt) {
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].claimed_by, "w2");
   EXPECT_FALSE(store->complete_task(id, "dead-worker").value());
-  EXPECT_FALSE(store->fail_task(id, "dead-worker", "late"));  // the lost claim cannot fail it either
+  EXPECT_FALSE(
+      store->fail_task(id, "dead-worker", "late"));  // the lost claim cannot fail it either
   EXPECT_EQ(store->task(id).value()->retry_count, 0u);
   EXPECT_TRUE(store->complete_task(id, "w2").value());
 }
@@ -742,7 +800,9 @@ TEST_P(MemoryConformance, OverdueRecurringTaskFiresOncePerCatchUp) {
 
 TEST_P(MemoryConformance, RecurrenceSteps) {
   const auto make = [&](const char* repeat, const char* due) {
-    auto t = task(std::string(repeat) + " " + std::string(repeat) + "-chore " + std::string(repeat) + "-errand", due);
+    auto t = task(std::string(repeat) + " " + std::string(repeat) + "-chore " +
+                      std::string(repeat) + "-errand",
+                  due);
     t.repeat = repeat;
     return store->create_task(t).value();
   };
@@ -752,14 +812,15 @@ TEST_P(MemoryConformance, RecurrenceSteps) {
   const auto weekly = make("weekly", "2099-01-02 08:00:00");
   const auto monthly = make("monthly", "2099-01-31 08:00:00");
   const auto mid_month = make("monthly", "2099-01-15 08:00:00");
-  for (const auto& id : {friday, daily, weekly, monthly, mid_month}) ASSERT_TRUE(store->complete_task(id, "").value());
+  for (const auto& id : {friday, daily, weekly, monthly, mid_month})
+    ASSERT_TRUE(store->complete_task(id, "").value());
   EXPECT_EQ(store->task(friday).value()->spec.due_at, "2099-01-05 08:00:00");  // Monday
   EXPECT_EQ(store->task(daily).value()->spec.due_at, "2100-01-01 23:30:00");
   EXPECT_EQ(store->task(weekly).value()->spec.due_at, "2099-01-09 08:00:00");
   EXPECT_EQ(store->task(mid_month).value()->spec.due_at, "2099-02-15 08:00:00");
-  // Past a month's end the day overflows into the next month (Jan 31 + 1 month = "Feb 31" = Mar 3), as
-  // SQLite's date arithmetic does; PostgreSQL's interval arithmetic would clamp to Feb 28, so a store
-  // on it computes the step itself and the stores agree.
+  // Past a month's end the day overflows into the next month (Jan 31 + 1 month = "Feb 31" = Mar 3),
+  // as SQLite's date arithmetic does; PostgreSQL's interval arithmetic would clamp to Feb 28, so a
+  // store on it computes the step itself and the stores agree.
   EXPECT_EQ(store->task(monthly).value()->spec.due_at, "2099-03-03 08:00:00");
 }
 
@@ -787,7 +848,8 @@ TEST_P(MemoryConformance, FailedTaskRetriesWithBackoffThenFails) {
   EXPECT_EQ(t->last_error, "boom 1");
   EXPECT_EQ(t->status, "pending");
   EXPECT_FALSE(t->claimed_by);
-  EXPECT_EQ(t->spec.due_at, "2020-01-01 00:00:00");  // the scheduled occurrence; the retry has its own time
+  EXPECT_EQ(t->spec.due_at,
+            "2020-01-01 00:00:00");  // the scheduled occurrence; the retry has its own time
   const auto first = retry_at(*store, id);
   ASSERT_TRUE(first);
   EXPECT_GT(*first, now_plus(60));  // backed off, not due at once
@@ -833,7 +895,8 @@ TEST_P(MemoryConformance, RecurringTaskSucceedingAfterFailureStartsAfresh) {
 // The same through claims, with retry times in the past (set by an import: no waiting for a
 // backoff). A pending task is due at its retry time when it has one, else at its occurrence.
 TEST_P(MemoryConformance, RetriesAreClaimedAtTheirRetryTimeAndKeepTheSchedule) {
-  const auto row = [](const char* id, const char* description, const char* due, std::optional<const char*> retry) {
+  const auto row = [](const char* id, const char* description, const char* due,
+                      std::optional<const char*> retry) {
     Json r{{"id", id},
            {"channel", "cli"},
            {"sender_id", "alice"},
@@ -857,9 +920,12 @@ TEST_P(MemoryConformance, RetriesAreClaimedAtTheirRetryTimeAndKeepTheSchedule) {
   Json doc{{"format", "kernex-memory"}, {"version", 1}};
   doc["scheduled_tasks"] = Json::array({
       row("fresh", "a first attempt", "2020-01-01 05:00:00", std::nullopt),
-      row("retry-late", "an occurrence retried later", "2020-01-01 01:00:00", "2020-01-01 06:00:00"),
-      row("retry-early", "an occurrence retried before it was due", "2099-01-01 04:00:00", "2020-01-01 03:00:00"),
-      row("retry-pending", "a retry still backing off", "2020-01-01 00:30:00", "2099-01-01 00:00:00"),
+      row("retry-late", "an occurrence retried later", "2020-01-01 01:00:00",
+          "2020-01-01 06:00:00"),
+      row("retry-early", "an occurrence retried before it was due", "2099-01-01 04:00:00",
+          "2020-01-01 03:00:00"),
+      row("retry-pending", "a retry still backing off", "2020-01-01 00:30:00",
+          "2099-01-01 00:00:00"),
   });
   ASSERT_TRUE(store->import_json(doc)) << "a document with retry_at imports";
   EXPECT_EQ(retry_at(*store, "retry-late"), "2020-01-01 06:00:00");
@@ -868,11 +934,13 @@ TEST_P(MemoryConformance, RetriesAreClaimedAtTheirRetryTimeAndKeepTheSchedule) {
   // however old its occurrence.
   auto first = store->claim_due_tasks("w", std::chrono::seconds(600), 2).value();
   ASSERT_EQ(first.size(), 2u);
-  EXPECT_EQ((std::set<std::string>{first[0].id, first[1].id}), (std::set<std::string>{"retry-early", "fresh"}));
+  EXPECT_EQ((std::set<std::string>{first[0].id, first[1].id}),
+            (std::set<std::string>{"retry-early", "fresh"}));
   auto rest = store->claim_due_tasks("w", std::chrono::seconds(600), 10).value();
   ASSERT_EQ(rest.size(), 1u);
   EXPECT_EQ(rest[0].id, "retry-late");
-  EXPECT_EQ(rest[0].spec.due_at, "2020-01-01 01:00:00");  // the claim reports the scheduled occurrence
+  EXPECT_EQ(rest[0].spec.due_at,
+            "2020-01-01 01:00:00");  // the claim reports the scheduled occurrence
   // Success after the retry: the next occurrence keeps 01:00, the retry is forgotten.
   ASSERT_TRUE(store->complete_task("retry-late", "w").value());
   auto done = store->task("retry-late").value();
@@ -907,14 +975,15 @@ TEST_P(MemoryConformance, CancelByPrefixForItsSenderOnly) {
 TEST_P(MemoryConformance, CancelWithAnAmbiguousPrefixCancelsNothing) {
   std::vector<std::string> ids;
   for (int i = 0; i < 40; ++i) {
-    const std::string due = "2026-0" + std::to_string(1 + i % 9) + "-1" + std::to_string(i % 10) + " 0" +
-                            std::to_string(i % 10) + ":00:00";
+    const std::string due = "2026-0" + std::to_string(1 + i % 9) + "-1" + std::to_string(i % 10) +
+                            " 0" + std::to_string(i % 10) + ":00:00";
     ids.push_back(store->create_task(task("errand number " + std::to_string(i), due)).value());
   }
   // 40 ids over 16 first hex digits: some digit starts two of them.
   std::map<char, int> firsts;
   for (const auto& id : ids) ++firsts[id[0]];
-  auto shared = std::find_if(firsts.begin(), firsts.end(), [](const auto& kv) { return kv.second > 1; });
+  auto shared =
+      std::find_if(firsts.begin(), firsts.end(), [](const auto& kv) { return kv.second > 1; });
   ASSERT_NE(shared, firsts.end());
   auto r = store->cancel_task(std::string(1, shared->first), "alice");
   ASSERT_FALSE(r);
@@ -935,9 +1004,10 @@ TEST_P(MemoryConformance, IdPrefixesAreLiteral) {
 }
 
 TEST_P(MemoryConformance, TaskRunHistory) {
-  TaskRun first{"", "0123456789abcdef", "2026-01-01 10:00:00", "", "completed", "first result", std::nullopt, 1234};
-  TaskRun second{"", "0123456789abcdef", "2026-01-01T11:00:00Z", "2026-01-01 11:00:05", "failed", std::nullopt,
-                 "provider exploded", std::nullopt};
+  TaskRun first{"",          "0123456789abcdef", "2026-01-01 10:00:00", "",
+                "completed", "first result",     std::nullopt,          1234};
+  TaskRun second{"",       "0123456789abcdef", "2026-01-01T11:00:00Z", "2026-01-01 11:00:05",
+                 "failed", std::nullopt,       "provider exploded",    std::nullopt};
   auto first_id = store->record_task_run(first);
   ASSERT_TRUE(first_id) << first_id.error().describe();
   EXPECT_FALSE(first_id->empty());
@@ -975,7 +1045,8 @@ TEST_P(MemoryConformance, LessonsDedupCapAndReinforce) {
   EXPECT_EQ(one[0].occurrences, 2u);
   EXPECT_EQ(one[0].updated_at.size(), 19u);
   for (int i = 0; i < 12; ++i) {
-    ASSERT_TRUE(store->store_lesson({"alice", "style", "Rule number " + std::to_string(i), "", 1, ""}));
+    ASSERT_TRUE(
+        store->store_lesson({"alice", "style", "Rule number " + std::to_string(i), "", 1, ""}));
   }
   // Reinforcing the oldest surviving rule moves it to the front; the cap then drops others.
   ASSERT_TRUE(store->store_lesson({"alice", "style", "Rule number 2", "", 1, ""}));
@@ -993,7 +1064,8 @@ TEST_P(MemoryConformance, LessonsDedupCapAndReinforce) {
   }
   // The cap is per domain: trading's rule survived style's twelve.
   EXPECT_EQ(listed.size(), 11u);
-  // Per project: the cap and dedup do not cross projects or senders; the project's rules come first.
+  // Per project: the cap and dedup do not cross projects or senders; the project's rules come
+  // first.
   ASSERT_TRUE(store->store_lesson({"alice", "style", "Rule number 2", "my-trader", 1, ""}));
   ASSERT_TRUE(store->store_lesson({"bob", "style", "Rule number 2", "", 1, ""}));
   auto layered = store->lessons("alice", std::string("my-trader")).value();
@@ -1009,8 +1081,10 @@ TEST_P(MemoryConformance, LessonsDedupCapAndReinforce) {
 }
 
 TEST_P(MemoryConformance, OutcomesByProjectAndPrunedPerSender) {
-  ASSERT_TRUE(store->store_outcome({"alice", "trading", 1, "good entry", "conversation", "my-trader", ""}));
-  ASSERT_TRUE(store->store_outcome({"alice", "communication", -1, "too long", "conversation", "", ""}));
+  ASSERT_TRUE(
+      store->store_outcome({"alice", "trading", 1, "good entry", "conversation", "my-trader", ""}));
+  ASSERT_TRUE(
+      store->store_outcome({"alice", "communication", -1, "too long", "conversation", "", ""}));
   EXPECT_EQ(store->recent_outcomes("alice", 15, std::nullopt).value().size(), 2u);
   auto trader = store->recent_outcomes("alice", 15, std::string("my-trader")).value();
   ASSERT_EQ(trader.size(), 1u);
@@ -1026,7 +1100,8 @@ TEST_P(MemoryConformance, OutcomesByProjectAndPrunedPerSender) {
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(store->store_outcome({"alice", "d", 0, "o" + std::to_string(i), "c", "", ""}));
   }
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(store->store_outcome({"bob", "d", 0, "b" + std::to_string(i), "c", "", ""}));
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(store->store_outcome({"bob", "d", 0, "b" + std::to_string(i), "c", "", ""}));
   EXPECT_EQ(store->recent_outcomes("alice", 2, std::nullopt).value().size(), 2u);
   // Keeps the newest 3 of each sender: alice loses 2, bob keeps both.
   EXPECT_EQ(store->prune_outcomes(3).value(), 2u);
@@ -1045,10 +1120,13 @@ TEST_P(MemoryConformance, OutcomesByProjectAndPrunedPerSender) {
 TEST_P(MemoryConformance, UsageSummedByDayModelAndProvider) {
   const std::string conv = conversation();
   EXPECT_TRUE(store->usage_by_day().value().empty());
-  ASSERT_TRUE(store->record_usage({conv, "alice", "claude-sonnet-4-6", "anthropic", Usage{100, 50, 1000, 200, 0.01}}));
-  ASSERT_TRUE(store->record_usage({conv, "alice", "claude-sonnet-4-6", "anthropic", Usage{250, 100, 300, 0, 0.02}}));
+  ASSERT_TRUE(store->record_usage(
+      {conv, "alice", "claude-sonnet-4-6", "anthropic", Usage{100, 50, 1000, 200, 0.01}}));
+  ASSERT_TRUE(store->record_usage(
+      {conv, "alice", "claude-sonnet-4-6", "anthropic", Usage{250, 100, 300, 0, 0.02}}));
   ASSERT_TRUE(store->record_usage({conv, "alice", "llama3.2", "ollama", Usage{10, 5, 0, 0, 0}}));
-  ASSERT_TRUE(store->record_usage({conv, "bob", "claude-sonnet-4-6", "bedrock", Usage{1, 1, 0, 0, 0.5}}));
+  ASSERT_TRUE(
+      store->record_usage({conv, "bob", "claude-sonnet-4-6", "bedrock", Usage{1, 1, 0, 0, 0.5}}));
   auto rows = store->usage_by_day().value();
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].model, "claude-sonnet-4-6");
@@ -1064,9 +1142,11 @@ TEST_P(MemoryConformance, UsageSummedByDayModelAndProvider) {
   EXPECT_EQ(rows[2].model, "llama3.2");
   EXPECT_EQ(rows[2].usage.cost_usd, 0.0);
   // Large counts are not truncated to 32 bits.
-  ASSERT_TRUE(store->record_usage({conv, "alice", "big", "p", Usage{5'000'000'000ULL, 0, 0, 0, 0}}));
+  ASSERT_TRUE(
+      store->record_usage({conv, "alice", "big", "p", Usage{5'000'000'000ULL, 0, 0, 0, 0}}));
   auto big = store->usage_by_day().value();
-  auto it = std::find_if(big.begin(), big.end(), [](const UsageTotals& t) { return t.model == "big"; });
+  auto it =
+      std::find_if(big.begin(), big.end(), [](const UsageTotals& t) { return t.model == "big"; });
   ASSERT_NE(it, big.end());
   EXPECT_EQ(it->usage.input_tokens, 5'000'000'000ULL);
 }
@@ -1113,9 +1193,10 @@ std::string fill(MemoryStore& s, const std::string& conv) {
   ContextEntry call = ContextEntry::assistant("");
   call.tool_calls = {ToolCall{"c1", "calculate", Json{{"expression", "1+1"}}}};
   call.provider_state = Json{{"signature", "abc"}};
-  EXPECT_TRUE(s.append_messages(conv, {ContextEntry::user("add é 中"), call,
-                                       ContextEntry::tool(ToolResult{"c1", "calculate", "2", false}),
-                                       ContextEntry::assistant("2")}));
+  EXPECT_TRUE(
+      s.append_messages(conv, {ContextEntry::user("add é 中"), call,
+                               ContextEntry::tool(ToolResult{"c1", "calculate", "2", false}),
+                               ContextEntry::assistant("2")}));
   EXPECT_TRUE(s.save_compaction_summary(conv, {"sum", 2}));
   EXPECT_TRUE(s.store_fact("alice", "name", "Alice"));
   EXPECT_TRUE(s.store_fact("alice", "gone", "x"));
@@ -1124,7 +1205,8 @@ std::string fill(MemoryStore& s, const std::string& conv) {
   EXPECT_TRUE(s.store_lesson({"alice", "d", "r", "", 1, ""}));
   EXPECT_TRUE(s.store_outcome({"alice", "d", 1, "l", "conversation", "", ""}));
   EXPECT_TRUE(s.record_usage({conv, "alice", "m", "p", Usage{1, 2, 3, 4, 0.5}}));
-  EXPECT_TRUE(s.record_tool_call({"", conv, "alice", "", "calculate", Json{{"expression", "1+1"}}, "2", "ok", ""}));
+  EXPECT_TRUE(s.record_tool_call(
+      {"", conv, "alice", "", "calculate", Json{{"expression", "1+1"}}, "2", "ok", ""}));
   TaskSpec t;
   t.channel = "cli";
   t.sender_id = "alice";
@@ -1133,7 +1215,8 @@ std::string fill(MemoryStore& s, const std::string& conv) {
   t.due_at = "2026-12-31 15:00:00";
   t.repeat = "weekly";
   auto id = s.create_task(t).value_or("");
-  EXPECT_TRUE(s.record_task_run({"", id, "2026-01-01 00:00:00", "", "completed", "done", std::nullopt, 7}));
+  EXPECT_TRUE(
+      s.record_task_run({"", id, "2026-01-01 00:00:00", "", "completed", "done", std::nullopt, 7}));
   return id;
 }
 
@@ -1147,8 +1230,8 @@ Json observe(MemoryStore& s, const std::string& conv, const std::string& task_id
   auto summary = s.compaction_summary(conv).value();
   out["summary"] = summary ? Json{summary->text, summary->covered_messages} : Json();
   for (const auto& c : rows(s.list_conversations({}))) {
-    out["conversations"].push_back({c.id, c.key.channel, c.key.sender_id, c.status, c.started_at, c.last_activity,
-                                    c.message_count, c.summary.value_or("")});
+    out["conversations"].push_back({c.id, c.key.channel, c.key.sender_id, c.status, c.started_at,
+                                    c.last_activity, c.message_count, c.summary.value_or("")});
   }
   for (const auto& f : rows(s.fact_records(std::nullopt, true))) {
     out["facts"].push_back({f.sender_id, f.key, f.value, f.updated_at, f.deleted_at.value_or("")});
@@ -1160,13 +1243,18 @@ Json observe(MemoryStore& s, const std::string& conv, const std::string& task_id
     out["outcomes"].push_back({o.domain, o.score, o.lesson, o.timestamp});
   }
   for (const auto& u : rows(s.usage_by_day())) {
-    out["usage"].push_back({u.day, u.model, u.provider, u.requests, u.usage.input_tokens, u.usage.cost_usd});
+    out["usage"].push_back(
+        {u.day, u.model, u.provider, u.requests, u.usage.input_tokens, u.usage.cost_usd});
   }
-  for (const auto& a : rows(s.audit_log(10))) out["audit"].push_back({a.timestamp, a.tool, a.arguments, a.status});
+  for (const auto& a : rows(s.audit_log(10)))
+    out["audit"].push_back({a.timestamp, a.tool, a.arguments, a.status});
   auto t = s.task(task_id).value();
-  if (t) out["task"] = {t->spec.description, t->spec.due_at, t->spec.repeat.value_or(""), t->status, t->created_at};
+  if (t)
+    out["task"] = {t->spec.description, t->spec.due_at, t->spec.repeat.value_or(""), t->status,
+                   t->created_at};
   for (const auto& r : rows(s.task_runs(task_id, 10))) {
-    out["runs"].push_back({r.id, r.started_at, r.finished_at, r.status, r.result.value_or(""), r.tokens.value_or(0)});
+    out["runs"].push_back(
+        {r.id, r.started_at, r.finished_at, r.status, r.result.value_or(""), r.tokens.value_or(0)});
   }
   return out;
 }
@@ -1248,15 +1336,17 @@ TEST_P(MemoryConformance, ExportLoadsIntoTheOtherStore) {
 
 TEST_P(MemoryConformance, ContextSectionsFromMemory) {
   const std::string old_conv = conversation();
-  ASSERT_TRUE(store->append_messages(old_conv, {ContextEntry::user("I keep forgetting the invoice for ACME"),
-                                                ContextEntry::assistant("noted")}));
+  ASSERT_TRUE(store->append_messages(old_conv,
+                                     {ContextEntry::user("I keep forgetting the invoice for ACME"),
+                                      ContextEntry::assistant("noted")}));
   ASSERT_TRUE(store->close_conversation(old_conv, std::string("Discussed the ACME invoice")));
   ASSERT_TRUE(store->store_fact("alice", "occupation", "pilot"));
   ASSERT_TRUE(store->store_fact("alice", "name", "Alice"));
   ASSERT_TRUE(store->store_fact("alice", "welcomed", "true"));
   ASSERT_TRUE(store->create_task(task("Send the ACME invoice", "2099-01-01 09:00:00")));
   ASSERT_TRUE(store->store_lesson({"alice", "style", "Be brief", "", 1, ""}));
-  ASSERT_TRUE(store->store_outcome({"alice", "billing", 1, "invoice sent on time", "conversation", "", ""}));
+  ASSERT_TRUE(store->store_outcome(
+      {"alice", "billing", 1, "invoice sent on time", "conversation", "", ""}));
 
   Limits limits;
   ContextInputs in;
@@ -1294,7 +1384,8 @@ class MemoryConformanceKernel : public MemoryConformance {
     return PluginRef{GetParam(), options_};
   }
   std::shared_ptr<MemoryStore> kernel_store() {
-    if (is("sqlite")) return stores.open("sqlite", Json{{"path", (stores.dir / "kdata" / "memory.db").string()}});
+    if (is("sqlite"))
+      return stores.open("sqlite", Json{{"path", (stores.dir / "kdata" / "memory.db").string()}});
     return reopen();
   }
   std::unique_ptr<Kernel> kernel(const std::vector<std::string>& lines, Limits limits = {}) {
@@ -1314,11 +1405,14 @@ class MemoryConformanceKernel : public MemoryConformance {
     EXPECT_TRUE(k) << k.error().describe();
     return k ? std::move(*k) : nullptr;
   }
-  Json request(std::size_t i) { return Json::parse(testing::read_lines(stores.dir / "record.jsonl").at(i)); }
+  Json request(std::size_t i) {
+    return Json::parse(testing::read_lines(stores.dir / "record.jsonl").at(i));
+  }
   static std::string text(const std::string& t) { return Json{{"text", t}}.dump(); }
 };
 
-INSTANTIATE_TEST_SUITE_P(Stores, MemoryConformanceKernel, ::testing::Values("sqlite", "postgres"), store_name);
+INSTANTIATE_TEST_SUITE_P(Stores, MemoryConformanceKernel, ::testing::Values("sqlite", "postgres"),
+                         store_name);
 
 TEST_P(MemoryConformanceKernel, SecondKernelSeesTheFirstOnesHistory) {
   // kernex wrote exchanges under project "default" and read under "": no history, ever. A second
@@ -1342,13 +1436,17 @@ TEST_P(MemoryConformanceKernel, SummaryKeptAndExtendedNotRecomputed) {
   Limits limits;
   limits.max_context_messages = 2;
   limits.compaction = CompactionStrategy::Summarize;
-  auto k = kernel({text("a1"), text("a2"), text("SUMMARY ONE"), text("a3"), text("SUMMARY TWO"), text("a4")}, limits);
+  auto k = kernel(
+      {text("a1"), text("a2"), text("SUMMARY ONE"), text("a3"), text("SUMMARY TWO"), text("a4")},
+      limits);
   ASSERT_TRUE(k);
   std::string conv;
-  for (auto m : {"m1", "m2", "m3"}) conv = k->run(Request::from_text("u", m)).value().conversation_id;
+  for (auto m : {"m1", "m2", "m3"})
+    conv = k->run(Request::from_text("u", m)).value().conversation_id;
   // Run 3 overflowed by two messages: summarised once, and the summary is kept in the store.
-  EXPECT_NE(request(3)["system"].get<std::string>().find("[Earlier conversation summary]\nSUMMARY ONE"),
-            std::string::npos);
+  EXPECT_NE(
+      request(3)["system"].get<std::string>().find("[Earlier conversation summary]\nSUMMARY ONE"),
+      std::string::npos);
   auto s = kernel_store();
   ASSERT_TRUE(s);
   auto stored = s->compaction_summary(conv).value();
@@ -1364,8 +1462,9 @@ TEST_P(MemoryConformanceKernel, SummaryKeptAndExtendedNotRecomputed) {
 }
 
 TEST_P(MemoryConformanceKernel, ToolCallsSavedAuditedAndUsageRecorded) {
-  Json call{{"tool_calls", {{{"id", "c1"}, {"name", "word_count"}, {"arguments", {{"text", "a b c"}}}}}},
-            {"usage", {{"input_tokens", 10}, {"output_tokens", 5}}}};
+  Json call{
+      {"tool_calls", {{{"id", "c1"}, {"name", "word_count"}, {"arguments", {{"text", "a b c"}}}}}},
+      {"usage", {{"input_tokens", 10}, {"output_tokens", 5}}}};
   Json answer{{"text", "three"}, {"usage", {{"input_tokens", 20}, {"output_tokens", 2}}}};
   auto k = kernel({call.dump(), answer.dump()});
   ASSERT_TRUE(k);

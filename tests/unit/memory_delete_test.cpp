@@ -24,9 +24,10 @@ class MemoryDeleteTest : public ::testing::Test {
     ToolCall call{"c1", "calculate", Json{{"expression", "1"}}};
     ContextEntry assistant = ContextEntry::assistant("");
     assistant.tool_calls = {call};
-    EXPECT_TRUE(store.append_messages(id, {ContextEntry::user("tell me about " + word), assistant,
-                                           ContextEntry::tool(ToolResult{"c1", "calculate", "1", false}),
-                                           ContextEntry::assistant(word + " facts")}));
+    EXPECT_TRUE(
+        store.append_messages(id, {ContextEntry::user("tell me about " + word), assistant,
+                                   ContextEntry::tool(ToolResult{"c1", "calculate", "1", false}),
+                                   ContextEntry::assistant(word + " facts")}));
     EXPECT_TRUE(store.save_compaction_summary(id, StoredSummary{"talked about " + word, 2}));
     EXPECT_TRUE(store.record_usage(UsageRecord{id, sender, "m", "p", Usage{}}));
     AuditRecord audit;

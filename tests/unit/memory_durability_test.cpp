@@ -116,8 +116,10 @@ TEST_F(MemoryDurability, SigkilledWriterKeepsEveryAcknowledgedExchange) {
     std::map<std::string, int> seen;
     for (const auto& m : messages.value()) ++seen[m.entry.content];
     for (long i = 0; i <= acked; ++i) {
-      ASSERT_GE(seen["question " + std::to_string(i)], 1) << "lost acknowledged exchange " << i << " in round " << round;
-      ASSERT_GE(seen["answer " + std::to_string(i)], 1) << "lost acknowledged exchange " << i << " in round " << round;
+      ASSERT_GE(seen["question " + std::to_string(i)], 1)
+          << "lost acknowledged exchange " << i << " in round " << round;
+      ASSERT_GE(seen["answer " + std::to_string(i)], 1)
+          << "lost acknowledged exchange " << i << " in round " << round;
     }
     // Exchanges are atomic: never a question without its answer.
     for (std::size_t i = 0; i + 1 < messages->size(); i += 2) {
@@ -166,19 +168,23 @@ TEST_F(MemoryDurability, TwoProcessesClaimingRunEachTaskExactlyOnce) {
 TEST_F(MemoryDurability, InvalidUtf8IsRefusedAndNothingIsLost) {
   auto store = open();
   auto conv = store->open_conversation({"cli", "u", ""}, std::chrono::minutes(120)).value();
-  ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("good"), ContextEntry::assistant("fine")}));
-  auto bad = store->append_messages(conv, {ContextEntry::user("ok part"), ContextEntry::assistant("bad \xC3\x28 byte")});
+  ASSERT_TRUE(
+      store->append_messages(conv, {ContextEntry::user("good"), ContextEntry::assistant("fine")}));
+  auto bad = store->append_messages(
+      conv, {ContextEntry::user("ok part"), ContextEntry::assistant("bad \xC3\x28 byte")});
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::Parse);
-  EXPECT_THAT(bad.error().describe(), HasSubstr("message 2 of the exchange (assistant): content is not valid UTF-8"));
+  EXPECT_THAT(bad.error().describe(),
+              HasSubstr("message 2 of the exchange (assistant): content is not valid UTF-8"));
   EXPECT_THAT(bad.error().describe(), HasSubstr("offset 4"));
   ContextEntry args = ContextEntry::assistant("");
   args.tool_calls = {ToolCall{"c", "t", Json{{"text", "\xFF"}}}};
   EXPECT_FALSE(store->append_messages(conv, {args}));
   EXPECT_FALSE(store->store_fact("u", "k", "\xC0\xAF"));  // overlong "/"
   EXPECT_FALSE(store->recall({"bad \xED\xA0\x80 surrogate", "u", 5, "", 0, std::nullopt}));
-  EXPECT_EQ(store->recent_messages(conv, 10).value(),
-            (std::vector<ContextEntry>{ContextEntry::user("good"), ContextEntry::assistant("fine")}));
+  EXPECT_EQ(
+      store->recent_messages(conv, 10).value(),
+      (std::vector<ContextEntry>{ContextEntry::user("good"), ContextEntry::assistant("fine")}));
   EXPECT_EQ(store->message_count(conv).value(), 2u);
 }
 
@@ -191,12 +197,15 @@ TEST_F(MemoryDurability, TenMegabyteMessageIsRefusedUnlessAllowed) {
     auto r = store->append_messages(conv, {ContextEntry::user(big)});
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code, ErrorCode::Limit);
-    EXPECT_THAT(r.error().describe(), HasSubstr("10485760 bytes, over max_message_bytes (4194304)"));
-    EXPECT_EQ(store->recent_messages(conv, 10).value(), std::vector<ContextEntry>{ContextEntry::user("before")});
+    EXPECT_THAT(r.error().describe(),
+                HasSubstr("10485760 bytes, over max_message_bytes (4194304)"));
+    EXPECT_EQ(store->recent_messages(conv, 10).value(),
+              std::vector<ContextEntry>{ContextEntry::user("before")});
   }
   auto roomy = open(Json{{"max_message_bytes", 16 << 20}});
   auto conv = roomy->open_conversation({"cli", "u", ""}, std::chrono::minutes(120)).value();
-  ASSERT_TRUE(roomy->append_messages(conv, {ContextEntry::user(big), ContextEntry::assistant("a")}));
+  ASSERT_TRUE(
+      roomy->append_messages(conv, {ContextEntry::user(big), ContextEntry::assistant("a")}));
   auto back = roomy->recent_messages(conv, 2).value();
   ASSERT_EQ(back.size(), 2u);
   EXPECT_EQ(back[0].content, big);
@@ -206,7 +215,8 @@ TEST_F(MemoryDurability, TenMegabyteMessageIsRefusedUnlessAllowed) {
 TEST_F(MemoryDurability, UnwritableLocationIsAClearError) {
   // A regular file where the data directory should be: fails for root too.
   dir.write("not-a-dir", "x");
-  auto r = host.create_memory("sqlite", Json{{"path", (dir / "not-a-dir" / "sub" / "memory.db").string()}});
+  auto r = host.create_memory("sqlite",
+                              Json{{"path", (dir / "not-a-dir" / "sub" / "memory.db").string()}});
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().describe(), HasSubstr("cannot create the data directory"));
   EXPECT_THAT(r.error().describe(), HasSubstr("not-a-dir/sub"));

@@ -42,7 +42,8 @@ class MemoryPostgres : public ::testing::Test {
     EXPECT_TRUE(s) << s.error().describe();
     return s ? *s : nullptr;
   }
-  std::string conversation(MemoryStore& s, const std::string& sender = "alice", const std::string& project = "") {
+  std::string conversation(MemoryStore& s, const std::string& sender = "alice",
+                           const std::string& project = "") {
     auto id = s.open_conversation({"cli", sender, project}, std::chrono::minutes(120));
     EXPECT_TRUE(id) << id.error().describe();
     return id.value_or("");
@@ -59,7 +60,8 @@ class MemoryPostgres : public ::testing::Test {
   // Ends every other session on the test database, as a server restart or a network cut would.
   void kill_connections() {
     ASSERT_TRUE(
-        db.exec("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = current_database() "
+        db.exec("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = "
+                "current_database() "
                 "AND pid <> pg_backend_pid()"));  // (pid, 5000): waits until they are gone
   }
 
@@ -79,8 +81,10 @@ TEST_F(MemoryPostgres, ConversationsKeepInsertionOrderAndCount) {
     ASSERT_TRUE(store->append_messages(conv, exchange));
     all.insert(all.end(), exchange.begin(), exchange.end());
   }
-  EXPECT_EQ(store->recent_messages(conv, 6).value(), std::vector<ContextEntry>(all.end() - 6, all.end()));
-  EXPECT_EQ(store->oldest_messages(conv, 3).value(), std::vector<ContextEntry>(all.begin(), all.begin() + 3));
+  EXPECT_EQ(store->recent_messages(conv, 6).value(),
+            std::vector<ContextEntry>(all.end() - 6, all.end()));
+  EXPECT_EQ(store->oldest_messages(conv, 3).value(),
+            std::vector<ContextEntry>(all.begin(), all.begin() + 3));
   EXPECT_EQ(store->message_count(conv).value(), 40u);
   // A long exchange (saved in several statements) keeps its order too.
   std::vector<ContextEntry> many;
@@ -89,7 +93,8 @@ TEST_F(MemoryPostgres, ConversationsKeepInsertionOrderAndCount) {
   EXPECT_EQ(store->recent_messages(conv, 2500).value(), many);
   EXPECT_EQ(store->message_count(conv).value(), 2540u);
   // An idle limit past any date still means "reuse".
-  EXPECT_EQ(store->open_conversation({"cli", "alice", ""}, std::chrono::minutes::max()).value(), conv);
+  EXPECT_EQ(store->open_conversation({"cli", "alice", ""}, std::chrono::minutes::max()).value(),
+            conv);
   auto fresh = store->open_conversation({"cli", "alice", ""}, std::chrono::minutes(0));
   ASSERT_TRUE(fresh);
   EXPECT_NE(*fresh, conv);
@@ -102,7 +107,8 @@ TEST_F(MemoryPostgres, OptionsAreCheckedAndTyped) {
     EXPECT_FALSE(s);
     return s ? Error(ErrorCode::Internal, "") : s.error();
   };
-  for (const char* key : {"pool_size", "statement_timeout_ms", "connect_timeout_s", "max_message_bytes"}) {
+  for (const char* key :
+       {"pool_size", "statement_timeout_ms", "connect_timeout_s", "max_message_bytes"}) {
     for (Json bad : {Json(0), Json(-1), Json("4"), Json(1.5)}) {
       auto e = error_of(Json{{key, bad}});
       EXPECT_EQ(store_code(e), ErrorCode::Config) << key;
@@ -116,14 +122,16 @@ TEST_F(MemoryPostgres, OptionsAreCheckedAndTyped) {
   ASSERT_FALSE(dsn);
   EXPECT_THAT(dsn.error().describe(), HasSubstr("'dsn'"));
   // The kernel passes data_dir to every memory plugin: accepted and unused.
-  EXPECT_TRUE(open(Json{{"data_dir", dir.path().string()}, {"pool_size", 2}, {"statement_timeout_ms", 1000}}));
+  EXPECT_TRUE(open(
+      Json{{"data_dir", dir.path().string()}, {"pool_size", 2}, {"statement_timeout_ms", 1000}}));
 }
 
 TEST_F(MemoryPostgres, ConnectFailureIsIoAndNeverShowsThePassword) {
   const std::string secret = "s3cr3t-Pa55word";
-  for (const std::string& dsn : {"host=127.0.0.1 port=1 user=nobody password=" + secret + " dbname=x",
-                                 "postgresql://nobody:" + secret + "@127.0.0.1:1/x",
-                                 "host=127.0.0.1 password " + secret, "host=127.0.0.1 port=1 password= " + secret}) {
+  for (const std::string& dsn :
+       {"host=127.0.0.1 port=1 user=nobody password=" + secret + " dbname=x",
+        "postgresql://nobody:" + secret + "@127.0.0.1:1/x", "host=127.0.0.1 password " + secret,
+        "host=127.0.0.1 port=1 password= " + secret}) {
     auto s = host.create_memory("postgres", Json{{"dsn", dsn}, {"connect_timeout_s", 2}});
     ASSERT_FALSE(s) << dsn;
     EXPECT_EQ(store_code(s.error()), ErrorCode::Io) << s.error().describe();
@@ -149,7 +157,8 @@ TEST_F(MemoryPostgres, MigrationsRaceOnAFreshDatabase) {
         errors[static_cast<std::size_t>(i)] = s.error().describe();
         return;
       }
-      auto conv = (*s)->open_conversation({"cli", "t" + std::to_string(i), ""}, std::chrono::minutes(5));
+      auto conv =
+          (*s)->open_conversation({"cli", "t" + std::to_string(i), ""}, std::chrono::minutes(5));
       if (conv && (*s)->append_messages(*conv, {ContextEntry::user("hi")})) ++opened;
     });
   }
@@ -158,8 +167,10 @@ TEST_F(MemoryPostgres, MigrationsRaceOnAFreshDatabase) {
   EXPECT_EQ(opened.load(), kOpeners);
   std::string versions;
   // Each migration applied exactly once, all of them (no version twice, none missing).
-  ASSERT_TRUE(fresh.exec("SELECT count(*) || '/' || count(DISTINCT version) || '/' || max(version) FROM schema_version",
-                         &versions));
+  ASSERT_TRUE(
+      fresh.exec("SELECT count(*) || '/' || count(DISTINCT version) || '/' || max(version) FROM "
+                 "schema_version",
+                 &versions));
   EXPECT_EQ(versions, "3/3/3");
 }
 
@@ -213,11 +224,11 @@ TEST_F(MemoryPostgres, ABlockedStatementTimesOutInsteadOfHanging) {
 TEST_F(MemoryPostgres, RecallUsesTheFullTextIndexes) {
   std::string plan;
   // Without seq scans to fall back on, a query no index serves would still plan a Seq Scan.
-  ASSERT_TRUE(
-      db.exec("SET enable_seqscan = off; EXPLAIN SELECT seq FROM messages m WHERE m.role = 'user' AND "
-              "to_tsvector('simple'::regconfig, "
-              "left(m.content, 200000)) @@ phraseto_tsquery('simple', 'deploy')",
-              &plan));
+  ASSERT_TRUE(db.exec(
+      "SET enable_seqscan = off; EXPLAIN SELECT seq FROM messages m WHERE m.role = 'user' AND "
+      "to_tsvector('simple'::regconfig, "
+      "left(m.content, 200000)) @@ phraseto_tsquery('simple', 'deploy')",
+      &plan));
   EXPECT_THAT(plan, Not(HasSubstr("Seq Scan"))) << plan;
 }
 
@@ -228,7 +239,8 @@ TEST_F(MemoryPostgres, CliExportFromSqliteImportsIntoPostgres) {
   {
     auto lite = host.create_memory("sqlite", Json{{"data_dir", data.string()}}).value();
     const std::string conv = conversation(*lite);
-    ASSERT_TRUE(lite->append_messages(conv, {ContextEntry::user("remember the tuna"), ContextEntry::assistant("ok")}));
+    ASSERT_TRUE(lite->append_messages(
+        conv, {ContextEntry::user("remember the tuna"), ContextEntry::assistant("ok")}));
     ASSERT_TRUE(lite->store_fact("alice", "cat", "Miso"));
     ASSERT_TRUE(lite->create_task(task("Feed the cat its tuna dinner", "2026-12-31 18:00:00")));
   }
@@ -244,8 +256,10 @@ TEST_F(MemoryPostgres, CliExportFromSqliteImportsIntoPostgres) {
   const std::string exported = sh("memory --data-dir " + data.string() + " export --json", &status);
   ASSERT_EQ(status, 0) << exported;
   std::ofstream(dir / "backup.json") << exported;
-  std::ofstream(dir / "pg.yaml") << "memory:\n  name: postgres\n  options:\n    dsn: \"" << db.dsn() << "\"\n";
-  const std::string pg = "memory --config " + (dir / "pg.yaml").string() + " --data-dir " + (dir / "pgdata").string();
+  std::ofstream(dir / "pg.yaml") << "memory:\n  name: postgres\n  options:\n    dsn: \"" << db.dsn()
+                                 << "\"\n";
+  const std::string pg =
+      "memory --config " + (dir / "pg.yaml").string() + " --data-dir " + (dir / "pgdata").string();
   const std::string imported = sh(pg + " import " + (dir / "backup.json").string(), &status);
   ASSERT_EQ(status, 0) << imported;
   EXPECT_EQ(Json::parse(sh(pg + " export --json", &status)), Json::parse(exported));
@@ -253,7 +267,8 @@ TEST_F(MemoryPostgres, CliExportFromSqliteImportsIntoPostgres) {
 }
 
 TEST_F(MemoryPostgres, ImportRejectsJunkNamingTheRow) {
-  for (const Json& junk : {Json{{"format", "something"}}, Json{{"format", 5}}, Json::array(), Json("x")}) {
+  for (const Json& junk :
+       {Json{{"format", "something"}}, Json{{"format", 5}}, Json::array(), Json("x")}) {
     auto r = store->import_json(junk);
     ASSERT_FALSE(r);
     EXPECT_THAT(r.error().describe(), HasSubstr("not a kernex memory export"));
@@ -261,9 +276,11 @@ TEST_F(MemoryPostgres, ImportRejectsJunkNamingTheRow) {
   auto version = store->import_json(Json{{"format", "kernex-memory"}, {"version", "one"}});
   ASSERT_FALSE(version);
   EXPECT_THAT(version.error().describe(), HasSubstr("unsupported export version \"one\""));
-  Json doc{{"format", "kernex-memory"},
-           {"version", 1},
-           {"facts", Json::array({Json{{"sender_id", "a"}, {"key", "k"}, {"value", "v"}, {"colour", "red"}}})}};
+  Json doc{
+      {"format", "kernex-memory"},
+      {"version", 1},
+      {"facts",
+       Json::array({Json{{"sender_id", "a"}, {"key", "k"}, {"value", "v"}, {"colour", "red"}}})}};
   auto bad = store->import_json(doc);
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.error().describe(), HasSubstr("facts[0]: unknown column 'colour'"));

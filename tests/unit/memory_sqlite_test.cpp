@@ -1,6 +1,6 @@
-// What only the SQLite memory plugin has: its file (modes, WAL, where the kernel puts it), its options
-// and the CLI over memory.db. Everything the MemoryStore interface promises is checked for every
-// store in memory_conformance_test.cpp.
+// What only the SQLite memory plugin has: its file (modes, WAL, where the kernel puts it), its
+// options and the CLI over memory.db. Everything the MemoryStore interface promises is checked for
+// every store in memory_conformance_test.cpp.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -41,7 +41,7 @@ class MemorySqlite : public ::testing::Test {
 // ---- Opening ----
 
 TEST_F(MemorySqlite, FileIsPrivateAndDataDirIsCreated0700) {
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat((dir / "data").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   ASSERT_EQ(::stat((dir / "data" / "memory.db").c_str(), &st), 0);
@@ -88,13 +88,16 @@ class MemorySqliteKernel : public MemorySqlite {
     EXPECT_TRUE(k) << k.error().describe();
     return k ? std::move(*k) : nullptr;
   }
-  Json request(std::size_t i) { return Json::parse(testing::read_lines(dir / "record.jsonl").at(i)); }
+  Json request(std::size_t i) {
+    return Json::parse(testing::read_lines(dir / "record.jsonl").at(i));
+  }
   static std::string text(const std::string& t) { return Json{{"text", t}}.dump(); }
 };
 
 TEST_F(MemorySqliteKernel, StoreFileLivesInTheKernelsDataDir) {
   // The kernel gives the store its data_dir: memory.db lands there, and a second kernel (a new
-  // process) finds the first one's history in it. (How the kernel uses a store: memory_conformance_test.)
+  // process) finds the first one's history in it. (How the kernel uses a store:
+  // memory_conformance_test.)
   {
     auto k = kernel({text("first answer")});
     ASSERT_TRUE(k->run(Request::from_text("u1", "hello")));
@@ -125,11 +128,13 @@ class MemoryCli : public ::testing::Test {
     return out;
   }
   std::string run(const std::string& script, const std::string& message) {
-    return sh("run --config " KERNEX_SOURCE_DIR "/examples/demo/kernex.yaml --data-dir " + data.string() +
-              " --provider-opt script=" KERNEX_SOURCE_DIR "/examples/demo/" + script + " '" + message + "'");
+    return sh("run --config " KERNEX_SOURCE_DIR "/examples/demo/kernex.yaml --data-dir " +
+              data.string() + " --provider-opt script=" KERNEX_SOURCE_DIR "/examples/demo/" +
+              script + " '" + message + "'");
   }
   std::string memory(const std::string& args, const std::filesystem::path& d) {
-    return sh("memory --config " KERNEX_SOURCE_DIR "/examples/demo/kernex.yaml --data-dir " + d.string() + " " + args);
+    return sh("memory --config " KERNEX_SOURCE_DIR "/examples/demo/kernex.yaml --data-dir " +
+              d.string() + " " + args);
   }
   TempDir dir;
   std::filesystem::path data = dir / "data";
@@ -155,11 +160,13 @@ TEST_F(MemoryCli, RunRemembersAndExportRoundTrips) {
   const std::string exported = memory("export --json", data);
   dir.write("backup.json", exported);
   int status = -1;
-  sh("memory --data-dir " + (dir / "copy").string() + " import " + (dir / "backup.json").string(), &status);
+  sh("memory --data-dir " + (dir / "copy").string() + " import " + (dir / "backup.json").string(),
+     &status);
   EXPECT_EQ(status, 0);
   EXPECT_EQ(memory("export --json", dir / "copy"), exported);
-  const std::string again = sh("memory --data-dir " + (dir / "copy").string() + " import " +
-                               (dir / "backup.json").string(), &status);
+  const std::string again = sh(
+      "memory --data-dir " + (dir / "copy").string() + " import " + (dir / "backup.json").string(),
+      &status);
   EXPECT_EQ(status, 8) << again;
   EXPECT_THAT(again, HasSubstr("nothing was"));
 }

@@ -22,8 +22,12 @@ std::string json_error(const Json& j) {
   return "";
 }
 
-StreamEvent text(std::string s) { return {StreamEvent::Kind::TextDelta, std::move(s), {}, {}, {}, {}}; }
-StreamEvent of(StreamEvent::Kind kind, std::string s = {}) { return {kind, std::move(s), {}, {}, {}, {}}; }
+StreamEvent text(std::string s) {
+  return {StreamEvent::Kind::TextDelta, std::move(s), {}, {}, {}, {}};
+}
+StreamEvent of(StreamEvent::Kind kind, std::string s = {}) {
+  return {kind, std::move(s), {}, {}, {}, {}};
+}
 
 // --- kernex message.rs conformance (4) ---
 
@@ -78,9 +82,10 @@ TEST(Message, RequestIdIsLowercaseUuidV4AndTimestampRfc3339Utc) {
 }
 
 TEST(Message, RequestJsonDefaultsAndNulls) {
-  const auto r = Json::parse(R"({"id":"67E55044-10B1-426F-9247-BB680E5FE0C8","sender_id":"s","text":"t",
+  const auto r =
+      Json::parse(R"({"id":"67E55044-10B1-426F-9247-BB680E5FE0C8","sender_id":"s","text":"t",
                                  "timestamp":"2026-03-06T12:00:00+01:00"})")
-                     .get<Request>();
+          .get<Request>();
   EXPECT_EQ(r.id, "67e55044-10b1-426f-9247-bb680e5fe0c8");
   EXPECT_FALSE(r.sender_name);
   EXPECT_TRUE(r.attachments.empty());
@@ -93,7 +98,8 @@ TEST(Message, RequestJsonDefaultsAndNulls) {
 
 TEST(Message, AttachmentsRoundTrip) {
   Request r = Request::from_text("u", "see file");
-  r.attachments.push_back({"Image", "https://x/y.png", std::vector<std::uint8_t>{0, 127, 255}, "y.png"});
+  r.attachments.push_back(
+      {"Image", "https://x/y.png", std::vector<std::uint8_t>{0, 127, 255}, "y.png"});
   r.attachments.push_back({});
   const Json j = r;
   EXPECT_EQ(j["attachments"][0]["data"], Json::parse("[0,127,255]"));
@@ -106,7 +112,8 @@ TEST(Message, AttachmentsRoundTrip) {
 }
 
 TEST(Message, RequestJsonErrorsNameTheField) {
-  const Json base = Json::parse(R"({"id":"67e55044-10b1-426f-9247-bb680e5fe0c8","sender_id":"s","text":"t",
+  const Json base =
+      Json::parse(R"({"id":"67e55044-10b1-426f-9247-bb680e5fe0c8","sender_id":"s","text":"t",
                                     "timestamp":"2026-03-06T12:00:00Z"})");
   EXPECT_EQ(json_error(base), "");
   auto without = base;
@@ -205,13 +212,17 @@ TEST(Stream, LastUsageReplacesEarlierOne) {
   EXPECT_EQ(acc.text(), "");
 }
 
-// Untrusted JSON is refused past kMaxJsonDepth levels: parsing is iterative in nlohmann, but dump(),
-// copies and comparisons recurse, so a deep document would overflow the stack wherever it went next.
+// Untrusted JSON is refused past kMaxJsonDepth levels: parsing is iterative in nlohmann, but
+// dump(), copies and comparisons recurse, so a deep document would overflow the stack wherever it
+// went next.
 TEST(UntrustedJson, NestingPastTheLimitIsRefusedAndStringsDoNotCount) {
   const std::size_t deep = 300000;
   EXPECT_TRUE(parse_untrusted(std::string(deep, '[') + std::string(deep, ']')).is_discarded());
-  EXPECT_TRUE(parse_untrusted(std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']')).is_discarded());
-  Json at_limit = parse_untrusted(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'));
+  EXPECT_TRUE(
+      parse_untrusted(std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']'))
+          .is_discarded());
+  Json at_limit =
+      parse_untrusted(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'));
   ASSERT_TRUE(at_limit.is_array());
   EXPECT_FALSE(at_limit.dump().empty());
   // Brackets inside strings, escaped quotes included, are text.

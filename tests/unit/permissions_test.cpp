@@ -122,7 +122,8 @@ TEST(Permissions, DenyReasonNamesThePattern) {
 // --- details kernex pins by construction ---
 
 TEST(Permissions, ExtractWalksSortedKeysDepthFirstStringsOnly) {
-  const Json args = Json::parse(R"({"z":"last","a":["x",{"k":"y"},3,true,null],"m":{"b":"b1","a":"a1"},"n":1})");
+  const Json args =
+      Json::parse(R"({"z":"last","a":["x",{"k":"y"},3,true,null],"m":{"b":"b1","a":"a1"},"n":1})");
   EXPECT_EQ(extract_args_string(args), "x y a1 b1 last");
 }
 
@@ -150,7 +151,8 @@ TEST(Permissions, ExtractStopsAfterTheCap) {
 
 TEST(Permissions, ExtractSurvivesDeepNesting) {
   const std::size_t depth = 100'000;
-  const Json args = Json::parse(std::string(depth, '[') + "\"sudo reboot\"" + std::string(depth, ']'));
+  const Json args =
+      Json::parse(std::string(depth, '[') + "\"sudo reboot\"" + std::string(depth, ']'));
   EXPECT_EQ(extract_args_string(args), "sudo reboot");
 }
 
@@ -208,14 +210,17 @@ TEST(Utf8, TwoByteCharacter) {
 }
 
 TEST(Utf8, FourByteEmoji) {
-  const std::string s = "a\xF0\x9F\x8E\x89" "b";  // a🎉b
+  const std::string s =
+      "a\xF0\x9F\x8E\x89"
+      "b";  // a🎉b
   for (std::size_t max : {4u, 3u, 2u, 1u}) EXPECT_EQ(floor_char_boundary(s, max), 1u) << max;
   EXPECT_EQ(floor_char_boundary(s, 0), 0u);
 }
 
 TEST(Utf8, MixedWidthHearts) {
-  const std::string s = "\xE2\x9D\xA4\xEF\xB8\x8F\xF0\x9F\xA7\xA1\xF0\x9F\x92\x9B\xF0\x9F\x92\x9A\xF0\x9F\x92\x99"
-                        "\xF0\x9F\x92\x9C";  // ❤️🧡💛💚💙💜
+  const std::string s =
+      "\xE2\x9D\xA4\xEF\xB8\x8F\xF0\x9F\xA7\xA1\xF0\x9F\x92\x9B\xF0\x9F\x92\x9A\xF0\x9F\x92\x99"
+      "\xF0\x9F\x92\x9C";  // ❤️🧡💛💚💙💜
   ASSERT_EQ(s.size(), 26u);
   EXPECT_EQ(floor_char_boundary(s, 13), 10u);
   EXPECT_EQ(floor_char_boundary(s, 14), 14u);
@@ -227,7 +232,8 @@ TEST(Utf8, MixedWidthHearts) {
 
 TEST(Permissions, DefectNoFileFormat) {
   const auto r = PermissionRules::parse_yaml(
-      "# rules\nallow:\n  - Read\n  - \"Bash(git *)\"\ndeny:\n  - Bash(git push *)\n", "perms.yaml");
+      "# rules\nallow:\n  - Read\n  - \"Bash(git *)\"\ndeny:\n  - Bash(git push *)\n",
+      "perms.yaml");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->allow(), (std::vector<std::string>{"Read", "Bash(git *)"}));
   EXPECT_EQ(r->deny(), std::vector<std::string>{"Bash(git push *)"});

@@ -18,7 +18,9 @@ using ::testing::HasSubstr;
 
 const fs::path kPluginDir = KERNEX_TEST_PLUGIN_DIR;
 
-fs::path plugin_file(const std::string& stem) { return kPluginDir / ("libkernex-test-" + stem + ".so"); }
+fs::path plugin_file(const std::string& stem) {
+  return kPluginDir / ("libkernex-test-" + stem + ".so");
+}
 
 // Whether the dynamic loader currently has `path` mapped, without loading it.
 bool is_loaded(const fs::path& path) {
@@ -39,10 +41,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1); else unsetenv(name);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
   }
   ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1); else unsetenv(name_);
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
   }
 
  private:
@@ -54,7 +62,8 @@ TEST(PluginHost, DiscoveryListsGoodAndBrokenFilesWithTheirCause) {
   PluginHost host = PluginHost::discover({kPluginDir});
   auto files = by_file(host);
 
-  for (const char* good : {"echo", "map-memory", "blocklist-hook", "reverse-toolbox", "throws", "null-factory"}) {
+  for (const char* good :
+       {"echo", "map-memory", "blocklist-hook", "reverse-toolbox", "throws", "null-factory"}) {
     const std::string file = plugin_file(good).filename().string();
     ASSERT_TRUE(files.contains(file)) << file;
     EXPECT_TRUE(files[file].ok()) << files[file].error->message;
@@ -74,8 +83,10 @@ TEST(PluginHost, DiscoveryListsGoodAndBrokenFilesWithTheirCause) {
       {"abi-mismatch", "ABI version 999, this kernel speaks " + std::to_string(kAbiVersion)},
       {"unknown-kind", "unknown plugin kind 77"},
       {"empty-name", "descriptor has no name"},
-      {"missing-factory", "provider plugin 'missing-factory' does not export kernex_create_Provider"},
-      {"echo2", "duplicate provider plugin 'echo'; already loaded from " + plugin_file("echo").string()},
+      {"missing-factory",
+       "provider plugin 'missing-factory' does not export kernex_create_Provider"},
+      {"echo2",
+       "duplicate provider plugin 'echo'; already loaded from " + plugin_file("echo").string()},
   };
   for (const auto& [stem, cause] : broken) {
     const fs::path path = plugin_file(stem);
@@ -94,7 +105,8 @@ TEST(PluginHost, DiscoveryListsGoodAndBrokenFilesWithTheirCause) {
 TEST(PluginHost, ALibraryWithoutDescriptorIsNeverMapped) {
   ScopedEnv clear("KERNEX_TEST_NO_DESCRIPTOR_LOADED", nullptr);
   PluginHost host = PluginHost::discover({kPluginDir});
-  EXPECT_EQ(std::getenv("KERNEX_TEST_NO_DESCRIPTOR_LOADED"), nullptr) << "its static constructor ran";
+  EXPECT_EQ(std::getenv("KERNEX_TEST_NO_DESCRIPTOR_LOADED"), nullptr)
+      << "its static constructor ran";
   EXPECT_FALSE(is_loaded(plugin_file("no-descriptor")));
   // Files rejected after loading (bad descriptor) are unloaded again; only good ones stay.
   EXPECT_FALSE(is_loaded(plugin_file("abi-mismatch")));
@@ -109,7 +121,8 @@ TEST(PluginHost, GoodPluginsCreateWorkingObjectsNextToBrokenOnes) {
   ASSERT_TRUE(provider) << provider.error().describe();
   EXPECT_EQ((*provider)->name(), "echo");
   std::string streamed;
-  auto response = (*provider)->complete(Context("hello"), {}, [&](const StreamEvent& e) { streamed += e.text; });
+  auto response = (*provider)->complete(Context("hello"), {},
+                                        [&](const StreamEvent& e) { streamed += e.text; });
   ASSERT_TRUE(response) << response.error().describe();
   EXPECT_EQ(response->text, "hello");
   EXPECT_EQ(streamed, "hello");
@@ -118,7 +131,8 @@ TEST(PluginHost, GoodPluginsCreateWorkingObjectsNextToBrokenOnes) {
   ASSERT_TRUE(memory) << memory.error().describe();
   auto conversation = (*memory)->open_conversation({"cli", "alice", ""}, std::chrono::minutes(5));
   ASSERT_TRUE(conversation);
-  ASSERT_TRUE((*memory)->append_messages(*conversation, {ContextEntry::user("hi"), ContextEntry::assistant("yo")}));
+  ASSERT_TRUE((*memory)->append_messages(
+      *conversation, {ContextEntry::user("hi"), ContextEntry::assistant("yo")}));
   auto recent = (*memory)->recent_messages(*conversation, 1);
   ASSERT_TRUE(recent);
   ASSERT_EQ(recent->size(), 1u);
@@ -161,7 +175,8 @@ TEST(PluginHost, FactoryConfigErrorNamesThePluginAndKeepsItsCause) {
   ASSERT_TRUE(error->cause);
   EXPECT_EQ(error->cause->code, ErrorCode::Config);
   EXPECT_EQ(error->cause->message, "echo: config key 'fail' is set");
-  EXPECT_THAT(error->describe(), HasSubstr("echo: config key 'fail' is set: asked to fail by the test"));
+  EXPECT_THAT(error->describe(),
+              HasSubstr("echo: config key 'fail' is set: asked to fail by the test"));
 }
 
 TEST(PluginHost, ThrowingFactoryBecomesAnErrorNamingThePlugin) {
@@ -169,7 +184,8 @@ TEST(PluginHost, ThrowingFactoryBecomesAnErrorNamingThePlugin) {
   auto thrown = host.create_provider("throws", Json::object());
   ASSERT_FALSE(thrown);
   EXPECT_EQ(thrown.error().code, ErrorCode::Plugin);
-  EXPECT_THAT(thrown.error().message, HasSubstr("provider plugin 'throws' (" + plugin_file("throws").string() + ")"));
+  EXPECT_THAT(thrown.error().message,
+              HasSubstr("provider plugin 'throws' (" + plugin_file("throws").string() + ")"));
   EXPECT_THAT(thrown.error().message, HasSubstr("factory threw: boom from the factory"));
 
   auto thrown_int = host.create_provider("throws", Json{{"int", true}});
@@ -192,7 +208,8 @@ TEST(PluginHost, UnknownNameListsTheAvailablePluginsOfThatKind) {
   auto provider = host.create_provider("nope", Json::object());
   ASSERT_FALSE(provider);
   EXPECT_EQ(provider.error().code, ErrorCode::Plugin);
-  EXPECT_EQ(provider.error().message, "no provider plugin named 'nope'; available: echo, null, throws");
+  EXPECT_EQ(provider.error().message,
+            "no provider plugin named 'nope'; available: echo, null, throws");
   auto memory = host.create_memory("echo", Json::object());
   ASSERT_FALSE(memory);
   EXPECT_EQ(memory.error().message, "no memory plugin named 'echo'; available: map");
@@ -205,7 +222,8 @@ TEST(PluginHost, CreatingABrokenPluginExplainsWhyItFailedToLoad) {
   PluginHost host = PluginHost::discover({kPluginDir});
   auto made = host.create_provider("missing-factory", Json::object());
   ASSERT_FALSE(made);
-  EXPECT_THAT(made.error().describe(), HasSubstr("provider plugin 'missing-factory' failed to load"));
+  EXPECT_THAT(made.error().describe(),
+              HasSubstr("provider plugin 'missing-factory' failed to load"));
   EXPECT_THAT(made.error().describe(), HasSubstr("does not export kernex_create_Provider"));
 }
 
@@ -224,7 +242,8 @@ TEST(PluginHost, AddFileReturnsTheErrorAndRecordsIt) {
   auto bad = host.add_file(plugin_file("not-elf"));
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::Plugin);
-  EXPECT_THAT(bad.error().message, HasSubstr(plugin_file("not-elf").string() + ": not a shared library"));
+  EXPECT_THAT(bad.error().message,
+              HasSubstr(plugin_file("not-elf").string() + ": not a shared library"));
   auto missing = host.add_file(kPluginDir / "does-not-exist.so");
   ASSERT_FALSE(missing);
   EXPECT_THAT(missing.error().message, HasSubstr("does-not-exist.so: not a regular file"));
@@ -237,13 +256,15 @@ TEST(PluginHost, AddFileReturnsTheErrorAndRecordsIt) {
 }
 
 TEST(PluginHost, MissingDirectoriesAreSkipped) {
-  PluginHost host = PluginHost::discover({kPluginDir / "no-such-dir", kPluginDir / "libkernex-test-echo.so"});
+  PluginHost host =
+      PluginHost::discover({kPluginDir / "no-such-dir", kPluginDir / "libkernex-test-echo.so"});
   EXPECT_TRUE(host.plugins().empty());
 }
 
 TEST(PluginHost, ADirectoryListedTwiceIsReadOnce) {
   const std::size_t once = PluginHost::discover({kPluginDir}).plugins().size();
-  PluginHost host = PluginHost::discover({kPluginDir, kPluginDir / ".", kPluginDir / ".." / kPluginDir.filename()});
+  PluginHost host = PluginHost::discover(
+      {kPluginDir, kPluginDir / ".", kPluginDir / ".." / kPluginDir.filename()});
   EXPECT_EQ(host.plugins().size(), once);  // not twice as many, half of them "duplicate"
 }
 
@@ -298,7 +319,8 @@ TEST(PluginHost, DefaultDirsStartWithKernexPluginPath) {
 }
 
 TEST(PluginHost, KindNamesRoundTrip) {
-  for (PluginKind k : {PluginKind::Provider, PluginKind::Memory, PluginKind::Hook, PluginKind::Toolbox}) {
+  for (PluginKind k :
+       {PluginKind::Provider, PluginKind::Memory, PluginKind::Hook, PluginKind::Toolbox}) {
     EXPECT_EQ(plugin_kind_from_string(to_string(k)), k);
   }
   EXPECT_EQ(to_string(PluginKind::Toolbox), "toolbox");

@@ -25,8 +25,8 @@ const PricingTable& table() {
   const auto p = table().pricing_for(model);
   if (!p) return ::testing::AssertionFailure() << model << " has no price";
   if (p->input_per_mtok != in || p->output_per_mtok != out) {
-    return ::testing::AssertionFailure() << model << " priced " << p->input_per_mtok << "/" << p->output_per_mtok
-                                         << ", expected " << in << "/" << out;
+    return ::testing::AssertionFailure() << model << " priced " << p->input_per_mtok << "/"
+                                         << p->output_per_mtok << ", expected " << in << "/" << out;
   }
   return ::testing::AssertionSuccess();
 }
@@ -39,7 +39,8 @@ std::optional<ModelPricing> minor_rule_price(const std::string& model) {
     if (rule.match != PricingTable::Rule::Match::Regex) continue;
     yaml << "- match: regex\n  patterns:\n";
     for (const auto& p : rule.patterns) yaml << "    - '" << p << "'\n";
-    yaml << "  input: " << rule.price.input_per_mtok << "\n  output: " << rule.price.output_per_mtok << "\n";
+    yaml << "  input: " << rule.price.input_per_mtok << "\n  output: " << rule.price.output_per_mtok
+         << "\n";
   }
   auto sub = PricingTable::parse_yaml(yaml.str(), "regex-rules");
   if (!sub) throw std::runtime_error(sub.error().describe());
@@ -51,13 +52,15 @@ std::optional<ModelPricing> minor_rule_price(const std::string& model) {
 TEST(Pricing, SonnetCurrent) { EXPECT_TRUE(priced("claude-sonnet-4-6", 3, 15)); }
 
 TEST(Pricing, OpusFourFiveAndLaterAreCheaper) {
-  for (const char* m : {"claude-opus-4-5", "claude-opus-4-6", "claude-opus-4-7", "claude-opus-4-8"}) {
+  for (const char* m :
+       {"claude-opus-4-5", "claude-opus-4-6", "claude-opus-4-7", "claude-opus-4-8"}) {
     EXPECT_TRUE(priced(m, 5, 25));
   }
 }
 
 TEST(Pricing, OlderOpusKeepsLegacyPrice) {
-  for (const char* m : {"claude-opus-4-0", "claude-opus-4-1", "claude-opus-3"}) EXPECT_TRUE(priced(m, 15, 75));
+  for (const char* m : {"claude-opus-4-0", "claude-opus-4-1", "claude-opus-3"})
+    EXPECT_TRUE(priced(m, 15, 75));
 }
 
 TEST(Pricing, FutureOpusMinorsUseNewPrice) {
@@ -181,9 +184,9 @@ TEST(Pricing, CacheWritesAndExplicitVendorCacheRates) {
   const Usage writes{0, 0, 0, 1'000'000, 0};
   EXPECT_NEAR(table().cost("claude-opus-4-8", writes), 6.25, 1e-12);
   const Usage reads{0, 0, 1'000'000, 0, 0};
-  EXPECT_NEAR(table().cost("gpt-4o", reads), 1.25, 1e-12);   // OpenAI: half price
-  EXPECT_NEAR(table().cost("gpt-5", reads), 0.125, 1e-12);   // OpenAI gpt-5: a tenth
-  EXPECT_NEAR(table().cost("gpt-4o", writes), 2.5, 1e-12);   // no premium for writes
+  EXPECT_NEAR(table().cost("gpt-4o", reads), 1.25, 1e-12);  // OpenAI: half price
+  EXPECT_NEAR(table().cost("gpt-5", reads), 0.125, 1e-12);  // OpenAI gpt-5: a tenth
+  EXPECT_NEAR(table().cost("gpt-4o", writes), 2.5, 1e-12);  // no premium for writes
 }
 
 // --- the data file ---
@@ -202,7 +205,8 @@ TEST(Pricing, DataFileKeepsKernexOrderAndAddsAfter) {
 }
 
 TEST(Pricing, PatternsMatchCaseInsensitively) {
-  const auto t = PricingTable::parse_yaml("- {match: equals, patterns: [My-Model], input: 1, output: 2}\n", "p.yaml");
+  const auto t = PricingTable::parse_yaml(
+      "- {match: equals, patterns: [My-Model], input: 1, output: 2}\n", "p.yaml");
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_TRUE(t->pricing_for("my-model"));
   EXPECT_TRUE(t->pricing_for("MY-MODEL"));
@@ -230,17 +234,24 @@ struct ErrorCase {
 TEST(Pricing, YamlErrorsNameFileRuleAndField) {
   const std::vector<ErrorCase> cases = {
       {"match: contains\n", {"p.yaml:1", "list of rules"}},
-      {"- match: contains\n  patterns: [a]\n  input: 1\n  output: 2\n- match: fuzzy\n  patterns: [b]\n  input: 1\n  "
+      {"- match: contains\n  patterns: [a]\n  input: 1\n  output: 2\n- match: fuzzy\n  patterns: "
+       "[b]\n  input: 1\n  "
        "output: 2\n",
        {"p.yaml:5", "rule 2", "field 'match'", "contains, equals, starts_with, regex"}},
-      {"- match: contains\n  patterns: [a]\n  output: 2\n", {"p.yaml:1", "rule 1", "field 'input'", "missing"}},
+      {"- match: contains\n  patterns: [a]\n  output: 2\n",
+       {"p.yaml:1", "rule 1", "field 'input'", "missing"}},
       {"- match: contains\n  patterns: [a]\n  input: cheap\n  output: 2\n",
        {"p.yaml:3", "rule 1", "field 'input'", "non-negative number"}},
-      {"- match: contains\n  patterns: [a]\n  input: -1\n  output: 2\n", {"p.yaml:3", "field 'input'"}},
-      {"- match: contains\n  patterns: [a]\n  input: 1\n  output: .inf\n", {"p.yaml:4", "field 'output'"}},
-      {"- match: contains\n  patterns: a\n  input: 1\n  output: 2\n", {"p.yaml:2", "field 'patterns'", "list"}},
-      {"- match: contains\n  patterns: []\n  input: 1\n  output: 2\n", {"field 'patterns'", "non-empty"}},
-      {"- match: contains\n  patterns: [[a]]\n  input: 1\n  output: 2\n", {"rule 1", "field 'patterns'"}},
+      {"- match: contains\n  patterns: [a]\n  input: -1\n  output: 2\n",
+       {"p.yaml:3", "field 'input'"}},
+      {"- match: contains\n  patterns: [a]\n  input: 1\n  output: .inf\n",
+       {"p.yaml:4", "field 'output'"}},
+      {"- match: contains\n  patterns: a\n  input: 1\n  output: 2\n",
+       {"p.yaml:2", "field 'patterns'", "list"}},
+      {"- match: contains\n  patterns: []\n  input: 1\n  output: 2\n",
+       {"field 'patterns'", "non-empty"}},
+      {"- match: contains\n  patterns: [[a]]\n  input: 1\n  output: 2\n",
+       {"rule 1", "field 'patterns'"}},
       {"- match: contains\n  patterns: [a]\n  input: 1\n  output: 2\n  cache: 3\n",
        {"p.yaml:5", "rule 1", "field 'cache'", "unknown field"}},
       {"- match: regex\n  patterns: ['claude-(']\n  input: 1\n  output: 2\n",

@@ -34,17 +34,21 @@ std::shared_ptr<kernex::Provider> make(const FakeHttpServer& server) {
 }
 
 std::vector<ToolSpec> tools() {
-  return {ToolSpec{"calculate", "Evaluates arithmetic",
-                   Json::parse(R"({"$schema":"http://json-schema.org/draft-07/schema#","type":"object",
+  return {
+      ToolSpec{"calculate",
+               "Evaluates arithmetic",
+               Json::parse(R"({"$schema":"http://json-schema.org/draft-07/schema#","type":"object",
                        "additionalProperties":false,"properties":{"expression":{"type":["string","null"]}},
                        "required":["expression"]})"),
-                   {}},
-          ToolSpec{"now", "Current time", Json{{"type", "object"}}, {}}};
+               {}},
+      ToolSpec{"now", "Current time", Json{{"type", "object"}}, {}}};
 }
 
-const char* kText = R"({"candidates":[{"content":{"parts":[{"text":"Hello there!"}],"role":"model"},"finishReason":"STOP","avgLogprobs":-0.08}],"usageMetadata":{"promptTokenCount":2000,"candidatesTokenCount":4,"totalTokenCount":2024,"cachedContentTokenCount":1500,"thoughtsTokenCount":20},"modelVersion":"gemini-2.5-flash","responseId":"abc"})";
+const char* kText =
+    R"({"candidates":[{"content":{"parts":[{"text":"Hello there!"}],"role":"model"},"finishReason":"STOP","avgLogprobs":-0.08}],"usageMetadata":{"promptTokenCount":2000,"candidatesTokenCount":4,"totalTokenCount":2024,"cachedContentTokenCount":1500,"thoughtsTokenCount":20},"modelVersion":"gemini-2.5-flash","responseId":"abc"})";
 
-const char* kCall = R"({"candidates":[{"content":{"parts":[{"functionCall":{"name":"calculate","args":{"expression":"6*7"}},"thoughtSignature":"CiQB0e2Kb"},{"functionCall":{"name":"now","args":{}}}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":50,"candidatesTokenCount":10,"totalTokenCount":60},"modelVersion":"gemini-2.5-flash"})";
+const char* kCall =
+    R"({"candidates":[{"content":{"parts":[{"functionCall":{"name":"calculate","args":{"expression":"6*7"}},"thoughtSignature":"CiQB0e2Kb"},{"functionCall":{"name":"now","args":{}}}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":50,"candidatesTokenCount":10,"totalTokenCount":60},"modelVersion":"gemini-2.5-flash"})";
 
 TEST(GeminiProviderTest, TextRequestShapeAndUsage) {
   FakeHttpServer server;
@@ -65,11 +69,14 @@ TEST(GeminiProviderTest, TextRequestShapeAndUsage) {
   EXPECT_EQ(req.target.find(kKey), std::string::npos);
   const Json body = Json::parse(req.body);
   EXPECT_EQ(body["systemInstruction"], Json::parse(R"({"parts":[{"text":"Be kind."}]})"));
-  EXPECT_EQ(body["contents"], Json::parse(R"([{"role":"user","parts":[{"text":"a"}]},{"role":"model","parts":[{"text":"b"}]},
+  EXPECT_EQ(body["contents"],
+            Json::parse(
+                R"([{"role":"user","parts":[{"text":"a"}]},{"role":"model","parts":[{"text":"b"}]},
                                              {"role":"user","parts":[{"text":"Hi"}]}])"));
   const Json& decls = body["tools"][0]["functionDeclarations"];
   ASSERT_EQ(decls.size(), 2u);
-  EXPECT_EQ(decls[0]["parameters"], Json::parse(R"({"type":"object","properties":{"expression":{"type":"string"}},
+  EXPECT_EQ(decls[0]["parameters"],
+            Json::parse(R"({"type":"object","properties":{"expression":{"type":"string"}},
                                                    "required":["expression"]})"));
   EXPECT_FALSE(decls[1].contains("parameters"));
 }
@@ -89,7 +96,8 @@ TEST(GeminiProviderTest, FunctionCallsRoundTripWithSignatures) {
   ContextEntry assistant = ContextEntry::assistant("");
   assistant.tool_calls = r->tool_calls;
   assistant.provider_state = r->provider_state;
-  ctx.turn = {assistant, ContextEntry::tool(ToolResult{r->tool_calls[0].id, "calculate", "42", false}),
+  ctx.turn = {assistant,
+              ContextEntry::tool(ToolResult{r->tool_calls[0].id, "calculate", "42", false}),
               ContextEntry::tool(ToolResult{r->tool_calls[1].id, "now", "no clock", true})};
   ASSERT_TRUE(p->complete(ctx, tools(), {}));
   const Json contents = Json::parse(server.requests().at(1).body)["contents"];
@@ -104,8 +112,13 @@ TEST(GeminiProviderTest, FunctionCallsRoundTripWithSignatures) {
 TEST(GeminiProviderTest, StreamsSseChunks) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse({
-      "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"The answer\"}],\"role\": \"model\"}}],\"usageMetadata\": {\"promptTokenCount\": 9,\"totalTokenCount\": 9},\"modelVersion\": \"gemini-2.5-flash\"}\r\n\r\n",
-      "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \" is 42.\"}],\"role\": \"model\"},\"finishReason\": \"STOP\"}],\"usageMetadata\": {\"promptTokenCount\": 9,\"candidatesTokenCount\": 5,\"totalTokenCount\": 14},\"modelVersion\": \"gemini-2.5-flash\"}\r\n\r\n",
+      "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"The answer\"}],\"role\": "
+      "\"model\"}}],\"usageMetadata\": {\"promptTokenCount\": 9,\"totalTokenCount\": "
+      "9},\"modelVersion\": \"gemini-2.5-flash\"}\r\n\r\n",
+      "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \" is 42.\"}],\"role\": "
+      "\"model\"},\"finishReason\": \"STOP\"}],\"usageMetadata\": {\"promptTokenCount\": "
+      "9,\"candidatesTokenCount\": 5,\"totalTokenCount\": 14},\"modelVersion\": "
+      "\"gemini-2.5-flash\"}\r\n\r\n",
   }));
   auto p = make(server);
   std::string streamed;
@@ -120,24 +133,29 @@ TEST(GeminiProviderTest, StreamsSseChunks) {
   EXPECT_EQ(r->usage.output_tokens, 5u);
   EXPECT_EQ(r->provider_state["parts"], Json::parse(R"([{"text":"The answer is 42."}])"));
   EXPECT_EQ(kinds.back(), StreamEvent::Kind::Done);
-  EXPECT_EQ(server.requests().at(0).target, "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+  EXPECT_EQ(server.requests().at(0).target,
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
 }
 
 TEST(GeminiProviderTest, CutStreamsErrorsAndModelIds) {
   FakeHttpServer server;
-  server.push(FakeHttpServer::sse({"data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"The\"}]}}]}\r\n\r\n",
-                                   "data: {\"candi"},
-                                  true));
+  server.push(FakeHttpServer::sse(
+      {"data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"The\"}]}}]}\r\n\r\n",
+       "data: {\"candi"},
+      true));
   server.push(FakeHttpServer::json(
-      400, R"({"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}})"));
+      400,
+      R"({"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}})"));
   auto p = make(server);
   ASSERT_FALSE(p->complete(Context("q"), {}, [](const StreamEvent&) {}));
   auto r = p->complete(Context("q"), {}, {});
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("INVALID_ARGUMENT: API key not valid"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("INVALID_ARGUMENT: API key not valid"), std::string::npos)
+      << r.error().message;
   EXPECT_EQ(r.error().message.find(kKey), std::string::npos);
 
-  for (const char* bad : {"../v1beta/openapi", "gemini?key=x", "gemini#frag", "foo/bar", "foo bar"}) {
+  for (const char* bad :
+       {"../v1beta/openapi", "gemini?key=x", "gemini#frag", "foo/bar", "foo bar"}) {
     Context ctx("q");
     ctx.model = bad;
     auto refused = p->complete(ctx, {}, {});

@@ -30,13 +30,17 @@ std::shared_ptr<kernex::Provider> make(const FakeHttpServer& server, Json extra 
 }
 
 std::vector<ToolSpec> tools() {
-  return {ToolSpec{"calculate", "Evaluates arithmetic",
-                   Json{{"type", "object"}, {"properties", {{"expression", {{"type", "string"}}}}}}, {}}};
+  return {ToolSpec{"calculate",
+                   "Evaluates arithmetic",
+                   Json{{"type", "object"}, {"properties", {{"expression", {{"type", "string"}}}}}},
+                   {}}};
 }
 
-const char* kText = R"({"model":"llama3.2","created_at":"2023-12-12T14:13:43.416799Z","message":{"role":"assistant","content":"Hello! How are you today?"},"done":true,"done_reason":"stop","total_duration":5191566416,"load_duration":2154458,"prompt_eval_count":26,"prompt_eval_duration":383809000,"eval_count":298,"eval_duration":4799921000})";
+const char* kText =
+    R"({"model":"llama3.2","created_at":"2023-12-12T14:13:43.416799Z","message":{"role":"assistant","content":"Hello! How are you today?"},"done":true,"done_reason":"stop","total_duration":5191566416,"load_duration":2154458,"prompt_eval_count":26,"prompt_eval_duration":383809000,"eval_count":298,"eval_duration":4799921000})";
 
-const char* kTools = R"({"model":"llama3.2","created_at":"2024-07-22T20:33:28.123648Z","message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"calculate","arguments":{"expression":"6*7"}}},{"function":{"name":"calculate","arguments":{"expression":"1+1"}}}]},"done_reason":"stop","done":true,"total_duration":885095291,"prompt_eval_count":40,"eval_count":60})";
+const char* kTools =
+    R"({"model":"llama3.2","created_at":"2024-07-22T20:33:28.123648Z","message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"calculate","arguments":{"expression":"6*7"}}},{"function":{"name":"calculate","arguments":{"expression":"1+1"}}}]},"done_reason":"stop","done":true,"total_duration":885095291,"prompt_eval_count":40,"eval_count":60})";
 
 TEST(OllamaProviderTest, PlainTextAndRequestShape) {
   FakeHttpServer server;
@@ -82,20 +86,27 @@ TEST(OllamaProviderTest, ToolCallsAndTheirResults) {
   ASSERT_TRUE(p->complete(ctx, tools(), {}));
   const Json msgs = Json::parse(server.requests().at(1).body)["messages"];
   ASSERT_EQ(msgs.size(), 4u);
-  EXPECT_EQ(msgs[1]["tool_calls"][0], Json::parse(R"({"function":{"name":"calculate","arguments":{"expression":"6*7"}}})"));
+  EXPECT_EQ(msgs[1]["tool_calls"][0],
+            Json::parse(R"({"function":{"name":"calculate","arguments":{"expression":"6*7"}}})"));
   EXPECT_EQ(msgs[2], (Json{{"role", "tool"}, {"content", "42"}, {"tool_name", "calculate"}}));
 }
 
 TEST(OllamaProviderTest, StreamsNdjson) {
   FakeHttpServer server;
-  server.push(FakeHttpServer::chunked(200,
-                                      {R"({"model":"llama3.2","created_at":"2023-08-04T08:52:19.385406455-07:00","message":{"role":"assistant","content":"The"},"done":false})" "\n",
-                                       R"({"model":"llama3.2","created_at":"2023-08-04T08:52:19.4Z","message":{"role":"assistant","content":" sky"},"done":false})" "\n{\"model\":\"llama3.2\",\"message\":{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"function\":{\"name\":\"calculate\",\"arguments\":{\"expression\":\"1\"}}}]},\"done\":false}\n",
-                                       R"({"model":"llama3.2","created_at":"2023-08-04T19:22:45.499127Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","total_duration":4883583458,"prompt_eval_count":26,"eval_count":282})"},
-                                      "application/x-ndjson"));
+  server.push(FakeHttpServer::chunked(
+      200,
+      {R"({"model":"llama3.2","created_at":"2023-08-04T08:52:19.385406455-07:00","message":{"role":"assistant","content":"The"},"done":false})"
+       "\n",
+       R"({"model":"llama3.2","created_at":"2023-08-04T08:52:19.4Z","message":{"role":"assistant","content":" sky"},"done":false})"
+       "\n{\"model\":\"llama3.2\",\"message\":{\"role\":\"assistant\",\"content\":\"\",\"tool_"
+       "calls\":[{\"function\":{\"name\":\"calculate\",\"arguments\":{\"expression\":\"1\"}}}]},"
+       "\"done\":false}\n",
+       R"({"model":"llama3.2","created_at":"2023-08-04T19:22:45.499127Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","total_duration":4883583458,"prompt_eval_count":26,"eval_count":282})"},
+      "application/x-ndjson"));
   auto p = make(server);
   std::vector<StreamEvent> events;
-  auto r = p->complete(Context("Why is the sky blue?"), tools(), [&](const StreamEvent& e) { events.push_back(e); });
+  auto r = p->complete(Context("Why is the sky blue?"), tools(),
+                       [&](const StreamEvent& e) { events.push_back(e); });
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_EQ(r->text, "The sky");
   ASSERT_EQ(r->tool_calls.size(), 1u);
@@ -103,28 +114,34 @@ TEST(OllamaProviderTest, StreamsNdjson) {
   using K = StreamEvent::Kind;
   std::vector<K> kinds;
   for (const auto& e : events) kinds.push_back(e.kind);
-  EXPECT_EQ(kinds, (std::vector<K>{K::TextDelta, K::TextDelta, K::ToolCallStart, K::ToolCallDelta, K::ToolCallEnd,
-                                   K::Usage, K::Done}));
+  EXPECT_EQ(kinds, (std::vector<K>{K::TextDelta, K::TextDelta, K::ToolCallStart, K::ToolCallDelta,
+                                   K::ToolCallEnd, K::Usage, K::Done}));
   EXPECT_EQ(Json::parse(server.requests().at(0).body)["stream"], true);
 }
 
 TEST(OllamaProviderTest, CutStreamsAndErrors) {
   FakeHttpServer server;
-  server.push(FakeHttpServer::chunked(200, {R"({"model":"llama3.2","message":{"content":"The"},"done":false})" "\n"},
-                                      "application/x-ndjson", true));
-  server.push(FakeHttpServer::json(404, R"({"error":"model \"nope\" not found, try pulling it first"})"));
+  server.push(
+      FakeHttpServer::chunked(200,
+                              {R"({"model":"llama3.2","message":{"content":"The"},"done":false})"
+                               "\n"},
+                              "application/x-ndjson", true));
+  server.push(
+      FakeHttpServer::json(404, R"({"error":"model \"nope\" not found, try pulling it first"})"));
   auto p = make(server);
   auto cut = p->complete(Context("Hi"), {}, [](const StreamEvent&) {});
   ASSERT_FALSE(cut);
   auto missing = p->complete(Context("Hi"), {}, {});
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find("HTTP 404"), std::string::npos);
-  EXPECT_NE(missing.error().message.find("not found, try pulling it first"), std::string::npos) << missing.error().message;
+  EXPECT_NE(missing.error().message.find("not found, try pulling it first"), std::string::npos)
+      << missing.error().message;
 }
 
 TEST(OllamaProviderTest, PlainHttpIsFineForRemoteHosts) {
   kernex::PluginHost host;
-  ASSERT_TRUE(host.add_file(std::string(KERNEX_PLUGIN_BUILD_DIR) + "/libkernex-provider-ollama.so"));
+  ASSERT_TRUE(
+      host.add_file(std::string(KERNEX_PLUGIN_BUILD_DIR) + "/libkernex-provider-ollama.so"));
   auto p = host.create_provider("ollama", {{"base_url", "http://gpu-box.lan:11434"}});
   ASSERT_TRUE(p) << p.error().describe();
   EXPECT_EQ((*p)->default_model(), "llama3.2");

@@ -24,11 +24,13 @@ struct Loaded {
   std::shared_ptr<kernex::Provider> provider;
 };
 
-kernex::Result<std::shared_ptr<kernex::Provider>> create(const std::string& plugin, const Json& config) {
+kernex::Result<std::shared_ptr<kernex::Provider>> create(const std::string& plugin,
+                                                         const Json& config) {
   static kernex::PluginHost host = [] {
     kernex::PluginHost h;
     for (const char* name : {"openai", "groq"}) {
-      auto added = h.add_file(std::string(KERNEX_PLUGIN_BUILD_DIR) + "/libkernex-provider-" + name + ".so");
+      auto added =
+          h.add_file(std::string(KERNEX_PLUGIN_BUILD_DIR) + "/libkernex-provider-" + name + ".so");
       if (!added) ADD_FAILURE() << added.error().describe();
     }
     return h;
@@ -37,7 +39,10 @@ kernex::Result<std::shared_ptr<kernex::Provider>> create(const std::string& plug
 }
 
 std::shared_ptr<kernex::Provider> make(const FakeHttpServer& server, Json extra = Json::object()) {
-  Json config{{"base_url", server.url("/v1")}, {"api_key", kKey}, {"retry_base_ms", 1}, {"model", "gpt-4o"}};
+  Json config{{"base_url", server.url("/v1")},
+              {"api_key", kKey},
+              {"retry_base_ms", 1},
+              {"model", "gpt-4o"}};
   for (auto& [k, v] : extra.items()) config[k] = v;
   auto p = create("openai", config);
   EXPECT_TRUE(p) << (p ? "" : p.error().describe());
@@ -45,13 +50,17 @@ std::shared_ptr<kernex::Provider> make(const FakeHttpServer& server, Json extra 
 }
 
 std::vector<ToolSpec> tools() {
-  return {ToolSpec{"calculate", "Evaluates arithmetic",
-                   Json{{"type", "object"}, {"properties", {{"expression", {{"type", "string"}}}}}}, {}}};
+  return {ToolSpec{"calculate",
+                   "Evaluates arithmetic",
+                   Json{{"type", "object"}, {"properties", {{"expression", {{"type", "string"}}}}}},
+                   {}}};
 }
 
-const char* kPlain = R"({"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion","created":1741569952,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I assist you today?","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_fc9f1d7035"})";
+const char* kPlain =
+    R"({"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion","created":1741569952,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I assist you today?","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_fc9f1d7035"})";
 
-const char* kTwoCalls = R"({"id":"chatcmpl-abc","object":"chat.completion","created":1741569952,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_12345xyz","type":"function","function":{"name":"calculate","arguments":"{\"expression\":\"6*7\"}"}},{"id":"call_67890abc","type":"function","function":{"name":"calculate","arguments":"{\"expression\":\"1+1\"}"}}],"refusal":null},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":2006,"completion_tokens":300,"total_tokens":2306,"prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":0}}})";
+const char* kTwoCalls =
+    R"({"id":"chatcmpl-abc","object":"chat.completion","created":1741569952,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_12345xyz","type":"function","function":{"name":"calculate","arguments":"{\"expression\":\"6*7\"}"}},{"id":"call_67890abc","type":"function","function":{"name":"calculate","arguments":"{\"expression\":\"1+1\"}"}}],"refusal":null},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":2006,"completion_tokens":300,"total_tokens":2306,"prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":0}}})";
 
 std::string chunk(const std::string& delta, const std::string& finish = "null") {
   return R"(data: {"id":"chatcmpl-s1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_1","choices":[{"index":0,"delta":)" +
@@ -86,7 +95,8 @@ TEST(OpenAiProviderTest, PlainTextRequestAndResponse) {
   EXPECT_FALSE(body.contains("tools"));
   EXPECT_FALSE(body.contains("stream"));
   ASSERT_EQ(body["messages"].size(), 4u);
-  EXPECT_EQ(body["messages"][0], (Json{{"role", "system"}, {"content", "Rules.\n\nToday is Monday."}}));
+  EXPECT_EQ(body["messages"][0],
+            (Json{{"role", "system"}, {"content", "Rules.\n\nToday is Monday."}}));
   EXPECT_EQ(body["messages"][1], (Json{{"role", "user"}, {"content", "earlier"}}));
   EXPECT_EQ(body["messages"][2], (Json{{"role", "assistant"}, {"content", "reply"}}));
   EXPECT_EQ(body["messages"][3], (Json{{"role", "user"}, {"content", "Hi"}}));
@@ -99,7 +109,8 @@ TEST(OpenAiProviderTest, SeveralToolCallsAndCachedUsage) {
   auto r = p->complete(Context("compute"), tools(), {});
   ASSERT_TRUE(r) << r.error().describe();
   ASSERT_EQ(r->tool_calls.size(), 2u);
-  EXPECT_EQ(r->tool_calls[0], (ToolCall{"call_12345xyz", "calculate", Json{{"expression", "6*7"}}}));
+  EXPECT_EQ(r->tool_calls[0],
+            (ToolCall{"call_12345xyz", "calculate", Json{{"expression", "6*7"}}}));
   EXPECT_EQ(r->tool_calls[1].id, "call_67890abc");
   EXPECT_EQ(r->stop_reason, "tool_use");
   EXPECT_EQ(r->usage.input_tokens, 86u);  // 2006 prompt tokens, 1920 of them cached
@@ -109,7 +120,8 @@ TEST(OpenAiProviderTest, SeveralToolCallsAndCachedUsage) {
   ASSERT_EQ(body["tools"].size(), 1u);
   EXPECT_EQ(body["tools"][0]["type"], "function");
   EXPECT_EQ(body["tools"][0]["function"]["name"], "calculate");
-  EXPECT_EQ(body["tools"][0]["function"]["parameters"]["properties"]["expression"]["type"], "string");
+  EXPECT_EQ(body["tools"][0]["function"]["parameters"]["properties"]["expression"]["type"],
+            "string");
 }
 
 TEST(OpenAiProviderTest, SendsTheTurnsToolTrafficBack) {
@@ -160,16 +172,19 @@ TEST(OpenAiProviderTest, StreamsTextWithUsage) {
 TEST(OpenAiProviderTest, StreamsToolCallDeltas) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse({
-      chunk(R"({"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"calculate","arguments":""}}]})"),
+      chunk(
+          R"({"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"calculate","arguments":""}}]})"),
       chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":"{\"expre"}}]})"),
       chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":"ssion\":\"6*7\"}"}}]})"),
-      chunk(R"({"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"calculate","arguments":"{\"expression\":\"2\"}"}}]})"),
+      chunk(
+          R"({"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"calculate","arguments":"{\"expression\":\"2\"}"}}]})"),
       chunk("{}", "\"tool_calls\""),
       "data: [DONE]\n\n",
   }));
   auto p = make(server);
   std::vector<StreamEvent> events;
-  auto r = p->complete(Context("compute"), tools(), [&](const StreamEvent& e) { events.push_back(e); });
+  auto r =
+      p->complete(Context("compute"), tools(), [&](const StreamEvent& e) { events.push_back(e); });
   ASSERT_TRUE(r) << r.error().describe();
   ASSERT_EQ(r->tool_calls.size(), 2u);
   EXPECT_EQ(r->tool_calls[0], (ToolCall{"call_a", "calculate", Json{{"expression", "6*7"}}}));
@@ -182,15 +197,17 @@ TEST(OpenAiProviderTest, StreamsToolCallDeltas) {
     if (e.kind == StreamEvent::Kind::ToolCallDelta && e.tool_call_id == "call_a") args_a += e.text;
   }
   using K = StreamEvent::Kind;
-  EXPECT_EQ(kinds, (std::vector<K>{K::ToolCallStart, K::ToolCallDelta, K::ToolCallDelta, K::ToolCallStart,
-                                   K::ToolCallDelta, K::ToolCallEnd, K::ToolCallEnd, K::Usage, K::Done}));
+  EXPECT_EQ(kinds,
+            (std::vector<K>{K::ToolCallStart, K::ToolCallDelta, K::ToolCallDelta, K::ToolCallStart,
+                            K::ToolCallDelta, K::ToolCallEnd, K::ToolCallEnd, K::Usage, K::Done}));
   EXPECT_EQ(args_a, "{\"expression\":\"6*7\"}");
   EXPECT_EQ(events[0].tool_name, "calculate");
 }
 
 TEST(OpenAiProviderTest, AStreamCutMidEventIsAnErrorAndNotRetried) {
   FakeHttpServer server;
-  server.push(FakeHttpServer::sse({chunk(R"({"content":"Hel"})"), "data: {\"id\":\"chatcmpl-s1\",\"cho"}, true));
+  server.push(FakeHttpServer::sse(
+      {chunk(R"({"content":"Hel"})"), "data: {\"id\":\"chatcmpl-s1\",\"cho"}, true));
   server.push(FakeHttpServer::json(200, kPlain));
   auto p = make(server);
   std::vector<StreamEvent> events;
@@ -227,7 +244,8 @@ TEST(OpenAiProviderTest, ServerIgnoringStreamStillAnswers) {
 TEST(OpenAiProviderTest, RetriesA429WithRetryAfterThenSucceeds) {
   FakeHttpServer server;
   server.push(FakeHttpServer::response(
-      429, R"({"error":{"message":"Rate limit reached for gpt-4o","type":"requests","code":"rate_limit_exceeded"}})",
+      429,
+      R"({"error":{"message":"Rate limit reached for gpt-4o","type":"requests","code":"rate_limit_exceeded"}})",
       "application/json", {{"Retry-After", "1"}}));
   server.push(FakeHttpServer::json(200, kPlain));
   auto p = make(server);
@@ -240,7 +258,8 @@ TEST(OpenAiProviderTest, RetriesA429WithRetryAfterThenSucceeds) {
 
 TEST(OpenAiProviderTest, Retries500ThenSucceeds) {
   FakeHttpServer server;
-  server.push(FakeHttpServer::json(500, R"({"error":{"message":"The server had an error","type":"server_error"}})"));
+  server.push(FakeHttpServer::json(
+      500, R"({"error":{"message":"The server had an error","type":"server_error"}})"));
   server.push(FakeHttpServer::json(200, kPlain));
   auto p = make(server);
   auto r = p->complete(Context("Hi"), {}, {});
@@ -251,14 +270,16 @@ TEST(OpenAiProviderTest, Retries500ThenSucceeds) {
 TEST(OpenAiProviderTest, PersistentErrorsCarryStatusAndProviderMessage) {
   FakeHttpServer server;
   for (int i = 0; i < 4; ++i) {
-    server.push(FakeHttpServer::json(503, R"({"error":{"message":"Engine overloaded","type":"server_error"}})"));
+    server.push(FakeHttpServer::json(
+        503, R"({"error":{"message":"Engine overloaded","type":"server_error"}})"));
   }
   auto p = make(server);
   auto r = p->complete(Context("Hi"), {}, {});
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, kernex::ErrorCode::Provider);
   EXPECT_NE(r.error().message.find("HTTP 503"), std::string::npos) << r.error().message;
-  EXPECT_NE(r.error().message.find("server_error: Engine overloaded"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("server_error: Engine overloaded"), std::string::npos)
+      << r.error().message;
   EXPECT_EQ(server.requests().size(), 4u);
 }
 
@@ -275,7 +296,8 @@ TEST(OpenAiProviderTest, StalledServerTimesOut) {
 
 TEST(OpenAiProviderTest, MalformedJsonIsAnErrorWithAnExcerpt) {
   FakeHttpServer server;
-  server.push(FakeHttpServer::json(200, R"({"id":"chatcmpl-x","choices":[{"index":0,"message":{"role":"assis)"));
+  server.push(FakeHttpServer::json(
+      200, R"({"id":"chatcmpl-x","choices":[{"index":0,"message":{"role":"assis)"));
   auto p = make(server);
   auto r = p->complete(Context("Hi"), {}, {});
   ASSERT_FALSE(r);
@@ -287,18 +309,22 @@ TEST(OpenAiProviderTest, MalformedJsonIsAnErrorWithAnExcerpt) {
 // crash the kernel when the response is later logged or copied.
 TEST(OpenAiProviderTest, DeeplyNestedJsonIsAnErrorNotACrash) {
   FakeHttpServer server;
-  server.push(FakeHttpServer::json(200, R"({"id":"chatcmpl-x","choices":)" + std::string(200000, '[') +
-                                            std::string(200000, ']') + "}"));
+  server.push(FakeHttpServer::json(200, R"({"id":"chatcmpl-x","choices":)" +
+                                            std::string(200000, '[') + std::string(200000, ']') +
+                                            "}"));
   auto p = make(server);
   auto r = p->complete(Context("Hi"), {}, {});
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("not a JSON object"), std::string::npos) << r.error().message.substr(0, 300);
+  EXPECT_NE(r.error().message.find("not a JSON object"), std::string::npos)
+      << r.error().message.substr(0, 300);
 }
 
 TEST(OpenAiProviderTest, HtmlErrorPageIsReportedAsSuch) {
   FakeHttpServer server;
-  const std::string page = "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1>"
-                           "</center><hr><center>nginx</center></body></html>" + std::string(5000, ' ');
+  const std::string page =
+      "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1>"
+      "</center><hr><center>nginx</center></body></html>" +
+      std::string(5000, ' ');
   server.push(FakeHttpServer::response(502, page, "text/html"));
   auto p = make(server, {{"max_retries", 0}});
   auto r = p->complete(Context("Hi"), {}, {});
@@ -312,8 +338,9 @@ TEST(OpenAiProviderTest, HtmlErrorPageIsReportedAsSuch) {
 TEST(OpenAiProviderTest, KeysNeverAppearInErrors) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(
-      401, std::string(R"({"error":{"message":"Incorrect API key provided: )") + kKey +
-               R"(. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","code":"invalid_api_key"}})"));
+      401,
+      std::string(R"({"error":{"message":"Incorrect API key provided: )") + kKey +
+          R"(. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","code":"invalid_api_key"}})"));
   auto p = make(server);
   auto r = p->complete(Context("Hi"), {}, {});
   ASSERT_FALSE(r);
@@ -325,7 +352,8 @@ TEST(OpenAiProviderTest, KeysNeverAppearInErrors) {
 TEST(OpenAiProviderTest, RefusesPlainHttpForRemoteHostsAndMissingKeys) {
   auto plain = create("openai", {{"base_url", "http://api.example.com/v1"}, {"api_key", kKey}});
   ASSERT_FALSE(plain);
-  EXPECT_NE(plain.error().describe().find("https://"), std::string::npos) << plain.error().describe();
+  EXPECT_NE(plain.error().describe().find("https://"), std::string::npos)
+      << plain.error().describe();
   EXPECT_EQ(plain.error().describe().find(kKey), std::string::npos);
   auto keyless = create("openai", {{"api_key_env", "KERNEX_TEST_SURELY_UNSET_KEY"}});
   ASSERT_FALSE(keyless);
@@ -337,7 +365,8 @@ TEST(OpenAiProviderTest, RefusesPlainHttpForRemoteHostsAndMissingKeys) {
   ASSERT_FALSE(preset);
   EXPECT_NE(preset.error().describe().find("groq"), std::string::npos);
   // Loopback servers need neither https nor a key.
-  auto local = create("openai", {{"base_url", "http://127.0.0.1:1/v1"}, {"api_key_env", "KERNEX_TEST_SURELY_UNSET_KEY"}});
+  auto local = create("openai", {{"base_url", "http://127.0.0.1:1/v1"},
+                                 {"api_key_env", "KERNEX_TEST_SURELY_UNSET_KEY"}});
   EXPECT_TRUE(local);
 }
 
@@ -364,19 +393,24 @@ TEST(OpenAiProviderTest, PresetPluginsCarryTheirDefaults) {
 TEST(OpenAiProviderTest, KernelRunsTheLoopWithStreaming) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse({
-      chunk(R"({"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_calc","type":"function","function":{"name":"calculate","arguments":""}}]})"),
+      chunk(
+          R"({"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_calc","type":"function","function":{"name":"calculate","arguments":""}}]})"),
       chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":"{\"expression\":\"6*7\"}"}}]})"),
       chunk("{}", "\"tool_calls\""),
-      R"(data: {"id":"c","choices":[],"usage":{"prompt_tokens":50,"completion_tokens":5}})" "\n\n",
+      R"(data: {"id":"c","choices":[],"usage":{"prompt_tokens":50,"completion_tokens":5}})"
+      "\n\n",
       "data: [DONE]\n\n",
   }));
-  server.push(FakeHttpServer::sse({chunk(R"({"content":"The answer is "})"), chunk(R"({"content":"42."})"),
-                                   chunk("{}", "\"stop\""),
-                                   R"(data: {"id":"c","choices":[],"usage":{"prompt_tokens":70,"completion_tokens":6}})" "\n\n",
-                                   "data: [DONE]\n\n"}));
+  server.push(FakeHttpServer::sse(
+      {chunk(R"({"content":"The answer is "})"), chunk(R"({"content":"42."})"),
+       chunk("{}", "\"stop\""),
+       R"(data: {"id":"c","choices":[],"usage":{"prompt_tokens":70,"completion_tokens":6}})"
+       "\n\n",
+       "data: [DONE]\n\n"}));
   kernex::Config config;
   config.provider.name = "openai";
-  config.provider.config = {{"base_url", server.url("/v1")}, {"api_key", kKey}, {"model", "gpt-4o"}};
+  config.provider.config = {
+      {"base_url", server.url("/v1")}, {"api_key", kKey}, {"model", "gpt-4o"}};
   config.toolboxes = std::vector<kernex::PluginRef>{kernex::PluginRef{"builtin", Json::object()}};
   config.pricing_file = std::filesystem::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
   auto kernel = kernex::Kernel::create(std::move(config));
@@ -399,7 +433,8 @@ TEST(OpenAiProviderTest, KernelRunsTheLoopWithStreaming) {
   ASSERT_EQ(reqs.size(), 2u);
   const Json second = Json::parse(reqs[1].body);
   const Json& msgs = second["messages"];
-  EXPECT_EQ(msgs[msgs.size() - 1], (Json{{"role", "tool"}, {"tool_call_id", "call_calc"}, {"content", "42"}}));
+  EXPECT_EQ(msgs[msgs.size() - 1],
+            (Json{{"role", "tool"}, {"tool_call_id", "call_calc"}, {"content", "42"}}));
   EXPECT_EQ(msgs[msgs.size() - 2]["tool_calls"][0]["function"]["name"], "calculate");
   EXPECT_EQ(server.connections(), 1u);  // both turns on one kept-alive connection
 }

@@ -11,28 +11,32 @@
 namespace kernex {
 namespace {
 
-using testing::TempDir;
 using testing::read_lines;
+using testing::TempDir;
 
 class ReplayTest : public ::testing::Test {
  protected:
-  Result<std::shared_ptr<Provider>> make(const Json& config) { return host.create_provider("replay", config); }
+  Result<std::shared_ptr<Provider>> make(const Json& config) {
+    return host.create_provider("replay", config);
+  }
   PluginHost host = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
   TempDir dir;
 };
 
 TEST_F(ReplayTest, PlaysLinesInOrderAndRecordsEachRequest) {
-  auto script = dir.write("s.jsonl",
-                          R"({"text":"thinking...","tool_calls":[{"id":"c1","name":"t","arguments":{"a":1}}],)"
-                          R"("usage":{"input_tokens":3,"output_tokens":2,"cache_read_tokens":7,"cache_write_tokens":1}})"
-                          "\n\n"
-                          R"({"text":"done","model":"m-1","stop_reason":"end_turn"})"
-                          "\n");
+  auto script = dir.write(
+      "s.jsonl",
+      R"({"text":"thinking...","tool_calls":[{"id":"c1","name":"t","arguments":{"a":1}}],)"
+      R"("usage":{"input_tokens":3,"output_tokens":2,"cache_read_tokens":7,"cache_write_tokens":1}})"
+      "\n\n"
+      R"({"text":"done","model":"m-1","stop_reason":"end_turn"})"
+      "\n");
   auto provider = make({{"script", script.string()}, {"record", (dir / "rec.jsonl").string()}});
   ASSERT_TRUE(provider) << provider.error().describe();
   Context ctx("hello");
   ctx.system_prompt = "sys";
-  auto first = (*provider)->complete(ctx, {ToolSpec{"t", "a tool", Json{{"type", "object"}}, {}}}, {});
+  auto first =
+      (*provider)->complete(ctx, {ToolSpec{"t", "a tool", Json{{"type", "object"}}, {}}}, {});
   ASSERT_TRUE(first);
   EXPECT_EQ(first->text, "thinking...");
   ASSERT_EQ(first->tool_calls.size(), 1u);
@@ -54,24 +58,28 @@ TEST_F(ReplayTest, PlaysLinesInOrderAndRecordsEachRequest) {
 }
 
 TEST_F(ReplayTest, StreamsTextToolCallsUsageThenDone) {
-  auto script = dir.write("s.jsonl", R"({"text":"hi","thinking":"hmm","tool_calls":[{"id":"c","name":"t"}]})" "\n");
+  auto script =
+      dir.write("s.jsonl", R"({"text":"hi","thinking":"hmm","tool_calls":[{"id":"c","name":"t"}]})"
+                           "\n");
   auto provider = make({{"script", script.string()}});
   ASSERT_TRUE(provider);
   std::vector<StreamEvent> events;
-  auto r = (*provider)->complete(Context("x"), {}, [&](const StreamEvent& e) { events.push_back(e); });
+  auto r =
+      (*provider)->complete(Context("x"), {}, [&](const StreamEvent& e) { events.push_back(e); });
   ASSERT_TRUE(r);
   using K = StreamEvent::Kind;
   std::vector<K> kinds;
   for (const auto& e : events) kinds.push_back(e.kind);
-  EXPECT_EQ(kinds, (std::vector<K>{K::ThinkingDelta, K::TextDelta, K::ToolCallStart, K::ToolCallDelta, K::ToolCallEnd,
-                                   K::Usage, K::Done}));
+  EXPECT_EQ(kinds, (std::vector<K>{K::ThinkingDelta, K::TextDelta, K::ToolCallStart,
+                                   K::ToolCallDelta, K::ToolCallEnd, K::Usage, K::Done}));
   StreamAccumulator acc;
   for (const auto& e : events) acc.push(e);
   EXPECT_EQ(acc.text(), "hi");
 }
 
 TEST_F(ReplayTest, ScriptedErrorLineIsAProviderError) {
-  auto script = dir.write("s.jsonl", R"({"error":"HTTP 529 overloaded"})" "\n");
+  auto script = dir.write("s.jsonl", R"({"error":"HTTP 529 overloaded"})"
+                                     "\n");
   auto provider = make({{"script", script.string()}});
   ASSERT_TRUE(provider);
   auto r = (*provider)->complete(Context("x"), {}, {});
@@ -81,7 +89,8 @@ TEST_F(ReplayTest, ScriptedErrorLineIsAProviderError) {
 }
 
 TEST_F(ReplayTest, AStoppedRunIsCancelledAtOnceAndKeepsItsLine) {
-  auto script = dir.write("s.jsonl", R"({"text":"kept"})" "\n");
+  auto script = dir.write("s.jsonl", R"({"text":"kept"})"
+                                     "\n");
   auto provider = make({{"script", script.string()}});
   ASSERT_TRUE(provider);
   std::stop_source source;
@@ -97,7 +106,10 @@ TEST_F(ReplayTest, AStoppedRunIsCancelledAtOnceAndKeepsItsLine) {
 }
 
 TEST_F(ReplayTest, DelayedLineWaitsUntilTheStopToken) {
-  auto script = dir.write("s.jsonl", R"({"text":"late","delay_ms":60000})" "\n" R"({"text":"soon","delay_ms":5})" "\n");
+  auto script = dir.write("s.jsonl", R"({"text":"late","delay_ms":60000})"
+                                     "\n"
+                                     R"({"text":"soon","delay_ms":5})"
+                                     "\n");
   auto provider = make({{"script", script.string()}});
   ASSERT_TRUE(provider);
   std::stop_source source;
@@ -119,17 +131,21 @@ TEST_F(ReplayTest, DelayedLineWaitsUntilTheStopToken) {
   auto next = (*provider)->complete(again, {}, {});
   ASSERT_FALSE(next);
   EXPECT_EQ(next.error().code, ErrorCode::Cancelled);
-  EXPECT_FALSE(make({{"script", dir.write("bad.jsonl", R"({"delay_ms":-1})" "\n").string()}}));
+  EXPECT_FALSE(make({{"script", dir.write("bad.jsonl", R"({"delay_ms":-1})"
+                                                       "\n")
+                                    .string()}}));
 }
 
 TEST_F(ReplayTest, RunningOutSaysHowManyLinesTheScriptHas) {
-  auto script = dir.write("s.jsonl", R"({"text":"only"})" "\n");
+  auto script = dir.write("s.jsonl", R"({"text":"only"})"
+                                     "\n");
   auto provider = make({{"script", script.string()}});
   ASSERT_TRUE(provider);
   ASSERT_TRUE((*provider)->complete(Context("x"), {}, {}));
   auto r = (*provider)->complete(Context("x"), {}, {});
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("no response left for request 2 (it holds 1)"), std::string::npos);
+  EXPECT_NE(r.error().message.find("no response left for request 2 (it holds 1)"),
+            std::string::npos);
 }
 
 TEST_F(ReplayTest, BadConfigAndScriptsAreErrorsNamingTheProblem) {
@@ -145,15 +161,21 @@ TEST_F(ReplayTest, BadConfigAndScriptsAreErrorsNamingTheProblem) {
   ASSERT_FALSE(unknown);
   EXPECT_NE(unknown.error().describe().find("unknown option `speed`"), std::string::npos);
 
-  auto nameless = dir.write("bad.jsonl", R"({"text":"a"})" "\n" R"({"tool_calls":[{"id":"x"}]})" "\n");
+  auto nameless = dir.write("bad.jsonl", R"({"text":"a"})"
+                                         "\n"
+                                         R"({"tool_calls":[{"id":"x"}]})"
+                                         "\n");
   auto bad = make({{"script", nameless.string()}});
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().describe().find("bad.jsonl:2: tool_calls[0]"), std::string::npos) << bad.error().describe();
+  EXPECT_NE(bad.error().describe().find("bad.jsonl:2: tool_calls[0]"), std::string::npos)
+      << bad.error().describe();
 
-  auto wrong_types = dir.write("types.jsonl", R"({"usage":{"input_tokens":"many"}})" "\n");
+  auto wrong_types = dir.write("types.jsonl", R"({"usage":{"input_tokens":"many"}})"
+                                              "\n");
   auto typed = make({{"script", wrong_types.string()}});
   ASSERT_FALSE(typed);
-  EXPECT_NE(typed.error().describe().find("types.jsonl:1"), std::string::npos) << typed.error().describe();
+  EXPECT_NE(typed.error().describe().find("types.jsonl:1"), std::string::npos)
+      << typed.error().describe();
 }
 
 }  // namespace

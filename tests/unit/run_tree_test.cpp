@@ -29,8 +29,11 @@ std::string tool_line(const std::string& name, const Json& args, int in = 10, in
 std::string text_line(const std::string& text, int in = 10, int out = 5) {
   return Json{{"text", text}, {"usage", {{"input_tokens", in}, {"output_tokens", out}}}}.dump();
 }
-std::string answer_line(const std::string& match, const std::string& text, int in = 10, int out = 5) {
-  return Json{{"match", match}, {"text", text}, {"usage", {{"input_tokens", in}, {"output_tokens", out}}}}.dump();
+std::string answer_line(const std::string& match, const std::string& text, int in = 10,
+                        int out = 5) {
+  return Json{
+      {"match", match}, {"text", text}, {"usage", {{"input_tokens", in}, {"output_tokens", out}}}}
+      .dump();
 }
 
 // Tools that call back into the run: ask (llm_query), ask_many (batched), recurse (rlm_query),
@@ -53,15 +56,19 @@ class CallbackToolbox final : public ToolExecutor {
     RunServices* services = context.services.get();
     if (services == nullptr) return fail(ErrorCode::Internal, "no services");
     seen_spans.push_back(services->span() + "@" + std::to_string(services->depth()));
-    if (call.name == "ask") set(services->llm_query(call.arguments.at("prompt").get<std::string>(), std::nullopt));
+    if (call.name == "ask")
+      set(services->llm_query(call.arguments.at("prompt").get<std::string>(), std::nullopt));
     if (call.name == "ask_many") {
-      auto answers = services->llm_query_batched(call.arguments.at("prompts").get<std::vector<std::string>>(), std::nullopt);
-      for (const auto& a : answers) out.content += (out.content.empty() ? "" : "|") + (a ? *a : a.error().describe());
+      auto answers = services->llm_query_batched(
+          call.arguments.at("prompts").get<std::vector<std::string>>(), std::nullopt);
+      for (const auto& a : answers)
+        out.content += (out.content.empty() ? "" : "|") + (a ? *a : a.error().describe());
     }
     if (call.name == "recurse" || call.arguments.contains("recurse")) {
       std::optional<std::string> ctx;
       if (call.arguments.contains("context")) ctx = call.arguments["context"].get<std::string>();
-      set(services->rlm_query(call.arguments.value("prompt", call.arguments.value("recurse", std::string())), ctx));
+      set(services->rlm_query(
+          call.arguments.value("prompt", call.arguments.value("recurse", std::string())), ctx));
     }
     if (call.name == "load_context") {
       const std::string text = call.arguments.value("text", std::string("<file>"));
@@ -85,12 +92,14 @@ class CallbackToolbox final : public ToolExecutor {
 
 class RunTreeTest : public ::testing::Test {
  protected:
-  Result<RunResult> run(const std::vector<std::string>& lines, RunOptions options = {}, Limits limits = {}) {
+  Result<RunResult> run(const std::vector<std::string>& lines, RunOptions options = {},
+                        Limits limits = {}) {
     auto kernel = make_kernel(lines, limits);
     if (!kernel) return std::unexpected(kernel.error());
     return (*kernel)->run(Request::from_text("tester", "the question"), options);
   }
-  Result<std::unique_ptr<Kernel>> make_kernel(const std::vector<std::string>& lines, Limits limits = {}) {
+  Result<std::unique_ptr<Kernel>> make_kernel(const std::vector<std::string>& lines,
+                                              Limits limits = {}) {
     std::string script;
     for (const auto& l : lines) script += l + "\n";
     Config config;
@@ -119,8 +128,8 @@ class RunTreeTest : public ::testing::Test {
 };
 
 TEST_F(RunTreeTest, LlmQueryFromAToolIsAnsweredByTheProviderChargedAndRecorded) {
-  auto r = run({tool_line("ask", {{"prompt", "summarise chunk 7"}}), answer_line("chunk 7", "chunk 7 is about cats", 100, 20),
-                text_line("Cats.")});
+  auto r = run({tool_line("ask", {{"prompt", "summarise chunk 7"}}),
+                answer_line("chunk 7", "chunk 7 is about cats", 100, 20), text_line("Cats.")});
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_EQ(r->text, "Cats.");
   ASSERT_EQ(r->tool_calls.size(), 1u);
@@ -147,9 +156,10 @@ TEST_F(RunTreeTest, LlmQueryFromAToolIsAnsweredByTheProviderChargedAndRecorded) 
 }
 
 TEST_F(RunTreeTest, BatchedQueriesRunConcurrentlyAndAnswerInPromptOrder) {
-  auto r = run({tool_line("ask_many", {{"prompts", {"part A", "part B", "part C", "part D", "part E"}}}),
-                answer_line("part C", "c"), answer_line("part A", "a"), answer_line("part E", "e"),
-                answer_line("part B", "b"), answer_line("part D", "d"), text_line("done")});
+  auto r =
+      run({tool_line("ask_many", {{"prompts", {"part A", "part B", "part C", "part D", "part E"}}}),
+           answer_line("part C", "c"), answer_line("part A", "a"), answer_line("part E", "e"),
+           answer_line("part B", "b"), answer_line("part D", "d"), text_line("done")});
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_EQ(r->tool_calls.at(0).result.content, "a|b|c|d|e");
   auto subs = events("sub_call");
@@ -162,9 +172,10 @@ TEST_F(RunTreeTest, BatchedQueriesRunConcurrentlyAndAnswerInPromptOrder) {
 TEST_F(RunTreeTest, TokenBudgetCoversSubQueriesAndStopsTheRun) {
   Limits limits;
   limits.token_budget = 100;
-  auto r = run({tool_line("ask", {{"prompt", "big one"}}, 10, 5), answer_line("big one", "x", 200, 10),
-                tool_line("ask", {{"prompt", "never asked"}}), text_line("unreached")},
-               {}, limits);
+  auto r =
+      run({tool_line("ask", {{"prompt", "big one"}}, 10, 5), answer_line("big one", "x", 200, 10),
+           tool_line("ask", {{"prompt", "never asked"}}), text_line("unreached")},
+          {}, limits);
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_EQ(r->outcome, Outcome::BudgetTokens);  // the sub-query spent it, not the run's own calls
   EXPECT_EQ(r->turns, 1u);
@@ -202,9 +213,11 @@ TEST_F(RunTreeTest, RlmRecursesTwoLevelsWithSpansDepthsAndOneTrajectory) {
   limits.max_depth = 2;
   auto kernel = make_kernel(
       {tool_line("eval_code", {{"recurse", "level one task"}, {"context", "ctx for one"}}),
-       matched("level one task", tool_line("eval_code", {{"recurse", "level two task"}, {"context", "ctx for two"}})),
+       matched("level one task",
+               tool_line("eval_code", {{"recurse", "level two task"}, {"context", "ctx for two"}})),
        matched("level two task", text_line("FINAL_VAR(context)")),
-       matched("level one task", text_line("FINAL(one got: see below)")), text_line("FINAL(root done)")},
+       matched("level one task", text_line("FINAL(one got: see below)")),
+       text_line("FINAL(root done)")},
       limits);
   ASSERT_TRUE(kernel) << kernel.error().describe();
   RlmOptions options;
@@ -231,7 +244,8 @@ TEST_F(RunTreeTest, RlmRecursesTwoLevelsWithSpansDepthsAndOneTrajectory) {
 
 TEST_F(RunTreeTest, TrajectoriesCanBeSwitchedOffAndAListedRunRendersEscaped) {
   auto r = run({tool_line("ask", {{"prompt", "<script>alert('x')</script>"}}),
-                answer_line("<script>", "</pre><img src=x onerror=alert(1)>"), text_line("done & dusted")});
+                answer_line("<script>", "</pre><img src=x onerror=alert(1)>"),
+                text_line("done & dusted")});
   ASSERT_TRUE(r) << r.error().describe();
   auto listed = list_trajectories(dir / "data" / "trajectories");
   ASSERT_TRUE(listed);
@@ -253,7 +267,8 @@ TEST_F(RunTreeTest, TrajectoriesCanBeSwitchedOffAndAListedRunRendersEscaped) {
   EXPECT_EQ(yaml->limits.max_depth, 3u);
   auto bad = Config::parse_yaml("trajectories: maybe\n", "test.yaml");
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("trajectories: expected true or false"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("trajectories: expected true or false"), std::string::npos)
+      << bad.error().message;
 }
 
 TEST(TrajectoryFile, EveryRunGetsAFileOfItsOwnEvenWhenManyOpenInOneSecond) {

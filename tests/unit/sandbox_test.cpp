@@ -1,4 +1,5 @@
-// The sandbox library: profiles, policy validation, env policy, allow-list resolution and the spawner.
+// The sandbox library: profiles, policy validation, env policy, allow-list resolution and the
+// spawner.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -52,7 +53,8 @@ class SandboxTest : public ::testing::Test {
   }
   PolicyBuilder builder() { return PolicyBuilder().workspace(ws_); }
 
-  SpawnResult run(const Policy& policy, std::vector<std::string> argv, std::string stdin_data = {}) {
+  SpawnResult run(const Policy& policy, std::vector<std::string> argv,
+                  std::string stdin_data = {}) {
     Command cmd;
     cmd.argv = std::move(argv);
     cmd.stdin_data = std::move(stdin_data);
@@ -96,7 +98,8 @@ sandbox:
   stdout_cap: 4096
   stderr_cap: 2048
   working_dir: /tmp/ws/sub
-)", "test.yaml");
+)",
+                                     "test.yaml");
   ASSERT_TRUE(p.has_value()) << p.error().describe();
   EXPECT_EQ(p->workspace, fs::path("/tmp/ws"));
   EXPECT_EQ(p->read_only, std::vector<fs::path>{"/opt/data"});
@@ -126,16 +129,17 @@ TEST(SandboxProfileYaml, ErrorsNameTheKey) {
     const char* yaml;
     const char* expect;
   };
-  for (const auto& c : {Case{"bogus: 1", "t.yaml: bogus: unknown key"},
-                        Case{"limits: {cpu: 1}", "limits.cpu: unknown key"},
-                        Case{"limits: {cpu_seconds: -1}", "limits.cpu_seconds: expected a non-negative integer"},
-                        Case{"network: {tcp_connect: [70000]}", "network.tcp_connect[0]: value out of range"},
-                        Case{"network: all", "network: expected 'none'"},
-                        Case{"read_only: [relative/dir]", "read_only[0]: expected an absolute path"},
-                        Case{"enforce: maybe", "enforce: expected true or false"},
-                        Case{"timeout: 0", "timeout: expected a number of seconds"},
-                        Case{"env: {set: [A]}", "env.set: expected a mapping"},
-                        Case{"[1, 2", "t.yaml: invalid YAML"}}) {
+  for (const auto& c :
+       {Case{"bogus: 1", "t.yaml: bogus: unknown key"},
+        Case{"limits: {cpu: 1}", "limits.cpu: unknown key"},
+        Case{"limits: {cpu_seconds: -1}", "limits.cpu_seconds: expected a non-negative integer"},
+        Case{"network: {tcp_connect: [70000]}", "network.tcp_connect[0]: value out of range"},
+        Case{"network: all", "network: expected 'none'"},
+        Case{"read_only: [relative/dir]", "read_only[0]: expected an absolute path"},
+        Case{"enforce: maybe", "enforce: expected true or false"},
+        Case{"timeout: 0", "timeout: expected a number of seconds"},
+        Case{"env: {set: [A]}", "env.set: expected a mapping"},
+        Case{"[1, 2", "t.yaml: invalid YAML"}}) {
     auto p = SandboxProfile::from_yaml(c.yaml, "t.yaml");
     ASSERT_FALSE(p.has_value()) << c.yaml;
     EXPECT_NE(p.error().message.find(c.expect), std::string::npos) << p.error().message;
@@ -148,23 +152,29 @@ TEST(SandboxProfileYaml, MissingFileIsAnError) {
   EXPECT_NE(p.error().message.find("/nonexistent/profile.yaml"), std::string::npos);
 }
 
-// --- policy validation ----------------------------------------------------------------------------
+// --- policy validation
+// ----------------------------------------------------------------------------
 
 TEST(SandboxEnvNames, HijackingNamesAreRecognised) {
-  for (const char* name : {"LD_PRELOAD", "ld_library_path", "LD_AUDIT", "PATH", "BASH_ENV", "ENV", "PYTHONSTARTUP",
-                           "NODE_OPTIONS", "PERL5OPT", "GLIBC_TUNABLES", "GIT_SSH_COMMAND", "DYLD_INSERT_LIBRARIES"}) {
+  for (const char* name :
+       {"LD_PRELOAD", "ld_library_path", "LD_AUDIT", "PATH", "BASH_ENV", "ENV", "PYTHONSTARTUP",
+        "NODE_OPTIONS", "PERL5OPT", "GLIBC_TUNABLES", "GIT_SSH_COMMAND", "DYLD_INSERT_LIBRARIES"}) {
     EXPECT_TRUE(is_hijacking_env_name(name)) << name;
   }
-  for (const char* name : {"HOME", "LANG", "API_TOKEN", "MY_PATH_HINT"}) EXPECT_FALSE(is_hijacking_env_name(name)) << name;
+  for (const char* name : {"HOME", "LANG", "API_TOKEN", "MY_PATH_HINT"})
+    EXPECT_FALSE(is_hijacking_env_name(name)) << name;
 }
 
 TEST_F(SandboxTest, RefusesGrantsOverProtectedPaths) {
   fs::create_directories(root_ / "home" / ".ssh");
-  auto contains = PolicyBuilder().workspace(root_ / "home").protect(root_ / "home" / ".ssh").Build();
+  auto contains =
+      PolicyBuilder().workspace(root_ / "home").protect(root_ / "home" / ".ssh").Build();
   ASSERT_FALSE(contains.has_value());
-  EXPECT_NE(contains.error().message.find("protected path"), std::string::npos) << contains.error().message;
+  EXPECT_NE(contains.error().message.find("protected path"), std::string::npos)
+      << contains.error().message;
 
-  auto inside = PolicyBuilder().read_only(root_ / "home" / ".ssh").protect(root_ / "home" / ".ssh").Build();
+  auto inside =
+      PolicyBuilder().read_only(root_ / "home" / ".ssh").protect(root_ / "home" / ".ssh").Build();
   ASSERT_FALSE(inside.has_value());
   EXPECT_NE(inside.error().message.find("lies inside"), std::string::npos);
 
@@ -222,8 +232,10 @@ TEST_F(SandboxTest, EnvironmentStartsEmpty) {
   EXPECT_NE(r->stdout_data.find("LC_KERNEX_TEST=es_ES.UTF-8\n"), std::string::npos);
   EXPECT_NE(r->stdout_data.find("MODE=literal\n"), std::string::npos);
   EXPECT_NE(r->stdout_data.find("EXTRA=added\n"), std::string::npos);
-  EXPECT_NE(r->stdout_data.find("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin\n"), std::string::npos);
-  EXPECT_NE(r->stdout_data.find("TMPDIR=" + policy.private_tmp().string() + "\n"), std::string::npos);
+  EXPECT_NE(r->stdout_data.find("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin\n"),
+            std::string::npos);
+  EXPECT_NE(r->stdout_data.find("TMPDIR=" + policy.private_tmp().string() + "\n"),
+            std::string::npos);
 }
 
 TEST_F(SandboxTest, MallocHugePagesSetsOnlyTheFixedTunable) {
@@ -234,20 +246,23 @@ TEST_F(SandboxTest, MallocHugePagesSetsOnlyTheFixedTunable) {
   profile.workspace = ws_;
   profile.env.malloc_huge_pages = true;
   auto huge = build(PolicyBuilder(profile));
-  EXPECT_NE(run(huge, {"env"}).stdout_data.find("GLIBC_TUNABLES=glibc.malloc.hugetlb=1\n"), std::string::npos);
+  EXPECT_NE(run(huge, {"env"}).stdout_data.find("GLIBC_TUNABLES=glibc.malloc.hugetlb=1\n"),
+            std::string::npos);
   auto yaml = SandboxProfile::from_yaml("env: {malloc_huge_pages: true}", "test");
   ASSERT_TRUE(yaml.has_value()) << yaml.error().describe();
   EXPECT_TRUE(yaml->env.malloc_huge_pages);
 }
 
-// --- allow-list -----------------------------------------------------------------------------------
+// --- allow-list
+// -----------------------------------------------------------------------------------
 
 TEST_F(SandboxTest, AllowListResolvesAgainstTheFixedSearchPath) {
   auto policy = build(builder().allow_command("echo").allow_command("/bin/sh"));
   auto echo = resolve_command(policy, "echo", ws_);
   ASSERT_TRUE(echo.has_value()) << echo.error().describe();
   EXPECT_TRUE(echo->is_absolute());
-  EXPECT_TRUE(resolve_command(policy, "/bin/echo", ws_).has_value());  // same program as /usr/bin/echo
+  EXPECT_TRUE(
+      resolve_command(policy, "/bin/echo", ws_).has_value());  // same program as /usr/bin/echo
   EXPECT_TRUE(resolve_command(policy, "sh", ws_).has_value());
 
   auto cat = resolve_command(policy, "cat", ws_);
@@ -271,7 +286,8 @@ TEST_F(SandboxTest, AllowedInterpreterCannotExecOtherPrograms) {
   EXPECT_NE(r.stderr_data.find("Permission denied"), std::string::npos) << r.stderr_data;
 }
 
-// --- spawning -------------------------------------------------------------------------------------
+// --- spawning
+// -------------------------------------------------------------------------------------
 
 TEST_F(SandboxTest, RunsEchoSandboxed) {
   auto policy = build(builder());
@@ -304,7 +320,8 @@ TEST_F(SandboxTest, FilesystemFollowsThePolicy) {
   EXPECT_EQ(outside.stdout_data.find("OUTSIDE-SECRET"), std::string::npos);
   auto inside = run(policy, {"cat", "inside.txt"});
   EXPECT_EQ(inside.stdout_data, "inside");
-  auto write = run(policy, {"sh", "-c", "echo new > made.txt && cat made.txt && echo x > \"$TMPDIR/t\""});
+  auto write =
+      run(policy, {"sh", "-c", "echo new > made.txt && cat made.txt && echo x > \"$TMPDIR/t\""});
   EXPECT_TRUE(write.success()) << write.stderr_data;
   EXPECT_TRUE(fs::exists(ws_ / "made.txt"));
   auto write_out = run(policy, {"sh", "-c", "echo x > " + (outside_ / "planted").string()});
@@ -314,8 +331,8 @@ TEST_F(SandboxTest, FilesystemFollowsThePolicy) {
   EXPECT_TRUE(devnull.success()) << devnull.stderr_data;
 }
 
-// `grandchild` as the command saw it. In a PID namespace of its own that pid means nothing here: the
-// namespace died with the command, taking the grandchild with it, so nothing came back to this
+// `grandchild` as the command saw it. In a PID namespace of its own that pid means nothing here:
+// the namespace died with the command, taking the grandchild with it, so nothing came back to this
 // process (the subreaper). Without one, the killed grandchild was reparented to us.
 void expect_grandchild_killed(const Policy& policy, pid_t grandchild) {
   int status = 0;
@@ -350,7 +367,8 @@ TEST_F(SandboxTest, BackgroundChildDoesNotOutliveTheCommand) {
 
 TEST_F(SandboxTest, OutputIsCappedWithAVisibleMarker) {
   auto policy = build(builder().output_caps(1000, 100));
-  auto r = run(policy, {"sh", "-c", "head -c 5000 /dev/zero | tr '\\0' a; head -c 300 /dev/zero >&2"});
+  auto r =
+      run(policy, {"sh", "-c", "head -c 5000 /dev/zero | tr '\\0' a; head -c 300 /dev/zero >&2"});
   EXPECT_TRUE(r.success()) << r.stderr_data;
   EXPECT_TRUE(r.stdout_truncated);
   EXPECT_TRUE(r.stderr_truncated);
@@ -388,7 +406,8 @@ TEST_F(SandboxTest, ExecFailureIsAnError) {
   cmd.argv = {"./mytrue"};
   auto denied = spawn(policy, cmd);
   ASSERT_FALSE(denied.has_value());
-  EXPECT_NE(denied.error().message.find("Permission denied"), std::string::npos) << denied.error().message;
+  EXPECT_NE(denied.error().message.find("Permission denied"), std::string::npos)
+      << denied.error().message;
 }
 
 TEST_F(SandboxTest, UnenforcedSpawnWarnsEveryTime) {
@@ -418,7 +437,10 @@ TEST_F(SandboxTest, GitAndRcFilesStayReadOnlyInTheWorkspace) {
   for (const auto& p : {ws_ / ".git", ws_ / ".envrc"}) {  // .git as a whole
     EXPECT_NE(std::find(ro.begin(), ro.end(), p), ro.end()) << p;
   }
-  auto r = run(policy, {"sh", "-c", "echo x > .git/hooks/post-checkout; echo y >> .envrc; echo ok > .git/HEAD; echo ok"});
+  auto r =
+      run(policy,
+          {"sh", "-c",
+           "echo x > .git/hooks/post-checkout; echo y >> .envrc; echo ok > .git/HEAD; echo ok"});
   EXPECT_EQ(r.stdout_data, "ok\n");
   EXPECT_FALSE(fs::exists(ws_ / ".git" / "HEAD"));
 
@@ -431,7 +453,9 @@ TEST_F(SandboxTest, GitAndRcFilesStayReadOnlyInTheWorkspace) {
   for (const auto& p : {ws_ / ".git" / "hooks", ws_ / ".git" / "config", ws_ / ".envrc"}) {
     EXPECT_NE(std::find(kept.begin(), kept.end(), p), kept.end()) << p;
   }
-  r = run(git_policy, {"sh", "-c", "echo x > .git/hooks/post-checkout; echo y >> .envrc; echo ok > .git/HEAD && cat .git/HEAD"});
+  r = run(git_policy, {"sh", "-c",
+                       "echo x > .git/hooks/post-checkout; echo y >> .envrc; echo ok > .git/HEAD "
+                       "&& cat .git/HEAD"});
   EXPECT_EQ(r.stdout_data, "ok\n");
   EXPECT_FALSE(fs::exists(ws_ / ".git" / "hooks" / "post-checkout"));
   EXPECT_EQ(fs::file_size(ws_ / ".envrc"), 0u);
@@ -466,12 +490,13 @@ TEST_F(SandboxTest, ConcurrentSpawnsShareOnePolicy) {
   }
 }
 
-// Children inherit their seccomp filter from a clone thread that carries it (clone_thread.cpp): the filter
-// must stay on that thread, and each network policy must get its own.
+// Children inherit their seccomp filter from a clone thread that carries it (clone_thread.cpp): the
+// filter must stay on that thread, and each network policy must get its own.
 std::string thread_status_field(const fs::path& status, const std::string& field) {
   std::ifstream in(status);
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) return line.substr(line.find_first_not_of(" \t", field.size() + 1));
+    if (line.rfind(field + ":", 0) == 0)
+      return line.substr(line.find_first_not_of(" \t", field.size() + 1));
   }
   return {};
 }
@@ -496,7 +521,8 @@ TEST_F(SandboxTest, SpawningLeavesTheKernelUnfiltered) {
     if (comm == "kernex-clone" && mode == "2") {
       ++filtered_threads;
     } else {
-      EXPECT_EQ(mode, "0") << "thread " << task.path().filename() << " (" << comm << ") is filtered";
+      EXPECT_EQ(mode, "0") << "thread " << task.path().filename() << " (" << comm
+                           << ") is filtered";
     }
   }
   EXPECT_GE(filtered_threads, 1);
@@ -505,11 +531,13 @@ TEST_F(SandboxTest, SpawningLeavesTheKernelUnfiltered) {
 TEST_F(SandboxTest, EachNetworkPolicyKeepsItsOwnFilter) {
   auto none = build(builder());
   auto unix_ok = build(builder().allow_unix_sockets());
-  const std::vector<std::string> probe = {"python3", "-c", "import socket; socket.socket(socket.AF_UNIX)"};
+  const std::vector<std::string> probe = {"python3", "-c",
+                                          "import socket; socket.socket(socket.AF_UNIX)"};
   for (int round = 0; round < 2; ++round) {
     auto denied = run(none, probe);
     EXPECT_NE(denied.exit_code, 0) << "round " << round;
-    EXPECT_NE(denied.stderr_data.find("Operation not permitted"), std::string::npos) << denied.stderr_data;
+    EXPECT_NE(denied.stderr_data.find("Operation not permitted"), std::string::npos)
+        << denied.stderr_data;
     auto allowed = run(unix_ok, probe);
     EXPECT_TRUE(allowed.success()) << "round " << round << ": " << allowed.stderr_data;
   }
@@ -518,7 +546,8 @@ TEST_F(SandboxTest, EachNetworkPolicyKeepsItsOwnFilter) {
 TEST_F(SandboxTest, ConcurrentSpawnsUnderDifferentFiltersKeepTheirOwn) {
   auto none = build(builder());
   auto unix_ok = build(builder().allow_unix_sockets());
-  const std::vector<std::string> probe = {"/bin/sh", "-c", "python3 -c 'import socket; socket.socket(socket.AF_UNIX)' && echo open"};
+  const std::vector<std::string> probe = {
+      "/bin/sh", "-c", "python3 -c 'import socket; socket.socket(socket.AF_UNIX)' && echo open"};
   std::vector<std::thread> threads;
   std::vector<int> wrong(4, 0);
   for (int t = 0; t < 4; ++t) {
@@ -573,7 +602,8 @@ TEST_F(SandboxTest, ProcessAnswersLineByLine) {
 TEST_F(SandboxTest, WritingToAProcessThatExitedIsAnErrorNotSigpipe) {
   auto proc = start_process({"/bin/true"});
   ASSERT_TRUE(proc.has_value());
-  const std::string mb(1 << 20, 'x');  // more than the pipe holds, so the write must wait for the child
+  const std::string mb(1 << 20,
+                       'x');  // more than the pipe holds, so the write must wait for the child
   auto wrote = proc->write(mb, SandboxedProcess::Clock::now() + 30s);
   ASSERT_FALSE(wrote.has_value());
   EXPECT_EQ(wrote.error().code, kernex::ErrorCode::Io) << wrote.error().describe();

@@ -84,7 +84,8 @@ TEST(ServeConfig, RejectsWhatItDoesNotKnow) {
     auto r = parse(c.yaml);
     ASSERT_FALSE(r) << c.yaml;
     EXPECT_EQ(r.error().code, ErrorCode::Config) << c.yaml;
-    EXPECT_NE(r.error().describe().find(c.names), std::string::npos) << c.yaml << " -> " << r.error().describe();
+    EXPECT_NE(r.error().describe().find(c.names), std::string::npos)
+        << c.yaml << " -> " << r.error().describe();
   }
 }
 

@@ -65,8 +65,9 @@ TEST_F(ServeKeysTest, AddStoresOnlyTheDigestInAPrivateFileAndTheKeyResolvesToIts
   ASSERT_TRUE(key) << key.error().describe();
   ASSERT_EQ(key->size(), 3u + 43u);  // "kx-" + 32 bytes in unpadded base64url
   EXPECT_TRUE(key->starts_with("kx-"));
-  EXPECT_EQ(key->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", 3),
-            std::string::npos);
+  EXPECT_EQ(
+      key->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", 3),
+      std::string::npos);
 
   EXPECT_EQ(mode_of(file_), 0600u);
   const std::string text = read_text(file_);
@@ -150,8 +151,8 @@ TEST_F(ServeKeysTest, TenantNamesAreSafeDirectoryNames) {
   for (const auto& ok : good) {
     EXPECT_TRUE(valid_tenant_name(ok)) << ok;
   }
-  const std::vector<std::string> bad_names = {"",    ".",   "..",  "a/b",         "/",
-                                              "a b", "a\nb", "é", std::string(65, 'x'), std::string("a\0b", 3)};
+  const std::vector<std::string> bad_names = {
+      "", ".", "..", "a/b", "/", "a b", "a\nb", "é", std::string(65, 'x'), std::string("a\0b", 3)};
   for (const auto& bad : bad_names) {
     EXPECT_FALSE(valid_tenant_name(bad)) << bad;
     EXPECT_FALSE(check_tenant_name(bad));
@@ -201,28 +202,40 @@ TEST_F(ServeKeysTest, MalformedFilesAreTypedErrorsNamingWhatWasExpected) {
   EXPECT_NE(load_error("not json").find("expected a JSON object"), std::string::npos);
   EXPECT_NE(load_error("[]").find("expected a JSON object"), std::string::npos);
   EXPECT_NE(load_error(R"({"keys": []})").find("version: expected 1"), std::string::npos);
-  EXPECT_NE(load_error(R"({"version": 2, "keys": []})").find("version: expected 1"), std::string::npos);
-  EXPECT_NE(load_error(R"({"version": 1})").find("keys: expected an array"), std::string::npos);
-  EXPECT_NE(load_error(R"({"version": 1, "keys": [], "extra": 1})").find("unknown field 'extra'"), std::string::npos);
-  EXPECT_NE(load_error(R"({"version": 1, "keys": [3]})").find("keys[0]: expected an object"), std::string::npos);
-
-  auto entry = [](const std::string& fields) { return R"({"version": 1, "keys": [)" + fields + "]}"; };
-  const std::string good = std::string(R"("id": "k1", "tenant": "a", "sha256": ")") + kDigest + R"(", "created": "t")";
-  EXPECT_EQ(load_error(entry("{" + good + "}")), "(loaded)");
-  EXPECT_NE(load_error(entry("{" + good + R"(, "revoked": true})")).find("keys[0]: revoked: expected a string"),
+  EXPECT_NE(load_error(R"({"version": 2, "keys": []})").find("version: expected 1"),
             std::string::npos);
-  EXPECT_NE(load_error(entry("{" + good + R"(, "key": "kx-secret"})")).find("unknown field 'key'"), std::string::npos);
-  EXPECT_NE(load_error(entry(R"({"id": "k1", "tenant": "a", "created": "t"})")).find("sha256: expected a string"),
+  EXPECT_NE(load_error(R"({"version": 1})").find("keys: expected an array"), std::string::npos);
+  EXPECT_NE(load_error(R"({"version": 1, "keys": [], "extra": 1})").find("unknown field 'extra'"),
+            std::string::npos);
+  EXPECT_NE(load_error(R"({"version": 1, "keys": [3]})").find("keys[0]: expected an object"),
+            std::string::npos);
+
+  auto entry = [](const std::string& fields) {
+    return R"({"version": 1, "keys": [)" + fields + "]}";
+  };
+  const std::string good =
+      std::string(R"("id": "k1", "tenant": "a", "sha256": ")") + kDigest + R"(", "created": "t")";
+  EXPECT_EQ(load_error(entry("{" + good + "}")), "(loaded)");
+  EXPECT_NE(load_error(entry("{" + good + R"(, "revoked": true})"))
+                .find("keys[0]: revoked: expected a string"),
+            std::string::npos);
+  EXPECT_NE(load_error(entry("{" + good + R"(, "key": "kx-secret"})")).find("unknown field 'key'"),
+            std::string::npos);
+  EXPECT_NE(load_error(entry(R"({"id": "k1", "tenant": "a", "created": "t"})"))
+                .find("sha256: expected a string"),
             std::string::npos);
   EXPECT_NE(load_error(entry(R"({"id": "k1", "tenant": "a", "sha256": "abc", "created": "t"})"))
                 .find("sha256: expected 64 lower-case hex digits"),
             std::string::npos);
-  EXPECT_NE(load_error(entry(R"({"id": 1, "tenant": "a", "sha256": "x", "created": "t"})")).find("id: expected a string"),
+  EXPECT_NE(load_error(entry(R"({"id": 1, "tenant": "a", "sha256": "x", "created": "t"})"))
+                .find("id: expected a string"),
             std::string::npos);
   std::string dotdot = good;
   dotdot.replace(dotdot.find("\"a\""), 3, "\"..\"");
-  EXPECT_NE(load_error(entry("{" + dotdot + "}")).find("keys[0]: tenant: tenant name '..'"), std::string::npos);
-  EXPECT_NE(load_error(entry("{" + good + "}, {" + good + "}")).find("keys[1].id: duplicate id"), std::string::npos);
+  EXPECT_NE(load_error(entry("{" + dotdot + "}")).find("keys[0]: tenant: tenant name '..'"),
+            std::string::npos);
+  EXPECT_NE(load_error(entry("{" + good + "}, {" + good + "}")).find("keys[1].id: duplicate id"),
+            std::string::npos);
   // Deeply nested input is refused rather than recursed into.
   EXPECT_NE(load_error(std::string(100000, '[')).find("expected a JSON object"), std::string::npos);
 }

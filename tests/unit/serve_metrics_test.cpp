@@ -48,7 +48,8 @@ TEST(ServeMetricsTest, RendersCountersGaugesAndHistogramsInTheExpositionFormat) 
 
 TEST(ServeMetricsTest, LabelValuesAndHelpAreEscaped) {
   MetricsRegistry r;
-  auto& c = r.counter("kernex_x_total", "Back\\slash and\nnewline; \"quotes\" stay.", {"tenant", "model"});
+  auto& c = r.counter("kernex_x_total", "Back\\slash and\nnewline; \"quotes\" stay.",
+                      {"tenant", "model"});
   c.with({"a\\b", "say \"hi\"\nnow"}).inc(1.5);
   EXPECT_EQ(r.render(),
             "# HELP kernex_x_total Back\\\\slash and\\nnewline; \"quotes\" stay.\n"
@@ -96,7 +97,8 @@ TEST(ServeMetricsTest, MissingLabelValuesAreEmptyAndExtraOnesDropped) {
 TEST(ServeMetricsTest, SeriesBeyondTheCapAreFoldedIntoOther) {
   MetricsRegistry r;
   auto& c = r.counter("kernex_m_total", "m", {"model"});
-  for (std::size_t i = 0; i < CounterFamily::kMaxSeries + 50; ++i) c.with({"model-" + std::to_string(i)}).inc();
+  for (std::size_t i = 0; i < CounterFamily::kMaxSeries + 50; ++i)
+    c.with({"model-" + std::to_string(i)}).inc();
   const auto series = c.snapshot();
   EXPECT_EQ(series.size(), CounterFamily::kMaxSeries + 1);
   EXPECT_NE(r.render().find("kernex_m_total{model=\"_other\"} 50\n"), std::string::npos);
@@ -114,7 +116,8 @@ TEST(ServeMetricsTest, BadNamesAndBucketsAreProgrammingErrors) {
   EXPECT_THROW(r.gauge("kernex_g", "x"), std::invalid_argument);
   EXPECT_THROW(r.histogram("kernex_h", "x", {2, 1}), std::invalid_argument);
   EXPECT_THROW(r.histogram("kernex_h2", "x", {1, 1}), std::invalid_argument);
-  EXPECT_THROW(r.histogram("kernex_h3", "x", {std::numeric_limits<double>::infinity()}), std::invalid_argument);
+  EXPECT_THROW(r.histogram("kernex_h3", "x", {std::numeric_limits<double>::infinity()}),
+               std::invalid_argument);
 }
 
 TEST(ServeMetricsTest, ConcurrentUpdatesAreAllCounted) {
@@ -166,9 +169,12 @@ TEST(ServeMetricsTest, TheServerSetIsNamedKernexAndRecordsARun) {
   for (std::size_t pos = 0; pos < text.size();) {
     const std::size_t end = text.find('\n', pos);
     const std::string line = text.substr(pos, end - pos);
-    if (line.starts_with("# HELP ")) ++helps;
-    else if (line.starts_with("# TYPE ")) ++types;
-    else EXPECT_TRUE(line.starts_with("kernex_")) << line;
+    if (line.starts_with("# HELP "))
+      ++helps;
+    else if (line.starts_with("# TYPE "))
+      ++types;
+    else
+      EXPECT_TRUE(line.starts_with("kernex_")) << line;
     pos = end + 1;
   }
   EXPECT_EQ(helps, 8u);

@@ -18,7 +18,8 @@ constexpr std::int64_t kLateEvening = 1740870000;
 
 class ServeTenantLimitsTest : public ::testing::Test {
  protected:
-  TenantLimits make(TenantLimit defaults, std::map<std::string, TenantLimit, std::less<>> per_tenant = {}) {
+  TenantLimits make(TenantLimit defaults,
+                    std::map<std::string, TenantLimit, std::less<>> per_tenant = {}) {
     return TenantLimits(defaults, std::move(per_tenant), [this] { return now_; });
   }
   Clock::time_point now_ = Clock::time_point(std::chrono::seconds(kLateEvening));

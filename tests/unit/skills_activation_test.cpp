@@ -17,7 +17,9 @@ namespace {
 
 const fs::path kFixtures = fs::path(KERNEX_SOURCE_DIR "/../shared/fixtures/skills");
 
-kernex::McpServer server(const std::string& name) { return kernex::McpServer{name, "npx", {"@" + name + "/mcp"}, {}}; }
+kernex::McpServer server(const std::string& name) {
+  return kernex::McpServer{name, "npx", {"@" + name + "/mcp"}, {}};
+}
 kernex::Toolbox toolbox(const std::string& name) {
   kernex::Toolbox t;
   t.name = name;
@@ -26,8 +28,8 @@ kernex::Toolbox toolbox(const std::string& name) {
   return t;
 }
 
-Skill skill(const std::string& name, const std::string& trigger, std::vector<kernex::McpServer> servers = {},
-            std::vector<kernex::Toolbox> boxes = {}) {
+Skill skill(const std::string& name, const std::string& trigger,
+            std::vector<kernex::McpServer> servers = {}, std::vector<kernex::Toolbox> boxes = {}) {
   Skill s;
   s.name = name;
   s.description = "The " + name + " skill.";
@@ -60,7 +62,8 @@ std::vector<std::string> toolbox_names(const std::vector<kernex::Toolbox>& v) {
 
 TEST(TriggerMatching, McpServersFromKernexCases) {
   std::vector<Skill> skills = {skill("playwright", "browse|website", {server("playwright")})};
-  EXPECT_THAT(server_names(match_skill_triggers(skills, "please browse google.com")), ElementsAre("playwright"));
+  EXPECT_THAT(server_names(match_skill_triggers(skills, "please browse google.com")),
+              ElementsAre("playwright"));
   EXPECT_TRUE(match_skill_triggers(skills, "what is the weather?").empty());
 
   std::vector<Skill> upper = {skill("pw", "Browse|Website", {server("playwright")})};
@@ -69,7 +72,8 @@ TEST(TriggerMatching, McpServersFromKernexCases) {
   skills[0].available = false;
   EXPECT_TRUE(match_skill_triggers(skills, "please browse google.com").empty());
 
-  std::vector<Skill> shared = {skill("a", "browse", {server("playwright")}), skill("b", "website", {server("playwright")})};
+  std::vector<Skill> shared = {skill("a", "browse", {server("playwright")}),
+                               skill("b", "website", {server("playwright")})};
   EXPECT_EQ(match_skill_triggers(shared, "browse a website").size(), 1u);
 
   std::vector<Skill> no_trigger = {skill("x", "", {server("s")})};
@@ -91,11 +95,14 @@ TEST(TriggerMatching, SubstringWithoutWordBoundariesAsInKernex) {
 }
 
 TEST(TriggerMatching, Toolboxes) {
-  std::vector<Skill> skills = {skill("linter", "lint|check", {}, {toolbox("linter"), toolbox("fixer")})};
-  EXPECT_THAT(toolbox_names(match_skill_toolboxes(skills, "please lint this file")), ElementsAre("linter", "fixer"));
+  std::vector<Skill> skills = {
+      skill("linter", "lint|check", {}, {toolbox("linter"), toolbox("fixer")})};
+  EXPECT_THAT(toolbox_names(match_skill_toolboxes(skills, "please lint this file")),
+              ElementsAre("linter", "fixer"));
   EXPECT_TRUE(match_skill_toolboxes(skills, "deploy to production").empty());
 
-  std::vector<Skill> dup = {skill("a", "lint", {}, {toolbox("linter")}), skill("b", "lint", {}, {toolbox("linter")})};
+  std::vector<Skill> dup = {skill("a", "lint", {}, {toolbox("linter")}),
+                            skill("b", "lint", {}, {toolbox("linter")})};
   EXPECT_EQ(match_skill_toolboxes(dup, "lint").size(), 1u);
 
   skills[0].available = false;
@@ -132,7 +139,8 @@ TEST(TriggerMatching, FixtureSkillsTriggerByName) {
   auto names = triggered_skills(loaded.skills, "Please take a screenshot of the website");
   EXPECT_THAT(names, ::testing::Contains("playwright"));
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  EXPECT_THAT(server_names(match_skill_triggers(loaded.skills, "take a screenshot")), ElementsAre("playwright"));
+  EXPECT_THAT(server_names(match_skill_triggers(loaded.skills, "take a screenshot")),
+              ElementsAre("playwright"));
 }
 
 TEST(Activation, CatalogueListsNamesAndDescriptionsInNameOrder) {

@@ -55,7 +55,8 @@ class TempDir {
     std::error_code ec;
     fs::remove_all(path_, ec);
   }
-  fs::path skill(const std::string& folder, const std::string& content, const std::string& file = "SKILL.md") const {
+  fs::path skill(const std::string& folder, const std::string& content,
+                 const std::string& file = "SKILL.md") const {
     fs::create_directories(path_ / folder);
     std::ofstream(path_ / folder / file, std::ios::binary) << content;
     return path_ / folder;
@@ -87,7 +88,8 @@ TEST_P(SpecVerdicts, MatchesTheReferenceValidator) {
 INSTANTIATE_TEST_SUITE_P(SpecCases, SpecVerdicts, ::testing::ValuesIn(read_verdicts()),
                          [](const ::testing::TestParamInfo<VerdictRow>& info) {
                            std::string name;
-                           for (char c : info.param.folder) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           for (char c : info.param.folder)
+                             name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return name;
                          });
 
@@ -125,24 +127,32 @@ TEST(SpecLint, StrictYamlRules) {
        "Invalid YAML in frontmatter: While scanning"},
       {"flow-meta", "name: flow-meta\ndescription: d\nmetadata: {a: b}\n", false,
        "Invalid YAML in frontmatter: While scanning"},
-      {"tagged", "name: tagged\ndescription: !!str d\n", false, "Invalid YAML in frontmatter: While scanning"},
-      {"anchored", "name: anchored\ndescription: &x d\n", false, "Invalid YAML in frontmatter: While scanning"},
-      {"dup", "name: dup\ndescription: d\nname: dup\n", false, "Invalid YAML in frontmatter: While parsing"},
-      {"block-tools", "name: block-tools\ndescription: d\nallowed-tools:\n  - Read\n  - Bash\n", true, ""},
-      {"null-desc", "name: null-desc\ndescription: null\n", true, ""},  // StrictYAML: the string "null"
-      {"empty-desc", "name: empty-desc\ndescription:\n", false, "Field 'description' must be a non-empty string"},
+      {"tagged", "name: tagged\ndescription: !!str d\n", false,
+       "Invalid YAML in frontmatter: While scanning"},
+      {"anchored", "name: anchored\ndescription: &x d\n", false,
+       "Invalid YAML in frontmatter: While scanning"},
+      {"dup", "name: dup\ndescription: d\nname: dup\n", false,
+       "Invalid YAML in frontmatter: While parsing"},
+      {"block-tools", "name: block-tools\ndescription: d\nallowed-tools:\n  - Read\n  - Bash\n",
+       true, ""},
+      {"null-desc", "name: null-desc\ndescription: null\n", true,
+       ""},  // StrictYAML: the string "null"
+      {"empty-desc", "name: empty-desc\ndescription:\n", false,
+       "Field 'description' must be a non-empty string"},
       {"numbers", "name: numbers\ndescription: 42\ncompatibility: 1.5\n", true, ""},
       {"tools-map", "name: tools-map\ndescription: d\nallowed-tools:\n  a: b\n", false,
        "Field 'allowed-tools' must be either a string or a list of strings"},
-      {"tools-nested", "name: tools-nested\ndescription: d\nallowed-tools:\n  - a\n  - - b\n", false,
-       "Field 'allowed-tools' list items must all be strings"},
+      {"tools-nested", "name: tools-nested\ndescription: d\nallowed-tools:\n  - a\n  - - b\n",
+       false, "Field 'allowed-tools' list items must all be strings"},
       {"compat-list", "name: compat-list\ndescription: d\ncompatibility:\n  - x\n", false,
        "Field 'compatibility' must be a string"},
       {"scalar-doc", "just text\n", false, "SKILL.md frontmatter must be a YAML mapping"},
       {"empty-doc", "\n", false, "SKILL.md frontmatter must be a YAML mapping"},
-      {"-lead", "name: -lead\ndescription: d\n", false, "Skill name cannot start or end with a hyphen"},
+      {"-lead", "name: -lead\ndescription: d\n", false,
+       "Skill name cannot start or end with a hyphen"},
       {"under_score", "name: under_score\ndescription: d\n", false,
-       "Skill name 'under_score' contains invalid characters. Only letters, digits, and hyphens are allowed."},
+       "Skill name 'under_score' contains invalid characters. Only letters, digits, and hyphens "
+       "are allowed."},
       {"x", "name: " + std::string(65, 'x') + "\ndescription: d\n", false,
        "Skill name '" + std::string(65, 'x') + "' exceeds 64 character limit (65 chars)"},
       {"no-name", "description: d\n", false, "Missing required field in frontmatter: name"},
@@ -150,11 +160,15 @@ TEST(SpecLint, StrictYamlRules) {
        "Unexpected fields in frontmatter: alpha, zeta. Only"},
       {"café", "name: café\ndescription: Unicode letters are allowed.\n", true, ""},
       {"ÉCOLE", "name: ÉCOLE\ndescription: d\n", false, "Skill name 'ÉCOLE' must be lowercase"},
-      {"long-unicode", "name: long-unicode\ndescription: " + [] {
-         std::string s;
-         for (int i = 0; i < 1024; ++i) s += "é";
-         return s;
-       }() + "\n", true, ""},  // 1024 characters, 2048 bytes
+      {"long-unicode",
+       "name: long-unicode\ndescription: " +
+           [] {
+             std::string s;
+             for (int i = 0; i < 1024; ++i) s += "é";
+             return s;
+           }() +
+           "\n",
+       true, ""},  // 1024 characters, 2048 bytes
   };
   for (const auto& c : cases) {
     auto folder = dir.skill(c.folder, "---\n" + c.frontmatter + "---\nBody\n");
@@ -177,8 +191,10 @@ TEST(SpecLint, ReferenceParserQuirks) {
   EXPECT_FALSE(bom.valid);
   EXPECT_EQ(bom.message, "SKILL.md must start with YAML frontmatter (---)");
   // Lower-case skill.md is accepted.
-  EXPECT_TRUE(lint_spec(dir.skill("lower", "---\nname: lower\ndescription: d\n---\n", "skill.md")).valid);
-  EXPECT_EQ(lint_spec(dir.skill("none", "x", "README.md")).message, "Missing required file: SKILL.md");
+  EXPECT_TRUE(
+      lint_spec(dir.skill("lower", "---\nname: lower\ndescription: d\n---\n", "skill.md")).valid);
+  EXPECT_EQ(lint_spec(dir.skill("none", "x", "README.md")).message,
+            "Missing required file: SKILL.md");
   auto missing = lint_spec(kCases / "does-not-exist");
   EXPECT_THAT(missing.message, StartsWith("Path does not exist: "));
   EXPECT_THAT(lint_spec(kCases / "VERDICTS.tsv").message, StartsWith("Not a directory: "));
@@ -188,10 +204,12 @@ TEST(SpecLint, ReferenceParserQuirks) {
 
 TEST(SpecLint, ErrorsComeInTheReferenceOrder) {
   TempDir dir;
-  auto v = lint_spec(dir.skill("Bad--Name-", "---\nname: Bad--Name-\nextra: x\ncompatibility:\n  - c\n---\n"));
+  auto v = lint_spec(
+      dir.skill("Bad--Name-", "---\nname: Bad--Name-\nextra: x\ncompatibility:\n  - c\n---\n"));
   ASSERT_FALSE(v.valid);
   std::vector<std::string> expected = {
-      "Unexpected fields in frontmatter: extra. Only ['allowed-tools', 'compatibility', 'description', 'license', "
+      "Unexpected fields in frontmatter: extra. Only ['allowed-tools', 'compatibility', "
+      "'description', 'license', "
       "'metadata', 'name'] are allowed.",
       "Skill name 'Bad--Name-' must be lowercase",
       "Skill name cannot start or end with a hyphen",
@@ -217,7 +235,8 @@ TEST(KernexLint, FixtureCorpora) {
   // kernex skills without permissions.commands may run anything: lint says so, as a warning.
   auto pw = lint(kFixtures / "kernex" / "playwright");
   bool warned = false;
-  for (const auto& d : pw.diagnostics) warned |= d.severity == Severity::Warning && d.field == "permissions.commands";
+  for (const auto& d : pw.diagnostics)
+    warned |= d.severity == Severity::Warning && d.field == "permissions.commands";
   EXPECT_TRUE(warned);
 }
 

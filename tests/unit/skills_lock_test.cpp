@@ -85,9 +85,10 @@ TEST(SkillsLock, NoLockAndBadLocks) {
   auto none = verify_lock(dir / "s");
   ASSERT_TRUE(none);
   EXPECT_FALSE(*none);
-  for (const char* bad : {"not json", "[]", "{\"version\": 2, \"algorithm\": \"sha256\", \"files\": {}}",
-                          "{\"version\": 1, \"algorithm\": \"md5\", \"files\": {}}",
-                          "{\"version\": 1, \"algorithm\": \"sha256\", \"files\": {\"a\": 1}}"}) {
+  for (const char* bad :
+       {"not json", "[]", "{\"version\": 2, \"algorithm\": \"sha256\", \"files\": {}}",
+        "{\"version\": 1, \"algorithm\": \"md5\", \"files\": {}}",
+        "{\"version\": 1, \"algorithm\": \"sha256\", \"files\": {\"a\": 1}}"}) {
     dir.write("s/kernex.lock", bad);
     auto r = read_lock(dir / "s");
     ASSERT_FALSE(r) << bad;

@@ -41,8 +41,9 @@ class ContextToolboxes final : public ToolExecutor {
 };
 
 std::string skill_md(const std::string& name, const std::string& extra) {
-  return "---\nname = \"" + name + "\"\ndescription = \"The " + name + " skill.\"\n" + extra + "[toolbox." + name +
-         "_tool]\ndescription = \"" + name + " tool.\"\ncommand = \"echo\"\n---\n" + name + " instructions.\n";
+  return "---\nname = \"" + name + "\"\ndescription = \"The " + name + " skill.\"\n" + extra +
+         "[toolbox." + name + "_tool]\ndescription = \"" + name +
+         " tool.\"\ncommand = \"echo\"\n---\n" + name + " instructions.\n";
 }
 
 Json call(const std::string& id, const std::string& name, Json args) {
@@ -60,12 +61,14 @@ class SkillsLoopTest : public ::testing::Test {
   void SetUp() override {
     dir.write("skills/alpha/SKILL.md", skill_md("alpha", ""));
     dir.write("skills/beta/SKILL.md", skill_md("beta", "trigger = \"weather\"\n"));
-    dir.write("skills/gamma/SKILL.md", skill_md("gamma", "[mcp.gamma_server]\ncommand = \"npx\"\n"));
+    dir.write("skills/gamma/SKILL.md",
+              skill_md("gamma", "[mcp.gamma_server]\ncommand = \"npx\"\n"));
   }
 
   // A kernel whose replay script is `lines`, recording every request, with the skills source
   // and the test executor.
-  std::unique_ptr<Kernel> kernel(const std::vector<Json>& lines, std::vector<std::string> explicit_skills = {},
+  std::unique_ptr<Kernel> kernel(const std::vector<Json>& lines,
+                                 std::vector<std::string> explicit_skills = {},
                                  std::shared_ptr<ContextSource> first_source = nullptr) {
     std::string script;
     for (const auto& l : lines) script += l.dump() + "\n";
@@ -81,7 +84,8 @@ class SkillsLoopTest : public ::testing::Test {
     if (first_source) (*k)->add_context_source(first_source);
     auto loaded = skills::load_skills({dir / "skills"});
     EXPECT_TRUE(loaded.failures.empty());
-    auto source = skills::SkillContextSource::create(std::move(loaded.skills), std::move(explicit_skills));
+    auto source =
+        skills::SkillContextSource::create(std::move(loaded.skills), std::move(explicit_skills));
     EXPECT_TRUE(source) << source.error().describe();
     (*k)->add_context_source(*source);
     (*k)->add_toolbox(executor);
@@ -101,8 +105,9 @@ class SkillsLoopTest : public ::testing::Test {
 
 TEST_F(SkillsLoopTest, ActivatedSkillsToolboxesAreOfferedOnTheNextCall) {
   auto k = kernel({
-      Json{{"tool_calls", {call("c1", "activate_skill", {{"name", "gamma"}}),
-                           call("c2", "activate_skill", {{"name", "alpha"}})}}},
+      Json{{"tool_calls",
+            {call("c1", "activate_skill", {{"name", "gamma"}}),
+             call("c2", "activate_skill", {{"name", "alpha"}})}}},
       Json{{"tool_calls", {call("c3", "gamma_tool", Json::object())}}},
       Json{{"text", "done"}},
   });
@@ -127,13 +132,16 @@ TEST_F(SkillsLoopTest, ActivatedSkillsToolboxesAreOfferedOnTheNextCall) {
   EXPECT_THAT(reqs[0]["system"].get<std::string>(), Not(HasSubstr("gamma instructions.")));
   // Turn 2: what the model activated joins after what was there, in the order it activated it;
   // the system prompt is unchanged, so a prompt cache keyed on it stays warm.
-  EXPECT_THAT(tool_names(reqs[1]), ElementsAre("beta_tool", "gamma_tool", "alpha_tool", "activate_skill"));
+  EXPECT_THAT(tool_names(reqs[1]),
+              ElementsAre("beta_tool", "gamma_tool", "alpha_tool", "activate_skill"));
   EXPECT_EQ(reqs[1]["system"], reqs[0]["system"]);
   const Json& messages = reqs[1]["messages"];
   ASSERT_EQ(messages.size(), 4u);  // user, assistant tool calls, two tool results
   EXPECT_EQ(messages[2]["tool_result"]["name"], "activate_skill");
-  EXPECT_THAT(messages[2]["tool_result"]["content"].get<std::string>(), HasSubstr("gamma instructions."));
-  EXPECT_THAT(messages[3]["tool_result"]["content"].get<std::string>(), HasSubstr("alpha instructions."));
+  EXPECT_THAT(messages[2]["tool_result"]["content"].get<std::string>(),
+              HasSubstr("gamma instructions."));
+  EXPECT_THAT(messages[3]["tool_result"]["content"].get<std::string>(),
+              HasSubstr("alpha instructions."));
   // Nothing changed the toolboxes in turn 2, so turn 3 offers the same tools.
   EXPECT_EQ(tool_names(reqs[2]), tool_names(reqs[1]));
   EXPECT_EQ(executor->listed, 2);  // once at the start, once after the activations
@@ -147,8 +155,9 @@ TEST_F(SkillsLoopTest, ActivatedSkillsToolboxesAreOfferedOnTheNextCall) {
 
 TEST_F(SkillsLoopTest, SameScriptGivesTheSameRequests) {
   const std::vector<Json> script = {
-      Json{{"tool_calls", {call("c1", "activate_skill", {{"name", "gamma"}}),
-                           call("c2", "activate_skill", {{"name", "alpha"}})}}},
+      Json{{"tool_calls",
+            {call("c1", "activate_skill", {{"name", "gamma"}}),
+             call("c2", "activate_skill", {{"name", "alpha"}})}}},
       Json{{"text", "done"}},
   };
   ASSERT_TRUE(kernel(script)->run(Request::from_text("u", "weather?")));
@@ -160,16 +169,18 @@ TEST_F(SkillsLoopTest, SameScriptGivesTheSameRequests) {
 
 TEST_F(SkillsLoopTest, BadActivationsAreErrorResultsAndRepeatsChangeNothing) {
   auto k = kernel({
-      Json{{"tool_calls", {call("c1", "activate_skill", {{"name", "nope"}}),
-                           call("c2", "activate_skill", {{"skill", "alpha"}}),
-                           call("c3", "activate_skill", {{"name", "beta"}})}}},
+      Json{{"tool_calls",
+            {call("c1", "activate_skill", {{"name", "nope"}}),
+             call("c2", "activate_skill", {{"skill", "alpha"}}),
+             call("c3", "activate_skill", {{"name", "beta"}})}}},
       Json{{"text", "ok"}},
   });
   auto run = k->run(Request::from_text("u", "weather"));
   ASSERT_TRUE(run) << run.error().describe();
   ASSERT_EQ(run->tool_calls.size(), 3u);
   EXPECT_TRUE(run->tool_calls[0].result.is_error);
-  EXPECT_THAT(run->tool_calls[0].result.content, HasSubstr("unknown skill 'nope'; expected one of: alpha, beta, gamma"));
+  EXPECT_THAT(run->tool_calls[0].result.content,
+              HasSubstr("unknown skill 'nope'; expected one of: alpha, beta, gamma"));
   EXPECT_TRUE(run->tool_calls[1].result.is_error);
   EXPECT_THAT(run->tool_calls[1].result.content, HasSubstr("{\"name\": \"<skill name>\"}"));
   EXPECT_FALSE(run->tool_calls[2].result.is_error);  // beta was triggered already
@@ -191,7 +202,8 @@ TEST_F(SkillsLoopTest, ExplicitSkillsAreActiveFromTheStartInNameOrder) {
 }
 
 TEST_F(SkillsLoopTest, AllowedToolsCanWithholdActivateSkill) {
-  auto k = kernel({Json{{"tool_calls", {call("c1", "activate_skill", {{"name", "alpha"}})}}}, Json{{"text", "ok"}}});
+  auto k = kernel({Json{{"tool_calls", {call("c1", "activate_skill", {{"name", "alpha"}})}}},
+                   Json{{"text", "ok"}}});
   RunOptions options;
   options.allowed_tools = std::vector<std::string>{"beta_tool"};
   auto run = k->run(Request::from_text("u", "weather"), options);
@@ -206,7 +218,8 @@ TEST_F(SkillsLoopTest, ProjectInstructionsPrecedeTheSkills) {
   auto project = skills::load_project(dir / "proj");
   ASSERT_TRUE(project) << project.error().describe();
   // `kernex run --project` adds the project's source first and activates its skills by name.
-  auto k = kernel({Json{{"text", "ok"}}}, project->skills, std::make_shared<skills::ProjectContextSource>(*project));
+  auto k = kernel({Json{{"text", "ok"}}}, project->skills,
+                  std::make_shared<skills::ProjectContextSource>(*project));
   ASSERT_TRUE(k->run(Request::from_text("u", "hello")));
   const Json req = requests().at(0);
   EXPECT_THAT(tool_names(req), ElementsAre("alpha_tool", "activate_skill"));

@@ -21,7 +21,9 @@ Project parsed(const std::string& text) {
   return p ? *p : Project{};
 }
 
-TEST(SkillsProjects, MissingDirGivesNone) { EXPECT_TRUE(load_projects("/nonexistent/kernex/projects").empty()); }
+TEST(SkillsProjects, MissingDirGivesNone) {
+  EXPECT_TRUE(load_projects("/nonexistent/kernex/projects").empty());
+}
 
 TEST(SkillsProjects, RoleMdProject) {
   kernex::testing::TempDir dir;
@@ -52,10 +54,12 @@ TEST(SkillsProjects, WhitespaceOnlyAndNoFileAreSkipped) {
 }
 
 TEST(SkillsProjects, TomlAndYamlFrontmatterNameSkills) {
-  auto toml = parsed("---\nskills = [\"ibkr-trader\", \"playwright-mcp\"]\n---\nYou are a trading assistant.\n");
+  auto toml = parsed(
+      "---\nskills = [\"ibkr-trader\", \"playwright-mcp\"]\n---\nYou are a trading assistant.\n");
   EXPECT_THAT(toml.skills, ElementsAre("ibkr-trader", "playwright-mcp"));
   EXPECT_THAT(toml.instructions, HasSubstr("trading assistant"));
-  auto yaml = parsed("---\nskills: [ibkr-trader, playwright-mcp]\n---\nYou are a trading assistant.\n");
+  auto yaml =
+      parsed("---\nskills: [ibkr-trader, playwright-mcp]\n---\nYou are a trading assistant.\n");
   EXPECT_THAT(yaml.skills, ElementsAre("ibkr-trader", "playwright-mcp"));
   EXPECT_EQ(yaml.instructions, "You are a trading assistant.");
   auto block = parsed("---\nskills:\n  - a\n  - b\n---\nBody");
@@ -74,7 +78,8 @@ TEST(SkillsProjects, NoFrontmatterKeepsTheBodyVerbatim) {
 
 TEST(SkillsProjects, LoadWithFrontmatterStripsIt) {
   kernex::testing::TempDir dir;
-  dir.write("projects/trade/AGENTS.md", "\xEF\xBB\xBF---\r\nskills = [\"ibkr-trader\"]\r\n---\r\nTrade carefully.\r\n");
+  dir.write("projects/trade/AGENTS.md",
+            "\xEF\xBB\xBF---\r\nskills = [\"ibkr-trader\"]\r\n---\r\nTrade carefully.\r\n");
   auto p = load_project(dir / "projects" / "trade");
   ASSERT_TRUE(p) << p.error().describe();
   EXPECT_THAT(p->skills, ElementsAre("ibkr-trader"));
@@ -108,7 +113,8 @@ TEST(SkillsProjects, SkillsOnlyProjectLoads) {
 TEST(SkillsProjects, BadFrontmatterNamesFileAndLine) {
   auto wrong = parse_project("\n\n---\nskills: 5\n---\nBody", "/p/x/AGENTS.md");
   ASSERT_FALSE(wrong);
-  EXPECT_THAT(wrong.error().message, HasSubstr("/p/x/AGENTS.md:4: skills: expected a list of skill names"));
+  EXPECT_THAT(wrong.error().message,
+              HasSubstr("/p/x/AGENTS.md:4: skills: expected a list of skill names"));
   auto items = parse_project("---\nskills: [[a]]\n---\nBody", "/p/x/AGENTS.md");
   ASSERT_FALSE(items);
   EXPECT_THAT(items.error().message, HasSubstr("expected skill names (strings)"));

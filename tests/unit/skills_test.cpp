@@ -67,7 +67,8 @@ std::vector<std::string> names(const LoadedSkills& loaded) {
 
 TEST(SkillsFixtures, EveryAgentSkillLoads) {
   auto loaded = load_skills({kFixtures / "agentskills"});
-  EXPECT_TRUE(loaded.failures.empty()) << (loaded.failures.empty() ? "" : loaded.failures[0].describe());
+  EXPECT_TRUE(loaded.failures.empty())
+      << (loaded.failures.empty() ? "" : loaded.failures[0].describe());
   ASSERT_EQ(loaded.skills.size(), 7u);
   for (const auto& s : loaded.skills) {
     EXPECT_EQ(s.name, s.path.filename().string());
@@ -80,12 +81,14 @@ TEST(SkillsFixtures, EveryAgentSkillLoads) {
   }
   EXPECT_TRUE(std::is_sorted(loaded.skills.begin(), loaded.skills.end(),
                              [](const Skill& a, const Skill& b) { return a.name < b.name; }));
-  EXPECT_EQ(by_name(loaded, "webapp-testing").instructions.substr(0, 25), "# Web Application Testing");
+  EXPECT_EQ(by_name(loaded, "webapp-testing").instructions.substr(0, 25),
+            "# Web Application Testing");
 }
 
 TEST(SkillsFixtures, KernexCorpusLoadsWithToolboxesAndMcpServers) {
   auto loaded = load_skills({kFixtures / "kernex"});
-  EXPECT_TRUE(loaded.failures.empty()) << (loaded.failures.empty() ? "" : loaded.failures[0].describe());
+  EXPECT_TRUE(loaded.failures.empty())
+      << (loaded.failures.empty() ? "" : loaded.failures[0].describe());
 
   // backend-architect's db_query runs psql, which its permissions.commands does not list: that
   // toolbox is refused with the reason and never runs; the rest of the skill loads (kernex).
@@ -117,7 +120,8 @@ TEST(SkillsFixtures, KernexCorpusLoadsWithToolboxesAndMcpServers) {
   const Skill& pw = by_name(loaded, "playwright");
   EXPECT_THAT(pw.requirements, ElementsAre("npx"));
   EXPECT_EQ(pw.homepage, "https://github.com/microsoft/playwright-mcp");
-  EXPECT_THAT(pw.triggers, ElementsAre("browse", "website", "click", "scrape", "web page", "navigate", "screenshot"));
+  EXPECT_THAT(pw.triggers, ElementsAre("browse", "website", "click", "scrape", "web page",
+                                       "navigate", "screenshot"));
   ASSERT_EQ(pw.mcp_servers.size(), 1u);
   EXPECT_EQ(pw.mcp_servers[0].name, "playwright");
   EXPECT_EQ(pw.mcp_servers[0].command, "npx");
@@ -144,7 +148,8 @@ TEST(SkillsFixtures, KernexCorpusLoadsWithToolboxesAndMcpServers) {
 
   const Skill& ai = by_name(loaded, "ai-engineer");
   ASSERT_EQ(ai.toolboxes.size(), 2u);
-  EXPECT_THAT(ai.toolboxes[0].env_passthrough, ElementsAre("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN"));
+  EXPECT_THAT(ai.toolboxes[0].env_passthrough,
+              ElementsAre("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN"));
 
   // Arguments reach execve directly, so a newline in one is not a shell hazard.
   const Skill& api = by_name(loaded, "api-tester");
@@ -157,7 +162,8 @@ TEST(SkillsFixtures, KernexCorpusLoadsWithToolboxesAndMcpServers) {
   EXPECT_EQ(hook.toolboxes[0].name, "webhook_get");
   EXPECT_FALSE(hook.toolboxes[0].network);
   EXPECT_TRUE(hook.toolboxes[0].allowed_commands.empty());
-  EXPECT_THAT(hook.toolboxes[1].args, ElementsAre("-s", "-X", "POST", "-H", "Content-Type: application/json"));
+  EXPECT_THAT(hook.toolboxes[1].args,
+              ElementsAre("-s", "-X", "POST", "-H", "Content-Type: application/json"));
 
   const Skill& tmpl = by_name(loaded, "my-skill");  // _template
   EXPECT_EQ(tmpl.mcp_servers.at(0).name, "my-server");
@@ -184,9 +190,11 @@ TEST(SkillsLoading, BrokenSkillsFailWithFileLineAndFieldWhileOthersLoad) {
   dir.write("good/SKILL.md", "---\nname: good\ndescription: Works.\n---\nDo good things.\n");
   dir.write("bad-yaml/SKILL.md", "---\nname: bad-yaml\ndescription: [unclosed\n---\nbody\n");
   dir.write("no-name/SKILL.md", "---\ndescription: Lacks a name.\n---\nbody\n");
-  dir.write("bad-toml/SKILL.md", "---\nname = \"bad-toml\"\ndescription = \"x\"\ntrigger = [1, \n---\nbody\n");
+  dir.write("bad-toml/SKILL.md",
+            "---\nname = \"bad-toml\"\ndescription = \"x\"\ntrigger = [1, \n---\nbody\n");
   dir.write("wrong-type/SKILL.md",
-            "---\nname = \"wrong-type\"\ndescription = \"x\"\n\n[toolbox.t]\ndescription = \"T.\"\ncommand = [\"bash\"]\n---\n");
+            "---\nname = \"wrong-type\"\ndescription = \"x\"\n\n[toolbox.t]\ndescription = "
+            "\"T.\"\ncommand = [\"bash\"]\n---\n");
   dir.write("unclosed/SKILL.md", "---\nname: unclosed\ndescription: never closed\n");
   dir.write("no-frontmatter/SKILL.md", "# Just markdown\n");
   dir.write("not-a-skill/README.md", "ignored: no SKILL.md\n");
@@ -217,7 +225,8 @@ TEST(SkillsLoading, BrokenSkillsFailWithFileLineAndFieldWhileOthersLoad) {
   ASSERT_NE(wrong, nullptr);
   EXPECT_EQ(wrong->problems[0].field, "toolbox.t.command");
   EXPECT_EQ(wrong->problems[0].line, 7);
-  EXPECT_THAT(wrong->problems[0].message, HasSubstr("expected a string (the program to run), found a list"));
+  EXPECT_THAT(wrong->problems[0].message,
+              HasSubstr("expected a string (the program to run), found a list"));
 
   const auto* unclosed = failure_for(loaded, "unclosed");
   ASSERT_NE(unclosed, nullptr);
@@ -230,8 +239,11 @@ TEST(SkillsLoading, BrokenSkillsFailWithFileLineAndFieldWhileOthersLoad) {
 
 TEST(SkillsLoading, BomAndCrlfLoad) {
   TempDir dir;
-  dir.write("crlf/SKILL.md", "\xEF\xBB\xBF---\r\nname: crlf\r\ndescription: Windows file.\r\n---\r\n\r\nLine one.\r\nLine two.\r\n");
-  dir.write("toml-crlf/SKILL.md", "\xEF\xBB\xBF---\r\nname = \"toml-crlf\"\r\ndescription = \"T\"\r\n---\r\nBody.\r\n");
+  dir.write("crlf/SKILL.md",
+            "\xEF\xBB\xBF---\r\nname: crlf\r\ndescription: Windows file.\r\n---\r\n\r\nLine "
+            "one.\r\nLine two.\r\n");
+  dir.write("toml-crlf/SKILL.md",
+            "\xEF\xBB\xBF---\r\nname = \"toml-crlf\"\r\ndescription = \"T\"\r\n---\r\nBody.\r\n");
   auto loaded = load_skills({dir.path()});
   ASSERT_TRUE(loaded.failures.empty()) << loaded.failures[0].describe();
   EXPECT_EQ(by_name(loaded, "crlf").instructions, "Line one.\nLine two.");
@@ -242,7 +254,8 @@ TEST(SkillsLoading, BomAndCrlfLoad) {
 TEST(SkillsLoading, InvalidUtf8AndOversizeAreErrors) {
   TempDir dir;
   dir.write("latin1/SKILL.md", "---\nname: latin1\ndescription: caf\xE9\n---\n");
-  dir.write("huge/SKILL.md", "---\nname: huge\ndescription: big\n---\n" + std::string(kMaxSkillFileBytes, 'x'));
+  dir.write("huge/SKILL.md",
+            "---\nname: huge\ndescription: big\n---\n" + std::string(kMaxSkillFileBytes, 'x'));
   auto loaded = load_skills({dir.path()});
   EXPECT_TRUE(loaded.skills.empty());
   ASSERT_EQ(loaded.failures.size(), 2u);
@@ -338,7 +351,8 @@ Instructions here.
 TEST(SkillsLoading, UnknownFieldsAreWarningsAndMetadataBinsFillRequires) {
   TempDir dir;
   dir.write("w/SKILL.md",
-            "---\nname: w\ndescription: d\ntrigers: typo\nmetadata: {\"openclaw\":{\"requires\":{\"bins\":[\"git\",\"curl\"]}}}\n---\n");
+            "---\nname: w\ndescription: d\ntrigers: typo\nmetadata: "
+            "{\"openclaw\":{\"requires\":{\"bins\":[\"git\",\"curl\"]}}}\n---\n");
   auto loaded = load_skills({dir.path()});
   ASSERT_EQ(loaded.skills.size(), 1u);
   const Skill& s = loaded.skills[0];
@@ -373,7 +387,8 @@ args = ["old"]
 )");
   dir.write("m/mcp.json", R"({"mcpServers": {"a": {"command": "npx", "args": ["@new/mcp"]},
                                              "b": {"command": "npx", "env": {"KEY": "val"}}}})");
-  dir.write("m/toolbox.json", R"({"toolboxes": {"over": {"description": "New.", "command": "echo", "args": ["new"]},
+  dir.write("m/toolbox.json",
+            R"({"toolboxes": {"over": {"description": "New.", "command": "echo", "args": ["new"]},
                                                "extra": {"description": "E.", "command": "echo", "network": false}}})");
   auto loaded = load_skills({dir.path()});
   ASSERT_TRUE(loaded.failures.empty()) << loaded.failures[0].describe();
@@ -393,7 +408,8 @@ TEST(SkillsLoading, SideFileErrorsNameTheFile) {
   dir.write("j/SKILL.md", "---\nname: j\ndescription: d\n---\n");
   dir.write("j/mcp.json", "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"npx\",}\n  }\n}\n");
   dir.write("k/SKILL.md", "---\nname: k\ndescription: d\npermissions:\n  commands: [echo]\n---\n");
-  dir.write("k/toolbox.json", R"({"toolboxes": {"py": {"description": "P.", "command": "python3"}}})");
+  dir.write("k/toolbox.json",
+            R"({"toolboxes": {"py": {"description": "P.", "command": "python3"}}})");
   auto loaded = load_skills({dir.path()});
   ASSERT_EQ(loaded.skills.size(), 1u);  // k loads without its refused toolbox
   const auto* j = failure_for(loaded, "j");
@@ -425,7 +441,8 @@ command = "echo"
 command = "/usr/bin/echo"
 ---
 )");
-  dir.write("s/toolbox.json", R"({"toolboxes": {"good": {"description": "Py.", "command": "python3"},
+  dir.write("s/toolbox.json",
+            R"({"toolboxes": {"good": {"description": "Py.", "command": "python3"},
                                                "extra": {"description": "E.", "command": "echo"}}})");
   dir.write("s/mcp.json", R"({"mcpServers": {"m": {"command": "npx"}}})");
   auto loaded = load_skills({dir.path()});
@@ -456,28 +473,37 @@ TEST(SkillsPermissions, LoadTimeChecksRefuseTheEntryWithTheReason) {
        "[permissions]\ncommands = [\"echo\"]\n[toolbox.t]\ndescription = \"T\"\ncommand = \"sh\"\n",
        "toolbox.t.command", "not in the skill's declared permissions.commands [echo]"},
       {"undeclared-passthrough",
-       "[permissions]\nenv = [\"A_TOKEN\"]\n[toolbox.t]\ndescription = \"T\"\ncommand = \"sh\"\nenv_passthrough = [\"B_TOKEN\"]\n",
+       "[permissions]\nenv = [\"A_TOKEN\"]\n[toolbox.t]\ndescription = \"T\"\ncommand = "
+       "\"sh\"\nenv_passthrough = [\"B_TOKEN\"]\n",
        "toolbox.t.env_passthrough", "B_TOKEN through, which is not declared in permissions.env"},
-      {"undeclared-network", "[toolbox.t]\ndescription = \"T\"\ncommand = \"curl\"\nnetwork = true\n",
+      {"undeclared-network",
+       "[toolbox.t]\ndescription = \"T\"\ncommand = \"curl\"\nnetwork = true\n",
        "toolbox.t.network", "declares no permissions.network"},
-      {"preload-override", "[toolbox.t]\ndescription = \"T\"\ncommand = \"sh\"\nenv = { LD_PRELOAD = \"/tmp/evil.so\" }\n",
+      {"preload-override",
+       "[toolbox.t]\ndescription = \"T\"\ncommand = \"sh\"\nenv = { LD_PRELOAD = \"/tmp/evil.so\" "
+       "}\n",
        "toolbox.t.env.LD_PRELOAD", "hijack"},
-      {"path-override", "[toolbox.t]\ndescription = \"T\"\ncommand = \"sh\"\nenv = { PATH = \"/tmp\" }\n",
+      {"path-override",
+       "[toolbox.t]\ndescription = \"T\"\ncommand = \"sh\"\nenv = { PATH = \"/tmp\" }\n",
        "toolbox.t.env.PATH", "hijack"},
-      {"mcp-path-override", "[mcp.s]\ncommand = \"npx\"\nenv = { NODE_OPTIONS = \"--require /tmp/x.js\" }\n",
+      {"mcp-path-override",
+       "[mcp.s]\ncommand = \"npx\"\nenv = { NODE_OPTIONS = \"--require /tmp/x.js\" }\n",
        "mcp.s.env.NODE_OPTIONS", "hijack"},
-      {"unsafe-mcp", "[mcp.pwned]\ncommand = \"sh -c 'rm -rf /'\"\n", "mcp.pwned.command", "is not allowed"},
-      {"mcp-not-declared", "[permissions]\ncommands = [\"node\"]\n[mcp.bad]\ncommand = \"npx\"\n", "mcp.bad.command",
-       "not in the skill's declared permissions.commands"},
-      {"relative-toolbox", "[toolbox.t]\ndescription = \"T\"\ncommand = \"bin/tool\"\n", "toolbox.t.command",
+      {"unsafe-mcp", "[mcp.pwned]\ncommand = \"sh -c 'rm -rf /'\"\n", "mcp.pwned.command",
        "is not allowed"},
+      {"mcp-not-declared", "[permissions]\ncommands = [\"node\"]\n[mcp.bad]\ncommand = \"npx\"\n",
+       "mcp.bad.command", "not in the skill's declared permissions.commands"},
+      {"relative-toolbox", "[toolbox.t]\ndescription = \"T\"\ncommand = \"bin/tool\"\n",
+       "toolbox.t.command", "is not allowed"},
   };
   TempDir dir;
   for (const auto& c : cases) {
-    dir.write(c.name + "/SKILL.md", "---\nname = \"" + c.name + "\"\ndescription = \"d\"\n" + c.frontmatter + "---\n");
+    dir.write(c.name + "/SKILL.md",
+              "---\nname = \"" + c.name + "\"\ndescription = \"d\"\n" + c.frontmatter + "---\n");
   }
   dir.write("preload-passthrough/SKILL.md",
-            "---\nname = \"preload-passthrough\"\ndescription = \"d\"\n[permissions]\nenv = [\"LD_PRELOAD\"]\n---\n");
+            "---\nname = \"preload-passthrough\"\ndescription = \"d\"\n[permissions]\nenv = "
+            "[\"LD_PRELOAD\"]\n---\n");
   auto loaded = load_skills({dir.path()});
   ASSERT_EQ(loaded.failures.size(), 1u);
   EXPECT_EQ(loaded.failures[0].path.filename(), "preload-passthrough");
@@ -536,8 +562,9 @@ command = "npx"
 args = ["-y", "@modelcontextprotocol/server-github"]
 ---
 )");
-  dir.write("quiet/SKILL.md", "---\nname: quiet\ndescription: d\npermissions: {commands: [node]}\n"
-                              "mcp: {local: {command: node, args: [server.js]}}\n---\n");
+  dir.write("quiet/SKILL.md",
+            "---\nname: quiet\ndescription: d\npermissions: {commands: [node]}\n"
+            "mcp: {local: {command: node, args: [server.js]}}\n---\n");
   auto loaded = load_skills({dir.path()});
   ASSERT_TRUE(loaded.failures.empty()) << loaded.failures[0].describe();
   ASSERT_EQ(loaded.skills.size(), 2u);
@@ -555,14 +582,34 @@ args = ["-y", "@modelcontextprotocol/server-github"]
 }
 
 TEST(SkillsChecks, CommandAndEnvVectorsFromKernex) {
-  for (const char* ok : {"npx", "uvx", "node", "/usr/bin/python3", "/opt/homebrew/bin/uv", "/bin/sh", "/usr/bin/node"}) {
+  for (const char* ok : {"npx", "uvx", "node", "/usr/bin/python3", "/opt/homebrew/bin/uv",
+                         "/bin/sh", "/usr/bin/node"}) {
     EXPECT_TRUE(is_safe_mcp_command(ok)) << ok;
   }
-  for (const char* bad : {"mcp-server-fetch", "payload", "my-tool", "my_tool", "@scope/tool", "@playwright/mcp",
-                          "bin/tool", "/tmp/payload", "/home/user/.cache/evil", "/var/tmp/x", "/etc/payload",
-                          "../../tmp/payload", "/usr/bin/../../tmp/x", "rm; sudo poweroff", "", "cmd; rm -rf /",
-                          "cmd | cat", "cmd & bg", "$(whoami)", "cmd > /tmp/out", "cmd < /etc/passwd", "`whoami`",
-                          "cmd (sub)", "cmd)"}) {
+  for (const char* bad : {"mcp-server-fetch",
+                          "payload",
+                          "my-tool",
+                          "my_tool",
+                          "@scope/tool",
+                          "@playwright/mcp",
+                          "bin/tool",
+                          "/tmp/payload",
+                          "/home/user/.cache/evil",
+                          "/var/tmp/x",
+                          "/etc/payload",
+                          "../../tmp/payload",
+                          "/usr/bin/../../tmp/x",
+                          "rm; sudo poweroff",
+                          "",
+                          "cmd; rm -rf /",
+                          "cmd | cat",
+                          "cmd & bg",
+                          "$(whoami)",
+                          "cmd > /tmp/out",
+                          "cmd < /etc/passwd",
+                          "`whoami`",
+                          "cmd (sub)",
+                          "cmd)"}) {
     EXPECT_FALSE(is_safe_mcp_command(bad)) << bad;
   }
   EXPECT_TRUE(is_safe_command_token("my-tool"));
@@ -588,8 +635,9 @@ TEST(SkillsChecks, CommandAndEnvVectorsFromKernex) {
   EXPECT_TRUE(is_valid_env_name("_X"));
   EXPECT_FALSE(is_valid_env_name("1BAD"));
   EXPECT_FALSE(is_valid_env_name("BAD-KEY"));
-  for (const char* hijack : {"LD_PRELOAD", "ld_library_path", "DYLD_INSERT_LIBRARIES", "PATH", "NODE_OPTIONS",
-                             "PYTHONPATH", "BASH_ENV", "GIT_SSH_COMMAND", "GLIBC_TUNABLES"}) {
+  for (const char* hijack :
+       {"LD_PRELOAD", "ld_library_path", "DYLD_INSERT_LIBRARIES", "PATH", "NODE_OPTIONS",
+        "PYTHONPATH", "BASH_ENV", "GIT_SSH_COMMAND", "GLIBC_TUNABLES"}) {
     EXPECT_TRUE(is_hijacking_env_name(hijack)) << hijack;
   }
   for (const char* fine : {"GITHUB_TOKEN", "HOME", "LANG", "PATHNAME", "MY_LD_PRELOAD"}) {
@@ -600,7 +648,8 @@ TEST(SkillsChecks, CommandAndEnvVectorsFromKernex) {
 TEST(SkillsLoading, RequirementsDecideAvailability) {
   TempDir dir;
   dir.write("here/SKILL.md", "---\nname: here\ndescription: d\nrequires: [sh]\n---\n");
-  dir.write("gone/SKILL.md", "---\nname: gone\ndescription: d\nrequires: [__nonexistent_tool_xyz_12345__]\n---\n");
+  dir.write("gone/SKILL.md",
+            "---\nname: gone\ndescription: d\nrequires: [__nonexistent_tool_xyz_12345__]\n---\n");
   auto loaded = load_skills({dir.path()});
   EXPECT_TRUE(by_name(loaded, "here").available);
   EXPECT_FALSE(by_name(loaded, "gone").available);
@@ -613,12 +662,14 @@ TEST(SkillsLoading, HostileYamlDoesNotCrash) {
   std::string laughs = "---\nname: lol\ndescription: d\na: &a [x, x, x, x, x, x, x, x, x, x]\n";
   char prev = 'a';
   for (char c = 'b'; c <= 'k'; ++c, ++prev) {
-    laughs += std::string(1, c) + ": &" + c + " [*" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" +
-              prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + "]\n";
+    laughs += std::string(1, c) + ": &" + c + " [*" + prev + ", *" + prev + ", *" + prev + ", *" +
+              prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev +
+              ", *" + prev + "]\n";
   }
   laughs += "---\n";
   dir.write("lol/SKILL.md", laughs);
-  dir.write("deep/SKILL.md", "---\nname: deep\ndescription: d\nx: " + std::string(5000, '[') + "\n---\n");
+  dir.write("deep/SKILL.md",
+            "---\nname: deep\ndescription: d\nx: " + std::string(5000, '[') + "\n---\n");
   dir.write("dup/SKILL.md", "---\nname: dup\ndescription: d\nname: again\n---\n");
   auto loaded = load_skills({dir.path()});
   EXPECT_TRUE(loaded.skills.empty());

@@ -19,7 +19,8 @@ namespace {
 class SkillsTrustTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    skill_ = dir_.write("ws/skills/s/SKILL.md", "---\nname: s\ndescription: d\n---\nBody\n").parent_path();
+    skill_ = dir_.write("ws/skills/s/SKILL.md", "---\nname: s\ndescription: d\n---\nBody\n")
+                 .parent_path();
     dir_.write("ws/skills/s/run.sh", "echo hi\n");
     rule_.store = dir_ / "data" / std::string(kTrustFileName);
     rule_.writable = {dir_ / "ws"};
@@ -57,14 +58,16 @@ TEST_F(SkillsTrustTest, UntrustedThenTrustedThenChanged) {
   auto first = check_trust(skill_, rule_);
   ASSERT_TRUE(first) << first.error().describe();
   EXPECT_EQ(first->state, TrustState::Untrusted);
-  EXPECT_NE(first->message.find("kernex skills trust " + fs::canonical(skill_).string()), std::string::npos)
+  EXPECT_NE(first->message.find("kernex skills trust " + fs::canonical(skill_).string()),
+            std::string::npos)
       << first->message;
   ASSERT_TRUE(trust_skill(rule_.store, skill_));
   EXPECT_EQ(check_trust(skill_, rule_)->state, TrustState::Trusted);
   dir_.write("ws/skills/s/extra.txt", "x");
   auto changed = check_trust(skill_, rule_);
   EXPECT_EQ(changed->state, TrustState::Changed);
-  EXPECT_NE(changed->message.find("changed since it was trusted"), std::string::npos) << changed->message;
+  EXPECT_NE(changed->message.find("changed since it was trusted"), std::string::npos)
+      << changed->message;
   ASSERT_TRUE(trust_skill(rule_.store, skill_));
   EXPECT_EQ(check_trust(skill_, rule_)->state, TrustState::Trusted);
 }

@@ -56,7 +56,10 @@ TEST(SseParserTest, BlankLinesWithoutDataDispatchNothing) {
 }
 
 TEST(SseParserTest, StripsALeadingByteOrderMark) {
-  auto events = parse_all("\xEF\xBB\xBF" "data: x\n\n", 1);
+  auto events = parse_all(
+      "\xEF\xBB\xBF"
+      "data: x\n\n",
+      1);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].data, "x");
 }

@@ -1,5 +1,5 @@
-// The files toolbox plugin: bash, read, write, edit, glob, grep, each run inside the sandbox so that
-// file access follows the workspace policy.
+// The files toolbox plugin: bash, read, write, edit, glob, grep, each run inside the sandbox so
+// that file access follows the workspace policy.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -69,7 +69,8 @@ TEST_F(FilesToolboxTest, OffersTheSixTools) {
   ASSERT_TRUE(specs);
   std::vector<std::string> names;
   for (const auto& s : *specs) names.push_back(s.name);
-  EXPECT_THAT(names, ::testing::UnorderedElementsAre("bash", "read", "write", "edit", "glob", "grep"));
+  EXPECT_THAT(names,
+              ::testing::UnorderedElementsAre("bash", "read", "write", "edit", "glob", "grep"));
   auto only = host_.create_toolbox("files", Json{{"workspace", ws_.string()}, {"tools", {"read"}}});
   ASSERT_TRUE(only);
   EXPECT_EQ((*only)->list_tools(Context{})->size(), 1u);
@@ -80,7 +81,8 @@ TEST_F(FilesToolboxTest, ReadsInsideTheWorkspace) {
   auto r = call("read", Json{{"file_path", "hello.txt"}});
   ASSERT_FALSE(r.is_error) << r.content;
   EXPECT_EQ(r.content, "hello world\nsecond line\nthird line\n");
-  auto range = call("read", Json{{"file_path", (ws_ / "hello.txt").string()}, {"offset", 2}, {"limit", 1}});
+  auto range =
+      call("read", Json{{"file_path", (ws_ / "hello.txt").string()}, {"offset", 2}, {"limit", 1}});
   ASSERT_FALSE(range.is_error) << range.content;
   EXPECT_EQ(range.content, "second line\n");
 }
@@ -110,21 +112,28 @@ TEST_F(FilesToolboxTest, WriteAndEditStayInTheWorkspace) {
   EXPECT_THAT(w.content, HasSubstr("Wrote 12 bytes"));
   EXPECT_EQ(slurp(ws_ / "new/dir/note.txt"), "test content");
 
-  auto e = call("edit", Json{{"file_path", "hello.txt"}, {"old_string", "line"}, {"new_string", "LINE"}});
+  auto e = call("edit",
+                Json{{"file_path", "hello.txt"}, {"old_string", "line"}, {"new_string", "LINE"}});
   ASSERT_FALSE(e.is_error) << e.content;
   EXPECT_THAT(e.content, HasSubstr("2 occurrence(s)"));
   EXPECT_EQ(slurp(ws_ / "hello.txt"), "hello world\nsecond LINE\nthird line\n");
-  auto all = call("edit", Json{{"file_path", "hello.txt"}, {"old_string", "l"}, {"new_string", "L"}, {"replace_all", true}});
+  auto all = call("edit", Json{{"file_path", "hello.txt"},
+                               {"old_string", "l"},
+                               {"new_string", "L"},
+                               {"replace_all", true}});
   ASSERT_FALSE(all.is_error) << all.content;
   EXPECT_EQ(slurp(ws_ / "hello.txt"), "heLLo worLd\nsecond LINE\nthird Line\n");
-  auto missing = call("edit", Json{{"file_path", "hello.txt"}, {"old_string", "absent"}, {"new_string", "x"}});
+  auto missing =
+      call("edit", Json{{"file_path", "hello.txt"}, {"old_string", "absent"}, {"new_string", "x"}});
   EXPECT_TRUE(missing.is_error);
   EXPECT_THAT(missing.content, HasSubstr("not found"));
 
-  auto outside = call("write", Json{{"file_path", (outside_ / "planted.txt").string()}, {"content", "x"}});
+  auto outside =
+      call("write", Json{{"file_path", (outside_ / "planted.txt").string()}, {"content", "x"}});
   EXPECT_TRUE(outside.is_error);
   EXPECT_FALSE(fs::exists(outside_ / "planted.txt"));
-  auto edit_outside = call("edit", Json{{"file_path", (outside_ / "secret.txt").string()}, {"old_string", "OUTSIDE"},
+  auto edit_outside = call("edit", Json{{"file_path", (outside_ / "secret.txt").string()},
+                                        {"old_string", "OUTSIDE"},
                                         {"new_string", "PWNED"}});
   EXPECT_TRUE(edit_outside.is_error);
   EXPECT_EQ(slurp(outside_ / "secret.txt"), "OUTSIDE-SECRET\n");
@@ -174,14 +183,16 @@ TEST_F(FilesToolboxTest, EachRunWritesInItsOwnWorkspace) {
     Context run;
     run.workspace = dir->path();
     const std::string who = dir == &a ? "A" : "B";
-    auto wrote = box_->execute(run, ToolCall{"w", "write", Json{{"file_path", "notes/out.txt"}, {"content", who}}});
+    auto wrote = box_->execute(
+        run, ToolCall{"w", "write", Json{{"file_path", "notes/out.txt"}, {"content", who}}});
     ASSERT_TRUE(wrote);
     ASSERT_FALSE(wrote->is_error) << wrote->content;
     auto pwd = box_->execute(run, ToolCall{"p", "bash", Json{{"command", "pwd; ls notes"}}});
     ASSERT_TRUE(pwd);
     EXPECT_EQ(pwd->content, fs::canonical(dir->path()).string() + "\nout.txt\n");
     // The configured workspace is out of reach of a run that has its own.
-    auto other = box_->execute(run, ToolCall{"r", "read", Json{{"file_path", (ws_ / "hello.txt").string()}}});
+    auto other = box_->execute(
+        run, ToolCall{"r", "read", Json{{"file_path", (ws_ / "hello.txt").string()}}});
     ASSERT_TRUE(other);
     EXPECT_TRUE(other->is_error) << other->content;
   }
@@ -212,7 +223,8 @@ TEST_F(FilesToolboxTest, CancelKillsARunningBashCommandAndItsChildren) {
     stopped_at = std::chrono::steady_clock::now();
     source.request_stop();
   });
-  auto r = box_->execute(run, ToolCall{"b", "bash", Json{{"command", "sleep 30 & echo go > ready; sleep 30"}}});
+  auto r = box_->execute(
+      run, ToolCall{"b", "bash", Json{{"command", "sleep 30 & echo go > ready; sleep 30"}}});
   const auto returned = std::chrono::steady_clock::now();
   if (int fd = ::open((ws_ / "ready").c_str(), O_WRONLY | O_NONBLOCK); fd >= 0) ::close(fd);
   canceller.join();

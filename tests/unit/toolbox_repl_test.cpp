@@ -47,16 +47,20 @@ class ReplToolboxTest : public ::testing::Test {
     context_.session_id = "s1";
   }
   virtual Json config() {
-    return Json{{"workspace", ws().string()}, {"timeout", 20}, {"memory_mb", 512}, {"max_output", 4096}};
+    return Json{
+        {"workspace", ws().string()}, {"timeout", 20}, {"memory_mb", 512}, {"max_output", 4096}};
   }
   fs::path ws() const { return dir_ / "ws"; }
 
   ToolResult call(const std::string& name, Json args, const Context* in = nullptr) {
-    auto r = repl_->execute(in != nullptr ? *in : context_, ToolCall{"c" + std::to_string(++calls_), name, std::move(args)});
+    auto r = repl_->execute(in != nullptr ? *in : context_,
+                            ToolCall{"c" + std::to_string(++calls_), name, std::move(args)});
     EXPECT_TRUE(r) << r.error().describe();
     return r.value_or(ToolResult{});
   }
-  Json eval(const std::string& code, const Context* in = nullptr) { return parse(call("eval_code", {{"code", code}}, in)); }
+  Json eval(const std::string& code, const Context* in = nullptr) {
+    return parse(call("eval_code", {{"code", code}}, in));
+  }
 
   TempDir dir_;
   PluginHost host_;
@@ -75,12 +79,14 @@ TEST_F(ReplToolboxTest, ToolsAreOfferedOnlyWhenTheRunAllowsThem) {
   ASSERT_TRUE(listed);
   std::vector<std::string> names;
   for (const auto& t : *listed) names.push_back(t.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"load_context", "list_vars", "peek", "scan", "eval_code", "provide_answers"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"load_context", "list_vars", "peek", "scan",
+                                             "eval_code", "provide_answers"}));
 }
 
 TEST_F(ReplToolboxTest, LoadedContextIsReadByCodeAndStatePersists) {
   std::string text;
-  for (int i = 0; i < 1000; ++i) text += "line " + std::to_string(i) + (i % 100 == 7 ? " ERROR disk full" : " ok") + "\n";
+  for (int i = 0; i < 1000; ++i)
+    text += "line " + std::to_string(i) + (i % 100 == 7 ? " ERROR disk full" : " ok") + "\n";
   Json loaded = parse(call("load_context", {{"name", "logs"}, {"text", text}}));
   EXPECT_EQ(loaded["line_count"], 1000);
   EXPECT_EQ(loaded["size"], text.size());
@@ -95,7 +101,8 @@ TEST_F(ReplToolboxTest, LoadedContextIsReadByCodeAndStatePersists) {
   EXPECT_TRUE(first["peak_rss_kb"].is_null() || first["peak_rss_kb"].get<long>() > 0);
   Json second = eval("def shout(s):\n    return s.upper()\nprint(shout(errors[0]))");
   EXPECT_EQ(second["stdout"], "LINE 7 ERROR DISK FULL\n");
-  EXPECT_EQ(eval("print(shout('again'), logs['type'], logs['size'] > 0)")["stdout"], "AGAIN text True\n");
+  EXPECT_EQ(eval("print(shout('again'), logs['type'], logs['size'] > 0)")["stdout"],
+            "AGAIN text True\n");
 
   Json hits = parse(call("scan", {{"name", "logs"}, {"pattern", "ERROR"}, {"max_hits", 2}}));
   EXPECT_EQ(hits["total"], 10);
@@ -124,8 +131,8 @@ TEST_F(ReplToolboxTest, ErrorsAreResultsAndBadArgumentsAreRefused) {
   EXPECT_EQ(eval("print('still here')")["stdout"], "still here\n");
 }
 
-// The worker encodes and decodes with json's C scanner and encoder directly: text of every kind must
-// come through both ways as the kernel sent it or as valid UTF-8.
+// The worker encodes and decodes with json's C scanner and encoder directly: text of every kind
+// must come through both ways as the kernel sent it or as valid UTF-8.
 TEST_F(ReplToolboxTest, ProtocolCarriesAnyText) {
   const std::string text = "h\u00e9llo \u2603 \U0001F600 \"q\" \\ tab\t nul\x01 \u2028";
   Json echoed = eval("s = " + Json(text).dump() + "\nprint(s, end='')\nlen(s)");
@@ -135,12 +142,17 @@ TEST_F(ReplToolboxTest, ProtocolCarriesAnyText) {
   Json lone = eval("print('a\\udc80b', end='')");
   EXPECT_FALSE(lone.contains("error")) << lone.dump();
   EXPECT_EQ(lone["stdout"], "a?b");
-  // Deferred queries carry the caller's model argument even when it isn't JSON (repr) or is a cycle.
-  Json odd = eval("m = [1]\nm.append(m)\ntry:\n    llm_query('p', model=m)\nexcept RecursionError:\n    print('cycle refused')\n"
-                  "llm_query('p2', model=object())");
-  EXPECT_NE(odd["stdout"].get<std::string>().find("cycle refused"), std::string::npos) << odd.dump();
+  // Deferred queries carry the caller's model argument even when it isn't JSON (repr) or is a
+  // cycle.
+  Json odd = eval(
+      "m = [1]\nm.append(m)\ntry:\n    llm_query('p', model=m)\nexcept RecursionError:\n    "
+      "print('cycle refused')\n"
+      "llm_query('p2', model=object())");
+  EXPECT_NE(odd["stdout"].get<std::string>().find("cycle refused"), std::string::npos)
+      << odd.dump();
   ASSERT_TRUE(odd["pending_queries"].is_array()) << odd.dump();
-  EXPECT_NE(odd["pending_queries"].back()["model"].get<std::string>().find("object object"), std::string::npos);
+  EXPECT_NE(odd["pending_queries"].back()["model"].get<std::string>().find("object object"),
+            std::string::npos);
   EXPECT_EQ(eval("print('still here')")["stdout"], "still here\n");
 }
 
@@ -152,9 +164,12 @@ TEST(ReplEvalReply, UsualAnswersBecomeTheContentWithWallTime) {
     bool is_error;
   };
   const Case cases[] = {
-      {R"({"ok":true,"value":{"cpu_ms":0.004,"peak_rss_kb":null,"stdout":"hi\n","stderr":""}})", false},
-      {R"({"ok":true,"value":{"cpu_ms":12.5,"peak_rss_kb":40960,"stdout":"}}","stderr":"w","error":"Traceback: x"}})", true},
-      {R"({"ok":true,"value":{"stdout":"","pending_queries":[{"id":"q1","kind":"llm_query","prompt":"p","model":null}]}})", false},
+      {R"({"ok":true,"value":{"cpu_ms":0.004,"peak_rss_kb":null,"stdout":"hi\n","stderr":""}})",
+       false},
+      {R"({"ok":true,"value":{"cpu_ms":12.5,"peak_rss_kb":40960,"stdout":"}}","stderr":"w","error":"Traceback: x"}})",
+       true},
+      {R"({"ok":true,"value":{"stdout":"","pending_queries":[{"id":"q1","kind":"llm_query","prompt":"p","model":null}]}})",
+       false},
       {R"({"ok":true,"value":{"stdout":"\u00e9\u2603 \"q\" \\"}})", false},
       {R"({"ok":true,"value":{ "cpu_ms" : 1 }})", false},
       {R"({"ok":true,"value":{}})", false},
@@ -177,31 +192,32 @@ TEST(ReplEvalReply, UsualAnswersBecomeTheContentWithWallTime) {
 TEST(ReplEvalReply, AnythingElseTakesTheGeneralPath) {
   const char* replies[] = {
       R"({"ok":false,"error":"ValueError: x"})",
-      R"({"ok":true,"value":{"stdout":"a","stdout":"b"}})",                  // a key twice
-      R"({"ok":true,"value":{"stdout":"a","stdout_dropped":5}})",           // truncation: the kernel adds the marker
-      R"({"ok":true,"value":{"wall_ms":0}})",                               // the kernel's own field
-      R"({"ok":true,"value":{"stdout":1}})",                                // wrong types
+      R"({"ok":true,"value":{"stdout":"a","stdout":"b"}})",        // a key twice
+      R"({"ok":true,"value":{"stdout":"a","stdout_dropped":5}})",  // truncation: the kernel adds
+                                                                   // the marker
+      R"({"ok":true,"value":{"wall_ms":0}})",                      // the kernel's own field
+      R"({"ok":true,"value":{"stdout":1}})",                       // wrong types
       R"({"ok":true,"value":{"cpu_ms":"1"}})",
       R"({"ok":true,"value":{"peak_rss_kb":"1"}})",
       R"({"ok":true,"value":{"error":null}})",
       R"({"ok":true,"value":{"pending_queries":{}}})",
       R"({"ok":true,"value":{"stdout":true}})",
       R"({"ok":true,"value":{"stdout":{}}})",
-      R"({"ok":true,"value":{},"more":{}})",                                // a third member
+      R"({"ok":true,"value":{},"more":{}})",  // a third member
       R"({"ok":true,"ok":true,"value":{}})",
       R"({"ok":1,"value":{}})",
-      R"({"ok":true,"value":{"stdout":"a"}}})",                             // not JSON
+      R"({"ok":true,"value":{"stdout":"a"}}})",  // not JSON
       R"({"ok":true,"value":{"stdout":"a}})",
       R"({"ok":true,"value":{"stdout":"a"}} })",
       R"({"ok":true,"value":{"stdout":"a"},}})",
-      "{\"ok\":true,\"value\":{\"stdout\":\"\xff\xfe\"}}",                   // not UTF-8
-      "{\"ok\":true,\"value\":{\"stdout\":\"a\nb\"}}",                        // a raw control character
+      "{\"ok\":true,\"value\":{\"stdout\":\"\xff\xfe\"}}",  // not UTF-8
+      "{\"ok\":true,\"value\":{\"stdout\":\"a\nb\"}}",      // a raw control character
       R"({"ok":true,"value":[1,{}]})",
       R"({"call":"llm_query","prompt":"p"})",
       "",
-      R"({"ok":true,"value": {}})",                                          // the value must start at once
+      R"({"ok":true,"value": {}})",  // the value must start at once
       "{\"ok\":true,\"value\":\t{}}",
-      R"({"ok":true,"value":{"pending_queries":[1]}})",                       // items are flat objects
+      R"({"ok":true,"value":{"pending_queries":[1]}})",  // items are flat objects
       R"({"ok":true,"value":{"pending_queries":[[]]}})",
       R"({"ok":true,"value":{"pending_queries":[{"id":"q1","id":"q2"}]}})",
       R"({"ok":true,"value":{"pending_queries":[{"id":"q1","extra":1}]}})",
@@ -212,7 +228,8 @@ TEST(ReplEvalReply, AnythingElseTakesTheGeneralPath) {
   const std::string deep = R"({"ok":true,"value":{"pending_queries":)" + std::string(1 << 20, '[') +
                            std::string(1 << 20, ']') + "}}";
   EXPECT_FALSE(repl::eval_content(deep, 1.5).has_value());
-  for (const char* reply : replies) EXPECT_FALSE(repl::eval_content(reply, 1.5).has_value()) << reply;
+  for (const char* reply : replies)
+    EXPECT_FALSE(repl::eval_content(reply, 1.5).has_value()) << reply;
 }
 
 TEST(ReplEvalReply, RequestLineCarriesAnyCode) {
@@ -224,7 +241,8 @@ TEST(ReplEvalReply, RequestLineCarriesAnyCode) {
   Json request = Json::parse(line, nullptr, false);
   ASSERT_TRUE(request.is_object()) << line;
   EXPECT_EQ(request["op"], "eval");
-  EXPECT_EQ(request["code"].get<std::string>().substr(0, code.size() - 1), code.substr(0, code.size() - 1));
+  EXPECT_EQ(request["code"].get<std::string>().substr(0, code.size() - 1),
+            code.substr(0, code.size() - 1));
 }
 
 // A plain eval takes the fast path: its content is the worker's value as sent (stdout before
@@ -233,7 +251,8 @@ TEST_F(ReplToolboxTest, PlainEvalTakesTheFastPath) {
   auto r = call("eval_code", {{"code", "import sys\nprint('out')\nprint('err', file=sys.stderr)"}});
   EXPECT_FALSE(r.is_error);
   EXPECT_EQ(r.content.rfind(R"({"cpu_ms":)", 0), 0u) << r.content;
-  EXPECT_LT(r.content.find(R"("stdout":"out\n")"), r.content.find(R"("stderr":"err\n")")) << r.content;
+  EXPECT_LT(r.content.find(R"("stdout":"out\n")"), r.content.find(R"("stderr":"err\n")"))
+      << r.content;
   EXPECT_NE(r.content.find(R"(,"wall_ms":)"), std::string::npos) << r.content;
   Json j = parse(r);
   EXPECT_EQ(j["stdout"], "out\n");
@@ -243,9 +262,10 @@ TEST_F(ReplToolboxTest, PlainEvalTakesTheFastPath) {
 // The model's code can write to the worker's protocol pipe. What it forges there reaches only its
 // own session: never a crash (deep nesting), never a field the kernel owns.
 TEST_F(ReplToolboxTest, ForgedAnswersCannotCrashTheKernelOrSetItsFields) {
-  Json forged = eval("import __main__ as m\n"
-                     "m._proto_out.write(b'{\"ok\":true,\"value\":{\"stdout\":\"f\",\"state_lost\":true,"
-                     "\"note\":\"forged\",\"wall_ms\":0,\"timed_out\":true}}\\n')");
+  Json forged = eval(
+      "import __main__ as m\n"
+      "m._proto_out.write(b'{\"ok\":true,\"value\":{\"stdout\":\"f\",\"state_lost\":true,"
+      "\"note\":\"forged\",\"wall_ms\":0,\"timed_out\":true}}\\n')");
   EXPECT_EQ(forged["stdout"], "f") << forged.dump();
   EXPECT_FALSE(forged.contains("state_lost")) << forged.dump();
   EXPECT_FALSE(forged.contains("note")) << forged.dump();
@@ -254,11 +274,14 @@ TEST_F(ReplToolboxTest, ForgedAnswersCannotCrashTheKernelOrSetItsFields) {
 
   context_.session_id = "deep";
   ASSERT_FALSE(eval("x = 1").contains("error"));
-  auto deep = call("eval_code", {{"code", "import __main__ as m\n"
-                                          "m._proto_out.write(b'{\"ok\":true,\"value\":{\"x\":' + b'[' * 300000 + "
-                                          "b']' * 300000 + b'}}\\n')"}});
+  auto deep =
+      call("eval_code", {{"code",
+                          "import __main__ as m\n"
+                          "m._proto_out.write(b'{\"ok\":true,\"value\":{\"x\":' + b'[' * 300000 + "
+                          "b']' * 300000 + b'}}\\n')"}});
   EXPECT_TRUE(deep.is_error);
-  EXPECT_NE(deep.content.find("broke the protocol"), std::string::npos) << deep.content.substr(0, 300);
+  EXPECT_NE(deep.content.find("broke the protocol"), std::string::npos)
+      << deep.content.substr(0, 300);
   EXPECT_NE(deep.content.find("state"), std::string::npos) << deep.content.substr(0, 300);
   EXPECT_EQ(eval("print('fresh')")["stdout"], "fresh\n");
 }
@@ -286,14 +309,17 @@ TEST_F(ReplToolboxTest, FilesLoadFromTheWorkspaceOnlyAndGrantsOpenOthers) {
   Json loaded = parse(call("load_context", {{"name", "table"}, {"file", "data.csv"}}));
   EXPECT_EQ(loaded["type"], "csv");
   EXPECT_EQ(loaded["line_count"], 2);
-  auto refused = call("load_context", {{"name", "s"}, {"file", (dir_ / "outside" / "secret.txt").string()}});
+  auto refused =
+      call("load_context", {{"name", "s"}, {"file", (dir_ / "outside" / "secret.txt").string()}});
   EXPECT_TRUE(refused.is_error);
   EXPECT_NE(refused.content.find("Permission"), std::string::npos) << refused.content;
 
   Context granted;
   granted.session_id = "granted";
   granted.read_grants = {(dir_ / "outside" / "secret.txt").string()};
-  Json ok = parse(call("load_context", {{"name", "s"}, {"file", (dir_ / "outside" / "secret.txt").string()}}, &granted));
+  Json ok =
+      parse(call("load_context",
+                 {{"name", "s"}, {"file", (dir_ / "outside" / "secret.txt").string()}}, &granted));
   EXPECT_EQ(ok["size"], 7);
 }
 
@@ -306,7 +332,8 @@ TEST_F(ReplToolboxTest, TheSandboxHoldsInsideTheRepl) {
   EXPECT_EQ(env["stdout"], "[]\n");
   Json net = eval("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_STREAM)");
   ASSERT_TRUE(net.contains("error")) << net.dump();
-  EXPECT_NE(net["error"].get<std::string>().find("PermissionError"), std::string::npos) << net["error"];
+  EXPECT_NE(net["error"].get<std::string>().find("PermissionError"), std::string::npos)
+      << net["error"];
   Json unix_socket = eval("import socket\nsocket.socket(socket.AF_UNIX)");
   EXPECT_TRUE(unix_socket.contains("error"));
   Json read = eval("open(" + Json((dir_ / "outside" / "secret.txt").string()).dump() + ").read()");
@@ -314,7 +341,8 @@ TEST_F(ReplToolboxTest, TheSandboxHoldsInsideTheRepl) {
   Json home = eval("import os\nopen(os.path.expanduser('~/.bashrc')).read()");
   EXPECT_TRUE(home.contains("error"));
   Json spawn = eval("import subprocess\nsubprocess.run(['/bin/cat', '/etc/hostname'])");
-  EXPECT_NE(spawn["error"].get<std::string>().find("PermissionError"), std::string::npos) << spawn.dump();
+  EXPECT_NE(spawn["error"].get<std::string>().find("PermissionError"), std::string::npos)
+      << spawn.dump();
   Json write = eval("open('made.txt', 'w').write('ok')");
   EXPECT_FALSE(write.contains("error")) << write.dump();
   EXPECT_TRUE(fs::exists(ws() / "made.txt"));
@@ -329,7 +357,8 @@ TEST_F(ReplToolboxTest, MemoryBombFailsTheCodeNotTheKernel) {
 
 TEST_F(ReplToolboxTest, CrashLosesStateAndTheNextCallSaysSo) {
   eval("kept = 42");
-  auto crashed = call("eval_code", {{"code", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)"}});
+  auto crashed =
+      call("eval_code", {{"code", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)"}});
   EXPECT_TRUE(crashed.is_error);
   Json c = parse(crashed);
   EXPECT_EQ(c["state_lost"], true);
@@ -346,7 +375,8 @@ TEST_F(ReplToolboxTest, WorkersArePerWorkspace) {
   Context in_a = context_, in_b = context_;  // the same session, two workspaces
   in_a.workspace = a.path();
   in_b.workspace = b.path();
-  Json first = eval("import os\nmine = 'A'\nopen('made-here.txt', 'w').write('A')\nprint(os.getcwd())", &in_a);
+  Json first = eval(
+      "import os\nmine = 'A'\nopen('made-here.txt', 'w').write('A')\nprint(os.getcwd())", &in_a);
   EXPECT_EQ(first["stdout"], fs::canonical(a.path()).string() + "\n") << first.dump();
   Json other = eval("import os\nprint('mine' in globals(), os.getcwd())", &in_b);
   EXPECT_EQ(other["stdout"], "False " + fs::canonical(b.path()).string() + "\n") << other.dump();
@@ -355,14 +385,16 @@ TEST_F(ReplToolboxTest, WorkersArePerWorkspace) {
   EXPECT_FALSE(fs::exists(ws() / "made-here.txt"));
   // The workspace's worker can't read the configured workspace.
   std::ofstream(ws() / "private.txt") << "configured";
-  Json denied = eval("print(open(" + Json((ws() / "private.txt").string()).dump() + ").read())", &in_a);
+  Json denied =
+      eval("print(open(" + Json((ws() / "private.txt").string()).dump() + ").read())", &in_a);
   EXPECT_TRUE(denied.contains("error")) << denied.dump();
 
   Context missing = context_;
   missing.workspace = a.path() / "not-made";
   auto refused = call("eval_code", {{"code", "print(1)"}}, &missing);
   EXPECT_TRUE(refused.is_error);
-  EXPECT_NE(refused.content.find("is not an existing directory"), std::string::npos) << refused.content;
+  EXPECT_NE(refused.content.find("is not an existing directory"), std::string::npos)
+      << refused.content;
 }
 
 TEST_F(ReplToolboxTest, CancelKillsTheWorkerAtOnceAndTheNextCallStartsFresh) {
@@ -381,7 +413,8 @@ TEST_F(ReplToolboxTest, CancelKillsTheWorkerAtOnceAndTheNextCallStartsFresh) {
     stopped_at = std::chrono::steady_clock::now();
     source.request_stop();
   });
-  auto r = call("eval_code", {{"code", "open('ready', 'w').write('go')\nimport time\ntime.sleep(30)"}}, &run);
+  auto r = call("eval_code",
+                {{"code", "open('ready', 'w').write('go')\nimport time\ntime.sleep(30)"}}, &run);
   const auto returned = std::chrono::steady_clock::now();
   if (int fd = ::open((ws() / "ready").c_str(), O_WRONLY | O_NONBLOCK); fd >= 0) ::close(fd);
   canceller.join();
@@ -410,20 +443,23 @@ TEST_F(ReplTimeoutTest, TimeoutKillsTheWorkerAndTheNextCallStartsFresh) {
   EXPECT_TRUE(slow.is_error);
   Json s = parse(slow);
   EXPECT_EQ(s["timed_out"], true);
-  EXPECT_NE(s["error"].get<std::string>().find("timed out after 1.5 s"), std::string::npos) << s.dump();
+  EXPECT_NE(s["error"].get<std::string>().find("timed out after 1.5 s"), std::string::npos)
+      << s.dump();
   Json after = eval("print('kept' in globals())");
   EXPECT_EQ(after["stdout"], "False\n");
   EXPECT_EQ(after["state_lost"], true);
 }
 
 TEST_F(ReplToolboxTest, DeferredModeHandsQueriesBackAndAnswersBecomeVariables) {
-  Json r = eval("a = llm_query('classify chunk 1')\nb = llm_query_batched(['x', 'y'])\nprint(a, b)");
+  Json r =
+      eval("a = llm_query('classify chunk 1')\nb = llm_query_batched(['x', 'y'])\nprint(a, b)");
   ASSERT_FALSE(r.contains("error")) << r.dump();
   ASSERT_EQ(r["pending_queries"].size(), 3u);
   EXPECT_EQ(r["pending_queries"][0]["id"], "q1");
   EXPECT_EQ(r["pending_queries"][0]["prompt"], "classify chunk 1");
   EXPECT_EQ(r["stdout"], "<<pending:q1>> ['<<pending:q2>>', '<<pending:q3>>']\n");
-  Json stored = parse(call("provide_answers", {{"answers", {{"q1", "invoice"}, {"q3", "receipt"}}}}));
+  Json stored =
+      parse(call("provide_answers", {{"answers", {{"q1", "invoice"}, {"q3", "receipt"}}}}));
   EXPECT_EQ(stored["stored"], (Json{"q1", "q3"}));
   EXPECT_EQ(eval("print(q1, answers['q3'])")["stdout"], "invoice receipt\n");
   EXPECT_TRUE(call("provide_answers", {{"answers", {{"q1", 5}}}}).is_error);
@@ -445,7 +481,8 @@ std::string text_line(const std::string& text, const std::string& match = "", in
 
 class ReplKernelTest : public ::testing::Test {
  protected:
-  Result<std::unique_ptr<Kernel>> kernel(const std::vector<std::string>& lines, Limits limits = {}) {
+  Result<std::unique_ptr<Kernel>> kernel(const std::vector<std::string>& lines,
+                                         Limits limits = {}) {
     std::string script;
     for (const auto& l : lines) script += l + "\n";
     std::ofstream(dir_ / "script.jsonl") << script;
@@ -453,7 +490,8 @@ class ReplKernelTest : public ::testing::Test {
     Config config;
     config.provider.name = "replay";
     config.provider.config = {{"script", (dir_ / "script.jsonl").string()}};
-    config.toolboxes = std::vector<PluginRef>{{"repl", Json{{"workspace", (dir_ / "ws").string()}, {"timeout", 20}}}};
+    config.toolboxes = std::vector<PluginRef>{
+        {"repl", Json{{"workspace", (dir_ / "ws").string()}, {"timeout", 20}}}};
     config.plugin_dirs = {KERNEX_PLUGIN_BUILD_DIR};
     config.pricing_file = fs::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
     config.data_dir = dir_ / "data";
@@ -474,12 +512,15 @@ class ReplKernelTest : public ::testing::Test {
 
 TEST_F(ReplKernelTest, RlmAnswersFromCodeWithLlmQueryAndBatchedSubCalls) {
   std::string log;
-  for (int i = 0; i < 500; ++i) log += "req " + std::to_string(i) + (i % 50 == 0 ? " status=500" : " status=200") + "\n";
+  for (int i = 0; i < 500; ++i)
+    log += "req " + std::to_string(i) + (i % 50 == 0 ? " status=500" : " status=200") + "\n";
   auto k = kernel({
-      tool_line("eval_code", {{"code", "bad = [l for l in context['lines'] if 'status=500' in l]\n"
-                                        "kind = llm_query('classify: ' + bad[0])\n"
-                                        "more = llm_query_batched(['summarise: ' + b for b in bad[1:3]])\n"
-                                        "result = f'{len(bad)} failures, {kind}, ' + ' / '.join(more)\nprint(result)"}}),
+      tool_line("eval_code",
+                {{"code",
+                  "bad = [l for l in context['lines'] if 'status=500' in l]\n"
+                  "kind = llm_query('classify: ' + bad[0])\n"
+                  "more = llm_query_batched(['summarise: ' + b for b in bad[1:3]])\n"
+                  "result = f'{len(bad)} failures, {kind}, ' + ' / '.join(more)\nprint(result)"}}),
       text_line("server error", "classify: req 0"),
       text_line("first", "summarise: req 50"),
       text_line("second", "summarise: req 100"),
@@ -507,23 +548,29 @@ TEST_F(ReplKernelTest, RlmAnswersFromCodeWithLlmQueryAndBatchedSubCalls) {
 TEST_F(ReplKernelTest, DepthTwoRecursionRunsEachLevelInItsOwnRepl) {
   Limits limits;
   limits.max_depth = 2;
-  auto k = kernel({
-      tool_line("eval_code", {{"code", "r = rlm_query('sub question one', context='child text')"}}),
-      tool_line("eval_code", {{"code", "leaf = rlm_query('leaf question', context=context['content'] + ' more')\n"
-                                        "out = 'sub:' + leaf"}},
-                "sub question one"),
-      text_line("FINAL_VAR(out)", "sub question one"),
-      tool_line("eval_code", {{"code", "deeper = rlm_query('too deep')"}}, "leaf question"),
-      text_line("FINAL(leaf answer)", "leaf question"),
-      text_line("FINAL_VAR(r)"),
-  }, limits);
+  auto k = kernel(
+      {
+          tool_line("eval_code",
+                    {{"code", "r = rlm_query('sub question one', context='child text')"}}),
+          tool_line("eval_code",
+                    {{"code",
+                      "leaf = rlm_query('leaf question', context=context['content'] + ' more')\n"
+                      "out = 'sub:' + leaf"}},
+                    "sub question one"),
+          text_line("FINAL_VAR(out)", "sub question one"),
+          tool_line("eval_code", {{"code", "deeper = rlm_query('too deep')"}}, "leaf question"),
+          text_line("FINAL(leaf answer)", "leaf question"),
+          text_line("FINAL_VAR(r)"),
+      },
+      limits);
   ASSERT_TRUE(k) << k.error().describe();
   auto r = run_rlm(**k, "root question", RlmOptions{});
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_EQ(r->text, "sub:leaf answer");
   auto runs = events("code_run");
   std::vector<std::string> spans;
-  for (const auto& e : runs) spans.push_back(e["span"].get<std::string>() + "@" + std::to_string(e["depth"].get<int>()));
+  for (const auto& e : runs)
+    spans.push_back(e["span"].get<std::string>() + "@" + std::to_string(e["depth"].get<int>()));
   EXPECT_NE(std::find(spans.begin(), spans.end(), "0.1.1@2"), spans.end());
   // Depth 2 may not recurse again: the call raised inside the code.
   bool refused = false;
@@ -538,14 +585,21 @@ TEST_F(ReplKernelTest, DepthTwoRecursionRunsEachLevelInItsOwnRepl) {
 TEST_F(ReplKernelTest, TokenBudgetRunsOutInsideTheCode) {
   Limits limits;
   limits.token_budget = 300;
-  auto k = kernel({
-      tool_line("eval_code", {{"code", "answers = []\ntry:\n    for i in range(10):\n"
-                                        "        answers.append(llm_query(f'chunk {i}'))\n"
-                                        "except BudgetExceeded as e:\n    print('stopped after', len(answers), e)"}}),
-      text_line("a", "chunk 0", 50), text_line("b", "chunk 1", 50), text_line("c", "chunk 2", 50),
-      text_line("d", "chunk 3", 50), text_line("e", "chunk 4", 50),
-      text_line("FINAL(partial)"),
-  }, limits);
+  auto k = kernel(
+      {
+          tool_line("eval_code",
+                    {{"code",
+                      "answers = []\ntry:\n    for i in range(10):\n"
+                      "        answers.append(llm_query(f'chunk {i}'))\n"
+                      "except BudgetExceeded as e:\n    print('stopped after', len(answers), e)"}}),
+          text_line("a", "chunk 0", 50),
+          text_line("b", "chunk 1", 50),
+          text_line("c", "chunk 2", 50),
+          text_line("d", "chunk 3", 50),
+          text_line("e", "chunk 4", 50),
+          text_line("FINAL(partial)"),
+      },
+      limits);
   ASSERT_TRUE(k) << k.error().describe();
   auto r = run_rlm(**k, "q", RlmOptions{});
   ASSERT_TRUE(r) << r.error().describe();
@@ -559,12 +613,14 @@ TEST_F(ReplKernelTest, TokenBudgetRunsOutInsideTheCode) {
 TEST_F(ReplKernelTest, ToolCallBudgetCoversTheTree) {
   Limits limits;
   limits.tool_call_budget = 2;
-  auto k = kernel({
-      tool_line("eval_code", {{"code", "a = 1"}}),
-      tool_line("eval_code", {{"code", "b = 2"}}),
-      tool_line("eval_code", {{"code", "c = 3"}}),
-      text_line("FINAL(never)"),
-  }, limits);
+  auto k = kernel(
+      {
+          tool_line("eval_code", {{"code", "a = 1"}}),
+          tool_line("eval_code", {{"code", "b = 2"}}),
+          tool_line("eval_code", {{"code", "c = 3"}}),
+          text_line("FINAL(never)"),
+      },
+      limits);
   ASSERT_TRUE(k) << k.error().describe();
   auto r = run_rlm(**k, "q", RlmOptions{});
   ASSERT_TRUE(r) << r.error().describe();

@@ -1,5 +1,5 @@
-// The toolbox-script plugin: skills' script toolboxes run in the sandbox, through the PluginHost and
-// through a whole Kernel::run with the replay provider.
+// The toolbox-script plugin: skills' script toolboxes run in the sandbox, through the PluginHost
+// and through a whole Kernel::run with the replay provider.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -37,7 +37,8 @@ const fs::path kSkills = fs::path(KERNEX_SOURCE_DIR) / "tests/fixtures/skills";
 
 std::vector<Toolbox> probe_toolboxes() {
   auto loaded = skills::load_skills({kSkills});
-  EXPECT_TRUE(loaded.failures.empty()) << (loaded.failures.empty() ? "" : loaded.failures.front().describe());
+  EXPECT_TRUE(loaded.failures.empty())
+      << (loaded.failures.empty() ? "" : loaded.failures.front().describe());
   const skills::Skill* skill = loaded.find("env-probe");
   EXPECT_NE(skill, nullptr);
   return skill ? skill->toolboxes : std::vector<Toolbox>{};
@@ -49,7 +50,8 @@ class ScriptToolboxTest : public ::testing::Test {
     ::setenv("KERNEX_TEST_SECRET", "secret-must-not-leak", 1);
     ::setenv("KERNEX_TEST_DECLARED", "declared-value", 1);
     host_ = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
-    auto box = host_.create_toolbox("script", Json{{"workspace", ws_.path().string()}, {"timeout", 20}});
+    auto box =
+        host_.create_toolbox("script", Json{{"workspace", ws_.path().string()}, {"timeout", 20}});
     ASSERT_TRUE(box) << box.error().describe();
     box_ = *box;
     context_.toolboxes = probe_toolboxes();
@@ -73,7 +75,8 @@ class ScriptToolboxTest : public ::testing::Test {
 
 TEST_F(ScriptToolboxTest, SkillLoaderRecordsTheSkillFolder) {
   ASSERT_EQ(context_.toolboxes.size(), 3u);
-  for (const auto& t : context_.toolboxes) EXPECT_EQ(fs::path(t.source_dir), kSkills / "env-probe") << t.name;
+  for (const auto& t : context_.toolboxes)
+    EXPECT_EQ(fs::path(t.source_dir), kSkills / "env-probe") << t.name;
   Json j = context_.toolboxes.front();
   EXPECT_EQ(j.at("source_dir"), (kSkills / "env-probe").string());
   EXPECT_FALSE(Json(Toolbox{}).contains("source_dir"));
@@ -172,7 +175,8 @@ TEST_F(ScriptToolboxTest, HijackingEnvIsDroppedAndTimeoutsAreReported) {
   EXPECT_THAT(r.content, Not(HasSubstr("LD_PRELOAD")));
   EXPECT_THAT(r.content, Not(HasSubstr("KERNEX_TEST_SECRET")));
 
-  auto fast = host_.create_toolbox("script", Json{{"workspace", ws_.path().string()}, {"timeout", 0.3}});
+  auto fast =
+      host_.create_toolbox("script", Json{{"workspace", ws_.path().string()}, {"timeout", 0.3}});
   ASSERT_TRUE(fast);
   Toolbox sleeper;
   sleeper.name = "sleeper";
@@ -186,7 +190,8 @@ TEST_F(ScriptToolboxTest, HijackingEnvIsDroppedAndTimeoutsAreReported) {
 }
 
 TEST_F(ScriptToolboxTest, OutputTruncationIsVisible) {
-  auto small = host_.create_toolbox("script", Json{{"workspace", ws_.path().string()}, {"max_output", 100}});
+  auto small =
+      host_.create_toolbox("script", Json{{"workspace", ws_.path().string()}, {"max_output", 100}});
   ASSERT_TRUE(small);
   Toolbox flood;
   flood.name = "flood";
@@ -202,8 +207,9 @@ TEST_F(ScriptToolboxTest, OutputTruncationIsVisible) {
 
 TEST_F(ScriptToolboxTest, AWorkspaceOverAProtectedPathIsRefusedWithTheReason) {
   TempDir data;
-  auto box = host_.create_toolbox("script", Json{{"workspace", data.path().string()},
-                                                 {"protect", {(data.path() / "memory.db").string()}}});
+  auto box =
+      host_.create_toolbox("script", Json{{"workspace", data.path().string()},
+                                          {"protect", {(data.path() / "memory.db").string()}}});
   ASSERT_TRUE(box);
   auto r = (*box)->execute(context_, ToolCall{"c4", "probe", Json{{"path", "x"}}});
   ASSERT_TRUE(r);
@@ -225,9 +231,11 @@ TEST(ToolboxArgv, WholeArgumentSubstitutionOnly) {
   t.name = "t";
   t.command = "pdftotext";
   t.args = {"-layout", "{file}", "--out={file}", "{n}", "{flag}", "--", "{opt}"};
-  auto argv = sandbox::toolbox_argv(t, Json{{"file", "a.pdf"}, {"n", 3}, {"flag", true}, {"opt", "-x"}});
+  auto argv =
+      sandbox::toolbox_argv(t, Json{{"file", "a.pdf"}, {"n", 3}, {"flag", true}, {"opt", "-x"}});
   ASSERT_TRUE(argv) << argv.error().describe();
-  EXPECT_THAT(*argv, ::testing::ElementsAre("pdftotext", "-layout", "a.pdf", "--out={file}", "3", "true", "--", "-x"));
+  EXPECT_THAT(*argv, ::testing::ElementsAre("pdftotext", "-layout", "a.pdf", "--out={file}", "3",
+                                            "true", "--", "-x"));
 }
 
 // The whole loop: the model asks for the probe, the script's stdout goes back to the model.
@@ -238,8 +246,10 @@ TEST(ScriptToolboxKernel, ResultGoesBackToTheModelAndSecretsStayOut) {
   const fs::path ws = dir / "ws";
   fs::create_directories(ws);
   std::string script =
-      Json{{"tool_calls", {{{"id", "c1"}, {"name", "probe"}, {"arguments", {{"path", "report.pdf"}}}}}}}.dump() + "\n" +
-      Json{{"text", "done"}}.dump() + "\n";
+      Json{{"tool_calls",
+            {{{"id", "c1"}, {"name", "probe"}, {"arguments", {{"path", "report.pdf"}}}}}}}
+          .dump() +
+      "\n" + Json{{"text", "done"}}.dump() + "\n";
   Config config;
   config.provider.name = "replay";
   config.provider.config = {{"script", dir.write("script.jsonl", script).string()},
@@ -268,7 +278,7 @@ TEST(ScriptToolboxKernel, ResultGoesBackToTheModelAndSecretsStayOut) {
 
   auto requests = read_lines(dir / "record.jsonl");
   ASSERT_EQ(requests.size(), 2u);
-  EXPECT_THAT(requests[0], HasSubstr("\"probe\""));  // offered to the model
+  EXPECT_THAT(requests[0], HasSubstr("\"probe\""));        // offered to the model
   EXPECT_THAT(requests[1], HasSubstr("argv=report.pdf"));  // and its result sent back
   EXPECT_THAT(requests[1], Not(HasSubstr("secret-must-not-leak")));
 }
@@ -307,21 +317,27 @@ TEST_F(ScriptToolboxTest, CancelKillsTheWholeProcessGroupAtOnce) {
     auto r = box_->execute(context_, ToolCall{"c", "sleepers", Json::object()});
     const auto returned = std::chrono::steady_clock::now();
     // A tool that never opened the FIFO would leave the canceller blocked in open(): release it.
-    if (int fd = ::open((ws_.path() / "ready").c_str(), O_WRONLY | O_NONBLOCK); fd >= 0) ::close(fd);
+    if (int fd = ::open((ws_.path() / "ready").c_str(), O_WRONLY | O_NONBLOCK); fd >= 0)
+      ::close(fd);
     canceller.join();
     ASSERT_TRUE(r);
     EXPECT_TRUE(r->is_error);
     EXPECT_THAT(r->content, HasSubstr("was cancelled"));
     ASSERT_FALSE(groups.empty()) << "the tool's processes were not found under /proc";
-    EXPECT_TRUE(kernex::testing::groups_gone_by(groups, stopped_at + std::chrono::milliseconds(250)));
-    const double gone = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stopped_at).count();
+    EXPECT_TRUE(
+        kernex::testing::groups_gone_by(groups, stopped_at + std::chrono::milliseconds(250)));
+    const double gone =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stopped_at)
+            .count();
     const double back = std::chrono::duration<double, std::milli>(returned - stopped_at).count();
     worst_return = std::max(worst_return, back);
     worst_gone = std::max(worst_gone, gone);
     EXPECT_LT(back, 250.0);
   }
-  std::printf("[ measured ] script tool cancel: returned after %.2f ms, group gone after %.2f ms (worst of 5)\n",
-              worst_return, worst_gone);
+  std::printf(
+      "[ measured ] script tool cancel: returned after %.2f ms, group gone after %.2f ms (worst of "
+      "5)\n",
+      worst_return, worst_gone);
 }
 
 TEST_F(ScriptToolboxTest, AStopRequestedBeforeTheCallRunsNothing) {

@@ -35,20 +35,20 @@ struct Limits {
 
 struct Config {
   std::optional<std::filesystem::path> source;  // the file it was read from
-  std::filesystem::path data_dir;               // default $XDG_DATA_HOME/kernex or ~/.local/share/kernex
+  std::filesystem::path data_dir;  // default $XDG_DATA_HOME/kernex or ~/.local/share/kernex
   std::vector<std::filesystem::path> plugin_dirs;  // searched before the default dirs
   std::vector<std::filesystem::path> skill_dirs;
   std::string system_prompt;
   std::string channel = "cli";
   std::string project;
-  PluginRef provider;                 // default provider and its options
+  PluginRef provider;                            // default provider and its options
   std::map<std::string, Json> provider_options;  // per-provider options by name
-  std::optional<PluginRef> memory;    // none: the kernel runs without memory
-  std::vector<PluginRef> hooks;       // run in this order
+  std::optional<PluginRef> memory;               // none: the kernel runs without memory
+  std::vector<PluginRef> hooks;                  // run in this order
   // Toolbox plugins to load; unset: every toolbox plugin found, with empty options.
   std::optional<std::vector<PluginRef>> toolboxes;
   std::optional<std::filesystem::path> permissions_file;
-  std::vector<std::string> allow;     // inline rules, merged after the file's
+  std::vector<std::string> allow;  // inline rules, merged after the file's
   std::vector<std::string> deny;
   std::optional<std::filesystem::path> pricing_file;  // default: the installed data/pricing.yaml
   Limits limits;
@@ -67,8 +67,9 @@ struct Config {
 };
 
 // Registers the files `config` makes the kernel read or keep (kernex/kernel_files.hpp): the config
-// file, the rules and pricing files, plugin and skill dirs read-only, the data dir hidden. Config::load
-// and Kernel::create call it; an entry point that changes data_dir after loading calls it again.
+// file, the rules and pricing files, plugin and skill dirs read-only, the data dir hidden.
+// Config::load and Kernel::create call it; an entry point that changes data_dir after loading calls
+// it again.
 void register_kernel_files(const Config& config);
 
 // The pricing table shipped with the kernel: <datadir>/kernex/pricing.yaml found relative to

@@ -25,13 +25,15 @@ class Trajectory;
 struct ContextEntry {
   std::string role;
   std::string content;
-  std::vector<ToolCall> tool_calls;         // assistant only
-  std::optional<ToolResult> tool_result;    // role "tool" only
+  std::vector<ToolCall> tool_calls;       // assistant only
+  std::optional<ToolResult> tool_result;  // role "tool" only
   // Opaque provider data replayed unchanged with this entry (e.g. Anthropic thinking blocks).
   Json provider_state;
 
   static ContextEntry user(std::string text) { return {"user", std::move(text), {}, {}, {}}; }
-  static ContextEntry assistant(std::string text) { return {"assistant", std::move(text), {}, {}, {}}; }
+  static ContextEntry assistant(std::string text) {
+    return {"assistant", std::move(text), {}, {}, {}};
+  }
   static ContextEntry tool(ToolResult result);
 
   bool operator==(const ContextEntry&) const = default;

@@ -16,7 +16,8 @@ namespace kernex {
 struct PathStatus {
   std::filesystem::path path;
   bool exists = false;
-  bool writable = false;  // for a missing path: whether it could be created (nearest parent writable)
+  bool writable =
+      false;  // for a missing path: whether it could be created (nearest parent writable)
 };
 
 struct DoctorReport {
@@ -39,7 +40,7 @@ struct DoctorReport {
   std::optional<PathStatus> config_file;
   std::optional<std::string> config_error;
   PathStatus data_dir;
-  PathStatus pricing_file;  // config.pricing_file, else default_pricing_file()
+  PathStatus pricing_file;              // config.pricing_file, else default_pricing_file()
   std::vector<PathStatus> plugin_dirs;  // in search order
   std::size_t plugins_found = 0;        // loadable plugin files
   std::size_t plugins_failed = 0;

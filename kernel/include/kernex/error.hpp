@@ -11,28 +11,28 @@ namespace kernex {
 
 // Stable categories; the CLI maps them to documented exit codes.
 enum class ErrorCode {
-  Usage,       // bad command line or API misuse
-  Config,      // kernex.yaml, plugin configs, rules files
-  Plugin,      // loading or creating a plugin
-  Provider,    // model backend failures
-  Memory,      // store failures
-  Tool,        // tool execution failures
-  Sandbox,     // sandbox setup or refusal
-  Skill,       // skill manifests
-  Limit,       // a budget or cap was hit
-  Guardrail,   // guardrail blocked input or output
-  Io,          // filesystem
-  Parse,       // malformed data (JSON, YAML, scripts)
-  Unsupported, // feature not offered by this implementation
-  Internal,    // a bug: an impossible state
-  Cancelled,   // the host asked the run to stop (Context::stop)
+  Usage,        // bad command line or API misuse
+  Config,       // kernex.yaml, plugin configs, rules files
+  Plugin,       // loading or creating a plugin
+  Provider,     // model backend failures
+  Memory,       // store failures
+  Tool,         // tool execution failures
+  Sandbox,      // sandbox setup or refusal
+  Skill,        // skill manifests
+  Limit,        // a budget or cap was hit
+  Guardrail,    // guardrail blocked input or output
+  Io,           // filesystem
+  Parse,        // malformed data (JSON, YAML, scripts)
+  Unsupported,  // feature not offered by this implementation
+  Internal,     // a bug: an impossible state
+  Cancelled,    // the host asked the run to stop (Context::stop)
 };
 
 std::string_view to_string(ErrorCode code) noexcept;
 
 struct Error {
   ErrorCode code = ErrorCode::Internal;
-  std::string message;           // names the file/field/plugin/request and what was expected
+  std::string message;                 // names the file/field/plugin/request and what was expected
   std::shared_ptr<const Error> cause;  // optional chain, outermost first
 
   Error() = default;

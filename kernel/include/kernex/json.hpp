@@ -28,9 +28,12 @@ inline bool json_nests_deeper_than(std::string_view text, std::size_t max_depth)
   bool in_string = false, escaped = false;
   for (const char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -78,15 +81,19 @@ namespace json_fields {
 
 inline void expect_object(const Json& j) {
   if (!j.is_object()) {
-    throw Json::type_error::create(302, std::string("expected a JSON object, but is ") + j.type_name(),
-                                   nullptr);
+    throw Json::type_error::create(
+        302, std::string("expected a JSON object, but is ") + j.type_name(), nullptr);
   }
 }
 
-template <class T> struct is_vector : std::false_type {};
-template <class T, class A> struct is_vector<std::vector<T, A>> : std::true_type {};
-template <class T> struct is_optional : std::false_type {};
-template <class T> struct is_optional<std::optional<T>> : std::true_type {};
+template <class T>
+struct is_vector : std::false_type {};
+template <class T, class A>
+struct is_vector<std::vector<T, A>> : std::true_type {};
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
 
 template <class T>
 void read(const Json& v, T& out) {
@@ -103,12 +110,13 @@ void read(const Json& v, T& out) {
     v.get_to(out);  // strict: nlohmann refuses other types for string and bool
   } else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) {
     // serde refuses negatives, fractions and overflow where nlohmann would convert silently.
-    const bool is_int = v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+    const bool is_int =
+        v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
     if (!is_int) {
-      throw Json::type_error::create(
-          302,
-          "type must be a non-negative integer, but is " + (v.is_number() ? v.dump() : std::string(v.type_name())),
-          nullptr);
+      throw Json::type_error::create(302,
+                                     "type must be a non-negative integer, but is " +
+                                         (v.is_number() ? v.dump() : std::string(v.type_name())),
+                                     nullptr);
     }
     const auto n = v.get<std::uint64_t>();
     if (n > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) {
@@ -117,14 +125,14 @@ void read(const Json& v, T& out) {
     out = static_cast<T>(n);
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!v.is_number()) {
-      throw Json::type_error::create(302, std::string("type must be number, but is ") + v.type_name(),
-                                     nullptr);
+      throw Json::type_error::create(
+          302, std::string("type must be number, but is ") + v.type_name(), nullptr);
     }
     out = v.get<T>();
   } else if constexpr (is_vector<T>::value) {
     if (!v.is_array()) {
-      throw Json::type_error::create(302, std::string("type must be array, but is ") + v.type_name(),
-                                     nullptr);
+      throw Json::type_error::create(
+          302, std::string("type must be array, but is ") + v.type_name(), nullptr);
     }
     T result;
     result.reserve(v.size());
@@ -159,7 +167,8 @@ template <class T>
 void required(const Json& j, const std::string& key, T& out) {
   const auto it = j.find(key);
   if (it == j.end()) {
-    throw Json::out_of_range::create(403, "field '" + key + "': required field is missing", nullptr);
+    throw Json::out_of_range::create(403, "field '" + key + "': required field is missing",
+                                     nullptr);
   }
   try {
     read(*it, out);

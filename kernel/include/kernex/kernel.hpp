@@ -90,7 +90,8 @@ struct RunOptions {
   // shares that run's tree (budgets, trajectory), one level deeper, and leaves memory alone.
   std::shared_ptr<RunServices> parent;
   // How rlm_query starts a sub-agent in this run (the rlm driver sets it); unset: unsupported.
-  std::function<Result<std::string>(const std::string& prompt, const std::optional<std::string>& context,
+  std::function<Result<std::string>(const std::string& prompt,
+                                    const std::optional<std::string>& context,
                                     const std::shared_ptr<RunServices>& parent)>
       sub_runner;
   // Code run around the loop with a tool caller bound to this run's Context, so hooks, rules

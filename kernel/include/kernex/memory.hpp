@@ -79,7 +79,7 @@ struct SummaryRecord {
 };
 
 struct RecallQuery {
-  std::string text;  // user text; matched as one phrase, search operators are not interpreted
+  std::string text;       // user text; matched as one phrase, search operators are not interpreted
   std::string sender_id;  // "" = every sender (admin tools); context building always sets it
   std::size_t limit = 5;
   // Messages already in the history window are not recalled: the newest `skip_newest`
@@ -156,7 +156,7 @@ struct TaskSpec {
   std::optional<std::string> repeat;  // none/"once", "daily", "weekdays", "weekly", "monthly"
   std::string task_type = "reminder";
   std::string project;
-  std::uint32_t max_retries = 3;      // attempts before the task is marked failed
+  std::uint32_t max_retries = 3;  // attempts before the task is marked failed
 };
 
 struct Task {
@@ -216,13 +216,14 @@ class MemoryStore {
   }
 
   // ---- Conversations: listing and closing ----
-  virtual Result<std::vector<ConversationInfo>> list_conversations(const ConversationFilter& filter) {
+  virtual Result<std::vector<ConversationInfo>> list_conversations(
+      const ConversationFilter& filter) {
     (void)filter;
     return unsupported("list_conversations");
   }
   // Every message of a conversation after `after_seq`, oldest first, at most `limit`.
-  virtual Result<std::vector<StoredMessage>> conversation_messages(const std::string& conversation_id,
-                                                                   std::int64_t after_seq, std::size_t limit) {
+  virtual Result<std::vector<StoredMessage>> conversation_messages(
+      const std::string& conversation_id, std::int64_t after_seq, std::size_t limit) {
     (void)conversation_id, (void)after_seq, (void)limit;
     return unsupported("conversation_messages");
   }
@@ -238,9 +239,8 @@ class MemoryStore {
     return unsupported("delete_conversation");
   }
   // Summaries of the sender's other conversations on `channel`, newest first.
-  virtual Result<std::vector<SummaryRecord>> recent_summaries(const ConversationKey& key,
-                                                              const std::string& exclude_conversation,
-                                                              std::size_t limit) {
+  virtual Result<std::vector<SummaryRecord>> recent_summaries(
+      const ConversationKey& key, const std::string& exclude_conversation, std::size_t limit) {
     (void)key, (void)exclude_conversation, (void)limit;
     return unsupported("recent_summaries");
   }
@@ -252,11 +252,13 @@ class MemoryStore {
   }
 
   // ---- Facts: upsert; a soft-deleted fact comes back when stored again ----
-  virtual Result<void> store_fact(const std::string& sender_id, const std::string& key, const std::string& value) {
+  virtual Result<void> store_fact(const std::string& sender_id, const std::string& key,
+                                  const std::string& value) {
     (void)sender_id, (void)key, (void)value;
     return unsupported("store_fact");
   }
-  virtual Result<std::optional<std::string>> fact(const std::string& sender_id, const std::string& key) {
+  virtual Result<std::optional<std::string>> fact(const std::string& sender_id,
+                                                  const std::string& key) {
     (void)sender_id, (void)key;
     return unsupported("fact");
   }
@@ -294,8 +296,8 @@ class MemoryStore {
     return unsupported("store_outcome");
   }
   // Newest first; project set: exactly that project ("" = general); unset: all.
-  virtual Result<std::vector<OutcomeRecord>> recent_outcomes(const std::string& sender_id, std::size_t limit,
-                                                             const std::optional<std::string>& project) {
+  virtual Result<std::vector<OutcomeRecord>> recent_outcomes(
+      const std::string& sender_id, std::size_t limit, const std::optional<std::string>& project) {
     (void)sender_id, (void)limit, (void)project;
     return unsupported("recent_outcomes");
   }
@@ -336,8 +338,8 @@ class MemoryStore {
   }
   // Atomically claims due tasks for `worker` (and tasks whose lease expired): across every
   // process sharing the store, a task is handed to one claimer at a time.
-  virtual Result<std::vector<Task>> claim_due_tasks(const std::string& worker, std::chrono::seconds lease,
-                                                    std::size_t limit) {
+  virtual Result<std::vector<Task>> claim_due_tasks(const std::string& worker,
+                                                    std::chrono::seconds lease, std::size_t limit) {
     (void)worker, (void)lease, (void)limit;
     return unsupported("claim_due_tasks");
   }
@@ -349,7 +351,8 @@ class MemoryStore {
   }
   // Records the error; true when the task will be retried (after a backoff), false when it
   // has used its max_retries and is now failed.
-  virtual Result<bool> fail_task(const std::string& id, const std::string& worker, const std::string& error) {
+  virtual Result<bool> fail_task(const std::string& id, const std::string& worker,
+                                 const std::string& error) {
     (void)id, (void)worker, (void)error;
     return unsupported("fail_task");
   }
@@ -363,7 +366,8 @@ class MemoryStore {
     return unsupported("record_task_run");
   }
   // Runs of tasks whose id starts with `task_id_prefix`, newest first.
-  virtual Result<std::vector<TaskRun>> task_runs(const std::string& task_id_prefix, std::size_t limit) {
+  virtual Result<std::vector<TaskRun>> task_runs(const std::string& task_id_prefix,
+                                                 std::size_t limit) {
     (void)task_id_prefix, (void)limit;
     return unsupported("task_runs");
   }
@@ -380,8 +384,8 @@ class MemoryStore {
 
  protected:
   static std::unexpected<Error> unsupported(const char* operation) {
-    return std::unexpected<Error>(
-        Error(ErrorCode::Unsupported, std::string("this memory store does not support ") + operation));
+    return std::unexpected<Error>(Error(
+        ErrorCode::Unsupported, std::string("this memory store does not support ") + operation));
   }
 };
 

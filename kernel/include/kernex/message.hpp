@@ -21,7 +21,7 @@ struct Attachment {
 
 // A message from a user to the kernel (kernex `Request`).
 struct Request {
-  std::string id;         // UUIDv4, lowercase hyphenated
+  std::string id;  // UUIDv4, lowercase hyphenated
   std::string sender_id;
   std::optional<std::string> sender_name;
   std::string text;
@@ -35,7 +35,7 @@ struct Request {
 };
 
 struct Usage {
-  std::uint64_t input_tokens = 0;        // fresh (non-cached) input
+  std::uint64_t input_tokens = 0;  // fresh (non-cached) input
   std::uint64_t output_tokens = 0;
   std::uint64_t cache_read_tokens = 0;   // prompt-cache hits
   std::uint64_t cache_write_tokens = 0;  // prompt-cache writes
@@ -64,12 +64,12 @@ struct Usage {
 struct Response {
   std::string text;
   std::vector<ToolCall> tool_calls;
-  std::string thinking;     // reasoning text, never folded into `text`
+  std::string thinking;  // reasoning text, never folded into `text`
   Usage usage;
   std::string stop_reason;  // provider's (end_turn, tool_use, max_tokens, ...)
   std::string model;
   std::string provider;
-  Json provider_state;      // opaque, replayed on the assistant entry (ContextEntry::provider_state)
+  Json provider_state;  // opaque, replayed on the assistant entry (ContextEntry::provider_state)
 };
 
 struct StreamEvent {
@@ -81,7 +81,7 @@ struct StreamEvent {
     ToolCallEnd,    // tool_call_id
     Usage,          // usage, stop_reason
     Done,
-    Error,          // text: message (terminal)
+    Error,  // text: message (terminal)
     // Emitted by the kernel's loop, not by providers:
     ToolRun,     // a tool call about to run: tool_call_id, tool_name, text: arguments JSON
     ToolResult,  // its result: tool_call_id, tool_name, text: result content, is_error

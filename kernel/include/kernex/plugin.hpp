@@ -17,7 +17,8 @@
 namespace kernex {
 
 // Bumped on any change to the public headers' types or interfaces.
-inline constexpr std::uint32_t kAbiVersion = 3;  // 3: Context::stop and ::workspace, tool stream events
+inline constexpr std::uint32_t kAbiVersion =
+    3;  // 3: Context::stop and ::workspace, tool stream events
 
 enum class PluginKind : std::uint32_t { Provider = 1, Memory = 2, Hook = 3, Toolbox = 4 };
 
@@ -37,20 +38,25 @@ using MemoryFactory = Result<std::shared_ptr<MemoryStore>>(const Json& config);
 using HookFactory = Result<std::shared_ptr<HookRunner>>(const Json& config);
 using ToolboxFactory = Result<std::shared_ptr<ToolExecutor>>(const Json& config);
 
-template <PluginKind K> struct PluginTraits;
-template <> struct PluginTraits<PluginKind::Provider> {
+template <PluginKind K>
+struct PluginTraits;
+template <>
+struct PluginTraits<PluginKind::Provider> {
   using Interface = Provider;
   static constexpr const char* factory_symbol = "kernex_create_Provider";
 };
-template <> struct PluginTraits<PluginKind::Memory> {
+template <>
+struct PluginTraits<PluginKind::Memory> {
   using Interface = MemoryStore;
   static constexpr const char* factory_symbol = "kernex_create_Memory";
 };
-template <> struct PluginTraits<PluginKind::Hook> {
+template <>
+struct PluginTraits<PluginKind::Hook> {
   using Interface = HookRunner;
   static constexpr const char* factory_symbol = "kernex_create_Hook";
 };
-template <> struct PluginTraits<PluginKind::Toolbox> {
+template <>
+struct PluginTraits<PluginKind::Toolbox> {
   using Interface = ToolExecutor;
   static constexpr const char* factory_symbol = "kernex_create_Toolbox";
 };
@@ -65,14 +71,14 @@ inline constexpr const char* kDescriptorSymbol = "kernex_plugin_descriptor";
 // Registers one plugin per shared library. KIND is Provider, Memory, Hook or Toolbox;
 // FACTORY a function `kernex::Result<std::shared_ptr<Interface>>(const kernex::Json&)`.
 //   KERNEX_PLUGIN(Provider, "replay", "1.0.0", "Plays a scripted conversation", make_replay)
-#define KERNEX_PLUGIN(KIND, NAME, VERSION, DESCRIPTION, FACTORY)                              \
-  namespace kernex_plugin_export {                                                            \
-  const ::kernex::PluginDescriptor descriptor{::kernex::kAbiVersion, ::kernex::PluginKind::KIND, \
-                                              NAME, VERSION, DESCRIPTION};                    \
+#define KERNEX_PLUGIN(KIND, NAME, VERSION, DESCRIPTION, FACTORY)                                   \
+  namespace kernex_plugin_export {                                                                 \
+  const ::kernex::PluginDescriptor descriptor{::kernex::kAbiVersion, ::kernex::PluginKind::KIND,   \
+                                              NAME, VERSION, DESCRIPTION};                         \
   ::kernex::Result<std::shared_ptr<::kernex::PluginTraits<::kernex::PluginKind::KIND>::Interface>> \
-  create(const ::kernex::Json& config) {                                                      \
-    return FACTORY(config);                                                                   \
-  }                                                                                           \
-  }                                                                                           \
-  BOOST_DLL_ALIAS(kernex_plugin_export::descriptor, kernex_plugin_descriptor)                 \
+  create(const ::kernex::Json& config) {                                                           \
+    return FACTORY(config);                                                                        \
+  }                                                                                                \
+  }                                                                                                \
+  BOOST_DLL_ALIAS(kernex_plugin_export::descriptor, kernex_plugin_descriptor)                      \
   BOOST_DLL_ALIAS(kernex_plugin_export::create, KERNEX_PLUGIN_CAT(kernex_create_, KIND))

@@ -53,10 +53,13 @@ class PluginHost {
   const std::vector<PluginInfo>& plugins() const;
   const PluginInfo* find(PluginKind kind, std::string_view name) const;
 
-  Result<std::shared_ptr<Provider>> create_provider(std::string_view name, const Json& config) const;
-  Result<std::shared_ptr<MemoryStore>> create_memory(std::string_view name, const Json& config) const;
+  Result<std::shared_ptr<Provider>> create_provider(std::string_view name,
+                                                    const Json& config) const;
+  Result<std::shared_ptr<MemoryStore>> create_memory(std::string_view name,
+                                                     const Json& config) const;
   Result<std::shared_ptr<HookRunner>> create_hook(std::string_view name, const Json& config) const;
-  Result<std::shared_ptr<ToolExecutor>> create_toolbox(std::string_view name, const Json& config) const;
+  Result<std::shared_ptr<ToolExecutor>> create_toolbox(std::string_view name,
+                                                       const Json& config) const;
 
  private:
   struct Impl;

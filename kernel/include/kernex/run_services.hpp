@@ -29,13 +29,15 @@ class RunServices {
   // One completion by the run's provider (or `model`), tools off. Counted against the tree's
   // budget; a used-up budget is an Error with ErrorCode::Limit naming it ("tokens", "cost",
   // "tool_calls", "depth").
-  virtual Result<std::string> llm_query(const std::string& prompt, const std::optional<std::string>& model) = 0;
+  virtual Result<std::string> llm_query(const std::string& prompt,
+                                        const std::optional<std::string>& model) = 0;
   // Several completions run concurrently (bounded); results in the order of `prompts`.
-  virtual std::vector<Result<std::string>> llm_query_batched(const std::vector<std::string>& prompts,
-                                                             const std::optional<std::string>& model) = 0;
+  virtual std::vector<Result<std::string>> llm_query_batched(
+      const std::vector<std::string>& prompts, const std::optional<std::string>& model) = 0;
   // A recursive sub-agent one level deeper with a REPL of its own; `context`, when given, is
   // loaded there as the variable `context`. Returns its final answer. Error (Limit) past max_depth.
-  virtual Result<std::string> rlm_query(const std::string& prompt, const std::optional<std::string>& context) = 0;
+  virtual Result<std::string> rlm_query(const std::string& prompt,
+                                        const std::optional<std::string>& context) = 0;
 };
 
 }  // namespace kernex

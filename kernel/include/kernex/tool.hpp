@@ -36,7 +36,8 @@ struct ToolResult {
   bool operator==(const ToolResult&) const = default;
 };
 
-// A script tool (kernex `Toolbox`): JSON arguments on stdin, stdout is the result, exit 0 is success.
+// A script tool (kernex `Toolbox`): JSON arguments on stdin, stdout is the result, exit 0 is
+// success.
 struct Toolbox {
   std::string name;
   std::string description;

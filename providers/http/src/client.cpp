@@ -56,11 +56,13 @@ std::optional<std::string> env(const char* name) {
 }
 
 std::string base64(std::string_view in) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   std::size_t i = 0;
   for (; i + 2 < in.size(); i += 3) {
-    const unsigned n = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
+    const unsigned n = (static_cast<unsigned char>(in[i]) << 16) |
+                       (static_cast<unsigned char>(in[i + 1]) << 8) |
                        static_cast<unsigned char>(in[i + 2]);
     for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(n >> s) & 63];
   }
@@ -103,8 +105,9 @@ bool is_timeout(const error_code& ec) {
 
 // The peer closed an idle kept-alive connection: the request never reached a handler.
 bool is_stale(const error_code& ec) {
-  return ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-         ec == asio::error::broken_pipe || ec == asio::error::connection_aborted;
+  return ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+         ec == asio::error::connection_aborted;
 }
 
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
@@ -131,7 +134,8 @@ class PollStream {
 
   template <class Buffers>
   std::size_t read_some(const Buffers& buffers, error_code& ec) {
-    return transfer(buffers, ec, POLLIN, [this](msghdr* m) { return ::recvmsg(fd_, m, MSG_DONTWAIT); });
+    return transfer(buffers, ec, POLLIN,
+                    [this](msghdr* m) { return ::recvmsg(fd_, m, MSG_DONTWAIT); });
   }
   template <class Buffers>
   std::size_t write_some(const Buffers& buffers, error_code& ec) {
@@ -159,7 +163,8 @@ class PollStream {
     ec = {};
     iovec iov[16];
     std::size_t count = 0;
-    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers) && count < 16; ++it) {
+    for (auto it = asio::buffer_sequence_begin(buffers);
+         it != asio::buffer_sequence_end(buffers) && count < 16; ++it) {
       const auto b = asio::buffer(*it);
       if (b.size() == 0) continue;
       iov[count++] = iovec{const_cast<void*>(static_cast<const void*>(b.data())), b.size()};
@@ -180,7 +185,8 @@ class PollStream {
         ec = error_code(errno, boost::system::system_category());
         return 0;
       }
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) {
         ec = asio::error::timed_out;
         return 0;
@@ -223,7 +229,8 @@ Result<Url> Url::parse(std::string_view text) {
   if (sep == std::string_view::npos) return bad("has no scheme (expected http:// or https://)");
   Url url;
   url.scheme = lower(text.substr(0, sep));
-  if (url.scheme != "http" && url.scheme != "https") return bad("must start with http:// or https://");
+  if (url.scheme != "http" && url.scheme != "https")
+    return bad("must start with http:// or https://");
   std::string_view rest = text.substr(sep + 3);
   if (const auto hash = rest.find('#'); hash != std::string_view::npos) rest = rest.substr(0, hash);
   const auto end = rest.find_first_of("/?");
@@ -231,9 +238,11 @@ Result<Url> Url::parse(std::string_view text) {
   std::string target = end == std::string_view::npos ? "/" : std::string(rest.substr(end));
   if (target.front() == '?') target.insert(target.begin(), '/');
   for (char c : target) {
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return bad("contains a space or control character");
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+      return bad("contains a space or control character");
   }
-  if (authority.find('@') != std::string_view::npos) return bad("must not contain user information");
+  if (authority.find('@') != std::string_view::npos)
+    return bad("must not contain user information");
   std::string_view port;
   if (authority.starts_with('[')) {
     const auto close = authority.find(']');
@@ -252,14 +261,16 @@ Result<Url> Url::parse(std::string_view text) {
   url.host = lower(url.host);
   if (url.host.empty()) return bad("has no host");
   for (char c : url.host) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' && c != ':') {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' &&
+        c != ':') {
       return bad("has an invalid host");
     }
   }
   if (port.empty()) {
     url.port = url.scheme == "https" ? "443" : "80";
   } else {
-    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       return bad("has an invalid port");
     }
     const int n = std::stoi(std::string(port));
@@ -292,7 +303,8 @@ std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view valu
   while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
   if (value.empty() || value.size() > 9) return std::nullopt;
-  if (!std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  if (!std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
   return std::chrono::seconds(std::stoll(std::string(value)));
 }
 
@@ -306,13 +318,15 @@ bool no_proxy_matches(std::string_view no_proxy, std::string_view host) {
     start = end + 1;
     entry.erase(0, entry.find_first_not_of(" \t"));
     entry.erase(entry.find_last_not_of(" \t") + 1);
-    if (const auto colon = entry.rfind(':'); colon != std::string::npos && entry.find(':') == colon) {
+    if (const auto colon = entry.rfind(':');
+        colon != std::string::npos && entry.find(':') == colon) {
       entry.erase(colon);  // "host:port" entries match the host
     }
     if (entry.empty()) continue;
     if (entry == "*") return true;
     if (entry.front() == '.') entry.erase(0, 1);
-    if (h == entry || (h.size() > entry.size() && h.ends_with(entry) && h[h.size() - entry.size() - 1] == '.')) {
+    if (h == entry ||
+        (h.size() > entry.size() && h.ends_with(entry) && h[h.size() - entry.size() - 1] == '.')) {
       return true;
     }
   }
@@ -324,8 +338,8 @@ bool no_proxy_matches(std::string_view no_proxy, std::string_view host) {
 struct Client::Impl {
   ClientOptions opts;
   asio::io_context ioc;
-  // Made on the first HTTPS connection: a TLS context costs more than many a plain-HTTP request, and
-  // a server leases a client per concurrent run.
+  // Made on the first HTTPS connection: a TLS context costs more than many a plain-HTTP request,
+  // and a server leases a client per concurrent run.
   std::optional<asio::ssl::context> ssl_context;
   std::mutex mutex;
   std::map<std::string, std::unique_ptr<Connection>> idle;  // one kept-alive connection per origin
@@ -398,7 +412,8 @@ struct Client::Impl {
     std::optional<std::string> raw = opts.proxy;
     if (!raw) {
       if (url.is_loopback()) return std::nullopt;
-      const std::string no_proxy = opts.no_proxy.value_or(env("NO_PROXY").value_or(env("no_proxy").value_or("")));
+      const std::string no_proxy =
+          opts.no_proxy.value_or(env("NO_PROXY").value_or(env("no_proxy").value_or("")));
       if (no_proxy_matches(no_proxy, url.host)) return std::nullopt;
       raw = url.scheme == "https" ? env("HTTPS_PROXY").or_else([] { return env("https_proxy"); })
                                   : env("HTTP_PROXY").or_else([] { return env("http_proxy"); });
@@ -412,8 +427,9 @@ struct Client::Impl {
     return *proxy;
   }
 
-  std::expected<std::unique_ptr<Connection>, Failure> connect(const Url& url, const std::optional<Proxy>& proxy,
-                                                       Clock::time_point total) {
+  std::expected<std::unique_ptr<Connection>, Failure> connect(const Url& url,
+                                                              const std::optional<Proxy>& proxy,
+                                                              Clock::time_point total) {
     const Url& peer = proxy ? proxy->url : url;
     const std::string where = proxy ? "proxy " + peer.authority() : url.authority();
     auto failure = [&](const std::string& what, error_code ec, bool retryable = true) {
@@ -428,10 +444,11 @@ struct Client::Impl {
     error_code ec = run(
         connect_deadline,
         [&](auto done) {
-          resolver.async_resolve(peer.host, peer.port, [&, done](error_code e, tcp::resolver::results_type r) {
-            endpoints = std::move(r);
-            done(e);
-          });
+          resolver.async_resolve(peer.host, peer.port,
+                                 [&, done](error_code e, tcp::resolver::results_type r) {
+                                   endpoints = std::move(r);
+                                   done(e);
+                                 });
         },
         [&] { resolver.cancel(); });
     if (ec) return failure("cannot resolve host", ec);
@@ -440,7 +457,10 @@ struct Client::Impl {
     conn->plain = std::make_unique<beast::tcp_stream>(ioc);
     ec = run(
         connect_deadline,
-        [&](auto done) { conn->plain->async_connect(endpoints, [done](error_code e, const tcp::endpoint&) { done(e); }); },
+        [&](auto done) {
+          conn->plain->async_connect(endpoints,
+                                     [done](error_code e, const tcp::endpoint&) { done(e); });
+        },
         [&] { conn->close(); });
     if (ec) return failure("cannot connect", ec);
     error_code ignored;
@@ -450,10 +470,13 @@ struct Client::Impl {
     if (proxy) {
       bhttp::request<bhttp::empty_body> req{bhttp::verb::connect, url.authority(), 11};
       req.set(bhttp::field::host, url.authority());
-      if (!proxy->authorization.empty()) req.set(bhttp::field::proxy_authorization, proxy->authorization);
+      if (!proxy->authorization.empty())
+        req.set(bhttp::field::proxy_authorization, proxy->authorization);
       ec = run(
           step_deadline(opts.read_timeout, total),
-          [&](auto done) { bhttp::async_write(*conn->plain, req, [done](error_code e, std::size_t) { done(e); }); },
+          [&](auto done) {
+            bhttp::async_write(*conn->plain, req, [done](error_code e, std::size_t) { done(e); });
+          },
           [&] { conn->close(); });
       bhttp::response_parser<bhttp::empty_body> parser;
       parser.skip(true);  // a CONNECT answer has no body
@@ -461,15 +484,17 @@ struct Client::Impl {
         ec = run(
             step_deadline(opts.read_timeout, total),
             [&](auto done) {
-              bhttp::async_read(*conn->plain, conn->buffer, parser, [done](error_code e, std::size_t) { done(e); });
+              bhttp::async_read(*conn->plain, conn->buffer, parser,
+                                [done](error_code e, std::size_t) { done(e); });
             },
             [&] { conn->close(); });
       }
       if (ec) return failure("CONNECT to " + url.authority() + " failed", ec);
       const int status = static_cast<int>(parser.get().result_int());
       if (status != 200) {
-        return failure("refused CONNECT to " + url.authority() + " with HTTP " + std::to_string(status), {},
-                       status >= 500);
+        return failure(
+            "refused CONNECT to " + url.authority() + " with HTTP " + std::to_string(status), {},
+            status >= 500);
       }
     }
 
@@ -504,7 +529,8 @@ struct Client::Impl {
     template <class Start>
     error_code step(Clock::time_point deadline, Start start) {
       return impl.run(
-          deadline, [&](auto done) { start([done](error_code e, std::size_t) { done(e); }); }, [&] { conn.close(); });
+          deadline, [&](auto done) { start([done](error_code e, std::size_t) { done(e); }); },
+          [&] { conn.close(); });
     }
     template <class Message>
     error_code write(Message& msg, Clock::time_point deadline) {
@@ -512,11 +538,15 @@ struct Client::Impl {
     }
     template <class Parser>
     error_code read_header(Parser& parser, Clock::time_point deadline) {
-      return step(deadline, [&](auto handler) { bhttp::async_read_header(stream, conn.buffer, parser, handler); });
+      return step(deadline, [&](auto handler) {
+        bhttp::async_read_header(stream, conn.buffer, parser, handler);
+      });
     }
     template <class Parser>
     error_code read_some(Parser& parser, Clock::time_point deadline) {
-      return step(deadline, [&](auto handler) { bhttp::async_read_some(stream, conn.buffer, parser, handler); });
+      return step(deadline, [&](auto handler) {
+        bhttp::async_read_some(stream, conn.buffer, parser, handler);
+      });
     }
   };
 
@@ -548,9 +578,10 @@ struct Client::Impl {
   };
 
   template <class Io>
-  std::expected<Response, Failure> exchange(Io io, const Url& url, bhttp::request<bhttp::string_body>& req,
-                                            const ChunkHandler* on_chunk, Clock::time_point total, bool reused,
-                                            bool& stale, std::size_t& delivered) {
+  std::expected<Response, Failure> exchange(Io io, const Url& url,
+                                            bhttp::request<bhttp::string_body>& req,
+                                            const ChunkHandler* on_chunk, Clock::time_point total,
+                                            bool reused, bool& stale, std::size_t& delivered) {
     const std::string where = url.authority();
     auto failure = [&](const std::string& what, error_code ec, bool retryable) {
       std::string msg = what + " " + where;
@@ -575,7 +606,8 @@ struct Client::Impl {
     for (const auto& field : parser.get()) {
       response.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     }
-    const bool streaming = on_chunk != nullptr && *on_chunk && response.status >= 200 && response.status < 300;
+    const bool streaming =
+        on_chunk != nullptr && *on_chunk && response.status >= 200 && response.status < 300;
     std::size_t received = 0;
     if (body_buffer.empty()) body_buffer.resize(64 * 1024);
     std::vector<char>& buf = body_buffer;
@@ -588,8 +620,9 @@ struct Client::Impl {
       if (n > 0) {
         received += n;
         if (received > opts.max_response_bytes) {
-          return failure("response larger than " + std::to_string(opts.max_response_bytes) + " bytes from", {},
-                         false);
+          return failure(
+              "response larger than " + std::to_string(opts.max_response_bytes) + " bytes from", {},
+              false);
         }
         if (streaming) {
           delivered += n;
@@ -601,37 +634,46 @@ struct Client::Impl {
         }
       }
       if (ec) {
-        return failure(received > 0 ? "connection cut mid-response from" : "reading the response body from", ec,
-                       delivered == 0);
+        return failure(
+            received > 0 ? "connection cut mid-response from" : "reading the response body from",
+            ec, delivered == 0);
       }
     }
     return response;
   }
 
-  std::expected<Response, Failure> attempt(const Url& url, const Request& request, const ChunkHandler* on_chunk,
-                                    Clock::time_point total, std::size_t& delivered) {
+  std::expected<Response, Failure> attempt(const Url& url, const Request& request,
+                                           const ChunkHandler* on_chunk, Clock::time_point total,
+                                           std::size_t& delivered) {
     std::optional<Error> proxy_error;
     const auto proxy = proxy_for(url, proxy_error);
     if (proxy_error) return std::unexpected(Failure{*proxy_error, false});
-    const std::string key = url.scheme + "://" + url.authority() + (proxy ? " via " + proxy->url.authority() : "");
+    const std::string key =
+        url.scheme + "://" + url.authority() + (proxy ? " via " + proxy->url.authority() : "");
 
     bhttp::request<bhttp::string_body> req;
     const auto verb = bhttp::string_to_verb(request.method);
     if (verb == bhttp::verb::unknown) {
-      return std::unexpected(Failure{Error(ErrorCode::Internal, "unknown HTTP method " + request.method), false});
+      return std::unexpected(
+          Failure{Error(ErrorCode::Internal, "unknown HTTP method " + request.method), false});
     }
     req.method(verb);
     req.target(url.target);
     req.version(11);
-    const bool default_port = (url.scheme == "https" && url.port == "443") || (url.scheme == "http" && url.port == "80");
-    req.set(bhttp::field::host, default_port ? (url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host)
-                                             : url.authority());
+    const bool default_port =
+        (url.scheme == "https" && url.port == "443") || (url.scheme == "http" && url.port == "80");
+    req.set(bhttp::field::host,
+            default_port
+                ? (url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host)
+                : url.authority());
     req.set(bhttp::field::user_agent, opts.user_agent);
     for (const auto& [name, value] : request.headers) {
-      if (name.find_first_of("\r\n:") != std::string::npos || value.find_first_of("\r\n") != std::string::npos) {
+      if (name.find_first_of("\r\n:") != std::string::npos ||
+          value.find_first_of("\r\n") != std::string::npos) {
         // The value is never printed: it is usually a key.
-        return std::unexpected(
-            Failure{Error(ErrorCode::Config, "HTTP header `" + name.substr(0, 64) + "` holds a line break"), false});
+        return std::unexpected(Failure{
+            Error(ErrorCode::Config, "HTTP header `" + name.substr(0, 64) + "` holds a line break"),
+            false});
       }
       req.set(name, value);
     }
@@ -654,12 +696,13 @@ struct Client::Impl {
       bool stale = false;
       std::expected<Response, Failure> result = std::unexpected(Failure{});
       if (conn->tls) {
-        result = exchange(AsyncIo<TlsStream>{*this, *conn->tls, *conn}, url, req, on_chunk, total, reused, stale,
-                          delivered);
+        result = exchange(AsyncIo<TlsStream>{*this, *conn->tls, *conn}, url, req, on_chunk, total,
+                          reused, stale, delivered);
       } else {
         const int fd = conn->plain->socket().native_handle();
         std::stop_callback<ShutdownOnStop> wake(stop, ShutdownOnStop{fd});
-        result = exchange(PollIo{PollStream(fd), *conn}, url, req, on_chunk, total, reused, stale, delivered);
+        result = exchange(PollIo{PollStream(fd), *conn}, url, req, on_chunk, total, reused, stale,
+                          delivered);
       }
       if (!result) {
         conn->close();
@@ -684,7 +727,9 @@ struct Client::Impl {
     auto url = Url::parse(request.url);
     if (!url) return std::unexpected(url.error());
     stop = request.stop;
-    auto cancelled = [&] { return fail(ErrorCode::Cancelled, "request to " + url->authority() + " cancelled"); };
+    auto cancelled = [&] {
+      return fail(ErrorCode::Cancelled, "request to " + url->authority() + " cancelled");
+    };
     const auto start = Clock::now();
     const auto total = start + opts.total_timeout;
     std::optional<Error> last_error;
@@ -709,7 +754,8 @@ struct Client::Impl {
       auto result = attempt(*url, request, on_chunk, total, delivered);
       if (!result && stop.stop_requested()) return cancelled();
       if (!result) {
-        if (!result.error().retryable || delivered > 0) return std::unexpected(result.error().error);
+        if (!result.error().retryable || delivered > 0)
+          return std::unexpected(result.error().error);
         last_error = result.error().error;
         last_response.reset();
         retry_after.reset();
@@ -725,7 +771,8 @@ struct Client::Impl {
       return std::move(*result);
     }
     if (last_response) return std::move(*last_response);
-    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+    const auto elapsed =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
     return fail(ErrorCode::Provider, last_error ? last_error->message + " (gave up after " +
                                                       std::to_string(tries) + " attempt(s), " +
                                                       std::to_string(elapsed) + " ms)"

@@ -32,14 +32,16 @@ Result<void> SseParser::feed(std::string_view chunk, const Handler& on_event) {
   }
   buffer_.append(chunk.substr(start));
   if (buffer_.size() > max_line_) {
-    return fail(ErrorCode::Provider, "event stream line longer than " + std::to_string(max_line_) + " bytes");
+    return fail(ErrorCode::Provider,
+                "event stream line longer than " + std::to_string(max_line_) + " bytes");
   }
   return {};
 }
 
 Result<void> SseParser::line(std::string_view text, const Handler& on_event) {
   if (text.size() > max_line_) {
-    return fail(ErrorCode::Provider, "event stream line longer than " + std::to_string(max_line_) + " bytes");
+    return fail(ErrorCode::Provider,
+                "event stream line longer than " + std::to_string(max_line_) + " bytes");
   }
   if (text.empty()) {
     if (has_data_) {
@@ -65,7 +67,8 @@ Result<void> SseParser::line(std::string_view text, const Handler& on_event) {
     pending_.data.append(value);
     has_data_ = true;
     if (pending_.data.size() > max_event_) {
-      return fail(ErrorCode::Provider, "event stream event larger than " + std::to_string(max_event_) + " bytes");
+      return fail(ErrorCode::Provider,
+                  "event stream event larger than " + std::to_string(max_event_) + " bytes");
     }
   } else if (field == "event") {
     pending_.event = value;
@@ -88,7 +91,8 @@ void SseParser::reset() {
 Result<void> LineSplitter::feed(std::string_view chunk, const Handler& on_line) {
   buffer_.append(chunk);
   std::size_t start = 0;
-  for (auto nl = buffer_.find('\n', start); nl != std::string::npos; nl = buffer_.find('\n', start)) {
+  for (auto nl = buffer_.find('\n', start); nl != std::string::npos;
+       nl = buffer_.find('\n', start)) {
     std::string_view text(buffer_.data() + start, nl - start);
     start = nl + 1;
     if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
@@ -97,7 +101,8 @@ Result<void> LineSplitter::feed(std::string_view chunk, const Handler& on_line) 
   }
   buffer_.erase(0, start);
   if (buffer_.size() > max_line_) {
-    return fail(ErrorCode::Provider, "stream line longer than " + std::to_string(max_line_) + " bytes");
+    return fail(ErrorCode::Provider,
+                "stream line longer than " + std::to_string(max_line_) + " bytes");
   }
   return {};
 }

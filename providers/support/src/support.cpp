@@ -26,7 +26,8 @@ std::chrono::milliseconds seconds_to_ms(double s) {
 SplitPrompt split_cache_boundary(std::string_view system_prompt) {
   const auto at = system_prompt.find(kCacheBoundary);
   if (at == std::string_view::npos) return {std::string(system_prompt), {}, false};
-  return {trim_end(system_prompt.substr(0, at)), trim_start(system_prompt.substr(at + kCacheBoundary.size())), true};
+  return {trim_end(system_prompt.substr(0, at)),
+          trim_start(system_prompt.substr(at + kCacheBoundary.size())), true};
 }
 
 std::string strip_cache_boundary(std::string_view system_prompt) {
@@ -39,39 +40,49 @@ std::string strip_cache_boundary(std::string_view system_prompt) {
 
 // ---- options ------------------------------------------------------------------------------
 
-OptionReader::OptionReader(std::string provider, const Json& config) : provider_(std::move(provider)), config_(config) {}
+OptionReader::OptionReader(std::string provider, const Json& config)
+    : provider_(std::move(provider)), config_(config) {}
 
 Result<std::optional<std::string>> OptionReader::string(const std::string& key) {
   seen_.insert(key);
-  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null()) return std::nullopt;
+  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null())
+    return std::nullopt;
   const Json& v = config_.at(key);
-  if (!v.is_string()) return fail(ErrorCode::Config, provider_ + ": option `" + key + "` must be a string");
+  if (!v.is_string())
+    return fail(ErrorCode::Config, provider_ + ": option `" + key + "` must be a string");
   return v.get<std::string>();
 }
 
 Result<std::optional<std::uint64_t>> OptionReader::uint(const std::string& key) {
   seen_.insert(key);
-  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null()) return std::nullopt;
+  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null())
+    return std::nullopt;
   const Json& v = config_.at(key);
-  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0)) return v.get<std::uint64_t>();
-  return fail(ErrorCode::Config, provider_ + ": option `" + key + "` must be a non-negative integer, got " + v.dump());
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0))
+    return v.get<std::uint64_t>();
+  return fail(ErrorCode::Config,
+              provider_ + ": option `" + key + "` must be a non-negative integer, got " + v.dump());
 }
 
 Result<std::optional<double>> OptionReader::number(const std::string& key) {
   seen_.insert(key);
-  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null()) return std::nullopt;
+  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null())
+    return std::nullopt;
   const Json& v = config_.at(key);
   if (!v.is_number() || v.get<double>() < 0 || !std::isfinite(v.get<double>())) {
-    return fail(ErrorCode::Config, provider_ + ": option `" + key + "` must be a non-negative number, got " + v.dump());
+    return fail(ErrorCode::Config, provider_ + ": option `" + key +
+                                       "` must be a non-negative number, got " + v.dump());
   }
   return v.get<double>();
 }
 
 Result<std::optional<bool>> OptionReader::boolean(const std::string& key) {
   seen_.insert(key);
-  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null()) return std::nullopt;
+  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null())
+    return std::nullopt;
   const Json& v = config_.at(key);
-  if (!v.is_boolean()) return fail(ErrorCode::Config, provider_ + ": option `" + key + "` must be true or false");
+  if (!v.is_boolean())
+    return fail(ErrorCode::Config, provider_ + ": option `" + key + "` must be true or false");
   return v.get<bool>();
 }
 
@@ -84,7 +95,8 @@ Result<void> OptionReader::finish() const {
     if (seen_.contains(key)) continue;
     std::string known;
     for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
-    return fail(ErrorCode::Config, provider_ + ": unknown option `" + key + "` (accepted: " + known + ")");
+    return fail(ErrorCode::Config,
+                provider_ + ": unknown option `" + key + "` (accepted: " + known + ")");
   }
   return {};
 }
@@ -92,8 +104,8 @@ Result<void> OptionReader::finish() const {
 Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& defaults) {
   CommonOptions o;
   o.name = defaults.name;
-#define KX_READ(var, call)        \
-  auto var = call;                \
+#define KX_READ(var, call) \
+  auto var = call;         \
   if (!var) return std::unexpected(var.error())
   KX_READ(model, reader.string("model"));
   KX_READ(base_url, reader.string("base_url"));
@@ -109,14 +121,16 @@ Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& 
   if (auto done = reader.finish(); !done) return std::unexpected(done.error());
 
   o.model = model->value_or(defaults.model);
-  if (o.model.empty()) return fail(ErrorCode::Config, o.name + ": option `model` must not be empty");
+  if (o.model.empty())
+    return fail(ErrorCode::Config, o.name + ": option `model` must not be empty");
   o.base_url = base_url->value_or(defaults.base_url);
   while (o.base_url.ends_with('/')) o.base_url.pop_back();
   auto url = http::Url::parse(o.base_url);
   if (!url) return fail(ErrorCode::Config, o.name + ": option `base_url`: " + url.error().message);
   o.url = *url;
   o.max_tokens = *max_tokens;
-  if (o.max_tokens && *o.max_tokens == 0) return fail(ErrorCode::Config, o.name + ": option `max_tokens` must be > 0");
+  if (o.max_tokens && *o.max_tokens == 0)
+    return fail(ErrorCode::Config, o.name + ": option `max_tokens` must be > 0");
 
   const bool keyed = !defaults.key_env.empty();
   o.api_key_env = api_key_env->value_or(defaults.key_env);
@@ -126,8 +140,11 @@ Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& 
     if (const char* v = std::getenv(o.api_key_env.c_str()); v != nullptr) o.api_key = v;
   }
   if (keyed && o.url.scheme != "https" && !o.url.is_loopback()) {
-    return fail(ErrorCode::Config, o.name + ": base_url must use https:// (plain http:// is accepted only for "
-                                            "loopback hosts), got host " + o.url.host);
+    return fail(ErrorCode::Config,
+                o.name +
+                    ": base_url must use https:// (plain http:// is accepted only for "
+                    "loopback hosts), got host " +
+                    o.url.host);
   }
   if (keyed && o.api_key.empty() && !o.url.is_loopback()) {
     return fail(ErrorCode::Config, o.name + ": no API key: set the environment variable " +
@@ -136,11 +153,13 @@ Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& 
   }
 
   o.client.total_timeout = seconds_to_ms(timeout->value_or(120.0));
-  o.client.read_timeout = read_timeout->has_value() ? seconds_to_ms(**read_timeout) : o.client.total_timeout;
-  o.client.connect_timeout =
-      std::min(o.client.total_timeout, connect_timeout->has_value() ? seconds_to_ms(**connect_timeout)
-                                                                      : std::chrono::milliseconds(10'000));
-  if (o.client.total_timeout.count() <= 0) return fail(ErrorCode::Config, o.name + ": timeout_secs must be > 0");
+  o.client.read_timeout =
+      read_timeout->has_value() ? seconds_to_ms(**read_timeout) : o.client.total_timeout;
+  o.client.connect_timeout = std::min(
+      o.client.total_timeout, connect_timeout->has_value() ? seconds_to_ms(**connect_timeout)
+                                                           : std::chrono::milliseconds(10'000));
+  if (o.client.total_timeout.count() <= 0)
+    return fail(ErrorCode::Config, o.name + ": timeout_secs must be > 0");
   o.client.max_retries = static_cast<int>(std::min<std::uint64_t>(max_retries->value_or(3), 10));
   o.client.backoff_base = std::chrono::milliseconds(retry_base_ms->value_or(1000));
   return o;
@@ -194,12 +213,15 @@ std::string error_detail(std::string_view body) {
     const std::string head(body.substr(0, 512));
     std::string lowered = head;
     for (auto& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (lowered.find("<html") != std::string::npos || lowered.find("<!doctype") != std::string::npos) {
+    if (lowered.find("<html") != std::string::npos ||
+        lowered.find("<!doctype") != std::string::npos) {
       return "the server answered with an HTML page, not the provider's JSON";
     }
     return {};
   }
-  auto str = [](const Json& v) -> std::string { return v.is_string() ? v.get<std::string>() : std::string(); };
+  auto str = [](const Json& v) -> std::string {
+    return v.is_string() ? v.get<std::string>() : std::string();
+  };
   if (j.is_array() && !j.empty()) j = j.front();  // Gemini streams wrap errors in an array
   if (!j.is_object()) return {};
   if (j.contains("error")) {
@@ -218,7 +240,8 @@ std::string error_detail(std::string_view body) {
 }
 
 Error http_error(const CommonOptions& options, const http::Response& response) {
-  std::string msg = options.name + ": HTTP " + std::to_string(response.status) + " from " + options.url.authority();
+  std::string msg = options.name + ": HTTP " + std::to_string(response.status) + " from " +
+                    options.url.authority();
   const std::string detail = error_detail(response.body);
   if (!detail.empty()) msg += ": " + excerpt(detail, 1024);
   if (!response.body.empty()) msg += " (body: " + excerpt(response.body) + ")";
@@ -233,16 +256,18 @@ Error stream_error(const CommonOptions& options, std::string_view data) {
   std::string detail = error_detail(data);
   if (detail.empty()) detail = excerpt(data, 1024);
   return Error(ErrorCode::Provider,
-               redact(options.name + ": stream error from " + options.url.authority() + ": " + excerpt(detail, 1024),
+               redact(options.name + ": stream error from " + options.url.authority() + ": " +
+                          excerpt(detail, 1024),
                       options.api_key));
 }
 
 Result<Json> parse_body(const CommonOptions& options, std::string_view body) {
   Json j = parse_untrusted(body);
   if (j.is_discarded() || !j.is_object()) {
-    return fail(ErrorCode::Provider, redact(options.name + ": the response from " + options.url.authority() +
-                                                " is not a JSON object (body: " + excerpt(body) + ")",
-                                            options.api_key));
+    return fail(ErrorCode::Provider,
+                redact(options.name + ": the response from " + options.url.authority() +
+                           " is not a JSON object (body: " + excerpt(body) + ")",
+                       options.api_key));
   }
   return j;
 }
@@ -250,10 +275,12 @@ Result<Json> parse_body(const CommonOptions& options, std::string_view body) {
 // ---- events -------------------------------------------------------------------------------
 
 void Emitter::text(std::string_view t) const {
-  if (sink_ && !t.empty()) sink_(StreamEvent{StreamEvent::Kind::TextDelta, std::string(t), {}, {}, {}, {}});
+  if (sink_ && !t.empty())
+    sink_(StreamEvent{StreamEvent::Kind::TextDelta, std::string(t), {}, {}, {}, {}});
 }
 void Emitter::thinking(std::string_view t) const {
-  if (sink_ && !t.empty()) sink_(StreamEvent{StreamEvent::Kind::ThinkingDelta, std::string(t), {}, {}, {}, {}});
+  if (sink_ && !t.empty())
+    sink_(StreamEvent{StreamEvent::Kind::ThinkingDelta, std::string(t), {}, {}, {}, {}});
 }
 void Emitter::tool_start(const std::string& id, const std::string& name) const {
   if (sink_) sink_(StreamEvent{StreamEvent::Kind::ToolCallStart, {}, id, name, {}, {}});
@@ -283,6 +310,8 @@ Json parse_arguments(std::string_view text) {
   return j;
 }
 
-http::Headers json_headers() { return {{"Content-Type", "application/json"}, {"Accept", "application/json"}}; }
+http::Headers json_headers() {
+  return {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
+}
 
 }  // namespace kernex::providers

@@ -1,6 +1,6 @@
-// Multi-call attack program for the escape battery: `attack <case> [args...]` tries one thing and prints
-// one line: "OK ..." when the attempt worked, otherwise the errno name (e.g. "EPERM") of the step that
-// failed. The battery decides what counts as blocked; this program only reports.
+// Multi-call attack program for the escape battery: `attack <case> [args...]` tries one thing and
+// prints one line: "OK ..." when the attempt worked, otherwise the errno name (e.g. "EPERM") of the
+// step that failed. The battery decides what counts as blocked; this program only reports.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
@@ -49,8 +49,10 @@ namespace {
 
 int report_errno(const char* step = nullptr) {
   const char* name = strerrorname_np(errno);
-  if (step != nullptr) std::printf("%s:%s\n", step, name != nullptr ? name : "?");
-  else std::printf("%s\n", name != nullptr ? name : "?");
+  if (step != nullptr)
+    std::printf("%s:%s\n", step, name != nullptr ? name : "?");
+  else
+    std::printf("%s\n", name != nullptr ? name : "?");
   return 0;
 }
 int report(long rc, const char* step = nullptr) {
@@ -82,7 +84,8 @@ int open_read(const char* path) {
   char buf[256] = {};
   ssize_t n = read(fd, buf, sizeof(buf) - 1);
   if (n < 0) return report_errno("read");
-  for (ssize_t i = 0; i < n; ++i) if (buf[i] == '\0' || buf[i] == '\n') buf[i] = ' ';
+  for (ssize_t i = 0; i < n; ++i)
+    if (buf[i] == '\0' || buf[i] == '\n') buf[i] = ' ';
   std::printf("OK %s\n", buf);
   return 0;
 }
@@ -94,12 +97,14 @@ int tcp_connect(int port) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return report_errno("connect");
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+    return report_errno("connect");
   const char req[] = "GET / HTTP/1.0\r\n\r\n";
   if (write(fd, req, sizeof(req) - 1) < 0) return report_errno("write");
   char buf[256] = {};
   ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  for (ssize_t i = 0; i < n; ++i) if (buf[i] == '\r' || buf[i] == '\n') buf[i] = ' ';
+  for (ssize_t i = 0; i < n; ++i)
+    if (buf[i] == '\r' || buf[i] == '\n') buf[i] = ' ';
   std::printf("OK %s\n", buf);
   return 0;
 }
@@ -121,7 +126,8 @@ int unix_connect(const char* path, bool abstract) {
   addr.sun_family = AF_UNIX;
   std::size_t len = std::strlen(path);
   std::memcpy(addr.sun_path + (abstract ? 1 : 0), path, len);
-  socklen_t size = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len + (abstract ? 1 : 0));
+  socklen_t size =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len + (abstract ? 1 : 0));
   return report(connect(fd, reinterpret_cast<sockaddr*>(&addr), size), "connect");
 }
 
@@ -142,8 +148,8 @@ int caps() {
     ambient += r;
   }
   std::printf("eff=%x%08x prm=%x%08x inh=%x%08x bounding=%d ambient=%d nnp=%d\n", data[1].effective,
-              data[0].effective, data[1].permitted, data[0].permitted, data[1].inheritable, data[0].inheritable,
-              bounding, ambient, prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
+              data[0].effective, data[1].permitted, data[0].permitted, data[1].inheritable,
+              data[0].inheritable, bounding, ambient, prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
   return 0;
 }
 
@@ -167,7 +173,8 @@ int run(const std::vector<std::string>& a) {
     execv(arg(1), argv);
     return report_errno();
   }
-  if (c == "socket") return report(socket(family_of(arg(1)), type_of(arg(2)), static_cast<int>(num(3))));
+  if (c == "socket")
+    return report(socket(family_of(arg(1)), type_of(arg(2)), static_cast<int>(num(3))));
   if (c == "socketpair") {
     int sv[2];
     return report(socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
@@ -190,7 +197,8 @@ int run(const std::vector<std::string>& a) {
     io_uring_params params{};
     return report(syscall(SYS_io_uring_setup, 4, &params));
   }
-  if (c == "ptrace") return report(ptrace(PTRACE_ATTACH, static_cast<pid_t>(num(1)), nullptr, nullptr));
+  if (c == "ptrace")
+    return report(ptrace(PTRACE_ATTACH, static_cast<pid_t>(num(1)), nullptr, nullptr));
   if (c == "vm_readv") {
     char buf[8];
     iovec local{buf, sizeof(buf)};
@@ -214,8 +222,10 @@ int run(const std::vector<std::string>& a) {
     return report(pid);
   }
   if (c == "setns") return report(setns(0, CLONE_NEWNET));
-  if (c == "keyctl") return report(syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0));
-  if (c == "add_key") return report(syscall(SYS_add_key, "user", "kernex", "x", 1, KEY_SPEC_PROCESS_KEYRING));
+  if (c == "keyctl")
+    return report(syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0));
+  if (c == "add_key")
+    return report(syscall(SYS_add_key, "user", "kernex", "x", 1, KEY_SPEC_PROCESS_KEYRING));
   if (c == "bpf") {
     bpf_attr attr{};
     attr.map_type = BPF_MAP_TYPE_ARRAY;
@@ -237,7 +247,8 @@ int run(const std::vector<std::string>& a) {
   if (c == "setpgid") return report(setpgid(0, 0));
   if (c == "caps") return caps();
   if (c == "setuid") return report(setuid(static_cast<uid_t>(num(1))));
-  if (c == "chown") return report(chown(arg(1), static_cast<uid_t>(num(2)), static_cast<gid_t>(num(2))));
+  if (c == "chown")
+    return report(chown(arg(1), static_cast<uid_t>(num(2)), static_cast<gid_t>(num(2))));
   if (c == "euid") {
     std::printf("euid=%d uid=%d\n", static_cast<int>(geteuid()), static_cast<int>(getuid()));
     return 0;
@@ -343,8 +354,8 @@ int run(const std::vector<std::string>& a) {
   return 2;
 }
 
-
-// ---- syscall classes: network serving and fast open, SysV/POSIX IPC, anonymous code, watches -------
+// ---- syscall classes: network serving and fast open, SysV/POSIX IPC, anonymous code, watches
+// -------
 
 constexpr unsigned kMfdNoexecSeal = 0x0008U;  // linux/memfd.h of kernels >= 6.3
 
@@ -382,10 +393,12 @@ int fastopen(const std::string& how, int port) {
     // The flag in the message header instead of the flags argument (the kernel ignores it there).
     msg.msg_flags = MSG_FASTOPEN;
     mmsghdr one{msg, 0};
-    rc = how == "sendmsg_hdr" ? sendmsg(fd, &msg, MSG_NOSIGNAL) : sendmmsg(fd, &one, 1, MSG_NOSIGNAL);
+    rc = how == "sendmsg_hdr" ? sendmsg(fd, &msg, MSG_NOSIGNAL)
+                              : sendmmsg(fd, &one, 1, MSG_NOSIGNAL);
   } else if (how == "connect") {
     int on = 1;
-    if (setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &on, sizeof(on)) != 0) return report_errno("setsockopt");
+    if (setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &on, sizeof(on)) != 0)
+      return report_errno("setsockopt");
     if (connect(fd, sa, sizeof(addr)) != 0) return report_errno("connect");
     rc = write(fd, data, sizeof(data) - 1);
   }
@@ -406,7 +419,8 @@ int listen_on(const std::string& family, const char* path) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, path, sizeof(addr.sun_path) - 1);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return report_errno("bind");
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+      return report_errno("bind");
   }
   if (listen(fd, 1) != 0) return report_errno("listen");
   sockaddr_in bound{};
@@ -478,7 +492,8 @@ int shm_list() {
 int posix_mq(const std::string& what, const char* name) {
   // The raw call: glibc's mq_unlink reports EPERM as EACCES.
   if (what == "mq_unlink") return report(syscall(SYS_mq_unlink, name + 1), "mq_unlink");
-  if (what == "mq_create") return report(mq_open(name, O_CREAT | O_EXCL | O_RDWR, 0600, nullptr), "mq_open");
+  if (what == "mq_create")
+    return report(mq_open(name, O_CREAT | O_EXCL | O_RDWR, 0600, nullptr), "mq_open");
   mqd_t q = mq_open(name, O_RDONLY | O_NONBLOCK);
   if (q == static_cast<mqd_t>(-1)) return report_errno("mq_open");
   char buf[8192] = {};
@@ -564,8 +579,9 @@ int inotify_watch(const char* path, bool legacy) {
   return report(inotify_add_watch(fd, path, IN_ALL_EVENTS), "inotify_add_watch");
 }
 
-// Calls on another process (the kernel) that Landlock's ptrace and signal scoping may not cover. Each
-// sets the target's current value back on it, so a success changes nothing but shows the permission.
+// Calls on another process (the kernel) that Landlock's ptrace and signal scoping may not cover.
+// Each sets the target's current value back on it, so a success changes nothing but shows the
+// permission.
 int other_process(const std::string& what, pid_t pid) {
   if (what == "setpriority") {
     errno = 0;
@@ -595,7 +611,8 @@ int other_process(const std::string& what, pid_t pid) {
     if (prio < 0) return report_errno("ioprio_get");
     return report(syscall(SYS_ioprio_set, 1, pid, prio), "ioprio_set");
   }
-  if (what == "kcmp") return report(syscall(SYS_kcmp, getpid(), pid, 0 /* KCMP_FILE */, 0, 0), "kcmp");
+  if (what == "kcmp")
+    return report(syscall(SYS_kcmp, getpid(), pid, 0 /* KCMP_FILE */, 0, 0), "kcmp");
   if (what == "pidfd_signal") {
     int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
     if (fd < 0) return report_errno("pidfd_open");
@@ -606,16 +623,19 @@ int other_process(const std::string& what, pid_t pid) {
     if (fd < 0) return report_errno("pidfd_open");
     static char page[4096];
     iovec iov{page, sizeof(page)};
-    return report(syscall(SYS_process_madvise, fd, &iov, 1, 20 /* MADV_COLD */, 0), "process_madvise");
+    return report(syscall(SYS_process_madvise, fd, &iov, 1, 20 /* MADV_COLD */, 0),
+                  "process_madvise");
   }
   return kNotMine;
 }
 
-// ---- tenants: one serve session's tools against another's (battery2_tenants_test.cpp) ---------------
+// ---- tenants: one serve session's tools against another's (battery2_tenants_test.cpp)
+// ---------------
 
 // A listener for another tenant's tools to reach: a socket file at `where`, or the abstract name
-// `where` when `abstract`. Prints READY once listening, then `ACCEPTED <c>` for each connection, <c>
-// the first byte it sent ('-' for none): the test's own probe sends one, an attacker's connect none.
+// `where` when `abstract`. Prints READY once listening, then `ACCEPTED <c>` for each connection,
+// <c> the first byte it sent ('-' for none): the test's own probe sends one, an attacker's connect
+// none.
 int serve_unix(const char* where, bool abstract) {
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   if (fd < 0) return report_errno("socket");
@@ -623,7 +643,8 @@ int serve_unix(const char* where, bool abstract) {
   addr.sun_family = AF_UNIX;
   std::size_t len = std::strlen(where);
   std::memcpy(addr.sun_path + (abstract ? 1 : 0), where, len);
-  socklen_t size = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len + (abstract ? 1 : 0));
+  socklen_t size =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len + (abstract ? 1 : 0));
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), size) != 0) return report_errno("bind");
   if (listen(fd, 4) != 0) return report_errno("listen");
   std::printf("READY\n");
@@ -643,7 +664,8 @@ int tenant_case(const std::vector<std::string>& a) {
   const std::string& c = a[0];
   auto arg = [&](std::size_t i) { return i < a.size() ? a[i].c_str() : ""; };
   if (c == "via_dirfd") {
-    // A handle on a directory outside the grants (O_PATH opens are not checked), then a file below it.
+    // A handle on a directory outside the grants (O_PATH opens are not checked), then a file below
+    // it.
     int dir = open(arg(1), O_PATH | O_DIRECTORY);
     if (dir < 0) return report_errno("open_dir");
     int fd = openat(dir, arg(2), O_RDONLY);
@@ -702,9 +724,11 @@ int syscall_case(const std::vector<std::string>& a) {
     return sysv(c, static_cast<key_t>(num(1)));
   }
   if (c.starts_with("mq_")) return posix_mq(c, arg(1));
-  if (c == "memfd_exec") return memfd_exec(arg(1), static_cast<unsigned>(std::strtoul(arg(2), nullptr, 0)), arg(3));
+  if (c == "memfd_exec")
+    return memfd_exec(arg(1), static_cast<unsigned>(std::strtoul(arg(2), nullptr, 0)), arg(3));
   if (c == "memfd_flags") {
-    return report(syscall(SYS_memfd_create, "kernex-attack", std::strtoul(arg(1), nullptr, 0)), "memfd_create");
+    return report(syscall(SYS_memfd_create, "kernex-attack", std::strtoul(arg(1), nullptr, 0)),
+                  "memfd_create");
   }
   if (c == "memfd_sealed_chmod") {
     int fd = static_cast<int>(syscall(SYS_memfd_create, "kernex-attack", kMfdNoexecSeal));
@@ -719,7 +743,8 @@ int syscall_case(const std::vector<std::string>& a) {
   if (c == "inotify_legacy") return inotify_watch(arg(1), true);
   if (c == "fanotify") return report(syscall(SYS_fanotify_init, 0, O_RDONLY), "fanotify_init");
   if (int rc = other_process(c, static_cast<pid_t>(num(1))); rc != kNotMine) return rc;
-  if (c == "chmod") return report(chmod(arg(1), static_cast<mode_t>(std::strtoul(arg(2), nullptr, 8))), "chmod");
+  if (c == "chmod")
+    return report(chmod(arg(1), static_cast<mode_t>(std::strtoul(arg(2), nullptr, 8))), "chmod");
   if (c == "setxattr") return report(setxattr(arg(1), "user.kernex", "x", 1, 0), "setxattr");
   if (c == "removexattr") return report(removexattr(arg(1), arg(2)), "removexattr");
   if (c == "quotactl_fd") {
@@ -729,11 +754,13 @@ int syscall_case(const std::vector<std::string>& a) {
     return report(syscall(SYS_quotactl_fd, fd, QCMD(Q_GETFMT, USRQUOTA), 0, buf), "quotactl_fd");
   }
   if (c == "create_mode") {
-    return report(open(arg(1), O_WRONLY | O_CREAT | O_CLOEXEC, static_cast<mode_t>(std::strtoul(arg(2), nullptr, 8))),
+    return report(open(arg(1), O_WRONLY | O_CREAT | O_CLOEXEC,
+                       static_cast<mode_t>(std::strtoul(arg(2), nullptr, 8))),
                   "open");
   }
   if (c == "mknod_mode") {
-    return report(mknod(arg(1), S_IFREG | static_cast<mode_t>(std::strtoul(arg(2), nullptr, 8)), 0), "mknod");
+    return report(mknod(arg(1), S_IFREG | static_cast<mode_t>(std::strtoul(arg(2), nullptr, 8)), 0),
+                  "mknod");
   }
   if (c == "fchmod") {
     int fd = open(arg(1), O_RDONLY | O_CLOEXEC);
@@ -741,7 +768,9 @@ int syscall_case(const std::vector<std::string>& a) {
     return report(fchmod(fd, static_cast<mode_t>(std::strtoul(arg(2), nullptr, 8))), "fchmod");
   }
   if (c == "fchmodat2") {
-    return report(syscall(452 /* fchmodat2 */, AT_FDCWD, arg(1), std::strtoul(arg(2), nullptr, 8), 0), "fchmodat2");
+    return report(
+        syscall(452 /* fchmodat2 */, AT_FDCWD, arg(1), std::strtoul(arg(2), nullptr, 8), 0),
+        "fchmodat2");
   }
   if (c == "openat2") {
     open_how how{};
@@ -767,7 +796,8 @@ int syscall_case(const std::vector<std::string>& a) {
       std::uint32_t version = 2;
       Entry e[3] = {{0x01, 6, 0xffffffff}, {0x04, 4, 0xffffffff}, {0x20, 4, 0xffffffff}};
     } acl;
-    if (c == "acl_grant") return report(setxattr(arg(1), "system.posix_acl_access", &acl, sizeof(acl), 0), "setxattr");
+    if (c == "acl_grant")
+      return report(setxattr(arg(1), "system.posix_acl_access", &acl, sizeof(acl), 0), "setxattr");
     int fd = open(arg(1), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return report_errno("open");
     return report(fsetxattr(fd, "system.posix_acl_access", &acl, sizeof(acl), 0), "fsetxattr");
@@ -809,9 +839,11 @@ int syscall_case(const std::vector<std::string>& a) {
     struct stat st {};
     if (in < 0 || fstat(in, &st) != 0) return report_errno("open");
     if (ftruncate(fd, st.st_size) != 0) return report_errno("ftruncate");
-    void* p = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* p = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE,
+                   MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return report_errno("mmap");
-    if (read(in, p, static_cast<std::size_t>(st.st_size)) != st.st_size) return report_errno("copy");
+    if (read(in, p, static_cast<std::size_t>(st.st_size)) != st.st_size)
+      return report_errno("copy");
     munmap(p, static_cast<std::size_t>(st.st_size));
     if (fchmod(fd, 0755) != 0) return report_errno("fchmod");
     return exec_fd(fd, arg(1), "execveat");

@@ -1,6 +1,7 @@
 // Attack program for the metadata class of the second battery: `meta <case> <path> [mode]` changes
-// the mode, group, times, size or name of a file it does not hold a write grant for (Landlock has no
-// right for chmod, chown or utimensat). Prints "OK" when the change worked, else "<step>:<errno name>".
+// the mode, group, times, size or name of a file it does not hold a write grant for (Landlock has
+// no right for chmod, chown or utimensat). Prints "OK" when the change worked, else "<step>:<errno
+// name>".
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -48,7 +49,8 @@ int run(const std::string& what, const char* path, mode_t mode) {
   if (what == "chown-group") return report(::chown(path, static_cast<uid_t>(-1), gid), "chown");
   if (what == "lchown-group") return report(::lchown(path, static_cast<uid_t>(-1), gid), "lchown");
   if (what == "fchownat-group") {
-    return report(::fchownat(AT_FDCWD, path, static_cast<uid_t>(-1), gid, AT_SYMLINK_NOFOLLOW), "fchownat");
+    return report(::fchownat(AT_FDCWD, path, static_cast<uid_t>(-1), gid, AT_SYMLINK_NOFOLLOW),
+                  "fchownat");
   }
   if (what == "utimensat-now") return report(::utimensat(AT_FDCWD, path, nullptr, 0), "utimensat");
   if (what == "utimensat-epoch") return report(::utimensat(AT_FDCWD, path, kEpoch, 0), "utimensat");
@@ -59,7 +61,8 @@ int run(const std::string& what, const char* path, mode_t mode) {
   if (what == "truncate") return report(::truncate(path, 0), "truncate");
   if (what == "open-trunc") return report(::open(path, O_WRONLY | O_TRUNC | O_CLOEXEC), "open");
   if (what == "rename-self") return report(::rename(path, path), "rename");
-  if (what == "link-beside") return report(::link(path, (std::string(path) + ".link").c_str()), "link");
+  if (what == "link-beside")
+    return report(::link(path, (std::string(path) + ".link").c_str()), "link");
   // Through a file descriptor: one opened for reading (where the grant allows it), or O_PATH, which
   // Landlock never checks.
   const bool opath = what.ends_with("-opath");
@@ -74,12 +77,14 @@ int run(const std::string& what, const char* path, mode_t mode) {
   if (what == "fchmod-rdonly") return report(::fchmod(fd, mode), "fchmod");
   if (what == "fchown-rdonly") return report(::fchown(fd, static_cast<uid_t>(-1), gid), "fchown");
   if (what == "futimens-rdonly") return report(::futimens(fd, kEpoch), "futimens");
-  if (what == "fchmodat2-empty-opath") return report(::syscall(SYS_fchmodat2, fd, "", mode, AT_EMPTY_PATH), "fchmodat2");
+  if (what == "fchmodat2-empty-opath")
+    return report(::syscall(SYS_fchmodat2, fd, "", mode, AT_EMPTY_PATH), "fchmodat2");
   if (what == "fchownat-empty-opath") {
     return report(::fchownat(fd, "", static_cast<uid_t>(-1), gid, AT_EMPTY_PATH), "fchownat");
   }
   if (what == "procfd-chmod-opath") return report(::chmod(proc.c_str(), mode), "chmod");
-  if (what == "procfd-utimensat-opath") return report(::utimensat(AT_FDCWD, proc.c_str(), kEpoch, 0), "utimensat");
+  if (what == "procfd-utimensat-opath")
+    return report(::utimensat(AT_FDCWD, proc.c_str(), kEpoch, 0), "utimensat");
   std::printf("unknown case %s\n", what.c_str());
   return 2;
 }

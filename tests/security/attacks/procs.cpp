@@ -20,14 +20,18 @@
 
 namespace {
 
-constexpr int kCap = 2000;  // a limit that doesn't hold shows as "OK 2000", without filling the pid space
+constexpr int kCap =
+    2000;  // a limit that doesn't hold shows as "OK 2000", without filling the pid space
 
 const char* err() {
   const char* name = strerrorname_np(errno);
   return name != nullptr ? name : "?";
 }
 int report(long rc) {
-  if (rc < 0) std::printf("%s\n", err()); else std::printf("OK\n");
+  if (rc < 0)
+    std::printf("%s\n", err());
+  else
+    std::printf("OK\n");
   return 0;
 }
 
@@ -38,7 +42,8 @@ void* park(void*) {
 // The grandchild of a double fork: ignores what it can, tells the test it is up through the FIFO,
 // and lives on. `mode`: "plain", "blocked" (every signal blocked), "threads" (four more threads).
 [[noreturn]] void daemon_body(const char* fifo, const std::string& mode, int up) {
-  for (int sig : {SIGHUP, SIGTERM, SIGINT, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2}) signal(sig, SIG_IGN);
+  for (int sig : {SIGHUP, SIGTERM, SIGINT, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2})
+    signal(sig, SIG_IGN);
   if (mode == "blocked") {
     sigset_t all;
     sigfillset(&all);
@@ -52,7 +57,8 @@ void* park(void*) {
   }
   prctl(PR_SET_PDEATHSIG, 0);
   const int fd = open(fifo, O_WRONLY | O_CLOEXEC);
-  if (fd >= 0) (void)!write(fd, "ready\n", 6);  // kept open: the test sees EOF only when we are gone
+  if (fd >= 0)
+    (void)!write(fd, "ready\n", 6);  // kept open: the test sees EOF only when we are gone
   (void)!write(up, "u", 1);
   close(up);
   for (;;) pause();
@@ -92,7 +98,10 @@ int count_forks(bool hold) {
     }
     if (pid < 0) break;
   }
-  if (made < kCap) std::printf("%s after %d\n", err(), made); else std::printf("OK %d\n", made);
+  if (made < kCap)
+    std::printf("%s after %d\n", err(), made);
+  else
+    std::printf("OK %d\n", made);
   std::fflush(stdout);
   if (hold) {
     char c;
@@ -115,7 +124,10 @@ int count_threads() {
       break;
     }
   }
-  if (made < kCap) std::printf("%s after %d\n", err(), made); else std::printf("OK %d\n", made);
+  if (made < kCap)
+    std::printf("%s after %d\n", err(), made);
+  else
+    std::printf("OK %d\n", made);
   std::fflush(stdout);
   _exit(0);
 }

@@ -1,10 +1,11 @@
-// A stand-in kernel for the process battery (battery2_processes_test.cpp): a process of its own that
-// runs one sandboxed command the way the kernel does, so the test can kill it with SIGKILL and look
-// at what is left. Usage:
+// A stand-in kernel for the process battery (battery2_processes_test.cpp): a process of its own
+// that runs one sandboxed command the way the kernel does, so the test can kill it with SIGKILL and
+// look at what is left. Usage:
 //   kernel_stub spawn|process|spawn-unenforced WORKSPACE EXEC_DIR -- ARGV...
 //       spawn(), SandboxedProcess::start or spawn() with enforce: false; prints "started" first
-//   kernel_stub tmp EXEC_DIR       builds a policy, prints its private TMPDIR, then waits to be killed
-//   kernel_stub build EXEC_DIR     builds a policy and runs /bin/true (reclaiming what dead kernels left)
+//   kernel_stub tmp EXEC_DIR       builds a policy, prints its private TMPDIR, then waits to be
+//   killed kernel_stub build EXEC_DIR     builds a policy and runs /bin/true (reclaiming what dead
+//   kernels left)
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,13 +23,20 @@ using namespace std::chrono_literals;
 namespace {
 
 int usage() {
-  std::fprintf(stderr, "usage: kernel_stub spawn|process|spawn-unenforced WORKSPACE EXEC_DIR -- ARGV... | tmp|build EXEC_DIR\n");
+  std::fprintf(stderr,
+               "usage: kernel_stub spawn|process|spawn-unenforced WORKSPACE EXEC_DIR -- ARGV... | "
+               "tmp|build EXEC_DIR\n");
   return 2;
 }
 
 int run_command(const std::string& mode, const std::string& workspace, const std::string& exec_dir,
                 std::vector<std::string> argv) {
-  auto policy = PolicyBuilder().workspace(workspace).executable(exec_dir).timeout(600s).enforce(mode != "spawn-unenforced").Build();
+  auto policy = PolicyBuilder()
+                    .workspace(workspace)
+                    .executable(exec_dir)
+                    .timeout(600s)
+                    .enforce(mode != "spawn-unenforced")
+                    .Build();
   if (!policy) {
     std::printf("policy: %s\n", policy.error().describe().c_str());
     return 1;

@@ -73,7 +73,8 @@ class McpClient {
   Result<std::vector<McpTool>> list_tools(std::stop_token stop = {});
   // tools/call. A JSON-RPC error answer or a transport failure is an Error; a tool that failed
   // (isError) is a CallResult with rendered.is_error.
-  Result<CallResult> call_tool(const std::string& name, const Json& arguments, std::stop_token stop = {});
+  Result<CallResult> call_tool(const std::string& name, const Json& arguments,
+                               std::stop_token stop = {});
   // Closes stdin, waits up to `grace` for the server to exit, then kills its process group.
   void shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
 

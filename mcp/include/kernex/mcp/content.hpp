@@ -20,9 +20,10 @@ struct RenderedResult {
 };
 
 // Content items in order, one block each, separated by blank-line-free '\n':
-//   text -> the text; image/audio -> "[image image/png, 95 bytes base64: data:image/png;base64,...]"
-//   (or "..., omitted]" above the cap); resource_link -> "[resource link: NAME <URI> (MIME): DESCRIPTION]";
-//   embedded resource -> "[resource URI (MIME)]\n" + its text, or its size for blobs.
+//   text -> the text; image/audio -> "[image image/png, 95 bytes base64:
+//   data:image/png;base64,...]" (or "..., omitted]" above the cap); resource_link -> "[resource
+//   link: NAME <URI> (MIME): DESCRIPTION]"; embedded resource -> "[resource URI (MIME)]\n" + its
+//   text, or its size for blobs.
 // structuredContent is appended as "[structured content] <json>" unless a text item already holds
 // the same JSON (servers are told to send both). isError becomes is_error. A result that is not
 // an object, or a content item that is not understood, is rendered as its JSON rather than dropped.

@@ -28,10 +28,12 @@ enum RpcError : int {
   kInternalError = -32603,
 };
 
-Json request(const Json& id, std::string_view method, const std::optional<Json>& params = std::nullopt);
+Json request(const Json& id, std::string_view method,
+             const std::optional<Json>& params = std::nullopt);
 Json notification(std::string_view method, const std::optional<Json>& params = std::nullopt);
 Json result(const Json& id, Json result);
-Json error(const Json& id, int code, std::string_view message, const std::optional<Json>& data = std::nullopt);
+Json error(const Json& id, int code, std::string_view message,
+           const std::optional<Json>& data = std::nullopt);
 
 // One line of the stdio transport: compact JSON (invalid UTF-8 replaced, so it always serialises)
 // followed by '\n'. JSON escapes every newline inside strings, so a message is always one line.

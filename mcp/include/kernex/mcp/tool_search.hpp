@@ -25,7 +25,8 @@ ToolSpec search_tools_spec();
 // then in a search hint, then in the description; every word must match somewhere. An empty query
 // matches every tool. Result: {"matches": N, "tools": [{"name", "description"?, "input_schema"?}]}
 // best first, at most `limit`.
-Json search_tools(const std::vector<ToolSpec>& tools, std::string_view query, SearchDetail detail, std::size_t limit);
+Json search_tools(const std::vector<ToolSpec>& tools, std::string_view query, SearchDetail detail,
+                  std::size_t limit);
 
 // Runs a `search_tools` call's arguments; an Error names the bad argument.
 Result<Json> run_search_tools(const std::vector<ToolSpec>& tools, const Json& arguments);

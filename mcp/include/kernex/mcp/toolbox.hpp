@@ -24,8 +24,8 @@ namespace kernex::mcp {
 // Grants for one server beyond the defaults (no network, only base env and its declared env, its
 // own command). Skills supply these from their [permissions]; kernex.yaml from `servers:`.
 struct ServerGrants {
-  bool network = false;                   // connect to ToolboxConfig::network_ports (or tcp_ports)
-  std::vector<std::uint16_t> tcp_ports;   // overrides network_ports when set
+  bool network = false;                  // connect to ToolboxConfig::network_ports (or tcp_ports)
+  std::vector<std::uint16_t> tcp_ports;  // overrides network_ports when set
   std::vector<std::string> env_passthrough;
   std::vector<std::string> allowed_commands;
   std::vector<std::filesystem::path> read_only;
@@ -33,7 +33,8 @@ struct ServerGrants {
 };
 
 // The plugin config (all keys optional):
-//   workspace: DIR                 read-write for every server, and its working directory (default: the
+//   workspace: DIR                 read-write for every server, and its working directory (default:
+//   the
 //                                  kernel's working directory)
 //   request_timeout_ms: 60000      per request;  startup_timeout_ms: 30000  start + initialize
 //   max_line_bytes: 8388608        one message from a server;  inline_binary_cap: 16384
@@ -53,7 +54,8 @@ struct ToolboxConfig {
   static Result<ToolboxConfig> from_json(const Json& config);
 };
 
-// "<server>__<tool>", with characters outside [A-Za-z0-9_-] replaced by '_' (provider tool-name rules).
+// "<server>__<tool>", with characters outside [A-Za-z0-9_-] replaced by '_' (provider tool-name
+// rules).
 std::string exposed_tool_name(const std::string& server, const std::string& tool);
 
 class McpToolbox final : public ToolExecutor {
@@ -69,8 +71,9 @@ class McpToolbox final : public ToolExecutor {
   // Context::workspace): a client of its own working there, never shared with another workspace;
   // at most kMaxWorkspaceClients of those are kept (the least recently used is dropped and its
   // server shut down once its last call ended).
-  std::shared_ptr<McpClient> client(const McpServer& server,
-                                    const std::optional<std::filesystem::path>& workspace = std::nullopt);
+  std::shared_ptr<McpClient> client(
+      const McpServer& server,
+      const std::optional<std::filesystem::path>& workspace = std::nullopt);
   // Shuts every server down now.
   void shutdown();
 
@@ -82,7 +85,8 @@ class McpToolbox final : public ToolExecutor {
     std::uint64_t last_used = 0;
     bool per_workspace = false;
   };
-  ServerSandbox sandbox_for(const McpServer& server, const std::optional<std::filesystem::path>& workspace) const;
+  ServerSandbox sandbox_for(const McpServer& server,
+                            const std::optional<std::filesystem::path>& workspace) const;
   // mu_ held; what it drops goes to `retired`, released by the caller after unlocking.
   void evict_workspace_clients(std::vector<std::shared_ptr<McpClient>>& retired);
 

@@ -65,7 +65,7 @@ class Rows {
   std::optional<std::string> optional_text(int row, int col) const;
   std::int64_t int64(int row, int col) const;  // 0 when NULL or not a number
   double real(int row, int col) const;
-  bool boolean(int row, int col) const;  // "t"
+  bool boolean(int row, int col) const;                 // "t"
   std::uint64_t affected() const { return affected_; }  // rows an INSERT/UPDATE/DELETE touched
 
  private:
@@ -94,7 +94,8 @@ class Connection {
   bool idle() const;
   // LISTEN support: waits up to `timeout` for the socket, then returns the notifications that
   // arrived as (channel, payload). An error means the connection is lost.
-  Result<std::vector<std::pair<std::string, std::string>>> notifications(std::chrono::milliseconds timeout);
+  Result<std::vector<std::pair<std::string, std::string>>> notifications(
+      std::chrono::milliseconds timeout);
   // Interrupts a wait in notifications() from another thread (writes to a self-pipe).
   void wake();
 

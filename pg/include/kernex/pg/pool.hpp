@@ -31,7 +31,8 @@ class Lease {
 
 class Pool {
  public:
-  Pool(Options options, std::size_t size, std::chrono::milliseconds wait = std::chrono::seconds(30));
+  Pool(Options options, std::size_t size,
+       std::chrono::milliseconds wait = std::chrono::seconds(30));
   Result<Lease> acquire();
   const Options& options() const { return options_; }
 
@@ -63,7 +64,8 @@ Result<T> Pool::transaction(const std::function<Result<T>(Connection&)>& body) {
     Result<T> out = body(c);
     if (out) {
       if (auto r = c.exec("COMMIT"); !r) {
-        const bool retry = (c.last_sqlstate() == kSerializationFailure || c.last_sqlstate() == kDeadlockDetected);
+        const bool retry =
+            (c.last_sqlstate() == kSerializationFailure || c.last_sqlstate() == kDeadlockDetected);
         if (retry && attempt < 4) continue;
         return std::unexpected(r.error());
       }

@@ -1,8 +1,8 @@
 // What an allow-list entry may name. A `permissions.commands` / `allowed_commands` entry or an MCP
-// server command is a grant to execute one program, so it must resolve to a program: an ELF file, or
-// a `#!` script whose interpreter is itself an executable file under the system's executable paths.
-// Anything else (a directory, a data file or secret, a script naming a non-program, a file a sandbox
-// could rewrite) would turn the grant into read access to something that is not a program.
+// server command is a grant to execute one program, so it must resolve to a program: an ELF file,
+// or a `#!` script whose interpreter is itself an executable file under the system's executable
+// paths. Anything else (a directory, a data file or secret, a script naming a non-program, a file a
+// sandbox could rewrite) would turn the grant into read access to something that is not a program.
 #pragma once
 
 #include <filesystem>
@@ -20,9 +20,10 @@ struct ExecutableFile {
 
 // Checks `file` (absolute; symlinks are followed and judged by what they point at): it must be a
 // regular file with an execute bit, writable by its owner only, with no world-writable directory on
-// its path and not inside any of `writable` (directories a sandbox can write); and either an ELF file
-// or a `#!` script whose interpreter passes the same checks and lies under system_exec_paths().
-// A missing file is ErrorCode::Io; every other refusal is ErrorCode::Sandbox, saying what was found.
+// its path and not inside any of `writable` (directories a sandbox can write); and either an ELF
+// file or a `#!` script whose interpreter passes the same checks and lies under
+// system_exec_paths(). A missing file is ErrorCode::Io; every other refusal is ErrorCode::Sandbox,
+// saying what was found.
 Result<ExecutableFile> check_executable(const std::filesystem::path& file,
                                         const std::vector<std::filesystem::path>& writable = {});
 

@@ -1,5 +1,5 @@
-// An enforceable sandbox policy: the Landlock ruleset fd and seccomp BPF are built once here, in the
-// parent, so each spawn only has to apply them.
+// An enforceable sandbox policy: the Landlock ruleset fd and seccomp BPF are built once here, in
+// the parent, so each spawn only has to apply them.
 #pragma once
 
 #include <chrono>
@@ -21,9 +21,9 @@ int landlock_abi() noexcept;
 struct PolicyStatus {
   bool enforced = false;  // false only with enforce: false
   int landlock_abi = 0;
-  bool filesystem = false;      // Landlock FS rules
-  bool tcp = false;             // Landlock TCP bind/connect rules (ABI >= 4)
-  bool signal_scope = false;    // Landlock signal scoping (ABI >= 6)
+  bool filesystem = false;           // Landlock FS rules
+  bool tcp = false;                  // Landlock TCP bind/connect rules (ABI >= 4)
+  bool signal_scope = false;         // Landlock signal scoping (ABI >= 6)
   bool abstract_unix_scope = false;  // Landlock abstract unix socket scoping (ABI >= 6)
   bool seccomp = false;
   // With seccomp always: SysV IPC and POSIX message queues refused, TCP fast open refused
@@ -34,18 +34,20 @@ struct PolicyStatus {
   // memfd_create works for sandboxed programs (sealed non-executable, kernel >= 6.3); false with
   // seccomp on: this kernel lacks MFD_NOEXEC_SEAL, so memfd_create always fails (fail-closed).
   bool memfd_sealed = false;
-  // Kept read-only or masked inside grants (.git, shell rc files, kernel files, keep_read_only) through
-  // the policy's private mount namespace, where writable grants are also noexec.
+  // Kept read-only or masked inside grants (.git, shell rc files, kernel files, keep_read_only)
+  // through the policy's private mount namespace, where writable grants are also noexec.
   std::vector<std::filesystem::path> read_only_in_writable;
-  // Every mount of the policy's namespace is read-only but the writable grants (workspace, read_write,
-  // private TMPDIR), so chmod, chown and utimensat (which Landlock doesn't mediate) of any file outside
-  // them fail with EROFS. Needs mount_setattr (Linux 5.12); false (with a warning) without it.
+  // Every mount of the policy's namespace is read-only but the writable grants (workspace,
+  // read_write, private TMPDIR), so chmod, chown and utimensat (which Landlock doesn't mediate) of
+  // any file outside them fail with EROFS. Needs mount_setattr (Linux 5.12); false (with a warning)
+  // without it.
   bool read_only_root = false;
   // Every spawn (and SandboxedProcess) lives in a PID namespace whose init dies with the kernel, so
   // nothing a command starts outlives the kernel, even one killed by SIGKILL. Needs CAP_SYS_ADMIN.
   bool pid_namespace = false;
-  // How limits.processes is enforced: "pids cgroup <dir>" (counts the sandbox's processes and threads),
-  // "RLIMIT_NPROC" (counts every process of the kernel's uid), or empty when there is no limit.
+  // How limits.processes is enforced: "pids cgroup <dir>" (counts the sandbox's processes and
+  // threads), "RLIMIT_NPROC" (counts every process of the kernel's uid), or empty when there is no
+  // limit.
   std::string process_limit;
   std::vector<std::string> warnings;  // protections this kernel could not provide
 };
@@ -56,7 +58,8 @@ class Policy {
 
   const SandboxProfile& profile() const;
   const PolicyStatus& status() const;
-  // The private TMPDIR of this policy (removed when the last copy of the Policy goes away), or empty.
+  // The private TMPDIR of this policy (removed when the last copy of the Policy goes away), or
+  // empty.
   const std::filesystem::path& private_tmp() const;
   // The allow-list resolved to canonical absolute paths (empty when every command is allowed).
   const std::vector<std::filesystem::path>& allowed_executables() const;

@@ -39,7 +39,8 @@ class SandboxedProcess {
 
   // Starts `command` (Command::stdin_data and Command::timeout are ignored: the process runs until
   // killed or it exits). The Policy is kept alive with the process (its private TMPDIR too).
-  static Result<SandboxedProcess> start(const Policy& policy, const Command& command, ProcessOptions options = {});
+  static Result<SandboxedProcess> start(const Policy& policy, const Command& command,
+                                        ProcessOptions options = {});
 
   SandboxedProcess(SandboxedProcess&&) noexcept;
   SandboxedProcess& operator=(SandboxedProcess&&) noexcept;
@@ -59,7 +60,8 @@ class SandboxedProcess {
   // ErrorCode::Limit when the deadline passes or the line grows beyond `max_line` bytes (the
   // stream is then out of step; callers should kill the process), ErrorCode::Io at end of output
   // (or when waiting itself fails).
-  Result<std::string> read_line(Clock::time_point deadline, std::size_t max_line, std::stop_token stop = {});
+  Result<std::string> read_line(Clock::time_point deadline, std::size_t max_line,
+                                std::stop_token stop = {});
 
   // Signals end of input (closes stdin).
   void close_stdin();

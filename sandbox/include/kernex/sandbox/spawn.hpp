@@ -1,6 +1,6 @@
-// Running one command under a Policy: a vfork-style clone, Landlock + seccomp + no caps in the child,
-// stdout/stderr/stdin pumped by the parent under one deadline, the whole process group killed when the
-// command exits or the deadline passes.
+// Running one command under a Policy: a vfork-style clone, Landlock + seccomp + no caps in the
+// child, stdout/stderr/stdin pumped by the parent under one deadline, the whole process group
+// killed when the command exits or the deadline passes.
 #pragma once
 
 #include <chrono>
@@ -22,10 +22,11 @@ struct Command {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // added after the policy's env; hijacking names refused
   std::string stdin_data;                  // written to the child's stdin, then EOF
-  std::optional<std::filesystem::path> cwd;              // default: the policy's working dir
-  std::optional<std::chrono::milliseconds> timeout;      // default: the profile's
+  std::optional<std::filesystem::path> cwd;          // default: the policy's working dir
+  std::optional<std::chrono::milliseconds> timeout;  // default: the profile's
   // Fired while the command runs: its whole process group is killed at once and the result says
-  // `cancelled` (the output so far is kept). Already fired: nothing is started (ErrorCode::Cancelled).
+  // `cancelled` (the output so far is kept). Already fired: nothing is started
+  // (ErrorCode::Cancelled).
   std::stop_token stop;
 };
 
@@ -35,16 +36,17 @@ struct SpawnResult {
   int exit_code = -1;      // valid when term_signal == 0 and !timed_out
   int term_signal = 0;     // the signal that ended the command, if any (SIGKILL after a timeout)
   bool timed_out = false;
-  bool cancelled = false;  // Command::stop fired and the group was killed (term_signal: SIGKILL)
+  bool cancelled = false;   // Command::stop fired and the group was killed (term_signal: SIGKILL)
   std::string stdout_data;  // capped; ends with truncation_marker() when truncated
   std::string stderr_data;
   bool stdout_truncated = false;
   bool stderr_truncated = false;
   std::chrono::microseconds wall_time{0};
   std::chrono::microseconds cpu_time{0};  // user + system of the command and its reaped children
-  // Peak resident set of the command and its reaped children. Linux folds the spawning process's peak
-  // RSS into it at execve (the child starts in the kernel's address space), so it is only reported
-  // when it exceeds the kernel's own peak at spawn time; otherwise the true peak is unknown (and smaller).
+  // Peak resident set of the command and its reaped children. Linux folds the spawning process's
+  // peak RSS into it at execve (the child starts in the kernel's address space), so it is only
+  // reported when it exceeds the kernel's own peak at spawn time; otherwise the true peak is
+  // unknown (and smaller).
   std::optional<long> peak_rss_kb;
   bool sandboxed = true;
 

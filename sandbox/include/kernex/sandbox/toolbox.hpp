@@ -41,7 +41,8 @@ struct ToolboxRunOptions {
   std::vector<std::uint16_t> network_ports = {443, 80};
   std::vector<std::filesystem::path> protect;
 
-  // Reads the keys above from a plugin's JSON config; `origin` names it in errors ("toolbox-script").
+  // Reads the keys above from a plugin's JSON config; `origin` names it in errors
+  // ("toolbox-script").
   static Result<ToolboxRunOptions> from_json(const Json& config, std::string_view origin);
 };
 
@@ -65,7 +66,8 @@ ToolResult toolbox_result(const Toolbox& toolbox, const ToolCall& call, const Sp
 
 // The workspace a call works in: the host's (Context::workspace) when set, else `configured`.
 // The host creates it, except inside a registered tool area (kernel_files.hpp), where it is made
-// (0700) on first use; one that is missing or not a directory is an ErrorCode::Tool error naming it.
+// (0700) on first use; one that is missing or not a directory is an ErrorCode::Tool error naming
+// it.
 Result<std::filesystem::path> call_workspace(const std::optional<std::filesystem::path>& requested,
                                              const std::filesystem::path& configured);
 
@@ -89,13 +91,14 @@ class ToolboxRunner {
   // stop request) are results with is_error = true; the message says what went wrong.
   ToolResult run(const Toolbox& toolbox, const ToolCall& call, const CallScope& scope = {});
   // The cached policy for `toolbox` working in `workspace` (default: the configured one).
-  Result<std::shared_ptr<const Policy>> policy_for(const Toolbox& toolbox,
-                                                   const std::optional<std::filesystem::path>& workspace = {});
+  Result<std::shared_ptr<const Policy>> policy_for(
+      const Toolbox& toolbox, const std::optional<std::filesystem::path>& workspace = {});
 
  private:
   ToolboxRunOptions options_;
   std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<const Policy>> policies_;  // by toolbox fields and workspace
+  std::map<std::string, std::shared_ptr<const Policy>>
+      policies_;  // by toolbox fields and workspace
 };
 
 }  // namespace kernex::sandbox

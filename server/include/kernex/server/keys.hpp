@@ -23,10 +23,10 @@ Result<void> check_tenant_name(std::string_view name);
 
 // One stored key, as listed; the key itself is never stored.
 struct KeyEntry {
-  std::string id;       // random, public: names the key in `keys list` and `keys revoke --id`
+  std::string id;  // random, public: names the key in `keys list` and `keys revoke --id`
   std::string tenant;
-  std::string sha256;   // lower-case hex digest of the whole key text ("kx-...")
-  std::string created;  // UTC, "2025-01-31T12:00:00Z"
+  std::string sha256;                  // lower-case hex digest of the whole key text ("kx-...")
+  std::string created;                 // UTC, "2025-01-31T12:00:00Z"
   std::optional<std::string> revoked;  // UTC time of revocation; a revoked key never matches
 };
 
@@ -39,7 +39,8 @@ struct KeyEntry {
 class KeyStore {
  public:
   // A missing file is an empty store. A file that is group/world-accessible, not ours, not a
-  // regular file, malformed or carries unknown fields is an error naming the file and what was expected.
+  // regular file, malformed or carries unknown fields is an error naming the file and what was
+  // expected.
   static Result<KeyStore> load(std::filesystem::path file);
 
   KeyStore(KeyStore&&) noexcept;
@@ -55,13 +56,14 @@ class KeyStore {
   // Entries as last loaded or written, secrets never included.
   std::vector<KeyEntry> list() const;
 
-  // Revokes every unrevoked key of `tenant` and saves; returns how many were revoked (0 is not an error).
+  // Revokes every unrevoked key of `tenant` and saves; returns how many were revoked (0 is not an
+  // error).
   Result<std::size_t> revoke(std::string_view tenant);
   // Revokes the one key whose id is `id` (exact match); returns 0 or 1.
   Result<std::size_t> revoke_id(std::string_view id);
 
-  // The tenant owning `presented_key`, if it is a stored, unrevoked key. The presented key's digest is
-  // compared with every stored digest in constant time (CRYPTO_memcmp, no early exit).
+  // The tenant owning `presented_key`, if it is a stored, unrevoked key. The presented key's digest
+  // is compared with every stored digest in constant time (CRYPTO_memcmp, no early exit).
   std::optional<std::string> tenant_for(std::string_view presented_key) const;
 
   // Re-reads the file when its identity, size or mtime changed since the last read or write.

@@ -19,7 +19,8 @@ namespace kernex::server {
 
 class Counter {
  public:
-  void inc(double by = 1) noexcept;  // negative, NaN and infinite amounts are ignored: counters only grow
+  void inc(double by =
+               1) noexcept;  // negative, NaN and infinite amounts are ignored: counters only grow
   double value() const noexcept { return value_.load(std::memory_order_relaxed); }
 
  private:
@@ -53,7 +54,8 @@ class Histogram {
 
  private:
   std::vector<double> bounds_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> counts_;  // per bucket, not cumulative; last is +Inf
+  std::unique_ptr<std::atomic<std::uint64_t>[]>
+      counts_;  // per bucket, not cumulative; last is +Inf
   std::atomic<double> sum_{0};
 };
 
@@ -113,18 +115,19 @@ class ServerMetrics {
   ServerMetrics();
 
   MetricsRegistry registry;
-  CounterFamily& runs_total;      // kernex_runs_total{outcome}
-  CounterFamily& tokens_total;    // kernex_tokens_total{tenant,model,kind="input"|"output"}
-  CounterFamily& cost_usd_total;  // kernex_cost_usd_total{tenant,model}
-  Gauge& active_runs;             // kernex_active_runs
-  Gauge& queue_depth;             // kernex_queue_depth
-  Gauge& connections;             // kernex_connections
-  Histogram& run_duration_seconds;         // kernex_run_duration_seconds
+  CounterFamily& runs_total;        // kernex_runs_total{outcome}
+  CounterFamily& tokens_total;      // kernex_tokens_total{tenant,model,kind="input"|"output"}
+  CounterFamily& cost_usd_total;    // kernex_cost_usd_total{tenant,model}
+  Gauge& active_runs;               // kernex_active_runs
+  Gauge& queue_depth;               // kernex_queue_depth
+  Gauge& connections;               // kernex_connections
+  Histogram& run_duration_seconds;  // kernex_run_duration_seconds
   Histogram& time_to_first_token_seconds;  // kernex_time_to_first_token_seconds
 
   // One finished run: its outcome, usage and duration in one call.
   void record_run(std::string_view outcome, std::string_view tenant, std::string_view model,
-                  std::uint64_t input_tokens, std::uint64_t output_tokens, double cost_usd, double duration_seconds);
+                  std::uint64_t input_tokens, std::uint64_t output_tokens, double cost_usd,
+                  double duration_seconds);
 
   std::string render() const { return registry.render(); }
 };

@@ -48,7 +48,7 @@ struct ClusterConfig {
 struct ServeConfig {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8080;
-  unsigned threads = 0;  // 0: the number of CPUs
+  unsigned threads = 0;             // 0: the number of CPUs
   std::filesystem::path keys_file;  // default <data_dir>/serve-keys.json
   IfBusy if_busy = IfBusy::Reject;
   std::size_t max_body_bytes = 1u << 20;

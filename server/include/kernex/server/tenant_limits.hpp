@@ -16,7 +16,7 @@ namespace kernex::server {
 struct TenantLimit {
   std::optional<std::uint32_t> max_concurrent_runs = std::nullopt;
   std::optional<std::uint64_t> tokens_per_day = std::nullopt;  // input + output tokens, UTC day
-  std::optional<double> cost_per_day_usd = std::nullopt;  // UTC day
+  std::optional<double> cost_per_day_usd = std::nullopt;       // UTC day
 };
 
 struct Admission {
@@ -46,10 +46,12 @@ class TenantLimits {
  public:
   using Clock = std::function<std::chrono::system_clock::time_point()>;
 
-  explicit TenantLimits(TenantLimit defaults = {}, std::map<std::string, TenantLimit, std::less<>> per_tenant = {},
-                        Clock clock = [] { return std::chrono::system_clock::now(); });
+  explicit TenantLimits(
+      TenantLimit defaults = {}, std::map<std::string, TenantLimit, std::less<>> per_tenant = {},
+      Clock clock = [] { return std::chrono::system_clock::now(); });
 
-  // The limit for tenants without their own entry, and a tenant's own (replacing the default whole).
+  // The limit for tenants without their own entry, and a tenant's own (replacing the default
+  // whole).
   void set_default(TenantLimit limit);
   void set(std::string_view tenant, TenantLimit limit);
   TenantLimit limit_for(std::string_view tenant) const;

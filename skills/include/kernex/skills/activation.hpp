@@ -27,12 +27,15 @@ namespace kernex::skills {
 // message.
 bool trigger_matches(const Skill& skill, std::string_view message);
 // Names of the available skills whose triggers match, sorted by name.
-std::vector<std::string> triggered_skills(const std::vector<Skill>& skills, std::string_view message);
+std::vector<std::string> triggered_skills(const std::vector<Skill>& skills,
+                                          std::string_view message);
 // kernex `match_skill_triggers`: MCP servers of available, triggered skills (lazy ones
 // included), in skill order, de-duplicated by server name (first wins).
-std::vector<McpServer> match_skill_triggers(const std::vector<Skill>& skills, std::string_view message);
+std::vector<McpServer> match_skill_triggers(const std::vector<Skill>& skills,
+                                            std::string_view message);
 // kernex `match_skill_toolboxes`: as above for toolboxes, lazy skills skipped.
-std::vector<Toolbox> match_skill_toolboxes(const std::vector<Skill>& skills, std::string_view message);
+std::vector<Toolbox> match_skill_toolboxes(const std::vector<Skill>& skills,
+                                           std::string_view message);
 // The named skill's toolboxes, or none.
 std::vector<Toolbox> toolboxes_for_skill(const std::vector<Skill>& skills, std::string_view name);
 // "" when no available lazy skill, else the deferred-skill listing that points at skill_search.

@@ -11,11 +11,11 @@
 namespace kernex::skills {
 
 struct LintVerdict {
-  std::filesystem::path path;       // the folder judged
+  std::filesystem::path path;  // the folder judged
   bool valid = false;
-  std::string message;              // the first error ("" when valid)
-  std::vector<std::string> errors;  // every error, in the reference validator's order
-  int line = 0;                     // line of SKILL.md the first error points at, 0 if none
+  std::string message;                  // the first error ("" when valid)
+  std::vector<std::string> errors;      // every error, in the reference validator's order
+  int line = 0;                         // line of SKILL.md the first error points at, 0 if none
   std::vector<Diagnostic> diagnostics;  // lint(): errors and warnings with file/line/field
 };
 

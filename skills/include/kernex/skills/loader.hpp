@@ -17,7 +17,8 @@ inline constexpr std::size_t kMaxSkillFileBytes = 256 * 1024;
 
 // Parses SKILL.md text. `folder` is the skill folder (recorded in Skill::path; mcp.json and
 // toolbox.json are not read here). Errors are returned as a failure with every problem found.
-std::expected<Skill, SkillFailure> parse_skill(std::string_view text, const std::filesystem::path& file,
+std::expected<Skill, SkillFailure> parse_skill(std::string_view text,
+                                               const std::filesystem::path& file,
                                                const std::filesystem::path& folder);
 
 struct LoadOptions {
@@ -30,14 +31,16 @@ struct LoadOptions {
 // replace same-named frontmatter entries; then the load-time permission checks. The folder is
 // registered as a kernel file (ReadOnly) before anything in it is read, so no sandbox of this
 // process can change it.
-std::expected<Skill, SkillFailure> load_skill(const std::filesystem::path& folder, const LoadOptions& options = {});
+std::expected<Skill, SkillFailure> load_skill(const std::filesystem::path& folder,
+                                              const LoadOptions& options = {});
 
 // Each dir is either one skill folder (it has a SKILL.md) or a folder of skill folders
 // (subfolders without SKILL.md are ignored). A missing dir is a failure. When two folders
 // declare the same name the first one (dirs in order, subfolders by name) wins and the other
 // is a failure. Each dir is registered as a kernel file (ReadOnly) too, so nothing can be planted
 // beside the skills while this process runs.
-LoadedSkills load_skills(const std::vector<std::filesystem::path>& dirs, const LoadOptions& options = {});
+LoadedSkills load_skills(const std::vector<std::filesystem::path>& dirs,
+                         const LoadOptions& options = {});
 
 // Whether `program` names a regular file in some $PATH directory (kernex `requires`).
 bool program_on_path(std::string_view program);

@@ -55,22 +55,22 @@ struct Diagnostic {
 struct Skill {
   std::string name;
   std::string description;
-  std::string instructions;       // the Markdown body after the frontmatter
-  std::filesystem::path path;     // the skill folder
-  std::filesystem::path file;     // its SKILL.md
+  std::string instructions;    // the Markdown body after the frontmatter
+  std::filesystem::path path;  // the skill folder
+  std::filesystem::path file;  // its SKILL.md
   SourceFormat format = SourceFormat::Yaml;
 
   // kernex fields
-  std::vector<std::string> triggers;       // keywords; `trigger = "a|b"` split on '|'
-  std::vector<std::string> requirements;   // programs that must be on PATH (`requires`)
-  std::vector<Toolbox> toolboxes;          // sorted by name
-  std::vector<McpServer> mcp_servers;      // sorted by name
+  std::vector<std::string> triggers;      // keywords; `trigger = "a|b"` split on '|'
+  std::vector<std::string> requirements;  // programs that must be on PATH (`requires`)
+  std::vector<Toolbox> toolboxes;         // sorted by name
+  std::vector<McpServer> mcp_servers;     // sorted by name
   Permissions permissions;
   std::optional<std::string> model;
   std::optional<std::string> version;
   std::optional<std::string> homepage;
   bool lazy = false;
-  bool available = true;                   // every requirement was found on PATH at load
+  bool available = true;  // every requirement was found on PATH at load
 
   // Agent Skills fields
   std::optional<std::string> license;
@@ -78,7 +78,7 @@ struct Skill {
   Json metadata;                           // null when absent
   std::vector<std::string> allowed_tools;  // `allowed-tools`, space-separated or a list
 
-  std::vector<Diagnostic> warnings;        // non-fatal findings (e.g. unknown fields)
+  std::vector<Diagnostic> warnings;  // non-fatal findings (e.g. unknown fields)
   // Toolboxes and MCP servers the load-time permission checks refused, with the reason (field
   // "toolbox.<name>.<what>" / "mcp.<name>.<what>"). They are not in `toolboxes`/`mcp_servers`
   // and never run; the rest of the skill loads (kernex's per-entry rule).

@@ -19,24 +19,27 @@ namespace kernex::skills {
 inline constexpr std::string_view kTrustFileName = "trusted-skills.json";
 
 struct TrustRule {
-  std::filesystem::path store;                  // the trust records file
-  std::vector<std::filesystem::path> writable;  // directories sandboxed tools of this kernel can write
+  std::filesystem::path store;  // the trust records file
+  std::vector<std::filesystem::path>
+      writable;  // directories sandboxed tools of this kernel can write
 };
 
 // Where `folder` overlaps a writable location: the workspace it lies in (or contains), or the
 // world-writable directory above it; nullopt when it is in none.
-std::optional<std::filesystem::path> writable_location(const std::filesystem::path& folder,
-                                                       const std::vector<std::filesystem::path>& writable);
+std::optional<std::filesystem::path> writable_location(
+    const std::filesystem::path& folder, const std::vector<std::filesystem::path>& writable);
 
-// The skill's trust hash: SHA-256 over its lock (every file's relative path and SHA-256, symlinks by
-// target; see lock.hpp), the lock file included. Refuses what a hash cannot pin down in a writable
-// place: a symlink resolving outside the folder, a file with other hard links.
+// The skill's trust hash: SHA-256 over its lock (every file's relative path and SHA-256, symlinks
+// by target; see lock.hpp), the lock file included. Refuses what a hash cannot pin down in a
+// writable place: a symlink resolving outside the folder, a file with other hard links.
 Result<std::string> trust_hash(const std::filesystem::path& folder);
 
 // canonical folder -> trust hash. A missing store is empty; a malformed one is an error.
 Result<std::map<std::string, std::string>> read_trust_store(const std::filesystem::path& store);
-// Records `folder` (canonical) with its current hash, replacing the file atomically. Returns the hash.
-Result<std::string> trust_skill(const std::filesystem::path& store, const std::filesystem::path& folder);
+// Records `folder` (canonical) with its current hash, replacing the file atomically. Returns the
+// hash.
+Result<std::string> trust_skill(const std::filesystem::path& store,
+                                const std::filesystem::path& folder);
 
 enum class TrustState {
   NotRequired,  // not in a writable location

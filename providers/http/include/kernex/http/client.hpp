@@ -27,7 +27,7 @@ struct Url {
 
   // Only http:// and https:// URLs with a host; userinfo and fragments are refused.
   static Result<Url> parse(std::string_view text);
-  bool is_loopback() const;  // localhost, 127.0.0.0/8, ::1
+  bool is_loopback() const;       // localhost, 127.0.0.0/8, ::1
   std::string authority() const;  // host:port, IPv6 bracketed
 };
 

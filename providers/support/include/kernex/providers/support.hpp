@@ -31,10 +31,10 @@ SplitPrompt split_cache_boundary(std::string_view system_prompt);
 std::string strip_cache_boundary(std::string_view system_prompt);
 
 struct ProviderDefaults {
-  std::string name;          // "openai", used in every message
+  std::string name;  // "openai", used in every message
   std::string model;
   std::string base_url;
-  std::string key_env;       // empty: the provider takes no key
+  std::string key_env;  // empty: the provider takes no key
 };
 
 // Options every network provider accepts:
@@ -44,8 +44,8 @@ struct CommonOptions {
   std::string name;
   std::string model;
   std::string base_url;
-  http::Url url;             // base_url parsed
-  std::string api_key;       // may be empty (loopback servers, keyless providers)
+  http::Url url;        // base_url parsed
+  std::string api_key;  // may be empty (loopback servers, keyless providers)
   std::string api_key_env;
   std::optional<std::uint64_t> max_tokens;
   http::ClientOptions client;
