@@ -127,15 +127,15 @@ class MemoryCli : public ::testing::Test {
     if (status) *status = WEXITSTATUS(rc);
     return out;
   }
+  // A word-count conversation: the replay provider asks for the builtin word_count tool.
   std::string run(const std::string& script, const std::string& message) {
-    return sh("run --config " KERNEX_SOURCE_DIR "/examples/demo/kernex.yaml --data-dir " +
-              data.string() + " --provider-opt script=" KERNEX_SOURCE_DIR "/examples/demo/" +
-              script + " '" + message + "'");
+    return sh("run --config " + fixture + "kernex.yaml --data-dir " + data.string() +
+              " --provider-opt script=" + fixture + script + " '" + message + "'");
   }
   std::string memory(const std::string& args, const std::filesystem::path& d) {
-    return sh("memory --config " KERNEX_SOURCE_DIR "/examples/demo/kernex.yaml --data-dir " +
-              d.string() + " " + args);
+    return sh("memory --config " + fixture + "kernex.yaml --data-dir " + d.string() + " " + args);
   }
+  const std::string fixture = KERNEX_SOURCE_DIR "/tests/fixtures/word-count/";
   TempDir dir;
   std::filesystem::path data = dir / "data";
 };
