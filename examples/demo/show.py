@@ -18,6 +18,8 @@ WIDTH = 100
 def out(text, first, rest=None):
     """Prints text wrapped to WIDTH, the first line after `first`, the others after `rest`."""
     rest = " " * len(first) if rest is None else rest
+    if not text.strip():
+        text = "(nothing)"
     lines = text.rstrip("\n").split("\n")
     for i, line in enumerate(lines):
         print(textwrap.fill(line, WIDTH, initial_indent=first if i == 0 else rest,
