@@ -15,7 +15,6 @@
 #include <sstream>
 #include <system_error>
 
-#include "config_internal.hpp"
 #include "kernex/plugin_host.hpp"
 
 #ifndef LANDLOCK_CREATE_RULESET_VERSION
@@ -237,9 +236,7 @@ DoctorReport diagnose_config_file(const std::optional<fs::path>& file) {
   auto loaded = Config::load(file);
   if (loaded) return diagnose(*loaded);
 
-  Config fallback = detail::default_config();
-  (void)detail::apply_env_overrides(fallback);  // a bad KERNEX_DATA_DIR just keeps the default
-  DoctorReport r = diagnose(fallback);
+  DoctorReport r = diagnose(Config::defaults());
   r.config_error = loaded.error().describe();
   if (file) r.config_file = file_status(*file);
   r.missing.insert(r.missing.begin(), "config: " + *r.config_error);
