@@ -1,7 +1,6 @@
 #include "kernex/doctor.hpp"
 
 #include <fcntl.h>
-#include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -16,10 +15,7 @@
 #include <system_error>
 
 #include "kernex/plugin_host.hpp"
-
-#ifndef LANDLOCK_CREATE_RULESET_VERSION
-#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
-#endif
+#include "kernex/sandbox/policy.hpp"
 
 namespace kernex {
 
@@ -31,30 +27,12 @@ namespace {
 constexpr int kLandlockNetworkAbi = 4;
 
 void probe_landlock(DoctorReport& r) {
-#ifdef SYS_landlock_create_ruleset
-  const long abi =
-      syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
-  if (abi >= 0) {
-    r.landlock_abi = static_cast<int>(abi);
-    return;
+  auto abi = sandbox::probe_landlock_abi();
+  if (abi) {
+    r.landlock_abi = *abi;
+  } else {
+    r.landlock_error = abi.error().message;
   }
-  const int e = errno;
-  switch (e) {
-    case ENOSYS:
-      r.landlock_error = "the running kernel has no Landlock (ENOSYS)";
-      break;
-    case EOPNOTSUPP:
-      r.landlock_error =
-          "Landlock is built in but disabled at boot (EOPNOTSUPP; add landlock to the lsm= kernel "
-          "parameter)";
-      break;
-    default:
-      r.landlock_error = std::string("landlock_create_ruleset failed: ") + std::strerror(e);
-      break;
-  }
-#else
-  r.landlock_error = "built without Landlock syscall numbers";
-#endif
 }
 
 // "Key:\tvalue" lines of /proc/self/status, for the two we report.
