@@ -8,18 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "kernex/config.hpp"
 #include "kernex/error.hpp"
 #include "kernex/json.hpp"
+#include "kernex/kernel.hpp"
 #include "kernex/sandbox/policy.hpp"
 
 namespace CLI {
 class App;
-}
-
-namespace kernex {
-struct RunOptions;
-struct RunResult;
-}  // namespace kernex
+class Option;
+}  // namespace CLI
 
 namespace kernex::cli {
 
@@ -40,73 +38,59 @@ struct RunArgs {
   std::vector<std::string> message;  // joined with spaces; a lone "-" reads stdin
 };
 
-// `kernex skills ACTION`: list, lint, lock, verify, show.
-struct SkillsArgs {
-  std::string action;
-  std::vector<std::string> dirs;  // DIRs (show: --skills); none: the config's skill_dirs
-  std::string name;               // show NAME
-  bool json = false;
-  bool spec = false;  // lint --spec: the Agent Skills specification only
+// One `kernex` subcommand. main.cpp holds the table of them: it creates each command's CLI::App
+// (with --config bound to `config`), calls setup, and after parsing runs the chosen command.
+using ConfigFile = std::optional<std::string>;  // the --config value, nullopt when not given
+using CommandRun = std::function<int(const ConfigFile& config)>;
+struct Command {
+  const char* name;
+  const char* summary;
+  // Adds the command's options and its own subcommands (each given --config bound to `config`)
+  // to `command`; returns what runs it.
+  CommandRun (*setup)(CLI::App& command, std::string& config);
 };
 
-// `kernex memory ACTION`.
-struct MemoryArgs {
-  std::string action;  // search | facts | history | export | import | usage
-  std::optional<std::string> data_dir;
-  std::string query;
-  std::optional<std::string> sender;
-  std::optional<std::string> conversation;
-  std::string file;
-  std::size_t limit = 100;
-  bool deleted = false;
-  bool json = false;
-};
+CommandRun setup_run(CLI::App& command, std::string& config);
+CommandRun setup_rlm(CLI::App& command, std::string& config);
+CommandRun setup_plugins(CLI::App& command, std::string& config);
+CommandRun setup_providers(CLI::App& command, std::string& config);
+CommandRun setup_doctor(CLI::App& command, std::string& config);
+CommandRun setup_sandbox(CLI::App& command, std::string& config);
+CommandRun setup_tool(CLI::App& command, std::string& config);
+CommandRun setup_skills(CLI::App& command, std::string& config);
+CommandRun setup_memory(CLI::App& command, std::string& config);
+CommandRun setup_mcp(CLI::App& command, std::string& config);
+CommandRun setup_logs(CLI::App& command, std::string& config);
+CommandRun setup_serve(CLI::App& command, std::string& config);
 
-// `kernex mcp list|call|serve`.
-struct McpArgs {
-  std::vector<std::string> skill_dirs;
-  bool json = false;
-  std::string server;                      // call
-  std::string tool;                        // call
-  std::string arguments;                   // call: a JSON object
-  std::optional<std::string> provider;     // serve: for kernex_run
-  std::vector<std::string> provider_opts;  // serve: KEY=VALUE
-};
-
-// `config` is the --config value, nullopt when not given.
-int run_command(const std::optional<std::string>& config, const RunArgs& args);
-int plugins_command(const std::optional<std::string>& config, bool json);
-int doctor_command(const std::optional<std::string>& config, bool json);
-int skills_command(const std::optional<std::string>& config, const SkillsArgs& args);
-
-// `sandbox exec` and `tool run` register themselves; the returned function runs the command when
-// it was chosen on the command line (nullopt otherwise). `config` is bound to --config.
-std::function<std::optional<int>()> add_sandbox_command(CLI::App& app, std::string& config);
-std::function<std::optional<int>()> add_tool_command(CLI::App& app, std::string& config);
+// --config, accepted before the subcommand and on each (sub)subcommand; all bind to one value, so
+// the last one given wins.
+void add_config_option(CLI::App& app, std::string& config,
+                       const std::string& help =
+                           "kernex.yaml to read (default: $KERNEX_CONFIG, else built-in defaults)");
+// One value per occurrence, so `--skills a MESSAGE` never swallows the message.
+CLI::Option* add_repeated(CLI::App& app, const std::string& name, std::vector<std::string>& values,
+                          const std::string& help);
 // The sandbox section of `kernex doctor`: what the default profile enforces here.
 Json sandbox_doctor_json();
 std::string sandbox_doctor_text();
 // Per class of the second escape battery: whether it holds here and how (doctor_protections.cpp).
 Json sandbox_protections_json(const sandbox::PolicyStatus& status);
 std::string sandbox_protections_text(const Json& rows);
-CLI::App* add_memory_command(CLI::App& app, MemoryArgs& args);
-int memory_command(const std::optional<std::string>& config, const MemoryArgs& args);
-int mcp_list_command(const std::optional<std::string>& config, const McpArgs& args);
-int mcp_call_command(const std::optional<std::string>& config, const McpArgs& args);
-int mcp_serve_command(const std::optional<std::string>& config, const McpArgs& args);
-int providers_command(const std::optional<std::string>& config, bool json);
-
-// `kernex logs list|show|view` and `kernex rlm`, registered like `tool run`.
-std::function<std::optional<int>()> add_logs_command(CLI::App& app, std::string& config);
-// `kernex serve [keys ACTION]`.
-std::function<std::optional<int>()> add_serve_command(CLI::App& app, std::string& config);
-std::function<std::optional<int>()> add_rlm_command(CLI::App& app, std::string& config);
 
 // Shared by `run` and `rlm`: --provider, --model, --provider-opt, --data-dir and the budgets.
 void add_run_options(CLI::App& app, RunArgs& args);
 std::filesystem::path absolute_path(const std::string& p);
 Result<std::string> message_text(const std::vector<std::string>& words);  // a lone "-" reads stdin
 Result<RunOptions> run_options(const RunArgs& args);
+// The preamble of `run` and `rlm`: the configuration (--config, then --data-dir and --skills
+// applied), the run options from the arguments, a provider to use, and the message.
+struct PreparedRun {
+  Config config;
+  RunOptions options;
+  std::string message;
+};
+Result<PreparedRun> prepare_run(const ConfigFile& config, const RunArgs& args);
 class StreamPrinter;
 // Prints the answer (or the JSON result) and maps the outcome to the exit code.
 int print_run_result(const Result<RunResult>& result, StreamPrinter& printer, bool json);

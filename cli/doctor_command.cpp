@@ -1,12 +1,18 @@
 #include <iostream>
 
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "kernex/doctor.hpp"
 
 namespace kernex::cli {
 
-int doctor_command(const std::optional<std::string>& config_file, bool json) {
+namespace {
+
+int doctor_command(const ConfigFile& config_file, bool json) {
   const DoctorReport report = diagnose_config_file(
       config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
   if (json) {
@@ -18,6 +24,14 @@ int doctor_command(const std::optional<std::string>& config_file, bool json) {
   }
   // The report is the result: missing features are findings, not failures of the command.
   return kExitOk;
+}
+
+}  // namespace
+
+CommandRun setup_doctor(CLI::App& command, std::string&) {
+  auto json = std::make_shared<bool>(false);
+  command.add_flag("--json", *json, "print the report as JSON");
+  return [json](const ConfigFile& config) { return doctor_command(config, *json); };
 }
 
 }  // namespace kernex::cli

@@ -73,19 +73,17 @@ int show_or_view(const std::filesystem::path& dir, const LogsArgs& args, bool vi
 
 }  // namespace
 
-std::function<std::optional<int>()> add_logs_command(CLI::App& app, std::string& config) {
+CommandRun setup_logs(CLI::App& command, std::string& config) {
   auto args = std::make_shared<LogsArgs>();
-  CLI::App* logs =
-      app.add_subcommand("logs", "Recorded run trajectories: list, show, view as HTML");
+  CLI::App* logs = &command;
   logs->require_subcommand(1);
-  logs->footer(kExitCodeHelp);
   CLI::App* list_cmd = logs->add_subcommand("list", "List the recorded runs, oldest first");
   CLI::App* show_cmd =
       logs->add_subcommand("show", "Print one run's events (text, or JSON Lines with --json)");
   CLI::App* view_cmd = logs->add_subcommand("view", "Write one run as a self-contained HTML page");
   for (CLI::App* sub : {list_cmd, show_cmd, view_cmd}) {
     sub->footer(kExitCodeHelp);
-    sub->add_option("--config", config, "kernex.yaml to read (its data_dir)")->type_name("FILE");
+    add_config_option(*sub, config, "kernex.yaml to read (its data_dir)");
     sub->add_option("--data-dir", args->data_dir,
                     "data directory (overrides data_dir and KERNEX_DATA_DIR)")
         ->type_name("DIR");
@@ -99,10 +97,7 @@ std::function<std::optional<int>()> add_logs_command(CLI::App& app, std::string&
   view_cmd->add_option("--html", args->html, "the HTML file to write")
       ->required()
       ->type_name("FILE");
-  return [args, list_cmd, show_cmd, view_cmd, &config]() -> std::optional<int> {
-    if (!*list_cmd && !*show_cmd && !*view_cmd) return std::nullopt;
-    const std::optional<std::string> config_file =
-        config.empty() ? std::nullopt : std::optional(config);
+  return [args, list_cmd, view_cmd](const ConfigFile& config_file) {
     auto dir = trajectories_dir(config_file, *args);
     if (!dir) return report(dir.error());
     if (*list_cmd) return list(*dir, args->json);

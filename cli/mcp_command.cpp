@@ -4,6 +4,9 @@
 #include <iostream>
 #include <map>
 
+#include <CLI/CLI.hpp>
+#include <memory>
+
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "kernex/kernel.hpp"
@@ -17,6 +20,17 @@
 #include "skill_trust.hpp"
 
 namespace kernex::cli {
+
+// `kernex mcp list|call|serve`.
+struct McpArgs {
+  std::vector<std::string> skill_dirs;
+  bool json = false;
+  std::string server;                      // call
+  std::string tool;                        // call
+  std::string arguments;                   // call: a JSON object
+  std::optional<std::string> provider;     // serve: for kernex_run
+  std::vector<std::string> provider_opts;  // serve: KEY=VALUE
+};
 namespace {
 
 namespace fs = std::filesystem;
@@ -82,8 +96,6 @@ Result<SkillServers> skill_servers(const Config& config) {
   out.skills = std::move(loaded.skills);
   return out;
 }
-
-}  // namespace
 
 int mcp_list_command(const std::optional<std::string>& config_file, const McpArgs& args) {
   auto config = load_config(config_file, args.skill_dirs);
@@ -285,6 +297,43 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
   std::ios::sync_with_stdio(false);
   server.serve(std::cin, std::cout);
   return kExitOk;
+}
+
+}  // namespace
+
+CommandRun setup_mcp(CLI::App& mcp, std::string& config) {
+  auto args = std::make_shared<McpArgs>();
+  mcp.require_subcommand(1);
+  CLI::App* serve =
+      mcp.add_subcommand("serve", "Speak MCP on stdin/stdout: the kernel's tools and kernex_run");
+  CLI::App* list = mcp.add_subcommand(
+      "list", "Start every MCP server the skills declare (sandboxed) and list its tools");
+  CLI::App* call = mcp.add_subcommand("call", "Call one tool of a skill's MCP server (sandboxed)");
+  for (CLI::App* sub : {serve, list, call}) {
+    sub->footer(kExitCodeHelp);
+    add_config_option(*sub, config);
+    add_repeated(*sub, "--skills", args->skill_dirs, "a directory of skills (repeatable)")
+        ->type_name("DIR");
+  }
+  list->add_flag("--json", args->json, "print a JSON array of servers and their tools");
+  call->add_flag("--json", args->json, "print the CallToolResult as JSON");
+  call->add_option("server", args->server, "the server's name")->required()->type_name("SERVER");
+  call->add_option("tool", args->tool, "the tool's name as the server lists it")
+      ->required()
+      ->type_name("TOOL");
+  call->add_option("arguments", args->arguments, "the arguments, a JSON object")
+      ->required()
+      ->type_name("JSON");
+  serve->add_option("--provider", args->provider, "provider plugin for kernex_run")
+      ->type_name("NAME");
+  add_repeated(*serve, "--provider-opt", args->provider_opts,
+               "provider option for kernex_run (repeatable)")
+      ->type_name("KEY=VALUE");
+  return [args, serve, list](const ConfigFile& config) {
+    if (*serve) return mcp_serve_command(config, *args);
+    if (*list) return mcp_list_command(config, *args);
+    return mcp_call_command(config, *args);
+  };
 }
 
 }  // namespace kernex::cli

@@ -7,12 +7,27 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
+
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "kernex/config.hpp"
 #include "kernex/plugin_host.hpp"
 
 namespace kernex::cli {
+
+// `kernex memory ACTION`.
+struct MemoryArgs {
+  std::string action;  // search | facts | history | export | import | usage
+  std::optional<std::string> data_dir;
+  std::string query;
+  std::optional<std::string> sender;
+  std::optional<std::string> conversation;
+  std::string file;
+  std::size_t limit = 100;
+  bool deleted = false;
+  bool json = false;
+};
 namespace {
 
 std::string dump(const Json& j, int indent = -1) {
@@ -226,11 +241,14 @@ int import_file(MemoryStore& store, const MemoryArgs& args) {
   return kExitOk;
 }
 
+int memory_command(const ConfigFile& config, const MemoryArgs& args);
+
 }  // namespace
 
-CLI::App* add_memory_command(CLI::App& app, MemoryArgs& args) {
-  CLI::App* memory =
-      app.add_subcommand("memory", "Read the memory store: recall, facts, history, usage, backup");
+CommandRun setup_memory(CLI::App& command, std::string&) {
+  auto shared = std::make_shared<MemoryArgs>();
+  MemoryArgs& args = *shared;
+  CLI::App* memory = &command;
   memory->require_subcommand(1);
   memory->fallthrough();  // --data-dir / --config may follow the action
   memory
@@ -265,10 +283,12 @@ CLI::App* add_memory_command(CLI::App& app, MemoryArgs& args) {
       common(memory->add_subcommand("import", "Load an export into an empty store"), "import");
   import->add_option("file", args.file, "the export (- for stdin)")->required();
   common(memory->add_subcommand("usage", "Tokens and cost by day and model"), "usage");
-  return memory;
+  return [shared](const ConfigFile& config) { return memory_command(config, *shared); };
 }
 
-int memory_command(const std::optional<std::string>& config, const MemoryArgs& args) {
+namespace {
+
+int memory_command(const ConfigFile& config, const MemoryArgs& args) {
   auto store = open_store(config, args);
   if (!store) return report(store.error());
   if (args.action == "search") return search(**store, args);
@@ -284,5 +304,7 @@ int memory_command(const std::optional<std::string>& config, const MemoryArgs& a
   }
   return report(Error(ErrorCode::Usage, "memory: unknown action '" + args.action + "'"));
 }
+
+}  // namespace
 
 }  // namespace kernex::cli

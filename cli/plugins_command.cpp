@@ -1,6 +1,10 @@
 #include <algorithm>
 #include <iostream>
 
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "kernex/config.hpp"
@@ -44,7 +48,9 @@ void print_table(const std::vector<PluginInfo>& plugins) {
 
 }  // namespace
 
-int plugins_command(const std::optional<std::string>& config_file, bool json) {
+namespace {
+
+int plugins_command(const ConfigFile& config_file, bool json) {
   auto config =
       Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
   if (!config) return report(config.error());
@@ -66,6 +72,14 @@ int plugins_command(const std::optional<std::string>& config_file, bool json) {
   const bool any_failed =
       std::any_of(plugins.begin(), plugins.end(), [](const auto& p) { return !p.ok(); });
   return any_failed ? kExitPlugin : kExitOk;
+}
+
+}  // namespace
+
+CommandRun setup_plugins(CLI::App& command, std::string&) {
+  auto json = std::make_shared<bool>(false);
+  command.add_flag("--json", *json, "print a JSON array");
+  return [json](const ConfigFile& config) { return plugins_command(config, *json); };
 }
 
 }  // namespace kernex::cli

@@ -6,6 +6,10 @@
 #include <iostream>
 #include <map>
 
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "kernex/config.hpp"
@@ -53,7 +57,9 @@ Json row_json(const Row& r) {
 
 }  // namespace
 
-int providers_command(const std::optional<std::string>& config_file, bool json) {
+namespace {
+
+int providers_command(const ConfigFile& config_file, bool json) {
   auto config =
       Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
   if (!config) return report(config.error());
@@ -107,6 +113,14 @@ int providers_command(const std::optional<std::string>& config_file, bool json) 
                "preset=NAME`;\nany other compatible server: `--provider openai --provider-opt "
                "base_url=URL`.\n";
   return kExitOk;
+}
+
+}  // namespace
+
+CommandRun setup_providers(CLI::App& command, std::string&) {
+  auto json = std::make_shared<bool>(false);
+  command.add_flag("--json", *json, "print a JSON object");
+  return [json](const ConfigFile& config) { return providers_command(config, *json); };
 }
 
 }  // namespace kernex::cli

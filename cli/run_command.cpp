@@ -1,6 +1,9 @@
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
+
+#include <memory>
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
@@ -48,23 +51,33 @@ Result<RunOptions> run_options(const RunArgs& args) {
   return opts;
 }
 
-int run_command(const std::optional<std::string>& config_file, const RunArgs& args) {
+Result<PreparedRun> prepare_run(const ConfigFile& config_file, const RunArgs& args) {
   auto config =
       Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
-  if (!config) return report(config.error());
+  if (!config) return std::unexpected(config.error());
   if (args.data_dir) config->data_dir = absolute_path(*args.data_dir);
   for (const auto& dir : args.skill_dirs) config->skill_dirs.push_back(absolute_path(dir));
 
   auto opts = run_options(args);
-  if (!opts) return report(opts.error());
+  if (!opts) return std::unexpected(opts.error());
   if (!opts->provider && config->provider.name.empty()) {
-    return report(Error(
-        ErrorCode::Config,
-        "no provider configured: pass --provider NAME, or set `provider:` in kernex.yaml "
-        "(given with --config or KERNEX_CONFIG); `kernex plugins` lists the providers found"));
+    return fail(ErrorCode::Config,
+                "no provider configured: pass --provider NAME, or set `provider:` in kernex.yaml "
+                "(given with --config or KERNEX_CONFIG); `kernex plugins` lists the providers "
+                "found");
   }
   auto message = message_text(args.message);
-  if (!message) return report(message.error());
+  if (!message) return std::unexpected(message.error());
+  return PreparedRun{std::move(*config), std::move(*opts), std::move(*message)};
+}
+
+namespace {
+
+int run(const ConfigFile& config_file, const RunArgs& args) {
+  auto prepared = prepare_run(config_file, args);
+  if (!prepared) return report(prepared.error());
+  Config& config = prepared->config;
+  RunOptions& opts = prepared->options;
 
   std::optional<skills::Project> project;
   std::vector<std::string> activate = args.skills;
@@ -72,16 +85,16 @@ int run_command(const std::optional<std::string>& config_file, const RunArgs& ar
     auto loaded = skills::load_project(absolute_path(*args.project));
     if (!loaded) return report(loaded.error());
     project = std::move(*loaded);
-    if (config->project.empty()) config->project = project->name;  // its own conversations
+    if (config.project.empty()) config.project = project->name;  // its own conversations
     activate.insert(activate.end(), project->skills.begin(), project->skills.end());
   }
 
   // Skills load (and register their folders as kernel files) before the kernel and its plugins
   // exist, so every sandbox policy of this run is built knowing them.
   std::shared_ptr<skills::SkillContextSource> skill_source;
-  if (!config->skill_dirs.empty() || !activate.empty()) {
+  if (!config.skill_dirs.empty() || !activate.empty()) {
     skills::LoadedSkills loaded =
-        skills::load_skills(config->skill_dirs, skill_load_options(*config));
+        skills::load_skills(config.skill_dirs, skill_load_options(config));
     for (const auto& failure : loaded.failures)
       log(LogLevel::Warn, "skill not loaded: " + failure.describe());
     for (const auto& s : loaded.skills) {
@@ -92,7 +105,7 @@ int run_command(const std::optional<std::string>& config_file, const RunArgs& ar
     if (!source) return report(source.error());
     skill_source = *source;
   }
-  auto kernel = Kernel::create(std::move(*config));
+  auto kernel = Kernel::create(std::move(config));
   if (!kernel) return report(kernel.error());
   if (project)
     (*kernel)->add_context_source(
@@ -100,9 +113,36 @@ int run_command(const std::optional<std::string>& config_file, const RunArgs& ar
   if (skill_source) (*kernel)->add_context_source(skill_source);
   StreamPrinter printer(args.json ? StreamPrinter::Mode::JsonEvents : StreamPrinter::Mode::Text);
   if (args.stream || (!args.json && StreamPrinter::stdout_is_terminal()))
-    opts->sink = printer.sink();
-  return print_run_result((*kernel)->run(Request::from_text("cli", std::move(*message)), *opts),
-                          printer, args.json);
+    opts.sink = printer.sink();
+  return print_run_result(
+      (*kernel)->run(Request::from_text("cli", std::move(prepared->message)), opts), printer,
+      args.json);
+}
+
+}  // namespace
+
+CommandRun setup_run(CLI::App& command, std::string&) {
+  auto args = std::make_shared<RunArgs>();
+  add_run_options(command, *args);
+  add_repeated(command, "--skills", args->skill_dirs, "a directory of skills (repeatable)")
+      ->type_name("DIR");
+  add_repeated(command, "--skill", args->skills,
+               "activate this skill whatever the message says (repeatable)")
+      ->type_name("NAME");
+  command
+      .add_option(
+          "--project", args->project,
+          "a project folder: its AGENTS.md (or ROLE.md) instructions and the skills it names")
+      ->type_name("DIR");
+  command.add_flag("--json", args->json, "print the whole result as one line of JSON");
+  command.add_flag("--stream", args->stream,
+                   "print the answer as it arrives (the default on a terminal); with --json, one "
+                   "JSON event per line before the result line");
+  command
+      .add_option("message", args->message, "the message (several words are joined; - reads stdin)")
+      ->required()
+      ->type_name("MESSAGE");
+  return [args](const ConfigFile& config) { return run(config, *args); };
 }
 
 int print_run_result(const Result<RunResult>& result, StreamPrinter& printer, bool json) {

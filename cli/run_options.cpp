@@ -1,9 +1,18 @@
-// The options `run` and `rlm` share.
+// Options shared by several commands: --config, repeated values, and what `run` and `rlm` share.
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
 
 namespace kernex::cli {
+
+void add_config_option(CLI::App& app, std::string& config, const std::string& help) {
+  app.add_option("--config", config, help)->type_name("FILE");
+}
+
+CLI::Option* add_repeated(CLI::App& app, const std::string& name, std::vector<std::string>& values,
+                          const std::string& help) {
+  return app.add_option(name, values, help)->allow_extra_args(false);
+}
 
 void add_run_options(CLI::App& app, RunArgs& args) {
   app.add_option("--provider", args.provider, "provider plugin to use (overrides `provider:`)")

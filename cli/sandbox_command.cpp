@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
+
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "kernex/config.hpp"
@@ -166,19 +168,15 @@ int sandbox_exec(const std::string& config_file, const SandboxExecArgs& args) {
 
 }  // namespace
 
-std::function<std::optional<int>()> add_sandbox_command(CLI::App& app, std::string& config) {
+CommandRun setup_sandbox(CLI::App& sandbox, std::string& config) {
   auto args = std::make_shared<SandboxExecArgs>();
-  CLI::App* sandbox =
-      app.add_subcommand("sandbox", "Run commands in the Landlock + seccomp sandbox");
-  sandbox->require_subcommand(1);
-  sandbox->footer(kExitCodeHelp);
-  CLI::App* exec = sandbox->add_subcommand("exec",
-                                           "Run CMD ARGS... under a sandbox profile and report its "
-                                           "output and exit status (use -- before CMD)");
+  sandbox.require_subcommand(1);
+  CLI::App* exec = sandbox.add_subcommand("exec",
+                                          "Run CMD ARGS... under a sandbox profile and report its "
+                                          "output and exit status (use -- before CMD)");
   exec->footer(kExitCodeHelp);
-  exec->add_option("--config", config,
-                   "kernex.yaml to read (its files and data dir are kept from the command)")
-      ->type_name("FILE");
+  add_config_option(*exec, config,
+                    "kernex.yaml to read (its files and data dir are kept from the command)");
   exec->add_option("--profile", args->profile,
                    "YAML file with a sandbox profile (default: the built-in profile)")
       ->type_name("FILE");
@@ -201,10 +199,7 @@ std::function<std::optional<int>()> add_sandbox_command(CLI::App& app, std::stri
   exec->add_option("command", args->command, "the command and its arguments")
       ->required()
       ->type_name("CMD ARGS...");
-  return [args, exec, &config]() -> std::optional<int> {
-    if (!*exec) return std::nullopt;
-    return sandbox_exec(config, *args);
-  };
+  return [args](const ConfigFile& config) { return sandbox_exec(config.value_or(""), *args); };
 }
 
 }  // namespace kernex::cli

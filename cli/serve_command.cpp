@@ -77,13 +77,9 @@ int keys(const std::optional<std::string>& file, const ServeArgs& args) {
 
 }  // namespace
 
-std::function<std::optional<int>()> add_serve_command(CLI::App& app, std::string& config) {
+CommandRun setup_serve(CLI::App& command, std::string& config) {
   auto args = std::make_shared<ServeArgs>();
-  CLI::App* cmd = app.add_subcommand("serve",
-                                     "Serve the kernel over HTTP: sessions, runs with SSE, cancel, "
-                                     "an OpenAI-compatible API, tenants");
-  cmd->footer(kExitCodeHelp);
-  cmd->add_option("--config", config, "kernex.yaml to read")->type_name("FILE");
+  CLI::App* cmd = &command;
   cmd->add_option("--listen", args->listen,
                   "HOST:PORT to listen on (default: serve.listen, 127.0.0.1:8080)");
   cmd->add_option("--data-dir", args->data_dir, "where memory, runs and workspaces live")
@@ -93,8 +89,7 @@ std::function<std::optional<int>()> add_serve_command(CLI::App& app, std::string
       ->type_name("DIR");
   CLI::App* keys_cmd = cmd->add_subcommand(
       "keys", "Manage API keys: add TENANT (prints the key once), list, revoke TENANT");
-  keys_cmd->add_option("--config", config, "kernex.yaml whose serve.keys_file to use")
-      ->type_name("FILE");
+  add_config_option(*keys_cmd, config, "kernex.yaml whose serve.keys_file to use");
   keys_cmd->add_option("--keys-file", args->keys_file, "the keys file (default: serve.keys_file)")
       ->type_name("FILE");
   keys_cmd->add_option("--data-dir", args->data_dir, "the data dir whose serve-keys.json to use")
@@ -102,9 +97,7 @@ std::function<std::optional<int>()> add_serve_command(CLI::App& app, std::string
   // Everything after the action is the action's (revoke --id ID).
   keys_cmd->prefix_command(true);
   keys_cmd->footer("ACTION: add TENANT | list | revoke TENANT | revoke --id ID");
-  return [args, cmd, keys_cmd, &config]() -> std::optional<int> {
-    if (!*cmd) return std::nullopt;
-    const auto file = config.empty() ? std::nullopt : std::optional<std::string>(config);
+  return [args, keys_cmd](const ConfigFile& file) {
     if (*keys_cmd) {
       args->keys_args = keys_cmd->remaining();
       return keys(file, *args);

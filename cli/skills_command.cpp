@@ -3,6 +3,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include <CLI/CLI.hpp>
+#include <memory>
+
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "kernex/config.hpp"
@@ -15,6 +18,15 @@
 namespace fs = std::filesystem;
 
 namespace kernex::cli {
+
+// `kernex skills ACTION`: list, lint, lock, verify, show.
+struct SkillsArgs {
+  std::string action;
+  std::vector<std::string> dirs;  // DIRs (show: --skills); none: the config's skill_dirs
+  std::string name;               // show NAME
+  bool json = false;
+  bool spec = false;  // lint --spec: the Agent Skills specification only
+};
 namespace {
 
 void print_json(const Json& j, int indent = 2) {
@@ -194,9 +206,7 @@ int show(const std::vector<fs::path>& dirs, const skills::LoadOptions& options,
                                             (names.empty() ? std::string("(none)") : names)));
 }
 
-}  // namespace
-
-int skills_command(const std::optional<std::string>& config_file, const SkillsArgs& args) {
+int skills_command(const ConfigFile& config_file, const SkillsArgs& args) {
   auto config = Config::load(config_file ? std::optional<fs::path>(*config_file) : std::nullopt);
   if (!config) return report(config.error());
   auto dirs = skill_dirs(*config, args.dirs, args.action);
@@ -208,6 +218,47 @@ int skills_command(const std::optional<std::string>& config_file, const SkillsAr
   if (args.action == "verify") return verify(*dirs, args.json);
   if (args.action == "show") return show(*dirs, skill_load_options(*config), args.name);
   return report(Error(ErrorCode::Usage, "kernex skills: unknown action '" + args.action + "'"));
+}
+
+}  // namespace
+
+CommandRun setup_skills(CLI::App& skills, std::string& config) {
+  auto args = std::make_shared<SkillsArgs>();
+  skills.require_subcommand(1);
+  auto action = [&skills, &config, args](const std::string& name, const std::string& help) {
+    CLI::App* sub = skills.add_subcommand(name, help);
+    sub->footer(kExitCodeHelp);
+    add_config_option(*sub, config);
+    sub->final_callback([args, name] { args->action = name; });
+    return sub;
+  };
+  const std::string dir_help =
+      "a skill folder or a folder of skill folders (default: skill_dirs from kernex.yaml)";
+  CLI::App* list =
+      action("list", "Load the skills and list them, with the error of each that failed");
+  list->add_flag("--json", args->json, "print {skills, failures} as JSON");
+  list->add_option("dir", args->dirs, dir_help)->type_name("DIR");
+  CLI::App* lint =
+      action("lint", "Judge skill folders, one verdict per folder; exit 0 only if all are valid");
+  lint->add_flag("--spec", args->spec,
+                 "check exactly the Agent Skills specification (no kernex fields)");
+  lint->add_flag("--json", args->json, "print the verdicts as a JSON array");
+  lint->add_option("dir", args->dirs, dir_help)->type_name("DIR");
+  CLI::App* lock =
+      action("lock", "Record the SHA-256 of every file of each skill in <skill>/kernex.lock");
+  lock->add_option("dir", args->dirs, dir_help)->type_name("DIR");
+  CLI::App* verify =
+      action("verify", "Compare skills with their lock: changed, missing and extra files");
+  verify->add_flag("--json", args->json, "print the results as a JSON array");
+  verify->add_option("dir", args->dirs, dir_help)->type_name("DIR");
+  CLI::App* trust = action("trust",
+                           "Trust skill folders in a writable location (a workspace) as they are "
+                           "now: record their hash");
+  trust->add_option("dir", args->dirs, dir_help)->type_name("DIR");
+  CLI::App* show = action("show", "Print one skill's parsed model as JSON");
+  show->add_option("name", args->name, "the skill's name")->required()->type_name("NAME");
+  add_repeated(*show, "--skills", args->dirs, dir_help + " (repeatable)")->type_name("DIR");
+  return [args](const ConfigFile& config) { return skills_command(config, *args); };
 }
 
 }  // namespace kernex::cli

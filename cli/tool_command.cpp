@@ -6,6 +6,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
+
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "kernex/config.hpp"
@@ -115,17 +117,14 @@ int tool_run(const std::optional<std::string>& config_file, const ToolRunArgs& a
 
 }  // namespace
 
-std::function<std::optional<int>()> add_tool_command(CLI::App& app, std::string& config) {
+CommandRun setup_tool(CLI::App& tool, std::string& config) {
   auto args = std::make_shared<ToolRunArgs>();
-  CLI::App* tool = app.add_subcommand("tool", "Run skill toolboxes");
-  tool->require_subcommand(1);
-  tool->footer(kExitCodeHelp);
-  CLI::App* run = tool->add_subcommand(
+  tool.require_subcommand(1);
+  CLI::App* run = tool.add_subcommand(
       "run", "Run one toolbox of a skill in the sandbox, exactly as a run would");
   run->footer(kExitCodeHelp);
-  run->add_option("--config", config,
-                  "kernex.yaml to read (its `script` toolbox options and data dir apply)")
-      ->type_name("FILE");
+  add_config_option(*run, config,
+                    "kernex.yaml to read (its `script` toolbox options and data dir apply)");
   run->add_option("--skills", args->skill_dirs, "a skill folder or a folder of skills (repeatable)")
       ->allow_extra_args(false)
       ->required()
@@ -141,10 +140,7 @@ std::function<std::optional<int>()> add_tool_command(CLI::App& app, std::string&
   run->add_option("--timeout", args->timeout, "seconds before the toolbox is killed")
       ->type_name("S");
   run->add_flag("--json", args->json, "print {tool, content, is_error} as JSON");
-  return [args, run, &config]() -> std::optional<int> {
-    if (!*run) return std::nullopt;
-    return tool_run(config.empty() ? std::nullopt : std::optional<std::string>(config), *args);
-  };
+  return [args](const ConfigFile& config) { return tool_run(config, *args); };
 }
 
 }  // namespace kernex::cli

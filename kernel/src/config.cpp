@@ -495,6 +495,12 @@ Result<Config> Config::parse_yaml(std::string_view text, std::string_view origin
   return parse_with_base(text, origin, fs::path(origin).parent_path());
 }
 
+Config Config::defaults() {
+  Config config = detail::default_config();
+  (void)detail::apply_env_overrides(config);  // a bad KERNEX_DATA_DIR just keeps the default
+  return config;
+}
+
 Result<Config> Config::load(const std::optional<fs::path>& file) {
   std::optional<fs::path> path = file;
   std::string_view named_by;

@@ -1,4 +1,5 @@
-// Pieces of config loading shared with the doctor (which must keep going on a bad config).
+// Pieces of config loading: the defaults and the environment override that Config::load and
+// Config::defaults share.
 #pragma once
 
 #include <filesystem>

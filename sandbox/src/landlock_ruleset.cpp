@@ -20,6 +20,19 @@ int landlock_abi() noexcept {
   return abi < 0 ? 0 : static_cast<int>(abi);
 }
 
+Result<int> probe_landlock_abi() {
+  const long abi =
+      syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  if (abi >= 0) return static_cast<int>(abi);
+  const int e = errno;
+  if (e == ENOSYS) return fail(ErrorCode::Sandbox, "the running kernel has no Landlock (ENOSYS)");
+  if (e == EOPNOTSUPP)
+    return fail(ErrorCode::Sandbox,
+                "Landlock is built in but disabled at boot (EOPNOTSUPP; add landlock to the lsm= "
+                "kernel parameter)");
+  return fail(ErrorCode::Sandbox, "landlock_create_ruleset failed: " + errno_text(e));
+}
+
 Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& grants,
                                    const NetworkPolicy& net) {
   const std::uint64_t handled_fs = landlock::fs_rights_for_abi(abi);

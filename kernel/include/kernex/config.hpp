@@ -64,6 +64,9 @@ struct Config {
   // is read by PluginHost::default_dirs.) Relative paths resolve against the file's directory.
   static Result<Config> load(const std::optional<std::filesystem::path>& file);
   static Result<Config> parse_yaml(std::string_view text, std::string_view origin);
+  // What load() starts from without a file: the default data dir, with KERNEX_DATA_DIR applied
+  // when it is valid. For a report that goes on when the configuration cannot be read.
+  static Config defaults();
 };
 
 // Registers the files `config` makes the kernel read or keep (kernex/kernel_files.hpp): the config

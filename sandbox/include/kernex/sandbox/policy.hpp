@@ -16,6 +16,9 @@ namespace kernex::sandbox {
 
 // The running kernel's Landlock ABI (landlock_create_ruleset(NULL, 0, VERSION)); 0 if unavailable.
 int landlock_abi() noexcept;
+// The same probe with the reason when there is none (for `kernex doctor`): ENOSYS (no Landlock in
+// the running kernel), EOPNOTSUPP (built in but disabled at boot), or the call's error.
+Result<int> probe_landlock_abi();
 
 // What a Policy actually enforces on this kernel (for `kernex doctor` and logs).
 struct PolicyStatus {

@@ -1,7 +1,6 @@
 #include "kernex/doctor.hpp"
 
 #include <fcntl.h>
-#include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -15,12 +14,8 @@
 #include <sstream>
 #include <system_error>
 
-#include "config_internal.hpp"
 #include "kernex/plugin_host.hpp"
-
-#ifndef LANDLOCK_CREATE_RULESET_VERSION
-#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
-#endif
+#include "kernex/sandbox/policy.hpp"
 
 namespace kernex {
 
@@ -32,30 +27,12 @@ namespace {
 constexpr int kLandlockNetworkAbi = 4;
 
 void probe_landlock(DoctorReport& r) {
-#ifdef SYS_landlock_create_ruleset
-  const long abi =
-      syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
-  if (abi >= 0) {
-    r.landlock_abi = static_cast<int>(abi);
-    return;
+  auto abi = sandbox::probe_landlock_abi();
+  if (abi) {
+    r.landlock_abi = *abi;
+  } else {
+    r.landlock_error = abi.error().message;
   }
-  const int e = errno;
-  switch (e) {
-    case ENOSYS:
-      r.landlock_error = "the running kernel has no Landlock (ENOSYS)";
-      break;
-    case EOPNOTSUPP:
-      r.landlock_error =
-          "Landlock is built in but disabled at boot (EOPNOTSUPP; add landlock to the lsm= kernel "
-          "parameter)";
-      break;
-    default:
-      r.landlock_error = std::string("landlock_create_ruleset failed: ") + std::strerror(e);
-      break;
-  }
-#else
-  r.landlock_error = "built without Landlock syscall numbers";
-#endif
 }
 
 // "Key:\tvalue" lines of /proc/self/status, for the two we report.
@@ -237,9 +214,7 @@ DoctorReport diagnose_config_file(const std::optional<fs::path>& file) {
   auto loaded = Config::load(file);
   if (loaded) return diagnose(*loaded);
 
-  Config fallback = detail::default_config();
-  (void)detail::apply_env_overrides(fallback);  // a bad KERNEX_DATA_DIR just keeps the default
-  DoctorReport r = diagnose(fallback);
+  DoctorReport r = diagnose(Config::defaults());
   r.config_error = loaded.error().describe();
   if (file) r.config_file = file_status(*file);
   r.missing.insert(r.missing.begin(), "config: " + *r.config_error);
