@@ -13,22 +13,6 @@ namespace {
 
 constexpr std::uint64_t kDefaultMaxTokens = 16384;  // kernex's default
 
-std::uint64_t u64(const Json& j, const char* key) {
-  if (!j.is_object()) return 0;
-  auto it = j.find(key);
-  if (it == j.end()) return 0;
-  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
-  if (it->is_number_integer() && it->get<std::int64_t>() > 0)
-    return static_cast<std::uint64_t>(it->get<std::int64_t>());
-  return 0;
-}
-
-std::string str(const Json& j, const char* key) {
-  if (!j.is_object()) return {};
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // Anthropic reports fresh input apart from cache reads and writes, as Usage does.
 void read_usage(const Json& u, Usage& usage, bool overwrite_zero) {
   if (!u.is_object()) return;

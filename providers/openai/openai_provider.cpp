@@ -12,22 +12,6 @@ namespace kernex::providers {
 
 namespace {
 
-std::uint64_t u64(const Json& j, const char* key) {
-  if (!j.is_object()) return 0;
-  auto it = j.find(key);
-  if (it == j.end()) return 0;
-  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
-  if (it->is_number_integer() && it->get<std::int64_t>() > 0)
-    return static_cast<std::uint64_t>(it->get<std::int64_t>());
-  return 0;
-}
-
-std::string str(const Json& j, const char* key) {
-  if (!j.is_object()) return {};
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // Content is a string, null, or (some compatible servers) an array of {type:"text", text}.
 std::string content_text(const Json& content) {
   if (content.is_string()) return content.get<std::string>();

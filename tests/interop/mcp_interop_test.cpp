@@ -37,7 +37,7 @@ ServerSandbox sandbox_for(const fs::path& workspace) {
   return sb;
 }
 
-class EverythingTest : public ::testing::Test {
+class Everything : public ::testing::Test {
  protected:
   void SetUp() override {
     ::setenv("KERNEX_INTEROP_SECRET", "must-not-leak", 1);
@@ -49,7 +49,7 @@ class EverythingTest : public ::testing::Test {
   std::unique_ptr<McpClient> client_;
 };
 
-TEST_F(EverythingTest, ListsItsTools) {
+TEST_F(Everything, ListsItsTools) {
   auto tools = client_->list_tools();
   ASSERT_TRUE(tools) << tools.error().describe();
   std::set<std::string> names;
@@ -61,7 +61,7 @@ TEST_F(EverythingTest, ListsItsTools) {
   EXPECT_EQ(client_->protocol_version(), "2025-06-18");
 }
 
-TEST_F(EverythingTest, EchoSumImageAndStructuredContent) {
+TEST_F(Everything, EchoSumImageAndStructuredContent) {
   auto echo = client_->call_tool("echo", Json{{"message", "hello kernex"}});
   ASSERT_TRUE(echo) << echo.error().describe();
   EXPECT_EQ(echo->rendered.text, "Echo: hello kernex");
@@ -81,7 +81,7 @@ TEST_F(EverythingTest, EchoSumImageAndStructuredContent) {
   EXPECT_EQ(client_->starts(), 1);  // one server for every call
 }
 
-TEST_F(EverythingTest, GetEnvSeesOnlyBaseAndDeclaredVariables) {
+TEST_F(Everything, GetEnvSeesOnlyBaseAndDeclaredVariables) {
   auto env = client_->call_tool("get-env", Json::object());
   ASSERT_TRUE(env) << env.error().describe();
   Json vars = Json::parse(env->rendered.text);
@@ -126,13 +126,13 @@ TEST(SkillDeclaredServer, RunsUnderTheSkillsPermissions) {
   EXPECT_FALSE(vars.contains("KERNEX_INTEROP_SECRET"));
 }
 
-class FilesystemTest : public ::testing::Test {
+class Filesystem : public ::testing::Test {
  protected:
   kernex::testing::TempDir ws_;
   kernex::testing::TempDir outside_;
 };
 
-TEST_F(FilesystemTest, ReadsAndWritesInsideTheWorkspace) {
+TEST_F(Filesystem, ReadsAndWritesInsideTheWorkspace) {
   ws_.write("hello.txt", "hello from the workspace");
   McpClient client(node_server("filesystem", "server-filesystem", {ws_.path().string()}),
                    sandbox_for(ws_.path()));
@@ -150,7 +150,7 @@ TEST_F(FilesystemTest, ReadsAndWritesInsideTheWorkspace) {
   EXPECT_EQ(text, "written");
 }
 
-TEST_F(FilesystemTest, OutsideTheWorkspaceFailsEvenThroughASymlinkAndWhenTheServerAllowsIt) {
+TEST_F(Filesystem, OutsideTheWorkspaceFailsEvenThroughASymlinkAndWhenTheServerAllowsIt) {
   outside_.write("secret.txt", "outside secret");
   fs::create_directory_symlink(outside_.path(), ws_ / "link");
   // The server itself is told both directories are fine: only the sandbox stands in the way.

@@ -18,7 +18,7 @@ using kernex::Json;
 using Outcome = kernex::testing::CliOutcome;
 
 // One install and one example build for the whole suite: each takes seconds.
-class CliCustomProviderTest : public ::testing::Test {
+class CliCustomProvider : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new kernex::testing::TempDir();
@@ -71,12 +71,12 @@ class CliCustomProviderTest : public ::testing::Test {
   std::map<std::string, std::string> env_;
 };
 
-kernex::testing::TempDir* CliCustomProviderTest::dir_ = nullptr;
-fs::path CliCustomProviderTest::prefix_;
-fs::path CliCustomProviderTest::example_build_;
-bool CliCustomProviderTest::ok_ = false;
+kernex::testing::TempDir* CliCustomProvider::dir_ = nullptr;
+fs::path CliCustomProvider::prefix_;
+fs::path CliCustomProvider::example_build_;
+bool CliCustomProvider::ok_ = false;
 
-TEST_F(CliCustomProviderTest, InstalledKernexRunsThePluginFromKernexPluginPath) {
+TEST_F(CliCustomProvider, InstalledKernexRunsThePluginFromKernexPluginPath) {
   ASSERT_TRUE(fs::is_regular_file(example_plugin()));
   env_["KERNEX_PLUGIN_PATH"] = example_build_.string();
   auto run = installed_kernex({"run", "--provider", "echo", "hello from", "outside the tree"});
@@ -111,7 +111,7 @@ TEST_F(CliCustomProviderTest, InstalledKernexRunsThePluginFromKernexPluginPath) 
   EXPECT_EQ(last["text"], "one two three");
 }
 
-TEST_F(CliCustomProviderTest, InstalledKernelUsesOnlyItsOwnPluginsAndData) {
+TEST_F(CliCustomProvider, InstalledKernelUsesOnlyItsOwnPluginsAndData) {
   const fs::path installed = fs::canonical(prefix_);
   auto plugins = installed_kernex({"plugins", "--json"});
   ASSERT_EQ(plugins.exit_code, 0) << plugins.out << plugins.err;

@@ -16,7 +16,7 @@ namespace {
 using kernex::Json;
 using Outcome = kernex::testing::CliOutcome;
 
-class CliLogsTest : public ::testing::Test {
+class CliLogs : public ::testing::Test {
  protected:
   void SetUp() override {
     env_ = kernex::testing::clean_environment();
@@ -45,7 +45,7 @@ class CliLogsTest : public ::testing::Test {
   fs::path data_, script_;
 };
 
-TEST_F(CliLogsTest, RunIsListedShownAndViewed) {
+TEST_F(CliLogs, RunIsListedShownAndViewed) {
   auto run = run_once();
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string run_id = Json::parse(run.out)["run_id"];
@@ -77,7 +77,7 @@ TEST_F(CliLogsTest, RunIsListedShownAndViewed) {
   EXPECT_NE(missing.err.find("no run '19990101'"), std::string::npos) << missing.err;
 }
 
-TEST_F(CliLogsTest, HtmlPageRendersInHeadlessChromiumWithoutConsoleErrors) {
+TEST_F(CliLogs, HtmlPageRendersInHeadlessChromiumWithoutConsoleErrors) {
   const std::string chromium = "/usr/bin/chromium";
   if (!fs::exists(chromium))
     GTEST_SKIP() << "Debian's chromium is not installed (scripts/setup installs it)";

@@ -29,7 +29,7 @@ std::string text_line(const std::string& text, const std::string& match = "", in
   return j.dump();
 }
 
-class CliRlmTest : public ::testing::Test {
+class CliRlm : public ::testing::Test {
  protected:
   void SetUp() override {
     env_ = kernex::testing::clean_environment();
@@ -61,7 +61,7 @@ class CliRlmTest : public ::testing::Test {
   std::map<std::string, std::string> env_;
 };
 
-TEST_F(CliRlmTest, AnswerComesFromCodeRunOverTheLoadedLog) {
+TEST_F(CliRlm, AnswerComesFromCodeRunOverTheLoadedLog) {
   const std::string script =
       eval_line(
           "bad = [l for l in context['lines'] if 'status=500' in l]\n"
@@ -81,7 +81,7 @@ TEST_F(CliRlmTest, AnswerComesFromCodeRunOverTheLoadedLog) {
   EXPECT_EQ(show.out.find("req=123456 "), std::string::npos);
 }
 
-TEST_F(CliRlmTest, CostBudgetStopsTheTreeOfSubCalls) {
+TEST_F(CliRlm, CostBudgetStopsTheTreeOfSubCalls) {
   // Priced model: every sub-query costs money; the budget runs out part-way through the loop.
   std::string script =
       eval_line(

@@ -30,7 +30,7 @@ const fs::path kFixtures = fs::path(KERNEX_SOURCE_DIR "/../shared/fixtures/skill
 using Outcome = kernex::testing::CliOutcome;
 using kernex::testing::slurp;
 
-class CliSkillsTest : public ::testing::Test {
+class CliSkills : public ::testing::Test {
  protected:
   void SetUp() override {
     env_ = kernex::testing::clean_environment();
@@ -65,7 +65,7 @@ const Json* find_named(const Json& items, const std::string& name) {
   return nullptr;
 }
 
-TEST_F(CliSkillsTest, ListJsonLoadsEveryAgentSkill) {
+TEST_F(CliSkills, ListJsonLoadsEveryAgentSkill) {
   auto o = kernex({"skills", "list", "--json", (kFixtures / "agentskills").string()});
   ASSERT_EQ(o.exit_code, 0) << o.err;
   Json j = json_of(o);
@@ -78,7 +78,7 @@ TEST_F(CliSkillsTest, ListJsonLoadsEveryAgentSkill) {
   }
 }
 
-TEST_F(CliSkillsTest, ListJsonLoadsEveryKernexSkillWithToolboxesAndMcpServers) {
+TEST_F(CliSkills, ListJsonLoadsEveryKernexSkillWithToolboxesAndMcpServers) {
   auto o = kernex({"skills", "list", "--json", (kFixtures / "kernex").string()});
   ASSERT_EQ(o.exit_code, 0) << o.err;
   Json j = json_of(o);
@@ -104,7 +104,7 @@ TEST_F(CliSkillsTest, ListJsonLoadsEveryKernexSkillWithToolboxesAndMcpServers) {
   EXPECT_EQ(json_of(both)["skills"].size(), 23u);
 }
 
-TEST_F(CliSkillsTest, ListTextShowsBrokenSkillsWithTheirError) {
+TEST_F(CliSkills, ListTextShowsBrokenSkillsWithTheirError) {
   dir.write("s/good/SKILL.md", "---\nname: good\ndescription: Fine.\n---\nBody\n");
   dir.write("s/bad/SKILL.md", "---\nname: bad\n---\nBody\n");
   trust(dir / "s");
@@ -130,7 +130,7 @@ std::map<std::string, std::string> expected_verdicts() {
   return out;
 }
 
-TEST_F(CliSkillsTest, LintSpecVerdictsEqualTheReferenceValidator) {
+TEST_F(CliSkills, LintSpecVerdictsEqualTheReferenceValidator) {
   const auto expected = expected_verdicts();
   ASSERT_EQ(expected.size(), 13u);
   auto o = kernex({"skills", "lint", "--spec", "--json", (kFixtures / "spec-cases").string()});
@@ -163,7 +163,7 @@ TEST_F(CliSkillsTest, LintSpecVerdictsEqualTheReferenceValidator) {
   EXPECT_EQ(agentskills.exit_code, 0) << agentskills.out;
 }
 
-TEST_F(CliSkillsTest, LintSpecJudgesAFolderThatLostItsSkillMd) {
+TEST_F(CliSkills, LintSpecJudgesAFolderThatLostItsSkillMd) {
   dir.write("cases/ok/SKILL.md", "---\nname: ok\ndescription: d\n---\n");
   dir.write("cases/gone/README.md", "no skill here\n");
   auto o = kernex({"skills", "lint", "--spec", (dir / "cases").string()});
@@ -172,7 +172,7 @@ TEST_F(CliSkillsTest, LintSpecJudgesAFolderThatLostItsSkillMd) {
   EXPECT_THAT(o.out, HasSubstr("ok: valid"));
 }
 
-TEST_F(CliSkillsTest, PlainLintAlsoJudgesKernexFields) {
+TEST_F(CliSkills, PlainLintAlsoJudgesKernexFields) {
   auto kernex_corpus = kernex({"skills", "lint", (kFixtures / "kernex").string()});
   EXPECT_EQ(kernex_corpus.exit_code, 3);  // backend-architect's refused toolbox
   EXPECT_THAT(kernex_corpus.out, HasSubstr("backend-architect: invalid: "));
@@ -184,7 +184,7 @@ TEST_F(CliSkillsTest, PlainLintAlsoJudgesKernexFields) {
   EXPECT_EQ(unknown.exit_code, 0) << unknown.out;  // `triggers` is a kernex field
 }
 
-TEST_F(CliSkillsTest, LockVerifyRoundTripAndTamperDetection) {
+TEST_F(CliSkills, LockVerifyRoundTripAndTamperDetection) {
   dir.write("s/one/SKILL.md", "---\nname: one\ndescription: d\n---\nBody\n");
   dir.write("s/one/scripts/run.sh", "echo hi\n");
   dir.write("s/two/SKILL.md", "---\nname: two\ndescription: d\n---\nBody\n");
@@ -237,7 +237,7 @@ TEST_F(CliSkillsTest, LockVerifyRoundTripAndTamperDetection) {
   EXPECT_EQ(json_of(kernex({"skills", "list", "--json", skills}))["skills"].size(), 2u);
 }
 
-TEST_F(CliSkillsTest, LockRefusesAFolderWithoutSkillMd) {
+TEST_F(CliSkills, LockRefusesAFolderWithoutSkillMd) {
   dir.write("s/empty/notes.txt", "x");
   auto o = kernex({"skills", "lock", (dir / "s").string()});
   EXPECT_EQ(o.exit_code, 3);
@@ -245,7 +245,7 @@ TEST_F(CliSkillsTest, LockRefusesAFolderWithoutSkillMd) {
   EXPECT_FALSE(fs::exists(dir / "s" / "empty" / "kernex.lock"));
 }
 
-TEST_F(CliSkillsTest, ShowPrintsTheParsedModel) {
+TEST_F(CliSkills, ShowPrintsTheParsedModel) {
   auto o = kernex({"skills", "show", "git", "--skills", (kFixtures / "kernex").string()});
   ASSERT_EQ(o.exit_code, 0) << o.err;
   Json j = json_of(o);
@@ -268,7 +268,7 @@ TEST_F(CliSkillsTest, ShowPrintsTheParsedModel) {
   EXPECT_THAT(broken.err, HasSubstr("description"));
 }
 
-TEST_F(CliSkillsTest, DirsComeFromTheConfigWhenNoneAreGiven) {
+TEST_F(CliSkills, DirsComeFromTheConfigWhenNoneAreGiven) {
   auto none = kernex({"skills", "list"});
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_THAT(none.err, HasSubstr("no skill directory given"));
@@ -279,7 +279,7 @@ TEST_F(CliSkillsTest, DirsComeFromTheConfigWhenNoneAreGiven) {
   EXPECT_EQ(json_of(o)["skills"].size(), 7u);
 }
 
-TEST_F(CliSkillsTest, RunWithProjectAddsInstructionsAndActivatesItsSkills) {
+TEST_F(CliSkills, RunWithProjectAddsInstructionsAndActivatesItsSkills) {
   dir.write("proj/AGENTS.md", "---\nskills: [git]\n---\nYou maintain this repository.\n");
   dir.write("proj/ROLE.md", "ignored: AGENTS.md is preferred\n");
   auto script = dir.write("script.jsonl", "{\"text\": \"ok\"}\n");

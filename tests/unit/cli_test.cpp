@@ -29,7 +29,7 @@ namespace {
 using Outcome = kernex::testing::CliOutcome;
 using kernex::testing::slurp;
 
-class CliTest : public ::testing::Test {
+class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string tmpl = (fs::temp_directory_path() / "kernex-cli-test-XXXXXX").string();
@@ -56,7 +56,7 @@ class CliTest : public ::testing::Test {
   std::map<std::string, std::string> env_;
 };
 
-TEST_F(CliTest, HelpExitsZeroAndDocumentsExitCodes) {
+TEST_F(Cli, HelpExitsZeroAndDocumentsExitCodes) {
   auto o = kernex({"--help"});
   EXPECT_EQ(o.exit_code, 0) << o.err;
   EXPECT_THAT(o.out, HasSubstr("run"));
@@ -71,13 +71,13 @@ TEST_F(CliTest, HelpExitsZeroAndDocumentsExitCodes) {
   }
 }
 
-TEST_F(CliTest, VersionExitsZero) {
+TEST_F(Cli, VersionExitsZero) {
   auto o = kernex({"--version"});
   EXPECT_EQ(o.exit_code, 0);
   EXPECT_THAT(o.out, HasSubstr("kernex "));
 }
 
-TEST_F(CliTest, UsageErrorsExitTwo) {
+TEST_F(Cli, UsageErrorsExitTwo) {
   auto unknown = kernex({"run", "--no-such-option", "hi"});
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_THAT(unknown.err, HasSubstr("kernex: usage: "));
@@ -95,7 +95,7 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   EXPECT_THAT(opt.err, HasSubstr("kernex: usage: --provider-opt expects KEY=VALUE"));
 }
 
-TEST_F(CliTest, RunWithoutProviderIsAConfigError) {
+TEST_F(Cli, RunWithoutProviderIsAConfigError) {
   auto o = kernex({"run", "hello"});
   EXPECT_EQ(o.exit_code, 3);
   EXPECT_THAT(o.err, HasSubstr("kernex: config: no provider configured"));
@@ -103,7 +103,7 @@ TEST_F(CliTest, RunWithoutProviderIsAConfigError) {
   EXPECT_TRUE(o.out.empty());
 }
 
-TEST_F(CliTest, BadConfigFileExitsThreeNamingTheKey) {
+TEST_F(Cli, BadConfigFileExitsThreeNamingTheKey) {
   fs::path bad = write("kernex.yaml", "provider: replay\nlimits:\n  max_turns: ten\n");
   const std::string expected =
       bad.string() + ":3: limits.max_turns: expected a non-negative integer, got \"ten\"";
@@ -126,7 +126,7 @@ TEST_F(CliTest, BadConfigFileExitsThreeNamingTheKey) {
   EXPECT_THAT(u.err, HasSubstr(":2: limts: unknown key"));
 }
 
-TEST_F(CliTest, MissingConfigFilesExitThree) {
+TEST_F(Cli, MissingConfigFilesExitThree) {
   auto named = kernex({"run", "--config", (dir_ / "nope.yaml").string(), "hello"});
   EXPECT_EQ(named.exit_code, 3);
   EXPECT_THAT(named.err, HasSubstr("nope.yaml"));
@@ -137,7 +137,7 @@ TEST_F(CliTest, MissingConfigFilesExitThree) {
   EXPECT_THAT(from_env.err, HasSubstr("KERNEX_CONFIG"));
 }
 
-TEST_F(CliTest, PluginsJsonIsAnArrayOfPluginObjects) {
+TEST_F(Cli, PluginsJsonIsAnArrayOfPluginObjects) {
   fs::create_directories(dir_ / "plugins");
   // Not a plugin: discovery must report it as a failure, not crash.
   write("plugins/libkernex-bogus.so", "this is not an ELF file");
@@ -166,7 +166,7 @@ TEST_F(CliTest, PluginsJsonIsAnArrayOfPluginObjects) {
               HasSubstr("ERROR " + (dir_ / "plugins" / "libkernex-bogus.so").string() + ": "));
 }
 
-TEST_F(CliTest, DoctorJsonIsAValidReport) {
+TEST_F(Cli, DoctorJsonIsAValidReport) {
   auto o = kernex({"doctor", "--json"});
   EXPECT_EQ(o.exit_code, 0) << o.err;
   Json j = Json::parse(o.out, nullptr, false);
@@ -184,7 +184,7 @@ TEST_F(CliTest, DoctorJsonIsAValidReport) {
   EXPECT_THAT(text.out, HasSubstr("landlock"));
 }
 
-TEST_F(CliTest, DoctorReportsABadConfigAndStillRuns) {
+TEST_F(Cli, DoctorReportsABadConfigAndStillRuns) {
   fs::path bad = write("kernex.yaml", "hooks: audit\n");
   auto o = kernex({"--config", bad.string(), "doctor", "--json"});
   EXPECT_EQ(o.exit_code, 0) << o.err;
@@ -250,7 +250,7 @@ std::string tool_call_line(int i) {
       .dump();
 }
 
-TEST_F(CliTest, RunReplayToolCallThenAnswerReportsEndTurnAsJson) {
+TEST_F(Cli, RunReplayToolCallThenAnswerReportsEndTurnAsJson) {
   auto script = write("s.jsonl", tool_call_line(1) + "\n" +
                                      Json{{"text", "It is 42."},
                                           {"usage", {{"input_tokens", 30}, {"output_tokens", 4}}}}
@@ -273,7 +273,7 @@ TEST_F(CliTest, RunReplayToolCallThenAnswerReportsEndTurnAsJson) {
   EXPECT_TRUE(j.contains("cost_usd"));
 }
 
-TEST_F(CliTest, RunOfSixtyToolCallsStopsWithMaxTurnsAndExitsSix) {
+TEST_F(Cli, RunOfSixtyToolCallsStopsWithMaxTurnsAndExitsSix) {
   std::string text;
   for (int i = 0; i < 60; ++i) text += tool_call_line(i) + "\n";
   auto script = write("s.jsonl", text);
@@ -286,7 +286,7 @@ TEST_F(CliTest, RunOfSixtyToolCallsStopsWithMaxTurnsAndExitsSix) {
   EXPECT_THAT(o.err, HasSubstr("max_turns"));
 }
 
-TEST_F(CliTest, RunWithExhaustedScriptIsAProviderErrorExitFive) {
+TEST_F(Cli, RunWithExhaustedScriptIsAProviderErrorExitFive) {
   auto script = write("s.jsonl", tool_call_line(1) + "\n");
   auto o =
       kernex({"run", "--provider", "replay", "--provider-opt", "script=" + script.string(), "hi"});
@@ -294,7 +294,7 @@ TEST_F(CliTest, RunWithExhaustedScriptIsAProviderErrorExitFive) {
   EXPECT_THAT(o.err, HasSubstr("no response left"));
 }
 
-TEST_F(CliTest, PluginsListsEachBrokenFileWithItsCauseWhileGoodOnesLoad) {
+TEST_F(Cli, PluginsListsEachBrokenFileWithItsCauseWhileGoodOnesLoad) {
   const fs::path broken = dir_ / "broken";
   fs::create_directories(broken);
   std::ofstream(broken / "libnot-a-plugin.so") << "just text\n";

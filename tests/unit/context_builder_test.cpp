@@ -26,7 +26,7 @@ class CountingSummarizer : public Summarizer {
   std::string last_input;
 };
 
-class ContextBuilderTest : public ::testing::Test {
+class ContextBuilder : public ::testing::Test {
  protected:
   // A kernel with volatile memory whose replay script answers `answers` plain texts, and
   // optionally a tool exchange first.
@@ -59,7 +59,7 @@ class ContextBuilderTest : public ::testing::Test {
   std::shared_ptr<CountingSummarizer> summarizer = std::make_shared<CountingSummarizer>();
 };
 
-TEST_F(ContextBuilderTest, DefectProjectKeyMismatchNoProjectSeesOwnHistory) {
+TEST_F(ContextBuilder, DefectProjectKeyMismatchNoProjectSeesOwnHistory) {
   // kernex read history under project "" but wrote it under "default"; here one key does both.
   auto k = kernel({text("first answer"), text("second answer")}, Limits{});
   ASSERT_TRUE(k->run(Request::from_text("u1", "hello")));
@@ -73,14 +73,14 @@ TEST_F(ContextBuilderTest, DefectProjectKeyMismatchNoProjectSeesOwnHistory) {
   EXPECT_EQ(messages[2]["content"], "again");
 }
 
-TEST_F(ContextBuilderTest, SendersDoNotSeeEachOthersHistory) {
+TEST_F(ContextBuilder, SendersDoNotSeeEachOthersHistory) {
   auto k = kernel({text("a"), text("b")}, Limits{});
   ASSERT_TRUE(k->run(Request::from_text("alice", "secret")));
   ASSERT_TRUE(k->run(Request::from_text("bob", "hi")));
   EXPECT_EQ(request(1)["messages"].size(), 1u);
 }
 
-TEST_F(ContextBuilderTest, DefectMaxContextMessagesIgnoredDropKeepsNewest) {
+TEST_F(ContextBuilder, DefectMaxContextMessagesIgnoredDropKeepsNewest) {
   Limits limits;
   limits.max_context_messages = 2;
   auto k = kernel({text("a1"), text("a2"), text("a3")}, limits);
@@ -93,7 +93,7 @@ TEST_F(ContextBuilderTest, DefectMaxContextMessagesIgnoredDropKeepsNewest) {
   EXPECT_EQ(summarizer->calls, 0);
 }
 
-TEST_F(ContextBuilderTest, SummarizeAppendsSummaryAfterBasePrompt) {
+TEST_F(ContextBuilder, SummarizeAppendsSummaryAfterBasePrompt) {
   Limits limits;
   limits.max_context_messages = 2;
   limits.compaction = CompactionStrategy::Summarize;
@@ -106,7 +106,7 @@ TEST_F(ContextBuilderTest, SummarizeAppendsSummaryAfterBasePrompt) {
   EXPECT_EQ(summarizer->last_input, "user: m1\nassistant: a1");
 }
 
-TEST_F(ContextBuilderTest, DefectSummaryRecomputedEveryTurn) {
+TEST_F(ContextBuilder, DefectSummaryRecomputedEveryTurn) {
   Limits limits;
   limits.max_context_messages = 2;
   limits.compaction = CompactionStrategy::Summarize;
@@ -123,7 +123,7 @@ TEST_F(ContextBuilderTest, DefectSummaryRecomputedEveryTurn) {
   EXPECT_EQ(summarizer->last_input.find("m1"), std::string::npos);
 }
 
-TEST_F(ContextBuilderTest, SummarizerFailureFallsBackToDrop) {
+TEST_F(ContextBuilder, SummarizerFailureFallsBackToDrop) {
   Limits limits;
   limits.max_context_messages = 2;
   limits.compaction = CompactionStrategy::Summarize;
@@ -134,7 +134,7 @@ TEST_F(ContextBuilderTest, SummarizerFailureFallsBackToDrop) {
   EXPECT_EQ(request(2)["messages"].size(), 3u);
 }
 
-TEST_F(ContextBuilderTest, EmptySummaryFallsBackToDrop) {
+TEST_F(ContextBuilder, EmptySummaryFallsBackToDrop) {
   Limits limits;
   limits.max_context_messages = 2;
   limits.compaction = CompactionStrategy::Summarize;
@@ -144,7 +144,7 @@ TEST_F(ContextBuilderTest, EmptySummaryFallsBackToDrop) {
   EXPECT_EQ(request(2)["system"], "BASE PROMPT");
 }
 
-TEST_F(ContextBuilderTest, ToolCallIsNeverSeparatedFromItsResult) {
+TEST_F(ContextBuilder, ToolCallIsNeverSeparatedFromItsResult) {
   // Exchange 1 stores: user, assistant(tool call), tool result, assistant = 4 messages.
   Limits limits;
   limits.max_context_messages = 2;
@@ -173,7 +173,7 @@ TEST(RenderForSummary, KernexLineFormat) {
             "user: hi\nassistant: hello");
 }
 
-TEST_F(ContextBuilderTest, DefectSummarizerRunsWithTools) {
+TEST_F(ContextBuilder, DefectSummarizerRunsWithTools) {
   // Without a host summarizer the run's provider summarises, with tools switched off so
   // compaction can't run tools outside the loop's hooks and rules.
   Limits limits;

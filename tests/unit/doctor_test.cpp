@@ -15,7 +15,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-class DoctorTest : public ::testing::Test {
+class Doctor : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string tmpl = (fs::temp_directory_path() / "kernex-doctor-test-XXXXXX").string();
@@ -36,7 +36,7 @@ class DoctorTest : public ::testing::Test {
 };
 
 // platform-notes.md: this machine runs Landlock ABI 7 with seccomp filters available.
-TEST_F(DoctorTest, ReportsTheSandboxFeaturesOfThisMachine) {
+TEST_F(Doctor, ReportsTheSandboxFeaturesOfThisMachine) {
   const auto r = kernex::diagnose(config_);
   ASSERT_TRUE(r.landlock_abi) << r.landlock_error;
   EXPECT_GE(*r.landlock_abi, 1);
@@ -50,7 +50,7 @@ TEST_F(DoctorTest, ReportsTheSandboxFeaturesOfThisMachine) {
   EXPECT_FALSE(r.kernel_release.empty());
 }
 
-TEST_F(DoctorTest, ReportsPathsAndPluginDirsInSearchOrder) {
+TEST_F(Doctor, ReportsPathsAndPluginDirsInSearchOrder) {
   fs::create_directories(dir_ / "plugins");
   const auto r = kernex::diagnose(config_);
   EXPECT_EQ(r.data_dir.path, dir_ / "data");
@@ -73,7 +73,7 @@ TEST_F(DoctorTest, ReportsPathsAndPluginDirsInSearchOrder) {
   EXPECT_TRUE(again.data_dir.writable);
 }
 
-TEST_F(DoctorTest, NamesWhatIsMissing) {
+TEST_F(Doctor, NamesWhatIsMissing) {
   config_.memory = kernex::PluginRef{"no-such-memory-plugin", kernex::Json::object()};
   config_.permissions_file = dir_ / "rules.txt";
   config_.pricing_file = dir_ / "pricing.yaml";
@@ -88,7 +88,7 @@ TEST_F(DoctorTest, NamesWhatIsMissing) {
   EXPECT_TRUE(missing_mentions(kernex::diagnose(config_), "provider plugin `no-such-provider`"));
 }
 
-TEST_F(DoctorTest, BadConfigIsReportedAndTheChecksGoOn) {
+TEST_F(Doctor, BadConfigIsReportedAndTheChecksGoOn) {
   const fs::path file = dir_ / "kernex.yaml";
   std::ofstream(file) << "limits:\n  max_turns: ten\n";
   const auto r = kernex::diagnose_config_file(file);
@@ -101,7 +101,7 @@ TEST_F(DoctorTest, BadConfigIsReportedAndTheChecksGoOn) {
   EXPECT_TRUE(r.landlock_abi);  // the machine checks still ran
 }
 
-TEST_F(DoctorTest, GoodConfigFileIsReported) {
+TEST_F(Doctor, GoodConfigFileIsReported) {
   const fs::path file = dir_ / "kernex.yaml";
   std::ofstream(file) << "provider: replay\ndata_dir: data\n";
   const auto r = kernex::diagnose_config_file(file);
@@ -112,7 +112,7 @@ TEST_F(DoctorTest, GoodConfigFileIsReported) {
   EXPECT_EQ(r.data_dir.path, dir_ / "data");
 }
 
-TEST_F(DoctorTest, JsonAndTextRenderings) {
+TEST_F(Doctor, JsonAndTextRenderings) {
   const auto r = kernex::diagnose(config_);
   const kernex::Json j = kernex::to_json(r);
   EXPECT_EQ(j.at("landlock").at("abi"), *r.landlock_abi);

@@ -12,7 +12,7 @@
 namespace kernex {
 namespace {
 
-class PiiHookTest : public ::testing::Test {
+class PiiHook : public ::testing::Test {
  protected:
   std::shared_ptr<HookRunner> hook(const Json& config = Json::object()) {
     auto made = host_.create_hook("pii", config);
@@ -28,7 +28,7 @@ class PiiHookTest : public ::testing::Test {
   PluginHost host_ = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
 };
 
-TEST_F(PiiHookTest, ReplacesEachKindWithStableTokens) {
+TEST_F(PiiHook, ReplacesEachKindWithStableTokens) {
   auto h = hook();
   const std::string out =
       guard(*h,
@@ -46,7 +46,7 @@ TEST_F(PiiHookTest, ReplacesEachKindWithStableTokens) {
   EXPECT_EQ(guard(*h, "bob@example.org", "fetch", "other"), "[EMAIL_1]");
 }
 
-TEST_F(PiiHookTest, LeavesOrdinaryTextAlone) {
+TEST_F(PiiHook, LeavesOrdinaryTextAlone) {
   auto h = hook();
   const std::string text =
       "order 12345678 shipped 2026-11-25 at 10:30; version 1.2.3; id 4111111111111112 (not Luhn); "
@@ -54,7 +54,7 @@ TEST_F(PiiHookTest, LeavesOrdinaryTextAlone) {
   EXPECT_EQ(guard(*h, text), text);
 }
 
-TEST_F(PiiHookTest, PutsRealValuesBackIntoArguments) {
+TEST_F(PiiHook, PutsRealValuesBackIntoArguments) {
   auto h = hook();
   guard(*h, "owner: ana@example.com, phone +44 20 7946 0958");
   ToolCall call{"2", "send_mail",
@@ -72,7 +72,7 @@ TEST_F(PiiHookTest, PutsRealValuesBackIntoArguments) {
   EXPECT_EQ(elsewhere.arguments["to"], "[EMAIL_1]");
 }
 
-TEST_F(PiiHookTest, RulesPerToolAndKindsAndBadConfig) {
+TEST_F(PiiHook, RulesPerToolAndKindsAndBadConfig) {
   auto h = hook(Json{{"kinds", {"email"}},
                      {"rules",
                       {{{"tool", "crm__*"}, {"kinds", Json::array()}},
@@ -87,7 +87,7 @@ TEST_F(PiiHookTest, RulesPerToolAndKindsAndBadConfig) {
   }
 }
 
-TEST_F(PiiHookTest, LargeHostileOutputIsLinear) {
+TEST_F(PiiHook, LargeHostileOutputIsLinear) {
   auto h = hook();
   std::string text;
   for (int i = 0; i < 20000; ++i) text += "x@y.zz 1-2-3-4-5-6-7 @@@@ eyJ.eyJ. ----- ";

@@ -34,7 +34,7 @@ Request post(const std::string& url, std::string body = R"({"q":1})") {
   return Request{"POST", url, {{"Content-Type", "application/json"}}, std::move(body), {}};
 }
 
-TEST(UrlTest, ParsesSchemesPortsAndTargets) {
+TEST(Url, ParsesSchemesPortsAndTargets) {
   auto u = Url::parse("https://API.example.com/v1?x=1#frag");
   ASSERT_TRUE(u) << u.error().message;
   EXPECT_EQ(u->scheme, "https");
@@ -57,7 +57,7 @@ TEST(UrlTest, ParsesSchemesPortsAndTargets) {
   EXPECT_FALSE(Url::parse("https://host/a b").has_value());
 }
 
-TEST(RetryAfterTest, IntegerSecondsOnly) {
+TEST(RetryAfter, IntegerSecondsOnly) {
   EXPECT_EQ(kernex::http::parse_retry_after("5"), std::chrono::milliseconds(5000));
   EXPECT_EQ(kernex::http::parse_retry_after(" 86400 "), std::chrono::milliseconds(86'400'000));
   EXPECT_FALSE(kernex::http::parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"));
@@ -65,7 +65,7 @@ TEST(RetryAfterTest, IntegerSecondsOnly) {
   EXPECT_FALSE(kernex::http::parse_retry_after(""));
 }
 
-TEST(NoProxyTest, MatchesHostsAndDomains) {
+TEST(NoProxy, MatchesHostsAndDomains) {
   EXPECT_TRUE(kernex::http::no_proxy_matches("*", "api.openai.com"));
   EXPECT_TRUE(kernex::http::no_proxy_matches("foo.com, .openai.com", "api.openai.com"));
   EXPECT_TRUE(kernex::http::no_proxy_matches("openai.com", "api.openai.com"));
@@ -75,7 +75,7 @@ TEST(NoProxyTest, MatchesHostsAndDomains) {
   EXPECT_FALSE(kernex::http::no_proxy_matches("", "api.openai.com"));
 }
 
-TEST(HttpClientTest, PostsAndReadsAResponse) {
+TEST(HttpClient, PostsAndReadsAResponse) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, R"({"ok":true})"));
   Client client(fast());
@@ -93,7 +93,7 @@ TEST(HttpClientTest, PostsAndReadsAResponse) {
   EXPECT_EQ(reqs[0].header("content-type"), "application/json");
 }
 
-TEST(HttpClientTest, ReusesTheConnection) {
+TEST(HttpClient, ReusesTheConnection) {
   FakeHttpServer server;
   for (int i = 0; i < 3; ++i) server.push(FakeHttpServer::json(200, "{}"));
   Client client(fast());
@@ -102,7 +102,7 @@ TEST(HttpClientTest, ReusesTheConnection) {
   EXPECT_EQ(client.stats().connections_opened, 1u);
 }
 
-TEST(HttpClientTest, ReconnectsWhenAKeptAliveConnectionWasClosed) {
+TEST(HttpClient, ReconnectsWhenAKeptAliveConnectionWasClosed) {
   FakeHttpServer server;
   // The server closes after answering but does not say so: the pooled connection is dead.
   auto first = FakeHttpServer::json(200, "{\"n\":1}");
@@ -119,7 +119,7 @@ TEST(HttpClientTest, ReconnectsWhenAKeptAliveConnectionWasClosed) {
   EXPECT_EQ(server.connections(), 2u);
 }
 
-TEST(HttpClientTest, ReadsChunkedBodies) {
+TEST(HttpClient, ReadsChunkedBodies) {
   FakeHttpServer server;
   server.push(FakeHttpServer::chunked(200, {"{\"a\":", "1", "}"}, "application/json"));
   Client client(fast());
@@ -128,7 +128,7 @@ TEST(HttpClientTest, ReadsChunkedBodies) {
   EXPECT_EQ(r->body, "{\"a\":1}");
 }
 
-TEST(HttpClientTest, RetriesServerErrorsThenSucceeds) {
+TEST(HttpClient, RetriesServerErrorsThenSucceeds) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(500, "{}"));
   server.push(FakeHttpServer::json(502, "{}"));
@@ -141,7 +141,7 @@ TEST(HttpClientTest, RetriesServerErrorsThenSucceeds) {
   EXPECT_EQ(client.stats().attempts, 3u);
 }
 
-TEST(HttpClientTest, GivesUpAfterFourAttemptsWithTheLastResponse) {
+TEST(HttpClient, GivesUpAfterFourAttemptsWithTheLastResponse) {
   FakeHttpServer server;
   for (int i = 0; i < 5; ++i) server.push(FakeHttpServer::json(503, "{\"error\":\"busy\"}"));
   Client client(fast());
@@ -152,7 +152,7 @@ TEST(HttpClientTest, GivesUpAfterFourAttemptsWithTheLastResponse) {
   EXPECT_EQ(server.requests().size(), 4u);
 }
 
-TEST(HttpClientTest, DoesNotRetryClientErrors) {
+TEST(HttpClient, DoesNotRetryClientErrors) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(400, "{}"));
   Client client(fast());
@@ -162,7 +162,7 @@ TEST(HttpClientTest, DoesNotRetryClientErrors) {
   EXPECT_EQ(server.requests().size(), 1u);
 }
 
-TEST(HttpClientTest, HonoursRetryAfterUpToTheCap) {
+TEST(HttpClient, HonoursRetryAfterUpToTheCap) {
   FakeHttpServer server;
   server.push(FakeHttpServer::response(429, "{}", "application/json", {{"Retry-After", "30"}}));
   server.push(FakeHttpServer::json(200, "{}"));
@@ -178,7 +178,7 @@ TEST(HttpClientTest, HonoursRetryAfterUpToTheCap) {
   EXPECT_LT(elapsed, 5s);
 }
 
-TEST(HttpClientTest, ReadTimeoutOnAStalledServer) {
+TEST(HttpClient, ReadTimeoutOnAStalledServer) {
   FakeHttpServer server;
   server.push(FakeHttpServer::stall());
   ClientOptions o = fast();
@@ -193,7 +193,7 @@ TEST(HttpClientTest, ReadTimeoutOnAStalledServer) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
 }
 
-TEST(HttpClientTest, TotalTimeoutBoundsRetries) {
+TEST(HttpClient, TotalTimeoutBoundsRetries) {
   FakeHttpServer server;
   for (int i = 0; i < 4; ++i) server.push(FakeHttpServer::stall());
   ClientOptions o = fast();
@@ -207,7 +207,7 @@ TEST(HttpClientTest, TotalTimeoutBoundsRetries) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
 }
 
-TEST(HttpClientTest, ConnectionRefusedIsRetriedThenReported) {
+TEST(HttpClient, ConnectionRefusedIsRetriedThenReported) {
   int port = 0;
   {
     FakeHttpServer gone;
@@ -220,7 +220,7 @@ TEST(HttpClientTest, ConnectionRefusedIsRetriedThenReported) {
   EXPECT_NE(r.error().message.find("4 attempt(s)"), std::string::npos) << r.error().message;
 }
 
-TEST(HttpClientTest, CapsTheResponseSize) {
+TEST(HttpClient, CapsTheResponseSize) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, std::string(5000, 'x')));
   ClientOptions o = fast();
@@ -233,7 +233,7 @@ TEST(HttpClientTest, CapsTheResponseSize) {
   EXPECT_EQ(server.requests().size(), 1u);
 }
 
-TEST(HttpClientTest, RefusesHeaderValuesWithLineBreaks) {
+TEST(HttpClient, RefusesHeaderValuesWithLineBreaks) {
   FakeHttpServer server;
   Client client(fast());
   Request req = post(server.url("/"));
@@ -244,7 +244,7 @@ TEST(HttpClientTest, RefusesHeaderValuesWithLineBreaks) {
   EXPECT_TRUE(server.requests().empty());
 }
 
-TEST(HttpClientTest, StreamsTheBodyAsItArrives) {
+TEST(HttpClient, StreamsTheBodyAsItArrives) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse({"data: 1\n\n", "data: 2\n\n", "data: 3\n\n"}));
   Client client(fast());
@@ -261,7 +261,7 @@ TEST(HttpClientTest, StreamsTheBodyAsItArrives) {
   EXPECT_EQ(all, "data: 1\n\ndata: 2\n\ndata: 3\n\n");
 }
 
-TEST(HttpClientTest, StreamRetriesBeforeTheFirstByteOnly) {
+TEST(HttpClient, StreamRetriesBeforeTheFirstByteOnly) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(503, "{}"));
   server.push(FakeHttpServer::sse({"data: a\n\n", "data: b"}, /*cut=*/true));
@@ -278,7 +278,7 @@ TEST(HttpClientTest, StreamRetriesBeforeTheFirstByteOnly) {
   EXPECT_EQ(got.substr(0, 9), "data: a\n\n");
 }
 
-TEST(HttpClientTest, StreamReturnsErrorBodiesWithoutCallingTheHandler) {
+TEST(HttpClient, StreamReturnsErrorBodiesWithoutCallingTheHandler) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(401, R"({"error":"bad key"})"));
   Client client(fast());
@@ -293,7 +293,7 @@ TEST(HttpClientTest, StreamReturnsErrorBodiesWithoutCallingTheHandler) {
   EXPECT_FALSE(called);
 }
 
-TEST(HttpClientTest, TunnelsThroughAConnectProxy) {
+TEST(HttpClient, TunnelsThroughAConnectProxy) {
   FakeHttpServer proxy;
   proxy.act_as_proxy();
   proxy.push(FakeHttpServer::json(200, "{\"via\":\"proxy\"}"));
@@ -313,7 +313,7 @@ TEST(HttpClientTest, TunnelsThroughAConnectProxy) {
   EXPECT_EQ(reqs[1].header("proxy-authorization"), "");  // proxy credentials stay on CONNECT
 }
 
-TEST(HttpClientTest, ReportsAProxyThatRefusesConnect) {
+TEST(HttpClient, ReportsAProxyThatRefusesConnect) {
   FakeHttpServer proxy;
   proxy.push(FakeHttpServer::json(403, "{}"));
   ClientOptions o = fast();
@@ -325,7 +325,7 @@ TEST(HttpClientTest, ReportsAProxyThatRefusesConnect) {
   EXPECT_NE(r.error().message.find("403"), std::string::npos);
 }
 
-TEST(HttpClientTest, HttpsToAPlainServerFailsTheHandshake) {
+TEST(HttpClient, HttpsToAPlainServerFailsTheHandshake) {
   FakeHttpServer server;
   server.push(FakeHttpServer::raw("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", true));
   ClientOptions o = fast();
@@ -361,7 +361,7 @@ std::pair<kernex::Result<kernex::http::Response>, Ms> cancel_in_flight(Request r
   return {std::move(result), Ms(returned - stopped_at.load())};
 }
 
-TEST(HttpClientStopTest, AbortsAStalledRequestAtOnceWithoutRetrying) {
+TEST(HttpClientStop, AbortsAStalledRequestAtOnceWithoutRetrying) {
   FakeHttpServer server;
   server.push(FakeHttpServer::stall());
   Client client(fast());
@@ -376,7 +376,7 @@ TEST(HttpClientStopTest, AbortsAStalledRequestAtOnceWithoutRetrying) {
   EXPECT_EQ(server.requests().size(), 1u);  // no retry after the stop
 }
 
-TEST(HttpClientStopTest, AbortsAStreamThatStalledMidBody) {
+TEST(HttpClientStop, AbortsAStreamThatStalledMidBody) {
   FakeHttpServer server;
   auto reply = FakeHttpServer::sse({"data: {\"a\":1}\n\n"});
   reply.parts.pop_back();  // no terminating chunk: the stream stays open
@@ -402,7 +402,7 @@ TEST(HttpClientStopTest, AbortsAStreamThatStalledMidBody) {
   std::printf("[ measured ] stalled stream returned %.2f ms after the stop\n", after_stop.count());
 }
 
-TEST(HttpClientStopTest, AbortsATlsHandshakeThatNeverAnswers) {
+TEST(HttpClientStop, AbortsATlsHandshakeThatNeverAnswers) {
   FakeHttpServer server;  // reads the ClientHello as a request head that never ends
   const std::string url = "https://127.0.0.1:" + std::to_string(server.port()) + "/v1";
   auto options = fast();
@@ -427,7 +427,7 @@ TEST(HttpClientStopTest, AbortsATlsHandshakeThatNeverAnswers) {
   EXPECT_EQ(server.connections(), 2u);
 }
 
-TEST(HttpClientStopTest, EndsTheBackoffWaitBetweenRetries) {
+TEST(HttpClientStop, EndsTheBackoffWaitBetweenRetries) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(503, "{}"));
   auto options = fast();
@@ -443,7 +443,7 @@ TEST(HttpClientStopTest, EndsTheBackoffWaitBetweenRetries) {
   EXPECT_EQ(server.requests().size(), 1u);
 }
 
-TEST(HttpClientStopTest, AStopRequestedBeforehandSendsNothing) {
+TEST(HttpClientStop, AStopRequestedBeforehandSendsNothing) {
   FakeHttpServer server;
   std::stop_source source;
   source.request_stop();

@@ -50,7 +50,7 @@ class StoppingToolbox final : public ToolExecutor {
   std::stop_source& source_;
 };
 
-class KernelCancelTest : public ::testing::Test {
+class KernelCancel : public ::testing::Test {
  protected:
   std::unique_ptr<Kernel> kernel(const std::string& provider, Json provider_config) {
     Config config;
@@ -101,7 +101,7 @@ class KernelCancelTest : public ::testing::Test {
   PluginHost host = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
 };
 
-TEST_F(KernelCancelTest, StopRequestedBeforeTheRunMakesNoModelCall) {
+TEST_F(KernelCancel, StopRequestedBeforeTheRunMakesNoModelCall) {
   auto k = replay({text_line("never said")});
   source.request_stop();
   auto r = k->run(Request::from_text("u", "hello"), stoppable());
@@ -117,7 +117,7 @@ TEST_F(KernelCancelTest, StopRequestedBeforeTheRunMakesNoModelCall) {
   EXPECT_EQ(to_json(*r)["outcome"], "cancelled");
 }
 
-TEST_F(KernelCancelTest, StopFromTheSinkKeepsThePartialAnswerInMemory) {
+TEST_F(KernelCancel, StopFromTheSinkKeepsThePartialAnswerInMemory) {
   auto k = kernel("chunks", {{"chunks", {"Hello ", "world", "!"}}});
   RunOptions options = stoppable();
   std::string streamed;
@@ -148,14 +148,14 @@ TEST_F(KernelCancelTest, StopFromTheSinkKeepsThePartialAnswerInMemory) {
   EXPECT_EQ(saved(r->conversation_id).size(), 4u);
 }
 
-TEST_F(KernelCancelTest, AProviderFailingWithoutAStopIsStillAnError) {
+TEST_F(KernelCancel, AProviderFailingWithoutAStopIsStillAnError) {
   auto k = replay({Json{{"error", "overloaded"}}.dump()});
   auto r = k->run(Request::from_text("u", "hello"), stoppable());
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::Provider);
 }
 
-TEST_F(KernelCancelTest, StopBetweenToolCallsSkipsTheRestAndTheNextModelCall) {
+TEST_F(KernelCancel, StopBetweenToolCallsSkipsTheRestAndTheNextModelCall) {
   auto k =
       replay({calls_line("Working on it.", Json::array({call("a", "stop_run", Json::object()),
                                                         call("b", "echo", {{"text", "never"}})})),
@@ -186,7 +186,7 @@ TEST_F(KernelCancelTest, StopBetweenToolCallsSkipsTheRestAndTheNextModelCall) {
   EXPECT_EQ(store->usage_by_day().value().at(0).usage.input_tokens, 10u);
 }
 
-TEST_F(KernelCancelTest, StopDuringTheLastToolEndsTheRunBeforeTheNextModelCall) {
+TEST_F(KernelCancel, StopDuringTheLastToolEndsTheRunBeforeTheNextModelCall) {
   auto k = replay({calls_line("", Json::array({call("a", "stop_run", Json::object())})),
                    text_line("unreached")});
   auto r = k->run(Request::from_text("u", "stop"), stoppable());
@@ -199,7 +199,7 @@ TEST_F(KernelCancelTest, StopDuringTheLastToolEndsTheRunBeforeTheNextModelCall) 
             3u);  // user, assistant call, tool result
 }
 
-TEST_F(KernelCancelTest, ToolRunAndToolResultSurroundEachToolRun) {
+TEST_F(KernelCancel, ToolRunAndToolResultSurroundEachToolRun) {
   auto k = replay({calls_line("", Json::array({call("c1", "calculate", {{"expression", "6*7"}}),
                                                call("c2", "no_such_tool", Json::object())})),
                    text_line("42")});

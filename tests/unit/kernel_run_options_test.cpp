@@ -71,7 +71,7 @@ class ContextToolbox final : public ToolExecutor {
   }
 };
 
-class KernelRunOptionsTest : public ::testing::Test {
+class KernelRunOptions : public ::testing::Test {
  protected:
   std::unique_ptr<Kernel> kernel(const std::vector<std::string>& lines, bool memory = true) {
     std::string script;
@@ -101,7 +101,7 @@ class KernelRunOptionsTest : public ::testing::Test {
   PluginHost host = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
 };
 
-TEST_F(KernelRunOptionsTest, ConversationKeyChoosesTheConversation) {
+TEST_F(KernelRunOptions, ConversationKeyChoosesTheConversation) {
   auto k = kernel({text_line("a1"), text_line("a2"), text_line("a3")});
   RunOptions session;
   session.conversation = ConversationKey{"serve", "tenant-1:session-1", "acme"};
@@ -127,7 +127,7 @@ TEST_F(KernelRunOptionsTest, ConversationKeyChoosesTheConversation) {
   EXPECT_EQ(listed[0].message_count, 4u);
 }
 
-TEST_F(KernelRunOptionsTest, HistoryIsTheWholeHistoryAndMemoryIsLeftAlone) {
+TEST_F(KernelRunOptions, HistoryIsTheWholeHistoryAndMemoryIsLeftAlone) {
   auto k = kernel({tool_line("calculate", {{"expression", "6*7"}}), text_line("42")});
   RunOptions options;
   options.history = std::vector<ContextEntry>{ContextEntry::user("earlier question"),
@@ -149,7 +149,7 @@ TEST_F(KernelRunOptionsTest, HistoryIsTheWholeHistoryAndMemoryIsLeftAlone) {
   EXPECT_TRUE(s->audit_log(10).value().empty());
 }
 
-TEST_F(KernelRunOptionsTest, ExtraPromptFollowsTheKernelsAndTheRunsSources) {
+TEST_F(KernelRunOptions, ExtraPromptFollowsTheKernelsAndTheRunsSources) {
   auto k = kernel({text_line("ok")}, /*memory=*/false);
   k->add_context_source(std::make_shared<PromptSource>("KERNEL SOURCE"));
   RunOptions options;
@@ -159,7 +159,7 @@ TEST_F(KernelRunOptionsTest, ExtraPromptFollowsTheKernelsAndTheRunsSources) {
   EXPECT_EQ(request(0)["system"], "BASE\n\nKERNEL SOURCE\n\nRUN SOURCE\n\nEXTRA");
 }
 
-TEST_F(KernelRunOptionsTest, ExtraPromptAloneIsTheWholePrompt) {
+TEST_F(KernelRunOptions, ExtraPromptAloneIsTheWholePrompt) {
   std::string script = text_line("ok") + "\n";
   Config config;
   config.provider.name = "replay";
@@ -174,7 +174,7 @@ TEST_F(KernelRunOptionsTest, ExtraPromptAloneIsTheWholePrompt) {
   EXPECT_EQ(request(0)["system"], "EXTRA");
 }
 
-TEST_F(KernelRunOptionsTest, RunSourcesOfferTheirContextTools) {
+TEST_F(KernelRunOptions, RunSourcesOfferTheirContextTools) {
   auto k = kernel({tool_line("note", {{"text", "x"}}), text_line("done")}, /*memory=*/false);
   RunOptions options;
   options.sources = {std::make_shared<PromptSource>("NOTES", /*offer_note=*/true)};
@@ -196,7 +196,7 @@ TEST_F(KernelRunOptionsTest, RunSourcesOfferTheirContextTools) {
   EXPECT_FALSE(later.contains("note"));
 }
 
-TEST_F(KernelRunOptionsTest, WorkspaceAndStopReachTheTools) {
+TEST_F(KernelRunOptions, WorkspaceAndStopReachTheTools) {
   Json two{{"tool_calls",
             {{{"id", "1"}, {"name", "where"}, {"arguments", Json::object()}},
              {{"id", "2"}, {"name", "stoppable"}, {"arguments", Json::object()}}}}};
@@ -215,7 +215,7 @@ TEST_F(KernelRunOptionsTest, WorkspaceAndStopReachTheTools) {
   EXPECT_EQ(plain->tool_calls[1].result.content, "no");
 }
 
-TEST_F(KernelRunOptionsTest, EightConcurrentRunsKeepTheirOwnConversations) {
+TEST_F(KernelRunOptions, EightConcurrentRunsKeepTheirOwnConversations) {
   constexpr int kRuns = 8;
   std::vector<std::string> lines;
   for (int i = 0; i < kRuns; ++i) {
@@ -262,7 +262,7 @@ TEST_F(KernelRunOptionsTest, EightConcurrentRunsKeepTheirOwnConversations) {
   EXPECT_EQ(requests, static_cast<std::uint64_t>(kRuns));
 }
 
-TEST_F(KernelRunOptionsTest, ConcurrentRunsNeverShareAProviderInstance) {
+TEST_F(KernelRunOptions, ConcurrentRunsNeverShareAProviderInstance) {
   constexpr int kRuns = 8;
   Config config;
   config.provider.name = "chunks";

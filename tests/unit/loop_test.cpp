@@ -22,7 +22,7 @@ std::string text_line(const std::string& text, int in = 10, int out = 5) {
   return Json{{"text", text}, {"usage", {{"input_tokens", in}, {"output_tokens", out}}}}.dump();
 }
 
-class LoopTest : public ::testing::Test {
+class Loop : public ::testing::Test {
  protected:
   Config config_for(const std::vector<std::string>& script_lines) {
     std::string script;
@@ -51,7 +51,7 @@ class LoopTest : public ::testing::Test {
   std::vector<std::shared_ptr<HookRunner>> hooks_;
 };
 
-TEST_F(LoopTest, ToolCallThenFinalAnswerEndsTurnWithSummedUsage) {
+TEST_F(Loop, ToolCallThenFinalAnswerEndsTurnWithSummedUsage) {
   auto r = run(config_for({tool_line("c1", "word_count", {{"text", "one two three"}}, 10, 5),
                            text_line("Three words.", 20, 7)}));
   ASSERT_TRUE(r) << r.error().describe();
@@ -84,7 +84,7 @@ TEST_F(LoopTest, ToolCallThenFinalAnswerEndsTurnWithSummedUsage) {
   EXPECT_EQ(j["usage"]["input_tokens"], 30);
 }
 
-TEST_F(LoopTest, SixtyToolCallsStopAtDefaultMaxTurns) {
+TEST_F(Loop, SixtyToolCallsStopAtDefaultMaxTurns) {
   std::vector<std::string> lines;
   for (int i = 0; i < 60; ++i)
     lines.push_back(tool_line("c" + std::to_string(i), "calculate", {{"expression", "1+1"}}));
@@ -97,7 +97,7 @@ TEST_F(LoopTest, SixtyToolCallsStopAtDefaultMaxTurns) {
   EXPECT_EQ(recorded().size(), 50u);
 }
 
-TEST_F(LoopTest, MaxTurnsZeroMakesNoRequest) {
+TEST_F(Loop, MaxTurnsZeroMakesNoRequest) {
   RunOptions options;
   options.max_turns = 0;
   auto r = run(config_for({text_line("never")}), options);
@@ -107,7 +107,7 @@ TEST_F(LoopTest, MaxTurnsZeroMakesNoRequest) {
   EXPECT_TRUE(recorded().empty());
 }
 
-TEST_F(LoopTest, TokenBudgetIsCheckedAfterToolTurns) {
+TEST_F(Loop, TokenBudgetIsCheckedAfterToolTurns) {
   RunOptions options;
   options.token_budget = 100;
   auto r = run(config_for({tool_line("a", "calculate", {{"expression", "2*3"}}, 60, 40),
@@ -119,7 +119,7 @@ TEST_F(LoopTest, TokenBudgetIsCheckedAfterToolTurns) {
   EXPECT_EQ(r->text, "");
 }
 
-TEST_F(LoopTest, FinalAnswerIsReturnedEvenOverBudget) {
+TEST_F(Loop, FinalAnswerIsReturnedEvenOverBudget) {
   RunOptions options;
   options.token_budget = 10;
   auto r = run(config_for({text_line("big answer", 500, 500)}), options);
@@ -128,7 +128,7 @@ TEST_F(LoopTest, FinalAnswerIsReturnedEvenOverBudget) {
   EXPECT_EQ(r->text, "big answer");
 }
 
-TEST_F(LoopTest, DefectBudgetAccountingDiffersByProvider) {
+TEST_F(Loop, DefectBudgetAccountingDiffersByProvider) {
   // kernex excluded cache reads from the budget for Anthropic only; here for every provider.
   RunOptions options;
   options.token_budget = 100;
@@ -140,7 +140,7 @@ TEST_F(LoopTest, DefectBudgetAccountingDiffersByProvider) {
   EXPECT_EQ(r->usage.cache_read_tokens, 1000u);
 }
 
-TEST_F(LoopTest, CostBudgetStopsOnPricedModel) {
+TEST_F(Loop, CostBudgetStopsOnPricedModel) {
   RunOptions options;
   options.cost_budget_usd = 0.001;
   options.model = "gpt-4o";  // $2.5 / $10 per Mtok
@@ -152,7 +152,7 @@ TEST_F(LoopTest, CostBudgetStopsOnPricedModel) {
   EXPECT_NEAR(r->usage.cost_usd, 0.0025, 1e-9);
 }
 
-TEST_F(LoopTest, ToolCallBudgetLeavesExtraCallsUnrun) {
+TEST_F(Loop, ToolCallBudgetLeavesExtraCallsUnrun) {
   RunOptions options;
   options.tool_call_budget = 1;
   Json two{{"tool_calls",
@@ -167,7 +167,7 @@ TEST_F(LoopTest, ToolCallBudgetLeavesExtraCallsUnrun) {
   EXPECT_NE(r->tool_calls[1].result.content.find("budget"), std::string::npos);
 }
 
-TEST_F(LoopTest, UnknownToolIsAnErrorResultAndTheLoopGoesOn) {
+TEST_F(Loop, UnknownToolIsAnErrorResultAndTheLoopGoesOn) {
   auto r =
       run(config_for({tool_line("x", "no_such_tool", Json::object()), text_line("recovered")}));
   ASSERT_TRUE(r);
@@ -176,14 +176,14 @@ TEST_F(LoopTest, UnknownToolIsAnErrorResultAndTheLoopGoesOn) {
   EXPECT_TRUE(r->tool_calls[0].result.is_error);
 }
 
-TEST_F(LoopTest, BadToolArgumentsComeBackAsToolErrors) {
+TEST_F(Loop, BadToolArgumentsComeBackAsToolErrors) {
   auto r =
       run(config_for({tool_line("x", "calculate", {{"expression", "(((1"}}), text_line("ok")}));
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->tool_calls[0].result.is_error);
 }
 
-TEST_F(LoopTest, PermissionDenyBecomesToolError) {
+TEST_F(Loop, PermissionDenyBecomesToolError) {
   Config config =
       config_for({tool_line("x", "calculate", {{"expression", "rm -rf"}}), text_line("ok")});
   config.deny = {"Calculate(*rm*)"};
@@ -192,7 +192,7 @@ TEST_F(LoopTest, PermissionDenyBecomesToolError) {
   EXPECT_EQ(r->tool_calls[0].result.content, "Tool call denied: denied by rule: Calculate(*rm*)");
 }
 
-TEST_F(LoopTest, AllowListMustMatch) {
+TEST_F(Loop, AllowListMustMatch) {
   Config config = config_for({tool_line("x", "calculate", {{"expression", "1"}}), text_line("ok")});
   config.allow = {"word_count"};
   auto r = run(std::move(config));
@@ -201,14 +201,14 @@ TEST_F(LoopTest, AllowListMustMatch) {
             "Tool call denied: tool 'calculate' not in allow list");
 }
 
-TEST_F(LoopTest, ScriptRunningOutIsAProviderErrorNotACrash) {
+TEST_F(Loop, ScriptRunningOutIsAProviderErrorNotACrash) {
   auto r = run(config_for({tool_line("x", "calculate", {{"expression", "1"}})}));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::Provider);
   EXPECT_NE(r.error().describe().find("no response left for request 2"), std::string::npos);
 }
 
-TEST_F(LoopTest, MalformedScriptNamesFileAndLine) {
+TEST_F(Loop, MalformedScriptNamesFileAndLine) {
   Config config = config_for({text_line("fine"), "{not json"});
   auto r = run(std::move(config));
   ASSERT_FALSE(r);
@@ -216,7 +216,7 @@ TEST_F(LoopTest, MalformedScriptNamesFileAndLine) {
   EXPECT_NE(r.error().describe().find("script.jsonl:2"), std::string::npos) << r.error().describe();
 }
 
-TEST_F(LoopTest, NoProviderIsAConfigError) {
+TEST_F(Loop, NoProviderIsAConfigError) {
   Config config;
   config.pricing_file = std::filesystem::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
   auto r = run(std::move(config));
@@ -224,7 +224,7 @@ TEST_F(LoopTest, NoProviderIsAConfigError) {
   EXPECT_EQ(r.error().code, ErrorCode::Config);
 }
 
-TEST_F(LoopTest, StreamSinkSeesEvents) {
+TEST_F(Loop, StreamSinkSeesEvents) {
   std::vector<StreamEvent::Kind> kinds;
   RunOptions options;
   options.sink = [&](const StreamEvent& e) { kinds.push_back(e.kind); };
@@ -259,7 +259,7 @@ class RecordingHook : public HookRunner {
   std::string block_;
 };
 
-TEST_F(LoopTest, HooksRunInOrderAndBlockStopsLaterHooks) {
+TEST_F(Loop, HooksRunInOrderAndBlockStopsLaterHooks) {
   std::vector<std::string> log;
   hooks_ = {std::make_shared<RecordingHook>("a", log, "word_count"),
             std::make_shared<RecordingHook>("b", log)};
@@ -289,7 +289,7 @@ class RewritingHook : public HookRunner {
   Json seen_arguments;
 };
 
-TEST_F(LoopTest, HooksRewriteWhatTheToolGetsButNotTheModelsTranscript) {
+TEST_F(Loop, HooksRewriteWhatTheToolGetsButNotTheModelsTranscript) {
   auto hook = std::make_shared<RewritingHook>();
   hooks_ = {hook};
   auto r = run(
@@ -303,7 +303,7 @@ TEST_F(LoopTest, HooksRewriteWhatTheToolGetsButNotTheModelsTranscript) {
   EXPECT_EQ(second["messages"][2]["content"], "<NUMBER_1>");
 }
 
-TEST_F(LoopTest, OnStopIsNotFiredWhenALimitEndsTheRun) {
+TEST_F(Loop, OnStopIsNotFiredWhenALimitEndsTheRun) {
   std::vector<std::string> log;
   hooks_ = {std::make_shared<RecordingHook>("a", log)};
   RunOptions options;
@@ -314,7 +314,7 @@ TEST_F(LoopTest, OnStopIsNotFiredWhenALimitEndsTheRun) {
   EXPECT_EQ(log, (std::vector<std::string>{"a.pre:calculate", "a.post:calculate"}));
 }
 
-TEST_F(LoopTest, AuditHookPluginWritesOneLinePerToolCall) {
+TEST_F(Loop, AuditHookPluginWritesOneLinePerToolCall) {
   Config config = config_for({tool_line("1", "calculate", {{"expression", "6*7"}}),
                               tool_line("2", "word_count", {{"text", "a b"}}), text_line("done")});
   config.hooks.push_back(PluginRef{"audit", {{"file", (dir / "audit.jsonl").string()}}});
@@ -329,7 +329,7 @@ TEST_F(LoopTest, AuditHookPluginWritesOneLinePerToolCall) {
   EXPECT_FALSE(first["is_error"].get<bool>());
 }
 
-TEST_F(LoopTest, AuditHookWithoutFileIsAPluginErrorNamingIt) {
+TEST_F(Loop, AuditHookWithoutFileIsAPluginErrorNamingIt) {
   Config config = config_for({text_line("x")});
   config.hooks.push_back(PluginRef{"audit", Json::object()});
   auto kernel = Kernel::create(std::move(config));
@@ -338,7 +338,7 @@ TEST_F(LoopTest, AuditHookWithoutFileIsAPluginErrorNamingIt) {
   EXPECT_NE(kernel.error().describe().find("audit"), std::string::npos);
 }
 
-TEST_F(LoopTest, DefectAllowedToolsNotAFilter) {
+TEST_F(Loop, DefectAllowedToolsNotAFilter) {
   RunOptions options;
   options.allowed_tools = std::vector<std::string>{"word_count"};
   auto r = run(config_for({tool_line("1", "calculate", {{"expression", "1"}}), text_line("ok")}),
@@ -350,7 +350,7 @@ TEST_F(LoopTest, DefectAllowedToolsNotAFilter) {
   EXPECT_EQ(requests[0]["tools"][0]["name"], "word_count");
 }
 
-TEST_F(LoopTest, EmptyAllowedToolsOffersNoTools) {
+TEST_F(Loop, EmptyAllowedToolsOffersNoTools) {
   RunOptions options;
   options.allowed_tools = std::vector<std::string>{};
   auto r = run(config_for({text_line("ok")}), options);
@@ -358,7 +358,7 @@ TEST_F(LoopTest, EmptyAllowedToolsOffersNoTools) {
   EXPECT_TRUE(recorded()[0]["tools"].empty());
 }
 
-TEST_F(LoopTest, DefectStreamingRecordsNoUsage) {
+TEST_F(Loop, DefectStreamingRecordsNoUsage) {
   // kernex's streaming path recorded no usage; here streaming and non-streaming runs sum alike.
   RunOptions options;
   options.sink = [](const StreamEvent&) {};

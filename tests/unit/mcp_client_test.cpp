@@ -119,9 +119,9 @@ struct Fault {
   const char* expect;
 };
 
-class McpFaultTest : public McpClientTest, public ::testing::WithParamInterface<Fault> {};
+class McpFault : public McpClientTest, public ::testing::WithParamInterface<Fault> {};
 
-TEST_P(McpFaultTest, IsAToolErrorAndTheServerRestartsOnTheNextCall) {
+TEST_P(McpFault, IsAToolErrorAndTheServerRestartsOnTheNextCall) {
   ClientOptions opts = fast();
   opts.max_line_bytes = 64 * 1024;
   McpClient client(server(GetParam().mode), sandbox(), opts);
@@ -143,7 +143,7 @@ TEST_P(McpFaultTest, IsAToolErrorAndTheServerRestartsOnTheNextCall) {
   EXPECT_EQ(client.starts(), 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Faults, McpFaultTest,
+INSTANTIATE_TEST_SUITE_P(Faults, McpFault,
                          ::testing::Values(Fault{"die", "exited with status 3"},
                                            Fault{"hang", "did not answer tools/call in time"},
                                            Fault{"garbage", "not JSON-RPC"},

@@ -11,7 +11,7 @@ namespace {
 
 using testing::TempDir;
 
-class MemoryDeleteTest : public ::testing::Test {
+class MemoryDelete : public ::testing::Test {
  protected:
   std::shared_ptr<MemoryStore> open(const std::string& name, Json options) {
     auto store = host.create_memory(name, options);
@@ -43,7 +43,7 @@ class MemoryDeleteTest : public ::testing::Test {
   PluginHost host = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
 };
 
-TEST_F(MemoryDeleteTest, SqliteForgetsEverythingNamingTheConversation) {
+TEST_F(MemoryDelete, SqliteForgetsEverythingNamingTheConversation) {
   auto store = open("sqlite", Json{{"path", (dir / "memory.db").string()}});
   const std::string gone = filled(*store, "alice", "zeppelins");
   const std::string kept = filled(*store, "carol", "submarines");
@@ -76,7 +76,7 @@ TEST_F(MemoryDeleteTest, SqliteForgetsEverythingNamingTheConversation) {
   EXPECT_NE(next, gone);
 }
 
-TEST_F(MemoryDeleteTest, SqliteUnknownConversationIsAMemoryErrorNamingIt) {
+TEST_F(MemoryDelete, SqliteUnknownConversationIsAMemoryErrorNamingIt) {
   auto store = open("sqlite", Json{{"path", (dir / "memory.db").string()}});
   const std::string kept = filled(*store, "alice", "zeppelins");
   auto r = store->delete_conversation("no-such-id");
@@ -88,7 +88,7 @@ TEST_F(MemoryDeleteTest, SqliteUnknownConversationIsAMemoryErrorNamingIt) {
   EXPECT_FALSE(store->delete_conversation(kept));  // twice: gone the first time
 }
 
-TEST_F(MemoryDeleteTest, VolatileForgetsTheConversation) {
+TEST_F(MemoryDelete, VolatileForgetsTheConversation) {
   auto store = open("volatile", Json::object());
   const std::string gone = filled(*store, "alice", "zeppelins");
   const std::string kept = filled(*store, "bob", "submarines");

@@ -54,7 +54,7 @@ std::string ev(const std::string& name, const std::string& data) {
   return "event: " + name + "\ndata: " + data + "\n\n";
 }
 
-TEST(AnthropicProviderTest, TextWithCacheBoundaryAndCacheUsage) {
+TEST(AnthropicProvider, TextWithCacheBoundaryAndCacheUsage) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kText));
   auto p = make(server);
@@ -82,7 +82,7 @@ TEST(AnthropicProviderTest, TextWithCacheBoundaryAndCacheUsage) {
   EXPECT_FALSE(body.contains("tools"));
 }
 
-TEST(AnthropicProviderTest, ToolUseWithThinkingIsReplayedIntact) {
+TEST(AnthropicProvider, ToolUseWithThinkingIsReplayedIntact) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kThinkingTool));
   server.push(FakeHttpServer::json(200, kText));
@@ -119,7 +119,7 @@ TEST(AnthropicProviderTest, ToolUseWithThinkingIsReplayedIntact) {
       {"type":"tool_result","tool_use_id":"toolu_456","content":"bad","is_error":true}]})"));
 }
 
-TEST(AnthropicProviderTest, BuildsToolUseBlocksWithoutProviderState) {
+TEST(AnthropicProvider, BuildsToolUseBlocksWithoutProviderState) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kText));
   auto p = make(server);
@@ -135,7 +135,7 @@ TEST(AnthropicProviderTest, BuildsToolUseBlocksWithoutProviderState) {
           R"([{"type":"tool_use","id":"toolu_9","name":"calculate","input":{"expression":"2"}}])"));
 }
 
-TEST(AnthropicProviderTest, StreamsTextThinkingAndToolUse) {
+TEST(AnthropicProvider, StreamsTextThinkingAndToolUse) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse({
       ev("message_start",
@@ -193,7 +193,7 @@ TEST(AnthropicProviderTest, StreamsTextThinkingAndToolUse) {
   EXPECT_EQ(Json::parse(server.requests().at(0).body)["stream"], true);
 }
 
-TEST(AnthropicProviderTest, StreamErrorsAreSurfaced) {
+TEST(AnthropicProvider, StreamErrorsAreSurfaced) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse({
       ev("message_start",
@@ -210,7 +210,7 @@ TEST(AnthropicProviderTest, StreamErrorsAreSurfaced) {
   EXPECT_EQ(events.back().kind, StreamEvent::Kind::Error);
 }
 
-TEST(AnthropicProviderTest, AStreamWithoutMessageStopIsCut) {
+TEST(AnthropicProvider, AStreamWithoutMessageStopIsCut) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse(
       {
@@ -227,7 +227,7 @@ TEST(AnthropicProviderTest, AStreamWithoutMessageStopIsCut) {
   EXPECT_EQ(server.requests().size(), 1u);
 }
 
-TEST(AnthropicProviderTest, ErrorsAndOptions) {
+TEST(AnthropicProvider, ErrorsAndOptions) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(
       400,

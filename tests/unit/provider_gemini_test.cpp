@@ -50,7 +50,7 @@ const char* kText =
 const char* kCall =
     R"({"candidates":[{"content":{"parts":[{"functionCall":{"name":"calculate","args":{"expression":"6*7"}},"thoughtSignature":"CiQB0e2Kb"},{"functionCall":{"name":"now","args":{}}}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":50,"candidatesTokenCount":10,"totalTokenCount":60},"modelVersion":"gemini-2.5-flash"})";
 
-TEST(GeminiProviderTest, TextRequestShapeAndUsage) {
+TEST(GeminiProvider, TextRequestShapeAndUsage) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kText));
   auto p = make(server);
@@ -81,7 +81,7 @@ TEST(GeminiProviderTest, TextRequestShapeAndUsage) {
   EXPECT_FALSE(decls[1].contains("parameters"));
 }
 
-TEST(GeminiProviderTest, FunctionCallsRoundTripWithSignatures) {
+TEST(GeminiProvider, FunctionCallsRoundTripWithSignatures) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kCall));
   server.push(FakeHttpServer::json(200, kText));
@@ -109,7 +109,7 @@ TEST(GeminiProviderTest, FunctionCallsRoundTripWithSignatures) {
       {"functionResponse":{"name":"now","response":{"error":"no clock"}}}]})"));
 }
 
-TEST(GeminiProviderTest, StreamsSseChunks) {
+TEST(GeminiProvider, StreamsSseChunks) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse({
       "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"The answer\"}],\"role\": "
@@ -137,7 +137,7 @@ TEST(GeminiProviderTest, StreamsSseChunks) {
             "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
 }
 
-TEST(GeminiProviderTest, CutStreamsErrorsAndModelIds) {
+TEST(GeminiProvider, CutStreamsErrorsAndModelIds) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse(
       {"data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"The\"}]}}]}\r\n\r\n",

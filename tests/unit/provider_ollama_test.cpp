@@ -42,7 +42,7 @@ const char* kText =
 const char* kTools =
     R"({"model":"llama3.2","created_at":"2024-07-22T20:33:28.123648Z","message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"calculate","arguments":{"expression":"6*7"}}},{"function":{"name":"calculate","arguments":{"expression":"1+1"}}}]},"done_reason":"stop","done":true,"total_duration":885095291,"prompt_eval_count":40,"eval_count":60})";
 
-TEST(OllamaProviderTest, PlainTextAndRequestShape) {
+TEST(OllamaProvider, PlainTextAndRequestShape) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kText));
   auto p = make(server, {{"max_tokens", 100}});
@@ -65,7 +65,7 @@ TEST(OllamaProviderTest, PlainTextAndRequestShape) {
   EXPECT_EQ(body["messages"][0], (Json{{"role", "system"}, {"content", "Be brief.\n\nNow."}}));
 }
 
-TEST(OllamaProviderTest, ToolCallsAndTheirResults) {
+TEST(OllamaProvider, ToolCallsAndTheirResults) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kTools));
   server.push(FakeHttpServer::json(200, kText));
@@ -91,7 +91,7 @@ TEST(OllamaProviderTest, ToolCallsAndTheirResults) {
   EXPECT_EQ(msgs[2], (Json{{"role", "tool"}, {"content", "42"}, {"tool_name", "calculate"}}));
 }
 
-TEST(OllamaProviderTest, StreamsNdjson) {
+TEST(OllamaProvider, StreamsNdjson) {
   FakeHttpServer server;
   server.push(FakeHttpServer::chunked(
       200,
@@ -119,7 +119,7 @@ TEST(OllamaProviderTest, StreamsNdjson) {
   EXPECT_EQ(Json::parse(server.requests().at(0).body)["stream"], true);
 }
 
-TEST(OllamaProviderTest, CutStreamsAndErrors) {
+TEST(OllamaProvider, CutStreamsAndErrors) {
   FakeHttpServer server;
   server.push(
       FakeHttpServer::chunked(200,
@@ -138,7 +138,7 @@ TEST(OllamaProviderTest, CutStreamsAndErrors) {
       << missing.error().message;
 }
 
-TEST(OllamaProviderTest, PlainHttpIsFineForRemoteHosts) {
+TEST(OllamaProvider, PlainHttpIsFineForRemoteHosts) {
   kernex::PluginHost host;
   ASSERT_TRUE(
       host.add_file(std::string(KERNEX_PLUGIN_BUILD_DIR) + "/libkernex-provider-ollama.so"));

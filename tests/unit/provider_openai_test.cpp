@@ -71,7 +71,7 @@ const std::string kUsageChunk =
     R"(data: {"id":"chatcmpl-s1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-2024-08-06","choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":12,"total_tokens":1212,"prompt_tokens_details":{"cached_tokens":1024}}})"
     "\n\n";
 
-TEST(OpenAiProviderTest, PlainTextRequestAndResponse) {
+TEST(OpenAiProvider, PlainTextRequestAndResponse) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kPlain));
   auto p = make(server);
@@ -102,7 +102,7 @@ TEST(OpenAiProviderTest, PlainTextRequestAndResponse) {
   EXPECT_EQ(body["messages"][3], (Json{{"role", "user"}, {"content", "Hi"}}));
 }
 
-TEST(OpenAiProviderTest, SeveralToolCallsAndCachedUsage) {
+TEST(OpenAiProvider, SeveralToolCallsAndCachedUsage) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kTwoCalls));
   auto p = make(server);
@@ -124,7 +124,7 @@ TEST(OpenAiProviderTest, SeveralToolCallsAndCachedUsage) {
             "string");
 }
 
-TEST(OpenAiProviderTest, SendsTheTurnsToolTrafficBack) {
+TEST(OpenAiProvider, SendsTheTurnsToolTrafficBack) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kPlain));
   auto p = make(server);
@@ -143,7 +143,7 @@ TEST(OpenAiProviderTest, SendsTheTurnsToolTrafficBack) {
   EXPECT_EQ(msgs[2], (Json{{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "42"}}));
 }
 
-TEST(OpenAiProviderTest, StreamsTextWithUsage) {
+TEST(OpenAiProvider, StreamsTextWithUsage) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse({chunk(R"({"role":"assistant","content":"","refusal":null})"),
                                    chunk(R"({"content":"Hel"})"), chunk(R"({"content":"lo!"})"),
@@ -169,7 +169,7 @@ TEST(OpenAiProviderTest, StreamsTextWithUsage) {
   EXPECT_EQ(body["stream_options"]["include_usage"], true);
 }
 
-TEST(OpenAiProviderTest, StreamsToolCallDeltas) {
+TEST(OpenAiProvider, StreamsToolCallDeltas) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse({
       chunk(
@@ -204,7 +204,7 @@ TEST(OpenAiProviderTest, StreamsToolCallDeltas) {
   EXPECT_EQ(events[0].tool_name, "calculate");
 }
 
-TEST(OpenAiProviderTest, AStreamCutMidEventIsAnErrorAndNotRetried) {
+TEST(OpenAiProvider, AStreamCutMidEventIsAnErrorAndNotRetried) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse(
       {chunk(R"({"content":"Hel"})"), "data: {\"id\":\"chatcmpl-s1\",\"cho"}, true));
@@ -220,7 +220,7 @@ TEST(OpenAiProviderTest, AStreamCutMidEventIsAnErrorAndNotRetried) {
   EXPECT_EQ(events.back().kind, StreamEvent::Kind::Error);
 }
 
-TEST(OpenAiProviderTest, AStreamEndingWithoutFinishIsAnError) {
+TEST(OpenAiProvider, AStreamEndingWithoutFinishIsAnError) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse({chunk(R"({"content":"Hel"})")}));
   auto p = make(server);
@@ -229,7 +229,7 @@ TEST(OpenAiProviderTest, AStreamEndingWithoutFinishIsAnError) {
   EXPECT_NE(r.error().message.find("ended before"), std::string::npos) << r.error().message;
 }
 
-TEST(OpenAiProviderTest, ServerIgnoringStreamStillAnswers) {
+TEST(OpenAiProvider, ServerIgnoringStreamStillAnswers) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kPlain));
   auto p = make(server);
@@ -241,7 +241,7 @@ TEST(OpenAiProviderTest, ServerIgnoringStreamStillAnswers) {
   EXPECT_EQ(streamed, "Hello! How can I assist you today?");
 }
 
-TEST(OpenAiProviderTest, RetriesA429WithRetryAfterThenSucceeds) {
+TEST(OpenAiProvider, RetriesA429WithRetryAfterThenSucceeds) {
   FakeHttpServer server;
   server.push(FakeHttpServer::response(
       429,
@@ -256,7 +256,7 @@ TEST(OpenAiProviderTest, RetriesA429WithRetryAfterThenSucceeds) {
   EXPECT_EQ(server.requests().size(), 2u);
 }
 
-TEST(OpenAiProviderTest, Retries500ThenSucceeds) {
+TEST(OpenAiProvider, Retries500ThenSucceeds) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(
       500, R"({"error":{"message":"The server had an error","type":"server_error"}})"));
@@ -267,7 +267,7 @@ TEST(OpenAiProviderTest, Retries500ThenSucceeds) {
   EXPECT_EQ(server.requests().size(), 2u);
 }
 
-TEST(OpenAiProviderTest, PersistentErrorsCarryStatusAndProviderMessage) {
+TEST(OpenAiProvider, PersistentErrorsCarryStatusAndProviderMessage) {
   FakeHttpServer server;
   for (int i = 0; i < 4; ++i) {
     server.push(FakeHttpServer::json(
@@ -283,7 +283,7 @@ TEST(OpenAiProviderTest, PersistentErrorsCarryStatusAndProviderMessage) {
   EXPECT_EQ(server.requests().size(), 4u);
 }
 
-TEST(OpenAiProviderTest, StalledServerTimesOut) {
+TEST(OpenAiProvider, StalledServerTimesOut) {
   FakeHttpServer server;
   server.push(FakeHttpServer::stall());
   auto p = make(server, {{"timeout_secs", 0.3}, {"max_retries", 0}});
@@ -294,7 +294,7 @@ TEST(OpenAiProviderTest, StalledServerTimesOut) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
 }
 
-TEST(OpenAiProviderTest, MalformedJsonIsAnErrorWithAnExcerpt) {
+TEST(OpenAiProvider, MalformedJsonIsAnErrorWithAnExcerpt) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(
       200, R"({"id":"chatcmpl-x","choices":[{"index":0,"message":{"role":"assis)"));
@@ -307,7 +307,7 @@ TEST(OpenAiProviderTest, MalformedJsonIsAnErrorWithAnExcerpt) {
 
 // nlohmann's dump() and copies recurse: a body nested this deep must be refused at the parse, not
 // crash the kernel when the response is later logged or copied.
-TEST(OpenAiProviderTest, DeeplyNestedJsonIsAnErrorNotACrash) {
+TEST(OpenAiProvider, DeeplyNestedJsonIsAnErrorNotACrash) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, R"({"id":"chatcmpl-x","choices":)" +
                                             std::string(200000, '[') + std::string(200000, ']') +
@@ -319,7 +319,7 @@ TEST(OpenAiProviderTest, DeeplyNestedJsonIsAnErrorNotACrash) {
       << r.error().message.substr(0, 300);
 }
 
-TEST(OpenAiProviderTest, HtmlErrorPageIsReportedAsSuch) {
+TEST(OpenAiProvider, HtmlErrorPageIsReportedAsSuch) {
   FakeHttpServer server;
   const std::string page =
       "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1>"
@@ -335,7 +335,7 @@ TEST(OpenAiProviderTest, HtmlErrorPageIsReportedAsSuch) {
   EXPECT_LT(r.error().message.size(), 3000u);
 }
 
-TEST(OpenAiProviderTest, KeysNeverAppearInErrors) {
+TEST(OpenAiProvider, KeysNeverAppearInErrors) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(
       401,
@@ -349,7 +349,7 @@ TEST(OpenAiProviderTest, KeysNeverAppearInErrors) {
   EXPECT_NE(r.error().message.find("HTTP 401"), std::string::npos);
 }
 
-TEST(OpenAiProviderTest, RefusesPlainHttpForRemoteHostsAndMissingKeys) {
+TEST(OpenAiProvider, RefusesPlainHttpForRemoteHostsAndMissingKeys) {
   auto plain = create("openai", {{"base_url", "http://api.example.com/v1"}, {"api_key", kKey}});
   ASSERT_FALSE(plain);
   EXPECT_NE(plain.error().describe().find("https://"), std::string::npos)
@@ -370,7 +370,7 @@ TEST(OpenAiProviderTest, RefusesPlainHttpForRemoteHostsAndMissingKeys) {
   EXPECT_TRUE(local);
 }
 
-TEST(OpenAiProviderTest, PresetPluginsCarryTheirDefaults) {
+TEST(OpenAiProvider, PresetPluginsCarryTheirDefaults) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kPlain));
   auto groq = create("groq", {{"base_url", server.url("/openai/v1")}});
@@ -390,7 +390,7 @@ TEST(OpenAiProviderTest, PresetPluginsCarryTheirDefaults) {
 
 // The whole agentic loop with streaming on: a streamed tool call runs the builtin calculator,
 // its result goes back to the server, and the streamed answer ends the run.
-TEST(OpenAiProviderTest, KernelRunsTheLoopWithStreaming) {
+TEST(OpenAiProvider, KernelRunsTheLoopWithStreaming) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse({
       chunk(

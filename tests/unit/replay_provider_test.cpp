@@ -14,7 +14,7 @@ namespace {
 using testing::read_lines;
 using testing::TempDir;
 
-class ReplayTest : public ::testing::Test {
+class Replay : public ::testing::Test {
  protected:
   Result<std::shared_ptr<Provider>> make(const Json& config) {
     return host.create_provider("replay", config);
@@ -23,7 +23,7 @@ class ReplayTest : public ::testing::Test {
   TempDir dir;
 };
 
-TEST_F(ReplayTest, PlaysLinesInOrderAndRecordsEachRequest) {
+TEST_F(Replay, PlaysLinesInOrderAndRecordsEachRequest) {
   auto script = dir.write(
       "s.jsonl",
       R"({"text":"thinking...","tool_calls":[{"id":"c1","name":"t","arguments":{"a":1}}],)"
@@ -57,7 +57,7 @@ TEST_F(ReplayTest, PlaysLinesInOrderAndRecordsEachRequest) {
   EXPECT_EQ(rec["tools"][0]["name"], "t");
 }
 
-TEST_F(ReplayTest, StreamsTextToolCallsUsageThenDone) {
+TEST_F(Replay, StreamsTextToolCallsUsageThenDone) {
   auto script =
       dir.write("s.jsonl", R"({"text":"hi","thinking":"hmm","tool_calls":[{"id":"c","name":"t"}]})"
                            "\n");
@@ -77,7 +77,7 @@ TEST_F(ReplayTest, StreamsTextToolCallsUsageThenDone) {
   EXPECT_EQ(acc.text(), "hi");
 }
 
-TEST_F(ReplayTest, ScriptedErrorLineIsAProviderError) {
+TEST_F(Replay, ScriptedErrorLineIsAProviderError) {
   auto script = dir.write("s.jsonl", R"({"error":"HTTP 529 overloaded"})"
                                      "\n");
   auto provider = make({{"script", script.string()}});
@@ -88,7 +88,7 @@ TEST_F(ReplayTest, ScriptedErrorLineIsAProviderError) {
   EXPECT_EQ(r.error().message, "HTTP 529 overloaded");
 }
 
-TEST_F(ReplayTest, AStoppedRunIsCancelledAtOnceAndKeepsItsLine) {
+TEST_F(Replay, AStoppedRunIsCancelledAtOnceAndKeepsItsLine) {
   auto script = dir.write("s.jsonl", R"({"text":"kept"})"
                                      "\n");
   auto provider = make({{"script", script.string()}});
@@ -105,7 +105,7 @@ TEST_F(ReplayTest, AStoppedRunIsCancelledAtOnceAndKeepsItsLine) {
   EXPECT_EQ(next->text, "kept");
 }
 
-TEST_F(ReplayTest, DelayedLineWaitsUntilTheStopToken) {
+TEST_F(Replay, DelayedLineWaitsUntilTheStopToken) {
   auto script = dir.write("s.jsonl", R"({"text":"late","delay_ms":60000})"
                                      "\n"
                                      R"({"text":"soon","delay_ms":5})"
@@ -136,7 +136,7 @@ TEST_F(ReplayTest, DelayedLineWaitsUntilTheStopToken) {
                                     .string()}}));
 }
 
-TEST_F(ReplayTest, RunningOutSaysHowManyLinesTheScriptHas) {
+TEST_F(Replay, RunningOutSaysHowManyLinesTheScriptHas) {
   auto script = dir.write("s.jsonl", R"({"text":"only"})"
                                      "\n");
   auto provider = make({{"script", script.string()}});
@@ -148,7 +148,7 @@ TEST_F(ReplayTest, RunningOutSaysHowManyLinesTheScriptHas) {
             std::string::npos);
 }
 
-TEST_F(ReplayTest, BadConfigAndScriptsAreErrorsNamingTheProblem) {
+TEST_F(Replay, BadConfigAndScriptsAreErrorsNamingTheProblem) {
   auto missing = make({{"script", (dir / "nope.jsonl").string()}});
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().describe().find("nope.jsonl"), std::string::npos);

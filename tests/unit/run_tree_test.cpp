@@ -90,7 +90,7 @@ class CallbackToolbox final : public ToolExecutor {
   std::map<std::string, std::string> vars;
 };
 
-class RunTreeTest : public ::testing::Test {
+class RunTree : public ::testing::Test {
  protected:
   Result<RunResult> run(const std::vector<std::string>& lines, RunOptions options = {},
                         Limits limits = {}) {
@@ -127,7 +127,7 @@ class RunTreeTest : public ::testing::Test {
   std::shared_ptr<CallbackToolbox> toolbox = std::make_shared<CallbackToolbox>();
 };
 
-TEST_F(RunTreeTest, LlmQueryFromAToolIsAnsweredByTheProviderChargedAndRecorded) {
+TEST_F(RunTree, LlmQueryFromAToolIsAnsweredByTheProviderChargedAndRecorded) {
   auto r = run({tool_line("ask", {{"prompt", "summarise chunk 7"}}),
                 answer_line("chunk 7", "chunk 7 is about cats", 100, 20), text_line("Cats.")});
   ASSERT_TRUE(r) << r.error().describe();
@@ -155,7 +155,7 @@ TEST_F(RunTreeTest, LlmQueryFromAToolIsAnsweredByTheProviderChargedAndRecorded) 
   EXPECT_EQ(events("run_start").at(0)["run_id"], r->run_id);
 }
 
-TEST_F(RunTreeTest, BatchedQueriesRunConcurrentlyAndAnswerInPromptOrder) {
+TEST_F(RunTree, BatchedQueriesRunConcurrentlyAndAnswerInPromptOrder) {
   auto r =
       run({tool_line("ask_many", {{"prompts", {"part A", "part B", "part C", "part D", "part E"}}}),
            answer_line("part C", "c"), answer_line("part A", "a"), answer_line("part E", "e"),
@@ -169,7 +169,7 @@ TEST_F(RunTreeTest, BatchedQueriesRunConcurrentlyAndAnswerInPromptOrder) {
   EXPECT_EQ(spans, (std::set<std::string>{"0.1", "0.2", "0.3", "0.4", "0.5"}));
 }
 
-TEST_F(RunTreeTest, TokenBudgetCoversSubQueriesAndStopsTheRun) {
+TEST_F(RunTree, TokenBudgetCoversSubQueriesAndStopsTheRun) {
   Limits limits;
   limits.token_budget = 100;
   auto r =
@@ -181,7 +181,7 @@ TEST_F(RunTreeTest, TokenBudgetCoversSubQueriesAndStopsTheRun) {
   EXPECT_EQ(r->turns, 1u);
 }
 
-TEST_F(RunTreeTest, ExhaustedBudgetIsALimitErrorInsideTheTool) {
+TEST_F(RunTree, ExhaustedBudgetIsALimitErrorInsideTheTool) {
   Limits limits;
   limits.cost_budget_usd = 0.0;  // nothing may be spent: the first sub-query is refused
   RunOptions options;
@@ -193,7 +193,7 @@ TEST_F(RunTreeTest, ExhaustedBudgetIsALimitErrorInsideTheTool) {
       << r->tool_calls.at(0).result.content;
 }
 
-TEST_F(RunTreeTest, RlmQueryPastMaxDepthIsRefused) {
+TEST_F(RunTree, RlmQueryPastMaxDepthIsRefused) {
   RunOptions options;
   options.max_depth = 0;
   auto r = run({tool_line("recurse", {{"prompt", "go deeper"}}), text_line("ok")}, options);
@@ -202,7 +202,7 @@ TEST_F(RunTreeTest, RlmQueryPastMaxDepthIsRefused) {
       << r->tool_calls.at(0).result.content;
 }
 
-TEST_F(RunTreeTest, RlmRecursesTwoLevelsWithSpansDepthsAndOneTrajectory) {
+TEST_F(RunTree, RlmRecursesTwoLevelsWithSpansDepthsAndOneTrajectory) {
   // Match lines route each request to its level: a sub-agent's messages hold its own prompt.
   auto matched = [](const std::string& match, const std::string& line) {
     Json j = Json::parse(line);
@@ -242,7 +242,7 @@ TEST_F(RunTreeTest, RlmRecursesTwoLevelsWithSpansDepthsAndOneTrajectory) {
   EXPECT_EQ(spans, (std::set<std::string>{"0", "0.1", "0.1.1"}));
 }
 
-TEST_F(RunTreeTest, TrajectoriesCanBeSwitchedOffAndAListedRunRendersEscaped) {
+TEST_F(RunTree, TrajectoriesCanBeSwitchedOffAndAListedRunRendersEscaped) {
   auto r = run({tool_line("ask", {{"prompt", "<script>alert('x')</script>"}}),
                 answer_line("<script>", "</pre><img src=x onerror=alert(1)>"),
                 text_line("done & dusted")});

@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class SandboxTest : public ::testing::Test {
+class Sandbox : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string tmpl = (fs::temp_directory_path() / "kernex-sandbox-test-XXXXXX").string();
@@ -165,7 +165,7 @@ TEST(SandboxEnvNames, HijackingNamesAreRecognised) {
     EXPECT_FALSE(is_hijacking_env_name(name)) << name;
 }
 
-TEST_F(SandboxTest, RefusesGrantsOverProtectedPaths) {
+TEST_F(Sandbox, RefusesGrantsOverProtectedPaths) {
   fs::create_directories(root_ / "home" / ".ssh");
   auto contains =
       PolicyBuilder().workspace(root_ / "home").protect(root_ / "home" / ".ssh").Build();
@@ -187,7 +187,7 @@ TEST_F(SandboxTest, RefusesGrantsOverProtectedPaths) {
   EXPECT_FALSE(root.has_value());
 }
 
-TEST_F(SandboxTest, RefusesMissingAndRelativeGrants) {
+TEST_F(Sandbox, RefusesMissingAndRelativeGrants) {
   auto missing = PolicyBuilder().read_only(root_ / "nope").Build();
   ASSERT_FALSE(missing.has_value());
   EXPECT_NE(missing.error().message.find("read_only"), std::string::npos);
@@ -196,7 +196,7 @@ TEST_F(SandboxTest, RefusesMissingAndRelativeGrants) {
   EXPECT_NE(relative.error().message.find("not absolute"), std::string::npos);
 }
 
-TEST_F(SandboxTest, RefusesHijackingEnvironment) {
+TEST_F(Sandbox, RefusesHijackingEnvironment) {
   for (const char* name : {"LD_PRELOAD", "PATH", "BASH_ENV", "NODE_OPTIONS"}) {
     auto pass = builder().passthrough_env(name).Build();
     ASSERT_FALSE(pass.has_value()) << name;
@@ -213,7 +213,7 @@ TEST_F(SandboxTest, RefusesHijackingEnvironment) {
   EXPECT_NE(r.error().message.find("LD_PRELOAD"), std::string::npos);
 }
 
-TEST_F(SandboxTest, EnvironmentStartsEmpty) {
+TEST_F(Sandbox, EnvironmentStartsEmpty) {
   ::setenv("KERNEX_TEST_SECRET", "do-not-pass", 1);
   ::setenv("KERNEX_TEST_DECLARED", "declared-value", 1);
   ::setenv("LC_KERNEX_TEST", "es_ES.UTF-8", 1);
@@ -238,7 +238,7 @@ TEST_F(SandboxTest, EnvironmentStartsEmpty) {
             std::string::npos);
 }
 
-TEST_F(SandboxTest, MallocHugePagesSetsOnlyTheFixedTunable) {
+TEST_F(Sandbox, MallocHugePagesSetsOnlyTheFixedTunable) {
   EXPECT_FALSE(builder().set_env("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1").Build().has_value());
   auto plain = build(builder());
   EXPECT_EQ(run(plain, {"env"}).stdout_data.find("GLIBC_TUNABLES"), std::string::npos);
@@ -256,7 +256,7 @@ TEST_F(SandboxTest, MallocHugePagesSetsOnlyTheFixedTunable) {
 // --- allow-list
 // -----------------------------------------------------------------------------------
 
-TEST_F(SandboxTest, AllowListResolvesAgainstTheFixedSearchPath) {
+TEST_F(Sandbox, AllowListResolvesAgainstTheFixedSearchPath) {
   auto policy = build(builder().allow_command("echo").allow_command("/bin/sh"));
   auto echo = resolve_command(policy, "echo", ws_);
   ASSERT_TRUE(echo.has_value()) << echo.error().describe();
@@ -278,7 +278,7 @@ TEST_F(SandboxTest, AllowListResolvesAgainstTheFixedSearchPath) {
   EXPECT_FALSE(resolve_command(policy, "no-such-command-kernex", ws_).has_value());
 }
 
-TEST_F(SandboxTest, AllowedInterpreterCannotExecOtherPrograms) {
+TEST_F(Sandbox, AllowedInterpreterCannotExecOtherPrograms) {
   auto policy = build(builder().allow_command("sh"));
   auto r = run(policy, {"sh", "-c", "echo via-builtin; /bin/cat /etc/hostname"});
   EXPECT_NE(r.exit_code, 0);
@@ -289,7 +289,7 @@ TEST_F(SandboxTest, AllowedInterpreterCannotExecOtherPrograms) {
 // --- spawning
 // -------------------------------------------------------------------------------------
 
-TEST_F(SandboxTest, RunsEchoSandboxed) {
+TEST_F(Sandbox, RunsEchoSandboxed) {
   auto policy = build(builder());
   EXPECT_TRUE(policy.status().enforced);
   EXPECT_GE(policy.status().landlock_abi, 1);
@@ -303,7 +303,7 @@ TEST_F(SandboxTest, RunsEchoSandboxed) {
   EXPECT_FALSE(r.peak_rss_kb.has_value());  // echo stays far below this test process's RSS
 }
 
-TEST_F(SandboxTest, PassesStdinAndReportsExitCodes) {
+TEST_F(Sandbox, PassesStdinAndReportsExitCodes) {
   auto policy = build(builder());
   auto r = run(policy, {"sh", "-c", "cat; exit 7"}, R"({"file":"a.pdf"})");
   EXPECT_EQ(r.exit_code, 7);
@@ -313,7 +313,7 @@ TEST_F(SandboxTest, PassesStdinAndReportsExitCodes) {
   EXPECT_TRUE(big.success());
 }
 
-TEST_F(SandboxTest, FilesystemFollowsThePolicy) {
+TEST_F(Sandbox, FilesystemFollowsThePolicy) {
   auto policy = build(builder());
   auto outside = run(policy, {"cat", (outside_ / "secret.txt").string()});
   EXPECT_NE(outside.exit_code, 0);
@@ -344,7 +344,7 @@ void expect_grandchild_killed(const Policy& policy, pid_t grandchild) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
-TEST_F(SandboxTest, TimeoutKillsTheWholeProcessGroup) {
+TEST_F(Sandbox, TimeoutKillsTheWholeProcessGroup) {
   auto policy = build(builder().timeout(300ms));
   auto r = run(policy, {"sh", "-c", "sleep 1000 & echo $!; exec sleep 1000"});
   EXPECT_TRUE(r.timed_out);
@@ -355,7 +355,7 @@ TEST_F(SandboxTest, TimeoutKillsTheWholeProcessGroup) {
   expect_grandchild_killed(policy, grandchild);
 }
 
-TEST_F(SandboxTest, BackgroundChildDoesNotOutliveTheCommand) {
+TEST_F(Sandbox, BackgroundChildDoesNotOutliveTheCommand) {
   auto policy = build(builder());
   auto r = run(policy, {"sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $!"});
   EXPECT_FALSE(r.timed_out);
@@ -365,7 +365,7 @@ TEST_F(SandboxTest, BackgroundChildDoesNotOutliveTheCommand) {
   expect_grandchild_killed(policy, grandchild);
 }
 
-TEST_F(SandboxTest, OutputIsCappedWithAVisibleMarker) {
+TEST_F(Sandbox, OutputIsCappedWithAVisibleMarker) {
   auto policy = build(builder().output_caps(1000, 100));
   auto r =
       run(policy, {"sh", "-c", "head -c 5000 /dev/zero | tr '\\0' a; head -c 300 /dev/zero >&2"});
@@ -377,14 +377,14 @@ TEST_F(SandboxTest, OutputIsCappedWithAVisibleMarker) {
   EXPECT_NE(r.stdout_data.find("output truncated"), std::string::npos);
 }
 
-TEST_F(SandboxTest, TruncationKeepsUtf8Whole) {
+TEST_F(Sandbox, TruncationKeepsUtf8Whole) {
   auto policy = build(builder().output_caps(4, 4));
   auto r = run(policy, {"printf", "aaa\xc3\xa9zzz"});
   EXPECT_TRUE(r.stdout_truncated);
   EXPECT_EQ(r.stdout_data, "aaa" + truncation_marker(5));
 }
 
-TEST_F(SandboxTest, ResourceLimitsApply) {
+TEST_F(Sandbox, ResourceLimitsApply) {
   kernex::sandbox::ResourceLimits limits;
   limits.file_size_bytes = 4096;
   limits.open_files = 16;
@@ -394,7 +394,7 @@ TEST_F(SandboxTest, ResourceLimitsApply) {
   EXPECT_EQ(r.stdout_data, "8\n16\n");  // ulimit -f reports 512-byte blocks
 }
 
-TEST_F(SandboxTest, ExecFailureIsAnError) {
+TEST_F(Sandbox, ExecFailureIsAnError) {
   auto policy = build(builder());
   Command cmd;
   cmd.argv = {"no-such-command-kernex"};
@@ -410,7 +410,7 @@ TEST_F(SandboxTest, ExecFailureIsAnError) {
       << denied.error().message;
 }
 
-TEST_F(SandboxTest, UnenforcedSpawnWarnsEveryTime) {
+TEST_F(Sandbox, UnenforcedSpawnWarnsEveryTime) {
   std::vector<std::string> warnings;
   std::mutex m;
   kernex::set_log_sink([&](kernex::LogLevel level, std::string_view msg) {
@@ -428,7 +428,7 @@ TEST_F(SandboxTest, UnenforcedSpawnWarnsEveryTime) {
   EXPECT_NE(warnings[0].find("UNSANDBOXED"), std::string::npos);
 }
 
-TEST_F(SandboxTest, GitAndRcFilesStayReadOnlyInTheWorkspace) {
+TEST_F(Sandbox, GitAndRcFilesStayReadOnlyInTheWorkspace) {
   fs::create_directories(ws_ / ".git");
   std::ofstream(ws_ / ".git" / "config") << "[core]\n";
   std::ofstream(ws_ / ".envrc") << "";
@@ -461,14 +461,14 @@ TEST_F(SandboxTest, GitAndRcFilesStayReadOnlyInTheWorkspace) {
   EXPECT_EQ(fs::file_size(ws_ / ".envrc"), 0u);
 }
 
-TEST_F(SandboxTest, ShellPipelinesAndSubshellsWork) {
+TEST_F(Sandbox, ShellPipelinesAndSubshellsWork) {
   auto policy = build(builder());
   auto r = run(policy, {"/bin/bash", "-c", "echo a | tr a b; (echo sub) & wait; echo $(echo cmd)"});
   EXPECT_TRUE(r.success()) << r.stderr_data;
   EXPECT_EQ(r.stdout_data, "b\nsub\ncmd\n");
 }
 
-TEST_F(SandboxTest, ConcurrentSpawnsShareOnePolicy) {
+TEST_F(Sandbox, ConcurrentSpawnsShareOnePolicy) {
   auto policy = build(builder());
   std::vector<std::thread> threads;
   std::vector<std::string> outputs(4);
@@ -501,7 +501,7 @@ std::string thread_status_field(const fs::path& status, const std::string& field
   return {};
 }
 
-TEST_F(SandboxTest, SpawningLeavesTheKernelUnfiltered) {
+TEST_F(Sandbox, SpawningLeavesTheKernelUnfiltered) {
   // No writable grant, so no mount namespace: the clone-thread path that carries the filter.
   SandboxProfile read_only_profile;
   read_only_profile.private_tmp = false;
@@ -528,7 +528,7 @@ TEST_F(SandboxTest, SpawningLeavesTheKernelUnfiltered) {
   EXPECT_GE(filtered_threads, 1);
 }
 
-TEST_F(SandboxTest, EachNetworkPolicyKeepsItsOwnFilter) {
+TEST_F(Sandbox, EachNetworkPolicyKeepsItsOwnFilter) {
   auto none = build(builder());
   auto unix_ok = build(builder().allow_unix_sockets());
   const std::vector<std::string> probe = {"python3", "-c",
@@ -543,7 +543,7 @@ TEST_F(SandboxTest, EachNetworkPolicyKeepsItsOwnFilter) {
   }
 }
 
-TEST_F(SandboxTest, ConcurrentSpawnsUnderDifferentFiltersKeepTheirOwn) {
+TEST_F(Sandbox, ConcurrentSpawnsUnderDifferentFiltersKeepTheirOwn) {
   auto none = build(builder());
   auto unix_ok = build(builder().allow_unix_sockets());
   const std::vector<std::string> probe = {
@@ -566,7 +566,7 @@ TEST_F(SandboxTest, ConcurrentSpawnsUnderDifferentFiltersKeepTheirOwn) {
   EXPECT_EQ(wrong, std::vector<int>(4, 0));
 }
 
-TEST_F(SandboxTest, PrivateTmpIsRemovedWithThePolicy) {
+TEST_F(Sandbox, PrivateTmpIsRemovedWithThePolicy) {
   fs::path tmp;
   {
     auto policy = build(builder());
@@ -579,7 +579,7 @@ TEST_F(SandboxTest, PrivateTmpIsRemovedWithThePolicy) {
 
 // --- long-lived processes (SandboxedProcess) ----------------------------------------------------
 
-TEST_F(SandboxTest, ProcessAnswersLineByLine) {
+TEST_F(Sandbox, ProcessAnswersLineByLine) {
   auto proc = start_process({"/bin/cat"});
   ASSERT_TRUE(proc.has_value());
   const auto deadline = SandboxedProcess::Clock::now() + 10s;
@@ -599,7 +599,7 @@ TEST_F(SandboxTest, ProcessAnswersLineByLine) {
 
 // stdin is a pipe: writing to a child that has gone must be an error, never SIGPIPE (which would
 // end this test binary, as it would end a host that has not ignored it).
-TEST_F(SandboxTest, WritingToAProcessThatExitedIsAnErrorNotSigpipe) {
+TEST_F(Sandbox, WritingToAProcessThatExitedIsAnErrorNotSigpipe) {
   auto proc = start_process({"/bin/true"});
   ASSERT_TRUE(proc.has_value());
   const std::string mb(1 << 20,
@@ -615,7 +615,7 @@ TEST_F(SandboxTest, WritingToAProcessThatExitedIsAnErrorNotSigpipe) {
   EXPECT_EQ(again.error().code, kernex::ErrorCode::Io);
 }
 
-TEST_F(SandboxTest, AProcessThatStopsReadingMakesTheWriteTimeOut) {
+TEST_F(Sandbox, AProcessThatStopsReadingMakesTheWriteTimeOut) {
   auto proc = start_process({"/bin/sh", "-c", "exec 0<&-; echo closed; exec sleep 60"});
   ASSERT_TRUE(proc.has_value());
   auto closed = proc->read_line(SandboxedProcess::Clock::now() + 10s, 1024);

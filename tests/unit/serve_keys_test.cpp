@@ -29,7 +29,7 @@ unsigned mode_of(const fs::path& p) {
   return st.st_mode & 07777;
 }
 
-class ServeKeysTest : public ::testing::Test {
+class ServeKeys : public ::testing::Test {
  protected:
   // Writes a keys file as the server would (mode 0600) with the given text.
   fs::path write_keys(const std::string& text) {
@@ -50,7 +50,7 @@ class ServeKeysTest : public ::testing::Test {
 
 constexpr const char* kDigest = "0000000000000000000000000000000000000000000000000000000000000000";
 
-TEST_F(ServeKeysTest, AMissingFileIsAnEmptyStore) {
+TEST_F(ServeKeys, AMissingFileIsAnEmptyStore) {
   auto store = KeyStore::load(file_);
   ASSERT_TRUE(store) << store.error().describe();
   EXPECT_TRUE(store->list().empty());
@@ -58,7 +58,7 @@ TEST_F(ServeKeysTest, AMissingFileIsAnEmptyStore) {
   EXPECT_FALSE(fs::exists(file_));  // loading never creates it
 }
 
-TEST_F(ServeKeysTest, AddStoresOnlyTheDigestInAPrivateFileAndTheKeyResolvesToItsTenant) {
+TEST_F(ServeKeys, AddStoresOnlyTheDigestInAPrivateFileAndTheKeyResolvesToItsTenant) {
   auto store = KeyStore::load(file_);
   ASSERT_TRUE(store);
   auto key = store->add("acme");
@@ -95,7 +95,7 @@ TEST_F(ServeKeysTest, AddStoresOnlyTheDigestInAPrivateFileAndTheKeyResolvesToIts
   EXPECT_EQ(again->tenant_for(*key), "acme");
 }
 
-TEST_F(ServeKeysTest, EveryKeyIsDistinctAndResolvesToItsOwnTenant) {
+TEST_F(ServeKeys, EveryKeyIsDistinctAndResolvesToItsOwnTenant) {
   auto store = KeyStore::load(file_);
   ASSERT_TRUE(store);
   auto a1 = store->add("a"), a2 = store->add("a"), b = store->add("b");
@@ -109,7 +109,7 @@ TEST_F(ServeKeysTest, EveryKeyIsDistinctAndResolvesToItsOwnTenant) {
   EXPECT_NE(entries[0].id, entries[1].id);
 }
 
-TEST_F(ServeKeysTest, RevokingATenantRevokesAllItsKeysAndOnlyThose) {
+TEST_F(ServeKeys, RevokingATenantRevokesAllItsKeysAndOnlyThose) {
   auto store = KeyStore::load(file_);
   ASSERT_TRUE(store);
   auto a1 = store->add("a"), a2 = store->add("a"), b = store->add("b");
@@ -132,7 +132,7 @@ TEST_F(ServeKeysTest, RevokingATenantRevokesAllItsKeysAndOnlyThose) {
   EXPECT_EQ(revoked, 2);
 }
 
-TEST_F(ServeKeysTest, RevokeIdRevokesOneKey) {
+TEST_F(ServeKeys, RevokeIdRevokesOneKey) {
   auto store = KeyStore::load(file_);
   ASSERT_TRUE(store);
   auto k1 = store->add("a"), k2 = store->add("a");
@@ -146,7 +146,7 @@ TEST_F(ServeKeysTest, RevokeIdRevokesOneKey) {
   EXPECT_EQ(store->revoke_id("../x").error().code, ErrorCode::Usage);
 }
 
-TEST_F(ServeKeysTest, TenantNamesAreSafeDirectoryNames) {
+TEST_F(ServeKeys, TenantNamesAreSafeDirectoryNames) {
   const std::vector<std::string> good = {"a", "acme-corp", "A_b.c-9", "...x", std::string(64, 'x')};
   for (const auto& ok : good) {
     EXPECT_TRUE(valid_tenant_name(ok)) << ok;
@@ -166,7 +166,7 @@ TEST_F(ServeKeysTest, TenantNamesAreSafeDirectoryNames) {
   EXPECT_FALSE(fs::exists(file_));
 }
 
-TEST_F(ServeKeysTest, AFileOthersCanReadIsRefusedNamingTheFileAndTheMode) {
+TEST_F(ServeKeys, AFileOthersCanReadIsRefusedNamingTheFileAndTheMode) {
   auto store = KeyStore::load(file_);
   ASSERT_TRUE(store && store->add("a"));
   ASSERT_EQ(::chmod(file_.c_str(), 0640), 0);
@@ -182,7 +182,7 @@ TEST_F(ServeKeysTest, AFileOthersCanReadIsRefusedNamingTheFileAndTheMode) {
   EXPECT_FALSE(KeyStore::load(file_));
 }
 
-TEST_F(ServeKeysTest, ASymlinkOrADirectoryIsRefused) {
+TEST_F(ServeKeys, ASymlinkOrADirectoryIsRefused) {
   auto target = write_keys(R"({"version": 1, "keys": []})");
   fs::create_directories(file_.parent_path());
   fs::create_symlink(target, file_);
@@ -198,7 +198,7 @@ TEST_F(ServeKeysTest, ASymlinkOrADirectoryIsRefused) {
   EXPECT_NE(d.error().message.find("regular file"), std::string::npos);
 }
 
-TEST_F(ServeKeysTest, MalformedFilesAreTypedErrorsNamingWhatWasExpected) {
+TEST_F(ServeKeys, MalformedFilesAreTypedErrorsNamingWhatWasExpected) {
   EXPECT_NE(load_error("not json").find("expected a JSON object"), std::string::npos);
   EXPECT_NE(load_error("[]").find("expected a JSON object"), std::string::npos);
   EXPECT_NE(load_error(R"({"keys": []})").find("version: expected 1"), std::string::npos);
@@ -240,7 +240,7 @@ TEST_F(ServeKeysTest, MalformedFilesAreTypedErrorsNamingWhatWasExpected) {
   EXPECT_NE(load_error(std::string(100000, '[')).find("expected a JSON object"), std::string::npos);
 }
 
-TEST_F(ServeKeysTest, ReloadIfChangedPicksUpKeysAddedAndRevokedElsewhere) {
+TEST_F(ServeKeys, ReloadIfChangedPicksUpKeysAddedAndRevokedElsewhere) {
   auto server = KeyStore::load(file_);
   ASSERT_TRUE(server);
   auto unchanged = server->reload_if_changed();
@@ -277,7 +277,7 @@ TEST_F(ServeKeysTest, ReloadIfChangedPicksUpKeysAddedAndRevokedElsewhere) {
   EXPECT_FALSE(server->tenant_for(*key2));
 }
 
-TEST_F(ServeKeysTest, WritersWithAStaleViewDontLoseEachOthersKeys) {
+TEST_F(ServeKeys, WritersWithAStaleViewDontLoseEachOthersKeys) {
   auto first = KeyStore::load(file_), second = KeyStore::load(file_);
   ASSERT_TRUE(first && second);
   auto k1 = first->add("a");
@@ -291,7 +291,7 @@ TEST_F(ServeKeysTest, WritersWithAStaleViewDontLoseEachOthersKeys) {
   EXPECT_EQ(second->tenant_for(*k1), "a");  // the writer's view is the merged file
 }
 
-TEST_F(ServeKeysTest, TheKeysCommandAddsListsAndRevokes) {
+TEST_F(ServeKeys, TheKeysCommandAddsListsAndRevokes) {
   std::ostringstream out, err;
   ASSERT_EQ(serve_keys_command(file_, {"add", "acme"}, out, err), 0) << err.str();
   const std::string key = out.str().substr(0, out.str().find('\n'));
@@ -320,7 +320,7 @@ TEST_F(ServeKeysTest, TheKeysCommandAddsListsAndRevokes) {
   EXPECT_EQ(out.str(), "revoked 1 key\n");
 }
 
-TEST_F(ServeKeysTest, TheKeysCommandReportsUsageAndFileErrorsWithTheCliExitCodes) {
+TEST_F(ServeKeys, TheKeysCommandReportsUsageAndFileErrorsWithTheCliExitCodes) {
   std::ostringstream out, err;
   EXPECT_EQ(serve_keys_command(file_, {}, out, err), 2);
   EXPECT_EQ(serve_keys_command(file_, {"add"}, out, err), 2);

@@ -12,7 +12,7 @@ using namespace kernex::server;
 
 namespace {
 
-TEST(ServeMetricsTest, RendersCountersGaugesAndHistogramsInTheExpositionFormat) {
+TEST(ServeMetrics, RendersCountersGaugesAndHistogramsInTheExpositionFormat) {
   MetricsRegistry r;
   auto& runs = r.counter("kernex_runs_total", "Runs finished.", {"outcome"});
   auto& active = r.gauge("kernex_active_runs", "Runs in progress.");
@@ -46,7 +46,7 @@ TEST(ServeMetricsTest, RendersCountersGaugesAndHistogramsInTheExpositionFormat) 
             "kernex_run_duration_seconds_count 4\n");
 }
 
-TEST(ServeMetricsTest, LabelValuesAndHelpAreEscaped) {
+TEST(ServeMetrics, LabelValuesAndHelpAreEscaped) {
   MetricsRegistry r;
   auto& c = r.counter("kernex_x_total", "Back\\slash and\nnewline; \"quotes\" stay.",
                       {"tenant", "model"});
@@ -59,7 +59,7 @@ TEST(ServeMetricsTest, LabelValuesAndHelpAreEscaped) {
   EXPECT_EQ(escape_label_value("\\\"\n"), "\\\\\\\"\\n");
 }
 
-TEST(ServeMetricsTest, ValuesUseTheFormatsSpecialSpellings) {
+TEST(ServeMetrics, ValuesUseTheFormatsSpecialSpellings) {
   EXPECT_EQ(format_metric_value(0), "0");
   EXPECT_EQ(format_metric_value(42), "42");
   EXPECT_EQ(format_metric_value(0.25), "0.25");
@@ -68,7 +68,7 @@ TEST(ServeMetricsTest, ValuesUseTheFormatsSpecialSpellings) {
   EXPECT_EQ(format_metric_value(std::numeric_limits<double>::quiet_NaN()), "NaN");
 }
 
-TEST(ServeMetricsTest, CountersOnlyGrowAndHistogramsIgnoreNaN) {
+TEST(ServeMetrics, CountersOnlyGrowAndHistogramsIgnoreNaN) {
   MetricsRegistry r;
   auto& c = r.counter("kernex_c_total", "c", {});
   c.with({}).inc(2);
@@ -86,7 +86,7 @@ TEST(ServeMetricsTest, CountersOnlyGrowAndHistogramsIgnoreNaN) {
   EXPECT_EQ(s.cumulative, (std::vector<std::uint64_t>{1, 1}));
 }
 
-TEST(ServeMetricsTest, MissingLabelValuesAreEmptyAndExtraOnesDropped) {
+TEST(ServeMetrics, MissingLabelValuesAreEmptyAndExtraOnesDropped) {
   MetricsRegistry r;
   auto& c = r.counter("kernex_t_total", "t", {"a", "b"});
   c.with({"x"}).inc();
@@ -94,7 +94,7 @@ TEST(ServeMetricsTest, MissingLabelValuesAreEmptyAndExtraOnesDropped) {
   EXPECT_NE(r.render().find("kernex_t_total{a=\"x\",b=\"\"} 2\n"), std::string::npos);
 }
 
-TEST(ServeMetricsTest, SeriesBeyondTheCapAreFoldedIntoOther) {
+TEST(ServeMetrics, SeriesBeyondTheCapAreFoldedIntoOther) {
   MetricsRegistry r;
   auto& c = r.counter("kernex_m_total", "m", {"model"});
   for (std::size_t i = 0; i < CounterFamily::kMaxSeries + 50; ++i)
@@ -106,7 +106,7 @@ TEST(ServeMetricsTest, SeriesBeyondTheCapAreFoldedIntoOther) {
   EXPECT_NE(r.render().find("kernex_m_total{model=\"model-0\"} 2\n"), std::string::npos);
 }
 
-TEST(ServeMetricsTest, BadNamesAndBucketsAreProgrammingErrors) {
+TEST(ServeMetrics, BadNamesAndBucketsAreProgrammingErrors) {
   MetricsRegistry r;
   EXPECT_THROW(r.gauge("1abc", "x"), std::invalid_argument);
   EXPECT_THROW(r.gauge("a-b", "x"), std::invalid_argument);
@@ -120,7 +120,7 @@ TEST(ServeMetricsTest, BadNamesAndBucketsAreProgrammingErrors) {
                std::invalid_argument);
 }
 
-TEST(ServeMetricsTest, ConcurrentUpdatesAreAllCounted) {
+TEST(ServeMetrics, ConcurrentUpdatesAreAllCounted) {
   MetricsRegistry r;
   auto& c = r.counter("kernex_n_total", "n", {"k"});
   auto& h = r.histogram("kernex_h", "h", {1});
@@ -140,7 +140,7 @@ TEST(ServeMetricsTest, ConcurrentUpdatesAreAllCounted) {
   EXPECT_EQ(h.snapshot().sum, 10000);
 }
 
-TEST(ServeMetricsTest, TheServerSetIsNamedKernexAndRecordsARun) {
+TEST(ServeMetrics, TheServerSetIsNamedKernexAndRecordsARun) {
   ServerMetrics m;
   m.record_run("ok", "acme", "gpt-x", 100, 20, 0.5, 3);
   m.connections.set(2);

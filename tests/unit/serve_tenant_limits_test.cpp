@@ -16,7 +16,7 @@ namespace {
 // 2025-03-01T23:00:00Z
 constexpr std::int64_t kLateEvening = 1740870000;
 
-class ServeTenantLimitsTest : public ::testing::Test {
+class ServeTenantLimits : public ::testing::Test {
  protected:
   TenantLimits make(TenantLimit defaults,
                     std::map<std::string, TenantLimit, std::less<>> per_tenant = {}) {
@@ -25,7 +25,7 @@ class ServeTenantLimitsTest : public ::testing::Test {
   Clock::time_point now_ = Clock::time_point(std::chrono::seconds(kLateEvening));
 };
 
-TEST_F(ServeTenantLimitsTest, WithoutLimitsEveryRunIsAdmitted) {
+TEST_F(ServeTenantLimits, WithoutLimitsEveryRunIsAdmitted) {
   auto limits = make({});
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(limits.try_start("a"));
   EXPECT_EQ(limits.usage("a").active_runs, 100u);
@@ -33,7 +33,7 @@ TEST_F(ServeTenantLimitsTest, WithoutLimitsEveryRunIsAdmitted) {
   EXPECT_TRUE(limits.try_start("a"));
 }
 
-TEST_F(ServeTenantLimitsTest, ConcurrentRunsAreCappedAndRetriedAfterASecond) {
+TEST_F(ServeTenantLimits, ConcurrentRunsAreCappedAndRetriedAfterASecond) {
   auto limits = make({.max_concurrent_runs = 2});
   ASSERT_TRUE(limits.try_start("a"));
   ASSERT_TRUE(limits.try_start("a"));
@@ -50,7 +50,7 @@ TEST_F(ServeTenantLimitsTest, ConcurrentRunsAreCappedAndRetriedAfterASecond) {
   EXPECT_TRUE(limits.try_start("a"));
 }
 
-TEST_F(ServeTenantLimitsTest, DailyTokensRefuseUntilTheNextUtcMidnight) {
+TEST_F(ServeTenantLimits, DailyTokensRefuseUntilTheNextUtcMidnight) {
   auto limits = make({.tokens_per_day = 1000});
   ASSERT_TRUE(limits.try_start("a"));
   limits.finish("a", 600, 0);
@@ -70,7 +70,7 @@ TEST_F(ServeTenantLimitsTest, DailyTokensRefuseUntilTheNextUtcMidnight) {
   EXPECT_EQ(limits.usage("a").active_runs, 1u);
 }
 
-TEST_F(ServeTenantLimitsTest, DailyCostRefusesUntilTheNextUtcMidnight) {
+TEST_F(ServeTenantLimits, DailyCostRefusesUntilTheNextUtcMidnight) {
   auto limits = make({.cost_per_day_usd = 1.0});
   ASSERT_TRUE(limits.try_start("a"));
   limits.finish("a", 10, 0.4);
@@ -90,7 +90,7 @@ TEST_F(ServeTenantLimitsTest, DailyCostRefusesUntilTheNextUtcMidnight) {
   EXPECT_TRUE(limits.try_start("a"));
 }
 
-TEST_F(ServeTenantLimitsTest, UsageFromARunEndingAfterMidnightCountsForTheNewDay) {
+TEST_F(ServeTenantLimits, UsageFromARunEndingAfterMidnightCountsForTheNewDay) {
   auto limits = make({.tokens_per_day = 100});
   ASSERT_TRUE(limits.try_start("a"));
   limits.finish("a", 90, 0);
@@ -102,7 +102,7 @@ TEST_F(ServeTenantLimitsTest, UsageFromARunEndingAfterMidnightCountsForTheNewDay
   EXPECT_TRUE(limits.try_start("a"));
 }
 
-TEST_F(ServeTenantLimitsTest, ATenantsOwnLimitReplacesTheDefault) {
+TEST_F(ServeTenantLimits, ATenantsOwnLimitReplacesTheDefault) {
   auto limits = make({.max_concurrent_runs = 1}, {{"big", {.max_concurrent_runs = 3}}});
   ASSERT_TRUE(limits.try_start("small"));
   EXPECT_FALSE(limits.try_start("small"));
@@ -116,7 +116,7 @@ TEST_F(ServeTenantLimitsTest, ATenantsOwnLimitReplacesTheDefault) {
   EXPECT_FALSE(limits.limit_for("small").tokens_per_day);
 }
 
-TEST_F(ServeTenantLimitsTest, ConcurrentStartsNeverExceedTheCap) {
+TEST_F(ServeTenantLimits, ConcurrentStartsNeverExceedTheCap) {
   auto limits = make({.max_concurrent_runs = 3, .tokens_per_day = 1'000'000});
   std::atomic<int> running{0}, most{0}, admitted{0};
   std::vector<std::thread> threads;

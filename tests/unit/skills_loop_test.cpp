@@ -56,7 +56,7 @@ std::vector<std::string> tool_names(const Json& request) {
   return out;
 }
 
-class SkillsLoopTest : public ::testing::Test {
+class SkillsLoop : public ::testing::Test {
  protected:
   void SetUp() override {
     dir.write("skills/alpha/SKILL.md", skill_md("alpha", ""));
@@ -103,7 +103,7 @@ class SkillsLoopTest : public ::testing::Test {
   std::shared_ptr<ContextToolboxes> executor = std::make_shared<ContextToolboxes>();
 };
 
-TEST_F(SkillsLoopTest, ActivatedSkillsToolboxesAreOfferedOnTheNextCall) {
+TEST_F(SkillsLoop, ActivatedSkillsToolboxesAreOfferedOnTheNextCall) {
   auto k = kernel({
       Json{{"tool_calls",
             {call("c1", "activate_skill", {{"name", "gamma"}}),
@@ -153,7 +153,7 @@ TEST_F(SkillsLoopTest, ActivatedSkillsToolboxesAreOfferedOnTheNextCall) {
   EXPECT_THAT(tool_names(requests().at(0)), ElementsAre("activate_skill"));
 }
 
-TEST_F(SkillsLoopTest, SameScriptGivesTheSameRequests) {
+TEST_F(SkillsLoop, SameScriptGivesTheSameRequests) {
   const std::vector<Json> script = {
       Json{{"tool_calls",
             {call("c1", "activate_skill", {{"name", "gamma"}}),
@@ -167,7 +167,7 @@ TEST_F(SkillsLoopTest, SameScriptGivesTheSameRequests) {
   EXPECT_EQ(requests(), first);
 }
 
-TEST_F(SkillsLoopTest, BadActivationsAreErrorResultsAndRepeatsChangeNothing) {
+TEST_F(SkillsLoop, BadActivationsAreErrorResultsAndRepeatsChangeNothing) {
   auto k = kernel({
       Json{{"tool_calls",
             {call("c1", "activate_skill", {{"name", "nope"}}),
@@ -191,7 +191,7 @@ TEST_F(SkillsLoopTest, BadActivationsAreErrorResultsAndRepeatsChangeNothing) {
   EXPECT_EQ(executor->listed, 1);
 }
 
-TEST_F(SkillsLoopTest, ExplicitSkillsAreActiveFromTheStartInNameOrder) {
+TEST_F(SkillsLoop, ExplicitSkillsAreActiveFromTheStartInNameOrder) {
   auto k = kernel({Json{{"text", "ok"}}}, {"gamma", "alpha"});
   ASSERT_TRUE(k->run(Request::from_text("u", "hello")));
   const Json req = requests().at(0);
@@ -201,7 +201,7 @@ TEST_F(SkillsLoopTest, ExplicitSkillsAreActiveFromTheStartInNameOrder) {
   EXPECT_LT(system.find("alpha instructions."), system.find("gamma instructions."));
 }
 
-TEST_F(SkillsLoopTest, AllowedToolsCanWithholdActivateSkill) {
+TEST_F(SkillsLoop, AllowedToolsCanWithholdActivateSkill) {
   auto k = kernel({Json{{"tool_calls", {call("c1", "activate_skill", {{"name", "alpha"}})}}},
                    Json{{"text", "ok"}}});
   RunOptions options;
@@ -213,7 +213,7 @@ TEST_F(SkillsLoopTest, AllowedToolsCanWithholdActivateSkill) {
   EXPECT_THAT(run->tool_calls.at(0).result.content, HasSubstr("Unknown tool: activate_skill"));
 }
 
-TEST_F(SkillsLoopTest, ProjectInstructionsPrecedeTheSkills) {
+TEST_F(SkillsLoop, ProjectInstructionsPrecedeTheSkills) {
   dir.write("proj/AGENTS.md", "---\nskills = [\"alpha\"]\n---\nYou are the project's assistant.\n");
   auto project = skills::load_project(dir / "proj");
   ASSERT_TRUE(project) << project.error().describe();

@@ -16,7 +16,7 @@ using namespace kernex::skills;
 
 namespace {
 
-class SkillsTrustTest : public ::testing::Test {
+class SkillsTrust : public ::testing::Test {
  protected:
   void SetUp() override {
     skill_ = dir_.write("ws/skills/s/SKILL.md", "---\nname: s\ndescription: d\n---\nBody\n")
@@ -30,7 +30,7 @@ class SkillsTrustTest : public ::testing::Test {
   TrustRule rule_;
 };
 
-TEST_F(SkillsTrustTest, WritableLocationIsInsideOrAroundAWorkspaceOrBelowAWorldWritableDir) {
+TEST_F(SkillsTrust, WritableLocationIsInsideOrAroundAWorkspaceOrBelowAWorldWritableDir) {
   EXPECT_EQ(writable_location(skill_, {dir_ / "ws"}), fs::canonical(dir_ / "ws"));
   EXPECT_EQ(writable_location(dir_ / "ws", {skill_ / "sub"}), fs::weakly_canonical(skill_ / "sub"));
   ::chmod(dir_.path().c_str(), 0700);
@@ -43,7 +43,7 @@ TEST_F(SkillsTrustTest, WritableLocationIsInsideOrAroundAWorkspaceOrBelowAWorldW
   EXPECT_NE(st.st_mode & S_IWOTH, 0u);
 }
 
-TEST_F(SkillsTrustTest, HashFollowsEveryFileAndTheLock) {
+TEST_F(SkillsTrust, HashFollowsEveryFileAndTheLock) {
   auto a = trust_hash(skill_);
   ASSERT_TRUE(a) << a.error().describe();
   EXPECT_EQ(*trust_hash(skill_), *a);
@@ -54,7 +54,7 @@ TEST_F(SkillsTrustTest, HashFollowsEveryFileAndTheLock) {
   EXPECT_NE(*trust_hash(skill_), *b);
 }
 
-TEST_F(SkillsTrustTest, UntrustedThenTrustedThenChanged) {
+TEST_F(SkillsTrust, UntrustedThenTrustedThenChanged) {
   auto first = check_trust(skill_, rule_);
   ASSERT_TRUE(first) << first.error().describe();
   EXPECT_EQ(first->state, TrustState::Untrusted);
@@ -72,14 +72,14 @@ TEST_F(SkillsTrustTest, UntrustedThenTrustedThenChanged) {
   EXPECT_EQ(check_trust(skill_, rule_)->state, TrustState::Trusted);
 }
 
-TEST_F(SkillsTrustTest, MalformedStoreIsAnErrorNamingIt) {
+TEST_F(SkillsTrust, MalformedStoreIsAnErrorNamingIt) {
   dir_.write("data/trusted-skills.json", "[1, 2]");
   auto check = check_trust(skill_, rule_);
   ASSERT_FALSE(check);
   EXPECT_NE(check.error().message.find("trusted-skills.json"), std::string::npos);
 }
 
-TEST_F(SkillsTrustTest, LoaderRefusesUntrustedAndRegistersWhatItReads) {
+TEST_F(SkillsTrust, LoaderRefusesUntrustedAndRegistersWhatItReads) {
   LoadOptions options{rule_};
   auto refused = load_skills({dir_ / "ws/skills"}, options);
   EXPECT_TRUE(refused.skills.empty());
@@ -99,7 +99,7 @@ TEST_F(SkillsTrustTest, LoaderRefusesUntrustedAndRegistersWhatItReads) {
   EXPECT_TRUE(registered(skill_));
 }
 
-TEST_F(SkillsTrustTest, WithoutARuleNoTrustIsChecked) {
+TEST_F(SkillsTrust, WithoutARuleNoTrustIsChecked) {
   auto loaded = load_skills({dir_ / "ws/skills"});
   ASSERT_EQ(loaded.skills.size(), 1u);
   EXPECT_EQ(loaded.skills[0].trust, TrustState::NotRequired);

@@ -19,7 +19,7 @@ std::vector<SseEvent> parse_all(std::string_view text, std::size_t step) {
   return out;
 }
 
-TEST(SseParserTest, AnthropicStyleEventsWithNames) {
+TEST(SseParser, AnthropicStyleEventsWithNames) {
   const std::string text =
       "event: message_start\ndata: {\"type\":\"message_start\"}\n\n"
       "event: ping\ndata: {\"type\": \"ping\"}\n\n";
@@ -32,7 +32,7 @@ TEST(SseParserTest, AnthropicStyleEventsWithNames) {
   }
 }
 
-TEST(SseParserTest, CrlfAndBareCrLineEnds) {
+TEST(SseParser, CrlfAndBareCrLineEnds) {
   for (std::size_t step : {1u, 3u, 100u}) {
     auto events = parse_all("data: a\r\n\r\ndata: b\r\rdata:c\n\n", step);
     ASSERT_EQ(events.size(), 3u) << "step " << step;
@@ -42,7 +42,7 @@ TEST(SseParserTest, CrlfAndBareCrLineEnds) {
   }
 }
 
-TEST(SseParserTest, MultiLineDataCommentsAndIds) {
+TEST(SseParser, MultiLineDataCommentsAndIds) {
   auto events = parse_all(": keep-alive\nid: 7\ndata: one\ndata:  two\nretry: 10\n\n", 5);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].data, "one\n two");  // only one leading space is stripped
@@ -50,12 +50,12 @@ TEST(SseParserTest, MultiLineDataCommentsAndIds) {
   EXPECT_EQ(events[0].event, "");
 }
 
-TEST(SseParserTest, BlankLinesWithoutDataDispatchNothing) {
+TEST(SseParser, BlankLinesWithoutDataDispatchNothing) {
   auto events = parse_all("\n\nevent: x\n\n: c\n\n", 1);
   EXPECT_TRUE(events.empty());
 }
 
-TEST(SseParserTest, StripsALeadingByteOrderMark) {
+TEST(SseParser, StripsALeadingByteOrderMark) {
   auto events = parse_all(
       "\xEF\xBB\xBF"
       "data: x\n\n",
@@ -64,7 +64,7 @@ TEST(SseParserTest, StripsALeadingByteOrderMark) {
   EXPECT_EQ(events[0].data, "x");
 }
 
-TEST(SseParserTest, ReportsACutStream) {
+TEST(SseParser, ReportsACutStream) {
   SseParser parser;
   int count = 0;
   ASSERT_TRUE(parser.feed("data: {\"a\":1}\n\ndata: {\"b\"", [&](const SseEvent&) { ++count; }));
@@ -78,7 +78,7 @@ TEST(SseParserTest, ReportsACutStream) {
   EXPECT_TRUE(unterminated.has_partial());
 }
 
-TEST(SseParserTest, CapsLinesAndEvents) {
+TEST(SseParser, CapsLinesAndEvents) {
   SseParser parser(/*max_line=*/16, /*max_event=*/32);
   auto r = parser.feed(std::string(40, 'x'), [](const SseEvent&) {});
   ASSERT_FALSE(r);
@@ -89,7 +89,7 @@ TEST(SseParserTest, CapsLinesAndEvents) {
   EXPECT_NE(r2.error().message.find("larger than 20"), std::string::npos);
 }
 
-TEST(LineSplitterTest, SplitsNdjsonAcrossChunks) {
+TEST(LineSplitter, SplitsNdjsonAcrossChunks) {
   LineSplitter splitter;
   std::vector<std::string> lines;
   auto add = [&](std::string_view l) { lines.emplace_back(l); };
@@ -103,7 +103,7 @@ TEST(LineSplitterTest, SplitsNdjsonAcrossChunks) {
   EXPECT_FALSE(splitter.has_partial());
 }
 
-TEST(LineSplitterTest, CapsLines) {
+TEST(LineSplitter, CapsLines) {
   LineSplitter splitter(8);
   auto r = splitter.feed("0123456789", [](std::string_view) {});
   EXPECT_FALSE(r);

@@ -35,7 +35,7 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-class FilesToolboxTest : public ::testing::Test {
+class FilesToolbox : public ::testing::Test {
  protected:
   void SetUp() override {
     ws_ = fs::canonical(root_.path()) / "ws";
@@ -64,7 +64,7 @@ class FilesToolboxTest : public ::testing::Test {
   std::shared_ptr<ToolExecutor> box_;
 };
 
-TEST_F(FilesToolboxTest, OffersTheSixTools) {
+TEST_F(FilesToolbox, OffersTheSixTools) {
   auto specs = box_->list_tools(Context{});
   ASSERT_TRUE(specs);
   std::vector<std::string> names;
@@ -77,7 +77,7 @@ TEST_F(FilesToolboxTest, OffersTheSixTools) {
   EXPECT_FALSE(host_.create_toolbox("files", Json{{"tools", {"rm"}}}));
 }
 
-TEST_F(FilesToolboxTest, ReadsInsideTheWorkspace) {
+TEST_F(FilesToolbox, ReadsInsideTheWorkspace) {
   auto r = call("read", Json{{"file_path", "hello.txt"}});
   ASSERT_FALSE(r.is_error) << r.content;
   EXPECT_EQ(r.content, "hello world\nsecond line\nthird line\n");
@@ -87,7 +87,7 @@ TEST_F(FilesToolboxTest, ReadsInsideTheWorkspace) {
   EXPECT_EQ(range.content, "second line\n");
 }
 
-TEST_F(FilesToolboxTest, ReadOutsideTheWorkspaceFails) {
+TEST_F(FilesToolbox, ReadOutsideTheWorkspaceFails) {
   auto absolute = call("read", Json{{"file_path", (outside_ / "secret.txt").string()}});
   EXPECT_TRUE(absolute.is_error);
   EXPECT_THAT(absolute.content, Not(HasSubstr("OUTSIDE-SECRET")));
@@ -106,7 +106,7 @@ TEST_F(FilesToolboxTest, ReadOutsideTheWorkspaceFails) {
   EXPECT_THAT(bash.content, Not(HasSubstr("OUTSIDE-SECRET")));
 }
 
-TEST_F(FilesToolboxTest, WriteAndEditStayInTheWorkspace) {
+TEST_F(FilesToolbox, WriteAndEditStayInTheWorkspace) {
   auto w = call("write", Json{{"file_path", "new/dir/note.txt"}, {"content", "test content"}});
   ASSERT_FALSE(w.is_error) << w.content;
   EXPECT_THAT(w.content, HasSubstr("Wrote 12 bytes"));
@@ -139,7 +139,7 @@ TEST_F(FilesToolboxTest, WriteAndEditStayInTheWorkspace) {
   EXPECT_EQ(slurp(outside_ / "secret.txt"), "OUTSIDE-SECRET\n");
 }
 
-TEST_F(FilesToolboxTest, GlobAndGrepFindWorkspaceFiles) {
+TEST_F(FilesToolbox, GlobAndGrepFindWorkspaceFiles) {
   auto g = call("glob", Json{{"pattern", "**/*.cpp"}});
   ASSERT_FALSE(g.is_error) << g.content;
   EXPECT_THAT(g.content, HasSubstr((ws_ / "src/a.cpp").string()));
@@ -159,7 +159,7 @@ TEST_F(FilesToolboxTest, GlobAndGrepFindWorkspaceFiles) {
   EXPECT_TRUE(call("grep", Json{{"pattern", std::string(1025, 'a')}}).is_error);
 }
 
-TEST_F(FilesToolboxTest, BashRunsInTheWorkspaceWithACleanEnvironment) {
+TEST_F(FilesToolbox, BashRunsInTheWorkspaceWithACleanEnvironment) {
   ::setenv("KERNEX_TEST_SECRET", "secret-must-not-leak", 1);
   auto r = call("bash", Json{{"command", "pwd; env"}});
   ::unsetenv("KERNEX_TEST_SECRET");
@@ -177,7 +177,7 @@ TEST_F(FilesToolboxTest, BashRunsInTheWorkspaceWithACleanEnvironment) {
   EXPECT_THAT(slow.content, HasSubstr("timed out"));
 }
 
-TEST_F(FilesToolboxTest, EachRunWritesInItsOwnWorkspace) {
+TEST_F(FilesToolbox, EachRunWritesInItsOwnWorkspace) {
   TempDir a, b;
   for (const auto* dir : {&a, &b}) {
     Context run;
@@ -208,7 +208,7 @@ TEST_F(FilesToolboxTest, EachRunWritesInItsOwnWorkspace) {
   EXPECT_THAT(refused->content, HasSubstr("is not an existing directory"));
 }
 
-TEST_F(FilesToolboxTest, CancelKillsARunningBashCommandAndItsChildren) {
+TEST_F(FilesToolbox, CancelKillsARunningBashCommandAndItsChildren) {
   ASSERT_EQ(::mkfifo((ws_ / "ready").c_str(), 0600), 0);
   std::stop_source source;
   Context run;

@@ -36,7 +36,7 @@ Json parse(const ToolResult& r) {
   return j;
 }
 
-class ReplToolboxTest : public ::testing::Test {
+class ReplToolbox : public ::testing::Test {
  protected:
   void SetUp() override {
     fs::create_directories(ws());
@@ -69,7 +69,7 @@ class ReplToolboxTest : public ::testing::Test {
   int calls_ = 0;
 };
 
-TEST_F(ReplToolboxTest, ToolsAreOfferedOnlyWhenTheRunAllowsThem) {
+TEST_F(ReplToolbox, ToolsAreOfferedOnlyWhenTheRunAllowsThem) {
   auto none = repl_->list_tools(context_);
   ASSERT_TRUE(none);
   EXPECT_TRUE(none->empty());
@@ -83,7 +83,7 @@ TEST_F(ReplToolboxTest, ToolsAreOfferedOnlyWhenTheRunAllowsThem) {
                                              "eval_code", "provide_answers"}));
 }
 
-TEST_F(ReplToolboxTest, LoadedContextIsReadByCodeAndStatePersists) {
+TEST_F(ReplToolbox, LoadedContextIsReadByCodeAndStatePersists) {
   std::string text;
   for (int i = 0; i < 1000; ++i)
     text += "line " + std::to_string(i) + (i % 100 == 7 ? " ERROR disk full" : " ok") + "\n";
@@ -116,7 +116,7 @@ TEST_F(ReplToolboxTest, LoadedContextIsReadByCodeAndStatePersists) {
   EXPECT_TRUE(vars["variables"].contains("shout"));
 }
 
-TEST_F(ReplToolboxTest, ErrorsAreResultsAndBadArgumentsAreRefused) {
+TEST_F(ReplToolbox, ErrorsAreResultsAndBadArgumentsAreRefused) {
   auto bad = call("eval_code", {{"code", "1/0"}});
   EXPECT_TRUE(bad.is_error);
   EXPECT_NE(parse(bad)["error"].get<std::string>().find("ZeroDivisionError"), std::string::npos);
@@ -133,7 +133,7 @@ TEST_F(ReplToolboxTest, ErrorsAreResultsAndBadArgumentsAreRefused) {
 
 // The worker encodes and decodes with json's C scanner and encoder directly: text of every kind
 // must come through both ways as the kernel sent it or as valid UTF-8.
-TEST_F(ReplToolboxTest, ProtocolCarriesAnyText) {
+TEST_F(ReplToolbox, ProtocolCarriesAnyText) {
   const std::string text = "h\u00e9llo \u2603 \U0001F600 \"q\" \\ tab\t nul\x01 \u2028";
   Json echoed = eval("s = " + Json(text).dump() + "\nprint(s, end='')\nlen(s)");
   EXPECT_FALSE(echoed.contains("error")) << echoed.dump();
@@ -247,7 +247,7 @@ TEST(ReplEvalReply, RequestLineCarriesAnyCode) {
 
 // A plain eval takes the fast path: its content is the worker's value as sent (stdout before
 // stderr; the general path re-serialises with sorted keys), with wall_ms last.
-TEST_F(ReplToolboxTest, PlainEvalTakesTheFastPath) {
+TEST_F(ReplToolbox, PlainEvalTakesTheFastPath) {
   auto r = call("eval_code", {{"code", "import sys\nprint('out')\nprint('err', file=sys.stderr)"}});
   EXPECT_FALSE(r.is_error);
   EXPECT_EQ(r.content.rfind(R"({"cpu_ms":)", 0), 0u) << r.content;
@@ -261,7 +261,7 @@ TEST_F(ReplToolboxTest, PlainEvalTakesTheFastPath) {
 
 // The model's code can write to the worker's protocol pipe. What it forges there reaches only its
 // own session: never a crash (deep nesting), never a field the kernel owns.
-TEST_F(ReplToolboxTest, ForgedAnswersCannotCrashTheKernelOrSetItsFields) {
+TEST_F(ReplToolbox, ForgedAnswersCannotCrashTheKernelOrSetItsFields) {
   Json forged = eval(
       "import __main__ as m\n"
       "m._proto_out.write(b'{\"ok\":true,\"value\":{\"stdout\":\"f\",\"state_lost\":true,"
@@ -286,14 +286,14 @@ TEST_F(ReplToolboxTest, ForgedAnswersCannotCrashTheKernelOrSetItsFields) {
   EXPECT_EQ(eval("print('fresh')")["stdout"], "fresh\n");
 }
 
-TEST_F(ReplToolboxTest, OutputIsCappedWithAVisibleMarker) {
+TEST_F(ReplToolbox, OutputIsCappedWithAVisibleMarker) {
   Json flood = eval("print('x' * 100000)");
   const std::string out = flood["stdout"];
   EXPECT_LT(out.size(), 4096u + 200u);
   EXPECT_NE(out.find("truncated"), std::string::npos) << out.substr(4000);
 }
 
-TEST_F(ReplToolboxTest, SessionsAreIsolated) {
+TEST_F(ReplToolbox, SessionsAreIsolated) {
   eval("secret = 'session one'");
   Context other;
   other.session_id = "s2";
@@ -302,7 +302,7 @@ TEST_F(ReplToolboxTest, SessionsAreIsolated) {
   EXPECT_EQ(eval("print(secret)")["stdout"], "session one\n");
 }
 
-TEST_F(ReplToolboxTest, FilesLoadFromTheWorkspaceOnlyAndGrantsOpenOthers) {
+TEST_F(ReplToolbox, FilesLoadFromTheWorkspaceOnlyAndGrantsOpenOthers) {
   std::ofstream(ws() / "data.csv") << "a,b\n1,2\n";
   fs::create_directories(dir_ / "outside");
   std::ofstream(dir_ / "outside" / "secret.txt") << "OUTSIDE";
@@ -323,7 +323,7 @@ TEST_F(ReplToolboxTest, FilesLoadFromTheWorkspaceOnlyAndGrantsOpenOthers) {
   EXPECT_EQ(ok["size"], 7);
 }
 
-TEST_F(ReplToolboxTest, TheSandboxHoldsInsideTheRepl) {
+TEST_F(ReplToolbox, TheSandboxHoldsInsideTheRepl) {
   fs::create_directories(dir_ / "outside");
   std::ofstream(dir_ / "outside" / "secret.txt") << "OUTSIDE";
   ::setenv("KERNEX_TEST_SECRET", "secret-must-not-leak", 1);
@@ -348,14 +348,14 @@ TEST_F(ReplToolboxTest, TheSandboxHoldsInsideTheRepl) {
   EXPECT_TRUE(fs::exists(ws() / "made.txt"));
 }
 
-TEST_F(ReplToolboxTest, MemoryBombFailsTheCodeNotTheKernel) {
+TEST_F(ReplToolbox, MemoryBombFailsTheCodeNotTheKernel) {
   Json bomb = eval("hog = []\nwhile True:\n    hog.append(bytearray(64 << 20))");
   ASSERT_TRUE(bomb.contains("error")) << bomb.dump();
   EXPECT_NE(bomb["error"].get<std::string>().find("MemoryError"), std::string::npos) << bomb.dump();
   EXPECT_EQ(eval("del hog\nprint('alive')")["stdout"], "alive\n");
 }
 
-TEST_F(ReplToolboxTest, CrashLosesStateAndTheNextCallSaysSo) {
+TEST_F(ReplToolbox, CrashLosesStateAndTheNextCallSaysSo) {
   eval("kept = 42");
   auto crashed =
       call("eval_code", {{"code", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)"}});
@@ -370,7 +370,7 @@ TEST_F(ReplToolboxTest, CrashLosesStateAndTheNextCallSaysSo) {
   EXPECT_FALSE(eval("print(1)").contains("state_lost"));  // told once
 }
 
-TEST_F(ReplToolboxTest, WorkersArePerWorkspace) {
+TEST_F(ReplToolbox, WorkersArePerWorkspace) {
   TempDir a, b;
   Context in_a = context_, in_b = context_;  // the same session, two workspaces
   in_a.workspace = a.path();
@@ -397,7 +397,7 @@ TEST_F(ReplToolboxTest, WorkersArePerWorkspace) {
       << refused.content;
 }
 
-TEST_F(ReplToolboxTest, CancelKillsTheWorkerAtOnceAndTheNextCallStartsFresh) {
+TEST_F(ReplToolbox, CancelKillsTheWorkerAtOnceAndTheNextCallStartsFresh) {
   eval("kept = 1");
   ASSERT_EQ(::mkfifo((ws() / "ready").c_str(), 0600), 0);
   std::stop_source source;
@@ -432,12 +432,12 @@ TEST_F(ReplToolboxTest, CancelKillsTheWorkerAtOnceAndTheNextCallStartsFresh) {
   EXPECT_EQ(after["state_lost"], true);
 }
 
-class ReplTimeoutTest : public ReplToolboxTest {
+class ReplTimeout : public ReplToolbox {
  protected:
   Json config() override { return Json{{"workspace", ws().string()}, {"timeout", 1.5}}; }
 };
 
-TEST_F(ReplTimeoutTest, TimeoutKillsTheWorkerAndTheNextCallStartsFresh) {
+TEST_F(ReplTimeout, TimeoutKillsTheWorkerAndTheNextCallStartsFresh) {
   eval("kept = 1");
   auto slow = call("eval_code", {{"code", "while True:\n    pass"}});
   EXPECT_TRUE(slow.is_error);
@@ -450,7 +450,7 @@ TEST_F(ReplTimeoutTest, TimeoutKillsTheWorkerAndTheNextCallStartsFresh) {
   EXPECT_EQ(after["state_lost"], true);
 }
 
-TEST_F(ReplToolboxTest, DeferredModeHandsQueriesBackAndAnswersBecomeVariables) {
+TEST_F(ReplToolbox, DeferredModeHandsQueriesBackAndAnswersBecomeVariables) {
   Json r =
       eval("a = llm_query('classify chunk 1')\nb = llm_query_batched(['x', 'y'])\nprint(a, b)");
   ASSERT_FALSE(r.contains("error")) << r.dump();
@@ -479,7 +479,7 @@ std::string text_line(const std::string& text, const std::string& match = "", in
   return j.dump();
 }
 
-class ReplKernelTest : public ::testing::Test {
+class ReplKernel : public ::testing::Test {
  protected:
   Result<std::unique_ptr<Kernel>> kernel(const std::vector<std::string>& lines,
                                          Limits limits = {}) {
@@ -510,7 +510,7 @@ class ReplKernelTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(ReplKernelTest, RlmAnswersFromCodeWithLlmQueryAndBatchedSubCalls) {
+TEST_F(ReplKernel, RlmAnswersFromCodeWithLlmQueryAndBatchedSubCalls) {
   std::string log;
   for (int i = 0; i < 500; ++i)
     log += "req " + std::to_string(i) + (i % 50 == 0 ? " status=500" : " status=200") + "\n";
@@ -545,7 +545,7 @@ TEST_F(ReplKernelTest, RlmAnswersFromCodeWithLlmQueryAndBatchedSubCalls) {
   ASSERT_FALSE(start.empty());
 }
 
-TEST_F(ReplKernelTest, DepthTwoRecursionRunsEachLevelInItsOwnRepl) {
+TEST_F(ReplKernel, DepthTwoRecursionRunsEachLevelInItsOwnRepl) {
   Limits limits;
   limits.max_depth = 2;
   auto k = kernel(
@@ -582,7 +582,7 @@ TEST_F(ReplKernelTest, DepthTwoRecursionRunsEachLevelInItsOwnRepl) {
   EXPECT_TRUE(refused);
 }
 
-TEST_F(ReplKernelTest, TokenBudgetRunsOutInsideTheCode) {
+TEST_F(ReplKernel, TokenBudgetRunsOutInsideTheCode) {
   Limits limits;
   limits.token_budget = 300;
   auto k = kernel(
@@ -610,7 +610,7 @@ TEST_F(ReplKernelTest, TokenBudgetRunsOutInsideTheCode) {
   EXPECT_NE(out.find("tokens"), std::string::npos) << out;
 }
 
-TEST_F(ReplKernelTest, ToolCallBudgetCoversTheTree) {
+TEST_F(ReplKernel, ToolCallBudgetCoversTheTree) {
   Limits limits;
   limits.tool_call_budget = 2;
   auto k = kernel(

@@ -44,7 +44,7 @@ std::vector<Toolbox> probe_toolboxes() {
   return skill ? skill->toolboxes : std::vector<Toolbox>{};
 }
 
-class ScriptToolboxTest : public ::testing::Test {
+class ScriptToolbox : public ::testing::Test {
  protected:
   void SetUp() override {
     ::setenv("KERNEX_TEST_SECRET", "secret-must-not-leak", 1);
@@ -73,7 +73,7 @@ class ScriptToolboxTest : public ::testing::Test {
   Context context_;
 };
 
-TEST_F(ScriptToolboxTest, SkillLoaderRecordsTheSkillFolder) {
+TEST_F(ScriptToolbox, SkillLoaderRecordsTheSkillFolder) {
   ASSERT_EQ(context_.toolboxes.size(), 3u);
   for (const auto& t : context_.toolboxes)
     EXPECT_EQ(fs::path(t.source_dir), kSkills / "env-probe") << t.name;
@@ -82,7 +82,7 @@ TEST_F(ScriptToolboxTest, SkillLoaderRecordsTheSkillFolder) {
   EXPECT_FALSE(Json(Toolbox{}).contains("source_dir"));
 }
 
-TEST_F(ScriptToolboxTest, ListsTheContextsToolboxes) {
+TEST_F(ScriptToolbox, ListsTheContextsToolboxes) {
   auto specs = box_->list_tools(context_);
   ASSERT_TRUE(specs);
   std::vector<std::string> names;
@@ -91,7 +91,7 @@ TEST_F(ScriptToolboxTest, ListsTheContextsToolboxes) {
   EXPECT_TRUE(box_->list_tools(Context{})->empty());
 }
 
-TEST_F(ScriptToolboxTest, ArgumentsArriveOnStdinAndThroughTemplates) {
+TEST_F(ScriptToolbox, ArgumentsArriveOnStdinAndThroughTemplates) {
   auto r = call("probe", Json{{"path", "some file.txt"}});
   ASSERT_FALSE(r.is_error) << r.content;
   EXPECT_THAT(r.content, HasSubstr(R"(stdin={"path":"some file.txt"})"));
@@ -100,7 +100,7 @@ TEST_F(ScriptToolboxTest, ArgumentsArriveOnStdinAndThroughTemplates) {
   EXPECT_THAT(r.content, HasSubstr("skill_dir=" + (kSkills / "env-probe").string()));
 }
 
-TEST_F(ScriptToolboxTest, OnlyDeclaredEnvironmentReachesTheScript) {
+TEST_F(ScriptToolbox, OnlyDeclaredEnvironmentReachesTheScript) {
   auto r = call("probe", Json{{"path", "x"}});
   ASSERT_FALSE(r.is_error) << r.content;
   EXPECT_THAT(r.content, HasSubstr("declared=declared-value"));
@@ -108,7 +108,7 @@ TEST_F(ScriptToolboxTest, OnlyDeclaredEnvironmentReachesTheScript) {
   EXPECT_THAT(r.content, Not(HasSubstr("secret-must-not-leak")));
 }
 
-TEST_F(ScriptToolboxTest, MissingOrNonScalarTemplateArgumentIsAToolError) {
+TEST_F(ScriptToolbox, MissingOrNonScalarTemplateArgumentIsAToolError) {
   auto missing = call("probe", Json::object());
   EXPECT_TRUE(missing.is_error);
   EXPECT_THAT(missing.content, HasSubstr("`path` was not given"));
@@ -120,7 +120,7 @@ TEST_F(ScriptToolboxTest, MissingOrNonScalarTemplateArgumentIsAToolError) {
   EXPECT_THAT(option.content, HasSubstr("read as an option"));
 }
 
-TEST_F(ScriptToolboxTest, NonZeroExitIsAnErrorWithStatusAndStderrTail) {
+TEST_F(ScriptToolbox, NonZeroExitIsAnErrorWithStatusAndStderrTail) {
   auto r = call("fail", Json::object());
   EXPECT_TRUE(r.is_error);
   EXPECT_THAT(r.content, HasSubstr("exit status 3"));
@@ -128,14 +128,14 @@ TEST_F(ScriptToolboxTest, NonZeroExitIsAnErrorWithStatusAndStderrTail) {
   EXPECT_THAT(r.content, HasSubstr("something went wrong: boom"));
 }
 
-TEST_F(ScriptToolboxTest, SkillFolderIsNeverWritable) {
+TEST_F(ScriptToolbox, SkillFolderIsNeverWritable) {
   auto r = call("plant", Json::object());
   ASSERT_FALSE(r.is_error) << r.content;
   EXPECT_THAT(r.content, HasSubstr("skill-dir-read-only"));
   EXPECT_FALSE(fs::exists(kSkills / "env-probe/planted.txt"));
 }
 
-TEST_F(ScriptToolboxTest, SkillFolderStaysReadOnlyInsideAWritableWorkspace) {
+TEST_F(ScriptToolbox, SkillFolderStaysReadOnlyInsideAWritableWorkspace) {
   // A project that ships its own skills: the workspace contains the skill folder.
   fs::create_directories(ws_.path() / "skills/env-probe");
   fs::copy(kSkills / "env-probe", ws_.path() / "skills/env-probe", fs::copy_options::recursive);
@@ -148,7 +148,7 @@ TEST_F(ScriptToolboxTest, SkillFolderStaysReadOnlyInsideAWritableWorkspace) {
   EXPECT_FALSE(fs::exists(ws_.path() / "skills/env-probe/planted.txt"));
 }
 
-TEST_F(ScriptToolboxTest, CommandOutsideTheAllowListIsBlockedBeforeSpawning) {
+TEST_F(ScriptToolbox, CommandOutsideTheAllowListIsBlockedBeforeSpawning) {
   Toolbox t;
   t.name = "sneaky";
   t.command = "sh";
@@ -161,7 +161,7 @@ TEST_F(ScriptToolboxTest, CommandOutsideTheAllowListIsBlockedBeforeSpawning) {
   EXPECT_THAT(r.content, Not(HasSubstr("should-never-run")));
 }
 
-TEST_F(ScriptToolboxTest, HijackingEnvIsDroppedAndTimeoutsAreReported) {
+TEST_F(ScriptToolbox, HijackingEnvIsDroppedAndTimeoutsAreReported) {
   Toolbox t;
   t.name = "envdump";
   t.command = "/usr/bin/env";
@@ -189,7 +189,7 @@ TEST_F(ScriptToolboxTest, HijackingEnvIsDroppedAndTimeoutsAreReported) {
   EXPECT_THAT(slow->content, HasSubstr("timed out"));
 }
 
-TEST_F(ScriptToolboxTest, OutputTruncationIsVisible) {
+TEST_F(ScriptToolbox, OutputTruncationIsVisible) {
   auto small =
       host_.create_toolbox("script", Json{{"workspace", ws_.path().string()}, {"max_output", 100}});
   ASSERT_TRUE(small);
@@ -205,7 +205,7 @@ TEST_F(ScriptToolboxTest, OutputTruncationIsVisible) {
   EXPECT_LT(r->content.size(), 300u);
 }
 
-TEST_F(ScriptToolboxTest, AWorkspaceOverAProtectedPathIsRefusedWithTheReason) {
+TEST_F(ScriptToolbox, AWorkspaceOverAProtectedPathIsRefusedWithTheReason) {
   TempDir data;
   auto box =
       host_.create_toolbox("script", Json{{"workspace", data.path().string()},
@@ -217,7 +217,7 @@ TEST_F(ScriptToolboxTest, AWorkspaceOverAProtectedPathIsRefusedWithTheReason) {
   EXPECT_THAT(r->content, HasSubstr("protected path"));
 }
 
-TEST_F(ScriptToolboxTest, BadConfigIsAnErrorNamingTheKey) {
+TEST_F(ScriptToolbox, BadConfigIsAnErrorNamingTheKey) {
   auto bad = host_.create_toolbox("script", Json{{"timeout", "soon"}});
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.error().describe(), HasSubstr("timeout"));
@@ -297,7 +297,7 @@ static Toolbox sleepers() {
   return t;
 }
 
-TEST_F(ScriptToolboxTest, CancelKillsTheWholeProcessGroupAtOnce) {
+TEST_F(ScriptToolbox, CancelKillsTheWholeProcessGroupAtOnce) {
   ASSERT_EQ(::mkfifo((ws_.path() / "ready").c_str(), 0600), 0);
   context_.toolboxes = {sleepers()};
   double worst_return = 0, worst_gone = 0;
@@ -340,7 +340,7 @@ TEST_F(ScriptToolboxTest, CancelKillsTheWholeProcessGroupAtOnce) {
       worst_return, worst_gone);
 }
 
-TEST_F(ScriptToolboxTest, AStopRequestedBeforeTheCallRunsNothing) {
+TEST_F(ScriptToolbox, AStopRequestedBeforeTheCallRunsNothing) {
   std::stop_source source;
   source.request_stop();
   context_.stop = source.get_token();
@@ -349,7 +349,7 @@ TEST_F(ScriptToolboxTest, AStopRequestedBeforeTheCallRunsNothing) {
   EXPECT_THAT(r.content, HasSubstr("was cancelled"));
 }
 
-TEST_F(ScriptToolboxTest, TheRunsWorkspaceReplacesTheConfiguredOne) {
+TEST_F(ScriptToolbox, TheRunsWorkspaceReplacesTheConfiguredOne) {
   Toolbox writer;
   writer.name = "writer";
   writer.command = "sh";

@@ -303,6 +303,22 @@ void Emitter::error(const std::string& message) const {
   if (sink_) sink_(StreamEvent{StreamEvent::Kind::Error, message, {}, {}, {}, {}});
 }
 
+std::uint64_t u64(const Json& j, const char* key) {
+  if (!j.is_object()) return 0;
+  auto it = j.find(key);
+  if (it == j.end()) return 0;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (it->is_number_integer() && it->get<std::int64_t>() > 0)
+    return static_cast<std::uint64_t>(it->get<std::int64_t>());
+  return 0;
+}
+
+std::string str(const Json& j, const char* key) {
+  if (!j.is_object()) return {};
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 Json parse_arguments(std::string_view text) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return Json::object();
   Json j = parse_untrusted(text);

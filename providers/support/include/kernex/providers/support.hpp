@@ -115,6 +115,11 @@ class Emitter {
   const StreamSink& sink_;
 };
 
+// A field of a provider's JSON reply, read leniently: 0 (or "") when `j` is not an object or the
+// key is missing, null or of another type; a negative count is 0.
+std::uint64_t u64(const Json& j, const char* key);
+std::string str(const Json& j, const char* key);
+
 // Tool-call arguments from a model: a JSON object text. "" is {}; anything that is not a JSON
 // object is kept as the raw string so the tool can report what it got.
 Json parse_arguments(std::string_view text);
