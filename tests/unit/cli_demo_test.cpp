@@ -22,7 +22,7 @@ using ::testing::Not;
 namespace {
 
 // The demo runs once for the whole suite: three runs of `kernex run` under ASan take seconds.
-class CliDemoTest : public ::testing::Test {
+class CliDemo : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     tmp_ = new kernex::testing::TempDir();
@@ -65,10 +65,10 @@ class CliDemoTest : public ::testing::Test {
   static kernex::testing::CliOutcome* demo_;
 };
 
-kernex::testing::TempDir* CliDemoTest::tmp_ = nullptr;
-kernex::testing::CliOutcome* CliDemoTest::demo_ = nullptr;
+kernex::testing::TempDir* CliDemo::tmp_ = nullptr;
+kernex::testing::CliOutcome* CliDemo::demo_ = nullptr;
 
-TEST_F(CliDemoTest, SkillScriptToolboxRunsInTheSandboxWithItsAllowListAndPassthrough) {
+TEST_F(CliDemo, SkillScriptToolboxRunsInTheSandboxWithItsAllowListAndPassthrough) {
   EXPECT_THAT(flat(), HasSubstr("toolbox file_report runs `sh scripts/report.sh {file}` in the "
                                 "sandbox, may execute sh, wc, grep, receives DEMO_REPORT_OWNER"));
   EXPECT_THAT(out(), HasSubstr("tool file_report {\"file\": \"notes.txt\"}\n"
@@ -79,14 +79,14 @@ TEST_F(CliDemoTest, SkillScriptToolboxRunsInTheSandboxWithItsAllowListAndPassthr
   EXPECT_THAT(out(), HasSubstr("    (DEMO_SECRET not visible: not passed through)\n"));
 }
 
-TEST_F(CliDemoTest, PermissionRulesRefuseTheModelsRmAndTheFileStays) {
+TEST_F(CliDemo, PermissionRulesRefuseTheModelsRmAndTheFileStays) {
   EXPECT_THAT(out(), HasSubstr("tool bash {\"command\": \"rm notes.txt\"}\n"
                                "    ✗ Tool call denied: denied by rule: bash(rm *)\n"));
   EXPECT_TRUE(fs::is_regular_file(dir() / "workspace" / "notes.txt"));
   EXPECT_THAT(out(), HasSubstr("workspace/notes.txt is still there"));
 }
 
-TEST_F(CliDemoTest, AuditHookLogsTheCallThatRan) {
+TEST_F(CliDemo, AuditHookLogsTheCallThatRan) {
   const auto lines = read_lines(dir() / "audit.jsonl");
   ASSERT_EQ(lines.size(), 1u);
   const Json audited = Json::parse(lines[0]);
@@ -95,7 +95,7 @@ TEST_F(CliDemoTest, AuditHookLogsTheCallThatRan) {
   EXPECT_THAT(out(), HasSubstr(" file_report {\"file\": \"notes.txt\"} ok, 6 line(s) of result"));
 }
 
-TEST_F(CliDemoTest, SecondRunRecallsTheFirstFromMemory) {
+TEST_F(CliDemo, SecondRunRecallsTheFirstFromMemory) {
   // Run 1 made three requests; the first of run 2 carries run 1's six messages, then its own.
   const auto sent = requests();
   ASSERT_GE(sent.size(), 4u);
@@ -107,7 +107,7 @@ TEST_F(CliDemoTest, SecondRunRecallsTheFirstFromMemory) {
   EXPECT_THAT(out(), HasSubstr("model> From our last conversation: renew the staging TLS"));
 }
 
-TEST_F(CliDemoTest, ThirdRunPassesTheWindowAndIsCompacted) {
+TEST_F(CliDemo, ThirdRunPassesTheWindowAndIsCompacted) {
   const auto sent = requests();
   ASSERT_EQ(sent.size(), 6u);
   // The summariser's request (tools off), then the run's, whose prompt carries the summary.
@@ -121,7 +121,7 @@ TEST_F(CliDemoTest, ThirdRunPassesTheWindowAndIsCompacted) {
   EXPECT_THAT(out(), HasSubstr("    | The user asked for a report on notes.txt"));
 }
 
-TEST_F(CliDemoTest, OutputFitsOnAScreenOrTwo) {
+TEST_F(CliDemo, OutputFitsOnAScreenOrTwo) {
   const auto lines = std::count(out().begin(), out().end(), '\n');
   EXPECT_LE(lines, 50) << out();
   EXPECT_THAT(out(), Not(HasSubstr("warning")));
