@@ -4,7 +4,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 
@@ -17,9 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Env = std::vector<std::pair<std::string, std::string>>;
-
-Result<Env> merged_env(const Policy::State& st, const Command& cmd) {
+Result<Policy::State::Env> merged_env(const Policy::State& st, const Command& cmd) {
   auto env = st.env;
   for (const auto& [name, value] : cmd.env) {
     if (name.empty() || name.find('=') != std::string::npos ||
@@ -30,12 +27,7 @@ Result<Env> merged_env(const Policy::State& st, const Command& cmd) {
       return fail(ErrorCode::Sandbox, "refusing to set '" + name +
                                           "': it can change what the sandboxed command executes");
     }
-    auto it =
-        std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
-    if (it != env.end())
-      it->second = value;
-    else
-      env.emplace_back(name, value);
+    set_env(env, name, value);
   }
   return env;
 }
