@@ -8,6 +8,7 @@
 #include "kernex/log.hpp"
 #include "kernex/mcp/jsonrpc.hpp"
 #include "kernex/sandbox/process.hpp"
+#include "kernex/sandbox/toolbox.hpp"
 #include "server_policy.hpp"
 
 namespace kernex::mcp {
@@ -184,7 +185,12 @@ struct McpClient::Impl {
     };
     sandbox::Command cmd;
     cmd.argv.push_back(server.command);
-    cmd.argv.insert(cmd.argv.end(), server.args.begin(), server.args.end());
+    // As for a toolbox: a relative argument naming a file shipped in the skill folder (the
+    // server's entry script) is passed as its absolute path, the working directory being the
+    // workspace.
+    for (const auto& arg : server.args)
+      cmd.argv.push_back(sandbox::skill_file(server.source_dir, arg).value_or(arg));
+    if (!server.source_dir.empty()) cmd.env["KERNEX_SKILL_DIR"] = server.source_dir;
     auto started = sandbox::SandboxedProcess::start(*policy, cmd, std::move(popts));
     if (!started) return fail(ErrorCode::Sandbox, who() + " could not be started", started.error());
     proc.emplace(std::move(*started));

@@ -86,6 +86,13 @@ Result<sandbox::Policy> build_server_policy(const McpServer& server, const Serve
     if (auto interp = env_interpreter(ec ? *resolved : real)) add(*interp);
   }
   profile.allowed_commands = allowed;
+  // The declaring skill's folder is the server's own code (an entry script, node_modules, modules
+  // it imports, helpers it runs): readable and executable, never writable, kept read-only by a
+  // bind mount even inside the writable workspace.
+  if (!server.source_dir.empty()) {
+    profile.executable.emplace_back(server.source_dir);
+    profile.keep_read_only.emplace_back(server.source_dir);
+  }
 
   // Every command must be a program (check_executable); the sandbox grants EXECUTE on that one
   // file. A node (or other runtime) installed outside /usr, e.g. under ~/.nvm: its prefix must be

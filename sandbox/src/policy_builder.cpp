@@ -700,12 +700,7 @@ class Builder {
     env.emplace_back("PATH", path);
     if (!state_->private_tmp.empty()) env.emplace_back("TMPDIR", state_->private_tmp.string());
     auto put = [&](const std::string& name, const std::string& value) {
-      auto it =
-          std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
-      if (it != env.end())
-        it->second = value;
-      else
-        env.emplace_back(name, value);
+      set_env(env, name, value);
     };
     auto copy = [&](const std::string& name, const char* field) -> Result<void> {
       if (!valid_env_name(name))

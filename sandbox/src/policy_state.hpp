@@ -42,8 +42,8 @@ struct Policy::State {
   std::filesystem::path private_tmp;
   std::filesystem::path working_dir;
   std::vector<std::filesystem::path> allowed_executables;
-  std::vector<std::pair<std::string, std::string>>
-      env;                                           // the child's environment before Command::env
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  Env env;                                           // the child's environment before Command::env
   std::optional<std::filesystem::path> pids_cgroup;  // where per-spawn pids cgroups are made
   std::vector<ProtectedMount> protected_mounts;
   int mntns_fd = -1;     // the mount namespace holding protected_mounts (see mount_template_main)
@@ -56,6 +56,17 @@ struct Policy::State {
   State& operator=(const State&) = delete;
   ~State();
 };
+
+// Sets `name` in `env`, in place when it is there already (an environment holds a name once).
+inline void set_env(Policy::State::Env& env, const std::string& name, const std::string& value) {
+  for (auto& [have, old] : env) {
+    if (have == name) {
+      old = value;
+      return;
+    }
+  }
+  env.emplace_back(name, value);
+}
 
 // Built pieces, one file each.
 struct LandlockGrant {

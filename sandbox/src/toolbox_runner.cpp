@@ -44,18 +44,6 @@ bool is_template(const std::string& arg, std::string& name) {
   });
 }
 
-// "scripts/run.sh" -> "<skill>/scripts/run.sh" when that file exists inside the skill folder.
-std::optional<std::string> skill_file(const fs::path& skill_dir, const std::string& arg) {
-  if (skill_dir.empty() || arg.empty() || arg.front() == '/' || arg.front() == '-')
-    return std::nullopt;
-  fs::path rel = fs::path(arg).lexically_normal();
-  if (rel.empty() || *rel.begin() == "..") return std::nullopt;
-  std::error_code ec;
-  fs::path full = skill_dir / rel;
-  if (!fs::is_regular_file(full, ec)) return std::nullopt;
-  return full.string();
-}
-
 }  // namespace
 
 Result<ToolboxRunOptions> ToolboxRunOptions::from_json(const Json& config,
@@ -134,6 +122,17 @@ Result<ToolboxRunOptions> ToolboxRunOptions::from_json(const Json& config,
     }
   }
   return o;
+}
+
+std::optional<std::string> skill_file(const fs::path& skill_dir, const std::string& arg) {
+  if (skill_dir.empty() || arg.empty() || arg.front() == '/' || arg.front() == '-')
+    return std::nullopt;
+  fs::path rel = fs::path(arg).lexically_normal();
+  if (rel.empty() || *rel.begin() == "..") return std::nullopt;
+  std::error_code ec;
+  fs::path full = skill_dir / rel;
+  if (!fs::is_regular_file(full, ec)) return std::nullopt;
+  return full.string();
 }
 
 SandboxProfile toolbox_profile(const Toolbox& toolbox, const ToolboxRunOptions& options) {

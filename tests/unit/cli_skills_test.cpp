@@ -308,4 +308,29 @@ TEST_F(CliSkills, RunWithProjectAddsInstructionsAndActivatesItsSkills) {
   EXPECT_THAT(missing.err, HasSubstr("AGENTS.md"));
 }
 
+// A skill shipping its MCP server next to SKILL.md, in a folder of its own outside the working
+// directory: `kernex mcp call` starts it from there (it reads and runs what it ships), and it can't
+// write its folder.
+TEST_F(CliSkillsTest, McpCallStartsTheServerShippedInItsSkillFolder) {
+  kernex::testing::TempDir skill;
+  for (const char* file : {"server.py", "greeting.py"})
+    fs::copy_file(fs::path(KERNEX_SOURCE_DIR "/tests/unit/mcp/skill") / file, skill / file);
+  fs::copy_file("/bin/echo", skill / "helper");
+  skill.write("SKILL.md",
+              "---\nname: shipped\ndescription: ships its server\nmcp-skill: python3 server.py\n"
+              "---\nShipped.\n");
+  trust(skill.path());
+  auto call = [&](const std::string& tool) {
+    return kernex({"mcp", "call", "--skills", skill.path().string(), "skill", tool, "{}"});
+  };
+  auto greeted = call("greet");
+  ASSERT_EQ(greeted.exit_code, 0) << greeted.out << greeted.err;
+  EXPECT_EQ(greeted.out, "hello from the skill folder\n");
+  auto ran = call("run_helper");
+  EXPECT_EQ(ran.out, "helper ran\n") << ran.err;
+  auto wrote = call("write_skill");
+  EXPECT_THAT(wrote.out, HasSubstr("REFUSED ")) << wrote.err;
+  EXPECT_FALSE(fs::exists(skill / "planted.txt"));
+}
+
 }  // namespace

@@ -310,6 +310,78 @@ TEST_F(McpClientTest, ToolboxKeepsAServerPerWorkspace) {
       << refused->content;
 }
 
+// A skill shipping its MCP server (server.py next to SKILL.md, importing a module of its own and
+// running a program of its own), loaded from a fresh folder outside the workspace and started the
+// way `kernex run` and `kernex mcp call` start it: through McpToolbox with the skill's folder as
+// the server's source_dir.
+class SkillServerTest : public McpClientTest {
+ protected:
+  void SetUp() override {
+    McpClientTest::SetUp();
+    ship(skill_.path());
+  }
+
+  static void ship(const std::filesystem::path& dir) {
+    namespace fs = std::filesystem;
+    fs::create_directories(dir);
+    for (const char* file : {"server.py", "greeting.py"})
+      fs::copy_file(fs::path(KERNEX_SOURCE_DIR "/tests/unit/mcp/skill") / file, dir / file);
+    fs::copy_file("/bin/echo", dir / "helper");
+  }
+
+  static McpServer declared(const std::filesystem::path& dir) {
+    McpServer s;
+    s.name = "skill";
+    s.command = "python3";
+    s.args = {"server.py"};  // relative: the file shipped in the skill folder
+    s.source_dir = dir.string();
+    return s;
+  }
+
+  Result<ToolResult> call(const std::filesystem::path& dir, const std::string& tool) {
+    ToolboxConfig config;
+    config.workspace = ws_.path();
+    config.client = fast();
+    McpToolbox box(config);
+    Context run;
+    run.mcp_servers = {declared(dir)};
+    auto tools = box.list_tools(run);
+    if (!tools) return std::unexpected(tools.error());
+    return box.execute(run, ToolCall{"c", "skill__" + tool, Json::object()});
+  }
+
+  kernex::testing::TempDir skill_;
+};
+
+TEST_F(SkillServerTest, StartsFromItsSkillFolderAndReadsAndRunsWhatItShips) {
+  auto greeted = call(skill_.path(), "greet");
+  ASSERT_TRUE(greeted) << greeted.error().describe();
+  EXPECT_FALSE(greeted->is_error) << greeted->content;
+  EXPECT_EQ(greeted->content, "hello from the skill folder");
+  auto ran = call(skill_.path(), "run_helper");
+  ASSERT_TRUE(ran) << ran.error().describe();
+  EXPECT_EQ(ran->content, "helper ran");
+}
+
+TEST_F(SkillServerTest, CannotWriteItsSkillFolder) {
+  auto wrote = call(skill_.path(), "write_skill");
+  ASSERT_TRUE(wrote) << wrote.error().describe();
+  EXPECT_EQ(wrote->content.rfind("REFUSED ", 0), 0u) << wrote->content;
+  EXPECT_FALSE(std::filesystem::exists(skill_.path() / "planted.txt"));
+}
+
+TEST_F(SkillServerTest, CannotWriteItsSkillFolderInsideTheWritableWorkspace) {
+  const auto inside = ws_.path() / "skills" / "shipped";
+  ship(inside);
+  auto greeted = call(inside, "greet");
+  ASSERT_TRUE(greeted) << greeted.error().describe();
+  EXPECT_EQ(greeted->content, "hello from the skill folder");
+  auto wrote = call(inside, "write_skill");
+  ASSERT_TRUE(wrote) << wrote.error().describe();
+  EXPECT_EQ(wrote->content.rfind("REFUSED ", 0), 0u) << wrote->content;
+  EXPECT_FALSE(std::filesystem::exists(inside / "planted.txt"));
+}
+
 TEST(McpToolboxConfig, UnknownKeysAndBadTypesAreConfigErrors) {
   auto unknown = ToolboxConfig::from_json(Json{{"workspce", "/tmp"}});
   ASSERT_FALSE(unknown);

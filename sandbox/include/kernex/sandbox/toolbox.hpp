@@ -52,6 +52,12 @@ struct ToolboxRunOptions {
 // set), and its skill folder (`source_dir`) readable but kept read-only and not executable.
 SandboxProfile toolbox_profile(const Toolbox& toolbox, const ToolboxRunOptions& options);
 
+// "scripts/run.sh" -> "<skill_dir>/scripts/run.sh" when `arg` is a relative path naming a file
+// shipped in the skill folder (not leaving it, not starting with '-'); nullopt otherwise. Toolbox
+// and MCP server arguments alike.
+std::optional<std::string> skill_file(const std::filesystem::path& skill_dir,
+                                      const std::string& arg);
+
 // argv for one call: command, then args where an argument that is exactly "{name}" takes the JSON
 // argument `name` (string, number or boolean; anything else is an error), and a literal relative
 // argument naming a file shipped in the skill folder becomes that file's absolute path. A

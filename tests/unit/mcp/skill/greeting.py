@@ -1,0 +1,1 @@
+TEXT = "hello from the skill folder"
