@@ -311,7 +311,7 @@ TEST_F(CliSkills, RunWithProjectAddsInstructionsAndActivatesItsSkills) {
 // A skill shipping its MCP server next to SKILL.md, in a folder of its own outside the working
 // directory: `kernex mcp call` starts it from there (it reads and runs what it ships), and it can't
 // write its folder.
-TEST_F(CliSkillsTest, McpCallStartsTheServerShippedInItsSkillFolder) {
+TEST_F(CliSkills, McpCallStartsTheServerShippedInItsSkillFolder) {
   kernex::testing::TempDir skill;
   for (const char* file : {"server.py", "greeting.py"})
     fs::copy_file(fs::path(KERNEX_SOURCE_DIR "/tests/unit/mcp/skill") / file, skill / file);

@@ -314,7 +314,7 @@ TEST_F(McpClientTest, ToolboxKeepsAServerPerWorkspace) {
 // running a program of its own), loaded from a fresh folder outside the workspace and started the
 // way `kernex run` and `kernex mcp call` start it: through McpToolbox with the skill's folder as
 // the server's source_dir.
-class SkillServerTest : public McpClientTest {
+class SkillServer : public McpClientTest {
  protected:
   void SetUp() override {
     McpClientTest::SetUp();
@@ -353,7 +353,7 @@ class SkillServerTest : public McpClientTest {
   kernex::testing::TempDir skill_;
 };
 
-TEST_F(SkillServerTest, StartsFromItsSkillFolderAndReadsAndRunsWhatItShips) {
+TEST_F(SkillServer, StartsFromItsSkillFolderAndReadsAndRunsWhatItShips) {
   auto greeted = call(skill_.path(), "greet");
   ASSERT_TRUE(greeted) << greeted.error().describe();
   EXPECT_FALSE(greeted->is_error) << greeted->content;
@@ -363,14 +363,14 @@ TEST_F(SkillServerTest, StartsFromItsSkillFolderAndReadsAndRunsWhatItShips) {
   EXPECT_EQ(ran->content, "helper ran");
 }
 
-TEST_F(SkillServerTest, CannotWriteItsSkillFolder) {
+TEST_F(SkillServer, CannotWriteItsSkillFolder) {
   auto wrote = call(skill_.path(), "write_skill");
   ASSERT_TRUE(wrote) << wrote.error().describe();
   EXPECT_EQ(wrote->content.rfind("REFUSED ", 0), 0u) << wrote->content;
   EXPECT_FALSE(std::filesystem::exists(skill_.path() / "planted.txt"));
 }
 
-TEST_F(SkillServerTest, CannotWriteItsSkillFolderInsideTheWritableWorkspace) {
+TEST_F(SkillServer, CannotWriteItsSkillFolderInsideTheWritableWorkspace) {
   const auto inside = ws_.path() / "skills" / "shipped";
   ship(inside);
   auto greeted = call(inside, "greet");
