@@ -453,19 +453,16 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
   // 30-70 us. Messages with only some words are ranked by bm25, where relevance decides.
   const auto search = [&](const std::string& match, bool every_word) -> Result<void> {
     if (search_messages) {
-      static constexpr const char* kNewest =
-          "SELECT m.conversation_id, m.seq, m.content, m.created_at, 0.0 FROM messages_fts f "
-          "JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = m.conversation_id "
-          "WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND (m.conversation_id != "
-          "?3 OR m.seq < ?4) "
-          "AND (?5 IS NULL OR m.created_at >= ?5) ORDER BY f.rowid DESC LIMIT ?6";
-      static constexpr const char* kBest =
-          "SELECT m.conversation_id, m.seq, m.content, m.created_at, f.rank FROM messages_fts f "
-          "JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = m.conversation_id "
-          "WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND (m.conversation_id != "
-          "?3 OR m.seq < ?4) "
-          "AND (?5 IS NULL OR m.created_at >= ?5) ORDER BY f.rank LIMIT ?6";
-      auto messages = db_->prepare(every_word ? kNewest : kBest);
+      static const std::string kFrom =
+          " FROM messages_fts f JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = "
+          "m.conversation_id WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND "
+          "(m.conversation_id != ?3 OR m.seq < ?4) AND (?5 IS NULL OR m.created_at >= ?5) ";
+      static const std::string kColumns =
+          "SELECT m.conversation_id, m.seq, m.content, m.created_at";
+      static const std::string kNewest =
+          kColumns + ", 0.0" + kFrom + "ORDER BY f.rowid DESC LIMIT ?6";
+      static const std::string kBest = kColumns + ", f.rank" + kFrom + "ORDER BY f.rank LIMIT ?6";
+      auto messages = db_->prepare((every_word ? kNewest : kBest).c_str());
       if (!messages) return std::unexpected(messages.error());
       messages->bind_all(match, q.sender_id, q.current_conversation, boundary, since, limit);
       double order = 0;  // newest first: the row order is the rank
