@@ -124,13 +124,13 @@ int main(int argc, char** argv) {
   sqlite3_stmt* q_fts =
       prepare(raw,
               "SELECT m.seq, m.content, m.created_at FROM messages_fts f JOIN messages m "
-              "ON m.seq = f.rowid WHERE messages_fts MATCH ? ORDER BY f.rank LIMIT 5");
+              "ON m.seq = f.rowid WHERE messages_fts MATCH ? ORDER BY f.rowid DESC LIMIT 5");
   sqlite3_stmt* q_hist =
       prepare(raw,
               "SELECT role, content, tool_calls, tool_result, provider_state FROM messages "
               "WHERE conversation_id = ? ORDER BY seq DESC LIMIT 50");
   // What the store's query builder makes of the request: significant words, quoted, AND-ed
-  // (the store widens to OR only when fewer than 5 messages match every word).
+  // (the store widens to OR only when fewer than 5 messages match every word), newest first.
   const std::string phrase = "\"weather\" AND \"city7\"";
   sqlite3_bind_text(q_fts, 1, phrase.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(q_hist, 1, conv->c_str(), -1, SQLITE_TRANSIENT);

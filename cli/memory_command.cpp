@@ -34,7 +34,8 @@ std::string dump(const Json& j, int indent = -1) {
   return j.dump(indent, ' ', false, Json::error_handler_t::replace);
 }
 
-// The configured store; `sqlite` (the default store) when kernex.yaml names none.
+// The configured store: the one `kernex run` and `kernex serve` use (by default the sqlite store in
+// <data_dir>/memory.db). `memory: none` leaves nothing to read.
 Result<std::shared_ptr<MemoryStore>> open_store(const std::optional<std::string>& config_file,
                                                 const MemoryArgs& args) {
   auto config =
@@ -42,7 +43,10 @@ Result<std::shared_ptr<MemoryStore>> open_store(const std::optional<std::string>
   if (!config) return std::unexpected(config.error());
   if (args.data_dir)
     config->data_dir = std::filesystem::absolute(*args.data_dir).lexically_normal();
-  PluginRef ref = config->memory.value_or(PluginRef{"sqlite", Json::object()});
+  if (!config->memory)
+    return fail(ErrorCode::Config,
+                "memory is off in this config (`memory: none`): no store to read");
+  PluginRef ref = *config->memory;
   Json options = ref.config.is_object() ? ref.config : Json::object();
   if (!options.contains("data_dir")) options["data_dir"] = config->data_dir.string();
   std::vector<std::filesystem::path> dirs = config->plugin_dirs;

@@ -41,6 +41,9 @@ namespace {
 // Config files are small; anything bigger is a mistake (or an attack), not a config.
 constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
 
+// `memory: none` (or {name: none}): the kernel runs without a memory store.
+constexpr std::string_view kNoMemory = "none";
+
 const char* env(const char* name) {
   const char* v = std::getenv(name);
   return (v != nullptr && *v != '\0') ? v : nullptr;
@@ -92,7 +95,11 @@ class ConfigReader {
     if (key == "memory") {
       auto ref = plugin_ref(f);
       if (!ref) return std::unexpected(ref.error());
-      out.memory = std::move(*ref);
+      if (!*ref) return {};  // `memory:` alone: the default store stays
+      if ((*ref)->name == kNoMemory)
+        out.memory.reset();
+      else
+        out.memory = std::move(*ref);
       return {};
     }
     if (key == "hooks") return assign_list(plugin_list(f), out.hooks);
@@ -475,6 +482,9 @@ Config default_config() {
     // No home at all (some service accounts): a per-user directory that always exists.
     c.data_dir = fs::temp_directory_path() / ("kernex-" + std::to_string(getuid()));
   }
+  // Memory is on unless configured off: conversations continue across runs, in
+  // <data_dir>/memory.db, the file `kernex memory` reads.
+  c.memory = PluginRef{"sqlite", Json::object()};
   return c;
 }
 

@@ -17,7 +17,8 @@ std::optional<std::filesystem::path> home_dir();
 // path needs a home directory and none is known.
 Result<std::filesystem::path> expand_home(std::string_view path, std::string_view what);
 
-// Defaults: data_dir from $XDG_DATA_HOME/kernex (when absolute), else ~/.local/share/kernex.
+// Defaults: data_dir from $XDG_DATA_HOME/kernex (when absolute), else ~/.local/share/kernex;
+// memory: the sqlite store (in <data_dir>/memory.db).
 Config default_config();
 
 // KERNEX_DATA_DIR overrides data_dir (relative values resolve against the working directory).

@@ -10,9 +10,9 @@
 #include <utility>
 #include <variant>
 
-#include <boost/dll/library_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
+#include "elf_symbols.hpp"
 #include "install_layout.hpp"
 
 namespace kernex {
@@ -90,23 +90,6 @@ AnyFactory resolve_factory(const boost::dll::shared_library& lib, PluginKind kin
       return &lib.get_alias<ToolboxFactory>(symbol);
   }
   throw std::logic_error("resolve_factory: unknown kind");  // known_kind() was checked before
-}
-
-// Reads the file's symbol table without mapping it, so a stray non-plugin .so in a plugin
-// directory never gets its constructors run.
-std::optional<std::string> precheck(const fs::path& path) {
-  try {
-    boost::dll::library_info info(path, /*throw_if_not_native_format=*/true);
-    const std::vector<std::string> symbols = info.symbols();
-    if (std::find(symbols.begin(), symbols.end(), kDescriptorSymbol) == symbols.end()) {
-      return std::string("no ") + kDescriptorSymbol + " symbol; not a kernex plugin";
-    }
-    return std::nullopt;
-  } catch (const std::exception& e) {
-    return std::string("not a shared library (") + e.what() + ")";
-  } catch (...) {
-    return std::string("not a shared library");
-  }
 }
 
 Error plugin_error(const fs::path& path, const std::string& cause) {
@@ -272,7 +255,10 @@ Result<PluginInfo> PluginHost::add_file(const std::filesystem::path& path) {
 
   if (!fs::is_regular_file(file, ec))
     return impl_->record(info, plugin_error(file, "not a regular file"));
-  if (auto problem = precheck(file)) return impl_->record(info, plugin_error(file, *problem));
+  // Checked before dlopen, which runs the file's constructors: a stray non-plugin .so in a plugin
+  // directory never gets its constructors run.
+  if (auto problem = detail::exported_symbol_problem(file, kDescriptorSymbol))
+    return impl_->record(info, plugin_error(file, *problem));
 
   Library library;
   try {

@@ -147,7 +147,16 @@ Result<void> Db::exec(const char* sql) {
   return {};
 }
 
-Result<void> Db::begin() { return exec("BEGIN IMMEDIATE"); }
+// Cached statements, not exec: every write pays these two, and exec parses them each time.
+Result<void> Db::run_cached(const char* sql) {
+  auto stmt = prepare(sql);
+  if (!stmt) return std::unexpected(stmt.error());
+  if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<void> Db::begin() { return run_cached("BEGIN IMMEDIATE"); }
+Result<void> Db::commit() { return run_cached("COMMIT"); }
 
 void Db::rollback() {
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);

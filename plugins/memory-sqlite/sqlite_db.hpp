@@ -100,7 +100,9 @@ class Db {
 
  private:
   Db(sqlite3* db, std::filesystem::path path) : db_(db), path_(std::move(path)) {}
+  Result<void> run_cached(const char* sql);
   Result<void> begin();
+  Result<void> commit();
   void rollback();
 
   sqlite3* db_;
@@ -116,7 +118,7 @@ Result<T> Db::write(const std::function<Result<T>()>& body) {
     rollback();
     return r;
   }
-  if (auto c = exec("COMMIT"); !c) {
+  if (auto c = commit(); !c) {
     rollback();
     return std::unexpected(c.error());
   }

@@ -447,21 +447,31 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
     search_messages = *row && has_messages->integer(0) != 0;
   }
 
-  const auto search = [&](const std::string& match) -> Result<void> {
+  // Messages with every word come newest first: FTS5 walks its index backwards and stops at the
+  // limit. Ranking them by bm25 instead cost a count of every message holding each word (its
+  // IDF) plus a score per match: 390 us at 10k messages for a query with one common word, against
+  // 30-70 us. Messages with only some words are ranked by bm25, where relevance decides.
+  const auto search = [&](const std::string& match, bool every_word) -> Result<void> {
     if (search_messages) {
-      auto messages = db_->prepare(
-          "SELECT m.conversation_id, m.seq, m.content, m.created_at, f.rank FROM messages_fts f "
-          "JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = m.conversation_id "
-          "WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND (m.conversation_id != "
-          "?3 OR m.seq < ?4) "
-          "AND (?5 IS NULL OR m.created_at >= ?5) ORDER BY f.rank LIMIT ?6");
+      static const std::string kFrom =
+          " FROM messages_fts f JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = "
+          "m.conversation_id WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND "
+          "(m.conversation_id != ?3 OR m.seq < ?4) AND (?5 IS NULL OR m.created_at >= ?5) ";
+      static const std::string kColumns =
+          "SELECT m.conversation_id, m.seq, m.content, m.created_at";
+      static const std::string kNewest =
+          kColumns + ", 0.0" + kFrom + "ORDER BY f.rowid DESC LIMIT ?6";
+      static const std::string kBest = kColumns + ", f.rank" + kFrom + "ORDER BY f.rank LIMIT ?6";
+      auto messages = db_->prepare((every_word ? kNewest : kBest).c_str());
       if (!messages) return std::unexpected(messages.error());
       messages->bind_all(match, q.sender_id, q.current_conversation, boundary, since, limit);
+      double order = 0;  // newest first: the row order is the rank
       auto r = each_row(*messages, [&]() -> Result<void> {
+        order += 1e-3;
         if (seen.insert({messages->text(0), messages->integer(1)}).second) {
-          ranked.push_back(
-              {messages->real(4), RecallHit{"message", messages->text(0), messages->integer(1),
-                                            messages->text(2), messages->text(3)}});
+          ranked.push_back({every_word ? order : messages->real(4),
+                            RecallHit{"message", messages->text(0), messages->integer(1),
+                                      messages->text(2), messages->text(3)}});
         }
         return {};
       });
@@ -487,14 +497,14 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
       return fail(ErrorCode::Memory, "memory-sqlite: recall over summaries failed", r.error());
     return {};
   };
-  if (auto r = search(all_words); !r) return std::unexpected(r.error());
+  if (auto r = search(all_words, true); !r) return std::unexpected(r.error());
   // Hits matching every word rank first, whatever bm25 says about partial matches.
   for (auto& [rank, hit] : ranked) rank -= 1e9;
   if (ranked.size() < q.limit && any_word != all_words) {
-    if (auto r = search(any_word); !r) return std::unexpected(r.error());
+    if (auto r = search(any_word, false); !r) return std::unexpected(r.error());
   }
 
-  // bm25: lower is better.
+  // Lower is better (bm25's sign; every-word hits by position).
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<RecallHit> out;

@@ -100,7 +100,9 @@ TEST_F(ConfigTest, DefaultsWithoutAFile) {
   EXPECT_EQ(c->provider.name, "");  // the CLI asks for --provider
   EXPECT_EQ(c->provider.config, Json::object());
   EXPECT_TRUE(c->provider_options.empty());
-  EXPECT_FALSE(c->memory);
+  ASSERT_TRUE(c->memory);  // memory is on: the sqlite store in <data_dir>/memory.db
+  EXPECT_EQ(c->memory->name, "sqlite");
+  EXPECT_EQ(c->memory->config, Json::object());
   EXPECT_TRUE(c->hooks.empty());
   EXPECT_FALSE(c->toolboxes.has_value());
   EXPECT_FALSE(c->permissions_file);
@@ -122,6 +124,17 @@ TEST_F(ConfigTest, EmptyFileGivesDefaults) {
   EXPECT_EQ(c.limits.max_turns, 50u);
   Config comments = parse_ok("# nothing here\n");
   EXPECT_EQ(comments.channel, "cli");
+}
+
+TEST_F(ConfigTest, MemoryDefaultsToSqliteAndNoneTurnsItOff) {
+  ASSERT_TRUE(parse_ok("").memory);
+  EXPECT_EQ(parse_ok("").memory->name, "sqlite");
+  ASSERT_TRUE(parse_ok("memory:\n").memory);  // null: not set, the default stays
+  EXPECT_EQ(parse_ok("memory: ~\n").memory->name, "sqlite");
+  EXPECT_FALSE(parse_ok("memory: none\n").memory);
+  EXPECT_FALSE(parse_ok("memory: {name: none}\n").memory);
+  ASSERT_TRUE(parse_ok("memory: volatile\n").memory);
+  EXPECT_EQ(parse_ok("memory: volatile\n").memory->name, "volatile");
 }
 
 TEST_F(ConfigTest, DataDirDefaultFollowsXdgDataHome) {

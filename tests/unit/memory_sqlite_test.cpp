@@ -17,6 +17,7 @@ namespace kernex {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::TempDir;
 
 class MemorySqlite : public ::testing::Test {
@@ -169,6 +170,68 @@ TEST_F(MemoryCli, RunRemembersAndExportRoundTrips) {
       &status);
   EXPECT_EQ(status, 8) << again;
   EXPECT_THAT(again, HasSubstr("nothing was"));
+}
+
+// Without a config the kernel keeps memory in <data dir>/memory.db, the file `kernex memory`
+// reads; `memory: none` turns it off. The replay provider's record file shows what the second
+// run's model was sent.
+class DefaultMemoryCli : public MemoryCli {
+ protected:
+  // One run answering "noted", with the request it sent appended to `record`.
+  int run_plain(const std::string& message, const std::string& config_args = "") {
+    int status = -1;
+    const std::string out =
+        sh("run " + config_args + " --data-dir " + data.string() +
+               " --provider replay --provider-opt script=" + script.string() +
+               " --provider-opt record=" + record.string() + " '" + message + "'",
+           &status);
+    EXPECT_EQ(status, 0) << out;
+    return status;
+  }
+  // The messages of the `i`th request the provider received, as text.
+  std::string request_messages(std::size_t i) {
+    const auto lines = testing::read_lines(record);
+    if (i >= lines.size()) return "";
+    return Json::parse(lines[i]).value("messages", Json::array()).dump();
+  }
+  std::filesystem::path script = dir.write("noted.jsonl", R"({"text": "noted"})"
+                                                          "\n");
+  std::filesystem::path record = dir / "record.jsonl";
+};
+
+TEST_F(DefaultMemoryCli, RunsWithoutAConfigShareMemoryInTheDataDir) {
+  ::unsetenv("KERNEX_CONFIG");
+  ASSERT_EQ(run_plain("my locker code is 4711"), 0);
+  ASSERT_EQ(run_plain("what is my locker code?"), 0);
+  EXPECT_TRUE(std::filesystem::exists(data / "memory.db"));
+  EXPECT_THAT(request_messages(1), HasSubstr("my locker code is 4711"));
+  EXPECT_THAT(request_messages(1), HasSubstr("noted"));
+
+  int status = -1;
+  const std::string history = sh("memory history --json --data-dir " + data.string(), &status);
+  ASSERT_EQ(status, 0) << history;
+  const Json conversations = Json::parse(history);
+  ASSERT_EQ(conversations.size(), 1u) << history;
+  EXPECT_EQ(conversations[0]["messages"].size(), 4u) << history;
+}
+
+TEST_F(DefaultMemoryCli, MemoryNoneKeepsNothing) {
+  ::unsetenv("KERNEX_CONFIG");
+  for (const std::string yaml : {"memory: none\n", "memory: {name: none}\n"}) {
+    const auto config = dir.write("kernex.yaml", yaml);
+    std::filesystem::remove_all(data);
+    std::filesystem::remove(record);
+    ASSERT_EQ(run_plain("my locker code is 4711", "--config " + config.string()), 0);
+    ASSERT_EQ(run_plain("what is my locker code?", "--config " + config.string()), 0);
+    EXPECT_FALSE(std::filesystem::exists(data / "memory.db")) << yaml;
+    EXPECT_THAT(request_messages(1), Not(HasSubstr("4711"))) << yaml;
+
+    int status = -1;
+    const std::string out =
+        sh("memory history --config " + config.string() + " --data-dir " + data.string(), &status);
+    EXPECT_EQ(status, 3) << out;
+    EXPECT_THAT(out, HasSubstr("memory: none")) << yaml;
+  }
 }
 
 }  // namespace

@@ -43,8 +43,10 @@ struct Config {
   std::string project;
   PluginRef provider;                            // default provider and its options
   std::map<std::string, Json> provider_options;  // per-provider options by name
-  std::optional<PluginRef> memory;               // none: the kernel runs without memory
-  std::vector<PluginRef> hooks;                  // run in this order
+  // Unset: the kernel runs without memory. Config::load and parse_yaml start from the sqlite
+  // store (<data_dir>/memory.db); `memory: none` unsets it. A Config built in code has none.
+  std::optional<PluginRef> memory;
+  std::vector<PluginRef> hooks;  // run in this order
   // Toolbox plugins to load; unset: every toolbox plugin found, with empty options.
   std::optional<std::vector<PluginRef>> toolboxes;
   std::optional<std::filesystem::path> permissions_file;
