@@ -106,15 +106,6 @@ TEST(RunPlan, ASubRunKeepsItsTreesBudgetsAndDepthWithItsOwnTurns) {
   EXPECT_TRUE(plan->audits_to_memory);
 }
 
-}
-Result<std::string> rlm_query(const std::string&, const std::optional<std::string>&) override {
-  return fail(ErrorCode::Unsupported, "none");
-}
-
-private:
-std::string name_ = "foreign";
-};
-
 TEST(RunPlan, NoProviderOrAForeignParentIsATypedError) {
   Config config;
   auto none = plan_run(config, {}, Request::from_text("alice", "hi"));
