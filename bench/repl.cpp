@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
   kernex::Context context;
   context.session_id = "bench";
   auto call = [&](const std::string& name, Json args) {
-    auto r = repl->execute(context, kernex::ToolCall{"b", name, std::move(args)});
+    auto r = repl->execute(context, {}, kernex::ToolCall{"b", name, std::move(args)});
     if (!r || r->is_error) die(name + ": " + (r ? r->content : r.error().describe()));
     return *r;
   };

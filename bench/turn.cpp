@@ -98,7 +98,7 @@ class LookupTool final : public kernex::ToolExecutor {
                                                {"required", {"key"}}},
                                           {}}};
   }
-  kernex::Result<kernex::ToolResult> execute(const kernex::Context&,
+  kernex::Result<kernex::ToolResult> execute(const kernex::Context&, const kernex::RunHandles&,
                                              const kernex::ToolCall& call) override {
     const std::string key = call.arguments.value("key", "");
     return kernex::ToolResult{call.id, call.name, key == "answer" ? "42" : "unknown", false};
@@ -194,7 +194,7 @@ Figures measure(const Setup& setup, int turns, Server& server, const fs::path& r
       bare_total += bare_us.back();
     }
     t = Clock::now();
-    (void)tool->execute(tool_context, call);
+    (void)tool->execute(tool_context, {}, call);
     tool_us.push_back(us_since(t));
   }
   const double wall_s = us_since(wall) / 1e6;

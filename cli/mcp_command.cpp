@@ -288,7 +288,7 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
     PermissionOutcome permitted = (*kernel)->permissions().check(name, arguments);
     if (!permitted.allowed)
       return ToolResult{"", name, "Tool call denied: " + permitted.reason, true};
-    return it->second->execute(*context, ToolCall{"mcp", name, arguments});
+    return it->second->execute(*context, {}, ToolCall{"mcp", name, arguments});
   };
   mcp::ServerInfo info;
   info.instructions =

@@ -42,10 +42,8 @@ ToolResult run_tool_unrecorded(const LoopDeps& deps, const ToolRouter& tools, Co
     HookOutcome pre = deps.hooks->pre_tool(deps.scope, call);
     if (pre.blocked) return error_result(call, "Tool blocked by hook: " + pre.reason);
   }
-  const PermissionRules* rules =
-      context.permission_rules ? context.permission_rules.get() : deps.rules;
-  if (rules != nullptr) {
-    PermissionOutcome permitted = rules->check(call.name, call.arguments);
+  if (deps.rules != nullptr) {
+    PermissionOutcome permitted = deps.rules->check(call.name, call.arguments);
     if (!permitted.allowed) return error_result(call, "Tool call denied: " + permitted.reason);
   }
   ToolExecutor* executor = tools.find(call.name);
@@ -55,7 +53,7 @@ ToolResult run_tool_unrecorded(const LoopDeps& deps, const ToolRouter& tools, Co
 
   ToolResult result;
   try {
-    auto executed = executor != nullptr ? executor->execute(context, call)
+    auto executed = executor != nullptr ? executor->execute(context, deps.handles, call)
                                         : context_tool->execute(context, call);
     result =
         executed ? *executed : error_result(call, "Tool failed: " + executed.error().describe());
@@ -115,7 +113,7 @@ void record_provider_call(const LoopDeps& deps, const RunResult& run,
 
 // Budgets are checked after a tool turn, so a final answer is always returned. With a tree,
 // what every run and sub-call under the root used counts.
-std::optional<Outcome> budget_outcome(const LoopDeps& deps, const LoopLimits& limits,
+std::optional<Outcome> budget_outcome(const LoopDeps& deps, const RunLimits& limits,
                                       const RunResult& run) {
   const Usage used = deps.tree != nullptr ? deps.tree->used() : run.usage;
   if (limits.token_budget && used.billed_tokens() >= *limits.token_budget)
@@ -257,7 +255,7 @@ ToolExecutor* ToolRouter::find(const std::string& name) const {
   return it == routes_.end() ? nullptr : it->second;
 }
 
-Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const LoopLimits& limits) {
+Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const RunLimits& limits) {
   RunResult run;
   run.provider = deps.provider_name;
   run.model = context.model.value_or(deps.provider->default_model());
@@ -322,10 +320,9 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const L
           deps.tree != nullptr ? !deps.tree->take_tool_call()
                                : limits.tool_call_budget && tools_run >= *limits.tool_call_budget;
       if (over_budget) {
-        const auto budget =
-            deps.tree != nullptr ? deps.tree->budget().tool_calls : limits.tool_call_budget;
         result = error_result(call, "Tool call not run: the run's tool-call budget of " +
-                                        std::to_string(budget.value_or(0)) + " is used up");
+                                        std::to_string(limits.tool_call_budget.value_or(0)) +
+                                        " is used up");
         tools_exhausted = true;
       } else {
         ++tools_run;

@@ -15,6 +15,7 @@
 #include "kernex/pricing.hpp"
 #include "kernex/provider.hpp"
 #include "kernex/toolbox.hpp"
+#include "run_limits.hpp"
 #include "run_tree.hpp"
 
 namespace kernex {
@@ -40,13 +41,6 @@ class ToolRouter {
   std::map<std::string, ContextTool*, std::less<>> context_routes_;
 };
 
-struct LoopLimits {
-  std::uint32_t max_turns = 50;
-  std::optional<std::uint64_t> token_budget;
-  std::optional<double> cost_budget_usd;
-  std::optional<std::uint32_t> tool_call_budget;
-};
-
 struct LoopDeps {
   Provider* provider = nullptr;
   std::string provider_name;
@@ -59,11 +53,13 @@ struct LoopDeps {
   const PermissionRules* rules = nullptr;  // may be null
   const PricingTable* pricing = nullptr;   // may be null: cost only as reported by the provider
   HookScope scope;
+  // The live parts of the run that tools receive beside the Context.
+  RunHandles handles;
   // The provider's events, and the loop's own ToolRun / ToolResult around each tool it runs.
   StreamSink sink;
   // The tree this run belongs to: its budgets cover every run and sub-call under the root, and
   // its trajectory (if any) receives provider_call and tool_call events under `span`. Null: the
-  // limits apply to this run alone and nothing is recorded.
+  // budgets apply to this run alone and nothing is recorded.
   RunTree* tree = nullptr;
   std::string span = "0";
   std::uint32_t depth = 0;
@@ -78,6 +74,8 @@ ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& cont
 // on `context.stop`, seen before a model or tool call or after a failed model call, ends the
 // run with Outcome::Cancelled: its text is what the model said so far, and the turn keeps the
 // streamed partial answer and a "not run" result for each tool call it skipped.
-Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const LoopLimits& limits);
+// `limits` are the run's (RunPlan::limits): with a tree they are the tree's, so the loop and the
+// tree read one set.
+Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const RunLimits& limits);
 
 }  // namespace kernex

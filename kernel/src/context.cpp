@@ -43,18 +43,9 @@ std::string prompt_part(const ContextEntry& e) {
 
 std::string Context::to_prompt_string() const {
   std::vector<std::string> parts;
-  if (agent_name) {
-    // Agent-mode providers get the bare message (kernex); this turn's tool traffic still follows.
-    parts.push_back(current_message);
-  } else if (!session_id) {
-    if (!system_prompt.empty()) parts.push_back("[System]\n" + system_prompt);
-    for (const ContextEntry& e : history) parts.push_back(prompt_part(e));
-    parts.push_back("[User]\n" + current_message);
-  } else {
-    // A continued session already holds the history and system prompt.
-    parts.push_back(system_prompt.empty() ? "[User]\n" + current_message
-                                          : "[User]\n" + system_prompt + "\n\n" + current_message);
-  }
+  if (!system_prompt.empty()) parts.push_back("[System]\n" + system_prompt);
+  for (const ContextEntry& e : history) parts.push_back(prompt_part(e));
+  parts.push_back("[User]\n" + current_message);
   for (const ContextEntry& e : turn) parts.push_back(prompt_part(e));
 
   std::string out;
@@ -118,16 +109,8 @@ void to_json(Json& j, const Context& v) {
            {"mcp_servers", v.mcp_servers}};  // kernex always writes mcp_servers
   if (!v.turn.empty()) j["turn"] = v.turn;
   if (!v.toolboxes.empty()) j["toolboxes"] = v.toolboxes;
-  if (v.max_turns) j["max_turns"] = *v.max_turns;
-  if (v.token_budget) j["token_budget"] = *v.token_budget;
   if (v.allowed_tools) j["allowed_tools"] = *v.allowed_tools;
   if (v.model) j["model"] = *v.model;
-  if (v.session_id) j["session_id"] = *v.session_id;
-  if (v.agent_name) j["agent_name"] = *v.agent_name;
-  if (v.extended_thinking) j["extended_thinking"] = true;
-  if (v.cost_budget_usd) j["cost_budget_usd"] = *v.cost_budget_usd;
-  if (v.tool_call_budget) j["tool_call_budget"] = *v.tool_call_budget;
-  // hook_runner and permission_rules are live objects of one run, never data.
 }
 
 void from_json(const Json& j, Context& v) {
@@ -139,15 +122,8 @@ void from_json(const Json& j, Context& v) {
   jf::defaulted(j, "turn", out.turn);
   jf::defaulted(j, "mcp_servers", out.mcp_servers);
   jf::defaulted(j, "toolboxes", out.toolboxes);
-  jf::defaulted(j, "max_turns", out.max_turns);
-  jf::defaulted(j, "token_budget", out.token_budget);
   jf::defaulted(j, "allowed_tools", out.allowed_tools);
   jf::defaulted(j, "model", out.model);
-  jf::defaulted(j, "session_id", out.session_id);
-  jf::defaulted(j, "agent_name", out.agent_name);
-  jf::defaulted(j, "extended_thinking", out.extended_thinking);
-  jf::defaulted(j, "cost_budget_usd", out.cost_budget_usd);
-  jf::defaulted(j, "tool_call_budget", out.tool_call_budget);
   v = std::move(out);
 }
 

@@ -157,11 +157,18 @@ std::string render_for_summary(const std::vector<ContextEntry>& entries) {
 Result<BuiltContext> build_context(const ContextInputs& in, const Request& request) {
   BuiltContext built;
   built.context = Context(request.text);
-  std::string prompt = in.system_prompt;
-  if (in.store == nullptr) {
-    built.context.system_prompt = prompt;
-    return built;
-  }
+  built.context.system_prompt = in.system_prompt;
+  auto added = add_memory(in, request, built.context);
+  if (!added) return std::unexpected(added.error());
+  built.conversation_id = std::move(added->conversation_id);
+  built.compaction = added->compaction;
+  return built;
+}
+
+Result<MemoryAdded> add_memory(const ContextInputs& in, const Request& request, Context& context) {
+  MemoryAdded built;
+  if (in.store == nullptr) return built;
+  std::string prompt = context.system_prompt;
   const Limits& limits = *in.limits;
   auto conv = in.store->open_conversation(in.key, limits.conversation_idle);
   if (!conv) return fail(ErrorCode::Memory, "opening the conversation failed", conv.error());
@@ -176,11 +183,11 @@ Result<BuiltContext> build_context(const ContextInputs& in, const Request& reque
     total = std::max<std::uint64_t>(*count, window->size());
   }
   const std::size_t skip = first_whole_exchange(*window);
-  built.context.history.assign(window->begin() + static_cast<std::ptrdiff_t>(skip), window->end());
-  const std::uint64_t overflow = total - built.context.history.size();
+  context.history.assign(window->begin() + static_cast<std::ptrdiff_t>(skip), window->end());
+  const std::uint64_t overflow = total - context.history.size();
   built.compaction.overflow = overflow;
 
-  prompt = join_prompt(prompt, memory_sections(in, request, *conv, built.context.history.size()));
+  prompt = join_prompt(prompt, memory_sections(in, request, *conv, context.history.size()));
   if (overflow > 0) {
     std::optional<std::string> summary;
     if (limits.compaction == CompactionStrategy::Summarize) {
@@ -196,7 +203,7 @@ Result<BuiltContext> build_context(const ContextInputs& in, const Request& reque
       prompt = join_prompt(prompt, kSummaryHeader + *summary);
     }
   }
-  built.context.system_prompt = std::move(prompt);
+  context.system_prompt = std::move(prompt);
   return built;
 }
 

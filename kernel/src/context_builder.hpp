@@ -34,13 +34,24 @@ struct BuiltContext {
 struct ContextInputs {
   MemoryStore* store = nullptr;  // none: no history
   ConversationKey key;
-  std::string system_prompt;  // base prompt plus skills, already joined
+  std::string system_prompt;  // build_context only: base prompt plus skills, already joined
   const Limits* limits = nullptr;
   Summarizer* summarizer = nullptr;  // used when limits->compaction is Summarize
   ContextNeeds needs;                // what else to load; a store without a part is skipped
 };
 
+// A Context of the request's text and in.system_prompt, with memory added (add_memory).
 Result<BuiltContext> build_context(const ContextInputs& in, const Request& request);
+
+struct MemoryAdded {
+  std::string conversation_id;  // empty without a store
+  CompactionReport compaction;
+};
+
+// Adds what memory holds to `context`, whose system prompt is already the base prompt plus
+// skills: the history window, the memory sections and any summary of what fell out of it.
+// Without a store nothing changes.
+Result<MemoryAdded> add_memory(const ContextInputs& in, const Request& request, Context& context);
 
 // The memory sections of the system prompt (kernex's grammar), each "" when empty.
 std::string profile_section(const std::vector<std::pair<std::string, std::string>>& facts);

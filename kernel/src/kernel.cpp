@@ -13,6 +13,7 @@
 #include "kernel_run_services.hpp"
 #include "kernex/log.hpp"
 #include "random_bits.hpp"
+#include "run_plan.hpp"
 #include "run_tree.hpp"
 
 namespace kernex {
@@ -118,18 +119,6 @@ class ProviderPool final : public std::enable_shared_from_this<ProviderPool> {
   std::vector<std::shared_ptr<Provider>> idle_;
 };
 
-Json merged_options(const Config& config, const std::string& name, const Json& overrides) {
-  Json options = Json::object();
-  if (config.provider.name == name && config.provider.config.is_object())
-    options = config.provider.config;
-  if (auto it = config.provider_options.find(name);
-      it != config.provider_options.end() && it->second.is_object()) {
-    options.merge_patch(it->second);
-  }
-  if (overrides.is_object()) options.merge_patch(overrides);
-  return options;
-}
-
 }  // namespace
 
 // What hosts may add to a kernel in code (add_hook, ...). Runs take a copy when they start, so
@@ -175,33 +164,70 @@ struct Kernel::Impl {
     return pool->take();
   }
 
-  // The stable part of the run's Context: base prompt, then what the kernel's sources and the
-  // run's add (skills), then the run's extra prompt.
-  Result<Context> seed_context(const Request& request,
-                               const std::vector<std::shared_ptr<ContextSource>>& sources,
-                               const std::string& extra_prompt) {
-    Context seed(request.text);
-    seed.system_prompt = config.system_prompt;
+  // The input guardrail: a blocked request is an error, a sanitized one runs with the new text.
+  static Result<Request> screen_input(const HostParts& parts, Request request) {
+    if (!parts.guardrail) return request;
+    GuardrailAction action = parts.guardrail->check_input(request.text);
+    if (action.kind == GuardrailAction::Kind::Block)
+      return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
+    if (action.kind == GuardrailAction::Kind::Sanitize) request.text = action.text;
+    return request;
+  }
+
+  struct RunContext {
+    Context context;
+    std::string conversation_id;  // empty when the run leaves memory alone
+  };
+
+  // The run's one Context: the base prompt, what the sources add (skills), the run's extra
+  // prompt, then memory (history, memory sections, compaction) or the history the run was
+  // given, then the run's model, tools, stop token and workspace.
+  Result<RunContext> build_run_context(const RunPlan& plan, const Request& request,
+                                       const RunOptions& options,
+                                       const std::vector<std::shared_ptr<ContextSource>>& sources,
+                                       Summarizer* summarizer) {
+    RunContext out{Context(request.text), {}};
+    Context& context = out.context;
+    context.system_prompt = config.system_prompt;
     for (const auto& source : sources) {
       if (!source) continue;
       Result<void> added = [&]() -> Result<void> {
         try {
-          return source->contribute(seed, request);
+          return source->contribute(context, request);
         } catch (const std::exception& e) {
           return fail(ErrorCode::Internal, std::string("context source threw: ") + e.what());
         }
       }();
       if (!added) return std::unexpected(added.error());
     }
-    if (!extra_prompt.empty()) {
-      seed.system_prompt =
-          seed.system_prompt.empty() ? extra_prompt : seed.system_prompt + "\n\n" + extra_prompt;
+    if (!options.extra_system_prompt.empty()) {
+      context.system_prompt = context.system_prompt.empty()
+                                  ? options.extra_system_prompt
+                                  : context.system_prompt + "\n\n" + options.extra_system_prompt;
     }
-    return seed;
+    if (plan.uses_memory && memory) {
+      ContextInputs inputs;
+      inputs.store = memory.get();
+      inputs.key = plan.conversation;
+      inputs.limits = &config.limits;
+      inputs.summarizer = summarizer;
+      auto added = add_memory(inputs, request, context);
+      if (!added) return std::unexpected(added.error());
+      out.conversation_id = std::move(added->conversation_id);
+    } else if (plan.parent == nullptr && options.history) {
+      context.history = *options.history;
+    }
+    if (options.model) context.model = options.model;
+    context.allowed_tools = options.allowed_tools;
+    context.stop = options.stop;
+    context.workspace = options.workspace;
+    return out;
   }
 
-  std::shared_ptr<RunTree> open_tree(const RunOptions& options, const LoopLimits& limits,
-                                     const std::string& conversation_id) {
+  // A root run opens its tree (the plan's limits, a trajectory); a sub-run joins its parent's.
+  std::shared_ptr<RunTree> tree_for(const RunPlan& plan, const RunOptions& options,
+                                    const std::string& conversation_id) {
+    if (plan.parent != nullptr) return plan.parent->tree();
     std::shared_ptr<Trajectory> trajectory = options.trajectory;
     // A Config built in code without a data dir records nothing rather than write to the cwd.
     if (!trajectory && config.trajectories && !config.data_dir.empty()) {
@@ -214,9 +240,84 @@ struct Kernel::Impl {
     }
     std::string session = conversation_id;
     if (session.empty()) session = trajectory ? trajectory->run_id() : random_id();
-    TreeBudget budget{options.max_depth.value_or(config.limits.max_depth), limits.token_budget,
-                      limits.cost_budget_usd, limits.tool_call_budget};
-    return std::make_shared<RunTree>(budget, std::move(trajectory), std::move(session));
+    return std::make_shared<RunTree>(plan.limits, std::move(trajectory), std::move(session));
+  }
+
+  std::shared_ptr<KernelRunServices> services_for(const RunPlan& plan,
+                                                  std::shared_ptr<RunTree> tree,
+                                                  const std::shared_ptr<Provider>& provider,
+                                                  const RunOptions& options,
+                                                  const std::optional<std::string>& model) {
+    KernelRunServices::Setup services;
+    services.depth = plan.parent != nullptr ? plan.parent->depth() + 1 : 0;
+    services.span = plan.parent != nullptr ? tree->child_span(plan.parent->span()) : "0";
+    services.tree = std::move(tree);
+    services.provider = provider;
+    services.more_providers = [this, name = plan.provider, provider_options = plan.provider_options,
+                               first = provider]() -> Result<std::shared_ptr<Provider>> {
+      if (auto twin = first->concurrent_instance()) return twin;
+      return host.create_provider(name, provider_options);
+    };
+    services.model = model;
+    services.pricing = &pricing;
+    services.sub_runner = options.sub_runner;
+    services.stop = options.stop;
+    return std::make_shared<KernelRunServices>(std::move(services));
+  }
+
+  // What the loop works with; the memory audit hook comes first in runs that may write memory.
+  LoopDeps loop_deps(const RunPlan& plan, const HostParts& parts, const ToolRouter& router,
+                     HookChain& hooks, const Request& request, const RunOptions& options,
+                     const std::string& conversation_id, RunTree& tree,
+                     const std::shared_ptr<KernelRunServices>& services) {
+    if (memory_audit && plan.audits_to_memory) hooks.add("memory-audit", memory_audit);
+    hooks.add_all(parts.hooks);
+    LoopDeps deps;
+    deps.provider_name = plan.provider;
+    deps.tools = &router;
+    deps.executors = &parts.toolboxes;
+    deps.hooks = hooks.empty() ? nullptr : &hooks;
+    deps.rules = rules.empty() ? nullptr : &rules;
+    deps.pricing = &pricing;
+    deps.scope = HookScope{conversation_id, request.sender_id, plan.provider};
+    deps.handles = RunHandles{services, tree.trajectory_ptr(), options.read_grants};
+    deps.sink = options.sink;
+    deps.tree = &tree;
+    deps.span = services->span();
+    deps.depth = services->depth();
+    return deps;
+  }
+
+  // The loop with the run's own code around it (before_loop, after_loop) and the output
+  // guardrail on a finished answer.
+  static Result<RunResult> loop(Context& context, const LoopDeps& deps, const RunPlan& plan,
+                                const RunOptions& options, const HostParts& parts,
+                                const std::string& conversation_id) {
+    std::uint32_t extension_calls = 0;
+    const RunOptions::ToolCaller call_tool = [&](const std::string& name, Json arguments) {
+      return run_tool(
+          deps, *deps.tools, context,
+          ToolCall{"kernex-" + std::to_string(++extension_calls), name, std::move(arguments)});
+    };
+    if (options.before_loop) {
+      if (auto ready = options.before_loop(context, call_tool); !ready)
+        return std::unexpected(ready.error());
+    }
+    auto looped = run_agent_loop(context, deps, plan.limits);
+    if (!looped) return looped;
+    looped->conversation_id = conversation_id;
+    // A cancelled run does no more work: what it said so far is its answer.
+    if (options.after_loop && looped->outcome != Outcome::Cancelled) {
+      if (auto done = options.after_loop(*looped, call_tool); !done)
+        return std::unexpected(done.error());
+    }
+    if (parts.guardrail && looped->outcome == Outcome::EndTurn) {
+      GuardrailAction action = parts.guardrail->check_output(looped->text);
+      if (action.kind == GuardrailAction::Kind::Block)
+        return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
+      if (action.kind == GuardrailAction::Kind::Sanitize) looped->text = action.text;
+    }
+    return looped;
   }
 
   static void record_start(RunTree& tree, const RunOptions& options, const Request& request,
@@ -227,7 +328,7 @@ struct Kernel::Impl {
                               {"question", request.text},
                               {"provider", provider},
                               {"model", model},
-                              {"max_depth", tree.budget().max_depth}});
+                              {"max_depth", tree.limits().max_depth}});
     }
   }
 
@@ -436,153 +537,55 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
 
 Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options) {
   Impl& k = *impl_;
-  auto* parent = dynamic_cast<KernelRunServices*>(options.parent.get());
-  if (options.parent && parent == nullptr)
-    return fail(ErrorCode::Internal, "RunOptions::parent must come from a kernel run");
   const HostParts parts = k.snapshot();
-  Request request = incoming;
-  if (parts.guardrail) {
-    GuardrailAction action = parts.guardrail->check_input(request.text);
-    if (action.kind == GuardrailAction::Kind::Block)
-      return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
-    if (action.kind == GuardrailAction::Kind::Sanitize) request.text = action.text;
-  }
+  auto request = Impl::screen_input(parts, incoming);
+  if (!request) return std::unexpected(request.error());
 
-  const std::string provider_name = options.provider.value_or(k.config.provider.name);
-  if (provider_name.empty()) {
-    return fail(ErrorCode::Config,
-                "no provider: set `provider:` in kernex.yaml or pass --provider NAME");
-  }
-  const Json provider_options = merged_options(k.config, provider_name, options.provider_options);
-  auto provider = k.provider_for(provider_name, provider_options);
+  // The plan: provider, limits and memory, from the config and the run's options.
+  auto plan = plan_run(k.config, options, *request);
+  if (!plan) return std::unexpected(plan.error());
+  auto provider = k.provider_for(plan->provider, plan->provider_options);
   if (!provider) return std::unexpected(provider.error());
 
-  // Context: base prompt and skills (the kernel's sources, then the run's), then memory and
-  // compaction. Sub-runs start clean; a run given its history leaves memory alone.
+  // The Context: the kernel's sources, then the run's (skills), then memory.
   std::vector<std::shared_ptr<ContextSource>> sources = parts.sources;
   sources.insert(sources.end(), options.sources.begin(), options.sources.end());
-  auto seed = k.seed_context(request, sources, options.extra_system_prompt);
-  if (!seed) return std::unexpected(seed.error());
-  Limits limits = k.config.limits;
   ProviderSummarizer fallback_summarizer(*provider);
-  const bool given_history = parent == nullptr && options.history.has_value();
-  MemoryStore* memory = parent == nullptr && !given_history ? k.memory.get() : nullptr;
-  ContextInputs inputs;
-  inputs.store = memory;
-  inputs.key = options.conversation.value_or(
-      ConversationKey{k.config.channel, request.sender_id, k.config.project});
-  inputs.system_prompt = seed->system_prompt;
-  inputs.limits = &limits;
-  inputs.summarizer = parts.summarizer ? parts.summarizer.get() : &fallback_summarizer;
-  auto built = build_context(inputs, request);
+  auto built =
+      k.build_run_context(*plan, *request, options, sources,
+                          parts.summarizer ? parts.summarizer.get() : &fallback_summarizer);
   if (!built) return std::unexpected(built.error());
   Context& context = built->context;
-  if (given_history) context.history = *options.history;
-  context.toolboxes = std::move(seed->toolboxes);
-  context.mcp_servers = std::move(seed->mcp_servers);
-  context.stop = options.stop;
-  context.workspace = options.workspace;
-  LoopLimits loop_limits{
-      options.max_turns.value_or(limits.max_turns),
-      options.token_budget ? options.token_budget : limits.token_budget,
-      options.cost_budget_usd ? options.cost_budget_usd : limits.cost_budget_usd,
-      options.tool_call_budget ? options.tool_call_budget : limits.tool_call_budget};
-  context.model = options.model ? options.model : seed->model;
-  context.allowed_tools = options.allowed_tools;
-  context.max_turns = loop_limits.max_turns;
-  context.token_budget = loop_limits.token_budget;
-  context.cost_budget_usd = loop_limits.cost_budget_usd;
-  context.tool_call_budget = loop_limits.tool_call_budget;
+  const std::string& conversation_id = built->conversation_id;
 
-  // The run tree: a root run opens it (budgets, trajectory); a sub-run joins its parent's.
-  std::shared_ptr<RunTree> tree = parent != nullptr
-                                      ? parent->tree()
-                                      : k.open_tree(options, loop_limits, built->conversation_id);
-  if (parent != nullptr) {
-    const TreeBudget& b = tree->budget();
-    loop_limits.token_budget = b.tokens;
-    loop_limits.cost_budget_usd = b.cost_usd;
-    loop_limits.tool_call_budget = b.tool_calls;
-  }
-  KernelRunServices::Setup services;
-  services.tree = tree;
-  services.depth = parent != nullptr ? parent->depth() + 1 : 0;
-  services.span = parent != nullptr ? tree->child_span(parent->span()) : "0";
-  services.provider = *provider;
-  services.more_providers = [&k, provider_name, provider_options,
-                             first = *provider]() -> Result<std::shared_ptr<Provider>> {
-    if (auto twin = first->concurrent_instance()) return twin;
-    return k.host.create_provider(provider_name, provider_options);
-  };
-  services.model = context.model;
-  services.pricing = &k.pricing;
-  services.sub_runner = options.sub_runner;
-  services.stop = options.stop;
-  auto run_services = std::make_shared<KernelRunServices>(std::move(services));
-  context.services = run_services;
-  context.trajectory = tree->trajectory_ptr();
+  // The run tree and what tools may call back into.
+  std::shared_ptr<RunTree> tree = k.tree_for(*plan, options, conversation_id);
+  auto services = k.services_for(*plan, tree, *provider, options, context.model);
   const auto started = std::chrono::steady_clock::now();
-  if (parent == nullptr)
-    k.record_start(*tree, options, request, provider_name,
+  if (plan->parent == nullptr)
+    k.record_start(*tree, options, *request, plan->provider,
                    context.model.value_or((*provider)->default_model()));
 
-  // Provider and tools. The memory audit hook comes first, in runs that may write memory.
-  auto context_tools = Impl::context_tools(request, sources);
+  // The loop: provider and tools, through hooks and rules.
+  auto context_tools = Impl::context_tools(*request, sources);
   if (!context_tools) return std::unexpected(context_tools.error());
   ToolRouter router = ToolRouter::collect(parts.toolboxes, context, *context_tools);
   HookChain hooks;
-  if (k.memory_audit && !options.history) hooks.add("memory-audit", k.memory_audit);
-  hooks.add_all(parts.hooks);
-  LoopDeps deps;
+  LoopDeps deps =
+      k.loop_deps(*plan, parts, router, hooks, *request, options, conversation_id, *tree, services);
   deps.provider = provider->get();
-  deps.provider_name = provider_name;
-  deps.tools = &router;
-  deps.executors = &parts.toolboxes;
   deps.context_tools = std::move(*context_tools);
-  deps.hooks = hooks.empty() ? nullptr : &hooks;
-  deps.rules = k.rules.empty() ? nullptr : &k.rules;
-  deps.pricing = &k.pricing;
-  deps.scope = HookScope{built->conversation_id, request.sender_id, provider_name};
-  deps.sink = options.sink;
-  deps.tree = tree.get();
-  deps.span = run_services->span();
-  deps.depth = run_services->depth();
-  std::uint32_t extension_calls = 0;
-  const RunOptions::ToolCaller call_tool = [&](const std::string& name, Json arguments) {
-    return run_tool(
-        deps, router, context,
-        ToolCall{"kernex-" + std::to_string(++extension_calls), name, std::move(arguments)});
-  };
-
-  auto run = [&]() -> Result<RunResult> {
-    if (options.before_loop) {
-      if (auto ready = options.before_loop(context, call_tool); !ready)
-        return std::unexpected(ready.error());
-    }
-    auto looped = run_agent_loop(context, deps, loop_limits);
-    if (!looped) return looped;
-    looped->conversation_id = built->conversation_id;
-    // A cancelled run does no more work: what it said so far is its answer.
-    if (options.after_loop && looped->outcome != Outcome::Cancelled) {
-      if (auto done = options.after_loop(*looped, call_tool); !done)
-        return std::unexpected(done.error());
-    }
-    if (parts.guardrail && looped->outcome == Outcome::EndTurn) {
-      GuardrailAction action = parts.guardrail->check_output(looped->text);
-      if (action.kind == GuardrailAction::Kind::Block)
-        return fail(ErrorCode::Guardrail, "guardrail blocked: " + action.text);
-      if (action.kind == GuardrailAction::Kind::Sanitize) looped->text = action.text;
-    }
-    return looped;
-  }();
+  auto run = Impl::loop(context, deps, *plan, options, parts, conversation_id);
   if (run && tree->trajectory() != nullptr) run->run_id = tree->trajectory()->run_id();
-  k.record_end(*tree, *run_services, request, run, started);
+  k.record_end(*tree, *services, *request, run, started);
   if (!run) return run;
-  if (memory != nullptr) {
+
+  // Save: the exchange goes to memory, cancelled runs included.
+  if (plan->uses_memory && k.memory) {
     if (options.before_save) {
       if (auto ok = options.before_save(); !ok) return std::unexpected(ok.error());
     }
-    if (auto saved = Impl::save_exchange(*memory, built->conversation_id, request, context, *run);
+    if (auto saved = Impl::save_exchange(*k.memory, conversation_id, *request, context, *run);
         !saved) {
       return std::unexpected(saved.error());
     }

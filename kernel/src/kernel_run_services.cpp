@@ -105,9 +105,9 @@ std::vector<Result<std::string>> KernelRunServices::llm_query_batched(
 
 Result<std::string> KernelRunServices::rlm_query(const std::string& prompt,
                                                  const std::optional<std::string>& context) {
-  if (s_.depth + 1 > s_.tree->budget().max_depth) {
+  if (s_.depth + 1 > s_.tree->limits().max_depth) {
     return budget_error("depth (rlm_query at depth " + std::to_string(s_.depth + 1) +
-                        " is past max_depth " + std::to_string(s_.tree->budget().max_depth) + ")");
+                        " is past max_depth " + std::to_string(s_.tree->limits().max_depth) + ")");
   }
   if (auto used_up = s_.tree->exhausted()) return budget_error(*used_up);
   if (!s_.sub_runner)

@@ -11,7 +11,7 @@ void RunTree::charge(const Usage& usage) {
 
 bool RunTree::take_tool_call() {
   std::lock_guard lock(mu_);
-  if (budget_.tool_calls && tool_calls_ >= *budget_.tool_calls) return false;
+  if (limits_.tool_call_budget && tool_calls_ >= *limits_.tool_call_budget) return false;
   ++tool_calls_;
   return true;
 }
@@ -28,18 +28,19 @@ std::uint32_t RunTree::tool_calls_used() const {
 
 std::optional<std::string> RunTree::exhausted() const {
   std::lock_guard lock(mu_);
-  if (budget_.tokens && used_.billed_tokens() >= *budget_.tokens) {
+  if (limits_.token_budget && used_.billed_tokens() >= *limits_.token_budget) {
     return "tokens (" + std::to_string(used_.billed_tokens()) + " of " +
-           std::to_string(*budget_.tokens) + " used)";
+           std::to_string(*limits_.token_budget) + " used)";
   }
-  if (budget_.cost_usd && used_.cost_usd >= *budget_.cost_usd) {
+  if (limits_.cost_budget_usd && used_.cost_usd >= *limits_.cost_budget_usd) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "cost ($%.6f of $%.6f used)", used_.cost_usd, *budget_.cost_usd);
+    std::snprintf(buf, sizeof buf, "cost ($%.6f of $%.6f used)", used_.cost_usd,
+                  *limits_.cost_budget_usd);
     return std::string(buf);
   }
-  if (budget_.tool_calls && tool_calls_ >= *budget_.tool_calls) {
+  if (limits_.tool_call_budget && tool_calls_ >= *limits_.tool_call_budget) {
     return "tool_calls (" + std::to_string(tool_calls_) + " of " +
-           std::to_string(*budget_.tool_calls) + " used)";
+           std::to_string(*limits_.tool_call_budget) + " used)";
   }
   return std::nullopt;
 }

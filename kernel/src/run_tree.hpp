@@ -11,22 +11,17 @@
 
 #include "kernex/message.hpp"
 #include "kernex/trajectory.hpp"
+#include "run_limits.hpp"
 
 namespace kernex {
 
-struct TreeBudget {
-  std::uint32_t max_depth = 1;
-  std::optional<std::uint64_t> tokens;  // billed tokens (Usage::billed_tokens)
-  std::optional<double> cost_usd;
-  std::optional<std::uint32_t> tool_calls;
-};
-
 class RunTree {
  public:
-  RunTree(TreeBudget budget, std::shared_ptr<Trajectory> trajectory, std::string session)
-      : budget_(budget), trajectory_(std::move(trajectory)), session_(std::move(session)) {}
+  // `limits` are the root run's; their depth and budgets hold for the whole tree.
+  RunTree(RunLimits limits, std::shared_ptr<Trajectory> trajectory, std::string session)
+      : limits_(limits), trajectory_(std::move(trajectory)), session_(std::move(session)) {}
 
-  const TreeBudget& budget() const { return budget_; }
+  const RunLimits& limits() const { return limits_; }
   Trajectory* trajectory() const { return trajectory_.get(); }
   const std::shared_ptr<Trajectory>& trajectory_ptr() const { return trajectory_; }
   const std::string& session() const { return session_; }
@@ -42,7 +37,7 @@ class RunTree {
   std::string child_span(const std::string& parent);
 
  private:
-  const TreeBudget budget_;
+  const RunLimits limits_;
   const std::shared_ptr<Trajectory> trajectory_;
   const std::string session_;
   mutable std::mutex mu_;

@@ -245,7 +245,8 @@ Result<std::vector<ToolSpec>> McpToolbox::list_tools(const Context& context) {
   return offered;
 }
 
-Result<ToolResult> McpToolbox::execute(const Context& context, const ToolCall& call) {
+Result<ToolResult> McpToolbox::execute(const Context& context, const RunHandles&,
+                                       const ToolCall& call) {
   if (call.name == kSearchToolsName) {
     std::vector<ToolSpec> specs;
     {

@@ -196,7 +196,8 @@ class BuiltinToolbox final : public kernex::ToolExecutor {
     return specs;
   }
 
-  Result<ToolResult> execute(const kernex::Context&, const ToolCall& call) override {
+  Result<ToolResult> execute(const kernex::Context&, const kernex::RunHandles&,
+                             const ToolCall& call) override {
     auto it = tools_.find(call.name);
     if (it == tools_.end())
       return kernex::fail(ErrorCode::Tool, "builtin: no tool named " + call.name);

@@ -123,7 +123,8 @@ class FilesToolbox final : public kernex::ToolExecutor {
     return specs;
   }
 
-  Result<ToolResult> execute(const kernex::Context& context, const ToolCall& call) override {
+  Result<ToolResult> execute(const kernex::Context& context, const kernex::RunHandles&,
+                             const ToolCall& call) override {
     static const std::map<std::string, ToolResult (FilesToolbox::*)(const Job&, const ToolCall&)>
         tools = {{"bash", &FilesToolbox::bash},   {"read", &FilesToolbox::read},
                  {"write", &FilesToolbox::write}, {"edit", &FilesToolbox::edit},

@@ -108,8 +108,8 @@ ToolResult error_of(const ToolCall& call, const std::string& message) {
 }
 
 // The answer to one sub-query from running code.
-Json answer_call(const Context& context, const Json& call) {
-  const std::shared_ptr<RunServices>& services = context.services;
+Json answer_call(const RunHandles& run, const Json& call) {
+  const std::shared_ptr<RunServices>& services = run.services;
   if (!services || !services->can_query()) return Json{{"ok", false}, {"deferred", true}};
   auto failure = [](const Error& e) {
     return Json{{"ok", false}, {"error", e.describe()}, {"budget", e.code == ErrorCode::Limit}};
@@ -175,7 +175,8 @@ class ReplToolbox final : public ToolExecutor {
     return std::vector<ToolSpec>{};
   }
 
-  Result<ToolResult> execute(const Context& context, const ToolCall& call) override {
+  Result<ToolResult> execute(const Context& context, const RunHandles& run,
+                             const ToolCall& call) override {
     if (context.stop.stop_requested()) return error_of(call, sandbox::cancelled_text(call.name));
     auto workspace = sandbox::call_workspace(context.workspace, options_.run.workspace);
     if (!workspace) return error_of(call, workspace.error().message);
@@ -186,12 +187,12 @@ class ReplToolbox final : public ToolExecutor {
     if (!request) return error_of(call, request.error().message);
     auto& [line, raw] = *request;
 
-    std::shared_ptr<Slot> slot = slot_for(session_key(context, host_workspace));
+    std::shared_ptr<Slot> slot = slot_for(session_key(run, host_workspace));
     std::lock_guard lock(slot->mutex);
     slot->last_used = Clock::now();
     std::string restarted;
     if (!slot->session || slot->session->broken()) {
-      auto policy = policy_for(context.read_grants, host_workspace);
+      auto policy = policy_for(run.read_grants, host_workspace);
       if (!policy) return error_of(call, policy.error().describe());
       auto started = ReplSession::start(**policy, options_.python, kStartupTimeout);
       if (!started) return error_of(call, started.error().describe());
@@ -202,7 +203,7 @@ class ReplToolbox final : public ToolExecutor {
     const auto began = Clock::now();
     auto reply = slot->session->request(
         call.name, std::move(line), raw, options_.timeout,
-        [&context](const Json& c) { return answer_call(context, c); }, context.stop);
+        [&run](const Json& c) { return answer_call(run, c); }, context.stop);
     const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
     if (!reply && reply.error().code == ErrorCode::Cancelled) {
       // The worker was killed: the next call of this session starts a fresh one and is told so.
@@ -212,12 +213,12 @@ class ReplToolbox final : public ToolExecutor {
                    {"cancelled", true},
                    {"state_lost", true},
                    {"wall_ms", wall_ms}};
-      record_code_run(context, call, body);
+      record_code_run(run, call, body);
       return result_of(call, std::move(body), true);
     }
     if (reply && call.name == "eval_code" && restarted.empty()) {
       if (auto fast = eval_content(*reply, wall_ms)) {
-        if (context.trajectory) record_code_run(context, call, parse_untrusted(fast->content));
+        if (run.trajectory) record_code_run(run, call, parse_untrusted(fast->content));
         return ToolResult{call.id, call.name, std::move(fast->content), fast->is_error};
       }
     }
@@ -237,10 +238,10 @@ class ReplToolbox final : public ToolExecutor {
           {"state_lost", true},
           {"wall_ms", wall_ms}};
       if (timed_out) body["timed_out"] = true;
-      record_code_run(context, call, body);
+      record_code_run(run, call, body);
       return result_of(call, std::move(body), true);
     }
-    return finish(context, call, std::move(*parsed), wall_ms, restarted);
+    return finish(run, call, std::move(*parsed), wall_ms, restarted);
   }
 
  private:
@@ -346,7 +347,7 @@ class ReplToolbox final : public ToolExecutor {
     return fail(ErrorCode::Tool, "toolbox-repl: no tool named '" + call.name + "'");
   }
 
-  ToolResult finish(const Context& context, const ToolCall& call, Json reply, double wall_ms,
+  ToolResult finish(const RunHandles& run, const ToolCall& call, Json reply, double wall_ms,
                     const std::string& restarted) {
     if (reply.value("ok", false) != true) {
       Json body = {{"error", reply.value("error", std::string("the REPL refused the request"))}};
@@ -375,7 +376,7 @@ class ReplToolbox final : public ToolExecutor {
       value["wall_ms"] = wall_ms;
       is_error = value.contains("error");
       if (!restarted.empty()) add_restart_note(value, restarted);
-      record_code_run(context, call, value);
+      record_code_run(run, call, value);
     } else if (call.name == "peek" && value.value("dropped", 0) > 0) {
       value["text"] = value["text"].get<std::string>() +
                       sandbox::truncation_marker(value["dropped"].get<std::size_t>());
@@ -392,26 +393,26 @@ class ReplToolbox final : public ToolExecutor {
                    ") and its variables and definitions were lost";
   }
 
-  void record_code_run(const Context& context, const ToolCall& call, const Json& body) const {
-    if (!context.trajectory) return;
+  void record_code_run(const RunHandles& run, const ToolCall& call, const Json& body) const {
+    if (!run.trajectory) return;
     Json event = {{"code", call.arguments.value("code", std::string())}};
-    if (context.services) {
-      event["span"] = context.services->span();
-      event["depth"] = context.services->depth();
-      event["session"] = context.services->session();
+    if (run.services) {
+      event["span"] = run.services->span();
+      event["depth"] = run.services->depth();
+      event["session"] = run.services->session();
     }
     for (const char* key : {"stdout", "stderr", "error", "wall_ms", "cpu_ms", "peak_rss_kb",
                             "state_lost", "timed_out", "pending_queries"}) {
       if (body.contains(key)) event[key] = body[key];
     }
-    context.trajectory->record("code_run", std::move(event));
+    run.trajectory->record("code_run", std::move(event));
   }
 
-  static std::string session_key(const Context& context,
+  // Outside a run (no services) every call shares one "local" REPL per workspace.
+  static std::string session_key(const RunHandles& run,
                                  const std::optional<std::filesystem::path>& workspace) {
-    std::string key = context.services
-                          ? context.services->session() + "/" + context.services->span()
-                          : context.session_id.value_or("") + "/local";
+    std::string key =
+        run.services ? run.services->session() + "/" + run.services->span() : std::string("/local");
     if (workspace) key += "@" + workspace->string();
     return key;
   }

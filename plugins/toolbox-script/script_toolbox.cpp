@@ -24,7 +24,7 @@ class ScriptToolbox final : public kernex::ToolExecutor {
     return specs;
   }
 
-  Result<kernex::ToolResult> execute(const kernex::Context& context,
+  Result<kernex::ToolResult> execute(const kernex::Context& context, const kernex::RunHandles&,
                                      const kernex::ToolCall& call) override {
     for (const auto& toolbox : context.toolboxes) {
       if (toolbox.name == call.name)

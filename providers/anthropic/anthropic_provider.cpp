@@ -55,8 +55,12 @@ Result<void> read_blocks(const Json& content, Response& r, const std::string& na
 
 class AnthropicProvider final : public Provider {
  public:
-  AnthropicProvider(CommonOptions options, std::optional<std::uint64_t> thinking_budget)
-      : o_(std::move(options)), thinking_budget_(thinking_budget), client_(o_.client) {
+  AnthropicProvider(CommonOptions options, bool thinking,
+                    std::optional<std::uint64_t> thinking_budget)
+      : o_(std::move(options)),
+        thinking_(thinking),
+        thinking_budget_(thinking_budget),
+        client_(o_.client) {
     if (path_ends_with(o_.url, "/messages")) {
       endpoint_ = o_.base_url;
     } else if (path_ends_with(o_.url, "/v1")) {
@@ -178,7 +182,7 @@ class AnthropicProvider final : public Provider {
       }
       body["tools"] = std::move(defs);
     }
-    if (context.extended_thinking) {
+    if (thinking_) {
       body["thinking"] = thinking_budget_
                              ? Json{{"type", "enabled"}, {"budget_tokens", *thinking_budget_}}
                              : Json{{"type", "adaptive"}};
@@ -319,6 +323,7 @@ class AnthropicProvider final : public Provider {
   }
 
   CommonOptions o_;
+  bool thinking_ = false;
   std::optional<std::uint64_t> thinking_budget_;
   http::Client client_;
   std::string endpoint_;
@@ -327,12 +332,17 @@ class AnthropicProvider final : public Provider {
 Result<std::shared_ptr<Provider>> make_anthropic(const Json& config) {
   const CatalogEntry* entry = find_catalog_entry("anthropic");
   OptionReader reader("anthropic", config);
+  // Extended thinking is the provider's option: `extended_thinking: true` (adaptive), or a
+  // `thinking_budget` of tokens, which turns it on with that budget.
+  auto thinking = reader.boolean("extended_thinking");
+  if (!thinking) return std::unexpected(thinking.error());
   auto budget = reader.uint("thinking_budget");
   if (!budget) return std::unexpected(budget.error());
   auto options = read_common(reader, {"anthropic", std::string(entry->default_model),
                                       std::string(entry->base_url), std::string(entry->key_env)});
   if (!options) return std::unexpected(options.error());
-  return std::make_shared<AnthropicProvider>(std::move(*options), *budget);
+  const bool thinking_on = thinking->value_or(false) || budget->has_value();
+  return std::make_shared<AnthropicProvider>(std::move(*options), thinking_on, *budget);
 }
 
 }  // namespace

@@ -74,7 +74,8 @@ std::string map_finish(const std::string& reason, bool has_calls) {
 
 class GeminiProvider final : public Provider {
  public:
-  explicit GeminiProvider(CommonOptions options) : o_(std::move(options)), client_(o_.client) {
+  GeminiProvider(CommonOptions options, bool thinking)
+      : o_(std::move(options)), thinking_(thinking), client_(o_.client) {
     base_ = o_.base_url;
     if (!path_ends_with(o_.url, "/v1beta") && !path_ends_with(o_.url, "/v1") &&
         !path_ends_with(o_.url, "/v1alpha")) {
@@ -178,7 +179,7 @@ class GeminiProvider final : public Provider {
     }
     Json generation = Json::object();
     if (o_.max_tokens) generation["maxOutputTokens"] = *o_.max_tokens;
-    if (context.extended_thinking) generation["thinkingConfig"] = {{"includeThoughts", true}};
+    if (thinking_) generation["thinkingConfig"] = {{"includeThoughts", true}};
     if (!generation.empty()) body["generationConfig"] = std::move(generation);
     return body;
   }
@@ -306,6 +307,7 @@ class GeminiProvider final : public Provider {
   }
 
   CommonOptions o_;
+  bool thinking_ = false;
   http::Client client_;
   std::string base_;
   StreamSink no_sink_;
@@ -314,6 +316,8 @@ class GeminiProvider final : public Provider {
 Result<std::shared_ptr<Provider>> make_gemini(const Json& config) {
   const CatalogEntry* entry = find_catalog_entry("gemini");
   OptionReader reader("gemini", config);
+  auto thinking = reader.boolean("extended_thinking");  // the model's thoughts in the reply
+  if (!thinking) return std::unexpected(thinking.error());
   auto options = read_common(reader, {"gemini", std::string(entry->default_model),
                                       std::string(entry->base_url), std::string(entry->key_env)});
   if (!options) return std::unexpected(options.error());
@@ -323,7 +327,7 @@ Result<std::shared_ptr<Provider>> make_gemini(const Json& config) {
                 "gemini: option `model`: `" + excerpt(options->model, 128) +
                     "` is not a valid model id (letters, digits, '.', '_' or '-')");
   }
-  return std::make_shared<GeminiProvider>(std::move(*options));
+  return std::make_shared<GeminiProvider>(std::move(*options), thinking->value_or(false));
 }
 
 }  // namespace

@@ -46,8 +46,6 @@ Result<void> load_contexts(Context& context, const RunOptions::ToolCaller& call_
     std::error_code ec;
     const auto absolute = std::filesystem::absolute(file, ec).lexically_normal();
     if (ec) return fail(ErrorCode::Usage, "context file " + file.string() + ": " + ec.message());
-    // The host named this file, so the REPL's sandbox may read it even outside the workspace.
-    context.read_grants.push_back(absolute.string());
     if (auto r = load(Json{{"file", absolute.string()}}, file.string()); !r) return r;
   }
   for (const auto& text : options.context_texts) {
@@ -150,6 +148,13 @@ Result<RunResult> run_rlm(Kernel& kernel, const std::string& question, const Rlm
     if (!answered) return std::unexpected(answered.error());
     return answered->text;
   };
+  // The host named these files, so the REPL's sandbox may read them even outside the workspace
+  // (a path that cannot be made absolute fails in load_contexts).
+  for (const auto& file : options.context_files) {
+    std::error_code ec;
+    const auto absolute = std::filesystem::absolute(file, ec).lexically_normal();
+    if (!ec) run.read_grants.push_back(absolute.string());
+  }
   run.before_loop = [&options](Context& context, const RunOptions::ToolCaller& call_tool) {
     return load_contexts(context, call_tool, options);
   };

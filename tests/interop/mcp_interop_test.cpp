@@ -117,7 +117,7 @@ TEST(SkillDeclaredServer, RunsUnderTheSkillsPermissions) {
   context.mcp_servers = skill->mcp_servers;
   auto tools = box.list_tools(context);
   ASSERT_TRUE(tools) << tools.error().describe();
-  auto env = box.execute(context, ToolCall{"1", "everything__get-env", Json::object()});
+  auto env = box.execute(context, {}, ToolCall{"1", "everything__get-env", Json::object()});
   ::unsetenv("KERNEX_INTEROP_DECLARED");
   ASSERT_TRUE(env) << env.error().describe();
   ASSERT_FALSE(env->is_error) << env->content;

@@ -16,7 +16,7 @@ class ReverseToolbox final : public kernex::ToolExecutor {
                        {"required", {"text"}}};
     return std::vector<kernex::ToolSpec>{spec};
   }
-  kernex::Result<kernex::ToolResult> execute(const kernex::Context&,
+  kernex::Result<kernex::ToolResult> execute(const kernex::Context&, const kernex::RunHandles&,
                                              const kernex::ToolCall& call) override {
     kernex::ToolResult result{call.id, call.name, {}, false};
     if (call.name != "reverse")

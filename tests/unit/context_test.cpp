@@ -30,7 +30,7 @@ std::string json_error(const Json& j, auto&& parse) {
   return "";
 }
 
-// --- kernex context.rs conformance (14) ---
+// --- kernex context.rs conformance (its session, agent and budget fields are left out) ---
 
 TEST(Context, NewDefaults) {
   Context ctx("hello");
@@ -39,11 +39,7 @@ TEST(Context, NewDefaults) {
   EXPECT_TRUE(ctx.mcp_servers.empty());
   EXPECT_TRUE(ctx.toolboxes.empty());
   EXPECT_EQ(ctx.current_message, "hello");
-  EXPECT_FALSE(ctx.session_id);
-  EXPECT_FALSE(ctx.agent_name);
-  EXPECT_FALSE(ctx.max_turns);
-  EXPECT_FALSE(ctx.token_budget);
-  EXPECT_FALSE(ctx.extended_thinking);
+  EXPECT_FALSE(ctx.model);
   EXPECT_TRUE(ctx.tools_enabled());
 }
 
@@ -62,8 +58,6 @@ TEST(Context, SerdeWithoutOptionalFields) {
   EXPECT_EQ(ctx.system_prompt, "test");
   EXPECT_EQ(ctx.current_message, "hi");
   EXPECT_TRUE(ctx.mcp_servers.empty());
-  EXPECT_FALSE(ctx.session_id);
-  EXPECT_FALSE(ctx.agent_name);
 }
 
 TEST(Context, ToApiMessagesBasic) {
@@ -93,44 +87,9 @@ TEST(Context, ToPromptStringNoSession) {
   EXPECT_EQ(p, "[System]\nBe helpful.\n\n[User]\nHi\n\n[User]\nHow are you?");
 }
 
-TEST(Context, ToPromptStringWithSession) {
-  Context ctx("How are you?");
-  ctx.system_prompt = "Current time: 2026-03-06";
-  ctx.history = {ContextEntry::user("Hi")};
-  ctx.session_id = "sess-abc";
-  const std::string p = ctx.to_prompt_string();
-  EXPECT_THAT(p, Not(HasSubstr("[System]")));
-  EXPECT_THAT(p, HasSubstr("[User]\nCurrent time: 2026-03-06\n\nHow are you?"));
-  EXPECT_EQ(p, "[User]\nCurrent time: 2026-03-06\n\nHow are you?");
-}
-
-TEST(Context, ToPromptStringWithAgentName) {
-  Context ctx("Build me a task tracker.");
-  ctx.system_prompt = "ignored";
-  ctx.history = {ContextEntry::user("Hi")};
-  ctx.agent_name = "build-analyst";
-  EXPECT_EQ(ctx.to_prompt_string(), "Build me a task tracker.");
-}
-
-TEST(Context, AgentNameTakesPrecedenceOverSessionId) {
-  Context ctx("Build something.");
-  ctx.agent_name = "a";
-  ctx.session_id = "s";
-  EXPECT_EQ(ctx.to_prompt_string(), "Build something.");
-}
-
-TEST(Context, SessionIdSerdeRoundTrip) {
-  Context ctx("hi");
-  ctx.session_id = "sess-123";
-  const auto back = Json::parse(Json(ctx).dump()).get<Context>();
-  EXPECT_EQ(back.session_id, "sess-123");
-}
-
 TEST(Context, OptionalFieldsSkippedInSerialization) {
   const Json j = Context("hello");
-  for (const char* key :
-       {"session_id", "agent_name", "max_turns", "toolboxes", "token_budget", "allowed_tools",
-        "model", "extended_thinking", "turn", "cost_budget_usd", "tool_call_budget"}) {
+  for (const char* key : {"toolboxes", "allowed_tools", "model", "turn"}) {
     EXPECT_FALSE(j.contains(key)) << key;
   }
   EXPECT_TRUE(j.contains("mcp_servers"));  // kernex always writes it
@@ -226,17 +185,6 @@ TEST(ContextJson, McpServerArgsAreRequired) {
   EXPECT_THAT(err, HasSubstr("'args'"));
 }
 
-TEST(ContextJson, NegativeOrFractionalCountsAreRejected) {
-  for (const char* bad : {"-1", "1.5", "4294967296", "\"3\""}) {
-    const auto j = Json::parse(
-        std::string(R"({"system_prompt":"","history":[],"current_message":"","max_turns":)") + bad +
-        "}");
-    EXPECT_THAT(json_error(j, [](const Json& v) { (void)v.get<Context>(); }),
-                HasSubstr("max_turns"))
-        << bad;
-  }
-}
-
 TEST(ContextJson, NotAnObjectIsAnError) {
   EXPECT_THAT(json_error(Json::array(), [](const Json& j) { (void)j.get<Context>(); }),
               HasSubstr("object"));
@@ -251,7 +199,24 @@ TEST(ContextJson, NullOptionalIsNone) {
           R"({"system_prompt":"","history":[],"current_message":"","model":null,"session_id":null})")
           .get<Context>();
   EXPECT_FALSE(ctx.model);
-  EXPECT_FALSE(ctx.session_id);
+}
+
+// kernex's session_id, agent_name, extended_thinking and budget fields are not the Context's:
+// the run's session is RunServices::session(), thinking a provider option, limits the run's.
+// JSON that still carries them is read, and they are not written back.
+TEST(ContextJson, FieldsKernexKeptElsewhereAreIgnored) {
+  const auto ctx = Json::parse(R"({"system_prompt":"s","history":[],"current_message":"hi",
+      "session_id":"sess","agent_name":"a","extended_thinking":true,"max_turns":-1,
+      "token_budget":"x","cost_budget_usd":1,"tool_call_budget":2})")
+                       .get<Context>();
+  EXPECT_EQ(ctx.current_message, "hi");
+  const Json back = ctx;
+  for (const char* key : {"session_id", "agent_name", "extended_thinking", "max_turns",
+                          "token_budget", "cost_budget_usd", "tool_call_budget"}) {
+    EXPECT_FALSE(back.contains(key)) << key;
+  }
+  // Flattened as a run without a provider-side session: the history is always there.
+  EXPECT_EQ(ctx.to_prompt_string(), "[System]\ns\n\n[User]\nhi");
 }
 
 TEST(ContextJson, ExtensionFieldsRoundTrip) {
@@ -261,28 +226,15 @@ TEST(ContextJson, ExtensionFieldsRoundTrip) {
   call.provider_state = Json{{"thinking", "sig"}};
   ctx.history.push_back(call);
   ctx.turn.push_back(ContextEntry::tool({"c1", "bash", "a.txt", false}));
-  ctx.max_turns = 7;
-  ctx.token_budget = 1000;
   ctx.allowed_tools = std::vector<std::string>{};
   ctx.model = "m";
-  ctx.extended_thinking = true;
-  ctx.cost_budget_usd = 0.5;
-  ctx.tool_call_budget = 3;
-  ctx.permission_rules = std::make_shared<PermissionRules>();
   const Json j = ctx;
-  EXPECT_FALSE(j.contains("hook_runner"));
-  EXPECT_FALSE(j.contains("permission_rules"));
   const auto back = Json::parse(j.dump()).get<Context>();
   EXPECT_EQ(back.history, ctx.history);
   EXPECT_EQ(back.turn, ctx.turn);
-  EXPECT_EQ(back.max_turns, 7u);
-  EXPECT_EQ(back.token_budget, 1000u);
   EXPECT_EQ(back.allowed_tools, std::vector<std::string>{});
   EXPECT_FALSE(back.tools_enabled());
-  EXPECT_TRUE(back.extended_thinking);
-  EXPECT_EQ(back.cost_budget_usd, 0.5);
-  EXPECT_EQ(back.tool_call_budget, 3u);
-  EXPECT_FALSE(back.permission_rules);
+  EXPECT_EQ(back.model, "m");
 }
 
 TEST(ContextJson, PlainEntrySerializesAsKernex) {
@@ -346,14 +298,6 @@ TEST(ContextTurn, PromptStringRendersToolTrafficAfterCurrentMessage) {
             "[Assistant]\nLooking.\n[Tool call c1] bash {\"command\":\"ls\"}\n\n"
             "[Tool result c1 bash]\na.txt\n\n"
             "[Tool error c2 read]\nno such file");
-}
-
-TEST(ContextTurn, PromptStringKeepsTurnInSessionAndAgentModes) {
-  Context ctx = with_turn();
-  ctx.session_id = "s";
-  EXPECT_THAT(ctx.to_prompt_string(), HasSubstr("[User]\nList files\n\n[Assistant]\nLooking."));
-  ctx.agent_name = "a";
-  EXPECT_THAT(ctx.to_prompt_string(), ::testing::StartsWith("List files\n\n[Assistant]\nLooking."));
 }
 
 TEST(ContextTurn, ApiMessagesRenderToolEntries) {

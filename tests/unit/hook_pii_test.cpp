@@ -103,7 +103,7 @@ class RecordingToolbox final : public ToolExecutor {
     return std::vector<ToolSpec>{{"lookup", "", Json{{"type", "object"}}, {}},
                                  {"send_mail", "", Json{{"type", "object"}}, {}}};
   }
-  Result<ToolResult> execute(const Context&, const ToolCall& call) override {
+  Result<ToolResult> execute(const Context&, const RunHandles&, const ToolCall& call) override {
     seen.push_back(call.arguments);
     if (call.name == "lookup")
       return ToolResult{call.id, call.name,

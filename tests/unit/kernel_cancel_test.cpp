@@ -39,7 +39,7 @@ class StoppingToolbox final : public ToolExecutor {
     return std::vector<ToolSpec>{{"stop_run", "", Json{{"type", "object"}}, {}},
                                  {"echo", "", Json{{"type", "object"}}, {}}};
   }
-  Result<ToolResult> execute(const Context&, const ToolCall& call) override {
+  Result<ToolResult> execute(const Context&, const RunHandles&, const ToolCall& call) override {
     if (call.name == "stop_run") source_.request_stop();
     return ToolResult{call.id, call.name,
                       call.name == "stop_run" ? "stopping" : call.arguments.value("text", ""),

@@ -63,7 +63,8 @@ class ContextToolbox final : public ToolExecutor {
     return std::vector<ToolSpec>{{"where", "", Json{{"type", "object"}}, {}},
                                  {"stoppable", "", Json{{"type", "object"}}, {}}};
   }
-  Result<ToolResult> execute(const Context& context, const ToolCall& call) override {
+  Result<ToolResult> execute(const Context& context, const RunHandles&,
+                             const ToolCall& call) override {
     std::string answer = call.name == "where"
                              ? (context.workspace ? context.workspace->string() : "none")
                              : (context.stop.stop_possible() ? "yes" : "no");

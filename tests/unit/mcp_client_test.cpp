@@ -221,27 +221,29 @@ TEST_F(McpClientTest, ToolboxPrefixesNamesAndDefersSchemasPastTheThreshold) {
   EXPECT_EQ((*offered)[1].parameters, (Json{{"type", "object"}}));
 
   auto found = box.execute(
-      ctx, ToolCall{"c1", "search_tools", Json{{"query", "echo message"}, {"detail", "full"}}});
+      ctx, {}, ToolCall{"c1", "search_tools", Json{{"query", "echo message"}, {"detail", "full"}}});
   ASSERT_TRUE(found);
   Json hits = Json::parse(found->content);
   ASSERT_EQ(hits["matches"], 1);
   EXPECT_EQ(hits["tools"][0]["name"], "fake__echo");
   EXPECT_EQ(hits["tools"][0]["input_schema"]["properties"]["message"]["type"], "string");
   auto names = box.execute(
-      ctx, ToolCall{"c2", "search_tools", Json{{"query", ""}, {"detail", "name"}, {"limit", 2}}});
+      ctx, {},
+      ToolCall{"c2", "search_tools", Json{{"query", ""}, {"detail", "name"}, {"limit", 2}}});
   ASSERT_TRUE(names);
   EXPECT_EQ(Json::parse(names->content)["tools"],
             Json::parse(R"([{"name":"fake__echo"},{"name":"fake__env"}])"));
   auto bad = box.execute(
-      ctx, ToolCall{"c3", "search_tools", Json{{"query", "x"}, {"detail", "everything"}}});
+      ctx, {}, ToolCall{"c3", "search_tools", Json{{"query", "x"}, {"detail", "everything"}}});
   ASSERT_TRUE(bad);
   EXPECT_TRUE(bad->is_error);
 
-  auto echoed = box.execute(ctx, ToolCall{"c4", "fake__echo", Json{{"message", "via toolbox"}}});
+  auto echoed =
+      box.execute(ctx, {}, ToolCall{"c4", "fake__echo", Json{{"message", "via toolbox"}}});
   ASSERT_TRUE(echoed);
   EXPECT_FALSE(echoed->is_error);
   EXPECT_EQ(echoed->content.substr(0, 17), "Echo: via toolbox");
-  auto unknown = box.execute(ctx, ToolCall{"c5", "fake__missing", Json::object()});
+  auto unknown = box.execute(ctx, {}, ToolCall{"c5", "fake__missing", Json::object()});
   ASSERT_TRUE(unknown);
   EXPECT_TRUE(unknown->is_error);
 
@@ -288,7 +290,7 @@ TEST_F(McpClientTest, ToolboxKeepsAServerPerWorkspace) {
     runs[i].mcp_servers = {s};
     runs[i].workspace = dir.path();
     ASSERT_TRUE(box.list_tools(runs[i]));
-    auto echoed = box.execute(runs[i], ToolCall{"c", "fake__echo", Json{{"message", "hi"}}});
+    auto echoed = box.execute(runs[i], {}, ToolCall{"c", "fake__echo", Json{{"message", "hi"}}});
     ASSERT_TRUE(echoed);
     EXPECT_FALSE(echoed->is_error) << echoed->content;
   }
@@ -303,7 +305,7 @@ TEST_F(McpClientTest, ToolboxKeepsAServerPerWorkspace) {
 
   Context missing = runs[0];
   missing.workspace = a.path() / "not-made";
-  auto refused = box.execute(missing, ToolCall{"c", "fake__echo", Json{{"message", "hi"}}});
+  auto refused = box.execute(missing, {}, ToolCall{"c", "fake__echo", Json{{"message", "hi"}}});
   ASSERT_TRUE(refused);
   EXPECT_TRUE(refused->is_error);
   EXPECT_NE(refused->content.find("is not an existing directory"), std::string::npos)

@@ -150,7 +150,7 @@ TEST(PluginHost, GoodPluginsCreateWorkingObjectsNextToBrokenOnes) {
   ASSERT_TRUE(tools);
   ASSERT_EQ(tools->size(), 1u);
   EXPECT_EQ(tools->front().name, "reverse");
-  auto result = (*toolbox)->execute(Context(), ToolCall{"3", "reverse", Json{{"text", "abc"}}});
+  auto result = (*toolbox)->execute(Context(), {}, ToolCall{"3", "reverse", Json{{"text", "abc"}}});
   ASSERT_TRUE(result);
   EXPECT_EQ(result->content, "cba");
   EXPECT_FALSE(result->is_error);

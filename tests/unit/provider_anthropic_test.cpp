@@ -86,9 +86,8 @@ TEST(AnthropicProvider, ToolUseWithThinkingIsReplayedIntact) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kThinkingTool));
   server.push(FakeHttpServer::json(200, kText));
-  auto p = make(server);
+  auto p = make(server, {{"extended_thinking", true}});
   Context ctx("compute");
-  ctx.extended_thinking = true;
   auto r = p->complete(ctx, tools(), {});
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_EQ(r->text, "Let me compute.");
@@ -117,6 +116,16 @@ TEST(AnthropicProvider, ToolUseWithThinkingIsReplayedIntact) {
   EXPECT_EQ(msgs[2], Json::parse(R"({"role":"user","content":[
       {"type":"tool_result","tool_use_id":"toolu_123","content":"42"},
       {"type":"tool_result","tool_use_id":"toolu_456","content":"bad","is_error":true}]})"));
+}
+
+// Extended thinking is the provider's option; a token budget turns it on with that budget.
+TEST(AnthropicProvider, ThinkingBudgetTurnsThinkingOnWithThatBudget) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::json(200, kText));
+  auto p = make(server, {{"thinking_budget", 2048}});
+  ASSERT_TRUE(p->complete(Context("Hi"), {}, {}));
+  EXPECT_EQ(Json::parse(server.requests().at(0).body)["thinking"],
+            (Json{{"type", "enabled"}, {"budget_tokens", 2048}}));
 }
 
 TEST(AnthropicProvider, BuildsToolUseBlocksWithoutProviderState) {

@@ -81,6 +81,28 @@ TEST(GeminiProvider, TextRequestShapeAndUsage) {
   EXPECT_FALSE(decls[1].contains("parameters"));
 }
 
+// Thoughts are asked for by the provider's own option; without it the request has none.
+TEST(GeminiProvider, ExtendedThinkingIsAProviderOption) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::json(200, kText));
+  server.push(FakeHttpServer::json(200, kText));
+  auto plain = make(server);
+  auto thinking = create({{"base_url", server.url()},
+                          {"api_key", kKey},
+                          {"retry_base_ms", 1},
+                          {"extended_thinking", true}});
+  ASSERT_TRUE(thinking) << thinking.error().describe();
+  ASSERT_TRUE(plain->complete(Context("Hi"), {}, {}));
+  ASSERT_TRUE((*thinking)->complete(Context("Hi"), {}, {}));
+  const Json off = Json::parse(server.requests().at(0).body);
+  const Json on = Json::parse(server.requests().at(1).body);
+  EXPECT_FALSE(off.value("generationConfig", Json::object()).contains("thinkingConfig"));
+  EXPECT_EQ(on["generationConfig"]["thinkingConfig"], (Json{{"includeThoughts", true}}));
+  auto bad = create({{"base_url", server.url()}, {"api_key", kKey}, {"extended_thinking", 1}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().describe().find("extended_thinking"), std::string::npos);
+}
+
 TEST(GeminiProvider, FunctionCallsRoundTripWithSignatures) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kCall));

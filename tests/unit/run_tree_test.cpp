@@ -47,13 +47,13 @@ class CallbackToolbox final : public ToolExecutor {
                                  {"load_context", "", Json{{"type", "object"}}, {}},
                                  {"eval_code", "", Json{{"type", "object"}}, {}}};
   }
-  Result<ToolResult> execute(const Context& context, const ToolCall& call) override {
+  Result<ToolResult> execute(const Context&, const RunHandles& run, const ToolCall& call) override {
     ToolResult out{call.id, call.name, "", false};
     auto set = [&](const Result<std::string>& r) {
       out.content = r ? *r : r.error().describe();
       out.is_error = !r;
     };
-    RunServices* services = context.services.get();
+    RunServices* services = run.services.get();
     if (services == nullptr) return fail(ErrorCode::Internal, "no services");
     seen_spans.push_back(services->span() + "@" + std::to_string(services->depth()));
     if (call.name == "ask")

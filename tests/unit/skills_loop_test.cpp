@@ -31,7 +31,8 @@ class ContextToolboxes final : public ToolExecutor {
     for (const auto& t : context.toolboxes) out.push_back(t.spec());
     return out;
   }
-  Result<ToolResult> execute(const Context& context, const ToolCall& call) override {
+  Result<ToolResult> execute(const Context& context, const RunHandles&,
+                             const ToolCall& call) override {
     for (const auto& t : context.toolboxes) {
       if (t.name == call.name) return ToolResult{call.id, call.name, "ran " + call.name, false};
     }

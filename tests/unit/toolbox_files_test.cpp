@@ -53,7 +53,7 @@ class FilesToolbox : public ::testing::Test {
   }
 
   ToolResult call(const std::string& name, Json args) {
-    auto r = box_->execute(Context{}, ToolCall{"c1", name, std::move(args)});
+    auto r = box_->execute(Context{}, {}, ToolCall{"c1", name, std::move(args)});
     EXPECT_TRUE(r) << (r ? "" : r.error().describe());
     return r ? *r : ToolResult{};
   }
@@ -184,15 +184,15 @@ TEST_F(FilesToolbox, EachRunWritesInItsOwnWorkspace) {
     run.workspace = dir->path();
     const std::string who = dir == &a ? "A" : "B";
     auto wrote = box_->execute(
-        run, ToolCall{"w", "write", Json{{"file_path", "notes/out.txt"}, {"content", who}}});
+        run, {}, ToolCall{"w", "write", Json{{"file_path", "notes/out.txt"}, {"content", who}}});
     ASSERT_TRUE(wrote);
     ASSERT_FALSE(wrote->is_error) << wrote->content;
-    auto pwd = box_->execute(run, ToolCall{"p", "bash", Json{{"command", "pwd; ls notes"}}});
+    auto pwd = box_->execute(run, {}, ToolCall{"p", "bash", Json{{"command", "pwd; ls notes"}}});
     ASSERT_TRUE(pwd);
     EXPECT_EQ(pwd->content, fs::canonical(dir->path()).string() + "\nout.txt\n");
     // The configured workspace is out of reach of a run that has its own.
     auto other = box_->execute(
-        run, ToolCall{"r", "read", Json{{"file_path", (ws_ / "hello.txt").string()}}});
+        run, {}, ToolCall{"r", "read", Json{{"file_path", (ws_ / "hello.txt").string()}}});
     ASSERT_TRUE(other);
     EXPECT_TRUE(other->is_error) << other->content;
   }
@@ -202,7 +202,7 @@ TEST_F(FilesToolbox, EachRunWritesInItsOwnWorkspace) {
 
   Context missing;
   missing.workspace = a.path() / "not-made";
-  auto refused = box_->execute(missing, ToolCall{"m", "bash", Json{{"command", "true"}}});
+  auto refused = box_->execute(missing, {}, ToolCall{"m", "bash", Json{{"command", "true"}}});
   ASSERT_TRUE(refused);
   EXPECT_TRUE(refused->is_error);
   EXPECT_THAT(refused->content, HasSubstr("is not an existing directory"));
@@ -224,7 +224,7 @@ TEST_F(FilesToolbox, CancelKillsARunningBashCommandAndItsChildren) {
     source.request_stop();
   });
   auto r = box_->execute(
-      run, ToolCall{"b", "bash", Json{{"command", "sleep 30 & echo go > ready; sleep 30"}}});
+      run, {}, ToolCall{"b", "bash", Json{{"command", "sleep 30 & echo go > ready; sleep 30"}}});
   const auto returned = std::chrono::steady_clock::now();
   if (int fd = ::open((ws_ / "ready").c_str(), O_WRONLY | O_NONBLOCK); fd >= 0) ::close(fd);
   canceller.join();

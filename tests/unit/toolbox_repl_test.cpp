@@ -22,6 +22,7 @@
 #include "kernex/trajectory_view.hpp"
 #include "eval_reply.hpp"
 #include "proc_scan.hpp"
+#include "session_only_services.hpp"
 #include "temp_dir.hpp"
 
 namespace kernex {
@@ -36,6 +37,13 @@ Json parse(const ToolResult& r) {
   return j;
 }
 
+// Calls under different sessions get different REPLs, as calls of different runs do.
+RunHandles in_session(std::string session) {
+  RunHandles run;
+  run.services = std::make_shared<kernex::testing::SessionOnlyServices>(std::move(session));
+  return run;
+}
+
 class ReplToolbox : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -44,7 +52,7 @@ class ReplToolbox : public ::testing::Test {
     auto box = host_.create_toolbox("repl", config());
     ASSERT_TRUE(box) << box.error().describe();
     repl_ = *box;
-    context_.session_id = "s1";
+    run_ = in_session("s1");
   }
   virtual Json config() {
     return Json{
@@ -52,20 +60,22 @@ class ReplToolbox : public ::testing::Test {
   }
   fs::path ws() const { return dir_ / "ws"; }
 
-  ToolResult call(const std::string& name, Json args, const Context* in = nullptr) {
-    auto r = repl_->execute(in != nullptr ? *in : context_,
+  ToolResult call(const std::string& name, Json args, const Context* in = nullptr,
+                  const RunHandles* run = nullptr) {
+    auto r = repl_->execute(in != nullptr ? *in : context_, run != nullptr ? *run : run_,
                             ToolCall{"c" + std::to_string(++calls_), name, std::move(args)});
     EXPECT_TRUE(r) << r.error().describe();
     return r.value_or(ToolResult{});
   }
-  Json eval(const std::string& code, const Context* in = nullptr) {
-    return parse(call("eval_code", {{"code", code}}, in));
+  Json eval(const std::string& code, const Context* in = nullptr, const RunHandles* run = nullptr) {
+    return parse(call("eval_code", {{"code", code}}, in, run));
   }
 
   TempDir dir_;
   PluginHost host_;
   std::shared_ptr<ToolExecutor> repl_;
   Context context_;
+  RunHandles run_;
   int calls_ = 0;
 };
 
@@ -272,7 +282,7 @@ TEST_F(ReplToolbox, ForgedAnswersCannotCrashTheKernelOrSetItsFields) {
   EXPECT_FALSE(forged.contains("timed_out")) << forged.dump();
   EXPECT_GT(forged["wall_ms"].get<double>(), 0.0) << forged.dump();
 
-  context_.session_id = "deep";
+  run_ = in_session("deep");
   ASSERT_FALSE(eval("x = 1").contains("error"));
   auto deep =
       call("eval_code", {{"code",
@@ -295,9 +305,8 @@ TEST_F(ReplToolbox, OutputIsCappedWithAVisibleMarker) {
 
 TEST_F(ReplToolbox, SessionsAreIsolated) {
   eval("secret = 'session one'");
-  Context other;
-  other.session_id = "s2";
-  Json there = eval("print(secret)", &other);
+  const RunHandles other = in_session("s2");
+  Json there = eval("print(secret)", nullptr, &other);
   EXPECT_NE(there["error"].get<std::string>().find("NameError"), std::string::npos);
   EXPECT_EQ(eval("print(secret)")["stdout"], "session one\n");
 }
@@ -314,12 +323,11 @@ TEST_F(ReplToolbox, FilesLoadFromTheWorkspaceOnlyAndGrantsOpenOthers) {
   EXPECT_TRUE(refused.is_error);
   EXPECT_NE(refused.content.find("Permission"), std::string::npos) << refused.content;
 
-  Context granted;
-  granted.session_id = "granted";
+  RunHandles granted = in_session("granted");
   granted.read_grants = {(dir_ / "outside" / "secret.txt").string()};
-  Json ok =
-      parse(call("load_context",
-                 {{"name", "s"}, {"file", (dir_ / "outside" / "secret.txt").string()}}, &granted));
+  Json ok = parse(call("load_context",
+                       {{"name", "s"}, {"file", (dir_ / "outside" / "secret.txt").string()}},
+                       nullptr, &granted));
   EXPECT_EQ(ok["size"], 7);
 }
 

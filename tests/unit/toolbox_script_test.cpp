@@ -62,7 +62,7 @@ class ScriptToolbox : public ::testing::Test {
   }
 
   ToolResult call(const std::string& name, Json args) {
-    auto r = box_->execute(context_, ToolCall{"c1", name, std::move(args)});
+    auto r = box_->execute(context_, {}, ToolCall{"c1", name, std::move(args)});
     EXPECT_TRUE(r) << (r ? "" : r.error().describe());
     return r ? *r : ToolResult{};
   }
@@ -183,7 +183,7 @@ TEST_F(ScriptToolbox, HijackingEnvIsDroppedAndTimeoutsAreReported) {
   sleeper.command = "sleep";
   sleeper.args = {"30"};
   context_.toolboxes = {sleeper};
-  auto slow = (*fast)->execute(context_, ToolCall{"c2", "sleeper", Json::object()});
+  auto slow = (*fast)->execute(context_, {}, ToolCall{"c2", "sleeper", Json::object()});
   ASSERT_TRUE(slow);
   EXPECT_TRUE(slow->is_error);
   EXPECT_THAT(slow->content, HasSubstr("timed out"));
@@ -198,7 +198,7 @@ TEST_F(ScriptToolbox, OutputTruncationIsVisible) {
   flood.command = "head";
   flood.args = {"-c", "5000", "/dev/zero"};
   context_.toolboxes = {flood};
-  auto r = (*small)->execute(context_, ToolCall{"c3", "flood", Json::object()});
+  auto r = (*small)->execute(context_, {}, ToolCall{"c3", "flood", Json::object()});
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->is_error);
   EXPECT_THAT(r->content, HasSubstr("truncated"));
@@ -211,7 +211,7 @@ TEST_F(ScriptToolbox, AWorkspaceOverAProtectedPathIsRefusedWithTheReason) {
       host_.create_toolbox("script", Json{{"workspace", data.path().string()},
                                           {"protect", {(data.path() / "memory.db").string()}}});
   ASSERT_TRUE(box);
-  auto r = (*box)->execute(context_, ToolCall{"c4", "probe", Json{{"path", "x"}}});
+  auto r = (*box)->execute(context_, {}, ToolCall{"c4", "probe", Json{{"path", "x"}}});
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->is_error);
   EXPECT_THAT(r->content, HasSubstr("protected path"));
@@ -314,7 +314,7 @@ TEST_F(ScriptToolbox, CancelKillsTheWholeProcessGroupAtOnce) {
       stopped_at = std::chrono::steady_clock::now();
       source.request_stop();
     });
-    auto r = box_->execute(context_, ToolCall{"c", "sleepers", Json::object()});
+    auto r = box_->execute(context_, {}, ToolCall{"c", "sleepers", Json::object()});
     const auto returned = std::chrono::steady_clock::now();
     // A tool that never opened the FIFO would leave the canceller blocked in open(): release it.
     if (int fd = ::open((ws_.path() / "ready").c_str(), O_WRONLY | O_NONBLOCK); fd >= 0)

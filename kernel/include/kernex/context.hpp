@@ -1,4 +1,5 @@
-// The Context a provider completes: kernex's fields, plus tool-call history and budgets.
+// The Context a provider completes: the run's data (prompt, history, this turn's tool exchange,
+// what tools and model it may use). Live objects of the run are in RunHandles, beside it.
 #pragma once
 
 #include <cstdint>
@@ -14,11 +15,6 @@
 #include "kernex/tool.hpp"
 
 namespace kernex {
-
-class HookRunner;
-class PermissionRules;
-class RunServices;
-class Trajectory;
 
 // One message of history. Roles by convention: "user", "assistant", "tool" (not validated,
 // as in kernex). An assistant entry may carry tool calls; a "tool" entry carries one result.
@@ -57,27 +53,8 @@ struct Context {
   std::vector<ContextEntry> turn;
   std::vector<McpServer> mcp_servers;
   std::vector<Toolbox> toolboxes;
-  std::optional<std::uint32_t> max_turns;
-  std::optional<std::uint64_t> token_budget;
   std::optional<std::vector<std::string>> allowed_tools;
   std::optional<std::string> model;
-  std::optional<std::string> session_id;
-  std::optional<std::string> agent_name;
-  bool extended_thinking = false;
-  // Budgets beyond kernex: total USD spend and number of tool calls for one run.
-  std::optional<double> cost_budget_usd;
-  std::optional<std::uint32_t> tool_call_budget;
-  // Never serialized: the run's hooks and rules (kernex keeps them on the Context too).
-  std::shared_ptr<HookRunner> hook_runner;
-  std::shared_ptr<const PermissionRules> permission_rules;
-  // Never serialized: where this run records its events (may be null), and the services that
-  // tools may call back into during the run, e.g. llm_query from a REPL (may be null).
-  std::shared_ptr<Trajectory> trajectory;
-  std::shared_ptr<RunServices> services;
-  // Never serialized: files outside the workspace that the host lets this run's sandboxed tools
-  // read (the contexts of `kernex rlm --context`). Set by host code only; tool arguments never
-  // add to it.
-  std::vector<std::string> read_grants;
   // Never serialized: the host's stop request for this run (`kernex serve` cancel). Providers
   // abort their request when it fires and toolboxes kill the process group of a running tool;
   // the loop then ends the run with Outcome::Cancelled. Default: a token that never stops.
@@ -91,10 +68,9 @@ struct Context {
   Context() = default;
   explicit Context(std::string message) : current_message(std::move(message)) {}
 
-  // Flatten for single-text providers, kernex rules exactly:
-  // agent_name set -> current_message only; no session_id -> "[System]"/"[User]"/"[Assistant]"
-  // parts joined by "\n\n"; session_id set -> "[User]\n" + system + "\n\n" + current.
-  // Turn entries follow the current message as "[Assistant]" / "[Tool result]" parts.
+  // Flatten for single-text providers: "[System]", then history as "[User]" / "[Assistant]" /
+  // "[Tool result]" parts, then "[User]" current message, then the turn's entries, joined by
+  // "\n\n" (kernex's rule for a run without a provider-side session).
   std::string to_prompt_string() const;
 
   // (system, messages): history verbatim, then {"user", current_message} always, then turn

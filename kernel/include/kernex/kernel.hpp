@@ -73,6 +73,9 @@ struct RunOptions {
   std::stop_token stop;
   // The working directory of this run's tools (Context::workspace); unset: each toolbox's own.
   std::optional<std::filesystem::path> workspace;
+  // Files outside the workspace that this run's sandboxed tools may read (RunHandles::read_grants),
+  // e.g. the contexts of `kernex rlm --context`.
+  std::vector<std::string> read_grants;
   // Whose conversation this is in memory; unset: {config.channel, request.sender_id,
   // config.project}. A server sets it per tenant and session.
   std::optional<ConversationKey> conversation;

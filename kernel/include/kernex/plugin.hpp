@@ -17,8 +17,8 @@
 namespace kernex {
 
 // Bumped on any change to the public headers' types or interfaces.
-inline constexpr std::uint32_t kAbiVersion =
-    3;  // 3: Context::stop and ::workspace, tool stream events
+// 4: RunHandles beside the Context in ToolExecutor::execute; Context holds data only.
+inline constexpr std::uint32_t kAbiVersion = 4;
 
 enum class PluginKind : std::uint32_t { Provider = 1, Memory = 2, Hook = 3, Toolbox = 4 };
 

@@ -1,4 +1,4 @@
-// Services a tool may call back into while a run is going on (Context::services). The kernel
+// Services a tool may call back into while a run is going on (RunHandles::services). The kernel
 // provides them per run; the REPL toolbox uses them for llm_query / rlm_query made by sandboxed
 // code. One budget covers a run and every sub-call under it.
 #pragma once

@@ -6,6 +6,7 @@
 
 #include "kernex/context.hpp"
 #include "kernex/error.hpp"
+#include "kernex/run_handles.hpp"
 #include "kernex/tool.hpp"
 
 namespace kernex {
@@ -16,9 +17,11 @@ class ToolExecutor {
   // Tools this executor can run for `context` (e.g. the context's script toolboxes, or the
   // tools of its MCP servers). Called once per run; names must be unique across executors.
   virtual Result<std::vector<ToolSpec>> list_tools(const Context& context) = 0;
-  // Run one call. Tool failures are results with is_error = true; an Error return means the
+  // Run one call; `run` holds the live parts of the run it belongs to (services, trajectory,
+  // read grants). Tool failures are results with is_error = true; an Error return means the
   // executor itself failed (it is reported to the model as an error result as well).
-  virtual Result<ToolResult> execute(const Context& context, const ToolCall& call) = 0;
+  virtual Result<ToolResult> execute(const Context& context, const RunHandles& run,
+                                     const ToolCall& call) = 0;
 };
 
 // A tool whose calls change the running Context, e.g. `activate_skill`, which adds a skill's

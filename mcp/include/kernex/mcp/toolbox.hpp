@@ -64,7 +64,8 @@ class McpToolbox final : public ToolExecutor {
   ~McpToolbox() override;  // every server is shut down
 
   Result<std::vector<ToolSpec>> list_tools(const Context& context) override;
-  Result<ToolResult> execute(const Context& context, const ToolCall& call) override;
+  Result<ToolResult> execute(const Context& context, const RunHandles&,
+                             const ToolCall& call) override;
 
   // The client for `server`, created (not started) on first use; a changed declaration (command,
   // args, env, or the permissions it carries) replaces the old client. `workspace` set (a run's

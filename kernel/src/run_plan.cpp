@@ -1,0 +1,56 @@
+#include "run_plan.hpp"
+
+namespace kernex {
+namespace {
+
+Json merged_options(const Config& config, const std::string& name, const Json& overrides) {
+  Json options = Json::object();
+  if (config.provider.name == name && config.provider.config.is_object())
+    options = config.provider.config;
+  if (auto it = config.provider_options.find(name);
+      it != config.provider_options.end() && it->second.is_object()) {
+    options.merge_patch(it->second);
+  }
+  if (overrides.is_object()) options.merge_patch(overrides);
+  return options;
+}
+
+RunLimits root_limits(const Limits& config, const RunOptions& options) {
+  RunLimits limits;
+  limits.max_turns = options.max_turns.value_or(config.max_turns);
+  limits.max_depth = options.max_depth.value_or(config.max_depth);
+  limits.token_budget = options.token_budget ? options.token_budget : config.token_budget;
+  limits.cost_budget_usd =
+      options.cost_budget_usd ? options.cost_budget_usd : config.cost_budget_usd;
+  limits.tool_call_budget =
+      options.tool_call_budget ? options.tool_call_budget : config.tool_call_budget;
+  return limits;
+}
+
+}  // namespace
+
+Result<RunPlan> plan_run(const Config& config, const RunOptions& options, const Request& request) {
+  RunPlan plan;
+  plan.parent = dynamic_cast<KernelRunServices*>(options.parent.get());
+  if (options.parent && plan.parent == nullptr)
+    return fail(ErrorCode::Internal, "RunOptions::parent must come from a kernel run");
+  plan.provider = options.provider.value_or(config.provider.name);
+  if (plan.provider.empty()) {
+    return fail(ErrorCode::Config,
+                "no provider: set `provider:` in kernex.yaml or pass --provider NAME");
+  }
+  plan.provider_options = merged_options(config, plan.provider, options.provider_options);
+  if (plan.parent != nullptr) {
+    plan.limits = plan.parent->tree()->limits();
+    plan.limits.max_turns = options.max_turns.value_or(config.limits.max_turns);
+  } else {
+    plan.limits = root_limits(config.limits, options);
+  }
+  plan.uses_memory = plan.parent == nullptr && !options.history;
+  plan.audits_to_memory = !options.history;
+  plan.conversation = options.conversation.value_or(
+      ConversationKey{config.channel, request.sender_id, config.project});
+  return plan;
+}
+
+}  // namespace kernex
