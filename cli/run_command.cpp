@@ -44,9 +44,8 @@ Result<RunOptions> run_options(const RunArgs& args) {
   opts.cost_budget_usd = args.cost_budget_usd;
   opts.tool_call_budget = args.tool_call_budget;
   for (const auto& raw : args.provider_opts) {
-    auto kv = parse_provider_opt(raw);
-    if (!kv) return std::unexpected(kv.error());
-    opts.provider_options[kv->first] = std::move(kv->second);
+    KERNEX_ASSIGN_OR_RETURN(auto kv, parse_provider_opt(raw));
+    opts.provider_options[kv.first] = std::move(kv.second);
   }
   return opts;
 }
@@ -66,9 +65,8 @@ Result<PreparedRun> prepare_run(const ConfigFile& config_file, const RunArgs& ar
                 "(given with --config or KERNEX_CONFIG); `kernex plugins` lists the providers "
                 "found");
   }
-  auto message = message_text(args.message);
-  if (!message) return std::unexpected(message.error());
-  return PreparedRun{std::move(*config), std::move(*opts), std::move(*message)};
+  KERNEX_ASSIGN_OR_RETURN(auto message, message_text(args.message));
+  return PreparedRun{std::move(*config), std::move(*opts), std::move(message)};
 }
 
 namespace {

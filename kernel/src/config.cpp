@@ -86,43 +86,38 @@ class ConfigReader {
     if (key == "channel") return assign(string_value(f), out.channel);
     if (key == "project") return assign(string_value(f), out.project);
     if (key == "provider") {
-      auto ref = plugin_ref(f);
-      if (!ref) return std::unexpected(ref.error());
-      if (*ref) out.provider = std::move(**ref);
+      KERNEX_ASSIGN_OR_RETURN(auto ref, plugin_ref(f));
+      if (ref) out.provider = std::move(*ref);
       return {};
     }
     if (key == "providers") return providers(f, out.provider_options);
     if (key == "memory") {
-      auto ref = plugin_ref(f);
-      if (!ref) return std::unexpected(ref.error());
-      if (!*ref) return {};  // `memory:` alone: the default store stays
-      if ((*ref)->name == kNoMemory)
+      KERNEX_ASSIGN_OR_RETURN(auto ref, plugin_ref(f));
+      if (!ref) return {};  // `memory:` alone: the default store stays
+      if ((ref)->name == kNoMemory)
         out.memory.reset();
       else
-        out.memory = std::move(*ref);
+        out.memory = std::move(ref);
       return {};
     }
     if (key == "hooks") return assign_list(plugin_list(f), out.hooks);
     if (key == "toolboxes") return assign_list(plugin_list(f), out.toolboxes.emplace());
     if (key == "permissions") return permissions(f, out);
     if (key == "pricing_file") {
-      auto p = path_value(f);
-      if (!p) return std::unexpected(p.error());
-      if (*p) out.pricing_file = std::move(**p);
+      KERNEX_ASSIGN_OR_RETURN(auto p, path_value(f));
+      if (p) out.pricing_file = std::move(*p);
       return {};
     }
     if (key == "limits") return limits(f, out.limits);
     if (key == "trajectories") {
-      auto v = bool_value(f);
-      if (!v) return std::unexpected(v.error());
-      if (*v) out.trajectories = **v;
+      KERNEX_ASSIGN_OR_RETURN(auto v, bool_value(f));
+      if (v) out.trajectories = *v;
       return {};
     }
     if (key == "serve") {
       // Read by the server layer (kernex::server::ServeConfig), which checks its keys.
-      auto section = options(f);
-      if (!section) return std::unexpected(section.error());
-      out.sections[key] = std::move(*section);
+      KERNEX_ASSIGN_OR_RETURN(auto section, options(f));
+      out.sections[key] = std::move(section);
       return {};
     }
     return err(f, "unknown key");  // unreachable: each_key checked the name
@@ -205,11 +200,10 @@ class ConfigReader {
 
   Result<std::optional<fs::path>> path_value(const Field& f) const {
     if (!f.value.IsNull() && !f.value.IsScalar()) return expected(f, "a path");
-    auto s = string_value(f);
-    if (!s) return std::unexpected(s.error());
-    if (!*s) return std::nullopt;
-    if ((*s)->empty()) return err(f, "expected a path, got an empty string");
-    auto expanded = detail::expand_home(**s, f.path);
+    KERNEX_ASSIGN_OR_RETURN(auto s, string_value(f));
+    if (!s) return std::nullopt;
+    if ((s)->empty()) return err(f, "expected a path, got an empty string");
+    auto expanded = detail::expand_home(*s, f.path);
     if (!expanded) return err(f, expanded.error().message);
     fs::path p = std::move(*expanded);
     if (p.is_relative() && !base_dir_.empty()) p = base_dir_ / p;
@@ -258,10 +252,9 @@ class ConfigReader {
     for (const auto& node : f.value) {
       Field e{node, f.path + "[" + std::to_string(i++) + "]",
               node.Mark().line >= 0 ? node.Mark() : f.mark};
-      auto v = item(e);
-      if (!v) return std::unexpected(v.error());
-      if (!*v) return expected(e, item_kind);
-      out.push_back(std::move(**v));
+      KERNEX_ASSIGN_OR_RETURN(auto v, item(e));
+      if (!v) return expected(e, item_kind);
+      out.push_back(std::move(*v));
     }
     return out;
   }
@@ -306,9 +299,8 @@ class ConfigReader {
                           named = true;
                           return {};
                         }
-                        auto opts = options(sub);
-                        if (!opts) return std::unexpected(opts.error());
-                        ref.config = std::move(*opts);
+                        KERNEX_ASSIGN_OR_RETURN(auto opts, options(sub));
+                        ref.config = std::move(opts);
                         return {};
                       });
     if (!r) return std::unexpected(r.error());
@@ -332,9 +324,8 @@ class ConfigReader {
       Field sub = field_for(key, it->second, child_path(f.path, key.Scalar()));
       if (!seen.insert(key.Scalar()).second)
         return err(Field{key, sub.path, key.Mark()}, "duplicate key");
-      auto opts = options(sub);
-      if (!opts) return std::unexpected(opts.error());
-      out[key.Scalar()] = std::move(*opts);
+      KERNEX_ASSIGN_OR_RETURN(auto opts, options(sub));
+      out[key.Scalar()] = std::move(opts);
     }
     return {};
   }
@@ -345,9 +336,8 @@ class ConfigReader {
     return each_key(f, {"file", "allow", "deny"},
                     [&](const std::string& key, const Field& sub) -> Result<void> {
                       if (key == "file") {
-                        auto p = path_value(sub);
-                        if (!p) return std::unexpected(p.error());
-                        if (*p) out.permissions_file = std::move(**p);
+                        KERNEX_ASSIGN_OR_RETURN(auto p, path_value(sub));
+                        if (p) out.permissions_file = std::move(*p);
                         return {};
                       }
                       return assign_list(string_list(sub), key == "allow" ? out.allow : out.deny);
@@ -363,28 +353,25 @@ class ConfigReader {
          "compaction", "conversation_idle_minutes", "max_depth"},
         [&](const std::string& key, const Field& sub) -> Result<void> {
           if (key == "cost_budget_usd") {
-            auto v = number_value(sub);
-            if (!v) return std::unexpected(v.error());
-            if (*v) out.cost_budget_usd = **v;
+            KERNEX_ASSIGN_OR_RETURN(auto v, number_value(sub));
+            if (v) out.cost_budget_usd = *v;
             return {};
           }
           if (key == "compaction") {
-            auto v = string_value(sub);
-            if (!v) return std::unexpected(v.error());
-            if (!*v) return {};
-            if (**v == "drop")
+            KERNEX_ASSIGN_OR_RETURN(auto v, string_value(sub));
+            if (!v) return {};
+            if (*v == "drop")
               out.compaction = CompactionStrategy::Drop;
-            else if (**v == "summarize")
+            else if (*v == "summarize")
               out.compaction = CompactionStrategy::Summarize;
             else
               return expected(sub, "drop or summarize");
             return {};
           }
           const bool wide = key == "token_budget" || key == "max_context_messages";
-          auto v = uint_value(sub, wide ? u64 : u32);
-          if (!v) return std::unexpected(v.error());
-          if (!*v) return {};
-          const std::uint64_t n = **v;
+          KERNEX_ASSIGN_OR_RETURN(auto v, uint_value(sub, wide ? u64 : u32));
+          if (!v) return {};
+          const std::uint64_t n = *v;
           if (key == "max_turns")
             out.max_turns = static_cast<std::uint32_t>(n);
           else if (key == "token_budget")
@@ -411,7 +398,7 @@ Result<Config> parse_with_base(std::string_view text, std::string_view origin,
   try {
     YAML::Node root = YAML::Load(std::string(text));
     ConfigReader reader{std::string(origin), base_dir};
-    if (auto r = reader.read(root, config); !r) return std::unexpected(r.error());
+    KERNEX_RETURN_IF_ERROR(reader.read(root, config));
   } catch (const YAML::ParserException& e) {
     std::string where(origin);
     if (e.mark.line >= 0) where += ":" + std::to_string(e.mark.line + 1);
@@ -490,11 +477,10 @@ Config default_config() {
 
 Result<void> apply_env_overrides(Config& config) {
   if (const char* dir = env("KERNEX_DATA_DIR")) {
-    auto p = expand_home(dir, "KERNEX_DATA_DIR");
-    if (!p) return std::unexpected(p.error());
+    KERNEX_ASSIGN_OR_RETURN(auto p, expand_home(dir, "KERNEX_DATA_DIR"));
     std::error_code ec;
-    fs::path abs = fs::absolute(*p, ec);
-    config.data_dir = (ec ? *p : abs).lexically_normal();
+    fs::path abs = fs::absolute(p, ec);
+    config.data_dir = (ec ? p : abs).lexically_normal();
   }
   return {};
 }
@@ -516,9 +502,8 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
   std::string_view named_by;
   if (!path) {
     if (const char* from_env = env("KERNEX_CONFIG")) {
-      auto p = detail::expand_home(from_env, "KERNEX_CONFIG");
-      if (!p) return std::unexpected(p.error());
-      path = std::move(*p);
+      KERNEX_ASSIGN_OR_RETURN(auto p, detail::expand_home(from_env, "KERNEX_CONFIG"));
+      path = std::move(p);
       named_by = "KERNEX_CONFIG";
     }
   }
@@ -531,16 +516,15 @@ Result<Config> Config::load(const std::optional<fs::path>& file) {
     abs = abs.lexically_normal();
     // Read by the normalised path, the one registered and protected: `ws/x/../kernex.yaml` would
     // otherwise follow whatever a tool made `ws/x` since.
-    auto text = read_config_file(abs, named_by);
-    if (!text) return std::unexpected(text.error());
-    auto parsed = parse_with_base(*text, path->string(), abs.parent_path());
+    KERNEX_ASSIGN_OR_RETURN(auto text, read_config_file(abs, named_by));
+    auto parsed = parse_with_base(text, path->string(), abs.parent_path());
     if (!parsed) return parsed;
     config = std::move(*parsed);
     config.source = abs;
   } else {
     config = detail::default_config();
   }
-  if (auto r = detail::apply_env_overrides(config); !r) return std::unexpected(r.error());
+  KERNEX_RETURN_IF_ERROR(detail::apply_env_overrides(config));
   register_kernel_files(config);
   return config;
 }

@@ -158,10 +158,9 @@ Result<BuiltContext> build_context(const ContextInputs& in, const Request& reque
   BuiltContext built;
   built.context = Context(request.text);
   built.context.system_prompt = in.system_prompt;
-  auto added = add_memory(in, request, built.context);
-  if (!added) return std::unexpected(added.error());
-  built.conversation_id = std::move(added->conversation_id);
-  built.compaction = added->compaction;
+  KERNEX_ASSIGN_OR_RETURN(auto added, add_memory(in, request, built.context));
+  built.conversation_id = std::move(added.conversation_id);
+  built.compaction = added.compaction;
   return built;
 }
 

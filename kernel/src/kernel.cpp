@@ -34,9 +34,8 @@ class ProviderSummarizer final : public Summarizer {
         "preamble.\n\n---\n" +
         text + "\n---");
     ctx.allowed_tools = std::vector<std::string>{};
-    auto response = provider_->complete(ctx, {}, {});
-    if (!response) return std::unexpected(response.error());
-    return response->text;
+    KERNEX_ASSIGN_OR_RETURN(auto response, provider_->complete(ctx, {}, {}));
+    return response.text;
   }
 
  private:
@@ -211,9 +210,8 @@ struct Kernel::Impl {
       inputs.key = plan.conversation;
       inputs.limits = &config.limits;
       inputs.summarizer = summarizer;
-      auto added = add_memory(inputs, request, context);
-      if (!added) return std::unexpected(added.error());
-      out.conversation_id = std::move(added->conversation_id);
+      KERNEX_ASSIGN_OR_RETURN(auto added, add_memory(inputs, request, context));
+      out.conversation_id = std::move(added.conversation_id);
     } else if (plan.parent == nullptr && options.history) {
       context.history = *options.history;
     }
@@ -300,16 +298,14 @@ struct Kernel::Impl {
           ToolCall{"kernex-" + std::to_string(++extension_calls), name, std::move(arguments)});
     };
     if (options.before_loop) {
-      if (auto ready = options.before_loop(context, call_tool); !ready)
-        return std::unexpected(ready.error());
+      KERNEX_RETURN_IF_ERROR(options.before_loop(context, call_tool));
     }
     auto looped = run_agent_loop(context, deps, plan.limits);
     if (!looped) return looped;
     looped->conversation_id = conversation_id;
     // A cancelled run does no more work: what it said so far is its answer.
     if (options.after_loop && looped->outcome != Outcome::Cancelled) {
-      if (auto done = options.after_loop(*looped, call_tool); !done)
-        return std::unexpected(done.error());
+      KERNEX_RETURN_IF_ERROR(options.after_loop(*looped, call_tool));
     }
     if (parts.guardrail && looped->outcome == Outcome::EndTurn) {
       GuardrailAction action = parts.guardrail->check_output(looped->text);
@@ -518,10 +514,9 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
 
   std::vector<std::string> allow, deny;
   if (config.permissions_file) {
-    auto rules = PermissionRules::load_yaml_file(*config.permissions_file);
-    if (!rules) return std::unexpected(rules.error());
-    allow = rules->allow();
-    deny = rules->deny();
+    KERNEX_ASSIGN_OR_RETURN(auto rules, PermissionRules::load_yaml_file(*config.permissions_file));
+    allow = rules.allow();
+    deny = rules.deny();
   }
   allow.insert(allow.end(), config.allow.begin(), config.allow.end());
   deny.insert(deny.end(), config.deny.begin(), config.deny.end());
@@ -538,13 +533,11 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
 Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options) {
   Impl& k = *impl_;
   const HostParts parts = k.snapshot();
-  auto request = Impl::screen_input(parts, incoming);
-  if (!request) return std::unexpected(request.error());
+  KERNEX_ASSIGN_OR_RETURN(auto request, Impl::screen_input(parts, incoming));
 
   // The plan: provider, limits and memory, from the config and the run's options.
-  auto plan = plan_run(k.config, options, *request);
-  if (!plan) return std::unexpected(plan.error());
-  auto provider = k.provider_for(plan->provider, plan->provider_options);
+  KERNEX_ASSIGN_OR_RETURN(auto plan, plan_run(k.config, options, request));
+  auto provider = k.provider_for(plan.provider, plan.provider_options);
   if (!provider) return std::unexpected(provider.error());
 
   // The Context: the kernel's sources, then the run's (skills), then memory.
@@ -552,40 +545,40 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   sources.insert(sources.end(), options.sources.begin(), options.sources.end());
   ProviderSummarizer fallback_summarizer(*provider);
   auto built =
-      k.build_run_context(*plan, *request, options, sources,
+      k.build_run_context(plan, request, options, sources,
                           parts.summarizer ? parts.summarizer.get() : &fallback_summarizer);
   if (!built) return std::unexpected(built.error());
   Context& context = built->context;
   const std::string& conversation_id = built->conversation_id;
 
   // The run tree and what tools may call back into.
-  std::shared_ptr<RunTree> tree = k.tree_for(*plan, options, conversation_id);
-  auto services = k.services_for(*plan, tree, *provider, options, context.model);
+  std::shared_ptr<RunTree> tree = k.tree_for(plan, options, conversation_id);
+  auto services = k.services_for(plan, tree, *provider, options, context.model);
   const auto started = std::chrono::steady_clock::now();
-  if (plan->parent == nullptr)
-    k.record_start(*tree, options, *request, plan->provider,
+  if (plan.parent == nullptr)
+    k.record_start(*tree, options, request, plan.provider,
                    context.model.value_or((*provider)->default_model()));
 
   // The loop: provider and tools, through hooks and rules.
-  auto context_tools = Impl::context_tools(*request, sources);
+  auto context_tools = Impl::context_tools(request, sources);
   if (!context_tools) return std::unexpected(context_tools.error());
   ToolRouter router = ToolRouter::collect(parts.toolboxes, context, *context_tools);
   HookChain hooks;
   LoopDeps deps =
-      k.loop_deps(*plan, parts, router, hooks, *request, options, conversation_id, *tree, services);
+      k.loop_deps(plan, parts, router, hooks, request, options, conversation_id, *tree, services);
   deps.provider = provider->get();
   deps.context_tools = std::move(*context_tools);
-  auto run = Impl::loop(context, deps, *plan, options, parts, conversation_id);
+  auto run = Impl::loop(context, deps, plan, options, parts, conversation_id);
   if (run && tree->trajectory() != nullptr) run->run_id = tree->trajectory()->run_id();
-  k.record_end(*tree, *services, *request, run, started);
+  k.record_end(*tree, *services, request, run, started);
   if (!run) return run;
 
   // Save: the exchange goes to memory, cancelled runs included.
-  if (plan->uses_memory && k.memory) {
+  if (plan.uses_memory && k.memory) {
     if (options.before_save) {
-      if (auto ok = options.before_save(); !ok) return std::unexpected(ok.error());
+      KERNEX_RETURN_IF_ERROR(options.before_save());
     }
-    if (auto saved = Impl::save_exchange(*k.memory, conversation_id, *request, context, *run);
+    if (auto saved = Impl::save_exchange(*k.memory, conversation_id, request, context, *run);
         !saved) {
       return std::unexpected(saved.error());
     }

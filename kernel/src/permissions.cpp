@@ -182,9 +182,8 @@ Result<PermissionRules> PermissionRules::parse_yaml(std::string_view text,
 }
 
 Result<PermissionRules> PermissionRules::load_yaml_file(const std::filesystem::path& path) {
-  auto text = read_text_file(path, "permissions file");
-  if (!text) return std::unexpected(text.error());
-  return parse_yaml(*text, path.string());
+  KERNEX_ASSIGN_OR_RETURN(auto text, read_text_file(path, "permissions file"));
+  return parse_yaml(text, path.string());
 }
 
 }  // namespace kernex

@@ -126,18 +126,17 @@ struct RuleParser {
         }
         has_patterns = true;
       } else if (key == "input" || key == "output" || key == "cache_read" || key == "cache_write") {
-        auto v = price(value, key);
-        if (!v) return std::unexpected(v.error());
+        KERNEX_ASSIGN_OR_RETURN(auto v, price(value, key));
         if (key == "input") {
-          rule.price.input_per_mtok = *v;
+          rule.price.input_per_mtok = v;
           has_input = true;
         } else if (key == "output") {
-          rule.price.output_per_mtok = *v;
+          rule.price.output_per_mtok = v;
           has_output = true;
         } else if (key == "cache_read") {
-          cache_read = *v;
+          cache_read = v;
         } else {
-          cache_write = *v;
+          cache_write = v;
         }
       } else {
         return error(
@@ -186,9 +185,8 @@ Result<PricingTable> PricingTable::parse_yaml(std::string_view text, std::string
   PricingTable table;
   try {
     for (std::size_t i = 0; i < root.size(); ++i) {
-      auto rule = RuleParser{origin, i + 1}.parse(root[i]);
-      if (!rule) return std::unexpected(rule.error());
-      table.rules_.push_back(std::move(*rule));
+      KERNEX_ASSIGN_OR_RETURN(auto rule, RuleParser{origin, i + 1}.parse(root[i]));
+      table.rules_.push_back(std::move(rule));
     }
   } catch (const YAML::Exception& e) {
     return fail(ErrorCode::Config, where(origin, e.mark) + ": " + e.msg);
@@ -197,9 +195,8 @@ Result<PricingTable> PricingTable::parse_yaml(std::string_view text, std::string
 }
 
 Result<PricingTable> PricingTable::load_yaml_file(const std::filesystem::path& path) {
-  auto text = read_text_file(path, "pricing file");
-  if (!text) return std::unexpected(text.error());
-  return parse_yaml(*text, path.string());
+  KERNEX_ASSIGN_OR_RETURN(auto text, read_text_file(path, "pricing file"));
+  return parse_yaml(text, path.string());
 }
 
 std::optional<ModelPricing> PricingTable::pricing_for(std::string_view model) const {

@@ -110,8 +110,7 @@ struct McpClient::Impl {
   Result<Json> request(std::string_view method, const std::optional<Json>& params,
                        Clock::time_point deadline) {
     const std::int64_t id = next_id++;
-    if (auto ok = send(jsonrpc::request(id, method, params), deadline); !ok)
-      return std::unexpected(ok.error());
+    KERNEX_RETURN_IF_ERROR(send(jsonrpc::request(id, method, params), deadline));
     for (;;) {
       auto line = proc->read_line(deadline, options.max_line_bytes, stop);
       if (!line) {
@@ -137,7 +136,7 @@ struct McpClient::Impl {
         case jsonrpc::Kind::Invalid:
           return std::unexpected(broken("sent an invalid JSON-RPC message: " + m.problem));
         case jsonrpc::Kind::Request:
-          if (auto ok = answer_server_request(m, deadline); !ok) return std::unexpected(ok.error());
+          KERNEX_RETURN_IF_ERROR(answer_server_request(m, deadline));
           continue;
         case jsonrpc::Kind::Notification:
           on_notification(m);
@@ -165,9 +164,8 @@ struct McpClient::Impl {
     if (proc && proc->running()) return {};
     if (proc) proc.reset();  // exited since the last call: restart
     if (!policy) {
-      auto built = detail::build_server_policy(server, sandbox);
-      if (!built) return std::unexpected(built.error());
-      policy = std::move(*built);
+      KERNEX_ASSIGN_OR_RETURN(auto built, detail::build_server_policy(server, sandbox));
+      policy = std::move(built);
     }
     {
       std::lock_guard lock(*tail_mu);
@@ -225,7 +223,7 @@ struct McpClient::Impl {
   }
 
   Result<std::vector<McpTool>> list_tools() {
-    if (auto ok = connect(); !ok) return std::unexpected(ok.error());
+    KERNEX_RETURN_IF_ERROR(connect());
     if (tools) return *tools;
     std::vector<McpTool> out;
     std::optional<std::string> cursor;
@@ -270,11 +268,11 @@ struct McpClient::Impl {
   }
 
   Result<CallResult> call_tool(const std::string& name, const Json& arguments) {
-    if (auto ok = connect(); !ok) return std::unexpected(ok.error());
+    KERNEX_RETURN_IF_ERROR(connect());
     Json params = {{"name", name}, {"arguments", arguments.is_null() ? Json::object() : arguments}};
-    auto result = request("tools/call", params, Clock::now() + options.request_timeout);
-    if (!result) return std::unexpected(result.error());
-    return CallResult{render_call_result(*result, options.render), *result};
+    KERNEX_ASSIGN_OR_RETURN(auto result,
+                            request("tools/call", params, Clock::now() + options.request_timeout));
+    return CallResult{render_call_result(result, options.render), result};
   }
 
   void shutdown(std::chrono::milliseconds grace) {

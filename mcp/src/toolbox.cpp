@@ -94,9 +94,8 @@ Result<ToolboxConfig> ToolboxConfig::from_json(const Json& j) {
       if (!s->is_object())
         return fail(ErrorCode::Config, "toolbox-mcp config: 'servers' must be a mapping");
       for (const auto& [name, entry] : s->items()) {
-        auto g = grants_from_json(name, entry);
-        if (!g) return std::unexpected(g.error());
-        c.servers[name] = std::move(*g);
+        KERNEX_ASSIGN_OR_RETURN(auto g, grants_from_json(name, entry));
+        c.servers[name] = std::move(g);
       }
     }
   } catch (const Json::exception& e) {

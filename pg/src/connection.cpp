@@ -124,13 +124,12 @@ Result<std::unique_ptr<Connection>> Connection::open(const Options& options) {
   std::unique_ptr<Connection> out(new Connection(conn, options));
   const std::string set =
       "SET statement_timeout = " + std::to_string(options.statement_timeout.count());
-  if (auto r = out->exec(set); !r) return std::unexpected(r.error());
-  if (auto r = out->exec("SET client_min_messages = warning"); !r)
-    return std::unexpected(r.error());
+  KERNEX_RETURN_IF_ERROR(out->exec(set));
+  KERNEX_RETURN_IF_ERROR(out->exec("SET client_min_messages = warning"));
   if (options.idle_in_transaction_timeout.count() > 0) {
     const std::string idle = "SET idle_in_transaction_session_timeout = " +
                              std::to_string(options.idle_in_transaction_timeout.count());
-    if (auto r = out->exec(idle); !r) return std::unexpected(r.error());
+    KERNEX_RETURN_IF_ERROR(out->exec(idle));
   }
   return out;
 }
@@ -169,12 +168,11 @@ Result<Rows> Connection::run(std::string_view sql, const Param* params, std::siz
   }
   const std::string text(sql);
   const std::string head = text.substr(0, std::min<std::size_t>(text.find_first_of(" \n"), 40));
-  auto name = prepared(text, head, count);
-  if (!name) return std::unexpected(name.error());
-  pg_result* result = name->empty() ? PQexecParams(conn_, text.c_str(), static_cast<int>(count),
-                                                   nullptr, values.data(), nullptr, nullptr, 0)
-                                    : PQexecPrepared(conn_, name->c_str(), static_cast<int>(count),
-                                                     values.data(), nullptr, nullptr, 0);
+  KERNEX_ASSIGN_OR_RETURN(auto name, prepared(text, head, count));
+  pg_result* result = name.empty() ? PQexecParams(conn_, text.c_str(), static_cast<int>(count),
+                                                  nullptr, values.data(), nullptr, nullptr, 0)
+                                   : PQexecPrepared(conn_, name.c_str(), static_cast<int>(count),
+                                                    values.data(), nullptr, nullptr, 0);
   const auto status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) return failure(head, result);
   return Rows(result);

@@ -162,9 +162,8 @@ Result<std::shared_ptr<HookRunner>> make_pii(const Json& config) {
   if (config.is_object()) {
     for (const auto& [key, value] : config.items()) {
       if (key == "kinds") {
-        auto k = kinds_from(value, "kinds");
-        if (!k) return std::unexpected(k.error());
-        kinds = std::move(*k);
+        KERNEX_ASSIGN_OR_RETURN(auto k, kinds_from(value, "kinds"));
+        kinds = std::move(k);
       } else if (key == "rules") {
         if (!value.is_array())
           return fail(ErrorCode::Config, "hook-pii: `rules` must be a list of {tool, kinds}");
@@ -176,9 +175,8 @@ Result<std::shared_ptr<HookRunner>> make_pii(const Json& config) {
             return fail(ErrorCode::Config,
                         "hook-pii: `" + where + "` must be {tool: GLOB, kinds: [...]}");
           }
-          auto k = kinds_from(r["kinds"], where + ".kinds");
-          if (!k) return std::unexpected(k.error());
-          rules.push_back({r["tool"].get<std::string>(), std::move(*k)});
+          KERNEX_ASSIGN_OR_RETURN(auto k, kinds_from(r["kinds"], where + ".kinds"));
+          rules.push_back({r["tool"].get<std::string>(), std::move(k)});
         }
       } else if (key == "restore") {
         if (!value.is_boolean())

@@ -153,23 +153,23 @@ const std::vector<Table>& tables() {
 Result<Json> export_table(pg::Connection& c, const Table& t) {
   std::string names;
   for (const auto& col : t.columns) names += (names.empty() ? "" : ", ") + std::string(col.name);
-  auto rows = c.exec("SELECT " + names + " FROM " + t.name + " ORDER BY " + t.order);
-  if (!rows) return std::unexpected(rows.error());
+  KERNEX_ASSIGN_OR_RETURN(auto rows,
+                          c.exec("SELECT " + names + " FROM " + t.name + " ORDER BY " + t.order));
   Json out = Json::array();
-  for (int i = 0; i < rows->size(); ++i) {
+  for (int i = 0; i < rows.size(); ++i) {
     Json obj = Json::object();
     for (int k = 0; k < static_cast<int>(t.columns.size()); ++k) {
       const Column& col = t.columns[static_cast<std::size_t>(k)];
-      if (rows->null(i, k) && col.omitted_when_null) continue;
+      if (rows.null(i, k) && col.omitted_when_null) continue;
       Json& v = obj[col.name];
-      if (rows->null(i, k)) {
+      if (rows.null(i, k)) {
         v = nullptr;
       } else if (col.type == 'i') {
-        v = rows->int64(i, k);
+        v = rows.int64(i, k);
       } else if (col.type == 'r') {
-        v = rows->real(i, k);
+        v = rows.real(i, k);
       } else {
-        v = rows->text(i, k);
+        v = rows.text(i, k);
       }
     }
     out.push_back(std::move(obj));
@@ -227,9 +227,8 @@ Result<Json> PgStore::export_json() {
     }
     Json doc{{"format", kFormat}, {"version", kVersion}};
     for (const auto& t : tables()) {
-      auto rows = export_table(c, t);
-      if (!rows) return std::unexpected(rows.error());
-      doc[t.name] = std::move(*rows);
+      KERNEX_ASSIGN_OR_RETURN(auto rows, export_table(c, t));
+      doc[t.name] = std::move(rows);
     }
     return doc;
   });
@@ -269,7 +268,7 @@ Result<void> PgStore::import_json(const Json& doc) {
         const std::string sql = std::string("SELECT setval(pg_get_serial_sequence('") + t.name +
                                 "', '" + t.identity + "'), coalesce((SELECT max(" + t.identity +
                                 ") FROM " + t.name + "), 0) + 1, false)";
-        if (auto r = c.exec(sql); !r) return std::unexpected(r.error());
+        KERNEX_RETURN_IF_ERROR(c.exec(sql));
       }
     }
     return {};

@@ -29,42 +29,44 @@ Result<void> PgStore::store_lesson(const Lesson& l) {
       return std::unexpected(r.error());
     }
     // Repeating a rule reinforces it (and moves it to the front) instead of adding a copy.
-    auto reinforce = c.exec(
-        "UPDATE lessons SET occurrences = occurrences + 1, updated_at = kx_now(), "
-        "recency = (SELECT coalesce(max(recency), 0) + 1 FROM lessons) "
-        "WHERE sender_id = $1 AND domain = $2 AND project = $3 AND rule = $4",
-        {l.sender_id, l.domain, l.project, l.rule});
-    if (!reinforce) return std::unexpected(reinforce.error());
-    if (reinforce->affected() > 0) return {};
-    auto insert = c.exec(
-        "INSERT INTO lessons (sender_id, domain, rule, project, recency) "
-        "VALUES ($1, $2, $3, $4, (SELECT coalesce(max(recency), 0) + 1 FROM lessons))",
-        {l.sender_id, l.domain, l.rule, l.project});
-    if (!insert) return std::unexpected(insert.error());
-    auto prune = c.exec(
-        "DELETE FROM lessons WHERE sender_id = $1 AND domain = $2 AND project = $3 AND id NOT IN "
-        "(SELECT id FROM lessons WHERE sender_id = $1 AND domain = $2 AND project = $3 "
-        "ORDER BY recency DESC, id DESC LIMIT $4::bigint)",
-        {l.sender_id, l.domain, l.project, kLessonsPerDomain});
-    if (!prune) return std::unexpected(prune.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto reinforce,
+        c.exec("UPDATE lessons SET occurrences = occurrences + 1, updated_at = kx_now(), "
+               "recency = (SELECT coalesce(max(recency), 0) + 1 FROM lessons) "
+               "WHERE sender_id = $1 AND domain = $2 AND project = $3 AND rule = $4",
+               {l.sender_id, l.domain, l.project, l.rule}));
+    if (reinforce.affected() > 0) return {};
+    KERNEX_ASSIGN_OR_RETURN(
+        auto insert,
+        c.exec("INSERT INTO lessons (sender_id, domain, rule, project, recency) "
+               "VALUES ($1, $2, $3, $4, (SELECT coalesce(max(recency), 0) + 1 FROM lessons))",
+               {l.sender_id, l.domain, l.rule, l.project}));
+    KERNEX_ASSIGN_OR_RETURN(
+        auto prune,
+        c.exec("DELETE FROM lessons WHERE sender_id = $1 AND domain = $2 AND project = $3 AND id "
+               "NOT IN "
+               "(SELECT id FROM lessons WHERE sender_id = $1 AND domain = $2 AND project = $3 "
+               "ORDER BY recency DESC, id DESC LIMIT $4::bigint)",
+               {l.sender_id, l.domain, l.project, kLessonsPerDomain}));
     return {};
   });
 }
 
 Result<std::vector<Lesson>> PgStore::lessons(const std::string& sender_id,
                                              const std::optional<std::string>& project) {
-  auto rows = query(
-      "SELECT sender_id, domain, rule, project, occurrences, updated_at FROM lessons WHERE "
-      "sender_id = $1 AND "
-      "(project = '' OR project = $2) ORDER BY (project = $2 AND project <> '') DESC, recency "
-      "DESC, id DESC "
-      "LIMIT $3::bigint",
-      {sender_id, project.value_or(""), kLessonsListed});
-  if (!rows) return std::unexpected(rows.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows,
+      query(
+          "SELECT sender_id, domain, rule, project, occurrences, updated_at FROM lessons WHERE "
+          "sender_id = $1 AND "
+          "(project = '' OR project = $2) ORDER BY (project = $2 AND project <> '') DESC, recency "
+          "DESC, id DESC "
+          "LIMIT $3::bigint",
+          {sender_id, project.value_or(""), kLessonsListed}));
   std::vector<Lesson> out;
-  for (int i = 0; i < rows->size(); ++i) {
-    out.push_back({rows->text(i, 0), rows->text(i, 1), rows->text(i, 2), rows->text(i, 3),
-                   static_cast<std::uint32_t>(rows->int64(i, 4)), rows->text(i, 5)});
+  for (int i = 0; i < rows.size(); ++i) {
+    out.push_back({rows.text(i, 0), rows.text(i, 1), rows.text(i, 2), rows.text(i, 3),
+                   static_cast<std::uint32_t>(rows.int64(i, 4)), rows.text(i, 5)});
   }
   return out;
 }
@@ -78,38 +80,39 @@ Result<void> PgStore::store_outcome(const OutcomeRecord& o) {
       bad_text(o.sender_id)) {
     return fail(ErrorCode::Parse, "postgres memory: the outcome is not valid UTF-8 text");
   }
-  auto r = query(
-      "INSERT INTO outcomes (sender_id, domain, score, lesson, source, project) VALUES ($1, $2, "
-      "$3::bigint, $4, $5, "
-      "$6)",
-      {o.sender_id, o.domain, o.score, o.lesson, o.source, o.project});
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(auto r,
+                          query("INSERT INTO outcomes (sender_id, domain, score, lesson, source, "
+                                "project) VALUES ($1, $2, "
+                                "$3::bigint, $4, $5, "
+                                "$6)",
+                                {o.sender_id, o.domain, o.score, o.lesson, o.source, o.project}));
   return {};
 }
 
 Result<std::vector<OutcomeRecord>> PgStore::recent_outcomes(
     const std::string& sender_id, std::size_t limit, const std::optional<std::string>& project) {
-  auto rows = query(
-      "SELECT sender_id, domain, score, lesson, source, project, created_at FROM outcomes WHERE "
-      "sender_id = $1 "
-      "AND ($2::text IS NULL OR project = $2) ORDER BY id DESC LIMIT $3::bigint",
-      {sender_id, project, count_param(limit)});
-  if (!rows) return std::unexpected(rows.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows, query("SELECT sender_id, domain, score, lesson, source, project, created_at FROM "
+                       "outcomes WHERE "
+                       "sender_id = $1 "
+                       "AND ($2::text IS NULL OR project = $2) ORDER BY id DESC LIMIT $3::bigint",
+                       {sender_id, project, count_param(limit)}));
   std::vector<OutcomeRecord> out;
-  for (int i = 0; i < rows->size(); ++i) {
-    out.push_back({rows->text(i, 0), rows->text(i, 1), static_cast<int>(rows->int64(i, 2)),
-                   rows->text(i, 3), rows->text(i, 4), rows->text(i, 5), rows->text(i, 6)});
+  for (int i = 0; i < rows.size(); ++i) {
+    out.push_back({rows.text(i, 0), rows.text(i, 1), static_cast<int>(rows.int64(i, 2)),
+                   rows.text(i, 3), rows.text(i, 4), rows.text(i, 5), rows.text(i, 6)});
   }
   return out;
 }
 
 Result<std::uint64_t> PgStore::prune_outcomes(std::size_t keep) {
-  auto r = query(
-      "DELETE FROM outcomes WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
-      "(PARTITION BY sender_id ORDER BY id DESC) AS n FROM outcomes) ranked WHERE n > $1::bigint)",
-      {count_param(keep)});
-  if (!r) return std::unexpected(r.error());
-  return r->affected();
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r,
+      query("DELETE FROM outcomes WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+            "(PARTITION BY sender_id ORDER BY id DESC) AS n FROM outcomes) ranked WHERE n > "
+            "$1::bigint)",
+            {count_param(keep)}));
+  return r.affected();
 }
 
 }  // namespace kernex::postgres

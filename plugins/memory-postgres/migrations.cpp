@@ -177,13 +177,13 @@ CREATE INDEX scheduled_tasks_retry ON scheduled_tasks (status, retry_at, rid) WH
 };
 
 Result<void> apply(pg::Connection& c, const Migration& m) {
-  if (auto r = c.exec("BEGIN"); !r) return std::unexpected(r.error());
+  KERNEX_RETURN_IF_ERROR(c.exec("BEGIN"));
   auto body = [&]() -> Result<void> {
     if (auto r = c.script(m.sql); !r) return r;
     if (auto r = c.exec("INSERT INTO schema_version (version) VALUES ($1::int)", {m.version}); !r) {
       return std::unexpected(r.error());
     }
-    if (auto r = c.exec("COMMIT"); !r) return std::unexpected(r.error());
+    KERNEX_RETURN_IF_ERROR(c.exec("COMMIT"));
     return {};
   }();
   if (!body && !c.broken()) (void)c.exec("ROLLBACK");
@@ -193,12 +193,10 @@ Result<void> apply(pg::Connection& c, const Migration& m) {
 }  // namespace
 
 Result<void> migrate(pg::Pool& pool) {
-  auto lease = pool.acquire();
-  if (!lease) return std::unexpected(lease.error());
-  pg::Connection& c = **lease;
+  KERNEX_ASSIGN_OR_RETURN(auto lease, pool.acquire());
+  pg::Connection& c = *lease;
   // A session lock, released below or when the connection ends (a crashed process never holds it).
-  if (auto r = c.exec("SELECT pg_advisory_lock($1::bigint)", {kMigrationLock}); !r)
-    return std::unexpected(r.error());
+  KERNEX_RETURN_IF_ERROR(c.exec("SELECT pg_advisory_lock($1::bigint)", {kMigrationLock}));
   auto run = [&]() -> Result<void> {
     if (auto r = c.exec("CREATE TABLE IF NOT EXISTS schema_version (version INT PRIMARY KEY, "
                         "applied_at TEXT NOT NULL "
@@ -206,9 +204,9 @@ Result<void> migrate(pg::Pool& pool) {
         !r) {
       return std::unexpected(r.error());
     }
-    auto current = c.exec("SELECT coalesce(max(version), 0) FROM schema_version");
-    if (!current) return std::unexpected(current.error());
-    const std::int64_t have = current->int64(0, 0);
+    KERNEX_ASSIGN_OR_RETURN(auto current,
+                            c.exec("SELECT coalesce(max(version), 0) FROM schema_version"));
+    const std::int64_t have = current.int64(0, 0);
     const int newest = kMigrations[std::size(kMigrations) - 1].version;
     if (have > newest) {
       return fail(ErrorCode::Memory, "postgres memory: the database's schema is version " +

@@ -95,19 +95,16 @@ struct EncodedEntry {
 Result<EncodedEntry> encode(const ContextEntry& e) {
   EncodedEntry out;
   if (!e.tool_calls.empty()) {
-    auto d = dump_checked(Json(e.tool_calls), "tool call arguments");
-    if (!d) return std::unexpected(d.error());
-    out.calls = *d;
+    KERNEX_ASSIGN_OR_RETURN(auto d, dump_checked(Json(e.tool_calls), "tool call arguments"));
+    out.calls = d;
   }
   if (e.tool_result) {
-    auto d = dump_checked(Json(*e.tool_result), "a tool result");
-    if (!d) return std::unexpected(d.error());
-    out.result = *d;
+    KERNEX_ASSIGN_OR_RETURN(auto d, dump_checked(Json(*e.tool_result), "a tool result"));
+    out.result = d;
   }
   if (!e.provider_state.is_null()) {
-    auto d = dump_checked(e.provider_state, "provider state");
-    if (!d) return std::unexpected(d.error());
-    out.state = *d;
+    KERNEX_ASSIGN_OR_RETURN(auto d, dump_checked(e.provider_state, "provider state"));
+    out.state = d;
   }
   return out;
 }
@@ -120,14 +117,13 @@ Result<void> no_conversation(const std::string& id) {
 
 Result<std::shared_ptr<PgStore>> PgStore::open(const StoreOptions& options) {
   std::shared_ptr<PgStore> store(new PgStore(options));
-  if (auto m = migrate(*store->pool_); !m) return std::unexpected(m.error());
+  KERNEX_RETURN_IF_ERROR(migrate(*store->pool_));
   return store;
 }
 
 Result<pg::Rows> PgStore::query(std::string_view sql, std::initializer_list<pg::Param> params) {
-  auto lease = pool_->acquire();
-  if (!lease) return std::unexpected(lease.error());
-  return (*lease)->exec(sql, params);
+  KERNEX_ASSIGN_OR_RETURN(auto lease, pool_->acquire());
+  return (lease)->exec(sql, params);
 }
 
 // ---- Conversations ----
@@ -157,10 +153,11 @@ Result<std::string> PgStore::open_conversation(const ConversationKey& key,
     if (!again) return std::unexpected(again.error());
     if (!again->empty()) return again->text(0, 0);
     const std::string id = new_uuid();
-    auto insert = c.exec(
-        "INSERT INTO conversations (id, channel, sender_id, project) VALUES ($1, $2, $3, $4)",
-        {id, key.channel, key.sender_id, key.project});
-    if (!insert) return std::unexpected(insert.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto insert,
+        c.exec(
+            "INSERT INTO conversations (id, channel, sender_id, project) VALUES ($1, $2, $3, $4)",
+            {id, key.channel, key.sender_id, key.project}));
     return id;
   });
 }
@@ -168,13 +165,11 @@ Result<std::string> PgStore::open_conversation(const ConversationKey& key,
 Result<std::vector<ContextEntry>> PgStore::select_entries(std::string_view sql,
                                                           const std::string& conversation_id,
                                                           std::size_t n, bool reverse) {
-  auto rows = query(sql, {conversation_id, count_param(n)});
-  if (!rows) return std::unexpected(rows.error());
+  KERNEX_ASSIGN_OR_RETURN(auto rows, query(sql, {conversation_id, count_param(n)}));
   std::vector<ContextEntry> out;
-  for (int i = 0; i < rows->size(); ++i) {
-    auto e = read_entry(*rows, i, 0);
-    if (!e) return std::unexpected(e.error());
-    out.push_back(std::move(*e));
+  for (int i = 0; i < rows.size(); ++i) {
+    KERNEX_ASSIGN_OR_RETURN(auto e, read_entry(rows, i, 0));
+    out.push_back(std::move(e));
   }
   if (reverse) std::reverse(out.begin(), out.end());
   return out;
@@ -197,10 +192,10 @@ Result<std::vector<ContextEntry>> PgStore::oldest_messages(const std::string& co
 }
 
 Result<std::uint64_t> PgStore::message_count(const std::string& conversation_id) {
-  auto rows = query("SELECT message_count FROM conversations WHERE id = $1", {conversation_id});
-  if (!rows) return std::unexpected(rows.error());
-  if (rows->empty()) return std::unexpected(no_conversation(conversation_id).error());
-  return static_cast<std::uint64_t>(rows->int64(0, 0));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows, query("SELECT message_count FROM conversations WHERE id = $1", {conversation_id}));
+  if (rows.empty()) return std::unexpected(no_conversation(conversation_id).error());
+  return static_cast<std::uint64_t>(rows.int64(0, 0));
 }
 
 Result<void> PgStore::append_messages(const std::string& conversation_id,
@@ -209,18 +204,17 @@ Result<void> PgStore::append_messages(const std::string& conversation_id,
   std::vector<EncodedEntry> encoded;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (auto r = check_entry(entries[i], i, options_.max_message_bytes); !r) return r;
-    auto e = encode(entries[i]);
-    if (!e) return std::unexpected(e.error());
-    encoded.push_back(std::move(*e));
+    KERNEX_ASSIGN_OR_RETURN(auto e, encode(entries[i]));
+    encoded.push_back(std::move(e));
   }
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    auto touch = c.exec(
-        "UPDATE conversations SET last_activity = kx_now(), message_count = message_count + "
-        "$1::bigint "
-        "WHERE id = $2",
-        {static_cast<std::int64_t>(entries.size()), conversation_id});
-    if (!touch) return std::unexpected(touch.error());
-    if (touch->affected() == 0) return no_conversation(conversation_id);
+    KERNEX_ASSIGN_OR_RETURN(
+        auto touch,
+        c.exec("UPDATE conversations SET last_activity = kx_now(), message_count = message_count + "
+               "$1::bigint "
+               "WHERE id = $2",
+               {static_cast<std::int64_t>(entries.size()), conversation_id}));
+    if (touch.affected() == 0) return no_conversation(conversation_id);
     // One statement per 1000 entries (a VALUES list assigns seq in its own order), not one per
     // entry.
     constexpr std::size_t kPerStatement = 1000;
@@ -249,48 +243,49 @@ Result<void> PgStore::append_messages(const std::string& conversation_id,
 
 Result<std::optional<StoredSummary>> PgStore::compaction_summary(
     const std::string& conversation_id) {
-  auto rows = query("SELECT text, covered_messages FROM summaries WHERE conversation_id = $1",
-                    {conversation_id});
-  if (!rows) return std::unexpected(rows.error());
-  if (rows->empty()) return std::optional<StoredSummary>();
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows, query("SELECT text, covered_messages FROM summaries WHERE conversation_id = $1",
+                       {conversation_id}));
+  if (rows.empty()) return std::optional<StoredSummary>();
   return std::optional<StoredSummary>(
-      StoredSummary{rows->text(0, 0), static_cast<std::uint64_t>(rows->int64(0, 1))});
+      StoredSummary{rows.text(0, 0), static_cast<std::uint64_t>(rows.int64(0, 1))});
 }
 
 Result<void> PgStore::save_compaction_summary(const std::string& conversation_id,
                                               const StoredSummary& summary) {
   if (auto p = text_problem(summary.text))
     return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
-  auto r = query(
-      "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
-      "VALUES ($1, $2, $3::bigint, kx_now()) ON CONFLICT (conversation_id) DO UPDATE SET "
-      "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
-      "excluded.updated_at",
-      {conversation_id, summary.text, count_param(summary.covered_messages)});
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r,
+      query("INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
+            "VALUES ($1, $2, $3::bigint, kx_now()) ON CONFLICT (conversation_id) DO UPDATE SET "
+            "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
+            "excluded.updated_at",
+            {conversation_id, summary.text, count_param(summary.covered_messages)}));
   return {};
 }
 
 Result<std::vector<ConversationInfo>> PgStore::list_conversations(
     const ConversationFilter& filter) {
-  auto rows = query(
-      "SELECT c.id, c.channel, c.sender_id, c.project, c.status, c.started_at, c.last_activity, "
-      "c.message_count, "
-      "s.text FROM conversations c LEFT JOIN summaries s ON s.conversation_id = c.id "
-      "WHERE ($1::text IS NULL OR c.channel = $1) AND ($2::text IS NULL OR c.sender_id = $2) "
-      "ORDER BY c.last_activity DESC, c.rid DESC LIMIT $3::bigint",
-      {filter.channel, filter.sender_id, count_param(filter.limit)});
-  if (!rows) return std::unexpected(rows.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows,
+      query("SELECT c.id, c.channel, c.sender_id, c.project, c.status, c.started_at, "
+            "c.last_activity, "
+            "c.message_count, "
+            "s.text FROM conversations c LEFT JOIN summaries s ON s.conversation_id = c.id "
+            "WHERE ($1::text IS NULL OR c.channel = $1) AND ($2::text IS NULL OR c.sender_id = $2) "
+            "ORDER BY c.last_activity DESC, c.rid DESC LIMIT $3::bigint",
+            {filter.channel, filter.sender_id, count_param(filter.limit)}));
   std::vector<ConversationInfo> out;
-  for (int i = 0; i < rows->size(); ++i) {
+  for (int i = 0; i < rows.size(); ++i) {
     ConversationInfo c;
-    c.id = rows->text(i, 0);
-    c.key = {rows->text(i, 1), rows->text(i, 2), rows->text(i, 3)};
-    c.status = rows->text(i, 4);
-    c.started_at = rows->text(i, 5);
-    c.last_activity = rows->text(i, 6);
-    c.message_count = static_cast<std::uint64_t>(rows->int64(i, 7));
-    c.summary = rows->optional_text(i, 8);
+    c.id = rows.text(i, 0);
+    c.key = {rows.text(i, 1), rows.text(i, 2), rows.text(i, 3)};
+    c.status = rows.text(i, 4);
+    c.started_at = rows.text(i, 5);
+    c.last_activity = rows.text(i, 6);
+    c.message_count = static_cast<std::uint64_t>(rows.int64(i, 7));
+    c.summary = rows.optional_text(i, 8);
     out.push_back(std::move(c));
   }
   return out;
@@ -298,18 +293,17 @@ Result<std::vector<ConversationInfo>> PgStore::list_conversations(
 
 Result<std::vector<StoredMessage>> PgStore::conversation_messages(
     const std::string& conversation_id, std::int64_t after_seq, std::size_t limit) {
-  auto rows = query(
-      "SELECT seq, role, content, tool_calls, tool_result, provider_state, conversation_id, "
-      "created_at "
-      "FROM messages WHERE conversation_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3::bigint",
-      {conversation_id, after_seq, count_param(limit)});
-  if (!rows) return std::unexpected(rows.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows,
+      query("SELECT seq, role, content, tool_calls, tool_result, provider_state, conversation_id, "
+            "created_at "
+            "FROM messages WHERE conversation_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT "
+            "$3::bigint",
+            {conversation_id, after_seq, count_param(limit)}));
   std::vector<StoredMessage> out;
-  for (int i = 0; i < rows->size(); ++i) {
-    auto e = read_entry(*rows, i, 0);
-    if (!e) return std::unexpected(e.error());
-    out.push_back(
-        StoredMessage{rows->int64(i, 0), rows->text(i, 6), std::move(*e), rows->text(i, 7)});
+  for (int i = 0; i < rows.size(); ++i) {
+    KERNEX_ASSIGN_OR_RETURN(auto e, read_entry(rows, i, 0));
+    out.push_back(StoredMessage{rows.int64(i, 0), rows.text(i, 6), std::move(e), rows.text(i, 7)});
   }
   return out;
 }
@@ -326,13 +320,13 @@ Result<void> PgStore::close_conversation(const std::string& conversation_id,
     if (!close) return std::unexpected(close.error());
     if (close->affected() == 0) return no_conversation(conversation_id);
     if (!summary) return {};
-    auto upsert = c.exec(
-        "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
-        "SELECT id, $1, message_count, kx_now() FROM conversations WHERE id = $2 "
-        "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
-        "covered_messages = excluded.covered_messages, updated_at = excluded.updated_at",
-        {*summary, conversation_id});
-    if (!upsert) return std::unexpected(upsert.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto upsert,
+        c.exec("INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
+               "SELECT id, $1, message_count, kx_now() FROM conversations WHERE id = $2 "
+               "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
+               "covered_messages = excluded.covered_messages, updated_at = excluded.updated_at",
+               {*summary, conversation_id}));
     return {};
   });
 }
@@ -346,11 +340,12 @@ Result<void> PgStore::delete_conversation(const std::string& conversation_id) {
       "DELETE FROM audit_log WHERE conversation_id = $1",
   };
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    auto exists = c.exec("SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE", {conversation_id});
-    if (!exists) return std::unexpected(exists.error());
-    if (exists->empty()) return no_conversation(conversation_id);
+    KERNEX_ASSIGN_OR_RETURN(
+        auto exists,
+        c.exec("SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE", {conversation_id}));
+    if (exists.empty()) return no_conversation(conversation_id);
     for (auto sql : kDeletes) {
-      if (auto r = c.exec(sql, {conversation_id}); !r) return std::unexpected(r.error());
+      KERNEX_RETURN_IF_ERROR(c.exec(sql, {conversation_id}));
     }
     if (auto r = c.exec("DELETE FROM conversations WHERE id = $1", {conversation_id}); !r) {
       return std::unexpected(r.error());
@@ -362,16 +357,17 @@ Result<void> PgStore::delete_conversation(const std::string& conversation_id) {
 Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const ConversationKey& key,
                                                              const std::string& exclude,
                                                              std::size_t limit) {
-  auto rows = query(
-      "SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at FROM summaries s "
-      "JOIN conversations c ON c.id = s.conversation_id WHERE c.channel = $1 AND c.sender_id = $2 "
-      "AND s.conversation_id <> $3 ORDER BY s.updated_at DESC, s.id DESC LIMIT $4::bigint",
-      {key.channel, key.sender_id, exclude, count_param(limit)});
-  if (!rows) return std::unexpected(rows.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows,
+      query("SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at FROM summaries s "
+            "JOIN conversations c ON c.id = s.conversation_id WHERE c.channel = $1 AND c.sender_id "
+            "= $2 "
+            "AND s.conversation_id <> $3 ORDER BY s.updated_at DESC, s.id DESC LIMIT $4::bigint",
+            {key.channel, key.sender_id, exclude, count_param(limit)}));
   std::vector<SummaryRecord> out;
-  for (int i = 0; i < rows->size(); ++i) {
-    out.push_back({rows->text(i, 0), rows->text(i, 1),
-                   static_cast<std::uint64_t>(rows->int64(i, 2)), rows->text(i, 3)});
+  for (int i = 0; i < rows.size(); ++i) {
+    out.push_back({rows.text(i, 0), rows.text(i, 1), static_cast<std::uint64_t>(rows.int64(i, 2)),
+                   rows.text(i, 3)});
   }
   return out;
 }
@@ -380,13 +376,13 @@ Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const ConversationK
 
 Result<std::vector<std::pair<std::string, std::string>>> PgStore::facts(
     const std::string& sender_id) {
-  auto rows = query(
-      "SELECT key, value FROM facts WHERE sender_id = $1 AND deleted_at IS NULL ORDER BY key "
-      "COLLATE \"C\"",
-      {sender_id});
-  if (!rows) return std::unexpected(rows.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows,
+      query("SELECT key, value FROM facts WHERE sender_id = $1 AND deleted_at IS NULL ORDER BY key "
+            "COLLATE \"C\"",
+            {sender_id}));
   std::vector<std::pair<std::string, std::string>> out;
-  for (int i = 0; i < rows->size(); ++i) out.emplace_back(rows->text(i, 0), rows->text(i, 1));
+  for (int i = 0; i < rows.size(); ++i) out.emplace_back(rows.text(i, 0), rows.text(i, 1));
   return out;
 }
 
@@ -397,12 +393,12 @@ Result<void> PgStore::store_fact(const std::string& sender_id, const std::string
     return fail(ErrorCode::Parse, "postgres memory: fact '" + key + "' is not valid UTF-8 text");
   }
   // Re-storing a soft-deleted fact brings it back with the new value.
-  auto r = query(
-      "INSERT INTO facts (sender_id, key, value) VALUES ($1, $2, $3) ON CONFLICT (sender_id, key) "
-      "DO UPDATE SET "
-      "value = excluded.value, updated_at = kx_now(), deleted_at = NULL",
-      {sender_id, key, value});
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(auto r,
+                          query("INSERT INTO facts (sender_id, key, value) VALUES ($1, $2, $3) ON "
+                                "CONFLICT (sender_id, key) "
+                                "DO UPDATE SET "
+                                "value = excluded.value, updated_at = kx_now(), deleted_at = NULL",
+                                {sender_id, key, value}));
   return {};
 }
 
@@ -418,34 +414,33 @@ Result<std::optional<std::string>> PgStore::fact(const std::string& sender_id,
 
 Result<std::vector<Fact>> PgStore::fact_records(const std::optional<std::string>& sender_id,
                                                 bool include_deleted) {
-  auto rows = query(
-      "SELECT sender_id, key, value, updated_at, deleted_at FROM facts WHERE ($1::text IS NULL OR "
-      "sender_id = $1) "
-      "AND ($2::boolean OR deleted_at IS NULL) ORDER BY sender_id COLLATE \"C\", key COLLATE \"C\"",
-      {sender_id, include_deleted});
-  if (!rows) return std::unexpected(rows.error());
+  KERNEX_ASSIGN_OR_RETURN(auto rows, query("SELECT sender_id, key, value, updated_at, deleted_at "
+                                           "FROM facts WHERE ($1::text IS NULL OR "
+                                           "sender_id = $1) "
+                                           "AND ($2::boolean OR deleted_at IS NULL) ORDER BY "
+                                           "sender_id COLLATE \"C\", key COLLATE \"C\"",
+                                           {sender_id, include_deleted}));
   std::vector<Fact> out;
-  for (int i = 0; i < rows->size(); ++i) {
-    out.push_back({rows->text(i, 0), rows->text(i, 1), rows->text(i, 2), rows->text(i, 3),
-                   rows->optional_text(i, 4)});
+  for (int i = 0; i < rows.size(); ++i) {
+    out.push_back({rows.text(i, 0), rows.text(i, 1), rows.text(i, 2), rows.text(i, 3),
+                   rows.optional_text(i, 4)});
   }
   return out;
 }
 
 Result<bool> PgStore::soft_delete_fact(const std::string& sender_id, const std::string& key) {
-  auto n = soft_delete_facts(sender_id, key);
-  if (!n) return std::unexpected(n.error());
-  return *n > 0;
+  KERNEX_ASSIGN_OR_RETURN(auto n, soft_delete_facts(sender_id, key));
+  return n > 0;
 }
 
 Result<std::uint64_t> PgStore::soft_delete_facts(const std::string& sender_id,
                                                  const std::optional<std::string>& key) {
-  auto r = query(
-      "UPDATE facts SET deleted_at = kx_now(), updated_at = kx_now() "
-      "WHERE sender_id = $1 AND ($2::text IS NULL OR key = $2) AND deleted_at IS NULL",
-      {sender_id, key});
-  if (!r) return std::unexpected(r.error());
-  return r->affected();
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r,
+      query("UPDATE facts SET deleted_at = kx_now(), updated_at = kx_now() "
+            "WHERE sender_id = $1 AND ($2::text IS NULL OR key = $2) AND deleted_at IS NULL",
+            {sender_id, key}));
+  return r.affected();
 }
 
 // ---- Audit and usage ----
@@ -456,43 +451,44 @@ Result<void> PgStore::record_tool_call(const AuditRecord& rec) {
         ErrorCode::Usage,
         "postgres memory: audit status must be ok, error or denied, got '" + rec.status + "'");
   }
-  auto args = dump_checked(rec.arguments, "audited tool arguments");
-  if (!args) return std::unexpected(args.error());
+  KERNEX_ASSIGN_OR_RETURN(auto args, dump_checked(rec.arguments, "audited tool arguments"));
   for (const std::string* s : {&rec.result, &rec.reason, &rec.tool, &rec.agent}) {
     if (auto p = text_problem(*s))
       return fail(ErrorCode::Parse, "postgres memory: audit record " + *p);
   }
   std::optional<std::string> at =
       rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
-  auto r = query(
-      "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, arguments, "
-      "result, status, reason) "
-      "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9)",
-      {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, *args, rec.result, rec.status,
-       rec.reason});
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r,
+      query(
+          "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, arguments, "
+          "result, status, reason) "
+          "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9)",
+          {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
+           rec.status, rec.reason}));
   return {};
 }
 
 Result<std::vector<AuditRecord>> PgStore::audit_log(std::size_t limit) {
-  auto rows = query(
-      "SELECT created_at, conversation_id, sender_id, agent, tool, arguments, result, status, "
-      "reason "
-      "FROM audit_log ORDER BY id DESC LIMIT $1::bigint",
-      {count_param(limit)});
-  if (!rows) return std::unexpected(rows.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows,
+      query(
+          "SELECT created_at, conversation_id, sender_id, agent, tool, arguments, result, status, "
+          "reason "
+          "FROM audit_log ORDER BY id DESC LIMIT $1::bigint",
+          {count_param(limit)}));
   std::vector<AuditRecord> out;
-  for (int i = 0; i < rows->size(); ++i) {
+  for (int i = 0; i < rows.size(); ++i) {
     AuditRecord a;
-    a.timestamp = rows->text(i, 0);
-    a.conversation_id = rows->text(i, 1);
-    a.sender_id = rows->text(i, 2);
-    a.agent = rows->text(i, 3);
-    a.tool = rows->text(i, 4);
-    a.arguments = parse_untrusted(rows->text(i, 5));
-    a.result = rows->text(i, 6);
-    a.status = rows->text(i, 7);
-    a.reason = rows->text(i, 8);
+    a.timestamp = rows.text(i, 0);
+    a.conversation_id = rows.text(i, 1);
+    a.sender_id = rows.text(i, 2);
+    a.agent = rows.text(i, 3);
+    a.tool = rows.text(i, 4);
+    a.arguments = parse_untrusted(rows.text(i, 5));
+    a.result = rows.text(i, 6);
+    a.status = rows.text(i, 7);
+    a.reason = rows.text(i, 8);
     out.push_back(std::move(a));
   }
   return out;
@@ -514,24 +510,24 @@ Result<void> PgStore::record_usage(const UsageRecord& rec) {
 }
 
 Result<std::vector<UsageTotals>> PgStore::usage_by_day() {
-  auto rows = query(
-      "SELECT left(created_at, 10) AS day, model, provider, count(*), sum(input_tokens), "
-      "sum(output_tokens), "
-      "sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_usd) FROM token_usage "
-      "GROUP BY 1, 2, 3 ORDER BY 1, model COLLATE \"C\", provider COLLATE \"C\"");
-  if (!rows) return std::unexpected(rows.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows,
+      query("SELECT left(created_at, 10) AS day, model, provider, count(*), sum(input_tokens), "
+            "sum(output_tokens), "
+            "sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_usd) FROM token_usage "
+            "GROUP BY 1, 2, 3 ORDER BY 1, model COLLATE \"C\", provider COLLATE \"C\""));
   std::vector<UsageTotals> out;
-  for (int i = 0; i < rows->size(); ++i) {
+  for (int i = 0; i < rows.size(); ++i) {
     UsageTotals t;
-    t.day = rows->text(i, 0);
-    t.model = rows->text(i, 1);
-    t.provider = rows->text(i, 2);
-    t.requests = static_cast<std::uint64_t>(rows->int64(i, 3));
-    t.usage.input_tokens = static_cast<std::uint64_t>(rows->int64(i, 4));
-    t.usage.output_tokens = static_cast<std::uint64_t>(rows->int64(i, 5));
-    t.usage.cache_read_tokens = static_cast<std::uint64_t>(rows->int64(i, 6));
-    t.usage.cache_write_tokens = static_cast<std::uint64_t>(rows->int64(i, 7));
-    t.usage.cost_usd = rows->real(i, 8);
+    t.day = rows.text(i, 0);
+    t.model = rows.text(i, 1);
+    t.provider = rows.text(i, 2);
+    t.requests = static_cast<std::uint64_t>(rows.int64(i, 3));
+    t.usage.input_tokens = static_cast<std::uint64_t>(rows.int64(i, 4));
+    t.usage.output_tokens = static_cast<std::uint64_t>(rows.int64(i, 5));
+    t.usage.cache_read_tokens = static_cast<std::uint64_t>(rows.int64(i, 6));
+    t.usage.cache_write_tokens = static_cast<std::uint64_t>(rows.int64(i, 7));
+    t.usage.cost_usd = rows.real(i, 8);
     out.push_back(std::move(t));
   }
   return out;

@@ -43,21 +43,17 @@ Result<kernex::postgres::StoreOptions> parse_options(const Json& config) {
                             "postgres memory: option 'data_dir' must be a string");
       }
     } else if (key == "pool_size") {
-      auto v = positive(value, key, 256);
-      if (!v) return std::unexpected(v.error());
-      out.pool_size = *v;
+      KERNEX_ASSIGN_OR_RETURN(auto v, positive(value, key, 256));
+      out.pool_size = v;
     } else if (key == "statement_timeout_ms") {
-      auto v = positive(value, key, 3600000);
-      if (!v) return std::unexpected(v.error());
-      out.connection.statement_timeout = std::chrono::milliseconds(*v);
+      KERNEX_ASSIGN_OR_RETURN(auto v, positive(value, key, 3600000));
+      out.connection.statement_timeout = std::chrono::milliseconds(v);
     } else if (key == "connect_timeout_s") {
-      auto v = positive(value, key, 600);
-      if (!v) return std::unexpected(v.error());
-      out.connection.connect_timeout = std::chrono::seconds(*v);
+      KERNEX_ASSIGN_OR_RETURN(auto v, positive(value, key, 600));
+      out.connection.connect_timeout = std::chrono::seconds(v);
     } else if (key == "max_message_bytes") {
-      auto v = positive(value, key, 1ull << 30);
-      if (!v) return std::unexpected(v.error());
-      out.max_message_bytes = *v;
+      KERNEX_ASSIGN_OR_RETURN(auto v, positive(value, key, 1ull << 30));
+      out.max_message_bytes = v;
     } else {
       return kernex::fail(ErrorCode::Config,
                           "postgres memory: unknown option '" + key +
@@ -69,11 +65,9 @@ Result<kernex::postgres::StoreOptions> parse_options(const Json& config) {
 }
 
 Result<std::shared_ptr<kernex::MemoryStore>> make_postgres(const Json& config) {
-  auto options = parse_options(config);
-  if (!options) return std::unexpected(options.error());
-  auto store = kernex::postgres::PgStore::open(*options);
-  if (!store) return std::unexpected(store.error());
-  return std::shared_ptr<kernex::MemoryStore>(*store);
+  KERNEX_ASSIGN_OR_RETURN(auto options, parse_options(config));
+  KERNEX_ASSIGN_OR_RETURN(auto store, kernex::postgres::PgStore::open(options));
+  return std::shared_ptr<kernex::MemoryStore>(store);
 }
 
 }  // namespace

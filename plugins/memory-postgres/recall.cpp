@@ -57,25 +57,24 @@ Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
   }
   std::optional<std::string> since;
   if (q.since) {
-    auto s = sqlite::normalize_time(*q.since, "recall since");
-    if (!s) return std::unexpected(s.error());
-    since = *s;
+    KERNEX_ASSIGN_OR_RETURN(auto s, sqlite::normalize_time(*q.since, "recall since"));
+    since = s;
   }
   const std::vector<std::string> words = recall_words(q.text);
   if (words.empty()) return std::vector<RecallHit>{};
-  auto lease = pool_->acquire();
-  if (!lease) return std::unexpected(lease.error());
-  pg::Connection& c = **lease;
+  KERNEX_ASSIGN_OR_RETURN(auto lease, pool_->acquire());
+  pg::Connection& c = *lease;
 
   // Messages of the current conversation from `boundary` on are in the history window already.
   std::int64_t boundary = std::numeric_limits<std::int64_t>::max();
   if (q.skip_newest > 0 && !q.current_conversation.empty()) {
-    auto edge = c.exec(
-        "SELECT seq FROM messages WHERE conversation_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET "
-        "$2::bigint",
-        {q.current_conversation, count_param(q.skip_newest - 1)});
-    if (!edge) return std::unexpected(edge.error());
-    boundary = edge->empty() ? 0 : edge->int64(0, 0);
+    KERNEX_ASSIGN_OR_RETURN(
+        auto edge,
+        c.exec(
+            "SELECT seq FROM messages WHERE conversation_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET "
+            "$2::bigint",
+            {q.current_conversation, count_param(q.skip_newest - 1)}));
+    boundary = edge.empty() ? 0 : edge.int64(0, 0);
   }
   const auto limit = count_param(q.limit);
   std::vector<std::pair<double, RecallHit>> ranked;
@@ -127,11 +126,11 @@ Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
     }
     return {};
   };
-  if (auto r = search(" && "); !r) return std::unexpected(r.error());
+  KERNEX_RETURN_IF_ERROR(search(" && "));
   // Hits matching every word rank first, whatever the rank says about partial matches.
   for (auto& [rank, hit] : ranked) rank -= 1e9;
   if (ranked.size() < q.limit && words.size() > 1) {
-    if (auto r = search(" || "); !r) return std::unexpected(r.error());
+    KERNEX_RETURN_IF_ERROR(search(" || "));
   }
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -85,10 +85,11 @@ bool holds(const Task& t, const std::string& worker) {
 }
 
 Result<Task> locked_task(pg::Connection& c, const std::string& id) {
-  auto rows = c.exec(task_sql("SELECT ", " FROM scheduled_tasks WHERE id = $1 FOR UPDATE"), {id});
-  if (!rows) return std::unexpected(rows.error());
-  if (rows->empty()) return fail(ErrorCode::Memory, "postgres memory: no task " + id);
-  return std::move(read_tasks(*rows).front());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows,
+      c.exec(task_sql("SELECT ", " FROM scheduled_tasks WHERE id = $1 FOR UPDATE"), {id}));
+  if (rows.empty()) return fail(ErrorCode::Memory, "postgres memory: no task " + id);
+  return std::move(read_tasks(rows).front());
 }
 
 }  // namespace
@@ -120,9 +121,8 @@ std::vector<Task> read_tasks(const pg::Rows& rows) {
 
 Result<std::string> PgStore::create_task(const TaskSpec& in) {
   TaskSpec spec = in;
-  auto due = sqlite::normalize_time(spec.due_at, "task due_at");
-  if (!due) return std::unexpected(due.error());
-  spec.due_at = *due;
+  KERNEX_ASSIGN_OR_RETURN(auto due, sqlite::normalize_time(spec.due_at, "task due_at"));
+  spec.due_at = due;
   if (spec.repeat && *spec.repeat == "once") spec.repeat.reset();
   if (spec.repeat && !known_repeat(*spec.repeat)) {
     const std::string got = "got '" + *spec.repeat + "'";
@@ -150,46 +150,48 @@ Result<std::string> PgStore::create_task(const TaskSpec& in) {
       return std::unexpected(r.error());
     }
     // Exact duplicate, then a similar description due within half an hour (kernex's dedup).
-    auto near = c.exec(
-        "SELECT id, description, due_at = $3 FROM scheduled_tasks WHERE sender_id = $1 AND status "
-        "= 'pending' "
-        "AND abs(extract(epoch FROM ($3::timestamp - due_at::timestamp))) <= 1800 "
-        "ORDER BY (description = $2) DESC, rid",
-        {spec.sender_id, spec.description, spec.due_at});
-    if (!near) return std::unexpected(near.error());
-    for (int i = 0; i < near->size(); ++i) {
-      const std::string description = near->text(i, 1);
-      if ((description == spec.description && near->boolean(i, 2)) ||
+    KERNEX_ASSIGN_OR_RETURN(
+        auto near,
+        c.exec("SELECT id, description, due_at = $3 FROM scheduled_tasks WHERE sender_id = $1 AND "
+               "status "
+               "= 'pending' "
+               "AND abs(extract(epoch FROM ($3::timestamp - due_at::timestamp))) <= 1800 "
+               "ORDER BY (description = $2) DESC, rid",
+               {spec.sender_id, spec.description, spec.due_at}));
+    for (int i = 0; i < near.size(); ++i) {
+      const std::string description = near.text(i, 1);
+      if ((description == spec.description && near.boolean(i, 2)) ||
           sqlite::similar_descriptions(description, spec.description)) {
-        return near->text(i, 0);
+        return near.text(i, 0);
       }
     }
     const std::string id = sqlite::new_uuid();
-    auto insert = c.exec(
-        "INSERT INTO scheduled_tasks (id, channel, sender_id, reply_target, description, due_at, "
-        "repeat, task_type, "
-        "project, max_retries) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint)",
-        {id, spec.channel, spec.sender_id, spec.reply_target, spec.description, spec.due_at,
-         spec.repeat, spec.task_type, spec.project, spec.max_retries});
-    if (!insert) return std::unexpected(insert.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto insert,
+        c.exec("INSERT INTO scheduled_tasks (id, channel, sender_id, reply_target, description, "
+               "due_at, "
+               "repeat, task_type, "
+               "project, max_retries) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint)",
+               {id, spec.channel, spec.sender_id, spec.reply_target, spec.description, spec.due_at,
+                spec.repeat, spec.task_type, spec.project, spec.max_retries}));
     return id;
   });
 }
 
 Result<std::vector<Task>> PgStore::pending_tasks(const std::string& sender_id) {
-  auto rows = query(task_sql("SELECT ",
-                             " FROM scheduled_tasks WHERE sender_id = $1 AND status = 'pending' "
-                             "ORDER BY due_at, rid"),
-                    {sender_id});
-  if (!rows) return std::unexpected(rows.error());
-  return read_tasks(*rows);
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows, query(task_sql("SELECT ",
+                                " FROM scheduled_tasks WHERE sender_id = $1 AND status = 'pending' "
+                                "ORDER BY due_at, rid"),
+                       {sender_id}));
+  return read_tasks(rows);
 }
 
 Result<std::optional<Task>> PgStore::task(const std::string& id) {
-  auto rows = query(task_sql("SELECT ", " FROM scheduled_tasks WHERE id = $1"), {id});
-  if (!rows) return std::unexpected(rows.error());
-  if (rows->empty()) return std::optional<Task>();
-  return std::optional<Task>(std::move(read_tasks(*rows).front()));
+  KERNEX_ASSIGN_OR_RETURN(auto rows,
+                          query(task_sql("SELECT ", " FROM scheduled_tasks WHERE id = $1"), {id}));
+  if (rows.empty()) return std::optional<Task>();
+  return std::optional<Task>(std::move(read_tasks(rows).front()));
 }
 
 Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker,
@@ -218,14 +220,13 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker,
       ", coalesce(retry_at, due_at)");
   const std::int64_t seconds =
       std::clamp<std::int64_t>(lease.count(), 0, 100LL * 366 * 24 * 3600);  // in range
-  auto rows = query(sql, {worker, seconds, count_param(limit)});
-  if (!rows) return std::unexpected(rows.error());
-  auto tasks = read_tasks(*rows);
+  KERNEX_ASSIGN_OR_RETURN(auto rows, query(sql, {worker, seconds, count_param(limit)}));
+  auto tasks = read_tasks(rows);
   // RETURNING has no order: soonest due first, by the time each was due at (the column after
   // kTaskColumns' 16).
   std::vector<std::pair<std::string, Task>> due;
-  for (int i = 0; i < rows->size(); ++i) {
-    due.emplace_back(rows->text(i, 16), std::move(tasks[static_cast<std::size_t>(i)]));
+  for (int i = 0; i < rows.size(); ++i) {
+    due.emplace_back(rows.text(i, 16), std::move(tasks[static_cast<std::size_t>(i)]));
   }
   std::stable_sort(due.begin(), due.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -236,34 +237,31 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker,
 
 Result<bool> PgStore::complete_task(const std::string& id, const std::string& worker) {
   return transaction<bool>([&](pg::Connection& c) -> Result<bool> {
-    auto t = locked_task(c, id);
-    if (!t) return std::unexpected(t.error());
-    if (!holds(*t, worker)) return false;
-    if (t->spec.repeat) {
+    KERNEX_ASSIGN_OR_RETURN(auto t, locked_task(c, id));
+    if (!holds(t, worker)) return false;
+    if (t.spec.repeat) {
       // The next occurrence after now: a task overdue for days fires once, not once per missed day.
       // Counted from the scheduled occurrence (due_at), never from a retry's time: a daily 02:00
       // task whose retry succeeded at 02:07 still fires at 02:00. It starts without retries.
-      auto now = c.exec("SELECT kx_now()");
-      if (!now) return std::unexpected(now.error());
-      const std::string current = now->text(0, 0);
-      std::string next = t->spec.due_at;
+      KERNEX_ASSIGN_OR_RETURN(auto now, c.exec("SELECT kx_now()"));
+      const std::string current = now.text(0, 0);
+      std::string next = t.spec.due_at;
       for (int guard = 0; guard < 100000 && (guard == 0 || next <= current); ++guard) {
-        next = next_occurrence(next, *t->spec.repeat);
+        next = next_occurrence(next, t.spec.repeat);
       }
-      auto r = c.exec(
-          "UPDATE scheduled_tasks SET due_at = $1, status = 'pending', claimed_by = NULL, "
-          "lease_until = NULL, "
-          "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = $2",
-          {next, id});
-      if (!r) return std::unexpected(r.error());
+      KERNEX_ASSIGN_OR_RETURN(
+          auto r,
+          c.exec("UPDATE scheduled_tasks SET due_at = $1, status = 'pending', claimed_by = NULL, "
+                 "lease_until = NULL, "
+                 "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = $2",
+                 {next, id}));
       return true;
     }
-    auto r = c.exec(
-        "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = kx_now(), claimed_by = "
-        "NULL, "
-        "lease_until = NULL, retry_at = NULL WHERE id = $1",
-        {id});
-    if (!r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(auto r, c.exec("UPDATE scheduled_tasks SET status = 'delivered', "
+                                           "delivered_at = kx_now(), claimed_by = "
+                                           "NULL, "
+                                           "lease_until = NULL, retry_at = NULL WHERE id = $1",
+                                           {id}));
     return true;
   });
 }
@@ -271,14 +269,13 @@ Result<bool> PgStore::complete_task(const std::string& id, const std::string& wo
 Result<bool> PgStore::fail_task(const std::string& id, const std::string& worker,
                                 const std::string& error) {
   return transaction<bool>([&](pg::Connection& c) -> Result<bool> {
-    auto t = locked_task(c, id);
-    if (!t) return std::unexpected(t.error());
-    if (!holds(*t, worker)) {
+    KERNEX_ASSIGN_OR_RETURN(auto t, locked_task(c, id));
+    if (!holds(t, worker)) {
       return fail(ErrorCode::Memory, "postgres memory: task " + id + " is not held by '" + worker +
-                                         "' (status " + t->status + ")");
+                                         "' (status " + t.status + ")");
     }
-    const std::uint32_t n = t->retry_count + 1;
-    const bool retry = n < t->spec.max_retries;
+    const std::uint32_t n = t.retry_count + 1;
+    const bool retry = n < t.spec.max_retries;
     // The error text is the caller's: kept valid as PostgreSQL text whatever it holds.
     std::string message = error;
     std::replace(message.begin(), message.end(), '\0', ' ');
@@ -304,18 +301,19 @@ Result<bool> PgStore::cancel_task(const std::string& id_prefix, const std::strin
     return fail(ErrorCode::Usage, "postgres memory: cancelling a task needs an id or id prefix");
   return transaction<bool>([&](pg::Connection& c) -> Result<bool> {
     // The prefix is compared literally (left(), not LIKE, where % and _ are wildcards).
-    auto rows = c.exec(
-        "SELECT id FROM scheduled_tasks WHERE left(id, length($1)) = $1 AND sender_id = $2 AND "
-        "status = 'pending' "
-        "FOR UPDATE",
-        {id_prefix, sender_id});
-    if (!rows) return std::unexpected(rows.error());
-    if (rows->size() > 1) {
+    KERNEX_ASSIGN_OR_RETURN(
+        auto rows,
+        c.exec(
+            "SELECT id FROM scheduled_tasks WHERE left(id, length($1)) = $1 AND sender_id = $2 AND "
+            "status = 'pending' "
+            "FOR UPDATE",
+            {id_prefix, sender_id}));
+    if (rows.size() > 1) {
       return fail(ErrorCode::Usage, "postgres memory: task id prefix '" + id_prefix + "' matches " +
-                                        std::to_string(rows->size()) +
+                                        std::to_string(rows.size()) +
                                         " pending tasks; give more of the id");
     }
-    if (rows->empty()) {
+    if (rows.empty()) {
       auto cancelled = c.exec(
           "SELECT 1 FROM scheduled_tasks WHERE left(id, length($1)) = $1 AND sender_id = $2 AND "
           "status = 'cancelled' "
@@ -325,7 +323,7 @@ Result<bool> PgStore::cancel_task(const std::string& id_prefix, const std::strin
       return !cancelled->empty();  // cancelling twice is not an error
     }
     auto r =
-        c.exec("UPDATE scheduled_tasks SET status = 'cancelled' WHERE id = $1", {rows->text(0, 0)});
+        c.exec("UPDATE scheduled_tasks SET status = 'cancelled' WHERE id = $1", {rows.text(0, 0)});
     if (!r) return std::unexpected(r.error());
     return r->affected() > 0;
   });
@@ -337,13 +335,13 @@ Result<std::string> PgStore::record_task_run(const TaskRun& run) {
                 "postgres memory: a task run's status must be completed or failed, got '" +
                     run.status + "'");
   }
-  auto started = sqlite::normalize_time(run.started_at, "task run started_at");
-  if (!started) return std::unexpected(started.error());
+  KERNEX_ASSIGN_OR_RETURN(auto started,
+                          sqlite::normalize_time(run.started_at, "task run started_at"));
   std::optional<std::string> finished;
   if (!run.finished_at.empty()) {
-    auto f = sqlite::normalize_time(run.finished_at, "task run finished_at");
-    if (!f) return std::unexpected(f.error());
-    finished = *f;
+    KERNEX_ASSIGN_OR_RETURN(auto f,
+                            sqlite::normalize_time(run.finished_at, "task run finished_at"));
+    finished = f;
   }
   for (const auto* s : {&run.result, &run.error}) {
     if (*s && (sqlite::invalid_utf8_at(**s) || (*s)->find('\0') != std::string::npos)) {
@@ -354,11 +352,12 @@ Result<std::string> PgStore::record_task_run(const TaskRun& run) {
   const std::string id = sqlite::new_uuid();
   std::optional<std::string> tokens;
   if (run.tokens) tokens = std::to_string(*run.tokens);
-  auto r = query(
-      "INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, error, tokens) "
-      "VALUES ($1, $2, $3, coalesce($4, kx_now()), $5, $6, $7, $8::bigint)",
-      {id, run.task_id, *started, finished, run.status, run.result, run.error, tokens});
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r,
+      query("INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, error, "
+            "tokens) "
+            "VALUES ($1, $2, $3, coalesce($4, kx_now()), $5, $6, $7, $8::bigint)",
+            {id, run.task_id, started, finished, run.status, run.result, run.error, tokens}));
   return id;
 }
 

@@ -32,14 +32,12 @@ bool omitted_when_null(const char* table, const std::string& column) {
 
 Result<std::vector<std::string>> columns(Db& db, const char* table) {
   const std::string sql = std::string("SELECT name FROM pragma_table_info('") + table + "')";
-  auto stmt = db.prepare(sql.c_str());
-  if (!stmt) return std::unexpected(stmt.error());
+  KERNEX_ASSIGN_OR_RETURN(auto stmt, db.prepare(sql.c_str()));
   std::vector<std::string> out;
   for (;;) {
-    auto row = stmt->step();
-    if (!row) return std::unexpected(row.error());
-    if (!*row) break;
-    out.push_back(stmt->text(0));
+    KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
+    if (!row) break;
+    out.push_back(stmt.text(0));
   }
   return out;
 }
@@ -49,7 +47,7 @@ Result<std::vector<std::string>> columns(Db& db, const char* table) {
 Result<Json> SqliteStore::export_json() {
   std::lock_guard lock(mutex_);
   // One read transaction: a consistent snapshot even while other processes write.
-  if (auto b = db_->exec("BEGIN"); !b) return std::unexpected(b.error());
+  KERNEX_RETURN_IF_ERROR(db_->exec("BEGIN"));
   Json doc{{"format", kFormat}, {"version", kVersion}};
   for (const auto& t : kTables) {
     auto cols = columns(*db_, t.name);
@@ -117,9 +115,8 @@ Result<void> SqliteStore::import_json(const Json& doc) {
       if (!rows.is_array())
         return fail(ErrorCode::Parse,
                     std::string("memory-sqlite: import: '") + t.name + "' must be an array");
-      auto cols = columns(*db_, t.name);
-      if (!cols) return std::unexpected(cols.error());
-      const std::set<std::string> known(cols->begin(), cols->end());
+      KERNEX_ASSIGN_OR_RETURN(auto cols, columns(*db_, t.name));
+      const std::set<std::string> known(cols.begin(), cols.end());
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const Json& row = rows[i];
         const std::string where =
@@ -137,27 +134,26 @@ Result<void> SqliteStore::import_json(const Json& doc) {
         if (names.empty()) return fail(ErrorCode::Parse, where + " is empty");
         const std::string sql =
             std::string("INSERT INTO ") + t.name + " (" + names + ") VALUES (" + marks + ")";
-        auto stmt = db_->prepare(sql.c_str());
-        if (!stmt) return std::unexpected(stmt.error());
+        KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
         int n = 0;
         for (const auto& [k, v] : row.items()) {
           ++n;
           if (v.is_null()) {
-            stmt->bind(n, std::nullopt);
+            stmt.bind(n, std::nullopt);
           } else if (v.is_string()) {
             const auto& s = v.get_ref<const std::string&>();
             if (invalid_utf8_at(s))
               return fail(ErrorCode::Parse, where + "." + k + " is not valid UTF-8");
-            stmt->bind(n, s);
+            stmt.bind(n, s);
           } else if (v.is_number_float()) {
-            stmt->bind(n, v.get<double>());
+            stmt.bind(n, v.get<double>());
           } else if (v.is_boolean()) {
-            stmt->bind(n, v.get<bool>() ? 1 : 0);
+            stmt.bind(n, v.get<bool>() ? 1 : 0);
           } else {
-            stmt->bind(n, v.get<std::int64_t>());
+            stmt.bind(n, v.get<std::int64_t>());
           }
         }
-        if (auto r = stmt->run(); !r)
+        if (auto r = stmt.run(); !r)
           return fail(ErrorCode::Memory, where + " was not imported; nothing was", r.error());
       }
     }

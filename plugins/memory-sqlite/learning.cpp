@@ -17,28 +17,28 @@ Result<void> SqliteStore::store_lesson(const Lesson& l) {
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     // Repeating a rule reinforces it (and moves it to the front) instead of adding a copy.
-    auto reinforce = db_->prepare(
-        "UPDATE lessons SET occurrences = occurrences + 1, updated_at = datetime('now'), "
-        "recency = (SELECT coalesce(max(recency), 0) + 1 FROM lessons) "
-        "WHERE sender_id = ? AND domain = ? AND project = ? AND rule = ?");
-    if (!reinforce) return std::unexpected(reinforce.error());
-    reinforce->bind_all(l.sender_id, l.domain, l.project, l.rule);
-    auto changed = reinforce->run();
-    if (!changed) return std::unexpected(changed.error());
-    if (*changed > 0) return {};
-    auto insert = db_->prepare(
-        "INSERT INTO lessons (sender_id, domain, rule, project, recency) "
-        "VALUES (?, ?, ?, ?, (SELECT coalesce(max(recency), 0) + 1 FROM lessons))");
-    if (!insert) return std::unexpected(insert.error());
-    insert->bind_all(l.sender_id, l.domain, l.rule, l.project);
-    if (auto r = insert->run(); !r) return std::unexpected(r.error());
-    auto prune = db_->prepare(
-        "DELETE FROM lessons WHERE sender_id = ?1 AND domain = ?2 AND project = ?3 AND id NOT IN "
-        "(SELECT id FROM lessons WHERE sender_id = ?1 AND domain = ?2 AND project = ?3 ORDER BY "
-        "recency DESC LIMIT ?4)");
-    if (!prune) return std::unexpected(prune.error());
-    prune->bind_all(l.sender_id, l.domain, l.project, kLessonsPerDomain);
-    if (auto r = prune->run(); !r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto reinforce,
+        db_->prepare(
+            "UPDATE lessons SET occurrences = occurrences + 1, updated_at = datetime('now'), "
+            "recency = (SELECT coalesce(max(recency), 0) + 1 FROM lessons) "
+            "WHERE sender_id = ? AND domain = ? AND project = ? AND rule = ?"));
+    reinforce.bind_all(l.sender_id, l.domain, l.project, l.rule);
+    KERNEX_ASSIGN_OR_RETURN(auto changed, reinforce.run());
+    if (changed > 0) return {};
+    KERNEX_ASSIGN_OR_RETURN(
+        auto insert,
+        db_->prepare("INSERT INTO lessons (sender_id, domain, rule, project, recency) "
+                     "VALUES (?, ?, ?, ?, (SELECT coalesce(max(recency), 0) + 1 FROM lessons))"));
+    insert.bind_all(l.sender_id, l.domain, l.rule, l.project);
+    KERNEX_RETURN_IF_ERROR(insert.run());
+    KERNEX_ASSIGN_OR_RETURN(auto prune, db_->prepare("DELETE FROM lessons WHERE sender_id = ?1 AND "
+                                                     "domain = ?2 AND project = ?3 AND id NOT IN "
+                                                     "(SELECT id FROM lessons WHERE sender_id = ?1 "
+                                                     "AND domain = ?2 AND project = ?3 ORDER BY "
+                                                     "recency DESC LIMIT ?4)"));
+    prune.bind_all(l.sender_id, l.domain, l.project, kLessonsPerDomain);
+    KERNEX_RETURN_IF_ERROR(prune.run());
     return {};
   });
 }
@@ -46,20 +46,21 @@ Result<void> SqliteStore::store_lesson(const Lesson& l) {
 Result<std::vector<Lesson>> SqliteStore::lessons(const std::string& sender_id,
                                                  const std::optional<std::string>& project) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare(
-      "SELECT sender_id, domain, rule, project, occurrences, updated_at FROM lessons WHERE "
-      "sender_id = ?1 AND "
-      "(project = '' OR project = ?2) ORDER BY (project = ?2 AND project != '') DESC, recency DESC "
-      "LIMIT ?3");
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(sender_id, project.value_or(""), kLessonsListed);
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare(
+          "SELECT sender_id, domain, rule, project, occurrences, updated_at FROM lessons WHERE "
+          "sender_id = ?1 AND "
+          "(project = '' OR project = ?2) ORDER BY (project = ?2 AND project != '') DESC, recency "
+          "DESC "
+          "LIMIT ?3"));
+  stmt.bind_all(sender_id, project.value_or(""), kLessonsListed);
   std::vector<Lesson> out;
   for (;;) {
-    auto row = stmt->step();
-    if (!row) return std::unexpected(row.error());
-    if (!*row) break;
-    out.push_back({stmt->text(0), stmt->text(1), stmt->text(2), stmt->text(3),
-                   static_cast<std::uint32_t>(stmt->integer(4)), stmt->text(5)});
+    KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
+    if (!row) break;
+    out.push_back({stmt.text(0), stmt.text(1), stmt.text(2), stmt.text(3),
+                   static_cast<std::uint32_t>(stmt.integer(4)), stmt.text(5)});
   }
   return out;
 }
@@ -74,12 +75,12 @@ Result<void> SqliteStore::store_outcome(const OutcomeRecord& o) {
   }
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
-    auto stmt = db_->prepare(
-        "INSERT INTO outcomes (sender_id, domain, score, lesson, source, project) VALUES (?, ?, ?, "
-        "?, ?, ?)");
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(o.sender_id, o.domain, o.score, o.lesson, o.source, o.project);
-    if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(auto stmt,
+                            db_->prepare("INSERT INTO outcomes (sender_id, domain, score, lesson, "
+                                         "source, project) VALUES (?, ?, ?, "
+                                         "?, ?, ?)"));
+    stmt.bind_all(o.sender_id, o.domain, o.score, o.lesson, o.source, o.project);
+    KERNEX_RETURN_IF_ERROR(stmt.run());
     return {};
   });
 }
@@ -87,19 +88,18 @@ Result<void> SqliteStore::store_outcome(const OutcomeRecord& o) {
 Result<std::vector<OutcomeRecord>> SqliteStore::recent_outcomes(
     const std::string& sender_id, std::size_t limit, const std::optional<std::string>& project) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare(
-      "SELECT sender_id, domain, score, lesson, source, project, created_at FROM outcomes WHERE "
-      "sender_id = ?1 "
-      "AND (?2 IS NULL OR project = ?2) ORDER BY id DESC LIMIT ?3");
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(sender_id, project, static_cast<std::int64_t>(limit));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt, db_->prepare("SELECT sender_id, domain, score, lesson, source, project, "
+                              "created_at FROM outcomes WHERE "
+                              "sender_id = ?1 "
+                              "AND (?2 IS NULL OR project = ?2) ORDER BY id DESC LIMIT ?3"));
+  stmt.bind_all(sender_id, project, static_cast<std::int64_t>(limit));
   std::vector<OutcomeRecord> out;
   for (;;) {
-    auto row = stmt->step();
-    if (!row) return std::unexpected(row.error());
-    if (!*row) break;
-    out.push_back({stmt->text(0), stmt->text(1), static_cast<int>(stmt->integer(2)), stmt->text(3),
-                   stmt->text(4), stmt->text(5), stmt->text(6)});
+    KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
+    if (!row) break;
+    out.push_back({stmt.text(0), stmt.text(1), static_cast<int>(stmt.integer(2)), stmt.text(3),
+                   stmt.text(4), stmt.text(5), stmt.text(6)});
   }
   return out;
 }
@@ -107,12 +107,13 @@ Result<std::vector<OutcomeRecord>> SqliteStore::recent_outcomes(
 Result<std::uint64_t> SqliteStore::prune_outcomes(std::size_t keep) {
   std::lock_guard lock(mutex_);
   return db_->write<std::uint64_t>([&]() -> Result<std::uint64_t> {
-    auto stmt = db_->prepare(
-        "DELETE FROM outcomes WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
-        "(PARTITION BY sender_id ORDER BY id DESC) AS n FROM outcomes) WHERE n > ?)");
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind(1, static_cast<std::int64_t>(keep));
-    return stmt->run();
+    KERNEX_ASSIGN_OR_RETURN(
+        auto stmt,
+        db_->prepare(
+            "DELETE FROM outcomes WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+            "(PARTITION BY sender_id ORDER BY id DESC) AS n FROM outcomes) WHERE n > ?)"));
+    stmt.bind(1, static_cast<std::int64_t>(keep));
+    return stmt.run();
   });
 }
 

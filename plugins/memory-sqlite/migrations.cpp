@@ -182,14 +182,12 @@ CREATE INDEX scheduled_tasks_retry ON scheduled_tasks (status, retry_at) WHERE r
 };
 
 Result<std::set<std::string>> applied(Db& db) {
-  auto stmt = db.prepare("SELECT name FROM _migrations");
-  if (!stmt) return std::unexpected(stmt.error());
+  KERNEX_ASSIGN_OR_RETURN(auto stmt, db.prepare("SELECT name FROM _migrations"));
   std::set<std::string> names;
   for (;;) {
-    auto row = stmt->step();
-    if (!row) return std::unexpected(row.error());
-    if (!*row) break;
-    names.insert(stmt->text(0));
+    KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
+    if (!row) break;
+    names.insert(stmt.text(0));
   }
   return names;
 }
@@ -202,23 +200,19 @@ Result<void> migrate(Db& db) {
       !r) {
     return r;
   }
-  auto done = applied(db);
-  if (!done) return std::unexpected(done.error());
+  KERNEX_ASSIGN_OR_RETURN(auto done, applied(db));
   for (const auto& m : kMigrations) {
-    if (done->contains(m.name)) continue;
+    if (done.contains(m.name)) continue;
     auto r = db.write<void>([&]() -> Result<void> {
       // Another process may have applied it since we looked: check under the write lock.
-      auto check = db.prepare("SELECT 1 FROM _migrations WHERE name = ?");
-      if (!check) return std::unexpected(check.error());
-      check->bind(1, m.name);
-      auto exists = check->step();
-      if (!exists) return std::unexpected(exists.error());
-      if (*exists) return {};
+      KERNEX_ASSIGN_OR_RETURN(auto check, db.prepare("SELECT 1 FROM _migrations WHERE name = ?"));
+      check.bind(1, m.name);
+      KERNEX_ASSIGN_OR_RETURN(auto exists, check.step());
+      if (exists) return {};
       if (auto ran = db.exec(m.sql); !ran) return ran;
-      auto record = db.prepare("INSERT INTO _migrations (name) VALUES (?)");
-      if (!record) return std::unexpected(record.error());
-      record->bind(1, m.name);
-      if (auto ok = record->run(); !ok) return std::unexpected(ok.error());
+      KERNEX_ASSIGN_OR_RETURN(auto record, db.prepare("INSERT INTO _migrations (name) VALUES (?)"));
+      record.bind(1, m.name);
+      KERNEX_RETURN_IF_ERROR(record.run());
       return {};
     });
     if (!r)

@@ -38,9 +38,8 @@ Result<kernex::sqlite::StoreOptions> parse_options(const Json& config) {
       }
       (key == "path" ? path : data_dir) = value.get<std::string>();
     } else if (key == "busy_timeout_ms") {
-      auto v = positive(config, "busy_timeout_ms");
-      if (!v) return std::unexpected(v.error());
-      out.open.busy_timeout_ms = static_cast<int>(std::min<std::uint64_t>(*v, 600000));
+      KERNEX_ASSIGN_OR_RETURN(auto v, positive(config, "busy_timeout_ms"));
+      out.open.busy_timeout_ms = static_cast<int>(std::min<std::uint64_t>(v, 600000));
     } else if (key == "synchronous") {
       const std::string s = value.is_string() ? value.get<std::string>() : "";
       if (s != "normal" && s != "full") {
@@ -51,13 +50,11 @@ Result<kernex::sqlite::StoreOptions> parse_options(const Json& config) {
       }
       out.open.synchronous = s == "full" ? "FULL" : "NORMAL";
     } else if (key == "max_size_mb") {
-      auto v = positive(config, "max_size_mb");
-      if (!v) return std::unexpected(v.error());
-      out.open.max_pages = static_cast<std::int64_t>(*v * 1024 * 1024 / 4096);  // default page size
+      KERNEX_ASSIGN_OR_RETURN(auto v, positive(config, "max_size_mb"));
+      out.open.max_pages = static_cast<std::int64_t>(v * 1024 * 1024 / 4096);  // default page size
     } else if (key == "max_message_bytes") {
-      auto v = positive(config, "max_message_bytes");
-      if (!v) return std::unexpected(v.error());
-      out.max_message_bytes = *v;
+      KERNEX_ASSIGN_OR_RETURN(auto v, positive(config, "max_message_bytes"));
+      out.max_message_bytes = v;
     } else {
       return kernex::fail(ErrorCode::Config,
                           "sqlite memory: unknown option '" + key +
@@ -77,11 +74,9 @@ Result<kernex::sqlite::StoreOptions> parse_options(const Json& config) {
 }
 
 Result<std::shared_ptr<kernex::MemoryStore>> make_sqlite(const Json& config) {
-  auto options = parse_options(config);
-  if (!options) return std::unexpected(options.error());
-  auto store = kernex::sqlite::SqliteStore::open(*options);
-  if (!store) return std::unexpected(store.error());
-  return std::shared_ptr<kernex::MemoryStore>(*store);
+  KERNEX_ASSIGN_OR_RETURN(auto options, parse_options(config));
+  KERNEX_ASSIGN_OR_RETURN(auto store, kernex::sqlite::SqliteStore::open(options));
+  return std::shared_ptr<kernex::MemoryStore>(store);
 }
 
 }  // namespace

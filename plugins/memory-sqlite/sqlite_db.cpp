@@ -61,9 +61,8 @@ Result<bool> Stmt::step() {
 
 Result<std::uint64_t> Stmt::run() {
   for (;;) {
-    auto r = step();
-    if (!r) return std::unexpected(r.error());
-    if (!*r) break;
+    KERNEX_ASSIGN_OR_RETURN(auto r, step());
+    if (!r) break;
   }
   return static_cast<std::uint64_t>(sqlite3_changes64(db_->handle()));
 }
@@ -85,8 +84,7 @@ Result<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path,
                                      const OpenOptions& options) {
   const bool in_memory = path == ":memory:";
   if (!in_memory) {
-    if (auto dirs = make_private_dirs(path.parent_path()); !dirs)
-      return std::unexpected(dirs.error());
+    KERNEX_RETURN_IF_ERROR(make_private_dirs(path.parent_path()));
     // Exclusive create with 0600 so the file is never readable by others, even briefly.
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) {
@@ -114,7 +112,7 @@ Result<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path,
       ";";
   if (options.max_pages)
     pragmas += " PRAGMA max_page_count=" + std::to_string(*options.max_pages) + ";";
-  if (auto r = db->exec(pragmas.c_str()); !r) return std::unexpected(r.error());
+  KERNEX_RETURN_IF_ERROR(db->exec(pragmas.c_str()));
   if (!in_memory) ::chmod(path.c_str(), 0600);
   return db;
 }
@@ -149,9 +147,8 @@ Result<void> Db::exec(const char* sql) {
 
 // Cached statements, not exec: every write pays these two, and exec parses them each time.
 Result<void> Db::run_cached(const char* sql) {
-  auto stmt = prepare(sql);
-  if (!stmt) return std::unexpected(stmt.error());
-  if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(auto stmt, prepare(sql));
+  KERNEX_RETURN_IF_ERROR(stmt.run());
   return {};
 }
 

@@ -112,7 +112,7 @@ class Db {
 
 template <class T>
 Result<T> Db::write(const std::function<Result<T>()>& body) {
-  if (auto b = begin(); !b) return std::unexpected(b.error());
+  KERNEX_RETURN_IF_ERROR(begin());
   Result<T> r = body();
   if (!r) {
     rollback();

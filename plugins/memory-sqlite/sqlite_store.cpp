@@ -15,9 +15,8 @@ namespace {
 template <class F>
 Result<void> each_row(Stmt& stmt, F&& row) {
   for (;;) {
-    auto more = stmt.step();
-    if (!more) return std::unexpected(more.error());
-    if (!*more) return {};
+    KERNEX_ASSIGN_OR_RETURN(auto more, stmt.step());
+    if (!more) return {};
     if (auto r = row(); !r) return r;
   }
 }
@@ -71,10 +70,9 @@ std::string minutes_ago(std::chrono::minutes m) {
 }  // namespace
 
 Result<std::shared_ptr<SqliteStore>> SqliteStore::open(const StoreOptions& options) {
-  auto db = Db::open(options.path, options.open);
-  if (!db) return std::unexpected(db.error());
-  if (auto m = migrate(**db); !m) return std::unexpected(m.error());
-  return std::shared_ptr<SqliteStore>(new SqliteStore(std::move(*db), options));
+  KERNEX_ASSIGN_OR_RETURN(auto db, Db::open(options.path, options.open));
+  KERNEX_RETURN_IF_ERROR(migrate(*db));
+  return std::shared_ptr<SqliteStore>(new SqliteStore(std::move(db), options));
 }
 
 // ---- Conversations ----
@@ -87,28 +85,25 @@ Result<std::string> SqliteStore::open_conversation(const ConversationKey& key,
       "= 'active' "
       "AND last_activity > datetime('now', ?) ORDER BY last_activity DESC, rowid DESC LIMIT 1";
   const auto find = [&]() -> Result<std::optional<std::string>> {
-    auto stmt = db_->prepare(kFind);
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(key.channel, key.sender_id, key.project, minutes_ago(idle));
-    auto row = stmt->step();
-    if (!row) return std::unexpected(row.error());
-    if (!*row) return std::optional<std::string>();
-    return std::optional<std::string>(stmt->text(0));
+    KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(kFind));
+    stmt.bind_all(key.channel, key.sender_id, key.project, minutes_ago(idle));
+    KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
+    if (!row) return std::optional<std::string>();
+    return std::optional<std::string>(stmt.text(0));
   };
   // Reading needs no lock; only a new conversation takes the write lock (and looks again under it).
-  auto found = find();
-  if (!found) return std::unexpected(found.error());
-  if (*found) return **found;
+  KERNEX_ASSIGN_OR_RETURN(auto found, find());
+  if (found) return *found;
   return db_->write<std::string>([&]() -> Result<std::string> {
-    auto again = find();
-    if (!again) return std::unexpected(again.error());
-    if (*again) return **again;
+    KERNEX_ASSIGN_OR_RETURN(auto again, find());
+    if (again) return *again;
     const std::string id = new_uuid();
-    auto insert = db_->prepare(
-        "INSERT INTO conversations (id, channel, sender_id, project) VALUES (?, ?, ?, ?)");
-    if (!insert) return std::unexpected(insert.error());
-    insert->bind_all(id, key.channel, key.sender_id, key.project);
-    if (auto r = insert->run(); !r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto insert,
+        db_->prepare(
+            "INSERT INTO conversations (id, channel, sender_id, project) VALUES (?, ?, ?, ?)"));
+    insert.bind_all(id, key.channel, key.sender_id, key.project);
+    KERNEX_RETURN_IF_ERROR(insert.run());
     return id;
   });
 }
@@ -116,17 +111,15 @@ Result<std::string> SqliteStore::open_conversation(const ConversationKey& key,
 Result<std::vector<ContextEntry>> SqliteStore::select_entries(const char* sql,
                                                               const std::string& conversation_id,
                                                               std::size_t n, bool reverse) {
-  auto stmt = db_->prepare(sql);
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(conversation_id, static_cast<std::int64_t>(std::min<std::size_t>(n, INT64_MAX)));
+  KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql));
+  stmt.bind_all(conversation_id, static_cast<std::int64_t>(std::min<std::size_t>(n, INT64_MAX)));
   std::vector<ContextEntry> out;
-  auto r = each_row(*stmt, [&]() -> Result<void> {
-    auto e = read_entry(*stmt, 0);
-    if (!e) return std::unexpected(e.error());
-    out.push_back(std::move(*e));
-    return {};
-  });
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(auto r, each_row(stmt, [&]() -> Result<void> {
+                            auto e = read_entry(stmt, 0);
+                            if (!e) return std::unexpected(e.error());
+                            out.push_back(std::move(*e));
+                            return {};
+                          }));
   if (reverse) std::reverse(out.begin(), out.end());
   return out;
 }
@@ -151,13 +144,12 @@ Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const std::string
 
 Result<std::uint64_t> SqliteStore::message_count(const std::string& conversation_id) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare("SELECT message_count FROM conversations WHERE id = ?");
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind(1, conversation_id);
-  auto row = stmt->step();
-  if (!row) return std::unexpected(row.error());
-  if (!*row) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
-  return static_cast<std::uint64_t>(stmt->integer(0));
+  KERNEX_ASSIGN_OR_RETURN(auto stmt,
+                          db_->prepare("SELECT message_count FROM conversations WHERE id = ?"));
+  stmt.bind(1, conversation_id);
+  KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
+  if (!row) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
+  return static_cast<std::uint64_t>(stmt.integer(0));
 }
 
 Result<void> SqliteStore::insert_message(const std::string& conversation_id, const ContextEntry& e,
@@ -165,27 +157,25 @@ Result<void> SqliteStore::insert_message(const std::string& conversation_id, con
                                          const std::optional<std::string>& created_at) {
   std::optional<std::string> calls, result, state;
   if (!e.tool_calls.empty()) {
-    auto d = dump_checked(Json(e.tool_calls), "tool call arguments");
-    if (!d) return std::unexpected(d.error());
-    calls = *d;
+    KERNEX_ASSIGN_OR_RETURN(auto d, dump_checked(Json(e.tool_calls), "tool call arguments"));
+    calls = d;
   }
   if (e.tool_result) {
-    auto d = dump_checked(Json(*e.tool_result), "a tool result");
-    if (!d) return std::unexpected(d.error());
-    result = *d;
+    KERNEX_ASSIGN_OR_RETURN(auto d, dump_checked(Json(*e.tool_result), "a tool result"));
+    result = d;
   }
   if (!e.provider_state.is_null()) {
-    auto d = dump_checked(e.provider_state, "provider state");
-    if (!d) return std::unexpected(d.error());
-    state = *d;
+    KERNEX_ASSIGN_OR_RETURN(auto d, dump_checked(e.provider_state, "provider state"));
+    state = d;
   }
-  auto stmt = db_->prepare(
-      "INSERT INTO messages (seq, conversation_id, role, content, tool_calls, tool_result, "
-      "provider_state, created_at) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, coalesce(?, datetime('now')))");
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(seq, conversation_id, e.role, e.content, calls, result, state, created_at);
-  if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare(
+          "INSERT INTO messages (seq, conversation_id, role, content, tool_calls, tool_result, "
+          "provider_state, created_at) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, coalesce(?, datetime('now')))"));
+  stmt.bind_all(seq, conversation_id, e.role, e.content, calls, result, state, created_at);
+  KERNEX_RETURN_IF_ERROR(stmt.run());
   return {};
 }
 
@@ -221,14 +211,13 @@ Result<void> SqliteStore::append_messages(const std::string& conversation_id,
   }
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
-    auto touch = db_->prepare(
-        "UPDATE conversations SET last_activity = datetime('now'), message_count = message_count + "
-        "? WHERE id = ?");
-    if (!touch) return std::unexpected(touch.error());
-    touch->bind_all(static_cast<std::int64_t>(entries.size()), conversation_id);
-    auto changed = touch->run();
-    if (!changed) return std::unexpected(changed.error());
-    if (*changed == 0)
+    KERNEX_ASSIGN_OR_RETURN(auto touch,
+                            db_->prepare("UPDATE conversations SET last_activity = "
+                                         "datetime('now'), message_count = message_count + "
+                                         "? WHERE id = ?"));
+    touch.bind_all(static_cast<std::int64_t>(entries.size()), conversation_id);
+    KERNEX_ASSIGN_OR_RETURN(auto changed, touch.run());
+    if (changed == 0)
       return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
     for (const auto& e : entries) {
       if (auto r = insert_message(conversation_id, e, std::nullopt, std::nullopt); !r) {
@@ -248,9 +237,8 @@ Result<std::optional<StoredSummary>> SqliteStore::compaction_summary(
       db_->prepare("SELECT text, covered_messages FROM summaries WHERE conversation_id = ?");
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind(1, conversation_id);
-  auto row = stmt->step();
-  if (!row) return std::unexpected(row.error());
-  if (!*row) return std::optional<StoredSummary>();
+  KERNEX_ASSIGN_OR_RETURN(auto row, stmt->step());
+  if (!row) return std::optional<StoredSummary>();
   return std::optional<StoredSummary>(
       StoredSummary{stmt->text(0), static_cast<std::uint64_t>(stmt->integer(1))});
 }
@@ -269,10 +257,9 @@ Result<void> SqliteStore::save_compaction_summary(const std::string& conversatio
   }
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
-    auto stmt = db_->prepare(kUpsertSummary);
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(conversation_id, summary.text, summary.covered_messages);
-    if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(kUpsertSummary));
+    stmt.bind_all(conversation_id, summary.text, summary.covered_messages);
+    KERNEX_RETURN_IF_ERROR(stmt.run());
     return {};
   });
 }
@@ -280,24 +267,25 @@ Result<void> SqliteStore::save_compaction_summary(const std::string& conversatio
 Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(
     const ConversationFilter& filter) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare(
-      "SELECT c.id, c.channel, c.sender_id, c.project, c.status, c.started_at, c.last_activity, "
-      "c.message_count, "
-      "s.text FROM conversations c LEFT JOIN summaries s ON s.conversation_id = c.id "
-      "WHERE (?1 IS NULL OR c.channel = ?1) AND (?2 IS NULL OR c.sender_id = ?2) "
-      "ORDER BY c.last_activity DESC, c.rowid DESC LIMIT ?3");
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(filter.channel, filter.sender_id, static_cast<std::int64_t>(filter.limit));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare("SELECT c.id, c.channel, c.sender_id, c.project, c.status, c.started_at, "
+                   "c.last_activity, "
+                   "c.message_count, "
+                   "s.text FROM conversations c LEFT JOIN summaries s ON s.conversation_id = c.id "
+                   "WHERE (?1 IS NULL OR c.channel = ?1) AND (?2 IS NULL OR c.sender_id = ?2) "
+                   "ORDER BY c.last_activity DESC, c.rowid DESC LIMIT ?3"));
+  stmt.bind_all(filter.channel, filter.sender_id, static_cast<std::int64_t>(filter.limit));
   std::vector<ConversationInfo> out;
-  auto r = each_row(*stmt, [&]() -> Result<void> {
+  auto r = each_row(stmt, [&]() -> Result<void> {
     ConversationInfo c;
-    c.id = stmt->text(0);
-    c.key = {stmt->text(1), stmt->text(2), stmt->text(3)};
-    c.status = stmt->text(4);
-    c.started_at = stmt->text(5);
-    c.last_activity = stmt->text(6);
-    c.message_count = static_cast<std::uint64_t>(stmt->integer(7));
-    c.summary = stmt->opt_text(8);
+    c.id = stmt.text(0);
+    c.key = {stmt.text(1), stmt.text(2), stmt.text(3)};
+    c.status = stmt.text(4);
+    c.started_at = stmt.text(5);
+    c.last_activity = stmt.text(6);
+    c.message_count = static_cast<std::uint64_t>(stmt.integer(7));
+    c.summary = stmt.opt_text(8);
     out.push_back(std::move(c));
     return {};
   });
@@ -308,21 +296,22 @@ Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(
 Result<std::vector<StoredMessage>> SqliteStore::conversation_messages(
     const std::string& conversation_id, std::int64_t after_seq, std::size_t limit) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare(
-      "SELECT seq, role, content, tool_calls, tool_result, provider_state, conversation_id, "
-      "created_at "
-      "FROM messages WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?");
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(conversation_id, after_seq,
-                 static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare(
+          "SELECT seq, role, content, tool_calls, tool_result, provider_state, conversation_id, "
+          "created_at "
+          "FROM messages WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?"));
+  stmt.bind_all(conversation_id, after_seq,
+                static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
   std::vector<StoredMessage> out;
-  auto r = each_row(*stmt, [&]() -> Result<void> {
-    auto e = read_entry(*stmt, 0);
-    if (!e) return std::unexpected(e.error());
-    out.push_back(StoredMessage{stmt->integer(0), stmt->text(6), std::move(*e), stmt->text(7)});
-    return {};
-  });
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r, each_row(stmt, [&]() -> Result<void> {
+        auto e = read_entry(stmt, 0);
+        if (!e) return std::unexpected(e.error());
+        out.push_back(StoredMessage{stmt.integer(0), stmt.text(6), std::move(*e), stmt.text(7)});
+        return {};
+      }));
   return out;
 }
 
@@ -330,22 +319,22 @@ Result<void> SqliteStore::close_conversation(const std::string& conversation_id,
                                              const std::optional<std::string>& summary) {
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
-    auto close = db_->prepare("UPDATE conversations SET status = 'closed' WHERE id = ?");
-    if (!close) return std::unexpected(close.error());
-    close->bind(1, conversation_id);
-    auto changed = close->run();
-    if (!changed) return std::unexpected(changed.error());
-    if (*changed == 0)
+    KERNEX_ASSIGN_OR_RETURN(
+        auto close, db_->prepare("UPDATE conversations SET status = 'closed' WHERE id = ?"));
+    close.bind(1, conversation_id);
+    KERNEX_ASSIGN_OR_RETURN(auto changed, close.run());
+    if (changed == 0)
       return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
     if (!summary) return {};
-    auto upsert = db_->prepare(
-        "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
-        "SELECT id, ?, message_count, datetime('now') FROM conversations WHERE id = ? "
-        "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
-        "covered_messages = excluded.covered_messages, updated_at = excluded.updated_at");
-    if (!upsert) return std::unexpected(upsert.error());
-    upsert->bind_all(*summary, conversation_id);
-    if (auto r = upsert->run(); !r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto upsert,
+        db_->prepare(
+            "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
+            "SELECT id, ?, message_count, datetime('now') FROM conversations WHERE id = ? "
+            "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
+            "covered_messages = excluded.covered_messages, updated_at = excluded.updated_at"));
+    upsert.bind_all(*summary, conversation_id);
+    KERNEX_RETURN_IF_ERROR(upsert.run());
     return {};
   });
 }
@@ -362,17 +351,14 @@ Result<void> SqliteStore::delete_conversation(const std::string& conversation_id
   };
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
-    auto exists = db_->prepare("SELECT 1 FROM conversations WHERE id = ?");
-    if (!exists) return std::unexpected(exists.error());
-    exists->bind(1, conversation_id);
-    auto row = exists->step();
-    if (!row) return std::unexpected(row.error());
-    if (!*row) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
+    KERNEX_ASSIGN_OR_RETURN(auto exists, db_->prepare("SELECT 1 FROM conversations WHERE id = ?"));
+    exists.bind(1, conversation_id);
+    KERNEX_ASSIGN_OR_RETURN(auto row, exists.step());
+    if (!row) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
     for (const char* sql : kDeletes) {
-      auto stmt = db_->prepare(sql);
-      if (!stmt) return std::unexpected(stmt.error());
-      stmt->bind(1, conversation_id);
-      if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+      KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql));
+      stmt.bind(1, conversation_id);
+      KERNEX_RETURN_IF_ERROR(stmt.run());
     }
     return {};
   });
@@ -382,19 +368,21 @@ Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const Conversat
                                                                  const std::string& exclude,
                                                                  std::size_t limit) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare(
-      "SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at FROM summaries s "
-      "JOIN conversations c ON c.id = s.conversation_id WHERE c.channel = ? AND c.sender_id = ? "
-      "AND s.conversation_id != ? ORDER BY s.updated_at DESC, s.id DESC LIMIT ?");
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(key.channel, key.sender_id, exclude, static_cast<std::int64_t>(limit));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare(
+          "SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at FROM summaries s "
+          "JOIN conversations c ON c.id = s.conversation_id WHERE c.channel = ? AND c.sender_id = "
+          "? "
+          "AND s.conversation_id != ? ORDER BY s.updated_at DESC, s.id DESC LIMIT ?"));
+  stmt.bind_all(key.channel, key.sender_id, exclude, static_cast<std::int64_t>(limit));
   std::vector<SummaryRecord> out;
-  auto r = each_row(*stmt, [&]() -> Result<void> {
-    out.push_back({stmt->text(0), stmt->text(1), static_cast<std::uint64_t>(stmt->integer(2)),
-                   stmt->text(3)});
-    return {};
-  });
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r, each_row(stmt, [&]() -> Result<void> {
+        out.push_back({stmt.text(0), stmt.text(1), static_cast<std::uint64_t>(stmt.integer(2)),
+                       stmt.text(3)});
+        return {};
+      }));
   return out;
 }
 
@@ -407,21 +395,20 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
     return fail(ErrorCode::Parse, "memory-sqlite: the recall query is not valid UTF-8");
   std::optional<std::string> since;
   if (q.since) {
-    auto s = normalize_time(*q.since, "recall since");
-    if (!s) return std::unexpected(s.error());
-    since = *s;
+    KERNEX_ASSIGN_OR_RETURN(auto s, normalize_time(*q.since, "recall since"));
+    since = s;
   }
   std::lock_guard lock(mutex_);
   // Messages of the current conversation from `boundary` on are in the history window already.
   std::int64_t boundary = std::numeric_limits<std::int64_t>::max();
   if (q.skip_newest > 0 && !q.current_conversation.empty()) {
-    auto edge = db_->prepare(
-        "SELECT seq FROM messages WHERE conversation_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?");
-    if (!edge) return std::unexpected(edge.error());
-    edge->bind_all(q.current_conversation, static_cast<std::int64_t>(q.skip_newest - 1));
-    auto row = edge->step();
+    KERNEX_ASSIGN_OR_RETURN(auto edge,
+                            db_->prepare("SELECT seq FROM messages WHERE conversation_id = ? ORDER "
+                                         "BY seq DESC LIMIT 1 OFFSET ?"));
+    edge.bind_all(q.current_conversation, static_cast<std::int64_t>(q.skip_newest - 1));
+    auto row = edge.step();
     if (!row) return std::unexpected(row.error());
-    boundary = *row ? edge->integer(0) : 0;
+    boundary = *row ? edge.integer(0) : 0;
   }
   // Every word first (few, precise matches: cheap to rank); any word only to fill up.
   const std::string all_words = fts_query(q.text, " AND ");
@@ -437,14 +424,13 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
   // lookup, which took 1.1 s for a sender with 10k messages.) Summaries are always searched.
   bool search_messages = true;
   if (!q.sender_id.empty()) {
-    auto has_messages = db_->prepare(
-        "SELECT EXISTS (SELECT 1 FROM conversations c JOIN messages m ON m.conversation_id = c.id "
-        "WHERE c.sender_id = ?1 AND m.role = 'user')");
-    if (!has_messages) return std::unexpected(has_messages.error());
-    has_messages->bind_all(q.sender_id);
-    auto row = has_messages->step();
-    if (!row) return std::unexpected(row.error());
-    search_messages = *row && has_messages->integer(0) != 0;
+    KERNEX_ASSIGN_OR_RETURN(auto has_messages,
+                            db_->prepare("SELECT EXISTS (SELECT 1 FROM conversations c JOIN "
+                                         "messages m ON m.conversation_id = c.id "
+                                         "WHERE c.sender_id = ?1 AND m.role = 'user')"));
+    has_messages.bind_all(q.sender_id);
+    KERNEX_ASSIGN_OR_RETURN(auto row, has_messages.step());
+    search_messages = row && has_messages.integer(0) != 0;
   }
 
   // Messages with every word come newest first: FTS5 walks its index backwards and stops at the
@@ -462,34 +448,35 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
       static const std::string kNewest =
           kColumns + ", 0.0" + kFrom + "ORDER BY f.rowid DESC LIMIT ?6";
       static const std::string kBest = kColumns + ", f.rank" + kFrom + "ORDER BY f.rank LIMIT ?6";
-      auto messages = db_->prepare((every_word ? kNewest : kBest).c_str());
-      if (!messages) return std::unexpected(messages.error());
-      messages->bind_all(match, q.sender_id, q.current_conversation, boundary, since, limit);
+      KERNEX_ASSIGN_OR_RETURN(auto messages, db_->prepare((every_word ? kNewest : kBest).c_str()));
+      messages.bind_all(match, q.sender_id, q.current_conversation, boundary, since, limit);
       double order = 0;  // newest first: the row order is the rank
-      auto r = each_row(*messages, [&]() -> Result<void> {
+      auto r = each_row(messages, [&]() -> Result<void> {
         order += 1e-3;
-        if (seen.insert({messages->text(0), messages->integer(1)}).second) {
-          ranked.push_back({every_word ? order : messages->real(4),
-                            RecallHit{"message", messages->text(0), messages->integer(1),
-                                      messages->text(2), messages->text(3)}});
+        if (seen.insert({messages.text(0), messages.integer(1)}).second) {
+          ranked.push_back({every_word ? order : messages.real(4),
+                            RecallHit{"message", messages.text(0), messages.integer(1),
+                                      messages.text(2), messages.text(3)}});
         }
         return {};
       });
       if (!r)
         return fail(ErrorCode::Memory, "memory-sqlite: recall over messages failed", r.error());
     }
-    auto summaries = db_->prepare(
-        "SELECT s.conversation_id, s.text, s.updated_at, f.rank FROM summaries_fts f "
-        "JOIN summaries s ON s.id = f.rowid JOIN conversations c ON c.id = s.conversation_id "
-        "WHERE summaries_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND s.conversation_id != "
-        "?3 "
-        "AND (?4 IS NULL OR s.updated_at >= ?4) ORDER BY f.rank LIMIT ?5");
-    if (!summaries) return std::unexpected(summaries.error());
-    summaries->bind_all(match, q.sender_id, q.current_conversation, since, limit);
-    auto r = each_row(*summaries, [&]() -> Result<void> {
-      if (seen.insert({summaries->text(0), 0}).second) {
-        ranked.push_back({summaries->real(3), RecallHit{"summary", summaries->text(0), 0,
-                                                        summaries->text(1), summaries->text(2)}});
+    KERNEX_ASSIGN_OR_RETURN(
+        auto summaries,
+        db_->prepare(
+            "SELECT s.conversation_id, s.text, s.updated_at, f.rank FROM summaries_fts f "
+            "JOIN summaries s ON s.id = f.rowid JOIN conversations c ON c.id = s.conversation_id "
+            "WHERE summaries_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND s.conversation_id "
+            "!= "
+            "?3 "
+            "AND (?4 IS NULL OR s.updated_at >= ?4) ORDER BY f.rank LIMIT ?5"));
+    summaries.bind_all(match, q.sender_id, q.current_conversation, since, limit);
+    auto r = each_row(summaries, [&]() -> Result<void> {
+      if (seen.insert({summaries.text(0), 0}).second) {
+        ranked.push_back({summaries.real(3), RecallHit{"summary", summaries.text(0), 0,
+                                                       summaries.text(1), summaries.text(2)}});
       }
       return {};
     });
@@ -497,11 +484,11 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
       return fail(ErrorCode::Memory, "memory-sqlite: recall over summaries failed", r.error());
     return {};
   };
-  if (auto r = search(all_words, true); !r) return std::unexpected(r.error());
+  KERNEX_RETURN_IF_ERROR(search(all_words, true));
   // Hits matching every word rank first, whatever bm25 says about partial matches.
   for (auto& [rank, hit] : ranked) rank -= 1e9;
   if (ranked.size() < q.limit && any_word != all_words) {
-    if (auto r = search(any_word, false); !r) return std::unexpected(r.error());
+    KERNEX_RETURN_IF_ERROR(search(any_word, false));
   }
 
   // Lower is better (bm25's sign; every-word hits by position).
@@ -520,16 +507,16 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
 Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::facts(
     const std::string& sender_id) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare(
-      "SELECT key, value FROM facts WHERE sender_id = ? AND deleted_at IS NULL ORDER BY key");
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind(1, sender_id);
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare(
+          "SELECT key, value FROM facts WHERE sender_id = ? AND deleted_at IS NULL ORDER BY key"));
+  stmt.bind(1, sender_id);
   std::vector<std::pair<std::string, std::string>> out;
-  auto r = each_row(*stmt, [&]() -> Result<void> {
-    out.emplace_back(stmt->text(0), stmt->text(1));
-    return {};
-  });
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(auto r, each_row(stmt, [&]() -> Result<void> {
+                            out.emplace_back(stmt.text(0), stmt.text(1));
+                            return {};
+                          }));
   return out;
 }
 
@@ -542,13 +529,14 @@ Result<void> SqliteStore::store_fact(const std::string& sender_id, const std::st
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     // Re-storing a soft-deleted fact brings it back with the new value.
-    auto stmt = db_->prepare(
-        "INSERT INTO facts (sender_id, key, value) VALUES (?, ?, ?) ON CONFLICT (sender_id, key) "
-        "DO UPDATE SET "
-        "value = excluded.value, updated_at = datetime('now'), deleted_at = NULL");
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(sender_id, key, value);
-    if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto stmt,
+        db_->prepare("INSERT INTO facts (sender_id, key, value) VALUES (?, ?, ?) ON CONFLICT "
+                     "(sender_id, key) "
+                     "DO UPDATE SET "
+                     "value = excluded.value, updated_at = datetime('now'), deleted_at = NULL"));
+    stmt.bind_all(sender_id, key, value);
+    KERNEX_RETURN_IF_ERROR(stmt.run());
     return {};
   });
 }
@@ -556,50 +544,50 @@ Result<void> SqliteStore::store_fact(const std::string& sender_id, const std::st
 Result<std::optional<std::string>> SqliteStore::fact(const std::string& sender_id,
                                                      const std::string& key) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare(
-      "SELECT value FROM facts WHERE sender_id = ? AND key = ? AND deleted_at IS NULL");
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(sender_id, key);
-  auto row = stmt->step();
-  if (!row) return std::unexpected(row.error());
-  if (!*row) return std::optional<std::string>();
-  return std::optional<std::string>(stmt->text(0));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare(
+          "SELECT value FROM facts WHERE sender_id = ? AND key = ? AND deleted_at IS NULL"));
+  stmt.bind_all(sender_id, key);
+  KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
+  if (!row) return std::optional<std::string>();
+  return std::optional<std::string>(stmt.text(0));
 }
 
 Result<std::vector<Fact>> SqliteStore::fact_records(const std::optional<std::string>& sender_id,
                                                     bool include_deleted) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare(
-      "SELECT sender_id, key, value, updated_at, deleted_at FROM facts WHERE (?1 IS NULL OR "
-      "sender_id = ?1) "
-      "AND (?2 OR deleted_at IS NULL) ORDER BY sender_id, key");
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(sender_id, include_deleted ? 1 : 0);
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare(
+          "SELECT sender_id, key, value, updated_at, deleted_at FROM facts WHERE (?1 IS NULL OR "
+          "sender_id = ?1) "
+          "AND (?2 OR deleted_at IS NULL) ORDER BY sender_id, key"));
+  stmt.bind_all(sender_id, include_deleted ? 1 : 0);
   std::vector<Fact> out;
-  auto r = each_row(*stmt, [&]() -> Result<void> {
-    out.push_back({stmt->text(0), stmt->text(1), stmt->text(2), stmt->text(3), stmt->opt_text(4)});
-    return {};
-  });
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r, each_row(stmt, [&]() -> Result<void> {
+        out.push_back({stmt.text(0), stmt.text(1), stmt.text(2), stmt.text(3), stmt.opt_text(4)});
+        return {};
+      }));
   return out;
 }
 
 Result<bool> SqliteStore::soft_delete_fact(const std::string& sender_id, const std::string& key) {
-  auto n = soft_delete_facts(sender_id, key);
-  if (!n) return std::unexpected(n.error());
-  return *n > 0;
+  KERNEX_ASSIGN_OR_RETURN(auto n, soft_delete_facts(sender_id, key));
+  return n > 0;
 }
 
 Result<std::uint64_t> SqliteStore::soft_delete_facts(const std::string& sender_id,
                                                      const std::optional<std::string>& key) {
   std::lock_guard lock(mutex_);
   return db_->write<std::uint64_t>([&]() -> Result<std::uint64_t> {
-    auto stmt = db_->prepare(
-        "UPDATE facts SET deleted_at = datetime('now'), updated_at = datetime('now') "
-        "WHERE sender_id = ?1 AND (?2 IS NULL OR key = ?2) AND deleted_at IS NULL");
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(sender_id, key);
-    return stmt->run();
+    KERNEX_ASSIGN_OR_RETURN(
+        auto stmt,
+        db_->prepare("UPDATE facts SET deleted_at = datetime('now'), updated_at = datetime('now') "
+                     "WHERE sender_id = ?1 AND (?2 IS NULL OR key = ?2) AND deleted_at IS NULL"));
+    stmt.bind_all(sender_id, key);
+    return stmt.run();
   });
 }
 
@@ -610,44 +598,44 @@ Result<void> SqliteStore::record_tool_call(const AuditRecord& rec) {
     return fail(ErrorCode::Usage, "memory-sqlite: audit status must be ok, error or denied, got '" +
                                       rec.status + "'");
   }
-  auto args = dump_checked(rec.arguments, "audited tool arguments");
-  if (!args) return std::unexpected(args.error());
+  KERNEX_ASSIGN_OR_RETURN(auto args, dump_checked(rec.arguments, "audited tool arguments"));
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
-    auto stmt = db_->prepare(
-        "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, arguments, "
-        "result, status, reason) "
-        "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?)");
-    if (!stmt) return std::unexpected(stmt.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto stmt, db_->prepare("INSERT INTO audit_log (created_at, conversation_id, sender_id, "
+                                "agent, tool, arguments, "
+                                "result, status, reason) "
+                                "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?)"));
     std::optional<std::string> at =
         rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
-    stmt->bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, *args, rec.result,
-                   rec.status, rec.reason);
-    if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+    stmt.bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
+                  rec.status, rec.reason);
+    KERNEX_RETURN_IF_ERROR(stmt.run());
     return {};
   });
 }
 
 Result<std::vector<AuditRecord>> SqliteStore::audit_log(std::size_t limit) {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare(
-      "SELECT created_at, conversation_id, sender_id, agent, tool, arguments, result, status, "
-      "reason "
-      "FROM audit_log ORDER BY id DESC LIMIT ?");
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind(1, static_cast<std::int64_t>(limit));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare(
+          "SELECT created_at, conversation_id, sender_id, agent, tool, arguments, result, status, "
+          "reason "
+          "FROM audit_log ORDER BY id DESC LIMIT ?"));
+  stmt.bind(1, static_cast<std::int64_t>(limit));
   std::vector<AuditRecord> out;
-  auto r = each_row(*stmt, [&]() -> Result<void> {
+  auto r = each_row(stmt, [&]() -> Result<void> {
     AuditRecord a;
-    a.timestamp = stmt->text(0);
-    a.conversation_id = stmt->text(1);
-    a.sender_id = stmt->text(2);
-    a.agent = stmt->text(3);
-    a.tool = stmt->text(4);
-    a.arguments = Json::parse(stmt->text(5), nullptr, false);
-    a.result = stmt->text(6);
-    a.status = stmt->text(7);
-    a.reason = stmt->text(8);
+    a.timestamp = stmt.text(0);
+    a.conversation_id = stmt.text(1);
+    a.sender_id = stmt.text(2);
+    a.agent = stmt.text(3);
+    a.tool = stmt.text(4);
+    a.arguments = Json::parse(stmt.text(5), nullptr, false);
+    a.result = stmt.text(6);
+    a.status = stmt.text(7);
+    a.reason = stmt.text(8);
     out.push_back(std::move(a));
     return {};
   });
@@ -658,39 +646,41 @@ Result<std::vector<AuditRecord>> SqliteStore::audit_log(std::size_t limit) {
 Result<void> SqliteStore::record_usage(const UsageRecord& rec) {
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
-    auto stmt = db_->prepare(
-        "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
-        "output_tokens, "
-        "cache_read_tokens, cache_write_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(rec.conversation_id, rec.sender_id, rec.model, rec.provider,
-                   rec.usage.input_tokens, rec.usage.output_tokens, rec.usage.cache_read_tokens,
-                   rec.usage.cache_write_tokens, rec.usage.cost_usd);
-    if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto stmt,
+        db_->prepare(
+            "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
+            "output_tokens, "
+            "cache_read_tokens, cache_write_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    stmt.bind_all(rec.conversation_id, rec.sender_id, rec.model, rec.provider,
+                  rec.usage.input_tokens, rec.usage.output_tokens, rec.usage.cache_read_tokens,
+                  rec.usage.cache_write_tokens, rec.usage.cost_usd);
+    KERNEX_RETURN_IF_ERROR(stmt.run());
     return {};
   });
 }
 
 Result<std::vector<UsageTotals>> SqliteStore::usage_by_day() {
   std::lock_guard lock(mutex_);
-  auto stmt = db_->prepare(
-      "SELECT substr(created_at, 1, 10) AS day, model, provider, count(*), sum(input_tokens), "
-      "sum(output_tokens), "
-      "sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_usd) FROM token_usage "
-      "GROUP BY day, model, provider ORDER BY day, model, provider");
-  if (!stmt) return std::unexpected(stmt.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare(
+          "SELECT substr(created_at, 1, 10) AS day, model, provider, count(*), sum(input_tokens), "
+          "sum(output_tokens), "
+          "sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_usd) FROM token_usage "
+          "GROUP BY day, model, provider ORDER BY day, model, provider"));
   std::vector<UsageTotals> out;
-  auto r = each_row(*stmt, [&]() -> Result<void> {
+  auto r = each_row(stmt, [&]() -> Result<void> {
     UsageTotals t;
-    t.day = stmt->text(0);
-    t.model = stmt->text(1);
-    t.provider = stmt->text(2);
-    t.requests = static_cast<std::uint64_t>(stmt->integer(3));
-    t.usage.input_tokens = static_cast<std::uint64_t>(stmt->integer(4));
-    t.usage.output_tokens = static_cast<std::uint64_t>(stmt->integer(5));
-    t.usage.cache_read_tokens = static_cast<std::uint64_t>(stmt->integer(6));
-    t.usage.cache_write_tokens = static_cast<std::uint64_t>(stmt->integer(7));
-    t.usage.cost_usd = stmt->real(8);
+    t.day = stmt.text(0);
+    t.model = stmt.text(1);
+    t.provider = stmt.text(2);
+    t.requests = static_cast<std::uint64_t>(stmt.integer(3));
+    t.usage.input_tokens = static_cast<std::uint64_t>(stmt.integer(4));
+    t.usage.output_tokens = static_cast<std::uint64_t>(stmt.integer(5));
+    t.usage.cache_read_tokens = static_cast<std::uint64_t>(stmt.integer(6));
+    t.usage.cache_write_tokens = static_cast<std::uint64_t>(stmt.integer(7));
+    t.usage.cost_usd = stmt.real(8);
     out.push_back(std::move(t));
     return {};
   });

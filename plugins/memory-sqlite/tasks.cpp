@@ -25,16 +25,14 @@ std::int64_t backoff_seconds(std::uint32_t n) {
 
 template <class T>
 Result<T> scalar(Db& db, const char* sql, const auto&... args) {
-  auto stmt = db.prepare(sql);
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(args...);
-  auto row = stmt->step();
-  if (!row) return std::unexpected(row.error());
-  if (!*row) return fail(ErrorCode::Internal, std::string("memory-sqlite: no row from ") + sql);
+  KERNEX_ASSIGN_OR_RETURN(auto stmt, db.prepare(sql));
+  stmt.bind_all(args...);
+  KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
+  if (!row) return fail(ErrorCode::Internal, std::string("memory-sqlite: no row from ") + sql);
   if constexpr (std::is_same_v<T, std::string>) {
-    return stmt->text(0);
+    return stmt.text(0);
   } else {
-    return static_cast<T>(stmt->integer(0));
+    return static_cast<T>(stmt.integer(0));
   }
 }
 
@@ -43,9 +41,8 @@ Result<T> scalar(Db& db, const char* sql, const auto&... args) {
 Result<std::vector<Task>> SqliteStore::select_tasks(Stmt& stmt) {
   std::vector<Task> out;
   for (;;) {
-    auto row = stmt.step();
-    if (!row) return std::unexpected(row.error());
-    if (!*row) break;
+    KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
+    if (!row) break;
     Task t;
     t.id = stmt.text(0);
     t.spec.channel = stmt.text(1);
@@ -70,9 +67,8 @@ Result<std::vector<Task>> SqliteStore::select_tasks(Stmt& stmt) {
 
 Result<std::string> SqliteStore::create_task(const TaskSpec& in) {
   TaskSpec spec = in;
-  auto due = normalize_time(spec.due_at, "task due_at");
-  if (!due) return std::unexpected(due.error());
-  spec.due_at = *due;
+  KERNEX_ASSIGN_OR_RETURN(auto due, normalize_time(spec.due_at, "task due_at"));
+  spec.due_at = due;
   if (spec.repeat && *spec.repeat == "once") spec.repeat.reset();
   if (spec.repeat && !known_repeat(*spec.repeat)) {
     return fail(
@@ -91,35 +87,36 @@ Result<std::string> SqliteStore::create_task(const TaskSpec& in) {
     // Exact duplicate, then a similar description due within half an hour (kernex's dedup).
     std::optional<std::string> duplicate;
     {
-      auto near = db_->prepare(
-          "SELECT id, description, due_at = ?3 FROM scheduled_tasks WHERE sender_id = ?1 AND "
-          "status = 'pending' "
-          "AND abs(strftime('%s', ?3) - strftime('%s', due_at)) <= 1800 ORDER BY (description = "
-          "?2) DESC, rowid");
-      if (!near) return std::unexpected(near.error());
-      near->bind_all(spec.sender_id, spec.description, spec.due_at);
+      KERNEX_ASSIGN_OR_RETURN(
+          auto near,
+          db_->prepare(
+              "SELECT id, description, due_at = ?3 FROM scheduled_tasks WHERE sender_id = ?1 AND "
+              "status = 'pending' "
+              "AND abs(strftime('%s', ?3) - strftime('%s', due_at)) <= 1800 ORDER BY (description "
+              "= "
+              "?2) DESC, rowid"));
+      near.bind_all(spec.sender_id, spec.description, spec.due_at);
       for (;;) {
-        auto row = near->step();
-        if (!row) return std::unexpected(row.error());
-        if (!*row) break;
-        const std::string description = near->text(1);
-        if ((description == spec.description && near->integer(2) == 1) ||
+        KERNEX_ASSIGN_OR_RETURN(auto row, near.step());
+        if (!row) break;
+        const std::string description = near.text(1);
+        if ((description == spec.description && near.integer(2) == 1) ||
             similar_descriptions(description, spec.description)) {
-          duplicate = near->text(0);
+          duplicate = near.text(0);
           break;
         }
       }
     }
     if (duplicate) return *duplicate;
     const std::string id = new_uuid();
-    auto insert = db_->prepare(
-        "INSERT INTO scheduled_tasks (id, channel, sender_id, reply_target, description, due_at, "
-        "repeat, task_type, "
-        "project, max_retries) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    if (!insert) return std::unexpected(insert.error());
-    insert->bind_all(id, spec.channel, spec.sender_id, spec.reply_target, spec.description,
-                     spec.due_at, spec.repeat, spec.task_type, spec.project, spec.max_retries);
-    if (auto r = insert->run(); !r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto insert, db_->prepare("INSERT INTO scheduled_tasks (id, channel, sender_id, "
+                                  "reply_target, description, due_at, "
+                                  "repeat, task_type, "
+                                  "project, max_retries) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    insert.bind_all(id, spec.channel, spec.sender_id, spec.reply_target, spec.description,
+                    spec.due_at, spec.repeat, spec.task_type, spec.project, spec.max_retries);
+    KERNEX_RETURN_IF_ERROR(insert.run());
     return id;
   });
 }
@@ -129,23 +126,20 @@ Result<std::vector<Task>> SqliteStore::pending_tasks(const std::string& sender_i
   static const std::string sql =
       std::string("SELECT ") + kTaskColumns +
       " FROM scheduled_tasks WHERE sender_id = ? AND status = 'pending' ORDER BY due_at, rowid";
-  auto stmt = db_->prepare(sql.c_str());
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind(1, sender_id);
-  return select_tasks(*stmt);
+  KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
+  stmt.bind(1, sender_id);
+  return select_tasks(stmt);
 }
 
 Result<std::optional<Task>> SqliteStore::task(const std::string& id) {
   std::lock_guard lock(mutex_);
   static const std::string sql =
       std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
-  auto stmt = db_->prepare(sql.c_str());
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind(1, id);
-  auto tasks = select_tasks(*stmt);
-  if (!tasks) return std::unexpected(tasks.error());
-  if (tasks->empty()) return std::optional<Task>();
-  return std::optional<Task>(std::move(tasks->front()));
+  KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
+  stmt.bind(1, id);
+  KERNEX_ASSIGN_OR_RETURN(auto tasks, select_tasks(stmt));
+  if (tasks.empty()) return std::optional<Task>();
+  return std::optional<Task>(std::move(tasks.front()));
 }
 
 Result<std::vector<Task>> SqliteStore::claim_due_tasks(const std::string& worker,
@@ -167,11 +161,10 @@ Result<std::vector<Task>> SqliteStore::claim_due_tasks(const std::string& worker
           "ORDER BY coalesce(retry_at, due_at) LIMIT ?3) RETURNING ") +
       kTaskColumns;
   return db_->write<std::vector<Task>>([&]() -> Result<std::vector<Task>> {
-    auto stmt = db_->prepare(sql.c_str());
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(worker, "+" + std::to_string(lease.count()) + " seconds",
-                   static_cast<std::int64_t>(limit));
-    return select_tasks(*stmt);
+    KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
+    stmt.bind_all(worker, "+" + std::to_string(lease.count()) + " seconds",
+                  static_cast<std::int64_t>(limit));
+    return select_tasks(stmt);
   });
 }
 
@@ -183,13 +176,12 @@ Result<void> SqliteStore::reschedule(const Task& t) {
   const std::string step = *t.spec.repeat == "weekly"    ? "+7 days"
                            : *t.spec.repeat == "monthly" ? "+1 month"
                                                          : "+1 day";
-  auto now = scalar<std::string>(*db_, "SELECT datetime('now')");
-  if (!now) return std::unexpected(now.error());
+  KERNEX_ASSIGN_OR_RETURN(auto now, scalar<std::string>(*db_, "SELECT datetime('now')"));
   std::string next = t.spec.due_at;
-  for (int guard = 0; guard < 100000 && (guard == 0 || next <= *now); ++guard) {
-    auto advanced = scalar<std::string>(*db_, "SELECT datetime(?, ?)", next, step);
-    if (!advanced) return std::unexpected(advanced.error());
-    next = *advanced;
+  for (int guard = 0; guard < 100000 && (guard == 0 || next <= now); ++guard) {
+    KERNEX_ASSIGN_OR_RETURN(auto advanced,
+                            scalar<std::string>(*db_, "SELECT datetime(?, ?)", next, step));
+    next = advanced;
     if (*t.spec.repeat == "weekdays") {
       auto skipped =
           scalar<std::string>(*db_,
@@ -201,13 +193,13 @@ Result<void> SqliteStore::reschedule(const Task& t) {
       next = *skipped;
     }
   }
-  auto stmt = db_->prepare(
-      "UPDATE scheduled_tasks SET due_at = ?, status = 'pending', claimed_by = NULL, lease_until = "
-      "NULL, "
-      "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = ?");
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(next, t.id);
-  if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt, db_->prepare("UPDATE scheduled_tasks SET due_at = ?, status = 'pending', "
+                              "claimed_by = NULL, lease_until = "
+                              "NULL, "
+                              "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = ?"));
+  stmt.bind_all(next, t.id);
+  KERNEX_RETURN_IF_ERROR(stmt.run());
   return {};
 }
 
@@ -227,26 +219,25 @@ Result<bool> SqliteStore::complete_task(const std::string& id, const std::string
         std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
     std::optional<Task> t;
     {
-      auto stmt = db_->prepare(sql.c_str());
-      if (!stmt) return std::unexpected(stmt.error());
-      stmt->bind(1, id);
-      auto rows = select_tasks(*stmt);
-      if (!rows) return std::unexpected(rows.error());
-      if (rows->empty()) return fail(ErrorCode::Memory, "memory-sqlite: no task " + id);
-      t = std::move(rows->front());
+      KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
+      stmt.bind(1, id);
+      KERNEX_ASSIGN_OR_RETURN(auto rows, select_tasks(stmt));
+      if (rows.empty()) return fail(ErrorCode::Memory, "memory-sqlite: no task " + id);
+      t = std::move(rows.front());
     }
     if (!holds(*t, worker)) return false;
     if (t->spec.repeat) {
-      if (auto r = reschedule(*t); !r) return std::unexpected(r.error());
+      KERNEX_RETURN_IF_ERROR(reschedule(*t));
       return true;
     }
-    auto stmt = db_->prepare(
-        "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = datetime('now'), "
-        "claimed_by = NULL, "
-        "lease_until = NULL, retry_at = NULL WHERE id = ?");
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind(1, id);
-    if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto stmt,
+        db_->prepare(
+            "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = datetime('now'), "
+            "claimed_by = NULL, "
+            "lease_until = NULL, retry_at = NULL WHERE id = ?"));
+    stmt.bind(1, id);
+    KERNEX_RETURN_IF_ERROR(stmt.run());
     return true;
   });
 }
@@ -259,13 +250,11 @@ Result<bool> SqliteStore::fail_task(const std::string& id, const std::string& wo
         std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
     std::optional<Task> t;
     {
-      auto stmt = db_->prepare(sql.c_str());
-      if (!stmt) return std::unexpected(stmt.error());
-      stmt->bind(1, id);
-      auto rows = select_tasks(*stmt);
-      if (!rows) return std::unexpected(rows.error());
-      if (rows->empty()) return fail(ErrorCode::Memory, "memory-sqlite: no task " + id);
-      t = std::move(rows->front());
+      KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
+      stmt.bind(1, id);
+      KERNEX_ASSIGN_OR_RETURN(auto rows, select_tasks(stmt));
+      if (rows.empty()) return fail(ErrorCode::Memory, "memory-sqlite: no task " + id);
+      t = std::move(rows.front());
     }
     if (!holds(*t, worker)) {
       return fail(ErrorCode::Memory, "memory-sqlite: task " + id + " is not held by '" + worker +
@@ -275,15 +264,16 @@ Result<bool> SqliteStore::fail_task(const std::string& id, const std::string& wo
     const bool retry = n < t->spec.max_retries;
     // The retry's time goes in retry_at; due_at keeps the scheduled occurrence, which the next
     // occurrence of a recurring task counts from and which pending_tasks and task() report.
-    auto stmt = db_->prepare(
-        "UPDATE scheduled_tasks SET retry_count = ?1, last_error = ?2, claimed_by = NULL, "
-        "lease_until = NULL, "
-        "status = CASE WHEN ?3 THEN 'pending' ELSE 'failed' END, "
-        "retry_at = CASE WHEN ?3 THEN datetime('now', ?4) END WHERE id = ?5");
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(n, error, retry ? 1 : 0, "+" + std::to_string(backoff_seconds(n)) + " seconds",
-                   id);
-    if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto stmt,
+        db_->prepare(
+            "UPDATE scheduled_tasks SET retry_count = ?1, last_error = ?2, claimed_by = NULL, "
+            "lease_until = NULL, "
+            "status = CASE WHEN ?3 THEN 'pending' ELSE 'failed' END, "
+            "retry_at = CASE WHEN ?3 THEN datetime('now', ?4) END WHERE id = ?5"));
+    stmt.bind_all(n, error, retry ? 1 : 0, "+" + std::to_string(backoff_seconds(n)) + " seconds",
+                  id);
+    KERNEX_RETURN_IF_ERROR(stmt.run());
     return retry;
   });
 }
@@ -294,35 +284,35 @@ Result<bool> SqliteStore::cancel_task(const std::string& id_prefix, const std::s
   std::lock_guard lock(mutex_);
   return db_->write<bool>([&]() -> Result<bool> {
     // The prefix is compared literally (kernex used LIKE, where % and _ are wildcards).
-    auto count = scalar<std::int64_t>(*db_,
-                                      "SELECT count(*) FROM scheduled_tasks WHERE substr(id, 1, "
-                                      "length(?1)) = ?1 AND sender_id = ?2 AND "
-                                      "status = 'pending'",
-                                      id_prefix, sender_id);
-    if (!count) return std::unexpected(count.error());
-    if (*count > 1) {
+    KERNEX_ASSIGN_OR_RETURN(
+        auto count, scalar<std::int64_t>(*db_,
+                                         "SELECT count(*) FROM scheduled_tasks WHERE substr(id, 1, "
+                                         "length(?1)) = ?1 AND sender_id = ?2 AND "
+                                         "status = 'pending'",
+                                         id_prefix, sender_id));
+    if (count > 1) {
       return fail(ErrorCode::Usage, "memory-sqlite: task id prefix '" + id_prefix + "' matches " +
-                                        std::to_string(*count) +
+                                        std::to_string(count) +
                                         " pending tasks; give more of the id");
     }
-    if (*count == 0) {
-      auto cancelled = scalar<std::int64_t>(*db_,
-                                            "SELECT count(*) FROM scheduled_tasks WHERE substr(id, "
-                                            "1, length(?1)) = ?1 AND sender_id = ?2 AND "
-                                            "status = 'cancelled'",
-                                            id_prefix, sender_id);
-      if (!cancelled) return std::unexpected(cancelled.error());
-      return *cancelled > 0;  // cancelling twice is not an error
+    if (count == 0) {
+      KERNEX_ASSIGN_OR_RETURN(
+          auto cancelled,
+          scalar<std::int64_t>(*db_,
+                               "SELECT count(*) FROM scheduled_tasks WHERE substr(id, "
+                               "1, length(?1)) = ?1 AND sender_id = ?2 AND "
+                               "status = 'cancelled'",
+                               id_prefix, sender_id));
+      return cancelled > 0;  // cancelling twice is not an error
     }
-    auto stmt = db_->prepare(
-        "UPDATE scheduled_tasks SET status = 'cancelled' WHERE substr(id, 1, length(?1)) = ?1 AND "
-        "sender_id = ?2 "
-        "AND status = 'pending'");
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(id_prefix, sender_id);
-    auto changed = stmt->run();
-    if (!changed) return std::unexpected(changed.error());
-    return *changed > 0;
+    KERNEX_ASSIGN_OR_RETURN(auto stmt,
+                            db_->prepare("UPDATE scheduled_tasks SET status = 'cancelled' WHERE "
+                                         "substr(id, 1, length(?1)) = ?1 AND "
+                                         "sender_id = ?2 "
+                                         "AND status = 'pending'"));
+    stmt.bind_all(id_prefix, sender_id);
+    KERNEX_ASSIGN_OR_RETURN(auto changed, stmt.run());
+    return changed > 0;
   });
 }
 
@@ -332,25 +322,24 @@ Result<std::string> SqliteStore::record_task_run(const TaskRun& run) {
         ErrorCode::Usage,
         "memory-sqlite: a task run's status must be completed or failed, got '" + run.status + "'");
   }
-  auto started = normalize_time(run.started_at, "task run started_at");
-  if (!started) return std::unexpected(started.error());
+  KERNEX_ASSIGN_OR_RETURN(auto started, normalize_time(run.started_at, "task run started_at"));
   std::optional<std::string> finished;
   if (!run.finished_at.empty()) {
-    auto f = normalize_time(run.finished_at, "task run finished_at");
-    if (!f) return std::unexpected(f.error());
-    finished = *f;
+    KERNEX_ASSIGN_OR_RETURN(auto f, normalize_time(run.finished_at, "task run finished_at"));
+    finished = f;
   }
   std::lock_guard lock(mutex_);
   return db_->write<std::string>([&]() -> Result<std::string> {
     const std::string id = new_uuid();
-    auto stmt = db_->prepare(
-        "INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, error, "
-        "tokens) "
-        "VALUES (?, ?, ?, coalesce(?, datetime('now')), ?, ?, ?, ?)");
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind_all(id, run.task_id, *started, finished, run.status, run.result, run.error,
-                   run.tokens);
-    if (auto r = stmt->run(); !r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto stmt,
+        db_->prepare(
+            "INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, error, "
+            "tokens) "
+            "VALUES (?, ?, ?, coalesce(?, datetime('now')), ?, ?, ?, ?)"));
+    stmt.bind_all(id, run.task_id, started, finished, run.status, run.result, run.error,
+                  run.tokens);
+    KERNEX_RETURN_IF_ERROR(stmt.run());
     return id;
   });
 }
@@ -365,9 +354,8 @@ Result<std::vector<TaskRun>> SqliteStore::task_runs(const std::string& task_id_p
   stmt->bind_all(task_id_prefix, static_cast<std::int64_t>(limit));
   std::vector<TaskRun> out;
   for (;;) {
-    auto row = stmt->step();
-    if (!row) return std::unexpected(row.error());
-    if (!*row) break;
+    KERNEX_ASSIGN_OR_RETURN(auto row, stmt->step());
+    if (!row) break;
     TaskRun r;
     r.id = stmt->text(0);
     r.task_id = stmt->text(1);

@@ -36,9 +36,8 @@ class VolatileStore final : public kernex::MemoryStore {
   Result<std::vector<kernex::ContextEntry>> recent_messages(const std::string& id,
                                                             std::size_t limit) override {
     std::lock_guard lock(mutex_);
-    auto conv = find(id);
-    if (!conv) return std::unexpected(conv.error());
-    const auto& m = (*conv)->messages;
+    KERNEX_ASSIGN_OR_RETURN(auto conv, find(id));
+    const auto& m = (conv)->messages;
     const std::size_t from = m.size() > limit ? m.size() - limit : 0;
     return std::vector<kernex::ContextEntry>(m.begin() + static_cast<std::ptrdiff_t>(from),
                                              m.end());
@@ -47,43 +46,38 @@ class VolatileStore final : public kernex::MemoryStore {
   Result<std::vector<kernex::ContextEntry>> oldest_messages(const std::string& id,
                                                             std::size_t count) override {
     std::lock_guard lock(mutex_);
-    auto conv = find(id);
-    if (!conv) return std::unexpected(conv.error());
-    const auto& m = (*conv)->messages;
+    KERNEX_ASSIGN_OR_RETURN(auto conv, find(id));
+    const auto& m = (conv)->messages;
     return std::vector<kernex::ContextEntry>(
         m.begin(), m.begin() + static_cast<std::ptrdiff_t>(std::min(count, m.size())));
   }
 
   Result<std::uint64_t> message_count(const std::string& id) override {
     std::lock_guard lock(mutex_);
-    auto conv = find(id);
-    if (!conv) return std::unexpected(conv.error());
-    return (*conv)->messages.size();
+    KERNEX_ASSIGN_OR_RETURN(auto conv, find(id));
+    return (conv)->messages.size();
   }
 
   Result<void> append_messages(const std::string& id,
                                const std::vector<kernex::ContextEntry>& entries) override {
     std::lock_guard lock(mutex_);
-    auto conv = find(id);
-    if (!conv) return std::unexpected(conv.error());
-    (*conv)->messages.insert((*conv)->messages.end(), entries.begin(), entries.end());
-    (*conv)->last_activity = Clock::now();
+    KERNEX_ASSIGN_OR_RETURN(auto conv, find(id));
+    (conv)->messages.insert((conv)->messages.end(), entries.begin(), entries.end());
+    (conv)->last_activity = Clock::now();
     return {};
   }
 
   Result<std::optional<kernex::StoredSummary>> compaction_summary(const std::string& id) override {
     std::lock_guard lock(mutex_);
-    auto conv = find(id);
-    if (!conv) return std::unexpected(conv.error());
-    return (*conv)->summary;
+    KERNEX_ASSIGN_OR_RETURN(auto conv, find(id));
+    return (conv)->summary;
   }
 
   Result<void> save_compaction_summary(const std::string& id,
                                        const kernex::StoredSummary& summary) override {
     std::lock_guard lock(mutex_);
-    auto conv = find(id);
-    if (!conv) return std::unexpected(conv.error());
-    (*conv)->summary = summary;
+    KERNEX_ASSIGN_OR_RETURN(auto conv, find(id));
+    (conv)->summary = summary;
     return {};
   }
 

@@ -428,9 +428,8 @@ Result<std::shared_ptr<kernex::ToolExecutor>> make_files_toolbox(const Json& con
     }
     enabled = std::move(chosen);
   }
-  auto options = sb::ToolboxRunOptions::from_json(runner_config, "files");
-  if (!options) return std::unexpected(options.error());
-  return std::make_shared<FilesToolbox>(std::move(*options), std::move(enabled));
+  KERNEX_ASSIGN_OR_RETURN(auto options, sb::ToolboxRunOptions::from_json(runner_config, "files"));
+  return std::make_shared<FilesToolbox>(std::move(options), std::move(enabled));
 }
 
 }  // namespace

@@ -7,9 +7,8 @@
 namespace {
 
 kernex::Result<std::shared_ptr<kernex::ToolExecutor>> make_mcp_toolbox(const kernex::Json& config) {
-  auto parsed = kernex::mcp::ToolboxConfig::from_json(config);
-  if (!parsed) return std::unexpected(parsed.error());
-  return std::make_shared<kernex::mcp::McpToolbox>(std::move(*parsed));
+  KERNEX_ASSIGN_OR_RETURN(auto parsed, kernex::mcp::ToolboxConfig::from_json(config));
+  return std::make_shared<kernex::mcp::McpToolbox>(std::move(parsed));
 }
 
 }  // namespace

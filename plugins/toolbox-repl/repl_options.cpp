@@ -54,24 +54,20 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
   o.cpu_seconds =
       static_cast<std::uint64_t>(std::ceil(static_cast<double>(o.timeout.count()) / 1000.0));
   if (auto it = c.find("max_output"); it != c.end()) {
-    auto v = positive(*it, "max_output", 1ull << 30);
-    if (!v) return std::unexpected(v.error());
-    o.max_output = *v;
+    KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "max_output", 1ull << 30));
+    o.max_output = v;
   }
   if (auto it = c.find("memory_mb"); it != c.end()) {
-    auto v = positive(*it, "memory_mb", 1ull << 20);
-    if (!v) return std::unexpected(v.error());
-    o.memory_mb = *v;
+    KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "memory_mb", 1ull << 20));
+    o.memory_mb = v;
   }
   if (auto it = c.find("cpu_seconds"); it != c.end()) {
-    auto v = positive(*it, "cpu_seconds", 86400);
-    if (!v) return std::unexpected(v.error());
-    o.cpu_seconds = *v;
+    KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "cpu_seconds", 86400));
+    o.cpu_seconds = v;
   }
   if (auto it = c.find("max_sessions"); it != c.end()) {
-    auto v = positive(*it, "max_sessions", 1024);
-    if (!v) return std::unexpected(v.error());
-    o.max_sessions = *v;
+    KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "max_sessions", 1024));
+    o.max_sessions = v;
   }
   if (auto it = c.find("offer"); it != c.end()) {
     if (*it != "always" && *it != "when_allowed")

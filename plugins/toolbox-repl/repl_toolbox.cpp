@@ -308,29 +308,24 @@ class ReplToolbox final : public ToolExecutor {
     }
     if (call.name == "list_vars") return Request{line_of(Json{{"op", "list"}}), {}};
     if (call.name == "peek") {
-      auto name = str("name", true);
-      if (!name) return std::unexpected(name.error());
-      auto start = integer("start"), end = integer("end");
-      if (!start) return std::unexpected(start.error());
+      KERNEX_ASSIGN_OR_RETURN(auto name, str("name", true));
+      KERNEX_ASSIGN_OR_RETURN(auto start, integer("start"), end = integer("end"));
       if (!end) return std::unexpected(end.error());
       return Request{
-          line_of(Json{{"op", "peek"}, {"name", **name}, {"start", *start}, {"end", *end}}), {}};
+          line_of(Json{{"op", "peek"}, {"name", *name}, {"start", start}, {"end", *end}}), {}};
     }
     if (call.name == "scan") {
-      auto name = str("name", true), pattern = str("pattern", true);
-      if (!name) return std::unexpected(name.error());
+      KERNEX_ASSIGN_OR_RETURN(auto name, str("name", true), pattern = str("pattern", true));
       if (!pattern) return std::unexpected(pattern.error());
-      auto hits = integer("max_hits");
-      if (!hits) return std::unexpected(hits.error());
+      KERNEX_ASSIGN_OR_RETURN(auto hits, integer("max_hits"));
       return Request{
           line_of(
-              Json{{"op", "scan"}, {"name", **name}, {"pattern", **pattern}, {"max_hits", *hits}}),
+              Json{{"op", "scan"}, {"name", *name}, {"pattern", **pattern}, {"max_hits", hits}}),
           {}};
     }
     if (call.name == "eval_code") {
-      auto code = str("code", true);
-      if (!code) return std::unexpected(code.error());
-      return Request{eval_request_line(**code), {}};
+      KERNEX_ASSIGN_OR_RETURN(auto code, str("code", true));
+      return Request{eval_request_line(*code), {}};
     }
     if (call.name == "provide_answers") {
       if (!a.contains("answers") || !a["answers"].is_object()) {
@@ -472,9 +467,8 @@ class ReplToolbox final : public ToolExecutor {
 };
 
 Result<std::shared_ptr<ToolExecutor>> make_repl_toolbox(const Json& config) {
-  auto options = ReplOptions::from_json(config);
-  if (!options) return std::unexpected(options.error());
-  return std::make_shared<ReplToolbox>(std::move(*options));
+  KERNEX_ASSIGN_OR_RETURN(auto options, ReplOptions::from_json(config));
+  return std::make_shared<ReplToolbox>(std::move(options));
 }
 
 }  // namespace

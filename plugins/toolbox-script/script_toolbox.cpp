@@ -54,9 +54,9 @@ class ScriptToolbox final : public kernex::ToolExecutor {
 };
 
 Result<std::shared_ptr<kernex::ToolExecutor>> make_script_toolbox(const kernex::Json& config) {
-  auto options = kernex::sandbox::ToolboxRunOptions::from_json(config, "toolbox-script");
-  if (!options) return std::unexpected(options.error());
-  return std::make_shared<ScriptToolbox>(std::move(*options));
+  KERNEX_ASSIGN_OR_RETURN(auto options,
+                          kernex::sandbox::ToolboxRunOptions::from_json(config, "toolbox-script"));
+  return std::make_shared<ScriptToolbox>(std::move(options));
 }
 
 }  // namespace

@@ -90,17 +90,16 @@ class AnthropicProvider final : public Provider {
     if (!response) return std::unexpected(transport_error(o_, response.error()));
     if (response->status < 200 || response->status >= 300)
       return std::unexpected(http_error(o_, *response));
-    auto parsed = parse_body(o_, response->body);
-    if (!parsed) return std::unexpected(parsed.error());
-    if (str(*parsed, "type") == "error") return std::unexpected(stream_error(o_, response->body));
+    KERNEX_ASSIGN_OR_RETURN(auto parsed, parse_body(o_, response->body));
+    if (str(parsed, "type") == "error") return std::unexpected(stream_error(o_, response->body));
     Response r;
     r.provider = o_.name;
-    r.model = str(*parsed, "model");
+    r.model = str(parsed, "model");
     if (r.model.empty()) r.model = context.model.value_or(o_.model);
-    const Json content = parsed->value("content", Json::array());
-    if (auto ok = read_blocks(content, r, o_.name); !ok) return std::unexpected(ok.error());
-    read_usage(parsed->value("usage", Json::object()), r.usage, true);
-    r.stop_reason = str(*parsed, "stop_reason");
+    const Json content = parsed.value("content", Json::array());
+    KERNEX_RETURN_IF_ERROR(read_blocks(content, r, o_.name));
+    read_usage(parsed.value("usage", Json::object()), r.usage, true);
+    r.stop_reason = str(parsed, "stop_reason");
     if (r.stop_reason.empty()) r.stop_reason = r.tool_calls.empty() ? "end_turn" : "tool_use";
     r.provider_state = Json{{"content", content}};
     return r;
@@ -334,15 +333,14 @@ Result<std::shared_ptr<Provider>> make_anthropic(const Json& config) {
   OptionReader reader("anthropic", config);
   // Extended thinking is the provider's option: `extended_thinking: true` (adaptive), or a
   // `thinking_budget` of tokens, which turns it on with that budget.
-  auto thinking = reader.boolean("extended_thinking");
-  if (!thinking) return std::unexpected(thinking.error());
-  auto budget = reader.uint("thinking_budget");
-  if (!budget) return std::unexpected(budget.error());
-  auto options = read_common(reader, {"anthropic", std::string(entry->default_model),
-                                      std::string(entry->base_url), std::string(entry->key_env)});
-  if (!options) return std::unexpected(options.error());
-  const bool thinking_on = thinking->value_or(false) || budget->has_value();
-  return std::make_shared<AnthropicProvider>(std::move(*options), thinking_on, *budget);
+  KERNEX_ASSIGN_OR_RETURN(auto thinking, reader.boolean("extended_thinking"));
+  KERNEX_ASSIGN_OR_RETURN(auto budget, reader.uint("thinking_budget"));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto options,
+      read_common(reader, {"anthropic", std::string(entry->default_model),
+                           std::string(entry->base_url), std::string(entry->key_env)}));
+  const bool thinking_on = thinking.value_or(false) || budget.has_value();
+  return std::make_shared<AnthropicProvider>(std::move(options), thinking_on, budget);
 }
 
 }  // namespace

@@ -108,15 +108,13 @@ class GeminiProvider final : public Provider {
     if (!response) return std::unexpected(transport_error(o_, response.error()));
     if (response->status < 200 || response->status >= 300)
       return std::unexpected(http_error(o_, *response));
-    auto body = parse_body(o_, response->body);
-    if (!body) return std::unexpected(body.error());
+    KERNEX_ASSIGN_OR_RETURN(auto body, parse_body(o_, response->body));
     Response r;
     r.provider = o_.name;
     Json parts = Json::array();
     std::string finish;
-    if (auto ok = absorb(*body, r, parts, finish, Emitter(no_sink_)); !ok)
-      return std::unexpected(ok.error());
-    if (auto ok = conclude(r, parts, finish, model, *body); !ok) return std::unexpected(ok.error());
+    KERNEX_RETURN_IF_ERROR(absorb(body, r, parts, finish, Emitter(no_sink_)));
+    KERNEX_RETURN_IF_ERROR(conclude(r, parts, finish, model, body));
     return r;
   }
 
@@ -318,16 +316,17 @@ Result<std::shared_ptr<Provider>> make_gemini(const Json& config) {
   OptionReader reader("gemini", config);
   auto thinking = reader.boolean("extended_thinking");  // the model's thoughts in the reply
   if (!thinking) return std::unexpected(thinking.error());
-  auto options = read_common(reader, {"gemini", std::string(entry->default_model),
-                                      std::string(entry->base_url), std::string(entry->key_env)});
-  if (!options) return std::unexpected(options.error());
-  if (!valid_model(options->model.starts_with("models/") ? options->model.substr(7)
-                                                         : options->model)) {
+  KERNEX_ASSIGN_OR_RETURN(
+      auto options,
+      read_common(reader, {"gemini", std::string(entry->default_model),
+                           std::string(entry->base_url), std::string(entry->key_env)}));
+  if (!valid_model(options.model.starts_with("models/") ? options.model.substr(7)
+                                                        : options.model)) {
     return fail(ErrorCode::Config,
-                "gemini: option `model`: `" + excerpt(options->model, 128) +
+                "gemini: option `model`: `" + excerpt(options.model, 128) +
                     "` is not a valid model id (letters, digits, '.', '_' or '-')");
   }
-  return std::make_shared<GeminiProvider>(std::move(*options), thinking->value_or(false));
+  return std::make_shared<GeminiProvider>(std::move(options), thinking->value_or(false));
 }
 
 }  // namespace

@@ -46,13 +46,12 @@ class OllamaProvider final : public Provider {
     if (!response) return std::unexpected(transport_error(o_, response.error()));
     if (response->status < 200 || response->status >= 300)
       return std::unexpected(http_error(o_, *response));
-    auto body = parse_body(o_, response->body);
-    if (!body) return std::unexpected(body.error());
-    if (body->contains("error")) return std::unexpected(stream_error(o_, response->body));
+    KERNEX_ASSIGN_OR_RETURN(auto body, parse_body(o_, response->body));
+    if (body.contains("error")) return std::unexpected(stream_error(o_, response->body));
     Response r;
     r.provider = o_.name;
-    if (auto ok = absorb(*body, r, Emitter(no_sink_)); !ok) return std::unexpected(ok.error());
-    finish(r, context, str(*body, "done_reason"));
+    KERNEX_RETURN_IF_ERROR(absorb(body, r, Emitter(no_sink_)));
+    finish(r, context, str(body, "done_reason"));
     return r;
   }
 
@@ -206,10 +205,10 @@ class OllamaProvider final : public Provider {
 Result<std::shared_ptr<Provider>> make_ollama(const Json& config) {
   const CatalogEntry* entry = find_catalog_entry("ollama");
   OptionReader reader("ollama", config);
-  auto options = read_common(
-      reader, {"ollama", std::string(entry->default_model), std::string(entry->base_url), ""});
-  if (!options) return std::unexpected(options.error());
-  return std::make_shared<OllamaProvider>(std::move(*options));
+  KERNEX_ASSIGN_OR_RETURN(auto options,
+                          read_common(reader, {"ollama", std::string(entry->default_model),
+                                               std::string(entry->base_url), ""}));
+  return std::make_shared<OllamaProvider>(std::move(options));
 }
 
 }  // namespace

@@ -76,9 +76,8 @@ class OpenAiProvider final : public Provider {
       if (!response) return std::unexpected(transport_error(o_, response.error()));
       if (response->status < 200 || response->status >= 300)
         return std::unexpected(http_error(o_, *response));
-      auto body = parse_body(o_, response->body);
-      if (!body) return std::unexpected(body.error());
-      return parse_response(*body, context);
+      KERNEX_ASSIGN_OR_RETURN(auto body, parse_body(o_, response->body));
+      return parse_response(body, context);
     }
     return stream(request, context, sink);
   }
@@ -334,9 +333,8 @@ Result<std::shared_ptr<Provider>> make_openai_provider(const Json& config,
   OptionReader reader(plugin, config);
   std::string preset_name = plugin;
   if (plugin == "openai") {
-    auto preset = reader.string("preset");
-    if (!preset) return std::unexpected(preset.error());
-    if (*preset) preset_name = **preset;
+    KERNEX_ASSIGN_OR_RETURN(auto preset, reader.string("preset"));
+    if (preset) preset_name = *preset;
   }
   const CatalogEntry* entry = nullptr;
   for (const auto& e : kOpenAiPresets) {
@@ -350,9 +348,8 @@ Result<std::shared_ptr<Provider>> make_openai_provider(const Json& config,
   }
   ProviderDefaults defaults{std::string(entry->name), std::string(entry->default_model),
                             std::string(entry->base_url), std::string(entry->key_env)};
-  auto options = read_common(reader, defaults);
-  if (!options) return std::unexpected(options.error());
-  return std::make_shared<OpenAiProvider>(std::move(*options));
+  KERNEX_ASSIGN_OR_RETURN(auto options, read_common(reader, defaults));
+  return std::make_shared<OpenAiProvider>(std::move(options));
 }
 
 }  // namespace kernex::providers

@@ -144,9 +144,8 @@ Result<RunResult> run_rlm(Kernel& kernel, const std::string& question, const Rlm
     sub.run = sub_template;
     sub.run.parent = parent;
     if (context) sub.context_texts.push_back(*context);
-    auto answered = run_rlm(kernel, prompt, sub);
-    if (!answered) return std::unexpected(answered.error());
-    return answered->text;
+    KERNEX_ASSIGN_OR_RETURN(auto answered, run_rlm(kernel, prompt, sub));
+    return answered.text;
   };
   // The host named these files, so the REPL's sandbox may read them even outside the workspace
   // (a path that cannot be made absolute fails in load_contexts).

@@ -100,12 +100,11 @@ Result<ExecutableFile> check_executable(const fs::path& file,
   std::error_code ec;
   const fs::path real = fs::canonical(file, ec);
   if (ec) return fail(ErrorCode::Io, "'" + file.string() + "' does not exist: " + ec.message());
-  if (auto r = check_file(file, real, writable); !r) return std::unexpected(r.error());
-  auto kind = program_kind(file, real);
-  if (!kind) return std::unexpected(kind.error());
+  KERNEX_RETURN_IF_ERROR(check_file(file, real, writable));
+  KERNEX_ASSIGN_OR_RETURN(auto kind, program_kind(file, real));
   ExecutableFile out{real, std::nullopt};
-  if (!*kind) return out;
-  const std::string& interp = **kind;
+  if (!kind) return out;
+  const std::string& interp = *kind;
   if (interp.empty() || interp.front() != '/') {
     return std::unexpected(refused(file, "its `#!` line names no absolute interpreter"));
   }

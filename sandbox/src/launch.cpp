@@ -75,18 +75,15 @@ Result<Launch> Launch::prepare(const Policy& policy, const Command& command, std
                      const_cast<sock_filter*>(st.seccomp_bpf.data())};
   warm_clone_thread(launch.sandbox_spec());
 
-  auto cwd = working_dir(st, command, who);
-  if (!cwd) return std::unexpected(cwd.error());
-  auto exe = resolve_command(policy, command.argv.front(), *cwd);
-  if (!exe) return std::unexpected(exe.error());
-  auto env = merged_env(st, command);
-  if (!env) return std::unexpected(env.error());
+  KERNEX_ASSIGN_OR_RETURN(auto cwd, working_dir(st, command, who));
+  KERNEX_ASSIGN_OR_RETURN(auto exe, resolve_command(policy, command.argv.front(), cwd));
+  KERNEX_ASSIGN_OR_RETURN(auto env, merged_env(st, command));
 
-  launch.executable_ = exe->string();
-  launch.cwd_ = cwd->string();
+  launch.executable_ = exe.string();
+  launch.cwd_ = cwd.string();
   launch.argv_ = command.argv;
-  launch.envp_.reserve(env->size());
-  for (const auto& [k, v] : *env) launch.envp_.push_back(k + "=" + v);
+  launch.envp_.reserve(env.size());
+  for (const auto& [k, v] : env) launch.envp_.push_back(k + "=" + v);
   return launch;
 }
 
@@ -109,9 +106,8 @@ Result<std::optional<SpawnCgroup>> Launch::limit(ChildSpec& spec) const {
   const auto& lim = st.profile.limits;
   std::optional<SpawnCgroup> cgroup;
   if (st.pids_cgroup && lim.processes) {
-    auto made = SpawnCgroup::create(*st.pids_cgroup, *lim.processes);
-    if (!made) return std::unexpected(made.error());
-    cgroup.emplace(std::move(*made));
+    KERNEX_ASSIGN_OR_RETURN(auto made, SpawnCgroup::create(*st.pids_cgroup, *lim.processes));
+    cgroup.emplace(std::move(made));
     spec.cgroup_fd = cgroup->procs_fd();
   }
   for (auto [resource, value] : {std::pair{RLIMIT_CPU, lim.cpu_seconds},
@@ -155,15 +151,14 @@ Result<LaunchedChild> Launch::start(std::array<Fd, 3> stdio) {
   for (int i = 0; i < 3; ++i) spec.stdio[i] = stdio[i].get();
   spec.is_root = ::getuid() == 0 || ::geteuid() == 0;
   spec.parent = ::getpid();
-  auto cgroup = limit(spec);
-  if (!cgroup) return std::unexpected(cgroup.error());
+  KERNEX_ASSIGN_OR_RETURN(auto cgroup, limit(spec));
 
   // Cloned from a clone thread: the child's PDEATHSIG follows the thread that cloned it, and those
   // threads live as long as the process, whichever thread starts the child here.
   const auto cloned = clone_child(spec);
   for (auto& fd : stdio) fd.reset();
   if (cloned.pid < 0) return fail(ErrorCode::Sandbox, "clone failed: " + errno_text(cloned.error));
-  LaunchedChild child{cloned.pid, Fd(cloned.pidfd), std::move(*cgroup)};
+  LaunchedChild child{cloned.pid, Fd(cloned.pidfd), std::move(cgroup)};
   if (spec.failed_stage != 0) {
     int status = 0;
     while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {

@@ -52,10 +52,9 @@ Result<void> MountPlan::writable(const fs::path& path) {
   const auto type = fs::status(path, ec).type();
   if (type != fs::file_type::directory && type != fs::file_type::regular)
     return {};  // a device such as /dev/tty
-  auto kept = kept_flags(path);
-  if (!kept) return std::unexpected(kept.error());
+  KERNEX_ASSIGN_OR_RETURN(auto kept, kept_flags(path));
   put(path, kWritable,
-      {path.string(), MountKind::Bind, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC | *kept});
+      {path.string(), MountKind::Bind, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC | kept});
   return {};
 }
 
@@ -63,10 +62,9 @@ Result<void> MountPlan::read_only(const fs::path& path, bool exec) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode))
     return {};  // a bind would follow the link out
-  auto kept = kept_flags(path);
-  if (!kept) return std::unexpected(kept.error());
+  KERNEX_ASSIGN_OR_RETURN(auto kept, kept_flags(path));
   put(path, kReadOnly,
-      {path.string(), MountKind::Bind, kRemount | MS_RDONLY | (exec ? 0 : MS_NOEXEC) | *kept});
+      {path.string(), MountKind::Bind, kRemount | MS_RDONLY | (exec ? 0 : MS_NOEXEC) | kept});
   return {};
 }
 
@@ -77,9 +75,8 @@ Result<void> MountPlan::mask(const fs::path& path) {
     put(path, kMask, {path.string(), MountKind::MaskDir, 0});
     return {};
   }
-  auto kept = kept_flags("/dev/null");
-  if (!kept) return std::unexpected(kept.error());
-  put(path, kMask, {path.string(), MountKind::MaskFile, kRemount | MS_RDONLY | MS_NOEXEC | *kept});
+  KERNEX_ASSIGN_OR_RETURN(auto kept, kept_flags("/dev/null"));
+  put(path, kMask, {path.string(), MountKind::MaskFile, kRemount | MS_RDONLY | MS_NOEXEC | kept});
   return {};
 }
 

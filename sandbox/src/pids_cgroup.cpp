@@ -228,9 +228,8 @@ Result<SpawnCgroup> SpawnCgroup::create(const fs::path& base, std::uint64_t max_
       return SpawnCgroup(slot);
     }
   }
-  auto made = make_slot(base, max_processes);
-  if (!made) return std::unexpected(made.error());
-  return SpawnCgroup(*made);
+  KERNEX_ASSIGN_OR_RETURN(auto made, make_slot(base, max_processes));
+  return SpawnCgroup(made);
 }
 
 int SpawnCgroup::procs_fd() const { return slot_ != nullptr ? slot_->procs_fd : -1; }

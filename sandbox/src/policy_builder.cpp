@@ -231,12 +231,12 @@ class Builder {
     kernel_files_ = resolve_kernel_files();
     tool_areas_ = resolve_tool_areas();
 
-    if (auto r = collect_grants(); !r) return std::unexpected(r.error());
-    if (auto r = resolve_allow_list(); !r) return std::unexpected(r.error());
-    if (auto r = protect_inside_writable(); !r) return std::unexpected(r.error());
-    if (auto r = build_env(); !r) return std::unexpected(r.error());
-    if (auto r = choose_working_dir(); !r) return std::unexpected(r.error());
-    if (auto r = prepare_enforcement(); !r) return std::unexpected(r.error());
+    KERNEX_RETURN_IF_ERROR(collect_grants());
+    KERNEX_RETURN_IF_ERROR(resolve_allow_list());
+    KERNEX_RETURN_IF_ERROR(protect_inside_writable());
+    KERNEX_RETURN_IF_ERROR(build_env());
+    KERNEX_RETURN_IF_ERROR(choose_working_dir());
+    KERNEX_RETURN_IF_ERROR(prepare_enforcement());
     return Policy(state_);
   }
 
@@ -262,10 +262,9 @@ class Builder {
       if (k.access == KernelFileAccess::ReadOnly && !writes) continue;
       for (const fs::path* form : {&k.path, &k.resolved}) {
         if (!is_within(grant, *form)) continue;
-        auto area = tool_area_for(grant, *form, field);
-        if (!area) return std::unexpected(area.error());
-        if (*area != nullptr) {
-          area_grants_.push_back({grant, k.resolved, (*area)->why});
+        KERNEX_ASSIGN_OR_RETURN(auto area, tool_area_for(grant, *form, field));
+        if (area != nullptr) {
+          area_grants_.push_back({grant, k.resolved, (area)->why});
           break;
         }
         return fail(ErrorCode::Sandbox,
@@ -815,12 +814,11 @@ class Builder {
           "network.tcp_connect needs Landlock ABI 4 (TCP port rules); this kernel has ABI " +
               std::to_string(st.landlock_abi));
     }
-    auto ruleset = build_landlock_ruleset(st.landlock_abi, grants_, p.network);
-    if (!ruleset) return std::unexpected(ruleset.error());
-    state_->landlock_fd = *ruleset;
-    auto bpf = build_seccomp_filter(p, st);
-    if (!bpf) return std::unexpected(bpf.error());
-    state_->seccomp_bpf = std::move(*bpf);
+    KERNEX_ASSIGN_OR_RETURN(auto ruleset,
+                            build_landlock_ruleset(st.landlock_abi, grants_, p.network));
+    state_->landlock_fd = ruleset;
+    KERNEX_ASSIGN_OR_RETURN(auto bpf, build_seccomp_filter(p, st));
+    state_->seccomp_bpf = std::move(bpf);
     // Every enforced policy gets its namespace, for the read-only root if for nothing else. Without
     // anything to keep inside a grant, a kernel that can't make one still sandboxes (with a
     // warning).

@@ -170,8 +170,7 @@ const std::string& SandboxedProcess::executable() const { return impl_->executab
 
 Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Command& command,
                                                  ProcessOptions options) {
-  auto launch = detail::Launch::prepare(policy, command, "start");
-  if (!launch) return std::unexpected(launch.error());
+  KERNEX_ASSIGN_OR_RETURN(auto launch, detail::Launch::prepare(policy, command, "start"));
 
   // stdin is a pipe (a pipe round trip costs half a unix socket's). The kernel keeps a read end of
   // its own (in_reader) so the pipe always has a reader: a write after the child exited can't raise
@@ -188,11 +187,11 @@ Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Com
   if (!err) return std::unexpected(err.error());
   for (const Fd* fd : {&in->write, &out->read, &err->read}) detail::set_nonblocking(*fd);
 
-  auto child = launch->start({std::move(in->read), std::move(out->write), std::move(err->write)});
-  if (!child) return std::unexpected(child.error());
-  auto impl = std::make_unique<Impl>(policy, std::move(*child));
+  KERNEX_ASSIGN_OR_RETURN(auto child, launch.start({std::move(in->read), std::move(out->write),
+                                                    std::move(err->write)}));
+  auto impl = std::make_unique<Impl>(policy, std::move(child));
   impl->options = std::move(options);
-  impl->executable = launch->executable();
+  impl->executable = launch.executable();
   impl->in = std::move(in->write);
   impl->in_reader = std::move(in_reader);
   impl->out = std::move(out->read);

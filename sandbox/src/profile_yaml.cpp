@@ -66,22 +66,19 @@ class Reader {
     if (!n.IsSequence()) return error(key, "expected a list of strings");
     std::vector<std::string> out;
     for (std::size_t i = 0; i < n.size(); ++i) {
-      auto s = string(n[i], key + "[" + std::to_string(i) + "]");
-      if (!s) return std::unexpected(s.error());
-      out.push_back(*s);
+      KERNEX_ASSIGN_OR_RETURN(auto s, string(n[i], key + "[" + std::to_string(i) + "]"));
+      out.push_back(s);
     }
     return out;
   }
 
   Result<std::vector<std::filesystem::path>> paths(const YAML::Node& n,
                                                    const std::string& key) const {
-    auto list = strings(n, key);
-    if (!list) return std::unexpected(list.error());
+    KERNEX_ASSIGN_OR_RETURN(auto list, strings(n, key));
     std::vector<std::filesystem::path> out;
-    for (std::size_t i = 0; i < list->size(); ++i) {
-      auto p = path((*list)[i], key + "[" + std::to_string(i) + "]");
-      if (!p) return std::unexpected(p.error());
-      out.push_back(*p);
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      KERNEX_ASSIGN_OR_RETURN(auto p, path((list)[i], key + "[" + std::to_string(i) + "]"));
+      out.push_back(p);
     }
     return out;
   }
@@ -114,17 +111,15 @@ Result<void> parse_network(const Reader& r, const YAML::Node& n, NetworkPolicy& 
     if (!ports.IsSequence()) return r.error(key + ".tcp_connect", "expected a list of ports");
     for (std::size_t i = 0; i < ports.size(); ++i) {
       const auto k = key + ".tcp_connect[" + std::to_string(i) + "]";
-      auto port = r.unsigned_int(ports[i], k, 65535);
-      if (!port) return std::unexpected(port.error());
-      if (*port == 0) return r.error(k, "port 0 is not a port");
-      out.tcp_connect_ports.push_back(static_cast<std::uint16_t>(*port));
+      KERNEX_ASSIGN_OR_RETURN(auto port, r.unsigned_int(ports[i], k, 65535));
+      if (port == 0) return r.error(k, "port 0 is not a port");
+      out.tcp_connect_ports.push_back(static_cast<std::uint16_t>(port));
     }
   }
   for (auto [name, slot] : {std::pair{"unix", &out.unix_sockets}, {"listen", &out.listen}}) {
     if (!n[name]) continue;
-    auto b = r.boolean(n[name], key + "." + name);
-    if (!b) return std::unexpected(b.error());
-    *slot = *b;
+    KERNEX_ASSIGN_OR_RETURN(auto b, r.boolean(n[name], key + "." + name));
+    *slot = b;
   }
   return {};
 }
@@ -137,34 +132,28 @@ Result<void> parse_env(const Reader& r, const YAML::Node& n, EnvPolicy& out) {
       !c)
     return c;
   if (n["base"]) {
-    auto v = r.strings(n["base"], key + ".base");
-    if (!v) return std::unexpected(v.error());
-    out.base = *v;
+    KERNEX_ASSIGN_OR_RETURN(auto v, r.strings(n["base"], key + ".base"));
+    out.base = v;
   }
   if (n["passthrough"]) {
-    auto v = r.strings(n["passthrough"], key + ".passthrough");
-    if (!v) return std::unexpected(v.error());
-    out.passthrough = *v;
+    KERNEX_ASSIGN_OR_RETURN(auto v, r.strings(n["passthrough"], key + ".passthrough"));
+    out.passthrough = v;
   }
   if (n["locale"]) {
-    auto v = r.boolean(n["locale"], key + ".locale");
-    if (!v) return std::unexpected(v.error());
-    out.pass_locale = *v;
+    KERNEX_ASSIGN_OR_RETURN(auto v, r.boolean(n["locale"], key + ".locale"));
+    out.pass_locale = v;
   }
   if (n["malloc_huge_pages"]) {
-    auto v = r.boolean(n["malloc_huge_pages"], key + ".malloc_huge_pages");
-    if (!v) return std::unexpected(v.error());
-    out.malloc_huge_pages = *v;
+    KERNEX_ASSIGN_OR_RETURN(auto v, r.boolean(n["malloc_huge_pages"], key + ".malloc_huge_pages"));
+    out.malloc_huge_pages = v;
   }
   if (n["set"]) {
     const auto& set = n["set"];
     if (!set.IsMap()) return r.error(key + ".set", "expected a mapping of NAME: value");
     for (const auto& kv : set) {
-      auto name = r.string(kv.first, key + ".set");
-      if (!name) return std::unexpected(name.error());
-      auto value = r.string(kv.second, key + ".set." + *name);
-      if (!value) return std::unexpected(value.error());
-      out.set[*name] = *value;
+      KERNEX_ASSIGN_OR_RETURN(auto name, r.string(kv.first, key + ".set"));
+      KERNEX_ASSIGN_OR_RETURN(auto value, r.string(kv.second, key + ".set." + name));
+      out.set[name] = value;
     }
   }
   return {};
@@ -185,9 +174,8 @@ Result<void> parse_limits(const Reader& r, const YAML::Node& n, ResourceLimits& 
                             {"file_size", &out.file_size_bytes},
                             {"open_files", &out.open_files}}) {
     if (!n[name]) continue;
-    auto v = r.unsigned_int(n[name], key + "." + name, max);
-    if (!v) return std::unexpected(v.error());
-    *slot = *v;
+    KERNEX_ASSIGN_OR_RETURN(auto v, r.unsigned_int(n[name], key + "." + name, max));
+    *slot = v;
   }
   return {};
 }
@@ -201,35 +189,31 @@ Result<SandboxProfile> parse_root(const Reader& r, YAML::Node root) {
 
   auto paths_into = [&](std::vector<std::filesystem::path>& dst) {
     return Handler([&r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
-      auto v = r.paths(n, k);
-      if (!v) return std::unexpected(v.error());
-      dst = *v;
+      KERNEX_ASSIGN_OR_RETURN(auto v, r.paths(n, k));
+      dst = v;
       return {};
     });
   };
   auto bool_into = [&](bool& dst) {
     return Handler([&r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
-      auto v = r.boolean(n, k);
-      if (!v) return std::unexpected(v.error());
-      dst = *v;
+      KERNEX_ASSIGN_OR_RETURN(auto v, r.boolean(n, k));
+      dst = v;
       return {};
     });
   };
   auto path_into = [&](std::optional<std::filesystem::path>& dst) {
     return Handler([&r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
-      auto s = r.string(n, k);
-      if (!s) return std::unexpected(s.error());
-      auto v = r.path(*s, k);
-      if (!v) return std::unexpected(v.error());
-      dst = *v;
+      KERNEX_ASSIGN_OR_RETURN(auto s, r.string(n, k));
+      KERNEX_ASSIGN_OR_RETURN(auto v, r.path(s, k));
+      dst = v;
       return {};
     });
   };
   auto size_into = [&](std::size_t& dst) {
     return Handler([&r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
-      auto v = r.unsigned_int(n, k, std::numeric_limits<std::uint32_t>::max());
-      if (!v) return std::unexpected(v.error());
-      dst = static_cast<std::size_t>(*v);
+      KERNEX_ASSIGN_OR_RETURN(auto v,
+                              r.unsigned_int(n, k, std::numeric_limits<std::uint32_t>::max()));
+      dst = static_cast<std::size_t>(v);
       return {};
     });
   };
@@ -257,9 +241,8 @@ Result<SandboxProfile> parse_root(const Reader& r, YAML::Node root) {
        [&](const YAML::Node& n, const std::string&) { return parse_limits(r, n, p.limits); }},
       {"allowed_commands",
        [&](const YAML::Node& n, const std::string& k) -> Result<void> {
-         auto v = r.strings(n, k);
-         if (!v) return std::unexpected(v.error());
-         p.allowed_commands = *v;
+         KERNEX_ASSIGN_OR_RETURN(auto v, r.strings(n, k));
+         p.allowed_commands = v;
          return {};
        }},
       {"timeout",
@@ -278,7 +261,7 @@ Result<SandboxProfile> parse_root(const Reader& r, YAML::Node root) {
     const auto key = kv.first.Scalar();
     auto it = handlers.find(key);
     if (it == handlers.end()) return r.error(key, "unknown key");
-    if (auto res = it->second(kv.second, key); !res) return std::unexpected(res.error());
+    KERNEX_RETURN_IF_ERROR(it->second(kv.second, key));
   }
   return p;
 }

@@ -322,7 +322,7 @@ Result<std::vector<sock_filter>> build_seccomp_filter(const SandboxProfile& prof
       seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_NNP, 0) != 0) {
     return fail(ErrorCode::Sandbox, "seccomp: cannot set filter attributes");
   }
-  if (auto r = add_always_denied(ctx.get()); !r) return std::unexpected(r.error());
+  KERNEX_RETURN_IF_ERROR(add_always_denied(ctx.get()));
   // clone3 passes its flags in memory where BPF can't look: ENOSYS makes libc fall back to
   // clone(2), whose namespace flags are refused below.
   if (seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) != 0) {
@@ -352,13 +352,12 @@ Result<std::vector<sock_filter>> build_seccomp_filter(const SandboxProfile& prof
       return fail(ErrorCode::Sandbox, "seccomp: cannot add the ioctl rules");
     }
   }
-  if (auto r = add_socket_rules(ctx.get(), net); !r) return std::unexpected(r.error());
-  if (auto r = add_serving_rules(ctx.get(), net); !r) return std::unexpected(r.error());
-  if (auto r = add_memfd_rules(ctx.get()); !r) return std::unexpected(r.error());
-  if (auto r = add_scheduling_rules(ctx.get()); !r) return std::unexpected(r.error());
-  if (auto r = add_setid_mode_rules(ctx.get()); !r) return std::unexpected(r.error());
-  if (auto r = add_watch_rules(ctx.get(), profile.watch_files); !r)
-    return std::unexpected(r.error());
+  KERNEX_RETURN_IF_ERROR(add_socket_rules(ctx.get(), net));
+  KERNEX_RETURN_IF_ERROR(add_serving_rules(ctx.get(), net));
+  KERNEX_RETURN_IF_ERROR(add_memfd_rules(ctx.get()));
+  KERNEX_RETURN_IF_ERROR(add_scheduling_rules(ctx.get()));
+  KERNEX_RETURN_IF_ERROR(add_setid_mode_rules(ctx.get()));
+  KERNEX_RETURN_IF_ERROR(add_watch_rules(ctx.get(), profile.watch_files));
   status.listen_allowed = net.listen;
   status.file_watches_allowed = profile.watch_files;
   status.memfd_sealed = kernel_seals_memfds();

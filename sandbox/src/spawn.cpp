@@ -161,17 +161,13 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
     return fail(ErrorCode::Cancelled,
                 "'" + command.argv.front() + "' not started: the run was cancelled");
   }
-  auto launch = detail::Launch::prepare(policy, command, "spawn");
-  if (!launch) return std::unexpected(launch.error());
+  KERNEX_ASSIGN_OR_RETURN(auto launch, detail::Launch::prepare(policy, command, "spawn"));
 
-  auto in = make_stdin();
-  if (!in) return std::unexpected(in.error());
-  auto out = detail::make_pipe();
-  if (!out) return std::unexpected(out.error());
-  auto err = detail::make_pipe();
-  if (!err) return std::unexpected(err.error());
-  detail::set_nonblocking(out->read);
-  detail::set_nonblocking(err->read);
+  KERNEX_ASSIGN_OR_RETURN(auto in, make_stdin());
+  KERNEX_ASSIGN_OR_RETURN(auto out, detail::make_pipe());
+  KERNEX_ASSIGN_OR_RETURN(auto err, detail::make_pipe());
+  detail::set_nonblocking(out.read);
+  detail::set_nonblocking(err.read);
   // The stop token's callback runs on the canceller's thread: it only wakes the pump below, which
   // kills the group itself (it alone knows the leader is not reaped yet).
   Fd stop_fd;
@@ -187,16 +183,16 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
 
   const auto start = Clock::now();
   const auto deadline = start + command.timeout.value_or(profile.timeout);
-  auto child = launch->start({std::move(in->read), std::move(out->write), std::move(err->write)});
-  if (!child) return std::unexpected(child.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto child, launch.start({std::move(in.read), std::move(out.write), std::move(err.write)}));
   // Read once execve has folded our peak into the child (start returns after it): anything that
   // grew before it, such as the clone thread started by the first spawn, is in both figures.
   const long kernel_rss_kb = peak_resident_kb();
-  const pid_t pid = child->pid;
-  const Fd& pidfd = child->pidfd;
-  Fd& in_w = in->write;
-  Fd& out_r = out->read;
-  Fd& err_r = err->read;
+  const pid_t pid = child.pid;
+  const Fd& pidfd = child.pidfd;
+  Fd& in_w = in.write;
+  Fd& out_r = out.read;
+  Fd& err_r = err.read;
 
   Capture out_cap{{}, profile.stdout_cap, 0};
   Capture err_cap{{}, profile.stderr_cap, 0};
@@ -276,9 +272,9 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   if (err_r) drain(err_r.get(), err_cap);
 
   SpawnResult result;
-  result.executable = launch->executable();
+  result.executable = launch.executable();
   result.pid = pid;
-  result.sandboxed = launch->sandboxed();
+  result.sandboxed = launch.sandboxed();
   result.timed_out = timed_out;
   result.cancelled = cancelled;
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);

@@ -334,9 +334,8 @@ Result<std::shared_ptr<const Policy>> ToolboxRunner::policy_for(
   if (workspace) options.workspace = *workspace;
   SandboxProfile profile = toolbox_profile(toolbox, options);
   if (workspace) profile.working_dir = *workspace;  // the host's workspace is the cwd too
-  auto policy = PolicyBuilder(std::move(profile)).Build();
-  if (!policy) return std::unexpected(policy.error());
-  auto shared = std::make_shared<const Policy>(std::move(*policy));
+  KERNEX_ASSIGN_OR_RETURN(auto policy, PolicyBuilder(std::move(profile)).Build());
+  auto shared = std::make_shared<const Policy>(std::move(policy));
   if (policies_.size() >= kMaxPolicies) policies_.clear();
   policies_.emplace(key, shared);
   return shared;

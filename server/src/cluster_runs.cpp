@@ -241,9 +241,8 @@ void ClusterRuns::execute(const std::shared_ptr<Tracked>& tracked, const RunRequ
   // A node that stalled (paused, partitioned) past its lease must not save an exchange the run's
   // next attempt saves too: memory is written only while this node still holds the run.
   auto still_ours = [this, &run, attempt]() -> Result<void> {
-    auto held = deps_.store->holds(run.id, node_, attempt);
-    if (!held) return std::unexpected(held.error());
-    if (!*held)
+    KERNEX_ASSIGN_OR_RETURN(auto held, deps_.store->holds(run.id, node_, attempt));
+    if (!held)
       return fail(ErrorCode::Cancelled,
                   "this node no longer holds run " + run.id + "; its exchange is not saved");
     return {};

@@ -47,16 +47,15 @@ CREATE TABLE serve_run_events (
 )SQL"}};
 
 Result<bool> migrate(Connection& c) {
-  if (auto r = c.exec("SELECT pg_advisory_xact_lock(7291000)"); !r)
-    return std::unexpected(r.error());
+  KERNEX_RETURN_IF_ERROR(c.exec("SELECT pg_advisory_xact_lock(7291000)"));
   if (auto r = c.script("CREATE TABLE IF NOT EXISTS serve_schema_version (version INT PRIMARY KEY, "
                         "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
       !r) {
     return std::unexpected(r.error());
   }
-  auto have = c.exec("SELECT COALESCE(MAX(version), 0) FROM serve_schema_version");
-  if (!have) return std::unexpected(have.error());
-  const std::int64_t current = have->int64(0, 0);
+  KERNEX_ASSIGN_OR_RETURN(auto have,
+                          c.exec("SELECT COALESCE(MAX(version), 0) FROM serve_schema_version"));
+  const std::int64_t current = have.int64(0, 0);
   const int newest = kMigrations[std::size(kMigrations) - 1].version;
   if (current > newest) {
     return fail(ErrorCode::Memory, "serve run store: the database's schema is version " +
@@ -65,7 +64,7 @@ Result<bool> migrate(Connection& c) {
   }
   for (const auto& m : kMigrations) {
     if (m.version <= current) continue;
-    if (auto r = c.script(m.sql); !r) return std::unexpected(r.error());
+    KERNEX_RETURN_IF_ERROR(c.script(m.sql));
     if (auto r = c.exec("INSERT INTO serve_schema_version (version) VALUES ($1::int)", {m.version});
         !r) {
       return std::unexpected(r.error());
@@ -135,40 +134,37 @@ Result<void> insert_events(Connection& c, const std::string& id,
   Json rows = Json::array();
   for (const auto& e : events)
     rows.push_back({{"seq", e.id}, {"name", e.name}, {"data", dump(e.data)}});
-  auto r = c.exec(
-      "INSERT INTO serve_run_events (run_id, seq, name, data) "
-      "SELECT $1, (e->>'seq')::bigint, e->>'name', e->>'data' FROM json_array_elements($2::json) e "
-      "ON CONFLICT (run_id, seq) DO NOTHING",
-      {id, dump(rows)});
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(auto r, c.exec("INSERT INTO serve_run_events (run_id, seq, name, data) "
+                                         "SELECT $1, (e->>'seq')::bigint, e->>'name', e->>'data' "
+                                         "FROM json_array_elements($2::json) e "
+                                         "ON CONFLICT (run_id, seq) DO NOTHING",
+                                         {id, dump(rows)}));
   return {};
 }
 
 // An event after the stored ones, from whoever is not the run's executor (cancel, reaper).
 Result<void> append_one(Connection& c, const std::string& id, const std::string& name,
                         const Json& data) {
-  auto r = c.exec(
-      "INSERT INTO serve_run_events (run_id, seq, name, data) "
-      "SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3 FROM serve_run_events WHERE run_id = $1",
-      {id, name, dump(data)});
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r,
+      c.exec("INSERT INTO serve_run_events (run_id, seq, name, data) "
+             "SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3 FROM serve_run_events WHERE run_id = $1",
+             {id, name, dump(data)}));
   return {};
 }
 
 Result<void> notify(Connection& c, const char* channel, const std::string& payload) {
-  auto r = c.exec("SELECT pg_notify($1, $2)", {channel, payload});
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(auto r, c.exec("SELECT pg_notify($1, $2)", {channel, payload}));
   return {};
 }
 
 // Cancels one queued run (row locked by the caller): status, result and its run_end event.
 Result<void> cancel_queued(Connection& c, const std::string& id, const std::string& session) {
   const Json body = cancelled_result(id, session);
-  auto r = c.exec(
-      "UPDATE serve_runs SET status = 'cancelled', result = $2, ended_at = clock_timestamp() WHERE "
-      "id = $1",
-      {id, dump(body)});
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(auto r, c.exec("UPDATE serve_runs SET status = 'cancelled', result = $2, "
+                                         "ended_at = clock_timestamp() WHERE "
+                                         "id = $1",
+                                         {id, dump(body)}));
   if (auto e = append_one(c, id, "run_end", body); !e) return e;
   return notify(c, ClusterStore::kEventsChannel, id);
 }
@@ -183,14 +179,13 @@ Result<void> lock_session(Connection& c, const std::string& tenant, const std::s
 // Cancels the session's queued runs and flags its running one (the session lock is held).
 Result<void> interrupt_session(Connection& c, const std::string& tenant,
                                const std::string& session) {
-  auto active = c.exec(
-      "SELECT id, status FROM serve_runs WHERE tenant = $1 AND session = $2 "
-      "AND status IN ('queued', 'running') ORDER BY seq FOR UPDATE",
-      {tenant, session});
-  if (!active) return std::unexpected(active.error());
-  for (int i = 0; i < active->size(); ++i) {
-    const std::string id = active->text(i, 0);
-    if (active->text(i, 1) == "queued") {
+  KERNEX_ASSIGN_OR_RETURN(
+      auto active, c.exec("SELECT id, status FROM serve_runs WHERE tenant = $1 AND session = $2 "
+                          "AND status IN ('queued', 'running') ORDER BY seq FOR UPDATE",
+                          {tenant, session}));
+  for (int i = 0; i < active.size(); ++i) {
+    const std::string id = active.text(i, 0);
+    if (active.text(i, 1) == "queued") {
       if (auto r = cancel_queued(c, id, session); !r) return r;
       continue;
     }
@@ -207,15 +202,14 @@ Result<void> interrupt_session(Connection& c, const std::string& tenant,
 Result<std::unique_ptr<ClusterStore>> ClusterStore::open(const pg::Options& options,
                                                          std::size_t pool_size) {
   std::unique_ptr<ClusterStore> store(new ClusterStore(options, pool_size));
-  auto migrated = store->pool_.transaction<bool>(migrate);
-  if (!migrated) return std::unexpected(migrated.error());
+  KERNEX_ASSIGN_OR_RETURN(auto migrated, store->pool_.transaction<bool>(migrate));
   return store;
 }
 
 Result<ClusterStore::Admitted> ClusterStore::submit(const SharedRun& run, IfBusy if_busy) {
   return pool_.transaction<Admitted>([&](Connection& c) -> Result<Admitted> {
     if (!run.session.empty()) {
-      if (auto r = lock_session(c, run.tenant, run.session); !r) return std::unexpected(r.error());
+      KERNEX_RETURN_IF_ERROR(lock_session(c, run.tenant, run.session));
       if (if_busy == IfBusy::Reject) {
         auto busy = c.exec(
             "SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 "
@@ -224,16 +218,14 @@ Result<ClusterStore::Admitted> ClusterStore::submit(const SharedRun& run, IfBusy
         if (!busy) return std::unexpected(busy.error());
         if (!busy->empty()) return Admitted::Busy;
       } else if (if_busy == IfBusy::Interrupt) {
-        if (auto r = interrupt_session(c, run.tenant, run.session); !r)
-          return std::unexpected(r.error());
+        KERNEX_RETURN_IF_ERROR(interrupt_session(c, run.tenant, run.session));
       }
     }
-    auto r = c.exec(
-        "INSERT INTO serve_runs (id, tenant, session, status, created_at, request) "
-        "VALUES ($1, $2, $3, 'queued', $4, $5)",
-        {run.id, run.tenant, run.session, run.created_at, dump(run.request)});
-    if (!r) return std::unexpected(r.error());
-    if (auto n = notify(c, kQueueChannel, ""); !n) return std::unexpected(n.error());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto r, c.exec("INSERT INTO serve_runs (id, tenant, session, status, created_at, request) "
+                       "VALUES ($1, $2, $3, 'queued', $4, $5)",
+                       {run.id, run.tenant, run.session, run.created_at, dump(run.request)}));
+    KERNEX_RETURN_IF_ERROR(notify(c, kQueueChannel, ""));
     return Admitted::Queued;
   });
 }
@@ -279,67 +271,69 @@ Result<std::vector<HeldClaim>> ClusterStore::renew(const std::string& node,
                                                    std::chrono::seconds lease,
                                                    const std::vector<std::string>& ids) {
   if (ids.empty()) return std::vector<HeldClaim>{};
-  auto conn = control_.acquire();
-  if (!conn) return std::unexpected(conn.error());
-  auto r = (*conn)->exec(
-      "UPDATE serve_runs SET lease_until = clock_timestamp() + make_interval(secs => $2::double "
-      "precision) "
-      "WHERE node = $1 AND status = 'running' AND id = ANY($3::text[]) RETURNING id, attempt, "
-      "cancel_requested",
-      {node, static_cast<std::int64_t>(lease.count()), text_array(ids)});
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(auto conn, control_.acquire());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r,
+      (conn)->exec(
+          "UPDATE serve_runs SET lease_until = clock_timestamp() + make_interval(secs => "
+          "$2::double "
+          "precision) "
+          "WHERE node = $1 AND status = 'running' AND id = ANY($3::text[]) RETURNING id, attempt, "
+          "cancel_requested",
+          {node, static_cast<std::int64_t>(lease.count()), text_array(ids)}));
   std::vector<HeldClaim> out;
-  for (int i = 0; i < r->size(); ++i) {
-    out.push_back(HeldClaim{r->text(i, 0), static_cast<int>(r->int64(i, 1)), r->boolean(i, 2)});
+  for (int i = 0; i < r.size(); ++i) {
+    out.push_back(HeldClaim{r.text(i, 0), static_cast<int>(r.int64(i, 1)), r.boolean(i, 2)});
   }
   return out;
 }
 
 Result<std::vector<std::string>> ClusterStore::reap(const ClusterConfig& cluster) {
-  return control_.transaction<std::vector<std::string>>(
-      [&](Connection& c) -> Result<std::vector<std::string>> {
-        auto lost = c.exec(
+  return control_.transaction<std::vector<std::string>>([&](Connection& c)
+                                                            -> Result<std::vector<std::string>> {
+    KERNEX_ASSIGN_OR_RETURN(
+        auto lost,
+        c.exec(
             "SELECT id, session, attempt, cancel_requested, COALESCE(node, '') FROM serve_runs "
             "WHERE status = 'running' AND lease_until < clock_timestamp() ORDER BY seq LIMIT 100 "
-            "FOR UPDATE SKIP LOCKED");
-        if (!lost) return std::unexpected(lost.error());
-        std::vector<std::string> ids;
-        for (int i = 0; i < lost->size(); ++i) {
-          const std::string id = lost->text(i, 0), session = lost->text(i, 1),
-                            node = lost->text(i, 4);
-          const int attempt = static_cast<int>(lost->int64(i, 2));
-          const std::string why = "node " + node + " stopped renewing its lease";
-          Result<void> done;
-          if (lost->boolean(i, 3)) {
-            done = cancel_queued(c, id, session);
-          } else if (cluster.retry_lost && attempt < static_cast<int>(cluster.max_attempts)) {
-            auto r = c.exec(
-                "UPDATE serve_runs SET status = 'queued', lease_until = NULL WHERE id = $1", {id});
-            if (!r) return std::unexpected(r.error());
-            done = append_one(c, id, "run_retry",
-                              {{"run_id", id}, {"attempt", attempt + 1}, {"reason", why}});
-            if (done) done = notify(c, kEventsChannel, id);
-          } else {
-            const Json error{{"run_id", id},
-                             {"code", "interrupted"},
-                             {"message", why + " (attempt " + std::to_string(attempt) + " of " +
-                                             std::to_string(cluster.max_attempts) + ")"}};
-            auto r = c.exec(
-                "UPDATE serve_runs SET status = 'failed', result = $2, lease_until = NULL, "
-                "ended_at = clock_timestamp() WHERE id = $1",
-                {id, dump(error)});
-            if (!r) return std::unexpected(r.error());
-            done = append_one(c, id, "error", error);
-            if (done) done = notify(c, kEventsChannel, id);
-          }
-          if (!done) return std::unexpected(done.error());
-          ids.push_back(id);
-        }
-        if (!ids.empty()) {
-          if (auto n = notify(c, kQueueChannel, ""); !n) return std::unexpected(n.error());
-        }
-        return ids;
-      });
+            "FOR UPDATE SKIP LOCKED"));
+    std::vector<std::string> ids;
+    for (int i = 0; i < lost.size(); ++i) {
+      const std::string id = lost.text(i, 0), session = lost.text(i, 1), node = lost.text(i, 4);
+      const int attempt = static_cast<int>(lost.int64(i, 2));
+      const std::string why = "node " + node + " stopped renewing its lease";
+      Result<void> done;
+      if (lost.boolean(i, 3)) {
+        done = cancel_queued(c, id, session);
+      } else if (cluster.retry_lost && attempt < static_cast<int>(cluster.max_attempts)) {
+        KERNEX_ASSIGN_OR_RETURN(
+            auto r,
+            c.exec("UPDATE serve_runs SET status = 'queued', lease_until = NULL WHERE id = $1",
+                   {id}));
+        done = append_one(c, id, "run_retry",
+                          {{"run_id", id}, {"attempt", attempt + 1}, {"reason", why}});
+        if (done) done = notify(c, kEventsChannel, id);
+      } else {
+        const Json error{{"run_id", id},
+                         {"code", "interrupted"},
+                         {"message", why + " (attempt " + std::to_string(attempt) + " of " +
+                                         std::to_string(cluster.max_attempts) + ")"}};
+        KERNEX_ASSIGN_OR_RETURN(
+            auto r,
+            c.exec("UPDATE serve_runs SET status = 'failed', result = $2, lease_until = NULL, "
+                   "ended_at = clock_timestamp() WHERE id = $1",
+                   {id, dump(error)}));
+        done = append_one(c, id, "error", error);
+        if (done) done = notify(c, kEventsChannel, id);
+      }
+      if (!done) return std::unexpected(done.error());
+      ids.push_back(id);
+    }
+    if (!ids.empty()) {
+      KERNEX_RETURN_IF_ERROR(notify(c, kQueueChannel, ""));
+    }
+    return ids;
+  });
 }
 
 namespace {
@@ -363,8 +357,8 @@ Result<bool> ClusterStore::append_events(const std::string& id, const std::strin
   return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     auto held = hold(c, id, node, attempt, "FOR SHARE");
     if (!held || !*held) return held;
-    if (auto r = insert_events(c, id, events); !r) return std::unexpected(r.error());
-    if (auto r = notify(c, kEventsChannel, id); !r) return std::unexpected(r.error());
+    KERNEX_RETURN_IF_ERROR(insert_events(c, id, events));
+    KERNEX_RETURN_IF_ERROR(notify(c, kEventsChannel, id));
     return true;
   });
 }
@@ -375,23 +369,22 @@ Result<bool> ClusterStore::finish(const std::string& id, const std::string& node
   return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     auto held = hold(c, id, node, attempt, "FOR UPDATE");
     if (!held || !*held) return held;
-    if (auto r = insert_events(c, id, events); !r) return std::unexpected(r.error());
-    auto r = c.exec(
-        "UPDATE serve_runs SET status = $2, result = $3, lease_until = NULL, ended_at = "
-        "clock_timestamp() "
-        "WHERE id = $1",
-        {id, std::string(to_string(status)), dump(result)});
-    if (!r) return std::unexpected(r.error());
-    if (auto n = notify(c, kEventsChannel, id); !n) return std::unexpected(n.error());
-    if (auto n = notify(c, kQueueChannel, ""); !n) return std::unexpected(n.error());
+    KERNEX_RETURN_IF_ERROR(insert_events(c, id, events));
+    KERNEX_ASSIGN_OR_RETURN(
+        auto r,
+        c.exec("UPDATE serve_runs SET status = $2, result = $3, lease_until = NULL, ended_at = "
+               "clock_timestamp() "
+               "WHERE id = $1",
+               {id, std::string(to_string(status)), dump(result)}));
+    KERNEX_RETURN_IF_ERROR(notify(c, kEventsChannel, id));
+    KERNEX_RETURN_IF_ERROR(notify(c, kQueueChannel, ""));
     return true;
   });
 }
 
 Result<bool> ClusterStore::holds(const std::string& id, const std::string& node, int attempt) {
-  auto conn = pool_.acquire();
-  if (!conn) return std::unexpected(conn.error());
-  return hold(**conn, id, node, attempt, "");
+  KERNEX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
+  return hold(*conn, id, node, attempt, "");
 }
 
 Result<ClusterStore::CancelOutcome> ClusterStore::cancel(const std::string& tenant,
@@ -404,32 +397,30 @@ Result<ClusterStore::CancelOutcome> ClusterStore::cancel(const std::string& tena
     if (row->empty()) return CancelOutcome::NotFound;
     const std::string status = row->text(0, 0);
     if (status == "queued") {
-      if (auto r = cancel_queued(c, id, row->text(0, 1)); !r) return std::unexpected(r.error());
+      KERNEX_RETURN_IF_ERROR(cancel_queued(c, id, row->text(0, 1)));
       return CancelOutcome::CancelledQueued;
     }
     if (status != "running") return CancelOutcome::Finished;
     if (auto r = c.exec("UPDATE serve_runs SET cancel_requested = true WHERE id = $1", {id}); !r) {
       return std::unexpected(r.error());
     }
-    if (auto r = notify(c, kCancelChannel, id); !r) return std::unexpected(r.error());
+    KERNEX_RETURN_IF_ERROR(notify(c, kCancelChannel, id));
     return CancelOutcome::Requested;
   });
 }
 
 Result<void> ClusterStore::cancel_session(const std::string& tenant, const std::string& session) {
-  auto done = pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+  KERNEX_ASSIGN_OR_RETURN(auto done, pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     if (auto r = lock_session(c, tenant, session); !r) return std::unexpected(r.error());
     if (auto r = interrupt_session(c, tenant, session); !r) return std::unexpected(r.error());
     return true;
-  });
-  if (!done) return std::unexpected(done.error());
+  }));
   return {};
 }
 
 Result<bool> ClusterStore::session_running(const std::string& tenant, const std::string& session) {
-  auto lease = pool_.acquire();
-  if (!lease) return std::unexpected(lease.error());
-  auto r = (*lease)->exec(
+  KERNEX_ASSIGN_OR_RETURN(auto lease, pool_.acquire());
+  auto r = (lease)->exec(
       "SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 AND status = 'running' LIMIT 1",
       {tenant, session});
   if (!r) return std::unexpected(r.error());
@@ -437,71 +428,66 @@ Result<bool> ClusterStore::session_running(const std::string& tenant, const std:
 }
 
 Result<bool> ClusterStore::session_has_runs(const std::string& tenant, const std::string& session) {
-  auto lease = pool_.acquire();
-  if (!lease) return std::unexpected(lease.error());
-  auto r = (*lease)->exec("SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 LIMIT 1",
-                          {tenant, session});
+  KERNEX_ASSIGN_OR_RETURN(auto lease, pool_.acquire());
+  auto r = (lease)->exec("SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 LIMIT 1",
+                         {tenant, session});
   if (!r) return std::unexpected(r.error());
   return !r->empty();
 }
 
 Result<void> ClusterStore::delete_session(const std::string& tenant, const std::string& session) {
   // Under the session's lock, like submit and cancel_session: no run of it is admitted meanwhile.
-  auto done = pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+  KERNEX_ASSIGN_OR_RETURN(auto done, pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     if (auto r = lock_session(c, tenant, session); !r) return std::unexpected(r.error());
     auto r = c.exec("DELETE FROM serve_runs WHERE tenant = $1 AND session = $2", {tenant, session});
     if (!r) return std::unexpected(r.error());
     return true;
-  });
-  if (!done) return std::unexpected(done.error());
+  }));
   return {};
 }
 
 Result<std::optional<SharedRun>> ClusterStore::find(const std::string& tenant,
                                                     const std::string& id) {
-  auto lease = pool_.acquire();
-  if (!lease) return std::unexpected(lease.error());
-  auto r = (*lease)->exec(
-      std::string("SELECT ") + kRunColumns + " FROM serve_runs WHERE id = $1 AND tenant = $2",
-      {id, tenant});
-  if (!r) return std::unexpected(r.error());
-  if (r->empty()) return std::nullopt;
-  return read_run(*r, 0);
+  KERNEX_ASSIGN_OR_RETURN(auto lease, pool_.acquire());
+  KERNEX_ASSIGN_OR_RETURN(auto r,
+                          (lease)->exec(std::string("SELECT ") + kRunColumns +
+                                            " FROM serve_runs WHERE id = $1 AND tenant = $2",
+                                        {id, tenant}));
+  if (r.empty()) return std::nullopt;
+  return read_run(r, 0);
 }
 
 Result<std::vector<RunEvent>> ClusterStore::events_after(const std::string& id,
                                                          std::uint64_t after) {
-  auto lease = pool_.acquire();
-  if (!lease) return std::unexpected(lease.error());
-  auto r = (*lease)->exec(
-      "SELECT seq, name, data FROM serve_run_events WHERE run_id = $1 AND seq > $2::bigint "
-      "ORDER BY seq",
-      {id, static_cast<std::uint64_t>(after)});
-  if (!r) return std::unexpected(r.error());
-  return read_events(*r);
+  KERNEX_ASSIGN_OR_RETURN(auto lease, pool_.acquire());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r,
+      (lease)->exec(
+          "SELECT seq, name, data FROM serve_run_events WHERE run_id = $1 AND seq > $2::bigint "
+          "ORDER BY seq",
+          {id, static_cast<std::uint64_t>(after)}));
+  return read_events(r);
 }
 
 Result<std::vector<SharedRun>> ClusterStore::session_runs(const std::string& tenant,
                                                           const std::string& session,
                                                           std::size_t limit) {
-  auto lease = pool_.acquire();
-  if (!lease) return std::unexpected(lease.error());
-  auto r = (*lease)->exec(
-      std::string("SELECT ") + kRunColumns +
-          " FROM serve_runs WHERE tenant = $1 AND session = $2 ORDER BY seq DESC LIMIT $3::bigint",
-      {tenant, session, static_cast<std::uint64_t>(limit)});
-  if (!r) return std::unexpected(r.error());
+  KERNEX_ASSIGN_OR_RETURN(auto lease, pool_.acquire());
+  KERNEX_ASSIGN_OR_RETURN(auto r,
+                          (lease)->exec(std::string("SELECT ") + kRunColumns +
+                                            " FROM serve_runs WHERE tenant = $1 AND session = $2 "
+                                            "ORDER BY seq DESC LIMIT $3::bigint",
+                                        {tenant, session, static_cast<std::uint64_t>(limit)}));
   std::vector<SharedRun> out;
-  for (int i = 0; i < r->size(); ++i) out.push_back(read_run(*r, i));
+  for (int i = 0; i < r.size(); ++i) out.push_back(read_run(r, i));
   return out;
 }
 
 Result<std::uint64_t> ClusterStore::queued_count() {
-  auto lease = pool_.acquire();
-  if (!lease) return std::unexpected(lease.error());
-  auto r = (*lease)->exec("SELECT count(*) FROM serve_runs WHERE status = 'queued'");
-  if (!r) return std::unexpected(r.error());
-  return static_cast<std::uint64_t>(r->int64(0, 0));
+  KERNEX_ASSIGN_OR_RETURN(auto lease, pool_.acquire());
+  KERNEX_ASSIGN_OR_RETURN(auto r,
+                          (lease)->exec("SELECT count(*) FROM serve_runs WHERE status = 'queued'"));
+  return static_cast<std::uint64_t>(r.int64(0, 0));
 }
 
 }  // namespace kernex::server

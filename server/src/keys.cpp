@@ -243,11 +243,11 @@ Result<std::vector<StoredKey>> parse_keys(const fs::path& file, std::string_view
   std::vector<StoredKey> out;
   std::unordered_set<std::string> ids;
   for (std::size_t i = 0; i < j["keys"].size(); ++i) {
-    auto entry = parse_entry(j["keys"][i], file.string() + ": keys[" + std::to_string(i) + "]");
-    if (!entry) return std::unexpected(entry.error());
-    if (!ids.insert(entry->entry.id).second)
+    KERNEX_ASSIGN_OR_RETURN(
+        auto entry, parse_entry(j["keys"][i], file.string() + ": keys[" + std::to_string(i) + "]"));
+    if (!ids.insert(entry.entry.id).second)
       return bad("keys[" + std::to_string(i) + "].id: duplicate id");
-    out.push_back(std::move(*entry));
+    out.push_back(std::move(entry));
   }
   return out;
 }
@@ -261,9 +261,8 @@ Result<Loaded> read_keys(const fs::path& file) {
   auto content = read_private_file(file);
   if (!content) return std::unexpected(content.error());
   if (!content->stamp.exists) return Loaded{};
-  auto keys = parse_keys(file, content->text);
-  if (!keys) return std::unexpected(keys.error());
-  return Loaded{std::move(*keys), content->stamp};
+  KERNEX_ASSIGN_OR_RETURN(auto keys, parse_keys(file, content->text));
+  return Loaded{std::move(keys), content->stamp};
 }
 
 // ---- writing ------------------------------------------------------------------------------
@@ -386,12 +385,11 @@ KeyStore& KeyStore::operator=(KeyStore&&) noexcept = default;
 KeyStore::~KeyStore() = default;
 
 Result<KeyStore> KeyStore::load(fs::path file) {
-  auto loaded = read_keys(file);
-  if (!loaded) return std::unexpected(loaded.error());
+  KERNEX_ASSIGN_OR_RETURN(auto loaded, read_keys(file));
   auto state = std::make_unique<State>();
   state->file = std::move(file);
-  state->keys = std::move(loaded->keys);
-  state->stamp = loaded->stamp;
+  state->keys = std::move(loaded.keys);
+  state->stamp = loaded.stamp;
   return KeyStore(std::move(state));
 }
 
@@ -403,16 +401,14 @@ namespace {
 // process since our last read survive.
 template <class Change>
 Result<std::size_t> modify(KeyStore::State& s, Change change) {
-  auto lock = WriteLock::take(s.file);
-  if (!lock) return std::unexpected(lock.error());
-  auto current = read_keys(s.file);
-  if (!current) return std::unexpected(current.error());
-  auto changed = change(current->keys);
+  KERNEX_ASSIGN_OR_RETURN(auto lock, WriteLock::take(s.file));
+  KERNEX_ASSIGN_OR_RETURN(auto current, read_keys(s.file));
+  auto changed = change(current.keys);
   if (!changed) return changed;
-  auto stamp = write_atomically(s.file, serialise(current->keys));
+  auto stamp = write_atomically(s.file, serialise(current.keys));
   if (!stamp) return std::unexpected(stamp.error());
   std::unique_lock guard(s.mu);
-  s.keys = std::move(current->keys);
+  s.keys = std::move(current.keys);
   s.stamp = *stamp;
   return changed;
 }
@@ -420,10 +416,10 @@ Result<std::size_t> modify(KeyStore::State& s, Change change) {
 }  // namespace
 
 Result<std::string> KeyStore::add(std::string_view tenant) {
-  if (auto t = check_tenant_name(tenant); !t) return std::unexpected(t.error());
+  KERNEX_RETURN_IF_ERROR(check_tenant_name(tenant));
   std::array<unsigned char, kKeyBytes> secret{};
   std::array<unsigned char, 6> id_bytes{};
-  if (auto r = random_bytes(secret.data(), secret.size()); !r) return std::unexpected(r.error());
+  KERNEX_RETURN_IF_ERROR(random_bytes(secret.data(), secret.size()));
   std::string key = "kx-" + base64url(secret.data(), secret.size());
   OPENSSL_cleanse(secret.data(), secret.size());
   StoredKey stored;
@@ -433,8 +429,7 @@ Result<std::string> KeyStore::add(std::string_view tenant) {
   stored.entry.created = utc_now();
   auto done = modify(*state_, [&](std::vector<StoredKey>& keys) -> Result<std::size_t> {
     for (;;) {  // 48 random bits: a clash is rare, but the id must be unique in the file
-      if (auto r = random_bytes(id_bytes.data(), id_bytes.size()); !r)
-        return std::unexpected(r.error());
+      KERNEX_RETURN_IF_ERROR(random_bytes(id_bytes.data(), id_bytes.size()));
       stored.entry.id = hex(id_bytes.data(), id_bytes.size());
       bool clash = false;
       for (const auto& k : keys) clash = clash || k.entry.id == stored.entry.id;
@@ -456,7 +451,7 @@ std::vector<KeyEntry> KeyStore::list() const {
 }
 
 Result<std::size_t> KeyStore::revoke(std::string_view tenant) {
-  if (auto t = check_tenant_name(tenant); !t) return std::unexpected(t.error());
+  KERNEX_RETURN_IF_ERROR(check_tenant_name(tenant));
   const std::string now = utc_now();
   return modify(*state_, [&](std::vector<StoredKey>& keys) -> Result<std::size_t> {
     std::size_t n = 0;
@@ -512,11 +507,10 @@ Result<bool> KeyStore::reload_if_changed() {
     std::shared_lock guard(state_->mu);
     if (now == state_->stamp) return false;
   }
-  auto loaded = read_keys(state_->file);
-  if (!loaded) return std::unexpected(loaded.error());
+  KERNEX_ASSIGN_OR_RETURN(auto loaded, read_keys(state_->file));
   std::unique_lock guard(state_->mu);
-  state_->keys = std::move(loaded->keys);
-  state_->stamp = loaded->stamp;
+  state_->keys = std::move(loaded.keys);
+  state_->stamp = loaded.stamp;
   return true;
 }
 

@@ -236,10 +236,10 @@ std::expected<Json, ApiError> session_history(Kernel& kernel, const std::string&
                                               std::optional<std::int64_t> before) {
   auto memory = kernel.memory();
   if (!memory) return Json{{"messages", Json::array()}};
-  auto conversations = session_conversations(kernel, *memory, tenant, session);
-  if (!conversations) return std::unexpected(conversations.error());
+  KERNEX_ASSIGN_OR_RETURN(auto conversations,
+                          session_conversations(kernel, *memory, tenant, session));
   std::vector<StoredMessage> all;
-  for (const auto& id : *conversations) {
+  for (const auto& id : conversations) {
     std::int64_t after = 0;
     for (;;) {
       auto page = memory->conversation_messages(id, after, 500);
@@ -273,9 +273,9 @@ std::expected<void, ApiError> forget_session_data(Kernel& kernel, const ServeCon
                                                   const std::string& tenant,
                                                   const std::string& session) {
   if (auto memory = kernel.memory()) {
-    auto conversations = session_conversations(kernel, *memory, tenant, session);
-    if (!conversations) return std::unexpected(conversations.error());
-    for (const auto& id : *conversations) {
+    KERNEX_ASSIGN_OR_RETURN(auto conversations,
+                            session_conversations(kernel, *memory, tenant, session));
+    for (const auto& id : conversations) {
       if (auto r = memory->delete_conversation(id); !r) {
         return std::unexpected(api_error(500, "memory_failed", r.error().describe()));
       }

@@ -100,7 +100,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& fi
         "status TEXT NOT NULL, created_at TEXT NOT NULL, request TEXT, result TEXT, events TEXT)",
         "CREATE INDEX IF NOT EXISTS runs_by_session ON runs(tenant, session)",
         "CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status)"}) {
-    if (auto r = store->exec(sql); !r) return std::unexpected(r.error());
+    KERNEX_RETURN_IF_ERROR(store->exec(sql));
   }
   return store;
 }

@@ -48,10 +48,9 @@ Result<std::string> string_value(const Json& v, const std::string& path) {
 }
 
 Result<std::chrono::milliseconds> millis(const Json& v, const std::string& path) {
-  auto n = unsigned_value(v, path, 86'400'000);
-  if (!n) return std::unexpected(n.error());
-  if (*n == 0) return bad(path, "must be positive");
-  return std::chrono::milliseconds(*n);
+  KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, path, 86'400'000));
+  if (n == 0) return bad(path, "must be positive");
+  return std::chrono::milliseconds(n);
 }
 
 Result<TenantLimitsConfig> limits_value(const Json& v, const std::string& path) {
@@ -62,14 +61,12 @@ Result<TenantLimitsConfig> limits_value(const Json& v, const std::string& path) 
   }
   TenantLimitsConfig out;
   if (auto it = v.find("concurrent_runs"); it != v.end() && !it->is_null()) {
-    auto n = unsigned_value(*it, path + ".concurrent_runs", 1'000'000);
-    if (!n) return std::unexpected(n.error());
-    out.concurrent_runs = static_cast<std::uint32_t>(*n);
+    KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, path + ".concurrent_runs", 1'000'000));
+    out.concurrent_runs = static_cast<std::uint32_t>(n);
   }
   if (auto it = v.find("tokens_per_day"); it != v.end() && !it->is_null()) {
-    auto n = unsigned_value(*it, path + ".tokens_per_day", UINT64_MAX);
-    if (!n) return std::unexpected(n.error());
-    out.tokens_per_day = *n;
+    KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, path + ".tokens_per_day", UINT64_MAX));
+    out.tokens_per_day = n;
   }
   if (auto it = v.find("cost_per_day_usd"); it != v.end() && !it->is_null()) {
     if (!it->is_number() || it->get<double>() < 0)
@@ -93,9 +90,8 @@ struct Reader {
     if (!v.is_object()) return bad("limits", "expected a mapping {default, tenants}");
     if (auto r = only_keys(v, "limits", {"default", "tenants"}); !r) return r;
     if (auto it = v.find("default"); it != v.end()) {
-      auto l = limits_value(*it, "limits.default");
-      if (!l) return std::unexpected(l.error());
-      out.default_limits = *l;
+      KERNEX_ASSIGN_OR_RETURN(auto l, limits_value(*it, "limits.default"));
+      out.default_limits = l;
     }
     if (auto it = v.find("tenants"); it != v.end()) {
       if (!it->is_object())
@@ -103,9 +99,8 @@ struct Reader {
       for (const auto& [name, value] : it->items()) {
         if (!valid_tenant_name(name))
           return bad("limits.tenants." + name, "not a tenant name ([A-Za-z0-9_.-]{1,64})");
-        auto l = limits_value(value, "limits.tenants." + name);
-        if (!l) return std::unexpected(l.error());
-        out.tenant_limits[name] = *l;
+        KERNEX_ASSIGN_OR_RETURN(auto l, limits_value(value, "limits.tenants." + name));
+        out.tenant_limits[name] = l;
       }
     }
     return {};
@@ -119,9 +114,8 @@ struct Reader {
       if (!value.is_object()) return bad(path, "expected a mapping {workspace}");
       if (auto r = only_keys(value, path, {"workspace"}); !r) return r;
       if (auto it = value.find("workspace"); it != value.end()) {
-        auto s = string_value(*it, path + ".workspace");
-        if (!s) return std::unexpected(s.error());
-        out.tenant_workspaces[name] = path_of(*s);
+        KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, path + ".workspace"));
+        out.tenant_workspaces[name] = path_of(s);
       }
     }
     return {};
@@ -141,15 +135,13 @@ struct Reader {
       for (auto [key, field] :
            {std::pair{"provider", &agent.provider}, std::pair{"model", &agent.model}}) {
         if (auto it = value.find(key); it != value.end()) {
-          auto s = string_value(*it, path + "." + key);
-          if (!s) return std::unexpected(s.error());
-          *field = *s;
+          KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, path + "." + key));
+          *field = s;
         }
       }
       if (auto it = value.find("system_prompt"); it != value.end()) {
-        auto s = string_value(*it, path + ".system_prompt");
-        if (!s) return std::unexpected(s.error());
-        agent.system_prompt = *s;
+        KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, path + ".system_prompt"));
+        agent.system_prompt = s;
       }
       if (auto it = value.find("skills"); it != value.end()) {
         if (!it->is_array()) return bad(path + ".skills", "expected a list of skill names");
@@ -184,75 +176,66 @@ struct Reader {
                                 : key == "max_attempts" ? 100
                                 : key == "max_runs"     ? 100'000
                                                         : 1000;
-      auto n = unsigned_value(value, path, max);
-      if (!n) return std::unexpected(n.error());
-      if (*n == 0) return bad(path, "must be positive");
-      if (key == "lease_s") out.cluster.lease = std::chrono::seconds(*n);
-      if (key == "max_attempts") out.cluster.max_attempts = static_cast<unsigned>(*n);
-      if (key == "max_runs") out.cluster.max_runs = *n;
-      if (key == "pool_size") out.cluster.pool_size = *n;
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(value, path, max));
+      if (n == 0) return bad(path, "must be positive");
+      if (key == "lease_s") out.cluster.lease = std::chrono::seconds(n);
+      if (key == "max_attempts") out.cluster.max_attempts = static_cast<unsigned>(n);
+      if (key == "max_runs") out.cluster.max_runs = n;
+      if (key == "pool_size") out.cluster.pool_size = n;
     }
     return {};
   }
 
   Result<void> key(const std::string& key, const Json& v) {
     if (key == "listen") {
-      auto s = string_value(v, key);
-      if (!s) return std::unexpected(s.error());
-      auto hp = parse_listen(*s);
+      KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
+      auto hp = parse_listen(s);
       if (!hp) return bad(key, hp.error().message);
       out.host = hp->first;
       out.port = hp->second;
       return {};
     }
     if (key == "threads") {
-      auto n = unsigned_value(v, key, 256);
-      if (!n) return std::unexpected(n.error());
-      out.threads = static_cast<unsigned>(*n);
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, 256));
+      out.threads = static_cast<unsigned>(n);
       return {};
     }
     if (key == "keys_file") {
-      auto s = string_value(v, key);
-      if (!s) return std::unexpected(s.error());
-      out.keys_file = path_of(*s);
+      KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
+      out.keys_file = path_of(s);
       return {};
     }
     if (key == "if_busy") {
-      auto s = string_value(v, key);
-      if (!s) return std::unexpected(s.error());
-      auto p = parse_if_busy(*s);
-      if (!p) return bad(key, "expected reject, enqueue or interrupt, got '" + *s + "'");
+      KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
+      auto p = parse_if_busy(s);
+      if (!p) return bad(key, "expected reject, enqueue or interrupt, got '" + s + "'");
       out.if_busy = *p;
       return {};
     }
     if (key == "max_body_bytes" || key == "max_header_bytes" || key == "max_connections") {
-      auto n = unsigned_value(v, key, std::uint64_t{1} << 32);
-      if (!n) return std::unexpected(n.error());
-      if (*n == 0) return bad(key, "must be positive");
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, std::uint64_t{1} << 32));
+      if (n == 0) return bad(key, "must be positive");
       (key == "max_body_bytes"     ? out.max_body_bytes
        : key == "max_header_bytes" ? out.max_header_bytes
-                                   : out.max_connections) = *n;
+                                   : out.max_connections) = n;
       return {};
     }
     if (key == "header_timeout_ms" || key == "idle_timeout_ms" || key == "shutdown_grace_ms") {
-      auto ms = millis(v, key);
-      if (!ms) return std::unexpected(ms.error());
+      KERNEX_ASSIGN_OR_RETURN(auto ms, millis(v, key));
       (key == "header_timeout_ms" ? out.header_timeout
        : key == "idle_timeout_ms" ? out.idle_timeout
-                                  : out.shutdown_grace) = *ms;
+                                  : out.shutdown_grace) = ms;
       return {};
     }
     if (key == "event_retention_s" || key == "heartbeat_s") {
-      auto n = unsigned_value(v, key, 86'400 * 7);
-      if (!n) return std::unexpected(n.error());
-      if (*n == 0) return bad(key, "must be positive");
-      (key == "event_retention_s" ? out.event_retention : out.heartbeat) = std::chrono::seconds(*n);
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, 86'400 * 7));
+      if (n == 0) return bad(key, "must be positive");
+      (key == "event_retention_s" ? out.event_retention : out.heartbeat) = std::chrono::seconds(n);
       return {};
     }
     if (key == "workspaces") {
-      auto s = string_value(v, key);
-      if (!s) return std::unexpected(s.error());
-      out.workspaces_root = path_of(*s);
+      KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
+      out.workspaces_root = path_of(s);
       return {};
     }
     if (key == "cors_origins") {
@@ -329,7 +312,7 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
       return std::unexpected(r.error());
     }
     for (const auto& [key, value] : section.items()) {
-      if (auto r = reader.key(key, value); !r) return std::unexpected(r.error());
+      KERNEX_RETURN_IF_ERROR(reader.key(key, value));
     }
   }
   if (reader.out.keys_file.empty()) reader.out.keys_file = config.data_dir / "serve-keys.json";

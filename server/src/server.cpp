@@ -36,13 +36,11 @@ class Authenticator {
     std::error_code ec;
     if (!keys_) {
       if (!fs::exists(file_, ec)) return {};
-      auto loaded = KeyStore::load(file_);
-      if (!loaded) return std::unexpected(loaded.error());
-      keys_.emplace(std::move(*loaded));
+      KERNEX_ASSIGN_OR_RETURN(auto loaded, KeyStore::load(file_));
+      keys_.emplace(std::move(loaded));
       return {};
     }
-    auto changed = keys_->reload_if_changed();
-    if (!changed) return std::unexpected(changed.error());
+    KERNEX_ASSIGN_OR_RETURN(auto changed, keys_->reload_if_changed());
     return {};
   }
 
@@ -137,10 +135,9 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
         std::chrono::duration_cast<std::chrono::milliseconds>(config.cluster.lease) / 3;
     options.statement_timeout = std::max(std::chrono::milliseconds(1000), third);
     options.idle_in_transaction_timeout = std::max(std::chrono::milliseconds(1000), third);
-    auto store = ClusterStore::open(options, config.cluster.pool_size);
-    if (!store) return std::unexpected(store.error());
-    ClusterRuns::Deps deps{&kernel,           &config,  std::move(skills),
-                           std::move(*store), observer, admission};
+    KERNEX_ASSIGN_OR_RETURN(auto store, ClusterStore::open(options, config.cluster.pool_size));
+    ClusterRuns::Deps deps{&kernel,          &config,  std::move(skills),
+                           std::move(store), observer, admission};
     return std::unique_ptr<Runs>(std::make_unique<ClusterRuns>(std::move(deps)));
   }
   auto store = RunStore::open(kernel.config().data_dir / "serve.db");
@@ -156,50 +153,48 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
 }
 
 Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const ServeOptions& options) {
-  auto config = ServeConfig::from(kernel.config());
-  if (!config) return std::unexpected(config.error());
+  KERNEX_ASSIGN_OR_RETURN(auto config, ServeConfig::from(kernel.config()));
   if (options.listen) {
-    auto hp = parse_listen(*options.listen);
-    if (!hp) return std::unexpected(hp.error());
-    config->host = hp->first;
-    config->port = hp->second;
+    KERNEX_ASSIGN_OR_RETURN(auto hp, parse_listen(*options.listen));
+    config.host = hp.first;
+    config.port = hp.second;
   }
   install_log_sink();
   // Sessions' workspaces lie in the (hidden) data dir: tools may be granted their own one there.
   std::error_code ec;
-  std::filesystem::create_directories(config->workspaces_root, ec);
-  register_tool_area(config->workspaces_root, "serve workspaces");
-  Authenticator auth(config->keys_file);
-  if (auto r = auth.refresh(); !r) return std::unexpected(r.error());
+  std::filesystem::create_directories(config.workspaces_root, ec);
+  register_tool_area(config.workspaces_root, "serve workspaces");
+  Authenticator auth(config.keys_file);
+  KERNEX_RETURN_IF_ERROR(auth.refresh());
   if (!auth.required()) {
-    if (!is_loopback_host(config->host)) {
+    if (!is_loopback_host(config.host)) {
       return fail(ErrorCode::Config,
-                  "no keys file at " + config->keys_file.string() + ": refusing to listen on " +
-                      config->host +
+                  "no keys file at " + config.keys_file.string() + ": refusing to listen on " +
+                      config.host +
                       " without authentication; add a key with `kernex serve keys add TENANT` "
                       "or listen on 127.0.0.1");
     }
-    log(LogLevel::Warn, "no keys file at " + config->keys_file.string() +
+    log(LogLevel::Warn, "no keys file at " + config.keys_file.string() +
                             ": no authentication, loopback only (every request is tenant 'local')");
   }
   ServerMetrics metrics;
   Observer observer(metrics);
-  Limits limits(*config);
-  auto made = make_runs(kernel, *config, std::move(skills), &observer, &limits);
-  if (!made) return std::unexpected(made.error());
-  Runs& runs = **made;
+  Limits limits(config);
+  KERNEX_ASSIGN_OR_RETURN(auto made,
+                          make_runs(kernel, config, std::move(skills), &observer, &limits));
+  Runs& runs = *made;
 
   HttpOptions http;
-  http.host = config->host;
-  http.port = config->port;
+  http.host = config.host;
+  http.port = config.port;
   http.threads =
-      config->threads ? config->threads : std::max(1u, std::thread::hardware_concurrency());
-  http.max_body_bytes = config->max_body_bytes;
-  http.max_header_bytes = config->max_header_bytes;
-  http.max_connections = config->max_connections;
-  http.header_timeout = config->header_timeout;
-  http.idle_timeout = config->idle_timeout;
-  http.heartbeat = config->heartbeat;
+      config.threads ? config.threads : std::max(1u, std::thread::hardware_concurrency());
+  http.max_body_bytes = config.max_body_bytes;
+  http.max_header_bytes = config.max_header_bytes;
+  http.max_connections = config.max_connections;
+  http.header_timeout = config.header_timeout;
+  http.idle_timeout = config.idle_timeout;
+  http.heartbeat = config.heartbeat;
   std::unique_ptr<HttpServer> server;
   Api api(Api::Deps{&runs, [&auth](const HttpRequest& r) { return auth.tenant(r); },
                     [&] {
@@ -213,8 +208,7 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
     LogContext scope("req=" + r.request_id);
     return api.handle(r);
   });
-  auto port = server->listen();
-  if (!port) return std::unexpected(port.error());
+  KERNEX_ASSIGN_OR_RETURN(auto port, server->listen());
   runs.resume_unfinished();
   server->every(std::chrono::seconds(30), [&runs] { runs.evict_expired(); });
   server->every(std::chrono::seconds(1), [&auth] {
@@ -223,10 +217,10 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
           "keys file: " + r.error().describe() + " (keeping the keys read before)");
   });
   const std::string host =
-      config->host.find(':') != std::string::npos ? "[" + config->host + "]" : config->host;
+      config.host.find(':') != std::string::npos ? "[" + config.host + "]" : config.host;
   if (options.announce)
-    *options.announce << "kernex serve: listening on http://" << host << ":" << *port << std::endl;
-  log(LogLevel::Info, "listening on http://" + host + ":" + std::to_string(*port) + " with " +
+    *options.announce << "kernex serve: listening on http://" << host << ":" << port << std::endl;
+  log(LogLevel::Info, "listening on http://" + host + ":" + std::to_string(port) + " with " +
                           std::to_string(http.threads) + " threads");
 
   std::thread drainer;
@@ -234,10 +228,10 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
     if (drainer.joinable()) return;
     log(LogLevel::Info, std::string("signal ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") +
                             ": draining (no new runs; running runs have " +
-                            std::to_string(config->shutdown_grace.count()) + " ms)");
+                            std::to_string(config.shutdown_grace.count()) + " ms)");
     server->stop_accepting();
     drainer = std::thread([&] {
-      runs.shutdown(config->shutdown_grace);
+      runs.shutdown(config.shutdown_grace);
       server->stop(std::chrono::milliseconds(1000));
     });
   });

@@ -8,7 +8,7 @@ Result<std::shared_ptr<SkillContextSource>> SkillContextSource::create(
     std::vector<Skill> skills, std::vector<std::string> activate) {
   SkillActivator probe(skills);
   for (const auto& name : activate) {
-    if (auto ok = probe.activate(name); !ok) return std::unexpected(ok.error());
+    KERNEX_RETURN_IF_ERROR(probe.activate(name));
   }
   return std::shared_ptr<SkillContextSource>(
       new SkillContextSource(std::move(skills), std::move(activate)));

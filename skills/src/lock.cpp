@@ -88,9 +88,8 @@ Result<SkillLock> compute_lock(const fs::path& folder) {
     if (rel == kLockFileName) continue;
     if (!it->is_regular_file(ec2))
       return fail(ErrorCode::Skill, p.string() + ": expected a regular file, directory or link");
-    auto digest = sha256_file(p);
-    if (!digest) return std::unexpected(digest.error());
-    lock.files[rel] = *digest;
+    KERNEX_ASSIGN_OR_RETURN(auto digest, sha256_file(p));
+    lock.files[rel] = digest;
   }
   return lock;
 }
@@ -154,12 +153,10 @@ LockCheck compare(const SkillLock& locked, const SkillLock& actual) {
 }
 
 Result<std::optional<LockCheck>> verify_lock(const fs::path& folder) {
-  auto locked = read_lock(folder);
-  if (!locked) return std::unexpected(locked.error());
-  if (!*locked) return std::optional<LockCheck>{};
-  auto actual = compute_lock(folder);
-  if (!actual) return std::unexpected(actual.error());
-  return std::optional<LockCheck>(compare(**locked, *actual));
+  KERNEX_ASSIGN_OR_RETURN(auto locked, read_lock(folder));
+  if (!locked) return std::optional<LockCheck>{};
+  KERNEX_ASSIGN_OR_RETURN(auto actual, compute_lock(folder));
+  return std::optional<LockCheck>(compare(*locked, actual));
 }
 
 std::string LockCheck::describe() const {

@@ -137,11 +137,10 @@ std::optional<fs::path> writable_location(const fs::path& folder,
 }
 
 Result<std::string> trust_hash(const fs::path& folder) {
-  if (auto r = check_pinned(folder); !r) return std::unexpected(r.error());
-  auto lock = compute_lock(folder);
-  if (!lock) return std::unexpected(lock.error());
+  KERNEX_RETURN_IF_ERROR(check_pinned(folder));
+  KERNEX_ASSIGN_OR_RETURN(auto lock, compute_lock(folder));
   std::string text;
-  for (const auto& [path, digest] : lock->files) text += path + '\0' + digest + '\n';
+  for (const auto& [path, digest] : lock.files) text += path + '\0' + digest + '\n';
   // The lock file is left out of its own lock; here it counts like any other file.
   std::error_code ec;
   if (fs::exists(fs::symlink_status(folder / kLockFileName, ec))) {
@@ -185,11 +184,10 @@ Result<std::string> trust_skill(const fs::path& store, const fs::path& folder) {
     return fail(ErrorCode::Skill, folder.string() + ": expected a skill folder");
   auto hash = trust_hash(real);
   if (!hash) return hash;
-  auto records = read_trust_store(store);
-  if (!records) return std::unexpected(records.error());
-  (*records)[real.string()] = *hash;
-  Json j{{"version", kTrustVersion}, {"skills", *records}};
-  if (auto w = write_atomically(store, j.dump(2) + "\n"); !w) return std::unexpected(w.error());
+  KERNEX_ASSIGN_OR_RETURN(auto records, read_trust_store(store));
+  (records)[real.string()] = *hash;
+  Json j{{"version", kTrustVersion}, {"skills", records}};
+  KERNEX_RETURN_IF_ERROR(write_atomically(store, j.dump(2) + "\n"));
   return hash;
 }
 
@@ -199,8 +197,7 @@ Result<TrustCheck> check_trust(const fs::path& folder, const TrustRule& rule) {
   if (!out.location) return out;
   const fs::path real = canonical_or_normal(folder);
   const std::string trust_command = "kernex skills trust " + shell_word(real.string());
-  auto records = read_trust_store(rule.store);
-  if (!records) return std::unexpected(records.error());
+  KERNEX_ASSIGN_OR_RETURN(auto records, read_trust_store(rule.store));
   auto hash = trust_hash(real);
   if (!hash) {
     out.state = TrustState::Untrusted;
@@ -208,8 +205,8 @@ Result<TrustCheck> check_trust(const fs::path& folder, const TrustRule& rule) {
                   " and can't be trusted: " + hash.error().message;
     return out;
   }
-  auto it = records->find(real.string());
-  if (it == records->end()) {
+  auto it = records.find(real.string());
+  if (it == records.end()) {
     out.state = TrustState::Untrusted;
     out.message =
         "the skill lies in the writable location " + out.location->string() +

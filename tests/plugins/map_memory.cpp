@@ -18,9 +18,8 @@ class MapMemory final : public kernex::MemoryStore {
   kernex::Result<std::vector<kernex::ContextEntry>> recent_messages(const std::string& id,
                                                                     std::size_t limit) override {
     std::lock_guard lock(mutex_);
-    auto found = lookup(id);
-    if (!found) return std::unexpected(found.error());
-    const auto& all = **found;
+    KERNEX_ASSIGN_OR_RETURN(auto found, lookup(id));
+    const auto& all = *found;
     const std::size_t from = all.size() > limit ? all.size() - limit : 0;
     return std::vector<kernex::ContextEntry>(all.begin() + static_cast<std::ptrdiff_t>(from),
                                              all.end());
@@ -28,24 +27,21 @@ class MapMemory final : public kernex::MemoryStore {
   kernex::Result<std::vector<kernex::ContextEntry>> oldest_messages(const std::string& id,
                                                                     std::size_t count) override {
     std::lock_guard lock(mutex_);
-    auto found = lookup(id);
-    if (!found) return std::unexpected(found.error());
-    const auto& all = **found;
+    KERNEX_ASSIGN_OR_RETURN(auto found, lookup(id));
+    const auto& all = *found;
     return std::vector<kernex::ContextEntry>(
         all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(count, all.size())));
   }
   kernex::Result<std::uint64_t> message_count(const std::string& id) override {
     std::lock_guard lock(mutex_);
-    auto found = lookup(id);
-    if (!found) return std::unexpected(found.error());
-    return (*found)->size();
+    KERNEX_ASSIGN_OR_RETURN(auto found, lookup(id));
+    return (found)->size();
   }
   kernex::Result<void> append_messages(const std::string& id,
                                        const std::vector<kernex::ContextEntry>& entries) override {
     std::lock_guard lock(mutex_);
-    auto found = lookup(id);
-    if (!found) return std::unexpected(found.error());
-    (*found)->insert((*found)->end(), entries.begin(), entries.end());
+    KERNEX_ASSIGN_OR_RETURN(auto found, lookup(id));
+    (found)->insert((found)->end(), entries.begin(), entries.end());
     return {};
   }
   kernex::Result<std::optional<kernex::StoredSummary>> compaction_summary(

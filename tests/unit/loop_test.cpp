@@ -36,10 +36,9 @@ class Loop : public ::testing::Test {
     return config;
   }
   Result<RunResult> run(Config config, const RunOptions& options = {}) {
-    auto kernel = Kernel::create(std::move(config));
-    if (!kernel) return std::unexpected(kernel.error());
-    for (auto& h : hooks_) (*kernel)->add_hook(h);
-    return (*kernel)->run(Request::from_text("tester", "count these words"), options);
+    KERNEX_ASSIGN_OR_RETURN(auto kernel, Kernel::create(std::move(config)));
+    for (auto& h : hooks_) (kernel)->add_hook(h);
+    return (kernel)->run(Request::from_text("tester", "count these words"), options);
   }
   std::vector<Json> recorded() {
     std::vector<Json> out;

@@ -347,8 +347,7 @@ class SkillServer : public McpClientTest {
     McpToolbox box(config);
     Context run;
     run.mcp_servers = {declared(dir)};
-    auto tools = box.list_tools(run);
-    if (!tools) return std::unexpected(tools.error());
+    KERNEX_ASSIGN_OR_RETURN(auto tools, box.list_tools(run));
     return box.execute(run, ToolCall{"c", "skill__" + tool, Json::object()});
   }
 

@@ -94,9 +94,8 @@ class RunTree : public ::testing::Test {
  protected:
   Result<RunResult> run(const std::vector<std::string>& lines, RunOptions options = {},
                         Limits limits = {}) {
-    auto kernel = make_kernel(lines, limits);
-    if (!kernel) return std::unexpected(kernel.error());
-    return (*kernel)->run(Request::from_text("tester", "the question"), options);
+    KERNEX_ASSIGN_OR_RETURN(auto kernel, make_kernel(lines, limits));
+    return (kernel)->run(Request::from_text("tester", "the question"), options);
   }
   Result<std::unique_ptr<Kernel>> make_kernel(const std::vector<std::string>& lines,
                                               Limits limits = {}) {

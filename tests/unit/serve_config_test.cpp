@@ -8,10 +8,9 @@ namespace kernex::server {
 namespace {
 
 Result<ServeConfig> parse(const std::string& yaml) {
-  auto config = Config::parse_yaml(yaml, "kernex.yaml");
-  if (!config) return std::unexpected(config.error());
-  config->data_dir = "/data";
-  return ServeConfig::from(*config);
+  KERNEX_ASSIGN_OR_RETURN(auto config, Config::parse_yaml(yaml, "kernex.yaml"));
+  config.data_dir = "/data";
+  return ServeConfig::from(config);
 }
 
 TEST(ServeConfig, DefaultsWithoutASection) {

@@ -99,12 +99,11 @@ Result<std::vector<TrajectorySummary>> list_trajectories(const fs::path& dir) {
 }
 
 Result<std::vector<Json>> read_trajectory(const fs::path& dir, const std::string& run) {
-  auto all = list_trajectories(dir);
-  if (!all) return std::unexpected(all.error());
-  if (all->empty()) return fail(ErrorCode::Usage, "no trajectories in " + dir.string());
-  if (run == "last") return read_events(all->back().path);
+  KERNEX_ASSIGN_OR_RETURN(auto all, list_trajectories(dir));
+  if (all.empty()) return fail(ErrorCode::Usage, "no trajectories in " + dir.string());
+  if (run == "last") return read_events(all.back().path);
   std::vector<const TrajectorySummary*> matches;
-  for (const auto& s : *all) {
+  for (const auto& s : all) {
     if (s.run_id == run) return read_events(s.path);
     if (s.run_id.starts_with(run)) matches.push_back(&s);
   }

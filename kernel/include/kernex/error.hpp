@@ -55,3 +55,26 @@ inline std::unexpected<Error> fail(ErrorCode code, std::string message, Error ca
 }
 
 }  // namespace kernex
+
+// Propagation of a failed Result to the caller, in sandbox2's and Abseil's style: the name says
+// the macro returns, so control flow stays visible where it happens. Each replaces the pair
+//   auto x = f();  if (!x) return std::unexpected(x.error());
+// The expression may hold commas (it is the variadic tail).
+//
+//   KERNEX_RETURN_IF_ERROR(expr);               // expr is any Result; its value is dropped
+//   KERNEX_ASSIGN_OR_RETURN(auto x, expr);      // x is expr's value, moved out of the Result
+#define KERNEX_RETURN_IF_ERROR(...)                              \
+  do {                                                           \
+    if (auto kernex_result_ = (__VA_ARGS__); !kernex_result_)    \
+      return std::unexpected(std::move(kernex_result_).error()); \
+  } while (false)
+
+#define KERNEX_ASSIGN_OR_RETURN(lhs, ...) \
+  KERNEX_ASSIGN_OR_RETURN_IMPL_(KERNEX_CONCAT_(kernex_result_, __LINE__), lhs, __VA_ARGS__)
+
+#define KERNEX_CONCAT_INNER_(a, b) a##b
+#define KERNEX_CONCAT_(a, b) KERNEX_CONCAT_INNER_(a, b)
+#define KERNEX_ASSIGN_OR_RETURN_IMPL_(result, lhs, ...)           \
+  auto result = (__VA_ARGS__);                                    \
+  if (!result) return std::unexpected(std::move(result).error()); \
+  lhs = std::move(*result)

@@ -689,9 +689,8 @@ struct Client::Impl {
     for (int fresh_tries = 0;; ++fresh_tries) {
       const bool reused = conn != nullptr;
       if (!conn) {
-        auto made = connect(url, proxy, total);
-        if (!made) return std::unexpected(made.error());
-        conn = std::move(*made);
+        KERNEX_ASSIGN_OR_RETURN(auto made, connect(url, proxy, total));
+        conn = std::move(made);
       }
       bool stale = false;
       std::expected<Response, Failure> result = std::unexpected(Failure{});
@@ -724,11 +723,10 @@ struct Client::Impl {
 
   Result<Response> execute(const Request& request, const ChunkHandler* on_chunk) {
     std::lock_guard lock(mutex);
-    auto url = Url::parse(request.url);
-    if (!url) return std::unexpected(url.error());
+    KERNEX_ASSIGN_OR_RETURN(auto url, Url::parse(request.url));
     stop = request.stop;
     auto cancelled = [&] {
-      return fail(ErrorCode::Cancelled, "request to " + url->authority() + " cancelled");
+      return fail(ErrorCode::Cancelled, "request to " + url.authority() + " cancelled");
     };
     const auto start = Clock::now();
     const auto total = start + opts.total_timeout;
@@ -751,7 +749,7 @@ struct Client::Impl {
       ++stats.attempts;
       ++tries;
       std::size_t delivered = 0;
-      auto result = attempt(*url, request, on_chunk, total, delivered);
+      auto result = attempt(url, request, on_chunk, total, delivered);
       if (!result && stop.stop_requested()) return cancelled();
       if (!result) {
         if (!result.error().retryable || delivered > 0)
@@ -776,7 +774,7 @@ struct Client::Impl {
     return fail(ErrorCode::Provider, last_error ? last_error->message + " (gave up after " +
                                                       std::to_string(tries) + " attempt(s), " +
                                                       std::to_string(elapsed) + " ms)"
-                                                : "request to " + url->authority() + " timed out");
+                                                : "request to " + url.authority() + " timed out");
   }
 };
 

@@ -118,7 +118,7 @@ Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& 
   KX_READ(max_retries, reader.uint("max_retries"));
   KX_READ(retry_base_ms, reader.uint("retry_base_ms"));
 #undef KX_READ
-  if (auto done = reader.finish(); !done) return std::unexpected(done.error());
+  KERNEX_RETURN_IF_ERROR(reader.finish());
 
   o.model = model->value_or(defaults.model);
   if (o.model.empty())

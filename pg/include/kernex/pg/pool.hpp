@@ -57,10 +57,9 @@ class Pool {
 template <class T>
 Result<T> Pool::transaction(const std::function<Result<T>(Connection&)>& body) {
   for (int attempt = 0;; ++attempt) {
-    auto lease = acquire();
-    if (!lease) return std::unexpected(lease.error());
-    Connection& c = **lease;
-    if (auto r = c.exec("BEGIN"); !r) return std::unexpected(r.error());
+    KERNEX_ASSIGN_OR_RETURN(auto lease, acquire());
+    Connection& c = *lease;
+    KERNEX_RETURN_IF_ERROR(c.exec("BEGIN"));
     Result<T> out = body(c);
     if (out) {
       if (auto r = c.exec("COMMIT"); !r) {
