@@ -36,13 +36,11 @@ Result<void> PgStore::store_lesson(const Lesson& l) {
                "WHERE sender_id = $1 AND domain = $2 AND project = $3 AND rule = $4",
                {l.sender_id, l.domain, l.project, l.rule}));
     if (reinforce.affected() > 0) return {};
-    KERNEX_ASSIGN_OR_RETURN(
-        auto insert,
+    KERNEX_RETURN_IF_ERROR(
         c.exec("INSERT INTO lessons (sender_id, domain, rule, project, recency) "
                "VALUES ($1, $2, $3, $4, (SELECT coalesce(max(recency), 0) + 1 FROM lessons))",
                {l.sender_id, l.domain, l.rule, l.project}));
-    KERNEX_ASSIGN_OR_RETURN(
-        auto prune,
+    KERNEX_RETURN_IF_ERROR(
         c.exec("DELETE FROM lessons WHERE sender_id = $1 AND domain = $2 AND project = $3 AND id "
                "NOT IN "
                "(SELECT id FROM lessons WHERE sender_id = $1 AND domain = $2 AND project = $3 "

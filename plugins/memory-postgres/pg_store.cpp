@@ -153,11 +153,9 @@ Result<std::string> PgStore::open_conversation(const ConversationKey& key,
     if (!again) return std::unexpected(again.error());
     if (!again->empty()) return again->text(0, 0);
     const std::string id = new_uuid();
-    KERNEX_ASSIGN_OR_RETURN(
-        auto insert,
-        c.exec(
-            "INSERT INTO conversations (id, channel, sender_id, project) VALUES ($1, $2, $3, $4)",
-            {id, key.channel, key.sender_id, key.project}));
+    KERNEX_RETURN_IF_ERROR(c.exec(
+        "INSERT INTO conversations (id, channel, sender_id, project) VALUES ($1, $2, $3, $4)",
+        {id, key.channel, key.sender_id, key.project}));
     return id;
   });
 }
@@ -255,8 +253,7 @@ Result<void> PgStore::save_compaction_summary(const std::string& conversation_id
                                               const StoredSummary& summary) {
   if (auto p = text_problem(summary.text))
     return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r,
+  KERNEX_RETURN_IF_ERROR(
       query("INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
             "VALUES ($1, $2, $3::bigint, kx_now()) ON CONFLICT (conversation_id) DO UPDATE SET "
             "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
@@ -320,8 +317,7 @@ Result<void> PgStore::close_conversation(const std::string& conversation_id,
     if (!close) return std::unexpected(close.error());
     if (close->affected() == 0) return no_conversation(conversation_id);
     if (!summary) return {};
-    KERNEX_ASSIGN_OR_RETURN(
-        auto upsert,
+    KERNEX_RETURN_IF_ERROR(
         c.exec("INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
                "SELECT id, $1, message_count, kx_now() FROM conversations WHERE id = $2 "
                "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
@@ -458,14 +454,12 @@ Result<void> PgStore::record_tool_call(const AuditRecord& rec) {
   }
   std::optional<std::string> at =
       rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r,
-      query(
-          "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, arguments, "
-          "result, status, reason) "
-          "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9)",
-          {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
-           rec.status, rec.reason}));
+  KERNEX_RETURN_IF_ERROR(query(
+      "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, arguments, "
+      "result, status, reason) "
+      "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9)",
+      {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result, rec.status,
+       rec.reason}));
   return {};
 }
 

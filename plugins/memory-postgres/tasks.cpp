@@ -166,8 +166,7 @@ Result<std::string> PgStore::create_task(const TaskSpec& in) {
       }
     }
     const std::string id = sqlite::new_uuid();
-    KERNEX_ASSIGN_OR_RETURN(
-        auto insert,
+    KERNEX_RETURN_IF_ERROR(
         c.exec("INSERT INTO scheduled_tasks (id, channel, sender_id, reply_target, description, "
                "due_at, "
                "repeat, task_type, "
@@ -247,21 +246,21 @@ Result<bool> PgStore::complete_task(const std::string& id, const std::string& wo
       const std::string current = now.text(0, 0);
       std::string next = t.spec.due_at;
       for (int guard = 0; guard < 100000 && (guard == 0 || next <= current); ++guard) {
-        next = next_occurrence(next, t.spec.repeat);
+        next = next_occurrence(next, *t.spec.repeat);
       }
-      KERNEX_ASSIGN_OR_RETURN(
-          auto r,
+      KERNEX_RETURN_IF_ERROR(
           c.exec("UPDATE scheduled_tasks SET due_at = $1, status = 'pending', claimed_by = NULL, "
                  "lease_until = NULL, "
                  "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = $2",
                  {next, id}));
       return true;
     }
-    KERNEX_ASSIGN_OR_RETURN(auto r, c.exec("UPDATE scheduled_tasks SET status = 'delivered', "
-                                           "delivered_at = kx_now(), claimed_by = "
-                                           "NULL, "
-                                           "lease_until = NULL, retry_at = NULL WHERE id = $1",
-                                           {id}));
+    KERNEX_RETURN_IF_ERROR(
+        c.exec("UPDATE scheduled_tasks SET status = 'delivered', "
+               "delivered_at = kx_now(), claimed_by = "
+               "NULL, "
+               "lease_until = NULL, retry_at = NULL WHERE id = $1",
+               {id}));
     return true;
   });
 }
@@ -352,8 +351,7 @@ Result<std::string> PgStore::record_task_run(const TaskRun& run) {
   const std::string id = sqlite::new_uuid();
   std::optional<std::string> tokens;
   if (run.tokens) tokens = std::to_string(*run.tokens);
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r,
+  KERNEX_RETURN_IF_ERROR(
       query("INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, error, "
             "tokens) "
             "VALUES ($1, $2, $3, coalesce($4, kx_now()), $5, $6, $7, $8::bigint)",

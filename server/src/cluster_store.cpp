@@ -134,19 +134,19 @@ Result<void> insert_events(Connection& c, const std::string& id,
   Json rows = Json::array();
   for (const auto& e : events)
     rows.push_back({{"seq", e.id}, {"name", e.name}, {"data", dump(e.data)}});
-  KERNEX_ASSIGN_OR_RETURN(auto r, c.exec("INSERT INTO serve_run_events (run_id, seq, name, data) "
-                                         "SELECT $1, (e->>'seq')::bigint, e->>'name', e->>'data' "
-                                         "FROM json_array_elements($2::json) e "
-                                         "ON CONFLICT (run_id, seq) DO NOTHING",
-                                         {id, dump(rows)}));
+  KERNEX_RETURN_IF_ERROR(
+      c.exec("INSERT INTO serve_run_events (run_id, seq, name, data) "
+             "SELECT $1, (e->>'seq')::bigint, e->>'name', e->>'data' "
+             "FROM json_array_elements($2::json) e "
+             "ON CONFLICT (run_id, seq) DO NOTHING",
+             {id, dump(rows)}));
   return {};
 }
 
 // An event after the stored ones, from whoever is not the run's executor (cancel, reaper).
 Result<void> append_one(Connection& c, const std::string& id, const std::string& name,
                         const Json& data) {
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r,
+  KERNEX_RETURN_IF_ERROR(
       c.exec("INSERT INTO serve_run_events (run_id, seq, name, data) "
              "SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3 FROM serve_run_events WHERE run_id = $1",
              {id, name, dump(data)}));
@@ -154,17 +154,18 @@ Result<void> append_one(Connection& c, const std::string& id, const std::string&
 }
 
 Result<void> notify(Connection& c, const char* channel, const std::string& payload) {
-  KERNEX_ASSIGN_OR_RETURN(auto r, c.exec("SELECT pg_notify($1, $2)", {channel, payload}));
+  KERNEX_RETURN_IF_ERROR(c.exec("SELECT pg_notify($1, $2)", {channel, payload}));
   return {};
 }
 
 // Cancels one queued run (row locked by the caller): status, result and its run_end event.
 Result<void> cancel_queued(Connection& c, const std::string& id, const std::string& session) {
   const Json body = cancelled_result(id, session);
-  KERNEX_ASSIGN_OR_RETURN(auto r, c.exec("UPDATE serve_runs SET status = 'cancelled', result = $2, "
-                                         "ended_at = clock_timestamp() WHERE "
-                                         "id = $1",
-                                         {id, dump(body)}));
+  KERNEX_RETURN_IF_ERROR(
+      c.exec("UPDATE serve_runs SET status = 'cancelled', result = $2, "
+             "ended_at = clock_timestamp() WHERE "
+             "id = $1",
+             {id, dump(body)}));
   if (auto e = append_one(c, id, "run_end", body); !e) return e;
   return notify(c, ClusterStore::kEventsChannel, id);
 }
@@ -202,7 +203,7 @@ Result<void> interrupt_session(Connection& c, const std::string& tenant,
 Result<std::unique_ptr<ClusterStore>> ClusterStore::open(const pg::Options& options,
                                                          std::size_t pool_size) {
   std::unique_ptr<ClusterStore> store(new ClusterStore(options, pool_size));
-  KERNEX_ASSIGN_OR_RETURN(auto migrated, store->pool_.transaction<bool>(migrate));
+  KERNEX_RETURN_IF_ERROR(store->pool_.transaction<bool>(migrate));
   return store;
 }
 
@@ -221,10 +222,10 @@ Result<ClusterStore::Admitted> ClusterStore::submit(const SharedRun& run, IfBusy
         KERNEX_RETURN_IF_ERROR(interrupt_session(c, run.tenant, run.session));
       }
     }
-    KERNEX_ASSIGN_OR_RETURN(
-        auto r, c.exec("INSERT INTO serve_runs (id, tenant, session, status, created_at, request) "
-                       "VALUES ($1, $2, $3, 'queued', $4, $5)",
-                       {run.id, run.tenant, run.session, run.created_at, dump(run.request)}));
+    KERNEX_RETURN_IF_ERROR(
+        c.exec("INSERT INTO serve_runs (id, tenant, session, status, created_at, request) "
+               "VALUES ($1, $2, $3, 'queued', $4, $5)",
+               {run.id, run.tenant, run.session, run.created_at, dump(run.request)}));
     KERNEX_RETURN_IF_ERROR(notify(c, kQueueChannel, ""));
     return Admitted::Queued;
   });
@@ -306,10 +307,8 @@ Result<std::vector<std::string>> ClusterStore::reap(const ClusterConfig& cluster
       if (lost.boolean(i, 3)) {
         done = cancel_queued(c, id, session);
       } else if (cluster.retry_lost && attempt < static_cast<int>(cluster.max_attempts)) {
-        KERNEX_ASSIGN_OR_RETURN(
-            auto r,
-            c.exec("UPDATE serve_runs SET status = 'queued', lease_until = NULL WHERE id = $1",
-                   {id}));
+        KERNEX_RETURN_IF_ERROR(c.exec(
+            "UPDATE serve_runs SET status = 'queued', lease_until = NULL WHERE id = $1", {id}));
         done = append_one(c, id, "run_retry",
                           {{"run_id", id}, {"attempt", attempt + 1}, {"reason", why}});
         if (done) done = notify(c, kEventsChannel, id);
@@ -318,8 +317,7 @@ Result<std::vector<std::string>> ClusterStore::reap(const ClusterConfig& cluster
                          {"code", "interrupted"},
                          {"message", why + " (attempt " + std::to_string(attempt) + " of " +
                                          std::to_string(cluster.max_attempts) + ")"}};
-        KERNEX_ASSIGN_OR_RETURN(
-            auto r,
+        KERNEX_RETURN_IF_ERROR(
             c.exec("UPDATE serve_runs SET status = 'failed', result = $2, lease_until = NULL, "
                    "ended_at = clock_timestamp() WHERE id = $1",
                    {id, dump(error)}));
@@ -370,8 +368,7 @@ Result<bool> ClusterStore::finish(const std::string& id, const std::string& node
     auto held = hold(c, id, node, attempt, "FOR UPDATE");
     if (!held || !*held) return held;
     KERNEX_RETURN_IF_ERROR(insert_events(c, id, events));
-    KERNEX_ASSIGN_OR_RETURN(
-        auto r,
+    KERNEX_RETURN_IF_ERROR(
         c.exec("UPDATE serve_runs SET status = $2, result = $3, lease_until = NULL, ended_at = "
                "clock_timestamp() "
                "WHERE id = $1",
@@ -410,7 +407,7 @@ Result<ClusterStore::CancelOutcome> ClusterStore::cancel(const std::string& tena
 }
 
 Result<void> ClusterStore::cancel_session(const std::string& tenant, const std::string& session) {
-  KERNEX_ASSIGN_OR_RETURN(auto done, pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+  KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     if (auto r = lock_session(c, tenant, session); !r) return std::unexpected(r.error());
     if (auto r = interrupt_session(c, tenant, session); !r) return std::unexpected(r.error());
     return true;
@@ -437,7 +434,7 @@ Result<bool> ClusterStore::session_has_runs(const std::string& tenant, const std
 
 Result<void> ClusterStore::delete_session(const std::string& tenant, const std::string& session) {
   // Under the session's lock, like submit and cancel_session: no run of it is admitted meanwhile.
-  KERNEX_ASSIGN_OR_RETURN(auto done, pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+  KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     if (auto r = lock_session(c, tenant, session); !r) return std::unexpected(r.error());
     auto r = c.exec("DELETE FROM serve_runs WHERE tenant = $1 AND session = $2", {tenant, session});
     if (!r) return std::unexpected(r.error());

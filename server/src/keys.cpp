@@ -401,7 +401,7 @@ namespace {
 // process since our last read survive.
 template <class Change>
 Result<std::size_t> modify(KeyStore::State& s, Change change) {
-  KERNEX_ASSIGN_OR_RETURN(auto lock, WriteLock::take(s.file));
+  KERNEX_RETURN_IF_ERROR(WriteLock::take(s.file));
   KERNEX_ASSIGN_OR_RETURN(auto current, read_keys(s.file));
   auto changed = change(current.keys);
   if (!changed) return changed;
