@@ -347,8 +347,8 @@ class SkillServer : public McpClientTest {
     McpToolbox box(config);
     Context run;
     run.mcp_servers = {declared(dir)};
-    KERNEX_ASSIGN_OR_RETURN(auto tools, box.list_tools(run));
-    return box.execute(run, ToolCall{"c", "skill__" + tool, Json::object()});
+    KERNEX_RETURN_IF_ERROR(box.list_tools(run));
+    return box.execute(run, {}, ToolCall{"c", "skill__" + tool, Json::object()});
   }
 
   kernex::testing::TempDir skill_;
