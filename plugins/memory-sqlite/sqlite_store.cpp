@@ -114,12 +114,12 @@ Result<std::vector<ContextEntry>> SqliteStore::select_entries(const char* sql,
   KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql));
   stmt.bind_all(conversation_id, static_cast<std::int64_t>(std::min<std::size_t>(n, INT64_MAX)));
   std::vector<ContextEntry> out;
-  KERNEX_ASSIGN_OR_RETURN(auto r, each_row(stmt, [&]() -> Result<void> {
-                            auto e = read_entry(stmt, 0);
-                            if (!e) return std::unexpected(e.error());
-                            out.push_back(std::move(*e));
-                            return {};
-                          }));
+  KERNEX_RETURN_IF_ERROR(each_row(stmt, [&]() -> Result<void> {
+    auto e = read_entry(stmt, 0);
+    if (!e) return std::unexpected(e.error());
+    out.push_back(std::move(*e));
+    return {};
+  }));
   if (reverse) std::reverse(out.begin(), out.end());
   return out;
 }
@@ -305,13 +305,12 @@ Result<std::vector<StoredMessage>> SqliteStore::conversation_messages(
   stmt.bind_all(conversation_id, after_seq,
                 static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
   std::vector<StoredMessage> out;
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r, each_row(stmt, [&]() -> Result<void> {
-        auto e = read_entry(stmt, 0);
-        if (!e) return std::unexpected(e.error());
-        out.push_back(StoredMessage{stmt.integer(0), stmt.text(6), std::move(*e), stmt.text(7)});
-        return {};
-      }));
+  KERNEX_RETURN_IF_ERROR(each_row(stmt, [&]() -> Result<void> {
+    auto e = read_entry(stmt, 0);
+    if (!e) return std::unexpected(e.error());
+    out.push_back(StoredMessage{stmt.integer(0), stmt.text(6), std::move(*e), stmt.text(7)});
+    return {};
+  }));
   return out;
 }
 
@@ -377,12 +376,11 @@ Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const Conversat
           "AND s.conversation_id != ? ORDER BY s.updated_at DESC, s.id DESC LIMIT ?"));
   stmt.bind_all(key.channel, key.sender_id, exclude, static_cast<std::int64_t>(limit));
   std::vector<SummaryRecord> out;
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r, each_row(stmt, [&]() -> Result<void> {
-        out.push_back({stmt.text(0), stmt.text(1), static_cast<std::uint64_t>(stmt.integer(2)),
-                       stmt.text(3)});
-        return {};
-      }));
+  KERNEX_RETURN_IF_ERROR(each_row(stmt, [&]() -> Result<void> {
+    out.push_back(
+        {stmt.text(0), stmt.text(1), static_cast<std::uint64_t>(stmt.integer(2)), stmt.text(3)});
+    return {};
+  }));
   return out;
 }
 
@@ -513,10 +511,10 @@ Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::facts(
           "SELECT key, value FROM facts WHERE sender_id = ? AND deleted_at IS NULL ORDER BY key"));
   stmt.bind(1, sender_id);
   std::vector<std::pair<std::string, std::string>> out;
-  KERNEX_ASSIGN_OR_RETURN(auto r, each_row(stmt, [&]() -> Result<void> {
-                            out.emplace_back(stmt.text(0), stmt.text(1));
-                            return {};
-                          }));
+  KERNEX_RETURN_IF_ERROR(each_row(stmt, [&]() -> Result<void> {
+    out.emplace_back(stmt.text(0), stmt.text(1));
+    return {};
+  }));
   return out;
 }
 
@@ -565,11 +563,10 @@ Result<std::vector<Fact>> SqliteStore::fact_records(const std::optional<std::str
           "AND (?2 OR deleted_at IS NULL) ORDER BY sender_id, key"));
   stmt.bind_all(sender_id, include_deleted ? 1 : 0);
   std::vector<Fact> out;
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r, each_row(stmt, [&]() -> Result<void> {
-        out.push_back({stmt.text(0), stmt.text(1), stmt.text(2), stmt.text(3), stmt.opt_text(4)});
-        return {};
-      }));
+  KERNEX_RETURN_IF_ERROR(each_row(stmt, [&]() -> Result<void> {
+    out.push_back({stmt.text(0), stmt.text(1), stmt.text(2), stmt.text(3), stmt.opt_text(4)});
+    return {};
+  }));
   return out;
 }
 
