@@ -247,7 +247,7 @@ Result<bool> PgStore::complete_task(const std::string& id, const std::string& wo
       const std::string current = now.text(0, 0);
       std::string next = t.spec.due_at;
       for (int guard = 0; guard < 100000 && (guard == 0 || next <= current); ++guard) {
-        next = next_occurrence(next, t.spec.repeat);
+        next = next_occurrence(next, *t.spec.repeat);
       }
       KERNEX_ASSIGN_OR_RETURN(
           auto r,
