@@ -309,18 +309,17 @@ class ReplToolbox final : public ToolExecutor {
     if (call.name == "list_vars") return Request{line_of(Json{{"op", "list"}}), {}};
     if (call.name == "peek") {
       KERNEX_ASSIGN_OR_RETURN(auto name, str("name", true));
-      KERNEX_ASSIGN_OR_RETURN(auto start, integer("start"), end = integer("end"));
-      if (!end) return std::unexpected(end.error());
-      return Request{
-          line_of(Json{{"op", "peek"}, {"name", *name}, {"start", start}, {"end", *end}}), {}};
+      KERNEX_ASSIGN_OR_RETURN(auto start, integer("start"));
+      KERNEX_ASSIGN_OR_RETURN(auto end, integer("end"));
+      return Request{line_of(Json{{"op", "peek"}, {"name", *name}, {"start", start}, {"end", end}}),
+                     {}};
     }
     if (call.name == "scan") {
-      KERNEX_ASSIGN_OR_RETURN(auto name, str("name", true), pattern = str("pattern", true));
-      if (!pattern) return std::unexpected(pattern.error());
+      KERNEX_ASSIGN_OR_RETURN(auto name, str("name", true));
+      KERNEX_ASSIGN_OR_RETURN(auto pattern, str("pattern", true));
       KERNEX_ASSIGN_OR_RETURN(auto hits, integer("max_hits"));
       return Request{
-          line_of(
-              Json{{"op", "scan"}, {"name", *name}, {"pattern", **pattern}, {"max_hits", hits}}),
+          line_of(Json{{"op", "scan"}, {"name", *name}, {"pattern", *pattern}, {"max_hits", hits}}),
           {}};
     }
     if (call.name == "eval_code") {
