@@ -202,7 +202,7 @@ Result<void> interrupt_session(Connection& c, const std::string& tenant,
 Result<std::unique_ptr<ClusterStore>> ClusterStore::open(const pg::Options& options,
                                                          std::size_t pool_size) {
   std::unique_ptr<ClusterStore> store(new ClusterStore(options, pool_size));
-  KERNEX_ASSIGN_OR_RETURN(auto migrated, store->pool_.transaction<bool>(migrate));
+  KERNEX_RETURN_IF_ERROR(store->pool_.transaction<bool>(migrate));
   return store;
 }
 
@@ -410,7 +410,7 @@ Result<ClusterStore::CancelOutcome> ClusterStore::cancel(const std::string& tena
 }
 
 Result<void> ClusterStore::cancel_session(const std::string& tenant, const std::string& session) {
-  KERNEX_ASSIGN_OR_RETURN(auto done, pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+  KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     if (auto r = lock_session(c, tenant, session); !r) return std::unexpected(r.error());
     if (auto r = interrupt_session(c, tenant, session); !r) return std::unexpected(r.error());
     return true;
@@ -437,7 +437,7 @@ Result<bool> ClusterStore::session_has_runs(const std::string& tenant, const std
 
 Result<void> ClusterStore::delete_session(const std::string& tenant, const std::string& session) {
   // Under the session's lock, like submit and cancel_session: no run of it is admitted meanwhile.
-  KERNEX_ASSIGN_OR_RETURN(auto done, pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+  KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     if (auto r = lock_session(c, tenant, session); !r) return std::unexpected(r.error());
     auto r = c.exec("DELETE FROM serve_runs WHERE tenant = $1 AND session = $2", {tenant, session});
     if (!r) return std::unexpected(r.error());

@@ -40,7 +40,7 @@ class Authenticator {
       keys_.emplace(std::move(loaded));
       return {};
     }
-    KERNEX_ASSIGN_OR_RETURN(auto changed, keys_->reload_if_changed());
+    KERNEX_RETURN_IF_ERROR(keys_->reload_if_changed());
     return {};
   }
 
