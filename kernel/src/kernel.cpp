@@ -368,21 +368,21 @@ struct Kernel::Impl {
     t->record("sub_call", std::move(event));
   }
 
-  // The exchange with its tool calls (a cancelled run's partial answer is in its turn), then
-  // what it cost.
+  // The exchange with its tool calls (a cancelled run's partial answer is in its turn) and what
+  // it cost, in one store write.
   static Result<void> save_exchange(MemoryStore& memory, const std::string& conversation_id,
                                     const Request& request, const Context& context,
                                     const RunResult& run) {
-    std::vector<ContextEntry> exchange;
-    exchange.push_back(ContextEntry::user(request.text));
-    exchange.insert(exchange.end(), context.turn.begin(), context.turn.end());
-    if (run.outcome == Outcome::EndTurn) exchange.push_back(ContextEntry::assistant(run.text));
-    if (auto saved = memory.append_messages(conversation_id, exchange); !saved) {
+    ExchangeRecord record;
+    record.conversation_id = conversation_id;
+    record.messages.push_back(ContextEntry::user(request.text));
+    record.messages.insert(record.messages.end(), context.turn.begin(), context.turn.end());
+    if (run.outcome == Outcome::EndTurn)
+      record.messages.push_back(ContextEntry::assistant(run.text));
+    record.usage =
+        UsageRecord{conversation_id, request.sender_id, run.model, run.provider, run.usage};
+    if (auto saved = memory.save_exchange(record); !saved) {
       return fail(ErrorCode::Memory, "saving the exchange failed", saved.error());
-    }
-    UsageRecord record{conversation_id, request.sender_id, run.model, run.provider, run.usage};
-    if (auto recorded = memory.record_usage(record); !recorded) {
-      log(LogLevel::Warn, "recording usage failed: " + recorded.error().describe());
     }
     return {};
   }

@@ -196,45 +196,88 @@ Result<std::uint64_t> PgStore::message_count(const std::string& conversation_id)
   return static_cast<std::uint64_t>(rows.int64(0, 0));
 }
 
-Result<void> PgStore::append_messages(const std::string& conversation_id,
-                                      const std::vector<ContextEntry>& entries) {
-  // Checked before anything is written, so a bad entry leaves the exchange unsaved as a whole.
+namespace {
+
+// Checked and encoded before anything is written, so a bad entry leaves the exchange unsaved as a
+// whole.
+Result<std::vector<EncodedEntry>> encode_exchange(const std::vector<ContextEntry>& entries,
+                                                  std::size_t max_message_bytes) {
   std::vector<EncodedEntry> encoded;
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    if (auto r = check_entry(entries[i], i, options_.max_message_bytes); !r) return r;
+    KERNEX_RETURN_IF_ERROR(check_entry(entries[i], i, max_message_bytes));
     KERNEX_ASSIGN_OR_RETURN(auto e, encode(entries[i]));
     encoded.push_back(std::move(e));
   }
-  return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    KERNEX_ASSIGN_OR_RETURN(
-        auto touch,
-        c.exec("UPDATE conversations SET last_activity = kx_now(), message_count = message_count + "
-               "$1::bigint "
-               "WHERE id = $2",
-               {static_cast<std::int64_t>(entries.size()), conversation_id}));
-    if (touch.affected() == 0) return no_conversation(conversation_id);
-    // One statement per 1000 entries (a VALUES list assigns seq in its own order), not one per
-    // entry.
-    constexpr std::size_t kPerStatement = 1000;
-    for (std::size_t first = 0; first < entries.size(); first += kPerStatement) {
-      std::string sql =
-          "INSERT INTO messages (conversation_id, role, content, tool_calls, tool_result, "
-          "provider_state) VALUES ";
-      std::vector<pg::Param> params{conversation_id};
-      for (std::size_t i = first; i < std::min(entries.size(), first + kPerStatement); ++i) {
-        const auto n = params.size();
-        sql += (i == first ? "($1" : ", ($1");
-        for (std::size_t k = 1; k <= 5; ++k) sql += ", $" + std::to_string(n + k);
-        sql += ")";
-        params.insert(params.end(), {entries[i].role, entries[i].content, encoded[i].calls,
-                                     encoded[i].result, encoded[i].state});
-      }
-      if (auto r = c.exec(sql, params); !r) {
-        return fail(r.error().code == ErrorCode::Io ? ErrorCode::Io : ErrorCode::Memory,
-                    "postgres memory: saving the exchange failed; nothing of it was saved",
-                    r.error());
-      }
+  return encoded;
+}
+
+// Inside a transaction: the conversation's counters, then the entries.
+Result<void> insert_exchange(pg::Connection& c, const std::string& conversation_id,
+                             const std::vector<ContextEntry>& entries,
+                             const std::vector<EncodedEntry>& encoded) {
+  KERNEX_ASSIGN_OR_RETURN(
+      auto touch,
+      c.exec("UPDATE conversations SET last_activity = kx_now(), message_count = message_count + "
+             "$1::bigint "
+             "WHERE id = $2",
+             {static_cast<std::int64_t>(entries.size()), conversation_id}));
+  if (touch.affected() == 0) return no_conversation(conversation_id);
+  // One statement per 1000 entries (a VALUES list assigns seq in its own order), not one per
+  // entry.
+  constexpr std::size_t kPerStatement = 1000;
+  for (std::size_t first = 0; first < entries.size(); first += kPerStatement) {
+    std::string sql =
+        "INSERT INTO messages (conversation_id, role, content, tool_calls, tool_result, "
+        "provider_state) VALUES ";
+    std::vector<pg::Param> params{conversation_id};
+    for (std::size_t i = first; i < std::min(entries.size(), first + kPerStatement); ++i) {
+      const auto n = params.size();
+      sql += (i == first ? "($1" : ", ($1");
+      for (std::size_t k = 1; k <= 5; ++k) sql += ", $" + std::to_string(n + k);
+      sql += ")";
+      params.insert(params.end(), {entries[i].role, entries[i].content, encoded[i].calls,
+                                   encoded[i].result, encoded[i].state});
     }
+    if (auto r = c.exec(sql, params); !r) {
+      return fail(r.error().code == ErrorCode::Io ? ErrorCode::Io : ErrorCode::Memory,
+                  "postgres memory: saving the exchange failed; nothing of it was saved",
+                  r.error());
+    }
+  }
+  return {};
+}
+
+Result<void> insert_usage(pg::Connection& c, const UsageRecord& rec) {
+  KERNEX_RETURN_IF_ERROR(
+      c.exec("INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
+             "output_tokens, "
+             "cache_read_tokens, cache_write_tokens, cost_usd) VALUES ($1, $2, $3, $4, $5::bigint, "
+             "$6::bigint, $7::bigint, "
+             "$8::bigint, $9::double precision)",
+             {rec.conversation_id, rec.sender_id, rec.model, rec.provider,
+              count_param(rec.usage.input_tokens), count_param(rec.usage.output_tokens),
+              count_param(rec.usage.cache_read_tokens), count_param(rec.usage.cache_write_tokens),
+              rec.usage.cost_usd}));
+  return {};
+}
+
+}  // namespace
+
+Result<void> PgStore::append_messages(const std::string& conversation_id,
+                                      const std::vector<ContextEntry>& entries) {
+  KERNEX_ASSIGN_OR_RETURN(auto encoded, encode_exchange(entries, options_.max_message_bytes));
+  return transaction<void>([&](pg::Connection& c) -> Result<void> {
+    return insert_exchange(c, conversation_id, entries, encoded);
+  });
+}
+
+// One transaction (one commit, one round trip fewer) for the exchange and its usage row.
+Result<void> PgStore::save_exchange(const ExchangeRecord& record) {
+  KERNEX_ASSIGN_OR_RETURN(auto encoded,
+                          encode_exchange(record.messages, options_.max_message_bytes));
+  return transaction<void>([&](pg::Connection& c) -> Result<void> {
+    KERNEX_RETURN_IF_ERROR(insert_exchange(c, record.conversation_id, record.messages, encoded));
+    if (record.usage) KERNEX_RETURN_IF_ERROR(insert_usage(c, *record.usage));
     return {};
   });
 }
@@ -489,18 +532,8 @@ Result<std::vector<AuditRecord>> PgStore::audit_log(std::size_t limit) {
 }
 
 Result<void> PgStore::record_usage(const UsageRecord& rec) {
-  auto r = query(
-      "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
-      "output_tokens, "
-      "cache_read_tokens, cache_write_tokens, cost_usd) VALUES ($1, $2, $3, $4, $5::bigint, "
-      "$6::bigint, $7::bigint, "
-      "$8::bigint, $9::double precision)",
-      {rec.conversation_id, rec.sender_id, rec.model, rec.provider,
-       count_param(rec.usage.input_tokens), count_param(rec.usage.output_tokens),
-       count_param(rec.usage.cache_read_tokens), count_param(rec.usage.cache_write_tokens),
-       rec.usage.cost_usd});
-  if (!r) return std::unexpected(r.error());
-  return {};
+  KERNEX_ASSIGN_OR_RETURN(auto lease, pool_->acquire());
+  return insert_usage(*lease, rec);
 }
 
 Result<std::vector<UsageTotals>> PgStore::usage_by_day() {

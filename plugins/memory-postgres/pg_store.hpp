@@ -32,6 +32,7 @@ class PgStore final : public MemoryStore {
   Result<std::uint64_t> message_count(const std::string& conversation_id) override;
   Result<void> append_messages(const std::string& conversation_id,
                                const std::vector<ContextEntry>& entries) override;
+  Result<void> save_exchange(const ExchangeRecord& record) override;
   Result<std::optional<StoredSummary>> compaction_summary(
       const std::string& conversation_id) override;
   Result<void> save_compaction_summary(const std::string& conversation_id,

@@ -43,25 +43,28 @@ Result<void> SqliteStore::store_lesson(const Lesson& l) {
   });
 }
 
+// The project's rules, then general ones: two index-ordered reads (lessons_sender) rather than
+// one ORDER BY over both, which sorted in a temporary b-tree on every turn even with no rules.
 Result<std::vector<Lesson>> SqliteStore::lessons(const std::string& sender_id,
                                                  const std::optional<std::string>& project) {
   std::lock_guard lock(mutex_);
-  KERNEX_ASSIGN_OR_RETURN(
-      auto stmt,
-      db_->prepare(
-          "SELECT sender_id, domain, rule, project, occurrences, updated_at FROM lessons WHERE "
-          "sender_id = ?1 AND "
-          "(project = '' OR project = ?2) ORDER BY (project = ?2 AND project != '') DESC, recency "
-          "DESC "
-          "LIMIT ?3"));
-  stmt.bind_all(sender_id, project.value_or(""), kLessonsListed);
   std::vector<Lesson> out;
-  for (;;) {
-    KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
-    if (!row) break;
-    out.push_back({stmt.text(0), stmt.text(1), stmt.text(2), stmt.text(3),
-                   static_cast<std::uint32_t>(stmt.integer(4)), stmt.text(5)});
-  }
+  const auto read = [&](const std::string& which) -> Result<void> {
+    // A handle per read: the cached statement is reset when it goes.
+    KERNEX_ASSIGN_OR_RETURN(
+        auto stmt, db_->prepare("SELECT sender_id, domain, rule, project, occurrences, updated_at "
+                                "FROM lessons WHERE sender_id = ?1 AND project = ?2 ORDER BY "
+                                "recency DESC LIMIT ?3"));
+    stmt.bind_all(sender_id, which, kLessonsListed - static_cast<std::int64_t>(out.size()));
+    for (;;) {
+      KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
+      if (!row) return {};
+      out.push_back({stmt.text(0), stmt.text(1), stmt.text(2), stmt.text(3),
+                     static_cast<std::uint32_t>(stmt.integer(4)), stmt.text(5)});
+    }
+  };
+  if (project && !project->empty()) KERNEX_RETURN_IF_ERROR(read(*project));
+  if (out.size() < static_cast<std::size_t>(kLessonsListed)) KERNEX_RETURN_IF_ERROR(read(""));
   return out;
 }
 
@@ -85,15 +88,20 @@ Result<void> SqliteStore::store_outcome(const OutcomeRecord& o) {
   });
 }
 
+// One statement per case, each read newest first straight from an index (outcomes_sender,
+// outcomes_sender_newest): `?2 IS NULL OR project = ?2` in one statement sorted every turn.
 Result<std::vector<OutcomeRecord>> SqliteStore::recent_outcomes(
     const std::string& sender_id, std::size_t limit, const std::optional<std::string>& project) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
-      auto stmt, db_->prepare("SELECT sender_id, domain, score, lesson, source, project, "
-                              "created_at FROM outcomes WHERE "
-                              "sender_id = ?1 "
-                              "AND (?2 IS NULL OR project = ?2) ORDER BY id DESC LIMIT ?3"));
-  stmt.bind_all(sender_id, project, static_cast<std::int64_t>(limit));
+      auto stmt,
+      db_->prepare(project ? "SELECT sender_id, domain, score, lesson, source, project, created_at "
+                             "FROM outcomes WHERE sender_id = ?1 AND project = ?3 ORDER BY id "
+                             "DESC LIMIT ?2"
+                           : "SELECT sender_id, domain, score, lesson, source, project, created_at "
+                             "FROM outcomes WHERE sender_id = ?1 ORDER BY id DESC LIMIT ?2"));
+  stmt.bind_all(sender_id, static_cast<std::int64_t>(limit));
+  if (project) stmt.bind(3, *project);
   std::vector<OutcomeRecord> out;
   for (;;) {
     KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());

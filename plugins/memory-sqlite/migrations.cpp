@@ -179,6 +179,11 @@ CREATE INDEX outcomes_sender ON outcomes (sender_id, project, id);
 ALTER TABLE scheduled_tasks ADD COLUMN retry_at TEXT;
 CREATE INDEX scheduled_tasks_retry ON scheduled_tasks (status, retry_at) WHERE retry_at IS NOT NULL;
 )sql"},
+    {"006_outcomes_newest", R"sql(
+-- A sender's newest outcomes of every project, read each turn straight from this index (the
+-- (sender_id, project, id) one sorted them in a temporary b-tree).
+CREATE INDEX outcomes_sender_newest ON outcomes (sender_id, id);
+)sql"},
 };
 
 Result<std::set<std::string>> applied(Db& db) {

@@ -179,9 +179,7 @@ Result<void> SqliteStore::insert_message(const std::string& conversation_id, con
   return {};
 }
 
-Result<void> SqliteStore::append_messages(const std::string& conversation_id,
-                                          const std::vector<ContextEntry>& entries) {
-  // Checked before anything is written, so a bad entry leaves the exchange unsaved as a whole.
+Result<void> SqliteStore::check_exchange(const std::vector<ContextEntry>& entries) const {
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
     const std::string which =
@@ -209,23 +207,45 @@ Result<void> SqliteStore::append_messages(const std::string& conversation_id,
       }
     }
   }
+  return {};
+}
+
+// Inside a write transaction: the conversation's counters, then every entry.
+Result<void> SqliteStore::insert_exchange(const std::string& conversation_id,
+                                          const std::vector<ContextEntry>& entries) {
+  KERNEX_ASSIGN_OR_RETURN(auto touch,
+                          db_->prepare("UPDATE conversations SET last_activity = "
+                                       "datetime('now'), message_count = message_count + "
+                                       "? WHERE id = ?"));
+  touch.bind_all(static_cast<std::int64_t>(entries.size()), conversation_id);
+  KERNEX_ASSIGN_OR_RETURN(auto changed, touch.run());
+  if (changed == 0)
+    return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
+  for (const auto& e : entries) {
+    if (auto r = insert_message(conversation_id, e, std::nullopt, std::nullopt); !r) {
+      return fail(ErrorCode::Memory,
+                  "memory-sqlite: saving the exchange failed; nothing of it was saved", r.error());
+    }
+  }
+  return {};
+}
+
+Result<void> SqliteStore::append_messages(const std::string& conversation_id,
+                                          const std::vector<ContextEntry>& entries) {
+  // Checked before anything is written, so a bad entry leaves the exchange unsaved as a whole.
+  KERNEX_RETURN_IF_ERROR(check_exchange(entries));
+  std::lock_guard lock(mutex_);
+  return db_->write<void>([&]() { return insert_exchange(conversation_id, entries); });
+}
+
+// One transaction for the turn: every commit writes the pages it touched to the WAL and takes
+// the write lock again, so the usage row rides along with the messages.
+Result<void> SqliteStore::save_exchange(const ExchangeRecord& record) {
+  KERNEX_RETURN_IF_ERROR(check_exchange(record.messages));
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
-    KERNEX_ASSIGN_OR_RETURN(auto touch,
-                            db_->prepare("UPDATE conversations SET last_activity = "
-                                         "datetime('now'), message_count = message_count + "
-                                         "? WHERE id = ?"));
-    touch.bind_all(static_cast<std::int64_t>(entries.size()), conversation_id);
-    KERNEX_ASSIGN_OR_RETURN(auto changed, touch.run());
-    if (changed == 0)
-      return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
-    for (const auto& e : entries) {
-      if (auto r = insert_message(conversation_id, e, std::nullopt, std::nullopt); !r) {
-        return fail(ErrorCode::Memory,
-                    "memory-sqlite: saving the exchange failed; nothing of it was saved",
-                    r.error());
-      }
-    }
+    KERNEX_RETURN_IF_ERROR(insert_exchange(record.conversation_id, record.messages));
+    if (record.usage) KERNEX_RETURN_IF_ERROR(insert_usage(*record.usage));
     return {};
   });
 }
@@ -397,9 +417,29 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
     since = s;
   }
   std::lock_guard lock(mutex_);
+  // A sender with no messages of their own has nothing to recall from messages (a bot's first turn
+  // with each new user), so the FTS query, whose cost grows with every user's matches, is skipped.
+  // (Searching a sender's messages one by one instead was tried: FTS5 re-runs MATCH per rowid
+  // lookup, which took 1.1 s for a sender with 10k messages.) Likewise summaries: a sender with no
+  // summarised conversation besides this one skips that search (an FTS5 rank query prepares a
+  // statement of its own each time). One query answers both.
+  bool search_messages = true, search_summaries = true;
+  if (!q.sender_id.empty()) {
+    KERNEX_ASSIGN_OR_RETURN(
+        auto has,
+        db_->prepare("SELECT EXISTS (SELECT 1 FROM conversations c JOIN messages m ON "
+                     "m.conversation_id = c.id WHERE c.sender_id = ?1 AND m.role = "
+                     "'user'), EXISTS (SELECT 1 FROM conversations c JOIN summaries s "
+                     "ON s.conversation_id = c.id WHERE c.sender_id = ?1 AND c.id != ?2)"));
+    has.bind_all(q.sender_id, q.current_conversation);
+    KERNEX_ASSIGN_OR_RETURN(auto row, has.step());
+    search_messages = row && has.integer(0) != 0;
+    search_summaries = row && has.integer(1) != 0;
+    if (!search_messages && !search_summaries) return std::vector<RecallHit>{};
+  }
   // Messages of the current conversation from `boundary` on are in the history window already.
   std::int64_t boundary = std::numeric_limits<std::int64_t>::max();
-  if (q.skip_newest > 0 && !q.current_conversation.empty()) {
+  if (search_messages && q.skip_newest > 0 && !q.current_conversation.empty()) {
     KERNEX_ASSIGN_OR_RETURN(auto edge,
                             db_->prepare("SELECT seq FROM messages WHERE conversation_id = ? ORDER "
                                          "BY seq DESC LIMIT 1 OFFSET ?"));
@@ -415,21 +455,6 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
   const auto limit = static_cast<std::int64_t>(q.limit);
   std::vector<std::pair<double, RecallHit>> ranked;
   std::set<std::pair<std::string, std::int64_t>> seen;  // (conversation, seq): summaries have seq 0
-
-  // A sender with no messages of their own has nothing to recall from messages (a bot's first turn
-  // with each new user), so the FTS query, whose cost grows with every user's matches, is skipped.
-  // (Searching a sender's messages one by one instead was tried: FTS5 re-runs MATCH per rowid
-  // lookup, which took 1.1 s for a sender with 10k messages.) Summaries are always searched.
-  bool search_messages = true;
-  if (!q.sender_id.empty()) {
-    KERNEX_ASSIGN_OR_RETURN(auto has_messages,
-                            db_->prepare("SELECT EXISTS (SELECT 1 FROM conversations c JOIN "
-                                         "messages m ON m.conversation_id = c.id "
-                                         "WHERE c.sender_id = ?1 AND m.role = 'user')"));
-    has_messages.bind_all(q.sender_id);
-    KERNEX_ASSIGN_OR_RETURN(auto row, has_messages.step());
-    search_messages = row && has_messages.integer(0) != 0;
-  }
 
   // Messages with every word come newest first: FTS5 walks its index backwards and stops at the
   // limit. Ranking them by bm25 instead cost a count of every message holding each word (its
@@ -461,6 +486,7 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
       if (!r)
         return fail(ErrorCode::Memory, "memory-sqlite: recall over messages failed", r.error());
     }
+    if (!search_summaries) return {};
     KERNEX_ASSIGN_OR_RETURN(
         auto summaries,
         db_->prepare(
@@ -640,21 +666,23 @@ Result<std::vector<AuditRecord>> SqliteStore::audit_log(std::size_t limit) {
   return out;
 }
 
+Result<void> SqliteStore::insert_usage(const UsageRecord& rec) {
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare(
+          "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
+          "output_tokens, "
+          "cache_read_tokens, cache_write_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  stmt.bind_all(rec.conversation_id, rec.sender_id, rec.model, rec.provider, rec.usage.input_tokens,
+                rec.usage.output_tokens, rec.usage.cache_read_tokens, rec.usage.cache_write_tokens,
+                rec.usage.cost_usd);
+  KERNEX_RETURN_IF_ERROR(stmt.run());
+  return {};
+}
+
 Result<void> SqliteStore::record_usage(const UsageRecord& rec) {
   std::lock_guard lock(mutex_);
-  return db_->write<void>([&]() -> Result<void> {
-    KERNEX_ASSIGN_OR_RETURN(
-        auto stmt,
-        db_->prepare(
-            "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
-            "output_tokens, "
-            "cache_read_tokens, cache_write_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-    stmt.bind_all(rec.conversation_id, rec.sender_id, rec.model, rec.provider,
-                  rec.usage.input_tokens, rec.usage.output_tokens, rec.usage.cache_read_tokens,
-                  rec.usage.cache_write_tokens, rec.usage.cost_usd);
-    KERNEX_RETURN_IF_ERROR(stmt.run());
-    return {};
-  });
+  return db_->write<void>([&]() { return insert_usage(rec); });
 }
 
 Result<std::vector<UsageTotals>> SqliteStore::usage_by_day() {

@@ -31,6 +31,7 @@ class SqliteStore final : public MemoryStore {
   Result<std::uint64_t> message_count(const std::string& conversation_id) override;
   Result<void> append_messages(const std::string& conversation_id,
                                const std::vector<ContextEntry>& entries) override;
+  Result<void> save_exchange(const ExchangeRecord& record) override;
   Result<std::optional<StoredSummary>> compaction_summary(
       const std::string& conversation_id) override;
   Result<void> save_compaction_summary(const std::string& conversation_id,
@@ -105,6 +106,12 @@ class SqliteStore final : public MemoryStore {
   Result<void> insert_message(const std::string& conversation_id, const ContextEntry& entry,
                               const std::optional<std::int64_t>& seq,
                               const std::optional<std::string>& created_at);
+  // Validates an exchange before anything is written (nothing of a bad one is saved).
+  Result<void> check_exchange(const std::vector<ContextEntry>& entries) const;
+  // The writes themselves, for callers already inside a write transaction.
+  Result<void> insert_exchange(const std::string& conversation_id,
+                               const std::vector<ContextEntry>& entries);
+  Result<void> insert_usage(const UsageRecord& record);
   Result<std::vector<Task>> select_tasks(Stmt& stmt);
   Result<void> reschedule(const Task& task);
 

@@ -266,6 +266,55 @@ TEST_P(MemoryConformance, AppendIsAllOrNothing) {
   EXPECT_EQ(store->message_count(conv).value(), 1u);
 }
 
+// save_exchange: a turn's messages and its usage row, both or neither.
+TEST_P(MemoryConformance, SaveExchangeKeepsMessagesAndUsageTogether) {
+  const std::string conv = conversation();
+  ToolCall call{"call_1", "lookup", Json{{"key", "answer"}}};
+  ContextEntry asks = ContextEntry::assistant("");
+  asks.tool_calls = {call};
+  ExchangeRecord record{
+      conv,
+      {ContextEntry::user("What is the answer?"), asks,
+       ContextEntry::tool(ToolResult{"call_1", "lookup", "42", false}),
+       ContextEntry::assistant("It is 42.")},
+      UsageRecord{conv, "alice", "gpt-4o-mini", "openai", Usage{70, 13, 0, 0, 0}}};
+  ASSERT_TRUE(store->save_exchange(record));
+  EXPECT_EQ(store->message_count(conv).value(), 4u);
+  auto history = store->recent_messages(conv, 10).value();
+  ASSERT_EQ(history.size(), 4u);
+  EXPECT_EQ(history[0].content, "What is the answer?");
+  ASSERT_EQ(history[1].tool_calls.size(), 1u);
+  EXPECT_EQ(history[1].tool_calls[0].arguments, call.arguments);
+  ASSERT_TRUE(history[2].tool_result);
+  EXPECT_EQ(history[2].tool_result->content, "42");
+  EXPECT_EQ(history[3].content, "It is 42.");
+  auto usage = store->usage_by_day().value();
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_EQ(usage[0].requests, 1u);
+  EXPECT_EQ(usage[0].usage.input_tokens, 70u);
+  // Without a usage row, only the messages.
+  ASSERT_TRUE(store->save_exchange({conv, {ContextEntry::user("again")}, std::nullopt}));
+  EXPECT_EQ(store->message_count(conv).value(), 5u);
+  EXPECT_EQ(store->usage_by_day().value()[0].requests, 1u);
+}
+
+TEST_P(MemoryConformance, SaveExchangeIsAllOrNothing) {
+  const std::string conv = conversation();
+  const UsageRecord usage{conv, "alice", "m", "p", Usage{1, 1, 0, 0, 0}};
+  // A bad message: neither the messages nor the usage row.
+  auto bad = store->save_exchange(
+      {conv, {ContextEntry::user("fine"), ContextEntry::assistant("bad \xff byte")}, usage});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(store->message_count(conv).value(), 0u);
+  EXPECT_TRUE(store->recent_messages(conv, 10).value().empty());
+  EXPECT_TRUE(store->usage_by_day().value().empty());
+  // An unknown conversation: the same.
+  auto unknown = store->save_exchange({"no-such-id", {ContextEntry::user("x")}, usage});
+  ASSERT_FALSE(unknown);
+  EXPECT_THAT(unknown.error().describe(), HasSubstr("no conversation no-such-id"));
+  EXPECT_TRUE(store->usage_by_day().value().empty());
+}
+
 TEST_P(MemoryConformance, CompactionSummaryStoredAndReplaced) {
   const std::string conv = conversation();
   EXPECT_FALSE(store->compaction_summary(conv).value());
@@ -380,6 +429,25 @@ TEST_P(MemoryConformance, DeleteConversationForgetsItsMessagesSummaryAndUsage) {
 
 // A sender's recall finds only their own messages (and skips the search for a sender with none);
 // without a sender it ranks every match.
+// A sender with a summarised conversation and no messages: recall still finds the summary, except
+// from inside that very conversation.
+TEST_P(MemoryConformance, RecallFindsSummariesOfASenderWithoutMessages) {
+  const std::string old_conv = conversation("carol");
+  ASSERT_TRUE(store->close_conversation(old_conv, std::string("Sent the ACME invoice twice")));
+  const std::string now_conv = conversation("carol");
+  ASSERT_NE(now_conv, old_conv);
+  RecallQuery q = query("ACME invoice", "carol");
+  q.current_conversation = now_conv;
+  auto hits = store->recall(q);
+  ASSERT_TRUE(hits) << hits.error().describe();
+  ASSERT_EQ(hits->size(), 1u);
+  EXPECT_EQ((*hits)[0].source, "summary");
+  EXPECT_EQ((*hits)[0].conversation_id, old_conv);
+  q.current_conversation = old_conv;
+  EXPECT_TRUE(store->recall(q).value().empty());
+  EXPECT_TRUE(store->recall(query("ACME invoice", "dave")).value().empty());
+}
+
 TEST_P(MemoryConformance, RecallIsScopedToTheSenderEitherWay) {
   const std::string alice = conversation();
   ASSERT_TRUE(store->append_messages(alice, {ContextEntry::user("the deploy failed on friday"),

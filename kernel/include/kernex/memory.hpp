@@ -39,6 +39,13 @@ struct UsageRecord {
   Usage usage;
 };
 
+// One turn's exchange and what it cost, saved together by MemoryStore::save_exchange.
+struct ExchangeRecord {
+  std::string conversation_id;
+  std::vector<ContextEntry> messages;
+  std::optional<UsageRecord> usage;
+};
+
 // What the context builder asks memory for (kernex ContextNeeds). History is always loaded.
 struct ContextNeeds {
   bool recall = true;         // related messages and summaries from the past
@@ -208,6 +215,17 @@ class MemoryStore {
   virtual Result<void> save_compaction_summary(const std::string& conversation_id,
                                                const StoredSummary& summary) = 0;
   virtual Result<void> record_usage(const UsageRecord& record) = 0;
+  // A turn's exchange and its usage row in one write: a store that overrides this saves both in
+  // one transaction (all or nothing, one commit instead of two). This default appends the
+  // messages (all or nothing), then records the usage; a usage failure is returned then, with
+  // the messages already saved. A store that does not keep usage (Unsupported) saves the messages.
+  virtual Result<void> save_exchange(const ExchangeRecord& record) {
+    KERNEX_RETURN_IF_ERROR(append_messages(record.conversation_id, record.messages));
+    if (!record.usage) return {};
+    if (auto r = record_usage(*record.usage); !r && r.error().code != ErrorCode::Unsupported)
+      return r;
+    return {};
+  }
   // Facts about a sender (key -> value, by key), injected into the system prompt when asked for.
   virtual Result<std::vector<std::pair<std::string, std::string>>> facts(
       const std::string& sender_id) {

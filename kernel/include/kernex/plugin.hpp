@@ -17,7 +17,8 @@
 namespace kernex {
 
 // Bumped on any change to the public headers' types or interfaces.
-// 4: RunHandles beside the Context in ToolExecutor::execute; Context holds data only.
+// 4: RunHandles beside the Context in ToolExecutor::execute; Context holds data only;
+//    MemoryStore::save_exchange (one write per turn's exchange and usage).
 inline constexpr std::uint32_t kAbiVersion = 4;
 
 enum class PluginKind : std::uint32_t { Provider = 1, Memory = 2, Hook = 3, Toolbox = 4 };
