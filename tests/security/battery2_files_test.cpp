@@ -557,7 +557,8 @@ TEST_F(FilesBatteryCli, FilesToolOfARunRewritesTheConfig) {
       "provider: replay\ndata_dir: kx\ntoolboxes:\n  - name: files\n    options: {workspace: " +
       ws.string() + "}\n";
   put(ws / "kernex.yaml", config_text);
-  put(ws / "kx" / "memory.db", "MEMORY-SECRET");
+  // The data dir holds the memory store (on by default) and whatever else the kernel keeps.
+  put(ws / "kx" / "kept.txt", "MEMORY-SECRET");
   auto call = [](const std::string& id, const std::string& name, kernex::Json args) {
     return kernex::Json{
         {"tool_calls", {{{"id", id}, {"name", name}, {"arguments", std::move(args)}}}}}
@@ -569,15 +570,16 @@ TEST_F(FilesBatteryCli, FilesToolOfARunRewritesTheConfig) {
             {"content", "sandbox: {enforce: false}\n"}}) +
           "\n" +
           call("c2", "bash",
-               {{"command", "cat kx/memory.db; mv kx kx2; echo 'x' >> kernex.yaml"}}) +
-          "\n" + call("c3", "read", {{"file_path", (ws / "kx" / "memory.db").string()}}) + "\n" +
+               {{"command", "cat kx/kept.txt kx/memory.db; mv kx kx2; echo 'x' >> kernex.yaml"}}) +
+          "\n" + call("c3", "read", {{"file_path", (ws / "kx" / "kept.txt").string()}}) + "\n" +
           kernex::Json{{"text", "done"}}.dump() + "\n");
   auto o = kernex_cli({"run", "--config", (ws / "kernex.yaml").string(), "--provider-opt",
                        "script=" + (root_ / "run-script.jsonl").string(), "--json", "go"});
   ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
   EXPECT_EQ(o.out.find("MEMORY-SECRET"), std::string::npos) << o.out;
   EXPECT_EQ(slurp(ws / "kernex.yaml"), config_text);
-  EXPECT_EQ(slurp(ws / "kx" / "memory.db"), "MEMORY-SECRET");
+  EXPECT_EQ(slurp(ws / "kx" / "kept.txt"), "MEMORY-SECRET");
+  EXPECT_TRUE(fs::exists(ws / "kx" / "memory.db"));
 }
 
 }  // namespace
