@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../tests/support/fake_http_server.hpp"
+#include "../tests/support/session_only_services.hpp"
 #include "kernex/kernel.hpp"
 #include "kernex/plugin_host.hpp"
 #include "kernex/rlm.hpp"
@@ -159,9 +160,14 @@ int main(int argc, char** argv) {
   if (!made) die(made.error().describe());
   auto repl = *made;
   kernex::Context context;
-  context.session_id = "bench";
+  // The REPL keeps one worker per run session; the handles name it, as a kernel run's would.
+  kernex::RunHandles run;
+  auto in_session = [&run](std::string session) {
+    run.services = std::make_shared<kernex::testing::SessionOnlyServices>(std::move(session));
+  };
+  in_session("bench");
   auto call = [&](const std::string& name, Json args) {
-    auto r = repl->execute(context, {}, kernex::ToolCall{"b", name, std::move(args)});
+    auto r = repl->execute(context, run, kernex::ToolCall{"b", name, std::move(args)});
     if (!r || r->is_error) die(name + ": " + (r ? r->content : r.error().describe()));
     return *r;
   };
@@ -210,7 +216,7 @@ int main(int argc, char** argv) {
   std::vector<double> load_ms;
   std::size_t shown = 0;
   for (int i = 0; i < 5; ++i) {
-    context.session_id = "load-" + std::to_string(i);  // a fresh worker each time: nothing cached
+    in_session("load-" + std::to_string(i));  // a fresh worker each time: nothing cached
     call("eval_code", {{"code", "x = 0"}});
     auto t = Clock::now();
     auto r = call("load_context", {{"name", "context"}, {"file", "big.log"}});
