@@ -324,7 +324,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         continue;
       }
       ++open;
-      asio::co_spawn(socket.get_executor(), connection(std::move(socket)), asio::detached);
+      // The executor is read before the socket moves: the order in which a call's arguments
+      // are evaluated is unspecified (clang-tidy's use-after-move found it).
+      auto executor = socket.get_executor();
+      asio::co_spawn(executor, connection(std::move(socket)), asio::detached);
     }
   }
 };

@@ -299,7 +299,7 @@ TEST(PluginHost, HostWithoutObjectsUnloadsOnDestruction) {
     EXPECT_TRUE(is_loaded(map));
     PluginHost moved = std::move(host);
     EXPECT_TRUE(moved.create_memory("map", Json::object()));
-    EXPECT_TRUE(host.plugins().empty());
+    EXPECT_TRUE(host.plugins().empty());  // NOLINT(bugprone-use-after-move): the moved-from state
   }
   EXPECT_FALSE(is_loaded(map));
 }
