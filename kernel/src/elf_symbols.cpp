@@ -26,13 +26,16 @@ using Sym = ElfW(Sym);
 class Mapping {
  public:
   explicit Mapping(const std::filesystem::path& file) {
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO put where the file was checked must not hang the open.
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
       error_ = std::strerror(errno);
       return;
     }
     struct stat st {};
-    if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    if (::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+      error_ = "not a regular file";
+    } else if (st.st_size > 0) {
       void* p =
           ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
       if (p != MAP_FAILED) {

@@ -168,9 +168,8 @@ Result<std::string> PgStore::create_task(const TaskSpec& in) {
     const std::string id = sqlite::new_uuid();
     KERNEX_RETURN_IF_ERROR(
         c.exec("INSERT INTO scheduled_tasks (id, channel, sender_id, reply_target, description, "
-               "due_at, "
-               "repeat, task_type, "
-               "project, max_retries) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint)",
+               "due_at, repeat, task_type, project, max_retries) "
+               "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint)",
                {id, spec.channel, spec.sender_id, spec.reply_target, spec.description, spec.due_at,
                 spec.repeat, spec.task_type, spec.project, spec.max_retries}));
     return id;
@@ -256,10 +255,8 @@ Result<bool> PgStore::complete_task(const std::string& id, const std::string& wo
       return true;
     }
     KERNEX_RETURN_IF_ERROR(
-        c.exec("UPDATE scheduled_tasks SET status = 'delivered', "
-               "delivered_at = kx_now(), claimed_by = "
-               "NULL, "
-               "lease_until = NULL, retry_at = NULL WHERE id = $1",
+        c.exec("UPDATE scheduled_tasks SET status = 'delivered', delivered_at = kx_now(), "
+               "claimed_by = NULL, lease_until = NULL, retry_at = NULL WHERE id = $1",
                {id}));
     return true;
   });

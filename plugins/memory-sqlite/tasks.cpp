@@ -193,11 +193,10 @@ Result<void> SqliteStore::reschedule(const Task& t) {
       next = *skipped;
     }
   }
-  KERNEX_ASSIGN_OR_RETURN(
-      auto stmt, db_->prepare("UPDATE scheduled_tasks SET due_at = ?, status = 'pending', "
-                              "claimed_by = NULL, lease_until = "
-                              "NULL, "
-                              "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = ?"));
+  KERNEX_ASSIGN_OR_RETURN(auto stmt,
+                          db_->prepare("UPDATE scheduled_tasks SET due_at = ?, status = 'pending', "
+                                       "claimed_by = NULL, lease_until = NULL, retry_count = 0, "
+                                       "last_error = NULL, retry_at = NULL WHERE id = ?"));
   stmt.bind_all(next, t.id);
   KERNEX_RETURN_IF_ERROR(stmt.run());
   return {};
