@@ -1,6 +1,8 @@
 #include "kernex/plugin_host.hpp"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +11,8 @@
 #include <map>
 #include <optional>
 #include <string>
+
+#include "elf_symbols.hpp"
 
 namespace kernex {
 namespace {
@@ -289,6 +293,19 @@ TEST(PluginHost, ObjectKeepsItsLibraryLoadedAfterTheHostIsDestroyed) {
   EXPECT_EQ(response->text, "> still here");
   copy.reset();
   EXPECT_FALSE(is_loaded(echo));
+}
+
+// A FIFO put where a plugin file was checked (between the regular-file test and the symbol
+// check) is refused at once: a blocking open would wait for a writer for ever.
+TEST(PluginHost, SymbolCheckRefusesAFifoWithoutWaiting) {
+  const fs::path fifo =
+      fs::temp_directory_path() / ("kernex-fifo-" + std::to_string(::getpid()) + ".so");
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto problem = detail::exported_symbol_problem(fifo, "kernex_plugin_descriptor");
+  fs::remove(fifo);
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_THAT(*problem, ::testing::HasSubstr("not a regular file"));
 }
 
 TEST(PluginHost, HostWithoutObjectsUnloadsOnDestruction) {
