@@ -12,7 +12,7 @@ function(kernex_add_plugin target output_name)
     INSTALL_RPATH "$ORIGIN/../..")
   target_link_libraries(${target} PRIVATE kernex::kernex)
   # Without this, libstdc++'s STB_GNU_UNIQUE symbols pin the library and dlclose never unloads it.
-  target_compile_options(${target} PRIVATE -fno-gnu-unique)
+  target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-fno-gnu-unique>)
   install(TARGETS ${target} LIBRARY DESTINATION "${KERNEX_PLUGIN_INSTALL_DIR}")
   # Inside this tree: plugins land where the build-tree kernel finds them, build with the house
   # warnings, and are listed for the suites and tools that load them.
