@@ -1,6 +1,5 @@
 // `kernex memory …`: reads (and backs up) the configured memory store without running a model.
 #include <cstdio>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -12,6 +11,7 @@
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "kernex/config.hpp"
+#include "kernex/files.hpp"
 #include "kernex/plugin_host.hpp"
 
 namespace kernex::cli {
@@ -231,14 +231,17 @@ int usage(MemoryStore& store, const MemoryArgs& args) {
   return kExitOk;
 }
 
+// An export is data, not a manifest: far above the manifest cap, still bounded.
+constexpr std::size_t kMaxImportBytes = std::size_t{256} << 20;
+
 int import_file(MemoryStore& store, const MemoryArgs& args) {
   Json doc;
   if (args.file == "-") {
     doc = Json::parse(std::cin, nullptr, false);
   } else {
-    std::ifstream in(args.file, std::ios::binary);
-    if (!in) return report(Error(ErrorCode::Io, "cannot read " + args.file));
-    doc = Json::parse(in, nullptr, false);
+    auto text = read_regular_file(args.file, "memory export", kMaxImportBytes);
+    if (!text) return report(text.error());
+    doc = Json::parse(*text, nullptr, false);
   }
   if (doc.is_discarded()) return report(Error(ErrorCode::Parse, args.file + ": not valid JSON"));
   if (auto r = store.import_json(doc); !r) return report(r.error());
