@@ -236,6 +236,33 @@ TEST(CliProviderOpt, ValuesAreJsonWhenTheyParseElseStrings) {
   EXPECT_EQ(parse_provider_opt("=x").error().code, kernex::ErrorCode::Usage);
 }
 
+// A config key, a plugin file name or a config error holding ESC / C1 CSI reaches the terminal
+// only as visible escapes: main's errors, doctor's text, the plugins list.
+TEST_F(Cli, TerminalControlsInErrorsAndReportsAreShownEscaped) {
+  auto raw = [](const std::string& t) {
+    return t.find('\x1b') != std::string::npos || t.find("\xc2\x9b") != std::string::npos;
+  };
+  fs::path bad =
+      write("kernex.yaml", "provider: replay\n\"li\\e]0;x\\amits\": {}\n\"\\x9b2J\": 1\n");
+  auto run = kernex({"run", "--config", bad.string(), "hello"});
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  EXPECT_FALSE(raw(run.err)) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("li\\x1b]0;x\\x07mits"));
+
+  auto doctor = kernex({"--config", bad.string(), "doctor"});
+  EXPECT_EQ(doctor.exit_code, 0) << doctor.err;
+  EXPECT_FALSE(raw(doctor.out + doctor.err)) << doctor.out;
+  EXPECT_THAT(doctor.out, HasSubstr("\\x1b]0;x"));
+
+  const fs::path plugins = dir_ / "plugins";
+  fs::create_directories(plugins);
+  std::ofstream(plugins / "libevil\x1b[2J.so") << "just text\n";
+  env_["KERNEX_PLUGIN_PATH"] = plugins.string();
+  auto listed = kernex({"plugins"});
+  EXPECT_FALSE(raw(listed.out + listed.err)) << listed.out;
+  EXPECT_THAT(listed.out, HasSubstr("libevil\\x1b[2J.so"));
+}
+
 }  // namespace
 
 namespace {
