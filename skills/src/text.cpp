@@ -1,5 +1,7 @@
 #include "text.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -136,14 +138,20 @@ FileText read_file_capped(const std::string& path, std::size_t cap) {
     result.error = std::strerror(errno);
     return result;
   }
-  result.text.resize(cap + 1);
-  in.read(result.text.data(), static_cast<std::streamsize>(cap + 1));
-  if (in.bad()) {
-    result.error = "read error";
-    result.text.clear();
-    return result;
+  // Grown as it is read, never sized to the cap: lint --spec's 16 MiB cap made every small
+  // SKILL.md cost a zeroed 16 MiB buffer (mapped and unmapped), ~8x the time of plain lint.
+  std::array<char, 64 * 1024> chunk;
+  while (result.text.size() <= cap) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    result.text.append(chunk.data(), std::min(got, cap + 1 - result.text.size()));
+    if (in.bad()) {
+      result.error = "read error";
+      result.text.clear();
+      return result;
+    }
+    if (got < chunk.size()) break;
   }
-  result.text.resize(static_cast<std::size_t>(in.gcount()));
   if (result.text.size() > cap) {
     result.too_large = true;
     result.text.clear();
