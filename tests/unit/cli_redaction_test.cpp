@@ -9,6 +9,7 @@
 
 #include "cli_runner.hpp"
 #include "fake_http_server.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 
@@ -20,14 +21,10 @@ constexpr std::size_t kPiece = 8;
 class CliRedaction : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "kernex-redact-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
     env_ = kernex::testing::clean_environment();
     env_["KERNEX_DATA_DIR"] = (dir_ / "data").string();
     env_["OPENAI_API_KEY"] = kKey;
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Runs `kernex run` against a server answering every request with `status` and `body`.
   kernex::testing::CliOutcome run_against(int status, const std::string& body, bool json) {
@@ -42,13 +39,13 @@ class CliRedaction : public ::testing::Test {
                                   "max_retries=0",
                                   "hello"};
     if (json) args.insert(args.begin() + 1, "--json");
-    return kernex::testing::run_cli(dir_, env_, args);
+    return kernex::testing::run_cli(dir_.path(), env_, args);
   }
 
   // Every 8-byte piece of the key found in the run's outputs or in any file under the test dir.
   std::vector<std::string> leaks(const kernex::testing::CliOutcome& o) const {
     std::vector<std::pair<std::string, std::string>> texts{{"stdout", o.out}, {"stderr", o.err}};
-    for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+    for (const auto& e : fs::recursive_directory_iterator(dir_.path())) {
       if (e.is_regular_file()) texts.emplace_back(e.path().string(), kernex::testing::slurp(e));
     }
     std::vector<std::string> found;
@@ -61,7 +58,7 @@ class CliRedaction : public ::testing::Test {
     return found;
   }
 
-  fs::path dir_;
+  kernex::testing::TempDir dir_;
   std::map<std::string, std::string> env_;
 };
 
