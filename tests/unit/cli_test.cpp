@@ -350,3 +350,36 @@ TEST_F(Cli, PluginsListsEachBrokenFileWithItsCauseWhileGoodOnesLoad) {
 }
 
 }  // namespace
+
+namespace {
+
+// A model answer holding ESC / C1 CSI: shown escaped by run, and by memory history and logs show
+// reading it back; --json keeps the text itself (JSON-escaped).
+TEST_F(Cli, ModelTextWithTerminalControlsIsShownEscapedWhereverItIsPrinted) {
+  const std::string answer = "Done\x1b]0;owned\a \x1b[2J\xc2\x9b" "1m.";
+  auto script = write("s.jsonl", Json{{"text", answer}}.dump() + "\n" +
+                                     Json{{"text", answer}}.dump() + "\n");
+  auto raw = [](const std::string& t) {
+    return t.find('\x1b') != std::string::npos || t.find("\xc2\x9b") != std::string::npos;
+  };
+  const std::vector<std::string> run{"run", "--provider", "replay", "--provider-opt",
+                                     "script=" + script.string()};
+  auto shown = kernex({run[0], run[1], run[2], run[3], run[4], "hi"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_FALSE(raw(shown.out)) << shown.out;
+  EXPECT_THAT(shown.out, HasSubstr("Done\\x1b]0;owned\\x07 \\x1b[2J\\u009b1m."));
+
+  auto json = kernex({run[0], run[1], run[2], run[3], run[4], "--json", "hi"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(Json::parse(json.out)["text"], answer);
+
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"memory", "history"}, {"logs", "show", "last"}}) {
+    auto o = kernex(args);
+    EXPECT_EQ(o.exit_code, 0) << args[0] << ": " << o.err;
+    EXPECT_FALSE(raw(o.out)) << args[0] << ": " << o.out;
+    EXPECT_THAT(o.out, HasSubstr("\\x1b[2J")) << args[0] << ": " << o.out;
+  }
+}
+
+}  // namespace
