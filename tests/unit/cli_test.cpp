@@ -356,9 +356,11 @@ namespace {
 // A model answer holding ESC / C1 CSI: shown escaped by run, and by memory history and logs show
 // reading it back; --json keeps the text itself (JSON-escaped).
 TEST_F(Cli, ModelTextWithTerminalControlsIsShownEscapedWhereverItIsPrinted) {
-  const std::string answer = "Done\x1b]0;owned\a \x1b[2J\xc2\x9b" "1m.";
-  auto script = write("s.jsonl", Json{{"text", answer}}.dump() + "\n" +
-                                     Json{{"text", answer}}.dump() + "\n");
+  const std::string answer =
+      "Done\x1b]0;owned\a \x1b[2J\xc2\x9b"
+      "1m.";
+  auto script =
+      write("s.jsonl", Json{{"text", answer}}.dump() + "\n" + Json{{"text", answer}}.dump() + "\n");
   auto raw = [](const std::string& t) {
     return t.find('\x1b') != std::string::npos || t.find("\xc2\x9b") != std::string::npos;
   };
