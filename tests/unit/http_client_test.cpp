@@ -207,6 +207,67 @@ TEST(HttpClient, TotalTimeoutBoundsRetries) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
 }
 
+// A read timeout is one attempt: the server has the request, so it is not sent again. The old
+// client retried it, so read_timeout 2 s ran ~15 s with the default retries and backoff.
+TEST(HttpClient, ReadTimeoutIsOneAttemptNotRetried) {
+  FakeHttpServer server;
+  for (int i = 0; i < 4; ++i) server.push(FakeHttpServer::stall());
+  ClientOptions o = fast();
+  o.read_timeout = 300ms;
+  o.total_timeout = 60s;
+  o.max_retries = 3;
+  o.backoff_base = 1s;  // retried, this would take 4 × 0.3 + 1 + 2 + 4 s
+  Client client(o);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = client.send(post(server.url("/")));
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("read timeout of 300 ms"), std::string::npos)
+      << r.error().message;
+  EXPECT_LT(elapsed, 3s);
+  EXPECT_EQ(server.requests().size(), 1u);
+  EXPECT_EQ(client.stats().attempts, 1u);
+}
+
+// Durations any plugin may put in ClientOptions: the biggest ones must neither overflow
+// std::chrono (UBSan stops the test) nor stretch the request past its total timeout.
+TEST(HttpClient, HugeDurationsSaturateInsteadOfOverflowing) {
+  using ms = std::chrono::milliseconds;
+  {
+    FakeHttpServer server;  // accepts and never answers
+    server.push(FakeHttpServer::stall());
+    ClientOptions o = fast();
+    o.read_timeout = ms::max();
+    o.connect_timeout = ms::max();
+    o.backoff_base = ms::max();
+    o.total_timeout = 400ms;
+    Client client(o);
+    const auto start = std::chrono::steady_clock::now();
+    auto r = client.send(post(server.url("/")));
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("total timeout of 400 ms"), std::string::npos)
+        << r.error().message;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  }
+  int port = 0;
+  {
+    FakeHttpServer gone;
+    port = gone.port();
+  }
+  ClientOptions o = fast();
+  o.total_timeout = ms::max();
+  o.backoff_base = ms::max();
+  o.retry_after_cap = ms::max();
+  o.max_retries = 10;
+  Client client(o);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = client.send(post("http://127.0.0.1:" + std::to_string(port) + "/"));
+  ASSERT_FALSE(r);
+  // The first backoff wait (saturated at 30 days) cannot fit: one attempt, no endless sleep.
+  EXPECT_NE(r.error().message.find("1 attempt(s)"), std::string::npos) << r.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
 TEST(HttpClient, ConnectionRefusedIsRetriedThenReported) {
   int port = 0;
   {
