@@ -3,6 +3,7 @@
 //   pool_size: 4    statement_timeout_ms: 30000    connect_timeout_s: 5
 //   max_message_bytes: 4194304 (one message's content, tool data included)
 //   data_dir: set by the kernel for every memory plugin; accepted and unused
+#include "kernex/number.hpp"
 #include "kernex/plugin.hpp"
 
 #include <algorithm>
@@ -16,12 +17,7 @@ using kernex::Json;
 using kernex::Result;
 
 Result<std::uint64_t> positive(const Json& v, const std::string& key, std::uint64_t max) {
-  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0 || v.get<std::uint64_t>() > max) {
-    return kernex::fail(ErrorCode::Config, "postgres memory: option '" + key +
-                                               "' must be an integer from 1 to " +
-                                               std::to_string(max) + ", got " + v.dump());
-  }
-  return v.get<std::uint64_t>();
+  return kernex::checked_uint(v, "postgres memory: option " + key, 1, max);
 }
 
 Result<kernex::postgres::StoreOptions> parse_options(const Json& config) {
