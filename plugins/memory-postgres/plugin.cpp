@@ -17,7 +17,9 @@ using kernex::Json;
 using kernex::Result;
 
 Result<std::uint64_t> positive(const Json& v, const std::string& key, std::uint64_t max) {
-  return kernex::checked_uint(v, "postgres memory: option " + key, 1, max);
+  if (auto problem = kernex::uint_problem(v, 1, max))
+    return kernex::fail(ErrorCode::Config, "postgres memory: option '" + key + "': " + *problem);
+  return v.get<std::uint64_t>();
 }
 
 Result<kernex::postgres::StoreOptions> parse_options(const Json& config) {
