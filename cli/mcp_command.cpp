@@ -162,7 +162,7 @@ int mcp_list_command(const std::optional<std::string>& config_file, const McpArg
 }
 
 int mcp_call_command(const std::optional<std::string>& config_file, const McpArgs& args) {
-  Json arguments = Json::parse(args.arguments, nullptr, false);
+  Json arguments = parse_untrusted(args.arguments);
   if (arguments.is_discarded() || !arguments.is_object()) {
     return report(Error(ErrorCode::Usage,
                         "the tool arguments must be a JSON object, got `" + args.arguments + "`"));

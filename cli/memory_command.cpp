@@ -243,13 +243,21 @@ constexpr std::size_t kMaxImportBytes = std::size_t{256} << 20;
 int import_file(MemoryStore& store, const MemoryArgs& args) {
   Json doc;
   if (args.file == "-") {
-    doc = Json::parse(std::cin, nullptr, false);
+    std::string text;
+    char chunk[65536];
+    while (text.size() <= kMaxImportBytes && std::cin.read(chunk, sizeof chunk).gcount() > 0)
+      text.append(chunk, static_cast<std::size_t>(std::cin.gcount()));
+    if (text.size() > kMaxImportBytes)
+      return report(Error(ErrorCode::Limit, "memory export on stdin: larger than 256 MiB"));
+    doc = parse_untrusted(text);
   } else {
     auto text = read_regular_file(args.file, "memory export", kMaxImportBytes);
     if (!text) return report(text.error());
-    doc = Json::parse(*text, nullptr, false);
+    doc = parse_untrusted(*text);
   }
-  if (doc.is_discarded()) return report(Error(ErrorCode::Parse, args.file + ": not valid JSON"));
+  if (doc.is_discarded())
+    return report(Error(ErrorCode::Parse, args.file + ": not valid JSON (or nested deeper than " +
+                                              std::to_string(kMaxJsonDepth) + ")"));
   if (auto r = store.import_json(doc); !r) return report(r.error());
   return kExitOk;
 }

@@ -48,13 +48,12 @@ int tool_run(const std::optional<std::string>& config_file, const ToolRunArgs& a
       Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
   if (!config) return report(config.error());
 
-  Json arguments;
-  try {
-    arguments = Json::parse(args.args);
-  } catch (const Json::parse_error& e) {
-    return report(
-        Error(ErrorCode::Usage, std::string("--args: expected a JSON object: ") + e.what()));
-  }
+  const Json arguments = parse_untrusted(args.args);
+  if (arguments.is_discarded())
+    return report(Error(ErrorCode::Usage,
+                        "--args: expected a JSON object, got text that is not JSON"
+                        " (or nests deeper than " +
+                            std::to_string(kMaxJsonDepth) + ")"));
   if (!arguments.is_object())
     return report(
         Error(ErrorCode::Usage, "--args: expected a JSON object, got " + arguments.dump()));

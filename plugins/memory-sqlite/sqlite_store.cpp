@@ -32,12 +32,12 @@ Result<std::string> dump_checked(const Json& j, const std::string& what) {
 Result<Json> parse_column(const std::optional<std::string>& text, const char* column,
                           std::int64_t seq) {
   if (!text) return Json();
-  try {
-    return Json::parse(*text);
-  } catch (const Json::exception& e) {
+  Json parsed = parse_untrusted(*text);
+  if (parsed.is_discarded())
     return fail(ErrorCode::Parse, "memory-sqlite: message " + std::to_string(seq) + ": column " +
-                                      column + " holds invalid JSON: " + e.what());
-  }
+                                      column + " holds invalid JSON (or JSON nested deeper than " +
+                                      std::to_string(kMaxJsonDepth) + ")");
+  return parsed;
 }
 
 // Columns: seq, role, content, tool_calls, tool_result, provider_state.
@@ -654,7 +654,7 @@ Result<std::vector<AuditRecord>> SqliteStore::audit_log(std::size_t limit) {
     a.sender_id = stmt.text(2);
     a.agent = stmt.text(3);
     a.tool = stmt.text(4);
-    a.arguments = Json::parse(stmt.text(5), nullptr, false);
+    a.arguments = parse_untrusted(stmt.text(5));
     a.result = stmt.text(6);
     a.status = stmt.text(7);
     a.reason = stmt.text(8);

@@ -31,7 +31,7 @@ StreamSink event_sink(RunState& run, RunObserver* observer,
         run.append("text_delta", {{"run_id", run.id}, {"text", e.text}});
         return;
       case StreamEvent::Kind::ToolRun: {
-        Json args = Json::parse(e.text, nullptr, false);
+        Json args = parse_untrusted(e.text);
         if (args.is_discarded()) args = e.text;
         run.append("tool_call", {{"run_id", run.id},
                                  {"id", e.tool_call_id},

@@ -125,6 +125,26 @@ TEST_F(Cli, NumericFlagsOutOfRangeAreUsageErrorsNamingTheFlag) {
   EXPECT_NE(opt.err.find("timeout_secs"), std::string::npos) << opt.err;
 }
 
+// JSON the CLI is handed (tool arguments, a memory export) is untrusted: nested a million
+// deep it is refused with an error instead of overflowing the stack later, when it is copied or
+// printed.
+TEST_F(Cli, DeeplyNestedJsonInputsAreRefusedNotCrashed) {
+  // 120 KB: one argv string may not pass 128 KiB (MAX_ARG_STRLEN).
+  const std::string deep = std::string(60'000, '[') + std::string(60'000, ']');
+  auto tool = kernex({"tool", "run", "--tool", "echo", "--args", deep});
+  EXPECT_EQ(tool.exit_code, 2) << tool.err.substr(0, 300);
+  EXPECT_THAT(tool.err, HasSubstr("--args"));
+  auto mcp = kernex({"mcp", "call", "srv", "tool", deep});
+  EXPECT_NE(mcp.exit_code, 0);
+  EXPECT_LT(mcp.exit_code, 128) << "killed by a signal";
+  const std::string deeper = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  const auto file = write("export.json", "{\"messages\":" + deeper + "}");
+  auto import = kernex({"memory", "import", file.string()});
+  EXPECT_NE(import.exit_code, 0);
+  EXPECT_LT(import.exit_code, 128) << "killed by a signal";
+  EXPECT_THAT(import.err, HasSubstr("not valid JSON"));
+}
+
 TEST_F(Cli, RunWithoutProviderIsAConfigError) {
   auto o = kernex({"run", "hello"});
   EXPECT_EQ(o.exit_code, 3);
