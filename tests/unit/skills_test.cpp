@@ -677,3 +677,29 @@ TEST(SkillsLoading, HostileYamlDoesNotCrash) {
   EXPECT_THAT(failure_for(loaded, "dup")->problems[0].message, HasSubstr("Duplicate key 'name'"));
   EXPECT_EQ(failure_for(loaded, "dup")->problems[0].line, 4);
 }
+
+// Copies are bounded in bytes and counted when an anchor is defined too: one long aliased string,
+// or anchors nested over a wide list, reach gigabytes without a single nested alias.
+TEST(SkillsLoading, AliasAndAnchorCopiesAreBounded) {
+  std::string wide =
+      "---\nname: wide\ndescription: d\na: &a " + std::string(200 * 1024, 'x') + "\nb: [";
+  for (int i = 0; i < 10000; ++i) wide += "*a, ";
+  wide += "]\n---\n";
+  auto refused = parse_skill(wide, "wide/SKILL.md", "wide");
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().problems[0].message, HasSubstr("aliases copy more than 4 MiB"));
+
+  std::string nested = "---\nname: nested\ndescription: d\nx: ";
+  for (int i = 0; i < 1000; ++i) nested += "&a" + std::to_string(i) + " [";
+  for (int i = 0; i < 60000; ++i) nested += "y, ";
+  nested += std::string(1000, ']') + "\n---\n";
+  auto deep = parse_skill(nested, "nested/SKILL.md", "nested");
+  ASSERT_FALSE(deep);
+  EXPECT_THAT(deep.error().problems[0].message, HasSubstr("document too large"));
+
+  // An anchor used a few times is ordinary YAML and still loads.
+  auto fine =
+      parse_skill("---\nname: fine\ndescription: d\nmetadata:\n  a: &v one\n  b: *v\n---\nBody\n",
+                  "fine/SKILL.md", "fine");
+  ASSERT_TRUE(fine) << fine.error().problems[0].message;
+}
