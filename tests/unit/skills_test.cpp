@@ -403,6 +403,18 @@ args = ["old"]
   EXPECT_THAT(s.toolboxes[2].args, ElementsAre("new"));
 }
 
+// A number no double holds is a JSON error of the file too, not an exception that ends the kernel.
+TEST(SkillsLoading, SideFileNumberOverflowIsAnError) {
+  TempDir dir;
+  dir.write("n/SKILL.md", "---\nname: n\ndescription: d\n---\n");
+  dir.write("n/mcp.json", R"({"mcpServers": {"a": {"command": "npx", "args": [1e400]}}})");
+  auto loaded = load_skills({dir.path()});
+  const auto* n = failure_for(loaded, "n");
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->problems[0].file, dir.path() / "n" / "mcp.json");
+  EXPECT_THAT(n->problems[0].message, HasSubstr("expected valid JSON"));
+}
+
 TEST(SkillsLoading, SideFileErrorsNameTheFile) {
   TempDir dir;
   dir.write("j/SKILL.md", "---\nname: j\ndescription: d\n---\n");
