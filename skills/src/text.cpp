@@ -136,14 +136,18 @@ FileText read_file_capped(const std::string& path, std::size_t cap) {
     result.error = std::strerror(errno);
     return result;
   }
-  result.text.resize(cap + 1);
-  in.read(result.text.data(), static_cast<std::streamsize>(cap + 1));
+  // The buffer grows with what is read: sized to the cap up front, it cost a 16 MiB allocation and
+  // fill for every SKILL.md the spec lint read, whatever the file's size.
+  char chunk[16 * 1024];
+  while (in && result.text.size() <= cap) {
+    in.read(chunk, sizeof chunk);
+    result.text.append(chunk, static_cast<std::size_t>(in.gcount()));
+  }
   if (in.bad()) {
     result.error = "read error";
     result.text.clear();
     return result;
   }
-  result.text.resize(static_cast<std::size_t>(in.gcount()));
   if (result.text.size() > cap) {
     result.too_large = true;
     result.text.clear();
