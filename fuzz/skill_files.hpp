@@ -1,5 +1,6 @@
-// A scratch skill folder per fuzz process, for the targets whose production entry point reads a
-// folder (the spec lint, mcp.json, kernex.lock): each input is written into it, then judged.
+// Shared by the skill targets: a scratch skill folder per fuzz process, for the entry points that
+// read a folder (the spec lint, mcp.json, kernex.lock), each input written into it, then judged;
+// and the serialisation every loaded skill or failure must survive.
 #pragma once
 
 #include <unistd.h>
@@ -8,6 +9,8 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+
+#include "kernex/skills/loader.hpp"
 
 namespace kernex::fuzz {
 
@@ -38,5 +41,14 @@ class ScratchSkill {
   std::filesystem::path root_;
   std::filesystem::path folder_;
 };
+
+// What loads must serialise (the CLI's --json, trajectories); a failure's text may hold any bytes
+// of the input, so its JSON replaces invalid UTF-8.
+inline void serialise(const std::expected<skills::Skill, skills::SkillFailure>& skill) {
+  if (skill)
+    (void)skills::to_json(*skill).dump();
+  else
+    (void)skills::to_json(skill.error()).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 }  // namespace kernex::fuzz

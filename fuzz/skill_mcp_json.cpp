@@ -15,10 +15,6 @@ KERNEX_FUZZ_TARGET(skill_mcp_json) {
   (void)written;
   scratch.write("mcp.json", kernex::fuzz::text(data, size));
   auto skill = kernex::skills::load_skill(scratch.folder());
-  if (skill)
-    (void)kernex::skills::to_json(*skill).dump();
-  else
-    (void)kernex::skills::to_json(skill.error())
-        .dump(-1, ' ', false, kernex::Json::error_handler_t::replace);
+  kernex::fuzz::serialise(skill);
   return 0;
 }

@@ -4,6 +4,7 @@
 
 #include "fuzz.hpp"
 #include "kernex/skills/loader.hpp"
+#include "skill_files.hpp"
 
 KERNEX_FUZZ_TARGET(skill_toml) {
   const std::string_view input = kernex::fuzz::text(data, size);
@@ -11,10 +12,6 @@ KERNEX_FUZZ_TARGET(skill_toml) {
   if (!input.starts_with("+++") && !input.starts_with("---")) text = "+++\n";
   text += input;
   auto skill = kernex::skills::parse_skill(text, "/fuzz/skill/SKILL.md", "/fuzz/skill");
-  if (skill)
-    (void)kernex::skills::to_json(*skill).dump();
-  else
-    (void)kernex::skills::to_json(skill.error())
-        .dump(-1, ' ', false, kernex::Json::error_handler_t::replace);
+  kernex::fuzz::serialise(skill);
   return 0;
 }

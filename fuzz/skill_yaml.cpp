@@ -3,14 +3,11 @@
 // conversion and the load-time checks; what loads must serialise.
 #include "fuzz.hpp"
 #include "kernex/skills/loader.hpp"
+#include "skill_files.hpp"
 
 KERNEX_FUZZ_TARGET(skill_yaml) {
   auto skill = kernex::skills::parse_skill(kernex::fuzz::text(data, size), "/fuzz/skill/SKILL.md",
                                            "/fuzz/skill");
-  if (skill)
-    (void)kernex::skills::to_json(*skill).dump();
-  else
-    (void)kernex::skills::to_json(skill.error())
-        .dump(-1, ' ', false, kernex::Json::error_handler_t::replace);
+  kernex::fuzz::serialise(skill);
   return 0;
 }
