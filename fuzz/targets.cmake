@@ -11,3 +11,12 @@ kernex_fuzz_target(config_yaml)
 kernex_fuzz_target(permission_rules)
 kernex_fuzz_target(sandbox_profile LIBS kernex::sandbox)
 kernex_fuzz_target(sse_parser LIBS kernex_http)
+# Skills (hostile input from the internet): SKILL.md frontmatter, the spec lint, mcp.json, locks.
+foreach(format yaml toml spec_lint mcp_json lock)
+  kernex_fuzz_target(skill_${format} LIBS kernex::skills)
+endforeach()
+kernex_fuzz_target(replay_script)
+kernex_fuzz_target(repl_reply SOURCES ${PROJECT_SOURCE_DIR}/plugins/toolbox-repl/eval_reply.cpp
+  INCLUDES ${PROJECT_SOURCE_DIR}/plugins/toolbox-repl)
+kernex_fuzz_target(permission_glob)
+kernex_fuzz_target(command_allowlist)

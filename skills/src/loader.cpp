@@ -188,6 +188,10 @@ std::optional<detail::Node> read_json_side_file(const fs::path& file,
     int line = detail::line_of(content.text, e.byte > 0 ? e.byte - 1 : 0);
     add_error(diagnostics, file, line, "", std::string("expected valid JSON: ") + e.what());
     return std::nullopt;
+  } catch (const Json::exception& e) {
+    // Not a syntax error but still no document: a number beyond a double ("1e400") is one.
+    add_error(diagnostics, file, 0, "", std::string("expected valid JSON: ") + e.what());
+    return std::nullopt;
   }
   return detail::from_json(json);
 }

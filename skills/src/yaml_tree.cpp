@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <unordered_set>
 
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/exceptions.h>
@@ -16,8 +17,11 @@
 namespace kernex::skills::detail {
 namespace {
 
-// Aliases copy their anchored node; this bounds the copies ("billion laughs").
+// Aliases copy their anchored node, and so does defining an anchor. Nodes are bounded in number
+// (nested aliases: "billion laughs") and the copies in bytes too (one long anchored string
+// aliased ten thousand times is as large, with no nesting at all).
 constexpr std::size_t kMaxNodes = 100000;
+constexpr std::size_t kMaxCopiedBytes = 4 * 1024 * 1024;
 
 struct Stop {
   ParseFailure failure;
@@ -47,7 +51,7 @@ class TreeBuilder : public YAML::EventHandler {
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     auto it = anchors_.find(anchor);
     if (strict_ || it == anchors_.end()) stop(mark, "While parsing: found undefined alias");
-    count(mark, it->second);
+    copied(mark, it->second);
     Node copy = it->second;
     deliver(std::move(copy), YAML::NullAnchor);
   }
@@ -83,6 +87,9 @@ class TreeBuilder : public YAML::EventHandler {
     int key_line = 0;
     int key_column = 0;
     int nested_map_column = -1;  // StrictYAML: sibling mapping values must be indented alike
+    // A mapping's keys so far: looking each new key up in the entries was quadratic (seconds for
+    // the 50000 keys a 16 MiB SKILL.md holds under the node cap).
+    std::unordered_set<std::string> keys;
   };
 
   Node make(const YAML::Mark& mark) {
@@ -109,13 +116,25 @@ class TreeBuilder : public YAML::EventHandler {
     }
   }
 
-  void count(const YAML::Mark& mark, const Node& n) {
-    nodes_ += 1;
-    for (const auto& item : n.items) count(mark, item);
-    for (const auto& [k, v] : n.entries) count(mark, v);
+  // Charges a copy of `n` (its nodes and text) to the document's budget, before it is made.
+  void copied(const YAML::Mark& mark, const Node& n) {
+    count(n);
     if (nodes_ > kMaxNodes)
       stop(mark,
            "document too large (alias expansion exceeds " + std::to_string(kMaxNodes) + " nodes)");
+    if (copied_bytes_ > kMaxCopiedBytes) {
+      stop(mark, "document too large (aliases copy more than " +
+                     std::to_string(kMaxCopiedBytes / (1024 * 1024)) + " MiB)");
+    }
+  }
+  void count(const Node& n) {
+    nodes_ += 1;
+    copied_bytes_ += n.text.size();
+    for (const auto& item : n.items) count(item);
+    for (const auto& [k, v] : n.entries) {
+      copied_bytes_ += k.size();
+      count(v);
+    }
   }
 
   std::string null_spelling(const YAML::Mark& mark) const {
@@ -160,7 +179,10 @@ class TreeBuilder : public YAML::EventHandler {
     mark.column = n.column;
     if (++nodes_ > kMaxNodes)
       stop(mark, "document too large (more than " + std::to_string(kMaxNodes) + " nodes)");
-    if (anchor != YAML::NullAnchor) anchors_[anchor] = n;
+    if (anchor != YAML::NullAnchor) {
+      copied(mark, n);  // nested anchors would otherwise copy the same subtree once per level
+      anchors_[anchor] = n;
+    }
     if (stack_.empty()) {
       if (!root) root = std::move(n);
       return;
@@ -175,7 +197,7 @@ class TreeBuilder : public YAML::EventHandler {
         stop(mark, "While parsing: mapping keys must be plain strings, found " +
                        std::string(describe_kind(n)));
       }
-      if (top.node.find(n.text) != nullptr) {
+      if (!top.keys.insert(n.text).second) {
         stop(mark, "While parsing: Duplicate key '" + n.text + "' found");
       }
       top.key = n.text;
@@ -201,6 +223,7 @@ class TreeBuilder : public YAML::EventHandler {
   std::vector<Frame> stack_;
   std::map<YAML::anchor_t, Node> anchors_;
   std::size_t nodes_ = 0;
+  std::size_t copied_bytes_ = 0;
 };
 
 }  // namespace

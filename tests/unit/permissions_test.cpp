@@ -50,6 +50,24 @@ TEST(Permissions, GlobStarAlone) {
   EXPECT_TRUE(glob_match("*", "anything at all"));
 }
 
+TEST(Permissions, GlobPiecesMatchInOrderWithoutOverlap) {
+  EXPECT_FALSE(glob_match("a*a", "a"));  // prefix and suffix may not share a character
+  EXPECT_TRUE(glob_match("a*a", "aa"));
+  EXPECT_TRUE(glob_match("*AAB", "aaab"));  // a partial match restarts inside itself
+  EXPECT_TRUE(glob_match("*ab*ab*", "xabyabz"));
+  EXPECT_FALSE(glob_match("*ab*ab*", "xaby"));
+  EXPECT_TRUE(glob_match("a**b", "ab"));
+  EXPECT_FALSE(glob_match("*b*a", "ab"));
+}
+
+// A long rule against long arguments: backtracking to the last star took their product in time
+// (minutes here); matching the pieces in order takes their sum.
+TEST(Permissions, GlobCostIsLinear) {
+  const std::string rule = "*" + std::string(200'000, 'a') + "b";
+  EXPECT_FALSE(glob_match(rule, std::string(400'000, 'a')));
+  EXPECT_TRUE(glob_match(rule, std::string(400'000, 'a') + "b"));
+}
+
 // --- pattern ---
 
 TEST(Permissions, PatternBareToolName) {

@@ -403,6 +403,18 @@ args = ["old"]
   EXPECT_THAT(s.toolboxes[2].args, ElementsAre("new"));
 }
 
+// A number no double holds is a JSON error of the file too, not an exception that ends the kernel.
+TEST(SkillsLoading, SideFileNumberOverflowIsAnError) {
+  TempDir dir;
+  dir.write("n/SKILL.md", "---\nname: n\ndescription: d\n---\n");
+  dir.write("n/mcp.json", R"({"mcpServers": {"a": {"command": "npx", "args": [1e400]}}})");
+  auto loaded = load_skills({dir.path()});
+  const auto* n = failure_for(loaded, "n");
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->problems[0].file, dir.path() / "n" / "mcp.json");
+  EXPECT_THAT(n->problems[0].message, HasSubstr("expected valid JSON"));
+}
+
 TEST(SkillsLoading, SideFileErrorsNameTheFile) {
   TempDir dir;
   dir.write("j/SKILL.md", "---\nname: j\ndescription: d\n---\n");
@@ -676,4 +688,49 @@ TEST(SkillsLoading, HostileYamlDoesNotCrash) {
   EXPECT_EQ(loaded.failures.size(), 3u);
   EXPECT_THAT(failure_for(loaded, "dup")->problems[0].message, HasSubstr("Duplicate key 'name'"));
   EXPECT_EQ(failure_for(loaded, "dup")->problems[0].line, 4);
+}
+
+// Copies are bounded in bytes and counted when an anchor is defined too: one long aliased string,
+// or anchors nested over a wide list, reach gigabytes without a single nested alias.
+TEST(SkillsLoading, AliasAndAnchorCopiesAreBounded) {
+  std::string wide =
+      "---\nname: wide\ndescription: d\na: &a " + std::string(200 * 1024, 'x') + "\nb: [";
+  for (int i = 0; i < 10000; ++i) wide += "*a, ";
+  wide += "]\n---\n";
+  auto refused = parse_skill(wide, "wide/SKILL.md", "wide");
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().problems[0].message, HasSubstr("aliases copy more than 4 MiB"));
+
+  std::string nested = "---\nname: nested\ndescription: d\nx: ";
+  for (int i = 0; i < 100; ++i) nested += "&a" + std::to_string(i) + " [";
+  for (int i = 0; i < 60000; ++i) nested += "y, ";
+  nested += std::string(100, ']') + "\n---\n";
+  auto deep = parse_skill(nested, "nested/SKILL.md", "nested");
+  ASSERT_FALSE(deep);
+  EXPECT_THAT(deep.error().problems[0].message, HasSubstr("document too large"));
+
+  // An anchor used a few times is ordinary YAML and still loads.
+  auto fine =
+      parse_skill("---\nname: fine\ndescription: d\nmetadata:\n  a: &v one\n  b: *v\n---\nBody\n",
+                  "fine/SKILL.md", "fine");
+  ASSERT_TRUE(fine) << fine.error().problems[0].message;
+}
+
+// toml++'s own checks fail on a table header opening with no key character: an error, not an
+// abort (debug) or undefined behaviour (release).
+TEST(SkillsLoading, TomlParserCheckFailuresAreErrors) {
+  for (const char* header : {"[#toolbox.x]", "[[ ,]]", "[ \t!]"}) {
+    auto toml =
+        parse_skill(std::string("+++\nname = \"t\"\ndescription = \"d\"\n") + header + "\n+++\n",
+                    "t/SKILL.md", "t");
+    ASSERT_FALSE(toml) << header;
+    EXPECT_THAT(toml.error().problems[0].message, HasSubstr("TOML")) << header;
+  }
+  // A non-ASCII character in a table header ran toml++'s whitespace test into "unreachable"
+  // (UBSan reports it); it is an ordinary quoted key.
+  auto quoted = parse_skill(
+      "+++\nname = \"t\"\ndescription = \"d\"\n[mcp.\"café ☕\"]\ncommand = \"npx\"\n+++\n",
+      "t/SKILL.md", "t");
+  ASSERT_TRUE(quoted) << quoted.error().problems[0].message;
+  EXPECT_THAT(to_json(*quoted).dump(), HasSubstr("café ☕"));
 }
