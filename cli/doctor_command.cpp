@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "terminal_text.hpp"
 #include "kernex/doctor.hpp"
 
 namespace kernex::cli {
@@ -20,7 +21,8 @@ int doctor_command(const ConfigFile& config_file, bool json) {
     out["sandbox"] = sandbox_doctor_json();
     std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
   } else {
-    std::cout << to_text(report) << sandbox_doctor_text();
+    // The report quotes the config file and its errors: controls made visible.
+    std::cout << for_terminal(to_text(report) + sandbox_doctor_text());
   }
   // The report is the result: missing features are findings, not failures of the command.
   return kExitOk;

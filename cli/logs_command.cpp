@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "terminal_text.hpp"
 #include "kernex/config.hpp"
 #include "kernex/trajectory_view.hpp"
 
@@ -45,8 +46,8 @@ int list(const std::filesystem::path& dir, bool json) {
     std::snprintf(cost, sizeof cost, "$%.6f", r.cost_usd);
     std::cout << r.run_id << "  " << (r.kind.empty() ? "?" : r.kind) << "  "
               << (r.outcome.empty() ? (r.error.empty() ? "unfinished" : "error") : r.outcome)
-              << "  " << r.input_tokens + r.output_tokens << " tok  " << cost << "  " << r.question
-              << '\n';
+              << "  " << r.input_tokens + r.output_tokens << " tok  " << cost << "  "
+              << for_terminal(r.question) << '\n';
   }
   return kExitOk;
 }
@@ -66,7 +67,7 @@ int show_or_view(const std::filesystem::path& dir, const LogsArgs& args, bool vi
     for (const auto& e : *events)
       std::cout << e.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
   } else {
-    std::cout << render_trajectory_text(*events);
+    std::cout << for_terminal(render_trajectory_text(*events));
   }
   return kExitOk;
 }

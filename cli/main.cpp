@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "terminal_text.hpp"
 #include "kernex/log.hpp"
 
 namespace {
@@ -44,9 +45,13 @@ const Command kCommands[] = {
      kernex::cli::setup_providers},
 };
 
-void log_to_stderr() {
-  kernex::set_log_sink([](kernex::LogLevel level, std::string_view message) {
-    std::cerr << "kernex: " << kernex::to_string(level) << ": " << message << '\n';
+// Warnings and errors (every level with --verbose) to stderr, controls made visible: log lines
+// quote skill manifests and tool output. The kernel redacted keys already.
+void log_to_stderr(bool verbose) {
+  kernex::set_log_sink([verbose](kernex::LogLevel level, std::string_view message) {
+    if (!verbose && level < kernex::LogLevel::Warn) return;
+    std::cerr << "kernex: " << kernex::to_string(level) << ": "
+              << kernex::cli::for_terminal(message) << '\n';
   });
 }
 
@@ -75,10 +80,11 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::cerr << "kernex: usage: " << e.what() << "\nRun with --help for more information.\n";
+    std::cerr << "kernex: usage: " << kernex::cli::for_terminal(e.what())
+              << "\nRun with --help for more information.\n";
     return kernex::cli::kExitUsage;
   }
-  if (verbose) log_to_stderr();
+  log_to_stderr(verbose);
 
   const kernex::cli::ConfigFile config_file = config.empty() ? std::nullopt : std::optional(config);
   try {

@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "terminal_text.hpp"
 #include "kernex/kernel.hpp"
 #include "kernex/log.hpp"
 #include "kernex/mcp/jsonrpc.hpp"
@@ -138,18 +139,20 @@ int mcp_list_command(const std::optional<std::string>& config_file, const McpArg
     if (out.empty())
       std::cout << "no MCP servers declared by the skills in the given directories\n";
     for (const auto& e : out) {
-      std::cout << e["server"].get<std::string>() << " (skill " << e["skill"].get<std::string>()
-                << "): " << e["command"].get<std::string>();
-      for (const auto& a : e["args"]) std::cout << ' ' << a.get<std::string>();
-      std::cout << '\n';
+      // Manifests and the servers' own tool lists: controls made visible.
+      std::string line = e["server"].get<std::string>() + " (skill " +
+                         e["skill"].get<std::string>() + "): " + e["command"].get<std::string>();
+      for (const auto& a : e["args"]) line += ' ' + a.get<std::string>();
+      std::cout << for_terminal(line) << '\n';
       if (e.contains("error")) {
-        std::cout << "  error: " << e["error"].get<std::string>() << '\n';
+        std::cout << "  error: " << for_terminal(e["error"].get<std::string>()) << '\n';
         continue;
       }
       for (const auto& t : e["tools"]) {
         std::string desc = t["description"].get<std::string>();
         if (auto nl = desc.find('\n'); nl != std::string::npos) desc = desc.substr(0, nl);
-        std::cout << "  " << t["name"].get<std::string>() << (desc.empty() ? "" : " - " + desc)
+        std::cout << "  "
+                  << for_terminal(t["name"].get<std::string>() + (desc.empty() ? "" : " - " + desc))
                   << '\n';
       }
     }
@@ -188,7 +191,7 @@ int mcp_call_command(const std::optional<std::string>& config_file, const McpArg
   if (args.json) {
     std::cout << dump(result->raw) << '\n';
   } else {
-    std::cout << result->rendered.text;
+    std::cout << for_terminal(result->rendered.text);
     if (!result->rendered.text.empty() && result->rendered.text.back() != '\n') std::cout << '\n';
   }
   std::cout.flush();

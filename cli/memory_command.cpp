@@ -1,6 +1,5 @@
 // `kernex memory …`: reads (and backs up) the configured memory store without running a model.
 #include <cstdio>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -11,7 +10,9 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "terminal_text.hpp"
 #include "kernex/config.hpp"
+#include "kernex/files.hpp"
 #include "kernex/plugin_host.hpp"
 
 namespace kernex::cli {
@@ -88,7 +89,7 @@ int search(MemoryStore& store, const MemoryArgs& args) {
   if (hits->empty()) std::cout << "no matches\n";
   for (const auto& h : *hits) {
     std::cout << "[" << h.created_at << "] " << h.conversation_id.substr(0, 8) << " " << h.source
-              << ": " << h.text << '\n';
+              << ": " << for_terminal(h.text) << '\n';
   }
   return kExitOk;
 }
@@ -110,7 +111,8 @@ int facts(MemoryStore& store, const MemoryArgs& args) {
   }
   if (facts->empty()) std::cout << "no facts\n";
   for (const auto& f : *facts) {
-    std::cout << f.sender_id << "  " << f.key << " = " << f.value
+    // Facts, messages and summaries are chat and model text: controls made visible.
+    std::cout << for_terminal(f.sender_id + "  " + f.key + " = " + f.value)
               << (f.deleted_at ? "  (deleted)" : "") << '\n';
   }
   return kExitOk;
@@ -120,14 +122,15 @@ void print_message(const StoredMessage& m) {
   std::cout << "#" << m.seq << " [" << m.created_at << "] " << m.entry.role << ": ";
   if (m.entry.tool_result) {
     // A tool entry's content is its result.
-    std::cout << m.entry.tool_result->name
+    std::cout << for_terminal(m.entry.tool_result->name)
               << (m.entry.tool_result->is_error ? " failed => " : " => ")
-              << m.entry.tool_result->content;
+              << for_terminal(m.entry.tool_result->content);
   } else {
-    std::cout << m.entry.content;
+    std::cout << for_terminal(m.entry.content);
   }
   for (const auto& c : m.entry.tool_calls) {
-    std::cout << (m.entry.content.empty() ? "" : " ") << "-> " << c.name << dump(c.arguments);
+    std::cout << (m.entry.content.empty() ? "" : " ") << "-> "
+              << for_terminal(c.name + dump(c.arguments));
   }
   std::cout << '\n';
 }
@@ -188,7 +191,7 @@ int history(MemoryStore& store, const MemoryArgs& args) {
     std::cout << "conversation " << c.id << " (" << c.key.channel << "/" << c.key.sender_id
               << (c.key.project.empty() ? "" : "/" + c.key.project) << ", " << c.status << ", "
               << c.message_count << " messages, last active " << c.last_activity << " UTC)\n";
-    if (c.summary) std::cout << "  summary: " << *c.summary << '\n';
+    if (c.summary) std::cout << "  summary: " << for_terminal(*c.summary) << '\n';
     auto messages = tail(store, c.id, args.limit);
     if (!messages) return report(messages.error());
     for (const auto& m : *messages) {
@@ -231,14 +234,17 @@ int usage(MemoryStore& store, const MemoryArgs& args) {
   return kExitOk;
 }
 
+// An export is data, not a manifest: far above the manifest cap, still bounded.
+constexpr std::size_t kMaxImportBytes = std::size_t{256} << 20;
+
 int import_file(MemoryStore& store, const MemoryArgs& args) {
   Json doc;
   if (args.file == "-") {
     doc = Json::parse(std::cin, nullptr, false);
   } else {
-    std::ifstream in(args.file, std::ios::binary);
-    if (!in) return report(Error(ErrorCode::Io, "cannot read " + args.file));
-    doc = Json::parse(in, nullptr, false);
+    auto text = read_regular_file(args.file, "memory export", kMaxImportBytes);
+    if (!text) return report(text.error());
+    doc = Json::parse(*text, nullptr, false);
   }
   if (doc.is_discarded()) return report(Error(ErrorCode::Parse, args.file + ": not valid JSON"));
   if (auto r = store.import_json(doc); !r) return report(r.error());

@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "terminal_text.hpp"
 #include "kernex/config.hpp"
 #include "kernex/doctor.hpp"
 #include "kernex/plugin_host.hpp"
@@ -38,10 +39,12 @@ void print_table(const std::vector<PluginInfo>& plugins) {
   };
   for (const auto& p : plugins) {
     if (p.ok()) {
-      std::cout << pad(p.kind ? std::string(to_string(*p.kind)) : "?", kind_w)
-                << pad(p.name, name_w) << pad(p.version, version_w) << p.path.string() << '\n';
+      // A plugin's name and version are its own strings: shown with controls made visible.
+      std::cout << for_terminal(pad(p.kind ? std::string(to_string(*p.kind)) : "?", kind_w) +
+                                pad(p.name, name_w) + pad(p.version, version_w) + p.path.string())
+                << '\n';
     } else {
-      std::cout << "ERROR " << p.path.string() << ": " << p.error->describe() << '\n';
+      std::cout << "ERROR " << for_terminal(p.path.string() + ": " + p.error->describe()) << '\n';
     }
   }
 }

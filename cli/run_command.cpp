@@ -14,6 +14,7 @@
 #include "kernex/skills/project.hpp"
 #include "provider_opt.hpp"
 #include "skill_trust.hpp"
+#include "terminal_text.hpp"
 #include "stream_printer.hpp"
 
 namespace kernex::cli {
@@ -150,7 +151,7 @@ int print_run_result(const Result<RunResult>& result, StreamPrinter& printer, bo
   } else if (json) {
     std::cout << to_json(*result).dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
   } else {
-    std::cout << result->text;
+    std::cout << for_terminal(result->text);
     if (!result->text.empty() && result->text.back() != '\n') std::cout << '\n';
   }
   std::cout.flush();

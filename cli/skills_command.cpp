@@ -2,6 +2,7 @@
 // anything, and trusting those in writable locations.
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "kernex/skills/lock.hpp"
 #include "kernex/skills/trust.hpp"
 #include "skill_trust.hpp"
+#include "terminal_text.hpp"
 
 namespace fs = std::filesystem;
 
@@ -32,6 +34,9 @@ namespace {
 void print_json(const Json& j, int indent = 2) {
   std::cout << j.dump(indent, ' ', false, Json::error_handler_t::replace) << '\n';
 }
+
+// Human output quotes manifests (names, descriptions, errors): printed with controls made visible.
+void print_human(const std::ostringstream& out) { std::cout << for_terminal(out.str()); }
 
 // DIRs from the command line, else the config's skill_dirs.
 Result<std::vector<fs::path>> skill_dirs(const Config& config,
@@ -67,43 +72,49 @@ int list(const std::vector<fs::path>& dirs, const skills::LoadOptions& options, 
     print_json(out);
     return kExitOk;
   }
+  std::ostringstream out;
   for (const auto& s : loaded.skills) {
-    std::cout << s.name << " (" << skills::to_string(s.format) << "; "
-              << plural(s.toolboxes.size(), "toolbox", "toolboxes") << ", "
-              << plural(s.mcp_servers.size(), "MCP server", "MCP servers");
-    if (!s.available) std::cout << "; not installed";
-    if (s.trust == skills::TrustState::Trusted) std::cout << "; trusted";
-    std::cout << "): " << first_line(s.description, 100) << '\n';
-    for (const auto& r : s.refused) std::cout << "  refused: " << r.describe() << '\n';
+    out << s.name << " (" << skills::to_string(s.format) << "; "
+        << plural(s.toolboxes.size(), "toolbox", "toolboxes") << ", "
+        << plural(s.mcp_servers.size(), "MCP server", "MCP servers");
+    if (!s.available) out << "; not installed";
+    if (s.trust == skills::TrustState::Trusted) out << "; trusted";
+    out << "): " << first_line(s.description, 100) << '\n';
+    for (const auto& r : s.refused) out << "  refused: " << r.describe() << '\n';
   }
   for (const auto& f : loaded.failures) {
-    std::cout << "FAILED " << f.path.string();
-    if (f.trust) std::cout << " (" << skills::to_string(*f.trust) << ")";
-    std::cout << '\n';
-    for (const auto& d : f.problems) std::cout << "  " << d.describe() << '\n';
+    out << "FAILED " << f.path.string();
+    if (f.trust) out << " (" << skills::to_string(*f.trust) << ")";
+    out << '\n';
+    for (const auto& d : f.problems) out << "  " << d.describe() << '\n';
   }
-  if (loaded.skills.empty() && loaded.failures.empty()) std::cout << "no skills found\n";
+  if (loaded.skills.empty() && loaded.failures.empty()) out << "no skills found\n";
+  print_human(out);
   return kExitOk;
 }
 
 int lint(const std::vector<fs::path>& dirs, bool spec, bool json) {
   bool all_valid = true;
   Json out = Json::array();
-  for (const auto& folder : skills::skill_folders(dirs)) {
-    skills::LintVerdict v = spec ? skills::lint_spec(folder) : skills::lint(folder);
+  std::ostringstream text;
+  for (const skills::LintVerdict& v : skills::lint_folders(dirs, spec)) {
+    const fs::path& folder = v.path;
     all_valid &= v.valid;
     if (json) {
       out.push_back(skills::to_json(v));
       continue;
     }
     // One verdict line per folder; further errors and warnings are indented under it.
-    std::cout << folder.string() << ": " << (v.valid ? "valid" : "invalid: " + v.message) << '\n';
-    for (std::size_t i = 1; i < v.errors.size(); ++i) std::cout << "  - " << v.errors[i] << '\n';
+    text << folder.string() << ": " << (v.valid ? "valid" : "invalid: " + v.message) << '\n';
+    for (std::size_t i = 1; i < v.errors.size(); ++i) text << "  - " << v.errors[i] << '\n';
     for (const auto& d : v.diagnostics) {
-      if (d.severity == skills::Severity::Warning) std::cout << "  " << d.describe() << '\n';
+      if (d.severity == skills::Severity::Warning) text << "  " << d.describe() << '\n';
     }
   }
-  if (json) print_json(out);
+  if (json)
+    print_json(out);
+  else
+    print_human(text);
   return all_valid ? kExitOk : kExitConfig;
 }
 
@@ -128,9 +139,10 @@ int lock(const std::vector<fs::path>& dirs) {
       code = report(written.error());
       continue;
     }
-    std::cout << "locked " << folder.string() << " ("
-              << plural(written->files.size(), "file", "files") << ") in "
-              << (folder / skills::kLockFileName).string() << '\n';
+    std::cout << for_terminal("locked " + folder.string() + " (" +
+                              plural(written->files.size(), "file", "files") + ") in " +
+                              (folder / skills::kLockFileName).string())
+              << '\n';
   }
   return code;
 }
@@ -161,7 +173,7 @@ int verify(const std::vector<fs::path>& dirs, bool json) {
     if (json)
       out.push_back(std::move(entry));
     else
-      std::cout << folder.string() << ": " << line << '\n';
+      std::cout << for_terminal(folder.string() + ": " + line) << '\n';
   }
   if (json) print_json(out);
   return all_ok ? kExitOk : kExitConfig;
@@ -182,8 +194,9 @@ int trust(const std::vector<fs::path>& dirs, const fs::path& store) {
       code = report(Error(ErrorCode::Skill, folder.string() + ": not trusted", hash.error()));
       continue;
     }
-    std::cout << "trusted " << folder.string() << " (sha256 " << hash->substr(0, 16) << "...) in "
-              << store.string() << '\n';
+    std::cout << for_terminal("trusted " + folder.string() + " (sha256 " + hash->substr(0, 16) +
+                              "...) in " + store.string())
+              << '\n';
   }
   return code;
 }
@@ -192,7 +205,10 @@ int show(const std::vector<fs::path>& dirs, const skills::LoadOptions& options,
          const std::string& name) {
   skills::LoadedSkills loaded = skills::load_skills(dirs, options);
   if (const skills::Skill* s = loaded.find(name)) {
-    print_json(skills::to_json(*s));
+    // JSON for a person: for_terminal's escapes are JSON escapes, so it stays valid JSON.
+    std::cout << for_terminal(
+                     skills::to_json(*s).dump(2, ' ', false, Json::error_handler_t::replace))
+              << '\n';
     return kExitOk;
   }
   for (const auto& f : loaded.failures) {

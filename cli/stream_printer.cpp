@@ -1,5 +1,7 @@
 #include "stream_printer.hpp"
 
+#include "terminal_text.hpp"
+
 #include <unistd.h>
 
 #include <iostream>
@@ -30,7 +32,8 @@ void StreamPrinter::on_event(const StreamEvent& e) {
   using Kind = StreamEvent::Kind;
   if (mode_ == Mode::Text) {
     if (e.kind == Kind::TextDelta && !e.text.empty()) {
-      std::cout << e.text << std::flush;
+      // Model text for a person: controls made visible (a reply could clear the terminal).
+      std::cout << for_terminal(e.text) << std::flush;
       printed_text_ = true;
       last_ = e.text.back();
     } else if (e.kind == Kind::ToolCallStart && printed_text_ && last_ != '\n') {

@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "terminal_text.hpp"
 #include "kernex/config.hpp"
 #include "kernex/sandbox/toolbox.hpp"
 #include "kernex/skills/loader.hpp"
@@ -78,7 +79,7 @@ int tool_run(const std::optional<std::string>& config_file, const ToolRunArgs& a
   if (options->base.workspace) writable.push_back(*options->base.workspace);
   skills::LoadedSkills loaded = skills::load_skills(dirs, skill_load_options(*config, writable));
   for (const auto& failure : loaded.failures)
-    std::cerr << "kernex: skill not loaded: " << failure.describe() << '\n';
+    std::cerr << "kernex: skill not loaded: " << for_terminal(failure.describe()) << '\n';
   const Toolbox* found = nullptr;
   std::vector<std::string> names;
   for (const auto& skill : loaded.skills) {
@@ -104,7 +105,7 @@ int tool_run(const std::optional<std::string>& config_file, const ToolRunArgs& a
                      .dump(-1, ' ', false, Json::error_handler_t::replace)
               << '\n';
   } else {
-    std::cout << result.content;
+    std::cout << for_terminal(result.content);
     if (!result.content.empty() && result.content.back() != '\n') std::cout << '\n';
   }
   std::cout.flush();

@@ -12,6 +12,3 @@ add_compile_options(-U__cpp_concepts -D__cpp_concepts=202002L)
 add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
   -fno-omit-frame-pointer)
 add_link_options(-fsanitize=address,undefined)
-# libseccomp's SCMP_A0()... macros leave a field to zero-initialisation, which clang (unlike gcc)
-# reports under -Wextra.
-add_compile_options(-Wno-missing-field-initializers)

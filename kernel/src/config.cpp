@@ -9,6 +9,7 @@
 //   the file they were read from (parse_yaml: the directory part of `origin`, if it has one).
 // - Plugin option mappings become JSON by the rule in yaml_to_json.hpp.
 #include "kernex/config.hpp"
+#include "kernex/files.hpp"
 #include "kernex/kernel_files.hpp"
 
 #include <pwd.h>
@@ -39,7 +40,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Config files are small; anything bigger is a mistake (or an attack), not a config.
-constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
+constexpr std::size_t kMaxConfigBytes = kMaxManifestFileBytes;
 
 // `memory: none` (or {name: none}): the kernel runs without a memory store.
 constexpr std::string_view kNoMemory = "none";
@@ -47,10 +48,6 @@ constexpr std::string_view kNoMemory = "none";
 const char* env(const char* name) {
   const char* v = std::getenv(name);
   return (v != nullptr && *v != '\0') ? v : nullptr;
-}
-
-std::string quoted(const fs::path& p) {
-  return Json(p.string()).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 // One value being read: the node, its dotted key path and where to point in messages.
@@ -411,25 +408,12 @@ Result<Config> parse_with_base(std::string_view text, std::string_view origin,
 }
 
 Result<std::string> read_config_file(const fs::path& path, std::string_view named_by) {
-  const std::string by = named_by.empty() ? "" : " (named by " + std::string(named_by) + ")";
-  std::error_code ec;
-  const auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status))
-    return fail(ErrorCode::Config, "config file " + quoted(path) + by + " does not exist");
-  if (!fs::is_regular_file(status))
-    return fail(ErrorCode::Config, "config file " + quoted(path) + by + " is not a regular file");
-  const auto size = fs::file_size(path, ec);
-  if (!ec && size > kMaxConfigBytes)
-    return fail(ErrorCode::Config, "config file " + quoted(path) + " is larger than " +
-                                       std::to_string(kMaxConfigBytes) + " bytes");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return fail(ErrorCode::Config,
-                "cannot read config file " + quoted(path) + ": " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return fail(ErrorCode::Config, "cannot read config file " + quoted(path));
-  return std::move(text).str();
+  auto text = read_regular_file(path, "config file", kMaxConfigBytes);
+  if (!text) {
+    const std::string by = named_by.empty() ? "" : " (named by " + std::string(named_by) + ")";
+    return fail(ErrorCode::Config, text.error().message + by);
+  }
+  return text;
 }
 
 }  // namespace

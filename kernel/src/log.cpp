@@ -1,5 +1,7 @@
 #include "kernex/log.hpp"
 
+#include "kernex/redact.hpp"
+
 #include <iostream>
 #include <mutex>
 
@@ -41,8 +43,10 @@ void set_log_sink(LogSink s) {
 }
 
 void log(LogLevel level, std::string_view message) {
+  // Redacted here, the one way out for every log line, whatever sink a host installed.
+  const std::string redacted = redact_secrets(std::string(message));
   std::lock_guard lock(sink_mutex());
-  if (sink()) sink()(level, message);
+  if (sink()) sink()(level, redacted);
 }
 
 }  // namespace kernex

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "text_file.hpp"
+#include "kernex/files.hpp"
 
 namespace kernex {
 
@@ -182,7 +182,7 @@ Result<PermissionRules> PermissionRules::parse_yaml(std::string_view text,
 }
 
 Result<PermissionRules> PermissionRules::load_yaml_file(const std::filesystem::path& path) {
-  KERNEX_ASSIGN_OR_RETURN(auto text, read_text_file(path, "permissions file"));
+  KERNEX_ASSIGN_OR_RETURN(auto text, read_regular_file(path, "permissions file"));
   return parse_yaml(text, path.string());
 }
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <regex>
 
-#include "text_file.hpp"
+#include "kernex/files.hpp"
 
 namespace kernex {
 
@@ -195,7 +195,7 @@ Result<PricingTable> PricingTable::parse_yaml(std::string_view text, std::string
 }
 
 Result<PricingTable> PricingTable::load_yaml_file(const std::filesystem::path& path) {
-  KERNEX_ASSIGN_OR_RETURN(auto text, read_text_file(path, "pricing file"));
+  KERNEX_ASSIGN_OR_RETURN(auto text, read_regular_file(path, "pricing file", kMaxScriptFileBytes));
   return parse_yaml(text, path.string());
 }
 

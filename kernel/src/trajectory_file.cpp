@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "kernex/log.hpp"
+#include "kernex/redact.hpp"
 #include "random_bits.hpp"
 #include "kernex/trajectory.hpp"
 
@@ -58,7 +59,8 @@ class JsonlTrajectory final : public Trajectory {
       std::lock_guard lock(mu_);
       Json event = {{"seq", seq_++}, {"ts_ms", now_ms()}, {"type", type}};
       event.update(fields);
-      out_ << event.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+      // Redacted last, after capping and JSON encoding, so no cut or escape hides a key piece.
+      out_ << redact_secrets(event.dump(-1, ' ', false, Json::error_handler_t::replace)) << '\n';
       out_.flush();
       if (!out_ && !warned_) {
         warned_ = true;

@@ -1,10 +1,11 @@
 #include "server_policy.hpp"
 
 #include <algorithm>
-#include <fstream>
+#include <string>
 
 #include <sstream>
 
+#include "kernex/files.hpp"
 #include "kernex/sandbox/executable.hpp"
 #include "kernex/sandbox/spawn.hpp"
 
@@ -16,9 +17,12 @@ namespace {
 // "X" from a first line "#!/usr/bin/env X" or "#!/usr/bin/env -S X ...": the program env runs,
 // which must be on the allow-list too since Landlock limits every execve.
 std::optional<std::string> env_interpreter(const fs::path& script) {
-  std::ifstream in(script, std::ios::binary);
-  std::string line;
-  if (!in || !std::getline(in, line) || !line.starts_with("#!")) return std::nullopt;
+  // The first line only, through the non-blocking regular-file open: a FIFO named as a server's
+  // command must not hang the policy check.
+  auto head = read_regular_file_head(script, "MCP server command", 4096);
+  if (!head) return std::nullopt;
+  const std::string line = head->substr(0, head->find('\n'));
+  if (!line.starts_with("#!")) return std::nullopt;
   std::istringstream words(line.substr(2));
   std::string program, word;
   words >> program;

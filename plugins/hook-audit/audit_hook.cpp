@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "kernex/plugin.hpp"
+#include "kernex/redact.hpp"
 
 namespace {
 
@@ -47,7 +48,8 @@ class AuditHook final : public kernex::HookRunner {
               {"arguments", call.arguments}, {"result", content},
               {"is_error", result.is_error}, {"truncated", truncated}};
     // Invalid UTF-8 from a tool must not stop the audit: replace it rather than throw.
-    std::string text = line.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+    std::string text =
+        kernex::redact_secrets(line.dump(-1, ' ', false, Json::error_handler_t::replace)) + "\n";
     std::lock_guard lock(mutex_);
     // One write per line on an O_APPEND fd keeps lines whole across processes.
     if (::write(fd_, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {

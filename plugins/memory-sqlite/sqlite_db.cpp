@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <optional>
+
+#include "kernex/file_lock.hpp"
 
 namespace kernex::sqlite {
 namespace {
@@ -80,11 +83,27 @@ std::int64_t Stmt::integer(int col) const { return sqlite3_column_int64(stmt_, c
 double Stmt::real(int col) const { return sqlite3_column_double(stmt_, col); }
 bool Stmt::null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 
-Result<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path,
-                                     const OpenOptions& options) {
+// "PRAGMA journal_mode=WAL" needs an exclusive lock and, on some paths, answers SQLITE_BUSY
+// without calling the busy handler; retried here for as long as the busy timeout allows.
+Result<void> Db::enter_wal(int busy_timeout_ms) {
+  constexpr int kPauseMs = 10;
+  for (int waited = 0;; waited += kPauseMs) {
+    const int rc = sqlite3_exec(db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return {};
+    if ((rc & 0xff) != SQLITE_BUSY || waited >= busy_timeout_ms)
+      return std::unexpected(error("cannot switch the database to WAL"));
+    sqlite3_sleep(kPauseMs);
+  }
+}
+
+Result<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path, const OpenOptions& options,
+                                     Setup setup) {
   const bool in_memory = path == ":memory:";
+  std::optional<FileLock> opening;
   if (!in_memory) {
     KERNEX_RETURN_IF_ERROR(make_private_dirs(path.parent_path()));
+    KERNEX_ASSIGN_OR_RETURN(auto lock, FileLock::take(path.string() + ".open-lock"));
+    opening.emplace(std::move(lock));
     // Exclusive create with 0600 so the file is never readable by others, even briefly.
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) {
@@ -106,13 +125,12 @@ Result<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path,
   if (rc != SQLITE_OK) return std::unexpected(db->error("cannot open the database"));
   sqlite3_extended_result_codes(raw, 1);
   sqlite3_busy_timeout(raw, options.busy_timeout_ms);
-
-  std::string pragmas =
-      "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=" + options.synchronous +
-      ";";
+  KERNEX_RETURN_IF_ERROR(db->enter_wal(options.busy_timeout_ms));
+  std::string pragmas = "PRAGMA foreign_keys=ON; PRAGMA synchronous=" + options.synchronous + ";";
   if (options.max_pages)
     pragmas += " PRAGMA max_page_count=" + std::to_string(*options.max_pages) + ";";
   KERNEX_RETURN_IF_ERROR(db->exec(pragmas.c_str()));
+  if (setup != nullptr) KERNEX_RETURN_IF_ERROR(setup(*db));
   if (!in_memory) ::chmod(path.c_str(), 0600);
   return db;
 }

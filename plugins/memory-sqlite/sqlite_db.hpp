@@ -79,9 +79,13 @@ struct OpenOptions {
 class Db {
  public:
   // Creates the parent directory 0700 and the file 0600 (before SQLite touches it), then
-  // opens it in WAL mode with a busy timeout.
+  // opens it in WAL mode with a busy timeout and runs `setup` (the migrations). Processes starting
+  // together on a new data dir would race to create, switch to WAL and migrate, and SQLite answers
+  // some of those races with "database is locked" whatever the busy timeout; so all of it runs
+  // under an flock on "<path>.open-lock".
+  using Setup = Result<void> (*)(Db&);
   static Result<std::unique_ptr<Db>> open(const std::filesystem::path& path,
-                                          const OpenOptions& options);
+                                          const OpenOptions& options, Setup setup = nullptr);
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
@@ -101,6 +105,7 @@ class Db {
  private:
   Db(sqlite3* db, std::filesystem::path path) : db_(db), path_(std::move(path)) {}
   Result<void> run_cached(const char* sql);
+  Result<void> enter_wal(int busy_timeout_ms);
   Result<void> begin();
   Result<void> commit();
   void rollback();

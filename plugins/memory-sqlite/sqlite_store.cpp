@@ -70,8 +70,7 @@ std::string minutes_ago(std::chrono::minutes m) {
 }  // namespace
 
 Result<std::shared_ptr<SqliteStore>> SqliteStore::open(const StoreOptions& options) {
-  KERNEX_ASSIGN_OR_RETURN(auto db, Db::open(options.path, options.open));
-  KERNEX_RETURN_IF_ERROR(migrate(*db));
+  KERNEX_ASSIGN_OR_RETURN(auto db, Db::open(options.path, options.open, migrate));
   return std::shared_ptr<SqliteStore>(new SqliteStore(std::move(db), options));
 }
 

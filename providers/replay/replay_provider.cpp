@@ -15,10 +15,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <stop_token>
 #include <string>
 #include <vector>
 
+#include "kernex/files.hpp"
 #include "kernex/plugin.hpp"
 
 namespace {
@@ -210,9 +212,10 @@ Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
                         "replay: option `script` (a JSON Lines file) is required");
   }
   const std::string script = config.at("script").get<std::string>();
-  std::ifstream in(script);
-  if (!in) return kernex::fail(ErrorCode::Config, "replay: cannot open script " + script);
+  auto text = kernex::read_regular_file(script, "replay script", kernex::kMaxScriptFileBytes);
+  if (!text) return kernex::fail(ErrorCode::Config, "replay: " + text.error().message);
   std::vector<Step> steps;
+  std::istringstream in(std::move(*text));
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <regex>
 
+#include "kernex/files.hpp"
+
 namespace kernex {
 namespace {
 
@@ -46,6 +48,10 @@ Result<void> load_contexts(Context& context, const RunOptions::ToolCaller& call_
     std::error_code ec;
     const auto absolute = std::filesystem::absolute(file, ec).lexically_normal();
     if (ec) return fail(ErrorCode::Usage, "context file " + file.string() + ": " + ec.message());
+    // The REPL reads the file itself; a FIFO, device or directory is refused here, with an error
+    // naming it, instead of hanging or confusing the sandboxed process.
+    if (auto checked = open_regular_file(absolute, "context file"); !checked)
+      return fail(ErrorCode::Usage, checked.error().message);
     if (auto r = load(Json{{"file", absolute.string()}}, file.string()); !r) return r;
   }
   for (const auto& text : options.context_texts) {

@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <string_view>
 
+#include "kernex/files.hpp"
 #include "kernex/sandbox/profile.hpp"
 
 namespace kernex::sandbox {
@@ -63,11 +63,10 @@ Result<void> check_file(const fs::path& given, const fs::path& real,
 // The first line's program of a "#!" script ("" when the line names none), or nullopt for an ELF
 // file.
 Result<std::optional<std::string>> program_kind(const fs::path& given, const fs::path& real) {
-  std::ifstream in(real, std::ios::binary);
-  char buf[256] = {};
-  in.read(buf, sizeof(buf) - 1);
-  std::string_view head(buf, static_cast<std::size_t>(in.gcount()));
-  if (!in && !in.eof()) return std::unexpected(refused(given, "cannot read " + real.string()));
+  // Non-blocking and regular-file-only: a FIFO swapped in after check_file must not hang us.
+  auto first = read_regular_file_head(real, "program", 255);
+  if (!first) return std::unexpected(refused(given, first.error().message));
+  std::string_view head(*first);
   if (head.starts_with("\x7f"
                        "ELF"))
     return std::optional<std::string>{};

@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <fstream>
+#include <string>
+
+#include "kernex/files.hpp"
 
 namespace kernex::sandbox {
 namespace fs = std::filesystem;
@@ -187,9 +189,10 @@ GitEntries find_git_entries(const fs::path& root) {
 namespace {
 
 std::optional<fs::path> read_dir_reference(const fs::path& file, std::string_view prefix) {
-  std::ifstream in(file);
-  std::string line;
-  if (!in || !std::getline(in, line)) return std::nullopt;
+  // A workspace's .git file is the workspace owner's: a FIFO there must not hang the plan.
+  auto head = read_regular_file_head(file, "git reference", 4096);
+  if (!head || head->empty()) return std::nullopt;
+  std::string line = head->substr(0, head->find('\n'));
   if (!line.starts_with(prefix)) return std::nullopt;
   line.erase(0, prefix.size());
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();

@@ -3,12 +3,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <set>
-#include <sstream>
 
+#include "kernex/files.hpp"
 #include "kernex/kernel_files.hpp"
 #include "kernex/sandbox/profile.hpp"
 
@@ -278,14 +277,11 @@ Result<SandboxProfile> SandboxProfile::from_yaml(std::string_view text, std::str
 }
 
 Result<SandboxProfile> SandboxProfile::load_yaml_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return fail(ErrorCode::Io, "cannot read sandbox profile '" + file.string() + "'");
+  KERNEX_ASSIGN_OR_RETURN(auto text, read_regular_file(file, "sandbox profile"));
   // A profile the kernel reads is a kernel file: a tool that could rewrite it would choose its own
   // sandbox next time.
   register_kernel_file(file, KernelFileAccess::ReadOnly, "sandbox profile");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return from_yaml(text.str(), file.string());
+  return from_yaml(text, file.string());
 }
 
 }  // namespace kernex::sandbox

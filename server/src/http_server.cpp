@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernex/log.hpp"
+#include "kernex/redact.hpp"
 #include "random_id.hpp"
 
 namespace kernex::server {
@@ -160,6 +161,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         text += reply.render_event(e);
         after = e.id;
       }
+      // Events carry provider errors and model text: redacted as they leave, like every reply.
+      text = redact_secrets(std::move(text));
       if (!text.empty() && !co_await write_all(stream, chunk(text))) co_return false;
       if (snap.finished) break;
       if (!snap.events.empty()) continue;
@@ -167,7 +170,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         if (!co_await write_all(stream, chunk(": heartbeat\n\n"))) co_return false;
       }
     }
-    std::string tail = reply.stream_tail.empty() ? std::string() : chunk(reply.stream_tail);
+    std::string tail =
+        reply.stream_tail.empty() ? std::string() : chunk(redact_secrets(reply.stream_tail));
     tail += "0\r\n\r\n";
     co_return co_await write_all(stream, std::move(tail));
   }
@@ -199,7 +203,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     res.set("X-Request-Id", req.request_id);
     for (const auto& [name, value] : reply.headers) res.set(name, value);
     res.keep_alive(keep_alive);
-    res.body() = reply.body;
+    res.body() = redact_secrets(reply.body);
     res.prepare_payload();
     error_code ec;
     stream.expires_after(options.write_timeout);

@@ -4,7 +4,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include <shared_mutex>
 #include <unordered_set>
 
+#include "kernex/file_lock.hpp"
 #include "kernex/json.hpp"
 
 namespace fs = std::filesystem;
@@ -327,36 +327,6 @@ Result<FileStamp> write_atomically(const fs::path& file, const std::string& text
   return stamp_of(st);  // rename keeps the inode, size and mtime
 }
 
-// An exclusive flock on "<file>.lock" for the duration of a read-modify-write.
-class WriteLock {
- public:
-  static Result<WriteLock> take(const fs::path& file) {
-    std::error_code ec;
-    if (!file.parent_path().empty()) fs::create_directories(file.parent_path(), ec);
-    const fs::path lock = file.string() + ".lock";
-    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-      return fail(ErrorCode::Io, "cannot open " + lock.string() + ": " + errno_text(errno));
-    while (::flock(fd, LOCK_EX) != 0) {
-      if (errno != EINTR) {
-        const int err = errno;
-        ::close(fd);
-        return fail(ErrorCode::Io, "cannot lock " + lock.string() + ": " + errno_text(err));
-      }
-    }
-    return WriteLock(fd);
-  }
-  WriteLock(WriteLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  WriteLock& operator=(WriteLock&&) = delete;
-  ~WriteLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing releases the flock
-  }
-
- private:
-  explicit WriteLock(int fd) : fd_(fd) {}
-  int fd_;
-};
-
 }  // namespace
 
 // ---- tenant names -------------------------------------------------------------------------
@@ -401,7 +371,10 @@ namespace {
 // process since our last read survive.
 template <class Change>
 Result<std::size_t> modify(KeyStore::State& s, Change change) {
-  KERNEX_RETURN_IF_ERROR(WriteLock::take(s.file));
+  std::error_code ec;
+  if (!s.file.parent_path().empty()) fs::create_directories(s.file.parent_path(), ec);
+  // Held to the end of this function (RETURN_IF_ERROR would drop it at once).
+  KERNEX_ASSIGN_OR_RETURN(auto lock, FileLock::take(s.file.string() + ".lock"));
   KERNEX_ASSIGN_OR_RETURN(auto current, read_keys(s.file));
   auto changed = change(current.keys);
   if (!changed) return changed;

@@ -3,6 +3,8 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include "kernex/file_lock.hpp"
+
 namespace kernex::server {
 namespace {
 
@@ -59,6 +61,8 @@ std::vector<RunEvent> events_from(const Json& array) {
   return out;
 }
 
+constexpr int kBusyTimeoutMs = 5000;
+
 constexpr const char* kColumns = "id, tenant, session, status, created_at, request, result, events";
 
 StoredRun read_row(const Statement& st) {
@@ -79,6 +83,10 @@ StoredRun read_row(const Statement& st) {
 Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& file) {
   std::error_code ec;
   std::filesystem::create_directories(file.parent_path(), ec);
+  // Servers started together on a new data dir would race to create the file, switch it to WAL
+  // and create the tables; SQLite answers some of those races with "database is locked" whatever
+  // the busy timeout. An flock beside the file serialises the whole first open.
+  KERNEX_ASSIGN_OR_RETURN(auto opening, FileLock::take(file.string() + ".open-lock"));
   sqlite3* db = nullptr;
   const mode_t old = ::umask(077);  // runs hold users' messages: owner only
   const int rc =
@@ -90,10 +98,19 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& fi
     sqlite3_close(db);
     return e;
   }
-  sqlite3_busy_timeout(db, 5000);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
   std::unique_ptr<RunStore> store(new RunStore(db));
+  // journal_mode=WAL may answer SQLITE_BUSY without calling the busy handler (another program
+  // holding the file): retried within the busy timeout.
+  for (int waited = 0, wal = 0;
+       (wal = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr)) != SQLITE_OK;
+       waited += 10) {
+    if ((wal & 0xff) != SQLITE_BUSY || waited >= kBusyTimeoutMs)
+      return db_error(db, "switching " + file.string() + " to WAL");
+    sqlite3_sleep(10);
+  }
   for (const char* sql :
-       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+       {"PRAGMA synchronous=NORMAL",
         "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, session TEXT "
         "NOT NULL, "
         "status TEXT NOT NULL, created_at TEXT NOT NULL, request TEXT, result TEXT, events TEXT)",

@@ -36,21 +36,9 @@ void advise(const Skill& skill, std::vector<Diagnostic>& out) {
     warn("", "the Markdown body is empty; the skill gives the model no instructions");
 }
 
-}  // namespace
-
-LintVerdict lint(const fs::path& folder) {
-  LintVerdict v;
-  v.path = folder;
-  auto loaded = load_skill(folder);
-  if (!loaded) {
-    v.diagnostics = loaded.error().problems;
-  } else {
-    // A refused toolbox or MCP server does not stop the skill loading, but it is a mistake the
-    // author must fix, so lint judges the skill invalid.
-    v.diagnostics = loaded->refused;
-    v.diagnostics.insert(v.diagnostics.end(), loaded->warnings.begin(), loaded->warnings.end());
-    advise(*loaded, v.diagnostics);
-  }
+// Sets errors, valid, message and line from the diagnostics.
+void judge(LintVerdict& v) {
+  v.errors.clear();
   for (const auto& d : v.diagnostics) {
     if (d.severity != Severity::Error) continue;
     v.errors.push_back(d.describe());
@@ -62,7 +50,47 @@ LintVerdict lint(const fs::path& folder) {
     v.message = first->describe();
     v.line = first->line;
   }
+}
+
+}  // namespace
+
+LintVerdict lint(const fs::path& folder) {
+  LintVerdict v;
+  v.path = folder;
+  auto loaded = load_skill(folder);
+  if (!loaded) {
+    v.diagnostics = loaded.error().problems;
+  } else {
+    v.name = loaded->name;
+    // A refused toolbox or MCP server does not stop the skill loading, but it is a mistake the
+    // author must fix, so lint judges the skill invalid.
+    v.diagnostics = loaded->refused;
+    v.diagnostics.insert(v.diagnostics.end(), loaded->warnings.begin(), loaded->warnings.end());
+    advise(*loaded, v.diagnostics);
+  }
+  judge(v);
   return v;
+}
+
+std::vector<LintVerdict> lint_folders(const std::vector<fs::path>& dirs, bool spec) {
+  std::vector<LintVerdict> out;
+  SkillNameClaims names;
+  for (const auto& folder : skill_folders(dirs)) {
+    if (spec) {
+      out.push_back(lint_spec(folder));
+      continue;
+    }
+    LintVerdict v = lint(folder);
+    if (!v.name.empty()) {
+      if (std::string taken = names.claim(v.name, folder); !taken.empty()) {
+        v.diagnostics.insert(v.diagnostics.begin(),
+                             Diagnostic{Severity::Error, folder, 0, "name", std::move(taken)});
+        judge(v);
+      }
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 std::vector<fs::path> skill_folders(const std::vector<fs::path>& dirs) {

@@ -298,20 +298,23 @@ std::expected<Skill, SkillFailure> load_skill(const fs::path& folder, const Load
   return skill;
 }
 
+std::string SkillNameClaims::claim(const std::string& name, const fs::path& folder) {
+  auto [it, inserted] = owners_.emplace(name, folder);
+  if (inserted) return {};
+  return "duplicate skill name '" + name + "': already loaded from " + it->second.string();
+}
+
 LoadedSkills load_skills(const std::vector<fs::path>& dirs, const LoadOptions& options) {
   LoadedSkills out;
-  std::map<std::string, fs::path> seen;  // name -> folder that won
+  SkillNameClaims names;
   auto take = [&](const fs::path& folder) {
     auto loaded = load_skill(folder, options);
     if (!loaded) {
       out.failures.push_back(std::move(loaded.error()));
       return;
     }
-    auto [it, inserted] = seen.emplace(loaded->name, folder);
-    if (!inserted) {
-      out.failures.push_back(single_failure(folder, loaded->file,
-                                            "duplicate skill name '" + loaded->name +
-                                                "': already loaded from " + it->second.string()));
+    if (std::string taken = names.claim(loaded->name, folder); !taken.empty()) {
+      out.failures.push_back(single_failure(folder, loaded->file, std::move(taken)));
       return;
     }
     out.skills.push_back(std::move(*loaded));

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 
+#include "kernex/files.hpp"
 #include "text.hpp"
 
 namespace fs = std::filesystem;
@@ -31,21 +32,18 @@ using DigestCtx = std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)>;
 
 // Streams the file so that large assets never sit in memory.
 Result<std::string> sha256_file(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return fail(ErrorCode::Io, "cannot open " + file.string() + " to hash it");
+  KERNEX_ASSIGN_OR_RETURN(auto in, open_regular_file(file, "skill file"));
   DigestCtx ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
     return fail(ErrorCode::Internal, "OpenSSL could not start a SHA-256 digest");
   }
   std::array<char, 64 * 1024> buffer{};
-  while (in) {
-    in.read(buffer.data(), buffer.size());
-    if (in.gcount() > 0 &&
-        EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<std::size_t>(in.gcount())) != 1) {
+  for (;;) {
+    KERNEX_ASSIGN_OR_RETURN(auto n, in.read_some(buffer.data(), buffer.size()));
+    if (n == 0) break;
+    if (EVP_DigestUpdate(ctx.get(), buffer.data(), n) != 1)
       return fail(ErrorCode::Internal, "OpenSSL SHA-256 update failed on " + file.string());
-    }
   }
-  if (in.bad()) return fail(ErrorCode::Io, "reading " + file.string() + " failed while hashing it");
   std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
   unsigned int n = 0;
   if (EVP_DigestFinal_ex(ctx.get(), md.data(), &n) != 1)
@@ -100,12 +98,15 @@ Result<SkillLock> write_lock(const fs::path& folder) {
   Json j{{"version", kLockVersion}, {"algorithm", "sha256"}, {"files", lock->files}};
   const fs::path file = folder / kLockFileName;
   const fs::path tmp = folder / (std::string(kLockFileName) + ".tmp");
+  std::error_code ec;
+  // A leftover kernex.lock.tmp may be anything the folder's author put there (a FIFO would block
+  // the open, a link would redirect the write): start from no file.
+  fs::remove(tmp, ec);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << j.dump(2) << '\n';
     if (!out) return fail(ErrorCode::Io, "cannot write " + tmp.string());
   }
-  std::error_code ec;
   fs::rename(tmp, file, ec);  // atomic: a reader never sees half a lock
   if (ec) return fail(ErrorCode::Io, "cannot write " + file.string() + ": " + ec.message());
   return lock;

@@ -21,13 +21,22 @@ struct Node {
   bool boolean = false;
   std::int64_t integer = 0;
   double number = 0;
-  std::vector<Node> items;                            // List
-  std::vector<std::pair<std::string, Node>> entries;  // Map, in document order
-  int line = 0;                                       // 1-based line in the file; 0 when unknown
-  int column = 0;                                     // 0-based
+  // A mapping's key and value. A struct rather than std::pair<std::string, Node>: pair needs Node
+  // complete where vector's members are instantiated inside Node, which clang refuses.
+  struct Entry;
+  std::vector<Node> items;     // List
+  std::vector<Entry> entries;  // Map, in document order
+  int line = 0;                // 1-based line in the file; 0 when unknown
+  int column = 0;              // 0-based
 
   bool is_map() const { return kind == Kind::Map; }
   const Node* find(std::string_view key) const;
+};
+
+struct Node::Entry {
+  Entry(std::string k, Node v) : key(std::move(k)), value(std::move(v)) {}
+  std::string key;
+  Node value;
 };
 
 // "a string", "a list", "a mapping", "a boolean", "a number", "nothing".

@@ -1,8 +1,8 @@
 #include "text.hpp"
 
-#include <cerrno>
+#include "kernex/files.hpp"
+
 #include <cstring>
-#include <fstream>
 
 namespace kernex::skills::detail {
 
@@ -131,22 +131,13 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
 
 FileText read_file_capped(const std::string& path, std::size_t cap) {
   FileText result;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    result.error = std::strerror(errno);
-    return result;
-  }
-  result.text.resize(cap + 1);
-  in.read(result.text.data(), static_cast<std::streamsize>(cap + 1));
-  if (in.bad()) {
-    result.error = "read error";
-    result.text.clear();
-    return result;
-  }
-  result.text.resize(static_cast<std::size_t>(in.gcount()));
-  if (result.text.size() > cap) {
+  auto text = read_regular_file(path, "file", cap);
+  if (text) {
+    result.text = std::move(*text);
+  } else if (text.error().code == ErrorCode::Limit) {
     result.too_large = true;
-    result.text.clear();
+  } else {
+    result.error = text.error().message;
   }
   return result;
 }

@@ -28,7 +28,8 @@ std::string normalize_newlines(std::string_view raw, bool strip_bom);
 // "a, b, c".
 std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
 
-// Reads at most `cap` bytes (+1 to detect oversize). Errors are returned as text.
+// A regular file of at most `cap` bytes, read through kernex::read_regular_file (a FIFO, device or
+// directory is an error, never a hang). Errors are returned as text.
 struct FileText {
   std::string text;
   bool too_large = false;

@@ -268,6 +268,80 @@ TEST_F(CliSkills, ShowPrintsTheParsedModel) {
   EXPECT_THAT(broken.err, HasSubstr("description"));
 }
 
+// Raw terminal controls (ESC, CSI as the C1 byte U+009B): what a hostile manifest could use to
+// retitle or clear a terminal.
+bool has_raw_controls(const std::string& text) {
+  return text.find('\x1b') != std::string::npos || text.find("\xc2\x9b") != std::string::npos ||
+         text.find('\a') != std::string::npos;
+}
+
+TEST_F(CliSkills, TerminalControlsFromManifestsAreShownEscaped) {
+  // YAML double quotes: \e is ESC, \a BEL, \x9b the C1 CSI.
+  dir.write(
+      "s/evil/SKILL.md",
+      "---\nname: evil\ndescription: \"Hi\\e]0;pwned\\a then \\e[2J and \\x9b31m\"\n---\nB\n");
+  dir.write("s/worse/SKILL.md", "---\nname: \"worse\\e[2J\"\n---\nB\n");
+  dir.write("s/odd\x1b[2J/SKILL.md", "---\nname: odd\ndescription: Its folder clears.\n---\nB\n");
+  trust(dir / "s");
+  auto list = kernex({"skills", "list", (dir / "s").string()});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_FALSE(has_raw_controls(list.out)) << list.out;
+  EXPECT_THAT(list.out, HasSubstr("Hi\\x1b]0;pwned\\x07 then \\x1b[2J and \\u009b31m"));
+
+  for (bool spec : {false, true}) {
+    std::vector<std::string> args{"skills", "lint", (dir / "s").string()};
+    if (spec) args.push_back("--spec");
+    auto lint = kernex(args);
+    EXPECT_EQ(lint.exit_code, 3) << lint.out << lint.err;
+    EXPECT_FALSE(has_raw_controls(lint.out + lint.err)) << lint.out << lint.err;
+    EXPECT_THAT(lint.out, HasSubstr("odd\\x1b[2J: ")) << lint.out;
+    if (spec) {
+      EXPECT_THAT(lint.out, HasSubstr("'worse\\x1b[2J'")) << lint.out;
+    }
+  }
+
+  // show prints JSON for a person: no raw control, and still the same JSON.
+  auto show = kernex({"skills", "show", "evil", "--skills", (dir / "s").string()});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_FALSE(has_raw_controls(show.out)) << show.out;
+  EXPECT_EQ(json_of(show)["description"],
+            "Hi\x1b]0;pwned\a then \x1b[2J and \xc2\x9b"
+            "31m");
+  // --json output is JSON-escaped already and left as it was.
+  auto json = kernex({"skills", "list", "--json", (dir / "s").string()});
+  EXPECT_THAT(json.out, HasSubstr("\\u001b]0;pwned"));
+}
+
+TEST_F(CliSkills, LintAndListApplyOneRuleToDuplicateNames) {
+  dir.write("s/first/SKILL.md", "---\nname: same\ndescription: One.\n---\nBody\n");
+  dir.write("s/second/SKILL.md", "---\nname: same\ndescription: Two.\n---\nBody\n");
+  trust(dir / "s");
+  const std::string first = (dir / "s" / "first").string();
+  const std::string second = (dir / "s" / "second").string();
+
+  auto list = kernex({"skills", "list", "--json", (dir / "s").string()});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  Json listed = json_of(list);
+  ASSERT_EQ(listed["skills"].size(), 1u) << list.out;
+  ASSERT_EQ(listed["failures"].size(), 1u) << list.out;
+
+  auto lint = kernex({"skills", "lint", "--json", (dir / "s").string()});
+  EXPECT_EQ(lint.exit_code, 3) << lint.out << lint.err;
+  Json verdicts = json_of(lint);
+  ASSERT_EQ(verdicts.size(), 2u) << lint.out;
+  EXPECT_TRUE(verdicts[0]["valid"].get<bool>()) << lint.out;
+  EXPECT_FALSE(verdicts[1]["valid"].get<bool>()) << lint.out;
+  EXPECT_EQ(verdicts[1]["path"], second);
+  const std::string message = verdicts[1]["message"].get<std::string>();
+  EXPECT_THAT(message, HasSubstr("duplicate skill name 'same'"));
+  EXPECT_THAT(message, HasSubstr(first));
+
+  auto text = kernex({"skills", "lint", (dir / "s").string()});
+  EXPECT_EQ(text.exit_code, 3);
+  EXPECT_THAT(text.out, HasSubstr(second + ": invalid: "));
+  EXPECT_THAT(text.out, HasSubstr("already loaded from " + first));
+}
+
 TEST_F(CliSkills, DirsComeFromTheConfigWhenNoneAreGiven) {
   auto none = kernex({"skills", "list"});
   EXPECT_EQ(none.exit_code, 2);

@@ -236,6 +236,33 @@ TEST(CliProviderOpt, ValuesAreJsonWhenTheyParseElseStrings) {
   EXPECT_EQ(parse_provider_opt("=x").error().code, kernex::ErrorCode::Usage);
 }
 
+// A config key, a plugin file name or a config error holding ESC / C1 CSI reaches the terminal
+// only as visible escapes: main's errors, doctor's text, the plugins list.
+TEST_F(Cli, TerminalControlsInErrorsAndReportsAreShownEscaped) {
+  auto raw = [](const std::string& t) {
+    return t.find('\x1b') != std::string::npos || t.find("\xc2\x9b") != std::string::npos;
+  };
+  fs::path bad =
+      write("kernex.yaml", "provider: replay\n\"li\\e]0;x\\amits\": {}\n\"\\x9b2J\": 1\n");
+  auto run = kernex({"run", "--config", bad.string(), "hello"});
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  EXPECT_FALSE(raw(run.err)) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("li\\x1b]0;x\\x07mits"));
+
+  auto doctor = kernex({"--config", bad.string(), "doctor"});
+  EXPECT_EQ(doctor.exit_code, 0) << doctor.err;
+  EXPECT_FALSE(raw(doctor.out + doctor.err)) << doctor.out;
+  EXPECT_THAT(doctor.out, HasSubstr("\\x1b]0;x"));
+
+  const fs::path plugins = dir_ / "plugins";
+  fs::create_directories(plugins);
+  std::ofstream(plugins / "libevil\x1b[2J.so") << "just text\n";
+  env_["KERNEX_PLUGIN_PATH"] = plugins.string();
+  auto listed = kernex({"plugins"});
+  EXPECT_FALSE(raw(listed.out + listed.err)) << listed.out;
+  EXPECT_THAT(listed.out, HasSubstr("libevil\\x1b[2J.so"));
+}
+
 }  // namespace
 
 namespace {
@@ -320,6 +347,41 @@ TEST_F(Cli, PluginsListsEachBrokenFileWithItsCauseWhileGoodOnesLoad) {
   auto text = kernex({"plugins"});
   EXPECT_THAT(text.out, HasSubstr("libnot-a-plugin.so"));
   EXPECT_THAT(text.out, HasSubstr("replay"));
+}
+
+}  // namespace
+
+namespace {
+
+// A model answer holding ESC / C1 CSI: shown escaped by run, and by memory history and logs show
+// reading it back; --json keeps the text itself (JSON-escaped).
+TEST_F(Cli, ModelTextWithTerminalControlsIsShownEscapedWhereverItIsPrinted) {
+  const std::string answer =
+      "Done\x1b]0;owned\a \x1b[2J\xc2\x9b"
+      "1m.";
+  auto script =
+      write("s.jsonl", Json{{"text", answer}}.dump() + "\n" + Json{{"text", answer}}.dump() + "\n");
+  auto raw = [](const std::string& t) {
+    return t.find('\x1b') != std::string::npos || t.find("\xc2\x9b") != std::string::npos;
+  };
+  const std::vector<std::string> run{"run", "--provider", "replay", "--provider-opt",
+                                     "script=" + script.string()};
+  auto shown = kernex({run[0], run[1], run[2], run[3], run[4], "hi"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_FALSE(raw(shown.out)) << shown.out;
+  EXPECT_THAT(shown.out, HasSubstr("Done\\x1b]0;owned\\x07 \\x1b[2J\\u009b1m."));
+
+  auto json = kernex({run[0], run[1], run[2], run[3], run[4], "--json", "hi"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(Json::parse(json.out)["text"], answer);
+
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"memory", "history"}, {"logs", "show", "last"}}) {
+    auto o = kernex(args);
+    EXPECT_EQ(o.exit_code, 0) << args[0] << ": " << o.err;
+    EXPECT_FALSE(raw(o.out)) << args[0] << ": " << o.out;
+    EXPECT_THAT(o.out, HasSubstr("\\x1b[2J")) << args[0] << ": " << o.out;
+  }
 }
 
 }  // namespace

@@ -254,3 +254,20 @@ TEST(KernexLint, JudgesKernexFieldsBeyondTheSpec) {
   EXPECT_EQ(json["line"], 4);
   EXPECT_EQ(json["diagnostics"][0]["field"], "lazy");
 }
+
+namespace {
+
+// SKILL.md is read in chunks up to the cap (never into a buffer the cap's size): a body across
+// many chunks reads whole, a file one byte over 16 MiB is refused, one at exactly 16 MiB is not.
+TEST(SpecLint, FilesAreReadWholeUpToTheCap) {
+  TempDir dir;
+  const std::string head = "---\nname: big\ndescription: d\n---\n";
+  const std::size_t cap = 16 * 1024 * 1024;
+  EXPECT_TRUE(lint_spec(dir.skill("big", head + std::string(200 * 1024 + 7, 'x'))).valid);
+  EXPECT_TRUE(lint_spec(dir.skill("big", head + std::string(cap - head.size(), 'x'))).valid);
+  LintVerdict over = lint_spec(dir.skill("big", head + std::string(cap - head.size() + 1, 'x')));
+  EXPECT_FALSE(over.valid);
+  EXPECT_EQ(over.message, "SKILL.md is larger than 16 MiB");
+}
+
+}  // namespace

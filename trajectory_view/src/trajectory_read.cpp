@@ -1,7 +1,7 @@
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 
+#include "kernex/files.hpp"
 #include "kernex/trajectory_view.hpp"
 
 namespace kernex {
@@ -26,16 +26,17 @@ T field(const Json& event, const char* key, T fallback) {
   }
 }
 
+// A trajectory is the kernel's own log of a long run: far above the manifest cap, still bounded.
+constexpr std::size_t kMaxTrajectoryBytes = std::size_t{1} << 30;
+
 Result<std::vector<Json>> read_events(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return fail(ErrorCode::Io, "cannot open trajectory " + path.string());
+  KERNEX_ASSIGN_OR_RETURN(auto text, read_regular_file(path, "trajectory", kMaxTrajectoryBytes));
   std::vector<Json> events;
-  std::string line;
-  while (std::getline(in, line)) {
+  std::istringstream in(std::move(text));
+  for (std::string line; std::getline(in, line);) {
     Json j = parse_untrusted(line);
     if (j.is_object()) events.push_back(std::move(j));
   }
-  if (in.bad()) return fail(ErrorCode::Io, "reading trajectory " + path.string() + " failed");
   return events;
 }
 

@@ -139,6 +139,7 @@ Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& 
   } else if (!o.api_key_env.empty()) {
     if (const char* v = std::getenv(o.api_key_env.c_str()); v != nullptr) o.api_key = v;
   }
+  register_secret(o.api_key);  // so every sink of the process redacts it, not only our errors
   if (keyed && o.url.scheme != "https" && !o.url.is_loopback()) {
     return fail(ErrorCode::Config,
                 o.name +
@@ -178,15 +179,6 @@ bool path_ends_with(const http::Url& url, std::string_view suffix) {
   if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
   while (path.size() > 1 && path.ends_with('/')) path.remove_suffix(1);
   return path.ends_with(suffix);
-}
-
-std::string redact(std::string text, std::string_view secret) {
-  if (secret.empty()) return text;
-  for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
-    text.replace(at, secret.size(), "[REDACTED]");
-    at += 10;
-  }
-  return text;
 }
 
 std::string excerpt(std::string_view body, std::size_t cap) {
@@ -242,9 +234,12 @@ std::string error_detail(std::string_view body) {
 Error http_error(const CommonOptions& options, const http::Response& response) {
   std::string msg = options.name + ": HTTP " + std::to_string(response.status) + " from " +
                     options.url.authority();
-  const std::string detail = error_detail(response.body);
+  // Redacted before the excerpt cuts it and again after: a key split by the cut is caught by
+  // redact()'s pieces, and the final pass covers what error_detail() decoded from JSON escapes.
+  const std::string body = redact(response.body, options.api_key);
+  const std::string detail = error_detail(body);
   if (!detail.empty()) msg += ": " + excerpt(detail, 1024);
-  if (!response.body.empty()) msg += " (body: " + excerpt(response.body) + ")";
+  if (!body.empty()) msg += " (body: " + excerpt(body) + ")";
   return Error(ErrorCode::Provider, redact(std::move(msg), options.api_key));
 }
 

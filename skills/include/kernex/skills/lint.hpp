@@ -12,6 +12,7 @@ namespace kernex::skills {
 
 struct LintVerdict {
   std::filesystem::path path;  // the folder judged
+  std::string name;            // lint(): the skill's name when it loaded, else ""
   bool valid = false;
   std::string message;                  // the first error ("" when valid)
   std::vector<std::string> errors;      // every error, in the reference validator's order
@@ -35,6 +36,11 @@ LintVerdict lint(const std::filesystem::path& folder);
 // subfolders is one (sorted), with or without a SKILL.md, so that the linters report a missing
 // one. A DIR that is not a directory, or has no subfolders, is returned as is.
 std::vector<std::filesystem::path> skill_folders(const std::vector<std::filesystem::path>& dirs);
+
+// Judges every folder of skill_folders(dirs) (lint_spec when `spec`), in order. Without `spec`,
+// a folder whose skill name an earlier folder already has is invalid, by the loader's rule
+// (SkillNameClaims): `kernex skills list` would refuse it.
+std::vector<LintVerdict> lint_folders(const std::vector<std::filesystem::path>& dirs, bool spec);
 
 Json to_json(const LintVerdict& verdict);
 

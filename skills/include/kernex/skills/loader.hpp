@@ -3,6 +3,8 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -39,6 +41,18 @@ std::expected<Skill, SkillFailure> load_skill(const std::filesystem::path& folde
 // declare the same name the first one (dirs in order, subfolders by name) wins and the other
 // is a failure. Each dir is registered as a kernel file (ReadOnly) too, so nothing can be planted
 // beside the skills while this process runs.
+// The one rule for skill names within one set of skill dirs: the first folder to claim a name
+// keeps it, a later folder with the same name is an error. load_skills (which refuses the later
+// folder) and lint_folders (which judges it invalid) both use it, so they never disagree.
+class SkillNameClaims {
+ public:
+  // "" when `name` was free (it is `folder`'s now), else the error naming the folder that has it.
+  std::string claim(const std::string& name, const std::filesystem::path& folder);
+
+ private:
+  std::map<std::string, std::filesystem::path> owners_;
+};
+
 LoadedSkills load_skills(const std::vector<std::filesystem::path>& dirs,
                          const LoadOptions& options = {});
 

@@ -12,6 +12,7 @@
 #include "kernex/http/client.hpp"
 #include "kernex/json.hpp"
 #include "kernex/message.hpp"
+#include "kernex/redact.hpp"
 
 namespace kernex::providers {
 
@@ -77,9 +78,6 @@ Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& 
 std::string join_url(std::string_view base, std::string_view path);
 // Whether a URL's path already ends with `suffix` (e.g. "/v1").
 bool path_ends_with(const http::Url& url, std::string_view suffix);
-
-// Replaces every occurrence of `secret` (when non-empty) by [REDACTED].
-std::string redact(std::string text, std::string_view secret);
 
 // The first `cap` bytes with control characters escaped, plus " [... N bytes truncated]".
 std::string excerpt(std::string_view body, std::size_t cap = 2048);

@@ -1,0 +1,55 @@
+// Key redaction by pieces: what survives a cut, a cap or an escape of a key is still redacted.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kernex/redact.hpp"
+
+namespace {
+
+const std::string kKey = "sk-proj-Zq8vX2mN4bR7tY1wK9pL3sD6fG0hJ5cV";
+
+// Whether any kSecretPieceMin-byte piece of `secret` appears in `text`.
+bool leaks(const std::string& text, const std::string& secret) {
+  for (std::size_t i = 0; i + kernex::kSecretPieceMin <= secret.size(); ++i)
+    if (text.find(secret.substr(i, kernex::kSecretPieceMin)) != std::string::npos) return true;
+  return false;
+}
+
+TEST(Redact, WholeKeyAndEveryPieceOfAtLeastEightBytes) {
+  EXPECT_EQ(kernex::redact("key=" + kKey + ".", kKey), "key=[REDACTED].");
+  for (std::size_t len = kernex::kSecretPieceMin; len < kKey.size(); ++len) {
+    const std::string prefix = "cut: " + kKey.substr(0, len) + " [... 10 bytes truncated]";
+    const std::string suffix = "tail " + kKey.substr(kKey.size() - len);
+    EXPECT_FALSE(leaks(kernex::redact(prefix, kKey), kKey)) << len;
+    EXPECT_FALSE(leaks(kernex::redact(suffix, kKey), kKey)) << len;
+  }
+}
+
+TEST(Redact, ShortRunsAndOtherTextAreKept) {
+  // Seven bytes of the key are common text, not a piece: kept.
+  EXPECT_EQ(kernex::redact("sk-proj is a prefix", kKey), "sk-proj is a prefix");
+  EXPECT_EQ(kernex::redact("nothing here", kKey), "nothing here");
+  EXPECT_EQ(kernex::redact("x", ""), "x");
+  // A key shorter than a piece is replaced whole, as before.
+  EXPECT_EQ(kernex::redact("a abc b", "abc"), "a [REDACTED] b");
+}
+
+TEST(Redact, RepeatedAndEscapedKeysAndPiecesAcrossEscapes) {
+  std::string many;
+  for (int i = 0; i < 50; ++i) many += kKey + (i % 2 ? "" : ",");
+  EXPECT_FALSE(leaks(kernex::redact(many, kKey), kKey));
+  // A JSON \u escape in the middle leaves two runs of the key, each redacted.
+  const std::string escaped = "\\u0073" + kKey.substr(1, 15) + "\\u0041" + kKey.substr(17);
+  EXPECT_FALSE(leaks(kernex::redact(escaped, kKey), kKey));
+}
+
+TEST(Redact, RegisteredSecretsAreRedactedBySinks) {
+  const std::string other = "AIzaSyD-registered-only-here-123456";
+  EXPECT_EQ(kernex::redact_secrets("x " + other), "x " + other);
+  kernex::register_secret(other);
+  kernex::register_secret("short");  // under a piece: not kept, so "short" stays readable
+  EXPECT_EQ(kernex::redact_secrets("x " + other.substr(0, 12) + " short"), "x [REDACTED] short");
+}
+
+}  // namespace
