@@ -17,6 +17,7 @@
 namespace CLI {
 class App;
 class Option;
+class Validator;
 }  // namespace CLI
 
 namespace kernex::cli {
@@ -77,6 +78,11 @@ std::string sandbox_doctor_text();
 // Per class of the second escape battery: whether it holds here and how (doctor_protections.cpp).
 Json sandbox_protections_json(const sandbox::PolicyStatus& status);
 std::string sandbox_protections_text(const Json& rows);
+
+// CLI11 checks that a flag's value is a finite number / an integer in [min, max] (kernex/number.hpp
+// words the error), for every numeric flag.
+CLI::Validator number_in(double min, double max);
+CLI::Validator uint_in(std::uint64_t min, std::uint64_t max);
 
 // Shared by `run` and `rlm`: --provider, --model, --provider-opt, --data-dir and the budgets.
 void add_run_options(CLI::App& app, RunArgs& args);

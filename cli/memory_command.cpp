@@ -17,6 +17,9 @@
 
 namespace kernex::cli {
 
+// --limit's range: more rows than this is not a listing anyone reads.
+constexpr std::uint64_t kMaxListLimit = 1'000'000;
+
 // `kernex memory ACTION`.
 struct MemoryArgs {
   std::string action;  // search | facts | history | export | import | usage
@@ -275,7 +278,8 @@ CommandRun setup_memory(CLI::App& command, std::string&) {
       "search");
   search->add_option("query", args.query, "words to look for (matched as a phrase)")->required();
   search->add_option("--sender", args.sender, "only this sender's memory");
-  search->add_option("--limit", args.limit, "at most N hits (default 100)");
+  search->add_option("--limit", args.limit, "at most N hits (default 100)")
+      ->check(uint_in(0, kMaxListLimit));
   auto* facts = common(memory->add_subcommand("facts", "Facts known about senders"), "facts");
   facts->add_option("--sender", args.sender, "only this sender");
   facts->add_flag("--deleted", args.deleted, "include soft-deleted facts");
@@ -284,8 +288,10 @@ CommandRun setup_memory(CLI::App& command, std::string&) {
   history->add_option("--conversation", args.conversation, "one conversation's messages")
       ->type_name("ID");
   history->add_option("--sender", args.sender, "only this sender's conversations");
-  history->add_option("--limit", args.limit,
-                      "the newest N conversations, each with its newest N messages (default 100)");
+  history
+      ->add_option("--limit", args.limit,
+                   "the newest N conversations, each with its newest N messages (default 100)")
+      ->check(uint_in(0, kMaxListLimit));
   common(
       memory->add_subcommand("export", "Everything in the store as one JSON document (for backup)"),
       "export");

@@ -1,5 +1,6 @@
 // `kernex rlm`: a question over context files loaded as REPL variables (kernex/rlm.hpp).
 #include <CLI/CLI.hpp>
+#include <limits>
 #include <memory>
 
 #include "commands.hpp"
@@ -47,6 +48,7 @@ CommandRun setup_rlm(CLI::App& command, std::string&) {
   command
       .add_option("--max-depth", args->max_depth,
                   "how deep rlm_query may recurse (default: limits.max_depth)")
+      ->check(uint_in(0, std::numeric_limits<std::uint32_t>::max()))
       ->type_name("N");
   command.add_flag("--json", args->run.json, "print the whole result as one line of JSON");
   command.add_flag("--stream", args->run.stream, "print model output as it arrives");

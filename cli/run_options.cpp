@@ -1,9 +1,43 @@
 // Options shared by several commands: --config, repeated values, and what `run` and `rlm` share.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <limits>
+
 #include "commands.hpp"
+#include "kernex/config.hpp"
+#include "kernex/number.hpp"
 
 namespace kernex::cli {
+
+namespace {
+
+// CLI11 checks backed by kernex/number.hpp, so a flag's range is worded like a config key's. CLI11
+// prefixes the flag's name itself; "nan", "inf", "1e999", "-1" and "2.5" (for a count) all fail.
+std::string without_name(const Error& e) {
+  const auto at = e.message.find("`: ");
+  return at == std::string::npos ? e.message : e.message.substr(at + 3);
+}
+
+}  // namespace
+
+CLI::Validator number_in(double min, double max) {
+  return CLI::Validator(
+      [=](std::string& text) {
+        auto v = parse_number(text, "", min, max);
+        return v ? std::string() : without_name(v.error());
+      },
+      "", "");
+}
+
+CLI::Validator uint_in(std::uint64_t min, std::uint64_t max) {
+  return CLI::Validator(
+      [=](std::string& text) {
+        auto v = parse_uint(text, "", min, max);
+        return v ? std::string() : without_name(v.error());
+      },
+      "", "");
+}
 
 void add_config_option(CLI::App& app, std::string& config, const std::string& help) {
   app.add_option("--config", config, help)->type_name("FILE");
@@ -21,13 +55,18 @@ void add_run_options(CLI::App& app, RunArgs& args) {
   app.add_option("--data-dir", args.data_dir,
                  "data directory (overrides data_dir and KERNEX_DATA_DIR)")
       ->type_name("DIR");
-  app.add_option("--max-turns", args.max_turns, "model calls allowed in this run")->type_name("N");
+  constexpr auto u32 = std::numeric_limits<std::uint32_t>::max();
+  app.add_option("--max-turns", args.max_turns, "model calls allowed in this run")
+      ->check(uint_in(0, u32))
+      ->type_name("N");
   app.add_option("--token-budget", args.token_budget, "billed tokens allowed in this run")
+      ->check(uint_in(0, std::numeric_limits<std::uint64_t>::max()))
       ->type_name("N");
   app.add_option("--cost-budget", args.cost_budget_usd, "USD allowed in this run")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_in(0, kMaxCostBudgetUsd))
       ->type_name("USD");
   app.add_option("--tool-budget", args.tool_call_budget, "tool calls allowed in this run")
+      ->check(uint_in(0, u32))
       ->type_name("N");
   app.add_option("--provider-opt", args.provider_opts,
                  "provider option (repeatable); VALUE is JSON if it parses, else a string")

@@ -185,6 +185,7 @@ CommandRun setup_sandbox(CLI::App& sandbox, std::string& config) {
       ->type_name("DIR");
   exec->add_option("--allow-net", args->allow_net,
                    "allow TCP connections to this port (repeatable)")
+      ->check(uint_in(1, 65535))
       ->allow_extra_args(false)
       ->type_name("PORT");
   exec->add_option("--env", args->env, "pass this environment variable through (repeatable)")
@@ -192,6 +193,7 @@ CommandRun setup_sandbox(CLI::App& sandbox, std::string& config) {
       ->type_name("NAME");
   exec->add_option("--timeout", args->timeout,
                    "seconds before the command's process group is killed")
+      ->check(number_in(0.001, 86400))
       ->type_name("S");
   exec->add_flag("--stdin", args->stdin_input, "pass this program's standard input to the command");
   exec->add_flag("--json", args->json,

@@ -11,6 +11,7 @@
 #include "kernex/config.hpp"
 #include "kernex/files.hpp"
 #include "kernex/kernel_files.hpp"
+#include "kernex/number.hpp"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -227,13 +228,13 @@ class ConfigReader {
     return j.get<bool>();
   }
 
-  Result<std::optional<double>> number_value(const Field& f) const {
+  // A finite number in [min, max] (kernex/number.hpp words the range).
+  Result<std::optional<double>> number_value(const Field& f, double min, double max) const {
     if (f.value.IsNull()) return std::nullopt;
     Json j = f.value.IsScalar() ? detail::yaml_scalar_to_json(f.value) : Json();
-    if (!j.is_number()) return expected(f, "a non-negative number");
-    double v = j.get<double>();
-    if (v < 0) return expected(f, "a non-negative number");
-    return v;
+    if (!j.is_number()) return expected(f, number_range(min, max));
+    if (auto problem = number_problem(j, min, max)) return err(f, *problem);
+    return j.get<double>();
   }
 
   // ---- lists --------------------------------------------------------------------------
@@ -350,7 +351,7 @@ class ConfigReader {
          "compaction", "conversation_idle_minutes", "max_depth"},
         [&](const std::string& key, const Field& sub) -> Result<void> {
           if (key == "cost_budget_usd") {
-            KERNEX_ASSIGN_OR_RETURN(auto v, number_value(sub));
+            KERNEX_ASSIGN_OR_RETURN(auto v, number_value(sub, 0, kMaxCostBudgetUsd));
             if (v) out.cost_budget_usd = *v;
             return {};
           }
@@ -366,7 +367,9 @@ class ConfigReader {
             return {};
           }
           const bool wide = key == "token_budget" || key == "max_context_messages";
-          KERNEX_ASSIGN_OR_RETURN(auto v, uint_value(sub, wide ? u64 : u32));
+          const std::uint64_t max =
+              key == "conversation_idle_minutes" ? kMaxIdleMinutes : (wide ? u64 : u32);
+          KERNEX_ASSIGN_OR_RETURN(auto v, uint_value(sub, max));
           if (!v) return {};
           const std::uint64_t n = *v;
           if (key == "max_turns")

@@ -1,5 +1,7 @@
 #include "run_plan.hpp"
 
+#include "kernex/number.hpp"
+
 namespace kernex {
 namespace {
 
@@ -40,6 +42,14 @@ Result<RunPlan> plan_run(const Config& config, const RunOptions& options, const 
                 "no provider: set `provider:` in kernex.yaml or pass --provider NAME");
   }
   plan.provider_options = merged_options(config, plan.provider, options.provider_options);
+  // An embedder's NaN budget would compare false and switch the limit off: refuse it.
+  for (const auto& [budget, name] :
+       {std::pair{options.cost_budget_usd, "cost_budget_usd"},
+        std::pair{config.limits.cost_budget_usd, "limits.cost_budget_usd"}}) {
+    if (!budget) continue;
+    if (auto problem = number_problem(*budget, 0, kMaxCostBudgetUsd))
+      return fail(ErrorCode::Config, std::string(name) + ": " + *problem);
+  }
   if (plan.parent != nullptr) {
     plan.limits = plan.parent->tree()->limits();
     plan.limits.max_turns = options.max_turns.value_or(config.limits.max_turns);

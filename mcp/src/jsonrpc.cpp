@@ -1,6 +1,7 @@
 #include "kernex/mcp/jsonrpc.hpp"
 
 #include <algorithm>
+#include <istream>
 
 namespace kernex::mcp {
 
@@ -120,6 +121,34 @@ Result<Json> parse_line(std::string_view line) {
     return fail(ErrorCode::Parse, "not JSON: '" + shown + "'");
   }
   return j;
+}
+
+LineRead read_line(std::istream& in, std::string& line, std::size_t max_bytes) {
+  line.clear();
+  bool too_long = false;
+  bool read_any = false;
+  char buf[64 * 1024];
+  for (;;) {
+    // getline stops at '\n' (extracted, not stored), at a full buffer (failbit) or at the end.
+    in.getline(buf, sizeof buf);
+    const auto extracted = static_cast<std::size_t>(in.gcount());
+    const bool full = in.fail() && !in.eof() && extracted == sizeof buf - 1;
+    const bool newline = !in.fail() && !in.eof();
+    const std::size_t stored = newline ? extracted - 1 : extracted;
+    read_any = read_any || extracted > 0;
+    if (!too_long && line.size() + stored > max_bytes) {
+      too_long = true;
+      line.clear();
+      line.shrink_to_fit();
+    }
+    if (!too_long) line.append(buf, stored);
+    if (full) {
+      in.clear(in.rdstate() & ~std::ios::failbit);
+      continue;
+    }
+    if (!read_any) return LineRead::End;
+    return too_long ? LineRead::TooLong : LineRead::Line;
+  }
 }
 
 }  // namespace jsonrpc

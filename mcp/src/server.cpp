@@ -113,10 +113,19 @@ std::optional<Json> StdioServer::handle_line(std::string_view line) {
   return handle(*parsed);
 }
 
-void StdioServer::serve(std::istream& in, std::ostream& out) {
+void StdioServer::serve(std::istream& in, std::ostream& out, std::size_t max_line_bytes) {
   std::string line;
-  while (std::getline(in, line)) {
-    if (auto response = handle_line(line)) {
+  for (;;) {
+    const auto read = jsonrpc::read_line(in, line, max_line_bytes);
+    if (read == jsonrpc::LineRead::End) return;
+    // An over-long line was skipped unread: its id is unknown, so the error carries none.
+    auto response = read == jsonrpc::LineRead::TooLong
+                        ? std::optional<Json>(jsonrpc::error(
+                              nullptr, jsonrpc::kInvalidRequest,
+                              "Invalid request: a line longer than " +
+                                  std::to_string(max_line_bytes) + " bytes was skipped"))
+                        : handle_line(line);
+    if (response) {
       out << jsonrpc::frame(*response);
       out.flush();
     }

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <unistd.h>
 
+#include "kernex/number.hpp"
 #include "kernex/plugin.hpp"
 #include "kernex/redact.hpp"
 
@@ -76,11 +77,9 @@ kernex::Result<std::shared_ptr<kernex::HookRunner>> make_audit(const Json& confi
   }
   std::size_t max_result = 4096;
   if (config.contains("max_result_bytes")) {
-    if (!config.at("max_result_bytes").is_number_unsigned()) {
-      return kernex::fail(ErrorCode::Config,
-                          "audit: `max_result_bytes` must be a non-negative integer");
-    }
-    max_result = config.at("max_result_bytes").get<std::size_t>();
+    KERNEX_ASSIGN_OR_RETURN(
+        max_result, kernex::checked_uint(config.at("max_result_bytes"), "audit: max_result_bytes",
+                                         0, std::uint64_t{1} << 30));
   }
   const std::string path = config.at("file").get<std::string>();
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

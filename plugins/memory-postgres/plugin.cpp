@@ -3,6 +3,7 @@
 //   pool_size: 4    statement_timeout_ms: 30000    connect_timeout_s: 5
 //   max_message_bytes: 4194304 (one message's content, tool data included)
 //   data_dir: set by the kernel for every memory plugin; accepted and unused
+#include "kernex/number.hpp"
 #include "kernex/plugin.hpp"
 
 #include <algorithm>
@@ -16,11 +17,8 @@ using kernex::Json;
 using kernex::Result;
 
 Result<std::uint64_t> positive(const Json& v, const std::string& key, std::uint64_t max) {
-  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0 || v.get<std::uint64_t>() > max) {
-    return kernex::fail(ErrorCode::Config, "postgres memory: option '" + key +
-                                               "' must be an integer from 1 to " +
-                                               std::to_string(max) + ", got " + v.dump());
-  }
+  if (auto problem = kernex::uint_problem(v, 1, max))
+    return kernex::fail(ErrorCode::Config, "postgres memory: option '" + key + "': " + *problem);
   return v.get<std::uint64_t>();
 }
 

@@ -1,8 +1,9 @@
 // The `sqlite` memory plugin. Options (all optional but one of path / data_dir):
 //   path: database file (default <data_dir>/memory.db)      data_dir: set by the kernel
-//   busy_timeout_ms: 5000    synchronous: normal | full (WAL; normal survives process crashes)
-//   max_size_mb: cap on the file (writes past it fail cleanly)
-//   max_message_bytes: 4194304 (one message's content, tool data included)
+//   busy_timeout_ms: 5000 (1..600000)    synchronous: normal | full (WAL; normal survives process
+//   crashes) max_size_mb: cap on the file (writes past it fail cleanly; 1..2^24) max_message_bytes:
+//   4194304 (one message's content, tool data included; 1..2^30)
+#include "kernex/number.hpp"
 #include "kernex/plugin.hpp"
 #include "sqlite_store.hpp"
 
@@ -12,13 +13,12 @@ using kernex::ErrorCode;
 using kernex::Json;
 using kernex::Result;
 
-Result<std::uint64_t> positive(const Json& config, const char* key) {
-  const Json& v = config.at(key);
-  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) {
-    return kernex::fail(ErrorCode::Config, std::string("sqlite memory: option '") + key +
-                                               "' must be a positive integer, got " + v.dump());
-  }
-  return v.get<std::uint64_t>();
+// Each option's range: past it a size overflows its byte count or a wait outlives any run.
+Result<std::uint64_t> positive(const Json& config, const char* key, std::uint64_t max) {
+  if (auto problem = kernex::uint_problem(config.at(key), 1, max))
+    return kernex::fail(ErrorCode::Config,
+                        std::string("sqlite memory: option '") + key + "': " + *problem);
+  return config.at(key).get<std::uint64_t>();
 }
 
 Result<kernex::sqlite::StoreOptions> parse_options(const Json& config) {
@@ -38,8 +38,8 @@ Result<kernex::sqlite::StoreOptions> parse_options(const Json& config) {
       }
       (key == "path" ? path : data_dir) = value.get<std::string>();
     } else if (key == "busy_timeout_ms") {
-      KERNEX_ASSIGN_OR_RETURN(auto v, positive(config, "busy_timeout_ms"));
-      out.open.busy_timeout_ms = static_cast<int>(std::min<std::uint64_t>(v, 600000));
+      KERNEX_ASSIGN_OR_RETURN(auto v, positive(config, "busy_timeout_ms", 600'000));
+      out.open.busy_timeout_ms = static_cast<int>(v);
     } else if (key == "synchronous") {
       const std::string s = value.is_string() ? value.get<std::string>() : "";
       if (s != "normal" && s != "full") {
@@ -50,10 +50,10 @@ Result<kernex::sqlite::StoreOptions> parse_options(const Json& config) {
       }
       out.open.synchronous = s == "full" ? "FULL" : "NORMAL";
     } else if (key == "max_size_mb") {
-      KERNEX_ASSIGN_OR_RETURN(auto v, positive(config, "max_size_mb"));
+      KERNEX_ASSIGN_OR_RETURN(auto v, positive(config, "max_size_mb", 1ULL << 24));
       out.open.max_pages = static_cast<std::int64_t>(v * 1024 * 1024 / 4096);  // default page size
     } else if (key == "max_message_bytes") {
-      KERNEX_ASSIGN_OR_RETURN(auto v, positive(config, "max_message_bytes"));
+      KERNEX_ASSIGN_OR_RETURN(auto v, positive(config, "max_message_bytes", 1ULL << 30));
       out.max_message_bytes = v;
     } else {
       return kernex::fail(ErrorCode::Config,

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <set>
 
+#include "kernex/number.hpp"
+
 namespace kernex::repl {
 namespace {
 
@@ -11,9 +13,7 @@ Error bad(const std::string& key, const std::string& expected) {
 }
 
 Result<std::uint64_t> positive(const Json& v, const std::string& key, std::uint64_t max) {
-  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0 || v.get<std::uint64_t>() > max) {
-    return std::unexpected(bad(key, "must be an integer in [1, " + std::to_string(max) + "]"));
-  }
+  if (auto problem = uint_problem(v, 1, max)) return std::unexpected(bad(key, *problem));
   return v.get<std::uint64_t>();
 }
 
@@ -44,12 +44,9 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
   o.run = std::move(*run);
   const Json c = config.is_object() ? config : Json::object();
   if (auto it = c.find("timeout"); it != c.end()) {
-    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0 ||
-        it->get<double>() > 86400) {
-      return std::unexpected(bad("timeout", "must be a number of seconds in (0, 86400]"));
-    }
-    o.timeout =
-        std::chrono::milliseconds(std::max<long long>(1, std::llround(it->get<double>() * 1000)));
+    if (auto problem = number_problem(*it, 0.001, 86400))
+      return std::unexpected(bad("timeout", "(seconds): " + *problem));
+    o.timeout = seconds_to_ms(it->get<double>());
   }
   o.cpu_seconds =
       static_cast<std::uint64_t>(std::ceil(static_cast<double>(o.timeout.count()) / 1000.0));

@@ -334,7 +334,7 @@ Result<std::shared_ptr<Provider>> make_anthropic(const Json& config) {
   // Extended thinking is the provider's option: `extended_thinking: true` (adaptive), or a
   // `thinking_budget` of tokens, which turns it on with that budget.
   KERNEX_ASSIGN_OR_RETURN(auto thinking, reader.boolean("extended_thinking"));
-  KERNEX_ASSIGN_OR_RETURN(auto budget, reader.uint("thinking_budget"));
+  KERNEX_ASSIGN_OR_RETURN(auto budget, reader.uint("thinking_budget", 1, kMaxTokensOption));
   KERNEX_ASSIGN_OR_RETURN(
       auto options,
       read_common(reader, {"anthropic", std::string(entry->default_model),

@@ -2,6 +2,9 @@
 
 #include "kernex/server/keys.hpp"
 
+#include "kernex/config.hpp"
+#include "kernex/number.hpp"
+
 #include <cctype>
 #include <charconv>
 #include <initializer_list>
@@ -69,8 +72,8 @@ Result<TenantLimitsConfig> limits_value(const Json& v, const std::string& path) 
     out.tokens_per_day = n;
   }
   if (auto it = v.find("cost_per_day_usd"); it != v.end() && !it->is_null()) {
-    if (!it->is_number() || it->get<double>() < 0)
-      return bad(path + ".cost_per_day_usd", "expected a number >= 0");
+    if (auto problem = number_problem(*it, 0, kMaxCostBudgetUsd))
+      return bad(path + ".cost_per_day_usd", *problem);
     out.cost_per_day_usd = it->get<double>();
   }
   return out;

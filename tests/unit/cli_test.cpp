@@ -95,6 +95,36 @@ TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_THAT(opt.err, HasSubstr("kernex: usage: --provider-opt expects KEY=VALUE"));
 }
 
+// Numeric flags: finite and in range or a usage error naming the flag (a NaN --cost-budget
+// passed CLI11's NonNegativeNumber and switched the budget off).
+TEST_F(Cli, NumericFlagsOutOfRangeAreUsageErrorsNamingTheFlag) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--cost-budget", "nan"}, {"--cost-budget", "inf"},      {"--cost-budget", "1e999"},
+      {"--cost-budget", "-1"},  {"--cost-budget", "2e9"},      {"--max-turns", "2.5"},
+      {"--max-turns", "-1"},    {"--max-turns", "4294967296"}, {"--token-budget", "1e3"},
+      {"--tool-budget", "nan"},
+  };
+  for (const auto& [flag, value] : bad) {
+    auto o = kernex({"run", "--provider", "replay", flag, value, "hi"});
+    EXPECT_EQ(o.exit_code, 2) << flag << " " << value << ": " << o.err;
+    EXPECT_NE(o.err.find(flag), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("expected"), std::string::npos) << o.err;
+  }
+  auto nan = kernex({"run", "--provider", "replay", "--cost-budget", "nan", "hi"});
+  EXPECT_NE(nan.err.find("expected a number in [0, 1e+09], got nan"), std::string::npos) << nan.err;
+  auto timeout = kernex({"sandbox", "exec", "--timeout", "nan", "--", "true"});
+  EXPECT_EQ(timeout.exit_code, 2) << timeout.err;
+  EXPECT_NE(timeout.err.find("--timeout"), std::string::npos) << timeout.err;
+  auto port = kernex({"sandbox", "exec", "--allow-net", "70000", "--", "true"});
+  EXPECT_EQ(port.exit_code, 2) << port.err;
+  // A provider option: a Config error naming it, from --provider-opt too.
+  auto opt =
+      kernex({"run", "--provider", "openai", "--provider-opt", "base_url=http://127.0.0.1:9/v1",
+              "--provider-opt", "timeout_secs=1e300", "hi"});
+  EXPECT_EQ(opt.exit_code, 4) << opt.err;  // the plugin could not be created
+  EXPECT_NE(opt.err.find("timeout_secs"), std::string::npos) << opt.err;
+}
+
 TEST_F(Cli, RunWithoutProviderIsAConfigError) {
   auto o = kernex({"run", "hello"});
   EXPECT_EQ(o.exit_code, 3);

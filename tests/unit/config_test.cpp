@@ -1,7 +1,10 @@
 #include "kernex/config.hpp"
+#include "kernex/number.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -307,6 +310,56 @@ TEST_F(ConfigTest, UnknownNestedKeysNameTheFullPath) {
               HasSubstr("kernex.yaml:4: hooks[1].opts: unknown key"));
 }
 
+// Numbers from the file are finite and in range, or an error naming the key, value and range:
+// a NaN budget compared false and switched its limit off; huge idle minutes overflowed chrono.
+TEST_F(ConfigTest, NumbersOutOfRangeNameTheKeyAndTheRange) {
+  for (const char* bad : {".nan", ".inf", "-.inf", "-0.5", "1e10", "1e999"}) {
+    EXPECT_THAT(parse_error(std::string("limits:\n  cost_budget_usd: ") + bad + "\n"),
+                HasSubstr("limits.cost_budget_usd: expected a number in [0, 1e+09]"))
+        << bad;
+  }
+  EXPECT_EQ(parse_ok("limits:\n  cost_budget_usd: 1e9\n").limits.cost_budget_usd, 1e9);
+  EXPECT_THAT(parse_error("limits:\n  conversation_idle_minutes: 99999999999\n"),
+              HasSubstr("limits.conversation_idle_minutes: expected a non-negative integer no "
+                        "larger than 5256000"));
+  for (const char* bad : {"2.5", "-1", ".nan", "1e3", "99999999999999999999"}) {
+    EXPECT_THAT(parse_error(std::string("limits:\n  tool_call_budget: ") + bad + "\n"),
+                HasSubstr("limits.tool_call_budget: expected a non-negative integer"))
+        << bad;
+  }
+}
+
+TEST(CheckedNumber, RefusesNonFiniteFractionalAndOutOfRangeValuesNamingThem) {
+  using kernex::checked_number;
+  using kernex::checked_uint;
+  EXPECT_EQ(*checked_number(Json(0.5), "x", 0, 1), 0.5);
+  for (Json bad : {Json(std::nan("")), Json(INFINITY), Json(-1), Json(2), Json("1"), Json()}) {
+    auto r = checked_number(bad, "timeout_secs", 0, 1);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_THAT(r.error().message, HasSubstr("`timeout_secs`: expected a number in [0, 1], got"));
+  }
+  EXPECT_THAT(checked_number(Json(std::nan("")), "t", 0, 1).error().message, HasSubstr("got nan"));
+  EXPECT_EQ(*checked_uint(Json(7), "n", 1, 10), 7u);
+  for (Json bad : {Json(0), Json(11), Json(-1), Json(2.5), Json(1e300), Json(true)}) {
+    auto r = checked_uint(bad, "max_retries", 1, 10);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_THAT(r.error().message, HasSubstr("`max_retries`: expected an integer in [1, 10]"));
+  }
+  for (const char* bad : {"nan", "inf", "-1", "1e999", "0x10", " 1", "1 ", "", "2.5x"}) {
+    EXPECT_FALSE(kernex::parse_number(bad, "--cost-budget", 0, 100)) << bad;
+  }
+  EXPECT_EQ(*kernex::parse_number("2.5", "f", 0, 100), 2.5);
+  for (const char* bad : {"-1", "2.5", "18446744073709551616", "1e3", "+3"}) {
+    EXPECT_FALSE(kernex::parse_uint(bad, "--max-turns", 0, 1000)) << bad;
+  }
+  // Seconds to milliseconds never overflows, whatever the double.
+  EXPECT_EQ(kernex::seconds_to_ms(1e300), kernex::kMaxOptionDuration);
+  EXPECT_EQ(kernex::seconds_to_ms(std::nan("")).count(), 0);
+  EXPECT_EQ(kernex::seconds_to_ms(-5).count(), 0);
+  EXPECT_EQ(kernex::seconds_to_ms(1.5).count(), 1500);
+  EXPECT_EQ(kernex::saturate(std::chrono::milliseconds::max()), kernex::kMaxOptionDuration);
+}
+
 TEST_F(ConfigTest, WrongTypesNameKeyLineAndValue) {
   EXPECT_EQ(parse_error("# limits\nchannel: cli\nproject: p\nsystem_prompt: s\nprovider: replay\n"
                         "limits:\n  max_turns: ten\n"),
@@ -323,7 +376,7 @@ TEST_F(ConfigTest, WrongTypesNameKeyLineAndValue) {
   EXPECT_THAT(parse_error("limits:\n  token_budget: [1]\n"),
               HasSubstr("limits.token_budget: expected a non-negative integer, got a list"));
   EXPECT_THAT(parse_error("limits:\n  cost_budget_usd: -1\n"),
-              HasSubstr("limits.cost_budget_usd: expected a non-negative number, got -1"));
+              HasSubstr("limits.cost_budget_usd: expected a number in [0, 1e+09], got -1"));
   EXPECT_THAT(parse_error("limits:\n  cost_budget_usd: cheap\n"),
               HasSubstr("limits.cost_budget_usd"));
   EXPECT_THAT(parse_error("limits:\n  compaction: squash\n"),

@@ -193,17 +193,77 @@ TEST(HttpClient, ReadTimeoutOnAStalledServer) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
 }
 
-TEST(HttpClient, TotalTimeoutBoundsRetries) {
-  FakeHttpServer server;
+// Sends a POST to a server that accepts and never answers; the result and how long it took.
+std::pair<kernex::Result<kernex::http::Response>, std::chrono::steady_clock::duration>
+send_to_a_stalled_server(const ClientOptions& o, FakeHttpServer& server) {
   for (int i = 0; i < 4; ++i) server.push(FakeHttpServer::stall());
-  ClientOptions o = fast();
-  o.read_timeout = 10s;
-  o.total_timeout = 300ms;
   Client client(o);
   const auto start = std::chrono::steady_clock::now();
   auto r = client.send(post(server.url("/")));
+  return {std::move(r), std::chrono::steady_clock::now() - start};
+}
+
+TEST(HttpClient, TotalTimeoutBoundsRetries) {
+  FakeHttpServer server;
+  ClientOptions o = fast();
+  o.read_timeout = 10s;
+  o.total_timeout = 300ms;
+  auto [r, elapsed] = send_to_a_stalled_server(o, server);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("timed out"), std::string::npos) << r.error().message;
+  EXPECT_LT(elapsed, 3s);
+}
+
+// A read timeout is one attempt: the server has the request, so it is not sent again. The old
+// client retried it, so read_timeout 2 s ran ~15 s with the default retries and backoff.
+TEST(HttpClient, ReadTimeoutIsOneAttemptNotRetried) {
+  FakeHttpServer server;
+  ClientOptions o = fast();
+  o.read_timeout = 300ms;
+  o.total_timeout = 60s;
+  o.max_retries = 3;
+  o.backoff_base = 1s;  // retried, this would take 4 × 0.3 + 1 + 2 + 4 s
+  auto [r, elapsed] = send_to_a_stalled_server(o, server);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("read timeout of 300 ms"), std::string::npos)
+      << r.error().message;
+  EXPECT_LT(elapsed, 3s);
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+// Durations any plugin may put in ClientOptions: the biggest ones must neither overflow
+// std::chrono (UBSan stops the test) nor stretch the request past its total timeout.
+TEST(HttpClient, HugeDurationsSaturateInsteadOfOverflowing) {
+  using ms = std::chrono::milliseconds;
+  {
+    FakeHttpServer server;
+    ClientOptions o = fast();
+    o.read_timeout = ms::max();
+    o.connect_timeout = ms::max();
+    o.backoff_base = ms::max();
+    o.total_timeout = 400ms;
+    auto [r, elapsed] = send_to_a_stalled_server(o, server);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("total timeout of 400 ms"), std::string::npos)
+        << r.error().message;
+    EXPECT_LT(elapsed, 3s);
+  }
+  int port = 0;
+  {
+    FakeHttpServer gone;
+    port = gone.port();
+  }
+  ClientOptions o = fast();
+  o.total_timeout = ms::max();
+  o.backoff_base = ms::max();
+  o.retry_after_cap = ms::max();
+  o.max_retries = 10;
+  Client client(o);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = client.send(post("http://127.0.0.1:" + std::to_string(port) + "/"));
+  ASSERT_FALSE(r);
+  // The first backoff wait (saturated at 30 days) cannot fit: one attempt, no endless sleep.
+  EXPECT_NE(r.error().message.find("1 attempt(s)"), std::string::npos) << r.error().message;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
 }
 

@@ -2,6 +2,8 @@
 // Chat Completions exchanges, buffered and streamed, plus one full Kernel::run.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "fake_http_server.hpp"
 #include "kernex/kernel.hpp"
 #include "kernex/plugin_host.hpp"
@@ -54,6 +56,42 @@ std::vector<ToolSpec> tools() {
                    "Evaluates arithmetic",
                    Json{{"type", "object"}, {"properties", {{"expression", {{"type", "string"}}}}}},
                    {}}};
+}
+
+// Every numeric option is finite and in its documented range, or a Config error naming it: huge
+// timeout_secs or retry_base_ms overflowed std::chrono and a request outlived its total timeout.
+TEST(OpenAiOptions, NumbersOutOfRangeAreErrorsNamingTheOption) {
+  const std::vector<std::pair<const char*, Json>> bad = {
+      {"timeout_secs", std::nan("")},
+      {"timeout_secs", INFINITY},
+      {"timeout_secs", -1},
+      {"timeout_secs", 0},
+      {"timeout_secs", 1e300},
+      {"read_timeout_secs", 1e19},
+      {"connect_timeout_secs", "5"},
+      {"retry_base_ms", 1e30},
+      {"retry_base_ms", -1},
+      {"retry_base_ms", 2.5},
+      {"retry_base_ms", 9223372036854775807LL},
+      {"max_retries", 11},
+      {"max_retries", 1.5},
+      {"max_tokens", 0},
+      {"max_tokens", 1e20},
+  };
+  for (const auto& [key, value] : bad) {
+    Json config{{"base_url", "http://127.0.0.1:9/v1"}, {"api_key", kKey}, {key, value}};
+    auto p = create("openai", config);
+    ASSERT_FALSE(p) << key << "=" << value;
+    // The host reports the plugin's Config error as a failed create, cause kept in the text.
+    EXPECT_NE(p.error().describe().find(std::string("option `") + key + "`: expected"),
+              std::string::npos)
+        << p.error().describe();
+  }
+  auto ok = create("openai", Json{{"base_url", "http://127.0.0.1:9/v1"},
+                                  {"timeout_secs", 86400},
+                                  {"retry_base_ms", 600000},
+                                  {"max_retries", 10}});
+  EXPECT_TRUE(ok) << ok.error().describe();
 }
 
 const char* kPlain =

@@ -20,10 +20,15 @@ struct PluginRef {
   Json config = Json::object();  // handed to the plugin's factory unchanged
 };
 
+// Ranges of the limits that are not plain counters (cli/README.md lists them): a budget past a
+// billion dollars is a typo, and ten years of idle minutes stay far from chrono's overflow.
+inline constexpr double kMaxCostBudgetUsd = 1e9;
+inline constexpr std::uint64_t kMaxIdleMinutes = 10ULL * 365 * 24 * 60;
+
 struct Limits {
   std::uint32_t max_turns = 50;
   std::optional<std::uint64_t> token_budget;
-  std::optional<double> cost_budget_usd;
+  std::optional<double> cost_budget_usd;  // [0, kMaxCostBudgetUsd], finite
   std::optional<std::uint32_t> tool_call_budget;
   // How deep rlm_query may recurse below the root run (depth 0). The token, cost and tool-call
   // budgets above cover the whole tree of sub-calls, not each run alone.

@@ -5,6 +5,7 @@
 // descriptor, each wait bounded by poll() (a loopback model server answers in microseconds, and
 // per request a timer, a reactor run and their clock reads cost as much as the exchange).
 #include "kernex/http/client.hpp"
+#include "kernex/number.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -404,8 +405,20 @@ struct Client::Impl {
     return result;
   }
 
+  // Now + limit, never past the request's total deadline. Compared as durations from now, so a
+  // huge limit (ClientOptions is public) cannot overflow the time point.
   Clock::time_point step_deadline(std::chrono::milliseconds limit, Clock::time_point total) const {
-    return std::min(Clock::now() + limit, total);
+    const auto now = Clock::now();
+    const auto capped = saturate(limit);
+    return total - now <= capped ? total : now + capped;
+  }
+
+  std::string timeout_text(Clock::time_point total) const {
+    if (Clock::now() >= total)
+      return "timed out (the request's total timeout of " +
+             std::to_string(opts.total_timeout.count()) + " ms passed)";
+    return "timed out (nothing received for the read timeout of " +
+           std::to_string(opts.read_timeout.count()) + " ms)";
   }
 
   std::optional<Proxy> proxy_for(const Url& url, std::optional<Error>& error) const {
@@ -583,10 +596,13 @@ struct Client::Impl {
                                             const ChunkHandler* on_chunk, Clock::time_point total,
                                             bool reused, bool& stale, std::size_t& delivered) {
     const std::string where = url.authority();
+    // A timeout here is final: the server has the request (it may be generating, and billing,
+    // an answer), so sending it again would only multiply the wait; it is one attempt.
     auto failure = [&](const std::string& what, error_code ec, bool retryable) {
       std::string msg = what + " " + where;
-      if (ec) msg += ": " + (is_timeout(ec) ? std::string("timed out") : ec.message());
-      return std::unexpected(Failure{Error(ErrorCode::Provider, msg), retryable});
+      if (ec) msg += ": " + (is_timeout(ec) ? timeout_text(total) : ec.message());
+      return std::unexpected(
+          Failure{Error(ErrorCode::Provider, msg), retryable && !is_timeout(ec)});
     };
     error_code ec = io.write(req, step_deadline(opts.read_timeout, total));
     if (ec) {
@@ -721,6 +737,13 @@ struct Client::Impl {
     }
   }
 
+  // base × 2^(round-1), saturating: no base_ms or round count can overflow it.
+  std::chrono::milliseconds backoff(int round) const {
+    auto wait = saturate(opts.backoff_base);
+    for (int i = 1; i < round && wait < kMaxOptionDuration; ++i) wait = saturate(wait * 2);
+    return wait;
+  }
+
   Result<Response> execute(const Request& request, const ChunkHandler* on_chunk) {
     std::lock_guard lock(mutex);
     KERNEX_ASSIGN_OR_RETURN(auto url, Url::parse(request.url));
@@ -729,7 +752,7 @@ struct Client::Impl {
       return fail(ErrorCode::Cancelled, "request to " + url.authority() + " cancelled");
     };
     const auto start = Clock::now();
-    const auto total = start + opts.total_timeout;
+    const auto total = start + saturate(opts.total_timeout);
     std::optional<Error> last_error;
     std::optional<Response> last_response;
     std::optional<std::chrono::milliseconds> retry_after;
@@ -737,9 +760,10 @@ struct Client::Impl {
     int tries = 0;
     for (int round = 0; round < attempts; ++round) {
       if (round > 0) {
-        auto wait = opts.backoff_base * (1 << std::min(round - 1, 16));
-        if (retry_after) wait = std::max(wait, std::min(*retry_after, opts.retry_after_cap));
-        if (Clock::now() + wait >= total) break;  // no time left for another try
+        auto wait = backoff(round);
+        if (retry_after)
+          wait = std::max(wait, saturate(std::min(*retry_after, opts.retry_after_cap)));
+        if (wait >= total - Clock::now()) break;  // no time left for another try
         std::mutex sleep_mutex;
         std::condition_variable_any wake;
         std::unique_lock sleeping(sleep_mutex);

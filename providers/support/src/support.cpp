@@ -1,5 +1,7 @@
 #include "kernex/providers/support.hpp"
 
+#include "kernex/number.hpp"
+
 #include <cmath>
 #include <cstdlib>
 
@@ -15,10 +17,6 @@ std::string trim_end(std::string_view s) {
 std::string trim_start(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   return std::string(s);
-}
-
-std::chrono::milliseconds seconds_to_ms(double s) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(s * 1000.0)));
 }
 
 }  // namespace
@@ -53,27 +51,23 @@ Result<std::optional<std::string>> OptionReader::string(const std::string& key) 
   return v.get<std::string>();
 }
 
-Result<std::optional<std::uint64_t>> OptionReader::uint(const std::string& key) {
+Result<std::optional<std::uint64_t>> OptionReader::uint(const std::string& key, std::uint64_t min,
+                                                        std::uint64_t max) {
   seen_.insert(key);
   if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null())
     return std::nullopt;
-  const Json& v = config_.at(key);
-  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0))
-    return v.get<std::uint64_t>();
-  return fail(ErrorCode::Config,
-              provider_ + ": option `" + key + "` must be a non-negative integer, got " + v.dump());
+  if (auto problem = uint_problem(config_.at(key), min, max))
+    return fail(ErrorCode::Config, provider_ + ": option `" + key + "`: " + *problem);
+  return config_.at(key).get<std::uint64_t>();
 }
 
-Result<std::optional<double>> OptionReader::number(const std::string& key) {
+Result<std::optional<double>> OptionReader::number(const std::string& key, double min, double max) {
   seen_.insert(key);
   if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null())
     return std::nullopt;
-  const Json& v = config_.at(key);
-  if (!v.is_number() || v.get<double>() < 0 || !std::isfinite(v.get<double>())) {
-    return fail(ErrorCode::Config, provider_ + ": option `" + key +
-                                       "` must be a non-negative number, got " + v.dump());
-  }
-  return v.get<double>();
+  if (auto problem = number_problem(config_.at(key), min, max))
+    return fail(ErrorCode::Config, provider_ + ": option `" + key + "`: " + *problem);
+  return config_.at(key).get<double>();
 }
 
 Result<std::optional<bool>> OptionReader::boolean(const std::string& key) {
@@ -111,12 +105,12 @@ Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& 
   KX_READ(base_url, reader.string("base_url"));
   KX_READ(api_key, reader.string("api_key"));
   KX_READ(api_key_env, reader.string("api_key_env"));
-  KX_READ(max_tokens, reader.uint("max_tokens"));
-  KX_READ(timeout, reader.number("timeout_secs"));
-  KX_READ(connect_timeout, reader.number("connect_timeout_secs"));
-  KX_READ(read_timeout, reader.number("read_timeout_secs"));
-  KX_READ(max_retries, reader.uint("max_retries"));
-  KX_READ(retry_base_ms, reader.uint("retry_base_ms"));
+  KX_READ(max_tokens, reader.uint("max_tokens", 1, kMaxTokensOption));
+  KX_READ(timeout, reader.number("timeout_secs", kMinTimeoutSecs, kMaxTimeoutSecs));
+  KX_READ(connect_timeout, reader.number("connect_timeout_secs", kMinTimeoutSecs, kMaxTimeoutSecs));
+  KX_READ(read_timeout, reader.number("read_timeout_secs", kMinTimeoutSecs, kMaxTimeoutSecs));
+  KX_READ(max_retries, reader.uint("max_retries", 0, kMaxRetries));
+  KX_READ(retry_base_ms, reader.uint("retry_base_ms", 0, kMaxRetryBaseMs));
 #undef KX_READ
   KERNEX_RETURN_IF_ERROR(reader.finish());
 
@@ -129,8 +123,6 @@ Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& 
   if (!url) return fail(ErrorCode::Config, o.name + ": option `base_url`: " + url.error().message);
   o.url = *url;
   o.max_tokens = *max_tokens;
-  if (o.max_tokens && *o.max_tokens == 0)
-    return fail(ErrorCode::Config, o.name + ": option `max_tokens` must be > 0");
 
   const bool keyed = !defaults.key_env.empty();
   o.api_key_env = api_key_env->value_or(defaults.key_env);
@@ -159,9 +151,7 @@ Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& 
   o.client.connect_timeout = std::min(
       o.client.total_timeout, connect_timeout->has_value() ? seconds_to_ms(**connect_timeout)
                                                            : std::chrono::milliseconds(10'000));
-  if (o.client.total_timeout.count() <= 0)
-    return fail(ErrorCode::Config, o.name + ": timeout_secs must be > 0");
-  o.client.max_retries = static_cast<int>(std::min<std::uint64_t>(max_retries->value_or(3), 10));
+  o.client.max_retries = static_cast<int>(max_retries->value_or(3));
   o.client.backoff_base = std::chrono::milliseconds(retry_base_ms->value_or(1000));
   return o;
 }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +57,16 @@ struct Message {
 Message classify(const Json& value);
 // Parses one line; ErrorCode::Parse naming the problem for text that is not a JSON value.
 Result<Json> parse_line(std::string_view line);
+
+// The longest line `kernex mcp serve` reads by default: 4 MiB holds any tool call's arguments,
+// and parsing it stays within tens of MB.
+inline constexpr std::size_t kMaxServerLineBytes = 4u << 20;
+
+enum class LineRead { Line, TooLong, End };
+// Reads the next '\n'-terminated line (the '\n' dropped; a last line without one counts) into
+// `line`. A line longer than `max_bytes` is read to its end and dropped without being buffered
+// (TooLong, `line` empty), so the next line is read normally. End: end of input, nothing read.
+LineRead read_line(std::istream& in, std::string& line, std::size_t max_bytes);
 
 }  // namespace jsonrpc
 }  // namespace kernex::mcp

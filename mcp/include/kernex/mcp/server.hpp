@@ -11,6 +11,7 @@
 
 #include "kernex/error.hpp"
 #include "kernex/json.hpp"
+#include "kernex/mcp/jsonrpc.hpp"
 #include "kernex/tool.hpp"
 
 namespace kernex::mcp {
@@ -39,8 +40,10 @@ class StdioServer {
   std::optional<Json> handle(const Json& message);
   // One line of the transport (blank lines are ignored).
   std::optional<Json> handle_line(std::string_view line);
-  // Reads lines from `in` until end of file, answering each on `out` (flushed per message).
-  void serve(std::istream& in, std::ostream& out);
+  // Reads lines from `in` until end of file, answering each on `out` (flushed per message). A
+  // line over `max_line_bytes` is skipped without being buffered and answered with -32600.
+  void serve(std::istream& in, std::ostream& out,
+             std::size_t max_line_bytes = jsonrpc::kMaxServerLineBytes);
 
   bool initialized() const { return initialized_; }
 

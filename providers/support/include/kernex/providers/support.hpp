@@ -41,6 +41,12 @@ struct ProviderDefaults {
 // Options every network provider accepts:
 //   model, base_url, api_key, api_key_env, max_tokens, timeout_secs (total, default 120),
 //   connect_timeout_secs, read_timeout_secs, max_retries (3), retry_base_ms (1000).
+// Their ranges (README "Providers"); a value outside is a Config error naming the option:
+inline constexpr std::uint64_t kMaxTokensOption = 4'294'967'295;  // [1, 2^32-1]
+inline constexpr double kMinTimeoutSecs = 0.001;                  // every *_secs: [0.001, 86400]
+inline constexpr double kMaxTimeoutSecs = 86'400;
+inline constexpr std::uint64_t kMaxRetries = 10;           // [0, 10]
+inline constexpr std::uint64_t kMaxRetryBaseMs = 600'000;  // [0, 600000]
 struct CommonOptions {
   std::string name;
   std::string model;
@@ -58,8 +64,10 @@ class OptionReader {
  public:
   OptionReader(std::string provider, const Json& config);
   Result<std::optional<std::string>> string(const std::string& key);
-  Result<std::optional<std::uint64_t>> uint(const std::string& key);
-  Result<std::optional<double>> number(const std::string& key);
+  // Numbers must lie in [min, max] (finite; whole for uint), else an error naming key and range.
+  Result<std::optional<std::uint64_t>> uint(const std::string& key, std::uint64_t min,
+                                            std::uint64_t max);
+  Result<std::optional<double>> number(const std::string& key, double min, double max);
   Result<std::optional<bool>> boolean(const std::string& key);
   Result<void> finish() const;  // unknown keys -> Config error
 
