@@ -20,3 +20,8 @@ kernex_fuzz_target(repl_reply SOURCES ${PROJECT_SOURCE_DIR}/plugins/toolbox-repl
   INCLUDES ${PROJECT_SOURCE_DIR}/plugins/toolbox-repl)
 kernex_fuzz_target(permission_glob)
 kernex_fuzz_target(command_allowlist)
+# MCP: a server's output as the client reads it, and `kernex mcp serve`; `kernex serve` over HTTP.
+kernex_fuzz_target(mcp_framing LIBS kernex::mcp)
+kernex_fuzz_target(mcp_client_messages LIBS kernex::mcp INCLUDES ${PROJECT_SOURCE_DIR}/mcp/src)
+kernex_fuzz_target(mcp_server LIBS kernex::mcp)
+kernex_fuzz_target(serve_http LIBS kernex::server)

@@ -9,6 +9,7 @@
 #include "kernex/mcp/jsonrpc.hpp"
 #include "kernex/sandbox/process.hpp"
 #include "kernex/sandbox/toolbox.hpp"
+#include "client_exchange.hpp"
 #include "server_policy.hpp"
 
 namespace kernex::mcp {
@@ -16,7 +17,6 @@ namespace {
 
 using Clock = sandbox::SandboxedProcess::Clock;
 constexpr std::size_t kStderrTail = 8;
-constexpr int kMaxPages = 1000;
 
 std::string tail_text(const std::deque<std::string>& tail) {
   std::string out;
@@ -90,74 +90,32 @@ struct McpClient::Impl {
     return {};
   }
 
-  // Answers what the server asks of us while we wait: ping, and nothing else (kernex offers no
-  // roots, sampling or elicitation), so a server that asks never stalls.
-  Result<void> answer_server_request(const jsonrpc::Message& m, Clock::time_point deadline) {
-    if (m.method == "ping") return send(jsonrpc::result(m.id, Json::object()), deadline);
-    return send(jsonrpc::error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method),
-                deadline);
-  }
-
-  void on_notification(const jsonrpc::Message& m) {
-    if (m.method == "notifications/tools/list_changed") {
-      tools.reset();
-    } else if (m.method == "notifications/message") {
-      log(LogLevel::Info,
-          who() + " log: " + m.params.dump(-1, ' ', false, Json::error_handler_t::replace));
-    }
-  }
-
+  // Sends request `id` and waits for its answer; a failure to read is reported here (the server
+  // is stopped), a protocol failure through broken().
   Result<Json> request(std::string_view method, const std::optional<Json>& params,
                        Clock::time_point deadline) {
     const std::int64_t id = next_id++;
     KERNEX_RETURN_IF_ERROR(send(jsonrpc::request(id, method, params), deadline));
-    for (;;) {
+    detail::ServerLink link;
+    link.who = who();
+    link.read_line = [&]() -> Result<std::string> {
       auto line = proc->read_line(deadline, options.max_line_bytes, stop);
-      if (!line) {
-        if (line.error().code == ErrorCode::Cancelled) return std::unexpected(cancelled(method));
-        if (line.error().code == ErrorCode::Limit && Clock::now() >= deadline) {
-          return std::unexpected(broken("did not answer " + std::string(method) + " in time"));
-        }
-        if (line.error().code == ErrorCode::Limit) {
-          return std::unexpected(broken("sent a line over the " +
-                                        std::to_string(options.max_line_bytes) +
-                                        "-byte cap while answering " + std::string(method)));
-        }
-        return std::unexpected(broken("closed its output while answering " + std::string(method)));
+      if (line) return line;
+      if (line.error().code == ErrorCode::Cancelled) return std::unexpected(cancelled(method));
+      if (line.error().code == ErrorCode::Limit && Clock::now() >= deadline) {
+        return std::unexpected(broken("did not answer " + std::string(method) + " in time"));
       }
-      if (line->find_first_not_of(" \t\r") == std::string::npos) continue;
-      auto parsed = jsonrpc::parse_line(*line);
-      if (!parsed) {
-        return std::unexpected(
-            broken("wrote something that is not JSON-RPC on stdout: " + parsed.error().message));
+      if (line.error().code == ErrorCode::Limit) {
+        return std::unexpected(broken("sent a line over the " +
+                                      std::to_string(options.max_line_bytes) +
+                                      "-byte cap while answering " + std::string(method)));
       }
-      jsonrpc::Message m = jsonrpc::classify(*parsed);
-      switch (m.kind) {
-        case jsonrpc::Kind::Invalid:
-          return std::unexpected(broken("sent an invalid JSON-RPC message: " + m.problem));
-        case jsonrpc::Kind::Request:
-          KERNEX_RETURN_IF_ERROR(answer_server_request(m, deadline));
-          continue;
-        case jsonrpc::Kind::Notification:
-          on_notification(m);
-          continue;
-        case jsonrpc::Kind::Response:
-          break;
-      }
-      if (!(m.id.is_number_integer() && m.id.get<std::int64_t>() == id)) {
-        log(LogLevel::Debug, who() + ": ignoring a response to id " + m.id.dump());
-        continue;
-      }
-      if (m.error) {
-        const Json& e = *m.error;
-        std::string text = e.contains("message") && e["message"].is_string()
-                               ? e["message"].get<std::string>()
-                               : "";
-        return fail(ErrorCode::Tool, who() + " answered " + std::string(method) + " with error " +
-                                         e["code"].dump() + ": " + text);
-      }
-      return m.result;
-    }
+      return std::unexpected(broken("closed its output while answering " + std::string(method)));
+    };
+    link.send = [&](const Json& message) { return send(message, deadline); };
+    link.broken = [&](const std::string& what) { return broken(what); };
+    link.tools_changed = [&] { tools.reset(); };
+    return detail::await_response(link, id, method);
   }
 
   Result<void> connect() {
@@ -204,18 +162,10 @@ struct McpClient::Impl {
       if (proc) proc.reset();
       return std::unexpected(result.error());
     }
-    const Json& r = *result;
-    if (!r.is_object() || !r.contains("protocolVersion") || !r["protocolVersion"].is_string()) {
-      return std::unexpected(broken("answered initialize without a protocolVersion"));
-    }
-    const std::string v = r["protocolVersion"].get<std::string>();
-    if (!is_supported_protocol_version(v)) {
-      return std::unexpected(broken("speaks MCP " + v + "; kernex speaks " +
-                                    std::string(kProtocolVersions[0]) + " and " +
-                                    std::string(kProtocolVersions[1])));
-    }
-    version = v;
-    info = r.value("serverInfo", Json::object());
+    auto v = detail::negotiated_version(*result);
+    if (!v) return std::unexpected(broken(v.error().message));
+    version = *v;
+    info = result->value("serverInfo", Json::object());
     if (auto ok = send(jsonrpc::notification("notifications/initialized"), deadline); !ok) {
       return std::unexpected(ok.error());
     }
@@ -225,46 +175,13 @@ struct McpClient::Impl {
   Result<std::vector<McpTool>> list_tools() {
     KERNEX_RETURN_IF_ERROR(connect());
     if (tools) return *tools;
-    std::vector<McpTool> out;
-    std::optional<std::string> cursor;
-    for (int page = 0; page < kMaxPages; ++page) {
-      std::optional<Json> params;
-      if (cursor) params = Json{{"cursor", *cursor}};
-      auto result = request("tools/list", params, Clock::now() + options.request_timeout);
-      if (!result) return std::unexpected(result.error());
-      if (!result->is_object() || !result->contains("tools") || !(*result)["tools"].is_array()) {
-        return fail(ErrorCode::Tool, who() + " answered tools/list without a \"tools\" array");
-      }
-      for (const auto& t : (*result)["tools"]) {
-        if (!t.is_object() || !t.contains("name") || !t["name"].is_string() ||
-            t["name"].get<std::string>().empty()) {
-          log(LogLevel::Warn,
-              who() + ": skipping a tools/list entry without a name: " + t.dump().substr(0, 200));
-          continue;
-        }
-        McpTool tool;
-        tool.name = t["name"].get<std::string>();
-        if (t.contains("title") && t["title"].is_string())
-          tool.title = t["title"].get<std::string>();
-        if (t.contains("description") && t["description"].is_string())
-          tool.description = t["description"].get<std::string>();
-        if (t.contains("inputSchema") && t["inputSchema"].is_object())
-          tool.input_schema = t["inputSchema"];
-        tool.raw = t;
-        out.push_back(std::move(tool));
-      }
-      auto next = result->find("nextCursor");
-      if (next == result->end() || !next->is_string() || next->get<std::string>().empty()) {
-        tools = out;
-        return out;
-      }
-      if (cursor && *cursor == next->get<std::string>()) {
-        return fail(ErrorCode::Tool, who() + " repeated the tools/list cursor '" + *cursor + "'");
-      }
-      cursor = next->get<std::string>();
-    }
-    return fail(ErrorCode::Tool,
-                who() + " sent more than " + std::to_string(kMaxPages) + " pages of tools");
+    auto listed = detail::list_all_tools(
+        [&](const std::optional<Json>& params) {
+          return request("tools/list", params, Clock::now() + options.request_timeout);
+        },
+        who());
+    if (listed) tools = *listed;
+    return listed;
   }
 
   Result<CallResult> call_tool(const std::string& name, const Json& arguments) {

@@ -15,6 +15,7 @@
 
 #include "fd.hpp"
 #include "launch.hpp"
+#include "kernex/sandbox/line_buffer.hpp"
 
 namespace kernex::sandbox {
 using Clock = SandboxedProcess::Clock;
@@ -40,7 +41,7 @@ struct SandboxedProcess::Impl {
   Fd out;        // stdout pipe, non-blocking
   Fd err;        // stderr pipe, non-blocking
   detail::LaunchedChild child;  // pid, pidfd and the pids cgroup, released after the reap
-  std::string out_buf;
+  LineBuffer out_lines;         // stdout read so far, split into lines
   std::string err_line;
   bool err_line_cut = false;
   bool reaped = false;
@@ -236,24 +237,10 @@ Result<void> SandboxedProcess::write(std::string_view data, Clock::time_point de
 Result<std::string> SandboxedProcess::read_line(Clock::time_point deadline, std::size_t max_line,
                                                 std::stop_token stop) {
   Impl& p = *impl_;
-  std::size_t scanned = 0;
   bool readable = false;
   for (;;) {
-    const auto nl = p.out_buf.find('\n', scanned);
-    if (nl != std::string::npos) {
-      if (nl > max_line) {
-        return fail(ErrorCode::Limit,
-                    "a line of output exceeded " + std::to_string(max_line) + " bytes");
-      }
-      std::string line = p.out_buf.substr(0, nl);
-      p.out_buf.erase(0, nl + 1);
-      return line;
-    }
-    scanned = p.out_buf.size();
-    if (scanned > max_line) {
-      return fail(ErrorCode::Limit,
-                  "a line of output exceeded " + std::to_string(max_line) + " bytes");
-    }
+    KERNEX_ASSIGN_OR_RETURN(auto line, p.out_lines.next_line(max_line));
+    if (line) return std::move(*line);
     if (!p.out) return fail(ErrorCode::Io, "the process closed its stdout");
     // Wait first: callers read right after writing a request, when the answer is rarely there yet,
     // so a read up front would mostly be an EAGAIN.
@@ -272,7 +259,7 @@ Result<std::string> SandboxedProcess::read_line(Clock::time_point deadline, std:
     char buf[65536];
     ssize_t n = ::read(p.out.get(), buf, sizeof(buf));
     if (n > 0) {
-      p.out_buf.append(buf, static_cast<std::size_t>(n));
+      p.out_lines.append(std::string_view(buf, static_cast<std::size_t>(n)));
       readable = static_cast<std::size_t>(n) == sizeof(buf);  // a full read: more may be waiting
       continue;
     }

@@ -16,7 +16,7 @@ std::unexpected<Error> db_error(sqlite3* db, const std::string& what) {
 // One prepared statement, finalized on scope exit.
 class Statement {
  public:
-  Statement(sqlite3* db, const char* sql) : db_(db) {
+  Statement(sqlite3* db, const char* sql) {
     ok_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK;
   }
   ~Statement() { sqlite3_finalize(stmt_); }
@@ -39,7 +39,6 @@ class Statement {
   }
 
  private:
-  sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
   bool ok_ = false;
 };
