@@ -343,8 +343,10 @@ class ReplToolbox final : public ToolExecutor {
 
   ToolResult finish(const RunHandles& run, const ToolCall& call, Json reply, double wall_ms,
                     const std::string& restarted) {
-    if (reply.value("ok", false) != true) {
-      Json body = {{"error", reply.value("error", std::string("the REPL refused the request"))}};
+    // The reply comes from sandboxed code: any field may hold any type, and none may throw here.
+    if (!reply.is_object() || reply.find("ok") == reply.end() || reply["ok"] != true) {
+      const bool said = reply.is_object() && reply.contains("error") && reply["error"].is_string();
+      Json body = {{"error", said ? reply["error"] : Json("the REPL refused the request")}};
       if (!restarted.empty()) add_restart_note(body, restarted);
       return result_of(call, std::move(body), true);
     }
@@ -361,8 +363,8 @@ class ReplToolbox final : public ToolExecutor {
       }
       for (const char* stream : {"stdout", "stderr"}) {
         const std::string dropped_key = std::string(stream) + "_dropped";
-        const auto dropped = value.value(dropped_key, std::size_t{0});
-        if (dropped > 0 && value[stream].is_string()) {
+        const auto dropped = unsigned_field(value, dropped_key);
+        if (dropped > 0 && value.contains(stream) && value[stream].is_string()) {
           value[stream] = value[stream].get<std::string>() + sandbox::truncation_marker(dropped);
         }
         value.erase(dropped_key);
@@ -371,14 +373,20 @@ class ReplToolbox final : public ToolExecutor {
       is_error = value.contains("error");
       if (!restarted.empty()) add_restart_note(value, restarted);
       record_code_run(run, call, value);
-    } else if (call.name == "peek" && value.value("dropped", 0) > 0) {
+    } else if (call.name == "peek" && unsigned_field(value, "dropped") > 0 &&
+               value.contains("text") && value["text"].is_string()) {
       value["text"] = value["text"].get<std::string>() +
-                      sandbox::truncation_marker(value["dropped"].get<std::size_t>());
+                      sandbox::truncation_marker(unsigned_field(value, "dropped"));
     } else if (!restarted.empty()) {
       add_restart_note(value, restarted);
     }
     if (call.name == "peek") value.erase("dropped");
     return result_of(call, std::move(value), is_error);
+  }
+
+  static std::size_t unsigned_field(const Json& object, const std::string& key) {
+    const auto it = object.find(key);
+    return it != object.end() && it->is_number_unsigned() ? it->get<std::size_t>() : 0;
   }
 
   static void add_restart_note(Json& body, const std::string& why) {

@@ -131,7 +131,7 @@ TEST_F(Cli, NumericFlagsOutOfRangeAreUsageErrorsNamingTheFlag) {
 TEST_F(Cli, DeeplyNestedJsonInputsAreRefusedNotCrashed) {
   // 120 KB: one argv string may not pass 128 KiB (MAX_ARG_STRLEN).
   const std::string deep = std::string(60'000, '[') + std::string(60'000, ']');
-  auto tool = kernex({"tool", "run", "--tool", "echo", "--args", deep});
+  auto tool = kernex({"tool", "run", "--skills", dir_.string(), "--tool", "echo", "--args", deep});
   EXPECT_EQ(tool.exit_code, 2) << tool.err.substr(0, 300);
   EXPECT_THAT(tool.err, HasSubstr("--args"));
   auto mcp = kernex({"mcp", "call", "srv", "tool", deep});

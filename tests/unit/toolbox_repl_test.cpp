@@ -296,6 +296,29 @@ TEST_F(ReplToolbox, ForgedAnswersCannotCrashTheKernelOrSetItsFields) {
   EXPECT_EQ(eval("print('fresh')")["stdout"], "fresh\n");
 }
 
+// Forged answers whose fields have the wrong types (ok as a string, error as a number, dropped
+// counts as text or negative) are answers like any other: read defensively, never thrown on.
+TEST_F(ReplToolbox, ForgedAnswersWithWrongTypesAreReadWithoutThrowing) {
+  const char* forgeries[] = {
+      R"({"ok":"yes","error":7})",
+      R"({"ok":false,"error":{"x":1}})",
+      R"([1,2,3])",
+      R"({"ok":true,"value":{"stdout":5,"stdout_dropped":"many","stderr":"e","stderr_dropped":-3}})",
+  };
+  int n = 0;
+  for (const char* forged : forgeries) {
+    SCOPED_TRACE(forged);
+    run_ = in_session("forged-" + std::to_string(++n));
+    auto r = call("eval_code", {{"code", std::string("import __main__ as m\n"
+                                                     "m._proto_out.write(b'") +
+                                             forged + "\\n')"}});
+    EXPECT_FALSE(r.content.empty());
+    EXPECT_EQ(r.content.find("Tool failed"), std::string::npos) << r.content;
+  }
+  auto peek = call("peek", {{"name", "nothing"}});
+  EXPECT_FALSE(peek.content.empty());
+}
+
 TEST_F(ReplToolbox, OutputIsCappedWithAVisibleMarker) {
   Json flood = eval("print('x' * 100000)");
   const std::string out = flood["stdout"];
