@@ -42,7 +42,7 @@ Result<void> read_blocks(const Json& content, Response& r, const std::string& na
     } else if (type == "thinking") {
       r.thinking += str(b, "thinking");
     } else if (type == "tool_use") {
-      ToolCall call{str(b, "id"), str(b, "name"), b.value("input", Json::object())};
+      ToolCall call{str(b, "id"), str(b, "name"), member(b, "input", Json::object())};
       if (call.id.empty() || call.name.empty()) {
         return fail(ErrorCode::Provider,
                     name + ": content[" + std::to_string(i) + "]: tool_use without id or name");
@@ -96,9 +96,9 @@ class AnthropicProvider final : public Provider {
     r.provider = o_.name;
     r.model = str(parsed, "model");
     if (r.model.empty()) r.model = context.model.value_or(o_.model);
-    const Json content = parsed.value("content", Json::array());
+    const Json content = member(parsed, "content", Json::array());
     KERNEX_RETURN_IF_ERROR(read_blocks(content, r, o_.name));
-    read_usage(parsed.value("usage", Json::object()), r.usage, true);
+    read_usage(member(parsed, "usage", Json::object()), r.usage, true);
     r.stop_reason = str(parsed, "stop_reason");
     if (r.stop_reason.empty()) r.stop_reason = r.tool_calls.empty() ? "end_turn" : "tool_use";
     r.provider_state = Json{{"content", content}};
@@ -217,15 +217,15 @@ class AnthropicProvider final : public Provider {
         return;
       }
       if (type == "message_start") {
-        const Json msg = j.value("message", Json::object());
+        const Json msg = member(j, "message", Json::object());
         if (auto m = str(msg, "model"); !m.empty()) r.model = m;
-        read_usage(msg.value("usage", Json::object()), r.usage, true);
+        read_usage(member(msg, "usage", Json::object()), r.usage, true);
         return;
       }
       if (type == "message_delta") {
-        if (auto s = str(j.value("delta", Json::object()), "stop_reason"); !s.empty())
+        if (auto s = str(member(j, "delta", Json::object()), "stop_reason"); !s.empty())
           r.stop_reason = s;
-        read_usage(j.value("usage", Json::object()), r.usage, false);
+        read_usage(member(j, "usage", Json::object()), r.usage, false);
         return;
       }
       if (type == "message_stop") {
@@ -241,7 +241,7 @@ class AnthropicProvider final : public Provider {
       }
       const std::size_t index = j.at("index").get<std::size_t>();
       if (type == "content_block_start") {
-        Json block = j.value("content_block", Json::object());
+        Json block = member(j, "content_block", Json::object());
         if (!block.is_object()) return malformed("content_block is not an object");
         while (blocks.size() <= index) blocks.push_back(Json::object());
         const std::string btype = str(block, "type");
@@ -260,7 +260,7 @@ class AnthropicProvider final : public Provider {
         return malformed(type + " for block " + std::to_string(index) + " never started");
       Json& block = blocks[index];
       if (type == "content_block_delta") {
-        const Json delta = j.value("delta", Json::object());
+        const Json delta = member(j, "delta", Json::object());
         const std::string dtype = str(delta, "type");
         if (dtype == "text_delta") {
           const std::string t = str(delta, "text");

@@ -168,7 +168,7 @@ class GeminiProvider final : public Provider {
         Json params = normalise_schema(t.parameters);
         // An object schema without properties is refused; a tool without parameters omits it.
         const bool empty_object =
-            params.is_object() && params.value("type", Json()) == "object" &&
+            params.is_object() && member(params, "type", Json()) == "object" &&
             (!params.contains("properties") || params.at("properties").empty());
         if (!empty_object) d["parameters"] = std::move(params);
         decls.push_back(std::move(d));
@@ -188,16 +188,17 @@ class GeminiProvider final : public Provider {
     if (j.contains("error")) return std::unexpected(stream_error(o_, j.dump()));
     if (auto m = str(j, "modelVersion"); !m.empty()) r.model = m;
     if (j.contains("usageMetadata")) r.usage = read_usage(j.at("usageMetadata"));
-    const Json candidates = j.value("candidates", Json::array());
+    const Json candidates = member(j, "candidates", Json::array());
     if (!candidates.is_array() || candidates.empty()) {
-      const std::string blocked = str(j.value("promptFeedback", Json::object()), "blockReason");
+      const std::string blocked = str(member(j, "promptFeedback", Json::object()), "blockReason");
       if (!blocked.empty())
         return fail(ErrorCode::Provider, o_.name + ": the prompt was blocked: " + blocked);
       return {};
     }
     const Json& candidate = candidates.front();
     if (auto f = str(candidate, "finishReason"); !f.empty()) finish = f;
-    const Json incoming = candidate.value("content", Json::object()).value("parts", Json::array());
+    const Json incoming =
+        member(member(candidate, "content", Json::object()), "parts", Json::array());
     if (!incoming.is_array()) return {};
     for (const Json& part : incoming) {
       if (!part.is_object()) continue;
@@ -210,7 +211,7 @@ class GeminiProvider final : public Provider {
         call.id = str(fc, "id");
         if (call.id.empty())
           call.id = std::string(kSyntheticId) + std::to_string(r.tool_calls.size());
-        call.arguments = fc.value("args", Json::object());
+        call.arguments = member(fc, "args", Json::object());
         emit.tool_start(call.id, call.name);
         emit.tool_delta(call.id,
                         call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace));
@@ -224,7 +225,7 @@ class GeminiProvider final : public Provider {
         continue;
       }
       const std::string text = str(part, "text");
-      const bool thought = part.value("thought", false);
+      const bool thought = flag(part, "thought");
       if (thought) {
         r.thinking += text;
         emit.thinking(text);

@@ -101,25 +101,26 @@ class OllamaProvider final : public Provider {
   // Folds one response object (whole or a stream line) into `r`, emitting its deltas.
   Result<void> absorb(const Json& j, Response& r, const Emitter& emit) {
     if (auto m = str(j, "model"); !m.empty()) r.model = m;
-    const Json message = j.value("message", Json::object());
+    const Json message = member(j, "message", Json::object());
     const std::string text = str(message, "content");
     r.text += text;
     emit.text(text);
     const std::string thinking = str(message, "thinking");
     r.thinking += thinking;
     emit.thinking(thinking);
-    const Json calls = message.value("tool_calls", Json::array());
+    const Json calls = member(message, "tool_calls", Json::array());
     if (calls.is_array()) {
       for (const Json& c : calls) {
-        const Json fn = c.value("function", Json::object());
+        const Json fn = member(c, "function", Json::object());
         ToolCall call;
         call.id = str(c, "id");
         if (call.id.empty()) call.id = "call_" + std::to_string(r.tool_calls.size());
         call.name = str(fn, "name");
         if (call.name.empty())
           return fail(ErrorCode::Provider, o_.name + ": a tool call has no function name");
-        const Json args = fn.value("arguments", Json::object());
-        call.arguments = args.is_string() ? parse_arguments(args.get<std::string>()) : args;
+        const Json args = member(fn, "arguments", Json());  // an object, or a JSON text
+        call.arguments = args.is_null() ? Json::object() : args;
+        if (args.is_string()) call.arguments = parse_arguments(args.get<std::string>());
         emit.tool_start(call.id, call.name);
         emit.tool_delta(call.id,
                         call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace));
@@ -162,7 +163,7 @@ class OllamaProvider final : public Provider {
         failure = ok.error();
         return;
       }
-      if (j.value("done", false)) {
+      if (flag(j, "done")) {
         done = true;
         done_reason = str(j, "done_reason");
       }

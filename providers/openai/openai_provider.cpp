@@ -26,7 +26,7 @@ std::string content_text(const Json& content) {
 Usage parse_usage(const Json& u) {
   Usage usage;
   const std::uint64_t prompt = u64(u, "prompt_tokens");
-  std::uint64_t cached = u64(u.value("prompt_tokens_details", Json::object()), "cached_tokens");
+  std::uint64_t cached = u64(member(u, "prompt_tokens_details", Json::object()), "cached_tokens");
   if (cached == 0) cached = u64(u, "prompt_cache_hit_tokens");  // DeepSeek
   cached = std::min(cached, prompt);
   usage.input_tokens = prompt - cached;
@@ -144,19 +144,19 @@ class OpenAiProvider final : public Provider {
                  o_.api_key));
     }
     const Json& choice = choices.front();
-    const Json message = choice.value("message", Json::object());
+    const Json message = member(choice, "message", Json::object());
     Response r;
     r.provider = o_.name;
     r.model = str(body, "model");
     if (r.model.empty()) r.model = context.model.value_or(o_.model);
-    r.text = content_text(message.value("content", Json()));
+    r.text = content_text(member(message, "content", Json()));
     r.thinking = str(message, "reasoning_content");
     if (r.thinking.empty()) r.thinking = str(message, "reasoning");
-    const Json calls = message.value("tool_calls", Json::array());
+    const Json calls = member(message, "tool_calls", Json::array());
     if (calls.is_array()) {
       for (std::size_t i = 0; i < calls.size(); ++i) {
         const Json& c = calls[i];
-        const Json fn = c.value("function", Json::object());
+        const Json fn = member(c, "function", Json::object());
         ToolCall call;
         call.id = str(c, "id");
         if (call.id.empty()) call.id = "call_" + std::to_string(i);
@@ -165,8 +165,10 @@ class OpenAiProvider final : public Provider {
           return fail(ErrorCode::Provider,
                       o_.name + ": tool_calls[" + std::to_string(i) + "] has no function name");
         }
-        const Json args = fn.value("arguments", Json(""));
-        call.arguments = args.is_string() ? parse_arguments(args.get<std::string>()) : args;
+        const Json args = member(fn, "arguments", Json());  // a JSON text, or an object
+        call.arguments = args.is_null()     ? parse_arguments("")
+                         : args.is_string() ? parse_arguments(args.get<std::string>())
+                                            : args;
         r.tool_calls.push_back(std::move(call));
       }
     }
@@ -215,18 +217,18 @@ class OpenAiProvider final : public Provider {
       }
       if (auto m = str(j, "model"); !m.empty()) r.model = m;
       if (j.contains("usage") && j.at("usage").is_object()) r.usage = parse_usage(j.at("usage"));
-      const Json choices = j.value("choices", Json::array());
+      const Json choices = member(j, "choices", Json::array());
       if (!choices.is_array() || choices.empty()) return;
       const Json& choice = choices.front();
-      const Json delta = choice.value("delta", Json::object());
-      const std::string text = content_text(delta.value("content", Json()));
+      const Json delta = member(choice, "delta", Json::object());
+      const std::string text = content_text(member(delta, "content", Json()));
       r.text += text;
       emit.text(text);
       std::string thinking = str(delta, "reasoning_content");
       if (thinking.empty()) thinking = str(delta, "reasoning");
       r.thinking += thinking;
       emit.thinking(thinking);
-      const Json tool_deltas = delta.value("tool_calls", Json::array());
+      const Json tool_deltas = member(delta, "tool_calls", Json::array());
       if (tool_deltas.is_array()) {
         for (std::size_t i = 0; i < tool_deltas.size(); ++i) {
           const Json& d = tool_deltas[i];
@@ -235,9 +237,9 @@ class OpenAiProvider final : public Provider {
                                          : static_cast<std::int64_t>(i);
           StreamCall& call = calls[index];
           if (auto id = str(d, "id"); !id.empty() && call.id.empty()) call.id = id;
-          const Json fn = d.value("function", Json::object());
+          const Json fn = member(d, "function", Json::object());
           if (auto name = str(fn, "name"); !name.empty() && !call.started) call.name += name;
-          const Json args = fn.value("arguments", Json());
+          const Json args = member(fn, "arguments", Json());
           const std::string fragment =
               args.is_string() ? args.get<std::string>() : (args.is_null() ? "" : args.dump());
           call.arguments += fragment;

@@ -304,6 +304,20 @@ std::string str(const Json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+Json member(const Json& j, const char* key, Json fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if (!fallback.is_null() && it->type() != fallback.type()) return fallback;
+  return *it;
+}
+
+bool flag(const Json& j, const char* key) {
+  if (!j.is_object()) return false;
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
 Json parse_arguments(std::string_view text) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return Json::object();
   Json j = parse_untrusted(text);

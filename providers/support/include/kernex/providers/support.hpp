@@ -125,6 +125,12 @@ class Emitter {
 // key is missing, null or of another type; a negative count is 0.
 std::uint64_t u64(const Json& j, const char* key);
 std::string str(const Json& j, const char* key);
+// The member `key` of `j` when `j` is an object holding it with the kind of `fallback` (an
+// object, an array, or anything when `fallback` is null); `fallback` otherwise. Unlike
+// Json::value it never throws, whatever a server sent.
+Json member(const Json& j, const char* key, Json fallback);
+// True only for a member that is the boolean true.
+bool flag(const Json& j, const char* key);
 
 // Tool-call arguments from a model: a JSON object text. "" is {}; anything that is not a JSON
 // object is kept as the raw string so the tool can report what it got.
