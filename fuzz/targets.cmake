@@ -15,7 +15,7 @@ kernex_fuzz_target(sse_parser LIBS kernex_http)
 foreach(format yaml toml spec_lint mcp_json lock)
   kernex_fuzz_target(skill_${format} LIBS kernex::skills)
 endforeach()
-kernex_fuzz_target(replay_script)
+kernex_fuzz_target(replay_script LIBS kernex::skills)  # its scratch folder: skill_files.hpp
 kernex_fuzz_target(repl_reply SOURCES ${PROJECT_SOURCE_DIR}/plugins/toolbox-repl/eval_reply.cpp
   INCLUDES ${PROJECT_SOURCE_DIR}/plugins/toolbox-repl)
 kernex_fuzz_target(permission_glob)
