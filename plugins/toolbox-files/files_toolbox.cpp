@@ -319,8 +319,8 @@ class FilesToolbox final : public kernex::ToolExecutor {
     const std::string old_string = string_arg(call.arguments, "old_string");
     if (old_string.empty()) return required(call, "old_string");
     const std::string new_string = string_arg(call.arguments, "new_string");
-    const bool all =
-        call.arguments.is_object() && call.arguments.value("replace_all", false) == true;
+    const bool all = call.arguments.is_object() && call.arguments.contains("replace_all") &&
+                     call.arguments["replace_all"] == true;
     const fs::path path = resolve(job, file);
 
     auto read_run = spawn(job, "edit", {"cat", "--", path.string()});

@@ -44,7 +44,7 @@ Result<std::unique_ptr<ReplSession>> ReplSession::start(const sandbox::Policy& p
                 ready.error());
   }
   Json hello = parse_untrusted(*ready);
-  if (!hello.is_object() || hello.value("ready", false) != true) {
+  if (!hello.is_object() || (!hello.contains("ready") || hello["ready"] != true)) {
     session->process_.kill();
     return fail(ErrorCode::Sandbox, "toolbox-repl: the Python worker sent no ready line, got: " +
                                         ready->substr(0, 200));

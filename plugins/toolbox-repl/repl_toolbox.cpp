@@ -119,7 +119,10 @@ Json answer_call(const RunHandles& run, const Json& call) {
       return call["model"].get<std::string>();
     return std::nullopt;
   };
-  const std::string kind = call.value("call", std::string());
+  // From sandboxed code: a field of another type is an unknown call, never an exception.
+  const std::string kind = call.is_object() && call.contains("call") && call["call"].is_string()
+                               ? call["call"].get<std::string>()
+                               : "";
   try {
     if (kind == "llm_query") {
       auto text = services->llm_query(call.at("prompt").get<std::string>(), model());
@@ -397,7 +400,8 @@ class ReplToolbox final : public ToolExecutor {
 
   void record_code_run(const RunHandles& run, const ToolCall& call, const Json& body) const {
     if (!run.trajectory) return;
-    Json event = {{"code", call.arguments.value("code", std::string())}};
+    const bool has_code = call.arguments.is_object() && call.arguments.contains("code");
+    Json event = {{"code", has_code ? call.arguments["code"] : Json("")}};
     if (run.services) {
       event["span"] = run.services->span();
       event["depth"] = run.services->depth();

@@ -19,8 +19,8 @@ std::expected<std::string, ApiError> content_text(const Json& content, std::size
   }
   std::string text;
   for (const auto& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-        !part["text"].is_string()) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+        !part.contains("text") || !part["text"].is_string()) {
       return std::unexpected(api_error(
           400, "invalid_request",
           "messages[" + std::to_string(index) + "].content: only text parts are supported"));
@@ -161,7 +161,8 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
 
   const bool stream = wants_stream(req, b);
   const bool include_usage = b.contains("stream_options") && b["stream_options"].is_object() &&
-                             b["stream_options"].value("include_usage", false);
+                             b["stream_options"].contains("include_usage") &&
+                             b["stream_options"]["include_usage"] == true;
   auto started = deps_.runs->submit(std::move(run), deps_.runs->config().if_busy);
   if (!started) return HttpReply::error(started.error());
   const std::string id = "chatcmpl-" + (*started)->id;

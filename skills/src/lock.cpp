@@ -127,7 +127,9 @@ Result<std::optional<SkillLock>> read_lock(const fs::path& folder) {
   if (j.is_discarded() || !j.is_object())
     return bad("expected a JSON object written by `kernex skills lock`");
   if (!j.contains("version") || j["version"] != kLockVersion) return bad("version: expected 1");
-  if (j.value("algorithm", "") != "sha256") return bad("algorithm: expected \"sha256\"");
+  // Compared, never read with value(): a member of another type must not throw.
+  if (!j.contains("algorithm") || j["algorithm"] != "sha256")
+    return bad("algorithm: expected \"sha256\"");
   if (!j.contains("files") || !j["files"].is_object())
     return bad("files: expected an object of path -> SHA-256");
   SkillLock lock;
