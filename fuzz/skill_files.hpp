@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -17,10 +19,14 @@ namespace kernex::fuzz {
 class ScratchSkill {
  public:
   // `tag` keeps targets apart when they share one process (the regression suite).
-  explicit ScratchSkill(std::string_view tag)
-      : root_(std::filesystem::temp_directory_path() /
-              ("kx-fuzz-" + std::string(tag) + "-" + std::to_string(::getpid()))),
-        folder_(root_ / "fuzz-skill") {
+  // mkdtemp, not a name from the pid: a predictable path in /tmp could be planted beforehand.
+  explicit ScratchSkill(std::string_view tag) {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / ("kx-fuzz-" + std::string(tag) + "-XXXXXX"))
+            .string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    root_ = pattern;
+    folder_ = root_ / "fuzz-skill";
     std::filesystem::create_directories(folder_);
   }
   ~ScratchSkill() {
