@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "kernex/log.hpp"
+#include "kernex/run_services.hpp"
 
 namespace kernex {
 namespace {
@@ -180,22 +181,55 @@ RunResult cancelled(RunResult run, Context& context, const SaidSoFar& said) {
 
 }  // namespace
 
-ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context,
-                    ToolCall call) {
+ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call,
+                    const std::string& code_run) {
   const auto t0 = std::chrono::steady_clock::now();
   Json arguments = call.arguments;
   const std::string name = call.name;
   ToolResult result = run_tool_unrecorded(deps, tools, context, std::move(call));
   if (Trajectory* t = trajectory_of(deps)) {
-    t->record("tool_call", {{"span", deps.span},
-                            {"depth", deps.depth},
-                            {"name", name},
-                            {"arguments", std::move(arguments)},
-                            {"result", result.content},
-                            {"is_error", result.is_error},
-                            {"duration_ms", ms_since(t0)}});
+    Json event = {{"span", deps.span},
+                  {"depth", deps.depth},
+                  {"name", name},
+                  {"arguments", std::move(arguments)},
+                  {"result", result.content},
+                  {"is_error", result.is_error},
+                  {"duration_ms", ms_since(t0)}};
+    if (!code_run.empty()) event["code_run"] = code_run;
+    t->record("tool_call", std::move(event));
   }
   return result;
+}
+
+ToolResult run_code_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context,
+                         ToolCall call, const std::string& code_run) {
+  if (context.stop.stop_requested())
+    return error_result(call, "Tool call not run: the run was cancelled");
+  // Context tools change the run itself: the model calls them, code does not.
+  if (tools.find(call.name) == nullptr) {
+    return error_result(call, tools.find_context_tool(call.name) != nullptr
+                                  ? "Tool " + call.name + " is the model's to call, not code's"
+                                  : "Unknown tool: " + call.name);
+  }
+  if (deps.tree != nullptr && !deps.tree->take_tool_call()) {
+    return error_result(call, std::string(kToolBudgetText) + " of " +
+                                  std::to_string(deps.tree->limits().tool_call_budget.value_or(0)) +
+                                  " is used up");
+  }
+  emit(deps, StreamEvent::Kind::ToolRun, call,
+       call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace), false);
+  const ToolCall shown = call;
+  ToolResult result = run_tool(deps, tools, context, std::move(call), code_run);
+  emit(deps, StreamEvent::Kind::ToolResult, shown, result.content, result.is_error);
+  return result;
+}
+
+std::vector<ToolSpec> ToolRouter::code_specs() const {
+  std::vector<ToolSpec> out;
+  for (const auto& spec : specs_) {
+    if (routes_.contains(spec.name)) out.push_back(spec);
+  }
+  return out;
 }
 
 bool ToolRouter::offer(ToolSpec spec, const Context& context) {
@@ -263,6 +297,7 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const R
   // The router in use: the caller's, until a context tool changes what the executors offer.
   const ToolRouter* tools = deps.tools;
   ToolRouter refreshed;
+  if (deps.router_in_use != nullptr) *deps.router_in_use = tools;
   SaidSoFar said;
   const StreamSink sink = said.wrap(deps.sink);
   const auto stopped = [&context] { return context.stop.stop_requested(); };
@@ -338,6 +373,7 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const R
     if (deps.executors != nullptr && tool_sources(context) != sources_before) {
       refreshed = ToolRouter::collect(*deps.executors, context, deps.context_tools);
       tools = &refreshed;
+      if (deps.router_in_use != nullptr) *deps.router_in_use = tools;
     }
 
     if (auto outcome = budget_outcome(deps, limits, run)) {

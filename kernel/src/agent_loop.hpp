@@ -30,6 +30,8 @@ class ToolRouter {
                             const Context& context,
                             const std::vector<std::shared_ptr<ContextTool>>& context_tools = {});
   const std::vector<ToolSpec>& specs() const { return specs_; }
+  // The executors' tools only: what code may call (context tools change the run itself).
+  std::vector<ToolSpec> code_specs() const;
   ToolExecutor* find(const std::string& name) const;
   ContextTool* find_context_tool(const std::string& name) const;
 
@@ -45,6 +47,8 @@ struct LoopDeps {
   Provider* provider = nullptr;
   std::string provider_name;
   const ToolRouter* tools = nullptr;
+  // Set to have the loop keep it pointing at the router in use (tools called from code use it).
+  const ToolRouter** router_in_use = nullptr;
   // Set when context tools may change the Context mid-run: the router is collected again from
   // these after a tool turn that changed the context's toolboxes or MCP servers.
   const std::vector<std::shared_ptr<ToolExecutor>>* executors = nullptr;
@@ -67,7 +71,14 @@ struct LoopDeps {
 
 // One tool call through hooks, permission rules and the executor, recorded in the trajectory;
 // used by the loop and by code that runs tools around it (RunOptions::extension).
-ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call);
+// `code_run`: the id of the code run that called it (tools called from code), recorded with it.
+ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call,
+                    const std::string& code_run = {});
+
+// A tool called from the run's code (RunServices::call_tool): as a model's call in the loop,
+// with the stop request, the tool-call budget and the ToolRun / ToolResult stream events.
+ToolResult run_code_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context,
+                         ToolCall call, const std::string& code_run);
 
 // Runs the loop on `context` (its `turn` grows with the run's tool exchange). Provider errors
 // end the run with an error; tool errors go back to the model as error results. A stop request

@@ -286,6 +286,16 @@ struct Kernel::Impl {
     return deps;
   }
 
+  // Tools for the run's code: those of the router in use, run as the loop runs a model's call.
+  static KernelRunServices::ToolAccess code_tool_access(const LoopDeps& deps,
+                                                        const ToolRouter*& router_in_use,
+                                                        Context& context) {
+    return {[&router_in_use] { return router_in_use->code_specs(); },
+            [&deps, &router_in_use, &context](ToolCall call, const std::string& code_run) {
+              return run_code_tool(deps, *router_in_use, context, std::move(call), code_run);
+            }};
+  }
+
   // The loop with the run's own code around it (before_loop, after_loop) and the output
   // guardrail on a finished answer.
   static Result<RunResult> loop(Context& context, const LoopDeps& deps, const RunPlan& plan,
@@ -343,6 +353,7 @@ struct Kernel::Impl {
                {"output_tokens", run->usage.output_tokens},
                {"cost_usd", run->usage.cost_usd},
                {"model", run->model}};
+      if (run->result) event["result"] = *run->result;
     } else {
       event["error"] = run.error().describe();
     }
@@ -447,7 +458,8 @@ Json to_json(const RunResult& r) {
               {"model", r.model},
               {"provider", r.provider},
               {"conversation_id", r.conversation_id},
-              {"run_id", r.run_id}};
+              {"run_id", r.run_id},
+              {"result", r.result.value_or(Json(nullptr))}};
 }
 
 Kernel::Kernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -568,7 +580,12 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
       k.loop_deps(plan, parts, router, hooks, request, options, conversation_id, *tree, services);
   deps.provider = provider->get();
   deps.context_tools = std::move(*context_tools);
+  const ToolRouter* router_in_use = &router;
+  deps.router_in_use = &router_in_use;
+  services->bind_tools(Impl::code_tool_access(deps, router_in_use, context));
   auto run = Impl::loop(context, deps, plan, options, parts, conversation_id);
+  services->unbind_tools();
+  if (run) run->result = services->submitted();
   if (run && tree->trajectory() != nullptr) run->run_id = tree->trajectory()->run_id();
   k.record_end(*tree, *services, request, run, started);
   if (!run) return run;

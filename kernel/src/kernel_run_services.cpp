@@ -115,4 +115,42 @@ Result<std::string> KernelRunServices::rlm_query(const std::string& prompt,
   return s_.sub_runner(prompt, context, shared_from_this());
 }
 
+std::vector<ToolSpec> KernelRunServices::tools() {
+  ToolAccess access;
+  {
+    std::lock_guard lock(mu_);
+    access = tools_;
+  }
+  return access.list ? access.list() : std::vector<ToolSpec>{};
+}
+
+ToolResult KernelRunServices::call_tool(ToolCall call, const std::string& code_run) {
+  ToolAccess access;
+  {
+    std::lock_guard lock(mu_);
+    access = tools_;
+  }
+  if (!access.call) return RunServices::call_tool(std::move(call), code_run);
+  return access.call(std::move(call), code_run);
+}
+
+void KernelRunServices::submit_result(Json value, const std::string& code_run) {
+  if (Trajectory* t = s_.tree->trajectory()) {
+    t->record("result",
+              {{"span", s_.span}, {"depth", s_.depth}, {"code_run", code_run}, {"value", value}});
+  }
+  std::lock_guard lock(mu_);
+  result_ = std::move(value);
+}
+
+void KernelRunServices::bind_tools(ToolAccess access) {
+  std::lock_guard lock(mu_);
+  tools_ = std::move(access);
+}
+
+std::optional<Json> KernelRunServices::submitted() const {
+  std::lock_guard lock(mu_);
+  return result_;
+}
+
 }  // namespace kernex

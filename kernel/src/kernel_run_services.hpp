@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -51,6 +52,20 @@ class KernelRunServices final : public RunServices,
   Result<std::string> rlm_query(const std::string& prompt,
                                 const std::optional<std::string>& context) override;
 
+  std::vector<ToolSpec> tools() override;
+  ToolResult call_tool(ToolCall call, const std::string& code_run) override;
+  void submit_result(Json value, const std::string& code_run) override;
+
+  // The run's tools for code, bound while its loop runs: outside that window code gets none.
+  struct ToolAccess {
+    std::function<std::vector<ToolSpec>()> list;
+    std::function<ToolResult(ToolCall, const std::string& code_run)> call;
+  };
+  void bind_tools(ToolAccess access);
+  void unbind_tools() { bind_tools({}); }
+  // What the run's code submitted last, if anything.
+  std::optional<Json> submitted() const;
+
   const std::shared_ptr<RunTree>& tree() const { return s_.tree; }
 
  private:
@@ -58,6 +73,9 @@ class KernelRunServices final : public RunServices,
                                  const std::optional<std::string>& model);
 
   Setup s_;
+  mutable std::mutex mu_;  // guards tools_ and result_
+  ToolAccess tools_;
+  std::optional<Json> result_;
 };
 
 }  // namespace kernex

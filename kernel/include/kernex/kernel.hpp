@@ -46,6 +46,8 @@ struct RunResult {
   std::vector<ToolCallRecord> tool_calls;
   std::string conversation_id;  // empty without a memory plugin
   std::string run_id;           // the trajectory's id; empty when none was written
+  // What the run's code submitted last (submit_result in a REPL), if anything.
+  std::optional<Json> result;
 };
 
 Json to_json(const RunResult& result);

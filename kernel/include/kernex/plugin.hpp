@@ -19,7 +19,9 @@ namespace kernex {
 // Bumped on any change to the public headers' types or interfaces.
 // 4: RunHandles beside the Context in ToolExecutor::execute; Context holds data only;
 //    MemoryStore::save_exchange (one write per turn's exchange and usage).
-inline constexpr std::uint32_t kAbiVersion = 4;
+// 5: RunServices::tools / call_tool / submit_result (tools called from code);
+//    RunResult::result.
+inline constexpr std::uint32_t kAbiVersion = 5;
 
 enum class PluginKind : std::uint32_t { Provider = 1, Memory = 2, Hook = 3, Toolbox = 4 };
 

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "kernex/error.hpp"
+#include "kernex/json.hpp"
+#include "kernex/tool.hpp"
 
 namespace kernex {
 
@@ -38,6 +40,29 @@ class RunServices {
   // loaded there as the variable `context`. Returns its final answer. Error (Limit) past max_depth.
   virtual Result<std::string> rlm_query(const std::string& prompt,
                                         const std::optional<std::string>& context) = 0;
+
+  // Tools for code (a REPL's `tools.call`). The tools this run offers its model, as it sees
+  // them; context tools (which change the run itself) are the model's alone. Empty: none.
+  virtual std::vector<ToolSpec> tools() { return {}; }
+  // Runs one tool exactly as a model's call would run: the hook chain, the permission rules, the
+  // tool-call budget, the stream and the trajectory, where the call is recorded as a child of the
+  // code run `code_run` (an id the caller chose, also on its own code_run event). A refusal or a
+  // failure is a result with is_error; a used-up budget says so in its text (see
+  // tool_budget_text()).
+  virtual ToolResult call_tool(ToolCall call, const std::string& code_run) {
+    (void)code_run;
+    return ToolResult{call.id, call.name, "Tool calls from code are not available in this run",
+                      true};
+  }
+  // Records a result the run's code submitted (submit_result): the run's answer carries the last
+  // one (RunResult::result) and the trajectory a `result` event.
+  virtual void submit_result(Json value, const std::string& code_run) {
+    (void)value, (void)code_run;
+  }
 };
+
+// The start of a tool result refused because the run's tool-call budget is used up; code that
+// calls tools raises its budget exception on it.
+inline constexpr const char* kToolBudgetText = "Tool call not run: the run's tool-call budget";
 
 }  // namespace kernex

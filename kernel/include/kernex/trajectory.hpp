@@ -16,12 +16,14 @@ namespace kernex {
 //   run_start      {run_id, kind: "run"|"rlm", question, provider, model}
 //   provider_call  {span, depth, turn, model, input_tokens, output_tokens, cost_usd, latency_ms,
 //                   tool_calls, error?}
-//   tool_call      {span, depth, name, arguments, result, is_error, duration_ms}
-//   code_run       {span, depth, session, code, stdout, stderr, wall_ms, cpu_ms, peak_rss_kb,
-//                   error?, state_lost?}
+//   tool_call      {span, depth, name, arguments, result, is_error, duration_ms, code_run?}
+//                  (code_run: the id of the code run that called the tool from code)
+//   code_run       {span, depth, session, id, code, stdout, stderr, wall_ms, cpu_ms, peak_rss_kb,
+//                   tool_calls?, error?, state_lost?}
+//   result         {span, depth, code_run, value}  (submit_result from code)
 //   sub_call       {span, parent, depth, kind: "llm_query"|"rlm_query", model, prompt, answer,
 //                   input_tokens, output_tokens, cost_usd, latency_ms, error?}
-//   run_end        {outcome, text, turns, input_tokens, output_tokens, cost_usd, error?}
+//   run_end        {outcome, text, turns, input_tokens, output_tokens, cost_usd, result?, error?}
 // Spans name the sub-call tree: the root run is "0"; a sub-call of span S gets "S.1", "S.2", ...
 // Text fields may be capped by the recorder (with a "…[truncated N bytes]" marker).
 class Trajectory {
