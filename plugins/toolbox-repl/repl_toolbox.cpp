@@ -1,7 +1,9 @@
 // The REPL toolbox: a persistent, sandboxed Python worker per run (per session and span), with
 // tools to load large contexts as variables, look at them, and run code that may call the model
-// again through the run's services (llm_query, llm_query_batched, rlm_query).
+// again through the run's services (llm_query, llm_query_batched, rlm_query) and the run's other
+// tools (tools.call: through the kernel, so hooks, rules and budgets apply as to the model's).
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <map>
 #include <mutex>
@@ -73,7 +75,10 @@ std::vector<ToolSpec> tool_specs() {
        "with its traceback, wall time, CPU time (the worker's since its previous answer) and peak "
        "memory (null "
        "until the worker outgrows the kernel's own peak, which the OS folds into it). Inside, "
-       "llm_query(prompt, model=None), "
+       "tools.<name>(**args) or tools.call(name, **args) run the run's other tools (tools.list() "
+       "names them, help(tools.<name>) shows one; a JSON result comes back as a dict or list, "
+       "text as a str, a failure raises ToolError) and only what the code prints reaches you; "
+       "submit_result(value) records the run's result; llm_query(prompt, model=None), "
        "llm_query_batched(prompts, model=None) and rlm_query(prompt, context=None) call the model "
        "again.",
        object({{"code", string_param("Python source")}}, {"code"}),
@@ -107,8 +112,72 @@ ToolResult error_of(const ToolCall& call, const std::string& message) {
   return ToolResult{call.id, call.name, message, true};
 }
 
-// The answer to one sub-query from running code.
-Json answer_call(const RunHandles& run, const Json& call) {
+// What one eval_code did through the kernel: its id (the parent of the tools it called in the
+// trajectory), how many tools it called, and the result it submitted.
+struct CodeRun {
+  std::string id;
+  std::size_t tool_calls = 0;
+  std::optional<Json> submitted;
+};
+
+bool is_repl_tool(const std::string& name) {
+  static const std::vector<ToolSpec> specs = tool_specs();
+  return std::any_of(specs.begin(), specs.end(), [&](const ToolSpec& s) { return s.name == name; });
+}
+
+Json refused(std::string why) { return Json{{"ok", false}, {"error", std::move(why)}}; }
+
+// The run's tools for code, minus the REPL's own (code already runs in it).
+Json answer_tools_list(const RunHandles& run) {
+  Json out = Json::array();
+  if (!run.services) return Json{{"ok", true}, {"value", std::move(out)}};
+  for (const auto& spec : run.services->tools()) {
+    if (is_repl_tool(spec.name)) continue;
+    out.push_back(
+        {{"name", spec.name}, {"description", spec.description}, {"parameters", spec.parameters}});
+  }
+  return Json{{"ok", true}, {"value", std::move(out)}};
+}
+
+// A tool called from code, run by the kernel as a model's call would be. A result that is a JSON
+// object or array comes back as one (a dict or list in Python), anything else as text.
+Json answer_tool_call(const RunHandles& run, const Json& call, CodeRun& code) {
+  const auto name = call.find("name");
+  if (name == call.end() || !name->is_string())
+    return refused("tools.call: the tool's name must be a string");
+  const std::string tool = name->get<std::string>();
+  Json arguments = Json::object();
+  if (const auto a = call.find("arguments"); a != call.end()) arguments = *a;
+  if (!arguments.is_object()) return refused(tool + ": arguments must be keyword arguments");
+  if (is_repl_tool(tool)) return refused(tool + " is the REPL's own tool; code already runs here");
+  if (!run.services) return refused("no tools can be called from code here");
+  ++code.tool_calls;
+  ToolResult result = run.services->call_tool(
+      ToolCall{code.id + "/t" + std::to_string(code.tool_calls), tool, std::move(arguments)},
+      code.id);
+  if (result.is_error) {
+    return Json{{"ok", false},
+                {"error", result.content},
+                {"budget", result.content.starts_with(kToolBudgetText)}};
+  }
+  Json parsed = parse_untrusted(result.content);
+  if (!parsed.is_object() && !parsed.is_array()) parsed = std::move(result.content);
+  return Json{{"ok", true}, {"value", std::move(parsed)}};
+}
+
+// The answer to one callback from running code: a tool, a submitted result, or a sub-query.
+Json answer_call(const RunHandles& run, const Json& call, CodeRun& code) {
+  // From sandboxed code: a field of another type is an unknown call, never an exception.
+  const std::string kind = call.is_object() && call.contains("call") && call["call"].is_string()
+                               ? call["call"].get<std::string>()
+                               : "";
+  if (kind == "tools_list") return answer_tools_list(run);
+  if (kind == "tool_call") return answer_tool_call(run, call, code);
+  if (kind == "submit_result") {
+    code.submitted = call.contains("value") ? call["value"] : Json(nullptr);
+    if (run.services) run.services->submit_result(*code.submitted, code.id);
+    return Json{{"ok", true}, {"value", nullptr}};
+  }
   const std::shared_ptr<RunServices>& services = run.services;
   if (!services || !services->can_query()) return Json{{"ok", false}, {"deferred", true}};
   auto failure = [](const Error& e) {
@@ -119,10 +188,6 @@ Json answer_call(const RunHandles& run, const Json& call) {
       return call["model"].get<std::string>();
     return std::nullopt;
   };
-  // From sandboxed code: a field of another type is an unknown call, never an exception.
-  const std::string kind = call.is_object() && call.contains("call") && call["call"].is_string()
-                               ? call["call"].get<std::string>()
-                               : "";
   try {
     if (kind == "llm_query") {
       auto text = services->llm_query(call.at("prompt").get<std::string>(), model());
@@ -203,10 +268,12 @@ class ReplToolbox final : public ToolExecutor {
       restarted = std::exchange(slot->lost, "");
     }
 
+    CodeRun code;
+    code.id = next_code_run_id(run);
     const auto began = Clock::now();
     auto reply = slot->session->request(
         call.name, std::move(line), raw, options_.timeout,
-        [&run](const Json& c) { return answer_call(run, c); }, context.stop);
+        [&run, &code](const Json& c) { return answer_call(run, c, code); }, context.stop);
     const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
     if (!reply && reply.error().code == ErrorCode::Cancelled) {
       // The worker was killed: the next call of this session starts a fresh one and is told so.
@@ -216,12 +283,12 @@ class ReplToolbox final : public ToolExecutor {
                    {"cancelled", true},
                    {"state_lost", true},
                    {"wall_ms", wall_ms}};
-      record_code_run(run, call, body);
+      record_code_run(run, call, code, body);
       return result_of(call, std::move(body), true);
     }
-    if (reply && call.name == "eval_code" && restarted.empty()) {
+    if (reply && call.name == "eval_code" && restarted.empty() && !code.submitted) {
       if (auto fast = eval_content(*reply, wall_ms)) {
-        if (run.trajectory) record_code_run(run, call, parse_untrusted(fast->content));
+        if (run.trajectory) record_code_run(run, call, code, parse_untrusted(fast->content));
         return ToolResult{call.id, call.name, std::move(fast->content), fast->is_error};
       }
     }
@@ -241,10 +308,10 @@ class ReplToolbox final : public ToolExecutor {
           {"state_lost", true},
           {"wall_ms", wall_ms}};
       if (timed_out) body["timed_out"] = true;
-      record_code_run(run, call, body);
+      record_code_run(run, call, code, body);
       return result_of(call, std::move(body), true);
     }
-    return finish(run, call, std::move(*parsed), wall_ms, restarted);
+    return finish(run, call, code, std::move(*parsed), wall_ms, restarted);
   }
 
  private:
@@ -344,8 +411,8 @@ class ReplToolbox final : public ToolExecutor {
     return fail(ErrorCode::Tool, "toolbox-repl: no tool named '" + call.name + "'");
   }
 
-  ToolResult finish(const RunHandles& run, const ToolCall& call, Json reply, double wall_ms,
-                    const std::string& restarted) {
+  ToolResult finish(const RunHandles& run, const ToolCall& call, const CodeRun& code, Json reply,
+                    double wall_ms, const std::string& restarted) {
     // The reply comes from sandboxed code: any field may hold any type, and none may throw here.
     if (!reply.is_object() || reply.find("ok") == reply.end() || reply["ok"] != true) {
       const bool said = reply.is_object() && reply.contains("error") && reply["error"].is_string();
@@ -375,7 +442,15 @@ class ReplToolbox final : public ToolExecutor {
       value["wall_ms"] = wall_ms;
       is_error = value.contains("error");
       if (!restarted.empty()) add_restart_note(value, restarted);
-      record_code_run(run, call, value);
+      // A host with a run carries the result itself; one without (mcp serve) gets it here.
+      if (code.submitted) {
+        if (run.services) {
+          value["result_submitted"] = true;
+        } else {
+          value["result"] = *code.submitted;
+        }
+      }
+      record_code_run(run, call, code, value);
     } else if (call.name == "peek" && unsigned_field(value, "dropped") > 0 &&
                value.contains("text") && value["text"].is_string()) {
       value["text"] = value["text"].get<std::string>() +
@@ -398,10 +473,12 @@ class ReplToolbox final : public ToolExecutor {
                    ") and its variables and definitions were lost";
   }
 
-  void record_code_run(const RunHandles& run, const ToolCall& call, const Json& body) const {
+  void record_code_run(const RunHandles& run, const ToolCall& call, const CodeRun& code,
+                       const Json& body) const {
     if (!run.trajectory) return;
     const bool has_code = call.arguments.is_object() && call.arguments.contains("code");
-    Json event = {{"code", has_code ? call.arguments["code"] : Json("")}};
+    Json event = {{"code", has_code ? call.arguments["code"] : Json("")}, {"id", code.id}};
+    if (code.tool_calls > 0) event["tool_calls"] = code.tool_calls;
     if (run.services) {
       event["span"] = run.services->span();
       event["depth"] = run.services->depth();
@@ -412,6 +489,12 @@ class ReplToolbox final : public ToolExecutor {
       if (body.contains(key)) event[key] = body[key];
     }
     run.trajectory->record("code_run", std::move(event));
+  }
+
+  // Names a code run in the trajectory (the parent of the tools it calls): unique in the run.
+  std::string next_code_run_id(const RunHandles& run) {
+    const std::string span = run.services ? run.services->span() : std::string("0");
+    return span + "/code" + std::to_string(code_runs_.fetch_add(1) + 1);
   }
 
   // Outside a run (no services) every call shares one "local" REPL per workspace.
@@ -472,6 +555,7 @@ class ReplToolbox final : public ToolExecutor {
 
   ReplOptions options_;
   std::vector<ToolSpec> specs_;
+  std::atomic<std::uint64_t> code_runs_{0};
   std::mutex mutex_;  // guards slots_ and policies_, never held during a call
   std::map<std::string, std::shared_ptr<Slot>> slots_;
   std::map<std::string, std::shared_ptr<const sandbox::Policy>> policies_;

@@ -122,6 +122,99 @@ def rlm_query(prompt, context=None):
     return _defer("rlm_query", prompt, {"context_size": len(context or "")}) if value is None else value
 
 
+class ToolError(RuntimeError):
+    """Raised when a tool called from code fails or is refused (denied, blocked, unknown); the
+    message is the tool's own, and `tool` names the tool."""
+
+    def __init__(self, tool, message):
+        RuntimeError.__init__(self, message)
+        self.tool = tool
+
+
+def _call_tool(name, arguments):
+    # Every call goes back through the kernel: hooks, permission rules, budget, trajectory.
+    _send({"call": "tool_call", "name": name, "arguments": arguments})
+    reply = _receive()
+    if reply.get("ok"):
+        return reply.get("value")
+    message = reply.get("error", "the tool failed")
+    if reply.get("budget"):
+        raise BudgetExceeded(message)
+    raise ToolError(name, message)
+
+
+def _tool_doc(spec):
+    schema = json.dumps(spec.get("parameters") or {}, indent=2, sort_keys=True)
+    return "%s\n\nArguments (JSON Schema):\n%s" % (spec.get("description") or "", schema)
+
+
+class Tools:
+    """The run's tools as functions: tools.call(name, **args), tools.<name>(**args) (a name's
+    '-' and '.' read as '_'), tools.list() for names and descriptions, help(tools.<name>) for one
+    tool's schema. A result is a dict or list when the tool answered JSON, else a str; a failure
+    raises ToolError with the tool's message. Nothing a tool returns reaches the model unless the
+    code prints or returns it."""
+
+    def __init__(self):
+        self._specs = None
+
+    def _all(self):
+        if self._specs is None:  # asked once per eval_code: the run's tools may change between
+            listed = _call("tools_list")
+            self._specs = {s["name"]: s for s in (listed or []) if isinstance(s, dict) and "name" in s}
+        return self._specs
+
+    def list(self):
+        """[{name, description}] of every tool code may call."""
+        return [{"name": n, "description": s.get("description", "")} for n, s in self._all().items()]
+
+    def schema(self, name):
+        """One tool's JSON Schema for its arguments."""
+        return self._spec(name).get("parameters")
+
+    def _spec(self, name):
+        specs = self._all()
+        if name in specs:
+            return specs[name]
+        for real in specs:
+            if real.replace("-", "_").replace(".", "_") == name:
+                return specs[real]
+        raise AttributeError("no tool named %r (tools.list() shows them)" % (name,))
+
+    def call(self, name, /, **arguments):
+        """Runs the tool `name` with keyword arguments and returns its result."""
+        if not isinstance(name, str):
+            raise TypeError("tools.call: the tool's name must be a str")
+        return _call_tool(name, arguments)
+
+    def __getattr__(self, attr):
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        spec = self._spec(attr)
+        real = spec["name"]
+
+        def tool(**arguments):
+            return _call_tool(real, arguments)
+
+        tool.__name__ = tool.__qualname__ = attr
+        tool.__doc__ = _tool_doc(spec)
+        return tool
+
+    def __dir__(self):
+        return sorted(n.replace("-", "_").replace(".", "_") for n in self._all())
+
+    def __repr__(self):
+        return "<tools: %s>" % ", ".join(sorted(self._all()))
+
+
+tools = Tools()
+
+
+def submit_result(value):
+    """Records the run's result (any JSON value); the run's answer and trajectory carry it."""
+    _call("submit_result", value=value)
+
+
 _namespace = {
     "__name__": "__repl__",
     "llm_query": llm_query,
@@ -129,6 +222,9 @@ _namespace = {
     "rlm_query": rlm_query,
     "BudgetExceeded": BudgetExceeded,
     "LLMQueryError": LLMQueryError,
+    "ToolError": ToolError,
+    "tools": tools,
+    "submit_result": submit_result,
 }
 _builtin_names = set(_namespace) | {"__builtins__"}
 
@@ -361,6 +457,8 @@ def op_eval(req):
     # The hot path of the protocol: names bound once, no helper calls on the way.
     if _pending:
         del _pending[:]
+    if tools._specs is not None:
+        tools._specs = None
     out, err = _out, _err
     if out.parts or out.dropped:
         out.parts, out.size, out.dropped = [], 0, 0
