@@ -325,6 +325,17 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
   }
   // Nothing done here may propagate back to the kernel's own mount namespace.
   if (syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) goto failed;
+  // Overlays first: overlayfs needs its upper layer's mount writable when it is made (it keeps a
+  // private clone of it), and the read-only step below is undone for the overlay alone. The real
+  // directory is both the lower layer and the mount point: looked up before the overlay covers it.
+  for (int i = 0; i < spec->mount_count; ++i) {
+    const ChildMount& m = spec->mounts[i];
+    if (m.kind != 2) continue;
+    if (syscall(SYS_mount, "overlay", m.path, "overlay", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                user_ns ? m.data_userns : m.data) != 0) {
+      goto failed;
+    }
+  }
   // Before any bind: a bind copies its source's flags, so the writable binds below start read-only
   // and their remount (flags without MS_RDONLY) makes exactly that one mount writable again, while
   // the read-only binds and masks made after them, deeper, stay read-only.
@@ -333,9 +344,19 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
     if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
       spec->read_only_errno = errno;  // e.g. ENOSYS before Linux 5.12: reported as a warning
     }
+    for (int i = 0; i < spec->mount_count; ++i) {
+      if (spec->mounts[i].kind != 2) continue;
+      MountAttr writable{0, MOUNT_ATTR_RDONLY, 0, 0};
+      if (syscall(SYS_mount_setattr, AT_FDCWD, spec->mounts[i].path, 0, &writable,
+                  sizeof(writable)) != 0 &&
+          spec->read_only_errno == 0) {
+        goto failed;
+      }
+    }
   }
   for (int i = 0; i < spec->mount_count; ++i) {
     const ChildMount& m = spec->mounts[i];
+    if (m.kind == 2) continue;  // mounted above
     if (m.kind == 1 && m.keep_count > 0) {
       if (!mask_keeping(m)) goto failed;
       continue;
@@ -352,6 +373,10 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
     if (m.remount_flags != 0 &&
         syscall(SYS_mount, nullptr, m.path, nullptr, m.remount_flags, nullptr) != 0)
       goto failed;
+  }
+  for (int i = 0; i < spec->open_count; ++i) {
+    long fd = syscall(SYS_openat, AT_FDCWD, spec->open_paths[i], O_PATH | O_CLOEXEC);
+    spec->opened_fds[i] = fd < 0 ? -1 : static_cast<int>(fd);
   }
   {
     long mnt = syscall(SYS_openat, AT_FDCWD, "/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);

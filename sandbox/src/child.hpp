@@ -39,10 +39,12 @@ struct ChildLimit {
 struct ChildMount {
   const char* path;
   const char* source;  // nullptr: the path itself
-  int kind;            // 0 bind, 1 tmpfs mask over a directory (see ProtectedMount)
+  int kind;            // 0 bind, 1 tmpfs mask over a directory, 2 overlay (see ProtectedMount)
   unsigned long remount_flags;
   const char* const* keep = nullptr;  // kind 1: directories below `path` moved back over the mask
   int keep_count = 0;
+  const char* data = nullptr;         // kind 2: overlayfs options
+  const char* data_userns = nullptr;  // kind 2: the same inside a user namespace
 };
 
 struct ChildSpec {
@@ -108,6 +110,10 @@ struct MountTemplateSpec {
   volatile int mntns_fd = -1;        // out
   volatile int userns_fd = -1;       // out: only when a user namespace was needed
   volatile int failed_errno = 0;
+  // Opened O_PATH once the mounts are made (shared fd table): -1 where an open failed.
+  const char* const* open_paths = nullptr;
+  int open_count = 0;
+  int* opened_fds = nullptr;  // out, open_count entries
 };
 int mount_template_main(void* arg);
 

@@ -62,7 +62,10 @@ Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& gr
   }
 
   for (const auto& grant : grants) {
-    int path_fd = ::open(grant.path.c_str(), O_PATH | O_CLOEXEC);
+    // A descriptor opened inside the policy's namespace is the caller's; dup'd so it is closed here
+    // like one opened here.
+    int path_fd = grant.fd >= 0 ? ::fcntl(grant.fd, F_DUPFD_CLOEXEC, 3)
+                                : ::open(grant.path.c_str(), O_PATH | O_CLOEXEC);
     if (path_fd < 0) {
       int err = errno;
       ::close(ruleset);

@@ -18,7 +18,9 @@
 
 namespace kernex::sandbox {
 
-Result<void> build_mount_namespace(Policy::State& state) {
+Result<void> build_mount_namespace(Policy::State& state,
+                                   const std::vector<std::filesystem::path>& open_inside,
+                                   std::vector<int>* opened) {
   std::vector<detail::ChildMount> mounts;
   std::vector<std::vector<const char*>> keeps;  // the C strings of each mount's `keep`
   keeps.reserve(state.protected_mounts.size());
@@ -26,10 +28,14 @@ Result<void> build_mount_namespace(Policy::State& state) {
     const bool mask_dir = m.kind == MountKind::MaskDir;
     auto& keep = keeps.emplace_back();
     for (const auto& k : m.keep) keep.push_back(k.c_str());
-    mounts.push_back({m.path.c_str(), m.kind == MountKind::MaskFile ? "/dev/null" : nullptr,
-                      mask_dir ? 1 : 0, m.remount_flags, keep.data(),
-                      static_cast<int>(keep.size())});
+    const int kind = m.kind == MountKind::Overlay ? 2 : mask_dir ? 1 : 0;
+    mounts.push_back({m.path.c_str(), m.kind == MountKind::MaskFile ? "/dev/null" : nullptr, kind,
+                      m.remount_flags, keep.data(), static_cast<int>(keep.size()), m.data.c_str(),
+                      m.data_userns.c_str()});
   }
+  std::vector<const char*> open_paths;
+  for (const auto& p : open_inside) open_paths.push_back(p.c_str());
+  std::vector<int> fds(open_paths.size(), -1);
   const std::string uid_map =
       std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1\n";
   const std::string gid_map =
@@ -40,6 +46,9 @@ Result<void> build_mount_namespace(Policy::State& state) {
   spec.uid_map = uid_map.c_str();
   spec.gid_map = gid_map.c_str();
   spec.read_only_root = 1;
+  spec.open_paths = open_paths.data();
+  spec.open_count = static_cast<int>(open_paths.size());
+  spec.opened_fds = fds.data();
 
   constexpr std::size_t kStack = 64 * 1024;
   void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE,
@@ -61,6 +70,9 @@ Result<void> build_mount_namespace(Policy::State& state) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || spec.mntns_fd < 0) {
     if (spec.mntns_fd >= 0) ::close(spec.mntns_fd);
     if (spec.userns_fd >= 0) ::close(spec.userns_fd);
+    for (int fd : fds) {
+      if (fd >= 0) ::close(fd);
+    }
     return fail(
         ErrorCode::Sandbox,
         std::string(
@@ -83,6 +95,13 @@ Result<void> build_mount_namespace(Policy::State& state) {
                     "(mount_setattr needs Linux 5.12): a command can chmod, chown and "
                     "touch files it owns outside its grants: ") +
         std::strerror(spec.read_only_errno));
+  }
+  if (opened != nullptr) {
+    *opened = std::move(fds);
+  } else {
+    for (int fd : fds) {
+      if (fd >= 0) ::close(fd);
+    }
   }
   state.mntns_fd = high(spec.mntns_fd);
   state.userns_fd = high(spec.userns_fd);

@@ -60,6 +60,15 @@ Result<void> MountPlan::writable(const fs::path& path) {
   return {};
 }
 
+void MountPlan::overlay(const fs::path& path, std::string data, std::string data_userns) {
+  auto it = mounts_.find(path);
+  if (it != mounts_.end() && it->second.first > kWritable) return;  // masked or read-only whole
+  ProtectedMount mount{path.string(), MountKind::Overlay, 0};
+  mount.data = std::move(data);
+  mount.data_userns = std::move(data_userns);
+  mounts_[path] = {kWritable, std::move(mount)};
+}
+
 Result<void> MountPlan::read_only(const fs::path& path, bool exec) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode))

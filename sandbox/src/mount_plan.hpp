@@ -20,6 +20,8 @@ class MountPlan {
  public:
   // A writable directory or file: bound onto itself noexec and nosuid (devices are left alone).
   Result<void> writable(const std::filesystem::path& path);
+  // The workspace as an overlay mount (lowerdir: `path` itself), in place of its writable bind.
+  void overlay(const std::filesystem::path& path, std::string data, std::string data_userns);
   // Kept read-only; noexec unless `exec` (an executable grant lies at or below it, or contains it).
   Result<void> read_only(const std::filesystem::path& path, bool exec);
   // Neither readable nor writable: an empty tmpfs over a directory, /dev/null (nodev) over a file.

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include "clone_thread.hpp"
 #include "kernex/log.hpp"
@@ -43,6 +44,11 @@ const PolicyStatus& Policy::status() const { return state_->status; }
 const fs::path& Policy::private_tmp() const { return state_->private_tmp; }
 const std::vector<fs::path>& Policy::allowed_executables() const {
   return state_->allowed_executables;
+}
+
+PolicyBuilder& PolicyBuilder::workspace_overlay(WorkspaceOverlay layers) {
+  profile_.workspace_overlay = std::move(layers);
+  return *this;
 }
 
 PolicyBuilder& PolicyBuilder::workspace(fs::path dir) {
@@ -232,6 +238,7 @@ class Builder {
     tool_areas_ = resolve_tool_areas();
 
     KERNEX_RETURN_IF_ERROR(collect_grants());
+    KERNEX_RETURN_IF_ERROR(check_overlay());
     KERNEX_RETURN_IF_ERROR(resolve_allow_list());
     KERNEX_RETURN_IF_ERROR(protect_inside_writable());
     KERNEX_RETURN_IF_ERROR(build_env());
@@ -458,8 +465,63 @@ class Builder {
       if (auto r = plan.read_only(canonical, executable_overlaps(canonical)); !r) return r;
     }
     if (auto r = check_write_xor_execute(plan); !r) return r;
+    if (const auto& o = state_->profile.workspace_overlay) {
+      const std::string data = "lowerdir=" + state_->profile.workspace->string() +
+                               ",upperdir=" + o->upper.string() + ",workdir=" + o->work.string() +
+                               ",redirect_dir=off,metacopy=off,index=off,xino=off";
+      plan.overlay(*state_->profile.workspace, data, data + ",userxattr");
+    }
     state_->protected_mounts = plan.finish();
     state_->status.read_only_in_writable = plan.kept_paths();
+    return {};
+  }
+
+  // The overlay's layers: kernel-owned directories on one filesystem that no grant reaches (a tool
+  // that could write the upper layer directly would bypass the review), named in a form overlayfs
+  // can parse. Without enforcement there is no namespace to mount it in: refused, not ignored.
+  Result<void> check_overlay() {
+    SandboxProfile& p = state_->profile;
+    if (!p.workspace_overlay) return {};
+    auto& o = *p.workspace_overlay;
+    if (!p.workspace)
+      return fail(ErrorCode::Config, "a workspace overlay needs a workspace to lie over");
+    if (!p.enforce) {
+      return fail(ErrorCode::Sandbox,
+                  "a workspace overlay needs enforcement (enforce: false has no mount namespace, "
+                  "so writes would reach the real tree)");
+    }
+    struct stat first {};
+    for (auto* layer : {&o.upper, &o.work}) {
+      struct stat st {};
+      if (!layer->is_absolute() || ::lstat(layer->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        return fail(ErrorCode::Sandbox, "workspace overlay layer '" + layer->string() +
+                                            "' is not an existing directory");
+      }
+      *layer = fs::canonical(*layer);
+      if (layer == &o.upper) first = st;
+      if (st.st_dev != first.st_dev) {
+        return fail(ErrorCode::Sandbox, "workspace overlay: upper '" + o.upper.string() +
+                                            "' and work '" + o.work.string() +
+                                            "' must be on one filesystem");
+      }
+      if (layer->string().find_first_of(",:\\\n") != std::string::npos) {
+        return fail(ErrorCode::Sandbox, "workspace overlay layer '" + layer->string() +
+                                            "' holds a character overlayfs can't take in a path "
+                                            "(',', ':', '\\' or a newline)");
+      }
+      for (const auto& g : grants_) {
+        if (is_within(*layer, g.path) || is_within(g.path, *layer)) {
+          return fail(ErrorCode::Sandbox, "workspace overlay layer '" + layer->string() +
+                                              "' must be out of the sandbox's reach, but the " +
+                                              "grant '" + g.path.string() + "' reaches it");
+        }
+      }
+    }
+    if (p.workspace->string().find_first_of(",:\\\n") != std::string::npos) {
+      return fail(ErrorCode::Sandbox, "workspace '" + p.workspace->string() +
+                                          "' holds a character overlayfs can't take in a path "
+                                          "(',', ':', '\\' or a newline)");
+    }
     return {};
   }
 
@@ -792,6 +854,38 @@ class Builder {
     return {};
   }
 
+  // With an overlay the namespace comes first: the Landlock rules of the workspace and the grants
+  // inside it must name the overlay's inodes, so those paths are opened inside the namespace.
+  Result<void> build_overlay_namespace() {
+    const fs::path& ws = *state_->profile.workspace;
+    std::vector<fs::path> inside;
+    std::vector<std::size_t> which;
+    for (std::size_t i = 0; i < grants_.size(); ++i) {
+      if (!is_within(grants_[i].path, ws)) continue;
+      inside.push_back(grants_[i].path);
+      which.push_back(i);
+    }
+    std::vector<int> fds;
+    if (auto r = build_mount_namespace(*state_, inside, &fds); !r) {
+      return fail(ErrorCode::Sandbox,
+                  "the workspace overlay over '" + ws.string() +
+                      "' cannot be mounted (overlayfs in a private mount namespace, in a user "
+                      "namespace when not root)",
+                  r.error());
+    }
+    const auto missing = std::find(fds.begin(), fds.end(), -1);
+    if (missing != fds.end()) {
+      const fs::path& path = inside[static_cast<std::size_t>(missing - fds.begin())];
+      for (int fd : fds) {
+        if (fd >= 0) ::close(fd);
+      }
+      return fail(ErrorCode::Sandbox, "cannot open '" + path.string() +
+                                          "' inside the workspace overlay for a Landlock rule");
+    }
+    for (std::size_t k = 0; k < which.size(); ++k) grants_[which[k]].fd = fds[k];
+    return {};
+  }
+
   Result<void> prepare_enforcement() {
     SandboxProfile& p = state_->profile;
     PolicyStatus& st = state_->status;
@@ -814,17 +908,25 @@ class Builder {
           "network.tcp_connect needs Landlock ABI 4 (TCP port rules); this kernel has ABI " +
               std::to_string(st.landlock_abi));
     }
-    KERNEX_ASSIGN_OR_RETURN(auto ruleset,
-                            build_landlock_ruleset(st.landlock_abi, grants_, p.network));
-    state_->landlock_fd = ruleset;
+    if (p.workspace_overlay) {
+      KERNEX_RETURN_IF_ERROR(build_overlay_namespace());
+    }
+    auto ruleset = build_landlock_ruleset(st.landlock_abi, grants_, p.network);
+    for (auto& g : grants_) {
+      if (g.fd >= 0) ::close(std::exchange(g.fd, -1));
+    }
+    if (!ruleset) return std::unexpected(ruleset.error());
+    state_->landlock_fd = *ruleset;
     KERNEX_ASSIGN_OR_RETURN(auto bpf, build_seccomp_filter(p, st));
     state_->seccomp_bpf = std::move(bpf);
     // Every enforced policy gets its namespace, for the read-only root if for nothing else. Without
     // anything to keep inside a grant, a kernel that can't make one still sandboxes (with a
     // warning).
-    if (auto r = build_mount_namespace(*state_); !r) {
-      if (!state_->protected_mounts.empty()) return r;
-      st.warnings.push_back(r.error().describe());
+    if (!p.workspace_overlay) {
+      if (auto r = build_mount_namespace(*state_); !r) {
+        if (!state_->protected_mounts.empty()) return r;
+        st.warnings.push_back(r.error().describe());
+      }
     }
     st.enforced = true;
     st.filesystem = true;

@@ -25,7 +25,7 @@ namespace kernex::sandbox {
 //   each is cloned before the tmpfs covers it and moved back onto a path of traverse-only (0111)
 //   directories made in the tmpfs, so nothing else of the masked tree is there to stat, watch or
 //   connect to (Landlock mediates none of these).
-enum class MountKind { Bind, MaskDir, MaskFile };
+enum class MountKind { Bind, MaskDir, MaskFile, Overlay };
 struct ProtectedMount {
   std::string path;
   MountKind kind = MountKind::Bind;
@@ -33,6 +33,10 @@ struct ProtectedMount {
       0;  // MS_BIND|MS_REMOUNT|... plus the flags the mount already has; 0: none
   std::vector<std::string> keep =
       {};  // MaskDir only: directories below `path` kept visible (none nested)
+  // Overlay only: the mount options (lowerdir is `path` itself), and the same for a mount made in
+  // a user namespace (overlayfs then keeps its whiteouts and opaque marks in user.* xattrs).
+  std::string data = {};
+  std::string data_userns = {};
 };
 inline constexpr std::size_t kMaxKeptInMask = 16;
 
@@ -72,6 +76,9 @@ inline void set_env(Policy::State::Env& env, const std::string& name, const std:
 struct LandlockGrant {
   std::filesystem::path path;
   std::uint64_t rights;  // landlock.hpp kRead / kExec / kReadWrite / kDevice
+  // >= 0: `path` opened (O_PATH) inside the policy's mount namespace, where an overlay covers the
+  // workspace: a rule on the real directory's inode would not apply to the overlay's.
+  int fd = -1;
 };
 // Creates the ruleset fd for the grants on this ABI, or an error naming the path or step that
 // failed.
@@ -82,6 +89,10 @@ Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& gr
 Result<std::vector<sock_filter>> build_seccomp_filter(const SandboxProfile& profile,
                                                       PolicyStatus& status);
 // Creates state.mntns_fd/userns_fd with state.protected_mounts applied.
-Result<void> build_mount_namespace(Policy::State& state);
+// `open_inside`: paths opened O_PATH inside the namespace once it is built; their fds (caller
+// closes) come back in the same order.
+Result<void> build_mount_namespace(Policy::State& state,
+                                   const std::vector<std::filesystem::path>& open_inside = {},
+                                   std::vector<int>* opened = nullptr);
 
 }  // namespace kernex::sandbox

@@ -106,6 +106,13 @@ TEST_F(CodeTools, ResultsStayInCodeAndCallsAreChildrenOfTheCodeRun) {
     }
   }
   EXPECT_EQ(from_code, (std::vector<std::string>{"read", "word_count"}));
+  // `kernex logs show` names the code run a tool was called from.
+  auto all = read_trajectory(dir_.path() / "data" / "trajectories", "last");
+  ASSERT_TRUE(all);
+  const std::string text = render_trajectory_text(*all);
+  EXPECT_NE(text.find("tool_call 0 word_count from code " + run["id"].get<std::string>()),
+            std::string::npos)
+      << text;
   // The model saw what the code printed, never the file.
   const std::string requests = slurp(dir_.path() / "requests.jsonl");
   EXPECT_NE(requests.find("3 dict 15"), std::string::npos);
@@ -172,6 +179,9 @@ TEST_F(CodeTools, SubmittedResultIsTheRunsResult) {
   auto ends = events("run_end");
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_EQ(ends[0]["result"]["items"][1], "b");
+  auto all = read_trajectory(dir_.path() / "data" / "trajectories", "last");
+  ASSERT_TRUE(all);
+  EXPECT_NE(render_trajectory_text(*all).find("result 0 from 0/code1"), std::string::npos);
   // The model is told a result was submitted, not given it again.
   EXPECT_NE(slurp(dir_.path() / "requests.jsonl").find("result_submitted"), std::string::npos);
 }

@@ -149,11 +149,13 @@ std::string render_trajectory_text(const std::vector<Json>& events) {
       if (e.contains("error")) out << indent(field<std::string>(e, "error", ""), pad + "  ! ");
     } else if (type == "tool_call") {
       out << " " << field<std::string>(e, "name", "")
-          << (field<bool>(e, "is_error", false) ? " (error)" : "") << " "
-          << field<double>(e, "duration_ms", 0) << " ms\n"
+          << (field<bool>(e, "is_error", false) ? " (error)" : "");
+      if (e.contains("code_run")) out << " from code " << field<std::string>(e, "code_run", "?");
+      out << " " << field<double>(e, "duration_ms", 0) << " ms\n"
           << indent(e.value("arguments", Json::object()).dump(), pad + "  < ")
           << indent(first_line(field<std::string>(e, "result", ""), 400), pad + "  > ");
     } else if (type == "code_run") {
+      if (e.contains("id")) out << " " << field<std::string>(e, "id", "");
       out << " " << field<double>(e, "wall_ms", 0) << " ms\n"
           << indent(field<std::string>(e, "code", ""), pad + "  | ")
           << indent(field<std::string>(e, "stdout", ""), pad + "  > ");
@@ -164,6 +166,12 @@ std::string render_trajectory_text(const std::vector<Json>& events) {
           << indent(first_line(field<std::string>(e, "answer", field<std::string>(e, "error", "")),
                                200),
                     pad + "  > ");
+    } else if (type == "result") {
+      out << " from " << field<std::string>(e, "code_run", "?") << "\n"
+          << indent(first_line(e.value("value", Json(nullptr))
+                                   .dump(-1, ' ', false, Json::error_handler_t::replace),
+                               400),
+                    pad + "  = ");
     } else if (type == "run_end") {
       out << " " << field<std::string>(e, "outcome", field<std::string>(e, "error", "")) << " $"
           << field<double>(e, "tree_cost_usd", field<double>(e, "cost_usd", 0)) << "\n"

@@ -82,6 +82,8 @@ class PolicyBuilder {
   explicit PolicyBuilder(SandboxProfile profile) : profile_(std::move(profile)) {}
 
   PolicyBuilder& workspace(std::filesystem::path dir);
+  // The workspace through overlayfs: writes land in `layers.upper`, never in the real directory.
+  PolicyBuilder& workspace_overlay(WorkspaceOverlay layers);
   PolicyBuilder& read_only(std::filesystem::path path);
   PolicyBuilder& read_write(std::filesystem::path path);
   PolicyBuilder& executable(std::filesystem::path path);

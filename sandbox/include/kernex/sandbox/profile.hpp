@@ -57,6 +57,15 @@ struct ResourceLimits {
   std::optional<std::uint64_t> open_files;       // RLIMIT_NOFILE
 };
 
+// The workspace seen through overlayfs: the real directory is the lower layer and is never
+// written; every write lands in `upper` (`work` is overlayfs's scratch directory, on the same
+// filesystem). Both are kernel-owned (a session's layer under the data dir) and out of every
+// tool's reach. Set by the host only, never read from a profile file.
+struct WorkspaceOverlay {
+  std::filesystem::path upper;
+  std::filesystem::path work;
+};
+
 struct SandboxProfile {
   // Grants. Directories cover everything below them (Landlock rules are a union), so a grant is
   // refused when it is, contains or lies inside a protected path.
@@ -64,6 +73,9 @@ struct SandboxProfile {
   std::vector<std::filesystem::path> read_write;
   std::vector<std::filesystem::path> executable;   // read + execute
   std::optional<std::filesystem::path> workspace;  // read-write; default working directory
+  // Set: the workspace is an overlay mount in the policy's namespace (needs `workspace` and
+  // enforcement; refused, naming what is missing, where the kernel can't mount it).
+  std::optional<WorkspaceOverlay> workspace_overlay;
   // Kept read-only even where they lie inside a writable grant (a skill folder inside the
   // workspace): bind-mounted read-only in the policy's private mount namespace, like .git/hooks.
   std::vector<std::filesystem::path> keep_read_only;
