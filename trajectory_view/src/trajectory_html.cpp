@@ -2,41 +2,18 @@
 // it needs no network and no scripts, and everything from the run (model output, tool output,
 // code) goes through escape() before it reaches the page.
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <sstream>
 
+#include "html_text.hpp"
 #include "kernex/trajectory_view.hpp"
+#include "waterfall.hpp"
 
 namespace kernex {
 namespace {
 
-std::string escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+using html::escape;
+using html::fixed;
 
 std::string str(const Json& e, const char* key) {
   auto it = e.find(key);
@@ -47,12 +24,6 @@ std::string str(const Json& e, const char* key) {
 double num(const Json& e, const char* key) {
   auto it = e.find(key);
   return it != e.end() && it->is_number() ? it->get<double>() : 0.0;
-}
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
 }
 
 std::string pre(const std::string& label, const std::string& text) {
@@ -157,8 +128,9 @@ std::string event_details(const Json& e, const std::string& type) {
   }
   if (type == "tool_call") {
     return "<b>" + escape(str(e, "name")) + "</b>" +
-           (e.value("is_error", false) ? " <span class='err'>error</span>" : "") + " · " +
-           fixed(num(e, "duration_ms"), 1) + " ms" +
+           (e.contains("is_error") && e["is_error"] == true ? " <span class='err'>error</span>"
+                                                            : "") +
+           " · " + fixed(num(e, "duration_ms"), 1) + " ms" +
            pre("arguments", e.value("arguments", Json::object()).dump(2)) +
            pre("result", str(e, "result"));
   }
@@ -188,20 +160,19 @@ table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eee;pad
 pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:420px;white-space:pre-wrap;word-break:break-word}
 .err{color:#b3261e}.q{color:#444;font-style:italic}.a{color:#0b6b3a}.span{font-family:monospace;background:#eef;padding:0 4px}
 .tree li{margin:4px 0}.l,.v{font:11px sans-serif;fill:#333}.t{fill:#4a78c2}.c{fill:#d08a2e}
-.kv td:first-child{color:#666;width:160px}.type{font-family:monospace})";
+.kv td:first-child{color:#666;width:160px}.type{font-family:monospace}.waterfall{margin:8px 0})";
 
 }  // namespace
 
 std::string render_trajectory_html(const std::vector<Json>& events) {
   Json start = Json::object(), end = Json::object();
   std::vector<Step> steps;
-  std::int64_t t0 = 0;
+  double t0 = 0;
   for (const auto& e : events) {
     const std::string type = str(e, "type");
     if (type == "run_start") start = e;
     if (type == "run_end") end = e;
-    if (t0 == 0 && e.contains("ts_ms") && e["ts_ms"].is_number())
-      t0 = e["ts_ms"].get<std::int64_t>();
+    if (t0 == 0 && e.contains("ts_ms") && e["ts_ms"].is_number()) t0 = e["ts_ms"].get<double>();
     if (type == "provider_call" || (type == "sub_call" && str(e, "kind") == "llm_query")) {
       steps.push_back({"#" + str(e, "seq") + " " + str(e, "span") +
                            (type == "sub_call" ? " llm_query" : " model"),
@@ -214,6 +185,7 @@ std::string render_trajectory_html(const std::vector<Json>& events) {
        << "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\"><style>"
        << kStyle << "</style></head><body><h1>kernex " << escape(str(start, "kind")) << " "
        << escape(str(start, "run_id")) << "</h1>"
+       << "<h2>Waterfall</h2>" << render_waterfall(layout_waterfall(events))
        << "<table class='kv'><tr><td>question</td><td>" << escape(str(start, "question"))
        << "</td></tr>"
        << "<tr><td>provider / model</td><td>"
@@ -237,9 +209,8 @@ std::string render_trajectory_html(const std::vector<Json>& events) {
           "th><th>details</th></tr>";
   for (const auto& e : events) {
     const std::string type = str(e, "type");
-    const double offset = e.contains("ts_ms") && e["ts_ms"].is_number()
-                              ? e["ts_ms"].get<double>() - static_cast<double>(t0)
-                              : 0;
+    const double offset =
+        e.contains("ts_ms") && e["ts_ms"].is_number() ? e["ts_ms"].get<double>() - t0 : 0;
     page << "<tr id='e" << escape(str(e, "seq")) << "'><td>" << escape(str(e, "seq")) << "</td><td>"
          << fixed(offset, 0) << "</td><td class='type'>" << escape(type)
          << "</td><td><span class='span'>" << escape(str(e, "span")) << "</span></td><td>"

@@ -36,8 +36,9 @@ Result<std::vector<Json>> read_trajectory(const std::filesystem::path& dir, cons
 
 Json to_json(const TrajectorySummary& summary);
 std::string render_trajectory_text(const std::vector<Json>& events);
-// One self-contained page (no network, no scripts): summary, sub-call tree, timeline with code
-// and outputs, and bar charts of tokens and cost per step. Every value is escaped.
+// One self-contained page (no network, no scripts): the span waterfall (waterfall.hpp), summary,
+// sub-call tree, timeline with code and outputs, and bar charts of tokens and cost per step.
+// Every value is escaped; malformed events never throw.
 std::string render_trajectory_html(const std::vector<Json>& events);
 
 }  // namespace kernex
