@@ -88,6 +88,36 @@ TEST(McpServe, APlainReplToolboxOffersTheReplToolsToTheClient) {
   }
 }
 
+// Code in the session's REPL calls the other toolboxes' tools (not the REPL's own) through the same
+// permission rules as the client's calls.
+TEST(McpServe, ReplCodeCallsTheOtherToolsUnderThePermissionRules) {
+  kernex::testing::TempDir dir;
+  const std::string code =
+      "print(sorted(t['name'] for t in tools.list()))\n"
+      "print(tools.word_count(text='one two three')['words'])\n"
+      "try:\n    tools.word_count(text='a secret')\nexcept ToolError as e:\n    print(e)\n"
+      "try:\n    tools.call('eval_code', code='1')\nexcept ToolError as e:\n    print('refused')\n";
+  auto responses = serve(dir,
+                         "memory: none\ntoolboxes: [repl, builtin]\n"
+                         "permissions: {deny: [\"word_count(*secret*)\"]}\n",
+                         {{"tools/call", call("eval_code", {{"code", code}})},
+                          {"tools/call", call("word_count", {{"text", "my secret"}})}});
+  ASSERT_TRUE(responses[2].contains("result")) << responses[2].dump();
+  Json eval = Json::parse(text_of(responses[2]));
+  ASSERT_TRUE(eval["stdout"].is_string()) << eval.dump();
+  std::istringstream out(eval["stdout"].get<std::string>());
+  std::string listed, words, denied, own;
+  std::getline(out, listed), std::getline(out, words), std::getline(out, denied),
+      std::getline(out, own);
+  EXPECT_NE(listed.find("'word_count'"), std::string::npos) << listed;
+  EXPECT_EQ(listed.find("eval_code"), std::string::npos) << listed;
+  EXPECT_EQ(words, "3") << eval.dump();
+  EXPECT_EQ(denied, "Tool call denied: denied by rule: word_count(*secret*)") << eval.dump();
+  EXPECT_EQ(own, "refused") << eval.dump();
+  // The client's own call meets the same rule.
+  EXPECT_EQ(text_of(responses[3]), denied);
+}
+
 // A user who chose `offer: when_allowed` keeps that choice: an MCP client is then not offered
 // the REPL's tools.
 TEST(McpServe, AnExplicitOfferIsKept) {
