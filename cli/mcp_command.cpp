@@ -1,5 +1,7 @@
 // `kernex mcp serve|list|call`: argument handling over kernex_mcp. The protocol lives in the
 // library (kernex/mcp/*.hpp); this file only wires skills, config and the kernel to it.
+#include <unistd.h>
+
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -17,6 +19,7 @@
 #include "kernex/mcp/toolbox.hpp"
 #include "kernex/skills/context_source.hpp"
 #include "kernex/skills/loader.hpp"
+#include "mcp_serve_tools.hpp"
 #include "provider_opt.hpp"
 #include "skill_trust.hpp"
 
@@ -44,6 +47,18 @@ fs::path absolute_path(const std::string& p) {
 
 std::string dump(const Json& j, int indent = -1) {
   return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+// An MCP client is no run: it has no allowed tools that could name the REPL's tools, which the
+// repl toolbox offers by default only to runs that do (`offer: when_allowed`, for `kernex rlm`).
+// So whenever the repl toolbox is configured, mcp serve tells it its tools are offered, by the
+// option a user would set, unless the user set `offer` themself. The kernel's own instance (for
+// kernex_run) keeps the configured options.
+Json serve_options(const std::string& toolbox, Json options) {
+  if (toolbox != "repl") return options;
+  if (options.is_null()) options = Json::object();
+  if (options.is_object() && !options.contains("offer")) options["offer"] = "always";
+  return options;
 }
 
 Result<Config> load_config(const std::optional<std::string>& file,
@@ -210,7 +225,8 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
   }
 
   // Direct tool calls go to executors of their own; `kernex_run` goes through the kernel (its
-  // toolboxes, hooks and rules). Both are created from the same plugins and options.
+  // toolboxes, hooks and rules). Both are created from the same plugins and options (except the
+  // REPL's `offer`, see serve_options).
   auto declared = skill_servers(*config);
   if (!declared) return report(declared.error());
   auto kernel = Kernel::create(*config);
@@ -221,18 +237,23 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
     (*kernel)->add_context_source(*source);
   }
   std::vector<std::shared_ptr<ToolExecutor>> executors;
+  const ToolExecutor* repl = nullptr;  // the REPL toolbox, whose code gets services
+  auto add_toolbox = [&](const std::string& name, const Json& options) -> Result<void> {
+    KERNEX_ASSIGN_OR_RETURN(
+        auto box, (*kernel)->plugins().create_toolbox(name, serve_options(name, options)));
+    if (name == "repl") repl = box.get();
+    executors.push_back(std::move(box));
+    return {};
+  };
   if (config->toolboxes) {
     for (const auto& ref : *config->toolboxes) {
-      auto box = (*kernel)->plugins().create_toolbox(ref.name, ref.config);
-      if (!box)
-        return report(Error(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", box.error()));
-      executors.push_back(*box);
+      if (auto added = add_toolbox(ref.name, ref.config); !added)
+        return report(Error(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", added.error()));
     }
   } else {
     for (const auto& info : (*kernel)->plugins().plugins()) {
-      if (!info.ok() || info.kind != PluginKind::Toolbox) continue;
-      if (auto box = (*kernel)->plugins().create_toolbox(info.name, Json::object()))
-        executors.push_back(*box);
+      if (info.ok() && info.kind == PluginKind::Toolbox)
+        (void)add_toolbox(info.name, Json::object());
     }
   }
   // Skill permissions travel on each McpServer (skills::apply_permissions), as in `kernex run`.
@@ -254,23 +275,15 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
   run_tool.parameters = Json::parse(R"({"type":"object","properties":{"message":{"type":"string",
       "description":"The user message for the agent."}},"required":["message"]})");
 
-  std::map<std::string, ToolExecutor*> routes;
+  ServeTools tools((*kernel)->permissions(), context, executors, {run_tool.name});
+  // One session per serve process: stdio carries one MCP session, whose REPL persists.
+  auto services =
+      std::make_shared<ServeRunServices>(tools, repl, "mcp-serve-" + std::to_string(::getpid()));
+  tools.set_handles(RunHandles{services, nullptr, {}});
   mcp::ServerHandlers handlers;
   handlers.list_tools = [&]() -> Result<std::vector<ToolSpec>> {
     std::vector<ToolSpec> specs{run_tool};
-    routes.clear();
-    for (const auto& executor : executors) {
-      auto listed = executor->list_tools(*context);
-      if (!listed) {
-        log(LogLevel::Warn, "a toolbox could not list its tools: " + listed.error().describe());
-        continue;
-      }
-      for (auto& spec : *listed) {
-        if (spec.name == run_tool.name || routes.contains(spec.name)) continue;
-        routes.emplace(spec.name, executor.get());
-        specs.push_back(std::move(spec));
-      }
-    }
+    for (auto& spec : tools.list()) specs.push_back(std::move(spec));
     return specs;
   };
   handlers.call_tool = [&](const std::string& name, const Json& arguments) -> Result<ToolResult> {
@@ -286,12 +299,7 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
         text += "\n[kernex: run ended by " + std::string(to_string(run->outcome)) + "]";
       return ToolResult{"", name, text, run->outcome != Outcome::EndTurn};
     }
-    auto it = routes.find(name);
-    if (it == routes.end()) return ToolResult{"", name, "Unknown tool: " + name, true};
-    PermissionOutcome permitted = (*kernel)->permissions().check(name, arguments);
-    if (!permitted.allowed)
-      return ToolResult{"", name, "Tool call denied: " + permitted.reason, true};
-    return it->second->execute(*context, {}, ToolCall{"mcp", name, arguments});
+    return tools.call(ToolCall{"mcp", name, arguments});
   };
   mcp::ServerInfo info;
   info.instructions =

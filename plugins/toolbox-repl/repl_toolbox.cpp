@@ -50,7 +50,7 @@ std::vector<ToolSpec> tool_specs() {
        {"repl", "variable", "file"}},
       {"list_vars",
        "List the REPL's variables with their type, size and a short preview.",
-       object({}, {}),
+       object(Json::object(), {}),
        {"repl"}},
       {"peek",
        "Show part of a variable: lines start..end of a context, characters of a string, items of a "

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "kernex/mcp/client.hpp"
@@ -170,26 +171,40 @@ TEST_F(Filesystem, OutsideTheWorkspaceFailsEvenThroughASymlinkAndWhenTheServerAl
   EXPECT_FALSE(fs::exists(outside_ / "planted.txt"));
 }
 
+struct SdkRun {
+  int status = -1;
+  std::string out;  // the script's JSON
+  std::string err;  // the client's and kernex's stderr
+};
+
+// Runs tests/interop/<script> (an official SDK client) against `kernex mcp serve` configured by
+// `yaml`, both in `dir` (the REPL's workspace).
+SdkRun run_sdk_client(const std::string& script_name, const kernex::testing::TempDir& dir,
+                      const std::string& yaml) {
+  // ESM resolves packages next to the script, so it runs from the npm prefix.
+  const fs::path script = fs::path(KERNEX_NPM_DIR) / ("kernex_" + script_name);
+  fs::copy_file(fs::path(KERNEX_SOURCE_DIR "/tests/interop") / script_name, script,
+                fs::copy_options::overwrite_existing);
+  auto config = dir.write("kernex.yaml", yaml);
+  const std::string cmd = "cd " + dir.path().string() + " && " + KERNEX_NODE + " " +
+                          script.string() + " " + KERNEX_CLI + " mcp serve --config " +
+                          config.string() + " 2>" + (dir / "stderr.txt").string();
+  SdkRun run;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof(buf), pipe)) run.out.append(buf, n);
+  run.status = ::pclose(pipe);
+  std::ifstream err(dir / "stderr.txt");
+  run.err.assign(std::istreambuf_iterator<char>(err), {});
+  return run;
+}
+
 TEST(KernexMcpServe, OfficialSdkClientListsAndCallsTools) {
   kernex::testing::TempDir dir;
-  // ESM resolves packages next to the script, so it runs from the npm prefix.
-  const fs::path script = fs::path(KERNEX_NPM_DIR) / "kernex_sdk_client.mjs";
-  fs::copy_file(KERNEX_SOURCE_DIR "/tests/interop/sdk_client.mjs", script,
-                fs::copy_options::overwrite_existing);
-  auto config = dir.write("kernex.yaml", "toolboxes:\n  - name: builtin\n");
-  const std::string cmd = std::string(KERNEX_NODE) + " " + script.string() + " " + KERNEX_CLI +
-                          " mcp serve --config " + config.string() + " 2>" +
-                          (dir / "stderr.txt").string();
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
-  const int status = ::pclose(pipe);
-  std::ifstream err(dir / "stderr.txt");
-  std::string err_text((std::istreambuf_iterator<char>(err)), {});
-  ASSERT_EQ(status, 0) << out << err_text;
-  Json seen = Json::parse(out);
+  SdkRun run = run_sdk_client("sdk_client.mjs", dir, "toolboxes:\n  - name: builtin\n");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  Json seen = Json::parse(run.out);
   EXPECT_EQ(seen["server"]["name"], "kernex");
   auto tools = seen["tools"].get<std::vector<std::string>>();
   EXPECT_NE(std::find(tools.begin(), tools.end(), "kernex_run"), tools.end());
@@ -199,6 +214,48 @@ TEST(KernexMcpServe, OfficialSdkClientListsAndCallsTools) {
             std::string::npos);
   EXPECT_EQ(seen["unknown_tool_error"], -32602);
   EXPECT_EQ(seen["unknown_method_error"], -32601);
+}
+
+// The context kernel: a plain `toolboxes: [repl]` (no `offer`, no provider) offers the REPL's
+// tools to an MCP client, keeps one REPL for its session, and hands llm_query to the client.
+TEST(KernexMcpServe, OfficialSdkClientUsesTheReplAsAContextKernel) {
+  kernex::testing::TempDir dir;
+  SdkRun run = run_sdk_client("sdk_context_kernel.mjs", dir, "memory: none\ntoolboxes: [repl]\n");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  Json seen = Json::parse(run.out);
+  auto tools = seen["tools"].get<std::set<std::string>>();
+  for (const char* name :
+       {"kernex_run", "load_context", "list_vars", "peek", "scan", "eval_code", "provide_answers"})
+    EXPECT_TRUE(tools.contains(name)) << name << " not offered: " << seen["tools"].dump();
+
+  EXPECT_EQ(seen["load"]["isError"], false) << seen["load"].dump();
+  EXPECT_EQ(seen["load"]["body"]["line_count"], 5);
+  EXPECT_EQ(seen["peek"]["isError"], false) << seen["peek"].dump();
+  EXPECT_EQ(seen["peek"]["body"]["text"], "ERROR disk full\nINFO retry") << seen["peek"].dump();
+  EXPECT_EQ(seen["scan"]["isError"], false) << seen["scan"].dump();
+  const Json& hits = seen["scan"]["body"]["hits"];
+  ASSERT_EQ(hits.size(), 2u) << seen["scan"].dump();
+  EXPECT_EQ(hits[0], (Json{{"line", 1}, {"text", "ERROR disk full"}}));
+  EXPECT_EQ(hits[1], (Json{{"line", 3}, {"text", "ERROR disk still full"}}));
+
+  // The code's llm_query comes back as a pending query for the client to answer.
+  const Json& ask = seen["ask"];
+  EXPECT_EQ(ask["isError"], false) << ask.dump();
+  EXPECT_EQ(ask["body"]["stdout"], "2\n");
+  ASSERT_EQ(ask["body"]["pending_queries"].size(), 1u) << ask.dump();
+  const Json& query = ask["body"]["pending_queries"][0];
+  EXPECT_EQ(query["kind"], "llm_query");
+  EXPECT_EQ(query["prompt"], "Summarise: ERROR disk full | ERROR disk still full");
+  const std::string id = query["id"].get<std::string>();
+  ASSERT_FALSE(id.empty());
+
+  // The answer is a variable named by the query's id and an entry of `answers`; `errors`, set by
+  // the earlier call, is still there.
+  EXPECT_EQ(seen["answer"]["isError"], false) << seen["answer"].dump();
+  EXPECT_EQ(seen["answer"]["body"]["stored"], Json::array({id})) << seen["answer"].dump();
+  EXPECT_EQ(seen["read"]["isError"], false) << seen["read"].dump();
+  EXPECT_EQ(seen["read"]["body"]["stdout"], "the disk is full / the disk is full / 2\n")
+      << seen["read"].dump();
 }
 
 }  // namespace
