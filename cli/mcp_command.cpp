@@ -279,7 +279,15 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
   // One session per serve process: stdio carries one MCP session, whose REPL persists.
   auto services =
       std::make_shared<ServeRunServices>(tools, repl, "mcp-serve-" + std::to_string(::getpid()));
+  // A provider named (in the config or with --provider) answers the code's llm_query; with none
+  // the client does (deferred mode), so a model as the client needs no API key here.
+  if (run_options.provider || !config->provider.name.empty()) {
+    auto provider = (*kernel)->create_provider(run_options);
+    if (!provider) return report(provider.error());
+    services->set_provider(*provider);
+  }
   tools.set_handles(RunHandles{services, nullptr, {}});
+  tools.set_hooks((*kernel)->hooks(), HookScope{services->session(), "mcp", "mcp-serve"});
   mcp::ServerHandlers handlers;
   handlers.list_tools = [&]() -> Result<std::vector<ToolSpec>> {
     std::vector<ToolSpec> specs{run_tool};

@@ -37,7 +37,8 @@ std::vector<ToolSpec> ServeTools::list(const ToolExecutor* except) {
   return specs;
 }
 
-ToolResult ServeTools::call(const ToolCall& call, const ToolExecutor* except) {
+ToolResult ServeTools::call(const ToolCall& requested, const ToolExecutor* except) {
+  ToolCall call = requested;  // hooks may rewrite the arguments the tool gets
   auto error = [&](std::string text) {
     return ToolResult{call.id, call.name, std::move(text), true};
   };
@@ -45,15 +46,21 @@ ToolResult ServeTools::call(const ToolCall& call, const ToolExecutor* except) {
   auto it = routes_.find(call.name);
   if (it == routes_.end() || it->second == except) return error("Unknown tool: " + call.name);
   ToolExecutor* executor = it->second;
+  if (hooks_) {
+    HookOutcome pre = hooks_->pre_tool(scope_, call);
+    if (pre.blocked) return error("Tool blocked by hook: " + pre.reason);
+  }
   PermissionOutcome permitted = rules_.check(call.name, call.arguments);
   if (!permitted.allowed) return error("Tool call denied: " + permitted.reason);
+  ToolResult result;
   try {
-    auto result = executor->execute(*context_, handles_, call);
-    if (!result) return error("Tool failed: " + result.error().describe());
-    return *result;
+    auto executed = executor->execute(*context_, handles_, call);
+    result = executed ? *executed : error("Tool failed: " + executed.error().describe());
   } catch (const std::exception& e) {
-    return error(std::string("Tool failed: ") + e.what());
+    result = error(std::string("Tool failed: ") + e.what());
   }
+  if (hooks_) hooks_->post_tool(scope_, call, result);
+  return result;
 }
 
 ServeRunServices::ServeRunServices(ServeTools& tools, const ToolExecutor* repl, std::string session)
@@ -66,19 +73,35 @@ Error no_model() {
 }
 }  // namespace
 
-Result<std::string> ServeRunServices::llm_query(const std::string&,
-                                                const std::optional<std::string>&) {
-  return std::unexpected(no_model());
+// One completion, tools off, as a run's llm_query: no budget here beyond the provider's own.
+Result<std::string> ServeRunServices::llm_query(const std::string& prompt,
+                                                const std::optional<std::string>& model) {
+  if (!provider_) return std::unexpected(no_model());
+  Context ctx(prompt);
+  ctx.model = model;
+  ctx.allowed_tools = std::vector<std::string>{};
+  std::lock_guard lock(provider_mutex_);  // one provider instance: one request at a time
+  try {
+    auto response = provider_->complete(ctx, {}, {});
+    if (!response) return fail(ErrorCode::Provider, "llm_query failed", response.error());
+    return response->text;
+  } catch (const std::exception& e) {
+    return fail(ErrorCode::Provider, std::string("llm_query: the provider threw: ") + e.what());
+  }
 }
 
 std::vector<Result<std::string>> ServeRunServices::llm_query_batched(
-    const std::vector<std::string>& prompts, const std::optional<std::string>&) {
-  return std::vector<Result<std::string>>(prompts.size(), std::unexpected(no_model()));
+    const std::vector<std::string>& prompts, const std::optional<std::string>& model) {
+  std::vector<Result<std::string>> out;
+  for (const auto& prompt : prompts) out.push_back(llm_query(prompt, model));
+  return out;
 }
 
 Result<std::string> ServeRunServices::rlm_query(const std::string&,
                                                 const std::optional<std::string>&) {
-  return std::unexpected(no_model());
+  if (!provider_) return std::unexpected(no_model());
+  return fail(ErrorCode::Unsupported,
+              "rlm_query needs a run with a REPL of its own: use kernex_run or `kernex rlm`");
 }
 
 std::vector<ToolSpec> ServeRunServices::tools() { return tools_.list(repl_); }

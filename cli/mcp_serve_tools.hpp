@@ -1,16 +1,18 @@
 // The tools `kernex mcp serve` offers besides kernex_run, called by the MCP client directly or by
-// code in the REPL toolbox (the context kernel): one route per tool name, the permission rules
-// checked before every call. The hook chain is not run: the kernel runs it only inside a run and
-// offers hosts no public entry to it.
+// code in the REPL toolbox (the context kernel): one route per tool name, the kernel's hook chain
+// and permission rules around every call, in a run's order.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kernex/context.hpp"
+#include "kernex/hooks.hpp"
 #include "kernex/permissions.hpp"
+#include "kernex/provider.hpp"
 #include "kernex/run_handles.hpp"
 #include "kernex/run_services.hpp"
 #include "kernex/toolbox.hpp"
@@ -27,6 +29,12 @@ class ServeTools {
 
   // The handles every executor is called with (services for the REPL's code).
   void set_handles(RunHandles handles) { handles_ = std::move(handles); }
+  // The kernel's hook chain (Kernel::hooks) and whom it is told the calls are for: run around
+  // every call as in a run (pre_tool may rewrite or block it, post_tool may rewrite its result).
+  void set_hooks(std::shared_ptr<HookRunner> hooks, HookScope scope) {
+    hooks_ = std::move(hooks);
+    scope_ = std::move(scope);
+  }
 
   // Every executor's tools but those of `except`, in executor order; a name already taken is
   // skipped, and so is a toolbox that cannot list (with a warning).
@@ -42,11 +50,14 @@ class ServeTools {
   std::vector<std::string> reserved_;
   std::map<std::string, ToolExecutor*> routes_;  // by the last list(); refreshed on a miss
   RunHandles handles_;
+  std::shared_ptr<HookRunner> hooks_;
+  HookScope scope_;
 };
 
 // The RunServices of an MCP session's REPL code: one fixed session and span per serve process
-// (stdio carries one MCP session, so its REPL persists across the client's calls), no model
-// (llm_query stays deferred to the client: pending_queries, then provide_answers), and tools
+// (stdio carries one MCP session, so its REPL persists across the client's calls), llm_query
+// answered by the configured provider or, with none, deferred to the client (pending_queries, then
+// provide_answers: "zero API keys", the client is a model), and tools
 // routed through ServeTools as the client's own calls are, the REPL's tools excepted (code
 // calling eval_code would wait on its own REPL).
 class ServeRunServices final : public RunServices {
@@ -57,7 +68,9 @@ class ServeRunServices final : public RunServices {
   std::uint32_t depth() const override { return 0; }
   const std::string& span() const override { return span_; }
   const std::string& session() const override { return session_; }
-  bool can_query() const override { return false; }
+  // With a provider (one is configured), llm_query is answered here; without, it is deferred.
+  void set_provider(std::shared_ptr<Provider> provider) { provider_ = std::move(provider); }
+  bool can_query() const override { return provider_ != nullptr; }
   Result<std::string> llm_query(const std::string& prompt,
                                 const std::optional<std::string>& model) override;
   std::vector<Result<std::string>> llm_query_batched(
@@ -72,6 +85,8 @@ class ServeRunServices final : public RunServices {
   const ToolExecutor* repl_;
   std::string session_;
   std::string span_ = "0";
+  std::shared_ptr<Provider> provider_;
+  std::mutex provider_mutex_;
 };
 
 }  // namespace kernex::cli

@@ -627,6 +627,16 @@ void Kernel::add_context_source(std::shared_ptr<ContextSource> source) {
 const Config& Kernel::config() const { return impl_->config; }
 const PluginHost& Kernel::plugins() const { return impl_->host; }
 const PermissionRules& Kernel::permissions() const { return impl_->rules; }
+Result<std::shared_ptr<Provider>> Kernel::create_provider(const RunOptions& options) const {
+  KERNEX_ASSIGN_OR_RETURN(auto plan, plan_run(impl_->config, options, Request{}));
+  return impl_->host.create_provider(plan.provider, plan.provider_options);
+}
+
+std::shared_ptr<HookRunner> Kernel::hooks() const {
+  auto chain = std::make_shared<HookChain>();
+  chain->add_all(impl_->snapshot().hooks);
+  return chain;
+}
 const PricingTable& Kernel::pricing() const { return impl_->pricing; }
 std::shared_ptr<MemoryStore> Kernel::memory() const { return impl_->memory; }
 

@@ -2,6 +2,7 @@
 // repl toolbox is configured, and the tools its code may call (ServeTools, ServeRunServices).
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -86,6 +87,51 @@ TEST(McpServe, APlainReplToolboxOffersTheReplToolsToTheClient) {
     }
     EXPECT_EQ(Json::parse(text_of(responses[5]))["stdout"], "21\n");
   }
+}
+
+// The kernel's hook chain runs around mcp serve's calls as around a run's: the PII guard hands the
+// client and the REPL's code tokens, and a token passed back reaches the tool as the real value.
+TEST(McpServe, HooksRunAroundDirectCallsAndCallsFromCode) {
+  kernex::testing::TempDir dir;
+  dir.write("ws/contact.txt", "mail bob.jones@example.org now\n");
+  const std::string yaml =
+      "memory: none\nhooks: [pii]\ntoolboxes:\n  - name: repl\n"
+      "    options: {workspace: " +
+      (dir / "ws").string() +
+      "}\n  - name: files\n    options: {workspace: " + (dir / "ws").string() + "}\n";
+  const std::string code =
+      "t = tools.read(file_path='contact.txt')\nprint(t)\n"
+      "tools.write(file_path='copy.txt', content=t)\n";
+  auto responses = serve(dir, yaml,
+                         {{"tools/call", call("read", {{"file_path", "contact.txt"}})},
+                          {"tools/call", call("eval_code", {{"code", code}})}});
+  ASSERT_TRUE(responses[2].contains("result")) << responses[2].dump();
+  EXPECT_EQ(text_of(responses[2]).find("bob.jones@example.org"), std::string::npos)
+      << text_of(responses[2]);
+  EXPECT_NE(text_of(responses[2]).find("[EMAIL_1]"), std::string::npos) << text_of(responses[2]);
+  Json eval = Json::parse(text_of(responses[3]));
+  EXPECT_EQ(eval["stdout"].get<std::string>().find("bob.jones"), std::string::npos) << eval.dump();
+  std::ifstream copy(dir / "ws" / "copy.txt");
+  std::stringstream copied;
+  copied << copy.rdbuf();
+  EXPECT_NE(copied.str().find("bob.jones@example.org"), std::string::npos) << copied.str();
+}
+
+// With a provider configured, the code's llm_query is answered by it instead of deferred.
+TEST(McpServe, AConfiguredProviderAnswersTheCodesQueries) {
+  kernex::testing::TempDir dir;
+  auto script = dir.write("script.jsonl", R"({"text": "a sunny answer", "match": "weather?"})"
+                                          "\n");
+  const std::string yaml =
+      "memory: none\ntoolboxes: [repl]\nprovider: replay\n"
+      "providers: {replay: {script: " +
+      script.string() + "}}\n";
+  auto responses = serve(
+      dir, yaml, {{"tools/call", call("eval_code", {{"code", "print(llm_query('weather?'))"}})}});
+  ASSERT_TRUE(responses[2].contains("result")) << responses[2].dump();
+  Json eval = Json::parse(text_of(responses[2]));
+  EXPECT_EQ(eval["stdout"], "a sunny answer\n") << eval.dump();
+  EXPECT_FALSE(eval.contains("pending_queries")) << eval.dump();
 }
 
 // Code in the session's REPL calls the other toolboxes' tools (not the REPL's own) through the same

@@ -148,6 +148,13 @@ class Kernel {
   const Config& config() const;
   const PluginHost& plugins() const;
   const PermissionRules& permissions() const;
+  // The configured hook chain (config hooks, then add_hook's) as one runner, for hosts that call
+  // tools outside a run (`kernex mcp serve`): the same pre_tool / post_tool a run's calls get.
+  std::shared_ptr<HookRunner> hooks() const;
+  // A fresh instance of the provider a run with `options` would use (its name and the config's
+  // options with the run's merged over them), for hosts that query it outside a run; ErrorCode::
+  // Config when no provider is named anywhere.
+  Result<std::shared_ptr<Provider>> create_provider(const RunOptions& options) const;
   const PricingTable& pricing() const;
   // The memory store runs read and write (null without one): hosts list and forget sessions.
   std::shared_ptr<MemoryStore> memory() const;
