@@ -1,11 +1,14 @@
 // The REPL toolbox's costs, each beside a baseline measured in the same run:
 //   eval_code    warm round trip of `x = 1` through the plugin (JSON over pipes to the sandboxed
 //                worker, exec, timings, JSON back)  vs  a bare line echo through an idle python3
+//   first eval   the first eval_code of a new session, served by a pre-started worker from the warm
+//                pool (pool_size 2)  vs  the same with pool_size 0 (the worker starts then)
 //   load_context a 50 MB log file loaded as a variable (worker reads it inside the sandbox);
 //                also the size of what the model sees (metadata only)
 //   llm_query    a sub-query from Python code through the kernel's run services to a loopback
 //                OpenAI-format server  vs  the same provider's complete() called directly
-// Usage: repl [ITERATIONS] [--unpinned] (default 2000 for eval_code; llm_query uses a tenth).
+// Usage: repl [ITERATIONS] [--unpinned] (default 2000 for eval_code; llm_query uses a tenth, the
+// first eval of new sessions a hundredth).
 //
 // The bench pins itself, and so every process it starts, to one CPU (the last it may use), as
 // `taskset -c N` would. Unpinned, each child settles either on the kernel's CPU or on the other
@@ -25,9 +28,11 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../tests/support/fake_http_server.hpp"
+#include "../tests/support/proc_scan.hpp"
 #include "../tests/support/session_only_services.hpp"
 #include "kernex/kernel.hpp"
 #include "kernex/plugin_host.hpp"
@@ -116,6 +121,23 @@ kernex::test::FakeHttpServer::Reply openai_tool_call(const std::string& name,
   return kernex::test::FakeHttpServer::json(200, body.dump());
 }
 
+// Processes working in `dir` that wait in a pipe read: idle REPL workers, started and ready for a
+// request (a worker still starting reads no pipe yet).
+int workers_waiting_in(const fs::path& dir) {
+  int n = 0;
+  const auto want = fs::weakly_canonical(dir);
+  kernex::testing::for_each_pid([&](pid_t pid) {
+    const std::string proc = "/proc/" + std::to_string(pid);
+    std::error_code ec;
+    if (fs::read_symlink(proc + "/cwd", ec) != want || ec) return;
+    std::ifstream wchan(proc + "/wchan");
+    std::string where;
+    wchan >> where;
+    if (where.find("pipe_read") != std::string::npos || where == "pipe_wait") ++n;
+  });
+  return n;
+}
+
 // Pins this process (and so the threads and children it starts later) to its last allowed CPU and
 // returns that CPU (already the only one under `taskset -c N`, and then left as it is).
 int pin_to_one_cpu() {
@@ -200,6 +222,50 @@ int main(int argc, char** argv) {
   std::printf(
       "  same, new source each call median %8.1f us                                 ratio %.2f\n",
       fresh_m, fresh_m / echo_m);
+
+  // --- first eval_code of a new session: a warm worker from the pool vs one started for it ---
+  {
+    const int sessions = std::max(10, iterations / 100);
+    const fs::path warm_ws = root / "warm", cold_ws = root / "cold";
+    fs::create_directories(warm_ws / "done");
+    fs::create_directories(cold_ws);
+    // Every session stays (no eviction inside a measured call).
+    auto make = [&](const fs::path& ws, int pool_size) {
+      auto box = host.create_toolbox("repl", Json{{"workspace", ws.string()},
+                                                  {"pool_size", pool_size},
+                                                  {"max_sessions", sessions + 1}});
+      if (!box) die(box.error().describe());
+      return *box;
+    };
+    auto warm = make(warm_ws, 2), cold = make(cold_ws, 0);
+    auto eval_in = [&](kernex::ToolExecutor& box, const std::string& code) {
+      auto t = Clock::now();
+      auto r = box.execute(context, run, kernex::ToolCall{"b", "eval_code", {{"code", code}}});
+      const double us = us_since(t);
+      if (!r || r->is_error) die("eval_code: " + (r ? r->content : r.error().describe()));
+      return us;
+    };
+    std::vector<double> warm_us, cold_us;
+    for (int i = 0; i < sessions; ++i) {
+      // Both pooled workers ready (and none starting), so the cold start below has the CPU alone.
+      const auto deadline = Clock::now() + std::chrono::seconds(60);
+      while (workers_waiting_in(warm_ws) < 2) {
+        if (Clock::now() > deadline) die("the pool did not refill within 60 s");
+        std::this_thread::yield();
+      }
+      in_session("cold-" + std::to_string(i));
+      cold_us.push_back(eval_in(*cold, "x = 1"));
+      in_session("warm-" + std::to_string(i));
+      warm_us.push_back(eval_in(*warm, "x = 1"));
+      // The session's worker leaves the workspace, where only the pool's idle ones are counted.
+      eval_in(*warm, "import os\nos.chdir('done')");
+    }
+    const double warm_m = median(warm_us) / 1000, cold_m = median(cold_us) / 1000;
+    std::printf(
+        "first eval_code, new session median %8.2f ms   "
+        "pool_size 0 (python starts then) %8.2f ms   ratio %.3f  (%d sessions each)\n",
+        warm_m, cold_m, warm_m / cold_m, sessions);
+  }
 
   // --- load_context of a 50 MB file ---
   {

@@ -23,8 +23,9 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
   if (!config.is_null() && !config.is_object())
     return fail(ErrorCode::Config, "toolbox-repl: config must be an object");
   static const std::set<std::string> shared = {"workspace", "profile", "protect"};
-  static const std::set<std::string> own = {
-      "timeout", "max_output", "memory_mb", "cpu_seconds", "max_sessions", "offer", "python"};
+  static const std::set<std::string> own = {"timeout",     "max_output",   "memory_mb",
+                                            "cpu_seconds", "max_sessions", "pool_size",
+                                            "offer",       "python"};
   Json run_config = Json::object();
   if (config.is_object()) {
     for (const auto& [key, value] : config.items()) {
@@ -34,7 +35,7 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
         return std::unexpected(
             bad(key,
                 "is not an option (expected workspace, profile, protect, timeout, max_output, "
-                "memory_mb, cpu_seconds, max_sessions, offer, python)"));
+                "memory_mb, cpu_seconds, max_sessions, pool_size, offer, python)"));
       }
     }
   }
@@ -65,6 +66,10 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
   if (auto it = c.find("max_sessions"); it != c.end()) {
     KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "max_sessions", 1024));
     o.max_sessions = v;
+  }
+  if (auto it = c.find("pool_size"); it != c.end()) {
+    if (auto problem = uint_problem(*it, 0, 64)) return std::unexpected(bad("pool_size", *problem));
+    o.pool_size = it->get<std::size_t>();
   }
   if (auto it = c.find("offer"); it != c.end()) {
     if (*it != "always" && *it != "when_allowed")

@@ -25,6 +25,9 @@ namespace kernex::repl {
 //   twice
 //                  this, since the worker re-arms RLIMIT_CPU only when less than this is left)
 //   max_sessions   live workers before the least recently used one is stopped (default 8)
+//   pool_size      workers kept started and idle per sandbox policy, for the few most recently
+//                  used ones, so a new session's first call does not wait for python to start;
+//                  each is handed to one session only (default 2, 0 turns the pool off)
 //   offer          "when_allowed" (default: only runs whose allowed_tools name a REPL tool, such
 //                  as `kernex rlm`) or "always"
 //   python         the interpreter (default "python3", resolved on the sandbox's search path)
@@ -35,6 +38,7 @@ struct ReplOptions {
   std::uint64_t memory_mb = 2048;
   std::uint64_t cpu_seconds = 60;
   std::size_t max_sessions = 8;
+  std::size_t pool_size = 2;
   bool offer_always = false;
   std::string python = "python3";
 

@@ -19,7 +19,8 @@ constexpr std::size_t kStderrLines = 20;
 
 Result<std::unique_ptr<ReplSession>> ReplSession::start(const sandbox::Policy& policy,
                                                         const std::string& python,
-                                                        std::chrono::milliseconds startup_timeout) {
+                                                        std::chrono::milliseconds startup_timeout,
+                                                        std::stop_token stop) {
   auto tail = std::make_shared<StderrTail>();
   sandbox::ProcessOptions options;
   options.on_stderr_line = [tail](std::string_view line) {
@@ -35,7 +36,7 @@ Result<std::unique_ptr<ReplSession>> ReplSession::start(const sandbox::Policy& p
     return fail(ErrorCode::Sandbox, "toolbox-repl: cannot start the Python worker",
                 process.error());
   std::unique_ptr<ReplSession> session(new ReplSession(std::move(*process), std::move(tail)));
-  auto ready = session->process_.read_line(Clock::now() + startup_timeout, kMaxLine);
+  auto ready = session->process_.read_line(Clock::now() + startup_timeout, kMaxLine, stop);
   if (!ready) {
     session->process_.kill();
     return fail(ErrorCode::Sandbox,

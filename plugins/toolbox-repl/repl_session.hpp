@@ -24,10 +24,11 @@ using CallbackHandler = std::function<Json(const Json& call)>;
 
 class ReplSession {
  public:
-  // Starts the worker and waits for its "ready" line.
+  // Starts the worker and waits for its "ready" line (or until `stop` fires: the worker is killed).
   static Result<std::unique_ptr<ReplSession>> start(const sandbox::Policy& policy,
                                                     const std::string& python,
-                                                    std::chrono::milliseconds startup_timeout);
+                                                    std::chrono::milliseconds startup_timeout,
+                                                    std::stop_token stop = {});
 
   // Sends `line` (one JSON request ending in '\n', then `raw` right after it) and returns the
   // worker's answer line as it came. Callbacks on the way ({"call": ...} lines) go to `on_call`,
@@ -42,6 +43,8 @@ class ReplSession {
   Result<Json> parse(const std::string& answer);
 
   bool broken() const { return broken_; }
+  // False once the worker has exited (a poll, no wait), e.g. killed while idle in the pool.
+  bool alive() { return !broken_ && process_.running(); }
   int pid() const { return process_.pid(); }
   // The last lines the worker wrote to stderr (outside eval_code's capture), for error messages.
   std::string stderr_tail() const;

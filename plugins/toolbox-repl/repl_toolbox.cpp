@@ -17,6 +17,7 @@
 #include "eval_reply.hpp"
 #include "repl_options.hpp"
 #include "repl_session.hpp"
+#include "worker_pool.hpp"
 
 namespace kernex::repl {
 namespace {
@@ -227,7 +228,14 @@ struct Slot {
 
 class ReplToolbox final : public ToolExecutor {
  public:
-  explicit ReplToolbox(ReplOptions options) : options_(std::move(options)), specs_(tool_specs()) {}
+  explicit ReplToolbox(ReplOptions options)
+      : options_(std::move(options)),
+        specs_(tool_specs()),
+        pool_(options_.pool_size, options_.python, kStartupTimeout) {
+    // Workers for the configured workspace without grants, started (policy and all) in the
+    // background.
+    pool_.prewarm(policy_key({}, std::nullopt), [this] { return policy_for({}, std::nullopt); });
+  }
 
   Result<std::vector<ToolSpec>> list_tools(const Context& context) override {
     if (options_.offer_always) return specs_;
@@ -262,7 +270,7 @@ class ReplToolbox final : public ToolExecutor {
     if (!slot->session || slot->session->broken()) {
       auto policy = policy_for(run.read_grants, host_workspace);
       if (!policy) return error_of(call, policy.error().describe());
-      auto started = ReplSession::start(**policy, options_.python, kStartupTimeout);
+      auto started = pool_.take_or_start(policy_key(run.read_grants, host_workspace), *policy);
       if (!started) return error_of(call, started.error().describe());
       slot->session = std::move(*started);
       restarted = std::exchange(slot->lost, "");
@@ -535,12 +543,20 @@ class ReplToolbox final : public ToolExecutor {
     }
   }
 
+  // Names a worker's sandbox: its workspace and read grants (in any order).
+  static std::string policy_key(std::vector<std::string> grants,
+                                const std::optional<std::filesystem::path>& workspace) {
+    std::sort(grants.begin(), grants.end());
+    std::string key = workspace ? "@" + workspace->string() + '\n' : std::string();
+    for (const auto& g : grants) key += g + '\n';
+    return key;
+  }
+
   Result<std::shared_ptr<const sandbox::Policy>> policy_for(
       std::vector<std::string> grants, const std::optional<std::filesystem::path>& workspace) {
     constexpr std::size_t kMaxPolicies = 256;  // many sessions' workspaces: bounded, dropped whole
     std::sort(grants.begin(), grants.end());
-    std::string key = workspace ? "@" + workspace->string() + '\n' : std::string();
-    for (const auto& g : grants) key += g + '\n';
+    const std::string key = policy_key(grants, workspace);
     std::lock_guard lock(mutex_);
     if (auto it = policies_.find(key); it != policies_.end()) return it->second;
     auto built = sandbox::PolicyBuilder(options_.profile(grants, workspace)).Build();
@@ -559,6 +575,7 @@ class ReplToolbox final : public ToolExecutor {
   std::mutex mutex_;  // guards slots_ and policies_, never held during a call
   std::map<std::string, std::shared_ptr<Slot>> slots_;
   std::map<std::string, std::shared_ptr<const sandbox::Policy>> policies_;
+  WorkerPool pool_;  // last: its thread (which makes policies) stops before the rest goes
 };
 
 Result<std::shared_ptr<ToolExecutor>> make_repl_toolbox(const Json& config) {

@@ -440,12 +440,15 @@ TEST_F(ReplToolbox, CancelKillsTheWorkerAtOnceAndTheNextCallStartsFresh) {
     std::ifstream ready(ws() / "ready");
     std::string word;
     ready >> word;
-    groups = testing::groups_working_in(ws());
+    groups = testing::groups_working_in(ws() / "busy");  // not the pool's idle workers in ws()
     stopped_at = std::chrono::steady_clock::now();
     source.request_stop();
   });
   auto r = call("eval_code",
-                {{"code", "open('ready', 'w').write('go')\nimport time\ntime.sleep(30)"}}, &run);
+                {{"code",
+                  "import os, time\nos.mkdir('busy')\nos.chdir('busy')\n"
+                  "open('../ready', 'w').write('go')\ntime.sleep(30)"}},
+                &run);
   const auto returned = std::chrono::steady_clock::now();
   if (int fd = ::open((ws() / "ready").c_str(), O_WRONLY | O_NONBLOCK); fd >= 0) ::close(fd);
   canceller.join();
