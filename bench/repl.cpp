@@ -238,6 +238,10 @@ int main(int argc, char** argv) {
       return *box;
     };
     auto warm = make(warm_ws, 2), cold = make(cold_ws, 0);
+    // A host lists the tools before calling them: that is when the pool starts its workers.
+    kernex::Context offered;
+    offered.allowed_tools = std::vector<std::string>{"eval_code"};
+    if (!warm->list_tools(offered)) die("list_tools");
     auto eval_in = [&](kernex::ToolExecutor& box, const std::string& code) {
       auto t = Clock::now();
       auto r = box.execute(context, run, kernex::ToolCall{"b", "eval_code", {{"code", code}}});

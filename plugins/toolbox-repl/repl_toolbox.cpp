@@ -231,24 +231,18 @@ class ReplToolbox final : public ToolExecutor {
   explicit ReplToolbox(ReplOptions options)
       : options_(std::move(options)),
         specs_(tool_specs()),
-        pool_(options_.pool_size, options_.python, kStartupTimeout) {
-    // Workers for the configured workspace without grants, started (policy and all) in the
-    // background.
-    pool_.prewarm(policy_key({}, std::nullopt), [this] { return policy_for({}, std::nullopt); });
-  }
+        pool_(options_.pool_size, options_.python, kStartupTimeout) {}
 
   Result<std::vector<ToolSpec>> list_tools(const Context& context) override {
-    if (options_.offer_always) return specs_;
-    // Opt-in per run: offered when the run's allowed tools name one of them (kernex rlm does).
-    if (context.allowed_tools) {
-      for (const auto& spec : specs_) {
-        if (std::find(context.allowed_tools->begin(), context.allowed_tools->end(), spec.name) !=
-            context.allowed_tools->end()) {
-          return specs_;
-        }
-      }
-    }
-    return std::vector<ToolSpec>{};
+    if (!offered(context)) return std::vector<ToolSpec>{};
+    // Workers are started once the tools are offered, so a kernel that loads the plugin but never
+    // offers it (every toolbox found, by default) starts none: for this workspace, without
+    // grants, in the background (policy and all).
+    std::optional<std::filesystem::path> workspace;
+    if (context.workspace) workspace = context.workspace->lexically_normal();
+    pool_.prewarm(policy_key({}, workspace),
+                  [this, workspace] { return policy_for({}, workspace); });
+    return specs_;
   }
 
   Result<ToolResult> execute(const Context& context, const RunHandles& run,
@@ -325,6 +319,16 @@ class ReplToolbox final : public ToolExecutor {
  private:
   using Request =
       std::pair<std::string, std::string>;  // the request line, and raw bytes to follow it
+
+  // Always, or opt-in per run: when the run's allowed tools name one of them (kernex rlm does).
+  bool offered(const Context& context) const {
+    if (options_.offer_always) return true;
+    if (!context.allowed_tools) return false;
+    return std::any_of(specs_.begin(), specs_.end(), [&](const ToolSpec& spec) {
+      return std::find(context.allowed_tools->begin(), context.allowed_tools->end(), spec.name) !=
+             context.allowed_tools->end();
+    });
+  }
 
   static std::string line_of(const Json& request) {
     return request.dump(-1, ' ', false, Json::error_handler_t::replace) + '\n';

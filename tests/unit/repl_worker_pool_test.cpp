@@ -250,7 +250,14 @@ TEST_F(ReplPoolToolbox, NewSessionsTakePreStartedWorkersNeverTheSameOne) {
   auto made = make(Json{{"pool_size", 2}});
   ASSERT_TRUE(made) << made.error().describe();
   auto repl = std::move(*made);
-  // Prewarmed at creation, one worker at a time: once a second is seen starting in the configured
+  // Nothing starts until the tools are offered (a kernel loads every toolbox found by default).
+  ASSERT_TRUE(repl->list_tools(Context{}));
+  EXPECT_TRUE(testing::groups_working_in(ws_.path()).empty());
+  Context offered;
+  offered.allowed_tools = std::vector<std::string>{"eval_code"};
+  auto listed = repl->list_tools(offered);
+  ASSERT_TRUE(listed && !listed->empty());
+  // Prewarmed once offered, one worker at a time: once a second is seen starting in the configured
   // workspace, the first is ready in the pool, and the first new session gets it.
   const auto warm = await_groups_in(ws_.path(), 2);
   ASSERT_EQ(warm.size(), 2u);
