@@ -197,7 +197,7 @@ class FixedBox final : public ToolExecutor {
   std::vector<std::string> names_;
 };
 
-class ServeToolsTest : public ::testing::Test {
+class McpServeTools : public ::testing::Test {
  protected:
   PermissionRules rules_{{}, {"echo(*secret*)"}};
   std::shared_ptr<FixedBox> repl_ =
@@ -218,13 +218,13 @@ std::vector<std::string> names_of(const std::vector<ToolSpec>& specs) {
   return names;
 }
 
-TEST_F(ServeToolsTest, TheClientSeesEveryToolCodeAllButTheReplsOwn) {
+TEST_F(McpServeTools, TheClientSeesEveryToolCodeAllButTheReplsOwn) {
   EXPECT_EQ(names_of(tools_.list()),
             (std::vector<std::string>{"eval_code", "load_context", "echo", "broken"}));
   EXPECT_EQ(names_of(services_->tools()), (std::vector<std::string>{"echo", "broken"}));
 }
 
-TEST_F(ServeToolsTest, CodeCallsGoThroughThePermissionRules) {
+TEST_F(McpServeTools, CodeCallsGoThroughThePermissionRules) {
   ToolResult ran = services_->call_tool(ToolCall{"c1", "echo", {{"text", "hello"}}}, "code-1");
   EXPECT_FALSE(ran.is_error) << ran.content;
   EXPECT_EQ(ran.content, "ran echo");
@@ -238,7 +238,7 @@ TEST_F(ServeToolsTest, CodeCallsGoThroughThePermissionRules) {
   EXPECT_EQ(tools_.call(ToolCall{"m", "echo", {{"text", "secret"}}}).content, denied.content);
 }
 
-TEST_F(ServeToolsTest, CodeCannotCallTheReplReservedOrUnknownTools) {
+TEST_F(McpServeTools, CodeCannotCallTheReplReservedOrUnknownTools) {
   for (const char* name : {"eval_code", "kernex_run", "nope"}) {
     ToolResult r = services_->call_tool(ToolCall{"c", name, Json::object()}, "code-1");
     EXPECT_TRUE(r.is_error) << name;
@@ -250,7 +250,7 @@ TEST_F(ServeToolsTest, CodeCannotCallTheReplReservedOrUnknownTools) {
   EXPECT_NE(broken.content.find("broken on purpose"), std::string::npos) << broken.content;
 }
 
-TEST_F(ServeToolsTest, SubQueriesAreLeftToTheClient) {
+TEST_F(McpServeTools, SubQueriesAreLeftToTheClient) {
   EXPECT_FALSE(services_->can_query());
   EXPECT_EQ(services_->session(), "mcp-test");
   EXPECT_EQ(services_->span(), "0");
