@@ -7,7 +7,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 
 #include "code_tools_scenario.hpp"
 #include "kernex/trajectory_view.hpp"
@@ -24,21 +26,19 @@ namespace sc = kernex::scenario;
 
 const sc::Environment kEnv{KERNEX_NPM_DIR, KERNEX_NODE, KERNEX_PLUGIN_BUILD_DIR, KERNEX_SOURCE_DIR};
 
-// Both versions run once for the suite: each moves 1.7 MB through node, the kernel and Python.
+// Each version runs once per test process, when a test first asks for it: each moves 1.7 MB
+// through node, the kernel and Python.
 class CodeToolsScenario : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    tmp_ = new kernex::testing::TempDir();
-    code_ = new sc::Outcome(sc::run_scenario(kEnv, sc::Mode::CodeTools, tmp_->path() / "code"));
-    direct_ =
-        new sc::Outcome(sc::run_scenario(kEnv, sc::Mode::DirectCalls, tmp_->path() / "direct"));
-  }
   static void TearDownTestSuite() {
-    delete code_;
-    delete direct_;
-    delete tmp_;
+    code_.reset();
+    direct_.reset();
+    tmp_.reset();
   }
-  // Both runs ended with the model's answer and wrote exactly the log's error lines.
+  static const sc::Outcome& code() { return run(code_, sc::Mode::CodeTools, "code"); }
+  static const sc::Outcome& direct() { return run(direct_, sc::Mode::DirectCalls, "direct"); }
+
+  // The run ended with the model's answer and wrote exactly the log's error lines.
   static void expect_done(const sc::Outcome& o) {
     ASSERT_TRUE(o.run) << o.run.error().describe();
     EXPECT_EQ(o.run->outcome, Outcome::EndTurn);
@@ -49,26 +49,28 @@ class CodeToolsScenario : public ::testing::Test {
     EXPECT_EQ(std::count(o.written.begin(), o.written.end(), '\n'), 21);
   }
 
-  static kernex::testing::TempDir* tmp_;
-  static sc::Outcome* code_;
-  static sc::Outcome* direct_;
+ private:
+  static const sc::Outcome& run(std::unique_ptr<sc::Outcome>& slot, sc::Mode mode,
+                                const char* name) {
+    if (!tmp_) tmp_ = std::make_unique<kernex::testing::TempDir>();
+    if (!slot) slot = std::make_unique<sc::Outcome>(sc::run_scenario(kEnv, mode, *tmp_ / name));
+    return *slot;
+  }
+  static inline std::unique_ptr<kernex::testing::TempDir> tmp_;
+  static inline std::unique_ptr<sc::Outcome> code_, direct_;
 };
 
-kernex::testing::TempDir* CodeToolsScenario::tmp_ = nullptr;
-sc::Outcome* CodeToolsScenario::code_ = nullptr;
-sc::Outcome* CodeToolsScenario::direct_ = nullptr;
-
 TEST_F(CodeToolsScenario, CodeReadsFiltersAndWritesThroughTheMcpServer) {
-  expect_done(*code_);
-  ASSERT_TRUE(code_->run);
-  EXPECT_GT(code_->log.bytes, 1'500'000u);
-  EXPECT_EQ(code_->run->result, (Json{{"errors", 21}, {"file", "errors.log"}}));
+  expect_done(code());
+  ASSERT_TRUE(code().run);
+  EXPECT_GT(code().log.bytes, 1'500'000u);
+  EXPECT_EQ(code().run->result, (Json{{"errors", 21}, {"file", "errors.log"}}));
   // The model made one call (eval_code); the two MCP calls were made by its code, as children of
   // that code run, and the model got back only the line the code printed.
-  ASSERT_EQ(code_->run->tool_calls.size(), 1u);
-  EXPECT_THAT(code_->run->tool_calls[0].result.content,
+  ASSERT_EQ(code().run->tool_calls.size(), 1u);
+  EXPECT_THAT(code().run->tool_calls[0].result.content,
               HasSubstr("bytes read; 21 errors written to errors.log"));
-  auto events = read_trajectory(code_->data_dir / "trajectories", "last");
+  auto events = read_trajectory(code().data_dir / "trajectories", "last");
   ASSERT_TRUE(events) << events.error().describe();
   std::vector<std::string> from_code;
   for (const auto& e : *events) {
@@ -78,33 +80,34 @@ TEST_F(CodeToolsScenario, CodeReadsFiltersAndWritesThroughTheMcpServer) {
 }
 
 TEST_F(CodeToolsScenario, DirectCallsDoTheSameTaskWithTheFileInTheModelsContext) {
-  expect_done(*direct_);
-  ASSERT_TRUE(direct_->run);
-  ASSERT_EQ(direct_->run->tool_calls.size(), 2u);
+  expect_done(direct());
+  ASSERT_TRUE(direct().run);
+  ASSERT_EQ(direct().run->tool_calls.size(), 2u);
   // The check below can fail: here the log's middle line did reach the model.
-  ASSERT_EQ(direct_->requests.size(), 3u);
-  EXPECT_THAT(direct_->requests[1], HasSubstr(sc::kMiddleOfLog));
+  ASSERT_EQ(direct().requests.size(), 3u);
+  EXPECT_THAT(direct().requests[1], HasSubstr(sc::kMiddleOfLog));
 }
 
 TEST_F(CodeToolsScenario, TheLargeDataNeverReachesTheModelFromCode) {
-  ASSERT_EQ(code_->requests.size(), 2u);
-  EXPECT_THAT(code_->requests, Each(Not(HasSubstr(sc::kMiddleOfLog))));
+  ASSERT_EQ(code().requests.size(), 2u);
+  EXPECT_THAT(code().requests, Each(Not(HasSubstr(sc::kMiddleOfLog))));
   // The pattern's skill was active: its instructions were in what the model received.
-  EXPECT_THAT(code_->requests[0], HasSubstr("# Calling tools from code"));
+  EXPECT_THAT(code().requests[0], HasSubstr("# Calling tools from code"));
 }
 
 TEST_F(CodeToolsScenario, TheModelIsSentAtLeastNinetyPercentFewerTokens) {
-  const auto code = sc::estimated_tokens(code_->requests);
-  const auto direct = sc::estimated_tokens(direct_->requests);
-  ASSERT_GT(direct, 0u);
-  const double fewer = 100.0 * (1.0 - static_cast<double>(code) / static_cast<double>(direct));
+  const auto from_code = sc::estimated_tokens(code().requests);
+  const auto by_model = sc::estimated_tokens(direct().requests);
+  ASSERT_GT(by_model, 0u);
+  const double fewer =
+      100.0 * (1.0 - static_cast<double>(from_code) / static_cast<double>(by_model));
   std::printf(
       "tokens to the model (bytes/4 of every recorded request): code %llu in %zu "
       "requests, direct %llu in %zu requests: %.2f %% fewer\n",
-      static_cast<unsigned long long>(code), code_->requests.size(),
-      static_cast<unsigned long long>(direct), direct_->requests.size(), fewer);
-  RecordProperty("code_tokens", std::to_string(code));
-  RecordProperty("direct_tokens", std::to_string(direct));
+      static_cast<unsigned long long>(from_code), code().requests.size(),
+      static_cast<unsigned long long>(by_model), direct().requests.size(), fewer);
+  RecordProperty("code_tokens", std::to_string(from_code));
+  RecordProperty("direct_tokens", std::to_string(by_model));
   EXPECT_GE(fewer, 90.0);
 }
 
