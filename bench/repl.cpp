@@ -39,6 +39,7 @@
 #include "kernex/rlm.hpp"
 
 #include "bench_util.hpp"
+#include "repl_code_tools.hpp"
 
 namespace {
 
@@ -344,6 +345,7 @@ int main(int argc, char** argv) {
       "llm_query from code         median %8.1f us   provider.complete() directly %8.1f us   ratio "
       "%.2f  (%d queries)\n",
       via_kernel, direct, via_kernel / direct, queries);
+  kernex::bench::code_tools_benches(std::max(20, iterations / 10));
   std::error_code ec;
   fs::remove_all(root, ec);
   return 0;

@@ -157,11 +157,13 @@ class Tools:
 
     def __init__(self):
         self._specs = None
+        self._functions = {}
 
     def _all(self):
         if self._specs is None:  # asked once per eval_code: the run's tools may change between
             listed = _call("tools_list")
             self._specs = {s["name"]: s for s in (listed or []) if isinstance(s, dict) and "name" in s}
+            self._functions = {}
         return self._specs
 
     def list(self):
@@ -190,6 +192,12 @@ class Tools:
     def __getattr__(self, attr):
         if attr.startswith("_"):
             raise AttributeError(attr)
+        self._all()
+        # Made once per eval_code: a loop calling tools.<name> must not pay for the docstring
+        # (the schema as indented JSON) on every call.
+        tool = self._functions.get(attr)
+        if tool is not None:
+            return tool
         spec = self._spec(attr)
         real = spec["name"]
 
@@ -198,6 +206,7 @@ class Tools:
 
         tool.__name__ = tool.__qualname__ = attr
         tool.__doc__ = _tool_doc(spec)
+        self._functions[attr] = tool
         return tool
 
     def __dir__(self):
