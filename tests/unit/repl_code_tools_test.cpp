@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "kernex/files.hpp"
 #include "kernex/kernel.hpp"
 #include "kernex/plugin_host.hpp"
 #include "kernex/trajectory_view.hpp"
@@ -29,10 +30,7 @@ std::string text_line(const std::string& text) {
 }
 
 std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return kernex::read_regular_file(p, "test file", 64u << 20).value_or("");
 }
 
 class CodeTools : public ::testing::Test {

@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "kernex/files.hpp"
 #include "kernex/sandbox/policy.hpp"
 #include "kernex/sandbox/spawn.hpp"
 
@@ -20,10 +21,7 @@ using namespace kernex::sandbox;
 namespace {
 
 std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return kernex::read_regular_file(p, "test file", 64u << 20).value_or("");
 }
 
 // Every entry below `root` with its type, mode and content (symlinks by target): a tree compared
