@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "overlay_state.hpp"
@@ -140,10 +141,15 @@ void apply(Run& run) {
     if (run.fate[i] == Fate::Pending)
       if (auto r = removed_by(run.all[i].change)) removals.emplace_back(r->first, i);
   std::sort(removals.rbegin(), removals.rend());
-  for (const auto& [path, i] : removals) {
-    if (auto r = writer.remove(path, removed_by(run.all[i].change)->second); !r)
-      refuse(run, i, r.error());
-  }
+  // A renamed directory's origin still holds the content its new place takes: it goes last.
+  auto remove_pass = [&](bool grouped) {
+    for (const auto& [path, i] : removals) {
+      if (run.all[i].group.empty() == grouped || run.fate[i] != Fate::Pending) continue;
+      if (auto r = writer.remove(path, removed_by(run.all[i].change)->second); !r)
+        refuse(run, i, r.error());
+    }
+  };
+  remove_pass(false);
   // Creations, parents first (path order).
   for (std::size_t i = 0; i < run.all.size(); ++i) {
     if (run.fate[i] != Fate::Pending || !run.all[i].next) continue;
@@ -158,6 +164,7 @@ void apply(Run& run) {
     if (!done) refuse(run, i, done.error());
   }
   for (const auto& [i, error] : writer.commit()) refuse(run, i, error);
+  remove_pass(true);
   for (std::size_t i = 0; i < run.all.size(); ++i) {
     if (run.fate[i] != Fate::Pending) continue;
     run.fate[i] = Fate::Applied;
@@ -184,6 +191,24 @@ Result<void> record(Run& run, int layer_dir) {
                            label("overlay manifest", run.state.layer.string(), kManifestFile));
 }
 
+// A redirected directory whose changes all landed leaves upper/ whole: its redirect now names
+// a directory the real tree no longer has, so read again it would hide what just landed.
+Result<void> drop_landed_redirects(const Run& run) {
+  std::map<std::string, bool> landed;  // group -> all applied
+  for (std::size_t i = 0; i < run.all.size(); ++i) {
+    if (run.all[i].group.empty()) continue;
+    auto [it, fresh] = landed.emplace(run.all[i].group, true);
+    it->second = it->second && run.fate[i] == Fate::Applied;
+  }
+  for (const auto& [group, all_applied] : landed) {
+    if (!all_applied) continue;
+    const std::string where = run.layers.in_upper(group);
+    KERNEX_ASSIGN_OR_RETURN(Fd dir, open_dir_beneath(run.layers.upper, parent_of(group), where));
+    KERNEX_RETURN_IF_ERROR(remove_tree(dir.get(), std::string(name_of(group)), where));
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<AcceptResult> accept_changes(Overlay::State& state, OpenLayers& open,
@@ -200,6 +225,7 @@ Result<AcceptResult> accept_changes(Overlay::State& state, OpenLayers& open,
   apply(run);
   if (run.result.applied.empty()) return std::move(run.result);
   KERNEX_RETURN_IF_ERROR(record(run, open.layer_dir.get()));
+  KERNEX_RETURN_IF_ERROR(drop_landed_redirects(run));
   KERNEX_ASSIGN_OR_RETURN(auto after, read_layer(open.layers));
   KERNEX_ASSIGN_OR_RETURN(auto left, plan_changes(open.layers, after));
   if (auto cleaned = clean_upper(open.layers, after, left, open.upper.get(), ""); !cleaned)

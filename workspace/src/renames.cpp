@@ -56,7 +56,9 @@ Result<void> pair_renames(const Layers& layers, std::vector<Planned>& changes) {
   }
   std::size_t kept = 0;
   for (std::size_t i = 0; i < changes.size(); ++i) {
-    if (!paired[i]) changes[kept++] = std::move(changes[i]);
+    if (paired[i]) continue;
+    if (kept != i) changes[kept] = std::move(changes[i]);
+    ++kept;
   }
   changes.resize(kept);
   return {};
