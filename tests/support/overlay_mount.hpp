@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +54,8 @@ inline void write_file(const char* path, const std::string& text) {
   if (o.user_namespace && ::geteuid() == 0) {
     if (::setgroups(0, nullptr) != 0 || ::setgid(o.gid) != 0 || ::setuid(o.uid) != 0)
       refuse("dropping to the test user");
+    // Changing uid made the process non-dumpable, which leaves /proc/self/uid_map to root.
+    ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   }
   const uid_t uid = ::geteuid();
   const gid_t gid = ::getegid();
