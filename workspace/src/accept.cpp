@@ -223,12 +223,15 @@ Result<AcceptResult> accept_changes(Overlay::State& state, OpenLayers& open,
   complete_selection(run);
   KERNEX_RETURN_IF_ERROR(check(run, force));
   apply(run);
+  open.layers.lower_dirs.clear();  // the real tree changed under the cached directory
   if (run.result.applied.empty()) return std::move(run.result);
   KERNEX_RETURN_IF_ERROR(record(run, open.layer_dir.get()));
   KERNEX_RETURN_IF_ERROR(drop_landed_redirects(run));
-  KERNEX_ASSIGN_OR_RETURN(auto after, read_layer(open.layers));
-  KERNEX_ASSIGN_OR_RETURN(auto left, plan_changes(open.layers, after));
-  if (auto cleaned = clean_upper(open.layers, after, left, open.upper.get(), ""); !cleaned)
+  // What did not land is still as planned; what did is gone from upper/ or now equal to it.
+  std::vector<Planned> left;
+  for (std::size_t i = 0; i < run.all.size(); ++i)
+    if (run.fate[i] != Fate::Applied) left.push_back(std::move(run.all[i]));
+  if (auto cleaned = clean_upper(open.layers, view, left, open.upper.get(), ""); !cleaned)
     run.result.refused.push_back(
         {"", "accepted, but upper/ was not cleaned: " + cleaned.error().describe()});
   return std::move(run.result);

@@ -127,6 +127,16 @@ Result<Fd> open_dir_beneath(int root, std::string_view rel, const std::string& w
   return current;
 }
 
+Result<int> DirCache::open(int root, std::string_view dir, const std::string& where) {
+  if (fd_.get() < 0 || root_ != root || path_ != dir) {
+    fd_ = Fd();
+    KERNEX_ASSIGN_OR_RETURN(fd_, open_dir_beneath(root, dir, where));
+    root_ = root;
+    path_ = std::string(dir);
+  }
+  return fd_.get();
+}
+
 Result<std::optional<struct stat>> lstat_beneath(int root, std::string_view rel,
                                                  const std::string& where) {
   int err = 0;

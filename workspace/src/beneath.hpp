@@ -60,6 +60,20 @@ Result<Fd> open_root(const std::string& path, std::string_view what);
 Result<Fd> open_dir_beneath(int root, std::string_view rel, const std::string& where,
                             int* errno_out = nullptr);
 
+// The last directory opened below a root, kept open, so consecutive paths in one directory (as
+// a sorted walk visits them) open it once. Only for a tree nothing else changes meanwhile.
+class DirCache {
+ public:
+  // Like open_dir_beneath; the descriptor stays owned by the cache.
+  Result<int> open(int root, std::string_view dir, const std::string& where);
+  void clear() { fd_ = Fd(); }
+
+ private:
+  int root_ = -1;
+  std::string path_;
+  Fd fd_;
+};
+
 // lstat of `rel` below `root` (no symlink followed on the way): nullopt when it does not exist.
 Result<std::optional<struct stat>> lstat_beneath(int root, std::string_view rel,
                                                  const std::string& where);

@@ -138,7 +138,9 @@ Result<void> walk_dir(Walk& w, int dir, const std::string& rel,
       KERNEX_RETURN_IF_ERROR(walk_subdir(w, dir, e, path, lower_dir, group, depth));
       continue;
     }
-    if (S_ISREG(e.st.st_mode) && xattr_at(dir, e.name, w.layers.attr("metacopy")))
+    // A metacopy file holds no data of its own, so only one without data blocks can be one.
+    if (S_ISREG(e.st.st_mode) && e.st.st_blocks == 0 && e.st.st_size > 0 &&
+        xattr_at(dir, e.name, w.layers.attr("metacopy")))
       return fail(ErrorCode::Unsupported,
                   w.layers.in_upper(path) +
                       " is a metacopy entry (overlayfs metacopy=on), which is not supported: "
@@ -210,6 +212,15 @@ Result<std::optional<Planned>> compare(const Layers& layers, const std::string& 
 
 }  // namespace
 
+Result<Fd> open_source(const Layers& layers, const NewEntry& next, struct stat* st) {
+  DirCache& cache = next.from_lower ? layers.lower_dirs : layers.upper_dirs;
+  const std::string where =
+      next.from_lower ? layers.in_lower(next.source) : layers.in_upper(next.source);
+  KERNEX_ASSIGN_OR_RETURN(int dir, cache.open(next.from_lower ? layers.lower : layers.upper,
+                                              parent_of(next.source), where));
+  return open_regular_at(dir, std::string(name_of(next.source)), where, st);
+}
+
 Result<std::string> new_link_target(const Layers& layers, const NewEntry& next) {
   if (next.from_lower)
     return read_link_beneath(layers.lower, next.source, layers.in_lower(next.source));
@@ -218,14 +229,17 @@ Result<std::string> new_link_target(const Layers& layers, const NewEntry& next) 
 
 Result<bool> same_file_content(const Layers& layers, const std::string& lower_rel,
                                const NewEntry& next) {
-  struct stat sa {
-  }, sb{};
-  auto a = open_regular_beneath(layers.lower, lower_rel, layers.in_lower(lower_rel), &sa);
-  if (!a) return false;  // gone or no longer a file in the real tree: it differs
-  const int src = next.from_lower ? layers.lower : layers.upper;
+  struct stat sa = {};
+  struct stat sb = {};
+  auto a_dir =
+      layers.lower_dirs.open(layers.lower, parent_of(lower_rel), layers.in_lower(lower_rel));
+  if (!a_dir) return false;  // gone or no longer a file in the real tree: it differs
+  auto a =
+      open_regular_at(*a_dir, std::string(name_of(lower_rel)), layers.in_lower(lower_rel), &sa);
+  if (!a) return false;
   const std::string where =
       next.from_lower ? layers.in_lower(next.source) : layers.in_upper(next.source);
-  KERNEX_ASSIGN_OR_RETURN(Fd b, open_regular_beneath(src, next.source, where, &sb));
+  KERNEX_ASSIGN_OR_RETURN(Fd b, open_source(layers, next, &sb));
   if (sa.st_size != sb.st_size) return false;
   if (sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino) return true;
   return same_bytes(a->get(), b.get(), layers.in_lower(lower_rel), where);

@@ -23,6 +23,9 @@ struct Layers {
   XattrNamespace xattr = XattrNamespace::Trusted;
   const OverlayLimits* limits = nullptr;
   const Manifest* manifest = nullptr;
+  // Reads of either tree in path order reuse the directory just opened.
+  mutable DirCache lower_dirs;
+  mutable DirCache upper_dirs;
 
   std::string attr(std::string_view name) const;  // "trusted.overlay.<name>"
   std::string in_lower(std::string_view rel) const { return label("real tree", lower_path, rel); }
@@ -61,6 +64,9 @@ Result<std::vector<Planned>> plan_changes(const Layers& layers, const LayerView&
 // Whether the real tree's regular file `lower_rel` holds the same bytes as `next`'s source.
 Result<bool> same_file_content(const Layers& layers, const std::string& lower_rel,
                                const NewEntry& next);
+
+// Opens the regular file holding `next`'s content (upper/ or the real tree).
+Result<Fd> open_source(const Layers& layers, const NewEntry& next, struct stat* st);
 
 // The target of a symlink of the view.
 Result<std::string> new_link_target(const Layers& layers, const NewEntry& next);

@@ -99,9 +99,13 @@ Result<OpenLayers> open_layers(const Overlay::State& state) {
   KERNEX_ASSIGN_OR_RETURN(out.upper,
                           open_dir_beneath(out.layer_dir.get(), "upper",
                                            label("upper layer", state.layer.string(), "upper")));
-  out.layers = Layers{
-      out.lower.get(), out.upper.get(), state.lower.string(), (state.layer / "upper").string(),
-      state.xattr,     &state.limits,   &state.manifest};
+  out.layers.lower = out.lower.get();
+  out.layers.upper = out.upper.get();
+  out.layers.lower_path = state.lower.string();
+  out.layers.upper_path = (state.layer / "upper").string();
+  out.layers.xattr = state.xattr;
+  out.layers.limits = &state.limits;
+  out.layers.manifest = &state.manifest;
   return out;
 }
 

@@ -3,9 +3,12 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 namespace kernex::workspace::detail {
 
@@ -46,7 +49,7 @@ RealTreeWriter::RealTreeWriter(const Layers& layers) : layers_(layers) {}
 
 RealTreeWriter::~RealTreeWriter() {
   for (const Staged& s : staged_) {
-    if (auto dir = dir_fd(s.parent); dir) ::unlinkat(*dir, s.temp.c_str(), 0);
+    if (auto dir = dir_fd(s.parent); dir && !s.temp.empty()) ::unlinkat(*dir, s.temp.c_str(), 0);
   }
 }
 
@@ -122,12 +125,10 @@ Result<void> RealTreeWriter::copy_file(const NewEntry& next, int dir, const std:
   const int root = next.from_lower ? layers_.lower : layers_.upper;
   const std::string src_where =
       next.from_lower ? layers_.in_lower(next.source) : layers_.in_upper(next.source);
-  struct stat st {};
-  KERNEX_ASSIGN_OR_RETURN(Fd in, open_regular_beneath(root, next.source, src_where, &st));
-  if (static_cast<std::uint64_t>(st.st_size) > layers_.limits->max_accept_file_bytes)
-    return fail(ErrorCode::Limit, src_where + " is larger than " +
-                                      std::to_string(layers_.limits->max_accept_file_bytes) +
-                                      " bytes (the accept cap)");
+  (void)root;
+  struct stat st = {};
+  KERNEX_ASSIGN_OR_RETURN(Fd in, open_source(layers_, next, &st));
+  KERNEX_RETURN_IF_ERROR(check_size(st, src_where));
   const Fd out(
       ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (out.get() < 0) return std::unexpected(io_error(where, "cannot create a temp file", errno));
@@ -156,23 +157,121 @@ Result<void> RealTreeWriter::copy_file(const NewEntry& next, int dir, const std:
 
 Result<void> RealTreeWriter::stage(const std::string& path, const NewEntry& next, std::size_t id) {
   KERNEX_ASSIGN_OR_RETURN(int dir, parent(path));
-  const std::string name(name_of(path));
-  const std::string temp = temp_name(name);
+  Staged staged{std::string(parent_of(path)),
+                temp_name(name_of(path)),
+                std::string(name_of(path)),
+                id,
+                next,
+                0,
+                0};
   const std::string where = layers_.in_lower(path);
-  Result<void> made;
   if (next.type == EntryType::Symlink) {
     auto target = new_link_target(layers_, next);
     if (!target) return std::unexpected(target.error());
-    if (::symlinkat(target->c_str(), dir, temp.c_str()) != 0)
+    if (::symlinkat(target->c_str(), dir, staged.temp.c_str()) != 0)
       return std::unexpected(io_error(where, "cannot create symlink", errno));
-  } else {
-    made = copy_file(next, dir, temp, name, where);
+    staged_.push_back(std::move(staged));
+    return {};
   }
-  if (!made) {
-    ::unlinkat(dir, temp.c_str(), 0);
+  if (!next.from_lower) {
+    KERNEX_ASSIGN_OR_RETURN(const bool movable, vet_for_move(staged, dir));
+    if (movable) {
+      staged.temp.clear();
+      staged_.push_back(std::move(staged));
+      return {};
+    }
+  }
+  if (auto made = copy_file(next, dir, staged.temp, staged.name, where); !made) {
+    ::unlinkat(dir, staged.temp.c_str(), 0);
     return made;
   }
-  staged_.push_back({std::string(parent_of(path)), temp, name, id});
+  staged_.push_back(std::move(staged));
+  return {};
+}
+
+Result<void> RealTreeWriter::check_size(const struct stat& st, const std::string& where) const {
+  if (static_cast<std::uint64_t>(st.st_size) <= layers_.limits->max_accept_file_bytes) return {};
+  return fail(ErrorCode::Limit, where + " is larger than " +
+                                    std::to_string(layers_.limits->max_accept_file_bytes) +
+                                    " bytes (the accept cap)");
+}
+
+// The fast way, when upper/ and the real tree share a filesystem: the upper file itself lands
+// (see land_moved), so nothing is copied and nothing is left in upper/ to delete. Here it gets
+// its mode and owner and loses its xattrs (overlayfs' own, and anything the tool set). A file
+// with other hard links is copied instead (it must not stay shared with upper/), and so is one
+// on another filesystem. `s` remembers the inode vetted, as upper/ is hostile.
+Result<bool> RealTreeWriter::vet_for_move(Staged& s, int dir) {
+  const std::string where = layers_.in_upper(s.next.source);
+  struct stat st = {}, dir_st = {};
+  KERNEX_ASSIGN_OR_RETURN(Fd in, open_source(layers_, s.next, &st));
+  KERNEX_RETURN_IF_ERROR(check_size(st, where));
+  if (st.st_nlink != 1 || ::fstat(dir, &dir_st) != 0 || dir_st.st_dev != st.st_dev) return false;
+  if (::fchmod(in.get(), s.next.mode & kModeMask) != 0 || !drop_xattrs(in.get())) return false;
+  own_like(dir, s.name, true, in.get());
+  s.dev = st.st_dev;
+  s.ino = st.st_ino;
+  return true;
+}
+
+// Extended attributes stay behind in upper/. False when one cannot be removed (the file is then
+// copied, which takes none).
+bool RealTreeWriter::drop_xattrs(int fd) {
+  char names[4096];
+  const ssize_t n = ::flistxattr(fd, names, sizeof names);
+  if (n < 0) return errno == ENOTSUP;
+  for (ssize_t at = 0; at < n;) {
+    const char* attr = names + at;
+    if (::fremovexattr(fd, attr) != 0 && errno != ENODATA) return false;
+    at += static_cast<ssize_t>(std::strlen(attr)) + 1;
+  }
+  return true;
+}
+
+// Renames the vetted upper file over its target in one step: RENAME_EXCHANGE when there is one
+// (the old file, now in upper/, is then deleted), RENAME_NOREPLACE when not. If what arrived is
+// not the inode vetted, the exchange is undone (or the stranger removed) and the path refused.
+// Filesystems without these flags, or a mount boundary between the two, fall back to a copy.
+Result<void> RealTreeWriter::land_moved(int dir, const Staged& s) {
+  const std::string where = layers_.in_upper(s.next.source);
+  const std::string path = join(s.parent, s.name);
+  KERNEX_ASSIGN_OR_RETURN(int up,
+                          layers_.upper_dirs.open(layers_.upper, parent_of(s.next.source), where));
+  const std::string src(name_of(s.next.source));
+  struct stat old = {};
+  const bool exists = ::fstatat(dir, s.name.c_str(), &old, AT_SYMLINK_NOFOLLOW) == 0;
+  if (exists && S_ISDIR(old.st_mode))
+    return fail(ErrorCode::Io, layers_.in_lower(path) + " is a directory; not replaced");
+  const unsigned flags = exists ? RENAME_EXCHANGE : RENAME_NOREPLACE;
+  if (::renameat2(up, src.c_str(), dir, s.name.c_str(), flags) != 0) {
+    if (errno != EXDEV && errno != EINVAL)
+      return std::unexpected(io_error(layers_.in_lower(path), "cannot move into place", errno));
+    return copy_and_land(dir, s);
+  }
+  struct stat now = {};
+  if (::fstatat(dir, s.name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0 || now.st_dev != s.dev ||
+      now.st_ino != s.ino || !S_ISREG(now.st_mode) || now.st_nlink != 1) {
+    if (exists)
+      ::renameat2(up, src.c_str(), dir, s.name.c_str(), RENAME_EXCHANGE);
+    else
+      ::unlinkat(dir, s.name.c_str(), 0);
+    return fail(ErrorCode::Io, where + " was replaced while it was being accepted");
+  }
+  if (exists) ::unlinkat(up, src.c_str(), 0);
+  return {};
+}
+
+// The copy fallback after the batch's syncfs: this one file is fsync'ed itself.
+Result<void> RealTreeWriter::copy_and_land(int dir, const Staged& s) {
+  const std::string path = join(s.parent, s.name);
+  KERNEX_RETURN_IF_ERROR(copy_file(s.next, dir, s.temp, s.name, layers_.in_lower(path)));
+  const Fd fd(::openat(dir, s.temp.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() < 0 || ::fsync(fd.get()) != 0 ||
+      ::renameat(dir, s.temp.c_str(), dir, s.name.c_str()) != 0) {
+    const int err = errno;
+    ::unlinkat(dir, s.temp.c_str(), 0);
+    return std::unexpected(io_error(layers_.in_lower(path), "cannot copy into place", err));
+  }
   return {};
 }
 
@@ -192,7 +291,12 @@ std::vector<std::pair<std::size_t, Error>> RealTreeWriter::commit() {
       failed.emplace_back(s.id, dir.error());
       continue;
     }
-    if (::renameat(*dir, s.temp.c_str(), *dir, s.name.c_str()) != 0) {
+    if (s.temp.empty()) {
+      if (auto landed = land_moved(*dir, s); !landed) {
+        failed.emplace_back(s.id, landed.error());
+        continue;
+      }
+    } else if (::renameat(*dir, s.temp.c_str(), *dir, s.name.c_str()) != 0) {
       failed.emplace_back(s.id,
                           io_error(layers_.in_lower(path), "cannot rename into place", errno));
       ::unlinkat(*dir, s.temp.c_str(), 0);

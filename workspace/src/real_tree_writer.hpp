@@ -1,10 +1,13 @@
 // Writes into the real tree for accept. Every parent directory is reached by openat with
 // O_NOFOLLOW per component, so a symlink anywhere in the real tree (a directory replaced by a
-// link to /etc, say) refuses the write instead of leading it outside. Files and symlinks are
-// staged as temp files beside their target and renamed over it only once all staged data is
-// durable (one syncfs for the batch instead of an fsync per file); the directories changed are
+// link to /etc, say) refuses the write instead of leading it outside. New files land only once
+// all their data is durable (one syncfs for the batch instead of an fsync per file): an upper
+// file on the real tree's filesystem is itself renamed over its target (no copy), anything else
+// is copied to a temp file beside the target and renamed over it. The directories changed are
 // fsync'ed at the end.
 #pragma once
+
+#include <sys/stat.h>
 
 #include <optional>
 #include <set>
@@ -37,10 +40,18 @@ class RealTreeWriter {
  private:
   struct Staged {
     std::string parent;
-    std::string temp;
+    std::string temp;  // empty: the upper file itself lands (see land_moved)
     std::string name;
     std::size_t id;
+    NewEntry next;  // where the content comes from
+    dev_t dev = 0;  // the upper inode vetted, for a file that lands itself
+    ino_t ino = 0;
   };
+  Result<void> check_size(const struct stat& st, const std::string& where) const;
+  Result<bool> vet_for_move(Staged& s, int dir);
+  Result<void> land_moved(int dir, const Staged& s);
+  Result<void> copy_and_land(int dir, const Staged& s);
+  static bool drop_xattrs(int fd);
   Result<int> dir_fd(std::string_view dir);
   Result<int> parent(std::string_view path);
   Result<void> copy_file(const NewEntry& next, int dir, const std::string& temp,
