@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -497,6 +498,58 @@ TEST_F(WorkspaceOverlay, MalformedLayerFilesAreTypedErrors) {
   ASSERT_TRUE(reopened);
   EXPECT_EQ(lines_of(status_of(*reopened)),
             (std::vector<std::string>{"type_changed dir", "deleted dir/x", "deleted dir/y"}));
+}
+
+// Whatever xattrs the session set (and overlayfs' own) stay out of the real tree, whether the
+// upper file itself lands (same filesystem) or is copied (a layer on another one).
+TEST_F(WorkspaceOverlay, AcceptedFilesCarryNoXattrsOnEitherPath) {
+  std::string shm_pattern = "/dev/shm/kernex-test-XXXXXX";
+  const bool have_shm = fs::is_directory("/dev/shm") && ::mkdtemp(shm_pattern.data()) != nullptr;
+  std::vector<fs::path> layers = {layer};
+  if (have_shm) layers.push_back(fs::path(shm_pattern) / "layer");
+  for (const fs::path& where : layers) {
+    SCOPED_TRACE(where.string());
+    layer = where;
+    Overlay o = create();
+    RUN_SESSION("echo changed on " + where.string() +
+                " > a.txt\n"
+                "python3 -c \"import os; os.setxattr('a.txt', 'user.kernex_test', b'1')\"\n"
+                "echo new > fresh.txt\n");
+    auto accepted = o.accept();
+    ASSERT_TRUE(accepted) << accepted.error().describe();
+    EXPECT_EQ(accepted->applied, (std::vector<std::string>{"a.txt", "fresh.txt"}));
+    EXPECT_EQ(read(real / "a.txt"), "changed on " + where.string() + "\n");
+    EXPECT_EQ(read(real / "fresh.txt"), "new\n");
+    char names[256];
+    EXPECT_EQ(::llistxattr((real / "a.txt").c_str(), names, sizeof names), 0);
+    EXPECT_TRUE(fs::is_empty(layer / "upper"));
+    ASSERT_TRUE(o.reject());
+    fs::remove(real / "fresh.txt");
+  }
+  if (have_shm) fs::remove_all(shm_pattern);
+}
+
+TEST_F(WorkspaceOverlay, TheManifestKeepsAnyFileName) {
+  for (const std::string name :
+       {"new\nline", "back\\slash", "tab\tand space", "\x7f\x01", "caf\xc3\xa9", "bad\xff-utf8"})
+    write(real / "odd" / name, name);
+  Overlay o = create();
+  auto reopened = Overlay::open(layer);
+  ASSERT_TRUE(reopened) << reopened.error().describe();
+  EXPECT_TRUE(status_of(*reopened).changes.empty());
+  RUN_SESSION("rm odd/*");
+  const Status s = status_of(*reopened);
+  ASSERT_EQ(s.changes.size(), 6u);
+  EXPECT_EQ(s.changes[0].path, "odd/back\\slash");
+  EXPECT_EQ(s.changes[5].path, "odd/\x7f\x01");
+  auto diff = reopened->diff({"odd"});
+  ASSERT_TRUE(diff);
+  EXPECT_TRUE(diff->contains("diff --git \"a/odd/new\\nline\" \"b/odd/new\\nline\"\n")) << *diff;
+  EXPECT_TRUE(to_json(s).dump().contains("bad\xef\xbf\xbd-utf8"));  // U+FFFD in JSON
+  auto accepted = reopened->accept();
+  ASSERT_TRUE(accepted) << accepted.error().describe();
+  EXPECT_EQ(accepted->applied.size(), 6u);
+  EXPECT_TRUE(fs::is_empty(real / "odd"));
 }
 
 TEST_F(WorkspaceOverlay, CreateRefusesALayerInsideTheTreeAndTooManyEntries) {
