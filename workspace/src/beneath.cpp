@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstring>
 
+#include "kernex/files.hpp"
 #include "kernex/json.hpp"
 
 namespace kernex::workspace::detail {
@@ -74,17 +75,6 @@ bool at_or_below(std::string_view path, std::string_view prefix) {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-std::string_view kind_of(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "of an unknown type";
-}
-
 Result<Fd> open_root(const std::string& path, std::string_view what) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
@@ -116,7 +106,7 @@ Result<Fd> open_dir_beneath(int root, std::string_view rel, const std::string& w
         const bool known = ::fstatat(current.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
         return fail(ErrorCode::Io,
                     where + ": component \"" + walked + "\" is " +
-                        std::string(known ? kind_of(st.st_mode) : "not a directory") +
+                        std::string(known ? file_kind(st.st_mode) : "not a directory") +
                         ", not a directory (never followed)");
       }
       return fail(ErrorCode::Io,
@@ -168,7 +158,7 @@ Result<Fd> open_regular_at(int dir, const std::string& name, const std::string& 
     return fail(ErrorCode::Io, where + ": fstat: " + errno_text(errno));
   if (!S_ISREG(s.st_mode))
     return fail(ErrorCode::Io,
-                where + " is " + std::string(kind_of(s.st_mode)) + ", not a regular file");
+                where + " is " + std::string(file_kind(s.st_mode)) + ", not a regular file");
   return fd;
 }
 

@@ -110,6 +110,5 @@ Result<std::vector<DirEntry>> list_dir(int dir, const std::string& where, std::s
 std::string temp_name(std::string_view base);
 
 std::string errno_text(int err);
-std::string_view kind_of(mode_t mode);
 
 }  // namespace kernex::workspace::detail

@@ -14,17 +14,18 @@ namespace {
 
 constexpr std::string_view kHeader = "kernex-overlay-manifest 1\n";
 
-char type_letter(EntryType type) {
-  switch (type) {
-    case EntryType::File:
-      return 'f';
-    case EntryType::Symlink:
-      return 'l';
-    case EntryType::Dir:
-      return 'd';
-    default:
-      return 'o';
+// The manifest's letter for each EntryType, indexed by its value ("none" never written).
+constexpr char kTypeLetters[] = {'-', 'f', 'l', 'd', 'o'};
+
+char type_letter(EntryType type) { return kTypeLetters[static_cast<std::size_t>(type)]; }
+
+bool type_from_letter(char letter, EntryType& type) {
+  for (std::size_t i = 1; i < sizeof kTypeLetters; ++i) {
+    if (kTypeLetters[i] != letter) continue;
+    type = static_cast<EntryType>(i);
+    return true;
   }
+  return false;
 }
 
 struct Scan {
@@ -118,23 +119,7 @@ bool take_number(std::string_view& line, T& value, int base = 10) {
 }
 
 bool parse_line(std::string_view line, std::string& path, ManifestEntry& e) {
-  if (line.size() < 2 || line[1] != ' ') return false;
-  switch (line[0]) {
-    case 'f':
-      e.type = EntryType::File;
-      break;
-    case 'l':
-      e.type = EntryType::Symlink;
-      break;
-    case 'd':
-      e.type = EntryType::Dir;
-      break;
-    case 'o':
-      e.type = EntryType::Other;
-      break;
-    default:
-      return false;
-  }
+  if (line.size() < 2 || line[1] != ' ' || !type_from_letter(line[0], e.type)) return false;
   line.remove_prefix(2);
   if (!take_number(line, e.mode, 8) || e.mode > 07777 || !take_number(line, e.size) ||
       !take_number(line, e.mtime_ns) || !take_number(line, e.ino)) {

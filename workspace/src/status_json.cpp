@@ -19,39 +19,14 @@ Json issues_json(const std::vector<PathIssue>& issues) {
 
 }  // namespace
 
-std::string_view to_string(ChangeKind kind) {
-  switch (kind) {
-    case ChangeKind::Added:
-      return "added";
-    case ChangeKind::Deleted:
-      return "deleted";
-    case ChangeKind::Modified:
-      return "modified";
-    case ChangeKind::ModeChanged:
-      return "mode_changed";
-    case ChangeKind::TypeChanged:
-      return "type_changed";
-    case ChangeKind::Renamed:
-      return "renamed";
-  }
-  return "unknown";
-}
+// Indexed by the enums' values, in declaration order.
+constexpr std::string_view kChangeKinds[] = {"added",        "deleted",      "modified",
+                                             "mode_changed", "type_changed", "renamed"};
+constexpr std::string_view kEntryTypes[] = {"none", "file", "symlink", "dir", "other"};
 
-std::string_view to_string(EntryType type) {
-  switch (type) {
-    case EntryType::None:
-      return "none";
-    case EntryType::File:
-      return "file";
-    case EntryType::Symlink:
-      return "symlink";
-    case EntryType::Dir:
-      return "dir";
-    case EntryType::Other:
-      return "other";
-  }
-  return "unknown";
-}
+std::string_view to_string(ChangeKind kind) { return kChangeKinds[static_cast<std::size_t>(kind)]; }
+
+std::string_view to_string(EntryType type) { return kEntryTypes[static_cast<std::size_t>(type)]; }
 
 Json to_json(const Change& c) {
   Json out{{"path", path_json(c.path)}, {"kind", to_string(c.kind)}};
