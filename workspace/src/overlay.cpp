@@ -51,11 +51,26 @@ Json meta_json(const Overlay::State& s) {
               {"xattr", xattr_name(s.xattr)}};
 }
 
-Result<void> read_meta(Overlay::State& s, int layer_fd) {
-  const std::string where = detail::label("overlay meta file", s.layer.string(), detail::kMetaFile);
+Result<void> read_manifest(Overlay::State& s, int layer_fd) {
+  const std::string where =
+      detail::label("overlay manifest", s.layer.string(), detail::kManifestFile);
   KERNEX_ASSIGN_OR_RETURN(Fd fd,
-                          detail::open_regular_at(layer_fd, detail::kMetaFile, where, nullptr));
-  KERNEX_ASSIGN_OR_RETURN(std::string text, detail::read_all(fd.get(), kMaxMetaBytes, where));
+                          detail::open_regular_at(layer_fd, detail::kManifestFile, where, nullptr));
+  // A line is at most an entry's numbers and a PATH_MAX path, escaped.
+  const std::uint64_t cap = static_cast<std::uint64_t>(s.limits.max_entries + 1) * 1024 + 4096;
+  KERNEX_ASSIGN_OR_RETURN(std::string text, detail::read_all(fd.get(), cap, where));
+  KERNEX_ASSIGN_OR_RETURN(s.manifest, detail::parse_manifest(text, where, s.limits));
+  return {};
+}
+
+}  // namespace
+
+namespace detail {
+
+Result<void> read_meta(Overlay::State& s, int layer_fd) {
+  const std::string where = label("overlay meta file", s.layer.string(), kMetaFile);
+  KERNEX_ASSIGN_OR_RETURN(Fd fd, open_regular_at(layer_fd, kMetaFile, where, nullptr));
+  KERNEX_ASSIGN_OR_RETURN(std::string text, read_all(fd.get(), kMaxMetaBytes, where));
   const Json meta = parse_untrusted(text);
   auto field = [&](const char* name, auto is) { return meta.contains(name) && is(meta[name]); };
   if (!meta.is_object() || !field("version", [](const Json& j) { return j == 1; }) ||
@@ -75,22 +90,6 @@ Result<void> read_meta(Overlay::State& s, int layer_fd) {
     return fail(ErrorCode::Parse, where + ": \"lower\" is not an absolute path");
   return {};
 }
-
-Result<void> read_manifest(Overlay::State& s, int layer_fd) {
-  const std::string where =
-      detail::label("overlay manifest", s.layer.string(), detail::kManifestFile);
-  KERNEX_ASSIGN_OR_RETURN(Fd fd,
-                          detail::open_regular_at(layer_fd, detail::kManifestFile, where, nullptr));
-  // A line is at most an entry's numbers and a PATH_MAX path, escaped.
-  const std::uint64_t cap = static_cast<std::uint64_t>(s.limits.max_entries + 1) * 1024 + 4096;
-  KERNEX_ASSIGN_OR_RETURN(std::string text, detail::read_all(fd.get(), cap, where));
-  KERNEX_ASSIGN_OR_RETURN(s.manifest, detail::parse_manifest(text, where, s.limits));
-  return {};
-}
-
-}  // namespace
-
-namespace detail {
 
 Result<OpenLayers> open_layers(const Overlay::State& state) {
   OpenLayers out;
@@ -200,7 +199,7 @@ Result<Overlay> Overlay::open(const fs::path& layer_dir, OverlayLimits limits) {
   if (ec) return fail(ErrorCode::Io, "layer directory " + quoted(layer_dir) + ": " + ec.message());
   s->limits = limits;
   KERNEX_ASSIGN_OR_RETURN(Fd dir, detail::open_root(s->layer.string(), "layer directory"));
-  KERNEX_RETURN_IF_ERROR(read_meta(*s, dir.get()));
+  KERNEX_RETURN_IF_ERROR(detail::read_meta(*s, dir.get()));
   KERNEX_RETURN_IF_ERROR(read_manifest(*s, dir.get()));
   return Overlay(std::move(s));
 }

@@ -28,6 +28,9 @@ namespace detail {
 inline constexpr const char* kMetaFile = ".kernex-overlay.json";
 inline constexpr const char* kManifestFile = "manifest";
 
+// Reads the meta file of the layer directory open as `layer_fd` into `state`.
+Result<void> read_meta(Overlay::State& state, int layer_fd);
+
 // The layer dir, the real tree and upper/ open, and the Layers view over them.
 struct OpenLayers {
   Fd layer_dir;
