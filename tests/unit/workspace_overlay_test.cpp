@@ -222,6 +222,36 @@ TEST_F(WorkspaceOverlay, DiffIsExactInGitsFormat) {
             "-text to cut\n");
 }
 
+// Files only (git tracks no directories): path -> type, mode and content.
+std::map<std::string, std::string> files_of(const fs::path& root) {
+  auto all = snapshot(root);
+  std::erase_if(all, [](const auto& e) { return e.second.starts_with("dir "); });
+  return all;
+}
+
+// The diff is exactly what accept applies: `git apply` of it on a copy of the real tree gives
+// the files accept writes.
+TEST_F(WorkspaceOverlay, GitApplyOfTheDiffGivesWhatAcceptWrites) {
+  Overlay o = create();
+  RUN_SESSION(kEveryWrite);
+  auto diff = o.diff();
+  ASSERT_TRUE(diff) << diff.error().describe();
+  const fs::path copy = tmp / "copy";
+  fs::copy(real, copy, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  write(tmp / "all.patch", *diff);
+  const std::string cmd = "cd '" + copy.string() + "' && git apply --whitespace=nowarn '" +
+                          (tmp / "all.patch").string() + "' 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  ASSERT_EQ(::pclose(pipe), 0) << out << "\n" << *diff;
+  auto accepted = o.accept();
+  ASSERT_TRUE(accepted) << accepted.error().describe();
+  EXPECT_EQ(files_of(copy), files_of(real));
+}
+
 TEST_F(WorkspaceOverlay, AcceptAllMakesTheRealTreeWhatTheSessionSaw) {
   Overlay o = create();
   RUN_SESSION(kEveryWrite);
