@@ -17,17 +17,6 @@ namespace kernex {
 
 namespace {
 
-// What a non-regular file is, for the error that refuses it.
-std::string_view kind_of(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "not a file";
-}
-
 // The path JSON-quoted: a name holding control characters cannot reach a terminal raw.
 std::string label_of(const std::filesystem::path& path, std::string_view what) {
   return std::string(what) + " " +
@@ -56,6 +45,17 @@ Result<std::string> read_up_to(RegularFile& file, std::size_t limit) {
 }
 
 }  // namespace
+
+std::string_view file_kind(std::uint32_t mode) noexcept {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a file";
+}
 
 RegularFile::RegularFile(RegularFile&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)), size_(other.size_), label_(std::move(other.label_)) {}
@@ -98,7 +98,7 @@ Result<RegularFile> open_regular_file(const std::filesystem::path& path, std::st
   if (::fstat(fd, &st) != 0)
     return fail(ErrorCode::Io, "cannot stat " + label + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode))
-    return fail(ErrorCode::Io, std::move(label) + " is " + std::string(kind_of(st.st_mode)) +
+    return fail(ErrorCode::Io, std::move(label) + " is " + std::string(file_kind(st.st_mode)) +
                                    ", not a regular file");
   file.size_ = static_cast<std::uint64_t>(st.st_size);
   return file;

@@ -45,6 +45,10 @@ class RegularFile {
   std::string label_;  // "<what> '<path>'" for read errors
 };
 
+// What a file of st_mode `mode` is, for errors: "a regular file", "a FIFO", "a directory",
+// "a character device", "a block device", "a socket", "a symbolic link".
+std::string_view file_kind(std::uint32_t mode) noexcept;
+
 // Opens `path` read-only without blocking and refuses anything but a regular file. Errors
 // (ErrorCode::Io) name `what` (e.g. "replay script"), the path and, for a wrong kind, what it is:
 // "replay script \"/tmp/s\" is a FIFO, not a regular file"; a missing file "... does not exist".
