@@ -312,8 +312,21 @@ static __attribute__((no_sanitize("address", "undefined"))) bool mask_keeping(co
 
 __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(void* arg) {
   auto* spec = static_cast<MountTemplateSpec*>(arg);
+  const bool from_base = spec->base_mntns >= 0;
   bool user_ns = false;
-  if (syscall(SYS_unshare, CLONE_NEWNS) != 0) {
+  if (from_base) {
+    // A copy of the overlay's base namespace: its overlay mount is the same superblock as every
+    // other policy's over those layers, so each sees the others' writes at once (two overlay
+    // mounts of one upper layer keep stale lookups of each other's changes).
+    if (spec->base_userns >= 0) {
+      if (syscall(SYS_setns, spec->base_userns, CLONE_NEWUSER) != 0) goto failed;
+      user_ns = true;
+    }
+    if (syscall(SYS_setns, spec->base_mntns, CLONE_NEWNS) != 0 ||
+        syscall(SYS_unshare, CLONE_NEWNS) != 0) {
+      goto failed;
+    }
+  } else if (syscall(SYS_unshare, CLONE_NEWNS) != 0) {
     if (errno != EPERM) goto failed;
     if (syscall(SYS_unshare, CLONE_NEWUSER | CLONE_NEWNS) != 0) goto failed;
     user_ns = true;
@@ -330,7 +343,7 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
   // directory is both the lower layer and the mount point: looked up before the overlay covers it.
   for (int i = 0; i < spec->mount_count; ++i) {
     const ChildMount& m = spec->mounts[i];
-    if (m.kind != 2) continue;
+    if (m.kind != 2 || from_base) continue;
     if (syscall(SYS_mount, "overlay", m.path, "overlay", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                 user_ns ? m.data_userns : m.data) != 0) {
       goto failed;

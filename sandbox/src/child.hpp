@@ -114,6 +114,10 @@ struct MountTemplateSpec {
   const char* const* open_paths = nullptr;
   int open_count = 0;
   int* opened_fds = nullptr;  // out, open_count entries
+  // >= 0: the namespace (and its user namespace, or -1) where the workspace overlay is mounted
+  // (OverlayBase): joined and copied instead of a fresh copy of ours, its overlay mounts kept.
+  int base_mntns = -1;
+  int base_userns = -1;
 };
 int mount_template_main(void* arg);
 

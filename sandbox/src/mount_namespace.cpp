@@ -12,44 +12,33 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "child.hpp"
 #include "policy_state.hpp"
 
 namespace kernex::sandbox {
 
-Result<void> build_mount_namespace(Policy::State& state,
-                                   const std::vector<std::filesystem::path>& open_inside,
-                                   std::vector<int>* opened) {
-  std::vector<detail::ChildMount> mounts;
-  std::vector<std::vector<const char*>> keeps;  // the C strings of each mount's `keep`
-  keeps.reserve(state.protected_mounts.size());
-  for (const auto& m : state.protected_mounts) {
-    const bool mask_dir = m.kind == MountKind::MaskDir;
-    auto& keep = keeps.emplace_back();
-    for (const auto& k : m.keep) keep.push_back(k.c_str());
-    const int kind = m.kind == MountKind::Overlay ? 2 : mask_dir ? 1 : 0;
-    mounts.push_back({m.path.c_str(), m.kind == MountKind::MaskFile ? "/dev/null" : nullptr, kind,
-                      m.remount_flags, keep.data(), static_cast<int>(keep.size()), m.data.c_str(),
-                      m.data_userns.c_str()});
-  }
-  std::vector<const char*> open_paths;
-  for (const auto& p : open_inside) open_paths.push_back(p.c_str());
-  std::vector<int> fds(open_paths.size(), -1);
+namespace {
+
+// Keep clear of 0-2, which each spawned child overwrites with its stdio before joining.
+int high(int fd) {
+  if (fd < 0 || fd >= 3) return fd;
+  int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  ::close(fd);
+  return moved;
+}
+
+// Runs mount_template_main on `spec` and waits for it. An error when it failed: nothing it opened
+// is left open but the caller's `opened_fds`, which the caller closes.
+Result<void> run_template(detail::MountTemplateSpec& spec) {
   const std::string uid_map =
       std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1\n";
   const std::string gid_map =
       std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1\n";
-  detail::MountTemplateSpec spec;
-  spec.mounts = mounts.data();
-  spec.mount_count = static_cast<int>(mounts.size());
   spec.uid_map = uid_map.c_str();
   spec.gid_map = gid_map.c_str();
-  spec.read_only_root = 1;
-  spec.open_paths = open_paths.data();
-  spec.open_count = static_cast<int>(open_paths.size());
-  spec.opened_fds = fds.data();
-
   constexpr std::size_t kStack = 64 * 1024;
   void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
@@ -70,24 +59,89 @@ Result<void> build_mount_namespace(Policy::State& state,
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || spec.mntns_fd < 0) {
     if (spec.mntns_fd >= 0) ::close(spec.mntns_fd);
     if (spec.userns_fd >= 0) ::close(spec.userns_fd);
+    return fail(ErrorCode::Sandbox, std::strerror(spec.failed_errno));
+  }
+  return {};
+}
+
+}  // namespace
+
+OverlayBase::~OverlayBase() {
+  if (mntns_fd >= 0) ::close(mntns_fd);
+  if (userns_fd >= 0) ::close(userns_fd);
+}
+
+Result<std::shared_ptr<const OverlayBase>> overlay_base(const ProtectedMount& overlay) {
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<const OverlayBase>> bases;
+  const std::string key = overlay.path + '\0' + overlay.data;
+  std::lock_guard lock(mutex);
+  std::erase_if(bases, [](const auto& entry) { return entry.second.expired(); });
+  if (auto live = bases[key].lock()) return live;
+  const detail::ChildMount mount{
+      overlay.path.c_str(),       nullptr, 2, 0, nullptr, 0, overlay.data.c_str(),
+      overlay.data_userns.c_str()};
+  detail::MountTemplateSpec spec;
+  spec.mounts = &mount;
+  spec.mount_count = 1;
+  if (auto made = run_template(spec); !made) {
+    return fail(ErrorCode::Sandbox,
+                "cannot mount the workspace overlay over '" + overlay.path + "'", made.error());
+  }
+  auto base = std::make_shared<OverlayBase>();
+  base->mntns_fd = high(spec.mntns_fd);
+  base->userns_fd = high(spec.userns_fd);
+  if (base->mntns_fd < 0 || (spec.userns_fd >= 0 && base->userns_fd < 0)) {
+    return fail(ErrorCode::Sandbox,
+                std::string("cannot keep the overlay's namespace fd: ") + std::strerror(errno));
+  }
+  bases[key] = base;
+  return base;
+}
+
+Result<void> build_mount_namespace(Policy::State& state,
+                                   const std::vector<std::filesystem::path>& open_inside,
+                                   std::vector<int>* opened) {
+  std::vector<detail::ChildMount> mounts;
+  std::vector<std::vector<const char*>> keeps;  // the C strings of each mount's `keep`
+  keeps.reserve(state.protected_mounts.size());
+  for (const auto& m : state.protected_mounts) {
+    const bool mask_dir = m.kind == MountKind::MaskDir;
+    auto& keep = keeps.emplace_back();
+    for (const auto& k : m.keep) keep.push_back(k.c_str());
+    const int kind = m.kind == MountKind::Overlay ? 2 : mask_dir ? 1 : 0;
+    mounts.push_back({m.path.c_str(), m.kind == MountKind::MaskFile ? "/dev/null" : nullptr, kind,
+                      m.remount_flags, keep.data(), static_cast<int>(keep.size()), m.data.c_str(),
+                      m.data_userns.c_str()});
+    if (kind == 2) {
+      KERNEX_ASSIGN_OR_RETURN(state.overlay_base, overlay_base(m));
+    }
+  }
+  std::vector<const char*> open_paths;
+  for (const auto& p : open_inside) open_paths.push_back(p.c_str());
+  std::vector<int> fds(open_paths.size(), -1);
+  detail::MountTemplateSpec spec;
+  spec.mounts = mounts.data();
+  spec.mount_count = static_cast<int>(mounts.size());
+  spec.read_only_root = 1;
+  spec.open_paths = open_paths.data();
+  spec.open_count = static_cast<int>(open_paths.size());
+  spec.opened_fds = fds.data();
+  if (state.overlay_base) {
+    spec.base_mntns = state.overlay_base->mntns_fd;
+    spec.base_userns = state.overlay_base->userns_fd;
+  }
+  if (auto made = run_template(spec); !made) {
     for (int fd : fds) {
       if (fd >= 0) ::close(fd);
     }
     return fail(
         ErrorCode::Sandbox,
-        std::string(
-            "cannot create the mount namespace that keeps every mount but the writable grants "
-            "read-only, writable grants noexec and .git, rc files and kernel files read-only or "
-            "hidden inside them: ") +
-            std::strerror(spec.failed_errno));
+        "cannot create the mount namespace that keeps every mount but the writable grants "
+        "read-only, writable grants noexec and .git, rc files and kernel files read-only or "
+        "hidden inside them: " +
+            made.error().message);
   }
-  // Keep clear of 0-2, which each spawned child overwrites with its stdio before joining.
-  auto high = [](int fd) {
-    if (fd < 0 || fd >= 3) return fd;
-    int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    ::close(fd);
-    return moved;
-  };
   state.status.read_only_root = spec.read_only_errno == 0;
   if (!state.status.read_only_root) {
     state.status.warnings.push_back(

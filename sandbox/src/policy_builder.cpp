@@ -466,9 +466,11 @@ class Builder {
     }
     if (auto r = check_write_xor_execute(plan); !r) return r;
     if (const auto& o = state_->profile.workspace_overlay) {
+      // redirect_dir=nofollow, not off: `off` means `follow` on kernels built with
+      // OVERLAY_FS_REDIRECT_ALWAYS_FOLLOW, which userxattr (the user-namespace mount) refuses.
       const std::string data = "lowerdir=" + state_->profile.workspace->string() +
                                ",upperdir=" + o->upper.string() + ",workdir=" + o->work.string() +
-                               ",redirect_dir=off,metacopy=off,index=off,xino=off";
+                               ",redirect_dir=nofollow,metacopy=off,index=off,xino=off";
       plan.overlay(*state_->profile.workspace, data, data + ",userxattr");
     }
     state_->protected_mounts = plan.finish();

@@ -4,6 +4,7 @@
 #include <linux/filter.h>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -40,6 +41,21 @@ struct ProtectedMount {
 };
 inline constexpr std::size_t kMaxKeptInMask = 16;
 
+// The namespace holding only a workspace overlay: every policy over the same layers copies it
+// while one of them lives, so all share one overlay superblock. Two overlay mounts of one upper
+// layer would each keep stale lookups of the other's writes (a file the other made missing, one it
+// deleted still there) and fail to copy up what the other already did.
+struct OverlayBase {
+  int mntns_fd = -1;
+  int userns_fd = -1;  // when an unprivileged kernel needed one
+  OverlayBase() = default;
+  OverlayBase(const OverlayBase&) = delete;
+  OverlayBase& operator=(const OverlayBase&) = delete;
+  ~OverlayBase();
+};
+// The live base for `overlay` (a MountKind::Overlay mount), made when none is.
+Result<std::shared_ptr<const OverlayBase>> overlay_base(const ProtectedMount& overlay);
+
 struct Policy::State {
   SandboxProfile profile;  // paths made absolute and canonical
   PolicyStatus status;
@@ -50,10 +66,11 @@ struct Policy::State {
   Env env;                                           // the child's environment before Command::env
   std::optional<std::filesystem::path> pids_cgroup;  // where per-spawn pids cgroups are made
   std::vector<ProtectedMount> protected_mounts;
-  int mntns_fd = -1;     // the mount namespace holding protected_mounts (see mount_template_main)
-  int userns_fd = -1;    // its user namespace, when an unprivileged kernel needed one
-  int landlock_fd = -1;  // -1 when not enforced
-  std::vector<sock_filter> seccomp_bpf;  // empty when not enforced
+  int mntns_fd = -1;   // the mount namespace holding protected_mounts (see mount_template_main)
+  int userns_fd = -1;  // its user namespace, when an unprivileged kernel needed one
+  std::shared_ptr<const OverlayBase> overlay_base;  // what mntns_fd copied, with an overlay
+  int landlock_fd = -1;                             // -1 when not enforced
+  std::vector<sock_filter> seccomp_bpf;             // empty when not enforced
 
   State() = default;
   State(const State&) = delete;

@@ -153,4 +153,27 @@ TEST_F(SandboxOverlay, LayersMustBeOutOfReachAndEnforced) {
   ASSERT_FALSE(no_workspace);
 }
 
+// Every toolbox of a run has its own policy over the run's layers (the files tools, each skill's
+// toolbox, the REPL, each MCP server): each must see the others' writes at once, even what it had
+// looked up before, and write over what another already changed.
+TEST_F(SandboxOverlay, PoliciesOverTheSameLayersSeeEachOthersWritesAtOnce) {
+  auto a = overlay_policy();
+  if (!a) GTEST_SKIP() << "overlay not available here: " << a.error().describe();
+  auto b = overlay_policy();  // another policy (another namespace) over the same layers
+  ASSERT_TRUE(b) << b.error().describe();
+  // A looks up what B is about to make, change and delete.
+  auto looked = sh(*a, "test -e made.txt || echo absent; cat a.txt gone.txt");
+  EXPECT_EQ(looked.stdout_data, "absent\nalpha\nto delete\n") << looked.stderr_data;
+  auto wrote = sh(*b, "echo made > made.txt && echo by-b >> a.txt && rm gone.txt && echo ok");
+  EXPECT_EQ(wrote.stdout_data, "ok\n") << wrote.stderr_data;
+  auto seen = sh(*a, "cat made.txt a.txt; test -e gone.txt || echo gone");
+  EXPECT_EQ(seen.stdout_data, "made\nalpha\nby-b\ngone\n") << seen.stderr_data;
+  // A writes over B's copy-up, and B sees it.
+  auto over = sh(*a, "echo by-a >> a.txt && echo ok");
+  EXPECT_EQ(over.stdout_data, "ok\n") << over.stderr_data;
+  EXPECT_EQ(sh(*b, "cat a.txt").stdout_data, "alpha\nby-b\nby-a\n");
+  EXPECT_EQ(slurp(layers_.upper / "a.txt"), "alpha\nby-b\nby-a\n");
+  EXPECT_EQ(snapshot(ws_), before_);
+}
+
 }  // namespace
