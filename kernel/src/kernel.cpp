@@ -180,7 +180,7 @@ struct Kernel::Impl {
 
   // The run's one Context: the base prompt, what the sources add (skills), the run's extra
   // prompt, then memory (history, memory sections, compaction) or the history the run was
-  // given, then the run's model, tools, stop token and workspace.
+  // given, then the run's model, tools, stop token and workspace (with its overlay layers).
   Result<RunContext> build_run_context(const RunPlan& plan, const Request& request,
                                        const RunOptions& options,
                                        const std::vector<std::shared_ptr<ContextSource>>& sources,
@@ -218,7 +218,13 @@ struct Kernel::Impl {
     if (options.model) context.model = options.model;
     context.allowed_tools = options.allowed_tools;
     context.stop = options.stop;
+    if (options.workspace_layers && !options.workspace) {
+      return fail(ErrorCode::Config,
+                  "RunOptions::workspace_layers needs RunOptions::workspace: the overlay's layers "
+                  "lie over the run's workspace");
+    }
     context.workspace = options.workspace;
+    context.workspace_layers = options.workspace_layers;
     return out;
   }
 

@@ -53,6 +53,8 @@ Result<sandbox::Policy> build_server_policy(const McpServer& server, const Serve
   sandbox::SandboxProfile profile;
   profile.enforce = sb.enforce;
   if (!sb.workspace.empty()) profile.workspace = sb.workspace;
+  if (sb.workspace_layers)
+    profile.workspace_overlay = sandbox::WorkspaceOverlay::in(*sb.workspace_layers);
   profile.read_only = sb.read_only;
   profile.read_write = sb.read_write;
   profile.env.passthrough = sb.env_passthrough;

@@ -132,9 +132,10 @@ void McpToolbox::shutdown() {
 }
 
 ServerSandbox McpToolbox::sandbox_for(const McpServer& server,
-                                      const std::optional<fs::path>& workspace) const {
+                                      const sandbox::CallWorkspace& where) const {
   ServerSandbox sb;
-  sb.workspace = workspace.value_or(config_.workspace);
+  sb.workspace = where.host ? where.dir : config_.workspace;
+  sb.workspace_layers = where.layers;
   sb.enforce = config_.enforce;
   // What the declaring skill's permissions grant, then what the operator's config adds.
   sb.env_passthrough = server.env_passthrough;
@@ -160,7 +161,13 @@ ServerSandbox McpToolbox::sandbox_for(const McpServer& server,
 
 std::shared_ptr<McpClient> McpToolbox::client(const McpServer& server,
                                               const std::optional<fs::path>& workspace) {
-  const std::string key = workspace ? server.name + "@" + workspace->string() : server.name;
+  return client(server, workspace ? sandbox::CallWorkspace{*workspace, true, std::nullopt}
+                                  : sandbox::CallWorkspace{});
+}
+
+std::shared_ptr<McpClient> McpToolbox::client(const McpServer& server,
+                                              const sandbox::CallWorkspace& where) {
+  const std::string key = server.name + where.key();
   // Dropped clients shut their servers down (up to a grace period) when the last reference goes:
   // after the lock is released, so other runs never wait on it.
   std::vector<std::shared_ptr<McpClient>> retired;
@@ -177,9 +184,9 @@ std::shared_ptr<McpClient> McpToolbox::client(const McpServer& server,
     retired.push_back(std::move(it->second.client));
     clients_.erase(it);  // redeclared: the old one shuts down when its last user lets go
   }
-  auto made = std::make_shared<McpClient>(server, sandbox_for(server, workspace), config_.client);
-  clients_.emplace(key, Entry{made, ++uses_, workspace.has_value()});
-  if (workspace) evict_workspace_clients(retired);
+  auto made = std::make_shared<McpClient>(server, sandbox_for(server, where), config_.client);
+  clients_.emplace(key, Entry{made, ++uses_, where.host});
+  if (where.host) evict_workspace_clients(retired);
   return made;
 }
 
@@ -201,17 +208,17 @@ void McpToolbox::evict_workspace_clients(std::vector<std::shared_ptr<McpClient>>
 Result<std::vector<ToolSpec>> McpToolbox::list_tools(const Context& context) {
   std::vector<ToolSpec> specs;
   std::map<std::string, std::pair<std::string, std::string>> routes;
-  std::optional<fs::path> host_workspace;
+  sandbox::CallWorkspace where;
   if (!context.mcp_servers.empty()) {  // a run without servers needs no workspace (nor makes one)
-    auto workspace = sandbox::call_workspace(context.workspace, config_.workspace);
-    if (!workspace) {
-      log(LogLevel::Warn, "MCP servers offer no tools this run: " + workspace.error().message);
+    auto found = sandbox::call_workspace(sandbox::CallScope::of(context), config_.workspace);
+    if (!found) {
+      log(LogLevel::Warn, "MCP servers offer no tools this run: " + found.error().message);
       return specs;
     }
-    if (context.workspace) host_workspace = *workspace;
+    where = std::move(*found);
   }
   for (const auto& server : context.mcp_servers) {
-    auto tools = client(server, host_workspace)->list_tools(context.stop);
+    auto tools = client(server, where)->list_tools(context.stop);
     if (!tools) {
       log(LogLevel::Warn,
           "MCP server '" + server.name + "' offers no tools this run: " + tools.error().describe());
@@ -258,10 +265,8 @@ Result<ToolResult> McpToolbox::execute(const Context& context, const RunHandles&
                       found->dump(2, ' ', false, Json::error_handler_t::replace), false};
   }
   if (context.stop.stop_requested()) return error_result(call, sandbox::cancelled_text(call.name));
-  auto workspace = sandbox::call_workspace(context.workspace, config_.workspace);
-  if (!workspace) return error_result(call, "MCP error: " + workspace.error().message);
-  const std::optional<fs::path> host_workspace =
-      context.workspace ? std::optional(*workspace) : std::nullopt;
+  auto where = sandbox::call_workspace(sandbox::CallScope::of(context), config_.workspace);
+  if (!where) return error_result(call, "MCP error: " + where.error().message);
   std::optional<std::pair<std::string, std::string>> route;
   {
     std::lock_guard lock(mu_);
@@ -271,7 +276,7 @@ Result<ToolResult> McpToolbox::execute(const Context& context, const RunHandles&
     // Listed for another run (routes_ holds the latest listing only): look through this run's
     // servers.
     for (const auto& s : context.mcp_servers) {
-      auto tools = client(s, host_workspace)->list_tools(context.stop);
+      auto tools = client(s, *where)->list_tools(context.stop);
       if (!tools) continue;
       for (const auto& t : *tools) {
         if (exposed_tool_name(s.name, t.name) == call.name) route = std::pair{s.name, t.name};
@@ -286,8 +291,7 @@ Result<ToolResult> McpToolbox::execute(const Context& context, const RunHandles&
   }
   if (server == nullptr)
     return error_result(call, "MCP server '" + route->first + "' is not part of this run");
-  auto result =
-      client(*server, host_workspace)->call_tool(route->second, call.arguments, context.stop);
+  auto result = client(*server, *where)->call_tool(route->second, call.arguments, context.stop);
   if (!result && result.error().code == ErrorCode::Cancelled) {
     return error_result(call, sandbox::cancelled_text("MCP tool " + call.name) + " (" +
                                   result.error().message + ")");

@@ -134,13 +134,13 @@ class FilesToolbox final : public kernex::ToolExecutor {
       return kernex::fail(ErrorCode::Tool, "files: no tool named '" + call.name + "'");
     }
     if (context.stop.stop_requested()) return bad(call, sb::cancelled_text(call.name));
-    auto workspace = sb::call_workspace(context.workspace, options_.workspace);
-    if (!workspace) return bad(call, "Error: " + workspace.error().message);
-    auto p = policy(context.workspace ? std::optional<fs::path>(*workspace) : std::nullopt);
+    auto where = sb::call_workspace(sb::CallScope::of(context), options_.workspace);
+    if (!where) return bad(call, "Error: " + where.error().message);
+    auto p = policy(*where);
     if (!p)
       return bad(call, "Refusing to run " + call.name +
                            ": the sandbox can't be set up: " + p.error().describe());
-    const fs::path dir = (*p)->profile().workspace.value_or(*workspace);
+    const fs::path dir = (*p)->profile().workspace.value_or(where->dir);
     return (this->*(it->second))(Job{*p, dir, context.stop}, call);
   }
 
@@ -158,26 +158,23 @@ class FilesToolbox final : public kernex::ToolExecutor {
     std::uint64_t last_used = 0;
   };
 
-  // One policy per workspace (the configured one, or each host workspace): the workspace
-  // read-write, the rest as the profile says. Rebuilt when a kernel file was registered since (a
-  // skill loaded, a project file read), so it keeps that one too. At most kMaxPolicies are kept
-  // (least recently used dropped; calls still running keep theirs alive).
-  Result<std::shared_ptr<const sb::Policy>> policy(const std::optional<fs::path>& workspace) {
+  // One policy per workspace (the configured one, or each host workspace and its overlay layers):
+  // the workspace read-write, the rest as the profile says. Rebuilt when a kernel file was
+  // registered since (a skill loaded, a project file read), so it keeps that one too. At most
+  // kMaxPolicies are kept (least recently used dropped; calls still running keep theirs alive).
+  Result<std::shared_ptr<const sb::Policy>> policy(const sb::CallWorkspace& where) {
     constexpr std::size_t kMaxPolicies = 64;
     std::lock_guard lock(mutex_);
     const std::uint64_t generation = kernex::kernel_files_generation();
-    const std::string key = workspace ? workspace->string() : std::string();
+    const std::string key = where.key();
     Cached& cached = policies_[key];
     cached.last_used = ++uses_;
     if (cached.policy && cached.generation == generation) return cached.policy;
     cached.policy.reset();
     kernex::Toolbox self;
     self.name = "files";
-    sb::ToolboxRunOptions options = options_;
-    if (workspace) options.workspace = *workspace;
-    sb::SandboxProfile profile = sb::toolbox_profile(self, options);
+    sb::SandboxProfile profile = sb::toolbox_profile(self, options_, where);
     profile.stdout_cap = kCaptureCap;
-    if (workspace) profile.working_dir = *workspace;
     auto built = sb::PolicyBuilder(std::move(profile)).Build();
     if (!built) {
       policies_.erase(key);

@@ -84,16 +84,12 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
   return o;
 }
 
-sandbox::SandboxProfile ReplOptions::profile(
-    const std::vector<std::string>& grants,
-    const std::optional<std::filesystem::path>& workspace) const {
+sandbox::SandboxProfile ReplOptions::profile(const std::vector<std::string>& grants,
+                                             const sandbox::CallWorkspace& where) const {
   Toolbox worker{
       "repl", "Python REPL worker", Json{{"type", "object"}}, python, {}, {}, false, {}, {python},
       {}};
-  sandbox::ToolboxRunOptions options = run;
-  if (workspace) options.workspace = *workspace;
-  sandbox::SandboxProfile p = sandbox::toolbox_profile(worker, options);
-  if (workspace) p.working_dir = *workspace;
+  sandbox::SandboxProfile p = sandbox::toolbox_profile(worker, run, where);
   for (const auto& g : grants) p.read_only.emplace_back(g);
   p.network = {};
   p.limits.address_space_bytes = memory_mb << 20;

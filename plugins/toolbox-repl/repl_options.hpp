@@ -44,10 +44,10 @@ struct ReplOptions {
 
   static Result<ReplOptions> from_json(const Json& config);
   // The worker's profile: workspace read-write, no network, python only, limits, plus `grants`
-  // read-only (RunHandles::read_grants). `workspace` set (Context::workspace): it replaces the
-  // configured one as the read-write grant and working directory.
+  // read-only (RunHandles::read_grants). A host workspace in `where` (Context::workspace, and its
+  // overlay layers) replaces the configured one as the read-write grant and working directory.
   sandbox::SandboxProfile profile(const std::vector<std::string>& grants,
-                                  const std::optional<std::filesystem::path>& workspace = {}) const;
+                                  const sandbox::CallWorkspace& where = {}) const;
 };
 
 }  // namespace kernex::repl

@@ -238,33 +238,33 @@ class ReplToolbox final : public ToolExecutor {
     // Workers are started once the tools are offered, so a kernel that loads the plugin but never
     // offers it (every toolbox found, by default) starts none: for this workspace, without
     // grants, in the background (policy and all).
-    std::optional<std::filesystem::path> workspace;
-    if (context.workspace) workspace = context.workspace->lexically_normal();
-    pool_.prewarm(policy_key({}, workspace),
-                  [this, workspace] { return policy_for({}, workspace); });
+    sandbox::CallWorkspace where;
+    if (context.workspace) {
+      where = {context.workspace->lexically_normal(), true, context.workspace_layers};
+    }
+    pool_.prewarm(policy_key({}, where), [this, where] { return policy_for({}, where); });
     return specs_;
   }
 
   Result<ToolResult> execute(const Context& context, const RunHandles& run,
                              const ToolCall& call) override {
     if (context.stop.stop_requested()) return error_of(call, sandbox::cancelled_text(call.name));
-    auto workspace = sandbox::call_workspace(context.workspace, options_.run.workspace);
-    if (!workspace) return error_of(call, workspace.error().message);
-    // Set by the host: workers are kept per workspace, never shared with a run that has another.
-    const std::optional<std::filesystem::path> host_workspace =
-        context.workspace ? std::optional(*workspace) : std::nullopt;
-    auto request = build_request(call, *workspace);
+    auto where = sandbox::call_workspace(sandbox::CallScope::of(context), options_.run.workspace);
+    if (!where) return error_of(call, where.error().message);
+    // Set by the host: workers are kept per workspace (and overlay layers), never shared with a
+    // run that has others.
+    auto request = build_request(call, where->dir);
     if (!request) return error_of(call, request.error().message);
     auto& [line, raw] = *request;
 
-    std::shared_ptr<Slot> slot = slot_for(session_key(run, host_workspace));
+    std::shared_ptr<Slot> slot = slot_for(session_key(run, *where));
     std::lock_guard lock(slot->mutex);
     slot->last_used = Clock::now();
     std::string restarted;
     if (!slot->session || slot->session->broken()) {
-      auto policy = policy_for(run.read_grants, host_workspace);
+      auto policy = policy_for(run.read_grants, *where);
       if (!policy) return error_of(call, policy.error().describe());
-      auto started = pool_.take_or_start(policy_key(run.read_grants, host_workspace), *policy);
+      auto started = pool_.take_or_start(policy_key(run.read_grants, *where), *policy);
       if (!started) return error_of(call, started.error().describe());
       slot->session = std::move(*started);
       restarted = std::exchange(slot->lost, "");
@@ -510,12 +510,10 @@ class ReplToolbox final : public ToolExecutor {
   }
 
   // Outside a run (no services) every call shares one "local" REPL per workspace.
-  static std::string session_key(const RunHandles& run,
-                                 const std::optional<std::filesystem::path>& workspace) {
+  static std::string session_key(const RunHandles& run, const sandbox::CallWorkspace& where) {
     std::string key =
         run.services ? run.services->session() + "/" + run.services->span() : std::string("/local");
-    if (workspace) key += "@" + workspace->string();
-    return key;
+    return key + where.key();
   }
 
   std::shared_ptr<Slot> slot_for(const std::string& key) {
@@ -547,23 +545,24 @@ class ReplToolbox final : public ToolExecutor {
     }
   }
 
-  // Names a worker's sandbox: its workspace and read grants (in any order).
+  // Names a worker's sandbox: its workspace (with its overlay layers) and read grants (in any
+  // order).
   static std::string policy_key(std::vector<std::string> grants,
-                                const std::optional<std::filesystem::path>& workspace) {
+                                const sandbox::CallWorkspace& where) {
     std::sort(grants.begin(), grants.end());
-    std::string key = workspace ? "@" + workspace->string() + '\n' : std::string();
+    std::string key = where.host ? where.key() + '\n' : std::string();
     for (const auto& g : grants) key += g + '\n';
     return key;
   }
 
-  Result<std::shared_ptr<const sandbox::Policy>> policy_for(
-      std::vector<std::string> grants, const std::optional<std::filesystem::path>& workspace) {
+  Result<std::shared_ptr<const sandbox::Policy>> policy_for(std::vector<std::string> grants,
+                                                            const sandbox::CallWorkspace& where) {
     constexpr std::size_t kMaxPolicies = 256;  // many sessions' workspaces: bounded, dropped whole
     std::sort(grants.begin(), grants.end());
-    const std::string key = policy_key(grants, workspace);
+    const std::string key = policy_key(grants, where);
     std::lock_guard lock(mutex_);
     if (auto it = policies_.find(key); it != policies_.end()) return it->second;
-    auto built = sandbox::PolicyBuilder(options_.profile(grants, workspace)).Build();
+    auto built = sandbox::PolicyBuilder(options_.profile(grants, where)).Build();
     if (!built)
       return fail(ErrorCode::Sandbox, "toolbox-repl: the worker's sandbox cannot be built",
                   built.error());

@@ -28,7 +28,7 @@ class ScriptToolbox final : public kernex::ToolExecutor {
                                      const kernex::ToolCall& call) override {
     for (const auto& toolbox : context.toolboxes) {
       if (toolbox.name == call.name)
-        return runner()->run(toolbox, call, {context.stop, context.workspace});
+        return runner()->run(toolbox, call, kernex::sandbox::CallScope::of(context));
     }
     return kernex::fail(kernex::ErrorCode::Tool,
                         "toolbox-script: no toolbox named '" + call.name + "' in this run");

@@ -138,6 +138,8 @@ std::optional<std::string> skill_file(const fs::path& skill_dir, const std::stri
 SandboxProfile toolbox_profile(const Toolbox& toolbox, const ToolboxRunOptions& options) {
   SandboxProfile p = options.base;
   if (!options.workspace.empty()) p.workspace = options.workspace;
+  if (options.workspace_layers)
+    p.workspace_overlay = WorkspaceOverlay::in(*options.workspace_layers);
   if (options.timeout) p.timeout = *options.timeout;
   p.stdout_cap = options.max_output;
   p.protected_paths.insert(p.protected_paths.end(), options.protect.begin(), options.protect.end());
@@ -317,24 +319,46 @@ Result<fs::path> call_workspace(const std::optional<fs::path>& requested,
   return requested->lexically_normal();
 }
 
+Result<CallWorkspace> call_workspace(const CallScope& scope, const fs::path& configured) {
+  if (scope.workspace_layers && !scope.workspace) {
+    return fail(ErrorCode::Tool, "the run's workspace layers '" + scope.workspace_layers->string() +
+                                     "' were given without the workspace they lie over");
+  }
+  KERNEX_ASSIGN_OR_RETURN(auto dir, call_workspace(scope.workspace, configured));
+  return CallWorkspace{std::move(dir), scope.workspace.has_value(), scope.workspace_layers};
+}
+
+std::string CallWorkspace::key() const {
+  if (!host) return {};
+  // A NUL never occurs in a path: no (workspace, layers) pair reads as another.
+  return "@" + dir.string() + (layers ? '\0' + layers->string() : std::string());
+}
+
+SandboxProfile toolbox_profile(const Toolbox& toolbox, ToolboxRunOptions options,
+                               const CallWorkspace& where) {
+  if (where.host) {
+    options.workspace = where.dir;
+    options.workspace_layers = where.layers;
+  }
+  SandboxProfile profile = toolbox_profile(toolbox, options);
+  if (where.host) profile.working_dir = where.dir;  // the host's workspace is the cwd too
+  return profile;
+}
+
 std::string cancelled_text(const std::string& what) {
   return what + " was cancelled: the run was stopped, and every process it started was killed";
 }
 
-Result<std::shared_ptr<const Policy>> ToolboxRunner::policy_for(
-    const Toolbox& toolbox, const std::optional<fs::path>& workspace) {
+Result<std::shared_ptr<const Policy>> ToolboxRunner::policy_for(const Toolbox& toolbox,
+                                                                const CallWorkspace& where) {
   // Many sessions' workspaces pass through a server's runner: the cache is bounded, and dropping
   // it whole is cheap next to the policies in use, which their callers keep alive.
   constexpr std::size_t kMaxPolicies = 256;
-  const std::string key =
-      policy_key(toolbox) + (workspace ? "@" + workspace->string() : std::string());
+  const std::string key = policy_key(toolbox) + where.key();
   std::lock_guard lock(mutex_);
   if (auto it = policies_.find(key); it != policies_.end()) return it->second;
-  ToolboxRunOptions options = options_;
-  if (workspace) options.workspace = *workspace;
-  SandboxProfile profile = toolbox_profile(toolbox, options);
-  if (workspace) profile.working_dir = *workspace;  // the host's workspace is the cwd too
-  KERNEX_ASSIGN_OR_RETURN(auto policy, PolicyBuilder(std::move(profile)).Build());
+  KERNEX_ASSIGN_OR_RETURN(auto policy,
+                          PolicyBuilder(toolbox_profile(toolbox, options_, where)).Build());
   auto shared = std::make_shared<const Policy>(std::move(policy));
   if (policies_.size() >= kMaxPolicies) policies_.clear();
   policies_.emplace(key, shared);
@@ -353,11 +377,9 @@ ToolResult ToolboxRunner::run(const Toolbox& toolbox, const ToolCall& call,
   auto argv = toolbox_argv(toolbox, call.arguments);
   if (!argv) return refuse(argv.error().message);
   if (scope.stop.stop_requested()) return refuse(cancelled_text("Toolbox '" + toolbox.name + "'"));
-  auto workspace = call_workspace(scope.workspace, options_.workspace);
-  if (!workspace)
-    return refuse("Toolbox '" + toolbox.name + "' cannot run: " + workspace.error().message);
-  auto policy =
-      policy_for(toolbox, scope.workspace ? std::optional<fs::path>(*workspace) : std::nullopt);
+  auto where = call_workspace(scope, options_.workspace);
+  if (!where) return refuse("Toolbox '" + toolbox.name + "' cannot run: " + where.error().message);
+  auto policy = policy_for(toolbox, *where);
   if (!policy) {
     return refuse("Refusing to run toolbox '" + toolbox.name +
                   "': the sandbox can't be set up: " + policy.error().describe());

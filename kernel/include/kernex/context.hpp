@@ -64,6 +64,12 @@ struct Context {
   // configured workspace, and stateful tool processes (REPL workers, MCP servers) are kept per
   // workspace, never shared with a run that has another one. Unset: the toolbox's own config.
   std::optional<std::filesystem::path> workspace;
+  // Never serialized; set only together with `workspace`, by the host: the run's overlay mode. A
+  // kernel-owned directory holding `upper/` and `work/` (sandbox::WorkspaceOverlay::in): every
+  // sandboxed process of the run sees `workspace` through an overlayfs mount whose writes land in
+  // `upper/`, never in the real tree. Stateful tool processes and sandbox policies are kept per
+  // (workspace, layers), so an overlay session shares none with a plain one or another session.
+  std::optional<std::filesystem::path> workspace_layers;
 
   Context() = default;
   explicit Context(std::string message) : current_message(std::move(message)) {}

@@ -75,6 +75,9 @@ struct RunOptions {
   std::stop_token stop;
   // The working directory of this run's tools (Context::workspace); unset: each toolbox's own.
   std::optional<std::filesystem::path> workspace;
+  // Overlay mode (Context::workspace_layers): the directory holding the run's `upper/` and `work/`
+  // layers, which the host creates out of every tool's reach. Needs `workspace`.
+  std::optional<std::filesystem::path> workspace_layers;
   // Files outside the workspace that this run's sandboxed tools may read (RunHandles::read_grants),
   // e.g. the contexts of `kernex rlm --context`.
   std::vector<std::string> read_grants;

@@ -20,7 +20,8 @@ namespace kernex {
 // 4: RunHandles beside the Context in ToolExecutor::execute; Context holds data only;
 //    MemoryStore::save_exchange (one write per turn's exchange and usage).
 // 5: RunServices::tools / call_tool / submit_result (tools called from code);
-//    RunResult::result.
+//    RunResult::result; Context::workspace_layers and RunOptions::workspace_layers (overlay
+//    workspace).
 inline constexpr std::uint32_t kAbiVersion = 5;
 
 enum class PluginKind : std::uint32_t { Provider = 1, Memory = 2, Hook = 3, Toolbox = 4 };

@@ -24,6 +24,9 @@ namespace kernex::mcp {
 struct ServerSandbox {
   // Read-write and the server's working directory. Empty: the policy's private TMPDIR.
   std::filesystem::path workspace;
+  // Overlay mode (Context::workspace_layers): the workspace is seen through an overlay whose layers
+  // lie in this directory (sandbox::WorkspaceOverlay::in); writes land there, never in it.
+  std::optional<std::filesystem::path> workspace_layers;
   std::vector<std::filesystem::path> read_only;
   std::vector<std::filesystem::path> read_write;
   // Names copied from the kernel's environment (besides HOME LANG TZ TERM USER LOGNAME LC_*).

@@ -17,6 +17,7 @@
 #include "kernex/error.hpp"
 #include "kernex/json.hpp"
 #include "kernex/mcp/client.hpp"
+#include "kernex/sandbox/toolbox.hpp"
 #include "kernex/toolbox.hpp"
 
 namespace kernex::mcp {
@@ -68,10 +69,12 @@ class McpToolbox final : public ToolExecutor {
                              const ToolCall& call) override;
 
   // The client for `server`, created (not started) on first use; a changed declaration (command,
-  // args, env, or the permissions it carries) replaces the old client. `workspace` set (a run's
-  // Context::workspace): a client of its own working there, never shared with another workspace;
-  // at most kMaxWorkspaceClients of those are kept (the least recently used is dropped and its
-  // server shut down once its last call ended).
+  // args, env, or the permissions it carries) replaces the old client. A host workspace in `where`
+  // (a run's Context::workspace, and its overlay layers): a client of its own working there, never
+  // shared with another workspace or layers; at most kMaxWorkspaceClients of those are kept (the
+  // least recently used is dropped and its server shut down once its last call ended).
+  std::shared_ptr<McpClient> client(const McpServer& server, const sandbox::CallWorkspace& where);
+  // The same for a plain `workspace` (unset: the configured one).
   std::shared_ptr<McpClient> client(
       const McpServer& server,
       const std::optional<std::filesystem::path>& workspace = std::nullopt);
@@ -86,14 +89,14 @@ class McpToolbox final : public ToolExecutor {
     std::uint64_t last_used = 0;
     bool per_workspace = false;
   };
-  ServerSandbox sandbox_for(const McpServer& server,
-                            const std::optional<std::filesystem::path>& workspace) const;
+  ServerSandbox sandbox_for(const McpServer& server, const sandbox::CallWorkspace& where) const;
   // mu_ held; what it drops goes to `retired`, released by the caller after unlocking.
   void evict_workspace_clients(std::vector<std::shared_ptr<McpClient>>& retired);
 
   ToolboxConfig config_;
   std::mutex mu_;
-  std::map<std::string, Entry> clients_;  // by server name, then "@workspace" when the run set one
+  // by server name, then CallWorkspace::key() when the run set a workspace
+  std::map<std::string, Entry> clients_;
   std::uint64_t uses_ = 0;
   // exposed name -> (server, tool), from the latest list_tools
   std::map<std::string, std::pair<std::string, std::string>> routes_;

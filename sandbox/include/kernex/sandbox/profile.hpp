@@ -64,6 +64,11 @@ struct ResourceLimits {
 struct WorkspaceOverlay {
   std::filesystem::path upper;
   std::filesystem::path work;
+
+  // The layers a host keeps in one directory (Context::workspace_layers): `dir/upper`, `dir/work`.
+  static WorkspaceOverlay in(const std::filesystem::path& dir) {
+    return {dir / "upper", dir / "work"};
+  }
 };
 
 struct SandboxProfile {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernex/error.hpp"
+#include "kernex/context.hpp"
 #include "kernex/json.hpp"
 #include "kernex/sandbox/policy.hpp"
 #include "kernex/sandbox/profile.hpp"
@@ -36,6 +37,9 @@ namespace kernex::sandbox {
 struct ToolboxRunOptions {
   SandboxProfile base;
   std::filesystem::path workspace;
+  // Overlay mode, set by the host only (never read from a config): `workspace` is seen through an
+  // overlay whose layers lie in this directory (WorkspaceOverlay::in).
+  std::optional<std::filesystem::path> workspace_layers;
   std::optional<std::chrono::milliseconds> timeout;
   std::size_t max_output = 30'000;
   std::vector<std::uint16_t> network_ports = {443, 80};
@@ -46,10 +50,11 @@ struct ToolboxRunOptions {
   static Result<ToolboxRunOptions> from_json(const Json& config, std::string_view origin);
 };
 
-// The profile one toolbox runs under: the base profile with the workspace, the toolbox's network
-// (`network: true` adds `network_ports`), `env_passthrough` and literal `env` (hijacking names are
-// dropped with a warning), `allowed_commands` (narrowed by the base profile's list when both are
-// set), and its skill folder (`source_dir`) readable but kept read-only and not executable.
+// The profile one toolbox runs under: the base profile with the workspace (through its overlay when
+// `workspace_layers` is set), the toolbox's network (`network: true` adds `network_ports`),
+// `env_passthrough` and literal `env` (hijacking names are dropped with a warning),
+// `allowed_commands` (narrowed by the base profile's list when both are set), and its skill folder
+// (`source_dir`) readable but kept read-only and not executable.
 SandboxProfile toolbox_profile(const Toolbox& toolbox, const ToolboxRunOptions& options);
 
 // "scripts/run.sh" -> "<skill_dir>/scripts/run.sh" when `arg` is a relative path naming a file
@@ -81,13 +86,44 @@ Result<std::filesystem::path> call_workspace(const std::optional<std::filesystem
 struct CallScope {
   std::stop_token stop;
   std::optional<std::filesystem::path> workspace;  // unset: ToolboxRunOptions::workspace
+  // Context::workspace_layers: overlay mode (only with `workspace`).
+  std::optional<std::filesystem::path> workspace_layers;
+
+  static CallScope of(const Context& context) {
+    return {context.stop, context.workspace, context.workspace_layers};
+  }
 };
+
+// Where one call works: the host's workspace when the run set one, else the configured one.
+struct CallWorkspace {
+  std::filesystem::path dir;
+  // The host chose `dir` (Context::workspace): it replaces the configured workspace as the
+  // read-write grant and working directory, and policies and processes are kept per key().
+  bool host = false;
+  // Host only (Context::workspace_layers): `dir` is seen through an overlay whose layers lie here.
+  std::optional<std::filesystem::path> layers;
+
+  // What caches of policies and processes are keyed by: empty for the configured workspace, else
+  // the host's workspace and, in overlay mode, the layers, so a session in overlay mode shares
+  // nothing with a plain one or with another session.
+  std::string key() const;
+};
+
+// call_workspace for the scope's workspace; layers without a workspace are an ErrorCode::Tool
+// error.
+Result<CallWorkspace> call_workspace(const CallScope& scope,
+                                     const std::filesystem::path& configured);
+
+// toolbox_profile where `where` says: a host workspace (with its overlay) replaces the configured
+// one as the read-write grant and is the working directory too.
+SandboxProfile toolbox_profile(const Toolbox& toolbox, ToolboxRunOptions options,
+                               const CallWorkspace& where);
 
 // The text a tool result gives when the host stopped the run while the tool ran.
 std::string cancelled_text(const std::string& what);
 
-// Runs toolboxes, building one Policy per distinct toolbox and workspace (cached: the Landlock
-// ruleset, seccomp BPF and mount namespace are made once). Thread-safe.
+// Runs toolboxes, building one Policy per distinct toolbox, workspace and overlay layers (cached:
+// the Landlock ruleset, seccomp BPF and mount namespace are made once). Thread-safe.
 class ToolboxRunner {
  public:
   explicit ToolboxRunner(ToolboxRunOptions options) : options_(std::move(options)) {}
@@ -96,15 +132,15 @@ class ToolboxRunner {
   // Tool failures (bad arguments, refusals, a sandbox that can't be enforced, non-zero exit, a
   // stop request) are results with is_error = true; the message says what went wrong.
   ToolResult run(const Toolbox& toolbox, const ToolCall& call, const CallScope& scope = {});
-  // The cached policy for `toolbox` working in `workspace` (default: the configured one).
-  Result<std::shared_ptr<const Policy>> policy_for(
-      const Toolbox& toolbox, const std::optional<std::filesystem::path>& workspace = {});
+  // The cached policy for `toolbox` working `where` (default: in the configured workspace).
+  Result<std::shared_ptr<const Policy>> policy_for(const Toolbox& toolbox,
+                                                   const CallWorkspace& where = {});
 
  private:
   ToolboxRunOptions options_;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const Policy>>
-      policies_;  // by toolbox fields and workspace
+      policies_;  // by toolbox fields and CallWorkspace::key()
 };
 
 }  // namespace kernex::sandbox
