@@ -11,6 +11,7 @@
 #include "kernex/mcp/client.hpp"
 #include "kernex/mcp/toolbox.hpp"
 #include "kernex/skills/loader.hpp"
+#include "overlay_tool_run.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -256,6 +257,42 @@ TEST(KernexMcpServe, OfficialSdkClientUsesTheReplAsAContextKernel) {
   EXPECT_EQ(seen["read"]["isError"], false) << seen["read"].dump();
   EXPECT_EQ(seen["read"]["body"]["stdout"], "the disk is full / the disk is full / 2\n")
       << seen["read"].dump();
+}
+
+// Overlay mode (issue "Overlay workspace"): a server of the run writes through the overlay like
+// every other tool process, the files tools see what it wrote and it sees theirs, and the real tree
+// stays byte for byte unchanged.
+TEST(OverlayWorkspace, McpServerWritesIntoTheUpperLayer) {
+  kernex::testing::OverlayDirs dirs;
+  if (auto why = dirs.overlay_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  std::ofstream(dirs.ws() / "a.txt") << "alpha\n";
+  const auto before = kernex::testing::tree_snapshot(dirs.ws());
+  auto source = std::make_shared<kernex::testing::FixedTools>(
+      std::vector<Toolbox>{},
+      std::vector<McpServer>{node_server("filesystem", "server-filesystem", {dirs.ws().string()})});
+  const Json mcp = {{"workspace", dirs.ws().string()},
+                    {"servers", {{"filesystem", {{"read_only", {kModules.string()}}}}}}};
+  const std::string seed = (dirs.ws() / "seed.txt").string();
+  auto calls = kernex::testing::run_tools_in_overlay(
+      dirs, {{"files", Json{{"workspace", dirs.ws().string()}}}, {"mcp", mcp}},
+      {{"write", {{"file_path", "seed.txt"}, {"content", "seed from files"}}},
+       {"filesystem__read_text_file", {{"path", seed}}},
+       {"filesystem__write_file",
+        {{"path", (dirs.ws() / "mcp.txt").string()}, {"content", "from mcp"}}},
+       {"filesystem__write_file", {{"path", seed}, {"content", "seed from mcp"}}},
+       {"read", {{"file_path", "mcp.txt"}}},
+       {"bash", {{"command", "cat seed.txt"}}}},
+      source);
+  ASSERT_TRUE(calls) << calls.error().describe();
+  const auto results = kernex::testing::results_of(*calls);
+  ASSERT_EQ(results.size(), 6u);
+  for (const auto& c : *calls) EXPECT_FALSE(c.value("is_error", false)) << c.dump();
+  EXPECT_NE(results[1].find("seed from files"), std::string::npos) << results[1];
+  EXPECT_NE(results[4].find("from mcp"), std::string::npos) << results[4];
+  EXPECT_EQ(results[5], "seed from mcp");
+  EXPECT_EQ(kernex::testing::tree_snapshot(dirs.ws()), before);
+  EXPECT_EQ(kernex::testing::file_text(dirs.upper() / "mcp.txt"), "from mcp");
+  EXPECT_EQ(kernex::testing::file_text(dirs.upper() / "seed.txt"), "seed from mcp");
 }
 
 }  // namespace

