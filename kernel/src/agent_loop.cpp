@@ -27,6 +27,27 @@ Result<Response> call_provider(const LoopDeps& deps, const ToolRouter& tools,
   }
 }
 
+// The model's answer to call `turn`: the journal's when it holds one (a resumed run), else the
+// provider's, recorded before any of its tool calls runs.
+Result<Response> model_answer(const LoopDeps& deps, const ToolRouter& tools, const Context& context,
+                              const StreamSink& sink, std::uint32_t turn, bool& replayed) {
+  replayed = false;
+  if (deps.journal != nullptr) {
+    auto stored = deps.journal->response(turn);
+    if (!stored) return fail(ErrorCode::Io, "the run's journal could not be read", stored.error());
+    if (*stored) {
+      replayed = true;
+      return std::move(**stored);
+    }
+  }
+  auto response = call_provider(deps, tools, context, sink);
+  if (response && deps.journal != nullptr) {
+    if (auto recorded = deps.journal->record_response(turn, *response); !recorded)
+      return fail(ErrorCode::Io, "the run's journal could not be written", recorded.error());
+  }
+  return response;
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -35,38 +56,86 @@ Trajectory* trajectory_of(const LoopDeps& deps) {
   return deps.tree != nullptr ? deps.tree->trajectory() : nullptr;
 }
 
-// One tool call through hook, permission rules and executor, kernex's order. Hooks work on a
-// copy: they may rewrite the arguments the tool gets, never the model's own transcript.
-ToolResult run_tool_unrecorded(const LoopDeps& deps, const ToolRouter& tools, Context& context,
-                               ToolCall call) {
+// Hooks and permission rules on a call, then a person when either asks. Nothing: it may run.
+std::optional<ToolResult> gate(const LoopDeps& deps, Context& context, ToolCall& call,
+                               const std::string& key, const std::string& code_run) {
+  std::string ask_reason;
   if (deps.hooks != nullptr) {
     HookOutcome pre = deps.hooks->pre_tool(deps.scope, call);
     if (pre.blocked) return error_result(call, "Tool blocked by hook: " + pre.reason);
+    if (pre.asks) ask_reason = pre.reason.empty() ? "a hook asked" : pre.reason;
   }
   if (deps.rules != nullptr) {
     PermissionOutcome permitted = deps.rules->check(call.name, call.arguments);
-    if (!permitted.allowed) return error_result(call, "Tool call denied: " + permitted.reason);
+    if (!permitted.allowed && !permitted.ask)
+      return error_result(call, "Tool call denied: " + permitted.reason);
+    if (permitted.ask && ask_reason.empty()) ask_reason = permitted.reason;
   }
+  if (ask_reason.empty()) return std::nullopt;
+  if (deps.tree == nullptr)
+    return error_result(call, std::string("Tool call denied: ") + kNeedsApprovalText);
+  const ApprovalRequest request{key, call, ask_reason, deps.scope.session_id, code_run};
+  const ApprovalGate::Where where{trajectory_of(deps), deps.span, deps.depth};
+  if (auto refused = deps.tree->approvals().decide(request, call, deps.rules, context.stop, where))
+    return error_result(call, "Tool call denied: " + *refused);
+  return std::nullopt;
+}
+
+ToolResult execute(const LoopDeps& deps, ToolExecutor* executor, ContextTool* context_tool,
+                   Context& context, const ToolCall& call) {
+  try {
+    auto executed = executor != nullptr ? executor->execute(context, deps.handles, call)
+                                        : context_tool->execute(context, call);
+    return executed ? *executed : error_result(call, "Tool failed: " + executed.error().describe());
+  } catch (const std::exception& e) {
+    return error_result(call, std::string("Tool failed: ") + e.what());
+  } catch (...) {
+    return error_result(call, "Tool failed with a non-standard exception");
+  }
+}
+
+// One tool call through hooks, permission rules, approval and executor, kernex's order. Hooks
+// work on a copy: they may rewrite the arguments the tool gets, never the model's own
+// transcript. With a journal and a key, the start is stored before the tool runs and the result
+// after, so a resumed run never runs it twice.
+ToolResult run_tool_unrecorded(const LoopDeps& deps, const ToolRouter& tools, Context& context,
+                               ToolCall call, const std::string& key, const std::string& code_run) {
+  if (auto refused = gate(deps, context, call, key, code_run)) return *refused;
   ToolExecutor* executor = tools.find(call.name);
   ContextTool* context_tool = executor == nullptr ? tools.find_context_tool(call.name) : nullptr;
   if (executor == nullptr && context_tool == nullptr)
     return error_result(call, "Unknown tool: " + call.name);
-
-  ToolResult result;
-  try {
-    auto executed = executor != nullptr ? executor->execute(context, deps.handles, call)
-                                        : context_tool->execute(context, call);
-    result =
-        executed ? *executed : error_result(call, "Tool failed: " + executed.error().describe());
-  } catch (const std::exception& e) {
-    result = error_result(call, std::string("Tool failed: ") + e.what());
-  } catch (...) {
-    result = error_result(call, "Tool failed with a non-standard exception");
+  const bool journaled = deps.journal != nullptr && !key.empty();
+  if (journaled) {
+    if (auto started = deps.journal->tool_started(key, call); !started)
+      return error_result(call, "Tool call not run: " + started.error().describe());
   }
+  ToolResult result = execute(deps, executor, context_tool, context, call);
   if (deps.hooks != nullptr) deps.hooks->post_tool(deps.scope, call, result);
   result.call_id = call.id;
   result.name = call.name;
+  if (journaled) {
+    if (auto stored = deps.journal->tool_finished(key, result); !stored)
+      log(LogLevel::Warn, "tool result not journaled: " + stored.error().describe());
+  }
   return result;
+}
+
+// A call the journal already knows of (a resumed run): its stored result, or the fact that it
+// was started and never finished. Nothing: it has not been started.
+std::optional<ToolResult> journaled_result(const LoopDeps& deps, const ToolCall& call,
+                                           const std::string& key) {
+  if (deps.journal == nullptr || key.empty()) return std::nullopt;
+  auto entry = deps.journal->tool(key);
+  if (!entry) return error_result(call, "Tool call not run: " + entry.error().describe());
+  if (entry->result) {
+    ToolResult result = *entry->result;
+    result.call_id = call.id;
+    result.name = call.name;
+    return result;
+  }
+  if (entry->started) return error_result(call, kInterruptedToolText);
+  return std::nullopt;
 }
 
 // What a context tool may change that decides which tools the executors offer.
@@ -88,7 +157,8 @@ Usage add_usage(RunResult& run, const Response& response, const LoopDeps& deps) 
 }
 
 void record_provider_call(const LoopDeps& deps, const RunResult& run,
-                          const Result<Response>& response, const Usage& usage, double latency_ms) {
+                          const Result<Response>& response, const Usage& usage, double latency_ms,
+                          bool replayed = false) {
   Trajectory* t = trajectory_of(deps);
   if (t == nullptr) return;
   Json event = {{"span", deps.span},
@@ -109,6 +179,7 @@ void record_provider_call(const LoopDeps& deps, const RunResult& run,
   } else {
     event["error"] = response.error().describe();
   }
+  if (replayed) event["replayed"] = true;  // from the run's journal: no request was made
   t->record("provider_call", std::move(event));
 }
 
@@ -182,11 +253,14 @@ RunResult cancelled(RunResult run, Context& context, const SaidSoFar& said) {
 }  // namespace
 
 ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call,
-                    const std::string& code_run) {
+                    const std::string& code_run, const std::string& key) {
   const auto t0 = std::chrono::steady_clock::now();
   Json arguments = call.arguments;
   const std::string name = call.name;
-  ToolResult result = run_tool_unrecorded(deps, tools, context, std::move(call));
+  std::optional<ToolResult> replayed = journaled_result(deps, call, key);
+  ToolResult result =
+      replayed ? std::move(*replayed)
+               : run_tool_unrecorded(deps, tools, context, std::move(call), key, code_run);
   if (Trajectory* t = trajectory_of(deps)) {
     Json event = {{"span", deps.span},
                   {"depth", deps.depth},
@@ -196,6 +270,8 @@ ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& cont
                   {"is_error", result.is_error},
                   {"duration_ms", ms_since(t0)}};
     if (!code_run.empty()) event["code_run"] = code_run;
+    if (!key.empty() && deps.journal != nullptr) event["key"] = key;
+    if (replayed) event["replayed"] = true;
     t->record("tool_call", std::move(event));
   }
   return result;
@@ -211,6 +287,10 @@ ToolResult run_code_tool(const LoopDeps& deps, const ToolRouter& tools, Context&
                                   ? "Tool " + call.name + " is the model's to call, not code's"
                                   : "Unknown tool: " + call.name);
   }
+  std::string key;
+  if (deps.cursor != nullptr && !deps.cursor->tool_key.empty())
+    key = deps.cursor->tool_key + "/" + std::to_string(++deps.cursor->code_calls);
+  if (auto replayed = journaled_result(deps, call, key)) return *replayed;
   if (deps.tree != nullptr && !deps.tree->take_tool_call()) {
     return error_result(call, std::string(kToolBudgetText) + " of " +
                                   std::to_string(deps.tree->limits().tool_call_budget.value_or(0)) +
@@ -219,7 +299,7 @@ ToolResult run_code_tool(const LoopDeps& deps, const ToolRouter& tools, Context&
   emit(deps, StreamEvent::Kind::ToolRun, call,
        call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace), false);
   const ToolCall shown = call;
-  ToolResult result = run_tool(deps, tools, context, std::move(call), code_run);
+  ToolResult result = run_tool(deps, tools, context, std::move(call), code_run, key);
   emit(deps, StreamEvent::Kind::ToolResult, shown, result.content, result.is_error);
   return result;
 }
@@ -310,7 +390,8 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const R
     }
     const auto t0 = std::chrono::steady_clock::now();
     said.start_call();
-    auto response = call_provider(deps, *tools, context, sink);
+    bool replayed = false;
+    auto response = model_answer(deps, *tools, context, sink, run.turns + 1, replayed);
     const double latency_ms = ms_since(t0);
     if (!response) {
       record_provider_call(deps, run, response, Usage{}, latency_ms);
@@ -323,7 +404,8 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const R
     }
     ++run.turns;
     if (!response->model.empty()) run.model = response->model;
-    record_provider_call(deps, run, response, add_usage(run, *response, deps), latency_ms);
+    record_provider_call(deps, run, response, add_usage(run, *response, deps), latency_ms,
+                         replayed);
     said.completed(response->text);
 
     if (response->tool_calls.empty()) {
@@ -341,7 +423,9 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const R
     bool tools_exhausted = false;
     bool cancel = false;
     const std::vector<std::string> sources_before = tool_sources(context);
+    std::size_t index = 0;
     for (const ToolCall& call : response->tool_calls) {
+      const std::string key = std::to_string(run.turns) + "." + std::to_string(index++);
       // Every call gets a result, run or not, so the transcript stays well-formed for the
       // provider (and for memory, which keeps a cancelled run's turn).
       cancel = cancel || stopped();
@@ -363,7 +447,9 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const R
         ++tools_run;
         emit(deps, StreamEvent::Kind::ToolRun, call,
              call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace), false);
-        result = run_tool(deps, *tools, context, call);
+        if (deps.cursor != nullptr) *deps.cursor = LoopCursor{key, 0};
+        result = run_tool(deps, *tools, context, call, {}, key);
+        if (deps.cursor != nullptr) *deps.cursor = LoopCursor{};
         emit(deps, StreamEvent::Kind::ToolResult, call, result.content, result.is_error);
       }
       run.tool_calls.push_back({call, result});

@@ -43,6 +43,13 @@ class ToolRouter {
   std::map<std::string, ContextTool*, std::less<>> context_routes_;
 };
 
+// Where the loop is, for the journal's and approvals' keys: the model's tool call being run
+// ("<turn>.<index>") and how many calls the code it runs has made.
+struct LoopCursor {
+  std::string tool_key;
+  std::uint32_t code_calls = 0;
+};
+
 struct LoopDeps {
   Provider* provider = nullptr;
   std::string provider_name;
@@ -67,13 +74,19 @@ struct LoopDeps {
   RunTree* tree = nullptr;
   std::string span = "0";
   std::uint32_t depth = 0;
+  // Set on a root run that can be resumed (RunOptions::journal): model answers and tool calls
+  // are recorded there and replayed from it.
+  RunJournal* journal = nullptr;
+  // The loop keeps it current; run_code_tool reads it. Null: calls have no key.
+  LoopCursor* cursor = nullptr;
 };
 
 // One tool call through hooks, permission rules and the executor, recorded in the trajectory;
 // used by the loop and by code that runs tools around it (RunOptions::extension).
 // `code_run`: the id of the code run that called it (tools called from code), recorded with it.
+// `key`: the call's journal and approval key ("" outside the loop: not journaled).
 ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call,
-                    const std::string& code_run = {});
+                    const std::string& code_run = {}, const std::string& key = {});
 
 // A tool called from the run's code (RunServices::call_tool): as a model's call in the loop,
 // with the stop request, the tool-call budget and the ToolRun / ToolResult stream events.

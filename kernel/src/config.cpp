@@ -331,14 +331,16 @@ class ConfigReader {
   // ---- sections -----------------------------------------------------------------------
 
   Result<void> permissions(const Field& f, Config& out) const {
-    return each_key(f, {"file", "allow", "deny"},
+    return each_key(f, {"file", "allow", "ask", "deny"},
                     [&](const std::string& key, const Field& sub) -> Result<void> {
                       if (key == "file") {
                         KERNEX_ASSIGN_OR_RETURN(auto p, path_value(sub));
                         if (p) out.permissions_file = std::move(*p);
                         return {};
                       }
-                      return assign_list(string_list(sub), key == "allow" ? out.allow : out.deny);
+                      return assign_list(string_list(sub), key == "allow" ? out.allow
+                                                           : key == "ask" ? out.ask
+                                                                          : out.deny);
                     });
   }
 

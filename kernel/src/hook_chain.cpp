@@ -27,18 +27,21 @@ void HookChain::add(std::string name, std::shared_ptr<HookRunner> hook) {
   if (hook) hooks_.push_back({std::move(name), std::move(hook)});
 }
 
+// The first block wins; otherwise the first ask (a later hook may still block the call).
 HookOutcome HookChain::pre_tool(const HookScope& scope, ToolCall& call) {
+  HookOutcome asked = HookOutcome::allow();
   for (const auto& entry : hooks_) {
     try {
       HookOutcome outcome = entry.hook->pre_tool(scope, call);
       if (outcome.blocked) return outcome;
+      if (outcome.asks && !asked.asks) asked = std::move(outcome);
     } catch (const std::exception& e) {
       return HookOutcome::block("hook '" + entry.name + "' failed: " + e.what());
     } catch (...) {
       return HookOutcome::block("hook '" + entry.name + "' failed");
     }
   }
-  return HookOutcome::allow();
+  return asked;
 }
 
 void HookChain::post_tool(const HookScope& scope, const ToolCall& call, ToolResult& result) {

@@ -244,7 +244,8 @@ struct Kernel::Impl {
     }
     std::string session = conversation_id;
     if (session.empty()) session = trajectory ? trajectory->run_id() : random_id();
-    return std::make_shared<RunTree>(plan.limits, std::move(trajectory), std::move(session));
+    return std::make_shared<RunTree>(plan.limits, std::move(trajectory), std::move(session),
+                                     options.approver);
   }
 
   std::shared_ptr<KernelRunServices> services_for(const RunPlan& plan,
@@ -289,6 +290,8 @@ struct Kernel::Impl {
     deps.tree = &tree;
     deps.span = services->span();
     deps.depth = services->depth();
+    // Only the root loop is journaled: a resumed run replays it, sub-runs are inside its tools.
+    if (plan.parent == nullptr) deps.journal = options.journal.get();
     return deps;
   }
 
@@ -530,15 +533,17 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
     }
   }
 
-  std::vector<std::string> allow, deny;
+  std::vector<std::string> allow, deny, ask;
   if (config.permissions_file) {
     KERNEX_ASSIGN_OR_RETURN(auto rules, PermissionRules::load_yaml_file(*config.permissions_file));
     allow = rules.allow();
     deny = rules.deny();
+    ask = rules.ask();
   }
   allow.insert(allow.end(), config.allow.begin(), config.allow.end());
   deny.insert(deny.end(), config.deny.begin(), config.deny.end());
-  impl->rules = PermissionRules(std::move(allow), std::move(deny));
+  ask.insert(ask.end(), config.ask.begin(), config.ask.end());
+  impl->rules = PermissionRules(std::move(allow), std::move(deny), std::move(ask));
 
   auto pricing = PricingTable::load_yaml_file(config.pricing_file.value_or(default_pricing_file()));
   if (!pricing) return std::unexpected(pricing.error());
@@ -588,6 +593,8 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   deps.context_tools = std::move(*context_tools);
   const ToolRouter* router_in_use = &router;
   deps.router_in_use = &router_in_use;
+  LoopCursor cursor;
+  deps.cursor = &cursor;
   services->bind_tools(Impl::code_tool_access(deps, router_in_use, context));
   auto run = Impl::loop(context, deps, plan, options, parts, conversation_id);
   services->unbind_tools();

@@ -247,4 +247,19 @@ void to_json(Json& j, const Response& v) {
   if (!v.provider_state.is_null()) j["provider_state"] = v.provider_state;
 }
 
+void from_json(const Json& j, Response& v) {
+  jf::expect_object(j);
+  Response out;
+  jf::defaulted(j, "text", out.text);
+  jf::defaulted(j, "thinking", out.thinking);
+  jf::defaulted(j, "stop_reason", out.stop_reason);
+  jf::defaulted(j, "model", out.model);
+  jf::defaulted(j, "provider", out.provider);
+  if (auto it = j.find("usage"); it != j.end()) from_json(*it, out.usage);
+  if (auto it = j.find("tool_calls"); it != j.end())
+    out.tool_calls = it->get<std::vector<ToolCall>>();
+  if (auto it = j.find("provider_state"); it != j.end()) out.provider_state = *it;
+  v = std::move(out);
+}
+
 }  // namespace kernex

@@ -119,9 +119,23 @@ bool pattern_matches(std::string_view pattern, std::string_view tool_name, std::
 }
 
 PermissionOutcome PermissionRules::check(std::string_view tool_name, const Json& args) const {
+  return check(tool_name, args, true);
+}
+
+PermissionOutcome PermissionRules::check_approved(std::string_view tool_name,
+                                                  const Json& args) const {
+  return check(tool_name, args, false);
+}
+
+PermissionOutcome PermissionRules::check(std::string_view tool_name, const Json& args,
+                                         bool with_ask) const {
   const std::string args_str = extract_args_string(args);
   for (const std::string& pattern : deny_) {
-    if (pattern_matches(pattern, tool_name, args_str)) return {false, "denied by rule: " + pattern};
+    if (pattern_matches(pattern, tool_name, args_str))
+      return {false, false, "denied by rule: " + pattern};
+  }
+  for (const std::string& pattern : with_ask ? ask_ : std::vector<std::string>{}) {
+    if (pattern_matches(pattern, tool_name, args_str)) return {false, true, "ask rule: " + pattern};
   }
   if (!allow_.empty()) {
     bool any = false;
@@ -131,9 +145,9 @@ PermissionOutcome PermissionRules::check(std::string_view tool_name, const Json&
         break;
       }
     }
-    if (!any) return {false, "tool '" + std::string(tool_name) + "' not in allow list"};
+    if (!any) return {false, false, "tool '" + std::string(tool_name) + "' not in allow list"};
   }
-  return {true, ""};
+  return {true, false, ""};
 }
 
 namespace {
@@ -191,15 +205,15 @@ Result<PermissionRules> PermissionRules::parse_yaml(std::string_view text,
       }
       const std::string key = kv.first.Scalar();
       Result<std::vector<std::string>> list;
-      if (key == "allow" || key == "deny") {
+      if (key == "allow" || key == "ask" || key == "deny") {
         list = read_pattern_list(kv.second, key, origin);
       } else {
         return fail(ErrorCode::Config, at_line(origin, kv.first.Mark()) +
                                            ": unknown permissions key '" + key +
-                                           "' (expected 'allow' or 'deny')");
+                                           "' (expected 'allow', 'ask' or 'deny')");
       }
       if (!list) return std::unexpected(list.error());
-      (key == "allow" ? rules.allow_ : rules.deny_) = std::move(*list);
+      (key == "allow" ? rules.allow_ : key == "ask" ? rules.ask_ : rules.deny_) = std::move(*list);
     }
   } catch (const YAML::Exception& e) {
     return fail(ErrorCode::Config, at_line(origin, e.mark) + ": " + e.msg);

@@ -27,13 +27,15 @@ std::string_view to_string(PluginKind kind) noexcept {
       return "hook";
     case PluginKind::Toolbox:
       return "toolbox";
+    case PluginKind::Channel:
+      return "channel";
   }
   return "unknown";
 }
 
 std::optional<PluginKind> plugin_kind_from_string(std::string_view name) noexcept {
-  for (PluginKind k :
-       {PluginKind::Provider, PluginKind::Memory, PluginKind::Hook, PluginKind::Toolbox}) {
+  for (PluginKind k : {PluginKind::Provider, PluginKind::Memory, PluginKind::Hook,
+                       PluginKind::Toolbox, PluginKind::Channel}) {
     if (to_string(k) == name) return k;
   }
   return std::nullopt;
@@ -43,7 +45,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using Library = std::shared_ptr<boost::dll::shared_library>;
-using AnyFactory = std::variant<ProviderFactory*, MemoryFactory*, HookFactory*, ToolboxFactory*>;
+using AnyFactory =
+    std::variant<ProviderFactory*, MemoryFactory*, HookFactory*, ToolboxFactory*, ChannelFactory*>;
 
 // A usable plugin: its library stays loaded while the host or any object it created lives.
 struct Loaded {
@@ -58,6 +61,7 @@ bool known_kind(PluginKind kind) {
     case PluginKind::Memory:
     case PluginKind::Hook:
     case PluginKind::Toolbox:
+    case PluginKind::Channel:
       return true;
   }
   return false;
@@ -73,6 +77,8 @@ const char* factory_symbol(PluginKind kind) {
       return PluginTraits<PluginKind::Hook>::factory_symbol;
     case PluginKind::Toolbox:
       return PluginTraits<PluginKind::Toolbox>::factory_symbol;
+    case PluginKind::Channel:
+      return PluginTraits<PluginKind::Channel>::factory_symbol;
   }
   return "";
 }
@@ -88,6 +94,8 @@ AnyFactory resolve_factory(const boost::dll::shared_library& lib, PluginKind kin
       return &lib.get_alias<HookFactory>(symbol);
     case PluginKind::Toolbox:
       return &lib.get_alias<ToolboxFactory>(symbol);
+    case PluginKind::Channel:
+      return &lib.get_alias<ChannelFactory>(symbol);
   }
   throw std::logic_error("resolve_factory: unknown kind");  // known_kind() was checked before
 }
@@ -104,7 +112,7 @@ Error detach(const Error& e) {
   return copy;
 }
 
-std::string kind_list() { return "1=provider, 2=memory, 3=hook, 4=toolbox"; }
+std::string kind_list() { return "1=provider, 2=memory, 3=hook, 4=toolbox, 5=channel"; }
 
 }  // namespace
 
@@ -348,6 +356,11 @@ Result<std::shared_ptr<ToolExecutor>> PluginHost::create_toolbox(std::string_vie
                                                                  const Json& config) const {
   return impl_ ? impl_->create<PluginKind::Toolbox>(name, config)
                : Impl{}.create<PluginKind::Toolbox>(name, config);
+}
+Result<std::shared_ptr<Channel>> PluginHost::create_channel(std::string_view name,
+                                                            const Json& config) const {
+  return impl_ ? impl_->create<PluginKind::Channel>(name, config)
+               : Impl{}.create<PluginKind::Channel>(name, config);
 }
 
 }  // namespace kernex

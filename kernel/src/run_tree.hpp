@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "approval_gate.hpp"
 #include "kernex/message.hpp"
 #include "kernex/trajectory.hpp"
 #include "run_limits.hpp"
@@ -18,8 +19,12 @@ namespace kernex {
 class RunTree {
  public:
   // `limits` are the root run's; their depth and budgets hold for the whole tree.
-  RunTree(RunLimits limits, std::shared_ptr<Trajectory> trajectory, std::string session)
-      : limits_(limits), trajectory_(std::move(trajectory)), session_(std::move(session)) {}
+  RunTree(RunLimits limits, std::shared_ptr<Trajectory> trajectory, std::string session,
+          Approver approver = {})
+      : limits_(limits),
+        trajectory_(std::move(trajectory)),
+        session_(std::move(session)),
+        approvals_(std::move(approver)) {}
 
   const RunLimits& limits() const { return limits_; }
   Trajectory* trajectory() const { return trajectory_.get(); }
@@ -35,11 +40,14 @@ class RunTree {
   std::optional<std::string> exhausted() const;
   // "S.1", "S.2", ... for the children of span S, in the order asked.
   std::string child_span(const std::string& parent);
+  // The root run's approver, for every run of the tree.
+  ApprovalGate& approvals() { return approvals_; }
 
  private:
   const RunLimits limits_;
   const std::shared_ptr<Trajectory> trajectory_;
   const std::string session_;
+  ApprovalGate approvals_;
   mutable std::mutex mu_;
   Usage used_;
   std::uint32_t tool_calls_ = 0;

@@ -57,6 +57,7 @@ struct Config {
   std::optional<std::filesystem::path> permissions_file;
   std::vector<std::string> allow;  // inline rules, merged after the file's
   std::vector<std::string> deny;
+  std::vector<std::string> ask;  // calls needing a person's approval (approval.hpp)
   std::optional<std::filesystem::path> pricing_file;  // default: the installed data/pricing.yaml
   Limits limits;
   // Whether runs write a JSON Lines trajectory under <data_dir>/trajectories.

@@ -9,10 +9,13 @@ namespace kernex {
 
 struct HookOutcome {
   bool blocked = false;
+  // The call runs only once a person approved it (RunOptions::approver); `reason` says why.
+  bool asks = false;
   std::string reason;
 
   static HookOutcome allow() { return {}; }
-  static HookOutcome block(std::string why) { return {true, std::move(why)}; }
+  static HookOutcome block(std::string why) { return {true, false, std::move(why)}; }
+  static HookOutcome ask(std::string why) { return {false, true, std::move(why)}; }
 };
 
 // Who is running, for hooks that log or decide per conversation.
@@ -25,7 +28,8 @@ struct HookScope {
 class HookRunner {
  public:
   virtual ~HookRunner() = default;
-  // Before a tool runs; a block becomes the tool's error result ("Tool blocked by hook: why").
+  // Before a tool runs; a block becomes the tool's error result ("Tool blocked by hook: why"), an
+  // ask sends the call for approval (in a chain: the first block wins, else any ask).
   // A hook may rewrite `call.arguments` (e.g. put redacted values back); later hooks, the
   // permission rules and the tool see the rewritten call, the model's transcript keeps its own.
   virtual HookOutcome pre_tool(const HookScope& scope, ToolCall& call) {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernex/approval.hpp"
 #include "kernex/config.hpp"
 #include "kernex/context.hpp"
 #include "kernex/error.hpp"
@@ -21,6 +22,7 @@
 #include "kernex/plugin_host.hpp"
 #include "kernex/pricing.hpp"
 #include "kernex/provider.hpp"
+#include "kernex/run_journal.hpp"
 #include "kernex/run_services.hpp"
 #include "kernex/toolbox.hpp"
 #include "kernex/trajectory.hpp"
@@ -111,6 +113,12 @@ struct RunOptions {
   // skips the save and becomes the run's error. A server sharing runs between nodes saves only
   // while its node still holds the run, so a stalled node cannot save an exchange twice.
   std::function<Result<void>()> before_save;
+  // Asks a person about calls that need approval (ask rules, hooks answering ask); unset: such
+  // calls are denied ("needs approval"). Sub-runs use their root's.
+  Approver approver;
+  // Set: the run records its model answers and tool calls there and, started again with the
+  // same journal (after a crash), replays them instead of repeating them (run_journal.hpp).
+  std::shared_ptr<RunJournal> journal;
 };
 
 // Adds to every run's Context before memory and the provider: system prompt text, toolboxes,

@@ -120,5 +120,6 @@ void from_json(const Json& j, Usage& v);
 void to_json(Json& j, const Request& v);
 void from_json(const Json& j, Request& v);
 void to_json(Json& j, const Response& v);
+void from_json(const Json& j, Response& v);
 
 }  // namespace kernex

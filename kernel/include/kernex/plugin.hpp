@@ -7,6 +7,7 @@
 
 #include <boost/dll/alias.hpp>
 
+#include "kernex/channel.hpp"
 #include "kernex/error.hpp"
 #include "kernex/hooks.hpp"
 #include "kernex/json.hpp"
@@ -22,9 +23,17 @@ namespace kernex {
 // 5: RunServices::tools / call_tool / submit_result (tools called from code);
 //    RunResult::result; Context::workspace_layers and RunOptions::workspace_layers (overlay
 //    workspace).
-inline constexpr std::uint32_t kAbiVersion = 5;
+// 6: approvals (HookOutcome::asks, PermissionRules ask list, RunOptions::approver, RunJournal);
+//    the channel kind (channel.hpp).
+inline constexpr std::uint32_t kAbiVersion = 6;
 
-enum class PluginKind : std::uint32_t { Provider = 1, Memory = 2, Hook = 3, Toolbox = 4 };
+enum class PluginKind : std::uint32_t {
+  Provider = 1,
+  Memory = 2,
+  Hook = 3,
+  Toolbox = 4,
+  Channel = 5
+};
 
 // Plain data so the host can read it without running plugin code.
 struct PluginDescriptor {
@@ -41,6 +50,7 @@ using ProviderFactory = Result<std::shared_ptr<Provider>>(const Json& config);
 using MemoryFactory = Result<std::shared_ptr<MemoryStore>>(const Json& config);
 using HookFactory = Result<std::shared_ptr<HookRunner>>(const Json& config);
 using ToolboxFactory = Result<std::shared_ptr<ToolExecutor>>(const Json& config);
+using ChannelFactory = Result<std::shared_ptr<Channel>>(const Json& config);
 
 template <PluginKind K>
 struct PluginTraits;
@@ -64,6 +74,11 @@ struct PluginTraits<PluginKind::Toolbox> {
   using Interface = ToolExecutor;
   static constexpr const char* factory_symbol = "kernex_create_Toolbox";
 };
+template <>
+struct PluginTraits<PluginKind::Channel> {
+  using Interface = Channel;
+  static constexpr const char* factory_symbol = "kernex_create_Channel";
+};
 
 inline constexpr const char* kDescriptorSymbol = "kernex_plugin_descriptor";
 
@@ -72,7 +87,7 @@ inline constexpr const char* kDescriptorSymbol = "kernex_plugin_descriptor";
 #define KERNEX_PLUGIN_CAT2(a, b) a##b
 #define KERNEX_PLUGIN_CAT(a, b) KERNEX_PLUGIN_CAT2(a, b)
 
-// Registers one plugin per shared library. KIND is Provider, Memory, Hook or Toolbox;
+// Registers one plugin per shared library. KIND is Provider, Memory, Hook, Toolbox or Channel;
 // FACTORY a function `kernex::Result<std::shared_ptr<Interface>>(const kernex::Json&)`.
 //   KERNEX_PLUGIN(Provider, "replay", "1.0.0", "Plays a scripted conversation", make_replay)
 #define KERNEX_PLUGIN(KIND, NAME, VERSION, DESCRIPTION, FACTORY)                                   \

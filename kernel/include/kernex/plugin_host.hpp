@@ -60,6 +60,7 @@ class PluginHost {
   Result<std::shared_ptr<HookRunner>> create_hook(std::string_view name, const Json& config) const;
   Result<std::shared_ptr<ToolExecutor>> create_toolbox(std::string_view name,
                                                        const Json& config) const;
+  Result<std::shared_ptr<Channel>> create_channel(std::string_view name, const Json& config) const;
 
  private:
   struct Impl;
