@@ -36,6 +36,7 @@ struct RunArgs {
   std::optional<std::uint32_t> tool_call_budget;
   bool json = false;
   bool stream = false;               // --stream: print text (or, with --json, events) as it arrives
+  bool approve = false;              // --approve: run calls that need approval without asking
   std::vector<std::string> message;  // joined with spaces; a lone "-" reads stdin
 };
 

@@ -49,8 +49,15 @@ ToolResult ServeTools::call(const ToolCall& requested, const ToolExecutor* excep
   if (hooks_) {
     HookOutcome pre = hooks_->pre_tool(scope_, call);
     if (pre.blocked) return error("Tool blocked by hook: " + pre.reason);
+    // No person answers here (the MCP client is a program): what needs approval is refused.
+    if (pre.asks)
+      return error(std::string("Tool call denied: ") + kNeedsApprovalText + " (" + pre.reason +
+                   ")");
   }
   PermissionOutcome permitted = rules_.check(call.name, call.arguments);
+  if (permitted.ask)
+    return error(std::string("Tool call denied: ") + kNeedsApprovalText + " (" + permitted.reason +
+                 ")");
   if (!permitted.allowed) return error("Tool call denied: " + permitted.reason);
   ToolResult result;
   try {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernex/approval.hpp"
 #include "kernex/context.hpp"
 #include "kernex/hooks.hpp"
 #include "kernex/permissions.hpp"

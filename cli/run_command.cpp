@@ -14,6 +14,7 @@
 #include "kernex/skills/project.hpp"
 #include "provider_opt.hpp"
 #include "skill_trust.hpp"
+#include "terminal_approver.hpp"
 #include "terminal_text.hpp"
 #include "stream_printer.hpp"
 
@@ -44,6 +45,7 @@ Result<RunOptions> run_options(const RunArgs& args) {
   opts.token_budget = args.token_budget;
   opts.cost_budget_usd = args.cost_budget_usd;
   opts.tool_call_budget = args.tool_call_budget;
+  opts.approver = terminal_approver(args.approve);
   for (const auto& raw : args.provider_opts) {
     KERNEX_ASSIGN_OR_RETURN(auto kv, parse_provider_opt(raw));
     opts.provider_options[kv.first] = std::move(kv.second);

@@ -72,6 +72,9 @@ void add_run_options(CLI::App& app, RunArgs& args) {
                  "provider option (repeatable); VALUE is JSON if it parses, else a string")
       ->allow_extra_args(false)
       ->type_name("KEY=VALUE");
+  app.add_flag("--approve", args.approve,
+               "run tool calls that need approval (ask rules, hooks) without asking; without it "
+               "they are asked about on a terminal and denied otherwise");
 }
 
 }  // namespace kernex::cli
