@@ -2,10 +2,13 @@
 // loopback fake Bot API, which enforces Telegram's limits: every test also checks none was broken.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "telegram_harness.hpp"
+#include "telegram_load.hpp"
 
 namespace {
 
@@ -225,6 +228,26 @@ TEST(TelegramChannel, UnknownOptionsAreConfigErrors) {
   ASSERT_FALSE(result);
   EXPECT_NE(result.error().describe().find("unknown option `colour`"), std::string::npos)
       << result.error().describe();
+}
+
+// The Telegram target, short: 20 chats streaming at once (KERNEX_TELEGRAM_LOAD_SECONDS, default
+// 5; bench/telegram_chats runs it for 60 s beside an unpaced baseline): no edit past a chat's
+// limit, every answer in full.
+TEST(TelegramChannelLoad, TwentyChatsStreamWithinTheLimits) {
+  const char* seconds = std::getenv("KERNEX_TELEGRAM_LOAD_SECONDS");
+  TelegramHarness h;
+  ASSERT_TRUE(h.start("allowed_users: [7]", "{length: 1500, chunk: 20, delay_ms: 40}"));
+  const auto f = kernex::test::run_chat_load(
+      h, 20, std::chrono::seconds(seconds ? std::atoi(seconds) : 5), 1500);
+  std::cout << "[load] chats=20 seconds=" << f.seconds << " answers=" << f.answers_asked
+            << " complete=" << f.answers_complete << " missing=" << f.answers_missing
+            << " sends=" << f.bot.sends << " edits=" << f.bot.edits
+            << " rate_limited=" << f.bot.rate_limited << " early_retries=" << f.bot.early_retries
+            << " too_long=" << f.bot.too_long << "\n";
+  EXPECT_GE(f.answers_asked, 20u);
+  EXPECT_EQ(f.answers_complete, f.answers_asked);
+  EXPECT_EQ(f.bot.rate_limited, 0u);
+  expect_within_limits(h.bot());
 }
 
 }  // namespace
