@@ -34,6 +34,8 @@ const Command kCommands[] = {
      "Serve the kernel over HTTP: sessions, runs with SSE, cancel, an OpenAI-compatible API, "
      "tenants",
      kernex::cli::setup_serve},
+    {"channel", "Run a configured chat channel (kernex.yaml `channels:`) alone",
+     kernex::cli::setup_channel},
     {"skills", "Inspect skill folders: list, lint, lock, verify, trust, show",
      kernex::cli::setup_skills},
     {"memory", "Read the memory store: recall, facts, history, usage, backup",

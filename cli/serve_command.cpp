@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "kernex/channels/channel_host.hpp"
 #include "kernex/kernel.hpp"
 #include "kernex/log.hpp"
 #include "kernex/server/keys.hpp"
@@ -53,6 +54,8 @@ int serve(const std::optional<std::string>& file, const ServeArgs& args) {
   }
   auto kernel = Kernel::create(std::move(*config));
   if (!kernel) return report(kernel.error());
+  // Every configured channel runs beside the server and stops when it does.
+  channels::ChannelSet channels(**kernel);
   server::ServeOptions options;
   options.listen = args.listen;
   options.announce = &std::cout;

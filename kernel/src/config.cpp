@@ -71,7 +71,7 @@ class ConfigReader {
     return each_key(Field{root, "", root.Mark()},
                     {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project",
                      "provider", "providers", "memory", "hooks", "toolboxes", "permissions",
-                     "pricing_file", "limits", "trajectories", "serve"},
+                     "pricing_file", "limits", "trajectories", "serve", "channels"},
                     [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
   }
 
@@ -99,6 +99,7 @@ class ConfigReader {
       return {};
     }
     if (key == "hooks") return assign_list(plugin_list(f), out.hooks);
+    if (key == "channels") return assign_list(channel_list(f), out.channels);
     if (key == "toolboxes") return assign_list(plugin_list(f), out.toolboxes.emplace());
     if (key == "permissions") return permissions(f, out);
     if (key == "pricing_file") {
@@ -309,6 +310,23 @@ class ConfigReader {
   Result<std::vector<PluginRef>> plugin_list(const Field& f) const {
     return list_of<PluginRef>(f, "a list of plugins", "a plugin name or a mapping {name, options}",
                               [this](const Field& e) { return plugin_ref(e); });
+  }
+
+  // Each `{name, options}` (or a bare name) once; the name becomes a directory name.
+  Result<std::vector<PluginRef>> channel_list(const Field& f) const {
+    KERNEX_ASSIGN_OR_RETURN(auto list, plugin_list(f));
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string& name = list[i].name;
+      const bool plain = name != "." && name != ".." && name.size() <= 64 &&
+                         name.find_first_not_of(
+                             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                             "0123456789._-") == std::string::npos;
+      Field item{f.value[i], f.path + "[" + std::to_string(i) + "]", f.value[i].Mark()};
+      if (!plain) return err(item, "expected a channel name of letters, digits, '.', '_' or '-'");
+      if (!seen.insert(name).second) return err(item, "duplicate channel `" + name + "`");
+    }
+    return list;
   }
 
   Result<void> providers(const Field& f, std::map<std::string, Json>& out) const {

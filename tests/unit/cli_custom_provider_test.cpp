@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "cli_runner.hpp"
 #include "kernex/json.hpp"
@@ -43,6 +45,13 @@ class CliCustomProvider : public ::testing::Test {
                        "-DCMAKE_CXX_COMPILER=" KERNEX_CXX_COMPILER,
                        "-DCMAKE_PREFIX_PATH=" + prefix_.string()});
     ok_ = ok_ && step({"--build", example_build_.string()});
+    // examples/custom-channel, against the same install.
+    channel_build_ = dir_->path() / "channel-example";
+    ok_ = ok_ && step({"-S", std::string(KERNEX_SOURCE_DIR) + "/examples/custom-channel", "-B",
+                       channel_build_.string(), "-G", KERNEX_CMAKE_GENERATOR,
+                       "-DCMAKE_CXX_COMPILER=" KERNEX_CXX_COMPILER,
+                       "-DCMAKE_PREFIX_PATH=" + prefix_.string()});
+    ok_ = ok_ && step({"--build", channel_build_.string()});
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -65,7 +74,7 @@ class CliCustomProvider : public ::testing::Test {
   static fs::path example_plugin() { return example_build_ / "libkernex-echo.so"; }
 
   static kernex::testing::TempDir* dir_;
-  static fs::path prefix_, example_build_;
+  static fs::path prefix_, example_build_, channel_build_;
   static bool ok_;
   kernex::testing::TempDir work_;
   std::map<std::string, std::string> env_;
@@ -74,6 +83,7 @@ class CliCustomProvider : public ::testing::Test {
 kernex::testing::TempDir* CliCustomProvider::dir_ = nullptr;
 fs::path CliCustomProvider::prefix_;
 fs::path CliCustomProvider::example_build_;
+fs::path CliCustomProvider::channel_build_;
 bool CliCustomProvider::ok_ = false;
 
 TEST_F(CliCustomProvider, InstalledKernexRunsThePluginFromKernexPluginPath) {
@@ -151,6 +161,47 @@ TEST_F(CliCustomProvider, InstalledKernelUsesOnlyItsOwnPluginsAndData) {
   auto run = installed_kernex({"run", "--provider", "echo", "installed"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, "installed\n");
+}
+
+// examples/custom-channel: a channel plugin built out of tree, run by the installed
+// `kernex channel run`; two messages of one session share a conversation.
+TEST_F(CliCustomProvider, InstalledKernexRunsAnOutOfTreeChannel) {
+  ASSERT_TRUE(fs::is_regular_file(channel_build_ / "libkernex-inbox.so"));
+  env_["KERNEX_PLUGIN_PATH"] = channel_build_.string();
+  const fs::path in = work_.path() / "in", out = work_.path() / "out";
+  fs::create_directories(in);
+  std::ofstream(in / "alice.1.txt") << "hello";
+  std::ofstream(in / "alice.2.txt") << "again";
+  std::ofstream(work_.path() / "answers.jsonl") << "{\"text\": \"first answer\"}\n"
+                                                   "{\"text\": \"second answer\"}\n";
+  std::ofstream(work_.path() / "inbox.yaml")
+      << "provider: {name: replay, options: {script: " << (work_.path() / "answers.jsonl").string()
+      << "}}\nchannels:\n  - name: inbox\n    options: {inbox: " << in.string()
+      << ", outbox: " << out.string() << ", stop_when_idle: true}\n";
+  auto plugins = installed_kernex({"plugins", "--json"});
+  ASSERT_EQ(plugins.exit_code, 0) << plugins.err;
+  bool listed = false;
+  for (const Json& p : Json::parse(plugins.out))
+    listed = listed || (p["name"] == "inbox" && p["kind"] == "channel");
+  EXPECT_TRUE(listed) << plugins.out;
+
+  auto run = installed_kernex(
+      {"channel", "run", "inbox", "--config", (work_.path() / "inbox.yaml").string()});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto read = [](const fs::path& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(read(out / "alice.1.txt"), "first answer\n");
+  EXPECT_EQ(read(out / "alice.2.txt"), "second answer\n");
+  EXPECT_FALSE(fs::exists(in / "alice.1.txt"));
+  // The channel's state lies in the data dir, under its name.
+  EXPECT_EQ(read(work_.path() / "data/channels/inbox/handled"), "alice.1.txt\nalice.2.txt\n");
+
+  auto missing = installed_kernex(
+      {"channel", "run", "nope", "--config", (work_.path() / "inbox.yaml").string()});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("no channel `nope`"), std::string::npos) << missing.err;
 }
 
 }  // namespace

@@ -550,3 +550,22 @@ TEST(DefaultPricingFile, NamesPricingYaml) {
 }
 
 }  // namespace
+
+TEST_F(ConfigTest, ChannelsAreNamedOnceWithOptions) {
+  Config c = parse_ok(
+      "channels:\n  - name: telegram\n    options: {token_env: TG, allowed_users: [1]}\n"
+      "  - inbox\n");
+  ASSERT_EQ(c.channels.size(), 2u);
+  EXPECT_EQ(c.channels[0].name, "telegram");
+  EXPECT_EQ(c.channels[0].config, (Json{{"token_env", "TG"}, {"allowed_users", {1}}}));
+  EXPECT_EQ(c.channels[1].name, "inbox");
+  EXPECT_TRUE(parse_ok("{}\n").channels.empty());
+  EXPECT_THAT(parse_error("channels:\n  - telegram\n  - telegram\n"),
+              HasSubstr("kernex.yaml:3: channels[1]: duplicate channel `telegram`"));
+  EXPECT_THAT(parse_error("channels:\n  - name: ../up\n"),
+              HasSubstr("channels[0]: expected a channel name of letters"));
+  EXPECT_THAT(parse_error("channels:\n  - name: telegram\n    option: {}\n"),
+              HasSubstr("channels[0].option: unknown key"));
+  EXPECT_THAT(parse_error("channels: telegram\n"),
+              HasSubstr("channels: expected a list of plugins"));
+}

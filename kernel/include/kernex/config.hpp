@@ -62,6 +62,9 @@ struct Config {
   Limits limits;
   // Whether runs write a JSON Lines trajectory under <data_dir>/trajectories.
   bool trajectories = true;
+  // Channel plugins a host runs (`kernex serve`, `kernex channel run NAME`), each named once: the
+  // name is the plugin's and names the channel's state (<data_dir>/channels/<name>).
+  std::vector<PluginRef> channels;
   // Sections for the layers above the kernel, as JSON, checked by the layer that reads them:
   // "serve" (kernex serve). Relative paths in them resolve against `source`'s directory.
   std::map<std::string, Json> sections;

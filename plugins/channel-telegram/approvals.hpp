@@ -1,0 +1,45 @@
+// Approvals as inline keyboard buttons: a message names the tool call and offers Approve, Deny
+// and Always; the callback query of a pressed button (callback_data "ap:<id>:y|n|a") resolves it.
+// Unanswered within the timeout, or on shutdown: denied.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+#include "answer_stream.hpp"
+#include "kernex/approval.hpp"
+
+namespace kernex::telegram {
+
+class Approvals {
+ public:
+  explicit Approvals(std::chrono::seconds timeout) : timeout_(timeout) {}
+
+  // Asks in `chat` and waits for a button (or the timeout, or `stop`).
+  ApprovalDecision ask(BotApi& api, ChatPacer& pacer, std::int64_t chat,
+                       const ApprovalRequest& request, std::stop_token stop);
+  // A pressed button by `user` in `chat`: the text to answer the callback query with.
+  std::string resolve(const std::string& data, std::int64_t chat);
+  std::size_t pending() const;
+
+ private:
+  struct Pending {
+    std::int64_t chat = 0;
+    std::optional<ApprovalVerdict> verdict;
+  };
+  std::chrono::seconds timeout_;
+  mutable std::mutex mutex_;
+  std::condition_variable_any changed_;
+  std::map<std::string, std::shared_ptr<Pending>> pending_;
+  std::uint64_t next_id_ = 1;
+};
+
+}  // namespace kernex::telegram
