@@ -54,16 +54,17 @@ Result<std::vector<OutboxRow>> read_rows(sqlite3* db, Statement& st, const char*
   return out;
 }
 
-std::string iso_now() {
-  const std::time_t t = std::time(nullptr);
+}  // namespace
+
+std::string iso_utc(std::int64_t unix_ms) {
+  if (unix_ms <= 0) return "";
+  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
-
-}  // namespace
 
 std::int64_t unix_ms_now() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -79,7 +80,8 @@ WebhookEvent make_webhook_event(const std::string& type, const Json& data) {
   e.stream = run != data.end() && run->is_string() && !run->get<std::string>().empty()
                  ? run->get<std::string>()
                  : e.id;
-  const Json body{{"type", type}, {"id", e.id}, {"created_at", iso_now()}, {"data", data}};
+  const Json body{
+      {"type", type}, {"id", e.id}, {"created_at", iso_utc(unix_ms_now())}, {"data", data}};
   e.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
   return e;
 }

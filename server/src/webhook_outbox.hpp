@@ -40,6 +40,8 @@ struct OutboxRow {
 };
 
 std::int64_t unix_ms_now();
+// "2026-01-31T12:00:00Z"; "" for 0.
+std::string iso_utc(std::int64_t unix_ms);
 
 class WebhookOutbox {
  public:

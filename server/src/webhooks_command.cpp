@@ -1,6 +1,5 @@
 // `kernex serve webhooks list|retry`: the CLI's view of the webhook outbox.
 #include <charconv>
-#include <ctime>
 #include <ostream>
 
 #include "kernex/server/webhooks.hpp"
@@ -18,16 +17,6 @@ int usage(std::ostream& err, const std::string& problem) {
   return 2;
 }
 
-std::string iso(std::int64_t unix_ms) {
-  if (unix_ms <= 0) return "";
-  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 Json row_json(const OutboxRow& r) {
   Json j{{"id", r.id},
          {"status", r.status},
@@ -35,10 +24,10 @@ Json row_json(const OutboxRow& r) {
          {"event_id", r.event_id},
          {"url", r.endpoint},
          {"attempts", r.attempts},
-         {"created_at", iso(r.created_ms)},
+         {"created_at", iso_utc(r.created_ms)},
          {"last_error", r.last_error}};
-  if (r.status == "pending") j["next_attempt_at"] = iso(r.next_ms);
-  if (r.status == "delivered") j["delivered_at"] = iso(r.delivered_ms);
+  if (r.status == "pending") j["next_attempt_at"] = iso_utc(r.next_ms);
+  if (r.status == "delivered") j["delivered_at"] = iso_utc(r.delivered_ms);
   return j;
 }
 
@@ -70,7 +59,7 @@ int list(WebhookOutbox* outbox, const std::vector<std::string>& args, std::ostre
       continue;
     }
     out << r.id << '\t' << r.status << '\t' << r.type << '\t' << r.event_id << '\t' << r.endpoint
-        << '\t' << r.attempts << '\t' << iso(r.created_ms) << '\t' << r.last_error << '\n';
+        << '\t' << r.attempts << '\t' << iso_utc(r.created_ms) << '\t' << r.last_error << '\n';
   }
   if (json) out << all.dump(2) << '\n';
   return 0;
