@@ -159,6 +159,7 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
   deps.store = std::move(*store);
   deps.observer = observer;
   deps.admission = admission;
+  deps.webhooks = webhooks.get();
   return std::unique_ptr<Runs>(std::make_unique<RunManager>(std::move(deps)));
 }
 

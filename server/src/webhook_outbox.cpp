@@ -208,6 +208,15 @@ Result<void> WebhookOutbox::hurry(const std::string& endpoint, std::int64_t now_
   return {};
 }
 
+Result<std::size_t> WebhookOutbox::prune_delivered(std::int64_t before_ms) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, "DELETE FROM webhook_outbox WHERE status = 'delivered' AND delivered_ms < ?");
+  if (!st.ok()) return db_error(db_, "webhook prune");
+  st.bind(1, before_ms);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "webhook prune");
+  return static_cast<std::size_t>(sqlite3_changes(db_));
+}
+
 Result<std::vector<OutboxRow>> WebhookOutbox::list(bool failed_only, std::size_t limit) {
   std::lock_guard lock(mutex_);
   Statement st(db_, (std::string("SELECT ") + kColumns + " FROM webhook_outbox" +

@@ -67,6 +67,8 @@ class WebhookOutbox {
   // The endpoint answered again: its waiting rows are due now instead of after their backoff.
   Result<void> hurry(const std::string& endpoint, std::int64_t now_ms);
 
+  // Forgets deliveries that succeeded before `before_ms` (the outbox would grow forever).
+  Result<std::size_t> prune_delivered(std::int64_t before_ms);
   // Newest first.
   Result<std::vector<OutboxRow>> list(bool failed_only, std::size_t limit);
   // Failed rows (`ids`, or all when empty) become pending, due now, with a fresh max age.

@@ -22,6 +22,8 @@ namespace {
 // pending from another process carry no wake-up.
 constexpr std::chrono::milliseconds kPoll{1000};
 constexpr std::size_t kBatch = 64;
+// Delivered rows are kept this long for `kernex serve webhooks list`, then pruned at start.
+constexpr std::chrono::milliseconds kKeepDelivered = std::chrono::hours(24 * 7);
 
 struct Endpoint {
   WebhookEndpointConfig config;  // secret resolved
@@ -206,6 +208,9 @@ Result<std::unique_ptr<Webhooks>> Webhooks::create(std::vector<WebhookEndpointCo
 Webhooks::~Webhooks() { stop(); }
 
 void Webhooks::start() {
+  const std::int64_t week_ago = unix_ms_now() - kKeepDelivered.count();
+  if (auto pruned = state_->outbox->prune_delivered(week_ago); !pruned)
+    log(LogLevel::Warn, "webhooks: " + pruned.error().describe());
   for (auto& ep : state_->endpoints) {
     if (ep->worker.joinable()) continue;
     Endpoint* e = ep.get();

@@ -343,6 +343,25 @@ TEST_F(WebhooksTest, SecretComesFromTheEnvironment) {
   EXPECT_EQ(receiver.invalid_signatures(), 0u);
 }
 
+TEST_F(WebhooksTest, DeliveredRowsArePrunedPendingOnesKept) {
+  auto outbox = WebhookOutbox::open(db());
+  ASSERT_TRUE(outbox);
+  const auto a = make_webhook_event("run.completed", {{"run_id", "r1"}});
+  const auto b = make_webhook_event("run.completed", {{"run_id", "r2"}});
+  ASSERT_TRUE((*outbox)->enqueue(a, {"http://127.0.0.1:9/a"}));
+  ASSERT_TRUE((*outbox)->enqueue(b, {"http://127.0.0.1:9/a"}));
+  auto due = (*outbox)->due("http://127.0.0.1:9/a", unix_ms_now(), 10);
+  ASSERT_TRUE(due);
+  ASSERT_EQ(due->size(), 2u);
+  ASSERT_TRUE((*outbox)->delivered(due->at(0).id, unix_ms_now() - 1000));
+  auto pruned = (*outbox)->prune_delivered(unix_ms_now());
+  ASSERT_TRUE(pruned);
+  EXPECT_EQ(*pruned, 1u);
+  ASSERT_EQ(rows().size(), 1u);
+  EXPECT_EQ(rows()[0].event_id, b.id);
+  EXPECT_EQ(rows()[0].status, "pending");
+}
+
 TEST(WebhooksCommand, NoStoreYetListsNothing) {
   testing::TempDir dir;
   std::ostringstream out, err;
