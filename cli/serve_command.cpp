@@ -12,6 +12,7 @@
 #include "kernex/server/keys.hpp"
 #include "kernex/server/serve_config.hpp"
 #include "kernex/server/server.hpp"
+#include "kernex/server/webhooks.hpp"
 #include "kernex/skills/loader.hpp"
 #include "skill_trust.hpp"
 
@@ -24,6 +25,7 @@ struct ServeArgs {
   std::vector<std::string> skill_dirs;
   std::optional<std::string> keys_file;
   std::vector<std::string> keys_args;
+  std::vector<std::string> webhooks_args;
 };
 
 Result<Config> serve_config(const std::optional<std::string>& file, const ServeArgs& args) {
@@ -78,6 +80,13 @@ int keys(const std::optional<std::string>& file, const ServeArgs& args) {
   return server::serve_keys_command(keys_file, args.keys_args, std::cout, std::cerr);
 }
 
+int webhooks(const std::optional<std::string>& file, const ServeArgs& args) {
+  auto config = serve_config(file, args);
+  if (!config) return report(config.error());
+  return server::serve_webhooks_command(config->data_dir / "serve.db", args.webhooks_args,
+                                        std::cout, std::cerr);
+}
+
 }  // namespace
 
 CommandRun setup_serve(CLI::App& command, std::string& config) {
@@ -100,10 +109,21 @@ CommandRun setup_serve(CLI::App& command, std::string& config) {
   // Everything after the action is the action's (revoke --id ID).
   keys_cmd->prefix_command(true);
   keys_cmd->footer("ACTION: add TENANT | list | revoke TENANT | revoke --id ID");
-  return [args, keys_cmd](const ConfigFile& file) {
+  CLI::App* webhooks_cmd = cmd->add_subcommand(
+      "webhooks", "Webhook deliveries: list [--failed] [--json], retry ID... | --all-failed");
+  add_config_option(*webhooks_cmd, config, "kernex.yaml whose data dir to use");
+  webhooks_cmd->add_option("--data-dir", args->data_dir, "the data dir whose serve.db to use")
+      ->type_name("DIR");
+  webhooks_cmd->prefix_command(true);
+  webhooks_cmd->footer("ACTION: list [--failed] [--json] | retry ID... | retry --all-failed");
+  return [args, keys_cmd, webhooks_cmd](const ConfigFile& file) {
     if (*keys_cmd) {
       args->keys_args = keys_cmd->remaining();
       return keys(file, *args);
+    }
+    if (*webhooks_cmd) {
+      args->webhooks_args = webhooks_cmd->remaining();
+      return webhooks(file, *args);
     }
     return serve(file, *args);
   };

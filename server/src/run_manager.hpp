@@ -22,6 +22,7 @@
 #include "run_state.hpp"
 #include "run_store.hpp"
 #include "runs.hpp"
+#include "webhook_sender.hpp"
 
 namespace kernex::server {
 
@@ -34,6 +35,9 @@ class RunManager final : public Runs {
     std::unique_ptr<RunStore> store;
     RunObserver* observer = nullptr;    // may be null
     RunAdmission* admission = nullptr;  // may be null: no limits
+    // Outbound events beside the run ends its store sends (approvals: Webhooks::publish); null
+    // without serve.webhooks.
+    Webhooks* webhooks = nullptr;
   };
   explicit RunManager(Deps deps);
   ~RunManager() override;

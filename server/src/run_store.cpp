@@ -4,44 +4,10 @@
 #include <sys/stat.h>
 
 #include "kernex/file_lock.hpp"
+#include "sqlite_statement.hpp"
 
 namespace kernex::server {
 namespace {
-
-std::unexpected<Error> db_error(sqlite3* db, const std::string& what) {
-  return fail(ErrorCode::Io,
-              "serve.db: " + what + ": " + (db ? sqlite3_errmsg(db) : "cannot open"));
-}
-
-// One prepared statement, finalized on scope exit.
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) {
-    ok_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK;
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-  bool ok() const { return ok_; }
-  Statement& bind(int i, const std::string& text) {
-    sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Statement& bind(int i, std::int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
-  int step() { return sqlite3_step(stmt_); }
-  std::string text(int col) const {
-    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
-    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)))
-             : std::string();
-  }
-
- private:
-  sqlite3_stmt* stmt_ = nullptr;
-  bool ok_ = false;
-};
 
 // The store is ours, but a corrupt row must not take the server down: unreadable JSON is null.
 Json parse_or_null(const std::string& text) {
@@ -156,9 +122,25 @@ Result<void> RunStore::set_status(const std::string& id, RunStatus status) {
 
 Result<void> RunStore::finish(const std::string& id, RunStatus status, const Json& result,
                               const std::vector<RunEvent>& run_events) {
+  std::unique_lock lock(mutex_);
+  if (!finish_hook_.in_transaction) return finish_locked(id, status, result, run_events);
+  KERNEX_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
+  auto done = finish_locked(id, status, result, run_events);
+  if (done) done = finish_hook_.in_transaction(db_, id, status, result);
+  if (done) done = exec("COMMIT");
+  if (!done) {
+    (void)exec("ROLLBACK");
+    return done;
+  }
+  lock.unlock();
+  if (finish_hook_.after_commit) finish_hook_.after_commit();
+  return {};
+}
+
+Result<void> RunStore::finish_locked(const std::string& id, RunStatus status, const Json& result,
+                                     const std::vector<RunEvent>& run_events) {
   Json events = Json::array();
   for (auto& e : run_events) events.push_back({{"name", e.name}, {"data", e.data}});
-  std::lock_guard lock(mutex_);
   Statement st(db_, "UPDATE runs SET status = ?, result = ?, events = ? WHERE id = ?");
   if (!st.ok()) return db_error(db_, "finish");
   st.bind(1, std::string(to_string(status)));

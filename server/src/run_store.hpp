@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,16 @@ struct StoredRun {
   std::vector<RunEvent> events;
 };
 
+// What else a run's end writes, in the same transaction as the end itself (the webhook outbox):
+// `in_transaction` gets the store's connection while the transaction is open, and an error from
+// it rolls the end back; `after_commit` is told once the end is durable.
+struct FinishHook {
+  std::function<Result<void>(sqlite3* db, const std::string& run_id, RunStatus status,
+                             const Json& result)>
+      in_transaction;
+  std::function<void()> after_commit;
+};
+
 class RunStore {
  public:
   static Result<std::unique_ptr<RunStore>> open(const std::filesystem::path& file);
@@ -42,12 +53,17 @@ class RunStore {
   // Runs acknowledged but not finished when the last server stopped, oldest first.
   Result<std::vector<StoredRun>> unfinished();
   Result<void> delete_session(const std::string& tenant, const std::string& session);
+  // Set before the store is shared with run threads.
+  void on_finish(FinishHook hook) { finish_hook_ = std::move(hook); }
 
  private:
   explicit RunStore(sqlite3* db) : db_(db) {}
   Result<void> exec(const char* sql);
+  Result<void> finish_locked(const std::string& id, RunStatus status, const Json& result,
+                             const std::vector<RunEvent>& events);
   std::mutex mutex_;
   sqlite3* db_;
+  FinishHook finish_hook_;
 };
 
 }  // namespace kernex::server

@@ -5,6 +5,7 @@
 #include "kernex/config.hpp"
 #include "kernex/number.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <initializer_list>
@@ -76,6 +77,68 @@ Result<TenantLimitsConfig> limits_value(const Json& v, const std::string& path) 
       return bad(path + ".cost_per_day_usd", *problem);
     out.cost_per_day_usd = it->get<double>();
   }
+  return out;
+}
+
+bool is_http_url(const std::string& url) {
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (url.size() > scheme.size() && url.compare(0, scheme.size(), scheme) == 0 &&
+        url[scheme.size()] != '/')
+      return url.find_first_of(" \t\r\n") == std::string::npos;
+  }
+  return false;
+}
+
+Result<std::vector<std::string>> webhook_events(const Json& v, const std::string& path) {
+  std::string known;
+  for (auto t : kWebhookEventTypes) known += (known.empty() ? "" : ", ") + std::string(t);
+  if (!v.is_array() || v.empty()) return bad(path, "expected a non-empty list of: " + known);
+  std::vector<std::string> out;
+  for (const auto& e : v) {
+    if (!e.is_string() || std::find(std::begin(kWebhookEventTypes), std::end(kWebhookEventTypes),
+                                    e.get<std::string>()) == std::end(kWebhookEventTypes))
+      return bad(path, "unknown event " + e.dump() + " (expected one of: " + known + ")");
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+// One entry of serve.webhooks: {url, secret | secret_env, events, max_age_s?, backoff?,
+// timeout_ms?}.
+Result<WebhookEndpointConfig> webhook_value(const Json& v, const std::string& path) {
+  if (!v.is_object()) return bad(path, "expected a mapping {url, secret_env or secret, events}");
+  KERNEX_RETURN_IF_ERROR(only_keys(v, path,
+                                   {"url", "secret", "secret_env", "events", "max_age_s",
+                                    "backoff_base_ms", "backoff_cap_ms", "timeout_ms"}));
+  WebhookEndpointConfig out;
+  auto url = v.find("url");
+  if (url == v.end()) return bad(path + ".url", "missing (an http:// or https:// URL)");
+  KERNEX_ASSIGN_OR_RETURN(out.url, string_value(*url, path + ".url"));
+  if (!is_http_url(out.url)) return bad(path + ".url", "expected an http:// or https:// URL");
+  const bool inline_secret = v.contains("secret"), env_secret = v.contains("secret_env");
+  if (inline_secret == env_secret)
+    return bad(path, "expected exactly one of secret_env (preferred) or secret");
+  const std::string key = inline_secret ? "secret" : "secret_env";
+  KERNEX_ASSIGN_OR_RETURN(auto secret, string_value(v[key], path + "." + key));
+  if (secret.empty()) return bad(path + "." + key, "must not be empty");
+  (inline_secret ? out.secret : out.secret_env) = secret;
+  auto events = v.find("events");
+  if (events == v.end()) return bad(path + ".events", "missing (the event types to send)");
+  KERNEX_ASSIGN_OR_RETURN(out.events, webhook_events(*events, path + ".events"));
+  if (auto it = v.find("max_age_s"); it != v.end()) {
+    KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, path + ".max_age_s", 86'400 * 30));
+    if (n == 0) return bad(path + ".max_age_s", "must be positive");
+    out.max_age = std::chrono::seconds(n);
+  }
+  for (auto [name, field] :
+       {std::pair{"backoff_base_ms", &out.backoff_base},
+        std::pair{"backoff_cap_ms", &out.backoff_cap}, std::pair{"timeout_ms", &out.timeout}}) {
+    if (auto it = v.find(name); it != v.end()) {
+      KERNEX_ASSIGN_OR_RETURN(*field, millis(*it, path + "." + name));
+    }
+  }
+  if (out.backoff_cap < out.backoff_base)
+    return bad(path + ".backoff_cap_ms", "must be at least backoff_base_ms");
   return out;
 }
 
@@ -189,6 +252,19 @@ struct Reader {
     return {};
   }
 
+  Result<void> webhooks(const Json& v) {
+    if (!v.is_array()) return bad("webhooks", "expected a list of {url, secret_env, events}");
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string path = "webhooks[" + std::to_string(i) + "]";
+      KERNEX_ASSIGN_OR_RETURN(auto endpoint, webhook_value(v[i], path));
+      for (const auto& other : out.webhooks) {
+        if (other.url == endpoint.url) return bad(path + ".url", "listed twice: " + endpoint.url);
+      }
+      out.webhooks.push_back(std::move(endpoint));
+    }
+    return {};
+  }
+
   Result<void> key(const std::string& key, const Json& v) {
     if (key == "listen") {
       KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
@@ -254,6 +330,7 @@ struct Reader {
     if (key == "limits") return limits(v);
     if (key == "tenants") return tenants(v);
     if (key == "cluster") return cluster(v);
+    if (key == "webhooks") return webhooks(v);
     return agents(v);
   }
 };
@@ -305,12 +382,12 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
       it != config.sections.end() && !it->second.is_null()) {
     const Json& section = it->second;
     if (!section.is_object()) return bad("", "expected a mapping of server settings");
-    if (auto r =
-            only_keys(section, "",
-                      {"listen", "threads", "keys_file", "if_busy", "max_body_bytes",
-                       "max_header_bytes", "max_connections", "header_timeout_ms",
-                       "idle_timeout_ms", "shutdown_grace_ms", "event_retention_s", "heartbeat_s",
-                       "workspaces", "cors_origins", "limits", "tenants", "agents", "cluster"});
+    if (auto r = only_keys(
+            section, "",
+            {"listen", "threads", "keys_file", "if_busy", "max_body_bytes", "max_header_bytes",
+             "max_connections", "header_timeout_ms", "idle_timeout_ms", "shutdown_grace_ms",
+             "event_retention_s", "heartbeat_s", "workspaces", "cors_origins", "limits", "tenants",
+             "agents", "cluster", "webhooks"});
         !r) {
       return std::unexpected(r.error());
     }

@@ -15,6 +15,7 @@
 #include "log_context.hpp"
 #include "cluster_runs.hpp"
 #include "run_manager.hpp"
+#include "webhook_sender.hpp"
 
 namespace kernex::server {
 namespace {
@@ -120,12 +121,16 @@ void install_log_sink() {
 }  // namespace
 
 // With the postgres memory store, runs live in the same database and every node shares them;
-// otherwise this process keeps them in <data_dir>/serve.db.
+// otherwise this process keeps them in <data_dir>/serve.db, beside the webhook outbox.
 static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig& config,
                                                std::vector<skills::Skill> skills,
-                                               RunObserver* observer, RunAdmission* admission) {
+                                               RunObserver* observer, RunAdmission* admission,
+                                               std::unique_ptr<Webhooks>& webhooks) {
   const auto& memory = kernel.config().memory;
   if (memory && memory->name == "postgres") {
+    if (!config.webhooks.empty())
+      return fail(ErrorCode::Config,
+                  "serve.webhooks: not supported yet with the postgres run store (cluster mode)");
     pg::Options options;
     if (auto it = memory->config.find("dsn"); it != memory->config.end() && it->is_string())
       options.dsn = *it;
@@ -142,6 +147,11 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
   }
   auto store = RunStore::open(kernel.config().data_dir / "serve.db");
   if (!store) return std::unexpected(store.error());
+  if (!config.webhooks.empty()) {
+    KERNEX_ASSIGN_OR_RETURN(
+        webhooks, Webhooks::create(config.webhooks, kernel.config().data_dir / "serve.db"));
+    (*store)->on_finish(webhooks->finish_hook());
+  }
   RunManager::Deps deps;
   deps.kernel = &kernel;
   deps.config = &config;
@@ -149,6 +159,7 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
   deps.store = std::move(*store);
   deps.observer = observer;
   deps.admission = admission;
+  deps.webhooks = webhooks.get();
   return std::unique_ptr<Runs>(std::make_unique<RunManager>(std::move(deps)));
 }
 
@@ -180,8 +191,9 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   ServerMetrics metrics;
   Observer observer(metrics);
   Limits limits(config);
-  KERNEX_ASSIGN_OR_RETURN(auto made,
-                          make_runs(kernel, config, std::move(skills), &observer, &limits));
+  std::unique_ptr<Webhooks> webhooks;  // null without serve.webhooks
+  KERNEX_ASSIGN_OR_RETURN(
+      auto made, make_runs(kernel, config, std::move(skills), &observer, &limits, webhooks));
   Runs& runs = *made;
 
   HttpOptions http;
@@ -210,6 +222,7 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   });
   KERNEX_ASSIGN_OR_RETURN(auto port, server->listen());
   runs.resume_unfinished();
+  if (webhooks) webhooks->start();  // with the deliveries a previous server left pending
   server->every(std::chrono::seconds(30), [&runs] { runs.evict_expired(); });
   server->every(std::chrono::seconds(1), [&auth] {
     if (auto r = auth.refresh(); !r)
@@ -237,6 +250,7 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   });
   if (drainer.joinable()) drainer.join();
   runs.shutdown(std::chrono::milliseconds(0));
+  if (webhooks) webhooks->stop();  // what is still pending goes out at the next start
   log(LogLevel::Info, "stopped");
   return {};
 }

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <condition_variable>
 #include <deque>
@@ -51,7 +52,9 @@ class FakeHttpServer {
     }
   };
 
-  FakeHttpServer() {
+  // `port` 0: any free one; a given port serves a client again after an earlier server on it
+  // was destroyed (a receiver down, then up).
+  explicit FakeHttpServer(int port = 0) {
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (listen_fd_ < 0) throw std::runtime_error("socket failed");
     int one = 1;
@@ -59,7 +62,7 @@ class FakeHttpServer {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
     if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
         ::listen(listen_fd_, 64) != 0) {
       throw std::runtime_error("bind/listen failed");

@@ -88,5 +88,75 @@ TEST(ServeConfig, RejectsWhatItDoesNotKnow) {
   }
 }
 
+TEST(ServeConfig, ReadsWebhooks) {
+  auto c = parse(R"(serve:
+  webhooks:
+    - url: https://hooks.example.com/kernex
+      secret_env: KX_HOOK_SECRET
+      events: [run.completed, run.failed]
+      max_age_s: 3600
+    - url: http://127.0.0.1:9000/in
+      secret: inline-secret
+      events: [approval.requested, approval.resolved]
+      backoff_base_ms: 50
+      backoff_cap_ms: 1000
+      timeout_ms: 500
+)");
+  ASSERT_TRUE(c) << c.error().describe();
+  ASSERT_EQ(c->webhooks.size(), 2u);
+  const auto& a = c->webhooks[0];
+  EXPECT_EQ(a.url, "https://hooks.example.com/kernex");
+  EXPECT_EQ(a.secret_env, "KX_HOOK_SECRET");
+  EXPECT_EQ(a.secret, "");
+  EXPECT_EQ(a.events, (std::vector<std::string>{"run.completed", "run.failed"}));
+  EXPECT_EQ(a.max_age, std::chrono::seconds(3600));
+  EXPECT_EQ(a.backoff_base, std::chrono::milliseconds(1000));
+  EXPECT_EQ(a.backoff_cap, std::chrono::milliseconds(3'600'000));
+  const auto& b = c->webhooks[1];
+  EXPECT_EQ(b.secret, "inline-secret");
+  EXPECT_EQ(b.max_age, std::chrono::seconds(86'400));
+  EXPECT_EQ(b.backoff_base, std::chrono::milliseconds(50));
+  EXPECT_EQ(b.backoff_cap, std::chrono::milliseconds(1000));
+  EXPECT_EQ(b.timeout, std::chrono::milliseconds(500));
+}
+
+TEST(ServeConfig, WebhookErrorsNameTheField) {
+  const std::string head = "serve:\n  webhooks:\n    - ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"url: ftp://x/\n      secret: s\n      events: [run.failed]", "serve.webhooks[0].url"},
+      {"url: /relative\n      secret: s\n      events: [run.failed]", "serve.webhooks[0].url"},
+      {"secret: s\n      events: [run.failed]", "serve.webhooks[0].url: missing"},
+      {"url: http://h/\n      events: [run.failed]", "exactly one of secret_env"},
+      {"url: http://h/\n      secret: s\n      secret_env: E\n      events: [run.failed]",
+       "exactly one of secret_env"},
+      {"url: http://h/\n      secret: \"\"\n      events: [run.failed]",
+       "serve.webhooks[0].secret: must not be empty"},
+      {"url: http://h/\n      secret: s", "serve.webhooks[0].events: missing"},
+      {"url: http://h/\n      secret: s\n      events: [run.started]",
+       "serve.webhooks[0].events: unknown event \"run.started\""},
+      {"url: http://h/\n      secret: s\n      events: []", "serve.webhooks[0].events"},
+      {"url: http://h/\n      secret: s\n      events: [run.failed]\n      colour: red",
+       "serve.webhooks[0].colour: unknown key"},
+      {"url: http://h/\n      secret: s\n      events: [run.failed]\n      max_age_s: 0",
+       "serve.webhooks[0].max_age_s"},
+      {"url: http://h/\n      secret: s\n      events: [run.failed]\n      backoff_base_ms: "
+       "500\n      backoff_cap_ms: 100",
+       "serve.webhooks[0].backoff_cap_ms"},
+      {"url: http://h/\n      secret: s\n      events: [run.failed]\n    - url: http://h/\n "
+       "     secret: t\n      events: [run.failed]",
+       "serve.webhooks[1].url: listed twice"},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    auto c = parse(head + yaml + "\n");
+    ASSERT_FALSE(c) << yaml;
+    EXPECT_EQ(c.error().code, ErrorCode::Config) << yaml;
+    EXPECT_NE(c.error().message.find(expected), std::string::npos)
+        << yaml << "\n -> " << c.error().message;
+  }
+  auto not_a_list = parse("serve:\n  webhooks: {url: http://h/}\n");
+  ASSERT_FALSE(not_a_list);
+  EXPECT_NE(not_a_list.error().message.find("serve.webhooks: expected a list"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kernex::server

@@ -45,6 +45,21 @@ struct ClusterConfig {
   std::size_t pool_size = 8;  // PostgreSQL connections of the run store
 };
 
+// An outbound webhook endpoint (serve.webhooks[]): the events it wants, signed with its secret.
+struct WebhookEndpointConfig {
+  std::string url;         // http:// or https://
+  std::string secret;      // inline `secret`; empty when `secret_env` names it
+  std::string secret_env;  // the environment variable holding the secret, read at serve start
+  std::vector<std::string> events;       // run.completed, run.failed, approval.requested/resolved
+  std::chrono::seconds max_age{86'400};  // give up on an event this long after it was made
+  std::chrono::milliseconds backoff_base{1'000};     // first retry waits up to this...
+  std::chrono::milliseconds backoff_cap{3'600'000};  // ...doubling up to this
+  std::chrono::milliseconds timeout{10'000};         // one delivery attempt, connect to answer
+};
+// The event types an endpoint may ask for.
+inline constexpr std::string_view kWebhookEventTypes[] = {
+    "run.completed", "run.failed", "approval.requested", "approval.resolved"};
+
 struct ServeConfig {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8080;
@@ -67,6 +82,7 @@ struct ServeConfig {
   // Origins whose browser pages may call the API (CORS); "*" for any. Empty: none.
   std::vector<std::string> cors_origins;
   ClusterConfig cluster;
+  std::vector<WebhookEndpointConfig> webhooks;
 
   // Reads config.sections["serve"] (absent: defaults). Unknown keys and wrong types are errors
   // naming the key; relative paths resolve against the config file's directory.
