@@ -71,7 +71,7 @@ class ConfigReader {
     return each_key(Field{root, "", root.Mark()},
                     {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project",
                      "provider", "providers", "memory", "hooks", "toolboxes", "permissions",
-                     "pricing_file", "limits", "trajectories", "serve"},
+                     "pricing_file", "limits", "trajectories", "workspace", "serve"},
                     [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
   }
 
@@ -112,6 +112,7 @@ class ConfigReader {
       if (v) out.trajectories = *v;
       return {};
     }
+    if (key == "workspace") return workspace(f, out);
     if (key == "serve") {
       // Read by the server layer (kernex::server::ServeConfig), which checks its keys.
       KERNEX_ASSIGN_OR_RETURN(auto section, options(f));
@@ -342,6 +343,20 @@ class ConfigReader {
                                                            : key == "ask" ? out.ask
                                                                           : out.deny);
                     });
+  }
+
+  Result<void> workspace(const Field& f, Config& out) const {
+    return each_key(f, {"mode"}, [&](const std::string&, const Field& sub) -> Result<void> {
+      KERNEX_ASSIGN_OR_RETURN(auto v, string_value(sub));
+      if (!v) return {};
+      if (*v == "plain")
+        out.workspace_mode = WorkspaceMode::Plain;
+      else if (*v == "overlay")
+        out.workspace_mode = WorkspaceMode::Overlay;
+      else
+        return expected(sub, "overlay or plain");
+      return {};
+    });
   }
 
   Result<void> limits(const Field& f, Limits& out) const {
