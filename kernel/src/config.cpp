@@ -229,6 +229,24 @@ class ConfigReader {
     return j.get<bool>();
   }
 
+  // One of `names` (a null keeps `out`); anything else is an error listing them ("a or b").
+  template <class E>
+  Result<void> enum_value(const Field& f,
+                          std::initializer_list<std::pair<std::string_view, E>> names,
+                          E& out) const {
+    KERNEX_ASSIGN_OR_RETURN(auto v, string_value(f));
+    if (!v) return {};
+    std::string choices;
+    for (const auto& [name, value] : names) {
+      if (*v == name) {
+        out = value;
+        return {};
+      }
+      choices += (choices.empty() ? "" : " or ") + std::string(name);
+    }
+    return expected(f, choices);
+  }
+
   // A finite number in [min, max] (kernex/number.hpp words the range).
   Result<std::optional<double>> number_value(const Field& f, double min, double max) const {
     if (f.value.IsNull()) return std::nullopt;
@@ -346,16 +364,9 @@ class ConfigReader {
   }
 
   Result<void> workspace(const Field& f, Config& out) const {
-    return each_key(f, {"mode"}, [&](const std::string&, const Field& sub) -> Result<void> {
-      KERNEX_ASSIGN_OR_RETURN(auto v, string_value(sub));
-      if (!v) return {};
-      if (*v == "plain")
-        out.workspace_mode = WorkspaceMode::Plain;
-      else if (*v == "overlay")
-        out.workspace_mode = WorkspaceMode::Overlay;
-      else
-        return expected(sub, "overlay or plain");
-      return {};
+    return each_key(f, {"mode"}, [&](const std::string&, const Field& sub) {
+      return enum_value(sub, {{"overlay", WorkspaceMode::Overlay}, {"plain", WorkspaceMode::Plain}},
+                        out.workspace_mode);
     });
   }
 
@@ -373,15 +384,10 @@ class ConfigReader {
             return {};
           }
           if (key == "compaction") {
-            KERNEX_ASSIGN_OR_RETURN(auto v, string_value(sub));
-            if (!v) return {};
-            if (*v == "drop")
-              out.compaction = CompactionStrategy::Drop;
-            else if (*v == "summarize")
-              out.compaction = CompactionStrategy::Summarize;
-            else
-              return expected(sub, "drop or summarize");
-            return {};
+            return enum_value(
+                sub,
+                {{"drop", CompactionStrategy::Drop}, {"summarize", CompactionStrategy::Summarize}},
+                out.compaction);
           }
           const bool wide = key == "token_budget" || key == "max_context_messages";
           const std::uint64_t max =
