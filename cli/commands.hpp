@@ -34,6 +34,8 @@ struct RunArgs {
   std::optional<std::uint64_t> token_budget;
   std::optional<double> cost_budget_usd;
   std::optional<std::uint32_t> tool_call_budget;
+  bool overlay = false;     // --overlay: workspace.mode overlay for this run
+  bool no_overlay = false;  // --no-overlay: plain, whatever the config says
   bool json = false;
   bool stream = false;               // --stream: print text (or, with --json, events) as it arrives
   bool approve = false;              // --approve: run calls that need approval without asking
@@ -101,6 +103,9 @@ struct PreparedRun {
   std::string message;
 };
 Result<PreparedRun> prepare_run(const ConfigFile& config, const RunArgs& args);
+// workspace.mode overlay: the run's workspace is the current directory, seen through the CLI
+// session's overlay (RunOptions::workspace and workspace_layers set); plain: nothing changes.
+Result<void> use_workspace_mode(const Config& config, RunOptions& options);
 class StreamPrinter;
 // Prints the answer (or the JSON result) and maps the outcome to the exit code.
 int print_run_result(const Result<RunResult>& result, StreamPrinter& printer, bool json);

@@ -23,6 +23,8 @@ int rlm(const ConfigFile& config_file, const RlmArgs& args) {
   if (!prepared) return report(prepared.error());
   RunOptions& opts = prepared->options;
   opts.max_depth = args.max_depth;
+  if (auto overlay = use_workspace_mode(prepared->config, opts); !overlay)
+    return report(overlay.error());
 
   auto kernel = Kernel::create(std::move(prepared->config));
   if (!kernel) return report(kernel.error());

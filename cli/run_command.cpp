@@ -68,6 +68,8 @@ Result<PreparedRun> prepare_run(const ConfigFile& config_file, const RunArgs& ar
                 "(given with --config or KERNEX_CONFIG); `kernex plugins` lists the providers "
                 "found");
   }
+  if (args.overlay || args.no_overlay)
+    config->workspace_mode = args.overlay ? WorkspaceMode::Overlay : WorkspaceMode::Plain;
   KERNEX_ASSIGN_OR_RETURN(auto message, message_text(args.message));
   return PreparedRun{std::move(*config), std::move(*opts), std::move(message)};
 }
@@ -89,6 +91,7 @@ int run(const ConfigFile& config_file, const RunArgs& args) {
     if (config.project.empty()) config.project = project->name;  // its own conversations
     activate.insert(activate.end(), project->skills.begin(), project->skills.end());
   }
+  if (auto overlay = use_workspace_mode(config, opts); !overlay) return report(overlay.error());
 
   // Skills load (and register their folders as kernel files) before the kernel and its plugins
   // exist, so every sandbox policy of this run is built knowing them.

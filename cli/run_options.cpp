@@ -68,6 +68,11 @@ void add_run_options(CLI::App& app, RunArgs& args) {
   app.add_option("--tool-budget", args.tool_call_budget, "tool calls allowed in this run")
       ->check(uint_in(0, u32))
       ->type_name("N");
+  app.add_flag("--overlay", args.overlay,
+               "tools write into the session's overlay, not the current directory (review with "
+               "`kernex workspace`); overrides workspace.mode");
+  app.add_flag("--no-overlay", args.no_overlay, "tools write into the current directory")
+      ->excludes("--overlay");
   app.add_option("--provider-opt", args.provider_opts,
                  "provider option (repeatable); VALUE is JSON if it parses, else a string")
       ->allow_extra_args(false)

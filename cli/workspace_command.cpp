@@ -92,11 +92,15 @@ int diff(const ws::Overlay& overlay, const WorkspaceArgs& args) {
 }
 
 // Exit 7 when anything named was not applied (a conflict or a refusal).
+// Once nothing is left, the layer goes: the session's next run starts a fresh one.
 int accept(ws::Overlay& overlay, const WorkspaceArgs& args) {
-  auto r = overlay.accept(args.paths, args.force);
-  if (!r) return report(r.error());
+  auto outcome = ws::accept_and_retire(overlay, args.paths, args.force);
+  if (!outcome) return report(outcome.error());
+  const ws::AcceptResult* r = &outcome->result;
   if (args.json) {
-    print_json(ws::to_json(*r));
+    Json out = ws::to_json(*r);
+    out["layer_removed"] = outcome->dropped;
+    print_json(out);
   } else {
     for (const auto& p : r->applied) std::cout << for_terminal("applied   " + p) << '\n';
     for (const auto& i : r->conflicts)

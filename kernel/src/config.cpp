@@ -71,7 +71,7 @@ class ConfigReader {
     return each_key(Field{root, "", root.Mark()},
                     {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project",
                      "provider", "providers", "memory", "hooks", "toolboxes", "permissions",
-                     "pricing_file", "limits", "trajectories", "serve", "channels"},
+                     "pricing_file", "limits", "trajectories", "workspace", "serve", "channels"},
                     [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
   }
 
@@ -113,6 +113,7 @@ class ConfigReader {
       if (v) out.trajectories = *v;
       return {};
     }
+    if (key == "workspace") return workspace(f, out);
     if (key == "serve") {
       // Read by the server layer (kernex::server::ServeConfig), which checks its keys.
       KERNEX_ASSIGN_OR_RETURN(auto section, options(f));
@@ -227,6 +228,24 @@ class ConfigReader {
     Json j = f.value.IsScalar() ? detail::yaml_scalar_to_json(f.value) : Json();
     if (!j.is_boolean()) return expected(f, "true or false");
     return j.get<bool>();
+  }
+
+  // One of `names` (a null keeps `out`); anything else is an error listing them ("a or b").
+  template <class E>
+  Result<void> enum_value(const Field& f,
+                          std::initializer_list<std::pair<std::string_view, E>> names,
+                          E& out) const {
+    KERNEX_ASSIGN_OR_RETURN(auto v, string_value(f));
+    if (!v) return {};
+    std::string choices;
+    for (const auto& [name, value] : names) {
+      if (*v == name) {
+        out = value;
+        return {};
+      }
+      choices += (choices.empty() ? "" : " or ") + std::string(name);
+    }
+    return expected(f, choices);
   }
 
   // A finite number in [min, max] (kernex/number.hpp words the range).
@@ -362,6 +381,13 @@ class ConfigReader {
                     });
   }
 
+  Result<void> workspace(const Field& f, Config& out) const {
+    return each_key(f, {"mode"}, [&](const std::string&, const Field& sub) {
+      return enum_value(sub, {{"overlay", WorkspaceMode::Overlay}, {"plain", WorkspaceMode::Plain}},
+                        out.workspace_mode);
+    });
+  }
+
   Result<void> limits(const Field& f, Limits& out) const {
     constexpr auto u32 = std::numeric_limits<std::uint32_t>::max();
     constexpr auto u64 = std::numeric_limits<std::uint64_t>::max();
@@ -376,15 +402,10 @@ class ConfigReader {
             return {};
           }
           if (key == "compaction") {
-            KERNEX_ASSIGN_OR_RETURN(auto v, string_value(sub));
-            if (!v) return {};
-            if (*v == "drop")
-              out.compaction = CompactionStrategy::Drop;
-            else if (*v == "summarize")
-              out.compaction = CompactionStrategy::Summarize;
-            else
-              return expected(sub, "drop or summarize");
-            return {};
+            return enum_value(
+                sub,
+                {{"drop", CompactionStrategy::Drop}, {"summarize", CompactionStrategy::Summarize}},
+                out.compaction);
           }
           const bool wide = key == "token_budget" || key == "max_context_messages";
           const std::uint64_t max =

@@ -1,4 +1,5 @@
 #include "api.hpp"
+#include "session_overlay.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -175,6 +176,9 @@ HttpReply Api::route(const HttpRequest& req) {
       if (reads && !deps_.runs->session_exists(*tenant, session)) {
         return HttpReply::error(api_error(404, "not_found", "no session '" + session + "'"));
       }
+      if (seg.size() >= 4 && seg[3] == "workspace")
+        return workspace_route(req, *deps_.runs, *tenant, session,
+                               std::vector<std::string>(seg.begin() + 4, seg.end()));
       if (seg.size() == 3) {
         if (req.method != "DELETE") return HttpReply::error(method_not_allowed(req));
         auto done = deps_.runs->forget(*tenant, session);

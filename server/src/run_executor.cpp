@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "kernex/skills/context_source.hpp"
+#include "session_overlay.hpp"
 
 namespace kernex::server {
 namespace {
@@ -191,8 +192,10 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
   RunOptions options = run_options(env, run, req, workspace);
   options.sink = event_sink(run, env.observer, started);
   options.before_save = std::move(before_save);
+  auto overlay = use_session_overlay(env.kernel->config(), run, req.session, workspace, options);
   const std::string sender = run.tenant + "/" + (req.sender.empty() ? req.session : req.sender);
   Result<RunResult> result = [&]() -> Result<RunResult> {
+    if (!overlay) return std::unexpected(overlay.error());
     try {
       return env.kernel->run(Request::from_text(sender, req.message), options);
     } catch (const std::exception& e) {

@@ -18,6 +18,7 @@ using kernex::CompactionStrategy;
 using kernex::Config;
 using kernex::ErrorCode;
 using kernex::Json;
+using kernex::WorkspaceMode;
 using ::testing::HasSubstr;
 
 namespace {
@@ -291,6 +292,24 @@ TEST_F(ConfigTest, StringFieldsTakeAnyScalarsText) {
   Config c = parse_ok("project: 123\nchannel: true\n");
   EXPECT_EQ(c.project, "123");
   EXPECT_EQ(c.channel, "true");
+}
+
+TEST_F(ConfigTest, WorkspaceModeIsPlainOrOverlay) {
+  EXPECT_EQ(parse_ok("").workspace_mode, WorkspaceMode::Plain);
+  EXPECT_EQ(parse_ok("workspace: {mode: overlay}\n").workspace_mode, WorkspaceMode::Overlay);
+  EXPECT_EQ(parse_ok("workspace:\n  mode: plain\n").workspace_mode, WorkspaceMode::Plain);
+  EXPECT_EQ(parse_ok("workspace:\n").workspace_mode, WorkspaceMode::Plain);
+  EXPECT_EQ(parse_ok("workspace: {mode: ~}\n").workspace_mode, WorkspaceMode::Plain);
+  EXPECT_EQ(parse_error("workspace: {mode: layered}\n"),
+            "kernex.yaml:1: workspace.mode: expected overlay or plain, got \"layered\"");
+  EXPECT_THAT(parse_error("workspace: {mode: [overlay]}\n"),
+              HasSubstr("workspace.mode: expected a string, got a list"));
+  EXPECT_THAT(parse_error("workspace:\n  mode: overlay\n  upper: /x\n"),
+              HasSubstr("kernex.yaml:3: workspace.upper: unknown key (expected one of: mode)"));
+  EXPECT_THAT(parse_error("workspace: overlay\n"),
+              HasSubstr("workspace: expected a mapping, got \"overlay\""));
+  EXPECT_THAT(parse_error("workspace:\n  mode: overlay\n  mode: plain\n"),
+              HasSubstr("workspace.mode: duplicate key"));
 }
 
 TEST_F(ConfigTest, UnknownTopLevelKeyNamesKeyAndLine) {

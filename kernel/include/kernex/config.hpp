@@ -38,6 +38,10 @@ struct Limits {
   std::chrono::minutes conversation_idle{120};
 };
 
+// Where a run's sandboxed tools write (`workspace: {mode: ...}`): straight into the workspace, or
+// into an overlay layer per session that a person reviews and accepts (`kernex workspace`).
+enum class WorkspaceMode { Plain, Overlay };
+
 struct Config {
   std::optional<std::filesystem::path> source;  // the file it was read from
   std::filesystem::path data_dir;  // default $XDG_DATA_HOME/kernex or ~/.local/share/kernex
@@ -65,6 +69,9 @@ struct Config {
   // Channel plugins a host runs (`kernex serve`, `kernex channel run NAME`), each named once: the
   // name is the plugin's and names the channel's state (<data_dir>/channels/<name>).
   std::vector<PluginRef> channels;
+  // `workspace: {mode: overlay}`: hosts run tools over an overlay of the workspace (`kernex run`
+  // and `kernex serve` sessions; `kernex run --overlay` sets it for one run).
+  WorkspaceMode workspace_mode = WorkspaceMode::Plain;
   // Sections for the layers above the kernel, as JSON, checked by the layer that reads them:
   // "serve" (kernex serve). Relative paths in them resolve against `source`'s directory.
   std::map<std::string, Json> sections;
