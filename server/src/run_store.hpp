@@ -45,7 +45,6 @@ class RunStore {
 
  private:
   explicit RunStore(sqlite3* db) : db_(db) {}
-  Result<void> exec(const char* sql);
   std::mutex mutex_;
   sqlite3* db_;
 };

@@ -1,0 +1,58 @@
+// What the stores in serve.db share: opening the file (owner only, WAL, one first opener at a
+// time) and a prepared statement that finalizes itself.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <string>
+
+#include "kernex/error.hpp"
+
+namespace kernex::server {
+
+std::unexpected<Error> db_error(sqlite3* db, const std::string& what);
+
+// Opens (creating) `file` in WAL mode with synchronous=NORMAL: a commit is in the WAL file
+// before it returns, so a process kill loses nothing committed. `schema` (CREATE ... IF NOT
+// EXISTS) runs while the first-open lock is held. The caller closes the handle.
+Result<sqlite3*> open_serve_db(const std::filesystem::path& file,
+                               std::initializer_list<const char*> schema);
+
+// Runs `sql` (no parameters, no rows).
+Result<void> exec_sql(sqlite3* db, const char* sql);
+
+// One prepared statement, finalized on scope exit.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) {
+    ok_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK;
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  bool ok() const { return ok_; }
+  Statement& bind(int i, const std::string& text) {
+    sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& bind(int i, std::int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  int step() { return sqlite3_step(stmt_); }
+  std::string text(int col) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)))
+             : std::string();
+  }
+  std::int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  bool ok_ = false;
+};
+
+}  // namespace kernex::server
