@@ -147,7 +147,7 @@ std::optional<RunRequest> RunRequest::from_json(const Json& j) {
 
 RunEnv make_run_env(Kernel* kernel, const ServeConfig* config,
                     const std::vector<skills::Skill>* skills, RunObserver* observer) {
-  RunEnv env{kernel, config, skills, nullptr, observer};
+  RunEnv env{kernel, config, skills, nullptr, observer, {}};
   if (!skills->empty()) {
     if (auto source = skills::SkillContextSource::create(*skills, {})) env.default_skills = *source;
   }
@@ -191,6 +191,7 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
   RunOptions options = run_options(env, run, req, workspace);
   options.sink = event_sink(run, env.observer, started);
   options.before_save = std::move(before_save);
+  if (env.attach_approvals) env.attach_approvals(run, options);
   const std::string sender = run.tenant + "/" + (req.sender.empty() ? req.session : req.sender);
   Result<RunResult> result = [&]() -> Result<RunResult> {
     try {

@@ -25,6 +25,9 @@ struct RunEnv {
   // made once, since a source holds a copy of every skill.
   std::shared_ptr<ContextSource> default_skills;
   RunObserver* observer = nullptr;  // may be null
+  // Sets the run's approver and journal (single node: approvals.hpp, run_journal_store.hpp);
+  // unset, a call that needs approval is denied "needs approval".
+  std::function<void(RunState&, RunOptions&)> attach_approvals;
 };
 RunEnv make_run_env(Kernel* kernel, const ServeConfig* config,
                     const std::vector<skills::Skill>* skills, RunObserver* observer);

@@ -15,7 +15,19 @@ namespace fs = std::filesystem;
 
 RunManager::RunManager(Deps deps)
     : deps_(std::move(deps)),
-      env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)) {}
+      env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)) {
+  if (deps_.journals && deps_.approvals) {
+    env_.attach_approvals = [this](RunState& run, RunOptions& options) {
+      // Keyed by the run's id: a run resumed after a restart gets the journal it wrote.
+      options.journal = deps_.journals->journal(run.id);
+      options.approver = deps_.approvals->approver(run, [this, &run](RunStatus status) {
+        if (auto r = deps_.store->set_status(run.id, status); !r)
+          log(LogLevel::Error, "serve: " + r.error().describe());
+        run.set_status(status);
+      });
+    };
+  }
+}
 
 RunManager::~RunManager() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -105,6 +117,10 @@ void RunManager::execute(const Pending& pending) {
   events.push_back(RunEvent{events.size() + 1, end.event, end.body});
   if (auto r = deps_.store->finish(run.id, end.status, end.body, events); !r) {
     log(LogLevel::Error, "serve: " + r.error().describe());
+  } else if (deps_.journals) {
+    // Finished for good: its journal is no longer needed to resume it.
+    if (auto f = deps_.journals->forget(run.id); !f)
+      log(LogLevel::Warn, "serve: " + f.error().describe());
   }
   // The session is free before anyone hears the run ended: a client that sends its next message
   // on run_end must never meet session_busy.
@@ -242,6 +258,10 @@ std::expected<void, ApiError> RunManager::forget(const std::string& tenant,
   if (auto r = deps_.store->delete_session(tenant, session); !r) {
     return std::unexpected(api_error(500, "store_failed", r.error().describe()));
   }
+  if (deps_.approvals) {
+    if (auto r = deps_.approvals->forget_session(tenant, session); !r)
+      return std::unexpected(api_error(500, "store_failed", r.error().describe()));
+  }
   std::lock_guard lock(mutex_);
   for (auto it = runs_.begin(); it != runs_.end();) {
     it = (it->second->tenant == tenant && it->second->session == session) ? runs_.erase(it)
@@ -267,8 +287,9 @@ void RunManager::resume_unfinished() {
       (void)deps_.store->finish(row.id, RunStatus::Failed, error, {});
       continue;
     }
-    // At least once: a run cut off mid-way runs again from its message (its exchange was never
-    // saved).
+    // A run cut off mid-way runs again from its message (its exchange was never saved); with
+    // the journal it replays the model answers and tool results it recorded instead of asking
+    // again, and a run that waited for an approval waits for the same one.
     log(LogLevel::Info,
         "serve: resuming run " + row.id + " (" + row.status + " when the last server stopped)");
     runs_[run->id] = run;

@@ -189,6 +189,17 @@ struct Reader {
     return {};
   }
 
+  Result<void> approvals(const Json& v) {
+    if (!v.is_object()) return bad("approvals", "expected a mapping {timeout_s}");
+    KERNEX_RETURN_IF_ERROR(only_keys(v, "approvals", {"timeout_s"}));
+    if (auto it = v.find("timeout_s"); it != v.end()) {
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, "approvals.timeout_s", 86'400 * 30));
+      if (n == 0) return bad("approvals.timeout_s", "must be positive");
+      out.approval_timeout = std::chrono::seconds(n);
+    }
+    return {};
+  }
+
   Result<void> key(const std::string& key, const Json& v) {
     if (key == "listen") {
       KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
@@ -254,6 +265,7 @@ struct Reader {
     if (key == "limits") return limits(v);
     if (key == "tenants") return tenants(v);
     if (key == "cluster") return cluster(v);
+    if (key == "approvals") return approvals(v);
     return agents(v);
   }
 };
@@ -305,12 +317,12 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
       it != config.sections.end() && !it->second.is_null()) {
     const Json& section = it->second;
     if (!section.is_object()) return bad("", "expected a mapping of server settings");
-    if (auto r =
-            only_keys(section, "",
-                      {"listen", "threads", "keys_file", "if_busy", "max_body_bytes",
-                       "max_header_bytes", "max_connections", "header_timeout_ms",
-                       "idle_timeout_ms", "shutdown_grace_ms", "event_retention_s", "heartbeat_s",
-                       "workspaces", "cors_origins", "limits", "tenants", "agents", "cluster"});
+    if (auto r = only_keys(
+            section, "",
+            {"listen", "threads", "keys_file", "if_busy", "max_body_bytes", "max_header_bytes",
+             "max_connections", "header_timeout_ms", "idle_timeout_ms", "shutdown_grace_ms",
+             "event_retention_s", "heartbeat_s", "workspaces", "cors_origins", "limits", "tenants",
+             "agents", "cluster", "approvals"});
         !r) {
       return std::unexpected(r.error());
     }

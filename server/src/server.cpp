@@ -140,8 +140,11 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
                            std::move(store), observer, admission};
     return std::unique_ptr<Runs>(std::make_unique<ClusterRuns>(std::move(deps)));
   }
-  auto store = RunStore::open(kernel.config().data_dir / "serve.db");
+  const auto db = kernel.config().data_dir / "serve.db";
+  auto store = RunStore::open(db);
   if (!store) return std::unexpected(store.error());
+  KERNEX_ASSIGN_OR_RETURN(auto journals, JournalStore::open(db));
+  KERNEX_ASSIGN_OR_RETURN(auto approvals, ApprovalStore::open(db));
   RunManager::Deps deps;
   deps.kernel = &kernel;
   deps.config = &config;
@@ -149,6 +152,8 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
   deps.store = std::move(*store);
   deps.observer = observer;
   deps.admission = admission;
+  deps.journals = std::move(journals);
+  deps.approvals = std::make_unique<Approvals>(std::move(approvals), config.approval_timeout);
   return std::unique_ptr<Runs>(std::make_unique<RunManager>(std::move(deps)));
 }
 

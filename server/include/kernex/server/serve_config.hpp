@@ -67,6 +67,8 @@ struct ServeConfig {
   // Origins whose browser pages may call the API (CORS); "*" for any. Empty: none.
   std::vector<std::string> cors_origins;
   ClusterConfig cluster;
+  // `approvals: {timeout_s}`: how long a tool call waits for a person before it is denied.
+  std::chrono::seconds approval_timeout{3600};
 
   // Reads config.sections["serve"] (absent: defaults). Unknown keys and wrong types are errors
   // naming the key; relative paths resolve against the config file's directory.
