@@ -1,7 +1,6 @@
 #include "approval_store.hpp"
 
-#include <ctime>
-
+#include "run_executor.hpp"
 #include "sqlite_db.hpp"
 
 namespace kernex::server {
@@ -9,44 +8,27 @@ namespace {
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+// Text columns first, then the JSON ones, then the times: read_row takes them in this order.
 constexpr const char* kColumns =
-    "id, tenant, session, run_id, key, tool, arguments, reason, status, decision, "
-    "edited_arguments, decision_reason, created_at, expires_at, resolved_at";
+    "id, tenant, session, run_id, key, tool, reason, status, decision, decision_reason, "
+    "arguments, edited_arguments, created_at, expires_at, resolved_at";
 
 StoredApproval read_row(const Statement& st) {
-  StoredApproval a;
-  a.id = st.text(0);
-  a.tenant = st.text(1);
-  a.session = st.text(2);
-  a.run_id = st.text(3);
-  a.key = st.text(4);
-  a.tool = st.text(5);
-  a.arguments = parse_untrusted(st.text(6));
-  if (a.arguments.is_discarded()) a.arguments = Json::object();
-  a.reason = st.text(7);
-  a.status = st.text(8);
-  a.decision = st.text(9);
-  if (const std::string edited = st.text(10); !edited.empty()) {
-    Json j = parse_untrusted(edited);
-    if (!j.is_discarded()) a.edited_arguments = std::move(j);
-  }
-  a.decision_reason = st.text(11);
-  a.created_at = st.integer(12);
-  a.expires_at = st.integer(13);
-  a.resolved_at = st.integer(14);
+  using A = StoredApproval;
+  A a;
+  int col = 0;
+  for (auto text : {&A::id, &A::tenant, &A::session, &A::run_id, &A::key, &A::tool, &A::reason,
+                    &A::status, &A::decision, &A::decision_reason})
+    a.*text = st.text(col++);
+  a.arguments = parse_untrusted(st.text(col++));
+  if (!a.arguments.is_object()) a.arguments = Json::object();
+  if (Json edited = parse_untrusted(st.text(col++)); edited.is_object())
+    a.edited_arguments = std::move(edited);
+  for (auto time : {&A::created_at, &A::expires_at, &A::resolved_at}) a.*time = st.integer(col++);
   return a;
 }
 
 }  // namespace
-
-std::string utc_time(std::int64_t unix_seconds) {
-  const std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
 
 Json StoredApproval::to_json() const {
   Json j{{"approval_id", id},

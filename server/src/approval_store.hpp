@@ -32,9 +32,6 @@ struct StoredApproval {
   Json to_json() const;
 };
 
-// Unix seconds as the API shows times: "YYYY-MM-DD HH:MM:SS" (UTC), like a run's created_at.
-std::string utc_time(std::int64_t unix_seconds);
-
 class ApprovalStore {
  public:
   static Result<std::unique_ptr<ApprovalStore>> open(const std::filesystem::path& file);

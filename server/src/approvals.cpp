@@ -2,6 +2,7 @@
 
 #include "kernex/log.hpp"
 #include "random_id.hpp"
+#include "run_executor.hpp"
 
 namespace kernex::server {
 namespace {
@@ -89,6 +90,7 @@ ApprovalDecision Approvals::ask(RunState& run, const SetStatus& set_status,
   run.append("approval_requested", requested_event(run, *approval));
   StoredApproval resolved = *approval;
   const ApprovalDecision decision = wait(*approval, stop);
+  if (suspended(run.id)) return decision;  // still pending, the run awaiting_approval
   if (auto row = store_->by_id(approval->id); row && *row) resolved = **row;
   run.append("approval_resolved", resolved_event(run, resolved));
   set_status(RunStatus::Running);
@@ -108,6 +110,8 @@ ApprovalDecision Approvals::wait(const StoredApproval& approval, std::stop_token
     });
   }
   if (done) return decision_of(*done);
+  if (stop.stop_requested() && suspend(approval.run_id))
+    return ApprovalDecision::deny("the server is stopping; the approval stays pending");
   if (stop.stop_requested())
     return decision_of(settle(approval, "denied", "the run was cancelled"));
   return decision_of(settle(approval, "expired", "approval expired"));
@@ -174,6 +178,22 @@ std::expected<Json, ApiError> Approvals::pending(const std::string& tenant,
   Json list = Json::array();
   for (const auto& a : *rows) list.push_back(a.to_json());
   return Json{{"approvals", list}};
+}
+
+void Approvals::stop_waiting() {
+  std::lock_guard lock(mutex_);
+  stopping_ = true;
+}
+
+bool Approvals::suspend(const std::string& run_id) {
+  std::lock_guard lock(mutex_);
+  if (stopping_) suspended_.insert(run_id);
+  return stopping_;
+}
+
+bool Approvals::suspended(const std::string& run_id) {
+  std::lock_guard lock(mutex_);
+  return suspended_.contains(run_id);
 }
 
 Result<void> Approvals::forget_session(const std::string& tenant, const std::string& session) {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "api_error.hpp"
@@ -38,12 +39,20 @@ class Approvals {
   std::expected<Json, ApiError> pending(const std::string& tenant, const std::string& session);
   Result<void> forget_session(const std::string& tenant, const std::string& session);
 
+  // A server going down (SIGTERM) leaves waiting runs for the next start: from now on a wait
+  // ended by the run's stop token denies without storing anything, and marks the run suspended.
+  void stop_waiting();
+  // Whether the run stopped waiting because the server is going down: its end is not stored,
+  // nor its exchange saved, so the next start resumes it.
+  bool suspended(const std::string& run_id);
+
  private:
   ApprovalDecision ask(RunState& run, const SetStatus& set_status, const ApprovalRequest& request,
                        std::stop_token stop);
   // The stored approval of this call, created when there is none.
   Result<StoredApproval> find_or_create(RunState& run, const ApprovalRequest& request);
   ApprovalDecision wait(const StoredApproval& approval, std::stop_token stop);
+  bool suspend(const std::string& run_id);  // true (and marked) when the server is stopping
   // Resolves as the server (cancel, expiry); what was decided when someone else won.
   StoredApproval settle(StoredApproval approval, std::string status, std::string reason);
 
@@ -51,6 +60,8 @@ class Approvals {
   std::chrono::seconds timeout_;
   std::mutex mutex_;                     // held while resolving and while checking for a decision
   std::condition_variable_any changed_;  // an approval was resolved
+  bool stopping_ = false;
+  std::set<std::string> suspended_;
 };
 
 }  // namespace kernex::server

@@ -106,8 +106,10 @@ RunOptions run_options(const RunEnv& env, RunState& run, const RunRequest& req,
 
 }  // namespace
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
+std::string utc_now() { return utc_time(std::time(nullptr)); }
+
+std::string utc_time(std::int64_t unix_seconds) {
+  const auto t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
