@@ -61,7 +61,11 @@ Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const std::filesystem
            "CREATE INDEX IF NOT EXISTS approvals_by_session ON approvals(tenant, session, status)",
            "CREATE TABLE IF NOT EXISTS approval_grants (tenant TEXT NOT NULL, session TEXT NOT "
            "NULL, tool TEXT NOT NULL, PRIMARY KEY (tenant, session, tool))"}));
-  return std::unique_ptr<ApprovalStore>(new ApprovalStore(db));
+  std::unique_ptr<ApprovalStore> store(new ApprovalStore(db));
+  // This connection's commits reach the disk before they return (fsync), not only the WAL file:
+  // what it records decides whether a tool runs again, even after a power loss.
+  KERNEX_RETURN_IF_ERROR(exec_sql(db, "PRAGMA synchronous=FULL"));
+  return store;
 }
 
 ApprovalStore::~ApprovalStore() { sqlite3_close(db_); }

@@ -41,7 +41,11 @@ Result<std::unique_ptr<JournalStore>> JournalStore::open(const std::filesystem::
                      "INTEGER NOT NULL, response TEXT NOT NULL, PRIMARY KEY (run_id, turn))",
                      "CREATE TABLE IF NOT EXISTS run_tools (run_id TEXT NOT NULL, key TEXT "
                      "NOT NULL, call TEXT NOT NULL, result TEXT, PRIMARY KEY (run_id, key))"}));
-  return std::unique_ptr<JournalStore>(new JournalStore(db));
+  std::unique_ptr<JournalStore> store(new JournalStore(db));
+  // This connection's commits reach the disk before they return (fsync), not only the WAL file:
+  // what it records decides whether a tool runs again, even after a power loss.
+  KERNEX_RETURN_IF_ERROR(exec_sql(db, "PRAGMA synchronous=FULL"));
+  return store;
 }
 
 JournalStore::~JournalStore() { sqlite3_close(db_); }
