@@ -170,9 +170,9 @@ HttpReply Api::route(const HttpRequest& req) {
             api_error(400, "invalid_session", "session ids are 1-128 of [A-Za-z0-9_.:-]"));
       }
       // Sessions are per tenant: one this tenant never used (another tenant's, say) is not found.
-      const bool reads =
-          (seg.size() == 3 && req.method == "DELETE") ||
-          (seg.size() == 4 && req.method == "GET" && (seg[3] == "messages" || seg[3] == "runs"));
+      const bool reads = (seg.size() == 3 && req.method == "DELETE") ||
+                         (seg.size() == 4 && req.method == "GET" &&
+                          (seg[3] == "messages" || seg[3] == "runs" || seg[3] == "approvals"));
       if (reads && !deps_.runs->session_exists(*tenant, session)) {
         return HttpReply::error(api_error(404, "not_found", "no session '" + session + "'"));
       }
@@ -210,6 +210,10 @@ HttpReply Api::route(const HttpRequest& req) {
         auto runs = deps_.runs->session_runs(*tenant, session, *limit);
         return runs ? HttpReply::json(200, *runs) : HttpReply::error(runs.error());
       }
+      if (seg.size() == 4 && seg[3] == "approvals") {
+        if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
+        return session_approvals(*tenant, session);
+      }
     }
     if (seg.size() >= 3 && seg[1] == "runs") {
       const std::string& run_id = seg[2];
@@ -230,6 +234,10 @@ HttpReply Api::route(const HttpRequest& req) {
         return HttpReply::json(
             202, {{"run_id", run_id}, {"status", std::string(to_string((*run)->status()))}});
       }
+    }
+    if (seg.size() == 3 && seg[1] == "approvals") {
+      if (req.method != "POST") return HttpReply::error(method_not_allowed(req));
+      return post_approval(req, *tenant, seg[2]);
     }
     if (seg.size() == 3 && seg[1] == "chat" && seg[2] == "completions") {
       if (req.method != "POST") return HttpReply::error(method_not_allowed(req));

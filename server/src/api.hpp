@@ -30,6 +30,9 @@ class Api {
                          const std::string& session);
   HttpReply run_events(const HttpRequest& req, const std::string& tenant,
                        const std::string& run_id);
+  // approvals_api.cpp: POST /v1/approvals/{id}, GET /v1/sessions/{session}/approvals.
+  HttpReply post_approval(const HttpRequest& req, const std::string& tenant, const std::string& id);
+  HttpReply session_approvals(const std::string& tenant, const std::string& session);
   HttpReply chat_completions(const HttpRequest& req, const std::string& tenant);
   HttpReply models();
 

@@ -107,8 +107,10 @@ RunOptions run_options(const RunEnv& env, RunState& run, const RunRequest& req,
 
 }  // namespace
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
+std::string utc_now() { return utc_time(std::time(nullptr)); }
+
+std::string utc_time(std::int64_t unix_seconds) {
+  const auto t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
@@ -148,7 +150,7 @@ std::optional<RunRequest> RunRequest::from_json(const Json& j) {
 
 RunEnv make_run_env(Kernel* kernel, const ServeConfig* config,
                     const std::vector<skills::Skill>* skills, RunObserver* observer) {
-  RunEnv env{kernel, config, skills, nullptr, observer};
+  RunEnv env{kernel, config, skills, nullptr, observer, {}};
   if (!skills->empty()) {
     if (auto source = skills::SkillContextSource::create(*skills, {})) env.default_skills = *source;
   }
@@ -192,6 +194,7 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
   RunOptions options = run_options(env, run, req, workspace);
   options.sink = event_sink(run, env.observer, started);
   options.before_save = std::move(before_save);
+  if (env.attach_approvals) env.attach_approvals(run, options);
   auto overlay = use_session_overlay(env.kernel->config(), run, req.session, workspace, options);
   const std::string sender = run.tenant + "/" + (req.sender.empty() ? req.session : req.sender);
   Result<RunResult> result = [&]() -> Result<RunResult> {

@@ -25,6 +25,9 @@ struct RunEnv {
   // made once, since a source holds a copy of every skill.
   std::shared_ptr<ContextSource> default_skills;
   RunObserver* observer = nullptr;  // may be null
+  // Sets the run's approver and journal (single node: approvals.hpp, run_journal_store.hpp);
+  // unset, a call that needs approval is denied "needs approval".
+  std::function<void(RunState&, RunOptions&)> attach_approvals;
 };
 RunEnv make_run_env(Kernel* kernel, const ServeConfig* config,
                     const std::vector<skills::Skill>* skills, RunObserver* observer);
@@ -49,7 +52,9 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& request,
 Json cancelled_result(const std::string& run_id, const std::string& session);
 std::optional<ApiError> unknown_skill(const std::vector<skills::Skill>& loaded,
                                       const RunRequest& request);
+// Times as the API shows them: "YYYY-MM-DD HH:MM:SS" (UTC).
 std::string utc_now();
+std::string utc_time(std::int64_t unix_seconds);
 
 std::filesystem::path session_workspace(const ServeConfig& config, const std::string& tenant,
                                         const std::string& session);

@@ -15,7 +15,25 @@ namespace fs = std::filesystem;
 
 RunManager::RunManager(Deps deps)
     : deps_(std::move(deps)),
-      env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)) {}
+      env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)) {
+  if (deps_.journals && deps_.approvals) {
+    env_.attach_approvals = [this](RunState& run, RunOptions& options) {
+      // Keyed by the run's id: a run resumed after a restart gets the journal it wrote.
+      options.journal = deps_.journals->journal(run.id);
+      options.approver = deps_.approvals->approver(run, [this, &run](RunStatus status) {
+        if (auto r = deps_.store->set_status(run.id, status); !r)
+          log(LogLevel::Error, "serve: " + r.error().describe());
+        run.set_status(status);
+      });
+      // A run suspended by a stopping server saves nothing: the next start runs it again.
+      options.before_save = [this, &run, next = std::move(options.before_save)]() -> Result<void> {
+        if (deps_.approvals->suspended(run.id))
+          return fail(ErrorCode::Cancelled, "the server stopped while the run awaited approval");
+        return next ? next() : Result<void>{};
+      };
+    };
+  }
+}
 
 RunManager::~RunManager() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -98,13 +116,23 @@ void RunManager::launch(Pending pending) {
 
 void RunManager::execute(const Pending& pending) {
   RunState& run = *pending.run;
-  if (auto r = deps_.store->set_status(run.id, RunStatus::Running); !r)
-    log(LogLevel::Warn, "serve: " + r.error().describe());
+  // A resumed run that awaited approval still does until its approver has the decision.
+  if (run.status() != RunStatus::AwaitingApproval) {
+    if (auto r = deps_.store->set_status(run.id, RunStatus::Running); !r)
+      log(LogLevel::Warn, "serve: " + r.error().describe());
+  }
   const RunEnd end = execute_run(env_, run, pending.request);
   std::vector<RunEvent> events = run.all_events();
   events.push_back(RunEvent{events.size() + 1, end.event, end.body});
-  if (auto r = deps_.store->finish(run.id, end.status, end.body, events); !r) {
+  if (deps_.approvals && deps_.approvals->suspended(run.id)) {
+    // Left awaiting_approval in the store, with its journal: the next start resumes it.
+    log(LogLevel::Info, "serve: run " + run.id + " awaits approval; resumed at the next start");
+  } else if (auto r = deps_.store->finish(run.id, end.status, end.body, events); !r) {
     log(LogLevel::Error, "serve: " + r.error().describe());
+  } else if (deps_.journals) {
+    // Finished for good: its journal is no longer needed to resume it.
+    if (auto f = deps_.journals->forget(run.id); !f)
+      log(LogLevel::Warn, "serve: " + f.error().describe());
   }
   // The session is free before anyone hears the run ended: a client that sends its next message
   // on run_end must never meet session_busy.
@@ -242,6 +270,10 @@ std::expected<void, ApiError> RunManager::forget(const std::string& tenant,
   if (auto r = deps_.store->delete_session(tenant, session); !r) {
     return std::unexpected(api_error(500, "store_failed", r.error().describe()));
   }
+  if (deps_.approvals) {
+    if (auto r = deps_.approvals->forget_session(tenant, session); !r)
+      return std::unexpected(api_error(500, "store_failed", r.error().describe()));
+  }
   std::lock_guard lock(mutex_);
   for (auto it = runs_.begin(); it != runs_.end();) {
     it = (it->second->tenant == tenant && it->second->session == session) ? runs_.erase(it)
@@ -267,10 +299,13 @@ void RunManager::resume_unfinished() {
       (void)deps_.store->finish(row.id, RunStatus::Failed, error, {});
       continue;
     }
-    // At least once: a run cut off mid-way runs again from its message (its exchange was never
-    // saved).
+    // A run cut off mid-way runs again from its message (its exchange was never saved); with
+    // the journal it replays the model answers and tool results it recorded instead of asking
+    // again, and a run that waited for an approval waits for the same one.
     log(LogLevel::Info,
         "serve: resuming run " + row.id + " (" + row.status + " when the last server stopped)");
+    if (row.status == to_string(RunStatus::AwaitingApproval))
+      run->set_status(RunStatus::AwaitingApproval);
     runs_[run->id] = run;
     Pending pending{run, std::move(*request)};
     if (row.session.empty()) {
@@ -291,6 +326,14 @@ void RunManager::resume_unfinished() {
 void RunManager::shutdown(std::chrono::milliseconds grace) {
   std::unique_lock lock(mutex_);
   draining_ = true;
+  if (deps_.approvals) {
+    // A person may answer long after the grace: runs waiting for one stop now and are resumed,
+    // still waiting, by the next start.
+    deps_.approvals->stop_waiting();
+    for (auto& [id, run] : runs_) {
+      if (run->status() == RunStatus::AwaitingApproval) run->request_cancel();
+    }
+  }
   if (!idle_.wait_for(lock, grace, [&] { return threads_ == 0; })) {
     for (auto& [key, slot] : slots_) {
       if (slot.active) slot.active->request_cancel();

@@ -17,8 +17,10 @@
 
 #include "kernex/kernel.hpp"
 #include "kernex/server/serve_config.hpp"
+#include "approvals.hpp"
 #include "kernex/skills/skill.hpp"
 #include "run_executor.hpp"
+#include "run_journal_store.hpp"
 #include "run_state.hpp"
 #include "run_store.hpp"
 #include "runs.hpp"
@@ -38,6 +40,9 @@ class RunManager final : public Runs {
     // Outbound events beside the run ends its store sends (approvals: Webhooks::publish); null
     // without serve.webhooks.
     Webhooks* webhooks = nullptr;
+    // Both or neither: runs pause for approvals and resume after kill -9 where they were.
+    std::unique_ptr<JournalStore> journals;
+    std::unique_ptr<Approvals> approvals;
   };
   explicit RunManager(Deps deps);
   ~RunManager() override;
@@ -64,6 +69,7 @@ class RunManager final : public Runs {
   std::size_t queued_runs() const override;
   const ServeConfig& config() const override { return *deps_.config; }
   Kernel& kernel() override { return *deps_.kernel; }
+  Approvals* approvals() override { return deps_.approvals.get(); }
 
  private:
   struct Pending {

@@ -8,6 +8,8 @@ std::string_view to_string(RunStatus status) noexcept {
       return "queued";
     case RunStatus::Running:
       return "running";
+    case RunStatus::AwaitingApproval:
+      return "awaiting_approval";
     case RunStatus::Done:
       return "done";
     case RunStatus::Failed:
@@ -19,8 +21,8 @@ std::string_view to_string(RunStatus status) noexcept {
 }
 
 std::optional<RunStatus> parse_run_status(std::string_view text) noexcept {
-  for (RunStatus s : {RunStatus::Queued, RunStatus::Running, RunStatus::Done, RunStatus::Failed,
-                      RunStatus::Cancelled}) {
+  for (RunStatus s : {RunStatus::Queued, RunStatus::Running, RunStatus::AwaitingApproval,
+                      RunStatus::Done, RunStatus::Failed, RunStatus::Cancelled}) {
     if (to_string(s) == text) return s;
   }
   return std::nullopt;

@@ -15,7 +15,8 @@
 
 namespace kernex::server {
 
-enum class RunStatus { Queued, Running, Done, Failed, Cancelled };
+// AwaitingApproval: running, paused until a person decides on a tool call (approvals.hpp).
+enum class RunStatus { Queued, Running, AwaitingApproval, Done, Failed, Cancelled };
 std::string_view to_string(RunStatus status) noexcept;
 std::optional<RunStatus> parse_run_status(std::string_view text) noexcept;
 inline bool is_terminal(RunStatus s) {

@@ -1,10 +1,6 @@
 #include "run_store.hpp"
 
-#include <sqlite3.h>
-#include <sys/stat.h>
-
-#include "kernex/file_lock.hpp"
-#include "sqlite_statement.hpp"
+#include "sqlite_db.hpp"
 
 namespace kernex::server {
 namespace {
@@ -27,8 +23,6 @@ std::vector<RunEvent> events_from(const Json& array) {
   return out;
 }
 
-constexpr int kBusyTimeoutMs = 5000;
-
 constexpr const char* kColumns = "id, tenant, session, status, created_at, request, result, events";
 
 StoredRun read_row(const Statement& st) {
@@ -47,57 +41,19 @@ StoredRun read_row(const Statement& st) {
 }  // namespace
 
 Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& file) {
-  std::error_code ec;
-  std::filesystem::create_directories(file.parent_path(), ec);
-  // Servers started together on a new data dir would race to create the file, switch it to WAL
-  // and create the tables; SQLite answers some of those races with "database is locked" whatever
-  // the busy timeout. An flock beside the file serialises the whole first open.
-  KERNEX_ASSIGN_OR_RETURN(auto opening, FileLock::take(file.string() + ".open-lock"));
-  sqlite3* db = nullptr;
-  const mode_t old = ::umask(077);  // runs hold users' messages: owner only
-  const int rc =
-      sqlite3_open_v2(file.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
-  ::umask(old);
-  if (rc != SQLITE_OK) {
-    auto e = db_error(db, "opening " + file.string());
-    sqlite3_close(db);
-    return e;
-  }
-  sqlite3_busy_timeout(db, kBusyTimeoutMs);
-  std::unique_ptr<RunStore> store(new RunStore(db));
-  // journal_mode=WAL may answer SQLITE_BUSY without calling the busy handler (another program
-  // holding the file): retried within the busy timeout.
-  for (int waited = 0, wal = 0;
-       (wal = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr)) != SQLITE_OK;
-       waited += 10) {
-    if ((wal & 0xff) != SQLITE_BUSY || waited >= kBusyTimeoutMs)
-      return db_error(db, "switching " + file.string() + " to WAL");
-    sqlite3_sleep(10);
-  }
-  for (const char* sql :
-       {"PRAGMA synchronous=NORMAL",
-        "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, session TEXT "
-        "NOT NULL, "
-        "status TEXT NOT NULL, created_at TEXT NOT NULL, request TEXT, result TEXT, events TEXT)",
-        "CREATE INDEX IF NOT EXISTS runs_by_session ON runs(tenant, session)",
-        "CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status)"}) {
-    KERNEX_RETURN_IF_ERROR(store->exec(sql));
-  }
-  return store;
+  KERNEX_ASSIGN_OR_RETURN(
+      sqlite3 * db,
+      open_serve_db(
+          file,
+          {"CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, session "
+           "TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL, request TEXT, result "
+           "TEXT, events TEXT)",
+           "CREATE INDEX IF NOT EXISTS runs_by_session ON runs(tenant, session)",
+           "CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status)"}));
+  return std::unique_ptr<RunStore>(new RunStore(db));
 }
 
 RunStore::~RunStore() { sqlite3_close(db_); }
-
-Result<void> RunStore::exec(const char* sql) {
-  char* message = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
-    std::string text = message ? message : "unknown error";
-    sqlite3_free(message);
-    return fail(ErrorCode::Io, std::string("serve.db: ") + text);
-  }
-  return {};
-}
 
 Result<void> RunStore::insert(const RunState& run, const Json& request) {
   std::lock_guard lock(mutex_);
@@ -124,12 +80,12 @@ Result<void> RunStore::finish(const std::string& id, RunStatus status, const Jso
                               const std::vector<RunEvent>& run_events) {
   std::unique_lock lock(mutex_);
   if (!finish_hook_.in_transaction) return finish_locked(id, status, result, run_events);
-  KERNEX_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
+  KERNEX_RETURN_IF_ERROR(exec_sql(db_, "BEGIN IMMEDIATE"));
   auto done = finish_locked(id, status, result, run_events);
   if (done) done = finish_hook_.in_transaction(db_, id, status, result);
-  if (done) done = exec("COMMIT");
+  if (done) done = exec_sql(db_, "COMMIT");
   if (!done) {
-    (void)exec("ROLLBACK");
+    (void)exec_sql(db_, "ROLLBACK");
     return done;
   }
   lock.unlock();
@@ -181,9 +137,11 @@ Result<std::vector<StoredRun>> RunStore::session_runs(const std::string& tenant,
 
 Result<std::vector<StoredRun>> RunStore::unfinished() {
   std::lock_guard lock(mutex_);
-  Statement st(db_, (std::string("SELECT ") + kColumns +
-                     " FROM runs WHERE status IN ('queued', 'running') ORDER BY rowid ASC")
-                        .c_str());
+  Statement st(db_,
+               (std::string("SELECT ") + kColumns +
+                " FROM runs WHERE status IN ('queued', 'running', 'awaiting_approval') ORDER BY "
+                "rowid ASC")
+                   .c_str());
   if (!st.ok()) return db_error(db_, "unfinished");
   std::vector<StoredRun> out;
   int rc;

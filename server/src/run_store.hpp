@@ -58,7 +58,6 @@ class RunStore {
 
  private:
   explicit RunStore(sqlite3* db) : db_(db) {}
-  Result<void> exec(const char* sql);
   Result<void> finish_locked(const std::string& id, RunStatus status, const Json& result,
                              const std::vector<RunEvent>& events);
   std::mutex mutex_;

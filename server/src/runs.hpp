@@ -16,6 +16,8 @@
 
 namespace kernex::server {
 
+class Approvals;
+
 // What the manager tells the server about runs (metrics), from the runs' threads.
 class RunObserver {
  public:
@@ -81,6 +83,8 @@ class Runs {
   virtual std::size_t queued_runs() const = 0;
   virtual const ServeConfig& config() const = 0;
   virtual Kernel& kernel() = 0;
+  // The approvals of runs that wait for a person; null where runs cannot wait (cluster mode).
+  virtual Approvals* approvals() { return nullptr; }
 };
 
 }  // namespace kernex::server

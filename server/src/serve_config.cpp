@@ -265,6 +265,17 @@ struct Reader {
     return {};
   }
 
+  Result<void> approvals(const Json& v) {
+    if (!v.is_object()) return bad("approvals", "expected a mapping {timeout_s}");
+    KERNEX_RETURN_IF_ERROR(only_keys(v, "approvals", {"timeout_s"}));
+    if (auto it = v.find("timeout_s"); it != v.end()) {
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, "approvals.timeout_s", 86'400 * 30));
+      if (n == 0) return bad("approvals.timeout_s", "must be positive");
+      out.approval_timeout = std::chrono::seconds(n);
+    }
+    return {};
+  }
+
   Result<void> key(const std::string& key, const Json& v) {
     if (key == "listen") {
       KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
@@ -331,6 +342,7 @@ struct Reader {
     if (key == "tenants") return tenants(v);
     if (key == "cluster") return cluster(v);
     if (key == "webhooks") return webhooks(v);
+    if (key == "approvals") return approvals(v);
     return agents(v);
   }
 };
@@ -387,7 +399,7 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
             {"listen", "threads", "keys_file", "if_busy", "max_body_bytes", "max_header_bytes",
              "max_connections", "header_timeout_ms", "idle_timeout_ms", "shutdown_grace_ms",
              "event_retention_s", "heartbeat_s", "workspaces", "cors_origins", "limits", "tenants",
-             "agents", "cluster", "webhooks"});
+             "agents", "cluster", "webhooks", "approvals"});
         !r) {
       return std::unexpected(r.error());
     }

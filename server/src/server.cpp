@@ -145,13 +145,16 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
                            std::move(store), observer, admission};
     return std::unique_ptr<Runs>(std::make_unique<ClusterRuns>(std::move(deps)));
   }
-  auto store = RunStore::open(kernel.config().data_dir / "serve.db");
+  const auto db = kernel.config().data_dir / "serve.db";
+  auto store = RunStore::open(db);
   if (!store) return std::unexpected(store.error());
   if (!config.webhooks.empty()) {
     KERNEX_ASSIGN_OR_RETURN(
         webhooks, Webhooks::create(config.webhooks, kernel.config().data_dir / "serve.db"));
     (*store)->on_finish(webhooks->finish_hook());
   }
+  KERNEX_ASSIGN_OR_RETURN(auto journals, JournalStore::open(db));
+  KERNEX_ASSIGN_OR_RETURN(auto approvals, ApprovalStore::open(db));
   RunManager::Deps deps;
   deps.kernel = &kernel;
   deps.config = &config;
@@ -160,6 +163,16 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
   deps.observer = observer;
   deps.admission = admission;
   deps.webhooks = webhooks.get();
+  deps.journals = std::move(journals);
+  deps.approvals = std::make_unique<Approvals>(std::move(approvals), config.approval_timeout);
+  if (Webhooks* hooks = webhooks.get()) {
+    deps.approvals->on_event(
+        [hooks](const std::string& type, const std::string& tenant, const Json& data) {
+          if (auto sent = hooks->publish(type, tenant, data); !sent)
+            log(LogLevel::Error,
+                "serve: webhook event " + type + " not stored: " + sent.error().describe());
+        });
+  }
   return std::unique_ptr<Runs>(std::make_unique<RunManager>(std::move(deps)));
 }
 

@@ -6,7 +6,7 @@
 #include <ctime>
 
 #include "random_id.hpp"
-#include "sqlite_statement.hpp"
+#include "sqlite_db.hpp"
 
 namespace kernex::server {
 namespace {

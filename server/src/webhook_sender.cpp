@@ -12,7 +12,7 @@
 
 #include "kernex/http/client.hpp"
 #include "kernex/log.hpp"
-#include "sqlite_statement.hpp"
+#include "sqlite_db.hpp"
 #include "webhook_outbox.hpp"
 
 namespace kernex::server {

@@ -22,6 +22,7 @@ TEST(ServeConfig, DefaultsWithoutASection) {
   EXPECT_EQ(c->keys_file, "/data/serve-keys.json");
   EXPECT_EQ(c->workspaces_root, "/data/workspaces");
   EXPECT_EQ(c->event_retention, std::chrono::seconds(600));
+  EXPECT_EQ(c->approval_timeout, std::chrono::seconds(3600));
 }
 
 TEST(ServeConfig, ReadsEveryKey) {
@@ -44,6 +45,7 @@ TEST(ServeConfig, ReadsEveryKey) {
     acme: {workspace: /srv/acme}
   agents:
     helper: {provider: replay, model: m1, system_prompt: be brief, skills: [a, b]}
+  approvals: {timeout_s: 90}
 )");
   ASSERT_TRUE(c) << c.error().describe();
   EXPECT_EQ(c->host, "::1");
@@ -60,6 +62,7 @@ TEST(ServeConfig, ReadsEveryKey) {
   ASSERT_TRUE(c->agents.contains("helper"));
   EXPECT_EQ(c->agents["helper"].model, "m1");
   EXPECT_EQ(c->agents["helper"].skills, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(c->approval_timeout, std::chrono::seconds(90));
 }
 
 TEST(ServeConfig, RejectsWhatItDoesNotKnow) {
@@ -78,6 +81,9 @@ TEST(ServeConfig, RejectsWhatItDoesNotKnow) {
       {"serve:\n  tenants: {\"../x\": {workspace: /w}}\n", "serve.tenants"},
       {"serve:\n  agents: {a: {temperature: 1}}\n", "serve.agents.a.temperature"},
       {"serve: [1, 2]\n", "serve: expected a mapping"},
+      {"serve:\n  approvals: {timeout_s: 0}\n", "serve.approvals.timeout_s"},
+      {"serve:\n  approvals: {timeout: 5}\n", "serve.approvals.timeout"},
+      {"serve:\n  approvals: 5\n", "serve.approvals"},
   };
   for (const auto& c : cases) {
     auto r = parse(c.yaml);

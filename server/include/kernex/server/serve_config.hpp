@@ -83,6 +83,8 @@ struct ServeConfig {
   std::vector<std::string> cors_origins;
   ClusterConfig cluster;
   std::vector<WebhookEndpointConfig> webhooks;
+  // `approvals: {timeout_s}`: how long a tool call waits for a person before it is denied.
+  std::chrono::seconds approval_timeout{3600};
 
   // Reads config.sections["serve"] (absent: defaults). Unknown keys and wrong types are errors
   // naming the key; relative paths resolve against the config file's directory.

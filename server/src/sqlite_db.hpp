@@ -1,21 +1,30 @@
-// One prepared SQLite statement of serve.db, finalized on scope exit, and the error that names
-// the database; shared by the run store and the webhook outbox, which use the same file.
+// What the stores in serve.db share: opening the file (owner only, WAL, one first opener at a
+// time) and a prepared statement that finalizes itself.
 #pragma once
 
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <initializer_list>
 #include <string>
 
 #include "kernex/error.hpp"
 
 namespace kernex::server {
 
-inline std::unexpected<Error> db_error(sqlite3* db, const std::string& what) {
-  return fail(ErrorCode::Io,
-              "serve.db: " + what + ": " + (db ? sqlite3_errmsg(db) : "cannot open"));
-}
+std::unexpected<Error> db_error(sqlite3* db, const std::string& what);
 
+// Opens (creating) `file` in WAL mode with synchronous=NORMAL: a commit is in the WAL file
+// before it returns, so a process kill loses nothing committed. `schema` (CREATE ... IF NOT
+// EXISTS) runs while the first-open lock is held. The caller closes the handle.
+Result<sqlite3*> open_serve_db(const std::filesystem::path& file,
+                               std::initializer_list<const char*> schema);
+
+// Runs `sql` (no parameters, no rows).
+Result<void> exec_sql(sqlite3* db, const char* sql);
+
+// One prepared statement, finalized on scope exit.
 class Statement {
  public:
   Statement(sqlite3* db, const char* sql) {

@@ -1,0 +1,165 @@
+#include "approval_store.hpp"
+
+#include "run_executor.hpp"
+#include "sqlite_db.hpp"
+
+namespace kernex::server {
+namespace {
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// Text columns first, then the JSON ones, then the times: read_row takes them in this order.
+constexpr const char* kColumns =
+    "id, tenant, session, run_id, key, tool, reason, status, decision, decision_reason, "
+    "arguments, edited_arguments, created_at, expires_at, resolved_at";
+
+StoredApproval read_row(const Statement& st) {
+  using A = StoredApproval;
+  A a;
+  int col = 0;
+  for (auto text : {&A::id, &A::tenant, &A::session, &A::run_id, &A::key, &A::tool, &A::reason,
+                    &A::status, &A::decision, &A::decision_reason})
+    a.*text = st.text(col++);
+  a.arguments = parse_untrusted(st.text(col++));
+  if (!a.arguments.is_object()) a.arguments = Json::object();
+  if (Json edited = parse_untrusted(st.text(col++)); edited.is_object())
+    a.edited_arguments = std::move(edited);
+  for (auto time : {&A::created_at, &A::expires_at, &A::resolved_at}) a.*time = st.integer(col++);
+  return a;
+}
+
+}  // namespace
+
+Json StoredApproval::to_json() const {
+  Json j{{"approval_id", id},
+         {"run_id", run_id},
+         {"session_id", session},
+         {"tool", tool},
+         {"arguments", arguments},
+         {"reason", reason},
+         {"status", status},
+         {"created_at", utc_time(created_at)},
+         {"expires_at", utc_time(expires_at)}};
+  if (status == "pending") return j;
+  j["decision"] = decision;
+  if (edited_arguments) j["edited_arguments"] = *edited_arguments;
+  if (!decision_reason.empty()) j["decision_reason"] = decision_reason;
+  j["resolved_at"] = utc_time(resolved_at);
+  return j;
+}
+
+Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const std::filesystem::path& file) {
+  KERNEX_ASSIGN_OR_RETURN(
+      sqlite3 * db,
+      open_serve_db(
+          file,
+          {"CREATE TABLE IF NOT EXISTS approvals (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, "
+           "session TEXT NOT NULL, run_id TEXT NOT NULL, key TEXT NOT NULL, tool TEXT NOT NULL, "
+           "arguments TEXT NOT NULL, reason TEXT NOT NULL, status TEXT NOT NULL, decision TEXT, "
+           "edited_arguments TEXT, decision_reason TEXT, created_at INTEGER NOT NULL, expires_at "
+           "INTEGER NOT NULL, resolved_at INTEGER, UNIQUE (run_id, key))",
+           "CREATE INDEX IF NOT EXISTS approvals_by_session ON approvals(tenant, session, status)",
+           "CREATE TABLE IF NOT EXISTS approval_grants (tenant TEXT NOT NULL, session TEXT NOT "
+           "NULL, tool TEXT NOT NULL, PRIMARY KEY (tenant, session, tool))"}));
+  std::unique_ptr<ApprovalStore> store(new ApprovalStore(db));
+  // This connection's commits reach the disk before they return (fsync), not only the WAL file:
+  // what it records decides whether a tool runs again, even after a power loss.
+  KERNEX_RETURN_IF_ERROR(exec_sql(db, "PRAGMA synchronous=FULL"));
+  return store;
+}
+
+ApprovalStore::~ApprovalStore() { sqlite3_close(db_); }
+
+Result<void> ApprovalStore::insert(const StoredApproval& a) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_,
+               "INSERT INTO approvals (id, tenant, session, run_id, key, tool, arguments, reason, "
+               "status, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)");
+  if (!st.ok()) return db_error(db_, "approval insert");
+  st.bind(1, a.id).bind(2, a.tenant).bind(3, a.session).bind(4, a.run_id).bind(5, a.key);
+  st.bind(6, a.tool).bind(7, dump(a.arguments)).bind(8, a.reason);
+  st.bind(9, a.created_at).bind(10, a.expires_at);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "approval insert");
+  return {};
+}
+
+Result<std::vector<StoredApproval>> ApprovalStore::select(const std::string& where,
+                                                          const std::vector<std::string>& params) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, (std::string("SELECT ") + kColumns + " FROM approvals WHERE " + where +
+                     " ORDER BY created_at, rowid")
+                        .c_str());
+  if (!st.ok()) return db_error(db_, "approval read");
+  for (std::size_t i = 0; i < params.size(); ++i) st.bind(static_cast<int>(i + 1), params[i]);
+  std::vector<StoredApproval> out;
+  int rc;
+  while ((rc = st.step()) == SQLITE_ROW) out.push_back(read_row(st));
+  if (rc != SQLITE_DONE) return db_error(db_, "approval read");
+  return out;
+}
+
+Result<std::optional<StoredApproval>> ApprovalStore::by_id(const std::string& id) {
+  KERNEX_ASSIGN_OR_RETURN(auto rows, select("id = ?", {id}));
+  if (rows.empty()) return std::nullopt;
+  return rows.front();
+}
+
+Result<std::optional<StoredApproval>> ApprovalStore::by_key(const std::string& run_id,
+                                                            const std::string& key) {
+  KERNEX_ASSIGN_OR_RETURN(auto rows, select("run_id = ? AND key = ?", {run_id, key}));
+  if (rows.empty()) return std::nullopt;
+  return rows.front();
+}
+
+Result<std::vector<StoredApproval>> ApprovalStore::pending(const std::string& tenant,
+                                                           const std::string& session) {
+  return select("tenant = ? AND session = ? AND status = 'pending'", {tenant, session});
+}
+
+Result<bool> ApprovalStore::resolve(const StoredApproval& a) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_,
+               "UPDATE approvals SET status = ?, decision = ?, edited_arguments = ?, "
+               "decision_reason = ?, resolved_at = ? WHERE id = ? AND status = 'pending'");
+  if (!st.ok()) return db_error(db_, "approval resolve");
+  st.bind(1, a.status).bind(2, a.decision);
+  st.bind(3, a.edited_arguments ? dump(*a.edited_arguments) : std::string());
+  st.bind(4, a.decision_reason).bind(5, a.resolved_at).bind(6, a.id);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "approval resolve");
+  return sqlite3_changes(db_) == 1;
+}
+
+Result<bool> ApprovalStore::granted(const std::string& tenant, const std::string& session,
+                                    const std::string& tool) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, "SELECT 1 FROM approval_grants WHERE tenant = ? AND session = ? AND tool = ?");
+  if (!st.ok()) return db_error(db_, "grant read");
+  st.bind(1, tenant).bind(2, session).bind(3, tool);
+  const int rc = st.step();
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_error(db_, "grant read");
+  return rc == SQLITE_ROW;
+}
+
+Result<void> ApprovalStore::grant(const std::string& tenant, const std::string& session,
+                                  const std::string& tool) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_,
+               "INSERT OR IGNORE INTO approval_grants (tenant, session, tool) VALUES (?, ?, ?)");
+  if (!st.ok()) return db_error(db_, "grant write");
+  st.bind(1, tenant).bind(2, session).bind(3, tool);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "grant write");
+  return {};
+}
+
+Result<void> ApprovalStore::delete_session(const std::string& tenant, const std::string& session) {
+  std::lock_guard lock(mutex_);
+  for (const char* sql : {"DELETE FROM approvals WHERE tenant = ? AND session = ?",
+                          "DELETE FROM approval_grants WHERE tenant = ? AND session = ?"}) {
+    Statement st(db_, sql);
+    if (!st.ok() || (st.bind(1, tenant).bind(2, session), st.step()) != SQLITE_DONE)
+      return db_error(db_, "approval delete");
+  }
+  return {};
+}
+
+}  // namespace kernex::server

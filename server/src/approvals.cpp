@@ -1,0 +1,216 @@
+#include "approvals.hpp"
+
+#include "kernex/log.hpp"
+#include "random_id.hpp"
+#include "run_executor.hpp"
+
+namespace kernex::server {
+namespace {
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// What the run goes on with, from a resolved approval.
+ApprovalDecision decision_of(const StoredApproval& a) {
+  if (a.status != "approved") {
+    return ApprovalDecision::deny(a.decision_reason.empty() ? "denied by a person"
+                                                            : a.decision_reason);
+  }
+  ApprovalDecision d{parse_approval_verdict(a.decision).value_or(ApprovalVerdict::Approve),
+                     a.edited_arguments, a.decision_reason};
+  if (d.verdict == ApprovalVerdict::Deny) d.verdict = ApprovalVerdict::Approve;
+  return d;
+}
+
+Json requested_event(const RunState& run, const StoredApproval& a) {
+  return {{"run_id", run.id},
+          {"approval_id", a.id},
+          {"session_id", run.session},
+          {"tool", a.tool},
+          {"arguments", a.arguments},
+          {"reason", a.reason},
+          {"expires_at", utc_time(a.expires_at)}};
+}
+
+Json resolved_event(const RunState& run, const StoredApproval& a) {
+  Json j{{"run_id", run.id}, {"approval_id", a.id}, {"session_id", run.session},
+         {"tool", a.tool},   {"status", a.status},  {"decision", a.decision}};
+  if (a.edited_arguments) j["arguments"] = *a.edited_arguments;
+  if (!a.decision_reason.empty()) j["reason"] = a.decision_reason;
+  return j;
+}
+
+}  // namespace
+
+Approver Approvals::approver(RunState& run, SetStatus set_status) {
+  return [this, &run, set_status = std::move(set_status)](const ApprovalRequest& request,
+                                                          std::stop_token stop) {
+    return ask(run, set_status, request, std::move(stop));
+  };
+}
+
+Result<StoredApproval> Approvals::find_or_create(RunState& run, const ApprovalRequest& request) {
+  // The key is the call's place in the run, the same when a run resumes; without one (no
+  // journal) every ask is a new approval.
+  const std::string key = request.key.empty() ? random_id("call") : request.key;
+  KERNEX_ASSIGN_OR_RETURN(auto found, store_->by_key(run.id, key));
+  if (found) return *found;
+  StoredApproval a;
+  a.id = random_id("apr");
+  a.tenant = run.tenant;
+  a.session = run.session;
+  a.run_id = run.id;
+  a.key = key;
+  a.tool = request.call.name;
+  a.arguments = request.call.arguments;
+  a.reason = request.reason;
+  a.created_at = unix_now();
+  a.expires_at = a.created_at + timeout_.count();
+  KERNEX_RETURN_IF_ERROR(store_->insert(a));
+  return a;
+}
+
+ApprovalDecision Approvals::ask(RunState& run, const SetStatus& set_status,
+                                const ApprovalRequest& request, std::stop_token stop) {
+  if (!run.session.empty()) {
+    auto granted = store_->granted(run.tenant, run.session, request.call.name);
+    if (granted && *granted) return ApprovalDecision::approve();
+  }
+  auto approval = find_or_create(run, request);
+  if (!approval) {
+    log(LogLevel::Error, "serve: approval not stored: " + approval.error().describe());
+    return ApprovalDecision::deny("the approval could not be stored");
+  }
+  if (approval->status != "pending") {  // decided before a restart
+    announce(run, "approval.resolved", "approval_resolved", resolved_event(run, *approval));
+    return decision_of(*approval);
+  }
+  // Stored (approval, then the run's status) before anyone hears of it.
+  set_status(RunStatus::AwaitingApproval);
+  announce(run, "approval.requested", "approval_requested", requested_event(run, *approval));
+  StoredApproval resolved = *approval;
+  const ApprovalDecision decision = wait(*approval, stop);
+  if (suspended(run.id)) return decision;  // still pending, the run awaiting_approval
+  if (auto row = store_->by_id(approval->id); row && *row) resolved = **row;
+  announce(run, "approval.resolved", "approval_resolved", resolved_event(run, resolved));
+  set_status(RunStatus::Running);
+  return decision;
+}
+
+// The run's stream event, and the webhook event (stored in the outbox first, so the receiver
+// hears of it whatever happens next). A resumed run announces again: receivers key on
+// approval_id.
+void Approvals::announce(RunState& run, const std::string& type, const std::string& event,
+                         Json data) {
+  if (publish_) publish_(type, run.tenant, data);
+  run.append(event, std::move(data));
+}
+
+ApprovalDecision Approvals::wait(const StoredApproval& approval, std::stop_token stop) {
+  const auto deadline =
+      std::chrono::system_clock::time_point(std::chrono::seconds(approval.expires_at));
+  std::optional<StoredApproval> done;
+  {
+    std::unique_lock lock(mutex_);
+    changed_.wait_until(lock, stop, deadline, [&] {
+      auto row = store_->by_id(approval.id);
+      if (row && *row && (*row)->status != "pending") done = **row;
+      return done.has_value();
+    });
+  }
+  if (done) return decision_of(*done);
+  if (stop.stop_requested() && suspend(approval.run_id))
+    return ApprovalDecision::deny("the server is stopping; the approval stays pending");
+  if (stop.stop_requested())
+    return decision_of(settle(approval, "denied", "the run was cancelled"));
+  return decision_of(settle(approval, "expired", "approval expired"));
+}
+
+StoredApproval Approvals::settle(StoredApproval approval, std::string status, std::string reason) {
+  std::lock_guard lock(mutex_);
+  approval.status = std::move(status);
+  approval.decision = "deny";
+  approval.decision_reason = std::move(reason);
+  approval.resolved_at = unix_now();
+  auto won = store_->resolve(approval);
+  if (!won) log(LogLevel::Error, "serve: " + won.error().describe());
+  if (won && !*won) {
+    if (auto row = store_->by_id(approval.id); row && *row) return **row;
+  }
+  changed_.notify_all();
+  return approval;
+}
+
+std::expected<Json, ApiError> Approvals::decide(const std::string& tenant, const std::string& id,
+                                                const ApprovalDecision& decision) {
+  std::lock_guard lock(mutex_);
+  auto row = store_->by_id(id);
+  if (!row) return std::unexpected(api_error(500, "store_failed", row.error().describe()));
+  if (!*row || (*row)->tenant != tenant)
+    return std::unexpected(api_error(404, "not_found", "no approval '" + id + "'"));
+  StoredApproval a = **row;
+  if (a.status == "pending" && unix_now() >= a.expires_at) {
+    // The waiting run will find it expired too; a server that was down resolves it here.
+    a.status = "expired";
+    a.decision = "deny";
+    a.decision_reason = "approval expired";
+    a.resolved_at = unix_now();
+    (void)store_->resolve(a);
+    changed_.notify_all();
+  }
+  if (a.status != "pending") {
+    return std::unexpected(
+        api_error(409, "already_resolved", "approval '" + id + "' is already " + a.status));
+  }
+  a.status = decision.approved() ? "approved" : "denied";
+  a.decision = std::string(to_string(decision.verdict));
+  a.edited_arguments = decision.arguments;
+  a.decision_reason = decision.reason;
+  a.resolved_at = unix_now();
+  if (decision.verdict == ApprovalVerdict::Always && !a.session.empty()) {
+    if (auto r = store_->grant(a.tenant, a.session, a.tool); !r)
+      return std::unexpected(api_error(500, "store_failed", r.error().describe()));
+  }
+  auto won = store_->resolve(a);
+  if (!won) return std::unexpected(api_error(500, "store_failed", won.error().describe()));
+  if (!*won)
+    return std::unexpected(
+        api_error(409, "already_resolved", "approval '" + id + "' was resolved"));
+  changed_.notify_all();
+  return a.to_json();
+}
+
+std::expected<Json, ApiError> Approvals::pending(const std::string& tenant,
+                                                 const std::string& session) {
+  auto rows = store_->pending(tenant, session);
+  if (!rows) return std::unexpected(api_error(500, "store_failed", rows.error().describe()));
+  Json list = Json::array();
+  for (const auto& a : *rows) list.push_back(a.to_json());
+  return Json{{"approvals", list}};
+}
+
+void Approvals::stop_waiting() {
+  std::lock_guard lock(mutex_);
+  stopping_ = true;
+}
+
+bool Approvals::suspend(const std::string& run_id) {
+  std::lock_guard lock(mutex_);
+  if (stopping_) suspended_.insert(run_id);
+  return stopping_;
+}
+
+bool Approvals::suspended(const std::string& run_id) {
+  std::lock_guard lock(mutex_);
+  return suspended_.contains(run_id);
+}
+
+Result<void> Approvals::forget_session(const std::string& tenant, const std::string& session) {
+  std::lock_guard lock(mutex_);
+  return store_->delete_session(tenant, session);
+}
+
+}  // namespace kernex::server

@@ -1,0 +1,75 @@
+// Approvals in `kernex serve`: the Approver of every run (RunOptions::approver) and what the API
+// does with them. A call that needs a person is stored as pending, and the run as
+// awaiting_approval, before the `approval_requested` event goes out; the run's thread then waits
+// for a decision (POST /v1/approvals/{id}), its stop token (cancel: deny) or the expiry (deny).
+// After kill -9 the resumed run asks again under the same key and finds the stored approval.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "api_error.hpp"
+#include "approval_store.hpp"
+#include "kernex/approval.hpp"
+#include "run_state.hpp"
+
+namespace kernex::server {
+
+class Approvals {
+ public:
+  Approvals(std::unique_ptr<ApprovalStore> store, std::chrono::seconds timeout)
+      : store_(std::move(store)), timeout_(timeout) {}
+
+  // Outbound events (webhooks' approval.requested / approval.resolved); set before runs start.
+  using Publish =
+      std::function<void(const std::string& type, const std::string& tenant, const Json& data)>;
+  void on_event(Publish publish) { publish_ = std::move(publish); }
+
+  // Stores the run's status (serve.db and the RunState) when it pauses and goes on.
+  using SetStatus = std::function<void(RunStatus)>;
+  // The approver of `run`, which outlives the run's Kernel::run call.
+  Approver approver(RunState& run, SetStatus set_status);
+
+  // Resolves approval `id` of `tenant`: 404 unknown or another tenant's, 409 resolved or
+  // expired. The resolved approval.
+  std::expected<Json, ApiError> decide(const std::string& tenant, const std::string& id,
+                                       const ApprovalDecision& decision);
+  // {"approvals": [...]} pending in the tenant's session.
+  std::expected<Json, ApiError> pending(const std::string& tenant, const std::string& session);
+  Result<void> forget_session(const std::string& tenant, const std::string& session);
+
+  // A server going down (SIGTERM) leaves waiting runs for the next start: from now on a wait
+  // ended by the run's stop token denies without storing anything, and marks the run suspended.
+  void stop_waiting();
+  // Whether the run stopped waiting because the server is going down: its end is not stored,
+  // nor its exchange saved, so the next start resumes it.
+  bool suspended(const std::string& run_id);
+
+ private:
+  ApprovalDecision ask(RunState& run, const SetStatus& set_status, const ApprovalRequest& request,
+                       std::stop_token stop);
+  // The stored approval of this call, created when there is none.
+  Result<StoredApproval> find_or_create(RunState& run, const ApprovalRequest& request);
+  ApprovalDecision wait(const StoredApproval& approval, std::stop_token stop);
+  bool suspend(const std::string& run_id);  // true (and marked) when the server is stopping
+  // Resolves as the server (cancel, expiry); what was decided when someone else won.
+  StoredApproval settle(StoredApproval approval, std::string status, std::string reason);
+
+  void announce(RunState& run, const std::string& type, const std::string& event, Json data);
+
+  std::unique_ptr<ApprovalStore> store_;
+  std::chrono::seconds timeout_;
+  Publish publish_;
+  std::mutex mutex_;                     // held while resolving and while checking for a decision
+  std::condition_variable_any changed_;  // an approval was resolved
+  bool stopping_ = false;
+  std::set<std::string> suspended_;
+};
+
+}  // namespace kernex::server

@@ -1,0 +1,139 @@
+#include "run_journal_store.hpp"
+
+#include "sqlite_db.hpp"
+
+namespace kernex::server {
+namespace {
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// One run's view of the store.
+class StoredJournal final : public RunJournal {
+ public:
+  StoredJournal(JournalStore& store, std::string run_id)
+      : store_(store), run_id_(std::move(run_id)) {}
+  Result<std::optional<Response>> response(std::uint32_t turn) override {
+    return store_.response(run_id_, turn);
+  }
+  Result<void> record_response(std::uint32_t turn, const Response& response) override {
+    return store_.record_response(run_id_, turn, response);
+  }
+  Result<ToolEntry> tool(const std::string& key) override { return store_.tool(run_id_, key); }
+  Result<void> tool_started(const std::string& key, const ToolCall& call) override {
+    return store_.tool_started(run_id_, key, call);
+  }
+  Result<void> tool_finished(const std::string& key, const ToolResult& result) override {
+    return store_.tool_finished(run_id_, key, result);
+  }
+
+ private:
+  JournalStore& store_;
+  std::string run_id_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<JournalStore>> JournalStore::open(const std::filesystem::path& file) {
+  KERNEX_ASSIGN_OR_RETURN(
+      sqlite3 * db,
+      open_serve_db(file,
+                    {"CREATE TABLE IF NOT EXISTS run_responses (run_id TEXT NOT NULL, turn "
+                     "INTEGER NOT NULL, response TEXT NOT NULL, PRIMARY KEY (run_id, turn))",
+                     "CREATE TABLE IF NOT EXISTS run_tools (run_id TEXT NOT NULL, key TEXT "
+                     "NOT NULL, call TEXT NOT NULL, result TEXT, PRIMARY KEY (run_id, key))"}));
+  std::unique_ptr<JournalStore> store(new JournalStore(db));
+  // This connection's commits reach the disk before they return (fsync), not only the WAL file:
+  // what it records decides whether a tool runs again, even after a power loss.
+  KERNEX_RETURN_IF_ERROR(exec_sql(db, "PRAGMA synchronous=FULL"));
+  return store;
+}
+
+JournalStore::~JournalStore() { sqlite3_close(db_); }
+
+std::shared_ptr<RunJournal> JournalStore::journal(const std::string& run_id) {
+  return std::make_shared<StoredJournal>(*this, run_id);
+}
+
+Result<void> JournalStore::forget(const std::string& run_id) {
+  std::lock_guard lock(mutex_);
+  for (const char* sql :
+       {"DELETE FROM run_responses WHERE run_id = ?", "DELETE FROM run_tools WHERE run_id = ?"}) {
+    Statement st(db_, sql);
+    if (!st.ok() || (st.bind(1, run_id), st.step()) != SQLITE_DONE)
+      return db_error(db_, "journal forget");
+  }
+  return {};
+}
+
+Result<std::optional<Response>> JournalStore::response(const std::string& run_id,
+                                                       std::uint32_t turn) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, "SELECT response FROM run_responses WHERE run_id = ? AND turn = ?");
+  if (!st.ok()) return db_error(db_, "journal read");
+  st.bind(1, run_id).bind(2, static_cast<std::int64_t>(turn));
+  const int rc = st.step();
+  if (rc == SQLITE_DONE) return std::nullopt;
+  if (rc != SQLITE_ROW) return db_error(db_, "journal read");
+  Json j = parse_untrusted(st.text(0));
+  try {
+    return j.get<Response>();
+  } catch (const std::exception& e) {
+    return fail(ErrorCode::Io, "serve.db: run " + run_id + " turn " + std::to_string(turn) +
+                                   ": unreadable answer: " + e.what());
+  }
+}
+
+Result<void> JournalStore::record_response(const std::string& run_id, std::uint32_t turn,
+                                           const Response& response) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_,
+               "INSERT OR REPLACE INTO run_responses (run_id, turn, response) VALUES (?, ?, ?)");
+  if (!st.ok()) return db_error(db_, "journal write");
+  st.bind(1, run_id).bind(2, static_cast<std::int64_t>(turn)).bind(3, dump(Json(response)));
+  if (st.step() != SQLITE_DONE) return db_error(db_, "journal write");
+  return {};
+}
+
+Result<RunJournal::ToolEntry> JournalStore::tool(const std::string& run_id,
+                                                 const std::string& key) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, "SELECT result FROM run_tools WHERE run_id = ? AND key = ?");
+  if (!st.ok()) return db_error(db_, "journal read");
+  st.bind(1, run_id).bind(2, key);
+  const int rc = st.step();
+  RunJournal::ToolEntry entry;
+  if (rc == SQLITE_DONE) return entry;
+  if (rc != SQLITE_ROW) return db_error(db_, "journal read");
+  entry.started = true;
+  const std::string text = st.text(0);
+  if (text.empty()) return entry;
+  try {
+    entry.result = parse_untrusted(text).get<ToolResult>();
+  } catch (const std::exception&) {
+    // Started, its result unreadable: reported as interrupted, never run again.
+  }
+  return entry;
+}
+
+Result<void> JournalStore::tool_started(const std::string& run_id, const std::string& key,
+                                        const ToolCall& call) {
+  std::lock_guard lock(mutex_);
+  // A key is started once: a second start (it cannot happen in one run) must not erase a result.
+  Statement st(db_, "INSERT OR IGNORE INTO run_tools (run_id, key, call) VALUES (?, ?, ?)");
+  if (!st.ok()) return db_error(db_, "journal write");
+  st.bind(1, run_id).bind(2, key).bind(3, dump(Json(call)));
+  if (st.step() != SQLITE_DONE) return db_error(db_, "journal write");
+  return {};
+}
+
+Result<void> JournalStore::tool_finished(const std::string& run_id, const std::string& key,
+                                         const ToolResult& result) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, "UPDATE run_tools SET result = ? WHERE run_id = ? AND key = ?");
+  if (!st.ok()) return db_error(db_, "journal write");
+  st.bind(1, dump(Json(result))).bind(2, run_id).bind(3, key);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "journal write");
+  return {};
+}
+
+}  // namespace kernex::server

@@ -1,0 +1,72 @@
+#include "sqlite_db.hpp"
+
+#include <sys/stat.h>
+
+#include <vector>
+
+#include "kernex/file_lock.hpp"
+
+namespace kernex::server {
+namespace {
+constexpr int kBusyTimeoutMs = 5000;
+}  // namespace
+
+std::unexpected<Error> db_error(sqlite3* db, const std::string& what) {
+  return fail(ErrorCode::Io,
+              "serve.db: " + what + ": " + (db ? sqlite3_errmsg(db) : "cannot open"));
+}
+
+Result<void> exec_sql(sqlite3* db, const char* sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    std::string text = message ? message : "unknown error";
+    sqlite3_free(message);
+    return fail(ErrorCode::Io, std::string("serve.db: ") + text);
+  }
+  return {};
+}
+
+Result<sqlite3*> open_serve_db(const std::filesystem::path& file,
+                               std::initializer_list<const char*> schema) {
+  std::error_code ec;
+  std::filesystem::create_directories(file.parent_path(), ec);
+  // Servers started together on a new data dir would race to create the file, switch it to WAL
+  // and create the tables; SQLite answers some of those races with "database is locked" whatever
+  // the busy timeout. An flock beside the file serialises the whole first open.
+  KERNEX_ASSIGN_OR_RETURN(auto opening, FileLock::take(file.string() + ".open-lock"));
+  sqlite3* db = nullptr;
+  const mode_t old = ::umask(077);  // runs hold users' messages: owner only
+  const int rc =
+      sqlite3_open_v2(file.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  ::umask(old);
+  if (rc != SQLITE_OK) {
+    auto e = db_error(db, "opening " + file.string());
+    sqlite3_close(db);
+    return e;
+  }
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  // journal_mode=WAL may answer SQLITE_BUSY without calling the busy handler (another program
+  // holding the file): retried within the busy timeout.
+  for (int waited = 0, wal = 0;
+       (wal = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr)) != SQLITE_OK;
+       waited += 10) {
+    if ((wal & 0xff) != SQLITE_BUSY || waited >= kBusyTimeoutMs) {
+      auto e = db_error(db, "switching " + file.string() + " to WAL");
+      sqlite3_close(db);
+      return e;
+    }
+    sqlite3_sleep(10);
+  }
+  auto statements = std::vector<const char*>{"PRAGMA synchronous=NORMAL"};
+  statements.insert(statements.end(), schema.begin(), schema.end());
+  for (const char* sql : statements) {
+    if (auto r = exec_sql(db, sql); !r) {
+      sqlite3_close(db);
+      return std::unexpected(r.error());
+    }
+  }
+  return db;
+}
+
+}  // namespace kernex::server
