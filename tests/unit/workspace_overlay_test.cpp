@@ -582,6 +582,57 @@ TEST_F(WorkspaceOverlay, TheManifestKeepsAnyFileName) {
   EXPECT_TRUE(fs::is_empty(real / "odd"));
 }
 
+// The layer directory's own entries, besides upper/ and work/.
+std::vector<std::string> layer_extras(const fs::path& layer) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(layer)) {
+    const std::string name = e.path().filename().string();
+    if (name != "upper" && name != "work" && name != "manifest" && name != ".kernex-overlay.json")
+      out.push_back(name);
+  }
+  return out;
+}
+
+// Written straight into upper/ as overlayfs leaves a modified file (no mount needed): what accept
+// replaces or deletes goes to a trash in the layer directory, gone once the Overlay is.
+TEST_F(WorkspaceOverlay, WhatAcceptReplacesLeavesWithTheTrash) {
+  const fs::path outside = tmp / "outside";
+  write(outside / "precious", "precious\n");
+  {
+    Overlay o = create();
+    write(layer / "upper/a.txt", "alpha\nmore\n", fs::perms(0600));
+    write(layer / "upper/dir/x", "x file changed\n");
+    write(layer / "upper/del.txt", "");  // a whiteout, in the form an unprivileged mount makes
+    const std::string ns = o.xattr_namespace() == XattrNamespace::Trusted ? "trusted" : "user";
+    ASSERT_EQ(
+        ::setxattr((layer / "upper/del.txt").c_str(), (ns + ".overlay.whiteout").c_str(), "", 0, 0),
+        0);
+    auto accepted = o.accept();
+    ASSERT_TRUE(accepted) << accepted.error().describe();
+    EXPECT_EQ(accepted->applied.size(), 3u) << to_json(*accepted).dump();
+    EXPECT_EQ(read(real / "a.txt"), "alpha\nmore\n");
+    EXPECT_EQ(fs::status(real / "a.txt").permissions(), fs::perms(0600));
+    EXPECT_EQ(read(real / "dir/x"), "x file changed\n");
+    EXPECT_FALSE(fs::exists(real / "del.txt"));
+    EXPECT_TRUE(fs::is_empty(layer / "upper"));
+    EXPECT_TRUE(status_of(o).changes.empty());
+  }
+  EXPECT_EQ(layer_extras(layer), std::vector<std::string>{});
+  // A trash left by a process that died is removed once the layer is opened again; a symlink
+  // in it is removed, never followed.
+  const fs::path left = layer / ".trash.kernex-0123456789abcdef";
+  write(left / "0", "old\n");
+  fs::create_directories(left / "1/locked");
+  fs::create_directory_symlink(outside, left / "2");
+  fs::permissions(left / "1", fs::perms::none);
+  {
+    auto reopened = Overlay::open(layer);
+    ASSERT_TRUE(reopened) << reopened.error().describe();
+  }
+  EXPECT_EQ(layer_extras(layer), std::vector<std::string>{});
+  EXPECT_EQ(read(outside / "precious"), "precious\n");
+}
+
 TEST_F(WorkspaceOverlay, CreateRefusesALayerInsideTheTreeAndTooManyEntries) {
   auto inside = Overlay::create(real, real / "layer");
   ASSERT_FALSE(inside);

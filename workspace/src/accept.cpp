@@ -10,6 +10,7 @@
 
 #include "overlay_state.hpp"
 #include "real_tree_writer.hpp"
+#include "trash.hpp"
 
 namespace kernex::workspace::detail {
 
@@ -20,6 +21,7 @@ enum class Fate { Skip, Pending, Conflict, Refused, Applied };
 struct Run {
   Overlay::State& state;
   const Layers& layers;
+  Trash& trash;
   std::vector<Planned> all;
   std::vector<Fate> fate;
   AcceptResult result;
@@ -134,7 +136,7 @@ std::optional<std::pair<std::string, EntryType>> removed_by(const Change& c) {
 }
 
 void apply(Run& run) {
-  RealTreeWriter writer(run.layers);
+  RealTreeWriter writer(run.layers, run.trash);
   // Removals, deepest (reverse path order) first.
   std::vector<std::pair<std::string, std::size_t>> removals;
   for (std::size_t i = 0; i < run.all.size(); ++i)
@@ -204,7 +206,9 @@ Result<void> drop_landed_redirects(const Run& run) {
     if (!all_applied) continue;
     const std::string where = run.layers.in_upper(group);
     KERNEX_ASSIGN_OR_RETURN(Fd dir, open_dir_beneath(run.layers.upper, parent_of(group), where));
-    KERNEX_RETURN_IF_ERROR(remove_tree(dir.get(), std::string(name_of(group)), where));
+    const std::string name(name_of(group));
+    if (!run.trash.take(dir.get(), name))
+      KERNEX_RETURN_IF_ERROR(remove_tree(dir.get(), name, where));
   }
   return {};
 }
@@ -216,7 +220,8 @@ Result<AcceptResult> accept_changes(Overlay::State& state, OpenLayers& open,
   KERNEX_ASSIGN_OR_RETURN(auto view, read_layer(open.layers));
   KERNEX_ASSIGN_OR_RETURN(auto all, plan_changes(open.layers, view));
   KERNEX_ASSIGN_OR_RETURN(const std::vector<bool> chosen, match_changes(all, paths));
-  Run run{state, open.layers, std::move(all), {}, {}};
+  Trash trash = Trash::make(open.layer_dir.get());
+  Run run{state, open.layers, trash, std::move(all), {}, {}};
   run.fate.resize(run.all.size(), Fate::Skip);
   for (std::size_t i = 0; i < chosen.size(); ++i)
     if (chosen[i]) run.fate[i] = Fate::Pending;
@@ -231,7 +236,7 @@ Result<AcceptResult> accept_changes(Overlay::State& state, OpenLayers& open,
   std::vector<Planned> left;
   for (std::size_t i = 0; i < run.all.size(); ++i)
     if (run.fate[i] != Fate::Applied) left.push_back(std::move(run.all[i]));
-  if (auto cleaned = clean_upper(open.layers, view, left, open.upper.get(), ""); !cleaned)
+  if (auto cleaned = clean_upper(open.layers, view, left, trash, open.upper.get(), ""); !cleaned)
     run.result.refused.push_back(
         {"", "accepted, but upper/ was not cleaned: " + cleaned.error().describe()});
   return std::move(run.result);

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "overlay_state.hpp"
+#include "trash.hpp"
 
 namespace kernex::workspace {
 
@@ -201,6 +202,8 @@ Result<Overlay> Overlay::open(const fs::path& layer_dir, OverlayLimits limits) {
   KERNEX_ASSIGN_OR_RETURN(Fd dir, detail::open_root(s->layer.string(), "layer directory"));
   KERNEX_RETURN_IF_ERROR(detail::read_meta(*s, dir.get()));
   KERNEX_RETURN_IF_ERROR(read_manifest(*s, dir.get()));
+  if (detail::has_trash(dir.get()))  // an accept's process died before its trash was removed
+    s->trash_remover = std::jthread([layer = s->layer] { detail::empty_trash(layer); });
   return Overlay(std::move(s));
 }
 
@@ -223,10 +226,14 @@ Result<std::string> Overlay::diff(const std::vector<std::string>& paths) const {
 
 Result<AcceptResult> Overlay::accept(const std::vector<std::string>& paths, bool force) {
   KERNEX_ASSIGN_OR_RETURN(auto open, detail::open_layers(*state_));
-  return detail::accept_changes(*state_, open, paths, force);
+  auto result = detail::accept_changes(*state_, open, paths, force);
+  // After the previous removal (a jthread assigned to joins first), off the caller's time.
+  state_->trash_remover = std::jthread([layer = state_->layer] { detail::empty_trash(layer); });
+  return result;
 }
 
 Result<void> Overlay::reject() {
+  state_->trash_remover = std::jthread();  // joined: it works inside the directory removed here
   const fs::path parent = state_->layer.parent_path();
   KERNEX_ASSIGN_OR_RETURN(Fd dir, detail::open_root(parent.string(), "layer directory's parent"));
   return detail::remove_tree(dir.get(), state_->layer.filename().string(),

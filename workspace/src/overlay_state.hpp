@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "beneath.hpp"
@@ -21,6 +22,8 @@ struct Overlay::State {
   XattrNamespace xattr = XattrNamespace::Trusted;
   OverlayLimits limits;
   detail::Manifest manifest;
+  // Removes the accept trash (see trash.hpp) after accept returns; last, so it is joined first.
+  std::jthread trash_remover;
 };
 
 namespace detail {
@@ -53,10 +56,13 @@ Result<std::string> diff_changes(const Layers& layers, const std::vector<Planned
 Result<AcceptResult> accept_changes(Overlay::State& state, OpenLayers& open,
                                     const std::vector<std::string>& paths, bool force);
 
-// Drops from upper/ every entry with no change left at or below it; inside an opaque or
-// redirected directory nothing goes alone (it would uncover the real tree), only the whole.
+class Trash;
+// Drops from upper/ (into `trash`) every entry with no change left at or below it; inside an
+// opaque or redirected directory nothing goes alone (it would uncover the real tree), only the
+// whole.
 Result<void> clean_upper(const Layers& layers, const LayerView& view,
-                         const std::vector<Planned>& left, int dir, const std::string& rel);
+                         const std::vector<Planned>& left, Trash& trash, int dir,
+                         const std::string& rel);
 
 // Removes `name` in `dir` and all below it without following symlinks, opening up directories
 // with no access (mode 000, as overlayfs leaves in work/) that this process may chmod.

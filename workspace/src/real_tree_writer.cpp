@@ -45,7 +45,8 @@ std::optional<std::string> symlink_escape(std::string_view link_path, std::strin
   return std::nullopt;
 }
 
-RealTreeWriter::RealTreeWriter(const Layers& layers) : layers_(layers) {}
+RealTreeWriter::RealTreeWriter(const Layers& layers, Trash& trash)
+    : layers_(layers), trash_(trash) {}
 
 RealTreeWriter::~RealTreeWriter() {
   for (const Staged& s : staged_) {
@@ -78,9 +79,33 @@ void RealTreeWriter::own_like(int dir, const std::string& name, bool replacing, 
     (void)::fchownat(dir, name.c_str(), st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
 }
 
+// Moves the file or symlink `name` in `dir` into the trash: false when it cannot go there. A
+// directory that took its place meanwhile is put back and refused, as unlink would refuse it.
+Result<bool> RealTreeWriter::trash_entry(int dir, const std::string& name,
+                                         const std::string& where) {
+  struct stat before = {};
+  if (::fstatat(dir, name.c_str(), &before, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(before.st_mode) ||
+      !trash_.take(dir, name))
+    return false;  // unlink says what is wrong
+  const std::string taken = trash_.last();
+  struct stat st = {};
+  if (::fstatat(trash_.fd(), taken.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+    ::renameat2(trash_.fd(), taken.c_str(), dir, name.c_str(), RENAME_NOREPLACE);
+    return fail(ErrorCode::Io, where + " is a directory now; not removed");
+  }
+  return true;
+}
+
 Result<void> RealTreeWriter::remove(const std::string& path, EntryType type) {
   KERNEX_ASSIGN_OR_RETURN(int dir, parent(path));
   const std::string name(name_of(path));
+  if (type != EntryType::Dir) {
+    KERNEX_ASSIGN_OR_RETURN(const bool trashed, trash_entry(dir, name, layers_.in_lower(path)));
+    if (trashed) {
+      changed_dirs_.insert(std::string(parent_of(path)));
+      return {};
+    }
+  }
   if (::unlinkat(dir, name.c_str(), type == EntryType::Dir ? AT_REMOVEDIR : 0) != 0 &&
       errno != ENOENT) {
     const int err = errno;
@@ -229,8 +254,8 @@ bool RealTreeWriter::drop_xattrs(int fd) {
 }
 
 // Renames the vetted upper file over its target in one step: RENAME_EXCHANGE when there is one
-// (the old file, now in upper/, is then deleted), RENAME_NOREPLACE when not. If what arrived is
-// not the inode vetted, the exchange is undone (or the stranger removed) and the path refused.
+// (the old file, now in upper/, then goes to the trash), RENAME_NOREPLACE when not. If what arrived
+// is not the inode vetted, the exchange is undone (or the stranger removed) and the path refused.
 // Filesystems without these flags, or a mount boundary between the two, fall back to a copy.
 Result<void> RealTreeWriter::land_moved(int dir, const Staged& s) {
   const std::string where = layers_.in_upper(s.next.source);
@@ -257,7 +282,7 @@ Result<void> RealTreeWriter::land_moved(int dir, const Staged& s) {
       ::unlinkat(dir, s.name.c_str(), 0);
     return fail(ErrorCode::Io, where + " was replaced while it was being accepted");
   }
-  if (exists) ::unlinkat(up, src.c_str(), 0);
+  if (exists && !trash_.take(up, src)) ::unlinkat(up, src.c_str(), 0);
   return {};
 }
 

@@ -15,17 +15,20 @@
 #include <vector>
 
 #include "layer_status.hpp"
+#include "trash.hpp"
 
 namespace kernex::workspace::detail {
 
 class RealTreeWriter {
  public:
-  explicit RealTreeWriter(const Layers& layers);
+  // What a write displaces (an old file, a removed one) goes to `trash` (see trash.hpp).
+  RealTreeWriter(const Layers& layers, Trash& trash);
   ~RealTreeWriter();
   RealTreeWriter(const RealTreeWriter&) = delete;
   RealTreeWriter& operator=(const RealTreeWriter&) = delete;
 
-  // Unlinks `path` (rmdir for a directory: one holding anything is an error).
+  // Removes `path`: a file or symlink into the trash (unlinked when it cannot go there), a
+  // directory with rmdir (one holding anything is an error).
   Result<void> remove(const std::string& path, EntryType type);
   // mkdir with `mode`; an existing directory just takes the mode.
   Result<void> make_dir(const std::string& path, std::uint32_t mode);
@@ -52,6 +55,7 @@ class RealTreeWriter {
   Result<void> land_moved(int dir, const Staged& s);
   Result<void> copy_and_land(int dir, const Staged& s);
   static bool drop_xattrs(int fd);
+  Result<bool> trash_entry(int dir, const std::string& name, const std::string& where);
   Result<int> dir_fd(std::string_view dir);
   Result<int> parent(std::string_view path);
   Result<void> copy_file(const NewEntry& next, int dir, const std::string& temp,
@@ -61,6 +65,7 @@ class RealTreeWriter {
   void own_like(int dir, const std::string& name, bool replacing, int fd);
 
   const Layers& layers_;
+  Trash& trash_;
   std::string cached_path_;
   Fd cached_;
   std::vector<Staged> staged_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "overlay_state.hpp"
+#include "trash.hpp"
 
 namespace kernex::workspace::detail {
 
@@ -20,20 +21,22 @@ bool touches(const std::vector<std::string>& sorted, const std::string& path) {
 }
 
 Result<void> clean_dir(const Layers& layers, const LayerView& view,
-                       const std::vector<std::string>& changed, int dir, const std::string& rel) {
+                       const std::vector<std::string>& changed, Trash& trash, int dir,
+                       const std::string& rel) {
   std::size_t budget = layers.limits->max_entries;
   KERNEX_ASSIGN_OR_RETURN(auto entries, list_dir(dir, layers.in_upper(rel), &budget));
   for (const DirEntry& e : entries) {
     const std::string path = join(rel, e.name);
     if (!touches(changed, path)) {
-      KERNEX_RETURN_IF_ERROR(remove_tree(dir, e.name, layers.in_upper(path)));
+      if (!trash.take(dir, e.name))
+        KERNEX_RETURN_IF_ERROR(remove_tree(dir, e.name, layers.in_upper(path)));
       continue;
     }
     if (!S_ISDIR(e.st.st_mode) || view.hiding_dirs.contains(path)) continue;
     const Fd child(::openat(dir, e.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (child.get() < 0)
       return fail(ErrorCode::Io, layers.in_upper(path) + ": cannot open: " + errno_text(errno));
-    KERNEX_RETURN_IF_ERROR(clean_dir(layers, view, changed, child.get(), path));
+    KERNEX_RETURN_IF_ERROR(clean_dir(layers, view, changed, trash, child.get(), path));
   }
   return {};
 }
@@ -41,7 +44,8 @@ Result<void> clean_dir(const Layers& layers, const LayerView& view,
 }  // namespace
 
 Result<void> clean_upper(const Layers& layers, const LayerView& view,
-                         const std::vector<Planned>& left, int dir, const std::string& rel) {
+                         const std::vector<Planned>& left, Trash& trash, int dir,
+                         const std::string& rel) {
   std::vector<std::string> changed;
   for (const Planned& p : left) {
     changed.push_back(p.change.path);
@@ -50,7 +54,7 @@ Result<void> clean_upper(const Layers& layers, const LayerView& view,
     if (!p.group.empty()) changed.push_back(p.group);
   }
   std::sort(changed.begin(), changed.end());
-  return clean_dir(layers, view, changed, dir, rel);
+  return clean_dir(layers, view, changed, trash, dir, rel);
 }
 
 }  // namespace kernex::workspace::detail
