@@ -1,5 +1,6 @@
 #include "terminal_approver.hpp"
 
+#include <termios.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -14,7 +15,12 @@ constexpr std::size_t kShownArgumentsLen = 2000;
 
 void show(const ApprovalRequest& request) {
   std::string args = request.call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (args.size() > kShownArgumentsLen) args = args.substr(0, kShownArgumentsLen) + "...";
+  // Long arguments: their start and their end, where padding would push the dangerous part.
+  if (args.size() > kShownArgumentsLen) {
+    const std::size_t total = args.size();
+    args = args.substr(0, kShownArgumentsLen / 2) + " ... (" + std::to_string(total) +
+           " characters in all) ... " + args.substr(total - kShownArgumentsLen / 2);
+  }
   std::cerr << "\nkernex: approval needed: " << for_terminal(request.call.name) << ' '
             << for_terminal(args) << "\n  why: " << for_terminal(request.reason) << '\n';
 }
@@ -33,6 +39,8 @@ std::optional<ApprovalVerdict> parse_answer(std::string answer) {
 
 ApprovalDecision ask_on_terminal(const ApprovalRequest& request, std::stop_token stop) {
   show(request);
+  // What was typed before the question is not an answer to it.
+  if (::isatty(STDIN_FILENO) == 1) ::tcflush(STDIN_FILENO, TCIFLUSH);
   for (int attempt = 0; attempt < 3; ++attempt) {
     std::cerr << "approve? [y]es / [n]o / [a]lways for this session: " << std::flush;
     auto line = read_line(STDIN_FILENO, stop);

@@ -105,7 +105,8 @@ ToolResult run_tool_unrecorded(const LoopDeps& deps, const ToolRouter& tools, Co
   ContextTool* context_tool = executor == nullptr ? tools.find_context_tool(call.name) : nullptr;
   if (executor == nullptr && context_tool == nullptr)
     return error_result(call, "Unknown tool: " + call.name);
-  const bool journaled = deps.journal != nullptr && !key.empty();
+  // Context tools change the Context itself, which a replayed result would not: they run again.
+  const bool journaled = deps.journal != nullptr && !key.empty() && executor != nullptr;
   if (journaled) {
     if (auto started = deps.journal->tool_started(key, call); !started)
       return error_result(call, "Tool call not run: " + started.error().describe());
@@ -257,7 +258,8 @@ ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& cont
   const auto t0 = std::chrono::steady_clock::now();
   Json arguments = call.arguments;
   const std::string name = call.name;
-  std::optional<ToolResult> replayed = journaled_result(deps, call, key);
+  std::optional<ToolResult> replayed =
+      tools.find(call.name) != nullptr ? journaled_result(deps, call, key) : std::nullopt;
   ToolResult result =
       replayed ? std::move(*replayed)
                : run_tool_unrecorded(deps, tools, context, std::move(call), key, code_run);
@@ -425,7 +427,10 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const R
     const std::vector<std::string> sources_before = tool_sources(context);
     std::size_t index = 0;
     for (const ToolCall& call : response->tool_calls) {
-      const std::string key = std::to_string(run.turns) + "." + std::to_string(index++);
+      // Sub-runs share the root's approver: their span keeps their keys apart from the root's
+      // and each other's ("0.1:1.0"); the root's are "<turn>.<index>", as its journal's.
+      const std::string key = (deps.depth == 0 ? std::string() : deps.span + ":") +
+                              std::to_string(run.turns) + "." + std::to_string(index++);
       // Every call gets a result, run or not, so the transcript stays well-formed for the
       // provider (and for memory, which keeps a cancelled run's turn).
       cancel = cancel || stopped();

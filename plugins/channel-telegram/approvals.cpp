@@ -11,8 +11,13 @@ namespace {
 constexpr std::size_t kMaxArgumentsShown = 1500;
 
 std::string question(const ApprovalRequest& request) {
-  std::string args = request.call.arguments.dump(2);
-  if (args.size() > kMaxArgumentsShown) args = args.substr(0, kMaxArgumentsShown) + "…";
+  std::string args = request.call.arguments.dump(2, ' ', false, Json::error_handler_t::replace);
+  // Long arguments: their start and their end (where padding would push the dangerous part).
+  if (args.size() > kMaxArgumentsShown) {
+    const std::size_t total = args.size();
+    args = args.substr(0, kMaxArgumentsShown / 2) + "\n… (" + std::to_string(total) +
+           " characters in all) …\n" + args.substr(total - kMaxArgumentsShown / 2);
+  }
   std::string text = "Approve this tool call?\n" + request.call.name + " " + args;
   if (!request.reason.empty()) text += "\nWhy asked: " + request.reason;
   return text;
@@ -30,9 +35,11 @@ Json keyboard(const std::string& id) {
 }  // namespace
 
 ApprovalDecision Approvals::ask(BotApi& api, ChatPacer& pacer, std::int64_t chat,
-                                const ApprovalRequest& request, std::stop_token stop) {
+                                std::int64_t requester, const ApprovalRequest& request,
+                                std::stop_token stop) {
   auto entry = std::make_shared<Pending>();
   entry->chat = chat;
+  entry->requester = requester;
   std::string id;
   {
     std::lock_guard lock(mutex_);
@@ -59,7 +66,7 @@ ApprovalDecision Approvals::ask(BotApi& api, ChatPacer& pacer, std::int64_t chat
   return decision;
 }
 
-std::string Approvals::resolve(const std::string& data, std::int64_t chat) {
+std::string Approvals::resolve(const std::string& data, std::int64_t chat, std::int64_t user) {
   if (!data.starts_with("ap:") || data.size() < 6 || data[data.size() - 2] != ':')
     return "Unknown button.";
   const std::string id = data.substr(3, data.size() - 5);
@@ -68,6 +75,7 @@ std::string Approvals::resolve(const std::string& data, std::int64_t chat) {
   auto it = pending_.find(id);
   if (it == pending_.end() || it->second->chat != chat || it->second->verdict)
     return "This approval is no longer pending.";
+  if (it->second->requester != user) return "Only the person who asked may decide.";
   switch (verdict) {
     case 'y':
       it->second->verdict = ApprovalVerdict::Approve;

@@ -23,16 +23,19 @@ class Approvals {
  public:
   explicit Approvals(std::chrono::seconds timeout) : timeout_(timeout) {}
 
-  // Asks in `chat` and waits for a button (or the timeout, or `stop`).
-  ApprovalDecision ask(BotApi& api, ChatPacer& pacer, std::int64_t chat,
+  // Asks in `chat` and waits for a button (or the timeout, or `stop`). Only `requester` (whose
+  // message started the turn) may press it: in a group, one member must not approve, or say
+  // "always" for, another's tool call.
+  ApprovalDecision ask(BotApi& api, ChatPacer& pacer, std::int64_t chat, std::int64_t requester,
                        const ApprovalRequest& request, std::stop_token stop);
   // A pressed button by `user` in `chat`: the text to answer the callback query with.
-  std::string resolve(const std::string& data, std::int64_t chat);
+  std::string resolve(const std::string& data, std::int64_t chat, std::int64_t user);
   std::size_t pending() const;
 
  private:
   struct Pending {
     std::int64_t chat = 0;
+    std::int64_t requester = 0;
     std::optional<ApprovalVerdict> verdict;
   };
   std::chrono::seconds timeout_;

@@ -1,5 +1,7 @@
 #include "bot_api.hpp"
 
+#include <algorithm>
+
 #include <condition_variable>
 #include <mutex>
 
@@ -18,8 +20,8 @@ std::optional<std::int64_t> retry_after(const Json& reply) {
   auto value = params->find("retry_after");
   if (value == params->end() || !value->is_number_integer()) return std::nullopt;
   const auto seconds = value->get<std::int64_t>();
-  if (seconds < 0 || seconds > kMaxRetryAfterSeconds) return std::nullopt;
-  return seconds;
+  // A negative or huge value is not a reason to hammer the API: wait the cap.
+  return std::clamp<std::int64_t>(seconds, 1, kMaxRetryAfterSeconds);
 }
 
 std::string description(const Json& reply) {
@@ -62,7 +64,7 @@ Result<Json> BotApi::call(const std::string& method, const Json& params, std::st
   http::Request request;
   request.url = base_url_ + "/bot" + token_ + "/" + method;
   request.headers = {{"Content-Type", "application/json"}};
-  request.body = params.dump();
+  request.body = params.dump(-1, ' ', false, Json::error_handler_t::replace);
   request.stop = stop;
   for (int attempt = 0;; ++attempt) {
     ++stats_.calls;

@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "kernex/log.hpp"
+
 namespace kernex::telegram {
 
 class SessionWorkers {
@@ -66,7 +68,14 @@ class SessionWorkers {
           job = std::move(jobs.front());
           jobs.pop_front();
         }
-        job(stop);
+        // A job that throws ends that turn, never the process the channel runs in.
+        try {
+          job(stop);
+        } catch (const std::exception& e) {
+          log(LogLevel::Error, std::string("telegram: a chat's job failed: ") + e.what());
+        } catch (...) {
+          log(LogLevel::Error, "telegram: a chat's job failed");
+        }
       }
     }
     ~Worker() {

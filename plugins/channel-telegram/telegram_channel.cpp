@@ -2,9 +2,11 @@
 // handled, so none is handled twice after a restart), turns each allowed person's message into a
 // turn of their chat's session, streams the answer, and asks approvals with buttons.
 #include <atomic>
+#include <charconv>
 #include <fstream>
 
 #include "approvals.hpp"
+#include "attachment_file.hpp"
 #include "kernex/log.hpp"
 #include "kernex/plugin.hpp"
 #include "session_workers.hpp"
@@ -211,7 +213,7 @@ void Bot::handle_callback(const Json& query) {
   if (!user || !allowed(*user))
     answer = "You may not use this bot.";
   else if (chat)
-    answer = approvals_.resolve(string_at(&query, "data").value_or(""), *chat);
+    answer = approvals_.resolve(string_at(&query, "data").value_or(""), *chat, *user);
   Json params{{"callback_query_id", *id}, {"text", answer}};
   if (auto r = poll_api_->call("answerCallbackQuery", params, stop_); !r)
     log(LogLevel::Warn, "telegram: answerCallbackQuery: " + r.error().describe());
@@ -235,14 +237,12 @@ std::string Bot::fetch_files(BotApi& api, const std::string& session,
                "]";
       continue;
     }
-    const fs::path target = *dir / file.name;
-    std::ofstream out(target, std::ios::binary | std::ios::trunc);
-    out.write(body->data(), static_cast<std::streamsize>(body->size()));
-    if (!out.flush()) {
+    if (auto written = write_attachment(*dir, file.name, *body); !written) {
+      log(LogLevel::Warn, "telegram: " + written.error().describe());
       notes += "\n[The file " + file.name + " could not be written]";
       continue;
     }
-    placed.push_back(target);
+    placed.push_back(*dir / file.name);
     notes += "\n[The user sent a file, saved as attachments/" + file.name + " (" +
              std::to_string(body->size()) + " bytes)]";
   }
@@ -268,8 +268,10 @@ void Bot::run_turn(BotApi& api, std::int64_t chat, const std::string& user,
         log(LogLevel::Warn, "telegram: " + r.error().describe());
     }
   };
-  turn.approver = [&](const ApprovalRequest& request, std::stop_token run_stop) {
-    return approvals_.ask(api, pacer_, chat, request, run_stop);
+  std::int64_t requester = 0;
+  std::from_chars(user.data(), user.data() + user.size(), requester);
+  turn.approver = [&, requester](const ApprovalRequest& request, std::stop_token run_stop) {
+    return approvals_.ask(api, pacer_, chat, requester, request, run_stop);
   };
   auto reply = host_.run(turn);
   std::lock_guard lock(stream_mutex);

@@ -52,12 +52,27 @@ Approver Approvals::approver(RunState& run, SetStatus set_status) {
   };
 }
 
-Result<StoredApproval> Approvals::find_or_create(RunState& run, const ApprovalRequest& request) {
+Result<StoredApproval> Approvals::find_or_create(RunState& run, const ApprovalRequest& request,
+                                                 bool& granted) {
   // The key is the call's place in the run, the same when a run resumes; without one (no
   // journal) every ask is a new approval.
   const std::string key = request.key.empty() ? random_id("call") : request.key;
   KERNEX_ASSIGN_OR_RETURN(auto found, store_->by_key(run.id, key));
-  if (found) return *found;
+  if (found) {
+    // A resumed run asks again for the very call it asked about; anything else under that key
+    // must never inherit its decision. A decision stored for the call wins over a session
+    // grant: it may carry the person's edited arguments.
+    if (found->tool != request.call.name || found->arguments != request.call.arguments)
+      return fail(ErrorCode::Internal, "approval key " + key + " was stored for another call");
+    return *found;
+  }
+  if (!run.session.empty()) {
+    auto grant = store_->granted(run.tenant, run.session, request.call.name);
+    if (grant && *grant) {
+      granted = true;
+      return StoredApproval{};
+    }
+  }
   StoredApproval a;
   a.id = random_id("apr");
   a.tenant = run.tenant;
@@ -75,17 +90,16 @@ Result<StoredApproval> Approvals::find_or_create(RunState& run, const ApprovalRe
 
 ApprovalDecision Approvals::ask(RunState& run, const SetStatus& set_status,
                                 const ApprovalRequest& request, std::stop_token stop) {
-  if (!run.session.empty()) {
-    auto granted = store_->granted(run.tenant, run.session, request.call.name);
-    if (granted && *granted) return ApprovalDecision::approve();
-  }
-  auto approval = find_or_create(run, request);
+  bool granted = false;
+  auto approval = find_or_create(run, request, granted);
   if (!approval) {
     log(LogLevel::Error, "serve: approval not stored: " + approval.error().describe());
     return ApprovalDecision::deny("the approval could not be stored");
   }
-  if (approval->status != "pending") {  // decided before a restart
+  if (granted) return ApprovalDecision::approve();  // "always" for this session
+  if (approval->status != "pending") {              // decided before a restart
     announce(run, "approval.resolved", "approval_resolved", resolved_event(run, *approval));
+    set_status(RunStatus::Running);
     return decision_of(*approval);
   }
   // Stored (approval, then the run's status) before anyone hears of it.

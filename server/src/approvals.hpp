@@ -54,8 +54,10 @@ class Approvals {
  private:
   ApprovalDecision ask(RunState& run, const SetStatus& set_status, const ApprovalRequest& request,
                        std::stop_token stop);
-  // The stored approval of this call, created when there is none.
-  Result<StoredApproval> find_or_create(RunState& run, const ApprovalRequest& request);
+  // The stored approval of this call, created when there is none and no session grant holds
+  // (then `granted` is set and nothing is stored).
+  Result<StoredApproval> find_or_create(RunState& run, const ApprovalRequest& request,
+                                        bool& granted);
   ApprovalDecision wait(const StoredApproval& approval, std::stop_token stop);
   bool suspend(const std::string& run_id);  // true (and marked) when the server is stopping
   // Resolves as the server (cancel, expiry); what was decided when someone else won.

@@ -150,7 +150,7 @@ std::optional<RunRequest> RunRequest::from_json(const Json& j) {
 
 RunEnv make_run_env(Kernel* kernel, const ServeConfig* config,
                     const std::vector<skills::Skill>* skills, RunObserver* observer) {
-  RunEnv env{kernel, config, skills, nullptr, observer, {}};
+  RunEnv env{kernel, config, skills, nullptr, observer, {}, {}};
   if (!skills->empty()) {
     if (auto source = skills::SkillContextSource::create(*skills, {})) env.default_skills = *source;
   }
@@ -205,7 +205,7 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
       return fail(ErrorCode::Internal, std::string("the run threw: ") + e.what());
     }
   }();
-  if (one_off) fs::remove_all(workspace, ec);
+  if (one_off && !(env.suspended && env.suspended(run.id))) fs::remove_all(workspace, ec);
 
   RunEnd end;
   end.model = req.api_model;

@@ -28,6 +28,8 @@ struct RunEnv {
   // Sets the run's approver and journal (single node: approvals.hpp, run_journal_store.hpp);
   // unset, a call that needs approval is denied "needs approval".
   std::function<void(RunState&, RunOptions&)> attach_approvals;
+  // Whether the run stopped only to be resumed at the next start (it keeps its workspace).
+  std::function<bool(const std::string& run_id)> suspended;
 };
 RunEnv make_run_env(Kernel* kernel, const ServeConfig* config,
                     const std::vector<skills::Skill>* skills, RunObserver* observer);

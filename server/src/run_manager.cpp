@@ -32,6 +32,9 @@ RunManager::RunManager(Deps deps)
         return next ? next() : Result<void>{};
       };
     };
+    env_.suspended = [this](const std::string& run_id) {
+      return deps_.approvals->suspended(run_id);
+    };
   }
 }
 

@@ -394,12 +394,27 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
       it != config.sections.end() && !it->second.is_null()) {
     const Json& section = it->second;
     if (!section.is_object()) return bad("", "expected a mapping of server settings");
-    if (auto r = only_keys(
-            section, "",
-            {"listen", "threads", "keys_file", "if_busy", "max_body_bytes", "max_header_bytes",
-             "max_connections", "header_timeout_ms", "idle_timeout_ms", "shutdown_grace_ms",
-             "event_retention_s", "heartbeat_s", "workspaces", "cors_origins", "limits", "tenants",
-             "agents", "cluster", "webhooks", "approvals"});
+    if (auto r = only_keys(section, "",
+                           {"listen",
+                            "threads",
+                            "keys_file",
+                            "if_busy",
+                            "max_body_bytes",
+                            "max_header_bytes",
+                            "max_connections",
+                            "header_timeout_ms",
+                            "idle_timeout_ms",
+                            "shutdown_grace_ms",
+                            "event_retention_s",
+                            "heartbeat_s",
+                            "workspaces",
+                            "cors_origins",
+                            "limits",
+                            "tenants",
+                            "agents",
+                            "cluster",
+                            "webhooks",
+                            "approvals"});
         !r) {
       return std::unexpected(r.error());
     }

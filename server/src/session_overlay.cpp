@@ -179,6 +179,20 @@ Result<void> use_session_overlay(const Config& config, RunState& run, const std:
   return {};
 }
 
+namespace {
+
+bool session_busy(Runs& runs, const std::string& tenant, const std::string& session) {
+  auto recent = runs.session_runs(tenant, session, 8);  // newest first: an active run is here
+  if (!recent) return true;                             // unknown: don't touch the layer
+  for (const auto& r : (*recent)["runs"]) {
+    const auto status = parse_run_status(r.value("status", ""));
+    if (!status || !is_terminal(*status)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 HttpReply workspace_route(const HttpRequest& req, Runs& runs, const std::string& tenant,
                           const std::string& session, const std::vector<std::string>& rest) {
   const std::string action = rest.empty() ? "" : rest[0];
@@ -193,6 +207,12 @@ HttpReply workspace_route(const HttpRequest& req, Runs& runs, const std::string&
   const std::string none = "session '" + session + "' has no overlay workspace";
   if (!runs.session_exists(tenant, session))
     return HttpReply::error(api_error(404, "not_found", none));
+  // Landing or dropping a layer under a live overlay mount is undefined for overlayfs: not while
+  // one of the session's runs is queued, running or waiting for a person.
+  if (method == "POST" && session_busy(runs, tenant, session))
+    return HttpReply::error(api_error(
+        409, "session_busy",
+        "session '" + session + "' has a run in progress: accept or reject after it ends"));
   std::lock_guard lock(review_mutex());
   auto layer = ws::find_layer_in(tenant_overlays(runs.kernel().config(), tenant), session);
   if (!layer) return HttpReply::error(api_error(404, "not_found", none));

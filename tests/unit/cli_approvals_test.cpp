@@ -9,28 +9,22 @@
 #include "cli_runner.hpp"
 #include "kernex/json.hpp"
 #include "pty_session.hpp"
+#include "replay_lines.hpp"
 #include "temp_dir.hpp"
 
 namespace kernex {
 namespace {
 
+using testing::calculate_line;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::PtySession;
-
-std::string calculate_line(const std::string& id, const std::string& expression) {
-  return Json{{"tool_calls",
-               {{{"id", id}, {"name", "calculate"}, {"arguments", {{"expression", expression}}}}}}}
-      .dump();
-}
+using testing::text_line;
 
 class CliApprovals : public ::testing::Test {
  protected:
   void SetUp() override {
-    env = testing::clean_environment();
-    env["KERNEX_DATA_DIR"] = (dir / "data").string();
-    env["KERNEX_PLUGIN_PATH"] = (dir / "no-plugins").string();
-    env["TERM"] = "dumb";
+    env = testing::cli_environment(dir.path());
     dir.write("kernex.yaml", "permissions:\n  ask: [\"calculate(*7*)\"]\n");
   }
   std::vector<std::string> args(const std::vector<std::string>& lines) {
@@ -47,7 +41,7 @@ class CliApprovals : public ::testing::Test {
             "compute"};
   }
   std::vector<std::string> one_call() {
-    return args({calculate_line("c1", "6*7"), Json{{"text", "done"}}.dump()});
+    return args({calculate_line("c1", "6*7"), text_line("done")});
   }
 
   testing::TempDir dir;
@@ -76,10 +70,9 @@ TEST_F(CliApprovals, TerminalNoDeniesAndAnUnclearAnswerIsAskedAgain) {
 }
 
 TEST_F(CliApprovals, TerminalAlwaysIsAskedOnceForTheSession) {
-  PtySession pty(KERNEX_CLI,
-                 args({calculate_line("c1", "6*7"), calculate_line("c2", "7*7"),
-                       Json{{"text", "done"}}.dump()}),
-                 env);
+  PtySession pty(
+      KERNEX_CLI,
+      args({calculate_line("c1", "6*7"), calculate_line("c2", "7*7"), text_line("done")}), env);
   ASSERT_TRUE(pty.expect("approve? ")) << pty.output();
   pty.type("a\n");
   ASSERT_TRUE(pty.expect("\"result\":\"49\"")) << pty.output();
@@ -114,8 +107,7 @@ TEST_F(CliApprovals, ApproveFlagRunsItWithoutATerminalAndSaysSo) {
 }
 
 TEST_F(CliApprovals, ArgumentsWithTerminalEscapesAreShownDefanged) {
-  PtySession pty(KERNEX_CLI,
-                 args({calculate_line("c1", "7\x1b]0;pwned\x07"), Json{{"text", "done"}}.dump()}),
+  PtySession pty(KERNEX_CLI, args({calculate_line("c1", "7\x1b]0;pwned\x07"), text_line("done")}),
                  env);
   ASSERT_TRUE(pty.expect("approve? ")) << pty.output();
   EXPECT_THAT(pty.output(), Not(HasSubstr("\x1b]0;pwned")));

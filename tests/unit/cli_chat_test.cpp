@@ -6,29 +6,19 @@
 #include "cli_runner.hpp"
 #include "kernex/json.hpp"
 #include "pty_session.hpp"
+#include "replay_lines.hpp"
 #include "temp_dir.hpp"
 
 namespace kernex {
 namespace {
 
+using testing::calculate_line;
 using testing::PtySession;
-
-std::string calculate_line(const std::string& expression) {
-  return Json{
-      {"tool_calls",
-       {{{"id", "c1"}, {"name", "calculate"}, {"arguments", {{"expression", expression}}}}}}}
-      .dump();
-}
-std::string text_line(const std::string& text) { return Json{{"text", text}}.dump(); }
+using testing::text_line;
 
 class CliChat : public ::testing::Test {
  protected:
-  void SetUp() override {
-    env = testing::clean_environment();
-    env["KERNEX_DATA_DIR"] = (dir / "data").string();
-    env["KERNEX_PLUGIN_PATH"] = (dir / "no-plugins").string();
-    env["TERM"] = "dumb";
-  }
+  void SetUp() override { env = testing::cli_environment(dir.path()); }
   std::vector<std::string> chat(const std::vector<std::string>& lines,
                                 const std::string& yaml = "") {
     std::string script;
@@ -67,7 +57,9 @@ TEST_F(CliChat, TurnsStreamAndHistoryAndNewSessionWork) {
 
 TEST_F(CliChat, CtrlCStopsTheRunningTurnNotTheProgram) {
   const std::string slow = Json{{"text", "never said"}, {"delay_ms", 120000}}.dump();
-  PtySession pty(KERNEX_CLI, chat({calculate_line("1+1"), slow, text_line("Still here.")}), env);
+  // The next turn's answer, matched by its message: the script has no order across a cancel.
+  const std::string still_here = Json{{"text", "Still here."}, {"match", "hello?"}}.dump();
+  PtySession pty(KERNEX_CLI, chat({calculate_line("c1", "1+1"), slow, still_here}), env);
   ASSERT_TRUE(pty.expect("you> ")) << pty.output();
   pty.type("think long\n");
   ASSERT_TRUE(pty.expect("[tool calculate]")) << pty.output();  // the turn is running
@@ -84,8 +76,8 @@ TEST_F(CliChat, CtrlCStopsTheRunningTurnNotTheProgram) {
 
 TEST_F(CliChat, ApprovalsAreAskedAtThePromptAndAlwaysHoldsForTheSession) {
   PtySession pty(KERNEX_CLI,
-                 chat({calculate_line("6*7"), text_line("It is 42."), calculate_line("7*7"),
-                       text_line("It is 49.")},
+                 chat({calculate_line("c1", "6*7"), text_line("It is 42."),
+                       calculate_line("c2", "7*7"), text_line("It is 49.")},
                       "permissions:\n  ask: [calculate]\n"),
                  env);
   ASSERT_TRUE(pty.expect("you> ")) << pty.output();

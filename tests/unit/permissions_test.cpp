@@ -292,7 +292,8 @@ struct YamlErrorCase {
 
 TEST(Permissions, YamlErrorsNameFileKeyAndLine) {
   const std::vector<YamlErrorCase> cases = {
-      {"allow: [Read]\nask: [Bash]\n", {"p.yaml:2", "unknown permissions key 'ask'"}},
+      {"allow: [Read]\nasks: [Bash]\n",
+       {"p.yaml:2", "unknown permissions key 'asks'", "expected 'allow', 'ask' or 'deny'"}},
       {"allow: Read\n", {"p.yaml:1", "'allow'", "list"}},
       {"deny:\n  - Write\n  - {Bash: x}\n", {"p.yaml:3", "'deny'", "item 2", "string"}},
       {"deny:\n  - Write\n  -\n", {"p.yaml:2", "'deny'", "item 2"}},
