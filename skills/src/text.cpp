@@ -61,6 +61,17 @@ std::size_t sequence_length(std::string_view s, std::size_t i) {
 
 }  // namespace
 
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  while (auto bad = invalid_utf8_at(s)) {
+    out.append(s.substr(0, *bad));
+    out += "\xEF\xBF\xBD";
+    s.remove_prefix(*bad + 1);
+  }
+  out.append(s);
+  return out;
+}
+
 std::optional<std::size_t> invalid_utf8_at(std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
     std::size_t len = sequence_length(s, i);

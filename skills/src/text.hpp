@@ -15,6 +15,8 @@ bool iequals_ascii(std::string_view a, std::string_view b);
 
 // Offset of the first byte that is not part of valid UTF-8, or nullopt.
 std::optional<std::size_t> invalid_utf8_at(std::string_view s);
+// `s` with each byte that is not part of valid UTF-8 replaced by U+FFFD.
+std::string valid_utf8(std::string_view s);
 // 1-based line number of byte offset `pos`.
 int line_of(std::string_view text, std::size_t pos);
 // Number of code points (Python's len()) of valid UTF-8.

@@ -13,6 +13,7 @@
 #include <yaml-cpp/parser.h>
 
 #include "node.hpp"
+#include "text.hpp"
 
 namespace kernex::skills::detail {
 namespace {
@@ -62,7 +63,10 @@ class TreeBuilder : public YAML::EventHandler {
     check_anchor(mark, anchor);
     Node n = make(mark);
     n.kind = Node::Kind::Scalar;
-    n.text = value;
+    // The manifest was checked for UTF-8, yet yaml-cpp turns escapes ("\xFF") into single bytes
+    // and a NUL can cut a sequence short: what no JSON can hold becomes U+FFFD here, once for
+    // every field, key and metadata value.
+    n.text = valid_utf8(value);
     n.plain = tag == "?";
     deliver(std::move(n), anchor);
   }
