@@ -212,6 +212,53 @@ TEST(TelegramChannel, SentFilesLandInTheSessionWorkspace) {
   EXPECT_EQ(body.str(), "file body\n") << file;
 }
 
+// A tool of the session may write its workspace, attachments/ included: a symlink it plants
+// where the next file will land (or in place of the folder) must not make the channel, which
+// runs unsandboxed, write outside.
+TEST(TelegramChannel, SentFilesNeverFollowSymlinksAToolPlanted) {
+  TelegramHarness h;
+  const fs::path session = h.dir() / "data/channel-workspaces/telegram" /
+                           ("telegram%3A" + std::to_string(kChat) + "%3A0");
+  fs::create_directories(session / "attachments");
+  const fs::path victim = h.dir() / "victim.txt";
+  std::ofstream(victim) << "precious\n";
+  fs::create_symlink(victim, session / "attachments" / "1-notes.txt");
+  ASSERT_TRUE(h.start(kAllowed, "{length: 10, chunk: 100}"));
+  h.bot().send_document(kChat, kUser, "notes.txt", "file body\n", "read this");
+  ASSERT_TRUE(h.bot().wait_until(
+      [&] { return joined_texts(h.bot().messages(kChat)).find("echo(0)") != std::string::npos; },
+      std::chrono::seconds(30)));
+  std::stringstream kept;
+  kept << std::ifstream(victim).rdbuf();
+  EXPECT_EQ(kept.str(), "precious\n");
+  const fs::path landed = session / "attachments" / "1-notes.txt";
+  EXPECT_FALSE(fs::is_symlink(landed));
+  std::stringstream body;
+  body << std::ifstream(landed).rdbuf();
+  EXPECT_EQ(body.str(), "file body\n");
+}
+
+TEST(TelegramChannel, SentFilesRefuseAnAttachmentsFolderThatIsASymlink) {
+  TelegramHarness h;
+  const fs::path session = h.dir() / "data/channel-workspaces/telegram" /
+                           ("telegram%3A" + std::to_string(kChat) + "%3A0");
+  fs::create_directories(session);
+  const fs::path elsewhere = h.dir() / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_directory_symlink(elsewhere, session / "attachments");
+  ASSERT_TRUE(h.start(kAllowed, "{length: 10, chunk: 100}"));
+  h.bot().send_document(kChat, kUser, "notes.txt", "file body\n", "read this");
+  std::string answer;
+  ASSERT_TRUE(h.bot().wait_until(
+      [&] {
+        answer = joined_texts(h.bot().messages(kChat));
+        return answer.find("echo(0)") != std::string::npos;
+      },
+      std::chrono::seconds(30)));
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  EXPECT_NE(answer.find("could not be"), std::string::npos) << answer;
+}
+
 TEST(TelegramChannel, RefusesToStartWithoutItsToken) {
   TelegramHarness h;
   ::unsetenv(kernex::test::kTokenEnv);

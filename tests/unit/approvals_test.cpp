@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "kernex/kernel.hpp"
+#include "replay_config.hpp"
 #include "temp_dir.hpp"
 
 namespace kernex {
@@ -86,14 +87,7 @@ class Approvals : public ::testing::Test {
  protected:
   Config config_for(const std::vector<std::string>& lines, std::vector<std::string> ask = {},
                     std::vector<std::string> deny = {}) {
-    std::string script;
-    for (const auto& l : lines) script += l + "\n";
-    Config config;
-    config.provider.name = "replay";
-    config.provider.config = {{"script", dir.write("script.jsonl", script).string()},
-                              {"record", (dir / "record.jsonl").string()}};
-    config.toolboxes = std::vector<PluginRef>{PluginRef{"builtin", Json::object()}};
-    config.pricing_file = std::filesystem::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
+    Config config = testing::replay_builtin_config(dir, lines);
     config.ask = std::move(ask);
     config.deny = std::move(deny);
     return config;

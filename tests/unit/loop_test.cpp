@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "kernex/kernel.hpp"
+#include "replay_config.hpp"
 #include "temp_dir.hpp"
 
 namespace kernex {
@@ -25,15 +26,7 @@ std::string text_line(const std::string& text, int in = 10, int out = 5) {
 class Loop : public ::testing::Test {
  protected:
   Config config_for(const std::vector<std::string>& script_lines) {
-    std::string script;
-    for (const auto& l : script_lines) script += l + "\n";
-    Config config;
-    config.provider.name = "replay";
-    config.provider.config = {{"script", dir.write("script.jsonl", script).string()},
-                              {"record", (dir / "record.jsonl").string()}};
-    config.toolboxes = std::vector<PluginRef>{PluginRef{"builtin", Json::object()}};
-    config.pricing_file = std::filesystem::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
-    return config;
+    return testing::replay_builtin_config(dir, script_lines);
   }
   Result<RunResult> run(Config config, const RunOptions& options = {}) {
     KERNEX_ASSIGN_OR_RETURN(auto kernel, Kernel::create(std::move(config)));
