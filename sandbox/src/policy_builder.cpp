@@ -20,6 +20,7 @@
 #include "kernex/sandbox/executable.hpp"
 #include "owner_tag.hpp"
 #include "landlock_abi.hpp"
+#include "git_guard.hpp"
 #include "mount_plan.hpp"
 #include "pids_cgroup.hpp"
 #include "policy_state.hpp"
@@ -669,12 +670,15 @@ class Builder {
     }
     for (const auto& dir : found.dirs) {
       if (auto r = protect_gitdir(plan, root, dir, 0); !r) return r;
+      KERNEX_RETURN_IF_ERROR(guard_gitlinks(plan, dir.parent_path(), dir, state_->status.warnings));
     }
     for (const auto& file : found.files) {
       plan.pin_between(root, file);
       if (auto r = plan.read_only(file, false); !r) return r;
       if (auto target = gitfile_target(file)) {
         if (auto r = protect_named_gitdir(plan, *target); !r) return r;
+        KERNEX_RETURN_IF_ERROR(
+            guard_gitlinks(plan, file.parent_path(), *target, state_->status.warnings));
       }
     }
     for (const auto& link : found.links) {
@@ -692,7 +696,8 @@ class Builder {
     return {};
   }
 
-  // Read-only as a whole, or with git_writes everything that can name a program or a directory.
+  // Read-only as a whole, or with git_writes everything that can name a program or a directory,
+  // whether it exists yet or not (git_guard.hpp); each submodule gitdir guarded the same way.
   Result<void> protect_gitdir(MountPlan& plan, const fs::path& root, const fs::path& gitdir,
                               int depth) {
     if (depth > 4 || !visited_gitdirs_.insert(gitdir).second) return {};
@@ -701,32 +706,11 @@ class Builder {
       if (auto r = protect_named_gitdir(plan, *common); !r) return r;
     }
     if (!state_->profile.git_writes) return plan.read_only(gitdir, false);
-    plan.pin(gitdir);
-    for (const char* name : {"config", "config.worktree", "commondir", "gitdir", "worktrees"}) {
-      if (auto r = plan.read_only(gitdir / name, false); !r) return r;
-    }
-    for (const char* name : {"hooks", "info", "objects/info"}) {
-      std::error_code ec;
-      fs::create_directories(gitdir / name,
-                             ec);  // what `git init` makes; protected before a tool can plant it
-      if (auto r = plan.read_only(gitdir / name, false); !r) return r;
-    }
-    return protect_modules(plan, root, gitdir / "modules", depth);
-  }
-
-  // modules/<name>/ holds a submodule's gitdir (a name may have slashes: modules/a/b/).
-  Result<void> protect_modules(MountPlan& plan, const fs::path& root, const fs::path& dir,
-                               int depth) {
-    std::error_code ec;
-    if (depth > 4 || !fs::is_directory(fs::symlink_status(dir, ec))) return {};
-    plan.pin(dir);
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      std::error_code sec;
-      if (!fs::is_directory(it->symlink_status(sec))) continue;
-      auto r = fs::exists(it->path() / "HEAD", sec)
-                   ? protect_gitdir(plan, root, it->path(), depth + 1)
-                   : protect_modules(plan, root, it->path(), depth + 1);
-      if (!r) return r;
+    KERNEX_ASSIGN_OR_RETURN(const auto modules, guard_writable_gitdir(plan, gitdir));
+    for (const auto& m : modules) {
+      if (depth + 1 > 4) continue;  // deeper ones stay read-only whole, inside modules/
+      KERNEX_RETURN_IF_ERROR(plan.writable(m));
+      if (auto r = protect_gitdir(plan, root, m, depth + 1); !r) return r;
     }
     return {};
   }
