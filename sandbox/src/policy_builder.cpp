@@ -20,6 +20,7 @@
 #include "kernex/sandbox/executable.hpp"
 #include "owner_tag.hpp"
 #include "landlock_abi.hpp"
+#include "git_config_paths.hpp"
 #include "git_guard.hpp"
 #include "mount_plan.hpp"
 #include "pids_cgroup.hpp"
@@ -670,15 +671,14 @@ class Builder {
     }
     for (const auto& dir : found.dirs) {
       if (auto r = protect_gitdir(plan, root, dir, 0); !r) return r;
-      KERNEX_RETURN_IF_ERROR(guard_gitlinks(plan, dir.parent_path(), dir, state_->status.warnings));
+      KERNEX_RETURN_IF_ERROR(protect_worktree_trust(plan, dir.parent_path(), dir));
     }
     for (const auto& file : found.files) {
       plan.pin_between(root, file);
       if (auto r = plan.read_only(file, false); !r) return r;
       if (auto target = gitfile_target(file)) {
         if (auto r = protect_named_gitdir(plan, *target); !r) return r;
-        KERNEX_RETURN_IF_ERROR(
-            guard_gitlinks(plan, file.parent_path(), *target, state_->status.warnings));
+        KERNEX_RETURN_IF_ERROR(protect_worktree_trust(plan, file.parent_path(), *target));
       }
     }
     for (const auto& link : found.links) {
@@ -687,6 +687,32 @@ class Builder {
       if (!ec && fs::is_directory(target, ec)) {
         if (auto r = protect_named_gitdir(plan, target); !r) return r;
       }
+    }
+    return {};
+  }
+
+  // What a repository's worktree holds that its git trusts: the directories of submodules not
+  // checked out (git_guard.hpp), and what its config names or its hooks link to, where a writable
+  // grant holds it (git_config_paths.hpp).
+  Result<void> protect_worktree_trust(MountPlan& plan, const fs::path& worktree,
+                                      const fs::path& gitdir) {
+    KERNEX_RETURN_IF_ERROR(guard_gitlinks(plan, worktree, gitdir, state_->status.warnings));
+    std::vector<fs::path> trusted = git_trusted_paths(gitdir, worktree);
+    if (auto common = git_commondir(gitdir)) {
+      for (auto& p : git_trusted_paths(*common, worktree)) trusted.push_back(std::move(p));
+    }
+    for (const auto& p : trusted) {
+      const auto w = writable_containing(p);
+      if (!w) continue;
+      if (p == *w) {
+        return fail(ErrorCode::Sandbox,
+                    "the git config of '" + gitdir.string() + "' names the writable grant '" +
+                        w->string() +
+                        "' itself as a hooks path, include or program, which a sandboxed process "
+                        "could rewrite; point git elsewhere or grant a directory inside it");
+      }
+      plan.pin_between(*w, p);
+      KERNEX_RETURN_IF_ERROR(plan.read_only(p, false));
     }
     return {};
   }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "battery_support.hpp"
+#include "overlay_dirs.hpp"
 #include "kernex/sandbox/policy.hpp"
 #include "kernex/sandbox/spawn.hpp"
 
@@ -90,8 +91,9 @@ class GitBattery : public ::testing::Test {
     p.git_writes = true;
     return build_policy(PolicyBuilder(p).workspace(ws_).executable(KERNEX_ATTACK_DIR).timeout(30s));
   }
-  SpawnResult sh(const std::string& line) const {
-    return spawn_expecting(policy(), {"/bin/sh", "-c", std::string(kSandboxEnv) + line});
+  SpawnResult sh(const std::string& line) const { return sh(policy(), line); }
+  static SpawnResult sh(const Policy& policy, const std::string& line) {
+    return spawn_expecting(policy, {"/bin/sh", "-c", std::string(kSandboxEnv) + line});
   }
 
   // Every way a tool makes a name: create (with missing parents), rename into place, symlink, hard
@@ -108,8 +110,9 @@ class GitBattery : public ::testing::Test {
         "printf x > staged && ln -s \"$PWD/staged\" " + t,
         "printf x > staged && ln staged " + t,
     };
+    const Policy built = policy();  // one mount namespace for every way
     for (const auto& a : attacks) {
-      auto r = sh(a);
+      auto r = sh(built, a);
       EXPECT_FALSE(exists_here(target)) << rel << " was made by: " << a << "\n" << r.stderr_data;
       std::error_code ec;
       fs::remove_all(target, ec);
@@ -360,6 +363,85 @@ TEST_F(GitBattery, AMissingSubmoduleDirectoryIsMadeAndKept) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(fs::is_directory(ws_ / "gone" / "lib"));
   EXPECT_TRUE(fs::is_empty(ws_ / "gone" / "lib"));
+}
+
+// An overlay run (the workspace an overlayfs whose upper layer the kernel keeps): the placeholders
+// are made in the real tree, seen through the overlay, and bound read-only over it; nothing lands
+// in the upper layer either.
+TEST_F(GitBattery, OverlayRunsGuardTheSameMetadata) {
+  kernex::testing::OverlayDirs dirs;
+  if (auto why = dirs.overlay_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  host(dirs.ws(), "init -q .");
+  std::ofstream(dirs.ws() / "file.txt") << "x\n";
+  host(dirs.ws(), "add file.txt");
+  host(dirs.ws(), "commit -qm first");
+  SandboxProfile p;
+  p.git_writes = true;
+  auto policy = build_policy(PolicyBuilder(p)
+                                 .workspace(dirs.ws())
+                                 .workspace_overlay(WorkspaceOverlay::in(dirs.layers()))
+                                 .timeout(30s));
+  auto r = spawn_expecting(
+      policy, {"/bin/sh", "-c",
+               std::string(kSandboxEnv) +
+                   "mkdir -p .git/modules/lib/hooks; printf x > .git/modules/lib/config; "
+                   "mkdir -p .git/worktrees/e; printf x > .git/hooks/post-checkout; "
+                   "printf x >> .git/config.worktree; printf x >> .git/config; "
+                   "$G commit -q --allow-empty -m in-overlay && $G log --oneline | wc -l"});
+  EXPECT_EQ(r.stdout_data, "2\n") << r.stderr_data;
+  for (const auto& base : {dirs.ws(), dirs.upper()}) {
+    for (const char* rel : {".git/modules/lib", ".git/worktrees/e", ".git/hooks/post-checkout"}) {
+      EXPECT_FALSE(exists_here(base / rel)) << base / rel;
+    }
+  }
+  EXPECT_FALSE(exists_here(dirs.upper() / ".git" / "config.worktree"));
+  EXPECT_FALSE(exists_here(dirs.upper() / ".git" / "config"));
+  EXPECT_EQ(fs::file_size(dirs.ws() / ".git" / "config.worktree"), 0u);
+}
+
+// What the repository's config names, or its hooks link to, inside the workspace: rewriting it
+// would run on the person's next commit, checkout or diff. Kept read-only with and without
+// git_writes.
+TEST_F(GitBattery, WhatTheConfigNamesInTheWorkspaceIsKept) {
+  fs::create_directories(ws_ / ".githooks");
+  fs::create_directories(ws_ / "scripts");
+  fs::create_directories(ws_ / "tools");
+  std::ofstream(ws_ / ".githooks" / "pre-commit") << "#!/bin/sh\nexit 0\n";
+  std::ofstream(ws_ / "scripts" / "post-checkout") << "#!/bin/sh\nexit 0\n";
+  std::ofstream(ws_ / "tools" / "clean.sh") << "#!/bin/sh\ncat\n";
+  std::ofstream(ws_ / "project.gitconfig") << "[core]\n";
+  host(ws_, "config core.hooksPath .githooks");
+  host(ws_, "config include.path ../project.gitconfig");
+  host(ws_, "config filter.x.clean './tools/clean.sh --quiet'");
+  fs::create_symlink("../../scripts/post-checkout", ws_ / ".git" / "hooks" / "post-checkout");
+  const std::vector<std::string> kept = {".githooks/pre-commit", "scripts/post-checkout",
+                                         "tools/clean.sh", "project.gitconfig"};
+  for (bool git_writes : {false, true}) {
+    SandboxProfile p;
+    p.git_writes = git_writes;
+    auto policy =
+        build_policy(PolicyBuilder(p).workspace(ws_).executable(KERNEX_ATTACK_DIR).timeout(30s));
+    for (const auto& rel : kept) {
+      auto r = spawn_expecting(policy, {"/bin/sh", "-c", "echo 'touch PWNED' >> " + rel});
+      EXPECT_NE(r.exit_code, 0) << rel;
+      EXPECT_EQ(slurp(ws_ / rel).find("PWNED"), std::string::npos) << rel;
+    }
+    auto r = spawn_expecting(policy, {"/bin/sh", "-c", "echo x > .githooks/post-commit"});
+    EXPECT_FALSE(exists_here(ws_ / ".githooks" / "post-commit"));
+    // The rest of the workspace stays writable.
+    r = spawn_expecting(policy, {"/bin/sh", "-c", "echo y > file.txt && echo z > scripts/other"});
+    EXPECT_TRUE(r.success()) << r.stderr_data;
+  }
+}
+
+// A config that names the writable grant itself (core.hooksPath = .) can't be kept without making
+// the whole workspace read-only: Build() says so.
+TEST_F(GitBattery, AConfigNamingTheWholeWorkspaceIsRefused) {
+  host(ws_, "config core.hooksPath .");
+  auto built = PolicyBuilder().workspace(ws_).Build();
+  ASSERT_FALSE(built.has_value());
+  EXPECT_NE(built.error().message.find("names the writable grant"), std::string::npos)
+      << built.error().message;
 }
 
 }  // namespace
