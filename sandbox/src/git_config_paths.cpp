@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernex/files.hpp"
 
@@ -110,12 +111,22 @@ fs::path as_path(const std::string& value, const fs::path& base) {
   return p.is_absolute() ? p : base / p;
 }
 
-// The program of a command-valued key when it names one by path ("./x", "scripts/x", "/abs/x").
-std::string program_of(const std::string& command) {
-  std::string_view c(command);
-  while (!c.empty() && (c.front() == ' ' || c.front() == '!')) c.remove_prefix(1);
-  std::string word(c.substr(0, c.find_first_of(" \t")));
-  return word.find('/') != std::string::npos ? word : std::string();
+// The words of a command-valued key that name a file by path ("./x", "tools/conv.py" after an
+// interpreter, "/abs/x"): over-approximated, every word with a '/'.
+std::vector<std::string> programs_of(const std::string& command) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (pos < command.size()) {
+    const std::size_t start = command.find_first_not_of(" \t", pos);
+    if (start == std::string::npos) break;
+    std::size_t end = command.find_first_of(" \t", start);
+    if (end == std::string::npos) end = command.size();
+    std::string word = command.substr(start, end - start);
+    pos = end;
+    std::erase_if(word, [](char c) { return c == '"' || c == '\'' || c == '!'; });
+    if (word.find('/') != std::string::npos) out.push_back(word);
+  }
+  return out;
 }
 
 bool names_a_program(const Entry& e) {
@@ -156,8 +167,7 @@ struct Collector {
                  (e.key == "hookspath" || e.key == "excludesfile" || e.key == "attributesfile")) {
         add(as_path(e.value, worktree));
       } else if (names_a_program(e)) {
-        const std::string program = program_of(e.value);
-        if (!program.empty()) add(as_path(program, worktree));
+        for (const auto& program : programs_of(e.value)) add(as_path(program, worktree));
       }
     }
   }

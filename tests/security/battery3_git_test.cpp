@@ -413,9 +413,11 @@ TEST_F(GitBattery, WhatTheConfigNamesInTheWorkspaceIsKept) {
   host(ws_, "config core.hooksPath .githooks");
   host(ws_, "config include.path ../project.gitconfig");
   host(ws_, "config filter.x.clean './tools/clean.sh --quiet'");
+  host(ws_, "config diff.x.textconv 'sh scripts/conv.sh'");  // a script after an interpreter
+  std::ofstream(ws_ / "scripts" / "conv.sh") << "cat \"$1\"\n";
   fs::create_symlink("../../scripts/post-checkout", ws_ / ".git" / "hooks" / "post-checkout");
   const std::vector<std::string> kept = {".githooks/pre-commit", "scripts/post-checkout",
-                                         "tools/clean.sh", "project.gitconfig"};
+                                         "tools/clean.sh", "project.gitconfig", "scripts/conv.sh"};
   for (bool git_writes : {false, true}) {
     SandboxProfile p;
     p.git_writes = git_writes;
