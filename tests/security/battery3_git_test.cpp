@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -444,6 +445,36 @@ TEST_F(GitBattery, AConfigNamingTheWholeWorkspaceIsRefused) {
   ASSERT_FALSE(built.has_value());
   EXPECT_NE(built.error().message.find("names the writable grant"), std::string::npos)
       << built.error().message;
+}
+
+// The gitlinks are read from every index git writes: versions 2, 3 (extended flags) and 4 (paths
+// prefix-compressed), and a split index whose gitlink is in the shared part.
+TEST_F(GitBattery, GitlinksAreReadFromEveryIndexFormat) {
+  const std::string sha = lib_head(root_);
+  host(ws_, "update-index --add --cacheinfo 160000," + sha + ",mods/a/lib");
+  host(ws_, "update-index --add --cacheinfo 160000," + sha + ",mods/b/lib");
+  std::ofstream(ws_ / "later.txt") << "x\n";
+  const std::vector<std::string> setups = {
+      "update-index --index-version 2", "add -N later.txt",  // intent-to-add: extended flags
+      "update-index --index-version 4", "update-index --index-version 2",
+      "update-index --split-index"};
+  for (const auto& setup : setups) {
+    host(ws_, setup);
+    auto built = PolicyBuilder().workspace(ws_).Build();
+    ASSERT_TRUE(built.has_value()) << setup << ": " << built.error().describe();
+    const auto& kept = built->status().read_only_in_writable;
+    for (const char* rel : {"mods/a/lib", "mods/b/lib"}) {
+      EXPECT_NE(std::find(kept.begin(), kept.end(), ws_ / rel), kept.end()) << setup << " " << rel;
+    }
+    EXPECT_TRUE(built->status().warnings.empty() ||
+                std::none_of(built->status().warnings.begin(), built->status().warnings.end(),
+                             [](const std::string& w) { return w.find("index") != w.npos; }))
+        << setup;
+  }
+  bool shared = false;
+  for (const auto& e : fs::directory_iterator(ws_ / ".git"))
+    shared = shared || e.path().filename().string().starts_with("sharedindex.");
+  EXPECT_TRUE(shared) << "no split index was made: the last case tested nothing new";
 }
 
 }  // namespace
