@@ -686,6 +686,7 @@ class Builder {
       const fs::path target = fs::canonical(link, ec);
       if (!ec && fs::is_directory(target, ec)) {
         if (auto r = protect_named_gitdir(plan, target); !r) return r;
+        KERNEX_RETURN_IF_ERROR(protect_worktree_trust(plan, link.parent_path(), target));
       }
     }
     return {};
