@@ -167,6 +167,20 @@ TEST_F(ServeForget, SessionIdsAreTheClientsStringsNeverPaths) {
   EXPECT_EQ(oa.status, 200) << oa.describe();
 }
 
+// In overlay mode the session's writes are in its layer under overlays/tenants/<tenant>: gone too.
+TEST_F(ServeForget, DeleteRemovesTheSessionsOverlayLayers) {
+  configure("workspace: {mode: overlay}\n");
+  auto said = say("Ov@rlay", std::string("remember ") + kWord);
+  ASSERT_EQ(said.status, 200) << said.describe();
+  const auto before = ::testing::PrintToString(files_holding(w_.data_dir, kWord));
+  if (before.find("overlays") == std::string::npos)
+    GTEST_SKIP() << "no overlay layer was written here (overlays unavailable?): " << said.body;
+  auto deleted = request(port_, "DELETE", "/v1/sessions/Ov%40rlay", "", {});
+  ASSERT_EQ(deleted.status, 200) << deleted.describe();
+  EXPECT_THAT(files_holding(w_.data_dir, kWord), ::testing::IsEmpty());
+  EXPECT_EQ(request(port_, "GET", "/v1/sessions/Ov%40rlay/workspace").status, 404);
+}
+
 // A session whose files were made hostile by its tools (a folder without access, a symlink out)
 // is still removed whole, and nothing outside is touched.
 TEST_F(ServeForget, DeleteRemovesAHostileWorkspace) {
