@@ -9,8 +9,10 @@
 #include <tuple>
 
 #include "api.hpp"
+#include "kernex/workspace/forget.hpp"
 #include "kernex/workspace/sessions.hpp"
 #include "runs.hpp"
+#include "session_id.hpp"
 
 namespace kernex::server {
 
@@ -162,6 +164,12 @@ fs::path tenant_overlays(const Config& config, const std::string& tenant) {
   return ws::overlays_dir(config.data_dir) / "tenants" / tenant;
 }
 
+Result<void> forget_session_overlays(const Config& config, const std::string& tenant,
+                                     const std::string& session) {
+  std::lock_guard lock(review_mutex());
+  return ws::remove_session_layers(tenant_overlays(config, tenant), session_dir_name(session));
+}
+
 Result<void> use_session_overlay(const Config& config, RunState& run, const std::string& session,
                                  const fs::path& workspace, RunOptions& options) {
   if (config.workspace_mode != WorkspaceMode::Overlay || session.empty()) return {};
@@ -171,8 +179,8 @@ Result<void> use_session_overlay(const Config& config, RunState& run, const std:
     return fail(ErrorCode::Io,
                 "workspace '" + workspace.string() + "': cannot create: " + ec.message());
   std::lock_guard lock(review_mutex());
-  KERNEX_ASSIGN_OR_RETURN(
-      auto overlay, ws::session_overlay(tenant_overlays(config, run.tenant), session, workspace));
+  KERNEX_ASSIGN_OR_RETURN(auto overlay, ws::session_overlay(tenant_overlays(config, run.tenant),
+                                                            session_dir_name(session), workspace));
   options.workspace = overlay.lower();
   options.workspace_layers = overlay.layer_dir();
   options.sink = with_workspace_events(std::move(options.sink), run, overlay.upper());
@@ -214,7 +222,8 @@ HttpReply workspace_route(const HttpRequest& req, Runs& runs, const std::string&
         409, "session_busy",
         "session '" + session + "' has a run in progress: accept or reject after it ends"));
   std::lock_guard lock(review_mutex());
-  auto layer = ws::find_layer_in(tenant_overlays(runs.kernel().config(), tenant), session);
+  auto layer =
+      ws::find_layer_in(tenant_overlays(runs.kernel().config(), tenant), session_dir_name(session));
   if (!layer) return HttpReply::error(api_error(404, "not_found", none));
   auto overlay = ws::Overlay::open(*layer);
   if (!overlay) return from_error(overlay.error());
