@@ -67,6 +67,7 @@ void MountPlan::overlay(const fs::path& path, std::string data, std::string data
   mount.data = std::move(data);
   mount.data_userns = std::move(data_userns);
   mounts_[path] = {kWritable, std::move(mount)};
+  overlay_ = path;
 }
 
 Result<void> MountPlan::read_only(const fs::path& path, bool exec) {
@@ -149,6 +150,10 @@ std::vector<ProtectedMount> MountPlan::finish() const {
   for (const auto& [path, entry] : mounts_) {
     ordered.emplace_back(static_cast<std::size_t>(std::distance(path.begin(), path.end())),
                          entry.second);
+    // Inside an overlay, what is kept read-only is the real tree's: the kernel read and trusted
+    // those bytes, and whatever an earlier run left in the upper layer over them stays unseen.
+    if (overlay_ && entry.first == kReadOnly && path != *overlay_ && is_within(path, *overlay_))
+      ordered.back().second.kind = MountKind::LowerBind;
   }
   std::stable_sort(ordered.begin(), ordered.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
