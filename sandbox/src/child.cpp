@@ -372,7 +372,7 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
   }
   for (int i = 0; i < spec->mount_count; ++i) {
     const ChildMount& m = spec->mounts[i];
-    spec->failed_mount = i;  // named in the error if this one fails
+    spec->failed_mount = i;     // named in the error if this one fails
     if (m.kind == 2) continue;  // mounted above
     if (m.kind == 3) {
       if (!attach_lower(spec, i)) goto failed;

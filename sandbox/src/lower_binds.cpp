@@ -72,7 +72,7 @@ __attribute__((no_sanitize("address", "undefined"))) bool clone_all(MountTemplat
 }  // namespace
 
 __attribute__((no_sanitize("address", "undefined"))) bool clone_lowers(MountTemplateSpec* spec,
-                                                                        bool overlay_mounted) {
+                                                                       bool overlay_mounted) {
   bool any = false;
   for (int i = 0; i < spec->mount_count; ++i) any = any || spec->mounts[i].kind == 3;
   if (!any) return true;
@@ -89,9 +89,8 @@ __attribute__((no_sanitize("address", "undefined"))) bool clone_lowers(MountTemp
   if (ov < 0) return false;
   bool ok = syscall(SYS_umount2, overlay->path, MNT_DETACH) == 0 && clone_all(spec);
   const int saved = errno;
-  const bool back =
-      syscall(SYS_move_mount, static_cast<int>(ov), "", AT_FDCWD, overlay->path, kMoveFromEmpty) ==
-      0;
+  const bool back = syscall(SYS_move_mount, static_cast<int>(ov), "", AT_FDCWD, overlay->path,
+                            kMoveFromEmpty) == 0;
   syscall(SYS_close, static_cast<int>(ov));
   if (ok && !back) return false;
   errno = saved;
@@ -99,7 +98,7 @@ __attribute__((no_sanitize("address", "undefined"))) bool clone_lowers(MountTemp
 }
 
 __attribute__((no_sanitize("address", "undefined"))) bool attach_lower(MountTemplateSpec* spec,
-                                                                        int i) {
+                                                                       int i) {
   spec->failed_mount = i;
   const int tree = spec->lower_fds[i];
   // Named through the overlay without following a symlink: one an earlier run left where a
@@ -109,7 +108,8 @@ __attribute__((no_sanitize("address", "undefined"))) bool attach_lower(MountTemp
   how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
   long target = syscall(SYS_openat2, AT_FDCWD, spec->mounts[i].path, &how, sizeof(how));
   if (target < 0) return false;
-  struct stat real {}, shown {};
+  struct stat real {};
+  struct stat shown {};
   bool ok = syscall(SYS_newfstatat, tree, "", &real, AT_EMPTY_PATH) == 0 &&
             syscall(SYS_newfstatat, static_cast<int>(target), "", &shown, AT_EMPTY_PATH) == 0;
   if (ok && (real.st_mode & S_IFMT) != (shown.st_mode & S_IFMT)) {

@@ -6,9 +6,10 @@
 // real tree; the sandbox now shows exactly those bytes.
 //
 // Runs in the mount template child (raw syscalls only, no allocation): clone_lowers() takes a
-// detached clone of every kind-3 path while the real tree is visible (before the overlay is mounted,
-// or with the overlay of a copied base namespace lifted off and put back), attach_lower() mounts
-// one onto the overlay's path, refusing a path the overlay has as a symlink or as another type.
+// detached clone of every kind-3 path while the real tree is visible (before the overlay is
+// mounted, or with the overlay of a copied base namespace lifted off and put back), attach_lower()
+// mounts one onto the overlay's path, refusing a path the overlay has as a symlink or as another
+// type.
 #pragma once
 
 #include "child.hpp"

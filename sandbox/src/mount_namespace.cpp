@@ -73,17 +73,17 @@ Result<void> run_template(detail::MountTemplateSpec& spec) {
 std::optional<std::string> lower_bind_failure(const Policy::State& state, int index) {
   if (index < 0 || static_cast<std::size_t>(index) >= state.protected_mounts.size()) return {};
   const ProtectedMount& m = state.protected_mounts[static_cast<std::size_t>(index)];
-  const auto overlay = std::find_if(
-      state.protected_mounts.begin(), state.protected_mounts.end(),
-      [](const ProtectedMount& o) { return o.kind == MountKind::Overlay; });
+  const auto overlay =
+      std::find_if(state.protected_mounts.begin(), state.protected_mounts.end(),
+                   [](const ProtectedMount& o) { return o.kind == MountKind::Overlay; });
   if (m.kind != MountKind::LowerBind &&
       (overlay == state.protected_mounts.end() || !m.path.starts_with(overlay->path + "/")))
     return {};
   return "the workspace overlay shadows '" + m.path +
-         "', which the kernel keeps read-only from the real tree (or hidden): an earlier run left a "
-         "whiteout, a symlink or another type over it (or over a directory above it) in the "
-         "overlay's upper layer. Review it (`kernex workspace status`) and reject it, or land it "
-         "with `kernex workspace accept --force PATH`";
+         "', which the kernel keeps read-only from the real tree (or hidden): an earlier run "
+         "left a whiteout, a symlink or another type over it (or over a directory above it) in "
+         "the overlay's upper layer. Review it (`kernex workspace status`) and reject it, or "
+         "land it with `kernex workspace accept --force PATH`";
 }
 
 }  // namespace
