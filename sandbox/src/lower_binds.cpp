@@ -37,7 +37,8 @@ struct Attr {
   std::uint64_t attr_set, attr_clr, propagation, userns_fd;
 };
 
-const ChildMount* overlay_of(const MountTemplateSpec* spec) {
+__attribute__((no_sanitize("address", "undefined"))) const ChildMount* overlay_of(
+    const MountTemplateSpec* spec) {
   for (int i = 0; i < spec->mount_count; ++i)
     if (spec->mounts[i].kind == 2) return &spec->mounts[i];
   return nullptr;
