@@ -145,6 +145,12 @@ std::vector<fs::path> MountPlan::kept_paths() const {
   return out;
 }
 
+bool MountPlan::holds_writable(const fs::path& dir) const {
+  return std::any_of(mounts_.begin(), mounts_.end(), [&](const auto& kv) {
+    return kv.second.first == kWritable && kv.first != dir && is_within(kv.first, dir);
+  });
+}
+
 std::vector<ProtectedMount> MountPlan::finish() const {
   std::vector<std::pair<std::size_t, ProtectedMount>> ordered;
   for (const auto& [path, entry] : mounts_) {
@@ -152,7 +158,10 @@ std::vector<ProtectedMount> MountPlan::finish() const {
                          entry.second);
     // Inside an overlay, what is kept read-only is the real tree's: the kernel read and trusted
     // those bytes, and whatever an earlier run left in the upper layer over them stays unseen.
-    if (overlay_ && entry.first == kReadOnly && path != *overlay_ && is_within(path, *overlay_))
+    // Not a directory with a writable bind below it (git_writes' submodule gitdirs in modules/):
+    // that bind must reach the overlay, not the real tree, so its parents are the overlay's too.
+    if (overlay_ && entry.first == kReadOnly && path != *overlay_ && is_within(path, *overlay_) &&
+        !holds_writable(path))
       ordered.back().second.kind = MountKind::LowerBind;
   }
   std::stable_sort(ordered.begin(), ordered.end(),

@@ -47,6 +47,8 @@ class MountPlan {
  private:
   enum Strength { kPin = 0, kWritable = 1, kReadOnly = 2, kMask = 3 };
   void put(const std::filesystem::path& path, Strength strength, ProtectedMount mount);
+  // A writable bind lies strictly below `dir`.
+  bool holds_writable(const std::filesystem::path& dir) const;
   std::map<std::filesystem::path, std::pair<Strength, ProtectedMount>> mounts_;
   std::optional<std::filesystem::path> overlay_;  // the overlaid workspace, when there is one
 };

@@ -435,6 +435,42 @@ TEST_F(OverlayEscape, ARedirectXattrInTheUpperLayerIsNotFollowed) {
 
 }  // namespace
 
+namespace {
+
+// With git_writes, an existing submodule gitdir (.git/modules/lib) is bound writable again inside
+// the read-only modules/: in an overlay that bind must be the overlay's, so what a tool writes
+// there lands in the upper layer, never in the real tree (the read-only modules/ above it is not
+// taken from the real tree for that reason).
+TEST(OverlayGitWrites, ASubmoduleGitdirIsWrittenInTheLayerNotTheRealTree) {
+  fs::path root;
+  ASSERT_TRUE(kernex::battery::make_scratch_root("kernex-battery3-gitwrites", root));
+  const fs::path ws = root / "ws", layers = root / "layers";
+  fs::create_directories(ws / ".git" / "modules" / "lib" / "objects");
+  std::ofstream(ws / ".git" / "HEAD") << "ref: refs/heads/main\n";
+  std::ofstream(ws / ".git" / "modules" / "lib" / "HEAD") << "ref: refs/heads/main\n";
+  fs::create_directories(layers);
+  for (const auto& d : {layers / "upper", layers / "work"}) ASSERT_EQ(::mkdir(d.c_str(), 0700), 0);
+  SandboxProfile p;
+  p.git_writes = true;
+  auto policy =
+      PolicyBuilder(p).workspace(ws).workspace_overlay(WorkspaceOverlay::in(layers)).Build();
+  if (!policy) {
+    fs::remove_all(root);
+    GTEST_SKIP() << "overlay not available here: " << policy.error().describe();
+  }
+  auto r = kernex::battery::spawn_expecting(
+      *policy, {"/bin/sh", "-c",
+                "echo x > .git/modules/lib/objects/new && cat .git/modules/lib/objects/new"});
+  EXPECT_EQ(r.stdout_data, "x\n") << r.stderr_data;
+  EXPECT_FALSE(fs::exists(ws / ".git" / "modules" / "lib" / "objects" / "new"));
+  EXPECT_TRUE(fs::exists(layers / "upper" / ".git" / "modules" / "lib" / "objects" / "new"));
+  std::error_code ec;
+  fs::permissions(layers / "work" / "work", fs::perms::owner_all, ec);
+  fs::remove_all(root, ec);
+}
+
+}  // namespace
+
 // ---- accept: what an overlay run wrote over a kernel path never lands without a person's force
 // on that path, and then only untrusted.
 
