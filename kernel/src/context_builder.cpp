@@ -66,7 +66,8 @@ std::optional<std::string> summarize_overflow(const ContextInputs& in, const std
                             " oldest messages");
     return std::nullopt;
   }
-  if (auto saved = in.store->save_compaction_summary(in.scope, conv, StoredSummary{*summary, overflow});
+  if (auto saved =
+          in.store->save_compaction_summary(in.scope, conv, StoredSummary{*summary, overflow});
       !saved) {
     log(LogLevel::Warn, "could not store the compaction summary: " + saved.error().describe());
   }
@@ -104,7 +105,8 @@ std::string memory_sections(const ContextInputs& in, const Request& request,
   std::string out;
   const auto add = [&out](const std::string& section) { out = join_prompt(out, section); };
   if (in.needs.profile) {
-    if (auto facts = optional_part(store.facts(in.scope, sender), "facts")) add(profile_section(*facts));
+    if (auto facts = optional_part(store.facts(in.scope, sender), "facts"))
+      add(profile_section(*facts));
   }
   if (in.needs.summaries) {
     if (auto s = optional_part(store.recent_summaries(in.scope, in.key, conv, 3), "summaries"))

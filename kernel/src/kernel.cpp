@@ -56,7 +56,8 @@ class MemoryAuditHook final : public HookRunner {
     rec.arguments = call.arguments;
     rec.result = result.content;
     rec.status = result.is_error ? "error" : "ok";
-    if (auto r = store_->record_tool_call(scope_, rec); !r && r.error().code != ErrorCode::Unsupported) {
+    if (auto r = store_->record_tool_call(scope_, rec);
+        !r && r.error().code != ErrorCode::Unsupported) {
       log(LogLevel::Warn, "audit log: " + r.error().describe());
     }
   }
@@ -393,9 +394,8 @@ struct Kernel::Impl {
   // The exchange with its tool calls (a cancelled run's partial answer is in its turn) and what
   // it cost, in one store write.
   static Result<void> save_exchange(MemoryStore& memory, const MemoryScope& scope,
-                                    const std::string& conversation_id,
-                                    const Request& request, const Context& context,
-                                    const RunResult& run) {
+                                    const std::string& conversation_id, const Request& request,
+                                    const Context& context, const RunResult& run) {
     ExchangeRecord record;
     record.conversation_id = conversation_id;
     record.messages.push_back(ContextEntry::user(request.text));
@@ -611,7 +611,7 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
       KERNEX_RETURN_IF_ERROR(options.before_save());
     }
     if (auto saved = Impl::save_exchange(*k.memory, options.memory_scope, conversation_id, request,
-                                             context, *run);
+                                         context, *run);
         !saved) {
       return std::unexpected(saved.error());
     }

@@ -163,9 +163,9 @@ Result<Json> export_table(pg::Connection& c, const MemoryScope& scope, const Tab
   const std::string filter =
       has_tenant(t) ? " WHERE tenant = $1"
                     : " WHERE conversation_id IN (SELECT id FROM conversations WHERE tenant = $1)";
-  KERNEX_ASSIGN_OR_RETURN(auto rows, c.exec("SELECT " + names + " FROM " + t.name + filter +
-                                                " ORDER BY " + t.order,
-                                            {scope.tenant()}));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows, c.exec("SELECT " + names + " FROM " + t.name + filter + " ORDER BY " + t.order,
+                        {scope.tenant()}));
   Json out = Json::array();
   for (int i = 0; i < rows.size(); ++i) {
     Json obj = Json::object();

@@ -30,10 +30,11 @@ Result<void> PgStore::store_lesson(const MemoryScope& scope, const Lesson& l) {
     // Repeating a rule reinforces it (and moves it to the front) instead of adding a copy.
     KERNEX_ASSIGN_OR_RETURN(
         auto reinforce,
-        c.exec("UPDATE lessons SET occurrences = occurrences + 1, updated_at = kx_now(), "
-               "recency = (SELECT coalesce(max(recency), 0) + 1 FROM lessons) "
-               "WHERE tenant = $5 AND sender_id = $1 AND domain = $2 AND project = $3 AND rule = $4",
-               {l.sender_id, l.domain, l.project, l.rule, scope.tenant()}));
+        c.exec(
+            "UPDATE lessons SET occurrences = occurrences + 1, updated_at = kx_now(), "
+            "recency = (SELECT coalesce(max(recency), 0) + 1 FROM lessons) "
+            "WHERE tenant = $5 AND sender_id = $1 AND domain = $2 AND project = $3 AND rule = $4",
+            {l.sender_id, l.domain, l.project, l.rule, scope.tenant()}));
     if (reinforce.affected() > 0) return {};
     KERNEX_RETURN_IF_ERROR(
         c.exec("INSERT INTO lessons (sender_id, domain, rule, project, recency, tenant) "
@@ -79,18 +80,19 @@ Result<void> PgStore::store_outcome(const MemoryScope& scope, const OutcomeRecor
       bad_text(o.sender_id)) {
     return fail(ErrorCode::Parse, "postgres memory: the outcome is not valid UTF-8 text");
   }
-  KERNEX_ASSIGN_OR_RETURN(auto r,
-                          query("INSERT INTO outcomes (sender_id, domain, score, lesson, source, "
-                                "project, tenant) VALUES ($1, $2, "
-                                "$3::bigint, $4, $5, "
-                                "$6, $7)",
-                                {o.sender_id, o.domain, o.score, o.lesson, o.source, o.project,
-                                 scope.tenant()}));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r,
+      query("INSERT INTO outcomes (sender_id, domain, score, lesson, source, "
+            "project, tenant) VALUES ($1, $2, "
+            "$3::bigint, $4, $5, "
+            "$6, $7)",
+            {o.sender_id, o.domain, o.score, o.lesson, o.source, o.project, scope.tenant()}));
   return {};
 }
 
-Result<std::vector<OutcomeRecord>> PgStore::recent_outcomes(const MemoryScope& scope, 
-    const std::string& sender_id, std::size_t limit, const std::optional<std::string>& project) {
+Result<std::vector<OutcomeRecord>> PgStore::recent_outcomes(
+    const MemoryScope& scope, const std::string& sender_id, std::size_t limit,
+    const std::optional<std::string>& project) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows, query("SELECT sender_id, domain, score, lesson, source, project, created_at FROM "
                        "outcomes WHERE tenant = $4 AND "
@@ -108,10 +110,11 @@ Result<std::vector<OutcomeRecord>> PgStore::recent_outcomes(const MemoryScope& s
 Result<std::uint64_t> PgStore::prune_outcomes(const MemoryScope& scope, std::size_t keep) {
   KERNEX_ASSIGN_OR_RETURN(
       auto r,
-      query("DELETE FROM outcomes WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
-            "(PARTITION BY sender_id ORDER BY id DESC) AS n FROM outcomes WHERE tenant = $2) ranked "
-            "WHERE n > $1::bigint)",
-            {count_param(keep), scope.tenant()}));
+      query(
+          "DELETE FROM outcomes WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+          "(PARTITION BY sender_id ORDER BY id DESC) AS n FROM outcomes WHERE tenant = $2) ranked "
+          "WHERE n > $1::bigint)",
+          {count_param(keep), scope.tenant()}));
   return r.affected();
 }
 

@@ -154,8 +154,7 @@ Result<std::string> PgStore::open_conversation(const MemoryScope& scope, const C
         !r) {
       return std::unexpected(r.error());
     }
-    auto again =
-        c.exec(kFind, {key.channel, key.sender_id, key.project, minutes, scope.tenant()});
+    auto again = c.exec(kFind, {key.channel, key.sender_id, key.project, minutes, scope.tenant()});
     if (!again) return std::unexpected(again.error());
     if (!again->empty()) return again->text(0, 0);
     const std::string id = new_uuid();
@@ -181,25 +180,28 @@ Result<std::vector<ContextEntry>> PgStore::select_entries(std::string_view sql,
   return out;
 }
 
-Result<std::vector<ContextEntry>> PgStore::recent_messages(const MemoryScope& scope, const std::string& conversation_id,
+Result<std::vector<ContextEntry>> PgStore::recent_messages(const MemoryScope& scope,
+                                                           const std::string& conversation_id,
                                                            std::size_t limit) {
   return select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
-      "WHERE conversation_id = " SCOPED_CONVERSATION("$1", "$3")
-      " ORDER BY seq DESC LIMIT $2::bigint",
+      "WHERE conversation_id = " SCOPED_CONVERSATION("$1",
+                                                     "$3") " ORDER BY seq DESC LIMIT $2::bigint",
       scope, conversation_id, limit, true);
 }
 
-Result<std::vector<ContextEntry>> PgStore::oldest_messages(const MemoryScope& scope, const std::string& conversation_id,
+Result<std::vector<ContextEntry>> PgStore::oldest_messages(const MemoryScope& scope,
+                                                           const std::string& conversation_id,
                                                            std::size_t count) {
   return select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
-      "WHERE conversation_id = " SCOPED_CONVERSATION("$1", "$3")
-      " ORDER BY seq ASC LIMIT $2::bigint",
+      "WHERE conversation_id = " SCOPED_CONVERSATION("$1",
+                                                     "$3") " ORDER BY seq ASC LIMIT $2::bigint",
       scope, conversation_id, count, false);
 }
 
-Result<std::uint64_t> PgStore::message_count(const MemoryScope& scope, const std::string& conversation_id) {
+Result<std::uint64_t> PgStore::message_count(const MemoryScope& scope,
+                                             const std::string& conversation_id) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows, query("SELECT message_count FROM conversations WHERE id = $1 AND tenant = $2",
                        {conversation_id, scope.tenant()}));
@@ -294,36 +296,36 @@ Result<void> PgStore::save_exchange(const MemoryScope& scope, const ExchangeReco
   });
 }
 
-Result<std::optional<StoredSummary>> PgStore::compaction_summary(const MemoryScope& scope, 
-    const std::string& conversation_id) {
-  KERNEX_ASSIGN_OR_RETURN(
-      auto rows, query("SELECT text, covered_messages FROM summaries WHERE conversation_id = "
-                       SCOPED_CONVERSATION("$1", "$2"),
-                       {conversation_id, scope.tenant()}));
+Result<std::optional<StoredSummary>> PgStore::compaction_summary(
+    const MemoryScope& scope, const std::string& conversation_id) {
+  KERNEX_ASSIGN_OR_RETURN(auto rows, query("SELECT text, covered_messages FROM summaries WHERE "
+                                           "conversation_id = " SCOPED_CONVERSATION("$1", "$2"),
+                                           {conversation_id, scope.tenant()}));
   if (rows.empty()) return std::optional<StoredSummary>();
   return std::optional<StoredSummary>(
       StoredSummary{rows.text(0, 0), static_cast<std::uint64_t>(rows.int64(0, 1))});
 }
 
-Result<void> PgStore::save_compaction_summary(const MemoryScope& scope, const std::string& conversation_id,
+Result<void> PgStore::save_compaction_summary(const MemoryScope& scope,
+                                              const std::string& conversation_id,
                                               const StoredSummary& summary) {
   if (auto p = text_problem(summary.text))
     return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
   KERNEX_ASSIGN_OR_RETURN(
       auto saved,
-      query("INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
-            "SELECT id, $2, $3::bigint, kx_now() FROM conversations WHERE id = $1 AND tenant = $4 "
-            "ON CONFLICT (conversation_id) DO UPDATE SET "
-            "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
-            "excluded.updated_at",
-            {conversation_id, summary.text, count_param(summary.covered_messages),
-             scope.tenant()}));
+      query(
+          "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
+          "SELECT id, $2, $3::bigint, kx_now() FROM conversations WHERE id = $1 AND tenant = $4 "
+          "ON CONFLICT (conversation_id) DO UPDATE SET "
+          "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
+          "excluded.updated_at",
+          {conversation_id, summary.text, count_param(summary.covered_messages), scope.tenant()}));
   if (saved.affected() == 0) return no_conversation(conversation_id);
   return {};
 }
 
-Result<std::vector<ConversationInfo>> PgStore::list_conversations(const MemoryScope& scope, 
-    const ConversationFilter& filter) {
+Result<std::vector<ConversationInfo>> PgStore::list_conversations(
+    const MemoryScope& scope, const ConversationFilter& filter) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows,
       query("SELECT c.id, c.channel, c.sender_id, c.project, c.status, c.started_at, "
@@ -348,14 +350,15 @@ Result<std::vector<ConversationInfo>> PgStore::list_conversations(const MemorySc
   return out;
 }
 
-Result<std::vector<StoredMessage>> PgStore::conversation_messages(const MemoryScope& scope, 
-    const std::string& conversation_id, std::int64_t after_seq, std::size_t limit) {
+Result<std::vector<StoredMessage>> PgStore::conversation_messages(
+    const MemoryScope& scope, const std::string& conversation_id, std::int64_t after_seq,
+    std::size_t limit) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows,
       query("SELECT seq, role, content, tool_calls, tool_result, provider_state, conversation_id, "
             "created_at "
-            "FROM messages WHERE conversation_id = " SCOPED_CONVERSATION("$1", "$4")
-            " AND seq > $2::bigint ORDER BY seq LIMIT $3::bigint",
+            "FROM messages WHERE conversation_id = " SCOPED_CONVERSATION(
+                "$1", "$4") " AND seq > $2::bigint ORDER BY seq LIMIT $3::bigint",
             {conversation_id, after_seq, count_param(limit), scope.tenant()}));
   std::vector<StoredMessage> out;
   for (int i = 0; i < rows.size(); ++i) {
@@ -365,16 +368,16 @@ Result<std::vector<StoredMessage>> PgStore::conversation_messages(const MemorySc
   return out;
 }
 
-Result<void> PgStore::close_conversation(const MemoryScope& scope, const std::string& conversation_id,
+Result<void> PgStore::close_conversation(const MemoryScope& scope,
+                                         const std::string& conversation_id,
                                          const std::optional<std::string>& summary) {
   if (summary) {
     if (auto p = text_problem(*summary))
       return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
   }
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    auto close =
-        c.exec("UPDATE conversations SET status = 'closed' WHERE id = $1 AND tenant = $2",
-               {conversation_id, scope.tenant()});
+    auto close = c.exec("UPDATE conversations SET status = 'closed' WHERE id = $1 AND tenant = $2",
+                        {conversation_id, scope.tenant()});
     if (!close) return std::unexpected(close.error());
     if (close->affected() == 0) return no_conversation(conversation_id);
     if (!summary) return {};
@@ -389,7 +392,8 @@ Result<void> PgStore::close_conversation(const MemoryScope& scope, const std::st
   });
 }
 
-Result<void> PgStore::delete_conversation(const MemoryScope& scope, const std::string& conversation_id) {
+Result<void> PgStore::delete_conversation(const MemoryScope& scope,
+                                          const std::string& conversation_id) {
   // Rows naming the conversation first (messages reference it); the recall indexes follow the rows.
   static constexpr std::string_view kDeletes[] = {
       "DELETE FROM messages WHERE conversation_id = $1",
@@ -399,9 +403,8 @@ Result<void> PgStore::delete_conversation(const MemoryScope& scope, const std::s
   };
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
-        auto exists,
-        c.exec("SELECT 1 FROM conversations WHERE id = $1 AND tenant = $2 FOR UPDATE",
-               {conversation_id, scope.tenant()}));
+        auto exists, c.exec("SELECT 1 FROM conversations WHERE id = $1 AND tenant = $2 FOR UPDATE",
+                            {conversation_id, scope.tenant()}));
     if (exists.empty()) return no_conversation(conversation_id);
     // Messages and summaries have no tenant of their own: the conversation was found in this
     // scope above, and ids are unique across the store.
@@ -421,16 +424,18 @@ Result<void> PgStore::delete_conversation(const MemoryScope& scope, const std::s
   });
 }
 
-Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const MemoryScope& scope, const ConversationKey& key,
+Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const MemoryScope& scope,
+                                                             const ConversationKey& key,
                                                              const std::string& exclude,
                                                              std::size_t limit) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows,
-      query("SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at FROM summaries s "
-            "JOIN conversations c ON c.id = s.conversation_id WHERE c.tenant = $5 AND c.channel = $1 "
-            "AND c.sender_id = $2 AND s.conversation_id <> $3 ORDER BY s.updated_at DESC, s.id "
-            "DESC LIMIT $4::bigint",
-            {key.channel, key.sender_id, exclude, count_param(limit), scope.tenant()}));
+      query(
+          "SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at FROM summaries s "
+          "JOIN conversations c ON c.id = s.conversation_id WHERE c.tenant = $5 AND c.channel = $1 "
+          "AND c.sender_id = $2 AND s.conversation_id <> $3 ORDER BY s.updated_at DESC, s.id "
+          "DESC LIMIT $4::bigint",
+          {key.channel, key.sender_id, exclude, count_param(limit), scope.tenant()}));
   std::vector<SummaryRecord> out;
   for (int i = 0; i < rows.size(); ++i) {
     out.push_back({rows.text(i, 0), rows.text(i, 1), static_cast<std::uint64_t>(rows.int64(i, 2)),
@@ -441,8 +446,8 @@ Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const MemoryScope& 
 
 // ---- Facts ----
 
-Result<std::vector<std::pair<std::string, std::string>>> PgStore::facts(const MemoryScope& scope, 
-    const std::string& sender_id) {
+Result<std::vector<std::pair<std::string, std::string>>> PgStore::facts(
+    const MemoryScope& scope, const std::string& sender_id) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows,
       query("SELECT key, value FROM facts WHERE tenant = $2 AND sender_id = $1 AND deleted_at IS "
@@ -453,34 +458,36 @@ Result<std::vector<std::pair<std::string, std::string>>> PgStore::facts(const Me
   return out;
 }
 
-Result<void> PgStore::store_fact(const MemoryScope& scope, const std::string& sender_id, const std::string& key,
-                                 const std::string& value) {
+Result<void> PgStore::store_fact(const MemoryScope& scope, const std::string& sender_id,
+                                 const std::string& key, const std::string& value) {
   if (key.empty()) return fail(ErrorCode::Usage, "postgres memory: a fact needs a key");
   if (text_problem(key) || text_problem(value) || text_problem(sender_id)) {
     return fail(ErrorCode::Parse, "postgres memory: fact '" + key + "' is not valid UTF-8 text");
   }
   // Re-storing a soft-deleted fact brings it back with the new value.
-  KERNEX_ASSIGN_OR_RETURN(auto r,
-                          query("INSERT INTO facts (sender_id, key, value, tenant) VALUES ($1, $2, $3, "
-                                "$4) ON CONFLICT (tenant, sender_id, key) "
-                                "DO UPDATE SET "
-                                "value = excluded.value, updated_at = kx_now(), deleted_at = NULL",
-                                {sender_id, key, value, scope.tenant()}));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r, query("INSERT INTO facts (sender_id, key, value, tenant) VALUES ($1, $2, $3, "
+                    "$4) ON CONFLICT (tenant, sender_id, key) "
+                    "DO UPDATE SET "
+                    "value = excluded.value, updated_at = kx_now(), deleted_at = NULL",
+                    {sender_id, key, value, scope.tenant()}));
   return {};
 }
 
-Result<std::optional<std::string>> PgStore::fact(const MemoryScope& scope, const std::string& sender_id,
+Result<std::optional<std::string>> PgStore::fact(const MemoryScope& scope,
+                                                 const std::string& sender_id,
                                                  const std::string& key) {
-  auto rows =
-      query("SELECT value FROM facts WHERE tenant = $3 AND sender_id = $1 AND key = $2 AND "
-            "deleted_at IS NULL",
-            {sender_id, key, scope.tenant()});
+  auto rows = query(
+      "SELECT value FROM facts WHERE tenant = $3 AND sender_id = $1 AND key = $2 AND "
+      "deleted_at IS NULL",
+      {sender_id, key, scope.tenant()});
   if (!rows) return std::unexpected(rows.error());
   if (rows->empty()) return std::optional<std::string>();
   return std::optional<std::string>(rows->text(0, 0));
 }
 
-Result<std::vector<Fact>> PgStore::fact_records(const MemoryScope& scope, const std::optional<std::string>& sender_id,
+Result<std::vector<Fact>> PgStore::fact_records(const MemoryScope& scope,
+                                                const std::optional<std::string>& sender_id,
                                                 bool include_deleted) {
   KERNEX_ASSIGN_OR_RETURN(auto rows, query("SELECT sender_id, key, value, updated_at, deleted_at "
                                            "FROM facts WHERE tenant = $3 AND ($1::text IS NULL OR "
@@ -496,19 +503,22 @@ Result<std::vector<Fact>> PgStore::fact_records(const MemoryScope& scope, const 
   return out;
 }
 
-Result<bool> PgStore::soft_delete_fact(const MemoryScope& scope, const std::string& sender_id, const std::string& key) {
+Result<bool> PgStore::soft_delete_fact(const MemoryScope& scope, const std::string& sender_id,
+                                       const std::string& key) {
   KERNEX_ASSIGN_OR_RETURN(auto n, soft_delete_facts(scope, sender_id, key));
   return n > 0;
 }
 
-Result<std::uint64_t> PgStore::soft_delete_facts(const MemoryScope& scope, const std::string& sender_id,
+Result<std::uint64_t> PgStore::soft_delete_facts(const MemoryScope& scope,
+                                                 const std::string& sender_id,
                                                  const std::optional<std::string>& key) {
   KERNEX_ASSIGN_OR_RETURN(
       auto r,
-      query("UPDATE facts SET deleted_at = kx_now(), updated_at = kx_now() "
-            "WHERE tenant = $3 AND sender_id = $1 AND ($2::text IS NULL OR key = $2) AND deleted_at "
-            "IS NULL",
-            {sender_id, key, scope.tenant()}));
+      query(
+          "UPDATE facts SET deleted_at = kx_now(), updated_at = kx_now() "
+          "WHERE tenant = $3 AND sender_id = $1 AND ($2::text IS NULL OR key = $2) AND deleted_at "
+          "IS NULL",
+          {sender_id, key, scope.tenant()}));
   return r.affected();
 }
 

@@ -82,8 +82,8 @@ Result<std::vector<RecallHit>> PgStore::recall(const MemoryScope& scope, const R
 
   const auto search = [&](const char* joiner) -> Result<void> {
     const std::string tsq = tsquery_sql(words.size(), 7, joiner);
-    std::vector<pg::Param> params{q.sender_id, q.current_conversation, boundary, since, limit,
-                                  scope.tenant()};
+    std::vector<pg::Param> params{q.sender_id, q.current_conversation, boundary, since,
+                                  limit,       scope.tenant()};
     for (const auto& w : words) params.emplace_back(w);
     // ts_rank: higher is better; negated so that, like bm25, lower sorts first.
     const std::string messages_sql =

@@ -145,10 +145,10 @@ Result<std::string> PgStore::create_task(const MemoryScope& scope, const TaskSpe
   return transaction<std::string>([&](pg::Connection& c) -> Result<std::string> {
     // Two processes creating the same task at once: the sender's lock makes the second see the
     // first.
-    if (auto r =
-            c.exec("SELECT pg_advisory_xact_lock(hashtextextended('task' || chr(31) || $2 || chr(31) || "
-                   "$1, 0))",
-                   {spec.sender_id, scope.tenant()});
+    if (auto r = c.exec(
+            "SELECT pg_advisory_xact_lock(hashtextextended('task' || chr(31) || $2 || chr(31) || "
+            "$1, 0))",
+            {spec.sender_id, scope.tenant()});
         !r) {
       return std::unexpected(r.error());
     }
@@ -180,7 +180,8 @@ Result<std::string> PgStore::create_task(const MemoryScope& scope, const TaskSpe
   });
 }
 
-Result<std::vector<Task>> PgStore::pending_tasks(const MemoryScope& scope, const std::string& sender_id) {
+Result<std::vector<Task>> PgStore::pending_tasks(const MemoryScope& scope,
+                                                 const std::string& sender_id) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows, query(task_sql("SELECT ",
                                 " FROM scheduled_tasks WHERE tenant = $2 AND sender_id = $1 AND "
@@ -191,14 +192,15 @@ Result<std::vector<Task>> PgStore::pending_tasks(const MemoryScope& scope, const
 }
 
 Result<std::optional<Task>> PgStore::task(const MemoryScope& scope, const std::string& id) {
-  KERNEX_ASSIGN_OR_RETURN(auto rows,
-                          query(task_sql("SELECT ", " FROM scheduled_tasks WHERE id = $1 AND tenant = $2"),
-                                {id, scope.tenant()}));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows, query(task_sql("SELECT ", " FROM scheduled_tasks WHERE id = $1 AND tenant = $2"),
+                       {id, scope.tenant()}));
   if (rows.empty()) return std::optional<Task>();
   return std::optional<Task>(std::move(read_tasks(rows).front()));
 }
 
-Result<std::vector<Task>> PgStore::claim_due_tasks(const MemoryScope& scope, const std::string& worker,
+Result<std::vector<Task>> PgStore::claim_due_tasks(const MemoryScope& scope,
+                                                   const std::string& worker,
                                                    std::chrono::seconds lease, std::size_t limit) {
   if (worker.empty())
     return fail(ErrorCode::Usage, "postgres memory: claiming tasks needs a worker id");
@@ -226,7 +228,8 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const MemoryScope& scope, con
       ", coalesce(retry_at, due_at)");
   const std::int64_t seconds =
       std::clamp<std::int64_t>(lease.count(), 0, 100LL * 366 * 24 * 3600);  // in range
-  KERNEX_ASSIGN_OR_RETURN(auto rows, query(sql, {worker, seconds, count_param(limit), scope.tenant()}));
+  KERNEX_ASSIGN_OR_RETURN(auto rows,
+                          query(sql, {worker, seconds, count_param(limit), scope.tenant()}));
   auto tasks = read_tasks(rows);
   // RETURNING has no order: soonest due first, by the time each was due at (the column after
   // kTaskColumns' 16).
@@ -241,7 +244,8 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const MemoryScope& scope, con
   return tasks;
 }
 
-Result<bool> PgStore::complete_task(const MemoryScope& scope, const std::string& id, const std::string& worker) {
+Result<bool> PgStore::complete_task(const MemoryScope& scope, const std::string& id,
+                                    const std::string& worker) {
   return transaction<bool>([&](pg::Connection& c) -> Result<bool> {
     KERNEX_ASSIGN_OR_RETURN(auto t, locked_task(c, scope, id));
     if (!holds(t, worker)) return false;
@@ -255,23 +259,23 @@ Result<bool> PgStore::complete_task(const MemoryScope& scope, const std::string&
       for (int guard = 0; guard < 100000 && (guard == 0 || next <= current); ++guard) {
         next = next_occurrence(next, *t.spec.repeat);
       }
-      KERNEX_RETURN_IF_ERROR(
-          c.exec("UPDATE scheduled_tasks SET due_at = $1, status = 'pending', claimed_by = NULL, "
-                 "lease_until = NULL, "
-                 "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = $2 AND tenant = $3",
-                 {next, id, scope.tenant()}));
+      KERNEX_RETURN_IF_ERROR(c.exec(
+          "UPDATE scheduled_tasks SET due_at = $1, status = 'pending', claimed_by = NULL, "
+          "lease_until = NULL, "
+          "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = $2 AND tenant = $3",
+          {next, id, scope.tenant()}));
       return true;
     }
-    KERNEX_RETURN_IF_ERROR(
-        c.exec("UPDATE scheduled_tasks SET status = 'delivered', delivered_at = kx_now(), "
-               "claimed_by = NULL, lease_until = NULL, retry_at = NULL WHERE id = $1 AND tenant = $2",
-               {id, scope.tenant()}));
+    KERNEX_RETURN_IF_ERROR(c.exec(
+        "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = kx_now(), "
+        "claimed_by = NULL, lease_until = NULL, retry_at = NULL WHERE id = $1 AND tenant = $2",
+        {id, scope.tenant()}));
     return true;
   });
 }
 
-Result<bool> PgStore::fail_task(const MemoryScope& scope, const std::string& id, const std::string& worker,
-                                const std::string& error) {
+Result<bool> PgStore::fail_task(const MemoryScope& scope, const std::string& id,
+                                const std::string& worker, const std::string& error) {
   return transaction<bool>([&](pg::Connection& c) -> Result<bool> {
     KERNEX_ASSIGN_OR_RETURN(auto t, locked_task(c, scope, id));
     if (!holds(t, worker)) {
@@ -300,7 +304,8 @@ Result<bool> PgStore::fail_task(const MemoryScope& scope, const std::string& id,
   });
 }
 
-Result<bool> PgStore::cancel_task(const MemoryScope& scope, const std::string& id_prefix, const std::string& sender_id) {
+Result<bool> PgStore::cancel_task(const MemoryScope& scope, const std::string& id_prefix,
+                                  const std::string& sender_id) {
   if (id_prefix.empty())
     return fail(ErrorCode::Usage, "postgres memory: cancelling a task needs an id or id prefix");
   return transaction<bool>([&](pg::Connection& c) -> Result<bool> {
@@ -326,9 +331,8 @@ Result<bool> PgStore::cancel_task(const MemoryScope& scope, const std::string& i
       if (!cancelled) return std::unexpected(cancelled.error());
       return !cancelled->empty();  // cancelling twice is not an error
     }
-    auto r =
-        c.exec("UPDATE scheduled_tasks SET status = 'cancelled' WHERE id = $1 AND tenant = $2",
-               {rows.text(0, 0), scope.tenant()});
+    auto r = c.exec("UPDATE scheduled_tasks SET status = 'cancelled' WHERE id = $1 AND tenant = $2",
+                    {rows.text(0, 0), scope.tenant()});
     if (!r) return std::unexpected(r.error());
     return r->affected() > 0;
   });
@@ -366,7 +370,8 @@ Result<std::string> PgStore::record_task_run(const MemoryScope& scope, const Tas
   return id;
 }
 
-Result<std::vector<TaskRun>> PgStore::task_runs(const MemoryScope& scope, const std::string& task_id_prefix,
+Result<std::vector<TaskRun>> PgStore::task_runs(const MemoryScope& scope,
+                                                const std::string& task_id_prefix,
                                                 std::size_t limit) {
   auto rows = query(
       "SELECT id, task_id, started_at, finished_at, status, result, error, tokens FROM task_runs "

@@ -158,9 +158,9 @@ Result<void> SqliteStore::import_json(const MemoryScope& scope, const Json& doc)
         std::string names, marks;
         for (const auto& [k, v] : row.items()) {
           if (!known.contains(k) || k == "tenant")
-            return fail(ErrorCode::Parse, where + ": unknown column '" + k + "'" +
-                                              (k == "tenant" ? " (rows go to the import's scope)"
-                                                             : ""));
+            return fail(ErrorCode::Parse,
+                        where + ": unknown column '" + k + "'" +
+                            (k == "tenant" ? " (rows go to the import's scope)" : ""));
           if (v.is_structured())
             return fail(ErrorCode::Parse, where + "." + k + " must be a string, number or null");
           names += (names.empty() ? "" : ", ") + k;

@@ -28,15 +28,17 @@ Result<void> SqliteStore::store_lesson(const MemoryScope& scope, const Lesson& l
     if (changed > 0) return {};
     KERNEX_ASSIGN_OR_RETURN(
         auto insert,
-        db_->prepare("INSERT INTO lessons (tenant, sender_id, domain, rule, project, recency) "
-                     "VALUES (?, ?, ?, ?, ?, (SELECT coalesce(max(recency), 0) + 1 FROM lessons))"));
+        db_->prepare(
+            "INSERT INTO lessons (tenant, sender_id, domain, rule, project, recency) "
+            "VALUES (?, ?, ?, ?, ?, (SELECT coalesce(max(recency), 0) + 1 FROM lessons))"));
     insert.bind_all(scope.tenant(), l.sender_id, l.domain, l.rule, l.project);
     KERNEX_RETURN_IF_ERROR(insert.run());
-    KERNEX_ASSIGN_OR_RETURN(auto prune, db_->prepare("DELETE FROM lessons WHERE tenant = ?5 AND sender_id = ?1 AND "
-                     "domain = ?2 AND project = ?3 AND id NOT IN "
-                     "(SELECT id FROM lessons WHERE tenant = ?5 AND sender_id = ?1 "
-                     "AND domain = ?2 AND project = ?3 ORDER BY "
-                     "recency DESC LIMIT ?4)"));
+    KERNEX_ASSIGN_OR_RETURN(
+        auto prune, db_->prepare("DELETE FROM lessons WHERE tenant = ?5 AND sender_id = ?1 AND "
+                                 "domain = ?2 AND project = ?3 AND id NOT IN "
+                                 "(SELECT id FROM lessons WHERE tenant = ?5 AND sender_id = ?1 "
+                                 "AND domain = ?2 AND project = ?3 ORDER BY "
+                                 "recency DESC LIMIT ?4)"));
     prune.bind_all(l.sender_id, l.domain, l.project, kLessonsPerDomain, scope.tenant());
     KERNEX_RETURN_IF_ERROR(prune.run());
     return {};
@@ -45,16 +47,18 @@ Result<void> SqliteStore::store_lesson(const MemoryScope& scope, const Lesson& l
 
 // The project's rules, then general ones: two index-ordered reads (lessons_sender) rather than
 // one ORDER BY over both, which sorted in a temporary b-tree on every turn even with no rules.
-Result<std::vector<Lesson>> SqliteStore::lessons(const MemoryScope& scope, const std::string& sender_id,
+Result<std::vector<Lesson>> SqliteStore::lessons(const MemoryScope& scope,
+                                                 const std::string& sender_id,
                                                  const std::optional<std::string>& project) {
   std::lock_guard lock(mutex_);
   std::vector<Lesson> out;
   const auto read = [&](const std::string& which) -> Result<void> {
     // A handle per read: the cached statement is reset when it goes.
     KERNEX_ASSIGN_OR_RETURN(
-        auto stmt, db_->prepare("SELECT sender_id, domain, rule, project, occurrences, updated_at "
-                                "FROM lessons WHERE tenant = ?4 AND sender_id = ?1 AND project = ?2 "
-                                "ORDER BY recency DESC LIMIT ?3"));
+        auto stmt,
+        db_->prepare("SELECT sender_id, domain, rule, project, occurrences, updated_at "
+                     "FROM lessons WHERE tenant = ?4 AND sender_id = ?1 AND project = ?2 "
+                     "ORDER BY recency DESC LIMIT ?3"));
     stmt.bind_all(sender_id, which, kLessonsListed - static_cast<std::int64_t>(out.size()),
                   scope.tenant());
     for (;;) {
@@ -91,16 +95,19 @@ Result<void> SqliteStore::store_outcome(const MemoryScope& scope, const OutcomeR
 
 // One statement per case, each read newest first straight from an index (outcomes_sender,
 // outcomes_sender_newest): `?2 IS NULL OR project = ?2` in one statement sorted every turn.
-Result<std::vector<OutcomeRecord>> SqliteStore::recent_outcomes(const MemoryScope& scope, 
-    const std::string& sender_id, std::size_t limit, const std::optional<std::string>& project) {
+Result<std::vector<OutcomeRecord>> SqliteStore::recent_outcomes(
+    const MemoryScope& scope, const std::string& sender_id, std::size_t limit,
+    const std::optional<std::string>& project) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
-      db_->prepare(project ? "SELECT sender_id, domain, score, lesson, source, project, created_at "
-                             "FROM outcomes WHERE tenant = ?4 AND sender_id = ?1 AND project = ?3 ORDER BY id "
-                             "DESC LIMIT ?2"
-                           : "SELECT sender_id, domain, score, lesson, source, project, created_at "
-                             "FROM outcomes WHERE tenant = ?4 AND sender_id = ?1 ORDER BY id DESC LIMIT ?2"));
+      db_->prepare(
+          project
+              ? "SELECT sender_id, domain, score, lesson, source, project, created_at "
+                "FROM outcomes WHERE tenant = ?4 AND sender_id = ?1 AND project = ?3 ORDER BY id "
+                "DESC LIMIT ?2"
+              : "SELECT sender_id, domain, score, lesson, source, project, created_at "
+                "FROM outcomes WHERE tenant = ?4 AND sender_id = ?1 ORDER BY id DESC LIMIT ?2"));
   stmt.bind_all(sender_id, static_cast<std::int64_t>(limit));
   if (project) stmt.bind(3, *project);
   stmt.bind(4, scope.tenant());
@@ -121,7 +128,8 @@ Result<std::uint64_t> SqliteStore::prune_outcomes(const MemoryScope& scope, std:
         auto stmt,
         db_->prepare(
             "DELETE FROM outcomes WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
-            "(PARTITION BY sender_id ORDER BY id DESC) AS n FROM outcomes WHERE tenant = ?2) WHERE n > "
+            "(PARTITION BY sender_id ORDER BY id DESC) AS n FROM outcomes WHERE tenant = ?2) WHERE "
+            "n > "
             "?1)"));
     stmt.bind_all(static_cast<std::int64_t>(keep), scope.tenant());
     return stmt.run();

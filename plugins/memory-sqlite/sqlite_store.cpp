@@ -81,7 +81,8 @@ Result<std::shared_ptr<SqliteStore>> SqliteStore::open(const StoreOptions& optio
 
 // ---- Conversations ----
 
-Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope, const ConversationKey& key,
+Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
+                                                   const ConversationKey& key,
                                                    std::chrono::minutes idle) {
   std::lock_guard lock(mutex_);
   static constexpr const char* kFind =
@@ -102,11 +103,10 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope, con
     KERNEX_ASSIGN_OR_RETURN(auto again, find());
     if (again) return *again;
     const std::string id = new_uuid();
-    KERNEX_ASSIGN_OR_RETURN(
-        auto insert,
-        db_->prepare(
-            "INSERT INTO conversations (id, tenant, channel, sender_id, project) VALUES (?, ?, ?, ?, "
-            "?)"));
+    KERNEX_ASSIGN_OR_RETURN(auto insert,
+                            db_->prepare("INSERT INTO conversations (id, tenant, channel, "
+                                         "sender_id, project) VALUES (?, ?, ?, ?, "
+                                         "?)"));
     insert.bind_all(id, scope.tenant(), key.channel, key.sender_id, key.project);
     KERNEX_RETURN_IF_ERROR(insert.run());
     return id;
@@ -131,7 +131,8 @@ Result<std::vector<ContextEntry>> SqliteStore::select_entries(const char* sql,
   return out;
 }
 
-Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const MemoryScope& scope, const std::string& conversation_id,
+Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const MemoryScope& scope,
+                                                               const std::string& conversation_id,
                                                                std::size_t limit) {
   std::lock_guard lock(mutex_);
   return select_entries(
@@ -140,7 +141,8 @@ Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const MemoryScope
       scope, conversation_id, limit, true);
 }
 
-Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const MemoryScope& scope, const std::string& conversation_id,
+Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const MemoryScope& scope,
+                                                               const std::string& conversation_id,
                                                                std::size_t count) {
   std::lock_guard lock(mutex_);
   return select_entries(
@@ -149,10 +151,12 @@ Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const MemoryScope
       scope, conversation_id, count, false);
 }
 
-Result<std::uint64_t> SqliteStore::message_count(const MemoryScope& scope, const std::string& conversation_id) {
+Result<std::uint64_t> SqliteStore::message_count(const MemoryScope& scope,
+                                                 const std::string& conversation_id) {
   std::lock_guard lock(mutex_);
-  KERNEX_ASSIGN_OR_RETURN(auto stmt,
-                          db_->prepare("SELECT message_count FROM conversations WHERE id = ? AND tenant = ?"));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare("SELECT message_count FROM conversations WHERE id = ? AND tenant = ?"));
   stmt.bind_all(conversation_id, scope.tenant());
   KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
   if (!row) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
@@ -238,7 +242,8 @@ Result<void> SqliteStore::insert_exchange(const MemoryScope& scope,
   return {};
 }
 
-Result<void> SqliteStore::append_messages(const MemoryScope& scope, const std::string& conversation_id,
+Result<void> SqliteStore::append_messages(const MemoryScope& scope,
+                                          const std::string& conversation_id,
                                           const std::vector<ContextEntry>& entries) {
   // Checked before anything is written, so a bad entry leaves the exchange unsaved as a whole.
   KERNEX_RETURN_IF_ERROR(check_exchange(entries));
@@ -258,12 +263,11 @@ Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const Exchange
   });
 }
 
-Result<std::optional<StoredSummary>> SqliteStore::compaction_summary(const MemoryScope& scope, 
-    const std::string& conversation_id) {
+Result<std::optional<StoredSummary>> SqliteStore::compaction_summary(
+    const MemoryScope& scope, const std::string& conversation_id) {
   std::lock_guard lock(mutex_);
-  auto stmt =
-      db_->prepare("SELECT text, covered_messages FROM summaries WHERE conversation_id = "
-                   SCOPED_CONVERSATION);
+  auto stmt = db_->prepare(
+      "SELECT text, covered_messages FROM summaries WHERE conversation_id = " SCOPED_CONVERSATION);
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind_all(conversation_id, scope.tenant());
   KERNEX_ASSIGN_OR_RETURN(auto row, stmt->step());
@@ -279,7 +283,8 @@ static constexpr const char* kUpsertSummary =
     "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
     "excluded.updated_at";
 
-Result<void> SqliteStore::save_compaction_summary(const MemoryScope& scope, const std::string& conversation_id,
+Result<void> SqliteStore::save_compaction_summary(const MemoryScope& scope,
+                                                  const std::string& conversation_id,
                                                   const StoredSummary& summary) {
   if (auto at = invalid_utf8_at(summary.text)) {
     return fail(ErrorCode::Parse,
@@ -296,8 +301,8 @@ Result<void> SqliteStore::save_compaction_summary(const MemoryScope& scope, cons
   });
 }
 
-Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(const MemoryScope& scope, 
-    const ConversationFilter& filter) {
+Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(
+    const MemoryScope& scope, const ConversationFilter& filter) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
@@ -326,8 +331,9 @@ Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(const Memo
   return out;
 }
 
-Result<std::vector<StoredMessage>> SqliteStore::conversation_messages(const MemoryScope& scope, 
-    const std::string& conversation_id, std::int64_t after_seq, std::size_t limit) {
+Result<std::vector<StoredMessage>> SqliteStore::conversation_messages(
+    const MemoryScope& scope, const std::string& conversation_id, std::int64_t after_seq,
+    std::size_t limit) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
@@ -348,12 +354,14 @@ Result<std::vector<StoredMessage>> SqliteStore::conversation_messages(const Memo
   return out;
 }
 
-Result<void> SqliteStore::close_conversation(const MemoryScope& scope, const std::string& conversation_id,
+Result<void> SqliteStore::close_conversation(const MemoryScope& scope,
+                                             const std::string& conversation_id,
                                              const std::optional<std::string>& summary) {
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
-        auto close, db_->prepare("UPDATE conversations SET status = 'closed' WHERE id = ? AND tenant = ?"));
+        auto close,
+        db_->prepare("UPDATE conversations SET status = 'closed' WHERE id = ? AND tenant = ?"));
     close.bind_all(conversation_id, scope.tenant());
     KERNEX_ASSIGN_OR_RETURN(auto changed, close.run());
     if (changed == 0)
@@ -363,7 +371,8 @@ Result<void> SqliteStore::close_conversation(const MemoryScope& scope, const std
         auto upsert,
         db_->prepare(
             "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
-            "SELECT id, ?, message_count, datetime('now') FROM conversations WHERE id = ? AND tenant = ? "
+            "SELECT id, ?, message_count, datetime('now') FROM conversations WHERE id = ? AND "
+            "tenant = ? "
             "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
             "covered_messages = excluded.covered_messages, updated_at = excluded.updated_at"));
     upsert.bind_all(*summary, conversation_id, scope.tenant());
@@ -372,7 +381,8 @@ Result<void> SqliteStore::close_conversation(const MemoryScope& scope, const std
   });
 }
 
-Result<void> SqliteStore::delete_conversation(const MemoryScope& scope, const std::string& conversation_id) {
+Result<void> SqliteStore::delete_conversation(const MemoryScope& scope,
+                                              const std::string& conversation_id) {
   // Rows naming the conversation first (messages reference it); the FTS triggers drop the
   // recall index entries of its messages and summary with them.
   static constexpr const char* kDeletes[] = {
@@ -384,7 +394,8 @@ Result<void> SqliteStore::delete_conversation(const MemoryScope& scope, const st
   };
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
-    KERNEX_ASSIGN_OR_RETURN(auto exists, db_->prepare("SELECT 1 FROM conversations WHERE id = ? AND tenant = ?"));
+    KERNEX_ASSIGN_OR_RETURN(
+        auto exists, db_->prepare("SELECT 1 FROM conversations WHERE id = ? AND tenant = ?"));
     exists.bind_all(conversation_id, scope.tenant());
     KERNEX_ASSIGN_OR_RETURN(auto row, exists.step());
     if (!row) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
@@ -400,7 +411,8 @@ Result<void> SqliteStore::delete_conversation(const MemoryScope& scope, const st
   });
 }
 
-Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const MemoryScope& scope, const ConversationKey& key,
+Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const MemoryScope& scope,
+                                                                 const ConversationKey& key,
                                                                  const std::string& exclude,
                                                                  std::size_t limit) {
   std::lock_guard lock(mutex_);
@@ -550,8 +562,8 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const MemoryScope& scope, con
 
 // ---- Facts ----
 
-Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::facts(const MemoryScope& scope, 
-    const std::string& sender_id) {
+Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::facts(
+    const MemoryScope& scope, const std::string& sender_id) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
@@ -567,8 +579,8 @@ Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::facts(cons
   return out;
 }
 
-Result<void> SqliteStore::store_fact(const MemoryScope& scope, const std::string& sender_id, const std::string& key,
-                                     const std::string& value) {
+Result<void> SqliteStore::store_fact(const MemoryScope& scope, const std::string& sender_id,
+                                     const std::string& key, const std::string& value) {
   if (key.empty()) return fail(ErrorCode::Usage, "memory-sqlite: a fact needs a key");
   if (invalid_utf8_at(key) || invalid_utf8_at(value)) {
     return fail(ErrorCode::Parse, "memory-sqlite: fact '" + key + "' is not valid UTF-8");
@@ -588,21 +600,21 @@ Result<void> SqliteStore::store_fact(const MemoryScope& scope, const std::string
   });
 }
 
-Result<std::optional<std::string>> SqliteStore::fact(const MemoryScope& scope, const std::string& sender_id,
+Result<std::optional<std::string>> SqliteStore::fact(const MemoryScope& scope,
+                                                     const std::string& sender_id,
                                                      const std::string& key) {
   std::lock_guard lock(mutex_);
-  KERNEX_ASSIGN_OR_RETURN(
-      auto stmt,
-      db_->prepare(
-          "SELECT value FROM facts WHERE tenant = ? AND sender_id = ? AND key = ? AND deleted_at IS "
-          "NULL"));
+  KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare("SELECT value FROM facts WHERE tenant = ? AND "
+                                                  "sender_id = ? AND key = ? AND deleted_at IS "
+                                                  "NULL"));
   stmt.bind_all(scope.tenant(), sender_id, key);
   KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
   if (!row) return std::optional<std::string>();
   return std::optional<std::string>(stmt.text(0));
 }
 
-Result<std::vector<Fact>> SqliteStore::fact_records(const MemoryScope& scope, const std::optional<std::string>& sender_id,
+Result<std::vector<Fact>> SqliteStore::fact_records(const MemoryScope& scope,
+                                                    const std::optional<std::string>& sender_id,
                                                     bool include_deleted) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
@@ -619,12 +631,14 @@ Result<std::vector<Fact>> SqliteStore::fact_records(const MemoryScope& scope, co
   return out;
 }
 
-Result<bool> SqliteStore::soft_delete_fact(const MemoryScope& scope, const std::string& sender_id, const std::string& key) {
+Result<bool> SqliteStore::soft_delete_fact(const MemoryScope& scope, const std::string& sender_id,
+                                           const std::string& key) {
   KERNEX_ASSIGN_OR_RETURN(auto n, soft_delete_facts(scope, sender_id, key));
   return n > 0;
 }
 
-Result<std::uint64_t> SqliteStore::soft_delete_facts(const MemoryScope& scope, const std::string& sender_id,
+Result<std::uint64_t> SqliteStore::soft_delete_facts(const MemoryScope& scope,
+                                                     const std::string& sender_id,
                                                      const std::optional<std::string>& key) {
   std::lock_guard lock(mutex_);
   return db_->write<std::uint64_t>([&]() -> Result<std::uint64_t> {
@@ -649,10 +663,11 @@ Result<void> SqliteStore::record_tool_call(const MemoryScope& scope, const Audit
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
-        auto stmt, db_->prepare("INSERT INTO audit_log (created_at, conversation_id, sender_id, "
-                                "agent, tool, arguments, "
-                                "result, status, reason, tenant) "
-                                "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        auto stmt,
+        db_->prepare("INSERT INTO audit_log (created_at, conversation_id, sender_id, "
+                     "agent, tool, arguments, "
+                     "result, status, reason, tenant) "
+                     "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     std::optional<std::string> at =
         rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
     stmt.bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
@@ -662,7 +677,8 @@ Result<void> SqliteStore::record_tool_call(const MemoryScope& scope, const Audit
   });
 }
 
-Result<std::vector<AuditRecord>> SqliteStore::audit_log(const MemoryScope& scope, std::size_t limit) {
+Result<std::vector<AuditRecord>> SqliteStore::audit_log(const MemoryScope& scope,
+                                                        std::size_t limit) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
@@ -696,7 +712,8 @@ Result<void> SqliteStore::insert_usage(const MemoryScope& scope, const UsageReco
       db_->prepare(
           "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
           "output_tokens, "
-          "cache_read_tokens, cache_write_tokens, cost_usd, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+          "cache_read_tokens, cache_write_tokens, cost_usd, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, "
+          "?, "
           "?, ?)"));
   stmt.bind_all(rec.conversation_id, rec.sender_id, rec.model, rec.provider, rec.usage.input_tokens,
                 rec.usage.output_tokens, rec.usage.cache_read_tokens, rec.usage.cache_write_tokens,

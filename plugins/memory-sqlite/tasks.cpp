@@ -110,10 +110,11 @@ Result<std::string> SqliteStore::create_task(const MemoryScope& scope, const Tas
     if (duplicate) return *duplicate;
     const std::string id = new_uuid();
     KERNEX_ASSIGN_OR_RETURN(
-        auto insert, db_->prepare("INSERT INTO scheduled_tasks (id, channel, sender_id, "
-                                  "reply_target, description, due_at, "
-                                  "repeat, task_type, "
-                                  "project, max_retries, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        auto insert,
+        db_->prepare("INSERT INTO scheduled_tasks (id, channel, sender_id, "
+                     "reply_target, description, due_at, "
+                     "repeat, task_type, "
+                     "project, max_retries, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     insert.bind_all(id, spec.channel, spec.sender_id, spec.reply_target, spec.description,
                     spec.due_at, spec.repeat, spec.task_type, spec.project, spec.max_retries,
                     scope.tenant());
@@ -122,7 +123,8 @@ Result<std::string> SqliteStore::create_task(const MemoryScope& scope, const Tas
   });
 }
 
-Result<std::vector<Task>> SqliteStore::pending_tasks(const MemoryScope& scope, const std::string& sender_id) {
+Result<std::vector<Task>> SqliteStore::pending_tasks(const MemoryScope& scope,
+                                                     const std::string& sender_id) {
   std::lock_guard lock(mutex_);
   static const std::string sql =
       std::string("SELECT ") + kTaskColumns +
@@ -144,7 +146,8 @@ Result<std::optional<Task>> SqliteStore::task(const MemoryScope& scope, const st
   return std::optional<Task>(std::move(tasks.front()));
 }
 
-Result<std::vector<Task>> SqliteStore::claim_due_tasks(const MemoryScope& scope, const std::string& worker,
+Result<std::vector<Task>> SqliteStore::claim_due_tasks(const MemoryScope& scope,
+                                                       const std::string& worker,
                                                        std::chrono::seconds lease,
                                                        std::size_t limit) {
   if (worker.empty())
@@ -195,10 +198,10 @@ Result<void> SqliteStore::reschedule(const MemoryScope& scope, const Task& t) {
       next = *skipped;
     }
   }
-  KERNEX_ASSIGN_OR_RETURN(auto stmt,
-                          db_->prepare("UPDATE scheduled_tasks SET due_at = ?, status = 'pending', "
-                                       "claimed_by = NULL, lease_until = NULL, retry_count = 0, "
-                                       "last_error = NULL, retry_at = NULL WHERE id = ? AND tenant = ?"));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt, db_->prepare("UPDATE scheduled_tasks SET due_at = ?, status = 'pending', "
+                              "claimed_by = NULL, lease_until = NULL, retry_count = 0, "
+                              "last_error = NULL, retry_at = NULL WHERE id = ? AND tenant = ?"));
   stmt.bind_all(next, t.id, scope.tenant());
   KERNEX_RETURN_IF_ERROR(stmt.run());
   return {};
@@ -223,7 +226,8 @@ bool holds(const Task& t, const std::string& worker) {
 }
 }  // namespace
 
-Result<bool> SqliteStore::complete_task(const MemoryScope& scope, const std::string& id, const std::string& worker) {
+Result<bool> SqliteStore::complete_task(const MemoryScope& scope, const std::string& id,
+                                        const std::string& worker) {
   std::lock_guard lock(mutex_);
   return db_->write<bool>([&]() -> Result<bool> {
     KERNEX_ASSIGN_OR_RETURN(auto found, held_task(scope, id));
@@ -245,8 +249,8 @@ Result<bool> SqliteStore::complete_task(const MemoryScope& scope, const std::str
   });
 }
 
-Result<bool> SqliteStore::fail_task(const MemoryScope& scope, const std::string& id, const std::string& worker,
-                                    const std::string& error) {
+Result<bool> SqliteStore::fail_task(const MemoryScope& scope, const std::string& id,
+                                    const std::string& worker, const std::string& error) {
   std::lock_guard lock(mutex_);
   return db_->write<bool>([&]() -> Result<bool> {
     KERNEX_ASSIGN_OR_RETURN(auto found, held_task(scope, id));
@@ -273,7 +277,8 @@ Result<bool> SqliteStore::fail_task(const MemoryScope& scope, const std::string&
   });
 }
 
-Result<bool> SqliteStore::cancel_task(const MemoryScope& scope, const std::string& id_prefix, const std::string& sender_id) {
+Result<bool> SqliteStore::cancel_task(const MemoryScope& scope, const std::string& id_prefix,
+                                      const std::string& sender_id) {
   if (id_prefix.empty())
     return fail(ErrorCode::Usage, "memory-sqlite: cancelling a task needs an id or id prefix");
   std::lock_guard lock(mutex_);
@@ -332,14 +337,15 @@ Result<std::string> SqliteStore::record_task_run(const MemoryScope& scope, const
             "INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, error, "
             "tokens, tenant) "
             "VALUES (?, ?, ?, coalesce(?, datetime('now')), ?, ?, ?, ?, ?)"));
-    stmt.bind_all(id, run.task_id, started, finished, run.status, run.result, run.error,
-                  run.tokens, scope.tenant());
+    stmt.bind_all(id, run.task_id, started, finished, run.status, run.result, run.error, run.tokens,
+                  scope.tenant());
     KERNEX_RETURN_IF_ERROR(stmt.run());
     return id;
   });
 }
 
-Result<std::vector<TaskRun>> SqliteStore::task_runs(const MemoryScope& scope, const std::string& task_id_prefix,
+Result<std::vector<TaskRun>> SqliteStore::task_runs(const MemoryScope& scope,
+                                                    const std::string& task_id_prefix,
                                                     std::size_t limit) {
   std::lock_guard lock(mutex_);
   auto stmt = db_->prepare(

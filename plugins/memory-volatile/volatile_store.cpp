@@ -15,12 +15,13 @@ using Clock = std::chrono::steady_clock;
 
 class VolatileStore final : public kernex::MemoryStore {
  public:
-  Result<std::string> open_conversation(const kernex::MemoryScope& scope, const kernex::ConversationKey& key,
+  Result<std::string> open_conversation(const kernex::MemoryScope& scope,
+                                        const kernex::ConversationKey& key,
                                         std::chrono::minutes idle) override {
     std::lock_guard lock(mutex_);
     const auto now = Clock::now();
-    const std::string active = scope.tenant() + '\x1f' + key.channel + '\x1f' + key.sender_id +
-                               '\x1f' + key.project;
+    const std::string active =
+        scope.tenant() + '\x1f' + key.channel + '\x1f' + key.sender_id + '\x1f' + key.project;
     if (auto it = active_.find(active); it != active_.end()) {
       Conversation& conv = conversations_.at(it->second);
       if (now - conv.last_activity < idle) {
@@ -35,7 +36,8 @@ class VolatileStore final : public kernex::MemoryStore {
     return id;
   }
 
-  Result<std::vector<kernex::ContextEntry>> recent_messages(const kernex::MemoryScope& scope, const std::string& id,
+  Result<std::vector<kernex::ContextEntry>> recent_messages(const kernex::MemoryScope& scope,
+                                                            const std::string& id,
                                                             std::size_t limit) override {
     std::lock_guard lock(mutex_);
     KERNEX_ASSIGN_OR_RETURN(auto conv, find(scope, id));
@@ -45,7 +47,8 @@ class VolatileStore final : public kernex::MemoryStore {
                                              m.end());
   }
 
-  Result<std::vector<kernex::ContextEntry>> oldest_messages(const kernex::MemoryScope& scope, const std::string& id,
+  Result<std::vector<kernex::ContextEntry>> oldest_messages(const kernex::MemoryScope& scope,
+                                                            const std::string& id,
                                                             std::size_t count) override {
     std::lock_guard lock(mutex_);
     KERNEX_ASSIGN_OR_RETURN(auto conv, find(scope, id));
@@ -54,7 +57,8 @@ class VolatileStore final : public kernex::MemoryStore {
         m.begin(), m.begin() + static_cast<std::ptrdiff_t>(std::min(count, m.size())));
   }
 
-  Result<std::uint64_t> message_count(const kernex::MemoryScope& scope, const std::string& id) override {
+  Result<std::uint64_t> message_count(const kernex::MemoryScope& scope,
+                                      const std::string& id) override {
     std::lock_guard lock(mutex_);
     KERNEX_ASSIGN_OR_RETURN(auto conv, find(scope, id));
     return (conv)->messages.size();
@@ -69,7 +73,8 @@ class VolatileStore final : public kernex::MemoryStore {
     return {};
   }
 
-  Result<std::optional<kernex::StoredSummary>> compaction_summary(const kernex::MemoryScope& scope, const std::string& id) override {
+  Result<std::optional<kernex::StoredSummary>> compaction_summary(const kernex::MemoryScope& scope,
+                                                                  const std::string& id) override {
     std::lock_guard lock(mutex_);
     KERNEX_ASSIGN_OR_RETURN(auto conv, find(scope, id));
     return (conv)->summary;
@@ -83,7 +88,8 @@ class VolatileStore final : public kernex::MemoryStore {
     return {};
   }
 
-  Result<void> delete_conversation(const kernex::MemoryScope& scope, const std::string& id) override {
+  Result<void> delete_conversation(const kernex::MemoryScope& scope,
+                                   const std::string& id) override {
     std::lock_guard lock(mutex_);
     KERNEX_RETURN_IF_ERROR(find(scope, id));
     conversations_.erase(id);
@@ -94,7 +100,8 @@ class VolatileStore final : public kernex::MemoryStore {
     return {};
   }
 
-  Result<void> record_usage(const kernex::MemoryScope& scope, const kernex::UsageRecord& record) override {
+  Result<void> record_usage(const kernex::MemoryScope& scope,
+                            const kernex::UsageRecord& record) override {
     std::lock_guard lock(mutex_);
     usage_.push_back({scope.tenant(), record});
     return {};
