@@ -71,9 +71,9 @@ Result<std::vector<RecallHit>> PgStore::recall(const MemoryScope& scope, const R
     KERNEX_ASSIGN_OR_RETURN(
         auto edge,
         c.exec(
-            "SELECT seq FROM messages WHERE conversation_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET "
-            "$2::bigint",
-            {q.current_conversation, count_param(q.skip_newest - 1)}));
+            "SELECT seq FROM messages WHERE conversation_id = (SELECT id FROM conversations WHERE "
+            "id = $1 AND tenant = $3) ORDER BY seq DESC LIMIT 1 OFFSET $2::bigint",
+            {q.current_conversation, count_param(q.skip_newest - 1), scope.tenant()}));
     boundary = edge.empty() ? 0 : edge.int64(0, 0);
   }
   const auto limit = count_param(q.limit);

@@ -471,10 +471,12 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const MemoryScope& scope, con
   // Messages of the current conversation from `boundary` on are in the history window already.
   std::int64_t boundary = std::numeric_limits<std::int64_t>::max();
   if (search_messages && q.skip_newest > 0 && !q.current_conversation.empty()) {
-    KERNEX_ASSIGN_OR_RETURN(auto edge,
-                            db_->prepare("SELECT seq FROM messages WHERE conversation_id = ? ORDER "
-                                         "BY seq DESC LIMIT 1 OFFSET ?"));
-    edge.bind_all(q.current_conversation, static_cast<std::int64_t>(q.skip_newest - 1));
+    KERNEX_ASSIGN_OR_RETURN(
+        auto edge,
+        db_->prepare("SELECT seq FROM messages WHERE conversation_id = " SCOPED_CONVERSATION
+                     " ORDER BY seq DESC LIMIT 1 OFFSET ?"));
+    edge.bind_all(q.current_conversation, scope.tenant(),
+                  static_cast<std::int64_t>(q.skip_newest - 1));
     auto row = edge.step();
     if (!row) return std::unexpected(row.error());
     boundary = *row ? edge.integer(0) : 0;

@@ -1755,6 +1755,35 @@ TEST_P(MemoryConformanceKernel, SecondKernelSeesTheFirstOnesHistory) {
   EXPECT_EQ(messages[2]["content"], "again");
 }
 
+// The run's scope reaches every memory call the kernel makes: the same sender in another tenant
+// gets none of the first tenant's history, recall, facts or tasks in its request, and its exchange,
+// audit and usage are saved in its own tenant.
+TEST_P(MemoryConformanceKernel, RunsOfTwoTenantsShareNoMemory) {
+  auto k = kernel({text("noted"), text("no idea"), text("you said 4111")});
+  ASSERT_TRUE(k);
+  RunOptions alpha;
+  alpha.memory_scope = MemoryScope::of("alpha").value();
+  ASSERT_TRUE(k->run(Request::from_text("support", "my card number is 4111 quokka"), alpha));
+  auto s = kernel_store();
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->store_fact(alpha.memory_scope, "support", "card", "4111"));
+  ASSERT_TRUE(
+      s->create_task(alpha.memory_scope, task("read 4111 aloud", now_plus(3600), "support")));
+  RunOptions beta;
+  beta.memory_scope = MemoryScope::of("beta").value();
+  auto b = k->run(Request::from_text("support", "what is my card number quokka"), beta);
+  ASSERT_TRUE(b) << b.error().describe();
+  EXPECT_THAT(request(1).dump(), Not(HasSubstr("4111")));
+  EXPECT_THAT(request(1).dump(), HasSubstr("what is my card number"));
+  EXPECT_EQ(s->message_count(beta.memory_scope, b->conversation_id).value(), 2u);
+  EXPECT_FALSE(s->message_count(alpha.memory_scope, b->conversation_id));
+  EXPECT_TRUE(s->usage_by_day(MemoryScope::local()).value().empty());
+  EXPECT_EQ(s->usage_by_day(beta.memory_scope).value().at(0).requests, 1u);
+  // Alpha's next turn has its history, fact and task.
+  ASSERT_TRUE(k->run(Request::from_text("support", "and my card?"), alpha));
+  EXPECT_THAT(request(2).dump(), HasSubstr("4111"));
+}
+
 TEST_P(MemoryConformanceKernel, SummaryKeptAndExtendedNotRecomputed) {
   Limits limits;
   limits.max_context_messages = 2;
