@@ -280,16 +280,14 @@ int main() {
     pg_save.push_back(timed(kSavesPerRound, [&] { return save_once(pg); }));
     bare_save.push_back(timed(kSavesPerRound, [&, n = 0]() mutable {
       const auto t0 = Clock::now();
-      bare.save_exchange(kernex::MemoryScope::local(), pg.save_conv, "user-2", user_text(n++),
-                         "saved answer");
+      bare.save_exchange(pg.save_conv, "user-2", user_text(n++), "saved answer");
       return kernex::bench::us_since(t0);
     }));
     lite_save.push_back(timed(kSavesPerRound, [&] { return save_once(lite); }));
     bare.set_prepared(false);
     unprepared_save.push_back(timed(kSavesPerRound, [&, n = 0]() mutable {
       const auto t0 = Clock::now();
-      bare.save_exchange(kernex::MemoryScope::local(), pg.save_conv, "user-2", user_text(n++),
-                         "unprepared answer");
+      bare.save_exchange(pg.save_conv, "user-2", user_text(n++), "unprepared answer");
       return kernex::bench::us_since(t0);
     }));
     bare.set_prepared(true);
