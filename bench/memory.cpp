@@ -81,7 +81,8 @@ int main(int argc, char** argv) {
 
   // 10 000 messages in one conversation, with a closed earlier conversation for summaries.
   const kernex::ConversationKey key{"bench", "user-1", ""};
-  auto conv = store->open_conversation(key, std::chrono::minutes(120));
+  auto conv =
+      store->open_conversation(kernex::MemoryScope::local(), key, std::chrono::minutes(120));
   if (!conv) die(conv.error().describe());
   for (int i = 0; i < kMessages / 2; i += 50) {
     std::vector<kernex::ContextEntry> batch;
@@ -90,10 +91,11 @@ int main(int argc, char** argv) {
       batch.push_back(kernex::ContextEntry::assistant("answer " + std::to_string(k) +
                                                       ": it depends on the season"));
     }
-    if (auto r = store->append_messages(*conv, batch); !r) die(r.error().describe());
+    if (auto r = store->append_messages(kernex::MemoryScope::local(), *conv, batch); !r)
+      die(r.error().describe());
   }
-  (void)store->store_fact("user-1", "name", "Bench");
-  (void)store->store_fact("user-1", "timezone", "UTC");
+  (void)store->store_fact(kernex::MemoryScope::local(), "user-1", "name", "Bench");
+  (void)store->store_fact(kernex::MemoryScope::local(), "user-1", "timezone", "UTC");
 
   // 1. Context build.
   kernex::Limits limits;
@@ -141,7 +143,8 @@ int main(int argc, char** argv) {
   }
 
   // 2. Save throughput: the store's append against a bare two-INSERT transaction.
-  auto save_conv = store->open_conversation({"bench", "user-2", ""}, std::chrono::minutes(120));
+  auto save_conv = store->open_conversation(kernex::MemoryScope::local(), {"bench", "user-2", ""},
+                                            std::chrono::minutes(120));
   if (!save_conv) die(save_conv.error().describe());
   sqlite3_stmt* ins =
       prepare(raw, "INSERT INTO messages (conversation_id, role, content) VALUES (?, ?, ?)");
@@ -150,9 +153,9 @@ int main(int argc, char** argv) {
   for (int round = 0; round < kSaveRounds; ++round) {
     const double us_store = time_us([&] {
       for (int i = 0; i < kSavesPerRound; ++i, ++n) {
-        auto r =
-            store->append_messages(*save_conv, {kernex::ContextEntry::user(user_text(n)),
-                                                kernex::ContextEntry::assistant("saved answer")});
+        auto r = store->append_messages(kernex::MemoryScope::local(), *save_conv,
+                                        {kernex::ContextEntry::user(user_text(n)),
+                                         kernex::ContextEntry::assistant("saved answer")});
         if (!r) die(r.error().describe());
       }
     });

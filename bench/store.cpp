@@ -67,15 +67,19 @@ T must(kernex::Result<T> r, const char* what) {
 // lessons, outcomes and three future tasks of the sender; kDueTasks due tasks of other senders.
 void seed(kernex::MemoryStore& store) {
   const auto earlier =
-      must(store.open_conversation(kKey, std::chrono::minutes(120)), "open_conversation");
-  must(store.append_messages(earlier, {kernex::ContextEntry::user("the weather in city7 last week"),
-                                       kernex::ContextEntry::assistant("it rained")}),
+      must(store.open_conversation(kernex::MemoryScope::local(), kKey, std::chrono::minutes(120)),
+           "open_conversation");
+  must(store.append_messages(kernex::MemoryScope::local(), earlier,
+                             {kernex::ContextEntry::user("the weather in city7 last week"),
+                              kernex::ContextEntry::assistant("it rained")}),
        "append_messages");
   must(store.close_conversation(
-           earlier, std::string("The user asked about the weather in city7; it rained.")),
+           kernex::MemoryScope::local(), earlier,
+           std::string("The user asked about the weather in city7; it rained.")),
        "close_conversation");
   const auto conv =
-      must(store.open_conversation(kKey, std::chrono::minutes(120)), "open_conversation");
+      must(store.open_conversation(kernex::MemoryScope::local(), kKey, std::chrono::minutes(120)),
+           "open_conversation");
   for (int i = 0; i < kMessages / 2; i += 50) {
     std::vector<kernex::ContextEntry> batch;
     for (int k = i; k < i + 50; ++k) {
@@ -83,17 +87,19 @@ void seed(kernex::MemoryStore& store) {
       batch.push_back(kernex::ContextEntry::assistant("answer " + std::to_string(k) +
                                                       ": it depends on the season"));
     }
-    must(store.append_messages(conv, batch), "append_messages");
+    must(store.append_messages(kernex::MemoryScope::local(), conv, batch), "append_messages");
   }
-  must(store.store_fact("user-1", "name", "Bench"), "store_fact");
-  must(store.store_fact("user-1", "timezone", "UTC"), "store_fact");
+  must(store.store_fact(kernex::MemoryScope::local(), "user-1", "name", "Bench"), "store_fact");
+  must(store.store_fact(kernex::MemoryScope::local(), "user-1", "timezone", "UTC"), "store_fact");
   for (int i = 0; i < 5; ++i) {
     must(store.store_lesson(
+             kernex::MemoryScope::local(),
              {"user-1", "style", "rule " + std::to_string(i) + ": answer briefly", "", 1, ""}),
          "store_lesson");
   }
   for (int i = 0; i < 15; ++i) {
-    must(store.store_outcome({"user-1", "weather", i % 3 - 1, "lesson " + std::to_string(i),
+    must(store.store_outcome(kernex::MemoryScope::local(),
+                             {"user-1", "weather", i % 3 - 1, "lesson " + std::to_string(i),
                               "conversation", "", ""}),
          "store_outcome");
   }
@@ -107,7 +113,7 @@ void seed(kernex::MemoryStore& store) {
                        "reminder",
                        "",
                        3};
-    must(store.create_task(t), "create_task");
+    must(store.create_task(kernex::MemoryScope::local(), t), "create_task");
   }
   for (int i = 0; i < kDueTasks; ++i) {
     char due[32];  // one a second from 2020-01-01 00:00:00, all long past
@@ -117,7 +123,7 @@ void seed(kernex::MemoryStore& store) {
                        due,        std::nullopt,
                        "reminder", "",
                        3};
-    must(store.create_task(t), "create_task");
+    must(store.create_task(kernex::MemoryScope::local(), t), "create_task");
   }
 }
 
@@ -145,8 +151,9 @@ void prepare(StoreSide& s) {
   s.in.system_prompt = "You are a benchmark.";
   s.in.limits = &s.limits;
   s.in.summarizer = &s.summarizer;
-  s.save_conv =
-      must(s.store->open_conversation(kSaveKey, std::chrono::minutes(120)), "open_conversation");
+  s.save_conv = must(
+      s.store->open_conversation(kernex::MemoryScope::local(), kSaveKey, std::chrono::minutes(120)),
+      "open_conversation");
 }
 
 const kernex::Request& turn_request() {
@@ -168,14 +175,15 @@ double build_once(StoreSide& s) {
 double save_once(StoreSide& s) {
   const int n = s.saved++;
   const auto t0 = Clock::now();
-  must(s.store->append_messages(s.save_conv, {kernex::ContextEntry::user(user_text(n)),
-                                              kernex::ContextEntry::assistant("saved answer")}),
+  must(s.store->append_messages(kernex::MemoryScope::local(), s.save_conv,
+                                {kernex::ContextEntry::user(user_text(n)),
+                                 kernex::ContextEntry::assistant("saved answer")}),
        "append_messages");
   kernex::UsageRecord usage{s.save_conv, "user-2", "bench-model", "bench", {}};
   usage.usage.input_tokens = 120;
   usage.usage.output_tokens = 30;
   usage.usage.cost_usd = 0.0001;
-  must(s.store->record_usage(usage), "record_usage");
+  must(s.store->record_usage(kernex::MemoryScope::local(), usage), "record_usage");
   return kernex::bench::us_since(t0);
 }
 
@@ -183,7 +191,8 @@ double save_once(StoreSide& s) {
 std::string g_claim_error;
 double claim_once(StoreSide& s) {
   const auto t0 = Clock::now();
-  auto claimed = s.store->claim_due_tasks("bench-worker", std::chrono::seconds(kLeaseS), 1);
+  auto claimed = s.store->claim_due_tasks(kernex::MemoryScope::local(), "bench-worker",
+                                          std::chrono::seconds(kLeaseS), 1);
   const double us = kernex::bench::us_since(t0);
   if (!claimed) {
     if (g_claim_error.empty()) g_claim_error = claimed.error().describe();

@@ -25,6 +25,7 @@ constexpr std::uint64_t kMaxListLimit = 1'000'000;
 struct MemoryArgs {
   std::string action;  // search | facts | history | export | import | usage | forget
   std::optional<std::string> data_dir;
+  std::string tenant = "local";  // whose memory: `kernex serve` keeps each tenant's apart
   std::string query;
   std::optional<std::string> sender;
   std::optional<std::string> conversation;
@@ -71,12 +72,12 @@ Json entry_json(const StoredMessage& m) {
   return j;
 }
 
-int search(MemoryStore& store, const MemoryArgs& args) {
+int search(MemoryStore& store, const MemoryScope& scope, const MemoryArgs& args) {
   RecallQuery q;
   q.text = args.query;
   q.sender_id = args.sender.value_or("");
   q.limit = args.limit;
-  auto hits = store.recall(q);
+  auto hits = store.recall(scope, q);
   if (!hits) return report(hits.error());
   if (args.json) {
     Json out = Json::array();
@@ -98,8 +99,8 @@ int search(MemoryStore& store, const MemoryArgs& args) {
   return kExitOk;
 }
 
-int facts(MemoryStore& store, const MemoryArgs& args) {
-  auto facts = store.fact_records(args.sender, args.deleted);
+int facts(MemoryStore& store, const MemoryScope& scope, const MemoryArgs& args) {
+  auto facts = store.fact_records(scope, args.sender, args.deleted);
   if (!facts) return report(facts.error());
   if (args.json) {
     Json out = Json::array();
@@ -140,18 +141,18 @@ void print_message(const StoredMessage& m) {
 }
 
 // The newest `limit` messages of a conversation, oldest first.
-Result<std::vector<StoredMessage>> tail(MemoryStore& store, const std::string& id,
-                                        std::size_t limit) {
-  auto all = store.conversation_messages(id, 0, SIZE_MAX);
+Result<std::vector<StoredMessage>> tail(MemoryStore& store, const MemoryScope& scope,
+                                        const std::string& id, std::size_t limit) {
+  auto all = store.conversation_messages(scope, id, 0, SIZE_MAX);
   if (!all) return all;
   if (all->size() > limit)
     all->erase(all->begin(), all->end() - static_cast<std::ptrdiff_t>(limit));
   return all;
 }
 
-int history(MemoryStore& store, const MemoryArgs& args) {
+int history(MemoryStore& store, const MemoryScope& scope, const MemoryArgs& args) {
   if (args.conversation) {
-    auto messages = tail(store, *args.conversation, args.limit);
+    auto messages = tail(store, scope, *args.conversation, args.limit);
     if (!messages) return report(messages.error());
     if (args.json) {
       Json out = Json::array();
@@ -167,12 +168,12 @@ int history(MemoryStore& store, const MemoryArgs& args) {
   ConversationFilter filter;
   filter.sender_id = args.sender;
   filter.limit = args.limit;
-  auto conversations = store.list_conversations(filter);
+  auto conversations = store.list_conversations(scope, filter);
   if (!conversations) return report(conversations.error());
   if (args.json) {
     Json out = Json::array();
     for (const auto& c : *conversations) {
-      auto messages = tail(store, c.id, args.limit);
+      auto messages = tail(store, scope, c.id, args.limit);
       if (!messages) return report(messages.error());
       Json list = Json::array();
       for (const auto& m : *messages) list.push_back(entry_json(m));
@@ -196,7 +197,7 @@ int history(MemoryStore& store, const MemoryArgs& args) {
               << (c.key.project.empty() ? "" : "/" + c.key.project) << ", " << c.status << ", "
               << c.message_count << " messages, last active " << c.last_activity << " UTC)\n";
     if (c.summary) std::cout << "  summary: " << for_terminal(*c.summary) << '\n';
-    auto messages = tail(store, c.id, args.limit);
+    auto messages = tail(store, scope, c.id, args.limit);
     if (!messages) return report(messages.error());
     for (const auto& m : *messages) {
       std::cout << "  ";
@@ -206,8 +207,8 @@ int history(MemoryStore& store, const MemoryArgs& args) {
   return kExitOk;
 }
 
-int usage(MemoryStore& store, const MemoryArgs& args) {
-  auto rows = store.usage_by_day();
+int usage(MemoryStore& store, const MemoryScope& scope, const MemoryArgs& args) {
+  auto rows = store.usage_by_day(scope);
   if (!rows) return report(rows.error());
   if (args.json) {
     Json out = Json::array();
@@ -241,7 +242,7 @@ int usage(MemoryStore& store, const MemoryArgs& args) {
 // An export is data, not a manifest: far above the manifest cap, still bounded.
 constexpr std::size_t kMaxImportBytes = std::size_t{256} << 20;
 
-int import_file(MemoryStore& store, const MemoryArgs& args) {
+int import_file(MemoryStore& store, const MemoryScope& scope, const MemoryArgs& args) {
   Json doc;
   if (args.file == "-") {
     std::string text;
@@ -259,7 +260,7 @@ int import_file(MemoryStore& store, const MemoryArgs& args) {
   if (doc.is_discarded())
     return report(Error(ErrorCode::Parse, args.file + ": not valid JSON (or nested deeper than " +
                                               std::to_string(kMaxJsonDepth) + ")"));
-  if (auto r = store.import_json(doc); !r) return report(r.error());
+  if (auto r = store.import_json(scope, doc); !r) return report(r.error());
   return kExitOk;
 }
 
@@ -296,9 +297,10 @@ Result<std::size_t> remove_trajectories(const std::filesystem::path& dir,
 // `kernex memory forget --conversation ID`: the conversation's messages, summaries, recall index
 // entries, usage and audit rows (zeroed in the file: secure_delete, WAL truncated), and the
 // trajectories of its runs.
-int forget(const ConfigFile& config_file, MemoryStore& store, const MemoryArgs& args) {
+int forget(const ConfigFile& config_file, MemoryStore& store, const MemoryScope& scope,
+           const MemoryArgs& args) {
   const std::string& id = *args.conversation;
-  auto deleted = store.delete_conversation(id);
+  auto deleted = store.delete_conversation(scope, id);
   if (!deleted && deleted.error().code != ErrorCode::Memory) return report(deleted.error());
   auto config =
       Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
@@ -333,6 +335,10 @@ CommandRun setup_memory(CLI::App& command, std::string&) {
       ->add_option("--data-dir", args.data_dir,
                    "data directory (overrides data_dir and KERNEX_DATA_DIR)")
       ->type_name("DIR");
+  memory
+      ->add_option("--tenant", args.tenant,
+                   "whose memory: a `kernex serve` tenant (default local, the CLI's and channels')")
+      ->type_name("NAME");
   const auto common = [&args](CLI::App* sub, const char* action) {
     sub->callback([&args, action] { args.action = action; });
     sub->add_flag("--json", args.json, "print JSON");
@@ -377,16 +383,18 @@ CommandRun setup_memory(CLI::App& command, std::string&) {
 namespace {
 
 int memory_command(const ConfigFile& config, const MemoryArgs& args) {
+  auto scope = MemoryScope::of(args.tenant);
+  if (!scope) return report(scope.error());
   auto store = open_store(config, args);
   if (!store) return report(store.error());
-  if (args.action == "search") return search(**store, args);
-  if (args.action == "facts") return facts(**store, args);
-  if (args.action == "history") return history(**store, args);
-  if (args.action == "usage") return usage(**store, args);
-  if (args.action == "import") return import_file(**store, args);
-  if (args.action == "forget") return forget(config, **store, args);
+  if (args.action == "search") return search(**store, *scope, args);
+  if (args.action == "facts") return facts(**store, *scope, args);
+  if (args.action == "history") return history(**store, *scope, args);
+  if (args.action == "usage") return usage(**store, *scope, args);
+  if (args.action == "import") return import_file(**store, *scope, args);
+  if (args.action == "forget") return forget(config, **store, *scope, args);
   if (args.action == "export") {
-    auto doc = (*store)->export_json();
+    auto doc = (*store)->export_json(*scope);
     if (!doc) return report(doc.error());
     std::cout << dump(*doc) << '\n';
     return kExitOk;

@@ -102,11 +102,12 @@ Result<std::vector<ContextEntry>> KernelChannelHost::history(const std::string& 
   ConversationFilter filter;
   filter.channel = key.channel;
   filter.sender_id = key.sender_id;
-  auto found = memory->list_conversations(filter);
+  auto found = memory->list_conversations(MemoryScope::local(), filter);
   if (!found && found.error().code == ErrorCode::Unsupported) return std::vector<ContextEntry>{};
   if (!found) return std::unexpected(found.error());
   for (const auto& info : *found) {  // newest first
-    if (info.key.project == key.project) return memory->recent_messages(info.id, limit);
+    if (info.key.project == key.project)
+      return memory->recent_messages(MemoryScope::local(), info.id, limit);
   }
   return std::vector<ContextEntry>{};
 }

@@ -28,7 +28,7 @@ std::optional<std::string> summarize_overflow(const ContextInputs& in, const std
             std::to_string(overflow) + " oldest messages");
     return std::nullopt;
   }
-  auto stored = in.store->compaction_summary(conv);
+  auto stored = in.store->compaction_summary(in.scope, conv);
   if (!stored) {
     log(LogLevel::Warn,
         "reading the stored summary failed (" + stored.error().describe() + "); recomputing it");
@@ -40,7 +40,7 @@ std::optional<std::string> summarize_overflow(const ContextInputs& in, const std
   }
   if (prior && prior->covered_messages > overflow) prior.reset();  // stale: history was rewritten
 
-  auto oldest = in.store->oldest_messages(conv, overflow);
+  auto oldest = in.store->oldest_messages(in.scope, conv, overflow);
   if (!oldest) {
     log(LogLevel::Warn, "history overflow: loading messages to summarise failed (" +
                             oldest.error().describe() + "); dropping them instead");
@@ -66,7 +66,8 @@ std::optional<std::string> summarize_overflow(const ContextInputs& in, const std
                             " oldest messages");
     return std::nullopt;
   }
-  if (auto saved = in.store->save_compaction_summary(conv, StoredSummary{*summary, overflow});
+  if (auto saved =
+          in.store->save_compaction_summary(in.scope, conv, StoredSummary{*summary, overflow});
       !saved) {
     log(LogLevel::Warn, "could not store the compaction summary: " + saved.error().describe());
   }
@@ -104,10 +105,11 @@ std::string memory_sections(const ContextInputs& in, const Request& request,
   std::string out;
   const auto add = [&out](const std::string& section) { out = join_prompt(out, section); };
   if (in.needs.profile) {
-    if (auto facts = optional_part(store.facts(sender), "facts")) add(profile_section(*facts));
+    if (auto facts = optional_part(store.facts(in.scope, sender), "facts"))
+      add(profile_section(*facts));
   }
   if (in.needs.summaries) {
-    if (auto s = optional_part(store.recent_summaries(in.key, conv, 3), "summaries"))
+    if (auto s = optional_part(store.recent_summaries(in.scope, in.key, conv, 3), "summaries"))
       add(summaries_section(*s));
   }
   if (in.needs.recall) {
@@ -117,18 +119,18 @@ std::string memory_sections(const ContextInputs& in, const Request& request,
     q.limit = 5;
     q.current_conversation = conv;
     q.skip_newest = history_size;
-    if (auto hits = optional_part(store.recall(q), "recall")) add(recall_section(*hits));
+    if (auto hits = optional_part(store.recall(in.scope, q), "recall")) add(recall_section(*hits));
   }
   if (in.needs.pending_tasks) {
-    if (auto tasks = optional_part(store.pending_tasks(sender), "tasks"))
+    if (auto tasks = optional_part(store.pending_tasks(in.scope, sender), "tasks"))
       add(tasks_section(*tasks));
   }
   if (in.needs.profile) {
-    if (auto lessons = optional_part(store.lessons(sender, project), "lessons"))
+    if (auto lessons = optional_part(store.lessons(in.scope, sender, project), "lessons"))
       add(lessons_section(*lessons));
   }
   if (in.needs.outcomes) {
-    if (auto o = optional_part(store.recent_outcomes(sender, 15, project), "outcomes")) {
+    if (auto o = optional_part(store.recent_outcomes(in.scope, sender, 15, project), "outcomes")) {
       add(outcomes_section(*o, utc_now()));
     }
   }
@@ -169,15 +171,15 @@ Result<MemoryAdded> add_memory(const ContextInputs& in, const Request& request, 
   if (in.store == nullptr) return built;
   std::string prompt = context.system_prompt;
   const Limits& limits = *in.limits;
-  auto conv = in.store->open_conversation(in.key, limits.conversation_idle);
+  auto conv = in.store->open_conversation(in.scope, in.key, limits.conversation_idle);
   if (!conv) return fail(ErrorCode::Memory, "opening the conversation failed", conv.error());
   built.conversation_id = *conv;
 
-  auto window = in.store->recent_messages(*conv, limits.max_context_messages);
+  auto window = in.store->recent_messages(in.scope, *conv, limits.max_context_messages);
   if (!window) return fail(ErrorCode::Memory, "loading history failed", window.error());
   std::uint64_t total = window->size();
   if (window->size() >= limits.max_context_messages) {
-    auto count = in.store->message_count(*conv);
+    auto count = in.store->message_count(in.scope, *conv);
     if (!count) return fail(ErrorCode::Memory, "counting history failed", count.error());
     total = std::max<std::uint64_t>(*count, window->size());
   }

@@ -32,7 +32,8 @@ struct BuiltContext {
 };
 
 struct ContextInputs {
-  MemoryStore* store = nullptr;  // none: no history
+  MemoryStore* store = nullptr;              // none: no history
+  MemoryScope scope = MemoryScope::local();  // the tenant every store call is in
   ConversationKey key;
   std::string system_prompt;  // build_context only: base prompt plus skills, already joined
   const Limits* limits = nullptr;

@@ -45,7 +45,8 @@ class ProviderSummarizer final : public Summarizer {
 // Feeds the store's audit log with every tool call that ran (stores without one ignore it).
 class MemoryAuditHook final : public HookRunner {
  public:
-  explicit MemoryAuditHook(std::shared_ptr<MemoryStore> store) : store_(std::move(store)) {}
+  MemoryAuditHook(std::shared_ptr<MemoryStore> store, MemoryScope scope)
+      : store_(std::move(store)), scope_(std::move(scope)) {}
   void post_tool(const HookScope& scope, const ToolCall& call, ToolResult& result) override {
     AuditRecord rec;
     rec.conversation_id = scope.session_id;
@@ -55,13 +56,15 @@ class MemoryAuditHook final : public HookRunner {
     rec.arguments = call.arguments;
     rec.result = result.content;
     rec.status = result.is_error ? "error" : "ok";
-    if (auto r = store_->record_tool_call(rec); !r && r.error().code != ErrorCode::Unsupported) {
+    if (auto r = store_->record_tool_call(scope_, rec);
+        !r && r.error().code != ErrorCode::Unsupported) {
       log(LogLevel::Warn, "audit log: " + r.error().describe());
     }
   }
 
  private:
   std::shared_ptr<MemoryStore> store_;
+  MemoryScope scope_;  // the run's: one hook per run that writes memory
 };
 
 std::string random_id() {
@@ -134,8 +137,6 @@ struct Kernel::Impl {
   Config config;
   PluginHost host;
   std::shared_ptr<MemoryStore> memory;
-  std::shared_ptr<HookRunner>
-      memory_audit;  // set with memory; first in the hooks of runs that write it
   PermissionRules rules;
   PricingTable pricing;
 
@@ -208,6 +209,7 @@ struct Kernel::Impl {
       ContextInputs inputs;
       inputs.store = memory.get();
       inputs.key = plan.conversation;
+      inputs.scope = options.memory_scope;
       inputs.limits = &config.limits;
       inputs.summarizer = summarizer;
       KERNEX_ASSIGN_OR_RETURN(auto added, add_memory(inputs, request, context));
@@ -275,7 +277,8 @@ struct Kernel::Impl {
                      HookChain& hooks, const Request& request, const RunOptions& options,
                      const std::string& conversation_id, RunTree& tree,
                      const std::shared_ptr<KernelRunServices>& services) {
-    if (memory_audit && plan.audits_to_memory) hooks.add("memory-audit", memory_audit);
+    if (memory && plan.audits_to_memory)
+      hooks.add("memory-audit", std::make_shared<MemoryAuditHook>(memory, options.memory_scope));
     hooks.add_all(parts.hooks);
     LoopDeps deps;
     deps.provider_name = plan.provider;
@@ -391,9 +394,9 @@ struct Kernel::Impl {
 
   // The exchange with its tool calls (a cancelled run's partial answer is in its turn) and what
   // it cost, in one store write.
-  static Result<void> save_exchange(MemoryStore& memory, const std::string& conversation_id,
-                                    const Request& request, const Context& context,
-                                    const RunResult& run) {
+  static Result<void> save_exchange(MemoryStore& memory, const MemoryScope& scope,
+                                    const std::string& conversation_id, const Request& request,
+                                    const Context& context, const RunResult& run) {
     ExchangeRecord record;
     record.conversation_id = conversation_id;
     record.messages.push_back(ContextEntry::user(request.text));
@@ -402,7 +405,7 @@ struct Kernel::Impl {
       record.messages.push_back(ContextEntry::assistant(run.text));
     record.usage =
         UsageRecord{conversation_id, request.sender_id, run.model, run.provider, run.usage};
-    if (auto saved = memory.save_exchange(record); !saved) {
+    if (auto saved = memory.save_exchange(scope, record); !saved) {
       return fail(ErrorCode::Memory, "saving the exchange failed", saved.error());
     }
     return {};
@@ -501,7 +504,6 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
     if (!store)
       return fail(ErrorCode::Plugin, "memory plugin '" + config.memory->name + "'", store.error());
     impl->memory = *store;
-    impl->memory_audit = std::make_shared<MemoryAuditHook>(impl->memory);
   }
   for (const auto& ref : config.hooks) {
     // A hook's log (the audit hook's `file`) is history: a tool that could read or forge it would
@@ -609,7 +611,8 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
     if (options.before_save) {
       KERNEX_RETURN_IF_ERROR(options.before_save());
     }
-    if (auto saved = Impl::save_exchange(*k.memory, conversation_id, request, context, *run);
+    if (auto saved = Impl::save_exchange(*k.memory, options.memory_scope, conversation_id, request,
+                                         context, *run);
         !saved) {
       return std::unexpected(saved.error());
     }

@@ -150,11 +150,22 @@ const std::vector<Table>& tables() {
   return kTables;
 }
 
-Result<Json> export_table(pg::Connection& c, const Table& t) {
+// Messages and summaries belong to their conversation's tenant; every other table has a tenant
+// column. An export holds one scope's rows and no tenant; an import puts every row in its scope.
+bool has_tenant(const Table& t) {
+  const std::string_view name(t.name);
+  return name != "messages" && name != "summaries";
+}
+
+Result<Json> export_table(pg::Connection& c, const MemoryScope& scope, const Table& t) {
   std::string names;
   for (const auto& col : t.columns) names += (names.empty() ? "" : ", ") + std::string(col.name);
-  KERNEX_ASSIGN_OR_RETURN(auto rows,
-                          c.exec("SELECT " + names + " FROM " + t.name + " ORDER BY " + t.order));
+  const std::string filter =
+      has_tenant(t) ? " WHERE tenant = $1"
+                    : " WHERE conversation_id IN (SELECT id FROM conversations WHERE tenant = $1)";
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows, c.exec("SELECT " + names + " FROM " + t.name + filter + " ORDER BY " + t.order,
+                        {scope.tenant()}));
   Json out = Json::array();
   for (int i = 0; i < rows.size(); ++i) {
     Json obj = Json::object();
@@ -177,9 +188,28 @@ Result<Json> export_table(pg::Connection& c, const Table& t) {
   return out;
 }
 
-Result<void> import_row(pg::Connection& c, const Table& t, const Json& row,
-                        const std::string& where) {
+// A message or summary may only join a conversation of the import's own scope (one imported
+// just before, or one the scope had): an id of another tenant's conversation is refused.
+Result<void> owned_conversation(pg::Connection& c, const MemoryScope& scope, const Json& row,
+                                const std::string& where) {
+  const auto it = row.find("conversation_id");
+  if (it == row.end() || !it->is_string())
+    return fail(ErrorCode::Parse, where + ".conversation_id must be a string");
+  if (it->get_ref<const std::string&>().find('\0') != std::string::npos)
+    return fail(ErrorCode::Parse, where + ".conversation_id holds a NUL byte");
+  KERNEX_ASSIGN_OR_RETURN(auto found,
+                          c.exec("SELECT 1 FROM conversations WHERE id = $1 AND tenant = $2",
+                                 {it->get<std::string>(), scope.tenant()}));
+  if (found.empty())
+    return fail(ErrorCode::Memory, where + ": no conversation " + it->get<std::string>() +
+                                       " in this scope; nothing was imported");
+  return {};
+}
+
+Result<void> import_row(pg::Connection& c, const MemoryScope& scope, const Table& t,
+                        const Json& row, const std::string& where) {
   if (!row.is_object()) return fail(ErrorCode::Parse, where + " must be an object");
+  if (!has_tenant(t)) KERNEX_RETURN_IF_ERROR(owned_conversation(c, scope, row, where));
   std::string names, marks;
   std::vector<pg::Param> params;
   for (const auto& [k, v] : row.items()) {
@@ -211,6 +241,11 @@ Result<void> import_row(pg::Connection& c, const Table& t, const Json& row,
     }
   }
   if (names.empty()) return fail(ErrorCode::Parse, where + " is empty");
+  if (has_tenant(t)) {
+    names += ", tenant";
+    marks += ", $" + std::to_string(params.size() + 1);
+    params.emplace_back(scope.tenant());
+  }
   auto r = c.exec(std::string("INSERT INTO ") + t.name + " (" + names + ") VALUES (" + marks + ")",
                   params);
   if (!r) return fail(r.error().code, where + " was not imported; nothing was", r.error());
@@ -219,7 +254,7 @@ Result<void> import_row(pg::Connection& c, const Table& t, const Json& row,
 
 }  // namespace
 
-Result<Json> PgStore::export_json() {
+Result<Json> PgStore::export_json(const MemoryScope& scope) {
   // One snapshot for every table, even while other processes write.
   return transaction<Json>([&](pg::Connection& c) -> Result<Json> {
     if (auto r = c.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"); !r) {
@@ -227,14 +262,14 @@ Result<Json> PgStore::export_json() {
     }
     Json doc{{"format", kFormat}, {"version", kVersion}};
     for (const auto& t : tables()) {
-      KERNEX_ASSIGN_OR_RETURN(auto rows, export_table(c, t));
+      KERNEX_ASSIGN_OR_RETURN(auto rows, export_table(c, scope, t));
       doc[t.name] = std::move(rows);
     }
     return doc;
   });
 }
 
-Result<void> PgStore::import_json(const Json& doc) {
+Result<void> PgStore::import_json(const MemoryScope& scope, const Json& doc) {
   // Checked by type first: Json::value() throws on a key of another type, and this is a user's
   // file.
   const auto field = [&](const char* key) {
@@ -260,7 +295,7 @@ Result<void> PgStore::import_json(const Json& doc) {
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const std::string where =
             std::string("postgres memory: import: ") + t.name + "[" + std::to_string(i) + "]";
-        if (auto r = import_row(c, t, rows[i], where); !r) return r;
+        if (auto r = import_row(c, scope, t, rows[i], where); !r) return r;
       }
       // Ids were given explicitly: the identity sequence moves past them, or new rows would
       // collide.

@@ -12,7 +12,7 @@ bool bad_text(const std::string& s) {
 }
 }  // namespace
 
-Result<void> PgStore::store_lesson(const Lesson& l) {
+Result<void> PgStore::store_lesson(const MemoryScope& scope, const Lesson& l) {
   if (l.domain.empty() || l.rule.empty()) {
     return fail(ErrorCode::Usage, "postgres memory: a lesson needs a domain and a rule");
   }
@@ -21,46 +21,48 @@ Result<void> PgStore::store_lesson(const Lesson& l) {
   }
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
     // One writer per sender + domain + project at a time, so the cap holds under concurrency.
-    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended('lesson' || chr(31) || $1 "
-                        "|| chr(31) || $2 "
-                        "|| chr(31) || $3, 0))",
-                        {l.sender_id, l.domain, l.project});
+    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended('lesson' || chr(31) || $4 "
+                        "|| chr(31) || $1 || chr(31) || $2 || chr(31) || $3, 0))",
+                        {l.sender_id, l.domain, l.project, scope.tenant()});
         !r) {
       return std::unexpected(r.error());
     }
     // Repeating a rule reinforces it (and moves it to the front) instead of adding a copy.
     KERNEX_ASSIGN_OR_RETURN(
         auto reinforce,
-        c.exec("UPDATE lessons SET occurrences = occurrences + 1, updated_at = kx_now(), "
-               "recency = (SELECT coalesce(max(recency), 0) + 1 FROM lessons) "
-               "WHERE sender_id = $1 AND domain = $2 AND project = $3 AND rule = $4",
-               {l.sender_id, l.domain, l.project, l.rule}));
+        c.exec(
+            "UPDATE lessons SET occurrences = occurrences + 1, updated_at = kx_now(), "
+            "recency = (SELECT coalesce(max(recency), 0) + 1 FROM lessons) "
+            "WHERE tenant = $5 AND sender_id = $1 AND domain = $2 AND project = $3 AND rule = $4",
+            {l.sender_id, l.domain, l.project, l.rule, scope.tenant()}));
     if (reinforce.affected() > 0) return {};
     KERNEX_RETURN_IF_ERROR(
-        c.exec("INSERT INTO lessons (sender_id, domain, rule, project, recency) "
-               "VALUES ($1, $2, $3, $4, (SELECT coalesce(max(recency), 0) + 1 FROM lessons))",
-               {l.sender_id, l.domain, l.rule, l.project}));
+        c.exec("INSERT INTO lessons (sender_id, domain, rule, project, recency, tenant) "
+               "VALUES ($1, $2, $3, $4, (SELECT coalesce(max(recency), 0) + 1 FROM lessons), $5)",
+               {l.sender_id, l.domain, l.rule, l.project, scope.tenant()}));
     KERNEX_RETURN_IF_ERROR(
-        c.exec("DELETE FROM lessons WHERE sender_id = $1 AND domain = $2 AND project = $3 AND id "
+        c.exec("DELETE FROM lessons WHERE tenant = $5 AND sender_id = $1 AND domain = $2 AND "
+               "project = $3 AND id "
                "NOT IN "
-               "(SELECT id FROM lessons WHERE sender_id = $1 AND domain = $2 AND project = $3 "
+               "(SELECT id FROM lessons WHERE tenant = $5 AND sender_id = $1 AND domain = $2 AND "
+               "project = $3 "
                "ORDER BY recency DESC, id DESC LIMIT $4::bigint)",
-               {l.sender_id, l.domain, l.project, kLessonsPerDomain}));
+               {l.sender_id, l.domain, l.project, kLessonsPerDomain, scope.tenant()}));
     return {};
   });
 }
 
-Result<std::vector<Lesson>> PgStore::lessons(const std::string& sender_id,
+Result<std::vector<Lesson>> PgStore::lessons(const MemoryScope& scope, const std::string& sender_id,
                                              const std::optional<std::string>& project) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows,
       query(
           "SELECT sender_id, domain, rule, project, occurrences, updated_at FROM lessons WHERE "
-          "sender_id = $1 AND "
+          "tenant = $4 AND sender_id = $1 AND "
           "(project = '' OR project = $2) ORDER BY (project = $2 AND project <> '') DESC, recency "
           "DESC, id DESC "
           "LIMIT $3::bigint",
-          {sender_id, project.value_or(""), kLessonsListed}));
+          {sender_id, project.value_or(""), kLessonsListed, scope.tenant()}));
   std::vector<Lesson> out;
   for (int i = 0; i < rows.size(); ++i) {
     out.push_back({rows.text(i, 0), rows.text(i, 1), rows.text(i, 2), rows.text(i, 3),
@@ -69,7 +71,7 @@ Result<std::vector<Lesson>> PgStore::lessons(const std::string& sender_id,
   return out;
 }
 
-Result<void> PgStore::store_outcome(const OutcomeRecord& o) {
+Result<void> PgStore::store_outcome(const MemoryScope& scope, const OutcomeRecord& o) {
   if (o.score < -1 || o.score > 1) {
     return fail(ErrorCode::Usage, "postgres memory: an outcome's score must be -1, 0 or 1, got " +
                                       std::to_string(o.score));
@@ -78,23 +80,25 @@ Result<void> PgStore::store_outcome(const OutcomeRecord& o) {
       bad_text(o.sender_id)) {
     return fail(ErrorCode::Parse, "postgres memory: the outcome is not valid UTF-8 text");
   }
-  KERNEX_ASSIGN_OR_RETURN(auto r,
-                          query("INSERT INTO outcomes (sender_id, domain, score, lesson, source, "
-                                "project) VALUES ($1, $2, "
-                                "$3::bigint, $4, $5, "
-                                "$6)",
-                                {o.sender_id, o.domain, o.score, o.lesson, o.source, o.project}));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r,
+      query("INSERT INTO outcomes (sender_id, domain, score, lesson, source, "
+            "project, tenant) VALUES ($1, $2, "
+            "$3::bigint, $4, $5, "
+            "$6, $7)",
+            {o.sender_id, o.domain, o.score, o.lesson, o.source, o.project, scope.tenant()}));
   return {};
 }
 
 Result<std::vector<OutcomeRecord>> PgStore::recent_outcomes(
-    const std::string& sender_id, std::size_t limit, const std::optional<std::string>& project) {
+    const MemoryScope& scope, const std::string& sender_id, std::size_t limit,
+    const std::optional<std::string>& project) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows, query("SELECT sender_id, domain, score, lesson, source, project, created_at FROM "
-                       "outcomes WHERE "
+                       "outcomes WHERE tenant = $4 AND "
                        "sender_id = $1 "
                        "AND ($2::text IS NULL OR project = $2) ORDER BY id DESC LIMIT $3::bigint",
-                       {sender_id, project, count_param(limit)}));
+                       {sender_id, project, count_param(limit), scope.tenant()}));
   std::vector<OutcomeRecord> out;
   for (int i = 0; i < rows.size(); ++i) {
     out.push_back({rows.text(i, 0), rows.text(i, 1), static_cast<int>(rows.int64(i, 2)),
@@ -103,13 +107,14 @@ Result<std::vector<OutcomeRecord>> PgStore::recent_outcomes(
   return out;
 }
 
-Result<std::uint64_t> PgStore::prune_outcomes(std::size_t keep) {
+Result<std::uint64_t> PgStore::prune_outcomes(const MemoryScope& scope, std::size_t keep) {
   KERNEX_ASSIGN_OR_RETURN(
       auto r,
-      query("DELETE FROM outcomes WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
-            "(PARTITION BY sender_id ORDER BY id DESC) AS n FROM outcomes) ranked WHERE n > "
-            "$1::bigint)",
-            {count_param(keep)}));
+      query(
+          "DELETE FROM outcomes WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+          "(PARTITION BY sender_id ORDER BY id DESC) AS n FROM outcomes WHERE tenant = $2) ranked "
+          "WHERE n > $1::bigint)",
+          {count_param(keep), scope.tenant()}));
   return r.affected();
 }
 

@@ -174,6 +174,43 @@ DROP INDEX scheduled_tasks_due;
 ALTER TABLE scheduled_tasks ADD COLUMN retry_at TEXT;
 CREATE INDEX scheduled_tasks_retry ON scheduled_tasks (status, retry_at, rid) WHERE retry_at IS NOT NULL;
 )sql"},
+    // Every row belongs to one tenant; rows written before tenants existed are the local
+    // tenant's. Messages and summaries belong to their conversation's tenant. Indexes lead with
+    // the tenant, so a scoped query reads only its tenant's rows.
+    {4, R"sql(
+ALTER TABLE conversations ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+DROP INDEX conversations_scope;
+DROP INDEX conversations_sender;
+CREATE INDEX conversations_scope ON conversations (tenant, channel, sender_id, project, status, last_activity);
+CREATE INDEX conversations_sender ON conversations (tenant, sender_id, last_activity);
+ALTER TABLE facts ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+ALTER TABLE facts DROP CONSTRAINT facts_pkey;
+ALTER TABLE facts ADD PRIMARY KEY (tenant, sender_id, key);
+ALTER TABLE token_usage ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+CREATE INDEX token_usage_tenant ON token_usage (tenant, created_at);
+ALTER TABLE audit_log ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+CREATE INDEX audit_log_tenant ON audit_log (tenant, id);
+ALTER TABLE scheduled_tasks ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+DROP INDEX scheduled_tasks_due_order;
+DROP INDEX scheduled_tasks_lease;
+DROP INDEX scheduled_tasks_sender;
+DROP INDEX scheduled_tasks_retry;
+CREATE INDEX scheduled_tasks_due_order ON scheduled_tasks (tenant, status, due_at, rid);
+CREATE INDEX scheduled_tasks_lease ON scheduled_tasks (tenant, status, lease_until);
+CREATE INDEX scheduled_tasks_sender ON scheduled_tasks (tenant, sender_id, status);
+CREATE INDEX scheduled_tasks_retry ON scheduled_tasks (tenant, status, retry_at, rid) WHERE retry_at IS NOT NULL;
+ALTER TABLE task_runs ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+DROP INDEX task_runs_task;
+CREATE INDEX task_runs_task ON task_runs (tenant, task_id, started_at DESC);
+ALTER TABLE lessons ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+DROP INDEX lessons_scope;
+DROP INDEX lessons_sender;
+CREATE INDEX lessons_scope ON lessons (tenant, sender_id, domain, project, recency);
+CREATE INDEX lessons_sender ON lessons (tenant, sender_id, project, recency);
+ALTER TABLE outcomes ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+DROP INDEX outcomes_sender;
+CREATE INDEX outcomes_sender ON outcomes (tenant, sender_id, project, id);
+)sql"},
 };
 
 Result<void> apply(pg::Connection& c, const Migration& m) {

@@ -9,6 +9,11 @@
 namespace kernex::postgres {
 namespace {
 
+// Messages and summaries are the conversation's: a conversation id of another tenant matches
+// nothing. ID and TENANT are the placeholders of the conversation id and the tenant.
+#define SCOPED_CONVERSATION(ID, TENANT) \
+  "(SELECT id FROM conversations WHERE id = " ID " AND tenant = " TENANT ")"
+
 using sqlite::invalid_utf8_at;
 using sqlite::new_uuid;
 
@@ -128,42 +133,44 @@ Result<pg::Rows> PgStore::query(std::string_view sql, std::initializer_list<pg::
 
 // ---- Conversations ----
 
-Result<std::string> PgStore::open_conversation(const ConversationKey& key,
+Result<std::string> PgStore::open_conversation(const MemoryScope& scope, const ConversationKey& key,
                                                std::chrono::minutes idle) {
   static constexpr std::string_view kFind =
-      "SELECT id FROM conversations WHERE channel = $1 AND sender_id = $2 AND project = $3 AND "
-      "status = 'active' "
+      "SELECT id FROM conversations WHERE tenant = $5 AND channel = $1 AND sender_id = $2 AND "
+      "project = $3 AND status = 'active' "
       "AND last_activity > kx_time(now() AT TIME ZONE 'UTC' - make_interval(mins => $4::int)) "
       "ORDER BY last_activity DESC, rid DESC LIMIT 1";
   // At most a thousand years back: further, the date would leave what the time text can express.
   const auto minutes = std::clamp<std::int64_t>(idle.count(), 0, 1000LL * 366 * 24 * 60);
-  auto found = query(kFind, {key.channel, key.sender_id, key.project, minutes});
+  auto found = query(kFind, {key.channel, key.sender_id, key.project, minutes, scope.tenant()});
   if (!found) return std::unexpected(found.error());
   if (!found->empty()) return found->text(0, 0);
   // Two processes opening the same key at once: a transaction lock on the key serialises them, and
   // the second finds the first one's conversation.
   return transaction<std::string>([&](pg::Connection& c) -> Result<std::string> {
-    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || "
-                        "chr(31) || $3, 0))",
-                        {key.channel, key.sender_id, key.project});
+    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended($4 || chr(31) || $1 || "
+                        "chr(31) || $2 || chr(31) || $3, 0))",
+                        {key.channel, key.sender_id, key.project, scope.tenant()});
         !r) {
       return std::unexpected(r.error());
     }
-    auto again = c.exec(kFind, {key.channel, key.sender_id, key.project, minutes});
+    auto again = c.exec(kFind, {key.channel, key.sender_id, key.project, minutes, scope.tenant()});
     if (!again) return std::unexpected(again.error());
     if (!again->empty()) return again->text(0, 0);
     const std::string id = new_uuid();
     KERNEX_RETURN_IF_ERROR(c.exec(
-        "INSERT INTO conversations (id, channel, sender_id, project) VALUES ($1, $2, $3, $4)",
-        {id, key.channel, key.sender_id, key.project}));
+        "INSERT INTO conversations (id, channel, sender_id, project, tenant) VALUES ($1, $2, $3, "
+        "$4, $5)",
+        {id, key.channel, key.sender_id, key.project, scope.tenant()}));
     return id;
   });
 }
 
 Result<std::vector<ContextEntry>> PgStore::select_entries(std::string_view sql,
+                                                          const MemoryScope& scope,
                                                           const std::string& conversation_id,
                                                           std::size_t n, bool reverse) {
-  KERNEX_ASSIGN_OR_RETURN(auto rows, query(sql, {conversation_id, count_param(n)}));
+  KERNEX_ASSIGN_OR_RETURN(auto rows, query(sql, {conversation_id, count_param(n), scope.tenant()}));
   std::vector<ContextEntry> out;
   for (int i = 0; i < rows.size(); ++i) {
     KERNEX_ASSIGN_OR_RETURN(auto e, read_entry(rows, i, 0));
@@ -173,25 +180,31 @@ Result<std::vector<ContextEntry>> PgStore::select_entries(std::string_view sql,
   return out;
 }
 
-Result<std::vector<ContextEntry>> PgStore::recent_messages(const std::string& conversation_id,
+Result<std::vector<ContextEntry>> PgStore::recent_messages(const MemoryScope& scope,
+                                                           const std::string& conversation_id,
                                                            std::size_t limit) {
   return select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
-      "WHERE conversation_id = $1 ORDER BY seq DESC LIMIT $2::bigint",
-      conversation_id, limit, true);
+      "WHERE conversation_id = " SCOPED_CONVERSATION("$1",
+                                                     "$3") " ORDER BY seq DESC LIMIT $2::bigint",
+      scope, conversation_id, limit, true);
 }
 
-Result<std::vector<ContextEntry>> PgStore::oldest_messages(const std::string& conversation_id,
+Result<std::vector<ContextEntry>> PgStore::oldest_messages(const MemoryScope& scope,
+                                                           const std::string& conversation_id,
                                                            std::size_t count) {
   return select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
-      "WHERE conversation_id = $1 ORDER BY seq ASC LIMIT $2::bigint",
-      conversation_id, count, false);
+      "WHERE conversation_id = " SCOPED_CONVERSATION("$1",
+                                                     "$3") " ORDER BY seq ASC LIMIT $2::bigint",
+      scope, conversation_id, count, false);
 }
 
-Result<std::uint64_t> PgStore::message_count(const std::string& conversation_id) {
+Result<std::uint64_t> PgStore::message_count(const MemoryScope& scope,
+                                             const std::string& conversation_id) {
   KERNEX_ASSIGN_OR_RETURN(
-      auto rows, query("SELECT message_count FROM conversations WHERE id = $1", {conversation_id}));
+      auto rows, query("SELECT message_count FROM conversations WHERE id = $1 AND tenant = $2",
+                       {conversation_id, scope.tenant()}));
   if (rows.empty()) return std::unexpected(no_conversation(conversation_id).error());
   return static_cast<std::uint64_t>(rows.int64(0, 0));
 }
@@ -212,15 +225,16 @@ Result<std::vector<EncodedEntry>> encode_exchange(const std::vector<ContextEntry
 }
 
 // Inside a transaction: the conversation's counters, then the entries.
-Result<void> insert_exchange(pg::Connection& c, const std::string& conversation_id,
+Result<void> insert_exchange(pg::Connection& c, const MemoryScope& scope,
+                             const std::string& conversation_id,
                              const std::vector<ContextEntry>& entries,
                              const std::vector<EncodedEntry>& encoded) {
   KERNEX_ASSIGN_OR_RETURN(
       auto touch,
       c.exec("UPDATE conversations SET last_activity = kx_now(), message_count = message_count + "
              "$1::bigint "
-             "WHERE id = $2",
-             {static_cast<std::int64_t>(entries.size()), conversation_id}));
+             "WHERE id = $2 AND tenant = $3",
+             {static_cast<std::int64_t>(entries.size()), conversation_id, scope.tenant()}));
   if (touch.affected() == 0) return no_conversation(conversation_id);
   // One statement per 1000 entries (a VALUES list assigns seq in its own order), not one per
   // entry.
@@ -247,75 +261,80 @@ Result<void> insert_exchange(pg::Connection& c, const std::string& conversation_
   return {};
 }
 
-Result<void> insert_usage(pg::Connection& c, const UsageRecord& rec) {
+Result<void> insert_usage(pg::Connection& c, const MemoryScope& scope, const UsageRecord& rec) {
   KERNEX_RETURN_IF_ERROR(
       c.exec("INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
              "output_tokens, "
-             "cache_read_tokens, cache_write_tokens, cost_usd) VALUES ($1, $2, $3, $4, $5::bigint, "
-             "$6::bigint, $7::bigint, "
-             "$8::bigint, $9::double precision)",
+             "cache_read_tokens, cache_write_tokens, cost_usd, tenant) VALUES ($1, $2, $3, $4, "
+             "$5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::double precision, $10)",
              {rec.conversation_id, rec.sender_id, rec.model, rec.provider,
               count_param(rec.usage.input_tokens), count_param(rec.usage.output_tokens),
               count_param(rec.usage.cache_read_tokens), count_param(rec.usage.cache_write_tokens),
-              rec.usage.cost_usd}));
+              rec.usage.cost_usd, scope.tenant()}));
   return {};
 }
 
 }  // namespace
 
-Result<void> PgStore::append_messages(const std::string& conversation_id,
+Result<void> PgStore::append_messages(const MemoryScope& scope, const std::string& conversation_id,
                                       const std::vector<ContextEntry>& entries) {
   KERNEX_ASSIGN_OR_RETURN(auto encoded, encode_exchange(entries, options_.max_message_bytes));
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    return insert_exchange(c, conversation_id, entries, encoded);
+    return insert_exchange(c, scope, conversation_id, entries, encoded);
   });
 }
 
 // One transaction (one commit, one round trip fewer) for the exchange and its usage row.
-Result<void> PgStore::save_exchange(const ExchangeRecord& record) {
+Result<void> PgStore::save_exchange(const MemoryScope& scope, const ExchangeRecord& record) {
   KERNEX_ASSIGN_OR_RETURN(auto encoded,
                           encode_exchange(record.messages, options_.max_message_bytes));
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    KERNEX_RETURN_IF_ERROR(insert_exchange(c, record.conversation_id, record.messages, encoded));
-    if (record.usage) KERNEX_RETURN_IF_ERROR(insert_usage(c, *record.usage));
+    KERNEX_RETURN_IF_ERROR(
+        insert_exchange(c, scope, record.conversation_id, record.messages, encoded));
+    if (record.usage) KERNEX_RETURN_IF_ERROR(insert_usage(c, scope, *record.usage));
     return {};
   });
 }
 
 Result<std::optional<StoredSummary>> PgStore::compaction_summary(
-    const std::string& conversation_id) {
-  KERNEX_ASSIGN_OR_RETURN(
-      auto rows, query("SELECT text, covered_messages FROM summaries WHERE conversation_id = $1",
-                       {conversation_id}));
+    const MemoryScope& scope, const std::string& conversation_id) {
+  KERNEX_ASSIGN_OR_RETURN(auto rows, query("SELECT text, covered_messages FROM summaries WHERE "
+                                           "conversation_id = " SCOPED_CONVERSATION("$1", "$2"),
+                                           {conversation_id, scope.tenant()}));
   if (rows.empty()) return std::optional<StoredSummary>();
   return std::optional<StoredSummary>(
       StoredSummary{rows.text(0, 0), static_cast<std::uint64_t>(rows.int64(0, 1))});
 }
 
-Result<void> PgStore::save_compaction_summary(const std::string& conversation_id,
+Result<void> PgStore::save_compaction_summary(const MemoryScope& scope,
+                                              const std::string& conversation_id,
                                               const StoredSummary& summary) {
   if (auto p = text_problem(summary.text))
     return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
-  KERNEX_RETURN_IF_ERROR(
-      query("INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
-            "VALUES ($1, $2, $3::bigint, kx_now()) ON CONFLICT (conversation_id) DO UPDATE SET "
-            "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
-            "excluded.updated_at",
-            {conversation_id, summary.text, count_param(summary.covered_messages)}));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto saved,
+      query(
+          "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
+          "SELECT id, $2, $3::bigint, kx_now() FROM conversations WHERE id = $1 AND tenant = $4 "
+          "ON CONFLICT (conversation_id) DO UPDATE SET "
+          "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
+          "excluded.updated_at",
+          {conversation_id, summary.text, count_param(summary.covered_messages), scope.tenant()}));
+  if (saved.affected() == 0) return no_conversation(conversation_id);
   return {};
 }
 
 Result<std::vector<ConversationInfo>> PgStore::list_conversations(
-    const ConversationFilter& filter) {
+    const MemoryScope& scope, const ConversationFilter& filter) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows,
       query("SELECT c.id, c.channel, c.sender_id, c.project, c.status, c.started_at, "
             "c.last_activity, "
             "c.message_count, "
             "s.text FROM conversations c LEFT JOIN summaries s ON s.conversation_id = c.id "
-            "WHERE ($1::text IS NULL OR c.channel = $1) AND ($2::text IS NULL OR c.sender_id = $2) "
-            "ORDER BY c.last_activity DESC, c.rid DESC LIMIT $3::bigint",
-            {filter.channel, filter.sender_id, count_param(filter.limit)}));
+            "WHERE c.tenant = $4 AND ($1::text IS NULL OR c.channel = $1) AND ($2::text IS NULL OR "
+            "c.sender_id = $2) ORDER BY c.last_activity DESC, c.rid DESC LIMIT $3::bigint",
+            {filter.channel, filter.sender_id, count_param(filter.limit), scope.tenant()}));
   std::vector<ConversationInfo> out;
   for (int i = 0; i < rows.size(); ++i) {
     ConversationInfo c;
@@ -332,14 +351,15 @@ Result<std::vector<ConversationInfo>> PgStore::list_conversations(
 }
 
 Result<std::vector<StoredMessage>> PgStore::conversation_messages(
-    const std::string& conversation_id, std::int64_t after_seq, std::size_t limit) {
+    const MemoryScope& scope, const std::string& conversation_id, std::int64_t after_seq,
+    std::size_t limit) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows,
       query("SELECT seq, role, content, tool_calls, tool_result, provider_state, conversation_id, "
             "created_at "
-            "FROM messages WHERE conversation_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT "
-            "$3::bigint",
-            {conversation_id, after_seq, count_param(limit)}));
+            "FROM messages WHERE conversation_id = " SCOPED_CONVERSATION(
+                "$1", "$4") " AND seq > $2::bigint ORDER BY seq LIMIT $3::bigint",
+            {conversation_id, after_seq, count_param(limit), scope.tenant()}));
   std::vector<StoredMessage> out;
   for (int i = 0; i < rows.size(); ++i) {
     KERNEX_ASSIGN_OR_RETURN(auto e, read_entry(rows, i, 0));
@@ -348,61 +368,74 @@ Result<std::vector<StoredMessage>> PgStore::conversation_messages(
   return out;
 }
 
-Result<void> PgStore::close_conversation(const std::string& conversation_id,
+Result<void> PgStore::close_conversation(const MemoryScope& scope,
+                                         const std::string& conversation_id,
                                          const std::optional<std::string>& summary) {
   if (summary) {
     if (auto p = text_problem(*summary))
       return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
   }
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    auto close =
-        c.exec("UPDATE conversations SET status = 'closed' WHERE id = $1", {conversation_id});
+    auto close = c.exec("UPDATE conversations SET status = 'closed' WHERE id = $1 AND tenant = $2",
+                        {conversation_id, scope.tenant()});
     if (!close) return std::unexpected(close.error());
     if (close->affected() == 0) return no_conversation(conversation_id);
     if (!summary) return {};
     KERNEX_RETURN_IF_ERROR(
         c.exec("INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
-               "SELECT id, $1, message_count, kx_now() FROM conversations WHERE id = $2 "
+               "SELECT id, $1, message_count, kx_now() FROM conversations WHERE id = $2 AND "
+               "tenant = $3 "
                "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
                "covered_messages = excluded.covered_messages, updated_at = excluded.updated_at",
-               {*summary, conversation_id}));
+               {*summary, conversation_id, scope.tenant()}));
     return {};
   });
 }
 
-Result<void> PgStore::delete_conversation(const std::string& conversation_id) {
+Result<void> PgStore::delete_conversation(const MemoryScope& scope,
+                                          const std::string& conversation_id) {
   // Rows naming the conversation first (messages reference it); the recall indexes follow the rows.
   static constexpr std::string_view kDeletes[] = {
       "DELETE FROM messages WHERE conversation_id = $1",
       "DELETE FROM summaries WHERE conversation_id = $1",
-      "DELETE FROM token_usage WHERE conversation_id = $1",
-      "DELETE FROM audit_log WHERE conversation_id = $1",
+      "DELETE FROM token_usage WHERE conversation_id = $1 AND tenant = $2",
+      "DELETE FROM audit_log WHERE conversation_id = $1 AND tenant = $2",
   };
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
-        auto exists,
-        c.exec("SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE", {conversation_id}));
+        auto exists, c.exec("SELECT 1 FROM conversations WHERE id = $1 AND tenant = $2 FOR UPDATE",
+                            {conversation_id, scope.tenant()}));
     if (exists.empty()) return no_conversation(conversation_id);
+    // Messages and summaries have no tenant of their own: the conversation was found in this
+    // scope above, and ids are unique across the store.
     for (auto sql : kDeletes) {
-      KERNEX_RETURN_IF_ERROR(c.exec(sql, {conversation_id}));
+      if (sql.ends_with("tenant = $2")) {
+        KERNEX_RETURN_IF_ERROR(c.exec(sql, {conversation_id, scope.tenant()}));
+      } else {
+        KERNEX_RETURN_IF_ERROR(c.exec(sql, {conversation_id}));
+      }
     }
-    if (auto r = c.exec("DELETE FROM conversations WHERE id = $1", {conversation_id}); !r) {
+    if (auto r = c.exec("DELETE FROM conversations WHERE id = $1 AND tenant = $2",
+                        {conversation_id, scope.tenant()});
+        !r) {
       return std::unexpected(r.error());
     }
     return {};
   });
 }
 
-Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const ConversationKey& key,
+Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const MemoryScope& scope,
+                                                             const ConversationKey& key,
                                                              const std::string& exclude,
                                                              std::size_t limit) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows,
-      query("SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at FROM summaries s "
-            "JOIN conversations c ON c.id = s.conversation_id WHERE c.channel = $1 AND c.sender_id "
-            "= $2 "
-            "AND s.conversation_id <> $3 ORDER BY s.updated_at DESC, s.id DESC LIMIT $4::bigint",
-            {key.channel, key.sender_id, exclude, count_param(limit)}));
+      query(
+          "SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at FROM summaries s "
+          "JOIN conversations c ON c.id = s.conversation_id WHERE c.tenant = $5 AND c.channel = $1 "
+          "AND c.sender_id = $2 AND s.conversation_id <> $3 ORDER BY s.updated_at DESC, s.id "
+          "DESC LIMIT $4::bigint",
+          {key.channel, key.sender_id, exclude, count_param(limit), scope.tenant()}));
   std::vector<SummaryRecord> out;
   for (int i = 0; i < rows.size(); ++i) {
     out.push_back({rows.text(i, 0), rows.text(i, 1), static_cast<std::uint64_t>(rows.int64(i, 2)),
@@ -414,51 +447,54 @@ Result<std::vector<SummaryRecord>> PgStore::recent_summaries(const ConversationK
 // ---- Facts ----
 
 Result<std::vector<std::pair<std::string, std::string>>> PgStore::facts(
-    const std::string& sender_id) {
+    const MemoryScope& scope, const std::string& sender_id) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows,
-      query("SELECT key, value FROM facts WHERE sender_id = $1 AND deleted_at IS NULL ORDER BY key "
-            "COLLATE \"C\"",
-            {sender_id}));
+      query("SELECT key, value FROM facts WHERE tenant = $2 AND sender_id = $1 AND deleted_at IS "
+            "NULL ORDER BY key COLLATE \"C\"",
+            {sender_id, scope.tenant()}));
   std::vector<std::pair<std::string, std::string>> out;
   for (int i = 0; i < rows.size(); ++i) out.emplace_back(rows.text(i, 0), rows.text(i, 1));
   return out;
 }
 
-Result<void> PgStore::store_fact(const std::string& sender_id, const std::string& key,
-                                 const std::string& value) {
+Result<void> PgStore::store_fact(const MemoryScope& scope, const std::string& sender_id,
+                                 const std::string& key, const std::string& value) {
   if (key.empty()) return fail(ErrorCode::Usage, "postgres memory: a fact needs a key");
   if (text_problem(key) || text_problem(value) || text_problem(sender_id)) {
     return fail(ErrorCode::Parse, "postgres memory: fact '" + key + "' is not valid UTF-8 text");
   }
   // Re-storing a soft-deleted fact brings it back with the new value.
-  KERNEX_ASSIGN_OR_RETURN(auto r,
-                          query("INSERT INTO facts (sender_id, key, value) VALUES ($1, $2, $3) ON "
-                                "CONFLICT (sender_id, key) "
-                                "DO UPDATE SET "
-                                "value = excluded.value, updated_at = kx_now(), deleted_at = NULL",
-                                {sender_id, key, value}));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r, query("INSERT INTO facts (sender_id, key, value, tenant) VALUES ($1, $2, $3, "
+                    "$4) ON CONFLICT (tenant, sender_id, key) "
+                    "DO UPDATE SET "
+                    "value = excluded.value, updated_at = kx_now(), deleted_at = NULL",
+                    {sender_id, key, value, scope.tenant()}));
   return {};
 }
 
-Result<std::optional<std::string>> PgStore::fact(const std::string& sender_id,
+Result<std::optional<std::string>> PgStore::fact(const MemoryScope& scope,
+                                                 const std::string& sender_id,
                                                  const std::string& key) {
-  auto rows =
-      query("SELECT value FROM facts WHERE sender_id = $1 AND key = $2 AND deleted_at IS NULL",
-            {sender_id, key});
+  auto rows = query(
+      "SELECT value FROM facts WHERE tenant = $3 AND sender_id = $1 AND key = $2 AND "
+      "deleted_at IS NULL",
+      {sender_id, key, scope.tenant()});
   if (!rows) return std::unexpected(rows.error());
   if (rows->empty()) return std::optional<std::string>();
   return std::optional<std::string>(rows->text(0, 0));
 }
 
-Result<std::vector<Fact>> PgStore::fact_records(const std::optional<std::string>& sender_id,
+Result<std::vector<Fact>> PgStore::fact_records(const MemoryScope& scope,
+                                                const std::optional<std::string>& sender_id,
                                                 bool include_deleted) {
   KERNEX_ASSIGN_OR_RETURN(auto rows, query("SELECT sender_id, key, value, updated_at, deleted_at "
-                                           "FROM facts WHERE ($1::text IS NULL OR "
+                                           "FROM facts WHERE tenant = $3 AND ($1::text IS NULL OR "
                                            "sender_id = $1) "
                                            "AND ($2::boolean OR deleted_at IS NULL) ORDER BY "
                                            "sender_id COLLATE \"C\", key COLLATE \"C\"",
-                                           {sender_id, include_deleted}));
+                                           {sender_id, include_deleted, scope.tenant()}));
   std::vector<Fact> out;
   for (int i = 0; i < rows.size(); ++i) {
     out.push_back({rows.text(i, 0), rows.text(i, 1), rows.text(i, 2), rows.text(i, 3),
@@ -467,24 +503,28 @@ Result<std::vector<Fact>> PgStore::fact_records(const std::optional<std::string>
   return out;
 }
 
-Result<bool> PgStore::soft_delete_fact(const std::string& sender_id, const std::string& key) {
-  KERNEX_ASSIGN_OR_RETURN(auto n, soft_delete_facts(sender_id, key));
+Result<bool> PgStore::soft_delete_fact(const MemoryScope& scope, const std::string& sender_id,
+                                       const std::string& key) {
+  KERNEX_ASSIGN_OR_RETURN(auto n, soft_delete_facts(scope, sender_id, key));
   return n > 0;
 }
 
-Result<std::uint64_t> PgStore::soft_delete_facts(const std::string& sender_id,
+Result<std::uint64_t> PgStore::soft_delete_facts(const MemoryScope& scope,
+                                                 const std::string& sender_id,
                                                  const std::optional<std::string>& key) {
   KERNEX_ASSIGN_OR_RETURN(
       auto r,
-      query("UPDATE facts SET deleted_at = kx_now(), updated_at = kx_now() "
-            "WHERE sender_id = $1 AND ($2::text IS NULL OR key = $2) AND deleted_at IS NULL",
-            {sender_id, key}));
+      query(
+          "UPDATE facts SET deleted_at = kx_now(), updated_at = kx_now() "
+          "WHERE tenant = $3 AND sender_id = $1 AND ($2::text IS NULL OR key = $2) AND deleted_at "
+          "IS NULL",
+          {sender_id, key, scope.tenant()}));
   return r.affected();
 }
 
 // ---- Audit and usage ----
 
-Result<void> PgStore::record_tool_call(const AuditRecord& rec) {
+Result<void> PgStore::record_tool_call(const MemoryScope& scope, const AuditRecord& rec) {
   if (rec.status != "ok" && rec.status != "error" && rec.status != "denied") {
     return fail(
         ErrorCode::Usage,
@@ -499,21 +539,21 @@ Result<void> PgStore::record_tool_call(const AuditRecord& rec) {
       rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
   KERNEX_RETURN_IF_ERROR(query(
       "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, arguments, "
-      "result, status, reason) "
-      "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9)",
+      "result, status, reason, tenant) "
+      "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9, $10)",
       {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result, rec.status,
-       rec.reason}));
+       rec.reason, scope.tenant()}));
   return {};
 }
 
-Result<std::vector<AuditRecord>> PgStore::audit_log(std::size_t limit) {
+Result<std::vector<AuditRecord>> PgStore::audit_log(const MemoryScope& scope, std::size_t limit) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows,
       query(
           "SELECT created_at, conversation_id, sender_id, agent, tool, arguments, result, status, "
           "reason "
-          "FROM audit_log ORDER BY id DESC LIMIT $1::bigint",
-          {count_param(limit)}));
+          "FROM audit_log WHERE tenant = $2 ORDER BY id DESC LIMIT $1::bigint",
+          {count_param(limit), scope.tenant()}));
   std::vector<AuditRecord> out;
   for (int i = 0; i < rows.size(); ++i) {
     AuditRecord a;
@@ -531,18 +571,20 @@ Result<std::vector<AuditRecord>> PgStore::audit_log(std::size_t limit) {
   return out;
 }
 
-Result<void> PgStore::record_usage(const UsageRecord& rec) {
+Result<void> PgStore::record_usage(const MemoryScope& scope, const UsageRecord& rec) {
   KERNEX_ASSIGN_OR_RETURN(auto lease, pool_->acquire());
-  return insert_usage(*lease, rec);
+  return insert_usage(*lease, scope, rec);
 }
 
-Result<std::vector<UsageTotals>> PgStore::usage_by_day() {
+Result<std::vector<UsageTotals>> PgStore::usage_by_day(const MemoryScope& scope) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows,
       query("SELECT left(created_at, 10) AS day, model, provider, count(*), sum(input_tokens), "
             "sum(output_tokens), "
             "sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_usd) FROM token_usage "
-            "GROUP BY 1, 2, 3 ORDER BY 1, model COLLATE \"C\", provider COLLATE \"C\""));
+            "WHERE tenant = $1 GROUP BY 1, 2, 3 ORDER BY 1, model COLLATE \"C\", provider COLLATE "
+            "\"C\"",
+            {scope.tenant()}));
   std::vector<UsageTotals> out;
   for (int i = 0; i < rows.size(); ++i) {
     UsageTotals t;

@@ -49,7 +49,7 @@ constexpr std::string_view kSummaryVector =
 
 }  // namespace
 
-Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
+Result<std::vector<RecallHit>> PgStore::recall(const MemoryScope& scope, const RecallQuery& q) {
   // kernex's rule: shorter queries match too much to be useful.
   if (q.text.size() < 3 || q.limit == 0) return std::vector<RecallHit>{};
   if (sqlite::invalid_utf8_at(q.text)) {
@@ -71,9 +71,9 @@ Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
     KERNEX_ASSIGN_OR_RETURN(
         auto edge,
         c.exec(
-            "SELECT seq FROM messages WHERE conversation_id = $1 ORDER BY seq DESC LIMIT 1 OFFSET "
-            "$2::bigint",
-            {q.current_conversation, count_param(q.skip_newest - 1)}));
+            "SELECT seq FROM messages WHERE conversation_id = (SELECT id FROM conversations WHERE "
+            "id = $1 AND tenant = $3) ORDER BY seq DESC LIMIT 1 OFFSET $2::bigint",
+            {q.current_conversation, count_param(q.skip_newest - 1), scope.tenant()}));
     boundary = edge.empty() ? 0 : edge.int64(0, 0);
   }
   const auto limit = count_param(q.limit);
@@ -81,8 +81,9 @@ Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
   std::set<std::pair<std::string, std::int64_t>> seen;  // (conversation, seq): summaries have seq 0
 
   const auto search = [&](const char* joiner) -> Result<void> {
-    const std::string tsq = tsquery_sql(words.size(), 6, joiner);
-    std::vector<pg::Param> params{q.sender_id, q.current_conversation, boundary, since, limit};
+    const std::string tsq = tsquery_sql(words.size(), 7, joiner);
+    std::vector<pg::Param> params{q.sender_id, q.current_conversation, boundary, since,
+                                  limit,       scope.tenant()};
     for (const auto& w : words) params.emplace_back(w);
     // ts_rank: higher is better; negated so that, like bm25, lower sorts first.
     const std::string messages_sql =
@@ -92,7 +93,8 @@ Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
         "AND " +
         std::string(kMessageVector) + " @@ " + tsq +
         " "
-        "AND ($1 = '' OR c.sender_id = $1) AND (m.conversation_id <> $2 OR m.seq < $3::bigint) "
+        "AND c.tenant = $6 AND ($1 = '' OR c.sender_id = $1) AND (m.conversation_id <> $2 OR "
+        "m.seq < $3::bigint) "
         "AND ($4::text IS NULL OR m.created_at >= $4) ORDER BY 5, m.seq DESC LIMIT $5::bigint";
     auto messages = c.exec(messages_sql, params);
     if (!messages)
@@ -110,7 +112,8 @@ Result<std::vector<RecallHit>> PgStore::recall(const RecallQuery& q) {
         ", " + tsq + ") FROM summaries s JOIN conversations c ON c.id = s.conversation_id WHERE " +
         std::string(kSummaryVector) + " @@ " + tsq +
         " "
-        "AND ($1 = '' OR c.sender_id = $1) AND s.conversation_id <> $2 AND $3::bigint IS NOT NULL "
+        "AND c.tenant = $6 AND ($1 = '' OR c.sender_id = $1) AND s.conversation_id <> $2 AND "
+        "$3::bigint IS NOT NULL "
         "AND ($4::text IS NULL OR s.updated_at >= $4) ORDER BY 4, s.id DESC LIMIT $5::bigint";
     auto summaries = c.exec(summaries_sql, params);
     if (!summaries) {

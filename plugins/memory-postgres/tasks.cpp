@@ -84,10 +84,12 @@ bool holds(const Task& t, const std::string& worker) {
   return t.status == "claimed" && t.claimed_by == worker;
 }
 
-Result<Task> locked_task(pg::Connection& c, const std::string& id) {
+// The scope's task `id`, locked; a task of another tenant is not found.
+Result<Task> locked_task(pg::Connection& c, const MemoryScope& scope, const std::string& id) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows,
-      c.exec(task_sql("SELECT ", " FROM scheduled_tasks WHERE id = $1 FOR UPDATE"), {id}));
+      c.exec(task_sql("SELECT ", " FROM scheduled_tasks WHERE id = $1 AND tenant = $2 FOR UPDATE"),
+             {id, scope.tenant()}));
   if (rows.empty()) return fail(ErrorCode::Memory, "postgres memory: no task " + id);
   return std::move(read_tasks(rows).front());
 }
@@ -119,7 +121,7 @@ std::vector<Task> read_tasks(const pg::Rows& rows) {
   return out;
 }
 
-Result<std::string> PgStore::create_task(const TaskSpec& in) {
+Result<std::string> PgStore::create_task(const MemoryScope& scope, const TaskSpec& in) {
   TaskSpec spec = in;
   KERNEX_ASSIGN_OR_RETURN(auto due, sqlite::normalize_time(spec.due_at, "task due_at"));
   spec.due_at = due;
@@ -143,21 +145,23 @@ Result<std::string> PgStore::create_task(const TaskSpec& in) {
   return transaction<std::string>([&](pg::Connection& c) -> Result<std::string> {
     // Two processes creating the same task at once: the sender's lock makes the second see the
     // first.
-    if (auto r =
-            c.exec("SELECT pg_advisory_xact_lock(hashtextextended('task' || chr(31) || $1, 0))",
-                   {spec.sender_id});
+    if (auto r = c.exec(
+            "SELECT pg_advisory_xact_lock(hashtextextended('task' || chr(31) || $2 || chr(31) || "
+            "$1, 0))",
+            {spec.sender_id, scope.tenant()});
         !r) {
       return std::unexpected(r.error());
     }
     // Exact duplicate, then a similar description due within half an hour (kernex's dedup).
     KERNEX_ASSIGN_OR_RETURN(
         auto near,
-        c.exec("SELECT id, description, due_at = $3 FROM scheduled_tasks WHERE sender_id = $1 AND "
+        c.exec("SELECT id, description, due_at = $3 FROM scheduled_tasks WHERE tenant = $4 AND "
+               "sender_id = $1 AND "
                "status "
                "= 'pending' "
                "AND abs(extract(epoch FROM ($3::timestamp - due_at::timestamp))) <= 1800 "
                "ORDER BY (description = $2) DESC, rid",
-               {spec.sender_id, spec.description, spec.due_at}));
+               {spec.sender_id, spec.description, spec.due_at, scope.tenant()}));
     for (int i = 0; i < near.size(); ++i) {
       const std::string description = near.text(i, 1);
       if ((description == spec.description && near.boolean(i, 2)) ||
@@ -168,31 +172,35 @@ Result<std::string> PgStore::create_task(const TaskSpec& in) {
     const std::string id = sqlite::new_uuid();
     KERNEX_RETURN_IF_ERROR(
         c.exec("INSERT INTO scheduled_tasks (id, channel, sender_id, reply_target, description, "
-               "due_at, repeat, task_type, project, max_retries) "
-               "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint)",
+               "due_at, repeat, task_type, project, max_retries, tenant) "
+               "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::bigint, $11)",
                {id, spec.channel, spec.sender_id, spec.reply_target, spec.description, spec.due_at,
-                spec.repeat, spec.task_type, spec.project, spec.max_retries}));
+                spec.repeat, spec.task_type, spec.project, spec.max_retries, scope.tenant()}));
     return id;
   });
 }
 
-Result<std::vector<Task>> PgStore::pending_tasks(const std::string& sender_id) {
+Result<std::vector<Task>> PgStore::pending_tasks(const MemoryScope& scope,
+                                                 const std::string& sender_id) {
   KERNEX_ASSIGN_OR_RETURN(
       auto rows, query(task_sql("SELECT ",
-                                " FROM scheduled_tasks WHERE sender_id = $1 AND status = 'pending' "
+                                " FROM scheduled_tasks WHERE tenant = $2 AND sender_id = $1 AND "
+                                "status = 'pending' "
                                 "ORDER BY due_at, rid"),
-                       {sender_id}));
+                       {sender_id, scope.tenant()}));
   return read_tasks(rows);
 }
 
-Result<std::optional<Task>> PgStore::task(const std::string& id) {
-  KERNEX_ASSIGN_OR_RETURN(auto rows,
-                          query(task_sql("SELECT ", " FROM scheduled_tasks WHERE id = $1"), {id}));
+Result<std::optional<Task>> PgStore::task(const MemoryScope& scope, const std::string& id) {
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows, query(task_sql("SELECT ", " FROM scheduled_tasks WHERE id = $1 AND tenant = $2"),
+                       {id, scope.tenant()}));
   if (rows.empty()) return std::optional<Task>();
   return std::optional<Task>(std::move(read_tasks(rows).front()));
 }
 
-Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker,
+Result<std::vector<Task>> PgStore::claim_due_tasks(const MemoryScope& scope,
+                                                   const std::string& worker,
                                                    std::chrono::seconds lease, std::size_t limit) {
   if (worker.empty())
     return fail(ErrorCode::Usage, "postgres memory: claiming tasks needs a worker id");
@@ -202,13 +210,15 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker,
   // A pending task is due at its retry time when a failed attempt set one (retry_at, its own
   // partial index), else at its occurrence (due_at, the (status, due_at, rid) index).
   static const std::string sql = task_sql(
-      "WITH pending AS (SELECT id, due_at AS at, rid FROM scheduled_tasks WHERE status = 'pending' "
+      "WITH pending AS (SELECT id, due_at AS at, rid FROM scheduled_tasks WHERE tenant = $4 AND "
+      "status = 'pending' "
       "AND due_at <= kx_now() AND retry_at IS NULL ORDER BY due_at, rid LIMIT $3::bigint FOR "
       "UPDATE SKIP LOCKED), "
-      "retries AS (SELECT id, retry_at AS at, rid FROM scheduled_tasks WHERE status = 'pending' "
+      "retries AS (SELECT id, retry_at AS at, rid FROM scheduled_tasks WHERE tenant = $4 AND "
+      "status = 'pending' "
       "AND retry_at <= kx_now() ORDER BY retry_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
       "expired AS (SELECT id, coalesce(retry_at, due_at) AS at, rid FROM scheduled_tasks WHERE "
-      "status = 'claimed' "
+      "tenant = $4 AND status = 'claimed' "
       "AND lease_until <= kx_now() ORDER BY due_at, rid LIMIT $3::bigint FOR UPDATE SKIP LOCKED), "
       "due AS (SELECT id AS due_id FROM (SELECT * FROM pending UNION ALL SELECT * FROM retries "
       "UNION ALL SELECT * FROM expired) all_kinds ORDER BY at, rid LIMIT $3::bigint) "
@@ -218,7 +228,8 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker,
       ", coalesce(retry_at, due_at)");
   const std::int64_t seconds =
       std::clamp<std::int64_t>(lease.count(), 0, 100LL * 366 * 24 * 3600);  // in range
-  KERNEX_ASSIGN_OR_RETURN(auto rows, query(sql, {worker, seconds, count_param(limit)}));
+  KERNEX_ASSIGN_OR_RETURN(auto rows,
+                          query(sql, {worker, seconds, count_param(limit), scope.tenant()}));
   auto tasks = read_tasks(rows);
   // RETURNING has no order: soonest due first, by the time each was due at (the column after
   // kTaskColumns' 16).
@@ -233,9 +244,10 @@ Result<std::vector<Task>> PgStore::claim_due_tasks(const std::string& worker,
   return tasks;
 }
 
-Result<bool> PgStore::complete_task(const std::string& id, const std::string& worker) {
+Result<bool> PgStore::complete_task(const MemoryScope& scope, const std::string& id,
+                                    const std::string& worker) {
   return transaction<bool>([&](pg::Connection& c) -> Result<bool> {
-    KERNEX_ASSIGN_OR_RETURN(auto t, locked_task(c, id));
+    KERNEX_ASSIGN_OR_RETURN(auto t, locked_task(c, scope, id));
     if (!holds(t, worker)) return false;
     if (t.spec.repeat) {
       // The next occurrence after now: a task overdue for days fires once, not once per missed day.
@@ -247,25 +259,25 @@ Result<bool> PgStore::complete_task(const std::string& id, const std::string& wo
       for (int guard = 0; guard < 100000 && (guard == 0 || next <= current); ++guard) {
         next = next_occurrence(next, *t.spec.repeat);
       }
-      KERNEX_RETURN_IF_ERROR(
-          c.exec("UPDATE scheduled_tasks SET due_at = $1, status = 'pending', claimed_by = NULL, "
-                 "lease_until = NULL, "
-                 "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = $2",
-                 {next, id}));
+      KERNEX_RETURN_IF_ERROR(c.exec(
+          "UPDATE scheduled_tasks SET due_at = $1, status = 'pending', claimed_by = NULL, "
+          "lease_until = NULL, "
+          "retry_count = 0, last_error = NULL, retry_at = NULL WHERE id = $2 AND tenant = $3",
+          {next, id, scope.tenant()}));
       return true;
     }
-    KERNEX_RETURN_IF_ERROR(
-        c.exec("UPDATE scheduled_tasks SET status = 'delivered', delivered_at = kx_now(), "
-               "claimed_by = NULL, lease_until = NULL, retry_at = NULL WHERE id = $1",
-               {id}));
+    KERNEX_RETURN_IF_ERROR(c.exec(
+        "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = kx_now(), "
+        "claimed_by = NULL, lease_until = NULL, retry_at = NULL WHERE id = $1 AND tenant = $2",
+        {id, scope.tenant()}));
     return true;
   });
 }
 
-Result<bool> PgStore::fail_task(const std::string& id, const std::string& worker,
-                                const std::string& error) {
+Result<bool> PgStore::fail_task(const MemoryScope& scope, const std::string& id,
+                                const std::string& worker, const std::string& error) {
   return transaction<bool>([&](pg::Connection& c) -> Result<bool> {
-    KERNEX_ASSIGN_OR_RETURN(auto t, locked_task(c, id));
+    KERNEX_ASSIGN_OR_RETURN(auto t, locked_task(c, scope, id));
     if (!holds(t, worker)) {
       return fail(ErrorCode::Memory, "postgres memory: task " + id + " is not held by '" + worker +
                                          "' (status " + t.status + ")");
@@ -285,14 +297,15 @@ Result<bool> PgStore::fail_task(const std::string& id, const std::string& worker
         "status = CASE WHEN $3::boolean THEN 'pending' ELSE 'failed' END, "
         "retry_at = CASE WHEN $3::boolean THEN kx_time(now() AT TIME ZONE 'UTC' + "
         "make_interval(secs => $4::bigint)) "
-        "END WHERE id = $5",
-        {n, message, retry, backoff_seconds(n), id});
+        "END WHERE id = $5 AND tenant = $6",
+        {n, message, retry, backoff_seconds(n), id, scope.tenant()});
     if (!r) return std::unexpected(r.error());
     return retry;
   });
 }
 
-Result<bool> PgStore::cancel_task(const std::string& id_prefix, const std::string& sender_id) {
+Result<bool> PgStore::cancel_task(const MemoryScope& scope, const std::string& id_prefix,
+                                  const std::string& sender_id) {
   if (id_prefix.empty())
     return fail(ErrorCode::Usage, "postgres memory: cancelling a task needs an id or id prefix");
   return transaction<bool>([&](pg::Connection& c) -> Result<bool> {
@@ -301,9 +314,9 @@ Result<bool> PgStore::cancel_task(const std::string& id_prefix, const std::strin
         auto rows,
         c.exec(
             "SELECT id FROM scheduled_tasks WHERE left(id, length($1)) = $1 AND sender_id = $2 AND "
-            "status = 'pending' "
+            "tenant = $3 AND status = 'pending' "
             "FOR UPDATE",
-            {id_prefix, sender_id}));
+            {id_prefix, sender_id, scope.tenant()}));
     if (rows.size() > 1) {
       return fail(ErrorCode::Usage, "postgres memory: task id prefix '" + id_prefix + "' matches " +
                                         std::to_string(rows.size()) +
@@ -312,20 +325,20 @@ Result<bool> PgStore::cancel_task(const std::string& id_prefix, const std::strin
     if (rows.empty()) {
       auto cancelled = c.exec(
           "SELECT 1 FROM scheduled_tasks WHERE left(id, length($1)) = $1 AND sender_id = $2 AND "
-          "status = 'cancelled' "
+          "tenant = $3 AND status = 'cancelled' "
           "LIMIT 1",
-          {id_prefix, sender_id});
+          {id_prefix, sender_id, scope.tenant()});
       if (!cancelled) return std::unexpected(cancelled.error());
       return !cancelled->empty();  // cancelling twice is not an error
     }
-    auto r =
-        c.exec("UPDATE scheduled_tasks SET status = 'cancelled' WHERE id = $1", {rows.text(0, 0)});
+    auto r = c.exec("UPDATE scheduled_tasks SET status = 'cancelled' WHERE id = $1 AND tenant = $2",
+                    {rows.text(0, 0), scope.tenant()});
     if (!r) return std::unexpected(r.error());
     return r->affected() > 0;
   });
 }
 
-Result<std::string> PgStore::record_task_run(const TaskRun& run) {
+Result<std::string> PgStore::record_task_run(const MemoryScope& scope, const TaskRun& run) {
   if (run.status != "completed" && run.status != "failed") {
     return fail(ErrorCode::Usage,
                 "postgres memory: a task run's status must be completed or failed, got '" +
@@ -350,18 +363,21 @@ Result<std::string> PgStore::record_task_run(const TaskRun& run) {
   if (run.tokens) tokens = std::to_string(*run.tokens);
   KERNEX_RETURN_IF_ERROR(
       query("INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, error, "
-            "tokens) "
-            "VALUES ($1, $2, $3, coalesce($4, kx_now()), $5, $6, $7, $8::bigint)",
-            {id, run.task_id, started, finished, run.status, run.result, run.error, tokens}));
+            "tokens, tenant) "
+            "VALUES ($1, $2, $3, coalesce($4, kx_now()), $5, $6, $7, $8::bigint, $9)",
+            {id, run.task_id, started, finished, run.status, run.result, run.error, tokens,
+             scope.tenant()}));
   return id;
 }
 
-Result<std::vector<TaskRun>> PgStore::task_runs(const std::string& task_id_prefix,
+Result<std::vector<TaskRun>> PgStore::task_runs(const MemoryScope& scope,
+                                                const std::string& task_id_prefix,
                                                 std::size_t limit) {
   auto rows = query(
       "SELECT id, task_id, started_at, finished_at, status, result, error, tokens FROM task_runs "
-      "WHERE left(task_id, length($1)) = $1 ORDER BY started_at DESC, rid DESC LIMIT $2::bigint",
-      {task_id_prefix, count_param(limit)});
+      "WHERE tenant = $3 AND left(task_id, length($1)) = $1 ORDER BY started_at DESC, rid DESC "
+      "LIMIT $2::bigint",
+      {task_id_prefix, count_param(limit), scope.tenant()});
   if (!rows) return std::unexpected(rows.error());
   std::vector<TaskRun> out;
   for (int i = 0; i < rows->size(); ++i) {

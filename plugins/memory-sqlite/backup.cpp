@@ -30,6 +30,19 @@ bool omitted_when_null(const char* table, const std::string& column) {
   return std::string_view(table) == "scheduled_tasks" && column == "retry_at";
 }
 
+// Messages and summaries belong to their conversation's tenant; every other table has a tenant
+// column. An export holds one scope's rows and no tenant; an import puts every row in its scope.
+bool has_tenant(const char* table) {
+  const std::string_view t(table);
+  return t != "messages" && t != "summaries";
+}
+
+std::string scope_filter(const char* table) {
+  return has_tenant(table)
+             ? " WHERE tenant = ?"
+             : " WHERE conversation_id IN (SELECT id FROM conversations WHERE tenant = ?)";
+}
+
 Result<std::vector<std::string>> columns(Db& db, const char* table) {
   const std::string sql = std::string("SELECT name FROM pragma_table_info('") + table + "')";
   KERNEX_ASSIGN_OR_RETURN(auto stmt, db.prepare(sql.c_str()));
@@ -44,7 +57,7 @@ Result<std::vector<std::string>> columns(Db& db, const char* table) {
 
 }  // namespace
 
-Result<Json> SqliteStore::export_json() {
+Result<Json> SqliteStore::export_json(const MemoryScope& scope) {
   std::lock_guard lock(mutex_);
   // One read transaction: a consistent snapshot even while other processes write.
   KERNEX_RETURN_IF_ERROR(db_->exec("BEGIN"));
@@ -55,12 +68,14 @@ Result<Json> SqliteStore::export_json() {
       (void)db_->exec("ROLLBACK");
       return std::unexpected(cols.error());
     }
-    const std::string sql = std::string("SELECT * FROM ") + t.name + " ORDER BY " + t.order;
+    const std::string sql =
+        std::string("SELECT * FROM ") + t.name + scope_filter(t.name) + " ORDER BY " + t.order;
     auto stmt = db_->prepare(sql.c_str());
     if (!stmt) {
       (void)db_->exec("ROLLBACK");
       return std::unexpected(stmt.error());
     }
+    stmt->bind(1, scope.tenant());
     Json rows = Json::array();
     for (;;) {
       auto row = stmt->step();
@@ -72,6 +87,7 @@ Result<Json> SqliteStore::export_json() {
       Json obj = Json::object();
       for (int i = 0; i < static_cast<int>(cols->size()); ++i) {
         const std::string& name = (*cols)[static_cast<std::size_t>(i)];
+        if (name == "tenant") continue;
         if (stmt->null(i) && omitted_when_null(t.name, name)) continue;
         Json& v = obj[name];
         if (stmt->null(i)) {
@@ -92,7 +108,24 @@ Result<Json> SqliteStore::export_json() {
   return doc;
 }
 
-Result<void> SqliteStore::import_json(const Json& doc) {
+// A message or summary may only join a conversation of the import's own scope (one imported
+// just before, or one the scope had): an id of another tenant's conversation is refused.
+Result<void> SqliteStore::owned_conversation(const MemoryScope& scope, const Json& row,
+                                             const std::string& where) {
+  const auto it = row.find("conversation_id");
+  if (it == row.end() || !it->is_string())
+    return fail(ErrorCode::Parse, where + ".conversation_id must be a string");
+  KERNEX_ASSIGN_OR_RETURN(auto stmt,
+                          db_->prepare("SELECT 1 FROM conversations WHERE id = ? AND tenant = ?"));
+  stmt.bind_all(it->get_ref<const std::string&>(), scope.tenant());
+  KERNEX_ASSIGN_OR_RETURN(auto found, stmt.step());
+  if (!found)
+    return fail(ErrorCode::Memory, where + ": no conversation " + it->get<std::string>() +
+                                       " in this scope; nothing was imported");
+  return {};
+}
+
+Result<void> SqliteStore::import_json(const MemoryScope& scope, const Json& doc) {
   // Checked by type first: Json::value() throws on a key of another type, and this is a user's
   // file.
   const auto field = [&](const char* key) {
@@ -124,14 +157,22 @@ Result<void> SqliteStore::import_json(const Json& doc) {
         if (!row.is_object()) return fail(ErrorCode::Parse, where + " must be an object");
         std::string names, marks;
         for (const auto& [k, v] : row.items()) {
-          if (!known.contains(k))
-            return fail(ErrorCode::Parse, where + ": unknown column '" + k + "'");
+          if (!known.contains(k) || k == "tenant")
+            return fail(ErrorCode::Parse,
+                        where + ": unknown column '" + k + "'" +
+                            (k == "tenant" ? " (rows go to the import's scope)" : ""));
           if (v.is_structured())
             return fail(ErrorCode::Parse, where + "." + k + " must be a string, number or null");
           names += (names.empty() ? "" : ", ") + k;
           marks += marks.empty() ? "?" : ", ?";
         }
         if (names.empty()) return fail(ErrorCode::Parse, where + " is empty");
+        if (has_tenant(t.name)) {
+          names += ", tenant";
+          marks += ", ?";
+        } else {
+          KERNEX_RETURN_IF_ERROR(owned_conversation(scope, row, where));
+        }
         const std::string sql =
             std::string("INSERT INTO ") + t.name + " (" + names + ") VALUES (" + marks + ")";
         KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
@@ -153,6 +194,7 @@ Result<void> SqliteStore::import_json(const Json& doc) {
             stmt.bind(n, v.get<std::int64_t>());
           }
         }
+        if (has_tenant(t.name)) stmt.bind(++n, scope.tenant());
         if (auto r = stmt.run(); !r)
           return fail(ErrorCode::Memory, where + " was not imported; nothing was", r.error());
       }

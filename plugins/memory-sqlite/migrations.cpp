@@ -184,6 +184,56 @@ CREATE INDEX scheduled_tasks_retry ON scheduled_tasks (status, retry_at) WHERE r
 -- (sender_id, project, id) one sorted them in a temporary b-tree).
 CREATE INDEX outcomes_sender_newest ON outcomes (sender_id, id);
 )sql"},
+    {"007_tenants", R"sql(
+-- Every row belongs to one tenant; rows written before tenants existed are the local tenant's.
+-- Messages and summaries belong to their conversation's tenant. Indexes lead with the tenant,
+-- so a scoped query reads only its tenant's rows.
+ALTER TABLE conversations ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+DROP INDEX conversations_scope;
+DROP INDEX conversations_sender;
+CREATE INDEX conversations_scope ON conversations (tenant, channel, sender_id, project, status, last_activity);
+CREATE INDEX conversations_sender ON conversations (tenant, sender_id, last_activity);
+CREATE TABLE facts_scoped (
+  tenant TEXT NOT NULL DEFAULT 'local',
+  sender_id TEXT NOT NULL,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  created_at TEXT NOT NULL DEFAULT (datetime('now')),
+  updated_at TEXT NOT NULL DEFAULT (datetime('now')),
+  deleted_at TEXT,
+  PRIMARY KEY (tenant, sender_id, key)
+);
+INSERT INTO facts_scoped (tenant, sender_id, key, value, created_at, updated_at, deleted_at)
+  SELECT 'local', sender_id, key, value, created_at, updated_at, deleted_at FROM facts;
+DROP TABLE facts;
+ALTER TABLE facts_scoped RENAME TO facts;
+ALTER TABLE token_usage ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+CREATE INDEX token_usage_tenant ON token_usage (tenant, created_at);
+ALTER TABLE audit_log ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+CREATE INDEX audit_log_tenant ON audit_log (tenant, id);
+ALTER TABLE scheduled_tasks ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+DROP INDEX scheduled_tasks_due;
+DROP INDEX scheduled_tasks_lease;
+DROP INDEX scheduled_tasks_sender;
+DROP INDEX scheduled_tasks_retry;
+CREATE INDEX scheduled_tasks_due ON scheduled_tasks (tenant, status, due_at);
+CREATE INDEX scheduled_tasks_lease ON scheduled_tasks (tenant, status, lease_until);
+CREATE INDEX scheduled_tasks_sender ON scheduled_tasks (tenant, sender_id, status);
+CREATE INDEX scheduled_tasks_retry ON scheduled_tasks (tenant, status, retry_at) WHERE retry_at IS NOT NULL;
+ALTER TABLE task_runs ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+DROP INDEX task_runs_task;
+CREATE INDEX task_runs_task ON task_runs (tenant, task_id, started_at DESC);
+ALTER TABLE lessons ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+DROP INDEX lessons_scope;
+DROP INDEX lessons_sender;
+CREATE INDEX lessons_scope ON lessons (tenant, sender_id, domain, project, recency);
+CREATE INDEX lessons_sender ON lessons (tenant, sender_id, project, recency);
+ALTER TABLE outcomes ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
+DROP INDEX outcomes_sender;
+DROP INDEX outcomes_sender_newest;
+CREATE INDEX outcomes_sender ON outcomes (tenant, sender_id, project, id);
+CREATE INDEX outcomes_sender_newest ON outcomes (tenant, sender_id, id);
+)sql"},
 };
 
 Result<std::set<std::string>> applied(Db& db) {

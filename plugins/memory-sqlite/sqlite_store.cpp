@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <string_view>
 
 #include "kernex/log.hpp"
 #include "migrations.hpp"
@@ -11,6 +12,10 @@
 
 namespace kernex::sqlite {
 namespace {
+
+// Messages and summaries are the conversation's: a conversation id of another tenant matches
+// nothing (binds: the conversation id, then the tenant).
+#define SCOPED_CONVERSATION "(SELECT id FROM conversations WHERE id = ? AND tenant = ?)"
 
 // Reads every row of `stmt` with `row`, which returns Result<void>.
 template <class F>
@@ -77,16 +82,17 @@ Result<std::shared_ptr<SqliteStore>> SqliteStore::open(const StoreOptions& optio
 
 // ---- Conversations ----
 
-Result<std::string> SqliteStore::open_conversation(const ConversationKey& key,
+Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
+                                                   const ConversationKey& key,
                                                    std::chrono::minutes idle) {
   std::lock_guard lock(mutex_);
   static constexpr const char* kFind =
-      "SELECT id FROM conversations WHERE channel = ? AND sender_id = ? AND project = ? AND status "
-      "= 'active' "
+      "SELECT id FROM conversations WHERE tenant = ? AND channel = ? AND sender_id = ? AND project "
+      "= ? AND status = 'active' "
       "AND last_activity > datetime('now', ?) ORDER BY last_activity DESC, rowid DESC LIMIT 1";
   const auto find = [&]() -> Result<std::optional<std::string>> {
     KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(kFind));
-    stmt.bind_all(key.channel, key.sender_id, key.project, minutes_ago(idle));
+    stmt.bind_all(scope.tenant(), key.channel, key.sender_id, key.project, minutes_ago(idle));
     KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
     if (!row) return std::optional<std::string>();
     return std::optional<std::string>(stmt.text(0));
@@ -98,21 +104,23 @@ Result<std::string> SqliteStore::open_conversation(const ConversationKey& key,
     KERNEX_ASSIGN_OR_RETURN(auto again, find());
     if (again) return *again;
     const std::string id = new_uuid();
-    KERNEX_ASSIGN_OR_RETURN(
-        auto insert,
-        db_->prepare(
-            "INSERT INTO conversations (id, channel, sender_id, project) VALUES (?, ?, ?, ?)"));
-    insert.bind_all(id, key.channel, key.sender_id, key.project);
+    KERNEX_ASSIGN_OR_RETURN(auto insert,
+                            db_->prepare("INSERT INTO conversations (id, tenant, channel, "
+                                         "sender_id, project) VALUES (?, ?, ?, ?, "
+                                         "?)"));
+    insert.bind_all(id, scope.tenant(), key.channel, key.sender_id, key.project);
     KERNEX_RETURN_IF_ERROR(insert.run());
     return id;
   });
 }
 
 Result<std::vector<ContextEntry>> SqliteStore::select_entries(const char* sql,
+                                                              const MemoryScope& scope,
                                                               const std::string& conversation_id,
                                                               std::size_t n, bool reverse) {
   KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql));
-  stmt.bind_all(conversation_id, static_cast<std::int64_t>(std::min<std::size_t>(n, INT64_MAX)));
+  stmt.bind_all(conversation_id, scope.tenant(),
+                static_cast<std::int64_t>(std::min<std::size_t>(n, INT64_MAX)));
   std::vector<ContextEntry> out;
   KERNEX_RETURN_IF_ERROR(each_row(stmt, [&]() -> Result<void> {
     auto e = read_entry(stmt, 0);
@@ -124,29 +132,33 @@ Result<std::vector<ContextEntry>> SqliteStore::select_entries(const char* sql,
   return out;
 }
 
-Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const std::string& conversation_id,
+Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const MemoryScope& scope,
+                                                               const std::string& conversation_id,
                                                                std::size_t limit) {
   std::lock_guard lock(mutex_);
   return select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
-      "WHERE conversation_id = ? ORDER BY seq DESC LIMIT ?",
-      conversation_id, limit, true);
+      "WHERE conversation_id = " SCOPED_CONVERSATION " ORDER BY seq DESC LIMIT ?",
+      scope, conversation_id, limit, true);
 }
 
-Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const std::string& conversation_id,
+Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const MemoryScope& scope,
+                                                               const std::string& conversation_id,
                                                                std::size_t count) {
   std::lock_guard lock(mutex_);
   return select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
-      "WHERE conversation_id = ? ORDER BY seq ASC LIMIT ?",
-      conversation_id, count, false);
+      "WHERE conversation_id = " SCOPED_CONVERSATION " ORDER BY seq ASC LIMIT ?",
+      scope, conversation_id, count, false);
 }
 
-Result<std::uint64_t> SqliteStore::message_count(const std::string& conversation_id) {
+Result<std::uint64_t> SqliteStore::message_count(const MemoryScope& scope,
+                                                 const std::string& conversation_id) {
   std::lock_guard lock(mutex_);
-  KERNEX_ASSIGN_OR_RETURN(auto stmt,
-                          db_->prepare("SELECT message_count FROM conversations WHERE id = ?"));
-  stmt.bind(1, conversation_id);
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->prepare("SELECT message_count FROM conversations WHERE id = ? AND tenant = ?"));
+  stmt.bind_all(conversation_id, scope.tenant());
   KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
   if (!row) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
   return static_cast<std::uint64_t>(stmt.integer(0));
@@ -211,13 +223,14 @@ Result<void> SqliteStore::check_exchange(const std::vector<ContextEntry>& entrie
 }
 
 // Inside a write transaction: the conversation's counters, then every entry.
-Result<void> SqliteStore::insert_exchange(const std::string& conversation_id,
+Result<void> SqliteStore::insert_exchange(const MemoryScope& scope,
+                                          const std::string& conversation_id,
                                           const std::vector<ContextEntry>& entries) {
   KERNEX_ASSIGN_OR_RETURN(auto touch,
                           db_->prepare("UPDATE conversations SET last_activity = "
                                        "datetime('now'), message_count = message_count + "
-                                       "? WHERE id = ?"));
-  touch.bind_all(static_cast<std::int64_t>(entries.size()), conversation_id);
+                                       "? WHERE id = ? AND tenant = ?"));
+  touch.bind_all(static_cast<std::int64_t>(entries.size()), conversation_id, scope.tenant());
   KERNEX_ASSIGN_OR_RETURN(auto changed, touch.run());
   if (changed == 0)
     return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
@@ -230,33 +243,34 @@ Result<void> SqliteStore::insert_exchange(const std::string& conversation_id,
   return {};
 }
 
-Result<void> SqliteStore::append_messages(const std::string& conversation_id,
+Result<void> SqliteStore::append_messages(const MemoryScope& scope,
+                                          const std::string& conversation_id,
                                           const std::vector<ContextEntry>& entries) {
   // Checked before anything is written, so a bad entry leaves the exchange unsaved as a whole.
   KERNEX_RETURN_IF_ERROR(check_exchange(entries));
   std::lock_guard lock(mutex_);
-  return db_->write<void>([&]() { return insert_exchange(conversation_id, entries); });
+  return db_->write<void>([&]() { return insert_exchange(scope, conversation_id, entries); });
 }
 
 // One transaction for the turn: every commit writes the pages it touched to the WAL and takes
 // the write lock again, so the usage row rides along with the messages.
-Result<void> SqliteStore::save_exchange(const ExchangeRecord& record) {
+Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const ExchangeRecord& record) {
   KERNEX_RETURN_IF_ERROR(check_exchange(record.messages));
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
-    KERNEX_RETURN_IF_ERROR(insert_exchange(record.conversation_id, record.messages));
-    if (record.usage) KERNEX_RETURN_IF_ERROR(insert_usage(*record.usage));
+    KERNEX_RETURN_IF_ERROR(insert_exchange(scope, record.conversation_id, record.messages));
+    if (record.usage) KERNEX_RETURN_IF_ERROR(insert_usage(scope, *record.usage));
     return {};
   });
 }
 
 Result<std::optional<StoredSummary>> SqliteStore::compaction_summary(
-    const std::string& conversation_id) {
+    const MemoryScope& scope, const std::string& conversation_id) {
   std::lock_guard lock(mutex_);
-  auto stmt =
-      db_->prepare("SELECT text, covered_messages FROM summaries WHERE conversation_id = ?");
+  auto stmt = db_->prepare(
+      "SELECT text, covered_messages FROM summaries WHERE conversation_id = " SCOPED_CONVERSATION);
   if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind(1, conversation_id);
+  stmt->bind_all(conversation_id, scope.tenant());
   KERNEX_ASSIGN_OR_RETURN(auto row, stmt->step());
   if (!row) return std::optional<StoredSummary>();
   return std::optional<StoredSummary>(
@@ -265,11 +279,13 @@ Result<std::optional<StoredSummary>> SqliteStore::compaction_summary(
 
 static constexpr const char* kUpsertSummary =
     "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
-    "VALUES (?, ?, ?, datetime('now')) ON CONFLICT (conversation_id) DO UPDATE SET "
+    "SELECT id, ?3, ?4, datetime('now') FROM conversations WHERE id = ?1 AND tenant = ?2 "
+    "ON CONFLICT (conversation_id) DO UPDATE SET "
     "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
     "excluded.updated_at";
 
-Result<void> SqliteStore::save_compaction_summary(const std::string& conversation_id,
+Result<void> SqliteStore::save_compaction_summary(const MemoryScope& scope,
+                                                  const std::string& conversation_id,
                                                   const StoredSummary& summary) {
   if (auto at = invalid_utf8_at(summary.text)) {
     return fail(ErrorCode::Parse,
@@ -278,14 +294,16 @@ Result<void> SqliteStore::save_compaction_summary(const std::string& conversatio
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(kUpsertSummary));
-    stmt.bind_all(conversation_id, summary.text, summary.covered_messages);
-    KERNEX_RETURN_IF_ERROR(stmt.run());
+    stmt.bind_all(conversation_id, scope.tenant(), summary.text, summary.covered_messages);
+    KERNEX_ASSIGN_OR_RETURN(auto changed, stmt.run());
+    if (changed == 0)
+      return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
     return {};
   });
 }
 
 Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(
-    const ConversationFilter& filter) {
+    const MemoryScope& scope, const ConversationFilter& filter) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
@@ -293,9 +311,10 @@ Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(
                    "c.last_activity, "
                    "c.message_count, "
                    "s.text FROM conversations c LEFT JOIN summaries s ON s.conversation_id = c.id "
-                   "WHERE (?1 IS NULL OR c.channel = ?1) AND (?2 IS NULL OR c.sender_id = ?2) "
-                   "ORDER BY c.last_activity DESC, c.rowid DESC LIMIT ?3"));
-  stmt.bind_all(filter.channel, filter.sender_id, static_cast<std::int64_t>(filter.limit));
+                   "WHERE c.tenant = ?4 AND (?1 IS NULL OR c.channel = ?1) AND (?2 IS NULL OR "
+                   "c.sender_id = ?2) ORDER BY c.last_activity DESC, c.rowid DESC LIMIT ?3"));
+  stmt.bind_all(filter.channel, filter.sender_id, static_cast<std::int64_t>(filter.limit),
+                scope.tenant());
   std::vector<ConversationInfo> out;
   auto r = each_row(stmt, [&]() -> Result<void> {
     ConversationInfo c;
@@ -314,15 +333,17 @@ Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(
 }
 
 Result<std::vector<StoredMessage>> SqliteStore::conversation_messages(
-    const std::string& conversation_id, std::int64_t after_seq, std::size_t limit) {
+    const MemoryScope& scope, const std::string& conversation_id, std::int64_t after_seq,
+    std::size_t limit) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
           "SELECT seq, role, content, tool_calls, tool_result, provider_state, conversation_id, "
           "created_at "
-          "FROM messages WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?"));
-  stmt.bind_all(conversation_id, after_seq,
+          "FROM messages WHERE conversation_id = " SCOPED_CONVERSATION
+          " AND seq > ? ORDER BY seq LIMIT ?"));
+  stmt.bind_all(conversation_id, scope.tenant(), after_seq,
                 static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
   std::vector<StoredMessage> out;
   KERNEX_RETURN_IF_ERROR(each_row(stmt, [&]() -> Result<void> {
@@ -334,13 +355,15 @@ Result<std::vector<StoredMessage>> SqliteStore::conversation_messages(
   return out;
 }
 
-Result<void> SqliteStore::close_conversation(const std::string& conversation_id,
+Result<void> SqliteStore::close_conversation(const MemoryScope& scope,
+                                             const std::string& conversation_id,
                                              const std::optional<std::string>& summary) {
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
-        auto close, db_->prepare("UPDATE conversations SET status = 'closed' WHERE id = ?"));
-    close.bind(1, conversation_id);
+        auto close,
+        db_->prepare("UPDATE conversations SET status = 'closed' WHERE id = ? AND tenant = ?"));
+    close.bind_all(conversation_id, scope.tenant());
     KERNEX_ASSIGN_OR_RETURN(auto changed, close.run());
     if (changed == 0)
       return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
@@ -349,34 +372,40 @@ Result<void> SqliteStore::close_conversation(const std::string& conversation_id,
         auto upsert,
         db_->prepare(
             "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
-            "SELECT id, ?, message_count, datetime('now') FROM conversations WHERE id = ? "
+            "SELECT id, ?, message_count, datetime('now') FROM conversations WHERE id = ? AND "
+            "tenant = ? "
             "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
             "covered_messages = excluded.covered_messages, updated_at = excluded.updated_at"));
-    upsert.bind_all(*summary, conversation_id);
+    upsert.bind_all(*summary, conversation_id, scope.tenant());
     KERNEX_RETURN_IF_ERROR(upsert.run());
     return {};
   });
 }
 
-Result<void> SqliteStore::delete_conversation(const std::string& conversation_id) {
+Result<void> SqliteStore::delete_conversation(const MemoryScope& scope,
+                                              const std::string& conversation_id) {
   // Rows naming the conversation first (messages reference it); the FTS triggers drop the
   // recall index entries of its messages and summary with them.
   static constexpr const char* kDeletes[] = {
       "DELETE FROM messages WHERE conversation_id = ?",
       "DELETE FROM summaries WHERE conversation_id = ?",
-      "DELETE FROM token_usage WHERE conversation_id = ?",
-      "DELETE FROM audit_log WHERE conversation_id = ?",
-      "DELETE FROM conversations WHERE id = ?",
+      "DELETE FROM token_usage WHERE conversation_id = ? AND tenant = ?",
+      "DELETE FROM audit_log WHERE conversation_id = ? AND tenant = ?",
+      "DELETE FROM conversations WHERE id = ? AND tenant = ?",
   };
   std::lock_guard lock(mutex_);
   auto deleted = db_->write<void>([&]() -> Result<void> {
-    KERNEX_ASSIGN_OR_RETURN(auto exists, db_->prepare("SELECT 1 FROM conversations WHERE id = ?"));
-    exists.bind(1, conversation_id);
+    KERNEX_ASSIGN_OR_RETURN(
+        auto exists, db_->prepare("SELECT 1 FROM conversations WHERE id = ? AND tenant = ?"));
+    exists.bind_all(conversation_id, scope.tenant());
     KERNEX_ASSIGN_OR_RETURN(auto row, exists.step());
     if (!row) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
     for (const char* sql : kDeletes) {
       KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql));
       stmt.bind(1, conversation_id);
+      // Messages and summaries have no tenant of their own: the conversation was found in
+      // this scope above, and ids are unique across the store.
+      if (std::string_view(sql).ends_with("tenant = ?")) stmt.bind(2, scope.tenant());
       KERNEX_RETURN_IF_ERROR(stmt.run());
     }
     // An FTS5 delete only adds a tombstone: the words stay in the index's older segments until
@@ -395,7 +424,8 @@ Result<void> SqliteStore::delete_conversation(const std::string& conversation_id
   return {};
 }
 
-Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const ConversationKey& key,
+Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const MemoryScope& scope,
+                                                                 const ConversationKey& key,
                                                                  const std::string& exclude,
                                                                  std::size_t limit) {
   std::lock_guard lock(mutex_);
@@ -403,10 +433,11 @@ Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const Conversat
       auto stmt,
       db_->prepare(
           "SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at FROM summaries s "
-          "JOIN conversations c ON c.id = s.conversation_id WHERE c.channel = ? AND c.sender_id = "
-          "? "
-          "AND s.conversation_id != ? ORDER BY s.updated_at DESC, s.id DESC LIMIT ?"));
-  stmt.bind_all(key.channel, key.sender_id, exclude, static_cast<std::int64_t>(limit));
+          "JOIN conversations c ON c.id = s.conversation_id WHERE c.tenant = ? AND c.channel = ? "
+          "AND c.sender_id = ? AND s.conversation_id != ? ORDER BY s.updated_at DESC, s.id DESC "
+          "LIMIT ?"));
+  stmt.bind_all(scope.tenant(), key.channel, key.sender_id, exclude,
+                static_cast<std::int64_t>(limit));
   std::vector<SummaryRecord> out;
   KERNEX_RETURN_IF_ERROR(each_row(stmt, [&]() -> Result<void> {
     out.push_back(
@@ -418,7 +449,7 @@ Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const Conversat
 
 // ---- Recall ----
 
-Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
+Result<std::vector<RecallHit>> SqliteStore::recall(const MemoryScope& scope, const RecallQuery& q) {
   // kernex's rule: shorter queries match too much to be useful.
   if (q.text.size() < 3 || q.limit == 0) return std::vector<RecallHit>{};
   if (invalid_utf8_at(q.text))
@@ -440,10 +471,11 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
     KERNEX_ASSIGN_OR_RETURN(
         auto has,
         db_->prepare("SELECT EXISTS (SELECT 1 FROM conversations c JOIN messages m ON "
-                     "m.conversation_id = c.id WHERE c.sender_id = ?1 AND m.role = "
-                     "'user'), EXISTS (SELECT 1 FROM conversations c JOIN summaries s "
-                     "ON s.conversation_id = c.id WHERE c.sender_id = ?1 AND c.id != ?2)"));
-    has.bind_all(q.sender_id, q.current_conversation);
+                     "m.conversation_id = c.id WHERE c.tenant = ?3 AND c.sender_id = ?1 AND "
+                     "m.role = 'user'), EXISTS (SELECT 1 FROM conversations c JOIN summaries s "
+                     "ON s.conversation_id = c.id WHERE c.tenant = ?3 AND c.sender_id = ?1 AND "
+                     "c.id != ?2)"));
+    has.bind_all(q.sender_id, q.current_conversation, scope.tenant());
     KERNEX_ASSIGN_OR_RETURN(auto row, has.step());
     search_messages = row && has.integer(0) != 0;
     search_summaries = row && has.integer(1) != 0;
@@ -452,10 +484,12 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
   // Messages of the current conversation from `boundary` on are in the history window already.
   std::int64_t boundary = std::numeric_limits<std::int64_t>::max();
   if (search_messages && q.skip_newest > 0 && !q.current_conversation.empty()) {
-    KERNEX_ASSIGN_OR_RETURN(auto edge,
-                            db_->prepare("SELECT seq FROM messages WHERE conversation_id = ? ORDER "
-                                         "BY seq DESC LIMIT 1 OFFSET ?"));
-    edge.bind_all(q.current_conversation, static_cast<std::int64_t>(q.skip_newest - 1));
+    KERNEX_ASSIGN_OR_RETURN(
+        auto edge,
+        db_->prepare("SELECT seq FROM messages WHERE conversation_id = " SCOPED_CONVERSATION
+                     " ORDER BY seq DESC LIMIT 1 OFFSET ?"));
+    edge.bind_all(q.current_conversation, scope.tenant(),
+                  static_cast<std::int64_t>(q.skip_newest - 1));
     auto row = edge.step();
     if (!row) return std::unexpected(row.error());
     boundary = *row ? edge.integer(0) : 0;
@@ -476,7 +510,8 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
     if (search_messages) {
       static const std::string kFrom =
           " FROM messages_fts f JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = "
-          "m.conversation_id WHERE messages_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND "
+          "m.conversation_id WHERE messages_fts MATCH ?1 AND c.tenant = ?7 AND (?2 = '' OR "
+          "c.sender_id = ?2) AND "
           "(m.conversation_id != ?3 OR m.seq < ?4) AND (?5 IS NULL OR m.created_at >= ?5) ";
       static const std::string kColumns =
           "SELECT m.conversation_id, m.seq, m.content, m.created_at";
@@ -484,7 +519,8 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
           kColumns + ", 0.0" + kFrom + "ORDER BY f.rowid DESC LIMIT ?6";
       static const std::string kBest = kColumns + ", f.rank" + kFrom + "ORDER BY f.rank LIMIT ?6";
       KERNEX_ASSIGN_OR_RETURN(auto messages, db_->prepare((every_word ? kNewest : kBest).c_str()));
-      messages.bind_all(match, q.sender_id, q.current_conversation, boundary, since, limit);
+      messages.bind_all(match, q.sender_id, q.current_conversation, boundary, since, limit,
+                        scope.tenant());
       double order = 0;  // newest first: the row order is the rank
       auto r = each_row(messages, [&]() -> Result<void> {
         order += 1e-3;
@@ -504,11 +540,12 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
         db_->prepare(
             "SELECT s.conversation_id, s.text, s.updated_at, f.rank FROM summaries_fts f "
             "JOIN summaries s ON s.id = f.rowid JOIN conversations c ON c.id = s.conversation_id "
-            "WHERE summaries_fts MATCH ?1 AND (?2 = '' OR c.sender_id = ?2) AND s.conversation_id "
+            "WHERE summaries_fts MATCH ?1 AND c.tenant = ?6 AND (?2 = '' OR c.sender_id = ?2) AND "
+            "s.conversation_id "
             "!= "
             "?3 "
             "AND (?4 IS NULL OR s.updated_at >= ?4) ORDER BY f.rank LIMIT ?5"));
-    summaries.bind_all(match, q.sender_id, q.current_conversation, since, limit);
+    summaries.bind_all(match, q.sender_id, q.current_conversation, since, limit, scope.tenant());
     auto r = each_row(summaries, [&]() -> Result<void> {
       if (seen.insert({summaries.text(0), 0}).second) {
         ranked.push_back({summaries.real(3), RecallHit{"summary", summaries.text(0), 0,
@@ -541,13 +578,14 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const RecallQuery& q) {
 // ---- Facts ----
 
 Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::facts(
-    const std::string& sender_id) {
+    const MemoryScope& scope, const std::string& sender_id) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
-          "SELECT key, value FROM facts WHERE sender_id = ? AND deleted_at IS NULL ORDER BY key"));
-  stmt.bind(1, sender_id);
+          "SELECT key, value FROM facts WHERE tenant = ? AND sender_id = ? AND deleted_at IS NULL "
+          "ORDER BY key"));
+  stmt.bind_all(scope.tenant(), sender_id);
   std::vector<std::pair<std::string, std::string>> out;
   KERNEX_RETURN_IF_ERROR(each_row(stmt, [&]() -> Result<void> {
     out.emplace_back(stmt.text(0), stmt.text(1));
@@ -556,8 +594,8 @@ Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::facts(
   return out;
 }
 
-Result<void> SqliteStore::store_fact(const std::string& sender_id, const std::string& key,
-                                     const std::string& value) {
+Result<void> SqliteStore::store_fact(const MemoryScope& scope, const std::string& sender_id,
+                                     const std::string& key, const std::string& value) {
   if (key.empty()) return fail(ErrorCode::Usage, "memory-sqlite: a fact needs a key");
   if (invalid_utf8_at(key) || invalid_utf8_at(value)) {
     return fail(ErrorCode::Parse, "memory-sqlite: fact '" + key + "' is not valid UTF-8");
@@ -567,39 +605,39 @@ Result<void> SqliteStore::store_fact(const std::string& sender_id, const std::st
     // Re-storing a soft-deleted fact brings it back with the new value.
     KERNEX_ASSIGN_OR_RETURN(
         auto stmt,
-        db_->prepare("INSERT INTO facts (sender_id, key, value) VALUES (?, ?, ?) ON CONFLICT "
-                     "(sender_id, key) "
+        db_->prepare("INSERT INTO facts (tenant, sender_id, key, value) VALUES (?, ?, ?, ?) ON "
+                     "CONFLICT (tenant, sender_id, key) "
                      "DO UPDATE SET "
                      "value = excluded.value, updated_at = datetime('now'), deleted_at = NULL"));
-    stmt.bind_all(sender_id, key, value);
+    stmt.bind_all(scope.tenant(), sender_id, key, value);
     KERNEX_RETURN_IF_ERROR(stmt.run());
     return {};
   });
 }
 
-Result<std::optional<std::string>> SqliteStore::fact(const std::string& sender_id,
+Result<std::optional<std::string>> SqliteStore::fact(const MemoryScope& scope,
+                                                     const std::string& sender_id,
                                                      const std::string& key) {
   std::lock_guard lock(mutex_);
-  KERNEX_ASSIGN_OR_RETURN(
-      auto stmt,
-      db_->prepare(
-          "SELECT value FROM facts WHERE sender_id = ? AND key = ? AND deleted_at IS NULL"));
-  stmt.bind_all(sender_id, key);
+  KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare("SELECT value FROM facts WHERE tenant = ? AND "
+                                                  "sender_id = ? AND key = ? AND deleted_at IS "
+                                                  "NULL"));
+  stmt.bind_all(scope.tenant(), sender_id, key);
   KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
   if (!row) return std::optional<std::string>();
   return std::optional<std::string>(stmt.text(0));
 }
 
-Result<std::vector<Fact>> SqliteStore::fact_records(const std::optional<std::string>& sender_id,
+Result<std::vector<Fact>> SqliteStore::fact_records(const MemoryScope& scope,
+                                                    const std::optional<std::string>& sender_id,
                                                     bool include_deleted) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
-          "SELECT sender_id, key, value, updated_at, deleted_at FROM facts WHERE (?1 IS NULL OR "
-          "sender_id = ?1) "
-          "AND (?2 OR deleted_at IS NULL) ORDER BY sender_id, key"));
-  stmt.bind_all(sender_id, include_deleted ? 1 : 0);
+          "SELECT sender_id, key, value, updated_at, deleted_at FROM facts WHERE tenant = ?3 AND "
+          "(?1 IS NULL OR sender_id = ?1) AND (?2 OR deleted_at IS NULL) ORDER BY sender_id, key"));
+  stmt.bind_all(sender_id, include_deleted ? 1 : 0, scope.tenant());
   std::vector<Fact> out;
   KERNEX_RETURN_IF_ERROR(each_row(stmt, [&]() -> Result<void> {
     out.push_back({stmt.text(0), stmt.text(1), stmt.text(2), stmt.text(3), stmt.opt_text(4)});
@@ -608,27 +646,30 @@ Result<std::vector<Fact>> SqliteStore::fact_records(const std::optional<std::str
   return out;
 }
 
-Result<bool> SqliteStore::soft_delete_fact(const std::string& sender_id, const std::string& key) {
-  KERNEX_ASSIGN_OR_RETURN(auto n, soft_delete_facts(sender_id, key));
+Result<bool> SqliteStore::soft_delete_fact(const MemoryScope& scope, const std::string& sender_id,
+                                           const std::string& key) {
+  KERNEX_ASSIGN_OR_RETURN(auto n, soft_delete_facts(scope, sender_id, key));
   return n > 0;
 }
 
-Result<std::uint64_t> SqliteStore::soft_delete_facts(const std::string& sender_id,
+Result<std::uint64_t> SqliteStore::soft_delete_facts(const MemoryScope& scope,
+                                                     const std::string& sender_id,
                                                      const std::optional<std::string>& key) {
   std::lock_guard lock(mutex_);
   return db_->write<std::uint64_t>([&]() -> Result<std::uint64_t> {
     KERNEX_ASSIGN_OR_RETURN(
         auto stmt,
         db_->prepare("UPDATE facts SET deleted_at = datetime('now'), updated_at = datetime('now') "
-                     "WHERE sender_id = ?1 AND (?2 IS NULL OR key = ?2) AND deleted_at IS NULL"));
-    stmt.bind_all(sender_id, key);
+                     "WHERE tenant = ?3 AND sender_id = ?1 AND (?2 IS NULL OR key = ?2) AND "
+                     "deleted_at IS NULL"));
+    stmt.bind_all(sender_id, key, scope.tenant());
     return stmt.run();
   });
 }
 
 // ---- Audit and usage ----
 
-Result<void> SqliteStore::record_tool_call(const AuditRecord& rec) {
+Result<void> SqliteStore::record_tool_call(const MemoryScope& scope, const AuditRecord& rec) {
   if (rec.status != "ok" && rec.status != "error" && rec.status != "denied") {
     return fail(ErrorCode::Usage, "memory-sqlite: audit status must be ok, error or denied, got '" +
                                       rec.status + "'");
@@ -637,28 +678,30 @@ Result<void> SqliteStore::record_tool_call(const AuditRecord& rec) {
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
-        auto stmt, db_->prepare("INSERT INTO audit_log (created_at, conversation_id, sender_id, "
-                                "agent, tool, arguments, "
-                                "result, status, reason) "
-                                "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?)"));
+        auto stmt,
+        db_->prepare("INSERT INTO audit_log (created_at, conversation_id, sender_id, "
+                     "agent, tool, arguments, "
+                     "result, status, reason, tenant) "
+                     "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     std::optional<std::string> at =
         rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
     stmt.bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
-                  rec.status, rec.reason);
+                  rec.status, rec.reason, scope.tenant());
     KERNEX_RETURN_IF_ERROR(stmt.run());
     return {};
   });
 }
 
-Result<std::vector<AuditRecord>> SqliteStore::audit_log(std::size_t limit) {
+Result<std::vector<AuditRecord>> SqliteStore::audit_log(const MemoryScope& scope,
+                                                        std::size_t limit) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
           "SELECT created_at, conversation_id, sender_id, agent, tool, arguments, result, status, "
           "reason "
-          "FROM audit_log ORDER BY id DESC LIMIT ?"));
-  stmt.bind(1, static_cast<std::int64_t>(limit));
+          "FROM audit_log WHERE tenant = ? ORDER BY id DESC LIMIT ?"));
+  stmt.bind_all(scope.tenant(), static_cast<std::int64_t>(limit));
   std::vector<AuditRecord> out;
   auto r = each_row(stmt, [&]() -> Result<void> {
     AuditRecord a;
@@ -678,26 +721,28 @@ Result<std::vector<AuditRecord>> SqliteStore::audit_log(std::size_t limit) {
   return out;
 }
 
-Result<void> SqliteStore::insert_usage(const UsageRecord& rec) {
+Result<void> SqliteStore::insert_usage(const MemoryScope& scope, const UsageRecord& rec) {
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
           "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
           "output_tokens, "
-          "cache_read_tokens, cache_write_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+          "cache_read_tokens, cache_write_tokens, cost_usd, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, "
+          "?, "
+          "?, ?)"));
   stmt.bind_all(rec.conversation_id, rec.sender_id, rec.model, rec.provider, rec.usage.input_tokens,
                 rec.usage.output_tokens, rec.usage.cache_read_tokens, rec.usage.cache_write_tokens,
-                rec.usage.cost_usd);
+                rec.usage.cost_usd, scope.tenant());
   KERNEX_RETURN_IF_ERROR(stmt.run());
   return {};
 }
 
-Result<void> SqliteStore::record_usage(const UsageRecord& rec) {
+Result<void> SqliteStore::record_usage(const MemoryScope& scope, const UsageRecord& rec) {
   std::lock_guard lock(mutex_);
-  return db_->write<void>([&]() { return insert_usage(rec); });
+  return db_->write<void>([&]() { return insert_usage(scope, rec); });
 }
 
-Result<std::vector<UsageTotals>> SqliteStore::usage_by_day() {
+Result<std::vector<UsageTotals>> SqliteStore::usage_by_day(const MemoryScope& scope) {
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
@@ -705,7 +750,8 @@ Result<std::vector<UsageTotals>> SqliteStore::usage_by_day() {
           "SELECT substr(created_at, 1, 10) AS day, model, provider, count(*), sum(input_tokens), "
           "sum(output_tokens), "
           "sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_usd) FROM token_usage "
-          "GROUP BY day, model, provider ORDER BY day, model, provider"));
+          "WHERE tenant = ? GROUP BY day, model, provider ORDER BY day, model, provider"));
+  stmt.bind(1, scope.tenant());
   std::vector<UsageTotals> out;
   auto r = each_row(stmt, [&]() -> Result<void> {
     UsageTotals t;

@@ -65,7 +65,7 @@ Result<std::vector<Task>> SqliteStore::select_tasks(Stmt& stmt) {
   return out;
 }
 
-Result<std::string> SqliteStore::create_task(const TaskSpec& in) {
+Result<std::string> SqliteStore::create_task(const MemoryScope& scope, const TaskSpec& in) {
   TaskSpec spec = in;
   KERNEX_ASSIGN_OR_RETURN(auto due, normalize_time(spec.due_at, "task due_at"));
   spec.due_at = due;
@@ -90,12 +90,12 @@ Result<std::string> SqliteStore::create_task(const TaskSpec& in) {
       KERNEX_ASSIGN_OR_RETURN(
           auto near,
           db_->prepare(
-              "SELECT id, description, due_at = ?3 FROM scheduled_tasks WHERE sender_id = ?1 AND "
-              "status = 'pending' "
+              "SELECT id, description, due_at = ?3 FROM scheduled_tasks WHERE tenant = ?4 AND "
+              "sender_id = ?1 AND status = 'pending' "
               "AND abs(strftime('%s', ?3) - strftime('%s', due_at)) <= 1800 ORDER BY (description "
               "= "
               "?2) DESC, rowid"));
-      near.bind_all(spec.sender_id, spec.description, spec.due_at);
+      near.bind_all(spec.sender_id, spec.description, spec.due_at, scope.tenant());
       for (;;) {
         KERNEX_ASSIGN_OR_RETURN(auto row, near.step());
         if (!row) break;
@@ -110,39 +110,44 @@ Result<std::string> SqliteStore::create_task(const TaskSpec& in) {
     if (duplicate) return *duplicate;
     const std::string id = new_uuid();
     KERNEX_ASSIGN_OR_RETURN(
-        auto insert, db_->prepare("INSERT INTO scheduled_tasks (id, channel, sender_id, "
-                                  "reply_target, description, due_at, "
-                                  "repeat, task_type, "
-                                  "project, max_retries) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        auto insert,
+        db_->prepare("INSERT INTO scheduled_tasks (id, channel, sender_id, "
+                     "reply_target, description, due_at, "
+                     "repeat, task_type, "
+                     "project, max_retries, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     insert.bind_all(id, spec.channel, spec.sender_id, spec.reply_target, spec.description,
-                    spec.due_at, spec.repeat, spec.task_type, spec.project, spec.max_retries);
+                    spec.due_at, spec.repeat, spec.task_type, spec.project, spec.max_retries,
+                    scope.tenant());
     KERNEX_RETURN_IF_ERROR(insert.run());
     return id;
   });
 }
 
-Result<std::vector<Task>> SqliteStore::pending_tasks(const std::string& sender_id) {
+Result<std::vector<Task>> SqliteStore::pending_tasks(const MemoryScope& scope,
+                                                     const std::string& sender_id) {
   std::lock_guard lock(mutex_);
   static const std::string sql =
       std::string("SELECT ") + kTaskColumns +
-      " FROM scheduled_tasks WHERE sender_id = ? AND status = 'pending' ORDER BY due_at, rowid";
+      " FROM scheduled_tasks WHERE tenant = ? AND sender_id = ? AND status = 'pending' ORDER BY "
+      "due_at, rowid";
   KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
-  stmt.bind(1, sender_id);
+  stmt.bind_all(scope.tenant(), sender_id);
   return select_tasks(stmt);
 }
 
-Result<std::optional<Task>> SqliteStore::task(const std::string& id) {
+Result<std::optional<Task>> SqliteStore::task(const MemoryScope& scope, const std::string& id) {
   std::lock_guard lock(mutex_);
   static const std::string sql =
-      std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
+      std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ? AND tenant = ?";
   KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
-  stmt.bind(1, id);
+  stmt.bind_all(id, scope.tenant());
   KERNEX_ASSIGN_OR_RETURN(auto tasks, select_tasks(stmt));
   if (tasks.empty()) return std::optional<Task>();
   return std::optional<Task>(std::move(tasks.front()));
 }
 
-Result<std::vector<Task>> SqliteStore::claim_due_tasks(const std::string& worker,
+Result<std::vector<Task>> SqliteStore::claim_due_tasks(const MemoryScope& scope,
+                                                       const std::string& worker,
                                                        std::chrono::seconds lease,
                                                        std::size_t limit) {
   if (worker.empty())
@@ -154,21 +159,21 @@ Result<std::vector<Task>> SqliteStore::claim_due_tasks(const std::string& worker
       std::string(
           "UPDATE scheduled_tasks SET status = 'claimed', claimed_by = ?1, lease_until = "
           "datetime('now', ?2) "
-          "WHERE id IN (SELECT id FROM scheduled_tasks WHERE "
+          "WHERE id IN (SELECT id FROM scheduled_tasks WHERE tenant = ?4 AND ("
           "(status = 'pending' AND retry_at IS NULL AND due_at <= datetime('now')) "
           "OR (status = 'pending' AND retry_at <= datetime('now')) "
-          "OR (status = 'claimed' AND lease_until <= datetime('now')) "
+          "OR (status = 'claimed' AND lease_until <= datetime('now'))) "
           "ORDER BY coalesce(retry_at, due_at) LIMIT ?3) RETURNING ") +
       kTaskColumns;
   return db_->write<std::vector<Task>>([&]() -> Result<std::vector<Task>> {
     KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
     stmt.bind_all(worker, "+" + std::to_string(lease.count()) + " seconds",
-                  static_cast<std::int64_t>(limit));
+                  static_cast<std::int64_t>(limit), scope.tenant());
     return select_tasks(stmt);
   });
 }
 
-Result<void> SqliteStore::reschedule(const Task& t) {
+Result<void> SqliteStore::reschedule(const MemoryScope& scope, const Task& t) {
   // The next occurrence after now: a task that was overdue for days fires once, not once per
   // missed day (kernex advanced from the old due time only, so it fired again at once). Counted
   // from the scheduled occurrence (due_at), never from a retry's time: a daily 02:00 task whose
@@ -193,13 +198,23 @@ Result<void> SqliteStore::reschedule(const Task& t) {
       next = *skipped;
     }
   }
-  KERNEX_ASSIGN_OR_RETURN(auto stmt,
-                          db_->prepare("UPDATE scheduled_tasks SET due_at = ?, status = 'pending', "
-                                       "claimed_by = NULL, lease_until = NULL, retry_count = 0, "
-                                       "last_error = NULL, retry_at = NULL WHERE id = ?"));
-  stmt.bind_all(next, t.id);
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt, db_->prepare("UPDATE scheduled_tasks SET due_at = ?, status = 'pending', "
+                              "claimed_by = NULL, lease_until = NULL, retry_count = 0, "
+                              "last_error = NULL, retry_at = NULL WHERE id = ? AND tenant = ?"));
+  stmt.bind_all(next, t.id, scope.tenant());
   KERNEX_RETURN_IF_ERROR(stmt.run());
   return {};
+}
+
+Result<Task> SqliteStore::held_task(const MemoryScope& scope, const std::string& id) {
+  static const std::string sql =
+      std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ? AND tenant = ?";
+  KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
+  stmt.bind_all(id, scope.tenant());
+  KERNEX_ASSIGN_OR_RETURN(auto rows, select_tasks(stmt));
+  if (rows.empty()) return fail(ErrorCode::Memory, "memory-sqlite: no task " + id);
+  return std::move(rows.front());
 }
 
 namespace {
@@ -211,22 +226,15 @@ bool holds(const Task& t, const std::string& worker) {
 }
 }  // namespace
 
-Result<bool> SqliteStore::complete_task(const std::string& id, const std::string& worker) {
+Result<bool> SqliteStore::complete_task(const MemoryScope& scope, const std::string& id,
+                                        const std::string& worker) {
   std::lock_guard lock(mutex_);
   return db_->write<bool>([&]() -> Result<bool> {
-    static const std::string sql =
-        std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
-    std::optional<Task> t;
-    {
-      KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
-      stmt.bind(1, id);
-      KERNEX_ASSIGN_OR_RETURN(auto rows, select_tasks(stmt));
-      if (rows.empty()) return fail(ErrorCode::Memory, "memory-sqlite: no task " + id);
-      t = std::move(rows.front());
-    }
+    KERNEX_ASSIGN_OR_RETURN(auto found, held_task(scope, id));
+    std::optional<Task> t = std::move(found);
     if (!holds(*t, worker)) return false;
     if (t->spec.repeat) {
-      KERNEX_RETURN_IF_ERROR(reschedule(*t));
+      KERNEX_RETURN_IF_ERROR(reschedule(scope, *t));
       return true;
     }
     KERNEX_ASSIGN_OR_RETURN(
@@ -234,27 +242,19 @@ Result<bool> SqliteStore::complete_task(const std::string& id, const std::string
         db_->prepare(
             "UPDATE scheduled_tasks SET status = 'delivered', delivered_at = datetime('now'), "
             "claimed_by = NULL, "
-            "lease_until = NULL, retry_at = NULL WHERE id = ?"));
-    stmt.bind(1, id);
+            "lease_until = NULL, retry_at = NULL WHERE id = ? AND tenant = ?"));
+    stmt.bind_all(id, scope.tenant());
     KERNEX_RETURN_IF_ERROR(stmt.run());
     return true;
   });
 }
 
-Result<bool> SqliteStore::fail_task(const std::string& id, const std::string& worker,
-                                    const std::string& error) {
+Result<bool> SqliteStore::fail_task(const MemoryScope& scope, const std::string& id,
+                                    const std::string& worker, const std::string& error) {
   std::lock_guard lock(mutex_);
   return db_->write<bool>([&]() -> Result<bool> {
-    static const std::string sql =
-        std::string("SELECT ") + kTaskColumns + " FROM scheduled_tasks WHERE id = ?";
-    std::optional<Task> t;
-    {
-      KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
-      stmt.bind(1, id);
-      KERNEX_ASSIGN_OR_RETURN(auto rows, select_tasks(stmt));
-      if (rows.empty()) return fail(ErrorCode::Memory, "memory-sqlite: no task " + id);
-      t = std::move(rows.front());
-    }
+    KERNEX_ASSIGN_OR_RETURN(auto found, held_task(scope, id));
+    std::optional<Task> t = std::move(found);
     if (!holds(*t, worker)) {
       return fail(ErrorCode::Memory, "memory-sqlite: task " + id + " is not held by '" + worker +
                                          "' (status " + t->status + ")");
@@ -269,15 +269,16 @@ Result<bool> SqliteStore::fail_task(const std::string& id, const std::string& wo
             "UPDATE scheduled_tasks SET retry_count = ?1, last_error = ?2, claimed_by = NULL, "
             "lease_until = NULL, "
             "status = CASE WHEN ?3 THEN 'pending' ELSE 'failed' END, "
-            "retry_at = CASE WHEN ?3 THEN datetime('now', ?4) END WHERE id = ?5"));
+            "retry_at = CASE WHEN ?3 THEN datetime('now', ?4) END WHERE id = ?5 AND tenant = ?6"));
     stmt.bind_all(n, error, retry ? 1 : 0, "+" + std::to_string(backoff_seconds(n)) + " seconds",
-                  id);
+                  id, scope.tenant());
     KERNEX_RETURN_IF_ERROR(stmt.run());
     return retry;
   });
 }
 
-Result<bool> SqliteStore::cancel_task(const std::string& id_prefix, const std::string& sender_id) {
+Result<bool> SqliteStore::cancel_task(const MemoryScope& scope, const std::string& id_prefix,
+                                      const std::string& sender_id) {
   if (id_prefix.empty())
     return fail(ErrorCode::Usage, "memory-sqlite: cancelling a task needs an id or id prefix");
   std::lock_guard lock(mutex_);
@@ -287,8 +288,8 @@ Result<bool> SqliteStore::cancel_task(const std::string& id_prefix, const std::s
         auto count, scalar<std::int64_t>(*db_,
                                          "SELECT count(*) FROM scheduled_tasks WHERE substr(id, 1, "
                                          "length(?1)) = ?1 AND sender_id = ?2 AND "
-                                         "status = 'pending'",
-                                         id_prefix, sender_id));
+                                         "tenant = ?3 AND status = 'pending'",
+                                         id_prefix, sender_id, scope.tenant()));
     if (count > 1) {
       return fail(ErrorCode::Usage, "memory-sqlite: task id prefix '" + id_prefix + "' matches " +
                                         std::to_string(count) +
@@ -300,22 +301,22 @@ Result<bool> SqliteStore::cancel_task(const std::string& id_prefix, const std::s
           scalar<std::int64_t>(*db_,
                                "SELECT count(*) FROM scheduled_tasks WHERE substr(id, "
                                "1, length(?1)) = ?1 AND sender_id = ?2 AND "
-                               "status = 'cancelled'",
-                               id_prefix, sender_id));
+                               "tenant = ?3 AND status = 'cancelled'",
+                               id_prefix, sender_id, scope.tenant()));
       return cancelled > 0;  // cancelling twice is not an error
     }
     KERNEX_ASSIGN_OR_RETURN(auto stmt,
                             db_->prepare("UPDATE scheduled_tasks SET status = 'cancelled' WHERE "
                                          "substr(id, 1, length(?1)) = ?1 AND "
-                                         "sender_id = ?2 "
+                                         "sender_id = ?2 AND tenant = ?3 "
                                          "AND status = 'pending'"));
-    stmt.bind_all(id_prefix, sender_id);
+    stmt.bind_all(id_prefix, sender_id, scope.tenant());
     KERNEX_ASSIGN_OR_RETURN(auto changed, stmt.run());
     return changed > 0;
   });
 }
 
-Result<std::string> SqliteStore::record_task_run(const TaskRun& run) {
+Result<std::string> SqliteStore::record_task_run(const MemoryScope& scope, const TaskRun& run) {
   if (run.status != "completed" && run.status != "failed") {
     return fail(
         ErrorCode::Usage,
@@ -334,23 +335,25 @@ Result<std::string> SqliteStore::record_task_run(const TaskRun& run) {
         auto stmt,
         db_->prepare(
             "INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, error, "
-            "tokens) "
-            "VALUES (?, ?, ?, coalesce(?, datetime('now')), ?, ?, ?, ?)"));
-    stmt.bind_all(id, run.task_id, started, finished, run.status, run.result, run.error,
-                  run.tokens);
+            "tokens, tenant) "
+            "VALUES (?, ?, ?, coalesce(?, datetime('now')), ?, ?, ?, ?, ?)"));
+    stmt.bind_all(id, run.task_id, started, finished, run.status, run.result, run.error, run.tokens,
+                  scope.tenant());
     KERNEX_RETURN_IF_ERROR(stmt.run());
     return id;
   });
 }
 
-Result<std::vector<TaskRun>> SqliteStore::task_runs(const std::string& task_id_prefix,
+Result<std::vector<TaskRun>> SqliteStore::task_runs(const MemoryScope& scope,
+                                                    const std::string& task_id_prefix,
                                                     std::size_t limit) {
   std::lock_guard lock(mutex_);
   auto stmt = db_->prepare(
       "SELECT id, task_id, started_at, finished_at, status, result, error, tokens FROM task_runs "
-      "WHERE substr(task_id, 1, length(?1)) = ?1 ORDER BY started_at DESC, rowid DESC LIMIT ?2");
+      "WHERE tenant = ?3 AND substr(task_id, 1, length(?1)) = ?1 ORDER BY started_at DESC, rowid "
+      "DESC LIMIT ?2");
   if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind_all(task_id_prefix, static_cast<std::int64_t>(limit));
+  stmt->bind_all(task_id_prefix, static_cast<std::int64_t>(limit), scope.tenant());
   std::vector<TaskRun> out;
   for (;;) {
     KERNEX_ASSIGN_OR_RETURN(auto row, stmt->step());

@@ -68,15 +68,25 @@ ConversationKey session_conversation(Kernel& kernel, const std::string& tenant,
   return ConversationKey{"serve/" + tenant, session, kernel.config().project};
 }
 
+// The tenant's memory scope: every memory call of its runs and routes is in it, so recall, facts,
+// tasks and history never reach another tenant's rows. Tenant names are valid scope names (both
+// [A-Za-z0-9_.-]{1,64}); one that is not is refused rather than put in another scope.
+std::expected<MemoryScope, ApiError> tenant_scope(const std::string& tenant) {
+  auto scope = MemoryScope::of(tenant);
+  if (!scope) return std::unexpected(api_error(400, "invalid_tenant", scope.error().describe()));
+  return *scope;
+}
+
 // The memory conversations of a session (several when idle time started a new one), oldest first.
 std::expected<std::vector<std::string>, ApiError> session_conversations(
-    Kernel& kernel, MemoryStore& memory, const std::string& tenant, const std::string& session) {
+    Kernel& kernel, MemoryStore& memory, const MemoryScope& scope, const std::string& tenant,
+    const std::string& session) {
   const ConversationKey key = session_conversation(kernel, tenant, session);
   ConversationFilter filter;
   filter.channel = key.channel;
   filter.sender_id = key.sender_id;
   filter.limit = 100000;
-  auto conversations = memory.list_conversations(filter);
+  auto conversations = memory.list_conversations(scope, filter);
   if (!conversations)
     return std::unexpected(api_error(500, "memory_failed", conversations.error().describe()));
   std::vector<std::string> ids;
@@ -211,6 +221,8 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
   std::error_code ec;
   if (env.config->tenant_workspaces.contains(run.tenant)) fs::create_directories(workspace, ec);
   RunOptions options = run_options(env, run, req, workspace);
+  const auto scope = tenant_scope(run.tenant);
+  if (scope) options.memory_scope = *scope;
   options.sink = event_sink(run, env.observer, started);
   options.before_save = std::move(before_save);
   if (env.attach_approvals) env.attach_approvals(run, options);
@@ -218,6 +230,7 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
   const std::string sender = run.tenant + "/" + (req.sender.empty() ? req.session : req.sender);
   Result<RunResult> result = [&]() -> Result<RunResult> {
     if (!overlay) return std::unexpected(overlay.error());
+    if (!scope) return fail(ErrorCode::Usage, scope.error().message);
     try {
       return env.kernel->run(Request::from_text(sender, req.message), options);
     } catch (const std::exception& e) {
@@ -261,13 +274,14 @@ std::expected<Json, ApiError> session_history(Kernel& kernel, const std::string&
                                               std::optional<std::int64_t> before) {
   auto memory = kernel.memory();
   if (!memory) return Json{{"messages", Json::array()}};
+  KERNEX_ASSIGN_OR_RETURN(auto scope, tenant_scope(tenant));
   KERNEX_ASSIGN_OR_RETURN(auto conversations,
-                          session_conversations(kernel, *memory, tenant, session));
+                          session_conversations(kernel, *memory, scope, tenant, session));
   std::vector<StoredMessage> all;
   for (const auto& id : conversations) {
     std::int64_t after = 0;
     for (;;) {
-      auto page = memory->conversation_messages(id, after, 500);
+      auto page = memory->conversation_messages(scope, id, after, 500);
       if (!page) return std::unexpected(api_error(500, "memory_failed", page.error().describe()));
       for (auto& m : *page) {
         after = m.seq;
@@ -298,10 +312,11 @@ std::expected<void, ApiError> forget_session_data(Kernel& kernel, const ServeCon
                                                   const std::string& tenant,
                                                   const std::string& session) {
   if (auto memory = kernel.memory()) {
+    KERNEX_ASSIGN_OR_RETURN(auto scope, tenant_scope(tenant));
     KERNEX_ASSIGN_OR_RETURN(auto conversations,
-                            session_conversations(kernel, *memory, tenant, session));
+                            session_conversations(kernel, *memory, scope, tenant, session));
     for (const auto& id : conversations) {
-      if (auto r = memory->delete_conversation(id); !r) {
+      if (auto r = memory->delete_conversation(scope, id); !r) {
         return std::unexpected(api_error(500, "memory_failed", r.error().describe()));
       }
     }

@@ -24,15 +24,17 @@ std::shared_ptr<kernex::MemoryStore> open_store(kernex::PluginHost& host, const 
 }
 
 int write(kernex::MemoryStore& store, long n) {
-  auto conv = store.open_conversation({"test", "writer", ""}, std::chrono::minutes(120));
+  auto conv = store.open_conversation(kernex::MemoryScope::local(), {"test", "writer", ""},
+                                      std::chrono::minutes(120));
   if (!conv) {
     std::cerr << conv.error().describe() << '\n';
     return 2;
   }
   for (long i = 0; i < n; ++i) {
     const std::string k = std::to_string(i);
-    auto saved = store.append_messages(*conv, {kernex::ContextEntry::user("question " + k),
-                                               kernex::ContextEntry::assistant("answer " + k)});
+    auto saved = store.append_messages(kernex::MemoryScope::local(), *conv,
+                                       {kernex::ContextEntry::user("question " + k),
+                                        kernex::ContextEntry::assistant("answer " + k)});
     if (!saved) {
       std::cerr << saved.error().describe() << '\n';
       return 3;
@@ -45,7 +47,8 @@ int write(kernex::MemoryStore& store, long n) {
 
 int claim(kernex::MemoryStore& store, const std::string& worker) {
   for (;;) {
-    auto tasks = store.claim_due_tasks(worker, std::chrono::seconds(600), 1);
+    auto tasks =
+        store.claim_due_tasks(kernex::MemoryScope::local(), worker, std::chrono::seconds(600), 1);
     if (!tasks) {
       std::cerr << tasks.error().describe() << '\n';
       return 3;
@@ -57,11 +60,11 @@ int claim(kernex::MemoryStore& store, const std::string& worker) {
       run.started_at = "2026-01-01 00:00:00";
       run.status = "completed";
       run.result = worker;
-      if (auto r = store.record_task_run(run); !r) {
+      if (auto r = store.record_task_run(kernex::MemoryScope::local(), run); !r) {
         std::cerr << r.error().describe() << '\n';
         return 3;
       }
-      auto done = store.complete_task(t.id, worker);
+      auto done = store.complete_task(kernex::MemoryScope::local(), t.id, worker);
       if (!done || !*done) {
         std::cerr << "complete failed for " << t.id << '\n';
         return 3;

@@ -8,14 +8,16 @@ namespace {
 
 class MapMemory final : public kernex::MemoryStore {
  public:
-  kernex::Result<std::string> open_conversation(const kernex::ConversationKey& key,
+  kernex::Result<std::string> open_conversation(const kernex::MemoryScope& scope,
+                                                const kernex::ConversationKey& key,
                                                 std::chrono::minutes) override {
     std::lock_guard lock(mutex_);
-    std::string id = key.channel + "/" + key.sender_id + "/" + key.project;
+    std::string id = scope.tenant() + "/" + key.channel + "/" + key.sender_id + "/" + key.project;
     messages_.try_emplace(id);
     return id;
   }
-  kernex::Result<std::vector<kernex::ContextEntry>> recent_messages(const std::string& id,
+  kernex::Result<std::vector<kernex::ContextEntry>> recent_messages(const kernex::MemoryScope&,
+                                                                    const std::string& id,
                                                                     std::size_t limit) override {
     std::lock_guard lock(mutex_);
     KERNEX_ASSIGN_OR_RETURN(auto found, lookup(id));
@@ -24,7 +26,8 @@ class MapMemory final : public kernex::MemoryStore {
     return std::vector<kernex::ContextEntry>(all.begin() + static_cast<std::ptrdiff_t>(from),
                                              all.end());
   }
-  kernex::Result<std::vector<kernex::ContextEntry>> oldest_messages(const std::string& id,
+  kernex::Result<std::vector<kernex::ContextEntry>> oldest_messages(const kernex::MemoryScope&,
+                                                                    const std::string& id,
                                                                     std::size_t count) override {
     std::lock_guard lock(mutex_);
     KERNEX_ASSIGN_OR_RETURN(auto found, lookup(id));
@@ -32,12 +35,13 @@ class MapMemory final : public kernex::MemoryStore {
     return std::vector<kernex::ContextEntry>(
         all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(count, all.size())));
   }
-  kernex::Result<std::uint64_t> message_count(const std::string& id) override {
+  kernex::Result<std::uint64_t> message_count(const kernex::MemoryScope&,
+                                              const std::string& id) override {
     std::lock_guard lock(mutex_);
     KERNEX_ASSIGN_OR_RETURN(auto found, lookup(id));
     return (found)->size();
   }
-  kernex::Result<void> append_messages(const std::string& id,
+  kernex::Result<void> append_messages(const kernex::MemoryScope&, const std::string& id,
                                        const std::vector<kernex::ContextEntry>& entries) override {
     std::lock_guard lock(mutex_);
     KERNEX_ASSIGN_OR_RETURN(auto found, lookup(id));
@@ -45,19 +49,20 @@ class MapMemory final : public kernex::MemoryStore {
     return {};
   }
   kernex::Result<std::optional<kernex::StoredSummary>> compaction_summary(
-      const std::string& id) override {
+      const kernex::MemoryScope&, const std::string& id) override {
     std::lock_guard lock(mutex_);
     auto it = summaries_.find(id);
     if (it == summaries_.end()) return std::optional<kernex::StoredSummary>();
     return std::optional<kernex::StoredSummary>(it->second);
   }
-  kernex::Result<void> save_compaction_summary(const std::string& id,
+  kernex::Result<void> save_compaction_summary(const kernex::MemoryScope&, const std::string& id,
                                                const kernex::StoredSummary& summary) override {
     std::lock_guard lock(mutex_);
     summaries_[id] = summary;
     return {};
   }
-  kernex::Result<void> record_usage(const kernex::UsageRecord& record) override {
+  kernex::Result<void> record_usage(const kernex::MemoryScope&,
+                                    const kernex::UsageRecord& record) override {
     std::lock_guard lock(mutex_);
     usage_.push_back(record);
     return {};

@@ -135,6 +135,53 @@ TEST_F(ServeTenants, OneTenantNeverSeesAnothersRunsOrSessions) {
   EXPECT_EQ(request(port_, "GET", "/v1/runs/" + run, "", bearer(key_a_)).status, 200);
 }
 
+// The provider's last request (the replay provider records each one it receives).
+std::string last_request(const fs::path& record) {
+  const std::string recorded = slurp(record);
+  return recorded.substr(recorded.rfind('\n', recorded.size() - 2) + 1);
+}
+
+// Recall, facts and tasks are the tenant's: beta's session named like alpha's, asking about what
+// alpha said, gets none of alpha's words in its prompt (recall matches words, and "support" or
+// "main" sessions share words with nearly anything).
+TEST_F(ServeTenants, RecallNeverCrossesTenantsThroughSessions) {
+  auto a = request(port_, "POST", "/v1/sessions/support/messages",
+                   message_body("my card number is 4111 quokka-zebra"), bearer(key_a_));
+  ASSERT_EQ(a.status, 200) << a.describe();
+  ASSERT_THAT(last_request(record_), HasSubstr("quokka-zebra"));
+  auto b = request(port_, "POST", "/v1/sessions/support/messages",
+                   message_body("what is my card number? quokka-zebra"), bearer(key_b_));
+  ASSERT_EQ(b.status, 200) << b.describe();
+  const std::string asked = last_request(record_);
+  EXPECT_THAT(asked, HasSubstr("what is my card number"));
+  EXPECT_THAT(asked, Not(HasSubstr("4111"))) << "beta's prompt holds alpha's words: " << asked;
+  // Alpha's own session still recalls it in a later conversation turn.
+  auto again = request(port_, "POST", "/v1/sessions/support/messages",
+                       message_body("card number again"), bearer(key_a_));
+  ASSERT_EQ(again.status, 200) << again.describe();
+  EXPECT_THAT(last_request(record_), HasSubstr("4111"));
+}
+
+// The same through the OpenAI endpoint, whose `user` names the session.
+TEST_F(ServeTenants, RecallNeverCrossesTenantsThroughOpenAiUser) {
+  const auto chat = [&](const std::string& key, const std::string& text) {
+    Json body{{"model", "kernex"},
+              {"user", "support"},
+              {"messages", Json::array({{{"role", "user"}, {"content", text}}})}};
+    return request(port_, "POST", "/v1/chat/completions", body.dump(), bearer(key));
+  };
+  auto a = chat(key_a_, "my card number is 4111 quokka-zebra");
+  ASSERT_EQ(a.status, 200) << a.describe();
+  auto b = chat(key_b_, "what is my card number? quokka-zebra");
+  ASSERT_EQ(b.status, 200) << b.describe();
+  const std::string asked = last_request(record_);
+  EXPECT_THAT(asked, HasSubstr("what is my card number"));
+  EXPECT_THAT(asked, Not(HasSubstr("4111"))) << "beta's prompt holds alpha's words: " << asked;
+  auto again = chat(key_a_, "card number again");
+  ASSERT_EQ(again.status, 200) << again.describe();
+  EXPECT_THAT(last_request(record_), HasSubstr("4111"));
+}
+
 TEST_F(ServeTenants, RevokeTakesEffectOnTheRunningServer) {
   ASSERT_EQ(request(port_, "GET", "/v1/models", "", bearer(key_b_)).status, 200);
   auto rv = w_.keys_in(keys_file(), {"revoke", "beta"});

@@ -78,7 +78,8 @@ class KernelCancel : public ::testing::Test {
         host.create_memory("sqlite", Json{{"path", (dir / "kdata" / "memory.db").string()}})
             .value();
     std::vector<ContextEntry> out;
-    auto messages = store->conversation_messages(conversation_id, 0, 100).value();
+    auto messages =
+        store->conversation_messages(kernex::MemoryScope::local(), conversation_id, 0, 100).value();
     for (auto& m : messages) out.push_back(m.entry);
     return out;
   }
@@ -183,7 +184,8 @@ TEST_F(KernelCancel, StopBetweenToolCallsSkipsTheRestAndTheNextModelCall) {
   EXPECT_EQ(messages[3].tool_result->content, "Tool call not run: the run was cancelled");
   auto store =
       host.create_memory("sqlite", Json{{"path", (dir / "kdata" / "memory.db").string()}}).value();
-  EXPECT_EQ(store->usage_by_day().value().at(0).usage.input_tokens, 10u);
+  EXPECT_EQ(store->usage_by_day(kernex::MemoryScope::local()).value().at(0).usage.input_tokens,
+            10u);
 }
 
 TEST_F(KernelCancel, StopDuringTheLastToolEndsTheRunBeforeTheNextModelCall) {

@@ -120,7 +120,8 @@ TEST_F(KernelRunOptions, ConversationKeyChoosesTheConversation) {
   EXPECT_EQ(request(2)["messages"].size(), 1u);
 
   auto listed = store()
-                    ->list_conversations(ConversationFilter{std::string("serve"), std::nullopt, 10})
+                    ->list_conversations(kernex::MemoryScope::local(),
+                                         ConversationFilter{std::string("serve"), std::nullopt, 10})
                     .value();
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].key.sender_id, "tenant-1:session-1");
@@ -145,9 +146,10 @@ TEST_F(KernelRunOptions, HistoryIsTheWholeHistoryAndMemoryIsLeftAlone) {
   EXPECT_EQ(messages[2]["content"], "what is 6*7");
 
   auto s = store();
-  EXPECT_TRUE(s->list_conversations(ConversationFilter{}).value().empty());
-  EXPECT_TRUE(s->usage_by_day().value().empty());
-  EXPECT_TRUE(s->audit_log(10).value().empty());
+  EXPECT_TRUE(
+      s->list_conversations(kernex::MemoryScope::local(), ConversationFilter{}).value().empty());
+  EXPECT_TRUE(s->usage_by_day(kernex::MemoryScope::local()).value().empty());
+  EXPECT_TRUE(s->audit_log(kernex::MemoryScope::local(), 10).value().empty());
 }
 
 TEST_F(KernelRunOptions, ExtraPromptFollowsTheKernelsAndTheRunsSources) {
@@ -248,7 +250,8 @@ TEST_F(KernelRunOptions, EightConcurrentRunsKeepTheirOwnConversations) {
     ASSERT_EQ(r->tool_calls.size(), 1u);
     EXPECT_EQ(Json::parse(r->tool_calls[0].result.content)["words"], i + 1);
     conversations.insert(r->conversation_id);
-    auto messages = s->conversation_messages(r->conversation_id, 0, 10).value();
+    auto messages =
+        s->conversation_messages(kernex::MemoryScope::local(), r->conversation_id, 0, 10).value();
     ASSERT_EQ(messages.size(), 4u) << i;
     EXPECT_EQ(messages[0].entry.content, "question " + std::to_string(i));
     EXPECT_EQ(messages[1].entry.tool_calls.at(0).name, "word_count");
@@ -256,9 +259,10 @@ TEST_F(KernelRunOptions, EightConcurrentRunsKeepTheirOwnConversations) {
     EXPECT_EQ(messages[3].entry.content, "answer " + std::to_string(i));
   }
   EXPECT_EQ(conversations.size(), static_cast<std::size_t>(kRuns));
-  EXPECT_EQ(s->audit_log(100).value().size(), static_cast<std::size_t>(kRuns));
+  EXPECT_EQ(s->audit_log(kernex::MemoryScope::local(), 100).value().size(),
+            static_cast<std::size_t>(kRuns));
   std::uint64_t requests = 0;
-  const auto days = s->usage_by_day().value();
+  const auto days = s->usage_by_day(kernex::MemoryScope::local()).value();
   for (const auto& day : days) requests += day.requests;
   EXPECT_EQ(requests, static_cast<std::uint64_t>(kRuns));
 }

@@ -87,7 +87,8 @@ class MemoryConformance : public ::testing::TestWithParam<std::string> {
 
   std::string conversation(MemoryStore& s, const std::string& sender = "alice",
                            const std::string& project = "") {
-    auto id = s.open_conversation({"cli", sender, project}, std::chrono::minutes(120));
+    auto id = s.open_conversation(kernex::MemoryScope::local(), {"cli", sender, project},
+                                  std::chrono::minutes(120));
     EXPECT_TRUE(id) << id.error().describe();
     return id.value_or("");
   }
@@ -121,18 +122,19 @@ INSTANTIATE_TEST_SUITE_P(Stores, MemoryConformance, ::testing::Values("sqlite", 
 
 TEST_P(MemoryConformance, ReopeningKeepsDataAndMigratesOnce) {
   const std::string conv = conversation();
-  ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("kept")}));
+  ASSERT_TRUE(
+      store->append_messages(kernex::MemoryScope::local(), conv, {ContextEntry::user("kept")}));
   store.reset();
   auto again = reopen();
   ASSERT_TRUE(again);
-  auto recent = again->recent_messages(conv, 10);
+  auto recent = again->recent_messages(kernex::MemoryScope::local(), conv, 10);
   ASSERT_TRUE(recent) << recent.error().describe();
   ASSERT_EQ(recent->size(), 1u);
   EXPECT_EQ((*recent)[0].content, "kept");
   // A third handle opened while the second is open migrates nothing twice either.
   auto third = reopen();
   ASSERT_TRUE(third);
-  EXPECT_EQ(third->message_count(conv).value_or(0), 1u);
+  EXPECT_EQ(third->message_count(kernex::MemoryScope::local(), conv).value_or(0), 1u);
 }
 
 // ---- Conversations and history ----
@@ -140,7 +142,8 @@ TEST_P(MemoryConformance, ReopeningKeepsDataAndMigratesOnce) {
 TEST_P(MemoryConformance, ConversationReusedUntilIdle) {
   const std::string a = conversation();
   EXPECT_EQ(conversation(), a);
-  auto fresh = store->open_conversation({"cli", "alice", ""}, std::chrono::minutes(0));
+  auto fresh = store->open_conversation(kernex::MemoryScope::local(), {"cli", "alice", ""},
+                                        std::chrono::minutes(0));
   ASSERT_TRUE(fresh);
   EXPECT_NE(*fresh, a);
   // The newest active conversation is the one reused.
@@ -151,13 +154,13 @@ TEST_P(MemoryConformance, ConversationsIsolatedByChannelSenderAndProject) {
   const std::string a = conversation("alice", "");
   EXPECT_NE(conversation("alice", "trader"), a);
   EXPECT_NE(conversation("bob", ""), a);
-  auto other_channel =
-      store->open_conversation({"telegram", "alice", ""}, std::chrono::minutes(120));
+  auto other_channel = store->open_conversation(
+      kernex::MemoryScope::local(), {"telegram", "alice", ""}, std::chrono::minutes(120));
   ASSERT_TRUE(other_channel);
   EXPECT_NE(*other_channel, a);
   // Closing one project's conversation leaves the other's.
   const std::string trader = conversation("alice", "trader");
-  ASSERT_TRUE(store->close_conversation(a, std::nullopt));
+  ASSERT_TRUE(store->close_conversation(kernex::MemoryScope::local(), a, std::nullopt));
   EXPECT_NE(conversation("alice", ""), a);
   EXPECT_EQ(conversation("alice", "trader"), trader);
 }
@@ -169,24 +172,27 @@ TEST_P(MemoryConformance, MessagesKeepInsertionOrderWithinOneSecond) {
   for (int i = 0; i < 60; ++i) {
     std::vector<ContextEntry> exchange{ContextEntry::user("u" + std::to_string(i)),
                                        ContextEntry::assistant("a" + std::to_string(i))};
-    ASSERT_TRUE(store->append_messages(conv, exchange));
+    ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), conv, exchange));
     all.insert(all.end(), exchange.begin(), exchange.end());
   }
-  auto recent = store->recent_messages(conv, 10);
+  auto recent = store->recent_messages(kernex::MemoryScope::local(), conv, 10);
   ASSERT_TRUE(recent);
   EXPECT_EQ(*recent, std::vector<ContextEntry>(all.end() - 10, all.end()));
-  auto oldest = store->oldest_messages(conv, 4);
+  auto oldest = store->oldest_messages(kernex::MemoryScope::local(), conv, 4);
   ASSERT_TRUE(oldest);
   EXPECT_EQ(*oldest, std::vector<ContextEntry>(all.begin(), all.begin() + 4));
-  EXPECT_EQ(store->message_count(conv).value_or(0), 120u);
-  EXPECT_EQ(store->recent_messages(conv, 1000).value(), all);
-  EXPECT_TRUE(store->recent_messages(conv, 0).value().empty());
+  EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value_or(0), 120u);
+  EXPECT_EQ(store->recent_messages(kernex::MemoryScope::local(), conv, 1000).value(), all);
+  EXPECT_TRUE(store->recent_messages(kernex::MemoryScope::local(), conv, 0).value().empty());
   // Interleaved conversations do not mix.
   const std::string other = conversation("bob");
-  ASSERT_TRUE(store->append_messages(other, {ContextEntry::user("bob's")}));
-  ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("last")}));
-  EXPECT_EQ(store->recent_messages(conv, 1).value().at(0).content, "last");
-  EXPECT_EQ(store->recent_messages(other, 10).value().size(), 1u);
+  ASSERT_TRUE(
+      store->append_messages(kernex::MemoryScope::local(), other, {ContextEntry::user("bob's")}));
+  ASSERT_TRUE(
+      store->append_messages(kernex::MemoryScope::local(), conv, {ContextEntry::user("last")}));
+  EXPECT_EQ(store->recent_messages(kernex::MemoryScope::local(), conv, 1).value().at(0).content,
+            "last");
+  EXPECT_EQ(store->recent_messages(kernex::MemoryScope::local(), other, 10).value().size(), 1u);
 }
 
 TEST_P(MemoryConformance, ToolTurnsAndProviderStateRoundTrip) {
@@ -202,8 +208,8 @@ TEST_P(MemoryConformance, ToolTurnsAndProviderStateRoundTrip) {
                                      ContextEntry::tool(ToolResult{"c1", "word_count", "2", false}),
                                      ContextEntry::tool(ToolResult{"c2", "calculate", "no", true}),
                                      ContextEntry::assistant("two words")};
-  ASSERT_TRUE(store->append_messages(conv, exchange));
-  auto back = store->recent_messages(conv, 10);
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), conv, exchange));
+  auto back = store->recent_messages(kernex::MemoryScope::local(), conv, 10);
   ASSERT_TRUE(back);
   EXPECT_EQ(*back, exchange);
 }
@@ -217,8 +223,8 @@ TEST_P(MemoryConformance, HostileContentRoundTripsExactly) {
         std::string(100000, 'x'), std::string("line\nbreak\r\n\ttab")}) {
     exchange.push_back(ContextEntry::user(text));
   }
-  ASSERT_TRUE(store->append_messages(conv, exchange));
-  EXPECT_EQ(store->recent_messages(conv, 10).value(), exchange);
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), conv, exchange));
+  EXPECT_EQ(store->recent_messages(kernex::MemoryScope::local(), conv, 10).value(), exchange);
 }
 
 // A NUL byte is valid UTF-8 and valid JSON (\u0000). In message text the stores differ,
@@ -228,42 +234,47 @@ TEST_P(MemoryConformance, HostileContentRoundTripsExactly) {
 TEST_P(MemoryConformance, NulBytesAreKeptOrRefusedNeverTruncated) {
   const std::string conv = conversation();
   const std::string nul("before\0after", 12);
-  const auto saved =
-      store->append_messages(conv, {ContextEntry::user("ok"), ContextEntry::user(nul)});
+  const auto saved = store->append_messages(kernex::MemoryScope::local(), conv,
+                                            {ContextEntry::user("ok"), ContextEntry::user(nul)});
   if (is("sqlite")) {
     ASSERT_TRUE(saved) << saved.error().describe();
-    EXPECT_EQ(store->recent_messages(conv, 1).value().at(0).content, nul);
+    EXPECT_EQ(store->recent_messages(kernex::MemoryScope::local(), conv, 1).value().at(0).content,
+              nul);
   } else {
     ASSERT_FALSE(saved);
     EXPECT_EQ(saved.error().code, ErrorCode::Parse);
     EXPECT_THAT(saved.error().describe(), HasSubstr("NUL"));
-    EXPECT_EQ(store->message_count(conv).value(), 0u);
+    EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value(), 0u);
   }
   ContextEntry call = ContextEntry::assistant("");
   call.tool_calls = {ToolCall{"c1", "echo", Json{{"text", nul}}}};
-  ASSERT_TRUE(store->append_messages(conv, {call}));
-  EXPECT_EQ(store->recent_messages(conv, 1).value().at(0), call);
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), conv, {call}));
+  EXPECT_EQ(store->recent_messages(kernex::MemoryScope::local(), conv, 1).value().at(0), call);
 }
 
 TEST_P(MemoryConformance, AppendToUnknownConversationFailsAndSavesNothing) {
-  auto r = store->append_messages("no-such-id", {ContextEntry::user("x")});
+  auto r =
+      store->append_messages(kernex::MemoryScope::local(), "no-such-id", {ContextEntry::user("x")});
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().describe(), HasSubstr("no conversation no-such-id"));
-  EXPECT_FALSE(store->message_count("no-such-id"));
-  EXPECT_TRUE(store->recent_messages("no-such-id", 10).value().empty());
+  EXPECT_FALSE(store->message_count(kernex::MemoryScope::local(), "no-such-id"));
+  EXPECT_TRUE(
+      store->recent_messages(kernex::MemoryScope::local(), "no-such-id", 10).value().empty());
 }
 
 TEST_P(MemoryConformance, AppendIsAllOrNothing) {
   const std::string conv = conversation();
-  ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("first")}));
+  ASSERT_TRUE(
+      store->append_messages(kernex::MemoryScope::local(), conv, {ContextEntry::user("first")}));
   auto bad = store->append_messages(
-      conv, {ContextEntry::user("fine"), ContextEntry::assistant("bad \xff byte")});
+      kernex::MemoryScope::local(), conv,
+      {ContextEntry::user("fine"), ContextEntry::assistant("bad \xff byte")});
   ASSERT_FALSE(bad);
-  EXPECT_EQ(store->message_count(conv).value(), 1u);
-  EXPECT_EQ(store->recent_messages(conv, 10).value().size(), 1u);
+  EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value(), 1u);
+  EXPECT_EQ(store->recent_messages(kernex::MemoryScope::local(), conv, 10).value().size(), 1u);
   // An empty exchange is a no-op.
-  ASSERT_TRUE(store->append_messages(conv, {}));
-  EXPECT_EQ(store->message_count(conv).value(), 1u);
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), conv, {}));
+  EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value(), 1u);
 }
 
 // save_exchange: a turn's messages and its usage row, both or neither.
@@ -278,9 +289,9 @@ TEST_P(MemoryConformance, SaveExchangeKeepsMessagesAndUsageTogether) {
        ContextEntry::tool(ToolResult{"call_1", "lookup", "42", false}),
        ContextEntry::assistant("It is 42.")},
       UsageRecord{conv, "alice", "gpt-4o-mini", "openai", Usage{70, 13, 0, 0, 0}}};
-  ASSERT_TRUE(store->save_exchange(record));
-  EXPECT_EQ(store->message_count(conv).value(), 4u);
-  auto history = store->recent_messages(conv, 10).value();
+  ASSERT_TRUE(store->save_exchange(kernex::MemoryScope::local(), record));
+  EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value(), 4u);
+  auto history = store->recent_messages(kernex::MemoryScope::local(), conv, 10).value();
   ASSERT_EQ(history.size(), 4u);
   EXPECT_EQ(history[0].content, "What is the answer?");
   ASSERT_EQ(history[1].tool_calls.size(), 1u);
@@ -288,14 +299,15 @@ TEST_P(MemoryConformance, SaveExchangeKeepsMessagesAndUsageTogether) {
   ASSERT_TRUE(history[2].tool_result);
   EXPECT_EQ(history[2].tool_result->content, "42");
   EXPECT_EQ(history[3].content, "It is 42.");
-  auto usage = store->usage_by_day().value();
+  auto usage = store->usage_by_day(kernex::MemoryScope::local()).value();
   ASSERT_EQ(usage.size(), 1u);
   EXPECT_EQ(usage[0].requests, 1u);
   EXPECT_EQ(usage[0].usage.input_tokens, 70u);
   // Without a usage row, only the messages.
-  ASSERT_TRUE(store->save_exchange({conv, {ContextEntry::user("again")}, std::nullopt}));
-  EXPECT_EQ(store->message_count(conv).value(), 5u);
-  EXPECT_EQ(store->usage_by_day().value()[0].requests, 1u);
+  ASSERT_TRUE(store->save_exchange(kernex::MemoryScope::local(),
+                                   {conv, {ContextEntry::user("again")}, std::nullopt}));
+  EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value(), 5u);
+  EXPECT_EQ(store->usage_by_day(kernex::MemoryScope::local()).value()[0].requests, 1u);
 }
 
 TEST_P(MemoryConformance, SaveExchangeIsAllOrNothing) {
@@ -303,37 +315,40 @@ TEST_P(MemoryConformance, SaveExchangeIsAllOrNothing) {
   const UsageRecord usage{conv, "alice", "m", "p", Usage{1, 1, 0, 0, 0}};
   // A bad message: neither the messages nor the usage row.
   auto bad = store->save_exchange(
+      kernex::MemoryScope::local(),
       {conv, {ContextEntry::user("fine"), ContextEntry::assistant("bad \xff byte")}, usage});
   ASSERT_FALSE(bad);
-  EXPECT_EQ(store->message_count(conv).value(), 0u);
-  EXPECT_TRUE(store->recent_messages(conv, 10).value().empty());
-  EXPECT_TRUE(store->usage_by_day().value().empty());
+  EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value(), 0u);
+  EXPECT_TRUE(store->recent_messages(kernex::MemoryScope::local(), conv, 10).value().empty());
+  EXPECT_TRUE(store->usage_by_day(kernex::MemoryScope::local()).value().empty());
   // An unknown conversation: the same.
-  auto unknown = store->save_exchange({"no-such-id", {ContextEntry::user("x")}, usage});
+  auto unknown = store->save_exchange(kernex::MemoryScope::local(),
+                                      {"no-such-id", {ContextEntry::user("x")}, usage});
   ASSERT_FALSE(unknown);
   EXPECT_THAT(unknown.error().describe(), HasSubstr("no conversation no-such-id"));
-  EXPECT_TRUE(store->usage_by_day().value().empty());
+  EXPECT_TRUE(store->usage_by_day(kernex::MemoryScope::local()).value().empty());
 }
 
 TEST_P(MemoryConformance, CompactionSummaryStoredAndReplaced) {
   const std::string conv = conversation();
-  EXPECT_FALSE(store->compaction_summary(conv).value());
-  ASSERT_TRUE(store->save_compaction_summary(conv, {"first", 4}));
-  ASSERT_TRUE(store->save_compaction_summary(conv, {"second", 6}));
-  auto s = store->compaction_summary(conv);
+  EXPECT_FALSE(store->compaction_summary(kernex::MemoryScope::local(), conv).value());
+  ASSERT_TRUE(store->save_compaction_summary(kernex::MemoryScope::local(), conv, {"first", 4}));
+  ASSERT_TRUE(store->save_compaction_summary(kernex::MemoryScope::local(), conv, {"second", 6}));
+  auto s = store->compaction_summary(kernex::MemoryScope::local(), conv);
   ASSERT_TRUE(s && *s);
   EXPECT_EQ((*s)->text, "second");
   EXPECT_EQ((*s)->covered_messages, 6u);
-  EXPECT_FALSE(store->save_compaction_summary(conv, {"bad \xc3", 1}));
-  EXPECT_EQ(store->compaction_summary(conv).value()->text, "second");
+  EXPECT_FALSE(store->save_compaction_summary(kernex::MemoryScope::local(), conv, {"bad \xc3", 1}));
+  EXPECT_EQ(store->compaction_summary(kernex::MemoryScope::local(), conv).value()->text, "second");
 }
 
 TEST_P(MemoryConformance, HistoryListsConversationsAndMessages) {
   const std::string conv = conversation();
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), conv,
+                                     {ContextEntry::user("q"), ContextEntry::assistant("a")}));
   ASSERT_TRUE(
-      store->append_messages(conv, {ContextEntry::user("q"), ContextEntry::assistant("a")}));
-  ASSERT_TRUE(store->close_conversation(conv, std::string("talked about q")));
-  auto list = store->list_conversations({});
+      store->close_conversation(kernex::MemoryScope::local(), conv, std::string("talked about q")));
+  auto list = store->list_conversations(kernex::MemoryScope::local(), {});
   ASSERT_TRUE(list);
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].id, conv);
@@ -344,39 +359,52 @@ TEST_P(MemoryConformance, HistoryListsConversationsAndMessages) {
   EXPECT_EQ((*list)[0].message_count, 2u);
   EXPECT_EQ((*list)[0].started_at.size(), 19u);
   EXPECT_GE((*list)[0].last_activity, (*list)[0].started_at);
-  auto messages = store->conversation_messages(conv, 0, 10);
+  auto messages = store->conversation_messages(kernex::MemoryScope::local(), conv, 0, 10);
   ASSERT_TRUE(messages);
   ASSERT_EQ(messages->size(), 2u);
   EXPECT_LT((*messages)[0].seq, (*messages)[1].seq);
   EXPECT_EQ((*messages)[0].conversation_id, conv);
   EXPECT_EQ((*messages)[0].entry.content, "q");
   EXPECT_EQ((*messages)[1].created_at.substr(0, 10), now_plus(0).substr(0, 10));
-  auto after = store->conversation_messages(conv, (*messages)[0].seq, 10);
+  auto after =
+      store->conversation_messages(kernex::MemoryScope::local(), conv, (*messages)[0].seq, 10);
   ASSERT_EQ(after.value().size(), 1u);
-  EXPECT_EQ(store->conversation_messages(conv, 0, 1).value().size(), 1u);
+  EXPECT_EQ(store->conversation_messages(kernex::MemoryScope::local(), conv, 0, 1).value().size(),
+            1u);
   // The closed conversation's summary is offered to the next one.
   const std::string next = conversation();
-  auto summaries = store->recent_summaries({"cli", "alice", ""}, next, 3);
+  auto summaries =
+      store->recent_summaries(kernex::MemoryScope::local(), {"cli", "alice", ""}, next, 3);
   ASSERT_TRUE(summaries);
   ASSERT_EQ(summaries->size(), 1u);
   EXPECT_EQ((*summaries)[0].text, "talked about q");
   EXPECT_EQ((*summaries)[0].conversation_id, conv);
   EXPECT_EQ((*summaries)[0].covered_messages, 2u);
-  EXPECT_TRUE(store->recent_summaries({"cli", "alice", ""}, conv, 3).value().empty());  // excluded
-  EXPECT_TRUE(store->recent_summaries({"telegram", "alice", ""}, next, 3).value().empty());
-  EXPECT_TRUE(store->recent_summaries({"cli", "bob", ""}, next, 3).value().empty());
-  EXPECT_FALSE(store->close_conversation("no-such-id", std::nullopt));
+  EXPECT_TRUE(store->recent_summaries(kernex::MemoryScope::local(), {"cli", "alice", ""}, conv, 3)
+                  .value()
+                  .empty());  // excluded
+  EXPECT_TRUE(
+      store->recent_summaries(kernex::MemoryScope::local(), {"telegram", "alice", ""}, next, 3)
+          .value()
+          .empty());
+  EXPECT_TRUE(store->recent_summaries(kernex::MemoryScope::local(), {"cli", "bob", ""}, next, 3)
+                  .value()
+                  .empty());
+  EXPECT_FALSE(store->close_conversation(kernex::MemoryScope::local(), "no-such-id", std::nullopt));
 }
 
 TEST_P(MemoryConformance, ListConversationsFiltersNewestFirstAndLimits) {
   const std::string a = conversation("alice");
   const std::string b = conversation("bob");
-  auto tg = store->open_conversation({"telegram", "alice", ""}, std::chrono::minutes(120)).value();
+  auto tg = store
+                ->open_conversation(kernex::MemoryScope::local(), {"telegram", "alice", ""},
+                                    std::chrono::minutes(120))
+                .value();
   // Activity decides the order, so touching `a` last puts it first (whatever the clock says).
-  ASSERT_TRUE(store->append_messages(b, {ContextEntry::user("b")}));
-  ASSERT_TRUE(store->append_messages(tg, {ContextEntry::user("t")}));
-  ASSERT_TRUE(store->append_messages(a, {ContextEntry::user("a")}));
-  auto all = store->list_conversations({}).value();
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), b, {ContextEntry::user("b")}));
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), tg, {ContextEntry::user("t")}));
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), a, {ContextEntry::user("a")}));
+  auto all = store->list_conversations(kernex::MemoryScope::local(), {}).value();
   ASSERT_EQ(all.size(), 3u);
   std::set<std::string> ids;
   for (const auto& c : all) ids.insert(c.id);
@@ -385,42 +413,48 @@ TEST_P(MemoryConformance, ListConversationsFiltersNewestFirstAndLimits) {
     EXPECT_GE(all[i - 1].last_activity, all[i].last_activity);
   ConversationFilter by_sender;
   by_sender.sender_id = "alice";
-  auto alices = store->list_conversations(by_sender).value();
+  auto alices = store->list_conversations(kernex::MemoryScope::local(), by_sender).value();
   ASSERT_EQ(alices.size(), 2u);
   for (const auto& c : alices) EXPECT_EQ(c.key.sender_id, "alice");
   ConversationFilter by_channel;
   by_channel.channel = "telegram";
-  auto telegram = store->list_conversations(by_channel).value();
+  auto telegram = store->list_conversations(kernex::MemoryScope::local(), by_channel).value();
   ASSERT_EQ(telegram.size(), 1u);
   EXPECT_EQ(telegram[0].id, tg);
   EXPECT_FALSE(telegram[0].summary);
   EXPECT_EQ(telegram[0].status, "active");
   ConversationFilter one;
   one.limit = 1;
-  EXPECT_EQ(store->list_conversations(one).value().size(), 1u);
+  EXPECT_EQ(store->list_conversations(kernex::MemoryScope::local(), one).value().size(), 1u);
 }
 
 TEST_P(MemoryConformance, DeleteConversationForgetsItsMessagesSummaryAndUsage) {
   const std::string gone = conversation();
   const std::string kept = conversation("bob");
-  ASSERT_TRUE(store->append_messages(gone, {ContextEntry::user("forget the zanzibar plan")}));
-  ASSERT_TRUE(store->append_messages(kept, {ContextEntry::user("keep the zanzibar plan")}));
-  ASSERT_TRUE(store->save_compaction_summary(gone, {"zanzibar summary", 1}));
-  ASSERT_TRUE(store->record_usage({gone, "alice", "m", "p", Usage{1, 1, 0, 0, 0}}));
-  ASSERT_TRUE(store->record_usage({kept, "bob", "m", "p", Usage{2, 2, 0, 0, 0}}));
-  ASSERT_TRUE(store->delete_conversation(gone));
-  EXPECT_FALSE(store->message_count(gone));
-  EXPECT_TRUE(store->conversation_messages(gone, 0, 10).value().empty());
-  EXPECT_FALSE(store->compaction_summary(gone).value());
-  auto hits = store->recall(query("zanzibar plan", ""));
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), gone,
+                                     {ContextEntry::user("forget the zanzibar plan")}));
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), kept,
+                                     {ContextEntry::user("keep the zanzibar plan")}));
+  ASSERT_TRUE(
+      store->save_compaction_summary(kernex::MemoryScope::local(), gone, {"zanzibar summary", 1}));
+  ASSERT_TRUE(store->record_usage(kernex::MemoryScope::local(),
+                                  {gone, "alice", "m", "p", Usage{1, 1, 0, 0, 0}}));
+  ASSERT_TRUE(store->record_usage(kernex::MemoryScope::local(),
+                                  {kept, "bob", "m", "p", Usage{2, 2, 0, 0, 0}}));
+  ASSERT_TRUE(store->delete_conversation(kernex::MemoryScope::local(), gone));
+  EXPECT_FALSE(store->message_count(kernex::MemoryScope::local(), gone));
+  EXPECT_TRUE(
+      store->conversation_messages(kernex::MemoryScope::local(), gone, 0, 10).value().empty());
+  EXPECT_FALSE(store->compaction_summary(kernex::MemoryScope::local(), gone).value());
+  auto hits = store->recall(kernex::MemoryScope::local(), query("zanzibar plan", ""));
   ASSERT_TRUE(hits);
   ASSERT_EQ(hits->size(), 1u);  // neither the message nor the summary is recalled any more
   EXPECT_EQ((*hits)[0].conversation_id, kept);
-  auto usage = store->usage_by_day().value();
+  auto usage = store->usage_by_day(kernex::MemoryScope::local()).value();
   ASSERT_EQ(usage.size(), 1u);
   EXPECT_EQ(usage[0].usage.input_tokens, 2u);
-  EXPECT_EQ(store->list_conversations({}).value().size(), 1u);
-  EXPECT_FALSE(store->delete_conversation(gone));  // already gone
+  EXPECT_EQ(store->list_conversations(kernex::MemoryScope::local(), {}).value().size(), 1u);
+  EXPECT_FALSE(store->delete_conversation(kernex::MemoryScope::local(), gone));  // already gone
   // The sender starts over with a new conversation.
   EXPECT_NE(conversation(), gone);
 }
@@ -433,29 +467,33 @@ TEST_P(MemoryConformance, DeleteConversationForgetsItsMessagesSummaryAndUsage) {
 // from inside that very conversation.
 TEST_P(MemoryConformance, RecallFindsSummariesOfASenderWithoutMessages) {
   const std::string old_conv = conversation("carol");
-  ASSERT_TRUE(store->close_conversation(old_conv, std::string("Sent the ACME invoice twice")));
+  ASSERT_TRUE(store->close_conversation(kernex::MemoryScope::local(), old_conv,
+                                        std::string("Sent the ACME invoice twice")));
   const std::string now_conv = conversation("carol");
   ASSERT_NE(now_conv, old_conv);
   RecallQuery q = query("ACME invoice", "carol");
   q.current_conversation = now_conv;
-  auto hits = store->recall(q);
+  auto hits = store->recall(kernex::MemoryScope::local(), q);
   ASSERT_TRUE(hits) << hits.error().describe();
   ASSERT_EQ(hits->size(), 1u);
   EXPECT_EQ((*hits)[0].source, "summary");
   EXPECT_EQ((*hits)[0].conversation_id, old_conv);
   q.current_conversation = old_conv;
-  EXPECT_TRUE(store->recall(q).value().empty());
-  EXPECT_TRUE(store->recall(query("ACME invoice", "dave")).value().empty());
+  EXPECT_TRUE(store->recall(kernex::MemoryScope::local(), q).value().empty());
+  EXPECT_TRUE(
+      store->recall(kernex::MemoryScope::local(), query("ACME invoice", "dave")).value().empty());
 }
 
 TEST_P(MemoryConformance, RecallIsScopedToTheSenderEitherWay) {
   const std::string alice = conversation();
-  ASSERT_TRUE(store->append_messages(alice, {ContextEntry::user("the deploy failed on friday"),
-                                             ContextEntry::assistant("the deploy failed, sorry")}));
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), alice,
+                                     {ContextEntry::user("the deploy failed on friday"),
+                                      ContextEntry::assistant("the deploy failed, sorry")}));
   const std::string bob = conversation("bob");
-  ASSERT_TRUE(store->append_messages(bob, {ContextEntry::user("my deploy failed twice"),
-                                           ContextEntry::user("nothing to do with it")}));
-  auto mine = store->recall(query("deploy failed"));
+  ASSERT_TRUE(store->append_messages(
+      kernex::MemoryScope::local(), bob,
+      {ContextEntry::user("my deploy failed twice"), ContextEntry::user("nothing to do with it")}));
+  auto mine = store->recall(kernex::MemoryScope::local(), query("deploy failed"));
   ASSERT_TRUE(mine) << mine.error().describe();
   ASSERT_EQ(mine->size(), 1u);
   EXPECT_EQ((*mine)[0].text, "the deploy failed on friday");
@@ -463,12 +501,13 @@ TEST_P(MemoryConformance, RecallIsScopedToTheSenderEitherWay) {
   EXPECT_EQ((*mine)[0].conversation_id, alice);
   EXPECT_GT((*mine)[0].seq, 0);
   EXPECT_EQ((*mine)[0].created_at.size(), 19u);
-  auto everyone = store->recall(query("deploy failed", ""));
+  auto everyone = store->recall(kernex::MemoryScope::local(), query("deploy failed", ""));
   ASSERT_TRUE(everyone);
   EXPECT_EQ(everyone->size(), 2u);
-  EXPECT_TRUE(store->recall(query("deploy failed", "carol")).value().empty());
+  EXPECT_TRUE(
+      store->recall(kernex::MemoryScope::local(), query("deploy failed", "carol")).value().empty());
   // Any word fills up after every word, for a sender too.
-  auto any = store->recall(query("friday deploy weekend"));
+  auto any = store->recall(kernex::MemoryScope::local(), query("friday deploy weekend"));
   ASSERT_TRUE(any);
   EXPECT_EQ(any->size(), 1u);
 }
@@ -476,28 +515,34 @@ TEST_P(MemoryConformance, RecallIsScopedToTheSenderEitherWay) {
 // Hits with every word of the query rank before hits with only some; the limit is kept.
 TEST_P(MemoryConformance, RecallRanksEveryWordFirstAndKeepsTheLimit) {
   const std::string conv = conversation();
-  ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("friday lunch was good"),
-                                            ContextEntry::user("the deploy broke on friday"),
-                                            ContextEntry::user("another friday note"),
-                                            ContextEntry::user("deploy notes for monday")}));
-  auto hits = store->recall(query("deploy friday", "alice", 10));
+  ASSERT_TRUE(store->append_messages(
+      kernex::MemoryScope::local(), conv,
+      {ContextEntry::user("friday lunch was good"),
+       ContextEntry::user("the deploy broke on friday"), ContextEntry::user("another friday note"),
+       ContextEntry::user("deploy notes for monday")}));
+  auto hits = store->recall(kernex::MemoryScope::local(), query("deploy friday", "alice", 10));
   ASSERT_TRUE(hits) << hits.error().describe();
   ASSERT_EQ(hits->size(), 4u);
   EXPECT_EQ((*hits)[0].text, "the deploy broke on friday");
-  auto two = store->recall(query("deploy friday", "alice", 2)).value();
+  auto two =
+      store->recall(kernex::MemoryScope::local(), query("deploy friday", "alice", 2)).value();
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two[0].text, "the deploy broke on friday");
-  EXPECT_TRUE(store->recall(query("deploy friday", "alice", 0)).value().empty());
+  EXPECT_TRUE(store->recall(kernex::MemoryScope::local(), query("deploy friday", "alice", 0))
+                  .value()
+                  .empty());
   // Case does not matter.
-  EXPECT_EQ(store->recall(query("DEPLOY BROKE")).value().at(0).text, "the deploy broke on friday");
+  EXPECT_EQ(store->recall(kernex::MemoryScope::local(), query("DEPLOY BROKE")).value().at(0).text,
+            "the deploy broke on friday");
 }
 
 TEST_P(MemoryConformance, RecallTakesHostileQueryTextLiterally) {
   const std::string conv = conversation();
-  ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("the build is NOT working again"),
-                                            ContextEntry::user("say \"hello world\" to them"),
-                                            ContextEntry::user("an error (crash) happened"),
-                                            ContextEntry::user("costs 100% of the budget_line")}));
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), conv,
+                                     {ContextEntry::user("the build is NOT working again"),
+                                      ContextEntry::user("say \"hello world\" to them"),
+                                      ContextEntry::user("an error (crash) happened"),
+                                      ContextEntry::user("costs 100% of the budget_line")}));
   const std::string other = conversation("alice", "p");
   // FTS5 operators, tsquery operators, LIKE wildcards, SQL and regex metacharacters.
   for (const char* q : {"NOT working",
@@ -529,42 +574,71 @@ TEST_P(MemoryConformance, RecallTakesHostileQueryTextLiterally) {
                         "😀 emoji",
                         "NULL",
                         "select * from messages"}) {
-    auto hits = store->recall({q, "alice", 5, other, 0, std::nullopt});
+    auto hits =
+        store->recall(kernex::MemoryScope::local(), {q, "alice", 5, other, 0, std::nullopt});
     EXPECT_TRUE(hits) << q << ": " << hits.error().describe();
   }
   const std::string long_query(20000, 'z');
-  EXPECT_TRUE(store->recall({long_query, "alice", 5, other, 0, std::nullopt}));
+  EXPECT_TRUE(store->recall(kernex::MemoryScope::local(),
+                            {long_query, "alice", 5, other, 0, std::nullopt}));
   std::string many_words;
   for (int i = 0; i < 2000; ++i) many_words += "word" + std::to_string(i) + " ";
-  EXPECT_TRUE(store->recall({many_words, "alice", 5, other, 0, std::nullopt}));
-  auto hits = store->recall({"NOT working", "alice", 5, other, 0, std::nullopt});
+  EXPECT_TRUE(store->recall(kernex::MemoryScope::local(),
+                            {many_words, "alice", 5, other, 0, std::nullopt}));
+  auto hits = store->recall(kernex::MemoryScope::local(),
+                            {"NOT working", "alice", 5, other, 0, std::nullopt});
   ASSERT_EQ(hits.value().size(), 1u);
   EXPECT_EQ((*hits)[0].source, "message");
   EXPECT_EQ((*hits)[0].conversation_id, conv);
   EXPECT_EQ((*hits)[0].text, "the build is NOT working again");
-  EXPECT_EQ(store->recall({"error (crash)", "alice", 5, other, 0, std::nullopt}).value().size(),
+  EXPECT_EQ(store
+                ->recall(kernex::MemoryScope::local(),
+                         {"error (crash)", "alice", 5, other, 0, std::nullopt})
+                .value()
+                .size(),
             1u);
-  EXPECT_EQ(store->recall({"hello world", "alice", 5, other, 0, std::nullopt}).value().size(), 1u);
+  EXPECT_EQ(store
+                ->recall(kernex::MemoryScope::local(),
+                         {"hello world", "alice", 5, other, 0, std::nullopt})
+                .value()
+                .size(),
+            1u);
   // Wildcards are not wildcards: "%" and "_" match nothing, "buil*" is not a prefix search.
-  EXPECT_TRUE(store->recall({"buil*", "alice", 5, other, 0, std::nullopt}).value().empty());
-  EXPECT_TRUE(store->recall({"%%%", "alice", 5, other, 0, std::nullopt}).value().empty());
-  EXPECT_TRUE(store->recall({"___", "alice", 5, other, 0, std::nullopt}).value().empty());
   EXPECT_TRUE(
-      store->recall({"'; DROP TABLE x; --", "alice", 5, other, 0, std::nullopt}).value().empty());
-  EXPECT_EQ(store->message_count(conv).value(), 4u);
+      store->recall(kernex::MemoryScope::local(), {"buil*", "alice", 5, other, 0, std::nullopt})
+          .value()
+          .empty());
+  EXPECT_TRUE(
+      store->recall(kernex::MemoryScope::local(), {"%%%", "alice", 5, other, 0, std::nullopt})
+          .value()
+          .empty());
+  EXPECT_TRUE(
+      store->recall(kernex::MemoryScope::local(), {"___", "alice", 5, other, 0, std::nullopt})
+          .value()
+          .empty());
+  EXPECT_TRUE(store
+                  ->recall(kernex::MemoryScope::local(),
+                           {"'; DROP TABLE x; --", "alice", 5, other, 0, std::nullopt})
+                  .value()
+                  .empty());
+  EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value(), 4u);
   // Invalid UTF-8 in a query is an error, not a crash or a match.
-  EXPECT_FALSE(store->recall({"bad \xff\xfe query", "alice", 5, other, 0, std::nullopt}));
+  EXPECT_FALSE(store->recall(kernex::MemoryScope::local(),
+                             {"bad \xff\xfe query", "alice", 5, other, 0, std::nullopt}));
 }
 
 TEST_P(MemoryConformance, RecallRules) {
   const std::string old_conv = conversation();
-  ASSERT_TRUE(store->append_messages(old_conv, {ContextEntry::user("my cat is called Miso"),
-                                                ContextEntry::assistant("Miso the cat, noted")}));
-  ASSERT_TRUE(store->close_conversation(old_conv, std::string("The user's cat Miso likes tuna")));
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), old_conv,
+                                     {ContextEntry::user("my cat is called Miso"),
+                                      ContextEntry::assistant("Miso the cat, noted")}));
+  ASSERT_TRUE(store->close_conversation(kernex::MemoryScope::local(), old_conv,
+                                        std::string("The user's cat Miso likes tuna")));
   const std::string conv = conversation();
-  ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("tell me about Miso today")}));
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), conv,
+                                     {ContextEntry::user("tell me about Miso today")}));
   RecallQuery q{"Miso", "alice", 5, conv, 1, std::nullopt};
-  auto hits = store->recall(q);
+  auto hits = store->recall(kernex::MemoryScope::local(), q);
   ASSERT_TRUE(hits);
   // The user message and the summary; never the assistant's text; not the message in the window.
   ASSERT_EQ(hits->size(), 2u);
@@ -579,17 +653,28 @@ TEST_P(MemoryConformance, RecallRules) {
   }
   // Outside the window, the current conversation's own older messages are recalled too.
   q.skip_newest = 0;
-  EXPECT_EQ(store->recall(q).value().size(), 3u);
+  EXPECT_EQ(store->recall(kernex::MemoryScope::local(), q).value().size(), 3u);
   // Another sender sees nothing; a short query does not search.
-  EXPECT_TRUE(store->recall(query("Miso", "bob")).value().empty());
-  EXPECT_TRUE(store->recall(query("Mi")).value().empty());
+  EXPECT_TRUE(store->recall(kernex::MemoryScope::local(), query("Miso", "bob")).value().empty());
+  EXPECT_TRUE(store->recall(kernex::MemoryScope::local(), query("Mi")).value().empty());
   // since: an hour ahead finds nothing, an hour back finds the hits; ISO times are accepted.
-  EXPECT_TRUE(store->recall({"Miso", "alice", 5, "", 0, now_plus(3600)}).value().empty());
-  EXPECT_EQ(store->recall({"Miso", "alice", 5, "", 0, now_plus(-3600)}).value().size(), 3u);
+  EXPECT_TRUE(
+      store->recall(kernex::MemoryScope::local(), {"Miso", "alice", 5, "", 0, now_plus(3600)})
+          .value()
+          .empty());
+  EXPECT_EQ(
+      store->recall(kernex::MemoryScope::local(), {"Miso", "alice", 5, "", 0, now_plus(-3600)})
+          .value()
+          .size(),
+      3u);
   std::string iso = now_plus(-3600);
   iso[10] = 'T';
-  EXPECT_EQ(store->recall({"Miso", "alice", 5, "", 0, iso + "Z"}).value().size(), 3u);
-  auto bad_since = store->recall({"Miso", "alice", 5, "", 0, std::string("yesterday")});
+  EXPECT_EQ(store->recall(kernex::MemoryScope::local(), {"Miso", "alice", 5, "", 0, iso + "Z"})
+                .value()
+                .size(),
+            3u);
+  auto bad_since = store->recall(kernex::MemoryScope::local(),
+                                 {"Miso", "alice", 5, "", 0, std::string("yesterday")});
   ASSERT_FALSE(bad_since);
   EXPECT_THAT(bad_since.error().describe(), HasSubstr("recall since"));
 }
@@ -597,53 +682,61 @@ TEST_P(MemoryConformance, RecallRules) {
 // ---- Facts ----
 
 TEST_P(MemoryConformance, FactsUpsertSoftDeleteAndComeBack) {
-  ASSERT_TRUE(store->store_fact("alice", "name", "Alice"));
-  ASSERT_TRUE(store->store_fact("alice", "name", "Ali"));
-  ASSERT_TRUE(store->store_fact("alice", "city", "Lyon"));
-  ASSERT_TRUE(store->store_fact("bob", "name", "Bob"));
-  EXPECT_EQ(store->fact("alice", "name").value(), "Ali");
-  EXPECT_FALSE(store->fact("alice", "nothing").value());
-  EXPECT_EQ(store->facts("alice").value(),
+  ASSERT_TRUE(store->store_fact(kernex::MemoryScope::local(), "alice", "name", "Alice"));
+  ASSERT_TRUE(store->store_fact(kernex::MemoryScope::local(), "alice", "name", "Ali"));
+  ASSERT_TRUE(store->store_fact(kernex::MemoryScope::local(), "alice", "city", "Lyon"));
+  ASSERT_TRUE(store->store_fact(kernex::MemoryScope::local(), "bob", "name", "Bob"));
+  EXPECT_EQ(store->fact(kernex::MemoryScope::local(), "alice", "name").value(), "Ali");
+  EXPECT_FALSE(store->fact(kernex::MemoryScope::local(), "alice", "nothing").value());
+  EXPECT_EQ(store->facts(kernex::MemoryScope::local(), "alice").value(),
             (std::vector<std::pair<std::string, std::string>>{{"city", "Lyon"}, {"name", "Ali"}}));
-  EXPECT_TRUE(store->soft_delete_fact("alice", "name").value());
-  EXPECT_FALSE(store->soft_delete_fact("alice", "name").value());  // idempotent
-  EXPECT_FALSE(store->fact("alice", "name").value());
-  EXPECT_EQ(store->fact("bob", "name").value(), "Bob");  // another sender's fact is untouched
-  EXPECT_EQ(store->facts("alice").value().size(), 1u);
-  auto all = store->fact_records("alice", true).value();
+  EXPECT_TRUE(store->soft_delete_fact(kernex::MemoryScope::local(), "alice", "name").value());
+  EXPECT_FALSE(store->soft_delete_fact(kernex::MemoryScope::local(), "alice", "name")
+                   .value());  // idempotent
+  EXPECT_FALSE(store->fact(kernex::MemoryScope::local(), "alice", "name").value());
+  EXPECT_EQ(store->fact(kernex::MemoryScope::local(), "bob", "name").value(),
+            "Bob");  // another sender's fact is untouched
+  EXPECT_EQ(store->facts(kernex::MemoryScope::local(), "alice").value().size(), 1u);
+  auto all = store->fact_records(kernex::MemoryScope::local(), "alice", true).value();
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[1].key, "name");
   EXPECT_TRUE(all[1].deleted_at);
   EXPECT_EQ(all[1].updated_at.size(), 19u);
   // Every sender's facts, by sender then key.
-  auto everyone = store->fact_records(std::nullopt, false).value();
+  auto everyone = store->fact_records(kernex::MemoryScope::local(), std::nullopt, false).value();
   ASSERT_EQ(everyone.size(), 2u);
   EXPECT_EQ(everyone[0].sender_id, "alice");
   EXPECT_EQ(everyone[1].sender_id, "bob");
   // Re-storing un-deletes with the new value.
-  ASSERT_TRUE(store->store_fact("alice", "name", "Alicia"));
-  EXPECT_EQ(store->fact("alice", "name").value(), "Alicia");
-  const auto restored = store->fact_records("alice", true).value();
+  ASSERT_TRUE(store->store_fact(kernex::MemoryScope::local(), "alice", "name", "Alicia"));
+  EXPECT_EQ(store->fact(kernex::MemoryScope::local(), "alice", "name").value(), "Alicia");
+  const auto restored = store->fact_records(kernex::MemoryScope::local(), "alice", true).value();
   for (const auto& f : restored) EXPECT_FALSE(f.deleted_at) << f.key;
-  ASSERT_TRUE(store->store_fact("alice", "job", "pilot"));
-  EXPECT_EQ(store->soft_delete_facts("alice", std::string("job")).value(), 1u);
-  EXPECT_EQ(store->soft_delete_facts("alice", std::nullopt).value(), 2u);
-  EXPECT_EQ(store->fact_records("alice", true).value().size(), 3u);
-  EXPECT_TRUE(store->fact_records("alice", false).value().empty());
-  EXPECT_FALSE(store->store_fact("alice", "", "x"));
-  EXPECT_FALSE(store->store_fact("alice", "k", "bad \xff"));
+  ASSERT_TRUE(store->store_fact(kernex::MemoryScope::local(), "alice", "job", "pilot"));
+  EXPECT_EQ(
+      store->soft_delete_facts(kernex::MemoryScope::local(), "alice", std::string("job")).value(),
+      1u);
+  EXPECT_EQ(store->soft_delete_facts(kernex::MemoryScope::local(), "alice", std::nullopt).value(),
+            2u);
+  EXPECT_EQ(store->fact_records(kernex::MemoryScope::local(), "alice", true).value().size(), 3u);
+  EXPECT_TRUE(store->fact_records(kernex::MemoryScope::local(), "alice", false).value().empty());
+  EXPECT_FALSE(store->store_fact(kernex::MemoryScope::local(), "alice", "", "x"));
+  EXPECT_FALSE(store->store_fact(kernex::MemoryScope::local(), "alice", "k", "bad \xff"));
   // Keys and values are data, whatever they hold.
-  ASSERT_TRUE(store->store_fact("alice", "'; DROP TABLE facts; --", "%_\\ 中"));
-  EXPECT_EQ(store->fact("alice", "'; DROP TABLE facts; --").value(), "%_\\ 中");
-  EXPECT_FALSE(store->fact("alice", "%").value());
+  ASSERT_TRUE(store->store_fact(kernex::MemoryScope::local(), "alice", "'; DROP TABLE facts; --",
+                                "%_\\ 中"));
+  EXPECT_EQ(store->fact(kernex::MemoryScope::local(), "alice", "'; DROP TABLE facts; --").value(),
+            "%_\\ 中");
+  EXPECT_FALSE(store->fact(kernex::MemoryScope::local(), "alice", "%").value());
 }
 
 // ---- Tasks ----
 
 TEST_P(MemoryConformance, TaskCreatedWithNormalisedDueTime) {
-  auto id = store->create_task(task("Call John", "2026-12-31T15:00:00"));
+  auto id =
+      store->create_task(kernex::MemoryScope::local(), task("Call John", "2026-12-31T15:00:00"));
   ASSERT_TRUE(id) << id.error().describe();
-  auto tasks = store->pending_tasks("alice").value();
+  auto tasks = store->pending_tasks(kernex::MemoryScope::local(), "alice").value();
   ASSERT_EQ(tasks.size(), 1u);
   EXPECT_EQ(tasks[0].id, *id);
   EXPECT_EQ(tasks[0].spec.due_at, "2026-12-31 15:00:00");
@@ -657,90 +750,129 @@ TEST_P(MemoryConformance, TaskCreatedWithNormalisedDueTime) {
   EXPECT_FALSE(tasks[0].claimed_by);
   EXPECT_FALSE(tasks[0].lease_until);
   EXPECT_EQ(tasks[0].created_at.size(), 19u);
-  auto bad = store->create_task(task("Call John", "tomorrow"));
+  auto bad = store->create_task(kernex::MemoryScope::local(), task("Call John", "tomorrow"));
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.error().describe(), HasSubstr("task due_at"));
-  EXPECT_FALSE(store->create_task(task("Call John", "2026-13-01 00:00:00")));
+  EXPECT_FALSE(
+      store->create_task(kernex::MemoryScope::local(), task("Call John", "2026-13-01 00:00:00")));
   // A day the month lacks is no time; a leap day is one.
   for (const char* no_such_day : {"2026-02-29 09:00:00", "2026-02-30 09:00:00",
                                   "2026-04-31 09:00:00", "2100-02-29 09:00:00"}) {
-    auto refused = store->create_task(task("Pay the rent", no_such_day));
+    auto refused =
+        store->create_task(kernex::MemoryScope::local(), task("Pay the rent", no_such_day));
     ASSERT_FALSE(refused) << no_such_day;
     EXPECT_EQ(refused.error().code, ErrorCode::Parse) << no_such_day;
   }
-  EXPECT_TRUE(store->create_task(task("Leap day party", "2028-02-29 20:00:00")));
-  EXPECT_FALSE(store->create_task(task("", "2026-01-01 00:00:00")));
+  EXPECT_TRUE(store->create_task(kernex::MemoryScope::local(),
+                                 task("Leap day party", "2028-02-29 20:00:00")));
+  EXPECT_FALSE(store->create_task(kernex::MemoryScope::local(), task("", "2026-01-01 00:00:00")));
   TaskSpec weird = task("x y z", "2026-01-01 00:00:00");
   weird.repeat = "fortnightly";
-  EXPECT_FALSE(store->create_task(weird));
+  EXPECT_FALSE(store->create_task(kernex::MemoryScope::local(), weird));
   // "once" is no repeat; ISO with minutes only and fractional seconds are normalised.
   TaskSpec once = task("Water the ficus", "2027-01-01T08:30Z");
   once.repeat = "once";
   once.task_type = "action";
   once.project = "home";
-  auto once_id = store->create_task(once).value();
-  auto stored = store->task(once_id).value();
+  auto once_id = store->create_task(kernex::MemoryScope::local(), once).value();
+  auto stored = store->task(kernex::MemoryScope::local(), once_id).value();
   ASSERT_TRUE(stored);
   EXPECT_FALSE(stored->spec.repeat);
   EXPECT_EQ(stored->spec.due_at, "2027-01-01 08:30:00");
   EXPECT_EQ(stored->spec.task_type, "action");
   EXPECT_EQ(stored->spec.project, "home");
-  EXPECT_EQ(
-      store->task(store->create_task(task("Feed the cat now", "2027-02-01T10:00:00.123Z")).value())
-          .value()
-          ->spec.due_at,
-      "2027-02-01 10:00:00");
-  EXPECT_FALSE(store->task("no-such-task").value());
+  EXPECT_EQ(store
+                ->task(kernex::MemoryScope::local(),
+                       store
+                           ->create_task(kernex::MemoryScope::local(),
+                                         task("Feed the cat now", "2027-02-01T10:00:00.123Z"))
+                           .value())
+                .value()
+                ->spec.due_at,
+            "2027-02-01 10:00:00");
+  EXPECT_FALSE(store->task(kernex::MemoryScope::local(), "no-such-task").value());
 }
 
 TEST_P(MemoryConformance, PendingTasksSoonestFirstPerSender) {
-  auto late = store->create_task(task("Late thing to do", "2026-12-31 15:00:00")).value();
-  auto early = store->create_task(task("Early other errand", "2026-06-01 09:00:00")).value();
-  ASSERT_TRUE(store->create_task(task("Bob's own chore", "2026-01-01 09:00:00", "bob")));
-  auto tasks = store->pending_tasks("alice").value();
+  auto late = store
+                  ->create_task(kernex::MemoryScope::local(),
+                                task("Late thing to do", "2026-12-31 15:00:00"))
+                  .value();
+  auto early = store
+                   ->create_task(kernex::MemoryScope::local(),
+                                 task("Early other errand", "2026-06-01 09:00:00"))
+                   .value();
+  ASSERT_TRUE(store->create_task(kernex::MemoryScope::local(),
+                                 task("Bob's own chore", "2026-01-01 09:00:00", "bob")));
+  auto tasks = store->pending_tasks(kernex::MemoryScope::local(), "alice").value();
   ASSERT_EQ(tasks.size(), 2u);
   EXPECT_EQ(tasks[0].id, early);
   EXPECT_EQ(tasks[1].id, late);
-  EXPECT_TRUE(store->pending_tasks("carol").value().empty());
+  EXPECT_TRUE(store->pending_tasks(kernex::MemoryScope::local(), "carol").value().empty());
 }
 
 TEST_P(MemoryConformance, TaskExactAndFuzzyDedup) {
-  auto a = store->create_task(task("Close all positions", "2026-03-01 10:00:00"));
-  EXPECT_EQ(store->create_task(task("Close all positions", "2026-03-01 10:00:00")).value(),
+  auto a = store->create_task(kernex::MemoryScope::local(),
+                              task("Close all positions", "2026-03-01 10:00:00"));
+  EXPECT_EQ(store
+                ->create_task(kernex::MemoryScope::local(),
+                              task("Close all positions", "2026-03-01 10:00:00"))
+                .value(),
             a.value());
-  auto e = store->create_task(task("Send daily email to Adriana", "2026-02-22 07:00:00"));
-  EXPECT_EQ(store->create_task(task("Send daily email to Adriana", "2026-02-22T07:00:00Z")).value(),
+  auto e = store->create_task(kernex::MemoryScope::local(),
+                              task("Send daily email to Adriana", "2026-02-22 07:00:00"));
+  EXPECT_EQ(store
+                ->create_task(kernex::MemoryScope::local(),
+                              task("Send daily email to Adriana", "2026-02-22T07:00:00Z"))
+                .value(),
             e.value());
   EXPECT_EQ(
-      store->create_task(task("Send daily love email to Adriana via gmail", "2026-02-22 07:05:00"))
+      store
+          ->create_task(kernex::MemoryScope::local(),
+                        task("Send daily love email to Adriana via gmail", "2026-02-22 07:05:00"))
           .value(),
       e.value());
-  EXPECT_NE(
-      store->create_task(task("Send daily email to Adriana", "2026-02-22 07:00:00", "bob")).value(),
-      e.value());
+  EXPECT_NE(store
+                ->create_task(kernex::MemoryScope::local(),
+                              task("Send daily email to Adriana", "2026-02-22 07:00:00", "bob"))
+                .value(),
+            e.value());
   auto h =
-      store->create_task(task("Cancel Hostinger plan — expires March 17", "2026-03-16 09:00:00"));
+      store->create_task(kernex::MemoryScope::local(),
+                         task("Cancel Hostinger plan — expires March 17", "2026-03-16 09:00:00"));
   EXPECT_EQ(store
-                ->create_task(task("Cancel Hostinger VPS — last reminder, expires TOMORROW",
+                ->create_task(kernex::MemoryScope::local(),
+                              task("Cancel Hostinger VPS — last reminder, expires TOMORROW",
                                    "2026-03-16 09:10:00"))
                 .value(),
             h.value());
-  auto m = store->create_task(task("Send good morning message to the team", "2026-04-01 08:00:00"));
+  auto m = store->create_task(kernex::MemoryScope::local(),
+                              task("Send good morning message to the team", "2026-04-01 08:00:00"));
+  EXPECT_NE(store
+                ->create_task(kernex::MemoryScope::local(),
+                              task("Cancel Hostinger plan and subscription", "2026-04-01 08:00:00"))
+                .value(),
+            m.value());
   EXPECT_NE(
-      store->create_task(task("Cancel Hostinger plan and subscription", "2026-04-01 08:00:00"))
+      store->create_task(kernex::MemoryScope::local(), task("Reminder task", "2026-05-01 08:00:00"))
           .value(),
-      m.value());
-  EXPECT_NE(store->create_task(task("Reminder task", "2026-05-01 08:00:00")).value(),
-            store->create_task(task("Action task", "2026-05-01 08:00:00")).value());
+      store->create_task(kernex::MemoryScope::local(), task("Action task", "2026-05-01 08:00:00"))
+          .value());
   // More than 30 minutes apart is another task.
-  EXPECT_NE(store->create_task(task("Close all positions", "2026-03-01 10:31:00")).value(),
+  EXPECT_NE(store
+                ->create_task(kernex::MemoryScope::local(),
+                              task("Close all positions", "2026-03-01 10:31:00"))
+                .value(),
             a.value());
 }
 
 TEST_P(MemoryConformance, ClaimTakesOnlyDueTasks) {
-  auto past = store->create_task(task("past thing", "2020-01-01 00:00:00"));
-  ASSERT_TRUE(store->create_task(task("future thing", "2099-01-01 00:00:00")));
-  auto claimed = store->claim_due_tasks("w1", std::chrono::seconds(600), 10);
+  auto past =
+      store->create_task(kernex::MemoryScope::local(), task("past thing", "2020-01-01 00:00:00"));
+  ASSERT_TRUE(store->create_task(kernex::MemoryScope::local(),
+                                 task("future thing", "2099-01-01 00:00:00")));
+  auto claimed =
+      store->claim_due_tasks(kernex::MemoryScope::local(), "w1", std::chrono::seconds(600), 10);
   ASSERT_TRUE(claimed);
   ASSERT_EQ(claimed->size(), 1u);
   EXPECT_EQ((*claimed)[0].id, past.value());
@@ -749,47 +881,70 @@ TEST_P(MemoryConformance, ClaimTakesOnlyDueTasks) {
   ASSERT_TRUE((*claimed)[0].lease_until);
   EXPECT_GT(*(*claimed)[0].lease_until, now_plus(500));
   EXPECT_LE(*(*claimed)[0].lease_until, now_plus(700));
-  EXPECT_TRUE(store->claim_due_tasks("w2", std::chrono::seconds(600), 10).value().empty());
+  EXPECT_TRUE(
+      store->claim_due_tasks(kernex::MemoryScope::local(), "w2", std::chrono::seconds(600), 10)
+          .value()
+          .empty());
   // A claimed task is not pending.
-  EXPECT_EQ(store->pending_tasks("alice").value().size(), 1u);
+  EXPECT_EQ(store->pending_tasks(kernex::MemoryScope::local(), "alice").value().size(), 1u);
   // One-shot completion: delivered, no longer pending or due.
-  EXPECT_FALSE(store->complete_task(past.value(), "w2").value());  // not w2's claim
-  EXPECT_TRUE(store->complete_task(past.value(), "w1").value());
-  auto done = store->task(past.value()).value();
+  EXPECT_FALSE(store->complete_task(kernex::MemoryScope::local(), past.value(), "w2")
+                   .value());  // not w2's claim
+  EXPECT_TRUE(store->complete_task(kernex::MemoryScope::local(), past.value(), "w1").value());
+  auto done = store->task(kernex::MemoryScope::local(), past.value()).value();
   EXPECT_EQ(done->status, "delivered");
   EXPECT_FALSE(done->claimed_by);
-  EXPECT_EQ(store->pending_tasks("alice").value().size(), 1u);
-  EXPECT_FALSE(store->complete_task(past.value(), "w1").value());  // delivered once
-  EXPECT_FALSE(store->complete_task("no-such-task", "w1"));
-  EXPECT_FALSE(
-      store->claim_due_tasks("", std::chrono::seconds(600), 10));  // a claim names its worker
+  EXPECT_EQ(store->pending_tasks(kernex::MemoryScope::local(), "alice").value().size(), 1u);
+  EXPECT_FALSE(store->complete_task(kernex::MemoryScope::local(), past.value(), "w1")
+                   .value());  // delivered once
+  EXPECT_FALSE(store->complete_task(kernex::MemoryScope::local(), "no-such-task", "w1"));
+  EXPECT_FALSE(store->claim_due_tasks(kernex::MemoryScope::local(), "", std::chrono::seconds(600),
+                                      10));  // a claim names its worker
 }
 
 TEST_P(MemoryConformance, ClaimHonoursTheLimitOldestDueFirst) {
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) {
     ids.push_back(store
-                      ->create_task(task("job number " + std::to_string(i) + " alpha beta gamma",
+                      ->create_task(kernex::MemoryScope::local(),
+                                    task("job number " + std::to_string(i) + " alpha beta gamma",
                                          "202" + std::to_string(4 - i) + "-01-01 00:00:00"))
                       .value());
   }
-  auto first = store->claim_due_tasks("w", std::chrono::seconds(600), 2).value();
+  auto first =
+      store->claim_due_tasks(kernex::MemoryScope::local(), "w", std::chrono::seconds(600), 2)
+          .value();
   ASSERT_EQ(first.size(), 2u);
   std::set<std::string> got{first[0].id, first[1].id};
   EXPECT_EQ(got, (std::set<std::string>{ids[4], ids[3]}));  // due 2020 and 2021
-  EXPECT_EQ(store->claim_due_tasks("w", std::chrono::seconds(600), 10).value().size(), 3u);
-  EXPECT_TRUE(store->claim_due_tasks("w", std::chrono::seconds(600), 10).value().empty());
+  EXPECT_EQ(store->claim_due_tasks(kernex::MemoryScope::local(), "w", std::chrono::seconds(600), 10)
+                .value()
+                .size(),
+            3u);
+  EXPECT_TRUE(
+      store->claim_due_tasks(kernex::MemoryScope::local(), "w", std::chrono::seconds(600), 10)
+          .value()
+          .empty());
 }
 
 TEST_P(MemoryConformance, TwoHandlesOnOneDatabaseClaimOnce) {
-  ASSERT_TRUE(store->create_task(task("due now", "2020-01-01 00:00:00")));
+  ASSERT_TRUE(
+      store->create_task(kernex::MemoryScope::local(), task("due now", "2020-01-01 00:00:00")));
   auto second = reopen();
   ASSERT_TRUE(second);
-  auto a = store->claim_due_tasks("a", std::chrono::seconds(600), 10).value();
-  auto b = second->claim_due_tasks("b", std::chrono::seconds(600), 10).value();
+  auto a = store->claim_due_tasks(kernex::MemoryScope::local(), "a", std::chrono::seconds(600), 10)
+               .value();
+  auto b = second->claim_due_tasks(kernex::MemoryScope::local(), "b", std::chrono::seconds(600), 10)
+               .value();
   EXPECT_EQ(a.size() + b.size(), 1u);
-  EXPECT_TRUE(store->claim_due_tasks("a", std::chrono::seconds(600), 10).value().empty());
-  EXPECT_TRUE(second->claim_due_tasks("b", std::chrono::seconds(600), 10).value().empty());
+  EXPECT_TRUE(
+      store->claim_due_tasks(kernex::MemoryScope::local(), "a", std::chrono::seconds(600), 10)
+          .value()
+          .empty());
+  EXPECT_TRUE(
+      second->claim_due_tasks(kernex::MemoryScope::local(), "b", std::chrono::seconds(600), 10)
+          .value()
+          .empty());
 }
 
 // Claimers racing on separate handles (separate connections, as separate processes) share the
@@ -799,7 +954,8 @@ TEST_P(MemoryConformance, ConcurrentClaimersEachTaskOnce) {
   std::set<std::string> created;
   for (int i = 0; i < kTasks; ++i) {
     created.insert(store
-                       ->create_task(task("task " + std::to_string(i), now_plus(-60 - i),
+                       ->create_task(kernex::MemoryScope::local(),
+                                     task("task " + std::to_string(i), now_plus(-60 - i),
                                           "s" + std::to_string(i)))
                        .value());
   }
@@ -813,7 +969,7 @@ TEST_P(MemoryConformance, ConcurrentClaimersEachTaskOnce) {
       workers.emplace_back([&, w] {
         for (;;) {
           auto got = handles[static_cast<std::size_t>(w)]->claim_due_tasks(
-              "w" + std::to_string(w), std::chrono::seconds(600), 3);
+              kernex::MemoryScope::local(), "w" + std::to_string(w), std::chrono::seconds(600), 3);
           if (!got) {
             errors[static_cast<std::size_t>(w)] = got.error().describe();
             return;
@@ -835,16 +991,24 @@ TEST_P(MemoryConformance, ConcurrentClaimersEachTaskOnce) {
 }
 
 TEST_P(MemoryConformance, ExpiredLeaseIsReclaimedAndOldHolderLosesIt) {
-  auto id = store->create_task(task("due now", "2020-01-01 00:00:00")).value();
-  ASSERT_EQ(store->claim_due_tasks("dead-worker", std::chrono::seconds(0), 10).value().size(), 1u);
-  auto again = store->claim_due_tasks("w2", std::chrono::seconds(600), 10).value();
+  auto id = store->create_task(kernex::MemoryScope::local(), task("due now", "2020-01-01 00:00:00"))
+                .value();
+  ASSERT_EQ(store
+                ->claim_due_tasks(kernex::MemoryScope::local(), "dead-worker",
+                                  std::chrono::seconds(0), 10)
+                .value()
+                .size(),
+            1u);
+  auto again =
+      store->claim_due_tasks(kernex::MemoryScope::local(), "w2", std::chrono::seconds(600), 10)
+          .value();
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].claimed_by, "w2");
-  EXPECT_FALSE(store->complete_task(id, "dead-worker").value());
-  EXPECT_FALSE(
-      store->fail_task(id, "dead-worker", "late"));  // the lost claim cannot fail it either
-  EXPECT_EQ(store->task(id).value()->retry_count, 0u);
-  EXPECT_TRUE(store->complete_task(id, "w2").value());
+  EXPECT_FALSE(store->complete_task(kernex::MemoryScope::local(), id, "dead-worker").value());
+  EXPECT_FALSE(store->fail_task(kernex::MemoryScope::local(), id, "dead-worker",
+                                "late"));  // the lost claim cannot fail it either
+  EXPECT_EQ(store->task(kernex::MemoryScope::local(), id).value()->retry_count, 0u);
+  EXPECT_TRUE(store->complete_task(kernex::MemoryScope::local(), id, "w2").value());
 }
 
 TEST_P(MemoryConformance, OverdueRecurringTaskFiresOncePerCatchUp) {
@@ -852,10 +1016,13 @@ TEST_P(MemoryConformance, OverdueRecurringTaskFiresOncePerCatchUp) {
   // became due again at once, once per missed day. It now moves to its next time after now.
   TaskSpec spec = task("water the plants", "2020-01-01T09:00:00");
   spec.repeat = "daily";
-  auto id = store->create_task(spec).value();
-  ASSERT_EQ(store->claim_due_tasks("w", std::chrono::seconds(600), 10).value().size(), 1u);
-  ASSERT_TRUE(store->complete_task(id, "w").value());
-  auto t = store->task(id).value();
+  auto id = store->create_task(kernex::MemoryScope::local(), spec).value();
+  ASSERT_EQ(store->claim_due_tasks(kernex::MemoryScope::local(), "w", std::chrono::seconds(600), 10)
+                .value()
+                .size(),
+            1u);
+  ASSERT_TRUE(store->complete_task(kernex::MemoryScope::local(), id, "w").value());
+  auto t = store->task(kernex::MemoryScope::local(), id).value();
   ASSERT_TRUE(t);
   EXPECT_EQ(t->status, "pending");
   EXPECT_FALSE(t->claimed_by);
@@ -863,7 +1030,10 @@ TEST_P(MemoryConformance, OverdueRecurringTaskFiresOncePerCatchUp) {
   EXPECT_GT(t->spec.due_at, now_plus(0));
   EXPECT_LE(t->spec.due_at, now_plus(86400));
   EXPECT_EQ(t->spec.due_at.substr(11), "09:00:00");
-  EXPECT_TRUE(store->claim_due_tasks("w", std::chrono::seconds(600), 10).value().empty());
+  EXPECT_TRUE(
+      store->claim_due_tasks(kernex::MemoryScope::local(), "w", std::chrono::seconds(600), 10)
+          .value()
+          .empty());
 }
 
 TEST_P(MemoryConformance, RecurrenceSteps) {
@@ -872,7 +1042,7 @@ TEST_P(MemoryConformance, RecurrenceSteps) {
                       std::string(repeat) + "-errand",
                   due);
     t.repeat = repeat;
-    return store->create_task(t).value();
+    return store->create_task(kernex::MemoryScope::local(), t).value();
   };
   // Completing early (no claim, empty worker) moves one step.
   const auto friday = make("weekdays", "2099-01-02 08:00:00");  // a Friday
@@ -881,20 +1051,25 @@ TEST_P(MemoryConformance, RecurrenceSteps) {
   const auto monthly = make("monthly", "2099-01-31 08:00:00");
   const auto mid_month = make("monthly", "2099-01-15 08:00:00");
   for (const auto& id : {friday, daily, weekly, monthly, mid_month})
-    ASSERT_TRUE(store->complete_task(id, "").value());
-  EXPECT_EQ(store->task(friday).value()->spec.due_at, "2099-01-05 08:00:00");  // Monday
-  EXPECT_EQ(store->task(daily).value()->spec.due_at, "2100-01-01 23:30:00");
-  EXPECT_EQ(store->task(weekly).value()->spec.due_at, "2099-01-09 08:00:00");
-  EXPECT_EQ(store->task(mid_month).value()->spec.due_at, "2099-02-15 08:00:00");
+    ASSERT_TRUE(store->complete_task(kernex::MemoryScope::local(), id, "").value());
+  EXPECT_EQ(store->task(kernex::MemoryScope::local(), friday).value()->spec.due_at,
+            "2099-01-05 08:00:00");  // Monday
+  EXPECT_EQ(store->task(kernex::MemoryScope::local(), daily).value()->spec.due_at,
+            "2100-01-01 23:30:00");
+  EXPECT_EQ(store->task(kernex::MemoryScope::local(), weekly).value()->spec.due_at,
+            "2099-01-09 08:00:00");
+  EXPECT_EQ(store->task(kernex::MemoryScope::local(), mid_month).value()->spec.due_at,
+            "2099-02-15 08:00:00");
   // Past a month's end the day overflows into the next month (Jan 31 + 1 month = "Feb 31" = Mar 3),
   // as SQLite's date arithmetic does; PostgreSQL's interval arithmetic would clamp to Feb 28, so a
   // store on it computes the step itself and the stores agree.
-  EXPECT_EQ(store->task(monthly).value()->spec.due_at, "2099-03-03 08:00:00");
+  EXPECT_EQ(store->task(kernex::MemoryScope::local(), monthly).value()->spec.due_at,
+            "2099-03-03 08:00:00");
 }
 
 // A task's retry time, which the interface does not report: read from the store's export.
 std::optional<std::string> retry_at(MemoryStore& s, const std::string& id) {
-  auto doc = s.export_json();
+  auto doc = s.export_json(kernex::MemoryScope::local());
   EXPECT_TRUE(doc) << doc.error().describe();
   if (!doc) return std::nullopt;
   for (const auto& row : (*doc)["scheduled_tasks"]) {
@@ -907,11 +1082,16 @@ std::optional<std::string> retry_at(MemoryStore& s, const std::string& id) {
 }
 
 TEST_P(MemoryConformance, FailedTaskRetriesWithBackoffThenFails) {
-  auto id = store->create_task(task("flaky job", "2020-01-01 00:00:00")).value();
-  ASSERT_EQ(store->claim_due_tasks("w", std::chrono::seconds(600), 1).value().size(), 1u);
+  auto id =
+      store->create_task(kernex::MemoryScope::local(), task("flaky job", "2020-01-01 00:00:00"))
+          .value();
+  ASSERT_EQ(store->claim_due_tasks(kernex::MemoryScope::local(), "w", std::chrono::seconds(600), 1)
+                .value()
+                .size(),
+            1u);
   EXPECT_FALSE(retry_at(*store, id));  // exported only when set
-  EXPECT_TRUE(store->fail_task(id, "w", "boom 1").value());
-  auto t = store->task(id).value();
+  EXPECT_TRUE(store->fail_task(kernex::MemoryScope::local(), id, "w", "boom 1").value());
+  auto t = store->task(kernex::MemoryScope::local(), id).value();
   EXPECT_EQ(t->retry_count, 1u);
   EXPECT_EQ(t->last_error, "boom 1");
   EXPECT_EQ(t->status, "pending");
@@ -922,33 +1102,38 @@ TEST_P(MemoryConformance, FailedTaskRetriesWithBackoffThenFails) {
   ASSERT_TRUE(first);
   EXPECT_GT(*first, now_plus(60));  // backed off, not due at once
   EXPECT_LE(*first, now_plus(180));
-  EXPECT_TRUE(store->claim_due_tasks("w", std::chrono::seconds(600), 1).value().empty());
-  EXPECT_TRUE(store->fail_task(id, "", "boom 2").value());
+  EXPECT_TRUE(
+      store->claim_due_tasks(kernex::MemoryScope::local(), "w", std::chrono::seconds(600), 1)
+          .value()
+          .empty());
+  EXPECT_TRUE(store->fail_task(kernex::MemoryScope::local(), id, "", "boom 2").value());
   EXPECT_GT(retry_at(*store, id).value_or(""), now_plus(180));  // the backoff grows
-  EXPECT_EQ(store->task(id).value()->spec.due_at, "2020-01-01 00:00:00");
-  EXPECT_FALSE(store->fail_task(id, "", "boom 3").value());
-  EXPECT_EQ(store->task(id).value()->status, "failed");
-  EXPECT_EQ(store->task(id).value()->last_error, "boom 3");
+  EXPECT_EQ(store->task(kernex::MemoryScope::local(), id).value()->spec.due_at,
+            "2020-01-01 00:00:00");
+  EXPECT_FALSE(store->fail_task(kernex::MemoryScope::local(), id, "", "boom 3").value());
+  EXPECT_EQ(store->task(kernex::MemoryScope::local(), id).value()->status, "failed");
+  EXPECT_EQ(store->task(kernex::MemoryScope::local(), id).value()->last_error, "boom 3");
   EXPECT_FALSE(retry_at(*store, id));  // no retry pending
-  EXPECT_FALSE(store->fail_task("missing", "", "x"));
-  EXPECT_FALSE(store->fail_task(id, "", "after failing"));  // a failed task is nobody's to fail
+  EXPECT_FALSE(store->fail_task(kernex::MemoryScope::local(), "missing", "", "x"));
+  EXPECT_FALSE(store->fail_task(kernex::MemoryScope::local(), id, "",
+                                "after failing"));  // a failed task is nobody's to fail
   // max_retries 1 fails at once; 0 counts as 1.
   for (std::uint32_t max : {1u, 0u}) {
     TaskSpec once = task("fragile job " + std::to_string(max), "2020-01-01 00:00:00");
     once.max_retries = max;
-    auto fragile = store->create_task(once).value();
-    EXPECT_FALSE(store->fail_task(fragile, "", "boom").value());
-    EXPECT_EQ(store->task(fragile).value()->status, "failed");
+    auto fragile = store->create_task(kernex::MemoryScope::local(), once).value();
+    EXPECT_FALSE(store->fail_task(kernex::MemoryScope::local(), fragile, "", "boom").value());
+    EXPECT_EQ(store->task(kernex::MemoryScope::local(), fragile).value()->status, "failed");
   }
 }
 
 TEST_P(MemoryConformance, RecurringTaskSucceedingAfterFailureStartsAfresh) {
   TaskSpec spec = task("nightly report", "2020-01-01 02:00:00");
   spec.repeat = "daily";
-  auto id = store->create_task(spec).value();
-  EXPECT_TRUE(store->fail_task(id, "", "boom").value());
-  ASSERT_TRUE(store->complete_task(id, "").value());
-  auto t = store->task(id).value();
+  auto id = store->create_task(kernex::MemoryScope::local(), spec).value();
+  EXPECT_TRUE(store->fail_task(kernex::MemoryScope::local(), id, "", "boom").value());
+  ASSERT_TRUE(store->complete_task(kernex::MemoryScope::local(), id, "").value());
+  auto t = store->task(kernex::MemoryScope::local(), id).value();
   EXPECT_EQ(t->status, "pending");
   EXPECT_EQ(t->retry_count, 0u);
   EXPECT_FALSE(t->last_error);
@@ -995,49 +1180,63 @@ TEST_P(MemoryConformance, RetriesAreClaimedAtTheirRetryTimeAndKeepTheSchedule) {
       row("retry-pending", "a retry still backing off", "2020-01-01 00:30:00",
           "2099-01-01 00:00:00"),
   });
-  ASSERT_TRUE(store->import_json(doc)) << "a document with retry_at imports";
+  ASSERT_TRUE(store->import_json(kernex::MemoryScope::local(), doc))
+      << "a document with retry_at imports";
   EXPECT_EQ(retry_at(*store, "retry-late"), "2020-01-01 06:00:00");
   EXPECT_FALSE(retry_at(*store, "fresh"));
   // Due by retry time: 03:00 and 05:00 come first; the task whose retry is in 2099 is not due,
   // however old its occurrence.
-  auto first = store->claim_due_tasks("w", std::chrono::seconds(600), 2).value();
+  auto first =
+      store->claim_due_tasks(kernex::MemoryScope::local(), "w", std::chrono::seconds(600), 2)
+          .value();
   ASSERT_EQ(first.size(), 2u);
   EXPECT_EQ((std::set<std::string>{first[0].id, first[1].id}),
             (std::set<std::string>{"retry-early", "fresh"}));
-  auto rest = store->claim_due_tasks("w", std::chrono::seconds(600), 10).value();
+  auto rest =
+      store->claim_due_tasks(kernex::MemoryScope::local(), "w", std::chrono::seconds(600), 10)
+          .value();
   ASSERT_EQ(rest.size(), 1u);
   EXPECT_EQ(rest[0].id, "retry-late");
   EXPECT_EQ(rest[0].spec.due_at,
             "2020-01-01 01:00:00");  // the claim reports the scheduled occurrence
   // Success after the retry: the next occurrence keeps 01:00, the retry is forgotten.
-  ASSERT_TRUE(store->complete_task("retry-late", "w").value());
-  auto done = store->task("retry-late").value();
+  ASSERT_TRUE(store->complete_task(kernex::MemoryScope::local(), "retry-late", "w").value());
+  auto done = store->task(kernex::MemoryScope::local(), "retry-late").value();
   ASSERT_TRUE(done);
   EXPECT_EQ(done->spec.due_at.substr(11), "01:00:00");
   EXPECT_GT(done->spec.due_at, now_plus(0));
   EXPECT_EQ(done->retry_count, 0u);
   EXPECT_FALSE(retry_at(*store, "retry-late"));
   // pending_tasks reports scheduled occurrences, soonest first.
-  auto pending = store->pending_tasks("alice").value();
+  auto pending = store->pending_tasks(kernex::MemoryScope::local(), "alice").value();
   ASSERT_EQ(pending.size(), 2u);
   EXPECT_EQ(pending[0].id, "retry-pending");
   EXPECT_EQ(pending[0].spec.due_at, "2020-01-01 00:30:00");
 }
 
 TEST_P(MemoryConformance, CancelByPrefixForItsSenderOnly) {
-  auto id = store->create_task(task("Call John", "2026-12-31 15:00:00")).value();
+  auto id =
+      store->create_task(kernex::MemoryScope::local(), task("Call John", "2026-12-31 15:00:00"))
+          .value();
   const std::string prefix = id.substr(0, 8);
-  EXPECT_FALSE(store->cancel_task(prefix, "bob").value());
-  EXPECT_EQ(store->pending_tasks("alice").value().size(), 1u);
-  EXPECT_TRUE(store->cancel_task(prefix, "alice").value());
-  EXPECT_TRUE(store->pending_tasks("alice").value().empty());
-  EXPECT_EQ(store->task(id).value()->status, "cancelled");
-  EXPECT_TRUE(store->cancel_task(prefix, "alice").value());  // again: still cancelled
-  EXPECT_FALSE(store->cancel_task("", "alice"));
+  EXPECT_FALSE(store->cancel_task(kernex::MemoryScope::local(), prefix, "bob").value());
+  EXPECT_EQ(store->pending_tasks(kernex::MemoryScope::local(), "alice").value().size(), 1u);
+  EXPECT_TRUE(store->cancel_task(kernex::MemoryScope::local(), prefix, "alice").value());
+  EXPECT_TRUE(store->pending_tasks(kernex::MemoryScope::local(), "alice").value().empty());
+  EXPECT_EQ(store->task(kernex::MemoryScope::local(), id).value()->status, "cancelled");
+  EXPECT_TRUE(store->cancel_task(kernex::MemoryScope::local(), prefix, "alice")
+                  .value());  // again: still cancelled
+  EXPECT_FALSE(store->cancel_task(kernex::MemoryScope::local(), "", "alice"));
   // A cancelled task is never claimed.
-  auto due = store->create_task(task("Due but cancelled", "2020-01-01 00:00:00")).value();
-  ASSERT_TRUE(store->cancel_task(due, "alice").value());
-  EXPECT_TRUE(store->claim_due_tasks("w", std::chrono::seconds(600), 10).value().empty());
+  auto due = store
+                 ->create_task(kernex::MemoryScope::local(),
+                               task("Due but cancelled", "2020-01-01 00:00:00"))
+                 .value();
+  ASSERT_TRUE(store->cancel_task(kernex::MemoryScope::local(), due, "alice").value());
+  EXPECT_TRUE(
+      store->claim_due_tasks(kernex::MemoryScope::local(), "w", std::chrono::seconds(600), 10)
+          .value()
+          .empty());
 }
 
 TEST_P(MemoryConformance, CancelWithAnAmbiguousPrefixCancelsNothing) {
@@ -1045,7 +1244,10 @@ TEST_P(MemoryConformance, CancelWithAnAmbiguousPrefixCancelsNothing) {
   for (int i = 0; i < 40; ++i) {
     const std::string due = "2026-0" + std::to_string(1 + i % 9) + "-1" + std::to_string(i % 10) +
                             " 0" + std::to_string(i % 10) + ":00:00";
-    ids.push_back(store->create_task(task("errand number " + std::to_string(i), due)).value());
+    ids.push_back(store
+                      ->create_task(kernex::MemoryScope::local(),
+                                    task("errand number " + std::to_string(i), due))
+                      .value());
   }
   // 40 ids over 16 first hex digits: some digit starts two of them.
   std::map<char, int> firsts;
@@ -1053,22 +1255,24 @@ TEST_P(MemoryConformance, CancelWithAnAmbiguousPrefixCancelsNothing) {
   auto shared =
       std::find_if(firsts.begin(), firsts.end(), [](const auto& kv) { return kv.second > 1; });
   ASSERT_NE(shared, firsts.end());
-  auto r = store->cancel_task(std::string(1, shared->first), "alice");
+  auto r = store->cancel_task(kernex::MemoryScope::local(), std::string(1, shared->first), "alice");
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().describe(), HasSubstr("give more of the id"));
-  EXPECT_EQ(store->pending_tasks("alice").value().size(), ids.size());
+  EXPECT_EQ(store->pending_tasks(kernex::MemoryScope::local(), "alice").value().size(), ids.size());
 }
 
 TEST_P(MemoryConformance, IdPrefixesAreLiteral) {
   // kernex matched prefixes with LIKE: "%" cancelled whatever task came first.
-  ASSERT_TRUE(store->create_task(task("Call John", "2026-12-31 15:00:00")));
+  ASSERT_TRUE(
+      store->create_task(kernex::MemoryScope::local(), task("Call John", "2026-12-31 15:00:00")));
   for (const char* hostile : {"%", "_", "%%", "'", "\\", ".*", "' OR '1'='1"}) {
-    auto r = store->cancel_task(hostile, "alice");
+    auto r = store->cancel_task(kernex::MemoryScope::local(), hostile, "alice");
     ASSERT_TRUE(r) << hostile << ": " << r.error().describe();
     EXPECT_FALSE(*r) << hostile;
-    EXPECT_TRUE(store->task_runs(hostile, 10).value().empty()) << hostile;
+    EXPECT_TRUE(store->task_runs(kernex::MemoryScope::local(), hostile, 10).value().empty())
+        << hostile;
   }
-  EXPECT_EQ(store->pending_tasks("alice").value().size(), 1u);
+  EXPECT_EQ(store->pending_tasks(kernex::MemoryScope::local(), "alice").value().size(), 1u);
 }
 
 TEST_P(MemoryConformance, TaskRunHistory) {
@@ -1076,11 +1280,11 @@ TEST_P(MemoryConformance, TaskRunHistory) {
                 "completed", "first result",     std::nullopt,          1234};
   TaskRun second{"",       "0123456789abcdef", "2026-01-01T11:00:00Z", "2026-01-01 11:00:05",
                  "failed", std::nullopt,       "provider exploded",    std::nullopt};
-  auto first_id = store->record_task_run(first);
+  auto first_id = store->record_task_run(kernex::MemoryScope::local(), first);
   ASSERT_TRUE(first_id) << first_id.error().describe();
   EXPECT_FALSE(first_id->empty());
-  ASSERT_TRUE(store->record_task_run(second));
-  auto runs = store->task_runs("01234567", 10).value();
+  ASSERT_TRUE(store->record_task_run(kernex::MemoryScope::local(), second));
+  auto runs = store->task_runs(kernex::MemoryScope::local(), "01234567", 10).value();
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0].status, "failed");
   EXPECT_EQ(runs[0].error, "provider exploded");
@@ -1093,34 +1297,39 @@ TEST_P(MemoryConformance, TaskRunHistory) {
   EXPECT_EQ(runs[1].result, "first result");
   EXPECT_EQ(runs[1].tokens, 1234u);
   EXPECT_EQ(runs[1].finished_at.substr(0, 10), now_plus(0).substr(0, 10));  // set by the store
-  EXPECT_EQ(store->task_runs("01234567", 1).value().size(), 1u);
-  EXPECT_TRUE(store->task_runs("ffff", 10).value().empty());
+  EXPECT_EQ(store->task_runs(kernex::MemoryScope::local(), "01234567", 1).value().size(), 1u);
+  EXPECT_TRUE(store->task_runs(kernex::MemoryScope::local(), "ffff", 10).value().empty());
   TaskRun bogus = first;
   bogus.status = "bogus";
-  EXPECT_FALSE(store->record_task_run(bogus));
+  EXPECT_FALSE(store->record_task_run(kernex::MemoryScope::local(), bogus));
   TaskRun bad_time = first;
   bad_time.started_at = "noon";
-  EXPECT_FALSE(store->record_task_run(bad_time));
+  EXPECT_FALSE(store->record_task_run(kernex::MemoryScope::local(), bad_time));
 }
 
 // ---- Learning ----
 
 TEST_P(MemoryConformance, LessonsDedupCapAndReinforce) {
-  ASSERT_TRUE(store->store_lesson({"alice", "trading", "Never risk more than 2%", "", 1, ""}));
-  ASSERT_TRUE(store->store_lesson({"alice", "trading", "Never risk more than 2%", "", 1, ""}));
-  auto one = store->lessons("alice", std::nullopt).value();
+  ASSERT_TRUE(store->store_lesson(kernex::MemoryScope::local(),
+                                  {"alice", "trading", "Never risk more than 2%", "", 1, ""}));
+  ASSERT_TRUE(store->store_lesson(kernex::MemoryScope::local(),
+                                  {"alice", "trading", "Never risk more than 2%", "", 1, ""}));
+  auto one = store->lessons(kernex::MemoryScope::local(), "alice", std::nullopt).value();
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].occurrences, 2u);
   EXPECT_EQ(one[0].updated_at.size(), 19u);
   for (int i = 0; i < 12; ++i) {
     ASSERT_TRUE(
-        store->store_lesson({"alice", "style", "Rule number " + std::to_string(i), "", 1, ""}));
+        store->store_lesson(kernex::MemoryScope::local(),
+                            {"alice", "style", "Rule number " + std::to_string(i), "", 1, ""}));
   }
   // Reinforcing the oldest surviving rule moves it to the front; the cap then drops others.
-  ASSERT_TRUE(store->store_lesson({"alice", "style", "Rule number 2", "", 1, ""}));
-  ASSERT_TRUE(store->store_lesson({"alice", "style", "Rule number 12", "", 1, ""}));
+  ASSERT_TRUE(store->store_lesson(kernex::MemoryScope::local(),
+                                  {"alice", "style", "Rule number 2", "", 1, ""}));
+  ASSERT_TRUE(store->store_lesson(kernex::MemoryScope::local(),
+                                  {"alice", "style", "Rule number 12", "", 1, ""}));
   std::vector<std::string> rules;
-  const auto listed = store->lessons("alice", std::nullopt).value();
+  const auto listed = store->lessons(kernex::MemoryScope::local(), "alice", std::nullopt).value();
   for (const auto& l : listed) {
     if (l.domain == "style") rules.push_back(l.rule);
   }
@@ -1134,68 +1343,95 @@ TEST_P(MemoryConformance, LessonsDedupCapAndReinforce) {
   EXPECT_EQ(listed.size(), 11u);
   // Per project: the cap and dedup do not cross projects or senders; the project's rules come
   // first.
-  ASSERT_TRUE(store->store_lesson({"alice", "style", "Rule number 2", "my-trader", 1, ""}));
-  ASSERT_TRUE(store->store_lesson({"bob", "style", "Rule number 2", "", 1, ""}));
-  auto layered = store->lessons("alice", std::string("my-trader")).value();
+  ASSERT_TRUE(store->store_lesson(kernex::MemoryScope::local(),
+                                  {"alice", "style", "Rule number 2", "my-trader", 1, ""}));
+  ASSERT_TRUE(store->store_lesson(kernex::MemoryScope::local(),
+                                  {"bob", "style", "Rule number 2", "", 1, ""}));
+  auto layered =
+      store->lessons(kernex::MemoryScope::local(), "alice", std::string("my-trader")).value();
   ASSERT_FALSE(layered.empty());
   EXPECT_EQ(layered[0].project, "my-trader");
   EXPECT_EQ(layered[0].occurrences, 1u);
   EXPECT_EQ(layered.size(), 12u);
   // Without a project only general rules are listed.
-  for (const auto& l : rows(store->lessons("alice", std::nullopt))) EXPECT_EQ(l.project, "");
-  EXPECT_EQ(store->lessons("bob", std::nullopt).value().size(), 1u);
-  EXPECT_FALSE(store->store_lesson({"alice", "", "no domain", "", 1, ""}));
-  EXPECT_FALSE(store->store_lesson({"alice", "d", "", "", 1, ""}));
+  for (const auto& l : rows(store->lessons(kernex::MemoryScope::local(), "alice", std::nullopt)))
+    EXPECT_EQ(l.project, "");
+  EXPECT_EQ(store->lessons(kernex::MemoryScope::local(), "bob", std::nullopt).value().size(), 1u);
+  EXPECT_FALSE(
+      store->store_lesson(kernex::MemoryScope::local(), {"alice", "", "no domain", "", 1, ""}));
+  EXPECT_FALSE(store->store_lesson(kernex::MemoryScope::local(), {"alice", "d", "", "", 1, ""}));
 }
 
 TEST_P(MemoryConformance, OutcomesByProjectAndPrunedPerSender) {
   ASSERT_TRUE(
-      store->store_outcome({"alice", "trading", 1, "good entry", "conversation", "my-trader", ""}));
+      store->store_outcome(kernex::MemoryScope::local(),
+                           {"alice", "trading", 1, "good entry", "conversation", "my-trader", ""}));
   ASSERT_TRUE(
-      store->store_outcome({"alice", "communication", -1, "too long", "conversation", "", ""}));
-  EXPECT_EQ(store->recent_outcomes("alice", 15, std::nullopt).value().size(), 2u);
-  auto trader = store->recent_outcomes("alice", 15, std::string("my-trader")).value();
+      store->store_outcome(kernex::MemoryScope::local(),
+                           {"alice", "communication", -1, "too long", "conversation", "", ""}));
+  EXPECT_EQ(store->recent_outcomes(kernex::MemoryScope::local(), "alice", 15, std::nullopt)
+                .value()
+                .size(),
+            2u);
+  auto trader =
+      store->recent_outcomes(kernex::MemoryScope::local(), "alice", 15, std::string("my-trader"))
+          .value();
   ASSERT_EQ(trader.size(), 1u);
   EXPECT_EQ(trader[0].domain, "trading");
   EXPECT_EQ(trader[0].score, 1);
   EXPECT_EQ(trader[0].source, "conversation");
   EXPECT_EQ(trader[0].timestamp.substr(0, 10), now_plus(0).substr(0, 10));
-  auto general = store->recent_outcomes("alice", 15, std::string("")).value();
+  auto general =
+      store->recent_outcomes(kernex::MemoryScope::local(), "alice", 15, std::string("")).value();
   ASSERT_EQ(general.size(), 1u);
   EXPECT_EQ(general[0].domain, "communication");
   EXPECT_EQ(general[0].score, -1);
-  EXPECT_FALSE(store->store_outcome({"alice", "x", 2, "bad score", "conversation", "", ""}));
+  EXPECT_FALSE(store->store_outcome(kernex::MemoryScope::local(),
+                                    {"alice", "x", 2, "bad score", "conversation", "", ""}));
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(store->store_outcome({"alice", "d", 0, "o" + std::to_string(i), "c", "", ""}));
+    ASSERT_TRUE(store->store_outcome(kernex::MemoryScope::local(),
+                                     {"alice", "d", 0, "o" + std::to_string(i), "c", "", ""}));
   }
   for (int i = 0; i < 2; ++i)
-    ASSERT_TRUE(store->store_outcome({"bob", "d", 0, "b" + std::to_string(i), "c", "", ""}));
-  EXPECT_EQ(store->recent_outcomes("alice", 2, std::nullopt).value().size(), 2u);
+    ASSERT_TRUE(store->store_outcome(kernex::MemoryScope::local(),
+                                     {"bob", "d", 0, "b" + std::to_string(i), "c", "", ""}));
+  EXPECT_EQ(
+      store->recent_outcomes(kernex::MemoryScope::local(), "alice", 2, std::nullopt).value().size(),
+      2u);
   // Keeps the newest 3 of each sender: alice loses 2, bob keeps both.
-  EXPECT_EQ(store->prune_outcomes(3).value(), 2u);
-  auto kept = store->recent_outcomes("alice", 15, std::nullopt).value();
+  EXPECT_EQ(store->prune_outcomes(kernex::MemoryScope::local(), 3).value(), 2u);
+  auto kept =
+      store->recent_outcomes(kernex::MemoryScope::local(), "alice", 15, std::nullopt).value();
   ASSERT_EQ(kept.size(), 3u);
   EXPECT_EQ(kept[0].lesson, "o2");
   EXPECT_EQ(kept[2].lesson, "o0");
-  EXPECT_EQ(store->recent_outcomes("bob", 15, std::nullopt).value().size(), 2u);
-  EXPECT_EQ(store->prune_outcomes(3).value(), 0u);
-  EXPECT_EQ(store->prune_outcomes(0).value(), 5u);
-  EXPECT_TRUE(store->recent_outcomes("alice", 15, std::nullopt).value().empty());
+  EXPECT_EQ(
+      store->recent_outcomes(kernex::MemoryScope::local(), "bob", 15, std::nullopt).value().size(),
+      2u);
+  EXPECT_EQ(store->prune_outcomes(kernex::MemoryScope::local(), 3).value(), 0u);
+  EXPECT_EQ(store->prune_outcomes(kernex::MemoryScope::local(), 0).value(), 5u);
+  EXPECT_TRUE(store->recent_outcomes(kernex::MemoryScope::local(), "alice", 15, std::nullopt)
+                  .value()
+                  .empty());
 }
 
 // ---- Usage and audit ----
 
 TEST_P(MemoryConformance, UsageSummedByDayModelAndProvider) {
   const std::string conv = conversation();
-  EXPECT_TRUE(store->usage_by_day().value().empty());
+  EXPECT_TRUE(store->usage_by_day(kernex::MemoryScope::local()).value().empty());
   ASSERT_TRUE(store->record_usage(
+      kernex::MemoryScope::local(),
       {conv, "alice", "claude-sonnet-4-6", "anthropic", Usage{100, 50, 1000, 200, 0.01}}));
   ASSERT_TRUE(store->record_usage(
+      kernex::MemoryScope::local(),
       {conv, "alice", "claude-sonnet-4-6", "anthropic", Usage{250, 100, 300, 0, 0.02}}));
-  ASSERT_TRUE(store->record_usage({conv, "alice", "llama3.2", "ollama", Usage{10, 5, 0, 0, 0}}));
+  ASSERT_TRUE(store->record_usage(kernex::MemoryScope::local(),
+                                  {conv, "alice", "llama3.2", "ollama", Usage{10, 5, 0, 0, 0}}));
   ASSERT_TRUE(
-      store->record_usage({conv, "bob", "claude-sonnet-4-6", "bedrock", Usage{1, 1, 0, 0, 0.5}}));
-  auto rows = store->usage_by_day().value();
+      store->record_usage(kernex::MemoryScope::local(),
+                          {conv, "bob", "claude-sonnet-4-6", "bedrock", Usage{1, 1, 0, 0, 0.5}}));
+  auto rows = store->usage_by_day(kernex::MemoryScope::local()).value();
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].model, "claude-sonnet-4-6");
   EXPECT_EQ(rows[0].provider, "anthropic");
@@ -1211,8 +1447,9 @@ TEST_P(MemoryConformance, UsageSummedByDayModelAndProvider) {
   EXPECT_EQ(rows[2].usage.cost_usd, 0.0);
   // Large counts are not truncated to 32 bits.
   ASSERT_TRUE(
-      store->record_usage({conv, "alice", "big", "p", Usage{5'000'000'000ULL, 0, 0, 0, 0}}));
-  auto big = store->usage_by_day().value();
+      store->record_usage(kernex::MemoryScope::local(),
+                          {conv, "alice", "big", "p", Usage{5'000'000'000ULL, 0, 0, 0, 0}}));
+  auto big = store->usage_by_day(kernex::MemoryScope::local()).value();
   auto it =
       std::find_if(big.begin(), big.end(), [](const UsageTotals& t) { return t.model == "big"; });
   ASSERT_NE(it, big.end());
@@ -1227,16 +1464,16 @@ TEST_P(MemoryConformance, AuditLogNewestFirst) {
   rec.tool = "word_count";
   rec.arguments = Json{{"text", "a b"}, {"nested", {1, 2}}};
   rec.result = "2";
-  ASSERT_TRUE(store->record_tool_call(rec));
+  ASSERT_TRUE(store->record_tool_call(kernex::MemoryScope::local(), rec));
   AuditRecord denied = rec;
   denied.tool = "shell";
   denied.status = "denied";
   denied.reason = "not allowed";
   denied.timestamp = "2026-01-01 00:00:00";
-  ASSERT_TRUE(store->record_tool_call(denied));
+  ASSERT_TRUE(store->record_tool_call(kernex::MemoryScope::local(), denied));
   rec.status = "maybe";
-  EXPECT_FALSE(store->record_tool_call(rec));
-  auto log = store->audit_log(10).value();
+  EXPECT_FALSE(store->record_tool_call(kernex::MemoryScope::local(), rec));
+  auto log = store->audit_log(kernex::MemoryScope::local(), 10).value();
   ASSERT_EQ(log.size(), 2u);
   // Newest first by recording order, whatever the timestamps say.
   EXPECT_EQ(log[0].tool, "shell");
@@ -1251,7 +1488,7 @@ TEST_P(MemoryConformance, AuditLogNewestFirst) {
   EXPECT_EQ(log[1].sender_id, "alice");
   EXPECT_EQ(log[1].result, "2");
   EXPECT_EQ(log[1].timestamp.substr(0, 10), now_plus(0).substr(0, 10));
-  EXPECT_EQ(store->audit_log(1).value().size(), 1u);
+  EXPECT_EQ(store->audit_log(kernex::MemoryScope::local(), 1).value().size(), 1u);
 }
 
 // ---- Backup ----
@@ -1261,19 +1498,22 @@ std::string fill(MemoryStore& s, const std::string& conv) {
   ContextEntry call = ContextEntry::assistant("");
   call.tool_calls = {ToolCall{"c1", "calculate", Json{{"expression", "1+1"}}}};
   call.provider_state = Json{{"signature", "abc"}};
-  EXPECT_TRUE(
-      s.append_messages(conv, {ContextEntry::user("add é 中"), call,
-                               ContextEntry::tool(ToolResult{"c1", "calculate", "2", false}),
-                               ContextEntry::assistant("2")}));
-  EXPECT_TRUE(s.save_compaction_summary(conv, {"sum", 2}));
-  EXPECT_TRUE(s.store_fact("alice", "name", "Alice"));
-  EXPECT_TRUE(s.store_fact("alice", "gone", "x"));
-  EXPECT_TRUE(s.soft_delete_fact("alice", "gone"));
-  EXPECT_TRUE(s.store_lesson({"alice", "d", "r", "", 1, ""}));
-  EXPECT_TRUE(s.store_lesson({"alice", "d", "r", "", 1, ""}));
-  EXPECT_TRUE(s.store_outcome({"alice", "d", 1, "l", "conversation", "", ""}));
-  EXPECT_TRUE(s.record_usage({conv, "alice", "m", "p", Usage{1, 2, 3, 4, 0.5}}));
+  EXPECT_TRUE(s.append_messages(kernex::MemoryScope::local(), conv,
+                                {ContextEntry::user("add é 中"), call,
+                                 ContextEntry::tool(ToolResult{"c1", "calculate", "2", false}),
+                                 ContextEntry::assistant("2")}));
+  EXPECT_TRUE(s.save_compaction_summary(kernex::MemoryScope::local(), conv, {"sum", 2}));
+  EXPECT_TRUE(s.store_fact(kernex::MemoryScope::local(), "alice", "name", "Alice"));
+  EXPECT_TRUE(s.store_fact(kernex::MemoryScope::local(), "alice", "gone", "x"));
+  EXPECT_TRUE(s.soft_delete_fact(kernex::MemoryScope::local(), "alice", "gone"));
+  EXPECT_TRUE(s.store_lesson(kernex::MemoryScope::local(), {"alice", "d", "r", "", 1, ""}));
+  EXPECT_TRUE(s.store_lesson(kernex::MemoryScope::local(), {"alice", "d", "r", "", 1, ""}));
+  EXPECT_TRUE(s.store_outcome(kernex::MemoryScope::local(),
+                              {"alice", "d", 1, "l", "conversation", "", ""}));
+  EXPECT_TRUE(s.record_usage(kernex::MemoryScope::local(),
+                             {conv, "alice", "m", "p", Usage{1, 2, 3, 4, 0.5}}));
   EXPECT_TRUE(s.record_tool_call(
+      kernex::MemoryScope::local(),
       {"", conv, "alice", "", "calculate", Json{{"expression", "1+1"}}, "2", "ok", ""}));
   TaskSpec t;
   t.channel = "cli";
@@ -1282,9 +1522,10 @@ std::string fill(MemoryStore& s, const std::string& conv) {
   t.description = "Call John about the export";
   t.due_at = "2026-12-31 15:00:00";
   t.repeat = "weekly";
-  auto id = s.create_task(t).value_or("");
+  auto id = s.create_task(kernex::MemoryScope::local(), t).value_or("");
   EXPECT_TRUE(
-      s.record_task_run({"", id, "2026-01-01 00:00:00", "", "completed", "done", std::nullopt, 7}));
+      s.record_task_run(kernex::MemoryScope::local(),
+                        {"", id, "2026-01-01 00:00:00", "", "completed", "done", std::nullopt, 7}));
   return id;
 }
 
@@ -1292,35 +1533,36 @@ std::string fill(MemoryStore& s, const std::string& conv) {
 Json observe(MemoryStore& s, const std::string& conv, const std::string& task_id) {
   Json out;
   out["messages"] = Json::array();
-  for (const auto& m : rows(s.conversation_messages(conv, 0, 100))) {
+  for (const auto& m : rows(s.conversation_messages(kernex::MemoryScope::local(), conv, 0, 100))) {
     out["messages"].push_back({m.seq, m.entry, m.created_at});
   }
-  auto summary = s.compaction_summary(conv).value();
+  auto summary = s.compaction_summary(kernex::MemoryScope::local(), conv).value();
   out["summary"] = summary ? Json{summary->text, summary->covered_messages} : Json();
-  for (const auto& c : rows(s.list_conversations({}))) {
+  for (const auto& c : rows(s.list_conversations(kernex::MemoryScope::local(), {}))) {
     out["conversations"].push_back({c.id, c.key.channel, c.key.sender_id, c.status, c.started_at,
                                     c.last_activity, c.message_count, c.summary.value_or("")});
   }
-  for (const auto& f : rows(s.fact_records(std::nullopt, true))) {
+  for (const auto& f : rows(s.fact_records(kernex::MemoryScope::local(), std::nullopt, true))) {
     out["facts"].push_back({f.sender_id, f.key, f.value, f.updated_at, f.deleted_at.value_or("")});
   }
-  for (const auto& l : rows(s.lessons("alice", std::nullopt))) {
+  for (const auto& l : rows(s.lessons(kernex::MemoryScope::local(), "alice", std::nullopt))) {
     out["lessons"].push_back({l.domain, l.rule, l.occurrences, l.updated_at});
   }
-  for (const auto& o : rows(s.recent_outcomes("alice", 10, std::nullopt))) {
+  for (const auto& o :
+       rows(s.recent_outcomes(kernex::MemoryScope::local(), "alice", 10, std::nullopt))) {
     out["outcomes"].push_back({o.domain, o.score, o.lesson, o.timestamp});
   }
-  for (const auto& u : rows(s.usage_by_day())) {
+  for (const auto& u : rows(s.usage_by_day(kernex::MemoryScope::local()))) {
     out["usage"].push_back(
         {u.day, u.model, u.provider, u.requests, u.usage.input_tokens, u.usage.cost_usd});
   }
-  for (const auto& a : rows(s.audit_log(10)))
+  for (const auto& a : rows(s.audit_log(kernex::MemoryScope::local(), 10)))
     out["audit"].push_back({a.timestamp, a.tool, a.arguments, a.status});
-  auto t = s.task(task_id).value();
+  auto t = s.task(kernex::MemoryScope::local(), task_id).value();
   if (t)
     out["task"] = {t->spec.description, t->spec.due_at, t->spec.repeat.value_or(""), t->status,
                    t->created_at};
-  for (const auto& r : rows(s.task_runs(task_id, 10))) {
+  for (const auto& r : rows(s.task_runs(kernex::MemoryScope::local(), task_id, 10))) {
     out["runs"].push_back(
         {r.id, r.started_at, r.finished_at, r.status, r.result.value_or(""), r.tokens.value_or(0)});
   }
@@ -1330,47 +1572,55 @@ Json observe(MemoryStore& s, const std::string& conv, const std::string& task_id
 TEST_P(MemoryConformance, ExportImportRoundTrips) {
   const std::string conv = conversation();
   const std::string id = fill(*store, conv);
-  auto exported = store->export_json();
+  auto exported = store->export_json(kernex::MemoryScope::local());
   ASSERT_TRUE(exported) << exported.error().describe();
   EXPECT_EQ((*exported)["format"], "kernex-memory");
   EXPECT_EQ((*exported)["messages"].size(), 4u);
 
   auto fresh = stores.open(GetParam(), stores.new_database(GetParam()).value());
   ASSERT_TRUE(fresh);
-  ASSERT_TRUE(fresh->import_json(*exported));
-  EXPECT_EQ(fresh->export_json().value(), *exported);
+  ASSERT_TRUE(fresh->import_json(kernex::MemoryScope::local(), *exported));
+  EXPECT_EQ(fresh->export_json(kernex::MemoryScope::local()).value(), *exported);
   EXPECT_EQ(observe(*fresh, conv, id), observe(*store, conv, id));
   // Recall works on imported data (the indexes are rebuilt by the import).
-  EXPECT_EQ(fresh->recall(query("add é")).value().size(), 1u);
-  EXPECT_EQ(fresh->recall(query("sum", "")).value().size(), 1u);
+  EXPECT_EQ(fresh->recall(kernex::MemoryScope::local(), query("add é")).value().size(), 1u);
+  EXPECT_EQ(fresh->recall(kernex::MemoryScope::local(), query("sum", "")).value().size(), 1u);
   // A second import collides on ids and imports nothing.
-  auto again = fresh->import_json(*exported);
+  auto again = fresh->import_json(kernex::MemoryScope::local(), *exported);
   ASSERT_FALSE(again);
-  EXPECT_EQ(fresh->export_json().value(), *exported);
-  auto junk = fresh->import_json(Json{{"format", "something"}});
+  EXPECT_EQ(fresh->export_json(kernex::MemoryScope::local()).value(), *exported);
+  auto junk = fresh->import_json(kernex::MemoryScope::local(), Json{{"format", "something"}});
   ASSERT_FALSE(junk);
   EXPECT_THAT(junk.error().describe(), HasSubstr("not a kernex memory export"));
-  auto future = fresh->import_json(Json{{"format", "kernex-memory"}, {"version", 99}});
+  auto future = fresh->import_json(kernex::MemoryScope::local(),
+                                   Json{{"format", "kernex-memory"}, {"version", 99}});
   ASSERT_FALSE(future);
   Json bad_column = *exported;
   bad_column["facts"][0]["colour"] = "red";
   auto empty = stores.open(GetParam(), stores.new_database(GetParam()).value());
   ASSERT_TRUE(empty);
-  auto rejected = empty->import_json(bad_column);
+  auto rejected = empty->import_json(kernex::MemoryScope::local(), bad_column);
   ASSERT_FALSE(rejected);
   EXPECT_THAT(rejected.error().describe(), HasSubstr("unknown column 'colour'"));
-  EXPECT_TRUE(empty->list_conversations({}).value().empty());  // nothing half-imported
+  EXPECT_TRUE(empty->list_conversations(kernex::MemoryScope::local(), {})
+                  .value()
+                  .empty());  // nothing half-imported
   Json structured = *exported;
   structured["facts"][0]["value"] = Json::array({1});
-  EXPECT_FALSE(empty->import_json(structured));
-  EXPECT_TRUE(empty->list_conversations({}).value().empty());
+  EXPECT_FALSE(empty->import_json(kernex::MemoryScope::local(), structured));
+  EXPECT_TRUE(empty->list_conversations(kernex::MemoryScope::local(), {}).value().empty());
   // New rows after an import do not collide with imported ids.
-  ASSERT_TRUE(fresh->append_messages(conv, {ContextEntry::user("after the import")}));
-  ASSERT_TRUE(fresh->store_outcome({"alice", "d", 0, "after", "conversation", "", ""}));
-  ASSERT_TRUE(fresh->record_tool_call({"", conv, "alice", "", "t", Json::object(), "", "ok", ""}));
-  ASSERT_TRUE(fresh->store_lesson({"alice", "d", "new rule", "", 1, ""}));
-  ASSERT_TRUE(fresh->record_usage({conv, "alice", "m", "p", Usage{1, 0, 0, 0, 0}}));
-  EXPECT_EQ(fresh->message_count(conv).value(), 5u);
+  ASSERT_TRUE(fresh->append_messages(kernex::MemoryScope::local(), conv,
+                                     {ContextEntry::user("after the import")}));
+  ASSERT_TRUE(fresh->store_outcome(kernex::MemoryScope::local(),
+                                   {"alice", "d", 0, "after", "conversation", "", ""}));
+  ASSERT_TRUE(fresh->record_tool_call(kernex::MemoryScope::local(),
+                                      {"", conv, "alice", "", "t", Json::object(), "", "ok", ""}));
+  ASSERT_TRUE(
+      fresh->store_lesson(kernex::MemoryScope::local(), {"alice", "d", "new rule", "", 1, ""}));
+  ASSERT_TRUE(fresh->record_usage(kernex::MemoryScope::local(),
+                                  {conv, "alice", "m", "p", Usage{1, 0, 0, 0, 0}}));
+  EXPECT_EQ(fresh->message_count(kernex::MemoryScope::local(), conv).value(), 5u);
 }
 
 // An export of one store loads into the other, and both then hold the same data: moving from
@@ -1384,36 +1634,41 @@ TEST_P(MemoryConformance, ExportLoadsIntoTheOtherStore) {
   }
   const std::string conv = conversation();
   const std::string id = fill(*store, conv);
-  auto exported = store->export_json();
+  auto exported = store->export_json(kernex::MemoryScope::local());
   ASSERT_TRUE(exported) << exported.error().describe();
   auto other = stores.open(other_kind, *other_options);
   ASSERT_TRUE(other);
-  auto imported = other->import_json(*exported);
+  auto imported = other->import_json(kernex::MemoryScope::local(), *exported);
   ASSERT_TRUE(imported) << imported.error().describe();
   EXPECT_EQ(observe(*other, conv, id), observe(*store, conv, id));
-  EXPECT_EQ(other->export_json().value(), *exported);
-  EXPECT_EQ(other->recall(query("add é")).value().size(), 1u);
+  EXPECT_EQ(other->export_json(kernex::MemoryScope::local()).value(), *exported);
+  EXPECT_EQ(other->recall(kernex::MemoryScope::local(), query("add é")).value().size(), 1u);
   // The moved store carries on: the conversation, its task and new rows.
   EXPECT_EQ(conversation(*other), conv);
-  ASSERT_TRUE(other->append_messages(conv, {ContextEntry::user("after the move")}));
-  EXPECT_EQ(other->message_count(conv).value(), 5u);
-  EXPECT_TRUE(other->complete_task(id, "").value());
+  ASSERT_TRUE(other->append_messages(kernex::MemoryScope::local(), conv,
+                                     {ContextEntry::user("after the move")}));
+  EXPECT_EQ(other->message_count(kernex::MemoryScope::local(), conv).value(), 5u);
+  EXPECT_TRUE(other->complete_task(kernex::MemoryScope::local(), id, "").value());
 }
 
 // ---- Context assembly ----
 
 TEST_P(MemoryConformance, ContextSectionsFromMemory) {
   const std::string old_conv = conversation();
-  ASSERT_TRUE(store->append_messages(old_conv,
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), old_conv,
                                      {ContextEntry::user("I keep forgetting the invoice for ACME"),
                                       ContextEntry::assistant("noted")}));
-  ASSERT_TRUE(store->close_conversation(old_conv, std::string("Discussed the ACME invoice")));
-  ASSERT_TRUE(store->store_fact("alice", "occupation", "pilot"));
-  ASSERT_TRUE(store->store_fact("alice", "name", "Alice"));
-  ASSERT_TRUE(store->store_fact("alice", "welcomed", "true"));
-  ASSERT_TRUE(store->create_task(task("Send the ACME invoice", "2099-01-01 09:00:00")));
-  ASSERT_TRUE(store->store_lesson({"alice", "style", "Be brief", "", 1, ""}));
+  ASSERT_TRUE(store->close_conversation(kernex::MemoryScope::local(), old_conv,
+                                        std::string("Discussed the ACME invoice")));
+  ASSERT_TRUE(store->store_fact(kernex::MemoryScope::local(), "alice", "occupation", "pilot"));
+  ASSERT_TRUE(store->store_fact(kernex::MemoryScope::local(), "alice", "name", "Alice"));
+  ASSERT_TRUE(store->store_fact(kernex::MemoryScope::local(), "alice", "welcomed", "true"));
+  ASSERT_TRUE(store->create_task(kernex::MemoryScope::local(),
+                                 task("Send the ACME invoice", "2099-01-01 09:00:00")));
+  ASSERT_TRUE(
+      store->store_lesson(kernex::MemoryScope::local(), {"alice", "style", "Be brief", "", 1, ""}));
   ASSERT_TRUE(store->store_outcome(
+      kernex::MemoryScope::local(),
       {"alice", "billing", 1, "invoice sent on time", "conversation", "", ""}));
 
   Limits limits;
@@ -1500,6 +1755,35 @@ TEST_P(MemoryConformanceKernel, SecondKernelSeesTheFirstOnesHistory) {
   EXPECT_EQ(messages[2]["content"], "again");
 }
 
+// The run's scope reaches every memory call the kernel makes: the same sender in another tenant
+// gets none of the first tenant's history, recall, facts or tasks in its request, and its exchange,
+// audit and usage are saved in its own tenant.
+TEST_P(MemoryConformanceKernel, RunsOfTwoTenantsShareNoMemory) {
+  auto k = kernel({text("noted"), text("no idea"), text("you said 4111")});
+  ASSERT_TRUE(k);
+  RunOptions alpha;
+  alpha.memory_scope = MemoryScope::of("alpha").value();
+  ASSERT_TRUE(k->run(Request::from_text("support", "my card number is 4111 quokka"), alpha));
+  auto s = kernel_store();
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->store_fact(alpha.memory_scope, "support", "card", "4111"));
+  ASSERT_TRUE(
+      s->create_task(alpha.memory_scope, task("read 4111 aloud", now_plus(3600), "support")));
+  RunOptions beta;
+  beta.memory_scope = MemoryScope::of("beta").value();
+  auto b = k->run(Request::from_text("support", "what is my card number quokka"), beta);
+  ASSERT_TRUE(b) << b.error().describe();
+  EXPECT_THAT(request(1).dump(), Not(HasSubstr("4111")));
+  EXPECT_THAT(request(1).dump(), HasSubstr("what is my card number"));
+  EXPECT_EQ(s->message_count(beta.memory_scope, b->conversation_id).value(), 2u);
+  EXPECT_FALSE(s->message_count(alpha.memory_scope, b->conversation_id));
+  EXPECT_TRUE(s->usage_by_day(MemoryScope::local()).value().empty());
+  EXPECT_EQ(s->usage_by_day(beta.memory_scope).value().at(0).requests, 1u);
+  // Alpha's next turn has its history, fact and task.
+  ASSERT_TRUE(k->run(Request::from_text("support", "and my card?"), alpha));
+  EXPECT_THAT(request(2).dump(), HasSubstr("4111"));
+}
+
 TEST_P(MemoryConformanceKernel, SummaryKeptAndExtendedNotRecomputed) {
   Limits limits;
   limits.max_context_messages = 2;
@@ -1517,7 +1801,7 @@ TEST_P(MemoryConformanceKernel, SummaryKeptAndExtendedNotRecomputed) {
       std::string::npos);
   auto s = kernel_store();
   ASSERT_TRUE(s);
-  auto stored = s->compaction_summary(conv).value();
+  auto stored = s->compaction_summary(kernex::MemoryScope::local(), conv).value();
   ASSERT_TRUE(stored);
   EXPECT_EQ(stored->text, "SUMMARY ONE");
   EXPECT_EQ(stored->covered_messages, 2u);
@@ -1526,7 +1810,7 @@ TEST_P(MemoryConformanceKernel, SummaryKeptAndExtendedNotRecomputed) {
   const std::string input = request(4)["messages"][0]["content"];
   EXPECT_NE(input.find("Summary so far:\nSUMMARY ONE"), std::string::npos) << input;
   EXPECT_EQ(input.find("m1"), std::string::npos) << input;
-  EXPECT_EQ(s->compaction_summary(conv).value()->text, "SUMMARY TWO");
+  EXPECT_EQ(s->compaction_summary(kernex::MemoryScope::local(), conv).value()->text, "SUMMARY TWO");
 }
 
 TEST_P(MemoryConformanceKernel, ToolCallsSavedAuditedAndUsageRecorded) {
@@ -1541,19 +1825,318 @@ TEST_P(MemoryConformanceKernel, ToolCallsSavedAuditedAndUsageRecorded) {
   k.reset();
   auto s = kernel_store();
   ASSERT_TRUE(s);
-  auto messages = s->conversation_messages(run->conversation_id, 0, 10).value();
+  auto messages =
+      s->conversation_messages(kernex::MemoryScope::local(), run->conversation_id, 0, 10).value();
   ASSERT_EQ(messages.size(), 4u);
   EXPECT_EQ(messages[1].entry.tool_calls.at(0).name, "word_count");
   ASSERT_TRUE(messages[2].entry.tool_result);
   EXPECT_EQ(messages[3].entry.content, "three");
-  auto audit = s->audit_log(10).value();
+  auto audit = s->audit_log(kernex::MemoryScope::local(), 10).value();
   ASSERT_EQ(audit.size(), 1u);
   EXPECT_EQ(audit[0].tool, "word_count");
   EXPECT_EQ(audit[0].conversation_id, run->conversation_id);
-  auto usage = s->usage_by_day().value();
+  auto usage = s->usage_by_day(kernex::MemoryScope::local()).value();
   ASSERT_EQ(usage.size(), 1u);
   EXPECT_EQ(usage[0].usage.input_tokens, 30u);
   EXPECT_EQ(usage[0].provider, "replay");
+}
+
+// ---- Scopes: every call sees only its tenant's rows ----
+// A row written in one scope is never read, listed, counted, claimed, exported, changed or deleted
+// from another, whatever ids or sender names the other scope passes: the same session id in two
+// tenants is two conversations, and a sender id that is a prefix of another never matches it.
+
+MemoryScope scope_of(const char* tenant) { return MemoryScope::of(tenant).value(); }
+
+TEST(MemoryScopeName, IsNeverEmptyAndNamesOneTenant) {
+  EXPECT_EQ(MemoryScope::local().tenant(), "local");
+  EXPECT_TRUE(MemoryScope::of("alpha"));
+  EXPECT_TRUE(MemoryScope::of("a.b-c_9"));
+  EXPECT_TRUE(MemoryScope::of(std::string(64, 'x')));
+  for (const std::string& bad :
+       {std::string(), std::string(65, 'x'), std::string("a/b"), std::string("a b"),
+        std::string("a\x1f"
+                    "b"),
+        std::string("a\0b", 3), std::string("t%"), std::string("ä")}) {
+    auto scope = MemoryScope::of(bad);
+    ASSERT_FALSE(scope) << "'" << bad << "' was taken as a tenant";
+    EXPECT_EQ(scope.error().code, ErrorCode::Usage);
+  }
+}
+
+class MemoryScopes : public MemoryConformance {
+ protected:
+  const MemoryScope a = scope_of("alpha");
+  const MemoryScope b = scope_of("beta");
+  std::string open(const MemoryScope& scope, const std::string& sender = "support") {
+    auto id = store->open_conversation(scope, {"serve", sender, ""}, std::chrono::minutes(120));
+    EXPECT_TRUE(id) << id.error().describe();
+    return id.value_or("");
+  }
+  // Alpha's session "support" with a secret in it, as tenant alpha's serve run would save it.
+  std::string alpha_secret() {
+    const std::string id = open(a);
+    EXPECT_TRUE(store->append_messages(a, id,
+                                       {ContextEntry::user("my card number is 4111 quokka"),
+                                        ContextEntry::assistant("noted the card number")}));
+    return id;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Stores, MemoryScopes, ::testing::Values("sqlite", "postgres"), store_name);
+
+TEST_P(MemoryScopes, SameSessionIdInTwoTenantsIsTwoConversations) {
+  const std::string ida = alpha_secret();
+  const std::string idb = open(b);
+  ASSERT_NE(ida, idb);
+  EXPECT_EQ(open(a), ida);
+  EXPECT_TRUE(store->recent_messages(b, ida, 10).value().empty());
+  EXPECT_TRUE(store->oldest_messages(b, ida, 10).value().empty());
+  EXPECT_TRUE(store->conversation_messages(b, ida, 0, 10).value().empty());
+  EXPECT_FALSE(store->message_count(b, ida));
+  EXPECT_EQ(store->message_count(a, ida).value(), 2u);
+  EXPECT_EQ(store->message_count(b, idb).value(), 0u);
+  EXPECT_EQ(store->recent_messages(a, ida, 10).value().size(), 2u);
+
+  // Writes through another tenant's conversation id change nothing.
+  EXPECT_FALSE(store->append_messages(b, ida, {ContextEntry::user("beta writes")}));
+  ExchangeRecord exchange{ida, {ContextEntry::user("beta writes")}, std::nullopt};
+  EXPECT_FALSE(store->save_exchange(b, exchange));
+  EXPECT_FALSE(store->save_compaction_summary(b, ida, StoredSummary{"beta summary", 1}));
+  EXPECT_FALSE(store->compaction_summary(a, ida).value());
+  EXPECT_TRUE(store->save_compaction_summary(a, ida, StoredSummary{"alpha summary", 1}));
+  EXPECT_FALSE(store->compaction_summary(b, ida).value());
+  EXPECT_EQ(store->compaction_summary(a, ida).value()->text, "alpha summary");
+  EXPECT_FALSE(store->close_conversation(b, ida, std::string("beta closes")));
+  EXPECT_FALSE(store->delete_conversation(b, ida));
+  EXPECT_EQ(store->message_count(a, ida).value(), 2u);
+  EXPECT_EQ(open(a), ida) << "beta's close reached alpha's conversation";
+
+  // Listing: each tenant sees its own conversation only, even filtered by the same key.
+  ConversationFilter filter;
+  filter.channel = "serve";
+  filter.sender_id = "support";
+  auto listed_b = store->list_conversations(b, filter).value();
+  ASSERT_EQ(listed_b.size(), 1u);
+  EXPECT_EQ(listed_b[0].id, idb);
+  EXPECT_FALSE(listed_b[0].summary);
+  auto listed_a = store->list_conversations(a, ConversationFilter{}).value();
+  ASSERT_EQ(listed_a.size(), 1u);
+  EXPECT_EQ(listed_a[0].id, ida);
+  EXPECT_TRUE(
+      store->list_conversations(MemoryScope::local(), ConversationFilter{}).value().empty());
+
+  // Alpha's closed conversation's summary is no summary of beta's sender.
+  ASSERT_TRUE(store->close_conversation(a, ida, std::string("the quokka card summary")));
+  EXPECT_TRUE(store->recent_summaries(b, {"serve", "support", ""}, idb, 5).value().empty());
+  EXPECT_EQ(store->recent_summaries(a, {"serve", "support", ""}, "", 5).value().size(), 1u);
+
+  // Deleting beta's own conversation leaves alpha's whole.
+  ASSERT_TRUE(store->delete_conversation(b, idb));
+  EXPECT_EQ(store->message_count(a, ida).value(), 2u);
+  ASSERT_TRUE(store->delete_conversation(a, ida));
+  EXPECT_FALSE(store->message_count(a, ida));
+}
+
+TEST_P(MemoryScopes, RecallNeverCrossesTenants) {
+  const std::string ida = alpha_secret();
+  ASSERT_TRUE(store->close_conversation(a, ida, std::string("quokka summary of the card")));
+  const std::string idb = open(b);
+  for (const std::string& sender : {std::string("support"), std::string()}) {
+    for (const char* text : {"what is my card number?", "quokka", "card number 4111"}) {
+      SCOPED_TRACE(std::string(text) + " as sender '" + sender + "'");
+      RecallQuery q = query(text, sender, 10);
+      EXPECT_TRUE(store->recall(b, q).value().empty());
+      q.current_conversation = idb;
+      q.skip_newest = 2;
+      EXPECT_TRUE(store->recall(b, q).value().empty());
+      EXPECT_TRUE(store->recall(MemoryScope::local(), q).value().empty());
+      // A conversation id of alpha's as beta's current one changes nothing.
+      q.current_conversation = ida;
+      EXPECT_TRUE(store->recall(b, q).value().empty());
+    }
+  }
+  auto mine = store->recall(a, query("quokka", "support", 10)).value();
+  ASSERT_EQ(mine.size(), 2u);  // the message and the summary
+}
+
+TEST_P(MemoryScopes, FactsLessonsAndOutcomesAreTenantKeyed) {
+  ASSERT_TRUE(store->store_fact(a, "support", "card", "4111"));
+  EXPECT_TRUE(store->facts(b, "support").value().empty());
+  EXPECT_FALSE(store->fact(b, "support", "card").value());
+  EXPECT_TRUE(store->fact_records(b, std::nullopt, true).value().empty());
+  EXPECT_TRUE(store->fact_records(b, std::string("support"), true).value().empty());
+  EXPECT_FALSE(store->soft_delete_fact(b, "support", "card").value());
+  EXPECT_EQ(store->soft_delete_facts(b, "support", std::nullopt).value(), 0u);
+  // The same sender and key in beta is beta's own fact, apart from alpha's.
+  ASSERT_TRUE(store->store_fact(b, "support", "card", "beta's"));
+  EXPECT_EQ(store->fact(a, "support", "card").value(), "4111");
+  EXPECT_EQ(store->fact(b, "support", "card").value(), "beta's");
+  ASSERT_TRUE(store->soft_delete_fact(b, "support", "card").value());
+  EXPECT_EQ(store->fact(a, "support", "card").value(), "4111");
+  EXPECT_EQ(store->facts(a, "support").value().size(), 1u);
+
+  ASSERT_TRUE(
+      store->store_lesson(a, Lesson{"support", "billing", "never read the card aloud", "", 1, ""}));
+  EXPECT_TRUE(store->lessons(b, "support", std::nullopt).value().empty());
+  EXPECT_TRUE(store->lessons(b, "support", std::string("p")).value().empty());
+  EXPECT_EQ(store->lessons(a, "support", std::nullopt).value().size(), 1u);
+  // Reinforcing the same rule in beta adds beta's lesson, not an occurrence of alpha's.
+  ASSERT_TRUE(
+      store->store_lesson(b, Lesson{"support", "billing", "never read the card aloud", "", 1, ""}));
+  EXPECT_EQ(store->lessons(a, "support", std::nullopt).value().at(0).occurrences, 1u);
+
+  ASSERT_TRUE(store->store_outcome(
+      a, OutcomeRecord{"support", "billing", 1, "card kept", "conversation", "", ""}));
+  EXPECT_TRUE(store->recent_outcomes(b, "support", 10, std::nullopt).value().empty());
+  EXPECT_TRUE(store->recent_outcomes(b, "support", 10, std::string()).value().empty());
+  EXPECT_EQ(store->prune_outcomes(b, 0).value(), 0u);
+  EXPECT_EQ(store->recent_outcomes(a, "support", 10, std::nullopt).value().size(), 1u);
+  EXPECT_EQ(store->prune_outcomes(a, 0).value(), 1u);
+}
+
+TEST_P(MemoryScopes, TasksAreNeverSeenClaimedOrChangedFromAnotherTenant) {
+  const std::string id =
+      store->create_task(a, task("call about the card", now_plus(-60), "support")).value();
+  EXPECT_FALSE(store->task(b, id).value());
+  EXPECT_TRUE(store->pending_tasks(b, "support").value().empty());
+  EXPECT_TRUE(
+      store->claim_due_tasks(b, "beta-worker", std::chrono::seconds(60), 10).value().empty());
+  EXPECT_FALSE(store->complete_task(b, id, "").value_or(false));
+  EXPECT_FALSE(store->fail_task(b, id, "", "beta fails it").value_or(false));
+  EXPECT_FALSE(store->cancel_task(b, id, "support").value_or(false));
+  EXPECT_FALSE(store->cancel_task(b, id.substr(0, 4), "support").value_or(false));
+  // Beta's identical task is beta's own, not a duplicate of alpha's.
+  const std::string beta_id =
+      store->create_task(b, task("call about the card", now_plus(-60), "support")).value();
+  EXPECT_NE(beta_id, id);
+  auto mine = store->task(a, id).value();
+  ASSERT_TRUE(mine);
+  EXPECT_EQ(mine->status, "pending");
+  EXPECT_EQ(mine->retry_count, 0u);
+
+  auto claimed = store->claim_due_tasks(a, "alpha-worker", std::chrono::seconds(60), 10).value();
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].id, id);
+  EXPECT_FALSE(store->complete_task(b, id, "alpha-worker").value_or(false));
+  EXPECT_EQ(store->task(a, id).value()->status, "claimed");
+  ASSERT_TRUE(store->complete_task(a, id, "alpha-worker").value());
+
+  TaskRun run;
+  run.task_id = id;
+  run.started_at = now_plus(-5);
+  run.status = "completed";
+  run.result = "card call made";
+  ASSERT_TRUE(store->record_task_run(a, run));
+  EXPECT_TRUE(store->task_runs(b, id, 10).value().empty());
+  EXPECT_TRUE(store->task_runs(b, "", 10).value().empty());
+  EXPECT_TRUE(store->task_runs(b, id.substr(0, 2), 10).value().empty());
+  EXPECT_EQ(store->task_runs(a, id.substr(0, 2), 10).value().size(), 1u);
+}
+
+TEST_P(MemoryScopes, SenderPrefixNeverMatches) {
+  for (const MemoryScope& s : {a, b}) {
+    SCOPED_TRACE(s.tenant());
+    const std::string conv = open(s, "support");
+    ASSERT_TRUE(store->append_messages(s, conv, {ContextEntry::user("support quokka secret")}));
+    ASSERT_TRUE(store->store_fact(s, "support", "card", "4111"));
+    ASSERT_TRUE(store->store_lesson(s, Lesson{"support", "billing", "quokka rule", "", 1, ""}));
+    ASSERT_TRUE(store->store_outcome(
+        s, OutcomeRecord{"support", "billing", 1, "quokka", "conversation", "", ""}));
+    const std::string id =
+        store->create_task(s, task("quokka call", now_plus(3600), "support")).value();
+    for (const char* sender : {"sup", "s", "support ", "Support", "supporter"}) {
+      SCOPED_TRACE(sender);
+      EXPECT_TRUE(store->facts(s, sender).value().empty());
+      EXPECT_FALSE(store->fact(s, sender, "card").value());
+      EXPECT_TRUE(store->fact_records(s, sender, true).value().empty());
+      EXPECT_EQ(store->soft_delete_facts(s, sender, std::nullopt).value(), 0u);
+      EXPECT_TRUE(store->lessons(s, sender, std::nullopt).value().empty());
+      EXPECT_TRUE(store->recent_outcomes(s, sender, 10, std::nullopt).value().empty());
+      EXPECT_TRUE(store->pending_tasks(s, sender).value().empty());
+      EXPECT_FALSE(store->cancel_task(s, id.substr(0, 8), sender).value_or(false));
+      EXPECT_TRUE(store->recall(s, query("quokka secret", sender, 10)).value().empty());
+      ConversationFilter filter;
+      filter.sender_id = sender;
+      EXPECT_TRUE(store->list_conversations(s, filter).value().empty());
+    }
+    EXPECT_EQ(store->task(s, id).value()->status, "pending");
+    EXPECT_EQ(store->facts(s, "support").value().size(), 1u);
+  }
+}
+
+TEST_P(MemoryScopes, UsageAndAuditAreTenantKeyed) {
+  const std::string ida = alpha_secret();
+  ASSERT_TRUE(store->record_usage(a, UsageRecord{ida, "support", "m", "p", Usage{7, 3}}));
+  ExchangeRecord exchange{
+      ida, {ContextEntry::user("more")}, UsageRecord{ida, "support", "m", "p", Usage{1, 1}}};
+  ASSERT_TRUE(store->save_exchange(a, exchange));
+  AuditRecord audit;
+  audit.conversation_id = ida;
+  audit.sender_id = "support";
+  audit.tool = "read_card";
+  audit.result = "4111 quokka";
+  ASSERT_TRUE(store->record_tool_call(a, audit));
+  EXPECT_TRUE(store->usage_by_day(b).value().empty());
+  EXPECT_TRUE(store->audit_log(b, 100).value().empty());
+  EXPECT_TRUE(store->usage_by_day(MemoryScope::local()).value().empty());
+  EXPECT_EQ(store->usage_by_day(a).value().at(0).requests, 2u);
+  EXPECT_EQ(store->audit_log(a, 100).value().size(), 1u);
+  // Beta's delete of alpha's conversation id leaves alpha's usage and audit rows.
+  EXPECT_FALSE(store->delete_conversation(b, ida));
+  EXPECT_EQ(store->usage_by_day(a).value().at(0).requests, 2u);
+  EXPECT_EQ(store->audit_log(a, 100).value().size(), 1u);
+}
+
+TEST_P(MemoryScopes, ExportHoldsOneTenantAndImportFillsOnlyItsScope) {
+  const std::string ida = alpha_secret();
+  ASSERT_TRUE(store->store_fact(a, "support", "card", "4111 quokka"));
+  ASSERT_TRUE(store->create_task(a, task("quokka call", now_plus(3600), "support")));
+  ASSERT_TRUE(store->record_tool_call(
+      a, AuditRecord{"", ida, "support", "", "t", Json::object(), "quokka", "ok", ""}));
+  ASSERT_TRUE(store->record_usage(a, UsageRecord{ida, "support", "m", "p", Usage{1, 1}}));
+  const std::string idb = open(b);
+  ASSERT_TRUE(store->append_messages(b, idb, {ContextEntry::user("beta's own words")}));
+
+  const std::string beta_doc = store->export_json(b).value().dump();
+  EXPECT_THAT(beta_doc, Not(HasSubstr("quokka")));
+  EXPECT_THAT(beta_doc, Not(HasSubstr(ida)));
+  EXPECT_THAT(beta_doc, HasSubstr("beta's own words"));
+  EXPECT_THAT(beta_doc, Not(HasSubstr("\"tenant\"")));
+  const Json alpha_doc = store->export_json(a).value();
+  EXPECT_THAT(alpha_doc.dump(), HasSubstr("quokka"));
+  EXPECT_THAT(alpha_doc.dump(), Not(HasSubstr("beta's own words")));
+
+  // Into a fresh store, under another tenant: only that tenant sees the rows.
+  auto options = stores.new_database(GetParam());
+  ASSERT_TRUE(options);
+  auto other = stores.open(GetParam(), *options);
+  ASSERT_TRUE(other);
+  const MemoryScope gamma = scope_of("gamma");
+  ASSERT_TRUE(other->import_json(gamma, alpha_doc)) << "import";
+  EXPECT_EQ(other->message_count(gamma, ida).value(), 2u);
+  EXPECT_FALSE(other->message_count(a, ida));
+  EXPECT_EQ(other->fact(gamma, "support", "card").value(), "4111 quokka");
+  EXPECT_FALSE(other->fact(MemoryScope::local(), "support", "card").value());
+  EXPECT_TRUE(other->export_json(MemoryScope::local()).value().dump().find("quokka") ==
+              std::string::npos);
+
+  // A document naming a tenant, or adding to another tenant's conversation, imports nothing.
+  Json named = Json{{"format", "kernex-memory"}, {"version", 1}};
+  named["facts"] =
+      Json::array({{{"tenant", "alpha"}, {"sender_id", "x"}, {"key", "k"}, {"value", "v"}}});
+  EXPECT_FALSE(store->import_json(b, named));
+  EXPECT_FALSE(store->fact(a, "x", "k").value());
+  EXPECT_FALSE(store->fact(b, "x", "k").value());
+  Json intrude = Json{{"format", "kernex-memory"}, {"version", 1}};
+  intrude["facts"] = Json::array({{{"sender_id", "y"}, {"key", "k"}, {"value", "v"}}});
+  intrude["messages"] = Json::array(
+      {{{"seq", 999999}, {"conversation_id", ida}, {"role", "user"}, {"content", "beta injects"}}});
+  EXPECT_FALSE(store->import_json(b, intrude));
+  EXPECT_EQ(store->message_count(a, ida).value(), 2u);
+  for (const auto& m : rows(store->conversation_messages(a, ida, 0, 10)))
+    EXPECT_NE(m.entry.content, "beta injects");
+  EXPECT_FALSE(store->fact(b, "y", "k").value()) << "a failed import kept some rows";
 }
 
 }  // namespace

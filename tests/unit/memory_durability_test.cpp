@@ -108,9 +108,10 @@ TEST_F(MemoryDurability, SigkilledWriterKeepsEveryAcknowledgedExchange) {
 
     EXPECT_EQ(integrity(db), "ok") << "round " << round;
     auto store = open();
-    auto conv = store->open_conversation({"test", "writer", ""}, std::chrono::minutes(120));
+    auto conv = store->open_conversation(kernex::MemoryScope::local(), {"test", "writer", ""},
+                                         std::chrono::minutes(120));
     ASSERT_TRUE(conv);
-    auto messages = store->conversation_messages(*conv, 0, 1000000);
+    auto messages = store->conversation_messages(kernex::MemoryScope::local(), *conv, 0, 1000000);
     ASSERT_TRUE(messages) << messages.error().describe();
     // Every round appends to the same conversation: check this round's tail is whole and in order.
     std::map<std::string, int> seen;
@@ -128,7 +129,7 @@ TEST_F(MemoryDurability, SigkilledWriterKeepsEveryAcknowledgedExchange) {
       ASSERT_EQ((*messages)[i].entry.content.substr(9), (*messages)[i + 1].entry.content.substr(7));
     }
     ASSERT_EQ(messages->size() % 2, 0u);
-    ASSERT_EQ(store->message_count(*conv).value(), messages->size());
+    ASSERT_EQ(store->message_count(kernex::MemoryScope::local(), *conv).value(), messages->size());
   }
 }
 
@@ -143,7 +144,7 @@ TEST_F(MemoryDurability, TwoProcessesClaimingRunEachTaskExactlyOnce) {
       t.reply_target = "r";
       t.description = "task number " + std::to_string(i);
       t.due_at = "2020-01-01 00:00:00";
-      ASSERT_TRUE(store->create_task(t));
+      ASSERT_TRUE(store->create_task(kernex::MemoryScope::local(), t));
     }
   }
   Child a({KERNEX_MEMORY_WRITER, "claim", db.string(), "worker-a"});
@@ -158,20 +159,25 @@ TEST_F(MemoryDurability, TwoProcessesClaimingRunEachTaskExactlyOnce) {
   for (const auto& [id, n] : ran) EXPECT_EQ(n, 1) << id;
   auto store = open();
   for (const auto& [id, n] : ran) {
-    auto runs = store->task_runs(id, 10).value();
+    auto runs = store->task_runs(kernex::MemoryScope::local(), id, 10).value();
     EXPECT_EQ(runs.size(), 1u) << id;
-    EXPECT_EQ(store->task(id).value()->status, "delivered");
+    EXPECT_EQ(store->task(kernex::MemoryScope::local(), id).value()->status, "delivered");
   }
   RecordProperty("claims", std::to_string(by_a) + "/" + std::to_string(by_b));
 }
 
 TEST_F(MemoryDurability, InvalidUtf8IsRefusedAndNothingIsLost) {
   auto store = open();
-  auto conv = store->open_conversation({"cli", "u", ""}, std::chrono::minutes(120)).value();
+  auto conv = store
+                  ->open_conversation(kernex::MemoryScope::local(), {"cli", "u", ""},
+                                      std::chrono::minutes(120))
+                  .value();
   ASSERT_TRUE(
-      store->append_messages(conv, {ContextEntry::user("good"), ContextEntry::assistant("fine")}));
+      store->append_messages(kernex::MemoryScope::local(), conv,
+                             {ContextEntry::user("good"), ContextEntry::assistant("fine")}));
   auto bad = store->append_messages(
-      conv, {ContextEntry::user("ok part"), ContextEntry::assistant("bad \xC3\x28 byte")});
+      kernex::MemoryScope::local(), conv,
+      {ContextEntry::user("ok part"), ContextEntry::assistant("bad \xC3\x28 byte")});
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::Parse);
   EXPECT_THAT(bad.error().describe(),
@@ -179,34 +185,43 @@ TEST_F(MemoryDurability, InvalidUtf8IsRefusedAndNothingIsLost) {
   EXPECT_THAT(bad.error().describe(), HasSubstr("offset 4"));
   ContextEntry args = ContextEntry::assistant("");
   args.tool_calls = {ToolCall{"c", "t", Json{{"text", "\xFF"}}}};
-  EXPECT_FALSE(store->append_messages(conv, {args}));
-  EXPECT_FALSE(store->store_fact("u", "k", "\xC0\xAF"));  // overlong "/"
-  EXPECT_FALSE(store->recall({"bad \xED\xA0\x80 surrogate", "u", 5, "", 0, std::nullopt}));
+  EXPECT_FALSE(store->append_messages(kernex::MemoryScope::local(), conv, {args}));
+  EXPECT_FALSE(
+      store->store_fact(kernex::MemoryScope::local(), "u", "k", "\xC0\xAF"));  // overlong "/"
+  EXPECT_FALSE(store->recall(kernex::MemoryScope::local(),
+                             {"bad \xED\xA0\x80 surrogate", "u", 5, "", 0, std::nullopt}));
   EXPECT_EQ(
-      store->recent_messages(conv, 10).value(),
+      store->recent_messages(kernex::MemoryScope::local(), conv, 10).value(),
       (std::vector<ContextEntry>{ContextEntry::user("good"), ContextEntry::assistant("fine")}));
-  EXPECT_EQ(store->message_count(conv).value(), 2u);
+  EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value(), 2u);
 }
 
 TEST_F(MemoryDurability, TenMegabyteMessageIsRefusedUnlessAllowed) {
   const std::string big(10u << 20, 'x');
   {
     auto store = open();
-    auto conv = store->open_conversation({"cli", "u", ""}, std::chrono::minutes(120)).value();
-    ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("before")}));
-    auto r = store->append_messages(conv, {ContextEntry::user(big)});
+    auto conv = store
+                    ->open_conversation(kernex::MemoryScope::local(), {"cli", "u", ""},
+                                        std::chrono::minutes(120))
+                    .value();
+    ASSERT_TRUE(
+        store->append_messages(kernex::MemoryScope::local(), conv, {ContextEntry::user("before")}));
+    auto r = store->append_messages(kernex::MemoryScope::local(), conv, {ContextEntry::user(big)});
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code, ErrorCode::Limit);
     EXPECT_THAT(r.error().describe(),
                 HasSubstr("10485760 bytes, over max_message_bytes (4194304)"));
-    EXPECT_EQ(store->recent_messages(conv, 10).value(),
+    EXPECT_EQ(store->recent_messages(kernex::MemoryScope::local(), conv, 10).value(),
               std::vector<ContextEntry>{ContextEntry::user("before")});
   }
   auto roomy = open(Json{{"max_message_bytes", 16 << 20}});
-  auto conv = roomy->open_conversation({"cli", "u", ""}, std::chrono::minutes(120)).value();
-  ASSERT_TRUE(
-      roomy->append_messages(conv, {ContextEntry::user(big), ContextEntry::assistant("a")}));
-  auto back = roomy->recent_messages(conv, 2).value();
+  auto conv = roomy
+                  ->open_conversation(kernex::MemoryScope::local(), {"cli", "u", ""},
+                                      std::chrono::minutes(120))
+                  .value();
+  ASSERT_TRUE(roomy->append_messages(kernex::MemoryScope::local(), conv,
+                                     {ContextEntry::user(big), ContextEntry::assistant("a")}));
+  auto back = roomy->recent_messages(kernex::MemoryScope::local(), conv, 2).value();
   ASSERT_EQ(back.size(), 2u);
   EXPECT_EQ(back[0].content, big);
   EXPECT_EQ(integrity(db), "ok");
@@ -235,12 +250,16 @@ TEST_F(MemoryDurability, UnwritableLocationIsAClearError) {
 
 TEST_F(MemoryDurability, FullDiskFailsCleanlyAndKeepsEarlierData) {
   auto store = open(Json{{"max_size_mb", 1}});
-  auto conv = store->open_conversation({"cli", "u", ""}, std::chrono::minutes(120)).value();
+  auto conv = store
+                  ->open_conversation(kernex::MemoryScope::local(), {"cli", "u", ""},
+                                      std::chrono::minutes(120))
+                  .value();
   const std::string chunk(64 << 10, 'y');
   std::size_t saved = 0;
   Result<void> r;
   for (int i = 0; i < 64; ++i) {
-    r = store->append_messages(conv, {ContextEntry::user("n" + std::to_string(i) + " " + chunk)});
+    r = store->append_messages(kernex::MemoryScope::local(), conv,
+                               {ContextEntry::user("n" + std::to_string(i) + " " + chunk)});
     if (!r) break;
     ++saved;
   }
@@ -248,8 +267,8 @@ TEST_F(MemoryDurability, FullDiskFailsCleanlyAndKeepsEarlierData) {
   EXPECT_THAT(r.error().describe(), HasSubstr("full"));
   EXPECT_GT(saved, 0u);
   // Earlier exchanges are intact, the store still reads, and the file is sound.
-  EXPECT_EQ(store->message_count(conv).value(), saved);
-  auto all = store->conversation_messages(conv, 0, 1000).value();
+  EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value(), saved);
+  auto all = store->conversation_messages(kernex::MemoryScope::local(), conv, 0, 1000).value();
   ASSERT_EQ(all.size(), saved);
   EXPECT_EQ(all.back().entry.content, "n" + std::to_string(saved - 1) + " " + chunk);
   EXPECT_EQ(integrity(db), "ok");

@@ -44,7 +44,8 @@ class MemoryPostgres : public ::testing::Test {
   }
   std::string conversation(MemoryStore& s, const std::string& sender = "alice",
                            const std::string& project = "") {
-    auto id = s.open_conversation({"cli", sender, project}, std::chrono::minutes(120));
+    auto id = s.open_conversation(kernex::MemoryScope::local(), {"cli", sender, project},
+                                  std::chrono::minutes(120));
     EXPECT_TRUE(id) << id.error().describe();
     return id.value_or("");
   }
@@ -78,24 +79,28 @@ TEST_F(MemoryPostgres, ConversationsKeepInsertionOrderAndCount) {
   for (int i = 0; i < 20; ++i) {
     std::vector<ContextEntry> exchange{ContextEntry::user("u" + std::to_string(i)),
                                        ContextEntry::assistant("a" + std::to_string(i))};
-    ASSERT_TRUE(store->append_messages(conv, exchange));
+    ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), conv, exchange));
     all.insert(all.end(), exchange.begin(), exchange.end());
   }
-  EXPECT_EQ(store->recent_messages(conv, 6).value(),
+  EXPECT_EQ(store->recent_messages(kernex::MemoryScope::local(), conv, 6).value(),
             std::vector<ContextEntry>(all.end() - 6, all.end()));
-  EXPECT_EQ(store->oldest_messages(conv, 3).value(),
+  EXPECT_EQ(store->oldest_messages(kernex::MemoryScope::local(), conv, 3).value(),
             std::vector<ContextEntry>(all.begin(), all.begin() + 3));
-  EXPECT_EQ(store->message_count(conv).value(), 40u);
+  EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value(), 40u);
   // A long exchange (saved in several statements) keeps its order too.
   std::vector<ContextEntry> many;
   for (int i = 0; i < 2500; ++i) many.push_back(ContextEntry::user("m" + std::to_string(i)));
-  ASSERT_TRUE(store->append_messages(conv, many));
-  EXPECT_EQ(store->recent_messages(conv, 2500).value(), many);
-  EXPECT_EQ(store->message_count(conv).value(), 2540u);
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), conv, many));
+  EXPECT_EQ(store->recent_messages(kernex::MemoryScope::local(), conv, 2500).value(), many);
+  EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value(), 2540u);
   // An idle limit past any date still means "reuse".
-  EXPECT_EQ(store->open_conversation({"cli", "alice", ""}, std::chrono::minutes::max()).value(),
+  EXPECT_EQ(store
+                ->open_conversation(kernex::MemoryScope::local(), {"cli", "alice", ""},
+                                    std::chrono::minutes::max())
+                .value(),
             conv);
-  auto fresh = store->open_conversation({"cli", "alice", ""}, std::chrono::minutes(0));
+  auto fresh = store->open_conversation(kernex::MemoryScope::local(), {"cli", "alice", ""},
+                                        std::chrono::minutes(0));
   ASSERT_TRUE(fresh);
   EXPECT_NE(*fresh, conv);
 }
@@ -158,8 +163,11 @@ TEST_F(MemoryPostgres, MigrationsRaceOnAFreshDatabase) {
         return;
       }
       auto conv =
-          (*s)->open_conversation({"cli", "t" + std::to_string(i), ""}, std::chrono::minutes(5));
-      if (conv && (*s)->append_messages(*conv, {ContextEntry::user("hi")})) ++opened;
+          (*s)->open_conversation(kernex::MemoryScope::local(),
+                                  {"cli", "t" + std::to_string(i), ""}, std::chrono::minutes(5));
+      if (conv &&
+          (*s)->append_messages(kernex::MemoryScope::local(), *conv, {ContextEntry::user("hi")}))
+        ++opened;
     });
   }
   for (auto& t : threads) t.join();
@@ -171,29 +179,32 @@ TEST_F(MemoryPostgres, MigrationsRaceOnAFreshDatabase) {
       fresh.exec("SELECT count(*) || '/' || count(DISTINCT version) || '/' || max(version) FROM "
                  "schema_version",
                  &versions));
-  EXPECT_EQ(versions, "3/3/3");
+  EXPECT_EQ(versions, "4/4/4");
 }
 
 TEST_F(MemoryPostgres, ConnectionLossIsTypedAndTheNextCallReconnects) {
   const std::string conv = conversation(*store);
-  ASSERT_TRUE(store->append_messages(conv, {ContextEntry::user("before")}));
+  ASSERT_TRUE(
+      store->append_messages(kernex::MemoryScope::local(), conv, {ContextEntry::user("before")}));
   kill_connections();
   // The pooled connection is dead: the first call fails as Io (or, had the pool no dead
   // connection left, succeeds); it never hangs, and the call after it works.
-  auto first = store->message_count(conv);
+  auto first = store->message_count(kernex::MemoryScope::local(), conv);
   if (!first) {
     EXPECT_EQ(first.error().code, ErrorCode::Io) << first.error().describe();
   }
-  auto again = store->append_messages(conv, {ContextEntry::user("after")});
+  auto again =
+      store->append_messages(kernex::MemoryScope::local(), conv, {ContextEntry::user("after")});
   ASSERT_TRUE(again) << again.error().describe();
-  EXPECT_EQ(store->message_count(conv).value(), 2u);
+  EXPECT_EQ(store->message_count(kernex::MemoryScope::local(), conv).value(), 2u);
   // Loss inside a transaction rolls the exchange back whole.
   kill_connections();
-  auto lost = store->append_messages(conv, {ContextEntry::user("x"), ContextEntry::assistant("y")});
+  auto lost = store->append_messages(kernex::MemoryScope::local(), conv,
+                                     {ContextEntry::user("x"), ContextEntry::assistant("y")});
   if (!lost) {
     EXPECT_EQ(lost.error().code, ErrorCode::Io);
   }
-  const auto count = store->message_count(conv).value();
+  const auto count = store->message_count(kernex::MemoryScope::local(), conv).value();
   EXPECT_TRUE(count == 2u || count == 4u) << count;
 }
 
@@ -210,7 +221,7 @@ TEST_F(MemoryPostgres, ABlockedStatementTimesOutInsteadOfHanging) {
   EXPECT_EQ(PQresultStatus(locked), PGRES_COMMAND_OK);
   PQclear(locked);
   const auto start = std::chrono::steady_clock::now();
-  auto blocked = quick->message_count(conv);
+  auto blocked = quick->message_count(kernex::MemoryScope::local(), conv);
   const auto waited = std::chrono::steady_clock::now() - start;
   PQclear(PQexec(locker, "ROLLBACK"));
   PQfinish(locker);
@@ -218,7 +229,7 @@ TEST_F(MemoryPostgres, ABlockedStatementTimesOutInsteadOfHanging) {
   EXPECT_EQ(blocked.error().code, ErrorCode::Memory);
   EXPECT_THAT(blocked.error().describe(), HasSubstr("57014"));  // query_canceled
   EXPECT_LT(waited, std::chrono::seconds(10));
-  EXPECT_EQ(quick->message_count(conv).value(), 0u);
+  EXPECT_EQ(quick->message_count(kernex::MemoryScope::local(), conv).value(), 0u);
 }
 
 TEST_F(MemoryPostgres, RecallUsesTheFullTextIndexes) {
@@ -240,9 +251,11 @@ TEST_F(MemoryPostgres, CliExportFromSqliteImportsIntoPostgres) {
     auto lite = host.create_memory("sqlite", Json{{"data_dir", data.string()}}).value();
     const std::string conv = conversation(*lite);
     ASSERT_TRUE(lite->append_messages(
-        conv, {ContextEntry::user("remember the tuna"), ContextEntry::assistant("ok")}));
-    ASSERT_TRUE(lite->store_fact("alice", "cat", "Miso"));
-    ASSERT_TRUE(lite->create_task(task("Feed the cat its tuna dinner", "2026-12-31 18:00:00")));
+        kernex::MemoryScope::local(), conv,
+        {ContextEntry::user("remember the tuna"), ContextEntry::assistant("ok")}));
+    ASSERT_TRUE(lite->store_fact(kernex::MemoryScope::local(), "alice", "cat", "Miso"));
+    ASSERT_TRUE(lite->create_task(kernex::MemoryScope::local(),
+                                  task("Feed the cat its tuna dinner", "2026-12-31 18:00:00")));
   }
   const auto sh = [](const std::string& args, int* status) {
     FILE* p = ::popen((std::string(KERNEX_CLI) + " " + args + " 2>&1").c_str(), "r");
@@ -263,17 +276,18 @@ TEST_F(MemoryPostgres, CliExportFromSqliteImportsIntoPostgres) {
   const std::string imported = sh(pg + " import " + (dir / "backup.json").string(), &status);
   ASSERT_EQ(status, 0) << imported;
   EXPECT_EQ(Json::parse(sh(pg + " export --json", &status)), Json::parse(exported));
-  EXPECT_EQ(store->fact("alice", "cat").value(), "Miso");
+  EXPECT_EQ(store->fact(kernex::MemoryScope::local(), "alice", "cat").value(), "Miso");
 }
 
 TEST_F(MemoryPostgres, ImportRejectsJunkNamingTheRow) {
   for (const Json& junk :
        {Json{{"format", "something"}}, Json{{"format", 5}}, Json::array(), Json("x")}) {
-    auto r = store->import_json(junk);
+    auto r = store->import_json(kernex::MemoryScope::local(), junk);
     ASSERT_FALSE(r);
     EXPECT_THAT(r.error().describe(), HasSubstr("not a kernex memory export"));
   }
-  auto version = store->import_json(Json{{"format", "kernex-memory"}, {"version", "one"}});
+  auto version = store->import_json(kernex::MemoryScope::local(),
+                                    Json{{"format", "kernex-memory"}, {"version", "one"}});
   ASSERT_FALSE(version);
   EXPECT_THAT(version.error().describe(), HasSubstr("unsupported export version \"one\""));
   Json doc{
@@ -281,10 +295,11 @@ TEST_F(MemoryPostgres, ImportRejectsJunkNamingTheRow) {
       {"version", 1},
       {"facts",
        Json::array({Json{{"sender_id", "a"}, {"key", "k"}, {"value", "v"}, {"colour", "red"}}})}};
-  auto bad = store->import_json(doc);
+  auto bad = store->import_json(kernex::MemoryScope::local(), doc);
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.error().describe(), HasSubstr("facts[0]: unknown column 'colour'"));
-  EXPECT_TRUE(store->fact_records(std::nullopt, true).value().empty());
+  EXPECT_TRUE(
+      store->fact_records(kernex::MemoryScope::local(), std::nullopt, true).value().empty());
 }
 
 }  // namespace

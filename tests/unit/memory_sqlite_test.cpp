@@ -29,7 +29,8 @@ class MemorySqlite : public ::testing::Test {
     return store ? *store : nullptr;
   }
   std::string conversation(MemoryStore& s) {
-    auto id = s.open_conversation({"cli", "alice", ""}, std::chrono::minutes(120));
+    auto id = s.open_conversation(kernex::MemoryScope::local(), {"cli", "alice", ""},
+                                  std::chrono::minutes(120));
     EXPECT_TRUE(id) << id.error().describe();
     return id.value_or("");
   }
@@ -47,7 +48,8 @@ TEST_F(MemorySqlite, FileIsPrivateAndDataDirIsCreated0700) {
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   ASSERT_EQ(::stat((dir / "data" / "memory.db").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  ASSERT_TRUE(store->append_messages(conversation(*store), {ContextEntry::user("hi")}));
+  ASSERT_TRUE(store->append_messages(kernex::MemoryScope::local(), conversation(*store),
+                                     {ContextEntry::user("hi")}));
   EXPECT_TRUE(std::filesystem::exists(dir / "data" / "memory.db-wal"));  // WAL mode
 }
 

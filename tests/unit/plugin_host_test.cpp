@@ -133,11 +133,13 @@ TEST(PluginHost, GoodPluginsCreateWorkingObjectsNextToBrokenOnes) {
 
   auto memory = host.create_memory("map", Json::object());
   ASSERT_TRUE(memory) << memory.error().describe();
-  auto conversation = (*memory)->open_conversation({"cli", "alice", ""}, std::chrono::minutes(5));
+  auto conversation = (*memory)->open_conversation(kernex::MemoryScope::local(),
+                                                   {"cli", "alice", ""}, std::chrono::minutes(5));
   ASSERT_TRUE(conversation);
-  ASSERT_TRUE((*memory)->append_messages(
-      *conversation, {ContextEntry::user("hi"), ContextEntry::assistant("yo")}));
-  auto recent = (*memory)->recent_messages(*conversation, 1);
+  ASSERT_TRUE(
+      (*memory)->append_messages(kernex::MemoryScope::local(), *conversation,
+                                 {ContextEntry::user("hi"), ContextEntry::assistant("yo")}));
+  auto recent = (*memory)->recent_messages(kernex::MemoryScope::local(), *conversation, 1);
   ASSERT_TRUE(recent);
   ASSERT_EQ(recent->size(), 1u);
   EXPECT_EQ(recent->front().content, "yo");

@@ -64,7 +64,8 @@ TEST(SqliteFirstOpen, MemoryStoresOpenedTogetherOnANewDataDirAllOpen) {
     const int failed = failures_opening_together([&]() -> std::string {
       auto store = host.create_memory("sqlite", Json{{"data_dir", data.string()}});
       if (!store) return store.error().describe();
-      auto id = (*store)->open_conversation({"cli", "alice", ""}, std::chrono::minutes(5));
+      auto id = (*store)->open_conversation(kernex::MemoryScope::local(), {"cli", "alice", ""},
+                                            std::chrono::minutes(5));
       return id ? std::string() : id.error().describe();
     });
     ASSERT_EQ(failed, 0) << "round " << round << " (their errors are on stderr)";

@@ -86,6 +86,8 @@ struct RunOptions {
   // Whose conversation this is in memory; unset: {config.channel, request.sender_id,
   // config.project}. A server sets it per tenant and session.
   std::optional<ConversationKey> conversation;
+  // The tenant whose memory this run reads and writes (every store call is in this scope).
+  MemoryScope memory_scope = MemoryScope::local();
   // Set: the run's whole history (e.g. the messages of an OpenAI-style request); memory is then
   // neither read nor written for this run.
   std::optional<std::vector<ContextEntry>> history;
