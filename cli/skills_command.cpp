@@ -189,8 +189,9 @@ int trust(const std::vector<fs::path>& dirs, const fs::path& store) {
       folders.push_back(folder);
       continue;
     }
-    code = report(Error(ErrorCode::Skill,
-                        folder.string() + ": not trusted: expected a skill folder with a SKILL.md"));
+    code =
+        report(Error(ErrorCode::Skill,
+                     folder.string() + ": not trusted: expected a skill folder with a SKILL.md"));
   }
   auto hashes = skills::trust_skills(store, folders);
   for (std::size_t i = 0; i < folders.size(); ++i) {

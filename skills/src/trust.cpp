@@ -46,10 +46,9 @@ std::string shell_word(const std::string& s) {
 Error unresolved_link(const fs::path& link, const std::error_code& ec) {
   std::error_code ignored;
   const fs::path target = fs::read_symlink(link, ignored);
-  const std::string what =
-      ec == std::errc::too_many_symbolic_link_levels
-          ? ": a symlink loop (ELOOP: too many levels of symbolic links"
-          : ": a symlink that cannot be resolved (" + ec.message();
+  const std::string what = ec == std::errc::too_many_symbolic_link_levels
+                               ? ": a symlink loop (ELOOP: too many levels of symbolic links"
+                               : ": a symlink that cannot be resolved (" + ec.message();
   return Error(ErrorCode::Skill, link.string() + what + "; it points to '" + target.string() +
                                      "'); a skill in a writable location must hold its files");
 }

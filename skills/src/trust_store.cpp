@@ -126,7 +126,8 @@ Result<void> write_fully(int fd, const std::string& text, const fs::path& tmp) {
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail(ErrorCode::Io, "cannot write " + tmp.string() + ": " + std::strerror(errno));
+    if (n <= 0)
+      return fail(ErrorCode::Io, "cannot write " + tmp.string() + ": " + std::strerror(errno));
     done += static_cast<std::size_t>(n);
   }
   if (::fsync(fd) != 0)
@@ -205,7 +206,11 @@ Result<void> record_trust(const fs::path& store, const TrustRecords& added) {
   TrustRecords records = *current;
   for (const auto& [folder, hash] : added) records[folder] = hash;
   Json j{{"version", kTrustVersion}, {"skills", records}};
-  return write_atomically(store, j.dump(2) + "\n");
+  KERNEX_RETURN_IF_ERROR(write_atomically(store, j.dump(2) + "\n"));
+  // A new file could reuse the old one's inode within one clock tick: forget it here for sure.
+  std::lock_guard forget(cache_mutex());
+  cache().erase(store.string());
+  return {};
 }
 
 }  // namespace kernex::skills

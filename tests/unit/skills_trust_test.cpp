@@ -147,9 +147,9 @@ TEST_F(SkillsTrust, ConcurrentTrustWritersLoseNoRecord) {
   std::vector<fs::path> folders;
   for (int i = 0; i < kWriters; ++i) {
     const std::string name = "c" + std::to_string(i);
-    folders.push_back(
-        dir_.write("ws/skills/" + name + "/SKILL.md", "---\nname: " + name + "\ndescription: d\n---\n")
-            .parent_path());
+    folders.push_back(dir_.write("ws/skills/" + name + "/SKILL.md",
+                                 "---\nname: " + name + "\ndescription: d\n---\n")
+                          .parent_path());
   }
   std::vector<std::thread> writers;
   for (const auto& folder : folders)
@@ -158,7 +158,8 @@ TEST_F(SkillsTrust, ConcurrentTrustWritersLoseNoRecord) {
   auto records = read_trust_store(rule_.store);
   ASSERT_TRUE(records) << records.error().describe();
   EXPECT_EQ(records->size(), folders.size());
-  for (const auto& folder : folders) EXPECT_EQ(check_trust(folder, rule_)->state, TrustState::Trusted);
+  for (const auto& folder : folders)
+    EXPECT_EQ(check_trust(folder, rule_)->state, TrustState::Trusted);
   for (const auto& e : fs::directory_iterator(dir_ / "data"))
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
 }

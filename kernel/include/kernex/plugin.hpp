@@ -25,7 +25,7 @@ namespace kernex {
 //    workspace).
 // 6: approvals (HookOutcome::asks, PermissionRules ask list, RunOptions::approver, RunJournal);
 //    the channel kind (channel.hpp).
-inline constexpr std::uint32_t kAbiVersion = 6;
+inline constexpr std::uint32_t kAbiVersion = 7;
 
 enum class PluginKind : std::uint32_t {
   Provider = 1,
