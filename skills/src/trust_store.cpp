@@ -198,19 +198,40 @@ Result<TrustRecords> read_trust_store(const fs::path& store) {
   return *records;
 }
 
-Result<void> record_trust(const fs::path& store, const TrustRecords& added) {
+namespace {
+
+// One read-modify-write of the store under its lock; `change` returns false to leave it as is.
+template <typename Change>
+Result<void> rewrite(const fs::path& store, Change&& change) {
   std::error_code ec;
   fs::create_directories(store.parent_path(), ec);
   KERNEX_ASSIGN_OR_RETURN(auto lock, StoreLock::take(store));
   KERNEX_ASSIGN_OR_RETURN(auto current, load(store, false));
   TrustRecords records = *current;
-  for (const auto& [folder, hash] : added) records[folder] = hash;
+  if (!change(records)) return {};
   Json j{{"version", kTrustVersion}, {"skills", records}};
   KERNEX_RETURN_IF_ERROR(write_atomically(store, j.dump(2) + "\n"));
   // A new file could reuse the old one's inode within one clock tick: forget it here for sure.
   std::lock_guard forget(cache_mutex());
   cache().erase(store.string());
   return {};
+}
+
+}  // namespace
+
+Result<void> record_trust(const fs::path& store, const TrustRecords& added) {
+  return rewrite(store, [&](TrustRecords& records) {
+    for (const auto& [folder, hash] : added) records[folder] = hash;
+    return true;
+  });
+}
+
+Result<void> untrust_skills(const fs::path& store, const std::vector<std::string>& folders) {
+  return rewrite(store, [&](TrustRecords& records) {
+    std::size_t erased = 0;
+    for (const auto& f : folders) erased += records.erase(f);
+    return erased > 0;
+  });
 }
 
 }  // namespace kernex::skills

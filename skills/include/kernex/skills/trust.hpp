@@ -54,6 +54,11 @@ Result<std::string> trust_skill(const std::filesystem::path& store,
 std::vector<Result<std::string>> trust_skills(const std::filesystem::path& store,
                                               const std::vector<std::filesystem::path>& folders);
 
+// Forgets the records of `folders` (as stored: canonical), replacing the file atomically; a folder
+// with no record is ignored. A skill whose files were landed over by force must be trusted again.
+Result<void> untrust_skills(const std::filesystem::path& store,
+                            const std::vector<std::string>& folders);
+
 enum class TrustState {
   NotRequired,  // not in a writable location
   Trusted,      // recorded with its current hash
