@@ -89,6 +89,7 @@ struct DeclaredServer {
 struct SkillServers {
   std::vector<DeclaredServer> servers;
   std::vector<skills::Skill> skills;
+  std::string refused;  // why skills or servers were refused (skills::refusal_reasons)
 };
 
 Result<SkillServers> skill_servers(const Config& config) {
@@ -109,6 +110,7 @@ Result<SkillServers> skill_servers(const Config& config) {
       out.servers.push_back({server, skill.name});
     }
   }
+  out.refused = skills::refusal_reasons(loaded);
   out.skills = std::move(loaded.skills);
   return out;
 }
@@ -196,9 +198,9 @@ int mcp_call_command(const std::optional<std::string>& config_file, const McpArg
     names += (names.empty() ? "" : ", ") + d.server.name;
   }
   if (target == nullptr) {
-    return report(
-        Error(ErrorCode::Usage, "no skill declares an MCP server named '" + args.server +
-                                    "'; declared: " + (names.empty() ? "(none)" : names)));
+    return report(Error(ErrorCode::Usage, "no skill declares an MCP server named '" + args.server +
+                                              "'; declared: " + (names.empty() ? "(none)" : names) +
+                                              declared->refused));
   }
   auto result = box.client(target->server)->call_tool(args.tool, arguments);
   box.shutdown();

@@ -7,6 +7,7 @@
 #include "exit_codes.hpp"
 #include "kernex/kernel.hpp"
 #include "kernex/rlm.hpp"
+#include "skill_trust.hpp"
 #include "stream_printer.hpp"
 
 namespace kernex::cli {
@@ -26,8 +27,12 @@ int rlm(const ConfigFile& config_file, const RlmArgs& args) {
   if (auto overlay = use_workspace_mode(prepared->config, opts); !overlay)
     return report(overlay.error());
 
+  // The config's skills, as `kernex run` has them: each refused one is named with why.
+  auto skill_source = load_run_skills(prepared->config, {});
+  if (!skill_source) return report(skill_source.error());
   auto kernel = Kernel::create(std::move(prepared->config));
   if (!kernel) return report(kernel.error());
+  if (*skill_source) (*kernel)->add_context_source(*skill_source);
   RlmOptions rlm;
   for (const auto& file : args.contexts) rlm.context_files.push_back(absolute_path(file));
   StreamPrinter printer(args.run.json ? StreamPrinter::Mode::JsonEvents

@@ -95,26 +95,14 @@ int run(const ConfigFile& config_file, const RunArgs& args) {
 
   // Skills load (and register their folders as kernel files) before the kernel and its plugins
   // exist, so every sandbox policy of this run is built knowing them.
-  std::shared_ptr<skills::SkillContextSource> skill_source;
-  if (!config.skill_dirs.empty() || !activate.empty()) {
-    skills::LoadedSkills loaded =
-        skills::load_skills(config.skill_dirs, skill_load_options(config));
-    for (const auto& failure : loaded.failures)
-      log(LogLevel::Warn, "skill not loaded: " + failure.describe());
-    for (const auto& s : loaded.skills) {
-      for (const auto& r : s.refused)
-        log(LogLevel::Warn, "skill '" + s.name + "': refused: " + r.describe());
-    }
-    auto source = skills::SkillContextSource::create(std::move(loaded.skills), activate);
-    if (!source) return report(source.error());
-    skill_source = *source;
-  }
+  auto skill_source = load_run_skills(config, activate);
+  if (!skill_source) return report(skill_source.error());
   auto kernel = Kernel::create(std::move(config));
   if (!kernel) return report(kernel.error());
   if (project)
     (*kernel)->add_context_source(
         std::make_shared<skills::ProjectContextSource>(std::move(*project)));
-  if (skill_source) (*kernel)->add_context_source(skill_source);
+  if (*skill_source) (*kernel)->add_context_source(*skill_source);
   StreamPrinter printer(args.json ? StreamPrinter::Mode::JsonEvents : StreamPrinter::Mode::Text);
   if (args.stream || (!args.json && StreamPrinter::stdout_is_terminal()))
     opts.sink = printer.sink();

@@ -47,11 +47,14 @@ int serve(const std::optional<std::string>& file, const ServeArgs& args) {
   // Skills load before the kernel so every sandbox policy knows their folders; sessions'
   // workspaces are places tools write, so skills found there load only once trusted.
   std::vector<skills::Skill> loaded;
+  std::map<std::string, std::string> refused;
   if (!config->skill_dirs.empty()) {
     skills::LoadedSkills found = skills::load_skills(
         config->skill_dirs, skill_load_options(*config, {serve_settings->workspaces_root}));
-    for (const auto& failure : found.failures)
+    for (const auto& failure : found.failures) {
       log(LogLevel::Warn, "skill not loaded: " + failure.describe());
+      refused[failure.path.filename().string()] = failure.describe();
+    }
     loaded = std::move(found.skills);
   }
   auto kernel = Kernel::create(std::move(*config));
@@ -61,6 +64,7 @@ int serve(const std::optional<std::string>& file, const ServeArgs& args) {
   server::ServeOptions options;
   options.listen = args.listen;
   options.announce = &std::cout;
+  options.refused_skills = std::move(refused);
   if (auto served = server::serve(**kernel, std::move(loaded), options); !served)
     return report(served.error());
   return kExitOk;

@@ -30,6 +30,22 @@ void add_plugin_writable(const Json& options, std::vector<fs::path>& out) {
 
 }  // namespace
 
+Result<std::shared_ptr<skills::SkillContextSource>> load_run_skills(
+    const Config& config, const std::vector<std::string>& activate) {
+  if (config.skill_dirs.empty() && activate.empty()) return nullptr;
+  skills::LoadedSkills loaded = skills::load_skills(config.skill_dirs, skill_load_options(config));
+  for (const auto& failure : loaded.failures)
+    log(LogLevel::Warn, "skill not loaded: " + failure.describe());
+  for (const auto& s : loaded.skills) {
+    for (const auto& r : s.refused)
+      log(LogLevel::Warn, "skill '" + s.name + "': refused: " + r.describe());
+  }
+  const std::string refused = skills::refusal_reasons(loaded);
+  auto source = skills::SkillContextSource::create(std::move(loaded.skills), activate);
+  if (!source) return fail(ErrorCode::Skill, source.error().message + refused);
+  return *source;
+}
+
 fs::path trust_store(const Config& config) { return config.data_dir / skills::kTrustFileName; }
 
 skills::LoadOptions skill_load_options(const Config& config, const std::vector<fs::path>& extra) {

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "kernex/config.hpp"
+#include "kernex/skills/context_source.hpp"
 #include "kernex/skills/loader.hpp"
 
 namespace kernex::cli {
@@ -17,6 +20,12 @@ namespace kernex::cli {
 // so no sandbox can read or forge it.
 skills::LoadOptions skill_load_options(const Config& config,
                                        const std::vector<std::filesystem::path>& extra = {});
+
+// The skills of a run (`kernex run`, `kernex rlm`): config.skill_dirs loaded under the trust rule,
+// every refused skill, toolbox and MCP server logged with why, `activate` checked. Asking for a
+// skill that did not load is an error that says why it did not. Null when there are none.
+Result<std::shared_ptr<skills::SkillContextSource>> load_run_skills(
+    const Config& config, const std::vector<std::string>& activate);
 
 // <data_dir>/trusted-skills.json
 std::filesystem::path trust_store(const Config& config);

@@ -179,23 +179,29 @@ int verify(const std::vector<fs::path>& dirs, bool json) {
   return all_ok ? kExitOk : kExitConfig;
 }
 
-// Records each skill folder's hash in the trust store, so it loads from a writable location.
+// Records each skill folder's hash in the trust store, so it loads from a writable location. All
+// folders go in with one write of the store.
 int trust(const std::vector<fs::path>& dirs, const fs::path& store) {
   int code = kExitOk;
+  std::vector<fs::path> folders;
   for (const auto& folder : skills::skill_folders(dirs)) {
-    if (!is_skill_folder(folder)) {
-      code =
-          report(Error(ErrorCode::Skill,
-                       folder.string() + ": not trusted: expected a skill folder with a SKILL.md"));
+    if (is_skill_folder(folder)) {
+      folders.push_back(folder);
       continue;
     }
-    auto hash = skills::trust_skill(store, folder);
-    if (!hash) {
-      code = report(Error(ErrorCode::Skill, folder.string() + ": not trusted", hash.error()));
+    code =
+        report(Error(ErrorCode::Skill,
+                     folder.string() + ": not trusted: expected a skill folder with a SKILL.md"));
+  }
+  auto hashes = skills::trust_skills(store, folders);
+  for (std::size_t i = 0; i < folders.size(); ++i) {
+    const fs::path& folder = folders[i];
+    if (!hashes[i]) {
+      code = report(Error(ErrorCode::Skill, folder.string() + ": not trusted", hashes[i].error()));
       continue;
     }
-    std::cout << for_terminal("trusted " + folder.string() + " (sha256 " + hash->substr(0, 16) +
-                              "...) in " + store.string())
+    std::cout << for_terminal("trusted " + folder.string() + " (sha256 " +
+                              hashes[i]->substr(0, 16) + "...) in " + store.string())
               << '\n';
   }
   return code;

@@ -92,7 +92,8 @@ int tool_run(const std::optional<std::string>& config_file, const ToolRunArgs& a
     for (const auto& n : names) have += (have.empty() ? "" : ", ") + n;
     return report(Error(ErrorCode::Usage, "--tool: no toolbox named '" + args.tool +
                                               "' in the skills loaded (" +
-                                              (have.empty() ? std::string("none") : have) + ")"));
+                                              (have.empty() ? std::string("none") : have) + ")" +
+                                              skills::refusal_reasons(loaded)));
   }
 
   sb::ToolboxRunner runner(std::move(*options));

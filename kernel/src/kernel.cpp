@@ -174,6 +174,18 @@ struct Kernel::Impl {
     return request;
   }
 
+  // What would make the run fail after it paid for a provider call is refused before the first
+  // one: a message the memory store would refuse to save (not valid UTF-8, over its size cap).
+  // Invalid budgets and provider settings are refused by plan_run and provider_for, before too.
+  Result<void> check_before_paying(const RunPlan& plan, const Request& request) const {
+    if (!plan.uses_memory || !memory) return {};
+    if (auto keepable = memory->check_message(ContextEntry::user(request.text)); !keepable) {
+      return fail(ErrorCode::Usage, "the message was refused before any provider request: " +
+                                        keepable.error().message);
+    }
+    return {};
+  }
+
   struct RunContext {
     Context context;
     std::string conversation_id;  // empty when the run leaves memory alone
@@ -563,6 +575,7 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
 
   // The plan: provider, limits and memory, from the config and the run's options.
   KERNEX_ASSIGN_OR_RETURN(auto plan, plan_run(k.config, options, request));
+  KERNEX_RETURN_IF_ERROR(k.check_before_paying(plan, request));
   auto provider = k.provider_for(plan.provider, plan.provider_options);
   if (!provider) return std::unexpected(provider.error());
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 
 namespace kernex {
 namespace {
@@ -15,6 +17,13 @@ std::mutex& registry_mutex() {
 std::vector<KernelFile>& registry() {
   static std::vector<KernelFile> files;
   return files;
+}
+
+// Path -> its place in registry(): a lookup per registration, not a scan (10 000 skills register
+// 20 000 folders).
+std::unordered_map<std::string, std::size_t>& registry_index() {
+  static std::unordered_map<std::string, std::size_t> index;
+  return index;
 }
 
 std::vector<ToolArea>& areas() {
@@ -45,8 +54,8 @@ void register_kernel_file(const std::filesystem::path& path, KernelFileAccess ac
   if (absolute.empty()) return;
   std::lock_guard lock(registry_mutex());
   auto& files = registry();
-  auto it = std::find_if(files.begin(), files.end(),
-                         [&](const KernelFile& f) { return f.path == absolute; });
+  auto [at, added] = registry_index().try_emplace(absolute.string(), files.size());
+  auto it = added ? files.end() : files.begin() + static_cast<std::ptrdiff_t>(at->second);
   if (it == files.end()) {
     files.push_back({absolute, access, std::move(why)});
     g_generation.fetch_add(1, std::memory_order_release);

@@ -120,6 +120,10 @@ Result<void> no_conversation(const std::string& id) {
 
 }  // namespace
 
+Result<void> PgStore::check_message(const ContextEntry& entry) const {
+  return check_entry(entry, 0, options_.max_message_bytes);
+}
+
 Result<std::shared_ptr<PgStore>> PgStore::open(const StoreOptions& options) {
   std::shared_ptr<PgStore> store(new PgStore(options));
   KERNEX_RETURN_IF_ERROR(migrate(*store->pool_));

@@ -35,6 +35,9 @@ class SqliteStore final : public MemoryStore {
   Result<void> append_messages(const MemoryScope& scope, const std::string& conversation_id,
                                const std::vector<ContextEntry>& entries) override;
   Result<void> save_exchange(const MemoryScope& scope, const ExchangeRecord& record) override;
+  Result<void> check_message(const ContextEntry& entry) const override {
+    return check_exchange({entry});
+  }
   Result<std::optional<StoredSummary>> compaction_summary(
       const MemoryScope& scope, const std::string& conversation_id) override;
   Result<void> save_compaction_summary(const MemoryScope& scope, const std::string& conversation_id,

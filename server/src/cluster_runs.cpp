@@ -124,7 +124,8 @@ void ClusterRuns::stop_local(const std::string& id) {
 
 std::expected<std::shared_ptr<RunState>, ApiError> ClusterRuns::submit(RunRequest request,
                                                                        IfBusy if_busy) {
-  if (auto unknown = unknown_skill(deps_.skills, request)) return std::unexpected(*unknown);
+  if (auto unknown = unknown_skill(deps_.skills, request, *deps_.config))
+    return std::unexpected(*unknown);
   {
     std::lock_guard lock(mutex_);
     if (draining_)

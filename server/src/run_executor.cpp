@@ -182,11 +182,15 @@ RunEnv make_run_env(Kernel* kernel, const ServeConfig* config,
 }
 
 std::optional<ApiError> unknown_skill(const std::vector<skills::Skill>& loaded,
-                                      const RunRequest& request) {
+                                      const RunRequest& request, const ServeConfig& config) {
   for (const auto& name : request.skills) {
     bool known = false;
     for (const auto& s : loaded) known = known || s.name == name;
-    if (!known) return api_error(400, "unknown_skill", "no skill named '" + name + "' is loaded");
+    if (known) continue;
+    if (auto it = config.refused_skills.find(name); it != config.refused_skills.end())
+      return api_error(400, "unknown_skill",
+                       "skill '" + name + "' was refused when skills loaded: " + it->second);
+    return api_error(400, "unknown_skill", "no skill named '" + name + "' is loaded");
   }
   return std::nullopt;
 }

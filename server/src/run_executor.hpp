@@ -52,8 +52,9 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& request,
 
 // The run_end body of a run cancelled before it started.
 Json cancelled_result(const std::string& run_id, const std::string& session);
+// A requested skill that is not loaded; when it was refused at load, the error says why.
 std::optional<ApiError> unknown_skill(const std::vector<skills::Skill>& loaded,
-                                      const RunRequest& request);
+                                      const RunRequest& request, const ServeConfig& config);
 // Times as the API shows them: "YYYY-MM-DD HH:MM:SS" (UTC).
 std::string utc_now();
 std::string utc_time(std::int64_t unix_seconds);

@@ -46,7 +46,8 @@ std::string RunManager::slot_key(const std::string& tenant, const std::string& s
 
 std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest request,
                                                                       IfBusy if_busy) {
-  if (auto unknown = unknown_skill(deps_.skills, request)) return std::unexpected(*unknown);
+  if (auto unknown = unknown_skill(deps_.skills, request, *deps_.config))
+    return std::unexpected(*unknown);
   std::unique_lock lock(mutex_);
   if (draining_)
     return std::unexpected(api_error(503, "shutting_down", "the server is shutting down"));

@@ -183,6 +183,7 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
     config.host = hp.first;
     config.port = hp.second;
   }
+  config.refused_skills = options.refused_skills;
   install_log_sink();
   // Sessions' workspaces lie in the (hidden) data dir: tools may be granted their own one there.
   std::error_code ec;

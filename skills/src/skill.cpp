@@ -8,6 +8,18 @@ std::string_view to_string(SourceFormat format) noexcept {
   return format == SourceFormat::Toml ? "toml" : "yaml";
 }
 
+std::string refusal_reasons(const LoadedSkills& loaded) {
+  std::string out;
+  for (const auto& f : loaded.failures) {
+    out += "; refused: skill '" + f.path.filename().string() + "' (" + f.path.string() +
+           "): " + f.describe();
+  }
+  for (const auto& s : loaded.skills) {
+    for (const auto& r : s.refused) out += "; refused in skill '" + s.name + "': " + r.describe();
+  }
+  return out;
+}
+
 namespace {
 
 std::vector<std::string> with_prefix(const std::vector<std::string>& files,

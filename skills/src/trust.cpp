@@ -16,8 +16,6 @@ namespace fs = std::filesystem;
 namespace kernex::skills {
 namespace {
 
-constexpr int kTrustVersion = 1;
-
 bool overlaps(const fs::path& a, const fs::path& b) {
   auto within = [](const fs::path& inner, const fs::path& outer) {
     auto rel = inner.lexically_relative(outer);
@@ -44,6 +42,17 @@ std::string shell_word(const std::string& s) {
   return out + "'";
 }
 
+// A link that doesn't resolve at all: a loop (ELOOP) or one the kernel may not follow.
+Error unresolved_link(const fs::path& link, const std::error_code& ec) {
+  std::error_code ignored;
+  const fs::path target = fs::read_symlink(link, ignored);
+  const std::string what = ec == std::errc::too_many_symbolic_link_levels
+                               ? ": a symlink loop (ELOOP: too many levels of symbolic links"
+                               : ": a symlink that cannot be resolved (" + ec.message();
+  return Error(ErrorCode::Skill, link.string() + what + "; it points to '" + target.string() +
+                                     "'); a skill in a writable location must hold its files");
+}
+
 // What a hash can't pin down: a link out of the folder reads a file the hash never saw, and a file
 // with another hard link can be rewritten through that link while the folder is read-only.
 Result<void> check_pinned(const fs::path& folder) {
@@ -55,8 +64,9 @@ Result<void> check_pinned(const fs::path& folder) {
     const fs::file_status st = it->symlink_status(ec2);
     if (fs::is_symlink(st)) {
       const fs::path target = fs::weakly_canonical(it->path(), ec2);
+      if (ec2) return std::unexpected(unresolved_link(it->path(), ec2));
       const fs::path rel = target.lexically_relative(base);
-      if (ec2 || rel.empty() || *rel.begin() == "..") {
+      if (rel.empty() || *rel.begin() == "..") {
         return fail(ErrorCode::Skill,
                     it->path().string() + ": a symlink resolving outside the skill folder (" +
                         target.string() + "); a skill in a writable location must hold its files");
@@ -70,37 +80,6 @@ Result<void> check_pinned(const fs::path& folder) {
     }
   }
   if (ec) return fail(ErrorCode::Io, "cannot list " + folder.string() + ": " + ec.message());
-  return {};
-}
-
-Result<void> write_atomically(const fs::path& file, const std::string& text) {
-  std::error_code ec;
-  fs::create_directories(file.parent_path(), ec);
-  const fs::path tmp = file.string() + ".tmp-" + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
-    return fail(ErrorCode::Io, "cannot write " + tmp.string() + ": " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      fs::remove(tmp, ec);
-      return fail(ErrorCode::Io, "cannot write " + tmp.string() + ": " + std::strerror(err));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced)
-    return fail(ErrorCode::Io, "cannot sync " + tmp.string() + ": " + std::strerror(errno));
-  fs::rename(tmp, file, ec);  // a reader sees the old records or the new ones, never half
-  if (ec) {
-    fs::remove(tmp, ec);
-    return fail(ErrorCode::Io, "cannot write " + file.string() + ": " + ec.message());
-  }
   return {};
 }
 
@@ -154,50 +133,43 @@ Result<std::string> trust_hash(const fs::path& folder) {
   return sha256_hex(text);
 }
 
-Result<std::map<std::string, std::string>> read_trust_store(const fs::path& store) {
-  std::map<std::string, std::string> out;
+namespace {
+
+Result<std::pair<std::string, std::string>> folder_and_hash(const fs::path& folder) {
   std::error_code ec;
-  if (!fs::exists(fs::symlink_status(store, ec))) return out;
-  auto content = detail::read_file_capped(store.string(), 16 * 1024 * 1024);
-  auto bad = [&](const std::string& what) {
-    return fail(ErrorCode::Skill, store.string() + ": " + what);
-  };
-  if (!content.error.empty()) return bad("cannot read: " + content.error);
-  if (content.too_large) return bad("larger than 16 MiB");
-  Json j = parse_untrusted(content.text);
-  if (j.is_discarded() || !j.is_object())
-    return bad("expected a JSON object written by `kernex skills trust`");
-  if (!j.contains("version") || j["version"] != kTrustVersion) return bad("version: expected 1");
-  if (!j.contains("skills") || !j["skills"].is_object())
-    return bad("skills: expected an object of folder -> hash");
-  for (const auto& [folder, hash] : j["skills"].items()) {
-    if (!hash.is_string()) return bad("skills." + folder + ": expected a hex SHA-256 string");
-    out[folder] = hash.get<std::string>();
+  const fs::path real = fs::canonical(folder, ec);
+  if (ec || !fs::is_directory(real, ec))
+    return fail(ErrorCode::Skill, folder.string() + ": expected a skill folder");
+  KERNEX_ASSIGN_OR_RETURN(auto hash, trust_hash(real));
+  return std::pair{real.string(), std::move(hash)};
+}
+
+}  // namespace
+
+std::vector<Result<std::string>> trust_skills(const fs::path& store,
+                                              const std::vector<fs::path>& folders) {
+  std::vector<Result<std::string>> out;
+  TrustRecords added;
+  for (const auto& folder : folders) {
+    auto entry = folder_and_hash(folder);
+    if (!entry) {
+      out.push_back(std::unexpected(std::move(entry.error())));
+      continue;
+    }
+    added[entry->first] = entry->second;
+    out.push_back(std::move(entry->second));
+  }
+  if (added.empty()) return out;
+  if (auto written = record_trust(store, added); !written) {
+    for (auto& r : out)
+      if (r) r = std::unexpected(written.error());
   }
   return out;
 }
 
 Result<std::string> trust_skill(const fs::path& store, const fs::path& folder) {
-  std::error_code ec;
-  const fs::path real = fs::canonical(folder, ec);
-  if (ec || !fs::is_directory(real, ec))
-    return fail(ErrorCode::Skill, folder.string() + ": expected a skill folder");
-  auto hash = trust_hash(real);
-  if (!hash) return hash;
-  KERNEX_ASSIGN_OR_RETURN(auto records, read_trust_store(store));
-  (records)[real.string()] = *hash;
-  Json j{{"version", kTrustVersion}, {"skills", records}};
-  KERNEX_RETURN_IF_ERROR(write_atomically(store, j.dump(2) + "\n"));
-  return hash;
-}
-
-Result<void> untrust_skills(const fs::path& store, const std::vector<std::string>& folders) {
-  KERNEX_ASSIGN_OR_RETURN(auto records, read_trust_store(store));
-  std::size_t erased = 0;
-  for (const auto& f : folders) erased += records.erase(f);
-  if (erased == 0) return {};
-  Json j{{"version", kTrustVersion}, {"skills", records}};
-  return write_atomically(store, j.dump(2) + "\n");
+  auto out = trust_skills(store, {folder});
+  return std::move(out.front());
 }
 
 Result<TrustCheck> check_trust(const fs::path& folder, const TrustRule& rule) {
@@ -206,7 +178,7 @@ Result<TrustCheck> check_trust(const fs::path& folder, const TrustRule& rule) {
   if (!out.location) return out;
   const fs::path real = canonical_or_normal(folder);
   const std::string trust_command = "kernex skills trust " + shell_word(real.string());
-  KERNEX_ASSIGN_OR_RETURN(auto records, read_trust_store(rule.store));
+  KERNEX_ASSIGN_OR_RETURN(auto records, trust_records(rule.store));
   auto hash = trust_hash(real);
   if (!hash) {
     out.state = TrustState::Untrusted;
@@ -214,8 +186,8 @@ Result<TrustCheck> check_trust(const fs::path& folder, const TrustRule& rule) {
                   " and can't be trusted: " + hash.error().message;
     return out;
   }
-  auto it = records.find(real.string());
-  if (it == records.end()) {
+  auto it = records->find(real.string());
+  if (it == records->end()) {
     out.state = TrustState::Untrusted;
     out.message =
         "the skill lies in the writable location " + out.location->string() +

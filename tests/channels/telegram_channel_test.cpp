@@ -297,4 +297,27 @@ TEST(TelegramChannelLoad, TwentyChatsStreamWithinTheLimits) {
   expect_within_limits(h.bot());
 }
 
+// A message memory could not save (over its max_message_bytes) is refused before the provider is
+// asked: nothing streams, the person is told why, and nothing of it reaches the conversation.
+TEST(TelegramChannel, AMessageMemoryCannotKeepIsRefusedBeforeTheProvider) {
+  TelegramHarness h;
+  ASSERT_TRUE(h.start(kAllowed, "{length: 40, chunk: 40, delay_ms: 0}",
+                      "toolboxes: []\nmemory: {name: sqlite, options: {max_message_bytes: 64}}\n"));
+  h.bot().send_text(kChat, kUser, std::string(100, 'x'));
+  ASSERT_TRUE(h.bot().wait_until(
+      [&] {
+        return joined_texts(h.bot().messages(kChat)).find("max_message_bytes") != std::string::npos;
+      },
+      std::chrono::seconds(30)))
+      << joined_texts(h.bot().messages(kChat));
+  const std::string said = joined_texts(h.bot().messages(kChat));
+  EXPECT_NE(said.find("refused before any provider request"), std::string::npos) << said;
+  EXPECT_EQ(said.find("echo("), std::string::npos) << "the provider answered: " << said;
+  const auto after = h.last_id(kChat);
+  h.bot().send_text(kChat, kUser, "hello");
+  EXPECT_TRUE(h.wait_for_text(kChat, drip_answer(0, "hello", 40), after))
+      << joined_texts(h.bot().messages(kChat), after);
+  EXPECT_TRUE(h.stop());
+}
+
 }  // namespace

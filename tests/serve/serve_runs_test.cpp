@@ -613,4 +613,49 @@ TEST_F(ServeLive, KillNineLosesNoAcknowledgedRun) {
                                             "user:after", "assistant:answer to after"));
 }
 
+// A message memory would refuse to save (over its max_message_bytes) is refused before any
+// provider request: the replay provider records every request it gets, and only the small
+// message after it reaches it. The failed run says why.
+TEST(ServeRefusals, AMessageMemoryCannotKeepCostsNoProviderRequest) {
+  ServeWorld w;
+  const fs::path record = w.dir.path() / "record.jsonl";
+  const fs::path script = w.dir.write("script.jsonl", replay_text("paid") + replay_text("paid"));
+  w.config = w.dir.write("kernex.yaml", "provider:\n  name: replay\n  options:\n    script: " +
+                                            script.string() + "\n    record: " + record.string() +
+                                            "\nmemory:\n  name: sqlite\n  options:\n"
+                                            "    max_message_bytes: 64\ndata_dir: " +
+                                            w.data_dir.string() + "\n");
+  ASSERT_TRUE(w.start());
+  auto big =
+      request(w.port(), "POST", "/v1/sessions/big/messages", message_body(std::string(100, 'x')));
+  EXPECT_NE(big.body.find("refused before any provider request"), std::string::npos)
+      << big.describe();
+  EXPECT_NE(big.body.find("max_message_bytes"), std::string::npos) << big.describe();
+  EXPECT_FALSE(fs::exists(record)) << slurp(record);
+  auto fine = request(w.port(), "POST", "/v1/sessions/big/messages", message_body("hello"));
+  ASSERT_EQ(fine.status, 200) << fine.describe();
+  std::ifstream in(record);
+  int requests = 0;
+  for (std::string line; std::getline(in, line);) requests += !line.empty();
+  EXPECT_EQ(requests, 1);
+}
+
+// A request naming a skill that was refused at load is told which and why, not only "unknown".
+TEST(ServeRefusals, ARefusedSkillIsNamedWithItsReason) {
+  ServeWorld w;
+  w.dir.write("skills/grab/SKILL.md", "---\nname: grab\ndescription: grabs\n---\nGrab.\n");
+  w.write_config(w.replay_provider(replay_text("unused")), "",
+                 "skill_dirs: [" + (w.dir.path() / "skills").string() + "]\n");
+  ASSERT_TRUE(w.start());
+  auto r = request(w.port(), "POST", "/v1/sessions/s/messages",
+                   message_body("hello", Json{{"skills", Json::array({"grab"})}}));
+  EXPECT_EQ(r.status, 400) << r.describe();
+  EXPECT_NE(r.body.find("skill 'grab' was refused"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("not trusted"), std::string::npos) << r.body;
+  auto unknown = request(w.port(), "POST", "/v1/sessions/s/messages",
+                         message_body("hello", Json{{"skills", Json::array({"nope"})}}));
+  EXPECT_EQ(unknown.status, 400) << unknown.describe();
+  EXPECT_NE(unknown.body.find("no skill named 'nope'"), std::string::npos) << unknown.body;
+}
+
 }  // namespace

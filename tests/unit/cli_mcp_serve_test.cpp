@@ -260,4 +260,31 @@ TEST_F(McpServeTools, SubQueriesAreLeftToTheClient) {
   EXPECT_FALSE(batch[0] || batch[1]);
 }
 
+// kernex_run with a message memory would refuse to save is refused before any provider request.
+TEST(McpServe, KernexRunRefusesAMessageMemoryCannotKeepBeforePaying) {
+  kernex::testing::TempDir dir;
+  auto script = dir.write("script.jsonl", R"({"text": "a paid answer"})"
+                                          "\n");
+  const auto record = dir / "record.jsonl";
+  const std::string yaml =
+      "memory:\n  name: sqlite\n  options:\n    max_message_bytes: 64\n"
+      "toolboxes: [repl]\nprovider: replay\nproviders: {replay: {script: " +
+      script.string() + ", record: " + record.string() + "}}\n";
+  auto responses = serve(dir, yaml,
+                         {{"tools/call", call("kernex_run", {{"message", std::string(100, 'x')}})},
+                          {"tools/call", call("kernex_run", {{"message", "hello"}})}});
+  ASSERT_TRUE(responses[2].contains("result")) << responses[2].dump();
+  EXPECT_EQ(responses[2]["result"]["isError"], true) << responses[2].dump();
+  EXPECT_NE(text_of(responses[2]).find("refused before any provider request"), std::string::npos)
+      << text_of(responses[2]);
+  EXPECT_NE(text_of(responses[2]).find("max_message_bytes"), std::string::npos);
+  // The second, small message was the only request the provider got.
+  ASSERT_TRUE(responses[3].contains("result")) << responses[3].dump();
+  EXPECT_EQ(text_of(responses[3]), "a paid answer");
+  std::ifstream in(record);
+  int requests = 0;
+  for (std::string line; std::getline(in, line);) requests += !line.empty();
+  EXPECT_EQ(requests, 1);
+}
+
 }  // namespace

@@ -407,4 +407,62 @@ TEST_F(CliSkills, McpCallStartsTheServerShippedInItsSkillFolder) {
   EXPECT_FALSE(fs::exists(skill / "planted.txt"));
 }
 
+// A skill refused at load is named with its reason wherever it is asked for, not only in
+// `skills list`: `tool run` and `mcp call` say which skill was refused and why.
+TEST_F(CliSkills, ToolRunAndMcpCallNameTheRefusedSkillAndWhy) {
+  dir.write("s/grab/SKILL.md",
+            "---\nname = \"grab\"\ndescription = \"grabs\"\n\n"
+            "[toolbox.grab]\ndescription = \"grab\"\ncommand = \"sh\"\nargs = "
+            "[\"run.sh\"]\n---\nGrab.\n");
+  dir.write("s/grab/run.sh", "echo grabbed\n");
+  const std::string skills = (dir / "s").string();
+  auto tool = kernex({"tool", "run", "--skills", skills, "--tool", "grab"});
+  EXPECT_NE(tool.exit_code, 0);
+  EXPECT_THAT(tool.err, HasSubstr("no toolbox named 'grab'"));
+  EXPECT_THAT(tool.err, HasSubstr("refused: skill 'grab'"));
+  EXPECT_THAT(tool.err, HasSubstr("not trusted"));
+  auto mcp = kernex({"mcp", "call", "--skills", skills, "grab", "tool", "{}"});
+  EXPECT_NE(mcp.exit_code, 0);
+  EXPECT_THAT(mcp.err, HasSubstr("refused: skill 'grab'"));
+  EXPECT_THAT(mcp.err, HasSubstr("not trusted"));
+  // Trusted, then changed: the reason says so.
+  trust(dir / "s");
+  dir.write("s/grab/run.sh", "echo changed\n");
+  auto changed = kernex({"tool", "run", "--skills", skills, "--tool", "grab"});
+  EXPECT_THAT(changed.err, HasSubstr("refused: skill 'grab'"));
+  EXPECT_THAT(changed.err, HasSubstr("changed since it was trusted"));
+}
+
+TEST_F(CliSkills, SymlinkLoopInASkillIsRefusedAsALoop) {
+  dir.write("s/loopy/SKILL.md", "---\nname: loopy\ndescription: d\n---\nBody\n");
+  fs::create_symlink("self", dir / "s/loopy/self");
+  auto trusted = kernex({"skills", "trust", (dir / "s").string()});
+  EXPECT_NE(trusted.exit_code, 0);
+  EXPECT_THAT(trusted.err, HasSubstr("symlink loop"));
+  EXPECT_THAT(trusted.err, HasSubstr((dir / "s/loopy/self").string()));
+  EXPECT_THAT(trusted.err, Not(HasSubstr("outside the skill folder")));
+  auto listed = kernex({"skills", "list", (dir / "s").string()});
+  EXPECT_THAT(listed.out + listed.err, HasSubstr("symlink loop"));
+}
+
+// `kernex rlm` loads the config's skills as `kernex run` does, and both name a refused one with
+// why; `run --skill` asking for it fails saying why, not only that it is unknown.
+TEST_F(CliSkills, RunAndRlmNameTheRefusedSkillAndWhy) {
+  dir.write("s/grab/SKILL.md", "---\nname: grab\ndescription: grabs\n---\nGrab.\n");
+  auto script = dir.write("script.jsonl", "{\"text\": \"done\"}\n{\"text\": \"done\"}\n");
+  auto config = dir.write("kernex.yaml",
+                          "provider: replay\nproviders: {replay: {script: " + script.string() +
+                              "}}\nmemory: none\nskill_dirs: [" + (dir / "s").string() + "]\n");
+  for (const char* command : {"run", "rlm"}) {
+    auto o = kernex({command, "--config", config.string(), "hello"});
+    EXPECT_EQ(o.exit_code, 0) << command << ": " << o.err;
+    EXPECT_THAT(o.err, HasSubstr("skill not loaded: " + (dir / "s/grab").string())) << command;
+    EXPECT_THAT(o.err, HasSubstr("not trusted")) << command;
+  }
+  auto asked = kernex({"run", "--config", config.string(), "--skill", "grab", "hello"});
+  EXPECT_NE(asked.exit_code, 0);
+  EXPECT_THAT(asked.err, HasSubstr("refused: skill 'grab'"));
+  EXPECT_THAT(asked.err, HasSubstr("not trusted"));
+}
+
 }  // namespace

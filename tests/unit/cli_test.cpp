@@ -434,4 +434,43 @@ TEST_F(Cli, ModelTextWithTerminalControlsIsShownEscapedWhereverItIsPrinted) {
   }
 }
 
+// A message memory would refuse to save (not valid UTF-8, over memory's max_message_bytes) is
+// refused before the first provider request, by `kernex run` and `kernex rlm` alike: the replay
+// provider records every request it gets, and its record stays empty.
+TEST_F(Cli, RefusedMessagesCostNoProviderRequest) {
+  auto script = write("s.jsonl", std::string(R"({"text": "a paid answer"})") + "\n" +
+                                     R"({"text": "a paid answer"})" + "\n");
+  const fs::path record = dir_ / "record.jsonl";
+  auto config =
+      write("kernex.yaml", "provider: replay\nproviders: {replay: {script: " + script.string() +
+                               ", record: " + record.string() +
+                               "}}\nmemory:\n  name: sqlite\n  options:\n"
+                               "    max_message_bytes: 64\n");
+  const std::string not_utf8 = "caf\xc3 \xff\xfe";
+  const std::string too_big(100, 'x');
+  for (const char* command : {"run", "rlm"}) {
+    SCOPED_TRACE(command);
+    for (const auto& [message, why] :
+         {std::pair{not_utf8, "UTF-8"}, std::pair{too_big, "max_message_bytes"}}) {
+      auto o = kernex({command, "--config", config.string(), message});
+      EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
+      EXPECT_THAT(o.err, HasSubstr("refused before any provider request")) << o.err;
+      EXPECT_THAT(o.err, HasSubstr(why)) << o.err;
+      EXPECT_FALSE(fs::exists(record)) << slurp(record);
+    }
+  }
+  // The default memory (no `memory:` in the config) refuses text that is not UTF-8 too.
+  auto plain =
+      write("plain.yaml", "provider: replay\nproviders: {replay: {script: " + script.string() +
+                              ", record: " + record.string() + "}}\n");
+  auto o = kernex({"run", "--config", plain.string(), not_utf8});
+  EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
+  EXPECT_FALSE(fs::exists(record)) << slurp(record);
+  // What memory can keep is sent: the record proves the provider was reachable all along.
+  auto fine = kernex({"run", "--config", config.string(), "hello"});
+  EXPECT_EQ(fine.exit_code, 0) << fine.err;
+  EXPECT_EQ(fine.out, "a paid answer\n");
+  EXPECT_TRUE(fs::exists(record));
+}
+
 }  // namespace

@@ -259,6 +259,14 @@ class MemoryStore {
                                                const std::string& conversation_id,
                                                const StoredSummary& summary) = 0;
   virtual Result<void> record_usage(const MemoryScope& scope, const UsageRecord& record) = 0;
+  // What append_messages/save_exchange would refuse in `entry` (text that is not valid UTF-8, a
+  // message over the store's size cap), asked before a run pays for a provider call, so a message
+  // the store can't keep is refused first rather than answered and then lost. Default: nothing.
+  // The one call without a scope: it reads and writes no row, only judges the entry itself.
+  virtual Result<void> check_message(const ContextEntry& entry) const {
+    (void)entry;
+    return {};
+  }
   // A turn's exchange and its usage row in one write: a store that overrides this saves both in
   // one transaction (all or nothing, one commit instead of two). This default appends the
   // messages (all or nothing), then records the usage; a usage failure is returned then, with

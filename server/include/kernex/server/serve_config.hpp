@@ -85,6 +85,9 @@ struct ServeConfig {
   std::vector<WebhookEndpointConfig> webhooks;
   // `approvals: {timeout_s}`: how long a tool call waits for a person before it is denied.
   std::chrono::seconds approval_timeout{3600};
+  // Skill folders that did not load (folder name -> why), so a request naming one is told why,
+  // not only that it is unknown. Set by the host that loaded the skills (ServeOptions).
+  std::map<std::string, std::string> refused_skills;
 
   // Reads config.sections["serve"] (absent: defaults). Unknown keys and wrong types are errors
   // naming the key; relative paths resolve against the config file's directory.

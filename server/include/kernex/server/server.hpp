@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@ struct ServeOptions {
   std::optional<std::string> listen;  // "HOST:PORT"; overrides serve.listen
   // Gets one line once listening: "kernex serve: listening on http://HOST:PORT".
   std::ostream* announce = nullptr;
+  // Skill folders that did not load (folder name -> why): a request naming one gets the reason.
+  std::map<std::string, std::string> refused_skills;
 };
 
 // Serves `kernel` (plugins, memory, hooks, rules, sandbox as `kernex run` has them) and the

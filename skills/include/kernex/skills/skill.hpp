@@ -105,6 +105,11 @@ struct LoadedSkills {
   const Skill* find(std::string_view name) const;
 };
 
+// Why skills (or toolboxes and MCP servers in them) were refused, for an error that would
+// otherwise only say a name was not found: "; refused: skill 'grab' (/path/grab): <reason>; ...".
+// Empty when nothing was refused.
+std::string refusal_reasons(const LoadedSkills& loaded);
+
 // The parsed model as JSON (for `kernex skills show` and `list --json`).
 Json to_json(const Skill& skill);
 Json to_json(const Diagnostic& diagnostic);

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,12 +35,24 @@ std::optional<std::filesystem::path> writable_location(
 // writable place: a symlink resolving outside the folder, a file with other hard links.
 Result<std::string> trust_hash(const std::filesystem::path& folder);
 
-// canonical folder -> trust hash. A missing store is empty; a malformed one is an error.
-Result<std::map<std::string, std::string>> read_trust_store(const std::filesystem::path& store);
-// Records `folder` (canonical) with its current hash, replacing the file atomically. Returns the
-// hash.
+// canonical folder -> trust hash.
+using TrustRecords = std::map<std::string, std::string>;
+
+// The records in `store`. A missing store is empty; a malformed one is an error. The file is
+// parsed once per process and again only when it is another file or was written since (its
+// device, inode, size, mtime and ctime), so a check per skill costs a stat and a lookup.
+Result<TrustRecords> read_trust_store(const std::filesystem::path& store);
+Result<std::shared_ptr<const TrustRecords>> trust_records(const std::filesystem::path& store);
+// Adds (or replaces) `added` in the store under an exclusive lock (<store>.lock) and replaces
+// the file atomically, so concurrent writers lose no record.
+Result<void> record_trust(const std::filesystem::path& store, const TrustRecords& added);
+
+// Records `folder` (canonical) with its current hash. Returns the hash.
 Result<std::string> trust_skill(const std::filesystem::path& store,
                                 const std::filesystem::path& folder);
+// The same for many folders with one write of the store: one result per folder, in order.
+std::vector<Result<std::string>> trust_skills(const std::filesystem::path& store,
+                                              const std::vector<std::filesystem::path>& folders);
 
 // Forgets the records of `folders` (as stored: canonical), replacing the file atomically; a folder
 // with no record is ignored. A skill whose files were landed over by force must be trusted again.
