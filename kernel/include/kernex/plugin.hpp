@@ -25,6 +25,8 @@ namespace kernex {
 //    workspace).
 // 6: approvals (HookOutcome::asks, PermissionRules ask list, RunOptions::approver, RunJournal);
 //    the channel kind (channel.hpp).
+// 7: MemoryScope on every MemoryStore call (the tenant), RunOptions::memory_scope;
+//    MemoryStore::check_message (asked before the first provider request).
 inline constexpr std::uint32_t kAbiVersion = 7;
 
 enum class PluginKind : std::uint32_t {
