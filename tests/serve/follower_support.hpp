@@ -75,6 +75,8 @@ struct PartialStream {
   bool complete = false;
 };
 
+inline std::vector<SseEvent> parse_sse(const std::string& body);
+
 inline PartialStream parse_partial(const std::string& raw) {
   PartialStream out;
   const auto head_end = raw.find("\r\n\r\n");
@@ -95,7 +97,13 @@ inline PartialStream parse_partial(const std::string& raw) {
     if (take < size) break;
     at = eol + 2 + size + 2;
   }
-  // Only blocks that end with a blank line are whole events.
+  out.events = parse_sse(body);
+  return out;
+}
+
+// The whole events (blocks ending with a blank line) of an SSE body, in one linear pass.
+inline std::vector<SseEvent> parse_sse(const std::string& body) {
+  std::vector<SseEvent> events;
   std::size_t start = 0, end;
   while ((end = body.find("\n\n", start)) != std::string::npos) {
     SseEvent e;
@@ -114,11 +122,11 @@ inline PartialStream parse_partial(const std::string& raw) {
     }
     if (any) {
       if (e.event.empty()) e.event = "message";
-      out.events.push_back(std::move(e));
+      events.push_back(std::move(e));
     }
     start = end + 2;
   }
-  return out;
+  return events;
 }
 
 // The value of the sample `name` (no labels) on /metrics, or -1 when absent or refused.
