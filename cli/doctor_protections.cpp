@@ -39,8 +39,11 @@ Json sandbox_protections_json(const sandbox::PolicyStatus& s) {
   rows.push_back(
       row("git_read_only", s.enforced && s.filesystem,
           "every .git (and the gitdir a .git file names) is a read-only bind unless a profile sets "
-          "git_writes; then config, hooks, info, alternates, commondir and worktree links stay "
-          "read-only"));
+          "git_writes; then config, config.worktree, commondir, hooks/, info/, objects/info/, "
+          "worktrees/ and modules/ stay read-only even where they don't exist yet (made empty and "
+          "bound read-only at Build; initialized submodule gitdirs guarded alike); in every mode "
+          "the directories of submodules not checked out and what git's config names in the "
+          "worktree (hooksPath, includes, driver programs) stay read-only"));
   rows.push_back(row(
       "programs_not_files", s.enforced && s.filesystem,
       "allowed_commands and MCP server commands must be executables; EXECUTE on that file only"));

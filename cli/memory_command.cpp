@@ -1,5 +1,6 @@
 // `kernex memory …`: reads (and backs up) the configured memory store without running a model.
 #include <cstdio>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -22,7 +23,7 @@ constexpr std::uint64_t kMaxListLimit = 1'000'000;
 
 // `kernex memory ACTION`.
 struct MemoryArgs {
-  std::string action;  // search | facts | history | export | import | usage
+  std::string action;  // search | facts | history | export | import | usage | forget
   std::optional<std::string> data_dir;
   std::string query;
   std::optional<std::string> sender;
@@ -262,6 +263,62 @@ int import_file(MemoryStore& store, const MemoryArgs& args) {
   return kExitOk;
 }
 
+// The trajectories under `dir` (kernex run's, and serve's per-session folders) whose run_start
+// names `conversation`: removed. How many.
+Result<std::size_t> remove_trajectories(const std::filesystem::path& dir,
+                                        const std::string& conversation) {
+  namespace fs = std::filesystem;
+  std::size_t removed = 0;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return removed;
+  fs::recursive_directory_iterator it(dir, ec), end;
+  if (ec) return fail(ErrorCode::Io, "cannot list " + dir.string() + ": " + ec.message());
+  std::vector<fs::path> matches;
+  for (; it != end; it.increment(ec)) {
+    if (ec) return fail(ErrorCode::Io, "cannot list " + dir.string() + ": " + ec.message());
+    if (!it->is_regular_file(ec) || it->path().extension() != ".jsonl") continue;
+    std::ifstream in(it->path());
+    std::string first;
+    std::getline(in, first);  // run_start comes first
+    const Json start = parse_untrusted(first);
+    if (start.is_object() && start.value("type", "") == "run_start" &&
+        start.value("conversation_id", "") == conversation)
+      matches.push_back(it->path());
+  }
+  for (const auto& path : matches) {
+    if (!fs::remove(path, ec) && ec)
+      return fail(ErrorCode::Io, "cannot remove " + path.string() + ": " + ec.message());
+    ++removed;
+  }
+  return removed;
+}
+
+// `kernex memory forget --conversation ID`: the conversation's messages, summaries, recall index
+// entries, usage and audit rows (zeroed in the file: secure_delete, WAL truncated), and the
+// trajectories of its runs.
+int forget(const ConfigFile& config_file, MemoryStore& store, const MemoryArgs& args) {
+  const std::string& id = *args.conversation;
+  auto deleted = store.delete_conversation(id);
+  if (!deleted && deleted.error().code != ErrorCode::Memory) return report(deleted.error());
+  auto config =
+      Config::load(config_file ? std::optional<std::filesystem::path>(*config_file) : std::nullopt);
+  if (!config) return report(config.error());
+  std::filesystem::path data_dir = config->data_dir;
+  if (args.data_dir) data_dir = std::filesystem::absolute(*args.data_dir).lexically_normal();
+  auto removed = remove_trajectories(data_dir / "trajectories", id);
+  if (!removed) return report(removed.error());
+  if (!deleted && *removed == 0) return report(deleted.error());  // nothing of it anywhere
+  if (args.json) {
+    std::cout << dump(Json{{"conversation_id", id},
+                           {"memory_deleted", deleted.has_value()},
+                           {"trajectories_removed", *removed}})
+              << '\n';
+  } else {
+    std::cout << "forgot conversation " << id << " (" << *removed << " trajectories removed)\n";
+  }
+  return kExitOk;
+}
+
 int memory_command(const ConfigFile& config, const MemoryArgs& args);
 
 }  // namespace
@@ -307,6 +364,13 @@ CommandRun setup_memory(CLI::App& command, std::string&) {
       common(memory->add_subcommand("import", "Load an export into an empty store"), "import");
   import->add_option("file", args.file, "the export (- for stdin)")->required();
   common(memory->add_subcommand("usage", "Tokens and cost by day and model"), "usage");
+  auto* forget = common(memory->add_subcommand("forget",
+                                               "Delete a conversation and every trace of it "
+                                               "(messages, summaries, recall index, trajectories)"),
+                        "forget");
+  forget->add_option("--conversation", args.conversation, "the conversation to forget")
+      ->type_name("ID")
+      ->required();
   return [shared](const ConfigFile& config) { return memory_command(config, *shared); };
 }
 
@@ -320,6 +384,7 @@ int memory_command(const ConfigFile& config, const MemoryArgs& args) {
   if (args.action == "history") return history(**store, args);
   if (args.action == "usage") return usage(**store, args);
   if (args.action == "import") return import_file(**store, args);
+  if (args.action == "forget") return forget(config, **store, args);
   if (args.action == "export") {
     auto doc = (*store)->export_json();
     if (!doc) return report(doc.error());

@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "kernex/skills/trust.hpp"
+#include "kernex/skills/workspace_guard.hpp"
 #include "kernex/workspace/sessions.hpp"
 #include "terminal_text.hpp"
 
@@ -38,6 +40,8 @@ Result<void> use_workspace_mode(const Config& config, RunOptions& options) {
       workspace::session_overlay(workspace::overlays_dir(config.data_dir), session, cwd));
   options.workspace = overlay.lower();
   options.workspace_layers = overlay.layer_dir();
+  // A trusted skill this run does not load is still the kernel's: bound from the real tree.
+  skills::protect_trusted_folders_in(overlay.lower(), config.data_dir / skills::kTrustFileName);
   std::cerr << for_terminal("kernex: overlay: writes go to " + overlay.layer_dir().string() +
                             " (kernex workspace status --session " + session + ")")
             << '\n';

@@ -8,6 +8,8 @@
 #include "exit_codes.hpp"
 #include "terminal_text.hpp"
 #include "kernex/config.hpp"
+#include "kernex/skills/trust.hpp"
+#include "kernex/skills/workspace_guard.hpp"
 #include "kernex/workspace/overlay.hpp"
 #include "kernex/workspace/sessions.hpp"
 
@@ -22,9 +24,10 @@ struct WorkspaceArgs {
   std::vector<std::string> paths;
   bool json = false;
   bool force = false;
+  std::filesystem::path resolved_data_dir;  // set by open_overlay
 };
 
-Result<ws::Overlay> open_overlay(const ConfigFile& config_file, const WorkspaceArgs& args) {
+Result<ws::Overlay> open_overlay(const ConfigFile& config_file, WorkspaceArgs& args) {
   std::filesystem::path data_dir;
   if (args.data_dir) {
     data_dir = *args.data_dir;
@@ -34,6 +37,7 @@ Result<ws::Overlay> open_overlay(const ConfigFile& config_file, const WorkspaceA
     if (!config) return std::unexpected(config.error());
     data_dir = config->data_dir;
   }
+  args.resolved_data_dir = data_dir;
   KERNEX_ASSIGN_OR_RETURN(auto layer, ws::find_layer_dir(data_dir, args.session));
   return ws::Overlay::open(layer);
 }
@@ -93,10 +97,21 @@ int diff(const ws::Overlay& overlay, const WorkspaceArgs& args) {
 
 // Exit 7 when anything named was not applied (a conflict or a refusal).
 // Once nothing is left, the layer goes: the session's next run starts a fresh one.
+// Kernel paths (config, project files, registered kernel files, trusted skill folders) land only
+// with --force and named among the PATHs; trust in what they landed over is then forgotten.
 int accept(ws::Overlay& overlay, const WorkspaceArgs& args) {
-  auto outcome = ws::accept_and_retire(overlay, args.paths, args.force);
+  const auto store = args.resolved_data_dir / skills::kTrustFileName;
+  ws::KernelGuard guard{skills::kernel_paths_in(overlay.lower(), store), {}};
+  if (args.force) guard.forced = args.paths;
+  auto outcome = ws::accept_and_retire(overlay, args.paths, args.force, guard);
   if (!outcome) return report(outcome.error());
   const ws::AcceptResult* r = &outcome->result;
+  auto forgotten = skills::untrust_landed(overlay.lower(), store, r->kernel_landed);
+  if (!forgotten) return report(forgotten.error());
+  for (const auto& f : *forgotten)
+    std::cerr << for_terminal("kernex: no longer trusted (landed over by force): " + f +
+                              "; review it and run `kernex skills trust " + f + "`")
+              << '\n';
   if (args.json) {
     Json out = ws::to_json(*r);
     out["layer_removed"] = outcome->dropped;
@@ -147,7 +162,8 @@ CommandRun setup_workspace(CLI::App& command, std::string& config) {
     sub->add_option("paths", args->paths, "paths in the workspace (default: all)")
         ->type_name("PATH");
   accept_cmd->add_flag("--force", args->force,
-                       "apply paths that changed in the real tree since the session started");
+                       "apply paths that changed in the real tree since the session started, and "
+                       "changes over kernel files or trusted skills among the PATHs named");
   return [=](const ConfigFile& config_file) {
     auto overlay = open_overlay(config_file, *args);
     if (!overlay) return report(overlay.error());

@@ -335,15 +335,16 @@ struct Kernel::Impl {
     return looped;
   }
 
+  // conversation_id: so `kernex memory forget --conversation ID` finds the run's trajectory.
   static void record_start(RunTree& tree, const RunOptions& options, const Request& request,
-                           const std::string& provider, const std::string& model) {
+                           const std::string& provider, const std::string& model,
+                           const std::string& conversation_id) {
     if (Trajectory* t = tree.trajectory()) {
-      t->record("run_start", {{"run_id", t->run_id()},
-                              {"kind", options.kind},
-                              {"question", request.text},
-                              {"provider", provider},
-                              {"model", model},
-                              {"max_depth", tree.limits().max_depth}});
+      Json event{{"run_id", t->run_id()},    {"kind", options.kind},
+                 {"question", request.text}, {"provider", provider},
+                 {"model", model},           {"max_depth", tree.limits().max_depth}};
+      if (!conversation_id.empty()) event["conversation_id"] = conversation_id;
+      t->record("run_start", std::move(event));
     }
   }
 
@@ -580,7 +581,7 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   const auto started = std::chrono::steady_clock::now();
   if (plan.parent == nullptr)
     k.record_start(*tree, options, request, plan.provider,
-                   context.model.value_or((*provider)->default_model()));
+                   context.model.value_or((*provider)->default_model()), conversation_id);
 
   // The loop: provider and tools, through hooks and rules.
   auto context_tools = Impl::context_tools(request, sources);

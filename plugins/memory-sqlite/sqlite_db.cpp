@@ -126,7 +126,10 @@ Result<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path, const Op
   sqlite3_extended_result_codes(raw, 1);
   sqlite3_busy_timeout(raw, options.busy_timeout_ms);
   KERNEX_RETURN_IF_ERROR(db->enter_wal(options.busy_timeout_ms));
-  std::string pragmas = "PRAGMA foreign_keys=ON; PRAGMA synchronous=" + options.synchronous + ";";
+  // secure_delete: deleted rows (a forgotten conversation) are overwritten, not left in free pages.
+  std::string pragmas =
+      "PRAGMA foreign_keys=ON; PRAGMA secure_delete=ON; PRAGMA synchronous=" + options.synchronous +
+      ";";
   if (options.max_pages)
     pragmas += " PRAGMA max_page_count=" + std::to_string(*options.max_pages) + ";";
   KERNEX_RETURN_IF_ERROR(db->exec(pragmas.c_str()));

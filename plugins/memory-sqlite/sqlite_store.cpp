@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "kernex/log.hpp"
 #include "migrations.hpp"
 #include "text_rules.hpp"
 
@@ -368,7 +369,7 @@ Result<void> SqliteStore::delete_conversation(const std::string& conversation_id
       "DELETE FROM conversations WHERE id = ?",
   };
   std::lock_guard lock(mutex_);
-  return db_->write<void>([&]() -> Result<void> {
+  auto deleted = db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(auto exists, db_->prepare("SELECT 1 FROM conversations WHERE id = ?"));
     exists.bind(1, conversation_id);
     KERNEX_ASSIGN_OR_RETURN(auto row, exists.step());
@@ -378,8 +379,20 @@ Result<void> SqliteStore::delete_conversation(const std::string& conversation_id
       stmt.bind(1, conversation_id);
       KERNEX_RETURN_IF_ERROR(stmt.run());
     }
+    // An FTS5 delete only adds a tombstone: the words stay in the index's older segments until
+    // they are merged. 'optimize' merges them all now (SQLite 3.40 has no 'secure-delete').
+    KERNEX_RETURN_IF_ERROR(
+        db_->exec("INSERT INTO messages_fts (messages_fts) VALUES ('optimize'); "
+                  "INSERT INTO summaries_fts (summaries_fts) VALUES ('optimize');"));
     return {};
   });
+  if (!deleted) return deleted;
+  // Older copies of the zeroed pages may still be in the WAL: copied back and truncated away.
+  // A reader in another process past the busy timeout leaves them until the next checkpoint.
+  if (sqlite3_wal_checkpoint_v2(db_->handle(), nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr,
+                                nullptr) != SQLITE_OK)
+    log(LogLevel::Warn, "memory-sqlite: the WAL could not be truncated after a delete");
+  return {};
 }
 
 Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const ConversationKey& key,

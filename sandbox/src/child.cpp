@@ -19,6 +19,7 @@
 #include <cerrno>
 
 #include "landlock_abi.hpp"
+#include "lower_binds.hpp"
 
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
@@ -338,6 +339,8 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
   }
   // Nothing done here may propagate back to the kernel's own mount namespace.
   if (syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) goto failed;
+  // The real tree of every kind-3 path, cloned while it can still be seen.
+  if (!clone_lowers(spec, from_base)) goto failed;
   // Overlays first: overlayfs needs its upper layer's mount writable when it is made (it keeps a
   // private clone of it), and the read-only step below is undone for the overlay alone. The real
   // directory is both the lower layer and the mount point: looked up before the overlay covers it.
@@ -369,7 +372,12 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
   }
   for (int i = 0; i < spec->mount_count; ++i) {
     const ChildMount& m = spec->mounts[i];
+    spec->failed_mount = i;     // named in the error if this one fails
     if (m.kind == 2) continue;  // mounted above
+    if (m.kind == 3) {
+      if (!attach_lower(spec, i)) goto failed;
+      continue;
+    }
     if (m.kind == 1 && m.keep_count > 0) {
       if (!mask_keeping(m)) goto failed;
       continue;
@@ -387,6 +395,7 @@ __attribute__((no_sanitize("address", "undefined"))) int mount_template_main(voi
         syscall(SYS_mount, nullptr, m.path, nullptr, m.remount_flags, nullptr) != 0)
       goto failed;
   }
+  spec->failed_mount = -1;
   for (int i = 0; i < spec->open_count; ++i) {
     long fd = syscall(SYS_openat, AT_FDCWD, spec->open_paths[i], O_PATH | O_CLOEXEC);
     spec->opened_fds[i] = fd < 0 ? -1 : static_cast<int>(fd);

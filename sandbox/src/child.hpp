@@ -39,7 +39,8 @@ struct ChildLimit {
 struct ChildMount {
   const char* path;
   const char* source;  // nullptr: the path itself
-  int kind;            // 0 bind, 1 tmpfs mask over a directory, 2 overlay (see ProtectedMount)
+  int kind;  // 0 bind, 1 tmpfs mask over a directory, 2 overlay, 3 bind from below the overlay
+             // (lower_binds.hpp; see ProtectedMount)
   unsigned long remount_flags;
   const char* const* keep = nullptr;  // kind 1: directories below `path` moved back over the mask
   int keep_count = 0;
@@ -118,6 +119,10 @@ struct MountTemplateSpec {
   // (OverlayBase): joined and copied instead of a fresh copy of ours, its overlay mounts kept.
   int base_mntns = -1;
   int base_userns = -1;
+  // Kind 3 (lower_binds.hpp): mount_count slots, -1 but where a detached clone of a kind-3 path's
+  // real tree lands (the caller closes what is left open); the index of the mount that failed.
+  int* lower_fds = nullptr;
+  volatile int failed_mount = -1;
 };
 int mount_template_main(void* arg);
 

@@ -10,10 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "child.hpp"
 #include "policy_state.hpp"
@@ -64,6 +67,25 @@ Result<void> run_template(detail::MountTemplateSpec& spec) {
   return {};
 }
 
+// Why a mount inside the workspace overlay could not be made: the overlay shows something else
+// where the kernel keeps a real file read-only or hidden (an earlier run wrote over it before the
+// kernel knew it); nullopt for a mount outside the overlay.
+std::optional<std::string> lower_bind_failure(const Policy::State& state, int index) {
+  if (index < 0 || static_cast<std::size_t>(index) >= state.protected_mounts.size()) return {};
+  const ProtectedMount& m = state.protected_mounts[static_cast<std::size_t>(index)];
+  const auto overlay =
+      std::find_if(state.protected_mounts.begin(), state.protected_mounts.end(),
+                   [](const ProtectedMount& o) { return o.kind == MountKind::Overlay; });
+  if (m.kind != MountKind::LowerBind &&
+      (overlay == state.protected_mounts.end() || !m.path.starts_with(overlay->path + "/")))
+    return {};
+  return "the workspace overlay shadows '" + m.path +
+         "', which the kernel keeps read-only from the real tree (or hidden): an earlier run "
+         "left a whiteout, a symlink or another type over it (or over a directory above it) in "
+         "the overlay's upper layer. Review it (`kernex workspace status`) and reject it, or "
+         "land it with `kernex workspace accept --force PATH`";
+}
+
 }  // namespace
 
 OverlayBase::~OverlayBase() {
@@ -109,7 +131,10 @@ Result<void> build_mount_namespace(Policy::State& state,
     const bool mask_dir = m.kind == MountKind::MaskDir;
     auto& keep = keeps.emplace_back();
     for (const auto& k : m.keep) keep.push_back(k.c_str());
-    const int kind = m.kind == MountKind::Overlay ? 2 : mask_dir ? 1 : 0;
+    const int kind = m.kind == MountKind::Overlay     ? 2
+                     : m.kind == MountKind::LowerBind ? 3
+                     : mask_dir                       ? 1
+                                                      : 0;
     mounts.push_back({m.path.c_str(), m.kind == MountKind::MaskFile ? "/dev/null" : nullptr, kind,
                       m.remount_flags, keep.data(), static_cast<int>(keep.size()), m.data.c_str(),
                       m.data_userns.c_str()});
@@ -120,7 +145,9 @@ Result<void> build_mount_namespace(Policy::State& state,
   std::vector<const char*> open_paths;
   for (const auto& p : open_inside) open_paths.push_back(p.c_str());
   std::vector<int> fds(open_paths.size(), -1);
+  std::vector<int> lower_fds(mounts.size(), -1);
   detail::MountTemplateSpec spec;
+  spec.lower_fds = lower_fds.data();
   spec.mounts = mounts.data();
   spec.mount_count = static_cast<int>(mounts.size());
   spec.read_only_root = 1;
@@ -131,10 +158,16 @@ Result<void> build_mount_namespace(Policy::State& state,
     spec.base_mntns = state.overlay_base->mntns_fd;
     spec.base_userns = state.overlay_base->userns_fd;
   }
-  if (auto made = run_template(spec); !made) {
+  auto made = run_template(spec);
+  for (int fd : lower_fds) {
+    if (fd >= 0) ::close(fd);  // attached (the namespace keeps it) or dropped
+  }
+  if (!made) {
     for (int fd : fds) {
       if (fd >= 0) ::close(fd);
     }
+    if (auto shadowed = lower_bind_failure(state, spec.failed_mount))
+      return fail(ErrorCode::Sandbox, *shadowed, made.error());
     return fail(
         ErrorCode::Sandbox,
         "cannot create the mount namespace that keeps every mount but the writable grants "

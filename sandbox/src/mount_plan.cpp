@@ -67,6 +67,7 @@ void MountPlan::overlay(const fs::path& path, std::string data, std::string data
   mount.data = std::move(data);
   mount.data_userns = std::move(data_userns);
   mounts_[path] = {kWritable, std::move(mount)};
+  overlay_ = path;
 }
 
 Result<void> MountPlan::read_only(const fs::path& path, bool exec) {
@@ -144,11 +145,24 @@ std::vector<fs::path> MountPlan::kept_paths() const {
   return out;
 }
 
+bool MountPlan::holds_writable(const fs::path& dir) const {
+  return std::any_of(mounts_.begin(), mounts_.end(), [&](const auto& kv) {
+    return kv.second.first == kWritable && kv.first != dir && is_within(kv.first, dir);
+  });
+}
+
 std::vector<ProtectedMount> MountPlan::finish() const {
   std::vector<std::pair<std::size_t, ProtectedMount>> ordered;
   for (const auto& [path, entry] : mounts_) {
     ordered.emplace_back(static_cast<std::size_t>(std::distance(path.begin(), path.end())),
                          entry.second);
+    // Inside an overlay, what is kept read-only is the real tree's: the kernel read and trusted
+    // those bytes, and whatever an earlier run left in the upper layer over them stays unseen.
+    // Not a directory with a writable bind below it (git_writes' submodule gitdirs in modules/):
+    // that bind must reach the overlay, not the real tree, so its parents are the overlay's too.
+    if (overlay_ && entry.first == kReadOnly && path != *overlay_ && is_within(path, *overlay_) &&
+        !holds_writable(path))
+      ordered.back().second.kind = MountKind::LowerBind;
   }
   std::stable_sort(ordered.begin(), ordered.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -21,6 +21,7 @@ class MountPlan {
   // A writable directory or file: bound onto itself noexec and nosuid (devices are left alone).
   Result<void> writable(const std::filesystem::path& path);
   // The workspace as an overlay mount (lowerdir: `path` itself), in place of its writable bind.
+  // Every read-only bind below it becomes a LowerBind (finish()): taken from the real tree.
   void overlay(const std::filesystem::path& path, std::string data, std::string data_userns);
   // Kept read-only; noexec unless `exec` (an executable grant lies at or below it, or contains it).
   Result<void> read_only(const std::filesystem::path& path, bool exec);
@@ -46,7 +47,10 @@ class MountPlan {
  private:
   enum Strength { kPin = 0, kWritable = 1, kReadOnly = 2, kMask = 3 };
   void put(const std::filesystem::path& path, Strength strength, ProtectedMount mount);
+  // A writable bind lies strictly below `dir`.
+  bool holds_writable(const std::filesystem::path& dir) const;
   std::map<std::filesystem::path, std::pair<Strength, ProtectedMount>> mounts_;
+  std::optional<std::filesystem::path> overlay_;  // the overlaid workspace, when there is one
 };
 
 // `.git` entries below a writable directory, without following symlinks and without descending into

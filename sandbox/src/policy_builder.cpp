@@ -20,6 +20,8 @@
 #include "kernex/sandbox/executable.hpp"
 #include "owner_tag.hpp"
 #include "landlock_abi.hpp"
+#include "git_config_paths.hpp"
+#include "git_guard.hpp"
 #include "mount_plan.hpp"
 #include "pids_cgroup.hpp"
 #include "policy_state.hpp"
@@ -669,12 +671,14 @@ class Builder {
     }
     for (const auto& dir : found.dirs) {
       if (auto r = protect_gitdir(plan, root, dir, 0); !r) return r;
+      KERNEX_RETURN_IF_ERROR(protect_worktree_trust(plan, dir.parent_path(), dir));
     }
     for (const auto& file : found.files) {
       plan.pin_between(root, file);
       if (auto r = plan.read_only(file, false); !r) return r;
       if (auto target = gitfile_target(file)) {
         if (auto r = protect_named_gitdir(plan, *target); !r) return r;
+        KERNEX_RETURN_IF_ERROR(protect_worktree_trust(plan, file.parent_path(), *target));
       }
     }
     for (const auto& link : found.links) {
@@ -682,7 +686,34 @@ class Builder {
       const fs::path target = fs::canonical(link, ec);
       if (!ec && fs::is_directory(target, ec)) {
         if (auto r = protect_named_gitdir(plan, target); !r) return r;
+        KERNEX_RETURN_IF_ERROR(protect_worktree_trust(plan, link.parent_path(), target));
       }
+    }
+    return {};
+  }
+
+  // What a repository's worktree holds that its git trusts: the directories of submodules not
+  // checked out (git_guard.hpp), and what its config names or its hooks link to, where a writable
+  // grant holds it (git_config_paths.hpp).
+  Result<void> protect_worktree_trust(MountPlan& plan, const fs::path& worktree,
+                                      const fs::path& gitdir) {
+    KERNEX_RETURN_IF_ERROR(guard_gitlinks(plan, worktree, gitdir, state_->status.warnings));
+    std::vector<fs::path> trusted = git_trusted_paths(gitdir, worktree);
+    if (auto common = git_commondir(gitdir)) {
+      for (auto& p : git_trusted_paths(*common, worktree)) trusted.push_back(std::move(p));
+    }
+    for (const auto& p : trusted) {
+      const auto w = writable_containing(p);
+      if (!w) continue;
+      if (p == *w) {
+        return fail(ErrorCode::Sandbox,
+                    "the git config of '" + gitdir.string() + "' names the writable grant '" +
+                        w->string() +
+                        "' itself as a hooks path, include or program, which a sandboxed process "
+                        "could rewrite; point git elsewhere or grant a directory inside it");
+      }
+      plan.pin_between(*w, p);
+      KERNEX_RETURN_IF_ERROR(plan.read_only(p, false));
     }
     return {};
   }
@@ -692,7 +723,8 @@ class Builder {
     return {};
   }
 
-  // Read-only as a whole, or with git_writes everything that can name a program or a directory.
+  // Read-only as a whole, or with git_writes everything that can name a program or a directory,
+  // whether it exists yet or not (git_guard.hpp); each submodule gitdir guarded the same way.
   Result<void> protect_gitdir(MountPlan& plan, const fs::path& root, const fs::path& gitdir,
                               int depth) {
     if (depth > 4 || !visited_gitdirs_.insert(gitdir).second) return {};
@@ -701,32 +733,11 @@ class Builder {
       if (auto r = protect_named_gitdir(plan, *common); !r) return r;
     }
     if (!state_->profile.git_writes) return plan.read_only(gitdir, false);
-    plan.pin(gitdir);
-    for (const char* name : {"config", "config.worktree", "commondir", "gitdir", "worktrees"}) {
-      if (auto r = plan.read_only(gitdir / name, false); !r) return r;
-    }
-    for (const char* name : {"hooks", "info", "objects/info"}) {
-      std::error_code ec;
-      fs::create_directories(gitdir / name,
-                             ec);  // what `git init` makes; protected before a tool can plant it
-      if (auto r = plan.read_only(gitdir / name, false); !r) return r;
-    }
-    return protect_modules(plan, root, gitdir / "modules", depth);
-  }
-
-  // modules/<name>/ holds a submodule's gitdir (a name may have slashes: modules/a/b/).
-  Result<void> protect_modules(MountPlan& plan, const fs::path& root, const fs::path& dir,
-                               int depth) {
-    std::error_code ec;
-    if (depth > 4 || !fs::is_directory(fs::symlink_status(dir, ec))) return {};
-    plan.pin(dir);
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      std::error_code sec;
-      if (!fs::is_directory(it->symlink_status(sec))) continue;
-      auto r = fs::exists(it->path() / "HEAD", sec)
-                   ? protect_gitdir(plan, root, it->path(), depth + 1)
-                   : protect_modules(plan, root, it->path(), depth + 1);
-      if (!r) return r;
+    KERNEX_ASSIGN_OR_RETURN(const auto modules, guard_writable_gitdir(plan, gitdir));
+    for (const auto& m : modules) {
+      if (depth + 1 > 4) continue;  // deeper ones stay read-only whole, inside modules/
+      KERNEX_RETURN_IF_ERROR(plan.writable(m));
+      if (auto r = protect_gitdir(plan, root, m, depth + 1); !r) return r;
     }
     return {};
   }

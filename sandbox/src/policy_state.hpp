@@ -26,7 +26,11 @@ namespace kernex::sandbox {
 //   each is cloned before the tmpfs covers it and moved back onto a path of traverse-only (0111)
 //   directories made in the tmpfs, so nothing else of the masked tree is there to stat, watch or
 //   connect to (Landlock mediates none of these).
-enum class MountKind { Bind, MaskDir, MaskFile, Overlay };
+// - LowerBind: a read-only bind inside an overlaid workspace, taken from the real tree (the
+//   overlay's lower layer) rather than through the overlay, and mounted onto the path as the
+//   overlay shows it (lower_binds.hpp). Every read-only bind MountPlan makes inside the overlay
+//   is one: what the kernel reads and trusts (the real tree) is what sandboxed processes see.
+enum class MountKind { Bind, MaskDir, MaskFile, Overlay, LowerBind };
 struct ProtectedMount {
   std::string path;
   MountKind kind = MountKind::Bind;

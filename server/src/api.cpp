@@ -8,7 +8,10 @@
 namespace kernex::server {
 namespace {
 
-std::vector<std::string> segments(const std::string& path) {
+// The path's segments, each decoded after splitting: "%2F" inside a session id is part of it.
+std::vector<std::string> segments(const HttpRequest& req) {
+  const std::string& path = req.raw_path.empty() ? req.path : req.raw_path;
+  const bool raw = !req.raw_path.empty();
   std::vector<std::string> out;
   std::size_t i = 0;
   while (i < path.size()) {
@@ -17,7 +20,8 @@ std::vector<std::string> segments(const std::string& path) {
       continue;
     }
     const std::size_t j = path.find('/', i);
-    out.push_back(path.substr(i, j == std::string::npos ? std::string::npos : j - i));
+    std::string seg = path.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    out.push_back(raw ? percent_decode(seg, false) : std::move(seg));
     i = j == std::string::npos ? path.size() : j;
   }
   return out;
@@ -88,16 +92,6 @@ std::expected<Json, ApiError> parse_body(const std::string& body) {
   return j;
 }
 
-bool valid_session_id(std::string_view id) {
-  if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
-  for (char c : id) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
-          c == ':'))
-      return false;
-  }
-  return true;
-}
-
 std::string render_native(const RunEvent& e) {
   return "event: " + e.name + "\nid: " + std::to_string(e.id) +
          "\ndata: " + e.data.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
@@ -135,7 +129,7 @@ HttpReply Api::handle(const HttpRequest& req) {
 }
 
 HttpReply Api::route(const HttpRequest& req) {
-  const std::vector<std::string> seg = segments(req.path);
+  const std::vector<std::string> seg = segments(req);
   if (seg.size() == 1 && seg[0] == "healthz") {
     if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
     return HttpReply::json(200, {{"status", "ok"}});
@@ -157,7 +151,8 @@ HttpReply Api::route(const HttpRequest& req) {
       const std::string& session = seg[2];
       if (!valid_session_id(session)) {
         return HttpReply::error(
-            api_error(400, "invalid_session", "session ids are 1-128 of [A-Za-z0-9_.:-]"));
+            api_error(400, "invalid_session",
+                      "session ids are 1-256 bytes of UTF-8 without control characters"));
       }
       // Sessions are per tenant: one this tenant never used (another tenant's, say) is not found.
       const bool reads = (seg.size() == 3 && req.method == "DELETE") ||

@@ -8,6 +8,7 @@
 
 #include "http_types.hpp"
 #include "runs.hpp"
+#include "session_id.hpp"
 
 namespace kernex::server {
 
@@ -45,7 +46,6 @@ class Api {
 
 // The parsed JSON object of a request body, or a 400 naming what was wrong.
 std::expected<Json, ApiError> parse_body(const std::string& body);
-bool valid_session_id(std::string_view id);
 // The native SSE text of one event: "event: NAME\nid: N\ndata: JSON\n\n".
 std::string render_native(const RunEvent& event);
 bool wants_stream(const HttpRequest& req, const Json& body);

@@ -44,6 +44,8 @@ int hex_value(char c) {
   return -1;
 }
 
+}  // namespace
+
 std::string percent_decode(std::string_view in, bool plus_is_space) {
   std::string out;
   out.reserve(in.size());
@@ -62,9 +64,12 @@ std::string percent_decode(std::string_view in, bool plus_is_space) {
   return out;
 }
 
+namespace {
+
 void split_target(std::string_view target, HttpRequest& req) {
   const auto q = target.find('?');
-  req.path = percent_decode(target.substr(0, q), false);
+  req.raw_path = std::string(target.substr(0, q));
+  req.path = percent_decode(req.raw_path, false);
   if (q == std::string_view::npos) return;
   std::string_view query = target.substr(q + 1);
   while (!query.empty()) {

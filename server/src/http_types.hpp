@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,7 +21,8 @@ namespace kernex::server {
 
 struct HttpRequest {
   std::string method;
-  std::string path;                            // decoded, without the query
+  std::string path;      // decoded, without the query
+  std::string raw_path;  // as sent: split into segments before decoding (ids may hold "%2F")
   std::map<std::string, std::string> query;    // decoded
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
@@ -57,5 +59,8 @@ struct HttpReply {
   static HttpReply json(int status, const Json& body);
   static HttpReply error(const ApiError& e);
 };
+
+// %XX sequences decoded (http_server.cpp); `plus_is_space` for query strings.
+std::string percent_decode(std::string_view in, bool plus_is_space);
 
 }  // namespace kernex::server

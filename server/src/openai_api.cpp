@@ -118,8 +118,10 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
   if (session.empty() && b.contains("user") && b["user"].is_string())
     session = b["user"].get<std::string>();
   if (!session.empty() && !valid_session_id(session)) {
-    return HttpReply::error(api_error(
-        400, "invalid_session", "session ids (user / X-Session-Id) are 1-128 of [A-Za-z0-9_.:-]"));
+    return HttpReply::error(
+        api_error(400, "invalid_session",
+                  "session ids (user / X-Session-Id) are 1-256 bytes of UTF-8 without control "
+                  "characters"));
   }
   run.session = session;
 

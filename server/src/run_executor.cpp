@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <ctime>
 
+#include "kernex/log.hpp"
 #include "kernex/skills/context_source.hpp"
+#include "kernex/trajectory.hpp"
+#include "kernex/workspace/forget.hpp"
+#include "session_id.hpp"
 #include "session_overlay.hpp"
 
 namespace kernex::server {
@@ -94,6 +98,16 @@ RunOptions run_options(const RunEnv& env, RunState& run, const RunRequest& req,
     options.history = req.history.value_or(std::vector<ContextEntry>{});
   } else {
     options.conversation = session_conversation(*env.kernel, run.tenant, req.session);
+    // In the session's own directory, so forgetting the session finds every one of them.
+    const Config& config = env.kernel->config();
+    if (config.trajectories && !config.data_dir.empty()) {
+      auto opened = open_trajectory(session_trajectories(config, run.tenant, req.session));
+      if (opened) {
+        options.trajectory = *opened;
+      } else {
+        log(LogLevel::Warn, "no trajectory for run " + run.id + ": " + opened.error().describe());
+      }
+    }
   }
   if (!req.skills.empty()) {
     auto source =
@@ -176,7 +190,12 @@ fs::path session_workspace(const ServeConfig& config, const std::string& tenant,
                            const std::string& session) {
   if (auto it = config.tenant_workspaces.find(tenant); it != config.tenant_workspaces.end())
     return it->second;
-  return config.workspaces_root / tenant / session;
+  return config.workspaces_root / tenant / session_dir_name(session);
+}
+
+fs::path session_trajectories(const Config& config, const std::string& tenant,
+                              const std::string& session) {
+  return config.data_dir / "trajectories" / "serve" / tenant / session_dir_name(session);
 }
 
 RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
@@ -287,14 +306,23 @@ std::expected<void, ApiError> forget_session_data(Kernel& kernel, const ServeCon
       }
     }
   }
+  const auto gone = [](const Result<void>& r) -> std::expected<void, ApiError> {
+    if (r) return {};
+    return std::unexpected(api_error(500, "forget_failed", r.error().describe()));
+  };
+  // Emptied, not removed: toolboxes keep sandbox policies per workspace, and Landlock holds the
+  // directory itself, so a recreated one would be a different directory to a cached policy. A
+  // tenant's own project directory is the tenant's, not the session's: left alone.
   if (!config.tenant_workspaces.contains(tenant)) {
-    // Emptied, not removed: toolboxes keep sandbox policies per workspace, and Landlock holds the
-    // directory itself, so a recreated one would be a different directory to a cached policy.
+    KERNEX_RETURN_IF_ERROR(
+        gone(workspace::empty_directory(session_workspace(config, tenant, session))));
+  }
+  KERNEX_RETURN_IF_ERROR(gone(forget_session_overlays(kernel.config(), tenant, session)));
+  if (!kernel.config().data_dir.empty()) {
+    const fs::path trajectories = session_trajectories(kernel.config(), tenant, session);
+    KERNEX_RETURN_IF_ERROR(gone(workspace::empty_directory(trajectories)));
     std::error_code ec;
-    for (const auto& entry :
-         fs::directory_iterator(session_workspace(config, tenant, session), ec)) {
-      fs::remove_all(entry.path(), ec);
-    }
+    fs::remove(trajectories, ec);
   }
   return {};
 }

@@ -58,12 +58,17 @@ std::optional<ApiError> unknown_skill(const std::vector<skills::Skill>& loaded,
 std::string utc_now();
 std::string utc_time(std::int64_t unix_seconds);
 
+// Where a session's files are: its workspace (workspaces_root/<tenant>/<name>) and its runs'
+// trajectories (<data_dir>/trajectories/serve/<tenant>/<name>), <name> being session_dir_name.
 std::filesystem::path session_workspace(const ServeConfig& config, const std::string& tenant,
                                         const std::string& session);
+std::filesystem::path session_trajectories(const Config& config, const std::string& tenant,
+                                           const std::string& session);
 std::expected<Json, ApiError> session_history(Kernel& kernel, const std::string& tenant,
                                               const std::string& session, std::size_t limit,
                                               std::optional<std::int64_t> before);
-// Deletes the session's memory conversations and empties its workspace.
+// Deletes what the session left outside serve.db: its memory conversations, the contents of its
+// workspace, its overlay layers and its trajectories.
 std::expected<void, ApiError> forget_session_data(Kernel& kernel, const ServeConfig& config,
                                                   const std::string& tenant,
                                                   const std::string& session);

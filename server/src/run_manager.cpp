@@ -293,12 +293,13 @@ std::expected<void, ApiError> RunManager::forget(const std::string& tenant,
     });
   }
   if (auto r = forget_session_data(*deps_.kernel, *deps_.config, tenant, session); !r) return r;
-  if (auto r = deps_.store->delete_session(tenant, session); !r) {
-    return std::unexpected(api_error(500, "store_failed", r.error().describe()));
-  }
   if (deps_.approvals) {
     if (auto r = deps_.approvals->forget_session(tenant, session); !r)
       return std::unexpected(api_error(500, "store_failed", r.error().describe()));
+  }
+  // Last: the runs' rows, journals and webhook payloads, then the WAL truncated over all of it.
+  if (auto r = deps_.store->delete_session(tenant, session); !r) {
+    return std::unexpected(api_error(500, "store_failed", r.error().describe()));
   }
   std::lock_guard lock(mutex_);
   for (auto it = runs_.begin(); it != runs_.end();) {

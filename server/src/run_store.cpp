@@ -1,5 +1,6 @@
 #include "run_store.hpp"
 
+#include "kernex/log.hpp"
 #include "sqlite_db.hpp"
 
 #include <algorithm>
@@ -210,18 +211,59 @@ Result<std::vector<StoredRun>> RunStore::unfinished() {
   return out;
 }
 
-Result<void> RunStore::delete_session(const std::string& tenant, const std::string& session) {
-  std::lock_guard lock(mutex_);
-  // The events first: they are found through their runs.
-  for (const char* sql :
-       {"DELETE FROM run_events WHERE run_id IN (SELECT id FROM runs WHERE tenant = ? AND "
-        "session = ?)",
-        "DELETE FROM runs WHERE tenant = ? AND session = ?"}) {
-    Statement st(db_, sql);
+bool RunStore::has_table(const char* name) {
+  Statement st(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+  return st.ok() && st.bind(1, std::string(name)).step() == SQLITE_ROW;
+}
+
+Result<void> RunStore::delete_session_locked(const std::string& tenant,
+                                             const std::string& session) {
+  constexpr const char* kRuns = "(SELECT id FROM runs WHERE tenant = ?1 AND session = ?2)";
+  std::vector<std::string> sql;
+  // The journals of its runs (JournalStore's tables, there when approvals are on).
+  if (has_table("run_responses"))
+    sql.push_back(std::string("DELETE FROM run_responses WHERE run_id IN ") + kRuns);
+  if (has_table("run_tools"))
+    sql.push_back(std::string("DELETE FROM run_tools WHERE run_id IN ") + kRuns);
+  // Webhook events of its runs: one not delivered yet is still sent, as a tombstone with the same
+  // id and type whose data is only {run_id, forgotten: true}; a delivered one has nothing left
+  // to do and goes.
+  if (has_table("webhook_outbox")) {
+    sql.push_back(
+        std::string("UPDATE webhook_outbox SET body = json_object('type', type, 'id', event_id, "
+                    "'created_at', CASE WHEN json_valid(body) THEN json_extract(body, "
+                    "'$.created_at') END, 'data', json_object('run_id', stream, 'forgotten', "
+                    "json('true'))) WHERE status != 'delivered' AND stream IN ") +
+        kRuns);
+    sql.push_back(
+        std::string("DELETE FROM webhook_outbox WHERE status = 'delivered' AND stream IN ") +
+        kRuns);
+  }
+  // Its events (one row each), found through the runs: before them.
+  sql.push_back(std::string("DELETE FROM run_events WHERE run_id IN ") + kRuns);
+  sql.push_back("DELETE FROM runs WHERE tenant = ?1 AND session = ?2");
+  for (const auto& text : sql) {
+    Statement st(db_, text.c_str());
     if (!st.ok()) return db_error(db_, "delete");
     st.bind(1, tenant).bind(2, session);
     if (st.step() != SQLITE_DONE) return db_error(db_, "delete");
   }
+  return {};
+}
+
+Result<void> RunStore::delete_session(const std::string& tenant, const std::string& session) {
+  std::lock_guard lock(mutex_);
+  KERNEX_RETURN_IF_ERROR(exec_sql(db_, "BEGIN IMMEDIATE"));
+  auto done = delete_session_locked(tenant, session);
+  if (done) done = exec_sql(db_, "COMMIT");
+  if (!done) {
+    (void)exec_sql(db_, "ROLLBACK");
+    return done;
+  }
+  // The rows are gone and zeroed; older copies of their pages may still be in the WAL. A reader
+  // that outwaits the busy timeout leaves them there until the next checkpoint: logged, and the
+  // deletion stands.
+  if (auto r = truncate_wal(db_); !r) log(LogLevel::Warn, "serve: " + r.error().describe());
   return {};
 }
 

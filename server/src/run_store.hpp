@@ -57,6 +57,8 @@ class RunStore {
                                               std::size_t limit);
   // Runs acknowledged but not finished when the last server stopped, oldest first.
   Result<std::vector<StoredRun>> unfinished();
+  // Everything of the session's runs in serve.db: the runs and their events, their journals, and
+  // their webhook events (tombstoned when not yet delivered); then the WAL is truncated.
   Result<void> delete_session(const std::string& tenant, const std::string& session);
   // Set before the store is shared with run threads.
   void on_finish(FinishHook hook) { finish_hook_ = std::move(hook); }
@@ -65,6 +67,8 @@ class RunStore {
   explicit RunStore(sqlite3* db) : db_(db) {}
   Result<void> finish_locked(const std::string& id, RunStatus status, const Json& result,
                              const std::vector<RunEvent>& events);
+  Result<void> delete_session_locked(const std::string& tenant, const std::string& session);
+  bool has_table(const char* name);
   std::mutex mutex_;
   sqlite3* db_;
   FinishHook finish_hook_;

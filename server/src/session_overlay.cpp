@@ -9,8 +9,12 @@
 #include <tuple>
 
 #include "api.hpp"
+#include "kernex/skills/trust.hpp"
+#include "kernex/skills/workspace_guard.hpp"
+#include "kernex/workspace/forget.hpp"
 #include "kernex/workspace/sessions.hpp"
 #include "runs.hpp"
+#include "session_id.hpp"
 
 namespace kernex::server {
 
@@ -99,33 +103,74 @@ bool wants_json(const HttpRequest& req) {
   return req.header("accept").find("application/json") != std::string::npos;
 }
 
-// {paths?: [string...], force?: bool}; anything else is a 400 naming it.
-std::expected<std::pair<std::vector<std::string>, bool>, ApiError> accept_body(
-    const std::string& text) {
-  std::pair<std::vector<std::string>, bool> out{{}, false};
+// {paths?: [string...], force?: bool | [string...]}; anything else is a 400 naming it. A force
+// list forces those paths only: a change over a kernel file or trusted skill lands only when named
+// there (ws::KernelGuard); `true` forces conflicts, never a kernel path.
+struct AcceptBody {
+  std::vector<std::string> paths;
+  bool force = false;
+  std::vector<std::string> forced;
+};
+
+std::expected<std::vector<std::string>, ApiError> string_list(const Json& value,
+                                                              const std::string& key) {
+  std::vector<std::string> out;
+  for (const auto& p : value) {
+    if (!p.is_string())
+      return std::unexpected(api_error(400, "invalid_request", key + ": expected strings"));
+    out.push_back(p.get<std::string>());
+  }
+  return out;
+}
+
+std::expected<AcceptBody, ApiError> accept_body(const std::string& text) {
+  AcceptBody out;
   if (text.empty()) return out;
   auto body = parse_body(text);
   if (!body) return std::unexpected(body.error());
   for (const auto& [key, value] : body->items()) {
     if (key == "force" && value.is_boolean()) {
-      out.second = value.get<bool>();
+      out.force = value.get<bool>();
+    } else if (key == "force" && value.is_array()) {
+      auto list = string_list(value, key);
+      if (!list) return std::unexpected(list.error());
+      out.forced = std::move(*list);
+      out.force = !out.forced.empty();
     } else if (key == "paths" && value.is_array()) {
-      for (const auto& p : value) {
-        if (!p.is_string())
-          return std::unexpected(api_error(400, "invalid_request", "paths: expected strings"));
-        out.first.push_back(p.get<std::string>());
-      }
+      auto list = string_list(value, key);
+      if (!list) return std::unexpected(list.error());
+      out.paths = std::move(*list);
     } else {
-      return std::unexpected(api_error(
-          400, "invalid_request",
-          "field '" + key + "': expected paths (a list of strings) or force (true or false)"));
+      return std::unexpected(api_error(400, "invalid_request",
+                                       "field '" + key +
+                                           "': expected paths (a list of strings) or force "
+                                           "(true, false or a list of paths)"));
     }
   }
   return out;
 }
 
+// Accept with the kernel paths of the real tree guarded; trust in what a forced change landed
+// over is forgotten (the reply's `untrusted`).
+HttpReply accept(const HttpRequest& req, ws::Overlay& overlay, const std::string& session,
+                 const fs::path& data_dir) {
+  auto body = accept_body(req.body);
+  if (!body) return HttpReply::error(body.error());
+  const fs::path store = data_dir / skills::kTrustFileName;
+  ws::KernelGuard guard{skills::kernel_paths_in(overlay.lower(), store), body->forced};
+  auto outcome = ws::accept_and_retire(overlay, body->paths, body->force, guard);
+  if (!outcome) return from_error(outcome.error());
+  auto forgotten = skills::untrust_landed(overlay.lower(), store, outcome->result.kernel_landed);
+  if (!forgotten) return from_error(forgotten.error());
+  Json out = ws::to_json(outcome->result);
+  out["session_id"] = session;
+  out["layer_removed"] = outcome->dropped;
+  if (!forgotten->empty()) out["untrusted"] = *forgotten;
+  return HttpReply::json(200, out);
+}
+
 HttpReply review(const HttpRequest& req, ws::Overlay& overlay, const std::string& session,
-                 const std::string& action) {
+                 const std::string& action, const fs::path& data_dir) {
   if (action.empty()) {
     auto status = overlay.status();
     if (!status) return from_error(status.error());
@@ -142,16 +187,7 @@ HttpReply review(const HttpRequest& req, ws::Overlay& overlay, const std::string
     r.body = std::move(*diff);
     return r;
   }
-  if (action == "accept") {
-    auto body = accept_body(req.body);
-    if (!body) return HttpReply::error(body.error());
-    auto outcome = ws::accept_and_retire(overlay, body->first, body->second);
-    if (!outcome) return from_error(outcome.error());
-    Json out = ws::to_json(outcome->result);
-    out["session_id"] = session;
-    out["layer_removed"] = outcome->dropped;
-    return HttpReply::json(200, out);
-  }
+  if (action == "accept") return accept(req, overlay, session, data_dir);
   if (auto r = overlay.reject(); !r) return from_error(r.error());
   return HttpReply::json(200, {{"session_id", session}, {"rejected", true}});
 }
@@ -160,6 +196,12 @@ HttpReply review(const HttpRequest& req, ws::Overlay& overlay, const std::string
 
 fs::path tenant_overlays(const Config& config, const std::string& tenant) {
   return ws::overlays_dir(config.data_dir) / "tenants" / tenant;
+}
+
+Result<void> forget_session_overlays(const Config& config, const std::string& tenant,
+                                     const std::string& session) {
+  std::lock_guard lock(review_mutex());
+  return ws::remove_session_layers(tenant_overlays(config, tenant), session_dir_name(session));
 }
 
 Result<void> use_session_overlay(const Config& config, RunState& run, const std::string& session,
@@ -171,8 +213,8 @@ Result<void> use_session_overlay(const Config& config, RunState& run, const std:
     return fail(ErrorCode::Io,
                 "workspace '" + workspace.string() + "': cannot create: " + ec.message());
   std::lock_guard lock(review_mutex());
-  KERNEX_ASSIGN_OR_RETURN(
-      auto overlay, ws::session_overlay(tenant_overlays(config, run.tenant), session, workspace));
+  KERNEX_ASSIGN_OR_RETURN(auto overlay, ws::session_overlay(tenant_overlays(config, run.tenant),
+                                                            session_dir_name(session), workspace));
   options.workspace = overlay.lower();
   options.workspace_layers = overlay.layer_dir();
   options.sink = with_workspace_events(std::move(options.sink), run, overlay.upper());
@@ -214,11 +256,12 @@ HttpReply workspace_route(const HttpRequest& req, Runs& runs, const std::string&
         409, "session_busy",
         "session '" + session + "' has a run in progress: accept or reject after it ends"));
   std::lock_guard lock(review_mutex());
-  auto layer = ws::find_layer_in(tenant_overlays(runs.kernel().config(), tenant), session);
+  auto layer =
+      ws::find_layer_in(tenant_overlays(runs.kernel().config(), tenant), session_dir_name(session));
   if (!layer) return HttpReply::error(api_error(404, "not_found", none));
   auto overlay = ws::Overlay::open(*layer);
   if (!overlay) return from_error(overlay.error());
-  return review(req, *overlay, session, action);
+  return review(req, *overlay, session, action, runs.kernel().config().data_dir);
 }
 
 }  // namespace kernex::server

@@ -20,6 +20,10 @@ class Runs;
 // Where a tenant's sessions keep their layers.
 std::filesystem::path tenant_overlays(const Config& config, const std::string& tenant);
 
+// Removes every layer of the session (DELETE /v1/sessions/{s}); none is fine.
+Result<void> forget_session_overlays(const Config& config, const std::string& tenant,
+                                     const std::string& session);
+
 // In overlay mode (and for a run of a session): the session's layer over `workspace` (made when
 // missing) set as options.workspace and workspace_layers, and the sink wrapped to append
 // `workspace_changed` {run_id, paths} after each tool result that changed the upper layer.

@@ -58,7 +58,9 @@ Result<sqlite3*> open_serve_db(const std::filesystem::path& file,
     }
     sqlite3_sleep(10);
   }
-  auto statements = std::vector<const char*>{"PRAGMA synchronous=NORMAL"};
+  // secure_delete: a forgotten session's rows are overwritten with zeros, not left in free pages.
+  auto statements =
+      std::vector<const char*>{"PRAGMA synchronous=NORMAL", "PRAGMA secure_delete=ON"};
   statements.insert(statements.end(), schema.begin(), schema.end());
   for (const char* sql : statements) {
     if (auto r = exec_sql(db, sql); !r) {
@@ -67,6 +69,14 @@ Result<sqlite3*> open_serve_db(const std::filesystem::path& file,
     }
   }
   return db;
+}
+
+Result<void> truncate_wal(sqlite3* db) {
+  int frames = 0, copied = 0;
+  const int rc =
+      sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &frames, &copied);
+  if (rc != SQLITE_OK) return db_error(db, "checkpointing the WAL");
+  return {};
 }
 
 }  // namespace kernex::server

@@ -15,11 +15,16 @@ namespace kernex::server {
 
 std::unexpected<Error> db_error(sqlite3* db, const std::string& what);
 
-// Opens (creating) `file` in WAL mode with synchronous=NORMAL: a commit is in the WAL file
-// before it returns, so a process kill loses nothing committed. `schema` (CREATE ... IF NOT
-// EXISTS) runs while the first-open lock is held. The caller closes the handle.
+// Opens (creating) `file` in WAL mode with synchronous=NORMAL and secure_delete: a commit is in the
+// WAL file before it returns, so a process kill loses nothing committed. `schema` (CREATE ... IF
+// NOT EXISTS) runs while the first-open lock is held. The caller closes the handle.
 Result<sqlite3*> open_serve_db(const std::filesystem::path& file,
                                std::initializer_list<const char*> schema);
+
+// Copies the WAL into the database and truncates it to zero bytes, so rows deleted (and zeroed
+// by secure_delete, which every connection sets) leave no older copy in the -wal file. Waits for
+// readers within the busy timeout.
+Result<void> truncate_wal(sqlite3* db);
 
 // Runs `sql` (no parameters, no rows).
 Result<void> exec_sql(sqlite3* db, const char* sql);

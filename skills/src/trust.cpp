@@ -191,6 +191,15 @@ Result<std::string> trust_skill(const fs::path& store, const fs::path& folder) {
   return hash;
 }
 
+Result<void> untrust_skills(const fs::path& store, const std::vector<std::string>& folders) {
+  KERNEX_ASSIGN_OR_RETURN(auto records, read_trust_store(store));
+  std::size_t erased = 0;
+  for (const auto& f : folders) erased += records.erase(f);
+  if (erased == 0) return {};
+  Json j{{"version", kTrustVersion}, {"skills", records}};
+  return write_atomically(store, j.dump(2) + "\n");
+}
+
 Result<TrustCheck> check_trust(const fs::path& folder, const TrustRule& rule) {
   TrustCheck out;
   out.location = writable_location(folder, rule.writable);

@@ -263,6 +263,39 @@ TEST_F(ServeCluster, AnyNodeReadsWhatAnotherNodeRan) {
       << "a session deleted on one node is gone on the other";
 }
 
+// A session deleted on one node leaves no row holding its words in any table of the database
+// (runs, events, memory and its search columns), while another session's stay.
+TEST_F(ServeCluster, ForgetLeavesNoRowOfTheSessionInPostgres) {
+  llm_.set_responder([](const FakeLlm::Request& r) { return answer(r.last_user(), false); });
+  ASSERT_NO_FATAL_FAILURE(start(2));
+  const std::string word = "quokkafjord7731", kept = "wombatlagoon4410";
+  ASSERT_EQ(request(port(0), "POST", "/v1/sessions/alice%40example.com/messages",
+                    message_body("remember " + word))
+                .status,
+            200)
+      << logs();
+  ASSERT_EQ(
+      request(port(0), "POST", "/v1/sessions/bob/messages", message_body("keep " + kept)).status,
+      200);
+  // Rows of every table of the database whose text holds `w`.
+  const auto rows_holding = [&](const std::string& w) {
+    std::string n;
+    db_.exec(
+        "SELECT coalesce(sum((xpath('/row/c/text()', query_to_xml(format('SELECT count(*) AS "
+        "c FROM %I.%I t WHERE t::text LIKE %L', table_schema, table_name, '%" +
+            w +
+            "%'), false, true, '')))[1]::text::int), 0) FROM information_schema.tables "
+            "WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+        &n);
+    return std::atoi(n.c_str());
+  };
+  ASSERT_GT(rows_holding(word), 0) << "the scan must see the words where they are";
+  auto deleted = request(port(1), "DELETE", "/v1/sessions/alice%40example.com");
+  ASSERT_EQ(deleted.status, 200) << deleted.describe();
+  EXPECT_EQ(rows_holding(word), 0);
+  EXPECT_GT(rows_holding(kept), 0) << "another session's rows stay";
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2, 3. Following and cancelling a run that executes on another node
 

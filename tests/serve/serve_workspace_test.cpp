@@ -106,6 +106,29 @@ TEST_F(ServeWorkspace, ReviewAcceptAndRejectASessionsOverlay) {
       400);
   EXPECT_EQ(request(port_, "GET", "/v1/sessions/s1/workspace/accept", "", alpha_).status, 405);
 
+  // What a run wrote over a kernel path (AGENTS.md here, planted in the layer) lands only when the
+  // force list names it (issue 31); `"force": true` is not enough.
+  fs::path upper;
+  for (const auto& e : fs::directory_iterator(w_.data_dir / "overlays" / "tenants" / "alpha"))
+    upper = e.path() / "upper";
+  std::ofstream(upper / "AGENTS.md") << "planted\n";
+  auto guarded = request(port_, "POST", "/v1/sessions/s1/workspace/accept",
+                         R"({"paths": ["AGENTS.md"], "force": true})", alpha_);
+  ASSERT_EQ(guarded.status, 200) << guarded.describe();
+  EXPECT_TRUE(guarded.json()["applied"].empty()) << guarded.body;
+  ASSERT_EQ(guarded.json()["refused"].size(), 1u) << guarded.body;
+  EXPECT_EQ(guarded.json()["refused"][0]["path"], "AGENTS.md");
+  EXPECT_FALSE(fs::exists(real() / "AGENTS.md"));
+  EXPECT_EQ(request(port_, "POST", "/v1/sessions/s1/workspace/accept", R"({"force": [1]})", alpha_)
+                .status,
+            400);
+  auto landed = request(port_, "POST", "/v1/sessions/s1/workspace/accept",
+                        R"({"paths": ["AGENTS.md"], "force": ["AGENTS.md"]})", alpha_);
+  ASSERT_EQ(landed.status, 200) << landed.describe();
+  EXPECT_EQ(landed.json()["applied"], Json::array({"AGENTS.md"}));
+  EXPECT_EQ(landed.json()["kernel_landed"], Json::array({"AGENTS.md"}));
+  EXPECT_EQ(slurp(real() / "AGENTS.md"), "planted\n");
+
   auto accepted = request(port_, "POST", "/v1/sessions/s1/workspace/accept",
                           R"({"paths": ["notes.txt"], "force": false})", alpha_);
   ASSERT_EQ(accepted.status, 200) << accepted.describe();

@@ -461,6 +461,35 @@ TEST_F(Sandbox, GitAndRcFilesStayReadOnlyInTheWorkspace) {
   EXPECT_EQ(fs::file_size(ws_ / ".envrc"), 0u);
 }
 
+// With git_writes, metadata that doesn't exist yet is guarded too: its directories are made and
+// bound read-only, config.worktree made empty; nothing can be created below them by any name.
+TEST_F(Sandbox, GitWritesGuardMetadataThatDoesNotExistYet) {
+  fs::create_directories(ws_ / ".git" / "objects");
+  fs::create_directories(ws_ / ".git" / "refs");
+  std::ofstream(ws_ / ".git" / "HEAD") << "ref: refs/heads/main\n";
+  std::ofstream(ws_ / ".git" / "config") << "[core]\n";
+  SandboxProfile writes;
+  writes.git_writes = true;
+  auto policy = build(PolicyBuilder(writes).workspace(ws_));
+  const auto& kept = policy.status().read_only_in_writable;
+  for (const char* rel :
+       {"modules", "worktrees", "hooks", "info", "objects/info", "config", "config.worktree"}) {
+    EXPECT_TRUE(fs::exists(ws_ / ".git" / rel)) << rel;
+    EXPECT_NE(std::find(kept.begin(), kept.end(), ws_ / ".git" / rel), kept.end()) << rel;
+  }
+  EXPECT_EQ(fs::file_size(ws_ / ".git" / "config.worktree"), 0u);
+  auto r = run(policy, {"sh", "-c",
+                        "mkdir -p .git/modules/lib; echo x > .git/modules/lib/config; "
+                        "mkdir -p .git/worktrees/w; echo x > .git/worktrees/w/commondir; "
+                        "echo x >> .git/config.worktree; mv .git/modules .git/m2; "
+                        "ln -s \"$PWD\" .git/modules/lib; echo ok > .git/HEAD && cat .git/HEAD"});
+  EXPECT_EQ(r.stdout_data, "ok\n");  // the rest of .git stays writable
+  EXPECT_TRUE(fs::is_empty(ws_ / ".git" / "modules"));
+  EXPECT_TRUE(fs::is_empty(ws_ / ".git" / "worktrees"));
+  EXPECT_EQ(fs::file_size(ws_ / ".git" / "config.worktree"), 0u);
+  EXPECT_FALSE(fs::exists(ws_ / ".git" / "m2"));
+}
+
 TEST_F(Sandbox, ShellPipelinesAndSubshellsWork) {
   auto policy = build(builder());
   auto r = run(policy, {"/bin/bash", "-c", "echo a | tr a b; (echo sub) & wait; echo $(echo cmd)"});

@@ -77,13 +77,17 @@ Result<std::vector<TrajectorySummary>> list_trajectories(const fs::path& dir) {
   std::vector<TrajectorySummary> out;
   std::error_code ec;
   if (!fs::exists(dir, ec)) return out;
-  fs::directory_iterator it(dir, ec);
+  // Recursive: kernex serve keeps each session's trajectories in a folder of its own.
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
   if (ec) return fail(ErrorCode::Io, "cannot list " + dir.string() + ": " + ec.message());
   std::vector<fs::path> files;
-  for (const auto& entry : it) {
-    if (entry.path().extension() == ".jsonl") files.push_back(entry.path());
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) return fail(ErrorCode::Io, "cannot list " + dir.string() + ": " + ec.message());
+    if (it->path().extension() == ".jsonl") files.push_back(it->path());
   }
-  std::sort(files.begin(), files.end());  // run ids start with their UTC start time
+  // Run ids start with their UTC start time: by file name, wherever the folder.
+  std::sort(files.begin(), files.end(),
+            [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
   for (const auto& f : files) {
     auto events = read_events(f);
     if (events) {

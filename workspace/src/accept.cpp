@@ -22,6 +22,7 @@ struct Run {
   Overlay::State& state;
   const Layers& layers;
   Trash& trash;
+  const KernelGuard& guard;
   std::vector<Planned> all;
   std::vector<Fate> fate;
   AcceptResult result;
@@ -87,6 +88,11 @@ Result<void> check(Run& run, bool force) {
   for (std::size_t i = 0; i < run.all.size(); ++i) {
     if (run.fate[i] != Fate::Pending) continue;
     const Planned& p = run.all[i];
+    if (auto why = kernel_refusal(p.change, run.guard)) {
+      run.fate[i] = Fate::Refused;
+      run.result.refused.push_back({p.change.path, *why});
+      continue;
+    }
     if (auto why = refusal(run.layers, p)) {
       run.fate[i] = Fate::Refused;
       run.result.refused.push_back({p.change.path, *why});
@@ -171,6 +177,8 @@ void apply(Run& run) {
     if (run.fate[i] != Fate::Pending) continue;
     run.fate[i] = Fate::Applied;
     run.result.applied.push_back(run.all[i].change.path);
+    if (touched_kernel_path(run.all[i].change, run.guard))
+      run.result.kernel_landed.push_back(run.all[i].change.path);
   }
 }
 
@@ -216,12 +224,13 @@ Result<void> drop_landed_redirects(const Run& run) {
 }  // namespace
 
 Result<AcceptResult> accept_changes(Overlay::State& state, OpenLayers& open,
-                                    const std::vector<std::string>& paths, bool force) {
+                                    const std::vector<std::string>& paths, bool force,
+                                    const KernelGuard& guard) {
   KERNEX_ASSIGN_OR_RETURN(auto view, read_layer(open.layers));
   KERNEX_ASSIGN_OR_RETURN(auto all, plan_changes(open.layers, view));
   KERNEX_ASSIGN_OR_RETURN(const std::vector<bool> chosen, match_changes(all, paths));
   Trash trash = Trash::make(open.layer_dir.get());
-  Run run{state, open.layers, trash, std::move(all), {}, {}};
+  Run run{state, open.layers, trash, guard, std::move(all), {}, {}};
   run.fate.resize(run.all.size(), Fate::Skip);
   for (std::size_t i = 0; i < chosen.size(); ++i)
     if (chosen[i]) run.fate[i] = Fate::Pending;

@@ -224,9 +224,10 @@ Result<std::string> Overlay::diff(const std::vector<std::string>& paths) const {
   return detail::diff_changes(open.layers, selected);
 }
 
-Result<AcceptResult> Overlay::accept(const std::vector<std::string>& paths, bool force) {
+Result<AcceptResult> Overlay::accept(const std::vector<std::string>& paths, bool force,
+                                     const KernelGuard& guard) {
   KERNEX_ASSIGN_OR_RETURN(auto open, detail::open_layers(*state_));
-  auto result = detail::accept_changes(*state_, open, paths, force);
+  auto result = detail::accept_changes(*state_, open, paths, force, guard);
   // After the previous removal (a jthread assigned to joins first), off the caller's time.
   state_->trash_remover = std::jthread([layer = state_->layer] { detail::empty_trash(layer); });
   return result;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,7 +55,13 @@ Result<std::vector<Planned>> select_changes(std::vector<Planned> all,
 
 Result<std::string> diff_changes(const Layers& layers, const std::vector<Planned>& changes);
 Result<AcceptResult> accept_changes(Overlay::State& state, OpenLayers& open,
-                                    const std::vector<std::string>& paths, bool force);
+                                    const std::vector<std::string>& paths, bool force,
+                                    const KernelGuard& guard);
+// Why `change` may not land: the kernel path of `guard` it writes over, unless forced there
+// (kernel_guard.cpp).
+std::optional<std::string> kernel_refusal(const Change& change, const KernelGuard& guard);
+// Whether `change` is at, below or above (taking away) a kernel path of `guard`.
+bool touched_kernel_path(const Change& change, const KernelGuard& guard);
 
 class Trash;
 // Drops from upper/ (into `trash`) every entry with no change left at or below it; inside an

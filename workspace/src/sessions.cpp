@@ -99,9 +99,9 @@ Result<Overlay> session_overlay(const fs::path& overlays, const std::string& ses
 }
 
 Result<AcceptOutcome> accept_and_retire(Overlay& overlay, const std::vector<std::string>& paths,
-                                        bool force) {
+                                        bool force, const KernelGuard& guard) {
   AcceptOutcome out;
-  KERNEX_ASSIGN_OR_RETURN(out.result, overlay.accept(paths, force));
+  KERNEX_ASSIGN_OR_RETURN(out.result, overlay.accept(paths, force, guard));
   KERNEX_ASSIGN_OR_RETURN(auto left, overlay.status());
   if (left.changes.empty()) {
     KERNEX_RETURN_IF_ERROR(overlay.reject());

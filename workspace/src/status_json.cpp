@@ -51,9 +51,15 @@ Json to_json(const Status& status) {
 Json to_json(const AcceptResult& r) {
   Json applied = Json::array();
   for (const std::string& p : r.applied) applied.push_back(path_json(p));
-  return Json{{"applied", applied},
-              {"conflicts", issues_json(r.conflicts)},
-              {"refused", issues_json(r.refused)}};
+  Json out{{"applied", applied},
+           {"conflicts", issues_json(r.conflicts)},
+           {"refused", issues_json(r.refused)}};
+  if (!r.kernel_landed.empty()) {
+    Json landed = Json::array();
+    for (const std::string& p : r.kernel_landed) landed.push_back(path_json(p));
+    out["kernel_landed"] = landed;
+  }
+  return out;
 }
 
 }  // namespace kernex::workspace

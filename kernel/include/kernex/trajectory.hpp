@@ -13,7 +13,7 @@
 namespace kernex {
 
 // Event conventions (every event also gets "seq", "ts_ms" and "type" from the recorder):
-//   run_start      {run_id, kind: "run"|"rlm", question, provider, model}
+//   run_start      {run_id, kind: "run"|"rlm", question, provider, model, conversation_id?}
 //   provider_call  {span, depth, turn, model, input_tokens, output_tokens, cost_usd, latency_ms,
 //                   tool_calls, error?}
 //   tool_call      {span, depth, name, arguments, result, is_error, duration_ms, code_run?}

@@ -41,6 +41,11 @@ Result<std::map<std::string, std::string>> read_trust_store(const std::filesyste
 Result<std::string> trust_skill(const std::filesystem::path& store,
                                 const std::filesystem::path& folder);
 
+// Forgets the records of `folders` (as stored: canonical), replacing the file atomically; a folder
+// with no record is ignored. A skill whose files were landed over by force must be trusted again.
+Result<void> untrust_skills(const std::filesystem::path& store,
+                            const std::vector<std::string>& folders);
+
 enum class TrustState {
   NotRequired,  // not in a writable location
   Trusted,      // recorded with its current hash

@@ -74,6 +74,19 @@ struct AcceptResult {
   std::vector<std::string> applied;  // paths now as the overlay had them (a rename: its new path)
   std::vector<PathIssue> conflicts;  // the real tree changed there since the manifest; not applied
   std::vector<PathIssue> refused;    // never applied: escaping symlinks, devices, errors
+  // Applied changes that wrote over a kernel path (KernelGuard), forced by the person: whoever
+  // vouched for what was there (the trust store) must vouch again.
+  std::vector<std::string> kernel_landed;
+};
+
+// Paths the kernel reads, keeps or trusts (kernel files, trusted skill folders), relative to the
+// real tree. An overlay run that did not know one could write over it in its layer; such a change
+// (at, below or above a kernel path: a file written over it, a rename into it, a whiteout, an
+// opaque or redirected directory) is refused by accept unless `forced` names it explicitly: an
+// entry at or below that kernel path, or the change's own path (never "" for everything).
+struct KernelGuard {
+  std::vector<std::string> kernel_paths;
+  std::vector<std::string> forced;
 };
 
 enum class XattrNamespace { Trusted, User };
@@ -124,7 +137,9 @@ class Overlay {
   // entry differs from the manifest (type, size, mtime, inode; appeared or disappeared) is a
   // conflict and is skipped unless `force`. Applied changes leave the upper layer and the manifest
   // records their new state, so status shrinks and a later accept starts from there.
-  Result<AcceptResult> accept(const std::vector<std::string>& paths = {}, bool force = false);
+  // Changes over a kernel path of `guard` are refused unless forced there (KernelGuard).
+  Result<AcceptResult> accept(const std::vector<std::string>& paths = {}, bool force = false,
+                              const KernelGuard& guard = {});
   // Removes the whole layer directory (never following a symlink in it).
   Result<void> reject();
 

@@ -42,6 +42,6 @@ struct AcceptOutcome {
   bool dropped = false;
 };
 Result<AcceptOutcome> accept_and_retire(Overlay& overlay, const std::vector<std::string>& paths,
-                                        bool force);
+                                        bool force, const KernelGuard& guard = {});
 
 }  // namespace kernex::workspace
