@@ -48,6 +48,20 @@ std::vector<double> probe(int port, const std::string& key, int requests, const 
   return ms;
 }
 
+// utime + stime of the process, in clock ticks (/proc/PID/stat fields 14 and 15).
+std::uint64_t cpu_ticks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string f;
+  std::uint64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14) utime = std::stoull(f);
+    if (i == 15) stime = std::stoull(f);
+  }
+  return utime + stime;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,6 +135,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "followers: buffers never filled (%.0f bytes held)\n",
                  scrape(port, kToken, "kernex_stream_buffered_bytes"));
     return 1;
+  }
+  // Still pushing into the kernel's socket buffers is not stuck yet: wait until the server's CPU
+  // time stands still (under 5 % of a core over half a second).
+  for (std::uint64_t before = cpu_ticks(pid);;) {
+    ::poll(nullptr, 0, 500);
+    const std::uint64_t now = cpu_ticks(pid);
+    if (now - before < 3) break;  // 100 ticks a second
+    before = now;
   }
   const std::uint64_t rss_stuck = rss_bytes(pid);
   const auto loaded = probe(port, beta, requests, "busy");
