@@ -134,18 +134,8 @@ HttpReply Api::route(const HttpRequest& req) {
     if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
     return HttpReply::json(200, {{"status", "ok"}});
   }
-  if (seg.size() == 1 && seg[0] == "metrics") {
-    // Every tenant's usage is in there: for the operator's scraper on this machine, not for
-    // tenants.
-    if (!req.from_loopback)
-      return HttpReply::error(
-          api_error(403, "forbidden", "/metrics answers loopback clients only"));
-    if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
-    HttpReply r;
-    r.content_type = "text/plain; version=0.0.4";
-    r.body = deps_.metrics_text();
-    return r;
-  }
+  if (seg.size() == 1 && seg[0] == "metrics" && deps_.metrics_here)
+    return metrics_reply(req, deps_.metrics_token, deps_.metrics_text);
   if (seg.empty() || seg[0] != "v1") {
     return HttpReply::error(api_error(404, "not_found", "no route " + req.path));
   }
@@ -307,6 +297,7 @@ HttpReply Api::post_message(const HttpRequest& req, const std::string& tenant,
   if (stream) {
     reply.stream = *started;
     reply.render_event = render_native;
+    reply.render_key = "native";
     return reply;
   }
   reply.wait = *started;
@@ -349,6 +340,7 @@ HttpReply Api::run_events(const HttpRequest& req, const std::string& tenant,
   reply.stream = run;
   reply.stream_after = after;
   reply.render_event = render_native;
+  reply.render_key = "native";
   return reply;
 }
 

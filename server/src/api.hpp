@@ -20,6 +20,10 @@ class Api {
     // every request is tenant "local".
     std::function<std::optional<std::string>(const HttpRequest&)> authenticate;
     std::function<std::string()> metrics_text;
+    // /metrics on this listener: off (404) unless serve.metrics.token_env is set and no
+    // serve.metrics.listen takes it elsewhere; then it needs `metrics_token`.
+    bool metrics_here = false;
+    std::string metrics_token;
   };
   explicit Api(Deps deps) : deps_(std::move(deps)) {}
 
@@ -45,5 +49,12 @@ std::expected<Json, ApiError> parse_body(const std::string& body);
 // The native SSE text of one event: "event: NAME\nid: N\ndata: JSON\n\n".
 std::string render_native(const RunEvent& event);
 bool wants_stream(const HttpRequest& req, const Json& body);
+
+// metrics_access.cpp: GET /metrics for the holder of `token` (empty: anyone who reaches it, the
+// separate listener without a token), and the separate listener's router (/metrics only).
+HttpReply metrics_reply(const HttpRequest& req, const std::string& token,
+                        const std::function<std::string()>& text);
+HttpReply metrics_listener_reply(const HttpRequest& req, const std::string& token,
+                                 const std::function<std::string()>& text);
 
 }  // namespace kernex::server

@@ -15,7 +15,10 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <array>
 #include <cstdio>
+#include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -146,10 +149,115 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     co_return !ec;
   }
 
+  // What followers hold, summed over all of them (and its high-water mark).
+  std::atomic<std::uint64_t> buffered{0}, buffered_peak{0}, followers{0}, slow_drops{0};
+
+  // The bytes one follower holds, counted in `buffered` while it holds them.
+  struct Held {
+    Impl& impl;
+    std::uint64_t n = 0;
+    void set(std::uint64_t bytes) {
+      if (bytes >= n) {
+        const std::uint64_t now = impl.buffered.fetch_add(bytes - n) + (bytes - n);
+        std::uint64_t peak = impl.buffered_peak.load();
+        while (now > peak && !impl.buffered_peak.compare_exchange_weak(peak, now)) {
+        }
+      } else {
+        impl.buffered.fetch_sub(n - bytes);
+      }
+      n = bytes;
+    }
+    ~Held() { set(0); }
+  };
+
+  // One chunk of a stream, a slice at a time: each slice must reach the client within
+  // slow_timeout, or the follower is dropped (it resumes with Last-Event-ID).
+  awaitable<bool> write_chunk(beast::tcp_stream& stream, const HttpRequest& req,
+                              const std::string& text) {
+    constexpr std::size_t kSlice = 64u << 10;
+    char size[24];
+    std::snprintf(size, sizeof size, "%zx\r\n", text.size());
+    const std::array<asio::const_buffer, 3> parts{asio::buffer(size, std::strlen(size)),
+                                                  asio::buffer(text), asio::buffer("\r\n", 2)};
+    beast::buffers_suffix<std::array<asio::const_buffer, 3>> rest(parts);
+    while (beast::buffer_bytes(rest) > 0) {
+      error_code ec;
+      stream.expires_after(options.slow_timeout);
+      const std::size_t n = co_await asio::async_write(stream, beast::buffers_prefix(kSlice, rest),
+                                                       asio::redirect_error(use_awaitable, ec));
+      if (ec == beast::error::timeout) {
+        ++slow_drops;
+        log(LogLevel::Info, "serve: req=" + req.request_id +
+                                " follower dropped: it read nothing for " +
+                                std::to_string(options.slow_timeout.count() / 1000) +
+                                " s with its buffer full (serve.stream.slow_timeout_s)");
+      }
+      if (ec) co_return false;
+      rest.consume(n);
+    }
+    co_return true;
+  }
+
+  // What a follower sends next: its own rendered text (at most the buffer), or one event larger
+  // than the buffer, rendered once for every follower of the run (RunState::shared_render).
+  struct Batch {
+    std::vector<std::string> parts;  // rendered events, joined into `text` once all are in
+    std::size_t size = 0;
+    std::string text;
+    RunState::Rendered shared;
+    const std::string& bytes() const { return shared ? *shared : text; }
+    // One allocation of exactly the batch's size: a growing string would hold up to twice it.
+    void join() {
+      text.reserve(size);
+      for (auto& p : parts) text += p;
+      parts = {};
+    }
+  };
+
+  // Renders events after `after` until the buffer's bound, a page at a time; `after` moves past
+  // what was rendered. Whether the run has nothing more (`done`), or the store failed (nullopt).
+  std::optional<bool> render_next(const HttpReply& reply, std::uint64_t& after, Batch& out) {
+    constexpr std::size_t kPageEvents = 256;
+    const std::size_t bound = options.stream_buffer_bytes;
+    RunState& run = *reply.stream;
+    const std::string& key = reply.render_key;
+    RunState::Page page = run.page_after(after, kPageEvents);
+    if (page.failed) return std::nullopt;
+    for (const auto& e : page.events) {
+      if (!key.empty()) {
+        if (auto held = run.cached_render(e->id, key)) {
+          if (out.size > 0) return false;  // sent alone, next
+          out.shared = std::move(held);
+          after = e->id;
+          return false;
+        }
+      }
+      std::string one = reply.render_event(*e);
+      // Past the bound this event waits for the next chunk (unless it is alone in it).
+      if (out.size > 0 && out.size + one.size() > bound) return false;
+      if (one.size() > bound && !key.empty()) {
+        out.shared = run.shared_render(e->id, key, [&] {
+          return std::make_shared<const std::string>(redact_secrets(std::move(one)));
+        });
+        after = e->id;
+        return false;
+      }
+      out.size += one.size();
+      if (!one.empty()) out.parts.push_back(std::move(one));
+      after = e->id;
+    }
+    return page.finished;
+  }
+
   // SSE over a chunked body: the run's events after `after`, live, then the tail and the last
-  // chunk.
+  // chunk. A follower holds at most one buffer of rendered text (stream_buffer_bytes).
   awaitable<bool> write_stream(beast::tcp_stream& stream, const HttpRequest& req,
                                const HttpReply& reply, bool keep_alive) {
+    ++followers;
+    struct Open {
+      std::atomic<std::uint64_t>& n;
+      ~Open() { --n; }
+    } open_stream{followers};
     std::string head =
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
         "X-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\nX-Request-Id: " +
@@ -159,20 +267,26 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     if (!reply.stream_head.empty()) head += chunk(reply.stream_head);
     if (!co_await write_all(stream, std::move(head))) co_return false;
     std::uint64_t after = reply.stream_after;
+    Held held{*this};
     for (;;) {
-      RunState::Snapshot snap = reply.stream->events_after(after);
-      std::string text;
-      for (const auto& e : snap.events) {
-        text += reply.render_event(e);
-        after = e.id;
+      const std::uint64_t before = after;
+      Batch batch;
+      const std::optional<bool> done = render_next(reply, after, batch);
+      if (!done) co_return false;  // no last chunk: the client sees a cut stream and resumes
+      batch.join();
+      if (!batch.text.empty()) {
+        // Events carry provider errors and model text: redacted as they leave, like every reply.
+        batch.text = redact_secrets(std::move(batch.text));
+        held.set(batch.text.capacity());
       }
-      // Events carry provider errors and model text: redacted as they leave, like every reply.
-      text = redact_secrets(std::move(text));
-      if (!text.empty() && !co_await write_all(stream, chunk(text))) co_return false;
-      if (snap.finished) break;
-      if (!snap.events.empty()) continue;
+      if (!batch.bytes().empty()) {
+        if (!co_await write_chunk(stream, req, batch.bytes())) co_return false;
+        held.set(0);
+      }
+      if (*done) break;
+      if (after != before) continue;
       if (!co_await wait_change(reply.stream, after, options.heartbeat)) {
-        if (!co_await write_all(stream, chunk(": heartbeat\n\n"))) co_return false;
+        if (!co_await write_chunk(stream, req, ": heartbeat\n\n")) co_return false;
       }
     }
     std::string tail =
@@ -232,8 +346,6 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       ~Count() { --n; }
     } count{open};
     error_code ec;
-    const auto remote = socket.remote_endpoint(ec);
-    const bool loopback = !ec && remote.address().is_loopback();
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
     for (;;) {
@@ -278,7 +390,6 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       HttpRequest req;
       req.request_id = request_id();
       req.method = std::string(msg.method_string());
-      req.from_loopback = loopback;
       split_target(msg.target(), req);
       for (const auto& field : msg) {
         std::string name(field.name_string());
@@ -422,5 +533,10 @@ void HttpServer::stop(std::chrono::milliseconds linger) {
 }
 
 std::size_t HttpServer::connections() const { return impl_->open.load(); }
+
+StreamStats HttpServer::stream_stats() const {
+  return StreamStats{impl_->buffered.load(), impl_->buffered_peak.load(), impl_->followers.load(),
+                     impl_->slow_drops.load()};
+}
 
 }  // namespace kernex::server

@@ -25,6 +25,18 @@ struct HttpOptions {
   std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds write_timeout{30'000};
   std::chrono::seconds heartbeat{15};
+  // A follower's buffer: the most rendered text it holds (one event larger than this is sent
+  // alone), and how long one slice of it may wait for a client that does not read.
+  std::size_t stream_buffer_bytes = 256u << 10;
+  std::chrono::milliseconds slow_timeout{30'000};
+};
+
+// What the followers cost, for /metrics.
+struct StreamStats {
+  std::uint64_t buffered_bytes = 0;       // held by followers now
+  std::uint64_t buffered_bytes_peak = 0;  // the most ever held at once
+  std::uint64_t followers = 0;            // open streams
+  std::uint64_t slow_disconnects = 0;     // followers dropped for not reading
 };
 
 class HttpServer {
@@ -44,6 +56,7 @@ class HttpServer {
   // Ends run() once open connections closed or `linger` passed.
   void stop(std::chrono::milliseconds linger);
   std::size_t connections() const;
+  StreamStats stream_stats() const;
 
  private:
   struct Impl;

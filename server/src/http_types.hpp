@@ -27,7 +27,6 @@ struct HttpRequest {
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
   std::string request_id;
-  bool from_loopback = false;
 
   std::string header(const std::string& lower_name) const {
     auto it = headers.find(lower_name);
@@ -48,6 +47,9 @@ struct HttpReply {
   // One event as SSE text (native: event/id/data; OpenAI: chat.completion.chunk data lines),
   // written after `stream_head`, then `stream_tail` once the run ended.
   std::function<std::string(const RunEvent&)> render_event;
+  // Non-empty when render_event depends on the event alone (native SSE): followers of one run
+  // then share the rendering of an event too large for their buffers.
+  std::string render_key;
   std::string stream_head;
   std::string stream_tail;
   // Waited: once `wait` ended, `complete` makes the reply.

@@ -178,10 +178,17 @@ void RunManager::release_session(const std::shared_ptr<RunState>& run) {
 }
 
 std::shared_ptr<RunState> RunManager::find(const std::string& tenant, const std::string& run_id) {
+  std::shared_ptr<RunState> followed;
   {
     std::lock_guard lock(mutex_);
     if (auto it = runs_.find(run_id); it != runs_.end())
       return it->second->tenant == tenant ? it->second : nullptr;
+    if (auto it = restored_.find(run_id); it != restored_.end()) followed = it->second.lock();
+  }
+  if (followed && followed->tenant == tenant) {
+    // Still stored: a forgotten session's runs are gone for new followers too.
+    auto still = deps_.store->exists(tenant, run_id);
+    return still && *still ? followed : nullptr;
   }
   auto stored = deps_.store->find(tenant, run_id);
   if (!stored || !*stored) return nullptr;
@@ -189,7 +196,23 @@ std::shared_ptr<RunState> RunManager::find(const std::string& tenant, const std:
   auto run = std::make_shared<RunState>(s.id, s.tenant, s.session, s.created_at);
   const RunStatus status = parse_run_status(s.status).value_or(RunStatus::Failed);
   // Not live in this process: an unfinished row is a run a previous server left, resumed at start.
-  if (is_terminal(status)) run->restore(status, s.result, s.events);
+  if (is_terminal(status)) {
+    // Its events stay in serve.db: each follower reads a page at a time, within its buffer.
+    RunStore* store = deps_.store.get();
+    const std::size_t page_bytes = deps_.config->stream.buffer_bytes;
+    run->restore_paged(
+        status, s.result, s.event_count,
+        [store, id = s.id, page_bytes](std::uint64_t after,
+                                       std::size_t max) -> std::optional<std::vector<RunEvent>> {
+          auto page = store->events_page(id, after, max, page_bytes);
+          if (page) return std::move(*page);
+          log(LogLevel::Error, "serve: " + page.error().describe());
+          return std::nullopt;
+        });
+    std::lock_guard lock(mutex_);
+    std::erase_if(restored_, [](const auto& entry) { return entry.second.expired(); });
+    restored_[run->id] = run;
+  }
   return run;
 }
 

@@ -93,6 +93,9 @@ class RunManager final : public Runs {
   std::condition_variable idle_;
   std::map<std::string, Slot> slots_;  // sessions with an active or queued run only
   std::map<std::string, std::shared_ptr<RunState>> runs_;  // live and recently finished
+  // Finished runs read back from serve.db while someone follows them: one copy of the result
+  // (and of big events' renderings) however many follow.
+  std::map<std::string, std::weak_ptr<RunState>> restored_;
   std::size_t threads_ = 0;
   std::size_t queued_ = 0;
   bool draining_ = false;

@@ -1,5 +1,8 @@
 #include "run_state.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace kernex::server {
 
 std::string_view to_string(RunStatus status) noexcept {
@@ -45,7 +48,8 @@ void RunState::wake(std::unique_lock<std::mutex>& lock) {
 void RunState::append(std::string name, Json data) {
   std::unique_lock lock(mutex_);
   if (is_terminal(status_)) return;
-  events_.push_back(RunEvent{events_.size() + 1, std::move(name), std::move(data)});
+  events_.push_back(std::make_shared<const RunEvent>(
+      RunEvent{events_.size() + 1, std::move(name), std::move(data)}));
   wake(lock);
 }
 
@@ -67,7 +71,21 @@ void RunState::restore(RunStatus status, Json result, std::vector<RunEvent> even
   std::unique_lock lock(mutex_);
   status_ = status;
   result_ = std::move(result);
-  events_ = std::move(events);
+  events_.clear();
+  for (auto& e : events) events_.push_back(std::make_shared<const RunEvent>(std::move(e)));
+  pager_ = nullptr;
+  stored_count_ = 0;
+  ended_at_ = std::chrono::steady_clock::now();
+  wake(lock);
+}
+
+void RunState::restore_paged(RunStatus status, Json result, std::uint64_t count, Pager pager) {
+  std::unique_lock lock(mutex_);
+  status_ = status;
+  result_ = std::move(result);
+  events_.clear();
+  stored_count_ = count;
+  pager_ = std::move(pager);
   ended_at_ = std::chrono::steady_clock::now();
   wake(lock);
 }
@@ -75,7 +93,8 @@ void RunState::restore(RunStatus status, Json result, std::vector<RunEvent> even
 void RunState::preload(std::vector<RunEvent> events) {
   std::unique_lock lock(mutex_);
   if (events.size() <= events_.size()) return;
-  events_ = std::move(events);
+  events_.clear();
+  for (auto& e : events) events_.push_back(std::make_shared<const RunEvent>(std::move(e)));
   wake(lock);
 }
 
@@ -96,17 +115,65 @@ RunStatus RunState::status() const {
 }
 
 RunState::Snapshot RunState::events_after(std::uint64_t after) const {
-  std::lock_guard lock(mutex_);
   Snapshot snap;
-  if (after < events_.size())
-    snap.events.assign(events_.begin() + static_cast<std::ptrdiff_t>(after), events_.end());
-  snap.finished = is_terminal(status_);
+  Page page = page_after(after, SIZE_MAX);
+  for (const auto& e : page.events) snap.events.push_back(*e);
+  snap.finished = page.finished;
   return snap;
+}
+
+RunState::Page RunState::page_after(std::uint64_t after, std::size_t max) const {
+  Page page;
+  std::unique_lock lock(mutex_);
+  if (pager_) {
+    const std::uint64_t count = stored_count_;
+    if (after >= count) {
+      page.finished = true;
+      return page;
+    }
+    Pager pager = pager_;
+    lock.unlock();  // the store's read is slow; appends and other followers go on meanwhile
+    auto read = pager(after, max);
+    if (!read) {
+      page.failed = true;
+      return page;
+    }
+    for (auto& e : *read) page.events.push_back(std::make_shared<const RunEvent>(std::move(e)));
+    // A store that answers nothing more has nothing more: the stream ends rather than spins.
+    page.finished = read->empty() || page.events.back()->id >= count;
+    return page;
+  }
+  const std::size_t n = events_.size();
+  if (after < n) {
+    const auto first = events_.begin() + static_cast<std::ptrdiff_t>(after);
+    const std::size_t take = std::min<std::size_t>(max, n - static_cast<std::size_t>(after));
+    page.events.assign(first, first + static_cast<std::ptrdiff_t>(take));
+  }
+  page.finished = is_terminal(status_) && after + page.events.size() >= n;
+  return page;
+}
+
+RunState::Rendered RunState::cached_render(std::uint64_t id, const std::string& key) {
+  std::lock_guard lock(render_mutex_);
+  auto it = rendered_.find({id, key});
+  return it == rendered_.end() ? nullptr : it->second.lock();
+}
+
+RunState::Rendered RunState::shared_render(std::uint64_t id, const std::string& key,
+                                           const std::function<Rendered()>& make) {
+  if (auto held = cached_render(id, key)) return held;
+  Rendered made = make();  // outside the lock: rendering a big event takes a while
+  std::lock_guard lock(render_mutex_);
+  std::erase_if(rendered_, [](const auto& entry) { return entry.second.expired(); });
+  auto& slot = rendered_[{id, key}];
+  if (auto other = slot.lock()) return other;  // another follower rendered it meanwhile
+  slot = made;
+  return made;
 }
 
 std::uint64_t RunState::last_event_id() const {
   std::lock_guard lock(mutex_);
-  return events_.size();
+  return pager_ ? stored_count_ : events_.size();
 }
 
 bool RunState::wait_after(std::uint64_t after, std::function<void()> waker) {
@@ -138,7 +205,10 @@ Json RunState::summary() const {
 
 std::vector<RunEvent> RunState::all_events() const {
   std::lock_guard lock(mutex_);
-  return events_;
+  std::vector<RunEvent> out;
+  out.reserve(events_.size());
+  for (const auto& e : events_) out.push_back(*e);
+  return out;
 }
 
 std::chrono::steady_clock::time_point RunState::ended_at() const {

@@ -5,10 +5,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernex/json.hpp"
@@ -46,6 +49,11 @@ class RunState {
 
   // A run read back from the store (after a restart or once evicted from memory).
   void restore(RunStatus status, Json result, std::vector<RunEvent> events);
+  // Reads `count` stored events a page at a time (events after `after`, at most `max` of them):
+  // a finished run's log stays in the store, not in memory, however many follow it.
+  using Pager =
+      std::function<std::optional<std::vector<RunEvent>>(std::uint64_t after, std::size_t max)>;
+  void restore_paged(RunStatus status, Json result, std::uint64_t count, Pager pager);
   // Shared runs (cluster mode): the events already stored, before this process follows or runs
   // it, and the status and placement the store reports while another node runs it.
   void preload(std::vector<RunEvent> events);
@@ -62,6 +70,21 @@ class RunState {
     bool finished = false;         // no event will follow these
   };
   Snapshot events_after(std::uint64_t after) const;
+  // At most `max` events after `after`, shared (not copied): what a follower sends next.
+  struct Page {
+    std::vector<std::shared_ptr<const RunEvent>> events;
+    bool finished = false;  // no event will follow these
+    bool failed = false;    // the store could not be read: the follower should reconnect
+  };
+  Page page_after(std::uint64_t after, std::size_t max) const;
+  // An event rendered by `key`'s renderer that is larger than a follower's buffer (a long
+  // answer's run_end): rendered once and shared by every follower sending it at the time,
+  // rather than a copy each. `make` renders it when no follower holds it.
+  using Rendered = std::shared_ptr<const std::string>;
+  Rendered shared_render(std::uint64_t id, const std::string& key,
+                         const std::function<Rendered()>& make);
+  // That rendering, if a follower holds it now.
+  Rendered cached_render(std::uint64_t id, const std::string& key);
   std::uint64_t last_event_id() const;
   // Registers `waker` to be called once, from any thread, at the next event or finish; returns
   // false (and registers nothing) when there is already something beyond `after` to read.
@@ -77,7 +100,11 @@ class RunState {
 
   mutable std::mutex mutex_;
   RunStatus status_ = RunStatus::Queued;
-  std::vector<RunEvent> events_;
+  std::vector<std::shared_ptr<const RunEvent>> events_;
+  std::uint64_t stored_count_ = 0;  // restore_paged: the events the pager reads
+  Pager pager_;
+  std::mutex render_mutex_;
+  std::map<std::pair<std::uint64_t, std::string>, std::weak_ptr<const std::string>> rendered_;
   std::vector<std::function<void()>> wakers_;
   Json result_;
   std::string node_;  // cluster mode: the node that runs or ran it

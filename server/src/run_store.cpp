@@ -3,6 +3,9 @@
 #include "kernex/log.hpp"
 #include "sqlite_db.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace kernex::server {
 namespace {
 
@@ -13,18 +16,9 @@ Json parse_or_null(const std::string& text) {
   return j.is_discarded() ? Json(nullptr) : j;
 }
 
-std::vector<RunEvent> events_from(const Json& array) {
-  std::vector<RunEvent> out;
-  if (!array.is_array()) return out;
-  for (const auto& e : array) {
-    if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) continue;
-    out.push_back(
-        RunEvent{out.size() + 1, e["name"].get<std::string>(), e.value("data", Json::object())});
-  }
-  return out;
-}
-
-constexpr const char* kColumns = "id, tenant, session, status, created_at, request, result, events";
+constexpr const char* kColumns =
+    "id, tenant, session, status, created_at, request, result, (SELECT COALESCE(MAX(seq), 0) "
+    "FROM run_events WHERE run_id = runs.id)";
 
 StoredRun read_row(const Statement& st) {
   StoredRun r;
@@ -35,9 +29,19 @@ StoredRun read_row(const Statement& st) {
   r.created_at = st.text(4);
   r.request = parse_or_null(st.text(5));
   r.result = parse_or_null(st.text(6));
-  r.events = events_from(parse_or_null(st.text(7)));
+  r.event_count = static_cast<std::uint64_t>(std::max<std::int64_t>(0, st.integer(7)));
   return r;
 }
+
+// Runs finished by an older server keep their log in runs.events: moved to run_events (ids
+// renumbered past entries that are not events, as they were read before), once.
+constexpr const char* kMigrateEvents =
+    "INSERT OR IGNORE INTO run_events (run_id, seq, name, data) "
+    "SELECT id, ROW_NUMBER() OVER (PARTITION BY id ORDER BY k), name, data FROM ("
+    "SELECT r.id AS id, j.key AS k, j.value ->> '$.name' AS name, "
+    "COALESCE(j.value -> '$.data', '{}') AS data FROM runs r, json_each(r.events) j "
+    "WHERE r.events IS NOT NULL AND json_valid(r.events) AND json_type(r.events) = 'array' "
+    "AND json_type(j.value, '$.name') = 'text')";
 
 }  // namespace
 
@@ -50,7 +54,12 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& fi
            "TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL, request TEXT, result "
            "TEXT, events TEXT)",
            "CREATE INDEX IF NOT EXISTS runs_by_session ON runs(tenant, session)",
-           "CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status)"}));
+           "CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status)",
+           // One row per event, so a follower replays a page at a time (the `events` column
+           // held the whole log as one JSON array before).
+           "CREATE TABLE IF NOT EXISTS run_events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+           "name TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID",
+           kMigrateEvents, "UPDATE runs SET events = NULL WHERE events IS NOT NULL"}));
   return std::unique_ptr<RunStore>(new RunStore(db));
 }
 
@@ -96,16 +105,57 @@ Result<void> RunStore::finish(const std::string& id, RunStatus status, const Jso
 
 Result<void> RunStore::finish_locked(const std::string& id, RunStatus status, const Json& result,
                                      const std::vector<RunEvent>& run_events) {
-  Json events = Json::array();
-  for (auto& e : run_events) events.push_back({{"name", e.name}, {"data", e.data}});
-  Statement st(db_, "UPDATE runs SET status = ?, result = ?, events = ? WHERE id = ?");
-  if (!st.ok()) return db_error(db_, "finish");
-  st.bind(1, std::string(to_string(status)));
-  st.bind(2, result.dump(-1, ' ', false, Json::error_handler_t::replace));
-  st.bind(3, events.dump(-1, ' ', false, Json::error_handler_t::replace));
-  st.bind(4, id);
-  if (st.step() != SQLITE_DONE) return db_error(db_, "finish");
-  return {};
+  // The caller's transaction, or this one: the events and the end are stored together.
+  const bool own = sqlite3_get_autocommit(db_) != 0;
+  if (own) KERNEX_RETURN_IF_ERROR(exec_sql(db_, "BEGIN IMMEDIATE"));
+  auto done = [&]() -> Result<void> {
+    Statement ev(db_,
+                 "INSERT OR REPLACE INTO run_events (run_id, seq, name, data) VALUES (?, ?, ?, ?)");
+    if (!ev.ok()) return db_error(db_, "finish");
+    for (std::size_t i = 0; i < run_events.size(); ++i) {
+      ev.reset();
+      ev.bind(1, id).bind(2, static_cast<std::int64_t>(i + 1)).bind(3, run_events[i].name);
+      ev.bind(4, run_events[i].data.dump(-1, ' ', false, Json::error_handler_t::replace));
+      if (ev.step() != SQLITE_DONE) return db_error(db_, "finish");
+    }
+    Statement st(db_, "UPDATE runs SET status = ?, result = ?, events = NULL WHERE id = ?");
+    if (!st.ok()) return db_error(db_, "finish");
+    st.bind(1, std::string(to_string(status)));
+    st.bind(2, result.dump(-1, ' ', false, Json::error_handler_t::replace));
+    st.bind(3, id);
+    if (st.step() != SQLITE_DONE) return db_error(db_, "finish");
+    return {};
+  }();
+  if (own) {
+    if (done) done = exec_sql(db_, "COMMIT");
+    if (!done) (void)exec_sql(db_, "ROLLBACK");
+  }
+  return done;
+}
+
+Result<std::vector<RunEvent>> RunStore::events_page(const std::string& id, std::uint64_t after,
+                                                    std::size_t max, std::size_t max_bytes) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_,
+               "SELECT seq, name, data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq "
+               "LIMIT ?");
+  if (!st.ok()) return db_error(db_, "events");
+  st.bind(1, id).bind(2, static_cast<std::int64_t>(std::min<std::uint64_t>(after, INT64_MAX)));
+  st.bind(3, static_cast<std::int64_t>(std::min<std::size_t>(max, INT64_MAX)));
+  std::vector<RunEvent> out;
+  std::size_t bytes = 0;
+  while (out.empty() || bytes < max_bytes) {
+    const int rc = st.step();
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) return db_error(db_, "events");
+    RunEvent e{static_cast<std::uint64_t>(st.integer(0)), st.text(1), parse_or_null(st.text(2))};
+    if (e.data.is_null()) e.data = Json::object();
+    bytes += e.name.size() + static_cast<std::size_t>(sqlite3_column_bytes(st.get(), 2));
+    // Ids are contiguous; a gap (a damaged file) ends the page rather than renumbering.
+    if (e.id != after + out.size() + 1) break;
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 Result<std::optional<StoredRun>> RunStore::find(const std::string& tenant, const std::string& id) {
@@ -118,6 +168,16 @@ Result<std::optional<StoredRun>> RunStore::find(const std::string& tenant, const
   if (rc == SQLITE_DONE) return std::nullopt;
   if (rc != SQLITE_ROW) return db_error(db_, "find");
   return read_row(st);
+}
+
+Result<bool> RunStore::exists(const std::string& tenant, const std::string& id) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, "SELECT 1 FROM runs WHERE id = ? AND tenant = ?");
+  if (!st.ok()) return db_error(db_, "find");
+  st.bind(1, id).bind(2, tenant);
+  const int rc = st.step();
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_error(db_, "find");
+  return rc == SQLITE_ROW;
 }
 
 Result<std::vector<StoredRun>> RunStore::session_runs(const std::string& tenant,
@@ -179,6 +239,8 @@ Result<void> RunStore::delete_session_locked(const std::string& tenant,
         std::string("DELETE FROM webhook_outbox WHERE status = 'delivered' AND stream IN ") +
         kRuns);
   }
+  // Its events (one row each), found through the runs: before them.
+  sql.push_back(std::string("DELETE FROM run_events WHERE run_id IN ") + kRuns);
   sql.push_back("DELETE FROM runs WHERE tenant = ?1 AND session = ?2");
   for (const auto& text : sql) {
     Statement st(db_, text.c_str());

@@ -21,9 +21,9 @@ namespace kernex::server {
 
 struct StoredRun {
   std::string id, tenant, session, status, created_at;
-  Json request;  // what started it (message, sender, skills, agent...)
-  Json result;   // result or error object once terminal
-  std::vector<RunEvent> events;
+  Json request;                   // what started it (message, sender, skills, agent...)
+  Json result;                    // result or error object once terminal
+  std::uint64_t event_count = 0;  // its events are read with events_page()
 };
 
 // What else a run's end writes, in the same transaction as the end itself (the webhook outbox):
@@ -47,6 +47,11 @@ class RunStore {
   Result<void> finish(const std::string& id, RunStatus status, const Json& result,
                       const std::vector<RunEvent>& events);
   Result<std::optional<StoredRun>> find(const std::string& tenant, const std::string& id);
+  Result<bool> exists(const std::string& tenant, const std::string& id);
+  // The run's stored events after `after`, oldest first: at most `max` of them and, past the
+  // first, no more than about `max_bytes` of data. A follower's replay reads a page at a time.
+  Result<std::vector<RunEvent>> events_page(const std::string& id, std::uint64_t after,
+                                            std::size_t max, std::size_t max_bytes);
   // Newest first.
   Result<std::vector<StoredRun>> session_runs(const std::string& tenant, const std::string& session,
                                               std::size_t limit);

@@ -276,6 +276,49 @@ struct Reader {
     return {};
   }
 
+  Result<void> stream(const Json& v) {
+    if (!v.is_object()) return bad("stream", "expected a mapping {buffer_bytes, slow_timeout_s}");
+    KERNEX_RETURN_IF_ERROR(only_keys(v, "stream", {"buffer_bytes", "slow_timeout_s"}));
+    if (auto it = v.find("buffer_bytes"); it != v.end()) {
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, "stream.buffer_bytes", 64u << 20));
+      if (n < 4096) return bad("stream.buffer_bytes", "must be at least 4096");
+      out.stream.buffer_bytes = n;
+    }
+    if (auto it = v.find("slow_timeout_s"); it != v.end()) {
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, "stream.slow_timeout_s", 3600));
+      if (n == 0) return bad("stream.slow_timeout_s", "must be positive");
+      out.stream.slow_timeout = std::chrono::seconds(n);
+    }
+    return {};
+  }
+
+  Result<void> metrics(const Json& v) {
+    if (!v.is_object()) return bad("metrics", "expected a mapping {token_env, listen}");
+    KERNEX_RETURN_IF_ERROR(only_keys(v, "metrics", {"token_env", "listen"}));
+    if (auto it = v.find("token_env"); it != v.end()) {
+      KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, "metrics.token_env"));
+      if (!env_name(s))
+        return bad("metrics.token_env",
+                   "expected the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*), got '" +
+                       s + "'");
+      out.metrics.token_env = s;
+    }
+    if (auto it = v.find("listen"); it != v.end()) {
+      KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, "metrics.listen"));
+      auto hp = parse_listen(s);
+      if (!hp) return bad("metrics.listen", hp.error().message);
+      out.metrics.listen_host = hp->first;
+      out.metrics.listen_port = hp->second;
+    }
+    return {};
+  }
+
+  static bool env_name(const std::string& s) {
+    if (s.empty() || s.size() > 255 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+    return std::all_of(s.begin(), s.end(),
+                       [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+  }
+
   Result<void> key(const std::string& key, const Json& v) {
     if (key == "listen") {
       KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
@@ -343,6 +386,8 @@ struct Reader {
     if (key == "cluster") return cluster(v);
     if (key == "webhooks") return webhooks(v);
     if (key == "approvals") return approvals(v);
+    if (key == "stream") return stream(v);
+    if (key == "metrics") return metrics(v);
     return agents(v);
   }
 };
@@ -414,7 +459,9 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
                             "agents",
                             "cluster",
                             "webhooks",
-                            "approvals"});
+                            "approvals",
+                            "stream",
+                            "metrics"});
         !r) {
       return std::unexpected(r.error());
     }

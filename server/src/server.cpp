@@ -1,6 +1,7 @@
 #include "kernex/server/server.hpp"
 
 #include <csignal>
+#include <cstdlib>
 #include <ostream>
 #include <thread>
 
@@ -118,6 +119,52 @@ void install_log_sink() {
   });
 }
 
+// The metrics token from the environment variable serve.metrics.token_env names ("" without
+// one); a named variable that is unset or empty is a configuration error.
+Result<std::string> metrics_token_of(const ServeConfig& config) {
+  if (config.metrics.token_env.empty()) return std::string();
+  const char* value = std::getenv(config.metrics.token_env.c_str());
+  if (value == nullptr || *value == '\0')
+    return fail(ErrorCode::Config, "serve.metrics.token_env: the environment variable " +
+                                       config.metrics.token_env + " is not set (or empty)");
+  const std::string token = value;
+  if (token.size() < 16)
+    log(LogLevel::Warn, "serve.metrics.token_env: the token in " + config.metrics.token_env +
+                            " is shorter than 16 characters; use a long random one");
+  return token;
+}
+
+void announce_metrics(const ServeConfig& config, std::uint16_t port) {
+  const std::string& h = config.metrics.listen_host;
+  const std::string url = "http://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +
+                          std::to_string(port) + "/metrics";
+  log(LogLevel::Info,
+      "metrics on " + url + (config.metrics.token_env.empty() ? "" : " (bearer token required)"));
+}
+
+// Followers' cost on /metrics (what stream_stats() counts).
+class StreamGauges {
+ public:
+  explicit StreamGauges(ServerMetrics& m)
+      : followers_(m.registry.gauge("kernex_stream_followers", "Open event streams (SSE).")),
+        buffered_(m.registry.gauge("kernex_stream_buffered_bytes",
+                                   "Bytes of rendered events waiting in followers' buffers.")),
+        peak_(m.registry.gauge("kernex_stream_buffered_bytes_peak",
+                               "The most bytes followers' buffers held at once.")),
+        slow_(
+            m.registry.gauge("kernex_stream_slow_disconnects",
+                             "Followers dropped for not reading (serve.stream.slow_timeout_s).")) {}
+  void update(const StreamStats& s) {
+    followers_.set(static_cast<double>(s.followers));
+    buffered_.set(static_cast<double>(s.buffered_bytes));
+    peak_.set(static_cast<double>(s.buffered_bytes_peak));
+    slow_.set(static_cast<double>(s.slow_disconnects));
+  }
+
+ private:
+  Gauge &followers_, &buffered_, &peak_, &slow_;
+};
+
 }  // namespace
 
 // With the postgres memory store, runs live in the same database and every node shares them;
@@ -221,20 +268,46 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   http.header_timeout = config.header_timeout;
   http.idle_timeout = config.idle_timeout;
   http.heartbeat = config.heartbeat;
+  http.stream_buffer_bytes = config.stream.buffer_bytes;
+  http.slow_timeout = config.stream.slow_timeout;
+  KERNEX_ASSIGN_OR_RETURN(const std::string metrics_token, metrics_token_of(config));
   std::unique_ptr<HttpServer> server;
-  Api api(Api::Deps{&runs, [&auth](const HttpRequest& r) { return auth.tenant(r); },
-                    [&] {
-                      metrics.active_runs.set(static_cast<double>(runs.active_runs()));
-                      metrics.queue_depth.set(static_cast<double>(runs.queued_runs()));
-                      metrics.connections.set(
-                          static_cast<double>(server ? server->connections() : 0));
-                      return metrics.render();
-                    }});
+  StreamGauges streams(metrics);
+  const std::function<std::string()> metrics_text = [&] {
+    metrics.active_runs.set(static_cast<double>(runs.active_runs()));
+    metrics.queue_depth.set(static_cast<double>(runs.queued_runs()));
+    metrics.connections.set(static_cast<double>(server ? server->connections() : 0));
+    if (server) streams.update(server->stream_stats());
+    return metrics.render();
+  };
+  Api api(Api::Deps{&runs, [&auth](const HttpRequest& r) { return auth.tenant(r); }, metrics_text,
+                    !metrics_token.empty() && config.metrics.listen_host.empty(), metrics_token});
   server = std::make_unique<HttpServer>(http, [&api](const HttpRequest& r) {
     LogContext scope("req=" + r.request_id);
     return api.handle(r);
   });
   KERNEX_ASSIGN_OR_RETURN(auto port, server->listen());
+  std::unique_ptr<HttpServer> metrics_server;
+  if (!config.metrics.listen_host.empty()) {
+    HttpOptions m = http;
+    m.host = config.metrics.listen_host;
+    m.port = config.metrics.listen_port;
+    m.threads = 1;
+    m.max_connections = 64;
+    metrics_server = std::make_unique<HttpServer>(m, [&](const HttpRequest& r) {
+      return metrics_listener_reply(r, metrics_token, metrics_text);
+    });
+    auto bound = metrics_server->listen();
+    if (!bound) return fail(ErrorCode::Config, "serve.metrics.listen: " + bound.error().message);
+    announce_metrics(config, *bound);
+  } else if (metrics_token.empty()) {
+    log(LogLevel::Info,
+        "/metrics is off: set serve.metrics.token_env (the name of an environment variable "
+        "holding a bearer token for your scraper) or serve.metrics.listen (HOST:PORT of a "
+        "listener serving only /metrics) to turn it on");
+  }
+  std::thread metrics_thread;
+  if (metrics_server) metrics_thread = std::thread([&] { metrics_server->run(nullptr); });
   runs.resume_unfinished();
   if (webhooks) webhooks->start();  // with the deliveries a previous server left pending
   server->every(std::chrono::seconds(30), [&runs] { runs.evict_expired(); });
@@ -263,6 +336,11 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
     });
   });
   if (drainer.joinable()) drainer.join();
+  if (metrics_server) {
+    metrics_server->stop_accepting();
+    metrics_server->stop(std::chrono::milliseconds(0));
+    metrics_thread.join();
+  }
   runs.shutdown(std::chrono::milliseconds(0));
   if (webhooks) webhooks->stop();  // what is still pending goes out at the next start
   log(LogLevel::Info, "stopped");

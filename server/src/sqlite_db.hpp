@@ -48,6 +48,12 @@ class Statement {
     return *this;
   }
   int step() { return sqlite3_step(stmt_); }
+  // Ready to run again with new bindings.
+  void reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  sqlite3_stmt* get() const { return stmt_; }
   std::string text(int col) const {
     const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
     return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)))

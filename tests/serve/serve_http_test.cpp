@@ -50,13 +50,13 @@ TEST_F(ServeHttp, HealthzAnswersOk) {
   EXPECT_THAT(r.header("content-type"), HasSubstr("application/json"));
 }
 
-TEST_F(ServeHttp, MetricsArePrometheusText) {
-  request(port_, "GET", "/healthz");
+// Every tenant's usage is in /metrics: without serve.metrics (a token or a listener of its own)
+// it is off, loopback or not (tests/security/battery3_tenants_test.cpp attacks it).
+TEST_F(ServeHttp, MetricsAreOffUnlessConfigured) {
   auto r = request(port_, "GET", "/metrics");
-  ASSERT_EQ(r.status, 200) << r.describe();
-  EXPECT_THAT(r.header("content-type"), HasSubstr("text/plain"));
-  EXPECT_FALSE(r.body.empty());
-  EXPECT_THAT(r.body, HasSubstr("# TYPE"));
+  EXPECT_EQ(r.status, 404) << r.describe();
+  EXPECT_EQ(r.error_code(), "not_found");
+  EXPECT_THAT(w_.log(), HasSubstr("serve.metrics.token_env"));
 }
 
 TEST_F(ServeHttp, NonStreamMessageRunsAndReportsTheRun) {

@@ -1,6 +1,10 @@
 // The `serve:` section: defaults, every key, and the typed errors a hand-written file gets.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "kernex/config.hpp"
 #include "kernex/server/serve_config.hpp"
 
@@ -162,6 +166,73 @@ TEST(ServeConfig, WebhookErrorsNameTheField) {
   auto not_a_list = parse("serve:\n  webhooks: {url: http://h/}\n");
   ASSERT_FALSE(not_a_list);
   EXPECT_NE(not_a_list.error().message.find("serve.webhooks: expected a list"), std::string::npos);
+}
+
+TEST(ServeConfig, StreamAndMetricsDefaults) {
+  auto c = parse("provider: replay\n");
+  ASSERT_TRUE(c) << c.error().describe();
+  EXPECT_LE(c->stream.buffer_bytes, std::size_t{1} << 20) << "a follower's default bound";
+  EXPECT_GE(c->stream.buffer_bytes, 4096u);
+  EXPECT_EQ(c->stream.slow_timeout, std::chrono::seconds(30));
+  EXPECT_FALSE(c->metrics.enabled()) << "/metrics is off unless asked for";
+  EXPECT_TRUE(c->metrics.token_env.empty());
+  EXPECT_TRUE(c->metrics.listen_host.empty());
+}
+
+TEST(ServeConfig, ReadsStreamAndMetrics) {
+  auto c = parse(R"(serve:
+  stream:
+    buffer_bytes: 65536
+    slow_timeout_s: 5
+  metrics:
+    token_env: KERNEX_METRICS_TOKEN
+    listen: "127.0.0.1:9100"
+)");
+  ASSERT_TRUE(c) << c.error().describe();
+  EXPECT_EQ(c->stream.buffer_bytes, 65536u);
+  EXPECT_EQ(c->stream.slow_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(c->metrics.token_env, "KERNEX_METRICS_TOKEN");
+  EXPECT_EQ(c->metrics.listen_host, "127.0.0.1");
+  EXPECT_EQ(c->metrics.listen_port, 9100);
+  EXPECT_TRUE(c->metrics.enabled());
+  auto v6 = parse("serve:\n  metrics: {listen: \"[::1]:0\"}\n");
+  ASSERT_TRUE(v6) << v6.error().describe();
+  EXPECT_EQ(v6->metrics.listen_host, "::1");
+  EXPECT_TRUE(v6->metrics.token_env.empty());
+}
+
+TEST(ServeConfig, StreamAndMetricsErrorsNameTheKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"stream: 5", "serve.stream: expected a mapping"},
+      {"stream: {buffer_bytes: 0}", "serve.stream.buffer_bytes"},
+      {"stream: {buffer_bytes: 100}", "serve.stream.buffer_bytes: must be at least 4096"},
+      {"stream: {buffer_bytes: -1}", "serve.stream.buffer_bytes"},
+      {"stream: {buffer_bytes: 1.5}", "serve.stream.buffer_bytes"},
+      {"stream: {buffer_bytes: \"1MiB\"}", "serve.stream.buffer_bytes"},
+      {"stream: {buffer_bytes: 999999999999}", "serve.stream.buffer_bytes"},
+      {"stream: {slow_timeout_s: 0}", "serve.stream.slow_timeout_s: must be positive"},
+      {"stream: {slow_timeout_s: 99999}", "serve.stream.slow_timeout_s"},
+      {"stream: {slow_timeout_s: true}", "serve.stream.slow_timeout_s"},
+      {"stream: {buffer: 4096}", "serve.stream.buffer: unknown key"},
+      {"metrics: [a]", "serve.metrics: expected a mapping"},
+      {"metrics: {token: abc}", "serve.metrics.token: unknown key"},
+      {"metrics: {token_env: 5}", "serve.metrics.token_env: expected a string"},
+      {"metrics: {token_env: \"\"}", "serve.metrics.token_env"},
+      {"metrics: {token_env: \"A B\"}", "serve.metrics.token_env"},
+      {"metrics: {token_env: \"1TOKEN\"}", "serve.metrics.token_env"},
+      {"metrics: {token_env: \"X=Y\"}", "serve.metrics.token_env"},
+      {"metrics: {listen: 9100}", "serve.metrics.listen: expected a string"},
+      {"metrics: {listen: \"localhost\"}", "serve.metrics.listen"},
+      {"metrics: {listen: \"127.0.0.1:70000\"}", "serve.metrics.listen"},
+      {"metrics: {listen: \":9100\"}", "serve.metrics.listen"},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    auto c = parse("serve:\n  " + yaml + "\n");
+    ASSERT_FALSE(c) << yaml;
+    EXPECT_EQ(c.error().code, ErrorCode::Config) << yaml;
+    EXPECT_NE(c.error().message.find(expected), std::string::npos)
+        << yaml << "\n -> " << c.error().message;
+  }
 }
 
 }  // namespace

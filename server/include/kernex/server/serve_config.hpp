@@ -56,6 +56,24 @@ struct WebhookEndpointConfig {
   std::chrono::milliseconds backoff_cap{3'600'000};  // ...doubling up to this
   std::chrono::milliseconds timeout{10'000};         // one delivery attempt, connect to answer
 };
+// `stream:` every SSE follower (a run's events, OpenAI stream:true): the most text a connection
+// keeps waiting for the client, and how long a write may stall on a client that does not read
+// before the connection is dropped (it reconnects with Last-Event-ID and loses nothing).
+struct StreamConfig {
+  std::size_t buffer_bytes = 256u << 10;
+  std::chrono::seconds slow_timeout{30};
+};
+
+// `metrics:` who may read /metrics (every tenant's usage and cost). Off unless one is set: a
+// bearer token from the environment, or a listener of its own that serves only /metrics.
+// Forwarding headers and loopback addresses never open it.
+struct MetricsConfig {
+  std::string token_env;          // the environment variable holding the token
+  std::string listen_host;        // empty: no separate listener
+  std::uint16_t listen_port = 0;  // with listen_host
+  bool enabled() const { return !token_env.empty() || !listen_host.empty(); }
+};
+
 // The event types an endpoint may ask for.
 inline constexpr std::string_view kWebhookEventTypes[] = {
     "run.completed", "run.failed", "approval.requested", "approval.resolved"};
@@ -88,6 +106,8 @@ struct ServeConfig {
   // Skill folders that did not load (folder name -> why), so a request naming one is told why,
   // not only that it is unknown. Set by the host that loaded the skills (ServeOptions).
   std::map<std::string, std::string> refused_skills;
+  StreamConfig stream;
+  MetricsConfig metrics;
 
   // Reads config.sections["serve"] (absent: defaults). Unknown keys and wrong types are errors
   // naming the key; relative paths resolve against the config file's directory.

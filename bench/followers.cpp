@@ -1,0 +1,176 @@
+// followers: issue 32's bounded-followers figure. One `kernex serve` (this build's bin/kernex),
+// two tenants. Tenant alpha has a finished run with a ~10 MB event log; N followers (default 200)
+// GET its /events and never read a byte. Tenant beta meanwhile sends short messages.
+//   - RSS: the server's resident set before the followers and once every follower holds a full
+//     buffer (the server's own account, kernex_stream_buffered_bytes), beside N x the bound
+//     (serve.stream.buffer_bytes).
+//   - beta's latency (POST /v1/sessions/S/messages, p50/p99 of R requests) beside the same
+//     requests to the same server before the followers came: the idle baseline of this run.
+// The harness is tests/serve's (serve_harness.hpp, follower_support.hpp).
+//   followers [N] [BUFFER_BYTES] [REQUESTS]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include <sys/resource.h>
+#include "follower_support.hpp"
+#include "serve_harness.hpp"
+
+namespace {
+
+using namespace kernex::serve_test;
+using kernex::Json;
+
+constexpr const char* kTokenEnv = "KERNEX_FOLLOWERS_BENCH_TOKEN";
+constexpr const char* kToken = "followers-bench-metrics-token-8d2f";
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+// R short messages from beta, one new session each: their latencies in ms.
+std::vector<double> probe(int port, const std::string& key, int requests, const std::string& tag) {
+  std::vector<double> ms;
+  for (int i = 0; i < requests; ++i) {
+    const auto t0 = Clock::now();
+    auto r = request(port, "POST", "/v1/sessions/" + tag + std::to_string(i) + "/messages",
+                     message_body("hello"), bearer(key));
+    if (r.status != 200) {
+      std::fprintf(stderr, "followers: beta's request failed: %s\n", r.describe().c_str());
+      std::exit(1);
+    }
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return ms;
+}
+
+// utime + stime of the process, in clock ticks (/proc/PID/stat fields 14 and 15).
+std::uint64_t cpu_ticks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string f;
+  std::uint64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14) utime = std::stoull(f);
+    if (i == 15) stime = std::stoull(f);
+  }
+  return utime + stime;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
+  const std::size_t bound = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : (256u << 10);
+  const int requests = argc > 3 ? std::max(10, std::atoi(argv[3])) : 200;
+  ::setenv(kTokenEnv, kToken, 1);
+  ::signal(SIGPIPE, SIG_IGN);
+  struct rlimit fds {};
+  ::getrlimit(RLIMIT_NOFILE, &fds);
+  fds.rlim_cur = fds.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &fds);
+
+  FakeLlm llm;
+  llm.set_responder([](const FakeLlm::Request& r) {
+    FakeLlm::Plan plan;
+    if (r.last_user() != "big") return plan;
+    plan.chunks.clear();
+    // 5 MB of text in 4000 deltas, then again in run_end: a ~10 MB event log.
+    for (int i = 0; i < 4000; ++i) plan.chunks.push_back(std::string(1250, 'a' + i % 26));
+    return plan;
+  });
+  ServeWorld w;
+  // The answer (5 MB) is saved as one message: over the sqlite store's default cap of 4 MiB.
+  w.config = w.dir.write(
+      "kernex.yaml",
+      ServeWorld::openai_provider(llm) +
+          "memory:\n  name: sqlite\n  options:\n    max_message_bytes: 16777216\ndata_dir: " +
+          w.data_dir.string() +
+          "\nserve:\n  keys_file: " + (w.data_dir / "serve-keys.json").string() +
+          "\n  max_connections: 100000\n  stream:\n    buffer_bytes: " + std::to_string(bound) +
+          "\n    slow_timeout_s: 3600\n  metrics:\n    token_env: " + kTokenEnv + "\n");
+  const std::string alpha = printed_key(w.keys({"add", "alpha"}).out);
+  const std::string beta = printed_key(w.keys({"add", "beta"}).out);
+  if (!w.start()) return 1;
+  const int port = w.port();
+  const pid_t pid = w.server.pid();
+
+  auto big = request(port, "POST", "/v1/sessions/big/messages", message_body("big"), bearer(alpha),
+                     milliseconds(600000));
+  if (big.status != 200) {
+    std::fprintf(stderr, "followers: the big run failed: %s\n", big.describe().c_str());
+    return 1;
+  }
+  const std::string run = big.json().value("run_id", "");
+  SseReader whole(port, "GET", "/v1/runs/" + run + "/events", "", bearer(alpha));
+  std::size_t log_bytes = 0, events = 0;
+  for (const auto& e : whole.drain(milliseconds(600000))) {
+    log_bytes += e.data.size() + e.event.size() + e.id.size() + 20;
+    ++events;
+  }
+
+  (void)probe(port, beta, 20, "warm");
+  const auto idle = probe(port, beta, requests, "idle");
+  const std::uint64_t rss_idle = rss_bytes(pid);
+
+  std::vector<std::unique_ptr<StuckFollower>> stuck;
+  for (int i = 0; i < n; ++i) {
+    stuck.push_back(std::make_unique<StuckFollower>(port, "GET", "/v1/runs/" + run + "/events", "",
+                                                    bearer(alpha)));
+    if (!stuck.back()->ok()) {
+      std::fprintf(stderr, "followers: follower %d could not connect\n", i);
+      return 1;
+    }
+  }
+  // Every follower holds a full buffer (within one event of it): the server's account.
+  const double full = 0.9 * static_cast<double>(n) * static_cast<double>(bound);
+  if (!wait_metric(
+          port, kToken, "kernex_stream_buffered_bytes", [&](double v) { return v >= full; },
+          milliseconds(600000))) {
+    std::fprintf(stderr, "followers: buffers never filled (%.0f bytes held)\n",
+                 scrape(port, kToken, "kernex_stream_buffered_bytes"));
+    return 1;
+  }
+  // Still pushing into the kernel's socket buffers is not stuck yet: wait until the server's CPU
+  // time stands still (under 5 % of a core over half a second).
+  for (std::uint64_t before = cpu_ticks(pid);;) {
+    ::poll(nullptr, 0, 500);
+    const std::uint64_t now = cpu_ticks(pid);
+    if (now - before < 3) break;  // 100 ticks a second
+    before = now;
+  }
+  const std::uint64_t rss_stuck = rss_bytes(pid);
+  const auto loaded = probe(port, beta, requests, "busy");
+  const std::uint64_t rss_after = rss_bytes(pid);
+  const double held = scrape(port, kToken, "kernex_stream_buffered_bytes");
+  const double followers = scrape(port, kToken, "kernex_stream_followers");
+
+  const double mib = 1024.0 * 1024.0;
+  const double grown =
+      (static_cast<double>(std::max(rss_stuck, rss_after)) - static_cast<double>(rss_idle)) / mib;
+  const double allowed = static_cast<double>(n) * static_cast<double>(bound) / mib;
+  std::printf(
+      "followers: %d never-reading followers of a %.1f MB event log (%zu events), "
+      "serve.stream.buffer_bytes %zu\n",
+      n, static_cast<double>(log_bytes) / 1e6, events, bound);
+  std::printf(
+      "  server RSS idle %.1f MiB, with the followers %.1f MiB: +%.1f MiB "
+      "(bound %d x %.0f KiB = %.1f MiB) %s\n",
+      static_cast<double>(rss_idle) / mib,
+      static_cast<double>(std::max(rss_stuck, rss_after)) / mib, grown, n,
+      static_cast<double>(bound) / 1024.0, allowed, grown <= allowed ? "OK" : "OVER");
+  std::printf("  held by followers (server's account): %.1f MiB in %.0f streams\n", held / mib,
+              followers);
+  const double p99_idle = percentile(idle, 0.99), p99_loaded = percentile(loaded, 0.99);
+  std::printf(
+      "  beta's POST /messages, %d requests: idle p50 %.2f ms p99 %.2f ms; with the "
+      "followers p50 %.2f ms p99 %.2f ms (%.2fx) %s\n",
+      requests, percentile(idle, 0.5), p99_idle, percentile(loaded, 0.5), p99_loaded,
+      p99_loaded / p99_idle, p99_loaded <= 2 * p99_idle ? "OK" : "OVER 2x");
+  return 0;
+}
