@@ -264,11 +264,14 @@ int import_file(MemoryStore& store, const MemoryScope& scope, const MemoryArgs& 
   return kExitOk;
 }
 
-// The trajectories under `dir` (kernex run's, and serve's per-session folders) whose run_start
-// names `conversation`: removed. How many.
-Result<std::size_t> remove_trajectories(const std::filesystem::path& dir,
+// The trajectories of `scope` whose run_start names `conversation`: removed. How many. A serve
+// tenant's are under `serve/<tenant>/`; local's are the rest (never another tenant's folder under
+// `serve/`), so forgetting in one tenant never removes another's files.
+Result<std::size_t> remove_trajectories(const std::filesystem::path& root, const MemoryScope& scope,
                                         const std::string& conversation) {
   namespace fs = std::filesystem;
+  const bool local = scope.tenant() == MemoryScope::local().tenant();
+  const fs::path dir = local ? root : root / "serve" / scope.tenant();
   std::size_t removed = 0;
   std::error_code ec;
   if (!fs::exists(dir, ec)) return removed;
@@ -277,6 +280,11 @@ Result<std::size_t> remove_trajectories(const std::filesystem::path& dir,
   std::vector<fs::path> matches;
   for (; it != end; it.increment(ec)) {
     if (ec) return fail(ErrorCode::Io, "cannot list " + dir.string() + ": " + ec.message());
+    if (local && it.depth() == 1 && it->path().parent_path().filename() == "serve" &&
+        it->path().filename() != scope.tenant()) {
+      it.disable_recursion_pending();  // another serve tenant's folder
+      continue;
+    }
     if (!it->is_regular_file(ec) || it->path().extension() != ".jsonl") continue;
     std::ifstream in(it->path());
     std::string first;
@@ -307,7 +315,7 @@ int forget(const ConfigFile& config_file, MemoryStore& store, const MemoryScope&
   if (!config) return report(config.error());
   std::filesystem::path data_dir = config->data_dir;
   if (args.data_dir) data_dir = std::filesystem::absolute(*args.data_dir).lexically_normal();
-  auto removed = remove_trajectories(data_dir / "trajectories", id);
+  auto removed = remove_trajectories(data_dir / "trajectories", scope, id);
   if (!removed) return report(removed.error());
   if (!deleted && *removed == 0) return report(deleted.error());  // nothing of it anywhere
   if (args.json) {

@@ -210,6 +210,14 @@ CREATE INDEX lessons_sender ON lessons (tenant, sender_id, project, recency);
 ALTER TABLE outcomes ADD COLUMN tenant TEXT NOT NULL DEFAULT 'local';
 DROP INDEX outcomes_sender;
 CREATE INDEX outcomes_sender ON outcomes (tenant, sender_id, project, id);
+-- kernex serve kept each tenant's conversations on channel 'serve/<tenant>' before tenants were a
+-- column: those rows (and their usage and audit rows) go to that tenant, not to 'local'.
+UPDATE conversations SET tenant = substr(channel, 7)
+ WHERE channel ~ '^serve/[A-Za-z0-9_.-]{1,64}$';
+UPDATE token_usage u SET tenant = c.tenant FROM conversations c
+ WHERE c.id = u.conversation_id AND c.tenant <> 'local';
+UPDATE audit_log a SET tenant = c.tenant FROM conversations c
+ WHERE c.id = a.conversation_id AND c.tenant <> 'local';
 )sql"},
 };
 

@@ -233,6 +233,16 @@ DROP INDEX outcomes_sender;
 DROP INDEX outcomes_sender_newest;
 CREATE INDEX outcomes_sender ON outcomes (tenant, sender_id, project, id);
 CREATE INDEX outcomes_sender_newest ON outcomes (tenant, sender_id, id);
+-- kernex serve kept each tenant's conversations on channel 'serve/<tenant>' before tenants were a
+-- column: those rows (and their usage and audit rows) go to that tenant, not to 'local', so the
+-- tenant still reads and forgets them and 'local' never recalls them.
+UPDATE conversations SET tenant = substr(channel, 7)
+ WHERE channel LIKE 'serve/%' AND length(channel) BETWEEN 7 AND 70
+   AND substr(channel, 7) NOT GLOB '*[^A-Za-z0-9_.-]*';
+UPDATE token_usage SET tenant = (SELECT c.tenant FROM conversations c WHERE c.id = conversation_id)
+ WHERE conversation_id IN (SELECT id FROM conversations WHERE tenant <> 'local');
+UPDATE audit_log SET tenant = (SELECT c.tenant FROM conversations c WHERE c.id = conversation_id)
+ WHERE conversation_id IN (SELECT id FROM conversations WHERE tenant <> 'local');
 )sql"},
 };
 

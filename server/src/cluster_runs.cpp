@@ -318,15 +318,15 @@ void ClusterRuns::flush_soon(const std::shared_ptr<Tracked>& tracked) {
     std::lock_guard sync(tracked->sync);
     after = tracked->flushed;
   }
-  const bool registered =
-      tracked->state->wait_after(after, [this, weak = std::weak_ptr<Tracked>(tracked)] {
-        if (auto t = weak.lock()) t->armed = false;
-        {
-          std::lock_guard lock(mutex_);
-          flush_due_ = true;
-        }
-        changed_.notify_all();
-      });
+  auto wake = [this, weak = std::weak_ptr<Tracked>(tracked)] {
+    if (auto t = weak.lock()) t->armed = false;
+    {
+      std::lock_guard lock(mutex_);
+      flush_due_ = true;
+    }
+    changed_.notify_all();
+  };
+  const bool registered = tracked->state->wait_after(after, std::move(wake)).has_value();
   if (!registered) {  // already something to store
     tracked->armed = false;
     std::lock_guard lock(mutex_);
@@ -466,6 +466,15 @@ std::shared_ptr<RunState> ClusterRuns::find(const std::string& tenant, const std
   if (t) {
     if (t->state->tenant != tenant) return nullptr;
     refresh(*t);
+    // A finished run another node's DELETE forgot is not served from this node's copy.
+    if (is_terminal(t->state->status()) && !t->executing) {
+      auto row = deps_.store->find(tenant, run_id);
+      if (row && !*row) {  // gone (a store error keeps serving the copy)
+        std::lock_guard lock(mutex_);
+        runs_.erase(run_id);
+        return nullptr;
+      }
+    }
     return t->state;
   }
   auto row = deps_.store->find(tenant, run_id);
@@ -531,7 +540,13 @@ std::expected<void, ApiError> ClusterRuns::forget(const std::string& tenant,
     auto running = deps_.store->session_running(tenant, session);
     if (!running)
       return std::unexpected(api_error(500, "store_failed", running.error().describe()));
-    if (!*running || Clock::now() > deadline) break;
+    if (!*running) break;
+    // A run that has not stopped would write after the delete (rows no DELETE finds again).
+    if (Clock::now() > deadline) {
+      return std::unexpected(
+          api_error(409, "session_busy",
+                    "the session's run is still stopping; nothing was deleted, retry the DELETE"));
+    }
     std::unique_lock lock(mutex_);
     changed_.wait_for(lock, std::chrono::milliseconds(50));
   }

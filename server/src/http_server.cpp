@@ -130,16 +130,18 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
                                      std::chrono::steady_clock::duration max) {
     auto exec = co_await asio::this_coro::executor;
     auto timer = std::make_shared<asio::steady_timer>(exec, max);
-    const bool registered =
+    const auto ticket =
         run->wait_after(after, [exec, weak = std::weak_ptr<asio::steady_timer>(timer)] {
           asio::post(exec, [weak] {
             if (auto t = weak.lock()) t->cancel();
           });
         });
-    if (!registered) co_return true;
+    if (!ticket) co_return true;
     error_code ec;
     co_await timer->async_wait(asio::redirect_error(use_awaitable, ec));
-    co_return ec == asio::error::operation_aborted;
+    const bool changed = ec == asio::error::operation_aborted;
+    if (!changed) run->unwait(*ticket);
+    co_return changed;
   }
 
   awaitable<bool> write_all(beast::tcp_stream& stream, std::string data) {

@@ -53,6 +53,11 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest
     return std::unexpected(api_error(503, "shutting_down", "the server is shutting down"));
   const bool has_session = !request.session.empty();
   const std::string key = slot_key(request.tenant, request.session);
+  if (has_session && forgetting_.contains(key)) {
+    return std::unexpected(api_error(
+        409, "session_busy",
+        "session '" + request.session + "' is being forgotten; retry once the DELETE answered"));
+  }
   auto slot_it = has_session ? slots_.find(key) : slots_.end();
   const bool busy = slot_it != slots_.end() && slot_it->second.active != nullptr;
   if (busy && if_busy == IfBusy::Reject) {
@@ -270,10 +275,13 @@ bool RunManager::session_exists(const std::string& tenant, const std::string& se
 
 std::expected<void, ApiError> RunManager::forget(const std::string& tenant,
                                                  const std::string& session) {
+  const std::string key = slot_key(tenant, session);
   std::vector<std::shared_ptr<RunState>> stopping;
   {
     std::lock_guard lock(mutex_);
-    if (auto it = slots_.find(slot_key(tenant, session)); it != slots_.end()) {
+    if (!forgetting_.insert(key).second)
+      return std::unexpected(api_error(409, "session_busy", "the session is being forgotten"));
+    if (auto it = slots_.find(key); it != slots_.end()) {
       for (auto& q : it->second.queue) cancel_queued(q);
       queued_ -= it->second.queue.size();
       it->second.queue.clear();
@@ -283,15 +291,29 @@ std::expected<void, ApiError> RunManager::forget(const std::string& tenant,
       }
     }
   }
-  // The cancelled run saves what it said so far: wait for it, then delete everything.
+  struct Unmark {
+    RunManager& m;
+    const std::string& key;
+    ~Unmark() {
+      std::lock_guard lock(m.mutex_);
+      m.forgetting_.erase(key);
+    }
+  } unmark{*this, key};
+  // The cancelled run saves what it said so far: wait for it, then delete everything. A run that
+  // has not stopped by then would write after the delete (rows no DELETE finds again): refuse.
   {
     std::unique_lock lock(mutex_);
-    idle_.wait_for(lock, std::chrono::seconds(10), [&] {
+    const bool stopped = idle_.wait_for(lock, std::chrono::seconds(10), [&] {
       for (auto& r : stopping) {
         if (!is_terminal(r->status())) return false;
       }
-      return slots_.find(slot_key(tenant, session)) == slots_.end();
+      return slots_.find(key) == slots_.end();
     });
+    if (!stopped) {
+      return std::unexpected(
+          api_error(409, "session_busy",
+                    "the session's run is still stopping; nothing was deleted, retry the DELETE"));
+    }
   }
   if (auto r = forget_session_data(*deps_.kernel, *deps_.config, tenant, session); !r) return r;
   if (deps_.approvals) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,8 @@ class RunManager final : public Runs {
   mutable std::mutex mutex_;
   std::condition_variable idle_;
   std::map<std::string, Slot> slots_;  // sessions with an active or queued run only
+  // Sessions a DELETE is forgetting: a run submitted meanwhile would outlive the forget.
+  std::set<std::string> forgetting_;
   std::map<std::string, std::shared_ptr<RunState>> runs_;  // live and recently finished
   // Finished runs read back from serve.db while someone follows them: one copy of the result
   // (and of big events' renderings) however many follow.

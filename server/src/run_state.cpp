@@ -39,10 +39,10 @@ RunState::RunState(std::string id_, std::string tenant_, std::string session_,
       created_at(std::move(created_at_)) {}
 
 void RunState::wake(std::unique_lock<std::mutex>& lock) {
-  std::vector<std::function<void()>> wakers;
+  std::map<std::uint64_t, std::function<void()>> wakers;
   wakers.swap(wakers_);
   lock.unlock();
-  for (auto& w : wakers) w();
+  for (auto& [ticket, w] : wakers) w();
 }
 
 void RunState::append(std::string name, Json data) {
@@ -176,11 +176,18 @@ std::uint64_t RunState::last_event_id() const {
   return pager_ ? stored_count_ : events_.size();
 }
 
-bool RunState::wait_after(std::uint64_t after, std::function<void()> waker) {
+std::optional<std::uint64_t> RunState::wait_after(std::uint64_t after,
+                                                  std::function<void()> waker) {
   std::lock_guard lock(mutex_);
-  if (after < events_.size() || is_terminal(status_)) return false;
-  wakers_.push_back(std::move(waker));
-  return true;
+  if (after < events_.size() || is_terminal(status_)) return std::nullopt;
+  const std::uint64_t ticket = ++next_ticket_;
+  wakers_.emplace(ticket, std::move(waker));
+  return ticket;
+}
+
+void RunState::unwait(std::uint64_t ticket) {
+  std::lock_guard lock(mutex_);
+  wakers_.erase(ticket);
 }
 
 Json RunState::summary() const {

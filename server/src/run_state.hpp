@@ -87,8 +87,12 @@ class RunState {
   Rendered cached_render(std::uint64_t id, const std::string& key);
   std::uint64_t last_event_id() const;
   // Registers `waker` to be called once, from any thread, at the next event or finish; returns
-  // false (and registers nothing) when there is already something beyond `after` to read.
-  bool wait_after(std::uint64_t after, std::function<void()> waker);
+  // its ticket, or nothing (and registers nothing) when there is already something beyond
+  // `after` to read.
+  std::optional<std::uint64_t> wait_after(std::uint64_t after, std::function<void()> waker);
+  // Drops a waker whose wait ended otherwise (a heartbeat's timeout), so a follower of a run that
+  // stays quiet for a day does not pile one up per heartbeat.
+  void unwait(std::uint64_t ticket);
 
   // {"run_id", "session_id", "status", "created_at", "result"?, "node"?, "attempt"?}
   Json summary() const;
@@ -105,7 +109,8 @@ class RunState {
   Pager pager_;
   std::mutex render_mutex_;
   std::map<std::pair<std::uint64_t, std::string>, std::weak_ptr<const std::string>> rendered_;
-  std::vector<std::function<void()>> wakers_;
+  std::map<std::uint64_t, std::function<void()>> wakers_;
+  std::uint64_t next_ticket_ = 0;
   Json result_;
   std::string node_;  // cluster mode: the node that runs or ran it
   int attempt_ = 0;

@@ -96,6 +96,10 @@ Result<std::unique_ptr<WebhookOutbox>> WebhookOutbox::open(const std::filesystem
   }
   sqlite3_busy_timeout(db, kBusyTimeoutMs);
   std::unique_ptr<WebhookOutbox> outbox(new WebhookOutbox(db));
+  // secure_delete is per connection: this one rewrites and prunes bodies (answers, tool output),
+  // and their old copies must be zeroed too, or a forgotten session's words stay in free pages.
+  if (sqlite3_exec(db, "PRAGMA secure_delete=ON", nullptr, nullptr, nullptr) != SQLITE_OK)
+    return db_error(db, "setting secure_delete on the webhook outbox");
   for (const char* sql : kSchema) {
     if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK)
       return db_error(db, "creating the webhook outbox");

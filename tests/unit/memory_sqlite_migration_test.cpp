@@ -111,5 +111,51 @@ TEST(MemorySqliteMigration, RowsWrittenBeforeTenantsAreLocals) {
   EXPECT_TRUE(store.export_json(other).value().dump().find("quokka") == std::string::npos);
 }
 
+// kernex serve kept a tenant's conversations on channel "serve/<tenant>" before tenants were a
+// column: the migration gives them (and their usage) to that tenant, so the tenant still reads and
+// forgets its history, and local, the CLI's scope, never recalls it.
+TEST(MemorySqliteMigration, ServeConversationsGoToTheirTenant) {
+  testing::TempDir dir;
+  const auto path = dir.path() / "memory.db";
+  PluginHost host = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
+  const Json options{{"path", path.string()}};
+  const MemoryScope local = MemoryScope::local();
+  std::string serve_conv, cli_conv;
+  {
+    auto s = host.create_memory("sqlite", options).value();
+    serve_conv =
+        s->open_conversation(local, {"serve/acme", "support", ""}, std::chrono::minutes(60))
+            .value();
+    ASSERT_TRUE(s->append_messages(local, serve_conv, {ContextEntry::user("acme card wombat")}));
+    ASSERT_TRUE(s->record_usage(local, UsageRecord{serve_conv, "support", "m", "p", Usage{5, 1}}));
+    cli_conv =
+        s->open_conversation(local, {"cli", "support", ""}, std::chrono::minutes(60)).value();
+    ASSERT_TRUE(s->append_messages(local, cli_conv, {ContextEntry::user("local card numbat")}));
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, kBeforeTenants, nullptr, nullptr, &error);
+  const std::string message = error ? error : "";
+  sqlite3_free(error);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << message;
+
+  auto s = host.create_memory("sqlite", options);
+  ASSERT_TRUE(s) << s.error().describe();
+  MemoryStore& store = **s;
+  const MemoryScope acme = MemoryScope::of("acme").value();
+  EXPECT_EQ(store.message_count(acme, serve_conv).value(), 1u);
+  EXPECT_FALSE(store.message_count(local, serve_conv));
+  EXPECT_EQ(store.message_count(local, cli_conv).value(), 1u);
+  EXPECT_EQ(store.usage_by_day(acme).value().size(), 1u);
+  EXPECT_TRUE(store.usage_by_day(local).value().empty());
+  EXPECT_TRUE(
+      store.recall(local, RecallQuery{"card", "support", 5, "", 0, std::nullopt}).value().size() ==
+      1u);
+  ASSERT_TRUE(store.delete_conversation(acme, serve_conv));
+  EXPECT_TRUE(store.export_json(acme).value().dump().find("wombat") == std::string::npos);
+}
+
 }  // namespace
 }  // namespace kernex
