@@ -723,6 +723,22 @@ class Builder {
     return {};
   }
 
+  // Inside a kernel file, and not in a tool area below it (a serve session's workspace lies in
+  // the data dir's tool area).
+  bool inside_kernel_file(const fs::path& p) const {
+    return std::any_of(kernel_files_.begin(), kernel_files_.end(), [&](const auto& k) {
+      for (const fs::path* form : {&k.path, &k.resolved}) {
+        if (!is_within(p, *form)) continue;
+        const bool in_area =
+            std::any_of(tool_areas_.begin(), tool_areas_.end(), [&](const auto& a) {
+              return is_within(p, a.path) && is_within(a.path, *form) && a.path != *form;
+            });
+        if (!in_area) return true;
+      }
+      return false;
+    });
+  }
+
   // Read-only as a whole, or with git_writes everything that can name a program or a directory,
   // whether it exists yet or not (git_guard.hpp); each submodule gitdir guarded the same way.
   Result<void> protect_gitdir(MountPlan& plan, const fs::path& root, const fs::path& gitdir,
@@ -736,6 +752,10 @@ class Builder {
     KERNEX_ASSIGN_OR_RETURN(const auto modules, guard_writable_gitdir(plan, gitdir));
     for (const auto& m : modules) {
       if (depth + 1 > 4) continue;  // deeper ones stay read-only whole, inside modules/
+      // Inside a kernel file (a trusted skill's own .git): read-only whole. A writable bind below
+      // would make its parents the overlay's, not the real tree's, and a layer could then shadow
+      // the skill the kernel trusted (mount_plan.cpp, finish()).
+      if (inside_kernel_file(m)) continue;
       KERNEX_RETURN_IF_ERROR(plan.writable(m));
       if (auto r = protect_gitdir(plan, root, m, depth + 1); !r) return r;
     }

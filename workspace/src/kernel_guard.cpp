@@ -17,12 +17,16 @@ bool reaches(const Change& c, std::string_view kernel) {
   return c.kind != ChangeKind::Added && at_or_below(kernel, c.path);
 }
 
+// A rename out of a kernel path takes it away: only a forced path naming the kernel path lands
+// it, never one naming where it went.
 bool forced_at(const Change& c, std::string_view kernel, const KernelGuard& guard) {
+  const bool renamed = c.kind == ChangeKind::Renamed;
+  const bool out_of_kernel = renamed && at_or_below(c.from, kernel);
   return std::any_of(guard.forced.begin(), guard.forced.end(), [&](const std::string& f) {
     if (f.empty() || f == ".") return false;
-    const bool names_change =
-        at_or_below(c.path, f) || (c.kind == ChangeKind::Renamed && at_or_below(c.from, f));
-    return names_change && (at_or_below(f, kernel) || f == c.path);
+    const bool names_change = at_or_below(c.path, f) || (renamed && at_or_below(c.from, f));
+    if (!names_change) return false;
+    return at_or_below(f, kernel) || (!out_of_kernel && f == c.path);
   });
 }
 
