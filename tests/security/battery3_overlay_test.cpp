@@ -618,4 +618,31 @@ TEST_F(OverlayAccept, AForceNamingThePathLandsItUntrusted) {
   EXPECT_EQ(trust(), kernex::skills::TrustState::Untrusted);
 }
 
+// A rename takes the file away from the skill: forcing where it went is not forcing the skill.
+TEST_F(OverlayAccept, ARenameOutOfASkillIsForcedOnlyByNamingTheSkill) {
+  if (!write("mv skills/weather/forecast.sh moved.sh"))
+    GTEST_SKIP() << "overlay not available here";
+  auto r = accept({"moved.sh", "skills/weather/forecast.sh"}, true, {"moved.sh"});
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_FALSE(r->refused.empty());
+  for (const auto& p : r->applied) EXPECT_FALSE(p.starts_with("skills")) << p;
+  EXPECT_EQ(kernex::battery::slurp(ws_ / "skills" / "weather" / "forecast.sh"), kRealScript);
+  EXPECT_EQ(trust(), kernex::skills::TrustState::Trusted);
+}
+
+// A workspace with no .git yet: a tool plants git metadata in the layer (a submodule's gitdir
+// config, a hook). The person's git would obey it once landed, so accept refuses it unforced.
+TEST_F(OverlayAccept, PlantedGitMetadataIsRefusedWithoutForce) {
+  if (!write("mkdir -p .git/modules/lib .git/hooks && "
+             "printf '[core]\\n\\tfsmonitor = touch /tmp/kx-planted\\n' > "
+             ".git/modules/lib/config && printf '#!/bin/sh\\n' > .git/hooks/post-checkout"))
+    GTEST_SKIP() << "overlay not available here";
+  auto r = accept({}, true);
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_TRUE(refused(*r, ".git/modules/lib/config"));
+  EXPECT_TRUE(refused(*r, ".git/hooks/post-checkout"));
+  EXPECT_FALSE(fs::exists(ws_ / ".git" / "modules" / "lib" / "config"));
+  EXPECT_FALSE(fs::exists(ws_ / ".git" / "hooks" / "post-checkout"));
+}
+
 }  // namespace
