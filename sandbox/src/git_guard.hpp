@@ -12,20 +12,12 @@
 #include <vector>
 
 #include "kernex/error.hpp"
+#include "kernex/sandbox/git_metadata.hpp"
 #include "mount_plan.hpp"
 
 namespace kernex::sandbox {
 
-// Files of a gitdir that name programs or where configuration comes from: made empty when missing,
-// then kept read-only.
-inline constexpr const char* kGitGuardedFiles[] = {"config", "config.worktree"};
-// Files that redirect a gitdir and have no neutral empty form (an empty `commondir` breaks git):
-// kept read-only when they exist.
-inline constexpr const char* kGitGuardedIfPresent[] = {"commondir", "gitdir"};
-// Directories whose whole content git trusts (hooks, attributes and excludes, alternates, the
-// gitdirs of linked worktrees and of submodules): made when missing, then kept read-only.
-inline constexpr const char* kGitGuardedDirs[] = {"hooks", "info", "objects/info", "worktrees",
-                                                  "modules"};
+// The guarded names: kernex/sandbox/git_metadata.hpp.
 
 // Adds the read-only binds (and the pins that keep them in place) of the writable gitdir `gitdir`
 // to `plan`. Returns the submodule gitdirs found below `modules/` (a name may hold slashes:

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernex/kernel_files.hpp"
+#include "kernex/sandbox/git_metadata.hpp"
 #include "kernex/skills/trust.hpp"
 
 namespace kernex::skills {
@@ -29,13 +30,13 @@ bool related(const std::string& a, const std::string& b) {
 std::vector<std::string> kernel_paths_in(const fs::path& root, const fs::path& trust_store) {
   std::error_code ec;
   const fs::path real = fs::weakly_canonical(root, ec);
+  std::vector<std::string> out{"AGENTS.md", "ROLE.md", "kernex.yaml"};
   // What git at the root will trust or run (config, hooks, a submodule's or worktree's gitdir)
   // is a kernel path too: an overlay run with git_writes may leave one in its layer, and the
   // person's next git command would obey it (sandbox/README.md, "What no mount can stop").
-  std::vector<std::string> out{
-      "AGENTS.md",      "ROLE.md",     "kernex.yaml", ".git/config", ".git/config.worktree",
-      ".git/commondir", ".git/gitdir", ".git/hooks",  ".git/info",   ".git/objects/info",
-      ".git/worktrees", ".git/modules"};
+  for (const char* name : sandbox::kGitGuardedFiles) out.push_back(std::string(".git/") + name);
+  for (const char* name : sandbox::kGitGuardedIfPresent) out.push_back(std::string(".git/") + name);
+  for (const char* name : sandbox::kGitGuardedDirs) out.push_back(std::string(".git/") + name);
   auto add = [&](const fs::path& p) {
     for (const fs::path& base : {root.lexically_normal(), real}) {
       if (auto rel = inside(base, p); rel && !rel->empty()) out.push_back(*rel);

@@ -54,6 +54,18 @@ CREATE INDEX outcomes_sender_newest ON outcomes (sender_id, id);
 DELETE FROM _migrations WHERE name = '007_tenants';
 )sql";
 
+// Rewrites the file at `path` to the schema migrations 001-006 left (kBeforeTenants).
+void put_back_before_tenants(const std::filesystem::path& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, kBeforeTenants, nullptr, nullptr, &error);
+  const std::string message = error ? error : "";
+  sqlite3_free(error);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << message;
+}
+
 TEST(MemorySqliteMigration, RowsWrittenBeforeTenantsAreLocals) {
   testing::TempDir dir;
   const auto path = dir.path() / "memory.db";
@@ -78,14 +90,7 @@ TEST(MemorySqliteMigration, RowsWrittenBeforeTenantsAreLocals) {
     t.due_at = "2099-01-01 00:00:00";
     task = s->create_task(local, t).value();
   }
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* error = nullptr;
-  const int rc = sqlite3_exec(db, kBeforeTenants, nullptr, nullptr, &error);
-  const std::string message = error ? error : "";
-  sqlite3_free(error);
-  sqlite3_close(db);
-  ASSERT_EQ(rc, SQLITE_OK) << message;
+  ASSERT_NO_FATAL_FAILURE(put_back_before_tenants(path));
 
   auto s = host.create_memory("sqlite", options);
   ASSERT_TRUE(s) << s.error().describe();
@@ -132,14 +137,7 @@ TEST(MemorySqliteMigration, ServeConversationsGoToTheirTenant) {
         s->open_conversation(local, {"cli", "support", ""}, std::chrono::minutes(60)).value();
     ASSERT_TRUE(s->append_messages(local, cli_conv, {ContextEntry::user("local card numbat")}));
   }
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* error = nullptr;
-  const int rc = sqlite3_exec(db, kBeforeTenants, nullptr, nullptr, &error);
-  const std::string message = error ? error : "";
-  sqlite3_free(error);
-  sqlite3_close(db);
-  ASSERT_EQ(rc, SQLITE_OK) << message;
+  ASSERT_NO_FATAL_FAILURE(put_back_before_tenants(path));
 
   auto s = host.create_memory("sqlite", options);
   ASSERT_TRUE(s) << s.error().describe();
