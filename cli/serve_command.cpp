@@ -87,8 +87,7 @@ int keys(const std::optional<std::string>& file, const ServeArgs& args) {
 int webhooks(const std::optional<std::string>& file, const ServeArgs& args) {
   auto config = serve_config(file, args);
   if (!config) return report(config.error());
-  return server::serve_webhooks_command(config->data_dir / "serve.db", args.webhooks_args,
-                                        std::cout, std::cerr);
+  return server::serve_webhooks_command(*config, args.webhooks_args, std::cout, std::cerr);
 }
 
 }  // namespace

@@ -144,11 +144,17 @@ std::expected<std::shared_ptr<RunState>, ApiError> ClusterRuns::submit(RunReques
   row.status = "queued";
   row.created_at = utc_now();
   row.request = request.to_json();
-  auto admitted = deps_.store->submit(row, if_busy);
+  LimitRefusal refused;
+  auto admitted = deps_.store->submit(row, if_busy, &refused);
   if (!admitted) {
     log(LogLevel::Error, "serve: " + admitted.error().describe());
     return std::unexpected(
         api_error(500, "store_failed", "the run could not be recorded; nothing was started"));
+  }
+  if (*admitted == ClusterStore::Admitted::Limited) {  // cluster-wide limits (cluster_limits.hpp)
+    ApiError e = api_error(429, "rate_limited", refused.message);
+    e.retry_after_s = static_cast<unsigned>(std::max<long long>(1, refused.retry_after.count()));
+    return std::unexpected(e);
   }
   if (*admitted == ClusterStore::Admitted::Busy) {
     return std::unexpected(api_error(409, "session_busy",

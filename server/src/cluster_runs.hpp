@@ -30,7 +30,7 @@ class ClusterRuns final : public Runs {
     std::vector<skills::Skill> skills;
     std::unique_ptr<ClusterStore> store;
     RunObserver* observer = nullptr;    // may be null
-    RunAdmission* admission = nullptr;  // may be null; limits are per node
+    RunAdmission* admission = nullptr;  // may be null; ClusterLimits counts in the database
   };
   explicit ClusterRuns(Deps deps);
   ~ClusterRuns() override;

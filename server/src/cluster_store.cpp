@@ -1,5 +1,6 @@
 #include "cluster_store.hpp"
 
+#include "cluster_ops_schema.hpp"
 #include "run_executor.hpp"
 
 namespace kernex::server {
@@ -159,8 +160,10 @@ Result<void> notify(Connection& c, const char* channel, const std::string& paylo
 }
 
 // Cancels one queued run (row locked by the caller): status, result and its run_end event.
-Result<void> cancel_queued(Connection& c, const std::string& id, const std::string& session) {
+Result<void> cancel_queued(Connection& c, const std::string& id, const std::string& session,
+                           const ClusterHooks& hooks) {
   const Json body = cancelled_result(id, session);
+  if (hooks.run_end) KERNEX_RETURN_IF_ERROR(hooks.run_end(c, id, RunStatus::Cancelled, body));
   KERNEX_RETURN_IF_ERROR(
       c.exec("UPDATE serve_runs SET status = 'cancelled', result = $2, "
              "ended_at = clock_timestamp() WHERE "
@@ -178,8 +181,8 @@ Result<void> lock_session(Connection& c, const std::string& tenant, const std::s
 }
 
 // Cancels the session's queued runs and flags its running one (the session lock is held).
-Result<void> interrupt_session(Connection& c, const std::string& tenant,
-                               const std::string& session) {
+Result<void> interrupt_session(Connection& c, const std::string& tenant, const std::string& session,
+                               const ClusterHooks& hooks) {
   KERNEX_ASSIGN_OR_RETURN(
       auto active, c.exec("SELECT id, status FROM serve_runs WHERE tenant = $1 AND session = $2 "
                           "AND status IN ('queued', 'running') ORDER BY seq FOR UPDATE",
@@ -187,7 +190,7 @@ Result<void> interrupt_session(Connection& c, const std::string& tenant,
   for (int i = 0; i < active.size(); ++i) {
     const std::string id = active.text(i, 0);
     if (active.text(i, 1) == "queued") {
-      if (auto r = cancel_queued(c, id, session); !r) return r;
+      if (auto r = cancel_queued(c, id, session, hooks); !r) return r;
       continue;
     }
     if (auto r = c.exec("UPDATE serve_runs SET cancel_requested = true WHERE id = $1", {id}); !r) {
@@ -204,10 +207,12 @@ Result<std::unique_ptr<ClusterStore>> ClusterStore::open(const pg::Options& opti
                                                          std::size_t pool_size) {
   std::unique_ptr<ClusterStore> store(new ClusterStore(options, pool_size));
   KERNEX_RETURN_IF_ERROR(store->pool_.transaction<bool>(migrate));
+  KERNEX_RETURN_IF_ERROR(store->pool_.transaction<bool>(migrate_cluster_ops));
   return store;
 }
 
-Result<ClusterStore::Admitted> ClusterStore::submit(const SharedRun& run, IfBusy if_busy) {
+Result<ClusterStore::Admitted> ClusterStore::submit(const SharedRun& run, IfBusy if_busy,
+                                                    LimitRefusal* refused) {
   return pool_.transaction<Admitted>([&](Connection& c) -> Result<Admitted> {
     if (!run.session.empty()) {
       KERNEX_RETURN_IF_ERROR(lock_session(c, run.tenant, run.session));
@@ -219,7 +224,14 @@ Result<ClusterStore::Admitted> ClusterStore::submit(const SharedRun& run, IfBusy
         if (!busy) return std::unexpected(busy.error());
         if (!busy->empty()) return Admitted::Busy;
       } else if (if_busy == IfBusy::Interrupt) {
-        KERNEX_RETURN_IF_ERROR(interrupt_session(c, run.tenant, run.session));
+        KERNEX_RETURN_IF_ERROR(interrupt_session(c, run.tenant, run.session, hooks_));
+      }
+    }
+    if (hooks_.admit) {
+      KERNEX_ASSIGN_OR_RETURN(auto refusal, hooks_.admit(c, run.tenant));
+      if (refusal) {
+        if (refused) *refused = std::move(*refusal);
+        return Admitted::Limited;
       }
     }
     KERNEX_RETURN_IF_ERROR(
@@ -305,7 +317,7 @@ Result<std::vector<std::string>> ClusterStore::reap(const ClusterConfig& cluster
       const std::string why = "node " + node + " stopped renewing its lease";
       Result<void> done;
       if (lost.boolean(i, 3)) {
-        done = cancel_queued(c, id, session);
+        done = cancel_queued(c, id, session, hooks_);
       } else if (cluster.retry_lost && attempt < static_cast<int>(cluster.max_attempts)) {
         KERNEX_RETURN_IF_ERROR(c.exec(
             "UPDATE serve_runs SET status = 'queued', lease_until = NULL WHERE id = $1", {id}));
@@ -321,7 +333,8 @@ Result<std::vector<std::string>> ClusterStore::reap(const ClusterConfig& cluster
             c.exec("UPDATE serve_runs SET status = 'failed', result = $2, lease_until = NULL, "
                    "ended_at = clock_timestamp() WHERE id = $1",
                    {id, dump(error)}));
-        done = append_one(c, id, "error", error);
+        if (hooks_.run_end) done = hooks_.run_end(c, id, RunStatus::Failed, error);
+        if (done) done = append_one(c, id, "error", error);
         if (done) done = notify(c, kEventsChannel, id);
       }
       if (!done) return std::unexpected(done.error());
@@ -364,7 +377,7 @@ Result<bool> ClusterStore::append_events(const std::string& id, const std::strin
 Result<bool> ClusterStore::finish(const std::string& id, const std::string& node, int attempt,
                                   RunStatus status, const Json& result,
                                   const std::vector<RunEvent>& events) {
-  return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+  auto stored = pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     auto held = hold(c, id, node, attempt, "FOR UPDATE");
     if (!held || !*held) return held;
     KERNEX_RETURN_IF_ERROR(insert_events(c, id, events));
@@ -373,10 +386,13 @@ Result<bool> ClusterStore::finish(const std::string& id, const std::string& node
                "clock_timestamp() "
                "WHERE id = $1",
                {id, std::string(to_string(status)), dump(result)}));
+    if (hooks_.run_end) KERNEX_RETURN_IF_ERROR(hooks_.run_end(c, id, status, result));
     KERNEX_RETURN_IF_ERROR(notify(c, kEventsChannel, id));
     KERNEX_RETURN_IF_ERROR(notify(c, kQueueChannel, ""));
     return true;
   });
+  if (stored && *stored && hooks_.after_run_end) hooks_.after_run_end();
+  return stored;
 }
 
 Result<bool> ClusterStore::holds(const std::string& id, const std::string& node, int attempt) {
@@ -394,7 +410,7 @@ Result<ClusterStore::CancelOutcome> ClusterStore::cancel(const std::string& tena
     if (row->empty()) return CancelOutcome::NotFound;
     const std::string status = row->text(0, 0);
     if (status == "queued") {
-      KERNEX_RETURN_IF_ERROR(cancel_queued(c, id, row->text(0, 1)));
+      KERNEX_RETURN_IF_ERROR(cancel_queued(c, id, row->text(0, 1), hooks_));
       return CancelOutcome::CancelledQueued;
     }
     if (status != "running") return CancelOutcome::Finished;
@@ -409,7 +425,8 @@ Result<ClusterStore::CancelOutcome> ClusterStore::cancel(const std::string& tena
 Result<void> ClusterStore::cancel_session(const std::string& tenant, const std::string& session) {
   KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     if (auto r = lock_session(c, tenant, session); !r) return std::unexpected(r.error());
-    if (auto r = interrupt_session(c, tenant, session); !r) return std::unexpected(r.error());
+    if (auto r = interrupt_session(c, tenant, session, hooks_); !r)
+      return std::unexpected(r.error());
     return true;
   }));
   return {};
@@ -436,6 +453,7 @@ Result<void> ClusterStore::delete_session(const std::string& tenant, const std::
   // Under the session's lock, like submit and cancel_session: no run of it is admitted meanwhile.
   KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     if (auto r = lock_session(c, tenant, session); !r) return std::unexpected(r.error());
+    if (auto r = forget_session_outbox(c, tenant, session); !r) return std::unexpected(r.error());
     auto r = c.exec("DELETE FROM serve_runs WHERE tenant = $1 AND session = $2", {tenant, session});
     if (!r) return std::unexpected(r.error());
     return true;

@@ -15,6 +15,7 @@
 
 #include "kernex/json.hpp"
 #include "kernex/pg/pool.hpp"
+#include "cluster_hooks.hpp"
 #include "kernex/server/serve_config.hpp"
 #include "run_state.hpp"
 
@@ -50,11 +51,15 @@ class ClusterStore {
   static Result<std::unique_ptr<ClusterStore>> open(const pg::Options& options,
                                                     std::size_t pool_size);
 
-  enum class Admitted { Queued, Busy };
+  // Cluster mode's webhooks and limits (cluster_hooks.hpp); set before the store is shared.
+  void set_hooks(ClusterHooks hooks) { hooks_ = std::move(hooks); }
+
+  enum class Admitted { Queued, Busy, Limited };
   // Inserts the run as queued unless its session is busy and `if_busy` is reject; interrupt
   // cancels the session's queued runs and asks its running one to stop. One transaction, under a
   // per-session advisory lock, so two nodes deciding for one session never both see it idle.
-  Result<Admitted> submit(const SharedRun& run, IfBusy if_busy);
+  // Limited: hooks.admit refused it (why in `refused`).
+  Result<Admitted> submit(const SharedRun& run, IfBusy if_busy, LimitRefusal* refused = nullptr);
   // Claims the oldest claimable run: queued, and the first of its session with none running.
   Result<std::optional<ClaimedRun>> claim(const std::string& node, std::chrono::seconds lease);
   // Extends the claims of `node` on `ids` (the runs it executes); returns those it still holds. A
@@ -98,6 +103,7 @@ class ClusterStore {
   // Renewals and reaping have their own connection: runs busy with the main pool must never
   // delay the renewal that keeps their claims.
   pg::Pool control_;
+  ClusterHooks hooks_;
 };
 
 }  // namespace kernex::server

@@ -14,6 +14,8 @@
 #include "kernex/server/serve_config.hpp"
 #include "kernex/server/tenant_limits.hpp"
 #include "log_context.hpp"
+#include "cluster_limits.hpp"
+#include "cluster_outbox.hpp"
 #include "cluster_runs.hpp"
 #include "run_manager.hpp"
 #include "webhook_sender.hpp"
@@ -86,6 +88,7 @@ class Limits final : public RunAdmission {
   void release(const std::string& tenant, std::uint64_t tokens, double cost_usd) override {
     limits_.finish(tenant, tokens, cost_usd);
   }
+  TenantLimit limit_for(const std::string& tenant) const { return limits_.limit_for(tenant); }
 
  private:
   TenantLimits limits_;
@@ -167,17 +170,37 @@ class StreamGauges {
 
 }  // namespace
 
+// Cluster mode's webhooks (the outbox in PostgreSQL) and limits (counted there), for the store's
+// transactions; returns them with the admission ClusterRuns reports usage to.
+static Result<std::pair<ClusterHooks, RunAdmission*>> cluster_hooks(
+    const ServeConfig& config, const pg::Options& options, const Limits* local,
+    std::unique_ptr<Webhooks>& webhooks) {
+  ClusterHooks hooks;
+  if (!config.webhooks.empty()) {
+    std::chrono::milliseconds slowest{0};
+    for (const auto& e : config.webhooks) slowest = std::max(slowest, e.timeout);
+    KERNEX_ASSIGN_OR_RETURN(auto outbox, ClusterOutbox::open(options, slowest));
+    KERNEX_ASSIGN_OR_RETURN(webhooks, Webhooks::create(config.webhooks, std::move(outbox)));
+    add_webhook_hooks(hooks, webhooks->sink());
+  }
+  if (!local) return std::pair{std::move(hooks), static_cast<RunAdmission*>(nullptr)};
+  KERNEX_ASSIGN_OR_RETURN(auto limits,
+                          ClusterLimits::open(options, [local](const std::string& tenant) {
+                            return local->limit_for(tenant);
+                          }));
+  RunAdmission* counted = limits.get();
+  ClusterLimits::add_to(hooks, std::move(limits));  // the store's hook keeps it alive
+  return std::pair{std::move(hooks), counted};
+}
+
 // With the postgres memory store, runs live in the same database and every node shares them;
 // otherwise this process keeps them in <data_dir>/serve.db, beside the webhook outbox.
 static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig& config,
                                                std::vector<skills::Skill> skills,
-                                               RunObserver* observer, RunAdmission* admission,
+                                               RunObserver* observer, Limits* admission,
                                                std::unique_ptr<Webhooks>& webhooks) {
   const auto& memory = kernel.config().memory;
   if (memory && memory->name == "postgres") {
-    if (!config.webhooks.empty())
-      return fail(ErrorCode::Config,
-                  "serve.webhooks: not supported yet with the postgres run store (cluster mode)");
     pg::Options options;
     if (auto it = memory->config.find("dsn"); it != memory->config.end() && it->is_string())
       options.dsn = *it;
@@ -188,8 +211,10 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
     options.statement_timeout = std::max(std::chrono::milliseconds(1000), third);
     options.idle_in_transaction_timeout = std::max(std::chrono::milliseconds(1000), third);
     KERNEX_ASSIGN_OR_RETURN(auto store, ClusterStore::open(options, config.cluster.pool_size));
+    KERNEX_ASSIGN_OR_RETURN(auto hooks, cluster_hooks(config, options, admission, webhooks));
+    store->set_hooks(std::move(hooks.first));
     ClusterRuns::Deps deps{&kernel,          &config,  std::move(skills),
-                           std::move(store), observer, admission};
+                           std::move(store), observer, hooks.second};
     return std::unique_ptr<Runs>(std::make_unique<ClusterRuns>(std::move(deps)));
   }
   const auto db = kernel.config().data_dir / "serve.db";

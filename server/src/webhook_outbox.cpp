@@ -251,4 +251,48 @@ Result<std::size_t> WebhookOutbox::retry(const std::vector<std::int64_t>& ids,
   return changed;
 }
 
+Result<void> WebhookOutbox::put(const WebhookEvent& event,
+                                const std::vector<std::string>& endpoints, const std::string&) {
+  return enqueue(event, endpoints);  // serve.db is one node's: its rows need no tenant column
+}
+
+Result<std::vector<OutboxRow>> WebhookOutbox::take_due(const std::string& endpoint,
+                                                       std::size_t limit) {
+  return due(endpoint, unix_ms_now(), limit);
+}
+
+Result<std::optional<std::int64_t>> WebhookOutbox::wait_ms(const std::string& endpoint) {
+  KERNEX_ASSIGN_OR_RETURN(auto next, next_due(endpoint));
+  if (!next) return std::nullopt;
+  return *next - unix_ms_now();
+}
+
+Result<void> WebhookOutbox::mark_delivered(const OutboxRow& row) {
+  return delivered(row.id, unix_ms_now());
+}
+
+Result<bool> WebhookOutbox::mark_failed(const OutboxRow& row, std::int64_t backoff_ms,
+                                        std::int64_t max_age_ms, const std::string& error) {
+  const std::int64_t attempts = row.attempts + 1;
+  const std::int64_t next = unix_ms_now() + backoff_ms;
+  if (next - row.window_ms > max_age_ms) {
+    KERNEX_RETURN_IF_ERROR(give_up(row.id, attempts, error));
+    return true;
+  }
+  KERNEX_RETURN_IF_ERROR(retry_later(row.id, attempts, next, error));
+  return false;
+}
+
+Result<void> WebhookOutbox::hurry_now(const std::string& endpoint) {
+  return hurry(endpoint, unix_ms_now());
+}
+
+Result<std::size_t> WebhookOutbox::prune_older(std::chrono::milliseconds delivered_before) {
+  return prune_delivered(unix_ms_now() - delivered_before.count());
+}
+
+Result<std::size_t> WebhookOutbox::retry_now(const std::vector<std::int64_t>& ids) {
+  return retry(ids, unix_ms_now());
+}
+
 }  // namespace kernex::server

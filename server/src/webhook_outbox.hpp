@@ -4,6 +4,7 @@
 // `kernex serve webhooks retry` makes failed rows pending again with a fresh age.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -43,7 +44,36 @@ std::int64_t unix_ms_now();
 // "2026-01-31T12:00:00Z"; "" for 0.
 std::string iso_utc(std::int64_t unix_ms);
 
-class WebhookOutbox {
+// Where the outbox rows live, as the sender sees them: serve.db on one node (WebhookOutbox), or
+// PostgreSQL shared by every node (ClusterOutbox: rows claimed with a lease, so one node sends
+// each). Times are the store's own clock: the sender only says "after this long".
+class OutboxStore {
+ public:
+  virtual ~OutboxStore() = default;
+  // One pending row per endpoint, all or none; `tenant` owns them.
+  virtual Result<void> put(const WebhookEvent& event, const std::vector<std::string>& endpoints,
+                           const std::string& tenant) = 0;
+  // Rows of `endpoint` this sender may send now: due, heads of their streams, oldest first (and
+  // held by this sender for a while where several send).
+  virtual Result<std::vector<OutboxRow>> take_due(const std::string& endpoint,
+                                                  std::size_t limit) = 0;
+  // Milliseconds until the endpoint's next row is due (<= 0: now); nullopt: none pending.
+  virtual Result<std::optional<std::int64_t>> wait_ms(const std::string& endpoint) = 0;
+  virtual Result<void> mark_delivered(const OutboxRow& row) = 0;
+  // A failed attempt: due again after `backoff_ms`, or failed for good once that would pass the
+  // max age counted from the row's window. True when it gave up.
+  virtual Result<bool> mark_failed(const OutboxRow& row, std::int64_t backoff_ms,
+                                   std::int64_t max_age_ms, const std::string& error) = 0;
+  // The endpoint answered again: its waiting rows are due now.
+  virtual Result<void> hurry_now(const std::string& endpoint) = 0;
+  virtual Result<std::size_t> prune_older(std::chrono::milliseconds delivered_before) = 0;
+  // Newest first.
+  virtual Result<std::vector<OutboxRow>> list(bool failed_only, std::size_t limit) = 0;
+  // Failed rows (`ids`, or all when empty) become pending, due now, with a fresh max age.
+  virtual Result<std::size_t> retry_now(const std::vector<std::int64_t>& ids) = 0;
+};
+
+class WebhookOutbox final : public OutboxStore {
  public:
   // Opens (and makes, if missing) the outbox table of serve.db on a connection of its own.
   static Result<std::unique_ptr<WebhookOutbox>> open(const std::filesystem::path& serve_db);
@@ -70,9 +100,21 @@ class WebhookOutbox {
   // Forgets deliveries that succeeded before `before_ms` (the outbox would grow forever).
   Result<std::size_t> prune_delivered(std::int64_t before_ms);
   // Newest first.
-  Result<std::vector<OutboxRow>> list(bool failed_only, std::size_t limit);
+  Result<std::vector<OutboxRow>> list(bool failed_only, std::size_t limit) override;
   // Failed rows (`ids`, or all when empty) become pending, due now, with a fresh max age.
   Result<std::size_t> retry(const std::vector<std::int64_t>& ids, std::int64_t now_ms);
+
+  // OutboxStore, on this process's clock (one sender: nothing to claim).
+  Result<void> put(const WebhookEvent& event, const std::vector<std::string>& endpoints,
+                   const std::string& tenant) override;
+  Result<std::vector<OutboxRow>> take_due(const std::string& endpoint, std::size_t limit) override;
+  Result<std::optional<std::int64_t>> wait_ms(const std::string& endpoint) override;
+  Result<void> mark_delivered(const OutboxRow& row) override;
+  Result<bool> mark_failed(const OutboxRow& row, std::int64_t backoff_ms, std::int64_t max_age_ms,
+                           const std::string& error) override;
+  Result<void> hurry_now(const std::string& endpoint) override;
+  Result<std::size_t> prune_older(std::chrono::milliseconds delivered_before) override;
+  Result<std::size_t> retry_now(const std::vector<std::int64_t>& ids) override;
 
  private:
   explicit WebhookOutbox(sqlite3* db) : db_(db) {}

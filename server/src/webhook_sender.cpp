@@ -57,8 +57,8 @@ std::int64_t backoff_ms(const WebhookEndpointConfig& c, std::int64_t attempts,
 
 enum class Attempt { Delivered, Failed, Stopped };
 
-Attempt attempt(http::Client& client, WebhookOutbox& outbox, const Endpoint& ep,
-                const OutboxRow& row, std::mt19937_64& rng, std::stop_token stop) {
+Attempt attempt(http::Client& client, OutboxStore& outbox, const Endpoint& ep, const OutboxRow& row,
+                std::mt19937_64& rng, std::stop_token stop) {
   const std::int64_t t = unix_ms_now() / 1000;
   http::Request req;
   req.url = ep.config.url;
@@ -69,31 +69,27 @@ Attempt attempt(http::Client& client, WebhookOutbox& outbox, const Endpoint& ep,
                  {"X-Kernex-Event-Type", row.type},
                  {"X-Kernex-Signature", webhook_signature(ep.config.secret, t, row.body)}};
   auto response = client.send(req);
-  const std::int64_t now = unix_ms_now();
   if (response && response->status / 100 == 2) {
-    if (auto r = outbox.delivered(row.id, now); !r) log(LogLevel::Error, r.error().describe());
+    if (auto r = outbox.mark_delivered(row); !r) log(LogLevel::Error, r.error().describe());
     return Attempt::Delivered;
   }
   if (stop.stop_requested()) return Attempt::Stopped;  // stays pending, as it was
   const std::string error =
       response ? "HTTP " + std::to_string(response->status) : response.error().describe();
   const std::int64_t attempts = row.attempts + 1;
-  const std::int64_t next = now + backoff_ms(ep.config, attempts, rng);
   const std::int64_t max_age_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(ep.config.max_age).count();
-  Result<void> saved;
-  if (next - row.window_ms > max_age_ms) {
+  auto gave_up = outbox.mark_failed(row, backoff_ms(ep.config, attempts, rng), max_age_ms, error);
+  if (!gave_up) {
+    log(LogLevel::Error, gave_up.error().describe());
+  } else if (*gave_up) {
     log(LogLevel::Warn, "webhook " + row.event_id + " to " + ep.config.url + " failed after " +
                             std::to_string(attempts) + " attempts: " + error);
-    saved = outbox.give_up(row.id, attempts, error);
-  } else {
-    saved = outbox.retry_later(row.id, attempts, next, error);
   }
-  if (!saved) log(LogLevel::Error, saved.error().describe());
   return Attempt::Failed;
 }
 
-void deliver_loop(WebhookOutbox& outbox, Endpoint& ep, std::stop_token stop) {
+void deliver_loop(OutboxStore& outbox, Endpoint& ep, std::stop_token stop) {
   http::ClientOptions options;
   options.max_retries = 0;  // the outbox retries, with its own backoff
   options.connect_timeout = options.read_timeout = options.total_timeout = ep.config.timeout;
@@ -105,26 +101,27 @@ void deliver_loop(WebhookOutbox& outbox, Endpoint& ep, std::stop_token stop) {
   // too) makes its backed-off rows due at once instead of hours later.
   bool down = true;
   while (!stop.stop_requested()) {
-    auto rows = outbox.due(ep.config.url, unix_ms_now(), kBatch);
+    auto rows = outbox.take_due(ep.config.url, kBatch);
     if (!rows) log(LogLevel::Error, "webhooks: " + rows.error().describe());
     bool sent = false;
     for (const auto& row : rows ? *rows : std::vector<OutboxRow>{}) {
       const Attempt a = attempt(client, outbox, ep, row, rng, stop);
       if (a == Attempt::Stopped) return;
-      if (a == Attempt::Delivered && down) (void)outbox.hurry(ep.config.url, unix_ms_now());
+      if (a == Attempt::Delivered && down) (void)outbox.hurry_now(ep.config.url);
       down = a == Attempt::Failed;
       sent = sent || a == Attempt::Delivered;
     }
     if (sent) continue;  // the next events of those runs may be due now
     std::chrono::milliseconds wait = kPoll;
-    if (auto next = outbox.next_due(ep.config.url); next && *next)
-      wait = std::clamp(std::chrono::milliseconds(**next - unix_ms_now()),
-                        std::chrono::milliseconds(0), kPoll);
+    if (auto next = outbox.wait_ms(ep.config.url); next && *next)
+      wait = std::clamp(std::chrono::milliseconds(**next), std::chrono::milliseconds(0), kPoll);
     std::unique_lock lock(ep.mutex);
     ep.cv.wait_for(lock, stop, wait, [&] { return ep.woken; });
     ep.woken = false;
   }
 }
+
+}  // namespace
 
 Json run_event_data(const std::string& run_id, const std::string& tenant,
                     const std::string& session, RunStatus status, const Json& result) {
@@ -142,10 +139,8 @@ Json run_event_data(const std::string& run_id, const std::string& tenant,
   return data;
 }
 
-}  // namespace
-
 struct Webhooks::State {
-  std::unique_ptr<WebhookOutbox> outbox;
+  std::unique_ptr<OutboxStore> outbox;
   std::vector<std::unique_ptr<Endpoint>> endpoints;
 
   std::vector<std::string> wanting(const std::string& type) const {
@@ -184,7 +179,7 @@ std::optional<std::string> process_env(const std::string& name) {
 }
 
 Result<std::unique_ptr<Webhooks>> Webhooks::create(std::vector<WebhookEndpointConfig> endpoints,
-                                                   const std::filesystem::path& serve_db,
+                                                   std::unique_ptr<OutboxStore> outbox,
                                                    const EnvReader& env) {
   auto state = std::make_shared<State>();
   for (std::size_t i = 0; i < endpoints.size(); ++i) {
@@ -201,20 +196,26 @@ Result<std::unique_ptr<Webhooks>> Webhooks::create(std::vector<WebhookEndpointCo
     ep->config = std::move(c);
     state->endpoints.push_back(std::move(ep));
   }
-  KERNEX_ASSIGN_OR_RETURN(state->outbox, WebhookOutbox::open(serve_db));
+  state->outbox = std::move(outbox);
   return std::unique_ptr<Webhooks>(new Webhooks(std::move(state)));
+}
+
+Result<std::unique_ptr<Webhooks>> Webhooks::create(std::vector<WebhookEndpointConfig> endpoints,
+                                                   const std::filesystem::path& serve_db,
+                                                   const EnvReader& env) {
+  KERNEX_ASSIGN_OR_RETURN(auto outbox, WebhookOutbox::open(serve_db));
+  return create(std::move(endpoints), std::move(outbox), env);
 }
 
 Webhooks::~Webhooks() { stop(); }
 
 void Webhooks::start() {
-  const std::int64_t week_ago = unix_ms_now() - kKeepDelivered.count();
-  if (auto pruned = state_->outbox->prune_delivered(week_ago); !pruned)
+  if (auto pruned = state_->outbox->prune_older(kKeepDelivered); !pruned)
     log(LogLevel::Warn, "webhooks: " + pruned.error().describe());
   for (auto& ep : state_->endpoints) {
     if (ep->worker.joinable()) continue;
     Endpoint* e = ep.get();
-    WebhookOutbox* outbox = state_->outbox.get();
+    OutboxStore* outbox = state_->outbox.get();
     ep->worker =
         std::jthread([outbox, e](std::stop_token stop) { deliver_loop(*outbox, *e, stop); });
   }
@@ -238,9 +239,18 @@ Result<std::string> Webhooks::publish(const std::string& type, const std::string
   if (!data.is_object()) data = Json{{"value", data}};
   data["tenant"] = tenant;
   const WebhookEvent event = make_webhook_event(type, data);
-  KERNEX_RETURN_IF_ERROR(state_->outbox->enqueue(event, urls));
+  KERNEX_RETURN_IF_ERROR(state_->outbox->put(event, urls, tenant));
   state_->wake(type);
   return event.id;
+}
+
+Webhooks::Sink Webhooks::sink() {
+  std::shared_ptr<State> state = state_;
+  return Sink{[state](const std::string& type) { return state->wanting(type); },
+              [state] {
+                state->wake("run.completed");
+                state->wake("run.failed");
+              }};
 }
 
 FinishHook Webhooks::finish_hook() {

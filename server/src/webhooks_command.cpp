@@ -2,6 +2,8 @@
 #include <charconv>
 #include <ostream>
 
+#include "cluster_outbox.hpp"
+#include "kernex/config.hpp"
 #include "kernex/server/webhooks.hpp"
 #include "webhook_outbox.hpp"
 
@@ -31,7 +33,7 @@ Json row_json(const OutboxRow& r) {
   return j;
 }
 
-int list(WebhookOutbox* outbox, const std::vector<std::string>& args, std::ostream& out,
+int list(OutboxStore* outbox, const std::vector<std::string>& args, std::ostream& out,
          std::ostream& err) {
   bool failed = false, json = false;
   for (std::size_t i = 1; i < args.size(); ++i) {
@@ -65,7 +67,7 @@ int list(WebhookOutbox* outbox, const std::vector<std::string>& args, std::ostre
   return 0;
 }
 
-int retry(WebhookOutbox* outbox, const std::vector<std::string>& args, std::ostream& out,
+int retry(OutboxStore* outbox, const std::vector<std::string>& args, std::ostream& out,
           std::ostream& err) {
   const bool all = args.size() == 2 && args[1] == "--all-failed";
   if (args.size() < 2) return usage(err, "serve webhooks retry: expected IDs or --all-failed");
@@ -80,7 +82,7 @@ int retry(WebhookOutbox* outbox, const std::vector<std::string>& args, std::ostr
   }
   std::size_t changed = 0;
   if (outbox) {
-    auto r = outbox->retry(ids, unix_ms_now());
+    auto r = outbox->retry_now(ids);
     if (!r) {
       err << "kernex: " << r.error().describe() << '\n';
       return 1;
@@ -93,14 +95,47 @@ int retry(WebhookOutbox* outbox, const std::vector<std::string>& args, std::ostr
   return 0;
 }
 
+int run_action(OutboxStore* outbox, const std::vector<std::string>& args, std::ostream& out,
+               std::ostream& err) {
+  return args[0] == "list" ? list(outbox, args, out, err) : retry(outbox, args, out, err);
+}
+
+bool bad_action(const std::vector<std::string>& args, std::ostream& err, int* rc) {
+  if (args.empty()) {
+    *rc = usage(err, "serve webhooks: expected an action");
+  } else if (args[0] != "list" && args[0] != "retry") {
+    *rc = usage(err, "serve webhooks: unknown action '" + args[0] + "'");
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+int serve_webhooks_command(const Config& config, const std::vector<std::string>& args,
+                           std::ostream& out, std::ostream& err) {
+  if (!config.memory || config.memory->name != "postgres")
+    return serve_webhooks_command(config.data_dir / "serve.db", args, out, err);
+  if (int rc = 0; bad_action(args, err, &rc)) return rc;
+  pg::Options options;
+  if (auto it = config.memory->config.find("dsn");
+      it != config.memory->config.end() && it->is_string())
+    options.dsn = *it;
+  options.what = "serve webhook outbox";
+  options.application_name = "kernex-serve-webhooks";
+  auto opened = ClusterOutbox::open(options);
+  if (!opened) {
+    err << "kernex: " << opened.error().describe() << '\n';
+    return 1;
+  }
+  return run_action(opened->get(), args, out, err);
+}
 
 int serve_webhooks_command(const std::filesystem::path& serve_db,
                            const std::vector<std::string>& args, std::ostream& out,
                            std::ostream& err) {
-  if (args.empty()) return usage(err, "serve webhooks: expected an action");
-  if (args[0] != "list" && args[0] != "retry")
-    return usage(err, "serve webhooks: unknown action '" + args[0] + "'");
+  if (int rc = 0; bad_action(args, err, &rc)) return rc;
   std::unique_ptr<WebhookOutbox> outbox;
   std::error_code ec;
   if (std::filesystem::exists(serve_db, ec)) {  // no serve.db yet: nothing was ever sent
@@ -111,8 +146,7 @@ int serve_webhooks_command(const std::filesystem::path& serve_db,
     }
     outbox = std::move(*opened);
   }
-  return args[0] == "list" ? list(outbox.get(), args, out, err)
-                           : retry(outbox.get(), args, out, err);
+  return run_action(outbox.get(), args, out, err);
 }
 
 }  // namespace kernex::server

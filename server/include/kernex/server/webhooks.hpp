@@ -1,11 +1,16 @@
-// `kernex serve webhooks ...`: the webhook deliveries in <data_dir>/serve.db, read and changed
-// directly (a running server picks retried rows up within a second).
+// `kernex serve webhooks ...`: the webhook deliveries in <data_dir>/serve.db, or in the shared
+// PostgreSQL database in cluster mode, read and changed directly (running servers pick retried
+// rows up within a second).
 #pragma once
 
 #include <filesystem>
 #include <iosfwd>
 #include <string>
 #include <vector>
+
+namespace kernex {
+struct Config;
+}
 
 namespace kernex::server {
 
@@ -15,5 +20,9 @@ namespace kernex::server {
 int serve_webhooks_command(const std::filesystem::path& serve_db,
                            const std::vector<std::string>& args, std::ostream& out,
                            std::ostream& err);
+// The same on the store `config` serves from: the postgres memory store's database (cluster
+// mode), else <data_dir>/serve.db.
+int serve_webhooks_command(const Config& config, const std::vector<std::string>& args,
+                           std::ostream& out, std::ostream& err);
 
 }  // namespace kernex::server
