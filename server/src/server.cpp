@@ -19,6 +19,7 @@
 #include "cluster_runs.hpp"
 #include "run_manager.hpp"
 #include "webhook_sender.hpp"
+#include "workspace_probe.hpp"
 
 namespace kernex::server {
 namespace {
@@ -257,9 +258,11 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   }
   config.refused_skills = options.refused_skills;
   install_log_sink();
-  // Sessions' workspaces lie in the (hidden) data dir: tools may be granted their own one there.
-  std::error_code ec;
-  std::filesystem::create_directories(config.workspaces_root, ec);
+  // Sessions' workspaces lie in the (hidden) data dir, or on storage every node shares (cluster
+  // mode): tools may be granted their own one there. A node that cannot write there stops here.
+  const auto& memory = kernel.config().memory;
+  KERNEX_RETURN_IF_ERROR(
+      probe_workspaces(config, kernel.config().data_dir, memory && memory->name == "postgres"));
   register_tool_area(config.workspaces_root, "serve workspaces");
   Authenticator auth(config.keys_file);
   KERNEX_RETURN_IF_ERROR(auth.refresh());

@@ -13,6 +13,7 @@
 
 #include "pg_test_db.hpp"
 #include "serve_harness.hpp"
+#include "webhook_receiver.hpp"
 
 namespace {
 
@@ -95,12 +96,13 @@ class ServeCluster : public ::testing::Test {
   }
 
   // Writes the shared config and starts `n` nodes (in parallel: each waits for its listening line).
-  void start(int n, const std::string& on_lost = "retry") {
+  // `serve_extra`: more of serve: (two-space indented lines).
+  void start(int n, const std::string& on_lost = "retry", const std::string& serve_extra = "") {
     const std::string y =
         ServeWorld::openai_provider(llm_) +
         "memory:\n  name: postgres\n  options:\n    dsn: " + Json(db_.dsn()).dump() + "\n" +
         "serve:\n  cluster:\n    lease_s: " + std::to_string(kLeaseSeconds) +
-        "\n    on_lost: " + on_lost + "\n    max_attempts: 3\n";
+        "\n    on_lost: " + on_lost + "\n    max_attempts: 3\n" + serve_extra;
     config_ = dir_.write("kernex.yaml", y);
     nodes_.resize(static_cast<std::size_t>(n));
     std::vector<std::thread> starting;
@@ -747,6 +749,45 @@ TEST_F(ServeCluster, KillNineWithOnLostInterruptFailsTheRun) {
   ASSERT_GE(t.size(), 2u);
   EXPECT_EQ(t[t.size() - 2], "user:after");
   EXPECT_EQ(t.back(), "assistant:answer to after");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhooks and tenant limits in cluster mode (server/src/cluster_outbox, cluster_limits)
+
+// A tenant limited to one run at a time gets one across both nodes; each run's end reaches the
+// webhook endpoint once, whichever node ran it and whichever node sends it.
+TEST_F(ServeCluster, WebhooksAndLimitsHoldAcrossNodes) {
+  kernex::test::WebhookReceiver receiver("whsec-test");
+  receiver.up();
+  llm_.set_responder(
+      [](const FakeLlm::Request& r) { return answer(r.last_user(), r.last_user() == "held"); });
+  ASSERT_NO_FATAL_FAILURE(start(2, "retry",
+                                "  limits:\n    default:\n      concurrent_runs: 1\n"
+                                "  webhooks:\n    - url: " +
+                                    receiver.url() +
+                                    "\n      secret: whsec-test\n      events: [run.completed]\n"
+                                    "      backoff_base_ms: 10\n      backoff_cap_ms: 50\n"));
+  fire({{0, "a", "held"}}, Json::object());
+  ASSERT_GE(holder("held"), 0);
+  auto refused = request(port(1), "POST", "/v1/sessions/b/messages", message_body("no room"));
+  EXPECT_EQ(refused.status, 429) << refused.describe() << logs();
+  EXPECT_FALSE(refused.header("retry-after").empty()) << refused.describe();
+  llm_.release();
+  ASSERT_TRUE(wait_answered(1, milliseconds(30000)));
+  finish();
+  ASSERT_EQ(responses_[0].status, 200) << responses_[0].describe() << logs();
+  auto second = request(port(1), "POST", "/v1/sessions/b/messages", message_body("room now"));
+  ASSERT_EQ(second.status, 200) << second.describe() << logs();
+  ASSERT_TRUE(receiver.wait_distinct(2, milliseconds(30000))) << logs();
+  EXPECT_EQ(receiver.duplicates(), 0u);
+  EXPECT_EQ(receiver.invalid_signatures(), 0u);
+  std::set<std::string> runs;
+  for (const auto& d : receiver.accepted()) {
+    EXPECT_EQ(d.type, "run.completed");
+    runs.insert(Json::parse(d.body)["data"].value("run_id", ""));
+  }
+  EXPECT_EQ(runs, (std::set<std::string>{str(responses_[0].json(), "run_id"),
+                                         str(second.json(), "run_id")}));
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 // concurrent submits at a tenant's limit admit exactly the limit.
 #include <gtest/gtest.h>
 
-#include <barrier>
+#include <fstream>
 #include <latch>
 #include <map>
 #include <sstream>
@@ -19,7 +19,9 @@
 #include "kernex/server/webhooks.hpp"
 #include "pg_test_db.hpp"
 #include "webhook_receiver.hpp"
+#include "temp_dir.hpp"
 #include "webhook_sender.hpp"
+#include "workspace_probe.hpp"
 
 namespace kernex::server {
 namespace {
@@ -372,6 +374,30 @@ TEST_F(ClusterOps, DailyTokensAndCostAreCountedOnceForAllNodes) {
   ASSERT_TRUE(refused);
   EXPECT_EQ(*refused, ClusterStore::Admitted::Limited);
   EXPECT_NE(why.message.find("budget"), std::string::npos) << why.message;
+}
+
+// A node that cannot reach its workspace roots refuses to start, naming the directory; a
+// reachable one is probed without leaving a file behind.
+TEST(WorkspaceProbe, RefusesAnUnreachableRootAndLeavesNothingInAGoodOne) {
+  kernex::testing::TempDir dir;
+  ServeConfig config;
+  config.workspaces_root = dir.path() / "shared" / "ws";
+  ASSERT_TRUE(probe_workspaces(config, dir.path(), true));
+  EXPECT_TRUE(std::filesystem::is_empty(config.workspaces_root));
+  { std::ofstream(dir.path() / "plain") << "x"; }
+  config.workspaces_root = dir.path() / "plain" / "ws";  // under a file: never reachable
+  auto refused = probe_workspaces(config, dir.path(), true);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find((dir.path() / "plain" / "ws").string()), std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("refusing to start"), std::string::npos);
+  config.workspaces_root = dir.path() / "plain";  // a file, not a directory
+  EXPECT_FALSE(probe_workspaces(config, dir.path(), false));
+  config.workspaces_root = dir.path() / "shared" / "ws";
+  config.tenant_workspaces["acme"] = dir.path() / "plain" / "acme";
+  refused = probe_workspaces(config, dir.path(), true);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("acme"), std::string::npos) << refused.error().message;
 }
 
 }  // namespace
