@@ -75,7 +75,8 @@ class Bot {
         pacer_(options_.edit_interval),
         approvals_(options_.approval_timeout),
         workers_(stop),
-        poll_api_(make_api()) {}
+        poll_api_(make_api()),
+        gate_api_(make_api()) {}
 
   Result<void> serve();
 
@@ -90,6 +91,9 @@ class Bot {
   void handle(const Json& update);
   void handle_message(const Json& message);
   void handle_callback(const Json& query);
+  // A message from someone not allowed: the pairing code (within the attempt limit) or a refusal.
+  void stranger(std::int64_t chat, std::int64_t user, bool is_code);
+  void refuse(std::int64_t chat, std::string text);
   // Queues a job on the session's worker, with that worker's own client.
   void post(const std::string& scope, std::function<void(BotApi&, std::stop_token)> job);
   void reply(const std::string& scope, std::int64_t chat, std::string text);
@@ -108,6 +112,7 @@ class Bot {
   Approvals approvals_;
   SessionWorkers workers_;
   std::shared_ptr<BotApi> poll_api_;
+  std::shared_ptr<BotApi> gate_api_;                     // the strangers' worker's
   std::map<std::string, std::shared_ptr<BotApi>> apis_;  // by session scope; poll thread only
 };
 
@@ -178,15 +183,7 @@ void Bot::handle_message(const Json& message) {
   std::string text =
       string_at(&message, "text").value_or(string_at(&message, "caption").value_or(""));
   const bool is_code = !options_.pairing_code.empty() && trimmed(text) == options_.pairing_code;
-  if (!allowed(*user)) {
-    if (!is_code)
-      return reply(scope, *chat_id, "You may not use this bot. Send its pairing code to start.");
-    if (auto r = state_.pair(*user); !r) {
-      log(LogLevel::Error, "telegram: pairing: " + r.error().describe());
-      return;
-    }
-    return reply(scope, *chat_id, "Paired: you can talk to me now.");
-  }
+  if (!allowed(*user)) return stranger(*chat_id, *user, is_code);
   if (is_code) return reply(scope, *chat_id, "You are already paired.");
   const std::string command = command_of(text);
   if (command == "/new") {
@@ -201,6 +198,44 @@ void Bot::handle_message(const Json& message) {
   post(scope, [this, chat = *chat_id, sender = std::to_string(*user), session,
                text = std::move(text), files](BotApi& api, std::stop_token stop) {
     run_turn(api, chat, sender, session, text, files, stop);
+  });
+}
+
+void Bot::stranger(std::int64_t chat, std::int64_t user, bool is_code) {
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  const std::int64_t window = options_.pairing_window.count();
+  if (is_code && !state_.pairing_locked(chat, now, options_.pairing_attempts, window)) {
+    if (auto r = state_.pair(user, chat); !r) {
+      log(LogLevel::Error, "telegram: pairing: " + r.error().describe());
+      return;
+    }
+    return refuse(chat, "Paired: you can talk to me now.");
+  }
+  auto gate = state_.pairing_failed(chat, now, options_.pairing_attempts, window);
+  if (!gate) {
+    log(LogLevel::Error, "telegram: pairing attempts: " + gate.error().describe());
+    return;
+  }
+  switch (*gate) {
+    case TelegramState::Gate::Refuse:
+      return refuse(chat, "You may not use this bot. Send its pairing code to start.");
+    case TelegramState::Gate::LockedNow:
+      return refuse(chat, "Too many attempts from this chat: try again in " +
+                              std::to_string((window + 59) / 60) + " minutes.");
+    case TelegramState::Gate::Silent:
+      return;
+  }
+}
+
+void Bot::refuse(std::int64_t chat, std::string text) {
+  // One worker for every stranger: a chat that may not talk gets no thread of its own.
+  workers_.post("~strangers", [this, chat, text = std::move(text)](std::stop_token stop) {
+    Json params{{"chat_id", chat}, {"text", text}};
+    auto sent = pacer_.paced(
+        chat, [&] { return gate_api_->call("sendMessage", params, stop); }, stop);
+    if (!sent) log(LogLevel::Warn, "telegram: replying: " + sent.error().describe());
   });
 }
 

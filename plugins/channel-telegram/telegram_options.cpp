@@ -30,6 +30,12 @@ Result<void> set_option(Options& out, const std::string& key, const Json& value)
     KERNEX_ASSIGN_OR_RETURN(out.token_env, text(value, key));
   } else if (key == "pairing_code") {
     KERNEX_ASSIGN_OR_RETURN(out.pairing_code, text(value, key));
+  } else if (key == "pairing_attempts") {
+    KERNEX_ASSIGN_OR_RETURN(auto n, integer(value, key, 1, 1000));
+    out.pairing_attempts = static_cast<std::uint32_t>(n);
+  } else if (key == "pairing_window_s") {
+    KERNEX_ASSIGN_OR_RETURN(auto n, integer(value, key, 1, 7 * 86'400));
+    out.pairing_window = std::chrono::seconds(n);
   } else if (key == "allowed_users") {
     if (!value.is_array())
       return fail(ErrorCode::Config, "telegram: option `allowed_users`: expected a list of ids");
@@ -57,7 +63,8 @@ Result<void> set_option(Options& out, const std::string& key, const Json& value)
     return fail(ErrorCode::Config,
                 "telegram: unknown option `" + key +
                     "` (expected base_url, token_env, allowed_users, pairing_code, "
-                    "session_scope, poll_timeout_s, edit_interval_ms, approval_timeout_s)");
+                    "pairing_attempts, pairing_window_s, session_scope, poll_timeout_s, "
+                    "edit_interval_ms, approval_timeout_s)");
   }
   return {};
 }

@@ -19,6 +19,10 @@ struct Options {
   std::string token_env = "TELEGRAM_BOT_TOKEN";
   std::set<std::int64_t> allowed_users;
   std::string pairing_code;  // empty: no pairing
+  // A chat that sent this many messages other than the code within the window (a stranger's)
+  // is refused, told so once, until the window ends; the code too.
+  std::uint32_t pairing_attempts = 5;
+  std::chrono::seconds pairing_window{900};
   SessionScope scope = SessionScope::Chat;
   std::chrono::seconds poll_timeout{30};
   std::chrono::milliseconds edit_interval{1000};  // per chat, between message sends and edits

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "kernex/files.hpp"
 #include "kernex/json.hpp"
@@ -16,9 +18,11 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::size_t kMaxStateBytes = 16u << 20;
+// Strangers' chats remembered at once; past this the oldest windows go first.
+constexpr std::size_t kMaxFailingChats = 100'000;
 
 Result<void> write_all_synced(const fs::path& path, const std::string& data) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
     return fail(ErrorCode::Io, "cannot write " + path.string() + ": " + std::strerror(errno));
   std::size_t done = 0;
@@ -52,7 +56,8 @@ TelegramState::TelegramState(TelegramState&& other) noexcept
     : file_(std::move(other.file_)),
       offset_(other.offset_),
       paired_(std::move(other.paired_)),
-      generations_(std::move(other.generations_)) {}
+      generations_(std::move(other.generations_)),
+      failures_(std::move(other.failures_)) {}
 
 Result<TelegramState> TelegramState::load(const fs::path& dir) {
   TelegramState state(dir / "state.json");
@@ -66,15 +71,35 @@ Result<TelegramState> TelegramState::load(const fs::path& dir) {
     for (const auto& user : j.at("paired")) state.paired_.insert(user.get<std::int64_t>());
     for (const auto& [scope, gen] : j.at("generations").items())
       state.generations_[scope] = gen.get<std::uint64_t>();
+    // Absent in files older than the pairing limit.
+    if (auto f = j.find("pairing_failures"); f != j.end()) {
+      if (!f->is_array() || f->size() > kMaxFailingChats)
+        throw std::runtime_error("pairing_failures");
+      for (const auto& row : *f) {
+        if (!row.is_array() || row.size() != 3 || !row[0].is_number_integer() ||
+            !row[1].is_number_unsigned() || !row[2].is_number_integer() ||
+            row[1].get<std::uint64_t>() > 1'000'000)
+          throw std::runtime_error("pairing_failures: expected [chat, count, since] rows");
+        state.failures_[row[0].get<std::int64_t>()] = {row[1].get<std::uint32_t>(),
+                                                       row[2].get<std::int64_t>()};
+      }
+    }
   } catch (const std::exception& e) {
-    return fail(ErrorCode::Parse,
-                state.file_.string() + ": expected {offset, paired, generations}: " + e.what());
+    return fail(ErrorCode::Parse, state.file_.string() +
+                                      ": expected {offset, paired, generations, "
+                                      "pairing_failures?}: " +
+                                      e.what());
   }
   return state;
 }
 
 Result<void> TelegramState::save_locked() {
-  Json j{{"offset", offset_}, {"paired", paired_}, {"generations", generations_}};
+  Json failures = Json::array();
+  for (const auto& [chat, f] : failures_) failures.push_back(Json::array({chat, f.count, f.since}));
+  Json j{{"offset", offset_},
+         {"paired", paired_},
+         {"generations", generations_},
+         {"pairing_failures", std::move(failures)}};
   const fs::path tmp = file_.string() + ".tmp";
   KERNEX_RETURN_IF_ERROR(write_all_synced(tmp, j.dump()));
   std::error_code ec;
@@ -104,6 +129,41 @@ Result<void> TelegramState::pair(std::int64_t user) {
   std::lock_guard lock(mutex_);
   paired_.insert(user);
   return save_locked();
+}
+
+Result<void> TelegramState::pair(std::int64_t user, std::int64_t chat) {
+  std::lock_guard lock(mutex_);
+  paired_.insert(user);
+  failures_.erase(chat);
+  return save_locked();
+}
+
+bool TelegramState::pairing_locked(std::int64_t chat, std::int64_t now_s,
+                                   std::uint32_t max_attempts, std::int64_t window_s) const {
+  std::lock_guard lock(mutex_);
+  auto it = failures_.find(chat);
+  return it != failures_.end() && it->second.count >= max_attempts &&
+         now_s < it->second.since + window_s;
+}
+
+Result<TelegramState::Gate> TelegramState::pairing_failed(std::int64_t chat, std::int64_t now_s,
+                                                          std::uint32_t max_attempts,
+                                                          std::int64_t window_s) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(failures_, [&](const auto& e) { return now_s >= e.second.since + window_s; });
+  Failures& f = failures_[chat];
+  if (f.count == 0) f.since = now_s;
+  if (f.count >= max_attempts) return Gate::Silent;  // nothing to store: already locked
+  ++f.count;
+  while (failures_.size() > kMaxFailingChats) {
+    auto oldest = std::min_element(
+        failures_.begin(), failures_.end(),
+        [](const auto& a, const auto& b) { return a.second.since < b.second.since; });
+    if (oldest->first == chat) break;
+    failures_.erase(oldest);
+  }
+  KERNEX_RETURN_IF_ERROR(save_locked());
+  return f.count >= max_attempts ? Gate::LockedNow : Gate::Refuse;
 }
 
 std::uint64_t TelegramState::generation(const std::string& scope) const {

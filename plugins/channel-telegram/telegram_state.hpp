@@ -1,5 +1,7 @@
 // The channel's durable state in the host's state_dir (state.json, replaced atomically): the
-// next update offset, users paired by code, and each chat's session generation (/new).
+// next update offset, users paired by code, each chat's session generation (/new), and the
+// strangers' failed pairing attempts per chat (so a restart does not reset their limit). The file
+// is ours, but read as untrusted: every field is checked, and a bad one is a Parse error.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,16 @@ class TelegramState {
   Result<void> set_offset(std::int64_t offset);
   bool paired(std::int64_t user) const;
   Result<void> pair(std::int64_t user);
+  // A stranger's message in `chat` that was not the pairing code, at `now_s` (unix seconds):
+  // Refuse (answer the usual refusal), LockedNow (the limit was just reached: say so once) or
+  // Silent (locked: answer nothing). A chat's window opens at its first failure.
+  enum class Gate { Refuse, LockedNow, Silent };
+  Result<Gate> pairing_failed(std::int64_t chat, std::int64_t now_s, std::uint32_t max_attempts,
+                              std::int64_t window_s);
+  bool pairing_locked(std::int64_t chat, std::int64_t now_s, std::uint32_t max_attempts,
+                      std::int64_t window_s) const;
+  // Pairs `user`, forgetting the failures of `chat`.
+  Result<void> pair(std::int64_t user, std::int64_t chat);
   std::uint64_t generation(const std::string& scope) const;
   Result<std::uint64_t> next_generation(const std::string& scope);
 
@@ -35,6 +47,11 @@ class TelegramState {
   std::int64_t offset_ = 0;
   std::set<std::int64_t> paired_;
   std::map<std::string, std::uint64_t> generations_;
+  struct Failures {
+    std::uint32_t count = 0;
+    std::int64_t since = 0;  // unix seconds of the window's first failure
+  };
+  std::map<std::int64_t, Failures> failures_;
 };
 
 }  // namespace kernex::telegram

@@ -114,6 +114,99 @@ TEST(TelegramChannel, OnlyAllowedOrPairedUsersAreAnswered) {
   expect_within_limits(h.bot());
 }
 
+// The paired users in state.json (written before the next update is handled).
+std::vector<std::int64_t> paired_in(const fs::path& dir) {
+  std::ifstream state(dir / "data/channels/telegram/state.json");
+  return Json::parse(state)["paired"].get<std::vector<std::int64_t>>();
+}
+
+// An allowed user's message answered (`history`: entries its session held): every update before
+// it was handled.
+void sync(TelegramHarness& h, const std::string& text, int history = 0) {
+  const auto after = h.last_id(kChat);
+  h.bot().send_text(kChat, kUser, text);
+  ASSERT_TRUE(h.wait_for_text(kChat, drip_answer(history, text, 20), after));
+}
+
+TEST(TelegramChannel, PairingAttemptsAreLimitedPerChatAcrossRestarts) {
+  TelegramHarness h;
+  const std::string options = "allowed_users: [7], pairing_code: sesame, pairing_attempts: 3";
+  ASSERT_TRUE(h.start(options, "{length: 20, chunk: 20}"));
+  constexpr std::int64_t kStranger = 99, kTheirChat = 2002;
+  for (const char* guess : {"open", "please", "1234"})
+    h.bot().send_text(kTheirChat, kStranger, guess);
+  const std::string refusal = "You may not use this bot. Send its pairing code to start.";
+  ASSERT_TRUE(h.wait_for_text(kTheirChat, refusal + refusal +
+                                              "Too many attempts from this chat: try again in "
+                                              "15 minutes."))
+      << joined_texts(h.bot().messages(kTheirChat));
+  // Locked: the right code now pairs nobody, and gets no answer.
+  const auto locked_at = h.last_id(kTheirChat);
+  h.bot().send_text(kTheirChat, kStranger, "sesame");
+  ASSERT_NO_FATAL_FAILURE(sync(h, "after the code"));
+  EXPECT_EQ(paired_in(h.dir()), std::vector<std::int64_t>{});
+  ASSERT_TRUE(h.stop());
+  // The count is durable: a restart does not give the chat new attempts.
+  ASSERT_TRUE(h.start(options, "{length: 20, chunk: 20}"));
+  h.bot().send_text(kTheirChat, kStranger, "sesame");
+  ASSERT_NO_FATAL_FAILURE(sync(h, "after the restart", 2));
+  EXPECT_EQ(paired_in(h.dir()), std::vector<std::int64_t>{});
+  EXPECT_EQ(joined_texts(h.bot().messages(kTheirChat), locked_at), "");
+  // Another chat has its own attempts.
+  h.bot().send_text(3003, 55, "sesame");
+  ASSERT_TRUE(h.wait_for_text(3003, "Paired: you can talk to me now."));
+  EXPECT_EQ(paired_in(h.dir()), std::vector<std::int64_t>{55});
+  expect_within_limits(h.bot());
+}
+
+std::size_t thread_count() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// Chats that may not talk share one worker: thirty strangers start no thread each.
+TEST(TelegramChannel, StrangersGetNoWorkerOfTheirOwn) {
+  TelegramHarness h;
+  ASSERT_TRUE(h.start("allowed_users: [7], pairing_code: sesame", "{length: 20, chunk: 20}"));
+  ASSERT_NO_FATAL_FAILURE(sync(h, "warm up"));
+  // The first stranger starts the strangers' one worker (and the fake API its connection's).
+  h.bot().send_text(4999, 899, "hello?");
+  ASSERT_TRUE(h.wait_for_text(4999, "You may not use this bot. Send its pairing code to start."));
+  const std::size_t before = thread_count();
+  constexpr int kStrangers = 30;
+  for (int i = 0; i < kStrangers; ++i) h.bot().send_text(5000 + i, 900 + i, "hello?");
+  ASSERT_TRUE(h.bot().wait_until(
+      [&] {
+        for (int i = 0; i < kStrangers; ++i) {
+          if (joined_texts(h.bot().messages(5000 + i)).empty()) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(60)));
+  EXPECT_EQ(thread_count(), before) << "strangers' chats got threads";
+  expect_within_limits(h.bot());
+}
+
+// state.json is the channel's, but read as untrusted: a bad pairing_failures field stops the
+// channel with a Parse error naming the file; a file from before the limit loads.
+TEST(TelegramChannel, AStateFileIsCheckedWhenRead) {
+  TelegramHarness h;
+  const fs::path dir = h.dir() / "data/channels/telegram";
+  fs::create_directories(dir);
+  std::ofstream(dir / "state.json")
+      << R"({"offset": 0, "paired": [], "generations": {}, "pairing_failures": [[1, -2, 3]]})";
+  ASSERT_TRUE(h.start(kAllowed, "{length: 20, chunk: 20}"));
+  auto result = h.stop();
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().code, kernex::ErrorCode::Parse) << result.error().describe();
+  EXPECT_NE(result.error().describe().find("state.json"), std::string::npos);
+  std::ofstream(dir / "state.json") << R"({"offset": 0, "paired": [55], "generations": {}})";
+  ASSERT_TRUE(h.start(kAllowed, "{length: 20, chunk: 20}"));
+  ASSERT_NO_FATAL_FAILURE(sync(h, "old file"));
+  EXPECT_EQ(paired_in(h.dir()), std::vector<std::int64_t>{55});
+}
+
 TEST(TelegramChannel, NewStartsAFreshSession) {
   TelegramHarness h;
   ASSERT_TRUE(h.start(kAllowed, "{length: 30, chunk: 30}"));
