@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 
 #include "cluster_ops_schema.hpp"
 #include "kernex/log.hpp"
@@ -17,13 +16,6 @@ constexpr const char* kToday = "(clock_timestamp() AT TIME ZONE 'UTC')::date";
 constexpr const char* kUnfinished =
     "SELECT count(*) FROM serve_runs WHERE tenant = $1 AND status NOT IN ('done', 'failed', "
     "'cancelled')";
-
-std::string usd(double v) {
-  std::ostringstream s;
-  s.precision(2);
-  s << std::fixed << v;
-  return s.str();
-}
 
 }  // namespace
 
@@ -51,8 +43,8 @@ Result<std::optional<LimitRefusal>> ClusterLimits::admit_in(pg::Connection& c,
   if (limit.max_concurrent_runs) {
     KERNEX_ASSIGN_OR_RETURN(auto n, c.exec(kUnfinished, {tenant}));
     if (n.int64(0, 0) >= static_cast<std::int64_t>(*limit.max_concurrent_runs)) {
-      return LimitRefusal{"tenant '" + tenant + "' already has " + std::to_string(n.int64(0, 0)) +
-                              " runs going, the most it may have at once",
+      return LimitRefusal{refusal_message(Admission::Refusal::Concurrent, tenant, limit,
+                                          static_cast<std::uint32_t>(n.int64(0, 0))),
                           std::chrono::seconds(1)};
     }
   }
@@ -69,14 +61,10 @@ Result<std::optional<LimitRefusal>> ClusterLimits::admit_in(pg::Connection& c,
   const double cost = used.real(0, 1);
   const std::chrono::seconds midnight(used.int64(0, 2));
   if (limit.tokens_per_day && tokens >= *limit.tokens_per_day) {
-    return LimitRefusal{"tenant '" + tenant + "' used its " +
-                            std::to_string(*limit.tokens_per_day) + " tokens for today (UTC)",
-                        midnight};
+    return LimitRefusal{refusal_message(Admission::Refusal::Tokens, tenant, limit, 0), midnight};
   }
   if (limit.cost_per_day_usd && !(cost < *limit.cost_per_day_usd)) {
-    return LimitRefusal{"tenant '" + tenant + "' used its $" + usd(*limit.cost_per_day_usd) +
-                            " budget for today (UTC)",
-                        midnight};
+    return LimitRefusal{refusal_message(Admission::Refusal::Cost, tenant, limit, 0), midnight};
   }
   return std::nullopt;
 }

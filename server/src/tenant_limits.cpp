@@ -46,6 +46,25 @@ std::string_view to_string(Admission::Refusal refusal) noexcept {
   return "?";
 }
 
+std::string refusal_message(Admission::Refusal refusal, std::string_view tenant,
+                            const TenantLimit& limit, std::uint32_t active) {
+  const std::string who = "tenant '" + std::string(tenant) + "'";
+  switch (refusal) {
+    case Admission::Refusal::Concurrent:
+      return who + " already has " + std::to_string(active) +
+             " runs going, the most it may have at once";
+    case Admission::Refusal::Tokens:
+      return who + " used its " + std::to_string(limit.tokens_per_day.value_or(0)) +
+             " tokens for today (UTC)";
+    case Admission::Refusal::Cost:
+      return who + " used its $" + usd(limit.cost_per_day_usd.value_or(0)) +
+             " budget for today (UTC)";
+    case Admission::Refusal::None:
+      break;
+  }
+  return {};
+}
+
 TenantLimits::TenantLimits(TenantLimit defaults,
                            std::map<std::string, TenantLimit, std::less<>> per_tenant, Clock clock)
     : defaults_(defaults), per_tenant_(std::move(per_tenant)), clock_(std::move(clock)) {}
@@ -91,21 +110,17 @@ Admission TenantLimits::try_start(std::string_view tenant) {
   if (limit.max_concurrent_runs && c.active >= *limit.max_concurrent_runs) {
     a.refusal = Admission::Refusal::Concurrent;
     a.retry_after = std::chrono::seconds(1);
-    a.message = "tenant '" + std::string(tenant) + "' already has " + std::to_string(c.active) +
-                " runs going, the most it may have at once";
   } else if (limit.tokens_per_day && c.tokens >= *limit.tokens_per_day) {
     a.refusal = Admission::Refusal::Tokens;
     a.retry_after = until_midnight(now);
-    a.message = "tenant '" + std::string(tenant) + "' used its " +
-                std::to_string(*limit.tokens_per_day) + " tokens for today (UTC)";
   } else if (limit.cost_per_day_usd && !(c.cost < *limit.cost_per_day_usd)) {
     a.refusal = Admission::Refusal::Cost;
     a.retry_after = until_midnight(now);
-    a.message = "tenant '" + std::string(tenant) + "' used its $" + usd(*limit.cost_per_day_usd) +
-                " budget for today (UTC)";
   } else {
     ++c.active;
+    return a;
   }
+  a.message = refusal_message(a.refusal, tenant, limit, c.active);
   return a;
 }
 

@@ -32,6 +32,11 @@ struct Admission {
 // "concurrent", "tokens", "cost" (or "none"), for logs, metrics and error bodies.
 std::string_view to_string(Admission::Refusal refusal) noexcept;
 
+// Why `tenant` was refused, for the response body (`active`: its runs going, for Concurrent);
+// shared with the limits cluster mode counts in PostgreSQL (server/src/cluster_limits.cpp).
+std::string refusal_message(Admission::Refusal refusal, std::string_view tenant,
+                            const TenantLimit& limit, std::uint32_t active);
+
 // What a tenant has used: runs now, and tokens and cost on the current UTC day.
 struct TenantUsage {
   std::uint32_t active_runs = 0;
