@@ -96,11 +96,12 @@ class ServeCluster : public ::testing::Test {
   }
 
   // Writes the shared config and starts `n` nodes (in parallel: each waits for its listening line).
-  // `serve_extra`: more of serve: (two-space indented lines).
-  void start(int n, const std::string& on_lost = "retry", const std::string& serve_extra = "") {
+  // `extra`: more top-level YAML; `serve_extra`: more of the serve: section (indented).
+  void start(int n, const std::string& on_lost = "retry", const std::string& extra = "",
+             const std::string& serve_extra = "") {
     const std::string y =
         ServeWorld::openai_provider(llm_) +
-        "memory:\n  name: postgres\n  options:\n    dsn: " + Json(db_.dsn()).dump() + "\n" +
+        "memory:\n  name: postgres\n  options:\n    dsn: " + Json(db_.dsn()).dump() + "\n" + extra +
         "serve:\n  cluster:\n    lease_s: " + std::to_string(kLeaseSeconds) +
         "\n    on_lost: " + on_lost + "\n    max_attempts: 3\n" + serve_extra;
     config_ = dir_.write("kernex.yaml", y);
@@ -761,7 +762,7 @@ TEST_F(ServeCluster, WebhooksAndLimitsHoldAcrossNodes) {
   receiver.up();
   llm_.set_responder(
       [](const FakeLlm::Request& r) { return answer(r.last_user(), r.last_user() == "held"); });
-  ASSERT_NO_FATAL_FAILURE(start(2, "retry",
+  ASSERT_NO_FATAL_FAILURE(start(2, "retry", "",
                                 "  limits:\n    default:\n      concurrent_runs: 1\n"
                                 "  webhooks:\n    - url: " +
                                     receiver.url() +
