@@ -47,6 +47,8 @@ ApprovalDecision Approvals::ask(BotApi& api, ChatPacer& pacer, std::int64_t chat
     id = std::to_string(std::random_device{}() % 100000) + "-" + std::to_string(next_id_++);
     pending_[id] = entry;
   }
+  if (auto r = state_.approval_asked({id, chat, request.call.name}); !r)
+    log(LogLevel::Warn, "telegram: recording an approval: " + r.error().describe());
   Json params{{"chat_id", chat}, {"text", question(request)}, {"reply_markup", keyboard(id)}};
   auto sent = pacer.paced(
       chat, [&] { return api.call("sendMessage", params, stop); }, stop);
@@ -63,6 +65,12 @@ ApprovalDecision Approvals::ask(BotApi& api, ChatPacer& pacer, std::int64_t chat
     decision.reason = stop.stop_requested() ? "the channel stopped" : "the approval timed out";
   }
   pending_.erase(id);
+  lock.unlock();
+  // Stopped undecided: left recorded, for the next process to tell the chat.
+  if (!stop.stop_requested()) {
+    if (auto r = state_.approval_settled(id); !r)
+      log(LogLevel::Warn, "telegram: settling an approval: " + r.error().describe());
+  }
   return decision;
 }
 
@@ -73,6 +81,8 @@ std::string Approvals::resolve(const std::string& data, std::int64_t chat, std::
   const char verdict = data.back();
   std::lock_guard lock(mutex_);
   auto it = pending_.find(id);
+  if (it == pending_.end() && state_.was_interrupted(id))
+    return "This request ended when the bot restarted: send your message again.";
   if (it == pending_.end() || it->second->chat != chat || it->second->verdict)
     return "This approval is no longer pending.";
   if (it->second->requester != user) return "Only the person who asked may decide.";

@@ -1,6 +1,8 @@
 // Approvals as inline keyboard buttons: a message names the tool call and offers Approve, Deny
 // and Always; the callback query of a pressed button (callback_data "ap:<id>:y|n|a") resolves it.
-// Unanswered within the timeout, or on shutdown: denied.
+// Unanswered within the timeout, or on shutdown: denied. Each asked approval is recorded in the
+// channel's state until decided; one a stop or crash left is told to its chat by the next process,
+// and its buttons answered as ended by the restart (TelegramState::interrupted).
 #pragma once
 
 #include <chrono>
@@ -16,12 +18,14 @@
 
 #include "answer_stream.hpp"
 #include "kernex/approval.hpp"
+#include "telegram_state.hpp"
 
 namespace kernex::telegram {
 
 class Approvals {
  public:
-  explicit Approvals(std::chrono::seconds timeout) : timeout_(timeout) {}
+  Approvals(std::chrono::seconds timeout, TelegramState& state)
+      : timeout_(timeout), state_(state) {}
 
   // Asks in `chat` and waits for a button (or the timeout, or `stop`). Only `requester` (whose
   // message started the turn) may press it: in a group, one member must not approve, or say
@@ -39,6 +43,7 @@ class Approvals {
     std::optional<ApprovalVerdict> verdict;
   };
   std::chrono::seconds timeout_;
+  TelegramState& state_;
   mutable std::mutex mutex_;
   std::condition_variable_any changed_;
   std::map<std::string, std::shared_ptr<Pending>> pending_;

@@ -73,7 +73,7 @@ class Bot {
         token_(std::move(token)),
         stop_(stop),
         pacer_(options_.edit_interval),
-        approvals_(options_.approval_timeout),
+        approvals_(options_.approval_timeout, state_),
         workers_(stop),
         poll_api_(make_api()),
         gate_api_(make_api()) {}
@@ -93,7 +93,8 @@ class Bot {
   void handle_callback(const Json& query);
   // A message from someone not allowed: the pairing code (within the attempt limit) or a refusal.
   void stranger(std::int64_t chat, std::int64_t user, bool is_code);
-  void refuse(std::int64_t chat, std::string text);
+  // A short message to `chat` outside any session (refusals, restart notices).
+  void notice(std::int64_t chat, std::string text);
   // Queues a job on the session's worker, with that worker's own client.
   void post(const std::string& scope, std::function<void(BotApi&, std::stop_token)> job);
   void reply(const std::string& scope, std::int64_t chat, std::string text);
@@ -117,6 +118,13 @@ class Bot {
 };
 
 Result<void> Bot::serve() {
+  // Approvals an earlier process asked and never saw decided: their turns stopped with it.
+  const auto interrupted = state_.interrupted();
+  for (const auto& a : interrupted) {
+    notice(a.chat, "The bot restarted while your approval of " + a.tool +
+                       " was pending: that turn stopped. Send your message again.");
+  }
+  if (!interrupted.empty()) KERNEX_RETURN_IF_ERROR(state_.clear_interrupted());
   auto backoff = std::chrono::milliseconds(500);
   while (!stop_.stop_requested()) {
     const std::int64_t offset = state_.offset();
@@ -211,7 +219,7 @@ void Bot::stranger(std::int64_t chat, std::int64_t user, bool is_code) {
       log(LogLevel::Error, "telegram: pairing: " + r.error().describe());
       return;
     }
-    return refuse(chat, "Paired: you can talk to me now.");
+    return notice(chat, "Paired: you can talk to me now.");
   }
   auto gate = state_.pairing_failed(chat, now, options_.pairing_attempts, window);
   if (!gate) {
@@ -220,17 +228,18 @@ void Bot::stranger(std::int64_t chat, std::int64_t user, bool is_code) {
   }
   switch (*gate) {
     case TelegramState::Gate::Refuse:
-      return refuse(chat, "You may not use this bot. Send its pairing code to start.");
+      return notice(chat, "You may not use this bot. Send its pairing code to start.");
     case TelegramState::Gate::LockedNow:
-      return refuse(chat, "Too many attempts from this chat: try again in " +
+      return notice(chat, "Too many attempts from this chat: try again in " +
                               std::to_string((window + 59) / 60) + " minutes.");
     case TelegramState::Gate::Silent:
       return;
   }
 }
 
-void Bot::refuse(std::int64_t chat, std::string text) {
-  // One worker for every stranger: a chat that may not talk gets no thread of its own.
+void Bot::notice(std::int64_t chat, std::string text) {
+  // One worker for every stranger (and these notices): a chat that may not talk gets no thread of
+  // its own.
   workers_.post("~strangers", [this, chat, text = std::move(text)](std::stop_token stop) {
     Json params{{"chat_id", chat}, {"text", text}};
     auto sent = pacer_.paced(

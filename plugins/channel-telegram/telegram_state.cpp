@@ -20,6 +20,7 @@ namespace {
 constexpr std::size_t kMaxStateBytes = 16u << 20;
 // Strangers' chats remembered at once; past this the oldest windows go first.
 constexpr std::size_t kMaxFailingChats = 100'000;
+constexpr std::size_t kMaxApprovals = 10'000;
 
 Result<void> write_all_synced(const fs::path& path, const std::string& data) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -57,7 +58,9 @@ TelegramState::TelegramState(TelegramState&& other) noexcept
       offset_(other.offset_),
       paired_(std::move(other.paired_)),
       generations_(std::move(other.generations_)),
-      failures_(std::move(other.failures_)) {}
+      failures_(std::move(other.failures_)),
+      approvals_(std::move(other.approvals_)),
+      interrupted_(std::move(other.interrupted_)) {}
 
 Result<TelegramState> TelegramState::load(const fs::path& dir) {
   TelegramState state(dir / "state.json");
@@ -84,10 +87,23 @@ Result<TelegramState> TelegramState::load(const fs::path& dir) {
                                                        row[2].get<std::int64_t>()};
       }
     }
+    if (auto a = j.find("approvals"); a != j.end()) {
+      if (!a->is_array() || a->size() > kMaxApprovals) throw std::runtime_error("approvals");
+      for (const auto& row : *a) {
+        if (!row.is_array() || row.size() != 3 || !row[0].is_string() ||
+            row[0].get<std::string>().size() > 64 || !row[1].is_number_integer() ||
+            !row[2].is_string() || row[2].get<std::string>().size() > 256)
+          throw std::runtime_error("approvals: expected [id, chat, tool] rows");
+        AskedApproval asked{row[0].get<std::string>(), row[1].get<std::int64_t>(),
+                            row[2].get<std::string>()};
+        state.interrupted_[asked.id] = asked;
+        state.approvals_[asked.id] = std::move(asked);
+      }
+    }
   } catch (const std::exception& e) {
     return fail(ErrorCode::Parse, state.file_.string() +
                                       ": expected {offset, paired, generations, "
-                                      "pairing_failures?}: " +
+                                      "pairing_failures?, approvals?}: " +
                                       e.what());
   }
   return state;
@@ -96,10 +112,13 @@ Result<TelegramState> TelegramState::load(const fs::path& dir) {
 Result<void> TelegramState::save_locked() {
   Json failures = Json::array();
   for (const auto& [chat, f] : failures_) failures.push_back(Json::array({chat, f.count, f.since}));
+  Json approvals = Json::array();
+  for (const auto& [id, a] : approvals_) approvals.push_back(Json::array({a.id, a.chat, a.tool}));
   Json j{{"offset", offset_},
          {"paired", paired_},
          {"generations", generations_},
-         {"pairing_failures", std::move(failures)}};
+         {"pairing_failures", std::move(failures)},
+         {"approvals", std::move(approvals)}};
   const fs::path tmp = file_.string() + ".tmp";
   KERNEX_RETURN_IF_ERROR(write_all_synced(tmp, j.dump()));
   std::error_code ec;
@@ -177,6 +196,39 @@ Result<std::uint64_t> TelegramState::next_generation(const std::string& scope) {
   const std::uint64_t next = ++generations_[scope];
   KERNEX_RETURN_IF_ERROR(save_locked());
   return next;
+}
+
+Result<void> TelegramState::approval_asked(const AskedApproval& asked) {
+  std::lock_guard lock(mutex_);
+  if (approvals_.size() >= kMaxApprovals) return {};  // not remembered; still asked
+  AskedApproval kept = asked;
+  if (kept.tool.size() > 256) kept.tool.resize(256);
+  approvals_[kept.id] = std::move(kept);
+  return save_locked();
+}
+
+Result<void> TelegramState::approval_settled(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  if (approvals_.erase(id) == 0) return {};
+  return save_locked();
+}
+
+std::vector<TelegramState::AskedApproval> TelegramState::interrupted() const {
+  std::lock_guard lock(mutex_);
+  std::vector<AskedApproval> out;
+  for (const auto& [id, a] : interrupted_) out.push_back(a);
+  return out;
+}
+
+bool TelegramState::was_interrupted(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  return interrupted_.contains(id);
+}
+
+Result<void> TelegramState::clear_interrupted() {
+  std::lock_guard lock(mutex_);
+  for (const auto& [id, a] : interrupted_) approvals_.erase(id);
+  return save_locked();
 }
 
 }  // namespace kernex::telegram

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "kernex/error.hpp"
 
@@ -36,6 +37,22 @@ class TelegramState {
   // Pairs `user`, forgetting the failures of `chat`.
   Result<void> pair(std::int64_t user, std::int64_t chat);
   std::uint64_t generation(const std::string& scope) const;
+
+  // Approvals asked in a chat and not decided: kept across a stop or crash, so the next process
+  // tells the chat its turn stopped and answers a press of their buttons, instead of dropping
+  // them in silence.
+  struct AskedApproval {
+    std::string id;
+    std::int64_t chat = 0;
+    std::string tool;
+  };
+  Result<void> approval_asked(const AskedApproval& asked);
+  Result<void> approval_settled(const std::string& id);
+  // Those an earlier process left (read at load); clear_interrupted drops them from the file,
+  // and this process still knows their ids.
+  std::vector<AskedApproval> interrupted() const;
+  bool was_interrupted(const std::string& id) const;
+  Result<void> clear_interrupted();
   Result<std::uint64_t> next_generation(const std::string& scope);
 
  private:
@@ -52,6 +69,8 @@ class TelegramState {
     std::int64_t since = 0;  // unix seconds of the window's first failure
   };
   std::map<std::int64_t, Failures> failures_;
+  std::map<std::string, AskedApproval> approvals_;
+  std::map<std::string, AskedApproval> interrupted_;
 };
 
 }  // namespace kernex::telegram

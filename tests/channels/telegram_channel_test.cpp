@@ -270,6 +270,50 @@ std::string approval_test(bool approve) {
   return answer;
 }
 
+// An approval pending when the channel stops is kept in state.json: the next process tells the
+// chat its turn stopped, and a press of the old button is answered so, not as unknown.
+TEST(TelegramChannel, AnApprovalPendingAtARestartIsToldAndItsButtonAnswered) {
+  TelegramHarness h;
+  const std::string drip = "{length: 30, chunk: 30, tool: word_count, tool_arguments: {text: 'a'}}";
+  const std::string extra = "toolboxes: [builtin]\npermissions: {ask: [word_count]}\n";
+  ASSERT_TRUE(h.start(kAllowed, drip, extra));
+  h.bot().send_text(kChat, kUser, "count");
+  std::optional<FakeBotApi::Message> prompt;
+  ASSERT_TRUE(h.bot().wait_until(
+      [&] {
+        for (const auto& m : h.bot().messages(kChat))
+          if (!m.reply_markup.is_null()) prompt = m;
+        return prompt.has_value();
+      },
+      std::chrono::seconds(30)));
+  ASSERT_TRUE(h.stop());
+  std::ifstream file(h.dir() / "data/channels/telegram/state.json");
+  const Json stored = Json::parse(file);
+  ASSERT_EQ(stored["approvals"].size(), 1u) << stored.dump();
+  EXPECT_EQ(stored["approvals"][0][2], "word_count");
+
+  ASSERT_TRUE(h.start(kAllowed, drip, extra));
+  const std::string told =
+      "The bot restarted while your approval of word_count was pending: that turn stopped. Send "
+      "your message again.";
+  ASSERT_TRUE(h.bot().wait_until(
+      [&] {
+        return joined_texts(h.bot().messages(kChat), prompt->id).find(told) != std::string::npos;
+      },
+      std::chrono::seconds(30)))
+      << joined_texts(h.bot().messages(kChat), prompt->id);
+  const std::string data = prompt->reply_markup["inline_keyboard"][0][0]["callback_data"];
+  h.bot().press_button(kChat, kUser, prompt->id, data);
+  ASSERT_TRUE(h.bot().wait_until([&] { return !h.bot().callback_answers().empty(); },
+                                 std::chrono::seconds(30)));
+  EXPECT_EQ(h.bot().callback_answers(),
+            std::vector<std::string>{
+                "This request ended when the bot restarted: send your message again."});
+  ASSERT_TRUE(h.stop());
+  std::ifstream again(h.dir() / "data/channels/telegram/state.json");
+  EXPECT_EQ(Json::parse(again)["approvals"], Json::array());
+}
+
 TEST(TelegramChannel, ApprovalByButtonRunsTheTool) {
   const std::string answer = approval_test(true);
   EXPECT_NE(answer.find("tool said: {"), std::string::npos) << answer;
