@@ -194,6 +194,20 @@ class CliTopologyKill : public CliTopology, public ::testing::WithParamInterface
       text += "{" + line + (step == hang ? R"(, "delay_ms": 600000)" : "") + "}\n";
     return dir_.write(name, text);
   }
+  // Whether the first process sent the request the line held back for `step` answers.
+  bool asked(const std::string& step) {
+    std::string match;
+    for (const auto& [name, line] : kLines) {
+      if (name == step) match = Json::parse("{" + line + "}")["match"].get<std::string>();
+    }
+    for (const auto& line : read_lines(dir_ / "rec1.jsonl")) {
+      Json j = Json::parse(line, nullptr, false);
+      if (j.is_object() && j["messages"].back()["content"].get<std::string>().find(match) !=
+                               std::string::npos)
+        return true;
+    }
+    return false;
+  }
   bool journal_has(const std::string& step) {
     const auto file = dir_ / "data/topology-runs/kill-run/journal.json";
     Json j = Json::parse(kernex::testing::slurp(file), nullptr, false);
@@ -211,9 +225,11 @@ TEST_P(CliTopologyKill, ResumeRerunsNoFinishedStep) {
   fs::create_directories(dir_ / "first");
   auto started = kernex::testing::start_program(KERNEX_CLI, dir_ / "first", env_, args);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (!journal_has(c.finished) && std::chrono::steady_clock::now() < deadline)
+  // Killed in the phase: after the step before it is journaled, while the held-back call waits.
+  const auto in_phase = [&] { return journal_has(c.finished) && asked(c.hang); };
+  while (!in_phase() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_TRUE(journal_has(c.finished)) << kernex::testing::slurp(started.err);
+  ASSERT_TRUE(in_phase()) << kernex::testing::slurp(started.err);
   ASSERT_EQ(::kill(started.pid, SIGKILL), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(started.pid, &status, 0), started.pid);
