@@ -44,8 +44,11 @@ fs::path write_topology(const fs::path& root, const std::string& name, int phase
   toml << "[topology]\nname = \"" << name << "\"\ndescription = \"bench\"\nversion = 1\n";
   for (int i = 0; i < phases; ++i) {
     toml << "\n[[phases]]\nname = \"p" << i << "\"\nagent = \"a\"\n";
-    if (parallel) toml << "parallel_group = \"g\"\ninputs = [\"input\"]\n";
-    else toml << "inputs = [\"" << (i == 0 ? std::string("input") : "p" + std::to_string(i - 1)) << "\"]\n";
+    if (parallel)
+      toml << "parallel_group = \"g\"\ninputs = [\"input\"]\n";
+    else
+      toml << "inputs = [\"" << (i == 0 ? std::string("input") : "p" + std::to_string(i - 1))
+           << "\"]\n";
   }
   return dir;
 }
@@ -69,9 +72,12 @@ void overhead(int reps, const fs::path& root) {
   {
     std::ofstream script(root / "script.jsonl");
     for (int i = 0; i < reps * 20 + 20; ++i)
-      script << R"({"text": "an answer of a few words", "usage": {"input_tokens": 50, "output_tokens": 8}})" << '\n';
+      script
+          << R"({"text": "an answer of a few words", "usage": {"input_tokens": 50, "output_tokens": 8}})"
+          << '\n';
   }
-  auto kernel = make_kernel(root / "data", "replay", {{"script", (root / "script.jsonl").string()}});
+  auto kernel =
+      make_kernel(root / "data", "replay", {{"script", (root / "script.jsonl").string()}});
   const std::string prompt = t->agents.at("a").prompt;
   std::vector<double> hand, topology;
   for (int rep = 0; rep < reps; ++rep) {
@@ -81,8 +87,8 @@ void overhead(int reps, const fs::path& root) {
       kernex::RunOptions o;
       o.history = std::vector<kernex::ContextEntry>{};
       o.extra_system_prompt = prompt;
-      auto r = kernel->run(kernex::Request::from_text("bench", "phase p" + std::to_string(i) +
-                                                                   "\n## Input\n" + previous),
+      auto r = kernel->run(kernex::Request::from_text(
+                               "bench", "phase p" + std::to_string(i) + "\n## Input\n" + previous),
                            o);
       if (!r) die(kBench, r.error().describe());
       previous = r->text;
@@ -96,8 +102,10 @@ void overhead(int reps, const fs::path& root) {
     topology.push_back(kernex::bench::us_since(start) / 1000);
   }
   const double h = median(hand), tp = median(topology);
-  std::printf("overhead: 10 phases, %d reps: by hand %.2f ms, topology %.2f ms, ratio %.2fx "
-              "(target <= 1.1x)\n", reps, h, tp, tp / h);
+  std::printf(
+      "overhead: 10 phases, %d reps: by hand %.2f ms, topology %.2f ms, ratio %.2fx "
+      "(target <= 1.1x)\n",
+      reps, h, tp, tp / h);
 }
 
 void parallel(int reps, const fs::path& root) {
@@ -107,14 +115,15 @@ void parallel(int reps, const fs::path& root) {
   kernex::bench::FakeLlm llm(llm_options);
   ::setenv("KERNEX_BENCH_KEY", "sk-bench", 1);
   auto kernel = make_kernel(root / "data-par", "openai",
-                            {{"base_url", llm.base_url()}, {"api_key_env", "KERNEX_BENCH_KEY"},
+                            {{"base_url", llm.base_url()},
+                             {"api_key_env", "KERNEX_BENCH_KEY"},
                              {"model", "gpt-4o-mini"}});
   auto one = topo::load_dir(write_topology(root, "one", 1, false));
   auto eight = topo::load_dir(write_topology(root, "eight", 8, true));
   if (!one || !eight) die(kBench, "cannot load the bench topologies");
   std::vector<double> single, group;
   for (int rep = 0; rep < std::max(3, reps / 4); ++rep) {
-    for (auto* [t, out] : {std::pair{&*one, &single}, std::pair{&*eight, &group}}) {
+    for (auto * [ t, out ] : {std::pair{&*one, &single}, std::pair{&*eight, &group}}) {
       topo::RunnerOptions options;
       options.input = "go";
       const auto start = Clock::now();
@@ -124,8 +133,10 @@ void parallel(int reps, const fs::path& root) {
     }
   }
   const double s = median(single), g = median(group);
-  std::printf("parallel: 200 ms model, one agent %.1f ms, a group of 8 %.1f ms, ratio %.2fx "
-              "(target <= 1.2x)\n", s, g, g / s);
+  std::printf(
+      "parallel: 200 ms model, one agent %.1f ms, a group of 8 %.1f ms, ratio %.2fx "
+      "(target <= 1.2x)\n",
+      s, g, g / s);
 }
 
 }  // namespace

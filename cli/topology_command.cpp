@@ -58,7 +58,8 @@ void print_event(const Json& event, bool json) {
 
 int report_result(const topology::TopologyResult& result, bool json) {
   if (json) {
-    std::cout << topology::to_json(result).dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+    std::cout << topology::to_json(result).dump(-1, ' ', false, Json::error_handler_t::replace)
+              << '\n';
   } else {
     std::cout << for_terminal(result.text);
     if (!result.text.empty() && result.text.back() != '\n') std::cout << '\n';
@@ -93,8 +94,8 @@ int run_topology(const ConfigFile& file, const TopologyArgs& args) {
   options.stream = args.run.stream;
   const bool json = args.run.json;
   if (args.run.stream) options.on_event = [json](const Json& e) { print_event(e, json); };
-  options.sources_for = [&copy](const topology::Agent& agent)
-      -> Result<std::vector<std::shared_ptr<ContextSource>>> {
+  options.sources_for =
+      [&copy](const topology::Agent& agent) -> Result<std::vector<std::shared_ptr<ContextSource>>> {
     std::vector<std::shared_ptr<ContextSource>> out;
     if (agent.skills.empty()) return out;
     KERNEX_ASSIGN_OR_RETURN(auto source, load_run_skills(copy, agent.skills));
@@ -121,8 +122,10 @@ int lint(const ConfigFile& file, const RunArgs& dirs, const std::vector<std::str
     auto topo = topology::resolve(target, config->data_dir);
     if (json) {
       Json line{{"target", target}, {"ok", bool(topo)}};
-      if (topo) line["phases"] = topo->phases.size(), line["agents"] = topo->agents.size();
-      else line["error"] = topo.error().describe();
+      if (topo)
+        line["phases"] = topo->phases.size(), line["agents"] = topo->agents.size();
+      else
+        line["error"] = topo.error().describe();
       std::cout << line.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
     } else if (topo) {
       std::cout << "ok: " << topo->name << " (" << topo->phases.size() << " phases, "
@@ -151,7 +154,8 @@ int show(const ConfigFile& file, const RunArgs& dirs, const std::string& target,
 CommandRun setup_topology(CLI::App& command, std::string& config) {
   command.require_subcommand(1);
   auto args = std::make_shared<TopologyArgs>();
-  CLI::App* run = command.add_subcommand("run", "Run a topology (NAME under the data dir, or FILE)");
+  CLI::App* run =
+      command.add_subcommand("run", "Run a topology (NAME under the data dir, or FILE)");
   add_config_option(*run, config);
   add_run_options(*run, args->run);
   run->add_option("topology", args->target, "topology NAME or FILE/folder")->required();

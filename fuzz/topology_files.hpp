@@ -21,7 +21,8 @@ inline const std::filesystem::path& topology_folder() {
     if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     const std::filesystem::path root = pattern;
     std::filesystem::create_directories(root / "agents");
-    for (const char* agent : {"a", "b"}) std::ofstream(root / "agents" / (std::string(agent) + ".md")) << "agent\n";
+    for (const char* agent : {"a", "b"})
+      std::ofstream(root / "agents" / (std::string(agent) + ".md")) << "agent\n";
     std::ofstream(root / "s.json") << R"({"type": "object", "required": ["verdict"]})";
     return root;
   }();

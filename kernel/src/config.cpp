@@ -68,12 +68,12 @@ class ConfigReader {
     if (!root.IsMap())
       return err(Field{root, "", root.Mark()},
                  "expected a mapping of settings, got " + detail::describe_yaml(root));
-    return each_key(Field{root, "", root.Mark()},
-                    {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project",
-                     "provider", "providers", "memory", "hooks", "toolboxes", "permissions",
-                     "pricing_file", "limits", "trajectories", "workspace", "serve", "channels",
-                     "topology"},
-                    [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
+    return each_key(
+        Field{root, "", root.Mark()},
+        {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project", "provider",
+         "providers", "memory", "hooks", "toolboxes", "permissions", "pricing_file", "limits",
+         "trajectories", "workspace", "serve", "channels", "topology"},
+        [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
   }
 
  private:

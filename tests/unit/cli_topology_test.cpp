@@ -33,13 +33,22 @@ class CliTopology : public ::testing::Test {
   }
   std::vector<std::string> run_args(const std::string& topology, const fs::path& script,
                                     const std::string& record, const std::string& input) {
-    return {"topology",   "run",          topology,
-            "--provider", "replay",       "--provider-opt",
-            "script=" + script.string(),  "--provider-opt",
-            "record=" + (dir_ / record).string(), "--data-dir",
-            (dir_ / "data").string(),     "--workspace",
-            (dir_ / "ws").string(),       "--input",
-            Json(input).dump(),           "--json"};
+    return {"topology",
+            "run",
+            topology,
+            "--provider",
+            "replay",
+            "--provider-opt",
+            "script=" + script.string(),
+            "--provider-opt",
+            "record=" + (dir_ / record).string(),
+            "--data-dir",
+            (dir_ / "data").string(),
+            "--workspace",
+            (dir_ / "ws").string(),
+            "--input",
+            Json(input).dump(),
+            "--json"};
   }
   CliOutcome cli(const std::vector<std::string>& args) {
     return kernex::testing::run_cli(dir_.path(), env_, args);
@@ -62,7 +71,8 @@ Json result_of(const CliOutcome& o) {
 
 TEST_F(CliTopology, AnalystSynthesizerExample) {
   const auto ex = kExamples / "analyst-synthesizer";
-  Json r = result_of(cli(run_args(ex.string(), ex / "replay.jsonl", "rec.jsonl", "Speed up the indexer")));
+  Json r = result_of(
+      cli(run_args(ex.string(), ex / "replay.jsonl", "rec.jsonl", "Speed up the indexer")));
   EXPECT_EQ(r["outcome"], "end_turn");
   EXPECT_EQ(r["artifacts"]["analysis"]["points"][1], "batch the writes");
   EXPECT_EQ(r["text"], "Cache the parsed index and batch the writes; the risk is low.");
@@ -76,8 +86,10 @@ TEST_F(CliTopology, AnalystSynthesizerExample) {
 
 TEST_F(CliTopology, ReviewFanOutExample) {
   const auto ex = kExamples / "review-fanout";
-  Json r = result_of(cli(run_args(ex.string(), ex / "replay.jsonl", "rec.jsonl", "diff --git a/x b/x")));
-  EXPECT_EQ(r["artifacts"]["performance-review"]["findings"][0]["text"], "the loop reparses the file");
+  Json r =
+      result_of(cli(run_args(ex.string(), ex / "replay.jsonl", "rec.jsonl", "diff --git a/x b/x")));
+  EXPECT_EQ(r["artifacts"]["performance-review"]["findings"][0]["text"],
+            "the loop reparses the file");
   EXPECT_EQ(r["text"], "1. high: the token is logged. 2. medium: the loop reparses the file.");
   const auto m = messages("rec.jsonl");
   ASSERT_EQ(m.size(), 4u);
@@ -88,16 +100,19 @@ TEST_F(CliTopology, ReviewFanOutExample) {
 
 TEST_F(CliTopology, CodeReviewExampleWritesThroughTheSandbox) {
   const auto ex = kExamples / "code-review";
-  Json r = result_of(cli(run_args(ex.string(), ex / "replay.jsonl", "rec.jsonl", "Review src/size.py")));
+  Json r =
+      result_of(cli(run_args(ex.string(), ex / "replay.jsonl", "rec.jsonl", "Review src/size.py")));
   EXPECT_EQ(r["artifacts"]["validate"]["verdict"], "pass");
-  EXPECT_EQ(r["text"], "One finding (negative sizes) was fixed in one round; the reviewer passes the change.");
+  EXPECT_EQ(r["text"],
+            "One finding (negative sizes) was fixed in one round; the reviewer passes the change.");
   // The reviewer's write tool ran in the sandbox, in the run's workspace.
-  EXPECT_EQ(kernex::testing::slurp(dir_ / "ws/review-output.md"), "- parse() accepts negative sizes\n");
+  EXPECT_EQ(kernex::testing::slurp(dir_ / "ws/review-output.md"),
+            "- parse() accepts negative sizes\n");
   const auto m = messages("rec.jsonl");
   ASSERT_EQ(m.size(), 7u);
-  EXPECT_THAT(m[1], HasSubstr("Plan: review parse()"));   // review gets the brief
+  EXPECT_THAT(m[1], HasSubstr("Plan: review parse()"));            // review gets the brief
   EXPECT_THAT(m[4], HasSubstr("parse() accepts negative sizes"));  // fixer gets the findings
-  EXPECT_THAT(m[6], HasSubstr("\"verdict\": \"pass\""));  // summary gets the verdict
+  EXPECT_THAT(m[6], HasSubstr("\"verdict\": \"pass\""));           // summary gets the verdict
 }
 
 TEST_F(CliTopology, ShowAndLint) {
@@ -105,9 +120,11 @@ TEST_F(CliTopology, ShowAndLint) {
   EXPECT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_THAT(shown.out, HasSubstr("parallel group 'reviews'"));
   EXPECT_THAT(shown.out, HasSubstr("reduce [standard] agent reducer"));
-  dir_.write("bad/TOPOLOGY.toml", "[topology]\nname = \"bad\"\ndescription = \"d\"\nversion = 1\n"
-                                  "[[phases]]\nname = \"p\"\nagent = \"../x\"\n");
-  auto linted = cli({"topology", "lint", (kExamples / "code-review").string(), (dir_ / "bad").string()});
+  dir_.write("bad/TOPOLOGY.toml",
+             "[topology]\nname = \"bad\"\ndescription = \"d\"\nversion = 1\n"
+             "[[phases]]\nname = \"p\"\nagent = \"../x\"\n");
+  auto linted =
+      cli({"topology", "lint", (kExamples / "code-review").string(), (dir_ / "bad").string()});
   EXPECT_EQ(linted.exit_code, 3);
   EXPECT_THAT(linted.out, HasSubstr("ok: code-review (4 phases, 4 agents)"));
   EXPECT_THAT(linted.err, HasSubstr("TOPOLOGY.toml:7: phases[0].agent"));
@@ -181,8 +198,8 @@ const std::vector<std::pair<std::string, std::string>> kLines = {
 
 struct KillCase {
   const char* kind;
-  const char* hang;       // the line held back (the process is killed while it waits)
-  const char* finished;   // a journal step that must be there before the kill
+  const char* hang;                    // the line held back (the process is killed while it waits)
+  const char* finished;                // a journal step that must be there before the kill
   std::vector<std::string> not_again;  // message parts the resumed run must never send
 };
 
@@ -202,8 +219,8 @@ class CliTopologyKill : public CliTopology, public ::testing::WithParamInterface
     }
     for (const auto& line : read_lines(dir_ / "rec1.jsonl")) {
       Json j = Json::parse(line, nullptr, false);
-      if (j.is_object() && j["messages"].back()["content"].get<std::string>().find(match) !=
-                               std::string::npos)
+      if (j.is_object() &&
+          j["messages"].back()["content"].get<std::string>().find(match) != std::string::npos)
         return true;
     }
     return false;
@@ -244,7 +261,8 @@ TEST_P(CliTopologyKill, ResumeRerunsNoFinishedStep) {
   EXPECT_EQ(r["artifacts"]["desk"], "refunded");
   const auto again = messages("rec2.jsonl");
   for (const auto& part : c.not_again) {
-    for (const auto& m : again) EXPECT_THAT(m, Not(HasSubstr(part))) << c.kind << ": re-ran " << part;
+    for (const auto& m : again)
+      EXPECT_THAT(m, Not(HasSubstr(part))) << c.kind << ": re-ran " << part;
   }
   // And every step the topology has was run exactly once over both processes.
   std::size_t total = messages("rec1.jsonl").size() + again.size();
@@ -254,7 +272,10 @@ TEST_P(CliTopologyKill, ResumeRerunsNoFinishedStep) {
 INSTANTIATE_TEST_SUITE_P(
     EveryPhaseKind, CliTopologyKill,
     ::testing::Values(
-        KillCase{"standard", "last", "phase:desk", {"phase first ·", "phase ga ·", "Item", "agent triage]"}},
+        KillCase{"standard",
+                 "last",
+                 "phase:desk",
+                 {"phase first ·", "phase ga ·", "Item", "agent triage]"}},
         KillCase{"parallel", "gb", "ga", {"phase first ·", "phase ga ·"}},
         KillCase{"map", "item2", "each/item/0", {"phase first ·", "Item 1 of 3", "phase gb ·"}},
         KillCase{"loop", "fix1", "loop/review/0", {"Review (round 1)", "Item 3 of 3"}},

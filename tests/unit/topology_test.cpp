@@ -39,7 +39,8 @@ std::string error_of(const kernex::Result<topo::Topology>& t) {
 
 const char* kHeader = "[topology]\nname = \"t\"\ndescription = \"d\"\nversion = 1\n";
 
-std::string phase(const std::string& name, const std::string& agent, const std::string& extra = "") {
+std::string phase(const std::string& name, const std::string& agent,
+                  const std::string& extra = "") {
   return "\n[[phases]]\nname = \"" + name + "\"\nagent = \"" + agent + "\"\n" + extra;
 }
 
@@ -81,7 +82,8 @@ TEST(TopologyFormat, YamlFormReadsTheSameSchema) {
   EXPECT_EQ(t->phases[2].max_rounds, 2u);
   // A quoted version is a string in YAML as in TOML: an error.
   dir.write("t/TOPOLOGY.yaml", "topology: {name: t, description: d, version: \"1\"}\nphases: []\n");
-  EXPECT_THAT(error_of(topo::load_dir(dir / "t")), HasSubstr("topology.version: expected an integer"));
+  EXPECT_THAT(error_of(topo::load_dir(dir / "t")),
+              HasSubstr("topology.version: expected an integer"));
 }
 
 struct Hostile {
@@ -96,36 +98,58 @@ TEST(TopologyFormat, HostileFilesAreTypedErrorsNamingThePlace) {
   const std::vector<Hostile> cases = {
       {"traversal in an agent name", kHeader + phase("p", "../../etc/passwd"),
        "phases[0].agent: \"../../etc/passwd\" is not a valid name"},
-      {"a slash in a fix agent", kHeader + phase("p", "a", "phase_type = \"corrective-loop\"\n[phases.retry]\nmax = 1\nfix_agent = \"x/y\"\n"),
+      {"a slash in a fix agent",
+       kHeader +
+           phase(
+               "p", "a",
+               "phase_type = \"corrective-loop\"\n[phases.retry]\nmax = 1\nfix_agent = \"x/y\"\n"),
        "phases[0].retry.fix_agent"},
-      {"a cycle", kHeader + phase("p", "a", "inputs = [\"q\"]\n") + phase("q", "a", "inputs = [\"p\"]\n"),
+      {"a cycle",
+       kHeader + phase("p", "a", "inputs = [\"q\"]\n") + phase("q", "a", "inputs = [\"p\"]\n"),
        "cycle: phase 'p' needs 'q'"},
       {"a phase needing itself", kHeader + phase("p", "a", "inputs = [\"p\"]\n"), "cycle"},
       {"10 000 phases", ten_thousand, "10000 phases; a topology has at most 256"},
-      {"a loop with no bound", kHeader + phase("p", "a", "phase_type = \"corrective-loop\"\n[phases.retry]\nfix_agent = \"a\"\n"),
+      {"a loop with no bound",
+       kHeader +
+           phase("p", "a", "phase_type = \"corrective-loop\"\n[phases.retry]\nfix_agent = \"a\"\n"),
        "needs [retry] with `max`"},
-      {"a loop of a million rounds", kHeader + phase("p", "a", "phase_type = \"corrective-loop\"\n[phases.retry]\nmax = 1000000\nfix_agent = \"a\"\n"),
+      {"a loop of a million rounds",
+       kHeader + phase("p", "a",
+                       "phase_type = \"corrective-loop\"\n[phases.retry]\nmax = 1000000\nfix_agent "
+                       "= \"a\"\n"),
        "phases[0].retry.max: a loop runs 1 to 20 rounds"},
-      {"an unknown key", kHeader + phase("p", "a", "agnet = \"b\"\n"), "phases[0].agnet: unknown key"},
-      {"an unknown top-level key", std::string(kHeader) + "[surprise]\n" + phase("p", "a"), "surprise: unknown key"},
-      {"a string version", "[topology]\nname = \"t\"\ndescription = \"d\"\nversion = \"1\"\n" + phase("p", "a"),
+      {"an unknown key", kHeader + phase("p", "a", "agnet = \"b\"\n"),
+       "phases[0].agnet: unknown key"},
+      {"an unknown top-level key", std::string(kHeader) + "[surprise]\n" + phase("p", "a"),
+       "surprise: unknown key"},
+      {"a string version",
+       "[topology]\nname = \"t\"\ndescription = \"d\"\nversion = \"1\"\n" + phase("p", "a"),
        "topology.version: expected an integer"},
-      {"an unknown phase type", kHeader + phase("p", "a", "phase_type = \"forever\"\n"), "unknown phase_type"},
-      {"an unknown artifact", kHeader + phase("p", "a", "inputs = [\"nothing\"]\n"), "unknown artifact 'nothing'"},
+      {"an unknown phase type", kHeader + phase("p", "a", "phase_type = \"forever\"\n"),
+       "unknown phase_type"},
+      {"an unknown artifact", kHeader + phase("p", "a", "inputs = [\"nothing\"]\n"),
+       "unknown artifact 'nothing'"},
       {"a duplicate phase", kHeader + phase("p", "a") + phase("p", "a"), "duplicate phase 'p'"},
-      {"an escaping output path", kHeader + phase("p", "a", "output_type = \"file\"\noutput_path = \"../x\"\n"),
+      {"an escaping output path",
+       kHeader + phase("p", "a", "output_type = \"file\"\noutput_path = \"../x\"\n"),
        "phases[0].output_path"},
-      {"an escaping validation path", kHeader + phase("p", "a", "post_validation = [\"/etc/passwd\"]\n"),
+      {"an escaping validation path",
+       kHeader + phase("p", "a", "post_validation = [\"/etc/passwd\"]\n"),
        "phases[0].post_validation[0]"},
-      {"a bad topology name", "[topology]\nname = \"..\"\ndescription = \"d\"\nversion = 1\n" + phase("p", "a"),
+      {"a bad topology name",
+       "[topology]\nname = \"..\"\ndescription = \"d\"\nversion = 1\n" + phase("p", "a"),
        "topology.name"},
       {"no phases", kHeader, "[[phases]] are required"},
-      {"an unmapped handoff", kHeader + phase("p", "a", "phase_type = \"handoff\"\n"), "needs `handoffs`"},
-      {"a parallel group too big", [] {
+      {"an unmapped handoff", kHeader + phase("p", "a", "phase_type = \"handoff\"\n"),
+       "needs `handoffs`"},
+      {"a parallel group too big",
+       [] {
          std::string s = kHeader;
-         for (int i = 0; i < 40; ++i) s += phase("p" + std::to_string(i), "a", "parallel_group = \"g\"\n");
+         for (int i = 0; i < 40; ++i)
+           s += phase("p" + std::to_string(i), "a", "parallel_group = \"g\"\n");
          return s;
-       }(), "a parallel group runs at most 32"},
+       }(),
+       "a parallel group runs at most 32"},
       {"not TOML", "[topology\nname = ", "invalid TOML"},
   };
   for (const auto& c : cases) {
@@ -154,7 +178,8 @@ TEST(TopologyFormat, AgentFilesAreCheckedAndNeverFollowed) {
   TempDir schema;
   schema.write("t/s.json", R"({"type": "object", "properties": {"a": {"$ref": "#"}}})");
   auto refused = topo::load_dir(make_topology(
-      schema, kHeader + phase("p", "a", "output_type = \"json\"\noutput_schema = \"s.json\"\n"), {"a"}));
+      schema, kHeader + phase("p", "a", "output_type = \"json\"\noutput_schema = \"s.json\"\n"),
+      {"a"}));
   EXPECT_THAT(error_of(refused), HasSubstr("`$ref` is not supported"));
 }
 
@@ -247,13 +272,13 @@ TEST_F(TopologyRun, FanOutRunsTheGroupAndReducesIt) {
 
 TEST_F(TopologyRun, BudgetExhaustedMidGroupStopsTheGroupAndKeepsWhatFinished) {
   TempDir tdir;
-  auto t = topo::load_dir(make_topology(
-      tdir,
-      std::string(kHeader) + "[limits]\ntoken_budget = 1000\n" +
-          phase("fast", "a", "parallel_group = \"g\"\n") +
-          phase("slow1", "b", "parallel_group = \"g\"\n") +
-          phase("slow2", "b", "parallel_group = \"g\"\n") + phase("after", "a", "inputs = [\"fast\"]\n"),
-      {"a", "b"}));
+  auto t = topo::load_dir(make_topology(tdir,
+                                        std::string(kHeader) + "[limits]\ntoken_budget = 1000\n" +
+                                            phase("fast", "a", "parallel_group = \"g\"\n") +
+                                            phase("slow1", "b", "parallel_group = \"g\"\n") +
+                                            phase("slow2", "b", "parallel_group = \"g\"\n") +
+                                            phase("after", "a", "inputs = [\"fast\"]\n"),
+                                        {"a", "b"}));
   ASSERT_TRUE(t) << t.error().describe();
   auto k = kernel({R"({"match": "phase fast ·", "text": "done", "usage": {"input_tokens": 5000}})",
                    R"({"match": "phase slow1 ·", "text": "late", "delay_ms": 60000})",
@@ -268,7 +293,8 @@ TEST_F(TopologyRun, BudgetExhaustedMidGroupStopsTheGroupAndKeepsWhatFinished) {
   ASSERT_EQ(r->phases.size(), 4u);
   EXPECT_EQ(r->phases[0].status, "done");
   EXPECT_EQ(r->phases[3].status, "not_run");
-  const auto journal = Json::parse(kernex::testing::read_lines(dir_ / "data/topology-runs/budget-run/journal.json").at(0));
+  const auto journal = Json::parse(
+      kernex::testing::read_lines(dir_ / "data/topology-runs/budget-run/journal.json").at(0));
   EXPECT_TRUE(journal["steps"].contains("fast"));
   EXPECT_FALSE(journal["steps"].contains("slow1"));
 }
@@ -294,7 +320,8 @@ TEST_F(TopologyRun, ResumeRunsNoFinishedPhaseAndHostileJournalsAreRefused) {
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_THAT(message(reqs[0]), HasSubstr("first"));  // phase one's output, from the journal
   // Another input, or a journal that is not one, is a typed error.
-  EXPECT_EQ(topo::run(*k, *t, options("other", "resume-me")).error().code, kernex::ErrorCode::Usage);
+  EXPECT_EQ(topo::run(*k, *t, options("other", "resume-me")).error().code,
+            kernex::ErrorCode::Usage);
   dir_.write("data/topology-runs/torn/journal.json", "{\"format\": 1, \"steps\": [");
   auto torn = topo::run(*k, *t, options("in", "torn"));
   ASSERT_FALSE(torn);
@@ -304,9 +331,14 @@ TEST_F(TopologyRun, ResumeRunsNoFinishedPhaseAndHostileJournalsAreRefused) {
 
 TEST_F(TopologyRun, RetriesWithBackoffThenChecksTheSchema) {
   TempDir tdir;
-  tdir.write("t/s.json", R"({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}})");
+  tdir.write("t/s.json",
+             R"({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}})");
   auto t = topo::load_dir(make_topology(
-      tdir, kHeader + phase("p", "a", "output_type = \"json\"\noutput_schema = \"s.json\"\nretries = 2\nbackoff_ms = 1\n"),
+      tdir,
+      kHeader +
+          phase(
+              "p", "a",
+              "output_type = \"json\"\noutput_schema = \"s.json\"\nretries = 2\nbackoff_ms = 1\n"),
       {"a"}));
   ASSERT_TRUE(t) << t.error().describe();
   auto k = kernel({R"({"text": "no json here"})", R"({"text": "{\"n\": \"seven\"}"})",
@@ -323,8 +355,11 @@ TEST_F(TopologyRun, CorrectiveLoopMapAndHandoff) {
       tdir,
       kHeader + phase("list", "a", "output_type = \"json\"\n") +
           phase("each", "a", "phase_type = \"map\"\nmap_over = \"list\"\nconcurrency = 2\n") +
-          phase("loop", "rev", "phase_type = \"corrective-loop\"\ninputs = [\"each\"]\n[phases.retry]\nmax = 2\nfix_agent = \"fix\"\n") +
-          phase("desk", "triage", "phase_type = \"handoff\"\nhandoffs = [\"billing\"]\ninputs = [\"input\"]\n"),
+          phase("loop", "rev",
+                "phase_type = \"corrective-loop\"\ninputs = [\"each\"]\n[phases.retry]\nmax = "
+                "2\nfix_agent = \"fix\"\n") +
+          phase("desk", "triage",
+                "phase_type = \"handoff\"\nhandoffs = [\"billing\"]\ninputs = [\"input\"]\n"),
       {"a", "rev", "fix", "triage", "billing"}));
   ASSERT_TRUE(t) << t.error().describe();
   auto k = kernel({
@@ -356,7 +391,10 @@ TEST_F(TopologyRun, CorrectiveLoopMapAndHandoff) {
 TEST_F(TopologyRun, LoopThatNeverPassesEndsAtItsBound) {
   TempDir tdir;
   auto t = topo::load_dir(make_topology(
-      tdir, kHeader + phase("loop", "rev", "phase_type = \"corrective-loop\"\n[phases.retry]\nmax = 1\nfix_agent = \"fix\"\n"),
+      tdir,
+      kHeader +
+          phase("loop", "rev",
+                "phase_type = \"corrective-loop\"\n[phases.retry]\nmax = 1\nfix_agent = \"fix\"\n"),
       {"rev", "fix"}));
   ASSERT_TRUE(t) << t.error().describe();
   auto k = kernel({R"({"match": "agent rev]", "text": "{\"verdict\": \"fail\"}"})",

@@ -24,10 +24,9 @@ Result<void> read_permissions(const Reader& reader, const Node& node, const std:
                               Agent& out) {
   return reader.each_key(node, path, {"allow", "ask", "deny"},
                          [&](const std::string& key, const Node& value, const std::string& sub) {
-                           return assign(reader.strings(value, sub),
-                                         key == "allow" ? out.allow
-                                         : key == "ask" ? out.ask
-                                                        : out.deny);
+                           return assign(reader.strings(value, sub), key == "allow" ? out.allow
+                                                                     : key == "ask" ? out.ask
+                                                                                    : out.deny);
                          });
 }
 
@@ -43,7 +42,8 @@ Result<void> read_agent_key(const Reader& reader, const std::string& key, const 
   if (key == "skills" || key == "toolboxes") {
     KERNEX_ASSIGN_OR_RETURN(auto list, reader.strings(value, sub, 64));
     for (const auto& n : list) {
-      if (!valid_name(n)) return reader.err(value, sub, "\"" + n.substr(0, 80) + "\" is not a name");
+      if (!valid_name(n))
+        return reader.err(value, sub, "\"" + n.substr(0, 80) + "\" is not a name");
     }
     (key == "skills" ? a.skills : a.toolboxes) = std::move(list);
     return {};
@@ -68,8 +68,8 @@ Result<void> read_agent_key(const Reader& reader, const std::string& key, const 
 Result<void> read_limits(const Reader& reader, const Node& node, const std::string& path,
                          AgentLimits& out) {
   return reader.each_key(
-      node, path, {"max_turns", "token_budget", "cost_budget_usd", "tool_call_budget",
-                   "wall_time_ms"},
+      node, path,
+      {"max_turns", "token_budget", "cost_budget_usd", "tool_call_budget", "wall_time_ms"},
       [&](const std::string& key, const Node& value, const std::string& sub) -> Result<void> {
         if (key == "cost_budget_usd")
           return assign(reader.number(value, sub, 0, kMaxCostBudgetUsd), out.cost_budget_usd);
@@ -96,13 +96,13 @@ Result<void> read_agents(const Reader& reader, const Node& node, Topology& out) 
     if (out.agents.contains(entry.key)) return reader.err(entry.value, path, "duplicate agent");
     Agent agent;
     agent.name = entry.key;
-    KERNEX_RETURN_IF_ERROR(reader.each_key(
-        entry.value, path,
-        {"provider", "model", "tier", "tools", "skills", "toolboxes", "permissions",
-         "sandbox_profile", "workspace", "limits", "description"},
-        [&](const std::string& key, const Node& value, const std::string& sub) {
-          return read_agent_key(reader, key, value, sub, agent);
-        }));
+    KERNEX_RETURN_IF_ERROR(
+        reader.each_key(entry.value, path,
+                        {"provider", "model", "tier", "tools", "skills", "toolboxes", "permissions",
+                         "sandbox_profile", "workspace", "limits", "description"},
+                        [&](const std::string& key, const Node& value, const std::string& sub) {
+                          return read_agent_key(reader, key, value, sub, agent);
+                        }));
     if (agent.tier && (agent.provider || agent.model))
       return reader.err(entry.value, path, "give either `tier` or `provider`/`model`, not both");
     out.agents.emplace(entry.key, std::move(agent));
@@ -114,13 +114,14 @@ namespace {
 
 // A symbolic link is refused: the topology folder's files are read, never what they point at.
 Result<std::string> read_prompt(const std::filesystem::path& file, const std::string& agent) {
-  struct stat st{};
+  struct stat st {};
   if (::lstat(file.c_str(), &st) != 0)
     return fail(ErrorCode::Config, "agent '" + agent + "' has no instructions file " +
                                        file.string() + " (every agent needs agents/<name>.md)");
   if (S_ISLNK(st.st_mode))
-    return fail(ErrorCode::Config, file.string() + " is a symbolic link; agents' .md files must "
-                                                   "be regular files in the topology folder");
+    return fail(ErrorCode::Config, file.string() +
+                                       " is a symbolic link; agents' .md files must "
+                                       "be regular files in the topology folder");
   auto text = read_regular_file(file, "agent instructions", kMaxAgentPromptBytes);
   if (!text) return fail(ErrorCode::Config, "agent '" + agent + "'", text.error());
   return std::move(*text);
@@ -145,8 +146,7 @@ void referenced(const Phase& p, std::vector<std::pair<std::string, std::string>>
 // Every agent a phase names must have agents/<name>.md; other .md files there load too.
 Result<void> load_agents(Topology& topology, const Reader& reader, const Node& phases) {
   std::vector<std::pair<std::string, std::string>> names;
-  for (std::size_t i = 0; i < topology.phases.size(); ++i)
-    referenced(topology.phases[i], names, i);
+  for (std::size_t i = 0; i < topology.phases.size(); ++i) referenced(topology.phases[i], names, i);
   const auto agents_dir = topology.dir / "agents";
   for (const auto& [name, where] : names) {
     if (!topology.agents.contains(name)) topology.agents.emplace(name, named_agent(name));

@@ -32,7 +32,7 @@ std::optional<std::filesystem::path> find_file(const RunContext& ctx, const Phas
   roots.push_back(ctx.options.workspace.empty() ? std::filesystem::path(".")
                                                 : ctx.options.workspace);
   for (const auto& root : roots) {
-    struct stat st{};
+    struct stat st {};
     const auto p = root / rel;
     if (::lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return p;
   }
@@ -40,8 +40,8 @@ std::optional<std::filesystem::path> find_file(const RunContext& ctx, const Phas
 }
 
 bool name_matches(const RunContext& ctx, const std::vector<std::string>& patterns) {
-  const auto root = ctx.options.workspace.empty() ? std::filesystem::path(".")
-                                                  : ctx.options.workspace;
+  const auto root =
+      ctx.options.workspace.empty() ? std::filesystem::path(".") : ctx.options.workspace;
   std::error_code ec;
   std::size_t seen = 0;
   for (std::filesystem::recursive_directory_iterator it(root, ec), end; !ec && it != end;
@@ -84,8 +84,8 @@ Result<void> check_one(const RunContext& ctx, const Phase& phase, const Validati
 
 std::string phase_message(const RunContext& ctx, const Phase& phase, const std::string& agent,
                           const std::string& extra) {
-  std::string m = "[topology " + ctx.topology.name + " · phase " + phase.name + " · agent " +
-                  agent + "]\n";
+  std::string m =
+      "[topology " + ctx.topology.name + " · phase " + phase.name + " · agent " + agent + "]\n";
   if (!phase.instructions.empty()) m += phase.instructions + "\n";
   for (const auto& name : phase.inputs) {
     const auto type = ctx.types.at(name);
@@ -107,10 +107,10 @@ std::string phase_message(const RunContext& ctx, const Phase& phase, const std::
 
 Result<Json> accept_output(const RunContext& ctx, const Phase& phase, const std::string& text) {
   const std::string where = "phase '" + phase.name + "' output '" + phase.output + "'";
-  if (text.size() > kMaxArtifactBytes)
-    return fail(ErrorCode::Limit, where + ": larger than 1 MiB");
+  if (text.size() > kMaxArtifactBytes) return fail(ErrorCode::Limit, where + ": larger than 1 MiB");
   switch (phase.output_type) {
-    case ArtifactType::Text: return Json(text);
+    case ArtifactType::Text:
+      return Json(text);
     case ArtifactType::Json: {
       Json value = extract_json(text);
       if (value.is_discarded()) return fail(ErrorCode::Parse, where + ": the answer holds no JSON");
@@ -133,8 +133,8 @@ Result<void> check_validations(const RunContext& ctx, const Phase& phase,
                                const std::vector<Validation>& checks, const Json& value,
                                const char* when) {
   for (std::size_t i = 0; i < checks.size(); ++i) {
-    const std::string where = "phase '" + phase.name + "' " + when + "_validation[" +
-                              std::to_string(i) + "]";
+    const std::string where =
+        "phase '" + phase.name + "' " + when + "_validation[" + std::to_string(i) + "]";
     KERNEX_RETURN_IF_ERROR(check_one(ctx, phase, checks[i], value, where));
   }
   return {};

@@ -98,9 +98,9 @@ Result<RunOptions> agent_options(RunContext& ctx, const StepCall& call, const Ag
     // Its own layer over the workspace (a read-only agent's too: whatever a tool tries to write
     // never reaches the real tree); `kernex workspace --session topology-<run>-<agent>`.
     KERNEX_ASSIGN_OR_RETURN(
-        auto overlay, workspace::session_overlay(workspace::overlays_dir(ctx.kernel.config().data_dir),
-                                                 "topology-" + ctx.run_id + "-" + agent.name,
-                                                 ctx.options.workspace));
+        auto overlay, workspace::session_overlay(
+                          workspace::overlays_dir(ctx.kernel.config().data_dir),
+                          "topology-" + ctx.run_id + "-" + agent.name, ctx.options.workspace));
     o.workspace = overlay.lower();
     o.workspace_layers = overlay.layer_dir();
   }
@@ -149,15 +149,18 @@ Result<RunResult> call_once(RunContext& ctx, const StepCall& call, const Agent& 
                             std::uint32_t attempt, bool& timed_out) {
   KERNEX_ASSIGN_OR_RETURN(auto options, agent_options(ctx, call, agent));
   KERNEX_ASSIGN_OR_RETURN(auto* kernel, kernel_for(ctx, agent));
-  KERNEX_ASSIGN_OR_RETURN(options.journal,
-                          StepJournal::open(ctx.log->dir() / "steps" / journal_name(call.id, attempt)));
+  KERNEX_ASSIGN_OR_RETURN(options.journal, StepJournal::open(ctx.log->dir() / "steps" /
+                                                             journal_name(call.id, attempt)));
   options.trajectory = std::make_shared<StepTrajectory>(ctx.trajectory, ctx.ledger, call.id,
                                                         call.phase->name, agent.name);
   if (ctx.options.stream && ctx.options.on_event) {
     options.sink = [&ctx, &call, &agent](const StreamEvent& e) {
       if (e.kind == StreamEvent::Kind::TextDelta)
-        ctx.emit({{"type", "delta"}, {"step", call.id}, {"phase", call.phase->name},
-                  {"agent", agent.name}, {"text", e.text}});
+        ctx.emit({{"type", "delta"},
+                  {"step", call.id},
+                  {"phase", call.phase->name},
+                  {"agent", agent.name},
+                  {"text", e.text}});
     };
   }
   std::stop_source call_stop;
@@ -174,13 +177,13 @@ std::unexpected<Error> not_finished(RunContext& ctx, const StepCall& call, const
                                     bool timed_out) {
   const std::string who = "phase '" + call.phase->name + "', agent '" + call.agent + "'";
   if (auto total = ctx.ledger->exhausted())
-    return ctx.limit("budget_exhausted:" + *total, who + ": the run's " + *total + " budget is used up");
+    return ctx.limit("budget_exhausted:" + *total,
+                     who + ": the run's " + *total + " budget is used up");
   if (r.outcome == Outcome::Cancelled && timed_out)
     return ctx.limit("budget_exhausted:wall_time", who + ": its wall time ran out");
-  if (r.outcome == Outcome::Cancelled)
-    return fail(ErrorCode::Cancelled, who + ": cancelled");
-  return ctx.limit(std::string(to_string(r.outcome)), who + ": ended by " +
-                                                          std::string(to_string(r.outcome)));
+  if (r.outcome == Outcome::Cancelled) return fail(ErrorCode::Cancelled, who + ": cancelled");
+  return ctx.limit(std::string(to_string(r.outcome)),
+                   who + ": ended by " + std::string(to_string(r.outcome)));
 }
 
 // Waits out a backoff; false when the run was stopped meanwhile.
@@ -194,7 +197,11 @@ bool backoff(RunContext& ctx, std::chrono::milliseconds wait) {
 }
 
 Result<StepOutput> resumed(RunContext& ctx, const StepCall& call, const Json& entry) {
-  StepReport report{call.id, call.phase->name, call.agent, true, entry["usage"].get<Usage>(),
+  StepReport report{call.id,
+                    call.phase->name,
+                    call.agent,
+                    true,
+                    entry["usage"].get<Usage>(),
                     entry.value("turns", 0U)};
   ctx.ledger->restore(call.agent, report.usage);
   ctx.add_step(std::move(report));
@@ -206,13 +213,16 @@ Result<StepOutput> resumed(RunContext& ctx, const StepCall& call, const Json& en
 Result<StepOutput> run_step(RunContext& ctx, const StepCall& call, const Accept& accept) {
   if (auto entry = ctx.log->step(call.id)) return resumed(ctx, call, *entry);
   const Agent& agent = ctx.topology.agents.at(call.agent);
-  ctx.emit({{"type", "step_start"}, {"step", call.id}, {"phase", call.phase->name},
+  ctx.emit({{"type", "step_start"},
+            {"step", call.id},
+            {"phase", call.phase->name},
             {"agent", call.agent}});
   std::chrono::milliseconds wait(call.phase->backoff_ms);
   for (std::uint32_t attempt = 0;; ++attempt) {
     if (ctx.stop.stop_requested()) {
       if (auto total = ctx.ledger->exhausted())
-        return ctx.limit("budget_exhausted:" + *total, "the run's " + *total + " budget is used up");
+        return ctx.limit("budget_exhausted:" + *total,
+                         "the run's " + *total + " budget is used up");
       return fail(ErrorCode::Cancelled, "the run was stopped");
     }
     bool timed_out = false;
@@ -224,21 +234,30 @@ Result<StepOutput> run_step(RunContext& ctx, const StepCall& call, const Accept&
     if (result) output = accept(result->text);
     if (result && output) {
       StepReport report{call.id, call.phase->name, call.agent, false, result->usage, result->turns};
-      KERNEX_RETURN_IF_ERROR(ctx.log->record(
-          call.id, {{"text", result->text}, {"output", *output}, {"usage", result->usage},
-                    {"turns", result->turns}, {"agent", call.agent}}));
+      KERNEX_RETURN_IF_ERROR(ctx.log->record(call.id, {{"text", result->text},
+                                                       {"output", *output},
+                                                       {"usage", result->usage},
+                                                       {"turns", result->turns},
+                                                       {"agent", call.agent}}));
       ctx.add_step(std::move(report));
-      ctx.emit({{"type", "step_end"}, {"step", call.id}, {"phase", call.phase->name},
+      ctx.emit({{"type", "step_end"},
+                {"step", call.id},
+                {"phase", call.phase->name},
                 {"agent", call.agent}});
       return StepOutput{result->text, *output};
     }
     const Error error = result ? output.error() : result.error();
     if (error.code == ErrorCode::Cancelled || error.code == ErrorCode::Limit ||
         attempt >= call.phase->retries)
-      return fail(error.code, "phase '" + call.phase->name + "', step '" + call.id + "' (agent '" +
-                                  call.agent + "')", error);
-    ctx.emit({{"type", "retry"}, {"step", call.id}, {"attempt", attempt + 1},
-              {"error", error.describe()}, {"backoff_ms", wait.count()}});
+      return fail(
+          error.code,
+          "phase '" + call.phase->name + "', step '" + call.id + "' (agent '" + call.agent + "')",
+          error);
+    ctx.emit({{"type", "retry"},
+              {"step", call.id},
+              {"attempt", attempt + 1},
+              {"error", error.describe()},
+              {"backoff_ms", wait.count()}});
     if (!backoff(ctx, wait)) return fail(ErrorCode::Cancelled, "the run was stopped");
     wait = std::min(wait * 2, std::chrono::milliseconds(kMaxBackoffMs));
   }

@@ -11,30 +11,42 @@ namespace kernex::topology {
 
 std::string_view to_string(WorkspaceView view) {
   switch (view) {
-    case WorkspaceView::Shared: return "shared";
-    case WorkspaceView::Overlay: return "overlay";
-    case WorkspaceView::ReadOnly: return "read-only";
+    case WorkspaceView::Shared:
+      return "shared";
+    case WorkspaceView::Overlay:
+      return "overlay";
+    case WorkspaceView::ReadOnly:
+      return "read-only";
   }
   return "shared";
 }
 
 std::string_view to_string(ArtifactType type) {
   switch (type) {
-    case ArtifactType::Text: return "text";
-    case ArtifactType::Json: return "json";
-    case ArtifactType::File: return "file";
+    case ArtifactType::Text:
+      return "text";
+    case ArtifactType::Json:
+      return "json";
+    case ArtifactType::File:
+      return "file";
   }
   return "text";
 }
 
 std::string_view to_string(PhaseType type) {
   switch (type) {
-    case PhaseType::Standard: return "standard";
-    case PhaseType::ParseBrief: return "parse-brief";
-    case PhaseType::CorrectiveLoop: return "corrective-loop";
-    case PhaseType::ParseSummary: return "parse-summary";
-    case PhaseType::Map: return "map";
-    case PhaseType::Handoff: return "handoff";
+    case PhaseType::Standard:
+      return "standard";
+    case PhaseType::ParseBrief:
+      return "parse-brief";
+    case PhaseType::CorrectiveLoop:
+      return "corrective-loop";
+    case PhaseType::ParseSummary:
+      return "parse-summary";
+    case PhaseType::Map:
+      return "map";
+    case PhaseType::Handoff:
+      return "handoff";
   }
   return "standard";
 }
@@ -75,12 +87,12 @@ Result<void> check_inputs(const Topology& t, const Reader& reader, const Node& p
     auto later = made_by.find(name);
     if (later == made_by.end())
       return reader.err(node, phase_at(i) + ".inputs",
-                        "unknown artifact '" + name + "' (no earlier phase outputs it; the run's "
-                        "input is 'input')");
+                        "unknown artifact '" + name +
+                            "' (no earlier phase outputs it; the run's "
+                            "input is 'input')");
     return reader.err(node, phase_at(i) + ".inputs",
                       "cycle: phase '" + p.name + "' needs '" + name + "', which phase '" +
-                          t.phases[later->second].name +
-                          "' makes in the same group or after it");
+                          t.phases[later->second].name + "' makes in the same group or after it");
   }
   if (!p.map_over.empty() && available.at(p.map_over) != ArtifactType::Json)
     return reader.err(node, phase_at(i) + ".map_over",
@@ -107,10 +119,11 @@ Result<void> check_graph(const Topology& t, const Reader& reader, const Node& ph
   std::map<std::string, ArtifactType> available{{"input", ArtifactType::Text}};
   for (const auto& group : t.groups()) {
     if (group.size() > kMaxGroupSize)
-      return reader.err(phases.items[group.front()], phase_at(group.front()) + ".parallel_group",
-                        "a parallel group runs at most " + std::to_string(kMaxGroupSize) +
-                            " phases");
-    for (auto i : group) KERNEX_RETURN_IF_ERROR(check_inputs(t, reader, phases, i, made_by, available));
+      return reader.err(
+          phases.items[group.front()], phase_at(group.front()) + ".parallel_group",
+          "a parallel group runs at most " + std::to_string(kMaxGroupSize) + " phases");
+    for (auto i : group)
+      KERNEX_RETURN_IF_ERROR(check_inputs(t, reader, phases, i, made_by, available));
     for (auto i : group) available.emplace(t.phases[i].output, t.phases[i].output_type);
   }
   return {};
@@ -121,9 +134,12 @@ Result<void> check_graph(const Topology& t, const Reader& reader, const Node& ph
 Json to_json(const Topology& t) {
   Json phases = Json::array();
   for (const auto& p : t.phases) {
-    Json j{{"name", p.name},       {"agent", p.agent},
-           {"type", to_string(p.type)}, {"model_tier", p.model_tier},
-           {"inputs", p.inputs},   {"output", p.output},
+    Json j{{"name", p.name},
+           {"agent", p.agent},
+           {"type", to_string(p.type)},
+           {"model_tier", p.model_tier},
+           {"inputs", p.inputs},
+           {"output", p.output},
            {"output_type", to_string(p.output_type)}};
     if (p.parallel_group) j["parallel_group"] = *p.parallel_group;
     if (p.max_turns) j["max_turns"] = *p.max_turns;
@@ -152,8 +168,8 @@ Json to_json(const Topology& t) {
     if (!a.skills.empty()) j["skills"] = a.skills;
     agents[name] = std::move(j);
   }
-  return {{"name", t.name},  {"description", t.description}, {"version", t.version},
-          {"file", t.file.string()}, {"phases", std::move(phases)}, {"agents", std::move(agents)}};
+  return {{"name", t.name},          {"description", t.description}, {"version", t.version},
+          {"file", t.file.string()}, {"phases", std::move(phases)},  {"agents", std::move(agents)}};
 }
 
 std::string Topology::digest() const {
@@ -177,8 +193,8 @@ std::string describe(const Topology& t) {
   for (const auto& group : t.groups()) {
     ++n;
     const bool parallel = group.size() > 1;
-    if (parallel) out << n << ". parallel group '" << *t.phases[group.front()].parallel_group
-                      << "'\n";
+    if (parallel)
+      out << n << ". parallel group '" << *t.phases[group.front()].parallel_group << "'\n";
     for (auto i : group) {
       const Phase& p = t.phases[i];
       out << (parallel ? "   | " : std::to_string(n) + ". ") << p.name << " [" << to_string(p.type)

@@ -31,10 +31,9 @@ Result<void> write_all(int fd, std::string_view content, const std::string& wher
 
 Result<void> write_file_atomic(const std::filesystem::path& file, std::string_view content) {
   std::random_device rd;
-  const auto temp = file.parent_path() / ("." + file.filename().string() + ".tmp" +
-                                          std::to_string(rd()));
-  const int fd =
-      ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const auto temp =
+      file.parent_path() / ("." + file.filename().string() + ".tmp" + std::to_string(rd()));
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return fail(ErrorCode::Io, temp.string() + ": cannot create: " + errno_text(errno));
   auto written = write_all(fd, content, temp.string());
   if (written && ::fsync(fd) != 0) written = fail(ErrorCode::Io, temp.string() + ": fsync failed");
@@ -56,8 +55,7 @@ Result<void> write_file_atomic(const std::filesystem::path& file, std::string_vi
 // ---- RunLog ---------------------------------------------------------------------------------
 
 Result<std::unique_ptr<RunLog>> RunLog::open(const std::filesystem::path& dir,
-                                             const std::string& digest,
-                                             const std::string& topology,
+                                             const std::string& digest, const std::string& topology,
                                              const std::string& input) {
   std::unique_ptr<RunLog> log(new RunLog());
   log->dir_ = dir;
@@ -86,20 +84,21 @@ Result<void> RunLog::load(const std::string& text, const std::string& digest,
                           const std::string& input) {
   const std::string where = (dir_ / "journal.json").string();
   Json doc = parse_untrusted(text);
-  if (!doc.is_object() || !doc.contains("format") || doc["format"] != 1 || !doc.contains("digest") ||
-      !doc["digest"].is_string() || !doc.contains("input") || !doc["input"].is_string() ||
-      !doc.contains("steps") || !doc["steps"].is_object())
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != 1 ||
+      !doc.contains("digest") || !doc["digest"].is_string() || !doc.contains("input") ||
+      !doc["input"].is_string() || !doc.contains("steps") || !doc["steps"].is_object())
     return fail(ErrorCode::Parse,
                 where + ": not a topology journal (expected {format: 1, digest, input, steps})");
   if (doc["digest"].get<std::string>() != digest)
-    return fail(ErrorCode::Usage, where + ": this run was made by another version of the "
-                                          "topology; start a new run");
+    return fail(ErrorCode::Usage, where +
+                                      ": this run was made by another version of the "
+                                      "topology; start a new run");
   if (doc["input"].get<std::string>() != input)
     return fail(ErrorCode::Usage, where + ": this run was started with another input");
   for (const auto& [id, entry] : doc["steps"].items()) {
-    const bool turns_ok = !entry.is_object() || !entry.contains("turns") ||
-                          (entry["turns"].is_number_unsigned() &&
-                           entry["turns"].get<std::uint64_t>() <= 0xFFFFFFFFu);
+    const bool turns_ok =
+        !entry.is_object() || !entry.contains("turns") ||
+        (entry["turns"].is_number_unsigned() && entry["turns"].get<std::uint64_t>() <= 0xFFFFFFFFu);
     if (!entry.is_object() || !entry.contains("text") || !entry["text"].is_string() ||
         !entry.contains("usage") || !entry["usage"].is_object() || !turns_ok)
       return fail(ErrorCode::Parse, where + ": step '" + id.substr(0, 80) + "' is malformed");

@@ -29,7 +29,8 @@ class RunLog {
   // Opens the run's log, or starts one. A log made for another topology (its digest) or another
   // input is a Usage error: a resume must run the same thing.
   static Result<std::unique_ptr<RunLog>> open(const std::filesystem::path& dir,
-                                              const std::string& digest, const std::string& topology,
+                                              const std::string& digest,
+                                              const std::string& topology,
                                               const std::string& input);
   bool resumed() const { return resumed_; }
   std::optional<Json> step(const std::string& id) const;  // {text, output, usage, turns, agent}

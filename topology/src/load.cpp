@@ -12,7 +12,7 @@ bool is_yaml(const std::filesystem::path& file) {
 }
 
 bool exists_no_follow(const std::filesystem::path& p) {
-  struct stat st{};
+  struct stat st {};
   return ::lstat(p.c_str(), &st) == 0;
 }
 
@@ -21,7 +21,8 @@ bool exists_no_follow(const std::filesystem::path& p) {
 Result<Topology> load_file(const std::filesystem::path& file) {
   const auto ext = file.extension();
   if (ext != ".toml" && !is_yaml(file))
-    return fail(ErrorCode::Config, file.string() + ": a topology file ends in .toml, .yaml or .yml");
+    return fail(ErrorCode::Config,
+                file.string() + ": a topology file ends in .toml, .yaml or .yml");
   auto text = read_regular_file(file, "topology file", kMaxManifestFileBytes);
   if (!text) return std::unexpected(text.error());
   auto dir = file.parent_path();

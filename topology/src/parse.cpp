@@ -35,10 +35,14 @@ Result<Validation> read_validation(const Reader& reader, const Node& node, const
         if (key == "type") {
           KERNEX_ASSIGN_OR_RETURN(auto t, reader.string(value, sub));
           typed = true;
-          if (t == "file_exists") v.kind = Validation::Kind::FileExists;
-          else if (t == "file_patterns") v.kind = Validation::Kind::FilePatterns;
-          else if (t == "file_not_empty") v.kind = Validation::Kind::FileNotEmpty;
-          else if (t == "json_schema") v.kind = Validation::Kind::JsonSchema;
+          if (t == "file_exists")
+            v.kind = Validation::Kind::FileExists;
+          else if (t == "file_patterns")
+            v.kind = Validation::Kind::FilePatterns;
+          else if (t == "file_not_empty")
+            v.kind = Validation::Kind::FileNotEmpty;
+          else if (t == "json_schema")
+            v.kind = Validation::Kind::JsonSchema;
           else
             return reader.err(value, sub,
                               "unknown validation type \"" + t.substr(0, 64) +
@@ -61,8 +65,8 @@ Result<Validation> read_validation(const Reader& reader, const Node& node, const
         return {};
       }));
   if (!typed) return reader.err(node, path, "`type` is required");
-  const bool needs_paths = v.kind == Validation::Kind::FileExists ||
-                           v.kind == Validation::Kind::FileNotEmpty;
+  const bool needs_paths =
+      v.kind == Validation::Kind::FileExists || v.kind == Validation::Kind::FileNotEmpty;
   if (needs_paths && v.paths.empty()) return reader.err(node, path, "`paths` is required");
   if (v.kind == Validation::Kind::FilePatterns && v.patterns.empty())
     return reader.err(node, path, "`patterns` is required");
@@ -112,8 +116,8 @@ Result<PhaseType> phase_type(const Reader& reader, const Node& node, const std::
                         "handoff)");
 }
 
-Result<void> read_retry(const Reader& reader, const Node& node, const std::string& path,
-                        Phase& out, bool& has_max) {
+Result<void> read_retry(const Reader& reader, const Node& node, const std::string& path, Phase& out,
+                        bool& has_max) {
   return reader.each_key(
       node, path, {"max", "fix_agent", "backoff_ms"},
       [&](const std::string& key, const Node& value, const std::string& sub) -> Result<void> {
@@ -129,8 +133,7 @@ Result<void> read_retry(const Reader& reader, const Node& node, const std::strin
 Result<void> read_output(const Reader& reader, const std::string& key, const Node& value,
                          const std::string& sub, const std::filesystem::path& dir, Phase& p) {
   if (key == "output") return detail::assign(reader.name(value, sub), p.output);
-  if (key == "output_path")
-    return detail::assign(reader.relative_path(value, sub), p.output_path);
+  if (key == "output_path") return detail::assign(reader.relative_path(value, sub), p.output_path);
   if (key == "output_schema") {
     KERNEX_ASSIGN_OR_RETURN(p.output_schema,
                             read_schema(reader, value, sub, dir, p.output_schema_file));
@@ -142,10 +145,14 @@ Result<void> read_output(const Reader& reader, const std::string& key, const Nod
     return {};
   }
   KERNEX_ASSIGN_OR_RETURN(auto t, reader.string(value, sub));  // output_type
-  if (t == "text") p.output_type = ArtifactType::Text;
-  else if (t == "json") p.output_type = ArtifactType::Json;
-  else if (t == "file") p.output_type = ArtifactType::File;
-  else return reader.err(value, sub, "expected text, json or file");
+  if (t == "text")
+    p.output_type = ArtifactType::Text;
+  else if (t == "json")
+    p.output_type = ArtifactType::Json;
+  else if (t == "file")
+    p.output_type = ArtifactType::File;
+  else
+    return reader.err(value, sub, "expected text, json or file");
   return {};
 }
 
@@ -154,14 +161,10 @@ Result<void> read_phase_key(const Reader& reader, const std::string& key, const 
                             bool& has_max) {
   if (key == "name") return detail::assign(reader.name(value, sub), p.name);
   if (key == "agent") return detail::assign(reader.name(value, sub), p.agent);
-  if (key == "phase_type")
-    return detail::assign(phase_type(reader, value, sub), p.type);
-  if (key == "model_tier")
-    return detail::assign(reader.name(value, sub), p.model_tier);
-  if (key == "parallel_group")
-    return detail::assign(reader.name(value, sub), p.parallel_group);
-  if (key == "prompt")
-    return detail::assign(reader.string(value, sub), p.instructions);
+  if (key == "phase_type") return detail::assign(phase_type(reader, value, sub), p.type);
+  if (key == "model_tier") return detail::assign(reader.name(value, sub), p.model_tier);
+  if (key == "parallel_group") return detail::assign(reader.name(value, sub), p.parallel_group);
+  if (key == "prompt") return detail::assign(reader.string(value, sub), p.instructions);
   if (key == "map_over") return detail::assign(reader.name(value, sub), p.map_over);
   if (key == "max_turns" || key == "max_items" || key == "concurrency" || key == "max_handoffs" ||
       key == "retries" || key == "backoff_ms") {
@@ -201,8 +204,8 @@ Result<void> read_phase_key(const Reader& reader, const std::string& key, const 
 }
 
 // A phase's own rules: what its type needs, and the bounds of its loop.
-Result<void> finish_phase(const Reader& reader, const Node& node, const std::string& path,
-                          Phase& p, bool has_max) {
+Result<void> finish_phase(const Reader& reader, const Node& node, const std::string& path, Phase& p,
+                          bool has_max) {
   if (p.name.empty()) return reader.err(node, path, "`name` is required");
   if (p.agent.empty()) return reader.err(node, path, "`agent` is required");
   if (p.output.empty()) p.output = p.name;
@@ -245,10 +248,11 @@ Result<Phase> read_phase(const Reader& reader, const Node& node, const std::stri
   bool has_max = false;
   KERNEX_RETURN_IF_ERROR(reader.each_key(
       node, path,
-      {"name", "agent", "phase_type", "model_tier", "max_turns", "parallel_group", "prompt",
-       "inputs", "output", "output_type", "output_schema", "output_path", "pre_validation",
-       "post_validation", "retry", "retries", "backoff_ms", "verdict_schema", "map_over",
-       "max_items", "concurrency", "handoffs", "max_handoffs"},
+      {"name",           "agent",       "phase_type",     "model_tier",      "max_turns",
+       "parallel_group", "prompt",      "inputs",         "output",          "output_type",
+       "output_schema",  "output_path", "pre_validation", "post_validation", "retry",
+       "retries",        "backoff_ms",  "verdict_schema", "map_over",        "max_items",
+       "concurrency",    "handoffs",    "max_handoffs"},
       [&](const std::string& key, const Node& value, const std::string& sub) {
         return read_phase_key(reader, key, value, sub, dir, p, has_max);
       }));
@@ -288,8 +292,8 @@ Result<void> read_phases(const Reader& reader, const Node& node, Topology& out) 
                           std::to_string(kMaxPhases));
   if (node.items.empty()) return reader.err(node, "phases", "a topology needs at least one phase");
   for (std::size_t i = 0; i < node.items.size(); ++i) {
-    KERNEX_ASSIGN_OR_RETURN(
-        auto phase, read_phase(reader, node.items[i], "phases[" + std::to_string(i) + "]", out.dir));
+    KERNEX_ASSIGN_OR_RETURN(auto phase, read_phase(reader, node.items[i],
+                                                   "phases[" + std::to_string(i) + "]", out.dir));
     out.phases.push_back(std::move(phase));
   }
   return {};

@@ -17,8 +17,8 @@ Result<Json> run_standard(RunContext& ctx, const Phase& phase) {
       auto out, run_step(ctx, {phase.name, &phase, phase.agent, message, {}},
                          [&](const std::string& text) -> Result<Json> {
                            KERNEX_ASSIGN_OR_RETURN(auto value, accept_output(ctx, phase, text));
-                           KERNEX_RETURN_IF_ERROR(check_validations(
-                               ctx, phase, phase.post_validation, value, "post"));
+                           KERNEX_RETURN_IF_ERROR(
+                               check_validations(ctx, phase, phase.post_validation, value, "post"));
                            return value;
                          }));
   return out.output;
@@ -37,15 +37,17 @@ Result<Json> run_map(RunContext& ctx, const Phase& phase) {
   std::atomic<std::size_t> next{0};
   const auto worker = [&] {
     for (std::size_t i; (i = next++) < items.size();) {
-      const std::string extra = "## Item " + std::to_string(i + 1) + " of " +
-                                std::to_string(items.size()) + "\n" +
-                                (items[i].is_string() ? items[i].get<std::string>()
-                                                      : items[i].dump(2)) +
-                                "\n";
-      results[i] = run_step(
-          ctx, {phase.name + "/item/" + std::to_string(i), &phase, phase.agent,
-                phase_message(ctx, phase, phase.agent, extra), {}},
-          [&](const std::string& text) { return accept_output(ctx, phase, text); });
+      const std::string extra =
+          "## Item " + std::to_string(i + 1) + " of " + std::to_string(items.size()) + "\n" +
+          (items[i].is_string() ? items[i].get<std::string>() : items[i].dump(2)) + "\n";
+      results[i] =
+          run_step(ctx,
+                   {phase.name + "/item/" + std::to_string(i),
+                    &phase,
+                    phase.agent,
+                    phase_message(ctx, phase, phase.agent, extra),
+                    {}},
+                   [&](const std::string& text) { return accept_output(ctx, phase, text); });
     }
   };
   std::vector<std::jthread> threads;
@@ -65,8 +67,9 @@ Result<Json> verdict_of(const Phase& phase, const std::string& text) {
   Json v = extract_json(text);
   if (!v.is_object() || !v.contains("verdict") || !v["verdict"].is_string() ||
       (v["verdict"] != "pass" && v["verdict"] != "fail"))
-    return fail(ErrorCode::Parse, "the reviewer's answer holds no verdict (a JSON object with "
-                                  "\"verdict\": \"pass\" or \"fail\")");
+    return fail(ErrorCode::Parse,
+                "the reviewer's answer holds no verdict (a JSON object with "
+                "\"verdict\": \"pass\" or \"fail\")");
   KERNEX_RETURN_IF_ERROR(validate(phase.verdict_schema, v, "the reviewer's verdict"));
   return v;
 }
@@ -77,21 +80,29 @@ Result<Json> run_loop(RunContext& ctx, const Phase& phase) {
     KERNEX_ASSIGN_OR_RETURN(
         auto review,
         run_step(ctx,
-                 {phase.name + "/review/" + std::to_string(round), &phase, phase.agent,
+                 {phase.name + "/review/" + std::to_string(round),
+                  &phase,
+                  phase.agent,
                   phase_message(ctx, phase, phase.agent,
-                                "## Review (" + tag + ")\nAnswer with a JSON object holding "
-                                "\"verdict\": \"pass\" or \"fail\" and your findings.\n"),
+                                "## Review (" + tag +
+                                    ")\nAnswer with a JSON object holding "
+                                    "\"verdict\": \"pass\" or \"fail\" and your findings.\n"),
                   {}},
                  [&](const std::string& text) { return verdict_of(phase, text); }));
     if (review.output["verdict"] == "pass") return review.output;
     if (round >= phase.max_rounds)
-      return fail(ErrorCode::Tool, "phase '" + phase.name + "': the reviewer still fails the work "
-                                   "after " + std::to_string(phase.max_rounds) + " fix round(s)");
-    const std::string findings = "## Findings to fix (" + tag + ")\n" + review.output.dump(2) + "\n";
+      return fail(ErrorCode::Tool, "phase '" + phase.name +
+                                       "': the reviewer still fails the work "
+                                       "after " +
+                                       std::to_string(phase.max_rounds) + " fix round(s)");
+    const std::string findings =
+        "## Findings to fix (" + tag + ")\n" + review.output.dump(2) + "\n";
     KERNEX_RETURN_IF_ERROR(run_step(ctx,
-                                    {phase.name + "/fix/" + std::to_string(round), &phase,
+                                    {phase.name + "/fix/" + std::to_string(round),
+                                     &phase,
                                      phase.fix_agent,
-                                     phase_message(ctx, phase, phase.fix_agent, findings), {}},
+                                     phase_message(ctx, phase, phase.fix_agent, findings),
+                                     {}},
                                     [](const std::string& text) { return Json(text); }));
   }
 }
@@ -110,9 +121,9 @@ Result<Json> run_handoff(RunContext& ctx, const Phase& phase) {
   std::string message = phase_message(ctx, phase, agent, "");
   for (std::uint32_t hop = 0;; ++hop) {
     KERNEX_ASSIGN_OR_RETURN(
-        auto out, run_step(ctx, {phase.name + "/hop/" + std::to_string(hop), &phase, agent, message,
-                                 history},
-                           [](const std::string& text) { return Json(text); }));
+        auto out,
+        run_step(ctx, {phase.name + "/hop/" + std::to_string(hop), &phase, agent, message, history},
+                 [](const std::string& text) { return Json(text); }));
     auto target = handoff_target(out.text);
     if (!target) return accept_output(ctx, phase, out.text);
     if (std::ranges::find(phase.handoffs, *target) == phase.handoffs.end())
@@ -143,10 +154,17 @@ Result<Json> run_phase(RunContext& ctx, const Phase& phase) {
   KERNEX_RETURN_IF_ERROR(check_validations(ctx, phase, phase.pre_validation, inputs, "pre"));
   Result<Json> output = fail(ErrorCode::Internal, "unknown phase type");
   switch (phase.type) {
-    case PhaseType::Map: output = run_map(ctx, phase); break;
-    case PhaseType::CorrectiveLoop: output = run_loop(ctx, phase); break;
-    case PhaseType::Handoff: output = run_handoff(ctx, phase); break;
-    default: return run_standard(ctx, phase);
+    case PhaseType::Map:
+      output = run_map(ctx, phase);
+      break;
+    case PhaseType::CorrectiveLoop:
+      output = run_loop(ctx, phase);
+      break;
+    case PhaseType::Handoff:
+      output = run_handoff(ctx, phase);
+      break;
+    default:
+      return run_standard(ctx, phase);
   }
   if (!output) return output;
   KERNEX_RETURN_IF_ERROR(check_validations(ctx, phase, phase.post_validation, *output, "post"));

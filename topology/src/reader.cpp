@@ -46,8 +46,9 @@ Result<void> Reader::each_key(
     const std::function<Result<void>(const std::string&, const Node&, const std::string&)>& fn)
     const {
   if (!map.is_map())
-    return err(map, path, std::string("expected a table, got ") +
-                              std::string(skills::detail::describe_kind(map)));
+    return err(
+        map, path,
+        std::string("expected a table, got ") + std::string(skills::detail::describe_kind(map)));
   std::set<std::string> seen;
   for (const auto& entry : map.entries) {
     const std::string sub = path.empty() ? entry.key : path + "." + entry.key;
@@ -109,17 +110,18 @@ Result<double> Reader::number(const Node& node, const std::string& path, double 
                "expected a number, got " + std::string(skills::detail::describe_kind(node)));
   }
   if (!std::isfinite(value) || value < min || value > max)
-    return err(node, path, "expected a finite number from " + std::to_string(min) + " to " +
-                               std::to_string(max));
+    return err(
+        node, path,
+        "expected a finite number from " + std::to_string(min) + " to " + std::to_string(max));
   return value;
 }
 
 Result<std::vector<std::string>> Reader::strings(const Node& node, const std::string& path,
                                                  std::size_t max_items) const {
   if (node.kind != Node::Kind::List)
-    return err(node, path,
-               "expected a list of strings, got " +
-                   std::string(skills::detail::describe_kind(node)));
+    return err(
+        node, path,
+        "expected a list of strings, got " + std::string(skills::detail::describe_kind(node)));
   if (node.items.size() > max_items)
     return err(node, path, "more than " + std::to_string(max_items) + " items");
   std::vector<std::string> out;

@@ -33,7 +33,8 @@ Result<std::map<std::string, TierModel>> tiers_from_config(const Config& config)
       for (const auto& [field, v] : spec.items()) {
         if ((field != "provider" && field != "model") || !v.is_string() ||
             v.get<std::string>().empty())
-          return fail(ErrorCode::Config, at + "." + field + ": expected provider or model, a string");
+          return fail(ErrorCode::Config,
+                      at + "." + field + ": expected provider or model, a string");
         (field == "provider" ? m.provider : m.model) = v.get<std::string>();
       }
       out.emplace(tier, std::move(m));
@@ -98,19 +99,23 @@ Result<Json> phase_or_journal(RunContext& ctx, const Phase& phase, PhaseReport& 
     report.output = entry->value("output", Json());
     return report.output;
   }
-  ctx.emit({{"type", "phase_start"}, {"phase", phase.name}, {"agent", phase.agent},
+  ctx.emit({{"type", "phase_start"},
+            {"phase", phase.name},
+            {"agent", phase.agent},
             {"kind", to_string(phase.type)}});
   auto output = run_phase(ctx, phase);
   if (!output) {
     report.status = "failed";
     report.error = output.error().describe();
-    ctx.emit({{"type", "phase_end"}, {"phase", phase.name}, {"status", "failed"},
+    ctx.emit({{"type", "phase_end"},
+              {"phase", phase.name},
+              {"status", "failed"},
               {"error", report.error}});
     return output;
   }
   if (!single_step(phase)) {
-    KERNEX_RETURN_IF_ERROR(ctx.log->record(
-        id, {{"text", as_text(*output)}, {"output", *output}, {"usage", Usage{}}}));
+    KERNEX_RETURN_IF_ERROR(
+        ctx.log->record(id, {{"text", as_text(*output)}, {"output", *output}, {"usage", Usage{}}}));
   }
   report.status = "done";
   report.output = *output;
@@ -129,9 +134,8 @@ Result<void> run_group(RunContext& ctx, const std::vector<std::size_t>& group,
   } else {
     std::vector<std::jthread> threads;
     for (std::size_t k = 0; k < group.size(); ++k) {
-      threads.emplace_back([&, k] {
-        results[k] = phase_or_journal(ctx, ctx.topology.phases[group[k]], mine[k]);
-      });
+      threads.emplace_back(
+          [&, k] { results[k] = phase_or_journal(ctx, ctx.topology.phases[group[k]], mine[k]); });
     }
   }
   std::optional<Error> first;
@@ -181,9 +185,9 @@ Result<TopologyResult> run(Kernel& kernel, const Topology& topology, const Runne
   if (!valid_name(run_id))
     return fail(ErrorCode::Usage, "run id \"" + run_id.substr(0, 80) +
                                       "\" is not valid (1-64 letters, digits, '-', '_')");
-  KERNEX_ASSIGN_OR_RETURN(auto log, detail::RunLog::open(runs_dir(data_dir) / run_id,
-                                                         topology.digest(), topology.name,
-                                                         options.input));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto log, detail::RunLog::open(runs_dir(data_dir) / run_id, topology.digest(), topology.name,
+                                     options.input));
   AgentLimits totals = topology.limits;
   if (options.base.token_budget) totals.token_budget = options.base.token_budget;
   if (options.base.cost_budget_usd) totals.cost_budget_usd = options.base.cost_budget_usd;
@@ -210,8 +214,8 @@ Result<TopologyResult> run(Kernel& kernel, const Topology& topology, const Runne
   if (!done && done.error().code == ErrorCode::Limit && ctx.limit_outcome)
     result.outcome = *ctx.limit_outcome;
   else if (!done && done.error().code == ErrorCode::Cancelled)
-    result.outcome = ctx.ledger->exhausted() ? "budget_exhausted:" + *ctx.ledger->exhausted()
-                                             : "cancelled";
+    result.outcome =
+        ctx.ledger->exhausted() ? "budget_exhausted:" + *ctx.ledger->exhausted() : "cancelled";
   result.artifacts = ctx.artifacts;
   result.steps = std::move(ctx.steps);
   result.usage = ctx.ledger->total();
@@ -242,14 +246,24 @@ Json to_json(const TopologyResult& r) {
   }
   Json steps = Json::array();
   for (const auto& s : r.steps) {
-    steps.push_back({{"id", s.id}, {"phase", s.phase}, {"agent", s.agent}, {"resumed", s.resumed},
-                     {"turns", s.turns}, {"usage", s.usage}});
+    steps.push_back({{"id", s.id},
+                     {"phase", s.phase},
+                     {"agent", s.agent},
+                     {"resumed", s.resumed},
+                     {"turns", s.turns},
+                     {"usage", s.usage}});
   }
   Json agents = Json::object();
   for (const auto& [name, usage] : r.per_agent) agents[name] = usage;
-  return {{"run_id", r.run_id},       {"outcome", r.outcome},   {"text", r.text},
-          {"artifacts", r.artifacts}, {"phases", phases},       {"steps", steps},
-          {"usage", r.usage},         {"per_agent", agents},    {"tool_calls", r.tool_calls},
+  return {{"run_id", r.run_id},
+          {"outcome", r.outcome},
+          {"text", r.text},
+          {"artifacts", r.artifacts},
+          {"phases", phases},
+          {"steps", steps},
+          {"usage", r.usage},
+          {"per_agent", agents},
+          {"tool_calls", r.tool_calls},
           {"trajectory", r.trajectory_id}};
 }
 

@@ -60,7 +60,7 @@ struct Agent {
   std::optional<std::vector<std::string>> tools;
   std::vector<std::string> skills;     // activated for each of its calls
   std::vector<std::string> toolboxes;  // toolbox plugins its kernel loads; empty: the config's
-  std::vector<std::string> allow, ask, deny;  // permission rules added to the config's
+  std::vector<std::string> allow, ask, deny;             // permission rules added to the config's
   std::optional<std::filesystem::path> sandbox_profile;  // a SandboxProfile YAML beside the file
   WorkspaceView workspace = WorkspaceView::Shared;
   AgentLimits limits;
@@ -88,7 +88,7 @@ struct Phase {
   std::string model_tier = "complex";
   std::optional<std::uint32_t> max_turns;
   std::optional<std::string> parallel_group;
-  std::string instructions;  // `prompt`: the task given to the agent before its inputs
+  std::string instructions;         // `prompt`: the task given to the agent before its inputs
   std::vector<std::string> inputs;  // artifact names ("input": the run's input)
   std::string output;               // the artifact it produces (default: its name)
   ArtifactType output_type = ArtifactType::Text;
