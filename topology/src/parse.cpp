@@ -219,6 +219,7 @@ Result<void> finish_phase(const Reader& reader, const Node& node, const std::str
                             std::to_string(p.max_rounds));
     if (p.output_type == ArtifactType::File)
       return reader.err(node, path, "a corrective loop's output is its verdict (text or json)");
+    p.output_type = ArtifactType::Json;  // the passing verdict, a JSON object
   } else if (has_max) {
     if (!p.fix_agent.empty())
       return reader.err(node, path + ".retry.fix_agent", "only a corrective-loop has a fix_agent");
@@ -228,6 +229,8 @@ Result<void> finish_phase(const Reader& reader, const Node& node, const std::str
     p.retries = p.max_rounds;
     p.max_rounds = 0;
   }
+  if (p.type == PhaseType::Map && p.output_type == ArtifactType::File)
+    return reader.err(node, path, "a map phase's output is the array of its items' answers");
   if (p.type == PhaseType::Map && p.map_over.empty())
     return reader.err(node, path, "a map phase needs `map_over` (a JSON array artifact)");
   if (p.type != PhaseType::Map && !p.map_over.empty())
