@@ -123,7 +123,7 @@ void parallel(int reps, const fs::path& root) {
   if (!one || !eight) die(kBench, "cannot load the bench topologies");
   std::vector<double> single, group;
   for (int rep = 0; rep < std::max(3, reps / 4); ++rep) {
-    for (auto * [ t, out ] : {std::pair{&*one, &single}, std::pair{&*eight, &group}}) {
+    for (auto [t, out] : {std::pair{&*one, &single}, std::pair{&*eight, &group}}) {
       topo::RunnerOptions options;
       options.input = "go";
       const auto start = Clock::now();
