@@ -65,7 +65,7 @@ std::unique_ptr<kernex::Kernel> make_kernel(const fs::path& data, const std::str
   return std::move(*made);
 }
 
-void overhead(int reps, const fs::path& root) {
+void overhead(int reps, const fs::path& root, bool durable) {
   const auto dir = write_topology(root, "chain", 10, false);
   auto t = topo::load_dir(dir);
   if (!t) die(kBench, t.error().describe());
@@ -97,18 +97,19 @@ void overhead(int reps, const fs::path& root) {
     start = Clock::now();
     topo::RunnerOptions options;
     options.input = "the input";
+    options.durable = durable;
     auto r = topo::run(*kernel, *t, options);
     if (!r || r->outcome != "end_turn") die(kBench, r ? r->outcome : r.error().describe());
     topology.push_back(kernex::bench::us_since(start) / 1000);
   }
   const double h = median(hand), tp = median(topology);
   std::printf(
-      "overhead: 10 phases, %d reps: by hand %.2f ms, topology %.2f ms, ratio %.2fx "
+      "overhead (%s): 10 phases, %d reps: by hand %.2f ms, topology %.2f ms, ratio %.2fx "
       "(target <= 1.1x)\n",
-      reps, h, tp, tp / h);
+      durable ? "journal fsynced" : "journal not fsynced", reps, h, tp, tp / h);
 }
 
-void parallel(int reps, const fs::path& root) {
+void parallel(int reps, const fs::path& root, bool durable) {
   kernex::bench::FakeLlmOptions llm_options;
   llm_options.whole_delay = std::chrono::milliseconds(200);
   llm_options.threads = 2;
@@ -126,6 +127,7 @@ void parallel(int reps, const fs::path& root) {
     for (auto [t, out] : {std::pair{&*one, &single}, std::pair{&*eight, &group}}) {
       topo::RunnerOptions options;
       options.input = "go";
+      options.durable = durable;
       const auto start = Clock::now();
       auto r = topo::run(*kernel, *t, options);
       if (!r || r->outcome != "end_turn") die(kBench, r ? r->outcome : r.error().describe());
@@ -134,9 +136,9 @@ void parallel(int reps, const fs::path& root) {
   }
   const double s = median(single), g = median(group);
   std::printf(
-      "parallel: 200 ms model, one agent %.1f ms, a group of 8 %.1f ms, ratio %.2fx "
+      "parallel (%s): 200 ms model, one agent %.1f ms, a group of 8 %.1f ms, ratio %.2fx "
       "(target <= 1.2x)\n",
-      s, g, g / s);
+      durable ? "journal fsynced" : "journal not fsynced", s, g, g / s);
 }
 
 }  // namespace
@@ -144,8 +146,10 @@ void parallel(int reps, const fs::path& root) {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
   const fs::path root = scratch();
-  overhead(reps, root);
-  parallel(reps, root);
+  for (bool durable : {true, false}) {
+    overhead(reps, root / (durable ? "d" : "n"), durable);
+    parallel(reps, root / (durable ? "d" : "n"), durable);
+  }
   std::error_code ec;
   fs::remove_all(root, ec);
   return 0;

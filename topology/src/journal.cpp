@@ -29,14 +29,16 @@ Result<void> write_all(int fd, std::string_view content, const std::string& wher
 
 }  // namespace
 
-Result<void> write_file_atomic(const std::filesystem::path& file, std::string_view content) {
+Result<void> write_file_atomic(const std::filesystem::path& file, std::string_view content,
+                               bool sync) {
   std::random_device rd;
   const auto temp =
       file.parent_path() / ("." + file.filename().string() + ".tmp" + std::to_string(rd()));
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return fail(ErrorCode::Io, temp.string() + ": cannot create: " + errno_text(errno));
   auto written = write_all(fd, content, temp.string());
-  if (written && ::fsync(fd) != 0) written = fail(ErrorCode::Io, temp.string() + ": fsync failed");
+  if (written && sync && ::fsync(fd) != 0)
+    written = fail(ErrorCode::Io, temp.string() + ": fsync failed");
   ::close(fd);
   if (written && ::rename(temp.c_str(), file.c_str()) != 0)
     written = fail(ErrorCode::Io, file.string() + ": rename: " + errno_text(errno));
@@ -44,7 +46,8 @@ Result<void> write_file_atomic(const std::filesystem::path& file, std::string_vi
     ::unlink(temp.c_str());
     return written;
   }
-  const int dir = ::open(file.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dir =
+      sync ? ::open(file.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   if (dir >= 0) {
     ::fsync(dir);
     ::close(dir);
@@ -56,9 +59,10 @@ Result<void> write_file_atomic(const std::filesystem::path& file, std::string_vi
 
 Result<std::unique_ptr<RunLog>> RunLog::open(const std::filesystem::path& dir,
                                              const std::string& digest, const std::string& topology,
-                                             const std::string& input) {
+                                             const std::string& input, bool sync) {
   std::unique_ptr<RunLog> log(new RunLog());
   log->dir_ = dir;
+  log->sync_ = sync;
   std::error_code ec;
   std::filesystem::create_directories(dir / "steps", ec);
   if (ec) return fail(ErrorCode::Io, dir.string() + ": cannot create: " + ec.message());
@@ -76,7 +80,7 @@ Result<std::unique_ptr<RunLog>> RunLog::open(const std::filesystem::path& dir,
                {"digest", digest},
                {"input", input},
                {"steps", Json::object()}};
-  KERNEX_RETURN_IF_ERROR(write_file_atomic(file, log->doc_.dump()));
+  KERNEX_RETURN_IF_ERROR(write_file_atomic(file, log->doc_.dump(), sync));
   return log;
 }
 
@@ -123,7 +127,7 @@ Result<void> RunLog::record(const std::string& id, Json entry) {
   std::lock_guard lock(mutex_);
   doc_["steps"][id] = std::move(entry);
   return write_file_atomic(dir_ / "journal.json",
-                           doc_.dump(-1, ' ', false, Json::error_handler_t::replace));
+                           doc_.dump(-1, ' ', false, Json::error_handler_t::replace), sync_);
 }
 
 // ---- StepJournal ----------------------------------------------------------------------------

@@ -22,7 +22,10 @@ namespace kernex::topology::detail {
 
 inline constexpr std::size_t kMaxJournalBytes = 64u << 20;
 
-Result<void> write_file_atomic(const std::filesystem::path& file, std::string_view content);
+// `sync`: fsync the file and its folder, so the new content survives a power cut too (without it,
+// it survives the process being killed, as the page cache does).
+Result<void> write_file_atomic(const std::filesystem::path& file, std::string_view content,
+                               bool sync = true);
 
 class RunLog {
  public:
@@ -30,8 +33,8 @@ class RunLog {
   // input is a Usage error: a resume must run the same thing.
   static Result<std::unique_ptr<RunLog>> open(const std::filesystem::path& dir,
                                               const std::string& digest,
-                                              const std::string& topology,
-                                              const std::string& input);
+                                              const std::string& topology, const std::string& input,
+                                              bool sync = true);
   bool resumed() const { return resumed_; }
   std::optional<Json> step(const std::string& id) const;  // {text, output, usage, turns, agent}
   Result<void> record(const std::string& id, Json entry);
@@ -44,6 +47,7 @@ class RunLog {
   std::filesystem::path dir_;
   Json doc_;
   bool resumed_ = false;
+  bool sync_ = true;
 };
 
 class StepJournal final : public RunJournal {

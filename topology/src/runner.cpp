@@ -187,7 +187,7 @@ Result<TopologyResult> run(Kernel& kernel, const Topology& topology, const Runne
                                       "\" is not valid (1-64 letters, digits, '-', '_')");
   KERNEX_ASSIGN_OR_RETURN(
       auto log, detail::RunLog::open(runs_dir(data_dir) / run_id, topology.digest(), topology.name,
-                                     options.input));
+                                     options.input, options.durable));
   AgentLimits totals = topology.limits;
   if (options.base.token_budget) totals.token_budget = options.base.token_budget;
   if (options.base.cost_budget_usd) totals.cost_budget_usd = options.base.cost_budget_usd;

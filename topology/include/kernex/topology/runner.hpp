@@ -45,6 +45,9 @@ struct RunnerOptions {
   // step_end and (with `stream`) text deltas {type: "delta", phase, agent, text}.
   std::function<void(const Json&)> on_event;
   bool stream = false;
+  // Each finished step's journal write is fsynced (file and folder), so it survives a power cut;
+  // false: it survives the process being killed only (what the page cache keeps), for speed.
+  bool durable = true;
   // Context sources for one agent's calls (its skills); unset: none.
   std::function<Result<std::vector<std::shared_ptr<ContextSource>>>(const Agent&)> sources_for;
 };
