@@ -407,3 +407,29 @@ TEST_F(TopologyRun, LoopThatNeverPassesEndsAtItsBound) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(TopologyRun, TiersMapToModelsFromTheConfig) {
+  kernex::Config config;
+  config.sections["topology"] = Json::parse(R"({"tiers": {"fast": {"model": "small-1"}}})");
+  auto tiers = topo::tiers_from_config(config);
+  ASSERT_TRUE(tiers) << tiers.error().describe();
+  config.sections["topology"] = Json::parse(R"({"tier": {}})");
+  EXPECT_THAT(topo::tiers_from_config(config).error().describe(), HasSubstr("topology.tier"));
+  TempDir tdir;
+  auto t = topo::load_dir(make_topology(
+      tdir, kHeader + phase("quick", "a", "model_tier = \"fast\"\n") + phase("deep", "a"), {"a"}));
+  ASSERT_TRUE(t) << t.error().describe();
+  auto k = kernel({R"({"text": "1"})", R"({"text": "2"})"});
+  auto o = options("x");
+  o.tiers = *tiers;
+  auto r = topo::run(*k, *t, o);
+  ASSERT_TRUE(r) << r.error().describe();
+  const auto reqs = requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].value("model", ""), "small-1");
+  EXPECT_NE(reqs[1].value("model", ""), "small-1");  // complex is not mapped: the default
+}
+
+}  // namespace
