@@ -69,6 +69,7 @@ CommandRun setup_serve(CLI::App& command, std::string& config);
 CommandRun setup_workspace(CLI::App& command, std::string& config);
 CommandRun setup_channel(CLI::App& command, std::string& config);
 CommandRun setup_chat(CLI::App& command, std::string& config);
+CommandRun setup_topology(CLI::App& command, std::string& config);
 
 // --config, accepted before the subcommand and on each (sub)subcommand; all bind to one value, so
 // the last one given wins.

@@ -51,6 +51,9 @@ const Command kCommands[] = {
     {"providers",
      "List the provider plugins, OpenAI-compatible presets, default models and which keys are set",
      kernex::cli::setup_providers},
+    {"topology",
+     "Topologies of several agents as one durable run: run (resumable with --run-id), lint, show",
+     kernex::cli::setup_topology},
 };
 
 // Warnings and errors (every level with --verbose) to stderr, controls made visible: log lines

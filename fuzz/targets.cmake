@@ -25,3 +25,6 @@ kernex_fuzz_target(mcp_framing LIBS kernex::mcp)
 kernex_fuzz_target(mcp_client_messages LIBS kernex::mcp INCLUDES ${PROJECT_SOURCE_DIR}/mcp/src)
 kernex_fuzz_target(mcp_server LIBS kernex::mcp)
 kernex_fuzz_target(serve_http LIBS kernex::server)
+# Topologies (kernex::topology): TOPOLOGY.toml and TOPOLOGY.yaml.
+kernex_fuzz_target(topology_toml LIBS kernex::topology)
+kernex_fuzz_target(topology_yaml LIBS kernex::topology)

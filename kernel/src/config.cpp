@@ -68,11 +68,12 @@ class ConfigReader {
     if (!root.IsMap())
       return err(Field{root, "", root.Mark()},
                  "expected a mapping of settings, got " + detail::describe_yaml(root));
-    return each_key(Field{root, "", root.Mark()},
-                    {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project",
-                     "provider", "providers", "memory", "hooks", "toolboxes", "permissions",
-                     "pricing_file", "limits", "trajectories", "workspace", "serve", "channels"},
-                    [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
+    return each_key(
+        Field{root, "", root.Mark()},
+        {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project", "provider",
+         "providers", "memory", "hooks", "toolboxes", "permissions", "pricing_file", "limits",
+         "trajectories", "workspace", "serve", "channels", "topology"},
+        [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
   }
 
  private:
@@ -114,8 +115,9 @@ class ConfigReader {
       return {};
     }
     if (key == "workspace") return workspace(f, out);
-    if (key == "serve") {
-      // Read by the server layer (kernex::server::ServeConfig), which checks its keys.
+    if (key == "serve" || key == "topology") {
+      // Read by the layer above (kernex::server::ServeConfig, kernex::topology), which checks
+      // its keys.
       KERNEX_ASSIGN_OR_RETURN(auto section, options(f));
       out.sections[key] = std::move(section);
       return {};
