@@ -98,6 +98,30 @@ void RunState::preload(std::vector<RunEvent> events) {
   wake(lock);
 }
 
+bool RunState::cancel_requested() const {
+  std::lock_guard lock(stop_mutex_);
+  return stop_.stop_requested();
+}
+
+std::stop_token RunState::stop_token() const {
+  std::lock_guard lock(stop_mutex_);
+  return stop_.get_token();
+}
+
+void RunState::request_cancel() {
+  std::stop_source source;
+  {
+    std::lock_guard lock(stop_mutex_);
+    source = stop_;
+  }
+  source.request_stop();  // outside the lock: callbacks may ask cancel_requested()
+}
+
+void RunState::rearm() {
+  std::lock_guard lock(stop_mutex_);
+  if (stop_.stop_requested()) stop_ = std::stop_source();
+}
+
 void RunState::set_status(RunStatus status) {
   std::lock_guard lock(mutex_);
   if (!is_terminal(status_) && !is_terminal(status)) status_ = status;

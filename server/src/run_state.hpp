@@ -61,9 +61,12 @@ class RunState {
   void set_placement(std::string node, int attempt);
 
   RunStatus status() const;
-  bool cancel_requested() const { return stop_.stop_requested(); }
-  std::stop_token stop_token() const { return stop_.get_token(); }
-  void request_cancel() { stop_.request_stop(); }
+  bool cancel_requested() const;
+  std::stop_token stop_token() const;
+  void request_cancel();
+  // A fresh stop source for a run that runs again after it stopped without ending (cluster mode:
+  // suspended for an approval, then claimed again by the same node).
+  void rearm();
 
   struct Snapshot {
     std::vector<RunEvent> events;  // those with id > after
@@ -115,6 +118,7 @@ class RunState {
   std::string node_;  // cluster mode: the node that runs or ran it
   int attempt_ = 0;
   std::chrono::steady_clock::time_point ended_at_{};
+  mutable std::mutex stop_mutex_;
   std::stop_source stop_;
 };
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 
+#include "approval_world.hpp"
 #include "pg_test_db.hpp"
 #include "serve_harness.hpp"
 
@@ -95,12 +96,14 @@ class ServeCluster : public ::testing::Test {
   }
 
   // Writes the shared config and starts `n` nodes (in parallel: each waits for its listening line).
-  void start(int n, const std::string& on_lost = "retry") {
+  // `extra`: more top-level YAML; `serve_extra`: more of the serve: section (indented).
+  void start(int n, const std::string& on_lost = "retry", const std::string& extra = "",
+             const std::string& serve_extra = "") {
     const std::string y =
         ServeWorld::openai_provider(llm_) +
         "memory:\n  name: postgres\n  options:\n    dsn: " + Json(db_.dsn()).dump() + "\n" +
-        "serve:\n  cluster:\n    lease_s: " + std::to_string(kLeaseSeconds) +
-        "\n    on_lost: " + on_lost + "\n    max_attempts: 3\n";
+        extra + "serve:\n  cluster:\n    lease_s: " + std::to_string(kLeaseSeconds) +
+        "\n    on_lost: " + on_lost + "\n    max_attempts: 3\n" + serve_extra;
     config_ = dir_.write("kernex.yaml", y);
     nodes_.resize(static_cast<std::size_t>(n));
     std::vector<std::thread> starting;
@@ -117,6 +120,9 @@ class ServeCluster : public ::testing::Test {
     const int generation = generation_++;
     const fs::path data = dir_.path() / ("node-" + std::to_string(generation));
     fs::create_directories(data);
+    // Skills trusted once (trust_skills) are trusted by every node.
+    if (const fs::path trust = dir_.path() / "trust" / "trusted-skills.json"; fs::exists(trust))
+      fs::copy_file(trust, data / "trusted-skills.json");
     auto node = std::make_unique<ServeProcess>();
     const bool ok = node->start(
         {"--config", config_.string(), "--listen", "127.0.0.1:0", "--data-dir", data.string()},
@@ -747,6 +753,116 @@ TEST_F(ServeCluster, KillNineWithOnLostInterruptFailsTheRun) {
   ASSERT_GE(t.size(), 2u);
   EXPECT_EQ(t[t.size() - 2], "user:after");
   EXPECT_EQ(t.back(), "assistant:answer to after");
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Journals and approvals in PostgreSQL: a run asking a person holds no node; any node takes the
+// decision and any node resumes the run from its journal; a tool never runs twice.
+
+// The tally fixture skill (a tool appending one line per run to tally.txt) trusted for every node
+// (start_node copies the trust file), and the config lines that offer it under `ask: [tally]`.
+std::string tally_config(const TempDir& dir) {
+  const std::string skills = std::string(KERNEX_SERVE_FIXTURES) + "/skills";
+  const std::string lines = "skill_dirs:\n  - " + skills +
+                            "\ntoolboxes:\n  - name: script\n    options:\n      timeout: 60\n" +
+                            "permissions:\n  ask:\n    - tally\n";
+  const fs::path trust = dir.path() / "trust";
+  fs::create_directories(trust);
+  const fs::path cfg =
+      dir.write("trust.yaml", "memory: sqlite\ndata_dir: " + trust.string() + "\n" + lines);
+  auto r = run_kernex({"skills", "trust", "--config", cfg.string(), skills + "/tally"}, dir.path());
+  if (r.exit_code != 0) ADD_FAILURE() << "skills trust: " << r.out << r.err;
+  return lines;
+}
+
+// "please tally W": the model calls tally(W), then, given the tool's result, answers "finished W".
+std::string tally_word(const FakeLlm::Request& r) {
+  const std::string m = r.last_user();
+  return m.substr(m.rfind(' ') + 1);
+}
+bool tool_answered(const FakeLlm::Request& r) {  // a tool result after the last user message
+  bool answered = false;
+  if (!r.body.contains("messages")) return false;
+  for (const auto& msg : r.body.at("messages")) {
+    const std::string role = msg.value("role", "");
+    if (role == "user") answered = false;
+    if (role == "tool") answered = true;
+  }
+  return answered;
+}
+void play_tally(FakeLlm& llm) {
+  llm.set_responder([](const FakeLlm::Request& r) {
+    return FakeLlm::Plan{tool_answered(r) ? std::vector<std::string>{"finished " + tally_word(r)}
+                                          : std::vector<std::string>{},
+                         std::nullopt};
+  });
+  llm.set_tool_caller([](const FakeLlm::Request& r) {
+    if (tool_answered(r)) return std::vector<Json>{};
+    const std::string word = tally_word(r);
+    return std::vector<Json>{
+        Json{{"id", "t-" + word}, {"name", "tally"}, {"arguments", {{"word", word}}}}};
+  });
+}
+
+// The run's row as the database has it: "status lease" (lease "-" when none is held).
+std::string stored_run(const PgTestDb& db, const std::string& run) {
+  std::string v;
+  db.exec("SELECT status || ' ' || CASE WHEN lease_until IS NULL THEN '-' ELSE 'held' END FROM "
+          "serve_runs WHERE id = '" + run + "'",
+          &v);
+  return v;
+}
+
+// Polls the database (no event says it) until the run is stored as `want`, for up to 10 s.
+bool stored_as(const PgTestDb& db, const std::string& run, const std::string& want) {
+  const auto deadline = Clock::now() + milliseconds(10000);
+  while (Clock::now() < deadline) {
+    if (stored_run(db, run) == want) return true;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return false;
+}
+
+std::size_t count_line(const std::vector<std::string>& lines, const std::string& line) {
+  return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), line));
+}
+
+TEST_F(ServeCluster, AnApprovalIsDecidedOnAnyNodeWhileTheRunHoldsNoNode) {
+  play_tally(llm_);
+  ASSERT_NO_FATAL_FAILURE(start(3, "retry", tally_config(dir_)));
+  SseReader sse(port(0), "POST", "/v1/sessions/apr/messages",
+                message_body("please tally w1", Json{{"stream", true}}));
+  ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
+  std::vector<SseEvent> seen;
+  ASSERT_TRUE(read_until(sse, "approval_requested", seen))
+      << ::testing::PrintToString(names(seen)) << logs();
+  const Json asked = event_named(seen, "approval_requested");
+  const std::string id = str(asked, "approval_id"), run = str(asked, "run_id");
+  EXPECT_EQ(str(asked, "tool"), "tally");
+  // Waiting costs no node anything: no lease, and every node shows the wait.
+  ASSERT_TRUE(stored_as(db_, run, "awaiting_approval -")) << stored_run(db_, run) << logs();
+  EXPECT_EQ(str(get_run(port(1), run), "status"), "awaiting_approval");
+  auto pending = request(port(2), "GET", "/v1/sessions/apr/approvals");
+  ASSERT_EQ(pending.status, 200) << pending.describe();
+  ASSERT_EQ(pending.json()["approvals"].size(), 1u) << pending.body;
+  EXPECT_EQ(str(pending.json()["approvals"][0], "approval_id"), id);
+  EXPECT_TRUE(lines_of_files_named(dir_.path(), "tally.txt").empty()) << "the tool ran before approval";
+
+  auto decided = request(port(2), "POST", "/v1/approvals/" + id, R"({"decision": "approve"})");
+  ASSERT_EQ(decided.status, 200) << decided.describe();
+  EXPECT_EQ(str(decided.json(), "status"), "approved");
+  ASSERT_TRUE(read_until(sse, "run_end", seen)) << ::testing::PrintToString(names(seen)) << logs();
+  EXPECT_EQ(str(seen.back().json(), "text"), "finished w1") << seen.back().data;
+  expect_increasing_ids(seen);
+  EXPECT_EQ(str(event_named(seen, "approval_resolved"), "status"), "approved");
+  EXPECT_EQ(stored_run(db_, run), "done -");
+  EXPECT_EQ(count_line(lines_of_files_named(dir_.path(), "tally.txt"), "w1"), 1u);
+  const auto t = transcript(port(1), "apr");
+  EXPECT_EQ(count_line(t, "user:please tally w1"), 1u) << ::testing::PrintToString(t);
+  EXPECT_EQ(count_line(t, "assistant:finished w1"), 1u) << ::testing::PrintToString(t);
+  EXPECT_EQ(request(port(0), "POST", "/v1/approvals/" + id, R"({"decision": "deny"})").status,
+            409);
 }
 
 }  // namespace
