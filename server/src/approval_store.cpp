@@ -44,8 +44,7 @@ class SqliteApprovalStore final : public ApprovalStore {
   }
   Result<StoredApproval> insert(const StoredApproval& approval) override;
   Result<std::optional<StoredApproval>> by_id(const std::string& id) override;
-  Result<std::optional<StoredApproval>> by_key(const std::string& tenant,
-                                               const std::string& run_id,
+  Result<std::optional<StoredApproval>> by_key(const std::string& tenant, const std::string& run_id,
                                                const std::string& key) override;
   Result<bool> resolve(const StoredApproval& resolved) override;
   Result<std::vector<StoredApproval>> pending(const std::string& tenant,
@@ -116,8 +115,8 @@ Result<StoredApproval> SqliteApprovalStore::insert(const StoredApproval& a) {
   return a;
 }
 
-Result<std::vector<StoredApproval>> SqliteApprovalStore::select(const std::string& where,
-                                                          const std::vector<std::string>& params) {
+Result<std::vector<StoredApproval>> SqliteApprovalStore::select(
+    const std::string& where, const std::vector<std::string>& params) {
   std::lock_guard lock(mutex_);
   Statement st(db_, (std::string("SELECT ") + kColumns + " FROM approvals WHERE " + where +
                      " ORDER BY created_at, rowid")
@@ -140,14 +139,14 @@ Result<std::optional<StoredApproval>> SqliteApprovalStore::by_id(const std::stri
 Result<std::optional<StoredApproval>> SqliteApprovalStore::by_key(const std::string& tenant,
                                                                   const std::string& run_id,
                                                                   const std::string& key) {
-  KERNEX_ASSIGN_OR_RETURN(
-      auto rows, select("tenant = ? AND run_id = ? AND key = ?", {tenant, run_id, key}));
+  KERNEX_ASSIGN_OR_RETURN(auto rows,
+                          select("tenant = ? AND run_id = ? AND key = ?", {tenant, run_id, key}));
   if (rows.empty()) return std::nullopt;
   return rows.front();
 }
 
 Result<std::vector<StoredApproval>> SqliteApprovalStore::pending(const std::string& tenant,
-                                                           const std::string& session) {
+                                                                 const std::string& session) {
   return select("tenant = ? AND session = ? AND status = 'pending'", {tenant, session});
 }
 
@@ -165,7 +164,7 @@ Result<bool> SqliteApprovalStore::resolve(const StoredApproval& a) {
 }
 
 Result<bool> SqliteApprovalStore::granted(const std::string& tenant, const std::string& session,
-                                    const std::string& tool) {
+                                          const std::string& tool) {
   std::lock_guard lock(mutex_);
   Statement st(db_, "SELECT 1 FROM approval_grants WHERE tenant = ? AND session = ? AND tool = ?");
   if (!st.ok()) return db_error(db_, "grant read");
@@ -176,7 +175,7 @@ Result<bool> SqliteApprovalStore::granted(const std::string& tenant, const std::
 }
 
 Result<void> SqliteApprovalStore::grant(const std::string& tenant, const std::string& session,
-                                  const std::string& tool) {
+                                        const std::string& tool) {
   std::lock_guard lock(mutex_);
   Statement st(db_,
                "INSERT OR IGNORE INTO approval_grants (tenant, session, tool) VALUES (?, ?, ?)");
@@ -186,7 +185,8 @@ Result<void> SqliteApprovalStore::grant(const std::string& tenant, const std::st
   return {};
 }
 
-Result<void> SqliteApprovalStore::delete_session(const std::string& tenant, const std::string& session) {
+Result<void> SqliteApprovalStore::delete_session(const std::string& tenant,
+                                                 const std::string& session) {
   std::lock_guard lock(mutex_);
   for (const char* sql : {"DELETE FROM approvals WHERE tenant = ? AND session = ?",
                           "DELETE FROM approval_grants WHERE tenant = ? AND session = ?"}) {

@@ -98,7 +98,8 @@ ApprovalDecision Approvals::ask(RunState& run, const SetStatus& set_status,
   // Stored (approval, then the run's status) before anyone hears of it.
   set_status(RunStatus::AwaitingApproval);
   announce(run, "approval.requested", "approval_requested", requested_event(run, *approval));
-  if (release_) {
+  const bool nested = request.key.find_first_of("/:") != std::string::npos;
+  if (release_ && !nested && !request.key.empty()) {
     {
       std::lock_guard lock(mutex_);
       suspended_.insert(run.id);
@@ -218,6 +219,11 @@ bool Approvals::suspend(const std::string& run_id) {
   std::lock_guard lock(mutex_);
   if (stopping_) suspended_.insert(run_id);
   return stopping_;
+}
+
+void Approvals::changed() {
+  std::lock_guard lock(mutex_);
+  changed_.notify_all();
 }
 
 void Approvals::resume(const std::string& run_id) {

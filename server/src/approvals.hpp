@@ -48,7 +48,12 @@ class Approvals {
   // is suspended (its stop token fires, nothing is saved) and its node stores it as
   // awaiting_approval without a lease (ClusterStore::release); the decision queues it again and
   // the node that claims it resumes it from its journal, finding the decision under the same key.
+  // Calls inside REPL code or a sub-run (keys with '/' or ':') wait in the run's thread instead,
+  // since their tool's code cannot stop and go on later; a decision on another node reaches them
+  // through changed() (ClusterRuns hears it with LISTEN).
   void release_while_waiting() { release_ = true; }
+  // An approval may have been resolved elsewhere: waiting runs look again.
+  void changed();
   // A run starts (again) on this node: not suspended, whatever an earlier attempt was.
   void resume(const std::string& run_id);
 

@@ -82,8 +82,8 @@ ClusterRuns::ClusterRuns(Deps deps)
       env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)),
       node_(make_node_id()),
       journals_(std::make_unique<PgJournalStore>(deps_.store->pool())),
-      approvals_(std::make_unique<Approvals>(
-          std::make_unique<PgApprovalStore>(deps_.store->pool()), deps_.config->approval_timeout)) {
+      approvals_(std::make_unique<Approvals>(std::make_unique<PgApprovalStore>(deps_.store->pool()),
+                                             deps_.config->approval_timeout)) {
   approvals_->release_while_waiting();
   env_.attach_approvals = [this](RunState& run, RunOptions& options) { attach(run, options); };
   env_.suspended = [this](const std::string& id) { return approvals_->suspended(id); };
@@ -101,7 +101,8 @@ void ClusterRuns::attach(RunState& run, RunOptions& options) {
   approvals_->resume(run.id);
   options.journal = std::make_shared<SuspendableJournal>(
       journals_->journal(run.tenant, run.id, node_, attempt), *approvals_, run.id);
-  options.approver = approvals_->approver(run, [&run](RunStatus status) { run.set_status(status); });
+  options.approver =
+      approvals_->approver(run, [&run](RunStatus status) { run.set_status(status); });
   // A suspended run saves nothing: its exchange is saved once, by the attempt that ends it.
   options.before_save = [this, &run, next = std::move(options.before_save)]() -> Result<void> {
     if (approvals_->suspended(run.id))
@@ -279,6 +280,7 @@ void ClusterRuns::launch(ClaimedRun claimed) {
     tracked->state->preload(std::move(claimed.events));
     tracked->state->set_placement(node_, row.attempt);
     tracked->flushed = tracked->state->last_event_id();
+    tracked->state->show_stored(tracked->flushed);
   }
   flush_soon(tracked);
   auto request = RunRequest::from_json(row.request);
@@ -342,7 +344,10 @@ void ClusterRuns::park(Tracked& tracked) {
   {
     std::lock_guard sync(tracked.sync);
     tracked.executing = false;
-    if (released && *released) tracked.flushed = run.last_event_id();
+    if (released && *released) {
+      tracked.flushed = run.last_event_id();
+      run.show_all();
+    }
   }
   approvals_->resume(run.id);
   if (released && *released) {
@@ -351,9 +356,9 @@ void ClusterRuns::park(Tracked& tracked) {
     return;
   }
   // The lease runs out and the reaper queues it again: the next attempt resumes from the journal.
-  log(LogLevel::Warn, "serve: run " + run.id + " awaits approval but could not be released: " +
-                          (released ? std::string("the claim is gone")
-                                    : released.error().describe()));
+  log(LogLevel::Warn,
+      "serve: run " + run.id + " awaits approval but could not be released: " +
+          (released ? std::string("the claim is gone") : released.error().describe()));
   std::lock_guard lock(mutex_);
   if (auto it = runs_.find(run.id); it != runs_.end() && it->second.get() == &tracked)
     runs_.erase(it);
@@ -371,6 +376,7 @@ bool ClusterRuns::flush(Tracked& tracked) {
     return true;
   }
   tracked.flushed = pending.back().id;
+  tracked.state->show_stored(tracked.flushed);
   return true;
 }
 
@@ -510,7 +516,8 @@ void ClusterRuns::listen_loop(std::stop_token stop) {
       }
       const std::string listen = std::string("LISTEN ") + ClusterStore::kQueueChannel +
                                  "; LISTEN " + ClusterStore::kEventsChannel + "; LISTEN " +
-                                 ClusterStore::kCancelChannel;
+                                 ClusterStore::kCancelChannel + "; LISTEN " +
+                                 ClusterStore::kApprovalsChannel;
       if (auto r = (*conn)->script(listen); !r) {
         log(LogLevel::Error, "serve: cannot listen for changes: " + r.error().describe());
         pause(stop, std::chrono::seconds(1));
@@ -531,6 +538,8 @@ void ClusterRuns::listen_loop(std::stop_token stop) {
         kick();
       } else if (channel == ClusterStore::kCancelChannel) {
         stop_local(payload);
+      } else if (channel == ClusterStore::kApprovalsChannel) {
+        approvals_->changed();
       } else {
         std::shared_ptr<Tracked> t;
         {
@@ -672,6 +681,9 @@ void ClusterRuns::shutdown(std::chrono::milliseconds grace) {
     std::lock_guard lock(mutex_);
     draining_ = true;
   }
+  // Runs waiting in their thread for a person (calls in REPL code) are left awaiting approval,
+  // for another node to resume, rather than denied by this node's stop.
+  approvals_->stop_waiting();
   if (dispatcher_.joinable()) {
     dispatcher_.request_stop();
     changed_.notify_all();

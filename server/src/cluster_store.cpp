@@ -392,8 +392,8 @@ Result<std::vector<std::string>> ClusterStore::reap(const ClusterConfig& cluster
         auto expired,
         c.exec(std::string("UPDATE serve_approvals SET status = 'expired', decision = 'deny', "
                            "decision_reason = 'approval expired', resolved_at = ") +
-                   kEpochNow + " WHERE status = 'pending' AND expires_at <= " + kEpochNow +
-                   " RETURNING run_id"));
+               kEpochNow + " WHERE status = 'pending' AND expires_at <= " + kEpochNow +
+               " RETURNING run_id"));
     for (int i = 0; i < expired.size(); ++i) {
       KERNEX_ASSIGN_OR_RETURN(const bool queued, requeue_if_decided(c, expired.text(i, 0)));
       if (queued) ids.push_back(expired.text(i, 0));

@@ -49,6 +49,7 @@ class ClusterStore {
   inline static const char* kQueueChannel = "kernex_serve_queue";
   inline static const char* kEventsChannel = "kernex_serve_events";
   inline static const char* kCancelChannel = "kernex_serve_cancel";
+  inline static const char* kApprovalsChannel = "kernex_serve_approvals";  // run id: decided
 
   // Connects and applies the schema under an advisory lock (nodes starting at once don't race).
   static Result<std::unique_ptr<ClusterStore>> open(const pg::Options& options,

@@ -17,8 +17,7 @@ constexpr const char* kHeld =
 
 class PgJournal final : public RunJournal {
  public:
-  PgJournal(pg::Pool& pool, std::string tenant, std::string run_id, std::string node,
-            int attempt)
+  PgJournal(pg::Pool& pool, std::string tenant, std::string run_id, std::string node, int attempt)
       : pool_(pool),
         tenant_(std::move(tenant)),
         run_id_(std::move(run_id)),
@@ -126,8 +125,7 @@ StoredApproval read_row(const Rows& r, int row) {
   if (!a.arguments.is_object()) a.arguments = Json::object();
   if (Json edited = parse_untrusted(r.text(row, col++)); edited.is_object())
     a.edited_arguments = std::move(edited);
-  for (auto time : {&A::created_at, &A::expires_at, &A::resolved_at})
-    a.*time = r.int64(row, col++);
+  for (auto time : {&A::created_at, &A::expires_at, &A::resolved_at}) a.*time = r.int64(row, col++);
   return a;
 }
 
@@ -181,10 +179,10 @@ Result<StoredApproval> PgApprovalStore::insert(const StoredApproval& a) {
 Result<std::vector<StoredApproval>> PgApprovalStore::select(const std::string& where,
                                                             const std::vector<pg::Param>& params) {
   KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
-  KERNEX_ASSIGN_OR_RETURN(auto r, c->exec(std::string("SELECT ") + kColumns +
-                                              " FROM serve_approvals WHERE " + where +
-                                              " ORDER BY seq",
-                                          params));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r, c->exec(std::string("SELECT ") + kColumns + " FROM serve_approvals WHERE " + where +
+                          " ORDER BY seq",
+                      params));
   std::vector<StoredApproval> out;
   for (int i = 0; i < r.size(); ++i) out.push_back(read_row(r, i));
   return out;
@@ -214,22 +212,24 @@ Result<bool> PgApprovalStore::resolve(const StoredApproval& a) {
   return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     // The run's row first, as release() locks it: a run stopping to wait and a decision arriving
     // meanwhile are ordered, so the run is queued again by whichever comes second.
-    KERNEX_RETURN_IF_ERROR(
-        c.exec("SELECT 1 FROM serve_runs WHERE id = $1 AND tenant = $2 FOR UPDATE",
-               {a.run_id, a.tenant}));
+    KERNEX_RETURN_IF_ERROR(c.exec(
+        "SELECT 1 FROM serve_runs WHERE id = $1 AND tenant = $2 FOR UPDATE", {a.run_id, a.tenant}));
     KERNEX_ASSIGN_OR_RETURN(
         auto r,
-        c.exec(std::string("UPDATE serve_approvals SET status = $3, decision = $4, "
-                           "edited_arguments = $5, decision_reason = $6, resolved_at = ") +
-                   ClusterStore::kEpochNow +
-                   " WHERE id = $1 AND tenant = $2 AND status = 'pending' AND ($3 = 'expired' OR "
-                   "expires_at > " +
-                   ClusterStore::kEpochNow + ")",
-               {a.id, a.tenant, a.status, a.decision,
-                a.edited_arguments ? dump(*a.edited_arguments) : std::string(),
-                a.decision_reason}));
+        c.exec(
+            std::string("UPDATE serve_approvals SET status = $3, decision = $4, "
+                        "edited_arguments = $5, decision_reason = $6, resolved_at = ") +
+                ClusterStore::kEpochNow +
+                " WHERE id = $1 AND tenant = $2 AND status = 'pending' AND ($3 = 'expired' OR "
+                "expires_at > " +
+                ClusterStore::kEpochNow + ")",
+            {a.id, a.tenant, a.status, a.decision,
+             a.edited_arguments ? dump(*a.edited_arguments) : std::string(), a.decision_reason}));
     if (r.affected() != 1) return false;
     KERNEX_RETURN_IF_ERROR(requeue_if_decided(c, a.run_id));
+    // A run that waits in its thread (a call inside REPL code) hears of it on its node.
+    KERNEX_RETURN_IF_ERROR(
+        c.exec("SELECT pg_notify($1, $2)", {ClusterStore::kApprovalsChannel, a.run_id}));
     return true;
   });
 }
@@ -246,10 +246,10 @@ Result<bool> PgApprovalStore::granted(const std::string& tenant, const std::stri
 Result<void> PgApprovalStore::grant(const std::string& tenant, const std::string& session,
                                     const std::string& tool) {
   KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
-  KERNEX_RETURN_IF_ERROR(c->exec(
-      "INSERT INTO serve_approval_grants (tenant, session, tool) VALUES ($1, $2, $3) ON "
-      "CONFLICT DO NOTHING",
-      {tenant, session, tool}));
+  KERNEX_RETURN_IF_ERROR(
+      c->exec("INSERT INTO serve_approval_grants (tenant, session, tool) VALUES ($1, $2, $3) ON "
+              "CONFLICT DO NOTHING",
+              {tenant, session, tool}));
   return {};
 }
 

@@ -35,8 +35,7 @@ class PgApprovalStore final : public ApprovalStore {
   Result<std::int64_t> now() override;
   Result<StoredApproval> insert(const StoredApproval& approval) override;
   Result<std::optional<StoredApproval>> by_id(const std::string& id) override;
-  Result<std::optional<StoredApproval>> by_key(const std::string& tenant,
-                                               const std::string& run_id,
+  Result<std::optional<StoredApproval>> by_key(const std::string& tenant, const std::string& run_id,
                                                const std::string& key) override;
   // A person's decision holds only before the expiry (the database's clock).
   Result<bool> resolve(const StoredApproval& resolved) override;

@@ -92,7 +92,7 @@ Result<void> SqliteJournalStore::forget(const std::string&, const std::string& r
 }
 
 Result<std::optional<Response>> SqliteJournalStore::response(const std::string& run_id,
-                                                       std::uint32_t turn) {
+                                                             std::uint32_t turn) {
   std::lock_guard lock(mutex_);
   Statement st(db_, "SELECT response FROM run_responses WHERE run_id = ? AND turn = ?");
   if (!st.ok()) return db_error(db_, "journal read");
@@ -110,7 +110,7 @@ Result<std::optional<Response>> SqliteJournalStore::response(const std::string& 
 }
 
 Result<void> SqliteJournalStore::record_response(const std::string& run_id, std::uint32_t turn,
-                                           const Response& response) {
+                                                 const Response& response) {
   std::lock_guard lock(mutex_);
   Statement st(db_,
                "INSERT OR REPLACE INTO run_responses (run_id, turn, response) VALUES (?, ?, ?)");
@@ -121,7 +121,7 @@ Result<void> SqliteJournalStore::record_response(const std::string& run_id, std:
 }
 
 Result<RunJournal::ToolEntry> SqliteJournalStore::tool(const std::string& run_id,
-                                                 const std::string& key) {
+                                                       const std::string& key) {
   std::lock_guard lock(mutex_);
   Statement st(db_, "SELECT result FROM run_tools WHERE run_id = ? AND key = ?");
   if (!st.ok()) return db_error(db_, "journal read");
@@ -142,7 +142,7 @@ Result<RunJournal::ToolEntry> SqliteJournalStore::tool(const std::string& run_id
 }
 
 Result<void> SqliteJournalStore::tool_started(const std::string& run_id, const std::string& key,
-                                        const ToolCall& call) {
+                                              const ToolCall& call) {
   std::lock_guard lock(mutex_);
   // A key is started once: a second start (it cannot happen in one run) must not erase a result.
   Statement st(db_, "INSERT OR IGNORE INTO run_tools (run_id, key, call) VALUES (?, ?, ?)");
@@ -153,7 +153,7 @@ Result<void> SqliteJournalStore::tool_started(const std::string& run_id, const s
 }
 
 Result<void> SqliteJournalStore::tool_finished(const std::string& run_id, const std::string& key,
-                                         const ToolResult& result) {
+                                               const ToolResult& result) {
   std::lock_guard lock(mutex_);
   Statement st(db_, "UPDATE run_tools SET result = ? WHERE run_id = ? AND key = ?");
   if (!st.ok()) return db_error(db_, "journal write");

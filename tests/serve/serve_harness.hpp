@@ -929,11 +929,11 @@ class FakeLlm {
       caller = tool_caller_;
     }
     for (const auto& c : caller ? caller(req) : std::vector<Json>{}) {
-      calls.push_back({{"index", calls.size()},
-                       {"id", c.value("id", "call")},
-                       {"type", "function"},
-                       {"function",
-                        {{"name", c.value("name", "")}, {"arguments", c["arguments"].dump()}}}});
+      calls.push_back(
+          {{"index", calls.size()},
+           {"id", c.value("id", "call")},
+           {"type", "function"},
+           {"function", {{"name", c.value("name", "")}, {"arguments", c["arguments"].dump()}}}});
     }
     if (!calls.empty()) chunk(chunk_event(Json{{"tool_calls", calls}}));
     chunk(chunk_event(Json::object(), calls.empty() ? "stop" : "tool_calls"));
