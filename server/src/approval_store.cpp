@@ -1,5 +1,7 @@
 #include "approval_store.hpp"
 
+#include <chrono>
+
 #include "run_executor.hpp"
 #include "sqlite_db.hpp"
 
@@ -27,6 +29,38 @@ StoredApproval read_row(const Statement& st) {
   for (auto time : {&A::created_at, &A::expires_at, &A::resolved_at}) a.*time = st.integer(col++);
   return a;
 }
+
+class SqliteApprovalStore final : public ApprovalStore {
+ public:
+  explicit SqliteApprovalStore(sqlite3* db) : db_(db) {}
+  ~SqliteApprovalStore() override { sqlite3_close(db_); }
+  SqliteApprovalStore(const SqliteApprovalStore&) = delete;
+  SqliteApprovalStore& operator=(const SqliteApprovalStore&) = delete;
+
+  Result<std::int64_t> now() override {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  Result<StoredApproval> insert(const StoredApproval& approval) override;
+  Result<std::optional<StoredApproval>> by_id(const std::string& id) override;
+  Result<std::optional<StoredApproval>> by_key(const std::string& tenant, const std::string& run_id,
+                                               const std::string& key) override;
+  Result<bool> resolve(const StoredApproval& resolved) override;
+  Result<std::vector<StoredApproval>> pending(const std::string& tenant,
+                                              const std::string& session) override;
+  Result<bool> granted(const std::string& tenant, const std::string& session,
+                       const std::string& tool) override;
+  Result<void> grant(const std::string& tenant, const std::string& session,
+                     const std::string& tool) override;
+  Result<void> delete_session(const std::string& tenant, const std::string& session) override;
+
+ private:
+  Result<std::vector<StoredApproval>> select(const std::string& where,
+                                             const std::vector<std::string>& params);
+  std::mutex mutex_;
+  sqlite3* db_;
+};
 
 }  // namespace
 
@@ -61,16 +95,14 @@ Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const std::filesystem
            "CREATE INDEX IF NOT EXISTS approvals_by_session ON approvals(tenant, session, status)",
            "CREATE TABLE IF NOT EXISTS approval_grants (tenant TEXT NOT NULL, session TEXT NOT "
            "NULL, tool TEXT NOT NULL, PRIMARY KEY (tenant, session, tool))"}));
-  std::unique_ptr<ApprovalStore> store(new ApprovalStore(db));
+  std::unique_ptr<ApprovalStore> store = std::make_unique<SqliteApprovalStore>(db);
   // This connection's commits reach the disk before they return (fsync), not only the WAL file:
   // what it records decides whether a tool runs again, even after a power loss.
   KERNEX_RETURN_IF_ERROR(exec_sql(db, "PRAGMA synchronous=FULL"));
   return store;
 }
 
-ApprovalStore::~ApprovalStore() { sqlite3_close(db_); }
-
-Result<void> ApprovalStore::insert(const StoredApproval& a) {
+Result<StoredApproval> SqliteApprovalStore::insert(const StoredApproval& a) {
   std::lock_guard lock(mutex_);
   Statement st(db_,
                "INSERT INTO approvals (id, tenant, session, run_id, key, tool, arguments, reason, "
@@ -80,11 +112,11 @@ Result<void> ApprovalStore::insert(const StoredApproval& a) {
   st.bind(6, a.tool).bind(7, dump(a.arguments)).bind(8, a.reason);
   st.bind(9, a.created_at).bind(10, a.expires_at);
   if (st.step() != SQLITE_DONE) return db_error(db_, "approval insert");
-  return {};
+  return a;
 }
 
-Result<std::vector<StoredApproval>> ApprovalStore::select(const std::string& where,
-                                                          const std::vector<std::string>& params) {
+Result<std::vector<StoredApproval>> SqliteApprovalStore::select(
+    const std::string& where, const std::vector<std::string>& params) {
   std::lock_guard lock(mutex_);
   Statement st(db_, (std::string("SELECT ") + kColumns + " FROM approvals WHERE " + where +
                      " ORDER BY created_at, rowid")
@@ -98,25 +130,27 @@ Result<std::vector<StoredApproval>> ApprovalStore::select(const std::string& whe
   return out;
 }
 
-Result<std::optional<StoredApproval>> ApprovalStore::by_id(const std::string& id) {
+Result<std::optional<StoredApproval>> SqliteApprovalStore::by_id(const std::string& id) {
   KERNEX_ASSIGN_OR_RETURN(auto rows, select("id = ?", {id}));
   if (rows.empty()) return std::nullopt;
   return rows.front();
 }
 
-Result<std::optional<StoredApproval>> ApprovalStore::by_key(const std::string& run_id,
-                                                            const std::string& key) {
-  KERNEX_ASSIGN_OR_RETURN(auto rows, select("run_id = ? AND key = ?", {run_id, key}));
+Result<std::optional<StoredApproval>> SqliteApprovalStore::by_key(const std::string& tenant,
+                                                                  const std::string& run_id,
+                                                                  const std::string& key) {
+  KERNEX_ASSIGN_OR_RETURN(auto rows,
+                          select("tenant = ? AND run_id = ? AND key = ?", {tenant, run_id, key}));
   if (rows.empty()) return std::nullopt;
   return rows.front();
 }
 
-Result<std::vector<StoredApproval>> ApprovalStore::pending(const std::string& tenant,
-                                                           const std::string& session) {
+Result<std::vector<StoredApproval>> SqliteApprovalStore::pending(const std::string& tenant,
+                                                                 const std::string& session) {
   return select("tenant = ? AND session = ? AND status = 'pending'", {tenant, session});
 }
 
-Result<bool> ApprovalStore::resolve(const StoredApproval& a) {
+Result<bool> SqliteApprovalStore::resolve(const StoredApproval& a) {
   std::lock_guard lock(mutex_);
   Statement st(db_,
                "UPDATE approvals SET status = ?, decision = ?, edited_arguments = ?, "
@@ -129,8 +163,8 @@ Result<bool> ApprovalStore::resolve(const StoredApproval& a) {
   return sqlite3_changes(db_) == 1;
 }
 
-Result<bool> ApprovalStore::granted(const std::string& tenant, const std::string& session,
-                                    const std::string& tool) {
+Result<bool> SqliteApprovalStore::granted(const std::string& tenant, const std::string& session,
+                                          const std::string& tool) {
   std::lock_guard lock(mutex_);
   Statement st(db_, "SELECT 1 FROM approval_grants WHERE tenant = ? AND session = ? AND tool = ?");
   if (!st.ok()) return db_error(db_, "grant read");
@@ -140,8 +174,8 @@ Result<bool> ApprovalStore::granted(const std::string& tenant, const std::string
   return rc == SQLITE_ROW;
 }
 
-Result<void> ApprovalStore::grant(const std::string& tenant, const std::string& session,
-                                  const std::string& tool) {
+Result<void> SqliteApprovalStore::grant(const std::string& tenant, const std::string& session,
+                                        const std::string& tool) {
   std::lock_guard lock(mutex_);
   Statement st(db_,
                "INSERT OR IGNORE INTO approval_grants (tenant, session, tool) VALUES (?, ?, ?)");
@@ -151,7 +185,8 @@ Result<void> ApprovalStore::grant(const std::string& tenant, const std::string& 
   return {};
 }
 
-Result<void> ApprovalStore::delete_session(const std::string& tenant, const std::string& session) {
+Result<void> SqliteApprovalStore::delete_session(const std::string& tenant,
+                                                 const std::string& session) {
   std::lock_guard lock(mutex_);
   for (const char* sql : {"DELETE FROM approvals WHERE tenant = ? AND session = ?",
                           "DELETE FROM approval_grants WHERE tenant = ? AND session = ?"}) {

@@ -1,20 +1,19 @@
-// serve.db's approvals: each tool call a run asked a person about (pending until decided,
+// The approvals of serve's runs: each tool call a run asked a person about (pending until decided,
 // denied, or expired), keyed by (run_id, key) so a run resumed after kill -9 finds the one it
-// asked before; and the per-session "always" grants.
+// asked before; and the per-session "always" grants. One interface, two stores: serve.db (one
+// node, open()) and PostgreSQL (cluster mode, pg_run_stores.hpp), where deciding the last pending
+// approval of a run that released its node also queues the run again.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kernex/error.hpp"
 #include "kernex/json.hpp"
-
-struct sqlite3;
 
 namespace kernex::server {
 
@@ -34,31 +33,29 @@ struct StoredApproval {
 
 class ApprovalStore {
  public:
+  // serve.db's (one node).
   static Result<std::unique_ptr<ApprovalStore>> open(const std::filesystem::path& file);
-  ~ApprovalStore();
-  ApprovalStore(const ApprovalStore&) = delete;
-  ApprovalStore& operator=(const ApprovalStore&) = delete;
+  virtual ~ApprovalStore() = default;
 
-  Result<void> insert(const StoredApproval& approval);
-  Result<std::optional<StoredApproval>> by_id(const std::string& id);
-  Result<std::optional<StoredApproval>> by_key(const std::string& run_id, const std::string& key);
+  // The store's clock (unix seconds): expiry is judged on it, so nodes whose clocks disagree
+  // agree on when an approval expired.
+  virtual Result<std::int64_t> now() = 0;
+  // Stores a pending approval; what was stored (the store may set its times on its own clock).
+  virtual Result<StoredApproval> insert(const StoredApproval& approval) = 0;
+  virtual Result<std::optional<StoredApproval>> by_id(const std::string& id) = 0;
+  virtual Result<std::optional<StoredApproval>> by_key(const std::string& tenant,
+                                                       const std::string& run_id,
+                                                       const std::string& key) = 0;
   // Resolves a pending approval; false when it was no longer pending (someone else won).
-  Result<bool> resolve(const StoredApproval& resolved);
+  virtual Result<bool> resolve(const StoredApproval& resolved) = 0;
   // The tenant's pending approvals in `session`, oldest first.
-  Result<std::vector<StoredApproval>> pending(const std::string& tenant,
-                                              const std::string& session);
-  Result<bool> granted(const std::string& tenant, const std::string& session,
-                       const std::string& tool);
-  Result<void> grant(const std::string& tenant, const std::string& session,
-                     const std::string& tool);
-  Result<void> delete_session(const std::string& tenant, const std::string& session);
-
- private:
-  explicit ApprovalStore(sqlite3* db) : db_(db) {}
-  Result<std::vector<StoredApproval>> select(const std::string& where,
-                                             const std::vector<std::string>& params);
-  std::mutex mutex_;
-  sqlite3* db_;
+  virtual Result<std::vector<StoredApproval>> pending(const std::string& tenant,
+                                                      const std::string& session) = 0;
+  virtual Result<bool> granted(const std::string& tenant, const std::string& session,
+                               const std::string& tool) = 0;
+  virtual Result<void> grant(const std::string& tenant, const std::string& session,
+                             const std::string& tool) = 0;
+  virtual Result<void> delete_session(const std::string& tenant, const std::string& session) = 0;
 };
 
 }  // namespace kernex::server

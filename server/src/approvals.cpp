@@ -7,12 +7,6 @@
 namespace kernex::server {
 namespace {
 
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // What the run goes on with, from a resolved approval.
 ApprovalDecision decision_of(const StoredApproval& a) {
   if (a.status != "approved") {
@@ -57,7 +51,7 @@ Result<StoredApproval> Approvals::find_or_create(RunState& run, const ApprovalRe
   // The key is the call's place in the run, the same when a run resumes; without one (no
   // journal) every ask is a new approval.
   const std::string key = request.key.empty() ? random_id("call") : request.key;
-  KERNEX_ASSIGN_OR_RETURN(auto found, store_->by_key(run.id, key));
+  KERNEX_ASSIGN_OR_RETURN(auto found, store_->by_key(run.tenant, run.id, key));
   if (found) {
     // A resumed run asks again for the very call it asked about; anything else under that key
     // must never inherit its decision. A decision stored for the call wins over a session
@@ -82,10 +76,9 @@ Result<StoredApproval> Approvals::find_or_create(RunState& run, const ApprovalRe
   a.tool = request.call.name;
   a.arguments = request.call.arguments;
   a.reason = request.reason;
-  a.created_at = unix_now();
+  KERNEX_ASSIGN_OR_RETURN(a.created_at, store_->now());
   a.expires_at = a.created_at + timeout_.count();
-  KERNEX_RETURN_IF_ERROR(store_->insert(a));
-  return a;
+  return store_->insert(a);
 }
 
 ApprovalDecision Approvals::ask(RunState& run, const SetStatus& set_status,
@@ -105,6 +98,15 @@ ApprovalDecision Approvals::ask(RunState& run, const SetStatus& set_status,
   // Stored (approval, then the run's status) before anyone hears of it.
   set_status(RunStatus::AwaitingApproval);
   announce(run, "approval.requested", "approval_requested", requested_event(run, *approval));
+  const bool nested = request.key.find_first_of("/:") != std::string::npos;
+  if (release_ && !nested && !request.key.empty()) {
+    {
+      std::lock_guard lock(mutex_);
+      suspended_.insert(run.id);
+    }
+    run.request_cancel();  // the loop stops here; the node stores the run as awaiting_approval
+    return ApprovalDecision::deny("the run waits for a person; it resumes on their decision");
+  }
   StoredApproval resolved = *approval;
   const ApprovalDecision decision = wait(*approval, stop);
   if (suspended(run.id)) return decision;  // still pending, the run awaiting_approval
@@ -148,7 +150,7 @@ StoredApproval Approvals::settle(StoredApproval approval, std::string status, st
   approval.status = std::move(status);
   approval.decision = "deny";
   approval.decision_reason = std::move(reason);
-  approval.resolved_at = unix_now();
+  approval.resolved_at = store_->now().value_or(0);
   auto won = store_->resolve(approval);
   if (!won) log(LogLevel::Error, "serve: " + won.error().describe());
   if (won && !*won) {
@@ -166,12 +168,14 @@ std::expected<Json, ApiError> Approvals::decide(const std::string& tenant, const
   if (!*row || (*row)->tenant != tenant)
     return std::unexpected(api_error(404, "not_found", "no approval '" + id + "'"));
   StoredApproval a = **row;
-  if (a.status == "pending" && unix_now() >= a.expires_at) {
+  auto now = store_->now();
+  if (!now) return std::unexpected(api_error(500, "store_failed", now.error().describe()));
+  if (a.status == "pending" && *now >= a.expires_at) {
     // The waiting run will find it expired too; a server that was down resolves it here.
     a.status = "expired";
     a.decision = "deny";
     a.decision_reason = "approval expired";
-    a.resolved_at = unix_now();
+    a.resolved_at = *now;
     (void)store_->resolve(a);
     changed_.notify_all();
   }
@@ -183,7 +187,7 @@ std::expected<Json, ApiError> Approvals::decide(const std::string& tenant, const
   a.decision = std::string(to_string(decision.verdict));
   a.edited_arguments = decision.arguments;
   a.decision_reason = decision.reason;
-  a.resolved_at = unix_now();
+  a.resolved_at = *now;
   if (decision.verdict == ApprovalVerdict::Always && !a.session.empty()) {
     if (auto r = store_->grant(a.tenant, a.session, a.tool); !r)
       return std::unexpected(api_error(500, "store_failed", r.error().describe()));
@@ -215,6 +219,16 @@ bool Approvals::suspend(const std::string& run_id) {
   std::lock_guard lock(mutex_);
   if (stopping_) suspended_.insert(run_id);
   return stopping_;
+}
+
+void Approvals::changed() {
+  std::lock_guard lock(mutex_);
+  changed_.notify_all();
+}
+
+void Approvals::resume(const std::string& run_id) {
+  std::lock_guard lock(mutex_);
+  suspended_.erase(run_id);
 }
 
 bool Approvals::suspended(const std::string& run_id) {

@@ -44,6 +44,19 @@ class Approvals {
   std::expected<Json, ApiError> pending(const std::string& tenant, const std::string& session);
   Result<void> forget_session(const std::string& tenant, const std::string& session);
 
+  // Cluster mode: a run does not wait for a person. Once its approval is stored and announced it
+  // is suspended (its stop token fires, nothing is saved) and its node stores it as
+  // awaiting_approval without a lease (ClusterStore::release); the decision queues it again and
+  // the node that claims it resumes it from its journal, finding the decision under the same key.
+  // Calls inside REPL code or a sub-run (keys with '/' or ':') wait in the run's thread instead,
+  // since their tool's code cannot stop and go on later; a decision on another node reaches them
+  // through changed() (ClusterRuns hears it with LISTEN).
+  void release_while_waiting() { release_ = true; }
+  // An approval may have been resolved elsewhere: waiting runs look again.
+  void changed();
+  // A run starts (again) on this node: not suspended, whatever an earlier attempt was.
+  void resume(const std::string& run_id);
+
   // A server going down (SIGTERM) leaves waiting runs for the next start: from now on a wait
   // ended by the run's stop token denies without storing anything, and marks the run suspended.
   void stop_waiting();
@@ -71,6 +84,7 @@ class Approvals {
   std::mutex mutex_;                     // held while resolving and while checking for a decision
   std::condition_variable_any changed_;  // an approval was resolved
   bool stopping_ = false;
+  bool release_ = false;
   std::set<std::string> suspended_;
 };
 

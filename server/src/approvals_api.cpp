@@ -38,8 +38,7 @@ std::expected<ApprovalDecision, ApiError> parse_decision(const Json& body) {
 }
 
 ApiError no_approvals() {
-  return api_error(501, "not_implemented",
-                   "approvals need a single-node server (serve.db); cluster mode has none");
+  return api_error(501, "not_implemented", "this server's runs keep no approvals");
 }
 
 }  // namespace

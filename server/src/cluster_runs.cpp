@@ -31,6 +31,41 @@ void restore_into(RunState& state, const SharedRun& row, std::vector<RunEvent> e
   }
 }
 
+// A run's journal that takes no result and no answer once the run is suspended for an approval:
+// what a tool returned because its approval was put off (code in a REPL, a sub-run) is not its
+// result, so the resumed run finds the call started and unfinished rather than a wrong answer.
+class SuspendableJournal final : public RunJournal {
+ public:
+  SuspendableJournal(std::shared_ptr<RunJournal> inner, Approvals& approvals, std::string run_id)
+      : inner_(std::move(inner)), approvals_(approvals), run_id_(std::move(run_id)) {}
+  Result<std::optional<Response>> response(std::uint32_t turn) override {
+    return inner_->response(turn);
+  }
+  Result<void> record_response(std::uint32_t turn, const Response& response) override {
+    KERNEX_RETURN_IF_ERROR(check());
+    return inner_->record_response(turn, response);
+  }
+  Result<ToolEntry> tool(const std::string& key) override { return inner_->tool(key); }
+  Result<void> tool_started(const std::string& key, const ToolCall& call) override {
+    KERNEX_RETURN_IF_ERROR(check());
+    return inner_->tool_started(key, call);
+  }
+  Result<void> tool_finished(const std::string& key, const ToolResult& result) override {
+    KERNEX_RETURN_IF_ERROR(check());
+    return inner_->tool_finished(key, result);
+  }
+
+ private:
+  Result<void> check() {
+    if (approvals_.suspended(run_id_))
+      return fail(ErrorCode::Cancelled, "run " + run_id_ + " waits for a person");
+    return {};
+  }
+  std::shared_ptr<RunJournal> inner_;
+  Approvals& approvals_;
+  std::string run_id_;
+};
+
 // Waits `d` unless the thread is asked to stop; false when it was.
 bool pause(std::stop_token stop, std::chrono::milliseconds d) {
   std::mutex m;
@@ -45,7 +80,36 @@ bool pause(std::stop_token stop, std::chrono::milliseconds d) {
 ClusterRuns::ClusterRuns(Deps deps)
     : deps_(std::move(deps)),
       env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)),
-      node_(make_node_id()) {}
+      node_(make_node_id()),
+      journals_(std::make_unique<PgJournalStore>(deps_.store->pool())),
+      approvals_(std::make_unique<Approvals>(std::make_unique<PgApprovalStore>(deps_.store->pool()),
+                                             deps_.config->approval_timeout)) {
+  approvals_->release_while_waiting();
+  env_.attach_approvals = [this](RunState& run, RunOptions& options) { attach(run, options); };
+  env_.suspended = [this](const std::string& id) { return approvals_->suspended(id); };
+}
+
+// Every run has its journal in the database, written only while this attempt holds the run, and
+// asks its approvals there: a call that needs a person suspends the run (park) instead of
+// holding a thread and a lease while the person thinks.
+void ClusterRuns::attach(RunState& run, RunOptions& options) {
+  int attempt = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = runs_.find(run.id); it != runs_.end()) attempt = it->second->attempt;
+  }
+  approvals_->resume(run.id);
+  options.journal = std::make_shared<SuspendableJournal>(
+      journals_->journal(run.tenant, run.id, node_, attempt), *approvals_, run.id);
+  options.approver =
+      approvals_->approver(run, [&run](RunStatus status) { run.set_status(status); });
+  // A suspended run saves nothing: its exchange is saved once, by the attempt that ends it.
+  options.before_save = [this, &run, next = std::move(options.before_save)]() -> Result<void> {
+    if (approvals_->suspended(run.id))
+      return fail(ErrorCode::Cancelled, "the run waits for a person");
+    return next ? next() : Result<void>{};
+  };
+}
 
 ClusterRuns::~ClusterRuns() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -207,6 +271,8 @@ void ClusterRuns::launch(ClaimedRun claimed) {
     if (!slot || slot->executing || is_terminal(slot->state->status())) {
       slot = std::make_shared<Tracked>();
       slot->state = std::make_shared<RunState>(row.id, row.tenant, row.session, row.created_at);
+    } else {
+      slot->state->rearm();  // a run this node parked for an approval: its followers stay
     }
     tracked = slot;
     ++threads_;
@@ -220,6 +286,7 @@ void ClusterRuns::launch(ClaimedRun claimed) {
     tracked->state->preload(std::move(claimed.events));
     tracked->state->set_placement(node_, row.attempt);
     tracked->flushed = tracked->state->last_event_id();
+    tracked->state->show_stored(tracked->flushed);
   }
   flush_soon(tracked);
   auto request = RunRequest::from_json(row.request);
@@ -259,7 +326,48 @@ void ClusterRuns::execute(const std::shared_ptr<Tracked>& tracked, const RunRequ
     deps_.admission->release(run.tenant, result.usage.input_tokens + result.usage.output_tokens,
                              result.usage.cost_usd);
   }
-  end(*tracked, result);
+  if (approvals_->suspended(run.id)) {
+    park(*tracked);
+  } else {
+    end(*tracked, result);
+  }
+}
+
+void ClusterRuns::park(Tracked& tracked) {
+  RunState& run = *tracked.state;
+  std::vector<RunEvent> rest;
+  {
+    std::lock_guard sync(tracked.sync);
+    rest = run.events_after(tracked.flushed).events;
+  }
+  Result<std::optional<RunStatus>> released = std::nullopt;
+  const auto deadline = Clock::now() + deps_.config->cluster.lease / 2;
+  for (auto wait = std::chrono::milliseconds(50);; wait *= 2) {
+    released = deps_.store->release(run.id, node_, tracked.attempt, rest);
+    if (released || Clock::now() + wait > deadline) break;
+    std::this_thread::sleep_for(wait);
+  }
+  {
+    std::lock_guard sync(tracked.sync);
+    tracked.executing = false;
+    if (released && *released) {
+      tracked.flushed = run.last_event_id();
+      run.show_all();
+    }
+  }
+  approvals_->resume(run.id);
+  if (released && *released) {
+    if (!is_terminal(**released)) run.set_status(**released);
+    refresh(tracked);  // a cancel that came meanwhile ended it in the store
+    return;
+  }
+  // The lease runs out and the reaper queues it again: the next attempt resumes from the journal.
+  log(LogLevel::Warn,
+      "serve: run " + run.id + " awaits approval but could not be released: " +
+          (released ? std::string("the claim is gone") : released.error().describe()));
+  std::lock_guard lock(mutex_);
+  if (auto it = runs_.find(run.id); it != runs_.end() && it->second.get() == &tracked)
+    runs_.erase(it);
 }
 
 bool ClusterRuns::flush(Tracked& tracked) {
@@ -274,6 +382,7 @@ bool ClusterRuns::flush(Tracked& tracked) {
     return true;
   }
   tracked.flushed = pending.back().id;
+  tracked.state->show_stored(tracked.flushed);
   return true;
 }
 
@@ -413,7 +522,8 @@ void ClusterRuns::listen_loop(std::stop_token stop) {
       }
       const std::string listen = std::string("LISTEN ") + ClusterStore::kQueueChannel +
                                  "; LISTEN " + ClusterStore::kEventsChannel + "; LISTEN " +
-                                 ClusterStore::kCancelChannel;
+                                 ClusterStore::kCancelChannel + "; LISTEN " +
+                                 ClusterStore::kApprovalsChannel;
       if (auto r = (*conn)->script(listen); !r) {
         log(LogLevel::Error, "serve: cannot listen for changes: " + r.error().describe());
         pause(stop, std::chrono::seconds(1));
@@ -434,6 +544,8 @@ void ClusterRuns::listen_loop(std::stop_token stop) {
         kick();
       } else if (channel == ClusterStore::kCancelChannel) {
         stop_local(payload);
+      } else if (channel == ClusterStore::kApprovalsChannel) {
+        approvals_->changed();
       } else {
         std::shared_ptr<Tracked> t;
         {
@@ -575,6 +687,9 @@ void ClusterRuns::shutdown(std::chrono::milliseconds grace) {
     std::lock_guard lock(mutex_);
     draining_ = true;
   }
+  // Runs waiting in their thread for a person (calls in REPL code) are left awaiting approval,
+  // for another node to resume, rather than denied by this node's stop.
+  approvals_->stop_waiting();
   if (dispatcher_.joinable()) {
     dispatcher_.request_stop();
     changed_.notify_all();

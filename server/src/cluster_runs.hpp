@@ -16,7 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "approvals.hpp"
 #include "cluster_store.hpp"
+#include "pg_run_stores.hpp"
 #include "run_executor.hpp"
 #include "runs.hpp"
 
@@ -55,6 +57,7 @@ class ClusterRuns final : public Runs {
   void shutdown(std::chrono::milliseconds grace) override;
   void evict_expired() override;
   std::size_t active_runs() const override;
+  Approvals* approvals() override { return approvals_.get(); }
   std::size_t queued_runs() const override;
   const ServeConfig& config() const override { return *deps_.config; }
   Kernel& kernel() override { return *deps_.kernel; }
@@ -86,6 +89,10 @@ class ClusterRuns final : public Runs {
   void launch(ClaimedRun claimed);
   void execute(const std::shared_ptr<Tracked>& tracked, const RunRequest& request);
   void end(Tracked& tracked, const RunEnd& result);
+  // A run suspended for an approval: stored as awaiting_approval without a lease, followed here
+  // like another node's run until a node claims it again.
+  void park(Tracked& tracked);
+  void attach(RunState& run, RunOptions& options);
   bool flush(Tracked& tracked);  // false: the store failed (tried again later)
   void flush_soon(
       const std::shared_ptr<Tracked>& tracked);  // wakes flush_loop at the run's next event
@@ -95,6 +102,8 @@ class ClusterRuns final : public Runs {
   Deps deps_;
   RunEnv env_;
   const std::string node_;
+  std::unique_ptr<PgJournalStore> journals_;
+  std::unique_ptr<Approvals> approvals_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::map<std::string, std::shared_ptr<Tracked>> runs_;

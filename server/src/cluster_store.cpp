@@ -45,6 +45,46 @@ CREATE TABLE serve_run_events (
   name TEXT NOT NULL,
   data TEXT NOT NULL,
   PRIMARY KEY (run_id, seq));
+)SQL"},
+                                     {2, R"SQL(
+CREATE TABLE serve_run_responses (
+  tenant TEXT NOT NULL,
+  run_id TEXT NOT NULL REFERENCES serve_runs (id) ON DELETE CASCADE,
+  turn INTEGER NOT NULL,
+  response TEXT NOT NULL,
+  PRIMARY KEY (run_id, turn));
+CREATE TABLE serve_run_tools (
+  tenant TEXT NOT NULL,
+  run_id TEXT NOT NULL REFERENCES serve_runs (id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  call TEXT NOT NULL,
+  result TEXT,
+  PRIMARY KEY (run_id, key));
+CREATE TABLE serve_approvals (
+  seq BIGSERIAL UNIQUE,
+  id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  session TEXT NOT NULL,
+  run_id TEXT NOT NULL REFERENCES serve_runs (id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  tool TEXT NOT NULL,
+  arguments TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  status TEXT NOT NULL,
+  decision TEXT NOT NULL DEFAULT '',
+  decision_reason TEXT NOT NULL DEFAULT '',
+  edited_arguments TEXT NOT NULL DEFAULT '',
+  created_at BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL,
+  resolved_at BIGINT NOT NULL DEFAULT 0,
+  UNIQUE (run_id, key));
+CREATE INDEX serve_approvals_by_session ON serve_approvals (tenant, session, status);
+CREATE INDEX serve_approvals_pending ON serve_approvals (expires_at) WHERE status = 'pending';
+CREATE TABLE serve_approval_grants (
+  tenant TEXT NOT NULL,
+  session TEXT NOT NULL,
+  tool TEXT NOT NULL,
+  PRIMARY KEY (tenant, session, tool));
 )SQL"}};
 
 Result<bool> migrate(Connection& c) {
@@ -159,11 +199,17 @@ Result<void> notify(Connection& c, const char* channel, const std::string& paylo
   return {};
 }
 
-// Cancels one queued run (row locked by the caller): status, result and its run_end event.
+// Cancels one queued run, or one awaiting approval (row locked by the caller): status, result,
+// its run_end event, and its pending approvals denied.
 Result<void> cancel_queued(Connection& c, const std::string& id, const std::string& session,
                            const ClusterHooks& hooks) {
   const Json body = cancelled_result(id, session);
   if (hooks.run_end) KERNEX_RETURN_IF_ERROR(hooks.run_end(c, id, RunStatus::Cancelled, body));
+  KERNEX_RETURN_IF_ERROR(
+      c.exec(std::string("UPDATE serve_approvals SET status = 'denied', decision = 'deny', "
+                         "decision_reason = 'the run was cancelled', resolved_at = ") +
+                 ClusterStore::kEpochNow + " WHERE run_id = $1 AND status = 'pending'",
+             {id}));
   KERNEX_RETURN_IF_ERROR(
       c.exec("UPDATE serve_runs SET status = 'cancelled', result = $2, "
              "ended_at = clock_timestamp() WHERE "
@@ -184,12 +230,13 @@ Result<void> lock_session(Connection& c, const std::string& tenant, const std::s
 Result<void> interrupt_session(Connection& c, const std::string& tenant, const std::string& session,
                                const ClusterHooks& hooks) {
   KERNEX_ASSIGN_OR_RETURN(
-      auto active, c.exec("SELECT id, status FROM serve_runs WHERE tenant = $1 AND session = $2 "
-                          "AND status IN ('queued', 'running') ORDER BY seq FOR UPDATE",
-                          {tenant, session}));
+      auto active,
+      c.exec("SELECT id, status FROM serve_runs WHERE tenant = $1 AND session = $2 "
+             "AND status IN ('queued', 'running', 'awaiting_approval') ORDER BY seq FOR UPDATE",
+             {tenant, session}));
   for (int i = 0; i < active.size(); ++i) {
     const std::string id = active.text(i, 0);
-    if (active.text(i, 1) == "queued") {
+    if (active.text(i, 1) != "running") {
       if (auto r = cancel_queued(c, id, session, hooks); !r) return r;
       continue;
     }
@@ -202,6 +249,18 @@ Result<void> interrupt_session(Connection& c, const std::string& tenant, const s
 }
 
 }  // namespace
+
+Result<bool> requeue_if_decided(Connection& c, const std::string& run_id) {
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r, c.exec("UPDATE serve_runs SET status = 'queued' WHERE id = $1 AND status = "
+                     "'awaiting_approval' AND NOT EXISTS (SELECT 1 FROM serve_approvals a WHERE "
+                     "a.run_id = $1 AND a.status = 'pending')",
+                     {run_id}));
+  if (r.affected() == 0) return false;
+  KERNEX_RETURN_IF_ERROR(notify(c, ClusterStore::kEventsChannel, run_id));
+  KERNEX_RETURN_IF_ERROR(notify(c, ClusterStore::kQueueChannel, ""));
+  return true;
+}
 
 Result<std::unique_ptr<ClusterStore>> ClusterStore::open(const pg::Options& options,
                                                          std::size_t pool_size) {
@@ -219,7 +278,7 @@ Result<ClusterStore::Admitted> ClusterStore::submit(const SharedRun& run, IfBusy
       if (if_busy == IfBusy::Reject) {
         auto busy = c.exec(
             "SELECT 1 FROM serve_runs WHERE tenant = $1 AND session = $2 "
-            "AND status IN ('queued', 'running') LIMIT 1",
+            "AND status IN ('queued', 'running', 'awaiting_approval') LIMIT 1",
             {run.tenant, run.session});
         if (!busy) return std::unexpected(busy.error());
         if (!busy->empty()) return Admitted::Busy;
@@ -259,7 +318,8 @@ Result<std::optional<ClaimedRun>> ClusterStore::claim(const std::string& node,
             "'' OR "
             "NOT EXISTS (SELECT 1 FROM serve_runs b WHERE b.tenant = r.tenant AND b.session = "
             "r.session "
-            "AND (b.status = 'running' OR (b.status = 'queued' AND b.seq < r.seq)))) "
+            "AND (b.status IN ('running', 'awaiting_approval') OR (b.status = 'queued' AND b.seq < "
+            "r.seq)))) "
             "ORDER BY r.seq LIMIT 1 FOR UPDATE SKIP LOCKED) AND status = 'queued' RETURNING ") +
             kRunColumns,
         {node, static_cast<std::int64_t>(lease.count())});
@@ -340,6 +400,17 @@ Result<std::vector<std::string>> ClusterStore::reap(const ClusterConfig& cluster
       if (!done) return std::unexpected(done.error());
       ids.push_back(id);
     }
+    // Approvals past their expiry (the database's clock) deny; their runs are queued again.
+    KERNEX_ASSIGN_OR_RETURN(
+        auto expired,
+        c.exec(std::string("UPDATE serve_approvals SET status = 'expired', decision = 'deny', "
+                           "decision_reason = 'approval expired', resolved_at = ") +
+               kEpochNow + " WHERE status = 'pending' AND expires_at <= " + kEpochNow +
+               " RETURNING run_id"));
+    for (int i = 0; i < expired.size(); ++i) {
+      KERNEX_ASSIGN_OR_RETURN(const bool queued, requeue_if_decided(c, expired.text(i, 0)));
+      if (queued) ids.push_back(expired.text(i, 0));
+    }
     if (!ids.empty()) {
       KERNEX_RETURN_IF_ERROR(notify(c, kQueueChannel, ""));
     }
@@ -387,12 +458,44 @@ Result<bool> ClusterStore::finish(const std::string& id, const std::string& node
                "WHERE id = $1",
                {id, std::string(to_string(status)), dump(result)}));
     if (hooks_.run_end) KERNEX_RETURN_IF_ERROR(hooks_.run_end(c, id, status, result));
+    // Finished for good: its journal (model answers, tool results) is no longer needed.
+    KERNEX_RETURN_IF_ERROR(c.exec("DELETE FROM serve_run_responses WHERE run_id = $1", {id}));
+    KERNEX_RETURN_IF_ERROR(c.exec("DELETE FROM serve_run_tools WHERE run_id = $1", {id}));
     KERNEX_RETURN_IF_ERROR(notify(c, kEventsChannel, id));
     KERNEX_RETURN_IF_ERROR(notify(c, kQueueChannel, ""));
     return true;
   });
   if (stored && *stored && hooks_.after_run_end) hooks_.after_run_end();
   return stored;
+}
+
+Result<std::optional<RunStatus>> ClusterStore::release(const std::string& id,
+                                                       const std::string& node, int attempt,
+                                                       const std::vector<RunEvent>& events) {
+  using Released = std::optional<RunStatus>;
+  return pool_.transaction<Released>([&](Connection& c) -> Result<Released> {
+    KERNEX_ASSIGN_OR_RETURN(
+        auto row,
+        c.exec("SELECT session, cancel_requested FROM serve_runs WHERE id = $1 AND node = $2 AND "
+               "attempt = $3::int AND status = 'running' FOR UPDATE",
+               {id, node, attempt}));
+    if (row.empty()) return Released();
+    KERNEX_RETURN_IF_ERROR(insert_events(c, id, events));
+    if (row.boolean(0, 1)) {  // cancelled meanwhile: it ends here, nobody resumes it
+      KERNEX_RETURN_IF_ERROR(cancel_queued(c, id, row.text(0, 0), hooks_));
+      KERNEX_RETURN_IF_ERROR(notify(c, kQueueChannel, ""));
+      return Released(RunStatus::Cancelled);
+    }
+    KERNEX_ASSIGN_OR_RETURN(
+        auto set, c.exec("UPDATE serve_runs SET lease_until = NULL, status = CASE WHEN EXISTS "
+                         "(SELECT 1 FROM serve_approvals a WHERE a.run_id = $1 AND a.status = "
+                         "'pending') THEN 'awaiting_approval' ELSE 'queued' END WHERE id = $1 "
+                         "RETURNING status",
+                         {id}));
+    KERNEX_RETURN_IF_ERROR(notify(c, kEventsChannel, id));
+    KERNEX_RETURN_IF_ERROR(notify(c, kQueueChannel, ""));
+    return Released(parse_run_status(set.text(0, 0)).value_or(RunStatus::Queued));
+  });
 }
 
 Result<bool> ClusterStore::holds(const std::string& id, const std::string& node, int attempt) {
@@ -411,6 +514,11 @@ Result<ClusterStore::CancelOutcome> ClusterStore::cancel(const std::string& tena
     const std::string status = row->text(0, 0);
     if (status == "queued") {
       KERNEX_RETURN_IF_ERROR(cancel_queued(c, id, row->text(0, 1), hooks_));
+      return CancelOutcome::CancelledQueued;
+    }
+    if (status == "awaiting_approval") {  // no node holds it: it ends here
+      KERNEX_RETURN_IF_ERROR(cancel_queued(c, id, row->text(0, 1), hooks_));
+      KERNEX_RETURN_IF_ERROR(notify(c, kQueueChannel, ""));
       return CancelOutcome::CancelledQueued;
     }
     if (status != "running") return CancelOutcome::Finished;
@@ -455,6 +563,10 @@ Result<void> ClusterStore::delete_session(const std::string& tenant, const std::
     if (auto r = lock_session(c, tenant, session); !r) return std::unexpected(r.error());
     if (auto r = forget_session_outbox(c, tenant, session); !r) return std::unexpected(r.error());
     auto r = c.exec("DELETE FROM serve_runs WHERE tenant = $1 AND session = $2", {tenant, session});
+    if (!r) return std::unexpected(r.error());
+    // Journals and approvals went with their runs (ON DELETE CASCADE); grants are the session's.
+    r = c.exec("DELETE FROM serve_approval_grants WHERE tenant = $1 AND session = $2",
+               {tenant, session});
     if (!r) return std::unexpected(r.error());
     return true;
   }));

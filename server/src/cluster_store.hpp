@@ -41,11 +41,16 @@ struct HeldClaim {
   bool cancel_requested = false;
 };
 
+// Queues a run awaiting approval again once none of its approvals is pending (its row may be
+// locked by the caller); true when it did.
+Result<bool> requeue_if_decided(pg::Connection& c, const std::string& run_id);
+
 class ClusterStore {
  public:
   inline static const char* kQueueChannel = "kernex_serve_queue";
   inline static const char* kEventsChannel = "kernex_serve_events";
   inline static const char* kCancelChannel = "kernex_serve_cancel";
+  inline static const char* kApprovalsChannel = "kernex_serve_approvals";  // run id: decided
 
   // Connects and applies the schema under an advisory lock (nodes starting at once don't race).
   static Result<std::unique_ptr<ClusterStore>> open(const pg::Options& options,
@@ -76,6 +81,12 @@ class ClusterStore {
   Result<bool> finish(const std::string& id, const std::string& node, int attempt, RunStatus status,
                       const Json& result, const std::vector<RunEvent>& events);
 
+  // A run that stopped to wait for a person (approvals in cluster mode): its events stored, its
+  // lease given up, and its status awaiting_approval (queued when every approval it asked is
+  // decided by now, cancelled when it was cancelled meanwhile). Nothing: the claim is gone.
+  Result<std::optional<RunStatus>> release(const std::string& id, const std::string& node,
+                                           int attempt, const std::vector<RunEvent>& events);
+
   // Whether (node, attempt) still holds the run: checked before its exchange goes to memory.
   Result<bool> holds(const std::string& id, const std::string& node, int attempt);
 
@@ -95,6 +106,10 @@ class ClusterStore {
   Result<std::uint64_t> queued_count();
 
   const pg::Options& options() const { return pool_.options(); }
+  // Journals and approvals (pg_run_stores.hpp) live in the same database.
+  pg::Pool& pool() { return pool_; }
+  // The database's clock in unix seconds, as SQL.
+  inline static const char* kEpochNow = "floor(extract(epoch from clock_timestamp()))::bigint";
 
  private:
   ClusterStore(const pg::Options& options, std::size_t pool_size)

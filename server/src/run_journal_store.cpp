@@ -1,5 +1,7 @@
 #include "run_journal_store.hpp"
 
+#include <mutex>
+
 #include "sqlite_db.hpp"
 
 namespace kernex::server {
@@ -7,10 +9,35 @@ namespace {
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
-// One run's view of the store.
+class SqliteJournalStore final : public JournalStore {
+ public:
+  explicit SqliteJournalStore(sqlite3* db) : db_(db) {}
+  ~SqliteJournalStore() override { sqlite3_close(db_); }
+  SqliteJournalStore(const SqliteJournalStore&) = delete;
+  SqliteJournalStore& operator=(const SqliteJournalStore&) = delete;
+
+  std::shared_ptr<RunJournal> journal(const std::string& tenant,
+                                      const std::string& run_id) override;
+  Result<void> forget(const std::string& tenant, const std::string& run_id) override;
+
+  Result<std::optional<Response>> response(const std::string& run_id, std::uint32_t turn);
+  Result<void> record_response(const std::string& run_id, std::uint32_t turn,
+                               const Response& response);
+  Result<RunJournal::ToolEntry> tool(const std::string& run_id, const std::string& key);
+  Result<void> tool_started(const std::string& run_id, const std::string& key,
+                            const ToolCall& call);
+  Result<void> tool_finished(const std::string& run_id, const std::string& key,
+                             const ToolResult& result);
+
+ private:
+  std::mutex mutex_;
+  sqlite3* db_;
+};
+
+// One run's view of the store. Run ids are random and unique across tenants in serve.db.
 class StoredJournal final : public RunJournal {
  public:
-  StoredJournal(JournalStore& store, std::string run_id)
+  StoredJournal(SqliteJournalStore& store, std::string run_id)
       : store_(store), run_id_(std::move(run_id)) {}
   Result<std::optional<Response>> response(std::uint32_t turn) override {
     return store_.response(run_id_, turn);
@@ -27,7 +54,7 @@ class StoredJournal final : public RunJournal {
   }
 
  private:
-  JournalStore& store_;
+  SqliteJournalStore& store_;
   std::string run_id_;
 };
 
@@ -41,20 +68,19 @@ Result<std::unique_ptr<JournalStore>> JournalStore::open(const std::filesystem::
                      "INTEGER NOT NULL, response TEXT NOT NULL, PRIMARY KEY (run_id, turn))",
                      "CREATE TABLE IF NOT EXISTS run_tools (run_id TEXT NOT NULL, key TEXT "
                      "NOT NULL, call TEXT NOT NULL, result TEXT, PRIMARY KEY (run_id, key))"}));
-  std::unique_ptr<JournalStore> store(new JournalStore(db));
+  std::unique_ptr<JournalStore> store = std::make_unique<SqliteJournalStore>(db);
   // This connection's commits reach the disk before they return (fsync), not only the WAL file:
   // what it records decides whether a tool runs again, even after a power loss.
   KERNEX_RETURN_IF_ERROR(exec_sql(db, "PRAGMA synchronous=FULL"));
   return store;
 }
 
-JournalStore::~JournalStore() { sqlite3_close(db_); }
-
-std::shared_ptr<RunJournal> JournalStore::journal(const std::string& run_id) {
+std::shared_ptr<RunJournal> SqliteJournalStore::journal(const std::string&,
+                                                        const std::string& run_id) {
   return std::make_shared<StoredJournal>(*this, run_id);
 }
 
-Result<void> JournalStore::forget(const std::string& run_id) {
+Result<void> SqliteJournalStore::forget(const std::string&, const std::string& run_id) {
   std::lock_guard lock(mutex_);
   for (const char* sql :
        {"DELETE FROM run_responses WHERE run_id = ?", "DELETE FROM run_tools WHERE run_id = ?"}) {
@@ -65,8 +91,8 @@ Result<void> JournalStore::forget(const std::string& run_id) {
   return {};
 }
 
-Result<std::optional<Response>> JournalStore::response(const std::string& run_id,
-                                                       std::uint32_t turn) {
+Result<std::optional<Response>> SqliteJournalStore::response(const std::string& run_id,
+                                                             std::uint32_t turn) {
   std::lock_guard lock(mutex_);
   Statement st(db_, "SELECT response FROM run_responses WHERE run_id = ? AND turn = ?");
   if (!st.ok()) return db_error(db_, "journal read");
@@ -83,8 +109,8 @@ Result<std::optional<Response>> JournalStore::response(const std::string& run_id
   }
 }
 
-Result<void> JournalStore::record_response(const std::string& run_id, std::uint32_t turn,
-                                           const Response& response) {
+Result<void> SqliteJournalStore::record_response(const std::string& run_id, std::uint32_t turn,
+                                                 const Response& response) {
   std::lock_guard lock(mutex_);
   Statement st(db_,
                "INSERT OR REPLACE INTO run_responses (run_id, turn, response) VALUES (?, ?, ?)");
@@ -94,8 +120,8 @@ Result<void> JournalStore::record_response(const std::string& run_id, std::uint3
   return {};
 }
 
-Result<RunJournal::ToolEntry> JournalStore::tool(const std::string& run_id,
-                                                 const std::string& key) {
+Result<RunJournal::ToolEntry> SqliteJournalStore::tool(const std::string& run_id,
+                                                       const std::string& key) {
   std::lock_guard lock(mutex_);
   Statement st(db_, "SELECT result FROM run_tools WHERE run_id = ? AND key = ?");
   if (!st.ok()) return db_error(db_, "journal read");
@@ -115,8 +141,8 @@ Result<RunJournal::ToolEntry> JournalStore::tool(const std::string& run_id,
   return entry;
 }
 
-Result<void> JournalStore::tool_started(const std::string& run_id, const std::string& key,
-                                        const ToolCall& call) {
+Result<void> SqliteJournalStore::tool_started(const std::string& run_id, const std::string& key,
+                                              const ToolCall& call) {
   std::lock_guard lock(mutex_);
   // A key is started once: a second start (it cannot happen in one run) must not erase a result.
   Statement st(db_, "INSERT OR IGNORE INTO run_tools (run_id, key, call) VALUES (?, ?, ?)");
@@ -126,8 +152,8 @@ Result<void> JournalStore::tool_started(const std::string& run_id, const std::st
   return {};
 }
 
-Result<void> JournalStore::tool_finished(const std::string& run_id, const std::string& key,
-                                         const ToolResult& result) {
+Result<void> SqliteJournalStore::tool_finished(const std::string& run_id, const std::string& key,
+                                               const ToolResult& result) {
   std::lock_guard lock(mutex_);
   Statement st(db_, "UPDATE run_tools SET result = ? WHERE run_id = ? AND key = ?");
   if (!st.ok()) return db_error(db_, "journal write");

@@ -1,44 +1,29 @@
-// The journals of serve's runs in serve.db (RunOptions::journal): each model answer and each
-// tool call's start and result, committed before the kernel goes on, so a run resumed after
-// kill -9 replays them (no second provider call for a recorded turn, no tool run twice).
+// The journals of serve's runs (RunOptions::journal): each model answer and each tool call's
+// start and result, committed before the kernel goes on, so a run resumed after kill -9 (or on
+// another node) replays them: no second provider call for a recorded turn, no tool run twice.
+// One interface, two stores: serve.db (one node, open()) and PostgreSQL (cluster mode,
+// pg_run_stores.hpp), chosen by the run store the server uses.
 #pragma once
 
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "kernex/run_journal.hpp"
-
-struct sqlite3;
 
 namespace kernex::server {
 
 class JournalStore {
  public:
+  // serve.db's (one node).
   static Result<std::unique_ptr<JournalStore>> open(const std::filesystem::path& file);
-  ~JournalStore();
-  JournalStore(const JournalStore&) = delete;
-  JournalStore& operator=(const JournalStore&) = delete;
+  virtual ~JournalStore() = default;
 
-  // The journal of run `run_id`: the same entries whichever process asks.
-  std::shared_ptr<RunJournal> journal(const std::string& run_id);
+  // The journal of the tenant's run `run_id`: the same entries whichever process asks.
+  virtual std::shared_ptr<RunJournal> journal(const std::string& tenant,
+                                              const std::string& run_id) = 0;
   // Drops a finished run's entries (they hold its model answers and tool results).
-  Result<void> forget(const std::string& run_id);
-
-  Result<std::optional<Response>> response(const std::string& run_id, std::uint32_t turn);
-  Result<void> record_response(const std::string& run_id, std::uint32_t turn,
-                               const Response& response);
-  Result<RunJournal::ToolEntry> tool(const std::string& run_id, const std::string& key);
-  Result<void> tool_started(const std::string& run_id, const std::string& key,
-                            const ToolCall& call);
-  Result<void> tool_finished(const std::string& run_id, const std::string& key,
-                             const ToolResult& result);
-
- private:
-  explicit JournalStore(sqlite3* db) : db_(db) {}
-  std::mutex mutex_;
-  sqlite3* db_;
+  virtual Result<void> forget(const std::string& tenant, const std::string& run_id) = 0;
 };
 
 }  // namespace kernex::server

@@ -19,7 +19,7 @@ RunManager::RunManager(Deps deps)
   if (deps_.journals && deps_.approvals) {
     env_.attach_approvals = [this](RunState& run, RunOptions& options) {
       // Keyed by the run's id: a run resumed after a restart gets the journal it wrote.
-      options.journal = deps_.journals->journal(run.id);
+      options.journal = deps_.journals->journal(run.tenant, run.id);
       options.approver = deps_.approvals->approver(run, [this, &run](RunStatus status) {
         if (auto r = deps_.store->set_status(run.id, status); !r)
           log(LogLevel::Error, "serve: " + r.error().describe());
@@ -140,7 +140,7 @@ void RunManager::execute(const Pending& pending) {
     log(LogLevel::Error, "serve: " + r.error().describe());
   } else if (deps_.journals) {
     // Finished for good: its journal is no longer needed to resume it.
-    if (auto f = deps_.journals->forget(run.id); !f)
+    if (auto f = deps_.journals->forget(run.tenant, run.id); !f)
       log(LogLevel::Warn, "serve: " + f.error().describe());
   }
   // The session is free before anyone hears the run ended: a client that sends its next message

@@ -64,6 +64,7 @@ void RunState::finish(RunStatus status, Json result) {
   status_ = status;
   result_ = std::move(result);
   ended_at_ = std::chrono::steady_clock::now();
+  shown_.reset();
   wake(lock);
 }
 
@@ -98,6 +99,47 @@ void RunState::preload(std::vector<RunEvent> events) {
   wake(lock);
 }
 
+bool RunState::cancel_requested() const {
+  std::lock_guard lock(stop_mutex_);
+  return stop_.stop_requested();
+}
+
+std::stop_token RunState::stop_token() const {
+  std::lock_guard lock(stop_mutex_);
+  return stop_.get_token();
+}
+
+void RunState::request_cancel() {
+  std::stop_source source;
+  {
+    std::lock_guard lock(stop_mutex_);
+    source = stop_;
+  }
+  source.request_stop();  // outside the lock: callbacks may ask cancel_requested()
+}
+
+void RunState::rearm() {
+  std::lock_guard lock(stop_mutex_);
+  if (stop_.stop_requested()) stop_ = std::stop_source();
+}
+
+void RunState::show_stored(std::uint64_t stored) {
+  std::unique_lock lock(mutex_);
+  shown_ = stored;
+  wake(lock);
+}
+
+void RunState::show_all() {
+  std::unique_lock lock(mutex_);
+  shown_.reset();
+  wake(lock);
+}
+
+std::size_t RunState::visible() const {
+  const std::size_t n = events_.size();
+  return shown_ ? static_cast<std::size_t>(std::min<std::uint64_t>(*shown_, n)) : n;
+}
+
 void RunState::set_status(RunStatus status) {
   std::lock_guard lock(mutex_);
   if (!is_terminal(status_) && !is_terminal(status)) status_ = status;
@@ -116,13 +158,17 @@ RunStatus RunState::status() const {
 
 RunState::Snapshot RunState::events_after(std::uint64_t after) const {
   Snapshot snap;
-  Page page = page_after(after, SIZE_MAX);
+  Page page = read(after, SIZE_MAX, true);  // every event, stored or not (its executor's view)
   for (const auto& e : page.events) snap.events.push_back(*e);
   snap.finished = page.finished;
   return snap;
 }
 
 RunState::Page RunState::page_after(std::uint64_t after, std::size_t max) const {
+  return read(after, max, false);
+}
+
+RunState::Page RunState::read(std::uint64_t after, std::size_t max, bool all) const {
   Page page;
   std::unique_lock lock(mutex_);
   if (pager_) {
@@ -143,13 +189,13 @@ RunState::Page RunState::page_after(std::uint64_t after, std::size_t max) const 
     page.finished = read->empty() || page.events.back()->id >= count;
     return page;
   }
-  const std::size_t n = events_.size();
+  const std::size_t n = all ? events_.size() : visible();
   if (after < n) {
     const auto first = events_.begin() + static_cast<std::ptrdiff_t>(after);
     const std::size_t take = std::min<std::size_t>(max, n - static_cast<std::size_t>(after));
     page.events.assign(first, first + static_cast<std::ptrdiff_t>(take));
   }
-  page.finished = is_terminal(status_) && after + page.events.size() >= n;
+  page.finished = is_terminal(status_) && after + page.events.size() >= events_.size();
   return page;
 }
 
@@ -179,7 +225,7 @@ std::uint64_t RunState::last_event_id() const {
 std::optional<std::uint64_t> RunState::wait_after(std::uint64_t after,
                                                   std::function<void()> waker) {
   std::lock_guard lock(mutex_);
-  if (after < events_.size() || is_terminal(status_)) return std::nullopt;
+  if (after < visible() || is_terminal(status_)) return std::nullopt;
   const std::uint64_t ticket = ++next_ticket_;
   wakers_.emplace(ticket, std::move(waker));
   return ticket;

@@ -58,17 +58,27 @@ class RunState {
   // it, and the status and placement the store reports while another node runs it.
   void preload(std::vector<RunEvent> events);
   void set_status(RunStatus status);  // non-terminal only; finish() ends a run
+  // Cluster mode, the executing node: followers see only the events stored so far (up to
+  // `stored`), so an event id a client saw is never given to another event by the attempt that
+  // resumes the run elsewhere after kill -9. show_all() lifts it (the run ended, or left).
+  void show_stored(std::uint64_t stored);
+  void show_all();
   void set_placement(std::string node, int attempt);
 
   RunStatus status() const;
-  bool cancel_requested() const { return stop_.stop_requested(); }
-  std::stop_token stop_token() const { return stop_.get_token(); }
-  void request_cancel() { stop_.request_stop(); }
+  bool cancel_requested() const;
+  std::stop_token stop_token() const;
+  void request_cancel();
+  // A fresh stop source for a run that runs again after it stopped without ending (cluster mode:
+  // suspended for an approval, then claimed again by the same node).
+  void rearm();
 
   struct Snapshot {
     std::vector<RunEvent> events;  // those with id > after
     bool finished = false;         // no event will follow these
   };
+  // Every event after `after`, those not stored yet included (show_stored hides them only from
+  // followers, page_after).
   Snapshot events_after(std::uint64_t after) const;
   // At most `max` events after `after`, shared (not copied): what a follower sends next.
   struct Page {
@@ -105,7 +115,10 @@ class RunState {
   mutable std::mutex mutex_;
   RunStatus status_ = RunStatus::Queued;
   std::vector<std::shared_ptr<const RunEvent>> events_;
-  std::uint64_t stored_count_ = 0;  // restore_paged: the events the pager reads
+  std::uint64_t stored_count_ = 0;      // restore_paged: the events the pager reads
+  std::optional<std::uint64_t> shown_;  // show_stored: followers see events up to this id
+  std::size_t visible() const;          // the events followers may read (mutex_ held)
+  Page read(std::uint64_t after, std::size_t max, bool all) const;  // all: unstored ones too
   Pager pager_;
   std::mutex render_mutex_;
   std::map<std::pair<std::uint64_t, std::string>, std::weak_ptr<const std::string>> rendered_;
@@ -115,6 +128,7 @@ class RunState {
   std::string node_;  // cluster mode: the node that runs or ran it
   int attempt_ = 0;
   std::chrono::steady_clock::time_point ended_at_{};
+  mutable std::mutex stop_mutex_;
   std::stop_source stop_;
 };
 

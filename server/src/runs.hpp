@@ -83,7 +83,7 @@ class Runs {
   virtual std::size_t queued_runs() const = 0;
   virtual const ServeConfig& config() const = 0;
   virtual Kernel& kernel() = 0;
-  // The approvals of runs that wait for a person; null where runs cannot wait (cluster mode).
+  // The approvals of runs that wait for a person (serve.db, or PostgreSQL in cluster mode).
   virtual Approvals* approvals() { return nullptr; }
 };
 

@@ -47,18 +47,25 @@ struct ApprovalWorld {
     return n;
   }
 
-  std::vector<std::string> lines_of_files_named(const std::string& name) const {
-    std::vector<std::string> out;
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(w.dir.path(), ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->path().filename() != name) continue;
-      std::ifstream in(it->path());
-      for (std::string line; std::getline(in, line);) out.push_back(line);
-    }
-    return out;
-  }
+  std::vector<std::string> lines_of_files_named(const std::string& name) const;
 };
+
+// The lines of every file named `name` under `dir` (every workspace, every node's).
+inline std::vector<std::string> lines_of_files_named(const fs::path& dir, const std::string& name) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().filename() != name) continue;
+    std::ifstream in(it->path());
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+  }
+  return out;
+}
+
+inline std::vector<std::string> ApprovalWorld::lines_of_files_named(const std::string& name) const {
+  return serve_test::lines_of_files_named(w.dir.path(), name);
+}
 
 inline std::size_t count_of(const std::vector<std::string>& lines, const std::string& word) {
   return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), word));

@@ -662,6 +662,12 @@ class FakeLlm {
     std::vector<std::string> chunks{"ok"};
     std::optional<std::size_t> hold_after;  // hold after this many chunks were sent
   };
+  // The tool calls ({id, name, arguments}) a streamed answer asks for after its text; none unset.
+  using ToolCaller = std::function<std::vector<Json>(const Request&)>;
+  void set_tool_caller(ToolCaller caller) {
+    std::lock_guard lock(mutex_);
+    tool_caller_ = std::move(caller);
+  }
   // One provider call as the fake saw it. `ended` is set just before the last bytes the client
   // needs to finish are sent (or when the call is abandoned), so a call that begins after another
   // ended cannot have overlapped it.
@@ -916,7 +922,21 @@ class FakeLlm {
     }
     if (plan.hold_after && *plan.hold_after >= plan.chunks.size() && !hold(fd)) return;
     end_call(call);
-    chunk(chunk_event(Json::object(), "stop"));
+    Json calls = Json::array();
+    ToolCaller caller;
+    {
+      std::lock_guard lock(mutex_);
+      caller = tool_caller_;
+    }
+    for (const auto& c : caller ? caller(req) : std::vector<Json>{}) {
+      calls.push_back(
+          {{"index", calls.size()},
+           {"id", c.value("id", "call")},
+           {"type", "function"},
+           {"function", {{"name", c.value("name", "")}, {"arguments", c["arguments"].dump()}}}});
+    }
+    if (!calls.empty()) chunk(chunk_event(Json{{"tool_calls", calls}}));
+    chunk(chunk_event(Json::object(), calls.empty() ? "stop" : "tool_calls"));
     Json usage{
         {"id", "chatcmpl-fake"},
         {"object", "chat.completion.chunk"},
@@ -969,6 +989,7 @@ class FakeLlm {
   bool released_ = false;
   std::size_t requests_ = 0, holding_ = 0, hung_up_ = 0;
   std::function<Plan(const Request&)> responder_;
+  ToolCaller tool_caller_;
   std::vector<Call> calls_;
   std::vector<std::pair<std::size_t, bool>> log_;  // (call, began) in the order seen
   std::vector<int> open_;

@@ -1,0 +1,267 @@
+#include "pg_run_stores.hpp"
+
+#include "cluster_store.hpp"
+
+namespace kernex::server {
+namespace {
+
+using pg::Connection;
+using pg::Rows;
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// A journal write of a fenced journal goes through only while the claim holds.
+constexpr const char* kHeld =
+    "EXISTS (SELECT 1 FROM serve_runs WHERE id = $2 AND tenant = $1 AND node = $5 AND attempt = "
+    "$6::int AND status = 'running')";
+
+class PgJournal final : public RunJournal {
+ public:
+  PgJournal(pg::Pool& pool, std::string tenant, std::string run_id, std::string node, int attempt)
+      : pool_(pool),
+        tenant_(std::move(tenant)),
+        run_id_(std::move(run_id)),
+        node_(std::move(node)),
+        attempt_(attempt) {}
+
+  Result<std::optional<Response>> response(std::uint32_t turn) override {
+    KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto r, c->exec("SELECT response FROM serve_run_responses WHERE tenant = $1 AND run_id = "
+                        "$2 AND turn = $3::int",
+                        {tenant_, run_id_, turn}));
+    if (r.empty()) return std::nullopt;
+    try {
+      return parse_untrusted(r.text(0, 0)).get<Response>();
+    } catch (const std::exception& e) {
+      return fail(ErrorCode::Io, "serve run store: run " + run_id_ + " turn " +
+                                     std::to_string(turn) + ": unreadable answer: " + e.what());
+    }
+  }
+
+  Result<void> record_response(std::uint32_t turn, const Response& response) override {
+    // The first answer recorded for a turn stands: a stalled node's later one is not kept.
+    KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto r, c->exec(std::string("INSERT INTO serve_run_responses (tenant, run_id, turn, "
+                                    "response) SELECT $1, $2, $3::int, $4 WHERE ") +
+                            fence() + " ON CONFLICT (run_id, turn) DO NOTHING",
+                        params({tenant_, run_id_, turn, dump(Json(response))})));
+    (void)r;
+    return {};
+  }
+
+  Result<ToolEntry> tool(const std::string& key) override {
+    KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
+    KERNEX_ASSIGN_OR_RETURN(auto r, c->exec("SELECT COALESCE(result, '') FROM serve_run_tools "
+                                            "WHERE tenant = $1 AND run_id = $2 AND key = $3",
+                                            {tenant_, run_id_, key}));
+    ToolEntry entry;
+    if (r.empty()) return entry;
+    entry.started = true;
+    const std::string text = r.text(0, 0);
+    if (text.empty()) return entry;
+    try {
+      entry.result = parse_untrusted(text).get<ToolResult>();
+    } catch (const std::exception&) {
+      // Started, its result unreadable: reported as interrupted, never run again.
+    }
+    return entry;
+  }
+
+  // The start is a row only one writer can insert: a second start (a node that raced another
+  // for the same call) is refused, so the tool is not run by it.
+  Result<void> tool_started(const std::string& key, const ToolCall& call) override {
+    KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto r, c->exec(std::string("INSERT INTO serve_run_tools (tenant, run_id, key, call) "
+                                    "SELECT $1, $2, $3, $4 WHERE ") +
+                            fence() + " ON CONFLICT (run_id, key) DO NOTHING",
+                        params({tenant_, run_id_, key, dump(Json(call))})));
+    if (r.affected() != 1)
+      return fail(ErrorCode::Cancelled, "run " + run_id_ + ": call " + key +
+                                            " was started elsewhere, or this node no longer "
+                                            "holds the run");
+    return {};
+  }
+
+  Result<void> tool_finished(const std::string& key, const ToolResult& result) override {
+    // Kept whoever ran it: the tool did run, and its result is what a resumed run should see.
+    KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
+    KERNEX_RETURN_IF_ERROR(c->exec(
+        "UPDATE serve_run_tools SET result = $4 WHERE tenant = $1 AND run_id = $2 AND key = $3 "
+        "AND result IS NULL",
+        {tenant_, run_id_, key, dump(Json(result))}));
+    return {};
+  }
+
+ private:
+  std::string fence() const { return node_.empty() ? "true" : kHeld; }
+  std::vector<pg::Param> params(std::vector<pg::Param> p) const {
+    if (!node_.empty()) {
+      p.emplace_back(node_);
+      p.emplace_back(attempt_);
+    }
+    return p;
+  }
+
+  pg::Pool& pool_;
+  const std::string tenant_, run_id_, node_;
+  const int attempt_;
+};
+
+constexpr const char* kColumns =
+    "id, tenant, session, run_id, key, tool, reason, status, decision, decision_reason, "
+    "arguments, edited_arguments, created_at, expires_at, resolved_at";
+
+StoredApproval read_row(const Rows& r, int row) {
+  using A = StoredApproval;
+  A a;
+  int col = 0;
+  for (auto text : {&A::id, &A::tenant, &A::session, &A::run_id, &A::key, &A::tool, &A::reason,
+                    &A::status, &A::decision, &A::decision_reason})
+    a.*text = r.text(row, col++);
+  a.arguments = parse_untrusted(r.text(row, col++));
+  if (!a.arguments.is_object()) a.arguments = Json::object();
+  if (Json edited = parse_untrusted(r.text(row, col++)); edited.is_object())
+    a.edited_arguments = std::move(edited);
+  for (auto time : {&A::created_at, &A::expires_at, &A::resolved_at}) a.*time = r.int64(row, col++);
+  return a;
+}
+
+}  // namespace
+
+std::shared_ptr<RunJournal> PgJournalStore::journal(const std::string& tenant,
+                                                    const std::string& run_id) {
+  return std::make_shared<PgJournal>(pool_, tenant, run_id, "", 0);
+}
+
+std::shared_ptr<RunJournal> PgJournalStore::journal(const std::string& tenant,
+                                                    const std::string& run_id,
+                                                    const std::string& node, int attempt) {
+  return std::make_shared<PgJournal>(pool_, tenant, run_id, node, attempt);
+}
+
+Result<void> PgJournalStore::forget(const std::string& tenant, const std::string& run_id) {
+  KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+    for (const char* sql : {"DELETE FROM serve_run_responses WHERE tenant = $1 AND run_id = $2",
+                            "DELETE FROM serve_run_tools WHERE tenant = $1 AND run_id = $2"})
+      KERNEX_RETURN_IF_ERROR(c.exec(sql, {tenant, run_id}));
+    return true;
+  }));
+  return {};
+}
+
+Result<std::int64_t> PgApprovalStore::now() {
+  KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
+  KERNEX_ASSIGN_OR_RETURN(auto r, c->exec(std::string("SELECT ") + ClusterStore::kEpochNow));
+  return r.int64(0, 0);
+}
+
+Result<StoredApproval> PgApprovalStore::insert(const StoredApproval& a) {
+  // Its times on the database's clock: every node judges the expiry alike.
+  const std::int64_t timeout = std::max<std::int64_t>(0, a.expires_at - a.created_at);
+  KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r,
+      c->exec(std::string("INSERT INTO serve_approvals (id, tenant, session, run_id, key, tool, "
+                          "arguments, reason, status, created_at, expires_at) SELECT $1, $2, $3, "
+                          "$4, $5, $6, $7, $8, 'pending', n, n + $9::bigint FROM (SELECT ") +
+                  ClusterStore::kEpochNow + " AS n) t RETURNING created_at, expires_at",
+              {a.id, a.tenant, a.session, a.run_id, a.key, a.tool, dump(a.arguments), a.reason,
+               timeout}));
+  StoredApproval stored = a;
+  stored.created_at = r.int64(0, 0);
+  stored.expires_at = r.int64(0, 1);
+  return stored;
+}
+
+Result<std::vector<StoredApproval>> PgApprovalStore::select(const std::string& where,
+                                                            const std::vector<pg::Param>& params) {
+  KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
+  KERNEX_ASSIGN_OR_RETURN(
+      auto r, c->exec(std::string("SELECT ") + kColumns + " FROM serve_approvals WHERE " + where +
+                          " ORDER BY seq",
+                      params));
+  std::vector<StoredApproval> out;
+  for (int i = 0; i < r.size(); ++i) out.push_back(read_row(r, i));
+  return out;
+}
+
+Result<std::optional<StoredApproval>> PgApprovalStore::by_id(const std::string& id) {
+  KERNEX_ASSIGN_OR_RETURN(auto rows, select("id = $1", {id}));
+  if (rows.empty()) return std::nullopt;
+  return rows.front();
+}
+
+Result<std::optional<StoredApproval>> PgApprovalStore::by_key(const std::string& tenant,
+                                                              const std::string& run_id,
+                                                              const std::string& key) {
+  KERNEX_ASSIGN_OR_RETURN(
+      auto rows, select("tenant = $1 AND run_id = $2 AND key = $3", {tenant, run_id, key}));
+  if (rows.empty()) return std::nullopt;
+  return rows.front();
+}
+
+Result<std::vector<StoredApproval>> PgApprovalStore::pending(const std::string& tenant,
+                                                             const std::string& session) {
+  return select("tenant = $1 AND session = $2 AND status = 'pending'", {tenant, session});
+}
+
+Result<bool> PgApprovalStore::resolve(const StoredApproval& a) {
+  return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+    // The run's row first, as release() locks it: a run stopping to wait and a decision arriving
+    // meanwhile are ordered, so the run is queued again by whichever comes second.
+    KERNEX_RETURN_IF_ERROR(c.exec(
+        "SELECT 1 FROM serve_runs WHERE id = $1 AND tenant = $2 FOR UPDATE", {a.run_id, a.tenant}));
+    KERNEX_ASSIGN_OR_RETURN(
+        auto r,
+        c.exec(
+            std::string("UPDATE serve_approvals SET status = $3, decision = $4, "
+                        "edited_arguments = $5, decision_reason = $6, resolved_at = ") +
+                ClusterStore::kEpochNow +
+                " WHERE id = $1 AND tenant = $2 AND status = 'pending' AND ($3 = 'expired' OR "
+                "expires_at > " +
+                ClusterStore::kEpochNow + ")",
+            {a.id, a.tenant, a.status, a.decision,
+             a.edited_arguments ? dump(*a.edited_arguments) : std::string(), a.decision_reason}));
+    if (r.affected() != 1) return false;
+    KERNEX_RETURN_IF_ERROR(requeue_if_decided(c, a.run_id));
+    // A run that waits in its thread (a call inside REPL code) hears of it on its node.
+    KERNEX_RETURN_IF_ERROR(
+        c.exec("SELECT pg_notify($1, $2)", {ClusterStore::kApprovalsChannel, a.run_id}));
+    return true;
+  });
+}
+
+Result<bool> PgApprovalStore::granted(const std::string& tenant, const std::string& session,
+                                      const std::string& tool) {
+  KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
+  KERNEX_ASSIGN_OR_RETURN(auto r, c->exec("SELECT 1 FROM serve_approval_grants WHERE tenant = $1 "
+                                          "AND session = $2 AND tool = $3",
+                                          {tenant, session, tool}));
+  return !r.empty();
+}
+
+Result<void> PgApprovalStore::grant(const std::string& tenant, const std::string& session,
+                                    const std::string& tool) {
+  KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
+  KERNEX_RETURN_IF_ERROR(
+      c->exec("INSERT INTO serve_approval_grants (tenant, session, tool) VALUES ($1, $2, $3) ON "
+              "CONFLICT DO NOTHING",
+              {tenant, session, tool}));
+  return {};
+}
+
+Result<void> PgApprovalStore::delete_session(const std::string& tenant,
+                                             const std::string& session) {
+  KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+    for (const char* sql : {"DELETE FROM serve_approvals WHERE tenant = $1 AND session = $2",
+                            "DELETE FROM serve_approval_grants WHERE tenant = $1 AND session = $2"})
+      KERNEX_RETURN_IF_ERROR(c.exec(sql, {tenant, session}));
+    return true;
+  }));
+  return {};
+}
+
+}  // namespace kernex::server

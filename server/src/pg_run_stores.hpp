@@ -1,0 +1,56 @@
+// Cluster mode's journals and approvals: the same interfaces as serve.db's, in the PostgreSQL
+// database the nodes share (tables of ClusterStore's schema), every query scoped to the tenant.
+// A journal is fenced by its run's claim: a node that lost the run starts no tool, and a tool's
+// start is a row only one node can insert, so no tool runs twice whichever nodes die when.
+// Deciding a run's last pending approval queues the run again (in the same transaction), so
+// whichever node is free resumes it; the queue's NOTIFY wakes them.
+#pragma once
+
+#include <memory>
+
+#include "approval_store.hpp"
+#include "kernex/pg/pool.hpp"
+#include "run_journal_store.hpp"
+
+namespace kernex::server {
+
+class PgJournalStore final : public JournalStore {
+ public:
+  explicit PgJournalStore(pg::Pool& pool) : pool_(pool) {}
+  // Unfenced: reads, and writes whoever holds the run.
+  std::shared_ptr<RunJournal> journal(const std::string& tenant,
+                                      const std::string& run_id) override;
+  // Writes only while (node, attempt) holds the run.
+  std::shared_ptr<RunJournal> journal(const std::string& tenant, const std::string& run_id,
+                                      const std::string& node, int attempt);
+  Result<void> forget(const std::string& tenant, const std::string& run_id) override;
+
+ private:
+  pg::Pool& pool_;
+};
+
+class PgApprovalStore final : public ApprovalStore {
+ public:
+  explicit PgApprovalStore(pg::Pool& pool) : pool_(pool) {}
+  Result<std::int64_t> now() override;
+  Result<StoredApproval> insert(const StoredApproval& approval) override;
+  Result<std::optional<StoredApproval>> by_id(const std::string& id) override;
+  Result<std::optional<StoredApproval>> by_key(const std::string& tenant, const std::string& run_id,
+                                               const std::string& key) override;
+  // A person's decision holds only before the expiry (the database's clock).
+  Result<bool> resolve(const StoredApproval& resolved) override;
+  Result<std::vector<StoredApproval>> pending(const std::string& tenant,
+                                              const std::string& session) override;
+  Result<bool> granted(const std::string& tenant, const std::string& session,
+                       const std::string& tool) override;
+  Result<void> grant(const std::string& tenant, const std::string& session,
+                     const std::string& tool) override;
+  Result<void> delete_session(const std::string& tenant, const std::string& session) override;
+
+ private:
+  Result<std::vector<StoredApproval>> select(const std::string& where,
+                                             const std::vector<pg::Param>& params);
+  pg::Pool& pool_;
+};
+
+}  // namespace kernex::server
