@@ -408,9 +408,11 @@ struct Kernel::Impl {
   // it cost, in one store write.
   static Result<void> save_exchange(MemoryStore& memory, const MemoryScope& scope,
                                     const std::string& conversation_id, const Request& request,
-                                    const Context& context, const RunResult& run) {
+                                    const Context& context, const RunResult& run,
+                                    const std::string& key) {
     ExchangeRecord record;
     record.conversation_id = conversation_id;
+    record.idempotency_key = key;
     record.messages.push_back(ContextEntry::user(request.text));
     record.messages.insert(record.messages.end(), context.turn.begin(), context.turn.end());
     if (run.outcome == Outcome::EndTurn)
@@ -625,7 +627,7 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
       KERNEX_RETURN_IF_ERROR(options.before_save());
     }
     if (auto saved = Impl::save_exchange(*k.memory, options.memory_scope, conversation_id, request,
-                                         context, *run);
+                                         context, *run, options.exchange_key);
         !saved) {
       return std::unexpected(saved.error());
     }

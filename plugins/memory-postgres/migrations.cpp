@@ -219,6 +219,17 @@ UPDATE token_usage u SET tenant = c.tenant FROM conversations c
 UPDATE audit_log a SET tenant = c.tenant FROM conversations c
  WHERE c.id = a.conversation_id AND c.tenant <> 'local';
 )sql"},
+    // The keys of saved exchanges (ExchangeRecord::idempotency_key): a host saving a run's
+    // exchange again after a crash finds it saved. They go with their conversation.
+    {5, R"sql(
+CREATE TABLE saved_exchanges (
+  tenant TEXT NOT NULL,
+  key TEXT NOT NULL,
+  conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+  PRIMARY KEY (tenant, key)
+);
+CREATE INDEX saved_exchanges_conversation ON saved_exchanges (conversation_id);
+)sql"},
 };
 
 Result<void> apply(pg::Connection& c, const Migration& m) {

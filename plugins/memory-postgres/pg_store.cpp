@@ -293,6 +293,21 @@ Result<void> PgStore::save_exchange(const MemoryScope& scope, const ExchangeReco
   KERNEX_ASSIGN_OR_RETURN(auto encoded,
                           encode_exchange(record.messages, options_.max_message_bytes));
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
+    if (!record.idempotency_key.empty()) {
+      // Committed with the exchange: a second save under the key finds it and saves nothing.
+      KERNEX_ASSIGN_OR_RETURN(
+          auto claimed,
+          c.exec("INSERT INTO saved_exchanges (tenant, key, conversation_id) SELECT $1, $2, id "
+                 "FROM conversations WHERE id = $3 AND tenant = $1 ON CONFLICT DO NOTHING",
+                 {scope.tenant(), record.idempotency_key, record.conversation_id}));
+      if (claimed.affected() == 0) {
+        KERNEX_ASSIGN_OR_RETURN(
+            auto saved, c.exec("SELECT 1 FROM saved_exchanges WHERE tenant = $1 AND key = $2",
+                               {scope.tenant(), record.idempotency_key}));
+        if (!saved.empty()) return {};
+        return no_conversation(record.conversation_id);
+      }
+    }
     KERNEX_RETURN_IF_ERROR(
         insert_exchange(c, scope, record.conversation_id, record.messages, encoded));
     if (record.usage) KERNEX_RETURN_IF_ERROR(insert_usage(c, scope, *record.usage));
@@ -402,6 +417,7 @@ Result<void> PgStore::delete_conversation(const MemoryScope& scope,
   static constexpr std::string_view kDeletes[] = {
       "DELETE FROM messages WHERE conversation_id = $1",
       "DELETE FROM summaries WHERE conversation_id = $1",
+      "DELETE FROM saved_exchanges WHERE conversation_id = $1 AND tenant = $2",
       "DELETE FROM token_usage WHERE conversation_id = $1 AND tenant = $2",
       "DELETE FROM audit_log WHERE conversation_id = $1 AND tenant = $2",
   };

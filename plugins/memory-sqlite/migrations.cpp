@@ -244,6 +244,17 @@ UPDATE token_usage SET tenant = (SELECT c.tenant FROM conversations c WHERE c.id
 UPDATE audit_log SET tenant = (SELECT c.tenant FROM conversations c WHERE c.id = conversation_id)
  WHERE conversation_id IN (SELECT id FROM conversations WHERE tenant <> 'local');
 )sql"},
+    {"008_saved_exchanges", R"sql(
+-- The keys of saved exchanges (ExchangeRecord::idempotency_key): a host saving a run's exchange
+-- again after a crash finds it saved. They go with their conversation.
+CREATE TABLE saved_exchanges (
+  tenant TEXT NOT NULL,
+  key TEXT NOT NULL,
+  conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+  PRIMARY KEY (tenant, key)
+);
+CREATE INDEX saved_exchanges_conversation ON saved_exchanges (conversation_id);
+)sql"},
 };
 
 Result<std::set<std::string>> applied(Db& db) {

@@ -258,6 +258,22 @@ Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const Exchange
   KERNEX_RETURN_IF_ERROR(check_exchange(record.messages));
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
+    if (!record.idempotency_key.empty()) {
+      // Committed with the exchange: a second save under the key finds it and saves nothing.
+      KERNEX_ASSIGN_OR_RETURN(
+          auto claim, db_->prepare("INSERT OR IGNORE INTO saved_exchanges (tenant, key, "
+                                   "conversation_id) SELECT ?1, ?2, id FROM conversations WHERE "
+                                   "id = ?3 AND tenant = ?1"));
+      claim.bind_all(scope.tenant(), record.idempotency_key, record.conversation_id);
+      KERNEX_ASSIGN_OR_RETURN(const std::uint64_t claimed, claim.run());
+      if (claimed == 0) {
+        KERNEX_ASSIGN_OR_RETURN(
+            auto saved, db_->prepare("SELECT 1 FROM saved_exchanges WHERE tenant = ? AND key = ?"));
+        saved.bind_all(scope.tenant(), record.idempotency_key);
+        KERNEX_ASSIGN_OR_RETURN(const bool found, saved.step());
+        if (found) return {};
+      }
+    }
     KERNEX_RETURN_IF_ERROR(insert_exchange(scope, record.conversation_id, record.messages));
     if (record.usage) KERNEX_RETURN_IF_ERROR(insert_usage(scope, *record.usage));
     return {};
@@ -389,6 +405,7 @@ Result<void> SqliteStore::delete_conversation(const MemoryScope& scope,
   static constexpr const char* kDeletes[] = {
       "DELETE FROM messages WHERE conversation_id = ?",
       "DELETE FROM summaries WHERE conversation_id = ?",
+      "DELETE FROM saved_exchanges WHERE conversation_id = ? AND tenant = ?",
       "DELETE FROM token_usage WHERE conversation_id = ? AND tenant = ?",
       "DELETE FROM audit_log WHERE conversation_id = ? AND tenant = ?",
       "DELETE FROM conversations WHERE id = ? AND tenant = ?",

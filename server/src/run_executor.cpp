@@ -229,6 +229,9 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
   if (scope) options.memory_scope = *scope;
   options.sink = event_sink(run, env.observer, started);
   options.before_save = std::move(before_save);
+  // Saved once per run, whichever attempt or restart ends it (a crash between saving and
+  // storing the run's end would otherwise save it again when the run resumes).
+  options.exchange_key = "serve-run/" + run.id;
   if (env.attach_approvals) env.attach_approvals(run, options);
   auto overlay = use_session_overlay(env.kernel->config(), run, req.session, workspace, options);
   const std::string sender = run.tenant + "/" + (req.sender.empty() ? req.session : req.sender);

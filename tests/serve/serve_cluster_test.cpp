@@ -1081,9 +1081,7 @@ void ServeChaos::check_run(const std::string& session, const std::string& word,
   figures_.interrupted += interrupted;
   const auto t = transcript(live_port(pick()), session);
   const std::size_t saved = count_line(t, "user:please tally " + word);
-  EXPECT_GE(saved, 1u) << ::testing::PrintToString(t);
-  // Twice only when a kill fell between saving the exchange and storing the run's end: counted,
-  // and held to zero once memory saves are keyed by run (ExchangeRecord::idempotency_key).
+  EXPECT_EQ(saved, 1u) << ::testing::PrintToString(t);
   figures_.exchanges_twice += saved > 1;
 }
 
@@ -1138,6 +1136,7 @@ TEST_F(ServeChaos, KillNineOfRandomNodesWhileRunsAwaitApprovalsAndRunTools) {
             << " tool runs, " << f.interrupted << " interrupted, " << f.twice
             << " tools run twice, " << f.exchanges_twice << " exchanges saved twice\n";
   EXPECT_EQ(f.twice, 0);
+  EXPECT_EQ(f.exchanges_twice, 0);
 }
 
 }  // namespace

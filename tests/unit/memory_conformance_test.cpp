@@ -329,6 +329,42 @@ TEST_P(MemoryConformance, SaveExchangeIsAllOrNothing) {
   EXPECT_TRUE(store->usage_by_day(kernex::MemoryScope::local()).value().empty());
 }
 
+// An idempotency key saves a run's exchange once, however often the host saves it again (a
+// crash between saving and recording that it saved); keys are the scope's own and go with their
+// conversation.
+TEST_P(MemoryConformance, SaveExchangeWithAKeySavesItOnce) {
+  const auto local = kernex::MemoryScope::local();
+  const auto other = kernex::MemoryScope::of("other").value();
+  const std::string conv = conversation();
+  const UsageRecord usage{conv, "alice", "m", "p", Usage{3, 2, 0, 0, 0}};
+  ExchangeRecord record{
+      conv, {ContextEntry::user("once"), ContextEntry::assistant("saved")}, usage};
+  record.idempotency_key = "serve-run/run_1";
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store->save_exchange(local, record));
+  EXPECT_EQ(store->message_count(local, conv).value(), 2u);
+  EXPECT_EQ(store->usage_by_day(local).value().at(0).requests, 1u);
+  // Another key saves; no key saves every time.
+  record.idempotency_key = "serve-run/run_2";
+  ASSERT_TRUE(store->save_exchange(local, record));
+  record.idempotency_key.clear();
+  ASSERT_TRUE(store->save_exchange(local, record));
+  EXPECT_EQ(store->message_count(local, conv).value(), 6u);
+  // Another tenant's key of the same name is not this one (its own conversation saves).
+  const std::string theirs =
+      store->open_conversation(other, {"cli", "bob", ""}, std::chrono::minutes(30)).value();
+  ExchangeRecord them{theirs, {ContextEntry::user("theirs")}, std::nullopt};
+  them.idempotency_key = "serve-run/run_1";
+  ASSERT_TRUE(store->save_exchange(other, them));
+  EXPECT_EQ(store->message_count(other, theirs).value(), 1u);
+  // Deleted with its conversation: a new conversation may use the key again.
+  ASSERT_TRUE(store->delete_conversation(local, conv));
+  const std::string next = conversation();
+  record.conversation_id = next;
+  record.idempotency_key = "serve-run/run_1";
+  ASSERT_TRUE(store->save_exchange(local, record));
+  EXPECT_EQ(store->message_count(local, next).value(), 2u);
+}
+
 TEST_P(MemoryConformance, CompactionSummaryStoredAndReplaced) {
   const std::string conv = conversation();
   EXPECT_FALSE(store->compaction_summary(kernex::MemoryScope::local(), conv).value());

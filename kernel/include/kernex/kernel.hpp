@@ -115,6 +115,9 @@ struct RunOptions {
   // skips the save and becomes the run's error. A server sharing runs between nodes saves only
   // while its node still holds the run, so a stalled node cannot save an exchange twice.
   std::function<Result<void>()> before_save;
+  // Set: the run's exchange is saved under this key (ExchangeRecord::idempotency_key), so a run
+  // started again after its exchange was saved does not save it twice.
+  std::string exchange_key;
   // Asks a person about calls that need approval (ask rules, hooks answering ask); unset: such
   // calls are denied ("needs approval"). Sub-runs use their root's.
   Approver approver;

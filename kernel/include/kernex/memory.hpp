@@ -77,6 +77,10 @@ struct ExchangeRecord {
   std::string conversation_id;
   std::vector<ContextEntry> messages;
   std::optional<UsageRecord> usage;
+  // Set: the exchange is saved at most once under this key in the scope (a host that may save a
+  // run's exchange again after a crash, e.g. serve's run id); a second save with it saves
+  // nothing and succeeds. Kept while the conversation is.
+  std::string idempotency_key = {};
 };
 
 // What the context builder asks memory for (kernex ContextNeeds). History is always loaded.
