@@ -75,7 +75,12 @@ HttpReply HttpReply::json(int status, const Json& body) {
 }
 
 HttpReply HttpReply::error(const ApiError& e) {
-  HttpReply r = json(e.status, Json{{"error", {{"code", e.code}, {"message", e.message}}}});
+  Json body{{"code", e.code}, {"message", e.message}};
+  if (!e.param.empty()) {
+    body["param"] = e.param;
+    body["type"] = "invalid_request_error";
+  }
+  HttpReply r = json(e.status, Json{{"error", std::move(body)}});
   if (e.retry_after_s) r.headers.emplace_back("Retry-After", std::to_string(*e.retry_after_s));
   if (e.status == 405) r.headers.emplace_back("Allow", "GET, POST, DELETE");
   return r;

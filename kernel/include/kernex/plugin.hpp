@@ -27,7 +27,7 @@ namespace kernex {
 //    the channel kind (channel.hpp).
 // 7: MemoryScope on every MemoryStore call (the tenant), RunOptions::memory_scope;
 //    MemoryStore::check_message (asked before the first provider request).
-inline constexpr std::uint32_t kAbiVersion = 7;
+inline constexpr std::uint32_t kAbiVersion = 8;
 
 enum class PluginKind : std::uint32_t {
   Provider = 1,
