@@ -30,6 +30,8 @@ std::expected<std::string, ApiError> content_text(const Json& content, std::size
   return text;
 }
 
+}  // namespace
+
 // Which provider, model and instructions `model` names.
 std::expected<void, ApiError> resolve_model(const std::string& name, const ServeConfig& config,
                                             const Kernel& kernel, RunRequest& run) {
@@ -65,6 +67,8 @@ std::expected<void, ApiError> resolve_model(const std::string& name, const Serve
   run.model = name;
   return {};
 }
+
+namespace {
 
 Json chunk(const std::string& id, const std::string& model, std::time_t created, Json delta,
            const Json& finish_reason) {
@@ -238,6 +242,28 @@ HttpReply Api::models() {
     if (info.ok() && info.kind == PluginKind::Provider) add(info.name);
   }
   return HttpReply::json(200, {{"object", "list"}, {"data", data}});
+}
+
+// GET /v1/models/{id}: the entry /v1/models lists under that id, or for "provider/model" of a
+// provider here the model object of that provider; else OpenAI's 404 (model_not_found).
+HttpReply Api::model(const std::string& id) {
+  const Json listed = Json::parse(models().body, nullptr, false);
+  if (listed.is_object() && listed.contains("data")) {
+    for (const auto& m : listed["data"])
+      if (m.is_object() && m.value("id", "") == id) return HttpReply::json(200, m);
+  }
+  RunRequest probe;
+  const auto slash = id.find('/');
+  if (slash != std::string::npos && slash + 1 < id.size() &&
+      resolve_model(id, deps_.runs->config(), deps_.runs->kernel(), probe)) {
+    return HttpReply::json(200, {{"id", id},
+                                 {"object", "model"},
+                                 {"created", std::time(nullptr)},
+                                 {"owned_by", id.substr(0, slash)}});
+  }
+  ApiError e = api_error(404, "model_not_found", "The model '" + id + "' does not exist");
+  e.param = "model";
+  return HttpReply::error(e);
 }
 
 }  // namespace kernex::server
