@@ -8,6 +8,11 @@ set(KERNEX_NPM_PACKAGES
   @modelcontextprotocol/server-everything@2026.8.31
   @modelcontextprotocol/server-filesystem@2026.8.31
   @modelcontextprotocol/sdk@1.32.2
-  openai@7.55.0)
+  openai@7.55.0
+  # tests/interop/openai_*.mjs: the clients of issue 33, at the newest releases that run on Node 20
+  # (openai 7 and @langchain/openai >= 1.5.9 need Node 22); `openai6` is openai 6 under an alias.
+  openai6@npm:openai@6.49.0
+  @langchain/openai@1.5.8
+  @langchain/core@1.4.0)
 set(KERNEX_NPM_INSTALL_COMMAND
   ${KERNEX_NPM} install --prefix ${KERNEX_NPM_DIR} --no-audit --no-fund --loglevel=error ${KERNEX_NPM_PACKAGES})

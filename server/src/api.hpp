@@ -7,6 +7,8 @@
 #include <string>
 
 #include "http_types.hpp"
+#include "openai_parked.hpp"
+#include "openai_request.hpp"
 #include "runs.hpp"
 #include "session_id.hpp"
 
@@ -39,9 +41,13 @@ class Api {
   HttpReply post_approval(const HttpRequest& req, const std::string& tenant, const std::string& id);
   HttpReply session_approvals(const std::string& tenant, const std::string& session);
   HttpReply chat_completions(const HttpRequest& req, const std::string& tenant);
+  // openai_api.cpp: the run an OpenAI request asks for (model, conversation, tools, session).
+  std::expected<RunRequest, ApiError> openai_run(const OpenAiRequest& request,
+                                                 const std::string& tenant);
   HttpReply models();
 
   Deps deps_;
+  std::shared_ptr<ParkedCalls> parked_ = std::make_shared<ParkedCalls>();
 };
 
 // The parsed JSON object of a request body, or a 400 naming what was wrong.
