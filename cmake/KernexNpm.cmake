@@ -10,13 +10,16 @@ set(KERNEX_NPM_PACKAGES
   @modelcontextprotocol/server-filesystem@2026.8.31
   @modelcontextprotocol/sdk@1.32.2
   openai@7.55.0
-  # The Responses API's clients (tests/interop/responses_clients.mjs): the AI SDK 6 with its
-  # OpenAI providers, LangChain's ChatOpenAI (1.4.x runs on Node 20; 1.6 needs 22).
+  # tests/interop/openai_*.mjs: the clients of issue 33, at the newest releases that run on Node 20
+  # (openai 7 and @langchain/openai >= 1.5.9 need Node 22); `openai6` is openai 6 under an alias.
+  openai6@npm:openai@6.49.0
+  @langchain/openai@1.5.8
+  @langchain/core@1.4.0
+  # The Responses API's other clients (tests/interop/responses_clients.mjs): the AI SDK 6 with its
+  # OpenAI providers.
   ai@6.0.325
   @ai-sdk/openai@3.0.141
   @ai-sdk/openai-compatible@2.0.92
-  @langchain/openai@1.4.7
-  @langchain/core@1.4.0
   zod@4.6.7)
 set(KERNEX_NPM_INSTALL_COMMAND
   ${KERNEX_NPM} install --prefix ${KERNEX_NPM_DIR} --no-audit --no-fund --loglevel=error ${KERNEX_NPM_PACKAGES})

@@ -57,8 +57,9 @@ Result<RunPlan> plan_run(const Config& config, const RunOptions& options, const 
   } else {
     plan.limits = root_limits(config.limits, options);
   }
-  plan.uses_memory = plan.parent == nullptr && !options.history;
-  plan.audits_to_memory = !options.history;
+  const bool memory_kept = !options.history || options.memory_with_history;
+  plan.uses_memory = plan.parent == nullptr && memory_kept;
+  plan.audits_to_memory = memory_kept;
   plan.conversation = options.conversation.value_or(
       ConversationKey{config.channel, request.sender_id, config.project});
   return plan;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "http_types.hpp"
+#include "openai_parked.hpp"
 #include "openai_request.hpp"
 #include "response_store.hpp"
 #include "runs.hpp"
@@ -43,17 +44,18 @@ class Api {
   HttpReply post_approval(const HttpRequest& req, const std::string& tenant, const std::string& id);
   HttpReply session_approvals(const std::string& tenant, const std::string& session);
   HttpReply chat_completions(const HttpRequest& req, const std::string& tenant);
+  // openai_api.cpp: the run an OpenAI request asks for (model, conversation, tools, session).
+  std::expected<RunRequest, ApiError> openai_run(const OpenAiRequest& request,
+                                                 const std::string& tenant);
   HttpReply models();
   HttpReply model(const std::string& id);  // GET /v1/models/{id}
   // responses_api.cpp: POST /v1/responses, GET and DELETE /v1/responses/{id}.
   HttpReply responses(const HttpRequest& req, const std::string& tenant);
   HttpReply response_by_id(const HttpRequest& req, const std::string& tenant,
                            const std::string& id);
-  // openai_run.cpp: the run an OpenAI request asks for.
-  std::expected<RunRequest, ApiError> openai_run_request(const OpenAiRequest& request,
-                                                         const std::string& tenant);
 
   Deps deps_;
+  std::shared_ptr<ParkedCalls> parked_ = std::make_shared<ParkedCalls>();
 };
 
 // openai_api.cpp: which provider, model and instructions an OpenAI `model` names (an agent

@@ -3,9 +3,11 @@
 // as the official clients send them.
 #include "openai_request.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <set>
 
+#include "kernex/json_schema.hpp"
 #include "session_id.hpp"
 
 namespace kernex::server {
@@ -362,6 +364,8 @@ std::expected<ResponseFormat, ApiError> parse_json_schema(const Json& v, const s
     return std::unexpected(field_error(where + ".schema", "expected a JSON Schema object"));
   } else {
     f.schema = v["schema"];
+    if (auto usable = check_json_schema(f.schema); !usable)
+      return std::unexpected(field_error(where + ".schema", usable.error().describe()));
   }
   if (!absent(v, "strict")) {
     if (!v["strict"].is_boolean())
@@ -479,6 +483,9 @@ std::expected<OpenAiRequest, ApiError> parse_chat_request(const HttpRequest& req
     KERNEX_RETURN_IF_ERROR(parse_field(key, value, out));
   }
   KERNEX_RETURN_IF_ERROR(parse_messages(b, out));
+  // Without `stream`, an Accept: text/event-stream asks for a stream (as the native endpoint).
+  if (absent(b, "stream"))
+    out.stream = req.header("accept").find("text/event-stream") != std::string::npos;
   if (!absent(b, "tool_choice")) {
     auto choice = parse_tool_choice(b["tool_choice"], out.tools, "tool_choice");
     if (!choice) return std::unexpected(choice.error());

@@ -284,7 +284,7 @@ HttpReply Api::responses(const HttpRequest& req, const std::string& tenant) {
   }
   auto request = parse_responses_request(req, *parsed, std::move(earlier));
   if (!request) return HttpReply::error(request.error());
-  auto run = openai_run_request(request->request, tenant);
+  auto run = openai_run(request->request, tenant);
   if (!run) return HttpReply::error(run.error());
   const std::vector<ContextEntry> given = request->request.messages;
   auto started = deps_.runs->submit(
@@ -295,15 +295,22 @@ HttpReply Api::responses(const HttpRequest& req, const std::string& tenant) {
                     request->instructions,    request->request.user,  std::time(nullptr),
                     request->store,           request->echo,          request->request.metadata};
   head.echo["parallel_tool_calls"] = request->request.generation.parallel_tool_calls.value_or(true);
-  // Kept once the run ended (store: true), for GET and for previous_response_id.
-  auto keep = [store = deps_.responses, head, tenant, session = request->request.session, given](
-                  const Json& response, const std::string& text, const Json& result) {
+  // Kept once the run ended (store: true), for GET and for previous_response_id; a run that
+  // stopped on the client's tools is found again by their ids (as for chat completions).
+  auto keep = [store = deps_.responses, parked = parked_, run_id = (*started)->id, head, tenant,
+               session = request->request.session,
+               given](const Json& response, const std::string& text, const Json& result) {
+    std::vector<std::string> ids;
+    for (const auto& c : result.value("client_tool_calls", Json::array()))
+      ids.push_back(c.value("id", ""));
+    if (!ids.empty()) parked->remember(tenant, run_id, ids);
     if (!head.store) return;
     StoredResponse row{head.id, tenant, session, response, conversation_after(given, text, result)};
     if (auto r = store->put(row); !r)
       log(LogLevel::Error, "serve: response " + head.id + " not stored: " + r.error().describe());
   };
   HttpReply reply;
+  reply.cancel_on_disconnect = deps_.runs->config().openai.cancel_on_disconnect;
   if (request->request.stream) {
     auto stream = std::make_shared<ResponseStream>(head, keep);
     reply.stream = *started;

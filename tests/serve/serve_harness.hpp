@@ -660,7 +660,9 @@ class FakeLlm {
   };
   struct Plan {
     std::vector<std::string> chunks{"ok"};
-    std::optional<std::size_t> hold_after;  // hold after this many chunks were sent
+    std::optional<std::size_t> hold_after = {};  // hold after this many chunks were sent
+    // Tool calls after the text: [{id, name, arguments (a JSON text)}]; finish "tool_calls".
+    Json tool_calls = Json::array();
   };
   // One provider call as the fake saw it. `ended` is set just before the last bytes the client
   // needs to finish are sent (or when the call is abandoned), so a call that begins after another
@@ -863,6 +865,17 @@ class FakeLlm {
     }
   }
 
+  static Json openai_calls(const Json& calls) {
+    Json out = Json::array();
+    for (const auto& c : calls) {
+      out.push_back({{"id", c.value("id", "")},
+                     {"type", "function"},
+                     {"function",
+                      {{"name", c.value("name", "")}, {"arguments", c.value("arguments", "{}")}}}});
+    }
+    return out;
+  }
+
   static bool send_all(int fd, const std::string& s) {
     return ::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
   }
@@ -888,14 +901,17 @@ class FakeLlm {
       end_call(call);
       std::string text;
       for (const auto& c : plan.chunks) text += c;
+      Json message{{"role", "assistant"}, {"content", text}};
+      if (!plan.tool_calls.empty()) message["tool_calls"] = openai_calls(plan.tool_calls);
       Json j{
           {"id", "chatcmpl-fake"},
           {"object", "chat.completion"},
           {"created", 1},
           {"model", "fake"},
-          {"choices", Json::array({Json{{"index", 0},
-                                        {"message", Json{{"role", "assistant"}, {"content", text}}},
-                                        {"finish_reason", "stop"}}})},
+          {"choices",
+           Json::array({Json{{"index", 0},
+                             {"message", message},
+                             {"finish_reason", plan.tool_calls.empty() ? "stop" : "tool_calls"}}})},
           {"usage", Json{{"prompt_tokens", 5}, {"completion_tokens", 3}, {"total_tokens", 8}}}};
       const std::string body = j.dump();
       send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
@@ -916,7 +932,13 @@ class FakeLlm {
     }
     if (plan.hold_after && *plan.hold_after >= plan.chunks.size() && !hold(fd)) return;
     end_call(call);
-    chunk(chunk_event(Json::object(), "stop"));
+    const Json calls = openai_calls(plan.tool_calls);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      Json delta = calls[i];
+      delta["index"] = i;
+      chunk(chunk_event(Json{{"tool_calls", Json::array({delta})}}));
+    }
+    chunk(chunk_event(Json::object(), plan.tool_calls.empty() ? "stop" : "tool_calls"));
     Json usage{
         {"id", "chatcmpl-fake"},
         {"object", "chat.completion.chunk"},

@@ -194,6 +194,85 @@ TEST_F(ServeResponses, ModelsRetrieveAnswersOpenAiShapes) {
   EXPECT_EQ(e["error"]["type"], "invalid_request_error");
 }
 
+// The client's function tools: a call to one ends the response with a function_call item (also
+// streamed as the function-call events); function_call_output after previous_response_id goes on
+// from the parked turn, and the model gets the client's result.
+TEST(ServeResponsesTools, AClientFunctionCallRoundTrip) {
+  FakeLlm llm;
+  std::mutex mutex;
+  Json last;
+  llm.set_responder([&](const FakeLlm::Request& r) {
+    std::lock_guard lock(mutex);
+    last = r.body;
+    const Json& messages = r.body["messages"];
+    if (!messages.empty() && messages.back().value("role", "") == "tool")
+      return FakeLlm::Plan{{"it is sunny"}, std::nullopt};
+    FakeLlm::Plan plan{std::vector<std::string>{}, std::nullopt};
+    plan.tool_calls = Json::array(
+        {{{"id", "call_1"}, {"name", "get_weather"}, {"arguments", R"({"city":"Paris"})"}}});
+    return plan;
+  });
+  ServeWorld w;
+  w.write_config(ServeWorld::openai_provider(llm));
+  ASSERT_TRUE(w.start());
+  const Json tools = Json::array(
+      {{{"type", "function"},
+        {"name", "get_weather"},
+        {"description", "The weather in a city"},
+        {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}});
+  auto first =
+      request(w.port(), "POST", "/v1/responses",
+              Json{{"model", "kernex"}, {"input", "weather in Paris?"}, {"tools", tools}}.dump());
+  ASSERT_EQ(first.status, 200) << first.body << w.log();
+  Json r1 = Json::parse(first.body);
+  EXPECT_EQ(r1["status"], "completed") << r1.dump();
+  Json call;
+  for (const auto& item : r1["output"])
+    if (item["type"] == "function_call") call = item;
+  ASSERT_TRUE(call.is_object()) << r1.dump();
+  EXPECT_EQ(call["call_id"], "call_1");
+  EXPECT_EQ(call["name"], "get_weather");
+  EXPECT_EQ(Json::parse(call["arguments"].get<std::string>()), (Json{{"city", "Paris"}}));
+
+  auto second = request(w.port(), "POST", "/v1/responses",
+                        Json{{"model", "kernex"},
+                             {"previous_response_id", r1["id"]},
+                             {"tools", tools},
+                             {"input", Json::array({{{"type", "function_call_output"},
+                                                     {"call_id", "call_1"},
+                                                     {"output", "sunny, 24C"}}})}}
+                            .dump());
+  ASSERT_EQ(second.status, 200) << second.body << w.log();
+  Json r2 = Json::parse(second.body);
+  EXPECT_EQ(r2["output"][0]["content"][0]["text"], "it is sunny") << r2.dump();
+  {
+    std::lock_guard lock(mutex);
+    ASSERT_FALSE(last["messages"].empty());
+    EXPECT_EQ(last["messages"].back()["role"], "tool") << last.dump();
+    EXPECT_EQ(last["messages"].back()["content"], "sunny, 24C") << last.dump();
+  }
+
+  // Streamed: the call comes as output_item.added (function_call), the arguments' delta and
+  // done, and output_item.done.
+  SseReader sse(
+      w.port(), "POST", "/v1/responses",
+      Json{{"model", "kernex"}, {"input", "and in Rome?"}, {"tools", tools}, {"stream", true}}
+          .dump());
+  ASSERT_TRUE(sse.ok()) << sse.rest_of_body();
+  std::vector<std::string> types;
+  std::string arguments;
+  for (const auto& e : sse.drain()) {
+    Json j = e.json();
+    types.push_back(j.value("type", ""));
+    if (j["type"] == "response.function_call_arguments.done") arguments = j["arguments"];
+  }
+  for (const char* type :
+       {"response.output_item.added", "response.function_call_arguments.delta",
+        "response.function_call_arguments.done", "response.output_item.done", "response.completed"})
+    EXPECT_NE(std::find(types.begin(), types.end(), type), types.end()) << type;
+  EXPECT_EQ(Json::parse(arguments), (Json{{"city", "Paris"}}));
+}
+
 // Stored responses belong to their tenant: another tenant's id is not found, for reading,
 // continuing or deleting.
 TEST(ServeResponsesTenants, AnotherTenantsResponseIsNotFound) {

@@ -3,6 +3,7 @@
 #include "kernex/number.hpp"
 #include "kernex/log.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
@@ -352,6 +353,24 @@ Json parse_arguments(std::string_view text) {
 
 http::Headers json_headers() {
   return {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
+}
+
+}  // namespace kernex::providers
+
+namespace kernex::providers {
+
+ToolChoice call_tool_choice(const Context& context, const std::vector<ToolSpec>& tools) {
+  const ToolChoice& asked = context.generation.tool_choice;
+  if (tools.empty() || asked.mode == ToolChoice::Mode::Auto) return {};
+  if (asked.mode == ToolChoice::Mode::None) return {};
+  const bool first_call = std::none_of(context.turn.begin(), context.turn.end(),
+                                       [](const ContextEntry& e) { return e.role == "assistant"; });
+  if (!first_call) return {};
+  if (asked.mode == ToolChoice::Mode::Named &&
+      std::none_of(tools.begin(), tools.end(),
+                   [&](const ToolSpec& t) { return t.name == asked.name; }))
+    return {};
+  return asked;
 }
 
 }  // namespace kernex::providers
