@@ -92,6 +92,13 @@ CLI::Validator number_in(double min, double max);
 CLI::Validator uint_in(std::uint64_t min, std::uint64_t max);
 
 // Shared by `run` and `rlm`: --provider, --model, --provider-opt, --data-dir and the budgets.
+// --provider, --model and --provider-opt, as `kernex run` and `kernex serve` take them.
+struct ProviderArgs {
+  std::optional<std::string>& provider;
+  std::optional<std::string>& model;
+  std::vector<std::string>& provider_opts;  // KEY=VALUE
+};
+void add_provider_options(CLI::App& app, ProviderArgs args);
 void add_run_options(CLI::App& app, RunArgs& args);
 std::filesystem::path absolute_path(const std::string& p);
 Result<std::string> message_text(const std::vector<std::string>& words);  // a lone "-" reads stdin

@@ -215,6 +215,15 @@ int mcp_call_command(const std::optional<std::string>& config_file, const McpArg
   return result->rendered.is_error ? kExitTool : kExitOk;
 }
 
+// The MCP client has no run to carry what code submitted (submit_result): the value comes back in
+// the eval_code answer itself, as `result`.
+void with_submitted(ToolResult& result, Json value) {
+  Json body = parse_untrusted(result.content);
+  if (!body.is_object()) return;
+  body["result"] = std::move(value);
+  result.content = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 int mcp_serve_command(const std::optional<std::string>& config_file, const McpArgs& args) {
   auto config = load_config(config_file, args.skill_dirs);
   if (!config) return report(config.error());
@@ -296,20 +305,26 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
     for (auto& spec : tools.list()) specs.push_back(std::move(spec));
     return specs;
   };
-  handlers.call_tool = [&](const std::string& name, const Json& arguments) -> Result<ToolResult> {
+  handlers.call_tool_stoppable = [&](const std::string& name, const Json& arguments,
+                                     std::stop_token stop) -> Result<ToolResult> {
     if (name == run_tool.name) {
       if (!arguments.contains("message") || !arguments["message"].is_string()) {
         return ToolResult{"", name, "kernex_run needs {\"message\": string}", true};
       }
+      RunOptions options = run_options;
+      options.stop = stop;  // the client's notifications/cancelled
       auto run = (*kernel)->run(Request::from_text("mcp", arguments["message"].get<std::string>()),
-                                run_options);
+                                options);
       if (!run) return ToolResult{"", name, run.error().describe(), true};
       std::string text = run->text;
       if (run->outcome != Outcome::EndTurn)
         text += "\n[kernex: run ended by " + std::string(to_string(run->outcome)) + "]";
       return ToolResult{"", name, text, run->outcome != Outcome::EndTurn};
     }
-    return tools.call(ToolCall{"mcp", name, arguments});
+    services->take_submitted();  // only what this call's code submits
+    ToolResult result = tools.call(ToolCall{"mcp", name, arguments}, nullptr, stop);
+    if (auto submitted = services->take_submitted()) with_submitted(result, std::move(*submitted));
+    return result;
   };
   mcp::ServerInfo info;
   info.instructions =

@@ -37,7 +37,8 @@ std::vector<ToolSpec> ServeTools::list(const ToolExecutor* except) {
   return specs;
 }
 
-ToolResult ServeTools::call(const ToolCall& requested, const ToolExecutor* except) {
+ToolResult ServeTools::call(const ToolCall& requested, const ToolExecutor* except,
+                            std::stop_token stop) {
   ToolCall call = requested;  // hooks may rewrite the arguments the tool gets
   auto error = [&](std::string text) {
     return ToolResult{call.id, call.name, std::move(text), true};
@@ -61,7 +62,14 @@ ToolResult ServeTools::call(const ToolCall& requested, const ToolExecutor* excep
   if (!permitted.allowed) return error("Tool call denied: " + permitted.reason);
   ToolResult result;
   try {
-    auto executed = executor->execute(*context_, handles_, call);
+    Result<ToolResult> executed;
+    if (stop.stop_possible()) {
+      Context stoppable = *context_;  // this call's own stop, the shared rest unchanged
+      stoppable.stop = stop;
+      executed = executor->execute(stoppable, handles_, call);
+    } else {
+      executed = executor->execute(*context_, handles_, call);
+    }
     result = executed ? *executed : error("Tool failed: " + executed.error().describe());
   } catch (const std::exception& e) {
     result = error(std::string("Tool failed: ") + e.what());
@@ -116,6 +124,16 @@ std::vector<ToolSpec> ServeRunServices::tools() { return tools_.list(repl_); }
 // No trajectory is kept by mcp serve, so `code_run` names nothing to attach the call to.
 ToolResult ServeRunServices::call_tool(ToolCall call, const std::string&) {
   return tools_.call(call, repl_);
+}
+
+void ServeRunServices::submit_result(Json value, const std::string&) {
+  std::lock_guard lock(submitted_mutex_);
+  submitted_ = std::move(value);
+}
+
+std::optional<Json> ServeRunServices::take_submitted() {
+  std::lock_guard lock(submitted_mutex_);
+  return std::exchange(submitted_, std::nullopt);
 }
 
 }  // namespace kernex::cli

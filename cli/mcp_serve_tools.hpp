@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -42,7 +44,9 @@ class ServeTools {
   std::vector<ToolSpec> list(const ToolExecutor* except = nullptr);
   // Runs one listed tool of any executor but `except`: the permission rules, then the executor.
   // An unknown or refused tool, or a failing executor, is a result with is_error.
-  ToolResult call(const ToolCall& call, const ToolExecutor* except = nullptr);
+  // `stop` (a client's cancel) reaches the executor as the call's Context::stop.
+  ToolResult call(const ToolCall& call, const ToolExecutor* except = nullptr,
+                  std::stop_token stop = {});
 
  private:
   const PermissionRules& rules_;
@@ -80,6 +84,9 @@ class ServeRunServices final : public RunServices {
                                 const std::optional<std::string>& context) override;
   std::vector<ToolSpec> tools() override;
   ToolResult call_tool(ToolCall call, const std::string& code_run) override;
+  // What the code submitted (submit_result) since the last take, handed back once.
+  void submit_result(Json value, const std::string& code_run) override;
+  std::optional<Json> take_submitted();
 
  private:
   ServeTools& tools_;
@@ -88,6 +95,8 @@ class ServeRunServices final : public RunServices {
   std::string span_ = "0";
   std::shared_ptr<Provider> provider_;
   std::mutex provider_mutex_;
+  std::mutex submitted_mutex_;
+  std::optional<Json> submitted_;
 };
 
 }  // namespace kernex::cli

@@ -48,10 +48,18 @@ CLI::Option* add_repeated(CLI::App& app, const std::string& name, std::vector<st
   return app.add_option(name, values, help)->allow_extra_args(false);
 }
 
-void add_run_options(CLI::App& app, RunArgs& args) {
+void add_provider_options(CLI::App& app, ProviderArgs args) {
   app.add_option("--provider", args.provider, "provider plugin to use (overrides `provider:`)")
       ->type_name("NAME");
   app.add_option("--model", args.model, "model id passed to the provider")->type_name("MODEL");
+  app.add_option("--provider-opt", args.provider_opts,
+                 "provider option (repeatable); VALUE is JSON if it parses, else a string")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
+}
+
+void add_run_options(CLI::App& app, RunArgs& args) {
+  add_provider_options(app, {args.provider, args.model, args.provider_opts});
   app.add_option("--data-dir", args.data_dir,
                  "data directory (overrides data_dir and KERNEX_DATA_DIR)")
       ->type_name("DIR");
@@ -73,10 +81,6 @@ void add_run_options(CLI::App& app, RunArgs& args) {
                "`kernex workspace`); overrides workspace.mode");
   app.add_flag("--no-overlay", args.no_overlay, "tools write into the current directory")
       ->excludes("--overlay");
-  app.add_option("--provider-opt", args.provider_opts,
-                 "provider option (repeatable); VALUE is JSON if it parses, else a string")
-      ->allow_extra_args(false)
-      ->type_name("KEY=VALUE");
   app.add_flag("--approve", args.approve,
                "run tool calls that need approval (ask rules, hooks) without asking; without it "
                "they are asked about on a terminal and denied otherwise");

@@ -14,6 +14,7 @@
 #include "kernex/server/server.hpp"
 #include "kernex/server/webhooks.hpp"
 #include "kernex/skills/loader.hpp"
+#include "provider_opt.hpp"
 #include "skill_trust.hpp"
 
 namespace kernex::cli {
@@ -26,7 +27,51 @@ struct ServeArgs {
   std::optional<std::string> keys_file;
   std::vector<std::string> keys_args;
   std::vector<std::string> webhooks_args;
+  std::optional<std::string> provider;  // --provider, --model, --provider-opt as `kernex run`
+  std::optional<std::string> model;
+  std::vector<std::string> provider_opts;
 };
+
+// --provider/--model/--provider-opt become the config's provider, so every run the server starts
+// (chat completions, responses, runs) uses them unless a request names its own.
+Result<void> apply_provider_args(Config& config, const ServeArgs& args) {
+  if (args.provider && *args.provider != config.provider.name)
+    config.provider = PluginRef{*args.provider, Json::object()};
+  if (!config.provider.config.is_object()) config.provider.config = Json::object();
+  for (const auto& raw : args.provider_opts) {
+    KERNEX_ASSIGN_OR_RETURN(auto kv, parse_provider_opt(raw));
+    config.provider.config[kv.first] = std::move(kv.second);
+  }
+  if (args.model && config.provider.name == "replay")
+    return fail(ErrorCode::Usage,
+                "--model: the replay provider answers from its script, not a model");
+  if (args.model) config.provider.config["model"] = *args.model;
+  if ((!args.provider_opts.empty() || args.model) && config.provider.name.empty())
+    return fail(ErrorCode::Usage,
+                "--model and --provider-opt need a provider: pass --provider NAME");
+  return {};
+}
+
+// A server whose every answer would be a 502 does not start: the provider must be named and
+// constructible (its key present, its base_url accepted). The replay provider is a test double
+// whose script may come with each request, so it is taken as named.
+Result<void> check_provider(const Kernel& kernel) {
+  const std::string& name = kernel.config().provider.name;
+  if (name.empty()) {
+    return fail(ErrorCode::Config,
+                "kernex serve needs a provider: pass --provider NAME (and --model MODEL), or set "
+                "`provider:` in kernex.yaml (given with --config or KERNEX_CONFIG); `kernex "
+                "plugins` lists the providers found");
+  }
+  if (name == "replay") return {};
+  auto provider = kernel.create_provider(RunOptions{});
+  if (!provider)
+    return fail(ErrorCode::Config,
+                "kernex serve: the provider '" + name +
+                    "' cannot be used (fix `provider:` in kernex.yaml or pass --provider-opt)",
+                provider.error());
+  return {};
+}
 
 Result<Config> serve_config(const std::optional<std::string>& file, const ServeArgs& args) {
   auto config = Config::load(file ? std::optional<std::filesystem::path>(*file) : std::nullopt);
@@ -36,6 +81,8 @@ Result<Config> serve_config(const std::optional<std::string>& file, const ServeA
     register_kernel_files(*config);
   }
   for (const auto& dir : args.skill_dirs) config->skill_dirs.push_back(absolute_path(dir));
+  if (auto applied = apply_provider_args(*config, args); !applied)
+    return std::unexpected(applied.error());
   return config;
 }
 
@@ -59,6 +106,7 @@ int serve(const std::optional<std::string>& file, const ServeArgs& args) {
   }
   auto kernel = Kernel::create(std::move(*config));
   if (!kernel) return report(kernel.error());
+  if (auto usable = check_provider(**kernel); !usable) return report(usable.error());
   // Every configured channel runs beside the server and stops when it does.
   channels::ChannelSet channels(**kernel);
   server::ServeOptions options;
@@ -102,6 +150,7 @@ CommandRun setup_serve(CLI::App& command, std::string& config) {
   cmd->add_option("--skills", args->skill_dirs, "a skills directory (repeatable)")
       ->allow_extra_args(false)
       ->type_name("DIR");
+  add_provider_options(*cmd, {args->provider, args->model, args->provider_opts});
   CLI::App* keys_cmd = cmd->add_subcommand(
       "keys", "Manage API keys: add TENANT (prints the key once), list, revoke TENANT");
   add_config_option(*keys_cmd, config, "kernex.yaml whose serve.keys_file to use");

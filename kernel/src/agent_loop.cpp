@@ -6,6 +6,7 @@
 
 #include "kernex/log.hpp"
 #include "kernex/run_services.hpp"
+#include "structured_output.hpp"
 
 namespace kernex {
 namespace {
@@ -14,11 +15,28 @@ ToolResult error_result(const ToolCall& call, std::string message) {
   return ToolResult{call.id, call.name, std::move(message), true};
 }
 
+// A client tool the run does not have itself (the run's own tool of the same name wins).
+bool is_client_tool(const ToolRouter& tools, const Context& context, const std::string& name) {
+  if (tools.find(name) != nullptr || tools.find_context_tool(name) != nullptr) return false;
+  return std::any_of(context.client_tools.begin(), context.client_tools.end(),
+                     [&](const ToolSpec& t) { return t.name == name; });
+}
+
+// The run's own tools (unless switched off), then the client's (unless tool_choice is none).
+std::vector<ToolSpec> offered_tools(const ToolRouter& tools, const Context& context) {
+  std::vector<ToolSpec> out;
+  if (context.tools_enabled()) out = tools.specs();
+  if (context.generation.tool_choice.mode == ToolChoice::Mode::None) return out;
+  for (const auto& spec : context.client_tools) {
+    if (is_client_tool(tools, context, spec.name)) out.push_back(spec);
+  }
+  return out;
+}
+
 Result<Response> call_provider(const LoopDeps& deps, const ToolRouter& tools,
                                const Context& context, const StreamSink& sink) {
   try {
-    const std::vector<ToolSpec> none;
-    return deps.provider->complete(context, context.tools_enabled() ? tools.specs() : none, sink);
+    return deps.provider->complete(context, offered_tools(tools, context), sink);
   } catch (const std::exception& e) {
     return fail(ErrorCode::Provider, "provider '" + deps.provider_name + "' threw: " + e.what());
   } catch (...) {
@@ -411,12 +429,28 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const R
     said.completed(response->text);
 
     if (response->tool_calls.empty()) {
-      run.text = response->text;
+      auto structured = structured_answer(context.generation.response_format, response->text);
+      if (!structured && run.turns < limits.max_turns) {
+        // Asked again, within the run's turns; what it said stays in the transcript.
+        context.turn.push_back(ContextEntry::assistant(response->text));
+        context.turn.push_back(ContextEntry::user(
+            structured_retry_prompt(context.generation.response_format, structured.error())));
+        continue;
+      }
+      if (!structured) {  // the turns ran out before a conforming answer: a limit, not an end
+        run.text = response->text;
+        run.outcome = Outcome::MaxTurns;
+        return run;
+      }
+      run.text = *structured;
       run.outcome = Outcome::EndTurn;
       if (deps.hooks != nullptr) deps.hooks->on_stop(deps.scope, run.text);
       return run;
     }
 
+    // parallel_tool_calls: false, and a provider that cannot say so: the first call only.
+    if (context.generation.parallel_tool_calls == false && response->tool_calls.size() > 1)
+      response->tool_calls.resize(1);
     ContextEntry assistant = ContextEntry::assistant(response->text);
     assistant.tool_calls = response->tool_calls;
     assistant.provider_state = response->provider_state;
@@ -426,7 +460,13 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const R
     bool cancel = false;
     const std::vector<std::string> sources_before = tool_sources(context);
     std::size_t index = 0;
+    std::vector<ToolCall> for_client;
     for (const ToolCall& call : response->tool_calls) {
+      if (is_client_tool(*tools, context, call.name)) {
+        for_client.push_back(call);  // the client runs it; its result comes with its next request
+        ++index;
+        continue;
+      }
       // Sub-runs share the root's approver: their span keeps their keys apart from the root's
       // and each other's ("0.1:1.0"); the root's are "<turn>.<index>", as its journal's.
       const std::string key = (deps.depth == 0 ? std::string() : deps.span + ":") +
@@ -461,6 +501,13 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const R
       context.turn.push_back(ContextEntry::tool(result));
     }
     if (cancel) return cancelled(std::move(run), context, said);
+    if (!for_client.empty()) {
+      run.text = response->text;
+      run.outcome = Outcome::ClientToolCalls;
+      run.client_tool_calls = std::move(for_client);
+      run.turn = context.turn;
+      return run;
+    }
     if (deps.executors != nullptr && tool_sources(context) != sources_before) {
       refreshed = ToolRouter::collect(*deps.executors, context, deps.context_tools);
       tools = &refreshed;

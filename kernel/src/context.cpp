@@ -111,6 +111,8 @@ void to_json(Json& j, const Context& v) {
   if (!v.toolboxes.empty()) j["toolboxes"] = v.toolboxes;
   if (v.allowed_tools) j["allowed_tools"] = *v.allowed_tools;
   if (v.model) j["model"] = *v.model;
+  if (v.generation != Generation{}) j["generation"] = v.generation;
+  if (!v.client_tools.empty()) j["client_tools"] = v.client_tools;
 }
 
 void from_json(const Json& j, Context& v) {
@@ -124,6 +126,8 @@ void from_json(const Json& j, Context& v) {
   jf::defaulted(j, "toolboxes", out.toolboxes);
   jf::defaulted(j, "allowed_tools", out.allowed_tools);
   jf::defaulted(j, "model", out.model);
+  jf::defaulted(j, "generation", out.generation);
+  jf::defaulted(j, "client_tools", out.client_tools);
   v = std::move(out);
 }
 

@@ -226,10 +226,14 @@ struct Kernel::Impl {
       inputs.summarizer = summarizer;
       KERNEX_ASSIGN_OR_RETURN(auto added, add_memory(inputs, request, context));
       out.conversation_id = std::move(added.conversation_id);
+      if (options.history) context.history = *options.history;  // memory_with_history
     } else if (plan.parent == nullptr && options.history) {
       context.history = *options.history;
     }
     if (options.model) context.model = options.model;
+    context.turn = options.turn;
+    context.generation = options.generation;
+    context.client_tools = options.client_tools;
     context.allowed_tools = options.allowed_tools;
     context.stop = options.stop;
     if (options.workspace_layers && !options.workspace) {
@@ -458,6 +462,8 @@ std::string_view to_string(Outcome outcome) noexcept {
       return "budget_exhausted:tools";
     case Outcome::Cancelled:
       return "cancelled";
+    case Outcome::ClientToolCalls:
+      return "client_tool_calls";
   }
   return "end_turn";
 }
@@ -471,22 +477,27 @@ Json to_json(const RunResult& r) {
                      {"result", rec.result.content},
                      {"is_error", rec.result.is_error}});
   }
-  return Json{{"text", r.text},
-              {"outcome", std::string(to_string(r.outcome))},
-              {"turns", r.turns},
-              {"usage",
-               {{"input_tokens", r.usage.input_tokens},
-                {"output_tokens", r.usage.output_tokens},
-                {"cache_read_tokens", r.usage.cache_read_tokens},
-                {"cache_write_tokens", r.usage.cache_write_tokens},
-                {"total_tokens", r.usage.total_tokens()}}},
-              {"cost_usd", r.usage.cost_usd},
-              {"tool_calls", calls},
-              {"model", r.model},
-              {"provider", r.provider},
-              {"conversation_id", r.conversation_id},
-              {"run_id", r.run_id},
-              {"result", r.result.value_or(Json(nullptr))}};
+  Json out{{"text", r.text},
+           {"outcome", std::string(to_string(r.outcome))},
+           {"turns", r.turns},
+           {"usage",
+            {{"input_tokens", r.usage.input_tokens},
+             {"output_tokens", r.usage.output_tokens},
+             {"cache_read_tokens", r.usage.cache_read_tokens},
+             {"cache_write_tokens", r.usage.cache_write_tokens},
+             {"total_tokens", r.usage.total_tokens()}}},
+           {"cost_usd", r.usage.cost_usd},
+           {"tool_calls", calls},
+           {"model", r.model},
+           {"provider", r.provider},
+           {"conversation_id", r.conversation_id},
+           {"run_id", r.run_id},
+           {"result", r.result.value_or(Json(nullptr))}};
+  if (r.outcome == Outcome::ClientToolCalls) {
+    out["client_tool_calls"] = r.client_tool_calls;
+    out["turn"] = r.turn;
+  }
+  return out;
 }
 
 Kernel::Kernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

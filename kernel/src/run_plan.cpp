@@ -39,7 +39,8 @@ Result<RunPlan> plan_run(const Config& config, const RunOptions& options, const 
   plan.provider = options.provider.value_or(config.provider.name);
   if (plan.provider.empty()) {
     return fail(ErrorCode::Config,
-                "no provider: set `provider:` in kernex.yaml or pass --provider NAME");
+                "no provider: set `provider:` in kernex.yaml, or pass --provider NAME to kernex "
+                "run, chat or serve");
   }
   plan.provider_options = merged_options(config, plan.provider, options.provider_options);
   // An embedder's NaN budget would compare false and switch the limit off: refuse it.
@@ -56,8 +57,9 @@ Result<RunPlan> plan_run(const Config& config, const RunOptions& options, const 
   } else {
     plan.limits = root_limits(config.limits, options);
   }
-  plan.uses_memory = plan.parent == nullptr && !options.history;
-  plan.audits_to_memory = !options.history;
+  const bool memory_kept = !options.history || options.memory_with_history;
+  plan.uses_memory = plan.parent == nullptr && memory_kept;
+  plan.audits_to_memory = memory_kept;
   plan.conversation = options.conversation.value_or(
       ConversationKey{config.channel, request.sender_id, config.project});
   return plan;

@@ -1,6 +1,11 @@
 #include "kernex/mcp/server.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <istream>
 #include <ostream>
 
@@ -22,7 +27,7 @@ Json tool_json(const ToolSpec& spec) {
 
 }  // namespace
 
-Json StdioServer::call(const Json& id, const Json& params) {
+Json StdioServer::call(const Json& id, const Json& params, std::stop_token stop) {
   if (!params.is_object() || !params.contains("name") || !params["name"].is_string()) {
     return jsonrpc::error(id, jsonrpc::kInvalidParams,
                           "tools/call needs params {\"name\": string, \"arguments\": object}");
@@ -40,7 +45,8 @@ Json StdioServer::call(const Json& id, const Json& params) {
   const bool known =
       std::any_of(tools->begin(), tools->end(), [&](const ToolSpec& t) { return t.name == name; });
   if (!known) return jsonrpc::error(id, jsonrpc::kInvalidParams, "Unknown tool: " + name);
-  auto result = handlers_.call_tool(name, arguments);
+  auto result = handlers_.call_tool_stoppable ? handlers_.call_tool_stoppable(name, arguments, stop)
+                                              : handlers_.call_tool(name, arguments);
   const std::string text = result ? result->content : result.error().describe();
   const bool is_error = result ? result->is_error : true;
   return jsonrpc::result(id,
@@ -48,7 +54,7 @@ Json StdioServer::call(const Json& id, const Json& params) {
                               {"isError", is_error}});
 }
 
-std::optional<Json> StdioServer::handle(const Json& message) {
+std::optional<Json> StdioServer::handle(const Json& message, std::stop_token stop) {
   if (message.is_array()) {
     // 2025-06-18 removed JSON-RPC batching.
     return jsonrpc::error(nullptr, jsonrpc::kInvalidRequest, "batches are not supported");
@@ -101,7 +107,7 @@ std::optional<Json> StdioServer::handle(const Json& message) {
     for (const auto& t : *tools) list.push_back(tool_json(t));
     return jsonrpc::result(m.id, Json{{"tools", std::move(list)}});
   }
-  if (m.method == "tools/call") return call(m.id, params);
+  if (m.method == "tools/call") return call(m.id, params, stop);
   return jsonrpc::error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method);
 }
 
@@ -113,23 +119,108 @@ std::optional<Json> StdioServer::handle_line(std::string_view line) {
   return handle(*parsed);
 }
 
+namespace {
+
+// The requests read but not yet answered, in order, and the stop of each by id (a cancel may name
+// one still queued). The reader thread fills it; the worker thread empties it.
+class RequestQueue {
+ public:
+  struct Item {
+    Json message;
+    std::string key;  // the id as JSON text ("" for a notification)
+    std::stop_source stop;
+  };
+
+  void push(Json message) {
+    std::lock_guard lock(mutex_);
+    Item item{std::move(message), "", {}};
+    if (item.message.is_object() && item.message.contains("id") && item.message.contains("method"))
+      item.key = item.message["id"].dump();
+    if (!item.key.empty()) live_[item.key] = item.stop;
+    items_.push_back(std::move(item));
+    ready_.notify_one();
+  }
+  // A client's notifications/cancelled: the named request, running or queued, is stopped.
+  void cancel(const Json& request_id) {
+    std::lock_guard lock(mutex_);
+    if (auto it = live_.find(request_id.dump()); it != live_.end()) it->second.request_stop();
+  }
+  void close() {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    ready_.notify_one();
+  }
+  // The next request, or nothing once closed and drained.
+  std::optional<Item> pop() {
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [&] { return closed_ || !items_.empty(); });
+    if (items_.empty()) return std::nullopt;
+    Item item = std::move(items_.front());
+    items_.pop_front();
+    return item;
+  }
+  void done(const Item& item) {
+    std::lock_guard lock(mutex_);
+    if (!item.key.empty()) live_.erase(item.key);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Item> items_;
+  std::map<std::string, std::stop_source> live_;
+  bool closed_ = false;
+};
+
+bool is_cancel(const Json& message) {
+  return message.is_object() && !message.contains("id") && message.contains("method") &&
+         message["method"] == "notifications/cancelled" && message.contains("params") &&
+         message["params"].is_object() && message["params"].contains("requestId");
+}
+
+}  // namespace
+
 void StdioServer::serve(std::istream& in, std::ostream& out, std::size_t max_line_bytes) {
+  std::mutex out_mutex;
+  auto send = [&](const Json& response) {
+    std::lock_guard lock(out_mutex);
+    out << jsonrpc::frame(response);
+    out.flush();
+  };
+  RequestQueue queue;
+  std::jthread worker([&] {
+    while (auto item = queue.pop()) {
+      std::optional<Json> response;
+      if (!item->stop.stop_requested()) response = handle(item->message, item->stop.get_token());
+      queue.done(*item);
+      // A cancelled request is not answered, whatever it came to.
+      if (response && !item->stop.stop_requested()) send(*response);
+    }
+  });
   std::string line;
   for (;;) {
     const auto read = jsonrpc::read_line(in, line, max_line_bytes);
-    if (read == jsonrpc::LineRead::End) return;
+    if (read == jsonrpc::LineRead::End) break;
     // An over-long line was skipped unread: its id is unknown, so the error carries none.
-    auto response = read == jsonrpc::LineRead::TooLong
-                        ? std::optional<Json>(jsonrpc::error(
-                              nullptr, jsonrpc::kInvalidRequest,
-                              "Invalid request: a line longer than " +
-                                  std::to_string(max_line_bytes) + " bytes was skipped"))
-                        : handle_line(line);
-    if (response) {
-      out << jsonrpc::frame(*response);
-      out.flush();
+    if (read == jsonrpc::LineRead::TooLong) {
+      send(jsonrpc::error(nullptr, jsonrpc::kInvalidRequest,
+                          "Invalid request: a line longer than " + std::to_string(max_line_bytes) +
+                              " bytes was skipped"));
+      continue;
     }
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto parsed = jsonrpc::parse_line(line);
+    if (!parsed) {
+      send(jsonrpc::error(nullptr, jsonrpc::kParseError, "Parse error: " + parsed.error().message));
+      continue;
+    }
+    if (is_cancel(*parsed)) {
+      queue.cancel((*parsed)["params"]["requestId"]);
+      continue;
+    }
+    queue.push(std::move(*parsed));
   }
+  queue.close();
 }
 
 }  // namespace kernex::mcp

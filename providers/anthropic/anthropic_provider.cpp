@@ -1,5 +1,6 @@
 // Anthropic Messages API: tool_use / tool_result, thinking blocks replayed intact through
 // provider_state, the KERNEX_CACHE_BOUNDARY prompt-cache marker, cache usage, SSE streaming.
+#include <algorithm>
 #include <map>
 
 #include "kernex/http/sse.hpp"
@@ -186,8 +187,28 @@ class AnthropicProvider final : public Provider {
                              ? Json{{"type", "enabled"}, {"budget_tokens", *thinking_budget_}}
                              : Json{{"type", "adaptive"}};
     }
+    apply_generation(context, tools, body);
     if (streaming) body["stream"] = true;
     return body;
+  }
+
+  // Messages API names: max_tokens, temperature, top_p, stop_sequences, tool_choice (with
+  // disable_parallel_tool_use). No seed, penalties or native JSON output (the kernel checks it).
+  static void apply_generation(const Context& context, const std::vector<ToolSpec>& tools,
+                               Json& body) {
+    const Generation& g = context.generation;
+    if (g.max_tokens) body["max_tokens"] = *g.max_tokens;
+    if (g.temperature) body["temperature"] = std::min(*g.temperature, 1.0);
+    if (g.top_p) body["top_p"] = *g.top_p;
+    if (!g.stop.empty()) body["stop_sequences"] = g.stop;
+    if (tools.empty()) return;
+    const ToolChoice choice = call_tool_choice(context, tools);
+    Json tc{{"type", "auto"}};
+    if (choice.mode == ToolChoice::Mode::Required) tc["type"] = "any";
+    if (choice.mode == ToolChoice::Mode::Named) tc = {{"type", "tool"}, {"name", choice.name}};
+    if (g.parallel_tool_calls == false) tc["disable_parallel_tool_use"] = true;
+    if (choice.mode != ToolChoice::Mode::Auto || g.parallel_tool_calls == false)
+      body["tool_choice"] = std::move(tc);
   }
 
   Result<Response> stream(const http::Request& request, const Context& context,

@@ -119,6 +119,32 @@ class GeminiProvider final : public Provider {
   }
 
  private:
+  // generationConfig (sampling, stop, seed, penalties, JSON output with a JSON Schema) and
+  // toolConfig.functionCallingConfig (AUTO, ANY, a named function).
+  static void apply_generation(const Context& context, const std::vector<ToolSpec>& tools,
+                               Json& generation, Json& body) {
+    const Generation& g = context.generation;
+    if (g.temperature) generation["temperature"] = *g.temperature;
+    if (g.top_p) generation["topP"] = *g.top_p;
+    if (g.max_tokens) generation["maxOutputTokens"] = *g.max_tokens;
+    if (!g.stop.empty()) generation["stopSequences"] = g.stop;
+    if (g.seed) generation["seed"] = *g.seed;
+    if (g.presence_penalty) generation["presencePenalty"] = *g.presence_penalty;
+    if (g.frequency_penalty) generation["frequencyPenalty"] = *g.frequency_penalty;
+    if (g.response_format.kind != ResponseFormat::Kind::Text)
+      generation["responseMimeType"] = "application/json";
+    if (g.response_format.kind == ResponseFormat::Kind::JsonSchema)
+      generation["responseJsonSchema"] = g.response_format.schema;
+    const ToolChoice choice = call_tool_choice(context, tools);
+    if (choice.mode == ToolChoice::Mode::Required)
+      body["toolConfig"] = {{"functionCallingConfig", {{"mode", "ANY"}}}};
+    if (choice.mode == ToolChoice::Mode::Named) {
+      body["toolConfig"] = {
+          {"functionCallingConfig",
+           {{"mode", "ANY"}, {"allowedFunctionNames", Json::array({choice.name})}}}};
+    }
+  }
+
   Json build_body(const Context& context, const std::vector<ToolSpec>& tools) const {
     Json contents = Json::array();
     auto push = [&](const std::string& role, Json parts) {
@@ -178,6 +204,7 @@ class GeminiProvider final : public Provider {
     Json generation = Json::object();
     if (o_.max_tokens) generation["maxOutputTokens"] = *o_.max_tokens;
     if (thinking_) generation["thinkingConfig"] = {{"includeThoughts", true}};
+    apply_generation(context, tools, generation, body);
     if (!generation.empty()) body["generationConfig"] = std::move(generation);
     return body;
   }

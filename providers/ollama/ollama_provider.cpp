@@ -56,6 +56,23 @@ class OllamaProvider final : public Provider {
   }
 
  private:
+  // Ollama's options (temperature, top_p, num_predict, stop, seed, penalties) and `format`
+  // (json, or a JSON Schema). It has no tool_choice: the loop's own rules apply.
+  static void apply_generation(const Generation& g, Json& body) {
+    Json options = body.value("options", Json::object());
+    if (g.temperature) options["temperature"] = *g.temperature;
+    if (g.top_p) options["top_p"] = *g.top_p;
+    if (g.max_tokens) options["num_predict"] = *g.max_tokens;
+    if (!g.stop.empty()) options["stop"] = g.stop;
+    if (g.seed) options["seed"] = *g.seed;
+    if (g.presence_penalty) options["presence_penalty"] = *g.presence_penalty;
+    if (g.frequency_penalty) options["frequency_penalty"] = *g.frequency_penalty;
+    if (!options.empty()) body["options"] = std::move(options);
+    if (g.response_format.kind == ResponseFormat::Kind::JsonObject) body["format"] = "json";
+    if (g.response_format.kind == ResponseFormat::Kind::JsonSchema)
+      body["format"] = g.response_format.schema;
+  }
+
   Json build_body(const Context& context, const std::vector<ToolSpec>& tools,
                   bool streaming) const {
     Json messages = Json::array();
@@ -95,6 +112,7 @@ class OllamaProvider final : public Provider {
       body["tools"] = std::move(defs);
     }
     if (o_.max_tokens) body["options"] = {{"num_predict", *o_.max_tokens}};
+    apply_generation(context.generation, body);
     return body;
   }
 

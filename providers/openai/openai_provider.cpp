@@ -83,6 +83,35 @@ class OpenAiProvider final : public Provider {
   }
 
  private:
+  // The request's generation fields, as OpenAI names them (an OpenAI-compatible server takes
+  // them all; structured output is native here).
+  static void apply_generation(const Context& context, const std::vector<ToolSpec>& tools,
+                               Json& body) {
+    const Generation& g = context.generation;
+    if (g.temperature) body["temperature"] = *g.temperature;
+    if (g.top_p) body["top_p"] = *g.top_p;
+    if (g.max_tokens) body["max_tokens"] = *g.max_tokens;
+    if (!g.stop.empty()) body["stop"] = g.stop;
+    if (g.seed) body["seed"] = *g.seed;
+    if (g.presence_penalty) body["presence_penalty"] = *g.presence_penalty;
+    if (g.frequency_penalty) body["frequency_penalty"] = *g.frequency_penalty;
+    if (g.reasoning_effort) body["reasoning_effort"] = *g.reasoning_effort;
+    const ResponseFormat& f = g.response_format;
+    if (f.kind == ResponseFormat::Kind::JsonObject)
+      body["response_format"] = {{"type", "json_object"}};
+    if (f.kind == ResponseFormat::Kind::JsonSchema) {
+      body["response_format"] = {
+          {"type", "json_schema"},
+          {"json_schema", {{"name", f.name}, {"schema", f.schema}, {"strict", f.strict}}}};
+    }
+    const ToolChoice choice = call_tool_choice(context, tools);
+    if (choice.mode == ToolChoice::Mode::Required) body["tool_choice"] = "required";
+    if (choice.mode == ToolChoice::Mode::Named)
+      body["tool_choice"] = {{"type", "function"}, {"function", {{"name", choice.name}}}};
+    if (g.parallel_tool_calls && !tools.empty())
+      body["parallel_tool_calls"] = *g.parallel_tool_calls;
+  }
+
   Json build_body(const Context& context, const std::vector<ToolSpec>& tools,
                   bool streaming) const {
     Json messages = Json::array();
@@ -127,6 +156,7 @@ class OpenAiProvider final : public Provider {
       body["tools"] = std::move(defs);
     }
     if (o_.max_tokens) body["max_tokens"] = *o_.max_tokens;
+    apply_generation(context, tools, body);
     if (streaming) {
       body["stream"] = true;
       body["stream_options"] = {{"include_usage", true}};

@@ -80,6 +80,7 @@ Json describe_request(const kernex::Context& ctx, const std::vector<kernex::Tool
   for (const auto& t : tools) specs.push_back(t);
   Json out{{"system", ctx.system_prompt}, {"messages", messages}, {"tools", specs}};
   if (ctx.model) out["model"] = *ctx.model;
+  if (ctx.generation != kernex::Generation{}) out["generation"] = ctx.generation;
   return out;
 }
 

@@ -75,7 +75,12 @@ HttpReply HttpReply::json(int status, const Json& body) {
 }
 
 HttpReply HttpReply::error(const ApiError& e) {
-  HttpReply r = json(e.status, Json{{"error", {{"code", e.code}, {"message", e.message}}}});
+  Json body{{"code", e.code}, {"message", e.message}};
+  if (!e.param.empty()) {
+    body["param"] = e.param;
+    body["type"] = "invalid_request_error";
+  }
+  HttpReply r = json(e.status, Json{{"error", std::move(body)}});
   if (e.retry_after_s) r.headers.emplace_back("Retry-After", std::to_string(*e.retry_after_s));
   if (e.status == 405) r.headers.emplace_back("Allow", "GET, POST, DELETE");
   return r;
@@ -168,6 +173,10 @@ HttpReply Api::route(const HttpRequest& req) {
         if (req.method != "DELETE") return HttpReply::error(method_not_allowed(req));
         auto done = deps_.runs->forget(*tenant, session);
         if (!done) return HttpReply::error(done.error());
+        if (deps_.responses) {
+          if (auto gone = deps_.responses->delete_session(*tenant, session); !gone)
+            return HttpReply::error(api_error(500, "store_failed", gone.error().describe()));
+        }
         return HttpReply::json(200, {{"deleted", true}, {"session_id", session}});
       }
       if (seg.size() == 4 && seg[3] == "messages") {
@@ -232,6 +241,15 @@ HttpReply Api::route(const HttpRequest& req) {
       if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
       return models();
     }
+    if (seg.size() == 3 && seg[1] == "models") {
+      if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
+      return model(seg[2]);
+    }
+    if (seg.size() == 2 && seg[1] == "responses") {
+      if (req.method != "POST") return HttpReply::error(method_not_allowed(req));
+      return responses(req, *tenant);
+    }
+    if (seg.size() == 3 && seg[1] == "responses") return response_by_id(req, *tenant, seg[2]);
     return HttpReply::error(api_error(404, "not_found", "no route " + req.path));
   }();
   reply.tenant = *tenant;

@@ -7,6 +7,9 @@
 #include <string>
 
 #include "http_types.hpp"
+#include "openai_parked.hpp"
+#include "openai_request.hpp"
+#include "response_store.hpp"
 #include "runs.hpp"
 #include "session_id.hpp"
 
@@ -24,6 +27,8 @@ class Api {
     // serve.metrics.listen takes it elsewhere; then it needs `metrics_token`.
     bool metrics_here = false;
     std::string metrics_token;
+    // The Responses API's stored responses (null: POST /v1/responses answers 501).
+    std::shared_ptr<ResponseStore> responses;
   };
   explicit Api(Deps deps) : deps_(std::move(deps)) {}
 
@@ -39,10 +44,24 @@ class Api {
   HttpReply post_approval(const HttpRequest& req, const std::string& tenant, const std::string& id);
   HttpReply session_approvals(const std::string& tenant, const std::string& session);
   HttpReply chat_completions(const HttpRequest& req, const std::string& tenant);
+  // openai_api.cpp: the run an OpenAI request asks for (model, conversation, tools, session).
+  std::expected<RunRequest, ApiError> openai_run(const OpenAiRequest& request,
+                                                 const std::string& tenant);
   HttpReply models();
+  HttpReply model(const std::string& id);  // GET /v1/models/{id}
+  // responses_api.cpp: POST /v1/responses, GET and DELETE /v1/responses/{id}.
+  HttpReply responses(const HttpRequest& req, const std::string& tenant);
+  HttpReply response_by_id(const HttpRequest& req, const std::string& tenant,
+                           const std::string& id);
 
   Deps deps_;
+  std::shared_ptr<ParkedCalls> parked_ = std::make_shared<ParkedCalls>();
 };
+
+// openai_api.cpp: which provider, model and instructions an OpenAI `model` names (an agent
+// profile of serve.agents, "provider", "provider/model", or a model of the default provider).
+std::expected<void, ApiError> resolve_model(const std::string& name, const ServeConfig& config,
+                                            const Kernel& kernel, RunRequest& run);
 
 // The parsed JSON object of a request body, or a 400 naming what was wrong.
 std::expected<Json, ApiError> parse_body(const std::string& body);

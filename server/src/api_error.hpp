@@ -12,6 +12,9 @@ struct ApiError {
   std::string code;  // "session_busy", "not_found", "invalid_request", ...
   std::string message;
   std::optional<unsigned> retry_after_s;
+  // The request field at fault (OpenAI's error.param), when one is; the initializer keeps
+  // api_error's aggregate initialisation free of -Wmissing-field-initializers.
+  std::string param = {};
 };
 
 inline ApiError api_error(int status, std::string code, std::string message) {

@@ -17,9 +17,11 @@
 #include <boost/beast/http.hpp>
 #include <array>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <optional>
 #include <thread>
+#include <sys/socket.h>
 #include <vector>
 
 #include "kernex/log.hpp"
@@ -297,6 +299,32 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     co_return co_await write_all(stream, std::move(tail));
   }
 
+  // Watches the connection of a reply whose run goes on while the client waits: readable with
+  // nothing to read (EOF) or an error means the client went away, and the run is cancelled.
+  // Readable with data (a pipelined request) means it is there: the watch ends and the bytes
+  // stay for the next read. `over` is set (and the wait cancelled) when the reply ended first;
+  // the socket is not touched after that, as the connection may be gone.
+  struct Watch {
+    bool over = false;
+  };
+  static awaitable<void> watch_disconnect(tcp::socket& socket, std::shared_ptr<Watch> watch,
+                                          std::shared_ptr<RunState> run, std::string request_id) {
+    for (;;) {
+      error_code ec;
+      co_await socket.async_wait(tcp::socket::wait_read, asio::redirect_error(use_awaitable, ec));
+      if (watch->over) co_return;
+      char byte = 0;
+      const ssize_t n = ec ? -1 : ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) co_return;
+      if (n < 0 && !ec && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      if (!is_terminal(run->status())) {
+        log(LogLevel::Info, "serve: req=" + request_id + " client gone; cancelling run " + run->id);
+        run->request_cancel();
+      }
+      co_return;
+    }
+  }
+
   static awaitable<void> wait_end(const std::shared_ptr<RunState>& run) {
     while (!is_terminal(run->status()))
       co_await wait_change(run, run->last_event_id(), std::chrono::seconds(60));
@@ -410,6 +438,23 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         reply = handler(req);
       }
       bool ok = true;
+      auto watch = std::make_shared<Watch>();
+      if (reply.cancel_on_disconnect && (reply.stream || reply.wait)) {
+        asio::co_spawn(co_await asio::this_coro::executor,
+                       watch_disconnect(stream.socket(), watch,
+                                        reply.stream ? reply.stream : reply.wait, req.request_id),
+                       asio::detached);
+      } else {
+        watch->over = true;
+      }
+      // Ends the watch before the connection reads again or goes (nothing else waits on the
+      // socket between replies, so the cancel reaches the watch alone).
+      const auto unwatch = [&] {
+        if (watch->over) return;
+        watch->over = true;
+        error_code ignored;
+        stream.socket().cancel(ignored);
+      };
       if (reply.stream) {
         log_line(req, 200, started, reply.tenant);
         ok = co_await write_stream(stream, req, reply, keep_alive);
@@ -421,8 +466,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
           reply.tenant = tenant;
         }
         log_line(req, reply.status, started, reply.tenant);
+        unwatch();
         ok = co_await write_reply(stream, req, reply, msg.version(), keep_alive);
       }
+      unwatch();
       if (!ok || !keep_alive) break;
     }
     stream.socket().shutdown(tcp::socket::shutdown_both, ec);

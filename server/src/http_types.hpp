@@ -55,6 +55,9 @@ struct HttpReply {
   // Waited: once `wait` ended, `complete` makes the reply.
   std::shared_ptr<RunState> wait;
   std::function<HttpReply(const RunState&)> complete;
+  // Streamed or waited: a client that closes its connection before the run's end cancels the
+  // run (serve.openai.on_disconnect: cancel), rather than leaving it running for no one.
+  bool cancel_on_disconnect = false;
 
   static HttpReply json(int status, const Json& body);
   static HttpReply error(const ApiError& e);

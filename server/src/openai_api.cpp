@@ -1,35 +1,17 @@
-// POST /v1/chat/completions and GET /v1/models, as OpenAI's clients expect them. The kernel
-// runs its own tools; the client sees the assistant's text. `model` picks an agent profile of
+// POST /v1/chat/completions and GET /v1/models, as OpenAI's clients expect them. The request's
+// messages are the conversation; a session (X-Session-Id or metadata.session_id) ties the run to
+// server state (workspace, overlay, REPL, approvals). `model` picks an agent profile of
 // serve.agents, "provider/model", or a model of the default provider ("kernex": the default).
+// The client's tools are offered beside the agent's; a call to one ends the run with tool_calls.
 #include <ctime>
+#include <set>
 
 #include "api.hpp"
 #include "kernex/plugin_host.hpp"
+#include "openai_reply.hpp"
+#include "provider_support.hpp"
 
 namespace kernex::server {
-namespace {
-
-std::expected<std::string, ApiError> content_text(const Json& content, std::size_t index) {
-  if (content.is_string()) return content.get<std::string>();
-  if (content.is_null()) return std::string();
-  if (!content.is_array()) {
-    return std::unexpected(api_error(
-        400, "invalid_request",
-        "messages[" + std::to_string(index) + "].content: expected a string or a list of parts"));
-  }
-  std::string text;
-  for (const auto& part : content) {
-    if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
-        !part.contains("text") || !part["text"].is_string()) {
-      return std::unexpected(api_error(
-          400, "invalid_request",
-          "messages[" + std::to_string(index) + "].content: only text parts are supported"));
-    }
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
 // Which provider, model and instructions `model` names.
 std::expected<void, ApiError> resolve_model(const std::string& name, const ServeConfig& config,
                                             const Kernel& kernel, RunRequest& run) {
@@ -66,119 +48,144 @@ std::expected<void, ApiError> resolve_model(const std::string& name, const Serve
   return {};
 }
 
-Json chunk(const std::string& id, const std::string& model, std::time_t created, Json delta,
-           const Json& finish_reason) {
-  return {{"id", id},
-          {"object", "chat.completion.chunk"},
-          {"created", created},
-          {"model", model},
-          {"choices",
-           Json::array(
-               {{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", finish_reason}}})}};
+namespace {
+
+// History as plain context: tool calls and results from elsewhere are folded into the
+// assistant's text, so any provider takes them whatever tools it is offered now.
+std::vector<ContextEntry> plain_context(std::vector<ContextEntry> entries) {
+  std::vector<ContextEntry> out;
+  for (auto& e : entries) {
+    if (e.role == "tool" && e.tool_result && !out.empty() && out.back().role == "assistant") {
+      out.back().content +=
+          "\n[" + e.tool_result->name + " returned: " + e.tool_result->content + "]";
+      continue;
+    }
+    if (e.role == "tool") {
+      out.push_back(ContextEntry::assistant("[" + (e.tool_result ? e.tool_result->name : "tool") +
+                                            " returned: " + e.content + "]"));
+      continue;
+    }
+    for (const auto& call : e.tool_calls) {
+      e.content += (e.content.empty() ? "[called " : "\n[called ") + call.name + " with " +
+                   call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace) + "]";
+    }
+    e.tool_calls.clear();
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
-std::string data_line(const Json& j) {
-  return "data: " + j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
+// The turn a parked run left (its assistant's calls and its own tools' results) with the
+// client's results after it, when every call it handed over is answered here; else nothing.
+std::optional<std::vector<ContextEntry>> parked_turn(Runs& runs, const ParkedCalls& parked,
+                                                     const std::string& tenant,
+                                                     const std::string& session,
+                                                     const std::vector<ContextEntry>& results) {
+  if (results.empty() || !results.front().tool_result) return std::nullopt;
+  auto run_id = parked.run_for(tenant, results.front().tool_result->call_id);
+  if (!run_id) return std::nullopt;
+  auto run = runs.find(tenant, *run_id);
+  if (!run || run->session != session) return std::nullopt;
+  const Json result = run->summary().value("result", Json::object());
+  if (result.value("outcome", "") != "client_tool_calls") return std::nullopt;
+  std::vector<ContextEntry> turn;
+  std::set<std::string> pending, answered;
+  try {
+    turn = result.at("turn").get<std::vector<ContextEntry>>();
+    for (const auto& c : result.at("client_tool_calls"))
+      pending.insert(c.at("id").get<std::string>());
+  } catch (const std::exception&) {
+    return std::nullopt;  // a result of another version
+  }
+  for (const auto& r : results) answered.insert(r.tool_result->call_id);
+  if (pending != answered) return std::nullopt;
+  turn.insert(turn.end(), results.begin(), results.end());
+  return turn;
 }
 
-Json openai_usage(const Json& usage) {
-  const std::uint64_t in = usage.value("input_tokens", std::uint64_t{0});
-  const std::uint64_t out = usage.value("output_tokens", std::uint64_t{0});
-  return {{"prompt_tokens", in}, {"completion_tokens", out}, {"total_tokens", in + out}};
+// What the model is told of response_format: a provider with native structured output holds
+// it to the schema anyway, and one without needs to know (the kernel checks the answer).
+std::string format_instructions(const ResponseFormat& format) {
+  if (format.kind == ResponseFormat::Kind::Text) return {};
+  if (format.kind == ResponseFormat::Kind::JsonObject)
+    return "\n\nAnswer with a single JSON object and nothing else.";
+  return "\n\nAnswer with a single JSON value and nothing else, satisfying this JSON Schema (" +
+         format.name + "): " + format.schema.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-std::string finish_reason(const Json& result) {
-  const std::string outcome = result.value("outcome", "end_turn");
-  return outcome == "end_turn" ? "stop" : "length";
+std::string busy_hint(const std::string& session) {
+  return "session '" + session +
+         "' has a run in progress; retry later, or send the header X-Kernex-If-Busy: enqueue or "
+         "interrupt (or leave out X-Session-Id / metadata.session_id for a run of its own)";
 }
 
 }  // namespace
 
-HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenant) {
-  auto parsed = parse_body(req.body);
-  if (!parsed) return HttpReply::error(parsed.error());
-  const Json& b = *parsed;
-  if (!b.contains("model") || !b["model"].is_string()) {
-    return HttpReply::error(api_error(400, "invalid_request", "model: expected a string"));
-  }
-  if (!b.contains("messages") || !b["messages"].is_array() || b["messages"].empty()) {
-    return HttpReply::error(
-        api_error(400, "invalid_request", "messages: expected a non-empty list"));
-  }
-  if (b.contains("stream") && !b["stream"].is_boolean() && !b["stream"].is_null()) {
-    return HttpReply::error(api_error(400, "invalid_request", "stream: expected true or false"));
-  }
+std::expected<RunRequest, ApiError> Api::openai_run(const OpenAiRequest& request,
+                                                    const std::string& tenant) {
   RunRequest run;
   run.tenant = tenant;
-  run.api_model = b["model"].get<std::string>();
-  if (auto r = resolve_model(run.api_model, deps_.runs->config(), deps_.runs->kernel(), run); !r) {
-    return HttpReply::error(r.error());
-  }
-  std::string session = req.header("x-session-id");
-  if (session.empty() && b.contains("user") && b["user"].is_string())
-    session = b["user"].get<std::string>();
-  if (!session.empty() && !valid_session_id(session)) {
-    return HttpReply::error(
-        api_error(400, "invalid_session",
-                  "session ids (user / X-Session-Id) are 1-256 bytes of UTF-8 without control "
-                  "characters"));
-  }
-  run.session = session;
-
-  std::vector<ContextEntry> history;
-  std::string system;
-  const Json& messages = b["messages"];
-  for (std::size_t i = 0; i < messages.size(); ++i) {
-    const Json& m = messages[i];
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-      return HttpReply::error(api_error(
-          400, "invalid_request", "messages[" + std::to_string(i) + "].role: expected a string"));
-    }
-    const std::string role = m["role"].get<std::string>();
-    auto text = content_text(m.value("content", Json()), i);
-    if (!text) return HttpReply::error(text.error());
-    if (role == "system" || role == "developer") {
-      system += (system.empty() ? "" : "\n\n") + *text;
-    } else if (role == "user" || role == "assistant") {
-      history.push_back(role == "user" ? ContextEntry::user(*text)
-                                       : ContextEntry::assistant(*text));
-    } else if (role != "tool") {
-      return HttpReply::error(
-          api_error(400, "invalid_request",
-                    "messages[" + std::to_string(i) +
-                        "].role: expected system, developer, user, assistant or tool"));
+  run.api_model = request.model;
+  KERNEX_RETURN_IF_ERROR(
+      resolve_model(request.model, deps_.runs->config(), deps_.runs->kernel(), run));
+  run.session = request.session;
+  run.sender = request.user;
+  if (!request.system.empty())
+    run.extra_system_prompt += (run.extra_system_prompt.empty() ? "" : "\n\n") + request.system;
+  const std::size_t last = request.last_user();
+  const auto at = [&](std::size_t i) { return request.messages.begin() + static_cast<long>(i); };
+  run.history = plain_context({request.messages.begin(), at(last)});
+  run.message = request.messages[last].content;
+  run.turn.assign(at(last + 1), request.messages.end());
+  if (request.continues_tool_calls()) {
+    std::size_t first_result = request.messages.size();
+    while (request.messages[first_result - 1].role == "tool") --first_result;
+    std::vector<ContextEntry> results(at(first_result), request.messages.end());
+    if (auto parked = parked_turn(*deps_.runs, *parked_, tenant, request.session, results)) {
+      // Everything before the parked assistant message is the client's; the rest is the run's.
+      run.turn.assign(at(last + 1), at(first_result - 1));
+      run.turn.insert(run.turn.end(), parked->begin(), parked->end());
     }
   }
-  if (history.empty() || history.back().role != "user") {
-    return HttpReply::error(
-        api_error(400, "invalid_request", "messages: the last message must be the user's"));
-  }
-  run.message = history.back().content;
-  history.pop_back();
-  if (!system.empty())
-    run.extra_system_prompt += (run.extra_system_prompt.empty() ? "" : "\n\n") + system;
-  // With a session the kernel's memory is the history; without one the request is the whole
-  // context.
-  if (session.empty()) run.history = std::move(history);
+  run.generation = request.generation;
+  run.client_tools = request.tools;
+  run.extra_system_prompt += format_instructions(request.generation.response_format);
+  return run;
+}
 
-  const bool stream = wants_stream(req, b);
-  const bool include_usage = b.contains("stream_options") && b["stream_options"].is_object() &&
-                             b["stream_options"].contains("include_usage") &&
-                             b["stream_options"]["include_usage"] == true;
-  auto started = deps_.runs->submit(std::move(run), deps_.runs->config().if_busy);
-  if (!started) return HttpReply::error(started.error());
-  const std::string id = "chatcmpl-" + (*started)->id;
-  const std::string model = b["model"].get<std::string>();
-  const std::time_t created = std::time(nullptr);
+HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenant) {
+  auto body = parse_body(req.body);
+  if (!body) return HttpReply::error(body.error());
+  auto request = parse_chat_request(req, *body);
+  if (!request) return HttpReply::error(request.error());
+  auto run = openai_run(*request, tenant);
+  if (!run) return HttpReply::error(run.error());
+  const IfBusy if_busy = request->if_busy.value_or(deps_.runs->config().if_busy);
+  auto started = deps_.runs->submit(std::move(*run), if_busy);
+  if (!started) {
+    ApiError e = started.error();
+    if (e.code == "session_busy" && e.status == 409 &&
+        e.message.find("in progress") != std::string::npos)
+      e.message = busy_hint(request->session);
+    return HttpReply::error(e);
+  }
+  const ChunkHead head{"chatcmpl-" + (*started)->id, request->model, std::time(nullptr)};
   HttpReply reply;
-  if (stream) {
+  reply.cancel_on_disconnect = deps_.runs->config().openai.cancel_on_disconnect;
+  auto parked = parked_;
+  // A run that stopped on the client's tools is found again by their ids.
+  auto park = [parked, tenant, run_id = (*started)->id](const Json& result) {
+    std::vector<std::string> ids;
+    for (const auto& c : openai_tool_calls(result)) ids.push_back(c.value("id", ""));
+    if (!ids.empty()) parked->remember(tenant, run_id, ids);
+  };
+  if (request->stream) {
     reply.stream = *started;
-    reply.stream_head =
-        data_line(chunk(id, model, created, {{"role", "assistant"}, {"content", ""}}, nullptr));
-    reply.render_event = [id, model, created, include_usage](const RunEvent& e) -> std::string {
+    reply.stream_head = data_line(chunk(head, {{"role", "assistant"}, {"content", ""}}, nullptr));
+    reply.render_event =
+        [head, park, include_usage = request->include_usage](const RunEvent& e) -> std::string {
       if (e.name == "text_delta")
-        return data_line(
-            chunk(id, model, created, {{"content", e.data.value("text", "")}}, nullptr));
+        return data_line(chunk(head, {{"content", e.data.value("text", "")}}, nullptr));
       if (e.name == "error") {
         return data_line({{"error",
                            {{"message", e.data.value("message", "")},
@@ -186,23 +193,14 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
                             {"code", e.data.value("code", "run_failed")}}}});
       }
       if (e.name != "run_end") return {};
-      std::string out = data_line(chunk(id, model, created, Json::object(), finish_reason(e.data)));
-      if (include_usage) {
-        Json usage_chunk{{"id", id},
-                         {"object", "chat.completion.chunk"},
-                         {"created", created},
-                         {"model", model},
-                         {"choices", Json::array()},
-                         {"usage", openai_usage(e.data.value("usage", Json::object()))}};
-        out += data_line(usage_chunk);
-      }
-      return out;
+      park(e.data);
+      return final_chunks(head, e.data, include_usage);
     };
     reply.stream_tail = "data: [DONE]\n\n";
     return reply;
   }
   reply.wait = *started;
-  reply.complete = [id, model, created](const RunState& r) {
+  reply.complete = [head, park](const RunState& r) {
     Json summary = r.summary();
     if (summary.contains("error")) {
       return HttpReply::json(502, {{"error",
@@ -211,17 +209,17 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
                                      {"code", "run_failed"}}}});
     }
     const Json result = summary.value("result", Json::object());
-    return HttpReply::json(
-        200,
-        {{"id", id},
-         {"object", "chat.completion"},
-         {"created", created},
-         {"model", model},
-         {"choices",
-          Json::array({{{"index", 0},
-                        {"message", {{"role", "assistant"}, {"content", result.value("text", "")}}},
-                        {"finish_reason", finish_reason(result)}}})},
-         {"usage", openai_usage(result.value("usage", Json::object()))}});
+    park(result);
+    return HttpReply::json(200,
+                           {{"id", head.id},
+                            {"object", "chat.completion"},
+                            {"created", head.created},
+                            {"model", head.model},
+                            {"choices", Json::array({{{"index", 0},
+                                                      {"message", openai_message(result)},
+                                                      {"logprobs", nullptr},
+                                                      {"finish_reason", finish_reason(result)}}})},
+                            {"usage", openai_usage(result.value("usage", Json::object()))}});
   };
   return reply;
 }
@@ -229,15 +227,44 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
 HttpReply Api::models() {
   Json data = Json::array();
   const std::time_t created = std::time(nullptr);
-  auto add = [&](const std::string& id) {
-    data.push_back({{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "kernex"}});
+  const Kernel& kernel = deps_.runs->kernel();
+  const std::string default_provider = kernel.config().provider.name;
+  auto add = [&](const std::string& id, const std::string& provider) {
+    data.push_back({{"id", id},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", "kernex"},
+                    {"kernex", generation_support_json(provider)}});
   };
-  add("kernex");
-  for (const auto& [name, agent] : deps_.runs->config().agents) add(name);
-  for (const auto& info : deps_.runs->kernel().plugins().plugins()) {
-    if (info.ok() && info.kind == PluginKind::Provider) add(info.name);
+  add("kernex", default_provider);
+  for (const auto& [name, agent] : deps_.runs->config().agents)
+    add(name, agent.provider.value_or(default_provider));
+  for (const auto& info : kernel.plugins().plugins()) {
+    if (info.ok() && info.kind == PluginKind::Provider) add(info.name, info.name);
   }
   return HttpReply::json(200, {{"object", "list"}, {"data", data}});
+}
+
+// GET /v1/models/{id}: the entry /v1/models lists under that id, or for "provider/model" of a
+// provider here the model object of that provider; else OpenAI's 404 (model_not_found).
+HttpReply Api::model(const std::string& id) {
+  const Json listed = Json::parse(models().body, nullptr, false);
+  if (listed.is_object() && listed.contains("data")) {
+    for (const auto& m : listed["data"])
+      if (m.is_object() && m.value("id", "") == id) return HttpReply::json(200, m);
+  }
+  RunRequest probe;
+  const auto slash = id.find('/');
+  if (slash != std::string::npos && slash + 1 < id.size() &&
+      resolve_model(id, deps_.runs->config(), deps_.runs->kernel(), probe)) {
+    return HttpReply::json(200, {{"id", id},
+                                 {"object", "model"},
+                                 {"created", std::time(nullptr)},
+                                 {"owned_by", id.substr(0, slash)}});
+  }
+  ApiError e = api_error(404, "model_not_found", "The model '" + id + "' does not exist");
+  e.param = "model";
+  return HttpReply::error(e);
 }
 
 }  // namespace kernex::server

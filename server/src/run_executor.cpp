@@ -104,9 +104,15 @@ RunOptions run_options(const RunEnv& env, RunState& run, const RunRequest& req,
   options.model = req.model;
   options.extra_system_prompt = req.extra_system_prompt;
   options.workspace = workspace;
-  if (req.session.empty()) {
+  options.turn = req.turn;
+  options.generation = req.generation;
+  options.client_tools = req.client_tools;
+  if (req.session.empty() || req.history) {
     options.history = req.history.value_or(std::vector<ContextEntry>{});
-  } else {
+  }
+  if (!req.session.empty()) {
+    // A session's memory is its own, whether the history comes from it or from the request.
+    options.memory_with_history = req.history.has_value();
     options.conversation = session_conversation(*env.kernel, run.tenant, req.session);
     // In the session's own directory, so forgetting the session finds every one of them.
     const Config& config = env.kernel->config();
@@ -150,6 +156,9 @@ Json RunRequest::to_json() const {
   if (provider) j["provider"] = *provider;
   if (model) j["model"] = *model;
   if (history) j["history"] = *history;
+  if (!turn.empty()) j["turn"] = turn;
+  if (generation != Generation{}) j["generation"] = generation;
+  if (!client_tools.empty()) j["client_tools"] = client_tools;
   return j;
 }
 
@@ -166,6 +175,9 @@ std::optional<RunRequest> RunRequest::from_json(const Json& j) {
     if (j.contains("provider")) r.provider = j["provider"].get<std::string>();
     if (j.contains("model")) r.model = j["model"].get<std::string>();
     if (j.contains("history")) r.history = j["history"].get<std::vector<ContextEntry>>();
+    if (j.contains("turn")) r.turn = j["turn"].get<std::vector<ContextEntry>>();
+    if (j.contains("generation")) r.generation = j["generation"].get<Generation>();
+    if (j.contains("client_tools")) r.client_tools = j["client_tools"].get<std::vector<ToolSpec>>();
     return r;
   } catch (const std::exception&) {
     return std::nullopt;  // a row from an older or damaged store

@@ -46,8 +46,13 @@ struct RunRequest {
   std::optional<std::string> provider;
   std::optional<std::string> model;
   std::string extra_system_prompt;
-  std::optional<std::vector<ContextEntry>> history;  // one-off runs: the whole context
-  std::string api_model;  // the OpenAI `model` the client asked for (metrics)
+  // The history the run is given (OpenAI requests: the client's messages are the conversation,
+  // session or not); unset: the session's memory.
+  std::optional<std::vector<ContextEntry>> history;
+  std::vector<ContextEntry> turn;      // a tool exchange to go on from (RunOptions::turn)
+  Generation generation;               // OpenAI sampling, response_format, tool_choice
+  std::vector<ToolSpec> client_tools;  // the OpenAI client's tools
+  std::string api_model;               // the OpenAI `model` the client asked for (metrics)
 
   Json to_json() const;
   static std::optional<RunRequest> from_json(const Json& j);

@@ -292,6 +292,18 @@ struct Reader {
     return {};
   }
 
+  Result<void> openai(const Json& v) {
+    if (!v.is_object()) return bad("openai", "expected a mapping {on_disconnect}");
+    KERNEX_RETURN_IF_ERROR(only_keys(v, "openai", {"on_disconnect"}));
+    if (auto it = v.find("on_disconnect"); it != v.end()) {
+      KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, "openai.on_disconnect"));
+      if (s != "cancel" && s != "finish")
+        return bad("openai.on_disconnect", "expected cancel or finish, got '" + s + "'");
+      out.openai.cancel_on_disconnect = s == "cancel";
+    }
+    return {};
+  }
+
   Result<void> metrics(const Json& v) {
     if (!v.is_object()) return bad("metrics", "expected a mapping {token_env, listen}");
     KERNEX_RETURN_IF_ERROR(only_keys(v, "metrics", {"token_env", "listen"}));
@@ -388,6 +400,7 @@ struct Reader {
     if (key == "approvals") return approvals(v);
     if (key == "stream") return stream(v);
     if (key == "metrics") return metrics(v);
+    if (key == "openai") return openai(v);
     return agents(v);
   }
 };
@@ -461,7 +474,8 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
                             "webhooks",
                             "approvals",
                             "stream",
-                            "metrics"});
+                            "metrics",
+                            "openai"});
         !r) {
       return std::unexpected(r.error());
     }

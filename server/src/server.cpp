@@ -249,6 +249,25 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
   return std::unique_ptr<Runs>(std::make_unique<RunManager>(std::move(deps)));
 }
 
+// The Responses API's stored responses: beside the runs, in PostgreSQL when the nodes share it,
+// else in serve.db.
+static Result<std::shared_ptr<ResponseStore>> open_response_store(Kernel& kernel,
+                                                                  const ServeConfig& config) {
+  const auto& memory = kernel.config().memory;
+  if (memory && memory->name == "postgres") {
+    pg::Options options;
+    if (auto it = memory->config.find("dsn"); it != memory->config.end() && it->is_string())
+      options.dsn = *it;
+    options.what = "serve response store";
+    options.application_name = "kernex-serve";
+    KERNEX_ASSIGN_OR_RETURN(auto store, PgResponseStore::open(options, config.cluster.pool_size));
+    return std::shared_ptr<ResponseStore>(std::move(store));
+  }
+  KERNEX_ASSIGN_OR_RETURN(auto store,
+                          SqliteResponseStore::open(kernel.config().data_dir / "serve.db"));
+  return std::shared_ptr<ResponseStore>(std::move(store));
+}
+
 Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const ServeOptions& options) {
   KERNEX_ASSIGN_OR_RETURN(auto config, ServeConfig::from(kernel.config()));
   if (options.listen) {
@@ -284,6 +303,7 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   KERNEX_ASSIGN_OR_RETURN(
       auto made, make_runs(kernel, config, std::move(skills), &observer, &limits, webhooks));
   Runs& runs = *made;
+  KERNEX_ASSIGN_OR_RETURN(auto responses, open_response_store(kernel, config));
 
   HttpOptions http;
   http.host = config.host;
@@ -309,7 +329,8 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
     return metrics.render();
   };
   Api api(Api::Deps{&runs, [&auth](const HttpRequest& r) { return auth.tenant(r); }, metrics_text,
-                    !metrics_token.empty() && config.metrics.listen_host.empty(), metrics_token});
+                    !metrics_token.empty() && config.metrics.listen_host.empty(), metrics_token,
+                    std::move(responses)});
   server = std::make_unique<HttpServer>(http, [&api](const HttpRequest& r) {
     LogContext scope("req=" + r.request_id);
     return api.handle(r);

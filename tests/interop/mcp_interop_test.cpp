@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 
@@ -257,6 +258,30 @@ TEST(KernexMcpServe, OfficialSdkClientUsesTheReplAsAContextKernel) {
   EXPECT_EQ(seen["read"]["isError"], false) << seen["read"].dump();
   EXPECT_EQ(seen["read"]["body"]["stdout"], "the disk is full / the disk is full / 2\n")
       << seen["read"].dump();
+}
+
+// Issue 33: submit_result's value reaches an MCP client, and a notifications/cancelled for a
+// running eval_code stops it (the REPL's worker is killed and the next call starts a fresh one),
+// so the next call does not wait out the old one's minute of sleep.
+TEST(KernexMcpServe, OfficialSdkClientGetsSubmittedResultsAndCancelsARunningCall) {
+  kernex::testing::TempDir dir;
+  SdkRun run = run_sdk_client("sdk_cancel_submit.mjs", dir, "memory: none\ntoolboxes: [repl]\n");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  Json seen = Json::parse(run.out);
+  EXPECT_EQ(seen["submit"]["isError"], false) << seen["submit"].dump();
+  EXPECT_EQ(seen["submit"]["body"]["result"], (Json{{"answer", 42}, {"items", {"a"}}}))
+      << seen["submit"].dump();
+  EXPECT_EQ(seen["submit"]["body"]["stdout"], "done\n");
+  // A call without submit_result carries no stale result.
+  EXPECT_FALSE(seen["set"]["body"].contains("result")) << seen["set"].dump();
+  EXPECT_EQ(seen["long"], "aborted");
+  EXPECT_EQ(seen["next"]["isError"], false) << seen["next"].dump();
+  EXPECT_EQ(seen["next"]["body"]["stdout"], "next\n") << seen["next"].dump();
+  // The old REPL was stopped, not waited for: its state is gone and the answer says so.
+  EXPECT_TRUE(seen["next"]["body"].contains("note")) << seen["next"].dump();
+  // Stop (<= 250 ms) plus a fresh REPL's start, far from the 60 s the old call would take.
+  EXPECT_LT(seen["next_ms"].get<int>(), 5000) << seen.dump();
+  std::cout << "cancel to next answer: " << seen["next_ms"] << " ms\n";
 }
 
 // Overlay mode (issue "Overlay workspace"): a server of the run writes through the overlay like

@@ -35,9 +35,15 @@ for await (const chunk of stream) {
   if (choice?.finish_reason) out.stream.finish_reason = choice.finish_reason;
 }
 
-// A session through `user`: the second turn is saved after the first.
-await client.chat.completions.create({ model: "kernex", user: "npm-session", messages: [{ role: "user", content: "turn one" }] });
-await client.chat.completions.create({ model: "kernex", user: "npm-session", messages: [{ role: "user", content: "turn two" }] });
+// A session named by X-Session-Id; the messages are the conversation, so the client sends it all.
+// `user` is the end user, any string (an e-mail), never the session.
+const session = { headers: { "X-Session-Id": "npm-session" } };
+const one = await client.chat.completions.create(
+  { model: "kernex", user: "ada@example.com", messages: [{ role: "user", content: "turn one" }] }, session);
+await client.chat.completions.create({
+  model: "kernex", user: "ada@example.com",
+  messages: [{ role: "user", content: "turn one" }, one.choices[0].message, { role: "user", content: "turn two" }],
+}, session);
 
 const models = [];
 for await (const m of client.models.list()) models.push({ id: m.id, object: m.object, owned_by: m.owned_by });

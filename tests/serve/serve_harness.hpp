@@ -660,7 +660,9 @@ class FakeLlm {
   };
   struct Plan {
     std::vector<std::string> chunks{"ok"};
-    std::optional<std::size_t> hold_after;  // hold after this many chunks were sent
+    std::optional<std::size_t> hold_after = {};  // hold after this many chunks were sent
+    // Tool calls after the text: [{id, name, arguments (a JSON text)}]; finish "tool_calls".
+    Json tool_calls = Json::array();
   };
   // The tool calls ({id, name, arguments}) a streamed answer asks for after its text; none unset.
   using ToolCaller = std::function<std::vector<Json>(const Request&)>;
@@ -869,6 +871,17 @@ class FakeLlm {
     }
   }
 
+  static Json openai_calls(const Json& calls) {
+    Json out = Json::array();
+    for (const auto& c : calls) {
+      out.push_back({{"id", c.value("id", "")},
+                     {"type", "function"},
+                     {"function",
+                      {{"name", c.value("name", "")}, {"arguments", c.value("arguments", "{}")}}}});
+    }
+    return out;
+  }
+
   static bool send_all(int fd, const std::string& s) {
     return ::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
   }
@@ -894,14 +907,17 @@ class FakeLlm {
       end_call(call);
       std::string text;
       for (const auto& c : plan.chunks) text += c;
+      Json message{{"role", "assistant"}, {"content", text}};
+      if (!plan.tool_calls.empty()) message["tool_calls"] = openai_calls(plan.tool_calls);
       Json j{
           {"id", "chatcmpl-fake"},
           {"object", "chat.completion"},
           {"created", 1},
           {"model", "fake"},
-          {"choices", Json::array({Json{{"index", 0},
-                                        {"message", Json{{"role", "assistant"}, {"content", text}}},
-                                        {"finish_reason", "stop"}}})},
+          {"choices",
+           Json::array({Json{{"index", 0},
+                             {"message", message},
+                             {"finish_reason", plan.tool_calls.empty() ? "stop" : "tool_calls"}}})},
           {"usage", Json{{"prompt_tokens", 5}, {"completion_tokens", 3}, {"total_tokens", 8}}}};
       const std::string body = j.dump();
       send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
@@ -922,21 +938,24 @@ class FakeLlm {
     }
     if (plan.hold_after && *plan.hold_after >= plan.chunks.size() && !hold(fd)) return;
     end_call(call);
-    Json calls = Json::array();
+    Json planned = plan.tool_calls;
     ToolCaller caller;
     {
       std::lock_guard lock(mutex_);
       caller = tool_caller_;
     }
     for (const auto& c : caller ? caller(req) : std::vector<Json>{}) {
-      calls.push_back(
-          {{"index", calls.size()},
-           {"id", c.value("id", "call")},
-           {"type", "function"},
-           {"function", {{"name", c.value("name", "")}, {"arguments", c["arguments"].dump()}}}});
+      planned.push_back({{"id", c.value("id", "call")},
+                         {"name", c.value("name", "")},
+                         {"arguments", c["arguments"].dump()}});
     }
-    if (!calls.empty()) chunk(chunk_event(Json{{"tool_calls", calls}}));
-    chunk(chunk_event(Json::object(), calls.empty() ? "stop" : "tool_calls"));
+    const Json calls = openai_calls(planned);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      Json delta = calls[i];
+      delta["index"] = i;
+      chunk(chunk_event(Json{{"tool_calls", Json::array({delta})}}));
+    }
+    chunk(chunk_event(Json::object(), planned.empty() ? "stop" : "tool_calls"));
     Json usage{
         {"id", "chatcmpl-fake"},
         {"object", "chat.completion.chunk"},

@@ -192,7 +192,7 @@ TEST_F(ServeHttp, ChatCompletionsStreamEndsWithDone) {
 
 TEST_F(ServeHttp, ChatCompletionsWithSessionKeepsHistory) {
   Json body{{"model", "kernex"},
-            {"user", "oa-sess"},
+            {"metadata", {{"session_id", "oa-sess"}}},
             {"messages", Json::array({Json{{"role", "user"}, {"content", "remember me"}}})}};
   ASSERT_EQ(request(port_, "POST", "/v1/chat/completions", body.dump()).status, 200);
   auto msgs = session_messages(port_, "oa-sess");

@@ -1,5 +1,5 @@
 // `kernex serve` with the official `openai` npm client (pinned in cmake/KernexNpm.cmake): chat
-// completions buffered and streamed, sessions through `user`, models.list and error mapping.
+// completions buffered and streamed, a session through X-Session-Id, models.list and error mapping.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -162,13 +162,16 @@ TEST_F(ServeTenants, RecallNeverCrossesTenantsThroughSessions) {
   EXPECT_THAT(last_request(record_), HasSubstr("4111"));
 }
 
-// The same through the OpenAI endpoint, whose `user` names the session.
+// The same through the OpenAI endpoint, whose X-Session-Id names the session (and whose `user`,
+// the same in both tenants, names no memory).
 TEST_F(ServeTenants, RecallNeverCrossesTenantsThroughOpenAiUser) {
   const auto chat = [&](const std::string& key, const std::string& text) {
     Json body{{"model", "kernex"},
               {"user", "support"},
               {"messages", Json::array({{{"role", "user"}, {"content", text}}})}};
-    return request(port_, "POST", "/v1/chat/completions", body.dump(), bearer(key));
+    Headers h = bearer(key);
+    h.emplace_back("X-Session-Id", "support");
+    return request(port_, "POST", "/v1/chat/completions", body.dump(), h);
   };
   auto a = chat(key_a_, "my card number is 4111 quokka-zebra");
   ASSERT_EQ(a.status, 200) << a.describe();

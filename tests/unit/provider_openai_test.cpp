@@ -408,6 +408,31 @@ TEST(OpenAiProvider, RefusesPlainHttpForRemoteHostsAndMissingKeys) {
   EXPECT_TRUE(local);
 }
 
+// Issue 33: a self-hosted server on a private network (vLLM in a compose network) over plain
+// http, once the operator opts in for that provider; a key is then not required either. The opt-in
+// is a boolean, and it says nothing about https hosts.
+TEST(OpenAiProvider, AllowInsecureHttpOptsInToPlainHttpForOtherHosts) {
+  auto vllm = create("openai", {{"base_url", "http://vllm:8000/v1"},
+                                {"api_key_env", "KERNEX_TEST_SURELY_UNSET_KEY"},
+                                {"allow_insecure_http", true}});
+  EXPECT_TRUE(vllm) << vllm.error().describe();
+  auto keyed = create(
+      "openai",
+      {{"base_url", "http://10.1.2.3:8000/v1"}, {"api_key", kKey}, {"allow_insecure_http", true}});
+  EXPECT_TRUE(keyed) << keyed.error().describe();
+  auto off = create(
+      "openai",
+      {{"base_url", "http://vllm:8000/v1"}, {"api_key", kKey}, {"allow_insecure_http", false}});
+  ASSERT_FALSE(off);
+  EXPECT_NE(off.error().describe().find("allow_insecure_http"), std::string::npos)
+      << off.error().describe();
+  auto not_bool = create(
+      "openai",
+      {{"base_url", "http://vllm:8000/v1"}, {"api_key", kKey}, {"allow_insecure_http", "yes"}});
+  ASSERT_FALSE(not_bool);
+  EXPECT_NE(not_bool.error().describe().find("allow_insecure_http"), std::string::npos);
+}
+
 TEST(OpenAiProvider, PresetPluginsCarryTheirDefaults) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kPlain));

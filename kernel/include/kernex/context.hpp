@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernex/generation.hpp"
 #include "kernex/json.hpp"
 #include "kernex/tool.hpp"
 
@@ -55,6 +56,12 @@ struct Context {
   std::vector<Toolbox> toolboxes;
   std::optional<std::vector<std::string>> allowed_tools;
   std::optional<std::string> model;
+  // How the model should generate (sampling, response format, tool choice), as the host's
+  // client asked; each provider maps the fields it supports and leaves the rest.
+  Generation generation;
+  // Tools the host's client runs itself (OpenAI `tools`), offered beside the run's own. A call
+  // to one is not run: the loop ends the run with Outcome::ClientToolCalls and hands it over.
+  std::vector<ToolSpec> client_tools;
   // Never serialized: the host's stop request for this run (`kernex serve` cancel). Providers
   // abort their request when it fires and toolboxes kill the process group of a running tool;
   // the loop then ends the run with Outcome::Cancelled. Default: a token that never stops.

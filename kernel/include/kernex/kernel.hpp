@@ -29,8 +29,19 @@
 
 namespace kernex {
 
-enum class Outcome { EndTurn, MaxTurns, BudgetTokens, BudgetCost, BudgetTools, Cancelled };
-// "end_turn", "max_turns", "budget_exhausted:tokens|cost|tools", "cancelled"
+// ClientToolCalls: the model called tools of the host's client (RunOptions::client_tools); the
+// run stops there and hands them over (RunResult::client_tool_calls).
+enum class Outcome {
+  EndTurn,
+  MaxTurns,
+  BudgetTokens,
+  BudgetCost,
+  BudgetTools,
+  Cancelled,
+  ClientToolCalls
+};
+// "end_turn", "max_turns", "budget_exhausted:tokens|cost|tools", "cancelled",
+// "client_tool_calls"
 std::string_view to_string(Outcome outcome) noexcept;
 
 struct ToolCallRecord {
@@ -50,6 +61,11 @@ struct RunResult {
   std::string run_id;           // the trajectory's id; empty when none was written
   // What the run's code submitted last (submit_result in a REPL), if anything.
   std::optional<Json> result;
+  // Outcome::ClientToolCalls: the calls for the client, and the turn so far (the assistant's
+  // calls and the results of the run's own tools) to hand back as RunOptions::turn, with the
+  // client's results after it, when the client answers.
+  std::vector<ToolCall> client_tool_calls;
+  std::vector<ContextEntry> turn;
 };
 
 Json to_json(const RunResult& result);
@@ -91,6 +107,18 @@ struct RunOptions {
   // Set: the run's whole history (e.g. the messages of an OpenAI-style request); memory is then
   // neither read nor written for this run.
   std::optional<std::vector<ContextEntry>> history;
+  // With `history`: memory is still the conversation's (its memory sections in the prompt, the
+  // exchange saved to it), while the model sees `history` rather than the stored one (an OpenAI
+  // request naming a session: the client's messages are the conversation, and regenerate or
+  // edit never duplicates it).
+  bool memory_with_history = false;
+  // This turn so far (after the message): a parked run's assistant tool calls and tool results,
+  // the client's included. The loop goes on from there instead of asking for a new turn.
+  std::vector<ContextEntry> turn;
+  // Sampling, response format and tool choice for every model call (Context::generation).
+  Generation generation;
+  // Tools the host's client runs itself, offered beside the run's own (Context::client_tools).
+  std::vector<ToolSpec> client_tools;
   // Appended to the system prompt for this run (after the config's and the sources').
   std::string extra_system_prompt;
   // Contribute to this run's Context after the kernel's own sources (e.g. skills a request

@@ -1,9 +1,13 @@
 #include "kernex/providers/support.hpp"
 
 #include "kernex/number.hpp"
+#include "kernex/log.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 
 namespace kernex::providers {
 
@@ -95,6 +99,21 @@ Result<void> OptionReader::finish() const {
   return {};
 }
 
+namespace {
+
+// Once per provider and URL per process: a provider is created for every run.
+void warn_insecure_once(const std::string& provider, const std::string& url) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::lock_guard lock(mutex);
+  if (!warned.insert(provider + ' ' + url).second) return;
+  log(LogLevel::Warn, provider + ": allow_insecure_http: requests to " + url +
+                          " travel over plain http (prompts, answers and any API key readable "
+                          "on the network)");
+}
+
+}  // namespace
+
 Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& defaults) {
   CommonOptions o;
   o.name = defaults.name;
@@ -111,6 +130,7 @@ Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& 
   KX_READ(read_timeout, reader.number("read_timeout_secs", kMinTimeoutSecs, kMaxTimeoutSecs));
   KX_READ(max_retries, reader.uint("max_retries", 0, kMaxRetries));
   KX_READ(retry_base_ms, reader.uint("retry_base_ms", 0, kMaxRetryBaseMs));
+  KX_READ(allow_insecure_http, reader.boolean("allow_insecure_http"));
 #undef KX_READ
   KERNEX_RETURN_IF_ERROR(reader.finish());
 
@@ -132,14 +152,20 @@ Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& 
     if (const char* v = std::getenv(o.api_key_env.c_str()); v != nullptr) o.api_key = v;
   }
   register_secret(o.api_key);  // so every sink of the process redacts it, not only our errors
-  if (keyed && o.url.scheme != "https" && !o.url.is_loopback()) {
+  const bool insecure = o.url.scheme != "https" && !o.url.is_loopback();
+  // A self-hosted server on a private network (vLLM in a compose network) speaks plain http:
+  // allowed once the operator says so, and said aloud, since the key and prompts travel readable.
+  const bool insecure_allowed = insecure && allow_insecure_http->value_or(false);
+  if (keyed && insecure && !insecure_allowed) {
     return fail(ErrorCode::Config,
                 o.name +
-                    ": base_url must use https:// (plain http:// is accepted only for "
-                    "loopback hosts), got host " +
+                    ": base_url must use https:// (plain http:// is accepted for loopback hosts, "
+                    "or for any host with the provider option allow_insecure_http: true), got "
+                    "host " +
                     o.url.host);
   }
-  if (keyed && o.api_key.empty() && !o.url.is_loopback()) {
+  if (insecure_allowed) warn_insecure_once(o.name, o.base_url);
+  if (keyed && o.api_key.empty() && !o.url.is_loopback() && !insecure_allowed) {
     return fail(ErrorCode::Config, o.name + ": no API key: set the environment variable " +
                                        (o.api_key_env.empty() ? defaults.key_env : o.api_key_env) +
                                        " or the option api_key (or api_key_env=NAME)");
@@ -327,6 +353,24 @@ Json parse_arguments(std::string_view text) {
 
 http::Headers json_headers() {
   return {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
+}
+
+}  // namespace kernex::providers
+
+namespace kernex::providers {
+
+ToolChoice call_tool_choice(const Context& context, const std::vector<ToolSpec>& tools) {
+  const ToolChoice& asked = context.generation.tool_choice;
+  if (tools.empty() || asked.mode == ToolChoice::Mode::Auto) return {};
+  if (asked.mode == ToolChoice::Mode::None) return {};
+  const bool first_call = std::none_of(context.turn.begin(), context.turn.end(),
+                                       [](const ContextEntry& e) { return e.role == "assistant"; });
+  if (!first_call) return {};
+  if (asked.mode == ToolChoice::Mode::Named &&
+      std::none_of(tools.begin(), tools.end(),
+                   [&](const ToolSpec& t) { return t.name == asked.name; }))
+    return {};
+  return asked;
 }
 
 }  // namespace kernex::providers

@@ -74,6 +74,13 @@ struct MetricsConfig {
   bool enabled() const { return !token_env.empty() || !listen_host.empty(); }
 };
 
+// `openai:` the OpenAI-compatible endpoints. on_disconnect: what a client that goes away before
+// its answer does to the run: cancel it (default; what it said is saved as for any cancel) or let
+// it finish (its answer is kept in the run, readable at GET /v1/runs/{r}).
+struct OpenAiConfig {
+  bool cancel_on_disconnect = true;
+};
+
 // The event types an endpoint may ask for.
 inline constexpr std::string_view kWebhookEventTypes[] = {
     "run.completed", "run.failed", "approval.requested", "approval.resolved"};
@@ -108,6 +115,7 @@ struct ServeConfig {
   std::map<std::string, std::string> refused_skills;
   StreamConfig stream;
   MetricsConfig metrics;
+  OpenAiConfig openai;
 
   // Reads config.sections["serve"] (absent: defaults). Unknown keys and wrong types are errors
   // naming the key; relative paths resolve against the config file's directory.

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernex/context.hpp"
 #include "kernex/http/client.hpp"
 #include "kernex/json.hpp"
 #include "kernex/message.hpp"
@@ -138,5 +139,15 @@ Json parse_arguments(std::string_view text);
 
 // Headers for a JSON POST.
 http::Headers json_headers();
+
+}  // namespace kernex::providers
+
+namespace kernex::providers {
+
+// The tool choice to send on this call: a forcing one (required, a named tool) holds for the
+// turn's first model call only, as OpenAI's does for one response; later calls of the loop (after
+// the run's own tools answered) are auto, so the model can finish. Auto also when no tools, and
+// for none: the loop then offers none of the client's tools, and the run's own stay callable.
+ToolChoice call_tool_choice(const Context& context, const std::vector<ToolSpec>& tools);
 
 }  // namespace kernex::providers

@@ -1,0 +1,82 @@
+#include "response_store.hpp"
+
+#include "kernex/log.hpp"
+#include "sqlite_db.hpp"
+
+namespace kernex::server {
+namespace {
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// Our own rows, but a corrupt one must not take the server down: unreadable JSON is null.
+Json parse_or_null(const std::string& text) {
+  Json j = parse_untrusted(text);
+  return j.is_discarded() ? Json(nullptr) : j;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SqliteResponseStore>> SqliteResponseStore::open(
+    const std::filesystem::path& file) {
+  KERNEX_ASSIGN_OR_RETURN(
+      sqlite3 * db,
+      open_serve_db(file,
+                    {"CREATE TABLE IF NOT EXISTS openai_responses (id TEXT PRIMARY KEY, tenant "
+                     "TEXT NOT NULL, session TEXT NOT NULL, response TEXT NOT NULL, conversation "
+                     "TEXT NOT NULL)",
+                     "CREATE INDEX IF NOT EXISTS openai_responses_by_session ON "
+                     "openai_responses(tenant, session)"}));
+  return std::unique_ptr<SqliteResponseStore>(new SqliteResponseStore(db));
+}
+
+SqliteResponseStore::~SqliteResponseStore() { sqlite3_close(db_); }
+
+Result<void> SqliteResponseStore::put(const StoredResponse& r) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_,
+               "INSERT OR REPLACE INTO openai_responses (id, tenant, session, response, "
+               "conversation) VALUES (?, ?, ?, ?, ?)");
+  if (!st.ok()) return db_error(db_, "store response");
+  st.bind(1, r.id).bind(2, r.tenant).bind(3, r.session);
+  st.bind(4, dump(r.response)).bind(5, dump(r.conversation));
+  if (st.step() != SQLITE_DONE) return db_error(db_, "store response");
+  return {};
+}
+
+Result<std::optional<StoredResponse>> SqliteResponseStore::get(const std::string& tenant,
+                                                               const std::string& id) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_,
+               "SELECT session, response, conversation FROM openai_responses WHERE tenant = ? AND "
+               "id = ?");
+  if (!st.ok()) return db_error(db_, "read response");
+  st.bind(1, tenant).bind(2, id);
+  const int rc = st.step();
+  if (rc == SQLITE_DONE) return std::optional<StoredResponse>();
+  if (rc != SQLITE_ROW) return db_error(db_, "read response");
+  return StoredResponse{id, tenant, st.text(0), parse_or_null(st.text(1)),
+                        parse_or_null(st.text(2))};
+}
+
+Result<bool> SqliteResponseStore::remove(const std::string& tenant, const std::string& id) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, "DELETE FROM openai_responses WHERE tenant = ? AND id = ?");
+  if (!st.ok()) return db_error(db_, "delete response");
+  st.bind(1, tenant).bind(2, id);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "delete response");
+  return sqlite3_changes(db_) > 0;
+}
+
+Result<void> SqliteResponseStore::delete_session(const std::string& tenant,
+                                                 const std::string& session) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_, "DELETE FROM openai_responses WHERE tenant = ? AND session = ?");
+  if (!st.ok()) return db_error(db_, "delete responses");
+  st.bind(1, tenant).bind(2, session);
+  if (st.step() != SQLITE_DONE) return db_error(db_, "delete responses");
+  // Deleted rows are zeroed (secure_delete); older copies of their pages may be in the WAL.
+  if (auto r = truncate_wal(db_); !r) log(LogLevel::Warn, "serve: " + r.error().describe());
+  return {};
+}
+
+}  // namespace kernex::server

@@ -1,0 +1,64 @@
+// The Responses API's stored responses (`store`, the default): what GET /v1/responses/{id}
+// returns and what `previous_response_id` continues from. Rows belong to one tenant: a lookup
+// with another tenant's id finds nothing. A response made in a named session goes when the
+// session is forgotten.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "kernex/error.hpp"
+#include "kernex/json.hpp"
+
+struct sqlite3;
+
+namespace kernex::pg {
+struct Options;
+}
+
+namespace kernex::server {
+
+struct StoredResponse {
+  std::string id, tenant, session;
+  Json response;      // the response object, as the client got it
+  Json conversation;  // the ContextEntry list a continuation starts from (input and output)
+};
+
+class ResponseStore {
+ public:
+  virtual ~ResponseStore() = default;
+  virtual Result<void> put(const StoredResponse& response) = 0;
+  virtual Result<std::optional<StoredResponse>> get(const std::string& tenant,
+                                                    const std::string& id) = 0;
+  // Whether a row was deleted.
+  virtual Result<bool> remove(const std::string& tenant, const std::string& id) = 0;
+  virtual Result<void> delete_session(const std::string& tenant, const std::string& session) = 0;
+};
+
+// In <data_dir>/serve.db (table openai_responses), beside the runs.
+class SqliteResponseStore final : public ResponseStore {
+ public:
+  static Result<std::unique_ptr<SqliteResponseStore>> open(const std::filesystem::path& file);
+  ~SqliteResponseStore() override;
+  Result<void> put(const StoredResponse& response) override;
+  Result<std::optional<StoredResponse>> get(const std::string& tenant,
+                                            const std::string& id) override;
+  Result<bool> remove(const std::string& tenant, const std::string& id) override;
+  Result<void> delete_session(const std::string& tenant, const std::string& session) override;
+
+ private:
+  explicit SqliteResponseStore(sqlite3* db) : db_(db) {}
+  std::mutex mutex_;
+  sqlite3* db_;
+};
+
+// In PostgreSQL (table serve_responses), for nodes sharing their runs there.
+struct PgResponseStore {
+  static Result<std::unique_ptr<ResponseStore>> open(const pg::Options& options,
+                                                     std::size_t pool_size);
+};
+
+}  // namespace kernex::server
