@@ -89,7 +89,8 @@ std::string module_source(const Entry& e) {
   src += "import sys as _sys\nimport types as _types\nimport typing as _t\n";
   src += "from kernex_tools import call as _call\n\n";
   src += "_NAME = " + literal(spec.name) + "\n\n\n";
-  src += "def " + f + "(*" + params + ", **_kw: _t.Any) -> _t.Any:\n";
+  // Keyword-only (a bare `*` needs one named parameter after it), the rest through **_kw.
+  src += "def " + f + "(" + (params.empty() ? "" : "*" + params + ", ") + "**_kw: _t.Any) -> _t.Any:\n";
   src += "    _args = {}\n" + body + "    _args.update(_kw)\n";
   src += "    return _call(_NAME, **_args)\n\n\n";
   src += f + ".__doc__ = " + literal(doc_of(spec)) + "\n";

@@ -40,8 +40,8 @@ class CliCodeTools : public ::testing::Test {
     std::ofstream log(tmp_.path() / "workspace/big.log");
     for (int i = 0; i < 51'426; ++i) {
       char line[64];
-      std::snprintf(line, sizeof line, "10:%02d:%02d req=r%07d %s payload-%07d\n", i / 60 % 60,
-                    i % 60, i, i % 9 == 0 ? "ERROR" : "INFO ", i);
+      std::snprintf(line, sizeof line, "10:%02d:%02d req=r%07d %s payload-%07d h%04d\n",
+                    i / 60 % 60, i % 60, i, i % 9 == 0 ? "ERROR" : "INFO ", i, i % 10000);
       log << line;
     }
   }
@@ -53,11 +53,13 @@ class CliCodeTools : public ::testing::Test {
         << "provider: replay\n"
            "toolboxes:\n"
            "  - name: repl\n"
-           "    options: {workspace: workspace, timeout: 60, offer: always"
+           "    options: {workspace: "
+        << (dir / "workspace").string() << ", timeout: 60, offer: always"
         << repl_extra
         << "}\n"
            "  - name: files\n"
-           "    options: {workspace: workspace, tools: [read]}\n"
+           "    options: {workspace: "
+        << (dir / "workspace").string() << ", tools: [read]}\n"
            "limits:\n"
            "  max_turns: 4\n";
     return kernex::testing::run_cli(
@@ -98,17 +100,19 @@ TEST_F(CliCodeTools, AResultPastTheCodeCapRaisesToolErrorAndIsNeverCut) {
   const std::string code =
       "try:\n"
       "    tools.read(file_path='big.log')\n"
-      "    print('no error')\n"
+      "    outcome = 'returned'\n"
       "except ToolError as e:\n"
-      "    print('ToolError:', e.tool, str(e)[:300])\n";
+      "    outcome = e.tool + ': ' + str(e)\n"
+      "submit_result(outcome)\n";
   auto r = run(eval_line(code) + "\n" + text_line("too big") + "\n",
                ", tool_result_max_bytes: 1000000");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  const std::string requests = slurp(tmp_.path() / "requests.jsonl");
-  EXPECT_THAT(requests, HasSubstr("ToolError: read"));
-  EXPECT_THAT(requests, HasSubstr("1000000 bytes (repl.tool_result_max_bytes)"));
-  EXPECT_THAT(requests, Not(HasSubstr("no error")));
-  EXPECT_THAT(requests, Not(HasSubstr("payload-00")));
+  const Json answer = Json::parse(r.out);
+  ASSERT_TRUE(answer.contains("result") && answer["result"].is_string()) << r.out;
+  const std::string outcome = answer["result"].get<std::string>();
+  EXPECT_THAT(outcome, HasSubstr("read: "));
+  EXPECT_THAT(outcome, HasSubstr("larger than 1000000 bytes (repl.tool_result_max_bytes)"));
+  EXPECT_THAT(slurp(tmp_.path() / "requests.jsonl"), Not(HasSubstr("payload-00")));
 }
 
 // The servers/ tree: the run's tools as modules the kernel generated, importable, searchable and
@@ -130,6 +134,7 @@ TEST_F(CliCodeTools, ServersTreeModulesImportSearchAndAreReadOnly) {
   auto r = run(eval_line(code) + "\n" + text_line("done") + "\n");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const Json answer = Json::parse(r.out);
+  ASSERT_TRUE(answer.contains("result") && answer["result"].is_object()) << r.out;
   const Json& result = answer["result"];
   EXPECT_EQ(result["lines"], 51426) << answer.dump();
   EXPECT_EQ(result["found"], Json::array({"servers.kernel.read"}));

@@ -36,7 +36,7 @@ std::string python(const fs::path& root, const std::string& code) {
   std::fputs((stub + code).c_str(), f);
   std::fclose(f);
   std::string out;
-  FILE* p = ::popen(("python3 -I " + script.string() + " 2>&1").c_str(), "r");
+  FILE* p = ::popen(("python3 -I -B " + script.string() + " 2>&1").c_str(), "r");
   char buf[4096];
   while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   ::pclose(p);
@@ -69,7 +69,7 @@ TEST(ServersTree, ModulesAreTypedCallableAndDocumented) {
       "read.read(file_path='x')\n"
       "print('Read a file as text.' in r.__doc__, sorted(os.listdir(os.path.join(" +
           Json(dir.string()).dump() + ", 'servers'))))\n");
-  EXPECT_THAT(out, HasSubstr("(*, path: str, head: Optional[int] = None, **_kw: Any) -> Any"));
+  EXPECT_THAT(out, HasSubstr("(*, head: Optional[int] = None, path: str, **_kw: Any) -> Any"));
   EXPECT_THAT(out, HasSubstr(R"(CALL ["filesystem__read_text_file", {"bad-name": 1, "head": 3, "path": "a.txt"}])"));
   EXPECT_THAT(out, HasSubstr(R"(CALL ["read", {"file_path": "x"}])"));
   EXPECT_THAT(out, HasSubstr("True ['README.md', '__init__.py', 'filesystem', 'index.json', 'kernel']"));
