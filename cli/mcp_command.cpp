@@ -287,11 +287,12 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
     auto provider = (*kernel)->create_provider(run_options);
     if (!provider) return report(provider.error());
     // Each of a batch's queries leases an instance of its own (plugins need not be thread-safe).
-    services->set_provider(*provider, [kernel = kernel->get(), run_options, first = *provider]()
-                                          -> Result<std::shared_ptr<Provider>> {
-      if (auto twin = first->concurrent_instance()) return twin;
-      return kernel->create_provider(run_options);
-    });
+    services->set_provider(*provider,
+                           [kernel = kernel->get(), run_options,
+                            first = *provider]() -> Result<std::shared_ptr<Provider>> {
+                             if (auto twin = first->concurrent_instance()) return twin;
+                             return kernel->create_provider(run_options);
+                           });
   }
   tools.set_handles(RunHandles{services, nullptr, {}});
   tools.set_hooks((*kernel)->hooks(), HookScope{services->session(), "mcp", "mcp-serve"});

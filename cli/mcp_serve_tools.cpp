@@ -140,7 +140,8 @@ std::vector<Result<std::string>> ServeRunServices::llm_query_batched(
   if (!provider_) return out;
   std::atomic<std::size_t> next{0};
   auto work = [&] {
-    for (std::size_t i = next++; i < prompts.size(); i = next++) out[i] = llm_query(prompts[i], model);
+    for (std::size_t i = next++; i < prompts.size(); i = next++)
+      out[i] = llm_query(prompts[i], model);
   };
   {
     std::vector<std::jthread> threads;

@@ -269,10 +269,9 @@ ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& cont
   const std::string name = call.name;
   std::optional<ToolResult> replayed =
       tools.find(call.name) != nullptr ? journaled_result(deps, call, key) : std::nullopt;
-  ToolResult result =
-      replayed ? std::move(*replayed)
-               : run_tool_unrecorded(deps, tools, context, std::move(call), key, code_run,
-                                     code_max_bytes);
+  ToolResult result = replayed ? std::move(*replayed)
+                               : run_tool_unrecorded(deps, tools, context, std::move(call), key,
+                                                     code_run, code_max_bytes);
   if (Trajectory* t = trajectory_of(deps)) {
     Json event = {{"span", deps.span},
                   {"depth", deps.depth},

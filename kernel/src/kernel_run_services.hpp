@@ -36,7 +36,7 @@ class KernelRunServices final : public RunServices,
     const PricingTable* pricing = nullptr;
     SubRunner sub_runner;  // empty: rlm_query is unsupported in this run
     std::size_t max_concurrency = 4;
-    std::stop_token stop;  // the run's: no query starts once it fires
+    std::stop_token stop;         // the run's: no query starts once it fires
     std::string parent_code_run;  // the parent's code run that started this sub-run, if any
   };
 

@@ -172,8 +172,8 @@ CallAnswer tool_value(const std::string& tool, ToolResult result, std::size_t ma
       raw = std::move(content->get_ref<std::string&>());
       value.erase(content);
       if (raw.size() > max_bytes) return over_cap(tool, raw.size(), max_bytes);
-      Json line = {{"ok", true}, {"value", std::move(value)}, {"raw", raw.size()},
-                   {"raw_key", "content"}};
+      Json line = {
+          {"ok", true}, {"value", std::move(value)}, {"raw", raw.size()}, {"raw_key", "content"}};
       return CallAnswer(std::move(line), std::move(raw));
     }
     const std::string dumped = value.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -183,7 +183,8 @@ CallAnswer tool_value(const std::string& tool, ToolResult result, std::size_t ma
   if (size > max_bytes) return over_cap(tool, size, max_bytes);
   if (looks_like_json(result.content)) {
     Json parsed = parse_untrusted(result.content);
-    if (parsed.is_object() || parsed.is_array()) return Json{{"ok", true}, {"value", std::move(parsed)}};
+    if (parsed.is_object() || parsed.is_array())
+      return Json{{"ok", true}, {"value", std::move(parsed)}};
   }
   Json line = {{"ok", true}, {"raw", result.content.size()}};
   return CallAnswer(std::move(line), std::move(result.content));
@@ -307,7 +308,7 @@ struct Slot {
   std::mutex mutex;  // one call at a time per session
   std::unique_ptr<ReplSession> session;
   std::uint64_t serial = 0;  // counts the workers this slot has had
-  std::string lost;  // why the previous worker's state was lost, told once to the next call
+  std::string lost;          // why the previous worker's state was lost, told once to the next call
   Clock::time_point last_used = Clock::now();
   // The servers/ tree its worker imports (servers_tree.hpp): tree_base/v<n>, made again when the
   // run's tools change, removed with the slot.
@@ -316,7 +317,7 @@ struct Slot {
   std::uint64_t tree_fingerprint = 0;
   std::uint64_t tree_version = 0;
   std::uint64_t tree_told = 0;  // the serial of the worker that was told tree_dir
-  std::string checkpoint;  // the last checkpoint() (pickled variables, base64), for restore()
+  std::string checkpoint;       // the last checkpoint() (pickled variables, base64), for restore()
 
   Slot() = default;
   Slot(const Slot&) = delete;
@@ -477,7 +478,10 @@ class ReplToolbox final : public ToolExecutor {
     if (slot.tree_told == slot.serial) return;
     auto told = slot.session->request(
         "servers", line_of(Json{{"op", "servers"}, {"dir", slot.tree_dir.string()}}), {},
-        options_.timeout, [](const Json&) { return Json{{"ok", false}, {"error", "not now"}}; },
+        options_.timeout,
+        [](const Json&) {
+          return Json{{"ok", false}, {"error", "not now"}};
+        },
         stop);
     if (told) slot.tree_told = slot.serial;
   }

@@ -20,11 +20,10 @@ constexpr std::size_t kMaxDoc = 64 * 1024;        // of a description in a docst
 
 bool is_keyword(std::string_view s) {
   static const std::set<std::string_view> keywords = {
-      "False", "None",   "True",    "and",      "as",     "assert", "async",  "await",
-      "break", "class",  "continue", "def",     "del",    "elif",   "else",   "except",
-      "finally", "for",  "from",    "global",   "if",     "import", "in",     "is",
-      "lambda", "nonlocal", "not",  "or",       "pass",   "raise",  "return", "try",
-      "while", "with",   "yield"};
+      "False", "None",     "True",  "and",    "as",   "assert", "async",  "await",    "break",
+      "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
+      "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
+      "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield"};
   return keywords.contains(s);
 }
 
@@ -35,9 +34,9 @@ std::string literal(std::string_view text) {
 }
 
 std::string annotation(const Json& schema) {
-  static const std::map<std::string, std::string> types = {
-      {"string", "str"},   {"integer", "int"}, {"number", "float"},
-      {"boolean", "bool"}, {"array", "list"},  {"object", "dict"}};
+  static const std::map<std::string, std::string> types = {{"string", "str"},   {"integer", "int"},
+                                                           {"number", "float"}, {"boolean", "bool"},
+                                                           {"array", "list"},   {"object", "dict"}};
   if (!schema.is_object()) return "_t.Any";
   auto type = schema.find("type");
   if (type == schema.end() || !type->is_string()) return "_t.Any";
@@ -90,7 +89,8 @@ std::string module_source(const Entry& e) {
   src += "from kernex_tools import call as _call\n\n";
   src += "_NAME = " + literal(spec.name) + "\n\n\n";
   // Keyword-only (a bare `*` needs one named parameter after it), the rest through **_kw.
-  src += "def " + f + "(" + (params.empty() ? "" : "*" + params + ", ") + "**_kw: _t.Any) -> _t.Any:\n";
+  src += "def " + f + "(" + (params.empty() ? "" : "*" + params + ", ") +
+         "**_kw: _t.Any) -> _t.Any:\n";
   src += "    _args = {}\n" + body + "    _args.update(_kw)\n";
   src += "    return _call(_NAME, **_args)\n\n\n";
   src += f + ".__doc__ = " + literal(doc_of(spec)) + "\n";
@@ -186,8 +186,8 @@ Result<void> write_package(const fs::path& root, std::vector<Entry> entries) {
   for (const auto& [server, functions] : servers) {
     std::string names;
     for (const auto& f : functions) names += (names.empty() ? "" : ", ") + f;
-    KERNEX_RETURN_IF_ERROR(write_file(pkg / server / "__init__.py",
-                                      "__doc__ = " + literal("Tools: " + names) + "\n"));
+    KERNEX_RETURN_IF_ERROR(
+        write_file(pkg / server / "__init__.py", "__doc__ = " + literal("Tools: " + names) + "\n"));
   }
   KERNEX_RETURN_IF_ERROR(write_file(pkg / "README.md", readme(entries)));
   return write_file(pkg / "index.json",

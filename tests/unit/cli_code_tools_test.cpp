@@ -22,8 +22,9 @@ using ::testing::Not;
 namespace {
 
 std::string eval_line(const std::string& code) {
-  return Json{{"tool_calls", {{{"id", "e1"}, {"name", "eval_code"}, {"arguments", {{"code", code}}}}}},
-              {"usage", {{"input_tokens", 100}, {"output_tokens", 10}}}}
+  return Json{
+      {"tool_calls", {{{"id", "e1"}, {"name", "eval_code"}, {"arguments", {{"code", code}}}}}},
+      {"usage", {{"input_tokens", 100}, {"output_tokens", 10}}}}
       .dump();
 }
 std::string text_line(const std::string& text) {
@@ -54,19 +55,20 @@ class CliCodeTools : public ::testing::Test {
            "toolboxes:\n"
            "  - name: repl\n"
            "    options: {workspace: "
-        << (dir / "workspace").string() << ", timeout: 60, offer: always"
-        << repl_extra
+        << (dir / "workspace").string() << ", timeout: 60, offer: always" << repl_extra
         << "}\n"
            "  - name: files\n"
            "    options: {workspace: "
-        << (dir / "workspace").string() << ", tools: [read]}\n"
+        << (dir / "workspace").string()
+        << ", tools: [read]}\n"
            "limits:\n"
            "  max_turns: 4\n";
     return kernex::testing::run_cli(
         dir, env_,
         {"run", "--config", (dir / "kernex.yaml").string(), "--data-dir", (dir / "data").string(),
          "--provider-opt", "script=" + (dir / "script.jsonl").string(), "--provider-opt",
-         "record=" + (dir / "requests.jsonl").string(), "--json", "Count the ERROR lines of big.log"});
+         "record=" + (dir / "requests.jsonl").string(), "--json",
+         "Count the ERROR lines of big.log"});
   }
 
   kernex::testing::TempDir tmp_;
@@ -104,8 +106,8 @@ TEST_F(CliCodeTools, AResultPastTheCodeCapRaisesToolErrorAndIsNeverCut) {
       "except ToolError as e:\n"
       "    outcome = e.tool + ': ' + str(e)\n"
       "submit_result(outcome)\n";
-  auto r = run(eval_line(code) + "\n" + text_line("too big") + "\n",
-               ", tool_result_max_bytes: 1000000");
+  auto r =
+      run(eval_line(code) + "\n" + text_line("too big") + "\n", ", tool_result_max_bytes: 1000000");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const Json answer = Json::parse(r.out);
   ASSERT_TRUE(answer.contains("result") && answer["result"].is_string()) << r.out;
@@ -128,7 +130,8 @@ TEST_F(CliCodeTools, ServersTreeModulesImportSearchAndAreReadOnly) {
       "except OSError:\n"
       "    w = 'read-only'\n"
       "submit_result({'lines': r['lines'], 'found': search_tools('read a file', detail='name'),\n"
-      "               'schema': search_tools('read', detail='schema')[0]['parameters']['required'],\n"
+      "               'schema': search_tools('read', "
+      "detail='schema')[0]['parameters']['required'],\n"
       "               'ls': sorted(os.listdir(SERVERS_DIR)), 'w': w,\n"
       "               'doc': 'Read the contents of a file.' in read.__doc__})\n";
   auto r = run(eval_line(code) + "\n" + text_line("done") + "\n");

@@ -50,9 +50,7 @@ class CodeTools : public ::testing::Test {
     config_.provider.config = {{"script", (dir_.path() / "script.jsonl").string()},
                                {"record", (dir_.path() / "requests.jsonl").string()}};
     config_.toolboxes = std::vector<PluginRef>{
-        {"repl", repl},
-        {"builtin", Json::object()},
-        {"files", Json{{"workspace", ws().string()}}}};
+        {"repl", repl}, {"builtin", Json::object()}, {"files", Json{{"workspace", ws().string()}}}};
     config_.plugin_dirs = {KERNEX_PLUGIN_BUILD_DIR};
     config_.pricing_file = fs::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
     config_.data_dir = dir_.path() / "data";
@@ -263,13 +261,12 @@ TEST_F(CodeTools, SubQueriesFromCodeAreChildrenOfTheCodeRun) {
 // checkpoint() keeps the REPL's picklable variables with the kernel, so the fresh worker that
 // follows a timeout gets them back with restore().
 TEST_F(CodeTools, CheckpointedVariablesSurviveATimedOutWorker) {
-  const std::string second =
-      Json{{"tool_calls",
-            {{{"id", "m2"},
-              {"name", "eval_code"},
-              {"arguments", {{"code", "print(restore(), x, y)\n"}}}}}},
-           {"usage", {{"input_tokens", 100}, {"output_tokens", 10}}}}
-          .dump();
+  const std::string second = Json{{"tool_calls",
+                                   {{{"id", "m2"},
+                                     {"name", "eval_code"},
+                                     {"arguments", {{"code", "print(restore(), x, y)\n"}}}}}},
+                                  {"usage", {{"input_tokens", 100}, {"output_tokens", 10}}}}
+                                 .dump();
   auto r = run_code(
       "x = {'a': [1, 2]}\ny = 5\nf = lambda: 1\n"
       "print(checkpoint())\n"

@@ -30,7 +30,8 @@ std::string python(const fs::path& root, const std::string& code) {
       "    return 'ok'\n"
       "m.call = call\n"
       "sys.modules['kernex_tools'] = m\n"
-      "sys.path.insert(0, " + Json(root.string()).dump() + ")\n";
+      "sys.path.insert(0, " +
+      Json(root.string()).dump() + ")\n";
   const fs::path script = root.parent_path() / "t.py";
   FILE* f = std::fopen(script.c_str(), "w");
   std::fputs((stub + code).c_str(), f);
@@ -59,20 +60,24 @@ TEST(ServersTree, ModulesAreTypedCallableAndDocumented) {
   ASSERT_TRUE(kernex::repl::write_servers_tree(dir, tools));
   EXPECT_TRUE(fs::exists(dir / "servers/README.md"));
   EXPECT_TRUE(fs::exists(dir / "servers/index.json"));
-  const std::string out = python(
-      dir,
-      "import inspect, os\n"
-      "import servers.filesystem.read_text_file as r\n"
-      "print(inspect.signature(r.read_text_file))\n"
-      "r(path='a.txt', head=3, **{'bad-name': 1})\n"
-      "from servers.kernel import read\n"
-      "read.read(file_path='x')\n"
-      "print('Read a file as text.' in r.__doc__, sorted(os.listdir(os.path.join(" +
-          Json(dir.string()).dump() + ", 'servers'))))\n");
+  const std::string out =
+      python(dir,
+             "import inspect, os\n"
+             "import servers.filesystem.read_text_file as r\n"
+             "print(inspect.signature(r.read_text_file))\n"
+             "r(path='a.txt', head=3, **{'bad-name': 1})\n"
+             "from servers.kernel import read\n"
+             "read.read(file_path='x')\n"
+             "print('Read a file as text.' in r.__doc__, sorted(os.listdir(os.path.join(" +
+                 Json(dir.string()).dump() + ", 'servers'))))\n");
   EXPECT_THAT(out, HasSubstr("(*, head: Optional[int] = None, path: str, **_kw: Any) -> Any"));
-  EXPECT_THAT(out, HasSubstr(R"(CALL ["filesystem__read_text_file", {"bad-name": 1, "head": 3, "path": "a.txt"}])"));
+  EXPECT_THAT(
+      out,
+      HasSubstr(
+          R"(CALL ["filesystem__read_text_file", {"bad-name": 1, "head": 3, "path": "a.txt"}])"));
   EXPECT_THAT(out, HasSubstr(R"(CALL ["read", {"file_path": "x"}])"));
-  EXPECT_THAT(out, HasSubstr("True ['README.md', '__init__.py', 'filesystem', 'index.json', 'kernel']"));
+  EXPECT_THAT(out,
+              HasSubstr("True ['README.md', '__init__.py', 'filesystem', 'index.json', 'kernel']"));
 }
 
 TEST(ServersTree, HostileNamesStayInsideTheTreeAndInsideTheirLiterals) {
@@ -80,7 +85,10 @@ TEST(ServersTree, HostileNamesStayInsideTheTreeAndInsideTheirLiterals) {
   const std::string breakout = "x\"\"\"\nimport os; os.system('touch PWNED')\n\"\"\"";
   const std::vector<ToolSpec> tools = {
       {"../../evil__../../x", breakout, Json{{"type", "object"}}, {}},
-      {"class", breakout, Json{{"type", "object"}, {"properties", {{"_call", {}}, {"import", {}}}}}, {}},
+      {"class",
+       breakout,
+       Json{{"type", "object"}, {"properties", {{"_call", {}}, {"import", {}}}}},
+       {}},
       {"9lives", "", Json{{"type", "object"}}, {}},
       {"_call", "", Json::array(), {}},
       {"café", "", Json{{"type", "object"}}, {}},
@@ -96,13 +104,14 @@ TEST(ServersTree, HostileNamesStayInsideTheTreeAndInsideTheirLiterals) {
   EXPECT_EQ(kernex::repl::python_identifier("../x"), "___x");
   EXPECT_EQ(kernex::repl::python_identifier("class"), "_class");
   EXPECT_EQ(kernex::repl::python_identifier(""), "tool");
-  const std::string out = python(
-      dir,
-      "import importlib, json\n"
-      "for e in json.load(open(" + Json((dir / "servers/index.json").string()).dump() + ")):\n"
-      "    m = importlib.import_module(e['module'])\n"
-      "    m(**({'import': 1} if e['name'] == 'class' else {}))\n"
-      "print('imported all')\n");
+  const std::string out = python(dir,
+                                 "import importlib, json\n"
+                                 "for e in json.load(open(" +
+                                     Json((dir / "servers/index.json").string()).dump() +
+                                     ")):\n"
+                                     "    m = importlib.import_module(e['module'])\n"
+                                     "    m(**({'import': 1} if e['name'] == 'class' else {}))\n"
+                                     "print('imported all')\n");
   EXPECT_THAT(out, HasSubstr("imported all")) << out;
   EXPECT_THAT(out, HasSubstr(R"(CALL ["class", {"import": 1}])"));
   EXPECT_THAT(out, HasSubstr(R"(CALL ["../../evil__../../x", {}])"));

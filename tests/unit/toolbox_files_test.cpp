@@ -79,8 +79,7 @@ TEST_F(FilesToolbox, FromCodeResultsAreWholeAndStructured) {
   auto read = box_->execute(Context{}, code, ToolCall{"c", "read", Json{{"file_path", "big.txt"}}});
   ASSERT_TRUE(read);
   EXPECT_FALSE(read->is_error);
-  EXPECT_EQ(read->structured,
-            (Json{{"content", big}, {"lines", 5000}, {"truncated", false}}));
+  EXPECT_EQ(read->structured, (Json{{"content", big}, {"lines", 5000}, {"truncated", false}}));
   auto glob = box_->execute(Context{}, code, ToolCall{"g", "glob", Json{{"pattern", "**/*.cpp"}}});
   ASSERT_TRUE(glob);
   ASSERT_TRUE(glob->structured.is_array()) << glob->structured.dump();

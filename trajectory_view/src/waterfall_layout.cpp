@@ -132,7 +132,8 @@ class TreeBuilder {
         continue;
       }
       // Tool calls and sub-queries made from code sit under their code run.
-      Node n{row_of(e, type), type == "tool_call" || type == "sub_call" ? text(e, "code_run") : "",
+      Node n{row_of(e, type),
+             type == "tool_call" || type == "sub_call" ? text(e, "code_run") : "",
              {}};
       n.row.start_ms = when->first;
       n.row.duration_ms = when->second - when->first;

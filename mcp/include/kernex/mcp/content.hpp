@@ -27,8 +27,9 @@ struct RenderedResult {
 //   text, or its size for blobs.
 // structuredContent is kept as `structured` and appended to the text as "[structured content]
 // <json>" unless a text item already says the same: holds the same JSON (servers are told to send
-// both) or is one of its top-level string values (server-filesystem's {"content": text}). isError becomes is_error. A result that is not
-// an object, or a content item that is not understood, is rendered as its JSON rather than dropped.
+// both) or is one of its top-level string values (server-filesystem's {"content": text}). isError
+// becomes is_error. A result that is not an object, or a content item that is not understood, is
+// rendered as its JSON rather than dropped.
 RenderedResult render_call_result(const Json& result, const RenderOptions& options = {});
 
 }  // namespace kernex::mcp
