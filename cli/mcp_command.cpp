@@ -295,7 +295,13 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
   if (run_options.provider || !config->provider.name.empty()) {
     auto provider = (*kernel)->create_provider(run_options);
     if (!provider) return report(provider.error());
-    services->set_provider(*provider);
+    // Each of a batch's queries leases an instance of its own (plugins need not be thread-safe).
+    services->set_provider(*provider,
+                           [kernel = kernel->get(), run_options,
+                            first = *provider]() -> Result<std::shared_ptr<Provider>> {
+                             if (auto twin = first->concurrent_instance()) return twin;
+                             return kernel->create_provider(run_options);
+                           });
   }
   tools.set_handles(RunHandles{services, nullptr, {}});
   tools.set_hooks((*kernel)->hooks(), HookScope{services->session(), "mcp", "mcp-serve"});

@@ -1,7 +1,9 @@
 #include "mcp_serve_tools.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
+#include <thread>
 
 #include "kernex/log.hpp"
 
@@ -38,7 +40,7 @@ std::vector<ToolSpec> ServeTools::list(const ToolExecutor* except) {
 }
 
 ToolResult ServeTools::call(const ToolCall& requested, const ToolExecutor* except,
-                            std::stop_token stop) {
+                            std::stop_token stop, std::size_t code_max_bytes) {
   ToolCall call = requested;  // hooks may rewrite the arguments the tool gets
   auto error = [&](std::string text) {
     return ToolResult{call.id, call.name, std::move(text), true};
@@ -62,13 +64,15 @@ ToolResult ServeTools::call(const ToolCall& requested, const ToolExecutor* excep
   if (!permitted.allowed) return error("Tool call denied: " + permitted.reason);
   ToolResult result;
   try {
+    RunHandles handles = handles_;
+    handles.code_result_max_bytes = code_max_bytes;
     Result<ToolResult> executed;
     if (stop.stop_possible()) {
       Context stoppable = *context_;  // this call's own stop, the shared rest unchanged
       stoppable.stop = stop;
-      executed = executor->execute(stoppable, handles_, call);
+      executed = executor->execute(stoppable, handles, call);
     } else {
-      executed = executor->execute(*context_, handles_, call);
+      executed = executor->execute(*context_, handles, call);
     }
     result = executed ? *executed : error("Tool failed: " + executed.error().describe());
   } catch (const std::exception& e) {
@@ -89,15 +93,13 @@ Error no_model() {
 }  // namespace
 
 // One completion, tools off, as a run's llm_query: no budget here beyond the provider's own.
-Result<std::string> ServeRunServices::llm_query(const std::string& prompt,
-                                                const std::optional<std::string>& model) {
-  if (!provider_) return std::unexpected(no_model());
+Result<std::string> ServeRunServices::complete(Provider& provider, const std::string& prompt,
+                                               const std::optional<std::string>& model) {
   Context ctx(prompt);
   ctx.model = model;
   ctx.allowed_tools = std::vector<std::string>{};
-  std::lock_guard lock(provider_mutex_);  // one provider instance: one request at a time
   try {
-    auto response = provider_->complete(ctx, {}, {});
+    auto response = provider.complete(ctx, {}, {});
     if (!response) return fail(ErrorCode::Provider, "llm_query failed", response.error());
     return response->text;
   } catch (const std::exception& e) {
@@ -105,10 +107,55 @@ Result<std::string> ServeRunServices::llm_query(const std::string& prompt,
   }
 }
 
+std::shared_ptr<Provider> ServeRunServices::lease() {
+  {
+    std::lock_guard lock(idle_mutex_);
+    if (!idle_.empty()) {
+      auto provider = std::move(idle_.back());
+      idle_.pop_back();
+      return provider;
+    }
+  }
+  if (!more_providers_) return nullptr;
+  std::lock_guard lock(make_mutex_);  // the factory (plugin host, kernel) is asked by one at a time
+  auto made = more_providers_();
+  return made ? *made : nullptr;
+}
+
+void ServeRunServices::give_back(std::shared_ptr<Provider> provider) {
+  std::lock_guard lock(idle_mutex_);
+  idle_.push_back(std::move(provider));
+}
+
+Result<std::string> ServeRunServices::llm_query(const std::string& prompt,
+                                                const std::optional<std::string>& model) {
+  if (!provider_) return std::unexpected(no_model());
+  if (auto leased = lease()) {
+    auto text = complete(*leased, prompt, model);
+    give_back(std::move(leased));
+    return text;
+  }
+  std::lock_guard lock(provider_mutex_);  // one provider instance: one request at a time
+  return complete(*provider_, prompt, model);
+}
+
+// Concurrently, on at most kBatchWorkers leased instances; results in the order of `prompts`.
 std::vector<Result<std::string>> ServeRunServices::llm_query_batched(
     const std::vector<std::string>& prompts, const std::optional<std::string>& model) {
-  std::vector<Result<std::string>> out;
-  for (const auto& prompt : prompts) out.push_back(llm_query(prompt, model));
+  constexpr std::size_t kBatchWorkers = 4;
+  std::vector<Result<std::string>> out(prompts.size(), std::unexpected(no_model()));
+  if (!provider_) return out;
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < prompts.size(); i = next++)
+      out[i] = llm_query(prompts[i], model);
+  };
+  {
+    std::vector<std::jthread> threads;
+    const std::size_t workers = std::min(prompts.size(), kBatchWorkers);
+    for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(work);
+    work();
+  }  // joined
   return out;
 }
 
@@ -122,8 +169,9 @@ Result<std::string> ServeRunServices::rlm_query(const std::string&,
 std::vector<ToolSpec> ServeRunServices::tools() { return tools_.list(repl_); }
 
 // No trajectory is kept by mcp serve, so `code_run` names nothing to attach the call to.
-ToolResult ServeRunServices::call_tool(ToolCall call, const std::string&) {
-  return tools_.call(call, repl_);
+ToolResult ServeRunServices::call_tool(ToolCall call, const std::string&,
+                                       std::size_t result_max_bytes) {
+  return tools_.call(call, repl_, {}, result_max_bytes);
 }
 
 void ServeRunServices::submit_result(Json value, const std::string&) {

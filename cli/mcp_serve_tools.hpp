@@ -3,6 +3,7 @@
 // and permission rules around every call, in a run's order.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,8 +46,9 @@ class ServeTools {
   // Runs one listed tool of any executor but `except`: the permission rules, then the executor.
   // An unknown or refused tool, or a failing executor, is a result with is_error.
   // `stop` (a client's cancel) reaches the executor as the call's Context::stop.
+  // `code_max_bytes` (nonzero): code called it, which gets the whole result up to that cap.
   ToolResult call(const ToolCall& call, const ToolExecutor* except = nullptr,
-                  std::stop_token stop = {});
+                  std::stop_token stop = {}, std::size_t code_max_bytes = 0);
 
  private:
   const PermissionRules& rules_;
@@ -74,7 +76,14 @@ class ServeRunServices final : public RunServices {
   const std::string& span() const override { return span_; }
   const std::string& session() const override { return session_; }
   // With a provider (one is configured), llm_query is answered here; without, it is deferred.
-  void set_provider(std::shared_ptr<Provider> provider) { provider_ = std::move(provider); }
+  // `more` makes further instances: each query leases one (an idle one, else a new one, kept for
+  // the next) so llm_query_batched runs concurrently; without it the one instance answers one
+  // query at a time.
+  using ProviderFactory = std::function<Result<std::shared_ptr<Provider>>()>;
+  void set_provider(std::shared_ptr<Provider> provider, ProviderFactory more = {}) {
+    provider_ = std::move(provider);
+    more_providers_ = std::move(more);
+  }
   bool can_query() const override { return provider_ != nullptr; }
   Result<std::string> llm_query(const std::string& prompt,
                                 const std::optional<std::string>& model) override;
@@ -83,7 +92,8 @@ class ServeRunServices final : public RunServices {
   Result<std::string> rlm_query(const std::string& prompt,
                                 const std::optional<std::string>& context) override;
   std::vector<ToolSpec> tools() override;
-  ToolResult call_tool(ToolCall call, const std::string& code_run) override;
+  ToolResult call_tool(ToolCall call, const std::string& code_run,
+                       std::size_t result_max_bytes = 0) override;
   // What the code submitted (submit_result) since the last take, handed back once.
   void submit_result(Json value, const std::string& code_run) override;
   std::optional<Json> take_submitted();
@@ -94,7 +104,15 @@ class ServeRunServices final : public RunServices {
   std::string session_;
   std::string span_ = "0";
   std::shared_ptr<Provider> provider_;
-  std::mutex provider_mutex_;
+  std::mutex provider_mutex_;  // provider_ answers one query at a time
+  ProviderFactory more_providers_;
+  std::mutex idle_mutex_;
+  std::mutex make_mutex_;
+  std::vector<std::shared_ptr<Provider>> idle_;  // made by more_providers_, none in use
+  std::shared_ptr<Provider> lease();
+  void give_back(std::shared_ptr<Provider> provider);
+  Result<std::string> complete(Provider& provider, const std::string& prompt,
+                               const std::optional<std::string>& model);
   std::mutex submitted_mutex_;
   std::optional<Json> submitted_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <optional>
 
 #include "kernex/log.hpp"
 #include "kernex/run_services.hpp"
@@ -100,10 +101,16 @@ std::optional<ToolResult> gate(const LoopDeps& deps, Context& context, ToolCall&
 }
 
 ToolResult execute(const LoopDeps& deps, ToolExecutor* executor, ContextTool* context_tool,
-                   Context& context, const ToolCall& call) {
+                   Context& context, const ToolCall& call, std::size_t code_max_bytes) {
   try {
-    auto executed = executor != nullptr ? executor->execute(context, deps.handles, call)
-                                        : context_tool->execute(context, call);
+    std::optional<RunHandles> for_code;
+    if (code_max_bytes > 0) {
+      for_code = deps.handles;
+      for_code->code_result_max_bytes = code_max_bytes;
+    }
+    auto executed = executor != nullptr
+                        ? executor->execute(context, for_code ? *for_code : deps.handles, call)
+                        : context_tool->execute(context, call);
     return executed ? *executed : error_result(call, "Tool failed: " + executed.error().describe());
   } catch (const std::exception& e) {
     return error_result(call, std::string("Tool failed: ") + e.what());
@@ -117,7 +124,8 @@ ToolResult execute(const LoopDeps& deps, ToolExecutor* executor, ContextTool* co
 // transcript. With a journal and a key, the start is stored before the tool runs and the result
 // after, so a resumed run never runs it twice.
 ToolResult run_tool_unrecorded(const LoopDeps& deps, const ToolRouter& tools, Context& context,
-                               ToolCall call, const std::string& key, const std::string& code_run) {
+                               ToolCall call, const std::string& key, const std::string& code_run,
+                               std::size_t code_max_bytes) {
   if (auto refused = gate(deps, context, call, key, code_run)) return *refused;
   ToolExecutor* executor = tools.find(call.name);
   ContextTool* context_tool = executor == nullptr ? tools.find_context_tool(call.name) : nullptr;
@@ -129,7 +137,7 @@ ToolResult run_tool_unrecorded(const LoopDeps& deps, const ToolRouter& tools, Co
     if (auto started = deps.journal->tool_started(key, call); !started)
       return error_result(call, "Tool call not run: " + started.error().describe());
   }
-  ToolResult result = execute(deps, executor, context_tool, context, call);
+  ToolResult result = execute(deps, executor, context_tool, context, call, code_max_bytes);
   if (deps.hooks != nullptr) deps.hooks->post_tool(deps.scope, call, result);
   result.call_id = call.id;
   result.name = call.name;
@@ -272,15 +280,16 @@ RunResult cancelled(RunResult run, Context& context, const SaidSoFar& said) {
 }  // namespace
 
 ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call,
-                    const std::string& code_run, const std::string& key) {
+                    const std::string& code_run, const std::string& key,
+                    std::size_t code_max_bytes) {
   const auto t0 = std::chrono::steady_clock::now();
   Json arguments = call.arguments;
   const std::string name = call.name;
   std::optional<ToolResult> replayed =
       tools.find(call.name) != nullptr ? journaled_result(deps, call, key) : std::nullopt;
-  ToolResult result =
-      replayed ? std::move(*replayed)
-               : run_tool_unrecorded(deps, tools, context, std::move(call), key, code_run);
+  ToolResult result = replayed ? std::move(*replayed)
+                               : run_tool_unrecorded(deps, tools, context, std::move(call), key,
+                                                     code_run, code_max_bytes);
   if (Trajectory* t = trajectory_of(deps)) {
     Json event = {{"span", deps.span},
                   {"depth", deps.depth},
@@ -298,7 +307,7 @@ ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& cont
 }
 
 ToolResult run_code_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context,
-                         ToolCall call, const std::string& code_run) {
+                         ToolCall call, const std::string& code_run, std::size_t max_bytes) {
   if (context.stop.stop_requested())
     return error_result(call, "Tool call not run: the run was cancelled");
   // Context tools change the run itself: the model calls them, code does not.
@@ -319,7 +328,7 @@ ToolResult run_code_tool(const LoopDeps& deps, const ToolRouter& tools, Context&
   emit(deps, StreamEvent::Kind::ToolRun, call,
        call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace), false);
   const ToolCall shown = call;
-  ToolResult result = run_tool(deps, tools, context, std::move(call), code_run, key);
+  ToolResult result = run_tool(deps, tools, context, std::move(call), code_run, key, max_bytes);
   emit(deps, StreamEvent::Kind::ToolResult, shown, result.content, result.is_error);
   return result;
 }

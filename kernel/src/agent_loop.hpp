@@ -85,13 +85,16 @@ struct LoopDeps {
 // used by the loop and by code that runs tools around it (RunOptions::extension).
 // `code_run`: the id of the code run that called it (tools called from code), recorded with it.
 // `key`: the call's journal and approval key ("" outside the loop: not journaled).
+// `code_max_bytes`: nonzero for a call from code, its cap on the result (the executor sees it as
+// RunHandles::code_result_max_bytes).
 ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context, ToolCall call,
-                    const std::string& code_run = {}, const std::string& key = {});
+                    const std::string& code_run = {}, const std::string& key = {},
+                    std::size_t code_max_bytes = 0);
 
 // A tool called from the run's code (RunServices::call_tool): as a model's call in the loop,
 // with the stop request, the tool-call budget and the ToolRun / ToolResult stream events.
 ToolResult run_code_tool(const LoopDeps& deps, const ToolRouter& tools, Context& context,
-                         ToolCall call, const std::string& code_run);
+                         ToolCall call, const std::string& code_run, std::size_t max_bytes = 0);
 
 // Runs the loop on `context` (its `turn` grows with the run's tool exchange). Provider errors
 // end the run with an error; tool errors go back to the model as error results. A stop request

@@ -285,6 +285,7 @@ struct Kernel::Impl {
     services.pricing = &pricing;
     services.sub_runner = options.sub_runner;
     services.stop = options.stop;
+    if (plan.parent != nullptr) services.parent_code_run = plan.parent->code_run();
     return std::make_shared<KernelRunServices>(std::move(services));
   }
 
@@ -319,8 +320,10 @@ struct Kernel::Impl {
                                                         const ToolRouter*& router_in_use,
                                                         Context& context) {
     return {[&router_in_use] { return router_in_use->code_specs(); },
-            [&deps, &router_in_use, &context](ToolCall call, const std::string& code_run) {
-              return run_code_tool(deps, *router_in_use, context, std::move(call), code_run);
+            [&deps, &router_in_use, &context](ToolCall call, const std::string& code_run,
+                                              std::size_t max_bytes) {
+              return run_code_tool(deps, *router_in_use, context, std::move(call), code_run,
+                                   max_bytes);
             }};
   }
 
@@ -403,6 +406,7 @@ struct Kernel::Impl {
     event["parent"] = span.substr(0, span.rfind('.'));
     event["depth"] = services.depth();
     event["kind"] = "rlm_query";
+    if (!services.parent_code_run().empty()) event["code_run"] = services.parent_code_run();
     event["prompt"] = request.text;
     if (run) event["answer"] = run->text;
     t->record("sub_call", std::move(event));

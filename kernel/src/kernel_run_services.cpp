@@ -25,6 +25,7 @@ Result<std::string> KernelRunServices::query_with(Provider& provider, const std:
   if (auto used_up = tree.exhausted()) return budget_error(*used_up);
   if (s_.stop.stop_requested()) return fail(ErrorCode::Limit, "llm_query: the run was cancelled");
   const std::string span = tree.child_span(s_.span);
+  const std::string from_code = code_run();
   Context ctx(prompt);
   ctx.stop = s_.stop;  // the provider aborts the request when the run is cancelled
   ctx.model = model ? model : s_.model;
@@ -45,6 +46,7 @@ Result<std::string> KernelRunServices::query_with(Provider& provider, const std:
                 {"model", ctx.model.value_or(provider.default_model())},
                 {"prompt", prompt},
                 {"latency_ms", latency}};
+  if (!from_code.empty()) event["code_run"] = from_code;
   if (!response) {
     event["error"] = response.error().describe();
     if (tree.trajectory() != nullptr) tree.trajectory()->record("sub_call", std::move(event));
@@ -124,14 +126,15 @@ std::vector<ToolSpec> KernelRunServices::tools() {
   return access.list ? access.list() : std::vector<ToolSpec>{};
 }
 
-ToolResult KernelRunServices::call_tool(ToolCall call, const std::string& code_run) {
+ToolResult KernelRunServices::call_tool(ToolCall call, const std::string& code_run,
+                                        std::size_t result_max_bytes) {
   ToolAccess access;
   {
     std::lock_guard lock(mu_);
     access = tools_;
   }
   if (!access.call) return RunServices::call_tool(std::move(call), code_run);
-  return access.call(std::move(call), code_run);
+  return access.call(std::move(call), code_run, result_max_bytes);
 }
 
 void KernelRunServices::submit_result(Json value, const std::string& code_run) {
@@ -141,6 +144,16 @@ void KernelRunServices::submit_result(Json value, const std::string& code_run) {
   }
   std::lock_guard lock(mu_);
   result_ = std::move(value);
+}
+
+void KernelRunServices::set_code_run(std::string id) {
+  std::lock_guard lock(mu_);
+  code_run_ = std::move(id);
+}
+
+std::string KernelRunServices::code_run() const {
+  std::lock_guard lock(mu_);
+  return code_run_;
 }
 
 void KernelRunServices::bind_tools(ToolAccess access) {

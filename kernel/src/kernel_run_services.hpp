@@ -36,7 +36,8 @@ class KernelRunServices final : public RunServices,
     const PricingTable* pricing = nullptr;
     SubRunner sub_runner;  // empty: rlm_query is unsupported in this run
     std::size_t max_concurrency = 4;
-    std::stop_token stop;  // the run's: no query starts once it fires
+    std::stop_token stop;         // the run's: no query starts once it fires
+    std::string parent_code_run;  // the parent's code run that started this sub-run, if any
   };
 
   explicit KernelRunServices(Setup setup) : s_(std::move(setup)) {}
@@ -53,13 +54,16 @@ class KernelRunServices final : public RunServices,
                                 const std::optional<std::string>& context) override;
 
   std::vector<ToolSpec> tools() override;
-  ToolResult call_tool(ToolCall call, const std::string& code_run) override;
+  ToolResult call_tool(ToolCall call, const std::string& code_run,
+                       std::size_t result_max_bytes = 0) override;
   void submit_result(Json value, const std::string& code_run) override;
+  void set_code_run(std::string id) override;
+  std::string code_run() const;
 
   // The run's tools for code, bound while its loop runs: outside that window code gets none.
   struct ToolAccess {
     std::function<std::vector<ToolSpec>()> list;
-    std::function<ToolResult(ToolCall, const std::string& code_run)> call;
+    std::function<ToolResult(ToolCall, const std::string& code_run, std::size_t max_bytes)> call;
   };
   void bind_tools(ToolAccess access);
   void unbind_tools() { bind_tools({}); }
@@ -67,14 +71,16 @@ class KernelRunServices final : public RunServices,
   std::optional<Json> submitted() const;
 
   const std::shared_ptr<RunTree>& tree() const { return s_.tree; }
+  const std::string& parent_code_run() const { return s_.parent_code_run; }
 
  private:
   Result<std::string> query_with(Provider& provider, const std::string& prompt,
                                  const std::optional<std::string>& model);
 
   Setup s_;
-  mutable std::mutex mu_;  // guards tools_ and result_
+  mutable std::mutex mu_;  // guards tools_, result_ and code_run_
   ToolAccess tools_;
+  std::string code_run_;
   std::optional<Json> result_;
 };
 

@@ -48,6 +48,7 @@ void from_json(const Json& j, ToolCall& v) {
 void to_json(Json& j, const ToolResult& v) {
   j = Json{
       {"call_id", v.call_id}, {"name", v.name}, {"content", v.content}, {"is_error", v.is_error}};
+  if (!v.structured.is_null()) j["structured"] = v.structured;
 }
 
 void from_json(const Json& j, ToolResult& v) {
@@ -57,6 +58,7 @@ void from_json(const Json& j, ToolResult& v) {
   jf::defaulted(j, "name", out.name);
   jf::required(j, "content", out.content);
   jf::defaulted(j, "is_error", out.is_error);
+  if (auto it = j.find("structured"); it != j.end()) out.structured = *it;
   v = std::move(out);
 }
 

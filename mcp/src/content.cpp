@@ -45,6 +45,18 @@ std::string embedded(const Json& item) {
   return out;
 }
 
+// Whether a text item already carries the structured content: as its JSON, or as one of its
+// top-level strings (a text tool's {"content": text}), so the model is not sent it twice.
+bool says_the_same(const std::string& text, const Json& structured) {
+  if (structured.is_object()) {
+    for (const auto& [key, value] : structured.items()) {
+      if (value.is_string() && value.get_ref<const std::string&>() == text) return true;
+    }
+  }
+  Json parsed = parse_untrusted(text);
+  return !parsed.is_discarded() && parsed == structured;
+}
+
 }  // namespace
 
 RenderedResult render_call_result(const Json& result, const RenderOptions& opts) {
@@ -68,10 +80,8 @@ RenderedResult render_call_result(const Json& result, const RenderOptions& opts)
       if (type == "text" && item.contains("text") && item["text"].is_string()) {
         const auto& t = item["text"].get_ref<const std::string&>();
         add(t);
-        if (structured != result.end() && !structured_shown) {
-          Json parsed = parse_untrusted(t);
-          structured_shown = !parsed.is_discarded() && parsed == *structured;
-        }
+        if (structured != result.end() && !structured_shown)
+          structured_shown = says_the_same(t, *structured);
       } else if (type == "image" || type == "audio") {
         add(binary(item, type, opts));
       } else if (type == "resource_link") {
@@ -86,6 +96,7 @@ RenderedResult render_call_result(const Json& result, const RenderOptions& opts)
   if (structured != result.end() && !structured->is_null() && !structured_shown) {
     add("[structured content] " + dump(*structured));
   }
+  if (structured != result.end()) out.structured = *structured;
   out.text = std::move(text);
   return out;
 }

@@ -297,7 +297,9 @@ Result<ToolResult> McpToolbox::execute(const Context& context, const RunHandles&
                                   result.error().message + ")");
   }
   if (!result) return error_result(call, "MCP error: " + result.error().describe());
-  return ToolResult{call.id, call.name, result->rendered.text, result->rendered.is_error};
+  ToolResult out{call.id, call.name, std::move(result->rendered.text), result->rendered.is_error};
+  out.structured = std::move(result->rendered.structured);
+  return out;
 }
 
 }  // namespace kernex::mcp

@@ -66,26 +66,50 @@ class PiiHook final : public HookRunner {
     return HookOutcome::allow();
   }
 
+  // The text and every string of the structured result (what code gets) alike: the same value
+  // gets the same token in both.
   void post_tool(const HookScope& scope, const ToolCall& call, ToolResult& result) override {
     const std::vector<Kind>& kinds = kinds_for(call.name);
     if (kinds.empty()) return;
-    const auto matches = scan(result.content, kinds);
+    tokenise(scope, kinds, result.content);
+    tokenise_strings(scope, kinds, result.structured);
+  }
+
+ private:
+  void tokenise_strings(const HookScope& scope, const std::vector<Kind>& kinds, Json& value) {
+    if (value.is_string()) {
+      tokenise(scope, kinds, value.get_ref<std::string&>());
+    } else if (value.is_array()) {
+      for (auto& item : value) tokenise_strings(scope, kinds, item);
+    } else if (value.is_object()) {
+      Json out = Json::object();  // keys are data too: {"alice@example.com": ...}
+      for (auto& [key, item] : value.items()) {
+        std::string name = key;
+        tokenise(scope, kinds, name);
+        tokenise_strings(scope, kinds, item);
+        out[name] = std::move(item);
+      }
+      value = std::move(out);
+    }
+  }
+
+  void tokenise(const HookScope& scope, const std::vector<Kind>& kinds, std::string& text) {
+    const auto matches = scan(text, kinds);
     if (matches.empty()) return;
     std::lock_guard lock(mutex_);
     Vault& vault = vaults_[scope.session_id];
     std::string out;
-    out.reserve(result.content.size());
+    out.reserve(text.size());
     std::size_t at = 0;
     for (const auto& m : matches) {
-      out.append(result.content, at, m.begin - at);
-      out += token(vault, m.kind, result.content.substr(m.begin, m.end - m.begin));
+      out.append(text, at, m.begin - at);
+      out += token(vault, m.kind, text.substr(m.begin, m.end - m.begin));
       at = m.end;
     }
-    out.append(result.content, at);
-    result.content = std::move(out);
+    out.append(text, at);
+    text = std::move(out);
   }
 
- private:
   const std::vector<Kind>& kinds_for(const std::string& tool) const {
     for (const auto& rule : rules_) {
       if (glob_match(rule.tool, tool)) return rule.kinds;

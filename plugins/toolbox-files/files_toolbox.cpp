@@ -123,7 +123,7 @@ class FilesToolbox final : public kernex::ToolExecutor {
     return specs;
   }
 
-  Result<ToolResult> execute(const kernex::Context& context, const kernex::RunHandles&,
+  Result<ToolResult> execute(const kernex::Context& context, const kernex::RunHandles& run,
                              const ToolCall& call) override {
     static const std::map<std::string, ToolResult (FilesToolbox::*)(const Job&, const ToolCall&)>
         tools = {{"bash", &FilesToolbox::bash},   {"read", &FilesToolbox::read},
@@ -141,7 +141,7 @@ class FilesToolbox final : public kernex::ToolExecutor {
       return bad(call, "Refusing to run " + call.name +
                            ": the sandbox can't be set up: " + p.error().describe());
     const fs::path dir = (*p)->profile().workspace.value_or(where->dir);
-    return (this->*(it->second))(Job{*p, dir, context.stop}, call);
+    return (this->*(it->second))(Job{*p, dir, context.stop, run.code_result_max_bytes}, call);
   }
 
  private:
@@ -150,6 +150,9 @@ class FilesToolbox final : public kernex::ToolExecutor {
     std::shared_ptr<const sb::Policy> policy;
     fs::path workspace;
     std::stop_token stop;
+    // Nonzero: code called the tool (RunHandles::code_result_max_bytes). Its output is kept
+    // whole up to this cap, never cut to the model's max_output, and past it the call fails.
+    std::size_t code_cap = 0;
   };
 
   struct Cached {
@@ -208,6 +211,7 @@ class FilesToolbox final : public kernex::ToolExecutor {
     cmd.timeout = timeout;
     cmd.cwd = std::move(cwd);
     cmd.stop = job.stop;
+    if (job.code_cap > 0) cmd.stdout_cap = job.code_cap;
     auto r = sb::spawn(*job.policy, cmd);
     if (!r && r.error().code == ErrorCode::Cancelled) return {{}, sb::cancelled_text(tool)};
     if (!r) return {{}, "Refusing to run " + tool + ": " + r.error().describe()};
@@ -223,6 +227,27 @@ class FilesToolbox final : public kernex::ToolExecutor {
 
   std::string cut(const std::string& s) const {
     if (s.size() <= options_.max_output) return s;
+    return cut_copy(s);
+  }
+
+  // The model's view of an output; code (job.code_cap) gets it whole, or an error when the
+  // output went past the code's cap: never a silently shortened result.
+  ToolResult output(const Job& job, const ToolCall& call, std::string s, bool truncated,
+                    bool is_error = false) const {
+    if (job.code_cap == 0) return ToolResult{call.id, call.name, cut(s), is_error};
+    if (truncated) return over_code_cap(job, call);
+    return ToolResult{call.id, call.name, std::move(s), is_error};
+  }
+
+  static ToolResult over_code_cap(const Job& job, const ToolCall& call) {
+    return bad(call, "Error: the result of " + call.name + " is larger than " +
+                         std::to_string(job.code_cap) +
+                         " bytes (repl.tool_result_max_bytes), the cap on a result code receives; "
+                         "nothing was returned. Ask for less (read's offset and limit, a narrower "
+                         "grep) or raise the cap.");
+  }
+
+  std::string cut_copy(const std::string& s) const {
     std::size_t n = options_.max_output;
     while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
     return s.substr(0, n) + "\n\n... (output truncated: " + std::to_string(s.size()) +
@@ -265,7 +290,7 @@ class FilesToolbox final : public kernex::ToolExecutor {
     std::string out = r.stdout_data;
     if (!r.stderr_data.empty()) out += (out.empty() ? "" : "\n") + r.stderr_data;
     if (out.empty()) out = "(exit code: " + std::to_string(r.term_signal ? -1 : r.exit_code) + ")";
-    return ToolResult{call.id, call.name, cut(out), !r.success()};
+    return output(job, call, std::move(out), r.stdout_truncated, !r.success());
   }
 
   ToolResult read(const Job& job, const ToolCall& call) {
@@ -287,7 +312,21 @@ class FilesToolbox final : public kernex::ToolExecutor {
     if (!run.refusal.empty()) return bad(call, run.refusal);
     if (!run.result.success())
       return bad(call, failure(run.result, "Error reading " + path.string()));
-    return ok(call, cut(run.result.stdout_data));
+    if (job.code_cap == 0) return ok(call, cut(run.result.stdout_data));
+    if (run.result.stdout_truncated) return over_code_cap(job, call);
+    return read_for_code(call, std::move(run.result.stdout_data));
+  }
+
+  // What code gets of a read: {content, lines, truncated: false} (the whole text: code is not the
+  // model, and past the code's cap the call fails instead). The text is also the content, for
+  // hooks and the trajectory.
+  static ToolResult read_for_code(const ToolCall& call, std::string text) {
+    std::size_t lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+    if (!text.empty() && text.back() != '\n') ++lines;
+    ToolResult result{call.id, call.name, {}, false};
+    result.structured = Json{{"content", text}, {"lines", lines}, {"truncated", false}};
+    result.content = std::move(text);
+    return result;
   }
 
   static Run write_file(const Job& job, const fs::path& path, std::string content) {
@@ -320,7 +359,9 @@ class FilesToolbox final : public kernex::ToolExecutor {
                      call.arguments["replace_all"] == true;
     const fs::path path = resolve(job, file);
 
-    auto read_run = spawn(job, "edit", {"cat", "--", path.string()});
+    Job whole_file = job;  // edit reads up to kCaptureCap whoever called it: its result is short
+    whole_file.code_cap = 0;
+    auto read_run = spawn(whole_file, "edit", {"cat", "--", path.string()});
     if (!read_run.refusal.empty()) return bad(call, read_run.refusal);
     if (!read_run.result.success())
       return bad(call, failure(read_run.result, "Error reading " + path.string()));
@@ -370,8 +411,25 @@ if (( ${#found[@]} <= 10000 )); then ls -1td -- "${found[@]}"; else printf '%s\n
     if (!run.refusal.empty()) return bad(call, run.refusal);
     if (!run.result.success())
       return bad(call, failure(run.result, "Error listing " + dir.string()));
+    if (job.code_cap > 0) return glob_for_code(job, call, run.result);
     if (run.result.stdout_data.empty()) return ok(call, "(no files matched)");
     return ok(call, cut(run.result.stdout_data));
+  }
+
+  // Code gets glob's paths as a list (newest first), [] when none matched.
+  static ToolResult glob_for_code(const Job& job, const ToolCall& call, const sb::SpawnResult& r) {
+    if (r.stdout_truncated) return over_code_cap(job, call);
+    Json paths = Json::array();
+    std::size_t at = 0;
+    while (at < r.stdout_data.size()) {
+      std::size_t end = r.stdout_data.find('\n', at);
+      if (end == std::string::npos) end = r.stdout_data.size();
+      if (end > at) paths.push_back(r.stdout_data.substr(at, end - at));
+      at = end + 1;
+    }
+    ToolResult result{call.id, call.name, r.stdout_data, false};
+    result.structured = std::move(paths);
+    return result;
   }
 
   ToolResult grep(const Job& job, const ToolCall& call) {
@@ -394,7 +452,7 @@ if (( ${#found[@]} <= 10000 )); then ls -1td -- "${found[@]}"; else printf '%s\n
         return ok(call, "(no matches found)");
       return bad(call, "grep error: " + trimmed(r.stderr_data));
     }
-    return ok(call, cut(r.stdout_data));
+    return output(job, call, r.stdout_data, r.stdout_truncated);
   }
 
   sb::ToolboxRunOptions options_;

@@ -25,7 +25,7 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
   static const std::set<std::string> shared = {"workspace", "profile", "protect"};
   static const std::set<std::string> own = {"timeout",     "max_output",   "memory_mb",
                                             "cpu_seconds", "max_sessions", "pool_size",
-                                            "offer",       "python"};
+                                            "offer",       "python",       "tool_result_max_bytes"};
   Json run_config = Json::object();
   if (config.is_object()) {
     for (const auto& [key, value] : config.items()) {
@@ -35,7 +35,8 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
         return std::unexpected(
             bad(key,
                 "is not an option (expected workspace, profile, protect, timeout, max_output, "
-                "memory_mb, cpu_seconds, max_sessions, pool_size, offer, python)"));
+                "memory_mb, cpu_seconds, max_sessions, pool_size, offer, python, "
+                "tool_result_max_bytes)"));
       }
     }
   }
@@ -54,6 +55,10 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
   if (auto it = c.find("max_output"); it != c.end()) {
     KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "max_output", 1ull << 30));
     o.max_output = v;
+  }
+  if (auto it = c.find("tool_result_max_bytes"); it != c.end()) {
+    KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "tool_result_max_bytes", 1ull << 32));
+    o.tool_result_max_bytes = v;
   }
   if (auto it = c.find("memory_mb"); it != c.end()) {
     KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "memory_mb", 1ull << 20));

@@ -20,6 +20,9 @@ namespace kernex::repl {
 //   workspace, profile, protect   as for toolbox-script (the worker's files and working directory)
 //   timeout        seconds one call may run, not counting the sub-queries it waits for (default 60)
 //   max_output     bytes kept of stdout and of stderr per eval_code (default 1 MiB), then a marker
+//   tool_result_max_bytes  the most a tool called from code (tools.call) returns to it: the
+//                  whole result up to this, never the model's cut view; past it the call raises
+//                  ToolError (default 64 MiB). What reaches the model stays max_output's.
 //   memory_mb      address-space limit of a worker (default 2048)
 //   cpu_seconds    CPU seconds one call may use (default: timeout; a call gets between this and
 //   twice
@@ -35,6 +38,7 @@ struct ReplOptions {
   sandbox::ToolboxRunOptions run;
   std::chrono::milliseconds timeout{60'000};
   std::size_t max_output = 1 << 20;
+  std::size_t tool_result_max_bytes = 64u << 20;
   std::uint64_t memory_mb = 2048;
   std::uint64_t cpu_seconds = 60;
   std::size_t max_sessions = 8;

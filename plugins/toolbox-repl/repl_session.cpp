@@ -126,11 +126,13 @@ Result<std::string> ReplSession::request(std::string_view op_name, std::string l
     if (!call->contains("call")) return std::move(*got);
     // A sub-query from running code: the kernel's time answering it is not the code's time.
     const auto paused = Clock::now();
-    Json answer = on_call(*call);
+    CallAnswer answer = on_call(*call);
     deadline += Clock::now() - paused;
-    std::string out = answer.dump(-1, ' ', false, Json::error_handler_t::replace);
+    std::string out = answer.line.dump(-1, ' ', false, Json::error_handler_t::replace);
     out += '\n';
-    if (auto w = process_.write(out, deadline, stop); !w) {
+    auto w = process_.write(out, deadline, stop);
+    if (w && !answer.raw.empty()) w = process_.write(answer.raw, deadline, stop);
+    if (!w) {
       if (w.error().code == ErrorCode::Cancelled) return cancelled();
       if (w.error().code == ErrorCode::Limit) {
         broken_ = true;

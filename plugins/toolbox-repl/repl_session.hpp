@@ -19,8 +19,17 @@
 
 namespace kernex::repl {
 
-// Answers one callback from the worker ({"call": "llm_query", ...}) with the JSON to send back.
-using CallbackHandler = std::function<Json(const Json& call)>;
+// The answer to one callback: a JSON line, then `raw` bytes right after it when the line says
+// {"raw": <their size>} (a large tool result goes to the worker as it is, not JSON-escaped).
+struct CallAnswer {
+  Json line;
+  std::string raw;
+  CallAnswer(Json j) : line(std::move(j)) {}  // NOLINT: a plain JSON answer converts
+  CallAnswer(Json j, std::string bytes) : line(std::move(j)), raw(std::move(bytes)) {}
+};
+
+// Answers one callback from the worker ({"call": "llm_query", ...}) with what to send back.
+using CallbackHandler = std::function<CallAnswer(const Json& call)>;
 
 class ReplSession {
  public:

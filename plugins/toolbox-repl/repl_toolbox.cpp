@@ -2,6 +2,8 @@
 // tools to load large contexts as variables, look at them, and run code that may call the model
 // again through the run's services (llm_query, llm_query_batched, rlm_query) and the run's other
 // tools (tools.call: through the kernel, so hooks, rules and budgets apply as to the model's).
+#include <stdlib.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -17,6 +19,7 @@
 #include "eval_reply.hpp"
 #include "repl_options.hpp"
 #include "repl_session.hpp"
+#include "servers_tree.hpp"
 #include "worker_pool.hpp"
 
 namespace kernex::repl {
@@ -79,6 +82,9 @@ std::vector<ToolSpec> tool_specs() {
        "tools.<name>(**args) or tools.call(name, **args) run the run's other tools (tools.list() "
        "names them, help(tools.<name>) shows one; a JSON result comes back as a dict or list, "
        "text as a str, a failure raises ToolError) and only what the code prints reaches you; "
+       "the same tools are modules under SERVERS_DIR (import servers.<server>.<tool>; its "
+       "README.md lists them, search_tools(query, detail='name'|'description'|'schema') finds "
+       "them); "
        "submit_result(value) records the run's result; llm_query(prompt, model=None), "
        "llm_query_batched(prompts, model=None) and rlm_query(prompt, context=None) call the model "
        "again.",
@@ -128,6 +134,18 @@ bool is_repl_tool(const std::string& name) {
 
 Json refused(std::string why) { return Json{{"ok", false}, {"error", std::move(why)}}; }
 
+bool looks_like_json(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && (text[first] == '{' || text[first] == '[');
+}
+
+Json over_cap(const std::string& tool, std::size_t size, std::size_t max_bytes) {
+  return refused("the result of " + tool + " is " + std::to_string(size) +
+                 " bytes, more than repl.tool_result_max_bytes (" + std::to_string(max_bytes) +
+                 "), the most code receives; nothing was returned. Ask the tool for less, or "
+                 "raise the cap in the repl toolbox's options.");
+}
+
 // The run's tools for code, minus the REPL's own (code already runs in it).
 Json answer_tools_list(const RunHandles& run) {
   Json out = Json::array();
@@ -140,9 +158,45 @@ Json answer_tools_list(const RunHandles& run) {
   return Json{{"ok", true}, {"value", std::move(out)}};
 }
 
-// A tool called from code, run by the kernel as a model's call would be. A result that is a JSON
-// object or array comes back as one (a dict or list in Python), anything else as text.
-Json answer_tool_call(const RunHandles& run, const Json& call, CodeRun& code) {
+// A tool's result as code gets it (see answer_tool_call); a result past the code's cap, from a
+// tool that does not know the cap, fails instead of arriving cut.
+CallAnswer tool_value(const std::string& tool, ToolResult result, std::size_t max_bytes) {
+  const bool has_structured = !result.structured.is_null();
+  const std::size_t size = has_structured ? 0 : result.content.size();
+  std::string raw;
+  Json value;
+  if (has_structured) {
+    value = std::move(result.structured);
+    auto content = value.is_object() ? value.find("content") : value.end();
+    if (content != value.end() && content->is_string()) {
+      raw = std::move(content->get_ref<std::string&>());
+      value.erase(content);
+      if (raw.size() > max_bytes) return over_cap(tool, raw.size(), max_bytes);
+      Json line = {
+          {"ok", true}, {"value", std::move(value)}, {"raw", raw.size()}, {"raw_key", "content"}};
+      return CallAnswer(std::move(line), std::move(raw));
+    }
+    const std::string dumped = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+    if (dumped.size() > max_bytes) return over_cap(tool, dumped.size(), max_bytes);
+    return Json{{"ok", true}, {"value", std::move(value)}};
+  }
+  if (size > max_bytes) return over_cap(tool, size, max_bytes);
+  if (looks_like_json(result.content)) {
+    Json parsed = parse_untrusted(result.content);
+    if (parsed.is_object() || parsed.is_array())
+      return Json{{"ok", true}, {"value", std::move(parsed)}};
+  }
+  Json line = {{"ok", true}, {"raw", result.content.size()}};
+  return CallAnswer(std::move(line), std::move(result.content));
+}
+
+// A tool called from code, run by the kernel as a model's call would be, except that the tool
+// returns its whole result up to `max_bytes` (RunHandles::code_result_max_bytes), not the model's
+// cut view. Its structured result (MCP structuredContent, a built-in tool's JSON) comes back as
+// a dict or list; otherwise a text that is a JSON object or array, else the text. A large text
+// (or a structured result's "content") follows the answer line as raw bytes, unescaped.
+CallAnswer answer_tool_call(const RunHandles& run, const Json& call, CodeRun& code,
+                            std::size_t max_bytes) {
   const auto name = call.find("name");
   if (name == call.end() || !name->is_string())
     return refused("tools.call: the tool's name must be a string");
@@ -155,25 +209,39 @@ Json answer_tool_call(const RunHandles& run, const Json& call, CodeRun& code) {
   ++code.tool_calls;
   ToolResult result = run.services->call_tool(
       ToolCall{code.id + "/t" + std::to_string(code.tool_calls), tool, std::move(arguments)},
-      code.id);
+      code.id, max_bytes);
   if (result.is_error) {
     return Json{{"ok", false},
                 {"error", result.content},
                 {"budget", result.content.starts_with(kToolBudgetText)}};
   }
-  Json parsed = parse_untrusted(result.content);
-  if (!parsed.is_object() && !parsed.is_array()) parsed = std::move(result.content);
-  return Json{{"ok", true}, {"value", std::move(parsed)}};
+  return tool_value(tool, std::move(result), max_bytes);
 }
 
 // The answer to one callback from running code: a tool, a submitted result, or a sub-query.
-Json answer_call(const RunHandles& run, const Json& call, CodeRun& code) {
+// checkpoint() and restore(): the worker's pickled variables (base64), kept by the kernel for the
+// session beyond its worker. The kernel never unpickles them: they go back to a worker as sent.
+CallAnswer answer_checkpoint(const std::string& kind, const Json& call, std::string& saved) {
+  if (kind == "restore") {
+    if (saved.empty()) return refused("restore: nothing was checkpointed in this session");
+    return CallAnswer(Json{{"ok", true}, {"raw", saved.size()}}, saved);
+  }
+  const auto data = call.find("data");
+  if (data == call.end() || !data->is_string())
+    return refused("checkpoint: the variables must come as a base64 str");
+  saved = data->get<std::string>();
+  return Json{{"ok", true}, {"value", {{"bytes", saved.size()}}}};
+}
+
+CallAnswer answer_call(const RunHandles& run, const Json& call, CodeRun& code,
+                       std::size_t max_bytes, std::string& checkpoint) {
   // From sandboxed code: a field of another type is an unknown call, never an exception.
   const std::string kind = call.is_object() && call.contains("call") && call["call"].is_string()
                                ? call["call"].get<std::string>()
                                : "";
   if (kind == "tools_list") return answer_tools_list(run);
-  if (kind == "tool_call") return answer_tool_call(run, call, code);
+  if (kind == "checkpoint" || kind == "restore") return answer_checkpoint(kind, call, checkpoint);
+  if (kind == "tool_call") return answer_tool_call(run, call, code, max_bytes);
   if (kind == "submit_result") {
     code.submitted = call.contains("value") ? call["value"] : Json(nullptr);
     if (run.services) run.services->submit_result(*code.submitted, code.id);
@@ -218,20 +286,79 @@ Json answer_call(const RunHandles& run, const Json& call, CodeRun& code) {
   return Json{{"ok", false}, {"error", "unknown call '" + kind + "'"}};
 }
 
+// Tells the run's services which code run the callbacks come from while it lasts, so sub-queries
+// it starts are recorded as its children.
+class CodeRunScope {
+ public:
+  CodeRunScope(const RunHandles& run, const std::string& id) : services_(run.services.get()) {
+    if (services_ != nullptr) services_->set_code_run(id);
+  }
+  ~CodeRunScope() {
+    if (services_ != nullptr) services_->set_code_run({});
+  }
+  CodeRunScope(const CodeRunScope&) = delete;
+  CodeRunScope& operator=(const CodeRunScope&) = delete;
+
+ private:
+  RunServices* services_;
+};
+
 // A worker and what the model should be told about its past.
 struct Slot {
   std::mutex mutex;  // one call at a time per session
   std::unique_ptr<ReplSession> session;
-  std::string lost;  // why the previous worker's state was lost, told once to the next call
+  std::uint64_t serial = 0;  // counts the workers this slot has had
+  std::string lost;          // why the previous worker's state was lost, told once to the next call
   Clock::time_point last_used = Clock::now();
+  // The servers/ tree its worker imports (servers_tree.hpp): tree_base/v<n>, made again when the
+  // run's tools change, removed with the slot.
+  std::filesystem::path tree_base;
+  std::filesystem::path tree_dir;
+  std::uint64_t tree_fingerprint = 0;
+  std::uint64_t tree_version = 0;
+  std::uint64_t tree_told = 0;  // the serial of the worker that was told tree_dir
+  std::string checkpoint;       // the last checkpoint() (pickled variables, base64), for restore()
+
+  Slot() = default;
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+  ~Slot() {
+    std::error_code ec;
+    if (!tree_base.empty()) std::filesystem::remove_all(tree_base, ec);
+  }
 };
+
+// The run's tools for code, minus the REPL's own (code already runs in it).
+std::vector<ToolSpec> code_tools(RunServices& services) {
+  std::vector<ToolSpec> out = services.tools();
+  std::erase_if(out, [](const ToolSpec& spec) { return is_repl_tool(spec.name); });
+  return out;
+}
+
+// A kernel-owned directory for the sessions' servers/ trees (0700, under the temporary
+// directory): workers get it read-only. Empty when it can't be made (then there is no tree).
+std::filesystem::path make_tree_root() {
+  std::error_code ec;
+  std::string pattern = (std::filesystem::temp_directory_path(ec) / "kernex-repl-XXXXXX").string();
+  if (ec || ::mkdtemp(pattern.data()) == nullptr) {
+    log(LogLevel::Warn, "toolbox-repl: no servers/ tree: cannot make a directory for it");
+    return {};
+  }
+  return pattern;
+}
 
 class ReplToolbox final : public ToolExecutor {
  public:
   explicit ReplToolbox(ReplOptions options)
       : options_(std::move(options)),
         specs_(tool_specs()),
+        tree_root_(make_tree_root()),
         pool_(options_.pool_size, options_.python, kStartupTimeout) {}
+
+  ~ReplToolbox() override {
+    std::error_code ec;
+    if (!tree_root_.empty()) std::filesystem::remove_all(tree_root_, ec);
+  }
 
   Result<std::vector<ToolSpec>> list_tools(const Context& context) override {
     if (!offered(context)) return std::vector<ToolSpec>{};
@@ -267,15 +394,22 @@ class ReplToolbox final : public ToolExecutor {
       auto started = pool_.take_or_start(policy_key(run.read_grants, *where), *policy);
       if (!started) return error_of(call, started.error().describe());
       slot->session = std::move(*started);
+      ++slot->serial;
       restarted = std::exchange(slot->lost, "");
     }
+
+    if (call.name == "eval_code") sync_servers(*slot, run, context.stop);
 
     CodeRun code;
     code.id = next_code_run_id(run);
     const auto began = Clock::now();
+    const CodeRunScope in_code(run, code.id);
     auto reply = slot->session->request(
         call.name, std::move(line), raw, options_.timeout,
-        [&run, &code](const Json& c) { return answer_call(run, c, code); }, context.stop);
+        [&run, &code, &slot, this](const Json& c) {
+          return answer_call(run, c, code, options_.tool_result_max_bytes, slot->checkpoint);
+        },
+        context.stop);
     const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
     if (!reply && reply.error().code == ErrorCode::Cancelled) {
       // The worker was killed: the next call of this session starts a fresh one and is told so.
@@ -319,6 +453,38 @@ class ReplToolbox final : public ToolExecutor {
  private:
   using Request =
       std::pair<std::string, std::string>;  // the request line, and raw bytes to follow it
+
+  // Makes the slot's servers/ tree again when the run's tools changed (a skill activated), and
+  // tells a worker that has not seen it where it is. Without it code still has tools.call.
+  void sync_servers(Slot& slot, const RunHandles& run, std::stop_token stop) {
+    if (tree_root_.empty() || !run.services) return;
+    const std::vector<ToolSpec> tools = code_tools(*run.services);
+    const std::uint64_t fingerprint = tools_fingerprint(tools);
+    std::error_code ec;
+    if (slot.tree_dir.empty() || fingerprint != slot.tree_fingerprint) {
+      if (slot.tree_base.empty())
+        slot.tree_base = tree_root_ / ("s" + std::to_string(trees_made_.fetch_add(1) + 1));
+      std::filesystem::create_directories(slot.tree_base, ec);
+      const auto next = slot.tree_base / ("v" + std::to_string(++slot.tree_version));
+      if (auto written = write_servers_tree(next, tools); !written) {
+        log(LogLevel::Warn, "toolbox-repl: servers/ tree not made: " + written.error().describe());
+        return;
+      }
+      if (!slot.tree_dir.empty()) std::filesystem::remove_all(slot.tree_dir, ec);
+      slot.tree_dir = next;
+      slot.tree_fingerprint = fingerprint;
+      slot.tree_told = 0;
+    }
+    if (slot.tree_told == slot.serial) return;
+    auto told = slot.session->request(
+        "servers", line_of(Json{{"op", "servers"}, {"dir", slot.tree_dir.string()}}), {},
+        options_.timeout,
+        [](const Json&) {
+          return Json{{"ok", false}, {"error", "not now"}};
+        },
+        stop);
+    if (told) slot.tree_told = slot.serial;
+  }
 
   // Always, or opt-in per run: when the run's allowed tools name one of them (kernex rlm does).
   bool offered(const Context& context) const {
@@ -562,7 +728,9 @@ class ReplToolbox final : public ToolExecutor {
     const std::string key = policy_key(grants, where);
     std::lock_guard lock(mutex_);
     if (auto it = policies_.find(key); it != policies_.end()) return it->second;
-    auto built = sandbox::PolicyBuilder(options_.profile(grants, where)).Build();
+    sandbox::SandboxProfile profile = options_.profile(grants, where);
+    if (!tree_root_.empty()) profile.read_only.push_back(tree_root_);  // servers/ trees
+    auto built = sandbox::PolicyBuilder(std::move(profile)).Build();
     if (!built)
       return fail(ErrorCode::Sandbox, "toolbox-repl: the worker's sandbox cannot be built",
                   built.error());
@@ -574,6 +742,8 @@ class ReplToolbox final : public ToolExecutor {
 
   ReplOptions options_;
   std::vector<ToolSpec> specs_;
+  std::filesystem::path tree_root_;  // kernel-owned, read-only to workers; empty: no trees
+  std::atomic<std::uint64_t> trees_made_{0};
   std::atomic<std::uint64_t> code_runs_{0};
   std::mutex mutex_;  // guards slots_ and policies_, never held during a call
   std::map<std::string, std::shared_ptr<Slot>> slots_;

@@ -136,7 +136,17 @@ def _call_tool(name, arguments):
     _send({"call": "tool_call", "name": name, "arguments": arguments})
     reply = _receive()
     if reply.get("ok"):
-        return reply.get("value")
+        size = reply.get("raw")
+        if size is None:
+            return reply.get("value")
+        # The result's text follows the line as raw bytes: the whole of it, not the model's view.
+        text = _proto_in.read(size).decode("utf-8", "replace")
+        key = reply.get("raw_key")
+        if key is None:
+            return text
+        value = reply.get("value")
+        value[key] = text
+        return value
     message = reply.get("error", "the tool failed")
     if reply.get("budget"):
         raise BudgetExceeded(message)
@@ -151,9 +161,12 @@ def _tool_doc(spec):
 class Tools:
     """The run's tools as functions: tools.call(name, **args), tools.<name>(**args) (a name's
     '-' and '.' read as '_'), tools.list() for names and descriptions, help(tools.<name>) for one
-    tool's schema. A result is a dict or list when the tool answered JSON, else a str; a failure
-    raises ToolError with the tool's message. Nothing a tool returns reaches the model unless the
-    code prints or returns it."""
+    tool's schema. A result is the tool's whole result, never the model's shortened view (past
+    the REPL's tool_result_max_bytes the call raises ToolError instead): its structured form (a
+    dict or list: MCP structuredContent; read gives {content, lines, truncated}) when it has one,
+    else a dict or list when it answered JSON, else a str. A failure raises ToolError with the
+    tool's message. Nothing a tool returns reaches the model unless the code prints or returns
+    it."""
 
     def __init__(self):
         self._specs = None
@@ -219,9 +232,104 @@ class Tools:
 tools = Tools()
 
 
+def _tool_call_for_modules(name, /, **arguments):
+    return _call_tool(name, arguments)
+
+
+# What the generated servers/ modules import (the kernel writes them, read-only to this worker).
+_kernex_tools = type(sys)("kernex_tools")
+_kernex_tools.call = _tool_call_for_modules
+sys.modules["kernex_tools"] = _kernex_tools
+_servers_root = [None]  # the directory holding servers/, as the kernel said
+
+
+def op_servers(req):
+    # A new tree (the run's tools changed): later imports of servers.* come from it.
+    root = req["dir"]
+    if not isinstance(root, str):
+        raise ValueError("dir must be a str")
+    old = _servers_root[0]
+    if old is not None and old in sys.path:
+        sys.path.remove(old)
+    sys.path.insert(0, root)
+    for name in [n for n in sys.modules if n == "servers" or n.startswith("servers.")]:
+        del sys.modules[name]
+    import importlib
+    importlib.invalidate_caches()
+    _servers_root[0] = root
+    _namespace["SERVERS_DIR"] = os.path.join(root, "servers")
+    return {"dir": root}
+
+
+def search_tools(query, detail="description", limit=20):
+    """The tools of servers/ that match `query` (words of their name and description), best
+    first. detail='name': module names to import; 'description': [{name, module, description}];
+    'schema': the same with `parameters` (JSON Schema)."""
+    if detail not in ("name", "description", "schema"):
+        raise ValueError("detail must be 'name', 'description' or 'schema'")
+    if _servers_root[0] is None:
+        raise RuntimeError("this REPL has no servers/ tree (no tools are offered to code)")
+    with open(os.path.join(_servers_root[0], "servers", "index.json"), encoding="utf-8") as f:
+        index = json.load(f)
+    terms = [t for t in re.split(r"\W+", str(query).lower()) if t]
+    ranked = []
+    for entry in index:
+        name = (entry.get("name") or "").lower()
+        text = name + " " + (entry.get("description") or "").lower()
+        score = sum(3 if t in name else 1 if t in text else 0 for t in terms)
+        if score or not terms:
+            ranked.append((-score, entry.get("name") or "", entry))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    out = []
+    for _, _, e in ranked[:limit]:
+        if detail == "name":
+            out.append(e["module"])
+            continue
+        item = {"name": e["name"], "module": e["module"], "description": e.get("description", "")}
+        if detail == "schema":
+            item["parameters"] = e.get("parameters")
+        out.append(item)
+    return out
+
+
 def submit_result(value):
     """Records the run's result (any JSON value); the run's answer and trajectory carry it."""
     _call("submit_result", value=value)
+
+
+def checkpoint(*names):
+    """Saves the REPL's variables (all, or those named) with the kernel for this session, so that
+    a later worker (after a timeout, a crash or a restart) gets them back with restore(). Values
+    that can't be pickled are skipped and named. Returns {saved, skipped, bytes}."""
+    import base64, pickle
+    chosen = list(names) or sorted(_user_vars())
+    saved, skipped = {}, []
+    for name in chosen:
+        if name not in _namespace:
+            raise KeyError("no variable named %r" % (name,))
+        try:
+            pickle.dumps(_namespace[name], protocol=pickle.HIGHEST_PROTOCOL)
+            saved[name] = _namespace[name]
+        except Exception:
+            skipped.append(name)
+    blob = pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL)
+    _call("checkpoint", data=base64.b64encode(blob).decode("ascii"))
+    return {"saved": sorted(saved), "skipped": skipped, "bytes": len(blob)}
+
+
+def restore():
+    """Puts back the variables of this session's last checkpoint(); returns their names."""
+    import base64, pickle
+    _send({"call": "restore"})
+    reply = _receive()
+    if not reply.get("ok"):
+        raise RuntimeError(reply.get("error", "restore failed"))
+    data = base64.b64decode(_proto_in.read(reply.get("raw") or 0), validate=True)
+    values = pickle.loads(data)  # this sandboxed worker's own earlier pickle
+    if not isinstance(values, dict):
+        raise RuntimeError("the checkpoint holds no variables")
+    _namespace.update(values)
+    return sorted(values)
 
 
 _namespace = {
@@ -234,6 +342,10 @@ _namespace = {
     "ToolError": ToolError,
     "tools": tools,
     "submit_result": submit_result,
+    "search_tools": search_tools,
+    "checkpoint": checkpoint,
+    "restore": restore,
+    "SERVERS_DIR": None,
 }
 _builtin_names = set(_namespace) | {"__builtins__"}
 
@@ -539,6 +651,7 @@ def op_answers(req):
 
 
 _ops = {"load": op_load, "list": op_list, "peek": op_peek, "scan": op_scan, "answers": op_answers,
+        "servers": op_servers,
         "ping": lambda req: {"pong": True}}
 
 

@@ -194,7 +194,7 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   Fd& out_r = out.read;
   Fd& err_r = err.read;
 
-  Capture out_cap{{}, profile.stdout_cap, 0};
+  Capture out_cap{{}, command.stdout_cap.value_or(profile.stdout_cap), 0};
   Capture err_cap{{}, profile.stderr_cap, 0};
   std::size_t stdin_written = 0;
   if (command.stdin_data.empty()) in_w.reset();

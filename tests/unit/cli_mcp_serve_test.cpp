@@ -100,7 +100,7 @@ TEST(McpServe, HooksRunAroundDirectCallsAndCallsFromCode) {
       (dir / "ws").string() +
       "}\n  - name: files\n    options: {workspace: " + (dir / "ws").string() + "}\n";
   const std::string code =
-      "t = tools.read(file_path='contact.txt')\nprint(t)\n"
+      "t = tools.read(file_path='contact.txt')['content']\nprint(t)\n"
       "tools.write(file_path='copy.txt', content=t)\n";
   auto responses = serve(dir, yaml,
                          {{"tools/call", call("read", {{"file_path", "contact.txt"}})},

@@ -28,6 +28,23 @@ class PiiHook : public ::testing::Test {
   PluginHost host_ = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
 };
 
+// What code gets (the structured result) is tokenised as the text is, keys included, with the
+// same tokens.
+TEST_F(PiiHook, TokenisesTheStructuredResultLikeTheText) {
+  auto h = hook();
+  ToolResult r{"1", "read", "mail bob@example.org", false};
+  r.structured = {{"content", "mail bob@example.org"},
+                  {"people", {{{"email", "carol@example.org"}, {"n", 1}}}},
+                  {"dave@example.org", true}};
+  h->post_tool(HookScope{"s", "u", ""}, ToolCall{"1", "read", Json::object()}, r);
+  EXPECT_EQ(r.content, "mail [EMAIL_1]");
+  // Keys in order: "content", "dave@...", "people".
+  EXPECT_EQ(r.structured, (Json{{"content", "mail [EMAIL_1]"},
+                                {"people", {{{"email", "[EMAIL_3]"}, {"n", 1}}}},
+                                {"[EMAIL_2]", true}}));
+  EXPECT_EQ(r.structured.dump().find("example.org"), std::string::npos);
+}
+
 TEST_F(PiiHook, ReplacesEachKindWithStableTokens) {
   auto h = hook();
   const std::string out =

@@ -90,6 +90,20 @@ TEST_F(McpClientTest, TextAndStructuredContentAfterAnsweringThePing) {
   EXPECT_FALSE(r->rendered.is_error);
   EXPECT_EQ(r->rendered.text, "Echo: hi\n[structured content] {\"echo\":\"hi\"}");
   EXPECT_EQ(r->raw["structuredContent"]["echo"], "hi");
+  EXPECT_EQ(r->rendered.structured, (Json{{"echo", "hi"}}));  // what code gets
+}
+
+// server-filesystem sends its text again as {"content": text}: the model gets it once, code the
+// structured form.
+TEST(McpContent, TextRepeatedInStructuredContentIsRenderedOnce) {
+  const Json result = {{"content", {{{"type", "text"}, {"text", "line 1\nline 2"}}}},
+                       {"structuredContent", {{"content", "line 1\nline 2"}}}};
+  const auto rendered = render_call_result(result);
+  EXPECT_EQ(rendered.text, "line 1\nline 2");
+  EXPECT_EQ(rendered.structured, (Json{{"content", "line 1\nline 2"}}));
+  const Json only = {{"content", Json::array()}, {"structuredContent", {{"n", 3}}}};
+  EXPECT_EQ(render_call_result(only).text, "[structured content] {\"n\":3}");
+  EXPECT_TRUE(render_call_result(Json{{"content", Json::array()}}).structured.is_null());
 }
 
 TEST_F(McpClientTest, ImagesLinksAndResourcesBecomeText) {

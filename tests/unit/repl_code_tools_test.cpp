@@ -39,16 +39,18 @@ class CodeTools : public ::testing::Test {
   fs::path ws() const { return dir_.path() / "ws"; }
 
   // A run whose model calls eval_code once with `code`, then answers "done".
-  Result<RunResult> run_code(const std::string& code) {
+  // `between`: script lines answered while the code runs (its llm_query).
+  Result<RunResult> run_code(const std::string& code, const std::string& between = "",
+                             Json repl_options = Json::object()) {
     std::ofstream(dir_.path() / "script.jsonl") << eval_line(code) << "\n"
-                                                << text_line("done") << "\n";
+                                                << between << text_line("done") << "\n";
+    Json repl = {{"workspace", ws().string()}, {"timeout", 20}, {"offer", "always"}};
+    repl.update(repl_options);
     config_.provider.name = "replay";
     config_.provider.config = {{"script", (dir_.path() / "script.jsonl").string()},
                                {"record", (dir_.path() / "requests.jsonl").string()}};
     config_.toolboxes = std::vector<PluginRef>{
-        {"repl", Json{{"workspace", ws().string()}, {"timeout", 20}, {"offer", "always"}}},
-        {"builtin", Json::object()},
-        {"files", Json{{"workspace", ws().string()}}}};
+        {"repl", repl}, {"builtin", Json::object()}, {"files", Json{{"workspace", ws().string()}}}};
     config_.plugin_dirs = {KERNEX_PLUGIN_BUILD_DIR};
     config_.pricing_file = fs::path(KERNEX_SOURCE_DIR) / "data/pricing.yaml";
     config_.data_dir = dir_.path() / "data";
@@ -80,11 +82,11 @@ class CodeTools : public ::testing::Test {
 TEST_F(CodeTools, ResultsStayInCodeAndCallsAreChildrenOfTheCodeRun) {
   {
     std::ofstream data(ws() / "data.txt");
-    for (int i = 0; i < 1500; ++i)  // the files tool's read returns 2000 lines at most
+    for (int i = 0; i < 1500; ++i)
       data << "row " << i << (i % 500 == 7 ? " needle found here" : " filler text") << "\n";
   }
   auto r = run_code(
-      "text = tools.read(file_path='data.txt')\n"
+      "text = tools.read(file_path='data.txt')['content']\n"
       "rows = [l for l in text.splitlines() if 'needle' in l]\n"
       "count = tools.word_count(text='\\n'.join(rows))\n"
       "print(len(rows), type(count).__name__, count['words'])\n");
@@ -135,7 +137,7 @@ TEST_F(CodeTools, PiiGuardTokenizesResultsForCodeAndRestoresThemForTools) {
   std::ofstream(ws() / "contact.txt") << "write to alice.smith@example.com today\n";
   config_.hooks = {PluginRef{"pii", Json::object()}};
   auto r = run_code(
-      "t = tools.read(file_path='contact.txt')\n"
+      "t = tools.read(file_path='contact.txt')['content']\n"
       "print(t)\n"
       "tools.write(file_path='copy.txt', content=t)\n");
   ASSERT_TRUE(r) << r.error().describe();
@@ -213,6 +215,70 @@ TEST_F(CodeTools, ListingHelpAndRefusals) {
 }
 
 // Outside a run (a host that gives the REPL no services) code has no tools, and says so.
+// Code gets a tool's whole result, in its structured form: not the model's 30 000-byte view.
+TEST_F(CodeTools, CodeGetsWholeStructuredResultsNeverTheModelsCut) {
+  {
+    std::ofstream big(ws() / "big.txt");
+    for (int i = 0; i < 20000; ++i) big << "line " << i << (i % 100 == 0 ? " ERROR\n" : " ok\n");
+  }
+  std::ofstream(ws() / "b.md") << "b\n";
+  auto r = run_code(
+      "r = tools.read(file_path='big.txt')\n"
+      "g = tools.glob(pattern='*.md')\n"
+      "errors = sum(1 for l in r['content'].splitlines() if l.endswith(' ERROR'))\n"
+      "print(sorted(r), r['lines'], r['truncated'], len(r['content']), errors)\n"
+      "print(type(g).__name__, [p.rsplit('/', 1)[-1] for p in g])\n"
+      "print(tools.read(file_path='b.md', offset=1, limit=1))\n");
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(printed(),
+            "['content', 'lines', 'truncated'] 20000 False " +
+                std::to_string(fs::file_size(ws() / "big.txt")) +
+                " 200\nlist ['b.md']\n{'lines': 1, 'truncated': False, 'content': 'b\\n'}\n")
+      << code_run().dump();
+}
+
+TEST_F(CodeTools, AResultPastTheCodesCapRaisesToolError) {
+  std::ofstream(ws() / "big.txt") << std::string(5000, 'x') << "\n";
+  auto r = run_code(
+      "try:\n"
+      "    tools.read(file_path='big.txt')\n"
+      "except ToolError as e:\n"
+      "    print(e.tool, 'tool_result_max_bytes' in str(e), '4096' in str(e))\n",
+      "", Json{{"tool_result_max_bytes", 4096}});
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(printed(), "read True True\n") << code_run().dump();
+}
+
+TEST_F(CodeTools, SubQueriesFromCodeAreChildrenOfTheCodeRun) {
+  auto r = run_code("print(llm_query('what is up?'))\n", text_line("all fine") + "\n");
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(printed(), "all fine\n");
+  auto subs = events("sub_call");
+  ASSERT_EQ(subs.size(), 1u);
+  EXPECT_EQ(subs[0]["code_run"], code_run()["id"]);
+}
+
+// checkpoint() keeps the REPL's picklable variables with the kernel, so the fresh worker that
+// follows a timeout gets them back with restore().
+TEST_F(CodeTools, CheckpointedVariablesSurviveATimedOutWorker) {
+  const std::string second = Json{{"tool_calls",
+                                   {{{"id", "m2"},
+                                     {"name", "eval_code"},
+                                     {"arguments", {{"code", "print(restore(), x, y)\n"}}}}}},
+                                  {"usage", {{"input_tokens", 100}, {"output_tokens", 10}}}}
+                                 .dump();
+  auto r = run_code(
+      "x = {'a': [1, 2]}\ny = 5\nf = lambda: 1\n"
+      "print(checkpoint())\n"
+      "import time\ntime.sleep(60)\n",
+      second + "\n", Json{{"timeout", 2}});
+  ASSERT_TRUE(r) << r.error().describe();
+  auto runs = events("code_run");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["timed_out"], true) << runs[0].dump();
+  EXPECT_EQ(runs[1]["stdout"], "['x', 'y'] {'a': [1, 2]} 5\n") << runs[1].dump();
+}
+
 TEST(CodeToolsOutsideARun, CodeIsToldThereAreNoTools) {
   TempDir dir;
   PluginHost host = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});

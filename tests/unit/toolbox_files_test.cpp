@@ -64,6 +64,39 @@ class FilesToolbox : public ::testing::Test {
   std::shared_ptr<ToolExecutor> box_;
 };
 
+// Called from code (RunHandles::code_result_max_bytes), a tool returns its whole output, read
+// and glob in structured form; past the code's cap the call fails, never cut.
+TEST_F(FilesToolbox, FromCodeResultsAreWholeAndStructured) {
+  std::string big;
+  for (int i = 0; i < 5000; ++i) big += "line " + std::to_string(i) + " of a long file\n";
+  std::ofstream(ws_ / "big.txt") << big;
+  auto model = call("read", Json{{"file_path", "big.txt"}});
+  EXPECT_LT(model.content.size(), big.size());  // the model's view is cut
+  EXPECT_TRUE(model.structured.is_null());
+
+  RunHandles code;
+  code.code_result_max_bytes = 1u << 20;
+  auto read = box_->execute(Context{}, code, ToolCall{"c", "read", Json{{"file_path", "big.txt"}}});
+  ASSERT_TRUE(read);
+  EXPECT_FALSE(read->is_error);
+  EXPECT_EQ(read->structured, (Json{{"content", big}, {"lines", 5000}, {"truncated", false}}));
+  auto glob = box_->execute(Context{}, code, ToolCall{"g", "glob", Json{{"pattern", "**/*.cpp"}}});
+  ASSERT_TRUE(glob);
+  ASSERT_TRUE(glob->structured.is_array()) << glob->structured.dump();
+  EXPECT_EQ(glob->structured.size(), 2u);
+
+  code.code_result_max_bytes = 1000;
+  auto over = box_->execute(Context{}, code, ToolCall{"c", "read", Json{{"file_path", "big.txt"}}});
+  ASSERT_TRUE(over);
+  EXPECT_TRUE(over->is_error);
+  EXPECT_NE(over->content.find("larger than 1000 bytes (repl.tool_result_max_bytes)"),
+            std::string::npos)
+      << over->content;
+  auto grep = box_->execute(Context{}, code, ToolCall{"g", "grep", Json{{"pattern", "line"}}});
+  ASSERT_TRUE(grep);
+  EXPECT_TRUE(grep->is_error) << grep->content.substr(0, 200);
+}
+
 TEST_F(FilesToolbox, OffersTheSixTools) {
   auto specs = box_->list_tools(Context{});
   ASSERT_TRUE(specs);

@@ -146,6 +146,36 @@ TEST(Waterfall, SubQueriesNestTheirOwnSpansUnderThem) {
   EXPECT_FALSE(w.rows[2].totals);  // an llm_query is one model call
 }
 
+// Sub-queries started from code (their sub_call names the code run) sit under it, as its tools
+// do; an rlm_query's own calls stay under the rlm_query.
+TEST(Waterfall, SubQueriesFromCodeAreChildrenOfTheirCodeRun) {
+  const std::vector<Json> events = {
+      event(1, "run_start", kT0, {{"question", "q"}}),
+      event(2, "sub_call", kT0 + 50,
+            {{"span", "0.1"},
+             {"kind", "llm_query"},
+             {"prompt", "summarise"},
+             {"latency_ms", 40},
+             {"code_run", "c1"}}),
+      event(3, "provider_call", kT0 + 100, {{"span", "0.2"}, {"model", "m2"}, {"latency_ms", 30}}),
+      event(4, "sub_call", kT0 + 180,
+            {{"span", "0.2"},
+             {"parent", "0"},
+             {"kind", "rlm_query"},
+             {"prompt", "dig"},
+             {"latency_ms", 110},
+             {"code_run", "c1"}}),
+      event(5, "code_run", kT0 + 200, {{"span", "0"}, {"id", "c1"}, {"wall_ms", 195}}),
+      event(6, "run_end", kT0 + 210, {{"latency_ms", 210}}),
+  };
+  const Waterfall w = kernex::layout_waterfall(events);
+  expect_rows(w, {{SpanKind::Run, "run q", 0, 0, 210},
+                  {SpanKind::Code, "code ", 1, 5, 195},
+                  {SpanKind::SubQuery, "llm_query summarise", 2, 10, 40},
+                  {SpanKind::SubQuery, "rlm_query dig", 2, 70, 110},
+                  {SpanKind::Model, "model m2", 3, 70, 30}});
+}
+
 TEST(Waterfall, MalformedEventsAreSkippedOrDrawnAtASafePlace) {
   std::vector<Json> events = {
       Json::array({1, 2}),

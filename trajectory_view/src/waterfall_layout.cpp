@@ -131,7 +131,10 @@ class TreeBuilder {
         ++unplaced;
         continue;
       }
-      Node n{row_of(e, type), type == "tool_call" ? text(e, "code_run") : "", {}};
+      // Tool calls and sub-queries made from code sit under their code run.
+      Node n{row_of(e, type),
+             type == "tool_call" || type == "sub_call" ? text(e, "code_run") : "",
+             {}};
       n.row.start_ms = when->first;
       n.row.duration_ms = when->second - when->first;
       const std::size_t index = nodes_.size();

@@ -27,6 +27,11 @@ namespace kernex {
 //    the channel kind (channel.hpp).
 // 7: MemoryScope on every MemoryStore call (the tenant), RunOptions::memory_scope;
 //    MemoryStore::check_message (asked before the first provider request).
+// 8: Context::generation, client tools and Outcome::ClientToolCalls, RunOptions::turn /
+//    memory_with_history (the OpenAI surface); ExchangeRecord::idempotency_key and
+//    RunOptions::exchange_key (exactly-once exchanges); ToolResult::structured,
+//    RunHandles::code_result_max_bytes and RunServices::call_tool's result_max_bytes (a tool
+//    called from code returns its whole result, up to the code's cap).
 inline constexpr std::uint32_t kAbiVersion = 8;
 
 enum class PluginKind : std::uint32_t {

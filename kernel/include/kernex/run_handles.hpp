@@ -3,6 +3,7 @@
 // RunHandles (a call outside any run, a test) has none of them.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,10 @@ struct RunHandles {
   // of `kernex rlm --context`). Set by host code only (RunOptions::read_grants); tool arguments
   // never add to it.
   std::vector<std::string> read_grants;
+  // Nonzero when code called the tool (a REPL's tools.call), not the model: return the whole
+  // result up to this many bytes, never the model's cut view (structured, when the tool has a
+  // structured form), and fail saying so past it. Zero: the model's call, cut as usual.
+  std::size_t code_result_max_bytes = 0;
 };
 
 }  // namespace kernex

@@ -48,12 +48,18 @@ class RunServices {
   // tool-call budget, the stream and the trajectory, where the call is recorded as a child of the
   // code run `code_run` (an id the caller chose, also on its own code_run event). A refusal or a
   // failure is a result with is_error; a used-up budget says so in its text (see
-  // tool_budget_text()).
-  virtual ToolResult call_tool(ToolCall call, const std::string& code_run) {
-    (void)code_run;
+  // tool_budget_text()). `result_max_bytes` (nonzero) is the code's cap on the result: the tool
+  // sees it as RunHandles::code_result_max_bytes and returns everything up to it.
+  virtual ToolResult call_tool(ToolCall call, const std::string& code_run,
+                               std::size_t result_max_bytes = 0) {
+    (void)code_run, (void)result_max_bytes;
     return ToolResult{call.id, call.name, "Tool calls from code are not available in this run",
                       true};
   }
+  // The code run (a REPL's eval_code, by the id on its code_run event) whose callbacks follow, ""
+  // once it ended: sub-queries and sub-agents started meanwhile are recorded as its children
+  // (`code_run` on their sub_call events), as the tools it calls are.
+  virtual void set_code_run(std::string id) { (void)id; }
   // Records a result the run's code submitted (submit_result): the run's answer carries the last
   // one (RunResult::result) and the trajectory a `result` event.
   virtual void submit_result(Json value, const std::string& code_run) {

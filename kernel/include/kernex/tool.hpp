@@ -27,12 +27,16 @@ struct ToolCall {
   bool operator==(const ToolCall&) const = default;
 };
 
-// What went back to the model for one ToolCall.
+// What went back to the model for one ToolCall, and what code that called the tool receives.
 struct ToolResult {
   std::string call_id;
   std::string name;
-  std::string content;
+  std::string content;  // the text the model sees
   bool is_error = false;
+  // The tool's structured result beside the text (MCP structuredContent, a built-in tool's JSON),
+  // null when it has none. Code that called the tool gets this (a dict or list) instead of the
+  // text; hooks that rewrite the content rewrite it too (hook-pii tokenises its strings).
+  Json structured = {};
   bool operator==(const ToolResult&) const = default;
 };
 

@@ -24,6 +24,9 @@ struct Command {
   std::string stdin_data;                  // written to the child's stdin, then EOF
   std::optional<std::filesystem::path> cwd;          // default: the policy's working dir
   std::optional<std::chrono::milliseconds> timeout;  // default: the profile's
+  // Bytes of stdout kept, default: the profile's. A tool called from code raises it to the code's
+  // cap on a result, so one policy serves both.
+  std::optional<std::size_t> stdout_cap;
   // Fired while the command runs: its whole process group is killed at once and the result says
   // `cancelled` (the output so far is kept). Already fired: nothing is started
   // (ErrorCode::Cancelled).
