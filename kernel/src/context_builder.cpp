@@ -174,6 +174,14 @@ Result<MemoryAdded> add_memory(const ContextInputs& in, const Request& request, 
   auto conv = in.store->open_conversation(in.scope, in.key, limits.conversation_idle);
   if (!conv) return fail(ErrorCode::Memory, "opening the conversation failed", conv.error());
   built.conversation_id = *conv;
+  if (in.history_given) {
+    // The caller's history is the conversation: recall leaves this one out entirely, so a
+    // regenerated or edited turn never meets its earlier versions in the prompt.
+    constexpr std::size_t kWholeConversation = 1'000'000'000;
+    context.system_prompt =
+        join_prompt(prompt, memory_sections(in, request, *conv, kWholeConversation));
+    return built;
+  }
 
   auto window = in.store->recent_messages(in.scope, *conv, limits.max_context_messages);
   if (!window) return fail(ErrorCode::Memory, "loading history failed", window.error());

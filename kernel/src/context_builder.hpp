@@ -39,6 +39,9 @@ struct ContextInputs {
   const Limits* limits = nullptr;
   Summarizer* summarizer = nullptr;  // used when limits->compaction is Summarize
   ContextNeeds needs;                // what else to load; a store without a part is skipped
+  // The caller gives the history (RunOptions::memory_with_history): the stored one is not
+  // loaded, and recall leaves out this conversation (the caller's history stands for it).
+  bool history_given = false;
 };
 
 // A Context of the request's text and in.system_prompt, with memory added (add_memory).

@@ -89,8 +89,7 @@ Result<void> SchemaGraph::add(const Json& root, const Json& node, const std::str
   for (const auto& [k, v] : node.items()) {
     const std::string here = at + "/" + escaped(k);
     const bool same = k == "allOf" || k == "anyOf" || k == "oneOf" || k == "not" || k == "if" ||
-                      k == "then" || k == "else" || k == "dependencies" ||
-                      k == "dependentSchemas";
+                      k == "then" || k == "else" || k == "dependencies" || k == "dependentSchemas";
     if (k == "$ref") {
       KERNEX_ASSIGN_OR_RETURN(auto target, ref_target(root, v));
       edges.push_back(target);
@@ -135,7 +134,8 @@ Result<void> check_refs(const Json& schema) {
     if (has_cycle(graph, at, state))
       return fail(ErrorCode::Usage,
                   "the JSON Schema refers to itself for the same value (a $ref, allOf, anyOf, "
-                  "oneOf, not or if cycle) at '#" + at + "'");
+                  "oneOf, not or if cycle) at '#" +
+                      at + "'");
   }
   return {};
 }

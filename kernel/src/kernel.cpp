@@ -224,9 +224,10 @@ struct Kernel::Impl {
       inputs.scope = options.memory_scope;
       inputs.limits = &config.limits;
       inputs.summarizer = summarizer;
+      inputs.history_given = options.history.has_value();  // memory_with_history
       KERNEX_ASSIGN_OR_RETURN(auto added, add_memory(inputs, request, context));
       out.conversation_id = std::move(added.conversation_id);
-      if (options.history) context.history = *options.history;  // memory_with_history
+      if (options.history) context.history = *options.history;
     } else if (plan.parent == nullptr && options.history) {
       context.history = *options.history;
     }

@@ -108,7 +108,7 @@ std::expected<void, ApiError> parse_message(const Json& m, std::size_t i, OpenAi
     return {};
   }
   if (role == "tool") {
-    KERNEX_RETURN_IF_ERROR(check_keys(m, {"role", "content", "tool_call_id"}, where));
+    KERNEX_RETURN_IF_ERROR(check_keys(m, {"role", "content", "tool_call_id", "name"}, where));
     if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string())
       return std::unexpected(field_error(where + ".tool_call_id", "expected a string"));
     ToolResult result{m["tool_call_id"].get<std::string>(), "", *text, false};

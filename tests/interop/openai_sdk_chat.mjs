@@ -91,11 +91,12 @@ try {
     runId = chunk.id.replace(/^chatcmpl-/, "");
     if (chunk.choices[0]?.delta?.content) controller.abort();
   }
-  out.abort = { error: "no abort" };
+  out.abort = {}; // the SDK ends an aborted stream's iteration quietly
 } catch (e) {
-  const run = await runStatus(runId);
-  out.abort = { error: e.constructor?.name, status: run?.status, outcome: run?.result?.outcome };
+  out.abort = { error: e.constructor?.name };
 }
+const stopped = await runStatus(runId);
+Object.assign(out.abort, { aborted: controller.signal.aborted, status: stopped?.status, outcome: stopped?.result?.outcome });
 
 try {
   await client.chat.completions.create({ model, messages: [{ role: "user", content: "two" }], n: 2 });

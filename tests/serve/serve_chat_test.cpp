@@ -153,7 +153,8 @@ TEST(ServeChat, SamplingFieldsAndResponseFormatReachTheProvider) {
   auto models = request(c.w.port(), "GET", "/v1/models");
   ASSERT_EQ(models.status, 200);
   bool found = false;
-  for (const auto& m : models.json()["data"]) {
+  const Json listed = models.json();
+  for (const auto& m : listed["data"]) {
     if (m["id"] != "anthropic") continue;
     found = true;
     EXPECT_EQ(m["kernex"]["response_format"], "kernel_checked");
@@ -412,6 +413,8 @@ TEST(ServeChat, ClientThatHangsUpCancelsItsRunStreamingOrNot) {
     EXPECT_EQ(run.json()["result"]["text"], "partial ") << "the partial answer is kept";
   }
   std::sort(took_ms.begin(), took_ms.end());
+  std::printf("hang-up to provider request aborted: fastest %.1f ms, slowest %.1f ms\n",
+              took_ms.front(), took_ms.back());
   EXPECT_LT(took_ms.back(), 250.0) << "slowest cancel after hang-up: " << took_ms.back() << " ms";
 }
 
@@ -454,7 +457,7 @@ TEST(ServeChat, CancelledStreamSaysCancelledNotLength) {
   const std::string run_id = first->json().value("id", "").substr(std::string("chatcmpl-").size());
   ASSERT_TRUE(c.llm.wait_holding(1, milliseconds(20000)));
   auto cancel = request(c.w.port(), "POST", "/v1/runs/" + run_id + "/cancel");
-  EXPECT_EQ(cancel.status, 200) << cancel.body;
+  EXPECT_EQ(cancel.status, 202) << cancel.body;
   std::string finish;
   for (const auto& e : sse.drain()) {
     Json j = e.json();

@@ -163,12 +163,12 @@ TEST_F(ServeTenants, RecallNeverCrossesTenantsThroughSessions) {
 }
 
 // The same through the OpenAI endpoint, whose X-Session-Id names the session (and whose `user`,
-// the same in both tenants, names no memory).
+// the same in both tenants, names no memory). The client sends the conversation so far.
 TEST_F(ServeTenants, RecallNeverCrossesTenantsThroughOpenAiUser) {
-  const auto chat = [&](const std::string& key, const std::string& text) {
-    Json body{{"model", "kernex"},
-              {"user", "support"},
-              {"messages", Json::array({{{"role", "user"}, {"content", text}}})}};
+  const auto chat = [&](const std::string& key, const std::string& text,
+                        Json before = Json::array()) {
+    before.push_back({{"role", "user"}, {"content", text}});
+    Json body{{"model", "kernex"}, {"user", "support"}, {"messages", before}};
     Headers h = bearer(key);
     h.emplace_back("X-Session-Id", "support");
     return request(port_, "POST", "/v1/chat/completions", body.dump(), h);
@@ -180,7 +180,10 @@ TEST_F(ServeTenants, RecallNeverCrossesTenantsThroughOpenAiUser) {
   const std::string asked = last_request(record_);
   EXPECT_THAT(asked, HasSubstr("what is my card number"));
   EXPECT_THAT(asked, Not(HasSubstr("4111"))) << "beta's prompt holds alpha's words: " << asked;
-  auto again = chat(key_a_, "card number again");
+  auto again =
+      chat(key_a_, "card number again",
+           Json::array({{{"role", "user"}, {"content", "my card number is 4111 quokka-zebra"}},
+                        {{"role", "assistant"}, {"content", "noted"}}}));
   ASSERT_EQ(again.status, 200) << again.describe();
   EXPECT_THAT(last_request(record_), HasSubstr("4111"));
 }

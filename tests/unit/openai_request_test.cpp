@@ -26,9 +26,15 @@ std::string param_of(const Json& body) {
 }
 
 TEST(OpenAiRequest, SamplingAndFormatFieldsAreParsedAndChecked) {
-  auto r = parse({{"temperature", 0.5}, {"top_p", 1}, {"max_tokens", 10}, {"stop", "x"},
-                  {"seed", -3}, {"presence_penalty", 2}, {"frequency_penalty", -2},
-                  {"reasoning_effort", "low"}, {"parallel_tool_calls", false},
+  auto r = parse({{"temperature", 0.5},
+                  {"top_p", 1},
+                  {"max_tokens", 10},
+                  {"stop", "x"},
+                  {"seed", -3},
+                  {"presence_penalty", 2},
+                  {"frequency_penalty", -2},
+                  {"reasoning_effort", "low"},
+                  {"parallel_tool_calls", false},
                   {"response_format", {{"type", "json_object"}}}});
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->generation.temperature, 0.5);
@@ -45,7 +51,8 @@ TEST(OpenAiRequest, SamplingAndFormatFieldsAreParsedAndChecked) {
   EXPECT_EQ(param_of({{"stop", Json::array({""})}}), "stop");
   EXPECT_EQ(param_of({{"reasoning_effort", "max"}}), "reasoning_effort");
   EXPECT_EQ(param_of({{"stream", "yes"}}), "stream");
-  EXPECT_EQ(param_of({{"stream_options", {{"include_usage", true}, {"x", 1}}}}), "stream_options.x");
+  EXPECT_EQ(param_of({{"stream_options", {{"include_usage", true}, {"x", 1}}}}),
+            "stream_options.x");
   EXPECT_EQ(param_of({{"n", 3}}), "n");
   EXPECT_EQ(param_of({{"functions", Json::array()}}), "functions");
   EXPECT_EQ(param_of({{"metadata", {{"k", 1}}}}), "metadata.k");
@@ -56,12 +63,16 @@ TEST(OpenAiRequest, SamplingAndFormatFieldsAreParsedAndChecked) {
 TEST(OpenAiRequest, ToolHistoryBecomesKernelEntries) {
   Json messages = Json::array(
       {{{"role", "developer"}, {"content", "rules"}},
-       {{"role", "user"}, {"content", Json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}})}},
+       {{"role", "user"},
+        {"content",
+         Json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}})}},
        {{"role", "assistant"},
         {"content", nullptr},
-        {"tool_calls", Json::array({{{"id", "c1"}, {"type", "function"},
+        {"tool_calls", Json::array({{{"id", "c1"},
+                                     {"type", "function"},
                                      {"function", {{"name", "f"}, {"arguments", "{\"x\":1}"}}}},
-                                    {{"id", "c2"}, {"type", "function"},
+                                    {{"id", "c2"},
+                                     {"type", "function"},
                                      {"function", {{"name", "g"}, {"arguments", "not json"}}}}})}},
        {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "one"}},
        {{"role", "tool"}, {"tool_call_id", "c2"}, {"content", "two"}}});
@@ -79,20 +90,22 @@ TEST(OpenAiRequest, ToolHistoryBecomesKernelEntries) {
   Json orphan = Json::array({{{"role", "user"}, {"content", "q"}},
                              {{"role", "tool"}, {"tool_call_id", "nope"}, {"content", "x"}}});
   EXPECT_EQ(param_of({{"messages", orphan}}), "messages[1].tool_call_id");
-  Json ends_assistant = Json::array({{{"role", "user"}, {"content", "q"}},
-                                     {{"role", "assistant"}, {"content", "a"}}});
+  Json ends_assistant = Json::array(
+      {{{"role", "user"}, {"content", "q"}}, {{"role", "assistant"}, {"content", "a"}}});
   EXPECT_EQ(param_of({{"messages", ends_assistant}}), "messages");
   EXPECT_EQ(param_of({{"messages", Json::array({{{"role", "function"}, {"content", "x"}}})}}),
             "messages[0].role");
-  EXPECT_EQ(param_of({{"messages", Json::array({{{"role", "user"}, {"content", "x"}, {"audio", 1}}})}}),
-            "messages[0].audio");
+  EXPECT_EQ(
+      param_of({{"messages", Json::array({{{"role", "user"}, {"content", "x"}, {"audio", 1}}})}}),
+      "messages[0].audio");
 }
 
 TEST(OpenAiRequest, ToolsAndToolChoice) {
   const Json tool{{"type", "function"},
                   {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}};
-  auto r = parse({{"tools", Json::array({tool})},
-                  {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
+  auto r =
+      parse({{"tools", Json::array({tool})},
+             {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->tools.size(), 1u);
   EXPECT_EQ(r->generation.tool_choice.mode, kernex::ToolChoice::Mode::Named);
@@ -111,7 +124,8 @@ TEST(OpenAiRequest, IdentityComesFromHeadersAndMetadataNeverFromUser) {
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->user, "alice@example.com");
   EXPECT_EQ(r->session, "s1");
-  auto h = parse({{"user", "bob"}}, {{"x-session-id", "chat 7"}, {"x-kernex-if-busy", "interrupt"}});
+  auto h =
+      parse({{"user", "bob"}}, {{"x-session-id", "chat 7"}, {"x-kernex-if-busy", "interrupt"}});
   ASSERT_TRUE(h);
   EXPECT_EQ(h->session, "chat 7");
   EXPECT_EQ(h->if_busy, kernex::server::IfBusy::Interrupt);
@@ -125,10 +139,11 @@ TEST(OpenAiRequest, IdentityComesFromHeadersAndMetadataNeverFromUser) {
 }
 
 TEST(JsonSchemaGuard, RefusesWhatWouldCrashHangOrFetch) {
-  for (const char* bad :
-       {R"({"$ref":"#"})", R"({"allOf":[{"$ref":"#"}]})",
-        R"({"not":{"anyOf":[{"$ref":"#/definitions/a"}]},"definitions":{"a":{"oneOf":[{"$ref":"#"}]}}})",
-        R"({"$ref":"https://example.com/s.json"})", R"({"$ref":"#/missing"})", R"({"type":7})"}) {
+  for (
+      const char* bad :
+      {R"({"$ref":"#"})", R"({"allOf":[{"$ref":"#"}]})",
+       R"({"not":{"anyOf":[{"$ref":"#/definitions/a"}]},"definitions":{"a":{"oneOf":[{"$ref":"#"}]}}})",
+       R"({"$ref":"https://example.com/s.json"})", R"({"$ref":"#/missing"})", R"({"type":7})"}) {
     EXPECT_FALSE(kernex::check_json_schema(Json::parse(bad))) << bad;
   }
   // Recursion through a smaller value is fine; patterns are not run (std::regex backtracks).
