@@ -26,6 +26,12 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 std::optional<std::string> nearest(std::string_view typed, std::span<const std::string> names) {
+  // A beginning of one name alone (`/hist`, `mem`) means that name.
+  const auto starts = [&](const std::string& n) {
+    return n.size() > typed.size() && n.starts_with(typed);
+  };
+  if (typed.size() >= 2 && std::count_if(names.begin(), names.end(), starts) == 1)
+    return *std::find_if(names.begin(), names.end(), starts);
   const std::size_t allowed = typed.size() <= 4 ? 1 : 2;
   std::optional<std::string> best;
   std::size_t best_distance = allowed + 1;

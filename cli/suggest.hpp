@@ -16,8 +16,8 @@ namespace kernex::cli {
 // neighbours), so `rnu` is one step from `run`.
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
-// The closest of `names` to `typed`, when it is close enough to be a typo: at most 1 edit for
-// words of up to 4 characters, 2 for longer ones (and never the whole word).
+// The one of `names` that `typed` begins, or the closest, when it is close enough to be a typo:
+// at most 1 edit for words of up to 4 characters, 2 for longer ones (and never the whole word).
 std::optional<std::string> nearest(std::string_view typed, std::span<const std::string> names);
 
 // After a failed parse: the first word of argv that names no subcommand where one was expected,
