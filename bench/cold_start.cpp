@@ -76,6 +76,9 @@ std::shared_ptr<void> create(const kernex::PluginHost& host, const kernex::Plugi
     case kernex::PluginKind::Toolbox:
       if (auto t = host.create_toolbox(info.name, empty)) return *t;
       break;
+    case kernex::PluginKind::Channel:
+      if (auto c = host.create_channel(info.name, empty)) return *c;
+      break;
   }
   return nullptr;  // plugins that need real config (API keys, paths) may refuse an empty one
 }

@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "suggest.hpp"
 #include "terminal_text.hpp"
 #include "kernex/log.hpp"
 
@@ -91,7 +92,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::cerr << "kernex: usage: " << kernex::cli::for_terminal(e.what())
+    const auto hint = kernex::cli::unknown_subcommand_hint(app, argc, argv);
+    std::cerr << "kernex: usage: " << kernex::cli::for_terminal(hint ? *hint : e.what())
               << "\nRun with --help for more information.\n";
     return kernex::cli::kExitUsage;
   }

@@ -4,8 +4,10 @@
 
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "kernex/files.hpp"
+#include "suggest.hpp"
 #include "terminal_approver.hpp"
 #include "terminal_input.hpp"
 #include "terminal_text.hpp"
@@ -15,7 +17,20 @@ namespace {
 
 constexpr const char* kHelp =
     "Type a message and press Enter. /new starts a fresh session, /history shows this one, "
-    "/quit (or Ctrl-D) leaves; Ctrl-C stops a running answer.\n";
+    "/quit (or Ctrl-D) leaves; Ctrl-C stops a running answer. Start a message with // to send "
+    "one that begins with /.\n";
+
+// A line that looks like a command (`/word`, no second slash in the word, so `/etc/hosts ...` is
+// a message) but names none is answered here, never sent to the model: `/hist` is a typo.
+std::optional<std::string> unknown_command(const std::string& line) {
+  if (!line.starts_with("/") || line.starts_with("//")) return std::nullopt;
+  const std::string word = line.substr(0, line.find(' '));
+  if (word.size() < 2 || word.find('/', 1) != std::string::npos) return std::nullopt;
+  static const std::string kCommands[] = {"/new", "/history", "/help", "/quit", "/exit"};
+  std::string answer = "unknown command " + word;
+  if (auto guess = nearest(word, kCommands)) answer += "; did you mean " + *guess + "?";
+  return answer + " (/help lists them; the message was not sent)\n";
+}
 
 // The session the last chat used, so `kernex chat` goes on where it stopped.
 std::string load_session(const std::filesystem::path& file) {
@@ -39,8 +54,24 @@ void save_session(const std::filesystem::path& file, const std::string& session)
   std::filesystem::rename(tmp, file, ec);
 }
 
-StreamSink print_answer(bool& printed, char& last) {
-  return [&printed, &last](const StreamEvent& event) {
+// On a terminal, "thinking…" until the first event of the answer, then erased.
+struct Thinking {
+  bool shown = false;
+  void show() {
+    if (!isatty(STDOUT_FILENO)) return;
+    std::cout << "\033[2mthinking\u2026\033[0m" << std::flush;
+    shown = true;
+  }
+  void clear() {
+    if (!shown) return;
+    std::cout << "\r\033[K" << std::flush;
+    shown = false;
+  }
+};
+
+StreamSink print_answer(bool& printed, char& last, Thinking& thinking) {
+  return [&printed, &last, &thinking](const StreamEvent& event) {
+    thinking.clear();
     if (event.kind == StreamEvent::Kind::TextDelta && !event.text.empty()) {
       std::cout << for_terminal(event.text) << std::flush;
       printed = true;
@@ -72,7 +103,9 @@ Result<void> TerminalChannel::run(ChannelHost& host, std::stop_token stop) {
       save_session(session_file, session_);
     } else if (*line == "/history") {
       show_history(host);
-    } else if (auto done = turn(host, *line); !done) {
+    } else if (auto unknown = unknown_command(*line)) {
+      std::cout << *unknown;
+    } else if (auto done = turn(host, line->starts_with("//") ? line->substr(1) : *line); !done) {
       std::cerr << "kernex: error: " << for_terminal(done.error().describe()) << '\n';
     }
   }
@@ -100,10 +133,16 @@ Result<void> TerminalChannel::turn(ChannelHost& host, const std::string& text) {
   t.session = session_;
   t.sender = "terminal";
   t.text = text;
-  t.sink = print_answer(printed, last);
-  t.approver = [this](const ApprovalRequest& r, std::stop_token s) { return approve(r, s); };
+  Thinking thinking;
+  t.sink = print_answer(printed, last, thinking);
+  t.approver = [this, &thinking](const ApprovalRequest& r, std::stop_token s) {
+    thinking.clear();
+    return approve(r, s);
+  };
   t.stop = turn_stop_.get_token();
+  thinking.show();
   auto reply = host.run(t);
+  thinking.clear();
   {
     std::lock_guard lock(mu_);
     turn_running_ = false;

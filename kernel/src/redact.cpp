@@ -26,8 +26,10 @@ void add_grams(std::vector<std::uint64_t>& grams, std::string_view secret) {
 }
 
 // Marks each window of `text` that is a window of a secret (`grams` sorted), then replaces each
-// marked run once: overlapping windows make one run, so a whole key or any cut piece of it goes.
-std::string redact_grams(std::string text, const std::vector<std::uint64_t>& grams) {
+// marked run of at least `min_run` bytes once: overlapping windows make one run, so a whole key or
+// any cut piece of it goes.
+std::string redact_grams(std::string text, const std::vector<std::uint64_t>& grams,
+                         std::size_t min_run = kSecretPieceMin) {
   if (grams.empty() || text.size() < kSecretPieceMin) return text;
   std::vector<bool> marked(text.size(), false);
   bool any = false;
@@ -45,10 +47,33 @@ std::string redact_grams(std::string text, const std::vector<std::uint64_t>& gra
       out += text[i++];
       continue;
     }
-    out += kRedacted;
-    while (i < text.size() && marked[i]) ++i;
+    std::size_t end = i;
+    while (end < text.size() && marked[end]) ++end;
+    if (end - i >= min_run)
+      out += kRedacted;
+    else
+      out.append(text, i, end - i);
+    i = end;
   }
   return out;
+}
+
+// The end of the JSON string literal whose opening quote is at `open` (the closing quote's
+// index), or npos when it is not closed.
+std::size_t string_end(std::string_view text, std::size_t open) {
+  for (std::size_t i = open + 1; i < text.size(); ++i) {
+    if (text[i] == '\\')
+      ++i;
+    else if (text[i] == '"')
+      return i;
+  }
+  return std::string_view::npos;
+}
+
+// Whether the string literal ending at `close` is an object key: a ':' follows it.
+bool is_key(std::string_view text, std::size_t close) {
+  const auto next = text.find_first_not_of(" \t\r\n", close + 1);
+  return next != std::string_view::npos && text[next] == ':';
 }
 
 std::string redact_whole(std::string text, std::string_view secret) {
@@ -62,6 +87,7 @@ std::string redact_whole(std::string text, std::string_view secret) {
 struct Registry {
   std::shared_mutex mu;
   std::vector<std::uint64_t> grams;  // sorted, unique
+  std::size_t shortest = 0;          // the shortest registered secret's length (0: none)
 };
 
 Registry& registry() {
@@ -85,6 +111,7 @@ void register_secret(std::string_view secret) {
   Registry& r = registry();
   std::unique_lock lock(r.mu);
   add_grams(r.grams, secret);
+  r.shortest = r.shortest == 0 ? secret.size() : std::min(r.shortest, secret.size());
   std::sort(r.grams.begin(), r.grams.end());
   r.grams.erase(std::unique(r.grams.begin(), r.grams.end()), r.grams.end());
 }
@@ -93,6 +120,28 @@ std::string redact_secrets(std::string text) {
   Registry& r = registry();
   std::shared_lock lock(r.mu);
   return redact_grams(std::move(text), r.grams);
+}
+
+std::string redact_secrets_in_json(std::string text) {
+  Registry& r = registry();
+  std::shared_lock lock(r.mu);
+  if (r.grams.empty()) return text;
+  const std::size_t min_run = std::min(kSecretRunMinInValues, r.shortest);
+  std::string out;
+  out.reserve(text.size());
+  std::size_t copied = 0;
+  for (auto open = text.find('"'); open != std::string::npos; open = text.find('"', open)) {
+    const std::size_t close = string_end(text, open);
+    if (close == std::string::npos) break;
+    if (!is_key(text, close)) {
+      out.append(text, copied, open + 1 - copied);
+      out += redact_grams(text.substr(open + 1, close - open - 1), r.grams, min_run);
+      copied = close;
+    }
+    open = close + 1;
+  }
+  out.append(text, copied);
+  return out;
 }
 
 }  // namespace kernex

@@ -29,6 +29,13 @@ std::string printed(const ToolResult& result) {
   return result.content;
 }
 
+// A configuration whose toolboxes leave out `repl` has no load_context: say what to add.
+std::string missing_repl_hint(const ToolResult& result) {
+  if (!result.content.starts_with("Unknown tool: load_context")) return "";
+  return " (the rlm tools come from the `repl` toolbox: add it to `toolboxes:`, e.g. "
+         "`toolboxes: [repl, files]`)";
+}
+
 // Loads every context into the REPL and tells the model what it holds (metadata only).
 Result<void> load_contexts(Context& context, const RunOptions::ToolCaller& call_tool,
                            const RlmOptions& options) {
@@ -39,8 +46,8 @@ Result<void> load_contexts(Context& context, const RunOptions::ToolCaller& call_
     arguments["name"] = name;
     ToolResult loaded = call_tool("load_context", std::move(arguments));
     if (loaded.is_error)
-      return fail(ErrorCode::Tool,
-                  "loading " + origin + " as `" + name + "` failed: " + loaded.content);
+      return fail(ErrorCode::Tool, "loading " + origin + " as `" + name +
+                                       "` failed: " + loaded.content + missing_repl_hint(loaded));
     listing += "- `" + name + "` (from " + origin + "): " + loaded.content + "\n";
     return {};
   };

@@ -86,6 +86,16 @@ void split_target(std::string_view target, HttpRequest& req) {
   }
 }
 
+// Protocol text (JSON, the metrics' exposition format) keeps its shape: keys are redacted only
+// inside string values, so field names, ids and metric names never change. Anything else (a
+// workspace diff) is redacted wherever a piece of a key appears.
+std::string redacted_body(std::string_view content_type, std::string body) {
+  const bool protocol = content_type.starts_with("application/json") ||
+                        content_type.starts_with("text/event-stream") ||
+                        content_type.starts_with("text/plain; version=0.0.4");
+  return protocol ? redact_secrets_in_json(std::move(body)) : redact_secrets(std::move(body));
+}
+
 std::string chunk(std::string_view data) {
   char size[24];
   std::snprintf(size, sizeof size, "%zx\r\n", data.size());
@@ -241,7 +251,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       if (out.size > 0 && out.size + one.size() > bound) return false;
       if (one.size() > bound && !key.empty()) {
         out.shared = run.shared_render(e->id, key, [&] {
-          return std::make_shared<const std::string>(redact_secrets(std::move(one)));
+          return std::make_shared<const std::string>(redact_secrets_in_json(std::move(one)));
         });
         after = e->id;
         return false;
@@ -280,7 +290,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       batch.join();
       if (!batch.text.empty()) {
         // Events carry provider errors and model text: redacted as they leave, like every reply.
-        batch.text = redact_secrets(std::move(batch.text));
+        batch.text = redact_secrets_in_json(std::move(batch.text));
         held.set(batch.text.capacity());
       }
       if (!batch.bytes().empty()) {
@@ -293,8 +303,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         if (!co_await write_chunk(stream, req, ": heartbeat\n\n")) co_return false;
       }
     }
-    std::string tail =
-        reply.stream_tail.empty() ? std::string() : chunk(redact_secrets(reply.stream_tail));
+    std::string tail = reply.stream_tail.empty() ? std::string()
+                                                 : chunk(redact_secrets_in_json(reply.stream_tail));
     tail += "0\r\n\r\n";
     co_return co_await write_all(stream, std::move(tail));
   }
@@ -352,7 +362,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     res.set("X-Request-Id", req.request_id);
     for (const auto& [name, value] : reply.headers) res.set(name, value);
     res.keep_alive(keep_alive);
-    res.body() = redact_secrets(reply.body);
+    res.body() = redacted_body(reply.content_type, reply.body);
     res.prepare_payload();
     error_code ec;
     stream.expires_after(options.write_timeout);

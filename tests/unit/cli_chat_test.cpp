@@ -55,6 +55,25 @@ TEST_F(CliChat, TurnsStreamAndHistoryAndNewSessionWork) {
   EXPECT_EQ(pty.wait(), 0) << pty.output();
 }
 
+// `/hist` is a typo, answered at the prompt: the model (whose script has one answer) never sees
+// it. A path is a message, and `//x` sends `/x`. On a terminal "thinking…" precedes the answer.
+TEST_F(CliChat, UnknownSlashCommandsAreAnsweredLocallyNotSent) {
+  PtySession pty(KERNEX_CLI, chat({text_line("Only answer.")}), env);
+  ASSERT_TRUE(pty.expect("you> ")) << pty.output();
+  pty.type("/hist\n");
+  ASSERT_TRUE(pty.expect("unknown command /hist; did you mean /history?")) << pty.output();
+  ASSERT_TRUE(pty.expect("you> ")) << pty.output();
+  pty.type("//etc is a folder\n");
+  ASSERT_TRUE(pty.expect("thinking")) << pty.output();
+  ASSERT_TRUE(pty.expect("Only answer.")) << pty.output();
+  ASSERT_TRUE(pty.expect("you> ")) << pty.output();
+  pty.type("/history\n");
+  ASSERT_TRUE(pty.expect("you: /etc is a folder")) << pty.output();
+  EXPECT_THAT(pty.output(), ::testing::Not(::testing::HasSubstr("you: /hist")));
+  pty.type("/quit\n");
+  EXPECT_EQ(pty.wait(), 0) << pty.output();
+}
+
 TEST_F(CliChat, CtrlCStopsTheRunningTurnNotTheProgram) {
   const std::string slow = Json{{"text", "never said"}, {"delay_ms", 120000}}.dump();
   // The next turn's answer, matched by its message: the script has no order across a cancel.

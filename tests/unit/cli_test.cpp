@@ -23,6 +23,7 @@
 namespace fs = std::filesystem;
 using kernex::Json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -93,6 +94,23 @@ TEST_F(Cli, UsageErrorsExitTwo) {
   auto opt = kernex({"run", "--provider", "replay", "--provider-opt", "no-equals-sign", "hi"});
   EXPECT_EQ(opt.exit_code, 2);
   EXPECT_THAT(opt.err, HasSubstr("kernex: usage: --provider-opt expects KEY=VALUE"));
+}
+
+// A mistyped command is named with the nearest one; options with values before it are skipped.
+TEST_F(Cli, MistypedSubcommandsSuggestTheNearest) {
+  auto rnu = kernex({"rnu", "hello"});
+  EXPECT_EQ(rnu.exit_code, 2);
+  EXPECT_THAT(rnu.err, HasSubstr("unknown command 'rnu'; did you mean 'run'?"));
+  auto config = kernex({"--config", "k.yaml", "memroy"});
+  EXPECT_EQ(config.exit_code, 2);
+  EXPECT_THAT(config.err, HasSubstr("did you mean 'memory'?"));
+  auto nested = kernex({"memory", "facst"});
+  EXPECT_EQ(nested.exit_code, 2);
+  EXPECT_THAT(nested.err, HasSubstr("unknown command 'facst'; did you mean 'facts'?"));
+  auto far = kernex({"frobnicate"});
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_THAT(far.err, HasSubstr("unknown command 'frobnicate'; the commands are: run"));
+  EXPECT_THAT(far.err, Not(HasSubstr("did you mean")));
 }
 
 // Numeric flags: finite and in range or a usage error naming the flag (a NaN --cost-budget

@@ -53,3 +53,27 @@ TEST(Redact, RegisteredSecretsAreRedactedBySinks) {
 }
 
 }  // namespace
+
+namespace {
+
+// Protocol text keeps its shape: a key ending in `approvals` leaves the field `approvals`, ids and
+// SSE lines alone; inside string values the whole key and long pieces of it still go.
+TEST(Redact, ProtocolTextKeepsFieldNamesAndRedactsOnlyValues) {
+  const std::string key = "sk-live-Qw3rTy7uIo9pAs2dFg5hJk8lapprovals";
+  kernex::register_secret(key);
+  const std::string body = R"({"approvals": [], "id": "run-approvals", "error": "bad key )" + key +
+                           R"(",)" + R"( "cut": "prefix )" + key.substr(0, 20) +
+                           R"(", "short": "a )" + key.substr(0, 9) + "\"}";
+  EXPECT_EQ(kernex::redact_secrets_in_json(body),
+            R"({"approvals": [], "id": "run-approvals", "error": "bad key [REDACTED]",)"
+            R"( "cut": "prefix [REDACTED]", "short": "a sk-live-Q"})");
+  const std::string sse = "event: approvals\nid: 7\ndata: {\"approvals\":\"" + key + "\"}\n\n";
+  EXPECT_EQ(kernex::redact_secrets_in_json(sse),
+            "event: approvals\nid: 7\ndata: {\"approvals\":\"[REDACTED]\"}\n\n");
+  // Escaped quotes inside a value do not end it; an unclosed string is left as it is.
+  EXPECT_EQ(kernex::redact_secrets_in_json(R"({"a": "\"q\" )" + key + R"("})"),
+            R"({"a": "\"q\" [REDACTED]"})");
+  EXPECT_EQ(kernex::redact_secrets_in_json("{\"a\": \"approvals"), "{\"a\": \"approvals");
+}
+
+}  // namespace

@@ -26,4 +26,13 @@ void register_secret(std::string_view secret);
 // `text` with every piece of every registered secret replaced. Thread-safe; cheap when none is.
 std::string redact_secrets(std::string text);
 
+// In protocol text a field name that shares 8 bytes with a key (a key ending in `approvals`) must
+// not turn into [REDACTED]: the shortest run of a secret that redact_secrets_in_json replaces.
+inline constexpr std::size_t kSecretRunMinInValues = 16;
+
+// For protocol text (JSON bodies, SSE events): redacts only inside JSON string values, never in
+// object keys or outside strings, so field names, event names and ids keep their shape; and only
+// runs of kSecretRunMinInValues bytes of a secret or a whole shorter secret. Thread-safe.
+std::string redact_secrets_in_json(std::string text);
+
 }  // namespace kernex

@@ -216,6 +216,9 @@ struct ShutdownOnStop {
 struct Failure {
   Error error;
   bool retryable = true;
+  // Nothing listens there (most often a local model server that is not running): reported at
+  // once, as the last attempt, instead of after 1 + 2 + 4 s of silent backoff.
+  bool refused = false;
 };
 
 }  // namespace
@@ -475,6 +478,11 @@ struct Client::Impl {
                                      [done](error_code e, const tcp::endpoint&) { done(e); });
         },
         [&] { conn->close(); });
+    if (ec == asio::error::connection_refused) {
+      auto refused = failure("cannot connect", ec);
+      refused.error().refused = true;
+      return refused;
+    }
     if (ec) return failure("cannot connect", ec);
     error_code ignored;
     conn->plain->socket().set_option(tcp::no_delay(true), ignored);
@@ -779,6 +787,7 @@ struct Client::Impl {
         if (!result.error().retryable || delivered > 0)
           return std::unexpected(result.error().error);
         last_error = result.error().error;
+        if (result.error().refused) break;
         last_response.reset();
         retry_after.reset();
         continue;

@@ -1,0 +1,95 @@
+#include "suggest.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace kernex::cli {
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  // Three rows of the dynamic-programming table: the swap looks two rows back.
+  std::vector<std::size_t> before(b.size() + 1), prev(b.size() + 1), row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      row[j] = std::min({prev[j] + 1, row[j - 1] + 1, prev[j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        row[j] = std::min(row[j], before[j - 2] + 1);
+    }
+    std::swap(before, prev);
+    std::swap(prev, row);
+  }
+  return prev[b.size()];
+}
+
+std::optional<std::string> nearest(std::string_view typed, std::span<const std::string> names) {
+  // A beginning of one name alone (`/hist`, `mem`) means that name.
+  const auto starts = [&](const std::string& n) {
+    return n.size() > typed.size() && n.starts_with(typed);
+  };
+  if (typed.size() >= 2 && std::count_if(names.begin(), names.end(), starts) == 1)
+    return *std::find_if(names.begin(), names.end(), starts);
+  const std::size_t allowed = typed.size() <= 4 ? 1 : 2;
+  std::optional<std::string> best;
+  std::size_t best_distance = allowed + 1;
+  for (const std::string& name : names) {
+    const std::size_t d = edit_distance(typed, name);
+    if (d < best_distance && d < name.size()) {
+      best = name;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+namespace {
+
+// Whether `token` is an option of `app` (or of an app above it) that takes a value in the next
+// argument, as `--config k.yaml` does.
+bool takes_next_value(const CLI::App& app, const std::string& token) {
+  if (token.find('=') != std::string::npos) return false;
+  for (const CLI::App* a = &app; a != nullptr; a = a->get_parent()) {
+    for (const CLI::Option* opt : a->get_options()) {
+      if (opt->check_name(token)) return opt->get_items_expected_min() > 0;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<std::string> unknown_subcommand_hint(const CLI::App& app, int argc,
+                                                   const char* const* argv) {
+  const CLI::App* at = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string token = argv[i];
+    if (token == "--") return std::nullopt;
+    if (token.starts_with("-")) {
+      if (takes_next_value(*at, token)) ++i;
+      continue;
+    }
+    const auto subs = at->get_subcommands([](const CLI::App*) { return true; });
+    if (subs.empty()) return std::nullopt;  // a positional argument, not a command
+    const auto named = std::find_if(subs.begin(), subs.end(),
+                                    [&](const CLI::App* s) { return s->check_name(token); });
+    if (named != subs.end()) {
+      at = *named;
+      continue;
+    }
+    if (!at->get_options([](const CLI::Option* o) { return o->get_positional(); }).empty())
+      return std::nullopt;  // a word the command takes as its argument
+    std::vector<std::string> names;
+    for (const CLI::App* s : subs) names.push_back(s->get_name());
+    std::string hint = "unknown command '" + token + "'";
+    if (auto guess = nearest(token, names)) return hint + "; did you mean '" + *guess + "'?";
+    hint += "; the commands are:";
+    for (const std::string& n : names) hint.append(" ").append(n);
+    return hint;
+  }
+  return std::nullopt;
+}
+
+}  // namespace kernex::cli
