@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
   }
   // The sandboxed child's environment, as the sandbox builds it (env -0: values may hold newlines).
   auto env_run =
-      sb::spawn(**runner.policy_for(toolbox), sb::Command{{"env", "-0"}, {}, {}, {}, {}, {}});
+      sb::spawn(**runner.policy_for(toolbox), sb::Command{{"env", "-0"}, {}, {}, {}, {}, {}, {}});
   if (!env_run || !env_run->success()) {
     std::fprintf(stderr, "cannot read the sandbox's environment\n");
     return 1;

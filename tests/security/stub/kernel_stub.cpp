@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     if (mode == "tmp") {
       for (;;) ::pause();
     }
-    auto r = spawn(*policy, Command{{"/bin/true"}, {}, {}, {}, {}, {}});
+    auto r = spawn(*policy, Command{{"/bin/true"}, {}, {}, {}, {}, {}, {}});
     return r && r->success() ? 0 : 1;
   }
   if (argc < 6 || std::strcmp(argv[4], "--") != 0) return usage();
