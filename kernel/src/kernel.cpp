@@ -549,8 +549,11 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
   // The REPL keeps saved skills and checkpoints in the kernel's data dir (never a sandbox's).
   auto toolbox_config = [&config](const std::string& name, Json options) {
     if (name == "repl" && !config.data_dir.empty() && (options.is_object() || options.is_null()) &&
-        !options.contains("data_dir"))
-      options["data_dir"] = config.data_dir.string();
+        !options.contains("data_dir")) {
+      std::error_code ec;
+      const auto dir = std::filesystem::absolute(config.data_dir, ec);
+      if (!ec) options["data_dir"] = dir.lexically_normal().string();
+    }
     return options;
   };
   if (config.toolboxes) {
