@@ -578,10 +578,12 @@ class ReplToolbox final : public ToolExecutor {
   void add_saved_skills(const std::filesystem::path& tree,
                         const std::optional<std::string>& tenant) const {
     if (options_.data_dir.empty() || !tenant) return;
-    auto area = skills_area(options_.data_dir, *tenant);
+    // Read only: a run that saves nothing leaves the data dir as it was.
+    const std::filesystem::path area = options_.data_dir / "repl-skills" / *tenant;
     auto written =
-        area ? write_skills_package(tree, *area, options_.data_dir / skills::kTrustFileName)
-             : Result<void>(std::unexpected(area.error()));
+        tenant->empty() || tenant->front() == '.'
+            ? Result<void>(fail(ErrorCode::Tool, "no skills area for tenant '" + *tenant + "'"))
+            : write_skills_package(tree, area, options_.data_dir / skills::kTrustFileName);
     if (!written)
       log(LogLevel::Warn, "toolbox-repl: saved skills not offered: " + written.error().describe());
   }

@@ -164,7 +164,12 @@ Result<void> write_skills_package(const fs::path& tree, const fs::path& area,
   Json untrusted = Json::object();
   std::error_code ec;
   auto records = skills::trust_records(trust_store);
-  for (fs::directory_iterator it(area, ec), end; !ec && it != end; it.increment(ec)) {
+  struct stat st {};
+  const bool listed = ::lstat(area.c_str(), &st) == 0 && S_ISDIR(st.st_mode);  // no symlink
+  for (fs::directory_iterator it = listed ? fs::directory_iterator(area, ec)
+                                          : fs::directory_iterator(),
+                              end;
+       !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (!skill_name_problem(name).empty() || !it->is_directory(ec) || it->is_symlink(ec)) continue;
     const fs::path folder = fs::weakly_canonical(it->path(), ec);

@@ -33,7 +33,8 @@ Result<std::filesystem::path> save_skill(const std::filesystem::path& area, cons
 
 // Writes the package `skills` into `tree` (a worker's read-only tree): a module per saved skill of
 // `area` that is trusted in `trust_store` with its current hash, and in __init__.py the folders of
-// the others (_UNTRUSTED), so that importing one says how to trust it.
+// the others (_UNTRUSTED), so that importing one says how to trust it. A missing area (or one that
+// is not a real directory) has no skills.
 Result<void> write_skills_package(const std::filesystem::path& tree,
                                   const std::filesystem::path& area,
                                   const std::filesystem::path& trust_store);

@@ -73,7 +73,7 @@ TEST_F(SavedSkillTenants, ASkillSavedByOneTenantIsNotAnothers) {
   ASSERT_TRUE(bob.is_string()) << bob.dump();
   EXPECT_EQ(bob.get<std::string>().find("alice"), std::string::npos) << bob;
   EXPECT_EQ(bob.get<std::string>().rfind("ModuleNotFoundError", 0), 0u) << bob;
-  EXPECT_FALSE(fs::exists(data() / "repl-skills" / "bob" / "tally"));
+  EXPECT_FALSE(fs::exists(data() / "repl-skills" / "bob"));  // reading made nothing
 }
 
 TEST_F(SavedSkillTenants, AWorkspaceOutsideEveryAreaKeepsNothingOnDisk) {
