@@ -254,7 +254,10 @@ std::optional<std::string> tenant_of(const Context& context) {
 // The session's checkpoint file, or an empty path when it is kept in memory only.
 std::filesystem::path checkpoint_path(const RunHandles& run, const Keeping& keep) {
   if (keep.data_dir.empty() || !keep.tenant || !run.services) return {};
-  auto file = checkpoint_file(keep.data_dir, *keep.tenant, run.services->session());
+  // A sub-agent's REPL (span 0.1, ...) keeps its own, as its worker does.
+  const std::string& span = run.services->span();
+  auto file = checkpoint_file(keep.data_dir, *keep.tenant,
+                              run.services->session() + (span == "0" ? "" : "#" + span));
   return file ? *file : std::filesystem::path();
 }
 

@@ -198,7 +198,7 @@ Result<void> write_skills_package(const fs::path& tree, const fs::path& area,
 Result<fs::path> checkpoint_file(const fs::path& data_dir, const std::string& tenant,
                                  const std::string& session) {
   if (tenant.empty() || tenant.front() == '.' || tenant.find('/') != std::string::npos ||
-      session.empty() || session.size() > 100)
+      session.empty() || session.size() > 120)
     return fail(ErrorCode::Tool, "checkpoint: this session's checkpoint cannot be kept on disk");
   static constexpr char kHex[] = "0123456789abcdef";
   std::string name;
