@@ -16,10 +16,10 @@
 #include "kernex/plugin.hpp"
 #include "kernex/run_services.hpp"
 #include "kernex/sandbox/spawn.hpp"
+#include "kernex/skills/trust.hpp"
 #include "kernex/trajectory.hpp"
 #include "eval_reply.hpp"
 #include "repl_options.hpp"
-#include "kernex/skills/trust.hpp"
 #include "repl_session.hpp"
 #include "saved_skills.hpp"
 #include "servers_tree.hpp"
@@ -224,7 +224,6 @@ CallAnswer answer_tool_call(const RunHandles& run, const Json& call, CodeRun& co
   return tool_value(tool, std::move(result), max_bytes);
 }
 
-// The answer to one callback from running code: a tool, a submitted result, or a sub-query.
 // What the kernel keeps for code beyond its worker: where (the data dir; empty: memory only) and
 // the session's last checkpoint.
 struct Keeping {
@@ -318,6 +317,8 @@ CallAnswer answer_save_skill(const Json& call, const Keeping& keep) {
                 {"trust_command", "kernex skills trust " + folder->string()}}}};
 }
 
+// The answer to one callback from running code: a tool, a submitted result, a sub-query, a
+// checkpoint or a saved skill.
 CallAnswer answer_call(const RunHandles& run, const Json& call, CodeRun& code,
                        std::size_t max_bytes, const Keeping& keep) {
   // From sandboxed code: a field of another type is an unknown call, never an exception.
