@@ -250,14 +250,14 @@ std::optional<std::string> tenant_of(const Context& context) {
   return std::nullopt;
 }
 
-// The session's checkpoint file, or an empty path when it is kept in memory only.
-std::filesystem::path checkpoint_path(const RunHandles& run, const Keeping& keep) {
-  if (keep.data_dir.empty() || !keep.tenant || !run.services) return {};
+// The session's checkpoint file, or an empty path when it is kept in memory only (no data dir,
+// no tenant); an error when the place for it is not the kernel's own (a symlink, say).
+Result<std::filesystem::path> checkpoint_path(const RunHandles& run, const Keeping& keep) {
+  if (keep.data_dir.empty() || !keep.tenant || !run.services) return std::filesystem::path();
   // A sub-agent's REPL (span 0.1, ...) keeps its own, as its worker does.
   const std::string& span = run.services->span();
-  auto file = checkpoint_file(keep.data_dir, *keep.tenant,
-                              run.services->session() + (span == "0" ? "" : "#" + span));
-  return file ? *file : std::filesystem::path();
+  return checkpoint_file(keep.data_dir, *keep.tenant,
+                         run.services->session() + (span == "0" ? "" : "#" + span));
 }
 
 // checkpoint() and restore(): the worker's pickled variables (base64), kept by the kernel for the
@@ -265,7 +265,9 @@ std::filesystem::path checkpoint_path(const RunHandles& run, const Keeping& keep
 // they go back to a worker as sent, and a file read back is size-checked first.
 CallAnswer answer_checkpoint(const RunHandles& run, const std::string& kind, const Json& call,
                              const Keeping& keep, std::size_t max_bytes) {
-  const std::filesystem::path file = checkpoint_path(run, keep);
+  const auto path = checkpoint_path(run, keep);
+  if (!path) return refused(kind + ": " + path.error().describe());
+  const std::filesystem::path& file = *path;
   if (kind == "restore") {
     if (keep.checkpoint.empty() && !file.empty()) {
       auto read = read_checkpoint(file, max_bytes);

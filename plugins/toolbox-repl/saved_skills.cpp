@@ -199,7 +199,7 @@ Result<fs::path> checkpoint_file(const fs::path& data_dir, const std::string& te
                                  const std::string& session) {
   if (tenant.empty() || tenant.front() == '.' || tenant.find('/') != std::string::npos ||
       session.empty() || session.size() > 120)
-    return fail(ErrorCode::Tool, "checkpoint: this session's checkpoint cannot be kept on disk");
+    return fs::path();  // no name for it on disk: kept in memory only
   static constexpr char kHex[] = "0123456789abcdef";
   std::string name;
   for (const unsigned char c : session) {

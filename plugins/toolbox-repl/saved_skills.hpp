@@ -39,7 +39,9 @@ Result<void> write_skills_package(const std::filesystem::path& tree,
                                   const std::filesystem::path& area,
                                   const std::filesystem::path& trust_store);
 
-// The file of a session's checkpoint: <data_dir>/repl-checkpoints/<tenant>/<hex of session>.
+// The file of a session's checkpoint: <data_dir>/repl-checkpoints/<tenant>/<hex of session>.b64
+// (its directories made, each a real directory); empty for a session or tenant that can't name
+// one (kept in memory only).
 Result<std::filesystem::path> checkpoint_file(const std::filesystem::path& data_dir,
                                               const std::string& tenant,
                                               const std::string& session);

@@ -152,6 +152,32 @@ TEST_F(CliSavedSkills, HostileNamesSizesAndAPlantedSymlinkAreRefused) {
   EXPECT_EQ(entries, 1u);
 }
 
+// A symlink planted higher up (the area itself, the checkpoints' directory) is refused too.
+TEST_F(CliSavedSkills, SymlinkedAreasAreNeverWrittenThrough) {
+  fs::create_directories(data());
+  fs::create_directories(tmp_.path() / "outside");
+  fs::create_directory_symlink(tmp_.path() / "outside", data() / "repl-skills");
+  fs::create_directory_symlink(tmp_.path() / "outside", data() / "repl-checkpoints");
+  const Json r = run_code(
+      "out = {}\n"
+      "try:\n"
+      "    save_skill('tally', 'X = 1', 'Holds one.')\n"
+      "    out['save'] = 'saved'\n"
+      "except ValueError as e:\n"
+      "    out['save'] = str(e)\n"
+      "v = 1\n"
+      "try:\n"
+      "    checkpoint('v')\n"
+      "    out['checkpoint'] = 'kept'\n"
+      "except RuntimeError as e:\n"
+      "    out['checkpoint'] = str(e)\n"
+      "submit_result(out)\n");
+  ASSERT_TRUE(r.is_object()) << r.dump();
+  EXPECT_THAT(r["save"].get<std::string>(), HasSubstr("symbolic link"));
+  EXPECT_THAT(r["checkpoint"].get<std::string>(), HasSubstr("symbolic link"));
+  EXPECT_TRUE(fs::is_empty(tmp_.path() / "outside"));
+}
+
 TEST_F(CliSavedSkills, ACheckpointIsRestoredByANewProcessOnTheSameConversation) {
   const Json saved = run_code(
       "totals = {'errors': 5714, 'files': ['a.log', 'b.log']}\n"
