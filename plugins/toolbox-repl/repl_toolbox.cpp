@@ -552,7 +552,13 @@ class ReplToolbox final : public ToolExecutor {
                     std::stop_token stop) {
     if (tree_root_.empty() || !run.services) return;
     const std::vector<ToolSpec> tools = code_tools(*run.services);
-    const std::uint64_t fingerprint = tools_fingerprint(tools);
+    // Made again too when the tenant's saved skills may have changed (a later turn of the session
+    // imports a skill trusted meanwhile).
+    std::uint64_t fingerprint = tools_fingerprint(tools);
+    if (!options_.data_dir.empty() && tenant)
+      fingerprint ^= saved_skills_fingerprint(options_.data_dir / "repl-skills" / *tenant,
+                                              options_.data_dir / skills::kTrustFileName) *
+                     0x9E3779B97F4A7C15ull;
     std::error_code ec;
     if (slot.tree_dir.empty() || fingerprint != slot.tree_fingerprint) {
       if (slot.tree_base.empty())

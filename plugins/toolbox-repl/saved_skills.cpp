@@ -195,6 +195,26 @@ Result<void> write_skills_package(const fs::path& tree, const fs::path& area,
                         false);
 }
 
+std::uint64_t saved_skills_fingerprint(const fs::path& area, const fs::path& trust_store) {
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  for (const fs::path* p : {&area, &trust_store}) {
+    struct stat st {};
+    if (::lstat(p->c_str(), &st) != 0) {
+      mix(0);
+      continue;
+    }
+    for (const std::uint64_t v :
+         {static_cast<std::uint64_t>(st.st_ino), static_cast<std::uint64_t>(st.st_size),
+          static_cast<std::uint64_t>(st.st_mtim.tv_sec),
+          static_cast<std::uint64_t>(st.st_mtim.tv_nsec),
+          static_cast<std::uint64_t>(st.st_ctim.tv_sec),
+          static_cast<std::uint64_t>(st.st_ctim.tv_nsec)})
+      mix(v);
+  }
+  return h;
+}
+
 Result<fs::path> checkpoint_file(const fs::path& data_dir, const std::string& tenant,
                                  const std::string& session) {
   if (tenant.empty() || tenant.front() == '.' || tenant.find('/') != std::string::npos ||

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -38,6 +39,11 @@ Result<std::filesystem::path> save_skill(const std::filesystem::path& area, cons
 Result<void> write_skills_package(const std::filesystem::path& tree,
                                   const std::filesystem::path& area,
                                   const std::filesystem::path& trust_store);
+
+// What tells whether the tenant's importable skills may have changed (a skill saved or replaced,
+// a folder trusted): the area's and the trust store's identity and times, by two stats.
+std::uint64_t saved_skills_fingerprint(const std::filesystem::path& area,
+                                       const std::filesystem::path& trust_store);
 
 // The file of a session's checkpoint: <data_dir>/repl-checkpoints/<tenant>/<hex of session>.b64
 // (its directories made, each a real directory); empty for a session or tenant that can't name

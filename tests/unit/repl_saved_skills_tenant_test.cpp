@@ -9,6 +9,7 @@
 
 #include "kernex/kernel.hpp"
 #include "kernex/kernel_files.hpp"
+#include "kernex/skills/trust.hpp"
 #include "temp_dir.hpp"
 
 namespace kernex {
@@ -92,6 +93,43 @@ TEST_F(SavedSkillTenants, AWorkspaceOutsideEveryAreaKeepsNothingOnDisk) {
   EXPECT_EQ(r["persisted"], false);
   EXPECT_FALSE(fs::exists(data() / "repl-skills" / "local"));
   EXPECT_FALSE(fs::exists(data() / "repl-checkpoints"));
+}
+
+// One kernel, one conversation: a later turn (the same REPL session) imports a skill a person
+// trusted after an earlier turn saved it, without a new process.
+TEST_F(SavedSkillTenants, ALaterTurnOfTheSessionImportsASkillTrustedMeanwhile) {
+  const fs::path workspace = area() / "alice" / "s1";
+  fs::create_directories(workspace);
+  Config config;
+  config.provider.name = "replay";
+  config.provider.config = {{"script", (dir_.path() / "script.jsonl").string()}};
+  config.toolboxes = std::vector<PluginRef>{
+      {"repl", Json{{"timeout", 20}, {"offer", "always"}, {"pool_size", 0}}}};
+  config.plugin_dirs = {KERNEX_PLUGIN_BUILD_DIR};
+  config.data_dir = data();
+  config.memory = PluginRef{"sqlite", Json::object()};
+  const std::string use =
+      "try:\n"
+      "    import skills.tally as t\n"
+      "    submit_result(t.X)\n"
+      "except ImportError as e:\n"
+      "    submit_result(str(e))\n";
+  std::ofstream(dir_.path() / "script.jsonl")
+      << eval_line("submit_result(save_skill('tally', 'X = 7\\n', 'Holds seven.'))") << "\n"
+      << text_line("saved") << "\n"
+      << eval_line(use) << "\n"
+      << text_line("done") << "\n";
+  auto kernel = Kernel::create(config);
+  ASSERT_TRUE(kernel) << kernel.error().describe();
+  RunOptions options;
+  options.workspace = workspace;
+  auto first = (*kernel)->run(Request::from_text("test", "save"), options);
+  ASSERT_TRUE(first && first->result) << (first ? first->text : first.error().describe());
+  const fs::path folder = (*first->result)["folder"].get<std::string>();
+  ASSERT_TRUE(skills::trust_skill(data() / skills::kTrustFileName, folder));
+  auto second = (*kernel)->run(Request::from_text("test", "use"), options);
+  ASSERT_TRUE(second && second->result) << (second ? second->text : second.error().describe());
+  EXPECT_EQ(*second->result, 7) << *second->result;
 }
 
 }  // namespace
