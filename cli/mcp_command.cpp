@@ -54,10 +54,13 @@ std::string dump(const Json& j, int indent = -1) {
 // So whenever the repl toolbox is configured, mcp serve tells it its tools are offered, by the
 // option a user would set, unless the user set `offer` themself. The kernel's own instance (for
 // kernex_run) keeps the configured options.
-Json serve_options(const std::string& toolbox, Json options) {
+// It also gets the data dir, as the kernel's own does (saved skills, checkpoints).
+Json serve_options(const std::string& toolbox, Json options, const fs::path& data_dir) {
   if (toolbox != "repl") return options;
   if (options.is_null()) options = Json::object();
   if (options.is_object() && !options.contains("offer")) options["offer"] = "always";
+  if (options.is_object() && !options.contains("data_dir") && !data_dir.empty())
+    options["data_dir"] = absolute_path(data_dir.string()).string();
   return options;
 }
 
@@ -250,8 +253,8 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
   std::vector<std::shared_ptr<ToolExecutor>> executors;
   const ToolExecutor* repl = nullptr;  // the REPL toolbox, whose code gets services
   auto add_toolbox = [&](const std::string& name, const Json& options) -> Result<void> {
-    KERNEX_ASSIGN_OR_RETURN(
-        auto box, (*kernel)->plugins().create_toolbox(name, serve_options(name, options)));
+    KERNEX_ASSIGN_OR_RETURN(auto box, (*kernel)->plugins().create_toolbox(
+                                          name, serve_options(name, options, config->data_dir)));
     if (name == "repl") repl = box.get();
     executors.push_back(std::move(box));
     return {};

@@ -546,9 +546,19 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
     if (!hook) return fail(ErrorCode::Plugin, "hook plugin '" + ref.name + "'", hook.error());
     impl->parts.hooks.add(ref.name, *hook);
   }
+  // The REPL keeps saved skills and checkpoints in the kernel's data dir (never a sandbox's).
+  auto toolbox_config = [&config](const std::string& name, Json options) {
+    if (name == "repl" && !config.data_dir.empty() && (options.is_object() || options.is_null()) &&
+        !options.contains("data_dir")) {
+      std::error_code ec;
+      const auto dir = std::filesystem::absolute(config.data_dir, ec);
+      if (!ec) options["data_dir"] = dir.lexically_normal().string();
+    }
+    return options;
+  };
   if (config.toolboxes) {
     for (const auto& ref : *config.toolboxes) {
-      auto box = impl->host.create_toolbox(ref.name, ref.config);
+      auto box = impl->host.create_toolbox(ref.name, toolbox_config(ref.name, ref.config));
       if (!box) return fail(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", box.error());
       impl->parts.toolboxes.push_back(*box);
     }
@@ -556,7 +566,7 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
     // Nothing named: offer every toolbox found; one that needs options it wasn't given is skipped.
     for (const auto& info : impl->host.plugins()) {
       if (!info.ok() || info.kind != PluginKind::Toolbox) continue;
-      auto box = impl->host.create_toolbox(info.name, Json::object());
+      auto box = impl->host.create_toolbox(info.name, toolbox_config(info.name, Json::object()));
       if (box) {
         impl->parts.toolboxes.push_back(*box);
       } else {

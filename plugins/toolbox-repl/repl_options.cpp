@@ -23,9 +23,9 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
   if (!config.is_null() && !config.is_object())
     return fail(ErrorCode::Config, "toolbox-repl: config must be an object");
   static const std::set<std::string> shared = {"workspace", "profile", "protect"};
-  static const std::set<std::string> own = {"timeout",     "max_output",   "memory_mb",
-                                            "cpu_seconds", "max_sessions", "pool_size",
-                                            "offer",       "python",       "tool_result_max_bytes"};
+  static const std::set<std::string> own = {
+      "timeout",   "max_output", "memory_mb", "cpu_seconds",           "max_sessions",
+      "pool_size", "offer",      "python",    "tool_result_max_bytes", "data_dir"};
   Json run_config = Json::object();
   if (config.is_object()) {
     for (const auto& [key, value] : config.items()) {
@@ -36,7 +36,7 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
             bad(key,
                 "is not an option (expected workspace, profile, protect, timeout, max_output, "
                 "memory_mb, cpu_seconds, max_sessions, pool_size, offer, python, "
-                "tool_result_max_bytes)"));
+                "tool_result_max_bytes, data_dir)"));
       }
     }
   }
@@ -59,6 +59,12 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
   if (auto it = c.find("tool_result_max_bytes"); it != c.end()) {
     KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "tool_result_max_bytes", 1ull << 32));
     o.tool_result_max_bytes = v;
+  }
+  if (auto it = c.find("data_dir"); it != c.end()) {
+    if (!it->is_string() || it->get<std::string>().empty() ||
+        !std::filesystem::path(it->get<std::string>()).is_absolute())
+      return std::unexpected(bad("data_dir", "must be an absolute path (a string)"));
+    o.data_dir = std::filesystem::path(it->get<std::string>()).lexically_normal();
   }
   if (auto it = c.find("memory_mb"); it != c.end()) {
     KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "memory_mb", 1ull << 20));

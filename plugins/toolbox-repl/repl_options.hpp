@@ -34,6 +34,9 @@ namespace kernex::repl {
 //   offer          "when_allowed" (default: only runs whose allowed_tools name a REPL tool, such
 //                  as `kernex rlm`) or "always"
 //   python         the interpreter (default "python3", resolved on the sandbox's search path)
+//   data_dir       the kernel's data dir (the kernel sets it): saved skills
+//                  (<data_dir>/repl-skills/<tenant>/<name>) and checkpoints
+//                  (<data_dir>/repl-checkpoints/<tenant>/); unset, both stay in memory or refused
 struct ReplOptions {
   sandbox::ToolboxRunOptions run;
   std::chrono::milliseconds timeout{60'000};
@@ -45,6 +48,7 @@ struct ReplOptions {
   std::size_t pool_size = 2;
   bool offer_always = false;
   std::string python = "python3";
+  std::filesystem::path data_dir;
 
   static Result<ReplOptions> from_json(const Json& config);
   // The worker's profile: workspace read-write, no network, python only, limits, plus `grants`

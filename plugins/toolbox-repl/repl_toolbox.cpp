@@ -11,14 +11,17 @@
 #include <mutex>
 #include <optional>
 
+#include "kernex/kernel_files.hpp"
 #include "kernex/log.hpp"
 #include "kernex/plugin.hpp"
 #include "kernex/run_services.hpp"
 #include "kernex/sandbox/spawn.hpp"
+#include "kernex/skills/trust.hpp"
 #include "kernex/trajectory.hpp"
 #include "eval_reply.hpp"
 #include "repl_options.hpp"
 #include "repl_session.hpp"
+#include "saved_skills.hpp"
 #include "servers_tree.hpp"
 #include "worker_pool.hpp"
 
@@ -85,6 +88,9 @@ std::vector<ToolSpec> tool_specs() {
        "the same tools are modules under SERVERS_DIR (import servers.<server>.<tool>; its "
        "README.md lists them, search_tools(query, detail='name'|'description'|'schema') finds "
        "them); "
+       "save_skill(name, code, description) keeps code as a skill that later runs import as "
+       "skills.<name> once a person trusted it; checkpoint() and restore() keep variables for "
+       "the session; "
        "submit_result(value) records the run's result; llm_query(prompt, model=None), "
        "llm_query_batched(prompts, model=None) and rlm_query(prompt, context=None) call the model "
        "again.",
@@ -218,29 +224,113 @@ CallAnswer answer_tool_call(const RunHandles& run, const Json& call, CodeRun& co
   return tool_value(tool, std::move(result), max_bytes);
 }
 
-// The answer to one callback from running code: a tool, a submitted result, or a sub-query.
+// What the kernel keeps for code beyond its worker: where (the data dir; empty: memory only) and
+// the session's last checkpoint.
+struct Keeping {
+  const std::filesystem::path& data_dir;
+  const std::optional<std::string>& tenant;  // nullopt: unknown, nothing is kept on disk
+  std::string& checkpoint;
+};
+
+// Whose saved skills and checkpoints a call may use. A host serving tenants registers the tool
+// area their workspaces lie in (`<area>/<tenant>/...`, kernel_files.hpp); without one this
+// process serves one person ("local"). A workspace outside every area of such a host has no
+// tenant the kernel can name, so nothing of it is kept on disk rather than shared.
+std::optional<std::string> tenant_of(const Context& context) {
+  const std::vector<ToolArea> areas = tool_areas();
+  if (areas.empty()) return "local";
+  if (!context.workspace) return std::nullopt;
+  const std::filesystem::path workspace = context.workspace->lexically_normal();
+  for (const ToolArea& area : areas) {
+    const std::filesystem::path inside = workspace.lexically_relative(area.path);
+    if (inside.empty() || *inside.begin() == "..") continue;
+    const std::string tenant = inside.begin()->string();
+    if (!tenant.empty() && tenant.front() != '.') return tenant;
+  }
+  return std::nullopt;
+}
+
+// The session's checkpoint file, or an empty path when it is kept in memory only (no data dir,
+// no tenant); an error when the place for it is not the kernel's own (a symlink, say).
+Result<std::filesystem::path> checkpoint_path(const RunHandles& run, const Keeping& keep) {
+  if (keep.data_dir.empty() || !keep.tenant || !run.services) return std::filesystem::path();
+  // A sub-agent's REPL (span 0.1, ...) keeps its own, as its worker does.
+  const std::string& span = run.services->span();
+  return checkpoint_file(keep.data_dir, *keep.tenant,
+                         run.services->session() + (span == "0" ? "" : "#" + span));
+}
+
 // checkpoint() and restore(): the worker's pickled variables (base64), kept by the kernel for the
-// session beyond its worker. The kernel never unpickles them: they go back to a worker as sent.
-CallAnswer answer_checkpoint(const std::string& kind, const Json& call, std::string& saved) {
+// session beyond its worker and process (a file in the data dir). The kernel never unpickles them:
+// they go back to a worker as sent, and a file read back is size-checked first.
+CallAnswer answer_checkpoint(const RunHandles& run, const std::string& kind, const Json& call,
+                             const Keeping& keep, std::size_t max_bytes) {
+  const auto path = checkpoint_path(run, keep);
+  if (!path) return refused(kind + ": " + path.error().describe());
+  const std::filesystem::path& file = *path;
   if (kind == "restore") {
-    if (saved.empty()) return refused("restore: nothing was checkpointed in this session");
-    return CallAnswer(Json{{"ok", true}, {"raw", saved.size()}}, saved);
+    if (keep.checkpoint.empty() && !file.empty()) {
+      auto read = read_checkpoint(file, max_bytes);
+      if (!read) return refused("restore: " + read.error().describe());
+      keep.checkpoint = std::move(*read);
+    }
+    if (keep.checkpoint.empty())
+      return refused("restore: nothing was checkpointed in this session");
+    return CallAnswer(Json{{"ok", true}, {"raw", keep.checkpoint.size()}}, keep.checkpoint);
   }
   const auto data = call.find("data");
   if (data == call.end() || !data->is_string())
     return refused("checkpoint: the variables must come as a base64 str");
-  saved = data->get<std::string>();
-  return Json{{"ok", true}, {"value", {{"bytes", saved.size()}}}};
+  if (data->get_ref<const std::string&>().size() > max_bytes)
+    return refused("checkpoint: the variables are larger than " + std::to_string(max_bytes) +
+                   " bytes (repl.tool_result_max_bytes)");
+  keep.checkpoint = data->get<std::string>();
+  Json value = {{"bytes", keep.checkpoint.size()}, {"persisted", false}};
+  if (!file.empty()) {
+    if (auto written = write_checkpoint(file, keep.checkpoint); !written)
+      return refused("checkpoint: " + written.error().describe());
+    value["persisted"] = true;
+  }
+  return Json{{"ok", true}, {"value", std::move(value)}};
 }
 
+// save_skill(name, code, description): a skill folder in the tenant's saved-skills area, untrusted
+// until a person runs `kernex skills trust` on it.
+CallAnswer answer_save_skill(const Json& call, const Keeping& keep) {
+  auto text = [&](const char* key) -> std::optional<std::string> {
+    const auto it = call.find(key);
+    if (it == call.end() || !it->is_string()) return std::nullopt;
+    return it->get<std::string>();
+  };
+  const auto name = text("name"), source = text("code"), description = text("description");
+  if (!name || !source || !description)
+    return refused("save_skill: name, code and description must be strs");
+  if (keep.data_dir.empty() || !keep.tenant)
+    return refused("save_skill: this REPL has no data dir to keep skills in");
+  auto area = skills_area(keep.data_dir, *keep.tenant);
+  if (!area) return refused(area.error().describe());
+  auto folder = save_skill(*area, *name, *source, *description);
+  if (!folder) return refused(folder.error().describe());
+  return Json{{"ok", true},
+              {"value",
+               {{"name", *name},
+                {"folder", folder->string()},
+                {"trusted", false},
+                {"trust_command", "kernex skills trust " + folder->string()}}}};
+}
+
+// The answer to one callback from running code: a tool, a submitted result, a sub-query, a
+// checkpoint or a saved skill.
 CallAnswer answer_call(const RunHandles& run, const Json& call, CodeRun& code,
-                       std::size_t max_bytes, std::string& checkpoint) {
+                       std::size_t max_bytes, const Keeping& keep) {
   // From sandboxed code: a field of another type is an unknown call, never an exception.
   const std::string kind = call.is_object() && call.contains("call") && call["call"].is_string()
                                ? call["call"].get<std::string>()
                                : "";
   if (kind == "tools_list") return answer_tools_list(run);
-  if (kind == "checkpoint" || kind == "restore") return answer_checkpoint(kind, call, checkpoint);
+  if (kind == "checkpoint" || kind == "restore")
+    return answer_checkpoint(run, kind, call, keep, max_bytes);
+  if (kind == "save_skill") return answer_save_skill(call, keep);
   if (kind == "tool_call") return answer_tool_call(run, call, code, max_bytes);
   if (kind == "submit_result") {
     code.submitted = call.contains("value") ? call["value"] : Json(nullptr);
@@ -398,7 +488,8 @@ class ReplToolbox final : public ToolExecutor {
       restarted = std::exchange(slot->lost, "");
     }
 
-    if (call.name == "eval_code") sync_servers(*slot, run, context.stop);
+    const std::optional<std::string> tenant = tenant_of(context);
+    if (call.name == "eval_code") sync_servers(*slot, run, tenant, context.stop);
 
     CodeRun code;
     code.id = next_code_run_id(run);
@@ -406,8 +497,9 @@ class ReplToolbox final : public ToolExecutor {
     const CodeRunScope in_code(run, code.id);
     auto reply = slot->session->request(
         call.name, std::move(line), raw, options_.timeout,
-        [&run, &code, &slot, this](const Json& c) {
-          return answer_call(run, c, code, options_.tool_result_max_bytes, slot->checkpoint);
+        [&run, &code, &slot, &tenant, this](const Json& c) {
+          return answer_call(run, c, code, options_.tool_result_max_bytes,
+                             Keeping{options_.data_dir, tenant, slot->checkpoint});
         },
         context.stop);
     const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
@@ -456,10 +548,17 @@ class ReplToolbox final : public ToolExecutor {
 
   // Makes the slot's servers/ tree again when the run's tools changed (a skill activated), and
   // tells a worker that has not seen it where it is. Without it code still has tools.call.
-  void sync_servers(Slot& slot, const RunHandles& run, std::stop_token stop) {
+  void sync_servers(Slot& slot, const RunHandles& run, const std::optional<std::string>& tenant,
+                    std::stop_token stop) {
     if (tree_root_.empty() || !run.services) return;
     const std::vector<ToolSpec> tools = code_tools(*run.services);
-    const std::uint64_t fingerprint = tools_fingerprint(tools);
+    // Made again too when the tenant's saved skills may have changed (a later turn of the session
+    // imports a skill trusted meanwhile).
+    std::uint64_t fingerprint = tools_fingerprint(tools);
+    if (!options_.data_dir.empty() && tenant)
+      fingerprint ^= saved_skills_fingerprint(options_.data_dir / "repl-skills" / *tenant,
+                                              options_.data_dir / skills::kTrustFileName) *
+                     0x9E3779B97F4A7C15ull;
     std::error_code ec;
     if (slot.tree_dir.empty() || fingerprint != slot.tree_fingerprint) {
       if (slot.tree_base.empty())
@@ -470,6 +569,7 @@ class ReplToolbox final : public ToolExecutor {
         log(LogLevel::Warn, "toolbox-repl: servers/ tree not made: " + written.error().describe());
         return;
       }
+      add_saved_skills(next, tenant);
       if (!slot.tree_dir.empty()) std::filesystem::remove_all(slot.tree_dir, ec);
       slot.tree_dir = next;
       slot.tree_fingerprint = fingerprint;
@@ -484,6 +584,20 @@ class ReplToolbox final : public ToolExecutor {
         },
         stop);
     if (told) slot.tree_told = slot.serial;
+  }
+
+  // The tenant's trusted saved skills as the package `skills` beside servers/.
+  void add_saved_skills(const std::filesystem::path& tree,
+                        const std::optional<std::string>& tenant) const {
+    if (options_.data_dir.empty() || !tenant) return;
+    // Read only: a run that saves nothing leaves the data dir as it was.
+    const std::filesystem::path area = options_.data_dir / "repl-skills" / *tenant;
+    auto written =
+        tenant->empty() || tenant->front() == '.'
+            ? Result<void>(fail(ErrorCode::Tool, "no skills area for tenant '" + *tenant + "'"))
+            : write_skills_package(tree, area, options_.data_dir / skills::kTrustFileName);
+    if (!written)
+      log(LogLevel::Warn, "toolbox-repl: saved skills not offered: " + written.error().describe());
   }
 
   // Always, or opt-in per run: when the run's allowed tools name one of them (kernex rlm does).

@@ -252,13 +252,56 @@ def op_servers(req):
     if old is not None and old in sys.path:
         sys.path.remove(old)
     sys.path.insert(0, root)
-    for name in [n for n in sys.modules if n == "servers" or n.startswith("servers.")]:
+    for name in [n for n in sys.modules if n.split(".")[0] in ("servers", "skills")]:
         del sys.modules[name]
     import importlib
     importlib.invalidate_caches()
     _servers_root[0] = root
     _namespace["SERVERS_DIR"] = os.path.join(root, "servers")
     return {"dir": root}
+
+
+_saved_here = {}  # skills this worker saved: untrusted until a person trusts them
+
+
+class _SavedSkillFinder:
+    """Last on sys.meta_path: an import of skills.<name> nothing else found is a saved skill that
+    is not trusted yet (or none at all), and the error says which."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        parts = fullname.split(".")
+        if len(parts) != 2 or parts[0] != "skills":
+            return None
+        package = sys.modules.get("skills")
+        untrusted = dict(getattr(package, "_UNTRUSTED", None) or {})
+        untrusted.update(_saved_here)
+        folder = untrusted.get(parts[1])
+        if folder is None:
+            return None
+        raise ImportError("the saved skill %r is not trusted: a person must review it and run "
+                          "`kernex skills trust %s`; later runs can import it then" % (parts[1], folder),
+                          name=fullname)
+
+
+sys.meta_path.append(_SavedSkillFinder)
+
+
+def save_skill(name, code, description):
+    """Saves `code` (Python source) as the skill `name` (lowercase letters and digits) with a
+    one-line `description`, in this tenant's saved skills, which the kernel keeps. It is untrusted:
+    once a person runs `kernex skills trust <folder>`, later runs `import skills.<name>`. Saving a
+    name again replaces it (and it must be trusted again). Returns {name, folder, trust_command}."""
+    if not all(isinstance(v, str) for v in (name, code, description)):
+        raise TypeError("save_skill: name, code and description must be strs")
+    _send({"call": "save_skill", "name": name, "code": code, "description": description})
+    reply = _receive()
+    if not reply.get("ok"):
+        raise ValueError(reply.get("error", "save_skill failed"))
+    value = reply.get("value") or {}
+    _saved_here[name] = value.get("folder", "")
+    sys.modules.pop("skills." + name, None)
+    return value
 
 
 def search_tools(query, detail="description", limit=20):
@@ -299,8 +342,9 @@ def submit_result(value):
 
 def checkpoint(*names):
     """Saves the REPL's variables (all, or those named) with the kernel for this session, so that
-    a later worker (after a timeout, a crash or a restart) gets them back with restore(). Values
-    that can't be pickled are skipped and named. Returns {saved, skipped, bytes}."""
+    a later worker (after a timeout, a crash, a restart or in a new `kernex` process on the same
+    session) gets them back with restore(). Values that can't be pickled are skipped and named.
+    Returns {saved, skipped, bytes, persisted} (persisted: kept in the data dir)."""
     import base64, pickle
     chosen = list(names) or sorted(_user_vars())
     saved, skipped = {}, []
@@ -313,8 +357,12 @@ def checkpoint(*names):
         except Exception:
             skipped.append(name)
     blob = pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL)
-    _call("checkpoint", data=base64.b64encode(blob).decode("ascii"))
-    return {"saved": sorted(saved), "skipped": skipped, "bytes": len(blob)}
+    _send({"call": "checkpoint", "data": base64.b64encode(blob).decode("ascii")})
+    reply = _receive()
+    if not reply.get("ok"):
+        raise RuntimeError(reply.get("error", "checkpoint failed"))
+    return {"saved": sorted(saved), "skipped": skipped, "bytes": len(blob),
+            "persisted": bool((reply.get("value") or {}).get("persisted"))}
 
 
 def restore():
@@ -345,6 +393,7 @@ _namespace = {
     "search_tools": search_tools,
     "checkpoint": checkpoint,
     "restore": restore,
+    "save_skill": save_skill,
     "SERVERS_DIR": None,
 }
 _builtin_names = set(_namespace) | {"__builtins__"}
