@@ -799,348 +799,348 @@ TEST_F(ServeCluster, WebhooksAndLimitsHoldAcrossNodes) {
   }
   EXPECT_EQ(runs, (std::set<std::string>{str(responses_[0].json(), "run_id"),
                                          str(second.json(), "run_id")}));
-  // Journals and approvals in PostgreSQL: a run asking a person holds no node; any node takes the
-  // decision and any node resumes the run from its journal; a tool never runs twice.
+}
 
-  // The tally fixture skill (a tool appending one line per run to tally.txt) trusted for every node
-  // (start_node copies the trust file), and the config lines that offer it under `ask: [tally]`.
-  std::string tally_config(const TempDir& dir) {
-    const std::string skills = std::string(KERNEX_SERVE_FIXTURES) + "/skills";
-    const std::string lines = "skill_dirs:\n  - " + skills +
-                              "\ntoolboxes:\n  - name: script\n    options:\n      timeout: 60\n" +
-                              "permissions:\n  ask:\n    - tally\n";
-    const fs::path trust = dir.path() / "trust";
-    fs::create_directories(trust);
-    const fs::path cfg =
-        dir.write("trust.yaml", "memory: sqlite\ndata_dir: " + trust.string() + "\n" + lines);
-    auto r =
-        run_kernex({"skills", "trust", "--config", cfg.string(), skills + "/tally"}, dir.path());
-    if (r.exit_code != 0) ADD_FAILURE() << "skills trust: " << r.out << r.err;
-    return lines;
-  }
+// ---------------------------------------------------------------------------------------------
+// Journals and approvals in PostgreSQL: a run asking a person holds no node; any node takes the
+// decision and any node resumes the run from its journal; a tool never runs twice.
 
-  // "please tally W": the model calls tally(W), then, given the tool's result, answers "finished
-  // W".
-  std::string tally_word(const FakeLlm::Request& r) {
-    const std::string m = r.last_user();
-    return m.substr(m.rfind(' ') + 1);
+// The tally fixture skill (a tool appending one line per run to tally.txt) trusted for every node
+// (start_node copies the trust file), and the config lines that offer it under `ask: [tally]`.
+std::string tally_config(const TempDir& dir) {
+  const std::string skills = std::string(KERNEX_SERVE_FIXTURES) + "/skills";
+  const std::string lines = "skill_dirs:\n  - " + skills +
+                            "\ntoolboxes:\n  - name: script\n    options:\n      timeout: 60\n" +
+                            "permissions:\n  ask:\n    - tally\n";
+  const fs::path trust = dir.path() / "trust";
+  fs::create_directories(trust);
+  const fs::path cfg =
+      dir.write("trust.yaml", "memory: sqlite\ndata_dir: " + trust.string() + "\n" + lines);
+  auto r = run_kernex({"skills", "trust", "--config", cfg.string(), skills + "/tally"}, dir.path());
+  if (r.exit_code != 0) ADD_FAILURE() << "skills trust: " << r.out << r.err;
+  return lines;
+}
+
+// "please tally W": the model calls tally(W), then, given the tool's result, answers "finished
+// W".
+std::string tally_word(const FakeLlm::Request& r) {
+  const std::string m = r.last_user();
+  return m.substr(m.rfind(' ') + 1);
+}
+bool tool_answered(const FakeLlm::Request& r) {  // a tool result after the last user message
+  bool answered = false;
+  if (!r.body.contains("messages")) return false;
+  for (const auto& msg : r.body.at("messages")) {
+    const std::string role = msg.value("role", "");
+    if (role == "user") answered = false;
+    if (role == "tool") answered = true;
   }
-  bool tool_answered(const FakeLlm::Request& r) {  // a tool result after the last user message
-    bool answered = false;
-    if (!r.body.contains("messages")) return false;
-    for (const auto& msg : r.body.at("messages")) {
-      const std::string role = msg.value("role", "");
-      if (role == "user") answered = false;
-      if (role == "tool") answered = true;
-    }
-    return answered;
-  }
-  void play_tally(FakeLlm & llm) {
-    llm.set_responder([](const FakeLlm::Request& r) {
-      return FakeLlm::Plan{tool_answered(r) ? std::vector<std::string>{"finished " + tally_word(r)}
-                                            : std::vector<std::string>{},
-                           std::nullopt};
-    });
-    // "please stall ... W" calls stall instead (it blocks until its process is killed); the
-    // message names the tally skill, whose tools are offered when a message mentions it.
-    llm.set_tool_caller([](const FakeLlm::Request& r) {
-      if (tool_answered(r)) return std::vector<Json>{};
-      const std::string word = tally_word(r);
-      if (r.last_user().starts_with("please stall "))
-        return std::vector<Json>{
-            Json{{"id", "s-" + word}, {"name", "stall"}, {"arguments", Json::object()}}};
+  return answered;
+}
+void play_tally(FakeLlm& llm) {
+  llm.set_responder([](const FakeLlm::Request& r) {
+    return FakeLlm::Plan{tool_answered(r) ? std::vector<std::string>{"finished " + tally_word(r)}
+                                          : std::vector<std::string>{},
+                         std::nullopt};
+  });
+  // "please stall ... W" calls stall instead (it blocks until its process is killed); the
+  // message names the tally skill, whose tools are offered when a message mentions it.
+  llm.set_tool_caller([](const FakeLlm::Request& r) {
+    if (tool_answered(r)) return std::vector<Json>{};
+    const std::string word = tally_word(r);
+    if (r.last_user().starts_with("please stall "))
       return std::vector<Json>{
-          Json{{"id", "t-" + word}, {"name", "tally"}, {"arguments", {{"word", word}}}}};
-    });
+          Json{{"id", "s-" + word}, {"name", "stall"}, {"arguments", Json::object()}}};
+    return std::vector<Json>{
+        Json{{"id", "t-" + word}, {"name", "tally"}, {"arguments", {{"word", word}}}}};
+  });
+}
+
+// The run's row as the database has it: "status lease" (lease "-" when none is held).
+std::string stored_run(const PgTestDb& db, const std::string& run) {
+  std::string v;
+  db.exec(
+      "SELECT status || ' ' || CASE WHEN lease_until IS NULL THEN '-' ELSE 'held' END FROM "
+      "serve_runs WHERE id = '" +
+          run + "'",
+      &v);
+  return v;
+}
+
+// Polls the database (no event says it) until the run is stored as `want`, for up to 10 s.
+bool stored_as(const PgTestDb& db, const std::string& run, const std::string& want) {
+  const auto deadline = Clock::now() + milliseconds(10000);
+  while (Clock::now() < deadline) {
+    if (stored_run(db, run) == want) return true;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return false;
+}
+
+std::size_t count_line(const std::vector<std::string>& lines, const std::string& line) {
+  return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), line));
+}
+
+TEST_F(ServeCluster, AnApprovalIsDecidedOnAnyNodeWhileTheRunHoldsNoNode) {
+  play_tally(llm_);
+  ASSERT_NO_FATAL_FAILURE(start(3, "retry", tally_config(dir_)));
+  SseReader sse(port(0), "POST", "/v1/sessions/apr/messages",
+                message_body("please tally w1", Json{{"stream", true}}));
+  ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
+  std::vector<SseEvent> seen;
+  ASSERT_TRUE(read_until(sse, "approval_requested", seen))
+      << ::testing::PrintToString(names(seen)) << logs();
+  const Json asked = event_named(seen, "approval_requested");
+  const std::string id = str(asked, "approval_id"), run = str(asked, "run_id");
+  EXPECT_EQ(str(asked, "tool"), "tally");
+  // Waiting costs no node anything: no lease, and every node shows the wait.
+  ASSERT_TRUE(stored_as(db_, run, "awaiting_approval -")) << stored_run(db_, run) << logs();
+  EXPECT_EQ(str(get_run(port(1), run), "status"), "awaiting_approval");
+  auto pending = request(port(2), "GET", "/v1/sessions/apr/approvals");
+  ASSERT_EQ(pending.status, 200) << pending.describe();
+  ASSERT_EQ(pending.json()["approvals"].size(), 1u) << pending.body;
+  EXPECT_EQ(str(pending.json()["approvals"][0], "approval_id"), id);
+  EXPECT_TRUE(lines_of_files_named(dir_.path(), "tally.txt").empty())
+      << "the tool ran before approval";
+
+  auto decided = request(port(2), "POST", "/v1/approvals/" + id, R"({"decision": "approve"})");
+  ASSERT_EQ(decided.status, 200) << decided.describe();
+  EXPECT_EQ(str(decided.json(), "status"), "approved");
+  ASSERT_TRUE(read_until(sse, "run_end", seen)) << ::testing::PrintToString(names(seen)) << logs();
+  EXPECT_EQ(str(seen.back().json(), "text"), "finished w1") << seen.back().data;
+  expect_increasing_ids(seen);
+  EXPECT_EQ(str(event_named(seen, "approval_resolved"), "status"), "approved");
+  EXPECT_EQ(stored_run(db_, run), "done -");
+  EXPECT_EQ(count_line(lines_of_files_named(dir_.path(), "tally.txt"), "w1"), 1u);
+  const auto t = transcript(port(1), "apr");
+  EXPECT_EQ(count_line(t, "user:please tally w1"), 1u) << ::testing::PrintToString(t);
+  EXPECT_EQ(count_line(t, "assistant:finished w1"), 1u) << ::testing::PrintToString(t);
+  EXPECT_EQ(request(port(0), "POST", "/v1/approvals/" + id, R"({"decision": "deny"})").status, 409);
+}
+
+// kill -9 of the node running a tool: another node resumes the run from its journal. The model's
+// first answer is replayed (not asked again), and the tool, started and never finished, is
+// reported as interrupted and not run again.
+TEST_F(ServeCluster, KillNineDuringAToolResumesFromTheJournalWithoutRunningItAgain) {
+  play_tally(llm_);
+  ASSERT_NO_FATAL_FAILURE(start(3, "retry", tally_config(dir_)));
+  SseReader sse(port(0), "POST", "/v1/sessions/stall/messages",
+                message_body("please stall the tally s1", Json{{"stream", true}}));
+  ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
+  std::vector<SseEvent> seen;
+  ASSERT_TRUE(read_until(sse, "tool_call", seen))
+      << ::testing::PrintToString(names(seen)) << logs();
+  const std::string run = run_id_of(seen);
+  // The stall tool noted its start: the node running it is the run's.
+  const auto deadline = Clock::now() + milliseconds(20000);
+  while (lines_of_files_named(dir_.path(), "stall.txt").empty() && Clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(20));
+  if (lines_of_files_named(dir_.path(), "stall.txt").size() != 1u) {
+    for (const auto& e : sse.drain(milliseconds(3000))) seen.push_back(e);
+    std::string shown;
+    for (const auto& e : seen) shown += e.event + " " + e.data + "\n";
+    FAIL() << "the stall tool did not start once:\n" << shown << logs();
+  }
+  const std::string first_node = str(get_run(port(0), run), "node");
+  int h = -1;
+  for (int i = 0; i < 3; ++i) {
+    if (first_node.find("-" + std::to_string(node(i).pid()) + "-") != std::string::npos) h = i;
+  }
+  ASSERT_GE(h, 0) << "no node is " << first_node;
+  ASSERT_TRUE(node(h).kill9());
+  const int survivor = (h + 1) % 3;
+  SseReader follow(port(survivor), "GET", "/v1/runs/" + run + "/events", "");
+  ASSERT_TRUE(follow.ok()) << follow.head().describe();
+  auto events = follow.drain(milliseconds(60000));
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(events.back().event, "run_end") << ::testing::PrintToString(names(events)) << logs();
+  EXPECT_EQ(str(events.back().json(), "text"), "finished s1") << events.back().data;
+  expect_increasing_ids(events);
+  Json interrupted;
+  for (const auto& e : events) {
+    if (e.event == "tool_result") interrupted = e.json();
+  }
+  EXPECT_THAT(str(interrupted, "content"), ::testing::HasSubstr("interrupted")) << interrupted;
+  EXPECT_EQ(lines_of_files_named(dir_.path(), "stall.txt").size(), 1u) << "the tool ran again";
+  // The first answer came from the journal: one call for it, one for the answer after the tool.
+  EXPECT_EQ(llm_.calls_for("please stall the tally s1"), 2u);
+  EXPECT_EQ(num(get_run(port(survivor), run), "attempt"), 2);
+  const auto t = transcript(port(survivor), "stall");
+  EXPECT_EQ(count_line(t, "user:please stall the tally s1"), 1u) << ::testing::PrintToString(t);
+}
+
+// Chaos: three nodes; runs whose tool (appending to a file) needs an approval, approved from any
+// node; kill -9 of a random node every few seconds. At the end every acknowledged run is done,
+// every tool ran at most once (exactly once unless the kill fell between its start and its
+// result: the run then reports it interrupted), every exchange is saved exactly once, and event
+// ids only grew. KERNEX_CHAOS_TRIALS=N runs N rounds (default 1, about 30 s).
+int chaos_trials() {
+  const char* env = std::getenv("KERNEX_CHAOS_TRIALS");
+  const int n = env ? std::atoi(env) : 0;
+  return n > 0 ? n : 1;
+}
+
+struct ChaosFigures {
+  int runs = 0, acknowledged = 0, done = 0, tools_ran = 0, twice = 0, interrupted = 0, kills = 0,
+      exchanges_twice = 0;
+};
+
+class ServeChaos : public ServeCluster {
+ protected:
+  static constexpr int kNodes = 3, kRuns = 6;
+  static constexpr auto kChaos = milliseconds(15000), kEvery = milliseconds(3000);
+
+  // A live node's port, from node `pick` on (0: none is up).
+  int live_port(unsigned pick) {
+    std::lock_guard lock(nodes_mutex_);
+    for (unsigned k = 0; k < kNodes; ++k) {
+      const auto& n = nodes_[(pick + k) % kNodes];
+      if (n && n->running() && n->port() > 0) return n->port();
+    }
+    return 0;
+  }
+  unsigned pick() {
+    std::lock_guard lock(nodes_mutex_);
+    return rng_();
+  }
+  void kill_one() {
+    std::lock_guard lock(nodes_mutex_);
+    const int i = static_cast<int>(rng_() % kNodes);
+    if (node(i).kill9()) ++figures_.kills;
+    start_node(i);
   }
 
-  // The run's row as the database has it: "status lease" (lease "-" when none is held).
-  std::string stored_run(const PgTestDb& db, const std::string& run) {
-    std::string v;
-    db.exec(
-        "SELECT status || ' ' || CASE WHEN lease_until IS NULL THEN '-' ELSE 'held' END FROM "
-        "serve_runs WHERE id = '" +
-            run + "'",
-        &v);
-    return v;
-  }
-
-  // Polls the database (no event says it) until the run is stored as `want`, for up to 10 s.
-  bool stored_as(const PgTestDb& db, const std::string& run, const std::string& want) {
-    const auto deadline = Clock::now() + milliseconds(10000);
+  // Posts the session's message until a node acknowledges it (its run id), or finds that an
+  // unacknowledged post made a run anyway; "" when neither happened in time.
+  std::pair<std::string, bool> submit(const std::string& session, const std::string& word) {
+    const auto deadline = Clock::now() + milliseconds(30000);
     while (Clock::now() < deadline) {
-      if (stored_run(db, run) == want) return true;
-      std::this_thread::sleep_for(milliseconds(20));
+      const int p = live_port(pick());
+      if (p == 0) continue;
+      SseReader sse(p, "POST", "/v1/sessions/" + session + "/messages",
+                    message_body("please tally " + word, Json{{"stream", true}}));
+      std::vector<SseEvent> seen;
+      if (sse.ok() && read_until(sse, "run_start", seen)) return {run_id_of(seen), true};
+      auto runs = request(live_port(pick()), "GET", "/v1/sessions/" + session + "/runs");
+      if (runs.status == 200 && !runs.json()["runs"].empty())
+        return {str(runs.json()["runs"][0], "run_id"), false};
     }
-    return false;
+    return {"", false};
   }
 
-  std::size_t count_line(const std::vector<std::string>& lines, const std::string& line) {
-    return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), line));
-  }
-
-  TEST_F(ServeCluster, AnApprovalIsDecidedOnAnyNodeWhileTheRunHoldsNoNode) {
-    play_tally(llm_);
-    ASSERT_NO_FATAL_FAILURE(start(3, "retry", tally_config(dir_)));
-    SseReader sse(port(0), "POST", "/v1/sessions/apr/messages",
-                  message_body("please tally w1", Json{{"stream", true}}));
-    ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
-    std::vector<SseEvent> seen;
-    ASSERT_TRUE(read_until(sse, "approval_requested", seen))
-        << ::testing::PrintToString(names(seen)) << logs();
-    const Json asked = event_named(seen, "approval_requested");
-    const std::string id = str(asked, "approval_id"), run = str(asked, "run_id");
-    EXPECT_EQ(str(asked, "tool"), "tally");
-    // Waiting costs no node anything: no lease, and every node shows the wait.
-    ASSERT_TRUE(stored_as(db_, run, "awaiting_approval -")) << stored_run(db_, run) << logs();
-    EXPECT_EQ(str(get_run(port(1), run), "status"), "awaiting_approval");
-    auto pending = request(port(2), "GET", "/v1/sessions/apr/approvals");
-    ASSERT_EQ(pending.status, 200) << pending.describe();
-    ASSERT_EQ(pending.json()["approvals"].size(), 1u) << pending.body;
-    EXPECT_EQ(str(pending.json()["approvals"][0], "approval_id"), id);
-    EXPECT_TRUE(lines_of_files_named(dir_.path(), "tally.txt").empty())
-        << "the tool ran before approval";
-
-    auto decided = request(port(2), "POST", "/v1/approvals/" + id, R"({"decision": "approve"})");
-    ASSERT_EQ(decided.status, 200) << decided.describe();
-    EXPECT_EQ(str(decided.json(), "status"), "approved");
-    ASSERT_TRUE(read_until(sse, "run_end", seen))
-        << ::testing::PrintToString(names(seen)) << logs();
-    EXPECT_EQ(str(seen.back().json(), "text"), "finished w1") << seen.back().data;
-    expect_increasing_ids(seen);
-    EXPECT_EQ(str(event_named(seen, "approval_resolved"), "status"), "approved");
-    EXPECT_EQ(stored_run(db_, run), "done -");
-    EXPECT_EQ(count_line(lines_of_files_named(dir_.path(), "tally.txt"), "w1"), 1u);
-    const auto t = transcript(port(1), "apr");
-    EXPECT_EQ(count_line(t, "user:please tally w1"), 1u) << ::testing::PrintToString(t);
-    EXPECT_EQ(count_line(t, "assistant:finished w1"), 1u) << ::testing::PrintToString(t);
-    EXPECT_EQ(request(port(0), "POST", "/v1/approvals/" + id, R"({"decision": "deny"})").status,
-              409);
-  }
-
-  // kill -9 of the node running a tool: another node resumes the run from its journal. The model's
-  // first answer is replayed (not asked again), and the tool, started and never finished, is
-  // reported as interrupted and not run again.
-  TEST_F(ServeCluster, KillNineDuringAToolResumesFromTheJournalWithoutRunningItAgain) {
-    play_tally(llm_);
-    ASSERT_NO_FATAL_FAILURE(start(3, "retry", tally_config(dir_)));
-    SseReader sse(port(0), "POST", "/v1/sessions/stall/messages",
-                  message_body("please stall the tally s1", Json{{"stream", true}}));
-    ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
-    std::vector<SseEvent> seen;
-    ASSERT_TRUE(read_until(sse, "tool_call", seen))
-        << ::testing::PrintToString(names(seen)) << logs();
-    const std::string run = run_id_of(seen);
-    // The stall tool noted its start: the node running it is the run's.
-    const auto deadline = Clock::now() + milliseconds(20000);
-    while (lines_of_files_named(dir_.path(), "stall.txt").empty() && Clock::now() < deadline)
-      std::this_thread::sleep_for(milliseconds(20));
-    if (lines_of_files_named(dir_.path(), "stall.txt").size() != 1u) {
-      for (const auto& e : sse.drain(milliseconds(3000))) seen.push_back(e);
-      std::string shown;
-      for (const auto& e : seen) shown += e.event + " " + e.data + "\n";
-      FAIL() << "the stall tool did not start once:\n" << shown << logs();
-    }
-    const std::string first_node = str(get_run(port(0), run), "node");
-    int h = -1;
-    for (int i = 0; i < 3; ++i) {
-      if (first_node.find("-" + std::to_string(node(i).pid()) + "-") != std::string::npos) h = i;
-    }
-    ASSERT_GE(h, 0) << "no node is " << first_node;
-    ASSERT_TRUE(node(h).kill9());
-    const int survivor = (h + 1) % 3;
-    SseReader follow(port(survivor), "GET", "/v1/runs/" + run + "/events", "");
-    ASSERT_TRUE(follow.ok()) << follow.head().describe();
-    auto events = follow.drain(milliseconds(60000));
-    ASSERT_FALSE(events.empty());
-    ASSERT_EQ(events.back().event, "run_end") << ::testing::PrintToString(names(events)) << logs();
-    EXPECT_EQ(str(events.back().json(), "text"), "finished s1") << events.back().data;
-    expect_increasing_ids(events);
-    Json interrupted;
-    for (const auto& e : events) {
-      if (e.event == "tool_result") interrupted = e.json();
-    }
-    EXPECT_THAT(str(interrupted, "content"), ::testing::HasSubstr("interrupted")) << interrupted;
-    EXPECT_EQ(lines_of_files_named(dir_.path(), "stall.txt").size(), 1u) << "the tool ran again";
-    // The first answer came from the journal: one call for it, one for the answer after the tool.
-    EXPECT_EQ(llm_.calls_for("please stall the tally s1"), 2u);
-    EXPECT_EQ(num(get_run(port(survivor), run), "attempt"), 2);
-    const auto t = transcript(port(survivor), "stall");
-    EXPECT_EQ(count_line(t, "user:please stall the tally s1"), 1u) << ::testing::PrintToString(t);
-  }
-
-  // Chaos: three nodes; runs whose tool (appending to a file) needs an approval, approved from any
-  // node; kill -9 of a random node every few seconds. At the end every acknowledged run is done,
-  // every tool ran at most once (exactly once unless the kill fell between its start and its
-  // result: the run then reports it interrupted), every exchange is saved exactly once, and event
-  // ids only grew. KERNEX_CHAOS_TRIALS=N runs N rounds (default 1, about 30 s).
-  int chaos_trials() {
-    const char* env = std::getenv("KERNEX_CHAOS_TRIALS");
-    const int n = env ? std::atoi(env) : 0;
-    return n > 0 ? n : 1;
-  }
-
-  struct ChaosFigures {
-    int runs = 0, acknowledged = 0, done = 0, tools_ran = 0, twice = 0, interrupted = 0, kills = 0,
-        exchanges_twice = 0;
-  };
-
-  class ServeChaos : public ServeCluster {
-   protected:
-    static constexpr int kNodes = 3, kRuns = 6;
-    static constexpr auto kChaos = milliseconds(15000), kEvery = milliseconds(3000);
-
-    // A live node's port, from node `pick` on (0: none is up).
-    int live_port(unsigned pick) {
-      std::lock_guard lock(nodes_mutex_);
-      for (unsigned k = 0; k < kNodes; ++k) {
-        const auto& n = nodes_[(pick + k) % kNodes];
-        if (n && n->running() && n->port() > 0) return n->port();
+  // Approves whatever the sessions wait for, on any node, until `stop`.
+  void approve_loop(const std::vector<std::string>& sessions, const std::atomic<bool>& stop) {
+    while (!stop) {
+      for (const auto& s : sessions) {
+        auto pending = request(live_port(pick()), "GET", "/v1/sessions/" + s + "/approvals");
+        if (pending.status != 200) continue;
+        const Json listed = pending.json();
+        for (const auto& a : listed["approvals"])
+          request(live_port(pick()), "POST", "/v1/approvals/" + str(a, "approval_id"),
+                  R"({"decision": "approve"})");
       }
-      return 0;
-    }
-    unsigned pick() {
-      std::lock_guard lock(nodes_mutex_);
-      return rng_();
-    }
-    void kill_one() {
-      std::lock_guard lock(nodes_mutex_);
-      const int i = static_cast<int>(rng_() % kNodes);
-      if (node(i).kill9()) ++figures_.kills;
-      start_node(i);
-    }
-
-    // Posts the session's message until a node acknowledges it (its run id), or finds that an
-    // unacknowledged post made a run anyway; "" when neither happened in time.
-    std::pair<std::string, bool> submit(const std::string& session, const std::string& word) {
-      const auto deadline = Clock::now() + milliseconds(30000);
-      while (Clock::now() < deadline) {
-        const int p = live_port(pick());
-        if (p == 0) continue;
-        SseReader sse(p, "POST", "/v1/sessions/" + session + "/messages",
-                      message_body("please tally " + word, Json{{"stream", true}}));
-        std::vector<SseEvent> seen;
-        if (sse.ok() && read_until(sse, "run_start", seen)) return {run_id_of(seen), true};
-        auto runs = request(live_port(pick()), "GET", "/v1/sessions/" + session + "/runs");
-        if (runs.status == 200 && !runs.json()["runs"].empty())
-          return {str(runs.json()["runs"][0], "run_id"), false};
-      }
-      return {"", false};
-    }
-
-    // Approves whatever the sessions wait for, on any node, until `stop`.
-    void approve_loop(const std::vector<std::string>& sessions, const std::atomic<bool>& stop) {
-      while (!stop) {
-        for (const auto& s : sessions) {
-          auto pending = request(live_port(pick()), "GET", "/v1/sessions/" + s + "/approvals");
-          if (pending.status != 200) continue;
-          const Json listed = pending.json();
-          for (const auto& a : listed["approvals"])
-            request(live_port(pick()), "POST", "/v1/approvals/" + str(a, "approval_id"),
-                    R"({"decision": "approve"})");
-        }
-        std::this_thread::sleep_for(milliseconds(100));  // polling cadence, not synchronisation
-      }
-    }
-
-    bool ended(const std::string& run) {
-      auto r = request(live_port(pick()), "GET", "/v1/runs/" + run);
-      const std::string status = r.status == 200 ? str(r.json(), "status") : "";
-      return status == "done" || status == "failed" || status == "cancelled";
-    }
-
-    void check_run(const std::string& session, const std::string& word, const std::string& run,
-                   bool acknowledged);
-    void round(int trial);
-
-    std::mutex nodes_mutex_;
-    std::mt19937 rng_{std::random_device{}()};
-    ChaosFigures figures_;
-  };
-
-  void ServeChaos::check_run(const std::string& session, const std::string& word,
-                             const std::string& run, bool acknowledged) {
-    SCOPED_TRACE("run " + run + " (" + word + ")");
-    Json r = get_run(live_port(pick()), run);
-    if (acknowledged) {
-      EXPECT_EQ(str(r, "status"), "done") << r.dump() << logs();
-    }
-    figures_.done += str(r, "status") == "done";
-    SseReader follow(live_port(pick()), "GET", "/v1/runs/" + run + "/events", "");
-    auto events = follow.drain(milliseconds(30000));
-    expect_increasing_ids(events);
-    bool interrupted = false;
-    for (const auto& e : events) {
-      if (e.event == "tool_result" &&
-          e.json().value("content", "").find("interrupted") != std::string::npos)
-        interrupted = true;
-    }
-    const std::size_t ran = count_line(lines_of_files_named(dir_.path(), "tally.txt"), word);
-    EXPECT_LE(ran, 1u) << "tool of " << word << " ran " << ran << " times";
-    if (!interrupted) {
-      EXPECT_EQ(ran, 1u) << ::testing::PrintToString(names(events));
-    }
-    figures_.tools_ran += static_cast<int>(ran);
-    figures_.twice += ran > 1;
-    figures_.interrupted += interrupted;
-    const auto t = transcript(live_port(pick()), session);
-    const std::size_t saved = count_line(t, "user:please tally " + word);
-    EXPECT_EQ(saved, 1u) << ::testing::PrintToString(t);
-    figures_.exchanges_twice += saved > 1;
-  }
-
-  void ServeChaos::round(int trial) {
-    std::vector<std::string> sessions, words;
-    for (int k = 0; k < kRuns; ++k) {
-      const std::string id = "r" + std::to_string(trial) + "w" + std::to_string(k);
-      sessions.push_back("chaos-" + id);
-      words.push_back(id);
-    }
-    std::atomic<bool> stop_killing = false, stop_approving = false;
-    std::thread killer([&] {
-      for (auto until = Clock::now() + kChaos; Clock::now() < until && !stop_killing;) {
-        std::this_thread::sleep_for(kEvery);  // the chaos's cadence
-        kill_one();
-      }
-    });
-    std::thread approver([&] { approve_loop(sessions, stop_approving); });
-    std::vector<std::pair<std::string, bool>> runs(kRuns);
-    std::vector<std::thread> clients;
-    for (int k = 0; k < kRuns; ++k)
-      clients.emplace_back([&, k] { runs[k] = submit(sessions[k], words[k]); });
-    for (auto& t : clients) t.join();
-    killer.join();
-    const auto deadline = Clock::now() + milliseconds(60000);
-    for (const auto& [run, acked] : runs) {
-      while (!run.empty() && !ended(run) && Clock::now() < deadline)
-        std::this_thread::sleep_for(milliseconds(100));
-    }
-    stop_approving = true;
-    approver.join();
-    for (int k = 0; k < kRuns; ++k) {
-      ++figures_.runs;
-      figures_.acknowledged += runs[k].second;
-      if (runs[k].first.empty()) continue;
-      check_run(sessions[k], words[k], runs[k].first, runs[k].second);
+      std::this_thread::sleep_for(milliseconds(100));  // polling cadence, not synchronisation
     }
   }
 
-  TEST_F(ServeChaos, KillNineOfRandomNodesWhileRunsAwaitApprovalsAndRunTools) {
-    max_attempts_ = 50;  // a run may be on a killed node many times; it must still finish
-    play_tally(llm_);
-    ASSERT_NO_FATAL_FAILURE(start(kNodes, "retry", tally_config(dir_)));
-    const int n = chaos_trials();
-    for (int trial = 0; trial < n && !HasFailure(); ++trial) {
-      SCOPED_TRACE("chaos trial " + std::to_string(trial) + " of " + std::to_string(n));
-      round(trial);
-    }
-    const auto& f = figures_;
-    std::cout << "chaos: " << n << " trial(s), " << f.runs << " runs (" << f.acknowledged
-              << " acknowledged, " << f.done << " done), " << f.kills << " kill -9, " << f.tools_ran
-              << " tool runs, " << f.interrupted << " interrupted, " << f.twice
-              << " tools run twice, " << f.exchanges_twice << " exchanges saved twice\n";
-    EXPECT_EQ(f.twice, 0);
-    EXPECT_EQ(f.exchanges_twice, 0);
+  bool ended(const std::string& run) {
+    auto r = request(live_port(pick()), "GET", "/v1/runs/" + run);
+    const std::string status = r.status == 200 ? str(r.json(), "status") : "";
+    return status == "done" || status == "failed" || status == "cancelled";
   }
+
+  void check_run(const std::string& session, const std::string& word, const std::string& run,
+                 bool acknowledged);
+  void round(int trial);
+
+  std::mutex nodes_mutex_;
+  std::mt19937 rng_{std::random_device{}()};
+  ChaosFigures figures_;
+};
+
+void ServeChaos::check_run(const std::string& session, const std::string& word,
+                           const std::string& run, bool acknowledged) {
+  SCOPED_TRACE("run " + run + " (" + word + ")");
+  Json r = get_run(live_port(pick()), run);
+  if (acknowledged) {
+    EXPECT_EQ(str(r, "status"), "done") << r.dump() << logs();
+  }
+  figures_.done += str(r, "status") == "done";
+  SseReader follow(live_port(pick()), "GET", "/v1/runs/" + run + "/events", "");
+  auto events = follow.drain(milliseconds(30000));
+  expect_increasing_ids(events);
+  bool interrupted = false;
+  for (const auto& e : events) {
+    if (e.event == "tool_result" &&
+        e.json().value("content", "").find("interrupted") != std::string::npos)
+      interrupted = true;
+  }
+  const std::size_t ran = count_line(lines_of_files_named(dir_.path(), "tally.txt"), word);
+  EXPECT_LE(ran, 1u) << "tool of " << word << " ran " << ran << " times";
+  if (!interrupted) {
+    EXPECT_EQ(ran, 1u) << ::testing::PrintToString(names(events));
+  }
+  figures_.tools_ran += static_cast<int>(ran);
+  figures_.twice += ran > 1;
+  figures_.interrupted += interrupted;
+  const auto t = transcript(live_port(pick()), session);
+  const std::size_t saved = count_line(t, "user:please tally " + word);
+  EXPECT_EQ(saved, 1u) << ::testing::PrintToString(t);
+  figures_.exchanges_twice += saved > 1;
+}
+
+void ServeChaos::round(int trial) {
+  std::vector<std::string> sessions, words;
+  for (int k = 0; k < kRuns; ++k) {
+    const std::string id = "r" + std::to_string(trial) + "w" + std::to_string(k);
+    sessions.push_back("chaos-" + id);
+    words.push_back(id);
+  }
+  std::atomic<bool> stop_killing = false, stop_approving = false;
+  std::thread killer([&] {
+    for (auto until = Clock::now() + kChaos; Clock::now() < until && !stop_killing;) {
+      std::this_thread::sleep_for(kEvery);  // the chaos's cadence
+      kill_one();
+    }
+  });
+  std::thread approver([&] { approve_loop(sessions, stop_approving); });
+  std::vector<std::pair<std::string, bool>> runs(kRuns);
+  std::vector<std::thread> clients;
+  for (int k = 0; k < kRuns; ++k)
+    clients.emplace_back([&, k] { runs[k] = submit(sessions[k], words[k]); });
+  for (auto& t : clients) t.join();
+  killer.join();
+  const auto deadline = Clock::now() + milliseconds(60000);
+  for (const auto& [run, acked] : runs) {
+    while (!run.empty() && !ended(run) && Clock::now() < deadline)
+      std::this_thread::sleep_for(milliseconds(100));
+  }
+  stop_approving = true;
+  approver.join();
+  for (int k = 0; k < kRuns; ++k) {
+    ++figures_.runs;
+    figures_.acknowledged += runs[k].second;
+    if (runs[k].first.empty()) continue;
+    check_run(sessions[k], words[k], runs[k].first, runs[k].second);
+  }
+}
+
+TEST_F(ServeChaos, KillNineOfRandomNodesWhileRunsAwaitApprovalsAndRunTools) {
+  max_attempts_ = 50;  // a run may be on a killed node many times; it must still finish
+  play_tally(llm_);
+  ASSERT_NO_FATAL_FAILURE(start(kNodes, "retry", tally_config(dir_)));
+  const int n = chaos_trials();
+  for (int trial = 0; trial < n && !HasFailure(); ++trial) {
+    SCOPED_TRACE("chaos trial " + std::to_string(trial) + " of " + std::to_string(n));
+    round(trial);
+  }
+  const auto& f = figures_;
+  std::cout << "chaos: " << n << " trial(s), " << f.runs << " runs (" << f.acknowledged
+            << " acknowledged, " << f.done << " done), " << f.kills << " kill -9, " << f.tools_ran
+            << " tool runs, " << f.interrupted << " interrupted, " << f.twice
+            << " tools run twice, " << f.exchanges_twice << " exchanges saved twice\n";
+  EXPECT_EQ(f.twice, 0);
+  EXPECT_EQ(f.exchanges_twice, 0);
+}
 
 }  // namespace
