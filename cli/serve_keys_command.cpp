@@ -30,7 +30,8 @@ Result<std::filesystem::path> keys_file(const ConfigFile& file, const KeysArgs& 
 
 Result<void> run_keys(const ConfigFile& file, const KeysArgs& args, const LoadServeConfig& load) {
   if (args.action == "revoke" && args.tenant.has_value() == args.id.has_value())
-    return fail(ErrorCode::Usage, "serve keys revoke: expected TENANT or --id KEY_ID (one of the two)");
+    return fail(ErrorCode::Usage,
+                "serve keys revoke: expected TENANT or --id KEY_ID (one of the two)");
   KERNEX_ASSIGN_OR_RETURN(auto path, keys_file(file, args, load));
   if (args.action == "add") return server::keys_add(path, *args.tenant, std::cout, std::cerr);
   if (args.action == "list") return server::keys_list(path, std::cout);

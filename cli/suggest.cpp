@@ -112,8 +112,8 @@ std::optional<std::string> unknown_subcommand_hint(const CLI::App& app, int argc
   std::string where;
   for (const CLI::App* a = at; a->get_parent() != nullptr; a = a->get_parent())
     where.insert(0, " " + a->get_name());
-  return "missing command after 'kernex" + where + "'; the commands are:" +
-         joined(subcommand_names(*at));
+  return "missing command after 'kernex" + where +
+         "'; the commands are:" + joined(subcommand_names(*at));
 }
 
 }  // namespace kernex::cli

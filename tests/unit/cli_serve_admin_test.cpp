@@ -40,9 +40,7 @@ class ServeAdminCli : public ::testing::Test {
     config_ = dir_.write("k.yaml", "serve:\n  keys_file: " + keys_.string() + "\n");
   }
 
-  Outcome kernex(const Args& args) {
-    return kernex::testing::run_cli(dir_ / "out", env_, args);
-  }
+  Outcome kernex(const Args& args) { return kernex::testing::run_cli(dir_ / "out", env_, args); }
   // `serve GROUP OPTIONS ACTION...` or `serve GROUP ACTION... OPTIONS`.
   Outcome placed(const std::string& group, bool before, const Args& options, const Args& action) {
     Args args{"serve", group};

@@ -313,7 +313,8 @@ TEST_F(WebhooksTest, GivesUpAfterMaxAgeAndRetryCommandSendsAgain) {
   EXPECT_NE(out->find("\tfailed\trun.completed\t"), std::string::npos) << *out;
 
   // Nothing named, both named, or an id that is not one: usage errors that change nothing.
-  for (const WebhookRetry& bad : {WebhookRetry{}, WebhookRetry{{1}, true}, WebhookRetry{{0}, false}}) {
+  for (const WebhookRetry& bad :
+       {WebhookRetry{}, WebhookRetry{{1}, true}, WebhookRetry{{0}, false}}) {
     auto refused = retry(bad);
     ASSERT_FALSE(refused);
     EXPECT_EQ(refused.error().code, ErrorCode::Usage);
@@ -377,7 +378,8 @@ TEST_F(WebhooksTest, DeliveredRowsArePrunedPendingOnesKept) {
 TEST(WebhooksCommand, NoStoreYetListsNothing) {
   testing::TempDir dir;
   std::ostringstream out;
-  ASSERT_TRUE(webhooks_list(WebhookOutboxPlace{dir / "serve.db", std::nullopt}, {.json = true}, out));
+  ASSERT_TRUE(
+      webhooks_list(WebhookOutboxPlace{dir / "serve.db", std::nullopt}, {.json = true}, out));
   EXPECT_EQ(out.str(), "[]\n");
   EXPECT_FALSE(fs::exists(dir / "serve.db"));
 }

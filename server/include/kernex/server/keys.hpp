@@ -79,7 +79,8 @@ class KeyStore {
 
 // The actions of `kernex serve keys` on `keys_file` (the CLI parses the command line; these act
 // and print). Errors are typed: Usage for a bad tenant name, Config for a bad keys file, Io.
-// Adds a key for `tenant` and prints it on `out`, the one time it is shown; the note goes to `note`.
+// Adds a key for `tenant` and prints it on `out`, the one time it is shown; the note goes to
+// `note`.
 Result<void> keys_add(const std::filesystem::path& keys_file, std::string_view tenant,
                       std::ostream& out, std::ostream& note);
 // One line per key: id, tenant, created, "active" or "revoked <when>" (never the key).
