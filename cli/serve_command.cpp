@@ -71,13 +71,8 @@ Result<void> check_provider(const Kernel& kernel) {
 }
 
 Result<Config> serve_config(const std::optional<std::string>& file, const ServeArgs& args) {
-  auto config = Config::load(file ? std::optional<std::filesystem::path>(*file) : std::nullopt);
+  auto config = load_config_with(file, args.data_dir, args.skill_dirs);
   if (!config) return config;
-  if (args.data_dir) {
-    config->data_dir = absolute_path(*args.data_dir);
-    register_kernel_files(*config);
-  }
-  for (const auto& dir : args.skill_dirs) config->skill_dirs.push_back(absolute_path(dir));
   if (auto applied = apply_provider_args(*config, args); !applied)
     return std::unexpected(applied.error());
   return config;

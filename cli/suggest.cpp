@@ -84,11 +84,12 @@ std::string joined(const std::vector<std::string>& names) {
 std::optional<std::string> unknown_subcommand_hint(const CLI::App& app, int argc,
                                                    const char* const* argv) {
   const CLI::App* at = &app;
+  std::optional<std::string> unknown_option;
   for (int i = 1; i < argc; ++i) {
     const std::string token = argv[i];
     if (token == "--") return std::nullopt;
     if (token.starts_with("-")) {
-      if (option_named(*at, token) == nullptr) return std::nullopt;  // CLI11 names the option
+      if (!unknown_option && option_named(*at, token) == nullptr) unknown_option = token;
       if (takes_next_value(*at, token)) ++i;
       continue;
     }
@@ -109,6 +110,7 @@ std::optional<std::string> unknown_subcommand_hint(const CLI::App& app, int argc
   }
   // The words ran out where a command was required (`kernex serve keys`): name the choices.
   if (at->get_require_subcommand_min() == 0) return std::nullopt;
+  if (unknown_option) return "unknown option '" + *unknown_option + "'";  // CLI11 says "required"
   std::string where;
   for (const CLI::App* a = at; a->get_parent() != nullptr; a = a->get_parent())
     where.insert(0, " " + a->get_name());

@@ -117,6 +117,7 @@ TEST_F(ServeAdminCli, KeysUsageErrorsNameTheProblemAndExitTwo) {
       {{"rovoke", "acme"}, "did you mean 'revoke'?"},
       {{"rotate", "acme"}, "unknown command 'rotate'; the commands are: add list revoke"},
       {{}, "missing command after 'kernex serve keys'; the commands are: add list revoke"},
+      {{"--bogus"}, "unknown option '--bogus'"},
   };
   for (const auto& [action, message] : cases) {
     Args args{"serve", "keys", "--keys-file", keys_.string()};
