@@ -29,12 +29,8 @@ int run_channel(const ConfigFile& file, const ChannelArgs& args) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  auto config = Config::load(file ? std::optional<std::filesystem::path>(*file) : std::nullopt);
+  auto config = load_config_with(file, args.data_dir);
   if (!config) return report(config.error());
-  if (args.data_dir) {
-    config->data_dir = absolute_path(*args.data_dir);
-    register_kernel_files(*config);
-  }
   const PluginRef* ref = nullptr;
   for (const auto& c : config->channels)
     if (c.name == args.name) ref = &c;

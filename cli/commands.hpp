@@ -101,6 +101,10 @@ struct ProviderArgs {
 void add_provider_options(CLI::App& app, ProviderArgs args);
 void add_run_options(CLI::App& app, RunArgs& args);
 std::filesystem::path absolute_path(const std::string& p);
+// kernex.yaml (--config, else $KERNEX_CONFIG, else the defaults) with --data-dir (the kernel's
+// files registered there) and each --skills DIR applied.
+Result<Config> load_config_with(const ConfigFile& file, const std::optional<std::string>& data_dir,
+                                const std::vector<std::string>& skill_dirs = {});
 Result<std::string> message_text(const std::vector<std::string>& words);  // a lone "-" reads stdin
 Result<RunOptions> run_options(const RunArgs& args);
 // The preamble of `run` and `rlm`: the configuration (--config, then --data-dir and --skills

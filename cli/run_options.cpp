@@ -39,6 +39,18 @@ CLI::Validator uint_in(std::uint64_t min, std::uint64_t max) {
       "", "");
 }
 
+Result<Config> load_config_with(const ConfigFile& file, const std::optional<std::string>& data_dir,
+                                const std::vector<std::string>& skill_dirs) {
+  auto config = Config::load(file ? std::optional<std::filesystem::path>(*file) : std::nullopt);
+  if (!config) return config;
+  if (data_dir) {
+    config->data_dir = absolute_path(*data_dir);
+    register_kernel_files(*config);
+  }
+  for (const auto& dir : skill_dirs) config->skill_dirs.push_back(absolute_path(dir));
+  return config;
+}
+
 void add_config_option(CLI::App& app, std::string& config, const std::string& help) {
   app.add_option("--config", config, help)->type_name("FILE");
 }

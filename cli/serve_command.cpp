@@ -1,4 +1,5 @@
-// `kernex serve` and `kernex serve keys`: arguments only; the server is kernex::server.
+// `kernex serve`: arguments only; the server is kernex::server. Its `keys` and `webhooks`
+// subcommands are serve_keys_command.cpp and serve_webhooks_command.cpp.
 #include <iostream>
 #include <memory>
 
@@ -9,12 +10,11 @@
 #include "kernex/channels/channel_host.hpp"
 #include "kernex/kernel.hpp"
 #include "kernex/log.hpp"
-#include "kernex/server/keys.hpp"
 #include "kernex/server/serve_config.hpp"
 #include "kernex/server/server.hpp"
-#include "kernex/server/webhooks.hpp"
 #include "kernex/skills/loader.hpp"
 #include "provider_opt.hpp"
+#include "serve_admin.hpp"
 #include "skill_trust.hpp"
 
 namespace kernex::cli {
@@ -24,9 +24,6 @@ struct ServeArgs {
   std::optional<std::string> listen;
   std::optional<std::string> data_dir;
   std::vector<std::string> skill_dirs;
-  std::optional<std::string> keys_file;
-  std::vector<std::string> keys_args;
-  std::vector<std::string> webhooks_args;
   std::optional<std::string> provider;  // --provider, --model, --provider-opt as `kernex run`
   std::optional<std::string> model;
   std::vector<std::string> provider_opts;
@@ -74,13 +71,8 @@ Result<void> check_provider(const Kernel& kernel) {
 }
 
 Result<Config> serve_config(const std::optional<std::string>& file, const ServeArgs& args) {
-  auto config = Config::load(file ? std::optional<std::filesystem::path>(*file) : std::nullopt);
+  auto config = load_config_with(file, args.data_dir, args.skill_dirs);
   if (!config) return config;
-  if (args.data_dir) {
-    config->data_dir = absolute_path(*args.data_dir);
-    register_kernel_files(*config);
-  }
-  for (const auto& dir : args.skill_dirs) config->skill_dirs.push_back(absolute_path(dir));
   if (auto applied = apply_provider_args(*config, args); !applied)
     return std::unexpected(applied.error());
   return config;
@@ -118,26 +110,6 @@ int serve(const std::optional<std::string>& file, const ServeArgs& args) {
   return kExitOk;
 }
 
-int keys(const std::optional<std::string>& file, const ServeArgs& args) {
-  std::filesystem::path keys_file;
-  if (args.keys_file) {
-    keys_file = absolute_path(*args.keys_file);
-  } else {
-    auto config = serve_config(file, args);
-    if (!config) return report(config.error());
-    auto settings = server::ServeConfig::from(*config);
-    if (!settings) return report(settings.error());
-    keys_file = settings->keys_file;
-  }
-  return server::serve_keys_command(keys_file, args.keys_args, std::cout, std::cerr);
-}
-
-int webhooks(const std::optional<std::string>& file, const ServeArgs& args) {
-  auto config = serve_config(file, args);
-  if (!config) return report(config.error());
-  return server::serve_webhooks_command(*config, args.webhooks_args, std::cout, std::cerr);
-}
-
 }  // namespace
 
 CommandRun setup_serve(CLI::App& command, std::string& config) {
@@ -151,32 +123,12 @@ CommandRun setup_serve(CLI::App& command, std::string& config) {
       ->allow_extra_args(false)
       ->type_name("DIR");
   add_provider_options(*cmd, {args->provider, args->model, args->provider_opts});
-  CLI::App* keys_cmd = cmd->add_subcommand(
-      "keys", "Manage API keys: add TENANT (prints the key once), list, revoke TENANT");
-  add_config_option(*keys_cmd, config, "kernex.yaml whose serve.keys_file to use");
-  keys_cmd->add_option("--keys-file", args->keys_file, "the keys file (default: serve.keys_file)")
-      ->type_name("FILE");
-  keys_cmd->add_option("--data-dir", args->data_dir, "the data dir whose serve-keys.json to use")
-      ->type_name("DIR");
-  // Everything after the action is the action's (revoke --id ID).
-  keys_cmd->prefix_command(true);
-  keys_cmd->footer("ACTION: add TENANT | list | revoke TENANT | revoke --id ID");
-  CLI::App* webhooks_cmd = cmd->add_subcommand(
-      "webhooks", "Webhook deliveries: list [--failed] [--json], retry ID... | --all-failed");
-  add_config_option(*webhooks_cmd, config, "kernex.yaml whose data dir to use");
-  webhooks_cmd->add_option("--data-dir", args->data_dir, "the data dir whose serve.db to use")
-      ->type_name("DIR");
-  webhooks_cmd->prefix_command(true);
-  webhooks_cmd->footer("ACTION: list [--failed] [--json] | retry ID... | retry --all-failed");
-  return [args, keys_cmd, webhooks_cmd](const ConfigFile& file) {
-    if (*keys_cmd) {
-      args->keys_args = keys_cmd->remaining();
-      return keys(file, *args);
-    }
-    if (*webhooks_cmd) {
-      args->webhooks_args = webhooks_cmd->remaining();
-      return webhooks(file, *args);
-    }
+  const LoadServeConfig load = [args](const ConfigFile& file) { return serve_config(file, *args); };
+  const ServeAdminCommand keys = add_serve_keys(*cmd, config, args->data_dir, load);
+  const ServeAdminCommand webhooks = add_serve_webhooks(*cmd, config, args->data_dir, load);
+  return [args, keys, webhooks](const ConfigFile& file) {
+    if (*keys.app) return keys.run(file);
+    if (*webhooks.app) return webhooks.run(file);
     return serve(file, *args);
   };
 }

@@ -47,16 +47,36 @@ std::optional<std::string> nearest(std::string_view typed, std::span<const std::
 
 namespace {
 
-// Whether `token` is an option of `app` (or of an app above it) that takes a value in the next
-// argument, as `--config k.yaml` does.
-bool takes_next_value(const CLI::App& app, const std::string& token) {
-  if (token.find('=') != std::string::npos) return false;
+// The option of `app` (or of an app above it) that `token` names (`--config`, `--config=k.yaml`).
+const CLI::Option* option_named(const CLI::App& app, const std::string& token) {
+  const std::string name = token.substr(0, token.find('='));
   for (const CLI::App* a = &app; a != nullptr; a = a->get_parent()) {
     for (const CLI::Option* opt : a->get_options()) {
-      if (opt->check_name(token)) return opt->get_items_expected_min() > 0;
+      if (opt->check_name(name)) return opt;
     }
   }
-  return false;
+  return nullptr;
+}
+
+// Whether `token` is an option that takes a value in the next argument, as `--config k.yaml` does.
+bool takes_next_value(const CLI::App& app, const std::string& token) {
+  if (token.find('=') != std::string::npos) return false;
+  const CLI::Option* opt = option_named(app, token);
+  return opt != nullptr && opt->get_items_expected_min() > 0;
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (!s->get_name().empty()) names.push_back(s->get_name());  // option groups have none
+  }
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string all;
+  for (const std::string& n : names) all.append(" ").append(n);
+  return all;
 }
 
 }  // namespace
@@ -64,10 +84,12 @@ bool takes_next_value(const CLI::App& app, const std::string& token) {
 std::optional<std::string> unknown_subcommand_hint(const CLI::App& app, int argc,
                                                    const char* const* argv) {
   const CLI::App* at = &app;
+  std::optional<std::string> unknown_option;
   for (int i = 1; i < argc; ++i) {
     const std::string token = argv[i];
     if (token == "--") return std::nullopt;
     if (token.starts_with("-")) {
+      if (!unknown_option && option_named(*at, token) == nullptr) unknown_option = token;
       if (takes_next_value(*at, token)) ++i;
       continue;
     }
@@ -81,15 +103,19 @@ std::optional<std::string> unknown_subcommand_hint(const CLI::App& app, int argc
     }
     if (!at->get_options([](const CLI::Option* o) { return o->get_positional(); }).empty())
       return std::nullopt;  // a word the command takes as its argument
-    std::vector<std::string> names;
-    for (const CLI::App* s : subs) names.push_back(s->get_name());
+    const auto names = subcommand_names(*at);
     std::string hint = "unknown command '" + token + "'";
     if (auto guess = nearest(token, names)) return hint + "; did you mean '" + *guess + "'?";
-    hint += "; the commands are:";
-    for (const std::string& n : names) hint.append(" ").append(n);
-    return hint;
+    return hint + "; the commands are:" + joined(names);
   }
-  return std::nullopt;
+  // The words ran out where a command was required (`kernex serve keys`): name the choices.
+  if (at->get_require_subcommand_min() == 0) return std::nullopt;
+  if (unknown_option) return "unknown option '" + *unknown_option + "'";  // CLI11 says "required"
+  std::string where;
+  for (const CLI::App* a = at; a->get_parent() != nullptr; a = a->get_parent())
+    where.insert(0, " " + a->get_name());
+  return "missing command after 'kernex" + where +
+         "'; the commands are:" + joined(subcommand_names(*at));
 }
 
 }  // namespace kernex::cli

@@ -21,7 +21,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 std::optional<std::string> nearest(std::string_view typed, std::span<const std::string> names);
 
 // After a failed parse: the first word of argv that names no subcommand where one was expected,
-// with the nearest subcommand ("kernex: unknown command 'rnu'; did you mean 'run'?"), or nothing.
+// with the nearest subcommand ("kernex: unknown command 'rnu'; did you mean 'run'?"); or, when
+// argv ends where a subcommand is required (`kernex serve keys`), the ones there are; or nothing.
 std::optional<std::string> unknown_subcommand_hint(const CLI::App& app, int argc,
                                                    const char* const* argv);
 

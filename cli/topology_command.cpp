@@ -23,14 +23,7 @@ struct TopologyArgs {
 };
 
 Result<Config> load_config(const ConfigFile& file, const RunArgs& args) {
-  auto config = Config::load(file ? std::optional<std::filesystem::path>(*file) : std::nullopt);
-  if (!config) return config;
-  if (args.data_dir) {
-    config->data_dir = absolute_path(*args.data_dir);
-    register_kernel_files(*config);
-  }
-  for (const auto& dir : args.skill_dirs) config->skill_dirs.push_back(absolute_path(dir));
-  return config;
+  return load_config_with(file, args.data_dir, args.skill_dirs);
 }
 
 // --input is JSON: a JSON string is the input's text, any other value its JSON text; what does

@@ -1,10 +1,10 @@
 #include "context_builder.hpp"
 
 #include <algorithm>
-#include <ctime>
 #include <optional>
 
 #include "kernex/log.hpp"
+#include "kernex/utc_time.hpp"
 
 namespace kernex {
 namespace {
@@ -84,15 +84,6 @@ std::optional<T> optional_part(Result<T> r, const char* what) {
         std::string("context: loading ") + what + " failed: " + r.error().describe());
   }
   return std::nullopt;
-}
-
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
 }
 
 // Profile, learned rules, earlier summaries, recall, tasks and outcomes, as ContextNeeds asks.

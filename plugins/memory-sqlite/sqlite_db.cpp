@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <optional>
 
 #include "kernex/file_lock.hpp"
@@ -187,15 +186,6 @@ Error Db::error(std::string what) const {
   if ((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_CANTOPEN)
     msg += " (check the file's permissions)";
   return Error(ErrorCode::Memory, msg + " [" + path_.string() + "]");
-}
-
-std::string now_text() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
 }
 
 }  // namespace kernex::sqlite

@@ -130,7 +130,4 @@ Result<T> Db::write(const std::function<Result<T>()>& body) {
   return r;
 }
 
-// SQLite's clock: "YYYY-MM-DD HH:MM:SS" UTC.
-std::string now_text();
-
 }  // namespace kernex::sqlite

@@ -4,7 +4,6 @@
 #include "run_executor.hpp"
 
 #include <algorithm>
-#include <ctime>
 
 #include "kernex/log.hpp"
 #include "kernex/skills/context_source.hpp"
@@ -136,17 +135,6 @@ RunOptions run_options(const RunEnv& env, RunState& run, const RunRequest& req,
 }
 
 }  // namespace
-
-std::string utc_now() { return utc_time(std::time(nullptr)); }
-
-std::string utc_time(std::int64_t unix_seconds) {
-  const auto t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
 
 Json RunRequest::to_json() const {
   Json j{{"tenant", tenant},      {"session", session},

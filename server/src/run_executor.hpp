@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernex/skills/skill.hpp"
+#include "kernex/utc_time.hpp"
 #include "runs.hpp"
 
 namespace kernex::server {
@@ -55,9 +56,7 @@ Json cancelled_result(const std::string& run_id, const std::string& session);
 // A requested skill that is not loaded; when it was refused at load, the error says why.
 std::optional<ApiError> unknown_skill(const std::vector<skills::Skill>& loaded,
                                       const RunRequest& request, const ServeConfig& config);
-// Times as the API shows them: "YYYY-MM-DD HH:MM:SS" (UTC).
-std::string utc_now();
-std::string utc_time(std::int64_t unix_seconds);
+// Times as the API shows them: kernex::utc_now() and utc_time(), "YYYY-MM-DD HH:MM:SS" (UTC).
 
 // Where a session's files are: its workspace (workspaces_root/<tenant>/<name>) and its runs'
 // trajectories (<data_dir>/trajectories/serve/<tenant>/<name>), <name> being session_dir_name.

@@ -164,14 +164,16 @@ TEST_F(ClusterOps, GivesUpPastTheMaxAgeOnTheDatabaseClockAndRetryRevives) {
   std::ostringstream out, err;
   Config config;
   config.memory = PluginRef{"postgres", Json{{"dsn", db_.dsn()}}};
-  ASSERT_EQ(serve_webhooks_command(config, {"list", "--failed", "--json"}, out, err), 0)
-      << err.str();
+  const auto place = WebhookOutboxPlace::of(config);
+  ASSERT_EQ(place.pg_dsn, db_.dsn());
+  auto listed_ok = webhooks_list(place, {.failed = true, .json = true}, out);
+  ASSERT_TRUE(listed_ok) << listed_ok.error().describe();
   const Json listed = Json::parse(out.str());
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0]["status"], "failed");
   EXPECT_EQ(listed[0]["last_error"], "refused");
   std::ostringstream out2;
-  ASSERT_EQ(serve_webhooks_command(config, {"retry", "--all-failed"}, out2, err), 0);
+  ASSERT_TRUE(webhooks_retry(place, {{}, true}, out2, err));
   EXPECT_EQ(out2.str(), "retrying 1 delivery\n");
   rows = o->take_due("http://127.0.0.1:9/a", 1);
   ASSERT_TRUE(rows && rows->size() == 1u);

@@ -291,53 +291,50 @@ TEST_F(ServeKeys, WritersWithAStaleViewDontLoseEachOthersKeys) {
   EXPECT_EQ(second->tenant_for(*k1), "a");  // the writer's view is the merged file
 }
 
-TEST_F(ServeKeys, TheKeysCommandAddsListsAndRevokes) {
+// The actions of `kernex serve keys` (cli/ parses the arguments; tests/unit/cli_serve_admin_test
+// runs the command line).
+TEST_F(ServeKeys, TheKeysActionsAddListAndRevoke) {
   std::ostringstream out, err;
-  ASSERT_EQ(serve_keys_command(file_, {"add", "acme"}, out, err), 0) << err.str();
+  ASSERT_TRUE(keys_add(file_, "acme", out, err));
   const std::string key = out.str().substr(0, out.str().find('\n'));
   EXPECT_TRUE(key.starts_with("kx-"));
   EXPECT_NE(err.str().find("only this once"), std::string::npos);
   EXPECT_EQ(KeyStore::load(file_)->tenant_for(key), "acme");
 
   out.str("");
-  ASSERT_EQ(serve_keys_command(file_, {"list"}, out, err), 0);
+  ASSERT_TRUE(keys_list(file_, out));
   EXPECT_NE(out.str().find("\tacme\t"), std::string::npos);
   EXPECT_NE(out.str().find("active"), std::string::npos);
   EXPECT_EQ(out.str().find(key.substr(3)), std::string::npos);
 
   out.str("");
-  ASSERT_EQ(serve_keys_command(file_, {"revoke", "acme"}, out, err), 0);
+  ASSERT_TRUE(keys_revoke(file_, "acme", out));
   EXPECT_EQ(out.str(), "revoked 1 key\n");
   EXPECT_FALSE(KeyStore::load(file_)->tenant_for(key));
   out.str("");
-  ASSERT_EQ(serve_keys_command(file_, {"list"}, out, err), 0);
+  ASSERT_TRUE(keys_list(file_, out));
   EXPECT_NE(out.str().find("revoked 20"), std::string::npos);
 
-  ASSERT_EQ(serve_keys_command(file_, {"add", "acme"}, out, err), 0);
+  ASSERT_TRUE(keys_add(file_, "acme", out, err));
   const std::string id = KeyStore::load(file_)->list().back().id;
   out.str("");
-  ASSERT_EQ(serve_keys_command(file_, {"revoke", "--id", id}, out, err), 0);
+  ASSERT_TRUE(keys_revoke_id(file_, id, out));
   EXPECT_EQ(out.str(), "revoked 1 key\n");
 }
 
-TEST_F(ServeKeys, TheKeysCommandReportsUsageAndFileErrorsWithTheCliExitCodes) {
+TEST_F(ServeKeys, TheKeysActionsReportTypedErrors) {
   std::ostringstream out, err;
-  EXPECT_EQ(serve_keys_command(file_, {}, out, err), 2);
-  EXPECT_EQ(serve_keys_command(file_, {"add"}, out, err), 2);
-  EXPECT_EQ(serve_keys_command(file_, {"add", "a", "b"}, out, err), 2);
-  EXPECT_EQ(serve_keys_command(file_, {"list", "x"}, out, err), 2);
-  EXPECT_EQ(serve_keys_command(file_, {"revoke"}, out, err), 2);
-  EXPECT_EQ(serve_keys_command(file_, {"revoke", "--id"}, out, err), 2);
-  EXPECT_EQ(serve_keys_command(file_, {"rotate", "a"}, out, err), 2);
-  EXPECT_EQ(serve_keys_command(file_, {"add", "../etc"}, out, err), 2);
-  EXPECT_NE(err.str().find("usage: kernex serve keys"), std::string::npos);
+  auto bad_tenant = keys_add(file_, "../etc", out, err);
+  ASSERT_FALSE(bad_tenant);
+  EXPECT_EQ(bad_tenant.error().code, ErrorCode::Usage);
   EXPECT_TRUE(out.str().empty());
   EXPECT_FALSE(fs::exists(file_));
 
   auto bad = write_keys("{}");
-  err.str("");
-  EXPECT_EQ(serve_keys_command(bad, {"list"}, out, err), 3);
-  EXPECT_NE(err.str().find(bad.string()), std::string::npos);
+  auto listed = keys_list(bad, out);
+  ASSERT_FALSE(listed);
+  EXPECT_EQ(listed.error().code, ErrorCode::Config);
+  EXPECT_NE(listed.error().describe().find(bad.string()), std::string::npos);
 }
 
 }  // namespace

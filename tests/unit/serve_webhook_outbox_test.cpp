@@ -102,11 +102,16 @@ class WebhooksTest : public ::testing::Test {
     return seen == tried;
   }
 
-  int command(const std::vector<std::string>& args, std::string* out = nullptr) {
+  // `kernex serve webhooks list` and `retry` as the CLI runs them (cli/ parses the arguments).
+  Result<std::string> list(WebhookListOptions options) {
+    std::ostringstream o;
+    KERNEX_RETURN_IF_ERROR(webhooks_list(WebhookOutboxPlace{db(), std::nullopt}, options, o));
+    return o.str();
+  }
+  Result<std::string> retry(const WebhookRetry& which) {
     std::ostringstream o, e;
-    const int rc = serve_webhooks_command(db(), args, o, e);
-    if (out) *out = o.str();
-    return rc;
+    KERNEX_RETURN_IF_ERROR(webhooks_retry(WebhookOutboxPlace{db(), std::nullopt}, which, o, e));
+    return o.str();
   }
 
   testing::TempDir dir_;
@@ -295,30 +300,38 @@ TEST_F(WebhooksTest, GivesUpAfterMaxAgeAndRetryCommandSendsAgain) {
   // Nothing more is tried once it failed.
   EXPECT_EQ(receiver.requests(), static_cast<std::size_t>(attempts));
 
-  std::string out;
-  ASSERT_EQ(command({"list", "--failed", "--json"}, &out), 0);
-  const Json listed = parse(out);
+  auto out = list({.failed = true, .json = true});
+  ASSERT_TRUE(out) << out.error().describe();
+  const Json listed = parse(*out);
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0]["status"], "failed");
   EXPECT_EQ(listed[0]["type"], "run.completed");
   EXPECT_EQ(listed[0]["url"], receiver.url());
   EXPECT_EQ(listed[0]["last_error"], "HTTP 500");
-  ASSERT_EQ(command({"list"}, &out), 0);
-  EXPECT_NE(out.find("\tfailed\trun.completed\t"), std::string::npos) << out;
+  out = list({});
+  ASSERT_TRUE(out);
+  EXPECT_NE(out->find("\tfailed\trun.completed\t"), std::string::npos) << *out;
 
-  EXPECT_EQ(command({"retry"}), 2);
-  EXPECT_EQ(command({"retry", "x1"}), 2);
-  EXPECT_EQ(command({"list", "--bogus"}), 2);
-  EXPECT_EQ(command({"frobnicate"}), 2);
+  // Nothing named, both named, or an id that is not one: usage errors that change nothing.
+  for (const WebhookRetry& bad :
+       {WebhookRetry{}, WebhookRetry{{1}, true}, WebhookRetry{{0}, false}}) {
+    auto refused = retry(bad);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::Usage);
+  }
+  EXPECT_EQ(rows()[0].status, "failed");
   receiver.set_policy([](const auto&, int) { return 200; });
-  ASSERT_EQ(command({"retry", std::to_string(listed[0]["id"].get<std::int64_t>())}, &out), 0);
-  EXPECT_EQ(out, "retrying 1 delivery\n");
+  out = retry({{listed[0]["id"].get<std::int64_t>()}, false});
+  ASSERT_TRUE(out);
+  EXPECT_EQ(*out, "retrying 1 delivery\n");
   ASSERT_TRUE(receiver.wait_distinct(1, kWait));  // picked up from the store, no wake-up
   ASSERT_TRUE(eventually([&] { return rows()[0].status == "delivered"; }));
-  ASSERT_EQ(command({"list", "--failed", "--json"}, &out), 0);
-  EXPECT_EQ(parse(out), Json::array());
-  ASSERT_EQ(command({"retry", "--all-failed"}, &out), 0);
-  EXPECT_EQ(out, "retrying 0 deliveries\n");
+  out = list({.failed = true, .json = true});
+  ASSERT_TRUE(out);
+  EXPECT_EQ(parse(*out), Json::array());
+  out = retry({{}, true});
+  ASSERT_TRUE(out);
+  EXPECT_EQ(*out, "retrying 0 deliveries\n");
 }
 
 TEST_F(WebhooksTest, SecretComesFromTheEnvironment) {
@@ -364,8 +377,9 @@ TEST_F(WebhooksTest, DeliveredRowsArePrunedPendingOnesKept) {
 
 TEST(WebhooksCommand, NoStoreYetListsNothing) {
   testing::TempDir dir;
-  std::ostringstream out, err;
-  EXPECT_EQ(serve_webhooks_command(dir / "serve.db", {"list", "--json"}, out, err), 0);
+  std::ostringstream out;
+  ASSERT_TRUE(
+      webhooks_list(WebhookOutboxPlace{dir / "serve.db", std::nullopt}, {.json = true}, out));
   EXPECT_EQ(out.str(), "[]\n");
   EXPECT_FALSE(fs::exists(dir / "serve.db"));
 }

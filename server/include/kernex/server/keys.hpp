@@ -77,10 +77,19 @@ class KeyStore {
   std::unique_ptr<State> state_;
 };
 
-// `kernex serve keys ...`: "add TENANT" (prints the new key once, on `out`), "list" (one line per
-// key: id, tenant, created, revoked), "revoke TENANT" (all keys of the tenant) or "revoke --id ID".
-// Returns the CLI's exit code: 0 ok, 1 I/O error, 2 usage, 3 a bad keys file; errors go to `err`.
-int serve_keys_command(const std::filesystem::path& keys_file, const std::vector<std::string>& args,
-                       std::ostream& out, std::ostream& err);
+// The actions of `kernex serve keys` on `keys_file` (the CLI parses the command line; these act
+// and print). Errors are typed: Usage for a bad tenant name, Config for a bad keys file, Io.
+// Adds a key for `tenant` and prints it on `out`, the one time it is shown; the note goes to
+// `note`.
+Result<void> keys_add(const std::filesystem::path& keys_file, std::string_view tenant,
+                      std::ostream& out, std::ostream& note);
+// One line per key: id, tenant, created, "active" or "revoked <when>" (never the key).
+Result<void> keys_list(const std::filesystem::path& keys_file, std::ostream& out);
+// Revokes every key of `tenant` and prints "revoked N key(s)".
+Result<void> keys_revoke(const std::filesystem::path& keys_file, std::string_view tenant,
+                         std::ostream& out);
+// Revokes the key whose id is `id` and prints "revoked N key(s)".
+Result<void> keys_revoke_id(const std::filesystem::path& keys_file, std::string_view id,
+                            std::ostream& out);
 
 }  // namespace kernex::server
