@@ -4,6 +4,9 @@
 // without bound ((a+)+$) and recurses per character. So a schema's $refs must be local JSON
 // pointers that reach a schema without coming back, and patterns are not checked here (a
 // provider with native structured output still applies them).
+// Every file that includes valijson defines this first (topology/src/schema.cpp too): its inline
+// functions must be compiled one way, or the linker keeps whichever copy it met first, and a
+// process with both libraries aborted on a bad schema.
 #define VALIJSON_USE_EXCEPTIONS 1
 #include "kernex/json_schema.hpp"
 

@@ -131,8 +131,11 @@ class RequestQueue {
     std::stop_source stop;
   };
 
+  // Blocks while kMaxWaiting requests wait: a client that floods requests and never reads the
+  // answers then finds stdin full (the server stops reading), instead of the queue growing.
   void push(Json message) {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    room_.wait(lock, [&] { return items_.size() < kMaxWaiting; });
     Item item{std::move(message), "", {}};
     if (item.message.is_object() && item.message.contains("id") && item.message.contains("method"))
       item.key = item.message["id"].dump();
@@ -157,6 +160,7 @@ class RequestQueue {
     if (items_.empty()) return std::nullopt;
     Item item = std::move(items_.front());
     items_.pop_front();
+    room_.notify_one();
     return item;
   }
   void done(const Item& item) {
@@ -166,7 +170,9 @@ class RequestQueue {
 
  private:
   std::mutex mutex_;
+  static constexpr std::size_t kMaxWaiting = 16;
   std::condition_variable ready_;
+  std::condition_variable room_;
   std::deque<Item> items_;
   std::map<std::string, std::stop_source> live_;
   bool closed_ = false;
@@ -181,6 +187,15 @@ bool is_cancel(const Json& message) {
 }  // namespace
 
 void StdioServer::serve(std::istream& in, std::ostream& out, std::size_t max_line_bytes) {
+  // The reader thread must not flush `out` behind the worker's back: a tied stream (std::cin is
+  // tied to std::cout) flushes it before every read, outside out_mutex, which raced the worker's
+  // writes and sent answers twice. Untied while serving, as it was after.
+  std::ostream* const tied = in.tie(nullptr);
+  struct Retie {
+    std::istream& in;
+    std::ostream* tied;
+    ~Retie() { in.tie(tied); }
+  } retie{in, tied};
   std::mutex out_mutex;
   auto send = [&](const Json& response) {
     std::lock_guard lock(out_mutex);

@@ -94,7 +94,7 @@ TEST(ServeChat, UnknownAndUnsupportedFieldsAreRefusedByName) {
   };
   for (const auto& [extra, param] : cases) {
     auto r = c.post(chat_body(Json::array({user_msg("hi")}), extra));
-    EXPECT_EQ(r.status, 400) << extra.dump() << " " << r.body;
+    ASSERT_EQ(r.status, 400) << extra.dump() << " " << r.body << c.w.log();
     EXPECT_EQ(r.json()["error"].value("param", ""), param) << r.body;
     EXPECT_NE(r.json()["error"].value("message", "").find(param), std::string::npos) << r.body;
   }

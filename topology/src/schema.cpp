@@ -1,3 +1,6 @@
+// As in kernel/src/json_schema.cpp: valijson throws (not aborts) on a bad schema, and every file
+// that includes it must say so the same way (one definition of its inline functions).
+#define VALIJSON_USE_EXCEPTIONS 1
 #include "schema.hpp"
 
 #include <valijson/adapters/nlohmann_json_adapter.hpp>
