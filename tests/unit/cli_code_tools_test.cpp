@@ -11,6 +11,7 @@
 
 #include "cli_runner.hpp"
 #include "kernex/json.hpp"
+#include "replay_lines.hpp"
 #include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -20,16 +21,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 namespace {
-
-std::string eval_line(const std::string& code) {
-  return Json{
-      {"tool_calls", {{{"id", "e1"}, {"name", "eval_code"}, {"arguments", {{"code", code}}}}}},
-      {"usage", {{"input_tokens", 100}, {"output_tokens", 10}}}}
-      .dump();
-}
-std::string text_line(const std::string& text) {
-  return Json{{"text", text}, {"usage", {{"input_tokens", 100}, {"output_tokens", 10}}}}.dump();
-}
 
 class CliCodeTools : public ::testing::Test {
  protected:
@@ -83,7 +74,8 @@ TEST_F(CliCodeTools, CodeCountsEveryErrorLineOfABigReadAndTheModelNeverSeesTheFi
       "submit_result({'errors': n, 'lines': r['lines'], 'truncated': r['truncated'],"
       " 'size': len(r['content'])})\n"
       "print('counted', n, 'ERROR lines')\n";
-  auto r = run(eval_line(code) + "\n" + text_line("5714 ERROR lines") + "\n");
+  auto r = run(kernex::testing::eval_code_line(code) + "\n" +
+               kernex::testing::answer_line("5714 ERROR lines") + "\n");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const Json answer = Json::parse(r.out);
   EXPECT_EQ(answer["result"]["errors"], 5714) << answer.dump();
@@ -106,8 +98,9 @@ TEST_F(CliCodeTools, AResultPastTheCodeCapRaisesToolErrorAndIsNeverCut) {
       "except ToolError as e:\n"
       "    outcome = e.tool + ': ' + str(e)\n"
       "submit_result(outcome)\n";
-  auto r =
-      run(eval_line(code) + "\n" + text_line("too big") + "\n", ", tool_result_max_bytes: 1000000");
+  auto r = run(
+      kernex::testing::eval_code_line(code) + "\n" + kernex::testing::answer_line("too big") + "\n",
+      ", tool_result_max_bytes: 1000000");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const Json answer = Json::parse(r.out);
   ASSERT_TRUE(answer.contains("result") && answer["result"].is_string()) << r.out;
@@ -134,7 +127,8 @@ TEST_F(CliCodeTools, ServersTreeModulesImportSearchAndAreReadOnly) {
       "detail='schema')[0]['parameters']['required'],\n"
       "               'ls': sorted(os.listdir(SERVERS_DIR)), 'w': w,\n"
       "               'doc': 'Read the contents of a file.' in read.__doc__})\n";
-  auto r = run(eval_line(code) + "\n" + text_line("done") + "\n");
+  auto r = run(kernex::testing::eval_code_line(code) + "\n" + kernex::testing::answer_line("done") +
+               "\n");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const Json answer = Json::parse(r.out);
   ASSERT_TRUE(answer.contains("result") && answer["result"].is_object()) << r.out;

@@ -12,6 +12,7 @@
 
 #include "cli_runner.hpp"
 #include "kernex/json.hpp"
+#include "replay_lines.hpp"
 #include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -19,16 +20,6 @@ using kernex::Json;
 using ::testing::HasSubstr;
 
 namespace {
-
-std::string eval_line(const std::string& code) {
-  return Json{
-      {"tool_calls", {{{"id", "e1"}, {"name", "eval_code"}, {"arguments", {{"code", code}}}}}},
-      {"usage", {{"input_tokens", 100}, {"output_tokens", 10}}}}
-      .dump();
-}
-std::string text_line(const std::string& text) {
-  return Json{{"text", text}, {"usage", {{"input_tokens", 100}, {"output_tokens", 10}}}}.dump();
-}
 
 class CliSavedSkills : public ::testing::Test {
  protected:
@@ -59,7 +50,8 @@ class CliSavedSkills : public ::testing::Test {
 
   // One `kernex run` whose model runs `code` once, then answers; returns the submitted result.
   Json run_code(const std::string& code) {
-    std::ofstream(tmp_.path() / "script.jsonl") << eval_line(code) << "\n" << text_line("done");
+    std::ofstream(tmp_.path() / "script.jsonl") << kernex::testing::eval_code_line(code) << "\n"
+                                                << kernex::testing::answer_line("done");
     auto r = cli({"run", "--config", (tmp_.path() / "kernex.yaml").string(), "--provider-opt",
                   "script=" + (tmp_.path() / "script.jsonl").string(), "--json", "go"});
     EXPECT_EQ(r.exit_code, 0) << r.err << r.out;

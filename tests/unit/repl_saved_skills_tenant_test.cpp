@@ -10,22 +10,13 @@
 #include "kernex/kernel.hpp"
 #include "kernex/kernel_files.hpp"
 #include "kernex/skills/trust.hpp"
+#include "replay_lines.hpp"
 #include "temp_dir.hpp"
 
 namespace kernex {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string eval_line(const std::string& code) {
-  return Json{
-      {"tool_calls", {{{"id", "m1"}, {"name", "eval_code"}, {"arguments", {{"code", code}}}}}},
-      {"usage", {{"input_tokens", 100}, {"output_tokens", 10}}}}
-      .dump();
-}
-std::string text_line(const std::string& text) {
-  return Json{{"text", text}, {"usage", {{"input_tokens", 10}, {"output_tokens", 10}}}}.dump();
-}
 
 class SavedSkillTenants : public ::testing::Test {
  protected:
@@ -36,8 +27,8 @@ class SavedSkillTenants : public ::testing::Test {
   // A run in `workspace` whose code is `code`; returns its submitted result.
   Json run_in(const fs::path& workspace, const std::string& code) {
     fs::create_directories(workspace);
-    std::ofstream(dir_.path() / "script.jsonl") << eval_line(code) << "\n"
-                                                << text_line("done") << "\n";
+    std::ofstream(dir_.path() / "script.jsonl") << testing::eval_code_line(code, "m1") << "\n"
+                                                << testing::answer_line("done", 10) << "\n";
     Config config;
     config.provider.name = "replay";
     config.provider.config = {{"script", (dir_.path() / "script.jsonl").string()}};
@@ -115,10 +106,12 @@ TEST_F(SavedSkillTenants, ALaterTurnOfTheSessionImportsASkillTrustedMeanwhile) {
       "except ImportError as e:\n"
       "    submit_result(str(e))\n";
   std::ofstream(dir_.path() / "script.jsonl")
-      << eval_line("submit_result(save_skill('tally', 'X = 7\\n', 'Holds seven.'))") << "\n"
-      << text_line("saved") << "\n"
-      << eval_line(use) << "\n"
-      << text_line("done") << "\n";
+      << testing::eval_code_line("submit_result(save_skill('tally', 'X = 7\\n', 'Holds seven.'))",
+                                 "m1")
+      << "\n"
+      << testing::answer_line("saved", 10) << "\n"
+      << testing::eval_code_line(use, "m1") << "\n"
+      << testing::answer_line("done", 10) << "\n";
   auto kernel = Kernel::create(config);
   ASSERT_TRUE(kernel) << kernel.error().describe();
   RunOptions options;
