@@ -70,10 +70,19 @@ Result<TelegramState> TelegramState::load(const fs::path& dir) {
                           read_regular_file(state.file_, "telegram state", kMaxStateBytes));
   try {
     const Json j = Json::parse(text);
-    state.offset_ = j.at("offset").get<std::int64_t>();
-    for (const auto& user : j.at("paired")) state.paired_.insert(user.get<std::int64_t>());
-    for (const auto& [scope, gen] : j.at("generations").items())
-      state.generations_[scope] = gen.get<std::uint64_t>();
+    // The file is hostile: a float where an integer belongs would be undefined behaviour in
+    // nlohmann's get<int64_t>(), so every integer is read through json_int/json_uint.
+    const auto integer = [](const Json& v) {
+      if (auto n = json_int(v)) return *n;
+      throw std::runtime_error("expected an integer, got " + v.dump().substr(0, 40));
+    };
+    state.offset_ = integer(j.at("offset"));
+    for (const auto& user : j.at("paired")) state.paired_.insert(integer(user));
+    for (const auto& [scope, gen] : j.at("generations").items()) {
+      const auto n = json_uint(gen);
+      if (!n) throw std::runtime_error("generations: expected non-negative integers");
+      state.generations_[scope] = *n;
+    }
     // Absent in files older than the pairing limit.
     if (auto f = j.find("pairing_failures"); f != j.end()) {
       if (!f->is_array() || f->size() > kMaxFailingChats)
@@ -83,8 +92,8 @@ Result<TelegramState> TelegramState::load(const fs::path& dir) {
             !row[1].is_number_unsigned() || !row[2].is_number_integer() ||
             row[1].get<std::uint64_t>() > 1'000'000)
           throw std::runtime_error("pairing_failures: expected [chat, count, since] rows");
-        state.failures_[row[0].get<std::int64_t>()] = {row[1].get<std::uint32_t>(),
-                                                       row[2].get<std::int64_t>()};
+        state.failures_[integer(row[0])] = {static_cast<std::uint32_t>(integer(row[1])),
+                                            integer(row[2])};
       }
     }
     if (auto a = j.find("approvals"); a != j.end()) {
@@ -94,7 +103,7 @@ Result<TelegramState> TelegramState::load(const fs::path& dir) {
             row[0].get<std::string>().size() > 64 || !row[1].is_number_integer() ||
             !row[2].is_string() || row[2].get<std::string>().size() > 256)
           throw std::runtime_error("approvals: expected [id, chat, tool] rows");
-        AskedApproval asked{row[0].get<std::string>(), row[1].get<std::int64_t>(),
+        AskedApproval asked{row[0].get<std::string>(), integer(row[1]),
                             row[2].get<std::string>()};
         state.interrupted_[asked.id] = asked;
         state.approvals_[asked.id] = std::move(asked);

@@ -60,10 +60,10 @@ Result<kernex::Response> parse_line(const Json& j, const std::string& where) {
       const Json& u = j.at("usage");
       if (!u.is_object())
         return kernex::fail(ErrorCode::Parse, where + ": usage: expected an object");
-      r.usage.input_tokens = u.value("input_tokens", 0ULL);
-      r.usage.output_tokens = u.value("output_tokens", 0ULL);
-      r.usage.cache_read_tokens = u.value("cache_read_tokens", 0ULL);
-      r.usage.cache_write_tokens = u.value("cache_write_tokens", 0ULL);
+      r.usage.input_tokens = kernex::uint_value(u, "input_tokens");
+      r.usage.output_tokens = kernex::uint_value(u, "output_tokens");
+      r.usage.cache_read_tokens = kernex::uint_value(u, "cache_read_tokens");
+      r.usage.cache_write_tokens = kernex::uint_value(u, "cache_write_tokens");
       r.usage.cost_usd = u.value("cost_usd", 0.0);
     }
   } catch (const Json::exception& e) {

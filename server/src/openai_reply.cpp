@@ -11,7 +11,7 @@ std::string finish_reason(const Json& result) {
 }
 
 Json openai_usage(const Json& usage) {
-  const auto n = [&](const char* key) { return usage.value(key, std::uint64_t{0}); };
+  const auto n = [&](const char* key) { return uint_value(usage, key); };
   const std::uint64_t cached = n("cache_read_tokens");
   const std::uint64_t in = n("input_tokens") + cached + n("cache_write_tokens");
   const std::uint64_t out = n("output_tokens");

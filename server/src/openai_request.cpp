@@ -293,8 +293,9 @@ std::expected<bool, ApiError> parse_sampling_field(const std::string& key, const
     n = number_in(v, key, -2, 2);
     if (n) (key == "presence_penalty" ? g.presence_penalty : g.frequency_penalty) = *n;
   } else if (key == "seed") {
-    if (!v.is_number_integer()) return std::unexpected(field_error(key, "expected an integer"));
-    g.seed = v.get<std::int64_t>();
+    const auto seed = json_int(v);
+    if (!seed) return std::unexpected(field_error(key, "expected a 64-bit integer"));
+    g.seed = *seed;
   } else if (key == "stop") {
     auto stop = parse_stop(v);
     if (!stop) return std::unexpected(stop.error());

@@ -33,10 +33,10 @@ struct ResponseHead {
 
 Json usage_of(const Json& result) {
   const Json usage = result.value("usage", Json::object());
-  const std::uint64_t in = usage.value("input_tokens", std::uint64_t{0});
-  const std::uint64_t out = usage.value("output_tokens", std::uint64_t{0});
+  const std::uint64_t in = uint_value(usage, "input_tokens");
+  const std::uint64_t out = uint_value(usage, "output_tokens");
   return {{"input_tokens", in},
-          {"input_tokens_details", {{"cached_tokens", usage.value("cache_read_tokens", 0)}}},
+          {"input_tokens_details", {{"cached_tokens", uint_value(usage, "cache_read_tokens")}}},
           {"output_tokens", out},
           {"output_tokens_details", {{"reasoning_tokens", 0}}},
           {"total_tokens", in + out}};

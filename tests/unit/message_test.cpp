@@ -234,5 +234,32 @@ TEST(UntrustedJson, NestingPastTheLimitIsRefusedAndStringsDoNotCount) {
   EXPECT_TRUE(parse_untrusted("").is_discarded());
 }
 
+
+// nlohmann casts a float to an integer without a range check (undefined behaviour for 3.7e20 as
+// uint64): integers from untrusted JSON are read through json_uint/json_int, uint_value and the
+// json_fields readers, which refuse floats and out-of-range values with a typed error.
+TEST(UntrustedJson, FloatsWhereIntegersBelongAreRefusedNotCast) {
+  for (const char* text : {"3.7e20", "-1e300", "1.5", "1e19", "-1", "\"3\"", "true"}) {
+    const Json v = Json::parse(text);
+    EXPECT_FALSE(json_uint(v)) << text;
+    EXPECT_THROW((void)uint_value(Json{{"n", v}}, "n"), Json::type_error) << text;
+    Usage usage;
+    EXPECT_THROW(usage = Json{{"input_tokens", v}}.get<Usage>(), Json::exception) << text;
+    if (std::string(text) != "-1") {
+      std::int64_t i = 0;
+      EXPECT_THROW(json_fields::read(v, i), Json::exception) << text;
+    }
+  }
+  EXPECT_EQ(json_uint(Json::parse("18446744073709551615")), 18446744073709551615ULL);
+  EXPECT_FALSE(json_int(Json::parse("18446744073709551615")));
+  EXPECT_EQ(json_int(Json::parse("-9223372036854775808")), INT64_MIN);
+  EXPECT_EQ(uint_value(Json::object(), "n", 7), 7u);
+  EXPECT_EQ(uint_value(Json{{"n", nullptr}}, "n", 7), 7u);
+  std::int32_t small = 0;
+  EXPECT_THROW(json_fields::read(Json(std::int64_t{1} << 40), small), Json::out_of_range);
+  json_fields::read(Json(-5), small);
+  EXPECT_EQ(small, -5);
+}
+
 }  // namespace
 }  // namespace kernex

@@ -102,7 +102,7 @@ Result<void> RunLog::load(const std::string& text, const std::string& digest,
   for (const auto& [id, entry] : doc["steps"].items()) {
     const bool turns_ok =
         !entry.is_object() || !entry.contains("turns") ||
-        (entry["turns"].is_number_unsigned() && entry["turns"].get<std::uint64_t>() <= 0xFFFFFFFFu);
+        json_uint(entry["turns"]).value_or(std::uint64_t{1} << 32) <= 0xFFFFFFFFu;
     if (!entry.is_object() || !entry.contains("text") || !entry["text"].is_string() ||
         !entry.contains("usage") || !entry["usage"].is_object() || !turns_ok)
       return fail(ErrorCode::Parse, where + ": step '" + id.substr(0, 80) + "' is malformed");
@@ -161,7 +161,9 @@ void StepJournal::replay(const std::string& text) {
     try {
       const auto kind = j["k"].get<std::string>();
       if (kind == "response") {
-        responses_[j.at("turn").get<std::uint32_t>()] = j.at("response").get<Response>();
+        std::uint32_t turn = 0;
+        json_fields::required(j, "turn", turn);
+        responses_[turn] = j.at("response").get<Response>();
       } else if (kind == "tool_started") {
         tools_[j.at("key").get<std::string>()].started = true;
       } else if (kind == "tool_finished") {

@@ -102,9 +102,9 @@ const std::string& StepTrajectory::run_id() const { return id_; }
 void StepTrajectory::record(std::string_view type, Json fields) {
   if (type == "provider_call" && fields.is_object()) {
     Usage usage;
-    usage.input_tokens = fields.value("input_tokens", 0ULL);
-    usage.output_tokens = fields.value("output_tokens", 0ULL);
-    usage.cache_read_tokens = fields.value("cache_read_tokens", 0ULL);
+    usage.input_tokens = uint_value(fields, "input_tokens");
+    usage.output_tokens = uint_value(fields, "output_tokens");
+    usage.cache_read_tokens = uint_value(fields, "cache_read_tokens");
     usage.cost_usd = fields.value("cost_usd", 0.0);
     ledger_->charge(agent_, usage);
   } else if (type == "tool_call") {

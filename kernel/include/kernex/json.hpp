@@ -52,6 +52,38 @@ inline Json parse_untrusted(std::string_view text, std::size_t max_depth = kMaxJ
   return Json::parse(text, nullptr, false);
 }
 
+// nlohmann turns a float into an integer with a plain cast, which is undefined behaviour when
+// the value is out of range (3.7e20 read as uint64). Untrusted numbers meant as integers go
+// through these: the value when `v` is an integer JSON number in range, else nullopt (floats,
+// even whole ones, are not integers here).
+inline std::optional<std::uint64_t> json_uint(const Json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0)
+    return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  return std::nullopt;
+}
+inline std::optional<std::int64_t> json_int(const Json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      return std::nullopt;
+    return static_cast<std::int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  return std::nullopt;
+}
+
+// `obj[key]` as a non-negative integer, `fallback` when absent or null. Anything else throws a
+// Json::type_error (302) naming the key, like nlohmann's value() does for a wrong type.
+inline std::uint64_t uint_value(const Json& obj, const std::string& key,
+                                std::uint64_t fallback = 0) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (auto n = json_uint(*it)) return *n;
+  throw Json::type_error::create(
+      302, "field '" + key + "': expected a non-negative integer, got " + it->dump(), nullptr);
+}
+
 // Field readers for from_json implementations that follow serde's rules: a missing required
 // field, a wrong type or an out-of-range number throws a nlohmann::json::exception whose
 // message names the full field path, e.g. "field 'toolboxes[0].name': type must be string,
@@ -123,6 +155,20 @@ void read(const Json& v, T& out) {
       throw Json::out_of_range::create(406, "number " + v.dump() + " is out of range", nullptr);
     }
     out = static_cast<T>(n);
+  } else if constexpr (std::is_integral_v<T>) {
+    const auto n = json_int(v);
+    if (!n) {
+      throw Json::type_error::create(
+          302,
+          "type must be an integer, but is " +
+              (v.is_number() ? v.dump() : std::string(v.type_name())),
+          nullptr);
+    }
+    if (*n < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
+        *n > static_cast<std::int64_t>(std::numeric_limits<T>::max())) {
+      throw Json::out_of_range::create(406, "number " + v.dump() + " is out of range", nullptr);
+    }
+    out = static_cast<T>(*n);
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!v.is_number()) {
       throw Json::type_error::create(
