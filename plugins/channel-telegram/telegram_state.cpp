@@ -103,8 +103,7 @@ Result<TelegramState> TelegramState::load(const fs::path& dir) {
             row[0].get<std::string>().size() > 64 || !row[1].is_number_integer() ||
             !row[2].is_string() || row[2].get<std::string>().size() > 256)
           throw std::runtime_error("approvals: expected [id, chat, tool] rows");
-        AskedApproval asked{row[0].get<std::string>(), integer(row[1]),
-                            row[2].get<std::string>()};
+        AskedApproval asked{row[0].get<std::string>(), integer(row[1]), row[2].get<std::string>()};
         state.interrupted_[asked.id] = asked;
         state.approvals_[asked.id] = std::move(asked);
       }

@@ -234,7 +234,6 @@ TEST(UntrustedJson, NestingPastTheLimitIsRefusedAndStringsDoNotCount) {
   EXPECT_TRUE(parse_untrusted("").is_discarded());
 }
 
-
 // nlohmann casts a float to an integer without a range check (undefined behaviour for 3.7e20 as
 // uint64): integers from untrusted JSON are read through json_uint/json_int, uint_value and the
 // json_fields readers, which refuse floats and out-of-range values with a typed error.

@@ -100,9 +100,8 @@ Result<void> RunLog::load(const std::string& text, const std::string& digest,
   if (doc["input"].get<std::string>() != input)
     return fail(ErrorCode::Usage, where + ": this run was started with another input");
   for (const auto& [id, entry] : doc["steps"].items()) {
-    const bool turns_ok =
-        !entry.is_object() || !entry.contains("turns") ||
-        json_uint(entry["turns"]).value_or(std::uint64_t{1} << 32) <= 0xFFFFFFFFu;
+    const bool turns_ok = !entry.is_object() || !entry.contains("turns") ||
+                          json_uint(entry["turns"]).value_or(std::uint64_t{1} << 32) <= 0xFFFFFFFFu;
     if (!entry.is_object() || !entry.contains("text") || !entry["text"].is_string() ||
         !entry.contains("usage") || !entry["usage"].is_object() || !turns_ok)
       return fail(ErrorCode::Parse, where + ": step '" + id.substr(0, 80) + "' is malformed");

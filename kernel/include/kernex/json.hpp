@@ -158,11 +158,10 @@ void read(const Json& v, T& out) {
   } else if constexpr (std::is_integral_v<T>) {
     const auto n = json_int(v);
     if (!n) {
-      throw Json::type_error::create(
-          302,
-          "type must be an integer, but is " +
-              (v.is_number() ? v.dump() : std::string(v.type_name())),
-          nullptr);
+      throw Json::type_error::create(302,
+                                     "type must be an integer, but is " +
+                                         (v.is_number() ? v.dump() : std::string(v.type_name())),
+                                     nullptr);
     }
     if (*n < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
         *n > static_cast<std::int64_t>(std::numeric_limits<T>::max())) {
