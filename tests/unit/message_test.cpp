@@ -245,7 +245,7 @@ TEST(UntrustedJson, FloatsWhereIntegersBelongAreRefusedNotCast) {
     EXPECT_FALSE(json_uint(v)) << text;
     EXPECT_THROW((void)uint_value(Json{{"n", v}}, "n"), Json::type_error) << text;
     Usage usage;
-    EXPECT_THROW(usage = Json{{"input_tokens", v}}.get<Usage>(), Json::exception) << text;
+    EXPECT_THROW((usage = Json{{"input_tokens", v}}.get<Usage>()), Json::exception) << text;
     if (std::string(text) != "-1") {
       std::int64_t i = 0;
       EXPECT_THROW(json_fields::read(v, i), Json::exception) << text;
