@@ -62,9 +62,11 @@ template <typename T>
 void put(Json& j, const char* key, const std::optional<T>& v) {
   if (v) j[key] = *v;
 }
+// Through json_fields: a stored or sent generation is untrusted, and nlohmann's get<uint64_t>()
+// casts a float such as 1e30 to an integer (undefined behaviour) where this throws a type_error.
 template <typename T>
 void take(const Json& j, const char* key, std::optional<T>& v) {
-  if (j.contains(key) && !j[key].is_null()) v = j[key].get<T>();
+  json_fields::defaulted(j, key, v);
 }
 }  // namespace
 

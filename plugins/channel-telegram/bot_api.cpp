@@ -72,7 +72,8 @@ Result<Json> BotApi::call(const std::string& method, const Json& params, std::st
     if (!response)
       return fail(response.error().code,
                   "telegram " + method + ": " + redact(response.error().message));
-    Json reply = Json::parse(response->body, nullptr, false);
+    // parse_untrusted: `return *result` copies, and copying recurses as deep as the reply nests.
+    Json reply = parse_untrusted(response->body);
     if (reply.is_discarded() || !reply.is_object())
       return fail(ErrorCode::Provider, "telegram " + method + ": expected a JSON object, got " +
                                            std::to_string(response->body.size()) +

@@ -2,6 +2,8 @@
 // cases (adapted to this port's Response/Usage/StreamEvent shapes) plus the JSON rules.
 #include "kernex/message.hpp"
 
+#include "kernex/generation.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -258,6 +260,22 @@ TEST(UntrustedJson, FloatsWhereIntegersBelongAreRefusedNotCast) {
   EXPECT_THROW(json_fields::read(Json(std::int64_t{1} << 40), small), Json::out_of_range);
   json_fields::read(Json(-5), small);
   EXPECT_EQ(small, -5);
+}
+
+// A generation read back from a run record or a context file is untrusted too.
+TEST(UntrustedJson, GenerationRefusesFloatIntegersAndKeepsGoodOnes) {
+  for (const char* text : {R"({"max_tokens": 3.7e20})", R"({"max_tokens": -1})",
+                           R"({"seed": 1e300})", R"({"seed": 18446744073709551615})",
+                           R"({"temperature": "hot"})", R"({"parallel_tool_calls": 1})"}) {
+    Generation g;
+    EXPECT_THROW(g = Json::parse(text).get<Generation>(), Json::exception) << text;
+  }
+  const auto g = Json::parse(R"({"max_tokens": 12, "seed": -3, "temperature": 1, "top_p": null})")
+                     .get<Generation>();
+  EXPECT_EQ(g.max_tokens, 12u);
+  EXPECT_EQ(g.seed, -3);
+  EXPECT_EQ(g.temperature, 1.0);
+  EXPECT_FALSE(g.top_p);
 }
 
 }  // namespace
