@@ -10,8 +10,10 @@ option(KERNEX_WERROR "Treat compiler warnings as errors (on in scripts/test and 
 # independent libraries, hidden-visibility plugins), so there is one shared header per set
 # (kernex_pch_<set>) and every target reuses its set's (REUSE_FROM); a header per target cost more
 # than it saved (5.7 s to make against ~1 s saved per file). At -O0 (scripts/test's ASan build) a
-# suite's file compiles ~1 s faster of ~5-10 s. On in scripts/test; -Winvalid-pch (added by CMake)
-# with KERNEX_WERROR makes a header that no longer fits its targets an error, not a silent slowdown.
+# suite's file compiles ~1 s faster of ~5-10 s. On in CI (.ci/run), whose compiler cache starts
+# empty; off by default, because the header's bytes differ per build directory and ccache then
+# shares no object between trees. -Winvalid-pch (added by CMake) with KERNEX_WERROR makes a header
+# that no longer fits its targets an error, not a silent slowdown.
 option(KERNEX_PCH "Precompile the heavy common headers (standard library, nlohmann/json, GoogleTest)" OFF)
 set(KERNEX_PCH_HEADERS <algorithm> <chrono> <expected> <filesystem> <fstream> <functional> <map>
   <memory> <mutex> <optional> <set> <sstream> <string> <string_view> <thread> <unordered_map>
