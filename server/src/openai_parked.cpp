@@ -56,11 +56,10 @@ Result<void> SqliteParkedStore::park(const std::string& tenant, const std::strin
   const std::int64_t expires =
       now + std::chrono::duration_cast<std::chrono::milliseconds>(ttl_).count();
   KERNEX_RETURN_IF_ERROR(exec_sql(db_, "BEGIN IMMEDIATE"));
-  if (auto r = insert_all(db_, tenant, session, run_id, call_ids, now, expires); !r) {
-    (void)exec_sql(db_, "ROLLBACK");
-    return r;
-  }
-  return exec_sql(db_, "COMMIT");
+  auto done = insert_all(db_, tenant, session, run_id, call_ids, now, expires);
+  if (done) done = exec_sql(db_, "COMMIT");
+  if (!done) (void)exec_sql(db_, "ROLLBACK");  // the next park starts a transaction of its own
+  return done;
 }
 
 Result<std::optional<std::string>> SqliteParkedStore::run_for(const std::string& tenant,

@@ -990,8 +990,9 @@ TEST_F(ServeCluster, AParkedChatTurnIsResumedOnAnotherNode) {
                   {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}};
   Json messages = Json::array({{{"role", "user"}, {"content", "weather in Oslo?"}}});
   auto chat = [&](int node) {
-    return request(port(node), "POST", "/v1/chat/completions",
-                   Json{{"model", "kernex"}, {"messages", messages}, {"tools", Json::array({tool})}}.dump());
+    return request(
+        port(node), "POST", "/v1/chat/completions",
+        Json{{"model", "kernex"}, {"messages", messages}, {"tools", Json::array({tool})}}.dump());
   };
   auto first = chat(0);
   ASSERT_EQ(first.status, 200) << first.describe() << logs();
@@ -1005,7 +1006,8 @@ TEST_F(ServeCluster, AParkedChatTurnIsResumedOnAnotherNode) {
   std::lock_guard lock(mutex);
   bool own_result = false;
   for (const auto& m : last["messages"])
-    own_result = own_result || (m.value("role", "") == "tool" && m.value("tool_call_id", "") == "w1");
+    own_result =
+        own_result || (m.value("role", "") == "tool" && m.value("tool_call_id", "") == "w1");
   EXPECT_TRUE(own_result) << "the parked turn, w1 included: " << last["messages"].dump();
 }
 

@@ -53,7 +53,7 @@ struct ParkedWorld {
         p.tool_calls = Json::array({call("call_w1", "get_weather", {{"city", "Oslo"}})});
       } else {
         p.chunks = {"It is " + (last["content"].is_string() ? last["content"].get<std::string>()
-                                                             : last["content"].dump())};
+                                                            : last["content"].dump())};
       }
       return p;
     });
@@ -78,12 +78,11 @@ struct ParkedWorld {
 };
 
 HttpResponse chat(int port, const Json& messages, const Headers& h = {}) {
-  return request(port, "POST", "/v1/chat/completions",
-                 Json{{"model", "kernex"},
-                      {"messages", messages},
-                      {"tools", Json::array({weather_tool()})}}
-                     .dump(),
-                 h);
+  return request(
+      port, "POST", "/v1/chat/completions",
+      Json{{"model", "kernex"}, {"messages", messages}, {"tools", Json::array({weather_tool()})}}
+          .dump(),
+      h);
 }
 
 // The conversation after the tool_calls answer: the client's call and its result "sunny".
@@ -129,14 +128,15 @@ TEST(ServeParked, AResponseParkedOnAFunctionCallSurvivesKillNine) {
 
   ASSERT_TRUE(c.w.server.kill9());
   ASSERT_TRUE(c.w.start());
-  auto second = request(c.w.port(), "POST", "/v1/responses",
-                        Json{{"model", "kernex"},
-                             {"previous_response_id", first.json()["id"]},
-                             {"tools", tools},
-                             {"input", Json::array({{{"type", "function_call_output"},
-                                                     {"call_id", "call_w1"},
-                                                     {"output", "sunny"}}})}}
-                            .dump());
+  auto second = request(
+      c.w.port(), "POST", "/v1/responses",
+      Json{{"model", "kernex"},
+           {"previous_response_id", first.json()["id"]},
+           {"tools", tools},
+           {"input",
+            Json::array(
+                {{{"type", "function_call_output"}, {"call_id", "call_w1"}, {"output", "sunny"}}})}}
+          .dump());
   ASSERT_EQ(second.status, 200) << second.body << c.w.log();
   EXPECT_EQ(second.json()["output"][0]["content"][0]["text"], "It is sunny") << second.body;
   EXPECT_TRUE(c.resumed_parked_turn()) << c.last_body()["messages"].dump();
