@@ -122,7 +122,8 @@ TEST(ServeParked, AResponseParkedOnAFunctionCallSurvivesKillNine) {
               Json{{"model", "kernex"}, {"input", "weather in Oslo?"}, {"tools", tools}}.dump());
   ASSERT_EQ(first.status, 200) << first.body << c.w.log();
   bool called = false;
-  for (const auto& item : first.json()["output"])
+  const Json r1 = first.json();
+  for (const auto& item : r1["output"])
     called = called || (item["type"] == "function_call" && item["call_id"] == "call_w1");
   ASSERT_TRUE(called) << first.body;
 
@@ -131,7 +132,7 @@ TEST(ServeParked, AResponseParkedOnAFunctionCallSurvivesKillNine) {
   auto second = request(
       c.w.port(), "POST", "/v1/responses",
       Json{{"model", "kernex"},
-           {"previous_response_id", first.json()["id"]},
+           {"previous_response_id", r1["id"]},
            {"tools", tools},
            {"input",
             Json::array(
