@@ -952,7 +952,9 @@ TEST_F(ServeCluster, ApprovalWebhooksAreDeliveredOnceAcrossNodes) {
     types.push_back(d.type);
     const Json data = Json::parse(d.body)["data"];
     EXPECT_EQ(data.value("run_id", ""), run) << d.body;
-    if (d.type != "run.completed") EXPECT_EQ(data.value("approval_id", ""), id) << d.body;
+    if (d.type != "run.completed") {
+      EXPECT_EQ(data.value("approval_id", ""), id) << d.body;
+    }
   }
   // In order per run: asked, decided, ended.
   EXPECT_THAT(types, ElementsAre("approval.requested", "approval.resolved", "run.completed"));
