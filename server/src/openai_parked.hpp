@@ -31,7 +31,8 @@ class ParkedStore {
   // `run_id` of `tenant` in `session` ("" without one) stopped on `call_ids`. A call id parked
   // again (models reuse ids like "call_0") names the newest run.
   virtual Result<void> park(const std::string& tenant, const std::string& session,
-                            const std::string& run_id, const std::vector<std::string>& call_ids) = 0;
+                            const std::string& run_id,
+                            const std::vector<std::string>& call_ids) = 0;
   // The run parked on `call_id` in the tenant's session, unless expired.
   virtual Result<std::optional<std::string>> run_for(const std::string& tenant,
                                                      const std::string& session,
