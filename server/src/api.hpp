@@ -29,6 +29,8 @@ class Api {
     std::string metrics_token;
     // The Responses API's stored responses (null: POST /v1/responses answers 501).
     std::shared_ptr<ResponseStore> responses;
+    // Runs parked on the client's tool calls (null: a tool result is always plain context).
+    std::shared_ptr<ParkedStore> parked;
   };
   explicit Api(Deps deps) : deps_(std::move(deps)) {}
 
@@ -55,13 +57,17 @@ class Api {
                            const std::string& id);
 
   Deps deps_;
-  std::shared_ptr<ParkedCalls> parked_ = std::make_shared<ParkedCalls>();
 };
 
 // openai_api.cpp: which provider, model and instructions an OpenAI `model` names (an agent
 // profile of serve.agents, "provider", "provider/model", or a model of the default provider).
 std::expected<void, ApiError> resolve_model(const std::string& name, const ServeConfig& config,
                                             const Kernel& kernel, RunRequest& run);
+
+// openai_api.cpp: remembers that `run_id` stopped on the client's `call_ids` (an error is logged:
+// the client's results are then plain context).
+void park_calls(ParkedStore* parked, const std::string& tenant, const std::string& session,
+                const std::string& run_id, const std::vector<std::string>& call_ids);
 
 // The parsed JSON object of a request body, or a 400 naming what was wrong.
 std::expected<Json, ApiError> parse_body(const std::string& body);

@@ -43,6 +43,20 @@ CREATE TABLE serve_tenant_usage (
   tokens BIGINT NOT NULL DEFAULT 0,
   cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
   PRIMARY KEY (tenant, day));
+)SQL"},
+                                     // Runs parked on the client's tool calls (openai_parked.hpp);
+                                     // an event made twice under one id (approvals announced again
+                                     // by a resumed run) is one row per endpoint.
+                                     {2, R"SQL(
+CREATE TABLE serve_openai_parked (
+  tenant TEXT NOT NULL,
+  session TEXT NOT NULL,
+  call_id TEXT NOT NULL,
+  run_id TEXT NOT NULL,
+  expires_at TIMESTAMPTZ NOT NULL,
+  PRIMARY KEY (tenant, session, call_id));
+CREATE INDEX serve_openai_parked_expiry ON serve_openai_parked (expires_at);
+CREATE UNIQUE INDEX serve_webhook_outbox_event ON serve_webhook_outbox (event_id, endpoint);
 )SQL"}};
 
 }  // namespace

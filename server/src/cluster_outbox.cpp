@@ -79,7 +79,7 @@ Result<void> ClusterOutbox::enqueue(Connection& c, const WebhookEvent& event,
   KERNEX_RETURN_IF_ERROR(c.exec(
       "INSERT INTO serve_webhook_outbox (tenant, event_id, endpoint, stream, type, body, "
       "created_at, created_ms) SELECT $1, $2, e, $3, $4, $5, $6, $7::bigint "
-      "FROM json_array_elements_text($8::json) e",
+      "FROM json_array_elements_text($8::json) e ON CONFLICT (event_id, endpoint) DO NOTHING",
       {tenant, event.id, event.stream, event.type, event.body, when, unix_ms_now(), list.dump()}));
   return {};
 }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "api.hpp"
+#include "kernex/log.hpp"
 #include "kernex/plugin_host.hpp"
 #include "openai_reply.hpp"
 #include "provider_support.hpp"
@@ -77,14 +78,15 @@ std::vector<ContextEntry> plain_context(std::vector<ContextEntry> entries) {
 
 // The turn a parked run left (its assistant's calls and its own tools' results) with the
 // client's results after it, when every call it handed over is answered here; else nothing.
-std::optional<std::vector<ContextEntry>> parked_turn(Runs& runs, const ParkedCalls& parked,
+std::optional<std::vector<ContextEntry>> parked_turn(Runs& runs, ParkedStore* parked,
                                                      const std::string& tenant,
                                                      const std::string& session,
                                                      const std::vector<ContextEntry>& results) {
-  if (results.empty() || !results.front().tool_result) return std::nullopt;
-  auto run_id = parked.run_for(tenant, results.front().tool_result->call_id);
-  if (!run_id) return std::nullopt;
-  auto run = runs.find(tenant, *run_id);
+  if (!parked || results.empty() || !results.front().tool_result) return std::nullopt;
+  auto run_id = parked->run_for(tenant, session, results.front().tool_result->call_id);
+  if (!run_id) log(LogLevel::Error, "serve: parked calls unreadable: " + run_id.error().describe());
+  if (!run_id || !*run_id) return std::nullopt;
+  auto run = runs.find(tenant, **run_id);
   if (!run || run->session != session) return std::nullopt;
   const Json result = run->summary().value("result", Json::object());
   if (result.value("outcome", "") != "client_tool_calls") return std::nullopt;
@@ -102,6 +104,17 @@ std::optional<std::vector<ContextEntry>> parked_turn(Runs& runs, const ParkedCal
   turn.insert(turn.end(), results.begin(), results.end());
   return turn;
 }
+
+}  // namespace
+
+void park_calls(ParkedStore* parked, const std::string& tenant, const std::string& session,
+                const std::string& run_id, const std::vector<std::string>& call_ids) {
+  if (!parked || call_ids.empty()) return;
+  if (auto r = parked->park(tenant, session, run_id, call_ids); !r)
+    log(LogLevel::Error, "serve: run " + run_id + " not parked: " + r.error().describe());
+}
+
+namespace {
 
 // What the model is told of response_format: a provider with native structured output holds
 // it to the schema anyway, and one without needs to know (the kernel checks the answer).
@@ -130,6 +143,7 @@ std::expected<RunRequest, ApiError> Api::openai_run(const OpenAiRequest& request
       resolve_model(request.model, deps_.runs->config(), deps_.runs->kernel(), run));
   run.session = request.session;
   run.sender = request.user;
+  run.user = request.user;
   if (!request.system.empty())
     run.extra_system_prompt += (run.extra_system_prompt.empty() ? "" : "\n\n") + request.system;
   const std::size_t last = request.last_user();
@@ -141,7 +155,8 @@ std::expected<RunRequest, ApiError> Api::openai_run(const OpenAiRequest& request
     std::size_t first_result = request.messages.size();
     while (request.messages[first_result - 1].role == "tool") --first_result;
     std::vector<ContextEntry> results(at(first_result), request.messages.end());
-    if (auto parked = parked_turn(*deps_.runs, *parked_, tenant, request.session, results)) {
+    if (auto parked =
+            parked_turn(*deps_.runs, deps_.parked.get(), tenant, request.session, results)) {
       // Everything before the parked assistant message is the client's; the rest is the run's.
       run.turn.assign(at(last + 1), at(first_result - 1));
       run.turn.insert(run.turn.end(), parked->begin(), parked->end());
@@ -172,12 +187,13 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
   const ChunkHead head{"chatcmpl-" + (*started)->id, request->model, std::time(nullptr)};
   HttpReply reply;
   reply.cancel_on_disconnect = deps_.runs->config().openai.cancel_on_disconnect;
-  auto parked = parked_;
-  // A run that stopped on the client's tools is found again by their ids.
-  auto park = [parked, tenant, run_id = (*started)->id](const Json& result) {
+  // A run that stopped on the client's tools is found again by their ids, stored before the
+  // client hears of them.
+  auto park = [parked = deps_.parked, tenant, session = request->session,
+               run_id = (*started)->id](const Json& result) {
     std::vector<std::string> ids;
     for (const auto& c : openai_tool_calls(result)) ids.push_back(c.value("id", ""));
-    if (!ids.empty()) parked->remember(tenant, run_id, ids);
+    park_calls(parked.get(), tenant, session, run_id, ids);
   };
   if (request->stream) {
     reply.stream = *started;

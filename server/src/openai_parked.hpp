@@ -1,45 +1,67 @@
-// Runs that stopped on the client's tool calls, by call id: the client's next request carrying
-// the results finds the run, whose stored result holds the turn so far (the run's own tool
-// results included), and goes on from there. Bounded: the oldest are forgotten first, and a
-// request whose calls are not found is taken as plain context (OpenAI's own behaviour).
+// Runs that stopped on the client's tool calls ("parked"), by call id: the client's next request
+// carrying the results finds the run, whose stored result holds the turn so far (the run's own
+// tool results included), and goes on from there. The index is durable beside the runs (serve.db,
+// or PostgreSQL in cluster mode), so a restart or another node resumes the turn. Rows belong to a
+// tenant and a session (a lookup that names another finds nothing) and expire after
+// serve.openai.parked_ttl_s; a request whose calls are not found is taken as plain context
+// (OpenAI's own behaviour).
 #pragma once
 
-#include <deque>
-#include <map>
+#include <chrono>
+#include <filesystem>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "kernex/error.hpp"
+
+struct sqlite3;
+
+namespace kernex::pg {
+struct Options;
+}
+
 namespace kernex::server {
 
-class ParkedCalls {
+class ParkedStore {
  public:
-  explicit ParkedCalls(std::size_t capacity = 10'000) : capacity_(capacity) {}
-  void remember(const std::string& tenant, const std::string& run_id,
-                const std::vector<std::string>& call_ids) {
-    std::lock_guard lock(mutex_);
-    for (const auto& id : call_ids) {
-      if (!runs_.emplace(tenant + '\n' + id, run_id).second) continue;
-      order_.push_back(tenant + '\n' + id);
-      if (order_.size() > capacity_) {
-        runs_.erase(order_.front());
-        order_.pop_front();
-      }
-    }
-  }
-  std::optional<std::string> run_for(const std::string& tenant, const std::string& call_id) const {
-    std::lock_guard lock(mutex_);
-    auto it = runs_.find(tenant + '\n' + call_id);
-    if (it == runs_.end()) return std::nullopt;
-    return it->second;
-  }
+  virtual ~ParkedStore() = default;
+  // `run_id` of `tenant` in `session` ("" without one) stopped on `call_ids`. A call id parked
+  // again (models reuse ids like "call_0") names the newest run.
+  virtual Result<void> park(const std::string& tenant, const std::string& session,
+                            const std::string& run_id,
+                            const std::vector<std::string>& call_ids) = 0;
+  // The run parked on `call_id` in the tenant's session, unless expired.
+  virtual Result<std::optional<std::string>> run_for(const std::string& tenant,
+                                                     const std::string& session,
+                                                     const std::string& call_id) = 0;
+};
+
+// In <data_dir>/serve.db (table openai_parked), expiry on this process's clock.
+class SqliteParkedStore final : public ParkedStore {
+ public:
+  static Result<std::unique_ptr<SqliteParkedStore>> open(const std::filesystem::path& file,
+                                                         std::chrono::seconds ttl);
+  ~SqliteParkedStore() override;
+  Result<void> park(const std::string& tenant, const std::string& session,
+                    const std::string& run_id, const std::vector<std::string>& call_ids) override;
+  Result<std::optional<std::string>> run_for(const std::string& tenant, const std::string& session,
+                                             const std::string& call_id) override;
 
  private:
-  const std::size_t capacity_;
-  mutable std::mutex mutex_;
-  std::map<std::string, std::string> runs_;
-  std::deque<std::string> order_;
+  SqliteParkedStore(sqlite3* db, std::chrono::seconds ttl) : db_(db), ttl_(ttl) {}
+  std::mutex mutex_;
+  sqlite3* db_;
+  std::chrono::seconds ttl_;
+};
+
+// In PostgreSQL (serve_openai_parked, cluster_ops_schema.cpp), expiry on the database's clock:
+// any node resumes a turn another node parked.
+struct PgParkedStore {
+  static Result<std::unique_ptr<ParkedStore>> open(const pg::Options& options,
+                                                   std::chrono::seconds ttl);
 };
 
 }  // namespace kernex::server

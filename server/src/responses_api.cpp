@@ -297,13 +297,13 @@ HttpReply Api::responses(const HttpRequest& req, const std::string& tenant) {
   head.echo["parallel_tool_calls"] = request->request.generation.parallel_tool_calls.value_or(true);
   // Kept once the run ended (store: true), for GET and for previous_response_id; a run that
   // stopped on the client's tools is found again by their ids (as for chat completions).
-  auto keep = [store = deps_.responses, parked = parked_, run_id = (*started)->id, head, tenant,
-               session = request->request.session,
+  auto keep = [store = deps_.responses, parked = deps_.parked, run_id = (*started)->id, head,
+               tenant, session = request->request.session,
                given](const Json& response, const std::string& text, const Json& result) {
     std::vector<std::string> ids;
     for (const auto& c : result.value("client_tool_calls", Json::array()))
       ids.push_back(c.value("id", ""));
-    if (!ids.empty()) parked->remember(tenant, run_id, ids);
+    park_calls(parked.get(), tenant, session, run_id, ids);
     if (!head.store) return;
     StoredResponse row{head.id, tenant, session, response, conversation_after(given, text, result)};
     if (auto r = store->put(row); !r)

@@ -11,6 +11,7 @@
 #include "kernex/workspace/forget.hpp"
 #include "session_id.hpp"
 #include "session_overlay.hpp"
+#include "user_memory.hpp"
 
 namespace kernex::server {
 namespace {
@@ -92,6 +93,8 @@ std::expected<std::vector<std::string>, ApiError> session_conversations(
   for (auto it = conversations->rbegin(); it != conversations->rend(); ++it) {
     if (it->key.project == key.project) ids.push_back(it->id);
   }
+  if (auto r = add_user_conversations(memory, scope, tenant, session, key.project, ids); !r)
+    return std::unexpected(api_error(500, "memory_failed", r.error().describe()));
   return ids;
 }
 
@@ -112,7 +115,8 @@ RunOptions run_options(const RunEnv& env, RunState& run, const RunRequest& req,
   if (!req.session.empty()) {
     // A session's memory is its own, whether the history comes from it or from the request.
     options.memory_with_history = req.history.has_value();
-    options.conversation = session_conversation(*env.kernel, run.tenant, req.session);
+    options.conversation =
+        user_conversation(run.tenant, req.session, req.user, env.kernel->config().project);
     // In the session's own directory, so forgetting the session finds every one of them.
     const Config& config = env.kernel->config();
     if (config.trajectories && !config.data_dir.empty()) {
@@ -141,6 +145,7 @@ Json RunRequest::to_json() const {
          {"message", message},    {"sender", sender},
          {"skills", skills},      {"extra_system_prompt", extra_system_prompt},
          {"api_model", api_model}};
+  if (!user.empty()) j["user"] = user;
   if (provider) j["provider"] = *provider;
   if (model) j["model"] = *model;
   if (history) j["history"] = *history;
@@ -157,6 +162,7 @@ std::optional<RunRequest> RunRequest::from_json(const Json& j) {
     r.session = j.at("session").get<std::string>();
     r.message = j.at("message").get<std::string>();
     r.sender = j.value("sender", "");
+    r.user = j.value("user", "");
     r.skills = j.value("skills", std::vector<std::string>{});
     r.extra_system_prompt = j.value("extra_system_prompt", "");
     r.api_model = j.value("api_model", "");

@@ -42,6 +42,7 @@ struct RunRequest {
   std::string session;  // empty: a one-off run (OpenAI request without a session)
   std::string message;
   std::string sender;  // who wrote it; default: the session
+  std::string user;    // OpenAI `user`: keys recall and facts in a named session (user_memory.hpp)
   std::vector<std::string> skills;
   std::optional<std::string> provider;
   std::optional<std::string> model;

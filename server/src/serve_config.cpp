@@ -293,8 +293,13 @@ struct Reader {
   }
 
   Result<void> openai(const Json& v) {
-    if (!v.is_object()) return bad("openai", "expected a mapping {on_disconnect}");
-    KERNEX_RETURN_IF_ERROR(only_keys(v, "openai", {"on_disconnect"}));
+    if (!v.is_object()) return bad("openai", "expected a mapping {on_disconnect, parked_ttl_s}");
+    KERNEX_RETURN_IF_ERROR(only_keys(v, "openai", {"on_disconnect", "parked_ttl_s"}));
+    if (auto it = v.find("parked_ttl_s"); it != v.end()) {
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, "openai.parked_ttl_s", 30 * 86'400));
+      if (n == 0) return bad("openai.parked_ttl_s", "must be positive");
+      out.openai.parked_ttl = std::chrono::seconds(n);
+    }
     if (auto it = v.find("on_disconnect"); it != v.end()) {
       KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, "openai.on_disconnect"));
       if (s != "cancel" && s != "finish")

@@ -194,6 +194,17 @@ static Result<std::pair<ClusterHooks, RunAdmission*>> cluster_hooks(
   return std::pair{std::move(hooks), counted};
 }
 
+// approval.requested / approval.resolved into the webhook outbox (serve.db, or PostgreSQL in
+// cluster mode), before any run starts.
+static void publish_approvals(Approvals& approvals, Webhooks* hooks) {
+  if (!hooks) return;
+  approvals.on_event([hooks](const std::string& type, const std::string& tenant, const Json& data) {
+    if (auto sent = hooks->publish(type, tenant, data); !sent)
+      log(LogLevel::Error,
+          "serve: webhook event " + type + " not stored: " + sent.error().describe());
+  });
+}
+
 // With the postgres memory store, runs live in the same database and every node shares them;
 // otherwise this process keeps them in <data_dir>/serve.db, beside the webhook outbox.
 static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig& config,
@@ -216,7 +227,9 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
     store->set_hooks(std::move(hooks.first));
     ClusterRuns::Deps deps{&kernel,          &config,  std::move(skills),
                            std::move(store), observer, hooks.second};
-    return std::unique_ptr<Runs>(std::make_unique<ClusterRuns>(std::move(deps)));
+    auto runs = std::make_unique<ClusterRuns>(std::move(deps));
+    publish_approvals(*runs->approvals(), webhooks.get());  // into the outbox in PostgreSQL
+    return std::unique_ptr<Runs>(std::move(runs));
   }
   const auto db = kernel.config().data_dir / "serve.db";
   auto store = RunStore::open(db);
@@ -238,14 +251,7 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
   deps.webhooks = webhooks.get();
   deps.journals = std::move(journals);
   deps.approvals = std::make_unique<Approvals>(std::move(approvals), config.approval_timeout);
-  if (Webhooks* hooks = webhooks.get()) {
-    deps.approvals->on_event(
-        [hooks](const std::string& type, const std::string& tenant, const Json& data) {
-          if (auto sent = hooks->publish(type, tenant, data); !sent)
-            log(LogLevel::Error,
-                "serve: webhook event " + type + " not stored: " + sent.error().describe());
-        });
-  }
+  publish_approvals(*deps.approvals, webhooks.get());
   return std::unique_ptr<Runs>(std::make_unique<RunManager>(std::move(deps)));
 }
 
@@ -266,6 +272,24 @@ static Result<std::shared_ptr<ResponseStore>> open_response_store(Kernel& kernel
   KERNEX_ASSIGN_OR_RETURN(auto store,
                           SqliteResponseStore::open(kernel.config().data_dir / "serve.db"));
   return std::shared_ptr<ResponseStore>(std::move(store));
+}
+
+// Runs parked on the client's tool calls: where the stored responses are.
+static Result<std::shared_ptr<ParkedStore>> open_parked_store(Kernel& kernel,
+                                                              const ServeConfig& config) {
+  const auto& memory = kernel.config().memory;
+  if (memory && memory->name == "postgres") {
+    pg::Options options;
+    if (auto it = memory->config.find("dsn"); it != memory->config.end() && it->is_string())
+      options.dsn = *it;
+    options.what = "serve parked calls";
+    options.application_name = "kernex-serve";
+    KERNEX_ASSIGN_OR_RETURN(auto store, PgParkedStore::open(options, config.openai.parked_ttl));
+    return std::shared_ptr<ParkedStore>(std::move(store));
+  }
+  KERNEX_ASSIGN_OR_RETURN(auto store, SqliteParkedStore::open(kernel.config().data_dir / "serve.db",
+                                                              config.openai.parked_ttl));
+  return std::shared_ptr<ParkedStore>(std::move(store));
 }
 
 Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const ServeOptions& options) {
@@ -304,6 +328,7 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
       auto made, make_runs(kernel, config, std::move(skills), &observer, &limits, webhooks));
   Runs& runs = *made;
   KERNEX_ASSIGN_OR_RETURN(auto responses, open_response_store(kernel, config));
+  KERNEX_ASSIGN_OR_RETURN(auto parked, open_parked_store(kernel, config));
 
   HttpOptions http;
   http.host = config.host;
@@ -330,7 +355,7 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   };
   Api api(Api::Deps{&runs, [&auth](const HttpRequest& r) { return auth.tenant(r); }, metrics_text,
                     !metrics_token.empty() && config.metrics.listen_host.empty(), metrics_token,
-                    std::move(responses)});
+                    std::move(responses), std::move(parked)});
   server = std::make_unique<HttpServer>(http, [&api](const HttpRequest& r) {
     LogContext scope("req=" + r.request_id);
     return api.handle(r);

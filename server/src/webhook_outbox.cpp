@@ -22,7 +22,9 @@ constexpr const char* kSchema[] = {
     "CREATE INDEX IF NOT EXISTS webhook_outbox_pending ON webhook_outbox(endpoint, status, "
     "next_ms)",
     "CREATE INDEX IF NOT EXISTS webhook_outbox_stream ON webhook_outbox(endpoint, stream, status, "
-    "id)"};
+    "id)",
+    // An event made again under its id (an approval announced by a resumed run) is one row.
+    "CREATE UNIQUE INDEX IF NOT EXISTS webhook_outbox_event ON webhook_outbox(event_id, endpoint)"};
 
 constexpr const char* kColumns =
     "id, event_id, endpoint, stream, type, body, status, attempts, created_ms, window_ms, "
@@ -74,7 +76,13 @@ std::int64_t unix_ms_now() {
 
 WebhookEvent make_webhook_event(const std::string& type, const Json& data) {
   WebhookEvent e;
-  e.id = random_id("evt");
+  // An approval's event is one per approval and type, however often it is announced (a run
+  // resumed on another node asks again): its id is derived, and the outbox keeps one row of it
+  // per endpoint.
+  auto approval = data.find("approval_id");
+  e.id = type.starts_with("approval.") && approval != data.end() && approval->is_string()
+             ? "evt_" + approval->get<std::string>() + "_" + type.substr(9)
+             : random_id("evt");
   e.type = type;
   auto run = data.find("run_id");
   e.stream = run != data.end() && run->is_string() && !run->get<std::string>().empty()
@@ -114,8 +122,9 @@ Result<void> WebhookOutbox::enqueue(sqlite3* db, const WebhookEvent& event,
                                     std::int64_t now_ms) {
   for (const auto& endpoint : endpoints) {
     Statement st(db,
-                 "INSERT INTO webhook_outbox (event_id, endpoint, stream, type, body, status, "
-                 "created_ms, window_ms, next_ms) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)");
+                 "INSERT OR IGNORE INTO webhook_outbox (event_id, endpoint, stream, type, body, "
+                 "status, created_ms, window_ms, next_ms) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, "
+                 "?)");
     if (!st.ok()) return db_error(db, "webhook enqueue");
     st.bind(1, event.id).bind(2, endpoint).bind(3, event.stream).bind(4, event.type);
     st.bind(5, event.body).bind(6, now_ms).bind(7, now_ms).bind(8, now_ms);

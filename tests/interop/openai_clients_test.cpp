@@ -112,6 +112,62 @@ TEST(OpenAiClients, OfficialOpenAiSdkSix) {
   EXPECT_EQ(seen[0]["stop"], Json::array({"END"}));
 }
 
+// The tools round trip across kill -9 of the server: the turn parked on the client's tool call
+// (after the agent's own `write`, call w1) is durable, so the follow-up the client sends to the
+// restarted server goes on from it, w1's result included.
+TEST(OpenAiClients, OfficialOpenAiSdkToolRoundTripSurvivesKillNine) {
+  ClientWorld c;
+  c.llm.set_responder([&c](const FakeLlm::Request& r) {
+    {
+      std::lock_guard lock(c.mutex);
+      c.bodies.push_back(r.body);
+    }
+    const Json& last = r.body["messages"].back();
+    FakeLlm::Plan p{{""}};
+    if (last.value("role", "") == "user") {
+      p.tool_calls = Json::array({{{"id", "w1"},
+                                   {"name", "write"},
+                                   {"arguments", R"({"file_path":"n.txt","content":"x"})"}}});
+    } else if (last.value("tool_call_id", "") == "w1") {
+      p.tool_calls = Json::array(
+          {{{"id", "call_o1"}, {"name", "get_weather"}, {"arguments", R"({"city":"Oslo"})"}}});
+    } else {
+      p.chunks = {"The tool said: " + content_text(last)};
+    }
+    return p;
+  });
+  c.w.write_config(ServeWorld::openai_provider(c.llm), "", "toolboxes:\n  - files\n");
+  ASSERT_TRUE(c.w.start());
+  const fs::path script = fs::path(KERNEX_NPM_DIR) / "kernex_openai_sdk_parked.mjs";
+  fs::copy_file(KERNEX_SOURCE_DIR "/tests/interop/openai_sdk_parked.mjs", script,
+                fs::copy_options::overwrite_existing);
+  const std::string state = (c.w.dir.path() / "conversation.json").string();
+  auto phase = [&](const std::string& name) {
+    auto o = run_program(
+        KERNEX_NODE,
+        {script.string(), "http://127.0.0.1:" + std::to_string(c.w.port()) + "/v1", state, name},
+        c.w.dir.path());
+    EXPECT_EQ(o.exit_code, 0) << o.out << o.err << "\nserver log:\n" << c.w.log();
+    Json seen = Json::parse(o.out, nullptr, false);
+    return seen.is_object() ? seen : Json::object();
+  };
+  Json asked = phase("ask");
+  EXPECT_EQ(asked["finish_reason"], "tool_calls") << asked.dump();
+  ASSERT_EQ(asked["calls"].size(), 1u) << asked.dump();
+  ASSERT_TRUE(c.w.server.kill9());
+  ASSERT_TRUE(c.w.start());
+  Json answered = phase("answer");
+  EXPECT_EQ(answered["answer"], "The tool said: sunny in Oslo") << answered.dump();
+  EXPECT_EQ(answered["finish_reason"], "stop");
+  auto seen = c.seen();
+  ASSERT_FALSE(seen.empty());
+  bool own_result = false;
+  for (const auto& m : seen.back()["messages"])
+    own_result =
+        own_result || (m.value("role", "") == "tool" && m.value("tool_call_id", "") == "w1");
+  EXPECT_TRUE(own_result) << "the parked turn, w1 included: " << seen.back()["messages"].dump();
+}
+
 TEST(OpenAiClients, LangChainOpenAi) {
   ClientWorld c;
   ASSERT_TRUE(c.w.start());

@@ -918,6 +918,101 @@ TEST_F(ServeCluster, AnApprovalIsDecidedOnAnyNodeWhileTheRunHoldsNoNode) {
   EXPECT_EQ(request(port(0), "POST", "/v1/approvals/" + id, R"({"decision": "deny"})").status, 409);
 }
 
+// approval.requested and approval.resolved go through the webhook outbox in PostgreSQL: each
+// reaches the endpoint exactly once (one event id, one delivery), whichever node asked, decided,
+// resumed or sent it.
+TEST_F(ServeCluster, ApprovalWebhooksAreDeliveredOnceAcrossNodes) {
+  kernex::test::WebhookReceiver receiver("whsec-test");
+  receiver.up();
+  play_tally(llm_);
+  ASSERT_NO_FATAL_FAILURE(
+      start(3, "retry", tally_config(dir_),
+            "  webhooks:\n    - url: " + receiver.url() +
+                "\n      secret: whsec-test\n      events: [approval.requested, "
+                "approval.resolved, run.completed]\n      backoff_base_ms: 10\n"
+                "      backoff_cap_ms: 50\n"));
+  SseReader sse(port(0), "POST", "/v1/sessions/hooks/messages",
+                message_body("please tally h1", Json{{"stream", true}}));
+  ASSERT_TRUE(sse.ok()) << sse.head().describe() << logs();
+  std::vector<SseEvent> seen;
+  ASSERT_TRUE(read_until(sse, "approval_requested", seen)) << logs();
+  const std::string id = str(event_named(seen, "approval_requested"), "approval_id");
+  const std::string run = str(event_named(seen, "approval_requested"), "run_id");
+  ASSERT_TRUE(stored_as(db_, run, "awaiting_approval -")) << stored_run(db_, run) << logs();
+  auto decided = request(port(2), "POST", "/v1/approvals/" + id, R"({"decision": "approve"})");
+  ASSERT_EQ(decided.status, 200) << decided.describe();
+  ASSERT_TRUE(read_until(sse, "run_end", seen)) << ::testing::PrintToString(names(seen)) << logs();
+  ASSERT_TRUE(receiver.wait_distinct(3, milliseconds(30000)))
+      << receiver.accepted().size() << " events\n"
+      << logs();
+  EXPECT_EQ(receiver.duplicates(), 0u);
+  EXPECT_EQ(receiver.invalid_signatures(), 0u);
+  std::vector<std::string> types;
+  for (const auto& d : receiver.accepted()) {
+    types.push_back(d.type);
+    const Json data = Json::parse(d.body)["data"];
+    EXPECT_EQ(data.value("run_id", ""), run) << d.body;
+    if (d.type != "run.completed") {
+      EXPECT_EQ(data.value("approval_id", ""), id) << d.body;
+    }
+  }
+  // In order per run: asked, decided, ended.
+  EXPECT_THAT(types, ElementsAre("approval.requested", "approval.resolved", "run.completed"));
+  std::string rows;
+  db_.exec("SELECT count(*) FROM serve_webhook_outbox WHERE type LIKE 'approval.%'", &rows);
+  EXPECT_EQ(rows, "2") << "one row per approval event and endpoint";
+}
+
+// A chat completion parked on the client's tool call by one node is resumed by the follow-up on
+// another node, after the first node's kill -9: the turn goes on with the agent's own tool result,
+// which only the parked run had.
+TEST_F(ServeCluster, AParkedChatTurnIsResumedOnAnotherNode) {
+  std::mutex mutex;
+  Json last;
+  llm_.set_responder([&](const FakeLlm::Request& r) {
+    std::lock_guard lock(mutex);
+    last = r.body;
+    const Json& m = r.body["messages"].back();
+    FakeLlm::Plan p;
+    p.chunks = {""};
+    if (m.value("role", "") == "user") {
+      p.tool_calls = Json::array({{{"id", "w1"},
+                                   {"name", "write"},
+                                   {"arguments", R"({"file_path":"n.txt","content":"x"})"}}});
+    } else if (m.value("tool_call_id", "") == "w1") {
+      p.tool_calls = Json::array(
+          {{{"id", "call_w1"}, {"name", "get_weather"}, {"arguments", R"({"city":"Oslo"})"}}});
+    } else {
+      p.chunks = {"It is " + m.value("content", "")};
+    }
+    return p;
+  });
+  ASSERT_NO_FATAL_FAILURE(start(2, "retry", "toolboxes:\n  - files\n"));
+  const Json tool{{"type", "function"},
+                  {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}};
+  Json messages = Json::array({{{"role", "user"}, {"content", "weather in Oslo?"}}});
+  auto chat = [&](int node) {
+    return request(
+        port(node), "POST", "/v1/chat/completions",
+        Json{{"model", "kernex"}, {"messages", messages}, {"tools", Json::array({tool})}}.dump());
+  };
+  auto first = chat(0);
+  ASSERT_EQ(first.status, 200) << first.describe() << logs();
+  ASSERT_EQ(first.json()["choices"][0]["finish_reason"], "tool_calls") << first.body;
+  ASSERT_TRUE(node(0).kill9());
+  messages.push_back(first.json()["choices"][0]["message"]);
+  messages.push_back({{"role", "tool"}, {"tool_call_id", "call_w1"}, {"content", "sunny"}});
+  auto second = chat(1);
+  ASSERT_EQ(second.status, 200) << second.describe() << logs();
+  EXPECT_EQ(second.json()["choices"][0]["message"]["content"], "It is sunny") << second.body;
+  std::lock_guard lock(mutex);
+  bool own_result = false;
+  for (const auto& m : last["messages"])
+    own_result =
+        own_result || (m.value("role", "") == "tool" && m.value("tool_call_id", "") == "w1");
+  EXPECT_TRUE(own_result) << "the parked turn, w1 included: " << last["messages"].dump();
+}
+
 // kill -9 of the node running a tool: another node resumes the run from its journal. The model's
 // first answer is replayed (not asked again), and the tool, started and never finished, is
 // reported as interrupted and not run again.

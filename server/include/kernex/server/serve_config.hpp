@@ -76,9 +76,11 @@ struct MetricsConfig {
 
 // `openai:` the OpenAI-compatible endpoints. on_disconnect: what a client that goes away before
 // its answer does to the run: cancel it (default; what it said is saved as for any cancel) or let
-// it finish (its answer is kept in the run, readable at GET /v1/runs/{r}).
+// it finish (its answer is kept in the run, readable at GET /v1/runs/{r}). parked_ttl_s: how long
+// a run that stopped on the client's tool calls waits for the request carrying their results.
 struct OpenAiConfig {
   bool cancel_on_disconnect = true;
+  std::chrono::seconds parked_ttl{86'400};
 };
 
 // The event types an endpoint may ask for.

@@ -1,0 +1,80 @@
+#include "openai_parked.hpp"
+
+#include "sqlite_db.hpp"
+
+namespace kernex::server {
+namespace {
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The calls of one run go in together: a restart never finds half of them.
+Result<void> insert_all(sqlite3* db, const std::string& tenant, const std::string& session,
+                        const std::string& run_id, const std::vector<std::string>& call_ids,
+                        std::int64_t now, std::int64_t expires) {
+  Statement prune(db, "DELETE FROM openai_parked WHERE expires_ms <= ?");
+  if (!prune.ok()) return db_error(db, "prune parked calls");
+  prune.bind(1, now);
+  if (prune.step() != SQLITE_DONE) return db_error(db, "prune parked calls");
+  Statement st(db,
+               "INSERT OR REPLACE INTO openai_parked (tenant, session, call_id, run_id, "
+               "expires_ms) VALUES (?, ?, ?, ?, ?)");
+  if (!st.ok()) return db_error(db, "park calls");
+  for (const auto& id : call_ids) {
+    st.reset();
+    st.bind(1, tenant).bind(2, session).bind(3, id).bind(4, run_id).bind(5, expires);
+    if (st.step() != SQLITE_DONE) return db_error(db, "park calls");
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SqliteParkedStore>> SqliteParkedStore::open(
+    const std::filesystem::path& file, std::chrono::seconds ttl) {
+  KERNEX_ASSIGN_OR_RETURN(
+      sqlite3 * db,
+      open_serve_db(file, {"CREATE TABLE IF NOT EXISTS openai_parked (tenant TEXT NOT NULL, "
+                           "session TEXT NOT NULL, call_id TEXT NOT NULL, run_id TEXT NOT NULL, "
+                           "expires_ms INTEGER NOT NULL, PRIMARY KEY (tenant, session, call_id))",
+                           "CREATE INDEX IF NOT EXISTS openai_parked_expiry ON "
+                           "openai_parked(expires_ms)"}));
+  return std::unique_ptr<SqliteParkedStore>(new SqliteParkedStore(db, ttl));
+}
+
+SqliteParkedStore::~SqliteParkedStore() { sqlite3_close(db_); }
+
+Result<void> SqliteParkedStore::park(const std::string& tenant, const std::string& session,
+                                     const std::string& run_id,
+                                     const std::vector<std::string>& call_ids) {
+  if (call_ids.empty()) return {};
+  std::lock_guard lock(mutex_);
+  const std::int64_t now = now_ms();
+  const std::int64_t expires =
+      now + std::chrono::duration_cast<std::chrono::milliseconds>(ttl_).count();
+  KERNEX_RETURN_IF_ERROR(exec_sql(db_, "BEGIN IMMEDIATE"));
+  auto done = insert_all(db_, tenant, session, run_id, call_ids, now, expires);
+  if (done) done = exec_sql(db_, "COMMIT");
+  if (!done) (void)exec_sql(db_, "ROLLBACK");  // the next park starts a transaction of its own
+  return done;
+}
+
+Result<std::optional<std::string>> SqliteParkedStore::run_for(const std::string& tenant,
+                                                              const std::string& session,
+                                                              const std::string& call_id) {
+  std::lock_guard lock(mutex_);
+  Statement st(db_,
+               "SELECT run_id FROM openai_parked WHERE tenant = ? AND session = ? AND call_id = ? "
+               "AND expires_ms > ?");
+  if (!st.ok()) return db_error(db_, "read parked call");
+  st.bind(1, tenant).bind(2, session).bind(3, call_id).bind(4, now_ms());
+  const int rc = st.step();
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc != SQLITE_ROW) return db_error(db_, "read parked call");
+  return std::optional<std::string>(st.text(0));
+}
+
+}  // namespace kernex::server

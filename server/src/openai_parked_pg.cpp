@@ -1,0 +1,64 @@
+// The parked-calls index in PostgreSQL (cluster mode): a turn parked on one node is resumed by the
+// request that reaches any node, also after that node's kill -9. Expiry is the database's clock.
+#include <algorithm>
+
+#include "cluster_ops_schema.hpp"
+#include "kernex/json.hpp"
+#include "kernex/pg/pool.hpp"
+#include "openai_parked.hpp"
+
+namespace kernex::server {
+namespace {
+
+class PgParked final : public ParkedStore {
+ public:
+  PgParked(const pg::Options& options, std::chrono::seconds ttl) : pool_(options, 2), ttl_(ttl) {}
+  Result<void> open() {
+    KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>(migrate_cluster_ops));
+    return {};
+  }
+
+  Result<void> park(const std::string& tenant, const std::string& session,
+                    const std::string& run_id, const std::vector<std::string>& call_ids) override {
+    if (call_ids.empty()) return {};
+    const Json ids = call_ids;
+    KERNEX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
+    // Expired rows go on the way (a statement of their own: one that deletes and upserts the
+    // same key at once is unpredictable); then every call of the run in one statement, or none.
+    KERNEX_RETURN_IF_ERROR(conn->exec("DELETE FROM serve_openai_parked WHERE expires_at <= now()"));
+    KERNEX_RETURN_IF_ERROR(conn->exec(
+        "INSERT INTO serve_openai_parked (tenant, session, call_id, run_id, expires_at) SELECT "
+        "$1, $2, c, $3, now() + make_interval(secs => $4::double precision) FROM "
+        "(SELECT DISTINCT c FROM json_array_elements_text($5::json) c) d ON CONFLICT (tenant, "
+        "session, call_id) DO UPDATE SET run_id = EXCLUDED.run_id, expires_at = "
+        "EXCLUDED.expires_at",
+        {tenant, session, run_id, static_cast<std::int64_t>(ttl_.count()), ids.dump()}));
+    return {};
+  }
+
+  Result<std::optional<std::string>> run_for(const std::string& tenant, const std::string& session,
+                                             const std::string& call_id) override {
+    KERNEX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto rows, conn->exec("SELECT run_id FROM serve_openai_parked WHERE tenant = $1 AND "
+                              "session = $2 AND call_id = $3 AND expires_at > now()",
+                              {tenant, session, call_id}));
+    if (rows.empty()) return std::optional<std::string>();
+    return std::optional<std::string>(rows.text(0, 0));
+  }
+
+ private:
+  pg::Pool pool_;
+  std::chrono::seconds ttl_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ParkedStore>> PgParkedStore::open(const pg::Options& options,
+                                                         std::chrono::seconds ttl) {
+  auto store = std::make_unique<PgParked>(options, ttl);
+  KERNEX_RETURN_IF_ERROR(store->open());
+  return std::unique_ptr<ParkedStore>(std::move(store));
+}
+
+}  // namespace kernex::server

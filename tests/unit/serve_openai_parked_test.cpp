@@ -1,0 +1,82 @@
+// The index of runs parked on the client's tool calls (server/src/openai_parked.hpp), in serve.db
+// and in PostgreSQL: a row is found only under its tenant and session, not after its expiry, still
+// after the store is opened again (a restart) or from another node's store, and a call id parked
+// again names the newest run.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "kernex/pg/connection.hpp"
+#include "openai_parked.hpp"
+#include "pg_test_db.hpp"
+#include "temp_dir.hpp"
+
+namespace kernex::server {
+namespace {
+
+using std::chrono::seconds;
+using Open = std::function<std::unique_ptr<ParkedStore>(seconds ttl)>;
+
+std::optional<std::string> found(ParkedStore& s, const std::string& tenant,
+                                 const std::string& session, const std::string& call) {
+  auto r = s.run_for(tenant, session, call);
+  EXPECT_TRUE(r) << r.error().describe();
+  return r ? *r : std::nullopt;
+}
+
+void expect_scoped_durable_and_expiring(const Open& open) {
+  {
+    auto s = open(seconds(3600));
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(s->park("alpha", "s1", "run_1", {"call_a", "call_b"}));
+    EXPECT_EQ(found(*s, "alpha", "s1", "call_a"), "run_1");
+    EXPECT_EQ(found(*s, "alpha", "s1", "call_b"), "run_1");
+    // A query that forgets (or changes) the tenant or the session finds nothing.
+    EXPECT_EQ(found(*s, "beta", "s1", "call_a"), std::nullopt);
+    EXPECT_EQ(found(*s, "", "s1", "call_a"), std::nullopt);
+    EXPECT_EQ(found(*s, "alpha", "s2", "call_a"), std::nullopt);
+    EXPECT_EQ(found(*s, "alpha", "", "call_a"), std::nullopt);
+    EXPECT_EQ(found(*s, "alpha", "s1", "call_c"), std::nullopt);
+    // Tricky ids are data, not SQL.
+    ASSERT_TRUE(s->park("alpha", "s1", "run_2", {"x' OR '1'='1", "call_b"}));
+    EXPECT_EQ(found(*s, "alpha", "s1", "call_b"), "run_2") << "the newest run wins";
+    EXPECT_EQ(found(*s, "alpha", "s1", "x' OR '1'='1"), "run_2");
+    EXPECT_EQ(found(*s, "alpha", "s1", "' OR ''='"), std::nullopt);
+    ASSERT_TRUE(s->park("beta", "s1", "run_3", {}));  // nothing to park
+  }
+  // Another store on the same data (a restarted server, another node) finds it.
+  auto again = open(seconds(3600));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(found(*again, "alpha", "s1", "call_a"), "run_1");
+  // A turn whose time ran out is not resumed.
+  auto expiring = open(seconds(0));
+  ASSERT_TRUE(expiring);
+  ASSERT_TRUE(expiring->park("alpha", "s9", "run_9", {"call_z"}));
+  EXPECT_EQ(found(*again, "alpha", "s9", "call_z"), std::nullopt);
+  EXPECT_EQ(found(*again, "alpha", "s1", "call_a"), "run_1") << "an unexpired row stays";
+}
+
+TEST(ServeOpenAiParked, SqliteRowsAreScopedDurableAndExpire) {
+  testing::TempDir dir;
+  const auto db = dir.path() / "serve.db";
+  expect_scoped_durable_and_expiring([&](seconds ttl) -> std::unique_ptr<ParkedStore> {
+    auto s = SqliteParkedStore::open(db, ttl);
+    EXPECT_TRUE(s) << s.error().describe();
+    return s ? std::move(*s) : nullptr;
+  });
+}
+
+TEST(ServeOpenAiParked, PostgresRowsAreScopedDurableAndExpire) {
+  testing::PgTestDb pg;
+  if (pg.dsn().empty()) GTEST_SKIP() << testing::PgTestDb::skip_reason();
+  pg::Options options;
+  options.dsn = pg.dsn();
+  expect_scoped_durable_and_expiring([&](seconds ttl) -> std::unique_ptr<ParkedStore> {
+    auto s = PgParkedStore::open(options, ttl);
+    EXPECT_TRUE(s) << s.error().describe();
+    return s ? std::move(*s) : nullptr;
+  });
+}
+
+}  // namespace
+}  // namespace kernex::server
