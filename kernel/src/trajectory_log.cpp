@@ -1,10 +1,7 @@
 #include "trajectory_log.hpp"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <ctime>
-#include <vector>
 
 #include "random_bits.hpp"
 #include "trajectory_segment_writer.hpp"
@@ -16,14 +13,15 @@ TrajectoryLog& TrajectoryLog::instance() {
   return log;
 }
 
-TrajectoryLog::TrajectoryLog() : thread_([this] { loop(); }) {}
+TrajectoryLog::TrajectoryLog()
+    : writer_(std::make_unique<SegmentWriter>()), thread_([this] { prepare_loop(); }) {}
 
 TrajectoryLog::~TrajectoryLog() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
-  work_.notify_all();
+  prepare_work_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -34,23 +32,44 @@ std::shared_ptr<TrajectoryLog::Ticket> TrajectoryLog::enqueue(const std::filesys
                                                               std::size_t segment_bytes) {
   auto ticket = std::make_shared<Ticket>();
   if (::getpid() != pid_) {
-    // A fork without exec has no writer thread: the event is lost, the child does not hang.
+    // A fork without exec: the lock may be held by a thread that is not there. Lost, not hung.
     ticket->done = true;
     return ticket;
   }
   Item item{root.string() + '\0' + day, root / day, run_id, std::move(line), segment_bytes, ticket};
-  {
-    std::lock_guard lock(mu_);
-    queue_.push_back(std::move(item));
-  }
-  work_.notify_one();
+  std::lock_guard lock(mu_);
+  queue_.push_back(std::move(item));
   return ticket;
 }
 
+// Takes the writer, writes what is queued (and any pending segment creations), gives it back.
+// Called and returns with `lock` held.
+void TrajectoryLog::write_queued(std::unique_lock<std::mutex>& lock) {
+  writing_ = true;
+  std::vector<Item> batch;
+  batch.swap(prepares_);
+  batch.insert(batch.end(), std::make_move_iterator(queue_.begin()),
+               std::make_move_iterator(queue_.end()));
+  queue_.clear();
+  lock.unlock();
+  writer_->write_batch(batch);
+  lock.lock();
+  for (auto& item : batch)
+    if (item.ticket) item.ticket->done = true;
+  writing_ = false;
+  done_.notify_all();
+}
+
 bool TrajectoryLog::wait(const Ticket& ticket) {
-  if (::getpid() != pid_) return false;
+  if (::getpid() != pid_) return ticket.ok;
   std::unique_lock lock(mu_);
-  done_.wait(lock, [&] { return ticket.done; });
+  while (!ticket.done) {
+    if (writing_) {
+      done_.wait(lock);
+    } else {
+      write_queued(lock);
+    }
+  }
   return ticket.ok;
 }
 
@@ -59,31 +78,24 @@ void TrajectoryLog::prepare(const std::filesystem::path& root, const std::string
   if (::getpid() != pid_) return;
   {
     std::lock_guard lock(mu_);
-    queue_.push_back(Item{root.string() + '\0' + day, root / day, "", "", segment_bytes, nullptr});
+    prepares_.push_back(
+        Item{root.string() + '\0' + day, root / day, "", "", segment_bytes, nullptr});
   }
-  work_.notify_one();
+  prepare_work_.notify_one();
 }
 
-// Group commit: whatever the runs queued while the last batch was written goes in the next one.
-void TrajectoryLog::loop() {
-  SegmentWriter writer;
-  std::vector<Item> batch;
+// Segment files are made here, off the runs' threads, so a run's first event finds its day's
+// segment made (or rides in the batch that makes it).
+void TrajectoryLog::prepare_loop() {
+  std::unique_lock lock(mu_);
   for (;;) {
-    {
-      std::unique_lock lock(mu_);
-      work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, nothing left
-      batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
-      queue_.clear();
+    prepare_work_.wait(lock, [&] { return stop_ || !prepares_.empty(); });
+    if (stop_) return;
+    if (writing_) {
+      done_.wait(lock);  // the batch being written takes the pending creations, or the next does
+      continue;
     }
-    writer.write_batch(batch);
-    {
-      std::lock_guard lock(mu_);
-      for (auto& item : batch)
-        if (item.ticket) item.ticket->done = true;
-    }
-    done_.notify_all();
-    batch.clear();
+    write_queued(lock);
   }
 }
 

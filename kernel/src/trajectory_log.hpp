@@ -1,6 +1,6 @@
-// The process's one trajectory writer: every run's events, from every thread, queued and appended
-// in batches (one write(2) per segment per batch) by one thread into per-day segment files with an
-// index (kernex/trajectory_segments.hpp has the layout).
+// The process's one trajectory log: every run's events, from every thread, appended in batches
+// (group commit: one write(2) per segment per batch) into per-day segment files with an index
+// (kernex/trajectory_segments.hpp has the layout).
 #pragma once
 
 #include <unistd.h>
@@ -14,8 +14,11 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace kernex::detail {
+
+class SegmentWriter;
 
 class TrajectoryLog {
  public:
@@ -23,6 +26,14 @@ class TrajectoryLog {
   struct Ticket {
     bool done = false;
     bool ok = false;
+  };
+  struct Item {
+    std::string key;  // root + '\0' + day
+    std::filesystem::path dir;
+    std::string run_id;  // empty: make the segment exist, nothing to write
+    std::string line;
+    std::size_t segment_bytes = 0;
+    std::shared_ptr<Ticket> ticket;
   };
 
   static TrajectoryLog& instance();
@@ -33,32 +44,30 @@ class TrajectoryLog {
   std::shared_ptr<Ticket> enqueue(const std::filesystem::path& root, const std::string& day,
                                   const std::string& run_id, std::string line,
                                   std::size_t segment_bytes);
-  // Blocks until the ticket's batch is written: an event survives a kill -9 of the process once
-  // record() returned, as with the per-run file it replaces. False when the write failed.
+  // Returns once the ticket's batch is written: an event survives a kill -9 of the process once
+  // record() returned, as with the per-run file it replaces. The caller that finds no batch being
+  // written writes everything queued so far (its own and other runs' events); the others wait for
+  // it and ride along. False when the write failed.
   bool wait(const Ticket& ticket);
-  // Makes `<root>/<day>/`'s segment exist ahead of the run's first event; does not wait.
+  // Makes `<root>/<day>/`'s segment exist ahead of the run's first event, on the log's own
+  // thread; does not wait.
   void prepare(const std::filesystem::path& root, const std::string& day,
                std::size_t segment_bytes);
   // A run id ("YYYYMMDDTHHMMSSZ-xxxxxx") no other run of this process has.
   std::string new_run_id();
 
-  struct Item {
-    std::string key;  // root + '\0' + day
-    std::filesystem::path dir;
-    std::string run_id;  // empty: prepare only
-    std::string line;
-    std::size_t segment_bytes = 0;
-    std::shared_ptr<Ticket> ticket;
-  };
-
  private:
   TrajectoryLog();
-  void loop();
+  void write_queued(std::unique_lock<std::mutex>& lock);
+  void prepare_loop();
 
   std::mutex mu_;
-  std::condition_variable work_, done_;
-  std::deque<Item> queue_;
+  std::condition_variable done_, prepare_work_;
+  std::vector<Item> queue_;
+  std::vector<Item> prepares_;
+  bool writing_ = false;  // a thread holds the writer and is writing a batch
   bool stop_ = false;
+  std::unique_ptr<SegmentWriter> writer_;
   const pid_t pid_ = ::getpid();
   std::mutex ids_mu_;
   std::string ids_second_;

@@ -285,6 +285,39 @@ TEST(TrajectorySegments, ALostIndexOrARemovedFolderCostsAScanNeverAnEvent) {
   EXPECT_EQ(events_of(dir.path(), a->run_id()).size(), 1u);
 }
 
+TEST(TrajectorySegments, ForgettingAConversationCutsItsRunsOutOfSharedSegments) {
+  TempDir dir;
+  auto gone = open_run(dir.path(), 2048);
+  auto kept = open_run(dir.path(), 2048);
+  gone->record("run_start", {{"conversation_id", "c-gone"}, {"question", "FORGET-ME"}});
+  kept->record("run_start", {{"conversation_id", "c-kept"}, {"question", "keep me"}});
+  for (int i = 0; i < 30; ++i) {  // past several rollovers
+    gone->record("tool_call", {{"i", i}, {"result", std::string(100, 'g') + "FORGET-ME"}});
+    kept->record("tool_call", {{"i", i}, {"result", std::string(100, 'k')}});
+  }
+  std::size_t removed = 0;
+  for (const auto& day : fs::directory_iterator(dir.path())) {
+    auto cut = kernex::remove_day_runs(day.path(), [](const Json& start) {
+      return start.value("conversation_id", "") == "c-gone";
+    });
+    ASSERT_TRUE(cut) << cut.error().describe();
+    removed += *cut;
+  }
+  EXPECT_EQ(removed, 1u);
+  for (const auto& e : fs::recursive_directory_iterator(dir.path())) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_EQ(text.find("FORGET-ME"), std::string::npos) << e.path();
+    EXPECT_EQ(text.find(gone->run_id()), std::string::npos) << e.path();
+  }
+  EXPECT_FALSE(kernex::read_trajectory(dir.path(), gone->run_id()));
+  EXPECT_EQ(events_of(dir.path(), kept->run_id()).size(), 31u);
+  // The writer notices its segment was replaced and goes on in a new one.
+  kept->record("run_end", {{"outcome", "end_turn"}});
+  EXPECT_EQ(events_of(dir.path(), kept->run_id()).size(), 32u);
+}
+
 TEST(TrajectorySegments, DayAndSegmentNamesAreStrict) {
   EXPECT_EQ(kernex::trajectory_day("20261129T070000Z-abcdef"), "2026-11-29");
   EXPECT_FALSE(kernex::trajectory_day("2026112"));
