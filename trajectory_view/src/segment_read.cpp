@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "kernex/files.hpp"
@@ -42,28 +43,47 @@ bool number(std::string_view text, std::uint64_t& out) {
   return ec == std::errc() && end == text.data() + text.size();
 }
 
-// "<run id> <offset> <length>", the range inside the segment; anything else is skipped.
-void parse_index(SegmentView& seg) {
+// "<run id> <offset> <length>", the range inside the segment; nullopt for anything else.
+std::optional<IndexEntry> parse_entry(std::string_view line, std::uint64_t size) {
+  const auto a = line.find(' ');
+  const auto b = a == std::string_view::npos ? a : line.find(' ', a + 1);
+  if (b == std::string_view::npos) return std::nullopt;
+  IndexEntry e{line.substr(0, a), 0, 0};
+  if (!is_trajectory_run_id(e.id) || !number(line.substr(a + 1, b - a - 1), e.offset) ||
+      !number(line.substr(b + 1), e.length) || e.length == 0 || e.offset > size ||
+      e.length > size - e.offset)
+    return std::nullopt;
+  return e;
+}
+
+// The entries of runs whose id starts with `prefix` (a lookup by id compares each line's first
+// bytes, nothing more). The writer appends in offset order, so the last good line tells how far
+// the index reaches; a lying one can only hide bytes, never show another run's.
+void parse_index(SegmentView& seg, std::string_view prefix) {
   std::string_view text = seg.index_text;
-  while (!text.empty()) {
-    const auto nl = text.find('\n');
-    if (nl == std::string_view::npos) break;  // a torn last index line
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl + 1);
-    const auto a = line.find(' ');
-    const auto b = a == std::string_view::npos ? a : line.find(' ', a + 1);
-    if (b == std::string_view::npos) continue;
-    IndexEntry e{line.substr(0, a), 0, 0};
-    if (!is_trajectory_run_id(e.id) || !number(line.substr(a + 1, b - a - 1), e.offset) ||
-        !number(line.substr(b + 1), e.length) || e.length == 0 || e.offset > seg.file.size() ||
-        e.length > seg.file.size() - e.offset)
-      continue;
-    seg.covered = std::max(seg.covered, e.offset + e.length);
-    seg.entries.push_back(e);
+  const auto end = text.rfind('\n');
+  if (end == std::string_view::npos) return;
+  text = text.substr(0, end + 1);  // without a torn last line
+  for (std::string_view rest = text; !rest.empty();) {
+    const auto nl = rest.find('\n');
+    const std::string_view line = rest.substr(0, nl);
+    rest.remove_prefix(nl + 1);
+    if (!line.starts_with(prefix)) continue;
+    if (auto e = parse_entry(line, seg.file.size())) seg.entries.push_back(*e);
+  }
+  for (std::size_t stop = text.size() - 1; stop > 0;) {
+    const auto start = text.rfind('\n', stop - 1);
+    const std::size_t from = start == std::string_view::npos ? 0 : start + 1;
+    if (auto e = parse_entry(text.substr(from, stop - from), seg.file.size())) {
+      seg.covered = e->offset + e->length;
+      break;
+    }
+    if (from == 0) break;
+    stop = from - 1;
   }
 }
 
-Result<SegmentView> open_segment(const fs::path& path) {
+Result<SegmentView> open_segment(const fs::path& path, std::string_view prefix) {
   KERNEX_ASSIGN_OR_RETURN(auto file, open_regular_file(path, "trajectory segment"));
   if (file.size() > kMaxSegmentBytes)
     return fail(ErrorCode::Limit, "trajectory segment " + path.string() + ": larger than 1 GiB");
@@ -73,7 +93,7 @@ Result<SegmentView> open_segment(const fs::path& path) {
   // A missing, unreadable or oversized index only means reading the whole segment.
   if (auto text = read_regular_file(idx, "trajectory index", kMaxIndexBytes)) {
     seg.index_text = std::move(*text);
-    parse_index(seg);
+    parse_index(seg, prefix);
   }
   return seg;
 }
@@ -140,7 +160,7 @@ void collect_day(const fs::path& day_dir, std::string_view prefix,
     if (place.segments.empty() || place.segments.back() != seg) place.segments.push_back(seg);
   };
   for (const auto& path : day_segments(day_dir)) {
-    auto seg = open_segment(path);
+    auto seg = open_segment(path, prefix);
     if (!seg) continue;  // not a regular file, or unreadable: nothing of it is shown
     for (const auto& e : seg->entries) note(e.id, path);
     if (seg->covered < seg->file.size()) {
@@ -168,11 +188,12 @@ std::vector<fs::path> day_segments(const fs::path& day_dir) {
 }
 
 Result<std::map<std::string, RunPlace>> find_runs(const fs::path& dir, std::string_view prefix,
-                                                  bool& any) {
+                                                  bool& any, bool latest_day) {
   std::map<std::string, RunPlace> out;
   std::error_code ec;
   if (!fs::exists(dir, ec)) return out;
-  const auto day = trajectory_day(prefix);
+  std::optional<std::string> day = trajectory_day(prefix);
+  std::vector<fs::path> days;
   fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
   if (ec) return fail(ErrorCode::Io, "cannot list " + dir.string() + ": " + ec.message());
   for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
@@ -181,9 +202,7 @@ Result<std::map<std::string, RunPlace>> find_runs(const fs::path& dir, std::stri
     const std::string name = path.filename().string();
     if (it->is_directory(ec) && !it->is_symlink(ec)) {
       // Not skipped after: a serve session's folder could be named like a day.
-      if (!is_trajectory_day_dir(name)) continue;
-      any = any || !day_segments(path).empty();
-      if (!day || *day == name) collect_day(path, prefix, out);
+      if (is_trajectory_day_dir(name) && !day_segments(path).empty()) days.push_back(path);
       continue;
     }
     if (path.extension() != ".jsonl") continue;
@@ -194,6 +213,14 @@ Result<std::map<std::string, RunPlace>> find_runs(const fs::path& dir, std::stri
     const std::string stem = path.stem().string();
     if (stem.starts_with(prefix)) out[stem].file = path;
   }
+  any = any || !days.empty();
+  // Ids start with their day: the latest run is in the latest day's folders.
+  if (latest_day && !days.empty()) {
+    day = days.front().filename().string();
+    for (const auto& d : days) day = std::max(*day, d.filename().string());
+  }
+  for (const auto& d : days)
+    if (!day || *day == d.filename().string()) collect_day(d, prefix, out);
   return out;
 }
 
@@ -201,7 +228,7 @@ Result<std::vector<Json>> read_segment_run(const std::vector<fs::path>& segments
                                            const std::string& id) {
   std::vector<Json> events;
   for (const auto& path : segments) {
-    KERNEX_ASSIGN_OR_RETURN(auto seg, open_segment(path));
+    KERNEX_ASSIGN_OR_RETURN(auto seg, open_segment(path, id));
     for (const auto& [begin, end] : ranges_of(seg, id)) {
       KERNEX_ASSIGN_OR_RETURN(auto text, read_range(seg, begin, end - begin));
       each_event(text, [&](const std::string& line_id, Json&& event) {
@@ -213,7 +240,7 @@ Result<std::vector<Json>> read_segment_run(const std::vector<fs::path>& segments
 }
 
 Result<std::map<std::string, std::vector<Json>>> read_segment(const fs::path& path) {
-  KERNEX_ASSIGN_OR_RETURN(auto seg, open_segment(path));
+  KERNEX_ASSIGN_OR_RETURN(auto seg, open_segment(path, "\x01"));  // the whole file, no index
   KERNEX_ASSIGN_OR_RETURN(auto text, read_range(seg, 0, seg.file.size()));
   std::map<std::string, std::vector<Json>> runs;
   each_event(text,
@@ -245,7 +272,7 @@ bool write_file(const fs::path& path, const std::string& text) {
 // `path` again without the lines of `runs` (nor lines that are no event at all), and its index
 // made anew for what is kept. Written beside it and renamed over it.
 Result<void> rewrite_segment(const fs::path& path, const std::set<std::string>& runs) {
-  KERNEX_ASSIGN_OR_RETURN(auto seg, open_segment(path));
+  KERNEX_ASSIGN_OR_RETURN(auto seg, open_segment(path, "\x01"));
   KERNEX_ASSIGN_OR_RETURN(auto text, read_range(seg, 0, seg.file.size()));
   std::string kept, index;
   std::string_view rest = text;
@@ -265,6 +292,12 @@ Result<void> rewrite_segment(const fs::path& path, const std::set<std::string>& 
   const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
   const fs::path idx_tmp = path.parent_path() / ("." + idx.filename().string() + ".tmp");
   std::error_code ec;
+  if (kept.empty()) {  // nothing of anyone else: the segment goes
+    fs::remove(path, ec);
+    if (!ec) fs::remove(idx, ec);
+    if (ec) return fail(ErrorCode::Io, "cannot remove " + path.string() + ": " + ec.message());
+    return {};
+  }
   if (!write_file(tmp, kept) || !write_file(idx_tmp, index)) {
     fs::remove(tmp, ec);
     fs::remove(idx_tmp, ec);

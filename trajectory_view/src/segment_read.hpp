@@ -24,9 +24,11 @@ struct RunPlace {
 
 // Every run under `dir` (at any depth: kernex serve keeps a folder per tenant and session) whose id
 // starts with `prefix` ("" for all). With a dated prefix, other days' folders are not read.
-// `any` tells whether any trajectory is there at all.
+// `any` tells whether any trajectory is there at all. `latest_day`: of the segments, only the
+// latest day's (where the last run is).
 Result<std::map<std::string, RunPlace>> find_runs(const std::filesystem::path& dir,
-                                                  std::string_view prefix, bool& any);
+                                                  std::string_view prefix, bool& any,
+                                                  bool latest_day = false);
 
 // The events of run `id` from its segments, in the order they were written.
 Result<std::vector<Json>> read_segment_run(const std::vector<std::filesystem::path>& segments,

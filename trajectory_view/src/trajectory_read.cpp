@@ -124,13 +124,14 @@ Result<std::vector<TrajectorySummary>> list_trajectories(const fs::path& dir) {
 Result<std::vector<Json>> read_trajectory(const fs::path& dir, const std::string& run) {
   bool any = false;
   // "last" needs every id; an id or a prefix of one only its day's index.
-  KERNEX_ASSIGN_OR_RETURN(auto places, detail::find_runs(dir, run == "last" ? "" : run, any));
+  const bool last = run == "last";
+  KERNEX_ASSIGN_OR_RETURN(auto places, detail::find_runs(dir, last ? "" : run, any, last));
   if (!any) return fail(ErrorCode::Usage, "no trajectories in " + dir.string());
   auto read = [&](const std::string& id, const detail::RunPlace& place) {
     return place.file.empty() ? detail::read_segment_run(place.segments, id)
                               : read_events(place.file);
   };
-  if (run == "last") {
+  if (last) {
     if (places.empty()) return fail(ErrorCode::Usage, "no trajectories in " + dir.string());
     return read(places.rbegin()->first, places.rbegin()->second);
   }
