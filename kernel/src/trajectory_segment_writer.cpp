@@ -160,9 +160,13 @@ void SegmentWriter::write_group(Segment& seg, std::vector<TrajectoryLog::Item*>&
     ok = write_all(seg.fd, data);
     if (ok) {
       seg.size += data.size();
-      // The index is a hint: a reader checks every line and reads past the index's end, so a
-      // lost index line costs a scan, never an event.
-      (void)write_all(seg.idx_fd, index);
+      // The index is a hint: a reader checks every line and reads past the index's last line, so
+      // a lost index line costs a scan, never an event, as long as it is the last: a segment whose
+      // index write failed takes no more lines.
+      if (!write_all(seg.idx_fd, index)) {
+        close(seg);
+        seg.reusable = false;
+      }
     } else {
       // A torn write: the next batch starts a segment of its own rather than glue onto it.
       log(LogLevel::Warn,

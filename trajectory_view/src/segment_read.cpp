@@ -24,7 +24,7 @@ constexpr std::uint64_t kMaxSegmentBytes = std::uint64_t{1} << 30;
 constexpr std::size_t kMaxIndexBytes = std::size_t{256} << 20;
 
 struct IndexEntry {
-  std::string_view id;
+  std::string id;
   std::uint64_t offset = 0, length = 0;
 };
 
@@ -48,11 +48,13 @@ std::optional<IndexEntry> parse_entry(std::string_view line, std::uint64_t size)
   const auto a = line.find(' ');
   const auto b = a == std::string_view::npos ? a : line.find(' ', a + 1);
   if (b == std::string_view::npos) return std::nullopt;
-  IndexEntry e{line.substr(0, a), 0, 0};
-  if (!is_trajectory_run_id(e.id) || !number(line.substr(a + 1, b - a - 1), e.offset) ||
+  const std::string_view id = line.substr(0, a);
+  IndexEntry e{"", 0, 0};
+  if (!is_trajectory_run_id(id) || !number(line.substr(a + 1, b - a - 1), e.offset) ||
       !number(line.substr(b + 1), e.length) || e.length == 0 || e.offset > size ||
       e.length > size - e.offset)
     return std::nullopt;
+  e.id = id;
   return e;
 }
 
@@ -69,7 +71,7 @@ void parse_index(SegmentView& seg, std::string_view prefix) {
     const std::string_view line = rest.substr(0, nl);
     rest.remove_prefix(nl + 1);
     if (!line.starts_with(prefix)) continue;
-    if (auto e = parse_entry(line, seg.file.size())) seg.entries.push_back(*e);
+    if (auto e = parse_entry(line, seg.file.size())) seg.entries.push_back(std::move(*e));
   }
   for (std::size_t stop = text.size() - 1; stop > 0;) {
     const auto start = text.rfind('\n', stop - 1);
