@@ -15,6 +15,8 @@
 #include "kernex/config.hpp"
 #include "kernex/files.hpp"
 #include "kernex/plugin_host.hpp"
+#include "kernex/trajectory_segments.hpp"
+#include "kernex/trajectory_view.hpp"
 
 namespace kernex::cli {
 
@@ -283,6 +285,17 @@ Result<std::size_t> remove_trajectories(const std::filesystem::path& root, const
     if (local && it.depth() == 1 && it->path().parent_path().filename() == "serve" &&
         it->path().filename() != scope.tenant()) {
       it.disable_recursion_pending();  // another serve tenant's folder
+      continue;
+    }
+    if (it->is_directory(ec) && !it->is_symlink(ec) &&
+        is_trajectory_day_dir(it->path().filename().string())) {
+      // Day segments: the runs' lines are cut out of the shared files.
+      auto cut = remove_day_runs(it->path(), [&](const Json& start) {
+        auto c = start.find("conversation_id");
+        return c != start.end() && *c == conversation;
+      });
+      if (!cut) return std::unexpected(cut.error());
+      removed += *cut;
       continue;
     }
     if (!it->is_regular_file(ec) || it->path().extension() != ".jsonl") continue;

@@ -1,18 +1,12 @@
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
+#include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <cstring>
-#include <ctime>
-#include <fstream>
 #include <mutex>
 
 #include "kernex/log.hpp"
 #include "kernex/redact.hpp"
-#include "random_bits.hpp"
 #include "kernex/trajectory.hpp"
+#include "kernex/trajectory_segments.hpp"
+#include "trajectory_log.hpp"
 
 namespace kernex {
 namespace {
@@ -20,18 +14,6 @@ namespace {
 std::int64_t now_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
-
-std::string new_run_id() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-  char suffix[8];
-  std::snprintf(suffix, sizeof suffix, "%06x",
-                static_cast<unsigned>(detail::random_u64() & 0xffffffu));
-  return std::string(stamp) + "-" + suffix;
 }
 
 // Caps every string in an event, recursively, so one huge tool output can't bloat the file.
@@ -44,28 +26,40 @@ void cap_strings(Json& j, std::size_t cap) {
   }
 }
 
-class JsonlTrajectory final : public Trajectory {
+// One run's events, appended through the process's trajectory log into the segment of the run's
+// start day. record() returns once its line was written, as the per-run file's flush did.
+class SegmentTrajectory final : public Trajectory {
  public:
-  JsonlTrajectory(std::string run_id, std::filesystem::path path, std::size_t cap)
-      : run_id_(std::move(run_id)), path_(std::move(path)), cap_(cap), out_(path_, std::ios::app) {}
+  SegmentTrajectory(std::string run_id, std::filesystem::path root, std::string day,
+                    std::size_t cap, std::size_t segment_bytes)
+      : run_id_(std::move(run_id)),
+        root_(std::move(root)),
+        day_(std::move(day)),
+        cap_(cap),
+        segment_bytes_(segment_bytes) {}
 
-  bool good() const { return out_.good(); }
   const std::string& run_id() const override { return run_id_; }
 
   void record(std::string_view type, Json fields) override {
     try {
       if (!fields.is_object()) fields = Json{{"value", std::move(fields)}};
       cap_strings(fields, cap_);
-      std::lock_guard lock(mu_);
-      Json event = {{"seq", seq_++}, {"ts_ms", now_ms()}, {"type", type}};
-      event.update(fields);
-      // Redacted last, after capping and JSON encoding, so no cut or escape hides a key piece.
-      out_ << redact_secrets(event.dump(-1, ' ', false, Json::error_handler_t::replace)) << '\n';
-      out_.flush();
-      if (!out_ && !warned_) {
-        warned_ = true;
-        log(LogLevel::Warn,
-            "trajectory " + path_.string() + ": write failed; later events are lost");
+      std::shared_ptr<detail::TrajectoryLog::Ticket> ticket;
+      {
+        // Queued under the lock: a run's events reach the file in seq order.
+        std::lock_guard lock(mu_);
+        Json event = {{"seq", seq_++}, {"ts_ms", now_ms()}, {"type", type}};
+        event.update(fields);
+        // Redacted last, after capping and JSON encoding, so no cut or escape hides a key piece.
+        std::string line =
+            "{\"r\":\"" + run_id_ + "\",\"e\":" +
+            redact_secrets(event.dump(-1, ' ', false, Json::error_handler_t::replace)) + "}";
+        ticket = detail::TrajectoryLog::instance().enqueue(root_, day_, run_id_, std::move(line),
+                                                           segment_bytes_);
+      }
+      if (!detail::TrajectoryLog::instance().wait(*ticket) && !warned_.exchange(true)) {
+        log(LogLevel::Warn, "trajectory " + run_id_ + " under " + root_.string() +
+                                ": write failed; events are lost");
       }
     } catch (const std::exception& e) {
       log(LogLevel::Warn, std::string("trajectory: could not record an event: ") + e.what());
@@ -74,12 +68,13 @@ class JsonlTrajectory final : public Trajectory {
 
  private:
   std::string run_id_;
-  std::filesystem::path path_;
+  std::filesystem::path root_;
+  std::string day_;
   std::size_t cap_;
+  std::size_t segment_bytes_;
   std::mutex mu_;
-  std::ofstream out_;
   std::uint64_t seq_ = 0;
-  bool warned_ = false;
+  std::atomic<bool> warned_ = false;
 };
 
 }  // namespace
@@ -95,30 +90,21 @@ std::string cap_field(std::string_view text, std::size_t cap) {
 
 Result<std::shared_ptr<Trajectory>> open_trajectory(const std::filesystem::path& dir,
                                                     std::size_t field_cap) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return fail(ErrorCode::Io, "trajectory dir " + dir.string() + ": " + ec.message());
-  // Ids are per second plus 24 random bits: two runs could draw the same one, and appending to
-  // another run's file would mix their events, so the name is claimed with O_EXCL first.
-  std::string id;
-  std::filesystem::path path;
-  for (int attempt = 0;; ++attempt) {
-    id = new_run_id();
-    path = dir / (id + ".jsonl");
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-      ::close(fd);
-      break;
-    }
-    if (errno != EEXIST || attempt == 16) {
-      return fail(ErrorCode::Io,
-                  "trajectory " + path.string() + ": cannot create: " + std::strerror(errno));
-    }
-  }
-  auto t = std::make_shared<JsonlTrajectory>(id, path, field_cap);
-  if (!t->good())
-    return fail(ErrorCode::Io, "trajectory " + path.string() + ": cannot open for writing");
-  return t;
+  return open_trajectory_segmented(dir, field_cap, kTrajectorySegmentBytes);
+}
+
+// No file is made here: the run's day segment is prepared by the writer thread while the run
+// sets up, and it is shared with every other run of the day under `dir`.
+Result<std::shared_ptr<Trajectory>> open_trajectory_segmented(const std::filesystem::path& dir,
+                                                              std::size_t field_cap,
+                                                              std::size_t segment_bytes) {
+  if (dir.empty()) return fail(ErrorCode::Io, "trajectory dir: empty path");
+  auto& writer = detail::TrajectoryLog::instance();
+  std::string id = writer.new_run_id();
+  std::string day = *trajectory_day(id);
+  writer.prepare(dir, day, segment_bytes);
+  return std::make_shared<SegmentTrajectory>(std::move(id), dir, std::move(day), field_cap,
+                                             segment_bytes);
 }
 
 }  // namespace kernex

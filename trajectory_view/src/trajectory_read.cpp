@@ -1,8 +1,11 @@
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "kernex/files.hpp"
+#include "kernex/trajectory_segments.hpp"
 #include "kernex/trajectory_view.hpp"
+#include "segment_read.hpp"
 
 namespace kernex {
 namespace {
@@ -40,9 +43,10 @@ Result<std::vector<Json>> read_events(const fs::path& path) {
   return events;
 }
 
-TrajectorySummary summarize(const fs::path& path, const std::vector<Json>& events) {
+TrajectorySummary summarize(std::string run_id, const fs::path& path,
+                            const std::vector<Json>& events) {
   TrajectorySummary s;
-  s.run_id = path.stem().string();
+  s.run_id = std::move(run_id);
   s.path = path;
   s.events = events.size();
   for (const auto& e : events) {
@@ -74,47 +78,68 @@ std::string indent(const std::string& text, const std::string& pad) {
 }  // namespace
 
 Result<std::vector<TrajectorySummary>> list_trajectories(const fs::path& dir) {
+  bool any = false;
+  KERNEX_ASSIGN_OR_RETURN(auto places, detail::find_runs(dir, "", any));
+  // Each segment read once, whatever the number of its runs.
+  std::map<fs::path, std::map<std::string, std::vector<Json>>> segments;
+  std::map<fs::path, std::string> unreadable;
   std::vector<TrajectorySummary> out;
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return out;
-  // Recursive: kernex serve keeps each session's trajectories in a folder of its own.
-  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
-  if (ec) return fail(ErrorCode::Io, "cannot list " + dir.string() + ": " + ec.message());
-  std::vector<fs::path> files;
-  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) return fail(ErrorCode::Io, "cannot list " + dir.string() + ": " + ec.message());
-    if (it->path().extension() == ".jsonl") files.push_back(it->path());
-  }
-  // Run ids start with their UTC start time: by file name, wherever the folder.
-  std::sort(files.begin(), files.end(),
-            [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
-  for (const auto& f : files) {
-    auto events = read_events(f);
-    if (events) {
-      out.push_back(summarize(f, *events));
-    } else {
-      TrajectorySummary s;
-      s.run_id = f.stem().string();
-      s.path = f;
-      s.error = events.error().describe();
-      out.push_back(std::move(s));
+  for (const auto& [id, place] : places) {
+    if (!place.file.empty()) {
+      auto events = read_events(place.file);
+      if (events) {
+        out.push_back(summarize(id, place.file, *events));
+      } else {
+        TrajectorySummary s;
+        s.run_id = id;
+        s.path = place.file;
+        s.error = events.error().describe();
+        out.push_back(std::move(s));
+      }
+      continue;
     }
+    std::vector<Json> events;
+    for (const auto& path : place.segments) {
+      auto [it, fresh] = segments.try_emplace(path);
+      if (fresh) {
+        auto read = detail::read_segment(path);
+        if (read) {
+          it->second = std::move(*read);
+        } else {
+          unreadable[path] = read.error().describe();
+        }
+      }
+      if (auto run = it->second.find(id); run != it->second.end())
+        events.insert(events.end(), run->second.begin(), run->second.end());
+    }
+    TrajectorySummary s = summarize(id, place.segments.front(), events);
+    if (events.empty() && unreadable.contains(place.segments.front()))
+      s.error = unreadable[place.segments.front()];
+    out.push_back(std::move(s));
   }
+  // Run ids start with their UTC start time: by id, wherever the folder or segment.
   return out;
 }
 
 Result<std::vector<Json>> read_trajectory(const fs::path& dir, const std::string& run) {
-  KERNEX_ASSIGN_OR_RETURN(auto all, list_trajectories(dir));
-  if (all.empty()) return fail(ErrorCode::Usage, "no trajectories in " + dir.string());
-  if (run == "last") return read_events(all.back().path);
-  std::vector<const TrajectorySummary*> matches;
-  for (const auto& s : all) {
-    if (s.run_id == run) return read_events(s.path);
-    if (s.run_id.starts_with(run)) matches.push_back(&s);
+  bool any = false;
+  // "last" needs every id; an id or a prefix of one only its day's index.
+  const bool last = run == "last";
+  KERNEX_ASSIGN_OR_RETURN(auto places, detail::find_runs(dir, last ? "" : run, any, last));
+  if (!any) return fail(ErrorCode::Usage, "no trajectories in " + dir.string());
+  auto read = [&](const std::string& id, const detail::RunPlace& place) {
+    return place.file.empty() ? detail::read_segment_run(place.segments, id)
+                              : read_events(place.file);
+  };
+  if (last) {
+    if (places.empty()) return fail(ErrorCode::Usage, "no trajectories in " + dir.string());
+    return read(places.rbegin()->first, places.rbegin()->second);
   }
-  if (matches.size() == 1) return read_events(matches.front()->path);
-  if (matches.empty()) return fail(ErrorCode::Usage, "no run '" + run + "' in " + dir.string());
-  return fail(ErrorCode::Usage, "'" + run + "' matches " + std::to_string(matches.size()) +
+  if (auto exact = places.find(run); exact != places.end())
+    return read(exact->first, exact->second);
+  if (places.size() == 1) return read(places.begin()->first, places.begin()->second);
+  if (places.empty()) return fail(ErrorCode::Usage, "no run '" + run + "' in " + dir.string());
+  return fail(ErrorCode::Usage, "'" + run + "' matches " + std::to_string(places.size()) +
                                     " runs; give more of the id");
 }
 

@@ -1,0 +1,123 @@
+#include "trajectory_log.hpp"
+
+#include <cstdio>
+#include <ctime>
+
+#include "random_bits.hpp"
+#include "trajectory_segment_writer.hpp"
+
+namespace kernex::detail {
+
+TrajectoryLog& TrajectoryLog::instance() {
+  static TrajectoryLog log;
+  return log;
+}
+
+TrajectoryLog::TrajectoryLog()
+    : writer_(std::make_unique<SegmentWriter>()), thread_([this] { prepare_loop(); }) {}
+
+TrajectoryLog::~TrajectoryLog() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  prepare_work_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<TrajectoryLog::Ticket> TrajectoryLog::enqueue(const std::filesystem::path& root,
+                                                              const std::string& day,
+                                                              const std::string& run_id,
+                                                              std::string line,
+                                                              std::size_t segment_bytes) {
+  auto ticket = std::make_shared<Ticket>();
+  if (::getpid() != pid_) {
+    // A fork without exec: the lock may be held by a thread that is not there. Lost, not hung.
+    ticket->done = true;
+    return ticket;
+  }
+  Item item{root.string() + '\0' + day, root / day, run_id, std::move(line), segment_bytes, ticket};
+  std::lock_guard lock(mu_);
+  queue_.push_back(std::move(item));
+  return ticket;
+}
+
+// Takes the writer, writes what is queued (and any pending segment creations), gives it back.
+// Called and returns with `lock` held.
+void TrajectoryLog::write_queued(std::unique_lock<std::mutex>& lock) {
+  writing_ = true;
+  std::vector<Item> batch;
+  batch.swap(prepares_);
+  batch.insert(batch.end(), std::make_move_iterator(queue_.begin()),
+               std::make_move_iterator(queue_.end()));
+  queue_.clear();
+  lock.unlock();
+  writer_->write_batch(batch);
+  lock.lock();
+  for (auto& item : batch)
+    if (item.ticket) item.ticket->done = true;
+  writing_ = false;
+  done_.notify_all();
+}
+
+bool TrajectoryLog::wait(const Ticket& ticket) {
+  if (::getpid() != pid_) return ticket.ok;
+  std::unique_lock lock(mu_);
+  while (!ticket.done) {
+    if (writing_) {
+      done_.wait(lock);
+    } else {
+      write_queued(lock);
+    }
+  }
+  return ticket.ok;
+}
+
+void TrajectoryLog::prepare(const std::filesystem::path& root, const std::string& day,
+                            std::size_t segment_bytes) {
+  if (::getpid() != pid_) return;
+  {
+    std::lock_guard lock(mu_);
+    prepares_.push_back(
+        Item{root.string() + '\0' + day, root / day, "", "", segment_bytes, nullptr});
+  }
+  prepare_work_.notify_one();
+}
+
+// Segment files are made here, off the runs' threads, so a run's first event finds its day's
+// segment made (or rides in the batch that makes it).
+void TrajectoryLog::prepare_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    prepare_work_.wait(lock, [&] { return stop_ || !prepares_.empty(); });
+    if (stop_) return;
+    if (writing_) {
+      done_.wait(lock);  // the batch being written takes the pending creations, or the next does
+      continue;
+    }
+    write_queued(lock);
+  }
+}
+
+// Per second plus 24 random bits, drawn again when this process already gave the id out: runs
+// share segment files, so two runs of one id would read back as one.
+std::string TrajectoryLog::new_run_id() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  std::lock_guard lock(ids_mu_);
+  if (ids_second_ != stamp) {
+    ids_second_ = stamp;
+    ids_.clear();
+  }
+  for (;;) {
+    char suffix[8];
+    std::snprintf(suffix, sizeof suffix, "%06x", static_cast<unsigned>(random_u64() & 0xffffffu));
+    std::string id = std::string(stamp) + "-" + suffix;
+    if (ids_.insert(id).second) return id;
+  }
+}
+
+}  // namespace kernex::detail

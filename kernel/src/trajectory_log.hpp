@@ -1,0 +1,78 @@
+// The process's one trajectory log: every run's events, from every thread, appended in batches
+// (group commit: one write(2) per segment per batch) into per-day segment files with an index
+// (kernex/trajectory_segments.hpp has the layout).
+#pragma once
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kernex::detail {
+
+class SegmentWriter;
+
+class TrajectoryLog {
+ public:
+  // What a caller waits on: done once the batch it rode in was handed to the kernel.
+  struct Ticket {
+    bool done = false;
+    bool ok = false;
+  };
+  struct Item {
+    std::string key;  // root + '\0' + day
+    std::filesystem::path dir;
+    std::string run_id;  // empty: make the segment exist, nothing to write
+    std::string line;
+    std::size_t segment_bytes = 0;
+    std::shared_ptr<Ticket> ticket;
+  };
+
+  static TrajectoryLog& instance();
+  ~TrajectoryLog();
+
+  // Queues one event line (no newline) of `run_id` for `<root>/<day>/`. Calls from one run are
+  // written in the order they were queued.
+  std::shared_ptr<Ticket> enqueue(const std::filesystem::path& root, const std::string& day,
+                                  const std::string& run_id, std::string line,
+                                  std::size_t segment_bytes);
+  // Returns once the ticket's batch is written: an event survives a kill -9 of the process once
+  // record() returned, as with the per-run file it replaces. The caller that finds no batch being
+  // written writes everything queued so far (its own and other runs' events); the others wait for
+  // it and ride along. False when the write failed.
+  bool wait(const Ticket& ticket);
+  // Makes `<root>/<day>/`'s segment exist ahead of the run's first event, on the log's own
+  // thread; does not wait.
+  void prepare(const std::filesystem::path& root, const std::string& day,
+               std::size_t segment_bytes);
+  // A run id ("YYYYMMDDTHHMMSSZ-xxxxxx") no other run of this process has.
+  std::string new_run_id();
+
+ private:
+  TrajectoryLog();
+  void write_queued(std::unique_lock<std::mutex>& lock);
+  void prepare_loop();
+
+  std::mutex mu_;
+  std::condition_variable done_, prepare_work_;
+  std::vector<Item> queue_;
+  std::vector<Item> prepares_;
+  bool writing_ = false;  // a thread holds the writer and is writing a batch
+  bool stop_ = false;
+  std::unique_ptr<SegmentWriter> writer_;
+  const pid_t pid_ = ::getpid();
+  std::mutex ids_mu_;
+  std::string ids_second_;
+  std::set<std::string> ids_;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+}  // namespace kernex::detail
