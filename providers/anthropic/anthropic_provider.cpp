@@ -5,6 +5,7 @@
 
 #include "kernex/plugin.hpp"
 #include "kernex/providers/catalog.hpp"
+#include "kernex/providers/request.hpp"
 #include "kernex/providers/stream_driver.hpp"
 
 namespace kernex::providers {

@@ -2,6 +2,7 @@
 // bearer token for Ollama behind an authenticating proxy).
 #include "kernex/plugin.hpp"
 #include "kernex/providers/catalog.hpp"
+#include "kernex/providers/request.hpp"
 #include "kernex/providers/stream_driver.hpp"
 
 namespace kernex::providers {
@@ -54,13 +55,8 @@ class OllamaProvider final : public Provider {
   // (json, or a JSON Schema). It has no tool_choice: the loop's own rules apply.
   static void apply_generation(const Generation& g, Json& body) {
     Json options = body.value("options", Json::object());
-    if (g.temperature) options["temperature"] = *g.temperature;
-    if (g.top_p) options["top_p"] = *g.top_p;
+    sampling_fields(g, options);
     if (g.max_tokens) options["num_predict"] = *g.max_tokens;
-    if (!g.stop.empty()) options["stop"] = g.stop;
-    if (g.seed) options["seed"] = *g.seed;
-    if (g.presence_penalty) options["presence_penalty"] = *g.presence_penalty;
-    if (g.frequency_penalty) options["frequency_penalty"] = *g.frequency_penalty;
     if (!options.empty()) body["options"] = std::move(options);
     if (g.response_format.kind == ResponseFormat::Kind::JsonObject) body["format"] = "json";
     if (g.response_format.kind == ResponseFormat::Kind::JsonSchema)
@@ -69,9 +65,7 @@ class OllamaProvider final : public Provider {
 
   Json build_body(const Context& context, const std::vector<ToolSpec>& tools,
                   bool streaming) const {
-    Json messages = Json::array();
-    const std::string system = strip_cache_boundary(context.system_prompt);
-    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    Json messages = system_first(context);
     for (const ContextEntry& e : context.messages()) {
       if (e.role == "tool") {
         Json m{{"role", "tool"}, {"content", e.tool_result ? e.tool_result->content : e.content}};

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "kernex/providers/catalog.hpp"
+#include "kernex/providers/request.hpp"
 #include "kernex/providers/stream_driver.hpp"
 
 namespace kernex::providers {
@@ -231,13 +232,8 @@ class OpenAiProvider final : public Provider {
   static void apply_generation(const Context& context, const std::vector<ToolSpec>& tools,
                                Json& body) {
     const Generation& g = context.generation;
-    if (g.temperature) body["temperature"] = *g.temperature;
-    if (g.top_p) body["top_p"] = *g.top_p;
+    sampling_fields(g, body);
     if (g.max_tokens) body["max_tokens"] = *g.max_tokens;
-    if (!g.stop.empty()) body["stop"] = g.stop;
-    if (g.seed) body["seed"] = *g.seed;
-    if (g.presence_penalty) body["presence_penalty"] = *g.presence_penalty;
-    if (g.frequency_penalty) body["frequency_penalty"] = *g.frequency_penalty;
     if (g.reasoning_effort) body["reasoning_effort"] = *g.reasoning_effort;
     const ResponseFormat& f = g.response_format;
     if (f.kind == ResponseFormat::Kind::JsonObject)
@@ -257,9 +253,7 @@ class OpenAiProvider final : public Provider {
 
   Json build_body(const Context& context, const std::vector<ToolSpec>& tools,
                   bool streaming) const {
-    Json messages = Json::array();
-    const std::string system = strip_cache_boundary(context.system_prompt);
-    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    Json messages = system_first(context);
     for (const ContextEntry& e : context.messages()) {
       if (e.role == "tool") {
         if (e.tool_result) {

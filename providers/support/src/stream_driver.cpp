@@ -100,31 +100,4 @@ Error stream_cut(const CommonOptions& options, std::string_view what) {
                                         " ended before " + std::string(what));
 }
 
-Result<Json> send_buffered(http::Client& client, const http::Request& request,
-                           const CommonOptions& options) {
-  auto response = client.send(request);
-  if (!response) return std::unexpected(transport_error(options, response.error()));
-  if (!success(*response)) return std::unexpected(http_error(options, *response));
-  return parse_body(options, response->body);
-}
-
-http::Request json_request(const Context& context, std::string url) {
-  http::Request request;
-  request.stop = context.stop;  // the host cancelling the run aborts the request
-  request.url = std::move(url);
-  request.headers = json_headers();
-  return request;
-}
-
-Json function_tools(const std::vector<ToolSpec>& tools) {
-  Json defs = Json::array();
-  for (const ToolSpec& t : tools) {
-    defs.push_back(
-        {{"type", "function"},
-         {"function",
-          {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
-  }
-  return defs;
-}
-
 }  // namespace kernex::providers

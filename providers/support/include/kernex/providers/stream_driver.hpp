@@ -54,15 +54,4 @@ Error malformed_event(const CommonOptions& options, std::string_view what);
 // "<name>: the stream from <host> ended before <what>".
 Error stream_cut(const CommonOptions& options, std::string_view what);
 
-// The buffered call: the 2xx body as a JSON object, or the transport, status or body error.
-Result<Json> send_buffered(http::Client& client, const http::Request& request,
-                           const CommonOptions& options);
-
-// A JSON POST to `url` that the host's stop flag cancels.
-http::Request json_request(const Context& context, std::string url);
-
-// Tool definitions as OpenAI's chat API and Ollama take them:
-// [{type: function, function: {name, description, parameters}}].
-Json function_tools(const std::vector<ToolSpec>& tools);
-
 }  // namespace kernex::providers
