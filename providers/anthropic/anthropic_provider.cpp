@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <map>
 
-#include "kernex/http/sse.hpp"
 #include "kernex/plugin.hpp"
 #include "kernex/providers/catalog.hpp"
-#include "kernex/providers/support.hpp"
+#include "kernex/providers/request.hpp"
+#include "kernex/providers/stream_driver.hpp"
 
 namespace kernex::providers {
 
@@ -54,6 +54,125 @@ Result<void> read_blocks(const Json& content, Response& r, const std::string& na
   return {};
 }
 
+// Messages API events: message_start (model, input usage), content blocks started, extended by
+// deltas and stopped (a tool_use block's input arrives as JSON fragments), message_delta (stop
+// reason, output usage), and message_stop. The blocks are kept whole for the replay.
+class AnthropicStream final : public StreamMapping {
+ public:
+  AnthropicStream(const CommonOptions& o, const Context& context) : o_(o), context_(context) {
+    r_.provider = o_.name;
+  }
+
+  bool stopped() const override { return stopped_; }
+
+  Result<void> on_event(WireEvent& ev, const Emitter& emit) override {
+    const Json& j = ev.json;
+    const std::string type = str(j, "type").empty() ? std::string(ev.name) : str(j, "type");
+    if (type == "error") return std::unexpected(stream_error(o_, ev.data));
+    if (type == "message_start") {
+      const Json msg = member(j, "message", Json::object());
+      if (auto m = str(msg, "model"); !m.empty()) r_.model = m;
+      read_usage(member(msg, "usage", Json::object()), r_.usage, true);
+    } else if (type == "message_delta") {
+      if (auto s = str(member(j, "delta", Json::object()), "stop_reason"); !s.empty())
+        r_.stop_reason = s;
+      read_usage(member(j, "usage", Json::object()), r_.usage, false);
+    } else if (type == "message_stop") {
+      stopped_ = true;
+    } else if (type == "content_block_start" || type == "content_block_delta" ||
+               type == "content_block_stop") {
+      return on_block(type, j, emit);
+    }
+    return {};
+  }
+
+  Result<Response> finish(const StreamEnd& /*end*/, const Emitter& /*emit*/) override {
+    if (!stopped_) return std::unexpected(stream_cut(o_, "message_stop"));
+    Response whole;
+    KERNEX_RETURN_IF_ERROR(read_blocks(blocks_, whole, o_.name));
+    r_.text = std::move(whole.text);
+    r_.thinking = std::move(whole.thinking);
+    r_.tool_calls = std::move(whole.tool_calls);
+    if (r_.model.empty()) r_.model = context_.model.value_or(o_.model);
+    if (r_.stop_reason.empty()) r_.stop_reason = r_.tool_calls.empty() ? "end_turn" : "tool_use";
+    r_.provider_state = Json{{"content", std::move(blocks_)}};
+    return std::move(r_);
+  }
+
+ private:
+  Result<void> on_block(const std::string& type, const Json& j, const Emitter& emit) {
+    if (!j.contains("index") || !j.at("index").is_number_unsigned() ||
+        j.at("index").get<std::size_t>() > 4096) {
+      return std::unexpected(malformed_event(o_, type + " without a valid index"));
+    }
+    const std::size_t index = j.at("index").get<std::size_t>();
+    if (type == "content_block_start") return block_start(index, j, emit);
+    if (index >= blocks_.size()) {
+      return std::unexpected(
+          malformed_event(o_, type + " for block " + std::to_string(index) + " never started"));
+    }
+    Json& block = blocks_[index];
+    if (type == "content_block_delta") {
+      block_delta(index, block, member(j, "delta", Json::object()), emit);
+      return {};
+    }
+    if (str(block, "type") != "tool_use") return {};  // content_block_stop
+    Json input = parse_arguments(partial_json_[index]);
+    if (!input.is_object()) {
+      return std::unexpected(malformed_event(
+          o_, "tool_use input is not a JSON object: " + excerpt(partial_json_[index], 256)));
+    }
+    block["input"] = std::move(input);
+    emit.tool_end(str(block, "id"));
+    return {};
+  }
+
+  Result<void> block_start(std::size_t index, const Json& j, const Emitter& emit) {
+    Json block = member(j, "content_block", Json::object());
+    if (!block.is_object())
+      return std::unexpected(malformed_event(o_, "content_block is not an object"));
+    while (blocks_.size() <= index) blocks_.push_back(Json::object());
+    const std::string btype = str(block, "type");
+    if (btype == "tool_use") {
+      partial_json_[index].clear();
+      emit.tool_start(str(block, "id"), str(block, "name"));
+    } else if (btype == "text") {
+      if (any_text_) emit.text("\n");
+      any_text_ = true;
+      emit.text(str(block, "text"));
+    }
+    blocks_[index] = std::move(block);
+    return {};
+  }
+
+  void block_delta(std::size_t index, Json& block, const Json& delta, const Emitter& emit) {
+    const std::string dtype = str(delta, "type");
+    if (dtype == "text_delta") {
+      const std::string t = str(delta, "text");
+      block["text"] = str(block, "text") + t;
+      emit.text(t);
+    } else if (dtype == "thinking_delta") {
+      const std::string t = str(delta, "thinking");
+      block["thinking"] = str(block, "thinking") + t;
+      emit.thinking(t);
+    } else if (dtype == "signature_delta") {
+      block["signature"] = str(block, "signature") + str(delta, "signature");
+    } else if (dtype == "input_json_delta") {
+      const std::string fragment = str(delta, "partial_json");
+      partial_json_[index] += fragment;
+      emit.tool_delta(str(block, "id"), fragment);
+    }
+  }
+
+  const CommonOptions& o_;
+  const Context& context_;
+  Response r_;
+  Json blocks_ = Json::array();
+  std::map<std::size_t, std::string> partial_json_;
+  bool stopped_ = false;
+  bool any_text_ = false;
+};
+
 class AnthropicProvider final : public Provider {
  public:
   AnthropicProvider(CommonOptions options, bool thinking,
@@ -78,21 +197,16 @@ class AnthropicProvider final : public Provider {
                             const StreamSink& sink) override {
     auto body = build_body(context, tools, static_cast<bool>(sink));
     if (!body) return std::unexpected(body.error());
-    http::Request request;
-    request.stop = context.stop;  // the host cancelling the run aborts the request
-    request.url = endpoint_;
-    request.headers = json_headers();
+    http::Request request = json_request(context, endpoint_);
     if (!o_.api_key.empty()) request.headers.emplace_back("x-api-key", o_.api_key);
     request.headers.emplace_back("anthropic-version", "2023-06-01");
     request.body = body->dump(-1, ' ', false, Json::error_handler_t::replace);
-    if (sink) return stream(request, context, sink);
-
-    auto response = client_.send(request);
-    if (!response) return std::unexpected(transport_error(o_, response.error()));
-    if (response->status < 200 || response->status >= 300)
-      return std::unexpected(http_error(o_, *response));
-    KERNEX_ASSIGN_OR_RETURN(auto parsed, parse_body(o_, response->body));
-    if (str(parsed, "type") == "error") return std::unexpected(stream_error(o_, response->body));
+    if (sink) {
+      AnthropicStream mapping(o_, context);
+      return drive_stream(client_, request, o_, Framing::Sse, mapping, sink);
+    }
+    KERNEX_ASSIGN_OR_RETURN(auto parsed, send_buffered(client_, request, o_));
+    if (str(parsed, "type") == "error") return std::unexpected(stream_error(o_, parsed.dump()));
     Response r;
     r.provider = o_.name;
     r.model = str(parsed, "model");
@@ -109,6 +223,39 @@ class AnthropicProvider final : public Provider {
  private:
   Result<Json> build_body(const Context& context, const std::vector<ToolSpec>& tools,
                           bool streaming) const {
+    Json messages = conversation(context);
+    if (!messages.empty() && messages.back().at("role") == "assistant") {
+      return fail(ErrorCode::Provider,
+                  o_.name +
+                      ": the conversation ends with an assistant message (prefill is not "
+                      "supported)");
+    }
+    Json body{{"model", context.model.value_or(o_.model)},
+              {"max_tokens", o_.max_tokens.value_or(kDefaultMaxTokens)},
+              {"messages", std::move(messages)}};
+    if (Json system = system_blocks(context.system_prompt); !system.empty())
+      body["system"] = std::move(system);
+    if (!tools.empty()) {
+      Json defs = Json::array();
+      for (const ToolSpec& t : tools) {
+        defs.push_back(
+            {{"name", t.name}, {"description", t.description}, {"input_schema", t.parameters}});
+      }
+      body["tools"] = std::move(defs);
+    }
+    if (thinking_) {
+      body["thinking"] = thinking_budget_
+                             ? Json{{"type", "enabled"}, {"budget_tokens", *thinking_budget_}}
+                             : Json{{"type", "adaptive"}};
+    }
+    apply_generation(context, tools, body);
+    if (streaming) body["stream"] = true;
+    return body;
+  }
+
+  // The conversation as Messages API turns: consecutive entries of one role are merged, tool
+  // results are user blocks, and an assistant turn replays its provider_state blocks intact.
+  static Json conversation(const Context& context) {
     Json messages = Json::array();
     auto push = [&](const std::string& role, Json blocks) {
       if (!messages.empty() && messages.back().at("role") == role) {
@@ -153,16 +300,12 @@ class AnthropicProvider final : public Provider {
                            {"text", e.content.empty() ? std::string("(empty)") : e.content}}}));
       }
     }
-    if (!messages.empty() && messages.back().at("role") == "assistant") {
-      return fail(ErrorCode::Provider,
-                  o_.name +
-                      ": the conversation ends with an assistant message (prefill is not "
-                      "supported)");
-    }
-    Json body{{"model", context.model.value_or(o_.model)},
-              {"max_tokens", o_.max_tokens.value_or(kDefaultMaxTokens)},
-              {"messages", std::move(messages)}};
-    const SplitPrompt split = split_cache_boundary(context.system_prompt);
+    return messages;
+  }
+
+  // The system prompt as text blocks: the part before KERNEX_CACHE_BOUNDARY is marked cacheable.
+  static Json system_blocks(std::string_view prompt) {
+    const SplitPrompt split = split_cache_boundary(prompt);
     Json system = Json::array();
     if (split.found) {
       if (!split.stable.empty()) {
@@ -173,23 +316,7 @@ class AnthropicProvider final : public Provider {
     } else if (!split.stable.empty()) {
       system.push_back({{"type", "text"}, {"text", split.stable}});
     }
-    if (!system.empty()) body["system"] = std::move(system);
-    if (!tools.empty()) {
-      Json defs = Json::array();
-      for (const ToolSpec& t : tools) {
-        defs.push_back(
-            {{"name", t.name}, {"description", t.description}, {"input_schema", t.parameters}});
-      }
-      body["tools"] = std::move(defs);
-    }
-    if (thinking_) {
-      body["thinking"] = thinking_budget_
-                             ? Json{{"type", "enabled"}, {"budget_tokens", *thinking_budget_}}
-                             : Json{{"type", "adaptive"}};
-    }
-    apply_generation(context, tools, body);
-    if (streaming) body["stream"] = true;
-    return body;
+    return system;
   }
 
   // Messages API names: max_tokens, temperature, top_p, stop_sequences, tool_choice (with
@@ -209,137 +336,6 @@ class AnthropicProvider final : public Provider {
     if (g.parallel_tool_calls == false) tc["disable_parallel_tool_use"] = true;
     if (choice.mode != ToolChoice::Mode::Auto || g.parallel_tool_calls == false)
       body["tool_choice"] = std::move(tc);
-  }
-
-  Result<Response> stream(const http::Request& request, const Context& context,
-                          const StreamSink& sink) {
-    Emitter emit(sink);
-    http::SseParser parser;
-    Response r;
-    r.provider = o_.name;
-    Json blocks = Json::array();
-    std::map<std::size_t, std::string> partial_json;
-    bool stopped = false;
-    bool any_text = false;
-    std::optional<Error> failure;
-
-    auto malformed = [&](const std::string& what) {
-      failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " +
-                                               o_.url.authority() + ": " + what);
-    };
-    auto on_event = [&](const http::SseEvent& ev) {
-      if (failure || stopped) return;
-      Json j = parse_untrusted(ev.data);
-      if (j.is_discarded() || !j.is_object())
-        return malformed("data is not a JSON object: " + excerpt(ev.data, 256));
-      const std::string type = str(j, "type").empty() ? ev.event : str(j, "type");
-      if (type == "error") {
-        failure = stream_error(o_, ev.data);
-        return;
-      }
-      if (type == "message_start") {
-        const Json msg = member(j, "message", Json::object());
-        if (auto m = str(msg, "model"); !m.empty()) r.model = m;
-        read_usage(member(msg, "usage", Json::object()), r.usage, true);
-        return;
-      }
-      if (type == "message_delta") {
-        if (auto s = str(member(j, "delta", Json::object()), "stop_reason"); !s.empty())
-          r.stop_reason = s;
-        read_usage(member(j, "usage", Json::object()), r.usage, false);
-        return;
-      }
-      if (type == "message_stop") {
-        stopped = true;
-        return;
-      }
-      if (type != "content_block_start" && type != "content_block_delta" &&
-          type != "content_block_stop")
-        return;
-      if (!j.contains("index") || !j.at("index").is_number_unsigned() ||
-          j.at("index").get<std::size_t>() > 4096) {
-        return malformed(type + " without a valid index");
-      }
-      const std::size_t index = j.at("index").get<std::size_t>();
-      if (type == "content_block_start") {
-        Json block = member(j, "content_block", Json::object());
-        if (!block.is_object()) return malformed("content_block is not an object");
-        while (blocks.size() <= index) blocks.push_back(Json::object());
-        const std::string btype = str(block, "type");
-        if (btype == "tool_use") {
-          partial_json[index].clear();
-          emit.tool_start(str(block, "id"), str(block, "name"));
-        } else if (btype == "text") {
-          if (any_text) emit.text("\n");
-          any_text = true;
-          emit.text(str(block, "text"));
-        }
-        blocks[index] = std::move(block);
-        return;
-      }
-      if (index >= blocks.size())
-        return malformed(type + " for block " + std::to_string(index) + " never started");
-      Json& block = blocks[index];
-      if (type == "content_block_delta") {
-        const Json delta = member(j, "delta", Json::object());
-        const std::string dtype = str(delta, "type");
-        if (dtype == "text_delta") {
-          const std::string t = str(delta, "text");
-          block["text"] = str(block, "text") + t;
-          emit.text(t);
-        } else if (dtype == "thinking_delta") {
-          const std::string t = str(delta, "thinking");
-          block["thinking"] = str(block, "thinking") + t;
-          emit.thinking(t);
-        } else if (dtype == "signature_delta") {
-          block["signature"] = str(block, "signature") + str(delta, "signature");
-        } else if (dtype == "input_json_delta") {
-          const std::string fragment = str(delta, "partial_json");
-          partial_json[index] += fragment;
-          emit.tool_delta(str(block, "id"), fragment);
-        }
-        return;
-      }
-      // content_block_stop
-      if (str(block, "type") == "tool_use") {
-        Json input = parse_arguments(partial_json[index]);
-        if (!input.is_object())
-          return malformed("tool_use input is not a JSON object: " +
-                           excerpt(partial_json[index], 256));
-        block["input"] = std::move(input);
-        emit.tool_end(str(block, "id"));
-      }
-    };
-
-    auto response = client_.stream(request, [&](std::string_view chunk) {
-      auto fed = parser.feed(chunk, on_event);
-      if (!fed) failure = Error(ErrorCode::Provider, o_.name + ": " + fed.error().message);
-      return !failure;
-    });
-    auto finish_with = [&](Error e) -> Result<Response> {
-      emit.error(e.message);
-      return std::unexpected(std::move(e));
-    };
-    if (failure) return finish_with(*failure);
-    if (!response) return finish_with(transport_error(o_, response.error()));
-    if (response->status < 200 || response->status >= 300)
-      return finish_with(http_error(o_, *response));
-    if (!stopped) {
-      return finish_with(Error(
-          ErrorCode::Provider,
-          o_.name + ": the stream from " + o_.url.authority() + " ended before message_stop"));
-    }
-    Response whole;
-    if (auto ok = read_blocks(blocks, whole, o_.name); !ok) return finish_with(ok.error());
-    r.text = std::move(whole.text);
-    r.thinking = std::move(whole.thinking);
-    r.tool_calls = std::move(whole.tool_calls);
-    if (r.model.empty()) r.model = context.model.value_or(o_.model);
-    if (r.stop_reason.empty()) r.stop_reason = r.tool_calls.empty() ? "end_turn" : "tool_use";
-    r.provider_state = Json{{"content", std::move(blocks)}};
-    emit.usage(r.usage, r.stop_reason);
-    emit.done();
-    return r;
   }
 
   CommonOptions o_;

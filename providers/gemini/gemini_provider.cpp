@@ -2,10 +2,10 @@
 // x-goog-api-key header (never in the URL), thought parts and signatures replayed intact.
 #include <cctype>
 
-#include "kernex/http/sse.hpp"
 #include "kernex/plugin.hpp"
 #include "kernex/providers/catalog.hpp"
-#include "kernex/providers/support.hpp"
+#include "kernex/providers/request.hpp"
+#include "kernex/providers/stream_driver.hpp"
 
 namespace kernex::providers {
 
@@ -95,20 +95,17 @@ class GeminiProvider final : public Provider {
                   o_.name + ": model id `" + excerpt(model, 128) +
                       "` is not valid (expected letters, digits, '.', '_' or '-', at most 128)");
     }
-    http::Request request;
-    request.stop = context.stop;  // the host cancelling the run aborts the request
-    request.url = join_url(
-        base_, "/models/" + model + (sink ? ":streamGenerateContent?alt=sse" : ":generateContent"));
-    request.headers = json_headers();
+    http::Request request = json_request(
+        context,
+        join_url(base_, "/models/" + model +
+                            (sink ? ":streamGenerateContent?alt=sse" : ":generateContent")));
     if (!o_.api_key.empty()) request.headers.emplace_back("x-goog-api-key", o_.api_key);
     request.body = build_body(context, tools).dump(-1, ' ', false, Json::error_handler_t::replace);
-    if (sink) return stream(request, model, sink);
-
-    auto response = client_.send(request);
-    if (!response) return std::unexpected(transport_error(o_, response.error()));
-    if (response->status < 200 || response->status >= 300)
-      return std::unexpected(http_error(o_, *response));
-    KERNEX_ASSIGN_OR_RETURN(auto body, parse_body(o_, response->body));
+    if (sink) {
+      Stream mapping(*this, model);
+      return drive_stream(client_, request, o_, Framing::Sse, mapping, sink);
+    }
+    KERNEX_ASSIGN_OR_RETURN(auto body, send_buffered(client_, request, o_));
     Response r;
     r.provider = o_.name;
     Json parts = Json::array();
@@ -287,50 +284,34 @@ class GeminiProvider final : public Provider {
     return {};
   }
 
-  Result<Response> stream(const http::Request& request, const std::string& model,
-                          const StreamSink& sink) {
-    Emitter emit(sink);
-    http::SseParser parser;
-    Response r;
-    r.provider = o_.name;
-    Json parts = Json::array();
-    std::string finish;
-    Json last = Json::object();
-    std::optional<Error> failure;
-    auto on_event = [&](const http::SseEvent& ev) {
-      if (failure) return;
-      Json j = parse_untrusted(ev.data);
-      if (j.is_discarded() || !j.is_object()) {
-        failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " +
-                                                 o_.url.authority() + ": " + excerpt(ev.data, 256));
-        return;
-      }
-      if (auto ok = absorb(j, r, parts, finish, emit); !ok) failure = ok.error();
-      last = std::move(j);
-    };
-    auto response = client_.stream(request, [&](std::string_view chunk) {
-      auto fed = parser.feed(chunk, on_event);
-      if (!fed) failure = Error(ErrorCode::Provider, o_.name + ": " + fed.error().message);
-      return !failure;
-    });
-    auto finish_with = [&](Error e) -> Result<Response> {
-      emit.error(e.message);
-      return std::unexpected(std::move(e));
-    };
-    if (failure) return finish_with(*failure);
-    if (!response) return finish_with(transport_error(o_, response.error()));
-    if (response->status < 200 || response->status >= 300)
-      return finish_with(http_error(o_, *response));
-    if (parser.has_partial() || finish.empty()) {
-      return finish_with(Error(
-          ErrorCode::Provider,
-          o_.name + ": the stream from " + o_.url.authority() + " ended before a finishReason"));
+  // streamGenerateContent events: each a GenerateContentResponse folded in as a whole one is;
+  // the stream is complete once a candidate named its finishReason.
+  class Stream final : public StreamMapping {
+   public:
+    Stream(GeminiProvider& provider, const std::string& model) : p_(provider), model_(model) {
+      r_.provider = p_.o_.name;
     }
-    if (auto ok = conclude(r, parts, finish, model, last); !ok) return finish_with(ok.error());
-    emit.usage(r.usage, r.stop_reason);
-    emit.done();
-    return r;
-  }
+
+    Result<void> on_event(WireEvent& ev, const Emitter& emit) override {
+      auto ok = p_.absorb(ev.json, r_, parts_, finish_, emit);
+      last_ = std::move(ev.json);
+      return ok;
+    }
+
+    Result<Response> finish(const StreamEnd& end, const Emitter& /*emit*/) override {
+      if (end.cut || finish_.empty()) return std::unexpected(stream_cut(p_.o_, "a finishReason"));
+      KERNEX_RETURN_IF_ERROR(p_.conclude(r_, parts_, finish_, model_, last_));
+      return std::move(r_);
+    }
+
+   private:
+    GeminiProvider& p_;
+    const std::string& model_;
+    Response r_;
+    Json parts_ = Json::array();
+    std::string finish_;
+    Json last_ = Json::object();
+  };
 
   CommonOptions o_;
   bool thinking_ = false;

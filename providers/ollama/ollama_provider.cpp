@@ -1,9 +1,9 @@
 // Ollama /api/chat: tools, NDJSON streaming. No key (an api_key, when given, is sent as a
 // bearer token for Ollama behind an authenticating proxy).
-#include "kernex/http/sse.hpp"
 #include "kernex/plugin.hpp"
 #include "kernex/providers/catalog.hpp"
-#include "kernex/providers/support.hpp"
+#include "kernex/providers/request.hpp"
+#include "kernex/providers/stream_driver.hpp"
 
 namespace kernex::providers {
 
@@ -33,21 +33,16 @@ class OllamaProvider final : public Provider {
 
   Result<Response> complete(const Context& context, const std::vector<ToolSpec>& tools,
                             const StreamSink& sink) override {
-    http::Request request;
-    request.stop = context.stop;  // the host cancelling the run aborts the request
-    request.url = endpoint_;
-    request.headers = json_headers();
+    http::Request request = json_request(context, endpoint_);
     if (!o_.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + o_.api_key);
     request.body = build_body(context, tools, static_cast<bool>(sink))
                        .dump(-1, ' ', false, Json::error_handler_t::replace);
-    if (sink) return stream(request, context, sink);
-
-    auto response = client_.send(request);
-    if (!response) return std::unexpected(transport_error(o_, response.error()));
-    if (response->status < 200 || response->status >= 300)
-      return std::unexpected(http_error(o_, *response));
-    KERNEX_ASSIGN_OR_RETURN(auto body, parse_body(o_, response->body));
-    if (body.contains("error")) return std::unexpected(stream_error(o_, response->body));
+    if (sink) {
+      Stream mapping(*this, context);
+      return drive_stream(client_, request, o_, Framing::Ndjson, mapping, sink);
+    }
+    KERNEX_ASSIGN_OR_RETURN(auto body, send_buffered(client_, request, o_));
+    if (body.contains("error")) return std::unexpected(stream_error(o_, body.dump()));
     Response r;
     r.provider = o_.name;
     KERNEX_RETURN_IF_ERROR(absorb(body, r, Emitter(no_sink_)));
@@ -60,13 +55,8 @@ class OllamaProvider final : public Provider {
   // (json, or a JSON Schema). It has no tool_choice: the loop's own rules apply.
   static void apply_generation(const Generation& g, Json& body) {
     Json options = body.value("options", Json::object());
-    if (g.temperature) options["temperature"] = *g.temperature;
-    if (g.top_p) options["top_p"] = *g.top_p;
+    sampling_fields(g, options);
     if (g.max_tokens) options["num_predict"] = *g.max_tokens;
-    if (!g.stop.empty()) options["stop"] = g.stop;
-    if (g.seed) options["seed"] = *g.seed;
-    if (g.presence_penalty) options["presence_penalty"] = *g.presence_penalty;
-    if (g.frequency_penalty) options["frequency_penalty"] = *g.frequency_penalty;
     if (!options.empty()) body["options"] = std::move(options);
     if (g.response_format.kind == ResponseFormat::Kind::JsonObject) body["format"] = "json";
     if (g.response_format.kind == ResponseFormat::Kind::JsonSchema)
@@ -75,9 +65,7 @@ class OllamaProvider final : public Provider {
 
   Json build_body(const Context& context, const std::vector<ToolSpec>& tools,
                   bool streaming) const {
-    Json messages = Json::array();
-    const std::string system = strip_cache_boundary(context.system_prompt);
-    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    Json messages = system_first(context);
     for (const ContextEntry& e : context.messages()) {
       if (e.role == "tool") {
         Json m{{"role", "tool"}, {"content", e.tool_result ? e.tool_result->content : e.content}};
@@ -101,16 +89,7 @@ class OllamaProvider final : public Provider {
     Json body{{"model", context.model.value_or(o_.model)},
               {"messages", std::move(messages)},
               {"stream", streaming}};
-    if (!tools.empty()) {
-      Json defs = Json::array();
-      for (const ToolSpec& t : tools) {
-        defs.push_back(
-            {{"type", "function"},
-             {"function",
-              {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
-      }
-      body["tools"] = std::move(defs);
-    }
+    if (!tools.empty()) body["tools"] = function_tools(tools);
     if (o_.max_tokens) body["options"] = {{"num_predict", *o_.max_tokens}};
     apply_generation(context.generation, body);
     return body;
@@ -156,64 +135,39 @@ class OllamaProvider final : public Provider {
     r.stop_reason = map_done(done_reason, !r.tool_calls.empty());
   }
 
-  Result<Response> stream(const http::Request& request, const Context& context,
-                          const StreamSink& sink) {
-    Emitter emit(sink);
-    http::LineSplitter lines;
-    Response r;
-    r.provider = o_.name;
-    bool done = false;
-    std::string done_reason;
-    std::optional<Error> failure;
-    auto on_line = [&](std::string_view line) {
-      if (failure || done) return;
-      Json j = parse_untrusted(line);
-      if (j.is_discarded() || !j.is_object()) {
-        failure = Error(ErrorCode::Provider, o_.name + ": malformed stream line from " +
-                                                 o_.url.authority() + ": " + excerpt(line, 256));
-        return;
-      }
-      if (j.contains("error")) {
-        failure = stream_error(o_, line);
-        return;
-      }
-      if (auto ok = absorb(j, r, emit); !ok) {
-        failure = ok.error();
-        return;
-      }
-      if (flag(j, "done")) {
-        done = true;
-        done_reason = str(j, "done_reason");
-      }
-    };
-    auto response = client_.stream(request, [&](std::string_view chunk) {
-      auto fed = lines.feed(chunk, on_line);
-      if (!fed) failure = Error(ErrorCode::Provider, o_.name + ": " + fed.error().message);
-      return !failure;
-    });
-    auto finish_with = [&](Error e) -> Result<Response> {
-      emit.error(e.message);
-      return std::unexpected(std::move(e));
-    };
-    if (!failure && response && response->status >= 200 && response->status < 300 &&
-        lines.has_partial()) {
-      const std::string rest = lines.take_rest();  // a last line without its newline
-      on_line(rest);
+  // /api/chat NDJSON: each line a response object folded in as a whole one is, until the line
+  // with done: true.
+  class Stream final : public StreamMapping {
+   public:
+    Stream(OllamaProvider& provider, const Context& context) : p_(provider), context_(context) {
+      r_.provider = p_.o_.name;
     }
-    if (failure) return finish_with(*failure);
-    if (!response) return finish_with(transport_error(o_, response.error()));
-    if (response->status < 200 || response->status >= 300)
-      return finish_with(http_error(o_, *response));
-    if (!done) {
-      return finish_with(Error(
-          ErrorCode::Provider,
-          o_.name + ": the stream from " + o_.url.authority() + " ended before its done line"));
+
+    bool stopped() const override { return done_; }
+
+    Result<void> on_event(WireEvent& ev, const Emitter& emit) override {
+      if (ev.json.contains("error")) return std::unexpected(stream_error(p_.o_, ev.data));
+      KERNEX_RETURN_IF_ERROR(p_.absorb(ev.json, r_, emit));
+      if (flag(ev.json, "done")) {
+        done_ = true;
+        done_reason_ = str(ev.json, "done_reason");
+      }
+      return {};
     }
-    finish(r, context, done_reason);
-    emit.usage(r.usage, r.stop_reason);
-    emit.done();
-    return r;
-  }
+
+    Result<Response> finish(const StreamEnd& /*end*/, const Emitter& /*emit*/) override {
+      if (!done_) return std::unexpected(stream_cut(p_.o_, "its done line"));
+      p_.finish(r_, context_, done_reason_);
+      return std::move(r_);
+    }
+
+   private:
+    OllamaProvider& p_;
+    const Context& context_;
+    Response r_;
+    bool done_ = false;
+    std::string done_reason_;
+  };
 
   CommonOptions o_;
   http::Client client_;

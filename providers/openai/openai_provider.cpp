@@ -4,9 +4,9 @@
 
 #include <map>
 
-#include "kernex/http/sse.hpp"
 #include "kernex/providers/catalog.hpp"
-#include "kernex/providers/support.hpp"
+#include "kernex/providers/request.hpp"
+#include "kernex/providers/stream_driver.hpp"
 
 namespace kernex::providers {
 
@@ -48,6 +48,157 @@ std::string arguments_text(const Json& arguments) {
                                : arguments.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+// The reply's first choice: text, reasoning, tool calls, finish reason and usage.
+Result<Response> parse_response(const CommonOptions& o, const Json& body, const Context& context) {
+  const Json& choices = body.contains("choices") ? body.at("choices") : Json();
+  if (!choices.is_array() || choices.empty() || !choices.front().is_object()) {
+    return fail(ErrorCode::Provider,
+                redact(o.name + ": the response has no choices (body: " +
+                           excerpt(body.dump(-1, ' ', false, Json::error_handler_t::replace)) + ")",
+                       o.api_key));
+  }
+  const Json& choice = choices.front();
+  const Json message = member(choice, "message", Json::object());
+  Response r;
+  r.provider = o.name;
+  r.model = str(body, "model");
+  if (r.model.empty()) r.model = context.model.value_or(o.model);
+  r.text = content_text(member(message, "content", Json()));
+  r.thinking = str(message, "reasoning_content");
+  if (r.thinking.empty()) r.thinking = str(message, "reasoning");
+  const Json calls = member(message, "tool_calls", Json::array());
+  if (calls.is_array()) {
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const Json& c = calls[i];
+      const Json fn = member(c, "function", Json::object());
+      ToolCall call;
+      call.id = str(c, "id");
+      if (call.id.empty()) call.id = "call_" + std::to_string(i);
+      call.name = str(fn, "name");
+      if (call.name.empty()) {
+        return fail(ErrorCode::Provider,
+                    o.name + ": tool_calls[" + std::to_string(i) + "] has no function name");
+      }
+      const Json args = member(fn, "arguments", Json());  // a JSON text, or an object
+      call.arguments = args.is_null()     ? parse_arguments("")
+                       : args.is_string() ? parse_arguments(args.get<std::string>())
+                                          : args;
+      r.tool_calls.push_back(std::move(call));
+    }
+  }
+  r.stop_reason = map_finish(str(choice, "finish_reason"), !r.tool_calls.empty());
+  if (body.contains("usage")) r.usage = parse_usage(body.at("usage"));
+  return r;
+}
+
+// Chat Completions chunks: choices[0].delta carries content, reasoning and tool-call fragments
+// (keyed by index; the name and id come first), the last chunks the finish reason and usage,
+// and "[DONE]" ends the stream.
+class OpenAiStream final : public StreamMapping {
+ public:
+  OpenAiStream(const CommonOptions& o, const Context& context) : o_(o), context_(context) {
+    r_.provider = o_.name;
+  }
+
+  bool on_marker(std::string_view data) override {
+    if (data != "[DONE]") return false;
+    saw_done_ = true;
+    return true;
+  }
+
+  Result<void> on_event(WireEvent& ev, const Emitter& emit) override {
+    const Json& j = ev.json;
+    if (j.contains("error")) return std::unexpected(stream_error(o_, ev.data));
+    if (auto m = str(j, "model"); !m.empty()) r_.model = m;
+    if (j.contains("usage") && j.at("usage").is_object()) r_.usage = parse_usage(j.at("usage"));
+    const Json choices = member(j, "choices", Json::array());
+    if (!choices.is_array() || choices.empty()) return {};
+    const Json& choice = choices.front();
+    const Json delta = member(choice, "delta", Json::object());
+    const std::string text = content_text(member(delta, "content", Json()));
+    r_.text += text;
+    emit.text(text);
+    std::string thinking = str(delta, "reasoning_content");
+    if (thinking.empty()) thinking = str(delta, "reasoning");
+    r_.thinking += thinking;
+    emit.thinking(thinking);
+    const Json tool_deltas = member(delta, "tool_calls", Json::array());
+    if (tool_deltas.is_array()) {
+      for (std::size_t i = 0; i < tool_deltas.size(); ++i) tool_delta(tool_deltas[i], i, emit);
+    }
+    if (auto f = str(choice, "finish_reason"); !f.empty()) finish_ = f;
+    return {};
+  }
+
+  Result<Response> finish(const StreamEnd& end, const Emitter& emit) override {
+    if (!end.any_event) return whole_body(end.raw, emit);
+    if (end.cut || (!saw_done_ && finish_.empty()))
+      return std::unexpected(stream_cut(o_, "the response was complete"));
+    for (auto& [index, call] : calls_) {
+      if (!call.started) {
+        return fail(ErrorCode::Provider,
+                    o_.name + ": streamed tool call " + std::to_string(index) + " has no name");
+      }
+      emit.tool_end(call.id);
+      r_.tool_calls.push_back(ToolCall{call.id, call.name, parse_arguments(call.arguments)});
+    }
+    if (r_.model.empty()) r_.model = context_.model.value_or(o_.model);
+    r_.stop_reason = map_finish(finish_, !r_.tool_calls.empty());
+    return std::move(r_);
+  }
+
+ private:
+  struct Call {
+    std::string id;
+    std::string name;
+    std::string arguments;
+    bool started = false;
+  };
+
+  void tool_delta(const Json& d, std::size_t position, const Emitter& emit) {
+    const std::int64_t index = d.contains("index") && d.at("index").is_number_integer()
+                                   ? d.at("index").get<std::int64_t>()
+                                   : static_cast<std::int64_t>(position);
+    Call& call = calls_[index];
+    if (auto id = str(d, "id"); !id.empty() && call.id.empty()) call.id = id;
+    const Json fn = member(d, "function", Json::object());
+    if (auto name = str(fn, "name"); !name.empty() && !call.started) call.name += name;
+    const Json args = member(fn, "arguments", Json());
+    const std::string fragment =
+        args.is_string() ? args.get<std::string>() : (args.is_null() ? "" : args.dump());
+    call.arguments += fragment;
+    if (!call.started && !call.name.empty()) {
+      if (call.id.empty()) call.id = "call_" + std::to_string(index);
+      call.started = true;
+      emit.tool_start(call.id, call.name);
+      emit.tool_delta(call.id, call.arguments);
+    } else if (call.started) {
+      emit.tool_delta(call.id, fragment);
+    }
+  }
+
+  // The server ignored "stream": true and sent one JSON body: answer from it.
+  Result<Response> whole_body(std::string_view raw, const Emitter& emit) const {
+    KERNEX_ASSIGN_OR_RETURN(auto body, parse_body(o_, raw));
+    KERNEX_ASSIGN_OR_RETURN(auto whole, parse_response(o_, body, context_));
+    emit.thinking(whole.thinking);
+    emit.text(whole.text);
+    for (const ToolCall& c : whole.tool_calls) {
+      emit.tool_start(c.id, c.name);
+      emit.tool_delta(c.id, arguments_text(c.arguments));
+      emit.tool_end(c.id);
+    }
+    return whole;
+  }
+
+  const CommonOptions& o_;
+  const Context& context_;
+  Response r_;
+  std::map<std::int64_t, Call> calls_;
+  std::string finish_;
+  bool saw_done_ = false;
+};
+
 class OpenAiProvider final : public Provider {
  public:
   explicit OpenAiProvider(CommonOptions options)
@@ -63,23 +214,16 @@ class OpenAiProvider final : public Provider {
   Result<Response> complete(const Context& context, const std::vector<ToolSpec>& tools,
                             const StreamSink& sink) override {
     const bool streaming = static_cast<bool>(sink);
-    http::Request request;
-    request.stop = context.stop;  // the host cancelling the run aborts the request
-    request.url = endpoint_;
-    request.headers = json_headers();
+    http::Request request = json_request(context, endpoint_);
     if (!o_.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + o_.api_key);
     request.body =
         build_body(context, tools, streaming).dump(-1, ' ', false, Json::error_handler_t::replace);
-
-    if (!streaming) {
-      auto response = client_.send(request);
-      if (!response) return std::unexpected(transport_error(o_, response.error()));
-      if (response->status < 200 || response->status >= 300)
-        return std::unexpected(http_error(o_, *response));
-      KERNEX_ASSIGN_OR_RETURN(auto body, parse_body(o_, response->body));
-      return parse_response(body, context);
+    if (streaming) {
+      OpenAiStream mapping(o_, context);
+      return drive_stream(client_, request, o_, Framing::Sse, mapping, sink);
     }
-    return stream(request, context, sink);
+    KERNEX_ASSIGN_OR_RETURN(auto body, send_buffered(client_, request, o_));
+    return parse_response(o_, body, context);
   }
 
  private:
@@ -88,13 +232,8 @@ class OpenAiProvider final : public Provider {
   static void apply_generation(const Context& context, const std::vector<ToolSpec>& tools,
                                Json& body) {
     const Generation& g = context.generation;
-    if (g.temperature) body["temperature"] = *g.temperature;
-    if (g.top_p) body["top_p"] = *g.top_p;
+    sampling_fields(g, body);
     if (g.max_tokens) body["max_tokens"] = *g.max_tokens;
-    if (!g.stop.empty()) body["stop"] = g.stop;
-    if (g.seed) body["seed"] = *g.seed;
-    if (g.presence_penalty) body["presence_penalty"] = *g.presence_penalty;
-    if (g.frequency_penalty) body["frequency_penalty"] = *g.frequency_penalty;
     if (g.reasoning_effort) body["reasoning_effort"] = *g.reasoning_effort;
     const ResponseFormat& f = g.response_format;
     if (f.kind == ResponseFormat::Kind::JsonObject)
@@ -114,9 +253,7 @@ class OpenAiProvider final : public Provider {
 
   Json build_body(const Context& context, const std::vector<ToolSpec>& tools,
                   bool streaming) const {
-    Json messages = Json::array();
-    const std::string system = strip_cache_boundary(context.system_prompt);
-    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    Json messages = system_first(context);
     for (const ContextEntry& e : context.messages()) {
       if (e.role == "tool") {
         if (e.tool_result) {
@@ -145,16 +282,7 @@ class OpenAiProvider final : public Provider {
       messages.push_back(std::move(m));
     }
     Json body{{"model", context.model.value_or(o_.model)}, {"messages", std::move(messages)}};
-    if (!tools.empty()) {
-      Json defs = Json::array();
-      for (const ToolSpec& t : tools) {
-        defs.push_back(
-            {{"type", "function"},
-             {"function",
-              {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
-      }
-      body["tools"] = std::move(defs);
-    }
+    if (!tools.empty()) body["tools"] = function_tools(tools);
     if (o_.max_tokens) body["max_tokens"] = *o_.max_tokens;
     apply_generation(context, tools, body);
     if (streaming) {
@@ -162,194 +290,6 @@ class OpenAiProvider final : public Provider {
       body["stream_options"] = {{"include_usage", true}};
     }
     return body;
-  }
-
-  Result<Response> parse_response(const Json& body, const Context& context) const {
-    const Json& choices = body.contains("choices") ? body.at("choices") : Json();
-    if (!choices.is_array() || choices.empty() || !choices.front().is_object()) {
-      return fail(
-          ErrorCode::Provider,
-          redact(o_.name + ": the response has no choices (body: " +
-                     excerpt(body.dump(-1, ' ', false, Json::error_handler_t::replace)) + ")",
-                 o_.api_key));
-    }
-    const Json& choice = choices.front();
-    const Json message = member(choice, "message", Json::object());
-    Response r;
-    r.provider = o_.name;
-    r.model = str(body, "model");
-    if (r.model.empty()) r.model = context.model.value_or(o_.model);
-    r.text = content_text(member(message, "content", Json()));
-    r.thinking = str(message, "reasoning_content");
-    if (r.thinking.empty()) r.thinking = str(message, "reasoning");
-    const Json calls = member(message, "tool_calls", Json::array());
-    if (calls.is_array()) {
-      for (std::size_t i = 0; i < calls.size(); ++i) {
-        const Json& c = calls[i];
-        const Json fn = member(c, "function", Json::object());
-        ToolCall call;
-        call.id = str(c, "id");
-        if (call.id.empty()) call.id = "call_" + std::to_string(i);
-        call.name = str(fn, "name");
-        if (call.name.empty()) {
-          return fail(ErrorCode::Provider,
-                      o_.name + ": tool_calls[" + std::to_string(i) + "] has no function name");
-        }
-        const Json args = member(fn, "arguments", Json());  // a JSON text, or an object
-        call.arguments = args.is_null()     ? parse_arguments("")
-                         : args.is_string() ? parse_arguments(args.get<std::string>())
-                                            : args;
-        r.tool_calls.push_back(std::move(call));
-      }
-    }
-    r.stop_reason = map_finish(str(choice, "finish_reason"), !r.tool_calls.empty());
-    if (body.contains("usage")) r.usage = parse_usage(body.at("usage"));
-    return r;
-  }
-
-  struct StreamCall {
-    std::string id;
-    std::string name;
-    std::string arguments;
-    bool started = false;
-  };
-
-  Result<Response> stream(const http::Request& request, const Context& context,
-                          const StreamSink& sink) {
-    Emitter emit(sink);
-    http::SseParser parser;
-    Response r;
-    r.provider = o_.name;
-    std::map<std::int64_t, StreamCall> calls;
-    std::string finish;
-    bool saw_done = false;
-    bool saw_event = false;
-    std::optional<Error> failure;
-    std::string raw;  // kept until the first event, for servers that ignore "stream": true
-
-    auto on_event = [&](const http::SseEvent& ev) {
-      if (failure) return;
-      saw_event = true;
-      if (ev.data == "[DONE]") {
-        saw_done = true;
-        return;
-      }
-      Json j = parse_untrusted(ev.data);
-      if (j.is_discarded() || !j.is_object()) {
-        failure = Error(ErrorCode::Provider, o_.name + ": malformed stream event from " +
-                                                 o_.url.authority() +
-                                                 " (data: " + excerpt(ev.data, 512) + ")");
-        return;
-      }
-      if (j.contains("error")) {
-        failure = stream_error(o_, ev.data);
-        return;
-      }
-      if (auto m = str(j, "model"); !m.empty()) r.model = m;
-      if (j.contains("usage") && j.at("usage").is_object()) r.usage = parse_usage(j.at("usage"));
-      const Json choices = member(j, "choices", Json::array());
-      if (!choices.is_array() || choices.empty()) return;
-      const Json& choice = choices.front();
-      const Json delta = member(choice, "delta", Json::object());
-      const std::string text = content_text(member(delta, "content", Json()));
-      r.text += text;
-      emit.text(text);
-      std::string thinking = str(delta, "reasoning_content");
-      if (thinking.empty()) thinking = str(delta, "reasoning");
-      r.thinking += thinking;
-      emit.thinking(thinking);
-      const Json tool_deltas = member(delta, "tool_calls", Json::array());
-      if (tool_deltas.is_array()) {
-        for (std::size_t i = 0; i < tool_deltas.size(); ++i) {
-          const Json& d = tool_deltas[i];
-          const std::int64_t index = d.contains("index") && d.at("index").is_number_integer()
-                                         ? d.at("index").get<std::int64_t>()
-                                         : static_cast<std::int64_t>(i);
-          StreamCall& call = calls[index];
-          if (auto id = str(d, "id"); !id.empty() && call.id.empty()) call.id = id;
-          const Json fn = member(d, "function", Json::object());
-          if (auto name = str(fn, "name"); !name.empty() && !call.started) call.name += name;
-          const Json args = member(fn, "arguments", Json());
-          const std::string fragment =
-              args.is_string() ? args.get<std::string>() : (args.is_null() ? "" : args.dump());
-          call.arguments += fragment;
-          if (!call.started && !call.name.empty()) {
-            if (call.id.empty()) call.id = "call_" + std::to_string(index);
-            call.started = true;
-            emit.tool_start(call.id, call.name);
-            emit.tool_delta(call.id, call.arguments);
-          } else if (call.started) {
-            emit.tool_delta(call.id, fragment);
-          }
-        }
-      }
-      if (auto f = str(choice, "finish_reason"); !f.empty()) finish = f;
-    };
-
-    auto response = client_.stream(request, [&](std::string_view chunk) {
-      if (!saw_event && raw.size() < (1u << 20)) raw.append(chunk);
-      auto fed = parser.feed(chunk, on_event);
-      if (!fed) failure = Error(ErrorCode::Provider, o_.name + ": " + fed.error().message);
-      return !failure;
-    });
-    if (failure) {
-      emit.error(failure->message);
-      return std::unexpected(*failure);
-    }
-    if (!response) {
-      Error e = transport_error(o_, response.error());
-      emit.error(e.message);
-      return std::unexpected(e);
-    }
-    if (response->status < 200 || response->status >= 300) {
-      Error e = http_error(o_, *response);
-      emit.error(e.message);
-      return std::unexpected(e);
-    }
-    if (!saw_event) {
-      // The server ignored "stream": true and sent one JSON body: answer from it.
-      auto body = parse_body(o_, raw);
-      if (!body) {
-        emit.error(body.error().message);
-        return std::unexpected(body.error());
-      }
-      auto whole = parse_response(*body, context);
-      if (!whole) {
-        emit.error(whole.error().message);
-        return whole;
-      }
-      emit.thinking(whole->thinking);
-      emit.text(whole->text);
-      for (const ToolCall& c : whole->tool_calls) {
-        emit.tool_start(c.id, c.name);
-        emit.tool_delta(c.id, arguments_text(c.arguments));
-        emit.tool_end(c.id);
-      }
-      emit.usage(whole->usage, whole->stop_reason);
-      emit.done();
-      return whole;
-    }
-    if (parser.has_partial() || (!saw_done && finish.empty())) {
-      Error e(ErrorCode::Provider, o_.name + ": the stream from " + o_.url.authority() +
-                                       " ended before the response was complete");
-      emit.error(e.message);
-      return std::unexpected(e);
-    }
-    for (auto& [index, call] : calls) {
-      if (!call.started) {
-        Error e(ErrorCode::Provider,
-                o_.name + ": streamed tool call " + std::to_string(index) + " has no name");
-        emit.error(e.message);
-        return std::unexpected(e);
-      }
-      emit.tool_end(call.id);
-      r.tool_calls.push_back(ToolCall{call.id, call.name, parse_arguments(call.arguments)});
-    }
-    if (r.model.empty()) r.model = context.model.value_or(o_.model);
-    r.stop_reason = map_finish(finish, !r.tool_calls.empty());
-    emit.usage(r.usage, r.stop_reason);
-    emit.done();
-    return r;
   }
 
   CommonOptions o_;

@@ -10,18 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 
-#ifndef SYS_open_tree
-#define SYS_open_tree 428
-#endif
-#ifndef SYS_move_mount
-#define SYS_move_mount 429
-#endif
-#ifndef SYS_openat2
-#define SYS_openat2 437
-#endif
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
+#include "mount_syscalls.hpp"
 
 namespace kernex::sandbox::detail {
 namespace {

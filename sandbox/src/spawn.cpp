@@ -110,6 +110,75 @@ std::chrono::microseconds to_us(const timeval& tv) {
   return std::chrono::seconds(tv.tv_sec) + std::chrono::microseconds(tv.tv_usec);
 }
 
+// The child's descriptors while it runs; a member is reset once it is done with.
+struct Pipes {
+  const Fd& stop;  // the run's cancellation, when it can be cancelled
+  Fd& in;
+  Fd& out;
+  Fd& err;
+  const Fd& pidfd;
+};
+
+struct PumpEnd {
+  bool exited = false;
+  bool timed_out = false;
+  bool cancelled = false;
+};
+
+// Feeds stdin, drains stdout and stderr and watches for the exit until the child exited with
+// both pipes closed, the deadline passed or the run was cancelled.
+PumpEnd pump(Pipes p, pid_t pid, std::string_view stdin_data, Capture& out_cap, Capture& err_cap,
+             Clock::time_point deadline) {
+  PumpEnd end;
+  std::size_t stdin_written = 0;
+  while (p.out || p.err || !end.exited) {
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      end.timed_out = !end.exited;
+      break;
+    }
+    pollfd fds[5];
+    nfds_t n = 0;
+    auto watch = [&](const Fd& fd, short events) {
+      if (!fd) return -1;
+      fds[n] = {fd.get(), events, 0};
+      return static_cast<int>(n++);
+    };
+    auto fired = [&](int i) { return i >= 0 && fds[i].revents != 0; };
+    const int stop_i = watch(p.stop, POLLIN);
+    const int out_i = watch(p.out, POLLIN);
+    const int err_i = watch(p.err, POLLIN);
+    const int in_i = watch(p.in, POLLOUT);
+    const int pid_i = end.exited ? -1 : watch(p.pidfd, POLLIN);
+    auto remaining = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
+    int rc = ::poll(fds, n, static_cast<int>(std::min<long long>(remaining, 60'000)));
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fired(stop_i)) {
+      end.cancelled = !end.exited;
+      break;
+    }
+    if (fired(out_i) && !drain(p.out.get(), out_cap)) p.out.reset();
+    if (fired(err_i) && !drain(p.err.get(), err_cap)) p.err.reset();
+    if (fired(in_i)) {
+      ssize_t w = ::send(p.in.get(), stdin_data.data() + stdin_written,
+                         stdin_data.size() - stdin_written, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) stdin_written += static_cast<std::size_t>(w);
+      if ((w < 0 && errno != EAGAIN && errno != EINTR) || stdin_written == stdin_data.size())
+        p.in.reset();
+    }
+    if (fired(pid_i)) {
+      end.exited = true;
+      // The leader is a zombie until reaped, so its group id can't be reused yet.
+      ::kill(-pid, SIGKILL);
+      p.in.reset();
+    }
+  }
+  return end;
+}
+
 }  // namespace
 
 Result<fs::path> resolve_command(const Policy& policy, const std::string& command,
@@ -196,70 +265,10 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
 
   Capture out_cap{{}, command.stdout_cap.value_or(profile.stdout_cap), 0};
   Capture err_cap{{}, profile.stderr_cap, 0};
-  std::size_t stdin_written = 0;
   if (command.stdin_data.empty()) in_w.reset();
-  bool exited = false;
-  bool timed_out = false;
-  bool cancelled = false;
   if (stop_fd) on_stop.emplace(command.stop, wake);
-
-  while (out_r || err_r || !exited) {
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      timed_out = !exited;
-      break;
-    }
-    pollfd fds[5];
-    nfds_t n = 0;
-    int out_i = -1, err_i = -1, in_i = -1, pid_i = -1, stop_i = -1;
-    if (stop_fd) {
-      stop_i = static_cast<int>(n);
-      fds[n++] = {stop_fd.get(), POLLIN, 0};
-    }
-    if (out_r) {
-      out_i = static_cast<int>(n);
-      fds[n++] = {out_r.get(), POLLIN, 0};
-    }
-    if (err_r) {
-      err_i = static_cast<int>(n);
-      fds[n++] = {err_r.get(), POLLIN, 0};
-    }
-    if (in_w) {
-      in_i = static_cast<int>(n);
-      fds[n++] = {in_w.get(), POLLOUT, 0};
-    }
-    if (!exited) {
-      pid_i = static_cast<int>(n);
-      fds[n++] = {pidfd.get(), POLLIN, 0};
-    }
-    auto remaining = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
-    int rc = ::poll(fds, n, static_cast<int>(std::min<long long>(remaining, 60'000)));
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (stop_i >= 0 && fds[stop_i].revents != 0) {
-      cancelled = !exited;
-      break;
-    }
-    if (out_i >= 0 && fds[out_i].revents != 0 && !drain(out_r.get(), out_cap)) out_r.reset();
-    if (err_i >= 0 && fds[err_i].revents != 0 && !drain(err_r.get(), err_cap)) err_r.reset();
-    if (in_i >= 0 && fds[in_i].revents != 0) {
-      ssize_t w = ::send(in_w.get(), command.stdin_data.data() + stdin_written,
-                         command.stdin_data.size() - stdin_written, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (w > 0) stdin_written += static_cast<std::size_t>(w);
-      if ((w < 0 && errno != EAGAIN && errno != EINTR) ||
-          stdin_written == command.stdin_data.size()) {
-        in_w.reset();
-      }
-    }
-    if (pid_i >= 0 && fds[pid_i].revents != 0) {
-      exited = true;
-      // The leader is a zombie until reaped, so its group id can't be reused yet.
-      ::kill(-pid, SIGKILL);
-      in_w.reset();
-    }
-  }
+  const PumpEnd pumped = pump({stop_fd, in_w, out_r, err_r, pidfd}, pid, command.stdin_data,
+                              out_cap, err_cap, deadline);
 
   on_stop.reset();
   ::kill(-pid, SIGKILL);
@@ -275,8 +284,8 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   result.executable = launch.executable();
   result.pid = pid;
   result.sandboxed = launch.sandboxed();
-  result.timed_out = timed_out;
-  result.cancelled = cancelled;
+  result.timed_out = pumped.timed_out;
+  result.cancelled = pumped.cancelled;
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
   result.stdout_data = out_cap.finish(result.stdout_truncated);

@@ -8,25 +8,6 @@
 namespace kernex::server {
 namespace {
 
-// The path's segments, each decoded after splitting: "%2F" inside a session id is part of it.
-std::vector<std::string> segments(const HttpRequest& req) {
-  const std::string& path = req.raw_path.empty() ? req.path : req.raw_path;
-  const bool raw = !req.raw_path.empty();
-  std::vector<std::string> out;
-  std::size_t i = 0;
-  while (i < path.size()) {
-    if (path[i] == '/') {
-      ++i;
-      continue;
-    }
-    const std::size_t j = path.find('/', i);
-    std::string seg = path.substr(i, j == std::string::npos ? std::string::npos : j - i);
-    out.push_back(raw ? percent_decode(seg, false) : std::move(seg));
-    i = j == std::string::npos ? path.size() : j;
-  }
-  return out;
-}
-
 // Deeper nesting than any real request is refused before parsing (the parser and the JSON
 // value's destructor would otherwise recurse as deep as a hostile body likes).
 bool nesting_within(const std::string& text, int limit) {
@@ -133,15 +114,84 @@ HttpReply Api::handle(const HttpRequest& req) {
   return reply;
 }
 
+// The API's routes. Sessions and runs are per tenant: another tenant's is not found.
+const std::vector<Api::Route>& Api::routes() {
+  using A = RouteAuth;
+  static const std::vector<Route> table{
+      {"GET", "/healthz", A::Public,
+       [](Api&, const RouteCall&) {
+         return HttpReply::json(200, {{"status", "ok"}});
+       }},
+      {"", "/metrics", A::Public,
+       [](Api& api, const RouteCall& c) {
+         if (!api.deps_.metrics_here)
+           return HttpReply::error(api_error(404, "not_found", "no route " + c.req.path));
+         return metrics_reply(c.req, api.deps_.metrics_token, api.deps_.metrics_text);
+       }},
+      {"DELETE", "/v1/sessions/{session}", A::TenantSession,
+       [](Api& api, const RouteCall& c) {
+         return api.delete_session(c.tenant, c.params["session"]);
+       }},
+      {"GET", "/v1/sessions/{session}/messages", A::TenantSession,
+       [](Api& api, const RouteCall& c) {
+         return api.session_history(c.req, c.tenant, c.params["session"]);
+       }},
+      {"POST", "/v1/sessions/{session}/messages", A::Tenant,
+       [](Api& api, const RouteCall& c) {
+         return api.post_message(c.req, c.tenant, c.params["session"]);
+       }},
+      {"GET", "/v1/sessions/{session}/runs", A::TenantSession,
+       [](Api& api, const RouteCall& c) {
+         return api.session_runs(c.req, c.tenant, c.params["session"]);
+       }},
+      {"GET", "/v1/sessions/{session}/approvals", A::TenantSession,
+       [](Api& api, const RouteCall& c) {
+         return api.session_approvals(c.tenant, c.params["session"]);
+       }},
+      // The overlay review (session_overlay.cpp) answers its own methods and unknown actions.
+      {"", "/v1/sessions/{session}/workspace/{action...}", A::Tenant,
+       [](Api& api, const RouteCall& c) {
+         return workspace_route(c.req, *api.deps_.runs, c.tenant, c.params["session"],
+                                c.params.rest);
+       }},
+      {"GET", "/v1/runs/{run}", A::Tenant,
+       [](Api& api, const RouteCall& c) { return api.run_summary(c.tenant, c.params["run"]); }},
+      {"GET", "/v1/runs/{run}/events", A::Tenant,
+       [](Api& api, const RouteCall& c) {
+         return api.run_events(c.req, c.tenant, c.params["run"]);
+       }},
+      {"POST", "/v1/runs/{run}/cancel", A::Tenant,
+       [](Api& api, const RouteCall& c) { return api.cancel_run(c.tenant, c.params["run"]); }},
+      {"POST", "/v1/approvals/{id}", A::Tenant,
+       [](Api& api, const RouteCall& c) {
+         return api.post_approval(c.req, c.tenant, c.params["id"]);
+       }},
+      {"POST", "/v1/chat/completions", A::Tenant,
+       [](Api& api, const RouteCall& c) { return api.chat_completions(c.req, c.tenant); }},
+      {"GET", "/v1/models", A::Tenant, [](Api& api, const RouteCall&) { return api.models(); }},
+      {"GET", "/v1/models/{id}", A::Tenant,
+       [](Api& api, const RouteCall& c) { return api.model(c.params["id"]); }},
+      {"POST", "/v1/responses", A::Tenant,
+       [](Api& api, const RouteCall& c) { return api.responses(c.req, c.tenant); }},
+      // GET and DELETE; without a response store every method is answered 404.
+      {"", "/v1/responses/{id}", A::Tenant,
+       [](Api& api, const RouteCall& c) {
+         return api.response_by_id(c.req, c.tenant, c.params["id"]);
+       }},
+  };
+  return table;
+}
+
 HttpReply Api::route(const HttpRequest& req) {
-  const std::vector<std::string> seg = segments(req);
-  if (seg.size() == 1 && seg[0] == "healthz") {
-    if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
-    return HttpReply::json(200, {{"status", "ok"}});
-  }
-  if (seg.size() == 1 && seg[0] == "metrics" && deps_.metrics_here)
-    return metrics_reply(req, deps_.metrics_token, deps_.metrics_text);
-  if (seg.empty() || seg[0] != "v1") {
+  const std::vector<std::string> seg = path_segments(req);
+  const RouteLookup<Route> found = find_route<Route>(routes(), req, seg);
+  // Every path under /v1 needs a tenant, one no route serves included: a caller without a key
+  // learns nothing about the API.
+  const bool needs_tenant = found.route != nullptr ? found.route->auth != RouteAuth::Public
+                                                   : !seg.empty() && seg[0] == "v1";
+  if (!needs_tenant) {
+    if (found.route != nullptr) return found.route->handler(*this, {req, {}, found.params});
+    if (found.path_known) return HttpReply::error(method_not_allowed(req));
     return HttpReply::error(api_error(404, "not_found", "no route " + req.path));
   }
   auto tenant = deps_.authenticate(req);
@@ -151,109 +201,120 @@ HttpReply Api::route(const HttpRequest& req) {
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
     return r;
   }
-  HttpReply reply = [&]() -> HttpReply {
-    if (seg.size() >= 3 && seg[1] == "sessions") {
-      const std::string& session = seg[2];
-      if (!valid_session_id(session)) {
-        return HttpReply::error(
-            api_error(400, "invalid_session",
-                      "session ids are 1-256 bytes of UTF-8 without control characters"));
-      }
-      // Sessions are per tenant: one this tenant never used (another tenant's, say) is not found.
-      const bool reads = (seg.size() == 3 && req.method == "DELETE") ||
-                         (seg.size() == 4 && req.method == "GET" &&
-                          (seg[3] == "messages" || seg[3] == "runs" || seg[3] == "approvals"));
-      if (reads && !deps_.runs->session_exists(*tenant, session)) {
-        return HttpReply::error(api_error(404, "not_found", "no session '" + session + "'"));
-      }
-      if (seg.size() >= 4 && seg[3] == "workspace")
-        return workspace_route(req, *deps_.runs, *tenant, session,
-                               std::vector<std::string>(seg.begin() + 4, seg.end()));
-      if (seg.size() == 3) {
-        if (req.method != "DELETE") return HttpReply::error(method_not_allowed(req));
-        auto done = deps_.runs->forget(*tenant, session);
-        if (!done) return HttpReply::error(done.error());
-        if (deps_.responses) {
-          if (auto gone = deps_.responses->delete_session(*tenant, session); !gone)
-            return HttpReply::error(api_error(500, "store_failed", gone.error().describe()));
-        }
-        return HttpReply::json(200, {{"deleted", true}, {"session_id", session}});
-      }
-      if (seg.size() == 4 && seg[3] == "messages") {
-        if (req.method == "POST") return post_message(req, *tenant, session);
-        if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
-        auto limit = size_param(req, "limit", 50, 1000);
-        if (!limit)
-          return HttpReply::error(api_error(400, "invalid_request", "limit: expected 1-1000"));
-        std::optional<std::int64_t> before;
-        if (req.query.contains("before")) {
-          auto b = size_param(req, "before", 0, INT64_MAX);
-          if (!b)
-            return HttpReply::error(
-                api_error(400, "invalid_request", "before: expected a message seq"));
-          before = static_cast<std::int64_t>(*b);
-        }
-        auto h = deps_.runs->history(*tenant, session, *limit, before);
-        return h ? HttpReply::json(200, *h) : HttpReply::error(h.error());
-      }
-      if (seg.size() == 4 && seg[3] == "runs") {
-        if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
-        auto limit = size_param(req, "limit", 100, 1000);
-        if (!limit)
-          return HttpReply::error(api_error(400, "invalid_request", "limit: expected 1-1000"));
-        auto runs = deps_.runs->session_runs(*tenant, session, *limit);
-        return runs ? HttpReply::json(200, *runs) : HttpReply::error(runs.error());
-      }
-      if (seg.size() == 4 && seg[3] == "approvals") {
-        if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
-        return session_approvals(*tenant, session);
-      }
-    }
-    if (seg.size() >= 3 && seg[1] == "runs") {
-      const std::string& run_id = seg[2];
-      if (seg.size() == 3) {
-        if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
-        auto run = deps_.runs->find(*tenant, run_id);
-        if (!run) return HttpReply::error(api_error(404, "not_found", "no run '" + run_id + "'"));
-        return HttpReply::json(200, run->summary());
-      }
-      if (seg.size() == 4 && seg[3] == "events") {
-        if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
-        return run_events(req, *tenant, run_id);
-      }
-      if (seg.size() == 4 && seg[3] == "cancel") {
-        if (req.method != "POST") return HttpReply::error(method_not_allowed(req));
-        auto run = deps_.runs->cancel(*tenant, run_id);
-        if (!run) return HttpReply::error(run.error());
-        return HttpReply::json(
-            202, {{"run_id", run_id}, {"status", std::string(to_string((*run)->status()))}});
-      }
-    }
-    if (seg.size() == 3 && seg[1] == "approvals") {
-      if (req.method != "POST") return HttpReply::error(method_not_allowed(req));
-      return post_approval(req, *tenant, seg[2]);
-    }
-    if (seg.size() == 3 && seg[1] == "chat" && seg[2] == "completions") {
-      if (req.method != "POST") return HttpReply::error(method_not_allowed(req));
-      return chat_completions(req, *tenant);
-    }
-    if (seg.size() == 2 && seg[1] == "models") {
-      if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
-      return models();
-    }
-    if (seg.size() == 3 && seg[1] == "models") {
-      if (req.method != "GET") return HttpReply::error(method_not_allowed(req));
-      return model(seg[2]);
-    }
-    if (seg.size() == 2 && seg[1] == "responses") {
-      if (req.method != "POST") return HttpReply::error(method_not_allowed(req));
-      return responses(req, *tenant);
-    }
-    if (seg.size() == 3 && seg[1] == "responses") return response_by_id(req, *tenant, seg[2]);
-    return HttpReply::error(api_error(404, "not_found", "no route " + req.path));
-  }();
+  HttpReply reply = tenant_route(req, seg, found, *tenant);
   reply.tenant = *tenant;
   return reply;
+}
+
+HttpReply Api::tenant_route(const HttpRequest& req, const std::vector<std::string>& seg,
+                            const RouteLookup<Route>& found, const std::string& tenant) {
+  // Any path under a session names a valid id, whether a route serves it or not.
+  if (seg.size() >= 3 && seg[1] == "sessions" && !valid_session_id(seg[2])) {
+    return HttpReply::error(api_error(
+        400, "invalid_session", "session ids are 1-256 bytes of UTF-8 without control characters"));
+  }
+  if (!found.path_known)
+    return HttpReply::error(api_error(404, "not_found", "no route " + req.path));
+  if (found.route == nullptr) return HttpReply::error(method_not_allowed(req));
+  if (found.route->auth == RouteAuth::TenantSession) {
+    const std::string& session = found.params["session"];
+    if (!deps_.runs->session_exists(tenant, session))
+      return HttpReply::error(api_error(404, "not_found", "no session '" + session + "'"));
+  }
+  return found.route->handler(*this, {req, tenant, found.params});
+}
+
+HttpReply Api::delete_session(const std::string& tenant, const std::string& session) {
+  auto done = deps_.runs->forget(tenant, session);
+  if (!done) return HttpReply::error(done.error());
+  if (deps_.responses) {
+    if (auto gone = deps_.responses->delete_session(tenant, session); !gone)
+      return HttpReply::error(api_error(500, "store_failed", gone.error().describe()));
+  }
+  return HttpReply::json(200, {{"deleted", true}, {"session_id", session}});
+}
+
+HttpReply Api::session_history(const HttpRequest& req, const std::string& tenant,
+                               const std::string& session) {
+  auto limit = size_param(req, "limit", 50, 1000);
+  if (!limit) return HttpReply::error(api_error(400, "invalid_request", "limit: expected 1-1000"));
+  std::optional<std::int64_t> before;
+  if (req.query.contains("before")) {
+    auto b = size_param(req, "before", 0, INT64_MAX);
+    if (!b)
+      return HttpReply::error(api_error(400, "invalid_request", "before: expected a message seq"));
+    before = static_cast<std::int64_t>(*b);
+  }
+  auto h = deps_.runs->history(tenant, session, *limit, before);
+  return h ? HttpReply::json(200, *h) : HttpReply::error(h.error());
+}
+
+HttpReply Api::session_runs(const HttpRequest& req, const std::string& tenant,
+                            const std::string& session) {
+  auto limit = size_param(req, "limit", 100, 1000);
+  if (!limit) return HttpReply::error(api_error(400, "invalid_request", "limit: expected 1-1000"));
+  auto runs = deps_.runs->session_runs(tenant, session, *limit);
+  return runs ? HttpReply::json(200, *runs) : HttpReply::error(runs.error());
+}
+
+HttpReply Api::run_summary(const std::string& tenant, const std::string& run_id) {
+  auto run = deps_.runs->find(tenant, run_id);
+  if (!run) return HttpReply::error(api_error(404, "not_found", "no run '" + run_id + "'"));
+  return HttpReply::json(200, run->summary());
+}
+
+HttpReply Api::cancel_run(const std::string& tenant, const std::string& run_id) {
+  auto run = deps_.runs->cancel(tenant, run_id);
+  if (!run) return HttpReply::error(run.error());
+  return HttpReply::json(
+      202, {{"run_id", run_id}, {"status", std::string(to_string((*run)->status()))}});
+}
+
+// The run a POST /v1/sessions/{session}/messages body asks for, and its if_busy policy.
+static std::expected<std::pair<RunRequest, IfBusy>, ApiError> message_run(const Json& b,
+                                                                          IfBusy policy) {
+  for (const auto& [key, value] : b.items()) {
+    if (key != "message" && key != "sender" && key != "skills" && key != "stream" &&
+        key != "if_busy") {
+      return std::unexpected(api_error(
+          400, "invalid_request",
+          "unknown field '" + key + "' (expected message, sender, skills, stream, if_busy)"));
+    }
+  }
+  RunRequest run;
+  if (!b.contains("message") || !b["message"].is_string() ||
+      b["message"].get<std::string>().empty()) {
+    return std::unexpected(
+        api_error(400, "invalid_request", "message: expected a non-empty string"));
+  }
+  run.message = b["message"].get<std::string>();
+  if (b.contains("sender")) {
+    if (!b["sender"].is_string() || b["sender"].get<std::string>().size() > 256) {
+      return std::unexpected(
+          api_error(400, "invalid_request", "sender: expected a string of at most 256 bytes"));
+    }
+    run.sender = b["sender"].get<std::string>();
+  }
+  if (b.contains("skills")) {
+    const ApiError bad =
+        api_error(400, "invalid_request", "skills: expected a list of skill names");
+    if (!b["skills"].is_array()) return std::unexpected(bad);
+    for (const auto& s : b["skills"]) {
+      if (!s.is_string()) return std::unexpected(bad);
+      run.skills.push_back(s.get<std::string>());
+    }
+  }
+  if (b.contains("stream") && !b["stream"].is_boolean())
+    return std::unexpected(api_error(400, "invalid_request", "stream: expected true or false"));
+  if (b.contains("if_busy")) {
+    auto p =
+        b["if_busy"].is_string() ? parse_if_busy(b["if_busy"].get<std::string>()) : std::nullopt;
+    if (!p)
+      return std::unexpected(
+          api_error(400, "invalid_request", "if_busy: expected reject, enqueue or interrupt"));
+    policy = *p;
+  }
+  return std::pair{std::move(run), policy};
 }
 
 HttpReply Api::post_message(const HttpRequest& req, const std::string& tenant,
@@ -261,53 +322,11 @@ HttpReply Api::post_message(const HttpRequest& req, const std::string& tenant,
   auto body = parse_body(req.body);
   if (!body) return HttpReply::error(body.error());
   const Json& b = *body;
-  for (const auto& [key, value] : b.items()) {
-    if (key != "message" && key != "sender" && key != "skills" && key != "stream" &&
-        key != "if_busy") {
-      return HttpReply::error(api_error(
-          400, "invalid_request",
-          "unknown field '" + key + "' (expected message, sender, skills, stream, if_busy)"));
-    }
-  }
-  RunRequest run;
+  auto asked = message_run(b, deps_.runs->config().if_busy);
+  if (!asked) return HttpReply::error(asked.error());
+  auto [run, policy] = std::move(*asked);
   run.tenant = tenant;
   run.session = session;
-  if (!b.contains("message") || !b["message"].is_string() ||
-      b["message"].get<std::string>().empty()) {
-    return HttpReply::error(
-        api_error(400, "invalid_request", "message: expected a non-empty string"));
-  }
-  run.message = b["message"].get<std::string>();
-  if (b.contains("sender")) {
-    if (!b["sender"].is_string() || b["sender"].get<std::string>().size() > 256) {
-      return HttpReply::error(
-          api_error(400, "invalid_request", "sender: expected a string of at most 256 bytes"));
-    }
-    run.sender = b["sender"].get<std::string>();
-  }
-  if (b.contains("skills")) {
-    if (!b["skills"].is_array())
-      return HttpReply::error(
-          api_error(400, "invalid_request", "skills: expected a list of skill names"));
-    for (const auto& s : b["skills"]) {
-      if (!s.is_string())
-        return HttpReply::error(
-            api_error(400, "invalid_request", "skills: expected a list of skill names"));
-      run.skills.push_back(s.get<std::string>());
-    }
-  }
-  if (b.contains("stream") && !b["stream"].is_boolean()) {
-    return HttpReply::error(api_error(400, "invalid_request", "stream: expected true or false"));
-  }
-  IfBusy policy = deps_.runs->config().if_busy;
-  if (b.contains("if_busy")) {
-    auto p =
-        b["if_busy"].is_string() ? parse_if_busy(b["if_busy"].get<std::string>()) : std::nullopt;
-    if (!p)
-      return HttpReply::error(
-          api_error(400, "invalid_request", "if_busy: expected reject, enqueue or interrupt"));
-    policy = *p;
-  }
   const bool stream = wants_stream(req, b);
   auto started = deps_.runs->submit(std::move(run), policy);
   if (!started) return HttpReply::error(started.error());

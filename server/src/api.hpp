@@ -10,6 +10,7 @@
 #include "openai_parked.hpp"
 #include "openai_request.hpp"
 #include "response_store.hpp"
+#include "route_table.hpp"
 #include "runs.hpp"
 #include "session_id.hpp"
 
@@ -37,7 +38,31 @@ class Api {
   HttpReply handle(const HttpRequest& request);
 
  private:
+  // One route of the table (api.cpp): method ("" any), pattern, who may call it, handler.
+  struct RouteCall {
+    const HttpRequest& req;
+    const std::string& tenant;  // "" on public routes
+    const RouteParams& params;
+  };
+  struct Route {
+    std::string_view method;
+    std::string_view pattern;
+    RouteAuth auth;
+    HttpReply (*handler)(Api&, const RouteCall&);
+  };
+  static const std::vector<Route>& routes();
+
   HttpReply route(const HttpRequest& request);
+  // The route a tenant asked for, once authenticated: the session guard, 404/405, the handler.
+  HttpReply tenant_route(const HttpRequest& req, const std::vector<std::string>& segments,
+                         const RouteLookup<Route>& found, const std::string& tenant);
+  HttpReply delete_session(const std::string& tenant, const std::string& session);
+  HttpReply session_history(const HttpRequest& req, const std::string& tenant,
+                            const std::string& session);
+  HttpReply session_runs(const HttpRequest& req, const std::string& tenant,
+                         const std::string& session);
+  HttpReply run_summary(const std::string& tenant, const std::string& run_id);
+  HttpReply cancel_run(const std::string& tenant, const std::string& run_id);
   HttpReply post_message(const HttpRequest& req, const std::string& tenant,
                          const std::string& session);
   HttpReply run_events(const HttpRequest& req, const std::string& tenant,

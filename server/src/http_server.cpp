@@ -86,6 +86,48 @@ void split_target(std::string_view target, HttpRequest& req) {
   }
 }
 
+// The request a parsed message is: method, target, headers (names lower-cased) and body.
+HttpRequest to_request(bhttp::request<bhttp::string_body>& msg, std::string request_id) {
+  HttpRequest req;
+  req.request_id = std::move(request_id);
+  req.method = std::string(msg.method_string());
+  split_target(msg.target(), req);
+  for (const auto& field : msg) {
+    std::string name(field.name_string());
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    req.headers.emplace(std::move(name), std::string(field.value()));
+  }
+  req.body = std::move(msg.body());
+  return req;
+}
+
+// Counts a connection out when it ends, however it ends.
+struct Decrement {
+  std::atomic<std::size_t>& n;
+  ~Decrement() { --n; }
+};
+
+struct Refusal {
+  int status;
+  const char* code;
+  const char* message;
+};
+
+// The answer to a request that could not be read; none when the client closed, reset or was
+// too slow (there is no one to answer).
+std::optional<Refusal> refusal_for(const error_code& ec) {
+  if (ec == bhttp::error::body_limit)
+    return Refusal{413, "body_too_large", "the request body is larger than serve.max_body_bytes"};
+  if (ec == bhttp::error::header_limit) {
+    return Refusal{431, "headers_too_large",
+                   "the request headers are larger than serve.max_header_bytes"};
+  }
+  if (ec && ec.category() == beast::http::make_error_code(bhttp::error::bad_target).category() &&
+      ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message)
+    return Refusal{400, "bad_request", "the request is not valid HTTP/1.1"};
+  return std::nullopt;
+}
+
 // Protocol text (JSON, the metrics' exposition format) keeps its shape: keys are redacted only
 // inside string values, so field names, ids and metric names never change. Anything else (a
 // workspace diff) is redacted wherever a piece of a key appears.
@@ -381,10 +423,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   }
 
   awaitable<void> connection(tcp::socket socket) {
-    struct Count {
-      std::atomic<std::size_t>& n;
-      ~Count() { --n; }
-    } count{open};
+    const Decrement count{open};
     error_code ec;
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
@@ -408,35 +447,14 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       }
       if (!ec && !parser.is_done())
         co_await bhttp::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
-      if (ec == bhttp::error::body_limit) {
-        co_await refuse(stream, 413, "body_too_large",
-                        "the request body is larger than serve.max_body_bytes");
-        break;
-      }
-      if (ec == bhttp::error::header_limit) {
-        co_await refuse(stream, 431, "headers_too_large",
-                        "the request headers are larger than serve.max_header_bytes");
-        break;
-      }
-      if (ec &&
-          ec.category() == beast::http::make_error_code(bhttp::error::bad_target).category() &&
-          ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
-        co_await refuse(stream, 400, "bad_request", "the request is not valid HTTP/1.1");
+      if (const std::optional<Refusal> refusal = refusal_for(ec)) {
+        co_await refuse(stream, refusal->status, refusal->code, refusal->message);
         break;
       }
       if (ec) break;  // closed, reset or too slow
       stream.expires_never();
       auto msg = parser.release();
-      HttpRequest req;
-      req.request_id = request_id();
-      req.method = std::string(msg.method_string());
-      split_target(msg.target(), req);
-      for (const auto& field : msg) {
-        std::string name(field.name_string());
-        for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        req.headers.emplace(std::move(name), std::string(field.value()));
-      }
-      req.body = std::move(msg.body());
+      HttpRequest req = to_request(msg, request_id());
       const bool keep_alive = msg.keep_alive();
       const auto started = std::chrono::steady_clock::now();
       // Not `cond ? co_await ... : handler(req)`: g++ 12 frees the temporary of a conditional

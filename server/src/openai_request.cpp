@@ -66,11 +66,7 @@ std::expected<ToolCall, ApiError> parse_tool_call(const Json& c, const std::stri
 
 std::expected<void, ApiError> check_keys(const Json& m, const std::set<std::string>& allowed,
                                          const std::string& where) {
-  for (const auto& [key, value] : m.items()) {
-    if (allowed.contains(key) || value.is_null()) continue;
-    return std::unexpected(unsupported_field(where + "." + key, "not supported for this role"));
-  }
-  return {};
+  return only_known_keys(m, allowed, where, "not supported for this role");
 }
 
 // One message into `out`; tool results are named after the call they answer.
@@ -141,25 +137,6 @@ std::expected<void, ApiError> parse_messages(const Json& b, OpenAiRequest& out) 
   return {};
 }
 
-std::expected<void, ApiError> parse_tools(const Json& v, OpenAiRequest& out) {
-  if (!v.is_array()) return std::unexpected(field_error("tools", "expected a list"));
-  std::set<std::string> names;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const std::string where = "tools[" + std::to_string(i) + "]";
-    const Json& t = v[i];
-    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function"))
-      return std::unexpected(
-          unsupported_field(where + ".type", "only {type: function, function: {...}} tools"));
-    auto spec = parse_function(t["function"], where + ".function");
-    if (!spec) return std::unexpected(spec.error());
-    if (!names.insert(spec->name).second)
-      return std::unexpected(
-          field_error(where + ".function.name", "'" + spec->name + "' is offered twice"));
-    out.tools.push_back(std::move(*spec));
-  }
-  return {};
-}
-
 // Fields OpenAI documents that this server does not implement, refused by name unless they ask
 // for the default (n: 1, logprobs: false, ...), which some clients always send.
 std::expected<bool, ApiError> parse_default_only(const std::string& key, const Json& v) {
@@ -211,7 +188,7 @@ std::expected<void, ApiError> parse_field(const std::string& key, const Json& v,
                                          "max_completion_tokens"));
     if (*max) out.generation.max_tokens = *max;
   } else if (key == "tools") {
-    KERNEX_RETURN_IF_ERROR(parse_tools(v, out));
+    KERNEX_RETURN_IF_ERROR(parse_function_tools(v, out, true));
   } else if (key == "tool_choice" || key == "parallel_tool_calls") {
     if (key == "parallel_tool_calls" && !v.is_boolean())
       return std::unexpected(field_error(key, "expected true or false"));
@@ -318,6 +295,36 @@ std::expected<std::optional<std::uint64_t>, ApiError> parse_max_tokens(const Jso
   if (!v.is_number_integer() || v.get<std::int64_t>() < 1)
     return std::unexpected(field_error(where, "expected a positive integer"));
   return v.get<std::uint64_t>();
+}
+
+std::expected<void, ApiError> only_known_keys(const Json& m, const std::set<std::string>& allowed,
+                                              const std::string& where, std::string_view why) {
+  for (const auto& [key, value] : m.items()) {
+    if (allowed.contains(key) || value.is_null()) continue;
+    return std::unexpected(unsupported_field(where + "." + key, std::string(why)));
+  }
+  return {};
+}
+
+std::expected<void, ApiError> parse_function_tools(const Json& v, OpenAiRequest& out, bool nested) {
+  if (!v.is_array()) return std::unexpected(field_error("tools", "expected a list"));
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    const Json& t = v[i];
+    if (!t.is_object() || t.value("type", "") != "function" || (nested && !t.contains("function")))
+      return std::unexpected(unsupported_field(
+          where + ".type", nested ? "only {type: function, function: {...}} tools"
+                                  : "only function tools ({type: function, name, parameters})"));
+    const std::string fn_where = nested ? where + ".function" : where;
+    auto spec = parse_function(nested ? t["function"] : t, fn_where);
+    if (!spec) return std::unexpected(spec.error());
+    if (!names.insert(spec->name).second)
+      return std::unexpected(
+          field_error(fn_where + ".name", "'" + spec->name + "' is offered twice"));
+    out.tools.push_back(std::move(*spec));
+  }
+  return {};
 }
 
 std::expected<ToolSpec, ApiError> parse_function(const Json& fn, const std::string& where) {

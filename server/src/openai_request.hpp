@@ -5,6 +5,7 @@
 
 #include <expected>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,12 @@ std::expected<std::optional<std::uint64_t>, ApiError> parse_max_tokens(const Jso
                                                                        const std::string& where);
 // A function definition {name, description?, parameters?, strict?}.
 std::expected<ToolSpec, ApiError> parse_function(const Json& fn, const std::string& where);
+// Every non-null key of `m` is in `allowed`; else an unsupported-field error at where.key: why.
+std::expected<void, ApiError> only_known_keys(const Json& m, const std::set<std::string>& allowed,
+                                              const std::string& where, std::string_view why);
+// A `tools` list of functions, each offered once: chat's {type: function, function: {...}}
+// (`nested`) or the Responses API's {type: function, name, parameters}.
+std::expected<void, ApiError> parse_function_tools(const Json& v, OpenAiRequest& out, bool nested);
 // {name, schema, strict?, description?}: a json_schema format's body.
 std::expected<ResponseFormat, ApiError> parse_json_schema(const Json& v, const std::string& where);
 // Chat's response_format: {type: text | json_object | json_schema, json_schema?}.

@@ -11,11 +11,7 @@ bool absent(const Json& b, const char* key) { return !b.contains(key) || b[key].
 
 std::expected<void, ApiError> only_keys(const Json& m, const std::set<std::string>& allowed,
                                         const std::string& where) {
-  for (const auto& [key, value] : m.items()) {
-    if (allowed.contains(key) || value.is_null()) continue;
-    return std::unexpected(unsupported_field(where + "." + key, "not supported in this item"));
-  }
-  return {};
+  return only_known_keys(m, allowed, where, "not supported in this item");
 }
 
 std::expected<std::string, ApiError> string_field(const Json& m, const char* key,
@@ -123,23 +119,6 @@ std::expected<void, ApiError> parse_input(const Json& input, OpenAiRequest& out)
   return {};
 }
 
-std::expected<void, ApiError> parse_tools(const Json& v, OpenAiRequest& out) {
-  if (!v.is_array()) return std::unexpected(field_error("tools", "expected a list"));
-  std::set<std::string> names;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const std::string where = "tools[" + std::to_string(i) + "]";
-    if (!v[i].is_object() || v[i].value("type", "") != "function")
-      return std::unexpected(unsupported_field(
-          where + ".type", "only function tools ({type: function, name, parameters})"));
-    auto spec = parse_function(v[i], where);
-    if (!spec) return std::unexpected(spec.error());
-    if (!names.insert(spec->name).second)
-      return std::unexpected(field_error(where + ".name", "'" + spec->name + "' is offered twice"));
-    out.tools.push_back(std::move(*spec));
-  }
-  return {};
-}
-
 // text: {format: {type: text | json_object | json_schema, name, schema, strict}}.
 std::expected<void, ApiError> parse_text(const Json& v, OpenAiRequest& out) {
   if (!v.is_object()) return std::unexpected(field_error("text", "expected an object"));
@@ -234,7 +213,7 @@ std::expected<void, ApiError> parse_field(const std::string& key, const Json& v,
     out.generation.max_tokens = *max;
     r.echo[key] = v;
   } else if (key == "tools") {
-    KERNEX_RETURN_IF_ERROR(parse_tools(v, out));
+    KERNEX_RETURN_IF_ERROR(parse_function_tools(v, out, false));
     r.echo[key] = v;
   } else if (key == "text") {
     KERNEX_RETURN_IF_ERROR(parse_text(v, out));

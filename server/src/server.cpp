@@ -292,44 +292,24 @@ static Result<std::shared_ptr<ParkedStore>> open_parked_store(Kernel& kernel,
   return std::shared_ptr<ParkedStore>(std::move(store));
 }
 
-Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const ServeOptions& options) {
-  KERNEX_ASSIGN_OR_RETURN(auto config, ServeConfig::from(kernel.config()));
-  if (options.listen) {
-    KERNEX_ASSIGN_OR_RETURN(auto hp, parse_listen(*options.listen));
-    config.host = hp.first;
-    config.port = hp.second;
-  }
-  config.refused_skills = options.refused_skills;
-  install_log_sink();
-  // Sessions' workspaces lie in the (hidden) data dir, or on storage every node shares (cluster
-  // mode): tools may be granted their own one there. A node that cannot write there stops here.
-  const auto& memory = kernel.config().memory;
-  KERNEX_RETURN_IF_ERROR(
-      probe_workspaces(config, kernel.config().data_dir, memory && memory->name == "postgres"));
-  register_tool_area(config.workspaces_root, "serve workspaces");
-  Authenticator auth(config.keys_file);
-  KERNEX_RETURN_IF_ERROR(auth.refresh());
-  if (!auth.required()) {
-    if (!is_loopback_host(config.host)) {
-      return fail(ErrorCode::Config,
-                  "no keys file at " + config.keys_file.string() + ": refusing to listen on " +
-                      config.host +
-                      " without authentication; add a key with `kernex serve keys add TENANT` "
-                      "or listen on 127.0.0.1");
-    }
-    log(LogLevel::Warn, "no keys file at " + config.keys_file.string() +
-                            ": no authentication, loopback only (every request is tenant 'local')");
-  }
-  ServerMetrics metrics;
-  Observer observer(metrics);
-  Limits limits(config);
-  std::unique_ptr<Webhooks> webhooks;  // null without serve.webhooks
-  KERNEX_ASSIGN_OR_RETURN(
-      auto made, make_runs(kernel, config, std::move(skills), &observer, &limits, webhooks));
-  Runs& runs = *made;
-  KERNEX_ASSIGN_OR_RETURN(auto responses, open_response_store(kernel, config));
-  KERNEX_ASSIGN_OR_RETURN(auto parked, open_parked_store(kernel, config));
+namespace {
 
+// Without a keys file every request is tenant "local": only a loopback listener may run so.
+Result<void> check_open(const ServeConfig& config, const Authenticator& auth) {
+  if (auth.required()) return {};
+  if (!is_loopback_host(config.host)) {
+    return fail(ErrorCode::Config,
+                "no keys file at " + config.keys_file.string() + ": refusing to listen on " +
+                    config.host +
+                    " without authentication; add a key with `kernex serve keys add TENANT` "
+                    "or listen on 127.0.0.1");
+  }
+  log(LogLevel::Warn, "no keys file at " + config.keys_file.string() +
+                          ": no authentication, loopback only (every request is tenant 'local')");
+  return {};
+}
+
+HttpOptions http_options(const ServeConfig& config) {
   HttpOptions http;
   http.host = config.host;
   http.port = config.port;
@@ -343,6 +323,83 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   http.heartbeat = config.heartbeat;
   http.stream_buffer_bytes = config.stream.buffer_bytes;
   http.slow_timeout = config.stream.slow_timeout;
+  return http;
+}
+
+// The separate /metrics listener of serve.metrics.listen, bound; null when there is none.
+Result<std::unique_ptr<HttpServer>> metrics_listener(const ServeConfig& config,
+                                                     const HttpOptions& http,
+                                                     const std::string& token,
+                                                     const std::function<std::string()>& text) {
+  if (config.metrics.listen_host.empty()) {
+    if (token.empty()) {
+      log(LogLevel::Info,
+          "/metrics is off: set serve.metrics.token_env (the name of an environment variable "
+          "holding a bearer token for your scraper) or serve.metrics.listen (HOST:PORT of a "
+          "listener serving only /metrics) to turn it on");
+    }
+    return nullptr;
+  }
+  HttpOptions m = http;
+  m.host = config.metrics.listen_host;
+  m.port = config.metrics.listen_port;
+  m.threads = 1;
+  m.max_connections = 64;
+  auto server = std::make_unique<HttpServer>(
+      m, [&token, &text](const HttpRequest& r) { return metrics_listener_reply(r, token, text); });
+  auto bound = server->listen();
+  if (!bound) return fail(ErrorCode::Config, "serve.metrics.listen: " + bound.error().message);
+  announce_metrics(config, *bound);
+  return server;
+}
+
+// serve's configuration, with the command line's --listen and refused skills.
+Result<ServeConfig> serve_config(const Kernel& kernel, const ServeOptions& options) {
+  KERNEX_ASSIGN_OR_RETURN(auto config, ServeConfig::from(kernel.config()));
+  if (options.listen) {
+    KERNEX_ASSIGN_OR_RETURN(auto hp, parse_listen(*options.listen));
+    config.host = hp.first;
+    config.port = hp.second;
+  }
+  config.refused_skills = options.refused_skills;
+  return config;
+}
+
+void announce_listening(const std::string& host_name, std::uint16_t port, unsigned threads,
+                        std::ostream* announce) {
+  const std::string host =
+      host_name.find(':') != std::string::npos ? "[" + host_name + "]" : host_name;
+  if (announce != nullptr)
+    *announce << "kernex serve: listening on http://" << host << ":" << port << std::endl;
+  log(LogLevel::Info, "listening on http://" + host + ":" + std::to_string(port) + " with " +
+                          std::to_string(threads) + " threads");
+}
+
+}  // namespace
+
+Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const ServeOptions& options) {
+  KERNEX_ASSIGN_OR_RETURN(auto config, serve_config(kernel, options));
+  install_log_sink();
+  // Sessions' workspaces lie in the (hidden) data dir, or on storage every node shares (cluster
+  // mode): tools may be granted their own one there. A node that cannot write there stops here.
+  const auto& memory = kernel.config().memory;
+  KERNEX_RETURN_IF_ERROR(
+      probe_workspaces(config, kernel.config().data_dir, memory && memory->name == "postgres"));
+  register_tool_area(config.workspaces_root, "serve workspaces");
+  Authenticator auth(config.keys_file);
+  KERNEX_RETURN_IF_ERROR(auth.refresh());
+  KERNEX_RETURN_IF_ERROR(check_open(config, auth));
+  ServerMetrics metrics;
+  Observer observer(metrics);
+  Limits limits(config);
+  std::unique_ptr<Webhooks> webhooks;  // null without serve.webhooks
+  KERNEX_ASSIGN_OR_RETURN(
+      auto made, make_runs(kernel, config, std::move(skills), &observer, &limits, webhooks));
+  Runs& runs = *made;
+  KERNEX_ASSIGN_OR_RETURN(auto responses, open_response_store(kernel, config));
+  KERNEX_ASSIGN_OR_RETURN(auto parked, open_parked_store(kernel, config));
+
+  const HttpOptions http = http_options(config);
   KERNEX_ASSIGN_OR_RETURN(const std::string metrics_token, metrics_token_of(config));
   std::unique_ptr<HttpServer> server;
   StreamGauges streams(metrics);
@@ -361,25 +418,8 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
     return api.handle(r);
   });
   KERNEX_ASSIGN_OR_RETURN(auto port, server->listen());
-  std::unique_ptr<HttpServer> metrics_server;
-  if (!config.metrics.listen_host.empty()) {
-    HttpOptions m = http;
-    m.host = config.metrics.listen_host;
-    m.port = config.metrics.listen_port;
-    m.threads = 1;
-    m.max_connections = 64;
-    metrics_server = std::make_unique<HttpServer>(m, [&](const HttpRequest& r) {
-      return metrics_listener_reply(r, metrics_token, metrics_text);
-    });
-    auto bound = metrics_server->listen();
-    if (!bound) return fail(ErrorCode::Config, "serve.metrics.listen: " + bound.error().message);
-    announce_metrics(config, *bound);
-  } else if (metrics_token.empty()) {
-    log(LogLevel::Info,
-        "/metrics is off: set serve.metrics.token_env (the name of an environment variable "
-        "holding a bearer token for your scraper) or serve.metrics.listen (HOST:PORT of a "
-        "listener serving only /metrics) to turn it on");
-  }
+  KERNEX_ASSIGN_OR_RETURN(auto metrics_server,
+                          metrics_listener(config, http, metrics_token, metrics_text));
   std::thread metrics_thread;
   if (metrics_server) metrics_thread = std::thread([&] { metrics_server->run(nullptr); });
   runs.resume_unfinished();
@@ -390,12 +430,7 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
       log(LogLevel::Error,
           "keys file: " + r.error().describe() + " (keeping the keys read before)");
   });
-  const std::string host =
-      config.host.find(':') != std::string::npos ? "[" + config.host + "]" : config.host;
-  if (options.announce)
-    *options.announce << "kernex serve: listening on http://" << host << ":" << port << std::endl;
-  log(LogLevel::Info, "listening on http://" + host + ":" + std::to_string(port) + " with " +
-                          std::to_string(http.threads) + " threads");
+  announce_listening(config.host, port, http.threads, options.announce);
 
   std::thread drainer;
   server->run([&](int signal) {

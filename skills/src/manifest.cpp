@@ -315,19 +315,8 @@ std::optional<McpServer> read_mcp(Reader& r, const std::string& name, const Node
   return s;
 }
 
-}  // namespace
-
-Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, Skill& skill,
-                          std::vector<Diagnostic>& diagnostics) {
-  Reader r(file, diagnostics);
-  Manifest manifest;
-  if (root.kind != Node::Kind::Map) {
-    r.error(root, "",
-            "expected the frontmatter to be a mapping of fields (name, description, ...), found " +
-                std::string(describe_kind(root)));
-    return manifest;
-  }
-
+// name, description and the optional strings (license, compatibility, homepage, model, version).
+void read_identity(Reader& r, const Node& root, Skill& skill) {
   if (const Node* v = root.find("name")) {
     if (auto s = r.nonempty_string(*v, "name", "the skill's name")) {
       if (has_control_chars(*s, false))
@@ -364,7 +353,10 @@ Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, S
     else if (auto s = r.string(*v, "version", "the skill's version"))
       skill.version = *s;
   }
+}
 
+// metadata, allowed-tools, trigger(s), requires and lazy.
+void read_activation(Reader& r, const Node& root, Skill& skill) {
   if (const Node* v = root.find("metadata")) {
     skill.metadata = to_json(*v);
   }
@@ -397,7 +389,9 @@ Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, S
   if (const Node* v = root.find("lazy")) {
     if (auto b = r.boolean(*v, "lazy")) skill.lazy = *b;
   }
+}
 
+void read_permissions(Reader& r, const Node& root, Skill& skill, Manifest& manifest) {
   if (const Node* v = root.find("permissions")) {
     manifest.permissions_line = v->line;
     if (r.expect_map(*v, "permissions", "files, network, env, commands")) {
@@ -413,7 +407,11 @@ Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, S
       r.unknown_keys(*v, "permissions", kPermissionKeys);
     }
   }
+}
 
+// The servers a skill declares: toolbox NAME, mcp NAME, and kernex's `mcp-NAME: command arg...`.
+void read_servers(Reader& r, const Node& root, const std::filesystem::path& file,
+                  Manifest& manifest) {
   if (const Node* v = root.find("toolbox")) {
     if (r.expect_map(*v, "toolbox", "toolbox NAME: {description, command, ...}")) {
       for (const auto& [name, entry] : v->entries) {
@@ -453,7 +451,24 @@ Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, S
     server.args.assign(words.begin() + 1, words.end());
     manifest.mcp_servers.push_back({server, file, v.line, key});
   }
+}
 
+}  // namespace
+
+Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, Skill& skill,
+                          std::vector<Diagnostic>& diagnostics) {
+  Reader r(file, diagnostics);
+  Manifest manifest;
+  if (root.kind != Node::Kind::Map) {
+    r.error(root, "",
+            "expected the frontmatter to be a mapping of fields (name, description, ...), found " +
+                std::string(describe_kind(root)));
+    return manifest;
+  }
+  read_identity(r, root, skill);
+  read_activation(r, root, skill);
+  read_permissions(r, root, skill, manifest);
+  read_servers(r, root, file, manifest);
   for (const auto& [key, v] : root.entries) {
     if (kTopLevel.contains(key) || key.rfind("mcp-", 0) == 0) continue;
     std::vector<std::string> names(kTopLevel.begin(), kTopLevel.end());
