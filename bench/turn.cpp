@@ -13,8 +13,8 @@
 // A trajectory is one new file per run: on ext4 creating it can cost far more than the rest of the
 // turn (0.3-0.9 ms on the 2-core dev VM, where inode allocation skips recently deleted inodes and
 // every run of this bench deletes thousands of files), so the trajectory setups vary run to run.
-// Usage: turn [TURNS [bare|memory|memory-direct|trajectory|user]] (default 5000 turns, every setup). `taskset -c
-// 0` pins the whole process (kernel, client and server threads) to one core.
+// Usage: turn [TURNS [bare|memory|memory-direct|trajectory|user]] (default 5000 turns, every
+// setup). `taskset -c 0` pins the whole process (kernel, client and server threads) to one core.
 #include <unistd.h>
 
 #include <algorithm>

@@ -56,7 +56,8 @@ void GroupCommit::enqueue(Item item) {
 
 Result<void> GroupCommit::write(Work work, bool durable) {
   if (on_writer_thread())
-    return fail(ErrorCode::Internal, "group commit: a write from inside a batch would wait on itself");
+    return fail(ErrorCode::Internal,
+                "group commit: a write from inside a batch would wait on itself");
   return submit(std::move(work), durable).get();
 }
 

@@ -750,8 +750,8 @@ Result<void> SqliteStore::record_tool_call(const MemoryScope& scope, const Audit
                          "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
         std::optional<std::string> at =
             rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
-        stmt.bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args,
-                      rec.result, rec.status, rec.reason, tenant);
+        stmt.bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
+                      rec.status, rec.reason, tenant);
         KERNEX_RETURN_IF_ERROR(stmt.run());
         return {};
       },

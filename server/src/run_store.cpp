@@ -100,7 +100,8 @@ namespace {
 Result<void> write_end(sqlite3* db, const std::string& id, RunStatus status,
                        const std::string& result, const std::vector<std::string>& events,
                        const std::vector<RunEvent>& run_events) {
-  Statement ev(db, "INSERT OR REPLACE INTO run_events (run_id, seq, name, data) VALUES (?, ?, ?, ?)");
+  Statement ev(db,
+               "INSERT OR REPLACE INTO run_events (run_id, seq, name, data) VALUES (?, ?, ?, ?)");
   if (!ev.ok()) return db_error(db, "finish");
   for (std::size_t i = 0; i < run_events.size(); ++i) {
     ev.reset();

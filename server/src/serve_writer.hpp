@@ -28,7 +28,8 @@ class ServeWriter {
   GroupCommit::Stats stats() const { return commit_->stats(); }
 
  private:
-  ServeWriter(sqlite3* db, std::unique_ptr<GroupCommit> commit) : db_(db), commit_(std::move(commit)) {}
+  ServeWriter(sqlite3* db, std::unique_ptr<GroupCommit> commit)
+      : db_(db), commit_(std::move(commit)) {}
   sqlite3* db_;
   std::unique_ptr<GroupCommit> commit_;
 };

@@ -118,8 +118,8 @@ TEST_F(MemorySqlite, ATurnsWritesAreCommittedWhenItsExchangeIsAcknowledged) {
           continue;
         }
         if (raw_count(file, "SELECT COUNT(*) FROM conversations WHERE id = '" + *conv + "'") != 1 ||
-            raw_count(file, "SELECT message_count FROM conversations WHERE id = '" + *conv +
-                                "'") != 2 ||
+            raw_count(file, "SELECT message_count FROM conversations WHERE id = '" + *conv + "'") !=
+                2 ||
             raw_count(file, "SELECT COUNT(*) FROM audit_log WHERE conversation_id = '" + *conv +
                                 "'") != 1)
           ++unseen;

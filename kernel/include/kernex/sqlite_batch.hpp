@@ -18,16 +18,16 @@ class SqliteBatch final : public BatchTarget {
  public:
   // `db`: the writer's connection, closed with this target when `owns`. `lock`: held from begin
   // to commit or rollback when the connection is shared with other threads (they take it too).
-  SqliteBatch(sqlite3* db, bool owns, std::string label, ErrorCode code,
-              std::mutex* lock = nullptr)
+  SqliteBatch(sqlite3* db, bool owns, std::string label, ErrorCode code, std::mutex* lock = nullptr)
       : db_(db), owns_(owns), label_(std::move(label)), code_(code), lock_(lock) {
     sqlite3_stmt* st = nullptr;
     if (sqlite3_prepare_v2(db_, "PRAGMA synchronous", -1, &st, nullptr) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW)
       base_ = current_ = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
-    for (auto [slot, sql] : {std::pair{&begin_, "BEGIN IMMEDIATE"}, std::pair{&mark_, "SAVEPOINT item"},
-                             std::pair{&release_, "RELEASE item"}, std::pair{&commit_, "COMMIT"}})
+    for (auto [slot, sql] :
+         {std::pair{&begin_, "BEGIN IMMEDIATE"}, std::pair{&mark_, "SAVEPOINT item"},
+          std::pair{&release_, "RELEASE item"}, std::pair{&commit_, "COMMIT"}})
       sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, nullptr);
   }
   ~SqliteBatch() override {
