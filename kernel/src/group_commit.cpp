@@ -113,17 +113,19 @@ void GroupCommit::run_batch(std::vector<Item>& batch) {
   for (std::size_t tries = 0; tries <= batch.size(); ++tries) {
     if (attempt(batch, results, settled, durable)) break;
   }
-  std::uint64_t failed = 0;
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (!results[i]) ++failed;
-    if (batch[i].done) batch[i].done(results[i]);
+  const auto failed = static_cast<std::uint64_t>(
+      std::count_if(results.begin(), results.end(), [](const auto& r) { return !r; }));
+  {
+    // Counted before anyone is told: a caller that reads them after its write sees its batch.
+    std::lock_guard lock(mutex_);
+    ++stats_.batches;
+    stats_.items += batch.size();
+    stats_.failed_items += failed;
+    if (durable) ++stats_.durable_batches;
   }
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    if (batch[i].done) batch[i].done(results[i]);
   running = nullptr;  // after the callbacks: a write from one is refused too
-  std::lock_guard lock(mutex_);
-  ++stats_.batches;
-  stats_.items += batch.size();
-  stats_.failed_items += failed;
-  if (durable) ++stats_.durable_batches;
 }
 
 bool GroupCommit::attempt(std::vector<Item>& batch, std::vector<Result<void>>& results,

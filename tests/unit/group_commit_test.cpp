@@ -79,7 +79,7 @@ TEST(GroupCommit, ManyThreadsAreAllCommittedBeforeTheirAcknowledgement) {
   const fs::path file = dir.path / "t.db";
   sqlite3* db = nullptr;
   auto writer = writer_on(file, &db);
-  constexpr int kThreads = 8, kEach = 150;
+  constexpr int kThreads = 8, kEach = 60;
   std::atomic<int> unseen{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
