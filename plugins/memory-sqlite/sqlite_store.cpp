@@ -131,7 +131,9 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
   };
   const auto slot = std::make_tuple(scope.tenant(), key.channel, key.sender_id, key.project);
   std::unique_lock lock(mutex_);
-  if (auto it = pending_.find(slot); it != pending_.end()) return it->second;
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = pending_.find(slot); it != pending_.end() && now - it->second.opened < idle)
+    return it->second.id;
   KERNEX_ASSIGN_OR_RETURN(auto found, find());
   if (found) return *found;
   std::string id = new_uuid();
@@ -144,12 +146,14 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
     }));
     return id;
   }
-  pending_[slot] = id;
+  pending_[slot] = Pending{id, now};
   // Queued while mutex_ is held: whoever finds it in pending_ queues its writes after this one.
   submit_lazy([insert, id] { return insert(id); },
-              [this, slot](const Result<void>&) {
+              [this, slot, id](const Result<void>&) {
                 std::lock_guard done(mutex_);
-                pending_.erase(slot);
+                // A newer one opened meanwhile (the first went idle) stays pending.
+                if (auto it = pending_.find(slot); it != pending_.end() && it->second.id == id)
+                  pending_.erase(it);
               });
   return id;
 }

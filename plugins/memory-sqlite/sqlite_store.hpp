@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -149,7 +150,11 @@ class SqliteStore final : public MemoryStore {
   std::unique_ptr<Db> db_;
   // Conversations opened but not committed yet (their row rides the turn's batch), by scope and
   // key, so a second open of the same key in this process finds the same one. Under mutex_.
-  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::string> pending_;
+  struct Pending {
+    std::string id;
+    std::chrono::steady_clock::time_point opened;  // its idle time counts from here
+  };
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, Pending> pending_;
   std::atomic<std::size_t> lazy_ = 0;  // lazy writes queued and not answered yet
   StoreOptions options_;
   // On db_'s connection, holding mutex_ for each batch. Last: it drains before db_ closes.
