@@ -8,12 +8,13 @@
 // Overhead per turn = turn - 2 x bare - tool: what the kernel and the provider plugin add (JSON
 // building and parsing, context, loop, memory, trajectory). Setups: "bare" (no memory, no
 // trajectory), "memory" and "trajectory" (one of them), "user" (SQLite memory and a trajectory
-// file, as `kernex run` has them).
+// file, as `kernex run` has them), and "memory-direct" (SQLite memory with every write its own
+// commit: the path before group commit, beside "memory" in the same run).
 // A trajectory is one new file per run: on ext4 creating it can cost far more than the rest of the
 // turn (0.3-0.9 ms on the 2-core dev VM, where inode allocation skips recently deleted inodes and
 // every run of this bench deletes thousands of files), so the trajectory setups vary run to run.
-// Usage: turn [TURNS [bare|memory|trajectory|user]] (default 5000 turns, every setup). `taskset -c
-// 0` pins the whole process (kernel, client and server threads) to one core.
+// Usage: turn [TURNS [bare|memory|memory-direct|trajectory|user]] (default 5000 turns, every
+// setup). `taskset -c 0` pins the whole process (kernel, client and server threads) to one core.
 #include <unistd.h>
 
 #include <algorithm>
@@ -114,6 +115,7 @@ struct Setup {
   const char* label;
   bool memory;
   bool trajectory;
+  bool direct = false;  // KERNEX_GROUP_COMMIT=off: every memory write commits alone (the baseline)
 };
 
 Figures measure(const Setup& setup, int turns, Server& server, const fs::path& root) {
@@ -130,6 +132,10 @@ Figures measure(const Setup& setup, int turns, Server& server, const fs::path& r
   config.system_prompt = "You are a helpful assistant. Use the lookup tool for facts.";
   config.trajectories = setup.trajectory;
   if (setup.memory) config.memory = kernex::PluginRef{"sqlite", Json::object()};
+  if (setup.direct)
+    ::setenv("KERNEX_GROUP_COMMIT", "off", 1);
+  else
+    ::unsetenv("KERNEX_GROUP_COMMIT");
   auto made = kernex::Kernel::create(std::move(config));
   if (!made) die(made.error().describe());
   auto& kernel = **made;
@@ -227,6 +233,10 @@ int main(int argc, char** argv) {
   const Setup setups[] = {
       {"bare", "bare kernel (no memory, no trajectory)", false, false},
       {"memory", "SQLite memory, no trajectory", true, false},
+      {"memory-direct",
+       "SQLite memory, no trajectory, each write its own commit (KERNEX_GROUP_COMMIT=off, before "
+       "group commit)",
+       true, false, true},
       {"trajectory", "trajectory file, no memory", false, true},
       {"user", "user default (SQLite memory + trajectory file)", true, true},
   };

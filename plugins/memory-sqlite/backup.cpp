@@ -58,6 +58,7 @@ Result<std::vector<std::string>> columns(Db& db, const char* table) {
 }  // namespace
 
 Result<Json> SqliteStore::export_json(const MemoryScope& scope) {
+  settle();
   std::lock_guard lock(mutex_);
   // One read transaction: a consistent snapshot even while other processes write.
   KERNEX_RETURN_IF_ERROR(db_->exec("BEGIN"));

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "kernex/log.hpp"
+#include "kernex/sqlite_batch.hpp"
 #include "migrations.hpp"
 #include "text_rules.hpp"
 
@@ -80,12 +81,35 @@ Result<std::shared_ptr<SqliteStore>> SqliteStore::open(const StoreOptions& optio
   return std::shared_ptr<SqliteStore>(new SqliteStore(std::move(db), options));
 }
 
+SqliteStore::SqliteStore(std::unique_ptr<Db> db, StoreOptions options)
+    : db_(std::move(db)), options_(std::move(options)) {
+  writer_ = std::make_unique<GroupCommit>(std::make_unique<SqliteBatch>(
+      db_->handle(), false, "memory-sqlite " + options_.path.string(), ErrorCode::Memory, &mutex_));
+}
+
+void SqliteStore::settle() {
+  if (lazy_.load() == 0) return;
+  if (auto r = writer_->write([] { return Result<void>{}; }); !r)
+    log(LogLevel::Warn, r.error().describe());
+}
+
+void SqliteStore::submit_lazy(GroupCommit::Work work, GroupCommit::Done done) {
+  ++lazy_;
+  writer_->submit_lazy(std::move(work), [this, done = std::move(done)](const Result<void>& r) {
+    if (done) done(r);
+    --lazy_;
+  });
+}
+
 // ---- Conversations ----
 
+// An active conversation is found and reused. A new one gets its id at once and its row in the
+// next batch (the turn's exchange, usually): a turn writes once. Until then this process finds
+// it in pending_; another process sharing the file may open its own meanwhile (two active
+// conversations for the key: the newer is found from then on).
 Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
                                                    const ConversationKey& key,
                                                    std::chrono::minutes idle) {
-  std::lock_guard lock(mutex_);
   static constexpr const char* kFind =
       "SELECT id FROM conversations WHERE tenant = ? AND channel = ? AND sender_id = ? AND project "
       "= ? AND status = 'active' "
@@ -97,21 +121,41 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
     if (!row) return std::optional<std::string>();
     return std::optional<std::string>(stmt.text(0));
   };
-  // Reading needs no lock; only a new conversation takes the write lock (and looks again under it).
+  const auto insert = [this, tenant = scope.tenant(), key](const std::string& id) -> Result<void> {
+    KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare("INSERT INTO conversations (id, tenant, "
+                                                    "channel, sender_id, project) VALUES (?, ?, "
+                                                    "?, ?, ?)"));
+    stmt.bind_all(id, tenant, key.channel, key.sender_id, key.project);
+    KERNEX_RETURN_IF_ERROR(stmt.run());
+    return {};
+  };
+  const auto slot = std::make_tuple(scope.tenant(), key.channel, key.sender_id, key.project);
+  std::unique_lock lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = pending_.find(slot); it != pending_.end() && now - it->second.opened < idle)
+    return it->second.id;
   KERNEX_ASSIGN_OR_RETURN(auto found, find());
   if (found) return *found;
-  return db_->write<std::string>([&]() -> Result<std::string> {
-    KERNEX_ASSIGN_OR_RETURN(auto again, find());
-    if (again) return *again;
-    const std::string id = new_uuid();
-    KERNEX_ASSIGN_OR_RETURN(auto insert,
-                            db_->prepare("INSERT INTO conversations (id, tenant, channel, "
-                                         "sender_id, project) VALUES (?, ?, ?, ?, "
-                                         "?)"));
-    insert.bind_all(id, scope.tenant(), key.channel, key.sender_id, key.project);
-    KERNEX_RETURN_IF_ERROR(insert.run());
+  std::string id = new_uuid();
+  if (writer_->direct()) {  // the baseline: its own commit, looked for again under the write lock
+    lock.unlock();
+    KERNEX_RETURN_IF_ERROR(writer_->write([&]() -> Result<void> {
+      KERNEX_ASSIGN_OR_RETURN(auto again, find());
+      if (again) id = *again;
+      return again ? Result<void>{} : insert(id);
+    }));
     return id;
-  });
+  }
+  pending_[slot] = Pending{id, now};
+  // Queued while mutex_ is held: whoever finds it in pending_ queues its writes after this one.
+  submit_lazy([insert, id] { return insert(id); },
+              [this, slot, id](const Result<void>&) {
+                std::lock_guard done(mutex_);
+                // A newer one opened meanwhile (the first went idle) stays pending.
+                if (auto it = pending_.find(slot); it != pending_.end() && it->second.id == id)
+                  pending_.erase(it);
+              });
+  return id;
 }
 
 Result<std::vector<ContextEntry>> SqliteStore::select_entries(const char* sql,
@@ -154,6 +198,7 @@ Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const MemoryScope
 
 Result<std::uint64_t> SqliteStore::message_count(const MemoryScope& scope,
                                                  const std::string& conversation_id) {
+  settle();  // a conversation opened in this process may not be committed yet
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
@@ -248,16 +293,15 @@ Result<void> SqliteStore::append_messages(const MemoryScope& scope,
                                           const std::vector<ContextEntry>& entries) {
   // Checked before anything is written, so a bad entry leaves the exchange unsaved as a whole.
   KERNEX_RETURN_IF_ERROR(check_exchange(entries));
-  std::lock_guard lock(mutex_);
-  return db_->write<void>([&]() { return insert_exchange(scope, conversation_id, entries); });
+  return writer_->write([&]() { return insert_exchange(scope, conversation_id, entries); });
 }
 
-// One transaction for the turn: every commit writes the pages it touched to the WAL and takes
-// the write lock again, so the usage row rides along with the messages.
+// One item of the writer for the turn: every commit writes the pages it touched to the WAL and
+// takes the write lock again, so the usage row (and the turn's audit rows, queued lazily) ride
+// along with the messages, in a batch shared with other runs' turns.
 Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const ExchangeRecord& record) {
   KERNEX_RETURN_IF_ERROR(check_exchange(record.messages));
-  std::lock_guard lock(mutex_);
-  return db_->write<void>([&]() -> Result<void> {
+  return writer_->write([&]() -> Result<void> {
     if (!record.idempotency_key.empty()) {
       // Committed with the exchange: a second save under the key finds it and saves nothing.
       KERNEX_ASSIGN_OR_RETURN(
@@ -307,6 +351,7 @@ Result<void> SqliteStore::save_compaction_summary(const MemoryScope& scope,
     return fail(ErrorCode::Parse,
                 "memory-sqlite: summary is not valid UTF-8 at offset " + std::to_string(*at));
   }
+  settle();  // a conversation opened in this process may not be committed yet
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(kUpsertSummary));
@@ -320,6 +365,7 @@ Result<void> SqliteStore::save_compaction_summary(const MemoryScope& scope,
 
 Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(
     const MemoryScope& scope, const ConversationFilter& filter) {
+  settle();  // a conversation opened in this process may not be committed yet
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
@@ -351,6 +397,7 @@ Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(
 Result<std::vector<StoredMessage>> SqliteStore::conversation_messages(
     const MemoryScope& scope, const std::string& conversation_id, std::int64_t after_seq,
     std::size_t limit) {
+  settle();  // a conversation opened in this process may not be committed yet
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
@@ -374,6 +421,7 @@ Result<std::vector<StoredMessage>> SqliteStore::conversation_messages(
 Result<void> SqliteStore::close_conversation(const MemoryScope& scope,
                                              const std::string& conversation_id,
                                              const std::optional<std::string>& summary) {
+  settle();  // a conversation opened in this process may not be committed yet
   std::lock_guard lock(mutex_);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
@@ -410,6 +458,7 @@ Result<void> SqliteStore::delete_conversation(const MemoryScope& scope,
       "DELETE FROM audit_log WHERE conversation_id = ? AND tenant = ?",
       "DELETE FROM conversations WHERE id = ? AND tenant = ?",
   };
+  settle();  // no audit row of the conversation may land after its deletion
   std::lock_guard lock(mutex_);
   auto deleted = db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
@@ -692,25 +741,33 @@ Result<void> SqliteStore::record_tool_call(const MemoryScope& scope, const Audit
                                       rec.status + "'");
   }
   KERNEX_ASSIGN_OR_RETURN(auto args, dump_checked(rec.arguments, "audited tool arguments"));
-  std::lock_guard lock(mutex_);
-  return db_->write<void>([&]() -> Result<void> {
-    KERNEX_ASSIGN_OR_RETURN(
-        auto stmt,
-        db_->prepare("INSERT INTO audit_log (created_at, conversation_id, sender_id, "
-                     "agent, tool, arguments, "
-                     "result, status, reason, tenant) "
-                     "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-    std::optional<std::string> at =
-        rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
-    stmt.bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
-                  rec.status, rec.reason, scope.tenant());
-    KERNEX_RETURN_IF_ERROR(stmt.run());
-    return {};
-  });
+  // Nobody waits on an audit row: it rides the next batch (the turn's exchange), or commits on
+  // its own shortly after. Reads and deletes of the audit log settle() first.
+  const std::string tenant = scope.tenant();
+  submit_lazy(
+      [this, rec, args, tenant]() -> Result<void> {
+        KERNEX_ASSIGN_OR_RETURN(
+            auto stmt,
+            db_->prepare("INSERT INTO audit_log (created_at, conversation_id, sender_id, "
+                         "agent, tool, arguments, "
+                         "result, status, reason, tenant) "
+                         "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        std::optional<std::string> at =
+            rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
+        stmt.bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
+                      rec.status, rec.reason, tenant);
+        KERNEX_RETURN_IF_ERROR(stmt.run());
+        return {};
+      },
+      [](const Result<void>& r) {
+        if (!r) log(LogLevel::Warn, "audit log: " + r.error().describe());
+      });
+  return {};
 }
 
 Result<std::vector<AuditRecord>> SqliteStore::audit_log(const MemoryScope& scope,
                                                         std::size_t limit) {
+  settle();
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,

@@ -1,11 +1,18 @@
 // The SQLite memory store. One connection per store object, guarded by a mutex; several
-// processes may share the file (WAL, busy timeout, BEGIN IMMEDIATE for writes).
+// processes may share the file (WAL, busy timeout, BEGIN IMMEDIATE for writes). A turn's writes
+// (a new conversation, audit rows, the exchange) go through one group-commit writer: the runs'
+// turns share its batches, and a turn's audit rows ride its exchange's commit.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 
+#include "kernex/group_commit.hpp"
 #include "kernex/memory.hpp"
 #include "sqlite_db.hpp"
 
@@ -113,8 +120,12 @@ class SqliteStore final : public MemoryStore {
   Result<void> import_json(const MemoryScope& scope, const Json& document) override;
 
  private:
-  explicit SqliteStore(std::unique_ptr<Db> db, StoreOptions options)
-      : db_(std::move(db)), options_(std::move(options)) {}
+  SqliteStore(std::unique_ptr<Db> db, StoreOptions options);
+  // Commits the rows still waiting for a batch (new conversations, audit rows), before a read
+  // or write that must see them.
+  void settle();
+  // Queues a lazy write, counted until it is answered.
+  void submit_lazy(GroupCommit::Work work, GroupCommit::Done done = {});
 
   Result<std::vector<ContextEntry>> select_entries(const char* sql, const MemoryScope& scope,
                                                    const std::string& conversation_id,
@@ -137,7 +148,17 @@ class SqliteStore final : public MemoryStore {
 
   std::mutex mutex_;
   std::unique_ptr<Db> db_;
+  // Conversations opened but not committed yet (their row rides the turn's batch), by scope and
+  // key, so a second open of the same key in this process finds the same one. Under mutex_.
+  struct Pending {
+    std::string id;
+    std::chrono::steady_clock::time_point opened;  // its idle time counts from here
+  };
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, Pending> pending_;
+  std::atomic<std::size_t> lazy_ = 0;  // lazy writes queued and not answered yet
   StoreOptions options_;
+  // On db_'s connection, holding mutex_ for each batch. Last: it drains before db_ closes.
+  std::unique_ptr<GroupCommit> writer_;
 };
 
 }  // namespace kernex::sqlite

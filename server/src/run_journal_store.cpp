@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "serve_writer.hpp"
 #include "sqlite_db.hpp"
 
 namespace kernex::server {
@@ -11,7 +12,8 @@ std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_hand
 
 class SqliteJournalStore final : public JournalStore {
  public:
-  explicit SqliteJournalStore(sqlite3* db) : db_(db) {}
+  SqliteJournalStore(sqlite3* db, std::shared_ptr<ServeWriter> writer)
+      : db_(db), writer_(std::move(writer)) {}
   ~SqliteJournalStore() override { sqlite3_close(db_); }
   SqliteJournalStore(const SqliteJournalStore&) = delete;
   SqliteJournalStore& operator=(const SqliteJournalStore&) = delete;
@@ -30,8 +32,11 @@ class SqliteJournalStore final : public JournalStore {
                              const ToolResult& result);
 
  private:
-  std::mutex mutex_;
+  std::mutex mutex_;  // db_: the reads' connection
   sqlite3* db_;
+  // Writes ride serve.db's batches, each fsynced (durable): what a journal records decides
+  // whether a tool runs again, even after a power loss.
+  std::shared_ptr<ServeWriter> writer_;
 };
 
 // One run's view of the store. Run ids are random and unique across tenants in serve.db.
@@ -68,11 +73,12 @@ Result<std::unique_ptr<JournalStore>> JournalStore::open(const std::filesystem::
                      "INTEGER NOT NULL, response TEXT NOT NULL, PRIMARY KEY (run_id, turn))",
                      "CREATE TABLE IF NOT EXISTS run_tools (run_id TEXT NOT NULL, key TEXT "
                      "NOT NULL, call TEXT NOT NULL, result TEXT, PRIMARY KEY (run_id, key))"}));
-  std::unique_ptr<JournalStore> store = std::make_unique<SqliteJournalStore>(db);
-  // This connection's commits reach the disk before they return (fsync), not only the WAL file:
-  // what it records decides whether a tool runs again, even after a power loss.
-  KERNEX_RETURN_IF_ERROR(exec_sql(db, "PRAGMA synchronous=FULL"));
-  return store;
+  auto writer = ServeWriter::of(file);
+  if (!writer) {
+    sqlite3_close(db);
+    return std::unexpected(writer.error());
+  }
+  return std::make_unique<SqliteJournalStore>(db, std::move(*writer));
 }
 
 std::shared_ptr<RunJournal> SqliteJournalStore::journal(const std::string&,
@@ -81,14 +87,15 @@ std::shared_ptr<RunJournal> SqliteJournalStore::journal(const std::string&,
 }
 
 Result<void> SqliteJournalStore::forget(const std::string&, const std::string& run_id) {
-  std::lock_guard lock(mutex_);
-  for (const char* sql :
-       {"DELETE FROM run_responses WHERE run_id = ?", "DELETE FROM run_tools WHERE run_id = ?"}) {
-    Statement st(db_, sql);
-    if (!st.ok() || (st.bind(1, run_id), st.step()) != SQLITE_DONE)
-      return db_error(db_, "journal forget");
-  }
-  return {};
+  return writer_->write([&](sqlite3* db) -> Result<void> {
+    for (const char* sql :
+         {"DELETE FROM run_responses WHERE run_id = ?", "DELETE FROM run_tools WHERE run_id = ?"}) {
+      Statement st(db, sql);
+      if (!st.ok() || (st.bind(1, run_id), st.step()) != SQLITE_DONE)
+        return db_error(db, "journal forget");
+    }
+    return {};
+  });
 }
 
 Result<std::optional<Response>> SqliteJournalStore::response(const std::string& run_id,
@@ -111,13 +118,17 @@ Result<std::optional<Response>> SqliteJournalStore::response(const std::string& 
 
 Result<void> SqliteJournalStore::record_response(const std::string& run_id, std::uint32_t turn,
                                                  const Response& response) {
-  std::lock_guard lock(mutex_);
-  Statement st(db_,
-               "INSERT OR REPLACE INTO run_responses (run_id, turn, response) VALUES (?, ?, ?)");
-  if (!st.ok()) return db_error(db_, "journal write");
-  st.bind(1, run_id).bind(2, static_cast<std::int64_t>(turn)).bind(3, dump(Json(response)));
-  if (st.step() != SQLITE_DONE) return db_error(db_, "journal write");
-  return {};
+  const std::string text = dump(Json(response));
+  return writer_->write(
+      [&](sqlite3* db) -> Result<void> {
+        Statement st(
+            db, "INSERT OR REPLACE INTO run_responses (run_id, turn, response) VALUES (?, ?, ?)");
+        if (!st.ok()) return db_error(db, "journal write");
+        st.bind(1, run_id).bind(2, static_cast<std::int64_t>(turn)).bind(3, text);
+        if (st.step() != SQLITE_DONE) return db_error(db, "journal write");
+        return {};
+      },
+      true);
 }
 
 Result<RunJournal::ToolEntry> SqliteJournalStore::tool(const std::string& run_id,
@@ -143,23 +154,32 @@ Result<RunJournal::ToolEntry> SqliteJournalStore::tool(const std::string& run_id
 
 Result<void> SqliteJournalStore::tool_started(const std::string& run_id, const std::string& key,
                                               const ToolCall& call) {
-  std::lock_guard lock(mutex_);
-  // A key is started once: a second start (it cannot happen in one run) must not erase a result.
-  Statement st(db_, "INSERT OR IGNORE INTO run_tools (run_id, key, call) VALUES (?, ?, ?)");
-  if (!st.ok()) return db_error(db_, "journal write");
-  st.bind(1, run_id).bind(2, key).bind(3, dump(Json(call)));
-  if (st.step() != SQLITE_DONE) return db_error(db_, "journal write");
-  return {};
+  const std::string text = dump(Json(call));
+  return writer_->write(
+      [&](sqlite3* db) -> Result<void> {
+        // A key is started once: a second start (it cannot happen in one run) must not erase a
+        // result.
+        Statement st(db, "INSERT OR IGNORE INTO run_tools (run_id, key, call) VALUES (?, ?, ?)");
+        if (!st.ok()) return db_error(db, "journal write");
+        st.bind(1, run_id).bind(2, key).bind(3, text);
+        if (st.step() != SQLITE_DONE) return db_error(db, "journal write");
+        return {};
+      },
+      true);
 }
 
 Result<void> SqliteJournalStore::tool_finished(const std::string& run_id, const std::string& key,
                                                const ToolResult& result) {
-  std::lock_guard lock(mutex_);
-  Statement st(db_, "UPDATE run_tools SET result = ? WHERE run_id = ? AND key = ?");
-  if (!st.ok()) return db_error(db_, "journal write");
-  st.bind(1, dump(Json(result))).bind(2, run_id).bind(3, key);
-  if (st.step() != SQLITE_DONE) return db_error(db_, "journal write");
-  return {};
+  const std::string text = dump(Json(result));
+  return writer_->write(
+      [&](sqlite3* db) -> Result<void> {
+        Statement st(db, "UPDATE run_tools SET result = ? WHERE run_id = ? AND key = ?");
+        if (!st.ok()) return db_error(db, "journal write");
+        st.bind(1, text).bind(2, run_id).bind(3, key);
+        if (st.step() != SQLITE_DONE) return db_error(db, "journal write");
+        return {};
+      },
+      true);
 }
 
 }  // namespace kernex::server

@@ -60,77 +60,80 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& fi
            "CREATE TABLE IF NOT EXISTS run_events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
            "name TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID",
            kMigrateEvents, "UPDATE runs SET events = NULL WHERE events IS NOT NULL"}));
-  return std::unique_ptr<RunStore>(new RunStore(db));
+  auto writer = ServeWriter::of(file);
+  if (!writer) {
+    sqlite3_close(db);
+    return std::unexpected(writer.error());
+  }
+  return std::unique_ptr<RunStore>(new RunStore(db, std::move(*writer)));
 }
 
 RunStore::~RunStore() { sqlite3_close(db_); }
 
 Result<void> RunStore::insert(const RunState& run, const Json& request) {
-  std::lock_guard lock(mutex_);
-  Statement st(db_,
-               "INSERT INTO runs (id, tenant, session, status, created_at, request) VALUES (?, ?, "
-               "?, 'queued', ?, ?)");
-  if (!st.ok()) return db_error(db_, "insert");
-  st.bind(1, run.id).bind(2, run.tenant).bind(3, run.session).bind(4, run.created_at);
-  st.bind(5, request.dump(-1, ' ', false, Json::error_handler_t::replace));
-  if (st.step() != SQLITE_DONE) return db_error(db_, "insert");
-  return {};
+  const std::string body = request.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return writer_->write([&](sqlite3* db) -> Result<void> {
+    Statement st(db,
+                 "INSERT INTO runs (id, tenant, session, status, created_at, request) VALUES (?, "
+                 "?, ?, 'queued', ?, ?)");
+    if (!st.ok()) return db_error(db, "insert");
+    st.bind(1, run.id).bind(2, run.tenant).bind(3, run.session).bind(4, run.created_at);
+    st.bind(5, body);
+    if (st.step() != SQLITE_DONE) return db_error(db, "insert");
+    return {};
+  });
 }
 
 Result<void> RunStore::set_status(const std::string& id, RunStatus status) {
-  std::lock_guard lock(mutex_);
-  Statement st(db_, "UPDATE runs SET status = ? WHERE id = ?");
-  if (!st.ok()) return db_error(db_, "update");
-  st.bind(1, std::string(to_string(status))).bind(2, id);
-  if (st.step() != SQLITE_DONE) return db_error(db_, "update");
+  return writer_->write([&](sqlite3* db) -> Result<void> {
+    Statement st(db, "UPDATE runs SET status = ? WHERE id = ?");
+    if (!st.ok()) return db_error(db, "update");
+    st.bind(1, std::string(to_string(status))).bind(2, id);
+    if (st.step() != SQLITE_DONE) return db_error(db, "update");
+    return {};
+  });
+}
+
+namespace {
+
+// The events and the end, in the batch's transaction.
+Result<void> write_end(sqlite3* db, const std::string& id, RunStatus status,
+                       const std::string& result, const std::vector<std::string>& events,
+                       const std::vector<RunEvent>& run_events) {
+  Statement ev(db,
+               "INSERT OR REPLACE INTO run_events (run_id, seq, name, data) VALUES (?, ?, ?, ?)");
+  if (!ev.ok()) return db_error(db, "finish");
+  for (std::size_t i = 0; i < run_events.size(); ++i) {
+    ev.reset();
+    ev.bind(1, id).bind(2, static_cast<std::int64_t>(i + 1)).bind(3, run_events[i].name);
+    ev.bind(4, events[i]);
+    if (ev.step() != SQLITE_DONE) return db_error(db, "finish");
+  }
+  Statement st(db, "UPDATE runs SET status = ?, result = ?, events = NULL WHERE id = ?");
+  if (!st.ok()) return db_error(db, "finish");
+  st.bind(1, std::string(to_string(status))).bind(2, result).bind(3, id);
+  if (st.step() != SQLITE_DONE) return db_error(db, "finish");
   return {};
 }
+
+}  // namespace
 
 Result<void> RunStore::finish(const std::string& id, RunStatus status, const Json& result,
                               const std::vector<RunEvent>& run_events) {
-  std::unique_lock lock(mutex_);
-  if (!finish_hook_.in_transaction) return finish_locked(id, status, result, run_events);
-  KERNEX_RETURN_IF_ERROR(exec_sql(db_, "BEGIN IMMEDIATE"));
-  auto done = finish_locked(id, status, result, run_events);
-  if (done) done = finish_hook_.in_transaction(db_, id, status, result);
-  if (done) done = exec_sql(db_, "COMMIT");
-  if (!done) {
-    (void)exec_sql(db_, "ROLLBACK");
-    return done;
-  }
-  lock.unlock();
-  if (finish_hook_.after_commit) finish_hook_.after_commit();
-  return {};
-}
-
-Result<void> RunStore::finish_locked(const std::string& id, RunStatus status, const Json& result,
-                                     const std::vector<RunEvent>& run_events) {
-  // The caller's transaction, or this one: the events and the end are stored together.
-  const bool own = sqlite3_get_autocommit(db_) != 0;
-  if (own) KERNEX_RETURN_IF_ERROR(exec_sql(db_, "BEGIN IMMEDIATE"));
-  auto done = [&]() -> Result<void> {
-    Statement ev(db_,
-                 "INSERT OR REPLACE INTO run_events (run_id, seq, name, data) VALUES (?, ?, ?, ?)");
-    if (!ev.ok()) return db_error(db_, "finish");
-    for (std::size_t i = 0; i < run_events.size(); ++i) {
-      ev.reset();
-      ev.bind(1, id).bind(2, static_cast<std::int64_t>(i + 1)).bind(3, run_events[i].name);
-      ev.bind(4, run_events[i].data.dump(-1, ' ', false, Json::error_handler_t::replace));
-      if (ev.step() != SQLITE_DONE) return db_error(db_, "finish");
-    }
-    Statement st(db_, "UPDATE runs SET status = ?, result = ?, events = NULL WHERE id = ?");
-    if (!st.ok()) return db_error(db_, "finish");
-    st.bind(1, std::string(to_string(status)));
-    st.bind(2, result.dump(-1, ' ', false, Json::error_handler_t::replace));
-    st.bind(3, id);
-    if (st.step() != SQLITE_DONE) return db_error(db_, "finish");
+  // Serialised here, off the writer's thread: its batch only binds them.
+  const std::string result_text = result.dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::vector<std::string> events;
+  events.reserve(run_events.size());
+  for (const auto& e : run_events)
+    events.push_back(e.data.dump(-1, ' ', false, Json::error_handler_t::replace));
+  const auto& hook = finish_hook_;
+  KERNEX_RETURN_IF_ERROR(writer_->write([&](sqlite3* db) -> Result<void> {
+    KERNEX_RETURN_IF_ERROR(write_end(db, id, status, result_text, events, run_events));
+    if (hook.in_transaction) return hook.in_transaction(db, id, status, result);
     return {};
-  }();
-  if (own) {
-    if (done) done = exec_sql(db_, "COMMIT");
-    if (!done) (void)exec_sql(db_, "ROLLBACK");
-  }
-  return done;
+  }));
+  if (hook.after_commit) hook.after_commit();
+  return {};
 }
 
 Result<std::vector<RunEvent>> RunStore::events_page(const std::string& id, std::uint64_t after,
@@ -211,24 +214,26 @@ Result<std::vector<StoredRun>> RunStore::unfinished() {
   return out;
 }
 
-bool RunStore::has_table(const char* name) {
-  Statement st(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+namespace {
+
+bool has_table(sqlite3* db, const char* name) {
+  Statement st(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
   return st.ok() && st.bind(1, std::string(name)).step() == SQLITE_ROW;
 }
 
-Result<void> RunStore::delete_session_locked(const std::string& tenant,
-                                             const std::string& session) {
+Result<void> delete_session_rows(sqlite3* db, const std::string& tenant,
+                                 const std::string& session) {
   constexpr const char* kRuns = "(SELECT id FROM runs WHERE tenant = ?1 AND session = ?2)";
   std::vector<std::string> sql;
   // The journals of its runs (JournalStore's tables, there when approvals are on).
-  if (has_table("run_responses"))
+  if (has_table(db, "run_responses"))
     sql.push_back(std::string("DELETE FROM run_responses WHERE run_id IN ") + kRuns);
-  if (has_table("run_tools"))
+  if (has_table(db, "run_tools"))
     sql.push_back(std::string("DELETE FROM run_tools WHERE run_id IN ") + kRuns);
   // Webhook events of its runs: one not delivered yet is still sent, as a tombstone with the same
   // id and type whose data is only {run_id, forgotten: true}; a delivered one has nothing left
   // to do and goes.
-  if (has_table("webhook_outbox")) {
+  if (has_table(db, "webhook_outbox")) {
     sql.push_back(
         std::string("UPDATE webhook_outbox SET body = json_object('type', type, 'id', event_id, "
                     "'created_at', CASE WHEN json_valid(body) THEN json_extract(body, "
@@ -243,26 +248,23 @@ Result<void> RunStore::delete_session_locked(const std::string& tenant,
   sql.push_back(std::string("DELETE FROM run_events WHERE run_id IN ") + kRuns);
   sql.push_back("DELETE FROM runs WHERE tenant = ?1 AND session = ?2");
   for (const auto& text : sql) {
-    Statement st(db_, text.c_str());
-    if (!st.ok()) return db_error(db_, "delete");
+    Statement st(db, text.c_str());
+    if (!st.ok()) return db_error(db, "delete");
     st.bind(1, tenant).bind(2, session);
-    if (st.step() != SQLITE_DONE) return db_error(db_, "delete");
+    if (st.step() != SQLITE_DONE) return db_error(db, "delete");
   }
   return {};
 }
 
+}  // namespace
+
 Result<void> RunStore::delete_session(const std::string& tenant, const std::string& session) {
-  std::lock_guard lock(mutex_);
-  KERNEX_RETURN_IF_ERROR(exec_sql(db_, "BEGIN IMMEDIATE"));
-  auto done = delete_session_locked(tenant, session);
-  if (done) done = exec_sql(db_, "COMMIT");
-  if (!done) {
-    (void)exec_sql(db_, "ROLLBACK");
-    return done;
-  }
+  KERNEX_RETURN_IF_ERROR(
+      writer_->write([&](sqlite3* db) { return delete_session_rows(db, tenant, session); }));
   // The rows are gone and zeroed; older copies of their pages may still be in the WAL. A reader
   // that outwaits the busy timeout leaves them there until the next checkpoint: logged, and the
   // deletion stands.
+  std::lock_guard lock(mutex_);
   if (auto r = truncate_wal(db_); !r) log(LogLevel::Warn, "serve: " + r.error().describe());
   return {};
 }

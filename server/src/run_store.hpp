@@ -14,8 +14,7 @@
 #include "kernex/error.hpp"
 #include "kernex/json.hpp"
 #include "run_state.hpp"
-
-struct sqlite3;
+#include "serve_writer.hpp"
 
 namespace kernex::server {
 
@@ -27,8 +26,9 @@ struct StoredRun {
 };
 
 // What else a run's end writes, in the same transaction as the end itself (the webhook outbox):
-// `in_transaction` gets the store's connection while the transaction is open, and an error from
-// it rolls the end back; `after_commit` is told once the end is durable.
+// `in_transaction` gets the writer's connection while the end's batch is open (on the writer's
+// thread), and an error from it rolls the end back; `after_commit` is told once the end is
+// committed.
 struct FinishHook {
   std::function<Result<void>(sqlite3* db, const std::string& run_id, RunStatus status,
                              const Json& result)>
@@ -64,13 +64,11 @@ class RunStore {
   void on_finish(FinishHook hook) { finish_hook_ = std::move(hook); }
 
  private:
-  explicit RunStore(sqlite3* db) : db_(db) {}
-  Result<void> finish_locked(const std::string& id, RunStatus status, const Json& result,
-                             const std::vector<RunEvent>& events);
-  Result<void> delete_session_locked(const std::string& tenant, const std::string& session);
-  bool has_table(const char* name);
-  std::mutex mutex_;
+  RunStore(sqlite3* db, std::shared_ptr<ServeWriter> writer)
+      : db_(db), writer_(std::move(writer)) {}
+  std::mutex mutex_;  // db_: the reads' connection
   sqlite3* db_;
+  std::shared_ptr<ServeWriter> writer_;  // every write: serve.db's batches
   FinishHook finish_hook_;
 };
 

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <sqlite3.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <cstdio>
+#include <thread>
 
 #include "kernex/kernel.hpp"
 #include "kernex/plugin_host.hpp"
@@ -69,6 +72,90 @@ TEST_F(MemorySqlite, BadOptionsAreConfigErrors) {
   auto sync = host.create_memory("sqlite", Json{{"path", "x.db"}, {"synchronous", "sometimes"}});
   ASSERT_FALSE(sync);
   EXPECT_THAT(sync.error().describe(), HasSubstr("synchronous"));
+}
+
+// ---- A turn's writes (group commit) ----
+
+// Rows of `sql` (one integer column) through a connection of this test's own.
+std::int64_t raw_count(const std::filesystem::path& file, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr);
+  const std::int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return n;
+}
+
+// A turn of a new conversation: its row, an audit row and the exchange. Once save_exchange has
+// returned, all of it is committed (another connection sees it), from any number of threads.
+TEST_F(MemorySqlite, ATurnsWritesAreCommittedWhenItsExchangeIsAcknowledged) {
+  constexpr int kThreads = 6, kTurns = 20;
+  std::atomic<int> unseen{0}, failed{0};
+  const auto file = dir / "data" / "memory.db";
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kTurns; ++i) {
+        const auto scope = MemoryScope::local();
+        const std::string sender = "s" + std::to_string(t) + "-" + std::to_string(i);
+        auto conv = store->open_conversation(scope, {"api", sender, ""}, std::chrono::minutes(5));
+        auto again = store->open_conversation(scope, {"api", sender, ""}, std::chrono::minutes(5));
+        if (!conv || !again || *conv != *again) {
+          ++failed;
+          continue;
+        }
+        AuditRecord audit;
+        audit.conversation_id = *conv;
+        audit.sender_id = sender;
+        audit.tool = "lookup";
+        ExchangeRecord record;
+        record.conversation_id = *conv;
+        record.messages = {ContextEntry::user("q " + sender), ContextEntry::assistant("a")};
+        if (!store->record_tool_call(scope, audit) || !store->save_exchange(scope, record)) {
+          ++failed;
+          continue;
+        }
+        if (raw_count(file, "SELECT COUNT(*) FROM conversations WHERE id = '" + *conv + "'") != 1 ||
+            raw_count(file, "SELECT message_count FROM conversations WHERE id = '" + *conv + "'") !=
+                2 ||
+            raw_count(file, "SELECT COUNT(*) FROM audit_log WHERE conversation_id = '" + *conv +
+                                "'") != 1)
+          ++unseen;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(unseen.load(), 0);
+  EXPECT_EQ(raw_count(file, "SELECT COUNT(*) FROM messages"), 2 * kThreads * kTurns);
+}
+
+// A conversation opened and not yet written is still the key's, in its tenant only: listed,
+// counted and closed like any other.
+TEST_F(MemorySqlite, AnOpenedConversationIsTheKeysBeforeItsFirstExchange) {
+  auto acme = MemoryScope::of("acme").value(), other = MemoryScope::of("other").value();
+  auto a = store->open_conversation(acme, {"api", "bob", ""}, std::chrono::minutes(5));
+  auto b = store->open_conversation(other, {"api", "bob", ""}, std::chrono::minutes(5));
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(*a, *b);
+  EXPECT_EQ(store->open_conversation(acme, {"api", "bob", ""}, std::chrono::minutes(5)).value(),
+            *a);
+  auto listed = store->list_conversations(acme, {});
+  ASSERT_TRUE(listed) << listed.error().describe();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().id, *a);
+  EXPECT_EQ(store->message_count(acme, *a).value(), 0u);
+  EXPECT_FALSE(store->message_count(other, *a));  // another tenant's: unknown
+  AuditRecord audit;
+  audit.conversation_id = *a;
+  audit.tool = "lookup";
+  ASSERT_TRUE(store->record_tool_call(acme, audit));
+  EXPECT_EQ(store->audit_log(acme, 10).value().size(), 1u);
+  EXPECT_EQ(store->audit_log(other, 10).value().size(), 0u);
+  ASSERT_TRUE(store->delete_conversation(acme, *a));
+  EXPECT_EQ(store->audit_log(acme, 10).value().size(), 0u);
 }
 
 // ---- Through the kernel ----

@@ -1,0 +1,100 @@
+// GroupCommit's batch on one SQLite connection (WAL): BEGIN IMMEDIATE, a SAVEPOINT per item,
+// one COMMIT. A durable batch is committed with synchronous=FULL (the WAL is fsynced before
+// COMMIT returns), the others at the connection's own level. Header-only: only code that links
+// SQLite includes it (serve.db, the memory-sqlite plugin).
+#pragma once
+
+#include <sqlite3.h>
+
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "kernex/group_commit.hpp"
+
+namespace kernex {
+
+class SqliteBatch final : public BatchTarget {
+ public:
+  // `db`: the writer's connection, closed with this target when `owns`. `lock`: held from begin
+  // to commit or rollback when the connection is shared with other threads (they take it too).
+  SqliteBatch(sqlite3* db, bool owns, std::string label, ErrorCode code, std::mutex* lock = nullptr)
+      : db_(db), owns_(owns), label_(std::move(label)), code_(code), lock_(lock) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db_, "PRAGMA synchronous", -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      base_ = current_ = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    for (auto [slot, sql] :
+         {std::pair{&begin_, "BEGIN IMMEDIATE"}, std::pair{&mark_, "SAVEPOINT item"},
+          std::pair{&release_, "RELEASE item"}, std::pair{&commit_, "COMMIT"}})
+      sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, nullptr);
+  }
+  ~SqliteBatch() override {
+    for (auto* st : {begin_, mark_, release_, commit_}) sqlite3_finalize(st);
+    if (owns_) sqlite3_close_v2(db_);
+  }
+  SqliteBatch(const SqliteBatch&) = delete;
+  SqliteBatch& operator=(const SqliteBatch&) = delete;
+
+  Result<void> begin(bool durable) override {
+    if (lock_) held_.emplace(*lock_);
+    // The level cannot change inside a transaction: set before BEGIN.
+    const int want = durable ? 2 : base_;
+    if (want != current_) {
+      const std::string sql = "PRAGMA synchronous=" + std::to_string(want);
+      if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
+        return unlocked(error("setting synchronous"));
+      current_ = want;
+    }
+    if (auto r = step(begin_, "beginning a batch"); !r) return unlocked(r);
+    return {};
+  }
+  Result<void> mark() override { return step(mark_, "a savepoint"); }
+  Result<void> release() override { return step(release_, "releasing a savepoint"); }
+  void undo() override {
+    if (!sqlite3_get_autocommit(db_))
+      sqlite3_exec(db_, "ROLLBACK TO item; RELEASE item", nullptr, nullptr, nullptr);
+  }
+  bool open() override { return sqlite3_get_autocommit(db_) == 0; }
+  Result<void> commit() override {
+    auto r = step(commit_, "committing a batch");
+    if (r) held_.reset();
+    return r;
+  }
+  void rollback() override {
+    if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    held_.reset();
+  }
+  sqlite3* db() const { return db_; }
+
+ private:
+  std::unexpected<Error> error(const std::string& what) const {
+    return fail(code_, label_ + ": " + what + ": " + sqlite3_errmsg(db_));
+  }
+  Result<void> unlocked(Result<void> r) {
+    held_.reset();
+    return r;
+  }
+  Result<void> step(sqlite3_stmt* st, const char* what) {
+    if (st == nullptr) return error(what);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+      auto e = error(what);
+      sqlite3_reset(st);
+      return e;
+    }
+    sqlite3_reset(st);
+    return {};
+  }
+
+  sqlite3* db_;
+  bool owns_;
+  std::string label_;
+  ErrorCode code_;
+  std::mutex* lock_;
+  std::optional<std::unique_lock<std::mutex>> held_;
+  int base_ = 1, current_ = 1;
+  sqlite3_stmt *begin_ = nullptr, *mark_ = nullptr, *release_ = nullptr, *commit_ = nullptr;
+};
+
+}  // namespace kernex

@@ -1,0 +1,170 @@
+#include "kernex/group_commit.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <string_view>
+
+namespace kernex {
+namespace {
+thread_local const GroupCommit* running = nullptr;  // the writer whose batch this thread runs
+}  // namespace
+
+bool GroupCommit::on_writer_thread() const { return running == this; }
+
+bool GroupCommit::direct_from_env() {
+  const char* v = std::getenv("KERNEX_GROUP_COMMIT");
+  return v != nullptr && std::string_view(v) == "off";
+}
+
+GroupCommit::GroupCommit(std::unique_ptr<BatchTarget> target, Options options)
+    : target_(std::move(target)), options_(options) {
+  options_.max_batch = std::max<std::size_t>(1, options_.max_batch);
+  if (!options_.direct) thread_ = std::thread([this] { loop(); });
+}
+
+GroupCommit::~GroupCommit() {
+  if (options_.direct) return;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void GroupCommit::enqueue(Item item) {
+  if (options_.direct) {
+    std::vector<Item> one;
+    one.push_back(std::move(item));
+    std::lock_guard lock(direct_mutex_);
+    run_batch(one);
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      if (item.lazy && queue_.empty()) lazy_since_ = std::chrono::steady_clock::now();
+      if (!item.lazy) ++eager_;
+      queue_.push_back(std::move(item));
+      wake_.notify_one();
+      return;
+    }
+  }
+  if (item.done) item.done(fail(ErrorCode::Internal, "group commit: the writer has stopped"));
+}
+
+Result<void> GroupCommit::write(Work work, bool durable) {
+  if (on_writer_thread())
+    return fail(ErrorCode::Internal,
+                "group commit: a write from inside a batch would wait on itself");
+  return submit(std::move(work), durable).get();
+}
+
+std::future<Result<void>> GroupCommit::submit(Work work, bool durable) {
+  auto promise = std::make_shared<std::promise<Result<void>>>();
+  auto future = promise->get_future();
+  submit(std::move(work), durable, [promise](const Result<void>& r) { promise->set_value(r); });
+  return future;
+}
+
+void GroupCommit::submit(Work work, bool durable, Done done) {
+  enqueue(Item{std::move(work), std::move(done), durable, false});
+}
+
+void GroupCommit::submit_lazy(Work work, Done done) {
+  enqueue(Item{std::move(work), std::move(done), false, true});
+}
+
+GroupCommit::Stats GroupCommit::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void GroupCommit::loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, everything committed
+    // Only lazy items: they wait for a write someone waits on, or for their delay.
+    if (eager_ == 0 && !stopping_) {
+      wake_.wait_until(lock, lazy_since_ + options_.lazy_delay,
+                       [&] { return stopping_ || eager_ > 0; });
+    }
+    std::vector<Item> batch;
+    while (!queue_.empty() && batch.size() < options_.max_batch) {
+      if (!queue_.front().lazy) --eager_;
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    if (!queue_.empty()) lazy_since_ = std::chrono::steady_clock::now();
+    lock.unlock();
+    run_batch(batch);
+    lock.lock();
+  }
+}
+
+void GroupCommit::run_batch(std::vector<Item>& batch) {
+  std::vector<Result<void>> results(batch.size());
+  std::vector<bool> settled(batch.size(), false);
+  const bool durable = std::any_of(batch.begin(), batch.end(), [](auto& i) { return i.durable; });
+  running = this;
+  // Each failed attempt settles one more item (the one that lost the transaction): bounded.
+  for (std::size_t tries = 0; tries <= batch.size(); ++tries) {
+    if (attempt(batch, results, settled, durable)) break;
+  }
+  const auto failed = static_cast<std::uint64_t>(
+      std::count_if(results.begin(), results.end(), [](const auto& r) { return !r; }));
+  {
+    // Counted before anyone is told: a caller that reads them after its write sees its batch.
+    std::lock_guard lock(mutex_);
+    ++stats_.batches;
+    stats_.items += batch.size();
+    stats_.failed_items += failed;
+    if (durable) ++stats_.durable_batches;
+  }
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    if (batch[i].done) batch[i].done(results[i]);
+  running = nullptr;  // after the callbacks: a write from one is refused too
+}
+
+bool GroupCommit::attempt(std::vector<Item>& batch, std::vector<Result<void>>& results,
+                          std::vector<bool>& settled, bool durable) {
+  if (auto begun = target_->begin(durable); !begun) {
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (!settled[i]) results[i] = begun;
+    return true;
+  }
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (settled[i]) continue;
+    Result<void> r = target_->mark();
+    if (r) {
+      try {
+        r = batch[i].work();
+      } catch (const std::exception& e) {
+        r = fail(ErrorCode::Internal, std::string("group commit: a write threw: ") + e.what());
+      }
+      if (r) r = target_->release();
+    }
+    results[i] = r;
+    if (!r) {
+      target_->undo();
+      settled[i] = true;
+    }
+    if (!target_->open()) {
+      // The database dropped the transaction: this item is to blame, the others run again.
+      if (r) results[i] = fail(ErrorCode::Internal, "group commit: an item ended the batch");
+      settled[i] = true;
+      target_->rollback();
+      return false;
+    }
+  }
+  if (auto committed = target_->commit(); !committed) {
+    target_->rollback();
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (!settled[i]) results[i] = committed;
+  }
+  return true;
+}
+
+}  // namespace kernex

@@ -1,0 +1,46 @@
+#include "serve_writer.hpp"
+
+#include <map>
+#include <mutex>
+
+#include "kernex/sqlite_batch.hpp"
+#include "sqlite_db.hpp"
+
+namespace kernex::server {
+namespace {
+
+std::mutex registry_mutex;
+std::map<std::string, std::weak_ptr<ServeWriter>>& registry() {
+  static std::map<std::string, std::weak_ptr<ServeWriter>> writers;
+  return writers;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<ServeWriter>> ServeWriter::of(const std::filesystem::path& file) {
+  std::error_code ec;
+  auto key = std::filesystem::weakly_canonical(file, ec);
+  if (ec) key = std::filesystem::absolute(file);
+  std::lock_guard lock(registry_mutex);
+  if (auto found = registry()[key.string()].lock()) return found;
+  KERNEX_ASSIGN_OR_RETURN(sqlite3 * db, open_serve_db(file, {}));
+  auto batch = std::make_unique<SqliteBatch>(db, true, "serve.db", ErrorCode::Io);
+  std::shared_ptr<ServeWriter> writer(
+      new ServeWriter(db, std::make_unique<GroupCommit>(std::move(batch))));
+  registry()[key.string()] = writer;
+  return writer;
+}
+
+ServeWriter::~ServeWriter() {
+  commit_.reset();  // commits what is queued, then closes the connection
+  std::lock_guard lock(registry_mutex);
+  for (auto it = registry().begin(); it != registry().end();)
+    it = it->second.expired() ? registry().erase(it) : std::next(it);
+}
+
+Result<void> ServeWriter::write(Work work, bool durable) {
+  sqlite3* db = db_;
+  return commit_->write([&work, db] { return work(db); }, durable);
+}
+
+}  // namespace kernex::server
