@@ -133,9 +133,14 @@ TEST_F(CliSavedSkills, ATrustedSavedSkillIsInTheModelsCatalog) {
     EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
     std::ifstream in(record);
     std::string first;
-    std::getline(in, first);  // the first request: nothing the run did is in it yet
+    std::getline(in, first);
+    // The catalog: the first request's system prompt and tools (its messages hold the session's
+    // earlier runs, the code that saved the skill among them).
+    const Json request = Json::parse(first, nullptr, false);
+    std::string catalog = request.is_object() ? request.value("system", Json("")).dump() : "";
+    if (request.is_object() && request.contains("tools")) catalog += request["tools"].dump();
     std::string rest((std::istreambuf_iterator<char>(in)), {});
-    return std::pair{first, rest};
+    return std::pair{catalog, rest};
   };
   const auto untrusted = requests_of_a_run("untrusted");
   EXPECT_THAT(untrusted.first, Not(HasSubstr("Counts the items that hold a word.")));
