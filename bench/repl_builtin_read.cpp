@@ -39,13 +39,13 @@ std::uintmax_t write_big_log(const fs::path& path) {
 // The CLI's kernel for these runs: the replay model, the files toolbox's read and write in `ws`
 // and the repl toolbox (offered always) with `repl_tools` (null: all; none: no repl toolbox),
 // trajectories on (as `kernex run` writes them).
-std::unique_ptr<Kernel> make_kernel(const fs::path& dir, const fs::path& ws,
-                                    const fs::path& script, const fs::path& record,
+std::unique_ptr<Kernel> make_kernel(const fs::path& dir, const fs::path& ws, const fs::path& script,
+                                    const fs::path& record,
                                     std::optional<Json> repl_tools = Json()) {
   Config config;
   config.provider = {"replay", {{"script", script.string()}, {"record", record.string()}}};
-  config.toolboxes = std::vector<PluginRef>{
-      {"files", {{"workspace", ws.string()}, {"tools", {"read", "write"}}}}};
+  config.toolboxes =
+      std::vector<PluginRef>{{"files", {{"workspace", ws.string()}, {"tools", {"read", "write"}}}}};
   if (repl_tools) {
     Json options = {{"workspace", ws.string()}, {"timeout", 120}, {"offer", "always"}};
     if (!repl_tools->is_null()) options["tools"] = *repl_tools;
@@ -96,8 +96,9 @@ void read_from_code(const fs::path& dir, int reads) {
       "    assert r['content'] == s and r['lines'] == 51426, 'not the whole file'\n"
       "submit_result({'bare': bare, 'read': via})\n";
   const fs::path script = dir / "read.jsonl";
-  sc::write_script(script, {sc::calls_line({{{"name", "eval_code"}, {"arguments", {{"code", code}}}}}),
-                            sc::text_line("done")});
+  sc::write_script(script,
+                   {sc::calls_line({{{"name", "eval_code"}, {"arguments", {{"code", code}}}}}),
+                    sc::text_line("done")});
   auto kernel = make_kernel(dir, ws, script, dir / "read-requests.jsonl");
   std::mutex mu;
   std::map<std::string, Clock::time_point> started;
@@ -168,7 +169,8 @@ std::uint64_t scenario_tokens(const fs::path& dir, Way way, std::size_t* request
         "print(r['lines'], 'lines read;', len(errors), 'errors written to errors.log')\n";
     lines.push_back(sc::calls_line({{{"name", "eval_code"}, {"arguments", {{"code", code}}}}}));
   } else if (way == Way::DirectOneRead) {
-    lines.push_back(sc::calls_line({{{"name", "read"}, {"arguments", {{"file_path", "access.log"}}}}}));
+    lines.push_back(
+        sc::calls_line({{{"name", "read"}, {"arguments", {{"file_path", "access.log"}}}}}));
     lines.push_back(sc::calls_line({write}));
   } else {
     constexpr int kPage = 300;  // lines of ~86 bytes: under the files toolbox's 30 000 cut
@@ -185,9 +187,9 @@ std::uint64_t scenario_tokens(const fs::path& dir, Way way, std::size_t* request
   // Each way offers the model what it uses: code, the repl toolbox's eval_code only (its `tools`
   // option) beside read and write, which a run must offer for code to call them; direct calls,
   // read and write alone.
-  auto kernel = make_kernel(dir, ws, script, record,
-                            way == Way::Code ? std::optional<Json>(Json::array({"eval_code"}))
-                                             : std::nullopt);
+  auto kernel = make_kernel(
+      dir, ws, script, record,
+      way == Way::Code ? std::optional<Json>(Json::array({"eval_code"})) : std::nullopt);
   run(*kernel, script, "Copy the server errors (status 500) of access.log into errors.log.");
   std::ifstream in(record);
   std::vector<std::string> recorded;

@@ -324,7 +324,7 @@ class FilesToolbox final : public kernex::ToolExecutor {
   static ToolResult read_for_code(const ToolCall& call, std::string text) {
     // memchr, not std::count: a byte at a time costs ~100 ms on 2.5 MB in a debug build.
     std::size_t lines = 0;
-    for (const char* p = text.data(), *end = p + text.size();
+    for (const char *p = text.data(), *end = p + text.size();
          (p = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p))));
          ++p)
       ++lines;
