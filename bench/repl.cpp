@@ -7,8 +7,9 @@
 //                also the size of what the model sees (metadata only)
 //   llm_query    a sub-query from Python code through the kernel's run services to a loopback
 //                OpenAI-format server  vs  the same provider's complete() called directly
-// Usage: repl [ITERATIONS] [--unpinned] (default 2000 for eval_code; llm_query uses a tenth, the
-// first eval of new sessions a hundredth).
+//   read, tokens the built-in files tools from code (repl_builtin_read.hpp); `--files`: only these
+// Usage: repl [ITERATIONS] [--unpinned] [--files] (default 2000 for eval_code; llm_query uses a
+// tenth, the first eval of new sessions a hundredth).
 //
 // The bench pins itself, and so every process it starts, to one CPU (the last it may use), as
 // `taskset -c N` would. Unpinned, each child settles either on the kernel's CPU or on the other
@@ -39,6 +40,7 @@
 #include "kernex/rlm.hpp"
 
 #include "bench_util.hpp"
+#include "repl_builtin_read.hpp"
 #include "repl_code_tools.hpp"
 
 namespace {
@@ -160,10 +162,12 @@ int pin_to_one_cpu() {
 
 int main(int argc, char** argv) {
   int iterations = 2000;
-  bool pinned = true;
+  bool pinned = true, files_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--unpinned")
       pinned = false;
+    else if (std::string(argv[i]) == "--files")
+      files_only = true;
     else
       iterations = std::max(10, std::atoi(argv[i]));
   }
@@ -172,6 +176,10 @@ int main(int argc, char** argv) {
         "(pinned to CPU %d with every process it starts; --unpinned to let the scheduler place "
         "them)\n",
         pin_to_one_cpu());
+  }
+  if (files_only) {
+    kernex::bench::builtin_read_benches(20);
+    return 0;
   }
   std::string tmpl = (fs::temp_directory_path() / "kernex-bench-repl-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) die("mkdtemp");
@@ -345,6 +353,7 @@ int main(int argc, char** argv) {
       "llm_query from code         median %8.1f us   provider.complete() directly %8.1f us   ratio "
       "%.2f  (%d queries)\n",
       via_kernel, direct, via_kernel / direct, queries);
+  kernex::bench::builtin_read_benches(20);
   kernex::bench::code_tools_benches(std::max(20, iterations / 10));
   std::error_code ec;
   fs::remove_all(root, ec);

@@ -7,6 +7,7 @@
 
 #include "kernex/log.hpp"
 #include "kernex/run_services.hpp"
+#include "recorded_result.hpp"
 #include "structured_output.hpp"
 
 namespace kernex {
@@ -295,7 +296,7 @@ ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& cont
                   {"depth", deps.depth},
                   {"name", name},
                   {"arguments", std::move(arguments)},
-                  {"result", result.content},
+                  {"result", recorded_result(result.content)},
                   {"is_error", result.is_error},
                   {"duration_ms", ms_since(t0)}};
     if (!code_run.empty()) event["code_run"] = code_run;
@@ -329,7 +330,8 @@ ToolResult run_code_tool(const LoopDeps& deps, const ToolRouter& tools, Context&
        call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace), false);
   const ToolCall shown = call;
   ToolResult result = run_tool(deps, tools, context, std::move(call), code_run, key, max_bytes);
-  emit(deps, StreamEvent::Kind::ToolResult, shown, result.content, result.is_error);
+  emit(deps, StreamEvent::Kind::ToolResult, shown, recorded_result(result.content),
+       result.is_error);
   return result;
 }
 

@@ -13,6 +13,7 @@
 #include "kernel_run_services.hpp"
 #include "kernex/log.hpp"
 #include "random_bits.hpp"
+#include "recorded_result.hpp"
 #include "run_plan.hpp"
 #include "run_tree.hpp"
 
@@ -54,7 +55,7 @@ class MemoryAuditHook final : public HookRunner {
     rec.agent = scope.agent_name;
     rec.tool = call.name;
     rec.arguments = call.arguments;
-    rec.result = result.content;
+    rec.result = recorded_result(result.content);  // bounded: see recorded_result.hpp
     rec.status = result.is_error ? "error" : "ok";
     if (auto r = store_->record_tool_call(scope_, rec);
         !r && r.error().code != ErrorCode::Unsupported) {

@@ -4,6 +4,7 @@
 // workspace policy as a skill's toolbox. Config: see kernex::sandbox::ToolboxRunOptions, plus
 // `tools` (names to offer; default all).
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -321,7 +322,12 @@ class FilesToolbox final : public kernex::ToolExecutor {
   // model, and past the code's cap the call fails instead). The text is also the content, for
   // hooks and the trajectory.
   static ToolResult read_for_code(const ToolCall& call, std::string text) {
-    std::size_t lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+    // memchr, not std::count: a byte at a time costs ~100 ms on 2.5 MB in a debug build.
+    std::size_t lines = 0;
+    for (const char *p = text.data(), *end = p + text.size();
+         (p = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p))));
+         ++p)
+      ++lines;
     if (!text.empty() && text.back() != '\n') ++lines;
     ToolResult result{call.id, call.name, {}, false};
     result.structured = Json{{"content", text}, {"lines", lines}, {"truncated", false}};

@@ -23,9 +23,10 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
   if (!config.is_null() && !config.is_object())
     return fail(ErrorCode::Config, "toolbox-repl: config must be an object");
   static const std::set<std::string> shared = {"workspace", "profile", "protect"};
-  static const std::set<std::string> own = {
-      "timeout",   "max_output", "memory_mb", "cpu_seconds",           "max_sessions",
-      "pool_size", "offer",      "python",    "tool_result_max_bytes", "data_dir"};
+  static const std::set<std::string> own = {"timeout",     "max_output",   "memory_mb",
+                                            "cpu_seconds", "max_sessions", "pool_size",
+                                            "offer",       "python",       "tool_result_max_bytes",
+                                            "data_dir",    "tools"};
   Json run_config = Json::object();
   if (config.is_object()) {
     for (const auto& [key, value] : config.items()) {
@@ -36,7 +37,7 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
             bad(key,
                 "is not an option (expected workspace, profile, protect, timeout, max_output, "
                 "memory_mb, cpu_seconds, max_sessions, pool_size, offer, python, "
-                "tool_result_max_bytes, data_dir)"));
+                "tool_result_max_bytes, data_dir, tools)"));
       }
     }
   }
@@ -86,6 +87,19 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
     if (*it != "always" && *it != "when_allowed")
       return std::unexpected(bad("offer", "must be \"always\" or \"when_allowed\""));
     o.offer_always = *it == "always";
+  }
+  if (auto it = c.find("tools"); it != c.end()) {
+    static const std::set<std::string> names = {"load_context", "list_vars", "peek",
+                                                "scan",         "eval_code", "provide_answers"};
+    const char* expected =
+        "must be a non-empty list of the REPL's tools (load_context, list_vars, peek, scan, "
+        "eval_code, provide_answers)";
+    if (!it->is_array() || it->empty()) return std::unexpected(bad("tools", expected));
+    for (const auto& name : *it) {
+      if (!name.is_string() || !names.contains(name.get<std::string>()))
+        return std::unexpected(bad("tools", expected));
+      o.tools.push_back(name.get<std::string>());
+    }
   }
   if (auto it = c.find("python"); it != c.end()) {
     if (!it->is_string() || it->get<std::string>().empty())

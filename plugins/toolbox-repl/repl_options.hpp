@@ -33,6 +33,10 @@ namespace kernex::repl {
 //                  each is handed to one session only (default 2, 0 turns the pool off)
 //   offer          "when_allowed" (default: only runs whose allowed_tools name a REPL tool, such
 //                  as `kernex rlm`) or "always"
+//   tools          the REPL tools offered (default all: load_context, list_vars, peek, scan,
+//                  eval_code, provide_answers); [eval_code] is "code mode": the model writes code
+//                  and finds the run's other tools in servers/, with five tool definitions fewer
+//                  in every request
 //   python         the interpreter (default "python3", resolved on the sandbox's search path)
 //   data_dir       the kernel's data dir (the kernel sets it): saved skills
 //                  (<data_dir>/repl-skills/<tenant>/<name>) and checkpoints
@@ -47,6 +51,7 @@ struct ReplOptions {
   std::size_t max_sessions = 8;
   std::size_t pool_size = 2;
   bool offer_always = false;
+  std::vector<std::string> tools;  // empty: all of them
   std::string python = "python3";
   std::filesystem::path data_dir;
 

@@ -85,9 +85,9 @@ std::vector<ToolSpec> tool_specs() {
        "tools.<name>(**args) or tools.call(name, **args) run the run's other tools (tools.list() "
        "names them, help(tools.<name>) shows one; a JSON result comes back as a dict or list, "
        "text as a str, a failure raises ToolError) and only what the code prints reaches you; "
-       "the same tools are modules under SERVERS_DIR (import servers.<server>.<tool>; its "
-       "README.md lists them, search_tools(query, detail='name'|'description'|'schema') finds "
-       "them); "
+       "the same tools are modules in servers/ (read-only, in the working directory: "
+       "os.listdir('servers'), servers/README.md lists them; import servers.<server>.<tool>; "
+       "search_tools(query, detail='name'|'description'|'schema') finds them); "
        "save_skill(name, code, description) keeps code as a skill that later runs import as "
        "skills.<name> once a person trusted it; checkpoint() and restore() keep variables for "
        "the session; "
@@ -105,6 +105,17 @@ std::vector<ToolSpec> tool_specs() {
               {"answers"}),
        {"repl", "deferred"}},
   };
+}
+
+// The REPL tools the `tools` option names (all when it names none), in their usual order.
+std::vector<ToolSpec> offered_specs(const std::vector<std::string>& names) {
+  std::vector<ToolSpec> specs = tool_specs();
+  if (!names.empty()) {
+    std::erase_if(specs, [&](const ToolSpec& spec) {
+      return std::find(names.begin(), names.end(), spec.name) == names.end();
+    });
+  }
+  return specs;
 }
 
 bool is_identifier(const std::string& s) {
@@ -441,7 +452,7 @@ class ReplToolbox final : public ToolExecutor {
  public:
   explicit ReplToolbox(ReplOptions options)
       : options_(std::move(options)),
-        specs_(tool_specs()),
+        specs_(offered_specs(options_.tools)),
         tree_root_(make_tree_root()),
         pool_(options_.pool_size, options_.python, kStartupTimeout) {}
 
@@ -470,6 +481,9 @@ class ReplToolbox final : public ToolExecutor {
     if (!where) return error_of(call, where.error().message);
     // Set by the host: workers are kept per workspace (and overlay layers), never shared with a
     // run that has others.
+    if (!is_offered(call.name))
+      return error_of(call, "toolbox-repl: " + call.name +
+                                " is not offered here (the repl toolbox's `tools` option)");
     auto request = build_request(call, where->dir);
     if (!request) return error_of(call, request.error().message);
     auto& [line, raw] = *request;
@@ -598,6 +612,11 @@ class ReplToolbox final : public ToolExecutor {
             : write_skills_package(tree, area, options_.data_dir / skills::kTrustFileName);
     if (!written)
       log(LogLevel::Warn, "toolbox-repl: saved skills not offered: " + written.error().describe());
+  }
+
+  bool is_offered(const std::string& name) const {
+    return std::any_of(specs_.begin(), specs_.end(),
+                       [&](const ToolSpec& spec) { return spec.name == name; });
   }
 
   // Always, or opt-in per run: when the run's allowed tools name one of them (kernex rlm does).

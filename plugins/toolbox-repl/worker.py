@@ -261,6 +261,65 @@ def op_servers(req):
     return {"dir": root}
 
 
+# `servers/` relative to the working directory, as in the "code execution with MCP" layout
+# (os.listdir('servers'), open('servers/README.md'), pathlib, glob, os.walk). The tree stays in
+# the kernel's own directory, read-only to this sandbox and outside the workspace, so the kernel
+# writes nothing among the user's files: a relative path whose first part is `servers` is looked
+# up there, unless the working directory has a `servers` of its own (the user's files come first).
+# Writing there fails as any write to the tree does. Only this worker's Python sees the mapping.
+_lstat = os.lstat
+
+
+def _tree_path(path):
+    root = _servers_root[0]
+    if root is None or isinstance(path, int):
+        return path
+    p = os.fspath(path)
+    as_bytes = isinstance(p, bytes)
+    text = os.fsdecode(p) if as_bytes else p
+    if "servers" not in text or text.startswith("/"):
+        return path
+    norm = os.path.normpath(text)
+    if norm != "servers" and not norm.startswith("servers/"):
+        return path
+    try:
+        _lstat("servers")
+        return path  # the working directory's own
+    except OSError:
+        pass
+    mapped = os.path.join(root, norm)
+    return os.fsencode(mapped) if as_bytes else mapped
+
+
+_NO_PATH = object()
+
+
+def _through_tree(real, default=_NO_PATH, name="path"):
+    def mapped(path=_NO_PATH, *args, **kwargs):
+        if path is _NO_PATH:
+            path = kwargs.pop(name) if name in kwargs else default
+            if path is _NO_PATH:
+                return real(*args, **kwargs)  # the real function's own error
+        if kwargs.get("dir_fd") is None:
+            path = _tree_path(path)
+        return real(path, *args, **kwargs)
+
+    mapped.__name__, mapped.__qualname__, mapped.__doc__ = real.__name__, real.__qualname__, real.__doc__
+    return mapped
+
+
+for _name in ("listdir", "scandir"):
+    setattr(os, _name, _through_tree(getattr(os, _name), "."))
+# Writes are mapped too, so they fail as the tree is read-only (EROFS), not as "no such file".
+for _name in ("stat", "lstat", "open", "access", "readlink", "remove", "unlink", "rmdir", "mkdir",
+              "chmod", "truncate", "utime"):
+    setattr(os, _name, _through_tree(getattr(os, _name)))
+io.open = _through_tree(io.open, name="file")
+import builtins as _builtins
+_builtins.open = io.open
+del _name
+
+
 _saved_here = {}  # skills this worker saved: untrusted until a person trusts them
 
 

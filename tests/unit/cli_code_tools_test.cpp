@@ -88,6 +88,13 @@ TEST_F(CliCodeTools, CodeCountsEveryErrorLineOfABigReadAndTheModelNeverSeesTheFi
   EXPECT_THAT(requests, HasSubstr("counted 5714 ERROR lines"));
   EXPECT_THAT(requests, Not(HasSubstr("payload-00")));
   EXPECT_LT(requests.size(), 20'000u);
+
+  // The kernel's records of the call (memory.db's audit log, the trajectory) keep a bounded part
+  // of the 2.5 MB result, not all of it: the code has the whole.
+  std::uintmax_t recorded = 0;
+  for (const auto& e : fs::recursive_directory_iterator(tmp_.path() / "data"))
+    if (e.is_regular_file()) recorded += e.file_size();
+  EXPECT_LT(recorded, 1'500'000u);
 }
 
 TEST_F(CliCodeTools, AResultPastTheCodeCapRaisesToolErrorAndIsNeverCut) {
@@ -139,6 +146,63 @@ TEST_F(CliCodeTools, ServersTreeModulesImportSearchAndAreReadOnly) {
   EXPECT_EQ(result["ls"], Json::array({"README.md", "__init__.py", "index.json", "kernel"}));
   EXPECT_EQ(result["w"], "read-only");
   EXPECT_EQ(result["doc"], true);
+}
+
+// servers/ relative to the working directory (the workspace), as the "code execution with MCP"
+// layout has it: listed, read, globbed and walked there, never written, and nothing of it is put
+// into the workspace itself. A workspace with a servers/ of its own keeps it.
+TEST_F(CliCodeTools, ServersTreeIsReachableFromTheWorkingDirectoryAndReadOnly) {
+  const std::string code =
+      "import os, glob, pathlib\n"
+      "out = {'ls': sorted(os.listdir('servers')), 'kernel': "
+      "sorted(os.listdir('servers/kernel')),\n"
+      "       'readme': open('servers/README.md').read().startswith('# servers/'),\n"
+      "       'path': sorted(p.name for p in pathlib.Path('./servers/kernel').iterdir()),\n"
+      "       'glob': glob.glob('servers/*/read.py'), 'isdir': os.path.isdir('servers'),\n"
+      "       'walk': sorted(d for d, _, _ in os.walk('servers')),\n"
+      "       'same': os.path.samefile('servers', os.path.dirname(SERVERS_DIR + '/x'))}\n"
+      "for label, act in [('append', lambda: open('servers/kernel/read.py', 'a')),\n"
+      "                   ('create', lambda: open('servers/new.py', 'w')),\n"
+      "                   ('create_bytes', lambda: open(b'servers/kernel/new.py', 'wb')),\n"
+      "                   ('os_open', lambda: os.open('servers/README.md', os.O_WRONLY)),\n"
+      "                   ('remove', lambda: os.remove('servers/README.md')),\n"
+      "                   ('mkdir', lambda: os.mkdir('servers/x'))]:\n"
+      "    try:\n"
+      "        act()\n"
+      "        out[label] = 'done'\n"
+      "    except OSError as e:\n"
+      "        out[label] = type(e).__name__\n"
+      "submit_result(out)\n";
+  auto r = run(kernex::testing::eval_code_line(code) + "\n" + kernex::testing::answer_line("done") +
+               "\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const Json answer = Json::parse(r.out);
+  ASSERT_TRUE(answer.contains("result") && answer["result"].is_object()) << r.out;
+  const Json& result = answer["result"];
+  EXPECT_EQ(result["ls"], Json::array({"README.md", "__init__.py", "index.json", "kernel"}));
+  EXPECT_EQ(result["kernel"], Json::array({"__init__.py", "read.py"}));
+  EXPECT_EQ(result["path"], Json::array({"__init__.py", "read.py"}));
+  EXPECT_EQ(result["readme"], true);
+  EXPECT_EQ(result["glob"], Json::array({"servers/kernel/read.py"}));
+  EXPECT_EQ(result["isdir"], true);
+  EXPECT_EQ(result["walk"], Json::array({"servers", "servers/kernel"}));
+  EXPECT_EQ(result["same"], true);
+  for (const char* label : {"append", "create", "create_bytes", "os_open", "remove", "mkdir"})
+    EXPECT_NE(result[label], "done") << label << ": " << answer.dump();
+  // The kernel put nothing into the workspace, and the code could not either.
+  EXPECT_FALSE(fs::exists(tmp_.path() / "workspace/servers"));
+
+  // A servers/ of the workspace's own comes first; the modules still import.
+  fs::create_directories(tmp_.path() / "workspace/servers");
+  std::ofstream(tmp_.path() / "workspace/servers/mine.txt") << "mine";
+  auto own = run(kernex::testing::eval_code_line(
+                     "import os\nimport servers.kernel.read as read\n"
+                     "submit_result({'ls': os.listdir('servers'), 'doc': bool(read.__doc__)})\n") +
+                 "\n" + kernex::testing::answer_line("done") + "\n");
+  ASSERT_EQ(own.exit_code, 0) << own.err << own.out;
+  const Json mine = Json::parse(own.out);
+  EXPECT_EQ(mine["result"]["ls"], Json::array({"mine.txt"})) << own.out;
+  EXPECT_EQ(mine["result"]["doc"], true);
 }
 
 }  // namespace

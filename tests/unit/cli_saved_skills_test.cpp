@@ -18,6 +18,7 @@
 namespace fs = std::filesystem;
 using kernex::Json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -106,6 +107,57 @@ TEST_F(CliSavedSkills, ASavedSkillImportsOnlyOnceAPersonTrustedIt) {
       "save_skill('tally', 'def count(items, word):\\n    return -1\\n', 'Changed.')\n"
       "submit_result(1)\n");
   EXPECT_TRUE(run_code(use).contains("error"));
+}
+
+// Trusted, a saved skill is also one of the run's skills: the model finds it in its catalog and
+// activate_skill shows how code imports it. Untrusted (or changed since), it is not offered.
+TEST_F(CliSavedSkills, ATrustedSavedSkillIsInTheModelsCatalog) {
+  run_code(
+      "save_skill('tally', 'def count(items, word):\\n"
+      "    return sum(1 for i in items if word in i)\\n', 'Counts the items that hold a word.')\n"
+      "submit_result(1)\n");
+  const fs::path folder = area() / "tally";
+  ASSERT_TRUE(fs::is_regular_file(folder / "SKILL.md"));
+  const fs::path script = tmp_.path() / "activate.jsonl";
+  std::ofstream(script)
+      << Json{{"tool_calls",
+               {{{"id", "a1"}, {"name", "activate_skill"}, {"arguments", {{"name", "tally"}}}}}}}
+             .dump()
+      << "\n"
+      << kernex::testing::answer_line("done") << "\n";
+  auto requests_of_a_run = [&](const std::string& name) {
+    const fs::path record = tmp_.path() / (name + ".jsonl");
+    auto r = cli({"run", "--config", (tmp_.path() / "kernex.yaml").string(), "--provider-opt",
+                  "script=" + script.string(), "--provider-opt", "record=" + record.string(),
+                  "--json", "go"});
+    EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+    std::ifstream in(record);
+    std::string first;
+    std::getline(in, first);
+    // The catalog: the first request's system prompt and tools (its messages hold the session's
+    // earlier runs, the code that saved the skill among them).
+    const Json request = Json::parse(first, nullptr, false);
+    std::string catalog = request.is_object() ? request.value("system", Json("")).dump() : "";
+    if (request.is_object() && request.contains("tools")) catalog += request["tools"].dump();
+    std::string rest((std::istreambuf_iterator<char>(in)), {});
+    return std::pair{catalog, rest};
+  };
+  const auto untrusted = requests_of_a_run("untrusted");
+  EXPECT_THAT(untrusted.first, Not(HasSubstr("Counts the items that hold a word.")));
+  EXPECT_THAT(untrusted.second, Not(HasSubstr("import skills.tally")));
+
+  auto trust =
+      cli({"skills", "trust", "--config", (tmp_.path() / "kernex.yaml").string(), folder.string()});
+  ASSERT_EQ(trust.exit_code, 0) << trust.out << trust.err;
+  const auto trusted = requests_of_a_run("trusted");
+  EXPECT_THAT(trusted.first, HasSubstr("Counts the items that hold a word."));
+  EXPECT_THAT(trusted.second, HasSubstr("import skills.tally"));
+
+  // Changed since it was trusted (code saved it again): out of the catalog again.
+  run_code(
+      "save_skill('tally', 'X = 1', 'Counts the items that hold a word.')\nsubmit_result(1)\n");
+  EXPECT_THAT(requests_of_a_run("changed").first,
+              Not(HasSubstr("Counts the items that hold a word.")));
 }
 
 TEST_F(CliSavedSkills, HostileNamesSizesAndAPlantedSymlinkAreRefused) {

@@ -93,6 +93,31 @@ TEST_F(ReplToolbox, ToolsAreOfferedOnlyWhenTheRunAllowsThem) {
                                              "eval_code", "provide_answers"}));
 }
 
+// `tools: [eval_code]` offers the model eval_code alone ("code mode"); the others are refused
+// when called anyway, and a name that is no REPL tool is a config error.
+TEST_F(ReplToolbox, TheToolsOptionOffersOnlyTheToolsItNames) {
+  auto box = host_.create_toolbox(
+      "repl", Json{{"workspace", ws().string()}, {"offer", "always"}, {"tools", {"eval_code"}}});
+  ASSERT_TRUE(box) << box.error().describe();
+  auto listed = (*box)->list_tools(context_);
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].name, "eval_code");
+  auto refused = (*box)->execute(context_, run_, ToolCall{"c1", "peek", {{"name", "x"}}});
+  ASSERT_TRUE(refused);
+  EXPECT_TRUE(refused->is_error);
+  EXPECT_NE(refused->content.find("`tools` option"), std::string::npos) << refused->content;
+  auto ran = (*box)->execute(context_, run_, ToolCall{"c2", "eval_code", {{"code", "print(6*7)"}}});
+  ASSERT_TRUE(ran);
+  EXPECT_NE(ran->content.find("42"), std::string::npos) << ran->content;
+  for (const Json& bad :
+       {Json::array({"eval_code", "bash"}), Json::array(), Json("eval_code"), Json::array({1})}) {
+    auto made = host_.create_toolbox("repl", Json{{"workspace", ws().string()}, {"tools", bad}});
+    ASSERT_FALSE(made) << bad.dump();
+    EXPECT_NE(made.error().describe().find("tools"), std::string::npos);
+  }
+}
+
 TEST_F(ReplToolbox, LoadedContextIsReadByCodeAndStatePersists) {
   std::string text;
   for (int i = 0; i < 1000; ++i)
