@@ -345,6 +345,17 @@ struct Reader {
       out.threads = static_cast<unsigned>(n);
       return {};
     }
+    if (key == "run_threads") {
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, 100'000));
+      out.run_threads = static_cast<unsigned>(n);
+      return {};
+    }
+    if (key == "run_stack_kib") {
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, 65'536));
+      if (n < 128) return bad(key, "expected at least 128 (KiB), got " + std::to_string(n));
+      out.run_stack_kib = static_cast<std::size_t>(n);
+      return {};
+    }
     if (key == "keys_file") {
       KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
       out.keys_file = path_of(s);
@@ -455,6 +466,8 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
     if (auto r = only_keys(section, "",
                            {"listen",
                             "threads",
+                            "run_threads",
+                            "run_stack_kib",
                             "keys_file",
                             "if_busy",
                             "max_body_bytes",
