@@ -35,9 +35,11 @@ RunManager::RunManager(Deps deps)
       pool_(pool_options(*deps_.config)) {
   if (deps_.journals && deps_.approvals) {
     // A run that needs a person parks instead of holding its pool thread (park()).
-    deps_.approvals->release_while_waiting();
-    deps_.approvals->on_decided([this](const std::string& run_id) { unpark(run_id); });
-    expiry_ = std::jthread([this](std::stop_token stop) { expire_parked(stop); });
+    if (deps_.config->park_approvals) {
+      deps_.approvals->release_while_waiting();
+      deps_.approvals->on_decided([this](const std::string& run_id) { unpark(run_id); });
+      expiry_ = std::jthread([this](std::stop_token stop) { expire_parked(stop); });
+    }
     env_.attach_approvals = [this](RunState& run, RunOptions& options) {
       deps_.approvals->resume(run.id);  // this attempt is not suspended, whatever the last was
       // Keyed by the run's id: a run resumed after a restart gets the journal it wrote; once the

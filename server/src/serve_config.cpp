@@ -267,7 +267,11 @@ struct Reader {
 
   Result<void> approvals(const Json& v) {
     if (!v.is_object()) return bad("approvals", "expected a mapping {timeout_s}");
-    KERNEX_RETURN_IF_ERROR(only_keys(v, "approvals", {"timeout_s"}));
+    KERNEX_RETURN_IF_ERROR(only_keys(v, "approvals", {"timeout_s", "park"}));
+    if (auto it = v.find("park"); it != v.end()) {
+      if (!it->is_boolean()) return bad("approvals.park", "expected true or false");
+      out.park_approvals = it->get<bool>();
+    }
     if (auto it = v.find("timeout_s"); it != v.end()) {
       KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, "approvals.timeout_s", 86'400 * 30));
       if (n == 0) return bad("approvals.timeout_s", "must be positive");

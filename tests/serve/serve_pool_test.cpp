@@ -126,7 +126,7 @@ TEST(ServePool, RunsAwaitingApprovalHoldNoThread) {
     script += tally_call(word, word) + replay_text("finished " + word, word);
   }
   script += replay_text("free run answered", "free");
-  ASSERT_TRUE(a.configure(script, "  run_threads: 2\n"));
+  ASSERT_TRUE(a.configure(script, "  run_threads: 2\n  approvals:\n    park: true\n"));
   ASSERT_TRUE(a.w.start());
   const int port = a.w.port();
   std::vector<std::unique_ptr<SseReader>> waiting;
@@ -173,7 +173,7 @@ TEST(ServePool, RunsAwaitingApprovalHoldNoThread) {
 TEST(ServePool, AnApprovalThatExpiresWhileParkedDeniesAndTheRunEnds) {
   ApprovalWorld a;
   ASSERT_TRUE(a.configure(tally_call("late") + replay_text("finished late"),
-                          "  run_threads: 1\n  approvals:\n    timeout_s: 1\n"));
+                          "  run_threads: 1\n  approvals:\n    timeout_s: 1\n    park: true\n"));
   ASSERT_TRUE(a.w.start());
   SseReader sse(a.w.port(), "POST", "/v1/sessions/late/messages",
                 message_body("please tally late", {{"stream", true}}));
