@@ -12,6 +12,9 @@
 //   rps     non-streaming messages (replay provider, one session per request so none is busy)
 //           from C keep-alive connections (default 32) for S seconds, beside a bare Beast server
 //           answering a JSON body of the same size with as many threads.
+//   pool    (only when named) the run pool beside a thread per run (KERNEX_SERVE_THREAD_PER_RUN,
+//           the old path): threads made per run, req/s (replay), a burst of N streams' TTFT p99
+//           and peak RSS, each mode on servers of its own.
 //   cancel  runs whose model calls a skill toolbox that sleeps; once the tool process exists,
 //           POST /v1/runs/{id}/cancel and time until run_end (outcome cancelled) has arrived and
 //           the tool process is gone. Baseline: this process killing and reaping the same
@@ -360,6 +363,89 @@ void phase_rps(const Args& a, const fs::path& work) {
   row("  ratio to bare", fmt("%.2f", rps / base_rps), "1.00", ">= 0.50", rps >= 0.5 * base_rps);
 }
 
+// ---- pool -------------------------------------------------------------------------------------
+
+// "serve: N run executions on M threads made (...)", which the server logs when it stops.
+double threads_per_run(const fs::path& log) {
+  std::ifstream in(log);
+  double per = NAN;
+  for (std::string line; std::getline(in, line);) {
+    unsigned long runs = 0, threads = 0;
+    const auto at = line.find("serve: ");
+    if (at == std::string::npos) continue;
+    if (std::sscanf(line.c_str() + at, "serve: %lu run executions on %lu threads made", &runs,
+                    &threads) == 2 &&
+        runs > 0)
+      per = static_cast<double>(threads) / static_cast<double>(runs);
+  }
+  return per;
+}
+
+struct PoolFigures {
+  double rps = 0, threads_per_run = NAN, ttft_p99 = NAN, peak_mb = 0;
+  int ended = 0;
+};
+
+// One mode's figures: req/s (replay provider), then a burst of streams (fake LLM), each on a
+// server of its own; the threads made per run from the rps server's log.
+PoolFigures pool_mode(const Args& a, const fs::path& dir, kb::FakeLlm& llm, bool thread_per_run) {
+  if (thread_per_run) {
+    ::setenv("KERNEX_SERVE_THREAD_PER_RUN", "1", 1);
+  } else {
+    ::unsetenv("KERNEX_SERVE_THREAD_PER_RUN");
+  }
+  PoolFigures f;
+  {
+    const fs::path rdir = dir / "rps";
+    auto serve =
+        start_serve(a, rdir, write_config(rdir, a, replay_provider(rdir, kOkLine, 200000)));
+    const auto r =
+        kb::LoadClient(serve.port())
+            .hammer(
+                a.connections, std::chrono::milliseconds(a.rps_seconds * 1000), [](std::size_t i) {
+                  return std::pair<std::string, std::string>{
+                      "/v1/sessions/p-" + std::to_string(i) + "/messages", R"({"message":"hi"})"};
+                });
+    f.rps = r.ok / r.seconds;
+    serve.stop();
+    f.threads_per_run = threads_per_run(rdir / "serve.log");
+  }
+  const fs::path sdir = dir / "stream";
+  const Json provider = {
+      {"name", "openai"},
+      {"options", {{"base_url", llm.base_url()}, {"api_key", "dummy"}, {"model", "fake"}}}};
+  auto serve = start_serve(a, sdir, write_config(sdir, a, provider));
+  std::vector<std::string> messages;
+  auto streams = stream_requests(a.streams, thread_per_run ? "old" : "pool", messages, false);
+  kb::LoadClient(serve.port()).streams(streams, 600s);
+  f.peak_mb = serve.peak_rss_kib() / 1024.0;
+  const Ttft t = ttft_of(streams, messages, llm, "end_turn");
+  f.ttft_p99 = percentile(t.overhead_ms, 0.99);
+  f.ended = t.ended;
+  ::unsetenv("KERNEX_SERVE_THREAD_PER_RUN");
+  return f;
+}
+
+void phase_pool(const Args& a, const fs::path& work) {
+  std::printf(
+      "pool: runs on the run pool beside a thread per run (KERNEX_SERVE_THREAD_PER_RUN), "
+      "%d s of non-streaming messages over %d connections, then %d streams at once\n",
+      a.rps_seconds, a.connections, a.streams);
+  kb::FakeLlm llm;
+  const PoolFigures old = pool_mode(a, work / "pool-old", llm, true);
+  const PoolFigures now = pool_mode(a, work / "pool-new", llm, false);
+  row("threads made per run", fmt("%.4f", now.threads_per_run),
+      fmt("%.2f thread per run", old.threads_per_run), "~0", now.threads_per_run < 0.01);
+  row("non-streaming req/s (replay), pool", fmt("%.0f req/s", now.rps),
+      fmt("%.0f req/s thread per run", old.rps), ">= baseline", now.rps >= 0.95 * old.rps);
+  row("burst TTFT above the LLM's, p99, pool", fmt("%.2f ms", now.ttft_p99),
+      fmt("%.2f ms thread per run", old.ttft_p99), "<= 150 ms", now.ttft_p99 <= 150.0);
+  row("streams completed, pool", std::to_string(now.ended) + "/" + std::to_string(a.streams),
+      std::to_string(old.ended) + " thread per run", "all", now.ended == a.streams);
+  row("peak RSS at the streams, pool", fmt("%.0f MB", now.peak_mb),
+      fmt("%.0f MB thread per run", old.peak_mb), "<= 2048 MB", now.peak_mb <= 2048);
+}
+
 // ---- cancel ---------------------------------------------------------------------------------
 
 const std::vector<std::string> kSleepArgv = {"sleep", "37.25"};  // a duration nothing else uses
@@ -529,6 +615,7 @@ int main(int argc, char** argv) {
   if (a.phases.contains("idle")) phase_idle(a, work);
   if (a.phases.contains("rps")) phase_rps(a, work);
   if (a.phases.contains("cancel")) phase_cancel(a, work);
+  if (a.phases.contains("pool")) phase_pool(a, work);
   print_table();
   std::error_code ec;
   fs::remove_all(work, ec);

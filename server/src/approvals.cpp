@@ -95,6 +95,13 @@ ApprovalDecision Approvals::ask(RunState& run, const SetStatus& set_status,
     set_status(RunStatus::Running);
     return decision_of(*approval);
   }
+  // Expired while its run was parked (or the server down): denied now, nobody waits for it.
+  if (auto now = store_->now(); now && *now >= approval->expires_at && !request.key.empty()) {
+    const StoredApproval expired = settle(*approval, "expired", "approval expired");
+    announce(run, "approval.resolved", "approval_resolved", resolved_event(run, expired));
+    set_status(RunStatus::Running);
+    return decision_of(expired);
+  }
   // Stored (approval, then the run's status) before anyone hears of it.
   set_status(RunStatus::AwaitingApproval);
   announce(run, "approval.requested", "approval_requested", requested_event(run, *approval));
@@ -162,6 +169,17 @@ StoredApproval Approvals::settle(StoredApproval approval, std::string status, st
 
 std::expected<Json, ApiError> Approvals::decide(const std::string& tenant, const std::string& id,
                                                 const ApprovalDecision& decision) {
+  std::string run_id;
+  auto decided = resolve_by_person(tenant, id, decision, run_id);
+  // Outside the lock: the hook submits the run, which may ask for approvals again at once.
+  if (!run_id.empty() && decided_) decided_(run_id);
+  return decided;
+}
+
+std::expected<Json, ApiError> Approvals::resolve_by_person(const std::string& tenant,
+                                                           const std::string& id,
+                                                           const ApprovalDecision& decision,
+                                                           std::string& run_id) {
   std::lock_guard lock(mutex_);
   auto row = store_->by_id(id);
   if (!row) return std::unexpected(api_error(500, "store_failed", row.error().describe()));
@@ -178,6 +196,7 @@ std::expected<Json, ApiError> Approvals::decide(const std::string& tenant, const
     a.resolved_at = *now;
     (void)store_->resolve(a);
     changed_.notify_all();
+    run_id = a.run_id;
   }
   if (a.status != "pending") {
     return std::unexpected(
@@ -198,7 +217,30 @@ std::expected<Json, ApiError> Approvals::decide(const std::string& tenant, const
     return std::unexpected(
         api_error(409, "already_resolved", "approval '" + id + "' was resolved"));
   changed_.notify_all();
+  run_id = a.run_id;
   return a.to_json();
+}
+
+Result<std::optional<std::int64_t>> Approvals::waiting(const RunState& run) {
+  KERNEX_ASSIGN_OR_RETURN(auto rows, store_->pending(run.tenant, run.session));
+  std::optional<std::int64_t> first;
+  for (const auto& a : rows) {
+    if (a.run_id == run.id && (!first || a.expires_at < *first)) first = a.expires_at;
+  }
+  return first;
+}
+
+void Approvals::cancel_waiting(RunState& run) {
+  auto rows = store_->pending(run.tenant, run.session);
+  if (!rows) {
+    log(LogLevel::Error, "serve: " + rows.error().describe());
+    return;
+  }
+  for (const auto& a : *rows) {
+    if (a.run_id != run.id) continue;
+    const StoredApproval denied = settle(a, "denied", "the run was cancelled");
+    announce(run, "approval.resolved", "approval_resolved", resolved_event(run, denied));
+  }
 }
 
 std::expected<Json, ApiError> Approvals::pending(const std::string& tenant,

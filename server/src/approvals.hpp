@@ -54,6 +54,18 @@ class Approvals {
   void release_while_waiting() { release_ = true; }
   // An approval may have been resolved elsewhere: waiting runs look again.
   void changed();
+  // One node: told the run of each approval a person decided (or that decide() found expired),
+  // after it is stored, so a run parked for it is submitted again (RunManager). Set before runs
+  // start.
+  void on_decided(std::function<void(const std::string& run_id)> decided) {
+    decided_ = std::move(decided);
+  }
+  // When the run's oldest pending approval expires (seconds since the epoch); none: nothing
+  // pending, so a run parked for one has its decision already and can go on.
+  Result<std::optional<std::int64_t>> waiting(const RunState& run);
+  // Denies the run's pending approvals, "the run was cancelled" (a parked run has no thread to
+  // do it when the cancel comes), announcing each.
+  void cancel_waiting(RunState& run);
   // A run starts (again) on this node: not suspended, whatever an earlier attempt was.
   void resume(const std::string& run_id);
 
@@ -72,6 +84,9 @@ class Approvals {
   Result<StoredApproval> find_or_create(RunState& run, const ApprovalRequest& request,
                                         bool& granted);
   ApprovalDecision wait(const StoredApproval& approval, std::stop_token stop);
+  std::expected<Json, ApiError> resolve_by_person(const std::string& tenant, const std::string& id,
+                                                  const ApprovalDecision& decision,
+                                                  std::string& run_id);
   bool suspend(const std::string& run_id);  // true (and marked) when the server is stopping
   // Resolves as the server (cancel, expiry); what was decided when someone else won.
   StoredApproval settle(StoredApproval approval, std::string status, std::string reason);
@@ -81,6 +96,7 @@ class Approvals {
   std::unique_ptr<ApprovalStore> store_;
   std::chrono::seconds timeout_;
   Publish publish_;
+  std::function<void(const std::string& run_id)> decided_;
   std::mutex mutex_;                     // held while resolving and while checking for a decision
   std::condition_variable_any changed_;  // an approval was resolved
   bool stopping_ = false;

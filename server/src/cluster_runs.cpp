@@ -7,6 +7,7 @@
 #include "kernex/log.hpp"
 #include "log_context.hpp"
 #include "random_id.hpp"
+#include "suspendable_journal.hpp"
 
 namespace kernex::server {
 namespace {
@@ -31,41 +32,6 @@ void restore_into(RunState& state, const SharedRun& row, std::vector<RunEvent> e
   }
 }
 
-// A run's journal that takes no result and no answer once the run is suspended for an approval:
-// what a tool returned because its approval was put off (code in a REPL, a sub-run) is not its
-// result, so the resumed run finds the call started and unfinished rather than a wrong answer.
-class SuspendableJournal final : public RunJournal {
- public:
-  SuspendableJournal(std::shared_ptr<RunJournal> inner, Approvals& approvals, std::string run_id)
-      : inner_(std::move(inner)), approvals_(approvals), run_id_(std::move(run_id)) {}
-  Result<std::optional<Response>> response(std::uint32_t turn) override {
-    return inner_->response(turn);
-  }
-  Result<void> record_response(std::uint32_t turn, const Response& response) override {
-    KERNEX_RETURN_IF_ERROR(check());
-    return inner_->record_response(turn, response);
-  }
-  Result<ToolEntry> tool(const std::string& key) override { return inner_->tool(key); }
-  Result<void> tool_started(const std::string& key, const ToolCall& call) override {
-    KERNEX_RETURN_IF_ERROR(check());
-    return inner_->tool_started(key, call);
-  }
-  Result<void> tool_finished(const std::string& key, const ToolResult& result) override {
-    KERNEX_RETURN_IF_ERROR(check());
-    return inner_->tool_finished(key, result);
-  }
-
- private:
-  Result<void> check() {
-    if (approvals_.suspended(run_id_))
-      return fail(ErrorCode::Cancelled, "run " + run_id_ + " waits for a person");
-    return {};
-  }
-  std::shared_ptr<RunJournal> inner_;
-  Approvals& approvals_;
-  std::string run_id_;
-};
-
 // Waits `d` unless the thread is asked to stop; false when it was.
 bool pause(std::stop_token stop, std::chrono::milliseconds d) {
   std::mutex m;
@@ -83,7 +49,11 @@ ClusterRuns::ClusterRuns(Deps deps)
       node_(make_node_id()),
       journals_(std::make_unique<PgJournalStore>(deps_.store->pool())),
       approvals_(std::make_unique<Approvals>(std::make_unique<PgApprovalStore>(deps_.store->pool()),
-                                             deps_.config->approval_timeout)) {
+                                             deps_.config->approval_timeout)),
+      // Claims stop at cluster.max_runs, so every claimed run has a thread at once.
+      pool_(RunPool::Options{std::max<std::size_t>(1, deps_.config->cluster.max_runs),
+                             RunPool::default_warm(), deps_.config->run_stack_kib << 10,
+                             std::chrono::seconds(30)}) {
   approvals_->release_while_waiting();
   env_.attach_approvals = [this](RunState& run, RunOptions& options) { attach(run, options); };
   env_.suspended = [this](const std::string& id) { return approvals_->suspended(id); };
@@ -290,7 +260,7 @@ void ClusterRuns::launch(ClaimedRun claimed) {
   }
   flush_soon(tracked);
   auto request = RunRequest::from_json(row.request);
-  std::thread([this, tracked, request = std::move(request)] {
+  pool_.submit([this, tracked, request = std::move(request)] {
     LogContext scope("run=" + tracked->state->id);
     if (request) {
       execute(tracked, *request);
@@ -305,7 +275,7 @@ void ClusterRuns::launch(ClaimedRun claimed) {
     --threads_;
     kicked_ = true;  // a slot is free, and the session may have a queued run
     changed_.notify_all();
-  }).detach();
+  });
 }
 
 void ClusterRuns::execute(const std::shared_ptr<Tracked>& tracked, const RunRequest& request) {

@@ -20,6 +20,7 @@
 #include "cluster_store.hpp"
 #include "pg_run_stores.hpp"
 #include "run_executor.hpp"
+#include "run_pool.hpp"
 #include "runs.hpp"
 
 namespace kernex::server {
@@ -114,6 +115,7 @@ class ClusterRuns final : public Runs {
   std::mutex shutdown_mutex_;
   std::jthread dispatcher_;  // stopped first when draining: no claim after that
   std::vector<std::jthread> loops_;
+  RunPool pool_;  // last: shutdown() has waited for its tasks; its threads go before the rest
 };
 
 }  // namespace kernex::server

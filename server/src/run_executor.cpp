@@ -1,4 +1,4 @@
-// A thread per active run, not a coroutine: Kernel::run, the providers' HTTP client and the
+// On a pool thread (run_pool.hpp), not a coroutine: Kernel::run, the providers' HTTP client and the
 // sandbox's process waits are synchronous, and an idle session holds no thread at all (its state
 // is in memory and the run store). bench/serve shows the targets hold with 1 000 active runs.
 #include "run_executor.hpp"
@@ -180,7 +180,11 @@ std::optional<RunRequest> RunRequest::from_json(const Json& j) {
 
 RunEnv make_run_env(Kernel* kernel, const ServeConfig* config,
                     const std::vector<skills::Skill>* skills, RunObserver* observer) {
-  RunEnv env{kernel, config, skills, nullptr, observer, {}, {}};
+  RunEnv env;
+  env.kernel = kernel;
+  env.config = config;
+  env.skills = skills;
+  env.observer = observer;
   if (!skills->empty()) {
     if (auto source = skills::SkillContextSource::create(*skills, {})) env.default_skills = *source;
   }
@@ -229,7 +233,11 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
   // A workspace in the tool area is made by the sandbox on the run's first tool call, not for every
   // run; a tenant's own project directory is made here if missing.
   std::error_code ec;
-  if (env.config->tenant_workspaces.contains(run.tenant)) fs::create_directories(workspace, ec);
+  const bool own_dir = env.config->tenant_workspaces.contains(run.tenant);
+  if (own_dir && !env.workspaces->known(workspace)) {
+    fs::create_directories(workspace, ec);
+    if (!ec) env.workspaces->remember(workspace);
+  }
   RunOptions options = run_options(env, run, req, workspace);
   const auto scope = tenant_scope(run.tenant);
   if (scope) options.memory_scope = *scope;
@@ -251,6 +259,7 @@ RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
     }
   }();
   if (one_off && !(env.suspended && env.suspended(run.id))) fs::remove_all(workspace, ec);
+  if (!result) env.workspaces->forget(workspace);  // checked again by the session's next run
 
   RunEnd end;
   end.model = req.api_model;

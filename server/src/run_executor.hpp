@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,28 @@
 #include "runs.hpp"
 
 namespace kernex::server {
+
+// Workspace directories runs already made or found: checked once per session (per workspace), not
+// once per run; a run that fails forgets its workspace, so the next run checks it again.
+class KnownWorkspaces {
+ public:
+  bool known(const std::filesystem::path& dir) const {
+    std::lock_guard lock(mutex_);
+    return dirs_.contains(dir);
+  }
+  void remember(const std::filesystem::path& dir) {
+    std::lock_guard lock(mutex_);
+    dirs_.insert(dir);
+  }
+  void forget(const std::filesystem::path& dir) {
+    std::lock_guard lock(mutex_);
+    dirs_.erase(dir);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::set<std::filesystem::path> dirs_;
+};
 
 struct RunEnv {
   Kernel* kernel = nullptr;
@@ -31,6 +55,7 @@ struct RunEnv {
   std::function<void(RunState&, RunOptions&)> attach_approvals;
   // Whether the run stopped only to be resumed at the next start (it keeps its workspace).
   std::function<bool(const std::string& run_id)> suspended;
+  std::shared_ptr<KnownWorkspaces> workspaces = std::make_shared<KnownWorkspaces>();
 };
 RunEnv make_run_env(Kernel* kernel, const ServeConfig* config,
                     const std::vector<skills::Skill>* skills, RunObserver* observer);

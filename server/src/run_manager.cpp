@@ -3,23 +3,49 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <thread>
+#include <cstdlib>
+#include <limits>
 
 #include "kernex/log.hpp"
 #include "log_context.hpp"
 #include "random_id.hpp"
+#include "suspendable_journal.hpp"
 
 namespace kernex::server {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+RunPool::Options pool_options(const ServeConfig& config) {
+  RunPool::Options o;
+  o.max_threads = config.run_threads ? config.run_threads : 10'000;
+  o.warm = RunPool::default_warm();
+  o.stack_bytes = config.run_stack_kib << 10;
+  return o;
+}
+
+}  // namespace
+
 RunManager::RunManager(Deps deps)
     : deps_(std::move(deps)),
-      env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)) {
+      env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)),
+      // The path before the pool, for bench/serve's baseline only: a new thread for every run.
+      thread_per_run_(std::getenv("KERNEX_SERVE_THREAD_PER_RUN") != nullptr),
+      pool_(pool_options(*deps_.config)) {
   if (deps_.journals && deps_.approvals) {
+    // A run that needs a person parks instead of holding its pool thread (park()).
+    if (deps_.config->park_approvals) {
+      deps_.approvals->release_while_waiting();
+      deps_.approvals->on_decided([this](const std::string& run_id) { unpark(run_id); });
+      expiry_ = std::jthread([this](std::stop_token stop) { expire_parked(stop); });
+    }
     env_.attach_approvals = [this](RunState& run, RunOptions& options) {
-      // Keyed by the run's id: a run resumed after a restart gets the journal it wrote.
-      options.journal = deps_.journals->journal(run.tenant, run.id);
+      deps_.approvals->resume(run.id);  // this attempt is not suspended, whatever the last was
+      // Keyed by the run's id: a run resumed after a restart gets the journal it wrote; once the
+      // run is suspended it records nothing (a put-off call's denial is not its result).
+      options.journal = std::make_shared<SuspendableJournal>(
+          deps_.journals->journal(run.tenant, run.id), *deps_.approvals, run.id);
       options.approver = deps_.approvals->approver(run, [this, &run](RunStatus status) {
         if (auto r = deps_.store->set_status(run.id, status); !r)
           log(LogLevel::Error, "serve: " + r.error().describe());
@@ -102,6 +128,7 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest
 
 void RunManager::cancel_queued(Pending& pending) {
   RunState& run = *pending.run;
+  cancels_.erase(run.id);
   run.request_cancel();
   const Json result = cancelled_result(run.id, run.session);
   std::vector<RunEvent> events = run.all_events();
@@ -116,11 +143,36 @@ void RunManager::cancel_queued(Pending& pending) {
 
 void RunManager::launch(Pending pending) {
   ++threads_;
-  std::thread([this, pending = std::move(pending)] {
-    LogContext scope("run=" + pending.run->id);
-    execute(pending);
+  ++launched_;
+  const std::string id = pending.run->id;
+  unstarted_.insert_or_assign(id, pending);
+  auto task = [this, pending = std::move(pending)] {
+    run_task(pending);
     finished(pending.run);
-  }).detach();
+  };
+  if (thread_per_run_) {
+    std::thread(std::move(task)).detach();
+  } else {
+    pool_.submit(std::move(task));
+  }
+}
+
+void RunManager::run_task(const Pending& pending) {
+  RunState& run = *pending.run;
+  {
+    std::lock_guard lock(mutex_);
+    // Gone: cancelled while it waited for a thread, and ended then.
+    if (unstarted_.erase(run.id) == 0) return;
+    if (run.cancel_requested() && run.status() != RunStatus::AwaitingApproval) {
+      // Interrupted (if_busy: interrupt) before it started: it ends without calling the model.
+      Pending unstarted = pending;
+      cancel_queued(unstarted);
+      release_session_locked(pending.run);
+      return;
+    }
+  }
+  LogContext scope("run=" + run.id);
+  execute(pending);
 }
 
 void RunManager::execute(const Pending& pending) {
@@ -131,9 +183,15 @@ void RunManager::execute(const Pending& pending) {
       log(LogLevel::Warn, "serve: " + r.error().describe());
   }
   const RunEnd end = execute_run(env_, run, pending.request);
+  const bool suspended = deps_.approvals && deps_.approvals->suspended(run.id);
+  if (suspended && park(pending)) return;
+  {
+    std::lock_guard lock(mutex_);
+    cancels_.erase(run.id);
+  }
   std::vector<RunEvent> events = run.all_events();
   events.push_back(RunEvent{events.size() + 1, end.event, end.body});
-  if (deps_.approvals && deps_.approvals->suspended(run.id)) {
+  if (suspended) {
     // Left awaiting_approval in the store, with its journal: the next start resumes it.
     log(LogLevel::Info, "serve: run " + run.id + " awaits approval; resumed at the next start");
   } else if (auto r = deps_.store->finish(run.id, end.status, end.body, events); !r) {
@@ -156,6 +214,74 @@ void RunManager::execute(const Pending& pending) {
   run.finish(end.status, end.body);
 }
 
+bool RunManager::park(const Pending& pending) {
+  RunState& run = *pending.run;
+  // Asked before the lock: a decision stored after this answer finds the run parked (unpark).
+  auto waiting = deps_.approvals->waiting(run);
+  std::lock_guard lock(mutex_);
+  if (draining_) return false;
+  deps_.approvals->resume(run.id);
+  run.rearm();  // its stop fired to suspend it; the next attempt runs with a fresh one
+  Pending parked = pending;
+  if (cancels_.erase(run.id) > 0) {
+    end_parked(parked);  // cancelled while it was suspending
+  } else if (!waiting || !*waiting) {
+    launch(std::move(parked));  // decided meanwhile (or unknown): go on, or ask again
+  } else {
+    log(LogLevel::Info, "serve: run " + run.id + " parked until its approval is decided");
+    parked_.insert_or_assign(run.id, Parked{std::move(parked), **waiting});
+    ++parks_;
+    parked_changed_.notify_all();
+  }
+  return true;
+}
+
+void RunManager::unpark(const std::string& run_id) {
+  std::lock_guard lock(mutex_);
+  auto it = parked_.find(run_id);
+  if (draining_ || it == parked_.end()) return;  // not parked: its thread sees the decision
+  Pending pending = std::move(it->second.pending);
+  parked_.erase(it);
+  launch(std::move(pending));
+}
+
+void RunManager::end_parked(Pending& pending) {
+  RunState& run = *pending.run;
+  deps_.approvals->cancel_waiting(run);
+  cancel_queued(pending);
+  if (auto f = deps_.journals->forget(run.tenant, run.id); !f)
+    log(LogLevel::Warn, "serve: " + f.error().describe());
+  release_session_locked(pending.run);
+}
+
+void RunManager::expire_parked(std::stop_token stop) {
+  std::unique_lock lock(mutex_);
+  while (!stop.stop_requested()) {
+    std::int64_t first = std::numeric_limits<std::int64_t>::max();
+    for (const auto& [id, p] : parked_) first = std::min(first, p.expires_at);
+    const auto until = first == std::numeric_limits<std::int64_t>::max()
+                           ? std::chrono::system_clock::now() + std::chrono::hours(1)
+                           : std::chrono::system_clock::time_point(std::chrono::seconds(first));
+    // Woken early by a park, whose approval may expire before the one waited for.
+    const std::size_t seen = parks_;
+    parked_changed_.wait_until(lock, stop, until, [&] { return parks_ != seen; });
+    if (stop.stop_requested() || draining_) return;
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    for (auto it = parked_.begin(); it != parked_.end();) {
+      if (it->second.expires_at > now) {
+        ++it;
+        continue;
+      }
+      // Submitted again: its approver finds the approval expired and denies it.
+      Pending pending = std::move(it->second.pending);
+      it = parked_.erase(it);
+      launch(std::move(pending));
+    }
+  }
+}
+
 void RunManager::finished(const std::shared_ptr<RunState>&) {
   std::lock_guard lock(mutex_);
   --threads_;
@@ -164,6 +290,10 @@ void RunManager::finished(const std::shared_ptr<RunState>&) {
 
 void RunManager::release_session(const std::shared_ptr<RunState>& run) {
   std::lock_guard lock(mutex_);
+  release_session_locked(run);
+}
+
+void RunManager::release_session_locked(const std::shared_ptr<RunState>& run) {
   if (!run->session.empty()) {
     auto it = slots_.find(slot_key(run->tenant, run->session));
     if (it != slots_.end() && it->second.active == run) {
@@ -237,6 +367,22 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::cancel(const std:
       return run;
     }
   }
+  if (auto it = parked_.find(run->id); it != parked_.end()) {
+    Pending pending = std::move(it->second.pending);
+    parked_.erase(it);
+    end_parked(pending);
+    return run;
+  }
+  if (auto it = unstarted_.find(run->id);
+      it != unstarted_.end() && run->status() != RunStatus::AwaitingApproval) {
+    // Launched, but every pool thread is busy: it ends now, not when a thread frees up.
+    Pending pending = std::move(it->second);
+    unstarted_.erase(it);
+    cancel_queued(pending);
+    release_session_locked(pending.run);
+    return run;
+  }
+  if (deps_.approvals) cancels_.insert(run->id);
   run->request_cancel();
   return run;
 }
@@ -286,8 +432,16 @@ std::expected<void, ApiError> RunManager::forget(const std::string& tenant,
       queued_ -= it->second.queue.size();
       it->second.queue.clear();
       if (it->second.active) {
-        it->second.active->request_cancel();
-        stopping.push_back(it->second.active);
+        auto active = it->second.active;
+        stopping.push_back(active);
+        if (auto p = parked_.find(active->id); p != parked_.end()) {
+          Pending pending = std::move(p->second.pending);
+          parked_.erase(p);
+          end_parked(pending);  // may erase the slot: `it` is not used after this
+        } else {
+          if (deps_.approvals) cancels_.insert(active->id);
+          active->request_cancel();
+        }
       }
     }
   }
@@ -374,8 +528,16 @@ void RunManager::resume_unfinished() {
 }
 
 void RunManager::shutdown(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lock(mutex_);
+    draining_ = true;
+  }
+  // Parked runs stay awaiting_approval in the store: the next start parks them again.
+  if (expiry_.joinable()) {
+    expiry_.request_stop();
+    expiry_.join();
+  }
   std::unique_lock lock(mutex_);
-  draining_ = true;
   if (deps_.approvals) {
     // A person may answer long after the grace: runs waiting for one stop now and are resumed,
     // still waiting, by the next start.
@@ -388,8 +550,20 @@ void RunManager::shutdown(std::chrono::milliseconds grace) {
     for (auto& [key, slot] : slots_) {
       if (slot.active) slot.active->request_cancel();
     }
+    for (auto& [id, run] : runs_) {
+      if (!run->session.empty() || is_terminal(run->status())) continue;
+      run->request_cancel();  // one-off runs have no slot
+    }
   }
   idle_.wait(lock, [&] { return threads_ == 0; });
+  const RunPool::Stats pool = pool_.stats();
+  if (launched_ > 0) {
+    log(LogLevel::Info, "serve: " + std::to_string(launched_) + " run executions on " +
+                            std::to_string(thread_per_run_ ? launched_ : pool.created) +
+                            " threads made (" +
+                            (thread_per_run_ ? std::string("one per run") : "the run pool") + ")");
+  }
+  launched_ = 0;
 }
 
 void RunManager::evict_expired() {
@@ -403,12 +577,12 @@ void RunManager::evict_expired() {
 
 std::size_t RunManager::active_runs() const {
   std::lock_guard lock(mutex_);
-  return threads_;
+  return threads_ - std::min(threads_, unstarted_.size());
 }
 
 std::size_t RunManager::queued_runs() const {
   std::lock_guard lock(mutex_);
-  return queued_;
+  return queued_ + unstarted_.size();  // behind a busy session, or waiting for a pool thread
 }
 
 }  // namespace kernex::server

@@ -1,6 +1,6 @@
 // Sessions and runs of one process: one active run per session, whatever the timing; a message to
-// a busy session is rejected, queued or interrupts, as asked. Each active run is a thread calling
-// Kernel::run (see the note in run_executor.cpp); its stream events become the run's events.
+// a busy session is rejected, queued or interrupts, as asked. Each active run is a task on the
+// run pool (run_pool.hpp) calling Kernel::run; its stream events become the run's events.
 #pragma once
 
 #include <atomic>
@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernex/kernel.hpp"
@@ -22,6 +23,7 @@
 #include "kernex/skills/skill.hpp"
 #include "run_executor.hpp"
 #include "run_journal_store.hpp"
+#include "run_pool.hpp"
 #include "run_state.hpp"
 #include "run_store.hpp"
 #include "runs.hpp"
@@ -86,7 +88,16 @@ class RunManager final : public Runs {
   void execute(const Pending& pending);
   void finished(const std::shared_ptr<RunState>& run);
   void release_session(const std::shared_ptr<RunState>& run);  // starts the session's next run
-  void cancel_queued(Pending& pending);                        // mutex_ held
+  void release_session_locked(const std::shared_ptr<RunState>& run);  // mutex_ held
+  void cancel_queued(Pending& pending);                               // mutex_ held
+  // The pool's task for a launched run: runs it unless it was cancelled before a thread took it.
+  void run_task(const Pending& pending);
+  // A run suspended for an approval: parked, holding no thread, until the decision, its expiry
+  // or a cancel submits it again. False when the server is stopping (the next start resumes it).
+  bool park(const Pending& pending);
+  void unpark(const std::string& run_id);    // the approval was decided
+  void end_parked(Pending& pending);         // cancelled while parked; mutex_ held
+  void expire_parked(std::stop_token stop);  // submits parked runs whose approval expired
 
   Deps deps_;
   RunEnv env_;
@@ -99,9 +110,23 @@ class RunManager final : public Runs {
   // Finished runs read back from serve.db while someone follows them: one copy of the result
   // (and of big events' renderings) however many follow.
   std::map<std::string, std::weak_ptr<RunState>> restored_;
-  std::size_t threads_ = 0;
+  struct Parked {
+    Pending pending;
+    std::int64_t expires_at = 0;  // its approval's, seconds since the epoch
+  };
+  std::map<std::string, Parked> parked_;
+  std::set<std::string> cancels_;  // executing runs a cancel reached (a park must not drop it)
+  std::condition_variable_any parked_changed_;
+  std::size_t parks_ = 0;  // runs parked so far (wakes expire_parked)
+  // Launched runs no pool thread has taken yet: a cancel ends them at once.
+  std::map<std::string, Pending> unstarted_;
+  std::size_t threads_ = 0;  // launched runs whose task has not returned
   std::size_t queued_ = 0;
   bool draining_ = false;
+  std::size_t launched_ = 0;  // executions (a parked run's resumption counts again)
+  const bool thread_per_run_;
+  std::jthread expiry_;  // stopped by shutdown(), before the pool goes
+  RunPool pool_;         // last: its threads are gone before anything they use
 };
 
 }  // namespace kernex::server

@@ -267,7 +267,11 @@ struct Reader {
 
   Result<void> approvals(const Json& v) {
     if (!v.is_object()) return bad("approvals", "expected a mapping {timeout_s}");
-    KERNEX_RETURN_IF_ERROR(only_keys(v, "approvals", {"timeout_s"}));
+    KERNEX_RETURN_IF_ERROR(only_keys(v, "approvals", {"timeout_s", "park"}));
+    if (auto it = v.find("park"); it != v.end()) {
+      if (!it->is_boolean()) return bad("approvals.park", "expected true or false");
+      out.park_approvals = it->get<bool>();
+    }
     if (auto it = v.find("timeout_s"); it != v.end()) {
       KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, "approvals.timeout_s", 86'400 * 30));
       if (n == 0) return bad("approvals.timeout_s", "must be positive");
@@ -348,6 +352,17 @@ struct Reader {
     if (key == "threads") {
       KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, 256));
       out.threads = static_cast<unsigned>(n);
+      return {};
+    }
+    if (key == "run_threads") {
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, 100'000));
+      out.run_threads = static_cast<unsigned>(n);
+      return {};
+    }
+    if (key == "run_stack_kib") {
+      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, 65'536));
+      if (n < 128) return bad(key, "expected at least 128 (KiB), got " + std::to_string(n));
+      out.run_stack_kib = static_cast<std::size_t>(n);
       return {};
     }
     if (key == "keys_file") {
@@ -460,6 +475,8 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
     if (auto r = only_keys(section, "",
                            {"listen",
                             "threads",
+                            "run_threads",
+                            "run_stack_kib",
                             "keys_file",
                             "if_busy",
                             "max_body_bytes",

@@ -90,7 +90,13 @@ inline constexpr std::string_view kWebhookEventTypes[] = {
 struct ServeConfig {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8080;
-  unsigned threads = 0;             // 0: the number of CPUs
+  unsigned threads = 0;  // 0: the number of CPUs
+  // The most runs executing at once (server/src/run_pool.hpp); further ones queue, first come
+  // first served. A run waiting on its model holds a thread (the provider ABI is synchronous), a
+  // run waiting on a person does not. Threads are made as runs need them and reused; idle ones
+  // beyond max(4, 4 x CPUs) exit after 30 s. 0: 10 000.
+  unsigned run_threads = 0;
+  std::size_t run_stack_kib = 512;  // each run thread's stack
   std::filesystem::path keys_file;  // default <data_dir>/serve-keys.json
   IfBusy if_busy = IfBusy::Reject;
   std::size_t max_body_bytes = 1u << 20;
@@ -112,6 +118,9 @@ struct ServeConfig {
   std::vector<WebhookEndpointConfig> webhooks;
   // `approvals: {timeout_s}`: how long a tool call waits for a person before it is denied.
   std::chrono::seconds approval_timeout{3600};
+  // `approvals: {park}`: a run waiting for a person holds no run thread (parked, submitted again
+  // on the decision). Off by default until its event stream matches the waiting run's.
+  bool park_approvals = false;
   // Skill folders that did not load (folder name -> why), so a request naming one is told why,
   // not only that it is unknown. Set by the host that loaded the skills (ServeOptions).
   std::map<std::string, std::string> refused_skills;

@@ -1,0 +1,143 @@
+#include "run_pool.hpp"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "kernex/log.hpp"
+
+namespace kernex::server {
+
+// Shared with every thread: a thread that is leaving may outlive the RunPool object by a few
+// instructions, so what it touches last is not the pool's.
+struct RunPool::State {
+  Options options;
+  std::mutex mutex;
+  std::condition_variable work;  // a task was queued, or the pool stops
+  std::condition_variable gone;  // a thread left
+  std::deque<std::function<void()>> queue;
+  std::size_t threads = 0;
+  std::size_t idle = 0;
+  std::size_t created = 0;
+  bool stopping = false;
+};
+
+namespace {
+
+void worker_loop(const std::shared_ptr<RunPool::State>& s);
+
+struct Start {
+  std::shared_ptr<RunPool::State> state;
+};
+
+void* worker_main(void* arg) {
+  std::unique_ptr<Start> start(static_cast<Start*>(arg));
+  worker_loop(start->state);
+  return nullptr;
+}
+
+void worker_loop(const std::shared_ptr<RunPool::State>& s) {
+  std::unique_lock lock(s->mutex);
+  for (;;) {
+    if (s->queue.empty()) {
+      if (s->stopping) break;
+      ++s->idle;
+      const bool woke = s->work.wait_for(lock, s->options.idle_exit,
+                                         [&] { return !s->queue.empty() || s->stopping; });
+      --s->idle;
+      // Idle beyond the warm few: leave, and a later burst makes a thread again.
+      if (!woke && s->threads > s->options.warm) break;
+      continue;
+    }
+    std::function<void()> task = std::move(s->queue.front());
+    s->queue.pop_front();
+    lock.unlock();
+    try {
+      task();
+    } catch (const std::exception& e) {
+      log(LogLevel::Error, std::string("serve: a run's task threw: ") + e.what());
+    }
+    task = nullptr;  // what the task held goes before the thread counts as free
+    lock.lock();
+  }
+  --s->threads;
+  s->gone.notify_all();
+}
+
+// A detached thread with a small stack; false when the system refuses one.
+bool spawn(const std::shared_ptr<RunPool::State>& s) {
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) != 0) return false;
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  std::size_t stack = std::max<std::size_t>(s->options.stack_bytes, 64u << 10);
+#if defined(__SANITIZE_ADDRESS__)
+  stack *= 4;  // ASan's redzones make every frame several times larger
+#endif
+  pthread_attr_setstacksize(&attr, stack);
+  auto* start = new Start{s};
+  pthread_t id;
+  const int rc = pthread_create(&id, &attr, worker_main, start);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    delete start;
+    log(LogLevel::Warn, std::string("serve: cannot start a run thread: ") + std::strerror(rc));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+RunPool::RunPool(Options options) : state_(std::make_shared<State>()) {
+  if (options.max_threads == 0) options.max_threads = 1;
+  options.warm = std::min(options.warm, options.max_threads);
+  state_->options = options;
+}
+
+RunPool::~RunPool() {
+  std::unique_lock lock(state_->mutex);
+  state_->stopping = true;
+  state_->work.notify_all();
+  state_->gone.wait(lock, [&] { return state_->threads == 0; });
+}
+
+void RunPool::submit(std::function<void()> task) {
+  State& s = *state_;
+  std::unique_lock lock(s.mutex);
+  s.queue.push_back(std::move(task));
+  // A thread is made only when none is free to take the task (queued ones count against the
+  // idle: each idle thread takes one).
+  const bool need = s.queue.size() > s.idle && s.threads < s.options.max_threads;
+  if (need) {
+    ++s.threads;
+    ++s.created;
+  }
+  lock.unlock();
+  s.work.notify_one();
+  if (need && !spawn(state_)) {
+    lock.lock();
+    --s.threads;
+    --s.created;
+    // With no thread at all, nothing would ever run the queue: run it here rather than hang.
+    if (s.threads == 0) {
+      std::deque<std::function<void()>> left;
+      left.swap(s.queue);
+      lock.unlock();
+      for (auto& t : left) t();
+    }
+  }
+}
+
+RunPool::Stats RunPool::stats() const {
+  std::lock_guard lock(state_->mutex);
+  return {state_->threads, state_->threads - state_->idle, state_->queue.size(), state_->created};
+}
+
+std::size_t RunPool::default_warm() {
+  return std::max<std::size_t>(4, 4 * std::max(1u, std::thread::hardware_concurrency()));
+}
+
+}  // namespace kernex::server

@@ -1,0 +1,54 @@
+// The threads runs execute on: a bounded pool, first come first served, instead of a thread made
+// for every run. Kernel::run, the providers' HTTP clients and the sandbox's process waits are
+// synchronous, so a run waiting on its model holds a pool thread; the bound is therefore sized
+// for blocking work (serve.run_threads), and threads are made only when every existing one is
+// busy, reused after, and retired once idle for a while beyond a warm few. A run that waits on a
+// person holds none: it is parked and submitted again on the decision (run_manager.cpp).
+// Each thread gets a small stack (serve.run_stack_kib): 10 000 runs at once stay in memory.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+namespace kernex::server {
+
+class RunPool {
+ public:
+  struct Options {
+    std::size_t max_threads = 8;  // the most tasks running at once; further ones queue
+    std::size_t warm = 4;         // threads kept however long they idle
+    std::size_t stack_bytes = 512u << 10;
+    std::chrono::milliseconds idle_exit{30'000};  // idle threads beyond `warm` exit after this
+  };
+  explicit RunPool(Options options);
+  // Runs what is queued, then waits until every thread has left (no task of this pool runs on).
+  ~RunPool();
+  RunPool(const RunPool&) = delete;
+  RunPool& operator=(const RunPool&) = delete;
+
+  // Queued behind every task submitted before it; runs on the first free thread.
+  void submit(std::function<void()> task);
+
+  struct Stats {
+    std::size_t threads = 0;  // alive now
+    std::size_t busy = 0;     // running a task
+    std::size_t queued = 0;   // waiting for a thread
+    std::size_t created = 0;  // threads made since the start
+  };
+  Stats stats() const;
+
+  // serve.run_threads 0: max(4, 4 x CPUs) ... see ServeConfig::run_threads.
+  static std::size_t default_warm();
+
+  struct State;  // shared with the threads (run_pool.cpp)
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace kernex::server
