@@ -377,6 +377,13 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     }
   }
 
+  static void cancel_for_gone_client(const HttpReply& reply, const std::string& request_id) {
+    const auto& run = reply.stream ? reply.stream : reply.wait;
+    if (!reply.cancel_on_disconnect || !run || is_terminal(run->status())) return;
+    log(LogLevel::Info, "serve: req=" + request_id + " client gone; cancelling run " + run->id);
+    run->request_cancel();
+  }
+
   static awaitable<void> wait_end(const std::shared_ptr<RunState>& run) {
     while (!is_terminal(run->status()))
       co_await wait_change(run, run->last_event_id(), std::chrono::seconds(60));
@@ -498,6 +505,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         ok = co_await write_reply(stream, req, reply, msg.version(), keep_alive);
       }
       unwatch();
+      // A write that failed is a client gone too: the watch may have lost the race to see it
+      // (unwatch ends it), and then nobody else would cancel the run.
+      if (!ok) cancel_for_gone_client(reply, req.request_id);
       if (!ok || !keep_alive) break;
     }
     stream.socket().shutdown(tcp::socket::shutdown_both, ec);

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <ostream>
+#include <optional>
 #include <thread>
 
 #include "api.hpp"
@@ -205,19 +206,27 @@ static void publish_approvals(Approvals& approvals, Webhooks* hooks) {
   });
 }
 
+// The PostgreSQL database serve's own stores share with the postgres memory store (cluster
+// mode); nullopt when memory is elsewhere and they live in <data_dir>/serve.db.
+static std::optional<pg::Options> shared_pg(const Kernel& kernel, const char* what) {
+  const auto& memory = kernel.config().memory;
+  if (!memory || memory->name != "postgres") return std::nullopt;
+  pg::Options options;
+  if (auto it = memory->config.find("dsn"); it != memory->config.end() && it->is_string())
+    options.dsn = *it;
+  options.what = what;
+  options.application_name = "kernex-serve";
+  return options;
+}
+
 // With the postgres memory store, runs live in the same database and every node shares them;
 // otherwise this process keeps them in <data_dir>/serve.db, beside the webhook outbox.
 static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig& config,
                                                std::vector<skills::Skill> skills,
                                                RunObserver* observer, Limits* admission,
                                                std::unique_ptr<Webhooks>& webhooks) {
-  const auto& memory = kernel.config().memory;
-  if (memory && memory->name == "postgres") {
-    pg::Options options;
-    if (auto it = memory->config.find("dsn"); it != memory->config.end() && it->is_string())
-      options.dsn = *it;
-    options.what = "serve run store";
-    options.application_name = "kernex-serve";
+  if (auto shared = shared_pg(kernel, "serve run store")) {
+    pg::Options& options = *shared;
     const auto third =
         std::chrono::duration_cast<std::chrono::milliseconds>(config.cluster.lease) / 3;
     options.statement_timeout = std::max(std::chrono::milliseconds(1000), third);
@@ -259,14 +268,8 @@ static Result<std::unique_ptr<Runs>> make_runs(Kernel& kernel, const ServeConfig
 // else in serve.db.
 static Result<std::shared_ptr<ResponseStore>> open_response_store(Kernel& kernel,
                                                                   const ServeConfig& config) {
-  const auto& memory = kernel.config().memory;
-  if (memory && memory->name == "postgres") {
-    pg::Options options;
-    if (auto it = memory->config.find("dsn"); it != memory->config.end() && it->is_string())
-      options.dsn = *it;
-    options.what = "serve response store";
-    options.application_name = "kernex-serve";
-    KERNEX_ASSIGN_OR_RETURN(auto store, PgResponseStore::open(options, config.cluster.pool_size));
+  if (auto options = shared_pg(kernel, "serve response store")) {
+    KERNEX_ASSIGN_OR_RETURN(auto store, PgResponseStore::open(*options, config.cluster.pool_size));
     return std::shared_ptr<ResponseStore>(std::move(store));
   }
   KERNEX_ASSIGN_OR_RETURN(auto store,
@@ -277,14 +280,8 @@ static Result<std::shared_ptr<ResponseStore>> open_response_store(Kernel& kernel
 // Runs parked on the client's tool calls: where the stored responses are.
 static Result<std::shared_ptr<ParkedStore>> open_parked_store(Kernel& kernel,
                                                               const ServeConfig& config) {
-  const auto& memory = kernel.config().memory;
-  if (memory && memory->name == "postgres") {
-    pg::Options options;
-    if (auto it = memory->config.find("dsn"); it != memory->config.end() && it->is_string())
-      options.dsn = *it;
-    options.what = "serve parked calls";
-    options.application_name = "kernex-serve";
-    KERNEX_ASSIGN_OR_RETURN(auto store, PgParkedStore::open(options, config.openai.parked_ttl));
+  if (auto options = shared_pg(kernel, "serve parked calls")) {
+    KERNEX_ASSIGN_OR_RETURN(auto store, PgParkedStore::open(*options, config.openai.parked_ttl));
     return std::shared_ptr<ParkedStore>(std::move(store));
   }
   KERNEX_ASSIGN_OR_RETURN(auto store, SqliteParkedStore::open(kernel.config().data_dir / "serve.db",
