@@ -62,6 +62,20 @@ class CliCodeTools : public ::testing::Test {
          "Count the ERROR lines of big.log"});
   }
 
+  // Runs `code` in one eval_code call answered "done"; the answer's `result`, or null (with
+  // the failure recorded) when the run failed or gave no result object.
+  Json code_result(const std::string& code) {
+    auto r = run(kernex::testing::eval_code_line(code) + "\n" +
+                 kernex::testing::answer_line("done") + "\n");
+    EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+    const Json answer = Json::parse(r.out, nullptr, false);
+    if (!answer.is_object() || !answer.contains("result") || !answer["result"].is_object()) {
+      ADD_FAILURE() << "no result object: " << r.out;
+      return Json();
+    }
+    return answer["result"];
+  }
+
   kernex::testing::TempDir tmp_;
   std::map<std::string, std::string> env_;
 };
@@ -134,13 +148,9 @@ TEST_F(CliCodeTools, ServersTreeModulesImportSearchAndAreReadOnly) {
       "detail='schema')[0]['parameters']['required'],\n"
       "               'ls': sorted(os.listdir(SERVERS_DIR)), 'w': w,\n"
       "               'doc': 'Read the contents of a file.' in read.__doc__})\n";
-  auto r = run(kernex::testing::eval_code_line(code) + "\n" + kernex::testing::answer_line("done") +
-               "\n");
-  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  const Json answer = Json::parse(r.out);
-  ASSERT_TRUE(answer.contains("result") && answer["result"].is_object()) << r.out;
-  const Json& result = answer["result"];
-  EXPECT_EQ(result["lines"], 51426) << answer.dump();
+  const Json result = code_result(code);
+  ASSERT_TRUE(result.is_object());
+  EXPECT_EQ(result["lines"], 51426) << result.dump();
   EXPECT_EQ(result["found"], Json::array({"servers.kernel.read"}));
   EXPECT_EQ(result["schema"], Json::array({"file_path"}));
   EXPECT_EQ(result["ls"], Json::array({"README.md", "__init__.py", "index.json", "kernel"}));
@@ -173,12 +183,8 @@ TEST_F(CliCodeTools, ServersTreeIsReachableFromTheWorkingDirectoryAndReadOnly) {
       "    except OSError as e:\n"
       "        out[label] = type(e).__name__\n"
       "submit_result(out)\n";
-  auto r = run(kernex::testing::eval_code_line(code) + "\n" + kernex::testing::answer_line("done") +
-               "\n");
-  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  const Json answer = Json::parse(r.out);
-  ASSERT_TRUE(answer.contains("result") && answer["result"].is_object()) << r.out;
-  const Json& result = answer["result"];
+  const Json result = code_result(code);
+  ASSERT_TRUE(result.is_object());
   EXPECT_EQ(result["ls"], Json::array({"README.md", "__init__.py", "index.json", "kernel"}));
   EXPECT_EQ(result["kernel"], Json::array({"__init__.py", "read.py"}));
   EXPECT_EQ(result["path"], Json::array({"__init__.py", "read.py"}));
@@ -188,7 +194,7 @@ TEST_F(CliCodeTools, ServersTreeIsReachableFromTheWorkingDirectoryAndReadOnly) {
   EXPECT_EQ(result["walk"], Json::array({"servers", "servers/kernel"}));
   EXPECT_EQ(result["same"], true);
   for (const char* label : {"append", "create", "create_bytes", "os_open", "remove", "mkdir"})
-    EXPECT_NE(result[label], "done") << label << ": " << answer.dump();
+    EXPECT_NE(result[label], "done") << label << ": " << result.dump();
   // The kernel put nothing into the workspace, and the code could not either.
   EXPECT_FALSE(fs::exists(tmp_.path() / "workspace/servers"));
 

@@ -115,21 +115,29 @@ TEST(GroupCommit, ManyThreadsAreAllCommittedBeforeTheirAcknowledgement) {
   EXPECT_GT(stats.durable_batches, 0u);
 }
 
+// Holds the writer's first batch (one item, inserting row 1) until release(), so the items
+// submitted meanwhile queue into the second batch.
+struct HeldFirstBatch {
+  std::promise<void> gate, started;
+  std::future<Result<void>> first;
+  HeldFirstBatch(GroupCommit& writer, sqlite3* db) {
+    auto open = gate.get_future().share();
+    first = writer.submit([this, open, db] {
+      started.set_value();
+      open.wait();
+      return insert(db, 1, "first");
+    });
+    started.get_future().wait();
+  }
+  void release() { gate.set_value(); }
+};
+
 TEST(GroupCommit, AFailingItemFailsAloneInItsBatch) {
   TempDir dir;
   const fs::path file = dir.path / "t.db";
   sqlite3* db = nullptr;
   auto writer = writer_on(file, &db);
-  // The writer holds its first batch (one item) until released, so the next items queue into
-  // the second.
-  std::promise<void> release, started;
-  auto gate = release.get_future().share();
-  auto first = writer->submit([&] {
-    started.set_value();
-    gate.wait();
-    return insert(db, 1, "first");
-  });
-  started.get_future().wait();
+  HeldFirstBatch held(*writer, db);
   std::vector<std::future<Result<void>>> rest;
   rest.push_back(writer->submit([&] { return insert(db, 2, "a"); }));
   // Two statements, the second fails (NOT NULL): its first row must not stay either.
@@ -140,8 +148,8 @@ TEST(GroupCommit, AFailingItemFailsAloneInItsBatch) {
   rest.push_back(writer->submit([&] { return insert(db, 2, "duplicate"); }));  // primary key
   rest.push_back(writer->submit([]() -> Result<void> { throw std::runtime_error("boom"); }));
   rest.push_back(writer->submit([&] { return insert(db, 5, "b"); }));
-  release.set_value();
-  EXPECT_TRUE(first.get());
+  held.release();
+  EXPECT_TRUE(held.first.get());
   std::vector<bool> ok;
   for (auto& f : rest) ok.push_back(f.get().has_value());
   EXPECT_EQ(ok, (std::vector<bool>{true, false, false, false, true}));
@@ -157,24 +165,15 @@ TEST(GroupCommit, AnItemThatEndsTheTransactionLosesNoOtherItem) {
   const fs::path file = dir.path / "t.db";
   sqlite3* db = nullptr;
   auto writer = writer_on(file, &db);
-  // The writer holds its first batch (one item) until released, so the next items queue into
-  // the second.
-  std::promise<void> release, started;
-  auto gate = release.get_future().share();
-  auto first = writer->submit([&] {
-    started.set_value();
-    gate.wait();
-    return insert(db, 1, "first");
-  });
-  started.get_future().wait();
+  HeldFirstBatch held(*writer, db);
   auto before = writer->submit([&] { return insert(db, 2, "before"); });
   auto rogue = writer->submit([&]() -> Result<void> {
     sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);  // as SQLite does on a full disk
     return kernex::fail(kernex::ErrorCode::Io, "disk full");
   });
   auto after = writer->submit([&] { return insert(db, 3, "after"); });
-  release.set_value();
-  EXPECT_TRUE(first.get());
+  held.release();
+  EXPECT_TRUE(held.first.get());
   EXPECT_TRUE(before.get());  // run again in a new transaction
   EXPECT_FALSE(rogue.get());
   EXPECT_TRUE(after.get());
