@@ -143,6 +143,8 @@ bool GroupCommit::attempt(std::vector<Item>& batch, std::vector<Result<void>>& r
         r = batch[i].work();
       } catch (const std::exception& e) {
         r = fail(ErrorCode::Internal, std::string("group commit: a write threw: ") + e.what());
+      } catch (...) {
+        r = fail(ErrorCode::Internal, "group commit: a write threw a non-standard exception");
       }
       if (r) r = target_->release();
     }

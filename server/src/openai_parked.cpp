@@ -1,15 +1,10 @@
 #include "openai_parked.hpp"
 
 #include "sqlite_db.hpp"
+#include "webhook_outbox.hpp"  // unix_ms_now
 
 namespace kernex::server {
 namespace {
-
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The calls of one run go in together: a restart never finds half of them.
 Result<void> insert_all(sqlite3* db, const std::string& tenant, const std::string& session,
@@ -52,7 +47,7 @@ Result<void> SqliteParkedStore::park(const std::string& tenant, const std::strin
                                      const std::vector<std::string>& call_ids) {
   if (call_ids.empty()) return {};
   std::lock_guard lock(mutex_);
-  const std::int64_t now = now_ms();
+  const std::int64_t now = unix_ms_now();
   const std::int64_t expires =
       now + std::chrono::duration_cast<std::chrono::milliseconds>(ttl_).count();
   KERNEX_RETURN_IF_ERROR(exec_sql(db_, "BEGIN IMMEDIATE"));
@@ -70,7 +65,7 @@ Result<std::optional<std::string>> SqliteParkedStore::run_for(const std::string&
                "SELECT run_id FROM openai_parked WHERE tenant = ? AND session = ? AND call_id = ? "
                "AND expires_ms > ?");
   if (!st.ok()) return db_error(db_, "read parked call");
-  st.bind(1, tenant).bind(2, session).bind(3, call_id).bind(4, now_ms());
+  st.bind(1, tenant).bind(2, session).bind(3, call_id).bind(4, unix_ms_now());
   const int rc = st.step();
   if (rc == SQLITE_DONE) return std::optional<std::string>();
   if (rc != SQLITE_ROW) return db_error(db_, "read parked call");

@@ -216,10 +216,12 @@ void RunManager::execute(const Pending& pending) {
 
 bool RunManager::park(const Pending& pending) {
   RunState& run = *pending.run;
-  // Asked before the lock: a decision stored after this answer finds the run parked (unpark).
-  auto waiting = deps_.approvals->waiting(run);
   std::lock_guard lock(mutex_);
   if (draining_) return false;
+  // Asked under the lock: a decision stored after this answer waits in unpark() for the lock,
+  // then finds the run parked (asked before it, the decision could slip in between and the run
+  // would sit parked until its approval expired). waiting() takes no lock of Approvals'.
+  auto waiting = deps_.approvals->waiting(run);
   deps_.approvals->resume(run.id);
   run.rearm();  // its stop fired to suspend it; the next attempt runs with a fresh one
   Pending parked = pending;
@@ -243,6 +245,18 @@ void RunManager::unpark(const std::string& run_id) {
   Pending pending = std::move(it->second.pending);
   parked_.erase(it);
   launch(std::move(pending));
+}
+
+// Launched, but every pool thread is busy: it ends now, not when a thread frees up (which, with
+// the pool full, could outlast a forget's wait).
+bool RunManager::end_unstarted_locked(const RunState& run) {
+  auto it = unstarted_.find(run.id);
+  if (it == unstarted_.end() || run.status() == RunStatus::AwaitingApproval) return false;
+  Pending pending = std::move(it->second);
+  unstarted_.erase(it);
+  cancel_queued(pending);
+  release_session_locked(pending.run);
+  return true;
 }
 
 void RunManager::end_parked(Pending& pending) {
@@ -373,15 +387,7 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::cancel(const std:
     end_parked(pending);
     return run;
   }
-  if (auto it = unstarted_.find(run->id);
-      it != unstarted_.end() && run->status() != RunStatus::AwaitingApproval) {
-    // Launched, but every pool thread is busy: it ends now, not when a thread frees up.
-    Pending pending = std::move(it->second);
-    unstarted_.erase(it);
-    cancel_queued(pending);
-    release_session_locked(pending.run);
-    return run;
-  }
+  if (end_unstarted_locked(*run)) return run;
   if (deps_.approvals) cancels_.insert(run->id);
   run->request_cancel();
   return run;
@@ -438,7 +444,7 @@ std::expected<void, ApiError> RunManager::forget(const std::string& tenant,
           Pending pending = std::move(p->second.pending);
           parked_.erase(p);
           end_parked(pending);  // may erase the slot: `it` is not used after this
-        } else {
+        } else if (!end_unstarted_locked(*active)) {  // may erase the slot too
           if (deps_.approvals) cancels_.insert(active->id);
           active->request_cancel();
         }

@@ -95,9 +95,10 @@ class RunManager final : public Runs {
   // A run suspended for an approval: parked, holding no thread, until the decision, its expiry
   // or a cancel submits it again. False when the server is stopping (the next start resumes it).
   bool park(const Pending& pending);
-  void unpark(const std::string& run_id);    // the approval was decided
-  void end_parked(Pending& pending);         // cancelled while parked; mutex_ held
-  void expire_parked(std::stop_token stop);  // submits parked runs whose approval expired
+  void unpark(const std::string& run_id);          // the approval was decided
+  bool end_unstarted_locked(const RunState& run);  // ended a run awaiting a thread; mutex_ held
+  void end_parked(Pending& pending);               // cancelled while parked; mutex_ held
+  void expire_parked(std::stop_token stop);        // submits parked runs whose approval expired
 
   Deps deps_;
   RunEnv env_;
