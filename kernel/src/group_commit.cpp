@@ -38,7 +38,10 @@ void GroupCommit::enqueue(Item item) {
     std::vector<Item> one;
     one.push_back(std::move(item));
     std::lock_guard lock(direct_mutex_);
-    run_batch(one);
+    auto results = run_batch(one);
+    running = this;  // a write from the callback is refused too
+    if (one[0].done) one[0].done(results[0]);
+    running = nullptr;
     return;
   }
   {
@@ -58,7 +61,20 @@ Result<void> GroupCommit::write(Work work, bool durable) {
   if (on_writer_thread())
     return fail(ErrorCode::Internal,
                 "group commit: a write from inside a batch would wait on itself");
-  return submit(std::move(work), durable).get();
+  if (options_.direct) return submit(std::move(work), durable).get();
+  Waiter waiter;
+  std::unique_lock lock(mutex_);
+  if (stopping_) return fail(ErrorCode::Internal, "group commit: the writer has stopped");
+  queue_.push_back(Item{std::move(work), {}, durable, false, &waiter});
+  ++eager_;
+  while (!waiter.done) {
+    if (committing_) {
+      waiter.settled.wait(lock);
+    } else {
+      commit_front(lock, true);
+    }
+  }
+  return std::move(waiter.result);
 }
 
 std::future<Result<void>> GroupCommit::submit(Work work, bool durable) {
@@ -84,27 +100,53 @@ GroupCommit::Stats GroupCommit::stats() const {
 void GroupCommit::loop() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    wake_.wait(lock, [&] { return !committing_ && (stopping_ || !queue_.empty()); });
     if (queue_.empty()) return;  // stopping, everything committed
     // Only lazy items: they wait for a write someone waits on, or for their delay.
     if (eager_ == 0 && !stopping_) {
       wake_.wait_until(lock, lazy_since_ + options_.lazy_delay,
                        [&] { return stopping_ || eager_ > 0; });
+      if (committing_ || queue_.empty()) continue;
     }
-    std::vector<Item> batch;
-    while (!queue_.empty() && batch.size() < options_.max_batch) {
-      if (!queue_.front().lazy) --eager_;
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
-    if (!queue_.empty()) lazy_since_ = std::chrono::steady_clock::now();
-    lock.unlock();
-    run_batch(batch);
-    lock.lock();
+    commit_front(lock, false);
   }
 }
 
-void GroupCommit::run_batch(std::vector<Item>& batch) {
+void GroupCommit::commit_front(std::unique_lock<std::mutex>& lock, bool leader) {
+  committing_ = true;
+  std::vector<Item> batch;
+  while (!queue_.empty() && batch.size() < options_.max_batch) {
+    if (!queue_.front().lazy) --eager_;
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  if (!queue_.empty()) lazy_since_ = std::chrono::steady_clock::now();
+  lock.unlock();
+  auto results = run_batch(batch);
+  settle(batch, results);
+  lock.lock();
+  committing_ = false;
+  if (leader) wake_.notify_one();  // the writer goes on with the rest (or stops)
+}
+
+// In the items' order, as their writes were: a write() that returns has seen the callbacks of
+// the items queued before it run (a store's bookkeeping in them is done).
+void GroupCommit::settle(std::vector<Item>& batch, std::vector<Result<void>>& results) {
+  running = this;  // a write from a callback is refused too
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (Waiter* w = batch[i].waiter) {
+      std::lock_guard lock(mutex_);
+      w->result = std::move(results[i]);
+      w->done = true;
+      w->settled.notify_one();
+    } else if (batch[i].done) {
+      batch[i].done(results[i]);
+    }
+  }
+  running = nullptr;
+}
+
+std::vector<Result<void>> GroupCommit::run_batch(std::vector<Item>& batch) {
   std::vector<Result<void>> results(batch.size());
   std::vector<bool> settled(batch.size(), false);
   const bool durable = std::any_of(batch.begin(), batch.end(), [](auto& i) { return i.durable; });
@@ -113,19 +155,16 @@ void GroupCommit::run_batch(std::vector<Item>& batch) {
   for (std::size_t tries = 0; tries <= batch.size(); ++tries) {
     if (attempt(batch, results, settled, durable)) break;
   }
+  running = nullptr;
   const auto failed = static_cast<std::uint64_t>(
       std::count_if(results.begin(), results.end(), [](const auto& r) { return !r; }));
-  {
-    // Counted before anyone is told: a caller that reads them after its write sees its batch.
-    std::lock_guard lock(mutex_);
-    ++stats_.batches;
-    stats_.items += batch.size();
-    stats_.failed_items += failed;
-    if (durable) ++stats_.durable_batches;
-  }
-  for (std::size_t i = 0; i < batch.size(); ++i)
-    if (batch[i].done) batch[i].done(results[i]);
-  running = nullptr;  // after the callbacks: a write from one is refused too
+  // Counted before anyone is told: a caller that reads them after its write sees its batch.
+  std::lock_guard lock(mutex_);
+  ++stats_.batches;
+  stats_.items += batch.size();
+  stats_.failed_items += failed;
+  if (durable) ++stats_.durable_batches;
+  return results;
 }
 
 bool GroupCommit::attempt(std::vector<Item>& batch, std::vector<Result<void>>& results,

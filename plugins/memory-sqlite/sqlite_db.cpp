@@ -126,9 +126,11 @@ Result<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path, const Op
   sqlite3_busy_timeout(raw, options.busy_timeout_ms);
   KERNEX_RETURN_IF_ERROR(db->enter_wal(options.busy_timeout_ms));
   // secure_delete: deleted rows (a forgotten conversation) are overwritten, not left in free pages.
+  // temp_store=MEMORY: statement journals and sorts never spill rows into files under /var/tmp.
   std::string pragmas =
-      "PRAGMA foreign_keys=ON; PRAGMA secure_delete=ON; PRAGMA synchronous=" + options.synchronous +
-      ";";
+      "PRAGMA foreign_keys=ON; PRAGMA secure_delete=ON; PRAGMA temp_store=MEMORY; "
+      "PRAGMA synchronous=" +
+      options.synchronous + ";";
   if (options.max_pages)
     pragmas += " PRAGMA max_page_count=" + std::to_string(*options.max_pages) + ";";
   KERNEX_RETURN_IF_ERROR(db->exec(pragmas.c_str()));

@@ -33,7 +33,7 @@ StoredApproval read_row(const Statement& st) {
 class SqliteApprovalStore final : public ApprovalStore {
  public:
   explicit SqliteApprovalStore(sqlite3* db) : db_(db) {}
-  ~SqliteApprovalStore() override { sqlite3_close(db_); }
+  ~SqliteApprovalStore() override { close_serve_db(db_); }
   SqliteApprovalStore(const SqliteApprovalStore&) = delete;
   SqliteApprovalStore& operator=(const SqliteApprovalStore&) = delete;
 

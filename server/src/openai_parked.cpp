@@ -40,7 +40,7 @@ Result<std::unique_ptr<SqliteParkedStore>> SqliteParkedStore::open(
   return std::unique_ptr<SqliteParkedStore>(new SqliteParkedStore(db, ttl));
 }
 
-SqliteParkedStore::~SqliteParkedStore() { sqlite3_close(db_); }
+SqliteParkedStore::~SqliteParkedStore() { close_serve_db(db_); }
 
 Result<void> SqliteParkedStore::park(const std::string& tenant, const std::string& session,
                                      const std::string& run_id,

@@ -29,7 +29,7 @@ Result<std::unique_ptr<SqliteResponseStore>> SqliteResponseStore::open(
   return std::unique_ptr<SqliteResponseStore>(new SqliteResponseStore(db));
 }
 
-SqliteResponseStore::~SqliteResponseStore() { sqlite3_close(db_); }
+SqliteResponseStore::~SqliteResponseStore() { close_serve_db(db_); }
 
 Result<void> SqliteResponseStore::put(const StoredResponse& r) {
   std::lock_guard lock(mutex_);

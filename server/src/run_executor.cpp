@@ -11,6 +11,7 @@
 #include "kernex/workspace/forget.hpp"
 #include "session_id.hpp"
 #include "session_overlay.hpp"
+#include "session_trajectories.hpp"
 #include "user_memory.hpp"
 
 namespace kernex::server {
@@ -117,15 +118,15 @@ RunOptions run_options(const RunEnv& env, RunState& run, const RunRequest& req,
     options.memory_with_history = req.history.has_value();
     options.conversation =
         user_conversation(run.tenant, req.session, req.user, env.kernel->config().project);
-    // In the session's own directory, so forgetting the session finds every one of them.
-    const Config& config = env.kernel->config();
-    if (config.trajectories && !config.data_dir.empty()) {
-      auto opened = open_trajectory(session_trajectories(config, run.tenant, req.session));
-      if (opened) {
-        options.trajectory = *opened;
-      } else {
-        log(LogLevel::Warn, "no trajectory for run " + run.id + ": " + opened.error().describe());
-      }
+  }
+  // In the tenant's shared day segments, labelled with the session (session_trajectories.hpp).
+  const Config& config = env.kernel->config();
+  if (config.trajectories && !config.data_dir.empty()) {
+    auto opened = open_session_trajectory(config, run.tenant, req.session);
+    if (opened) {
+      options.trajectory = *opened;
+    } else {
+      log(LogLevel::Warn, "no trajectory for run " + run.id + ": " + opened.error().describe());
     }
   }
   if (!req.skills.empty()) {
@@ -215,11 +216,6 @@ fs::path session_workspace(const ServeConfig& config, const std::string& tenant,
   if (auto it = config.tenant_workspaces.find(tenant); it != config.tenant_workspaces.end())
     return it->second;
   return config.workspaces_root / tenant / session_dir_name(session);
-}
-
-fs::path session_trajectories(const Config& config, const std::string& tenant,
-                              const std::string& session) {
-  return config.data_dir / "trajectories" / "serve" / tenant / session_dir_name(session);
 }
 
 RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
@@ -356,10 +352,8 @@ std::expected<void, ApiError> forget_session_data(Kernel& kernel, const ServeCon
   }
   KERNEX_RETURN_IF_ERROR(gone(forget_session_overlays(kernel.config(), tenant, session)));
   if (!kernel.config().data_dir.empty()) {
-    const fs::path trajectories = session_trajectories(kernel.config(), tenant, session);
-    KERNEX_RETURN_IF_ERROR(gone(workspace::empty_directory(trajectories)));
-    std::error_code ec;
-    fs::remove(trajectories, ec);
+    if (auto cut = forget_session_trajectories(kernel.config(), tenant, session); !cut)
+      return std::unexpected(api_error(500, "forget_failed", cut.error().describe()));
   }
   return {};
 }

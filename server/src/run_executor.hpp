@@ -83,12 +83,10 @@ std::optional<ApiError> unknown_skill(const std::vector<skills::Skill>& loaded,
                                       const RunRequest& request, const ServeConfig& config);
 // Times as the API shows them: kernex::utc_now() and utc_time(), "YYYY-MM-DD HH:MM:SS" (UTC).
 
-// Where a session's files are: its workspace (workspaces_root/<tenant>/<name>) and its runs'
-// trajectories (<data_dir>/trajectories/serve/<tenant>/<name>), <name> being session_dir_name.
+// Where a session's workspace is: workspaces_root/<tenant>/<session_dir_name>. Its runs'
+// trajectories are in its tenant's day segments (session_trajectories.hpp).
 std::filesystem::path session_workspace(const ServeConfig& config, const std::string& tenant,
                                         const std::string& session);
-std::filesystem::path session_trajectories(const Config& config, const std::string& tenant,
-                                           const std::string& session);
 std::expected<Json, ApiError> session_history(Kernel& kernel, const std::string& tenant,
                                               const std::string& session, std::size_t limit,
                                               std::optional<std::int64_t> before);

@@ -14,7 +14,7 @@ class SqliteJournalStore final : public JournalStore {
  public:
   SqliteJournalStore(sqlite3* db, std::shared_ptr<ServeWriter> writer)
       : db_(db), writer_(std::move(writer)) {}
-  ~SqliteJournalStore() override { sqlite3_close(db_); }
+  ~SqliteJournalStore() override { close_serve_db(db_); }
   SqliteJournalStore(const SqliteJournalStore&) = delete;
   SqliteJournalStore& operator=(const SqliteJournalStore&) = delete;
 
@@ -75,7 +75,7 @@ Result<std::unique_ptr<JournalStore>> JournalStore::open(const std::filesystem::
                      "NOT NULL, call TEXT NOT NULL, result TEXT, PRIMARY KEY (run_id, key))"}));
   auto writer = ServeWriter::of(file);
   if (!writer) {
-    sqlite3_close(db);
+    close_serve_db(db);
     return std::unexpected(writer.error());
   }
   return std::make_unique<SqliteJournalStore>(db, std::move(*writer));

@@ -62,13 +62,13 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& fi
            kMigrateEvents, "UPDATE runs SET events = NULL WHERE events IS NOT NULL"}));
   auto writer = ServeWriter::of(file);
   if (!writer) {
-    sqlite3_close(db);
+    close_serve_db(db);
     return std::unexpected(writer.error());
   }
   return std::unique_ptr<RunStore>(new RunStore(db, std::move(*writer)));
 }
 
-RunStore::~RunStore() { sqlite3_close(db_); }
+RunStore::~RunStore() { close_serve_db(db_); }
 
 Result<void> RunStore::insert(const RunState& run, const Json& request) {
   const std::string body = request.dump(-1, ' ', false, Json::error_handler_t::replace);

@@ -24,7 +24,8 @@ Result<std::shared_ptr<ServeWriter>> ServeWriter::of(const std::filesystem::path
   std::lock_guard lock(registry_mutex);
   if (auto found = registry()[key.string()].lock()) return found;
   KERNEX_ASSIGN_OR_RETURN(sqlite3 * db, open_serve_db(file, {}));
-  auto batch = std::make_unique<SqliteBatch>(db, true, "serve.db", ErrorCode::Io);
+  // Closed by ~ServeWriter (close_serve_db: its kept statements first), not by the batch.
+  auto batch = std::make_unique<SqliteBatch>(db, false, "serve.db", ErrorCode::Io);
   std::shared_ptr<ServeWriter> writer(
       new ServeWriter(db, std::make_unique<GroupCommit>(std::move(batch))));
   registry()[key.string()] = writer;
@@ -32,7 +33,8 @@ Result<std::shared_ptr<ServeWriter>> ServeWriter::of(const std::filesystem::path
 }
 
 ServeWriter::~ServeWriter() {
-  commit_.reset();  // commits what is queued, then closes the connection
+  commit_.reset();  // commits what is queued
+  close_serve_db(db_);
   std::lock_guard lock(registry_mutex);
   for (auto it = registry().begin(); it != registry().end();)
     it = it->second.expired() ? registry().erase(it) : std::next(it);

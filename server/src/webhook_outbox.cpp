@@ -99,7 +99,7 @@ Result<std::unique_ptr<WebhookOutbox>> WebhookOutbox::open(const std::filesystem
   if (sqlite3_open_v2(serve_db.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX,
                       nullptr) != SQLITE_OK) {
     auto e = db_error(db, "opening " + serve_db.string());
-    sqlite3_close(db);
+    close_serve_db(db);
     return e;
   }
   sqlite3_busy_timeout(db, kBusyTimeoutMs);
@@ -115,7 +115,7 @@ Result<std::unique_ptr<WebhookOutbox>> WebhookOutbox::open(const std::filesystem
   return outbox;
 }
 
-WebhookOutbox::~WebhookOutbox() { sqlite3_close(db_); }
+WebhookOutbox::~WebhookOutbox() { close_serve_db(db_); }
 
 Result<void> WebhookOutbox::enqueue(sqlite3* db, const WebhookEvent& event,
                                     const std::vector<std::string>& endpoints,

@@ -11,6 +11,7 @@
 
 #include <set>
 
+#include "kernex/trajectory_segments.hpp"
 #include "serve_harness.hpp"
 
 namespace {
@@ -107,6 +108,9 @@ TEST_F(ServeForget, DeleteLeavesNoByteOfTheSessionUnderTheDataDir) {
   EXPECT_THAT(files_holding(w_.data_dir, kWord), ::testing::IsEmpty());
   EXPECT_THAT(files_holding(w_.data_dir, kKept), ::testing::Not(::testing::IsEmpty()))
       << "another session's words must stay";
+  // Its run too, in the day segment both sessions shared: cut out, not the whole file removed.
+  EXPECT_THAT(files_holding(w_.data_dir / "trajectories", kKept),
+              ::testing::Not(::testing::IsEmpty()));
   EXPECT_EQ(
       request(port_, "GET", "/v1/sessions/" + encode_path_segment(session) + "/messages").status,
       404);
@@ -120,7 +124,7 @@ TEST_F(ServeForget, DeleteLeavesNoByteOfTheSessionUnderTheDataDir) {
 }
 
 TEST_F(ServeForget, SessionIdsAreTheClientsStringsNeverPaths) {
-  configure();
+  configure("workspace: {mode: overlay}\n");
   const std::vector<std::string> ids = {
       "alice@example.com", "../../escape",       "a/b", ".hidden", "..", "Main", "main",
       "ünï cødé",          std::string(256, 'x')};
@@ -132,9 +136,14 @@ TEST_F(ServeForget, SessionIdsAreTheClientsStringsNeverPaths) {
     ASSERT_EQ(messages.status, 200) << messages.describe();
     EXPECT_EQ(messages.json()["messages"].size(), 2u) << messages.body;  // its own only
   }
-  // One trajectory folder per id, all inside the tenant's folder, none hidden, none two ids
+  // Trajectories: the tenant's day segments only, no folder or file named after an id.
+  for (const auto& e : fs::directory_iterator(w_.data_dir / "trajectories" / "serve" / "local")) {
+    EXPECT_TRUE(e.is_directory() && kernex::is_trajectory_day_dir(e.path().filename().string()))
+        << e.path();
+  }
+  // One workspace folder per id, all inside the tenant's folder, none hidden, none two ids
   // apart only by case.
-  const fs::path folder = w_.data_dir / "trajectories" / "serve" / "local";
+  const fs::path folder = w_.data_dir / "workspaces" / "local";
   std::set<std::string> names, folded;
   for (const auto& e : fs::directory_iterator(folder)) {
     const std::string name = e.path().filename().string();

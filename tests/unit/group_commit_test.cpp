@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <set>
 #include <string>
 #include <thread>
@@ -210,6 +211,29 @@ TEST(GroupCommit, AWriteFromInsideABatchIsRefusedNotDeadlocked) {
     return {};
   }));
   EXPECT_FALSE(inner);
+}
+
+// A lone write() is committed on its caller's thread (no hand-off to the writer thread), and the
+// callbacks of the items queued before it in its batch have run when it returns (stores keep
+// their bookkeeping in them).
+TEST(GroupCommit, ALoneWriterCommitsOnItsOwnThreadAfterTheCallbacksBeforeIt) {
+  TempDir dir;
+  const fs::path file = dir.path / "t.db";
+  sqlite3* db = nullptr;
+  auto writer = writer_on(file, &db);
+  std::thread::id ran_on;
+  ASSERT_TRUE(writer->write([&] {
+    ran_on = std::this_thread::get_id();
+    return insert(db, 1, "lone");
+  }));
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+
+  bool told = false;
+  writer->submit_lazy([&] { return insert(db, 2, "audit"); },
+                      [&](const Result<void>& r) { told = r.has_value(); });
+  ASSERT_TRUE(writer->write([&] { return insert(db, 3, "exchange"); }));
+  EXPECT_TRUE(told);
+  EXPECT_EQ(count(file), 3);  // the lazy item rode the caller's batch
 }
 
 // A child writes from 4 threads and prints each id once acknowledged; killed with SIGKILL in the

@@ -1,9 +1,12 @@
-// Group commit: one writer thread per database takes the writes every caller queued and commits
-// them in one transaction per batch (a batch is whatever queued while the previous commit was on
-// its way to disk, bounded), then tells every waiter. Nothing is acknowledged before its batch is
-// committed; a failing item fails alone (each runs inside its own savepoint) and never loses the
-// others. What a batch does to the database (begin, savepoints, commit) is a BatchTarget:
-// kernex/sqlite_batch.hpp for SQLite.
+// Group commit: the writes every caller queued are committed in one transaction per batch (a
+// batch is whatever queued while the previous commit was on its way to disk, bounded), then every
+// waiter is told. A caller of write() that finds no batch being committed commits the queue itself
+// on its own thread, as PostgreSQL's and InnoDB's group commit let the first waiter lead: a lone
+// writer pays no thread hand-off. Otherwise, and for submit(), the database's writer thread does.
+// Either way the items of a batch are told in their order, callbacks included. Nothing is
+// acknowledged before its batch is committed; a failing item fails alone (each runs inside its own
+// savepoint) and never loses the others. What a batch does to the database (begin, savepoints,
+// commit) is a BatchTarget: kernex/sqlite_batch.hpp for SQLite.
 #pragma once
 
 #include <chrono>
@@ -83,15 +86,27 @@ class GroupCommit {
   bool on_writer_thread() const;
 
  private:
+  // A write() caller waiting on its item (on the caller's stack).
+  struct Waiter {
+    std::condition_variable settled;
+    bool done = false;
+    Result<void> result;
+  };
   struct Item {
     Work work;
     Done done;
     bool durable = false;
     bool lazy = false;
+    Waiter* waiter = nullptr;
   };
   void enqueue(Item item);
   void loop();
-  void run_batch(std::vector<Item>& batch);
+  // Called with `lock` held and no batch being committed: commits one batch from the front of the
+  // queue on this thread and tells its items. `leader`: a write() caller (it runs the callbacks of
+  // the items it committed, as the writer thread would have while it waited).
+  void commit_front(std::unique_lock<std::mutex>& lock, bool leader);
+  std::vector<Result<void>> run_batch(std::vector<Item>& batch);
+  void settle(std::vector<Item>& batch, std::vector<Result<void>>& results);
   // Runs the batch's items in one transaction; the results of those that ran, or an error of
   // the whole batch. `failed` items are skipped (already answered).
   bool attempt(std::vector<Item>& batch, std::vector<Result<void>>& results,
@@ -106,6 +121,7 @@ class GroupCommit {
   std::size_t eager_ = 0;  // queued items that are not lazy
   std::chrono::steady_clock::time_point lazy_since_{};
   bool stopping_ = false;
+  bool committing_ = false;  // a thread (the writer or a leading caller) runs a batch
   Stats stats_;
   std::thread thread_;
 };

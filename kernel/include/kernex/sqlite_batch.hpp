@@ -25,13 +25,15 @@ class SqliteBatch final : public BatchTarget {
         sqlite3_step(st) == SQLITE_ROW)
       base_ = current_ = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
+    const std::string base_sync = "PRAGMA synchronous=" + std::to_string(base_);
     for (auto [slot, sql] :
          {std::pair{&begin_, "BEGIN IMMEDIATE"}, std::pair{&mark_, "SAVEPOINT item"},
-          std::pair{&release_, "RELEASE item"}, std::pair{&commit_, "COMMIT"}})
+          std::pair{&release_, "RELEASE item"}, std::pair{&commit_, "COMMIT"},
+          std::pair{&full_, "PRAGMA synchronous=2"}, std::pair{&base_sync_, base_sync.c_str()}})
       sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, nullptr);
   }
   ~SqliteBatch() override {
-    for (auto* st : {begin_, mark_, release_, commit_}) sqlite3_finalize(st);
+    for (auto* st : {begin_, mark_, release_, commit_, full_, base_sync_}) sqlite3_finalize(st);
     if (owns_) sqlite3_close_v2(db_);
   }
   SqliteBatch(const SqliteBatch&) = delete;
@@ -42,9 +44,8 @@ class SqliteBatch final : public BatchTarget {
     // The level cannot change inside a transaction: set before BEGIN.
     const int want = durable ? 2 : base_;
     if (want != current_) {
-      const std::string sql = "PRAGMA synchronous=" + std::to_string(want);
-      if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
-        return unlocked(error("setting synchronous"));
+      if (auto r = step(want == 2 ? full_ : base_sync_, "setting synchronous"); !r)
+        return unlocked(r);
       current_ = want;
     }
     if (auto r = step(begin_, "beginning a batch"); !r) return unlocked(r);
@@ -95,6 +96,7 @@ class SqliteBatch final : public BatchTarget {
   std::optional<std::unique_lock<std::mutex>> held_;
   int base_ = 1, current_ = 1;
   sqlite3_stmt *begin_ = nullptr, *mark_ = nullptr, *release_ = nullptr, *commit_ = nullptr;
+  sqlite3_stmt *full_ = nullptr, *base_sync_ = nullptr;  // PRAGMA synchronous=FULL / the usual
 };
 
 }  // namespace kernex
