@@ -353,8 +353,11 @@ TEST_F(CliSkills, DirsComeFromTheConfigWhenNoneAreGiven) {
   EXPECT_EQ(json_of(o)["skills"].size(), 7u);
 }
 
+// The project activates a skill without an MCP server: one with a server (git's `npx -y ...`) would
+// fetch a package from the network before the run, ~30 s and no part of what this asserts.
 TEST_F(CliSkills, RunWithProjectAddsInstructionsAndActivatesItsSkills) {
-  dir.write("proj/AGENTS.md", "---\nskills: [git]\n---\nYou maintain this repository.\n");
+  dir.write("proj/AGENTS.md",
+            "---\nskills: [agents-orchestrator]\n---\nYou maintain this repository.\n");
   dir.write("proj/ROLE.md", "ignored: AGENTS.md is preferred\n");
   auto script = dir.write("script.jsonl", "{\"text\": \"ok\"}\n");
   const fs::path record = dir / "record.jsonl";
@@ -366,7 +369,7 @@ TEST_F(CliSkills, RunWithProjectAddsInstructionsAndActivatesItsSkills) {
   const std::string system = req["system"];
   EXPECT_EQ(system.rfind("You maintain this repository.\n\n", 0), 0u) << system;
   EXPECT_THAT(system, Not(HasSubstr("ignored")));
-  EXPECT_THAT(system, HasSubstr("<skill_content name=\"git\">"));
+  EXPECT_THAT(system, HasSubstr("<skill_content name=\"agents-orchestrator\">"));
 
   dir.write("proj2/ROLE.md", "---\nskills = [\"no-such-skill\"]\n---\nRole.\n");
   auto unknown = kernex({"run", "--provider", "replay", "--provider-opt",
