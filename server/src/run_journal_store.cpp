@@ -86,16 +86,21 @@ std::shared_ptr<RunJournal> SqliteJournalStore::journal(const std::string&,
   return std::make_shared<StoredJournal>(*this, run_id);
 }
 
+// Queued behind the run's end, not waited on: a journal only resumes an unfinished run, so one
+// that a kill -9 leaves behind a finished run is never read (and goes with its session).
 Result<void> SqliteJournalStore::forget(const std::string&, const std::string& run_id) {
-  return writer_->write([&](sqlite3* db) -> Result<void> {
-    for (const char* sql :
-         {"DELETE FROM run_responses WHERE run_id = ?", "DELETE FROM run_tools WHERE run_id = ?"}) {
-      Statement st(db, sql);
-      if (!st.ok() || (st.bind(1, run_id), st.step()) != SQLITE_DONE)
-        return db_error(db, "journal forget");
-    }
-    return {};
-  });
+  writer_->submit(
+      [run_id](sqlite3* db) -> Result<void> {
+        for (const char* sql : {"DELETE FROM run_responses WHERE run_id = ?",
+                                "DELETE FROM run_tools WHERE run_id = ?"}) {
+          Statement st(db, sql);
+          if (!st.ok() || (st.bind(1, run_id), st.step()) != SQLITE_DONE)
+            return db_error(db, "journal forget");
+        }
+        return {};
+      },
+      "journal of run " + run_id);
+  return {};
 }
 
 Result<std::optional<Response>> SqliteJournalStore::response(const std::string& run_id,

@@ -178,10 +178,7 @@ void RunManager::run_task(const Pending& pending) {
 void RunManager::execute(const Pending& pending) {
   RunState& run = *pending.run;
   // A resumed run that awaited approval still does until its approver has the decision.
-  if (run.status() != RunStatus::AwaitingApproval) {
-    if (auto r = deps_.store->set_status(run.id, RunStatus::Running); !r)
-      log(LogLevel::Warn, "serve: " + r.error().describe());
-  }
+  if (run.status() != RunStatus::AwaitingApproval) deps_.store->mark_running(run.id);
   const RunEnd end = execute_run(env_, run, pending.request);
   const bool suspended = deps_.approvals && deps_.approvals->suspended(run.id);
   if (suspended && park(pending)) return;

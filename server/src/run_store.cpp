@@ -84,14 +84,23 @@ Result<void> RunStore::insert(const RunState& run, const Json& request) {
   });
 }
 
+namespace {
+Result<void> update_status(sqlite3* db, const std::string& id, RunStatus status) {
+  Statement st(db, "UPDATE runs SET status = ? WHERE id = ?");
+  if (!st.ok()) return db_error(db, "update");
+  st.bind(1, std::string(to_string(status))).bind(2, id);
+  if (st.step() != SQLITE_DONE) return db_error(db, "update");
+  return {};
+}
+}  // namespace
+
 Result<void> RunStore::set_status(const std::string& id, RunStatus status) {
-  return writer_->write([&](sqlite3* db) -> Result<void> {
-    Statement st(db, "UPDATE runs SET status = ? WHERE id = ?");
-    if (!st.ok()) return db_error(db, "update");
-    st.bind(1, std::string(to_string(status))).bind(2, id);
-    if (st.step() != SQLITE_DONE) return db_error(db, "update");
-    return {};
-  });
+  return writer_->write([&](sqlite3* db) { return update_status(db, id, status); });
+}
+
+void RunStore::mark_running(const std::string& id) {
+  writer_->submit([id](sqlite3* db) { return update_status(db, id, RunStatus::Running); },
+                  "run " + id + " running");
 }
 
 namespace {

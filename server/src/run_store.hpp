@@ -43,6 +43,9 @@ class RunStore {
 
   Result<void> insert(const RunState& run, const Json& request);
   Result<void> set_status(const std::string& id, RunStatus status);
+  // Running, queued behind the insert and not waited on: nobody is told it, and a restart finds
+  // the run unfinished whether it says queued or running.
+  void mark_running(const std::string& id);
   // `events`: the run's events including the last one, stored before followers see it.
   Result<void> finish(const std::string& id, RunStatus status, const Json& result,
                       const std::vector<RunEvent>& events);

@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 
+#include "kernex/log.hpp"
 #include "kernex/sqlite_batch.hpp"
 #include "sqlite_db.hpp"
 
@@ -38,6 +39,14 @@ ServeWriter::~ServeWriter() {
   std::lock_guard lock(registry_mutex);
   for (auto it = registry().begin(); it != registry().end();)
     it = it->second.expired() ? registry().erase(it) : std::next(it);
+}
+
+void ServeWriter::submit(Work work, std::string what) {
+  sqlite3* db = db_;
+  commit_->submit([work = std::move(work), db] { return work(db); }, false,
+                  [what = std::move(what)](const Result<void>& r) {
+                    if (!r) log(LogLevel::Warn, "serve.db: " + what + ": " + r.error().describe());
+                  });
 }
 
 Result<void> ServeWriter::write(Work work, bool durable) {

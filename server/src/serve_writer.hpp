@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "kernex/group_commit.hpp"
 
@@ -25,6 +26,9 @@ class ServeWriter {
   // is committed. `durable`: the commit is fsynced (journals: a power loss keeps them too).
   using Work = std::function<Result<void>(sqlite3* db)>;
   Result<void> write(Work work, bool durable = false);
+  // Queued behind every write before it, not waited on: for writes nobody is told about (a run's
+  // status on its way, a finished run's journal). A failure is logged under `what`.
+  void submit(Work work, std::string what);
   GroupCommit::Stats stats() const { return commit_->stats(); }
 
  private:
