@@ -213,7 +213,7 @@ void record_provider_call(const LoopDeps& deps, const RunResult& run,
 
 // Budgets are checked after a tool turn, so a final answer is always returned. With a tree,
 // what every run and sub-call under the root used counts.
-std::optional<Outcome> budget_outcome(const LoopDeps& deps, const RunLimits& limits,
+std::optional<Outcome> budget_outcome(const LoopDeps& deps, const Limits& limits,
                                       const RunResult& run) {
   const Usage used = deps.tree != nullptr ? deps.tree->used() : run.usage;
   if (limits.token_budget && used.billed_tokens() >= *limits.token_budget)
@@ -400,7 +400,7 @@ ToolExecutor* ToolRouter::find(const std::string& name) const {
   return it == routes_.end() ? nullptr : it->second;
 }
 
-Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const RunLimits& limits) {
+Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const Limits& limits) {
   RunResult run;
   run.provider = deps.provider_name;
   run.model = context.model.value_or(deps.provider->default_model());

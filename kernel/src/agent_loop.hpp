@@ -15,7 +15,7 @@
 #include "kernex/pricing.hpp"
 #include "kernex/provider.hpp"
 #include "kernex/toolbox.hpp"
-#include "run_limits.hpp"
+#include "kernex/config.hpp"
 #include "run_tree.hpp"
 
 namespace kernex {
@@ -103,6 +103,6 @@ ToolResult run_code_tool(const LoopDeps& deps, const ToolRouter& tools, Context&
 // streamed partial answer and a "not run" result for each tool call it skipped.
 // `limits` are the run's (RunPlan::limits): with a tree they are the tree's, so the loop and the
 // tree read one set.
-Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const RunLimits& limits);
+Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const Limits& limits);
 
 }  // namespace kernex

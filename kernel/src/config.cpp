@@ -31,6 +31,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config_internal.hpp"
+#include "config_schema.hpp"
 #include "install_layout.hpp"
 #include "yaml_to_json.hpp"
 
@@ -68,12 +69,8 @@ class ConfigReader {
     if (!root.IsMap())
       return err(Field{root, "", root.Mark()},
                  "expected a mapping of settings, got " + detail::describe_yaml(root));
-    return each_key(
-        Field{root, "", root.Mark()},
-        {"data_dir", "plugin_dirs", "skill_dirs", "system_prompt", "channel", "project", "provider",
-         "providers", "memory", "hooks", "toolboxes", "permissions", "pricing_file", "limits",
-         "trajectories", "workspace", "serve", "channels", "topology"},
-        [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
+    return each_key(Field{root, "", root.Mark()}, detail::schema::kTop,
+                    [&](const std::string& key, const Field& f) { return top_level(key, f, out); });
   }
 
  private:
@@ -127,17 +124,36 @@ class ConfigReader {
 
   // ---- errors -------------------------------------------------------------------------
 
+  config::Where where(const Field& f) const {
+    return config::Where{origin_, f.mark.line >= 0 ? f.mark.line + 1 : 0, f.path};
+  }
   std::unexpected<Error> err(const Field& f, const std::string& what) const {
-    // Appends, not operator+: g++ 12 at -O2 reports a false -Wrestrict on ":" + to_string(...).
-    std::string msg = origin_;
-    if (f.mark.line >= 0) msg.append(":").append(std::to_string(f.mark.line + 1));
-    if (!f.path.empty()) msg.append(": ").append(f.path);
-    msg.append(": ").append(what);
-    return fail(ErrorCode::Config, std::move(msg));
+    return config::field_error(where(f), what);
   }
   std::unexpected<Error> expected(const Field& f, std::string_view what) const {
     return err(f, std::string("expected ") + std::string(what) + ", got " +
                       detail::describe_yaml(f.value));
+  }
+
+  // The node as the field reader sees it (config_fields.hpp).
+  static config::FieldValue value_of(const YAML::Node& node) {
+    config::FieldValue v;
+    if (node.IsScalar()) {
+      v.json = detail::yaml_scalar_to_json(node);
+      v.text = node.Scalar();
+      // Plain digits too many for 64 bits stay a string in plugin options (yaml_to_json.hpp);
+      // here they are a number out of range, as they were written.
+      const std::string& s = node.Scalar();
+      if (node.Tag() == "?" && v.json.is_string() && !s.empty() &&
+          s.find_first_not_of("0123456789") == std::string::npos)
+        v.json = std::strtod(s.c_str(), nullptr);
+    } else if (node.IsSequence()) {
+      v.json = Json::array();
+    } else if (node.IsMap()) {
+      v.json = Json::object();
+    }
+    v.got = detail::describe_yaml(node);
+    return v;
   }
 
   // ---- structure ----------------------------------------------------------------------
@@ -152,9 +168,9 @@ class ConfigReader {
     return Field{value, std::move(path), mark};
   }
 
-  // Walks a mapping, rejecting duplicate keys and keys not in `known`.
+  // Walks a mapping, rejecting duplicate keys and keys not in `section`.
   Result<void> each_key(
-      const Field& map, std::initializer_list<std::string_view> known,
+      const Field& map, const config::Section& section,
       const std::function<Result<void>(const std::string&, const Field&)>& visit) const {
     if (map.value.IsNull()) return {};
     if (!map.value.IsMap()) return expected(map, "a mapping");
@@ -164,14 +180,8 @@ class ConfigReader {
       if (!key.IsScalar()) return expected(Field{key, map.path, key.Mark()}, "a key name");
       const std::string name = key.Scalar();
       Field child = field_for(key, it->second, child_path(map.path, name));
-      bool is_known = false;
-      for (auto k : known) is_known = is_known || k == name;
-      if (!is_known) {
-        std::string list;
-        for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-        return err(Field{key, child.path, key.Mark()},
-                   "unknown key (expected one of: " + list + ")");
-      }
+      KERNEX_RETURN_IF_ERROR(
+          config::known_key(section, name, where(Field{key, child.path, key.Mark()})));
       if (!seen.insert(name).second)
         return err(Field{key, child.path, key.Mark()}, "duplicate key");
       if (auto r = visit(name, child); !r) return r;
@@ -196,8 +206,7 @@ class ConfigReader {
 
   Result<std::optional<std::string>> string_value(const Field& f) const {
     if (f.value.IsNull()) return std::nullopt;
-    if (!f.value.IsScalar()) return expected(f, "a string");
-    return f.value.Scalar();
+    return config::read_string(value_of(f.value), where(f));
   }
 
   Result<std::optional<fs::path>> path_value(const Field& f) const {
@@ -212,51 +221,30 @@ class ConfigReader {
     return p.lexically_normal();
   }
 
-  Result<std::optional<std::uint64_t>> uint_value(const Field& f, std::uint64_t max) const {
+  Result<std::optional<std::uint64_t>> uint_value(const Field& f, const config::Field& spec) const {
     if (f.value.IsNull()) return std::nullopt;
-    const std::string what = "a non-negative integer";
-    if (!f.value.IsScalar() || f.value.Tag() != "?") return expected(f, what);
-    const std::string& s = f.value.Scalar();
-    std::uint64_t v = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (s.empty() || end != s.data() + s.size()) return expected(f, what);
-    if (ec != std::errc() || v > max)
-      return expected(f, what + " no larger than " + std::to_string(max));
-    return v;
+    return config::read_integer(spec, value_of(f.value), where(f));
   }
 
   Result<std::optional<bool>> bool_value(const Field& f) const {
     if (f.value.IsNull()) return std::nullopt;
-    Json j = f.value.IsScalar() ? detail::yaml_scalar_to_json(f.value) : Json();
-    if (!j.is_boolean()) return expected(f, "true or false");
-    return j.get<bool>();
+    return config::read_bool(value_of(f.value), where(f));
   }
 
-  // One of `names` (a null keeps `out`); anything else is an error listing them ("a or b").
-  template <class E>
-  Result<void> enum_value(const Field& f,
-                          std::initializer_list<std::pair<std::string_view, E>> names,
+  // One of the field's choices, as the enum value at the same index of `values` (a null keeps
+  // `out`).
+  template <class E, std::size_t N>
+  Result<void> enum_value(const Field& f, const config::Field& spec, const std::array<E, N>& values,
                           E& out) const {
-    KERNEX_ASSIGN_OR_RETURN(auto v, string_value(f));
-    if (!v) return {};
-    std::string choices;
-    for (const auto& [name, value] : names) {
-      if (*v == name) {
-        out = value;
-        return {};
-      }
-      choices += (choices.empty() ? "" : " or ") + std::string(name);
-    }
-    return expected(f, choices);
+    if (f.value.IsNull()) return {};
+    KERNEX_ASSIGN_OR_RETURN(auto i, config::read_enum(spec, value_of(f.value), where(f)));
+    if (i && *i < N) out = values[*i];
+    return {};
   }
 
-  // A finite number in [min, max] (kernex/number.hpp words the range).
-  Result<std::optional<double>> number_value(const Field& f, double min, double max) const {
+  Result<std::optional<double>> number_value(const Field& f, const config::Field& spec) const {
     if (f.value.IsNull()) return std::nullopt;
-    Json j = f.value.IsScalar() ? detail::yaml_scalar_to_json(f.value) : Json();
-    if (!j.is_number()) return expected(f, number_range(min, max));
-    if (auto problem = number_problem(j, min, max)) return err(f, *problem);
-    return j.get<double>();
+    return config::read_number(spec, value_of(f.value), where(f));
   }
 
   // ---- lists --------------------------------------------------------------------------
@@ -309,7 +297,7 @@ class ConfigReader {
     if (!f.value.IsMap()) return expected(f, kExpected);
     PluginRef ref;
     bool named = false;
-    auto r = each_key(f, {"name", "options"},
+    auto r = each_key(f, detail::schema::kPluginRef,
                       [&](const std::string& key, const Field& sub) -> Result<void> {
                         if (key == "name") {
                           auto name = string_value(sub);
@@ -370,7 +358,7 @@ class ConfigReader {
   // ---- sections -----------------------------------------------------------------------
 
   Result<void> permissions(const Field& f, Config& out) const {
-    return each_key(f, {"file", "allow", "ask", "deny"},
+    return each_key(f, detail::schema::kPermissions,
                     [&](const std::string& key, const Field& sub) -> Result<void> {
                       if (key == "file") {
                         KERNEX_ASSIGN_OR_RETURN(auto p, path_value(sub));
@@ -384,51 +372,47 @@ class ConfigReader {
   }
 
   Result<void> workspace(const Field& f, Config& out) const {
-    return each_key(f, {"mode"}, [&](const std::string&, const Field& sub) {
-      return enum_value(sub, {{"overlay", WorkspaceMode::Overlay}, {"plain", WorkspaceMode::Plain}},
+    using detail::schema::kWorkspace;
+    return each_key(f, kWorkspace, [&](const std::string& key, const Field& sub) {
+      return enum_value(sub, *kWorkspace.find(key),
+                        std::array{WorkspaceMode::Overlay, WorkspaceMode::Plain},
                         out.workspace_mode);
     });
   }
 
   Result<void> limits(const Field& f, Limits& out) const {
-    constexpr auto u32 = std::numeric_limits<std::uint32_t>::max();
-    constexpr auto u64 = std::numeric_limits<std::uint64_t>::max();
-    return each_key(
-        f,
-        {"max_turns", "token_budget", "cost_budget_usd", "tool_call_budget", "max_context_messages",
-         "compaction", "conversation_idle_minutes", "max_depth"},
-        [&](const std::string& key, const Field& sub) -> Result<void> {
-          if (key == "cost_budget_usd") {
-            KERNEX_ASSIGN_OR_RETURN(auto v, number_value(sub, 0, kMaxCostBudgetUsd));
-            if (v) out.cost_budget_usd = *v;
-            return {};
-          }
-          if (key == "compaction") {
-            return enum_value(
-                sub,
-                {{"drop", CompactionStrategy::Drop}, {"summarize", CompactionStrategy::Summarize}},
-                out.compaction);
-          }
-          const bool wide = key == "token_budget" || key == "max_context_messages";
-          const std::uint64_t max =
-              key == "conversation_idle_minutes" ? kMaxIdleMinutes : (wide ? u64 : u32);
-          KERNEX_ASSIGN_OR_RETURN(auto v, uint_value(sub, max));
-          if (!v) return {};
-          const std::uint64_t n = *v;
-          if (key == "max_turns")
-            out.max_turns = static_cast<std::uint32_t>(n);
-          else if (key == "token_budget")
-            out.token_budget = n;
-          else if (key == "tool_call_budget")
-            out.tool_call_budget = static_cast<std::uint32_t>(n);
-          else if (key == "max_context_messages")
-            out.max_context_messages = static_cast<std::size_t>(n);
-          else if (key == "max_depth")
-            out.max_depth = static_cast<std::uint32_t>(n);
-          else
-            out.conversation_idle = std::chrono::minutes(static_cast<std::chrono::minutes::rep>(n));
-          return {};
-        });
+    using detail::schema::kLimits;
+    return each_key(f, kLimits, [&](const std::string& key, const Field& sub) -> Result<void> {
+      const config::Field& spec = *kLimits.find(key);
+      if (spec.type == config::FieldType::Number) {
+        KERNEX_ASSIGN_OR_RETURN(auto v, number_value(sub, spec));
+        if (v) out.cost_budget_usd = *v;
+        return {};
+      }
+      if (spec.type == config::FieldType::Enum)
+        return enum_value(sub, spec,
+                          std::array{CompactionStrategy::Drop, CompactionStrategy::Summarize},
+                          out.compaction);
+      KERNEX_ASSIGN_OR_RETURN(auto v, uint_value(sub, spec));
+      if (v) set_limit(key, *v, out);
+      return {};
+    });
+  }
+
+  // An integer limit, already in its field's range.
+  static void set_limit(const std::string& key, std::uint64_t n, Limits& out) {
+    if (key == "max_turns")
+      out.max_turns = static_cast<std::uint32_t>(n);
+    else if (key == "token_budget")
+      out.token_budget = n;
+    else if (key == "tool_call_budget")
+      out.tool_call_budget = static_cast<std::uint32_t>(n);
+    else if (key == "max_context_messages")
+      out.max_context_messages = static_cast<std::size_t>(n);
+    else if (key == "max_depth")
+      out.max_depth = static_cast<std::uint32_t>(n);
+    else
+      out.conversation_idle = std::chrono::minutes(static_cast<std::chrono::minutes::rep>(n));
   }
 
   std::string origin_;

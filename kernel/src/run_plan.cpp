@@ -17,15 +17,14 @@ Json merged_options(const Config& config, const std::string& name, const Json& o
   return options;
 }
 
-RunLimits root_limits(const Limits& config, const RunOptions& options) {
-  RunLimits limits;
+// The config's limits with the run's overrides: one Limits type from kernex.yaml to the loop.
+Limits root_limits(const Limits& config, const RunOptions& options) {
+  Limits limits = config;
   limits.max_turns = options.max_turns.value_or(config.max_turns);
   limits.max_depth = options.max_depth.value_or(config.max_depth);
-  limits.token_budget = options.token_budget ? options.token_budget : config.token_budget;
-  limits.cost_budget_usd =
-      options.cost_budget_usd ? options.cost_budget_usd : config.cost_budget_usd;
-  limits.tool_call_budget =
-      options.tool_call_budget ? options.tool_call_budget : config.tool_call_budget;
+  if (options.token_budget) limits.token_budget = options.token_budget;
+  if (options.cost_budget_usd) limits.cost_budget_usd = options.cost_budget_usd;
+  if (options.tool_call_budget) limits.tool_call_budget = options.tool_call_budget;
   return limits;
 }
 

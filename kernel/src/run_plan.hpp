@@ -10,7 +10,6 @@
 #include "kernex/memory.hpp"
 #include "kernex/message.hpp"
 #include "kernel_run_services.hpp"
-#include "run_limits.hpp"
 
 namespace kernex {
 
@@ -19,7 +18,7 @@ struct RunPlan {
   Json provider_options;  // the config's for that provider, the run's merged over them
   // One set of limits for the run: the loop reads them, and a root run's tree is opened with
   // them. A sub-run's budgets and depth are its tree's, so they cannot grow below the root.
-  RunLimits limits;
+  Limits limits;
   // Set for a sub-run (rlm_query): the services of the run that started it, whose tree it joins.
   KernelRunServices* parent = nullptr;
   // A root run reads and writes memory unless it was given its history (RunOptions::history).

@@ -12,21 +12,21 @@
 #include "approval_gate.hpp"
 #include "kernex/message.hpp"
 #include "kernex/trajectory.hpp"
-#include "run_limits.hpp"
+#include "kernex/config.hpp"
 
 namespace kernex {
 
 class RunTree {
  public:
   // `limits` are the root run's; their depth and budgets hold for the whole tree.
-  RunTree(RunLimits limits, std::shared_ptr<Trajectory> trajectory, std::string session,
+  RunTree(Limits limits, std::shared_ptr<Trajectory> trajectory, std::string session,
           Approver approver = {})
       : limits_(limits),
         trajectory_(std::move(trajectory)),
         session_(std::move(session)),
         approvals_(std::move(approver)) {}
 
-  const RunLimits& limits() const { return limits_; }
+  const Limits& limits() const { return limits_; }
   Trajectory* trajectory() const { return trajectory_.get(); }
   const std::shared_ptr<Trajectory>& trajectory_ptr() const { return trajectory_; }
   const std::string& session() const { return session_; }
@@ -44,7 +44,7 @@ class RunTree {
   ApprovalGate& approvals() { return approvals_; }
 
  private:
-  const RunLimits limits_;
+  const Limits limits_;
   const std::shared_ptr<Trajectory> trajectory_;
   const std::string session_;
   ApprovalGate approvals_;

@@ -10,6 +10,7 @@
 #include "kernex/files.hpp"
 #include "kernex/kernel_files.hpp"
 #include "kernex/sandbox/profile.hpp"
+#include "profile_schema.hpp"
 
 namespace kernex::sandbox {
 namespace {
@@ -22,13 +23,15 @@ class Reader {
     return fail(ErrorCode::Config, origin_ + ": " + key + ": " + what);
   }
 
+  // Every key of `map` is one of `section`'s (config_fields.hpp words the refusal).
   Result<void> check_keys(const YAML::Node& map, const std::string& where,
-                          const std::set<std::string>& known) const {
+                          const config::Section& section) const {
     for (const auto& kv : map) {
-      if (!kv.first.IsScalar()) return error(where, "keys must be strings");
+      if (!kv.first.IsScalar())
+        return error(where.empty() ? "(top level)" : where, "keys must be strings");
       const auto key = kv.first.Scalar();
-      if (!known.contains(key))
-        return error(where.empty() ? key : where + "." + key, "unknown key");
+      KERNEX_RETURN_IF_ERROR(
+          config::known_key(section, key, config::Where{origin_, 0, where}.child(key)));
     }
     return {};
   }
@@ -104,7 +107,7 @@ Result<void> parse_network(const Reader& r, const YAML::Node& n, NetworkPolicy& 
   if (!n.IsMap())
     return r.error(key,
                    "expected 'none' or a mapping {tcp_connect: [ports], unix: bool, listen: bool}");
-  if (auto c = r.check_keys(n, key, {"tcp_connect", "unix", "listen"}); !c) return c;
+  if (auto c = r.check_keys(n, key, schema::kNetwork); !c) return c;
   if (n["tcp_connect"]) {
     const auto& ports = n["tcp_connect"];
     if (!ports.IsSequence()) return r.error(key + ".tcp_connect", "expected a list of ports");
@@ -127,9 +130,7 @@ Result<void> parse_env(const Reader& r, const YAML::Node& n, EnvPolicy& out) {
   const std::string key = "env";
   if (!n.IsMap())
     return r.error(key, "expected a mapping {base, passthrough, set, locale, malloc_huge_pages}");
-  if (auto c = r.check_keys(n, key, {"base", "passthrough", "set", "locale", "malloc_huge_pages"});
-      !c)
-    return c;
+  if (auto c = r.check_keys(n, key, schema::kEnv); !c) return c;
   if (n["base"]) {
     KERNEX_ASSIGN_OR_RETURN(auto v, r.strings(n["base"], key + ".base"));
     out.base = v;
@@ -161,11 +162,7 @@ Result<void> parse_env(const Reader& r, const YAML::Node& n, EnvPolicy& out) {
 Result<void> parse_limits(const Reader& r, const YAML::Node& n, ResourceLimits& out) {
   const std::string key = "limits";
   if (!n.IsMap()) return r.error(key, "expected a mapping");
-  if (auto c = r.check_keys(
-          n, key, {"cpu_seconds", "address_space", "processes", "file_size", "open_files"});
-      !c) {
-    return c;
-  }
+  if (auto c = r.check_keys(n, key, schema::kLimits); !c) return c;
   const auto max = std::numeric_limits<std::uint64_t>::max() / 2;
   for (auto [name, slot] : {std::pair{"cpu_seconds", &out.cpu_seconds},
                             {"address_space", &out.address_space_bytes},
@@ -255,11 +252,11 @@ Result<SandboxProfile> parse_root(const Reader& r, YAML::Node root) {
          return {};
        }},
   };
+  if (auto c = r.check_keys(root, "", schema::kProfile); !c) return std::unexpected(c.error());
   for (const auto& kv : root) {
-    if (!kv.first.IsScalar()) return r.error("(top level)", "keys must be strings");
     const auto key = kv.first.Scalar();
     auto it = handlers.find(key);
-    if (it == handlers.end()) return r.error(key, "unknown key");
+    if (it == handlers.end()) return r.error(key, "unknown key");  // a key the table lacks
     KERNEX_RETURN_IF_ERROR(it->second(kv.second, key));
   }
   return p;

@@ -10,72 +10,73 @@
 #include <charconv>
 #include <initializer_list>
 
+#include "kernex/config_fields.hpp"
+#include "serve_schema.hpp"
+
 namespace kernex::server {
 namespace {
 
 namespace fs = std::filesystem;
+using config::FieldValue;
+using config::Section;
 
-std::unexpected<Error> bad(const std::string& path, const std::string& what) {
-  return fail(ErrorCode::Config,
-              (path.empty() ? std::string("serve") : "serve." + path) + ": " + what);
+// The section has no lines of its own (it arrives as JSON): errors name the key path.
+config::Where at(const std::string& path) {
+  return config::Where{"", 0, path.empty() ? std::string("serve") : "serve." + path};
 }
 
-Result<void> only_keys(const Json& object, const std::string& path,
-                       std::initializer_list<std::string_view> known) {
-  for (const auto& [key, value] : object.items()) {
-    bool ok = false;
-    for (auto k : known) ok = ok || k == key;
-    if (ok) continue;
-    std::string list;
-    for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-    return bad(path.empty() ? key : path + "." + key,
-               "unknown key (expected one of: " + list + ")");
-  }
+std::unexpected<Error> bad(const std::string& path, const std::string& what) {
+  return config::field_error(at(path), what);
+}
+
+std::string child(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
+// `v` must be a mapping (`shape` words it) whose keys are all in `section`.
+Result<void> table(const Json& v, const std::string& path, const Section& section,
+                   std::string_view shape) {
+  if (!v.is_object()) return bad(path, "expected " + std::string(shape));
+  for (const auto& [key, value] : v.items())
+    KERNEX_RETURN_IF_ERROR(config::known_key(section, key, at(child(path, key))));
   return {};
 }
 
-// YAML scalars arrive as signed integers (nlohmann's number_integer), so a non-negative signed
-// value counts as whole too.
-Result<std::uint64_t> unsigned_value(const Json& v, const std::string& path, std::uint64_t max) {
-  const bool whole =
-      v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
-  if (!whole || v.get<std::uint64_t>() > max) {
-    return bad(path,
-               "expected a whole number from 0 to " + std::to_string(max) + ", got " + v.dump());
-  }
-  return v.get<std::uint64_t>();
+// The typed reads of one field of `section`; null reads as unset.
+Result<std::optional<std::uint64_t>> integer(const Section& section, std::string_view key,
+                                             const Json& v, const std::string& path) {
+  return config::read_integer(*section.find(key), FieldValue::of(v), at(path));
 }
 
+// A string that must be there when its key is (null included).
 Result<std::string> string_value(const Json& v, const std::string& path) {
-  if (!v.is_string()) return bad(path, "expected a string, got " + v.dump());
-  return v.get<std::string>();
+  KERNEX_ASSIGN_OR_RETURN(auto s, config::read_string(FieldValue::of(v), at(path)));
+  if (!s) return bad(path, "expected a string, got null");
+  return std::move(*s);
 }
 
-Result<std::chrono::milliseconds> millis(const Json& v, const std::string& path) {
-  KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, path, 86'400'000));
-  if (n == 0) return bad(path, "must be positive");
-  return std::chrono::milliseconds(n);
+Result<std::optional<std::size_t>> choice(const Section& section, std::string_view key,
+                                          const Json& v, const std::string& path) {
+  return config::read_enum(*section.find(key), FieldValue::of(v), at(path));
 }
 
 Result<TenantLimitsConfig> limits_value(const Json& v, const std::string& path) {
-  if (!v.is_object())
-    return bad(path, "expected a mapping {concurrent_runs, tokens_per_day, cost_per_day_usd}");
-  if (auto r = only_keys(v, path, {"concurrent_runs", "tokens_per_day", "cost_per_day_usd"}); !r) {
-    return std::unexpected(r.error());
-  }
+  KERNEX_RETURN_IF_ERROR(table(v, path, schema::kTenantLimits,
+                               "a mapping {concurrent_runs, tokens_per_day, cost_per_day_usd}"));
+  using schema::kTenantLimits;
   TenantLimitsConfig out;
-  if (auto it = v.find("concurrent_runs"); it != v.end() && !it->is_null()) {
-    KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, path + ".concurrent_runs", 1'000'000));
-    out.concurrent_runs = static_cast<std::uint32_t>(n);
+  if (auto it = v.find("concurrent_runs"); it != v.end()) {
+    KERNEX_ASSIGN_OR_RETURN(auto n, integer(kTenantLimits, it.key(), *it, child(path, it.key())));
+    if (n) out.concurrent_runs = static_cast<std::uint32_t>(*n);
   }
-  if (auto it = v.find("tokens_per_day"); it != v.end() && !it->is_null()) {
-    KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, path + ".tokens_per_day", UINT64_MAX));
-    out.tokens_per_day = n;
+  if (auto it = v.find("tokens_per_day"); it != v.end()) {
+    KERNEX_ASSIGN_OR_RETURN(out.tokens_per_day,
+                            integer(kTenantLimits, it.key(), *it, child(path, it.key())));
   }
-  if (auto it = v.find("cost_per_day_usd"); it != v.end() && !it->is_null()) {
-    if (auto problem = number_problem(*it, 0, kMaxCostBudgetUsd))
-      return bad(path + ".cost_per_day_usd", *problem);
-    out.cost_per_day_usd = it->get<double>();
+  if (auto it = v.find("cost_per_day_usd"); it != v.end()) {
+    KERNEX_ASSIGN_OR_RETURN(out.cost_per_day_usd,
+                            config::read_number(*kTenantLimits.find(it.key()), FieldValue::of(*it),
+                                                at(child(path, it.key()))));
   }
   return out;
 }
@@ -103,14 +104,8 @@ Result<std::vector<std::string>> webhook_events(const Json& v, const std::string
   return out;
 }
 
-// One entry of serve.webhooks: {url, secret | secret_env, events, max_age_s?, backoff?,
-// timeout_ms?}.
-Result<WebhookEndpointConfig> webhook_value(const Json& v, const std::string& path) {
-  if (!v.is_object()) return bad(path, "expected a mapping {url, secret_env or secret, events}");
-  KERNEX_RETURN_IF_ERROR(only_keys(v, path,
-                                   {"url", "secret", "secret_env", "events", "max_age_s",
-                                    "backoff_base_ms", "backoff_cap_ms", "timeout_ms"}));
-  WebhookEndpointConfig out;
+// The url and the one secret of a webhook entry.
+Result<void> webhook_target(const Json& v, const std::string& path, WebhookEndpointConfig& out) {
   auto url = v.find("url");
   if (url == v.end()) return bad(path + ".url", "missing (an http:// or https:// URL)");
   KERNEX_ASSIGN_OR_RETURN(out.url, string_value(*url, path + ".url"));
@@ -122,24 +117,40 @@ Result<WebhookEndpointConfig> webhook_value(const Json& v, const std::string& pa
   KERNEX_ASSIGN_OR_RETURN(auto secret, string_value(v[key], path + "." + key));
   if (secret.empty()) return bad(path + "." + key, "must not be empty");
   (inline_secret ? out.secret : out.secret_env) = secret;
+  return {};
+}
+
+// One entry of serve.webhooks: {url, secret | secret_env, events, max_age_s?, backoff?,
+// timeout_ms?}.
+Result<WebhookEndpointConfig> webhook_value(const Json& v, const std::string& path) {
+  using schema::kWebhook;
+  KERNEX_RETURN_IF_ERROR(table(v, path, kWebhook, "a mapping {url, secret_env or secret, events}"));
+  WebhookEndpointConfig out;
+  KERNEX_RETURN_IF_ERROR(webhook_target(v, path, out));
   auto events = v.find("events");
   if (events == v.end()) return bad(path + ".events", "missing (the event types to send)");
   KERNEX_ASSIGN_OR_RETURN(out.events, webhook_events(*events, path + ".events"));
   if (auto it = v.find("max_age_s"); it != v.end()) {
-    KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, path + ".max_age_s", 86'400 * 30));
-    if (n == 0) return bad(path + ".max_age_s", "must be positive");
-    out.max_age = std::chrono::seconds(n);
+    KERNEX_ASSIGN_OR_RETURN(auto n, integer(kWebhook, it.key(), *it, path + ".max_age_s"));
+    if (n) out.max_age = std::chrono::seconds(*n);
   }
   for (auto [name, field] :
        {std::pair{"backoff_base_ms", &out.backoff_base},
         std::pair{"backoff_cap_ms", &out.backoff_cap}, std::pair{"timeout_ms", &out.timeout}}) {
     if (auto it = v.find(name); it != v.end()) {
-      KERNEX_ASSIGN_OR_RETURN(*field, millis(*it, path + "." + name));
+      KERNEX_ASSIGN_OR_RETURN(auto n, integer(kWebhook, name, *it, path + "." + name));
+      if (n) *field = std::chrono::milliseconds(*n);
     }
   }
   if (out.backoff_cap < out.backoff_base)
     return bad(path + ".backoff_cap_ms", "must be at least backoff_base_ms");
   return out;
+}
+
+bool env_name(const std::string& s) {
+  if (s.empty() || s.size() > 255 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '_'; });
 }
 
 struct Reader {
@@ -153,8 +164,7 @@ struct Reader {
   }
 
   Result<void> limits(const Json& v) {
-    if (!v.is_object()) return bad("limits", "expected a mapping {default, tenants}");
-    if (auto r = only_keys(v, "limits", {"default", "tenants"}); !r) return r;
+    KERNEX_RETURN_IF_ERROR(table(v, "limits", schema::kLimits, "a mapping {default, tenants}"));
     if (auto it = v.find("default"); it != v.end()) {
       KERNEX_ASSIGN_OR_RETURN(auto l, limits_value(*it, "limits.default"));
       out.default_limits = l;
@@ -177,8 +187,7 @@ struct Reader {
     for (const auto& [name, value] : v.items()) {
       const std::string path = "tenants." + name;
       if (!valid_tenant_name(name)) return bad(path, "not a tenant name ([A-Za-z0-9_.-]{1,64})");
-      if (!value.is_object()) return bad(path, "expected a mapping {workspace}");
-      if (auto r = only_keys(value, path, {"workspace"}); !r) return r;
+      KERNEX_RETURN_IF_ERROR(table(value, path, schema::kTenant, "a mapping {workspace}"));
       if (auto it = value.find("workspace"); it != value.end()) {
         KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, path + ".workspace"));
         out.tenant_workspaces[name] = path_of(s);
@@ -187,67 +196,57 @@ struct Reader {
     return {};
   }
 
+  static Result<AgentProfile> agent(const Json& value, const std::string& path) {
+    KERNEX_RETURN_IF_ERROR(
+        table(value, path, schema::kAgent, "a mapping {provider, model, system_prompt, skills}"));
+    AgentProfile agent;
+    for (auto [key, field] :
+         {std::pair{"provider", &agent.provider}, std::pair{"model", &agent.model}}) {
+      if (auto it = value.find(key); it != value.end()) {
+        KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, path + "." + key));
+        *field = s;
+      }
+    }
+    if (auto it = value.find("system_prompt"); it != value.end()) {
+      KERNEX_ASSIGN_OR_RETURN(agent.system_prompt, string_value(*it, path + ".system_prompt"));
+    }
+    if (auto it = value.find("skills"); it != value.end()) {
+      if (!it->is_array()) return bad(path + ".skills", "expected a list of skill names");
+      for (const auto& s : *it) {
+        if (!s.is_string()) return bad(path + ".skills", "expected a list of skill names");
+        agent.skills.push_back(s.get<std::string>());
+      }
+    }
+    return agent;
+  }
+
   Result<void> agents(const Json& v) {
     if (!v.is_object())
       return bad("agents",
                  "expected a mapping of model names to {provider, model, system_prompt, skills}");
     for (const auto& [name, value] : v.items()) {
-      const std::string path = "agents." + name;
-      if (!value.is_object())
-        return bad(path, "expected a mapping {provider, model, system_prompt, skills}");
-      if (auto r = only_keys(value, path, {"provider", "model", "system_prompt", "skills"}); !r)
-        return r;
-      AgentProfile agent;
-      for (auto [key, field] :
-           {std::pair{"provider", &agent.provider}, std::pair{"model", &agent.model}}) {
-        if (auto it = value.find(key); it != value.end()) {
-          KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, path + "." + key));
-          *field = s;
-        }
-      }
-      if (auto it = value.find("system_prompt"); it != value.end()) {
-        KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, path + ".system_prompt"));
-        agent.system_prompt = s;
-      }
-      if (auto it = value.find("skills"); it != value.end()) {
-        if (!it->is_array()) return bad(path + ".skills", "expected a list of skill names");
-        for (const auto& s : *it) {
-          if (!s.is_string()) return bad(path + ".skills", "expected a list of skill names");
-          agent.skills.push_back(s.get<std::string>());
-        }
-      }
-      out.agents[name] = std::move(agent);
+      KERNEX_ASSIGN_OR_RETURN(out.agents[name], agent(value, "agents." + name));
     }
     return {};
   }
 
   Result<void> cluster(const Json& v) {
-    if (!v.is_object())
-      return bad("cluster",
-                 "expected a mapping {lease_s, on_lost, max_attempts, max_runs, pool_size}");
-    if (auto r = only_keys(v, "cluster",
-                           {"lease_s", "on_lost", "max_attempts", "max_runs", "pool_size"});
-        !r)
-      return r;
+    using schema::kCluster;
+    KERNEX_RETURN_IF_ERROR(table(
+        v, "cluster", kCluster, "a mapping {lease_s, on_lost, max_attempts, max_runs, pool_size}"));
     for (const auto& [key, value] : v.items()) {
       const std::string path = "cluster." + key;
       if (key == "on_lost") {
-        const std::string s = value.is_string() ? value.get<std::string>() : "";
-        if (s != "retry" && s != "interrupt")
-          return bad(path, "expected retry or interrupt, got " + value.dump());
-        out.cluster.retry_lost = s == "retry";
+        KERNEX_ASSIGN_OR_RETURN(auto i, choice(kCluster, key, value, path));
+        if (i) out.cluster.retry_lost = *i == 0;
         continue;
       }
-      const std::uint64_t max = key == "lease_s"        ? 3600
-                                : key == "max_attempts" ? 100
-                                : key == "max_runs"     ? 100'000
-                                                        : 1000;
-      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(value, path, max));
-      if (n == 0) return bad(path, "must be positive");
-      if (key == "lease_s") out.cluster.lease = std::chrono::seconds(n);
-      if (key == "max_attempts") out.cluster.max_attempts = static_cast<unsigned>(n);
-      if (key == "max_runs") out.cluster.max_runs = n;
-      if (key == "pool_size") out.cluster.pool_size = n;
+      KERNEX_ASSIGN_OR_RETURN(auto n, integer(kCluster, key, value, path));
+      if (!n) continue;
+      if (key == "lease_s") out.cluster.lease = std::chrono::seconds(*n);
+      if (key == "max_attempts") out.cluster.max_attempts = static_cast<unsigned>(*n);
+      if (key == "max_runs") out.cluster.max_runs = *n;
+      if (key == "pool_size") out.cluster.pool_size = *n;
     }
     return {};
   }
@@ -266,56 +265,49 @@ struct Reader {
   }
 
   Result<void> approvals(const Json& v) {
-    if (!v.is_object()) return bad("approvals", "expected a mapping {timeout_s}");
-    KERNEX_RETURN_IF_ERROR(only_keys(v, "approvals", {"timeout_s", "park"}));
+    using schema::kApprovals;
+    KERNEX_RETURN_IF_ERROR(table(v, "approvals", kApprovals, "a mapping {timeout_s}"));
     if (auto it = v.find("park"); it != v.end()) {
-      if (!it->is_boolean()) return bad("approvals.park", "expected true or false");
-      out.park_approvals = it->get<bool>();
+      KERNEX_ASSIGN_OR_RETURN(auto b, config::read_bool(FieldValue::of(*it), at("approvals.park")));
+      if (b) out.park_approvals = *b;
     }
     if (auto it = v.find("timeout_s"); it != v.end()) {
-      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, "approvals.timeout_s", 86'400 * 30));
-      if (n == 0) return bad("approvals.timeout_s", "must be positive");
-      out.approval_timeout = std::chrono::seconds(n);
+      KERNEX_ASSIGN_OR_RETURN(auto n, integer(kApprovals, it.key(), *it, "approvals.timeout_s"));
+      if (n) out.approval_timeout = std::chrono::seconds(*n);
     }
     return {};
   }
 
   Result<void> stream(const Json& v) {
-    if (!v.is_object()) return bad("stream", "expected a mapping {buffer_bytes, slow_timeout_s}");
-    KERNEX_RETURN_IF_ERROR(only_keys(v, "stream", {"buffer_bytes", "slow_timeout_s"}));
+    using schema::kStream;
+    KERNEX_RETURN_IF_ERROR(table(v, "stream", kStream, "a mapping {buffer_bytes, slow_timeout_s}"));
     if (auto it = v.find("buffer_bytes"); it != v.end()) {
-      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, "stream.buffer_bytes", 64u << 20));
-      if (n < 4096) return bad("stream.buffer_bytes", "must be at least 4096");
-      out.stream.buffer_bytes = n;
+      KERNEX_ASSIGN_OR_RETURN(auto n, integer(kStream, it.key(), *it, "stream.buffer_bytes"));
+      if (n) out.stream.buffer_bytes = *n;
     }
     if (auto it = v.find("slow_timeout_s"); it != v.end()) {
-      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, "stream.slow_timeout_s", 3600));
-      if (n == 0) return bad("stream.slow_timeout_s", "must be positive");
-      out.stream.slow_timeout = std::chrono::seconds(n);
+      KERNEX_ASSIGN_OR_RETURN(auto n, integer(kStream, it.key(), *it, "stream.slow_timeout_s"));
+      if (n) out.stream.slow_timeout = std::chrono::seconds(*n);
     }
     return {};
   }
 
   Result<void> openai(const Json& v) {
-    if (!v.is_object()) return bad("openai", "expected a mapping {on_disconnect, parked_ttl_s}");
-    KERNEX_RETURN_IF_ERROR(only_keys(v, "openai", {"on_disconnect", "parked_ttl_s"}));
+    using schema::kOpenAi;
+    KERNEX_RETURN_IF_ERROR(table(v, "openai", kOpenAi, "a mapping {on_disconnect, parked_ttl_s}"));
     if (auto it = v.find("parked_ttl_s"); it != v.end()) {
-      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(*it, "openai.parked_ttl_s", 30 * 86'400));
-      if (n == 0) return bad("openai.parked_ttl_s", "must be positive");
-      out.openai.parked_ttl = std::chrono::seconds(n);
+      KERNEX_ASSIGN_OR_RETURN(auto n, integer(kOpenAi, it.key(), *it, "openai.parked_ttl_s"));
+      if (n) out.openai.parked_ttl = std::chrono::seconds(*n);
     }
     if (auto it = v.find("on_disconnect"); it != v.end()) {
-      KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, "openai.on_disconnect"));
-      if (s != "cancel" && s != "finish")
-        return bad("openai.on_disconnect", "expected cancel or finish, got '" + s + "'");
-      out.openai.cancel_on_disconnect = s == "cancel";
+      KERNEX_ASSIGN_OR_RETURN(auto i, choice(kOpenAi, it.key(), *it, "openai.on_disconnect"));
+      if (i) out.openai.cancel_on_disconnect = *i == 0;
     }
     return {};
   }
 
   Result<void> metrics(const Json& v) {
-    if (!v.is_object()) return bad("metrics", "expected a mapping {token_env, listen}");
-    KERNEX_RETURN_IF_ERROR(only_keys(v, "metrics", {"token_env", "listen"}));
+    KERNEX_RETURN_IF_ERROR(table(v, "metrics", schema::kMetrics, "a mapping {token_env, listen}"));
     if (auto it = v.find("token_env"); it != v.end()) {
       KERNEX_ASSIGN_OR_RETURN(auto s, string_value(*it, "metrics.token_env"));
       if (!env_name(s))
@@ -334,96 +326,72 @@ struct Reader {
     return {};
   }
 
-  static bool env_name(const std::string& s) {
-    if (s.empty() || s.size() > 255 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-    return std::all_of(s.begin(), s.end(),
-                       [](unsigned char c) { return std::isalnum(c) || c == '_'; });
-  }
-
-  Result<void> key(const std::string& key, const Json& v) {
-    if (key == "listen") {
-      KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
-      auto hp = parse_listen(s);
-      if (!hp) return bad(key, hp.error().message);
-      out.host = hp->first;
-      out.port = hp->second;
-      return {};
-    }
-    if (key == "threads") {
-      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, 256));
-      out.threads = static_cast<unsigned>(n);
-      return {};
-    }
-    if (key == "run_threads") {
-      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, 100'000));
-      out.run_threads = static_cast<unsigned>(n);
-      return {};
-    }
-    if (key == "run_stack_kib") {
-      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, 65'536));
-      if (n < 128) return bad(key, "expected at least 128 (KiB), got " + std::to_string(n));
-      out.run_stack_kib = static_cast<std::size_t>(n);
-      return {};
-    }
-    if (key == "keys_file") {
-      KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
-      out.keys_file = path_of(s);
-      return {};
-    }
-    if (key == "if_busy") {
-      KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
-      auto p = parse_if_busy(s);
-      if (!p) return bad(key, "expected reject, enqueue or interrupt, got '" + s + "'");
-      out.if_busy = *p;
-      return {};
-    }
-    if (key == "max_body_bytes" || key == "max_header_bytes" || key == "max_connections") {
-      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, std::uint64_t{1} << 32));
-      if (n == 0) return bad(key, "must be positive");
-      (key == "max_body_bytes"     ? out.max_body_bytes
-       : key == "max_header_bytes" ? out.max_header_bytes
-                                   : out.max_connections) = n;
-      return {};
-    }
-    if (key == "header_timeout_ms" || key == "idle_timeout_ms" || key == "shutdown_grace_ms") {
-      KERNEX_ASSIGN_OR_RETURN(auto ms, millis(v, key));
-      (key == "header_timeout_ms" ? out.header_timeout
-       : key == "idle_timeout_ms" ? out.idle_timeout
-                                  : out.shutdown_grace) = ms;
-      return {};
-    }
-    if (key == "event_retention_s" || key == "heartbeat_s") {
-      KERNEX_ASSIGN_OR_RETURN(auto n, unsigned_value(v, key, 86'400 * 7));
-      if (n == 0) return bad(key, "must be positive");
-      (key == "event_retention_s" ? out.event_retention : out.heartbeat) = std::chrono::seconds(n);
-      return {};
-    }
-    if (key == "workspaces") {
-      KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
-      out.workspaces_root = path_of(s);
-      return {};
-    }
-    if (key == "cors_origins") {
-      if (!v.is_array())
-        return bad(key, "expected a list of origins (\"https://chat.example.com\" or \"*\")");
-      for (const auto& o : v) {
-        if (!o.is_string() || o.get<std::string>().empty())
-          return bad(key, "expected a list of origins");
-        out.cors_origins.push_back(o.get<std::string>());
-      }
-      return {};
-    }
-    if (key == "limits") return limits(v);
-    if (key == "tenants") return tenants(v);
-    if (key == "cluster") return cluster(v);
-    if (key == "webhooks") return webhooks(v);
-    if (key == "approvals") return approvals(v);
-    if (key == "stream") return stream(v);
-    if (key == "metrics") return metrics(v);
-    if (key == "openai") return openai(v);
-    return agents(v);
-  }
+  Result<void> scalar(const config::Field& field, const Json& v);
+  Result<void> key(const std::string& key, const Json& v);
 };
+
+// The top-level keys that hold one value (integers, strings, paths, the busy policy).
+Result<void> Reader::scalar(const config::Field& field, const Json& v) {
+  const std::string key(field.name);
+  if (field.type == config::FieldType::Integer) {
+    KERNEX_ASSIGN_OR_RETURN(auto read, config::read_integer(field, FieldValue::of(v), at(key)));
+    if (!read) return {};
+    const std::uint64_t n = *read;
+    if (key == "threads") out.threads = static_cast<unsigned>(n);
+    if (key == "run_threads") out.run_threads = static_cast<unsigned>(n);
+    if (key == "run_stack_kib") out.run_stack_kib = static_cast<std::size_t>(n);
+    if (key == "max_body_bytes") out.max_body_bytes = n;
+    if (key == "max_header_bytes") out.max_header_bytes = n;
+    if (key == "max_connections") out.max_connections = n;
+    if (key == "header_timeout_ms") out.header_timeout = std::chrono::milliseconds(n);
+    if (key == "idle_timeout_ms") out.idle_timeout = std::chrono::milliseconds(n);
+    if (key == "shutdown_grace_ms") out.shutdown_grace = std::chrono::milliseconds(n);
+    if (key == "event_retention_s") out.event_retention = std::chrono::seconds(n);
+    if (key == "heartbeat_s") out.heartbeat = std::chrono::seconds(n);
+    return {};
+  }
+  if (field.type == config::FieldType::Enum) {  // if_busy
+    KERNEX_ASSIGN_OR_RETURN(auto i, config::read_enum(field, FieldValue::of(v), at(key)));
+    if (i) out.if_busy = std::array{IfBusy::Reject, IfBusy::Enqueue, IfBusy::Interrupt}[*i];
+    return {};
+  }
+  KERNEX_ASSIGN_OR_RETURN(auto s, string_value(v, key));
+  if (key == "listen") {
+    auto hp = parse_listen(s);
+    if (!hp) return bad(key, hp.error().message);
+    out.host = hp->first;
+    out.port = hp->second;
+  } else {
+    if (s.empty()) return bad(key, "expected a path, got an empty string");
+    (key == "keys_file" ? out.keys_file : out.workspaces_root) = path_of(s);
+  }
+  return {};
+}
+
+Result<void> Reader::key(const std::string& key, const Json& v) {
+  const config::Field& field = *schema::kTop.find(key);
+  if (v.is_null()) return {};  // `key:` alone: the default stays
+  if (key == "cors_origins") {
+    if (!v.is_array())
+      return bad(key, "expected a list of origins (\"https://chat.example.com\" or \"*\")");
+    for (const auto& o : v) {
+      if (!o.is_string() || o.get<std::string>().empty())
+        return bad(key, "expected a list of origins");
+      out.cors_origins.push_back(o.get<std::string>());
+    }
+    return {};
+  }
+  if (key == "limits") return limits(v);
+  if (key == "tenants") return tenants(v);
+  if (key == "cluster") return cluster(v);
+  if (key == "webhooks") return webhooks(v);
+  if (key == "approvals") return approvals(v);
+  if (key == "stream") return stream(v);
+  if (key == "metrics") return metrics(v);
+  if (key == "openai") return openai(v);
+  if (key == "agents") return agents(v);
+  return scalar(field, v);
+}
 
 }  // namespace
 
@@ -471,36 +439,7 @@ Result<ServeConfig> ServeConfig::from(const Config& config) {
   if (auto it = config.sections.find("serve");
       it != config.sections.end() && !it->second.is_null()) {
     const Json& section = it->second;
-    if (!section.is_object()) return bad("", "expected a mapping of server settings");
-    if (auto r = only_keys(section, "",
-                           {"listen",
-                            "threads",
-                            "run_threads",
-                            "run_stack_kib",
-                            "keys_file",
-                            "if_busy",
-                            "max_body_bytes",
-                            "max_header_bytes",
-                            "max_connections",
-                            "header_timeout_ms",
-                            "idle_timeout_ms",
-                            "shutdown_grace_ms",
-                            "event_retention_s",
-                            "heartbeat_s",
-                            "workspaces",
-                            "cors_origins",
-                            "limits",
-                            "tenants",
-                            "agents",
-                            "cluster",
-                            "webhooks",
-                            "approvals",
-                            "stream",
-                            "metrics",
-                            "openai"});
-        !r) {
-      return std::unexpected(r.error());
-    }
+    KERNEX_RETURN_IF_ERROR(table(section, "", schema::kTop, "a mapping of server settings"));
     for (const auto& [key, value] : section.items()) {
       KERNEX_RETURN_IF_ERROR(reader.key(key, value));
     }

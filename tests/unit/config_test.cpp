@@ -20,6 +20,7 @@ using kernex::ErrorCode;
 using kernex::Json;
 using kernex::WorkspaceMode;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -587,4 +588,18 @@ TEST_F(ConfigTest, ChannelsAreNamedOnceWithOptions) {
               HasSubstr("channels[0].option: unknown key"));
   EXPECT_THAT(parse_error("channels: telegram\n"),
               HasSubstr("channels: expected a list of plugins"));
+}
+
+TEST_F(ConfigTest, UnknownKeysSuggestTheNearestOne) {
+  EXPECT_THAT(parse_error("limits:\n  max_tunrs: 4\n"), HasSubstr("did you mean `max_turns`?"));
+  EXPECT_THAT(parse_error("limts: {}\n"), HasSubstr("did you mean `limits`?"));
+  EXPECT_THAT(parse_error("zzzzzzzz: 1\n"), Not(HasSubstr("did you mean")));
+}
+
+TEST_F(ConfigTest, IntegersTooLongForSixtyFourBitsNameTheRange) {
+  EXPECT_THAT(parse_error("limits:\n  token_budget: 99999999999999999999999\n"),
+              HasSubstr("limits.token_budget: expected a non-negative integer no larger than "
+                        "18446744073709551615"));
+  EXPECT_THAT(parse_error("limits:\n  max_turns: \"10\"\n"),
+              HasSubstr("limits.max_turns: expected a non-negative integer"));
 }

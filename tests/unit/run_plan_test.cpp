@@ -81,11 +81,11 @@ TEST(RunPlan, MemoryIsTheRootRunsUnlessItWasGivenItsHistory) {
 
 TEST(RunPlan, ASubRunKeepsItsTreesBudgetsAndDepthWithItsOwnTurns) {
   const Config config = config_with_limits();
-  const RunLimits root{.max_turns = 40,
-                       .max_depth = 1,
-                       .token_budget = 50,
-                       .cost_budget_usd = std::nullopt,
-                       .tool_call_budget = 2};
+  const Limits root{.max_turns = 40,
+                    .token_budget = 50,
+                    .cost_budget_usd = std::nullopt,
+                    .tool_call_budget = 2,
+                    .max_depth = 1};
   KernelRunServices::Setup setup;
   setup.tree = std::make_shared<RunTree>(root, nullptr, "session");
   auto parent = std::make_shared<KernelRunServices>(std::move(setup));

@@ -146,6 +146,19 @@ TEST(SandboxProfileYaml, ErrorsNameTheKey) {
   }
 }
 
+TEST(SandboxProfileYaml, UnknownKeysSuggestTheNearestOne) {
+  auto top = SandboxProfile::from_yaml("read_onyl: [/usr]\n", "t.yaml");
+  ASSERT_FALSE(top.has_value());
+  EXPECT_NE(top.error().message.find("t.yaml: read_onyl: unknown key (expected one of: enforce,"),
+            std::string::npos)
+      << top.error().message;
+  EXPECT_NE(top.error().message.find("did you mean `read_only`?"), std::string::npos);
+  auto nested = SandboxProfile::from_yaml("limits: {cpu_second: 1}\n", "t.yaml");
+  ASSERT_FALSE(nested.has_value());
+  EXPECT_NE(nested.error().message.find("limits.cpu_second: unknown key"), std::string::npos);
+  EXPECT_NE(nested.error().message.find("did you mean `cpu_seconds`?"), std::string::npos);
+}
+
 TEST(SandboxProfileYaml, MissingFileIsAnError) {
   auto p = SandboxProfile::load_yaml_file("/nonexistent/profile.yaml");
   ASSERT_FALSE(p.has_value());
