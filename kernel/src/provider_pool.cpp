@@ -103,8 +103,9 @@ struct ProviderPool::Impl {
   }
 
   // With the lock held: the least recently used keys go until at most max_keys remain, never
-  // `keep` (the key being leased). Their idle instances are moved to `doomed`.
-  void evict_over_cap(const std::string& keep, std::vector<std::shared_ptr<Provider>>& doomed) {
+  // `keep` (the key being leased). Their idle instances and the keys themselves (a template) are
+  // moved to `doomed`, to be destroyed once the lock is released.
+  void evict_over_cap(const std::string& keep, std::vector<std::shared_ptr<void>>& doomed) {
     while (buckets.size() > limits.max_keys) {
       auto victim = buckets.end();
       for (auto it = buckets.begin(); it != buckets.end(); ++it) {
@@ -118,6 +119,7 @@ struct ProviderPool::Impl {
       dropped += gone.idle.size();
       for (auto& instance : gone.idle) doomed.push_back(std::move(instance));
       gone.idle.clear();
+      doomed.push_back(std::move(victim->second));
       buckets.erase(victim);
       ++evicted;
     }
@@ -173,7 +175,7 @@ Result<std::shared_ptr<Provider>> ProviderPool::lease(const std::string& name,
   const std::string key = key_of(name, options);
   std::shared_ptr<Bucket> bucket;
   std::shared_ptr<Provider> instance;
-  std::vector<std::shared_ptr<Provider>> doomed;  // destroyed after the lock is released
+  std::vector<std::shared_ptr<void>> doomed;  // destroyed after the lock is released
   {
     std::lock_guard lock(p.mutex);
     auto [it, fresh] = p.buckets.try_emplace(key);
