@@ -11,6 +11,7 @@
 #include "context_builder.hpp"
 #include "hook_chain.hpp"
 #include "kernel_run_services.hpp"
+#include "provider_pool.hpp"
 #include "kernex/log.hpp"
 #include "random_bits.hpp"
 #include "recorded_result.hpp"
@@ -75,53 +76,6 @@ std::string random_id() {
   return buf;
 }
 
-// The instances of one provider name and options. A run takes one for its whole duration and
-// gives it back when its last reference goes, so concurrent runs never share an instance:
-// plugins need not be thread-safe, and an HTTP provider's client serialises its calls. Twins
-// come from the first instance's concurrent_instance() (a replay script is shared), else from
-// the plugin's factory.
-class ProviderPool final : public std::enable_shared_from_this<ProviderPool> {
- public:
-  using Factory = std::function<Result<std::shared_ptr<Provider>>()>;
-  explicit ProviderPool(Factory factory) : factory_(std::move(factory)) {}
-
-  // A new instance is made outside the lock: a burst of runs (a server's) creates its
-  // instances in parallel instead of queueing behind one another's plugin factory.
-  Result<std::shared_ptr<Provider>> take() {
-    std::unique_lock lock(mutex_);
-    std::shared_ptr<Provider> instance;
-    std::shared_ptr<Provider> first = first_;
-    if (!idle_.empty()) {
-      instance = std::move(idle_.back());
-      idle_.pop_back();
-    }
-    lock.unlock();
-    if (!instance && first) instance = first->concurrent_instance();
-    if (!instance) {
-      auto made = factory_();
-      if (!made) return made;
-      instance = *made;
-      lock.lock();
-      if (!first_) first_ = instance;
-      lock.unlock();
-    }
-    Provider* raw = instance.get();
-    return std::shared_ptr<Provider>(
-        raw, [pool = shared_from_this(), instance](Provider*) { pool->give_back(instance); });
-  }
-
- private:
-  void give_back(std::shared_ptr<Provider> instance) {
-    std::lock_guard lock(mutex_);
-    idle_.push_back(std::move(instance));
-  }
-
-  Factory factory_;
-  std::mutex mutex_;
-  std::shared_ptr<Provider> first_;
-  std::vector<std::shared_ptr<Provider>> idle_;
-};
-
 }  // namespace
 
 // What hosts may add to a kernel in code (add_hook, ...). Runs take a copy when they start, so
@@ -144,8 +98,10 @@ struct Kernel::Impl {
   mutable std::mutex parts_mutex;
   HostParts parts;
 
-  std::mutex providers_mutex;
-  std::map<std::string, std::shared_ptr<ProviderPool>> providers;  // by name + options
+  // Instances leased to runs and their sub-queries (provider_pool.hpp), by name and options.
+  ProviderPool providers{[this](const std::string& name, const Json& options) {
+    return host.create_provider(name, options);
+  }};
 
   HostParts snapshot() const {
     std::lock_guard lock(parts_mutex);
@@ -153,16 +109,7 @@ struct Kernel::Impl {
   }
 
   Result<std::shared_ptr<Provider>> provider_for(const std::string& name, const Json& options) {
-    std::shared_ptr<ProviderPool> pool;
-    {
-      std::lock_guard lock(providers_mutex);
-      auto& slot = providers[name + '\n' + options.dump()];
-      if (!slot)
-        slot = std::make_shared<ProviderPool>(
-            [this, name, options] { return host.create_provider(name, options); });
-      pool = slot;
-    }
-    return pool->take();
+    return providers.lease(name, options);
   }
 
   // The input guardrail: a blocked request is an error, a sanitized one runs with the new text.
@@ -278,10 +225,10 @@ struct Kernel::Impl {
     services.span = plan.parent != nullptr ? tree->child_span(plan.parent->span()) : "0";
     services.tree = std::move(tree);
     services.provider = provider;
-    services.more_providers = [this, name = plan.provider, provider_options = plan.provider_options,
-                               first = provider]() -> Result<std::shared_ptr<Provider>> {
-      if (auto twin = first->concurrent_instance()) return twin;
-      return host.create_provider(name, provider_options);
+    // Batched sub-queries lease instances of their own, as runs do.
+    services.more_providers = [this, name = plan.provider,
+                               provider_options = plan.provider_options] {
+      return provider_for(name, provider_options);
     };
     services.model = model;
     services.pricing = &pricing;
@@ -643,6 +590,8 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   services->bind_tools(Impl::code_tool_access(deps, router_in_use, context));
   auto run = Impl::loop(context, deps, plan, options, parts, conversation_id);
   services->unbind_tools();
+  // A run that failed or was cancelled may have left its instance mid-request: not reused.
+  if (!run || run->outcome == Outcome::Cancelled) ProviderPool::discard(*provider);
   if (run) run->result = services->submitted();
   if (run && tree->trajectory() != nullptr) run->run_id = tree->trajectory()->run_id();
   k.record_end(*tree, *services, request, run, started);
