@@ -4,24 +4,18 @@
 #include "fake_llm.hpp"
 
 #include <atomic>
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <cstdio>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 
+#include "beast_names.hpp"
 #include "kernex/json.hpp"
 #include "loopback_listen.hpp"
 
 namespace kernex::bench {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using kernex::Json;
 

@@ -20,10 +20,12 @@
 #include "kernex/plugin_host.hpp"
 
 #include "bench_util.hpp"
+#include "conversation_data.hpp"
 
 namespace {
 
 using kernex::bench::median;
+using kernex::bench::user_text;
 [[noreturn]] void die(const std::string& what) { kernex::bench::die("memory", what); }
 
 using Clock = std::chrono::steady_clock;
@@ -56,9 +58,134 @@ void drain(sqlite3_stmt* s, int columns) {
   if (bytes == 0) die("a bare query returned nothing");
 }
 
-std::string user_text(int i) {
-  return "question " + std::to_string(i) + " about topic" + std::to_string(i % 97) +
-         " and the weather in city" + std::to_string(i % 31) + ", please answer briefly";
+struct Figures {
+  std::vector<double> builds, fts, history;   // us
+  std::vector<double> store_rate, bare_rate;  // exchanges/s
+  std::size_t recall_hits = 0;                // prompt lines of the last build
+};
+
+// 10 000 messages in one conversation (returned), and the sender's facts.
+std::string seed(kernex::MemoryStore& store, const kernex::ConversationKey& key) {
+  auto conv = store.open_conversation(kernex::MemoryScope::local(), key, std::chrono::minutes(120));
+  if (!conv) die(conv.error().describe());
+  for (int i = 0; i < kMessages / 2; i += 50) {
+    if (auto r = store.append_messages(kernex::MemoryScope::local(), *conv,
+                                       kernex::bench::exchanges(i, 50));
+        !r)
+      die(r.error().describe());
+  }
+  (void)store.store_fact(kernex::MemoryScope::local(), "user-1", "name", "Bench");
+  (void)store.store_fact(kernex::MemoryScope::local(), "user-1", "timezone", "UTC");
+  return *conv;
+}
+
+// 1. Context build, after 20 unmeasured ones.
+void context_builds(kernex::MemoryStore& store, const kernex::ConversationKey& key, Figures& f) {
+  kernex::Limits limits;
+  limits.max_context_messages = 50;
+  kernex::ContextInputs in;
+  in.store = &store;
+  in.key = key;
+  in.system_prompt = "You are a benchmark.";
+  in.limits = &limits;
+  const auto request = kernex::Request::from_text("user-1", "what about the weather in city7");
+  for (int i = 0; i < kBuilds + 20; ++i) {
+    kernex::Result<kernex::BuiltContext> built;
+    const double us = time_us([&] { built = kernex::build_context(in, request); });
+    if (!built) die(built.error().describe());
+    if (built->context.history.size() != 50) die("history window is not 50");
+    if (i >= 20) f.builds.push_back(us);
+    f.recall_hits = static_cast<std::size_t>(
+        std::count(built->context.system_prompt.begin(), built->context.system_prompt.end(), '\n'));
+  }
+}
+
+// Its baseline: the two queries a build needs, bare on the same file.
+void bare_queries(sqlite3* raw, const std::string& conv, Figures& f) {
+  sqlite3_stmt* q_fts =
+      prepare(raw,
+              "SELECT m.seq, m.content, m.created_at FROM messages_fts f JOIN messages m "
+              "ON m.seq = f.rowid WHERE messages_fts MATCH ? ORDER BY f.rowid DESC LIMIT 5");
+  sqlite3_stmt* q_hist =
+      prepare(raw,
+              "SELECT role, content, tool_calls, tool_result, provider_state FROM messages "
+              "WHERE conversation_id = ? ORDER BY seq DESC LIMIT 50");
+  // What the store's query builder makes of the request: significant words, quoted, AND-ed
+  // (the store widens to OR only when fewer than 5 messages match every word), newest first.
+  const std::string phrase = "\"weather\" AND \"city7\"";
+  sqlite3_bind_text(q_fts, 1, phrase.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(q_hist, 1, conv.c_str(), -1, SQLITE_TRANSIENT);
+  for (int i = 0; i < kBuilds + 20; ++i) {
+    const double a = time_us([&] { drain(q_fts, 2); });
+    const double b = time_us([&] { drain(q_hist, 2); });
+    if (i >= 20) f.fts.push_back(a), f.history.push_back(b);
+  }
+  sqlite3_finalize(q_fts);
+  sqlite3_finalize(q_hist);
+}
+
+// One exchange as two INSERTs in a transaction of its own.
+void bare_exchange(sqlite3* raw, sqlite3_stmt* ins, const std::string& conv, int n) {
+  sqlite3_exec(raw, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+  const std::string u = user_text(n);
+  for (const auto& [role, text] :
+       {std::pair<const char*, const std::string*>{"user", &u}, {"assistant", nullptr}}) {
+    sqlite3_bind_text(ins, 1, conv.c_str(), -1, SQLITE_STATIC);
+    sqlite3_bind_text(ins, 2, role, -1, SQLITE_STATIC);
+    if (text) {
+      sqlite3_bind_text(ins, 3, text->c_str(), -1, SQLITE_STATIC);
+    } else {
+      sqlite3_bind_text(ins, 3, "saved answer", -1, SQLITE_STATIC);
+    }
+    if (sqlite3_step(ins) != SQLITE_DONE) die(sqlite3_errmsg(raw));
+    sqlite3_reset(ins);
+  }
+  if (sqlite3_exec(raw, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) die(sqlite3_errmsg(raw));
+}
+
+// 2. Save throughput: the store's append against a bare two-INSERT transaction, by rounds.
+void save_rates(kernex::MemoryStore& store, sqlite3* raw, Figures& f) {
+  auto save_conv = store.open_conversation(kernex::MemoryScope::local(), {"bench", "user-2", ""},
+                                           std::chrono::minutes(120));
+  if (!save_conv) die(save_conv.error().describe());
+  sqlite3_stmt* ins =
+      prepare(raw, "INSERT INTO messages (conversation_id, role, content) VALUES (?, ?, ?)");
+  int n = 0;
+  for (int round = 0; round < kSaveRounds; ++round) {
+    const double us_store = time_us([&] {
+      for (int i = 0; i < kSavesPerRound; ++i, ++n) {
+        auto r = store.append_messages(kernex::MemoryScope::local(), *save_conv,
+                                       {kernex::ContextEntry::user(user_text(n)),
+                                        kernex::ContextEntry::assistant("saved answer")});
+        if (!r) die(r.error().describe());
+      }
+    });
+    const double us_bare = time_us([&] {
+      for (int i = 0; i < kSavesPerRound; ++i, ++n) bare_exchange(raw, ins, *save_conv, n);
+    });
+    f.store_rate.push_back(kSavesPerRound / (us_store / 1e6));
+    f.bare_rate.push_back(kSavesPerRound / (us_bare / 1e6));
+  }
+  sqlite3_finalize(ins);
+}
+
+void print(const Figures& fig) {
+  const double build = median(fig.builds), f = median(fig.fts), h = median(fig.history);
+  const double sr = median(fig.store_rate), br = median(fig.bare_rate);
+  std::printf(
+      "memory bench: %d stored messages, history window 50, recall limit 5, synchronous=NORMAL "
+      "(WAL)\n",
+      kMessages);
+  std::printf("  context build (all ContextNeeds)  median %8.1f us   (%zu prompt lines)\n", build,
+              fig.recall_hits);
+  std::printf("  bare FTS5 recall query            median %8.1f us\n", f);
+  std::printf("  bare history SELECT (50 rows)     median %8.1f us\n", h);
+  std::printf(
+      "  ratio build / (fts + history)            %8.2f x   (target <= 3, build <= 1000 us)\n",
+      build / (f + h));
+  std::printf("  save exchange                     median %8.0f exchanges/s\n", sr);
+  std::printf("  bare INSERT loop (2 rows/txn)     median %8.0f exchanges/s\n", br);
+  std::printf("  ratio save / bare                        %8.2f     (target >= 0.50)\n", sr / br);
 }
 
 }  // namespace
@@ -78,132 +205,21 @@ int main(int argc, char** argv) {
   auto created = host.create_memory("sqlite", kernex::Json{{"path", db_path.string()}});
   if (!created) die(created.error().describe());
   auto store = *created;
-
-  // 10 000 messages in one conversation, with a closed earlier conversation for summaries.
   const kernex::ConversationKey key{"bench", "user-1", ""};
-  auto conv =
-      store->open_conversation(kernex::MemoryScope::local(), key, std::chrono::minutes(120));
-  if (!conv) die(conv.error().describe());
-  for (int i = 0; i < kMessages / 2; i += 50) {
-    std::vector<kernex::ContextEntry> batch;
-    for (int k = i; k < i + 50; ++k) {
-      batch.push_back(kernex::ContextEntry::user(user_text(k)));
-      batch.push_back(kernex::ContextEntry::assistant("answer " + std::to_string(k) +
-                                                      ": it depends on the season"));
-    }
-    if (auto r = store->append_messages(kernex::MemoryScope::local(), *conv, batch); !r)
-      die(r.error().describe());
-  }
-  (void)store->store_fact(kernex::MemoryScope::local(), "user-1", "name", "Bench");
-  (void)store->store_fact(kernex::MemoryScope::local(), "user-1", "timezone", "UTC");
-
-  // 1. Context build.
-  kernex::Limits limits;
-  limits.max_context_messages = 50;
-  kernex::ContextInputs in;
-  in.store = store.get();
-  in.key = key;
-  in.system_prompt = "You are a benchmark.";
-  in.limits = &limits;
-  const auto request = kernex::Request::from_text("user-1", "what about the weather in city7");
-  std::size_t recall_hits = 0;
-  std::vector<double> builds, fts, history;
-  for (int i = 0; i < kBuilds + 20; ++i) {
-    kernex::Result<kernex::BuiltContext> built;
-    const double us = time_us([&] { built = kernex::build_context(in, request); });
-    if (!built) die(built.error().describe());
-    if (built->context.history.size() != 50) die("history window is not 50");
-    if (i >= 20) builds.push_back(us);
-    recall_hits = static_cast<std::size_t>(
-        std::count(built->context.system_prompt.begin(), built->context.system_prompt.end(), '\n'));
-  }
+  const std::string conv = seed(*store, key);
+  Figures figures;
+  context_builds(*store, key, figures);
 
   sqlite3* raw = nullptr;
   if (sqlite3_open_v2(db_path.c_str(), &raw, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)
     die("open");
   sqlite3_exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", nullptr, nullptr,
                nullptr);
-  sqlite3_stmt* q_fts =
-      prepare(raw,
-              "SELECT m.seq, m.content, m.created_at FROM messages_fts f JOIN messages m "
-              "ON m.seq = f.rowid WHERE messages_fts MATCH ? ORDER BY f.rowid DESC LIMIT 5");
-  sqlite3_stmt* q_hist =
-      prepare(raw,
-              "SELECT role, content, tool_calls, tool_result, provider_state FROM messages "
-              "WHERE conversation_id = ? ORDER BY seq DESC LIMIT 50");
-  // What the store's query builder makes of the request: significant words, quoted, AND-ed
-  // (the store widens to OR only when fewer than 5 messages match every word), newest first.
-  const std::string phrase = "\"weather\" AND \"city7\"";
-  sqlite3_bind_text(q_fts, 1, phrase.c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(q_hist, 1, conv->c_str(), -1, SQLITE_TRANSIENT);
-  for (int i = 0; i < kBuilds + 20; ++i) {
-    const double a = time_us([&] { drain(q_fts, 2); });
-    const double b = time_us([&] { drain(q_hist, 2); });
-    if (i >= 20) fts.push_back(a), history.push_back(b);
-  }
-
-  // 2. Save throughput: the store's append against a bare two-INSERT transaction.
-  auto save_conv = store->open_conversation(kernex::MemoryScope::local(), {"bench", "user-2", ""},
-                                            std::chrono::minutes(120));
-  if (!save_conv) die(save_conv.error().describe());
-  sqlite3_stmt* ins =
-      prepare(raw, "INSERT INTO messages (conversation_id, role, content) VALUES (?, ?, ?)");
-  std::vector<double> store_rate, bare_rate;
-  int n = 0;
-  for (int round = 0; round < kSaveRounds; ++round) {
-    const double us_store = time_us([&] {
-      for (int i = 0; i < kSavesPerRound; ++i, ++n) {
-        auto r = store->append_messages(kernex::MemoryScope::local(), *save_conv,
-                                        {kernex::ContextEntry::user(user_text(n)),
-                                         kernex::ContextEntry::assistant("saved answer")});
-        if (!r) die(r.error().describe());
-      }
-    });
-    const double us_bare = time_us([&] {
-      for (int i = 0; i < kSavesPerRound; ++i, ++n) {
-        sqlite3_exec(raw, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-        const std::string u = user_text(n);
-        for (const auto& [role, text] :
-             {std::pair<const char*, const std::string*>{"user", &u}, {"assistant", nullptr}}) {
-          sqlite3_bind_text(ins, 1, save_conv->c_str(), -1, SQLITE_STATIC);
-          sqlite3_bind_text(ins, 2, role, -1, SQLITE_STATIC);
-          if (text) {
-            sqlite3_bind_text(ins, 3, text->c_str(), -1, SQLITE_STATIC);
-          } else {
-            sqlite3_bind_text(ins, 3, "saved answer", -1, SQLITE_STATIC);
-          }
-          if (sqlite3_step(ins) != SQLITE_DONE) die(sqlite3_errmsg(raw));
-          sqlite3_reset(ins);
-        }
-        if (sqlite3_exec(raw, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
-          die(sqlite3_errmsg(raw));
-      }
-    });
-    store_rate.push_back(kSavesPerRound / (us_store / 1e6));
-    bare_rate.push_back(kSavesPerRound / (us_bare / 1e6));
-  }
-  sqlite3_finalize(q_fts);
-  sqlite3_finalize(q_hist);
-  sqlite3_finalize(ins);
+  bare_queries(raw, conv, figures);
+  save_rates(*store, raw, figures);
   sqlite3_close(raw);
   store.reset();
   if (own_dir) fs::remove_all(dir);
-
-  const double build = median(builds), f = median(fts), h = median(history);
-  const double sr = median(store_rate), br = median(bare_rate);
-  std::printf(
-      "memory bench: %d stored messages, history window 50, recall limit 5, synchronous=NORMAL "
-      "(WAL)\n",
-      kMessages);
-  std::printf("  context build (all ContextNeeds)  median %8.1f us   (%zu prompt lines)\n", build,
-              recall_hits);
-  std::printf("  bare FTS5 recall query            median %8.1f us\n", f);
-  std::printf("  bare history SELECT (50 rows)     median %8.1f us\n", h);
-  std::printf(
-      "  ratio build / (fts + history)            %8.2f x   (target <= 3, build <= 1000 us)\n",
-      build / (f + h));
-  std::printf("  save exchange                     median %8.0f exchanges/s\n", sr);
-  std::printf("  bare INSERT loop (2 rows/txn)     median %8.0f exchanges/s\n", br);
-  std::printf("  ratio save / bare                        %8.2f     (target >= 0.50)\n", sr / br);
+  print(figures);
   return 0;
 }

@@ -40,6 +40,7 @@
 #include "kernex/rlm.hpp"
 
 #include "bench_util.hpp"
+#include "openai_replies.hpp"
 #include "repl_builtin_read.hpp"
 #include "repl_code_tools.hpp"
 
@@ -96,33 +97,8 @@ class EchoPython {
   int to_ = -1, from_ = -1;
 };
 
-kernex::test::FakeHttpServer::Reply openai_text(const std::string& text) {
-  Json body = {{"id", "chatcmpl-bench"},
-               {"object", "chat.completion"},
-               {"model", "gpt-4o-mini"},
-               {"choices",
-                {{{"index", 0},
-                  {"message", {{"role", "assistant"}, {"content", text}}},
-                  {"finish_reason", "stop"}}}},
-               {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 1}, {"total_tokens", 6}}}};
-  return kernex::test::FakeHttpServer::json(200, body.dump());
-}
-kernex::test::FakeHttpServer::Reply openai_tool_call(const std::string& name,
-                                                     const Json& arguments) {
-  Json call = {{"id", "call_1"},
-               {"type", "function"},
-               {"function", {{"name", name}, {"arguments", arguments.dump()}}}};
-  Json body = {
-      {"id", "chatcmpl-bench"},
-      {"object", "chat.completion"},
-      {"model", "gpt-4o-mini"},
-      {"choices",
-       {{{"index", 0},
-         {"message", {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}}},
-         {"finish_reason", "tool_calls"}}}},
-      {"usage", {{"prompt_tokens", 5}, {"completion_tokens", 1}, {"total_tokens", 6}}}};
-  return kernex::test::FakeHttpServer::json(200, body.dump());
-}
+using kernex::bench::openai_text;
+using kernex::bench::openai_tool_call;
 
 // Processes working in `dir` that wait in a pipe read: idle REPL workers, started and ready for a
 // request (a worker still starting reads no pipe yet).
@@ -158,6 +134,202 @@ int pin_to_one_cpu() {
   return last;
 }
 
+// What every measurement shares: the plugins, a workspace, and the repl toolbox called as a
+// run's session would call it.
+struct Bench {
+  explicit Bench(const fs::path& root_dir)
+      : root(root_dir),
+        ws(root_dir / "ws"),
+        host(kernex::PluginHost::discover({KERNEX_BENCH_PLUGIN_DIR})) {
+    fs::create_directories(ws);
+    auto made = host.create_toolbox("repl", Json{{"workspace", ws.string()}});
+    if (!made) die(made.error().describe());
+    repl = *made;
+    in_session("bench");
+  }
+  // The REPL keeps one worker per run session; the handles name it, as a kernel run's would.
+  void in_session(std::string session) {
+    run.services = std::make_shared<kernex::testing::SessionOnlyServices>(std::move(session));
+  }
+  kernex::ToolResult call(const std::string& name, Json args) {
+    auto r = repl->execute(context, run, kernex::ToolCall{"b", name, std::move(args)});
+    if (!r || r->is_error) die(name + ": " + (r ? r->content : r.error().describe()));
+    return *r;
+  }
+
+  fs::path root, ws;
+  kernex::PluginHost host;
+  std::shared_ptr<kernex::ToolExecutor> repl;
+  kernex::Context context;
+  kernex::RunHandles run;
+  // llm_query's: kept, as its workers, until the bench ends.
+  std::unique_ptr<kernex::test::FakeHttpServer> server;
+  std::unique_ptr<kernex::Kernel> kernel;
+};
+
+// eval_code vs a bare echo, interleaved; and eval_code of a source the worker has not seen.
+void eval_vs_echo(Bench& b, int iterations) {
+  b.call("eval_code", {{"code", "x = 0"}});  // starts the worker
+  EchoPython echo;
+  const std::string line = R"({"op":"eval","code":"x = 1"})"
+                           "\n";
+  for (int i = 0; i < 50; ++i) echo.round_trip(line);
+  std::vector<double> eval_us, fresh_us, echo_us;
+  for (int i = 0; i < iterations; ++i) {
+    auto t = Clock::now();
+    b.call("eval_code", {{"code", "x = 1"}});
+    eval_us.push_back(us_since(t));
+    t = Clock::now();
+    echo.round_trip(line);
+    echo_us.push_back(us_since(t));
+    // A source the worker has not seen: parsed and compiled afresh (no compile-cache hit).
+    const std::string fresh = "x = " + std::to_string(i + 2);
+    t = Clock::now();
+    b.call("eval_code", {{"code", fresh}});
+    fresh_us.push_back(us_since(t));
+  }
+  const double eval_m = median(eval_us), echo_m = median(echo_us), fresh_m = median(fresh_us);
+  std::printf(
+      "eval_code warm round trip   median %8.1f us   bare python3 pipe echo %8.1f us   ratio %.2f  "
+      "(%d runs)\n",
+      eval_m, echo_m, eval_m / echo_m, iterations);
+  std::printf(
+      "  same, new source each call median %8.1f us                                 ratio %.2f\n",
+      fresh_m, fresh_m / echo_m);
+}
+
+// The first eval_code of a new session: a warm worker from the pool vs one started for it.
+void first_eval(Bench& b, int iterations) {
+  const int sessions = std::max(10, iterations / 100);
+  const fs::path warm_ws = b.root / "warm", cold_ws = b.root / "cold";
+  fs::create_directories(warm_ws / "done");
+  fs::create_directories(cold_ws);
+  // Every session stays (no eviction inside a measured call).
+  auto make = [&](const fs::path& ws, int pool_size) {
+    auto box = b.host.create_toolbox(
+        "repl",
+        Json{{"workspace", ws.string()}, {"pool_size", pool_size}, {"max_sessions", sessions + 1}});
+    if (!box) die(box.error().describe());
+    return *box;
+  };
+  auto warm = make(warm_ws, 2), cold = make(cold_ws, 0);
+  // A host lists the tools before calling them: that is when the pool starts its workers.
+  kernex::Context offered;
+  offered.allowed_tools = std::vector<std::string>{"eval_code"};
+  if (!warm->list_tools(offered)) die("list_tools");
+  auto eval_in = [&](kernex::ToolExecutor& box, const std::string& code) {
+    auto t = Clock::now();
+    auto r = box.execute(b.context, b.run, kernex::ToolCall{"b", "eval_code", {{"code", code}}});
+    const double us = us_since(t);
+    if (!r || r->is_error) die("eval_code: " + (r ? r->content : r.error().describe()));
+    return us;
+  };
+  std::vector<double> warm_us, cold_us;
+  for (int i = 0; i < sessions; ++i) {
+    // Both pooled workers ready (and none starting), so the cold start below has the CPU alone.
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (workers_waiting_in(warm_ws) < 2) {
+      if (Clock::now() > deadline) die("the pool did not refill within 60 s");
+      std::this_thread::yield();
+    }
+    b.in_session("cold-" + std::to_string(i));
+    cold_us.push_back(eval_in(*cold, "x = 1"));
+    b.in_session("warm-" + std::to_string(i));
+    warm_us.push_back(eval_in(*warm, "x = 1"));
+    // The session's worker leaves the workspace, where only the pool's idle ones are counted.
+    eval_in(*warm, "import os\nos.chdir('done')");
+  }
+  const double warm_m = median(warm_us) / 1000, cold_m = median(cold_us) / 1000;
+  std::printf(
+      "first eval_code, new session median %8.2f ms   "
+      "pool_size 0 (python starts then) %8.2f ms   ratio %.3f  (%d sessions each)\n",
+      warm_m, cold_m, warm_m / cold_m, sessions);
+}
+
+// load_context of a 50 MB file, a fresh worker each time.
+void load_context(Bench& b) {
+  {
+    std::ofstream log(b.ws / "big.log");
+    std::string row;
+    for (long i = 0; log.tellp() < 50L * 1000 * 1000; ++i) {
+      row = "2026-11-25T10:00:00Z host" + std::to_string(i % 13) + " GET /api/v1/items/" +
+            std::to_string(i) + " status=" + (i % 997 == 0 ? "500" : "200") +
+            " took=" + std::to_string(i % 1000) + "ms\n";
+      log << row;
+    }
+  }
+  const auto size_mb = static_cast<double>(fs::file_size(b.ws / "big.log")) / 1e6;
+  std::vector<double> load_ms;
+  std::size_t shown = 0;
+  for (int i = 0; i < 5; ++i) {
+    b.in_session("load-" + std::to_string(i));  // a fresh worker each time: nothing cached
+    b.call("eval_code", {{"code", "x = 0"}});
+    auto t = Clock::now();
+    auto r = b.call("load_context", {{"name", "context"}, {"file", "big.log"}});
+    load_ms.push_back(us_since(t) / 1000);
+    shown = r.content.size();
+  }
+  std::printf(
+      "load_context %.1f MB file    median %8.1f ms   (5 runs, fresh worker each; the model sees "
+      "%zu bytes of metadata)\n",
+      size_mb, median(load_ms), shown);
+  fs::remove(b.ws / "big.log");
+}
+
+// The median llm_query as the code measured it, in a whole run through the kernel (the fake
+// model asks for the measuring code, then answers each ping).
+double llm_query_via_kernel(Bench& b, const Json& provider_options, int queries) {
+  const std::string code = "import time\nts = []\nfor i in range(" + std::to_string(queries) +
+                           "):\n    t = time.perf_counter()\n    llm_query('ping')\n"
+                           "    ts.append((time.perf_counter() - t) * 1e6)\nts.sort()\nresult = "
+                           "'%.1f' % ts[len(ts) // 2]";
+  b.server->set_responder([code](const kernex::test::FakeHttpServer::Recorded& req) {
+    Json body = Json::parse(req.body, nullptr, false);
+    const Json& messages = body["messages"];
+    const Json& last = messages.back();
+    if (last.value("role", "") == "tool") return openai_text("FINAL_VAR(result)");
+    if (last.value("content", Json("")) == "ping") return openai_text("pong");
+    return openai_tool_call("eval_code", Json{{"code", code}});
+  });
+  kernex::Config config;
+  config.provider = {"openai", provider_options};
+  config.toolboxes = std::vector<kernex::PluginRef>{{"repl", Json{{"workspace", b.ws.string()}}}};
+  config.data_dir = b.root / "data";
+  config.trajectories = false;
+  auto kernel = kernex::Kernel::create(std::move(config));
+  if (!kernel) die(kernel.error().describe());
+  b.kernel = std::move(*kernel);
+  auto answered = kernex::run_rlm(*b.kernel, "measure", kernex::RlmOptions{});
+  if (!answered) die(answered.error().describe());
+  return std::atof(answered->text.c_str());
+}
+
+// llm_query through the kernel vs the provider directly.
+void llm_query(Bench& b, int iterations) {
+  const int queries = std::max(20, iterations / 10);
+  b.server = std::make_unique<kernex::test::FakeHttpServer>();
+  ::setenv("KERNEX_BENCH_KEY", "sk-bench", 1);
+  const Json provider_options = {{"base_url", b.server->url("/v1")},
+                                 {"api_key_env", "KERNEX_BENCH_KEY"},
+                                 {"model", "gpt-4o-mini"}};
+  const double via_kernel = llm_query_via_kernel(b, provider_options, queries);
+  auto provider = b.host.create_provider("openai", provider_options);
+  if (!provider) die(provider.error().describe());
+  std::vector<double> direct_us;
+  for (int i = 0; i < queries; ++i) {
+    kernex::Context ping("ping");
+    auto t = Clock::now();
+    auto r = (*provider)->complete(ping, {}, nullptr);
+    direct_us.push_back(us_since(t));
+    if (!r) die(r.error().describe());
+  }
+  const double direct = median(direct_us);
+  std::printf(
+      "llm_query from code         median %8.1f us   provider.complete() directly %8.1f us   ratio "
+      "%.2f  (%d queries)\n",
+      via_kernel, direct, via_kernel / direct, queries);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,176 +355,12 @@ int main(int argc, char** argv) {
   }
   std::string tmpl = (fs::temp_directory_path() / "kernex-bench-repl-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) die("mkdtemp");
-  const fs::path root = tmpl, ws = root / "ws", data = root / "data";
-  fs::create_directories(ws);
-
-  auto host = kernex::PluginHost::discover({KERNEX_BENCH_PLUGIN_DIR});
-  auto made = host.create_toolbox("repl", Json{{"workspace", ws.string()}});
-  if (!made) die(made.error().describe());
-  auto repl = *made;
-  kernex::Context context;
-  // The REPL keeps one worker per run session; the handles name it, as a kernel run's would.
-  kernex::RunHandles run;
-  auto in_session = [&run](std::string session) {
-    run.services = std::make_shared<kernex::testing::SessionOnlyServices>(std::move(session));
-  };
-  in_session("bench");
-  auto call = [&](const std::string& name, Json args) {
-    auto r = repl->execute(context, run, kernex::ToolCall{"b", name, std::move(args)});
-    if (!r || r->is_error) die(name + ": " + (r ? r->content : r.error().describe()));
-    return *r;
-  };
-
-  // --- eval_code vs bare echo, interleaved ---
-  call("eval_code", {{"code", "x = 0"}});  // starts the worker
-  EchoPython echo;
-  const std::string line = R"({"op":"eval","code":"x = 1"})"
-                           "\n";
-  for (int i = 0; i < 50; ++i) echo.round_trip(line);
-  std::vector<double> eval_us, fresh_us, echo_us;
-  for (int i = 0; i < iterations; ++i) {
-    auto t = Clock::now();
-    call("eval_code", {{"code", "x = 1"}});
-    eval_us.push_back(us_since(t));
-    t = Clock::now();
-    echo.round_trip(line);
-    echo_us.push_back(us_since(t));
-    // A source the worker has not seen: parsed and compiled afresh (no compile-cache hit).
-    const std::string fresh = "x = " + std::to_string(i + 2);
-    t = Clock::now();
-    call("eval_code", {{"code", fresh}});
-    fresh_us.push_back(us_since(t));
-  }
-  const double eval_m = median(eval_us), echo_m = median(echo_us), fresh_m = median(fresh_us);
-  std::printf(
-      "eval_code warm round trip   median %8.1f us   bare python3 pipe echo %8.1f us   ratio %.2f  "
-      "(%d runs)\n",
-      eval_m, echo_m, eval_m / echo_m, iterations);
-  std::printf(
-      "  same, new source each call median %8.1f us                                 ratio %.2f\n",
-      fresh_m, fresh_m / echo_m);
-
-  // --- first eval_code of a new session: a warm worker from the pool vs one started for it ---
-  {
-    const int sessions = std::max(10, iterations / 100);
-    const fs::path warm_ws = root / "warm", cold_ws = root / "cold";
-    fs::create_directories(warm_ws / "done");
-    fs::create_directories(cold_ws);
-    // Every session stays (no eviction inside a measured call).
-    auto make = [&](const fs::path& ws, int pool_size) {
-      auto box = host.create_toolbox("repl", Json{{"workspace", ws.string()},
-                                                  {"pool_size", pool_size},
-                                                  {"max_sessions", sessions + 1}});
-      if (!box) die(box.error().describe());
-      return *box;
-    };
-    auto warm = make(warm_ws, 2), cold = make(cold_ws, 0);
-    // A host lists the tools before calling them: that is when the pool starts its workers.
-    kernex::Context offered;
-    offered.allowed_tools = std::vector<std::string>{"eval_code"};
-    if (!warm->list_tools(offered)) die("list_tools");
-    auto eval_in = [&](kernex::ToolExecutor& box, const std::string& code) {
-      auto t = Clock::now();
-      auto r = box.execute(context, run, kernex::ToolCall{"b", "eval_code", {{"code", code}}});
-      const double us = us_since(t);
-      if (!r || r->is_error) die("eval_code: " + (r ? r->content : r.error().describe()));
-      return us;
-    };
-    std::vector<double> warm_us, cold_us;
-    for (int i = 0; i < sessions; ++i) {
-      // Both pooled workers ready (and none starting), so the cold start below has the CPU alone.
-      const auto deadline = Clock::now() + std::chrono::seconds(60);
-      while (workers_waiting_in(warm_ws) < 2) {
-        if (Clock::now() > deadline) die("the pool did not refill within 60 s");
-        std::this_thread::yield();
-      }
-      in_session("cold-" + std::to_string(i));
-      cold_us.push_back(eval_in(*cold, "x = 1"));
-      in_session("warm-" + std::to_string(i));
-      warm_us.push_back(eval_in(*warm, "x = 1"));
-      // The session's worker leaves the workspace, where only the pool's idle ones are counted.
-      eval_in(*warm, "import os\nos.chdir('done')");
-    }
-    const double warm_m = median(warm_us) / 1000, cold_m = median(cold_us) / 1000;
-    std::printf(
-        "first eval_code, new session median %8.2f ms   "
-        "pool_size 0 (python starts then) %8.2f ms   ratio %.3f  (%d sessions each)\n",
-        warm_m, cold_m, warm_m / cold_m, sessions);
-  }
-
-  // --- load_context of a 50 MB file ---
-  {
-    std::ofstream log(ws / "big.log");
-    std::string row;
-    for (long i = 0; log.tellp() < 50L * 1000 * 1000; ++i) {
-      row = "2026-11-25T10:00:00Z host" + std::to_string(i % 13) + " GET /api/v1/items/" +
-            std::to_string(i) + " status=" + (i % 997 == 0 ? "500" : "200") +
-            " took=" + std::to_string(i % 1000) + "ms\n";
-      log << row;
-    }
-  }
-  const auto size_mb = static_cast<double>(fs::file_size(ws / "big.log")) / 1e6;
-  std::vector<double> load_ms;
-  std::size_t shown = 0;
-  for (int i = 0; i < 5; ++i) {
-    in_session("load-" + std::to_string(i));  // a fresh worker each time: nothing cached
-    call("eval_code", {{"code", "x = 0"}});
-    auto t = Clock::now();
-    auto r = call("load_context", {{"name", "context"}, {"file", "big.log"}});
-    load_ms.push_back(us_since(t) / 1000);
-    shown = r.content.size();
-  }
-  std::printf(
-      "load_context %.1f MB file    median %8.1f ms   (5 runs, fresh worker each; the model sees "
-      "%zu bytes of metadata)\n",
-      size_mb, median(load_ms), shown);
-  fs::remove(ws / "big.log");
-
-  // --- llm_query through the kernel vs the provider directly ---
-  const int queries = std::max(20, iterations / 10);
-  kernex::test::FakeHttpServer server;
-  const std::string code = "import time\nts = []\nfor i in range(" + std::to_string(queries) +
-                           "):\n    t = time.perf_counter()\n    llm_query('ping')\n"
-                           "    ts.append((time.perf_counter() - t) * 1e6)\nts.sort()\nresult = "
-                           "'%.1f' % ts[len(ts) // 2]";
-  server.set_responder([&](const kernex::test::FakeHttpServer::Recorded& req) {
-    Json body = Json::parse(req.body, nullptr, false);
-    const Json& messages = body["messages"];
-    const Json& last = messages.back();
-    if (last.value("role", "") == "tool") return openai_text("FINAL_VAR(result)");
-    if (last.value("content", Json("")) == "ping") return openai_text("pong");
-    return openai_tool_call("eval_code", Json{{"code", code}});
-  });
-  ::setenv("KERNEX_BENCH_KEY", "sk-bench", 1);
-  const Json provider_options = {{"base_url", server.url("/v1")},
-                                 {"api_key_env", "KERNEX_BENCH_KEY"},
-                                 {"model", "gpt-4o-mini"}};
-  kernex::Config config;
-  config.provider = {"openai", provider_options};
-  config.toolboxes = std::vector<kernex::PluginRef>{{"repl", Json{{"workspace", ws.string()}}}};
-  config.data_dir = data;
-  config.trajectories = false;
-  auto kernel = kernex::Kernel::create(std::move(config));
-  if (!kernel) die(kernel.error().describe());
-  auto answered = kernex::run_rlm(**kernel, "measure", kernex::RlmOptions{});
-  if (!answered) die(answered.error().describe());
-  const double via_kernel = std::atof(answered->text.c_str());
-
-  auto provider = host.create_provider("openai", provider_options);
-  if (!provider) die(provider.error().describe());
-  std::vector<double> direct_us;
-  for (int i = 0; i < queries; ++i) {
-    kernex::Context ping("ping");
-    auto t = Clock::now();
-    auto r = (*provider)->complete(ping, {}, nullptr);
-    direct_us.push_back(us_since(t));
-    if (!r) die(r.error().describe());
-  }
-  const double direct = median(direct_us);
-  std::printf(
-      "llm_query from code         median %8.1f us   provider.complete() directly %8.1f us   ratio "
-      "%.2f  (%d queries)\n",
-      via_kernel, direct, via_kernel / direct, queries);
+  const fs::path root = tmpl;
+  Bench b(root);
+  eval_vs_echo(b, iterations);
+  first_eval(b, iterations);
+  load_context(b);
+  llm_query(b, iterations);
   kernex::bench::builtin_read_benches(20);
   kernex::bench::code_tools_benches(std::max(20, iterations / 10));
   std::error_code ec;

@@ -3,20 +3,14 @@
 // buffer fills.
 #include "serve_load.hpp"
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <memory>
 #include <optional>
 
+#include "beast_names.hpp"
 #include "kernex/json.hpp"
 
 namespace kernex::bench {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 namespace {

@@ -31,6 +31,7 @@
 #include "text_rules.hpp"
 
 #include "bench_util.hpp"
+#include "conversation_data.hpp"
 #include "pg_bench_db.hpp"
 #include "store_bare.hpp"
 
@@ -38,6 +39,7 @@ namespace {
 
 using kernex::bench::Clock;
 using kernex::bench::median;
+using kernex::bench::user_text;
 [[noreturn]] void die(const std::string& what) { kernex::bench::die("store", what); }
 
 constexpr int kMessages = 10000;
@@ -51,11 +53,6 @@ const kernex::ConversationKey kKey{"bench", "user-1", ""};
 const kernex::ConversationKey kSaveKey{"bench", "user-2", ""};
 
 // ---- Data, the same for every store ----
-
-std::string user_text(int i) {
-  return "question " + std::to_string(i) + " about topic" + std::to_string(i % 97) +
-         " and the weather in city" + std::to_string(i % 31) + ", please answer briefly";
-}
 
 template <class T>
 T must(kernex::Result<T> r, const char* what) {
@@ -81,13 +78,8 @@ void seed(kernex::MemoryStore& store) {
       must(store.open_conversation(kernex::MemoryScope::local(), kKey, std::chrono::minutes(120)),
            "open_conversation");
   for (int i = 0; i < kMessages / 2; i += 50) {
-    std::vector<kernex::ContextEntry> batch;
-    for (int k = i; k < i + 50; ++k) {
-      batch.push_back(kernex::ContextEntry::user(user_text(k)));
-      batch.push_back(kernex::ContextEntry::assistant("answer " + std::to_string(k) +
-                                                      ": it depends on the season"));
-    }
-    must(store.append_messages(kernex::MemoryScope::local(), conv, batch), "append_messages");
+    must(store.append_messages(kernex::MemoryScope::local(), conv, kernex::bench::exchanges(i, 50)),
+         "append_messages");
   }
   must(store.store_fact(kernex::MemoryScope::local(), "user-1", "name", "Bench"), "store_fact");
   must(store.store_fact(kernex::MemoryScope::local(), "user-1", "timezone", "UTC"), "store_fact");
@@ -215,102 +207,83 @@ void row(const char* op, double plugin, double bare, double ratio, const char* t
               met ? "yes" : "NO");
 }
 
-}  // namespace
-
-int main() {
-  kernex::set_log_sink([](kernex::LogLevel, std::string_view) {});
-  const kernex::bench::PgBenchDb db("store", "store");
-  const std::string dsn = db.dsn();
-  const std::filesystem::path sqlite_dir =
-      std::filesystem::temp_directory_path() / ("kernex-bench-store-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(sqlite_dir);
-
-  kernex::PluginHost host = kernex::PluginHost::discover({KERNEX_BENCH_PLUGIN_DIR});
-  StoreSide pg, lite;
-  pg.store = must(host.create_memory("postgres", kernex::Json{{"dsn", dsn}}),
-                  "loading the postgres memory plugin");
-  lite.store = must(
-      host.create_memory("sqlite", kernex::Json{{"path", (sqlite_dir / "memory.db").string()}}),
-      "loading the sqlite memory plugin");
-  for (StoreSide* s : {&pg, &lite}) {
-    seed(*s->store);
-    prepare(*s);
-  }
-
-  // The request's words as both stores pick them (text_rules.cpp, shared with the SQLite store).
+// The request's words as both stores pick them (text_rules.cpp, shared with the SQLite store).
+std::vector<std::string> request_words() {
   std::vector<std::string> words;
-  {
-    const std::string quoted = kernex::sqlite::fts_query(turn_request().text, "\x1f");
-    for (std::size_t start = 0; start < quoted.size();) {
-      const std::size_t end = std::min(quoted.find('\x1f', start), quoted.size());
-      words.push_back(
-          quoted.substr(start + 1, end - start - 2));  // unquoted (these words hold no quote)
-      start = end + 1;
-    }
+  const std::string quoted = kernex::sqlite::fts_query(turn_request().text, "\x1f");
+  for (std::size_t start = 0; start < quoted.size();) {
+    const std::size_t end = std::min(quoted.find('\x1f', start), quoted.size());
+    words.push_back(
+        quoted.substr(start + 1, end - start - 2));  // unquoted (these words hold no quote)
+    start = end + 1;
   }
-  kernex::bench::BarePg bare(dsn, words.size());
-  kernex::bench::BareTurn turn;
-  turn.channel = kKey.channel;
-  turn.sender = kKey.sender_id;
-  turn.project = kKey.project;
-  turn.recall_words = words;
-  turn.lessons = 50;
+  return words;
+}
 
-  // Warm-up: the first build stores the compaction summary; caches and prepared plans fill.
-  for (int i = 0; i < 20; ++i) build_once(pg), build_once(lite), bare.context_build(turn);
-
+// Each round's median per operation (us).
+struct Samples {
   std::vector<double> pg_build, bare_build, pg_save, bare_save, pg_claim, bare_claim;
   std::vector<double> lite_build, lite_save, lite_claim, unprepared_build, unprepared_save;
-  for (int round = 0; round < kRounds; ++round) {
-    pg_build.push_back(timed(kBuildsPerRound, [&] { return build_once(pg); }));
-    bare_build.push_back(timed(kBuildsPerRound, [&] {
-      const auto t0 = Clock::now();
-      bare.context_build(turn);
-      return kernex::bench::us_since(t0);
-    }));
-    lite_build.push_back(timed(kBuildsPerRound, [&] { return build_once(lite); }));
-    bare.set_prepared(false);
-    unprepared_build.push_back(timed(kBuildsPerRound, [&] {
-      const auto t0 = Clock::now();
-      bare.context_build(turn);
-      return kernex::bench::us_since(t0);
-    }));
-    bare.set_prepared(true);
+};
 
-    pg_save.push_back(timed(kSavesPerRound, [&] { return save_once(pg); }));
-    bare_save.push_back(timed(kSavesPerRound, [&, n = 0]() mutable {
-      const auto t0 = Clock::now();
-      bare.save_exchange(pg.save_conv, "user-2", user_text(n++), "saved answer");
-      return kernex::bench::us_since(t0);
-    }));
-    lite_save.push_back(timed(kSavesPerRound, [&] { return save_once(lite); }));
-    bare.set_prepared(false);
-    unprepared_save.push_back(timed(kSavesPerRound, [&, n = 0]() mutable {
-      const auto t0 = Clock::now();
-      bare.save_exchange(pg.save_conv, "user-2", user_text(n++), "unprepared answer");
-      return kernex::bench::us_since(t0);
-    }));
-    bare.set_prepared(true);
+// The sides against each other, interleaved: the plugins and bare libpq, prepared and not.
+struct Sides {
+  StoreSide& pg;
+  StoreSide& lite;
+  kernex::bench::BarePg& bare;
+  const kernex::bench::BareTurn& turn;
+};
 
-    pg_claim.push_back(timed(kClaimsPerRound, [&] { return claim_once(pg); }));
-    bare_claim.push_back(timed(kClaimsPerRound, [&] {
-      const auto t0 = Clock::now();
-      if (!bare.claim_one("bench-bare", kLeaseS)) die("bare claim found no due task");
-      return kernex::bench::us_since(t0);
-    }));
-    lite_claim.push_back(timed(kClaimsPerRound, [&] { return claim_once(lite); }));
-    for (int i = 0; i < kClaimsPerRound / 4; ++i) {
-      if (!bare.claim_store_statement("bench-bare-store", kLeaseS))
-        die("the store's claim statement found no task");
-    }
+double bare_build_us(Sides& x) {
+  const auto t0 = Clock::now();
+  x.bare.context_build(x.turn);
+  return kernex::bench::us_since(t0);
+}
+
+void build_round(Sides& x, Samples& out) {
+  out.pg_build.push_back(timed(kBuildsPerRound, [&] { return build_once(x.pg); }));
+  out.bare_build.push_back(timed(kBuildsPerRound, [&] { return bare_build_us(x); }));
+  out.lite_build.push_back(timed(kBuildsPerRound, [&] { return build_once(x.lite); }));
+  x.bare.set_prepared(false);
+  out.unprepared_build.push_back(timed(kBuildsPerRound, [&] { return bare_build_us(x); }));
+  x.bare.set_prepared(true);
+}
+
+void save_round(Sides& x, Samples& out) {
+  out.pg_save.push_back(timed(kSavesPerRound, [&] { return save_once(x.pg); }));
+  out.bare_save.push_back(timed(kSavesPerRound, [&, n = 0]() mutable {
+    const auto t0 = Clock::now();
+    x.bare.save_exchange(x.pg.save_conv, "user-2", user_text(n++), "saved answer");
+    return kernex::bench::us_since(t0);
+  }));
+  out.lite_save.push_back(timed(kSavesPerRound, [&] { return save_once(x.lite); }));
+  x.bare.set_prepared(false);
+  out.unprepared_save.push_back(timed(kSavesPerRound, [&, n = 0]() mutable {
+    const auto t0 = Clock::now();
+    x.bare.save_exchange(x.pg.save_conv, "user-2", user_text(n++), "unprepared answer");
+    return kernex::bench::us_since(t0);
+  }));
+  x.bare.set_prepared(true);
+}
+
+void claim_round(Sides& x, Samples& out) {
+  out.pg_claim.push_back(timed(kClaimsPerRound, [&] { return claim_once(x.pg); }));
+  out.bare_claim.push_back(timed(kClaimsPerRound, [&] {
+    const auto t0 = Clock::now();
+    if (!x.bare.claim_one("bench-bare", kLeaseS)) die("bare claim found no due task");
+    return kernex::bench::us_since(t0);
+  }));
+  out.lite_claim.push_back(timed(kClaimsPerRound, [&] { return claim_once(x.lite); }));
+  for (int i = 0; i < kClaimsPerRound / 4; ++i) {
+    if (!x.bare.claim_store_statement("bench-bare-store", kLeaseS))
+      die("the store's claim statement found no task");
   }
-  pg.store.reset();
-  lite.store.reset();
-  std::filesystem::remove_all(sqlite_dir);
+}
 
-  const double b = median(pg_build), bb = median(bare_build);
-  const double s = median(pg_save), bs = median(bare_save);
-  const double c = median(pg_claim), bc = median(bare_claim);
+void report(const Samples& m, kernex::bench::BarePg& bare) {
+  const double b = median(m.pg_build), bb = median(m.bare_build);
+  const double s = median(m.pg_save), bs = median(m.bare_save);
+  const double c = median(m.pg_claim), bc = median(m.bare_claim);
   std::printf(
       "store bench: postgres memory plugin vs bare libpq, %d messages in one conversation, %d due "
       "tasks, "
@@ -331,11 +304,58 @@ int main() {
   std::printf(
       "  bare without prepared statements (PQexecParams, like pg::Connection): build %.1f us, save "
       "%.1f us\n",
-      median(unprepared_build), median(unprepared_save));
+      median(m.unprepared_build), median(m.unprepared_save));
   std::printf("  bare statements, mean per call:\n%s", bare.breakdown().c_str());
   std::printf(
       "  sqlite plugin, same operations (informational): build %.1f us, save %.1f us, claim %.1f "
       "us\n",
-      median(lite_build), median(lite_save), median(lite_claim));
+      median(m.lite_build), median(m.lite_save), median(m.lite_claim));
+}
+
+}  // namespace
+
+// Both stores seeded alike -> the bare libpq side set up for the same turn -> warm-up ->
+// interleaved rounds of builds, saves and claims -> the medians against each other.
+int main() {
+  kernex::set_log_sink([](kernex::LogLevel, std::string_view) {});
+  const kernex::bench::PgBenchDb db("store", "store");
+  const std::string dsn = db.dsn();
+  const std::filesystem::path sqlite_dir =
+      std::filesystem::temp_directory_path() / ("kernex-bench-store-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(sqlite_dir);
+
+  kernex::PluginHost host = kernex::PluginHost::discover({KERNEX_BENCH_PLUGIN_DIR});
+  StoreSide pg, lite;
+  pg.store = must(host.create_memory("postgres", kernex::Json{{"dsn", dsn}}),
+                  "loading the postgres memory plugin");
+  lite.store = must(
+      host.create_memory("sqlite", kernex::Json{{"path", (sqlite_dir / "memory.db").string()}}),
+      "loading the sqlite memory plugin");
+  for (StoreSide* s : {&pg, &lite}) {
+    seed(*s->store);
+    prepare(*s);
+  }
+  const std::vector<std::string> words = request_words();
+  kernex::bench::BarePg bare(dsn, words.size());
+  kernex::bench::BareTurn turn;
+  turn.channel = kKey.channel;
+  turn.sender = kKey.sender_id;
+  turn.project = kKey.project;
+  turn.recall_words = words;
+  turn.lessons = 50;
+
+  // Warm-up: the first build stores the compaction summary; caches and prepared plans fill.
+  for (int i = 0; i < 20; ++i) build_once(pg), build_once(lite), bare.context_build(turn);
+  Sides sides{pg, lite, bare, turn};
+  Samples samples;
+  for (int round = 0; round < kRounds; ++round) {
+    build_round(sides, samples);
+    save_round(sides, samples);
+    claim_round(sides, samples);
+  }
+  pg.store.reset();
+  lite.store.reset();
+  std::filesystem::remove_all(sqlite_dir);
+  report(samples, bare);
   return 0;
 }

@@ -30,6 +30,7 @@
 #include "kernex/kernel.hpp"
 
 #include "bench_util.hpp"
+#include "openai_replies.hpp"
 
 namespace {
 
@@ -42,40 +43,13 @@ using Clock = std::chrono::steady_clock;
 using kernex::Json;
 using Server = kernex::test::FakeHttpServer;
 
-Server::Reply openai_text(const std::string& text) {
-  Json body = {{"id", "chatcmpl-bench"},
-               {"object", "chat.completion"},
-               {"model", "gpt-4o-mini"},
-               {"choices",
-                {{{"index", 0},
-                  {"message", {{"role", "assistant"}, {"content", text}}},
-                  {"finish_reason", "stop"}}}},
-               {"usage", {{"prompt_tokens", 40}, {"completion_tokens", 5}, {"total_tokens", 45}}}};
-  return Server::json(200, body.dump());
-}
-Server::Reply openai_tool_call(const std::string& name, const Json& arguments) {
-  Json call = {{"id", "call_1"},
-               {"type", "function"},
-               {"function", {{"name", name}, {"arguments", arguments.dump()}}}};
-  Json body = {
-      {"id", "chatcmpl-bench"},
-      {"object", "chat.completion"},
-      {"model", "gpt-4o-mini"},
-      {"choices",
-       {{{"index", 0},
-         {"message", {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}}},
-         {"finish_reason", "tool_calls"}}}},
-      {"usage", {{"prompt_tokens", 30}, {"completion_tokens", 8}, {"total_tokens", 38}}}};
-  return Server::json(200, body.dump());
-}
-
 // The model: a tool call first, the answer once the tool's result is in. Both replies are built
 // once; the server still parses every body, for bare round trips as for turns.
 class Model {
  public:
   Model()
-      : call_(openai_tool_call("lookup", Json{{"key", "answer"}})),
-        text_(openai_text("It is 42.")) {}
+      : call_(kernex::bench::openai_tool_call("lookup", Json{{"key", "answer"}}, {30, 8})),
+        text_(kernex::bench::openai_text("It is 42.", {40, 5})) {}
   Server::Reply operator()(const Server::Recorded& req) const {
     const Json body = Json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.contains("messages") || body["messages"].empty()) {
@@ -118,8 +92,9 @@ struct Setup {
   bool direct = false;  // KERNEX_GROUP_COMMIT=off: every memory write commits alone (the baseline)
 };
 
-Figures measure(const Setup& setup, int turns, Server& server, const fs::path& root) {
-  const fs::path data = root / (std::string("data-") + setup.name);
+// A kernel on the fake model with the setup's memory and trajectory, and the lookup tool.
+std::unique_ptr<kernex::Kernel> make_kernel(const Setup& setup, Server& server,
+                                            const fs::path& root) {
   ::setenv("KERNEX_BENCH_KEY", "sk-bench", 1);
   const Json provider_options = {{"base_url", server.url("/v1")},
                                  {"api_key_env", "KERNEX_BENCH_KEY"},
@@ -128,7 +103,7 @@ Figures measure(const Setup& setup, int turns, Server& server, const fs::path& r
   config.plugin_dirs = {KERNEX_BENCH_PLUGIN_DIR};
   config.provider = {"openai", provider_options};
   config.toolboxes = std::vector<kernex::PluginRef>{};
-  config.data_dir = data;
+  config.data_dir = root / (std::string("data-") + setup.name);
   config.system_prompt = "You are a helpful assistant. Use the lookup tool for facts.";
   config.trajectories = setup.trajectory;
   if (setup.memory) config.memory = kernex::PluginRef{"sqlite", Json::object()};
@@ -138,22 +113,12 @@ Figures measure(const Setup& setup, int turns, Server& server, const fs::path& r
     ::unsetenv("KERNEX_GROUP_COMMIT");
   auto made = kernex::Kernel::create(std::move(config));
   if (!made) die(made.error().describe());
-  auto& kernel = **made;
-  auto tool = std::make_shared<LookupTool>();
-  kernel.add_toolbox(tool);
+  return std::move(*made);
+}
 
-  // Every turn is the first exchange of its own conversation, so bodies keep one size.
-  int sender = 0;
-  auto turn = [&] {
-    kernex::Request request;
-    request.sender_id = "user-" + std::to_string(++sender);
-    request.text = "What is the answer?";
-    auto r = kernel.run(request);
-    if (!r) die(r.error().describe());
-    if (r->text != "It is 42." || r->tool_calls.size() != 1) die("unexpected turn: " + r->text);
-  };
-
-  // The bodies one turn sends, replayed by the bare client.
+// The bodies one turn sends (`turn` runs it), to be replayed by the bare client.
+template <class Turn>
+std::vector<kernex::http::Request> recorded_turn(Server& server, Turn& turn) {
   server.keep_requests(true);
   const std::size_t before = server.requests().size();
   turn();
@@ -169,53 +134,79 @@ Figures measure(const Setup& setup, int turns, Server& server, const fs::path& r
     r.body = recorded[i].body;
     bare_requests.push_back(std::move(r));
   }
+  return bare_requests;
+}
+
+struct Samples {
+  std::vector<double> turn_us, bare_us, tool_us;
+  double turn_total = 0, bare_total = 0, wall_s = 0;
+};
+
+Figures report(const Setup& setup, int turns, const Samples& s) {
+  Figures f{median(s.turn_us), median(s.bare_us), median(s.tool_us)};
+  const double overhead = f.turn_us - 2 * f.bare_us - f.tool_us;
+  const double loop_rps = 2e6 / f.turn_us, bare_rps = 1e6 / f.bare_us;
+  std::printf("%s\n", setup.label);
+  std::printf("  turn   median %7.1f us  (%.0f turns/s; mean %.1f us)\n", f.turn_us,
+              1e6 / f.turn_us, s.turn_total / turns);
+  std::printf("  bare   median %7.1f us  round trip (mean %.1f us)   tool %.2f us\n", f.bare_us,
+              s.bare_total / (2.0 * turns), f.tool_us);
+  std::printf("  kernel overhead per turn %6.1f us   (turn - 2 x bare - tool)\n", overhead);
+  std::printf("  requests/s in loop %7.0f   bare %7.0f   ratio %.0f%%   (%d turns, %.1f s)\n",
+              loop_rps, bare_rps, 100.0 * loop_rps / bare_rps, turns, s.wall_s);
+  return f;
+}
+
+// A turn through the kernel against the same two requests bare and the tool called directly,
+// interleaved, after 200 warm-up rounds.
+Figures measure(const Setup& setup, int turns, Server& server, const fs::path& root) {
+  auto kernel = make_kernel(setup, server, root);
+  auto tool = std::make_shared<LookupTool>();
+  kernel->add_toolbox(tool);
+  // Every turn is the first exchange of its own conversation, so bodies keep one size.
+  int sender = 0;
+  auto turn = [&] {
+    kernex::Request request;
+    request.sender_id = "user-" + std::to_string(++sender);
+    request.text = "What is the answer?";
+    auto r = kernel->run(request);
+    if (!r) die(r.error().describe());
+    if (r->text != "It is 42." || r->tool_calls.size() != 1) die("unexpected turn: " + r->text);
+  };
+  const std::vector<kernex::http::Request> bare_requests = recorded_turn(server, turn);
   kernex::http::Client client;
   auto bare = [&](const kernex::http::Request& r) {
     auto got = client.send(r);
     if (!got || got->status != 200) die("bare round trip failed");
   };
-
   kernex::Context tool_context("What is the answer?");
   const kernex::ToolCall call{"call_1", "lookup", Json{{"key", "answer"}}};
   for (int i = 0; i < 200; ++i) {
     turn();
     bare(bare_requests[i % 2]);
   }
-
-  std::vector<double> turn_us, bare_us, tool_us;
-  turn_us.reserve(turns);
-  bare_us.reserve(2 * turns);
-  tool_us.reserve(turns);
+  Samples s;
+  s.turn_us.reserve(turns);
+  s.bare_us.reserve(2 * turns);
+  s.tool_us.reserve(turns);
   const auto wall = Clock::now();
-  double turn_total = 0, bare_total = 0;
   for (int i = 0; i < turns; ++i) {
     auto t = Clock::now();
     turn();
-    turn_us.push_back(us_since(t));
-    turn_total += turn_us.back();
+    s.turn_us.push_back(us_since(t));
+    s.turn_total += s.turn_us.back();
     for (const auto& r : bare_requests) {
       t = Clock::now();
       bare(r);
-      bare_us.push_back(us_since(t));
-      bare_total += bare_us.back();
+      s.bare_us.push_back(us_since(t));
+      s.bare_total += s.bare_us.back();
     }
     t = Clock::now();
     (void)tool->execute(tool_context, {}, call);
-    tool_us.push_back(us_since(t));
+    s.tool_us.push_back(us_since(t));
   }
-  const double wall_s = us_since(wall) / 1e6;
-  Figures f{median(turn_us), median(bare_us), median(tool_us)};
-  const double overhead = f.turn_us - 2 * f.bare_us - f.tool_us;
-  const double loop_rps = 2e6 / f.turn_us, bare_rps = 1e6 / f.bare_us;
-  std::printf("%s\n", setup.label);
-  std::printf("  turn   median %7.1f us  (%.0f turns/s; mean %.1f us)\n", f.turn_us,
-              1e6 / f.turn_us, turn_total / turns);
-  std::printf("  bare   median %7.1f us  round trip (mean %.1f us)   tool %.2f us\n", f.bare_us,
-              bare_total / (2.0 * turns), f.tool_us);
-  std::printf("  kernel overhead per turn %6.1f us   (turn - 2 x bare - tool)\n", overhead);
-  std::printf("  requests/s in loop %7.0f   bare %7.0f   ratio %.0f%%   (%d turns, %.1f s)\n",
-              loop_rps, bare_rps, 100.0 * loop_rps / bare_rps, turns, wall_s);
-  return f;
+  s.wall_s = us_since(wall) / 1e6;
+  return report(setup, turns, s);
 }
 
 }  // namespace

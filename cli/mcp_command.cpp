@@ -118,65 +118,82 @@ Result<SkillServers> skill_servers(const Config& config) {
   return out;
 }
 
-int mcp_list_command(const std::optional<std::string>& config_file, const McpArgs& args) {
-  auto config = load_config(config_file, args.skill_dirs);
-  if (!config) return report(config.error());
-  auto box_config = toolbox_config(*config);
-  if (!box_config) return report(box_config.error());
-  mcp::McpToolbox box(std::move(*box_config));
-  auto declared = skill_servers(*config);
-  if (!declared) return report(declared.error());
+// What list and call work on: the config, the skills' MCP servers, and the toolbox that starts
+// them.
+struct SkillMcp {
+  std::unique_ptr<mcp::McpToolbox> box;
+  SkillServers declared;
+};
 
+Result<SkillMcp> open_skill_mcp(const std::optional<std::string>& config_file,
+                                const McpArgs& args) {
+  KERNEX_ASSIGN_OR_RETURN(auto config, load_config(config_file, args.skill_dirs));
+  KERNEX_ASSIGN_OR_RETURN(auto box_config, toolbox_config(config));
+  auto box = std::make_unique<mcp::McpToolbox>(std::move(box_config));
+  KERNEX_ASSIGN_OR_RETURN(auto declared, skill_servers(config));
+  return SkillMcp{std::move(box), std::move(declared)};
+}
+
+// One declared server and the tools it lists, or why it could not list them.
+Json list_server(mcp::McpToolbox& box, const DeclaredServer& d) {
+  Json entry = {{"server", d.server.name},
+                {"skill", d.skill},
+                {"command", d.server.command},
+                {"args", d.server.args}};
+  auto client = box.client(d.server);
+  auto tools = client->list_tools();
+  if (!tools) {
+    entry["error"] = tools.error().describe();
+    return entry;
+  }
+  entry["protocol_version"] = client->protocol_version();
+  Json list = Json::array();
+  for (const auto& t : *tools) {
+    list.push_back({{"name", t.name},
+                    {"exposed_name", mcp::exposed_tool_name(d.server.name, t.name)},
+                    {"description", t.description},
+                    {"inputSchema", t.input_schema}});
+  }
+  entry["tools"] = std::move(list);
+  return entry;
+}
+
+// Manifests and the servers' own tool lists: controls made visible.
+void print_servers(const Json& out) {
+  if (out.empty()) std::cout << "no MCP servers declared by the skills in the given directories\n";
+  for (const auto& e : out) {
+    std::string line = e["server"].get<std::string>() + " (skill " + e["skill"].get<std::string>() +
+                       "): " + e["command"].get<std::string>();
+    for (const auto& a : e["args"]) line += ' ' + a.get<std::string>();
+    std::cout << for_terminal(line) << '\n';
+    if (e.contains("error")) {
+      std::cout << "  error: " << for_terminal(e["error"].get<std::string>()) << '\n';
+      continue;
+    }
+    for (const auto& t : e["tools"]) {
+      std::string desc = t["description"].get<std::string>();
+      if (auto nl = desc.find('\n'); nl != std::string::npos) desc = desc.substr(0, nl);
+      std::cout << "  "
+                << for_terminal(t["name"].get<std::string>() + (desc.empty() ? "" : " - " + desc))
+                << '\n';
+    }
+  }
+}
+
+int mcp_list_command(const std::optional<std::string>& config_file, const McpArgs& args) {
+  auto skill_mcp = open_skill_mcp(config_file, args);
+  if (!skill_mcp) return report(skill_mcp.error());
   Json out = Json::array();
   bool failed = false;
-  for (const auto& d : declared->servers) {
-    Json entry = {{"server", d.server.name},
-                  {"skill", d.skill},
-                  {"command", d.server.command},
-                  {"args", d.server.args}};
-    auto client = box.client(d.server);
-    auto tools = client->list_tools();
-    if (tools) {
-      entry["protocol_version"] = client->protocol_version();
-      Json list = Json::array();
-      for (const auto& t : *tools) {
-        list.push_back({{"name", t.name},
-                        {"exposed_name", mcp::exposed_tool_name(d.server.name, t.name)},
-                        {"description", t.description},
-                        {"inputSchema", t.input_schema}});
-      }
-      entry["tools"] = std::move(list);
-    } else {
-      failed = true;
-      entry["error"] = tools.error().describe();
-    }
-    out.push_back(std::move(entry));
+  for (const auto& d : skill_mcp->declared.servers) {
+    out.push_back(list_server(*skill_mcp->box, d));
+    failed = failed || out.back().contains("error");
   }
-  box.shutdown();
-  if (args.json) {
+  skill_mcp->box->shutdown();
+  if (args.json)
     std::cout << dump(out) << '\n';
-  } else {
-    if (out.empty())
-      std::cout << "no MCP servers declared by the skills in the given directories\n";
-    for (const auto& e : out) {
-      // Manifests and the servers' own tool lists: controls made visible.
-      std::string line = e["server"].get<std::string>() + " (skill " +
-                         e["skill"].get<std::string>() + "): " + e["command"].get<std::string>();
-      for (const auto& a : e["args"]) line += ' ' + a.get<std::string>();
-      std::cout << for_terminal(line) << '\n';
-      if (e.contains("error")) {
-        std::cout << "  error: " << for_terminal(e["error"].get<std::string>()) << '\n';
-        continue;
-      }
-      for (const auto& t : e["tools"]) {
-        std::string desc = t["description"].get<std::string>();
-        if (auto nl = desc.find('\n'); nl != std::string::npos) desc = desc.substr(0, nl);
-        std::cout << "  "
-                  << for_terminal(t["name"].get<std::string>() + (desc.empty() ? "" : " - " + desc))
-                  << '\n';
-      }
-    }
-  }
+  else
+    print_servers(out);
   std::cout.flush();
   return failed ? kExitTool : kExitOk;
 }
@@ -187,26 +204,21 @@ int mcp_call_command(const std::optional<std::string>& config_file, const McpArg
     return report(Error(ErrorCode::Usage,
                         "the tool arguments must be a JSON object, got `" + args.arguments + "`"));
   }
-  auto config = load_config(config_file, args.skill_dirs);
-  if (!config) return report(config.error());
-  auto box_config = toolbox_config(*config);
-  if (!box_config) return report(box_config.error());
-  mcp::McpToolbox box(std::move(*box_config));
-  auto declared = skill_servers(*config);
-  if (!declared) return report(declared.error());
+  auto skill_mcp = open_skill_mcp(config_file, args);
+  if (!skill_mcp) return report(skill_mcp.error());
   const DeclaredServer* target = nullptr;
   std::string names;
-  for (const auto& d : declared->servers) {
+  for (const auto& d : skill_mcp->declared.servers) {
     if (d.server.name == args.server) target = &d;
     names += (names.empty() ? "" : ", ") + d.server.name;
   }
   if (target == nullptr) {
     return report(Error(ErrorCode::Usage, "no skill declares an MCP server named '" + args.server +
                                               "'; declared: " + (names.empty() ? "(none)" : names) +
-                                              declared->refused));
+                                              skill_mcp->declared.refused));
   }
-  auto result = box.client(target->server)->call_tool(args.tool, arguments);
-  box.shutdown();
+  auto result = skill_mcp->box->client(target->server)->call_tool(args.tool, arguments);
+  skill_mcp->box->shutdown();
   if (!result) return report(result.error());
   if (args.json) {
     std::cout << dump(result->raw) << '\n';
@@ -227,20 +239,113 @@ void with_submitted(ToolResult& result, Json value) {
   result.content = body.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-int mcp_serve_command(const std::optional<std::string>& config_file, const McpArgs& args) {
-  auto config = load_config(config_file, args.skill_dirs);
-  if (!config) return report(config.error());
+Result<RunOptions> serve_run_options(const McpArgs& args) {
   RunOptions run_options;
   run_options.provider = args.provider;
   for (const auto& raw : args.provider_opts) {
-    auto kv = parse_provider_opt(raw);
-    if (!kv) return report(kv.error());
-    run_options.provider_options[kv->first] = std::move(kv->second);
+    KERNEX_ASSIGN_OR_RETURN(auto kv, parse_provider_opt(raw));
+    run_options.provider_options[kv.first] = std::move(kv.second);
   }
+  return run_options;
+}
 
-  // Direct tool calls go to executors of their own; `kernex_run` goes through the kernel (its
-  // toolboxes, hooks and rules). Both are created from the same plugins and options (except the
-  // REPL's `offer`, see serve_options).
+// The executors direct tool calls go to, made from the kernel's plugins with the configured
+// options (the REPL's `offer` aside, see serve_options); with no toolboxes configured, every
+// toolbox plugin that loads.
+struct ServeToolboxes {
+  std::vector<std::shared_ptr<ToolExecutor>> executors;
+  const ToolExecutor* repl = nullptr;  // the REPL toolbox, whose code gets services
+};
+
+Result<ServeToolboxes> serve_toolboxes(Kernel& kernel, const Config& config) {
+  ServeToolboxes out;
+  auto add_toolbox = [&](const std::string& name, const Json& options) -> Result<void> {
+    KERNEX_ASSIGN_OR_RETURN(auto box, kernel.plugins().create_toolbox(
+                                          name, serve_options(name, options, config.data_dir)));
+    if (name == "repl") out.repl = box.get();
+    out.executors.push_back(std::move(box));
+    return {};
+  };
+  if (config.toolboxes) {
+    for (const auto& ref : *config.toolboxes) {
+      if (auto added = add_toolbox(ref.name, ref.config); !added)
+        return fail(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", added.error());
+    }
+  } else {
+    for (const auto& info : kernel.plugins().plugins()) {
+      if (info.ok() && info.kind == PluginKind::Toolbox)
+        (void)add_toolbox(info.name, Json::object());
+    }
+  }
+  return out;
+}
+
+// Skill permissions travel on each McpServer (skills::apply_permissions), as in `kernex run`.
+// The Context direct calls run in: every loaded skill's toolboxes and MCP servers.
+std::shared_ptr<Context> skills_context(const SkillServers& declared) {
+  auto context = std::make_shared<Context>();
+  for (const auto& skill : declared.skills) {
+    if (!skill.available) continue;
+    context->toolboxes.insert(context->toolboxes.end(), skill.toolboxes.begin(),
+                              skill.toolboxes.end());
+  }
+  for (const auto& d : declared.servers) context->mcp_servers.push_back(d.server);
+  return context;
+}
+
+ToolSpec kernex_run_spec() {
+  ToolSpec run_tool;
+  run_tool.name = "kernex_run";
+  run_tool.description =
+      "Run one full kernex agent turn: the configured model answers `message`, using the kernel's "
+      "tools, skills, "
+      "hooks and permission rules, and the final answer is returned.";
+  run_tool.parameters = Json::parse(R"({"type":"object","properties":{"message":{"type":"string",
+      "description":"The user message for the agent."}},"required":["message"]})");
+  return run_tool;
+}
+
+// A provider named (in the config or with --provider) answers the code's llm_query; with none
+// the client does (deferred mode), so a model as the client needs no API key here.
+Result<void> attach_provider(ServeRunServices& services, Kernel* kernel, const Config& config,
+                             const RunOptions& run_options) {
+  if (!run_options.provider && config.provider.name.empty()) return {};
+  KERNEX_ASSIGN_OR_RETURN(auto provider, kernel->create_provider(run_options));
+  // Each of a batch's queries leases an instance of its own (plugins need not be thread-safe).
+  services.set_provider(
+      provider, [kernel, run_options, first = provider]() -> Result<std::shared_ptr<Provider>> {
+        if (auto twin = first->concurrent_instance()) return twin;
+        return kernel->create_provider(run_options);
+      });
+  return {};
+}
+
+// kernex_run: one full turn through the kernel, stopped by the client's notifications/cancelled.
+ToolResult run_turn(Kernel& kernel, RunOptions options, const std::string& name,
+                    const Json& arguments, std::stop_token stop) {
+  if (!arguments.contains("message") || !arguments["message"].is_string()) {
+    return ToolResult{"", name, "kernex_run needs {\"message\": string}", true};
+  }
+  options.stop = stop;
+  auto run =
+      kernel.run(Request::from_text("mcp", arguments["message"].get<std::string>()), options);
+  if (!run) return ToolResult{"", name, run.error().describe(), true};
+  std::string text = run->text;
+  if (run->outcome != Outcome::EndTurn)
+    text += "\n[kernex: run ended by " + std::string(to_string(run->outcome)) + "]";
+  return ToolResult{"", name, text, run->outcome != Outcome::EndTurn};
+}
+
+// `kernex mcp serve`: config and provider options -> the skills' servers -> the kernel (with the
+// skills as context) -> the toolboxes for direct calls -> their tools and the REPL's services ->
+// handlers (kernex_run through the kernel, everything else direct) -> stdio until EOF.
+// Direct tool calls go to executors of their own; `kernex_run` goes through the kernel (its
+// toolboxes, hooks and rules). Both are created from the same plugins and options.
+int mcp_serve_command(const std::optional<std::string>& config_file, const McpArgs& args) {
+  auto config = load_config(config_file, args.skill_dirs);
+  if (!config) return report(config.error());
+  auto run_options = serve_run_options(args);
+  if (!run_options) return report(run_options.error());
   auto declared = skill_servers(*config);
   if (!declared) return report(declared.error());
   auto kernel = Kernel::create(*config);
@@ -250,62 +355,16 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
     if (!source) return report(source.error());
     (*kernel)->add_context_source(*source);
   }
-  std::vector<std::shared_ptr<ToolExecutor>> executors;
-  const ToolExecutor* repl = nullptr;  // the REPL toolbox, whose code gets services
-  auto add_toolbox = [&](const std::string& name, const Json& options) -> Result<void> {
-    KERNEX_ASSIGN_OR_RETURN(auto box, (*kernel)->plugins().create_toolbox(
-                                          name, serve_options(name, options, config->data_dir)));
-    if (name == "repl") repl = box.get();
-    executors.push_back(std::move(box));
-    return {};
-  };
-  if (config->toolboxes) {
-    for (const auto& ref : *config->toolboxes) {
-      if (auto added = add_toolbox(ref.name, ref.config); !added)
-        return report(Error(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", added.error()));
-    }
-  } else {
-    for (const auto& info : (*kernel)->plugins().plugins()) {
-      if (info.ok() && info.kind == PluginKind::Toolbox)
-        (void)add_toolbox(info.name, Json::object());
-    }
-  }
-  // Skill permissions travel on each McpServer (skills::apply_permissions), as in `kernex run`.
-  // The Context direct calls run in: every loaded skill's toolboxes and MCP servers.
-  auto context = std::make_shared<Context>();
-  for (const auto& skill : declared->skills) {
-    if (!skill.available) continue;
-    context->toolboxes.insert(context->toolboxes.end(), skill.toolboxes.begin(),
-                              skill.toolboxes.end());
-  }
-  for (const auto& d : declared->servers) context->mcp_servers.push_back(d.server);
-
-  ToolSpec run_tool;
-  run_tool.name = "kernex_run";
-  run_tool.description =
-      "Run one full kernex agent turn: the configured model answers `message`, using the kernel's "
-      "tools, skills, "
-      "hooks and permission rules, and the final answer is returned.";
-  run_tool.parameters = Json::parse(R"({"type":"object","properties":{"message":{"type":"string",
-      "description":"The user message for the agent."}},"required":["message"]})");
-
-  ServeTools tools((*kernel)->permissions(), context, executors, {run_tool.name});
+  auto boxes = serve_toolboxes(**kernel, *config);
+  if (!boxes) return report(boxes.error());
+  const ToolSpec run_tool = kernex_run_spec();
+  ServeTools tools((*kernel)->permissions(), skills_context(*declared), boxes->executors,
+                   {run_tool.name});
   // One session per serve process: stdio carries one MCP session, whose REPL persists.
-  auto services =
-      std::make_shared<ServeRunServices>(tools, repl, "mcp-serve-" + std::to_string(::getpid()));
-  // A provider named (in the config or with --provider) answers the code's llm_query; with none
-  // the client does (deferred mode), so a model as the client needs no API key here.
-  if (run_options.provider || !config->provider.name.empty()) {
-    auto provider = (*kernel)->create_provider(run_options);
-    if (!provider) return report(provider.error());
-    // Each of a batch's queries leases an instance of its own (plugins need not be thread-safe).
-    services->set_provider(*provider,
-                           [kernel = kernel->get(), run_options,
-                            first = *provider]() -> Result<std::shared_ptr<Provider>> {
-                             if (auto twin = first->concurrent_instance()) return twin;
-                             return kernel->create_provider(run_options);
-                           });
-  }
+  auto services = std::make_shared<ServeRunServices>(tools, boxes->repl,
+                                                     "mcp-serve-" + std::to_string(::getpid()));
+  if (auto attached = attach_provider(*services, kernel->get(), *config, *run_options); !attached)
+    return report(attached.error());
   tools.set_handles(RunHandles{services, nullptr, {}});
   tools.set_hooks((*kernel)->hooks(), HookScope{services->session(), "mcp", "mcp-serve"});
   mcp::ServerHandlers handlers;
@@ -316,20 +375,7 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
   };
   handlers.call_tool_stoppable = [&](const std::string& name, const Json& arguments,
                                      std::stop_token stop) -> Result<ToolResult> {
-    if (name == run_tool.name) {
-      if (!arguments.contains("message") || !arguments["message"].is_string()) {
-        return ToolResult{"", name, "kernex_run needs {\"message\": string}", true};
-      }
-      RunOptions options = run_options;
-      options.stop = stop;  // the client's notifications/cancelled
-      auto run = (*kernel)->run(Request::from_text("mcp", arguments["message"].get<std::string>()),
-                                options);
-      if (!run) return ToolResult{"", name, run.error().describe(), true};
-      std::string text = run->text;
-      if (run->outcome != Outcome::EndTurn)
-        text += "\n[kernex: run ended by " + std::string(to_string(run->outcome)) + "]";
-      return ToolResult{"", name, text, run->outcome != Outcome::EndTurn};
-    }
+    if (name == run_tool.name) return run_turn(**kernel, *run_options, name, arguments, stop);
     services->take_submitted();  // only what this call's code submits
     ToolResult result = tools.call(ToolCall{"mcp", name, arguments}, nullptr, stop);
     if (auto submitted = services->take_submitted()) with_submitted(result, std::move(*submitted));

@@ -400,139 +400,189 @@ ToolExecutor* ToolRouter::find(const std::string& name) const {
   return it == routes_.end() ? nullptr : it->second;
 }
 
-Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const Limits& limits) {
+namespace {
+
+// One run of the loop: what its steps share.
+struct Loop {
+  Loop(Context& c, const LoopDeps& d, const Limits& l)
+      : context(c), deps(d), limits(l), tools(d.tools), sink(said.wrap(d.sink)) {}
+
+  bool stopped() const { return context.stop.stop_requested(); }
+  RunResult ended(Outcome outcome) {
+    run.outcome = outcome;
+    return std::move(run);
+  }
+  RunResult cancelled() { return kernex::cancelled(std::move(run), context, said); }
+
+  Context& context;
+  const LoopDeps& deps;
+  const Limits& limits;
   RunResult run;
-  run.provider = deps.provider_name;
-  run.model = context.model.value_or(deps.provider->default_model());
   std::uint32_t tools_run = 0;
   // The router in use: the caller's, until a context tool changes what the executors offer.
-  const ToolRouter* tools = deps.tools;
+  const ToolRouter* tools;
   ToolRouter refreshed;
-  if (deps.router_in_use != nullptr) *deps.router_in_use = tools;
   SaidSoFar said;
-  const StreamSink sink = said.wrap(deps.sink);
-  const auto stopped = [&context] { return context.stop.stop_requested(); };
+  StreamSink sink;
+};
 
+// One model call, recorded (a failed one too); a completed one counts as a turn.
+Result<Response> ask_model(Loop& loop) {
+  const auto t0 = std::chrono::steady_clock::now();
+  loop.said.start_call();
+  bool replayed = false;
+  auto response =
+      model_answer(loop.deps, *loop.tools, loop.context, loop.sink, loop.run.turns + 1, replayed);
+  const double latency_ms = ms_since(t0);
+  if (!response) {
+    record_provider_call(loop.deps, loop.run, response, Usage{}, latency_ms);
+    return response;
+  }
+  ++loop.run.turns;
+  if (!response->model.empty()) loop.run.model = response->model;
+  record_provider_call(loop.deps, loop.run, response, add_usage(loop.run, *response, loop.deps),
+                       latency_ms, replayed);
+  loop.said.completed(response->text);
+  return response;
+}
+
+// An answer without tool calls ends the run, unless it misses the response format and turns are
+// left: then the model is asked again (nullopt), what it said staying in the transcript.
+std::optional<RunResult> answer_turn(Loop& loop, const Response& response) {
+  Context& context = loop.context;
+  RunResult& run = loop.run;
+  auto structured = structured_answer(context.generation.response_format, response.text);
+  if (!structured && run.turns < loop.limits.max_turns) {
+    context.turn.push_back(ContextEntry::assistant(response.text));
+    context.turn.push_back(ContextEntry::user(
+        structured_retry_prompt(context.generation.response_format, structured.error())));
+    return std::nullopt;
+  }
+  if (!structured) {  // the turns ran out before a conforming answer: a limit, not an end
+    run.text = response.text;
+    return loop.ended(Outcome::MaxTurns);
+  }
+  run.text = *structured;
+  run.outcome = Outcome::EndTurn;
+  if (loop.deps.hooks != nullptr) loop.deps.hooks->on_stop(loop.deps.scope, run.text);
+  return std::move(run);
+}
+
+// What a turn's tool calls left: a stop request, a budget used up, calls for the client.
+struct ToolRound {
+  bool cancel = false;
+  bool exhausted = false;
+  std::vector<ToolCall> for_client;
+};
+
+// A call the run executes itself, unless the run's tool-call budget is used up.
+ToolResult budgeted_call(Loop& loop, const ToolCall& call, const std::string& key,
+                         ToolRound& round) {
+  const LoopDeps& deps = loop.deps;
+  const auto& budget = loop.limits.tool_call_budget;
+  const bool over_budget =
+      deps.tree != nullptr ? !deps.tree->take_tool_call() : budget && loop.tools_run >= *budget;
+  if (over_budget) {
+    round.exhausted = true;
+    return error_result(call, "Tool call not run: the run's tool-call budget of " +
+                                  std::to_string(budget.value_or(0)) + " is used up");
+  }
+  ++loop.tools_run;
+  emit(deps, StreamEvent::Kind::ToolRun, call,
+       call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace), false);
+  if (deps.cursor != nullptr) *deps.cursor = LoopCursor{key, 0};
+  ToolResult result = run_tool(deps, *loop.tools, loop.context, call, {}, key);
+  if (deps.cursor != nullptr) *deps.cursor = LoopCursor{};
+  emit(deps, StreamEvent::Kind::ToolResult, call, result.content, result.is_error);
+  return result;
+}
+
+// Every call gets a result, run or not, so the transcript stays well-formed for the provider (and
+// for memory, which keeps a cancelled run's turn); the client's tools are left to the client.
+ToolRound run_tool_calls(Loop& loop, const std::vector<ToolCall>& calls) {
+  ToolRound round;
+  std::size_t index = 0;
+  for (const ToolCall& call : calls) {
+    if (is_client_tool(*loop.tools, loop.context, call.name)) {
+      round.for_client.push_back(
+          call);  // the client runs it; its result comes with its next request
+      ++index;
+      continue;
+    }
+    // Sub-runs share the root's approver: their span keeps their keys apart from the root's
+    // and each other's ("0.1:1.0"); the root's are "<turn>.<index>", as its journal's.
+    const std::string key = (loop.deps.depth == 0 ? std::string() : loop.deps.span + ":") +
+                            std::to_string(loop.run.turns) + "." + std::to_string(index++);
+    round.cancel = round.cancel || loop.stopped();
+    if (round.cancel) {
+      loop.context.turn.push_back(
+          ContextEntry::tool(error_result(call, "Tool call not run: the run was cancelled")));
+      continue;
+    }
+    ToolResult result = budgeted_call(loop, call, key, round);
+    loop.run.tool_calls.push_back({call, result});
+    loop.context.turn.push_back(ContextEntry::tool(result));
+  }
+  return round;
+}
+
+// A turn with tool calls: the calls join the transcript and run; the run ends on a stop request,
+// on calls for the client or on a used-up budget (else nullopt: the next turn, with the tools a
+// context tool may have changed).
+std::optional<RunResult> tool_turn(Loop& loop, Response& response) {
+  Context& context = loop.context;
+  RunResult& run = loop.run;
+  // parallel_tool_calls: false, and a provider that cannot say so: the first call only.
+  if (context.generation.parallel_tool_calls == false && response.tool_calls.size() > 1)
+    response.tool_calls.resize(1);
+  ContextEntry assistant = ContextEntry::assistant(response.text);
+  assistant.tool_calls = response.tool_calls;
+  assistant.provider_state = response.provider_state;
+  context.turn.push_back(std::move(assistant));
+
+  const std::vector<std::string> sources_before = tool_sources(context);
+  ToolRound round = run_tool_calls(loop, response.tool_calls);
+  if (round.cancel) return loop.cancelled();
+  if (!round.for_client.empty()) {
+    run.text = response.text;
+    run.client_tool_calls = std::move(round.for_client);
+    run.turn = context.turn;
+    return loop.ended(Outcome::ClientToolCalls);
+  }
+  if (loop.deps.executors != nullptr && tool_sources(context) != sources_before) {
+    loop.refreshed = ToolRouter::collect(*loop.deps.executors, context, loop.deps.context_tools);
+    loop.tools = &loop.refreshed;
+    if (loop.deps.router_in_use != nullptr) *loop.deps.router_in_use = loop.tools;
+  }
+  if (auto outcome = budget_outcome(loop.deps, loop.limits, run)) return loop.ended(*outcome);
+  if (round.exhausted) return loop.ended(Outcome::BudgetTools);
+  return std::nullopt;
+}
+
+}  // namespace
+
+// The loop: until a stop request or the turn limit, ask the model; an answer without tool calls
+// ends the run (answer_turn), tool calls run and the model is asked again (tool_turn).
+Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const Limits& limits) {
+  Loop loop(context, deps, limits);
+  loop.run.provider = deps.provider_name;
+  loop.run.model = context.model.value_or(deps.provider->default_model());
+  if (deps.router_in_use != nullptr) *deps.router_in_use = loop.tools;
   while (true) {
-    if (stopped()) return cancelled(std::move(run), context, said);
-    if (run.turns >= limits.max_turns) {
-      run.outcome = Outcome::MaxTurns;
-      return run;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    said.start_call();
-    bool replayed = false;
-    auto response = model_answer(deps, *tools, context, sink, run.turns + 1, replayed);
-    const double latency_ms = ms_since(t0);
+    if (loop.stopped()) return loop.cancelled();
+    if (loop.run.turns >= limits.max_turns) return loop.ended(Outcome::MaxTurns);
+    auto response = ask_model(loop);
     if (!response) {
-      record_provider_call(deps, run, response, Usage{}, latency_ms);
       // A provider aborts its request on a stop request: that failure is the cancellation.
-      if (stopped()) return cancelled(std::move(run), context, said);
-      return fail(
-          ErrorCode::Provider,
-          "provider '" + deps.provider_name + "' failed on turn " + std::to_string(run.turns + 1),
-          response.error());
+      if (loop.stopped()) return loop.cancelled();
+      return fail(ErrorCode::Provider,
+                  "provider '" + deps.provider_name + "' failed on turn " +
+                      std::to_string(loop.run.turns + 1),
+                  response.error());
     }
-    ++run.turns;
-    if (!response->model.empty()) run.model = response->model;
-    record_provider_call(deps, run, response, add_usage(run, *response, deps), latency_ms,
-                         replayed);
-    said.completed(response->text);
-
-    if (response->tool_calls.empty()) {
-      auto structured = structured_answer(context.generation.response_format, response->text);
-      if (!structured && run.turns < limits.max_turns) {
-        // Asked again, within the run's turns; what it said stays in the transcript.
-        context.turn.push_back(ContextEntry::assistant(response->text));
-        context.turn.push_back(ContextEntry::user(
-            structured_retry_prompt(context.generation.response_format, structured.error())));
-        continue;
-      }
-      if (!structured) {  // the turns ran out before a conforming answer: a limit, not an end
-        run.text = response->text;
-        run.outcome = Outcome::MaxTurns;
-        return run;
-      }
-      run.text = *structured;
-      run.outcome = Outcome::EndTurn;
-      if (deps.hooks != nullptr) deps.hooks->on_stop(deps.scope, run.text);
-      return run;
-    }
-
-    // parallel_tool_calls: false, and a provider that cannot say so: the first call only.
-    if (context.generation.parallel_tool_calls == false && response->tool_calls.size() > 1)
-      response->tool_calls.resize(1);
-    ContextEntry assistant = ContextEntry::assistant(response->text);
-    assistant.tool_calls = response->tool_calls;
-    assistant.provider_state = response->provider_state;
-    context.turn.push_back(std::move(assistant));
-
-    bool tools_exhausted = false;
-    bool cancel = false;
-    const std::vector<std::string> sources_before = tool_sources(context);
-    std::size_t index = 0;
-    std::vector<ToolCall> for_client;
-    for (const ToolCall& call : response->tool_calls) {
-      if (is_client_tool(*tools, context, call.name)) {
-        for_client.push_back(call);  // the client runs it; its result comes with its next request
-        ++index;
-        continue;
-      }
-      // Sub-runs share the root's approver: their span keeps their keys apart from the root's
-      // and each other's ("0.1:1.0"); the root's are "<turn>.<index>", as its journal's.
-      const std::string key = (deps.depth == 0 ? std::string() : deps.span + ":") +
-                              std::to_string(run.turns) + "." + std::to_string(index++);
-      // Every call gets a result, run or not, so the transcript stays well-formed for the
-      // provider (and for memory, which keeps a cancelled run's turn).
-      cancel = cancel || stopped();
-      if (cancel) {
-        context.turn.push_back(
-            ContextEntry::tool(error_result(call, "Tool call not run: the run was cancelled")));
-        continue;
-      }
-      ToolResult result;
-      const bool over_budget =
-          deps.tree != nullptr ? !deps.tree->take_tool_call()
-                               : limits.tool_call_budget && tools_run >= *limits.tool_call_budget;
-      if (over_budget) {
-        result = error_result(call, "Tool call not run: the run's tool-call budget of " +
-                                        std::to_string(limits.tool_call_budget.value_or(0)) +
-                                        " is used up");
-        tools_exhausted = true;
-      } else {
-        ++tools_run;
-        emit(deps, StreamEvent::Kind::ToolRun, call,
-             call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace), false);
-        if (deps.cursor != nullptr) *deps.cursor = LoopCursor{key, 0};
-        result = run_tool(deps, *tools, context, call, {}, key);
-        if (deps.cursor != nullptr) *deps.cursor = LoopCursor{};
-        emit(deps, StreamEvent::Kind::ToolResult, call, result.content, result.is_error);
-      }
-      run.tool_calls.push_back({call, result});
-      context.turn.push_back(ContextEntry::tool(result));
-    }
-    if (cancel) return cancelled(std::move(run), context, said);
-    if (!for_client.empty()) {
-      run.text = response->text;
-      run.outcome = Outcome::ClientToolCalls;
-      run.client_tool_calls = std::move(for_client);
-      run.turn = context.turn;
-      return run;
-    }
-    if (deps.executors != nullptr && tool_sources(context) != sources_before) {
-      refreshed = ToolRouter::collect(*deps.executors, context, deps.context_tools);
-      tools = &refreshed;
-      if (deps.router_in_use != nullptr) *deps.router_in_use = tools;
-    }
-
-    if (auto outcome = budget_outcome(deps, limits, run)) {
-      run.outcome = *outcome;
-      return run;
-    }
-    if (tools_exhausted) {
-      run.outcome = Outcome::BudgetTools;
-      return run;
-    }
+    std::optional<RunResult> end =
+        response->tool_calls.empty() ? answer_turn(loop, *response) : tool_turn(loop, *response);
+    if (end) return std::move(*end);
   }
 }
 

@@ -456,33 +456,39 @@ Json to_json(const RunResult& r) {
 Kernel::Kernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Kernel::~Kernel() = default;
 
-Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
-  auto impl = std::make_unique<Impl>();
-  // Again here: a Config built in code, or a data dir changed after loading (--data-dir).
-  register_kernel_files(config);
+namespace {
+
+// The configured plugin dirs, then the default ones (kernel files: no tool may write them).
+PluginHost discover_plugins(const Config& config) {
   std::vector<std::filesystem::path> dirs = config.plugin_dirs;
   for (auto& d : PluginHost::default_dirs()) {
     register_kernel_file(d, KernelFileAccess::ReadOnly, "plugin dir");
     dirs.push_back(std::move(d));
   }
-  impl->host = PluginHost::discover(dirs);
-  for (const auto& info : impl->host.plugins()) {
+  PluginHost host = PluginHost::discover(dirs);
+  for (const auto& info : host.plugins()) {
     if (!info.ok()) log(LogLevel::Warn, "plugin skipped: " + info.error->describe());
   }
+  return host;
+}
 
-  if (config.memory) {
-    // Stores that keep files put them in the kernel's data dir unless told otherwise.
-    Json memory_config = config.memory->config.is_object() ? config.memory->config : Json::object();
-    if (!memory_config.contains("data_dir") && !config.data_dir.empty())
-      memory_config["data_dir"] = config.data_dir.string();
-    if (auto path = memory_config.find("path"); path != memory_config.end() && path->is_string()) {
-      register_kernel_file(path->get<std::string>(), KernelFileAccess::Hidden, "memory store");
-    }
-    auto store = impl->host.create_memory(config.memory->name, memory_config);
-    if (!store)
-      return fail(ErrorCode::Plugin, "memory plugin '" + config.memory->name + "'", store.error());
-    impl->memory = *store;
+// The configured memory store, if any; stores that keep files put them in the kernel's data dir
+// unless told otherwise.
+Result<std::shared_ptr<MemoryStore>> create_memory(PluginHost& host, const Config& config) {
+  if (!config.memory) return std::shared_ptr<MemoryStore>();
+  Json memory_config = config.memory->config.is_object() ? config.memory->config : Json::object();
+  if (!memory_config.contains("data_dir") && !config.data_dir.empty())
+    memory_config["data_dir"] = config.data_dir.string();
+  if (auto path = memory_config.find("path"); path != memory_config.end() && path->is_string()) {
+    register_kernel_file(path->get<std::string>(), KernelFileAccess::Hidden, "memory store");
   }
+  auto store = host.create_memory(config.memory->name, memory_config);
+  if (!store)
+    return fail(ErrorCode::Plugin, "memory plugin '" + config.memory->name + "'", store.error());
+  return *store;
+}
+
+Result<void> add_hooks(PluginHost& host, const Config& config, HookChain& hooks) {
   for (const auto& ref : config.hooks) {
     // A hook's log (the audit hook's `file`) is history: a tool that could read or forge it would
     // hide what it did.
@@ -490,40 +496,52 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
         ref.config.is_object() && file != ref.config.end() && file->is_string()) {
       register_kernel_file(file->get<std::string>(), KernelFileAccess::Hidden, "hook log");
     }
-    auto hook = impl->host.create_hook(ref.name, ref.config);
+    auto hook = host.create_hook(ref.name, ref.config);
     if (!hook) return fail(ErrorCode::Plugin, "hook plugin '" + ref.name + "'", hook.error());
-    impl->parts.hooks.add(ref.name, *hook);
+    hooks.add(ref.name, *hook);
   }
-  // The REPL keeps saved skills and checkpoints in the kernel's data dir (never a sandbox's).
-  auto toolbox_config = [&config](const std::string& name, Json options) {
-    if (name == "repl" && !config.data_dir.empty() && (options.is_object() || options.is_null()) &&
-        !options.contains("data_dir")) {
-      std::error_code ec;
-      const auto dir = std::filesystem::absolute(config.data_dir, ec);
-      if (!ec) options["data_dir"] = dir.lexically_normal().string();
-    }
-    return options;
-  };
+  return {};
+}
+
+// The REPL keeps saved skills and checkpoints in the kernel's data dir (never a sandbox's).
+Json toolbox_options(const Config& config, const std::string& name, Json options) {
+  if (name == "repl" && !config.data_dir.empty() && (options.is_object() || options.is_null()) &&
+      !options.contains("data_dir")) {
+    std::error_code ec;
+    const auto dir = std::filesystem::absolute(config.data_dir, ec);
+    if (!ec) options["data_dir"] = dir.lexically_normal().string();
+  }
+  return options;
+}
+
+// The configured toolboxes; with none named, every toolbox found, skipping one that needs options
+// it wasn't given.
+Result<std::vector<std::shared_ptr<ToolExecutor>>> create_toolboxes(PluginHost& host,
+                                                                    const Config& config) {
+  std::vector<std::shared_ptr<ToolExecutor>> out;
   if (config.toolboxes) {
     for (const auto& ref : *config.toolboxes) {
-      auto box = impl->host.create_toolbox(ref.name, toolbox_config(ref.name, ref.config));
+      auto box = host.create_toolbox(ref.name, toolbox_options(config, ref.name, ref.config));
       if (!box) return fail(ErrorCode::Plugin, "toolbox plugin '" + ref.name + "'", box.error());
-      impl->parts.toolboxes.push_back(*box);
+      out.push_back(*box);
     }
-  } else {
-    // Nothing named: offer every toolbox found; one that needs options it wasn't given is skipped.
-    for (const auto& info : impl->host.plugins()) {
-      if (!info.ok() || info.kind != PluginKind::Toolbox) continue;
-      auto box = impl->host.create_toolbox(info.name, toolbox_config(info.name, Json::object()));
-      if (box) {
-        impl->parts.toolboxes.push_back(*box);
-      } else {
-        log(LogLevel::Info,
-            "toolbox plugin '" + info.name + "' not loaded by default: " + box.error().describe());
-      }
+    return out;
+  }
+  for (const auto& info : host.plugins()) {
+    if (!info.ok() || info.kind != PluginKind::Toolbox) continue;
+    auto box = host.create_toolbox(info.name, toolbox_options(config, info.name, Json::object()));
+    if (box) {
+      out.push_back(*box);
+    } else {
+      log(LogLevel::Info,
+          "toolbox plugin '" + info.name + "' not loaded by default: " + box.error().describe());
     }
   }
+  return out;
+}
 
+// The permissions file's rules, then the config's own.
+Result<PermissionRules> permission_rules(const Config& config) {
   std::vector<std::string> allow, deny, ask;
   if (config.permissions_file) {
     KERNEX_ASSIGN_OR_RETURN(auto rules, PermissionRules::load_yaml_file(*config.permissions_file));
@@ -534,8 +552,22 @@ Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
   allow.insert(allow.end(), config.allow.begin(), config.allow.end());
   deny.insert(deny.end(), config.deny.begin(), config.deny.end());
   ask.insert(ask.end(), config.ask.begin(), config.ask.end());
-  impl->rules = PermissionRules(std::move(allow), std::move(deny), std::move(ask));
+  return PermissionRules(std::move(allow), std::move(deny), std::move(ask));
+}
 
+}  // namespace
+
+// Kernel files registered -> plugins discovered -> memory, hooks, toolboxes created -> permission
+// rules and pricing loaded.
+Result<std::unique_ptr<Kernel>> Kernel::create(Config config) {
+  auto impl = std::make_unique<Impl>();
+  // Again here: a Config built in code, or a data dir changed after loading (--data-dir).
+  register_kernel_files(config);
+  impl->host = discover_plugins(config);
+  KERNEX_ASSIGN_OR_RETURN(impl->memory, create_memory(impl->host, config));
+  KERNEX_RETURN_IF_ERROR(add_hooks(impl->host, config, impl->parts.hooks));
+  KERNEX_ASSIGN_OR_RETURN(impl->parts.toolboxes, create_toolboxes(impl->host, config));
+  KERNEX_ASSIGN_OR_RETURN(impl->rules, permission_rules(config));
   auto pricing = PricingTable::load_yaml_file(config.pricing_file.value_or(default_pricing_file()));
   if (!pricing) return std::unexpected(pricing.error());
   impl->pricing = std::move(*pricing);

@@ -47,8 +47,95 @@ constexpr std::string_view kMessageVector =
 constexpr std::string_view kSummaryVector =
     "to_tsvector('simple'::regconfig, left(s.text, 200000))";
 
+// The hits found so far, with their rank (lower first), each message or summary once.
+struct RankedHits {
+  std::vector<std::pair<double, RecallHit>> ranked;
+  std::set<std::pair<std::string, std::int64_t>> seen;  // (conversation, seq): summaries have seq 0
+
+  void add(double rank, RecallHit hit) {
+    if (seen.insert({hit.conversation_id, hit.seq}).second)
+      ranked.push_back({rank, std::move(hit)});
+  }
+  // The first `limit` by rank, ties in the order found.
+  std::vector<RecallHit> best(std::size_t limit) {
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<RecallHit> out;
+    for (auto& [rank, hit] : ranked) {
+      if (out.size() == limit) break;
+      out.push_back(std::move(hit));
+    }
+    return out;
+  }
+};
+
+// Messages of the current conversation from the returned seq on are in the history window
+// already (the newest q.skip_newest); none is when nothing is skipped.
+Result<std::int64_t> history_boundary(pg::Connection& c, const MemoryScope& scope,
+                                      const RecallQuery& q) {
+  if (q.skip_newest == 0 || q.current_conversation.empty())
+    return std::numeric_limits<std::int64_t>::max();
+  KERNEX_ASSIGN_OR_RETURN(
+      auto edge,
+      c.exec("SELECT seq FROM messages WHERE conversation_id = (SELECT id FROM conversations WHERE "
+             "id = $1 AND tenant = $3) ORDER BY seq DESC LIMIT 1 OFFSET $2::bigint",
+             {q.current_conversation, count_param(q.skip_newest - 1), scope.tenant()}));
+  return edge.empty() ? 0 : edge.int64(0, 0);
+}
+
+// The parameters both searches share: $1 sender, $2 current conversation, $3 boundary, $4 since,
+// $5 limit, $6 tenant, then the words from $7.
+// ts_rank: higher is better; negated so that, like bm25, lower sorts first.
+Result<void> search_messages(pg::Connection& c, const std::string& tsq,
+                             const std::vector<pg::Param>& params, RankedHits& hits) {
+  const std::string messages_sql =
+      "SELECT m.conversation_id, m.seq, m.content, m.created_at, -ts_rank(" +
+      std::string(kMessageVector) + ", " + tsq +
+      ") FROM messages m JOIN conversations c ON c.id = m.conversation_id WHERE m.role = 'user' "
+      "AND " +
+      std::string(kMessageVector) + " @@ " + tsq +
+      " "
+      "AND c.tenant = $6 AND ($1 = '' OR c.sender_id = $1) AND (m.conversation_id <> $2 OR "
+      "m.seq < $3::bigint) "
+      "AND ($4::text IS NULL OR m.created_at >= $4) ORDER BY 5, m.seq DESC LIMIT $5::bigint";
+  auto messages = c.exec(messages_sql, params);
+  if (!messages)
+    return fail(messages.error().code, "postgres memory: recall over messages failed",
+                messages.error());
+  for (int i = 0; i < messages->size(); ++i) {
+    hits.add(messages->real(i, 4), RecallHit{"message", messages->text(i, 0), messages->int64(i, 1),
+                                             messages->text(i, 2), messages->text(i, 3)});
+  }
+  return {};
+}
+
+// Summaries of the sender's other conversations (as search_messages, without a boundary).
+Result<void> search_summaries(pg::Connection& c, const std::string& tsq,
+                              const std::vector<pg::Param>& params, RankedHits& hits) {
+  const std::string summaries_sql =
+      "SELECT s.conversation_id, s.text, s.updated_at, -ts_rank(" + std::string(kSummaryVector) +
+      ", " + tsq + ") FROM summaries s JOIN conversations c ON c.id = s.conversation_id WHERE " +
+      std::string(kSummaryVector) + " @@ " + tsq +
+      " "
+      "AND c.tenant = $6 AND ($1 = '' OR c.sender_id = $1) AND s.conversation_id <> $2 AND "
+      "$3::bigint IS NOT NULL "
+      "AND ($4::text IS NULL OR s.updated_at >= $4) ORDER BY 4, s.id DESC LIMIT $5::bigint";
+  auto summaries = c.exec(summaries_sql, params);
+  if (!summaries) {
+    return fail(summaries.error().code, "postgres memory: recall over summaries failed",
+                summaries.error());
+  }
+  for (int i = 0; i < summaries->size(); ++i) {
+    hits.add(summaries->real(i, 3), RecallHit{"summary", summaries->text(i, 0), 0,
+                                              summaries->text(i, 1), summaries->text(i, 2)});
+  }
+  return {};
+}
+
 }  // namespace
 
+// Checked query -> its words -> the history window's edge -> every word over messages and
+// summaries -> (too few hits) any word, ranked after those -> the best q.limit.
 Result<std::vector<RecallHit>> PgStore::recall(const MemoryScope& scope, const RecallQuery& q) {
   // kernex's rule: shorter queries match too much to be useful.
   if (q.text.size() < 3 || q.limit == 0) return std::vector<RecallHit>{};
@@ -64,85 +151,24 @@ Result<std::vector<RecallHit>> PgStore::recall(const MemoryScope& scope, const R
   if (words.empty()) return std::vector<RecallHit>{};
   KERNEX_ASSIGN_OR_RETURN(auto lease, pool_->acquire());
   pg::Connection& c = *lease;
+  KERNEX_ASSIGN_OR_RETURN(const std::int64_t boundary, history_boundary(c, scope, q));
+  std::vector<pg::Param> params{q.sender_id, q.current_conversation, boundary,
+                                since,       count_param(q.limit),   scope.tenant()};
+  for (const auto& w : words) params.emplace_back(w);
 
-  // Messages of the current conversation from `boundary` on are in the history window already.
-  std::int64_t boundary = std::numeric_limits<std::int64_t>::max();
-  if (q.skip_newest > 0 && !q.current_conversation.empty()) {
-    KERNEX_ASSIGN_OR_RETURN(
-        auto edge,
-        c.exec(
-            "SELECT seq FROM messages WHERE conversation_id = (SELECT id FROM conversations WHERE "
-            "id = $1 AND tenant = $3) ORDER BY seq DESC LIMIT 1 OFFSET $2::bigint",
-            {q.current_conversation, count_param(q.skip_newest - 1), scope.tenant()}));
-    boundary = edge.empty() ? 0 : edge.int64(0, 0);
-  }
-  const auto limit = count_param(q.limit);
-  std::vector<std::pair<double, RecallHit>> ranked;
-  std::set<std::pair<std::string, std::int64_t>> seen;  // (conversation, seq): summaries have seq 0
-
+  RankedHits hits;
   const auto search = [&](const char* joiner) -> Result<void> {
     const std::string tsq = tsquery_sql(words.size(), 7, joiner);
-    std::vector<pg::Param> params{q.sender_id, q.current_conversation, boundary, since,
-                                  limit,       scope.tenant()};
-    for (const auto& w : words) params.emplace_back(w);
-    // ts_rank: higher is better; negated so that, like bm25, lower sorts first.
-    const std::string messages_sql =
-        "SELECT m.conversation_id, m.seq, m.content, m.created_at, -ts_rank(" +
-        std::string(kMessageVector) + ", " + tsq +
-        ") FROM messages m JOIN conversations c ON c.id = m.conversation_id WHERE m.role = 'user' "
-        "AND " +
-        std::string(kMessageVector) + " @@ " + tsq +
-        " "
-        "AND c.tenant = $6 AND ($1 = '' OR c.sender_id = $1) AND (m.conversation_id <> $2 OR "
-        "m.seq < $3::bigint) "
-        "AND ($4::text IS NULL OR m.created_at >= $4) ORDER BY 5, m.seq DESC LIMIT $5::bigint";
-    auto messages = c.exec(messages_sql, params);
-    if (!messages)
-      return fail(messages.error().code, "postgres memory: recall over messages failed",
-                  messages.error());
-    for (int i = 0; i < messages->size(); ++i) {
-      if (seen.insert({messages->text(i, 0), messages->int64(i, 1)}).second) {
-        ranked.push_back(
-            {messages->real(i, 4), RecallHit{"message", messages->text(i, 0), messages->int64(i, 1),
-                                             messages->text(i, 2), messages->text(i, 3)}});
-      }
-    }
-    const std::string summaries_sql =
-        "SELECT s.conversation_id, s.text, s.updated_at, -ts_rank(" + std::string(kSummaryVector) +
-        ", " + tsq + ") FROM summaries s JOIN conversations c ON c.id = s.conversation_id WHERE " +
-        std::string(kSummaryVector) + " @@ " + tsq +
-        " "
-        "AND c.tenant = $6 AND ($1 = '' OR c.sender_id = $1) AND s.conversation_id <> $2 AND "
-        "$3::bigint IS NOT NULL "
-        "AND ($4::text IS NULL OR s.updated_at >= $4) ORDER BY 4, s.id DESC LIMIT $5::bigint";
-    auto summaries = c.exec(summaries_sql, params);
-    if (!summaries) {
-      return fail(summaries.error().code, "postgres memory: recall over summaries failed",
-                  summaries.error());
-    }
-    for (int i = 0; i < summaries->size(); ++i) {
-      if (seen.insert({summaries->text(i, 0), 0}).second) {
-        ranked.push_back(
-            {summaries->real(i, 3), RecallHit{"summary", summaries->text(i, 0), 0,
-                                              summaries->text(i, 1), summaries->text(i, 2)}});
-      }
-    }
-    return {};
+    KERNEX_RETURN_IF_ERROR(search_messages(c, tsq, params, hits));
+    return search_summaries(c, tsq, params, hits);
   };
   KERNEX_RETURN_IF_ERROR(search(" && "));
   // Hits matching every word rank first, whatever the rank says about partial matches.
-  for (auto& [rank, hit] : ranked) rank -= 1e9;
-  if (ranked.size() < q.limit && words.size() > 1) {
+  for (auto& [rank, hit] : hits.ranked) rank -= 1e9;
+  if (hits.ranked.size() < q.limit && words.size() > 1) {
     KERNEX_RETURN_IF_ERROR(search(" || "));
   }
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<RecallHit> out;
-  for (auto& [rank, hit] : ranked) {
-    if (out.size() == q.limit) break;
-    out.push_back(std::move(hit));
-  }
-  return out;
+  return hits.best(q.limit);
 }
 
 }  // namespace kernex::postgres

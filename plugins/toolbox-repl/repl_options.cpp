@@ -17,35 +17,33 @@ Result<std::uint64_t> positive(const Json& v, const std::string& key, std::uint6
   return v.get<std::uint64_t>();
 }
 
-}  // namespace
-
-Result<ReplOptions> ReplOptions::from_json(const Json& config) {
-  if (!config.is_null() && !config.is_object())
-    return fail(ErrorCode::Config, "toolbox-repl: config must be an object");
+// The options shared with every sandboxed toolbox (workspace, profile, protect), for
+// ToolboxRunOptions; any key that is neither shared nor the REPL's own is refused.
+Result<Json> shared_options(const Json& config) {
   static const std::set<std::string> shared = {"workspace", "profile", "protect"};
   static const std::set<std::string> own = {"timeout",     "max_output",   "memory_mb",
                                             "cpu_seconds", "max_sessions", "pool_size",
                                             "offer",       "python",       "tool_result_max_bytes",
                                             "data_dir",    "tools"};
   Json run_config = Json::object();
-  if (config.is_object()) {
-    for (const auto& [key, value] : config.items()) {
-      if (shared.contains(key)) {
-        run_config[key] = value;
-      } else if (!own.contains(key)) {
-        return std::unexpected(
-            bad(key,
-                "is not an option (expected workspace, profile, protect, timeout, max_output, "
-                "memory_mb, cpu_seconds, max_sessions, pool_size, offer, python, "
-                "tool_result_max_bytes, data_dir, tools)"));
-      }
+  if (!config.is_object()) return run_config;
+  for (const auto& [key, value] : config.items()) {
+    if (shared.contains(key)) {
+      run_config[key] = value;
+    } else if (!own.contains(key)) {
+      return std::unexpected(
+          bad(key,
+              "is not an option (expected workspace, profile, protect, timeout, max_output, "
+              "memory_mb, cpu_seconds, max_sessions, pool_size, offer, python, "
+              "tool_result_max_bytes, data_dir, tools)"));
     }
   }
-  auto run = sandbox::ToolboxRunOptions::from_json(run_config, "toolbox-repl");
-  if (!run) return std::unexpected(run.error());
-  ReplOptions o;
-  o.run = std::move(*run);
-  const Json c = config.is_object() ? config : Json::object();
+  return run_config;
+}
+
+// What a call may take and return: its timeout (which cpu_seconds defaults to), the output kept,
+// what tools return to code, and where saved state goes.
+Result<void> read_calls(const Json& c, ReplOptions& o) {
   if (auto it = c.find("timeout"); it != c.end()) {
     if (auto problem = number_problem(*it, 0.001, 86400))
       return std::unexpected(bad("timeout", "(seconds): " + *problem));
@@ -54,12 +52,11 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
   o.cpu_seconds =
       static_cast<std::uint64_t>(std::ceil(static_cast<double>(o.timeout.count()) / 1000.0));
   if (auto it = c.find("max_output"); it != c.end()) {
-    KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "max_output", 1ull << 30));
-    o.max_output = v;
+    KERNEX_ASSIGN_OR_RETURN(o.max_output, positive(*it, "max_output", 1ull << 30));
   }
   if (auto it = c.find("tool_result_max_bytes"); it != c.end()) {
-    KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "tool_result_max_bytes", 1ull << 32));
-    o.tool_result_max_bytes = v;
+    KERNEX_ASSIGN_OR_RETURN(o.tool_result_max_bytes,
+                            positive(*it, "tool_result_max_bytes", 1ull << 32));
   }
   if (auto it = c.find("data_dir"); it != c.end()) {
     if (!it->is_string() || it->get<std::string>().empty() ||
@@ -67,17 +64,19 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
       return std::unexpected(bad("data_dir", "must be an absolute path (a string)"));
     o.data_dir = std::filesystem::path(it->get<std::string>()).lexically_normal();
   }
+  return {};
+}
+
+// The workers: their limits and number, when and which tools are offered, which python.
+Result<void> read_workers(const Json& c, ReplOptions& o) {
   if (auto it = c.find("memory_mb"); it != c.end()) {
-    KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "memory_mb", 1ull << 20));
-    o.memory_mb = v;
+    KERNEX_ASSIGN_OR_RETURN(o.memory_mb, positive(*it, "memory_mb", 1ull << 20));
   }
   if (auto it = c.find("cpu_seconds"); it != c.end()) {
-    KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "cpu_seconds", 86400));
-    o.cpu_seconds = v;
+    KERNEX_ASSIGN_OR_RETURN(o.cpu_seconds, positive(*it, "cpu_seconds", 86400));
   }
   if (auto it = c.find("max_sessions"); it != c.end()) {
-    KERNEX_ASSIGN_OR_RETURN(auto v, positive(*it, "max_sessions", 1024));
-    o.max_sessions = v;
+    KERNEX_ASSIGN_OR_RETURN(o.max_sessions, positive(*it, "max_sessions", 1024));
   }
   if (auto it = c.find("pool_size"); it != c.end()) {
     if (auto problem = uint_problem(*it, 0, 64)) return std::unexpected(bad("pool_size", *problem));
@@ -106,6 +105,22 @@ Result<ReplOptions> ReplOptions::from_json(const Json& config) {
       return std::unexpected(bad("python", "must be a program name"));
     o.python = it->get<std::string>();
   }
+  return {};
+}
+
+}  // namespace
+
+Result<ReplOptions> ReplOptions::from_json(const Json& config) {
+  if (!config.is_null() && !config.is_object())
+    return fail(ErrorCode::Config, "toolbox-repl: config must be an object");
+  KERNEX_ASSIGN_OR_RETURN(auto run_config, shared_options(config));
+  auto run = sandbox::ToolboxRunOptions::from_json(run_config, "toolbox-repl");
+  if (!run) return std::unexpected(run.error());
+  ReplOptions o;
+  o.run = std::move(*run);
+  const Json c = config.is_object() ? config : Json::object();
+  KERNEX_RETURN_IF_ERROR(read_calls(c, o));
+  KERNEX_RETURN_IF_ERROR(read_workers(c, o));
   return o;
 }
 

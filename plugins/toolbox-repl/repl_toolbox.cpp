@@ -491,16 +491,8 @@ class ReplToolbox final : public ToolExecutor {
     std::shared_ptr<Slot> slot = slot_for(session_key(run, *where));
     std::lock_guard lock(slot->mutex);
     slot->last_used = Clock::now();
-    std::string restarted;
-    if (!slot->session || slot->session->broken()) {
-      auto policy = policy_for(run.read_grants, *where);
-      if (!policy) return error_of(call, policy.error().describe());
-      auto started = pool_.take_or_start(policy_key(run.read_grants, *where), *policy);
-      if (!started) return error_of(call, started.error().describe());
-      slot->session = std::move(*started);
-      ++slot->serial;
-      restarted = std::exchange(slot->lost, "");
-    }
+    auto restarted = ensure_worker(*slot, run, *where);
+    if (!restarted) return error_of(call, restarted.error());
 
     const std::optional<std::string> tenant = tenant_of(context);
     if (call.name == "eval_code") sync_servers(*slot, run, tenant, context.stop);
@@ -518,17 +510,14 @@ class ReplToolbox final : public ToolExecutor {
         context.stop);
     const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
     if (!reply && reply.error().code == ErrorCode::Cancelled) {
-      // The worker was killed: the next call of this session starts a fresh one and is told so.
-      slot->session.reset();
-      slot->lost = "the run was cancelled while " + call.name + " ran";
       Json body = {{"error", sandbox::cancelled_text(call.name) + "; the REPL's state is lost"},
                    {"cancelled", true},
                    {"state_lost", true},
                    {"wall_ms", wall_ms}};
-      record_code_run(run, call, code, body);
-      return result_of(call, std::move(body), true);
+      return worker_lost(*slot, run, call, code,
+                         "the run was cancelled while " + call.name + " ran", std::move(body));
     }
-    if (reply && call.name == "eval_code" && restarted.empty() && !code.submitted) {
+    if (reply && call.name == "eval_code" && restarted->empty() && !code.submitted) {
       if (auto fast = eval_content(*reply, wall_ms)) {
         if (run.trajectory) record_code_run(run, call, code, parse_untrusted(fast->content));
         return ToolResult{call.id, call.name, std::move(fast->content), fast->is_error};
@@ -540,8 +529,6 @@ class ReplToolbox final : public ToolExecutor {
       const bool timed_out = parsed.error().code == ErrorCode::Limit;
       std::string why = timed_out ? call.name + " timed out after " + seconds(options_.timeout)
                                   : parsed.error().message;
-      slot->session.reset();
-      slot->lost = why;
       Json body = {
           {"error",
            why +
@@ -550,13 +537,36 @@ class ReplToolbox final : public ToolExecutor {
           {"state_lost", true},
           {"wall_ms", wall_ms}};
       if (timed_out) body["timed_out"] = true;
-      record_code_run(run, call, code, body);
-      return result_of(call, std::move(body), true);
+      return worker_lost(*slot, run, call, code, why, std::move(body));
     }
-    return finish(run, call, code, std::move(*parsed), wall_ms, restarted);
+    return finish(run, call, code, std::move(*parsed), wall_ms, *restarted);
   }
 
  private:
+  // The slot's worker, taken from the pool (or started) when it has none or a broken one. The
+  // value: what the worker before it lost ("" when nothing was lost, or no worker is new).
+  std::expected<std::string, std::string> ensure_worker(Slot& slot, const RunHandles& run,
+                                                        const sandbox::CallWorkspace& where) {
+    if (slot.session && !slot.session->broken()) return std::string();
+    auto policy = policy_for(run.read_grants, where);
+    if (!policy) return std::unexpected(policy.error().describe());
+    auto started = pool_.take_or_start(policy_key(run.read_grants, where), *policy);
+    if (!started) return std::unexpected(started.error().describe());
+    slot.session = std::move(*started);
+    ++slot.serial;
+    return std::exchange(slot.lost, "");
+  }
+
+  // The worker was stopped (cancelled, timed out, broken): the next call of this session starts a
+  // fresh one and is told `lost`; this call's answer is `body`, an error.
+  ToolResult worker_lost(Slot& slot, const RunHandles& run, const ToolCall& call,
+                         const CodeRun& code, std::string lost, Json body) {
+    slot.session.reset();
+    slot.lost = std::move(lost);
+    record_code_run(run, call, code, body);
+    return result_of(call, std::move(body), true);
+  }
+
   using Request =
       std::pair<std::string, std::string>;  // the request line, and raw bytes to follow it
 

@@ -22,6 +22,9 @@
 #include "lower_binds.hpp"
 #include "mount_syscalls.hpp"
 
+// Code of the CLONE_VM children: never instrumented (they share the kernel's memory and stack).
+#define NOSAN __attribute__((no_sanitize("address", "undefined")))
+
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
@@ -161,11 +164,11 @@ __attribute__((no_sanitize("address", "undefined"))) int reaper_main(void* arg) 
   }
 }
 
-__attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
-  auto* spec = static_cast<ChildSpec*>(arg);
+namespace {
 
-  // Every signal is blocked on the cloning side (clone_thread.cpp, process.cpp); restore default
-  // dispositions (ignored ones survive execve, e.g. SIGPIPE) before unblocking.
+// Every signal is blocked on the cloning side (clone_thread.cpp, process.cpp); restore default
+// dispositions (ignored ones survive execve, e.g. SIGPIPE) before unblocking.
+NOSAN void reset_signals(ChildSpec* spec) {
   for (int sig = 1; sig < 65; ++sig) {
     if (sig == SIGKILL || sig == SIGSTOP) continue;
     KernelSigaction dfl{SIG_DFL, 0, nullptr, 0};
@@ -175,7 +178,10 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
   if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty_mask, nullptr, sizeof(empty_mask)) != 0) {
     die(spec, ChildStage::Signals);
   }
+}
 
+// Into the cgroup, killed with the kernel (which must still be alive), and a session of its own.
+NOSAN void tie_to_kernel(ChildSpec* spec) {
   if (spec->cgroup_fd >= 0 && syscall(SYS_write, spec->cgroup_fd, "0", 1) != 1)
     die(spec, ChildStage::Cgroup);
   if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
@@ -186,18 +192,21 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
   }
   if (!spec->filter_inherited) {
     if (syscall(SYS_setsid) < 0) die(spec, ChildStage::Session);
-  } else {
-    // No setsid (the inherited filter refuses it), so the kernel's controlling terminal, if it has
-    // one, would still be ours: a command granted a pts device could make itself the foreground
-    // group. TIOCNOTTY drops it for this process only; ENXIO means there is none.
-    long tty = syscall(SYS_openat, AT_FDCWD, "/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (tty >= 0) {
-      const long detached = syscall(SYS_ioctl, tty, TIOCNOTTY, 0);
-      syscall(SYS_close, tty);
-      if (detached != 0) die(spec, ChildStage::Session);
-    }
+    return;
   }
+  // No setsid (the inherited filter refuses it), so the kernel's controlling terminal, if it has
+  // one, would still be ours: a command granted a pts device could make itself the foreground
+  // group. TIOCNOTTY drops it for this process only; ENXIO means there is none.
+  long tty = syscall(SYS_openat, AT_FDCWD, "/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (tty >= 0) {
+    const long detached = syscall(SYS_ioctl, tty, TIOCNOTTY, 0);
+    syscall(SYS_close, tty);
+    if (detached != 0) die(spec, ChildStage::Session);
+  }
+}
 
+// Stdio from the spec; every other fd close-on-exec.
+NOSAN void set_stdio(ChildSpec* spec) {
   for (int target = 0; target < 3; ++target) {
     int fd = spec->stdio[target];
     if (fd == target) {
@@ -208,44 +217,61 @@ __attribute__((no_sanitize("address", "undefined"))) int child_main(void* arg) {
   }
   // Marked close-on-exec rather than closed: the Landlock ruleset fd is still needed below.
   if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) die(spec, ChildStage::CloseFds);
+}
 
+// The policy's mount namespace (and its user namespace), the working directory, the rlimits.
+NOSAN void enter_tree(ChildSpec* spec) {
   if (spec->mntns_fd >= 0) {
     if (spec->userns_fd >= 0 && syscall(SYS_setns, spec->userns_fd, CLONE_NEWUSER) != 0)
       die(spec, ChildStage::Mounts);
     if (syscall(SYS_setns, spec->mntns_fd, CLONE_NEWNS) != 0) die(spec, ChildStage::Mounts);
   }
   if (syscall(SYS_chdir, spec->cwd) != 0) die(spec, ChildStage::Chdir);
-
   for (int i = 0; i < spec->limit_count; ++i) {
     KernelRlimit lim{spec->limits[i].value, spec->limits[i].value};
     if (syscall(SYS_prlimit64, 0, spec->limits[i].resource, &lim, nullptr) != 0)
       die(spec, ChildStage::Rlimit);
   }
+}
 
-  if (spec->sandboxed) {
-    if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(spec, ChildStage::NoNewPrivs);
-    if (!drop_capabilities(spec)) die(spec, ChildStage::Capabilities);
-    if (syscall(SYS_landlock_restrict_self, spec->landlock_fd, 0) != 0)
-      die(spec, ChildStage::Landlock);
-    if (!spec->filter_inherited &&
-        syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, spec->seccomp) != 0) {
-      die(spec, ChildStage::Seccomp);
-    }
+// No new privileges, no capabilities, Landlock, then seccomp (unless inherited).
+NOSAN void confine(ChildSpec* spec) {
+  if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(spec, ChildStage::NoNewPrivs);
+  if (!drop_capabilities(spec)) die(spec, ChildStage::Capabilities);
+  if (syscall(SYS_landlock_restrict_self, spec->landlock_fd, 0) != 0)
+    die(spec, ChildStage::Landlock);
+  if (!spec->filter_inherited &&
+      syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, spec->seccomp) != 0) {
+    die(spec, ChildStage::Seccomp);
   }
+}
 
-  if (spec->filter_inherited) {
-    // Our seccomp filter came with the clone thread and refuses setsid/setpgid, so the spawning
-    // thread makes us a group leader meanwhile; the command must not start before that is done.
-    int state;
-    while ((state = spec->group_state) == 0) {
-      syscall(SYS_futex, &spec->group_state, FUTEX_WAIT, 0, nullptr, nullptr, 0);
-    }
-    if (state < 0) {
-      errno = -state;
-      die(spec, ChildStage::Session);
-    }
+// Our seccomp filter came with the clone thread and refuses setsid/setpgid, so the spawning
+// thread makes us a group leader meanwhile; the command must not start before that is done.
+NOSAN void await_group(ChildSpec* spec) {
+  int state;
+  while ((state = spec->group_state) == 0) {
+    syscall(SYS_futex, &spec->group_state, FUTEX_WAIT, 0, nullptr, nullptr, 0);
   }
+  if (state < 0) {
+    errno = -state;
+    die(spec, ChildStage::Session);
+  }
+}
 
+}  // namespace
+
+// Signals reset -> tied to the kernel -> stdio -> mount namespace, cwd, rlimits -> confined ->
+// (an inherited filter: made a group leader by the spawner) -> execve. Raw syscalls only: this
+// runs in a CLONE_VM child.
+NOSAN int child_main(void* arg) {
+  auto* spec = static_cast<ChildSpec*>(arg);
+  reset_signals(spec);
+  tie_to_kernel(spec);
+  set_stdio(spec);
+  enter_tree(spec);
+  if (spec->sandboxed) confine(spec);
+  if (spec->filter_inherited) await_group(spec);
   syscall(SYS_execve, spec->path, spec->argv, spec->envp);
   die(spec, ChildStage::Exec);
 }
@@ -296,107 +322,128 @@ static __attribute__((no_sanitize("address", "undefined"))) bool mask_keeping(co
                  nullptr) == 0;
 }
 
-__attribute__((no_sanitize("address", "undefined"))) int mount_template_main(void* arg) {
-  auto* spec = static_cast<MountTemplateSpec*>(arg);
-  const bool from_base = spec->base_mntns >= 0;
-  bool user_ns = false;
+namespace {
+
+// A namespace of the template's own: a copy of the overlay's base namespace, else a new one (in a
+// new user namespace where an unprivileged kernel needs one). `user_ns`: one was entered or made.
+NOSAN bool enter_template_ns(MountTemplateSpec* spec, bool from_base, bool& user_ns) {
   if (from_base) {
     // A copy of the overlay's base namespace: its overlay mount is the same superblock as every
     // other policy's over those layers, so each sees the others' writes at once (two overlay
     // mounts of one upper layer keep stale lookups of each other's changes).
     if (spec->base_userns >= 0) {
-      if (syscall(SYS_setns, spec->base_userns, CLONE_NEWUSER) != 0) goto failed;
+      if (syscall(SYS_setns, spec->base_userns, CLONE_NEWUSER) != 0) return false;
       user_ns = true;
     }
-    if (syscall(SYS_setns, spec->base_mntns, CLONE_NEWNS) != 0 ||
-        syscall(SYS_unshare, CLONE_NEWNS) != 0) {
-      goto failed;
-    }
-  } else if (syscall(SYS_unshare, CLONE_NEWNS) != 0) {
-    if (errno != EPERM) goto failed;
-    if (syscall(SYS_unshare, CLONE_NEWUSER | CLONE_NEWNS) != 0) goto failed;
-    user_ns = true;
-    if (!write_proc_file("/proc/self/setgroups", "deny") ||
-        !write_proc_file("/proc/self/uid_map", spec->uid_map) ||
-        !write_proc_file("/proc/self/gid_map", spec->gid_map)) {
-      goto failed;
-    }
+    return syscall(SYS_setns, spec->base_mntns, CLONE_NEWNS) == 0 &&
+           syscall(SYS_unshare, CLONE_NEWNS) == 0;
   }
-  // Nothing done here may propagate back to the kernel's own mount namespace.
-  if (syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) goto failed;
-  // The real tree of every kind-3 path, cloned while it can still be seen.
-  if (!clone_lowers(spec, from_base)) goto failed;
-  // Overlays first: overlayfs needs its upper layer's mount writable when it is made (it keeps a
-  // private clone of it), and the read-only step below is undone for the overlay alone. The real
-  // directory is both the lower layer and the mount point: looked up before the overlay covers it.
+  if (syscall(SYS_unshare, CLONE_NEWNS) == 0) return true;
+  if (errno != EPERM) return false;
+  if (syscall(SYS_unshare, CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
+  user_ns = true;
+  return write_proc_file("/proc/self/setgroups", "deny") &&
+         write_proc_file("/proc/self/uid_map", spec->uid_map) &&
+         write_proc_file("/proc/self/gid_map", spec->gid_map);
+}
+
+// Overlays first: overlayfs needs its upper layer's mount writable when it is made (it keeps a
+// private clone of it), and the read-only step below is undone for the overlay alone. The real
+// directory is both the lower layer and the mount point: looked up before the overlay covers it.
+NOSAN bool mount_overlays(const MountTemplateSpec* spec, bool user_ns) {
   for (int i = 0; i < spec->mount_count; ++i) {
     const ChildMount& m = spec->mounts[i];
-    if (m.kind != 2 || from_base) continue;
+    if (m.kind != 2) continue;
     if (syscall(SYS_mount, "overlay", m.path, "overlay", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                 user_ns ? m.data_userns : m.data) != 0) {
-      goto failed;
+      return false;
     }
   }
-  // Before any bind: a bind copies its source's flags, so the writable binds below start read-only
-  // and their remount (flags without MS_RDONLY) makes exactly that one mount writable again, while
-  // the read-only binds and masks made after them, deeper, stay read-only.
-  if (spec->read_only_root != 0) {
-    MountAttr attr{MOUNT_ATTR_RDONLY, 0, 0, 0};
-    if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
-      spec->read_only_errno = errno;  // e.g. ENOSYS before Linux 5.12: reported as a warning
-    }
-    for (int i = 0; i < spec->mount_count; ++i) {
-      if (spec->mounts[i].kind != 2) continue;
-      MountAttr writable{0, MOUNT_ATTR_RDONLY, 0, 0};
-      if (syscall(SYS_mount_setattr, AT_FDCWD, spec->mounts[i].path, 0, &writable,
-                  sizeof(writable)) != 0 &&
-          spec->read_only_errno == 0) {
-        goto failed;
-      }
-    }
+  return true;
+}
+
+// Before any bind: a bind copies its source's flags, so the writable binds below start read-only
+// and their remount (flags without MS_RDONLY) makes exactly that one mount writable again, while
+// the read-only binds and masks made after them, deeper, stay read-only.
+NOSAN bool make_root_read_only(MountTemplateSpec* spec) {
+  MountAttr attr{MOUNT_ATTR_RDONLY, 0, 0, 0};
+  if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
+    spec->read_only_errno = errno;  // e.g. ENOSYS before Linux 5.12: reported as a warning
   }
   for (int i = 0; i < spec->mount_count; ++i) {
-    const ChildMount& m = spec->mounts[i];
-    spec->failed_mount = i;     // named in the error if this one fails
-    if (m.kind == 2) continue;  // mounted above
-    if (m.kind == 3) {
-      if (!attach_lower(spec, i)) goto failed;
-      continue;
+    if (spec->mounts[i].kind != 2) continue;
+    MountAttr writable{0, MOUNT_ATTR_RDONLY, 0, 0};
+    if (syscall(SYS_mount_setattr, AT_FDCWD, spec->mounts[i].path, 0, &writable,
+                sizeof(writable)) != 0 &&
+        spec->read_only_errno == 0) {
+      return false;
     }
-    if (m.kind == 1 && m.keep_count > 0) {
-      if (!mask_keeping(m)) goto failed;
-      continue;
-    }
-    if (m.kind == 1) {
-      if (syscall(SYS_mount, "tmpfs", m.path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "mode=000,size=4k") != 0) {
-        goto failed;
-      }
-      continue;
-    }
-    const char* source = m.source != nullptr ? m.source : m.path;
-    if (syscall(SYS_mount, source, m.path, nullptr, MS_BIND | MS_REC, nullptr) != 0) goto failed;
-    if (m.remount_flags != 0 &&
-        syscall(SYS_mount, nullptr, m.path, nullptr, m.remount_flags, nullptr) != 0)
-      goto failed;
   }
-  spec->failed_mount = -1;
+  return true;
+}
+
+// Mount i of the policy (overlays are already mounted): a real tree, a mask (keeping some
+// directories, or empty), or a bind remounted with its flags.
+NOSAN bool mount_one(MountTemplateSpec* spec, int i) {
+  const ChildMount& m = spec->mounts[i];
+  if (m.kind == 2) return true;  // mounted above
+  if (m.kind == 3) return attach_lower(spec, i);
+  if (m.kind == 1 && m.keep_count > 0) return mask_keeping(m);
+  if (m.kind == 1) {
+    return syscall(SYS_mount, "tmpfs", m.path, "tmpfs",
+                   MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k") == 0;
+  }
+  const char* source = m.source != nullptr ? m.source : m.path;
+  if (syscall(SYS_mount, source, m.path, nullptr, MS_BIND | MS_REC, nullptr) != 0) return false;
+  return m.remount_flags == 0 ||
+         syscall(SYS_mount, nullptr, m.path, nullptr, m.remount_flags, nullptr) == 0;
+}
+
+// What the kernel takes from the finished template: the paths it asked for (O_PATH, -1 where
+// missing) and the namespaces, to enter for every command.
+NOSAN bool open_results(MountTemplateSpec* spec, bool user_ns) {
   for (int i = 0; i < spec->open_count; ++i) {
     long fd = syscall(SYS_openat, AT_FDCWD, spec->open_paths[i], O_PATH | O_CLOEXEC);
     spec->opened_fds[i] = fd < 0 ? -1 : static_cast<int>(fd);
   }
-  {
-    long mnt = syscall(SYS_openat, AT_FDCWD, "/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-    if (mnt < 0) goto failed;
-    spec->mntns_fd = static_cast<int>(mnt);
-    if (user_ns) {
-      long user = syscall(SYS_openat, AT_FDCWD, "/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
-      if (user < 0) goto failed;
-      spec->userns_fd = static_cast<int>(user);
-    }
+  long mnt = syscall(SYS_openat, AT_FDCWD, "/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+  if (mnt < 0) return false;
+  spec->mntns_fd = static_cast<int>(mnt);
+  if (!user_ns) return true;
+  long user = syscall(SYS_openat, AT_FDCWD, "/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+  if (user < 0) return false;
+  spec->userns_fd = static_cast<int>(user);
+  return true;
+}
+
+NOSAN bool build_template(MountTemplateSpec* spec) {
+  const bool from_base = spec->base_mntns >= 0;
+  bool user_ns = false;
+  if (!enter_template_ns(spec, from_base, user_ns)) return false;
+  // Nothing done here may propagate back to the kernel's own mount namespace.
+  if (syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return false;
+  // The real tree of every kind-3 path, cloned while it can still be seen.
+  if (!clone_lowers(spec, from_base)) return false;
+  if (!from_base && !mount_overlays(spec, user_ns)) return false;
+  if (spec->read_only_root != 0 && !make_root_read_only(spec)) return false;
+  for (int i = 0; i < spec->mount_count; ++i) {
+    spec->failed_mount = i;  // named in the error if this one fails
+    if (!mount_one(spec, i)) return false;
   }
-  for (;;) syscall(SYS_exit_group, 0);
-failed:
+  spec->failed_mount = -1;
+  return open_results(spec, user_ns);
+}
+
+}  // namespace
+
+// A namespace of its own -> no propagation back -> real trees cloned -> overlays -> read-only
+// root -> every mount in order -> the fds the kernel keeps. Raw syscalls only: this runs in a
+// CLONE_VM child, which exits 1 with failed_errno (and failed_mount) set on a failure.
+NOSAN int mount_template_main(void* arg) {
+  auto* spec = static_cast<MountTemplateSpec*>(arg);
+  if (build_template(spec)) {
+    for (;;) syscall(SYS_exit_group, 0);
+  }
   spec->failed_errno = errno;
   for (;;) syscall(SYS_exit_group, 1);
 }

@@ -429,40 +429,95 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         "serve: req=" + req.request_id + " refused " + std::to_string(status) + " " + code);
   }
 
+  // One request off the connection: its first bytes awaited within the idle timeout, then the
+  // whole request within the header timeout (a slow client is dropped); one over the limits is
+  // refused. Nothing: the connection ends.
+  awaitable<std::optional<bhttp::request<bhttp::string_body>>> read_request(
+      beast::tcp_stream& stream, beast::flat_buffer& buffer) {
+    error_code ec;
+    if (buffer.size() == 0) {
+      stream.expires_after(options.idle_timeout);  // between requests
+      const std::size_t n = co_await stream.async_read_some(
+          buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
+      if (ec) co_return std::nullopt;
+      buffer.commit(n);
+    }
+    bhttp::request_parser<bhttp::string_body> parser;
+    parser.header_limit(
+        static_cast<std::uint32_t>(std::min<std::size_t>(options.max_header_bytes, UINT32_MAX)));
+    parser.body_limit(options.max_body_bytes);
+    stream.expires_after(options.header_timeout);  // the whole request: a slow client is dropped
+    co_await bhttp::async_read_header(stream, buffer, parser,
+                                      asio::redirect_error(use_awaitable, ec));
+    if (!ec && parser.get()[bhttp::field::expect] == "100-continue" && !parser.is_done()) {
+      co_await write_all(stream, "HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    if (!ec && !parser.is_done())
+      co_await bhttp::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    if (const std::optional<Refusal> refusal = refusal_for(ec)) {
+      co_await refuse(stream, refusal->status, refusal->code, refusal->message);
+      co_return std::nullopt;
+    }
+    if (ec) co_return std::nullopt;  // closed, reset or too slow
+    stream.expires_never();
+    co_return parser.release();
+  }
+
+  // Sends the reply: a stream as its run goes, a wait's once its run has ended. A client gone
+  // meanwhile cancels the run if the reply asks for that. False: the write failed.
+  awaitable<bool> answer(beast::tcp_stream& stream, const HttpRequest& req, HttpReply reply,
+                         unsigned version, bool keep_alive,
+                         std::chrono::steady_clock::time_point started) {
+    bool ok = true;
+    auto watch = std::make_shared<Watch>();
+    if (reply.cancel_on_disconnect && (reply.stream || reply.wait)) {
+      asio::co_spawn(co_await asio::this_coro::executor,
+                     watch_disconnect(stream.socket(), watch,
+                                      reply.stream ? reply.stream : reply.wait, req.request_id),
+                     asio::detached);
+    } else {
+      watch->over = true;
+    }
+    // Ends the watch before the connection reads again or goes (nothing else waits on the
+    // socket between replies, so the cancel reaches the watch alone).
+    const auto unwatch = [&] {
+      if (watch->over) return;
+      watch->over = true;
+      error_code ignored;
+      stream.socket().cancel(ignored);
+    };
+    if (reply.stream) {
+      log_line(req, 200, started, reply.tenant);
+      ok = co_await write_stream(stream, req, reply, keep_alive);
+    } else {
+      if (reply.wait) {
+        co_await wait_end(reply.wait);
+        std::string tenant = reply.tenant;
+        reply = reply.complete(*reply.wait);
+        reply.tenant = tenant;
+      }
+      log_line(req, reply.status, started, reply.tenant);
+      unwatch();
+      ok = co_await write_reply(stream, req, reply, version, keep_alive);
+    }
+    unwatch();
+    // A write that failed is a client gone too: the watch may have lost the race to see it
+    // (unwatch ends it), and then nobody else would cancel the run.
+    if (!ok) cancel_for_gone_client(reply, req.request_id);
+    co_return ok;
+  }
+
+  // Keep-alive: read a request, route it, answer, until the client goes, an answer fails or a
+  // request asks to close.
   awaitable<void> connection(tcp::socket socket) {
     const Decrement count{open};
-    error_code ec;
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
     for (;;) {
-      if (buffer.size() == 0) {
-        stream.expires_after(options.idle_timeout);  // between requests
-        const std::size_t n = co_await stream.async_read_some(
-            buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
-        if (ec) break;
-        buffer.commit(n);
-      }
-      bhttp::request_parser<bhttp::string_body> parser;
-      parser.header_limit(
-          static_cast<std::uint32_t>(std::min<std::size_t>(options.max_header_bytes, UINT32_MAX)));
-      parser.body_limit(options.max_body_bytes);
-      stream.expires_after(options.header_timeout);  // the whole request: a slow client is dropped
-      co_await bhttp::async_read_header(stream, buffer, parser,
-                                        asio::redirect_error(use_awaitable, ec));
-      if (!ec && parser.get()[bhttp::field::expect] == "100-continue" && !parser.is_done()) {
-        co_await write_all(stream, "HTTP/1.1 100 Continue\r\n\r\n");
-      }
-      if (!ec && !parser.is_done())
-        co_await bhttp::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
-      if (const std::optional<Refusal> refusal = refusal_for(ec)) {
-        co_await refuse(stream, refusal->status, refusal->code, refusal->message);
-        break;
-      }
-      if (ec) break;  // closed, reset or too slow
-      stream.expires_never();
-      auto msg = parser.release();
-      HttpRequest req = to_request(msg, request_id());
-      const bool keep_alive = msg.keep_alive();
+      auto msg = co_await read_request(stream, buffer);
+      if (!msg) break;
+      HttpRequest req = to_request(*msg, request_id());
+      const bool keep_alive = msg->keep_alive();
       const auto started = std::chrono::steady_clock::now();
       // Not `cond ? co_await ... : handler(req)`: g++ 12 frees the temporary of a conditional
       // holding a co_await too early (ASan: heap-use-after-free in write_reply on every reply).
@@ -472,44 +527,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       } else {
         reply = handler(req);
       }
-      bool ok = true;
-      auto watch = std::make_shared<Watch>();
-      if (reply.cancel_on_disconnect && (reply.stream || reply.wait)) {
-        asio::co_spawn(co_await asio::this_coro::executor,
-                       watch_disconnect(stream.socket(), watch,
-                                        reply.stream ? reply.stream : reply.wait, req.request_id),
-                       asio::detached);
-      } else {
-        watch->over = true;
-      }
-      // Ends the watch before the connection reads again or goes (nothing else waits on the
-      // socket between replies, so the cancel reaches the watch alone).
-      const auto unwatch = [&] {
-        if (watch->over) return;
-        watch->over = true;
-        error_code ignored;
-        stream.socket().cancel(ignored);
-      };
-      if (reply.stream) {
-        log_line(req, 200, started, reply.tenant);
-        ok = co_await write_stream(stream, req, reply, keep_alive);
-      } else {
-        if (reply.wait) {
-          co_await wait_end(reply.wait);
-          std::string tenant = reply.tenant;
-          reply = reply.complete(*reply.wait);
-          reply.tenant = tenant;
-        }
-        log_line(req, reply.status, started, reply.tenant);
-        unwatch();
-        ok = co_await write_reply(stream, req, reply, msg.version(), keep_alive);
-      }
-      unwatch();
-      // A write that failed is a client gone too: the watch may have lost the race to see it
-      // (unwatch ends it), and then nobody else would cancel the run.
-      if (!ok) cancel_for_gone_client(reply, req.request_id);
+      const bool ok =
+          co_await answer(stream, req, std::move(reply), msg->version(), keep_alive, started);
       if (!ok || !keep_alive) break;
     }
+    error_code ec;
     stream.socket().shutdown(tcp::socket::shutdown_both, ec);
   }
 

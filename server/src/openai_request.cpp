@@ -436,6 +436,17 @@ std::expected<ToolChoice, ApiError> parse_tool_choice(const Json& v,
   return c;
 }
 
+std::expected<void, ApiError> parse_request_tool_choice(const Json& b, OpenAiRequest& out) {
+  if (absent(b, "tool_choice")) return {};
+  auto choice = parse_tool_choice(b["tool_choice"], out.tools, "tool_choice");
+  if (!choice) return std::unexpected(choice.error());
+  if (choice->mode != ToolChoice::Mode::Auto && choice->mode != ToolChoice::Mode::None &&
+      out.tools.empty())
+    return std::unexpected(field_error("tool_choice", "names tools but the request has none"));
+  out.generation.tool_choice = *choice;
+  return {};
+}
+
 std::expected<void, ApiError> parse_identity(const HttpRequest& req, const Json& b,
                                              OpenAiRequest& out) {
   if (!absent(b, "metadata")) {
@@ -494,14 +505,7 @@ std::expected<OpenAiRequest, ApiError> parse_chat_request(const HttpRequest& req
   // Without `stream`, an Accept: text/event-stream asks for a stream (as the native endpoint).
   if (absent(b, "stream"))
     out.stream = req.header("accept").find("text/event-stream") != std::string::npos;
-  if (!absent(b, "tool_choice")) {
-    auto choice = parse_tool_choice(b["tool_choice"], out.tools, "tool_choice");
-    if (!choice) return std::unexpected(choice.error());
-    if (choice->mode != ToolChoice::Mode::Auto && choice->mode != ToolChoice::Mode::None &&
-        out.tools.empty())
-      return std::unexpected(field_error("tool_choice", "names tools but the request has none"));
-    out.generation.tool_choice = *choice;
-  }
+  KERNEX_RETURN_IF_ERROR(parse_request_tool_choice(b, out));
   return out;
 }
 

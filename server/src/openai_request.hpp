@@ -73,6 +73,9 @@ std::expected<ResponseFormat, ApiError> parse_response_format(const Json& v,
 std::expected<ToolChoice, ApiError> parse_tool_choice(const Json& v,
                                                       const std::vector<ToolSpec>& tools,
                                                       const std::string& where);
+// The body's tool_choice, if present, into out.generation; one that names tools needs some tools.
+// Reads out.tools: parse them first.
+std::expected<void, ApiError> parse_request_tool_choice(const Json& body, OpenAiRequest& out);
 // Session (X-Session-Id, else metadata.session_id), if-busy header, metadata and user.
 std::expected<void, ApiError> parse_identity(const HttpRequest& req, const Json& body,
                                              OpenAiRequest& out);

@@ -264,15 +264,8 @@ std::expected<ResponsesRequest, ApiError> parse_responses_request(
         field_error("input",
                     "the last item must be a user message, or function_call_output items for the "
                     "last function calls"));
-  if (!absent(b, "tool_choice")) {
-    auto choice = parse_tool_choice(b["tool_choice"], out.tools, "tool_choice");
-    if (!choice) return std::unexpected(choice.error());
-    if (choice->mode != ToolChoice::Mode::Auto && choice->mode != ToolChoice::Mode::None &&
-        out.tools.empty())
-      return std::unexpected(field_error("tool_choice", "names tools but the request has none"));
-    out.generation.tool_choice = *choice;
-    r.echo["tool_choice"] = b["tool_choice"];
-  }
+  KERNEX_RETURN_IF_ERROR(parse_request_tool_choice(b, out));
+  if (!absent(b, "tool_choice")) r.echo["tool_choice"] = b["tool_choice"];
   return r;
 }
 

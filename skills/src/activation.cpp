@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "kernex/markup_escape.hpp"
 #include "text.hpp"
 
 namespace kernex::skills {
@@ -93,29 +94,6 @@ Toolbox skill_search_toolbox() {
 
 namespace {
 
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::vector<const Skill*> by_name(const std::vector<Skill>& skills) {
   std::vector<const Skill*> out;
   for (const auto& s : skills) out.push_back(&s);
@@ -135,12 +113,12 @@ std::string skill_catalogue(const std::vector<Skill>& skills) {
       "task.\n\n"
       "<available_skills>\n";
   for (const Skill* s : by_name(skills)) {
-    out += "<skill>\n<name>\n" + xml_escape(s->name) + "\n</name>\n<description>\n" +
-           xml_escape(s->description) + "\n</description>\n<location>\n" +
-           xml_escape(s->file.string()) + "\n</location>\n";
+    out += "<skill>\n<name>\n" + escape_markup(s->name) + "\n</name>\n<description>\n" +
+           escape_markup(s->description) + "\n</description>\n<location>\n" +
+           escape_markup(s->file.string()) + "\n</location>\n";
     if (!s->available) {
       out += "<status>\nrequires programs that are not installed: " +
-             xml_escape(detail::join(s->requirements)) + "\n</status>\n";
+             escape_markup(detail::join(s->requirements)) + "\n</status>\n";
     }
     out += "</skill>\n";
   }
@@ -171,7 +149,7 @@ Activation activate(const Skill& skill) {
 }
 
 std::string activation_text(const Activation& a) {
-  std::string out = "<skill_content name=\"" + xml_escape(a.name) + "\">\n";
+  std::string out = "<skill_content name=\"" + escape_markup(a.name) + "\">\n";
   out += a.instructions;
   if (!a.instructions.empty() && a.instructions.back() != '\n') out += '\n';
   out += "\nSkill directory: " + a.path.string() +

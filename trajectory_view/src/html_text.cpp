@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "kernex/markup_escape.hpp"
+
 namespace kernex::html {
 
 std::string escape(std::string_view text) {
@@ -9,19 +11,11 @@ std::string escape(std::string_view text) {
   out.reserve(text.size());
   for (const char c : text) {
     const auto byte = static_cast<unsigned char>(c);
+    if (const char* entity = markup_entity(c)) {
+      out += entity;
+      continue;
+    }
     switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
       case '\'':
         out += "&#39;";
         break;

@@ -443,22 +443,22 @@ struct Client::Impl {
     return *proxy;
   }
 
-  std::expected<std::unique_ptr<Connection>, Failure> connect(const Url& url,
-                                                              const std::optional<Proxy>& proxy,
-                                                              Clock::time_point total) {
-    const Url& peer = proxy ? proxy->url : url;
-    const std::string where = proxy ? "proxy " + peer.authority() : url.authority();
-    auto failure = [&](const std::string& what, error_code ec, bool retryable = true) {
-      std::string msg = "connecting to " + where + ": " + what;
-      if (ec) msg += ": " + (is_timeout(ec) ? std::string("timed out") : ec.message());
-      return std::unexpected(Failure{Error(ErrorCode::Provider, msg), retryable});
-    };
+  // A failure to connect: "connecting to <where>: <what>[: <cause>]".
+  static std::unexpected<Failure> connect_failure(const std::string& where, const std::string& what,
+                                                  error_code ec, bool retryable = true) {
+    std::string msg = "connecting to " + where + ": " + what;
+    if (ec) msg += ": " + (is_timeout(ec) ? std::string("timed out") : ec.message());
+    return std::unexpected(Failure{Error(ErrorCode::Provider, msg), retryable});
+  }
 
-    const auto connect_deadline = step_deadline(opts.connect_timeout, total);
+  // Resolves `peer` and opens a TCP connection to it, both by `deadline`; a refusal says so.
+  std::expected<std::unique_ptr<Connection>, Failure> open_tcp(const Url& peer,
+                                                               const std::string& where,
+                                                               Clock::time_point deadline) {
     tcp::resolver resolver(ioc);
     tcp::resolver::results_type endpoints;
     error_code ec = run(
-        connect_deadline,
+        deadline,
         [&](auto done) {
           resolver.async_resolve(peer.host, peer.port,
                                  [&, done](error_code e, tcp::resolver::results_type r) {
@@ -467,75 +467,102 @@ struct Client::Impl {
                                  });
         },
         [&] { resolver.cancel(); });
-    if (ec) return failure("cannot resolve host", ec);
+    if (ec) return connect_failure(where, "cannot resolve host", ec);
 
     auto conn = std::make_unique<Connection>();
     conn->plain = std::make_unique<beast::tcp_stream>(ioc);
     ec = run(
-        connect_deadline,
+        deadline,
         [&](auto done) {
           conn->plain->async_connect(endpoints,
                                      [done](error_code e, const tcp::endpoint&) { done(e); });
         },
         [&] { conn->close(); });
     if (ec == asio::error::connection_refused) {
-      auto refused = failure("cannot connect", ec);
+      auto refused = connect_failure(where, "cannot connect", ec);
       refused.error().refused = true;
       return refused;
     }
-    if (ec) return failure("cannot connect", ec);
+    if (ec) return connect_failure(where, "cannot connect", ec);
     error_code ignored;
     conn->plain->socket().set_option(tcp::no_delay(true), ignored);
     ++stats.connections_opened;
+    return conn;
+  }
 
-    if (proxy) {
-      bhttp::request<bhttp::empty_body> req{bhttp::verb::connect, url.authority(), 11};
-      req.set(bhttp::field::host, url.authority());
-      if (!proxy->authorization.empty())
-        req.set(bhttp::field::proxy_authorization, proxy->authorization);
+  // Asks the proxy for a tunnel to `url` (CONNECT); a proxy's 5xx may pass on a retry.
+  std::expected<void, Failure> tunnel(Connection& conn, const Url& url, const Proxy& proxy,
+                                      const std::string& where, Clock::time_point total) {
+    bhttp::request<bhttp::empty_body> req{bhttp::verb::connect, url.authority(), 11};
+    req.set(bhttp::field::host, url.authority());
+    if (!proxy.authorization.empty())
+      req.set(bhttp::field::proxy_authorization, proxy.authorization);
+    error_code ec = run(
+        step_deadline(opts.read_timeout, total),
+        [&](auto done) {
+          bhttp::async_write(*conn.plain, req, [done](error_code e, std::size_t) { done(e); });
+        },
+        [&] { conn.close(); });
+    bhttp::response_parser<bhttp::empty_body> parser;
+    parser.skip(true);  // a CONNECT answer has no body
+    if (!ec) {
       ec = run(
           step_deadline(opts.read_timeout, total),
           [&](auto done) {
-            bhttp::async_write(*conn->plain, req, [done](error_code e, std::size_t) { done(e); });
+            bhttp::async_read(*conn.plain, conn.buffer, parser,
+                              [done](error_code e, std::size_t) { done(e); });
           },
-          [&] { conn->close(); });
-      bhttp::response_parser<bhttp::empty_body> parser;
-      parser.skip(true);  // a CONNECT answer has no body
-      if (!ec) {
-        ec = run(
-            step_deadline(opts.read_timeout, total),
-            [&](auto done) {
-              bhttp::async_read(*conn->plain, conn->buffer, parser,
-                                [done](error_code e, std::size_t) { done(e); });
-            },
-            [&] { conn->close(); });
-      }
-      if (ec) return failure("CONNECT to " + url.authority() + " failed", ec);
-      const int status = static_cast<int>(parser.get().result_int());
-      if (status != 200) {
-        return failure(
-            "refused CONNECT to " + url.authority() + " with HTTP " + std::to_string(status), {},
-            status >= 500);
-      }
+          [&] { conn.close(); });
     }
+    if (ec) return connect_failure(where, "CONNECT to " + url.authority() + " failed", ec);
+    const int status = static_cast<int>(parser.get().result_int());
+    if (status != 200) {
+      return connect_failure(
+          where, "refused CONNECT to " + url.authority() + " with HTTP " + std::to_string(status),
+          {}, status >= 500);
+    }
+    return {};
+  }
 
+  // TLS over the connection, the server's certificate verified for url.host (sent as SNI unless
+  // the host is an address).
+  std::expected<void, Failure> start_tls(Connection& conn, const Url& url, const std::string& where,
+                                         Clock::time_point total) {
+    load_ca_store();
+    conn.tls = std::make_unique<TlsStream>(std::move(*conn.plain), ssl());
+    conn.plain.reset();
+    error_code addr_ec;
+    asio::ip::make_address(url.host, addr_ec);
+    if (addr_ec && !SSL_set_tlsext_host_name(conn.tls->native_handle(), url.host.c_str())) {
+      return connect_failure(where, "cannot set TLS server name", {}, false);
+    }
+    conn.tls->set_verify_mode(asio::ssl::verify_peer);
+    conn.tls->set_verify_callback(asio::ssl::host_name_verification(url.host));
+    const error_code ec = run(
+        step_deadline(opts.connect_timeout, total),
+        [&](auto done) { conn.tls->async_handshake(asio::ssl::stream_base::client, done); },
+        [&] { conn.close(); });
+    // A certificate that does not verify will not verify on the next attempt either.
+    if (ec)
+      return connect_failure(where, "TLS handshake failed", ec, is_timeout(ec) || is_stale(ec));
+    return {};
+  }
+
+  // TCP to the peer (the proxy, if any) -> a CONNECT tunnel through the proxy -> TLS for https.
+  std::expected<std::unique_ptr<Connection>, Failure> connect(const Url& url,
+                                                              const std::optional<Proxy>& proxy,
+                                                              Clock::time_point total) {
+    const Url& peer = proxy ? proxy->url : url;
+    const std::string where = proxy ? "proxy " + peer.authority() : url.authority();
+    auto conn = open_tcp(peer, where, step_deadline(opts.connect_timeout, total));
+    if (!conn) return std::unexpected(std::move(conn).error());
+    if (proxy) {
+      if (auto tunnelled = tunnel(**conn, url, *proxy, where, total); !tunnelled)
+        return std::unexpected(std::move(tunnelled).error());
+    }
     if (url.scheme == "https") {
-      load_ca_store();
-      conn->tls = std::make_unique<TlsStream>(std::move(*conn->plain), ssl());
-      conn->plain.reset();
-      error_code addr_ec;
-      asio::ip::make_address(url.host, addr_ec);
-      if (addr_ec && !SSL_set_tlsext_host_name(conn->tls->native_handle(), url.host.c_str())) {
-        return failure("cannot set TLS server name", {}, false);
-      }
-      conn->tls->set_verify_mode(asio::ssl::verify_peer);
-      conn->tls->set_verify_callback(asio::ssl::host_name_verification(url.host));
-      ec = run(
-          step_deadline(opts.connect_timeout, total),
-          [&](auto done) { conn->tls->async_handshake(asio::ssl::stream_base::client, done); },
-          [&] { conn->close(); });
-      // A certificate that does not verify will not verify on the next attempt either.
-      if (ec) return failure("TLS handshake failed", ec, is_timeout(ec) || is_stale(ec));
+      if (auto secured = start_tls(**conn, url, where, total); !secured)
+        return std::unexpected(std::move(secured).error());
     }
     return conn;
   }
