@@ -57,10 +57,7 @@ std::optional<std::string> number_problem(const Json& value, double min, double 
 }
 
 std::optional<std::string> uint_problem(const Json& value, std::uint64_t min, std::uint64_t max) {
-  const bool whole =
-      value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0);
-  if (whole && value.get<std::uint64_t>() >= min && value.get<std::uint64_t>() <= max)
-    return std::nullopt;
+  if (auto n = json_uint(value); n && *n >= min && *n <= max) return std::nullopt;
   return int_range(min, max) + ", got " + show(value);
 }
 

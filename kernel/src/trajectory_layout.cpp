@@ -1,6 +1,7 @@
 // The names of the trajectory layout (kernex/trajectory_segments.hpp): read from disk, so every
 // check is strict and never throws.
 #include <cctype>
+#include <cstdio>
 
 #include "kernex/trajectory_segments.hpp"
 
@@ -37,11 +38,21 @@ std::optional<std::uint64_t> trajectory_segment_number(std::string_view name) {
   } else {
     return std::nullopt;
   }
+  // At most 12 digits before converting: a longer number could overflow.
   if (!digits(num) || num.size() > 12 || (num.size() > 1 && num[0] == '0')) return std::nullopt;
   std::uint64_t n = 0;
   for (char c : num) n = n * 10 + static_cast<std::uint64_t>(c - '0');
-  if (n == 0) return std::nullopt;
+  if (n == 0 || n > kMaxTrajectorySegment) return std::nullopt;
   return n;
+}
+
+std::string format_run_id(std::time_t when, std::uint32_t random) {
+  std::tm tm{};
+  gmtime_r(&when, &tm);
+  char id[40];
+  const std::size_t stamp = std::strftime(id, sizeof id, "%Y%m%dT%H%M%SZ", &tm);
+  std::snprintf(id + stamp, sizeof id - stamp, "-%06x", random & 0xffffffu);
+  return id;
 }
 
 bool is_trajectory_run_id(std::string_view id) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "kernex/trajectory_segments.hpp"
 #include "random_bits.hpp"
 #include "trajectory_segment_writer.hpp"
 
@@ -102,20 +103,14 @@ void TrajectoryLog::prepare_loop() {
 // Per second plus 24 random bits, drawn again when this process already gave the id out: runs
 // share segment files, so two runs of one id would read back as one.
 std::string TrajectoryLog::new_run_id() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  const std::time_t now = std::time(nullptr);
   std::lock_guard lock(ids_mu_);
-  if (ids_second_ != stamp) {
-    ids_second_ = stamp;
+  if (ids_second_ != now) {
+    ids_second_ = now;
     ids_.clear();
   }
   for (;;) {
-    char suffix[8];
-    std::snprintf(suffix, sizeof suffix, "%06x", static_cast<unsigned>(random_u64() & 0xffffffu));
-    std::string id = std::string(stamp) + "-" + suffix;
+    std::string id = format_run_id(now, static_cast<std::uint32_t>(random_u64()));
     if (ids_.insert(id).second) return id;
   }
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <ctime>
 #include <cstddef>
 #include <deque>
 #include <filesystem>
@@ -70,7 +71,7 @@ class TrajectoryLog {
   std::unique_ptr<SegmentWriter> writer_;
   const pid_t pid_ = ::getpid();
   std::mutex ids_mu_;
-  std::string ids_second_;
+  std::time_t ids_second_ = 0;
   std::set<std::string> ids_;
   std::thread thread_;  // last: starts after the members it uses
 };

@@ -1,13 +1,16 @@
 #include "trajectory_segment_writer.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <unordered_map>
 
+#include "kernex/file_write.hpp"
 #include "kernex/log.hpp"
 #include "kernex/trajectory_segments.hpp"
 
@@ -16,36 +19,64 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool write_all(int fd, const std::string& data) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 fs::path segment_path(const fs::path& dir, std::uint64_t n, const char* ext) {
   return dir / ("seg-" + std::to_string(n) + ext);
 }
 
-// The highest segment number already in `dir` (another process's, or an earlier run of this one).
-std::uint64_t highest_segment(const fs::path& dir) {
-  std::uint64_t high = 0;
+// The segment numbers already in `dir` (other processes', earlier runs of this one, planted ones),
+// by the readers' rule of what a segment is.
+std::set<std::uint64_t> taken_segments(const fs::path& dir) {
+  std::set<std::uint64_t> taken;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (auto n = trajectory_segment_number(it->path().filename().string()))
-      high = std::max(high, *n);
+    if (auto n = trajectory_segment_number(it->path().filename().string())) taken.insert(*n);
   }
-  return high;
+  return taken;
+}
+
+// The first number to try for a new segment after `ours` (0: none yet): past every number in use,
+// or, when that is past the last one readers list (a planted seg-999999999999), the first free one
+// past ours. Ours only ever grow, so a run's segments read back in order. 0: none left.
+std::uint64_t next_free(const std::set<std::uint64_t>& taken, std::uint64_t ours) {
+  std::uint64_t n = std::max(ours, taken.empty() ? 0 : *taken.rbegin());
+  if (n < kMaxTrajectorySegment) return n + 1;
+  for (n = ours + 1; n <= kMaxTrajectorySegment && taken.contains(n); ++n) {
+  }
+  return n <= kMaxTrajectorySegment ? n : 0;
 }
 
 }  // namespace
 
+// The day's lock, shared for the batch (a rewrite holds it exclusive). Opened once and kept; opened
+// again when the folder or the lock file was removed under us (a forgotten session).
+bool SegmentWriter::lock_day(Segment& seg) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (seg.lock_fd < 0) {
+      std::error_code ec;
+      fs::create_directories(seg.dir, ec);
+      seg.lock_fd = ::open((seg.dir / kTrajectoryDayLock).c_str(),
+                           O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+      if (seg.lock_fd < 0) break;
+    }
+    int r;
+    while ((r = ::flock(seg.lock_fd, LOCK_SH)) != 0 && errno == EINTR) {
+    }
+    struct stat st {};
+    if (r == 0 && ::fstat(seg.lock_fd, &st) == 0 && st.st_nlink > 0) return true;
+    ::close(seg.lock_fd);  // unlocks
+    seg.lock_fd = -1;
+  }
+  log(LogLevel::Warn, "trajectory folder " + seg.dir.string() + ": cannot lock " +
+                          std::string(kTrajectoryDayLock) + ": " + std::strerror(errno));
+  return false;
+}
+
+void SegmentWriter::unlock_day(Segment& seg) {
+  if (seg.lock_fd >= 0) ::flock(seg.lock_fd, LOCK_UN);
+}
+
 SegmentWriter::~SegmentWriter() {
-  for (auto& [key, seg] : segments_) close(seg);
+  for (auto& [key, seg] : segments_) release(seg);
 }
 
 void SegmentWriter::close(Segment& seg) {
@@ -59,6 +90,12 @@ void SegmentWriter::close(Segment& seg) {
   seg.in_lru = false;
 }
 
+void SegmentWriter::release(Segment& seg) {
+  close(seg);
+  if (seg.lock_fd >= 0) ::close(seg.lock_fd);
+  seg.lock_fd = -1;
+}
+
 // A segment is this process's alone (created with O_EXCL), so its index can trust its offsets.
 bool SegmentWriter::claim(Segment& seg) {
   close(seg);
@@ -68,8 +105,8 @@ bool SegmentWriter::claim(Segment& seg) {
     log(LogLevel::Warn, "trajectory folder " + seg.dir.string() + ": " + ec.message());
     return false;
   }
-  std::uint64_t n = std::max(seg.number, highest_segment(seg.dir)) + 1;
-  for (int attempt = 0; attempt < 64; ++attempt, ++n) {
+  std::uint64_t n = next_free(taken_segments(seg.dir), seg.number);
+  for (int attempt = 0; attempt < 64 && n != 0 && n <= kMaxTrajectorySegment; ++attempt, ++n) {
     const fs::path path = segment_path(seg.dir, n, ".jsonl");
     const int fd =
         ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -91,7 +128,8 @@ bool SegmentWriter::claim(Segment& seg) {
     return true;
   }
   log(LogLevel::Warn,
-      "trajectory segment in " + seg.dir.string() + ": cannot create: " + std::strerror(errno));
+      "trajectory segment in " + seg.dir.string() + ": cannot create: " +
+          (n == 0 || n > kMaxTrajectorySegment ? "no segment number left" : std::strerror(errno)));
   return false;
 }
 
@@ -147,7 +185,8 @@ void SegmentWriter::write_group(Segment& seg, std::vector<TrajectoryLog::Item*>&
     lines.push_back(&item->line);
     bytes += item->line.size() + 1;
   }
-  bool ok = ready(seg, bytes, items.front()->segment_bytes);
+  const bool locked = lock_day(seg);
+  bool ok = locked && ready(seg, bytes, items.front()->segment_bytes);
   if (ok && bytes > 0) {
     std::string data, index;
     data.reserve(bytes);
@@ -157,24 +196,25 @@ void SegmentWriter::write_group(Segment& seg, std::vector<TrajectoryLog::Item*>&
       index += id + ' ' + std::to_string(offset) + ' ' +
                std::to_string(seg.size + data.size() - offset) + '\n';
     }
-    ok = write_all(seg.fd, data);
+    auto written = write_all(seg.fd, data, "trajectory segment in " + seg.dir.string());
+    ok = written.has_value();
     if (ok) {
       seg.size += data.size();
       // The index is a hint: a reader checks every line and reads past the index's last line, so
       // a lost index line costs a scan, never an event, as long as it is the last: a segment whose
       // index write failed takes no more lines.
-      if (!write_all(seg.idx_fd, index)) {
+      if (!write_all(seg.idx_fd, index, "trajectory index")) {
         close(seg);
         seg.reusable = false;
       }
     } else {
       // A torn write: the next batch starts a segment of its own rather than glue onto it.
-      log(LogLevel::Warn,
-          "trajectory segment in " + seg.dir.string() + ": write failed: " + std::strerror(errno));
+      log(LogLevel::Warn, written.error().describe());
       close(seg);
       seg.reusable = false;
     }
   }
+  if (locked) unlock_day(seg);
   for (auto* item : items)
     if (item->ticket) item->ticket->ok = ok;
 }
@@ -194,7 +234,7 @@ void SegmentWriter::write_batch(std::vector<TrajectoryLog::Item>& batch) {
     write_group(it->second, items);
     if (it->second.fd >= 0) touch(key, it->second);
   }
-  while (open_ > kMaxOpen && !lru_.empty()) close(segments_.at(lru_.back()));
+  while (open_ > kMaxOpen && !lru_.empty()) release(segments_.at(lru_.back()));
 }
 
 }  // namespace kernex::detail

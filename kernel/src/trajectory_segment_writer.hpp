@@ -30,17 +30,20 @@ class SegmentWriter {
  private:
   struct Segment {
     std::filesystem::path dir;
-    std::uint64_t number = 0;  // 0: none claimed yet
-    int fd = -1, idx_fd = -1;
+    std::uint64_t number = 0;                // 0: none claimed yet
+    int fd = -1, idx_fd = -1, lock_fd = -1;  // lock_fd: the day's kTrajectoryDayLock
     std::uint64_t size = 0;
     std::list<std::string>::iterator lru;
     bool in_lru = false;
     bool reusable = false;  // ours, whole: may be reopened for append
   };
+  bool lock_day(Segment& seg);
+  void unlock_day(Segment& seg);
   bool ready(Segment& seg, std::size_t incoming, std::size_t limit);
   bool claim(Segment& seg);
   bool reopen(Segment& seg);
-  void close(Segment& seg);
+  void close(Segment& seg);    // its segment and index; the day's lock stays
+  void release(Segment& seg);  // and the lock
   void touch(const std::string& key, Segment& seg);
   void write_group(Segment& seg, std::vector<TrajectoryLog::Item*>& items);
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "kernex/file_write.hpp"
 #include "kernex/files.hpp"
 #include "kernex/json.hpp"
 
@@ -26,15 +27,9 @@ Result<void> write_all_synced(const fs::path& path, const std::string& data) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
     return fail(ErrorCode::Io, "cannot write " + path.string() + ": " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      return fail(ErrorCode::Io, "cannot write " + path.string() + ": " + std::strerror(errno));
-    }
-    done += static_cast<std::size_t>(n);
+  if (auto written = write_all(fd, data, path.string()); !written) {
+    ::close(fd);
+    return written;
   }
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);

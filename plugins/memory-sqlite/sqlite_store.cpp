@@ -93,6 +93,24 @@ void SqliteStore::settle() {
     log(LogLevel::Warn, r.error().describe());
 }
 
+void SqliteStore::remember_failed(const std::string& tenant, const std::string& id, Error cause) {
+  if (failed_order_.size() >= kMaxFailedConversations) {
+    failed_.erase(failed_order_.front());
+    failed_order_.pop_front();
+  }
+  auto key = std::make_pair(tenant, id);
+  if (failed_.insert_or_assign(key, std::move(cause)).second) failed_order_.push_back(key);
+}
+
+Error SqliteStore::no_conversation(const MemoryScope& scope, const std::string& id) const {
+  if (auto it = failed_.find({scope.tenant(), id}); it != failed_.end())
+    return Error(ErrorCode::Memory,
+                 "memory-sqlite: conversation " + id +
+                     " was never created (open_conversation's insert of it failed)",
+                 it->second);
+  return Error(ErrorCode::Memory, "memory-sqlite: no conversation " + id);
+}
+
 void SqliteStore::submit_lazy(GroupCommit::Work work, GroupCommit::Done done) {
   ++lazy_;
   writer_->submit_lazy(std::move(work), [this, done = std::move(done)](const Result<void>& r) {
@@ -148,13 +166,21 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
   }
   pending_[slot] = Pending{id, now};
   // Queued while mutex_ is held: whoever finds it in pending_ queues its writes after this one.
-  submit_lazy([insert, id] { return insert(id); },
-              [this, slot, id](const Result<void>&) {
-                std::lock_guard done(mutex_);
-                // A newer one opened meanwhile (the first went idle) stays pending.
-                if (auto it = pending_.find(slot); it != pending_.end() && it->second.id == id)
-                  pending_.erase(it);
-              });
+  // A failed insert is remembered for the calls that name the conversation: at once for the items
+  // after it in its batch (the turn's exchange, usually), and when the batch's commit failed.
+  submit_lazy(
+      [this, insert, id, tenant = scope.tenant()] {
+        auto inserted = insert(id);
+        if (!inserted) remember_failed(tenant, id, inserted.error());  // under mutex_ (a batch)
+        return inserted;
+      },
+      [this, slot, id](const Result<void>& inserted) {
+        std::lock_guard done(mutex_);
+        if (!inserted) remember_failed(std::get<0>(slot), id, inserted.error());
+        // A newer one opened meanwhile (the first went idle) stays pending.
+        if (auto it = pending_.find(slot); it != pending_.end() && it->second.id == id)
+          pending_.erase(it);
+      });
   return id;
 }
 
@@ -205,7 +231,7 @@ Result<std::uint64_t> SqliteStore::message_count(const MemoryScope& scope,
       db_->prepare("SELECT message_count FROM conversations WHERE id = ? AND tenant = ?"));
   stmt.bind_all(conversation_id, scope.tenant());
   KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
-  if (!row) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
+  if (!row) return std::unexpected(no_conversation(scope, conversation_id));
   return static_cast<std::uint64_t>(stmt.integer(0));
 }
 
@@ -277,8 +303,7 @@ Result<void> SqliteStore::insert_exchange(const MemoryScope& scope,
                                        "? WHERE id = ? AND tenant = ?"));
   touch.bind_all(static_cast<std::int64_t>(entries.size()), conversation_id, scope.tenant());
   KERNEX_ASSIGN_OR_RETURN(auto changed, touch.run());
-  if (changed == 0)
-    return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
+  if (changed == 0) return std::unexpected(no_conversation(scope, conversation_id));
   for (const auto& e : entries) {
     if (auto r = insert_message(conversation_id, e, std::nullopt, std::nullopt); !r) {
       return fail(ErrorCode::Memory,
@@ -297,7 +322,7 @@ Result<void> SqliteStore::append_messages(const MemoryScope& scope,
 }
 
 // One item of the writer for the turn: every commit writes the pages it touched to the WAL and
-// takes the write lock again, so the usage row (and the turn's audit rows, queued lazily) ride
+// takes the write lock again, so the usage row (and a new conversation, queued lazily) ride
 // along with the messages, in a batch shared with other runs' turns.
 Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const ExchangeRecord& record) {
   KERNEX_RETURN_IF_ERROR(check_exchange(record.messages));
@@ -357,8 +382,7 @@ Result<void> SqliteStore::save_compaction_summary(const MemoryScope& scope,
     KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(kUpsertSummary));
     stmt.bind_all(conversation_id, scope.tenant(), summary.text, summary.covered_messages);
     KERNEX_ASSIGN_OR_RETURN(auto changed, stmt.run());
-    if (changed == 0)
-      return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
+    if (changed == 0) return std::unexpected(no_conversation(scope, conversation_id));
     return {};
   });
 }
@@ -429,8 +453,7 @@ Result<void> SqliteStore::close_conversation(const MemoryScope& scope,
         db_->prepare("UPDATE conversations SET status = 'closed' WHERE id = ? AND tenant = ?"));
     close.bind_all(conversation_id, scope.tenant());
     KERNEX_ASSIGN_OR_RETURN(auto changed, close.run());
-    if (changed == 0)
-      return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
+    if (changed == 0) return std::unexpected(no_conversation(scope, conversation_id));
     if (!summary) return {};
     KERNEX_ASSIGN_OR_RETURN(
         auto upsert,
@@ -458,14 +481,14 @@ Result<void> SqliteStore::delete_conversation(const MemoryScope& scope,
       "DELETE FROM audit_log WHERE conversation_id = ? AND tenant = ?",
       "DELETE FROM conversations WHERE id = ? AND tenant = ?",
   };
-  settle();  // no audit row of the conversation may land after its deletion
+  settle();  // the conversation's own row may still be queued
   std::lock_guard lock(mutex_);
   auto deleted = db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
         auto exists, db_->prepare("SELECT 1 FROM conversations WHERE id = ? AND tenant = ?"));
     exists.bind_all(conversation_id, scope.tenant());
     KERNEX_ASSIGN_OR_RETURN(auto row, exists.step());
-    if (!row) return fail(ErrorCode::Memory, "memory-sqlite: no conversation " + conversation_id);
+    if (!row) return std::unexpected(no_conversation(scope, conversation_id));
     for (const char* sql : kDeletes) {
       KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql));
       stmt.bind(1, conversation_id);
@@ -741,33 +764,25 @@ Result<void> SqliteStore::record_tool_call(const MemoryScope& scope, const Audit
                                       rec.status + "'");
   }
   KERNEX_ASSIGN_OR_RETURN(auto args, dump_checked(rec.arguments, "audited tool arguments"));
-  // Nobody waits on an audit row: it rides the next batch (the turn's exchange), or commits on
-  // its own shortly after. Reads and deletes of the audit log settle() first.
-  const std::string tenant = scope.tenant();
-  submit_lazy(
-      [this, rec, args, tenant]() -> Result<void> {
-        KERNEX_ASSIGN_OR_RETURN(
-            auto stmt,
-            db_->prepare("INSERT INTO audit_log (created_at, conversation_id, sender_id, "
-                         "agent, tool, arguments, "
-                         "result, status, reason, tenant) "
-                         "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-        std::optional<std::string> at =
-            rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
-        stmt.bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
-                      rec.status, rec.reason, tenant);
-        KERNEX_RETURN_IF_ERROR(stmt.run());
-        return {};
-      },
-      [](const Result<void>& r) {
-        if (!r) log(LogLevel::Warn, "audit log: " + r.error().describe());
-      });
-  return {};
+  // Acknowledged once committed: a kill -9 after this returns keeps the row. It shares its batch
+  // with the other runs' writes and carries the turn's new conversation (queued lazily before it).
+  return writer_->write([&]() -> Result<void> {
+    KERNEX_ASSIGN_OR_RETURN(
+        auto stmt,
+        db_->prepare("INSERT INTO audit_log (created_at, conversation_id, sender_id, "
+                     "agent, tool, arguments, result, status, reason, tenant) "
+                     "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    std::optional<std::string> at =
+        rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
+    stmt.bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
+                  rec.status, rec.reason, scope.tenant());
+    KERNEX_RETURN_IF_ERROR(stmt.run());
+    return {};
+  });
 }
 
 Result<std::vector<AuditRecord>> SqliteStore::audit_log(const MemoryScope& scope,
                                                         std::size_t limit) {
-  settle();
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,

@@ -1,11 +1,12 @@
 // The SQLite memory store. One connection per store object, guarded by a mutex; several
 // processes may share the file (WAL, busy timeout, BEGIN IMMEDIATE for writes). A turn's writes
 // (a new conversation, audit rows, the exchange) go through one group-commit writer: the runs'
-// turns share its batches, and a turn's audit rows ride its exchange's commit.
+// turns share its batches, and a turn's new conversation rides its first commit.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -124,6 +125,11 @@ class SqliteStore final : public MemoryStore {
   // Commits the rows still waiting for a batch (new conversations, audit rows), before a read
   // or write that must see them.
   void settle();
+  // A conversation whose lazily queued insert failed: the calls that name it later get the
+  // cause (under mutex_). Bounded: the oldest are forgotten first.
+  void remember_failed(const std::string& tenant, const std::string& id, Error cause);
+  // The error of a call naming a conversation that is not there (under mutex_).
+  Error no_conversation(const MemoryScope& scope, const std::string& id) const;
   // Queues a lazy write, counted until it is answered.
   void submit_lazy(GroupCommit::Work work, GroupCommit::Done done = {});
 
@@ -155,6 +161,9 @@ class SqliteStore final : public MemoryStore {
     std::chrono::steady_clock::time_point opened;  // its idle time counts from here
   };
   std::map<std::tuple<std::string, std::string, std::string, std::string>, Pending> pending_;
+  static constexpr std::size_t kMaxFailedConversations = 1024;
+  std::map<std::pair<std::string, std::string>, Error> failed_;  // by tenant and id
+  std::deque<std::pair<std::string, std::string>> failed_order_;
   std::atomic<std::size_t> lazy_ = 0;  // lazy writes queued and not answered yet
   StoreOptions options_;
   // On db_'s connection, holding mutex_ for each batch. Last: it drains before db_ closes.

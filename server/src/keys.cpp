@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "kernex/file_lock.hpp"
+#include "kernex/file_write.hpp"
 #include "kernex/json.hpp"
 
 namespace fs = std::filesystem;
@@ -280,18 +281,6 @@ std::string serialise(const std::vector<StoredKey>& keys) {
   return Json{{"version", kKeysVersion}, {"keys", std::move(list)}}.dump(2) + "\n";
 }
 
-Result<void> write_all(int fd, const std::string& text, const fs::path& name) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      return fail(ErrorCode::Io, "cannot write " + name.string() + ": " + errno_text(errno));
-    done += static_cast<std::size_t>(n);
-  }
-  return {};
-}
-
 void sync_directory(const fs::path& dir) {
   const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
@@ -313,7 +302,7 @@ Result<FileStamp> write_atomically(const fs::path& file, const std::string& text
     return std::unexpected(std::move(e));
   };
   if (::fchmod(fd, 0600) != 0) return cleanup(Error(ErrorCode::Io, "cannot chmod " + tmp.string()));
-  if (auto w = write_all(fd, text, tmp); !w) return cleanup(w.error());
+  if (auto w = write_all(fd, text, tmp.string()); !w) return cleanup(w.error());
   if (::fsync(fd) != 0)
     return cleanup(Error(ErrorCode::Io, "cannot sync " + tmp.string() + ": " + errno_text(errno)));
   struct stat st {};

@@ -1,6 +1,8 @@
 // Helper for the durability tests: a separate process that writes to a SQLite memory store
 // and reports progress on stdout, so a test can SIGKILL it mid-stream or race two of them.
 //   memory_writer write DB N        saves N exchanges, printing "ack I" after each one commits
+//   memory_writer audit DB N        records N tool calls in the audit log, printing "ack I" after
+//                                   each record_tool_call returns
 //   memory_writer claim DB WORKER   claims due tasks one at a time, records a run and completes
 //                                   each ("ran ID"), until none is due
 //   memory_writer check DB          prints PRAGMA integrity_check's answer
@@ -37,6 +39,22 @@ int write(kernex::MemoryStore& store, long n) {
                                         kernex::ContextEntry::assistant("answer " + k)});
     if (!saved) {
       std::cerr << saved.error().describe() << '\n';
+      return 3;
+    }
+    std::printf("ack %ld\n", i);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int audit(kernex::MemoryStore& store, long n) {
+  for (long i = 0; i < n; ++i) {
+    kernex::AuditRecord rec;
+    rec.conversation_id = "audited";
+    rec.tool = "tool " + std::to_string(i);
+    rec.status = "ok";
+    if (auto r = store.record_tool_call(kernex::MemoryScope::local(), rec); !r) {
+      std::cerr << r.error().describe() << '\n';
       return 3;
     }
     std::printf("ack %ld\n", i);
@@ -96,7 +114,7 @@ int check(const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc != 4 && !(argc == 3 && std::string(argv[1]) == "check")) {
-    std::cerr << "usage: memory_writer write DB N | claim DB WORKER | check DB\n";
+    std::cerr << "usage: memory_writer write DB N | audit DB N | claim DB WORKER | check DB\n";
     return 1;
   }
   const std::string mode = argv[1], db = argv[2];
@@ -104,6 +122,7 @@ int main(int argc, char** argv) {
   kernex::PluginHost host = kernex::PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
   auto store = open_store(host, db);
   if (mode == "write") return write(*store, std::stol(argv[3]));
+  if (mode == "audit") return audit(*store, std::stol(argv[3]));
   if (mode == "claim") return claim(*store, argv[3]);
   return 1;
 }

@@ -83,16 +83,10 @@ class MemoryDurability : public ::testing::Test {
     EXPECT_TRUE(store) << store.error().describe();
     return store ? *store : nullptr;
   }
-  TempDir dir;
-  std::filesystem::path db = dir / "memory.db";
-  PluginHost host = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
-};
-
-TEST_F(MemoryDurability, SigkilledWriterKeepsEveryAcknowledgedExchange) {
-  std::mt19937 rng(std::random_device{}());
-  for (int round = 0; round < 3; ++round) {
-    const long kill_after = std::uniform_int_distribution<long>(1, 900)(rng);
-    Child writer({KERNEX_MEMORY_WRITER, "write", db.string(), "1000"});
+  // Runs memory_writer `mode` (1000 writes) and SIGKILLs it once `kill_after` are acknowledged;
+  // the last acknowledged, as the pipe tells after the kill (-1: none).
+  long acked_before_kill(const std::string& mode, long kill_after) {
+    Child writer({KERNEX_MEMORY_WRITER, mode, db.string(), "1000"});
     long acked = -1;
     while (auto l = writer.line()) {
       acked = std::stol(l->substr(4));
@@ -104,6 +98,18 @@ TEST_F(MemoryDurability, SigkilledWriterKeepsEveryAcknowledgedExchange) {
     // Acknowledgements already in the pipe were printed after their commit: they count too.
     while (auto l = writer.line()) acked = std::stol(l->substr(4));
     writer.wait();
+    return acked;
+  }
+  TempDir dir;
+  std::filesystem::path db = dir / "memory.db";
+  PluginHost host = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
+};
+
+TEST_F(MemoryDurability, SigkilledWriterKeepsEveryAcknowledgedExchange) {
+  std::mt19937 rng(std::random_device{}());
+  for (int round = 0; round < 3; ++round) {
+    const long kill_after = std::uniform_int_distribution<long>(1, 900)(rng);
+    const long acked = acked_before_kill("write", kill_after);
     ASSERT_GE(acked, 0) << "round " << round;
 
     EXPECT_EQ(integrity(db), "ok") << "round " << round;
@@ -130,6 +136,28 @@ TEST_F(MemoryDurability, SigkilledWriterKeepsEveryAcknowledgedExchange) {
     }
     ASSERT_EQ(messages->size() % 2, 0u);
     ASSERT_EQ(store->message_count(kernex::MemoryScope::local(), *conv).value(), messages->size());
+  }
+}
+
+// An audit row is acknowledged when record_tool_call returns: a kill -9 right after (before any
+// later write could carry it to the disk) keeps it.
+TEST_F(MemoryDurability, SigkilledWriterKeepsEveryAcknowledgedAuditRow) {
+  std::mt19937 rng(std::random_device{}());
+  std::map<std::string, int> acknowledged;  // by tool name, over the rounds
+  for (int round = 0; round < 3; ++round) {
+    const long kill_after = std::uniform_int_distribution<long>(1, 100)(rng);
+    const long acked = acked_before_kill("audit", kill_after);
+    ASSERT_GE(acked, 0) << "round " << round;
+    for (long i = 0; i <= acked; ++i) ++acknowledged["tool " + std::to_string(i)];
+
+    EXPECT_EQ(integrity(db), "ok") << "round " << round;
+    auto rows = open()->audit_log(MemoryScope::local(), 100000);
+    ASSERT_TRUE(rows) << rows.error().describe();
+    std::map<std::string, int> seen;
+    for (const auto& r : *rows) ++seen[r.tool];
+    for (const auto& [tool, times] : acknowledged)
+      ASSERT_GE(seen[tool], times)
+          << "lost an acknowledged audit row (" << tool << "), round " << round;
   }
 }
 

@@ -158,6 +158,52 @@ TEST_F(MemorySqlite, AnOpenedConversationIsTheKeysBeforeItsFirstExchange) {
   EXPECT_EQ(store->audit_log(acme, 10).value().size(), 0u);
 }
 
+// A new conversation's row is written lazily (with the turn's first commit). When that insert
+// fails, the calls that name the conversation say so, with the cause, not a bare "no conversation"
+// or a foreign key error; the next open of the key makes a new one.
+TEST_F(MemorySqlite, AFailedConversationInsertIsNamedWithItsCause) {
+  const auto file = dir / "data" / "memory.db";
+  const auto exec = [&](const char* sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(db);
+  };
+  exec(
+      "CREATE TRIGGER refuse BEFORE INSERT ON conversations "
+      "BEGIN SELECT RAISE(ABORT, 'PLANTED-REFUSAL'); END");
+  const auto scope = MemoryScope::local();
+  auto conv = store->open_conversation(scope, {"api", "bob", ""}, std::chrono::minutes(5));
+  ASSERT_TRUE(conv) << conv.error().describe();
+  ExchangeRecord record;
+  record.conversation_id = *conv;
+  record.messages = {ContextEntry::user("q"), ContextEntry::assistant("a")};
+  auto saved = store->save_exchange(scope, record);
+  ASSERT_FALSE(saved);
+  EXPECT_EQ(saved.error().code, ErrorCode::Memory);
+  EXPECT_THAT(saved.error().message, HasSubstr("conversation " + *conv + " was never created"));
+  EXPECT_THAT(saved.error().describe(), HasSubstr("PLANTED-REFUSAL"));
+  auto appended = store->append_messages(scope, *conv, {ContextEntry::user("q")});
+  ASSERT_FALSE(appended);
+  EXPECT_THAT(appended.error().describe(), HasSubstr("PLANTED-REFUSAL"));
+  auto counted = store->message_count(scope, *conv);
+  ASSERT_FALSE(counted);
+  EXPECT_THAT(counted.error().message, HasSubstr("was never created"));
+  // Another tenant naming the id learns nothing of it.
+  auto other = store->message_count(MemoryScope::of("other").value(), *conv);
+  ASSERT_FALSE(other);
+  EXPECT_THAT(other.error().message, Not(HasSubstr("never created")));
+
+  exec("DROP TRIGGER refuse");
+  auto again = store->open_conversation(scope, {"api", "bob", ""}, std::chrono::minutes(5));
+  ASSERT_TRUE(again);
+  EXPECT_NE(*again, *conv);
+  record.conversation_id = *again;
+  EXPECT_TRUE(store->save_exchange(scope, record));
+}
+
 // ---- Through the kernel ----
 
 class MemorySqliteKernel : public MemorySqlite {

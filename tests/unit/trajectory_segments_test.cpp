@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -318,6 +319,67 @@ TEST(TrajectorySegments, ForgettingAConversationCutsItsRunsOutOfSharedSegments) 
   EXPECT_EQ(events_of(dir.path(), kept->run_id()).size(), 32u);
 }
 
+// `kernex memory forget` beside a live writer (kernex serve): every line the writer appended while
+// the segment was being rewritten is still there after.
+TEST(TrajectorySegments, ForgettingUnderALiveWriterLosesNoLineOfTheOthers) {
+  TempDir dir;
+  auto kept = open_run(dir.path());
+  kept->record("run_start", {{"conversation_id", "c-kept"}});
+  const fs::path day = dir / *kernex::trajectory_day(kept->run_id());
+  std::atomic<bool> stop{false};
+  int acked = 0;
+  std::thread writer([&] {
+    for (; !stop; ++acked) kept->record("tool_call", {{"i", acked}});
+  });
+  std::size_t removed = 0;
+  for (int round = 0; round < 8; ++round) {
+    auto gone = open_run(dir.path());
+    gone->record("run_start", {{"conversation_id", "c-gone"}});
+    auto cut = kernex::remove_day_runs(
+        day, [](const Json& start) { return start.value("conversation_id", "") == "c-gone"; });
+    EXPECT_TRUE(cut) << cut.error().describe();
+    removed += cut.value_or(0);
+  }
+  stop = true;
+  writer.join();
+  EXPECT_EQ(removed, 8u);
+  const auto events = events_of(dir.path(), kept->run_id());
+  ASSERT_EQ(events.size(), static_cast<std::size_t>(acked + 1)) << "lines lost to the rewrites";
+  for (int i = 0; i < acked; ++i) ASSERT_EQ(events[i + 1]["i"], i);
+}
+
+// Planted names in a day folder: a segment numbered at the very top makes the writer go on at a
+// number the readers list (not past it), and names that are no segment are left alone by both.
+TEST(TrajectorySegments, PlantedSegmentNamesNeverHideAWritersLines) {
+  TempDir dir;
+  auto run = open_run(dir.path(), 2048);
+  run->record("run_start", {{"question", "q"}});
+  const fs::path day = dir / *kernex::trajectory_day(run->run_id());
+  const std::string top = std::to_string(kernex::kMaxTrajectorySegment);
+  const std::set<std::string> planted = {"seg-" + top + ".jsonl", "seg-" + top + ".idx",
+                                         "seg-1" + top + ".jsonl",
+                                         "seg-99999999999999999999999.jsonl", "seg-0002.jsonl"};
+  for (const auto& name : planted) append(day / name, "{\"r\":\"planted\"}\n");
+  for (int i = 0; i < 40; ++i)  // several rollovers, each claiming a new segment
+    run->record("tool_call", {{"i", i}, {"result", std::string(200, 'x')}});
+  const auto events = events_of(dir.path(), run->run_id());
+  ASSERT_EQ(events.size(), 41u);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(events[i + 1]["i"], i);
+  // Every file the writer made is one the readers take for a segment.
+  std::size_t segments = 0;
+  for (const auto& e : fs::directory_iterator(day)) {
+    const std::string name = e.path().filename().string();
+    if (planted.contains(name) || name == kernex::kTrajectoryDayLock) continue;
+    EXPECT_TRUE(kernex::trajectory_segment_number(name)) << name;
+    segments += name.ends_with(".jsonl");
+  }
+  EXPECT_GT(segments, 3u) << "the writer rolled over";
+  auto listed = kernex::list_trajectories(dir.path());
+  ASSERT_TRUE(listed) << listed.error().describe();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().events, 41u);
+}
+
 TEST(TrajectorySegments, DayAndSegmentNamesAreStrict) {
   EXPECT_EQ(kernex::trajectory_day("20261129T070000Z-abcdef"), "2026-11-29");
   EXPECT_FALSE(kernex::trajectory_day("2026112"));
@@ -327,7 +389,7 @@ TEST(TrajectorySegments, DayAndSegmentNamesAreStrict) {
   EXPECT_EQ(kernex::trajectory_segment_number("seg-12.jsonl"), 12u);
   EXPECT_EQ(kernex::trajectory_segment_number("seg-3.idx"), 3u);
   for (const char* bad : {"seg-0.jsonl", "seg-01.jsonl", "seg-.jsonl", "seg-1.jsonl.tmp",
-                          "seg-99999999999999.jsonl", "seg-1a.jsonl"})
+                          "seg-99999999999999.jsonl", "seg-1000000000000.jsonl", "seg-1a.jsonl"})
     EXPECT_FALSE(kernex::trajectory_segment_number(bad)) << bad;
   EXPECT_TRUE(kernex::is_trajectory_run_id("20261129T070000Z-abcdef"));
   for (const char* bad : {"20261129T070000Z-abcdeg", "20261129T070000Z-abcde", "../../etc",

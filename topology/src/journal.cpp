@@ -7,6 +7,7 @@
 #include <random>
 #include <sstream>
 
+#include "kernex/file_write.hpp"
 #include "kernex/files.hpp"
 #include "kernex/message.hpp"
 #include "kernex/tool.hpp"
@@ -15,17 +16,6 @@ namespace kernex::topology::detail {
 namespace {
 
 std::string errno_text(int err) { return std::strerror(err); }
-
-Result<void> write_all(int fd, std::string_view content, const std::string& where) {
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail(ErrorCode::Io, where + ": write: " + errno_text(errno));
-    done += static_cast<std::size_t>(n);
-  }
-  return {};
-}
 
 }  // namespace
 

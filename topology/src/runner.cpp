@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "kernex/trajectory_segments.hpp"
 #include "run_context.hpp"
 
 namespace kernex::topology {
@@ -67,15 +68,8 @@ void RunContext::add_step(StepReport report) {
 namespace {
 
 std::string make_run_id() {
-  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  ::gmtime_r(&now, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-  std::random_device rd;
-  char suffix[16];
-  std::snprintf(suffix, sizeof suffix, "%06x", rd() & 0xFFFFFF);
-  return std::string(stamp) + "-" + suffix;
+  return format_run_id(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()),
+                       std::random_device{}());
 }
 
 std::string as_text(const Json& value) {

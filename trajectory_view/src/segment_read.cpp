@@ -10,6 +10,8 @@
 #include <optional>
 #include <set>
 
+#include "kernex/file_lock.hpp"
+#include "kernex/file_write.hpp"
 #include "kernex/files.hpp"
 #include "kernex/trajectory_segments.hpp"
 #include "kernex/trajectory_view.hpp"
@@ -208,9 +210,10 @@ Result<std::map<std::string, RunPlace>> find_runs(const fs::path& dir, std::stri
       continue;
     }
     if (path.extension() != ".jsonl") continue;
-    if (is_trajectory_day_dir(path.parent_path().filename().string()) &&
-        trajectory_segment_number(name))
-      continue;  // a segment, read with its day
+    // A segment, read with its day; or named like one but not one (seg-0001, seg-<13 digits>):
+    // no writer makes it, so neither a segment nor a run's own file.
+    if (is_trajectory_day_dir(path.parent_path().filename().string()) && name.starts_with("seg-"))
+      continue;
     any = true;
     const std::string stem = path.stem().string();
     if (stem.starts_with(prefix)) out[stem].file = path;
@@ -260,14 +263,7 @@ namespace fs = std::filesystem;
 bool write_file(const fs::path& path, const std::string& text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return false;
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  const bool ok = done == text.size() && ::fsync(fd) == 0;
+  const bool ok = write_all(fd, text, path.string()) && ::fsync(fd) == 0;
   return ::close(fd) == 0 && ok;
 }
 
@@ -319,6 +315,9 @@ namespace kernex {
 
 Result<std::size_t> remove_day_runs(const std::filesystem::path& day_dir,
                                     const std::function<bool(const Json&)>& match) {
+  // A live writer (kernex serve) appends under the shared lock: none appends between the read of a
+  // segment and the rename of its rewrite over it.
+  KERNEX_ASSIGN_OR_RETURN(auto locked, FileLock::take(day_dir / kTrajectoryDayLock));
   const auto segments = detail::day_segments(day_dir);
   std::set<std::string> runs;
   for (const auto& path : segments) {

@@ -4,6 +4,12 @@
 //
 //   <dir>/YYYY-MM-DD/seg-N.jsonl   one line per event: {"r": "<run id>", "e": {<event>}}
 //   <dir>/YYYY-MM-DD/seg-N.idx     one line per batch and run: "<run id> <offset> <length>\n"
+//   <dir>/YYYY-MM-DD/.lock         flock(2)ed shared by a writer while it appends to the day's
+//                                  segments, exclusive by whoever rewrites them (forget), so a
+//                                  rewrite never drops a line appended while it ran
+//
+// N is 1 to kMaxTrajectorySegment, without leading zeros: a file named otherwise (a planted
+// seg-0000001.jsonl, seg-<13 digits>.jsonl) is no segment to the writer nor to the readers.
 //
 // The day is the run's start day (from its id), so all of a run is in one day's folder and a
 // lookup by id reads that folder's index only. A segment belongs to the process that created it
@@ -13,6 +19,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -25,6 +33,8 @@
 namespace kernex {
 
 inline constexpr std::size_t kTrajectorySegmentBytes = std::size_t{64} << 20;
+inline constexpr std::uint64_t kMaxTrajectorySegment = 999'999'999'999;  // 12 digits
+inline constexpr std::string_view kTrajectoryDayLock = ".lock";
 
 // open_trajectory with a segment size limit of its own (tests and benches roll over early).
 Result<std::shared_ptr<Trajectory>> open_trajectory_segmented(const std::filesystem::path& dir,
@@ -37,10 +47,14 @@ std::optional<std::string> trajectory_day(std::string_view run_id);
 
 // True for a folder name "YYYY-MM-DD" and a file name "seg-N.jsonl" / "seg-N.idx".
 bool is_trajectory_day_dir(std::string_view name);
-// N of "seg-N.jsonl" (or "seg-N.idx"); nullopt for any other name.
+// N of "seg-N.jsonl" (or "seg-N.idx"); nullopt for any other name (N out of range included).
 std::optional<std::uint64_t> trajectory_segment_number(std::string_view file_name);
 
-// A run id as the recorder makes them: 16 characters of time, '-', 6 hex digits. Anything else
+// A run id for a run started at `when` (UTC, to the second) with `random` (its low 24 bits) to
+// tell runs of one second apart: "YYYYMMDDTHHMMSSZ-xxxxxx". Trajectories and topology runs use it.
+std::string format_run_id(std::time_t when, std::uint32_t random);
+
+// A run id as format_run_id makes them: 16 characters of time, '-', 6 hex digits. Anything else
 // in a segment line or an index line is not a run id.
 bool is_trajectory_run_id(std::string_view id);
 
