@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "run_executor.hpp"
+#include "serve_writer.hpp"
 #include "sqlite_db.hpp"
 
 namespace kernex::server {
@@ -32,7 +33,8 @@ StoredApproval read_row(const Statement& st) {
 
 class SqliteApprovalStore final : public ApprovalStore {
  public:
-  explicit SqliteApprovalStore(sqlite3* db) : db_(db) {}
+  SqliteApprovalStore(sqlite3* db, std::shared_ptr<ServeWriter> writer)
+      : db_(db), writer_(std::move(writer)) {}
   ~SqliteApprovalStore() override { close_serve_db(db_); }
   SqliteApprovalStore(const SqliteApprovalStore&) = delete;
   SqliteApprovalStore& operator=(const SqliteApprovalStore&) = delete;
@@ -43,7 +45,8 @@ class SqliteApprovalStore final : public ApprovalStore {
         .count();
   }
   Result<StoredApproval> insert(const StoredApproval& approval) override;
-  Result<std::optional<StoredApproval>> by_id(const std::string& id) override;
+  Result<std::optional<StoredApproval>> by_id(const std::string& tenant,
+                                              const std::string& id) override;
   Result<std::optional<StoredApproval>> by_key(const std::string& tenant, const std::string& run_id,
                                                const std::string& key) override;
   Result<bool> resolve(const StoredApproval& resolved) override;
@@ -58,8 +61,11 @@ class SqliteApprovalStore final : public ApprovalStore {
  private:
   Result<std::vector<StoredApproval>> select(const std::string& where,
                                              const std::vector<std::string>& params);
-  std::mutex mutex_;
+  // Durable: the batch is fsynced before the write returns.
+  Result<void> write(const ServeWriter::Work& work) { return writer_->write(work, true); }
+  std::mutex mutex_;  // db_: the reads' connection
   sqlite3* db_;
+  std::shared_ptr<ServeWriter> writer_;  // every write
 };
 
 }  // namespace
@@ -95,23 +101,28 @@ Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const std::filesystem
            "CREATE INDEX IF NOT EXISTS approvals_by_session ON approvals(tenant, session, status)",
            "CREATE TABLE IF NOT EXISTS approval_grants (tenant TEXT NOT NULL, session TEXT NOT "
            "NULL, tool TEXT NOT NULL, PRIMARY KEY (tenant, session, tool))"}));
-  std::unique_ptr<ApprovalStore> store = std::make_unique<SqliteApprovalStore>(db);
-  // This connection's commits reach the disk before they return (fsync), not only the WAL file:
-  // what it records decides whether a tool runs again, even after a power loss.
-  KERNEX_RETURN_IF_ERROR(exec_sql(db, "PRAGMA synchronous=FULL"));
-  return store;
+  auto writer = ServeWriter::of(file);
+  if (!writer) {
+    sqlite3_close(db);
+    return std::unexpected(writer.error());
+  }
+  return std::make_unique<SqliteApprovalStore>(db, std::move(*writer));
 }
 
 Result<StoredApproval> SqliteApprovalStore::insert(const StoredApproval& a) {
-  std::lock_guard lock(mutex_);
-  Statement st(db_,
-               "INSERT INTO approvals (id, tenant, session, run_id, key, tool, arguments, reason, "
-               "status, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)");
-  if (!st.ok()) return db_error(db_, "approval insert");
-  st.bind(1, a.id).bind(2, a.tenant).bind(3, a.session).bind(4, a.run_id).bind(5, a.key);
-  st.bind(6, a.tool).bind(7, dump(a.arguments)).bind(8, a.reason);
-  st.bind(9, a.created_at).bind(10, a.expires_at);
-  if (st.step() != SQLITE_DONE) return db_error(db_, "approval insert");
+  const std::string arguments = dump(a.arguments);
+  KERNEX_RETURN_IF_ERROR(write([&](sqlite3* db) -> Result<void> {
+    Statement st(db,
+                 "INSERT INTO approvals (id, tenant, session, run_id, key, tool, arguments, "
+                 "reason, status, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+                 "'pending', ?, ?)");
+    if (!st.ok()) return db_error(db, "approval insert");
+    st.bind(1, a.id).bind(2, a.tenant).bind(3, a.session).bind(4, a.run_id).bind(5, a.key);
+    st.bind(6, a.tool).bind(7, arguments).bind(8, a.reason);
+    st.bind(9, a.created_at).bind(10, a.expires_at);
+    if (st.step() != SQLITE_DONE) return db_error(db, "approval insert");
+    return {};
+  }));
   return a;
 }
 
@@ -130,8 +141,10 @@ Result<std::vector<StoredApproval>> SqliteApprovalStore::select(
   return out;
 }
 
-Result<std::optional<StoredApproval>> SqliteApprovalStore::by_id(const std::string& id) {
-  KERNEX_ASSIGN_OR_RETURN(auto rows, select("id = ?", {id}));
+Result<std::optional<StoredApproval>> SqliteApprovalStore::by_id(const std::string& tenant,
+                                                                 const std::string& id) {
+  const std::vector<std::string> params{id, tenant};
+  KERNEX_ASSIGN_OR_RETURN(auto rows, select("id = ? AND tenant = ?", params));
   if (rows.empty()) return std::nullopt;
   return rows.front();
 }
@@ -151,16 +164,21 @@ Result<std::vector<StoredApproval>> SqliteApprovalStore::pending(const std::stri
 }
 
 Result<bool> SqliteApprovalStore::resolve(const StoredApproval& a) {
-  std::lock_guard lock(mutex_);
-  Statement st(db_,
-               "UPDATE approvals SET status = ?, decision = ?, edited_arguments = ?, "
-               "decision_reason = ?, resolved_at = ? WHERE id = ? AND status = 'pending'");
-  if (!st.ok()) return db_error(db_, "approval resolve");
-  st.bind(1, a.status).bind(2, a.decision);
-  st.bind(3, a.edited_arguments ? dump(*a.edited_arguments) : std::string());
-  st.bind(4, a.decision_reason).bind(5, a.resolved_at).bind(6, a.id);
-  if (st.step() != SQLITE_DONE) return db_error(db_, "approval resolve");
-  return sqlite3_changes(db_) == 1;
+  const std::string edited = a.edited_arguments ? dump(*a.edited_arguments) : std::string();
+  bool won = false;  // set by the item, which may run again: it only overwrites
+  KERNEX_RETURN_IF_ERROR(write([&](sqlite3* db) -> Result<void> {
+    Statement st(db,
+                 "UPDATE approvals SET status = ?, decision = ?, edited_arguments = ?, "
+                 "decision_reason = ?, resolved_at = ? WHERE id = ? AND tenant = ? AND status = "
+                 "'pending'");
+    if (!st.ok()) return db_error(db, "approval resolve");
+    st.bind(1, a.status).bind(2, a.decision).bind(3, edited);
+    st.bind(4, a.decision_reason).bind(5, a.resolved_at).bind(6, a.id).bind(7, a.tenant);
+    if (st.step() != SQLITE_DONE) return db_error(db, "approval resolve");
+    won = sqlite3_changes(db) == 1;
+    return {};
+  }));
+  return won;
 }
 
 Result<bool> SqliteApprovalStore::granted(const std::string& tenant, const std::string& session,
@@ -176,25 +194,27 @@ Result<bool> SqliteApprovalStore::granted(const std::string& tenant, const std::
 
 Result<void> SqliteApprovalStore::grant(const std::string& tenant, const std::string& session,
                                         const std::string& tool) {
-  std::lock_guard lock(mutex_);
-  Statement st(db_,
-               "INSERT OR IGNORE INTO approval_grants (tenant, session, tool) VALUES (?, ?, ?)");
-  if (!st.ok()) return db_error(db_, "grant write");
-  st.bind(1, tenant).bind(2, session).bind(3, tool);
-  if (st.step() != SQLITE_DONE) return db_error(db_, "grant write");
-  return {};
+  return write([&](sqlite3* db) -> Result<void> {
+    Statement st(db,
+                 "INSERT OR IGNORE INTO approval_grants (tenant, session, tool) VALUES (?, ?, ?)");
+    if (!st.ok()) return db_error(db, "grant write");
+    st.bind(1, tenant).bind(2, session).bind(3, tool);
+    if (st.step() != SQLITE_DONE) return db_error(db, "grant write");
+    return {};
+  });
 }
 
 Result<void> SqliteApprovalStore::delete_session(const std::string& tenant,
                                                  const std::string& session) {
-  std::lock_guard lock(mutex_);
-  for (const char* sql : {"DELETE FROM approvals WHERE tenant = ? AND session = ?",
-                          "DELETE FROM approval_grants WHERE tenant = ? AND session = ?"}) {
-    Statement st(db_, sql);
-    if (!st.ok() || (st.bind(1, tenant).bind(2, session), st.step()) != SQLITE_DONE)
-      return db_error(db_, "approval delete");
-  }
-  return {};
+  return write([&](sqlite3* db) -> Result<void> {
+    for (const char* sql : {"DELETE FROM approvals WHERE tenant = ? AND session = ?",
+                            "DELETE FROM approval_grants WHERE tenant = ? AND session = ?"}) {
+      Statement st(db, sql);
+      if (!st.ok() || (st.bind(1, tenant).bind(2, session), st.step()) != SQLITE_DONE)
+        return db_error(db, "approval delete");
+    }
+    return {};
+  });
 }
 
 }  // namespace kernex::server

@@ -33,7 +33,8 @@ struct StoredApproval {
 
 class ApprovalStore {
  public:
-  // serve.db's (one node).
+  // serve.db's (one node): its writes ride serve.db's batches (serve_writer.hpp), fsynced before
+  // they return (what it records decides whether a tool runs again, even after a power loss).
   static Result<std::unique_ptr<ApprovalStore>> open(const std::filesystem::path& file);
   virtual ~ApprovalStore() = default;
 
@@ -42,7 +43,9 @@ class ApprovalStore {
   virtual Result<std::int64_t> now() = 0;
   // Stores a pending approval; what was stored (the store may set its times on its own clock).
   virtual Result<StoredApproval> insert(const StoredApproval& approval) = 0;
-  virtual Result<std::optional<StoredApproval>> by_id(const std::string& id) = 0;
+  // Every query names the tenant: another tenant's approval is not found, nor resolved.
+  virtual Result<std::optional<StoredApproval>> by_id(const std::string& tenant,
+                                                      const std::string& id) = 0;
   virtual Result<std::optional<StoredApproval>> by_key(const std::string& tenant,
                                                        const std::string& run_id,
                                                        const std::string& key) = 0;

@@ -111,13 +111,17 @@ ApprovalDecision Approvals::ask(RunState& run, const SetStatus& set_status,
       std::lock_guard lock(mutex_);
       suspended_.insert(run.id);
     }
+    run.mute();  // the put-off call's denial is not its result: the resumed attempt gives that
     run.request_cancel();  // the loop stops here; the node stores the run as awaiting_approval
     return ApprovalDecision::deny("the run waits for a person; it resumes on their decision");
   }
   StoredApproval resolved = *approval;
   const ApprovalDecision decision = wait(*approval, stop);
-  if (suspended(run.id)) return decision;  // still pending, the run awaiting_approval
-  if (auto row = store_->by_id(approval->id); row && *row) resolved = **row;
+  if (suspended(run.id)) {  // still pending, the run awaiting_approval
+    run.mute();
+    return decision;
+  }
+  if (auto row = store_->by_id(run.tenant, approval->id); row && *row) resolved = **row;
   announce(run, "approval.resolved", "approval_resolved", resolved_event(run, resolved));
   set_status(RunStatus::Running);
   return decision;
@@ -139,7 +143,7 @@ ApprovalDecision Approvals::wait(const StoredApproval& approval, std::stop_token
   {
     std::unique_lock lock(mutex_);
     changed_.wait_until(lock, stop, deadline, [&] {
-      auto row = store_->by_id(approval.id);
+      auto row = store_->by_id(approval.tenant, approval.id);
       if (row && *row && (*row)->status != "pending") done = **row;
       return done.has_value();
     });
@@ -161,7 +165,7 @@ StoredApproval Approvals::settle(StoredApproval approval, std::string status, st
   auto won = store_->resolve(approval);
   if (!won) log(LogLevel::Error, "serve: " + won.error().describe());
   if (won && !*won) {
-    if (auto row = store_->by_id(approval.id); row && *row) return **row;
+    if (auto row = store_->by_id(approval.tenant, approval.id); row && *row) return **row;
   }
   changed_.notify_all();
   return approval;
@@ -181,7 +185,7 @@ std::expected<Json, ApiError> Approvals::resolve_by_person(const std::string& te
                                                            const ApprovalDecision& decision,
                                                            std::string& run_id) {
   std::lock_guard lock(mutex_);
-  auto row = store_->by_id(id);
+  auto row = store_->by_id(tenant, id);
   if (!row) return std::unexpected(api_error(500, "store_failed", row.error().describe()));
   if (!*row || (*row)->tenant != tenant)
     return std::unexpected(api_error(404, "not_found", "no approval '" + id + "'"));

@@ -326,6 +326,7 @@ void ClusterRuns::park(Tracked& tracked) {
     }
   }
   approvals_->resume(run.id);
+  run.unmute();  // what the store tells of it from now on (a cancel) is the run's
   if (released && *released) {
     if (!is_terminal(**released)) run.set_status(**released);
     refresh(tracked);  // a cancel that came meanwhile ended it in the store

@@ -9,11 +9,7 @@ namespace {
 // The calls of one run go in together: a restart never finds half of them.
 Result<void> insert_all(sqlite3* db, const std::string& tenant, const std::string& session,
                         const std::string& run_id, const std::vector<std::string>& call_ids,
-                        std::int64_t now, std::int64_t expires) {
-  Statement prune(db, "DELETE FROM openai_parked WHERE expires_ms <= ?");
-  if (!prune.ok()) return db_error(db, "prune parked calls");
-  prune.bind(1, now);
-  if (prune.step() != SQLITE_DONE) return db_error(db, "prune parked calls");
+                        std::int64_t expires) {
   Statement st(db,
                "INSERT OR REPLACE INTO openai_parked (tenant, session, call_id, run_id, "
                "expires_ms) VALUES (?, ?, ?, ?, ?)");
@@ -37,7 +33,12 @@ Result<std::unique_ptr<SqliteParkedStore>> SqliteParkedStore::open(
                            "expires_ms INTEGER NOT NULL, PRIMARY KEY (tenant, session, call_id))",
                            "CREATE INDEX IF NOT EXISTS openai_parked_expiry ON "
                            "openai_parked(expires_ms)"}));
-  return std::unique_ptr<SqliteParkedStore>(new SqliteParkedStore(db, ttl));
+  auto writer = ServeWriter::of(file);
+  if (!writer) {
+    sqlite3_close(db);
+    return std::unexpected(writer.error());
+  }
+  return std::unique_ptr<SqliteParkedStore>(new SqliteParkedStore(db, std::move(*writer), ttl));
 }
 
 SqliteParkedStore::~SqliteParkedStore() { close_serve_db(db_); }
@@ -46,15 +47,25 @@ Result<void> SqliteParkedStore::park(const std::string& tenant, const std::strin
                                      const std::string& run_id,
                                      const std::vector<std::string>& call_ids) {
   if (call_ids.empty()) return {};
-  std::lock_guard lock(mutex_);
-  const std::int64_t now = unix_ms_now();
   const std::int64_t expires =
-      now + std::chrono::duration_cast<std::chrono::milliseconds>(ttl_).count();
-  KERNEX_RETURN_IF_ERROR(exec_sql(db_, "BEGIN IMMEDIATE"));
-  auto done = insert_all(db_, tenant, session, run_id, call_ids, now, expires);
-  if (done) done = exec_sql(db_, "COMMIT");
-  if (!done) (void)exec_sql(db_, "ROLLBACK");  // the next park starts a transaction of its own
-  return done;
+      unix_ms_now() + std::chrono::duration_cast<std::chrono::milliseconds>(ttl_).count();
+  // One item of a batch: its savepoint keeps the run's calls together.
+  return writer_->write(
+      [&](sqlite3* db) { return insert_all(db, tenant, session, run_id, call_ids, expires); });
+}
+
+Result<std::size_t> SqliteParkedStore::prune_expired() {
+  std::size_t pruned = 0;
+  const std::int64_t now = unix_ms_now();
+  KERNEX_RETURN_IF_ERROR(writer_->write([&](sqlite3* db) -> Result<void> {
+    Statement st(db, "DELETE FROM openai_parked WHERE expires_ms <= ?");
+    if (!st.ok()) return db_error(db, "prune parked calls");
+    st.bind(1, now);
+    if (st.step() != SQLITE_DONE) return db_error(db, "prune parked calls");
+    pruned = static_cast<std::size_t>(sqlite3_changes(db));
+    return {};
+  }));
+  return pruned;
 }
 
 Result<std::optional<std::string>> SqliteParkedStore::run_for(const std::string& tenant,

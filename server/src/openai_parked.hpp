@@ -16,8 +16,7 @@
 #include <vector>
 
 #include "kernex/error.hpp"
-
-struct sqlite3;
+#include "serve_writer.hpp"
 
 namespace kernex::pg {
 struct Options;
@@ -37,9 +36,13 @@ class ParkedStore {
   virtual Result<std::optional<std::string>> run_for(const std::string& tenant,
                                                      const std::string& session,
                                                      const std::string& call_id) = 0;
+  // Deletes the expired rows of every tenant (run_for never finds them): called periodically by
+  // the server (server.cpp), not by every park. How many went.
+  virtual Result<std::size_t> prune_expired() = 0;
 };
 
-// In <data_dir>/serve.db (table openai_parked), expiry on this process's clock.
+// In <data_dir>/serve.db (table openai_parked), expiry on this process's clock. Writes ride
+// serve.db's batches (serve_writer.hpp); reads use the store's own connection.
 class SqliteParkedStore final : public ParkedStore {
  public:
   static Result<std::unique_ptr<SqliteParkedStore>> open(const std::filesystem::path& file,
@@ -49,11 +52,14 @@ class SqliteParkedStore final : public ParkedStore {
                     const std::string& run_id, const std::vector<std::string>& call_ids) override;
   Result<std::optional<std::string>> run_for(const std::string& tenant, const std::string& session,
                                              const std::string& call_id) override;
+  Result<std::size_t> prune_expired() override;
 
  private:
-  SqliteParkedStore(sqlite3* db, std::chrono::seconds ttl) : db_(db), ttl_(ttl) {}
-  std::mutex mutex_;
+  SqliteParkedStore(sqlite3* db, std::shared_ptr<ServeWriter> writer, std::chrono::seconds ttl)
+      : db_(db), writer_(std::move(writer)), ttl_(ttl) {}
+  std::mutex mutex_;  // db_: the reads' connection
   sqlite3* db_;
+  std::shared_ptr<ServeWriter> writer_;
   std::chrono::seconds ttl_;
 };
 

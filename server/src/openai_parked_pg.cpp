@@ -23,9 +23,7 @@ class PgParked final : public ParkedStore {
     if (call_ids.empty()) return {};
     const Json ids = call_ids;
     KERNEX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
-    // Expired rows go on the way (a statement of their own: one that deletes and upserts the
-    // same key at once is unpredictable); then every call of the run in one statement, or none.
-    KERNEX_RETURN_IF_ERROR(conn->exec("DELETE FROM serve_openai_parked WHERE expires_at <= now()"));
+    // Every call of the run in one statement, or none (expired rows go in prune_expired()).
     KERNEX_RETURN_IF_ERROR(conn->exec(
         "INSERT INTO serve_openai_parked (tenant, session, call_id, run_id, expires_at) SELECT "
         "$1, $2, c, $3, now() + make_interval(secs => $4::double precision) FROM "
@@ -34,6 +32,15 @@ class PgParked final : public ParkedStore {
         "EXCLUDED.expires_at",
         {tenant, session, run_id, static_cast<std::int64_t>(ttl_.count()), ids.dump()}));
     return {};
+  }
+
+  Result<std::size_t> prune_expired() override {
+    KERNEX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
+    KERNEX_ASSIGN_OR_RETURN(
+        auto rows,
+        conn->exec("WITH gone AS (DELETE FROM serve_openai_parked WHERE expires_at <= now() "
+                   "RETURNING 1) SELECT count(*) FROM gone"));
+    return rows.empty() ? std::size_t{0} : static_cast<std::size_t>(std::stoll(rows.text(0, 0)));
   }
 
   Result<std::optional<std::string>> run_for(const std::string& tenant, const std::string& session,

@@ -188,8 +188,9 @@ Result<std::vector<StoredApproval>> PgApprovalStore::select(const std::string& w
   return out;
 }
 
-Result<std::optional<StoredApproval>> PgApprovalStore::by_id(const std::string& id) {
-  KERNEX_ASSIGN_OR_RETURN(auto rows, select("id = $1", {id}));
+Result<std::optional<StoredApproval>> PgApprovalStore::by_id(const std::string& tenant,
+                                                             const std::string& id) {
+  KERNEX_ASSIGN_OR_RETURN(auto rows, select("tenant = $1 AND id = $2", {tenant, id}));
   if (rows.empty()) return std::nullopt;
   return rows.front();
 }

@@ -34,7 +34,8 @@ class PgApprovalStore final : public ApprovalStore {
   explicit PgApprovalStore(pg::Pool& pool) : pool_(pool) {}
   Result<std::int64_t> now() override;
   Result<StoredApproval> insert(const StoredApproval& approval) override;
-  Result<std::optional<StoredApproval>> by_id(const std::string& id) override;
+  Result<std::optional<StoredApproval>> by_id(const std::string& tenant,
+                                              const std::string& id) override;
   Result<std::optional<StoredApproval>> by_key(const std::string& tenant, const std::string& run_id,
                                                const std::string& key) override;
   // A person's decision holds only before the expiry (the database's clock).

@@ -12,6 +12,7 @@
 
 #include "kernex/error.hpp"
 #include "kernex/json.hpp"
+#include "serve_writer.hpp"
 
 struct sqlite3;
 
@@ -50,9 +51,11 @@ class SqliteResponseStore final : public ResponseStore {
   Result<void> delete_session(const std::string& tenant, const std::string& session) override;
 
  private:
-  explicit SqliteResponseStore(sqlite3* db) : db_(db) {}
-  std::mutex mutex_;
+  SqliteResponseStore(sqlite3* db, std::shared_ptr<ServeWriter> writer)
+      : db_(db), writer_(std::move(writer)) {}
+  std::mutex mutex_;  // db_: the reads' connection
   sqlite3* db_;
+  std::shared_ptr<ServeWriter> writer_;  // every write: serve.db's batches
 };
 
 // In PostgreSQL (table serve_responses), for nodes sharing their runs there.

@@ -221,6 +221,8 @@ fs::path session_workspace(const ServeConfig& config, const std::string& tenant,
 RunEnd execute_run(const RunEnv& env, RunState& run, const RunRequest& req,
                    std::function<Result<void>()> before_save) {
   const auto started = std::chrono::steady_clock::now();
+  // A resumed run replays its journal: what an earlier attempt emitted is not emitted again.
+  run.begin_attempt();
   run.set_running();
   run.append("run_start", {{"run_id", run.id}, {"session_id", run.session}});
   const bool one_off = req.session.empty();

@@ -191,6 +191,7 @@ void RunManager::execute(const Pending& pending) {
   if (suspended) {
     // Left awaiting_approval in the store, with its journal: the next start resumes it.
     log(LogLevel::Info, "serve: run " + run.id + " awaits approval; resumed at the next start");
+    run.unmute();  // its followers hear that this process will not finish it
   } else if (auto r = deps_.store->finish(run.id, end.status, end.body, events); !r) {
     log(LogLevel::Error, "serve: " + r.error().describe());
   } else if (deps_.journals) {
@@ -220,7 +221,8 @@ bool RunManager::park(const Pending& pending) {
   // would sit parked until its approval expired). waiting() takes no lock of Approvals'.
   auto waiting = deps_.approvals->waiting(run);
   deps_.approvals->resume(run.id);
-  run.rearm();  // its stop fired to suspend it; the next attempt runs with a fresh one
+  run.rearm();   // its stop fired to suspend it; the next attempt runs with a fresh one
+  run.unmute();  // a cancel while parked announces the denial and the run's end
   Pending parked = pending;
   if (cancels_.erase(run.id) > 0) {
     end_parked(parked);  // cancelled while it was suspending

@@ -3,6 +3,8 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -27,6 +29,8 @@ struct RunPool::State {
 
 namespace {
 
+std::atomic<std::size_t> g_refuse_threads{0};  // fail_thread_creation_for_testing
+
 void worker_loop(const std::shared_ptr<RunPool::State>& s);
 
 struct Start {
@@ -48,8 +52,9 @@ void worker_loop(const std::shared_ptr<RunPool::State>& s) {
       const bool woke = s->work.wait_for(lock, s->options.idle_exit,
                                          [&] { return !s->queue.empty() || s->stopping; });
       --s->idle;
-      // Idle beyond the warm few: leave, and a later burst makes a thread again.
-      if (!woke && s->threads > s->options.warm) break;
+      // Idle beyond the warm few (at least one: the queue always has a thread to wait for):
+      // leave, and a later burst makes a thread again.
+      if (!woke && s->threads > std::max<std::size_t>(s->options.warm, 1)) break;
       continue;
     }
     std::function<void()> task = std::move(s->queue.front());
@@ -79,7 +84,10 @@ bool spawn(const std::shared_ptr<RunPool::State>& s) {
   pthread_attr_setstacksize(&attr, stack);
   auto* start = new Start{s};
   pthread_t id;
-  const int rc = pthread_create(&id, &attr, worker_main, start);
+  std::size_t refuse = g_refuse_threads.load();
+  while (refuse > 0 && !g_refuse_threads.compare_exchange_weak(refuse, refuse - 1)) {
+  }
+  const int rc = refuse > 0 ? EAGAIN : pthread_create(&id, &attr, worker_main, start);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
     delete start;
@@ -95,6 +103,7 @@ RunPool::RunPool(Options options) : state_(std::make_shared<State>()) {
   if (options.max_threads == 0) options.max_threads = 1;
   options.warm = std::min(options.warm, options.max_threads);
   state_->options = options;
+  spawn_if_needed(true);
 }
 
 RunPool::~RunPool() {
@@ -105,31 +114,36 @@ RunPool::~RunPool() {
 }
 
 void RunPool::submit(std::function<void()> task) {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->queue.push_back(std::move(task));
+  }
+  state_->work.notify_one();
+  spawn_if_needed(false);
+}
+
+// A thread is made only when none is free to take what is queued (queued tasks count against the
+// idle: each idle thread takes one), or for the first one. One the system refuses leaves the
+// queue to the threads there are: never run here, where the caller may hold a lock the task takes.
+void RunPool::spawn_if_needed(bool first) {
   State& s = *state_;
   std::unique_lock lock(s.mutex);
-  s.queue.push_back(std::move(task));
-  // A thread is made only when none is free to take the task (queued ones count against the
-  // idle: each idle thread takes one).
-  const bool need = s.queue.size() > s.idle && s.threads < s.options.max_threads;
-  if (need) {
-    ++s.threads;
-    ++s.created;
-  }
+  const bool need =
+      s.threads < s.options.max_threads && (s.threads == 0 || (!first && s.queue.size() > s.idle));
+  if (!need) return;
+  ++s.threads;
+  ++s.created;
   lock.unlock();
-  s.work.notify_one();
-  if (need && !spawn(state_)) {
-    lock.lock();
-    --s.threads;
-    --s.created;
-    // With no thread at all, nothing would ever run the queue: run it here rather than hang.
-    if (s.threads == 0) {
-      std::deque<std::function<void()>> left;
-      left.swap(s.queue);
-      lock.unlock();
-      for (auto& t : left) t();
-    }
-  }
+  if (spawn(state_)) return;
+  lock.lock();
+  --s.threads;
+  --s.created;
+  if (s.threads == 0 && !s.queue.empty())
+    log(LogLevel::Error, "serve: no run thread could be made; " + std::to_string(s.queue.size()) +
+                             " runs wait for the next one");
 }
+
+void RunPool::fail_thread_creation_for_testing(std::size_t n) { g_refuse_threads = n; }
 
 RunPool::Stats RunPool::stats() const {
   std::lock_guard lock(state_->mutex);

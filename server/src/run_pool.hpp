@@ -25,13 +25,18 @@ class RunPool {
     std::size_t stack_bytes = 512u << 10;
     std::chrono::milliseconds idle_exit{30'000};  // idle threads beyond `warm` exit after this
   };
+  // Makes one thread at once, kept however long it idles: a task submitted when no further thread
+  // can be made waits for it rather than running on the submitter's stack (whose caller may hold
+  // locks the task takes: RunManager submits under its mutex).
   explicit RunPool(Options options);
   // Runs what is queued, then waits until every thread has left (no task of this pool runs on).
   ~RunPool();
   RunPool(const RunPool&) = delete;
   RunPool& operator=(const RunPool&) = delete;
 
-  // Queued behind every task submitted before it; runs on the first free thread.
+  // Queued behind every task submitted before it; runs on the first free thread, never on the
+  // caller's. A thread the system refuses is asked for again at the next submit (with no thread
+  // at all, the queue waits for one).
   void submit(std::function<void()> task);
 
   struct Stats {
@@ -45,9 +50,13 @@ class RunPool {
   // serve.run_threads 0: max(4, 4 x CPUs) ... see ServeConfig::run_threads.
   static std::size_t default_warm();
 
+  // Tests: the next `n` thread creations fail as if the system refused them (EAGAIN).
+  static void fail_thread_creation_for_testing(std::size_t n);
+
   struct State;  // shared with the threads (run_pool.cpp)
 
  private:
+  void spawn_if_needed(bool first);
   std::shared_ptr<State> state_;
 };
 

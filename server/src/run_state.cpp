@@ -47,10 +47,44 @@ void RunState::wake(std::unique_lock<std::mutex>& lock) {
 
 void RunState::append(std::string name, Json data) {
   std::unique_lock lock(mutex_);
-  if (is_terminal(status_)) return;
+  if (is_terminal(status_) || muted_ || repeated(name, data)) return;
   events_.push_back(std::make_shared<const RunEvent>(
       RunEvent{events_.size() + 1, std::move(name), std::move(data)}));
   wake(lock);
+}
+
+void RunState::begin_attempt() {
+  std::lock_guard lock(mutex_);
+  muted_ = false;
+  earlier_ = events_;
+  earlier_at_ = 0;
+}
+
+void RunState::mute() {
+  std::lock_guard lock(mutex_);
+  muted_ = true;
+}
+
+void RunState::unmute() {
+  std::lock_guard lock(mutex_);
+  muted_ = false;
+}
+
+// A replay re-emits a subsequence of the earlier events, in their order (it skips the text and
+// usage of replayed model answers, and an approval_requested already decided); equal name and
+// data (tool call ids and arguments included) is the same event.
+bool RunState::repeated(const std::string& name, const Json& data) {
+  if (earlier_at_ >= earlier_.size()) return false;
+  if (name != "text_delta" && name != "usage") {
+    for (std::size_t j = earlier_at_; j < earlier_.size(); ++j) {
+      if (earlier_[j]->name != name || earlier_[j]->data != data) continue;
+      earlier_at_ = j + 1;
+      return true;
+    }
+  }
+  earlier_.clear();  // the replay is over: from here on every event is new
+  earlier_at_ = 0;
+  return false;
 }
 
 void RunState::set_running() {

@@ -41,8 +41,20 @@ class RunState {
   const std::string session;
   const std::string created_at;  // UTC "YYYY-MM-DD HH:MM:SS"
 
-  // Numbers the event and wakes every follower.
+  // Numbers the event and wakes every follower; drops it while muted, or when it repeats what an
+  // earlier attempt emitted (begin_attempt).
   void append(std::string name, Json data);
+  // A new attempt of the run starts: resumed after it was parked for an approval, or on another
+  // node after kill -9. It replays its journal, and so emits again what earlier attempts emitted
+  // (run_start, the replayed calls' tool_call and tool_result, a decided approval's
+  // approval_resolved). Those are matched in order against the events already here and dropped,
+  // so each is in the stream once under its first id; the first event that is new (or any
+  // text_delta or usage, which only a live model call emits) ends the matching. Unmutes.
+  void begin_attempt();
+  // The attempt is suspended for an approval: what it emits from here on (the put-off call's
+  // denial) is not the run's, and is dropped until unmute() or begin_attempt().
+  void mute();
+  void unmute();
   void set_running();
   // The last word: status, the result (or error) object, then followers are woken for good.
   void finish(RunStatus status, Json result);
@@ -118,6 +130,10 @@ class RunState {
   std::uint64_t stored_count_ = 0;      // restore_paged: the events the pager reads
   std::optional<std::uint64_t> shown_;  // show_stored: followers see events up to this id
   std::size_t visible() const;          // the events followers may read (mutex_ held)
+  bool repeated(const std::string& name, const Json& data);  // begin_attempt's match (mutex_ held)
+  std::vector<std::shared_ptr<const RunEvent>> earlier_;     // begin_attempt: not matched yet
+  std::size_t earlier_at_ = 0;                               // the next one that may match
+  bool muted_ = false;
   Page read(std::uint64_t after, std::size_t max, bool all) const;  // all: unstored ones too
   Pager pager_;
   std::mutex render_mutex_;

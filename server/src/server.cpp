@@ -395,6 +395,7 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   Runs& runs = *made;
   KERNEX_ASSIGN_OR_RETURN(auto responses, open_response_store(kernel, config));
   KERNEX_ASSIGN_OR_RETURN(auto parked, open_parked_store(kernel, config));
+  const std::shared_ptr<ParkedStore> parked_rows = parked;  // pruned below, once a minute
 
   const HttpOptions http = http_options(config);
   KERNEX_ASSIGN_OR_RETURN(const std::string metrics_token, metrics_token_of(config));
@@ -422,6 +423,11 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   runs.resume_unfinished();
   if (webhooks) webhooks->start();  // with the deliveries a previous server left pending
   server->every(std::chrono::seconds(30), [&runs] { runs.evict_expired(); });
+  // Expired parked calls: found by no request, deleted in one statement a minute, not per park.
+  server->every(std::chrono::seconds(60), [parked_rows] {
+    if (auto r = parked_rows->prune_expired(); !r)
+      log(LogLevel::Warn, "serve: expired parked calls not pruned: " + r.error().describe());
+  });
   server->every(std::chrono::seconds(1), [&auth] {
     if (auto r = auth.refresh(); !r)
       log(LogLevel::Error,

@@ -112,6 +112,8 @@ Result<std::unique_ptr<WebhookOutbox>> WebhookOutbox::open(const std::filesystem
     if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK)
       return db_error(db, "creating the webhook outbox");
   }
+  // Writes ride serve.db's batches with the runs' (its connection has secure_delete too).
+  KERNEX_ASSIGN_OR_RETURN(outbox->writer_, ServeWriter::of(serve_db));
   return outbox;
 }
 
@@ -135,16 +137,9 @@ Result<void> WebhookOutbox::enqueue(sqlite3* db, const WebhookEvent& event,
 
 Result<void> WebhookOutbox::enqueue(const WebhookEvent& event,
                                     const std::vector<std::string>& endpoints) {
-  std::lock_guard lock(mutex_);
-  if (endpoints.size() < 2) return enqueue(db_, event, endpoints, unix_ms_now());
-  // Every endpoint's row or none.
-  if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK)
-    return db_error(db_, "webhook enqueue");
-  auto r = enqueue(db_, event, endpoints, unix_ms_now());
-  if (r && sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
-    r = db_error(db_, "webhook enqueue");
-  if (!r) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-  return r;
+  const std::int64_t now = unix_ms_now();
+  // One item of a batch: every endpoint's row or none (the item's savepoint).
+  return writer_->write([&](sqlite3* db) { return enqueue(db, event, endpoints, now); });
 }
 
 Result<std::vector<OutboxRow>> WebhookOutbox::due(const std::string& endpoint, std::int64_t now_ms,
@@ -177,12 +172,13 @@ Result<std::optional<std::int64_t>> WebhookOutbox::next_due(const std::string& e
 
 Result<void> WebhookOutbox::update(const char* sql, std::int64_t id, std::int64_t a,
                                    const std::string& text) {
-  std::lock_guard lock(mutex_);
-  Statement st(db_, sql);
-  if (!st.ok()) return db_error(db_, "webhook update");
-  st.bind(1, a).bind(2, text).bind(3, id);
-  if (st.step() != SQLITE_DONE) return db_error(db_, "webhook update");
-  return {};
+  return writer_->write([&](sqlite3* db) -> Result<void> {
+    Statement st(db, sql);
+    if (!st.ok()) return db_error(db, "webhook update");
+    st.bind(1, a).bind(2, text).bind(3, id);
+    if (st.step() != SQLITE_DONE) return db_error(db, "webhook update");
+    return {};
+  });
 }
 
 Result<void> WebhookOutbox::delivered(std::int64_t id, std::int64_t now_ms) {
@@ -194,13 +190,14 @@ Result<void> WebhookOutbox::delivered(std::int64_t id, std::int64_t now_ms) {
 
 Result<void> WebhookOutbox::retry_later(std::int64_t id, std::int64_t attempts,
                                         std::int64_t next_ms, const std::string& error) {
-  std::lock_guard lock(mutex_);
-  Statement st(db_,
-               "UPDATE webhook_outbox SET attempts = ?, next_ms = ?, last_error = ? WHERE id = ?");
-  if (!st.ok()) return db_error(db_, "webhook update");
-  st.bind(1, attempts).bind(2, next_ms).bind(3, error).bind(4, id);
-  if (st.step() != SQLITE_DONE) return db_error(db_, "webhook update");
-  return {};
+  return writer_->write([&](sqlite3* db) -> Result<void> {
+    Statement st(
+        db, "UPDATE webhook_outbox SET attempts = ?, next_ms = ?, last_error = ? WHERE id = ?");
+    if (!st.ok()) return db_error(db, "webhook update");
+    st.bind(1, attempts).bind(2, next_ms).bind(3, error).bind(4, id);
+    if (st.step() != SQLITE_DONE) return db_error(db, "webhook update");
+    return {};
+  });
 }
 
 Result<void> WebhookOutbox::give_up(std::int64_t id, std::int64_t attempts,
@@ -211,23 +208,28 @@ Result<void> WebhookOutbox::give_up(std::int64_t id, std::int64_t attempts,
 }
 
 Result<void> WebhookOutbox::hurry(const std::string& endpoint, std::int64_t now_ms) {
-  std::lock_guard lock(mutex_);
-  Statement st(db_,
-               "UPDATE webhook_outbox SET next_ms = ? WHERE endpoint = ? AND status = 'pending' "
-               "AND next_ms > ?");
-  if (!st.ok()) return db_error(db_, "webhook update");
-  st.bind(1, now_ms).bind(2, endpoint).bind(3, now_ms);
-  if (st.step() != SQLITE_DONE) return db_error(db_, "webhook update");
-  return {};
+  return writer_->write([&](sqlite3* db) -> Result<void> {
+    Statement st(db,
+                 "UPDATE webhook_outbox SET next_ms = ? WHERE endpoint = ? AND status = 'pending' "
+                 "AND next_ms > ?");
+    if (!st.ok()) return db_error(db, "webhook update");
+    st.bind(1, now_ms).bind(2, endpoint).bind(3, now_ms);
+    if (st.step() != SQLITE_DONE) return db_error(db, "webhook update");
+    return {};
+  });
 }
 
 Result<std::size_t> WebhookOutbox::prune_delivered(std::int64_t before_ms) {
-  std::lock_guard lock(mutex_);
-  Statement st(db_, "DELETE FROM webhook_outbox WHERE status = 'delivered' AND delivered_ms < ?");
-  if (!st.ok()) return db_error(db_, "webhook prune");
-  st.bind(1, before_ms);
-  if (st.step() != SQLITE_DONE) return db_error(db_, "webhook prune");
-  return static_cast<std::size_t>(sqlite3_changes(db_));
+  std::size_t pruned = 0;  // set by the item, which may run again: it only overwrites
+  KERNEX_RETURN_IF_ERROR(writer_->write([&](sqlite3* db) -> Result<void> {
+    Statement st(db, "DELETE FROM webhook_outbox WHERE status = 'delivered' AND delivered_ms < ?");
+    if (!st.ok()) return db_error(db, "webhook prune");
+    st.bind(1, before_ms);
+    if (st.step() != SQLITE_DONE) return db_error(db, "webhook prune");
+    pruned = static_cast<std::size_t>(sqlite3_changes(db));
+    return {};
+  }));
+  return pruned;
 }
 
 Result<std::vector<OutboxRow>> WebhookOutbox::list(bool failed_only, std::size_t limit) {
@@ -242,21 +244,24 @@ Result<std::vector<OutboxRow>> WebhookOutbox::list(bool failed_only, std::size_t
 
 Result<std::size_t> WebhookOutbox::retry(const std::vector<std::int64_t>& ids,
                                          std::int64_t now_ms) {
-  std::lock_guard lock(mutex_);
   const char* sql = ids.empty()
                         ? "UPDATE webhook_outbox SET status = 'pending', next_ms = ?1, window_ms = "
                           "?1, attempts = 0 WHERE status = 'failed'"
                         : "UPDATE webhook_outbox SET status = 'pending', next_ms = ?1, window_ms = "
                           "?1, attempts = 0 WHERE status = 'failed' AND id = ?2";
   std::size_t changed = 0;
-  for (std::size_t i = 0; i < std::max<std::size_t>(1, ids.size()); ++i) {
-    Statement st(db_, sql);
-    if (!st.ok()) return db_error(db_, "webhook retry");
-    st.bind(1, now_ms);
-    if (!ids.empty()) st.bind(2, ids[i]);
-    if (st.step() != SQLITE_DONE) return db_error(db_, "webhook retry");
-    changed += static_cast<std::size_t>(sqlite3_changes(db_));
-  }
+  KERNEX_RETURN_IF_ERROR(writer_->write([&](sqlite3* db) -> Result<void> {
+    changed = 0;  // the item may run again
+    for (std::size_t i = 0; i < std::max<std::size_t>(1, ids.size()); ++i) {
+      Statement st(db, sql);
+      if (!st.ok()) return db_error(db, "webhook retry");
+      st.bind(1, now_ms);
+      if (!ids.empty()) st.bind(2, ids[i]);
+      if (st.step() != SQLITE_DONE) return db_error(db, "webhook retry");
+      changed += static_cast<std::size_t>(sqlite3_changes(db));
+    }
+    return {};
+  }));
   return changed;
 }
 

@@ -15,6 +15,7 @@
 
 #include "kernex/error.hpp"
 #include "kernex/json.hpp"
+#include "serve_writer.hpp"
 
 struct sqlite3;
 
@@ -119,8 +120,9 @@ class WebhookOutbox final : public OutboxStore {
  private:
   explicit WebhookOutbox(sqlite3* db) : db_(db) {}
   Result<void> update(const char* sql, std::int64_t id, std::int64_t a, const std::string& text);
-  std::mutex mutex_;
+  std::mutex mutex_;  // db_: the reads' connection
   sqlite3* db_;
+  std::shared_ptr<ServeWriter> writer_;  // every write: serve.db's batches
 };
 
 }  // namespace kernex::server

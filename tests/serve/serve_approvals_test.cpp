@@ -309,3 +309,108 @@ TEST(ServeApprovalDurability, Kill9WhileAToolRunsReportsItInterruptedAndNeverRun
 }
 
 }  // namespace
+
+namespace {
+
+// One replay line: some text, then one tally call.
+std::string said_and_tally(const std::string& text, const std::string& word,
+                           const std::string& id) {
+  Json call{{"id", id}, {"name", "tally"}, {"arguments", Json{{"word", word}}}};
+  return Json{{"text", text},
+              {"tool_calls", Json::array({call})},
+              {"usage", Json{{"input_tokens", 10}, {"output_tokens", 5}}}}
+             .dump() +
+         "\n";
+}
+
+// The stream's events without the model's text and usage: what a replay could repeat.
+std::vector<std::string> steps_of(const std::vector<SseEvent>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) {
+    if (e.event == "text_delta" || e.event == "usage") continue;
+    const Json d = e.json();
+    out.push_back(e.event + (d.contains("id") ? ":" + d.value("id", "") : ""));
+  }
+  return out;
+}
+
+void expect_same_events(const std::vector<SseEvent>& got, const std::vector<SseEvent>& want) {
+  ASSERT_EQ(names(got), names(want));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].id, want[i].id) << i;
+    EXPECT_EQ(got[i].data, want[i].data) << i;
+  }
+}
+
+}  // namespace
+
+// A run parked for an approval is resumed on the decision, replaying its journal: the stream
+// still has each event once (run_start, the calls before the park, the parked call's tool_call),
+// with ids 1, 2, 3..., and the put-off call's denial never shows. A follower that reconnects with
+// the Last-Event-ID it had before the park reads exactly the rest, live and once the run ended.
+TEST(ServeApprovalParked, AResumedRunEmitsEachEventOnceAndLastEventIdReconnectsAcrossThePark) {
+  ApprovalWorld a;
+  // A call the deny rule refuses (no approval), then the parked one, then the answer.
+  ASSERT_TRUE(a.configure(said_and_tally("first a forbidden one", "forbidden-1", "t-forbidden") +
+                              said_and_tally("now the real one", "parked", "t-parked") +
+                              replay_text("finished parked"),
+                          "  approvals:\n    park: true\n"));
+  ASSERT_TRUE(a.w.start());
+  const int port = a.w.port();
+  SseReader sse(port, "POST", "/v1/sessions/parked/messages",
+                message_body("please tally parked", {{"stream", true}}));
+  ASSERT_TRUE(sse.ok()) << sse.head().describe();
+  std::vector<SseEvent> seen;
+  ASSERT_TRUE(read_until(sse, "approval_requested", seen)) << a.w.log();
+  const Json asked = event_named(seen, "approval_requested");
+  const std::string run = asked.value("run_id", "");
+  const std::string last_id = seen.back().id;
+  // Parked: the run holds no thread (the server says so in its log once it parked).
+  const auto deadline = Clock::now() + milliseconds(30000);
+  while (a.w.log().find("parked until its approval") == std::string::npos &&
+         Clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(10));  // the log is the only sign of the park
+  ASSERT_NE(a.w.log().find("parked until its approval"), std::string::npos) << a.w.log();
+  SseReader follower(port, "GET", "/v1/runs/" + run + "/events", "", {{"Last-Event-ID", last_id}});
+  ASSERT_TRUE(follower.ok()) << follower.head().describe();
+
+  auto d = request(port, "POST", "/v1/approvals/" + asked.value("approval_id", ""),
+                   R"({"decision": "approve"})");
+  ASSERT_EQ(d.status, 200) << d.describe() << a.w.log();
+  ASSERT_TRUE(read_until(sse, "run_end", seen)) << ::testing::PrintToString(names(seen));
+  EXPECT_EQ(seen.back().json().value("text", ""), "finished parked");
+  EXPECT_EQ(count_of(a.tallied(), "parked"), 1u);
+
+  const std::vector<std::string> expected{"run_start",
+                                          "tool_call:t-forbidden",
+                                          "tool_result:t-forbidden",
+                                          "tool_call:t-parked",
+                                          "approval_requested",
+                                          "approval_resolved",
+                                          "tool_result:t-parked",
+                                          "run_end"};
+  EXPECT_EQ(steps_of(seen), expected);
+  for (std::size_t i = 0; i < seen.size(); ++i)
+    EXPECT_EQ(seen[i].id, std::to_string(i + 1)) << "event " << i << " " << seen[i].event;
+  EXPECT_FALSE(event_named(seen, "approval_resolved").empty());
+  for (const auto& e : seen) {
+    if (e.event == "tool_result" && e.json().value("id", "") == "t-parked") {
+      EXPECT_FALSE(e.json().value("is_error", true)) << e.data;
+    }
+  }
+  const std::vector<SseEvent> tail(seen.begin() + static_cast<std::ptrdiff_t>(std::stoul(last_id)),
+                                   seen.end());
+
+  // Followed live across the park, from before it.
+  std::vector<SseEvent> followed;
+  ASSERT_TRUE(read_until(follower, "run_end", followed))
+      << ::testing::PrintToString(names(followed));
+  expect_same_events(followed, tail);
+  // Reconnected once the run ended, and from the start.
+  SseReader later(port, "GET", "/v1/runs/" + run + "/events", "", {{"Last-Event-ID", last_id}});
+  ASSERT_TRUE(later.ok()) << later.head().describe();
+  expect_same_events(later.drain(), tail);
+  SseReader all(port, "GET", "/v1/runs/" + run + "/events", "");
+  ASSERT_TRUE(all.ok()) << all.head().describe();
+  expect_same_events(all.drain(), seen);
+}

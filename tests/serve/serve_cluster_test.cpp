@@ -909,6 +909,29 @@ TEST_F(ServeCluster, AnApprovalIsDecidedOnAnyNodeWhileTheRunHoldsNoNode) {
   ASSERT_TRUE(read_until(sse, "run_end", seen)) << ::testing::PrintToString(names(seen)) << logs();
   EXPECT_EQ(str(seen.back().json(), "text"), "finished w1") << seen.back().data;
   expect_increasing_ids(seen);
+  // The resumed attempt replayed its journal: what the suspended one emitted is not emitted
+  // again, and the put-off call's denial never shows.
+  for (const char* once : {"run_start", "tool_call", "approval_requested", "approval_resolved",
+                           "tool_result", "run_end"}) {
+    EXPECT_EQ(
+        std::count_if(seen.begin(), seen.end(), [&](const SseEvent& e) { return e.event == once; }),
+        1)
+        << once << " in " << ::testing::PrintToString(names(seen));
+  }
+  EXPECT_FALSE(event_named(seen, "tool_result").value("is_error", true)) << logs();
+  // From another node, with the Last-Event-ID a client had before the park: exactly the rest.
+  std::size_t asked_at = 0;
+  while (asked_at < seen.size() && seen[asked_at].event != "approval_requested") ++asked_at;
+  ASSERT_LT(asked_at, seen.size());
+  SseReader tail(port(1), "GET", "/v1/runs/" + run + "/events", "",
+                 {{"Last-Event-ID", seen[asked_at].id}});
+  ASSERT_TRUE(tail.ok()) << tail.head().describe();
+  const auto rest = tail.drain(milliseconds(10000));
+  ASSERT_EQ(rest.size(), seen.size() - asked_at - 1) << ::testing::PrintToString(names(rest));
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    EXPECT_EQ(rest[i].id, seen[asked_at + 1 + i].id);
+    EXPECT_EQ(rest[i].data, seen[asked_at + 1 + i].data);
+  }
   EXPECT_EQ(str(event_named(seen, "approval_resolved"), "status"), "approved");
   EXPECT_EQ(stored_run(db_, run), "done -");
   EXPECT_EQ(count_line(lines_of_files_named(dir_.path(), "tally.txt"), "w1"), 1u);

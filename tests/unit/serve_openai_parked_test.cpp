@@ -1,7 +1,7 @@
 // The index of runs parked on the client's tool calls (server/src/openai_parked.hpp), in serve.db
 // and in PostgreSQL: a row is found only under its tenant and session, not after its expiry, still
 // after the store is opened again (a restart) or from another node's store, and a call id parked
-// again names the newest run.
+// again names the newest run; expired rows go when the server prunes, not on every park.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -54,6 +54,17 @@ void expect_scoped_durable_and_expiring(const Open& open) {
   ASSERT_TRUE(expiring->park("alpha", "s9", "run_9", {"call_z"}));
   EXPECT_EQ(found(*again, "alpha", "s9", "call_z"), std::nullopt);
   EXPECT_EQ(found(*again, "alpha", "s1", "call_a"), "run_1") << "an unexpired row stays";
+  // A park does not prune (the server does, periodically): both expired rows are still there for
+  // prune_expired(), which leaves the unexpired ones.
+  ASSERT_TRUE(expiring->park("beta", "s9", "run_8", {"call_y"}));
+  auto pruned = again->prune_expired();
+  ASSERT_TRUE(pruned) << pruned.error().describe();
+  EXPECT_EQ(*pruned, 2u);
+  pruned = again->prune_expired();
+  ASSERT_TRUE(pruned) << pruned.error().describe();
+  EXPECT_EQ(*pruned, 0u);
+  EXPECT_EQ(found(*again, "alpha", "s1", "call_a"), "run_1");
+  EXPECT_EQ(found(*again, "alpha", "s1", "call_b"), "run_2");
 }
 
 TEST(ServeOpenAiParked, SqliteRowsAreScopedDurableAndExpire) {

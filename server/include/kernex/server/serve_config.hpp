@@ -119,8 +119,8 @@ struct ServeConfig {
   // `approvals: {timeout_s}`: how long a tool call waits for a person before it is denied.
   std::chrono::seconds approval_timeout{3600};
   // `approvals: {park}`: a run waiting for a person holds no run thread (parked, submitted again
-  // on the decision). Off by default until its event stream matches the waiting run's.
-  bool park_approvals = false;
+  // on the decision); its stream is the same as a waiting run's (RunState::begin_attempt).
+  bool park_approvals = true;
   // Skill folders that did not load (folder name -> why), so a request naming one is told why,
   // not only that it is unknown. Set by the host that loaded the skills (ServeOptions).
   std::map<std::string, std::string> refused_skills;
