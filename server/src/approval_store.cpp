@@ -103,7 +103,7 @@ Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const std::filesystem
            "NULL, tool TEXT NOT NULL, PRIMARY KEY (tenant, session, tool))"}));
   auto writer = ServeWriter::of(file);
   if (!writer) {
-    sqlite3_close(db);
+    close_serve_db(db);
     return std::unexpected(writer.error());
   }
   return std::make_unique<SqliteApprovalStore>(db, std::move(*writer));

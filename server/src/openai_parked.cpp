@@ -35,7 +35,7 @@ Result<std::unique_ptr<SqliteParkedStore>> SqliteParkedStore::open(
                            "openai_parked(expires_ms)"}));
   auto writer = ServeWriter::of(file);
   if (!writer) {
-    sqlite3_close(db);
+    close_serve_db(db);
     return std::unexpected(writer.error());
   }
   return std::unique_ptr<SqliteParkedStore>(new SqliteParkedStore(db, std::move(*writer), ttl));

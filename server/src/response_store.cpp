@@ -28,7 +28,7 @@ Result<std::unique_ptr<SqliteResponseStore>> SqliteResponseStore::open(
                      "openai_responses(tenant, session)"}));
   auto writer = ServeWriter::of(file);
   if (!writer) {
-    sqlite3_close(db);
+    close_serve_db(db);
     return std::unexpected(writer.error());
   }
   return std::unique_ptr<SqliteResponseStore>(new SqliteResponseStore(db, std::move(*writer)));
