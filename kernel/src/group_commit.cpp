@@ -17,6 +17,16 @@ bool GroupCommit::direct_from_env() {
   return v != nullptr && std::string_view(v) == "off";
 }
 
+std::chrono::microseconds GroupCommit::commit_delay_from_env() {
+  constexpr std::chrono::microseconds kDefault{0};  // off: see the header
+  const char* v = std::getenv("KERNEX_COMMIT_DELAY_US");
+  if (v == nullptr) return kDefault;
+  char* end = nullptr;
+  const long us = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || us < 0 || us > 1'000'000) return kDefault;
+  return std::chrono::microseconds(us);
+}
+
 GroupCommit::GroupCommit(std::unique_ptr<BatchTarget> target, Options options)
     : target_(std::move(target)), options_(options) {
   options_.max_batch = std::max<std::size_t>(1, options_.max_batch);
@@ -30,6 +40,7 @@ GroupCommit::~GroupCommit() {
     stopping_ = true;
   }
   wake_.notify_all();
+  filled_.notify_all();
   thread_.join();
 }
 
@@ -51,6 +62,7 @@ void GroupCommit::enqueue(Item item) {
       if (!item.lazy) ++eager_;
       queue_.push_back(std::move(item));
       wake_.notify_one();
+      if (delaying_ && queue_.size() >= options_.max_batch) filled_.notify_one();
       return;
     }
   }
@@ -67,6 +79,7 @@ Result<void> GroupCommit::write(Work work, bool durable) {
   if (stopping_) return fail(ErrorCode::Internal, "group commit: the writer has stopped");
   queue_.push_back(Item{std::move(work), {}, durable, false, &waiter});
   ++eager_;
+  if (delaying_ && queue_.size() >= options_.max_batch) filled_.notify_one();
   while (!waiter.done) {
     if (committing_) {
       waiter.settled.wait(lock);
@@ -112,8 +125,18 @@ void GroupCommit::loop() {
   }
 }
 
+void GroupCommit::delay_durable(std::unique_lock<std::mutex>& lock) {
+  if (options_.commit_delay.count() <= 0 || last_durable_items_ <= 1) return;
+  if (std::none_of(queue_.begin(), queue_.end(), [](const Item& i) { return i.durable; })) return;
+  delaying_ = true;
+  filled_.wait_for(lock, options_.commit_delay,
+                   [&] { return stopping_ || queue_.size() >= options_.max_batch; });
+  delaying_ = false;
+}
+
 void GroupCommit::commit_front(std::unique_lock<std::mutex>& lock, bool leader) {
   committing_ = true;
+  delay_durable(lock);
   std::vector<Item> batch;
   while (!queue_.empty() && batch.size() < options_.max_batch) {
     if (!queue_.front().lazy) --eager_;
@@ -124,7 +147,10 @@ void GroupCommit::commit_front(std::unique_lock<std::mutex>& lock, bool leader) 
   lock.unlock();
   auto results = run_batch(batch);
   settle(batch, results);
+  const auto durable = static_cast<std::size_t>(
+      std::count_if(batch.begin(), batch.end(), [](const Item& i) { return i.durable; }));
   lock.lock();
+  if (durable > 0) last_durable_items_ = durable;
   committing_ = false;
   if (leader) wake_.notify_one();  // the writer goes on with the rest (or stops)
 }

@@ -70,9 +70,7 @@ Result<ContextEntry> read_entry(const Stmt& s, int first) {
   return e;
 }
 
-std::string minutes_ago(std::chrono::minutes m) {
-  return "-" + std::to_string(m.count()) + " minutes";
-}
+std::string minutes_ago(std::chrono::minutes m) { return datetime_offset(-m.count(), "minutes"); }
 
 }  // namespace
 

@@ -167,7 +167,7 @@ Result<std::vector<Task>> SqliteStore::claim_due_tasks(const MemoryScope& scope,
       kTaskColumns;
   return db_->write<std::vector<Task>>([&]() -> Result<std::vector<Task>> {
     KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(sql.c_str()));
-    stmt.bind_all(worker, "+" + std::to_string(lease.count()) + " seconds",
+    stmt.bind_all(worker, datetime_offset(lease.count(), "seconds"),
                   static_cast<std::int64_t>(limit), scope.tenant());
     return select_tasks(stmt);
   });
@@ -270,8 +270,8 @@ Result<bool> SqliteStore::fail_task(const MemoryScope& scope, const std::string&
             "lease_until = NULL, "
             "status = CASE WHEN ?3 THEN 'pending' ELSE 'failed' END, "
             "retry_at = CASE WHEN ?3 THEN datetime('now', ?4) END WHERE id = ?5 AND tenant = ?6"));
-    stmt.bind_all(n, error, retry ? 1 : 0, "+" + std::to_string(backoff_seconds(n)) + " seconds",
-                  id, scope.tenant());
+    stmt.bind_all(n, error, retry ? 1 : 0, datetime_offset(backoff_seconds(n), "seconds"), id,
+                  scope.tenant());
     KERNEX_RETURN_IF_ERROR(stmt.run());
     return retry;
   });
