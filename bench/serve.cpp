@@ -23,6 +23,7 @@
 //              [--connections C] [--cancel-runs N] [--memory sqlite|volatile] [--threads T]
 //              [--kernex PATH] [--lean]
 //        serve --harness [--streams N]   the fake LLM, bare server and client alone (no kernex)
+#include <algorithm>
 #include <cstdlib>
 #include <signal.h>
 #include <spawn.h>
@@ -586,9 +587,19 @@ void phase_harness(const Args& a) {
               r.ok / r.seconds, r.failed);
 }
 
-void raise_fd_limit() {
+// Every stream costs this process two files (its client end and the fake LLM's end) and kernex
+// serve two (the client's connection and its upstream one), so N streams need ~2N + slack. The
+// hard limit (20 000 on the dev VM) is raised where the process may (root: CAP_SYS_RESOURCE, up to
+// fs.nr_open); otherwise the soft limit goes up to the hard one.
+void raise_fd_limit(int streams) {
   rlimit lim{};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t want = 2 * static_cast<rlim_t>(std::max(streams, 0)) + 4096;
+  if (lim.rlim_max < want) {
+    const rlimit raised{want, want};
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) ::getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  if (lim.rlim_cur < lim.rlim_max) {
     lim.rlim_cur = lim.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &lim);
   }
@@ -602,7 +613,7 @@ void raise_fd_limit() {
 int main(int argc, char** argv) {
   const Args a = parse_args(argc, argv);
   ::signal(SIGPIPE, SIG_IGN);
-  raise_fd_limit();
+  raise_fd_limit(a.streams);
   if (a.harness) {
     phase_harness(a);
     return 0;

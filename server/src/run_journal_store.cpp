@@ -34,8 +34,11 @@ class SqliteJournalStore final : public JournalStore {
  private:
   std::mutex mutex_;  // db_: the reads' connection
   sqlite3* db_;
-  // Writes ride serve.db's batches, each fsynced (durable): what a journal records decides
-  // whether a tool runs again, even after a power loss.
+  // Writes ride serve.db's batches. A tool's start and end are fsynced (durable): they decide
+  // whether a tool runs again, even after a power loss. A model's answer is committed without an
+  // fsync (it survives a kill -9, the OS has it): the WAL is written in order, so the durable
+  // start of the first tool it asks for fsyncs the answer too, and a power loss before that loses
+  // an answer no tool acted on, which a resumed run asks the model for again.
   std::shared_ptr<ServeWriter> writer_;
 };
 
@@ -133,7 +136,7 @@ Result<void> SqliteJournalStore::record_response(const std::string& run_id, std:
         if (st.step() != SQLITE_DONE) return db_error(db, "journal write");
         return {};
       },
-      true);
+      false);
 }
 
 Result<RunJournal::ToolEntry> SqliteJournalStore::tool(const std::string& run_id,
