@@ -6,6 +6,8 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "agent_loop.hpp"
 #include "context_builder.hpp"
@@ -44,11 +46,15 @@ class ProviderSummarizer final : public Summarizer {
   std::shared_ptr<Provider> provider_;
 };
 
-// Feeds the store's audit log with every tool call that ran (stores without one ignore it).
+// Feeds the store's audit log with every tool call that ran (stores without one ignore it). For a
+// store that saves audit rows with the exchange, the run's rows wait for its exchange (take());
+// what no exchange takes is recorded on its own at the run's end (flush()).
 class MemoryAuditHook final : public HookRunner {
  public:
   MemoryAuditHook(std::shared_ptr<MemoryStore> store, MemoryScope scope)
-      : store_(std::move(store)), scope_(std::move(scope)) {}
+      : store_(std::move(store)),
+        scope_(std::move(scope)),
+        with_exchange_(store_->audits_in_exchange()) {}
   void post_tool(const HookScope& scope, const ToolCall& call, ToolResult& result) override {
     AuditRecord rec;
     rec.conversation_id = scope.session_id;
@@ -58,15 +64,43 @@ class MemoryAuditHook final : public HookRunner {
     rec.arguments = call.arguments;
     rec.result = recorded_result(result.content);  // bounded: see recorded_result.hpp
     rec.status = result.is_error ? "error" : "ok";
+    if (with_exchange_) {
+      std::lock_guard lock(mutex_);  // a turn's tools may run in parallel
+      pending_.push_back(std::move(rec));
+      return;
+    }
+    record(rec);
+  }
+  std::vector<AuditRecord> take() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(pending_, {});
+  }
+  void flush(std::vector<AuditRecord> records) {
+    for (const auto& rec : records) record(rec);
+  }
+  void flush() { flush(take()); }
+
+ private:
+  void record(const AuditRecord& rec) {
     if (auto r = store_->record_tool_call(scope_, rec);
         !r && r.error().code != ErrorCode::Unsupported) {
       log(LogLevel::Warn, "audit log: " + r.error().describe());
     }
   }
 
- private:
   std::shared_ptr<MemoryStore> store_;
   MemoryScope scope_;  // the run's: one hook per run that writes memory
+  const bool with_exchange_;
+  std::mutex mutex_;
+  std::vector<AuditRecord> pending_;
+};
+
+// Records at the run's end, whichever way it ends, the audit rows no exchange took.
+struct AuditFlush {
+  std::shared_ptr<MemoryAuditHook> hook;
+  ~AuditFlush() {
+    if (hook) hook->flush();
+  }
 };
 
 std::string random_id() {
@@ -238,13 +272,17 @@ struct Kernel::Impl {
     return std::make_shared<KernelRunServices>(std::move(services));
   }
 
-  // What the loop works with; the memory audit hook comes first in runs that may write memory.
+  // The memory audit hook of a run that may write memory (it comes first in the run's chain).
+  std::shared_ptr<MemoryAuditHook> audit_hook(const RunPlan& plan, const RunOptions& options) {
+    if (!memory || !plan.audits_to_memory) return nullptr;
+    return std::make_shared<MemoryAuditHook>(memory, options.memory_scope);
+  }
+
+  // What the loop works with.
   LoopDeps loop_deps(const RunPlan& plan, const HostParts& parts, const ToolRouter& router,
                      HookChain& hooks, const Request& request, const RunOptions& options,
                      const std::string& conversation_id, RunTree& tree,
                      const std::shared_ptr<KernelRunServices>& services) {
-    if (memory && plan.audits_to_memory)
-      hooks.add("memory-audit", std::make_shared<MemoryAuditHook>(memory, options.memory_scope));
     hooks.add_all(parts.hooks);
     LoopDeps deps;
     deps.provider_name = plan.provider;
@@ -366,7 +404,7 @@ struct Kernel::Impl {
   static Result<void> save_exchange(MemoryStore& memory, const MemoryScope& scope,
                                     const std::string& conversation_id, const Request& request,
                                     const Context& context, const RunResult& run,
-                                    const std::string& key) {
+                                    const std::string& key, MemoryAuditHook* audit) {
     ExchangeRecord record;
     record.conversation_id = conversation_id;
     record.idempotency_key = key;
@@ -376,7 +414,9 @@ struct Kernel::Impl {
       record.messages.push_back(ContextEntry::assistant(run.text));
     record.usage =
         UsageRecord{conversation_id, request.sender_id, run.model, run.provider, run.usage};
+    if (audit != nullptr) record.audits = audit->take();
     if (auto saved = memory.save_exchange(scope, record); !saved) {
+      if (audit != nullptr) audit->flush(std::move(record.audits));  // the calls did run
       return fail(ErrorCode::Memory, "saving the exchange failed", saved.error());
     }
     return {};
@@ -611,6 +651,8 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   if (!context_tools) return std::unexpected(context_tools.error());
   ToolRouter router = ToolRouter::collect(parts.toolboxes, context, *context_tools);
   HookChain hooks;
+  const AuditFlush audit{k.audit_hook(plan, options)};
+  if (audit.hook) hooks.add("memory-audit", audit.hook);
   LoopDeps deps =
       k.loop_deps(plan, parts, router, hooks, request, options, conversation_id, *tree, services);
   deps.provider = provider->get();
@@ -635,7 +677,7 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
       KERNEX_RETURN_IF_ERROR(options.before_save());
     }
     if (auto saved = Impl::save_exchange(*k.memory, options.memory_scope, conversation_id, request,
-                                         context, *run, options.exchange_key);
+                                         context, *run, options.exchange_key, audit.hook.get());
         !saved) {
       return std::unexpected(saved.error());
     }

@@ -278,6 +278,34 @@ Result<void> insert_usage(pg::Connection& c, const MemoryScope& scope, const Usa
   return {};
 }
 
+// An audit row's arguments as stored, once the row is one the log can keep.
+Result<std::string> audit_arguments(const AuditRecord& rec) {
+  if (rec.status != "ok" && rec.status != "error" && rec.status != "denied") {
+    return fail(
+        ErrorCode::Usage,
+        "postgres memory: audit status must be ok, error or denied, got '" + rec.status + "'");
+  }
+  KERNEX_ASSIGN_OR_RETURN(auto args, dump_checked(rec.arguments, "audited tool arguments"));
+  for (const std::string* s : {&rec.result, &rec.reason, &rec.tool, &rec.agent}) {
+    if (auto p = text_problem(*s))
+      return fail(ErrorCode::Parse, "postgres memory: audit record " + *p);
+  }
+  return args;
+}
+
+Result<void> insert_audit(pg::Connection& c, const MemoryScope& scope, const AuditRecord& rec,
+                          const std::string& args) {
+  std::optional<std::string> at =
+      rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
+  KERNEX_RETURN_IF_ERROR(
+      c.exec("INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, "
+             "arguments, result, status, reason, tenant) "
+             "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+             {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
+              rec.status, rec.reason, scope.tenant()}));
+  return {};
+}
+
 }  // namespace
 
 Result<void> PgStore::append_messages(const MemoryScope& scope, const std::string& conversation_id,
@@ -292,6 +320,11 @@ Result<void> PgStore::append_messages(const MemoryScope& scope, const std::strin
 Result<void> PgStore::save_exchange(const MemoryScope& scope, const ExchangeRecord& record) {
   KERNEX_ASSIGN_OR_RETURN(auto encoded,
                           encode_exchange(record.messages, options_.max_message_bytes));
+  std::vector<std::string> audit_args;  // checked before the write: all of the turn or nothing
+  for (const auto& rec : record.audits) {
+    KERNEX_ASSIGN_OR_RETURN(auto args, audit_arguments(rec));
+    audit_args.push_back(std::move(args));
+  }
   return transaction<void>([&](pg::Connection& c) -> Result<void> {
     if (!record.idempotency_key.empty()) {
       // Committed with the exchange: a second save under the key finds it and saves nothing.
@@ -311,6 +344,8 @@ Result<void> PgStore::save_exchange(const MemoryScope& scope, const ExchangeReco
     KERNEX_RETURN_IF_ERROR(
         insert_exchange(c, scope, record.conversation_id, record.messages, encoded));
     if (record.usage) KERNEX_RETURN_IF_ERROR(insert_usage(c, scope, *record.usage));
+    for (std::size_t i = 0; i < record.audits.size(); ++i)
+      KERNEX_RETURN_IF_ERROR(insert_audit(c, scope, record.audits[i], audit_args[i]));
     return {};
   });
 }
@@ -545,25 +580,9 @@ Result<std::uint64_t> PgStore::soft_delete_facts(const MemoryScope& scope,
 // ---- Audit and usage ----
 
 Result<void> PgStore::record_tool_call(const MemoryScope& scope, const AuditRecord& rec) {
-  if (rec.status != "ok" && rec.status != "error" && rec.status != "denied") {
-    return fail(
-        ErrorCode::Usage,
-        "postgres memory: audit status must be ok, error or denied, got '" + rec.status + "'");
-  }
-  KERNEX_ASSIGN_OR_RETURN(auto args, dump_checked(rec.arguments, "audited tool arguments"));
-  for (const std::string* s : {&rec.result, &rec.reason, &rec.tool, &rec.agent}) {
-    if (auto p = text_problem(*s))
-      return fail(ErrorCode::Parse, "postgres memory: audit record " + *p);
-  }
-  std::optional<std::string> at =
-      rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
-  KERNEX_RETURN_IF_ERROR(query(
-      "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, arguments, "
-      "result, status, reason, tenant) "
-      "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-      {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result, rec.status,
-       rec.reason, scope.tenant()}));
-  return {};
+  KERNEX_ASSIGN_OR_RETURN(auto args, audit_arguments(rec));
+  KERNEX_ASSIGN_OR_RETURN(auto lease, pool_->acquire());
+  return insert_audit(*lease, scope, rec, args);
 }
 
 Result<std::vector<AuditRecord>> PgStore::audit_log(const MemoryScope& scope, std::size_t limit) {

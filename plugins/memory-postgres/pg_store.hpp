@@ -84,6 +84,7 @@ class PgStore final : public MemoryStore {
   Result<std::uint64_t> prune_outcomes(const MemoryScope& scope, std::size_t keep) override;
 
   // Audit and usage.
+  bool audits_in_exchange() const override { return true; }
   Result<void> record_tool_call(const MemoryScope& scope, const AuditRecord& record) override;
   Result<std::vector<AuditRecord>> audit_log(const MemoryScope& scope, std::size_t limit) override;
   Result<void> record_usage(const MemoryScope& scope, const UsageRecord& record) override;

@@ -319,11 +319,25 @@ Result<void> SqliteStore::append_messages(const MemoryScope& scope,
   return writer_->write([&]() { return insert_exchange(scope, conversation_id, entries); });
 }
 
+// An audit row's arguments as stored, once its status is one the log knows.
+static Result<std::string> audit_arguments(const AuditRecord& rec) {
+  if (rec.status != "ok" && rec.status != "error" && rec.status != "denied") {
+    return fail(ErrorCode::Usage, "memory-sqlite: audit status must be ok, error or denied, got '" +
+                                      rec.status + "'");
+  }
+  return dump_checked(rec.arguments, "audited tool arguments");
+}
+
 // One item of the writer for the turn: every commit writes the pages it touched to the WAL and
 // takes the write lock again, so the usage row (and a new conversation, queued lazily) ride
 // along with the messages, in a batch shared with other runs' turns.
 Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const ExchangeRecord& record) {
   KERNEX_RETURN_IF_ERROR(check_exchange(record.messages));
+  std::vector<std::string> audit_args;  // checked before the write: all of the turn or nothing
+  for (const auto& rec : record.audits) {
+    KERNEX_ASSIGN_OR_RETURN(auto args, audit_arguments(rec));
+    audit_args.push_back(std::move(args));
+  }
   return writer_->write([&]() -> Result<void> {
     if (!record.idempotency_key.empty()) {
       // Committed with the exchange: a second save under the key finds it and saves nothing.
@@ -343,6 +357,8 @@ Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const Exchange
     }
     KERNEX_RETURN_IF_ERROR(insert_exchange(scope, record.conversation_id, record.messages));
     if (record.usage) KERNEX_RETURN_IF_ERROR(insert_usage(scope, *record.usage));
+    for (std::size_t i = 0; i < record.audits.size(); ++i)
+      KERNEX_RETURN_IF_ERROR(insert_audit(scope, record.audits[i], audit_args[i]));
     return {};
   });
 }
@@ -756,27 +772,25 @@ Result<std::uint64_t> SqliteStore::soft_delete_facts(const MemoryScope& scope,
 
 // ---- Audit and usage ----
 
+Result<void> SqliteStore::insert_audit(const MemoryScope& scope, const AuditRecord& rec,
+                                       const std::string& args) {
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stmt, db_->prepare("INSERT INTO audit_log (created_at, conversation_id, sender_id, "
+                              "agent, tool, arguments, result, status, reason, tenant) "
+                              "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  std::optional<std::string> at =
+      rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
+  stmt.bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
+                rec.status, rec.reason, scope.tenant());
+  KERNEX_RETURN_IF_ERROR(stmt.run());
+  return {};
+}
+
 Result<void> SqliteStore::record_tool_call(const MemoryScope& scope, const AuditRecord& rec) {
-  if (rec.status != "ok" && rec.status != "error" && rec.status != "denied") {
-    return fail(ErrorCode::Usage, "memory-sqlite: audit status must be ok, error or denied, got '" +
-                                      rec.status + "'");
-  }
-  KERNEX_ASSIGN_OR_RETURN(auto args, dump_checked(rec.arguments, "audited tool arguments"));
+  KERNEX_ASSIGN_OR_RETURN(auto args, audit_arguments(rec));
   // Acknowledged once committed: a kill -9 after this returns keeps the row. It shares its batch
   // with the other runs' writes and carries the turn's new conversation (queued lazily before it).
-  return writer_->write([&]() -> Result<void> {
-    KERNEX_ASSIGN_OR_RETURN(
-        auto stmt,
-        db_->prepare("INSERT INTO audit_log (created_at, conversation_id, sender_id, "
-                     "agent, tool, arguments, result, status, reason, tenant) "
-                     "VALUES (coalesce(?, datetime('now')), ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-    std::optional<std::string> at =
-        rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
-    stmt.bind_all(at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
-                  rec.status, rec.reason, scope.tenant());
-    KERNEX_RETURN_IF_ERROR(stmt.run());
-    return {};
-  });
+  return writer_->write([&]() -> Result<void> { return insert_audit(scope, rec, args); });
 }
 
 Result<std::vector<AuditRecord>> SqliteStore::audit_log(const MemoryScope& scope,

@@ -93,6 +93,7 @@ class SqliteStore final : public MemoryStore {
   Result<std::uint64_t> prune_outcomes(const MemoryScope& scope, std::size_t keep) override;
 
   // Audit and usage.
+  bool audits_in_exchange() const override { return true; }
   Result<void> record_tool_call(const MemoryScope& scope, const AuditRecord& record) override;
   Result<std::vector<AuditRecord>> audit_log(const MemoryScope& scope, std::size_t limit) override;
   Result<void> record_usage(const MemoryScope& scope, const UsageRecord& record) override;
@@ -145,6 +146,8 @@ class SqliteStore final : public MemoryStore {
   Result<void> insert_exchange(const MemoryScope& scope, const std::string& conversation_id,
                                const std::vector<ContextEntry>& entries);
   Result<void> insert_usage(const MemoryScope& scope, const UsageRecord& record);
+  Result<void> insert_audit(const MemoryScope& scope, const AuditRecord& rec,
+                            const std::string& args);
   Result<std::vector<Task>> select_tasks(Stmt& stmt);
   Result<void> owned_conversation(const MemoryScope& scope, const Json& row,
                                   const std::string& where);

@@ -102,6 +102,69 @@ class KernelRunOptions : public ::testing::Test {
   PluginHost host = PluginHost::discover({KERNEX_PLUGIN_BUILD_DIR});
 };
 
+// The kernel's audit hook hands a run's rows to a store that saves them with the exchange (one
+// write per turn), records them one by one for a store that does not, and records on their own
+// the rows of a run that saves no exchange: a call that ran is audited whichever way its run ends.
+class KernelAudit : public KernelRunOptions {
+ protected:
+  std::unique_ptr<Kernel> map_kernel(const std::vector<std::string>& lines, bool with_exchange) {
+    std::string script;
+    for (const auto& l : lines) script += l + "\n";
+    Config config;
+    config.plugin_dirs = {KERNEX_PLUGIN_BUILD_DIR, KERNEX_KERNEL_TEST_PLUGIN_DIR};
+    config.provider.name = "replay";
+    config.provider.config = {{"script", dir.write("script.jsonl", script).string()}};
+    config.data_dir = dir / "kdata";
+    config.memory = PluginRef{"map", Json{{"audits_in_exchange", with_exchange}}};
+    config.toolboxes = std::vector<PluginRef>{PluginRef{"builtin", Json::object()}};
+    auto k = Kernel::create(std::move(config));
+    EXPECT_TRUE(k) << k.error().describe();
+    return k ? std::move(*k) : nullptr;
+  }
+  static std::vector<std::string> audit_reasons(Kernel& k) {
+    std::vector<std::string> out;
+    const auto rows = k.memory()->audit_log(MemoryScope::local(), 10).value();
+    for (const auto& row : rows) {
+      EXPECT_EQ(row.tool, "calculate");
+      out.push_back(row.reason);
+    }
+    return out;
+  }
+  const std::string calc = tool_line("calculate", {{"expression", "6*7"}});
+};
+
+TEST_F(KernelAudit, RowsRideTheExchangeOfAStoreThatSavesThem) {
+  auto k = map_kernel({calc, text_line("42")}, true);
+  ASSERT_TRUE(k);
+  auto r = k->run(Request::from_text("u", "what is 6*7"));
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(audit_reasons(*k), std::vector<std::string>{"save_exchange"});
+}
+
+TEST_F(KernelAudit, RowsAreRecordedOneByOneForAStoreThatDoesNot) {
+  auto k = map_kernel({calc, text_line("42")}, false);
+  ASSERT_TRUE(k);
+  ASSERT_TRUE(k->run(Request::from_text("u", "what is 6*7")));
+  EXPECT_EQ(audit_reasons(*k), std::vector<std::string>{"record_tool_call"});
+}
+
+TEST_F(KernelAudit, ARunThatFailsAfterItsToolStillAuditsIt) {
+  auto k = map_kernel({calc, R"({"error": "the model went away"})"}, true);
+  ASSERT_TRUE(k);
+  auto r = k->run(Request::from_text("u", "what is 6*7"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(audit_reasons(*k), std::vector<std::string>{"record_tool_call"});
+}
+
+TEST_F(KernelAudit, ARunWhoseSaveIsRefusedStillAuditsIt) {
+  auto k = map_kernel({calc, text_line("42")}, true);
+  ASSERT_TRUE(k);
+  RunOptions options;
+  options.before_save = [] { return Result<void>(fail(ErrorCode::Cancelled, "not saved")); };
+  ASSERT_FALSE(k->run(Request::from_text("u", "what is 6*7"), options));
+  EXPECT_EQ(audit_reasons(*k), std::vector<std::string>{"record_tool_call"});
+}
+
 TEST_F(KernelRunOptions, ConversationKeyChoosesTheConversation) {
   auto k = kernel({text_line("a1"), text_line("a2"), text_line("a3")});
   RunOptions session;

@@ -365,6 +365,37 @@ TEST_P(MemoryConformance, SaveExchangeWithAKeySavesItOnce) {
   EXPECT_EQ(store->message_count(local, next).value(), 2u);
 }
 
+// A turn is one write: its audit rows ride the exchange's transaction, once per idempotency key,
+// in the exchange's tenant, and a row the log can't keep refuses the whole turn.
+TEST_P(MemoryConformance, SaveExchangeCarriesItsAuditRows) {
+  const auto local = kernex::MemoryScope::local();
+  const auto other = kernex::MemoryScope::of("other").value();
+  ASSERT_TRUE(store->audits_in_exchange());
+  const std::string conv = conversation();
+  AuditRecord looked{"", conv, "alice", "main", "lookup", Json{{"key", "a"}}, "42", "ok", ""};
+  AuditRecord failed{"", conv, "alice", "main", "bash", Json{{"cmd", "x"}}, "boom", "error", ""};
+  ExchangeRecord record{conv, {ContextEntry::user("q"), ContextEntry::assistant("a")}, {}};
+  record.idempotency_key = "serve-run/run_a";
+  record.audits = {looked, failed};
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(store->save_exchange(local, record));
+  auto rows = store->audit_log(local, 10).value();
+  ASSERT_EQ(rows.size(), 2u);
+  std::set<std::string> tools{rows[0].tool, rows[1].tool};
+  EXPECT_EQ(tools, (std::set<std::string>{"lookup", "bash"}));
+  for (const auto& row : rows) EXPECT_EQ(row.conversation_id, conv);
+  EXPECT_TRUE(store->audit_log(other, 10).value().empty());
+
+  ExchangeRecord bad{conv, {ContextEntry::user("q2")}, {}};
+  AuditRecord odd = looked;
+  odd.status = "maybe";
+  bad.audits = {looked, odd};
+  auto refused = store->save_exchange(local, bad);
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().describe(), HasSubstr("maybe"));
+  EXPECT_EQ(store->message_count(local, conv).value(), 2u);
+  EXPECT_EQ(store->audit_log(local, 10).value().size(), 2u);
+}
+
 TEST_P(MemoryConformance, CompactionSummaryStoredAndReplaced) {
   const std::string conv = conversation();
   EXPECT_FALSE(store->compaction_summary(kernex::MemoryScope::local(), conv).value());

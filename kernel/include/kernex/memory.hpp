@@ -72,6 +72,19 @@ struct UsageRecord {
   Usage usage;
 };
 
+// One tool call as the hooks saw it.
+struct AuditRecord {
+  std::string timestamp;  // set by the store when empty
+  std::string conversation_id;
+  std::string sender_id;
+  std::string agent;
+  std::string tool;
+  Json arguments = Json::object();
+  std::string result;
+  std::string status = "ok";  // "ok" | "error" | "denied"
+  std::string reason;
+};
+
 // One turn's exchange and what it cost, saved together by MemoryStore::save_exchange.
 struct ExchangeRecord {
   std::string conversation_id;
@@ -81,6 +94,10 @@ struct ExchangeRecord {
   // run's exchange again after a crash, e.g. serve's run id); a second save with it saves
   // nothing and succeeds. Kept while the conversation is.
   std::string idempotency_key = {};
+  // The turn's tool calls for the audit log, in the exchange's transaction: a turn is one write.
+  // Filled only for a store whose audits_in_exchange() says it saves them; others get each call
+  // through record_tool_call as it happens.
+  std::vector<AuditRecord> audits = {};
 };
 
 // What the context builder asks memory for (kernex ContextNeeds). History is always loaded.
@@ -167,19 +184,6 @@ struct OutcomeRecord {
   std::string source = "conversation";
   std::string project;
   std::string timestamp;
-};
-
-// One tool call as the hooks saw it.
-struct AuditRecord {
-  std::string timestamp;  // set by the store when empty
-  std::string conversation_id;
-  std::string sender_id;
-  std::string agent;
-  std::string tool;
-  Json arguments = Json::object();
-  std::string result;
-  std::string status = "ok";  // "ok" | "error" | "denied"
-  std::string reason;
 };
 
 // Usage summed per UTC day, model and provider.
@@ -393,6 +397,11 @@ class MemoryStore {
   }
 
   // ---- Audit log of tool calls ----
+  // True: save_exchange writes ExchangeRecord::audits in the exchange's transaction, so the
+  // kernel hands a run's audit rows to it (one write per turn; a run that saves no exchange
+  // still records them through record_tool_call). A store that overrides save_exchange and
+  // returns true here must save every one of them.
+  virtual bool audits_in_exchange() const { return false; }
   virtual Result<void> record_tool_call(const MemoryScope& scope, const AuditRecord& record) {
     (void)scope, (void)record;
     return unsupported("record_tool_call");
