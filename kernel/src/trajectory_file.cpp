@@ -50,10 +50,13 @@ class SegmentTrajectory final : public Trajectory {
         std::lock_guard lock(mu_);
         Json event = {{"seq", seq_++}, {"ts_ms", now_ms()}, {"type", type}};
         event.update(fields);
-        // Redacted last, after capping and JSON encoding, so no cut or escape hides a key piece.
+        // Redacted last, after capping and JSON encoding, so no cut or escape hides a key piece;
+        // field names, ids and event types keep their shape (the readers parse them).
         std::string line =
             "{\"r\":\"" + run_id_ + "\",\"e\":" +
-            redact_secrets(event.dump(-1, ' ', false, Json::error_handler_t::replace)) + "}";
+            redact_secrets_in_json(event.dump(-1, ' ', false, Json::error_handler_t::replace),
+                                   kSecretPieceMin) +
+            "}";
         ticket = detail::TrajectoryLog::instance().enqueue(root_, day_, run_id_, std::move(line),
                                                            segment_bytes_);
       }

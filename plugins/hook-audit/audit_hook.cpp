@@ -50,7 +50,9 @@ class AuditHook final : public kernex::HookRunner {
               {"is_error", result.is_error}, {"truncated", truncated}};
     // Invalid UTF-8 from a tool must not stop the audit: replace it rather than throw.
     std::string text =
-        kernex::redact_secrets(line.dump(-1, ' ', false, Json::error_handler_t::replace)) + "\n";
+        kernex::redact_secrets_in_json(line.dump(-1, ' ', false, Json::error_handler_t::replace),
+                                       kernex::kSecretPieceMin) +
+        "\n";
     std::lock_guard lock(mutex_);
     // One write per line on an O_APPEND fd keeps lines whole across processes.
     if (::write(fd_, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {

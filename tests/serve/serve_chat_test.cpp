@@ -468,4 +468,40 @@ TEST(ServeChat, CancelledStreamSaysCancelledNotLength) {
   EXPECT_EQ(finish, "cancelled");
 }
 
+// A provider key whose tail is the chunks' `object` (and the model echoing the key whole): serve's
+// redaction takes the key out of the text and leaves every chunk's structure as OpenAI wrote it.
+TEST(ServeChat, AKeyEndingInAProtocolNameNeverChangesTheStream) {
+  const std::string key = "sk-proj-Zx81mNq4Lw0vBt6Rc2Yp-chat.completion.chunk";
+  FakeLlm llm;
+  llm.set_responder([&](const FakeLlm::Request&) {
+    return FakeLlm::Plan{{"your key is ", key, " and the object is chat.completion.chunk"}};
+  });
+  ServeWorld w;
+  w.write_config("provider:\n  name: openai\n  options:\n    base_url: " + llm.base_url() +
+                 "\n    api_key: " + key + "\n");
+  ASSERT_TRUE(w.start());
+  SseReader sse(w.port(), "POST", "/v1/chat/completions",
+                chat_body(Json::array({user_msg("echo")}), {{"stream", true}}).dump());
+  ASSERT_TRUE(sse.ok());
+  auto events = sse.drain();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().data, "[DONE]");
+  std::string text;
+  std::size_t chunks = 0;
+  for (const auto& e : events) {
+    EXPECT_EQ(e.data.find(key), std::string::npos) << e.data;
+    Json j = e.json();
+    if (!j.is_object()) continue;
+    ++chunks;
+    EXPECT_EQ(j["object"], "chat.completion.chunk") << e.data;
+    EXPECT_TRUE(j["id"].is_string() && j["id"].get<std::string>().starts_with("chatcmpl"))
+        << e.data;
+    if (!j["choices"].empty() && j["choices"][0]["delta"]["content"].is_string())
+      text += j["choices"][0]["delta"]["content"].get<std::string>();
+  }
+  EXPECT_GT(chunks, 1u);
+  EXPECT_EQ(text.find(key), std::string::npos) << text;
+  EXPECT_NE(text.find("[REDACTED]"), std::string::npos) << text;
+}
+
 }  // namespace

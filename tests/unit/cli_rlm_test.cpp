@@ -115,4 +115,14 @@ TEST_F(CliRlm, CostBudgetStopsTheTreeOfSubCalls) {
   EXPECT_LE(result["cost_usd"].get<double>(), 0.05 + 0.02) << r.out;
 }
 
+// A configuration whose toolboxes leave out `repl` has no load_context: the error says what to add
+// instead of only "Unknown tool".
+TEST_F(CliRlm, ToolboxesWithoutReplSayToAddIt) {
+  const auto config = work_.write("kernex.yaml", "memory: none\ntoolboxes: [files]\n");
+  auto r = rlm(text_line("FINAL(none)") + "\n", {"--config", config.string(), "Count them."});
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.err.find("load_context"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("add it to `toolboxes:`"), std::string::npos) << r.err;
+}
+
 }  // namespace

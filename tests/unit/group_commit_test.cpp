@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <future>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -289,6 +291,178 @@ TEST(GroupCommit, KillNineLosesNothingAcknowledged) {
   sqlite3_finalize(st);
   sqlite3_close(db);
   EXPECT_EQ(missing, 0u) << "of " << acked.size() << " acknowledged";
+}
+
+// commit_delay (PostgreSQL's commit_delay): a durable batch waits for more items only when the
+// last durable batch held more than one. The target below is the real SQLite batch, counting the
+// items of each committed transaction. The delays are ten minutes, so a batch that commits
+// before it fills shows at once; the short waits below only bound a failure, never order a step.
+struct BatchLog {
+  std::mutex m;
+  std::size_t marks = 0;
+  std::vector<std::size_t> committed;  // items per committed transaction, in order
+  std::vector<std::size_t> sizes() {
+    std::lock_guard lock(m);
+    return committed;
+  }
+};
+
+class CountingBatch final : public kernex::BatchTarget {
+ public:
+  CountingBatch(sqlite3* db, std::shared_ptr<BatchLog> log)
+      : inner_(db, true, "test.db", kernex::ErrorCode::Io), log_(std::move(log)) {}
+  Result<void> begin(bool durable) override {
+    std::lock_guard lock(log_->m);
+    log_->marks = 0;
+    return inner_.begin(durable);
+  }
+  Result<void> mark() override {
+    std::lock_guard lock(log_->m);
+    ++log_->marks;
+    return inner_.mark();
+  }
+  Result<void> release() override { return inner_.release(); }
+  void undo() override { inner_.undo(); }
+  bool open() override { return inner_.open(); }
+  Result<void> commit() override {
+    auto r = inner_.commit();
+    std::lock_guard lock(log_->m);
+    if (r) log_->committed.push_back(log_->marks);
+    return r;
+  }
+  void rollback() override { inner_.rollback(); }
+
+ private:
+  kernex::SqliteBatch inner_;
+  std::shared_ptr<BatchLog> log_;
+};
+
+constexpr auto kLong = std::chrono::minutes(10);
+constexpr auto kBound = std::chrono::seconds(60);  // a failure detector, not a step's timing
+
+struct DelayedWriter {
+  fs::path file;
+  sqlite3* db = nullptr;
+  std::shared_ptr<BatchLog> log = std::make_shared<BatchLog>();
+  std::unique_ptr<GroupCommit> writer;
+  DelayedWriter(const fs::path& f, std::chrono::microseconds delay, std::size_t max_batch)
+      : file(f), db(open_db(f)) {
+    GroupCommit::Options options;
+    options.commit_delay = delay;
+    options.max_batch = max_batch;
+    options.direct = false;  // whatever KERNEX_GROUP_COMMIT says
+    writer = std::make_unique<GroupCommit>(std::make_unique<CountingBatch>(db, log), options);
+  }
+  // A durable insert whose acknowledgement checks, from another connection, that its row is
+  // committed: nothing is acknowledged before its batch is.
+  std::future<Result<void>> durable(std::int64_t id) {
+    auto told = std::make_shared<std::promise<Result<void>>>();
+    auto future = told->get_future();
+    writer->submit([this, id] { return insert(db, id, "d"); }, true,
+                   [this, id, told](const Result<void>& r) {
+                     if (r && count(file, "id = " + std::to_string(id)) != 1)
+                       told->set_value(kernex::fail(kernex::ErrorCode::Internal,
+                                                    "acknowledged before its commit"));
+                     else
+                       told->set_value(r);
+                   });
+    return future;
+  }
+  // Two durable items in one batch (they queue behind a held one): writers are busy.
+  void make_busy(std::int64_t first_id) {
+    std::promise<void> gate, started;
+    auto open = gate.get_future().share();
+    auto held = writer->submit(
+        [&, open] {
+          started.set_value();
+          open.wait();
+          return insert(db, first_id, "held");
+        },
+        true);
+    started.get_future().wait();
+    auto a = durable(first_id + 1), b = durable(first_id + 2);
+    gate.set_value();
+    ASSERT_TRUE(held.get());
+    ASSERT_TRUE(a.get());
+    ASSERT_TRUE(b.get());
+  }
+};
+
+bool settled(std::future<Result<void>>& f, std::chrono::milliseconds within = kBound) {
+  return f.wait_for(within) == std::future_status::ready;
+}
+
+TEST(GroupCommitDelay, ALoneDurableWriterNeverWaits) {
+  TempDir dir;
+  DelayedWriter w(dir.path / "t.db", kLong, 256);
+  for (std::int64_t id = 1; id <= 3; ++id) {
+    auto f = w.durable(id);
+    ASSERT_TRUE(settled(f)) << "a lone durable write waited for commit_delay";
+    EXPECT_TRUE(f.get());
+  }
+  // write() leads its own batch on the caller's thread: no wait either.
+  auto lead = std::async(std::launch::async, [&] {
+    return w.writer->write([&] { return insert(w.db, 4, "w"); }, true);
+  });
+  ASSERT_TRUE(settled(lead));
+  EXPECT_TRUE(lead.get());
+  EXPECT_EQ(w.log->sizes(), (std::vector<std::size_t>{1, 1, 1, 1}));
+}
+
+TEST(GroupCommitDelay, ABusyDurableBatchWaitsForMoreItemsAndCommitsThemInOne) {
+  TempDir dir;
+  DelayedWriter w(dir.path / "t.db", kLong, 3);
+  w.make_busy(1);
+  ASSERT_EQ(w.log->sizes(), (std::vector<std::size_t>{1, 2}));
+  auto d = w.durable(10);
+  // Held by the delay (ten minutes): not committed, not acknowledged.
+  EXPECT_FALSE(settled(d, std::chrono::milliseconds(100)));
+  EXPECT_EQ(count(w.file, "id = 10"), 0);
+  auto e = w.durable(11);
+  auto f = w.durable(12);  // the batch is full (max_batch 3): it goes now
+  ASSERT_TRUE(settled(d) && settled(e) && settled(f));
+  EXPECT_TRUE(d.get());
+  EXPECT_TRUE(e.get());
+  EXPECT_TRUE(f.get());
+  EXPECT_EQ(w.log->sizes(), (std::vector<std::size_t>{1, 2, 3}));
+  EXPECT_EQ(w.writer->stats().durable_batches, 3u);
+}
+
+TEST(GroupCommitDelay, ADelayedBatchCommitsAfterCommitDelayWithWhatItHas) {
+  TempDir dir;
+  constexpr auto kDelay = std::chrono::milliseconds(30);
+  DelayedWriter w(dir.path / "t.db", kDelay, 256);
+  w.make_busy(1);
+  const auto start = std::chrono::steady_clock::now();
+  auto d = w.durable(10);
+  ASSERT_TRUE(settled(d)) << "a delayed batch never committed";
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(d.get());
+  EXPECT_GE(waited, kDelay) << "a busy durable batch did not wait for commit_delay";
+  EXPECT_EQ(w.log->sizes(), (std::vector<std::size_t>{1, 2, 1}));
+}
+
+TEST(GroupCommitDelay, OnlyDurableBatchesWait) {
+  TempDir dir;
+  DelayedWriter w(dir.path / "t.db", kLong, 256);
+  w.make_busy(1);
+  auto plain = w.writer->submit([&] { return insert(w.db, 10, "not durable"); }, false);
+  ASSERT_TRUE(settled(plain)) << "a batch with no durable item waited for commit_delay";
+  EXPECT_TRUE(plain.get());
+  EXPECT_EQ(count(w.file, "id = 10"), 1);
+}
+
+// Stopping ends a delay at once: the held batch is committed and acknowledged, not dropped.
+TEST(GroupCommitDelay, StoppingCommitsADelayedBatchWithoutWaitingItOut) {
+  TempDir dir;
+  DelayedWriter w(dir.path / "t.db", kLong, 256);
+  w.make_busy(1);
+  auto d = w.durable(10);
+  auto stopped = std::async(std::launch::async, [&] { w.writer.reset(); });
+  ASSERT_EQ(stopped.wait_for(kBound), std::future_status::ready) << "stopping waited the delay out";
+  ASSERT_TRUE(settled(d));
+  EXPECT_TRUE(d.get());
+  EXPECT_EQ(count(w.file, "id = 10"), 1);
 }
 
 }  // namespace

@@ -76,4 +76,45 @@ TEST(Redact, ProtocolTextKeepsFieldNamesAndRedactsOnlyValues) {
   EXPECT_EQ(kernex::redact_secrets_in_json("{\"a\": \"approvals"), "{\"a\": \"approvals");
 }
 
+// Attacks on protocol structure: a key whose tail is a long field name, an SSE event type, an id
+// or a metrics label changes none of them; the same key whole, anywhere, still goes.
+TEST(Redact, AKeyEndingInProtocolTextNeverChangesItsStructure) {
+  const std::string id = "resp_0f3a9c2b7d1e4f60a8b5c3d2e1f0a9b8";
+  const std::string keys[] = {"sk-proj-Zx81mNq4Lw0vBt6Rc2Yp-completion_tokens_details",
+                              "sk-proj-Hj27kLp9Qe4rTy6Ui1Op-response.output_text.delta",
+                              "sk-proj-Gf5dSa3qWe8rTy1Ui6Op-" + id,
+                              "sk-proj-Mn4bVc7xZl2kJh9gFd3s-tenant-with-a-long-name"};
+  for (const auto& k : keys) kernex::register_secret(k);
+  const std::string body = R"({"id": ")" + id +
+                           R"(", "object": "chat.completion", "previous_response_id": ")" + id +
+                           R"(", "usage": {"completion_tokens_details": {"reasoning_tokens": 0}}})";
+  EXPECT_EQ(kernex::redact_secrets_in_json(body), body);
+  const std::string sse =
+      "event: response.output_text.delta\nid: 3\ndata: {\"type\":\"response.output_text.delta\","
+      "\"item_id\":\"" +
+      id + "\",\"delta\":\"hi\"}\n\n";
+  EXPECT_EQ(kernex::redact_secrets_in_json(sse), sse);
+  // The exposition format: a stray quote in a HELP text pairs with nothing on later lines.
+  const std::string metrics =
+      "# HELP kernex_runs runs \"started\n# TYPE kernex_runs counter\n"
+      "kernex_runs{tenant=\"tenant-with-a-long-name\"} 3\n";
+  EXPECT_EQ(kernex::redact_secrets_in_json(metrics), metrics);
+  EXPECT_EQ(kernex::redact_secrets_in_json("# HELP x a \"quote\n{\"error\": \"" + keys[3] + "\"}"),
+            "# HELP x a \"quote\n{\"error\": \"[REDACTED]\"}");
+  // A whole key is a leak wherever it is: a field name, an id, a label; a long piece in prose too.
+  EXPECT_EQ(kernex::redact_secrets_in_json("{\"" + keys[0] + "\": 1, \"id\": \"" + keys[2] +
+                                           "\", \"text\": \"x " + keys[1].substr(0, 20) + "\"}"),
+            R"({"[REDACTED]": 1, "id": "[REDACTED]", "text": "x [REDACTED]"})");
+  EXPECT_EQ(kernex::redact_secrets_in_json("k{tenant=\"" + keys[3] + "\"} 1"),
+            "k{tenant=\"[REDACTED]\"} 1");
+  // The kernel's files (trajectories, the audit log) redact 8-byte pieces of values, and still
+  // keep their field names and ids.
+  const std::string line = R"({"type":"tool_result","call_id":")" + id +
+                           R"(","completion_tokens_details":1,"error":"cut )" +
+                           keys[0].substr(0, 9) + "\"}";
+  EXPECT_EQ(kernex::redact_secrets_in_json(line, kernex::kSecretPieceMin),
+            R"({"type":"tool_result","call_id":")" + id +
+                R"(","completion_tokens_details":1,"error":"cut [REDACTED]"})");
+}
+
 }  // namespace

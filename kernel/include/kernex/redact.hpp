@@ -3,7 +3,8 @@
 // whole key no longer matches, so redaction works on pieces: any run of kSecretPieceMin or more
 // bytes of a secret is replaced, wherever the text was cut. The sinks (log lines, errors printed
 // by the CLI, trajectory and audit files, serve responses) pass what they write through
-// redact_secrets(), after every transformation.
+// redact_secrets() (JSON ones redact_secrets_in_json(), which keeps their structure), after every
+// transformation.
 #pragma once
 
 #include <cstddef>
@@ -30,9 +31,15 @@ std::string redact_secrets(std::string text);
 // not turn into [REDACTED]: the shortest run of a secret that redact_secrets_in_json replaces.
 inline constexpr std::size_t kSecretRunMinInValues = 16;
 
-// For protocol text (JSON bodies, SSE events): redacts only inside JSON string values, never in
-// object keys or outside strings, so field names, event names and ids keep their shape; and only
-// runs of kSecretRunMinInValues bytes of a secret or a whole shorter secret. Thread-safe.
+// For protocol text (JSON bodies, SSE events, the metrics exposition): keeps its structure. Field
+// names, ids (`id`, `*_id`), enumerations (`type`, `object`, `role`, `status`, `event`, `model`,
+// `finish_reason`, `name`) and metrics label values lose only a whole secret, never a piece that
+// happens to match (a key ending in `approvals` leaves the field `approvals`); text outside
+// strings (SSE `event:` and `id:` lines, metric names) is never changed; other string values lose
+// every run of kSecretRunMinInValues bytes of a secret, or a whole shorter secret. Thread-safe.
 std::string redact_secrets_in_json(std::string text);
+// The same with the shortest run redacted in other string values given (kSecretPieceMin for the
+// kernel's own files, where a cut excerpt of a key must not survive).
+std::string redact_secrets_in_json(std::string text, std::size_t min_run);
 
 }  // namespace kernex
