@@ -145,12 +145,16 @@ void first_import(const fs::path& dir, int runs) {
         "tree = (time.perf_counter() - t) * 1e3\n"
         "assert callable(r.read)\n"
         "src = open(os.path.join(SERVERS_DIR, 'kernel', 'read.py')).read()\n"
-        "with open('" + plain + ".py', 'w') as f:\n"
+        "with open('" +
+        plain +
+        ".py', 'w') as f:\n"
         "    f.write(src)\n"
         "sys.path.insert(0, os.getcwd())\n"
         "importlib.invalidate_caches()\n"
         "t = time.perf_counter()\n"
-        "p = importlib.import_module('" + plain + "')\n"
+        "p = importlib.import_module('" +
+        plain +
+        "')\n"
         "bare = (time.perf_counter() - t) * 1e3\n"
         "submit_result({'tree': tree, 'plain': bare})\n";
     const fs::path script = dir / ("import-" + std::to_string(i) + ".jsonl");

@@ -148,7 +148,20 @@ std::string readme(const std::vector<Entry>& entries) {
       "    text = read_text_file(path='notes.txt')   # or read_text_file.read_text_file(...)\n\n"
       "Each module's help() shows its arguments (typed signature, JSON Schema). "
       "`search_tools(query, detail='name'|'description'|'schema')` searches index.json. "
-      "A call goes through the kernel as tools.call does (hooks, rules, budget).\n";
+      "A call goes through the kernel as tools.call does (hooks, rules, budget).\n\n"
+      "## The REPL's API\n\n"
+      "- `tools.<name>(**args)`, `tools.call(name, **args)`: a tool's whole result (a dict or "
+      "list for structured results, else a str; a failure raises `ToolError`); `tools.list()` "
+      "names them, `help(tools.<name>)` shows one.\n"
+      "- `search_tools(query, detail='name'|'description'|'schema')`: the tools matching words.\n"
+      "- `submit_result(value)`: the run's result.\n"
+      "- `llm_query(prompt, model=None)`, `llm_query_batched(prompts, model=None)`, "
+      "`rlm_query(prompt, context=None)`: ask the model again.\n"
+      "- `save_skill(name, code, description)`: keep code as a skill; once a person trusted it "
+      "(`kernex skills trust`), later runs `import skills.<name>`.\n"
+      "- `checkpoint()`, `restore()`: keep the session's picklable variables past a timeout or "
+      "a new worker.\n"
+      "- Only what the code prints reaches the model.\n";
   std::string server;
   for (const auto& e : entries) {
     if (e.server != server) {
