@@ -8,8 +8,9 @@
 //   llm_query    a sub-query from Python code through the kernel's run services to a loopback
 //                OpenAI-format server  vs  the same provider's complete() called directly
 //   read, tokens the built-in files tools from code (repl_builtin_read.hpp); `--files`: only these
-// Usage: repl [ITERATIONS] [--unpinned] [--files] (default 2000 for eval_code; llm_query uses a
-// tenth, the first eval of new sessions a hundredth).
+// Usage: repl [ITERATIONS] [--unpinned] [--files | --read | --calls] (default 2000 for eval_code;
+// llm_query uses a tenth, the first eval of new sessions a hundredth). --read: the read from code
+// alone; --calls: the tool call from code and its scenario alone (ITERATIONS / 10 calls a round).
 //
 // The bench pins itself, and so every process it starts, to one CPU (the last it may use), as
 // `taskset -c N` would. Unpinned, each child settles either on the kernel's CPU or on the other
@@ -334,12 +335,16 @@ void llm_query(Bench& b, int iterations) {
 
 int main(int argc, char** argv) {
   int iterations = 2000;
-  bool pinned = true, files_only = false;
+  bool pinned = true, files_only = false, read_only = false, calls_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--unpinned")
       pinned = false;
     else if (std::string(argv[i]) == "--files")
       files_only = true;
+    else if (std::string(argv[i]) == "--read")
+      read_only = true;
+    else if (std::string(argv[i]) == "--calls")
+      calls_only = true;
     else
       iterations = std::max(10, std::atoi(argv[i]));
   }
@@ -349,8 +354,12 @@ int main(int argc, char** argv) {
         "them)\n",
         pin_to_one_cpu());
   }
-  if (files_only) {
-    kernex::bench::builtin_read_benches(20);
+  if (files_only || read_only) {
+    kernex::bench::builtin_read_benches(20, !read_only);
+    return 0;
+  }
+  if (calls_only) {
+    kernex::bench::code_tools_benches(std::max(20, iterations / 10));
     return 0;
   }
   std::string tmpl = (fs::temp_directory_path() / "kernex-bench-repl-XXXXXX").string();

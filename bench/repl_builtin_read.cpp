@@ -127,6 +127,55 @@ void read_from_code(const fs::path& dir, int reads) {
       median(kernel_ms), via.size());
 }
 
+// (c) The first import of a servers/ module (the tree the kernel generated for the run's tools:
+// servers/__init__.py, servers/kernel/__init__.py, servers/kernel/read.py), timed in Python, in
+// a new worker each run; beside it, in the same worker, the first import of the same module's
+// text copied into the workspace (one plain module, found on sys.path as the user's own code
+// would be). Each import is of a module not imported before (its name made unique per run).
+void first_import(const fs::path& dir, int runs) {
+  const fs::path ws = dir / "ws";
+  fs::create_directories(ws);
+  std::vector<double> tree_ms, plain_ms;
+  for (int i = 0; i < runs; ++i) {
+    const std::string plain = "plain_read_" + std::to_string(i);
+    const std::string code =
+        "import importlib, os, sys, time\n"
+        "t = time.perf_counter()\n"
+        "import servers.kernel.read as r\n"
+        "tree = (time.perf_counter() - t) * 1e3\n"
+        "assert callable(r.read)\n"
+        "src = open(os.path.join(SERVERS_DIR, 'kernel', 'read.py')).read()\n"
+        "with open('" +
+        plain +
+        ".py', 'w') as f:\n"
+        "    f.write(src)\n"
+        "sys.path.insert(0, os.getcwd())\n"
+        "importlib.invalidate_caches()\n"
+        "t = time.perf_counter()\n"
+        "p = importlib.import_module('" +
+        plain +
+        "')\n"
+        "bare = (time.perf_counter() - t) * 1e3\n"
+        "submit_result({'tree': tree, 'plain': bare})\n";
+    const fs::path script = dir / ("import-" + std::to_string(i) + ".jsonl");
+    sc::write_script(script,
+                     {sc::calls_line({{{"name", "eval_code"}, {"arguments", {{"code", code}}}}}),
+                      sc::text_line("done")});
+    // A kernel per run: a new REPL worker, so the import is its first.
+    auto kernel = make_kernel(dir, ws, script, dir / ("import-" + std::to_string(i) + ".rec"));
+    const RunResult r = run(*kernel, script, "go");
+    if (!r.result || !r.result->is_object() || !r.result->contains("tree"))
+      fail_with("the import bench's code submitted nothing: " +
+                (r.tool_calls.empty() ? std::string("no call") : r.tool_calls[0].result.content));
+    tree_ms.push_back((*r.result)["tree"].get<double>());
+    plain_ms.push_back((*r.result)["plain"].get<double>());
+  }
+  std::printf(
+      "first import of servers.kernel.read  median %6.2f ms   the same module's text imported "
+      "from the workspace %6.2f ms   (%d new workers; target <= 5 ms)\n",
+      median(tree_ms), median(plain_ms), runs);
+}
+
 // (b) Issue 20's task with the built-in tools: copy the server errors of a 1.7 MB log into
 // errors.log. Code: one eval_code reads the file with tools.read, filters it and calls
 // tools.write. Direct: the model reads the file itself with read, in pages that fit the model's
@@ -225,12 +274,13 @@ void builtin_scenario_tokens(const fs::path& dir) {
 
 }  // namespace
 
-void builtin_read_benches(int reads) {
+void builtin_read_benches(int reads, bool tokens) {
   std::string tmpl = (fs::temp_directory_path() / "kernex-bench-read-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) fail_with("mkdtemp");
   const fs::path root = tmpl;
   read_from_code(root / "read", reads);
-  builtin_scenario_tokens(root / "scenario");
+  first_import(root / "import", 7);
+  if (tokens) builtin_scenario_tokens(root / "scenario");
   std::error_code ec;
   fs::remove_all(root, ec);
 }

@@ -10,7 +10,7 @@
 
 namespace kernex::bench {
 
-// `reads`: reads of each way, alternating, in one eval_code.
-void builtin_read_benches(int reads);
+// `reads`: reads of each way, alternating, in one eval_code; `tokens`: the scenario too.
+void builtin_read_benches(int reads, bool tokens = true);
 
 }  // namespace kernex::bench

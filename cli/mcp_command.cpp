@@ -96,7 +96,9 @@ struct SkillServers {
 };
 
 Result<SkillServers> skill_servers(const Config& config) {
-  skills::LoadedSkills loaded = skills::load_skills(config.skill_dirs, skill_load_options(config));
+  skills::LoadOptions options = skill_load_options(config);
+  const std::vector<fs::path> dirs = run_skill_dirs(config, options);  // saved ones too
+  skills::LoadedSkills loaded = skills::load_skills(dirs, options);
   for (const auto& failure : loaded.failures)
     log(LogLevel::Warn, "skill not loaded: " + failure.describe());
   SkillServers out;
@@ -350,7 +352,7 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
   if (!declared) return report(declared.error());
   auto kernel = Kernel::create(*config);
   if (!kernel) return report(kernel.error());
-  if (!config->skill_dirs.empty()) {
+  if (!declared->skills.empty()) {
     auto source = skills::SkillContextSource::create(declared->skills, {});
     if (!source) return report(source.error());
     (*kernel)->add_context_source(*source);

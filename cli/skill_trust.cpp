@@ -4,6 +4,7 @@
 
 #include "kernex/log.hpp"
 #include "kernex/sandbox/profile.hpp"
+#include "kernex/skills/saved_skills.hpp"
 
 namespace fs = std::filesystem;
 
@@ -30,39 +31,22 @@ void add_plugin_writable(const Json& options, std::vector<fs::path>& out) {
   }
 }
 
-// Skills that REPL code saved with save_skill() (toolbox-repl's saved_skills.hpp keeps them in
-// <data_dir>/repl-skills/<tenant>, "local" for the CLI) and that a person trusted since: they
-// join the run's skills, so the model finds them in its catalog. Sandboxed code chose every byte
-// of them, so the area counts as a writable location (only a folder trusted with its current hash
-// loads); untrusted ones are left out without a warning on every run (importing one from code
-// says how to trust it). Only real directories are looked at, never a symlink.
-std::vector<fs::path> trusted_saved_skills(const Config& config, skills::LoadOptions& options) {
-  std::vector<fs::path> out;
-  if (config.data_dir.empty() || !options.trust) return out;
-  const fs::path area = config.data_dir / "repl-skills" / "local";
-  std::error_code ec;
-  for (const fs::path& p : {area.parent_path(), area}) {
-    if (!fs::is_directory(fs::symlink_status(p, ec))) return out;
-  }
-  options.trust->writable.push_back(area);
-  constexpr std::size_t kMaxSavedSkills = 1000;  // a listing the kernel reads, bounded
-  for (fs::directory_iterator it(area, ec), end; !ec && it != end && out.size() < kMaxSavedSkills;
-       it.increment(ec)) {
-    if (!it->is_directory(ec) || it->is_symlink(ec)) continue;
-    auto trust = skills::check_trust(it->path(), *options.trust);
-    if (trust && trust->state == skills::TrustState::Trusted) out.push_back(it->path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
+
+std::vector<fs::path> run_skill_dirs(const Config& config, skills::LoadOptions& options) {
+  std::vector<fs::path> dirs = config.skill_dirs;
+  if (options.trust) {
+    for (auto& saved : skills::trusted_saved_skills(
+             skills::saved_skills_area(config.data_dir, "local"), *options.trust))
+      dirs.push_back(std::move(saved));
+  }
+  return dirs;
+}
 
 Result<std::shared_ptr<skills::SkillContextSource>> load_run_skills(
     const Config& config, const std::vector<std::string>& activate) {
   skills::LoadOptions options = skill_load_options(config);
-  std::vector<fs::path> dirs = config.skill_dirs;
-  for (auto& saved : trusted_saved_skills(config, options)) dirs.push_back(std::move(saved));
+  std::vector<fs::path> dirs = run_skill_dirs(config, options);
   if (dirs.empty() && activate.empty()) return nullptr;
   skills::LoadedSkills loaded = skills::load_skills(dirs, options);
   for (const auto& failure : loaded.failures)

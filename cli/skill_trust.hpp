@@ -21,6 +21,12 @@ namespace kernex::cli {
 skills::LoadOptions skill_load_options(const Config& config,
                                        const std::vector<std::filesystem::path>& extra = {});
 
+// The skill folders of a run: config.skill_dirs, then the trusted saved skills of the CLI's
+// tenant, "local" (save_skill() from REPL code; kernex/skills/saved_skills.hpp), whose area
+// joins options.trust's writable locations.
+std::vector<std::filesystem::path> run_skill_dirs(const Config& config,
+                                                  skills::LoadOptions& options);
+
 // The skills of a run (`kernex run`, `kernex rlm`): config.skill_dirs loaded under the trust rule,
 // every refused skill, toolbox and MCP server logged with why, `activate` checked. Asking for a
 // skill that did not load is an error that says why it did not. Null when there are none.

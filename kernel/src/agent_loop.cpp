@@ -112,7 +112,9 @@ ToolResult execute(const LoopDeps& deps, ToolExecutor* executor, ContextTool* co
     auto executed = executor != nullptr
                         ? executor->execute(context, for_code ? *for_code : deps.handles, call)
                         : context_tool->execute(context, call);
-    return executed ? *executed : error_result(call, "Tool failed: " + executed.error().describe());
+    // Moved, not copied: a result for code may be megabytes (and its structured copy as many).
+    return executed ? std::move(*executed)
+                    : error_result(call, "Tool failed: " + executed.error().describe());
   } catch (const std::exception& e) {
     return error_result(call, std::string("Tool failed: ") + e.what());
   } catch (...) {

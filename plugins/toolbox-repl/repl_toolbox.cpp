@@ -107,6 +107,15 @@ std::vector<ToolSpec> tool_specs() {
   };
 }
 
+// eval_code in code mode (`tools: [eval_code]`), where it goes with every request and is the
+// model's only way to work: what it needs to start, and where the rest is written (the servers/
+// tree's README.md holds the whole API, read when needed, as the tools' own modules are).
+constexpr const char* kCodeModeEval =
+    "Run Python in a persistent REPL (variables persist); returns stdout, stderr, any error and "
+    "timings. Only what the code prints reaches you. The run's tools are functions: "
+    "tools.<name>(**args) returns a dict, list or str; a failure raises ToolError. "
+    "servers/README.md lists the tools and the rest of the REPL's API.";
+
 // The REPL tools the `tools` option names (all when it names none), in their usual order.
 std::vector<ToolSpec> offered_specs(const std::vector<std::string>& names) {
   std::vector<ToolSpec> specs = tool_specs();
@@ -115,6 +124,7 @@ std::vector<ToolSpec> offered_specs(const std::vector<std::string>& names) {
       return std::find(names.begin(), names.end(), spec.name) == names.end();
     });
   }
+  if (specs.size() == 1 && specs[0].name == "eval_code") specs[0].description = kCodeModeEval;
   return specs;
 }
 

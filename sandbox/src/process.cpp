@@ -45,6 +45,7 @@ struct SandboxedProcess::Impl {
   std::string err_line;
   bool err_line_cut = false;
   bool reaped = false;
+  bool in_widened = false;
   Fd stop_fd;  // an eventfd a stop token's callback writes to, made on first use
   ExitStatus status;
 
@@ -203,6 +204,14 @@ Result<SandboxedProcess> SandboxedProcess::start(const Policy& policy, const Com
 Result<void> SandboxedProcess::write(std::string_view data, Clock::time_point deadline,
                                      std::stop_token stop) {
   Impl& p = *impl_;
+  // A write of megabytes (a whole tool result or load_context's text for a REPL worker) through
+  // the default 64 KiB pipe costs a wake-up of the child every 64 KiB; the first large write grows
+  // this pipe to 1 MiB (the unprivileged limit), for the process's life. Refused: the default.
+  constexpr int kWide = 1 << 20;
+  if (!p.in_widened && p.in && data.size() > (std::size_t{1} << 16)) {
+    p.in_widened = true;
+    (void)::fcntl(p.in.get(), F_SETPIPE_SZ, kWide);
+  }
   std::size_t written = 0;
   while (written < data.size()) {
     if (!p.in) return fail(ErrorCode::Io, "the process's stdin is closed");

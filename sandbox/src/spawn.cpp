@@ -6,6 +6,7 @@
 // taking every process of the namespace with it (clone_thread.cpp).
 #include "kernex/sandbox/spawn.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <signal.h>
@@ -96,6 +97,17 @@ bool drain(int fd, Capture& capture) {
     if (n < 0 && errno == EAGAIN) return true;
     return false;
   }
+}
+
+// A pipe holds 64 KiB: an output of megabytes (a whole file read for code) would cost a context
+// switch between the child and this pump every 64 KiB, which on a loaded or single CPU is most of
+// the read's time. A command that may return more than the default cap (1 MiB; code's calls ask
+// for up to repl.tool_result_max_bytes) gets a 1 MiB pipe, the unprivileged limit
+// (/proc/sys/fs/pipe-max-size). Only those: the pages count against the user's pipe quota. If the
+// kernel refuses, the default stays and all still works.
+void widen_for(const Fd& write_end, std::size_t cap) {
+  constexpr int kWide = 1 << 20;
+  if (cap > static_cast<std::size_t>(kWide)) (void)::fcntl(write_end.get(), F_SETPIPE_SZ, kWide);
 }
 
 // The kernel's peak resident set. At execve Linux folds the old address space's high-water mark
@@ -237,6 +249,7 @@ Result<SpawnResult> spawn(const Policy& policy, const Command& command) {
   KERNEX_ASSIGN_OR_RETURN(auto err, detail::make_pipe());
   detail::set_nonblocking(out.read);
   detail::set_nonblocking(err.read);
+  widen_for(out.write, command.stdout_cap.value_or(profile.stdout_cap));
   // The stop token's callback runs on the canceller's thread: it only wakes the pump below, which
   // kills the group itself (it alone knows the leader is not reaped yet).
   Fd stop_fd;

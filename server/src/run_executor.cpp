@@ -7,6 +7,8 @@
 
 #include "kernex/log.hpp"
 #include "kernex/skills/context_source.hpp"
+#include "kernex/skills/saved_skills.hpp"
+#include "kernex/skills/trust.hpp"
 #include "kernex/trajectory.hpp"
 #include "kernex/workspace/forget.hpp"
 #include "session_id.hpp"
@@ -129,7 +131,14 @@ RunOptions run_options(const RunEnv& env, RunState& run, const RunRequest& req,
       log(LogLevel::Warn, "no trajectory for run " + run.id + ": " + opened.error().describe());
     }
   }
-  if (!req.skills.empty()) {
+  // The tenant's trusted saved skills (save_skill() from its REPL code) join its runs' catalog;
+  // another tenant's never do (kernex/skills/saved_skills.hpp).
+  auto with_saved = skills::source_with_saved_skills(
+      *env.skills, config.data_dir, run.tenant,
+      skills::TrustRule{config.data_dir / skills::kTrustFileName, {}}, req.skills);
+  if (with_saved && *with_saved) {
+    options.sources.push_back(*with_saved);
+  } else if (!req.skills.empty()) {
     auto source =
         skills::SkillContextSource::create(*env.skills, req.skills);  // names checked at submit
     if (source) options.sources.push_back(*source);

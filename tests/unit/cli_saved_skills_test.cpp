@@ -160,6 +160,58 @@ TEST_F(CliSavedSkills, ATrustedSavedSkillIsInTheModelsCatalog) {
               Not(HasSubstr("Counts the items that hold a word.")));
 }
 
+// `kernex mcp serve` (the CLI's tenant, "local"): code the client runs saves a skill; once
+// trusted, the catalog of a kernex_run the client starts holds it, and before that it does not.
+TEST_F(CliSavedSkills, McpServeRunsFindTrustedSavedSkillsInTheirCatalog) {
+  const fs::path script = tmp_.path() / "mcp-script.jsonl";
+  std::ofstream(script) << kernex::testing::answer_line("first") << "\n"
+                        << kernex::testing::answer_line("second") << "\n";
+  // One `kernex mcp serve` session: initialize, then each call; the provider's requests so far.
+  int sessions = 0;
+  auto mcp_serve = [&](const std::vector<Json>& calls) {
+    const std::string n = std::to_string(++sessions);
+    std::string in =
+        Json{{"jsonrpc", "2.0"},
+             {"id", 1},
+             {"method", "initialize"},
+             {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", Json::object()}}}}
+            .dump() +
+        "\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n";
+    int id = 2;
+    for (const auto& c : calls)
+      in += Json{{"jsonrpc", "2.0"}, {"id", id++}, {"method", "tools/call"}, {"params", c}}.dump() +
+            "\n";
+    const fs::path input = tmp_.path() / ("mcp-in-" + n + ".jsonl");
+    std::ofstream(input) << in;
+    const std::string cmd =
+        "cd '" + tmp_.path().string() + "' && exec '" + KERNEX_CLI + "' mcp serve --config '" +
+        (tmp_.path() / "kernex.yaml").string() + "' --provider-opt 'script=" + script.string() +
+        "' --provider-opt 'record=" + (tmp_.path() / "mcp-record.jsonl").string() + "' < '" +
+        input.string() + "'";
+    auto r = kernex::testing::run_program("/bin/sh", tmp_.path(), env_, {"-c", cmd});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, Not(HasSubstr("\"isError\":true"))) << r.out << r.err;
+    return kernex::testing::slurp(tmp_.path() / "mcp-record.jsonl");
+  };
+  auto run = [](const std::string& message) {
+    return Json{{"name", "kernex_run"}, {"arguments", {{"message", message}}}};
+  };
+  const std::string save =
+      "save_skill('tally', 'def count(items, word):\\n"
+      "    return sum(1 for i in items if word in i)\\n', 'Counts the items that hold a word.')\n";
+  const std::string before =
+      mcp_serve({Json{{"name", "eval_code"}, {"arguments", {{"code", save}}}}, run("first")});
+  const fs::path folder = area() / "tally";
+  ASSERT_TRUE(fs::is_regular_file(folder / "SKILL.md"));
+  EXPECT_THAT(before, Not(HasSubstr("Counts the items that hold a word.")));
+
+  auto trust =
+      cli({"skills", "trust", "--config", (tmp_.path() / "kernex.yaml").string(), folder.string()});
+  ASSERT_EQ(trust.exit_code, 0) << trust.out << trust.err;
+  const std::string after = mcp_serve({run("second")});
+  EXPECT_THAT(after.substr(before.size()), HasSubstr("Counts the items that hold a word."));
+}
+
 TEST_F(CliSavedSkills, HostileNamesSizesAndAPlantedSymlinkAreRefused) {
   fs::create_directories(area());
   fs::create_directories(tmp_.path() / "outside");

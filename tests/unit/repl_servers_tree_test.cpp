@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "kernex/json.hpp"
@@ -59,6 +61,12 @@ TEST(ServersTree, ModulesAreTypedCallableAndDocumented) {
   const fs::path dir = tmp.path() / "v1";
   ASSERT_TRUE(kernex::repl::write_servers_tree(dir, tools));
   EXPECT_TRUE(fs::exists(dir / "servers/README.md"));
+  // The README holds the REPL's API too (code mode's eval_code description points to it).
+  std::ifstream readme(dir / "servers/README.md");
+  const std::string text((std::istreambuf_iterator<char>(readme)), {});
+  for (const char* api : {"tools.<name>(**args)", "search_tools(", "submit_result(value)",
+                          "llm_query(", "save_skill(", "checkpoint()"})
+    EXPECT_THAT(text, ::testing::HasSubstr(api));
   EXPECT_TRUE(fs::exists(dir / "servers/index.json"));
   const std::string out =
       python(dir,
@@ -70,7 +78,7 @@ TEST(ServersTree, ModulesAreTypedCallableAndDocumented) {
              "read.read(file_path='x')\n"
              "print('Read a file as text.' in r.__doc__, sorted(os.listdir(os.path.join(" +
                  Json(dir.string()).dump() + ", 'servers'))))\n");
-  EXPECT_THAT(out, HasSubstr("(*, head: Optional[int] = None, path: str, **_kw: Any) -> Any"));
+  EXPECT_THAT(out, HasSubstr("(*, head: int | None = None, path: str, **_kw: object) -> object"));
   EXPECT_THAT(
       out,
       HasSubstr(

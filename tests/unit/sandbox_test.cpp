@@ -644,8 +644,9 @@ TEST_F(Sandbox, ProcessAnswersLineByLine) {
 TEST_F(Sandbox, WritingToAProcessThatExitedIsAnErrorNotSigpipe) {
   auto proc = start_process({"/bin/true"});
   ASSERT_TRUE(proc.has_value());
-  const std::string mb(1 << 20,
-                       'x');  // more than the pipe holds, so the write must wait for the child
+  // More than the pipe holds, so the write must wait for the child (a large write grows the pipe
+  // to 1 MiB first).
+  const std::string mb(4 << 20, 'x');
   auto wrote = proc->write(mb, SandboxedProcess::Clock::now() + 30s);
   ASSERT_FALSE(wrote.has_value());
   EXPECT_EQ(wrote.error().code, kernex::ErrorCode::Io) << wrote.error().describe();
@@ -662,7 +663,7 @@ TEST_F(Sandbox, AProcessThatStopsReadingMakesTheWriteTimeOut) {
   ASSERT_TRUE(proc.has_value());
   auto closed = proc->read_line(SandboxedProcess::Clock::now() + 10s, 1024);
   ASSERT_TRUE(closed.has_value()) << closed.error().describe();
-  const std::string mb(1 << 20, 'x');
+  const std::string mb(4 << 20, 'x');  // more than even a grown (1 MiB) pipe holds
   auto wrote = proc->write(mb, SandboxedProcess::Clock::now() + 300ms);
   ASSERT_FALSE(wrote.has_value());
   EXPECT_EQ(wrote.error().code, kernex::ErrorCode::Limit) << wrote.error().describe();

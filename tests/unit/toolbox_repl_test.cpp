@@ -103,6 +103,9 @@ TEST_F(ReplToolbox, TheToolsOptionOffersOnlyTheToolsItNames) {
   ASSERT_TRUE(listed);
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ((*listed)[0].name, "eval_code");
+  // It goes with every request: short, pointing at where the rest of the API is written.
+  EXPECT_LT((*listed)[0].description.size(), 400u) << (*listed)[0].description;
+  EXPECT_NE((*listed)[0].description.find("servers/README.md"), std::string::npos);
   auto refused = (*box)->execute(context_, run_, ToolCall{"c1", "peek", {{"name", "x"}}});
   ASSERT_TRUE(refused);
   EXPECT_TRUE(refused->is_error);
