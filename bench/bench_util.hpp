@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -23,10 +25,55 @@ inline double us_since(Clock::time_point t) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t).count();
 }
 
+inline double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
 // A bench that cannot measure what it promised stops with the reason, never with a made-up figure.
 [[noreturn]] inline void die(const char* bench, const std::string& what) {
   std::fprintf(stderr, "bench/%s: %s\n", bench, what.c_str());
   std::exit(1);
 }
+
+// `text` as the file `path` (its directories made); a file that cannot be written stops `bench`.
+inline void write_file(const char* bench, const std::filesystem::path& path,
+                       const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path);
+  out << text;
+  if (!out) die(bench, "cannot write " + path.string());
+}
+
+// A bench's command line, read in order: `for (ArgReader in(...); in.next();)`, then flag() is
+// the argument and value() the one after it (a flag without one stops the bench).
+class ArgReader {
+ public:
+  ArgReader(const char* bench, int argc, char** argv) : bench_(bench), argc_(argc), argv_(argv) {}
+
+  bool next() {
+    if (++i_ >= argc_) return false;
+    flag_ = argv_[i_];
+    return true;
+  }
+  const std::string& flag() const { return flag_; }
+  std::string value() {
+    if (i_ + 1 >= argc_) die(bench_, flag_ + " needs a value");
+    return argv_[++i_];
+  }
+  // value() as a whole number in [1, max].
+  int positive(long max) {
+    const std::string v = value();
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < 1 || n > max)
+      die(bench_, flag_ + ": expected a positive whole number, got " + v);
+    return static_cast<int>(n);
+  }
+
+ private:
+  const char* bench_;
+  int argc_;
+  char** argv_;
+  int i_ = 0;
+  std::string flag_;
+};
 
 }  // namespace kernex::bench

@@ -72,12 +72,9 @@ struct Args {
 
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) die(arg + " needs a value");
-      return argv[++i];
-    };
+  for (kb::ArgReader in("serve", argc, argv); in.next();) {
+    const std::string& arg = in.flag();
+    const auto value = [&in] { return in.value(); };
     if (arg == "--phases") {
       a.phases.clear();
       std::stringstream ss(value());
@@ -107,8 +104,6 @@ Args parse_args(int argc, char** argv) {
   }
   return a;
 }
-
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return NAN;
@@ -159,10 +154,7 @@ fs::path make_work_dir() {
 }
 
 void write_file(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream out(path);
-  out << text;
-  if (!out) die("cannot write " + path.string());
+  kb::write_file("serve", path, text);
 }
 
 // kernex.yaml for one phase. JSON is YAML, so the config is built as JSON.
@@ -219,9 +211,9 @@ Ttft ttft_of(const std::vector<kb::SseStream>& streams, const std::vector<std::s
       t.first_error = s.error.empty() ? "outcome " + s.outcome : s.error;
     const auto call = llm.call_for(messages[i]);
     if (!s.got_text || !call) continue;
-    const double own = ms(call->first_chunk_sent - call->received);
+    const double own = kb::ms(call->first_chunk_sent - call->received);
     t.llm_ms.push_back(own);
-    t.overhead_ms.push_back(ms(s.first_text - s.sent) - own);
+    t.overhead_ms.push_back(kb::ms(s.first_text - s.sent) - own);
   }
   return t;
 }
@@ -271,7 +263,7 @@ void phase_stream(const Args& a, const fs::path& work) {
   auto streams = stream_requests(a.streams, "hi", messages, false);
   const auto t0 = Clock::now();
   kb::LoadClient(serve.port()).streams(streams, 300s);
-  const double wall = ms(Clock::now() - t0);
+  const double wall = kb::ms(Clock::now() - t0);
   const long peak = serve.peak_rss_kib();
   const Ttft t = ttft_of(streams, messages, llm, "end_turn");
   std::printf(
@@ -476,7 +468,7 @@ std::vector<double> bare_kill(int runs) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     if (!wait_tools(false, 5s)) die("the baseline sleep outlived its reaping");
-    out.push_back(ms(Clock::now() - t0));
+    out.push_back(kb::ms(Clock::now() - t0));
   }
   return out;
 }
@@ -551,7 +543,7 @@ void phase_cancel(const Args& a, const fs::path& work) {
       continue;
     }
     ++cancelled;
-    latency.push_back(ms(std::max(s.ended, tool_gone) - cancel_sent));
+    latency.push_back(kb::ms(std::max(s.ended, tool_gone) - cancel_sent));
   }
   if (!first_error.empty())
     std::printf("  first failure: %s\n", first_error.substr(0, 400).c_str());
@@ -576,7 +568,7 @@ void phase_harness(const Args& a) {
       "  %d streams straight to the fake LLM: %d ended in %.0f ms, client TTFT minus the LLM's own "
       "p50 %.2f "
       "ms p99 %.2f ms (LLM's own p99 %.1f ms)%s%s\n",
-      a.streams, floor.ended, ms(Clock::now() - t0), percentile(floor.overhead_ms, 0.5),
+      a.streams, floor.ended, kb::ms(Clock::now() - t0), percentile(floor.overhead_ms, 0.5),
       percentile(floor.overhead_ms, 0.99), percentile(floor.llm_ms, 0.99),
       floor.first_error.empty() ? "" : "; ", floor.first_error.c_str());
   kb::BareJsonServer bare(std::string(300, ' ') + "{}", 2);

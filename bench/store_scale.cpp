@@ -59,20 +59,10 @@ struct Args {
 
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) die(arg + " needs a value");
-      return argv[++i];
-    };
-    auto number = [&]() {
-      const std::string v = value();
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 1 || n > 100000)
-        die(arg + ": expected a positive whole number, got " + v);
-      return static_cast<int>(n);
-    };
+  for (kb::ArgReader in("store_scale", argc, argv); in.next();) {
+    const std::string& arg = in.flag();
+    const auto value = [&in] { return in.value(); };
+    const auto number = [&in] { return in.positive(100000); };
     if (arg == "--nodes") {
       a.nodes.clear();
       std::stringstream ss(value());
@@ -106,13 +96,8 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
 }
 
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
 void write_file(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream out(path);
-  out << text;
-  if (!out) die("cannot write " + path.string());
+  kb::write_file("store_scale", path, text);
 }
 
 // One config for every node; each node gets its own --data-dir. JSON is YAML.
@@ -158,8 +143,8 @@ Sample one_run(unsigned short port, const std::string& session, const std::strin
   const auto& r = one[0];
   s.ok = r.got_end && r.error.empty() && r.outcome == "end_turn";
   if (!s.ok) s.error = r.error.empty() ? "outcome '" + r.outcome + "'" : r.error;
-  if (started) s.start_ms = ms(*started - r.sent);
-  if (started && r.got_end) s.run_ms = ms(r.ended - *started);
+  if (started) s.start_ms = kb::ms(*started - r.sent);
+  if (started && r.got_end) s.run_ms = kb::ms(r.ended - *started);
   return s;
 }
 
@@ -297,7 +282,7 @@ int main(int argc, char** argv) {
 
   const auto calls = llm.calls();
   std::vector<double> llm_ms;
-  for (const auto& c : calls) llm_ms.push_back(ms(c.finished - c.received));
+  for (const auto& c : calls) llm_ms.push_back(kb::ms(c.finished - c.received));
   std::printf(
       "store_scale: kernex serve nodes on one PostgreSQL database, fake LLM %d ms per call "
       "(measured p50 %.1f ms over %zu calls), cluster.max_runs %d, %d clients per node for %d s\n",

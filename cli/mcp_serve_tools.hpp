@@ -85,17 +85,8 @@ class ServeRunServices final : public RunServices {
     more_providers_ = std::move(more);
   }
   bool can_query() const override { return provider_ != nullptr; }
-  Result<std::string> llm_query(const std::string& prompt,
-                                const std::optional<std::string>& model) override;
-  std::vector<Result<std::string>> llm_query_batched(
-      const std::vector<std::string>& prompts, const std::optional<std::string>& model) override;
-  Result<std::string> rlm_query(const std::string& prompt,
-                                const std::optional<std::string>& context) override;
-  std::vector<ToolSpec> tools() override;
-  ToolResult call_tool(ToolCall call, const std::string& code_run,
-                       std::size_t result_max_bytes = 0) override;
+#include "kernex/run_services_overrides.inc"
   // What the code submitted (submit_result) since the last take, handed back once.
-  void submit_result(Json value, const std::string& code_run) override;
   std::optional<Json> take_submitted();
 
  private:

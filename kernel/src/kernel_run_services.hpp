@@ -46,17 +46,7 @@ class KernelRunServices final : public RunServices,
   const std::string& span() const override { return s_.span; }
   const std::string& session() const override { return s_.tree->session(); }
   bool can_query() const override { return s_.provider != nullptr; }
-  Result<std::string> llm_query(const std::string& prompt,
-                                const std::optional<std::string>& model) override;
-  std::vector<Result<std::string>> llm_query_batched(
-      const std::vector<std::string>& prompts, const std::optional<std::string>& model) override;
-  Result<std::string> rlm_query(const std::string& prompt,
-                                const std::optional<std::string>& context) override;
-
-  std::vector<ToolSpec> tools() override;
-  ToolResult call_tool(ToolCall call, const std::string& code_run,
-                       std::size_t result_max_bytes = 0) override;
-  void submit_result(Json value, const std::string& code_run) override;
+#include "kernex/run_services_overrides.inc"
   void set_code_run(std::string id) override;
   std::string code_run() const;
 

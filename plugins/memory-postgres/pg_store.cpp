@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "message_columns.hpp"
 #include "migrations.hpp"
 #include "text_rules.hpp"
 
@@ -14,50 +15,17 @@ namespace {
 #define SCOPED_CONVERSATION(ID, TENANT) \
   "(SELECT id FROM conversations WHERE id = " ID " AND tenant = " TENANT ")"
 
+using sqlite::dump_checked;
 using sqlite::invalid_utf8_at;
 using sqlite::new_uuid;
 
-Result<std::string> dump_checked(const Json& j, const std::string& what) {
-  try {
-    return j.dump();
-  } catch (const Json::exception& e) {
-    return fail(ErrorCode::Parse, what + " is not valid UTF-8 (" + e.what() + ")");
-  }
-}
-
-Result<Json> parse_column(const std::optional<std::string>& text, const char* column,
-                          std::int64_t seq) {
-  if (!text) return Json();
-  // An imported document may have put anything here: nesting is capped like any outside JSON.
-  Json j = parse_untrusted(*text);
-  if (j.is_discarded()) {
-    return fail(ErrorCode::Parse, "postgres memory: message " + std::to_string(seq) + ": column " +
-                                      column + " holds invalid or too deeply nested JSON");
-  }
-  return j;
-}
-
 // Columns from `first`: seq, role, content, tool_calls, tool_result, provider_state.
 Result<ContextEntry> read_entry(const pg::Rows& rows, int row, int first) {
-  ContextEntry e;
-  const std::int64_t seq = rows.int64(row, first);
-  e.role = rows.text(row, first + 1);
-  e.content = rows.text(row, first + 2);
-  auto calls = parse_column(rows.optional_text(row, first + 3), "tool_calls", seq);
-  auto result = parse_column(rows.optional_text(row, first + 4), "tool_result", seq);
-  auto state = parse_column(rows.optional_text(row, first + 5), "provider_state", seq);
-  if (!calls) return std::unexpected(calls.error());
-  if (!result) return std::unexpected(result.error());
-  if (!state) return std::unexpected(state.error());
-  try {
-    if (calls->is_array()) e.tool_calls = calls->get<std::vector<ToolCall>>();
-    if (result->is_object()) e.tool_result = result->get<ToolResult>();
-  } catch (const Json::exception& ex) {
-    return fail(ErrorCode::Parse,
-                "postgres memory: message " + std::to_string(seq) + ": " + ex.what());
-  }
-  e.provider_state = std::move(*state);
-  return e;
+  return sqlite::decode_columns(
+      {rows.int64(row, first), rows.text(row, first + 1), rows.text(row, first + 2),
+       rows.optional_text(row, first + 3), rows.optional_text(row, first + 4),
+       rows.optional_text(row, first + 5)},
+      "postgres memory");
 }
 
 // PostgreSQL text cannot hold NUL; SQLite's can. Refused up front so nothing is cut short.
@@ -91,27 +59,6 @@ Result<void> check_entry(const ContextEntry& e, std::size_t index, std::size_t m
     }
   }
   return {};
-}
-
-struct EncodedEntry {
-  std::optional<std::string> calls, result, state;
-};
-
-Result<EncodedEntry> encode(const ContextEntry& e) {
-  EncodedEntry out;
-  if (!e.tool_calls.empty()) {
-    KERNEX_ASSIGN_OR_RETURN(auto d, dump_checked(Json(e.tool_calls), "tool call arguments"));
-    out.calls = d;
-  }
-  if (e.tool_result) {
-    KERNEX_ASSIGN_OR_RETURN(auto d, dump_checked(Json(*e.tool_result), "a tool result"));
-    out.result = d;
-  }
-  if (!e.provider_state.is_null()) {
-    KERNEX_ASSIGN_OR_RETURN(auto d, dump_checked(e.provider_state, "provider state"));
-    out.state = d;
-  }
-  return out;
 }
 
 Result<void> no_conversation(const std::string& id) {
@@ -217,12 +164,12 @@ namespace {
 
 // Checked and encoded before anything is written, so a bad entry leaves the exchange unsaved as a
 // whole.
-Result<std::vector<EncodedEntry>> encode_exchange(const std::vector<ContextEntry>& entries,
-                                                  std::size_t max_message_bytes) {
-  std::vector<EncodedEntry> encoded;
+Result<std::vector<sqlite::EncodedColumns>> encode_exchange(
+    const std::vector<ContextEntry>& entries, std::size_t max_message_bytes) {
+  std::vector<sqlite::EncodedColumns> encoded;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     KERNEX_RETURN_IF_ERROR(check_entry(entries[i], i, max_message_bytes));
-    KERNEX_ASSIGN_OR_RETURN(auto e, encode(entries[i]));
+    KERNEX_ASSIGN_OR_RETURN(auto e, sqlite::encode_columns(entries[i]));
     encoded.push_back(std::move(e));
   }
   return encoded;
@@ -232,7 +179,7 @@ Result<std::vector<EncodedEntry>> encode_exchange(const std::vector<ContextEntry
 Result<void> insert_exchange(pg::Connection& c, const MemoryScope& scope,
                              const std::string& conversation_id,
                              const std::vector<ContextEntry>& entries,
-                             const std::vector<EncodedEntry>& encoded) {
+                             const std::vector<sqlite::EncodedColumns>& encoded) {
   KERNEX_ASSIGN_OR_RETURN(
       auto touch,
       c.exec("UPDATE conversations SET last_activity = kx_now(), message_count = message_count + "

@@ -4,9 +4,9 @@
 // backslashes are plain text. Every word first; any word only to fill up.
 #include <algorithm>
 #include <limits>
-#include <set>
 
 #include "pg_store.hpp"
+#include "recall_rank.hpp"
 #include "text_rules.hpp"
 
 namespace kernex::postgres {
@@ -47,27 +47,7 @@ constexpr std::string_view kMessageVector =
 constexpr std::string_view kSummaryVector =
     "to_tsvector('simple'::regconfig, left(s.text, 200000))";
 
-// The hits found so far, with their rank (lower first), each message or summary once.
-struct RankedHits {
-  std::vector<std::pair<double, RecallHit>> ranked;
-  std::set<std::pair<std::string, std::int64_t>> seen;  // (conversation, seq): summaries have seq 0
-
-  void add(double rank, RecallHit hit) {
-    if (seen.insert({hit.conversation_id, hit.seq}).second)
-      ranked.push_back({rank, std::move(hit)});
-  }
-  // The first `limit` by rank, ties in the order found.
-  std::vector<RecallHit> best(std::size_t limit) {
-    std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<RecallHit> out;
-    for (auto& [rank, hit] : ranked) {
-      if (out.size() == limit) break;
-      out.push_back(std::move(hit));
-    }
-    return out;
-  }
-};
+using sqlite::RankedHits;
 
 // Messages of the current conversation from the returned seq on are in the history window
 // already (the newest q.skip_newest); none is when nothing is skipped.
@@ -164,7 +144,7 @@ Result<std::vector<RecallHit>> PgStore::recall(const MemoryScope& scope, const R
   };
   KERNEX_RETURN_IF_ERROR(search(" && "));
   // Hits matching every word rank first, whatever the rank says about partial matches.
-  for (auto& [rank, hit] : hits.ranked) rank -= 1e9;
+  hits.rank_first();
   if (hits.ranked.size() < q.limit && words.size() > 1) {
     KERNEX_RETURN_IF_ERROR(search(" || "));
   }

@@ -8,7 +8,9 @@
 
 #include "kernex/log.hpp"
 #include "kernex/sqlite_batch.hpp"
+#include "message_columns.hpp"
 #include "migrations.hpp"
+#include "recall_rank.hpp"
 #include "text_rules.hpp"
 
 namespace kernex::sqlite {
@@ -28,46 +30,11 @@ Result<void> each_row(Stmt& stmt, F&& row) {
   }
 }
 
-Result<std::string> dump_checked(const Json& j, const std::string& what) {
-  try {
-    return j.dump();
-  } catch (const Json::exception& e) {
-    return fail(ErrorCode::Parse, what + " is not valid UTF-8 (" + e.what() + ")");
-  }
-}
-
-Result<Json> parse_column(const std::optional<std::string>& text, const char* column,
-                          std::int64_t seq) {
-  if (!text) return Json();
-  Json parsed = parse_untrusted(*text);
-  if (parsed.is_discarded())
-    return fail(ErrorCode::Parse, "memory-sqlite: message " + std::to_string(seq) + ": column " +
-                                      column + " holds invalid JSON (or JSON nested deeper than " +
-                                      std::to_string(kMaxJsonDepth) + ")");
-  return parsed;
-}
-
 // Columns: seq, role, content, tool_calls, tool_result, provider_state.
 Result<ContextEntry> read_entry(const Stmt& s, int first) {
-  ContextEntry e;
-  const std::int64_t seq = s.integer(first);
-  e.role = s.text(first + 1);
-  e.content = s.text(first + 2);
-  auto calls = parse_column(s.opt_text(first + 3), "tool_calls", seq);
-  auto result = parse_column(s.opt_text(first + 4), "tool_result", seq);
-  auto state = parse_column(s.opt_text(first + 5), "provider_state", seq);
-  if (!calls) return std::unexpected(calls.error());
-  if (!result) return std::unexpected(result.error());
-  if (!state) return std::unexpected(state.error());
-  try {
-    if (calls->is_array()) e.tool_calls = calls->get<std::vector<ToolCall>>();
-    if (result->is_object()) e.tool_result = result->get<ToolResult>();
-  } catch (const Json::exception& ex) {
-    return fail(ErrorCode::Parse,
-                "memory-sqlite: message " + std::to_string(seq) + ": " + ex.what());
-  }
-  e.provider_state = std::move(*state);
-  return e;
+  return decode_columns({s.integer(first), s.text(first + 1), s.text(first + 2),
+                         s.opt_text(first + 3), s.opt_text(first + 4), s.opt_text(first + 5)},
+                        "memory-sqlite");
 }
 
 std::string minutes_ago(std::chrono::minutes m) { return datetime_offset(-m.count(), "minutes"); }
@@ -236,28 +203,21 @@ Result<std::uint64_t> SqliteStore::message_count(const MemoryScope& scope,
 Result<void> SqliteStore::insert_message(const std::string& conversation_id, const ContextEntry& e,
                                          const std::optional<std::int64_t>& seq,
                                          const std::optional<std::string>& created_at) {
-  std::optional<std::string> calls, result, state;
-  if (!e.tool_calls.empty()) {
-    KERNEX_ASSIGN_OR_RETURN(auto d, dump_checked(Json(e.tool_calls), "tool call arguments"));
-    calls = d;
-  }
-  if (e.tool_result) {
-    KERNEX_ASSIGN_OR_RETURN(auto d, dump_checked(Json(*e.tool_result), "a tool result"));
-    result = d;
-  }
-  if (!e.provider_state.is_null()) {
-    KERNEX_ASSIGN_OR_RETURN(auto d, dump_checked(e.provider_state, "provider state"));
-    state = d;
-  }
+  KERNEX_ASSIGN_OR_RETURN(auto json, encode_columns(e));
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
           "INSERT INTO messages (seq, conversation_id, role, content, tool_calls, tool_result, "
           "provider_state, created_at) "
           "VALUES (?, ?, ?, ?, ?, ?, ?, coalesce(?, datetime('now')))"));
-  stmt.bind_all(seq, conversation_id, e.role, e.content, calls, result, state, created_at);
+  stmt.bind_all(seq, conversation_id, e.role, e.content, json.calls, json.result, json.state,
+                created_at);
   KERNEX_RETURN_IF_ERROR(stmt.run());
   return {};
+}
+
+Result<void> SqliteStore::check_message(const ContextEntry& entry) const {
+  return check_exchange({entry});
 }
 
 Result<void> SqliteStore::check_exchange(const std::vector<ContextEntry>& entries) const {
@@ -552,130 +512,143 @@ Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const MemorySco
 
 // ---- Recall ----
 
+namespace {
+
+// What one recall searches: the indexes worth asking, the current conversation's history window
+// (messages from `boundary` on are in it already) and the oldest time asked for.
+struct RecallPlan {
+  bool messages = true, summaries = true;
+  std::int64_t boundary = std::numeric_limits<std::int64_t>::max();
+  std::optional<std::string> since;
+};
+
+// A sender with no messages of their own has nothing to recall from messages (a bot's first turn
+// with each new user), so the FTS query, whose cost grows with every user's matches, is skipped.
+// (Searching a sender's messages one by one instead was tried: FTS5 re-runs MATCH per rowid
+// lookup, which took 1.1 s for a sender with 10k messages.) Likewise summaries: a sender with no
+// summarised conversation besides this one skips that search (an FTS5 rank query prepares a
+// statement of its own each time). One query answers both.
+Result<void> skip_empty_sources(Db& db, const MemoryScope& scope, const RecallQuery& q,
+                                RecallPlan& plan) {
+  if (q.sender_id.empty()) return {};
+  KERNEX_ASSIGN_OR_RETURN(
+      auto has,
+      db.prepare("SELECT EXISTS (SELECT 1 FROM conversations c JOIN messages m ON "
+                 "m.conversation_id = c.id WHERE c.tenant = ?3 AND c.sender_id = ?1 AND "
+                 "m.role = 'user'), EXISTS (SELECT 1 FROM conversations c JOIN summaries s "
+                 "ON s.conversation_id = c.id WHERE c.tenant = ?3 AND c.sender_id = ?1 AND "
+                 "c.id != ?2)"));
+  has.bind_all(q.sender_id, q.current_conversation, scope.tenant());
+  KERNEX_ASSIGN_OR_RETURN(auto row, has.step());
+  plan.messages = row && has.integer(0) != 0;
+  plan.summaries = row && has.integer(1) != 0;
+  return {};
+}
+
+// The seq of the oldest message of the current conversation in the history window (its newest
+// q.skip_newest); none when nothing is skipped or messages are not searched.
+Result<void> find_history_boundary(Db& db, const MemoryScope& scope, const RecallQuery& q,
+                                   RecallPlan& plan) {
+  if (!plan.messages || q.skip_newest == 0 || q.current_conversation.empty()) return {};
+  KERNEX_ASSIGN_OR_RETURN(
+      auto edge, db.prepare("SELECT seq FROM messages WHERE conversation_id = " SCOPED_CONVERSATION
+                            " ORDER BY seq DESC LIMIT 1 OFFSET ?"));
+  edge.bind_all(q.current_conversation, scope.tenant(),
+                static_cast<std::int64_t>(q.skip_newest - 1));
+  auto row = edge.step();
+  if (!row) return std::unexpected(row.error());
+  plan.boundary = *row ? edge.integer(0) : 0;
+  return {};
+}
+
+// Messages with every word come newest first: FTS5 walks its index backwards and stops at the
+// limit. Ranking them by bm25 instead cost a count of every message holding each word (its
+// IDF) plus a score per match: 390 us at 10k messages for a query with one common word, against
+// 30-70 us. Messages with only some words are ranked by bm25, where relevance decides.
+Result<void> search_messages(Db& db, const MemoryScope& scope, const RecallQuery& q,
+                             const RecallPlan& plan, const std::string& match, bool every_word,
+                             RankedHits& hits) {
+  static const std::string kFrom =
+      " FROM messages_fts f JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = "
+      "m.conversation_id WHERE messages_fts MATCH ?1 AND c.tenant = ?7 AND (?2 = '' OR "
+      "c.sender_id = ?2) AND "
+      "(m.conversation_id != ?3 OR m.seq < ?4) AND (?5 IS NULL OR m.created_at >= ?5) ";
+  static const std::string kColumns = "SELECT m.conversation_id, m.seq, m.content, m.created_at";
+  static const std::string kNewest = kColumns + ", 0.0" + kFrom + "ORDER BY f.rowid DESC LIMIT ?6";
+  static const std::string kBest = kColumns + ", f.rank" + kFrom + "ORDER BY f.rank LIMIT ?6";
+  KERNEX_ASSIGN_OR_RETURN(auto messages, db.prepare((every_word ? kNewest : kBest).c_str()));
+  messages.bind_all(match, q.sender_id, q.current_conversation, plan.boundary, plan.since,
+                    static_cast<std::int64_t>(q.limit), scope.tenant());
+  double order = 0;  // newest first: the row order is the rank
+  auto r = each_row(messages, [&]() -> Result<void> {
+    order += 1e-3;
+    hits.add(every_word ? order : messages.real(4),
+             RecallHit{"message", messages.text(0), messages.integer(1), messages.text(2),
+                       messages.text(3)});
+    return {};
+  });
+  if (!r) return fail(ErrorCode::Memory, "memory-sqlite: recall over messages failed", r.error());
+  return {};
+}
+
+// Summaries of the sender's other conversations, ranked by bm25.
+Result<void> search_summaries(Db& db, const MemoryScope& scope, const RecallQuery& q,
+                              const RecallPlan& plan, const std::string& match, RankedHits& hits) {
+  KERNEX_ASSIGN_OR_RETURN(
+      auto summaries,
+      db.prepare("SELECT s.conversation_id, s.text, s.updated_at, f.rank FROM summaries_fts f "
+                 "JOIN summaries s ON s.id = f.rowid JOIN conversations c ON c.id = "
+                 "s.conversation_id WHERE summaries_fts MATCH ?1 AND c.tenant = ?6 AND (?2 = '' "
+                 "OR c.sender_id = ?2) AND s.conversation_id != ?3 AND (?4 IS NULL OR "
+                 "s.updated_at >= ?4) ORDER BY f.rank LIMIT ?5"));
+  summaries.bind_all(match, q.sender_id, q.current_conversation, plan.since,
+                     static_cast<std::int64_t>(q.limit), scope.tenant());
+  auto r = each_row(summaries, [&]() -> Result<void> {
+    hits.add(summaries.real(3),
+             RecallHit{"summary", summaries.text(0), 0, summaries.text(1), summaries.text(2)});
+    return {};
+  });
+  if (!r) return fail(ErrorCode::Memory, "memory-sqlite: recall over summaries failed", r.error());
+  return {};
+}
+
+Result<void> search_both(Db& db, const MemoryScope& scope, const RecallQuery& q,
+                         const RecallPlan& plan, const std::string& match, bool every_word,
+                         RankedHits& hits) {
+  if (plan.messages)
+    KERNEX_RETURN_IF_ERROR(search_messages(db, scope, q, plan, match, every_word, hits));
+  if (!plan.summaries) return {};
+  return search_summaries(db, scope, q, plan, match, hits);
+}
+
+}  // namespace
+
+// Checked query -> the sources worth searching -> the history window's edge -> every word over
+// messages and summaries -> (too few hits) any word, ranked after those -> the best q.limit.
 Result<std::vector<RecallHit>> SqliteStore::recall(const MemoryScope& scope, const RecallQuery& q) {
   // kernex's rule: shorter queries match too much to be useful.
   if (q.text.size() < 3 || q.limit == 0) return std::vector<RecallHit>{};
   if (invalid_utf8_at(q.text))
     return fail(ErrorCode::Parse, "memory-sqlite: the recall query is not valid UTF-8");
-  std::optional<std::string> since;
+  RecallPlan plan;
   if (q.since) {
     KERNEX_ASSIGN_OR_RETURN(auto s, normalize_time(*q.since, "recall since"));
-    since = s;
+    plan.since = s;
   }
   std::lock_guard lock(mutex_);
-  // A sender with no messages of their own has nothing to recall from messages (a bot's first turn
-  // with each new user), so the FTS query, whose cost grows with every user's matches, is skipped.
-  // (Searching a sender's messages one by one instead was tried: FTS5 re-runs MATCH per rowid
-  // lookup, which took 1.1 s for a sender with 10k messages.) Likewise summaries: a sender with no
-  // summarised conversation besides this one skips that search (an FTS5 rank query prepares a
-  // statement of its own each time). One query answers both.
-  bool search_messages = true, search_summaries = true;
-  if (!q.sender_id.empty()) {
-    KERNEX_ASSIGN_OR_RETURN(
-        auto has,
-        db_->prepare("SELECT EXISTS (SELECT 1 FROM conversations c JOIN messages m ON "
-                     "m.conversation_id = c.id WHERE c.tenant = ?3 AND c.sender_id = ?1 AND "
-                     "m.role = 'user'), EXISTS (SELECT 1 FROM conversations c JOIN summaries s "
-                     "ON s.conversation_id = c.id WHERE c.tenant = ?3 AND c.sender_id = ?1 AND "
-                     "c.id != ?2)"));
-    has.bind_all(q.sender_id, q.current_conversation, scope.tenant());
-    KERNEX_ASSIGN_OR_RETURN(auto row, has.step());
-    search_messages = row && has.integer(0) != 0;
-    search_summaries = row && has.integer(1) != 0;
-    if (!search_messages && !search_summaries) return std::vector<RecallHit>{};
-  }
-  // Messages of the current conversation from `boundary` on are in the history window already.
-  std::int64_t boundary = std::numeric_limits<std::int64_t>::max();
-  if (search_messages && q.skip_newest > 0 && !q.current_conversation.empty()) {
-    KERNEX_ASSIGN_OR_RETURN(
-        auto edge,
-        db_->prepare("SELECT seq FROM messages WHERE conversation_id = " SCOPED_CONVERSATION
-                     " ORDER BY seq DESC LIMIT 1 OFFSET ?"));
-    edge.bind_all(q.current_conversation, scope.tenant(),
-                  static_cast<std::int64_t>(q.skip_newest - 1));
-    auto row = edge.step();
-    if (!row) return std::unexpected(row.error());
-    boundary = *row ? edge.integer(0) : 0;
-  }
+  KERNEX_RETURN_IF_ERROR(skip_empty_sources(*db_, scope, q, plan));
+  if (!plan.messages && !plan.summaries) return std::vector<RecallHit>{};
+  KERNEX_RETURN_IF_ERROR(find_history_boundary(*db_, scope, q, plan));
   // Every word first (few, precise matches: cheap to rank); any word only to fill up.
   const std::string all_words = fts_query(q.text, " AND ");
   if (all_words.empty()) return std::vector<RecallHit>{};
   const std::string any_word = fts_query(q.text, " OR ");
-  const auto limit = static_cast<std::int64_t>(q.limit);
-  std::vector<std::pair<double, RecallHit>> ranked;
-  std::set<std::pair<std::string, std::int64_t>> seen;  // (conversation, seq): summaries have seq 0
-
-  // Messages with every word come newest first: FTS5 walks its index backwards and stops at the
-  // limit. Ranking them by bm25 instead cost a count of every message holding each word (its
-  // IDF) plus a score per match: 390 us at 10k messages for a query with one common word, against
-  // 30-70 us. Messages with only some words are ranked by bm25, where relevance decides.
-  const auto search = [&](const std::string& match, bool every_word) -> Result<void> {
-    if (search_messages) {
-      static const std::string kFrom =
-          " FROM messages_fts f JOIN messages m ON m.seq = f.rowid JOIN conversations c ON c.id = "
-          "m.conversation_id WHERE messages_fts MATCH ?1 AND c.tenant = ?7 AND (?2 = '' OR "
-          "c.sender_id = ?2) AND "
-          "(m.conversation_id != ?3 OR m.seq < ?4) AND (?5 IS NULL OR m.created_at >= ?5) ";
-      static const std::string kColumns =
-          "SELECT m.conversation_id, m.seq, m.content, m.created_at";
-      static const std::string kNewest =
-          kColumns + ", 0.0" + kFrom + "ORDER BY f.rowid DESC LIMIT ?6";
-      static const std::string kBest = kColumns + ", f.rank" + kFrom + "ORDER BY f.rank LIMIT ?6";
-      KERNEX_ASSIGN_OR_RETURN(auto messages, db_->prepare((every_word ? kNewest : kBest).c_str()));
-      messages.bind_all(match, q.sender_id, q.current_conversation, boundary, since, limit,
-                        scope.tenant());
-      double order = 0;  // newest first: the row order is the rank
-      auto r = each_row(messages, [&]() -> Result<void> {
-        order += 1e-3;
-        if (seen.insert({messages.text(0), messages.integer(1)}).second) {
-          ranked.push_back({every_word ? order : messages.real(4),
-                            RecallHit{"message", messages.text(0), messages.integer(1),
-                                      messages.text(2), messages.text(3)}});
-        }
-        return {};
-      });
-      if (!r)
-        return fail(ErrorCode::Memory, "memory-sqlite: recall over messages failed", r.error());
-    }
-    if (!search_summaries) return {};
-    KERNEX_ASSIGN_OR_RETURN(
-        auto summaries,
-        db_->prepare(
-            "SELECT s.conversation_id, s.text, s.updated_at, f.rank FROM summaries_fts f "
-            "JOIN summaries s ON s.id = f.rowid JOIN conversations c ON c.id = s.conversation_id "
-            "WHERE summaries_fts MATCH ?1 AND c.tenant = ?6 AND (?2 = '' OR c.sender_id = ?2) AND "
-            "s.conversation_id "
-            "!= "
-            "?3 "
-            "AND (?4 IS NULL OR s.updated_at >= ?4) ORDER BY f.rank LIMIT ?5"));
-    summaries.bind_all(match, q.sender_id, q.current_conversation, since, limit, scope.tenant());
-    auto r = each_row(summaries, [&]() -> Result<void> {
-      if (seen.insert({summaries.text(0), 0}).second) {
-        ranked.push_back({summaries.real(3), RecallHit{"summary", summaries.text(0), 0,
-                                                       summaries.text(1), summaries.text(2)}});
-      }
-      return {};
-    });
-    if (!r)
-      return fail(ErrorCode::Memory, "memory-sqlite: recall over summaries failed", r.error());
-    return {};
-  };
-  KERNEX_RETURN_IF_ERROR(search(all_words, true));
-  // Hits matching every word rank first, whatever bm25 says about partial matches.
-  for (auto& [rank, hit] : ranked) rank -= 1e9;
-  if (ranked.size() < q.limit && any_word != all_words) {
-    KERNEX_RETURN_IF_ERROR(search(any_word, false));
-  }
-
-  // Lower is better (bm25's sign; every-word hits by position).
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<RecallHit> out;
-  for (auto& [rank, hit] : ranked) {
-    if (out.size() == q.limit) break;
-    out.push_back(std::move(hit));
-  }
-  return out;
+  RankedHits hits;
+  KERNEX_RETURN_IF_ERROR(search_both(*db_, scope, q, plan, all_words, true, hits));
+  hits.rank_first();
+  if (hits.ranked.size() < q.limit && any_word != all_words)
+    KERNEX_RETURN_IF_ERROR(search_both(*db_, scope, q, plan, any_word, false, hits));
+  return hits.best(q.limit);
 }
 
 // ---- Facts ----

@@ -29,97 +29,8 @@ class SqliteStore final : public MemoryStore {
  public:
   static Result<std::shared_ptr<SqliteStore>> open(const StoreOptions& options);
 
-  // Conversations and history.
-  Result<std::string> open_conversation(const MemoryScope& scope, const ConversationKey& key,
-                                        std::chrono::minutes idle) override;
-  Result<std::vector<ContextEntry>> recent_messages(const MemoryScope& scope,
-                                                    const std::string& conversation_id,
-                                                    std::size_t limit) override;
-  Result<std::vector<ContextEntry>> oldest_messages(const MemoryScope& scope,
-                                                    const std::string& conversation_id,
-                                                    std::size_t count) override;
-  Result<std::uint64_t> message_count(const MemoryScope& scope,
-                                      const std::string& conversation_id) override;
-  Result<void> append_messages(const MemoryScope& scope, const std::string& conversation_id,
-                               const std::vector<ContextEntry>& entries) override;
-  Result<void> save_exchange(const MemoryScope& scope, const ExchangeRecord& record) override;
-  Result<void> check_message(const ContextEntry& entry) const override {
-    return check_exchange({entry});
-  }
-  Result<std::optional<StoredSummary>> compaction_summary(
-      const MemoryScope& scope, const std::string& conversation_id) override;
-  Result<void> save_compaction_summary(const MemoryScope& scope, const std::string& conversation_id,
-                                       const StoredSummary& summary) override;
-  Result<std::vector<ConversationInfo>> list_conversations(
-      const MemoryScope& scope, const ConversationFilter& filter) override;
-  Result<std::vector<StoredMessage>> conversation_messages(const MemoryScope& scope,
-                                                           const std::string& conversation_id,
-                                                           std::int64_t after_seq,
-                                                           std::size_t limit) override;
-  Result<void> close_conversation(const MemoryScope& scope, const std::string& conversation_id,
-                                  const std::optional<std::string>& summary) override;
-  Result<void> delete_conversation(const MemoryScope& scope,
-                                   const std::string& conversation_id) override;
-  Result<std::vector<SummaryRecord>> recent_summaries(const MemoryScope& scope,
-                                                      const ConversationKey& key,
-                                                      const std::string& exclude,
-                                                      std::size_t limit) override;
-  Result<std::vector<RecallHit>> recall(const MemoryScope& scope,
-                                        const RecallQuery& query) override;
-
-  // Facts.
-  Result<std::vector<std::pair<std::string, std::string>>> facts(
-      const MemoryScope& scope, const std::string& sender_id) override;
-  Result<void> store_fact(const MemoryScope& scope, const std::string& sender_id,
-                          const std::string& key, const std::string& value) override;
-  Result<std::optional<std::string>> fact(const MemoryScope& scope, const std::string& sender_id,
-                                          const std::string& key) override;
-  Result<std::vector<Fact>> fact_records(const MemoryScope& scope,
-                                         const std::optional<std::string>& sender_id,
-                                         bool include_deleted) override;
-  Result<bool> soft_delete_fact(const MemoryScope& scope, const std::string& sender_id,
-                                const std::string& key) override;
-  Result<std::uint64_t> soft_delete_facts(const MemoryScope& scope, const std::string& sender_id,
-                                          const std::optional<std::string>& key) override;
-
-  // Learning.
-  Result<void> store_lesson(const MemoryScope& scope, const Lesson& lesson) override;
-  Result<std::vector<Lesson>> lessons(const MemoryScope& scope, const std::string& sender_id,
-                                      const std::optional<std::string>& project) override;
-  Result<void> store_outcome(const MemoryScope& scope, const OutcomeRecord& outcome) override;
-  Result<std::vector<OutcomeRecord>> recent_outcomes(
-      const MemoryScope& scope, const std::string& sender_id, std::size_t limit,
-      const std::optional<std::string>& project) override;
-  Result<std::uint64_t> prune_outcomes(const MemoryScope& scope, std::size_t keep) override;
-
-  // Audit and usage.
-  bool audits_in_exchange() const override { return true; }
-  Result<void> record_tool_call(const MemoryScope& scope, const AuditRecord& record) override;
-  Result<std::vector<AuditRecord>> audit_log(const MemoryScope& scope, std::size_t limit) override;
-  Result<void> record_usage(const MemoryScope& scope, const UsageRecord& record) override;
-  Result<std::vector<UsageTotals>> usage_by_day(const MemoryScope& scope) override;
-
-  // Tasks.
-  Result<std::string> create_task(const MemoryScope& scope, const TaskSpec& spec) override;
-  Result<std::vector<Task>> pending_tasks(const MemoryScope& scope,
-                                          const std::string& sender_id) override;
-  Result<std::optional<Task>> task(const MemoryScope& scope, const std::string& id) override;
-  Result<std::vector<Task>> claim_due_tasks(const MemoryScope& scope, const std::string& worker,
-                                            std::chrono::seconds lease, std::size_t limit) override;
-  Result<bool> complete_task(const MemoryScope& scope, const std::string& id,
-                             const std::string& worker) override;
-  Result<bool> fail_task(const MemoryScope& scope, const std::string& id, const std::string& worker,
-                         const std::string& error) override;
-  Result<bool> cancel_task(const MemoryScope& scope, const std::string& id_prefix,
-                           const std::string& sender_id) override;
-  Result<std::string> record_task_run(const MemoryScope& scope, const TaskRun& run) override;
-  Result<std::vector<TaskRun>> task_runs(const MemoryScope& scope,
-                                         const std::string& task_id_prefix,
-                                         std::size_t limit) override;
-
-  // Backup.
-  Result<Json> export_json(const MemoryScope& scope) override;
-  Result<void> import_json(const MemoryScope& scope, const Json& document) override;
+  // Every member of MemoryStore.
+#include "kernex/memory_store_overrides.inc"
 
  private:
   SqliteStore(std::unique_ptr<Db> db, StoreOptions options);
@@ -147,7 +58,7 @@ class SqliteStore final : public MemoryStore {
                                const std::vector<ContextEntry>& entries);
   Result<void> insert_usage(const MemoryScope& scope, const UsageRecord& record);
   Result<void> insert_audit(const MemoryScope& scope, const AuditRecord& rec,
-                            const std::string& args);
+                           const std::string& args);
   Result<std::vector<Task>> select_tasks(Stmt& stmt);
   Result<void> owned_conversation(const MemoryScope& scope, const Json& row,
                                   const std::string& where);

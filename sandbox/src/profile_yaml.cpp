@@ -176,82 +176,98 @@ Result<void> parse_limits(const Reader& r, const YAML::Node& n, ResourceLimits& 
   return {};
 }
 
+// Handlers that read one key's value into a field of the profile.
+struct Into {
+  const Reader& r;
+
+  Handler paths(std::vector<std::filesystem::path>& dst) const {
+    return [&r = r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
+      KERNEX_ASSIGN_OR_RETURN(auto v, r.paths(n, k));
+      dst = v;
+      return {};
+    };
+  }
+  Handler boolean(bool& dst) const {
+    return [&r = r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
+      KERNEX_ASSIGN_OR_RETURN(auto v, r.boolean(n, k));
+      dst = v;
+      return {};
+    };
+  }
+  Handler path(std::optional<std::filesystem::path>& dst) const {
+    return [&r = r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
+      KERNEX_ASSIGN_OR_RETURN(auto s, r.string(n, k));
+      KERNEX_ASSIGN_OR_RETURN(auto v, r.path(s, k));
+      dst = v;
+      return {};
+    };
+  }
+  Handler size(std::size_t& dst) const {
+    return [&r = r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
+      KERNEX_ASSIGN_OR_RETURN(auto v,
+                              r.unsigned_int(n, k, std::numeric_limits<std::uint32_t>::max()));
+      dst = static_cast<std::size_t>(v);
+      return {};
+    };
+  }
+  Handler strings(std::vector<std::string>& dst) const {
+    return [&r = r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
+      KERNEX_ASSIGN_OR_RETURN(auto v, r.strings(n, k));
+      dst = v;
+      return {};
+    };
+  }
+  // Seconds in (0, 86400], fractions rounded up to the millisecond.
+  Handler timeout(std::chrono::milliseconds& dst) const {
+    return [&r = r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
+      double seconds = 0;
+      if (!n.IsScalar() || !YAML::convert<double>::decode(n, seconds) || !std::isfinite(seconds) ||
+          seconds <= 0 || seconds > 86400) {
+        return r.error(k, "expected a number of seconds in (0, 86400]");
+      }
+      dst = std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000)));
+      return {};
+    };
+  }
+};
+
+// Every top-level key of a profile and what reads it into `p`.
+std::map<std::string, Handler> profile_handlers(const Reader& r, SandboxProfile& p) {
+  const Into into{r};
+  return {
+      {"enforce", into.boolean(p.enforce)},
+      {"system_defaults", into.boolean(p.system_defaults)},
+      {"private_tmp", into.boolean(p.private_tmp)},
+      {"watch_files", into.boolean(p.watch_files)},
+      {"git_writes", into.boolean(p.git_writes)},
+      {"workspace", into.path(p.workspace)},
+      {"working_dir", into.path(p.working_dir)},
+      {"read_only", into.paths(p.read_only)},
+      {"read_write", into.paths(p.read_write)},
+      {"executable", into.paths(p.executable)},
+      {"keep_read_only", into.paths(p.keep_read_only)},
+      {"protected", into.paths(p.protected_paths)},
+      {"search_path", into.paths(p.search_path)},
+      {"stdout_cap", into.size(p.stdout_cap)},
+      {"stderr_cap", into.size(p.stderr_cap)},
+      {"network",
+       [&](const YAML::Node& n, const std::string&) { return parse_network(r, n, p.network); }},
+      {"env", [&](const YAML::Node& n, const std::string&) { return parse_env(r, n, p.env); }},
+      {"limits",
+       [&](const YAML::Node& n, const std::string&) { return parse_limits(r, n, p.limits); }},
+      {"allowed_commands", into.strings(p.allowed_commands)},
+      {"timeout", into.timeout(p.timeout)},
+  };
+}
+
+// The document (or its one `sandbox` key) -> known keys only -> each key through its handler.
 Result<SandboxProfile> parse_root(const Reader& r, YAML::Node root) {
   SandboxProfile p;
   if (!root || root.IsNull()) return p;
   if (!root.IsMap()) return r.error("(top level)", "expected a mapping");
   if (root.size() == 1 && root["sandbox"]) root = root["sandbox"];
   if (!root.IsMap()) return r.error("sandbox", "expected a mapping");
-
-  auto paths_into = [&](std::vector<std::filesystem::path>& dst) {
-    return Handler([&r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
-      KERNEX_ASSIGN_OR_RETURN(auto v, r.paths(n, k));
-      dst = v;
-      return {};
-    });
-  };
-  auto bool_into = [&](bool& dst) {
-    return Handler([&r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
-      KERNEX_ASSIGN_OR_RETURN(auto v, r.boolean(n, k));
-      dst = v;
-      return {};
-    });
-  };
-  auto path_into = [&](std::optional<std::filesystem::path>& dst) {
-    return Handler([&r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
-      KERNEX_ASSIGN_OR_RETURN(auto s, r.string(n, k));
-      KERNEX_ASSIGN_OR_RETURN(auto v, r.path(s, k));
-      dst = v;
-      return {};
-    });
-  };
-  auto size_into = [&](std::size_t& dst) {
-    return Handler([&r, &dst](const YAML::Node& n, const std::string& k) -> Result<void> {
-      KERNEX_ASSIGN_OR_RETURN(auto v,
-                              r.unsigned_int(n, k, std::numeric_limits<std::uint32_t>::max()));
-      dst = static_cast<std::size_t>(v);
-      return {};
-    });
-  };
-
-  const std::map<std::string, Handler> handlers = {
-      {"enforce", bool_into(p.enforce)},
-      {"system_defaults", bool_into(p.system_defaults)},
-      {"private_tmp", bool_into(p.private_tmp)},
-      {"watch_files", bool_into(p.watch_files)},
-      {"git_writes", bool_into(p.git_writes)},
-      {"workspace", path_into(p.workspace)},
-      {"working_dir", path_into(p.working_dir)},
-      {"read_only", paths_into(p.read_only)},
-      {"read_write", paths_into(p.read_write)},
-      {"executable", paths_into(p.executable)},
-      {"keep_read_only", paths_into(p.keep_read_only)},
-      {"protected", paths_into(p.protected_paths)},
-      {"search_path", paths_into(p.search_path)},
-      {"stdout_cap", size_into(p.stdout_cap)},
-      {"stderr_cap", size_into(p.stderr_cap)},
-      {"network",
-       [&](const YAML::Node& n, const std::string&) { return parse_network(r, n, p.network); }},
-      {"env", [&](const YAML::Node& n, const std::string&) { return parse_env(r, n, p.env); }},
-      {"limits",
-       [&](const YAML::Node& n, const std::string&) { return parse_limits(r, n, p.limits); }},
-      {"allowed_commands",
-       [&](const YAML::Node& n, const std::string& k) -> Result<void> {
-         KERNEX_ASSIGN_OR_RETURN(auto v, r.strings(n, k));
-         p.allowed_commands = v;
-         return {};
-       }},
-      {"timeout",
-       [&](const YAML::Node& n, const std::string& k) -> Result<void> {
-         double seconds = 0;
-         if (!n.IsScalar() || !YAML::convert<double>::decode(n, seconds) ||
-             !std::isfinite(seconds) || seconds <= 0 || seconds > 86400) {
-           return r.error(k, "expected a number of seconds in (0, 86400]");
-         }
-         p.timeout = std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000)));
-         return {};
-       }},
-  };
+  const auto handlers = profile_handlers(r, p);
   if (auto c = r.check_keys(root, "", schema::kProfile); !c) return std::unexpected(c.error());
   for (const auto& kv : root) {
     const auto key = kv.first.Scalar();

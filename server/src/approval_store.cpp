@@ -44,19 +44,7 @@ class SqliteApprovalStore final : public ApprovalStore {
                std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
-  Result<StoredApproval> insert(const StoredApproval& approval) override;
-  Result<std::optional<StoredApproval>> by_id(const std::string& tenant,
-                                              const std::string& id) override;
-  Result<std::optional<StoredApproval>> by_key(const std::string& tenant, const std::string& run_id,
-                                               const std::string& key) override;
-  Result<bool> resolve(const StoredApproval& resolved) override;
-  Result<std::vector<StoredApproval>> pending(const std::string& tenant,
-                                              const std::string& session) override;
-  Result<bool> granted(const std::string& tenant, const std::string& session,
-                       const std::string& tool) override;
-  Result<void> grant(const std::string& tenant, const std::string& session,
-                     const std::string& tool) override;
-  Result<void> delete_session(const std::string& tenant, const std::string& session) override;
+#include "approval_store_overrides.inc"
 
  private:
   Result<std::vector<StoredApproval>> select(const std::string& where,

@@ -30,17 +30,7 @@ class ClusterOutbox final : public OutboxStore {
   static Result<void> enqueue(pg::Connection& c, const WebhookEvent& event,
                               const std::vector<std::string>& endpoints, const std::string& tenant);
 
-  Result<void> put(const WebhookEvent& event, const std::vector<std::string>& endpoints,
-                   const std::string& tenant) override;
-  Result<std::vector<OutboxRow>> take_due(const std::string& endpoint, std::size_t limit) override;
-  Result<std::optional<std::int64_t>> wait_ms(const std::string& endpoint) override;
-  Result<void> mark_delivered(const OutboxRow& row) override;
-  Result<bool> mark_failed(const OutboxRow& row, std::int64_t backoff_ms, std::int64_t max_age_ms,
-                           const std::string& error) override;
-  Result<void> hurry_now(const std::string& endpoint) override;
-  Result<std::size_t> prune_older(std::chrono::milliseconds delivered_before) override;
-  Result<std::vector<OutboxRow>> list(bool failed_only, std::size_t limit) override;
-  Result<std::size_t> retry_now(const std::vector<std::int64_t>& ids) override;
+#include "outbox_store_overrides.inc"
 
   const std::string& claimer() const { return claimer_; }
 

@@ -7,6 +7,7 @@
 #include "kernex/log.hpp"
 #include "log_context.hpp"
 #include "random_id.hpp"
+#include "runs_json.hpp"
 #include "suspendable_journal.hpp"
 
 namespace kernex::server {
@@ -589,18 +590,14 @@ std::expected<std::shared_ptr<RunState>, ApiError> ClusterRuns::cancel(const std
 std::expected<Json, ApiError> ClusterRuns::session_runs(const std::string& tenant,
                                                         const std::string& session,
                                                         std::size_t limit) {
-  auto stored = deps_.store->session_runs(tenant, session, limit);
-  if (!stored) return std::unexpected(api_error(500, "store_failed", stored.error().describe()));
-  Json runs = Json::array();
-  for (const auto& s : *stored) {
+  return runs_json(deps_.store->session_runs(tenant, session, limit), [](const SharedRun& s) {
     Json r{{"run_id", s.id},
            {"status", s.status},
            {"created_at", s.created_at},
            {"attempt", s.attempt}};
     if (!s.node.empty()) r["node"] = s.node;
-    runs.push_back(std::move(r));
-  }
-  return Json{{"runs", runs}};
+    return r;
+  });
 }
 
 std::expected<Json, ApiError> ClusterRuns::history(const std::string& tenant,

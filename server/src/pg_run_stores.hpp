@@ -33,20 +33,7 @@ class PgApprovalStore final : public ApprovalStore {
  public:
   explicit PgApprovalStore(pg::Pool& pool) : pool_(pool) {}
   Result<std::int64_t> now() override;
-  Result<StoredApproval> insert(const StoredApproval& approval) override;
-  Result<std::optional<StoredApproval>> by_id(const std::string& tenant,
-                                              const std::string& id) override;
-  Result<std::optional<StoredApproval>> by_key(const std::string& tenant, const std::string& run_id,
-                                               const std::string& key) override;
-  // A person's decision holds only before the expiry (the database's clock).
-  Result<bool> resolve(const StoredApproval& resolved) override;
-  Result<std::vector<StoredApproval>> pending(const std::string& tenant,
-                                              const std::string& session) override;
-  Result<bool> granted(const std::string& tenant, const std::string& session,
-                       const std::string& tool) override;
-  Result<void> grant(const std::string& tenant, const std::string& session,
-                     const std::string& tool) override;
-  Result<void> delete_session(const std::string& tenant, const std::string& session) override;
+#include "approval_store_overrides.inc"
 
  private:
   Result<std::vector<StoredApproval>> select(const std::string& where,

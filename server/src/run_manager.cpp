@@ -9,6 +9,7 @@
 #include "kernex/log.hpp"
 #include "log_context.hpp"
 #include "random_id.hpp"
+#include "runs_json.hpp"
 #include "suspendable_journal.hpp"
 
 namespace kernex::server {
@@ -395,18 +396,15 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::cancel(const std:
 std::expected<Json, ApiError> RunManager::session_runs(const std::string& tenant,
                                                        const std::string& session,
                                                        std::size_t limit) {
-  auto stored = deps_.store->session_runs(tenant, session, limit);
-  if (!stored) return std::unexpected(api_error(500, "store_failed", stored.error().describe()));
-  Json runs = Json::array();
-  for (const auto& s : *stored) {
+  // A run this process still holds shows its live status.
+  return runs_json(deps_.store->session_runs(tenant, session, limit), [&](const StoredRun& s) {
     std::string status = s.status;
     {
       std::lock_guard lock(mutex_);
       if (auto it = runs_.find(s.id); it != runs_.end()) status = to_string(it->second->status());
     }
-    runs.push_back({{"run_id", s.id}, {"status", status}, {"created_at", s.created_at}});
-  }
-  return Json{{"runs", runs}};
+    return Json{{"run_id", s.id}, {"status", status}, {"created_at", s.created_at}};
+  });
 }
 
 std::expected<Json, ApiError> RunManager::history(const std::string& tenant,

@@ -50,26 +50,7 @@ class RunManager final : public Runs {
   explicit RunManager(Deps deps);
   ~RunManager() override;
 
-  std::expected<std::shared_ptr<RunState>, ApiError> submit(RunRequest request,
-                                                            IfBusy if_busy) override;
-  std::shared_ptr<RunState> find(const std::string& tenant, const std::string& run_id) override;
-  std::expected<std::shared_ptr<RunState>, ApiError> cancel(const std::string& tenant,
-                                                            const std::string& run_id) override;
-  std::expected<Json, ApiError> session_runs(const std::string& tenant, const std::string& session,
-                                             std::size_t limit) override;
-  std::expected<Json, ApiError> history(const std::string& tenant, const std::string& session,
-                                        std::size_t limit,
-                                        std::optional<std::int64_t> before) override;
-  bool session_exists(const std::string& tenant, const std::string& session) override;
-  std::expected<void, ApiError> forget(const std::string& tenant,
-                                       const std::string& session) override;
-  // Runs what the last server acknowledged but never finished; queued runs stay queued in the
-  // store over a shutdown, for the next start.
-  void resume_unfinished() override;
-  void shutdown(std::chrono::milliseconds grace) override;
-  void evict_expired() override;
-  std::size_t active_runs() const override;
-  std::size_t queued_runs() const override;
+#include "runs_overrides.inc"
   const ServeConfig& config() const override { return *deps_.config; }
   Kernel& kernel() override { return *deps_.kernel; }
   Approvals* approvals() override { return deps_.approvals.get(); }

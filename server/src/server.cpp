@@ -372,6 +372,41 @@ void announce_listening(const std::string& host_name, std::uint16_t port, unsign
                           std::to_string(threads) + " threads");
 }
 
+// What the server does on its own clock: finished runs leave memory, expired parked calls are
+// deleted, and the keys file is read again.
+void schedule_upkeep(HttpServer& server, Runs& runs, std::shared_ptr<ParkedStore> parked,
+                     Authenticator& auth) {
+  server.every(std::chrono::seconds(30), [&runs] { runs.evict_expired(); });
+  // Expired parked calls: found by no request, deleted in one statement a minute, not per park.
+  server.every(std::chrono::seconds(60), [parked = std::move(parked)] {
+    if (auto r = parked->prune_expired(); !r)
+      log(LogLevel::Warn, "serve: expired parked calls not pruned: " + r.error().describe());
+  });
+  server.every(std::chrono::seconds(1), [&auth] {
+    if (auto r = auth.refresh(); !r)
+      log(LogLevel::Error,
+          "keys file: " + r.error().describe() + " (keeping the keys read before)");
+  });
+}
+
+// Serves until SIGTERM or SIGINT, then drains: no new connections, running runs get `grace`, and
+// the server stops once they ended.
+void run_until_drained(HttpServer& server, Runs& runs, std::chrono::milliseconds grace) {
+  std::thread drainer;
+  server.run([&](int signal) {
+    if (drainer.joinable()) return;
+    log(LogLevel::Info, std::string("signal ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") +
+                            ": draining (no new runs; running runs have " +
+                            std::to_string(grace.count()) + " ms)");
+    server.stop_accepting();
+    drainer = std::thread([&] {
+      runs.shutdown(grace);
+      server.stop(std::chrono::milliseconds(1000));
+    });
+  });
+  if (drainer.joinable()) drainer.join();
+}
+
 }  // namespace
 
 Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const ServeOptions& options) {
@@ -422,32 +457,10 @@ Result<void> serve(Kernel& kernel, std::vector<skills::Skill> skills, const Serv
   if (metrics_server) metrics_thread = std::thread([&] { metrics_server->run(nullptr); });
   runs.resume_unfinished();
   if (webhooks) webhooks->start();  // with the deliveries a previous server left pending
-  server->every(std::chrono::seconds(30), [&runs] { runs.evict_expired(); });
-  // Expired parked calls: found by no request, deleted in one statement a minute, not per park.
-  server->every(std::chrono::seconds(60), [parked_rows] {
-    if (auto r = parked_rows->prune_expired(); !r)
-      log(LogLevel::Warn, "serve: expired parked calls not pruned: " + r.error().describe());
-  });
-  server->every(std::chrono::seconds(1), [&auth] {
-    if (auto r = auth.refresh(); !r)
-      log(LogLevel::Error,
-          "keys file: " + r.error().describe() + " (keeping the keys read before)");
-  });
+  schedule_upkeep(*server, runs, parked_rows, auth);
   announce_listening(config.host, port, http.threads, options.announce);
 
-  std::thread drainer;
-  server->run([&](int signal) {
-    if (drainer.joinable()) return;
-    log(LogLevel::Info, std::string("signal ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") +
-                            ": draining (no new runs; running runs have " +
-                            std::to_string(config.shutdown_grace.count()) + " ms)");
-    server->stop_accepting();
-    drainer = std::thread([&] {
-      runs.shutdown(config.shutdown_grace);
-      server->stop(std::chrono::milliseconds(1000));
-    });
-  });
-  if (drainer.joinable()) drainer.join();
+  run_until_drained(*server, runs, config.shutdown_grace);
   if (metrics_server) {
     metrics_server->stop_accepting();
     metrics_server->stop(std::chrono::milliseconds(0));

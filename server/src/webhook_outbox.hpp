@@ -100,22 +100,11 @@ class WebhookOutbox final : public OutboxStore {
 
   // Forgets deliveries that succeeded before `before_ms` (the outbox would grow forever).
   Result<std::size_t> prune_delivered(std::int64_t before_ms);
-  // Newest first.
-  Result<std::vector<OutboxRow>> list(bool failed_only, std::size_t limit) override;
   // Failed rows (`ids`, or all when empty) become pending, due now, with a fresh max age.
   Result<std::size_t> retry(const std::vector<std::int64_t>& ids, std::int64_t now_ms);
 
   // OutboxStore, on this process's clock (one sender: nothing to claim).
-  Result<void> put(const WebhookEvent& event, const std::vector<std::string>& endpoints,
-                   const std::string& tenant) override;
-  Result<std::vector<OutboxRow>> take_due(const std::string& endpoint, std::size_t limit) override;
-  Result<std::optional<std::int64_t>> wait_ms(const std::string& endpoint) override;
-  Result<void> mark_delivered(const OutboxRow& row) override;
-  Result<bool> mark_failed(const OutboxRow& row, std::int64_t backoff_ms, std::int64_t max_age_ms,
-                           const std::string& error) override;
-  Result<void> hurry_now(const std::string& endpoint) override;
-  Result<std::size_t> prune_older(std::chrono::milliseconds delivered_before) override;
-  Result<std::size_t> retry_now(const std::vector<std::int64_t>& ids) override;
+#include "outbox_store_overrides.inc"
 
  private:
   explicit WebhookOutbox(sqlite3* db) : db_(db) {}
