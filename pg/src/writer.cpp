@@ -24,6 +24,15 @@ Result<void> sendable(const Write& w, const std::string& what) {
   return {};
 }
 
+// A statement failed: the write's check, shown the rows before it, may know why better (a
+// conversation that is not there, rather than the foreign key that says so).
+Result<void> explained(const Write& w, const std::vector<Rows>& before, const Error& failed) {
+  if (w.check) {
+    if (auto why = w.check(before); !why) return std::unexpected(why.error());
+  }
+  return std::unexpected(failed);
+}
+
 }  // namespace
 
 // The batch's transaction on the writer's own connection. Each write of the batch is only
@@ -147,7 +156,7 @@ Writer::Batch::Pending* Writer::Batch::culprit(std::vector<Pending*>& live,
     std::vector<Rows> rows;
     for (std::size_t i = 0; i < p->write->statements.size(); ++i, ++at) {
       if (!results[at]) {
-        verdict = std::unexpected(results[at].error());
+        verdict = explained(*p->write, rows, results[at].error());
         return p;
       }
       rows.push_back(std::move(*results[at]));
@@ -225,12 +234,12 @@ Result<void> Writer::write_direct(const Write& w) {
       ++direct_trips_;
       auto r = c.exec(s.sql, s.params);
       if (!r) {
-        keep = std::unexpected(r.error());
+        keep = std::unexpected(explained(w, rows, r.error()).error());
         break;
       }
       rows.push_back(std::move(*r));
     }
-    if (keep && w.check) keep = w.check(rows);
+    if (keep && w.check && rows.size() == w.statements.size()) keep = w.check(rows);
     if (alone) {
       if (keep) ++direct_commits_;
       if (!keep && conflict(c.last_sqlstate()) && attempt < 4) continue;

@@ -274,7 +274,8 @@ pg::Statement usage_statement(const MemoryScope& scope, const UsageRecord& rec) 
 // An UPDATE at `at` that touched no row: the conversation is not in this scope.
 auto touches_conversation(std::size_t at, std::string id) {
   return [at, id = std::move(id)](const std::vector<pg::Rows>& rows) -> Result<bool> {
-    if (rows[at].affected() == 0) return std::unexpected(no_conversation(id).error());
+    if (rows.size() > at && rows[at].affected() == 0)
+      return std::unexpected(no_conversation(id).error());
     return true;
   };
 }
@@ -310,7 +311,7 @@ Result<void> PgStore::save_exchange(const MemoryScope& scope, const ExchangeReco
   const std::size_t touch = keyed ? 2 : 0;
   w.check = [keyed, touch,
              id = record.conversation_id](const std::vector<pg::Rows>& rows) -> Result<bool> {
-    if (keyed && rows[0].affected() == 0) {
+    if (keyed && rows.size() > 1 && rows[0].affected() == 0) {
       if (!rows[1].empty()) return false;  // saved before: undone, and that is success
       return std::unexpected(no_conversation(id).error());
     }

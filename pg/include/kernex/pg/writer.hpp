@@ -25,8 +25,10 @@ struct Write {
   std::vector<Statement> statements;
   // Sees every statement's rows once all of the batch ran, before the commit. An error fails
   // this write alone (its statements are undone, the batch's others kept); false undoes it but
-  // reports success (an idempotent write that found itself already done). Runs on the writer's
-  // thread, possibly more than once (again when another write of the batch failed).
+  // reports success (an idempotent write that found itself already done). When a statement
+  // fails, it is shown the rows of those before it and an error it returns is the write's (it
+  // may know the cause better than the statement). Runs on the writer's thread, possibly more
+  // than once (again when another write of the batch failed).
   std::function<Result<bool>(const std::vector<Rows>&)> check;
 };
 
