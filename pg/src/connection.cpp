@@ -134,7 +134,15 @@ Result<std::unique_ptr<Connection>> Connection::open(const Options& options) {
   return out;
 }
 
-bool Connection::broken() const { return PQstatus(conn_) != CONNECTION_OK; }
+bool Connection::broken() const { return poisoned_ || PQstatus(conn_) != CONNECTION_OK; }
+
+bool Connection::alive() {
+  if (broken()) return false;
+  // Idle and not listening, the server speaks only to say goodbye (a FATAL error, then the end of
+  // the stream, which may not have arrived yet): anything to read means gone.
+  pollfd fd{PQsocket(conn_), POLLIN, 0};
+  return ::poll(&fd, 1, 0) == 0;
+}
 
 bool Connection::idle() const { return PQtransactionStatus(conn_) == PQTRANS_IDLE; }
 
@@ -153,10 +161,8 @@ std::unexpected<Error> Connection::failure(const std::string& what, pg_result* r
                                      (sqlstate_.empty() ? "" : " [SQLSTATE " + sqlstate_ + "]"));
 }
 
-Result<Rows> Connection::run(std::string_view sql, const Param* params, std::size_t count) {
-  sqlstate_.clear();
-  if (broken()) return fail(ErrorCode::Io, options_.what + ": connection to PostgreSQL lost");
-  std::vector<const char*> values(count);
+Result<std::vector<const char*>> Connection::values(const Param* params, std::size_t count) {
+  std::vector<const char*> out(count);
   for (std::size_t i = 0; i < count; ++i) {
     const auto& v = params[i].value();
     // libpq takes C strings: a NUL would silently cut the value short (and text cannot hold one).
@@ -164,8 +170,15 @@ Result<Rows> Connection::run(std::string_view sql, const Param* params, std::siz
       return fail(ErrorCode::Parse, options_.what + ": parameter $" + std::to_string(i + 1) +
                                         " holds a NUL byte, which PostgreSQL text cannot store");
     }
-    values[i] = v ? v->c_str() : nullptr;
+    out[i] = v ? v->c_str() : nullptr;
   }
+  return out;
+}
+
+Result<Rows> Connection::run(std::string_view sql, const Param* params, std::size_t count) {
+  sqlstate_.clear();
+  if (broken()) return fail(ErrorCode::Io, options_.what + ": connection to PostgreSQL lost");
+  KERNEX_ASSIGN_OR_RETURN(auto values, this->values(params, count));
   const std::string text(sql);
   const std::string head = text.substr(0, std::min<std::size_t>(text.find_first_of(" \n"), 40));
   KERNEX_ASSIGN_OR_RETURN(auto name, prepared(text, head, count));
@@ -178,13 +191,16 @@ Result<Rows> Connection::run(std::string_view sql, const Param* params, std::siz
   return Rows(result);
 }
 
+bool Connection::transaction_control(const std::string& head, std::size_t count) {
+  return count == 0 && (head == "BEGIN" || head == "COMMIT" || head == "ROLLBACK" || head == "SET");
+}
+
 // Statements that run again and again (every statement the stores send is a fixed text) are
 // prepared once per connection: parsing and planning were most of a short statement's cost on
 // the server (bench/store). Transaction control and one-off texts past the cap are sent as is.
 Result<std::string> Connection::prepared(const std::string& text, const std::string& head,
                                          std::size_t count) {
-  if (count == 0 && (head == "BEGIN" || head == "COMMIT" || head == "ROLLBACK" || head == "SET"))
-    return std::string();
+  if (transaction_control(head, count)) return std::string();
   if (auto it = prepared_.find(text); it != prepared_.end()) return it->second;
   if (prepared_.size() >= kMaxPrepared) return std::string();
   std::string name = "kx" + std::to_string(prepared_.size());

@@ -17,10 +17,12 @@ Result<Lease> Pool::acquire() {
                                       std::to_string(size_) + ")");
   }
   ++leased_;
-  if (!idle_.empty()) {
+  // A connection the server dropped while it sat here (a restart, an administrator, a killed
+  // backend) is replaced, never handed out to fail the caller's statement.
+  while (!idle_.empty()) {
     auto conn = std::move(idle_.back());
     idle_.pop_back();
-    return Lease(this, std::move(conn));
+    if (conn->alive()) return Lease(this, std::move(conn));
   }
   lock.unlock();  // connecting takes a network round trip or more: not under the lock
   auto conn = Connection::open(options_);

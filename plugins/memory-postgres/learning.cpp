@@ -80,14 +80,10 @@ Result<void> PgStore::store_outcome(const MemoryScope& scope, const OutcomeRecor
       bad_text(o.sender_id)) {
     return fail(ErrorCode::Parse, "postgres memory: the outcome is not valid UTF-8 text");
   }
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r,
-      query("INSERT INTO outcomes (sender_id, domain, score, lesson, source, "
-            "project, tenant) VALUES ($1, $2, "
-            "$3::bigint, $4, $5, "
-            "$6, $7)",
-            {o.sender_id, o.domain, o.score, o.lesson, o.source, o.project, scope.tenant()}));
-  return {};
+  return write({{{"INSERT INTO outcomes (sender_id, domain, score, lesson, source, project, "
+                  "tenant) VALUES ($1, $2, $3::bigint, $4, $5, $6, $7)",
+                  {o.sender_id, o.domain, o.score, o.lesson, o.source, o.project, scope.tenant()}}},
+                {}});
 }
 
 Result<std::vector<OutcomeRecord>> PgStore::recent_outcomes(

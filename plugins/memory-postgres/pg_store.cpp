@@ -175,18 +175,17 @@ Result<std::vector<sqlite::EncodedColumns>> encode_exchange(
   return encoded;
 }
 
-// Inside a transaction: the conversation's counters, then the entries.
-Result<void> insert_exchange(pg::Connection& c, const MemoryScope& scope,
-                             const std::string& conversation_id,
-                             const std::vector<ContextEntry>& entries,
-                             const std::vector<sqlite::EncodedColumns>& encoded) {
-  KERNEX_ASSIGN_OR_RETURN(
-      auto touch,
-      c.exec("UPDATE conversations SET last_activity = kx_now(), message_count = message_count + "
-             "$1::bigint "
-             "WHERE id = $2 AND tenant = $3",
-             {static_cast<std::int64_t>(entries.size()), conversation_id, scope.tenant()}));
-  if (touch.affected() == 0) return no_conversation(conversation_id);
+// The conversation's counters, then the entries: statements of one write, the counters' first
+// (a check on it says when the conversation is not the scope's).
+std::vector<pg::Statement> exchange_statements(const MemoryScope& scope,
+                                               const std::string& conversation_id,
+                                               const std::vector<ContextEntry>& entries,
+                                               const std::vector<EncodedEntry>& encoded) {
+  std::vector<pg::Statement> out;
+  out.push_back(
+      {"UPDATE conversations SET last_activity = kx_now(), message_count = "
+       "message_count + $1::bigint WHERE id = $2 AND tenant = $3",
+       {static_cast<std::int64_t>(entries.size()), conversation_id, scope.tenant()}});
   // One statement per 1000 entries (a VALUES list assigns seq in its own order), not one per
   // entry.
   constexpr std::size_t kPerStatement = 1000;
@@ -203,26 +202,29 @@ Result<void> insert_exchange(pg::Connection& c, const MemoryScope& scope,
       params.insert(params.end(), {entries[i].role, entries[i].content, encoded[i].calls,
                                    encoded[i].result, encoded[i].state});
     }
-    if (auto r = c.exec(sql, params); !r) {
-      return fail(r.error().code == ErrorCode::Io ? ErrorCode::Io : ErrorCode::Memory,
-                  "postgres memory: saving the exchange failed; nothing of it was saved",
-                  r.error());
-    }
+    out.push_back({std::move(sql), std::move(params)});
   }
-  return {};
+  return out;
 }
 
-Result<void> insert_usage(pg::Connection& c, const MemoryScope& scope, const UsageRecord& rec) {
-  KERNEX_RETURN_IF_ERROR(
-      c.exec("INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
-             "output_tokens, "
-             "cache_read_tokens, cache_write_tokens, cost_usd, tenant) VALUES ($1, $2, $3, $4, "
-             "$5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::double precision, $10)",
-             {rec.conversation_id, rec.sender_id, rec.model, rec.provider,
-              count_param(rec.usage.input_tokens), count_param(rec.usage.output_tokens),
-              count_param(rec.usage.cache_read_tokens), count_param(rec.usage.cache_write_tokens),
-              rec.usage.cost_usd, scope.tenant()}));
-  return {};
+pg::Statement usage_statement(const MemoryScope& scope, const UsageRecord& rec) {
+  return {
+      "INSERT INTO token_usage (conversation_id, sender_id, model, provider, input_tokens, "
+      "output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, tenant) VALUES ($1, "
+      "$2, $3, $4, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::double precision, $10)",
+      {rec.conversation_id, rec.sender_id, rec.model, rec.provider,
+       count_param(rec.usage.input_tokens), count_param(rec.usage.output_tokens),
+       count_param(rec.usage.cache_read_tokens), count_param(rec.usage.cache_write_tokens),
+       rec.usage.cost_usd, scope.tenant()}};
+}
+
+// An UPDATE at `at` that touched no row: the conversation is not in this scope.
+auto touches_conversation(std::size_t at, std::string id) {
+  return [at, id = std::move(id)](const std::vector<pg::Rows>& rows) -> Result<bool> {
+    if (rows.size() > at && rows[at].affected() == 0)
+      return std::unexpected(no_conversation(id).error());
+    return true;
+  };
 }
 
 // An audit row's arguments as stored, once the row is one the log can keep.
@@ -240,17 +242,15 @@ Result<std::string> audit_arguments(const AuditRecord& rec) {
   return args;
 }
 
-Result<void> insert_audit(pg::Connection& c, const MemoryScope& scope, const AuditRecord& rec,
-                          const std::string& args) {
+pg::Statement audit_statement(const MemoryScope& scope, const AuditRecord& rec,
+                              const std::string& args) {
   std::optional<std::string> at =
       rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
-  KERNEX_RETURN_IF_ERROR(
-      c.exec("INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, "
-             "arguments, result, status, reason, tenant) "
-             "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-             {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
-              rec.status, rec.reason, scope.tenant()}));
-  return {};
+  return {"INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, "
+          "arguments, result, status, reason, tenant) "
+          "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+          {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
+           rec.status, rec.reason, scope.tenant()}};
 }
 
 }  // namespace
@@ -258,43 +258,45 @@ Result<void> insert_audit(pg::Connection& c, const MemoryScope& scope, const Aud
 Result<void> PgStore::append_messages(const MemoryScope& scope, const std::string& conversation_id,
                                       const std::vector<ContextEntry>& entries) {
   KERNEX_ASSIGN_OR_RETURN(auto encoded, encode_exchange(entries, options_.max_message_bytes));
-  return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    return insert_exchange(c, scope, conversation_id, entries, encoded);
-  });
+  return write({exchange_statements(scope, conversation_id, entries, encoded),
+                touches_conversation(0, conversation_id)});
 }
 
-// One transaction (one commit, one round trip fewer) for the exchange and its usage row.
+// One write (one share of a batched commit) for the exchange, its usage row and its key.
 Result<void> PgStore::save_exchange(const MemoryScope& scope, const ExchangeRecord& record) {
   KERNEX_ASSIGN_OR_RETURN(auto encoded,
                           encode_exchange(record.messages, options_.max_message_bytes));
-  std::vector<std::string> audit_args;  // checked before the write: all of the turn or nothing
+  pg::Write w;
+  std::vector<pg::Statement> audits;  // checked before the write: all of the turn or nothing
   for (const auto& rec : record.audits) {
     KERNEX_ASSIGN_OR_RETURN(auto args, audit_arguments(rec));
-    audit_args.push_back(std::move(args));
+    audits.push_back(audit_statement(scope, rec, args));
   }
-  return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    if (!record.idempotency_key.empty()) {
-      // Committed with the exchange: a second save under the key finds it and saves nothing.
-      KERNEX_ASSIGN_OR_RETURN(
-          auto claimed,
-          c.exec("INSERT INTO saved_exchanges (tenant, key, conversation_id) SELECT $1, $2, id "
-                 "FROM conversations WHERE id = $3 AND tenant = $1 ON CONFLICT DO NOTHING",
-                 {scope.tenant(), record.idempotency_key, record.conversation_id}));
-      if (claimed.affected() == 0) {
-        KERNEX_ASSIGN_OR_RETURN(
-            auto saved, c.exec("SELECT 1 FROM saved_exchanges WHERE tenant = $1 AND key = $2",
-                               {scope.tenant(), record.idempotency_key}));
-        if (!saved.empty()) return {};
-        return no_conversation(record.conversation_id);
-      }
+  const bool keyed = !record.idempotency_key.empty();
+  if (keyed) {
+    // Committed with the exchange: a second save under the key finds it and saves nothing. The
+    // SELECT after the claim sees a save another transaction committed meanwhile.
+    w.statements.push_back(
+        {"INSERT INTO saved_exchanges (tenant, key, conversation_id) SELECT $1, $2, id FROM "
+         "conversations WHERE id = $3 AND tenant = $1 ON CONFLICT DO NOTHING",
+         {scope.tenant(), record.idempotency_key, record.conversation_id}});
+    w.statements.push_back({"SELECT 1 FROM saved_exchanges WHERE tenant = $1 AND key = $2",
+                            {scope.tenant(), record.idempotency_key}});
+  }
+  for (auto& st : exchange_statements(scope, record.conversation_id, record.messages, encoded))
+    w.statements.push_back(std::move(st));
+  if (record.usage) w.statements.push_back(usage_statement(scope, *record.usage));
+  for (auto& st : audits) w.statements.push_back(std::move(st));
+  const std::size_t touch = keyed ? 2 : 0;
+  w.check = [keyed, touch,
+             id = record.conversation_id](const std::vector<pg::Rows>& rows) -> Result<bool> {
+    if (keyed && rows.size() > 1 && rows[0].affected() == 0) {
+      if (!rows[1].empty()) return false;  // saved before: undone, and that is success
+      return std::unexpected(no_conversation(id).error());
     }
-    KERNEX_RETURN_IF_ERROR(
-        insert_exchange(c, scope, record.conversation_id, record.messages, encoded));
-    if (record.usage) KERNEX_RETURN_IF_ERROR(insert_usage(c, scope, *record.usage));
-    for (std::size_t i = 0; i < record.audits.size(); ++i)
-      KERNEX_RETURN_IF_ERROR(insert_audit(c, scope, record.audits[i], audit_args[i]));
-    return {};
-  });
+    return touches_conversation(touch, id)(rows);
+  };
+  return write(w);
 }
 
 Result<std::optional<StoredSummary>> PgStore::compaction_summary(
@@ -312,17 +314,14 @@ Result<void> PgStore::save_compaction_summary(const MemoryScope& scope,
                                               const StoredSummary& summary) {
   if (auto p = text_problem(summary.text))
     return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
-  KERNEX_ASSIGN_OR_RETURN(
-      auto saved,
-      query(
-          "INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
-          "SELECT id, $2, $3::bigint, kx_now() FROM conversations WHERE id = $1 AND tenant = $4 "
-          "ON CONFLICT (conversation_id) DO UPDATE SET "
-          "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
-          "excluded.updated_at",
-          {conversation_id, summary.text, count_param(summary.covered_messages), scope.tenant()}));
-  if (saved.affected() == 0) return no_conversation(conversation_id);
-  return {};
+  return write(
+      {{{"INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
+         "SELECT id, $2, $3::bigint, kx_now() FROM conversations WHERE id = $1 AND tenant = $4 "
+         "ON CONFLICT (conversation_id) DO UPDATE SET "
+         "text = excluded.text, covered_messages = excluded.covered_messages, updated_at = "
+         "excluded.updated_at",
+         {conversation_id, summary.text, count_param(summary.covered_messages), scope.tenant()}}},
+       touches_conversation(0, conversation_id)});
 }
 
 Result<std::vector<ConversationInfo>> PgStore::list_conversations(
@@ -467,13 +466,11 @@ Result<void> PgStore::store_fact(const MemoryScope& scope, const std::string& se
     return fail(ErrorCode::Parse, "postgres memory: fact '" + key + "' is not valid UTF-8 text");
   }
   // Re-storing a soft-deleted fact brings it back with the new value.
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r, query("INSERT INTO facts (sender_id, key, value, tenant) VALUES ($1, $2, $3, "
-                    "$4) ON CONFLICT (tenant, sender_id, key) "
-                    "DO UPDATE SET "
-                    "value = excluded.value, updated_at = kx_now(), deleted_at = NULL",
-                    {sender_id, key, value, scope.tenant()}));
-  return {};
+  return write({{{"INSERT INTO facts (sender_id, key, value, tenant) VALUES ($1, $2, $3, $4) "
+                  "ON CONFLICT (tenant, sender_id, key) DO UPDATE SET "
+                  "value = excluded.value, updated_at = kx_now(), deleted_at = NULL",
+                  {sender_id, key, value, scope.tenant()}}},
+                {}});
 }
 
 Result<std::optional<std::string>> PgStore::fact(const MemoryScope& scope,
@@ -528,8 +525,7 @@ Result<std::uint64_t> PgStore::soft_delete_facts(const MemoryScope& scope,
 
 Result<void> PgStore::record_tool_call(const MemoryScope& scope, const AuditRecord& rec) {
   KERNEX_ASSIGN_OR_RETURN(auto args, audit_arguments(rec));
-  KERNEX_ASSIGN_OR_RETURN(auto lease, pool_->acquire());
-  return insert_audit(*lease, scope, rec, args);
+  return write({{audit_statement(scope, rec, args)}, {}});
 }
 
 Result<std::vector<AuditRecord>> PgStore::audit_log(const MemoryScope& scope, std::size_t limit) {
@@ -558,8 +554,7 @@ Result<std::vector<AuditRecord>> PgStore::audit_log(const MemoryScope& scope, st
 }
 
 Result<void> PgStore::record_usage(const MemoryScope& scope, const UsageRecord& rec) {
-  KERNEX_ASSIGN_OR_RETURN(auto lease, pool_->acquire());
-  return insert_usage(*lease, scope, rec);
+  return write({{usage_statement(scope, rec)}, {}});
 }
 
 Result<std::vector<UsageTotals>> PgStore::usage_by_day(const MemoryScope& scope) {

@@ -1,14 +1,17 @@
 // The PostgreSQL memory store: the SQLite store's behaviour on a server that many kernel
 // processes share. Every call leases one pooled connection (so the store is thread-safe and a
 // broken connection is replaced on the next call); writes that must be atomic run in one
-// transaction; times are the server's clock, kept as UTC text "YYYY-MM-DD HH:MM:SS" like SQLite's,
-// so comparisons are text comparisons and an export reads the same from either store.
+// transaction; the writes a turn makes (exchange, usage, audit, facts, outcomes) go through one
+// pg::Writer, so the turns of concurrent runs share batched commits; times are the server's clock,
+// kept as UTC text "YYYY-MM-DD HH:MM:SS" like SQLite's, so comparisons are text comparisons and an
+// export reads the same from either store.
 #pragma once
 
 #include <memory>
 
 #include "kernex/memory.hpp"
 #include "kernex/pg/pool.hpp"
+#include "kernex/pg/writer.hpp"
 
 namespace kernex::postgres {
 
@@ -28,8 +31,11 @@ class PgStore final : public MemoryStore {
  private:
   PgStore(StoreOptions options)
       : options_(std::move(options)),
-        pool_(std::make_unique<pg::Pool>(options_.connection, options_.pool_size)) {}
+        pool_(std::make_unique<pg::Pool>(options_.connection, options_.pool_size)),
+        writer_(std::make_unique<pg::Writer>(*pool_)) {}
 
+  // One write through the batching writer (its statements commit with the batch's others).
+  Result<void> write(const pg::Write& w) { return writer_->write(w); }
   // One statement on a leased connection (autocommit).
   Result<pg::Rows> query(std::string_view sql, std::initializer_list<pg::Param> params = {});
   template <class T>
@@ -42,6 +48,7 @@ class PgStore final : public MemoryStore {
 
   StoreOptions options_;
   std::unique_ptr<pg::Pool> pool_;
+  std::unique_ptr<pg::Writer> writer_;  // after pool_: stopped (its queue committed) first
 };
 
 // Rows of the scheduled_tasks columns in kTaskColumns order -> Tasks.

@@ -48,7 +48,7 @@ ClusterRuns::ClusterRuns(Deps deps)
     : deps_(std::move(deps)),
       env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)),
       node_(make_node_id()),
-      journals_(std::make_unique<PgJournalStore>(deps_.store->pool())),
+      journals_(std::make_unique<PgJournalStore>(deps_.store->pool(), &deps_.store->writer())),
       approvals_(std::make_unique<Approvals>(std::make_unique<PgApprovalStore>(deps_.store->pool()),
                                              deps_.config->approval_timeout)),
       // Claims stop at cluster.max_runs, so every claimed run has a thread at once.

@@ -169,18 +169,23 @@ std::string text_array(const std::vector<std::string>& items) {
 }
 
 // One JSON array parameter instead of a statement per event: [{seq, name, data(text)}].
-Result<void> insert_events(Connection& c, const std::string& id,
-                           const std::vector<RunEvent>& events) {
-  if (events.empty()) return {};
+pg::Statement events_statement(const std::string& id, const std::vector<RunEvent>& events) {
   Json rows = Json::array();
   for (const auto& e : events)
     rows.push_back({{"seq", e.id}, {"name", e.name}, {"data", dump(e.data)}});
-  KERNEX_RETURN_IF_ERROR(
-      c.exec("INSERT INTO serve_run_events (run_id, seq, name, data) "
-             "SELECT $1, (e->>'seq')::bigint, e->>'name', e->>'data' "
-             "FROM json_array_elements($2::json) e "
-             "ON CONFLICT (run_id, seq) DO NOTHING",
-             {id, dump(rows)}));
+  return {
+      "INSERT INTO serve_run_events (run_id, seq, name, data) "
+      "SELECT $1, (e->>'seq')::bigint, e->>'name', e->>'data' "
+      "FROM json_array_elements($2::json) e "
+      "ON CONFLICT (run_id, seq) DO NOTHING",
+      {id, dump(rows)}};
+}
+
+Result<void> insert_events(Connection& c, const std::string& id,
+                           const std::vector<RunEvent>& events) {
+  if (events.empty()) return {};
+  const pg::Statement st = events_statement(id, events);
+  KERNEX_RETURN_IF_ERROR(c.exec(st.sql, st.params));
   return {};
 }
 
@@ -434,15 +439,25 @@ Result<bool> hold(Connection& c, const std::string& id, const std::string& node,
 
 }  // namespace
 
+// One write of the run path's batches: the claim is locked and checked, and the events and their
+// NOTIFY are undone with the claim gone.
 Result<bool> ClusterStore::append_events(const std::string& id, const std::string& node,
                                          int attempt, const std::vector<RunEvent>& events) {
-  return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
-    auto held = hold(c, id, node, attempt, "FOR SHARE");
-    if (!held || !*held) return held;
-    KERNEX_RETURN_IF_ERROR(insert_events(c, id, events));
-    KERNEX_RETURN_IF_ERROR(notify(c, kEventsChannel, id));
-    return true;
-  });
+  pg::Write w;
+  w.statements.push_back(
+      {"SELECT 1 FROM serve_runs WHERE id = $1 AND node = $2 AND attempt = "
+       "$3::int AND status = 'running' FOR SHARE",
+       {id, node, attempt}});
+  if (!events.empty()) w.statements.push_back(events_statement(id, events));
+  w.statements.push_back({"SELECT pg_notify($1, $2)", {kEventsChannel, id}});
+  // Set by the check on the writer's thread, read here once the write returned.
+  auto held = std::make_shared<bool>(false);
+  w.check = [held](const std::vector<pg::Rows>& rows) -> Result<bool> {
+    *held = !rows.empty() && !rows[0].empty();
+    return *held;
+  };
+  KERNEX_RETURN_IF_ERROR(writer_.write(w));
+  return *held;
 }
 
 Result<bool> ClusterStore::finish(const std::string& id, const std::string& node, int attempt,

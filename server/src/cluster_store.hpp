@@ -15,6 +15,7 @@
 
 #include "kernex/json.hpp"
 #include "kernex/pg/pool.hpp"
+#include "kernex/pg/writer.hpp"
 #include "cluster_hooks.hpp"
 #include "kernex/server/serve_config.hpp"
 #include "run_state.hpp"
@@ -108,16 +109,19 @@ class ClusterStore {
   const pg::Options& options() const { return pool_.options(); }
   // Journals and approvals (pg_run_stores.hpp) live in the same database.
   pg::Pool& pool() { return pool_; }
+  // Group commit for the run path's writes (events, journals): concurrent runs share batches.
+  pg::Writer& writer() { return writer_; }
   // The database's clock in unix seconds, as SQL.
   inline static const char* kEpochNow = "floor(extract(epoch from clock_timestamp()))::bigint";
 
  private:
   ClusterStore(const pg::Options& options, std::size_t pool_size)
-      : pool_(options, pool_size), control_(options, 1) {}
+      : pool_(options, pool_size), control_(options, 1), writer_(pool_) {}
   pg::Pool pool_;
   // Renewals and reaping have their own connection: runs busy with the main pool must never
   // delay the renewal that keeps their claims.
   pg::Pool control_;
+  pg::Writer writer_;  // after pool_ (it leases from it when KERNEX_GROUP_COMMIT=off)
   ClusterHooks hooks_;
 };
 

@@ -17,8 +17,10 @@ constexpr const char* kHeld =
 
 class PgJournal final : public RunJournal {
  public:
-  PgJournal(pg::Pool& pool, std::string tenant, std::string run_id, std::string node, int attempt)
+  PgJournal(pg::Pool& pool, pg::Writer& writer, std::string tenant, std::string run_id,
+            std::string node, int attempt)
       : pool_(pool),
+        writer_(writer),
         tenant_(std::move(tenant)),
         run_id_(std::move(run_id)),
         node_(std::move(node)),
@@ -41,14 +43,11 @@ class PgJournal final : public RunJournal {
 
   Result<void> record_response(std::uint32_t turn, const Response& response) override {
     // The first answer recorded for a turn stands: a stalled node's later one is not kept.
-    KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
-    KERNEX_ASSIGN_OR_RETURN(
-        auto r, c->exec(std::string("INSERT INTO serve_run_responses (tenant, run_id, turn, "
-                                    "response) SELECT $1, $2, $3::int, $4 WHERE ") +
-                            fence() + " ON CONFLICT (run_id, turn) DO NOTHING",
-                        params({tenant_, run_id_, turn, dump(Json(response))})));
-    (void)r;
-    return {};
+    return write({{{std::string("INSERT INTO serve_run_responses (tenant, run_id, turn, "
+                                "response) SELECT $1, $2, $3::int, $4 WHERE ") +
+                        fence() + " ON CONFLICT (run_id, turn) DO NOTHING",
+                    params({tenant_, run_id_, turn, dump(Json(response))})}},
+                  {}});
   }
 
   Result<ToolEntry> tool(const std::string& key) override {
@@ -72,30 +71,30 @@ class PgJournal final : public RunJournal {
   // The start is a row only one writer can insert: a second start (a node that raced another
   // for the same call) is refused, so the tool is not run by it.
   Result<void> tool_started(const std::string& key, const ToolCall& call) override {
-    KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
-    KERNEX_ASSIGN_OR_RETURN(
-        auto r, c->exec(std::string("INSERT INTO serve_run_tools (tenant, run_id, key, call) "
-                                    "SELECT $1, $2, $3, $4 WHERE ") +
-                            fence() + " ON CONFLICT (run_id, key) DO NOTHING",
-                        params({tenant_, run_id_, key, dump(Json(call))})));
-    if (r.affected() != 1)
-      return fail(ErrorCode::Cancelled, "run " + run_id_ + ": call " + key +
-                                            " was started elsewhere, or this node no longer "
-                                            "holds the run");
-    return {};
+    auto started = [this, key](const std::vector<pg::Rows>& rows) -> Result<bool> {
+      if (!rows.empty() && rows[0].affected() != 1)
+        return fail(ErrorCode::Cancelled, "run " + run_id_ + ": call " + key +
+                                              " was started elsewhere, or this node no longer "
+                                              "holds the run");
+      return true;
+    };
+    return write({{{std::string("INSERT INTO serve_run_tools (tenant, run_id, key, call) "
+                                "SELECT $1, $2, $3, $4 WHERE ") +
+                        fence() + " ON CONFLICT (run_id, key) DO NOTHING",
+                    params({tenant_, run_id_, key, dump(Json(call))})}},
+                  started});
   }
 
   Result<void> tool_finished(const std::string& key, const ToolResult& result) override {
     // Kept whoever ran it: the tool did run, and its result is what a resumed run should see.
-    KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
-    KERNEX_RETURN_IF_ERROR(c->exec(
-        "UPDATE serve_run_tools SET result = $4 WHERE tenant = $1 AND run_id = $2 AND key = $3 "
-        "AND result IS NULL",
-        {tenant_, run_id_, key, dump(Json(result))}));
-    return {};
+    return write({{{"UPDATE serve_run_tools SET result = $4 WHERE tenant = $1 AND run_id = $2 AND "
+                    "key = $3 AND result IS NULL",
+                    {tenant_, run_id_, key, dump(Json(result))}}},
+                  {}});
   }
 
  private:
+  Result<void> write(const pg::Write& w) { return writer_.write(w); }
   std::string fence() const { return node_.empty() ? "true" : kHeld; }
   std::vector<pg::Param> params(std::vector<pg::Param> p) const {
     if (!node_.empty()) {
@@ -106,6 +105,7 @@ class PgJournal final : public RunJournal {
   }
 
   pg::Pool& pool_;
+  pg::Writer& writer_;
   const std::string tenant_, run_id_, node_;
   const int attempt_;
 };
@@ -133,13 +133,13 @@ StoredApproval read_row(const Rows& r, int row) {
 
 std::shared_ptr<RunJournal> PgJournalStore::journal(const std::string& tenant,
                                                     const std::string& run_id) {
-  return std::make_shared<PgJournal>(pool_, tenant, run_id, "", 0);
+  return std::make_shared<PgJournal>(pool_, *writer_, tenant, run_id, "", 0);
 }
 
 std::shared_ptr<RunJournal> PgJournalStore::journal(const std::string& tenant,
                                                     const std::string& run_id,
                                                     const std::string& node, int attempt) {
-  return std::make_shared<PgJournal>(pool_, tenant, run_id, node, attempt);
+  return std::make_shared<PgJournal>(pool_, *writer_, tenant, run_id, node, attempt);
 }
 
 Result<void> PgJournalStore::forget(const std::string& tenant, const std::string& run_id) {

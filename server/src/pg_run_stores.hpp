@@ -10,13 +10,18 @@
 
 #include "approval_store.hpp"
 #include "kernex/pg/pool.hpp"
+#include "kernex/pg/writer.hpp"
 #include "run_journal_store.hpp"
 
 namespace kernex::server {
 
 class PgJournalStore final : public JournalStore {
  public:
-  explicit PgJournalStore(pg::Pool& pool) : pool_(pool) {}
+  // `writer`: the run path's batches, which the journal's writes join (null: a writer of its own).
+  explicit PgJournalStore(pg::Pool& pool, pg::Writer* writer = nullptr)
+      : pool_(pool),
+        own_(writer ? nullptr : std::make_unique<pg::Writer>(pool)),
+        writer_(writer ? writer : own_.get()) {}
   // Unfenced: reads, and writes whoever holds the run.
   std::shared_ptr<RunJournal> journal(const std::string& tenant,
                                       const std::string& run_id) override;
@@ -27,6 +32,8 @@ class PgJournalStore final : public JournalStore {
 
  private:
   pg::Pool& pool_;
+  std::unique_ptr<pg::Writer> own_;
+  pg::Writer* writer_;
 };
 
 class PgApprovalStore final : public ApprovalStore {

@@ -208,6 +208,50 @@ TEST_F(MemoryPostgres, ConnectionLossIsTypedAndTheNextCallReconnects) {
   EXPECT_TRUE(count == 2u || count == 4u) << count;
 }
 
+// Turns of many runs at once, of two tenants, share batched commits: every exchange lands in its
+// own tenant's conversation, a save naming the other tenant's conversation fails alone ("no
+// conversation") without losing the batch it rode, and a keyed save repeated at once is saved once.
+TEST_F(MemoryPostgres, ConcurrentSavesOfTwoTenantsKeepTheirTenantAndFailAlone) {
+  const auto acme = MemoryScope::of("acme").value();
+  const auto globex = MemoryScope::of("globex").value();
+  const std::string a =
+      store->open_conversation(acme, {"cli", "ann", ""}, std::chrono::hours(1)).value();
+  const std::string g =
+      store->open_conversation(globex, {"cli", "gus", ""}, std::chrono::hours(1)).value();
+  constexpr int kThreads = 8, kEach = 10;
+  std::atomic<int> wrong{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const bool is_acme = t % 2 == 0;
+      const auto& scope = is_acme ? acme : globex;
+      for (int i = 0; i < kEach; ++i) {
+        ExchangeRecord rec{
+            is_acme ? a : g,
+            {ContextEntry::user("q" + std::to_string(t)), ContextEntry::assistant("a")},
+            std::nullopt};
+        rec.idempotency_key = "k-" + std::to_string(i);  // every thread of a tenant repeats it
+        if (!store->save_exchange(scope, rec)) ++wrong;
+        // The other tenant's conversation: found nowhere in this scope.
+        ExchangeRecord cross{is_acme ? g : a, {ContextEntry::user("leak")}, std::nullopt};
+        auto r = store->save_exchange(scope, cross);
+        if (!r && r.error().describe().find("no conversation") != std::string::npos) ++refused;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(refused, kThreads * kEach);
+  // Each key saved once per tenant: kEach exchanges of two messages in each conversation.
+  EXPECT_EQ(store->message_count(acme, a).value(), 2u * kEach);
+  EXPECT_EQ(store->message_count(globex, g).value(), 2u * kEach);
+  EXPECT_FALSE(store->message_count(acme, g));
+  EXPECT_FALSE(store->message_count(globex, a));
+  std::string leaked;
+  ASSERT_TRUE(db.exec("SELECT count(*) FROM messages WHERE content = 'leak'", &leaked));
+  EXPECT_EQ(leaked, "0");
+}
+
 // A statement stuck behind another session's lock ends at statement_timeout_ms with a typed
 // error, and the store works once the lock is gone.
 TEST_F(MemoryPostgres, ABlockedStatementTimesOutInsteadOfHanging) {

@@ -17,6 +17,7 @@
 #include "cluster_store.hpp"
 #include "kernex/config.hpp"
 #include "kernex/server/webhooks.hpp"
+#include "pg_run_stores.hpp"
 #include "pg_test_db.hpp"
 #include "webhook_receiver.hpp"
 #include "temp_dir.hpp"
@@ -225,6 +226,53 @@ TEST_F(ClusterOps, TheRunEndWritesItsEventInItsTransactionAndForgetTombstonesIt)
   EXPECT_EQ(tomb["type"], "run.completed");
   EXPECT_EQ(tomb["data"], (Json{{"run_id", run.id}, {"forgotten", true}}));
   EXPECT_EQ(value("SELECT body LIKE '%s1%' FROM serve_webhook_outbox"), "f");
+}
+
+// A run's events and journal ride the store's group commit (pg::Writer) and stay fenced by the
+// claim: a node that does not hold the run stores no event and starts no tool, a tool starts once,
+// and another tenant's journal of the same run id finds nothing.
+TEST_F(ClusterOps, EventsAndJournalRideTheBatchesFencedByTheClaim) {
+  auto s = store();
+  ASSERT_TRUE(s);
+  const SharedRun run = run_row("acme", "s1");
+  ASSERT_TRUE(s->submit(run, IfBusy::Enqueue));
+  auto claimed = s->claim("node-a", std::chrono::seconds(30));
+  ASSERT_TRUE(claimed && *claimed);
+  const int attempt = (*claimed)->run.attempt;
+  const auto before =
+      value("SELECT count(*) FROM serve_run_events WHERE run_id = '" + run.id + "'");
+  auto fenced =
+      s->append_events(run.id, "node-b", attempt, {{100, "text_delta", Json{{"t", "x"}}}});
+  ASSERT_TRUE(fenced);
+  EXPECT_FALSE(*fenced);
+  auto held = s->append_events(run.id, "node-a", attempt,
+                               {{100, "text_delta", Json{{"t", "a"}}}, {101, "usage", Json{}}});
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(*held);
+  EXPECT_EQ(
+      std::stoi(value("SELECT count(*) FROM serve_run_events WHERE run_id = '" + run.id + "'")),
+      std::stoi(before) + 2);
+  PgJournalStore journals(s->pool(), &s->writer());
+  auto mine = journals.journal("acme", run.id, "node-a", attempt);
+  const ToolCall call{"c1", "shell", Json{{"cmd", "ls"}}};
+  ASSERT_TRUE(mine->tool_started("k1", call));
+  auto again = mine->tool_started("k1", call);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::Cancelled);
+  auto theirs = journals.journal("acme", run.id, "node-b", attempt)->tool_started("k2", call);
+  ASSERT_FALSE(theirs);
+  EXPECT_EQ(theirs.error().code, ErrorCode::Cancelled);
+  ASSERT_TRUE(mine->tool_finished("k1", ToolResult{"c1", "shell", "ok", false}));
+  auto entry = mine->tool("k1");
+  ASSERT_TRUE(entry);
+  EXPECT_TRUE(entry->started);
+  ASSERT_TRUE(entry->result);
+  EXPECT_EQ(entry->result->content, "ok");
+  auto other = journals.journal("globex", run.id)->tool("k1");
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(other->started);
+  EXPECT_EQ(value("SELECT count(*) FROM serve_run_tools"), "1");
+  EXPECT_GE(s->writer().stats().writes, 6u);
 }
 
 TEST_F(ClusterOps, ACancelledQueuedRunTellsItsEndToo) {

@@ -53,6 +53,12 @@ class Param {
   std::optional<std::string> value_;
 };
 
+// One statement of a pipeline: its text and $1.. parameters.
+struct Statement {
+  std::string sql;
+  std::vector<Param> params;
+};
+
 // A statement's result rows; cells are read as text and converted on request.
 class Rows {
  public:
@@ -84,12 +90,21 @@ class Connection {
   // One statement with $1.. parameters (extended protocol: parameters are never parsed as SQL).
   Result<Rows> exec(std::string_view sql, std::initializer_list<Param> params = {});
   Result<Rows> exec(std::string_view sql, const std::vector<Param>& params);
+  // Sends every statement, then one Sync, in libpq's pipeline mode (one round trip for all),
+  // and returns each one's result in order. After the first that fails the server skips the
+  // rest up to the Sync: theirs say so (ErrorCode::Memory, "skipped"). A lost connection fails
+  // every statement whose result had not arrived as ErrorCode::Io. Results must be small (the
+  // socket is blocking and the server's replies are read only once everything was sent).
+  std::vector<Result<Rows>> pipeline(const std::vector<const Statement*>& statements);
   // Several statements without parameters (migrations), in the simple protocol.
   Result<void> script(std::string_view sql);
 
   // The SQLSTATE of the last failed statement ("" when it was a connection failure).
   const std::string& last_sqlstate() const { return sqlstate_; }
   bool broken() const;
+  // For a connection that does not LISTEN: not broken, and the server said nothing while it sat
+  // idle (what it says then is goodbye). A batch asks before it sends what it cannot send twice.
+  bool alive();
   // Outside any transaction: the only state in which a pool may hand it to the next caller.
   bool idle() const;
   // LISTEN support: waits up to `timeout` for the socket, then returns the notifications that
@@ -104,6 +119,8 @@ class Connection {
   Result<Rows> run(std::string_view sql, const Param* params, std::size_t count);
   // The name of `text` prepared on this connection ("" to send it unprepared).
   Result<std::string> prepared(const std::string& text, const std::string& head, std::size_t count);
+  Result<std::vector<const char*>> values(const Param* params, std::size_t count);
+  static bool transaction_control(const std::string& head, std::size_t count);
   static constexpr std::size_t kMaxPrepared = 512;
   std::unexpected<Error> failure(const std::string& what, pg_result* result);
 
@@ -112,6 +129,7 @@ class Connection {
   std::string sqlstate_;
   std::unordered_map<std::string, std::string> prepared_;  // statement text -> name
   int wake_pipe_[2] = {-1, -1};
+  bool poisoned_ = false;  // a pipeline left it in an unknown state: broken() from now on
 };
 
 // SQLSTATEs callers branch on.

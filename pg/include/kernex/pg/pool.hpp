@@ -1,5 +1,6 @@
 // A fixed-size pool of connections: a caller leases one for a statement or a transaction and
-// gives it back on scope exit; a broken connection is dropped and the next lease reconnects.
+// gives it back on scope exit; a broken connection is dropped and the next lease reconnects, as
+// is one the server dropped while it sat idle in the pool (pooled connections never LISTEN).
 // acquire() waits at most `wait` for a free connection, then fails (never hangs).
 #pragma once
 
