@@ -32,7 +32,9 @@ namespace kernex {
 //    RunOptions::exchange_key (exactly-once exchanges); ToolResult::structured,
 //    RunHandles::code_result_max_bytes and RunServices::call_tool's result_max_bytes (a tool
 //    called from code returns its whole result, up to the code's cap).
-inline constexpr std::uint32_t kAbiVersion = 8;
+// 9: kernex::Budgets, the four run budgets declared once: Limits::budgets and RunOptions::budgets
+//    replace their max_turns, token_budget, cost_budget_usd and tool_call_budget members.
+inline constexpr std::uint32_t kAbiVersion = 9;
 
 enum class PluginKind : std::uint32_t {
   Provider = 1,
