@@ -53,7 +53,7 @@ std::unique_ptr<Kernel> make_kernel(const fs::path& dir, const fs::path& ws, con
   }
   config.plugin_dirs = {KERNEX_BENCH_PLUGIN_DIR};
   config.data_dir = dir / "data";
-  config.limits.max_turns = 200;
+  config.limits.budgets.max_turns = 200;
   auto kernel = Kernel::create(std::move(config));
   if (!kernel) fail_with(kernel.error().describe());
   return std::move(*kernel);

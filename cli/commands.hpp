@@ -30,10 +30,7 @@ struct RunArgs {
   std::vector<std::string> skills;     // --skill NAME: activated whatever the message says
   std::optional<std::string> project;  // --project DIR: AGENTS.md/ROLE.md instructions and skills
   std::vector<std::string> provider_opts;  // KEY=VALUE
-  std::optional<std::uint32_t> max_turns;
-  std::optional<std::uint64_t> token_budget;
-  std::optional<double> cost_budget_usd;
-  std::optional<std::uint32_t> tool_call_budget;
+  Budgets budgets;          // --max-turns, --token-budget, --cost-budget, --tool-budget
   bool overlay = false;     // --overlay: workspace.mode overlay for this run
   bool no_overlay = false;  // --no-overlay: plain, whatever the config says
   bool json = false;

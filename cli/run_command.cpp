@@ -41,10 +41,7 @@ Result<RunOptions> run_options(const RunArgs& args) {
   RunOptions opts;
   opts.provider = args.provider;
   opts.model = args.model;
-  opts.max_turns = args.max_turns;
-  opts.token_budget = args.token_budget;
-  opts.cost_budget_usd = args.cost_budget_usd;
-  opts.tool_call_budget = args.tool_call_budget;
+  opts.budgets = args.budgets;
   opts.approver = terminal_approver(args.approve);
   for (const auto& raw : args.provider_opts) {
     KERNEX_ASSIGN_OR_RETURN(auto kv, parse_provider_opt(raw));

@@ -76,16 +76,16 @@ void add_run_options(CLI::App& app, RunArgs& args) {
                  "data directory (overrides data_dir and KERNEX_DATA_DIR)")
       ->type_name("DIR");
   constexpr auto u32 = std::numeric_limits<std::uint32_t>::max();
-  app.add_option("--max-turns", args.max_turns, "model calls allowed in this run")
+  app.add_option("--max-turns", args.budgets.max_turns, "model calls allowed in this run")
       ->check(uint_in(0, u32))
       ->type_name("N");
-  app.add_option("--token-budget", args.token_budget, "billed tokens allowed in this run")
+  app.add_option("--token-budget", args.budgets.token_budget, "billed tokens allowed in this run")
       ->check(uint_in(0, std::numeric_limits<std::uint64_t>::max()))
       ->type_name("N");
-  app.add_option("--cost-budget", args.cost_budget_usd, "USD allowed in this run")
+  app.add_option("--cost-budget", args.budgets.cost_budget_usd, "USD allowed in this run")
       ->check(number_in(0, kMaxCostBudgetUsd))
       ->type_name("USD");
-  app.add_option("--tool-budget", args.tool_call_budget, "tool calls allowed in this run")
+  app.add_option("--tool-budget", args.budgets.tool_call_budget, "tool calls allowed in this run")
       ->check(uint_in(0, u32))
       ->type_name("N");
   app.add_flag("--overlay", args.overlay,

@@ -218,9 +218,9 @@ void record_provider_call(const LoopDeps& deps, const RunResult& run,
 std::optional<Outcome> budget_outcome(const LoopDeps& deps, const Limits& limits,
                                       const RunResult& run) {
   const Usage used = deps.tree != nullptr ? deps.tree->used() : run.usage;
-  if (limits.token_budget && used.billed_tokens() >= *limits.token_budget)
+  if (limits.budgets.token_budget && used.billed_tokens() >= *limits.budgets.token_budget)
     return Outcome::BudgetTokens;
-  if (limits.cost_budget_usd && used.cost_usd >= *limits.cost_budget_usd)
+  if (limits.budgets.cost_budget_usd && used.cost_usd >= *limits.budgets.cost_budget_usd)
     return Outcome::BudgetCost;
   return std::nullopt;
 }
@@ -324,9 +324,10 @@ ToolResult run_code_tool(const LoopDeps& deps, const ToolRouter& tools, Context&
     key = deps.cursor->tool_key + "/" + std::to_string(++deps.cursor->code_calls);
   if (auto replayed = journaled_result(deps, call, key)) return *replayed;
   if (deps.tree != nullptr && !deps.tree->take_tool_call()) {
-    return error_result(call, std::string(kToolBudgetText) + " of " +
-                                  std::to_string(deps.tree->limits().tool_call_budget.value_or(0)) +
-                                  " is used up");
+    return error_result(
+        call, std::string(kToolBudgetText) + " of " +
+                  std::to_string(deps.tree->limits().budgets.tool_call_budget.value_or(0)) +
+                  " is used up");
   }
   emit(deps, StreamEvent::Kind::ToolRun, call,
        call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace), false);
@@ -454,7 +455,7 @@ std::optional<RunResult> answer_turn(Loop& loop, const Response& response) {
   Context& context = loop.context;
   RunResult& run = loop.run;
   auto structured = structured_answer(context.generation.response_format, response.text);
-  if (!structured && run.turns < loop.limits.max_turns) {
+  if (!structured && run.turns < loop.limits.max_turns()) {
     context.turn.push_back(ContextEntry::assistant(response.text));
     context.turn.push_back(ContextEntry::user(
         structured_retry_prompt(context.generation.response_format, structured.error())));
@@ -481,7 +482,7 @@ struct ToolRound {
 ToolResult budgeted_call(Loop& loop, const ToolCall& call, const std::string& key,
                          ToolRound& round) {
   const LoopDeps& deps = loop.deps;
-  const auto& budget = loop.limits.tool_call_budget;
+  const auto& budget = loop.limits.budgets.tool_call_budget;
   const bool over_budget =
       deps.tree != nullptr ? !deps.tree->take_tool_call() : budget && loop.tools_run >= *budget;
   if (over_budget) {
@@ -572,7 +573,7 @@ Result<RunResult> run_agent_loop(Context& context, const LoopDeps& deps, const L
   if (deps.router_in_use != nullptr) *deps.router_in_use = loop.tools;
   while (true) {
     if (loop.stopped()) return loop.cancelled();
-    if (loop.run.turns >= limits.max_turns) return loop.ended(Outcome::MaxTurns);
+    if (loop.run.turns >= limits.max_turns()) return loop.ended(Outcome::MaxTurns);
     auto response = ask_model(loop);
     if (!response) {
       // A provider aborts its request on a stop request: that failure is the cancellation.

@@ -386,7 +386,7 @@ class ConfigReader {
       const config::Field& spec = *kLimits.find(key);
       if (spec.type == config::FieldType::Number) {
         KERNEX_ASSIGN_OR_RETURN(auto v, number_value(sub, spec));
-        if (v) out.cost_budget_usd = *v;
+        if (v) out.budgets.cost_budget_usd = *v;
         return {};
       }
       if (spec.type == config::FieldType::Enum)
@@ -402,11 +402,11 @@ class ConfigReader {
   // An integer limit, already in its field's range.
   static void set_limit(const std::string& key, std::uint64_t n, Limits& out) {
     if (key == "max_turns")
-      out.max_turns = static_cast<std::uint32_t>(n);
+      out.budgets.max_turns = static_cast<std::uint32_t>(n);
     else if (key == "token_budget")
-      out.token_budget = n;
+      out.budgets.token_budget = n;
     else if (key == "tool_call_budget")
-      out.tool_call_budget = static_cast<std::uint32_t>(n);
+      out.budgets.tool_call_budget = static_cast<std::uint32_t>(n);
     else if (key == "max_context_messages")
       out.max_context_messages = static_cast<std::size_t>(n);
     else if (key == "max_depth")

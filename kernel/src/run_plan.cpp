@@ -20,11 +20,8 @@ Json merged_options(const Config& config, const std::string& name, const Json& o
 // The config's limits with the run's overrides: one Limits type from kernex.yaml to the loop.
 Limits root_limits(const Limits& config, const RunOptions& options) {
   Limits limits = config;
-  limits.max_turns = options.max_turns.value_or(config.max_turns);
+  limits.budgets = options.budgets.over(config.budgets);
   limits.max_depth = options.max_depth.value_or(config.max_depth);
-  if (options.token_budget) limits.token_budget = options.token_budget;
-  if (options.cost_budget_usd) limits.cost_budget_usd = options.cost_budget_usd;
-  if (options.tool_call_budget) limits.tool_call_budget = options.tool_call_budget;
   return limits;
 }
 
@@ -44,15 +41,15 @@ Result<RunPlan> plan_run(const Config& config, const RunOptions& options, const 
   plan.provider_options = merged_options(config, plan.provider, options.provider_options);
   // An embedder's NaN budget would compare false and switch the limit off: refuse it.
   for (const auto& [budget, name] :
-       {std::pair{options.cost_budget_usd, "cost_budget_usd"},
-        std::pair{config.limits.cost_budget_usd, "limits.cost_budget_usd"}}) {
+       {std::pair{options.budgets.cost_budget_usd, "cost_budget_usd"},
+        std::pair{config.limits.budgets.cost_budget_usd, "limits.cost_budget_usd"}}) {
     if (!budget) continue;
     if (auto problem = number_problem(*budget, 0, kMaxCostBudgetUsd))
       return fail(ErrorCode::Config, std::string(name) + ": " + *problem);
   }
   if (plan.parent != nullptr) {
     plan.limits = plan.parent->tree()->limits();
-    plan.limits.max_turns = options.max_turns.value_or(config.limits.max_turns);
+    plan.limits.budgets.max_turns = options.budgets.max_turns.value_or(config.limits.max_turns());
   } else {
     plan.limits = root_limits(config.limits, options);
   }

@@ -11,7 +11,8 @@ void RunTree::charge(const Usage& usage) {
 
 bool RunTree::take_tool_call() {
   std::lock_guard lock(mu_);
-  if (limits_.tool_call_budget && tool_calls_ >= *limits_.tool_call_budget) return false;
+  if (limits_.budgets.tool_call_budget && tool_calls_ >= *limits_.budgets.tool_call_budget)
+    return false;
   ++tool_calls_;
   return true;
 }
@@ -28,19 +29,19 @@ std::uint32_t RunTree::tool_calls_used() const {
 
 std::optional<std::string> RunTree::exhausted() const {
   std::lock_guard lock(mu_);
-  if (limits_.token_budget && used_.billed_tokens() >= *limits_.token_budget) {
+  if (limits_.budgets.token_budget && used_.billed_tokens() >= *limits_.budgets.token_budget) {
     return "tokens (" + std::to_string(used_.billed_tokens()) + " of " +
-           std::to_string(*limits_.token_budget) + " used)";
+           std::to_string(*limits_.budgets.token_budget) + " used)";
   }
-  if (limits_.cost_budget_usd && used_.cost_usd >= *limits_.cost_budget_usd) {
+  if (limits_.budgets.cost_budget_usd && used_.cost_usd >= *limits_.budgets.cost_budget_usd) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "cost ($%.6f of $%.6f used)", used_.cost_usd,
-                  *limits_.cost_budget_usd);
+                  *limits_.budgets.cost_budget_usd);
     return std::string(buf);
   }
-  if (limits_.tool_call_budget && tool_calls_ >= *limits_.tool_call_budget) {
+  if (limits_.budgets.tool_call_budget && tool_calls_ >= *limits_.budgets.tool_call_budget) {
     return "tool_calls (" + std::to_string(tool_calls_) + " of " +
-           std::to_string(*limits_.tool_call_budget) + " used)";
+           std::to_string(*limits_.budgets.tool_call_budget) + " used)";
   }
   return std::nullopt;
 }

@@ -1,6 +1,7 @@
 // Anthropic Messages API: tool_use / tool_result, thinking blocks replayed intact through
 // provider_state, the KERNEX_CACHE_BOUNDARY prompt-cache marker, cache usage, SSE streaming.
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include "kernex/plugin.hpp"
@@ -345,13 +346,21 @@ class AnthropicProvider final : public Provider {
   std::string endpoint_;
 };
 
+// Extended thinking is the provider's option: `extended_thinking: true` (adaptive), or a
+// `thinking_budget` of tokens, which turns it on with that budget.
+constexpr std::array kAnthropicFields{
+    config::Field{"extended_thinking", config::FieldType::Bool,
+                  "adaptive extended thinking, its blocks replayed on later turns", "false"},
+    config::Field{"thinking_budget", config::FieldType::Integer,
+                  "thinking tokens per call; turns extended thinking on", "unset", 1,
+                  kMaxTokensOption},
+};
+
 Result<std::shared_ptr<Provider>> make_anthropic(const Json& config) {
   const CatalogEntry* entry = find_catalog_entry("anthropic");
-  OptionReader reader("anthropic", config);
-  // Extended thinking is the provider's option: `extended_thinking: true` (adaptive), or a
-  // `thinking_budget` of tokens, which turns it on with that budget.
+  OptionReader reader("anthropic", config, kAnthropicFields);
   KERNEX_ASSIGN_OR_RETURN(auto thinking, reader.boolean("extended_thinking"));
-  KERNEX_ASSIGN_OR_RETURN(auto budget, reader.uint("thinking_budget", 1, kMaxTokensOption));
+  KERNEX_ASSIGN_OR_RETURN(auto budget, reader.uint("thinking_budget"));
   KERNEX_ASSIGN_OR_RETURN(
       auto options,
       read_common(reader, {"anthropic", std::string(entry->default_model),

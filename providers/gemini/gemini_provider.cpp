@@ -1,5 +1,6 @@
 // Gemini generateContent / streamGenerateContent (SSE): function calling, the key in the
 // x-goog-api-key header (never in the URL), thought parts and signatures replayed intact.
+#include <array>
 #include <cctype>
 
 #include "kernex/plugin.hpp"
@@ -320,22 +321,26 @@ class GeminiProvider final : public Provider {
   StreamSink no_sink_;
 };
 
+constexpr std::array kGeminiFields{
+    config::Field{"extended_thinking", config::FieldType::Bool,
+                  "the model's thoughts in the reply (includeThoughts)", "false"},
+};
+
 Result<std::shared_ptr<Provider>> make_gemini(const Json& config) {
   const CatalogEntry* entry = find_catalog_entry("gemini");
-  OptionReader reader("gemini", config);
-  auto thinking = reader.boolean("extended_thinking");  // the model's thoughts in the reply
-  if (!thinking) return std::unexpected(thinking.error());
+  OptionReader reader("gemini", config, kGeminiFields);
+  KERNEX_ASSIGN_OR_RETURN(auto thinking, reader.boolean("extended_thinking"));
   KERNEX_ASSIGN_OR_RETURN(
       auto options,
       read_common(reader, {"gemini", std::string(entry->default_model),
                            std::string(entry->base_url), std::string(entry->key_env)}));
   if (!valid_model(options.model.starts_with("models/") ? options.model.substr(7)
                                                         : options.model)) {
-    return fail(ErrorCode::Config,
-                "gemini: option `model`: `" + excerpt(options.model, 128) +
-                    "` is not a valid model id (letters, digits, '.', '_' or '-')");
+    return config::field_error(reader.where("model"),
+                               "`" + excerpt(options.model, 128) +
+                                   "` is not a valid model id (letters, digits, '.', '_' or '-')");
   }
-  return std::make_shared<GeminiProvider>(std::move(options), thinking->value_or(false));
+  return std::make_shared<GeminiProvider>(std::move(options), thinking.value_or(false));
 }
 
 }  // namespace

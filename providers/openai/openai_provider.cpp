@@ -2,7 +2,9 @@
 // per complete(): POST {base_url}/chat/completions, buffered or streamed over SSE.
 #include "openai_provider.hpp"
 
+#include <array>
 #include <map>
+#include <span>
 
 #include "kernex/providers/catalog.hpp"
 #include "kernex/providers/request.hpp"
@@ -297,12 +299,23 @@ class OpenAiProvider final : public Provider {
   std::string endpoint_;
 };
 
+// The openai plugin's own option: the preset (groq, mistral, ...) whose defaults it starts from.
+// The preset plugins (`groq`, ...) are their preset and take only the common options.
+constexpr std::array kPresetField{
+    config::Field{"preset", config::FieldType::String,
+                  "an OpenAI-compatible service whose model, base_url and key variable are the "
+                  "defaults (kOpenAiPresets)",
+                  "openai"},
+};
+
 }  // namespace
 
 Result<std::shared_ptr<Provider>> make_openai_provider(const Json& config,
                                                        std::string_view plugin_name) {
   const std::string plugin(plugin_name);
-  OptionReader reader(plugin, config);
+  OptionReader reader(plugin, config,
+                      plugin == "openai" ? std::span<const config::Field>(kPresetField)
+                                         : std::span<const config::Field>());
   std::string preset_name = plugin;
   if (plugin == "openai") {
     KERNEX_ASSIGN_OR_RETURN(auto preset, reader.string("preset"));

@@ -8,6 +8,7 @@
 // the first unused line without "match": sub-queries that run concurrently (llm_query_batched)
 // then get their answers whatever order they arrive in. Every provider instance made from one
 // script (and record file) plays the same script while any of them is alive.
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "kernex/config_fields.hpp"
 #include "kernex/files.hpp"
 #include "kernex/plugin.hpp"
 
@@ -197,22 +199,45 @@ class ReplayProvider final : public kernex::Provider {
   std::shared_ptr<Script> s_;
 };
 
-Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
-  if (!config.is_object())
-    return kernex::fail(ErrorCode::Config, "replay: config must be an object");
+// The replay provider's options, read through the one typed config reader.
+constexpr std::array kReplayFields{
+    kernex::config::Field{"script", kernex::config::FieldType::Path,
+                          "the JSON Lines file of responses to play (required)"},
+    kernex::config::Field{"record", kernex::config::FieldType::Path,
+                          "where each request is appended as JSON Lines", "unset"},
+};
+
+kernex::config::Where option_where(std::string_view key) {
+  return {"", 0, "replay: option `" + std::string(key) + "`"};
+}
+
+// The options' paths by key (script, record).
+Result<std::map<std::string, std::string>> read_options(const Json& config) {
+  namespace config_fields = kernex::config;
+  const config_fields::Section section{"", kReplayFields};
+  if (!config.is_object()) {
+    return config_fields::field_error(
+        {"", 0, "replay: options"},
+        "expected a mapping (a JSON object), got " + config_fields::FieldValue::of(config).got);
+  }
+  std::map<std::string, std::string> out;
   for (const auto& [key, value] : config.items()) {
-    if (key != "script" && key != "record") {
-      return kernex::fail(ErrorCode::Config,
-                          "replay: unknown option `" + key + "` (expected script, record)");
-    }
-    if (!value.is_string())
-      return kernex::fail(ErrorCode::Config, "replay: option `" + key + "` must be a string");
+    KERNEX_RETURN_IF_ERROR(config_fields::known_key(section, key, option_where(key)));
+    KERNEX_ASSIGN_OR_RETURN(
+        auto text,
+        config_fields::read_string(config_fields::FieldValue::of(value), option_where(key)));
+    if (text && text->empty() && key == "script")  // an empty record is no record
+      return config_fields::field_error(option_where(key), "expected a path, got \"\"");
+    if (text) out[key] = *text;
   }
-  if (!config.contains("script")) {
-    return kernex::fail(ErrorCode::Config,
-                        "replay: option `script` (a JSON Lines file) is required");
-  }
-  const std::string script = config.at("script").get<std::string>();
+  if (!out.contains("script"))
+    return config_fields::field_error(option_where("script"), "required (a JSON Lines file)");
+  return out;
+}
+
+Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
+  KERNEX_ASSIGN_OR_RETURN(auto options, read_options(config));
+  const std::string script = options.at("script");
   auto text = kernex::read_regular_file(script, "replay script", kernex::kMaxScriptFileBytes);
   if (!text) return kernex::fail(ErrorCode::Config, "replay: " + text.error().message);
   std::vector<Step> steps;
@@ -250,7 +275,7 @@ Result<std::shared_ptr<kernex::Provider>> make_replay(const Json& config) {
   auto state = std::make_shared<Script>();
   state->path = script;
   state->steps = std::move(steps);
-  state->record = config.value("record", std::string());
+  state->record = options.contains("record") ? options.at("record") : std::string();
   return std::make_shared<ReplayProvider>(std::move(state));
 }
 

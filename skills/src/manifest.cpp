@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <set>
 
+#include "manifest_schema.hpp"
 #include "text.hpp"
 
 namespace kernex::skills::detail {
@@ -17,6 +17,30 @@ bool has_control_chars(std::string_view s, bool allow_newlines) {
   return false;
 }
 
+// A value as the typed config reader sees it (kernex/config_fields.hpp), with the manifest's own
+// typing: every YAML scalar is a string (`version: 1.0` is "1.0"), TOML numbers and booleans are
+// not, and a plain true/yes/false/no (any case) is a boolean, as kernex's YAML skills took it.
+config::FieldValue field_value(const Node& v) {
+  // A list or mapping is shown by its kind: no need to convert its contents.
+  config::FieldValue out = config::FieldValue::of(
+      v.kind == Node::Kind::List ? Json::array()
+                                 : (v.kind == Node::Kind::Map ? Json::object() : to_json(v)));
+  if (v.kind == Node::Kind::Null) out.got = "nothing";
+  if (v.kind != Node::Kind::Scalar) return out;
+  out.json = v.text;
+  out.text = v.text;
+  out.got = config::FieldValue::of(Json(v.text)).got;
+  if (v.plain) {
+    const std::string word = ascii_lower(v.text);
+    if (word == "true" || word == "yes") out.json = true;
+    if (word == "false" || word == "no") out.json = false;
+  }
+  return out;
+}
+
+// Reads manifest values against their fields (manifest_schema.hpp) into Diagnostics naming the
+// file, the line and the key path: the checks and wording are config_fields'; the field's doc
+// says what was wanted. A manifest reports every problem rather than stopping at the first.
 class Reader {
  public:
   Reader(const std::filesystem::path& file, std::vector<Diagnostic>& diagnostics)
@@ -30,64 +54,55 @@ class Reader {
         {Severity::Warning, file_, at.line, std::move(field), std::move(message)});
   }
 
-  // A string. TOML numbers and booleans are refused; YAML plain scalars are strings already.
+  // "expected X, got Y (doc)".
+  void expected(const Node& v, const std::string& field, std::string_view what,
+                const config::Field& f) {
+    error(v, field,
+          "expected " + std::string(what) + ", got " + field_value(v).got + " (" +
+              std::string(f.doc) + ")");
+  }
+
   std::optional<std::string> string(const Node& v, const std::string& field,
-                                    std::string_view what) {
-    if (v.kind != Node::Kind::Scalar) {
-      error(
-          v, field,
-          "expected a string (" + std::string(what) + "), found " + std::string(describe_kind(v)));
+                                    const config::Field& f) {
+    if (v.kind == Node::Kind::Null) {
+      expected(v, field, "a string", f);
       return std::nullopt;
     }
-    return v.text;
+    return checked(v, field, f, config::read_string(field_value(v), {}));
   }
 
   std::optional<std::string> nonempty_string(const Node& v, const std::string& field,
-                                             std::string_view what) {
-    auto s = string(v, field, what);
+                                             const config::Field& f) {
+    auto s = string(v, field, f);
     if (s && trim(*s).empty()) {
-      error(v, field, "expected a non-empty string (" + std::string(what) + ")");
+      expected(v, field, "a non-empty string", f);
       return std::nullopt;
     }
     return s;
   }
 
-  std::optional<bool> boolean(const Node& v, const std::string& field) {
-    if (v.kind == Node::Kind::Bool) return v.boolean;
-    if (v.kind == Node::Kind::Scalar && v.plain) {
-      std::string s = ascii_lower(v.text);
-      if (s == "true" || s == "yes") return true;
-      if (s == "false" || s == "no") return false;
+  std::optional<bool> boolean(const Node& v, const std::string& field, const config::Field& f) {
+    if (v.kind == Node::Kind::Null) {
+      expected(v, field, "true or false", f);
+      return std::nullopt;
     }
-    error(
-        v, field,
-        "expected true or false, found " +
-            (v.kind == Node::Kind::Scalar ? "\"" + v.text + "\"" : std::string(describe_kind(v))));
-    return std::nullopt;
+    return checked(v, field, f, config::read_bool(field_value(v), {}));
   }
 
   // A list of strings; `single` also accepts one string as a one-item list.
   std::optional<std::vector<std::string>> strings(const Node& v, const std::string& field,
-                                                  std::string_view what, bool single = false) {
+                                                  const config::Field& f, bool single = false) {
     if (single && v.kind == Node::Kind::Scalar) return std::vector<std::string>{v.text};
     if (v.kind != Node::Kind::List) {
-      error(v, field,
-            "expected a list of strings (" + std::string(what) + "), found " +
-                std::string(describe_kind(v)));
+      expected(v, field, "a list of strings", f);
       return std::nullopt;
     }
     std::vector<std::string> out;
     bool ok = true;
     for (std::size_t i = 0; i < v.items.size(); ++i) {
-      const Node& item = v.items[i];
-      if (item.kind != Node::Kind::Scalar) {
-        error(item, field + "[" + std::to_string(i) + "]",
-              "expected a string (" + std::string(what) + "), found " +
-                  std::string(describe_kind(item)));
-        ok = false;
-        continue;
-      }
-      out.push_back(item.text);
+      auto item = string(v.items[i], field + "[" + std::to_string(i) + "]", f);
+      if (item) out.push_back(std::move(*item));
+      ok = ok && item.has_value();
     }
     if (!ok) return std::nullopt;
     return out;
@@ -95,11 +110,9 @@ class Reader {
 
   std::optional<std::map<std::string, std::string>> string_map(const Node& v,
                                                                const std::string& field,
-                                                               std::string_view what) {
+                                                               const config::Field& f) {
     if (v.kind != Node::Kind::Map) {
-      error(v, field,
-            "expected a mapping of NAME: value strings (" + std::string(what) + "), found " +
-                std::string(describe_kind(v)));
+      expected(v, field, "a mapping of NAME: value strings", f);
       return std::nullopt;
     }
     std::map<std::string, std::string> out;
@@ -110,8 +123,7 @@ class Reader {
           value.kind == Node::Kind::Float || value.kind == Node::Kind::Bool) {
         out[k] = value.text;
       } else {
-        error(value, field + "." + k,
-              "expected a string value, found " + std::string(describe_kind(value)));
+        expected(value, field + "." + k, "a string value", f);
         ok = false;
       }
     }
@@ -119,26 +131,35 @@ class Reader {
     return out;
   }
 
-  bool expect_map(const Node& v, const std::string& field, std::string_view what) {
+  bool expect_map(const Node& v, const std::string& field, const config::Field& f) {
     if (v.kind == Node::Kind::Map) return true;
-    error(v, field,
-          "expected a mapping (" + std::string(what) + "), found " + std::string(describe_kind(v)));
+    expected(v, field, "a mapping", f);
     return false;
   }
 
-  void unknown_keys(const Node& map, const std::string& prefix,
-                    const std::set<std::string, std::less<>>& known) {
+  // Keys outside `section` are warnings (a newer manifest may carry them): config_fields words
+  // them, with the known keys and the nearest one.
+  void unknown_keys(const Node& map, const std::string& prefix, const config::Section& section,
+                    bool mcp_prefix = false) {
     for (const auto& [k, v] : map.entries) {
-      if (known.contains(k)) continue;
-      std::vector<std::string> names(known.begin(), known.end());
-      warn(v, prefix.empty() ? k : prefix + "." + k,
-           "unknown field, ignored (known fields: " + join(names) + ")");
+      if (mcp_prefix && k.starts_with("mcp-")) continue;
+      auto known = config::known_key(section, k, {});
+      if (!known)
+        warn(v, prefix.empty() ? k : prefix + "." + k, "ignored: " + known.error().message);
     }
   }
 
-  const std::filesystem::path& file() const { return file_; }
-
  private:
+  template <class T>
+  std::optional<T> checked(const Node& v, const std::string& field, const config::Field& f,
+                           Result<std::optional<T>> read) {
+    if (!read) {
+      error(v, field, read.error().message + " (" + std::string(f.doc) + ")");
+      return std::nullopt;
+    }
+    return *read;
+  }
+
   const std::filesystem::path& file_;
   std::vector<Diagnostic>& diagnostics_;
 };
@@ -190,135 +211,108 @@ std::vector<std::string> bins_from_metadata(const Json& j, int depth = 0) {
   return {};
 }
 
-const std::set<std::string, std::less<>> kTopLevel = {
-    "name",    "description", "license",  "compatibility", "metadata", "allowed-tools",
-    "trigger", "triggers",    "requires", "homepage",      "version",  "model",
-    "lazy",    "mcp",         "toolbox",  "permissions"};
-const std::set<std::string, std::less<>> kToolboxKeys = {
-    "description", "command",         "args",        "env", "network",
-    "parameters",  "env_passthrough", "search_hints"};
-const std::set<std::string, std::less<>> kMcpKeys = {"command", "args", "env"};
-const std::set<std::string, std::less<>> kPermissionKeys = {"files", "network", "env", "commands"};
+// A toolbox's or server's name: a key of the manifest, so anything but control characters.
+bool valid_entry_name(Reader& r, const Node& v, const std::string& name, const std::string& field,
+                      std::string_view what) {
+  if (!name.empty() && !has_control_chars(name, false)) return true;
+  r.error(v, field, "expected a " + std::string(what) + " name without control characters");
+  return false;
+}
+
+// A required non-empty string field of `v`.
+bool required_string(Reader& r, const Node& v, const std::string& field, const config::Field& f,
+                     std::string& out) {
+  const Node* n = v.find(f.name);
+  const std::string path = field + "." + std::string(f.name);
+  if (n == nullptr) {
+    r.error(v, path, "missing required field; expected " + std::string(f.doc));
+    return false;
+  }
+  auto s = r.nonempty_string(*n, path, f);
+  if (s) out = *s;
+  return s.has_value();
+}
+
+// An optional field of `v` read by `read` (a Reader method's result) into `out`.
+template <class T, class Read>
+bool optional_field(const Node& v, const std::string& field, const config::Field& f, T& out,
+                    Read read) {
+  const Node* n = v.find(f.name);
+  if (n == nullptr) return true;
+  auto value = read(*n, field + "." + std::string(f.name), f);
+  if (value) out = std::move(*value);
+  return value.has_value();
+}
 
 std::optional<Toolbox> read_toolbox(Reader& r, const std::string& name, const Node& v,
                                     const std::string& field) {
-  if (!r.expect_map(v, field, "a toolbox: description, command, args, env, network, parameters"))
-    return std::nullopt;
+  using schema::kToolbox;
+  if (!r.expect_map(v, field, schema::field(schema::kFrontmatter, "toolbox"))) return std::nullopt;
   Toolbox t;
   t.name = name;
-  bool ok = true;
-  if (name.empty() || has_control_chars(name, false)) {
-    r.error(v, field, "expected a toolbox name without control characters");
-    ok = false;
-  }
-  if (const Node* d = v.find("description")) {
-    if (auto s =
-            r.nonempty_string(*d, field + ".description", "what the tool does, shown to the model"))
-      t.description = *s;
-    else
-      ok = false;
-  } else {
-    r.error(v, field + ".description",
-            "missing required field; expected a string saying what the tool does");
-    ok = false;
-  }
-  if (const Node* c = v.find("command")) {
-    if (auto s = r.nonempty_string(*c, field + ".command", "the program to run"))
-      t.command = *s;
-    else
-      ok = false;
-  } else {
-    r.error(v, field + ".command", "missing required field; expected the program to run");
-    ok = false;
-  }
-  if (const Node* a = v.find("args")) {
-    if (auto l = r.strings(*a, field + ".args", "program arguments"))
-      t.args = *l;
-    else
-      ok = false;
-  }
-  if (const Node* e = v.find("env")) {
-    if (auto m = r.string_map(*e, field + ".env", "environment variables set for the program"))
-      t.env = *m;
-    else
-      ok = false;
-  }
-  if (const Node* n = v.find("network")) {
-    if (auto b = r.boolean(*n, field + ".network"))
-      t.network = *b;
-    else
-      ok = false;
-  }
-  if (const Node* p = v.find("parameters")) {
-    if (p->kind != Node::Kind::Map) {
-      r.error(*p, field + ".parameters",
-              "expected a JSON Schema object for the tool's arguments, found " +
-                  std::string(describe_kind(*p)));
-      ok = false;
-    } else {
-      t.parameters = to_json(*p);
-    }
-  }
-  if (const Node* e = v.find("env_passthrough")) {
-    if (auto l = r.strings(*e, field + ".env_passthrough",
-                           "names of environment variables passed from the parent")) {
-      t.env_passthrough = *l;
-    } else {
-      ok = false;
-    }
-  }
-  if (const Node* h = v.find("search_hints")) {
-    if (auto l = r.strings(*h, field + ".search_hints", "keywords"))
-      t.search_hints = *l;
-    else
-      ok = false;
-  }
-  r.unknown_keys(v, field, kToolboxKeys);
+  auto f = [&](std::string_view key) -> const config::Field& {
+    return schema::field(kToolbox, key);
+  };
+  auto strings = [&](const Node& n, const std::string& path, const config::Field& spec) {
+    return r.strings(n, path, spec);
+  };
+  bool ok = valid_entry_name(r, v, name, field, "toolbox");
+  ok = required_string(r, v, field, f("description"), t.description) && ok;
+  ok = required_string(r, v, field, f("command"), t.command) && ok;
+  ok = optional_field(v, field, f("args"), t.args, strings) && ok;
+  ok = optional_field(v, field, f("env"), t.env,
+                      [&](const Node& n, const std::string& path, const config::Field& spec) {
+                        return r.string_map(n, path, spec);
+                      }) &&
+       ok;
+  ok = optional_field(v, field, f("network"), t.network,
+                      [&](const Node& n, const std::string& path, const config::Field& spec) {
+                        return r.boolean(n, path, spec);
+                      }) &&
+       ok;
+  ok = optional_field(v, field, f("parameters"), t.parameters,
+                      [&](const Node& n, const std::string& path,
+                          const config::Field& spec) -> std::optional<Json> {
+                        if (r.expect_map(n, path, spec)) return to_json(n);
+                        return std::nullopt;
+                      }) &&
+       ok;
+  ok = optional_field(v, field, f("env_passthrough"), t.env_passthrough, strings) && ok;
+  ok = optional_field(v, field, f("search_hints"), t.search_hints, strings) && ok;
+  r.unknown_keys(v, field, kToolbox);
   if (!ok) return std::nullopt;
   return t;
 }
 
 std::optional<McpServer> read_mcp(Reader& r, const std::string& name, const Node& v,
                                   const std::string& field) {
-  if (!r.expect_map(v, field, "an MCP server: command, args, env")) return std::nullopt;
+  using schema::kMcp;
+  if (!r.expect_map(v, field, schema::field(schema::kFrontmatter, "mcp"))) return std::nullopt;
   McpServer s;
   s.name = name;
-  bool ok = true;
-  if (name.empty() || has_control_chars(name, false)) {
-    r.error(v, field, "expected a server name without control characters");
-    ok = false;
-  }
-  if (const Node* c = v.find("command")) {
-    if (auto str = r.nonempty_string(*c, field + ".command", "the program that runs the server"))
-      s.command = *str;
-    else
-      ok = false;
-  } else {
-    r.error(v, field + ".command",
-            "missing required field; expected the program that runs the server");
-    ok = false;
-  }
-  if (const Node* a = v.find("args")) {
-    if (auto l = r.strings(*a, field + ".args", "program arguments"))
-      s.args = *l;
-    else
-      ok = false;
-  }
-  if (const Node* e = v.find("env")) {
-    if (auto m = r.string_map(*e, field + ".env", "environment variables set for the server"))
-      s.env = *m;
-    else
-      ok = false;
-  }
-  r.unknown_keys(v, field, kMcpKeys);
+  bool ok = valid_entry_name(r, v, name, field, "server");
+  ok = required_string(r, v, field, schema::field(kMcp, "command"), s.command) && ok;
+  ok = optional_field(v, field, schema::field(kMcp, "args"), s.args,
+                      [&](const Node& n, const std::string& path, const config::Field& spec) {
+                        return r.strings(n, path, spec);
+                      }) &&
+       ok;
+  ok = optional_field(v, field, schema::field(kMcp, "env"), s.env,
+                      [&](const Node& n, const std::string& path, const config::Field& spec) {
+                        return r.string_map(n, path, spec);
+                      }) &&
+       ok;
+  r.unknown_keys(v, field, kMcp);
   if (!ok) return std::nullopt;
   return s;
 }
 
+const config::Field& top(std::string_view key) { return schema::field(schema::kFrontmatter, key); }
+
 // name, description and the optional strings (license, compatibility, homepage, model, version).
 void read_identity(Reader& r, const Node& root, Skill& skill) {
   if (const Node* v = root.find("name")) {
-    if (auto s = r.nonempty_string(*v, "name", "the skill's name")) {
+    if (auto s = r.nonempty_string(*v, "name", top("name"))) {
       if (has_control_chars(*s, false))
         r.error(*v, "name", "expected a single-line name without control characters");
       else
@@ -328,29 +322,24 @@ void read_identity(Reader& r, const Node& root, Skill& skill) {
     r.error(root, "name", "missing required field; expected the skill's name");
   }
   if (const Node* v = root.find("description")) {
-    if (auto s = r.nonempty_string(*v, "description", "what the skill does and when to use it")) {
+    if (auto s = r.nonempty_string(*v, "description", top("description")))
       skill.description = std::string(trim(*s));
-    }
   } else {
     r.error(root, "description",
             "missing required field; expected what the skill does and when to use it");
   }
-
-  auto optional_string = [&](const char* key, std::optional<std::string>& out,
-                             std::string_view what) {
+  for (const auto& [key, out] :
+       {std::pair{"license", &skill.license}, std::pair{"compatibility", &skill.compatibility},
+        std::pair{"homepage", &skill.homepage}, std::pair{"model", &skill.model}}) {
     if (const Node* v = root.find(key)) {
-      if (auto s = r.string(*v, key, what)) out = *s;
+      if (auto s = r.string(*v, key, top(key))) *out = *s;
     }
-  };
-  optional_string("license", skill.license, "the licence name or file");
-  optional_string("compatibility", skill.compatibility, "environment requirements");
-  optional_string("homepage", skill.homepage, "a URL");
-  optional_string("model", skill.model, "the model to use with this skill");
+  }
   if (const Node* v = root.find("version")) {
     // `version: 1.0` in YAML and `version = "1.0"` in TOML both mean the text "1.0".
     if (v->kind == Node::Kind::Int || v->kind == Node::Kind::Float)
       skill.version = v->text;
-    else if (auto s = r.string(*v, "version", "the skill's version"))
+    else if (auto s = r.string(*v, "version", top("version")))
       skill.version = *s;
   }
 }
@@ -363,7 +352,7 @@ void read_activation(Reader& r, const Node& root, Skill& skill) {
   if (const Node* v = root.find("allowed-tools")) {
     if (v->kind == Node::Kind::Scalar)
       skill.allowed_tools = split_whitespace(v->text);
-    else if (auto l = r.strings(*v, "allowed-tools", "tool names, or one space-separated string"))
+    else if (auto l = r.strings(*v, "allowed-tools", top("allowed-tools")))
       skill.allowed_tools = *l;
   }
 
@@ -373,7 +362,7 @@ void read_activation(Reader& r, const Node& root, Skill& skill) {
     if (v->kind == Node::Kind::Scalar) {
       auto words = split_triggers(v->text);
       skill.triggers.insert(skill.triggers.end(), words.begin(), words.end());
-    } else if (auto l = r.strings(*v, key, "trigger keywords, or one '|'-separated string")) {
+    } else if (auto l = r.strings(*v, key, top(key))) {
       for (const auto& s : *l) {
         auto w = trim(s);
         if (!w.empty()) skill.triggers.emplace_back(w);
@@ -381,68 +370,63 @@ void read_activation(Reader& r, const Node& root, Skill& skill) {
     }
   }
   if (const Node* v = root.find("requires")) {
-    if (auto l = r.strings(*v, "requires", "programs that must be on PATH", true))
-      skill.requirements = *l;
+    if (auto l = r.strings(*v, "requires", top("requires"), true)) skill.requirements = *l;
   }
   if (skill.requirements.empty() && !skill.metadata.is_null())
     skill.requirements = bins_from_metadata(skill.metadata);
   if (const Node* v = root.find("lazy")) {
-    if (auto b = r.boolean(*v, "lazy")) skill.lazy = *b;
+    if (auto b = r.boolean(*v, "lazy", top("lazy"))) skill.lazy = *b;
   }
 }
 
 void read_permissions(Reader& r, const Node& root, Skill& skill, Manifest& manifest) {
-  if (const Node* v = root.find("permissions")) {
-    manifest.permissions_line = v->line;
-    if (r.expect_map(*v, "permissions", "files, network, env, commands")) {
-      auto list = [&](const char* key, std::vector<std::string>& out, std::string_view what) {
-        if (const Node* l = v->find(key)) {
-          if (auto s = r.strings(*l, std::string("permissions.") + key, what)) out = *s;
-        }
-      };
-      list("files", skill.permissions.files, "\"read:PATH\", \"write:PATH\" or \"!PATH\"");
-      list("network", skill.permissions.network, "host names");
-      list("env", skill.permissions.env, "environment variable names");
-      list("commands", skill.permissions.commands, "program names or absolute paths");
-      r.unknown_keys(*v, "permissions", kPermissionKeys);
+  const Node* v = root.find("permissions");
+  if (v == nullptr) return;
+  manifest.permissions_line = v->line;
+  if (!r.expect_map(*v, "permissions", top("permissions"))) return;
+  Permissions& p = skill.permissions;
+  for (const auto& [key, out] : {std::pair{"files", &p.files}, std::pair{"network", &p.network},
+                                 std::pair{"env", &p.env}, std::pair{"commands", &p.commands}}) {
+    if (const Node* l = v->find(key)) {
+      const config::Field& f = schema::field(schema::kPermissions, key);
+      if (auto s = r.strings(*l, std::string("permissions.") + key, f)) *out = *s;
     }
   }
+  r.unknown_keys(*v, "permissions", schema::kPermissions);
 }
 
 // The servers a skill declares: toolbox NAME, mcp NAME, and kernex's `mcp-NAME: command arg...`.
 void read_servers(Reader& r, const Node& root, const std::filesystem::path& file,
                   Manifest& manifest) {
-  if (const Node* v = root.find("toolbox")) {
-    if (r.expect_map(*v, "toolbox", "toolbox NAME: {description, command, ...}")) {
-      for (const auto& [name, entry] : v->entries) {
-        std::string field = "toolbox." + name;
-        if (auto t = read_toolbox(r, name, entry, field))
-          manifest.toolboxes.push_back({*t, file, entry.line, field});
-      }
+  if (const Node* v = root.find("toolbox");
+      v != nullptr && r.expect_map(*v, "toolbox", top("toolbox"))) {
+    for (const auto& [name, entry] : v->entries) {
+      std::string field = "toolbox." + name;
+      if (auto t = read_toolbox(r, name, entry, field))
+        manifest.toolboxes.push_back({*t, file, entry.line, field});
     }
   }
-  if (const Node* v = root.find("mcp")) {
-    if (r.expect_map(*v, "mcp", "server NAME: {command, args, env}")) {
-      for (const auto& [name, entry] : v->entries) {
-        std::string field = "mcp." + name;
-        if (auto s = read_mcp(r, name, entry, field))
-          manifest.mcp_servers.push_back({*s, file, entry.line, field});
-      }
+  if (const Node* v = root.find("mcp"); v != nullptr && r.expect_map(*v, "mcp", top("mcp"))) {
+    for (const auto& [name, entry] : v->entries) {
+      std::string field = "mcp." + name;
+      if (auto s = read_mcp(r, name, entry, field))
+        manifest.mcp_servers.push_back({*s, file, entry.line, field});
     }
   }
   // kernex's YAML form: `mcp-NAME: command arg...`.
+  const config::Field& line_field = top(schema::kMcpPrefixKey);
   for (const auto& [key, v] : root.entries) {
-    if (key.rfind("mcp-", 0) != 0) continue;
+    if (!key.starts_with("mcp-")) continue;
     std::string name = key.substr(4);
     if (name.empty()) {
       r.error(v, key, "expected mcp-NAME with a server name");
       continue;
     }
-    auto s = r.string(v, key, "the server command line: COMMAND ARG...");
+    auto s = r.string(v, key, line_field);
     if (!s) continue;
     auto words = split_whitespace(*s);
     if (words.empty()) {
-      r.error(v, key, "expected the server command line: COMMAND ARG...");
+      r.expected(v, key, "a non-empty string", line_field);
       continue;
     }
     McpServer server;
@@ -461,19 +445,15 @@ Manifest read_frontmatter(const Node& root, const std::filesystem::path& file, S
   Manifest manifest;
   if (root.kind != Node::Kind::Map) {
     r.error(root, "",
-            "expected the frontmatter to be a mapping of fields (name, description, ...), found " +
-                std::string(describe_kind(root)));
+            "expected the frontmatter to be a mapping of fields (name, description, ...), got " +
+                field_value(root).got);
     return manifest;
   }
   read_identity(r, root, skill);
   read_activation(r, root, skill);
   read_permissions(r, root, skill, manifest);
   read_servers(r, root, file, manifest);
-  for (const auto& [key, v] : root.entries) {
-    if (kTopLevel.contains(key) || key.rfind("mcp-", 0) == 0) continue;
-    std::vector<std::string> names(kTopLevel.begin(), kTopLevel.end());
-    r.warn(v, key, "unknown field, ignored (known fields: " + join(names) + ", mcp-NAME)");
-  }
+  r.unknown_keys(root, "", schema::kFrontmatter, true);
   return manifest;
 }
 
@@ -481,10 +461,10 @@ std::vector<Declared<McpServer>> read_mcp_json(const Node& root, const std::file
                                                std::vector<Diagnostic>& diagnostics) {
   Reader r(file, diagnostics);
   std::vector<Declared<McpServer>> out;
-  if (!r.expect_map(root, "", "a JSON object with \"mcpServers\"")) return out;
+  if (!r.expect_map(root, "", schema::kMcpJsonDocument)) return out;
   const Node* servers = root.find("mcpServers");
   if (servers == nullptr) return out;
-  if (!r.expect_map(*servers, "mcpServers", "server NAME: {command, args, env}")) return out;
+  if (!r.expect_map(*servers, "mcpServers", top("mcp"))) return out;
   for (const auto& [name, entry] : servers->entries) {
     std::string field = "mcpServers." + name;
     if (auto s = read_mcp(r, name, entry, field)) out.push_back({*s, file, 0, field});
@@ -497,10 +477,10 @@ std::vector<Declared<Toolbox>> read_toolbox_json(const Node& root,
                                                  std::vector<Diagnostic>& diagnostics) {
   Reader r(file, diagnostics);
   std::vector<Declared<Toolbox>> out;
-  if (!r.expect_map(root, "", "a JSON object with \"toolboxes\"")) return out;
+  if (!r.expect_map(root, "", schema::kToolboxJsonDocument)) return out;
   const Node* boxes = root.find("toolboxes");
   if (boxes == nullptr) return out;
-  if (!r.expect_map(*boxes, "toolboxes", "toolbox NAME: {description, command, ...}")) return out;
+  if (!r.expect_map(*boxes, "toolboxes", top("toolbox"))) return out;
   for (const auto& [name, entry] : boxes->entries) {
     std::string field = "toolboxes." + name;
     if (auto t = read_toolbox(r, name, entry, field)) out.push_back({*t, file, 0, field});

@@ -37,7 +37,7 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Environment& env, const Kernel
   config.plugin_dirs = {env.plugin_dir};
   config.pricing_file = env.source_dir / "data/pricing.yaml";
   config.data_dir = spec.dir / "data";
-  config.limits.max_turns = spec.max_turns;
+  config.limits.budgets.max_turns = spec.max_turns;
   KERNEX_ASSIGN_OR_RETURN(auto kernel, Kernel::create(std::move(config)));
   auto loaded = skills::load_skills(spec.skill_dirs);
   if (!loaded.failures.empty()) {

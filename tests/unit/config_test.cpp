@@ -114,10 +114,10 @@ TEST_F(ConfigTest, DefaultsWithoutAFile) {
   EXPECT_TRUE(c->allow.empty());
   EXPECT_TRUE(c->deny.empty());
   EXPECT_FALSE(c->pricing_file);
-  EXPECT_EQ(c->limits.max_turns, 50u);
-  EXPECT_FALSE(c->limits.token_budget);
-  EXPECT_FALSE(c->limits.cost_budget_usd);
-  EXPECT_FALSE(c->limits.tool_call_budget);
+  EXPECT_EQ(c->limits.budgets.max_turns, 50u);
+  EXPECT_FALSE(c->limits.budgets.token_budget);
+  EXPECT_FALSE(c->limits.budgets.cost_budget_usd);
+  EXPECT_FALSE(c->limits.budgets.tool_call_budget);
   EXPECT_EQ(c->limits.max_context_messages, 50u);
   EXPECT_EQ(c->limits.compaction, CompactionStrategy::Drop);
   EXPECT_EQ(c->limits.conversation_idle, std::chrono::minutes(120));
@@ -126,7 +126,7 @@ TEST_F(ConfigTest, DefaultsWithoutAFile) {
 TEST_F(ConfigTest, EmptyFileGivesDefaults) {
   Config c = parse_ok("");
   EXPECT_EQ(c.channel, "cli");
-  EXPECT_EQ(c.limits.max_turns, 50u);
+  EXPECT_EQ(c.limits.budgets.max_turns, 50u);
   Config comments = parse_ok("# nothing here\n");
   EXPECT_EQ(comments.channel, "cli");
 }
@@ -215,10 +215,10 @@ limits:
   EXPECT_EQ(c.allow, (std::vector<std::string>{"Bash(git *)"}));
   EXPECT_EQ(c.deny, (std::vector<std::string>{"Read(/etc/shadow)", "Bash(rm *)"}));
   EXPECT_EQ(c.pricing_file, fs::path("/etc/kernex/pricing.yaml"));
-  EXPECT_EQ(c.limits.max_turns, 12u);
-  EXPECT_EQ(c.limits.token_budget, 100000u);
-  EXPECT_EQ(c.limits.cost_budget_usd, 0.75);
-  EXPECT_EQ(c.limits.tool_call_budget, 30u);
+  EXPECT_EQ(c.limits.budgets.max_turns, 12u);
+  EXPECT_EQ(c.limits.budgets.token_budget, 100000u);
+  EXPECT_EQ(c.limits.budgets.cost_budget_usd, 0.75);
+  EXPECT_EQ(c.limits.budgets.tool_call_budget, 30u);
   EXPECT_EQ(c.limits.max_context_messages, 80u);
   EXPECT_EQ(c.limits.compaction, CompactionStrategy::Summarize);
   EXPECT_EQ(c.limits.conversation_idle, std::chrono::minutes(15));
@@ -284,7 +284,7 @@ providers:
 TEST_F(ConfigTest, NullValuesKeepDefaults) {
   Config c = parse_ok("channel:\nlimits:\n  max_turns: ~\nprovider:\nplugin_dirs:\n");
   EXPECT_EQ(c.channel, "cli");
-  EXPECT_EQ(c.limits.max_turns, 50u);
+  EXPECT_EQ(c.limits.budgets.max_turns, 50u);
   EXPECT_EQ(c.provider.name, "");
   EXPECT_TRUE(c.plugin_dirs.empty());
 }
@@ -338,7 +338,7 @@ TEST_F(ConfigTest, NumbersOutOfRangeNameTheKeyAndTheRange) {
                 HasSubstr("limits.cost_budget_usd: expected a number in [0, 1e+09]"))
         << bad;
   }
-  EXPECT_EQ(parse_ok("limits:\n  cost_budget_usd: 1e9\n").limits.cost_budget_usd, 1e9);
+  EXPECT_EQ(parse_ok("limits:\n  cost_budget_usd: 1e9\n").limits.budgets.cost_budget_usd, 1e9);
   EXPECT_THAT(parse_error("limits:\n  conversation_idle_minutes: 99999999999\n"),
               HasSubstr("limits.conversation_idle_minutes: expected a non-negative integer no "
                         "larger than 5256000"));

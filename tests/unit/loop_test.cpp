@@ -91,7 +91,7 @@ TEST_F(Loop, SixtyToolCallsStopAtDefaultMaxTurns) {
 
 TEST_F(Loop, MaxTurnsZeroMakesNoRequest) {
   RunOptions options;
-  options.max_turns = 0;
+  options.budgets.max_turns = 0;
   auto r = run(config_for({text_line("never")}), options);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->outcome, Outcome::MaxTurns);
@@ -101,7 +101,7 @@ TEST_F(Loop, MaxTurnsZeroMakesNoRequest) {
 
 TEST_F(Loop, TokenBudgetIsCheckedAfterToolTurns) {
   RunOptions options;
-  options.token_budget = 100;
+  options.budgets.token_budget = 100;
   auto r = run(config_for({tool_line("a", "calculate", {{"expression", "2*3"}}, 60, 40),
                            text_line("unreached")}),
                options);
@@ -113,7 +113,7 @@ TEST_F(Loop, TokenBudgetIsCheckedAfterToolTurns) {
 
 TEST_F(Loop, FinalAnswerIsReturnedEvenOverBudget) {
   RunOptions options;
-  options.token_budget = 10;
+  options.budgets.token_budget = 10;
   auto r = run(config_for({text_line("big answer", 500, 500)}), options);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->outcome, Outcome::EndTurn);
@@ -123,7 +123,7 @@ TEST_F(Loop, FinalAnswerIsReturnedEvenOverBudget) {
 TEST_F(Loop, DefectBudgetAccountingDiffersByProvider) {
   // kernex excluded cache reads from the budget for Anthropic only; here for every provider.
   RunOptions options;
-  options.token_budget = 100;
+  options.budgets.token_budget = 100;
   Json call = Json::parse(tool_line("a", "calculate", {{"expression", "1"}}, 10, 10));
   call["usage"]["cache_read_tokens"] = 1000;
   auto r = run(config_for({call.dump(), text_line("done", 10, 10)}), options);
@@ -134,7 +134,7 @@ TEST_F(Loop, DefectBudgetAccountingDiffersByProvider) {
 
 TEST_F(Loop, CostBudgetStopsOnPricedModel) {
   RunOptions options;
-  options.cost_budget_usd = 0.001;
+  options.budgets.cost_budget_usd = 0.001;
   options.model = "gpt-4o";  // $2.5 / $10 per Mtok
   auto r = run(config_for({tool_line("a", "calculate", {{"expression", "1"}}, 1000, 0),
                            text_line("unreached")}),
@@ -146,7 +146,7 @@ TEST_F(Loop, CostBudgetStopsOnPricedModel) {
 
 TEST_F(Loop, ToolCallBudgetLeavesExtraCallsUnrun) {
   RunOptions options;
-  options.tool_call_budget = 1;
+  options.budgets.tool_call_budget = 1;
   Json two{{"tool_calls",
             {{{"id", "a"}, {"name", "calculate"}, {"arguments", {{"expression", "1+1"}}}},
              {{"id", "b"}, {"name", "calculate"}, {"arguments", {{"expression", "2+2"}}}}}}};
@@ -299,7 +299,7 @@ TEST_F(Loop, OnStopIsNotFiredWhenALimitEndsTheRun) {
   std::vector<std::string> log;
   hooks_ = {std::make_shared<RecordingHook>("a", log)};
   RunOptions options;
-  options.max_turns = 1;
+  options.budgets.max_turns = 1;
   auto r = run(config_for({tool_line("1", "calculate", {{"expression", "1"}})}), options);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->outcome, Outcome::MaxTurns);

@@ -2,6 +2,10 @@
 // thinking replay through provider_state, cache usage, SSE streaming and its failures.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "fake_http_server.hpp"
 #include "kernex/plugin_host.hpp"
 
@@ -126,6 +130,26 @@ TEST(AnthropicProvider, ThinkingBudgetTurnsThinkingOnWithThatBudget) {
   ASSERT_TRUE(p->complete(Context("Hi"), {}, {}));
   EXPECT_EQ(Json::parse(server.requests().at(0).body)["thinking"],
             (Json{{"type", "enabled"}, {"budget_tokens", 2048}}));
+}
+
+// Its own options are fields beside the common ones, read with their types and ranges.
+TEST(AnthropicProvider, ItsOwnOptionsAreTypedFields) {
+  const Json base{{"base_url", "http://127.0.0.1:9"}, {"api_key", "x"}};
+  for (const auto& [extra, wanted] : std::vector<std::pair<Json, std::string>>{
+           {{{"thinking_budget", 0}}, "anthropic: option `thinking_budget`: must be positive"},
+           {{{"thinking_budget", 1e12}},
+            "anthropic: option `thinking_budget`: expected a non-negative integer"},
+           {{{"extended_thinking", "yes"}},
+            "anthropic: option `extended_thinking`: expected true or false, got \"yes\""},
+           {{{"thinking", true}},
+            "anthropic: option `thinking`: unknown key (expected one of: extended_thinking, "
+            "thinking_budget, model"}}) {
+    Json config = base;
+    config.update(extra);
+    auto p = create(config);
+    ASSERT_FALSE(p) << config;
+    EXPECT_NE(p.error().describe().find(wanted), std::string::npos) << p.error().describe();
+  }
 }
 
 TEST(AnthropicProvider, BuildsToolUseBlocksWithoutProviderState) {

@@ -82,10 +82,13 @@ TEST(OpenAiOptions, NumbersOutOfRangeAreErrorsNamingTheOption) {
     Json config{{"base_url", "http://127.0.0.1:9/v1"}, {"api_key", kKey}, {key, value}};
     auto p = create("openai", config);
     ASSERT_FALSE(p) << key << "=" << value;
-    // The host reports the plugin's Config error as a failed create, cause kept in the text.
-    EXPECT_NE(p.error().describe().find(std::string("option `") + key + "`: expected"),
-              std::string::npos)
-        << p.error().describe();
+    // The host reports the plugin's Config error as a failed create, cause kept in the text:
+    // the expected type and range, or the lower bound a value falls under.
+    const std::string text = p.error().describe();
+    const std::string named = std::string("openai: option `") + key + "`: ";
+    EXPECT_TRUE(text.find(named + "expected") != std::string::npos ||
+                text.find(named + "must be positive") != std::string::npos)
+        << text;
   }
   auto ok = create("openai", Json{{"base_url", "http://127.0.0.1:9/v1"},
                                   {"timeout_secs", 86400},
@@ -431,6 +434,48 @@ TEST(OpenAiProvider, AllowInsecureHttpOptsInToPlainHttpForOtherHosts) {
       {{"base_url", "http://vllm:8000/v1"}, {"api_key", kKey}, {"allow_insecure_http", "yes"}});
   ASSERT_FALSE(not_bool);
   EXPECT_NE(not_bool.error().describe().find("allow_insecure_http"), std::string::npos);
+}
+
+// Provider options go through the typed config reader (kernex/config_fields.hpp): each error
+// names the provider and the option, what was expected and what was given; an unknown option
+// lists the known ones and suggests the nearest; nothing given crashes the plugin.
+TEST(OpenAiOptions, OptionsAreReadThroughTheFieldTables) {
+  auto typo = create("openai", {{"api_key", "x"}, {"timeout_sec", 5}});
+  ASSERT_FALSE(typo);
+  EXPECT_NE(typo.error().describe().find("openai: option `timeout_sec`: unknown key (expected one "
+                                         "of: preset, model, base_url"),
+            std::string::npos)
+      << typo.error().describe();
+  EXPECT_NE(typo.error().describe().find("did you mean `timeout_secs`?"), std::string::npos);
+  // A preset plugin takes the common options only.
+  auto preset = create("groq", {{"api_key", "x"}, {"preset", "openai"}});
+  ASSERT_FALSE(preset);
+  EXPECT_NE(preset.error().describe().find("groq: option `preset`: unknown key"), std::string::npos)
+      << preset.error().describe();
+  auto model = create("openai", {{"api_key", "x"}, {"model", 4}});
+  ASSERT_FALSE(model);
+  EXPECT_NE(model.error().describe().find("openai: option `model`: expected a string, got 4"),
+            std::string::npos)
+      << model.error().describe();
+  auto list = create("openai", Json::array({1, 2}));
+  ASSERT_FALSE(list);
+  EXPECT_NE(list.error().describe().find("openai: options: expected a mapping"), std::string::npos)
+      << list.error().describe();
+  auto huge = create(
+      "openai", {{"api_key", "x"}, {"model", std::string(100'000, 'm')}, {"max_retries", "1"}});
+  ASSERT_FALSE(huge);
+  EXPECT_NE(huge.error().describe().find("option `max_retries`: expected a non-negative integer, "
+                                         "got \"1\""),
+            std::string::npos)
+      << huge.error().describe();
+  auto deep = create("openai", {{"api_key", "x"}, {"base_url", Json{{"a", Json::array({1})}}}});
+  ASSERT_FALSE(deep);
+  EXPECT_NE(deep.error().describe().find("option `base_url`: expected a string, got a mapping"),
+            std::string::npos)
+      << deep.error().describe();
+  // null keeps the default, as in the rest of kernex.yaml.
+  auto nulls = create("openai", {{"base_url", "http://127.0.0.1:9/v1"}, {"model", nullptr}});
+  EXPECT_TRUE(nulls) << nulls.error().describe();
 }
 
 TEST(OpenAiProvider, PresetPluginsCarryTheirDefaults) {

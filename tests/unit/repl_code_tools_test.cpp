@@ -151,7 +151,7 @@ TEST_F(CodeTools, PiiGuardTokenizesResultsForCodeAndRestoresThemForTools) {
 }
 
 TEST_F(CodeTools, TheToolCallBudgetCoversCallsFromCode) {
-  config_.limits.tool_call_budget = 3;  // eval_code takes one
+  config_.limits.budgets.tool_call_budget = 3;  // eval_code takes one
   auto r = run_code(
       "done = 0\n"
       "try:\n"

@@ -159,7 +159,9 @@ TEST_F(Replay, BadConfigAndScriptsAreErrorsNamingTheProblem) {
 
   auto unknown = make({{"script", "x"}, {"speed", "fast"}});
   ASSERT_FALSE(unknown);
-  EXPECT_NE(unknown.error().describe().find("unknown option `speed`"), std::string::npos);
+  EXPECT_NE(unknown.error().describe().find(
+                "option `speed`: unknown key (expected one of: script, record)"),
+            std::string::npos);
 
   auto nameless = dir.write("bad.jsonl", R"({"text":"a"})"
                                          "\n"

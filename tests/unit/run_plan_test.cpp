@@ -18,11 +18,11 @@ Config config_with_limits() {
   config.provider_options["replay"] = Json{{"speed", 2}};
   config.channel = "cli";
   config.project = "p";
-  config.limits.max_turns = 7;
+  config.limits.budgets.max_turns = 7;
   config.limits.max_depth = 2;
-  config.limits.token_budget = 1000;
-  config.limits.cost_budget_usd = 0.5;
-  config.limits.tool_call_budget = 9;
+  config.limits.budgets.token_budget = 1000;
+  config.limits.budgets.cost_budget_usd = 0.5;
+  config.limits.budgets.tool_call_budget = 9;
   return config;
 }
 
@@ -33,16 +33,16 @@ std::string key_of(const ConversationKey& key) {
 TEST(RunPlan, TheRunsOptionsOverrideTheConfigsLimitsOneByOne) {
   const Config config = config_with_limits();
   RunOptions options;
-  options.max_turns = 3;
-  options.cost_budget_usd = 0.1;
+  options.budgets.max_turns = 3;
+  options.budgets.cost_budget_usd = 0.1;
   options.max_depth = 4;
   auto plan = plan_run(config, options, Request::from_text("alice", "hi"));
   ASSERT_TRUE(plan) << plan.error().describe();
-  EXPECT_EQ(plan->limits.max_turns, 3u);
+  EXPECT_EQ(plan->limits.budgets.max_turns, 3u);
   EXPECT_EQ(plan->limits.max_depth, 4u);
-  EXPECT_EQ(plan->limits.token_budget, 1000u);
-  EXPECT_EQ(plan->limits.cost_budget_usd, 0.1);
-  EXPECT_EQ(plan->limits.tool_call_budget, 9u);
+  EXPECT_EQ(plan->limits.budgets.token_budget, 1000u);
+  EXPECT_EQ(plan->limits.budgets.cost_budget_usd, 0.1);
+  EXPECT_EQ(plan->limits.budgets.tool_call_budget, 9u);
   EXPECT_EQ(plan->parent, nullptr);
 }
 
@@ -81,10 +81,10 @@ TEST(RunPlan, MemoryIsTheRootRunsUnlessItWasGivenItsHistory) {
 
 TEST(RunPlan, ASubRunKeepsItsTreesBudgetsAndDepthWithItsOwnTurns) {
   const Config config = config_with_limits();
-  const Limits root{.max_turns = 40,
-                    .token_budget = 50,
-                    .cost_budget_usd = std::nullopt,
-                    .tool_call_budget = 2,
+  const Limits root{.budgets = {.max_turns = 40,
+                                .token_budget = 50,
+                                .cost_budget_usd = std::nullopt,
+                                .tool_call_budget = 2},
                     .max_depth = 1};
   KernelRunServices::Setup setup;
   setup.tree = std::make_shared<RunTree>(root, nullptr, "session");
@@ -92,16 +92,16 @@ TEST(RunPlan, ASubRunKeepsItsTreesBudgetsAndDepthWithItsOwnTurns) {
 
   RunOptions options;
   options.parent = parent;
-  options.token_budget = 1'000'000;  // a sub-run cannot raise what its tree allows
+  options.budgets.token_budget = 1'000'000;  // a sub-run cannot raise what its tree allows
   options.max_depth = 9;
   auto plan = plan_run(config, options, Request::from_text("rlm", "sub"));
   ASSERT_TRUE(plan) << plan.error().describe();
   EXPECT_EQ(plan->parent, parent.get());
-  EXPECT_EQ(plan->limits.max_turns, 7u);  // the config's: max_turns is each run's own
+  EXPECT_EQ(plan->limits.budgets.max_turns, 7u);  // the config's: max_turns is each run's own
   EXPECT_EQ(plan->limits.max_depth, 1u);
-  EXPECT_EQ(plan->limits.token_budget, 50u);
-  EXPECT_FALSE(plan->limits.cost_budget_usd);
-  EXPECT_EQ(plan->limits.tool_call_budget, 2u);
+  EXPECT_EQ(plan->limits.budgets.token_budget, 50u);
+  EXPECT_FALSE(plan->limits.budgets.cost_budget_usd);
+  EXPECT_EQ(plan->limits.budgets.tool_call_budget, 2u);
   EXPECT_FALSE(plan->uses_memory);
   EXPECT_TRUE(plan->audits_to_memory);
 }

@@ -170,7 +170,7 @@ TEST_F(RunTree, BatchedQueriesRunConcurrentlyAndAnswerInPromptOrder) {
 
 TEST_F(RunTree, TokenBudgetCoversSubQueriesAndStopsTheRun) {
   Limits limits;
-  limits.token_budget = 100;
+  limits.budgets.token_budget = 100;
   auto r =
       run({tool_line("ask", {{"prompt", "big one"}}, 10, 5), answer_line("big one", "x", 200, 10),
            tool_line("ask", {{"prompt", "never asked"}}), text_line("unreached")},
@@ -182,9 +182,9 @@ TEST_F(RunTree, TokenBudgetCoversSubQueriesAndStopsTheRun) {
 
 TEST_F(RunTree, ExhaustedBudgetIsALimitErrorInsideTheTool) {
   Limits limits;
-  limits.cost_budget_usd = 0.0;  // nothing may be spent: the first sub-query is refused
+  limits.budgets.cost_budget_usd = 0.0;  // nothing may be spent: the first sub-query is refused
   RunOptions options;
-  options.cost_budget_usd = 0.0;
+  options.budgets.cost_budget_usd = 0.0;
   auto r = run({tool_line("ask", {{"prompt", "anything"}}), text_line("gave up")}, options, limits);
   ASSERT_TRUE(r) << r.error().describe();
   EXPECT_TRUE(r->tool_calls.at(0).result.is_error);

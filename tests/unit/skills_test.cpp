@@ -226,7 +226,7 @@ TEST(SkillsLoading, BrokenSkillsFailWithFileLineAndFieldWhileOthersLoad) {
   EXPECT_EQ(wrong->problems[0].field, "toolbox.t.command");
   EXPECT_EQ(wrong->problems[0].line, 7);
   EXPECT_THAT(wrong->problems[0].message,
-              HasSubstr("expected a string (the program to run), found a list"));
+              HasSubstr("expected a string, got a list (the program to run)"));
 
   const auto* unclosed = failure_for(loaded, "unclosed");
   ASSERT_NE(unclosed, nullptr);
@@ -360,6 +360,64 @@ TEST(SkillsLoading, UnknownFieldsAreWarningsAndMetadataBinsFillRequires) {
   EXPECT_EQ(s.warnings[0].field, "trigers");
   EXPECT_EQ(s.warnings[0].line, 4);
   EXPECT_THAT(s.requirements, ElementsAre("git", "curl"));
+}
+
+// Manifest fields go through the typed config reader (kernex/config_fields.hpp): an unknown key
+// names the known ones and the nearest; a wrong type says what was expected, what was found and
+// what the field is for, at the file, line and key path; nothing hostile crashes the reader.
+TEST(SkillsLoading, ManifestFieldsAreReadThroughTheFieldTables) {
+  auto typo = parse_skill("---\nname: w\ndescription: d\ndescripton: x\n---\n", "w/SKILL.md", "w");
+  ASSERT_TRUE(typo) << typo.error().describe();
+  ASSERT_EQ(typo->warnings.size(), 1u);
+  EXPECT_EQ(typo->warnings[0].line, 4);
+  EXPECT_THAT(typo->warnings[0].describe(),
+              HasSubstr("w/SKILL.md:4: warning: descripton: ignored: unknown key (expected one of: "
+                        "name, "
+                        "description,"));
+  EXPECT_THAT(typo->warnings[0].message, HasSubstr("did you mean `description`?"));
+
+  auto lazy = parse_skill("---\nname: w\ndescription: d\nlazy: maybe\n---\n", "w/SKILL.md", "w");
+  ASSERT_FALSE(lazy);
+  EXPECT_THAT(lazy.error().describe(),
+              HasSubstr("w/SKILL.md:4: lazy: expected true or false, got \"maybe\""));
+  auto yes = parse_skill("---\nname: w\ndescription: d\nlazy: Yes\n---\n", "w/SKILL.md", "w");
+  ASSERT_TRUE(yes) << yes.error().describe();
+  EXPECT_TRUE(yes->lazy);
+
+  // TOML numbers are not strings; a YAML number is its text.
+  auto toml = parse_skill("+++\nname = 5\ndescription = \"d\"\n+++\n", "t/SKILL.md", "t");
+  ASSERT_FALSE(toml);
+  EXPECT_THAT(toml.error().describe(),
+              HasSubstr("t/SKILL.md:2: name: expected a string, got 5 (the skill's name)"));
+  auto yaml = parse_skill("---\nname: w\ndescription: d\nlicense: 2.0\n---\n", "w/SKILL.md", "w");
+  ASSERT_TRUE(yaml) << yaml.error().describe();
+  EXPECT_EQ(yaml->license, "2.0");
+
+  auto empty = parse_skill("---\nname: w\ndescription:\n---\n", "w/SKILL.md", "w");
+  ASSERT_FALSE(empty);
+  EXPECT_THAT(empty.error().describe(), HasSubstr("description: expected a"));
+
+  // A huge value is shown cut short, never whole.
+  const std::string huge(100'000, 'x');
+  auto big =
+      parse_skill("---\nname: w\ndescription: d\nlazy: " + huge + "\n---\n", "w/SKILL.md", "w");
+  ASSERT_FALSE(big);
+  EXPECT_LT(big.error().describe().size(), 1000u);
+
+  const std::string box_head =
+      "---\nname: w\ndescription: d\ntoolbox:\n  t:\n    description: x\n    command: run\n"
+      "    netwrok: true\n";
+  auto bad_args = parse_skill(box_head + "    args: [a, [b]]\n---\n", "w/SKILL.md", "w");
+  ASSERT_FALSE(bad_args);
+  EXPECT_THAT(bad_args.error().describe(),
+              HasSubstr("w/SKILL.md:9: toolbox.t.args[1]: expected a string, got a list (program "
+                        "arguments)"));
+  auto box = parse_skill(box_head + "---\n", "w/SKILL.md", "w");
+  ASSERT_TRUE(box) << box.error().describe();
+  ASSERT_EQ(box->warnings.size(), 1u);
+  EXPECT_EQ(box->warnings[0].field, "toolbox.t.netwrok");
+  EXPECT_EQ(box->warnings[0].line, 8);
+  EXPECT_THAT(box->warnings[0].message, HasSubstr("did you mean `network`?"));
 }
 
 TEST(SkillsLoading, SideFilesMergeAndOverride) {

@@ -646,7 +646,7 @@ TEST_F(ReplKernel, DepthTwoRecursionRunsEachLevelInItsOwnRepl) {
 
 TEST_F(ReplKernel, TokenBudgetRunsOutInsideTheCode) {
   Limits limits;
-  limits.token_budget = 300;
+  limits.budgets.token_budget = 300;
   auto k = kernel(
       {
           tool_line("eval_code",
@@ -674,7 +674,7 @@ TEST_F(ReplKernel, TokenBudgetRunsOutInsideTheCode) {
 
 TEST_F(ReplKernel, ToolCallBudgetCoversTheTree) {
   Limits limits;
-  limits.tool_call_budget = 2;
+  limits.budgets.tool_call_budget = 2;
   auto k = kernel(
       {
           tool_line("eval_code", {{"code", "a = 1"}}),

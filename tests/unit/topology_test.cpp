@@ -78,7 +78,7 @@ TEST(TopologyFormat, YamlFormReadsTheSameSchema) {
   ASSERT_TRUE(t) << t.error().describe();
   EXPECT_EQ(t->groups().size(), 2u);
   EXPECT_EQ(t->agents.at("a").workspace, topo::WorkspaceView::ReadOnly);
-  EXPECT_EQ(t->agents.at("a").limits.max_turns, 3u);
+  EXPECT_EQ(t->agents.at("a").limits.budgets.max_turns, 3u);
   EXPECT_EQ(t->phases[2].max_rounds, 2u);
   // A quoted version is a string in YAML as in TOML: an error.
   dir.write("t/TOPOLOGY.yaml", "topology: {name: t, description: d, version: \"1\"}\nphases: []\n");

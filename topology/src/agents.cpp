@@ -72,13 +72,15 @@ Result<void> read_limits(const Reader& reader, const Node& node, const std::stri
       {"max_turns", "token_budget", "cost_budget_usd", "tool_call_budget", "wall_time_ms"},
       [&](const std::string& key, const Node& value, const std::string& sub) -> Result<void> {
         if (key == "cost_budget_usd")
-          return assign(reader.number(value, sub, 0, kMaxCostBudgetUsd), out.cost_budget_usd);
+          return assign(reader.number(value, sub, 0, kMaxCostBudgetUsd),
+                        out.budgets.cost_budget_usd);
         if (key == "token_budget")
-          return assign(reader.integer(value, sub, 0, std::int64_t{1} << 53), out.token_budget);
+          return assign(reader.integer(value, sub, 0, std::int64_t{1} << 53),
+                        out.budgets.token_budget);
         KERNEX_ASSIGN_OR_RETURN(auto n, reader.integer(value, sub, 0, 0xFFFFFFFFLL));
         const auto v = static_cast<std::uint32_t>(n);
-        if (key == "max_turns") out.max_turns = v;
-        if (key == "tool_call_budget") out.tool_call_budget = v;
+        if (key == "max_turns") out.budgets.max_turns = v;
+        if (key == "tool_call_budget") out.budgets.tool_call_budget = v;
         if (key == "wall_time_ms") out.wall_time_ms = v;
         return {};
       });

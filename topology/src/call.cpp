@@ -77,11 +77,12 @@ Result<RunOptions> agent_options(RunContext& ctx, const StepCall& call, const Ag
   }
   if (agent.provider) o.provider = agent.provider;
   if (agent.model) o.model = agent.model;
-  o.max_turns = call.phase->max_turns ? call.phase->max_turns : agent.limits.max_turns;
-  if (!o.max_turns) o.max_turns = ctx.options.base.max_turns;
-  o.token_budget = min_of(agent.limits.token_budget, ctx.ledger->tokens_left());
-  o.cost_budget_usd = min_of(agent.limits.cost_budget_usd, ctx.ledger->cost_left());
-  o.tool_call_budget = min_of(agent.limits.tool_call_budget, ctx.ledger->tools_left());
+  const Budgets& own = agent.limits.budgets;
+  o.budgets.max_turns = call.phase->max_turns ? call.phase->max_turns : own.max_turns;
+  if (!o.budgets.max_turns) o.budgets.max_turns = ctx.options.base.budgets.max_turns;
+  o.budgets.token_budget = min_of(own.token_budget, ctx.ledger->tokens_left());
+  o.budgets.cost_budget_usd = min_of(own.cost_budget_usd, ctx.ledger->cost_left());
+  o.budgets.tool_call_budget = min_of(own.tool_call_budget, ctx.ledger->tools_left());
   o.allowed_tools = agent.tools;
   if (agent.workspace == WorkspaceView::ReadOnly) {
     std::vector<std::string> allowed;

@@ -24,11 +24,11 @@ void Ledger::restore(const std::string& agent, const Usage& usage) {
 
 void Ledger::check_locked() {
   if (exhausted_) return;
-  if (totals_.token_budget && used_.billed_tokens() >= *totals_.token_budget)
+  if (totals_.budgets.token_budget && used_.billed_tokens() >= *totals_.budgets.token_budget)
     exhausted_ = "tokens";
-  else if (totals_.cost_budget_usd && used_.cost_usd >= *totals_.cost_budget_usd)
+  else if (totals_.budgets.cost_budget_usd && used_.cost_usd >= *totals_.budgets.cost_budget_usd)
     exhausted_ = "cost";
-  else if (totals_.tool_call_budget && tools_ > *totals_.tool_call_budget)
+  else if (totals_.budgets.tool_call_budget && tools_ > *totals_.budgets.tool_call_budget)
     exhausted_ = "tools";
   if (exhausted_) stop_.request_stop();
 }
@@ -48,21 +48,22 @@ std::optional<std::string> Ledger::exhausted() const {
 
 std::optional<std::uint64_t> Ledger::tokens_left() const {
   std::lock_guard lock(mutex_);
-  if (!totals_.token_budget) return std::nullopt;
+  if (!totals_.budgets.token_budget) return std::nullopt;
   const auto used = used_.billed_tokens();
-  return used >= *totals_.token_budget ? 0 : *totals_.token_budget - used;
+  return used >= *totals_.budgets.token_budget ? 0 : *totals_.budgets.token_budget - used;
 }
 
 std::optional<double> Ledger::cost_left() const {
   std::lock_guard lock(mutex_);
-  if (!totals_.cost_budget_usd) return std::nullopt;
-  return std::max(0.0, *totals_.cost_budget_usd - used_.cost_usd);
+  if (!totals_.budgets.cost_budget_usd) return std::nullopt;
+  return std::max(0.0, *totals_.budgets.cost_budget_usd - used_.cost_usd);
 }
 
 std::optional<std::uint32_t> Ledger::tools_left() const {
   std::lock_guard lock(mutex_);
-  if (!totals_.tool_call_budget) return std::nullopt;
-  return tools_ >= *totals_.tool_call_budget ? 0 : *totals_.tool_call_budget - tools_;
+  if (!totals_.budgets.tool_call_budget) return std::nullopt;
+  return tools_ >= *totals_.budgets.tool_call_budget ? 0
+                                                     : *totals_.budgets.tool_call_budget - tools_;
 }
 
 std::optional<std::chrono::milliseconds> Ledger::wall_left() const {

@@ -183,9 +183,7 @@ Result<TopologyResult> run(Kernel& kernel, const Topology& topology, const Runne
       auto log, detail::RunLog::open(runs_dir(data_dir) / run_id, topology.digest(), topology.name,
                                      options.input, options.durable));
   AgentLimits totals = topology.limits;
-  if (options.base.token_budget) totals.token_budget = options.base.token_budget;
-  if (options.base.cost_budget_usd) totals.cost_budget_usd = options.base.cost_budget_usd;
-  if (options.base.tool_call_budget) totals.tool_call_budget = options.base.tool_call_budget;
+  totals.budgets = options.base.budgets.over(totals.budgets);  // (its max_turns goes unused)
   if (options.wall_time_ms) totals.wall_time_ms = options.wall_time_ms;
   detail::RunContext ctx(kernel, topology, options, run_id, std::move(log));
   std::stop_callback cancel(options.base.stop, [&ctx] { ctx.stop.request_stop(); });

@@ -25,17 +25,43 @@ struct PluginRef {
 inline constexpr double kMaxCostBudgetUsd = 1e9;
 inline constexpr std::uint64_t kMaxIdleMinutes = 10ULL * 365 * 24 * 60;
 
+inline constexpr std::uint32_t kDefaultMaxTurns = 50;
+
+// The four budgets of a run, declared once: kernex.yaml's `limits:` (Limits::budgets), a run's
+// overrides (RunOptions::budgets), `kernex run`'s flags and a topology agent's limits all hold
+// this. Unset: no limit of that kind (max_turns: the config's). Users spell the fields the same
+// everywhere (YAML, JSON, TOML keys); the CLI flags are --max-turns, --token-budget,
+// --cost-budget and --tool-budget.
+struct Budgets {
+  std::optional<std::uint32_t> max_turns;         // model calls per run
+  std::optional<std::uint64_t> token_budget;      // billed tokens over a run and its sub-calls
+  std::optional<double> cost_budget_usd;          // USD, [0, kMaxCostBudgetUsd], finite
+  std::optional<std::uint32_t> tool_call_budget;  // tool calls over a run and its sub-calls
+
+  // Each budget this one sets, else `base`'s: a run's overrides over the config's limits.
+  Budgets over(const Budgets& base) const {
+    return {max_turns ? max_turns : base.max_turns, token_budget ? token_budget : base.token_budget,
+            cost_budget_usd ? cost_budget_usd : base.cost_budget_usd,
+            tool_call_budget ? tool_call_budget : base.tool_call_budget};
+  }
+  bool operator==(const Budgets&) const = default;
+};
+
 struct Limits {
-  std::uint32_t max_turns = 50;
-  std::optional<std::uint64_t> token_budget;
-  std::optional<double> cost_budget_usd;  // [0, kMaxCostBudgetUsd], finite
-  std::optional<std::uint32_t> tool_call_budget;
+  // max_turns is always set here.
+  Budgets budgets{.max_turns = kDefaultMaxTurns,
+                  .token_budget = std::nullopt,
+                  .cost_budget_usd = std::nullopt,
+                  .tool_call_budget = std::nullopt};
   // How deep rlm_query may recurse below the root run (depth 0). The token, cost and tool-call
   // budgets above cover the whole tree of sub-calls, not each run alone.
   std::uint32_t max_depth = 1;
   std::size_t max_context_messages = 50;
   CompactionStrategy compaction = CompactionStrategy::Drop;
   std::chrono::minutes conversation_idle{120};
+
+  // The model calls a run may make.
+  std::uint32_t max_turns() const { return budgets.max_turns.value_or(kDefaultMaxTurns); }
 };
 
 // Where a run's sandboxed tools write (`workspace: {mode: ...}`): straight into the workspace, or

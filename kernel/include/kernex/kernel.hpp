@@ -77,10 +77,7 @@ struct RunOptions {
   std::optional<std::string> provider;
   Json provider_options = Json::object();  // merged over the config's options for that provider
   std::optional<std::string> model;
-  std::optional<std::uint32_t> max_turns;
-  std::optional<std::uint64_t> token_budget;
-  std::optional<double> cost_budget_usd;
-  std::optional<std::uint32_t> tool_call_budget;
+  Budgets budgets;  // each one set overrides the config's limits
   // None: every tool; empty: no tools; names: only those tools are offered and callable.
   std::optional<std::vector<std::string>> allowed_tools;
   StreamSink sink;  // set to receive stream events

@@ -34,6 +34,8 @@ namespace kernex {
 //    called from code returns its whole result, up to the code's cap).
 // 9: ExchangeRecord::audits and MemoryStore::audits_in_exchange (a turn's audit rows ride its
 //    exchange's write).
+//    kernex::Budgets, the four run budgets declared once: Limits::budgets and RunOptions::budgets
+//    replace their max_turns, token_budget, cost_budget_usd and tool_call_budget members.
 inline constexpr std::uint32_t kAbiVersion = 9;
 
 enum class PluginKind : std::uint32_t {

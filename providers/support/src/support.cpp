@@ -4,6 +4,7 @@
 #include "kernex/log.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
@@ -42,60 +43,124 @@ std::string strip_cache_boundary(std::string_view system_prompt) {
 
 // ---- options ------------------------------------------------------------------------------
 
-OptionReader::OptionReader(std::string provider, const Json& config)
-    : provider_(std::move(provider)), config_(config) {}
+namespace {
 
-Result<std::optional<std::string>> OptionReader::string(const std::string& key) {
-  seen_.insert(key);
-  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null())
-    return std::nullopt;
-  const Json& v = config_.at(key);
-  if (!v.is_string())
-    return fail(ErrorCode::Config, provider_ + ": option `" + key + "` must be a string");
-  return v.get<std::string>();
+using config::Field;
+using config::FieldType;
+
+constexpr std::array kCommonOptionFields{
+    Field{"model", FieldType::String, "the model id", "the provider's"},
+    Field{"base_url", FieldType::String,
+          "the API's base URL: https://, or http:// for loopback (or allow_insecure_http)",
+          "the provider's"},
+    Field{"api_key", FieldType::String, "the API key (better: api_key_env)"},
+    Field{"api_key_env", FieldType::String, "the environment variable holding the API key",
+          "the provider's"},
+    Field{"max_tokens", FieldType::Integer, "output tokens per model call", "the provider's", 1,
+          kMaxTokensOption},
+    Field{.name = "timeout_secs",
+          .type = FieldType::Number,
+          .doc = "total time of one request, retries included",
+          .default_text = "120",
+          .number_min = kMinTimeoutSecs,
+          .number_max = kMaxTimeoutSecs,
+          .unit = "s"},
+    Field{.name = "connect_timeout_secs",
+          .type = FieldType::Number,
+          .doc = "time to connect (at most timeout_secs)",
+          .default_text = "10",
+          .number_min = kMinTimeoutSecs,
+          .number_max = kMaxTimeoutSecs,
+          .unit = "s"},
+    Field{.name = "read_timeout_secs",
+          .type = FieldType::Number,
+          .doc = "longest silence while reading a reply",
+          .default_text = "timeout_secs",
+          .number_min = kMinTimeoutSecs,
+          .number_max = kMaxTimeoutSecs,
+          .unit = "s"},
+    Field{"max_retries", FieldType::Integer, "retries of a failed request", "3", 0, kMaxRetries},
+    Field{.name = "retry_base_ms",
+          .type = FieldType::Integer,
+          .doc = "first retry's backoff, doubled after each",
+          .default_text = "1000",
+          .max = kMaxRetryBaseMs,
+          .unit = "ms"},
+    Field{"allow_insecure_http", FieldType::Bool,
+          "accept a plain http:// base_url on a non-loopback host (said aloud at start)", "false"},
+};
+
+}  // namespace
+
+std::span<const config::Field> common_option_fields() { return kCommonOptionFields; }
+
+OptionReader::OptionReader(std::string provider, const Json& config,
+                           std::span<const config::Field> own)
+    : provider_(std::move(provider)), config_(config) {
+  fields_.assign(own.begin(), own.end());
+  fields_.insert(fields_.end(), kCommonOptionFields.begin(), kCommonOptionFields.end());
 }
 
-Result<std::optional<std::uint64_t>> OptionReader::uint(const std::string& key, std::uint64_t min,
-                                                        std::uint64_t max) {
-  seen_.insert(key);
-  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null())
-    return std::nullopt;
-  if (auto problem = uint_problem(config_.at(key), min, max))
-    return fail(ErrorCode::Config, provider_ + ": option `" + key + "`: " + *problem);
-  return config_.at(key).get<std::uint64_t>();
+config::Where OptionReader::where(std::string_view key) const {
+  std::string path = provider_ + ": option `";
+  path.append(key).append("`");
+  return {"", 0, std::move(path)};
 }
 
-Result<std::optional<double>> OptionReader::number(const std::string& key, double min, double max) {
-  seen_.insert(key);
-  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null())
-    return std::nullopt;
-  if (auto problem = number_problem(config_.at(key), min, max))
-    return fail(ErrorCode::Config, provider_ + ": option `" + key + "`: " + *problem);
-  return config_.at(key).get<double>();
-}
-
-Result<std::optional<bool>> OptionReader::boolean(const std::string& key) {
-  seen_.insert(key);
-  if (!config_.is_object() || !config_.contains(key) || config_.at(key).is_null())
-    return std::nullopt;
-  const Json& v = config_.at(key);
-  if (!v.is_boolean())
-    return fail(ErrorCode::Config, provider_ + ": option `" + key + "` must be true or false");
-  return v.get<bool>();
-}
-
-Result<void> OptionReader::finish() const {
-  if (!config_.is_null() && !config_.is_object()) {
-    return fail(ErrorCode::Config, provider_ + ": options must be a JSON object");
+Result<const config::Field*> OptionReader::field(std::string_view key,
+                                                 config::FieldType type) const {
+  const config::Field* f = section().find(key);
+  if (f == nullptr || f->type != type) {
+    return fail(ErrorCode::Internal, provider_ + ": option `" + std::string(key) +
+                                         "` is read as a type its field table does not give");
   }
+  return f;
+}
+
+std::optional<config::FieldValue> OptionReader::value(std::string_view key) const {
+  if (!config_.is_object()) return std::nullopt;
+  const auto it = config_.find(key);
+  if (it == config_.end()) return std::nullopt;
+  return config::FieldValue::of(*it);
+}
+
+Result<std::optional<std::string>> OptionReader::string(std::string_view key) const {
+  KERNEX_RETURN_IF_ERROR(field(key, config::FieldType::String));
+  const auto v = value(key);
+  if (!v) return std::nullopt;
+  return config::read_string(*v, where(key));
+}
+
+Result<std::optional<std::uint64_t>> OptionReader::uint(std::string_view key) const {
+  KERNEX_ASSIGN_OR_RETURN(const config::Field* f, field(key, config::FieldType::Integer));
+  const auto v = value(key);
+  if (!v) return std::nullopt;
+  return config::read_integer(*f, *v, where(key));
+}
+
+Result<std::optional<double>> OptionReader::number(std::string_view key) const {
+  KERNEX_ASSIGN_OR_RETURN(const config::Field* f, field(key, config::FieldType::Number));
+  const auto v = value(key);
+  if (!v) return std::nullopt;
+  return config::read_number(*f, *v, where(key));
+}
+
+Result<std::optional<bool>> OptionReader::boolean(std::string_view key) const {
+  KERNEX_RETURN_IF_ERROR(field(key, config::FieldType::Bool));
+  const auto v = value(key);
+  if (!v) return std::nullopt;
+  return config::read_bool(*v, where(key));
+}
+
+Result<void> OptionReader::check_keys() const {
   if (config_.is_null()) return {};
-  for (const auto& [key, value] : config_.items()) {
-    if (seen_.contains(key)) continue;
-    std::string known;
-    for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
-    return fail(ErrorCode::Config,
-                provider_ + ": unknown option `" + key + "` (accepted: " + known + ")");
+  if (!config_.is_object()) {
+    return config::field_error({"", 0, provider_ + ": options"},
+                               "expected a mapping of options (a JSON object), got " +
+                                   config::FieldValue::of(config_).got);
   }
+  for (const auto& [key, value] : config_.items())
+    KERNEX_RETURN_IF_ERROR(config::known_key(section(), key, where(key)));
   return {};
 }
 
@@ -117,6 +182,7 @@ void warn_insecure_once(const std::string& provider, const std::string& url) {
 Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& defaults) {
   CommonOptions o;
   o.name = defaults.name;
+  KERNEX_RETURN_IF_ERROR(reader.check_keys());
 #define KX_READ(var, call) \
   auto var = call;         \
   if (!var) return std::unexpected(var.error())
@@ -124,23 +190,21 @@ Result<CommonOptions> read_common(OptionReader& reader, const ProviderDefaults& 
   KX_READ(base_url, reader.string("base_url"));
   KX_READ(api_key, reader.string("api_key"));
   KX_READ(api_key_env, reader.string("api_key_env"));
-  KX_READ(max_tokens, reader.uint("max_tokens", 1, kMaxTokensOption));
-  KX_READ(timeout, reader.number("timeout_secs", kMinTimeoutSecs, kMaxTimeoutSecs));
-  KX_READ(connect_timeout, reader.number("connect_timeout_secs", kMinTimeoutSecs, kMaxTimeoutSecs));
-  KX_READ(read_timeout, reader.number("read_timeout_secs", kMinTimeoutSecs, kMaxTimeoutSecs));
-  KX_READ(max_retries, reader.uint("max_retries", 0, kMaxRetries));
-  KX_READ(retry_base_ms, reader.uint("retry_base_ms", 0, kMaxRetryBaseMs));
+  KX_READ(max_tokens, reader.uint("max_tokens"));
+  KX_READ(timeout, reader.number("timeout_secs"));
+  KX_READ(connect_timeout, reader.number("connect_timeout_secs"));
+  KX_READ(read_timeout, reader.number("read_timeout_secs"));
+  KX_READ(max_retries, reader.uint("max_retries"));
+  KX_READ(retry_base_ms, reader.uint("retry_base_ms"));
   KX_READ(allow_insecure_http, reader.boolean("allow_insecure_http"));
 #undef KX_READ
-  KERNEX_RETURN_IF_ERROR(reader.finish());
 
   o.model = model->value_or(defaults.model);
-  if (o.model.empty())
-    return fail(ErrorCode::Config, o.name + ": option `model` must not be empty");
+  if (o.model.empty()) return config::field_error(reader.where("model"), "must not be empty");
   o.base_url = base_url->value_or(defaults.base_url);
   while (o.base_url.ends_with('/')) o.base_url.pop_back();
   auto url = http::Url::parse(o.base_url);
-  if (!url) return fail(ErrorCode::Config, o.name + ": option `base_url`: " + url.error().message);
+  if (!url) return config::field_error(reader.where("base_url"), url.error().message);
   o.url = *url;
   o.max_tokens = *max_tokens;
 

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernex/config.hpp"
 #include "kernex/error.hpp"
 #include "kernex/json.hpp"
 
@@ -42,10 +43,7 @@ std::string_view to_string(WorkspaceView view);
 
 // Per agent call; a total over the whole run is the topology's `limits`.
 struct AgentLimits {
-  std::optional<std::uint32_t> max_turns;
-  std::optional<std::uint64_t> token_budget;
-  std::optional<double> cost_budget_usd;
-  std::optional<std::uint32_t> tool_call_budget;
+  Budgets budgets;
   std::optional<std::uint32_t> wall_time_ms;
 };
 

@@ -4,11 +4,12 @@
 
 #include <cstdint>
 #include <optional>
-#include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kernex/config_fields.hpp"
 #include "kernex/context.hpp"
 #include "kernex/http/client.hpp"
 #include "kernex/json.hpp"
@@ -39,9 +40,10 @@ struct ProviderDefaults {
   std::string key_env;  // empty: the provider takes no key
 };
 
-// Options every network provider accepts:
+// Options every network provider accepts (kCommonOptionFields in support.cpp):
 //   model, base_url, api_key, api_key_env, max_tokens, timeout_secs (total, default 120),
-//   connect_timeout_secs, read_timeout_secs, max_retries (3), retry_base_ms (1000).
+//   connect_timeout_secs, read_timeout_secs, max_retries (3), retry_base_ms (1000),
+//   allow_insecure_http.
 // Their ranges (README "Providers"); a value outside is a Config error naming the option:
 inline constexpr std::uint64_t kMaxTokensOption = 4'294'967'295;  // [1, 2^32-1]
 inline constexpr double kMinTimeoutSecs = 0.001;                  // every *_secs: [0.001, 86400]
@@ -59,23 +61,36 @@ struct CommonOptions {
   http::ClientOptions client;
 };
 
-// Strict reader over a plugin's JSON config: every key must be consumed or it is an error
-// naming the key and the accepted ones.
+// The common options as a field table (name, type, range, default, doc).
+std::span<const config::Field> common_option_fields();
+
+// A provider's options (its plugin config, a JSON object) read through the one typed config
+// reader (kernex/config_fields.hpp): its fields are the provider's own (`own`) and the common
+// ones, each read with its field's type and range. Errors are Config errors worded
+// "<provider>: option `key`: expected X, got Y"; an unknown key lists the known ones and
+// suggests the nearest. Options come from kernex.yaml's provider sections or --provider-opt,
+// merged, so no file or line is known here.
 class OptionReader {
  public:
-  OptionReader(std::string provider, const Json& config);
-  Result<std::optional<std::string>> string(const std::string& key);
-  // Numbers must lie in [min, max] (finite; whole for uint), else an error naming key and range.
-  Result<std::optional<std::uint64_t>> uint(const std::string& key, std::uint64_t min,
-                                            std::uint64_t max);
-  Result<std::optional<double>> number(const std::string& key, double min, double max);
-  Result<std::optional<bool>> boolean(const std::string& key);
-  Result<void> finish() const;  // unknown keys -> Config error
+  OptionReader(std::string provider, const Json& config, std::span<const config::Field> own = {});
+  Result<std::optional<std::string>> string(std::string_view key) const;
+  Result<std::optional<std::uint64_t>> uint(std::string_view key) const;
+  Result<std::optional<double>> number(std::string_view key) const;
+  Result<std::optional<bool>> boolean(std::string_view key) const;
+  // The options are a JSON object (or null) and every key is a field, else a Config error.
+  Result<void> check_keys() const;
+  config::Where where(std::string_view key) const;  // "<provider>: option `key`"
 
  private:
+  config::Section section() const { return {"", fields_}; }
+  // The field `key` names, which must be of `type` (a provider's code reading a key its table
+  // lacks is a bug, reported as Internal); and its value, unset when absent.
+  Result<const config::Field*> field(std::string_view key, config::FieldType type) const;
+  std::optional<config::FieldValue> value(std::string_view key) const;
+
   std::string provider_;
   const Json& config_;
-  std::set<std::string> seen_;
+  std::vector<config::Field> fields_;
 };
 
 // Reads the common options (after any provider-specific ones were read from `reader`), picks
