@@ -246,11 +246,12 @@ pg::Statement audit_statement(const MemoryScope& scope, const AuditRecord& rec,
                               const std::string& args) {
   std::optional<std::string> at =
       rec.timestamp.empty() ? std::nullopt : std::optional(rec.timestamp);
-  return {"INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, "
-          "arguments, result, status, reason, tenant) "
-          "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-          {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result,
-           rec.status, rec.reason, scope.tenant()}};
+  return {
+      "INSERT INTO audit_log (created_at, conversation_id, sender_id, agent, tool, "
+      "arguments, result, status, reason, tenant) "
+      "VALUES (coalesce($1, kx_now()), $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+      {at, rec.conversation_id, rec.sender_id, rec.agent, rec.tool, args, rec.result, rec.status,
+       rec.reason, scope.tenant()}};
 }
 
 }  // namespace

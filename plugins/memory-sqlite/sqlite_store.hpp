@@ -58,7 +58,7 @@ class SqliteStore final : public MemoryStore {
                                const std::vector<ContextEntry>& entries);
   Result<void> insert_usage(const MemoryScope& scope, const UsageRecord& record);
   Result<void> insert_audit(const MemoryScope& scope, const AuditRecord& rec,
-                           const std::string& args);
+                            const std::string& args);
   Result<std::vector<Task>> select_tasks(Stmt& stmt);
   Result<void> owned_conversation(const MemoryScope& scope, const Json& row,
                                   const std::string& where);
