@@ -180,7 +180,7 @@ Result<std::vector<sqlite::EncodedColumns>> encode_exchange(
 std::vector<pg::Statement> exchange_statements(const MemoryScope& scope,
                                                const std::string& conversation_id,
                                                const std::vector<ContextEntry>& entries,
-                                               const std::vector<EncodedEntry>& encoded) {
+                                               const std::vector<sqlite::EncodedColumns>& encoded) {
   std::vector<pg::Statement> out;
   out.push_back(
       {"UPDATE conversations SET last_activity = kx_now(), message_count = "
