@@ -81,10 +81,18 @@ class MemoryAuditHook final : public HookRunner {
   void flush() { flush(take()); }
 
  private:
-  void record(const AuditRecord& rec) {
-    if (auto r = store_->record_tool_call(scope_, rec);
-        !r && r.error().code != ErrorCode::Unsupported) {
-      log(LogLevel::Warn, "audit log: " + r.error().describe());
+  // Also called from AuditFlush's destructor, outside the hook chain's guard: a store plugin
+  // that throws is logged, never lets the exception out.
+  void record(const AuditRecord& rec) noexcept {
+    try {
+      if (auto r = store_->record_tool_call(scope_, rec);
+          !r && r.error().code != ErrorCode::Unsupported) {
+        log(LogLevel::Warn, "audit log: " + r.error().describe());
+      }
+    } catch (const std::exception& e) {
+      log(LogLevel::Warn, std::string("audit log: the memory store threw: ") + e.what());
+    } catch (...) {
+      log(LogLevel::Warn, "audit log: the memory store threw");
     }
   }
 
