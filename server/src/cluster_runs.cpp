@@ -382,8 +382,7 @@ void ClusterRuns::end(Tracked& tracked, const RunEnd& result) {
     tracked.executing = false;
   }
   if (stored && *stored) {
-    run.append(result.event, result.body);
-    run.finish(result.status, result.body);
+    run.end(result.event, result.status, result.body);
     return;
   }
   const std::string why =
@@ -391,8 +390,7 @@ void ClusterRuns::end(Tracked& tracked, const RunEnd& result) {
              : "the run's end could not be stored: " + stored.error().describe();
   log(LogLevel::Warn, "serve: run " + run.id + ": " + why);
   const Json lost{{"run_id", run.id}, {"code", "claim_lost"}, {"message", why}};
-  run.append("error", lost);
-  run.finish(RunStatus::Failed, lost);
+  run.end("error", RunStatus::Failed, lost);
   std::lock_guard lock(mutex_);
   if (auto it = runs_.find(run.id); it != runs_.end() && it->second.get() == &tracked)
     runs_.erase(it);

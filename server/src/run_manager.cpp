@@ -137,8 +137,7 @@ void RunManager::cancel_queued(Pending& pending) {
   if (auto r = deps_.store->finish(run.id, RunStatus::Cancelled, result, events); !r) {
     log(LogLevel::Error, "serve: " + r.error().describe());
   }
-  run.append("run_end", result);
-  run.finish(RunStatus::Cancelled, result);
+  run.end("run_end", RunStatus::Cancelled, result);
   if (deps_.admission) deps_.admission->release(run.tenant, 0, 0);
 }
 
@@ -209,8 +208,7 @@ void RunManager::execute(const Pending& pending) {
     deps_.admission->release(run.tenant, end.usage.input_tokens + end.usage.output_tokens,
                              end.usage.cost_usd);
   }
-  run.append(end.event, end.body);
-  run.finish(end.status, end.body);
+  run.end(end.event, end.status, end.body);
 }
 
 bool RunManager::park(const Pending& pending) {

@@ -45,12 +45,16 @@ void RunState::wake(std::unique_lock<std::mutex>& lock) {
   for (auto& [ticket, w] : wakers) w();
 }
 
-void RunState::append(std::string name, Json data) {
-  std::unique_lock lock(mutex_);
-  if (is_terminal(status_) || muted_ || repeated(name, data)) return;
+bool RunState::push_locked(std::string& name, Json& data) {
+  if (is_terminal(status_) || muted_ || repeated(name, data)) return false;
   events_.push_back(std::make_shared<const RunEvent>(
       RunEvent{events_.size() + 1, std::move(name), std::move(data)}));
-  wake(lock);
+  return true;
+}
+
+void RunState::append(std::string name, Json data) {
+  std::unique_lock lock(mutex_);
+  if (push_locked(name, data)) wake(lock);
 }
 
 void RunState::begin_attempt() {
@@ -94,6 +98,17 @@ void RunState::set_running() {
 
 void RunState::finish(RunStatus status, Json result) {
   std::unique_lock lock(mutex_);
+  finish_locked(status, std::move(result), lock);
+}
+
+void RunState::end(std::string event, RunStatus status, Json result) {
+  std::unique_lock lock(mutex_);
+  Json copy = result;
+  push_locked(event, copy);
+  finish_locked(status, std::move(result), lock);
+}
+
+void RunState::finish_locked(RunStatus status, Json result, std::unique_lock<std::mutex>& lock) {
   if (is_terminal(status_)) return;
   status_ = status;
   result_ = std::move(result);

@@ -58,6 +58,10 @@ class RunState {
   void set_running();
   // The last word: status, the result (or error) object, then followers are woken for good.
   void finish(RunStatus status, Json result);
+  // The last event and the last word at once: a follower woken by `event` (run_end) already sees
+  // the terminal status when it asks for the run (a client reading the status on run_end must
+  // never find the run still running).
+  void end(std::string event, RunStatus status, Json result);
 
   // A run read back from the store (after a restart or once evicted from memory).
   void restore(RunStatus status, Json result, std::vector<RunEvent> events);
@@ -123,6 +127,8 @@ class RunState {
 
  private:
   void wake(std::unique_lock<std::mutex>& lock);
+  bool push_locked(std::string& name, Json& data);  // appends unless dropped (mutex_ held)
+  void finish_locked(RunStatus status, Json result, std::unique_lock<std::mutex>& lock);
 
   mutable std::mutex mutex_;
   RunStatus status_ = RunStatus::Queued;
