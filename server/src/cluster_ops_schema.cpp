@@ -61,8 +61,14 @@ CREATE UNIQUE INDEX serve_webhook_outbox_event ON serve_webhook_outbox (event_id
 
 }  // namespace
 
+Result<void> lock_schema(pg::Connection& c, std::int64_t key) {
+  KERNEX_RETURN_IF_ERROR(c.exec("SET LOCAL statement_timeout = 120000"));
+  KERNEX_RETURN_IF_ERROR(c.exec("SELECT pg_advisory_xact_lock($1::bigint)", {key}));
+  return {};
+}
+
 Result<bool> migrate_cluster_ops(pg::Connection& c) {
-  KERNEX_RETURN_IF_ERROR(c.exec("SELECT pg_advisory_xact_lock(7291002)"));
+  KERNEX_RETURN_IF_ERROR(lock_schema(c, 7291002));
   KERNEX_RETURN_IF_ERROR(
       c.script("CREATE TABLE IF NOT EXISTS serve_ops_schema_version (version INT PRIMARY KEY, "
                "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"));

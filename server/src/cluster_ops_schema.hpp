@@ -3,12 +3,19 @@
 // (serve_ops_schema_version), so they migrate apart from the run store's tables.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "kernex/error.hpp"
 #include "kernex/pg/connection.hpp"
 
 namespace kernex::server {
+
+// Takes the advisory lock `key` that serialises one set of tables' creation among nodes starting
+// at once, inside the caller's transaction, waiting as long as startup may: the run path's short
+// statement_timeout (a third of the lease) is for runs, and a node whose SELECT of the lock was
+// cancelled while a busy neighbour migrated would exit instead of starting.
+Result<void> lock_schema(pg::Connection& c, std::int64_t key);
 
 // Applies what is missing, under an advisory lock (nodes starting at once don't race); refuses a
 // database whose version is newer than this kernex. Runs inside the caller's transaction.

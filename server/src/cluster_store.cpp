@@ -88,7 +88,7 @@ CREATE TABLE serve_approval_grants (
 )SQL"}};
 
 Result<bool> migrate(Connection& c) {
-  KERNEX_RETURN_IF_ERROR(c.exec("SELECT pg_advisory_xact_lock(7291000)"));
+  KERNEX_RETURN_IF_ERROR(lock_schema(c, 7291000));
   if (auto r = c.script("CREATE TABLE IF NOT EXISTS serve_schema_version (version INT PRIMARY KEY, "
                         "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
       !r) {

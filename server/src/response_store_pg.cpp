@@ -2,6 +2,7 @@
 // (cluster mode): any node reads back or continues a response another node made.
 #include <algorithm>
 
+#include "cluster_ops_schema.hpp"
 #include "kernex/pg/pool.hpp"
 #include "response_store.hpp"
 
@@ -19,7 +20,7 @@ Json parse_or_null(const std::string& text) {
 
 // Its own table beside serve_runs, created once under an advisory lock (nodes starting at once).
 Result<bool> create_table(Connection& c) {
-  KERNEX_RETURN_IF_ERROR(c.exec("SELECT pg_advisory_xact_lock(7291033)"));
+  KERNEX_RETURN_IF_ERROR(lock_schema(c, 7291033));
   KERNEX_RETURN_IF_ERROR(
       c.script("CREATE TABLE IF NOT EXISTS serve_responses (id TEXT PRIMARY KEY, tenant TEXT NOT "
                "NULL, session TEXT NOT NULL, response TEXT NOT NULL, conversation TEXT NOT NULL, "
