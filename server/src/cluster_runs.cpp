@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <optional>
 #include <set>
 
 #include "kernex/log.hpp"
@@ -93,7 +94,8 @@ void ClusterRuns::kick() {
 }
 
 std::shared_ptr<ClusterRuns::Tracked> ClusterRuns::track(const SharedRun& row,
-                                                         std::vector<RunEvent> events) {
+                                                         std::vector<RunEvent> events,
+                                                         RunState::BeforeEnd before_end) {
   std::lock_guard lock(mutex_);
   auto& slot = runs_[row.id];
   if (!slot) {
@@ -101,6 +103,7 @@ std::shared_ptr<ClusterRuns::Tracked> ClusterRuns::track(const SharedRun& row,
     slot->state = std::make_shared<RunState>(row.id, row.tenant, row.session, row.created_at);
     restore_into(*slot->state, row, std::move(events));
   }
+  if (before_end) slot->state->set_before_end(std::move(before_end));
   return slot;
 }
 
@@ -114,6 +117,15 @@ void ClusterRuns::refresh(Tracked& tracked) {
   if (!row) return;  // the store is unreachable: the next notification or resync tries again
   auto events = deps_.store->events_after(state.id, state.last_event_id());
   if (!events) return;
+  const RunStatus status =
+      *row ? parse_run_status((*row)->status).value_or(RunStatus::Failed) : RunStatus::Cancelled;
+  // A terminal row's last event goes out with the status (RunState::end), never before it: a
+  // follower that hears run_end finds the run ended, and what its end stores, stored.
+  std::optional<RunEvent> last;
+  if (*row && is_terminal(status) && !events->empty()) {
+    last = std::move(events->back());
+    events->pop_back();
+  }
   for (auto& e : *events) {
     if (e.id == state.last_event_id() + 1) state.append(std::move(e.name), std::move(e.data));
   }
@@ -123,11 +135,12 @@ void ClusterRuns::refresh(Tracked& tracked) {
   }
   const SharedRun& r = **row;
   if (!r.node.empty()) state.set_placement(r.node, r.attempt);
-  const RunStatus status = parse_run_status(r.status).value_or(RunStatus::Failed);
-  if (is_terminal(status)) {
-    state.finish(status, r.result);
-  } else {
+  if (!is_terminal(status)) {
     state.set_status(status);
+  } else if (last && last->id == state.last_event_id() + 1) {
+    state.end(std::move(last->name), std::move(last->data), status, r.result);
+  } else {
+    state.finish(status, r.result);
   }
 }
 
@@ -197,7 +210,7 @@ std::expected<std::shared_ptr<RunState>, ApiError> ClusterRuns::submit(RunReques
                                          "' has a run in progress; retry later, or send "
                                          "if_busy: enqueue or interrupt"));
   }
-  auto tracked = track(row, {});
+  auto tracked = track(row, {}, std::move(request.before_end));
   kick();
   return tracked->state;
 }

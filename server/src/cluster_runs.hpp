@@ -59,7 +59,8 @@ class ClusterRuns final : public Runs {
     std::atomic<bool> armed = false;  // flush_soon's waker is registered
   };
 
-  std::shared_ptr<Tracked> track(const SharedRun& row, std::vector<RunEvent> events);
+  std::shared_ptr<Tracked> track(const SharedRun& row, std::vector<RunEvent> events,
+                                 RunState::BeforeEnd before_end = {});
   void refresh(
       Tracked& tracked);  // a followed run: new events, status and placement from the store
   void refresh_all();

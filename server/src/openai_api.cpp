@@ -175,6 +175,15 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
   if (!request) return HttpReply::error(request.error());
   auto run = openai_run(*request, tenant);
   if (!run) return HttpReply::error(run.error());
+  // A run that stopped on the client's tools is found again by their ids, stored before anyone
+  // hears of them (RunState::set_before_end), whether or not this client still reads.
+  run->before_end = [parked = deps_.parked, tenant, session = request->session](
+                        const RunState& r, RunStatus status, const Json& result) {
+    if (status == RunStatus::Failed || !result.is_object()) return;
+    std::vector<std::string> ids;
+    for (const auto& c : openai_tool_calls(result)) ids.push_back(c.value("id", ""));
+    park_calls(parked.get(), tenant, session, r.id, ids);
+  };
   const IfBusy if_busy = request->if_busy.value_or(deps_.runs->config().if_busy);
   auto started = deps_.runs->submit(std::move(*run), if_busy);
   if (!started) {
@@ -187,19 +196,11 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
   const ChunkHead head{"chatcmpl-" + (*started)->id, request->model, std::time(nullptr)};
   HttpReply reply;
   reply.cancel_on_disconnect = deps_.runs->config().openai.cancel_on_disconnect;
-  // A run that stopped on the client's tools is found again by their ids, stored before the
-  // client hears of them.
-  auto park = [parked = deps_.parked, tenant, session = request->session,
-               run_id = (*started)->id](const Json& result) {
-    std::vector<std::string> ids;
-    for (const auto& c : openai_tool_calls(result)) ids.push_back(c.value("id", ""));
-    park_calls(parked.get(), tenant, session, run_id, ids);
-  };
   if (request->stream) {
     reply.stream = *started;
     reply.stream_head = data_line(chunk(head, {{"role", "assistant"}, {"content", ""}}, nullptr));
-    reply.render_event =
-        [head, park, include_usage = request->include_usage](const RunEvent& e) -> std::string {
+    reply.render_event = [head, include_usage =
+                                    request->include_usage](const RunEvent& e) -> std::string {
       if (e.name == "text_delta")
         return data_line(chunk(head, {{"content", e.data.value("text", "")}}, nullptr));
       if (e.name == "error") {
@@ -209,14 +210,13 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
                             {"code", e.data.value("code", "run_failed")}}}});
       }
       if (e.name != "run_end") return {};
-      park(e.data);
       return final_chunks(head, e.data, include_usage);
     };
     reply.stream_tail = "data: [DONE]\n\n";
     return reply;
   }
   reply.wait = *started;
-  reply.complete = [head, park](const RunState& r) {
+  reply.complete = [head](const RunState& r) {
     Json summary = r.summary();
     if (summary.contains("error")) {
       return HttpReply::json(502, {{"error",
@@ -225,7 +225,6 @@ HttpReply Api::chat_completions(const HttpRequest& req, const std::string& tenan
                                      {"code", "run_failed"}}}});
     }
     const Json result = summary.value("result", Json::object());
-    park(result);
     return HttpReply::json(200,
                            {{"id", head.id},
                             {"object", "chat.completion"},

@@ -130,13 +130,46 @@ Json conversation_after(const std::vector<ContextEntry>& given, const std::strin
   return conversation;
 }
 
+// The response a finished run answers with: `error` set when it failed.
+Json finished_response(const ResponseHead& h, const Json& result, const Json& error) {
+  Json output = error.is_null() ? output_items(h, result.value("text", ""), result) : Json::array();
+  return response_object(h, final_status(result, error), std::move(output),
+                         error.is_null() ? result : Json(nullptr), error);
+}
+
+std::string response_id(const RunState& run) { return "resp_" + run.id; }
+
+// Kept as the run ends, before anyone hears of the end (RunState::set_before_end), whether or
+// not the client still reads: with store: true the response, for GET and previous_response_id;
+// a run that stopped on the client's tools is found again by their ids (as for chat completions).
+RunState::BeforeEnd keep_response(std::shared_ptr<ResponseStore> store,
+                                  std::shared_ptr<ParkedStore> parked, ResponseHead head,
+                                  std::string tenant, std::string session,
+                                  std::vector<ContextEntry> given) {
+  return [store = std::move(store), parked = std::move(parked), head = std::move(head),
+          tenant = std::move(tenant), session = std::move(session),
+          given = std::move(given)](const RunState& run, RunStatus status, const Json& outcome) {
+    const Json error = status == RunStatus::Failed ? outcome : Json(nullptr);
+    const Json result = error.is_null() && outcome.is_object() ? outcome : Json::object();
+    std::vector<std::string> ids;
+    for (const auto& c : result.value("client_tool_calls", Json::array()))
+      ids.push_back(c.value("id", ""));
+    park_calls(parked.get(), tenant, session, run.id, ids);
+    if (!head.store || !store) return;
+    ResponseHead h = head;
+    h.id = response_id(run);
+    StoredResponse row{h.id, tenant, session, finished_response(h, result, error),
+                       conversation_after(given, result.value("text", ""), result)};
+    if (auto r = store->put(row); !r)
+      log(LogLevel::Error, "serve: response " + h.id + " not stored: " + r.error().describe());
+  };
+}
+
 // Streams a run as the response.* events, each with its sequence_number; the state lives with
 // the stream (one reader renders one response).
 class ResponseStream {
  public:
-  ResponseStream(ResponseHead head,
-                 std::function<void(const Json&, const std::string&, const Json&)> finished)
-      : head_(std::move(head)), finished_(std::move(finished)) {}
+  explicit ResponseStream(ResponseHead head) : head_(std::move(head)) {}
 
   std::string head() {
     Json r = response_object(head_, "in_progress", Json::array(), nullptr, nullptr);
@@ -244,7 +277,6 @@ class ResponseStream {
       output.push_back(call_item(call, "completed"));
     Json r =
         response_object(head_, status, output, error.is_null() ? result : Json(nullptr), error);
-    if (finished_) finished_(r, text_, result);
     const std::string done = std::string(status) == "completed" ? "response.completed"
                              : std::string(status) == "failed"  ? "response.failed"
                                                                 : "response.incomplete";
@@ -252,7 +284,6 @@ class ResponseStream {
   }
 
   ResponseHead head_;
-  std::function<void(const Json&, const std::string&, const Json&)> finished_;
   std::uint64_t sequence_ = 0;
   std::uint64_t last_id_ = 0;
   std::string last_text_;
@@ -286,49 +317,36 @@ HttpReply Api::responses(const HttpRequest& req, const std::string& tenant) {
   if (!request) return HttpReply::error(request.error());
   auto run = openai_run(request->request, tenant);
   if (!run) return HttpReply::error(run.error());
-  const std::vector<ContextEntry> given = request->request.messages;
+  ResponseHead head{"",
+                    request->request.model,
+                    request->previous_response_id,
+                    request->instructions,
+                    request->request.user,
+                    std::time(nullptr),
+                    request->store,
+                    request->echo,
+                    request->request.metadata};
+  head.echo["parallel_tool_calls"] = request->request.generation.parallel_tool_calls.value_or(true);
+  run->before_end = keep_response(deps_.responses, deps_.parked, head, tenant,
+                                  request->request.session, request->request.messages);
   auto started = deps_.runs->submit(
       std::move(*run), request->request.if_busy.value_or(deps_.runs->config().if_busy));
   if (!started) return HttpReply::error(started.error());
-
-  ResponseHead head{"resp_" + (*started)->id, request->request.model, request->previous_response_id,
-                    request->instructions,    request->request.user,  std::time(nullptr),
-                    request->store,           request->echo,          request->request.metadata};
-  head.echo["parallel_tool_calls"] = request->request.generation.parallel_tool_calls.value_or(true);
-  // Kept once the run ended (store: true), for GET and for previous_response_id; a run that
-  // stopped on the client's tools is found again by their ids (as for chat completions).
-  auto keep = [store = deps_.responses, parked = deps_.parked, run_id = (*started)->id, head,
-               tenant, session = request->request.session,
-               given](const Json& response, const std::string& text, const Json& result) {
-    std::vector<std::string> ids;
-    for (const auto& c : result.value("client_tool_calls", Json::array()))
-      ids.push_back(c.value("id", ""));
-    park_calls(parked.get(), tenant, session, run_id, ids);
-    if (!head.store) return;
-    StoredResponse row{head.id, tenant, session, response, conversation_after(given, text, result)};
-    if (auto r = store->put(row); !r)
-      log(LogLevel::Error, "serve: response " + head.id + " not stored: " + r.error().describe());
-  };
+  head.id = response_id(**started);
   HttpReply reply;
   reply.cancel_on_disconnect = deps_.runs->config().openai.cancel_on_disconnect;
   if (request->request.stream) {
-    auto stream = std::make_shared<ResponseStream>(head, keep);
+    auto stream = std::make_shared<ResponseStream>(head);
     reply.stream = *started;
     reply.stream_head = stream->head();
     reply.render_event = [stream](const RunEvent& e) { return stream->render(e); };
     return reply;
   }
   reply.wait = *started;
-  reply.complete = [head, keep](const RunState& r) {
+  reply.complete = [head](const RunState& r) {
     const Json summary = r.summary();
-    const Json error = summary.value("error", Json(nullptr));
-    const Json result = summary.value("result", Json::object());
-    const std::string text = result.value("text", "");
-    Json output = error.is_null() ? output_items(head, text, result) : Json::array();
-    Json response = response_object(head, final_status(result, error), std::move(output),
-                                    error.is_null() ? result : Json(nullptr), error);
-    keep(response, text, result);
-    return HttpReply::json(200, response);
+    return HttpReply::json(200, finished_response(head, summary.value("result", Json::object()),
+                                                  summary.value("error", Json(nullptr))));
   };
   return reply;
 }

@@ -98,6 +98,7 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest
   }
   auto run =
       std::make_shared<RunState>(random_id("run"), request.tenant, request.session, utc_now());
+  run->set_before_end(std::move(request.before_end));
   if (auto stored = deps_.store->insert(*run, request.to_json()); !stored) {
     if (deps_.admission) deps_.admission->release(request.tenant, 0, 0);
     log(LogLevel::Error, "serve: " + stored.error().describe());

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernex/log.hpp"
+
 namespace kernex::server {
 
 std::string_view to_string(RunStatus status) noexcept {
@@ -97,15 +99,41 @@ void RunState::set_running() {
 }
 
 void RunState::finish(RunStatus status, Json result) {
+  before_end(status, result);
   std::unique_lock lock(mutex_);
   finish_locked(status, std::move(result), lock);
 }
 
 void RunState::end(std::string event, RunStatus status, Json result) {
+  Json data = result;
+  end(std::move(event), std::move(data), status, std::move(result));
+}
+
+void RunState::end(std::string event, Json data, RunStatus status, Json result) {
+  before_end(status, result);
   std::unique_lock lock(mutex_);
-  Json copy = result;
-  push_locked(event, copy);
+  push_locked(event, data);
   finish_locked(status, std::move(result), lock);
+}
+
+void RunState::set_before_end(BeforeEnd hook) {
+  std::lock_guard lock(mutex_);
+  before_end_ = std::move(hook);
+}
+
+void RunState::before_end(RunStatus status, const Json& result) {
+  BeforeEnd hook;
+  {
+    std::lock_guard lock(mutex_);
+    if (is_terminal(status_)) return;
+    hook.swap(before_end_);
+  }
+  if (!hook) return;
+  try {
+    hook(*this, status, result);
+  } catch (const std::exception& e) {
+    log(LogLevel::Error, "serve: run " + id + ": storing what its end tells failed: " + e.what());
+  }
 }
 
 void RunState::finish_locked(RunStatus status, Json result, std::unique_lock<std::mutex>& lock) {

@@ -60,8 +60,16 @@ class RunState {
   void finish(RunStatus status, Json result);
   // The last event and the last word at once: a follower woken by `event` (run_end) already sees
   // the terminal status when it asks for the run (a client reading the status on run_end must
-  // never find the run still running).
+  // never find the run still running). `data` is the event's (default: the result).
   void end(std::string event, RunStatus status, Json result);
+  void end(std::string event, Json data, RunStatus status, Json result);
+
+  // Called once, on the thread that ends the run, before anyone can hear that it ended (its last
+  // event, its status): what a client is told on the end must already be stored (the Responses
+  // API's response, the tool calls a chat completion stops on), whether or not the client is
+  // still connected to read it. Set before the run starts; an exception is logged and ignored.
+  using BeforeEnd = std::function<void(const RunState& run, RunStatus status, const Json& result)>;
+  void set_before_end(BeforeEnd hook);
 
   // A run read back from the store (after a restart or once evicted from memory).
   void restore(RunStatus status, Json result, std::vector<RunEvent> events);
@@ -129,6 +137,8 @@ class RunState {
   void wake(std::unique_lock<std::mutex>& lock);
   bool push_locked(std::string& name, Json& data);  // appends unless dropped (mutex_ held)
   void finish_locked(RunStatus status, Json result, std::unique_lock<std::mutex>& lock);
+  void before_end(RunStatus status, const Json& result);  // runs the hook, once (mutex_ not held)
+  BeforeEnd before_end_;
 
   mutable std::mutex mutex_;
   RunStatus status_ = RunStatus::Queued;

@@ -54,6 +54,9 @@ struct RunRequest {
   Generation generation;               // OpenAI sampling, response_format, tool_choice
   std::vector<ToolSpec> client_tools;  // the OpenAI client's tools
   std::string api_model;               // the OpenAI `model` the client asked for (metrics)
+  // What the node that takes the request stores as the run ends, before it is heard of
+  // (RunState::set_before_end). Not part of the stored request: no other node runs it.
+  RunState::BeforeEnd before_end;
 
   Json to_json() const;
   static std::optional<RunRequest> from_json(const Json& j);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <mutex>
+#include <thread>
 
 #include "pg_test_db.hpp"
 #include "serve_harness.hpp"
@@ -294,6 +295,70 @@ TEST(ServeResponsesTenants, AnotherTenantsResponseIsNotFound) {
       Json{{"model", "kernex"}, {"previous_response_id", id}, {"input", "x"}}.dump(), bearer(b));
   EXPECT_EQ(chained.status, 400) << chained.body;
   EXPECT_EQ(request(w.port(), "GET", "/v1/responses/" + id, "", bearer(a)).status, 200);
+}
+
+// The response a client was given the id of (response.created) is stored as its run ends, whether
+// or not the client is still there to read the end: the run finishes (on_disconnect: finish) or
+// is cancelled (the default) after the client left, and GET answers with what it came to.
+HttpResponse stored_response(int port, const std::string& id) {
+  const auto deadline = Clock::now() + milliseconds(10000);
+  for (;;) {
+    auto got = request(port, "GET", "/v1/responses/" + id);
+    if (got.status != 404 || Clock::now() > deadline) return got;
+    std::this_thread::sleep_for(milliseconds(10));  // polling the store, not standing in for sync
+  }
+}
+
+// Starts a streamed response, reads response.created and leaves while the model holds.
+std::string leave_after_created(ServeWorld& w, FakeLlm& llm) {
+  SseReader sse(w.port(), "POST", "/v1/responses",
+                Json{{"model", "kernex"}, {"input", "then leave"}, {"stream", true}}.dump());
+  if (!sse.ok()) return {};
+  auto created = sse.next();
+  if (!created || !llm.wait_holding(1, milliseconds(20000))) return {};
+  sse.close();
+  return created->json()["response"].value("id", "");
+}
+
+TEST(ServeResponsesLeft, AResponseFinishedAfterTheClientLeftIsStored) {
+  FakeLlm llm;
+  llm.set_responder([](const FakeLlm::Request&) {
+    FakeLlm::Plan p{{"all ", "of it"}};
+    p.hold_after = 1;
+    return p;
+  });
+  ServeWorld w;
+  w.write_config(ServeWorld::openai_provider(llm), "  openai: {on_disconnect: finish}\n");
+  ASSERT_TRUE(w.start());
+  const std::string id = leave_after_created(w, llm);
+  ASSERT_FALSE(id.empty()) << w.log();
+  llm.release();
+  auto got = stored_response(w.port(), id);
+  ASSERT_EQ(got.status, 200) << got.body << w.log();
+  EXPECT_EQ(got.json()["status"], "completed") << got.body;
+  EXPECT_EQ(got.json()["output"][0]["content"][0]["text"], "all of it") << got.body;
+  // And continued from, as if the client had read it.
+  auto next =
+      request(w.port(), "POST", "/v1/responses",
+              Json{{"model", "kernex"}, {"previous_response_id", id}, {"input", "more"}}.dump());
+  EXPECT_EQ(next.status, 200) << next.body;
+}
+
+TEST(ServeResponsesLeft, AResponseCancelledBecauseTheClientLeftIsStoredAsCancelled) {
+  FakeLlm llm;
+  llm.set_responder([](const FakeLlm::Request&) {
+    FakeLlm::Plan p{{"partial ", "never sent"}};
+    p.hold_after = 1;
+    return p;
+  });
+  ServeWorld w;
+  w.write_config(ServeWorld::openai_provider(llm));
+  ASSERT_TRUE(w.start());
+  const std::string id = leave_after_created(w, llm);
+  ASSERT_FALSE(id.empty()) << w.log();
+  auto got = stored_response(w.port(), id);
+  ASSERT_EQ(got.status, 200) << got.body << w.log();
+  EXPECT_EQ(got.json()["status"], "cancelled") << got.body;
 }
 
 // In cluster mode (postgres memory) stored responses live in PostgreSQL: any node reads back,
