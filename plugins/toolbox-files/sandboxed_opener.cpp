@@ -57,7 +57,7 @@ constexpr auto kReplyTimeout = std::chrono::seconds(10);
 // the like compute a read's answer, some from the reader's credentials: the kernel never reads
 // those for the sandbox.
 bool plain_data_filesystem(int fd) {
-  struct statfs fs{};
+  struct statfs fs {};
   if (::fstatfs(fd, &fs) != 0) return false;
   switch (static_cast<unsigned long>(fs.f_type)) {
     case 0xEF53:      // ext2/3/4
@@ -129,8 +129,8 @@ std::shared_ptr<SandboxedOpener> SandboxedOpener::start(const sb::Policy& policy
   command.argv = {"python3", "-I", "-S", "-c", kScript};
   auto process = sb::SandboxedProcess::start(policy, command);
   if (!process) {
-    log(LogLevel::Debug, "files: no sandboxed opener (reads start a process each): " +
-                             process.error().describe());
+    log(LogLevel::Debug,
+        "files: no sandboxed opener (reads start a process each): " + process.error().describe());
     return nullptr;
   }
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, process->pid(), 0)));
@@ -178,10 +178,9 @@ Result<Opened> SandboxedOpener::open(const std::string& path, std::stop_token st
 
 Opened SandboxedOpener::take(int remote_fd) {
   UniqueFd fd = take_fd(pidfd_.get(), remote_fd);
-  struct stat st{};
+  struct stat st {};
   if (!fd || ::fstat(fd.get(), &st) != 0) return Opened{};
-  if (const char* kind = kind_of(st.st_mode))
-    return Opened{Opened::Kind::NotRegular, {}, kind};
+  if (const char* kind = kind_of(st.st_mode)) return Opened{Opened::Kind::NotRegular, {}, kind};
   if (!S_ISREG(st.st_mode)) return Opened{};
   const int flags = ::fcntl(fd.get(), F_GETFL);
   if (flags < 0 || (flags & O_PATH) != 0 ||
@@ -207,11 +206,11 @@ std::size_t count_newlines(std::string_view text) {
 
 Result<std::optional<std::string>> read_whole(int fd, std::size_t cap) {
   cap = std::min<std::size_t>(cap, std::size_t{1} << 40);  // cap + 1 below must not wrap
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) return fail(ErrorCode::Io, std::strerror(errno));
   // The size is a hint (the file may change): room for it and one byte more, grown as needed.
-  std::size_t room = std::min<std::size_t>(static_cast<std::size_t>(std::max<off_t>(st.st_size, 0)),
-                                           cap) + 1;
+  std::size_t room =
+      std::min<std::size_t>(static_cast<std::size_t>(std::max<off_t>(st.st_size, 0)), cap) + 1;
   std::string text;
   std::size_t have = 0;
   for (;;) {

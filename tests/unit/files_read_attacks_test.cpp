@@ -113,8 +113,9 @@ TEST_F(FilesReadAttacks, DevicesAreRefused) {
 TEST_F(FilesReadAttacks, ProcPathsNeverShowTheKernelsOwnState) {
   ::setenv("KERNEX_ATTACK_MARKER", "kernel-env-marker-7731", 1);
   const std::string me = "/proc/" + std::to_string(::getpid());
-  for (const std::string& path : {me + "/environ", me + "/cmdline", std::string("/proc/self/environ"),
-                                 std::string("/proc/1/environ"), me + "/root/etc/hostname"}) {
+  for (const std::string& path :
+       {me + "/environ", me + "/cmdline", std::string("/proc/self/environ"),
+        std::string("/proc/1/environ"), me + "/root/etc/hostname"}) {
     for (const auto& r : {model_read(path), code_read(path)}) {
       EXPECT_THAT(r.content, Not(HasSubstr("kernel-env-marker-7731"))) << path;
       EXPECT_THAT(r.structured.dump(), Not(HasSubstr("kernel-env-marker-7731"))) << path;
@@ -179,8 +180,7 @@ TEST_F(FilesReadAttacks, ConcurrentReadsEachGetTheirFile) {
       for (int k = 0; k < 5; ++k) {
         auto r = box_->execute(Context{}, code_,
                                ToolCall{"r", "read", Json{{"file_path", "f" + std::to_string(i)}}});
-        if (r && !r->is_error &&
-            r->structured["content"] == "file " + std::to_string(i) + "\n")
+        if (r && !r->is_error && r->structured["content"] == "file " + std::to_string(i) + "\n")
           ++right;
       }
     });
