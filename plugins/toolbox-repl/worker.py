@@ -5,14 +5,6 @@
 import ast, io, json, json.encoder, json.scanner, os, re, resource, sys, time, traceback
 
 _proto_in = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
-# A 1 MiB pipe (the most an unprivileged process may ask for) instead of 64 KiB: a tool's large
-# result (a 2.5 MB read) then crosses in a few hand-offs instead of ~40 wake-ups each way on a
-# shared CPU. Best effort: the default size works, only slower.
-try:
-    import fcntl
-    fcntl.fcntl(_proto_in.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ
-except (ImportError, OSError):
-    pass
 _proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
 _devnull = os.open(os.devnull, os.O_RDONLY)
 os.dup2(_devnull, 0)
