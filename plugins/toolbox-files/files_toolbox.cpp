@@ -222,8 +222,27 @@ class FilesToolbox final : public kernex::ToolExecutor {
       it->second.opener_failed = true;
     } else if (!it->second.opener || it->second.opener->broken()) {
       it->second.opener = started;
+      keep_few_openers();
     }
     return it->second.opener;
+  }
+
+  // An opener is a Python process (~8 MB): at most kMaxOpeners live at once, the workspaces read
+  // from least recently losing theirs (a call still using one keeps it until it returns; the next
+  // read there starts another).
+  void keep_few_openers() {
+    constexpr std::size_t kMaxOpeners = 8;
+    for (;;) {
+      std::size_t live = 0;
+      Cached* oldest = nullptr;
+      for (auto& [key, cached] : policies_) {
+        if (!cached.opener) continue;
+        ++live;
+        if (oldest == nullptr || cached.last_used < oldest->last_used) oldest = &cached;
+      }
+      if (live <= kMaxOpeners || oldest == nullptr) return;
+      oldest->opener.reset();
+    }
   }
 
   struct Run {
