@@ -1,8 +1,9 @@
 // The built-in file and shell tools (bash, read, write, edit, glob, grep). Unlike kernex, none of
-// them touches a file in-process: each is a small program (cat, sed, grep, bash with a fixed script
+// them opens a file in-process: each is a small program (cat, sed, grep, bash with a fixed script
 // and the model's values as argv) run inside the sandbox, so every file access follows the same
-// workspace policy as a skill's toolbox. Config: see kernex::sandbox::ToolboxRunOptions, plus
-// `tools` (names to offer; default all).
+// workspace policy as a skill's toolbox. A whole-file `read` is opened by a long-lived process in
+// that same sandbox and read by the kernel from the fd it hands over (sandboxed_opener.hpp).
+// Config: see kernex::sandbox::ToolboxRunOptions, plus `tools` (names to offer; default all).
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -13,6 +14,7 @@
 #include "kernex/kernel_files.hpp"
 #include "kernex/plugin.hpp"
 #include "kernex/sandbox/toolbox.hpp"
+#include "sandboxed_opener.hpp"
 
 namespace {
 
@@ -142,7 +144,9 @@ class FilesToolbox final : public kernex::ToolExecutor {
       return bad(call, "Refusing to run " + call.name +
                            ": the sandbox can't be set up: " + p.error().describe());
     const fs::path dir = (*p)->profile().workspace.value_or(where->dir);
-    return (this->*(it->second))(Job{*p, dir, context.stop, run.code_result_max_bytes}, call);
+    Job job{*p, dir, context.stop, run.code_result_max_bytes, nullptr};
+    if (call.name == "read") job.opener = opener(where->key(), *p);
+    return (this->*(it->second))(job, call);
   }
 
  private:
@@ -154,12 +158,15 @@ class FilesToolbox final : public kernex::ToolExecutor {
     // Nonzero: code called the tool (RunHandles::code_result_max_bytes). Its output is kept
     // whole up to this cap, never cut to the model's max_output, and past it the call fails.
     std::size_t code_cap = 0;
+    std::shared_ptr<kernex::files::SandboxedOpener> opener;  // read's fast path; may be null
   };
 
   struct Cached {
     std::shared_ptr<const sb::Policy> policy;
     std::uint64_t generation = 0;  // kernel_files_generation() when it was built
     std::uint64_t last_used = 0;
+    std::shared_ptr<kernex::files::SandboxedOpener> opener;  // made on the first read
+    bool opener_failed = false;  // it could not start under this policy: reads spawn
   };
 
   // One policy per workspace (the configured one, or each host workspace and its overlay layers):
@@ -194,6 +201,48 @@ class FilesToolbox final : public kernex::ToolExecutor {
       policies_.erase(oldest);
     }
     return result;
+  }
+
+  // The opener for `policy` (cached with it), started on first use outside the lock (a Python
+  // start takes tens of ms); null when it can't run here.
+  std::shared_ptr<kernex::files::SandboxedOpener> opener(
+      const std::string& key, const std::shared_ptr<const sb::Policy>& policy) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = policies_.find(key);
+      if (it == policies_.end() || it->second.policy != policy || it->second.opener_failed)
+        return nullptr;
+      if (it->second.opener && !it->second.opener->broken()) return it->second.opener;
+    }
+    auto started = kernex::files::SandboxedOpener::start(*policy);
+    std::lock_guard lock(mutex_);
+    auto it = policies_.find(key);
+    if (it == policies_.end() || it->second.policy != policy) return started;
+    if (!started) {
+      it->second.opener_failed = true;
+    } else if (!it->second.opener || it->second.opener->broken()) {
+      it->second.opener = started;
+      keep_few_openers();
+    }
+    return it->second.opener;
+  }
+
+  // An opener is a Python process (~8 MB): at most kMaxOpeners live at once, the workspaces read
+  // from least recently losing theirs (a call still using one keeps it until it returns; the next
+  // read there starts another).
+  void keep_few_openers() {
+    constexpr std::size_t kMaxOpeners = 8;
+    for (;;) {
+      std::size_t live = 0;
+      Cached* oldest = nullptr;
+      for (auto& [key, cached] : policies_) {
+        if (!cached.opener) continue;
+        ++live;
+        if (oldest == nullptr || cached.last_used < oldest->last_used) oldest = &cached;
+      }
+      if (live <= kMaxOpeners || oldest == nullptr) return;
+      oldest->opener.reset();
+    }
   }
 
   struct Run {
@@ -300,6 +349,9 @@ class FilesToolbox final : public kernex::ToolExecutor {
     const fs::path path = resolve(job, file);
     auto offset = uint_arg(call.arguments, "offset");
     auto limit = uint_arg(call.arguments, "limit");
+    if (!offset && !limit && job.opener) {
+      if (auto fast = read_opened(job, call, path)) return std::move(*fast);
+    }
     std::vector<std::string> argv = {"cat", "--", path.string()};
     if (offset || limit) {
       const std::uint64_t first = std::max<std::uint64_t>(offset.value_or(1), 1);
@@ -318,21 +370,52 @@ class FilesToolbox final : public kernex::ToolExecutor {
     return read_for_code(call, std::move(run.result.stdout_data));
   }
 
+  // A whole-file read through the opener: the same answer as cat's, or nullopt for the caller to
+  // run cat (not found, denied, a directory, /proc, a model's read past kCaptureCap: cat's
+  // messages and its view stay the only ones).
+  std::optional<ToolResult> read_opened(const Job& job, const ToolCall& call,
+                                        const fs::path& path) const {
+    namespace kf = kernex::files;
+    auto opened = job.opener->open(path.string(), job.stop);
+    if (!opened) return bad(call, sb::cancelled_text(call.name));
+    if (opened->kind == kf::Opened::Kind::NotRegular)
+      return bad(call, "Error reading " + path.string() + ": it is " + opened->what +
+                           ", not a regular file");
+    if (opened->kind != kf::Opened::Kind::File) return std::nullopt;
+    auto text = kf::read_whole(opened->fd.get(), job.code_cap > 0 ? job.code_cap : kCaptureCap);
+    if (!text) return bad(call, "Error reading " + path.string() + ": " + text.error().message);
+    if (!*text) {
+      if (job.code_cap > 0) return over_code_cap(job, call);
+      return std::nullopt;
+    }
+    if (job.code_cap == 0) return ok(call, cut(**text));
+    return read_for_code(call, std::move(**text));
+  }
+
   // What code gets of a read: {content, lines, truncated: false} (the whole text: code is not the
-  // model, and past the code's cap the call fails instead). The text is also the content, for
-  // hooks and the trajectory.
+  // model, and past the code's cap the call fails instead). The text itself is moved into the
+  // structured result, never copied: a copy of a 2.5 MB file cost more than reading it (fresh
+  // pages, faulted in one by one). The content, which hooks, the audit log and the trajectory see
+  // of it, is the text up to kContentPreview bytes and a note of its size, as those records keep
+  // of any large result (kernel/src/recorded_result.hpp); the hooks that rewrite results (PII) do
+  // the structured value too.
   static ToolResult read_for_code(const ToolCall& call, std::string text) {
-    // memchr, not std::count: a byte at a time costs ~100 ms on 2.5 MB in a debug build.
-    std::size_t lines = 0;
-    for (const char *p = text.data(), *end = p + text.size();
-         (p = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p))));
-         ++p)
-      ++lines;
+    std::size_t lines = kernex::files::count_newlines(text);
     if (!text.empty() && text.back() != '\n') ++lines;
-    ToolResult result{call.id, call.name, {}, false};
-    result.structured = Json{{"content", text}, {"lines", lines}, {"truncated", false}};
-    result.content = std::move(text);
+    ToolResult result{call.id, call.name, content_preview(text), false};
+    result.structured = Json{{"content", std::move(text)}, {"lines", lines}, {"truncated", false}};
     return result;
+  }
+
+  static constexpr std::size_t kContentPreview = 64 * 1024;
+
+  static std::string content_preview(const std::string& text) {
+    if (text.size() <= kContentPreview) return text;
+    std::size_t n = kContentPreview;
+    while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+    return text.substr(0, n) + "\n\n... (" + std::to_string(text.size()) +
+           " bytes in all, returned whole to the code that called read; the first " +
+           std::to_string(n) + " are shown here)";
   }
 
   static Run write_file(const Job& job, const fs::path& path, std::string content) {

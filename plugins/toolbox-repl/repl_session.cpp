@@ -14,6 +14,8 @@ using Clock = std::chrono::steady_clock;
 // traceback; anything longer is a broken worker.
 constexpr std::size_t kMaxLine = 64u << 20;
 constexpr std::size_t kStderrLines = 20;
+// Raw bytes up to this follow their answer line in one write (see request).
+constexpr std::size_t kJoinedRaw = 64 * 1024;
 
 }  // namespace
 
@@ -130,8 +132,13 @@ Result<std::string> ReplSession::request(std::string_view op_name, std::string l
     deadline += Clock::now() - paused;
     std::string out = answer.line.dump(-1, ' ', false, Json::error_handler_t::replace);
     out += '\n';
+    // A short raw text goes in the same write as its line: a second write would wake the worker
+    // for the line alone, which then sleeps again until the text follows (two more switches per
+    // call on a shared CPU). A long one is written from where it lies, not copied.
+    const bool apart = answer.raw.size() > kJoinedRaw;
+    if (!apart) out += answer.raw;
     auto w = process_.write(out, deadline, stop);
-    if (w && !answer.raw.empty()) w = process_.write(answer.raw, deadline, stop);
+    if (w && apart) w = process_.write(answer.raw, deadline, stop);
     if (!w) {
       if (w.error().code == ErrorCode::Cancelled) return cancelled();
       if (w.error().code == ErrorCode::Limit) {
