@@ -96,25 +96,34 @@ Result<std::string> PgStore::open_conversation(const MemoryScope& scope, const C
   auto found = query(kFind, {key.channel, key.sender_id, key.project, minutes, scope.tenant()});
   if (!found) return std::unexpected(found.error());
   if (!found->empty()) return found->text(0, 0);
-  // Two processes opening the same key at once: a transaction lock on the key serialises them, and
-  // the second finds the first one's conversation.
-  return transaction<std::string>([&](pg::Connection& c) -> Result<std::string> {
-    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended($4 || chr(31) || $1 || "
-                        "chr(31) || $2 || chr(31) || $3, 0))",
-                        {key.channel, key.sender_id, key.project, scope.tenant()});
-        !r) {
-      return std::unexpected(r.error());
+  // Created as one write of the writer's batches, so a new session's conversation shares a commit
+  // with the other runs' writes. Two processes opening the same key at once: a transaction lock on
+  // the key serialises them, and the second finds the first one's conversation (the statement
+  // after the lock reads it, or inserts and returns its own).
+  pg::Write w;
+  w.statements.push_back(
+      {"SELECT pg_advisory_xact_lock(hashtextextended($4 || chr(31) || $1 || chr(31) || $2 || "
+       "chr(31) || $3, 0))",
+       {key.channel, key.sender_id, key.project, scope.tenant()}});
+  w.statements.push_back(
+      {"WITH found AS (" + std::string(kFind) +
+           "), ins AS (INSERT INTO conversations (id, channel, sender_id, project, tenant) SELECT "
+           "$6, $1, $2, $3, $5 WHERE NOT EXISTS (SELECT 1 FROM found) RETURNING id) "
+           "SELECT id FROM found UNION ALL SELECT id FROM ins",
+       {key.channel, key.sender_id, key.project, minutes, scope.tenant(), new_uuid()}});
+  // Set by the check on the writer's thread (each time the batch runs), read once it returned.
+  auto id = std::make_shared<std::string>();
+  w.check = [id](const std::vector<pg::Rows>& rows) -> Result<bool> {
+    if (rows.size() < 2) return true;  // a statement failed: its own error says why
+    if (rows[1].empty()) {
+      return fail(ErrorCode::Memory, "postgres memory: the conversation was neither found nor "
+                                     "created");
     }
-    auto again = c.exec(kFind, {key.channel, key.sender_id, key.project, minutes, scope.tenant()});
-    if (!again) return std::unexpected(again.error());
-    if (!again->empty()) return again->text(0, 0);
-    const std::string id = new_uuid();
-    KERNEX_RETURN_IF_ERROR(c.exec(
-        "INSERT INTO conversations (id, channel, sender_id, project, tenant) VALUES ($1, $2, $3, "
-        "$4, $5)",
-        {id, key.channel, key.sender_id, key.project, scope.tenant()}));
-    return id;
-  });
+    *id = rows[1].text(0, 0);
+    return true;
+  };
+  KERNEX_RETURN_IF_ERROR(write(w));
+  return *id;
 }
 
 Result<std::vector<ContextEntry>> PgStore::select_entries(std::string_view sql,
