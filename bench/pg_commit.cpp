@@ -4,9 +4,9 @@
 // own transaction, one round trip per statement, as before), in the same run, phases interleaved.
 // Transactions per save are counted by the server: the distinct xmin of the phase's message rows.
 // Then the same savers open as many new conversations (a burst of new sessions): transactions per
-// open, from the conversation rows' xmin. Both stores get a pool of max(4, N) connections. The PostgreSQL server is KERNEX_BENCH_PG_DSN
-// or else KERNEX_TEST_PG_DSN; the bench creates its own database and drops it at exit.
-// Usage: pg_commit [saves per phase, default 2000]
+// open, from the conversation rows' xmin. Both stores get a pool of max(4, N) connections. The
+// PostgreSQL server is KERNEX_BENCH_PG_DSN or else KERNEX_TEST_PG_DSN; the bench creates its own
+// database and drops it at exit. Usage: pg_commit [saves per phase, default 2000]
 #include <libpq-fe.h>
 
 #include <atomic>

@@ -116,8 +116,9 @@ Result<std::string> PgStore::open_conversation(const MemoryScope& scope, const C
   w.check = [id](const std::vector<pg::Rows>& rows) -> Result<bool> {
     if (rows.size() < 2) return true;  // a statement failed: its own error says why
     if (rows[1].empty()) {
-      return fail(ErrorCode::Memory, "postgres memory: the conversation was neither found nor "
-                                     "created");
+      return fail(ErrorCode::Memory,
+                  "postgres memory: the conversation was neither found nor "
+                  "created");
     }
     *id = rows[1].text(0, 0);
     return true;

@@ -256,11 +256,12 @@ Result<void> interrupt_session(Connection& c, const std::string& tenant, const s
 }  // namespace
 
 pg::Statement requeue_statement(const std::string& run_id) {
-  return {"WITH q AS (UPDATE serve_runs SET status = 'queued' WHERE id = $1 AND status = "
-          "'awaiting_approval' AND NOT EXISTS (SELECT 1 FROM serve_approvals a WHERE "
-          "a.run_id = $1 AND a.status = 'pending') RETURNING id) "
-          "SELECT pg_notify($2, id), pg_notify($3, '') FROM q",
-          {run_id, ClusterStore::kEventsChannel, ClusterStore::kQueueChannel}};
+  return {
+      "WITH q AS (UPDATE serve_runs SET status = 'queued' WHERE id = $1 AND status = "
+      "'awaiting_approval' AND NOT EXISTS (SELECT 1 FROM serve_approvals a WHERE "
+      "a.run_id = $1 AND a.status = 'pending') RETURNING id) "
+      "SELECT pg_notify($2, id), pg_notify($3, '') FROM q",
+      {run_id, ClusterStore::kEventsChannel, ClusterStore::kQueueChannel}};
 }
 
 Result<bool> requeue_if_decided(Connection& c, const std::string& run_id) {
@@ -283,8 +284,8 @@ Result<std::unique_ptr<ClusterStore>> ClusterStore::open(const pg::Options& opti
 Result<ClusterStore::Admitted> ClusterStore::submit_batched(const SharedRun& run, IfBusy if_busy) {
   pg::Write w;
   if (!run.session.empty()) {
-    w.statements.push_back(
-        {"SELECT pg_advisory_xact_lock(hashtextextended($1, 7291))", {run.tenant + '\n' + run.session}});
+    w.statements.push_back({"SELECT pg_advisory_xact_lock(hashtextextended($1, 7291))",
+                            {run.tenant + '\n' + run.session}});
   }
   const bool reject = if_busy == IfBusy::Reject && !run.session.empty();
   w.statements.push_back(
@@ -532,8 +533,8 @@ Result<bool> ClusterStore::finish_batched(const std::string& id, const std::stri
   return *held;
 }
 
-Result<bool> ClusterStore::finish_alone(const std::string& id, const std::string& node,
-                                        int attempt, RunStatus status, const Json& result,
+Result<bool> ClusterStore::finish_alone(const std::string& id, const std::string& node, int attempt,
+                                        RunStatus status, const Json& result,
                                         const std::vector<RunEvent>& events) {
   return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     auto held = hold(c, id, node, attempt, "FOR UPDATE");

@@ -13,7 +13,8 @@ namespace {
 
 class PgParked final : public ParkedStore {
  public:
-  PgParked(const pg::Options& options, std::chrono::seconds ttl) : pool_(options, 2), writer_(pool_), ttl_(ttl) {}
+  PgParked(const pg::Options& options, std::chrono::seconds ttl)
+      : pool_(options, 2), writer_(pool_), ttl_(ttl) {}
   Result<void> open() {
     KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>(migrate_cluster_ops));
     return {};

@@ -171,8 +171,7 @@ Result<StoredApproval> PgApprovalStore::insert(const StoredApproval& a) {
          {a.id, a.tenant, a.session, a.run_id, a.key, a.tool, dump(a.arguments), a.reason,
           timeout}}},
        [times](const std::vector<pg::Rows>& rows) -> Result<bool> {
-         if (!rows.empty() && !rows[0].empty())
-           *times = {rows[0].int64(0, 0), rows[0].int64(0, 1)};
+         if (!rows.empty() && !rows[0].empty()) *times = {rows[0].int64(0, 0), rows[0].int64(0, 1)};
          return true;
        }}));
   StoredApproval stored = a;
