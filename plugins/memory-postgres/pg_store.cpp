@@ -386,21 +386,21 @@ Result<void> PgStore::close_conversation(const MemoryScope& scope,
     if (auto p = text_problem(*summary))
       return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
   }
-  return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    auto close = c.exec("UPDATE conversations SET status = 'closed' WHERE id = $1 AND tenant = $2",
-                        {conversation_id, scope.tenant()});
-    if (!close) return std::unexpected(close.error());
-    if (close->affected() == 0) return no_conversation(conversation_id);
-    if (!summary) return {};
-    KERNEX_RETURN_IF_ERROR(
-        c.exec("INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
-               "SELECT id, $1, message_count, kx_now() FROM conversations WHERE id = $2 AND "
-               "tenant = $3 "
-               "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
-               "covered_messages = excluded.covered_messages, updated_at = excluded.updated_at",
-               {*summary, conversation_id, scope.tenant()}));
-    return {};
-  });
+  // One write of the writer's batches: a conversation not in this scope fails it alone.
+  pg::Write w;
+  w.statements.push_back({"UPDATE conversations SET status = 'closed' WHERE id = $1 AND tenant = $2",
+                          {conversation_id, scope.tenant()}});
+  if (summary) {
+    w.statements.push_back(
+        {"INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
+         "SELECT id, $1, message_count, kx_now() FROM conversations WHERE id = $2 AND "
+         "tenant = $3 "
+         "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
+         "covered_messages = excluded.covered_messages, updated_at = excluded.updated_at",
+         {*summary, conversation_id, scope.tenant()}});
+  }
+  w.check = touches_conversation(0, conversation_id);
+  return write(w);
 }
 
 Result<void> PgStore::delete_conversation(const MemoryScope& scope,
@@ -522,14 +522,17 @@ Result<bool> PgStore::soft_delete_fact(const MemoryScope& scope, const std::stri
 Result<std::uint64_t> PgStore::soft_delete_facts(const MemoryScope& scope,
                                                  const std::string& sender_id,
                                                  const std::optional<std::string>& key) {
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r,
-      query(
-          "UPDATE facts SET deleted_at = kx_now(), updated_at = kx_now() "
-          "WHERE tenant = $3 AND sender_id = $1 AND ($2::text IS NULL OR key = $2) AND deleted_at "
-          "IS NULL",
-          {sender_id, key, scope.tenant()}));
-  return r.affected();
+  auto count = std::make_shared<std::uint64_t>(0);  // set on the writer's thread
+  KERNEX_RETURN_IF_ERROR(
+      write({{{"UPDATE facts SET deleted_at = kx_now(), updated_at = kx_now() "
+               "WHERE tenant = $3 AND sender_id = $1 AND ($2::text IS NULL OR key = $2) AND "
+               "deleted_at IS NULL",
+               {sender_id, key, scope.tenant()}}},
+             [count](const std::vector<pg::Rows>& rows) -> Result<bool> {
+               if (!rows.empty()) *count = rows[0].affected();
+               return true;
+             }}));
+  return *count;
 }
 
 // ---- Audit and usage ----

@@ -143,13 +143,11 @@ std::shared_ptr<RunJournal> PgJournalStore::journal(const std::string& tenant,
 }
 
 Result<void> PgJournalStore::forget(const std::string& tenant, const std::string& run_id) {
-  KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
-    for (const char* sql : {"DELETE FROM serve_run_responses WHERE tenant = $1 AND run_id = $2",
-                            "DELETE FROM serve_run_tools WHERE tenant = $1 AND run_id = $2"})
-      KERNEX_RETURN_IF_ERROR(c.exec(sql, {tenant, run_id}));
-    return true;
-  }));
-  return {};
+  // One write of the run path's batches.
+  return writer_->write(
+      {{{"DELETE FROM serve_run_responses WHERE tenant = $1 AND run_id = $2", {tenant, run_id}},
+        {"DELETE FROM serve_run_tools WHERE tenant = $1 AND run_id = $2", {tenant, run_id}}},
+       {}});
 }
 
 Result<std::int64_t> PgApprovalStore::now() {
