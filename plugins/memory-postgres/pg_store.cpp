@@ -388,8 +388,9 @@ Result<void> PgStore::close_conversation(const MemoryScope& scope,
   }
   // One write of the writer's batches: a conversation not in this scope fails it alone.
   pg::Write w;
-  w.statements.push_back({"UPDATE conversations SET status = 'closed' WHERE id = $1 AND tenant = $2",
-                          {conversation_id, scope.tenant()}});
+  w.statements.push_back(
+      {"UPDATE conversations SET status = 'closed' WHERE id = $1 AND tenant = $2",
+       {conversation_id, scope.tenant()}});
   if (summary) {
     w.statements.push_back(
         {"INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "

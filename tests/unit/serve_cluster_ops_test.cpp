@@ -19,6 +19,7 @@
 #include "kernex/server/webhooks.hpp"
 #include "pg_run_stores.hpp"
 #include "pg_test_db.hpp"
+#include "response_store.hpp"
 #include "webhook_receiver.hpp"
 #include "temp_dir.hpp"
 #include "webhook_sender.hpp"
@@ -397,6 +398,58 @@ TEST_F(ClusterOps, ConcurrentSubmitsOfTwoTenantsKeepTheirTenantAndFailAlone) {
                 static_cast<unsigned long long>(st.transactions),
                 static_cast<unsigned long long>(st.failed));
   }
+}
+
+// Stored responses and approvals are writes of batches too: each keeps its tenant, a removal and a
+// decision still answer whether they did anything, and a second approval of the same (run, key)
+// fails alone.
+TEST_F(ClusterOps, BatchedResponsesAndApprovalsKeepTheirTenantAndAnswers) {
+  auto responses = PgResponseStore::open(options_, 4);
+  ASSERT_TRUE(responses) << responses.error().describe();
+  ResponseStore& r = **responses;
+  ASSERT_TRUE(r.put({"resp_1", "acme", "s1", Json{{"v", "acme"}}, Json::array()}));
+  ASSERT_TRUE(r.put({"resp_1", "globex", "s1", Json{{"v", "globex"}}, Json::array()}));
+  EXPECT_FALSE(r.get("globex", "resp_1").value());
+  EXPECT_EQ(r.get("acme", "resp_1").value()->response, (Json{{"v", "acme"}}));
+  EXPECT_FALSE(r.remove("globex", "resp_1").value());
+  EXPECT_TRUE(r.remove("acme", "resp_1").value());
+  EXPECT_FALSE(r.remove("acme", "resp_1").value());
+
+  auto s = store();
+  ASSERT_TRUE(s);
+  const SharedRun run = run_row("acme", "s1");
+  ASSERT_TRUE(s->submit(run, IfBusy::Enqueue));
+  PgApprovalStore approvals(s->pool(), &s->writer());
+  StoredApproval a;
+  a.id = "apr_1";
+  a.tenant = "acme";
+  a.session = "s1";
+  a.run_id = run.id;
+  a.key = "k1";
+  a.tool = "shell";
+  a.arguments = Json{{"cmd", "ls"}};
+  a.created_at = 100;
+  a.expires_at = 400;
+  auto stored = approvals.insert(a);
+  ASSERT_TRUE(stored) << stored.error().describe();
+  EXPECT_EQ(stored->expires_at - stored->created_at, 300);
+  EXPECT_GT(stored->created_at, 1'000'000'000);  // the database's clock
+  StoredApproval twice = a;
+  twice.id = "apr_2";
+  EXPECT_FALSE(approvals.insert(twice));
+  EXPECT_FALSE(approvals.by_id("globex", "apr_1").value());
+  StoredApproval decided = *stored;
+  decided.status = "approved";
+  decided.decision = "approve";
+  StoredApproval foreign = decided;
+  foreign.tenant = "globex";
+  EXPECT_FALSE(approvals.resolve(foreign).value());
+  EXPECT_TRUE(approvals.resolve(decided).value());
+  EXPECT_FALSE(approvals.resolve(decided).value());  // no longer pending
+  EXPECT_EQ(approvals.by_id("acme", "apr_1").value()->status, "approved");
+  ASSERT_TRUE(approvals.grant("acme", "s1", "shell"));
+  EXPECT_TRUE(approvals.granted("acme", "s1", "shell").value());
+  EXPECT_FALSE(approvals.granted("globex", "s1", "shell").value());
 }
 
 TEST_F(ClusterOps, ACancelledQueuedRunTellsItsEndToo) {
