@@ -3,9 +3,10 @@
 // transaction and about one round trip per batch) beside KERNEX_GROUP_COMMIT=off (each save its
 // own transaction, one round trip per statement, as before), in the same run, phases interleaved.
 // Transactions per save are counted by the server: the distinct xmin of the phase's message rows.
-// Both stores get a pool of max(4, N) connections. The PostgreSQL server is KERNEX_BENCH_PG_DSN
-// or else KERNEX_TEST_PG_DSN; the bench creates its own database and drops it at exit.
-// Usage: pg_commit [saves per phase, default 2000]
+// Then the same savers open as many new conversations (a burst of new sessions): transactions per
+// open, from the conversation rows' xmin. Both stores get a pool of max(4, N) connections. The
+// PostgreSQL server is KERNEX_BENCH_PG_DSN or else KERNEX_TEST_PG_DSN; the bench creates its own
+// database and drops it at exit. Usage: pg_commit [saves per phase, default 2000]
 #include <libpq-fe.h>
 
 #include <atomic>
@@ -28,6 +29,7 @@ using kernex::bench::Clock;
 
 struct Phase {
   double saves_per_s = 0, tx_per_save = 0, p99_us = 0;
+  double opens_per_s = 0, tx_per_open = 0;  // new sessions: open_conversation of a new key
 };
 
 std::string scalar(const std::string& dsn, const std::string& sql) {
@@ -49,6 +51,32 @@ std::shared_ptr<kernex::MemoryStore> open_store(kernex::PluginHost& host, const 
   ::unsetenv("KERNEX_GROUP_COMMIT");
   if (!s) die("loading the postgres memory plugin: " + s.error().describe());
   return *s;
+}
+
+// `savers` threads opening `total` new conversations between them (a burst of new sessions):
+// each open creates its conversation row, alone (off) or in the writer's batches (on).
+void open_burst(kernex::MemoryStore& store, const std::string& dsn, const std::string& tag,
+                int savers, int total, Phase& p) {
+  const auto scope = kernex::MemoryScope::local();
+  std::atomic<int> next{0};
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < savers; ++t) {
+    threads.emplace_back([&] {
+      for (int i = next.fetch_add(1); i < total; i = next.fetch_add(1)) {
+        auto id = store.open_conversation(scope, {"bench", tag + "-new-" + std::to_string(i), ""},
+                                          std::chrono::minutes(60));
+        if (!id) die("open_conversation: " + id.error().describe());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  p.opens_per_s = total / std::chrono::duration<double>(Clock::now() - start).count();
+  p.tx_per_open = std::stod(scalar(dsn,
+                                   "SELECT count(DISTINCT xmin::text) FROM conversations WHERE "
+                                   "sender_id LIKE '" +
+                                       tag + "-new-%'")) /
+                  total;
 }
 
 // `savers` threads, each on a conversation of its own, `total` saves between them.
@@ -94,6 +122,7 @@ Phase run(kernex::MemoryStore& store, const std::string& dsn, const std::string&
              "m.conversation_id WHERE c.sender_id LIKE '" +
                  tag + "-%'"));
   p.tx_per_save = xacts / total;
+  open_burst(store, dsn, tag, savers, total, p);
   return p;
 }
 
@@ -113,6 +142,11 @@ int main(int argc, char** argv) {
   std::printf("  %-8s | %10s %9s %10s | %10s %9s %10s\n", "savers", "saves/s", "tx/save", "p99 us",
               "saves/s", "tx/save", "p99 us");
   int phase = 0;
+  struct Row {
+    int savers;
+    Phase off, on;
+  };
+  std::vector<Row> opens;
   for (int savers : {1, 4, 16, 64}) {
     Phase off, on;
     {  // fresh stores per size, off first then on, on the same tables
@@ -125,6 +159,14 @@ int main(int argc, char** argv) {
     }
     std::printf("  %-8d | %10.0f %9.3f %10.0f | %10.0f %9.3f %10.0f\n", savers, off.saves_per_s,
                 off.tx_per_save, off.p99_us, on.saves_per_s, on.tx_per_save, on.p99_us);
+    opens.push_back({savers, off, on});
+  }
+  std::printf("new sessions: open_conversation of a new key (its conversation row), same runs\n");
+  std::printf("  %-8s | %10s %9s | %10s %9s\n", "openers", "opens/s", "tx/open", "opens/s",
+              "tx/open");
+  for (const auto& [n, off, on] : opens) {
+    std::printf("  %-8d | %10.0f %9.3f | %10.0f %9.3f\n", n, off.opens_per_s, off.tx_per_open,
+                on.opens_per_s, on.tx_per_open);
   }
   return 0;
 }

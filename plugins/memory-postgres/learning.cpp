@@ -19,37 +19,32 @@ Result<void> PgStore::store_lesson(const MemoryScope& scope, const Lesson& l) {
   if (bad_text(l.rule) || bad_text(l.domain) || bad_text(l.project) || bad_text(l.sender_id)) {
     return fail(ErrorCode::Parse, "postgres memory: the lesson is not valid UTF-8 text");
   }
-  return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    // One writer per sender + domain + project at a time, so the cap holds under concurrency.
-    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended('lesson' || chr(31) || $4 "
-                        "|| chr(31) || $1 || chr(31) || $2 || chr(31) || $3, 0))",
-                        {l.sender_id, l.domain, l.project, scope.tenant()});
-        !r) {
-      return std::unexpected(r.error());
-    }
-    // Repeating a rule reinforces it (and moves it to the front) instead of adding a copy.
-    KERNEX_ASSIGN_OR_RETURN(
-        auto reinforce,
-        c.exec(
-            "UPDATE lessons SET occurrences = occurrences + 1, updated_at = kx_now(), "
-            "recency = (SELECT coalesce(max(recency), 0) + 1 FROM lessons) "
-            "WHERE tenant = $5 AND sender_id = $1 AND domain = $2 AND project = $3 AND rule = $4",
-            {l.sender_id, l.domain, l.project, l.rule, scope.tenant()}));
-    if (reinforce.affected() > 0) return {};
-    KERNEX_RETURN_IF_ERROR(
-        c.exec("INSERT INTO lessons (sender_id, domain, rule, project, recency, tenant) "
-               "VALUES ($1, $2, $3, $4, (SELECT coalesce(max(recency), 0) + 1 FROM lessons), $5)",
-               {l.sender_id, l.domain, l.rule, l.project, scope.tenant()}));
-    KERNEX_RETURN_IF_ERROR(
-        c.exec("DELETE FROM lessons WHERE tenant = $5 AND sender_id = $1 AND domain = $2 AND "
-               "project = $3 AND id "
-               "NOT IN "
-               "(SELECT id FROM lessons WHERE tenant = $5 AND sender_id = $1 AND domain = $2 AND "
-               "project = $3 "
-               "ORDER BY recency DESC, id DESC LIMIT $4::bigint)",
-               {l.sender_id, l.domain, l.project, kLessonsPerDomain, scope.tenant()}));
-    return {};
-  });
+  // One write of the writer's batches. One writer per sender + domain + project at a time (the
+  // lock, held to the batch's commit), so the cap holds under concurrency. Repeating a rule
+  // reinforces it (and moves it to the front) instead of adding a copy: the INSERT finds the
+  // reinforced row and adds nothing, and the trim then keeps what it kept.
+  pg::Write w;
+  w.statements.push_back(
+      {"SELECT pg_advisory_xact_lock(hashtextextended('lesson' || chr(31) || $4 || chr(31) || $1 "
+       "|| chr(31) || $2 || chr(31) || $3, 0))",
+       {l.sender_id, l.domain, l.project, scope.tenant()}});
+  w.statements.push_back(
+      {"UPDATE lessons SET occurrences = occurrences + 1, updated_at = kx_now(), "
+       "recency = (SELECT coalesce(max(recency), 0) + 1 FROM lessons) "
+       "WHERE tenant = $5 AND sender_id = $1 AND domain = $2 AND project = $3 AND rule = $4",
+       {l.sender_id, l.domain, l.project, l.rule, scope.tenant()}});
+  w.statements.push_back(
+      {"INSERT INTO lessons (sender_id, domain, rule, project, recency, tenant) "
+       "SELECT $1, $2, $3, $4, (SELECT coalesce(max(recency), 0) + 1 FROM lessons), $5 "
+       "WHERE NOT EXISTS (SELECT 1 FROM lessons WHERE tenant = $5 AND sender_id = $1 AND domain = "
+       "$2 AND project = $4 AND rule = $3)",
+       {l.sender_id, l.domain, l.rule, l.project, scope.tenant()}});
+  w.statements.push_back(
+      {"DELETE FROM lessons WHERE tenant = $5 AND sender_id = $1 AND domain = $2 AND project = $3 "
+       "AND id NOT IN (SELECT id FROM lessons WHERE tenant = $5 AND sender_id = $1 AND domain = "
+       "$2 AND project = $3 ORDER BY recency DESC, id DESC LIMIT $4::bigint)",
+       {l.sender_id, l.domain, l.project, kLessonsPerDomain, scope.tenant()}});
+  return write(w);
 }
 
 Result<std::vector<Lesson>> PgStore::lessons(const MemoryScope& scope, const std::string& sender_id,

@@ -96,25 +96,35 @@ Result<std::string> PgStore::open_conversation(const MemoryScope& scope, const C
   auto found = query(kFind, {key.channel, key.sender_id, key.project, minutes, scope.tenant()});
   if (!found) return std::unexpected(found.error());
   if (!found->empty()) return found->text(0, 0);
-  // Two processes opening the same key at once: a transaction lock on the key serialises them, and
-  // the second finds the first one's conversation.
-  return transaction<std::string>([&](pg::Connection& c) -> Result<std::string> {
-    if (auto r = c.exec("SELECT pg_advisory_xact_lock(hashtextextended($4 || chr(31) || $1 || "
-                        "chr(31) || $2 || chr(31) || $3, 0))",
-                        {key.channel, key.sender_id, key.project, scope.tenant()});
-        !r) {
-      return std::unexpected(r.error());
+  // Created as one write of the writer's batches, so a new session's conversation shares a commit
+  // with the other runs' writes. Two processes opening the same key at once: a transaction lock on
+  // the key serialises them, and the second finds the first one's conversation (the statement
+  // after the lock reads it, or inserts and returns its own).
+  pg::Write w;
+  w.statements.push_back(
+      {"SELECT pg_advisory_xact_lock(hashtextextended($4 || chr(31) || $1 || chr(31) || $2 || "
+       "chr(31) || $3, 0))",
+       {key.channel, key.sender_id, key.project, scope.tenant()}});
+  w.statements.push_back(
+      {"WITH found AS (" + std::string(kFind) +
+           "), ins AS (INSERT INTO conversations (id, channel, sender_id, project, tenant) SELECT "
+           "$6, $1, $2, $3, $5 WHERE NOT EXISTS (SELECT 1 FROM found) RETURNING id) "
+           "SELECT id FROM found UNION ALL SELECT id FROM ins",
+       {key.channel, key.sender_id, key.project, minutes, scope.tenant(), new_uuid()}});
+  // Set by the check on the writer's thread (each time the batch runs), read once it returned.
+  auto id = std::make_shared<std::string>();
+  w.check = [id](const std::vector<pg::Rows>& rows) -> Result<bool> {
+    if (rows.size() < 2) return true;  // a statement failed: its own error says why
+    if (rows[1].empty()) {
+      return fail(ErrorCode::Memory,
+                  "postgres memory: the conversation was neither found nor "
+                  "created");
     }
-    auto again = c.exec(kFind, {key.channel, key.sender_id, key.project, minutes, scope.tenant()});
-    if (!again) return std::unexpected(again.error());
-    if (!again->empty()) return again->text(0, 0);
-    const std::string id = new_uuid();
-    KERNEX_RETURN_IF_ERROR(c.exec(
-        "INSERT INTO conversations (id, channel, sender_id, project, tenant) VALUES ($1, $2, $3, "
-        "$4, $5)",
-        {id, key.channel, key.sender_id, key.project, scope.tenant()}));
-    return id;
-  });
+    *id = rows[1].text(0, 0);
+    return true;
+  };
+  KERNEX_RETURN_IF_ERROR(write(w));
+  return *id;
 }
 
 Result<std::vector<ContextEntry>> PgStore::select_entries(std::string_view sql,
@@ -376,21 +386,22 @@ Result<void> PgStore::close_conversation(const MemoryScope& scope,
     if (auto p = text_problem(*summary))
       return fail(ErrorCode::Parse, "postgres memory: summary " + *p);
   }
-  return transaction<void>([&](pg::Connection& c) -> Result<void> {
-    auto close = c.exec("UPDATE conversations SET status = 'closed' WHERE id = $1 AND tenant = $2",
-                        {conversation_id, scope.tenant()});
-    if (!close) return std::unexpected(close.error());
-    if (close->affected() == 0) return no_conversation(conversation_id);
-    if (!summary) return {};
-    KERNEX_RETURN_IF_ERROR(
-        c.exec("INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
-               "SELECT id, $1, message_count, kx_now() FROM conversations WHERE id = $2 AND "
-               "tenant = $3 "
-               "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
-               "covered_messages = excluded.covered_messages, updated_at = excluded.updated_at",
-               {*summary, conversation_id, scope.tenant()}));
-    return {};
-  });
+  // One write of the writer's batches: a conversation not in this scope fails it alone.
+  pg::Write w;
+  w.statements.push_back(
+      {"UPDATE conversations SET status = 'closed' WHERE id = $1 AND tenant = $2",
+       {conversation_id, scope.tenant()}});
+  if (summary) {
+    w.statements.push_back(
+        {"INSERT INTO summaries (conversation_id, text, covered_messages, updated_at) "
+         "SELECT id, $1, message_count, kx_now() FROM conversations WHERE id = $2 AND "
+         "tenant = $3 "
+         "ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text, "
+         "covered_messages = excluded.covered_messages, updated_at = excluded.updated_at",
+         {*summary, conversation_id, scope.tenant()}});
+  }
+  w.check = touches_conversation(0, conversation_id);
+  return write(w);
 }
 
 Result<void> PgStore::delete_conversation(const MemoryScope& scope,
@@ -512,14 +523,17 @@ Result<bool> PgStore::soft_delete_fact(const MemoryScope& scope, const std::stri
 Result<std::uint64_t> PgStore::soft_delete_facts(const MemoryScope& scope,
                                                  const std::string& sender_id,
                                                  const std::optional<std::string>& key) {
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r,
-      query(
-          "UPDATE facts SET deleted_at = kx_now(), updated_at = kx_now() "
-          "WHERE tenant = $3 AND sender_id = $1 AND ($2::text IS NULL OR key = $2) AND deleted_at "
-          "IS NULL",
-          {sender_id, key, scope.tenant()}));
-  return r.affected();
+  auto count = std::make_shared<std::uint64_t>(0);  // set on the writer's thread
+  KERNEX_RETURN_IF_ERROR(
+      write({{{"UPDATE facts SET deleted_at = kx_now(), updated_at = kx_now() "
+               "WHERE tenant = $3 AND sender_id = $1 AND ($2::text IS NULL OR key = $2) AND "
+               "deleted_at IS NULL",
+               {sender_id, key, scope.tenant()}}},
+             [count](const std::vector<pg::Rows>& rows) -> Result<bool> {
+               if (!rows.empty()) *count = rows[0].affected();
+               return true;
+             }}));
+  return *count;
 }
 
 // ---- Audit and usage ----

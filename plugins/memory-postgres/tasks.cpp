@@ -1,6 +1,10 @@
 // Scheduled tasks: dedup on create, claims with leases that several processes race for
 // (FOR UPDATE SKIP LOCKED: a task goes to one claimer), retries with backoff, recurrence and
 // run history. Times come from the server's clock, so machines with skewed clocks agree.
+// A run's history rides the writer's batches; creating, completing, failing and cancelling a task
+// stay transactions of their own: each decides in C++ (dedup, recurrence, the holder, an ambiguous
+// prefix) on rows it read and locked in that same transaction, and a batch shows a write's rows
+// only after all of its statements ran.
 #include <algorithm>
 #include <cstdio>
 
@@ -142,6 +146,8 @@ Result<std::string> PgStore::create_task(const MemoryScope& scope, const TaskSpe
     }
   }
   if (spec.max_retries == 0) spec.max_retries = 1;
+  // Not a write of the writer's batches: whether it inserts is decided in C++
+  // (similar_descriptions) on what it reads under the sender's lock, in the same transaction.
   return transaction<std::string>([&](pg::Connection& c) -> Result<std::string> {
     // Two processes creating the same task at once: the sender's lock makes the second see the
     // first.
@@ -361,12 +367,14 @@ Result<std::string> PgStore::record_task_run(const MemoryScope& scope, const Tas
   const std::string id = sqlite::new_uuid();
   std::optional<std::string> tokens;
   if (run.tokens) tokens = std::to_string(*run.tokens);
+  // One write of the writer's batches: returned once its batch committed.
   KERNEX_RETURN_IF_ERROR(
-      query("INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, error, "
-            "tokens, tenant) "
-            "VALUES ($1, $2, $3, coalesce($4, kx_now()), $5, $6, $7, $8::bigint, $9)",
-            {id, run.task_id, started, finished, run.status, run.result, run.error, tokens,
-             scope.tenant()}));
+      write({{{"INSERT INTO task_runs (id, task_id, started_at, finished_at, status, result, "
+               "error, tokens, tenant) "
+               "VALUES ($1, $2, $3, coalesce($4, kx_now()), $5, $6, $7, $8::bigint, $9)",
+               {id, run.task_id, started, finished, run.status, run.result, run.error, tokens,
+                scope.tenant()}}},
+             {}}));
   return id;
 }
 

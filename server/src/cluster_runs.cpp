@@ -50,8 +50,9 @@ ClusterRuns::ClusterRuns(Deps deps)
       env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)),
       node_(make_node_id()),
       journals_(std::make_unique<PgJournalStore>(deps_.store->pool(), &deps_.store->writer())),
-      approvals_(std::make_unique<Approvals>(std::make_unique<PgApprovalStore>(deps_.store->pool()),
-                                             deps_.config->approval_timeout)),
+      approvals_(std::make_unique<Approvals>(
+          std::make_unique<PgApprovalStore>(deps_.store->pool(), &deps_.store->writer()),
+          deps_.config->approval_timeout)),
       // Claims stop at cluster.max_runs, so every claimed run has a thread at once.
       pool_(RunPool::Options{std::max<std::size_t>(1, deps_.config->cluster.max_runs),
                              RunPool::default_warm(), deps_.config->run_stack_kib << 10,

@@ -255,16 +255,19 @@ Result<void> interrupt_session(Connection& c, const std::string& tenant, const s
 
 }  // namespace
 
+pg::Statement requeue_statement(const std::string& run_id) {
+  return {
+      "WITH q AS (UPDATE serve_runs SET status = 'queued' WHERE id = $1 AND status = "
+      "'awaiting_approval' AND NOT EXISTS (SELECT 1 FROM serve_approvals a WHERE "
+      "a.run_id = $1 AND a.status = 'pending') RETURNING id) "
+      "SELECT pg_notify($2, id), pg_notify($3, '') FROM q",
+      {run_id, ClusterStore::kEventsChannel, ClusterStore::kQueueChannel}};
+}
+
 Result<bool> requeue_if_decided(Connection& c, const std::string& run_id) {
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r, c.exec("UPDATE serve_runs SET status = 'queued' WHERE id = $1 AND status = "
-                     "'awaiting_approval' AND NOT EXISTS (SELECT 1 FROM serve_approvals a WHERE "
-                     "a.run_id = $1 AND a.status = 'pending')",
-                     {run_id}));
-  if (r.affected() == 0) return false;
-  KERNEX_RETURN_IF_ERROR(notify(c, ClusterStore::kEventsChannel, run_id));
-  KERNEX_RETURN_IF_ERROR(notify(c, ClusterStore::kQueueChannel, ""));
-  return true;
+  const pg::Statement st = requeue_statement(run_id);
+  KERNEX_ASSIGN_OR_RETURN(auto r, c.exec(st.sql, st.params));
+  return !r.empty();
 }
 
 Result<std::unique_ptr<ClusterStore>> ClusterStore::open(const pg::Options& options,
@@ -275,8 +278,40 @@ Result<std::unique_ptr<ClusterStore>> ClusterStore::open(const pg::Options& opti
   return store;
 }
 
+// A run's creation as one write of the run path's batches: the session's lock, the busy check and
+// the row in one statement (its NOTIFY only when the row went in). The lock is held to the batch's
+// commit, so another node deciding for the session waits for it, as with a transaction of its own.
+Result<ClusterStore::Admitted> ClusterStore::submit_batched(const SharedRun& run, IfBusy if_busy) {
+  pg::Write w;
+  if (!run.session.empty()) {
+    w.statements.push_back({"SELECT pg_advisory_xact_lock(hashtextextended($1, 7291))",
+                            {run.tenant + '\n' + run.session}});
+  }
+  const bool reject = if_busy == IfBusy::Reject && !run.session.empty();
+  w.statements.push_back(
+      {std::string("WITH ins AS (INSERT INTO serve_runs (id, tenant, session, status, created_at, "
+                   "request) SELECT $1, $2, $3, 'queued', $4, $5") +
+           (reject ? " WHERE NOT EXISTS (SELECT 1 FROM serve_runs WHERE tenant = $2 AND session = "
+                     "$3 AND status IN ('queued', 'running', 'awaiting_approval'))"
+                   : "") +
+           " RETURNING id) SELECT pg_notify($6, '') FROM ins",
+       {run.id, run.tenant, run.session, run.created_at, dump(run.request), kQueueChannel}});
+  // Set by the check on the writer's thread, read here once the write returned. A busy session
+  // keeps the write (nothing went in): no rerun of the batch for it.
+  auto inserted = std::make_shared<bool>(false);
+  w.check = [inserted](const std::vector<pg::Rows>& rows) -> Result<bool> {
+    *inserted = !rows.empty() && !rows.back().empty();
+    return true;
+  };
+  KERNEX_RETURN_IF_ERROR(writer_.write(w));
+  return *inserted ? Admitted::Queued : Admitted::Busy;
+}
+
 Result<ClusterStore::Admitted> ClusterStore::submit(const SharedRun& run, IfBusy if_busy,
                                                     LimitRefusal* refused) {
+  // Limits decide in C++ on what they read under their lock, and interrupting cancels runs one by
+  // one through the run-end hook (the webhook outbox): both need a transaction of their own.
+  if (!hooks_.admit && if_busy != IfBusy::Interrupt) return submit_batched(run, if_busy);
   return pool_.transaction<Admitted>([&](Connection& c) -> Result<Admitted> {
     if (!run.session.empty()) {
       KERNEX_RETURN_IF_ERROR(lock_session(c, run.tenant, run.session));
@@ -463,7 +498,45 @@ Result<bool> ClusterStore::append_events(const std::string& id, const std::strin
 Result<bool> ClusterStore::finish(const std::string& id, const std::string& node, int attempt,
                                   RunStatus status, const Json& result,
                                   const std::vector<RunEvent>& events) {
-  auto stored = pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
+  // The webhook outbox's hook builds its rows in C++ from a read of the run in the end's
+  // transaction: with it the end keeps a transaction of its own.
+  auto stored = hooks_.run_end ? finish_alone(id, node, attempt, status, result, events)
+                               : finish_batched(id, node, attempt, status, result, events);
+  if (stored && *stored && hooks_.after_run_end) hooks_.after_run_end();
+  return stored;
+}
+
+// The end as one write of the run path's batches, fenced like the events: the status UPDATE finds
+// the claim or nothing, and without it the check undoes the write (events, journal deletes and
+// NOTIFYs with it).
+Result<bool> ClusterStore::finish_batched(const std::string& id, const std::string& node,
+                                          int attempt, RunStatus status, const Json& result,
+                                          const std::vector<RunEvent>& events) {
+  pg::Write w;
+  w.statements.push_back(
+      {"UPDATE serve_runs SET status = $4, result = $5, lease_until = NULL, ended_at = "
+       "clock_timestamp() WHERE id = $1 AND node = $2 AND attempt = $3::int AND status = "
+       "'running' RETURNING 1",
+       {id, node, attempt, std::string(to_string(status)), dump(result)}});
+  if (!events.empty()) w.statements.push_back(events_statement(id, events));
+  // Finished for good: its journal (model answers, tool results) is no longer needed.
+  w.statements.push_back({"DELETE FROM serve_run_responses WHERE run_id = $1", {id}});
+  w.statements.push_back({"DELETE FROM serve_run_tools WHERE run_id = $1", {id}});
+  w.statements.push_back(
+      {"SELECT pg_notify($1, $2), pg_notify($3, '')", {kEventsChannel, id, kQueueChannel}});
+  auto held = std::make_shared<bool>(false);
+  w.check = [held](const std::vector<pg::Rows>& rows) -> Result<bool> {
+    *held = !rows.empty() && !rows[0].empty();
+    return *held;
+  };
+  KERNEX_RETURN_IF_ERROR(writer_.write(w));
+  return *held;
+}
+
+Result<bool> ClusterStore::finish_alone(const std::string& id, const std::string& node, int attempt,
+                                        RunStatus status, const Json& result,
+                                        const std::vector<RunEvent>& events) {
+  return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
     auto held = hold(c, id, node, attempt, "FOR UPDATE");
     if (!held || !*held) return held;
     KERNEX_RETURN_IF_ERROR(insert_events(c, id, events));
@@ -473,15 +546,12 @@ Result<bool> ClusterStore::finish(const std::string& id, const std::string& node
                "WHERE id = $1",
                {id, std::string(to_string(status)), dump(result)}));
     if (hooks_.run_end) KERNEX_RETURN_IF_ERROR(hooks_.run_end(c, id, status, result));
-    // Finished for good: its journal (model answers, tool results) is no longer needed.
     KERNEX_RETURN_IF_ERROR(c.exec("DELETE FROM serve_run_responses WHERE run_id = $1", {id}));
     KERNEX_RETURN_IF_ERROR(c.exec("DELETE FROM serve_run_tools WHERE run_id = $1", {id}));
     KERNEX_RETURN_IF_ERROR(notify(c, kEventsChannel, id));
     KERNEX_RETURN_IF_ERROR(notify(c, kQueueChannel, ""));
     return true;
   });
-  if (stored && *stored && hooks_.after_run_end) hooks_.after_run_end();
-  return stored;
 }
 
 Result<std::optional<RunStatus>> ClusterStore::release(const std::string& id,

@@ -45,6 +45,8 @@ struct HeldClaim {
 // Queues a run awaiting approval again once none of its approvals is pending (its row may be
 // locked by the caller); true when it did.
 Result<bool> requeue_if_decided(pg::Connection& c, const std::string& run_id);
+// The same as one statement (for a write of the writer's batches): a row when it queued the run.
+pg::Statement requeue_statement(const std::string& run_id);
 
 class ClusterStore {
  public:
@@ -63,7 +65,8 @@ class ClusterStore {
   enum class Admitted { Queued, Busy, Limited };
   // Inserts the run as queued unless its session is busy and `if_busy` is reject; interrupt
   // cancels the session's queued runs and asks its running one to stop. One transaction, under a
-  // per-session advisory lock, so two nodes deciding for one session never both see it idle.
+  // per-session advisory lock, so two nodes deciding for one session never both see it idle:
+  // reject and enqueue without limits ride the writer's batches (returned once committed).
   // Limited: hooks.admit refused it (why in `refused`).
   Result<Admitted> submit(const SharedRun& run, IfBusy if_busy, LimitRefusal* refused = nullptr);
   // Claims the oldest claimable run: queued, and the first of its session with none running.
@@ -78,7 +81,8 @@ class ClusterStore {
   // Stores events (ids contiguous after what is stored) while the claim holds; false: it doesn't.
   Result<bool> append_events(const std::string& id, const std::string& node, int attempt,
                              const std::vector<RunEvent>& events);
-  // The run's end: the remaining events, status and result, in one fenced transaction.
+  // The run's end: the remaining events, status and result, in one fenced transaction (one write
+  // of the writer's batches, unless a run_end hook needs a transaction of its own).
   Result<bool> finish(const std::string& id, const std::string& node, int attempt, RunStatus status,
                       const Json& result, const std::vector<RunEvent>& events);
 
@@ -115,6 +119,13 @@ class ClusterStore {
   inline static const char* kEpochNow = "floor(extract(epoch from clock_timestamp()))::bigint";
 
  private:
+  Result<Admitted> submit_batched(const SharedRun& run, IfBusy if_busy);
+  Result<bool> finish_batched(const std::string& id, const std::string& node, int attempt,
+                              RunStatus status, const Json& result,
+                              const std::vector<RunEvent>& events);
+  Result<bool> finish_alone(const std::string& id, const std::string& node, int attempt,
+                            RunStatus status, const Json& result,
+                            const std::vector<RunEvent>& events);
   ClusterStore(const pg::Options& options, std::size_t pool_size)
       : pool_(options, pool_size), control_(options, 1), writer_(pool_) {}
   pg::Pool pool_;

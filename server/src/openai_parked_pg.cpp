@@ -5,6 +5,7 @@
 #include "cluster_ops_schema.hpp"
 #include "kernex/json.hpp"
 #include "kernex/pg/pool.hpp"
+#include "kernex/pg/writer.hpp"
 #include "openai_parked.hpp"
 
 namespace kernex::server {
@@ -12,7 +13,8 @@ namespace {
 
 class PgParked final : public ParkedStore {
  public:
-  PgParked(const pg::Options& options, std::chrono::seconds ttl) : pool_(options, 2), ttl_(ttl) {}
+  PgParked(const pg::Options& options, std::chrono::seconds ttl)
+      : pool_(options, 2), writer_(pool_), ttl_(ttl) {}
   Result<void> open() {
     KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>(migrate_cluster_ops));
     return {};
@@ -22,16 +24,17 @@ class PgParked final : public ParkedStore {
                     const std::string& run_id, const std::vector<std::string>& call_ids) override {
     if (call_ids.empty()) return {};
     const Json ids = call_ids;
-    KERNEX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
-    // Every call of the run in one statement, or none (expired rows go in prune_expired()).
-    KERNEX_RETURN_IF_ERROR(conn->exec(
-        "INSERT INTO serve_openai_parked (tenant, session, call_id, run_id, expires_at) SELECT "
-        "$1, $2, c, $3, now() + make_interval(secs => $4::double precision) FROM "
-        "(SELECT DISTINCT c FROM json_array_elements_text($5::json) c) d ON CONFLICT (tenant, "
-        "session, call_id) DO UPDATE SET run_id = EXCLUDED.run_id, expires_at = "
-        "EXCLUDED.expires_at",
-        {tenant, session, run_id, static_cast<std::int64_t>(ttl_.count()), ids.dump()}));
-    return {};
+    // Every call of the run in one statement, or none (expired rows go in prune_expired()): one
+    // write of the writer's batches, returned once committed. Its expiry counts from the batch's
+    // start (now()), not the statement's.
+    return writer_.write(
+        {{{"INSERT INTO serve_openai_parked (tenant, session, call_id, run_id, expires_at) SELECT "
+           "$1, $2, c, $3, now() + make_interval(secs => $4::double precision) FROM "
+           "(SELECT DISTINCT c FROM json_array_elements_text($5::json) c) d ON CONFLICT (tenant, "
+           "session, call_id) DO UPDATE SET run_id = EXCLUDED.run_id, expires_at = "
+           "EXCLUDED.expires_at",
+           {tenant, session, run_id, static_cast<std::int64_t>(ttl_.count()), ids.dump()}}},
+         {}});
   }
 
   Result<std::size_t> prune_expired() override {
@@ -56,6 +59,7 @@ class PgParked final : public ParkedStore {
 
  private:
   pg::Pool pool_;
+  pg::Writer writer_;  // after pool_
   std::chrono::seconds ttl_;
 };
 

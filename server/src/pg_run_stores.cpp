@@ -143,13 +143,11 @@ std::shared_ptr<RunJournal> PgJournalStore::journal(const std::string& tenant,
 }
 
 Result<void> PgJournalStore::forget(const std::string& tenant, const std::string& run_id) {
-  KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
-    for (const char* sql : {"DELETE FROM serve_run_responses WHERE tenant = $1 AND run_id = $2",
-                            "DELETE FROM serve_run_tools WHERE tenant = $1 AND run_id = $2"})
-      KERNEX_RETURN_IF_ERROR(c.exec(sql, {tenant, run_id}));
-    return true;
-  }));
-  return {};
+  // One write of the run path's batches.
+  return writer_->write(
+      {{{"DELETE FROM serve_run_responses WHERE tenant = $1 AND run_id = $2", {tenant, run_id}},
+        {"DELETE FROM serve_run_tools WHERE tenant = $1 AND run_id = $2", {tenant, run_id}}},
+       {}});
 }
 
 Result<std::int64_t> PgApprovalStore::now() {
@@ -159,20 +157,24 @@ Result<std::int64_t> PgApprovalStore::now() {
 }
 
 Result<StoredApproval> PgApprovalStore::insert(const StoredApproval& a) {
-  // Its times on the database's clock: every node judges the expiry alike.
+  // Its times on the database's clock: every node judges the expiry alike. One write of the run
+  // path's batches; a second row for the same (run, key) fails alone, as its own transaction did.
   const std::int64_t timeout = std::max<std::int64_t>(0, a.expires_at - a.created_at);
-  KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
-  KERNEX_ASSIGN_OR_RETURN(
-      auto r,
-      c->exec(std::string("INSERT INTO serve_approvals (id, tenant, session, run_id, key, tool, "
-                          "arguments, reason, status, created_at, expires_at) SELECT $1, $2, $3, "
-                          "$4, $5, $6, $7, $8, 'pending', n, n + $9::bigint FROM (SELECT ") +
-                  ClusterStore::kEpochNow + " AS n) t RETURNING created_at, expires_at",
-              {a.id, a.tenant, a.session, a.run_id, a.key, a.tool, dump(a.arguments), a.reason,
-               timeout}));
+  auto times = std::make_shared<std::pair<std::int64_t, std::int64_t>>();  // the writer's thread
+  KERNEX_RETURN_IF_ERROR(writer_->write(
+      {{{std::string("INSERT INTO serve_approvals (id, tenant, session, run_id, key, tool, "
+                     "arguments, reason, status, created_at, expires_at) SELECT $1, $2, $3, "
+                     "$4, $5, $6, $7, $8, 'pending', n, n + $9::bigint FROM (SELECT ") +
+             ClusterStore::kEpochNow + " AS n) t RETURNING created_at, expires_at",
+         {a.id, a.tenant, a.session, a.run_id, a.key, a.tool, dump(a.arguments), a.reason,
+          timeout}}},
+       [times](const std::vector<pg::Rows>& rows) -> Result<bool> {
+         if (!rows.empty() && !rows[0].empty()) *times = {rows[0].int64(0, 0), rows[0].int64(0, 1)};
+         return true;
+       }}));
   StoredApproval stored = a;
-  stored.created_at = r.int64(0, 0);
-  stored.expires_at = r.int64(0, 1);
+  stored.created_at = times->first;
+  stored.expires_at = times->second;
   return stored;
 }
 
@@ -209,30 +211,33 @@ Result<std::vector<StoredApproval>> PgApprovalStore::pending(const std::string& 
   return select("tenant = $1 AND session = $2 AND status = 'pending'", {tenant, session});
 }
 
+// One write of the run path's batches. The run's row first, as release() locks it: a run stopping
+// to wait and a decision arriving meanwhile are ordered, so the run is queued again by whichever
+// comes second. A decision that found its approval no longer pending is undone (nothing queued,
+// nothing told) and answers false.
 Result<bool> PgApprovalStore::resolve(const StoredApproval& a) {
-  return pool_.transaction<bool>([&](Connection& c) -> Result<bool> {
-    // The run's row first, as release() locks it: a run stopping to wait and a decision arriving
-    // meanwhile are ordered, so the run is queued again by whichever comes second.
-    KERNEX_RETURN_IF_ERROR(c.exec(
-        "SELECT 1 FROM serve_runs WHERE id = $1 AND tenant = $2 FOR UPDATE", {a.run_id, a.tenant}));
-    KERNEX_ASSIGN_OR_RETURN(
-        auto r,
-        c.exec(
-            std::string("UPDATE serve_approvals SET status = $3, decision = $4, "
-                        "edited_arguments = $5, decision_reason = $6, resolved_at = ") +
-                ClusterStore::kEpochNow +
-                " WHERE id = $1 AND tenant = $2 AND status = 'pending' AND ($3 = 'expired' OR "
-                "expires_at > " +
-                ClusterStore::kEpochNow + ")",
-            {a.id, a.tenant, a.status, a.decision,
-             a.edited_arguments ? dump(*a.edited_arguments) : std::string(), a.decision_reason}));
-    if (r.affected() != 1) return false;
-    KERNEX_RETURN_IF_ERROR(requeue_if_decided(c, a.run_id));
-    // A run that waits in its thread (a call inside REPL code) hears of it on its node.
-    KERNEX_RETURN_IF_ERROR(
-        c.exec("SELECT pg_notify($1, $2)", {ClusterStore::kApprovalsChannel, a.run_id}));
-    return true;
-  });
+  pg::Write w;
+  w.statements.push_back(
+      {"SELECT 1 FROM serve_runs WHERE id = $1 AND tenant = $2 FOR UPDATE", {a.run_id, a.tenant}});
+  w.statements.push_back(
+      {std::string("UPDATE serve_approvals SET status = $3, decision = $4, "
+                   "edited_arguments = $5, decision_reason = $6, resolved_at = ") +
+           ClusterStore::kEpochNow +
+           " WHERE id = $1 AND tenant = $2 AND status = 'pending' AND ($3 = 'expired' OR "
+           "expires_at > " +
+           ClusterStore::kEpochNow + ")",
+       {a.id, a.tenant, a.status, a.decision,
+        a.edited_arguments ? dump(*a.edited_arguments) : std::string(), a.decision_reason}});
+  w.statements.push_back(requeue_statement(a.run_id));
+  // A run that waits in its thread (a call inside REPL code) hears of it on its node.
+  w.statements.push_back({"SELECT pg_notify($1, $2)", {ClusterStore::kApprovalsChannel, a.run_id}});
+  auto decided = std::make_shared<bool>(false);  // set on the writer's thread
+  w.check = [decided](const std::vector<pg::Rows>& rows) -> Result<bool> {
+    *decided = rows.size() > 1 && rows[1].affected() == 1;
+    return *decided;
+  };
+  KERNEX_RETURN_IF_ERROR(writer_->write(w));
+  return *decided;
 }
 
 Result<bool> PgApprovalStore::granted(const std::string& tenant, const std::string& session,
@@ -246,12 +251,11 @@ Result<bool> PgApprovalStore::granted(const std::string& tenant, const std::stri
 
 Result<void> PgApprovalStore::grant(const std::string& tenant, const std::string& session,
                                     const std::string& tool) {
-  KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
-  KERNEX_RETURN_IF_ERROR(
-      c->exec("INSERT INTO serve_approval_grants (tenant, session, tool) VALUES ($1, $2, $3) ON "
-              "CONFLICT DO NOTHING",
-              {tenant, session, tool}));
-  return {};
+  return writer_->write(
+      {{{"INSERT INTO serve_approval_grants (tenant, session, tool) VALUES ($1, $2, $3) ON "
+         "CONFLICT DO NOTHING",
+         {tenant, session, tool}}},
+       {}});
 }
 
 Result<void> PgApprovalStore::delete_session(const std::string& tenant,

@@ -38,7 +38,12 @@ class PgJournalStore final : public JournalStore {
 
 class PgApprovalStore final : public ApprovalStore {
  public:
-  explicit PgApprovalStore(pg::Pool& pool) : pool_(pool) {}
+  // `writer`: the run path's batches, which the approvals' writes join (null: a writer of its
+  // own).
+  explicit PgApprovalStore(pg::Pool& pool, pg::Writer* writer = nullptr)
+      : pool_(pool),
+        own_(writer ? nullptr : std::make_unique<pg::Writer>(pool)),
+        writer_(writer ? writer : own_.get()) {}
   Result<std::int64_t> now() override;
 #include "approval_store_overrides.inc"
 
@@ -46,6 +51,8 @@ class PgApprovalStore final : public ApprovalStore {
   Result<std::vector<StoredApproval>> select(const std::string& where,
                                              const std::vector<pg::Param>& params);
   pg::Pool& pool_;
+  std::unique_ptr<pg::Writer> own_;
+  pg::Writer* writer_;
 };
 
 }  // namespace kernex::server

@@ -1,9 +1,12 @@
 // The Responses API's stored responses in PostgreSQL, for nodes that share their runs there
-// (cluster mode): any node reads back or continues a response another node made.
+// (cluster mode): any node reads back or continues a response another node made. Writes go through
+// a pg::Writer: the responses of concurrent runs share batched commits, each returned once its
+// batch committed.
 #include <algorithm>
 
 #include "cluster_ops_schema.hpp"
 #include "kernex/pg/pool.hpp"
+#include "kernex/pg/writer.hpp"
 #include "response_store.hpp"
 
 namespace kernex::server {
@@ -31,20 +34,21 @@ Result<bool> create_table(Connection& c) {
 
 class PgStore final : public ResponseStore {
  public:
-  PgStore(const pg::Options& options, std::size_t pool_size) : pool_(options, pool_size) {}
+  PgStore(const pg::Options& options, std::size_t pool_size)
+      : pool_(options, pool_size), writer_(pool_) {}
   Result<void> open() {
     KERNEX_RETURN_IF_ERROR(pool_.transaction<bool>(create_table));
     return {};
   }
 
   Result<void> put(const StoredResponse& r) override {
-    KERNEX_ASSIGN_OR_RETURN(auto lease, pool_.acquire());
-    KERNEX_RETURN_IF_ERROR(lease->exec(
-        "INSERT INTO serve_responses (id, tenant, session, response, conversation) VALUES ($1, "
-        "$2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET response = EXCLUDED.response, "
-        "conversation = EXCLUDED.conversation WHERE serve_responses.tenant = EXCLUDED.tenant",
-        {r.id, r.tenant, r.session, dump(r.response), dump(r.conversation)}));
-    return {};
+    // The id is the tenant's: another tenant's row of the same id is left as it is.
+    return writer_.write(
+        {{{"INSERT INTO serve_responses (id, tenant, session, response, conversation) VALUES ($1, "
+           "$2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET response = EXCLUDED.response, "
+           "conversation = EXCLUDED.conversation WHERE serve_responses.tenant = EXCLUDED.tenant",
+           {r.id, r.tenant, r.session, dump(r.response), dump(r.conversation)}}},
+         {}});
   }
   Result<std::optional<StoredResponse>> get(const std::string& tenant,
                                             const std::string& id) override {
@@ -57,21 +61,24 @@ class PgStore final : public ResponseStore {
                           parse_or_null(rows.text(0, 2))};
   }
   Result<bool> remove(const std::string& tenant, const std::string& id) override {
-    KERNEX_ASSIGN_OR_RETURN(auto lease, pool_.acquire());
-    KERNEX_ASSIGN_OR_RETURN(
-        auto rows,
-        lease->exec("DELETE FROM serve_responses WHERE tenant = $1 AND id = $2", {tenant, id}));
-    return rows.affected() > 0;
+    auto removed = std::make_shared<bool>(false);  // set on the writer's thread
+    KERNEX_RETURN_IF_ERROR(writer_.write(
+        {{{"DELETE FROM serve_responses WHERE tenant = $1 AND id = $2", {tenant, id}}},
+         [removed](const std::vector<pg::Rows>& rows) -> Result<bool> {
+           *removed = !rows.empty() && rows[0].affected() > 0;
+           return true;
+         }}));
+    return *removed;
   }
   Result<void> delete_session(const std::string& tenant, const std::string& session) override {
-    KERNEX_ASSIGN_OR_RETURN(auto lease, pool_.acquire());
-    KERNEX_RETURN_IF_ERROR(lease->exec(
-        "DELETE FROM serve_responses WHERE tenant = $1 AND session = $2", {tenant, session}));
-    return {};
+    return writer_.write(
+        {{{"DELETE FROM serve_responses WHERE tenant = $1 AND session = $2", {tenant, session}}},
+         {}});
   }
 
  private:
   pg::Pool pool_;
+  pg::Writer writer_;  // after pool_ (it leases from it when KERNEX_GROUP_COMMIT=off)
 };
 
 }  // namespace

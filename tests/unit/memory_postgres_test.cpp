@@ -252,6 +252,54 @@ TEST_F(MemoryPostgres, ConcurrentSavesOfTwoTenantsKeepTheirTenantAndFailAlone) {
   EXPECT_EQ(leaked, "0");
 }
 
+// A new conversation and a lesson are writes of the store's batches (pg::Writer): two tenants
+// opening the same key at once each get one conversation of their own, every opener of a tenant
+// the same one; a lesson keeps its tenant, its cap and its reinforcement.
+TEST_F(MemoryPostgres, BatchedConversationsAndLessonsKeepTheirTenantUnderARace) {
+  const auto acme = MemoryScope::of("acme").value();
+  const auto globex = MemoryScope::of("globex").value();
+  constexpr int kThreads = 12;
+  std::vector<std::string> ids(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto id = store->open_conversation(t % 2 ? globex : acme, {"cli", "same", "p"},
+                                         std::chrono::minutes(60));
+      ids[static_cast<std::size_t>(t)] = id ? *id : "error: " + id.error().describe();
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 2; t < kThreads; ++t) EXPECT_EQ(ids[static_cast<std::size_t>(t)], ids[t % 2]);
+  EXPECT_NE(ids[0], ids[1]);
+  std::string rows;
+  ASSERT_TRUE(db.exec("SELECT string_agg(tenant, ',' ORDER BY tenant) FROM conversations", &rows));
+  EXPECT_EQ(rows, "acme,globex");
+  // Another tenant's id is no conversation of this scope.
+  EXPECT_FALSE(store->message_count(globex, ids[0]));
+  EXPECT_EQ(store->message_count(acme, ids[0]).value(), 0u);
+  // An idle window of zero minutes: nothing is recent enough, so a new one each time.
+  const auto fresh = store->open_conversation(acme, {"cli", "same", "p"}, std::chrono::minutes(0));
+  ASSERT_TRUE(fresh) << fresh.error().describe();
+  EXPECT_NE(*fresh, ids[0]);
+
+  for (int i = 0; i < 12; ++i)
+    ASSERT_TRUE(store->store_lesson(acme, {"ann", "git", "rule " + std::to_string(i), "", 1, ""}));
+  ASSERT_TRUE(store->store_lesson(acme, {"ann", "git", "rule 5", "", 1, ""}));  // reinforced
+  auto mine = store->lessons(acme, "ann", std::nullopt);
+  ASSERT_TRUE(mine);
+  ASSERT_EQ(mine->size(), 10u);
+  EXPECT_EQ(mine->front().rule, "rule 5");
+  EXPECT_EQ(mine->front().occurrences, 2u);
+  EXPECT_EQ(mine->back().rule, "rule 2");  // 0 and 1 fell off the cap
+  auto theirs = store->lessons(globex, "ann", std::nullopt);
+  ASSERT_TRUE(theirs);
+  EXPECT_TRUE(theirs->empty());
+  // A lesson that cannot be stored fails alone; the next one is stored.
+  EXPECT_FALSE(store->store_lesson(acme, {"ann", "git", std::string("bad\0", 4), "", 1, ""}));
+  ASSERT_TRUE(store->store_lesson(globex, {"ann", "git", "theirs", "", 1, ""}));
+  EXPECT_EQ(store->lessons(globex, "ann", std::nullopt).value().size(), 1u);
+}
+
 // A statement stuck behind another session's lock ends at statement_timeout_ms with a typed
 // error, and the store works once the lock is gone.
 TEST_F(MemoryPostgres, ABlockedStatementTimesOutInsteadOfHanging) {

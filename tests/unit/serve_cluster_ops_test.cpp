@@ -19,6 +19,7 @@
 #include "kernex/server/webhooks.hpp"
 #include "pg_run_stores.hpp"
 #include "pg_test_db.hpp"
+#include "response_store.hpp"
 #include "webhook_receiver.hpp"
 #include "temp_dir.hpp"
 #include "webhook_sender.hpp"
@@ -273,6 +274,182 @@ TEST_F(ClusterOps, EventsAndJournalRideTheBatchesFencedByTheClaim) {
   EXPECT_FALSE(other->started);
   EXPECT_EQ(value("SELECT count(*) FROM serve_run_tools"), "1");
   EXPECT_GE(s->writer().stats().writes, 6u);
+}
+
+// A run's creation and its end are writes of the store's batches: each keeps its tenant (another
+// tenant's query finds nothing), the busy check answers as before, and the end is fenced by the
+// claim (a node that does not hold the run changes nothing, and its journal goes with the end).
+TEST_F(ClusterOps, SubmitAndFinishRideTheBatchesFencedAndScoped) {
+  auto s = store();
+  ASSERT_TRUE(s);
+  const auto writes = s->writer().stats().writes;
+  const SharedRun run = run_row("acme", "s1");
+  auto queued = s->submit(run, IfBusy::Reject);
+  ASSERT_TRUE(queued) << queued.error().describe();
+  EXPECT_EQ(*queued, ClusterStore::Admitted::Queued);
+  const SharedRun second = run_row("acme", "s1");
+  auto busy = s->submit(second, IfBusy::Reject);
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(*busy, ClusterStore::Admitted::Busy);
+  EXPECT_FALSE(s->find("acme", second.id).value());
+  // The same session name in another tenant is another session.
+  const SharedRun theirs = run_row("globex", "s1");
+  ASSERT_EQ(s->submit(theirs, IfBusy::Reject).value(), ClusterStore::Admitted::Queued);
+  EXPECT_FALSE(s->find("globex", run.id).value());
+  EXPECT_FALSE(s->find("acme", theirs.id).value());
+  ASSERT_TRUE(s->find("acme", run.id).value());
+  EXPECT_GE(s->writer().stats().writes, writes + 3);
+  EXPECT_EQ(value("SELECT count(*) FROM serve_runs"), "2");
+
+  std::optional<ClaimedRun> mine;
+  for (int i = 0; i < 2 && !mine; ++i) {
+    auto c = s->claim("node-a", std::chrono::seconds(30));
+    ASSERT_TRUE(c && *c);
+    if ((*c)->run.id == run.id) mine = std::move(**c);
+  }
+  ASSERT_TRUE(mine);
+  const int attempt = mine->run.attempt;
+  PgJournalStore journals(s->pool(), &s->writer());
+  ASSERT_TRUE(journals.journal("acme", run.id, "node-a", attempt)
+                  ->tool_started("k1", ToolCall{"c1", "shell", Json{{"cmd", "ls"}}}));
+  auto fenced = s->finish(run.id, "node-b", attempt, RunStatus::Done, Json{{"outcome", "x"}},
+                          {{50, "text_delta", Json{{"t", "theirs"}}}});
+  ASSERT_TRUE(fenced);
+  EXPECT_FALSE(*fenced);
+  EXPECT_EQ(s->find("acme", run.id).value()->status, "running");
+  EXPECT_EQ(value("SELECT count(*) FROM serve_run_events WHERE data LIKE '%theirs%'"), "0");
+  EXPECT_EQ(value("SELECT count(*) FROM serve_run_tools"), "1");
+  auto done = s->finish(run.id, "node-a", attempt, RunStatus::Done, Json{{"outcome", "ok"}},
+                        {{50, "text_delta", Json{{"t", "mine"}}}});
+  ASSERT_TRUE(done) << done.error().describe();
+  EXPECT_TRUE(*done);
+  const auto ended = s->find("acme", run.id).value();
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(ended->status, "done");
+  EXPECT_EQ(ended->result, (Json{{"outcome", "ok"}}));
+  EXPECT_EQ(value("SELECT count(*) FROM serve_run_events WHERE data LIKE '%mine%'"), "1");
+  EXPECT_EQ(value("SELECT count(*) FROM serve_run_tools"), "0");
+  // Ended: a second end from the same attempt is no end.
+  EXPECT_FALSE(s->finish(run.id, "node-a", attempt, RunStatus::Failed, Json{}, {}).value());
+  EXPECT_EQ(s->find("acme", run.id).value()->status, "done");
+}
+
+// Two tenants submitting at once, into sessions of the same names, on two nodes: each tenant's
+// session admits one run under reject and every run under enqueue, rows keep their tenant, and a
+// submit that fails (a run id already taken) fails alone while the batches around it commit.
+TEST_F(ClusterOps, ConcurrentSubmitsOfTwoTenantsKeepTheirTenantAndFailAlone) {
+  std::vector<std::unique_ptr<ClusterStore>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    nodes.push_back(store());
+    ASSERT_TRUE(nodes.back());
+  }
+  const SharedRun taken = run_row("acme", "elsewhere");
+  ASSERT_TRUE(nodes[0]->submit(taken, IfBusy::Enqueue));
+  constexpr int kPerTenant = 12;
+  std::mutex mu;
+  std::map<std::string, int> queued, busy;
+  int failed = 0, duplicate_failed = 0;
+  std::vector<SharedRun> runs;
+  for (const char* tenant : {"acme", "globex"}) {
+    for (int i = 0; i < kPerTenant; ++i)
+      runs.push_back(run_row(tenant, i % 2 ? "rejecting" : "enqueueing"));
+  }
+  SharedRun dup = run_row("globex", "dup");
+  dup.id = taken.id;
+  runs.push_back(dup);
+  std::latch go(static_cast<std::ptrdiff_t>(runs.size()));
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const SharedRun& r = runs[i];
+      go.arrive_and_wait();
+      auto a = nodes[i % 2]->submit(r, r.session == "rejecting" ? IfBusy::Reject : IfBusy::Enqueue);
+      std::lock_guard lock(mu);
+      if (!a) {
+        ++failed;
+        if (r.session == "dup") ++duplicate_failed;
+      } else if (*a == ClusterStore::Admitted::Queued) {
+        ++queued[r.tenant + "/" + r.session];
+      } else if (*a == ClusterStore::Admitted::Busy) {
+        ++busy[r.tenant + "/" + r.session];
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed, 1);
+  EXPECT_EQ(duplicate_failed, 1);
+  for (const char* tenant : {"acme", "globex"}) {
+    const std::string t = tenant;
+    EXPECT_EQ(queued[t + "/rejecting"], 1) << t;
+    EXPECT_EQ(busy[t + "/rejecting"], kPerTenant / 2 - 1) << t;
+    EXPECT_EQ(queued[t + "/enqueueing"], kPerTenant / 2) << t;
+    EXPECT_EQ(value("SELECT count(*) FROM serve_runs WHERE tenant = '" + t +
+                    "' AND session IN ('rejecting', 'enqueueing')"),
+              std::to_string(kPerTenant / 2 + 1));
+  }
+  // The taken id is still acme's run, untouched.
+  EXPECT_EQ(value("SELECT tenant || ' ' || session FROM serve_runs WHERE id = '" + taken.id + "'"),
+            "acme elsewhere");
+  for (auto& n : nodes) {
+    const auto st = n->writer().stats();
+    std::printf("node writer: %llu writes in %llu batches, %llu commits, %llu failed alone\n",
+                static_cast<unsigned long long>(st.writes),
+                static_cast<unsigned long long>(st.batches),
+                static_cast<unsigned long long>(st.transactions),
+                static_cast<unsigned long long>(st.failed));
+  }
+}
+
+// Stored responses and approvals are writes of batches too: each keeps its tenant, a removal and a
+// decision still answer whether they did anything, and a second approval of the same (run, key)
+// fails alone.
+TEST_F(ClusterOps, BatchedResponsesAndApprovalsKeepTheirTenantAndAnswers) {
+  auto responses = PgResponseStore::open(options_, 4);
+  ASSERT_TRUE(responses) << responses.error().describe();
+  ResponseStore& r = **responses;
+  ASSERT_TRUE(r.put({"resp_1", "acme", "s1", Json{{"v", "acme"}}, Json::array()}));
+  ASSERT_TRUE(r.put({"resp_1", "globex", "s1", Json{{"v", "globex"}}, Json::array()}));
+  EXPECT_FALSE(r.get("globex", "resp_1").value());
+  EXPECT_EQ(r.get("acme", "resp_1").value()->response, (Json{{"v", "acme"}}));
+  EXPECT_FALSE(r.remove("globex", "resp_1").value());
+  EXPECT_TRUE(r.remove("acme", "resp_1").value());
+  EXPECT_FALSE(r.remove("acme", "resp_1").value());
+
+  auto s = store();
+  ASSERT_TRUE(s);
+  const SharedRun run = run_row("acme", "s1");
+  ASSERT_TRUE(s->submit(run, IfBusy::Enqueue));
+  PgApprovalStore approvals(s->pool(), &s->writer());
+  StoredApproval a;
+  a.id = "apr_1";
+  a.tenant = "acme";
+  a.session = "s1";
+  a.run_id = run.id;
+  a.key = "k1";
+  a.tool = "shell";
+  a.arguments = Json{{"cmd", "ls"}};
+  a.created_at = 100;
+  a.expires_at = 400;
+  auto stored = approvals.insert(a);
+  ASSERT_TRUE(stored) << stored.error().describe();
+  EXPECT_EQ(stored->expires_at - stored->created_at, 300);
+  EXPECT_GT(stored->created_at, 1'000'000'000);  // the database's clock
+  StoredApproval twice = a;
+  twice.id = "apr_2";
+  EXPECT_FALSE(approvals.insert(twice));
+  EXPECT_FALSE(approvals.by_id("globex", "apr_1").value());
+  StoredApproval decided = *stored;
+  decided.status = "approved";
+  decided.decision = "approve";
+  StoredApproval foreign = decided;
+  foreign.tenant = "globex";
+  EXPECT_FALSE(approvals.resolve(foreign).value());
+  EXPECT_TRUE(approvals.resolve(decided).value());
+  EXPECT_FALSE(approvals.resolve(decided).value());  // no longer pending
+  EXPECT_EQ(approvals.by_id("acme", "apr_1").value()->status, "approved");
+  ASSERT_TRUE(approvals.grant("acme", "s1", "shell"));
+  EXPECT_TRUE(approvals.granted("acme", "s1", "shell").value());
+  EXPECT_FALSE(approvals.granted("globex", "s1", "shell").value());
 }
 
 TEST_F(ClusterOps, ACancelledQueuedRunTellsItsEndToo) {
