@@ -95,8 +95,7 @@ void ClusterRuns::kick() {
 }
 
 std::shared_ptr<ClusterRuns::Tracked> ClusterRuns::track(const SharedRun& row,
-                                                         std::vector<RunEvent> events,
-                                                         RunState::BeforeEnd before_end) {
+                                                         std::vector<RunEvent> events) {
   std::lock_guard lock(mutex_);
   auto& slot = runs_[row.id];
   if (!slot) {
@@ -104,8 +103,18 @@ std::shared_ptr<ClusterRuns::Tracked> ClusterRuns::track(const SharedRun& row,
     slot->state = std::make_shared<RunState>(row.id, row.tenant, row.session, row.created_at);
     restore_into(*slot->state, row, std::move(events));
   }
-  if (before_end) slot->state->set_before_end(std::move(before_end));
+  adopt_before_end(*slot->state);
   return slot;
+}
+
+// The hook of a run this node took the request of goes to its first state here, whichever comes
+// first: the submit's tracking or this node's own claim (which may run the whole run before the
+// submitting thread gets to track it).
+void ClusterRuns::adopt_before_end(RunState& state) {
+  auto it = before_end_.find(state.id);
+  if (it == before_end_.end()) return;
+  state.set_before_end(std::move(it->second));
+  before_end_.erase(it);
 }
 
 void ClusterRuns::refresh(Tracked& tracked) {
@@ -193,8 +202,16 @@ std::expected<std::shared_ptr<RunState>, ApiError> ClusterRuns::submit(RunReques
   row.status = "queued";
   row.created_at = utc_now();
   row.request = request.to_json();
+  if (request.before_end) {
+    std::lock_guard lock(mutex_);
+    before_end_[row.id] = std::move(request.before_end);
+  }
   LimitRefusal refused;
   auto admitted = deps_.store->submit(row, if_busy, &refused);
+  if (!admitted || *admitted != ClusterStore::Admitted::Queued) {
+    std::lock_guard lock(mutex_);
+    before_end_.erase(row.id);  // never started: nothing of it ends
+  }
   if (!admitted) {
     log(LogLevel::Error, "serve: " + admitted.error().describe());
     return std::unexpected(
@@ -211,7 +228,7 @@ std::expected<std::shared_ptr<RunState>, ApiError> ClusterRuns::submit(RunReques
                                          "' has a run in progress; retry later, or send "
                                          "if_busy: enqueue or interrupt"));
   }
-  auto tracked = track(row, {}, std::move(request.before_end));
+  auto tracked = track(row, {});
   kick();
   return tracked->state;
 }
@@ -256,6 +273,7 @@ void ClusterRuns::launch(ClaimedRun claimed) {
     if (!slot || slot->executing || is_terminal(slot->state->status())) {
       slot = std::make_shared<Tracked>();
       slot->state = std::make_shared<RunState>(row.id, row.tenant, row.session, row.created_at);
+      adopt_before_end(*slot->state);
     } else {
       slot->state->rearm();  // a run this node parked for an approval: its followers stay
     }

@@ -59,8 +59,8 @@ class ClusterRuns final : public Runs {
     std::atomic<bool> armed = false;  // flush_soon's waker is registered
   };
 
-  std::shared_ptr<Tracked> track(const SharedRun& row, std::vector<RunEvent> events,
-                                 RunState::BeforeEnd before_end = {});
+  std::shared_ptr<Tracked> track(const SharedRun& row, std::vector<RunEvent> events);
+  void adopt_before_end(RunState& state);  // mutex_ held
   void refresh(
       Tracked& tracked);  // a followed run: new events, status and placement from the store
   void refresh_all();
@@ -91,7 +91,8 @@ class ClusterRuns final : public Runs {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::map<std::string, std::shared_ptr<Tracked>> runs_;
-  std::size_t threads_ = 0;  // executing runs
+  std::map<std::string, RunState::BeforeEnd> before_end_;  // taken here, not yet tracked
+  std::size_t threads_ = 0;                                // executing runs
   bool kicked_ = false;
   bool flush_due_ = false;  // a running run has events to store (flush_loop waits on changed_)
   bool draining_ = false;

@@ -99,6 +99,7 @@ void RunState::set_running() {
 }
 
 void RunState::finish(RunStatus status, Json result) {
+  std::lock_guard ending(end_mutex_);
   before_end(status, result);
   std::unique_lock lock(mutex_);
   finish_locked(status, std::move(result), lock);
@@ -110,6 +111,7 @@ void RunState::end(std::string event, RunStatus status, Json result) {
 }
 
 void RunState::end(std::string event, Json data, RunStatus status, Json result) {
+  std::lock_guard ending(end_mutex_);
   before_end(status, result);
   std::unique_lock lock(mutex_);
   push_locked(event, data);

@@ -139,6 +139,10 @@ class RunState {
   void finish_locked(RunStatus status, Json result, std::unique_lock<std::mutex>& lock);
   void before_end(RunStatus status, const Json& result);  // runs the hook, once (mutex_ not held)
   BeforeEnd before_end_;
+  // Held by an end from its hook to its status: two threads may end one run (a cluster executor
+  // and a follower that read the stored end), and the one without the hook must not announce the
+  // end while the other still stores what it tells.
+  std::mutex end_mutex_;
 
   mutable std::mutex mutex_;
   RunStatus status_ = RunStatus::Queued;
