@@ -390,7 +390,8 @@ TEST(ServeResponsesCluster, NodesShareStoredResponses) {
   ASSERT_EQ(made.status, 200) << made.body << nodes[0].log();
   const std::string id = Json::parse(made.body)["id"];
   auto read = request(nodes[1].port(), "GET", "/v1/responses/" + id);
-  ASSERT_EQ(read.status, 200) << read.body << "\nnode 0:\n" << nodes[0].log() << "\nnode 1:\n"
+  ASSERT_EQ(read.status, 200) << read.body << "\nnode 0:\n"
+                              << nodes[0].log() << "\nnode 1:\n"
                               << nodes[1].log();
   EXPECT_EQ(Json::parse(read.body), Json::parse(made.body));
   auto next =
