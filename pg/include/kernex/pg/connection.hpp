@@ -123,6 +123,8 @@ class Connection {
   static bool transaction_control(const std::string& head, std::size_t count);
   static constexpr std::size_t kMaxPrepared = 512;
   std::unexpected<Error> failure(const std::string& what, pg_result* result);
+  struct Pipeline;  // pipeline()'s steps (pipeline.cpp)
+  friend struct Pipeline;
 
   pg_conn* conn_;
   Options options_;
