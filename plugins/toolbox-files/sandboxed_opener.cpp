@@ -112,18 +112,6 @@ UniqueFd take_fd(int pidfd, int remote) {
 
 }  // namespace
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 std::shared_ptr<SandboxedOpener> SandboxedOpener::start(const sb::Policy& policy) {
   sb::Command command;
   command.argv = {"python3", "-I", "-S", "-c", kScript};

@@ -28,25 +28,11 @@
 
 #include "kernex/sandbox/policy.hpp"
 #include "kernex/sandbox/process.hpp"
+#include "kernex/sandbox/unique_fd.hpp"
 
 namespace kernex::files {
 
-// An owned file descriptor.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd();
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
+using sandbox::UniqueFd;
 
 // What an open in the sandbox gave.
 struct Opened {

@@ -2,44 +2,16 @@
 // SandboxedProcess alike.
 #pragma once
 
-#include <unistd.h>
-
 #include <string>
-#include <utility>
 
 #include "kernex/error.hpp"
+#include "kernex/sandbox/unique_fd.hpp"
 
 namespace kernex::sandbox::detail {
 
 std::string errno_text(int err);
 
-// Owns one fd; closes it when reset or destroyed.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
+using Fd = UniqueFd;  // kernex/sandbox/unique_fd.hpp
 
 // Takes `fd` (closing it on failure) and keeps it clear of 0-2, so the child's dup3 onto stdio
 // can't clobber another one of its stdio fds.

@@ -472,6 +472,19 @@ Result<bool> hold(Connection& c, const std::string& id, const std::string& node,
   return !r->empty();
 }
 
+// Writes `w` on the run path's batches; its first statement finds the run's claim or nothing.
+// True when it found it; without it the check undoes the whole write.
+Result<bool> write_fenced(pg::Writer& writer, pg::Write w) {
+  // Set by the check on the writer's thread, read here once the write returned.
+  auto held = std::make_shared<bool>(false);
+  w.check = [held](const std::vector<pg::Rows>& rows) -> Result<bool> {
+    *held = !rows.empty() && !rows[0].empty();
+    return *held;
+  };
+  KERNEX_RETURN_IF_ERROR(writer.write(w));
+  return *held;
+}
+
 }  // namespace
 
 // One write of the run path's batches: the claim is locked and checked, and the events and their
@@ -485,14 +498,7 @@ Result<bool> ClusterStore::append_events(const std::string& id, const std::strin
        {id, node, attempt}});
   if (!events.empty()) w.statements.push_back(events_statement(id, events));
   w.statements.push_back({"SELECT pg_notify($1, $2)", {kEventsChannel, id}});
-  // Set by the check on the writer's thread, read here once the write returned.
-  auto held = std::make_shared<bool>(false);
-  w.check = [held](const std::vector<pg::Rows>& rows) -> Result<bool> {
-    *held = !rows.empty() && !rows[0].empty();
-    return *held;
-  };
-  KERNEX_RETURN_IF_ERROR(writer_.write(w));
-  return *held;
+  return write_fenced(writer_, std::move(w));
 }
 
 Result<bool> ClusterStore::finish(const std::string& id, const std::string& node, int attempt,
@@ -524,13 +530,7 @@ Result<bool> ClusterStore::finish_batched(const std::string& id, const std::stri
   w.statements.push_back({"DELETE FROM serve_run_tools WHERE run_id = $1", {id}});
   w.statements.push_back(
       {"SELECT pg_notify($1, $2), pg_notify($3, '')", {kEventsChannel, id, kQueueChannel}});
-  auto held = std::make_shared<bool>(false);
-  w.check = [held](const std::vector<pg::Rows>& rows) -> Result<bool> {
-    *held = !rows.empty() && !rows[0].empty();
-    return *held;
-  };
-  KERNEX_RETURN_IF_ERROR(writer_.write(w));
-  return *held;
+  return write_fenced(writer_, std::move(w));
 }
 
 Result<bool> ClusterStore::finish_alone(const std::string& id, const std::string& node, int attempt,

@@ -320,13 +320,18 @@ std::string leave_after_created(ServeWorld& w, FakeLlm& llm) {
   return created->json()["response"].value("id", "");
 }
 
-TEST(ServeResponsesLeft, AResponseFinishedAfterTheClientLeftIsStored) {
-  FakeLlm llm;
-  llm.set_responder([](const FakeLlm::Request&) {
-    FakeLlm::Plan p{{"all ", "of it"}};
+// Answers `chunks`, holding after the first until released or hung up on.
+void hold_after_first(FakeLlm& llm, std::vector<std::string> chunks) {
+  llm.set_responder([chunks = std::move(chunks)](const FakeLlm::Request&) {
+    FakeLlm::Plan p{chunks};
     p.hold_after = 1;
     return p;
   });
+}
+
+TEST(ServeResponsesLeft, AResponseFinishedAfterTheClientLeftIsStored) {
+  FakeLlm llm;
+  hold_after_first(llm, {"all ", "of it"});
   ServeWorld w;
   w.write_config(ServeWorld::openai_provider(llm), "  openai: {on_disconnect: finish}\n");
   ASSERT_TRUE(w.start());
@@ -346,11 +351,7 @@ TEST(ServeResponsesLeft, AResponseFinishedAfterTheClientLeftIsStored) {
 
 TEST(ServeResponsesLeft, AResponseCancelledBecauseTheClientLeftIsStoredAsCancelled) {
   FakeLlm llm;
-  llm.set_responder([](const FakeLlm::Request&) {
-    FakeLlm::Plan p{{"partial ", "never sent"}};
-    p.hold_after = 1;
-    return p;
-  });
+  hold_after_first(llm, {"partial ", "never sent"});
   ServeWorld w;
   w.write_config(ServeWorld::openai_provider(llm));
   ASSERT_TRUE(w.start());
