@@ -71,9 +71,15 @@ def _new_query_id():
     return "q%d" % _next_query[0]
 
 
+# One exchange with the kernel at a time: code calling tools or sub-queries from several threads
+# would otherwise interleave its lines (and a large result's text, written into one buffer).
+_exchange_lock = __import__("_thread").allocate_lock()
+
+
 def _call(kind, **fields):
-    _send(dict(call=kind, **fields))
-    reply = _receive()
+    with _exchange_lock:
+        _send(dict(call=kind, **fields))
+        reply = _receive()
     if reply.get("ok"):
         return reply.get("value")
     if reply.get("deferred"):
@@ -157,6 +163,11 @@ def _grow_direct(size):
 
 
 def _call_tool(name, arguments):
+    with _exchange_lock:
+        return _call_tool_now(name, arguments)
+
+
+def _call_tool_now(name, arguments):
     # Every call goes back through the kernel: hooks, permission rules, budget, trajectory.
     call = {"call": "tool_call", "name": name, "arguments": arguments}
     if _direct[3] > 0:

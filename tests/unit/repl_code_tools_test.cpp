@@ -267,6 +267,25 @@ TEST_F(CodeTools, LargeResultsArriveWholeThroughTheWorkersBufferOrThePipe) {
       << code_run().dump();
 }
 
+// Code calling tools from several threads: each call gets its own whole result (the worker's
+// exchanges with the kernel take turns, large results and their buffer included).
+TEST_F(CodeTools, ToolCallsFromThreadsEachGetTheirOwnResult) {
+  auto r = run_code(
+      "from concurrent.futures import ThreadPoolExecutor\n"
+      "texts = {}\n"
+      "for i in range(6):\n"
+      "    texts[i] = (str(i) * 99 + '\\n') * (3000 if i % 2 else 10)\n"
+      "    with open('t%d.txt' % i, 'w') as f:\n"
+      "        f.write(texts[i])\n"
+      "def check(k):\n"
+      "    i = k % 6\n"
+      "    return tools.read(file_path='t%d.txt' % i)['content'] == texts[i]\n"
+      "with ThreadPoolExecutor(4) as pool:\n"
+      "    print(all(pool.map(check, range(48))))\n");
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(printed(), "True\n") << code_run().dump();
+}
+
 TEST_F(CodeTools, AResultPastTheCodesCapRaisesToolError) {
   std::ofstream(ws() / "big.txt") << std::string(5000, 'x') << "\n";
   auto r = run_code(
