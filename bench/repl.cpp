@@ -10,7 +10,8 @@
 //   read, tokens the built-in files tools from code (repl_builtin_read.hpp); `--files`: only these
 // Usage: repl [ITERATIONS] [--unpinned] [--files | --read | --calls] (default 2000 for eval_code;
 // llm_query uses a tenth, the first eval of new sessions a hundredth). --read: the read from code
-// alone; --calls: the tool call from code and its scenario alone (ITERATIONS / 10 calls a round).
+// alone (ITERATIONS / 100 reads, at least 20); --calls: the tool call from code and its scenario
+// alone (ITERATIONS / 10 calls a round).
 //
 // The bench pins itself, and so every process it starts, to one CPU (the last it may use), as
 // `taskset -c N` would. Unpinned, each child settles either on the kernel's CPU or on the other
@@ -355,7 +356,7 @@ int main(int argc, char** argv) {
         pin_to_one_cpu());
   }
   if (files_only || read_only) {
-    kernex::bench::builtin_read_benches(20, !read_only);
+    kernex::bench::builtin_read_benches(std::max(20, iterations / 100), !read_only);
     return 0;
   }
   if (calls_only) {

@@ -393,26 +393,29 @@ class FilesToolbox final : public kernex::ToolExecutor {
       if (job.code_cap > 0) return over_code_cap(job, call);
       return std::nullopt;
     }
-    if (job.code_cap == 0) return ok(call, cut(**text));
-    return read_for_code(call, std::move(**text));
+    if (job.code_cap == 0) return ok(call, cut((*text)->text));
+    return read_for_code(call, std::move((*text)->text), (*text)->newlines);
   }
 
   // What code gets of a read: {content, lines, truncated: false} (the whole text: code is not the
   // model, and past the code's cap the call fails instead). The text itself is moved into the
   // structured result, never copied: a copy of a 2.5 MB file cost more than reading it (fresh
   // pages, faulted in one by one). The content, which hooks, the audit log and the trajectory see
-  // of it, is the text up to kContentPreview bytes and a note of its size, as those records keep
-  // of any large result (kernel/src/recorded_result.hpp); the hooks that rewrite results (PII) do
-  // the structured value too.
-  static ToolResult read_for_code(const ToolCall& call, std::string text) {
-    std::size_t lines = kernex::files::count_newlines(text);
+  // of it, is the text up to kContentPreview bytes and a note of its size; the hooks that rewrite
+  // results (PII) do the structured value too. The preview is short (the records keep up to
+  // 64 KiB of any result, kernel/src/recorded_result.hpp): every call from code writes it into
+  // the trajectory and the stream, and at 64 KiB that cost a 2.5 MB read a quarter of its time,
+  // for text the code has whole and the model never sees.
+  static ToolResult read_for_code(const ToolCall& call, std::string text,
+                                  std::optional<std::size_t> newlines = std::nullopt) {
+    std::size_t lines = newlines ? *newlines : kernex::files::count_newlines(text);
     if (!text.empty() && text.back() != '\n') ++lines;
     ToolResult result{call.id, call.name, content_preview(text), false};
     result.structured = Json{{"content", std::move(text)}, {"lines", lines}, {"truncated", false}};
     return result;
   }
 
-  static constexpr std::size_t kContentPreview = 64 * 1024;
+  static constexpr std::size_t kContentPreview = 4 * 1024;
 
   static std::string content_preview(const std::string& text) {
     if (text.size() <= kContentPreview) return text;

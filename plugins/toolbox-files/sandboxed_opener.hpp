@@ -71,9 +71,15 @@ class SandboxedOpener {
   bool broken_ = false;
 };
 
+// A whole file and how many '\n's it holds.
+struct WholeFile {
+  std::string text;
+  std::size_t newlines = 0;
+};
+
 // The whole of the regular file `fd`, or nullopt when it holds more than `cap` bytes (read up to
 // cap + 1, whatever its size said: the file may grow while read). Io on a read error.
-Result<std::optional<std::string>> read_whole(int fd, std::size_t cap);
+Result<std::optional<WholeFile>> read_whole(int fd, std::size_t cap);
 
 // The '\n's in `text`, 16 bytes a step: std::count goes a byte at a time (~100 ms for 2.5 MB in a
 // debug build) and memchr per line costs a call per line (~0.3 ms here).

@@ -2,6 +2,9 @@
 
 #include <signal.h>
 #include <string.h>
+#include <sys/uio.h>
+
+#include <cerrno>
 
 namespace kernex::repl {
 
@@ -16,6 +19,8 @@ constexpr std::size_t kMaxLine = 64u << 20;
 constexpr std::size_t kStderrLines = 20;
 // Raw bytes up to this follow their answer line in one write (see request).
 constexpr std::size_t kJoinedRaw = 64 * 1024;
+// Raw bytes from this size on go into the worker's buffer when it named one (write_direct).
+constexpr std::size_t kDirectRaw = 256 * 1024;
 
 }  // namespace
 
@@ -126,10 +131,15 @@ Result<std::string> ReplSession::request(std::string_view op_name, std::string l
     auto call = parse(*got);
     if (!call) return std::unexpected(call.error());
     if (!call->contains("call")) return std::move(*got);
+    note_direct_buffer(*call);
     // A sub-query from running code: the kernel's time answering it is not the code's time.
     const auto paused = Clock::now();
     CallAnswer answer = on_call(*call);
     deadline += Clock::now() - paused;
+    if (answer.raw.size() >= kDirectRaw && write_direct(answer.raw)) {
+      answer.line["direct"] = true;
+      answer.raw.clear();
+    }
     std::string out = answer.line.dump(-1, ' ', false, Json::error_handler_t::replace);
     out += '\n';
     // A short raw text goes in the same write as its line: a second write would wake the worker
@@ -149,6 +159,37 @@ Result<std::string> ReplSession::request(std::string_view op_name, std::string l
       return std::unexpected(died(op));
     }
   }
+}
+
+// A callback may name the worker's buffer for large results: {"direct": [address, size]}, in the
+// worker's own memory. Without it the worker has none (any earlier one is forgotten).
+void ReplSession::note_direct_buffer(const Json& call) {
+  direct_at_ = 0;
+  direct_size_ = 0;
+  const auto it = call.find("direct");
+  if (it == call.end() || !it->is_array() || it->size() != 2) return;
+  const Json& at = (*it)[0];
+  const Json& size = (*it)[1];
+  if (!at.is_number_unsigned() || !size.is_number_unsigned()) return;
+  direct_at_ = static_cast<std::uintptr_t>(at.get<std::uint64_t>());
+  direct_size_ = static_cast<std::size_t>(size.get<std::uint64_t>());
+}
+
+// A large result written by the kernel straight into the worker's buffer (process_vm_writev): one
+// copy, where the pipe costs two (into the pipe and out of it) and a wake-up of the worker per
+// pipe-full. The worker named the place, in its own memory: a wrong address can only spoil the
+// worker itself, and the write fails (then the text goes through the pipe as before). The kernel
+// reads nothing of the worker's memory. Where it is not allowed (no ptrace access to the worker
+// here), it is not tried again for this worker. The worker waits for the answer line meanwhile, and
+// can't make the write wait on it: userfaultfd is refused by its seccomp filter.
+bool ReplSession::write_direct(std::string_view raw) {
+  if (direct_refused_ || direct_at_ == 0 || direct_size_ < raw.size()) return false;
+  iovec local{const_cast<char*>(raw.data()), raw.size()};
+  iovec remote{reinterpret_cast<void*>(direct_at_), raw.size()};
+  const ssize_t n = ::process_vm_writev(process_.pid(), &local, 1, &remote, 1, 0);
+  if (n == static_cast<ssize_t>(raw.size())) return true;
+  if (n < 0 && (errno == EPERM || errno == ENOSYS || errno == ESRCH)) direct_refused_ = true;
+  return false;
 }
 
 Result<Json> ReplSession::parse(const std::string& answer) {

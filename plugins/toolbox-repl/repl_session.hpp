@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -20,7 +21,9 @@
 namespace kernex::repl {
 
 // The answer to one callback: a JSON line, then `raw` bytes right after it when the line says
-// {"raw": <their size>} (a large tool result goes to the worker as it is, not JSON-escaped).
+// {"raw": <their size>} (a large tool result goes to the worker as it is, not JSON-escaped). A
+// large raw text is written straight into a buffer the worker named instead, when it named one
+// (the line then says {"direct": true}; see ReplSession::write_direct).
 struct CallAnswer {
   Json line;
   std::string raw;
@@ -66,10 +69,17 @@ class ReplSession {
   ReplSession(sandbox::SandboxedProcess process, std::shared_ptr<StderrTail> tail)
       : process_(std::move(process)), tail_(std::move(tail)) {}
   Error died(const std::string& during);
+  void note_direct_buffer(const Json& call);
+  bool write_direct(std::string_view raw);
 
   sandbox::SandboxedProcess process_;
   std::shared_ptr<StderrTail> tail_;
   bool broken_ = false;
+  // The worker's buffer for large results (see write_direct): where it says it is, in its own
+  // memory, and its size; 0 when it named none. direct_refused_: writing there was not allowed.
+  std::uintptr_t direct_at_ = 0;
+  std::size_t direct_size_ = 0;
+  bool direct_refused_ = false;
 };
 
 }  // namespace kernex::repl

@@ -71,9 +71,15 @@ def _new_query_id():
     return "q%d" % _next_query[0]
 
 
+# One exchange with the kernel at a time: code calling tools or sub-queries from several threads
+# would otherwise interleave its lines (and a large result's text, written into one buffer).
+_exchange_lock = __import__("_thread").allocate_lock()
+
+
 def _call(kind, **fields):
-    _send(dict(call=kind, **fields))
-    reply = _receive()
+    with _exchange_lock:
+        _send(dict(call=kind, **fields))
+        reply = _receive()
     if reply.get("ok"):
         return reply.get("value")
     if reply.get("deferred"):
@@ -131,16 +137,55 @@ class ToolError(RuntimeError):
         self.tool = tool
 
 
+# A buffer in this worker's memory that the kernel writes large tool results into (one copy where
+# the pipe takes two): made after the first such result came through the pipe, named to the kernel
+# with each tool call, and reused (its pages stay in place). [mmap, memoryview, address, size].
+_direct = [None, None, 0, 0]
+_DIRECT_MIN = 256 * 1024  # the kernel's threshold too (repl_session.cpp)
+_DIRECT_MAX = 16 << 20  # larger results take the pipe (a buffer this size stays with the worker)
+
+
+def _grow_direct(size):
+    if size > _DIRECT_MAX or _direct[3] < 0:
+        return
+    try:
+        import ctypes, mmap
+        room = min(max(size, 4 << 20) + (1 << 20) - 1 & ~((1 << 20) - 1), _DIRECT_MAX)
+        buffer = mmap.mmap(-1, room)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+    except Exception:  # no ctypes or mmap here: the pipe it is
+        _direct[:] = [None, None, 0, -1]
+        return
+    if _direct[1] is not None:
+        _direct[1].release()
+        _direct[0].close()
+    _direct[:] = [buffer, memoryview(buffer), address, room]
+
+
 def _call_tool(name, arguments):
+    with _exchange_lock:
+        return _call_tool_now(name, arguments)
+
+
+def _call_tool_now(name, arguments):
     # Every call goes back through the kernel: hooks, permission rules, budget, trajectory.
-    _send({"call": "tool_call", "name": name, "arguments": arguments})
+    call = {"call": "tool_call", "name": name, "arguments": arguments}
+    if _direct[3] > 0:
+        call["direct"] = [_direct[2], _direct[3]]
+    _send(call)
     reply = _receive()
     if reply.get("ok"):
         size = reply.get("raw")
         if size is None:
             return reply.get("value")
-        # The result's text follows the line as raw bytes: the whole of it, not the model's view.
-        text = _proto_in.read(size).decode("utf-8", "replace")
+        # The result's text, the whole of it, not the model's view: in the buffer the kernel wrote
+        # it into, or following the line as raw bytes.
+        if reply.get("direct") and 0 <= size <= _direct[3]:
+            text = str(_direct[1][:size], "utf-8", "replace")
+        else:
+            text = _proto_in.read(size).decode("utf-8", "replace")
+            if size >= _DIRECT_MIN and size > _direct[3]:
+                _grow_direct(size)
         key = reply.get("raw_key")
         if key is None:
             return text

@@ -237,6 +237,55 @@ TEST_F(CodeTools, CodeGetsWholeStructuredResultsNeverTheModelsCut) {
       << code_run().dump();
 }
 
+// A large result goes straight into a buffer the worker names (from its second large result on),
+// else through the pipe; either way whole. A buffer named wrongly (nothing mapped there, or
+// smaller than said) only sends the text through the pipe.
+TEST_F(CodeTools, LargeResultsArriveWholeThroughTheWorkersBufferOrThePipe) {
+  auto r = run_code(
+      "import __main__ as w\n"
+      "def read_back(i, n):\n"
+      "    line = ''.join(chr(97 + (i + k) % 26) for k in range(70)) + ' \\u00e9\\n'\n"
+      "    text = (line * (n // len(line) + 1))[:n]\n"
+      "    with open('f.txt', 'w', encoding='utf-8') as f:\n"
+      "        f.write(text)\n"
+      "    got = tools.read(file_path='f.txt')\n"
+      "    lines = text.count('\\n') + (0 if text.endswith('\\n') else 1)\n"
+      "    return got['content'] == text and got['lines'] == lines\n"
+      "sizes = [300000, 5000000, 200000, 1000000, 300001]\n"
+      "print([read_back(i, n) for i, n in enumerate(sizes)])\n"
+      "print(w._direct[3] >= 5000000, bytes(w._direct[1][:3]) == b'efg')\n"
+      "w._direct[2] = 4096\n"
+      "print(read_back(7, 400000))\n"
+      "import ctypes, mmap\n"
+      "mm = mmap.mmap(-1, 2 << 20)\n"
+      "at = ctypes.addressof(ctypes.c_char.from_buffer(mm))\n"
+      "ctypes.CDLL(None).mprotect(ctypes.c_void_p(at + (1 << 20)), 1 << 20, 0)\n"
+      "w._direct[:] = [mm, memoryview(mm), at, 64 << 20]\n"
+      "print(read_back(8, 3000000), read_back(9, 500000))\n");
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(printed(), "[True, True, True, True, True]\nTrue True\nTrue\nTrue True\n")
+      << code_run().dump();
+}
+
+// Code calling tools from several threads: each call gets its own whole result (the worker's
+// exchanges with the kernel take turns, large results and their buffer included).
+TEST_F(CodeTools, ToolCallsFromThreadsEachGetTheirOwnResult) {
+  auto r = run_code(
+      "from concurrent.futures import ThreadPoolExecutor\n"
+      "texts = {}\n"
+      "for i in range(6):\n"
+      "    texts[i] = (str(i) * 99 + '\\n') * (3000 if i % 2 else 10)\n"
+      "    with open('t%d.txt' % i, 'w') as f:\n"
+      "        f.write(texts[i])\n"
+      "def check(k):\n"
+      "    i = k % 6\n"
+      "    return tools.read(file_path='t%d.txt' % i)['content'] == texts[i]\n"
+      "with ThreadPoolExecutor(4) as pool:\n"
+      "    print(all(pool.map(check, range(48))))\n");
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(printed(), "True\n") << code_run().dump();
+}
+
 TEST_F(CodeTools, AResultPastTheCodesCapRaisesToolError) {
   std::ofstream(ws() / "big.txt") << std::string(5000, 'x') << "\n";
   auto r = run_code(
