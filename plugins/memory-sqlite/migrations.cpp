@@ -255,6 +255,12 @@ CREATE TABLE saved_exchanges (
 );
 CREATE INDEX saved_exchanges_conversation ON saved_exchanges (conversation_id);
 )sql"},
+    {"009_no_unread_time_indexes", R"sql(
+-- Usage and audit rows are read by tenant (token_usage_tenant, audit_log_tenant) or by
+-- conversation; nothing reads them by time alone. These two cost every turn two index inserts.
+DROP INDEX IF EXISTS token_usage_time;
+DROP INDEX IF EXISTS audit_log_time;
+)sql"},
 };
 
 Result<std::set<std::string>> applied(Db& db) {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 #include <string_view>
+#include <tuple>
 
 #include "kernex/log.hpp"
 #include "kernex/sqlite_batch.hpp"
@@ -251,17 +252,23 @@ Result<void> SqliteStore::check_exchange(const std::vector<ContextEntry>& entrie
   return {};
 }
 
-// Inside a write transaction: the conversation's counters, then every entry.
+// Inside a write transaction: the conversation's counters, then every entry. last_activity is in
+// two indexes: it is rewritten only when the second changed, so a conversation opened this turn
+// (its row inserted in the same batch, usually) or a hot one pays no index updates for it.
 Result<void> SqliteStore::insert_exchange(const MemoryScope& scope,
                                           const std::string& conversation_id,
                                           const std::vector<ContextEntry>& entries) {
-  KERNEX_ASSIGN_OR_RETURN(auto touch,
-                          db_->prepare("UPDATE conversations SET last_activity = "
-                                       "datetime('now'), message_count = message_count + "
+  KERNEX_ASSIGN_OR_RETURN(auto count,
+                          db_->prepare("UPDATE conversations SET message_count = message_count + "
                                        "? WHERE id = ? AND tenant = ?"));
-  touch.bind_all(static_cast<std::int64_t>(entries.size()), conversation_id, scope.tenant());
-  KERNEX_ASSIGN_OR_RETURN(auto changed, touch.run());
+  count.bind_all(static_cast<std::int64_t>(entries.size()), conversation_id, scope.tenant());
+  KERNEX_ASSIGN_OR_RETURN(auto changed, count.run());
   if (changed == 0) return std::unexpected(no_conversation(scope, conversation_id));
+  KERNEX_ASSIGN_OR_RETURN(
+      auto touch, db_->prepare("UPDATE conversations SET last_activity = datetime('now') WHERE id "
+                               "= ? AND tenant = ? AND last_activity IS NOT datetime('now')"));
+  touch.bind_all(conversation_id, scope.tenant());
+  KERNEX_RETURN_IF_ERROR(touch.run());
   for (const auto& e : entries) {
     if (auto r = insert_message(conversation_id, e, std::nullopt, std::nullopt); !r) {
       return fail(ErrorCode::Memory,
@@ -491,22 +498,34 @@ Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const MemorySco
                                                                  const ConversationKey& key,
                                                                  const std::string& exclude,
                                                                  std::size_t limit) {
+  // Every turn asks, and most senders have none: the newest are picked here, as the rows come,
+  // rather than by an ORDER BY, whose sorter SQLite sets up before it knows there is no row (about
+  // half of this query's cost when it finds nothing). Either way every matching row is read once.
+  if (limit == 0) return std::vector<SummaryRecord>{};
   std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
-          "SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at FROM summaries s "
-          "JOIN conversations c ON c.id = s.conversation_id WHERE c.tenant = ? AND c.channel = ? "
-          "AND c.sender_id = ? AND s.conversation_id != ? ORDER BY s.updated_at DESC, s.id DESC "
-          "LIMIT ?"));
-  stmt.bind_all(scope.tenant(), key.channel, key.sender_id, exclude,
-                static_cast<std::int64_t>(limit));
-  std::vector<SummaryRecord> out;
+          "SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at, s.id FROM summaries "
+          "s JOIN conversations c ON c.id = s.conversation_id WHERE c.tenant = ? AND c.channel = ? "
+          "AND c.sender_id = ? AND s.conversation_id != ?"));
+  stmt.bind_all(scope.tenant(), key.channel, key.sender_id, exclude);
+  std::vector<std::pair<std::int64_t, SummaryRecord>> newest;  // by updated_at, then id, desc
+  const auto newer = [](const auto& a, const auto& b) {
+    return std::tie(a.second.updated_at, a.first) > std::tie(b.second.updated_at, b.first);
+  };
   KERNEX_RETURN_IF_ERROR(each_row(stmt, [&]() -> Result<void> {
-    out.push_back(
-        {stmt.text(0), stmt.text(1), static_cast<std::uint64_t>(stmt.integer(2)), stmt.text(3)});
+    std::pair<std::int64_t, SummaryRecord> row{
+        stmt.integer(4),
+        {stmt.text(0), stmt.text(1), static_cast<std::uint64_t>(stmt.integer(2)), stmt.text(3)}};
+    if (newest.size() == limit && !newer(row, newest.back())) return {};
+    newest.insert(std::upper_bound(newest.begin(), newest.end(), row, newer), std::move(row));
+    if (newest.size() > limit) newest.pop_back();
     return {};
   }));
+  std::vector<SummaryRecord> out;
+  out.reserve(newest.size());
+  for (auto& [id, record] : newest) out.push_back(std::move(record));
   return out;
 }
 

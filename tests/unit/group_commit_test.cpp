@@ -1,6 +1,7 @@
 // GroupCommit on a real SQLite file: every write from many threads is committed and acknowledged
 // only once its batch is; a failing item fails alone; kill -9 in the middle of a burst loses
 // nothing that was acknowledged.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -238,6 +240,80 @@ TEST(GroupCommit, ALoneWriterCommitsOnItsOwnThreadAfterTheCallbacksBeforeIt) {
   EXPECT_EQ(count(file), 3);  // the lazy item rode the caller's batch
 }
 
+// Counts the SAVEPOINT statements the connection runs.
+int savepoints_seen = 0;
+int count_savepoints(unsigned, void*, void* stmt, void*) {
+  const char* sql = sqlite3_sql(static_cast<sqlite3_stmt*>(stmt));
+  if (sql != nullptr && std::string_view(sql).starts_with("SAVEPOINT")) ++savepoints_seen;
+  return 0;
+}
+
+// A batch first runs without a savepoint per item; an item that fails sends it back to run with
+// them. Either way each item's answer and rows are as if every item had its own savepoint.
+TEST(GroupCommit, AGoodBatchRunsEachItemOnceWithoutSavepointsAndABadOneFallsBackToThem) {
+  TempDir dir;
+  const fs::path file = dir.path / "t.db";
+  sqlite3* db = nullptr;
+  auto writer = writer_on(file, &db);
+  sqlite3_trace_v2(db, SQLITE_TRACE_STMT, count_savepoints, nullptr);
+  savepoints_seen = 0;
+  std::atomic<int> runs_a{0}, runs_b{0};
+  {
+    HeldFirstBatch held(*writer, db);
+    auto a = writer->submit([&] {
+      ++runs_a;
+      return insert(db, 2, "a");
+    });
+    auto b = writer->submit([&] {
+      ++runs_b;
+      return insert(db, 3, "b");
+    });
+    held.release();
+    EXPECT_TRUE(held.first.get());
+    EXPECT_TRUE(a.get());
+    EXPECT_TRUE(b.get());
+  }
+  EXPECT_EQ(runs_a.load(), 1);
+  EXPECT_EQ(runs_b.load(), 1);
+  EXPECT_EQ(savepoints_seen, 0);
+  {
+    HeldFirstBatch held(*writer, db);  // its row 1 is there already: this first batch fails
+    auto good = writer->submit([&] { return insert(db, 4, "good"); });
+    auto bad = writer->submit([&]() -> Result<void> {
+      KERNEX_RETURN_IF_ERROR(insert(db, 5, "half"));
+      return insert(db, 6, nullptr);
+    });
+    held.release();
+    EXPECT_FALSE(held.first.get());
+    EXPECT_TRUE(good.get());
+    EXPECT_FALSE(bad.get());
+  }
+  EXPECT_GT(savepoints_seen, 0);
+  writer.reset();
+  EXPECT_EQ(count(file), 4);
+  EXPECT_EQ(count(file, "id IN (5, 6)"), 0);
+}
+
+// A batch of one failing item: nothing of it stays (no savepoint needed to undo it), and the
+// writer goes on.
+TEST(GroupCommit, ALoneFailingItemLeavesNoRowAndTheNextWriteCommits) {
+  TempDir dir;
+  const fs::path file = dir.path / "t.db";
+  sqlite3* db = nullptr;
+  auto writer = writer_on(file, &db);
+  auto failed = writer->write([&]() -> Result<void> {
+    KERNEX_RETURN_IF_ERROR(insert(db, 1, "half"));
+    return insert(db, 2, nullptr);
+  });
+  ASSERT_FALSE(failed);
+  EXPECT_THAT(failed.error().message, ::testing::HasSubstr("NOT NULL"));
+  EXPECT_FALSE(writer->write([]() -> Result<void> { throw std::runtime_error("boom"); }));
+  ASSERT_TRUE(writer->write([&] { return insert(db, 3, "next"); }));
+  writer.reset();
+  EXPECT_EQ(count(file), 1);
+  EXPECT_EQ(count(file, "id = 3"), 1);
+}
+
 // A child writes from 4 threads and prints each id once acknowledged; killed with SIGKILL in the
 // middle of the burst, every id it printed is in the file.
 TEST(GroupCommit, KillNineLosesNothingAcknowledged) {
@@ -295,11 +371,12 @@ TEST(GroupCommit, KillNineLosesNothingAcknowledged) {
 
 // commit_delay (PostgreSQL's commit_delay): a durable batch waits for more items only when the
 // last durable batch held more than one. The target below is the real SQLite batch, counting the
-// items of each committed transaction. The delays are ten minutes, so a batch that commits
-// before it fills shows at once; the short waits below only bound a failure, never order a step.
+// items of each committed transaction (each item inserts one row: the rows it changed). The delays
+// are ten minutes, so a batch that commits before it fills shows at once; the short waits below
+// only bound a failure, never order a step.
 struct BatchLog {
   std::mutex m;
-  std::size_t marks = 0;
+  std::int64_t changes_at_begin = 0;
   std::vector<std::size_t> committed;  // items per committed transaction, in order
   std::vector<std::size_t> sizes() {
     std::lock_guard lock(m);
@@ -312,22 +389,20 @@ class CountingBatch final : public kernex::BatchTarget {
   CountingBatch(sqlite3* db, std::shared_ptr<BatchLog> log)
       : inner_(db, true, "test.db", kernex::ErrorCode::Io), log_(std::move(log)) {}
   Result<void> begin(bool durable) override {
+    auto r = inner_.begin(durable);
     std::lock_guard lock(log_->m);
-    log_->marks = 0;
-    return inner_.begin(durable);
+    log_->changes_at_begin = sqlite3_total_changes64(inner_.db());
+    return r;
   }
-  Result<void> mark() override {
-    std::lock_guard lock(log_->m);
-    ++log_->marks;
-    return inner_.mark();
-  }
+  Result<void> mark() override { return inner_.mark(); }
   Result<void> release() override { return inner_.release(); }
   void undo() override { inner_.undo(); }
   bool open() override { return inner_.open(); }
   Result<void> commit() override {
+    const std::int64_t changes = sqlite3_total_changes64(inner_.db());
     auto r = inner_.commit();
     std::lock_guard lock(log_->m);
-    if (r) log_->committed.push_back(log_->marks);
+    if (r) log_->committed.push_back(static_cast<std::size_t>(changes - log_->changes_at_begin));
     return r;
   }
   void rollback() override { inner_.rollback(); }

@@ -132,6 +132,78 @@ TEST_F(MemorySqlite, ATurnsWritesAreCommittedWhenItsExchangeIsAcknowledged) {
   EXPECT_EQ(raw_count(file, "SELECT COUNT(*) FROM messages"), 2 * kThreads * kTurns);
 }
 
+// Runs `sql` through a connection of this test's own (the store's file, as another process would).
+void raw_exec(const std::filesystem::path& file, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  char* error = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK)
+      << (error ? error : "");
+  sqlite3_free(error);
+  sqlite3_close(db);
+}
+
+// last_activity is only rewritten when it changes (it is in two indexes): an exchange saved to a
+// conversation last active long ago still moves it to now, and counts its messages.
+TEST_F(MemorySqlite, AnExchangeMovesAnOldConversationsLastActivityToNow) {
+  const auto file = dir / "data" / "memory.db";
+  const auto scope = MemoryScope::local();
+  const std::string id = conversation(*store);
+  ASSERT_TRUE(store->append_messages(scope, id, {ContextEntry::user("first")}));
+  raw_exec(file, "UPDATE conversations SET last_activity = '2000-01-01 00:00:00' WHERE id = '" +
+                     id + "'");
+  ExchangeRecord record;
+  record.conversation_id = id;
+  record.messages = {ContextEntry::user("again"), ContextEntry::assistant("yes")};
+  ASSERT_TRUE(store->save_exchange(scope, record));
+  const std::string where = " FROM conversations WHERE id = '" + id + "'";
+  EXPECT_EQ(raw_count(file, "SELECT message_count" + where), 3);
+  EXPECT_EQ(raw_count(file, "SELECT last_activity > datetime('now', '-1 hour')" + where), 1);
+  // Another tenant's save names nothing: neither its count nor its time moves.
+  raw_exec(file, "UPDATE conversations SET last_activity = '2000-01-01 00:00:00' WHERE id = '" +
+                     id + "'");
+  EXPECT_FALSE(store->save_exchange(MemoryScope::of("other").value(), record));
+  EXPECT_EQ(raw_count(file, "SELECT message_count" + where), 3);
+  EXPECT_EQ(raw_count(file, "SELECT last_activity = '2000-01-01 00:00:00'" + where), 1);
+}
+
+// The newest summaries of the key's other conversations, newest first (a tie on the time goes to
+// the later summary), at most `limit`, never the excluded one's nor another tenant's.
+TEST_F(MemorySqlite, RecentSummariesAreTheNewestOfTheKeysOtherConversations) {
+  const auto file = dir / "data" / "memory.db";
+  const auto scope = MemoryScope::local();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(conversation(*store));
+    ASSERT_TRUE(store->append_messages(scope, ids.back(), {ContextEntry::user("m")}));
+    ASSERT_TRUE(store->close_conversation(scope, ids.back(), "summary " + std::to_string(i)));
+  }
+  const char* times[] = {"2026-01-03 00:00:00", "2026-01-05 00:00:00", "2026-01-04 00:00:00",
+                         "2026-01-05 00:00:00", "2026-01-01 00:00:00"};
+  for (int i = 0; i < 5; ++i) {
+    raw_exec(file, std::string("UPDATE summaries SET updated_at = '") + times[i] +
+                       "' WHERE conversation_id = '" + ids[static_cast<std::size_t>(i)] + "'");
+  }
+  const ConversationKey key{"cli", "alice", ""};
+  const auto texts = [&](const std::string& exclude, std::size_t limit) {
+    std::vector<std::string> out;
+    auto got = store->recent_summaries(scope, key, exclude, limit);
+    EXPECT_TRUE(got) << got.error().describe();
+    for (const auto& s : got.value_or(std::vector<SummaryRecord>{})) out.push_back(s.text);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(texts("", 3), (V{"summary 3", "summary 1", "summary 2"}));
+  EXPECT_EQ(texts(ids[3], 3), (V{"summary 1", "summary 2", "summary 0"}));
+  EXPECT_EQ(texts("", 10), (V{"summary 3", "summary 1", "summary 2", "summary 0", "summary 4"}));
+  EXPECT_EQ(texts("", 1), (V{"summary 3"}));
+  EXPECT_TRUE(texts("", 0).empty());
+  auto other = store->recent_summaries(MemoryScope::of("other").value(), key, "", 3);
+  ASSERT_TRUE(other);
+  EXPECT_TRUE(other->empty());
+}
+
 // A conversation opened and not yet written is still the key's, in its tenant only: listed,
 // counted and closed like any other.
 TEST_F(MemorySqlite, AnOpenedConversationIsTheKeysBeforeItsFirstExchange) {
