@@ -75,6 +75,8 @@ std::optional<Result<Response>> call_async(Provider& provider, const Context& co
 Result<Response> call_provider(const LoopDeps& deps, const ToolRouter& tools,
                                const Context& context, const StreamSink& sink) {
   try {
+    // On a fiber the model call may give its thread back (kernex/suspend.hpp); tools never do.
+    const SuspendPoint may_suspend;
     const std::vector<ToolSpec> offered = offered_tools(tools, context);
     if (auto answer = call_async(*deps.provider, context, offered, sink)) return std::move(*answer);
     return deps.provider->complete(context, offered, sink);

@@ -168,9 +168,20 @@ int blocking_wait(int fd, short events, int timeout_ms, short* revents) {
 
 }  // namespace
 
-Suspender* current_suspender() noexcept { return g_current; }
+Suspender* current_suspender() noexcept {
+  Suspender* installed = g_current;
+  return installed != nullptr && installed->open_ > 0 ? installed : nullptr;
+}
 
 Suspender* set_current_suspender(Suspender* s) noexcept { return std::exchange(g_current, s); }
+
+SuspendPoint::SuspendPoint() noexcept : fiber_(g_current) {
+  if (fiber_ != nullptr) ++fiber_->open_;
+}
+
+SuspendPoint::~SuspendPoint() {
+  if (fiber_ != nullptr) --fiber_->open_;
+}
 
 int wait_fd(int fd, short events, int timeout_ms, short* revents) {
   Suspender* suspender = current_suspender();

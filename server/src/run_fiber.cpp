@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernex/log.hpp"
 #include "kernex/suspend.hpp"
@@ -39,13 +42,52 @@ void finish_switch(void*, const void**, std::size_t*) {}
 void unpoison(void*, std::size_t) {}
 #endif
 
+// Stacks of ended fibers, kept for the next runs (as a pool thread keeps its stack): a run then
+// costs no mmap, munmap or fresh page faults. At most kKept; a size change (another config)
+// simply misses.
+constexpr std::size_t kKept = 64;
+
+struct StackCache {
+  std::mutex mutex;
+  std::vector<std::pair<void*, std::size_t>> free;  // mapping, mapping size
+};
+
+StackCache& stacks() {
+  static auto* cache = new StackCache;  // never destroyed: fibers may end during exit
+  return *cache;
+}
+
+void* take_stack(std::size_t mapping_size) {
+  StackCache& c = stacks();
+  std::lock_guard lock(c.mutex);
+  for (auto it = c.free.begin(); it != c.free.end(); ++it) {
+    if (it->second != mapping_size) continue;
+    void* m = it->first;
+    c.free.erase(it);
+    return m;
+  }
+  return nullptr;
+}
+
+void give_back_stack(void* mapping, std::size_t mapping_size) {
+  {
+    StackCache& c = stacks();
+    std::lock_guard lock(c.mutex);
+    if (c.free.size() < kKept) {
+      c.free.emplace_back(mapping, mapping_size);
+      return;
+    }
+  }
+  ::munmap(mapping, mapping_size);
+}
+
 }  // namespace
 
 struct RunFiberState final : Suspender {
   ~RunFiberState() override {
     if (mapping == nullptr) return;
-    unpoison(stack, stack_size);  // the next mapping here must not inherit ASan's marks
-    ::munmap(mapping, mapping_size);
+    unpoison(stack, stack_size);  // the next user of this memory must not inherit ASan's marks
+    give_back_stack(mapping, mapping_size);
   }
 
   // A stack below which one page stays inaccessible: an overflow faults instead of corrupting.
@@ -53,11 +95,14 @@ struct RunFiberState final : Suspender {
     const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     stack_size = (std::max<std::size_t>(bytes, 64u << 10) * kStackScale + page - 1) / page * page;
     mapping_size = stack_size + page;
-    void* m = ::mmap(nullptr, mapping_size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-    if (m == MAP_FAILED) return false;
+    void* m = take_stack(mapping_size);
+    if (m == nullptr) {
+      m = ::mmap(nullptr, mapping_size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+      if (m == MAP_FAILED) return false;
+      ::mprotect(m, page, PROT_NONE);
+    }
     mapping = m;
-    ::mprotect(mapping, page, PROT_NONE);
     stack = static_cast<char*>(mapping) + page;
     return true;
   }

@@ -75,7 +75,7 @@ TEST(ServePool, MoreRunsThanThreadsAllCompleteInOrderAndAQueuedRunCancelsAtOnce)
     script += replay_text("reply to " + q.back(), q.back());
   }
   script += replay_text("reply to r-0", "r-0");
-  ASSERT_TRUE(a.configure(script, "  run_threads: 2\n"));
+  ASSERT_TRUE(a.configure(script, "  run_threads: 2\n  approvals:\n    park: false\n"));
   ASSERT_TRUE(a.w.start());
   const int port = a.w.port();
   std::vector<std::unique_ptr<SseReader>> holders;

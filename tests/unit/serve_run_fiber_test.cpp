@@ -1,7 +1,8 @@
 // Runs on fibers (server/src/run_fiber.hpp) over the run pool: a run waiting on its model
 // (Provider::start) or on a socket (kernex::wait_fd) holds no pool thread, whichever order the
 // answer and the suspension come in; a stop request ends a suspended wait; a provider that throws
-// or supports only complete() works as before; outside a fiber nothing suspends.
+// or supports only complete() works as before; outside a fiber, or outside the loop's model call
+// on one, nothing suspends.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -297,6 +298,33 @@ TEST(ServeRunFiber, ASyncOnlyProviderAndRunsOffFibersWorkUnchanged) {
   EXPECT_EQ(async.started.value(), 0u);
 }
 
+// Only inside a SuspendPoint (the loop's model call) may a fiber suspend: a tool, a hook or a
+// memory call may hold locks that a suspension would carry to another thread.
+TEST(ServeRunFiber, AFiberSuspendsOnlyInsideASuspendPoint) {
+  Counter ended;
+  bool outside = true, inside = false, after = true;
+  {
+    RunPool pool(pool_of(1));
+    ASSERT_TRUE(RunFiber::start(
+        [&] {
+          outside = current_suspender() != nullptr;
+          {
+            const SuspendPoint here;
+            inside = current_suspender() != nullptr;
+          }
+          after = current_suspender() != nullptr;
+          ended.add();
+        },
+        128u << 10, [&pool](std::function<void()> slice) { pool.submit(std::move(slice)); }));
+    ASSERT_TRUE(ended.wait_for(1));
+  }
+  EXPECT_FALSE(outside);
+  EXPECT_TRUE(inside);
+  EXPECT_FALSE(after);
+  const SuspendPoint off_fiber;
+  EXPECT_EQ(current_suspender(), nullptr);
+}
+
 // Twenty fibers wait on their sockets with one pool thread; each wakes when its peer writes.
 TEST(ServeRunFiber, SocketWaitsHoldNoThreadAndTimeOut) {
   constexpr int kFibers = 20;
@@ -309,6 +337,7 @@ TEST(ServeRunFiber, SocketWaitsHoldNoThreadAndTimeOut) {
     for (int i = 0; i < kFibers; ++i) {
       ASSERT_TRUE(RunFiber::start(
           [&, i] {
+            const SuspendPoint may_suspend;
             const int fd = pairs[static_cast<std::size_t>(i)][0];
             timed[static_cast<std::size_t>(i)] = wait_fd(fd, POLLIN, 1);  // nothing comes: 0
             waiting.add();
