@@ -193,7 +193,9 @@ int wait_fd(int fd, short events, int timeout_ms, short* revents) {
   suspender->suspend([&w, reactor, timeout_ms](Suspender::Resume resume) {
     w.resume = std::move(resume);
     if (const int refused = reactor->add(w, timeout_ms); refused != 0) {
-      w.result = -refused;
+      // EPERM: a descriptor epoll cannot watch (a regular file), which poll() calls ready.
+      w.result = refused == EPERM ? 1 : -refused;
+      w.revents = refused == EPERM ? poll_events(w.events) : 0;
       Suspender::Resume go = std::move(w.resume);  // w may be gone once it is called
       go();
     }

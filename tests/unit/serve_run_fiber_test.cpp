@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <memory>
 #include <optional>
@@ -360,6 +361,31 @@ TEST(ServeRunFiber, SocketWaitsHoldNoThreadAndTimeOut) {
     ::close(p[0]);
     ::close(p[1]);
   }
+}
+
+// A descriptor epoll cannot watch (a regular file) is ready, as poll() says, not an error.
+TEST(ServeRunFiber, AWaitOnARegularFileIsReadyAsWithPoll) {
+  char path[] = "/tmp/kernex-fiber-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::unlink(path);
+  Counter ended;
+  int ready = -2;
+  short revents = 0;
+  {
+    RunPool pool(pool_of(1));
+    ASSERT_TRUE(RunFiber::start(
+        [&] {
+          const SuspendPoint may_suspend;
+          ready = wait_fd(fd, POLLIN, 1000, &revents);
+          ended.add();
+        },
+        128u << 10, [&pool](std::function<void()> slice) { pool.submit(std::move(slice)); }));
+    ASSERT_TRUE(ended.wait_for(1));
+  }
+  ::close(fd);
+  EXPECT_EQ(ready, 1);
+  EXPECT_TRUE(revents & POLLIN);
 }
 
 }  // namespace
