@@ -15,13 +15,16 @@
 //   pool    (only when named) the run pool beside a thread per run (KERNEX_SERVE_THREAD_PER_RUN,
 //           the old path): threads made per run, req/s (replay), a burst of N streams' TTFT p99
 //           and peak RSS, each mode on servers of its own.
+//   fibers  (only when named) a burst of N streams on runs that wait on the model on fibers beside
+//           runs that hold their pool thread while they wait (KERNEX_SERVE_NO_FIBERS): the
+//           server's threads at the peak (sampled), streams completed, peak RSS, TTFT p99.
 //   cancel  runs whose model calls a skill toolbox that sleeps; once the tool process exists,
 //           POST /v1/runs/{id}/cancel and time until run_end (outcome cancelled) has arrived and
 //           the tool process is gone. Baseline: this process killing and reaping the same
 //           `sleep` it started itself.
-// Usage: serve [--phases stream,idle,rps,cancel] [--streams N] [--idle N] [--rps-seconds S]
-//              [--connections C] [--cancel-runs N] [--memory sqlite|volatile] [--threads T]
-//              [--kernex PATH] [--lean]
+// Usage: serve [--phases stream,idle,rps,cancel,pool,fibers] [--streams N] [--idle N]
+//              [--rps-seconds S] [--connections C] [--cancel-runs N]
+//              [--memory sqlite|volatile] [--threads T] [--kernex PATH] [--lean]
 //        serve --harness [--streams N]   the fake LLM, bare server and client alone (no kernex)
 #include <algorithm>
 #include <cstdlib>
@@ -31,6 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -439,6 +443,77 @@ void phase_pool(const Args& a, const fs::path& work) {
       fmt("%.0f MB thread per run", old.peak_mb), "<= 2048 MB", now.peak_mb <= 2048);
 }
 
+// ---- fibers ---------------------------------------------------------------------------------
+
+// The server's threads now (/proc/PID/status), 0 when unreadable.
+long threads_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stol(line.substr(8));
+  }
+  return 0;
+}
+
+struct FiberFigures {
+  double ttft_p99 = NAN, peak_mb = 0;
+  long peak_threads = 0;
+  int ended = 0;
+};
+
+// A burst of N streams on a server whose runs wait on the model on fibers, or (the baseline,
+// KERNEX_SERVE_NO_FIBERS) hold their pool thread while they wait; its thread count sampled.
+FiberFigures fiber_mode(const Args& a, const fs::path& dir, kb::FakeLlm& llm, bool fibers) {
+  if (fibers) {
+    ::unsetenv("KERNEX_SERVE_NO_FIBERS");
+  } else {
+    ::setenv("KERNEX_SERVE_NO_FIBERS", "1", 1);
+  }
+  const Json provider = {
+      {"name", "openai"},
+      {"options", {{"base_url", llm.base_url()}, {"api_key", "dummy"}, {"model", "fake"}}}};
+  auto serve = start_serve(a, dir, write_config(dir, a, provider));
+  std::atomic<bool> done{false};
+  std::atomic<long> peak_threads{0};
+  std::thread sampler([&] {  // a measurement, not a synchronisation: sampled every 20 ms
+    while (!done) {
+      peak_threads = std::max(peak_threads.load(), threads_of(serve.pid()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  std::vector<std::string> messages;
+  auto streams = stream_requests(a.streams, fibers ? "fiber" : "held", messages, false);
+  kb::LoadClient(serve.port()).streams(streams, 600s);
+  done = true;
+  sampler.join();
+  FiberFigures f;
+  f.peak_mb = serve.peak_rss_kib() / 1024.0;
+  f.peak_threads = peak_threads;
+  const Ttft t = ttft_of(streams, messages, llm, "end_turn");
+  f.ttft_p99 = percentile(t.overhead_ms, 0.99);
+  f.ended = t.ended;
+  ::unsetenv("KERNEX_SERVE_NO_FIBERS");
+  return f;
+}
+
+void phase_fibers(const Args& a, const fs::path& work) {
+  std::printf(
+      "fibers: %d streams at once, runs waiting on the model on fibers beside runs holding their "
+      "pool thread (KERNEX_SERVE_NO_FIBERS), each on a server of its own\n",
+      a.streams);
+  kb::FakeLlm llm;
+  const FiberFigures held = fiber_mode(a, work / "fibers-held", llm, false);
+  const FiberFigures now = fiber_mode(a, work / "fibers-on", llm, true);
+  row("server threads at the burst's peak, fibers", std::to_string(now.peak_threads),
+      std::to_string(held.peak_threads) + " holding threads", "< baseline",
+      now.peak_threads < held.peak_threads);
+  row("streams completed, fibers", std::to_string(now.ended) + "/" + std::to_string(a.streams),
+      std::to_string(held.ended) + " holding threads", "all", now.ended == a.streams);
+  row("peak RSS at the streams, fibers", fmt("%.0f MB", now.peak_mb),
+      fmt("%.0f MB holding threads", held.peak_mb), "<= 2048 MB", now.peak_mb <= 2048);
+  row("burst TTFT above the LLM's, p99, fibers", fmt("%.2f ms", now.ttft_p99),
+      fmt("%.2f ms holding threads", held.ttft_p99), "<= 150 ms", now.ttft_p99 <= 150.0);
+}
+
 // ---- cancel ---------------------------------------------------------------------------------
 
 const std::vector<std::string> kSleepArgv = {"sleep", "37.25"};  // a duration nothing else uses
@@ -619,6 +694,7 @@ int main(int argc, char** argv) {
   if (a.phases.contains("rps")) phase_rps(a, work);
   if (a.phases.contains("cancel")) phase_cancel(a, work);
   if (a.phases.contains("pool")) phase_pool(a, work);
+  if (a.phases.contains("fibers")) phase_fibers(a, work);
   print_table();
   std::error_code ec;
   fs::remove_all(work, ec);

@@ -1,12 +1,14 @@
 #include "agent_loop.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <optional>
 
 #include "kernex/log.hpp"
 #include "kernex/run_services.hpp"
+#include "kernex/suspend.hpp"
 #include "recorded_result.hpp"
 #include "structured_output.hpp"
 
@@ -35,10 +37,49 @@ std::vector<ToolSpec> offered_tools(const ToolRouter& tools, const Context& cont
   return out;
 }
 
+// Provider::start's `done` and the run's leaving its thread, in either order: the second of the
+// two continues the run (done may come first, even before start returns).
+struct Meeting {
+  std::optional<Result<Response>> answer;
+  Suspender::Resume resume;
+  std::atomic<int> arrived{0};
+  std::atomic<bool> answered{false};
+  void arrive() {
+    if (arrived.fetch_add(1, std::memory_order_acq_rel) != 1) return;
+    Suspender::Resume go = std::move(resume);
+    go();  // the run may go on (and this Meeting's last other owner go) from here
+  }
+};
+
+// The provider's asynchronous call where the run can wait without its thread (a fiber of
+// `kernex serve`): the thread is given back until the answer. Nothing: not accepted.
+std::optional<Result<Response>> call_async(Provider& provider, const Context& context,
+                                           const std::vector<ToolSpec>& tools,
+                                           const StreamSink& sink) {
+  Suspender* suspender = current_suspender();
+  if (suspender == nullptr) return std::nullopt;
+  auto meeting = std::make_shared<Meeting>();
+  Provider::Done done = [meeting](Result<Response> answer) {
+    if (meeting->answered.exchange(true)) return;  // a second call breaks the contract: ignored
+    meeting->answer = std::move(answer);
+    meeting->arrive();
+  };
+  if (!provider.start(context, tools, sink, std::move(done))) return std::nullopt;
+  suspender->suspend([meeting](Suspender::Resume resume) {
+    meeting->resume = std::move(resume);
+    meeting->arrive();
+  });
+  return std::move(*meeting->answer);
+}
+
 Result<Response> call_provider(const LoopDeps& deps, const ToolRouter& tools,
                                const Context& context, const StreamSink& sink) {
   try {
-    return deps.provider->complete(context, offered_tools(tools, context), sink);
+    // On a fiber the model call may give its thread back (kernex/suspend.hpp); tools never do.
+    const SuspendPoint may_suspend;
+    const std::vector<ToolSpec> offered = offered_tools(tools, context);
+    if (auto answer = call_async(*deps.provider, context, offered, sink)) return std::move(*answer);
+    return deps.provider->complete(context, offered, sink);
   } catch (const std::exception& e) {
     return fail(ErrorCode::Provider, "provider '" + deps.provider_name + "' threw: " + e.what());
   } catch (...) {

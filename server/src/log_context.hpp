@@ -7,6 +7,9 @@
 namespace kernex::server {
 
 const std::string& log_context();
+// Sets this thread's context and returns the one it replaces (a fiber carries its own between
+// threads: run_fiber.cpp).
+std::string exchange_log_context(std::string context);
 
 class LogContext {
  public:

@@ -1,6 +1,7 @@
-// On a pool thread (run_pool.hpp), not a coroutine: Kernel::run, the providers' HTTP client and the
-// sandbox's process waits are synchronous, and an idle session holds no thread at all (its state
-// is in memory and the run store). bench/serve shows the targets hold with 1 000 active runs.
+// On a fiber whose slices run on the pool's threads (run_fiber.hpp, run_pool.hpp): Kernel::run is
+// written as plain synchronous code, and where it waits on its model the fiber gives its thread
+// back (kernex/suspend.hpp). An idle session holds no fiber at all (its state is in memory and
+// the run store).
 #include "run_executor.hpp"
 
 #include <algorithm>

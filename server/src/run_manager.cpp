@@ -9,6 +9,7 @@
 #include "kernex/log.hpp"
 #include "log_context.hpp"
 #include "random_id.hpp"
+#include "run_fiber.hpp"
 #include "runs_json.hpp"
 #include "suspendable_journal.hpp"
 
@@ -33,6 +34,7 @@ RunManager::RunManager(Deps deps)
       env_(make_run_env(deps_.kernel, deps_.config, &deps_.skills, deps_.observer)),
       // The path before the pool, for bench/serve's baseline only: a new thread for every run.
       thread_per_run_(std::getenv("KERNEX_SERVE_THREAD_PER_RUN") != nullptr),
+      fibers_(!thread_per_run_ && std::getenv("KERNEX_SERVE_NO_FIBERS") == nullptr),
       pool_(pool_options(*deps_.config)) {
   if (deps_.journals && deps_.approvals) {
     // A run that needs a person parks instead of holding its pool thread (park()).
@@ -153,9 +155,12 @@ void RunManager::launch(Pending pending) {
   };
   if (thread_per_run_) {
     std::thread(std::move(task)).detach();
-  } else {
-    pool_.submit(std::move(task));
+    return;
   }
+  // Slices of the fiber run on the pool: submitted under mutex_ as the task would be.
+  const auto submit = [this](std::function<void()> slice) { pool_.submit(std::move(slice)); };
+  if (fibers_ && RunFiber::start(task, deps_.config->run_stack_kib << 10, submit)) return;
+  pool_.submit(std::move(task));
 }
 
 void RunManager::run_task(const Pending& pending) {

@@ -107,6 +107,9 @@ class RunManager final : public Runs {
   bool draining_ = false;
   std::size_t launched_ = 0;  // executions (a parked run's resumption counts again)
   const bool thread_per_run_;
+  // Each run on its own fiber (run_fiber.hpp): waiting on its model it holds no pool thread.
+  // KERNEX_SERVE_NO_FIBERS (bench/serve's baseline only): a run holds its thread throughout.
+  const bool fibers_;
   std::jthread expiry_;  // stopped by shutdown(), before the pool goes
   RunPool pool_;         // last: its threads are gone before anything they use
 };

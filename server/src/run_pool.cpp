@@ -103,7 +103,7 @@ RunPool::RunPool(Options options) : state_(std::make_shared<State>()) {
   if (options.max_threads == 0) options.max_threads = 1;
   options.warm = std::min(options.warm, options.max_threads);
   state_->options = options;
-  spawn_if_needed(true);
+  spawn_if_needed(state_, true);
 }
 
 RunPool::~RunPool() {
@@ -113,28 +113,32 @@ RunPool::~RunPool() {
   state_->gone.wait(lock, [&] { return state_->threads == 0; });
 }
 
+// The state is held for the whole call: once the task is queued it may run and end, and its end
+// may let the pool's owner destroy the pool while this submitter (a fiber's resume, on another
+// thread) is still here.
 void RunPool::submit(std::function<void()> task) {
+  const std::shared_ptr<State> state = state_;
   {
-    std::lock_guard lock(state_->mutex);
-    state_->queue.push_back(std::move(task));
+    std::lock_guard lock(state->mutex);
+    state->queue.push_back(std::move(task));
   }
-  state_->work.notify_one();
-  spawn_if_needed(false);
+  state->work.notify_one();
+  spawn_if_needed(state, false);
 }
 
 // A thread is made only when none is free to take what is queued (queued tasks count against the
 // idle: each idle thread takes one), or for the first one. One the system refuses leaves the
 // queue to the threads there are: never run here, where the caller may hold a lock the task takes.
-void RunPool::spawn_if_needed(bool first) {
-  State& s = *state_;
+void RunPool::spawn_if_needed(const std::shared_ptr<State>& state, bool first) {
+  State& s = *state;
   std::unique_lock lock(s.mutex);
-  const bool need =
-      s.threads < s.options.max_threads && (s.threads == 0 || (!first && s.queue.size() > s.idle));
+  const bool need = !s.stopping && s.threads < s.options.max_threads &&
+                    (s.threads == 0 || (!first && s.queue.size() > s.idle));
   if (!need) return;
   ++s.threads;
   ++s.created;
   lock.unlock();
-  if (spawn(state_)) return;
+  if (spawn(state)) return;
   lock.lock();
   --s.threads;
   --s.created;

@@ -1,10 +1,12 @@
 // The threads runs execute on: a bounded pool, first come first served, instead of a thread made
-// for every run. Kernel::run, the providers' HTTP clients and the sandbox's process waits are
-// synchronous, so a run waiting on its model holds a pool thread; the bound is therefore sized
-// for blocking work (serve.run_threads), and threads are made only when every existing one is
-// busy, reused after, and retired once idle for a while beyond a warm few. A run that waits on a
-// person holds none: it is parked and submitted again on the decision (run_manager.cpp).
-// Each thread gets a small stack (serve.run_stack_kib): 10 000 runs at once stay in memory.
+// for every run. Each run is a fiber (run_fiber.hpp) whose slices run here: a run waiting on its
+// model (Provider::start, or the HTTP client's socket waits, kernex/suspend.hpp) holds no thread,
+// and its next slice is submitted when the answer comes. What still blocks (the sandbox's process
+// waits, a synchronous-only provider, a TLS connection) holds its thread, so the bound is sized
+// for blocking work (serve.run_threads); threads are made only when every existing one is busy,
+// reused after, and retired once idle for a while beyond a warm few. A run that waits on a person
+// holds none either: it is parked and submitted again on the decision (run_manager.cpp).
+// Fibers and threads get small stacks (serve.run_stack_kib): 10 000 runs at once stay in memory.
 #pragma once
 
 #include <chrono>
@@ -56,7 +58,7 @@ class RunPool {
   struct State;  // shared with the threads (run_pool.cpp)
 
  private:
-  void spawn_if_needed(bool first);
+  static void spawn_if_needed(const std::shared_ptr<State>& state, bool first);
   std::shared_ptr<State> state_;
 };
 

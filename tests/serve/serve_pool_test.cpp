@@ -1,7 +1,8 @@
-// Runs on a bounded pool of threads (serve.run_threads): more runs than threads all complete,
-// first come first served and in order within each session, never more model calls at once than
-// threads; a run waiting for its pool thread is cancelled at once; and a run that waits for a
-// person holds no thread (parked), so a pool of 2 with 5 runs awaiting approval still runs others.
+// Runs on a bounded pool of threads (serve.run_threads): more runs than threads doing blocking
+// work all complete, first come first served and in order within each session; a run waiting for
+// its pool thread is cancelled at once; a run that waits on its model holds no thread (it runs on
+// a fiber), nor does one that waits for a person (parked), so a pool of 2 with 50 runs waiting on
+// the model or 5 awaiting approval still runs others.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -61,51 +62,65 @@ std::vector<std::string> transcript(int port, const std::string& session) {
   return out;
 }
 
+// Two runs that wait for a person without parking hold both threads (blocking work, as a tool's
+// process would): the runs after them queue for a thread, first come first served.
 TEST(ServePool, MoreRunsThanThreadsAllCompleteInOrderAndAQueuedRunCancelsAtOnce) {
-  FakeLlm llm;
-  // "hold" calls keep both pool threads busy until released.
-  llm.set_responder([](const FakeLlm::Request& r) {
-    const std::string m = r.last_user();
-    return FakeLlm::Plan{{"reply to ", m},
-                         m.rfind("hold", 0) == 0 ? std::optional<std::size_t>(1) : std::nullopt};
-  });
-  ServeWorld w;
-  w.write_config(ServeWorld::openai_provider(llm), "  run_threads: 2\n");
-  ASSERT_TRUE(w.start());
-  Posts posts(w.port());
-  posts.post("h1", "hold-1");
-  posts.post("h2", "hold-2");
-  ASSERT_TRUE(llm.wait_holding(2, milliseconds(30000)));
-  // Five runs in session q, in this order, and one in session r: none has a thread.
+  ApprovalWorld a;
+  std::string script;
+  for (const std::string word : {"hold1", "hold2"})
+    script += tally_call(word, word) + replay_text("finished " + word, word);
   std::vector<std::string> q;
   for (int i = 0; i < 5; ++i) {
     q.push_back("q-" + std::to_string(i));
-    posts.post("q", q.back());
-    ASSERT_EQ(runs_of(w.port(), "q", q.size()).size(), q.size());
+    script += replay_text("reply to " + q.back(), q.back());
+  }
+  script += replay_text("reply to r-0", "r-0");
+  ASSERT_TRUE(a.configure(script, "  run_threads: 2\n  approvals:\n    park: false\n"));
+  ASSERT_TRUE(a.w.start());
+  const int port = a.w.port();
+  std::vector<std::unique_ptr<SseReader>> holders;
+  std::vector<std::string> approvals;
+  for (const std::string word : {"hold1", "hold2"}) {
+    holders.push_back(
+        std::make_unique<SseReader>(port, "POST", "/v1/sessions/" + word + "/messages",
+                                    message_body("please tally " + word, {{"stream", true}})));
+    ASSERT_TRUE(holders.back()->ok()) << holders.back()->head().describe();
+    std::vector<SseEvent> seen;
+    ASSERT_TRUE(read_until(*holders.back(), "approval_requested", seen)) << a.w.log();
+    approvals.push_back(event_named(seen, "approval_requested").value("approval_id", ""));
+  }
+  // Five runs in session q, in this order, and one in session r: none has a thread.
+  Posts posts(port);
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    posts.post("q", q[i]);
+    ASSERT_EQ(runs_of(port, "q", i + 1).size(), i + 1);
   }
   posts.post("r", "r-0");
-  Json r_runs = runs_of(w.port(), "r", 1);
+  Json r_runs = runs_of(port, "r", 1);
   ASSERT_EQ(r_runs.size(), 1u);
   EXPECT_EQ(r_runs[0].value("status", ""), "queued") << r_runs.dump();
-  for (const auto& run : runs_of(w.port(), "q", 5))
+  for (const auto& run : runs_of(port, "q", 5))
     EXPECT_EQ(run.value("status", ""), "queued") << "no thread is free for it";
-  EXPECT_EQ(llm.requests(), 2u) << "two threads: two model calls at once";
+  EXPECT_EQ(a.provider_calls(), 2u) << "two threads: only the holders asked the model";
 
   // Cancelled while waiting for a thread: it ends now, not when a thread frees up.
   const std::string r_run = r_runs[0].value("run_id", "");
   const auto asked = Clock::now();
-  auto cancelled = request(w.port(), "POST", "/v1/runs/" + r_run + "/cancel");
+  auto cancelled = request(port, "POST", "/v1/runs/" + r_run + "/cancel");
   ASSERT_EQ(cancelled.status, 202) << cancelled.describe();
   EXPECT_EQ(cancelled.json().value("status", ""), "cancelled");
   EXPECT_LT(Clock::now() - asked, milliseconds(5000));
-  EXPECT_EQ(request(w.port(), "GET", "/v1/runs/" + r_run).json().value("status", ""), "cancelled");
+  EXPECT_EQ(request(port, "GET", "/v1/runs/" + r_run).json().value("status", ""), "cancelled");
 
-  llm.release();
+  for (const auto& id : approvals) {
+    auto d = request(port, "POST", "/v1/approvals/" + id, R"({"decision": "approve"})");
+    ASSERT_EQ(d.status, 200) << d.describe();
+  }
   posts.join();
   for (const auto& m : q) {
-    auto a = posts.answer(m);
-    ASSERT_EQ(a.status, 200) << a.describe();
-    EXPECT_EQ(a.json().value("text", ""), "reply to " + m);
+    auto answer = posts.answer(m);
+    ASSERT_EQ(answer.status, 200) << answer.describe();
+    EXPECT_EQ(answer.json().value("text", ""), "reply to " + m);
   }
   EXPECT_EQ(posts.answer("r-0").json().value("status", ""), "cancelled");
   std::vector<std::string> expected;
@@ -113,9 +128,64 @@ TEST(ServePool, MoreRunsThanThreadsAllCompleteInOrderAndAQueuedRunCancelsAtOnce)
     expected.push_back("user:" + m);
     expected.push_back("assistant:reply to " + m);
   }
-  EXPECT_EQ(transcript(w.port(), "q"), expected) << "the session's runs ran in arrival order";
-  EXPECT_EQ(llm.requests(), 7u) << "the cancelled run never called the model";
-  EXPECT_LE(llm.max_overlap([](const std::string&) { return std::string(); }), 2u);
+  EXPECT_EQ(transcript(port, "q"), expected) << "the session's runs ran in arrival order";
+  EXPECT_EQ(a.provider_calls(), 9u) << "the cancelled run never called the model";
+  EXPECT_EQ(count_of(a.tallied(), "hold1"), 1u);
+}
+
+// Runs waiting on their model hold no thread (each runs on a fiber; its HTTP wait parks it): a
+// model that answers nothing until all 50 requests arrived would deadlock a pool of 2 otherwise.
+TEST(ServePool, FiftyRunsWaitingOnTheirModelHoldNoneOfTwoThreads) {
+  FakeLlm llm;
+  llm.set_responder([](const FakeLlm::Request& r) {
+    return FakeLlm::Plan{{"reply to ", r.last_user()}, std::optional<std::size_t>(1)};
+  });
+  ServeWorld w;
+  w.write_config(ServeWorld::openai_provider(llm), "  run_threads: 2\n");
+  ASSERT_TRUE(w.start());
+  Posts posts(w.port());
+  for (int i = 0; i < 50; ++i) posts.post("s" + std::to_string(i), "m" + std::to_string(i));
+  ASSERT_TRUE(llm.wait_holding(50, milliseconds(120000)))
+      << llm.holding() << " of 50 model calls at once\n"
+      << w.log();
+  llm.release();
+  posts.join();
+  for (int i = 0; i < 50; ++i) {
+    auto a = posts.answer("m" + std::to_string(i));
+    ASSERT_EQ(a.status, 200) << a.describe();
+    EXPECT_EQ(a.json().value("text", ""), "reply to m" + std::to_string(i));
+  }
+}
+
+// A run suspended on its model ends at once on a cancel: the stop shuts its socket down, which
+// wakes the wait.
+TEST(ServePool, ACancelledRunWaitingOnItsModelEndsAtOnce) {
+  FakeLlm llm;
+  llm.set_responder([](const FakeLlm::Request& r) {
+    return FakeLlm::Plan{{"partial ", r.last_user()}, std::optional<std::size_t>(1)};
+  });
+  ServeWorld w;
+  w.write_config(ServeWorld::openai_provider(llm), "  run_threads: 1\n");
+  ASSERT_TRUE(w.start());
+  Posts posts(w.port());
+  posts.post("c", "cancel me");
+  ASSERT_TRUE(llm.wait_holding(1, milliseconds(60000))) << w.log();
+  Json runs = runs_of(w.port(), "c", 1);
+  ASSERT_EQ(runs.size(), 1u);
+  const std::string run = runs[0].value("run_id", "");
+  const auto asked = Clock::now();
+  auto cancelled = request(w.port(), "POST", "/v1/runs/" + run + "/cancel");
+  ASSERT_EQ(cancelled.status, 202) << cancelled.describe();
+  posts.join();
+  EXPECT_LT(Clock::now() - asked, milliseconds(10000));
+  auto answer = posts.answer("cancel me");
+  EXPECT_EQ(answer.json().value("status", ""), "cancelled") << answer.describe();
+  EXPECT_TRUE(llm.wait_hung_up(1, milliseconds(30000))) << "the model call was abandoned";
+  // The one thread is free again: the next run completes.
+  llm.release();
+  auto next = request(w.port(), "POST", "/v1/sessions/d/messages", message_body("next"), {},
+                      milliseconds(60000));
+  ASSERT_EQ(next.status, 200) << next.describe();
 }
 
 TEST(ServePool, RunsAwaitingApprovalHoldNoThread) {

@@ -36,7 +36,9 @@ namespace kernex {
 //    exchange's write).
 //    kernex::Budgets, the four run budgets declared once: Limits::budgets and RunOptions::budgets
 //    replace their max_turns, token_budget, cost_budget_usd and tool_call_budget members.
-inline constexpr std::uint32_t kAbiVersion = 9;
+// 10: Provider::start, the optional asynchronous call, and kernex/suspend.hpp (a run that waits
+//    on its model or a socket holds no thread where the host runs it on a fiber).
+inline constexpr std::uint32_t kAbiVersion = 10;
 
 enum class PluginKind : std::uint32_t {
   Provider = 1,

@@ -1,6 +1,8 @@
 // Model backends. A provider makes one model call; the kernel's loop runs tools and repeats.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,19 @@ class Provider {
   // provider error naming this plugin.
   virtual Result<Response> complete(const Context& context, const std::vector<ToolSpec>& tools,
                                     const StreamSink& sink) = 0;
+  // complete() without holding the caller's thread while the model answers; optional. False (the
+  // default): not supported, and the kernel calls complete(). True: accepted, and `done` gets
+  // what complete() would have returned, exactly once, from any thread (before start returns
+  // too); `sink` may be called from that thread until then, never after. `context`, `tools` and
+  // `sink` stay alive until done is called; honour `context.stop` by calling done early (with
+  // ErrorCode::Cancelled). The kernel calls start only where the run can wait without a thread
+  // (kernex/suspend.hpp), complete() elsewhere; a throw means not accepted (done is not called)
+  // and is reported like complete()'s.
+  using Done = std::function<void(Result<Response>)>;
+  virtual bool start(const Context& /*context*/, const std::vector<ToolSpec>& /*tools*/,
+                     const StreamSink& /*sink*/, Done /*done*/) {
+    return false;
+  }
   // Another instance for use on another thread at the same time (batched sub-queries), sharing
   // whatever must be shared, such as a replay script's position. Null (the default): the kernel
   // makes a fresh instance from the plugin's factory with the same options.

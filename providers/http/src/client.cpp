@@ -6,6 +6,7 @@
 // per request a timer, a reactor run and their clock reads cost as much as the exchange).
 #include "kernex/http/client.hpp"
 #include "kernex/number.hpp"
+#include "kernex/suspend.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <semaphore>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -126,6 +128,14 @@ struct Connection {
   }
 };
 
+// errno read afresh: after kernex::wait_fd the caller may be on another thread (a fiber moves),
+// and errno's address is the thread's (GCC may keep __errno_location()'s result otherwise).
+[[gnu::noinline]] int thread_errno() {
+  int e = errno;
+  asm volatile("" : "+r"(e));  // neither pure nor const: never merged with another call
+  return e;
+}
+
 // A connected socket's descriptor as a Beast SyncReadStream/SyncWriteStream: non-blocking
 // sendmsg/recvmsg, waiting in poll() until `deadline` (then asio::error::timed_out).
 class PollStream {
@@ -181,9 +191,10 @@ class PollStream {
         ec = asio::error::eof;  // only a read returns 0 for a non-empty buffer
         return 0;
       }
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        ec = error_code(errno, boost::system::system_category());
+      const int error = thread_errno();
+      if (error == EINTR) continue;
+      if (error != EAGAIN && error != EWOULDBLOCK) {
+        ec = error_code(error, boost::system::system_category());
         return 0;
       }
       const auto left =
@@ -192,10 +203,11 @@ class PollStream {
         ec = asio::error::timed_out;
         return 0;
       }
-      pollfd p{fd_, events, 0};
-      const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
-      if (ready < 0 && errno != EINTR) {
-        ec = error_code(errno, boost::system::system_category());
+      // On a fiber of `kernex serve` the wait gives the thread back (kernex/suspend.hpp).
+      const int ready =
+          kernex::wait_fd(fd_, events, static_cast<int>(std::min<long long>(left, 1 << 30)));
+      if (const int error = ready < 0 ? thread_errno() : EINTR; error != EINTR) {
+        ec = error_code(error, boost::system::system_category());
         return 0;
       }
     }
@@ -345,7 +357,16 @@ struct Client::Impl {
   // Made on the first HTTPS connection: a TLS context costs more than many a plain-HTTP request,
   // and a server leases a client per concurrent run.
   std::optional<asio::ssl::context> ssl_context;
-  std::mutex mutex;
+  // Held for a whole call (calls are serialised). A semaphore, not a mutex: a call on a fiber may
+  // end on another thread than it started on (kernex/suspend.hpp).
+  std::binary_semaphore busy{1};
+  struct Busy {
+    explicit Busy(std::binary_semaphore& s) : s_(s) { s_.acquire(); }
+    ~Busy() { s_.release(); }
+    Busy(const Busy&) = delete;
+    Busy& operator=(const Busy&) = delete;
+    std::binary_semaphore& s_;
+  };
   std::map<std::string, std::unique_ptr<Connection>> idle;  // one kept-alive connection per origin
   ClientStats stats;
   std::vector<char> body_buffer;  // 64 KiB once a body streams; reused: calls are serialised
@@ -780,7 +801,7 @@ struct Client::Impl {
   }
 
   Result<Response> execute(const Request& request, const ChunkHandler* on_chunk) {
-    std::lock_guard lock(mutex);
+    Busy held(busy);
     KERNEX_ASSIGN_OR_RETURN(auto url, Url::parse(request.url));
     stop = request.stop;
     auto cancelled = [&] {
@@ -850,7 +871,7 @@ Result<Response> Client::stream(const Request& request, const ChunkHandler& on_c
 const ClientOptions& Client::options() const { return impl_->opts; }
 
 ClientStats Client::stats() const {
-  std::lock_guard lock(impl_->mutex);
+  Impl::Busy held(impl_->busy);
   return impl_->stats;
 }
 

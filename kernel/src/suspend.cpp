@@ -1,0 +1,211 @@
+// The suspender of this thread, and wait_fd's reactor: one epoll thread for every fiber that
+// waits on a descriptor, so 10 000 streaming runs wait on one thread instead of 10 000.
+#include "kernex/suspend.hpp"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "kernex/log.hpp"
+
+namespace kernex {
+namespace {
+
+thread_local Suspender* g_current = nullptr;
+
+using Clock = std::chrono::steady_clock;
+
+// One descriptor's wait, on the waiting fiber's stack: alive until its resume is called.
+struct Waiter {
+  int fd = -1;
+  std::uint32_t events = 0;
+  Suspender::Resume resume;
+  int result = 0;  // > 0 ready, 0 timed out, < 0 -errno
+  short revents = 0;
+};
+
+short poll_events(std::uint32_t e) {
+  short out = 0;
+  if (e & EPOLLIN) out |= POLLIN;
+  if (e & EPOLLOUT) out |= POLLOUT;
+  if (e & EPOLLERR) out |= POLLERR;
+  if (e & EPOLLHUP) out |= POLLHUP;
+  if (e & EPOLLPRI) out |= POLLPRI;
+  return out;
+}
+
+class Reactor {
+ public:
+  // Made on the first wait and never destroyed: its thread waits in epoll until the process ends.
+  // Null when the system refused epoll or the thread: waits then block (poll()).
+  static Reactor* get() {
+    static Reactor* reactor = [] {
+      auto* r = new Reactor();
+      if (r->start()) return r;
+      delete r;
+      log(LogLevel::Warn, "wait_fd: no epoll thread; descriptor waits hold their thread");
+      return static_cast<Reactor*>(nullptr);
+    }();
+    return reactor;
+  }
+
+  // Watches `w` (resume already set); an errno when epoll refuses the descriptor.
+  int add(Waiter& w, int timeout_ms) {
+    std::lock_guard lock(mutex_);
+    const std::uint64_t id = next_++;
+    epoll_event ev{};
+    ev.events = w.events | EPOLLONESHOT;
+    ev.data.u64 = id;
+    if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, w.fd, &ev) != 0) return errno;
+    waiters_.emplace(id, &w);
+    if (timeout_ms >= 0) {
+      const auto at = Clock::now() + std::chrono::milliseconds(timeout_ms);
+      const bool earliest = timers_.empty() || at < timers_.begin()->first;
+      timers_.emplace(at, id);
+      if (earliest) {  // the loop sleeps until the old earliest: wake it to sleep less
+        const std::uint64_t one = 1;
+        [[maybe_unused]] auto n = ::write(wake_, &one, sizeof one);
+      }
+    }
+    return 0;
+  }
+
+ private:
+  bool start() {
+    epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+    wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (epoll_ < 0 || wake_ < 0) return false;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 0;  // ids start at 1
+    if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_, &ev) != 0) return false;
+    try {
+      std::thread([this] { loop(); }).detach();
+    } catch (const std::system_error&) {
+      return false;
+    }
+    return true;
+  }
+
+  int next_timeout() {
+    std::lock_guard lock(mutex_);
+    if (timers_.empty()) return -1;
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(timers_.begin()->first - Clock::now());
+    return static_cast<int>(std::clamp<long long>(left.count(), 0, 1 << 30));
+  }
+
+  // Ends a wait (under the lock): its resume is taken, to be called once the lock is released
+  // (the fiber may run, and its Waiter go, the moment it is called).
+  void finish(std::map<std::uint64_t, Waiter*>::iterator it, int result, short revents,
+              std::vector<Suspender::Resume>& ready) {
+    Waiter& w = *it->second;
+    ::epoll_ctl(epoll_, EPOLL_CTL_DEL, w.fd, nullptr);
+    w.result = result;
+    w.revents = revents;
+    ready.push_back(std::move(w.resume));
+    waiters_.erase(it);
+  }
+
+  void loop() {
+    epoll_event events[64];
+    for (;;) {
+      const int n = ::epoll_wait(epoll_, events, 64, next_timeout());
+      std::vector<Suspender::Resume> ready;
+      {
+        std::lock_guard lock(mutex_);
+        for (int i = 0; i < n; ++i) {
+          const std::uint64_t id = events[i].data.u64;
+          if (id == 0) {
+            std::uint64_t drained;
+            [[maybe_unused]] auto r = ::read(wake_, &drained, sizeof drained);
+            continue;
+          }
+          if (auto it = waiters_.find(id); it != waiters_.end())
+            finish(it, 1, poll_events(events[i].events), ready);
+        }
+        const auto now = Clock::now();
+        while (!timers_.empty() && timers_.begin()->first <= now) {
+          if (auto it = waiters_.find(timers_.begin()->second); it != waiters_.end())
+            finish(it, 0, 0, ready);
+          timers_.erase(timers_.begin());
+        }
+      }
+      for (auto& resume : ready) resume();
+    }
+  }
+
+  int epoll_ = -1;
+  int wake_ = -1;
+  std::mutex mutex_;
+  std::uint64_t next_ = 1;
+  std::map<std::uint64_t, Waiter*> waiters_;
+  // Deadlines of the waits with one; an entry whose wait already ended is skipped when due.
+  std::multimap<Clock::time_point, std::uint64_t> timers_;
+};
+
+int blocking_wait(int fd, short events, int timeout_ms, short* revents) {
+  pollfd p{fd, events, 0};
+  const int n = ::poll(&p, 1, timeout_ms);
+  if (n > 0 && revents != nullptr) *revents = p.revents;
+  return n;
+}
+
+// Not inlined: errno's address is the thread's, and the caller may have moved to another one.
+[[gnu::noinline]] void set_errno(int e) { errno = e; }
+
+}  // namespace
+
+Suspender* current_suspender() noexcept {
+  Suspender* installed = g_current;
+  return installed != nullptr && installed->open_ > 0 ? installed : nullptr;
+}
+
+Suspender* set_current_suspender(Suspender* s) noexcept { return std::exchange(g_current, s); }
+
+SuspendPoint::SuspendPoint() noexcept : fiber_(g_current) {
+  if (fiber_ != nullptr) ++fiber_->open_;
+}
+
+SuspendPoint::~SuspendPoint() {
+  if (fiber_ != nullptr) --fiber_->open_;
+}
+
+int wait_fd(int fd, short events, int timeout_ms, short* revents) {
+  Suspender* suspender = current_suspender();
+  Reactor* reactor = suspender != nullptr ? Reactor::get() : nullptr;
+  if (reactor == nullptr) return blocking_wait(fd, events, timeout_ms, revents);
+  Waiter w;
+  w.fd = fd;
+  w.events = (events & POLLIN ? EPOLLIN : 0u) | (events & POLLOUT ? EPOLLOUT : 0u);
+  suspender->suspend([&w, reactor, timeout_ms](Suspender::Resume resume) {
+    w.resume = std::move(resume);
+    if (const int refused = reactor->add(w, timeout_ms); refused != 0) {
+      // EPERM: a descriptor epoll cannot watch (a regular file), which poll() calls ready.
+      w.result = refused == EPERM ? 1 : -refused;
+      w.revents = refused == EPERM ? poll_events(w.events) : 0;
+      Suspender::Resume go = std::move(w.resume);  // w may be gone once it is called
+      go();
+    }
+  });
+  if (w.result < 0) {
+    set_errno(-w.result);
+    return -1;
+  }
+  if (w.result > 0 && revents != nullptr) *revents = w.revents;
+  return w.result;
+}
+
+}  // namespace kernex
