@@ -27,7 +27,7 @@ inline constexpr std::array kTopFields{
     Field{"run_threads", Integer, "runs executing at once; 0: 10 000", "0", 0, 100'000},
     Field{.name = "run_stack_kib",
           .type = Integer,
-          .doc = "each run thread's stack",
+          .doc = "each run's fiber stack, and each run thread's",
           .default_text = "512",
           .min = 128,
           .max = 65'536,

@@ -92,11 +92,12 @@ struct ServeConfig {
   std::uint16_t port = 8080;
   unsigned threads = 0;  // 0: the number of CPUs
   // The most runs executing at once (server/src/run_pool.hpp); further ones queue, first come
-  // first served. A run waiting on its model holds a thread (the provider ABI is synchronous), a
-  // run waiting on a person does not. Threads are made as runs need them and reused; idle ones
-  // beyond max(4, 4 x CPUs) exit after 30 s. 0: 10 000.
+  // first served. Each run is a fiber whose slices run on these threads (server/src/run_fiber.hpp):
+  // a run waiting on its model over a plain connection, or on a person, holds none; a run in a
+  // tool, or reading its model over TLS, holds one while it does. Threads are made as runs need
+  // them and reused; idle ones beyond max(4, 4 x CPUs) exit after 30 s. 0: 10 000.
   unsigned run_threads = 0;
-  std::size_t run_stack_kib = 512;  // each run thread's stack
+  std::size_t run_stack_kib = 512;  // each run's fiber stack, and each run thread's
   std::filesystem::path keys_file;  // default <data_dir>/serve-keys.json
   IfBusy if_busy = IfBusy::Reject;
   std::size_t max_body_bytes = 1u << 20;
