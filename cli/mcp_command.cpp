@@ -45,7 +45,7 @@ fs::path absolute_path(const std::string& p) {
   return (ec ? fs::path(p) : abs).lexically_normal();
 }
 
-std::string dump(const Json& j, int indent = -1) {
+std::string json_text(const Json& j, int indent = -1) {
   return j.dump(indent, ' ', false, Json::error_handler_t::replace);
 }
 
@@ -193,7 +193,7 @@ int mcp_list_command(const std::optional<std::string>& config_file, const McpArg
   }
   skill_mcp->box->shutdown();
   if (args.json)
-    std::cout << dump(out) << '\n';
+    std::cout << json_text(out) << '\n';
   else
     print_servers(out);
   std::cout.flush();
@@ -223,7 +223,7 @@ int mcp_call_command(const std::optional<std::string>& config_file, const McpArg
   skill_mcp->box->shutdown();
   if (!result) return report(result.error());
   if (args.json) {
-    std::cout << dump(result->raw) << '\n';
+    std::cout << json_text(result->raw) << '\n';
   } else {
     std::cout << for_terminal(result->rendered.text);
     if (!result->rendered.text.empty() && result->rendered.text.back() != '\n') std::cout << '\n';

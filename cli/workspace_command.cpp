@@ -42,7 +42,7 @@ Result<ws::Overlay> open_overlay(const ConfigFile& config_file, WorkspaceArgs& a
   return ws::Overlay::open(layer);
 }
 
-void print_json(const Json& j) {
+void print_json_line(const Json& j) {
   std::cout << j.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
 }
 
@@ -77,7 +77,7 @@ int status(const ws::Overlay& overlay, bool json) {
     Json out = ws::to_json(*s);
     out["session"] = overlay.session_id();
     out["lower"] = overlay.lower().string();
-    print_json(out);
+    print_json_line(out);
     return kExitOk;
   }
   if (s->changes.empty()) std::cout << "no changes in " << overlay.lower().string() << '\n';
@@ -89,7 +89,7 @@ int diff(const ws::Overlay& overlay, const WorkspaceArgs& args) {
   auto d = overlay.diff(args.paths);
   if (!d) return report(d.error());
   if (args.json)
-    print_json(Json{{"diff", *d}});
+    print_json_line(Json{{"diff", *d}});
   else
     std::cout << for_terminal(*d);
   return kExitOk;
@@ -115,7 +115,7 @@ int accept(ws::Overlay& overlay, const WorkspaceArgs& args) {
   if (args.json) {
     Json out = ws::to_json(*r);
     out["layer_removed"] = outcome->dropped;
-    print_json(out);
+    print_json_line(out);
   } else {
     for (const auto& p : r->applied) std::cout << for_terminal("applied   " + p) << '\n';
     for (const auto& i : r->conflicts)
@@ -131,7 +131,7 @@ int reject(ws::Overlay& overlay, bool json) {
   const std::string layer = overlay.layer_dir().string();
   if (auto r = overlay.reject(); !r) return report(r.error());
   if (json)
-    print_json(Json{{"rejected", overlay.session_id()}, {"layer_dir", layer}});
+    print_json_line(Json{{"rejected", overlay.session_id()}, {"layer_dir", layer}});
   else
     std::cout << for_terminal("rejected: removed " + layer) << '\n';
   return kExitOk;

@@ -18,18 +18,12 @@ if(KERNEX_UNITY)
   add_compile_options($<$<CXX_COMPILER_ID:GNU>:-Wno-subobject-linkage>)
 endif()
 
-# Files that cannot share a translation unit with the others of their target (helpers of the
-# same name in anonymous namespaces, a name two headers both declare), compiled alone instead:
-# renaming them would touch files other work is editing; and toml_tree.cpp, which includes
-# toml++ with NDEBUG undefined and its own assert macros, meant for that file only. Paths from
-# the top of the tree.
-set(KERNEX_UNITY_ALONE
-  cli/mcp_command.cpp cli/serve_webhooks_command.cpp cli/topology_command.cpp
-  kernel/src/memory_sections.cpp skills/src/toml_tree.cpp
-  server/src/cluster_outbox.cpp server/src/cluster_store.cpp server/src/response_store.cpp
-  server/src/response_store_pg.cpp server/src/responses_api.cpp server/src/responses_request.cpp
-  server/src/run_journal_store.cpp server/src/webhook_outbox.cpp
-)
+# Files compiled alone: toml_tree.cpp includes toml++ with NDEBUG undefined and its own assert
+# macros, meant for that file only. Every other source shares its batch: helpers in anonymous
+# namespaces have names of their own in each target (each target's sources compile as one
+# translation unit, checked for every product target, so any batch size works). Paths from the
+# top of the tree.
+set(KERNEX_UNITY_ALONE skills/src/toml_tree.cpp)
 
 # kernex_unity_exclusions(): marks KERNEX_UNITY_ALONE, once every directory is known (a source
 # property belongs to the directory whose target compiles the file).

@@ -9,7 +9,7 @@
 namespace kernex {
 namespace {
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
+double elapsed_ms(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -38,7 +38,7 @@ Result<std::string> KernelRunServices::query_with(Provider& provider, const std:
       return fail(ErrorCode::Provider, std::string("provider threw: ") + e.what());
     }
   }();
-  const double latency = ms_since(t0);
+  const double latency = elapsed_ms(t0);
   Json event = {{"span", span},
                 {"parent", s_.span},
                 {"depth", s_.depth + 1},

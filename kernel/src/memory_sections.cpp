@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "context_builder.hpp"
+#include "kernex/permissions.hpp"
 
 namespace kernex {
 namespace {
@@ -20,13 +21,6 @@ constexpr std::size_t kRecallPreviewBytes = 200;
 template <std::size_t N>
 bool in(const std::array<std::string_view, N>& set, std::string_view key) {
   return std::find(set.begin(), set.end(), key) != set.end();
-}
-
-// Largest index <= max that does not split a UTF-8 character.
-std::size_t floor_char_boundary(std::string_view s, std::size_t max) {
-  if (max >= s.size()) return s.size();
-  while (max > 0 && (static_cast<unsigned char>(s[max]) & 0xC0) == 0x80) --max;
-  return max;
 }
 
 std::optional<std::time_t> parse_utc(const std::string& text) {

@@ -111,7 +111,7 @@ std::string redact_whole_secrets(std::string text, const Registry& r) {
   return text;
 }
 
-Registry& registry() {
+Registry& redaction_registry() {
   static Registry r;
   return r;
 }
@@ -129,7 +129,7 @@ std::string redact(std::string text, std::string_view secret) {
 
 void register_secret(std::string_view secret) {
   if (secret.size() < kSecretPieceMin) return;
-  Registry& r = registry();
+  Registry& r = redaction_registry();
   std::unique_lock lock(r.mu);
   add_grams(r.grams, secret);
   if (std::find(r.whole.begin(), r.whole.end(), secret) == r.whole.end())
@@ -140,7 +140,7 @@ void register_secret(std::string_view secret) {
 }
 
 std::string redact_secrets(std::string text) {
-  Registry& r = registry();
+  Registry& r = redaction_registry();
   std::shared_lock lock(r.mu);
   return redact_grams(std::move(text), r.grams);
 }
@@ -150,7 +150,7 @@ std::string redact_secrets_in_json(std::string text) {
 }
 
 std::string redact_secrets_in_json(std::string text, std::size_t min_run) {
-  Registry& r = registry();
+  Registry& r = redaction_registry();
   std::shared_lock lock(r.mu);
   if (r.grams.empty()) return text;
   min_run = std::max(kSecretPieceMin, std::min(min_run, r.shortest));

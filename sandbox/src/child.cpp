@@ -86,9 +86,7 @@ struct MountAttr {
   std::uint64_t userns_fd;
 };
 
-constexpr unsigned kOpenTreeClone = 1;           // OPEN_TREE_CLONE of linux/mount.h
-constexpr unsigned kMoveMountFEmptyPath = 0x04;  // MOVE_MOUNT_F_EMPTY_PATH
-constexpr int kMaxKept = 16;                     // kMaxKeptInMask of policy_state.hpp
+constexpr int kMaxKept = 16;  // kMaxKeptInMask of policy_state.hpp
 
 struct KernelRlimit {
   std::uint64_t cur;

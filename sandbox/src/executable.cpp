@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_within(const fs::path& inner, const fs::path& outer) {
+bool lexically_within(const fs::path& inner, const fs::path& outer) {
   auto rel = inner.lexically_relative(outer);
   return !rel.empty() && *rel.begin() != "..";
 }
@@ -44,7 +44,7 @@ Result<void> check_file(const fs::path& given, const fs::path& real,
     return std::unexpected(refused(given, real.string() + " is writable by group or others"));
   }
   for (const auto& w : writable) {
-    if (is_within(real, w) || real == w) {
+    if (lexically_within(real, w) || real == w) {
       return std::unexpected(
           refused(given, real.string() + " lies in " + w.string() + ", which a sandbox can write"));
     }
@@ -86,7 +86,7 @@ bool under_system_exec_paths(const fs::path& real) {
   for (const auto& dir : system_exec_paths()) {
     std::error_code ec;
     const fs::path sys = fs::canonical(dir, ec);
-    if (!ec && is_within(real, sys)) return true;
+    if (!ec && lexically_within(real, sys)) return true;
   }
   return false;
 }

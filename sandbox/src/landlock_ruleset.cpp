@@ -5,16 +5,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "fd.hpp"
 #include "landlock_abi.hpp"
 #include "policy_state.hpp"
 
 namespace kernex::sandbox {
-namespace {
-
-std::string errno_text(int err) { return std::string(std::strerror(err)); }
-
-}  // namespace
-
 int landlock_abi() noexcept {
   long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
   return abi < 0 ? 0 : static_cast<int>(abi);
@@ -30,7 +25,7 @@ Result<int> probe_landlock_abi() {
     return fail(ErrorCode::Sandbox,
                 "Landlock is built in but disabled at boot (EOPNOTSUPP; add landlock to the lsm= "
                 "kernel parameter)");
-  return fail(ErrorCode::Sandbox, "landlock_create_ruleset failed: " + errno_text(e));
+  return fail(ErrorCode::Sandbox, "landlock_create_ruleset failed: " + detail::errno_text(e));
 }
 
 Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& grants,
@@ -51,13 +46,14 @@ Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& gr
   }
   long fd = syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);
   if (fd < 0)
-    return fail(ErrorCode::Sandbox, "landlock_create_ruleset failed: " + errno_text(errno));
+    return fail(ErrorCode::Sandbox, "landlock_create_ruleset failed: " + detail::errno_text(errno));
   int ruleset = static_cast<int>(fd);
   if (ruleset < 3) {  // keep clear of 0-2, which the spawned child overwrites with its stdio
     int high = ::fcntl(ruleset, F_DUPFD_CLOEXEC, 3);
     ::close(ruleset);
     if (high < 0)
-      return fail(ErrorCode::Sandbox, "cannot move the Landlock ruleset fd: " + errno_text(errno));
+      return fail(ErrorCode::Sandbox,
+                  "cannot move the Landlock ruleset fd: " + detail::errno_text(errno));
     ruleset = high;
   }
 
@@ -70,7 +66,7 @@ Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& gr
       int err = errno;
       ::close(ruleset);
       return fail(ErrorCode::Sandbox, "cannot open '" + grant.path.string() +
-                                          "' for a Landlock rule: " + errno_text(err));
+                                          "' for a Landlock rule: " + detail::errno_text(err));
     }
     struct stat st {};
     std::uint64_t rights = grant.rights & handled_fs;
@@ -87,8 +83,8 @@ Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& gr
     ::close(path_fd);
     if (rc != 0) {
       ::close(ruleset);
-      return fail(ErrorCode::Sandbox,
-                  "landlock_add_rule for '" + grant.path.string() + "' failed: " + errno_text(err));
+      return fail(ErrorCode::Sandbox, "landlock_add_rule for '" + grant.path.string() +
+                                          "' failed: " + detail::errno_text(err));
     }
   }
 
@@ -99,7 +95,7 @@ Result<int> build_landlock_ruleset(int abi, const std::vector<LandlockGrant>& gr
         int err = errno;
         ::close(ruleset);
         return fail(ErrorCode::Sandbox, "landlock_add_rule for TCP port " + std::to_string(port) +
-                                            " failed: " + errno_text(err));
+                                            " failed: " + detail::errno_text(err));
       }
     }
   }

@@ -16,10 +16,8 @@ namespace kernex::sandbox::detail {
 namespace {
 
 // linux/mount.h, spelled out (it clashes with sys/mount.h on older glibc).
-constexpr unsigned kOpenTreeClone = 1;
 constexpr unsigned kAtRecursive = 0x8000;
-constexpr unsigned kMoveFromEmpty = 0x04;  // MOVE_MOUNT_F_EMPTY_PATH
-constexpr unsigned kMoveToEmpty = 0x40;    // MOVE_MOUNT_T_EMPTY_PATH
+constexpr unsigned kMoveToEmpty = 0x40;  // MOVE_MOUNT_T_EMPTY_PATH
 constexpr std::uint64_t kAttrRdonly = 0x1, kAttrNosuid = 0x2, kAttrNodev = 0x4, kAttrNoexec = 0x8;
 
 struct Attr {
@@ -80,7 +78,7 @@ __attribute__((no_sanitize("address", "undefined"))) bool clone_lowers(MountTemp
   bool ok = syscall(SYS_umount2, overlay->path, MNT_DETACH) == 0 && clone_all(spec);
   const int saved = errno;
   const bool back = syscall(SYS_move_mount, static_cast<int>(ov), "", AT_FDCWD, overlay->path,
-                            kMoveFromEmpty) == 0;
+                            kMoveMountFEmptyPath) == 0;
   syscall(SYS_close, static_cast<int>(ov));
   if (ok && !back) return false;
   errno = saved;
@@ -107,7 +105,7 @@ __attribute__((no_sanitize("address", "undefined"))) bool attach_lower(MountTemp
     ok = false;
   }
   ok = ok && syscall(SYS_move_mount, tree, "", static_cast<int>(target), "",
-                     kMoveFromEmpty | kMoveToEmpty) == 0;
+                     kMoveMountFEmptyPath | kMoveToEmpty) == 0;
   const int saved = errno;
   syscall(SYS_close, static_cast<int>(target));
   errno = saved;

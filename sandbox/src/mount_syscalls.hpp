@@ -23,3 +23,11 @@
 #ifndef AT_RECURSIVE
 #define AT_RECURSIVE 0x8000
 #endif
+
+namespace kernex::sandbox::detail {
+
+// linux/mount.h's flags, spelled out (it clashes with sys/mount.h on older glibc).
+inline constexpr unsigned kOpenTreeClone = 1;           // OPEN_TREE_CLONE
+inline constexpr unsigned kMoveMountFEmptyPath = 0x04;  // MOVE_MOUNT_F_EMPTY_PATH
+
+}  // namespace kernex::sandbox::detail

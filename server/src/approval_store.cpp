@@ -5,18 +5,17 @@
 #include "run_executor.hpp"
 #include "serve_writer.hpp"
 #include "sqlite_db.hpp"
+#include "stored_json.hpp"
 
 namespace kernex::server {
 namespace {
 
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
-// Text columns first, then the JSON ones, then the times: read_row takes them in this order.
-constexpr const char* kColumns =
+// Text columns first, then the JSON ones, then the times: read_approval takes them in this order.
+constexpr const char* kApprovalColumns =
     "id, tenant, session, run_id, key, tool, reason, status, decision, decision_reason, "
     "arguments, edited_arguments, created_at, expires_at, resolved_at";
 
-StoredApproval read_row(const Statement& st) {
+StoredApproval read_approval(const Statement& st) {
   using A = StoredApproval;
   A a;
   int col = 0;
@@ -98,7 +97,7 @@ Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const std::filesystem
 }
 
 Result<StoredApproval> SqliteApprovalStore::insert(const StoredApproval& a) {
-  const std::string arguments = dump(a.arguments);
+  const std::string arguments = stored_text(a.arguments);
   KERNEX_RETURN_IF_ERROR(write([&](sqlite3* db) -> Result<void> {
     Statement st(db,
                  "INSERT INTO approvals (id, tenant, session, run_id, key, tool, arguments, "
@@ -117,14 +116,14 @@ Result<StoredApproval> SqliteApprovalStore::insert(const StoredApproval& a) {
 Result<std::vector<StoredApproval>> SqliteApprovalStore::select(
     const std::string& where, const std::vector<std::string>& params) {
   std::lock_guard lock(mutex_);
-  Statement st(db_, (std::string("SELECT ") + kColumns + " FROM approvals WHERE " + where +
+  Statement st(db_, (std::string("SELECT ") + kApprovalColumns + " FROM approvals WHERE " + where +
                      " ORDER BY created_at, rowid")
                         .c_str());
   if (!st.ok()) return db_error(db_, "approval read");
   for (std::size_t i = 0; i < params.size(); ++i) st.bind(static_cast<int>(i + 1), params[i]);
   std::vector<StoredApproval> out;
   int rc;
-  while ((rc = st.step()) == SQLITE_ROW) out.push_back(read_row(st));
+  while ((rc = st.step()) == SQLITE_ROW) out.push_back(read_approval(st));
   if (rc != SQLITE_DONE) return db_error(db_, "approval read");
   return out;
 }
@@ -152,7 +151,7 @@ Result<std::vector<StoredApproval>> SqliteApprovalStore::pending(const std::stri
 }
 
 Result<bool> SqliteApprovalStore::resolve(const StoredApproval& a) {
-  const std::string edited = a.edited_arguments ? dump(*a.edited_arguments) : std::string();
+  const std::string edited = a.edited_arguments ? stored_text(*a.edited_arguments) : std::string();
   bool won = false;  // set by the item, which may run again: it only overwrites
   KERNEX_RETURN_IF_ERROR(write([&](sqlite3* db) -> Result<void> {
     Statement st(db,

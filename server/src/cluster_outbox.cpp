@@ -14,7 +14,7 @@ using pg::Rows;
 // Rows claimed at once: each may take the endpoint's timeout, and the claim must outlast them.
 constexpr std::size_t kClaimBatch = 4;
 
-constexpr const char* kColumns =
+constexpr const char* kPgOutboxColumns =
     "id, event_id, endpoint, stream, type, body, status, attempts, created_ms, "
     "(EXTRACT(EPOCH FROM window_at) * 1000)::bigint, (EXTRACT(EPOCH FROM next_at) * 1000)::bigint, "
     "COALESCE((EXTRACT(EPOCH FROM delivered_at) * 1000)::bigint, 0), last_error";
@@ -110,7 +110,7 @@ Result<std::vector<OutboxRow>> ClusterOutbox::take_due(const std::string& endpoi
                      "UPDATE serve_webhook_outbox t SET claimed_by = $3, claim_until = "
                      "clock_timestamp() + make_interval(secs => $4::double precision / "
                      "1000) FROM picked WHERE t.id = picked.pick RETURNING " +
-                     kColumns,
+                     kPgOutboxColumns,
                  {endpoint, static_cast<std::int64_t>(n), claimer_,
                   static_cast<std::int64_t>(lease.count())}));
   auto rows = read_rows(r);
@@ -182,7 +182,7 @@ Result<std::size_t> ClusterOutbox::prune_older(std::chrono::milliseconds deliver
 Result<std::vector<OutboxRow>> ClusterOutbox::list(bool failed_only, std::size_t limit) {
   KERNEX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
   KERNEX_ASSIGN_OR_RETURN(
-      auto r, conn->exec(std::string("SELECT ") + kColumns + " FROM serve_webhook_outbox" +
+      auto r, conn->exec(std::string("SELECT ") + kPgOutboxColumns + " FROM serve_webhook_outbox" +
                              (failed_only ? " WHERE status = 'failed'" : "") +
                              " ORDER BY id DESC LIMIT $1::bigint",
                          {static_cast<std::int64_t>(limit)}));

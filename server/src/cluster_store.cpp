@@ -2,6 +2,7 @@
 
 #include "cluster_ops_schema.hpp"
 #include "run_executor.hpp"
+#include "stored_json.hpp"
 
 namespace kernex::server {
 namespace {
@@ -12,11 +13,11 @@ using pg::Rows;
 // Versioned like the memory store's schema: migration N runs once, in order, under an advisory
 // lock, and a database newer than this server is refused (approvals and the webhook outbox come
 // as later versions).
-struct Migration {
+struct ClusterMigration {
   int version;
   const char* sql;
 };
-constexpr Migration kMigrations[] = {{1, R"SQL(
+constexpr ClusterMigration kClusterMigrations[] = {{1, R"SQL(
 CREATE TABLE serve_runs (
   seq BIGSERIAL UNIQUE,
   id TEXT PRIMARY KEY,
@@ -46,7 +47,7 @@ CREATE TABLE serve_run_events (
   data TEXT NOT NULL,
   PRIMARY KEY (run_id, seq));
 )SQL"},
-                                     {2, R"SQL(
+                                                   {2, R"SQL(
 CREATE TABLE serve_run_responses (
   tenant TEXT NOT NULL,
   run_id TEXT NOT NULL REFERENCES serve_runs (id) ON DELETE CASCADE,
@@ -97,13 +98,13 @@ Result<bool> migrate(Connection& c) {
   KERNEX_ASSIGN_OR_RETURN(auto have,
                           c.exec("SELECT COALESCE(MAX(version), 0) FROM serve_schema_version"));
   const std::int64_t current = have.int64(0, 0);
-  const int newest = kMigrations[std::size(kMigrations) - 1].version;
+  const int newest = kClusterMigrations[std::size(kClusterMigrations) - 1].version;
   if (current > newest) {
     return fail(ErrorCode::Memory, "serve run store: the database's schema is version " +
                                        std::to_string(current) + ", newer than this kernex (" +
                                        std::to_string(newest) + "): upgrade kernex");
   }
-  for (const auto& m : kMigrations) {
+  for (const auto& m : kClusterMigrations) {
     if (m.version <= current) continue;
     KERNEX_RETURN_IF_ERROR(c.script(m.sql));
     if (auto r = c.exec("INSERT INTO serve_schema_version (version) VALUES ($1::int)", {m.version});
@@ -119,15 +120,6 @@ constexpr const char* kRunColumns =
     "request, "
     "COALESCE(result, '')";
 
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
-// Stored by this server, but a damaged row must not take a node down: unreadable JSON is null.
-Json parse_or_null(const std::string& text) {
-  if (text.empty()) return nullptr;
-  Json j = parse_untrusted(text);
-  return j.is_discarded() ? Json(nullptr) : j;
-}
-
 SharedRun read_run(const Rows& r, int row) {
   SharedRun s;
   s.id = r.text(row, 0);
@@ -138,15 +130,15 @@ SharedRun read_run(const Rows& r, int row) {
   s.node = r.text(row, 5);
   s.attempt = static_cast<int>(r.int64(row, 6));
   s.cancel_requested = r.boolean(row, 7);
-  s.request = parse_or_null(r.text(row, 8));
-  s.result = parse_or_null(r.text(row, 9));
+  s.request = stored_json(r.text(row, 8));
+  s.result = stored_json(r.text(row, 9));
   return s;
 }
 
 std::vector<RunEvent> read_events(const Rows& r) {
   std::vector<RunEvent> out;
   for (int i = 0; i < r.size(); ++i) {
-    Json data = parse_or_null(r.text(i, 2));
+    Json data = stored_json(r.text(i, 2));
     out.push_back(RunEvent{static_cast<std::uint64_t>(r.int64(i, 0)), r.text(i, 1),
                            data.is_null() ? Json::object() : std::move(data)});
   }
@@ -172,13 +164,13 @@ std::string text_array(const std::vector<std::string>& items) {
 pg::Statement events_statement(const std::string& id, const std::vector<RunEvent>& events) {
   Json rows = Json::array();
   for (const auto& e : events)
-    rows.push_back({{"seq", e.id}, {"name", e.name}, {"data", dump(e.data)}});
+    rows.push_back({{"seq", e.id}, {"name", e.name}, {"data", stored_text(e.data)}});
   return {
       "INSERT INTO serve_run_events (run_id, seq, name, data) "
       "SELECT $1, (e->>'seq')::bigint, e->>'name', e->>'data' "
       "FROM json_array_elements($2::json) e "
       "ON CONFLICT (run_id, seq) DO NOTHING",
-      {id, dump(rows)}};
+      {id, stored_text(rows)}};
 }
 
 Result<void> insert_events(Connection& c, const std::string& id,
@@ -195,7 +187,7 @@ Result<void> append_one(Connection& c, const std::string& id, const std::string&
   KERNEX_RETURN_IF_ERROR(
       c.exec("INSERT INTO serve_run_events (run_id, seq, name, data) "
              "SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3 FROM serve_run_events WHERE run_id = $1",
-             {id, name, dump(data)}));
+             {id, name, stored_text(data)}));
   return {};
 }
 
@@ -219,7 +211,7 @@ Result<void> cancel_queued(Connection& c, const std::string& id, const std::stri
       c.exec("UPDATE serve_runs SET status = 'cancelled', result = $2, "
              "ended_at = clock_timestamp() WHERE "
              "id = $1",
-             {id, dump(body)}));
+             {id, stored_text(body)}));
   if (auto e = append_one(c, id, "run_end", body); !e) return e;
   return notify(c, ClusterStore::kEventsChannel, id);
 }
@@ -295,7 +287,7 @@ Result<ClusterStore::Admitted> ClusterStore::submit_batched(const SharedRun& run
                      "$3 AND status IN ('queued', 'running', 'awaiting_approval'))"
                    : "") +
            " RETURNING id) SELECT pg_notify($6, '') FROM ins",
-       {run.id, run.tenant, run.session, run.created_at, dump(run.request), kQueueChannel}});
+       {run.id, run.tenant, run.session, run.created_at, stored_text(run.request), kQueueChannel}});
   // Set by the check on the writer's thread, read here once the write returned. A busy session
   // keeps the write (nothing went in): no rerun of the batch for it.
   auto inserted = std::make_shared<bool>(false);
@@ -336,7 +328,7 @@ Result<ClusterStore::Admitted> ClusterStore::submit(const SharedRun& run, IfBusy
     KERNEX_RETURN_IF_ERROR(
         c.exec("INSERT INTO serve_runs (id, tenant, session, status, created_at, request) "
                "VALUES ($1, $2, $3, 'queued', $4, $5)",
-               {run.id, run.tenant, run.session, run.created_at, dump(run.request)}));
+               {run.id, run.tenant, run.session, run.created_at, stored_text(run.request)}));
     KERNEX_RETURN_IF_ERROR(notify(c, kQueueChannel, ""));
     return Admitted::Queued;
   });
@@ -432,7 +424,7 @@ Result<std::vector<std::string>> ClusterStore::reap(const ClusterConfig& cluster
         KERNEX_RETURN_IF_ERROR(
             c.exec("UPDATE serve_runs SET status = 'failed', result = $2, lease_until = NULL, "
                    "ended_at = clock_timestamp() WHERE id = $1",
-                   {id, dump(error)}));
+                   {id, stored_text(error)}));
         if (hooks_.run_end) done = hooks_.run_end(c, id, RunStatus::Failed, error);
         if (done) done = append_one(c, id, "error", error);
         if (done) done = notify(c, kEventsChannel, id);
@@ -523,7 +515,7 @@ Result<bool> ClusterStore::finish_batched(const std::string& id, const std::stri
       {"UPDATE serve_runs SET status = $4, result = $5, lease_until = NULL, ended_at = "
        "clock_timestamp() WHERE id = $1 AND node = $2 AND attempt = $3::int AND status = "
        "'running' RETURNING 1",
-       {id, node, attempt, std::string(to_string(status)), dump(result)}});
+       {id, node, attempt, std::string(to_string(status)), stored_text(result)}});
   if (!events.empty()) w.statements.push_back(events_statement(id, events));
   // Finished for good: its journal (model answers, tool results) is no longer needed.
   w.statements.push_back({"DELETE FROM serve_run_responses WHERE run_id = $1", {id}});
@@ -544,7 +536,7 @@ Result<bool> ClusterStore::finish_alone(const std::string& id, const std::string
         c.exec("UPDATE serve_runs SET status = $2, result = $3, lease_until = NULL, ended_at = "
                "clock_timestamp() "
                "WHERE id = $1",
-               {id, std::string(to_string(status)), dump(result)}));
+               {id, std::string(to_string(status)), stored_text(result)}));
     if (hooks_.run_end) KERNEX_RETURN_IF_ERROR(hooks_.run_end(c, id, status, result));
     KERNEX_RETURN_IF_ERROR(c.exec("DELETE FROM serve_run_responses WHERE run_id = $1", {id}));
     KERNEX_RETURN_IF_ERROR(c.exec("DELETE FROM serve_run_tools WHERE run_id = $1", {id}));

@@ -1,14 +1,13 @@
 #include "pg_run_stores.hpp"
 
 #include "cluster_store.hpp"
+#include "stored_json.hpp"
 
 namespace kernex::server {
 namespace {
 
 using pg::Connection;
 using pg::Rows;
-
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 // A journal write of a fenced journal goes through only while the claim holds.
 constexpr const char* kHeld =
@@ -46,7 +45,7 @@ class PgJournal final : public RunJournal {
     return write({{{std::string("INSERT INTO serve_run_responses (tenant, run_id, turn, "
                                 "response) SELECT $1, $2, $3::int, $4 WHERE ") +
                         fence() + " ON CONFLICT (run_id, turn) DO NOTHING",
-                    params({tenant_, run_id_, turn, dump(Json(response))})}},
+                    params({tenant_, run_id_, turn, stored_text(Json(response))})}},
                   {}});
   }
 
@@ -81,7 +80,7 @@ class PgJournal final : public RunJournal {
     return write({{{std::string("INSERT INTO serve_run_tools (tenant, run_id, key, call) "
                                 "SELECT $1, $2, $3, $4 WHERE ") +
                         fence() + " ON CONFLICT (run_id, key) DO NOTHING",
-                    params({tenant_, run_id_, key, dump(Json(call))})}},
+                    params({tenant_, run_id_, key, stored_text(Json(call))})}},
                   started});
   }
 
@@ -89,7 +88,7 @@ class PgJournal final : public RunJournal {
     // Kept whoever ran it: the tool did run, and its result is what a resumed run should see.
     return write({{{"UPDATE serve_run_tools SET result = $4 WHERE tenant = $1 AND run_id = $2 AND "
                     "key = $3 AND result IS NULL",
-                    {tenant_, run_id_, key, dump(Json(result))}}},
+                    {tenant_, run_id_, key, stored_text(Json(result))}}},
                   {}});
   }
 
@@ -110,11 +109,11 @@ class PgJournal final : public RunJournal {
   const int attempt_;
 };
 
-constexpr const char* kColumns =
+constexpr const char* kPgApprovalColumns =
     "id, tenant, session, run_id, key, tool, reason, status, decision, decision_reason, "
     "arguments, edited_arguments, created_at, expires_at, resolved_at";
 
-StoredApproval read_row(const Rows& r, int row) {
+StoredApproval read_approval_row(const Rows& r, int row) {
   using A = StoredApproval;
   A a;
   int col = 0;
@@ -166,7 +165,7 @@ Result<StoredApproval> PgApprovalStore::insert(const StoredApproval& a) {
                      "arguments, reason, status, created_at, expires_at) SELECT $1, $2, $3, "
                      "$4, $5, $6, $7, $8, 'pending', n, n + $9::bigint FROM (SELECT ") +
              ClusterStore::kEpochNow + " AS n) t RETURNING created_at, expires_at",
-         {a.id, a.tenant, a.session, a.run_id, a.key, a.tool, dump(a.arguments), a.reason,
+         {a.id, a.tenant, a.session, a.run_id, a.key, a.tool, stored_text(a.arguments), a.reason,
           timeout}}},
        [times](const std::vector<pg::Rows>& rows) -> Result<bool> {
          if (!rows.empty() && !rows[0].empty()) *times = {rows[0].int64(0, 0), rows[0].int64(0, 1)};
@@ -182,11 +181,11 @@ Result<std::vector<StoredApproval>> PgApprovalStore::select(const std::string& w
                                                             const std::vector<pg::Param>& params) {
   KERNEX_ASSIGN_OR_RETURN(auto c, pool_.acquire());
   KERNEX_ASSIGN_OR_RETURN(
-      auto r, c->exec(std::string("SELECT ") + kColumns + " FROM serve_approvals WHERE " + where +
-                          " ORDER BY seq",
+      auto r, c->exec(std::string("SELECT ") + kPgApprovalColumns + " FROM serve_approvals WHERE " +
+                          where + " ORDER BY seq",
                       params));
   std::vector<StoredApproval> out;
-  for (int i = 0; i < r.size(); ++i) out.push_back(read_row(r, i));
+  for (int i = 0; i < r.size(); ++i) out.push_back(read_approval_row(r, i));
   return out;
 }
 
@@ -227,7 +226,7 @@ Result<bool> PgApprovalStore::resolve(const StoredApproval& a) {
            "expires_at > " +
            ClusterStore::kEpochNow + ")",
        {a.id, a.tenant, a.status, a.decision,
-        a.edited_arguments ? dump(*a.edited_arguments) : std::string(), a.decision_reason}});
+        a.edited_arguments ? stored_text(*a.edited_arguments) : std::string(), a.decision_reason}});
   w.statements.push_back(requeue_statement(a.run_id));
   // A run that waits in its thread (a call inside REPL code) hears of it on its node.
   w.statements.push_back({"SELECT pg_notify($1, $2)", {ClusterStore::kApprovalsChannel, a.run_id}});

@@ -2,20 +2,9 @@
 
 #include "kernex/log.hpp"
 #include "sqlite_db.hpp"
+#include "stored_json.hpp"
 
 namespace kernex::server {
-namespace {
-
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
-// Our own rows, but a corrupt one must not take the server down: unreadable JSON is null.
-Json parse_or_null(const std::string& text) {
-  Json j = parse_untrusted(text);
-  return j.is_discarded() ? Json(nullptr) : j;
-}
-
-}  // namespace
-
 Result<std::unique_ptr<SqliteResponseStore>> SqliteResponseStore::open(
     const std::filesystem::path& file) {
   KERNEX_ASSIGN_OR_RETURN(
@@ -37,7 +26,7 @@ Result<std::unique_ptr<SqliteResponseStore>> SqliteResponseStore::open(
 SqliteResponseStore::~SqliteResponseStore() { close_serve_db(db_); }
 
 Result<void> SqliteResponseStore::put(const StoredResponse& r) {
-  const std::string response = dump(r.response), conversation = dump(r.conversation);
+  const std::string response = stored_text(r.response), conversation = stored_text(r.conversation);
   return writer_->write([&](sqlite3* db) -> Result<void> {
     // An id another tenant holds is not taken over: the row stays theirs.
     Statement st(db,
@@ -65,8 +54,7 @@ Result<std::optional<StoredResponse>> SqliteResponseStore::get(const std::string
   const int rc = st.step();
   if (rc == SQLITE_DONE) return std::optional<StoredResponse>();
   if (rc != SQLITE_ROW) return db_error(db_, "read response");
-  return StoredResponse{id, tenant, st.text(0), parse_or_null(st.text(1)),
-                        parse_or_null(st.text(2))};
+  return StoredResponse{id, tenant, st.text(0), stored_json(st.text(1)), stored_json(st.text(2))};
 }
 
 Result<bool> SqliteResponseStore::remove(const std::string& tenant, const std::string& id) {

@@ -8,18 +8,12 @@
 #include "kernex/pg/pool.hpp"
 #include "kernex/pg/writer.hpp"
 #include "response_store.hpp"
+#include "stored_json.hpp"
 
 namespace kernex::server {
 namespace {
 
 using pg::Connection;
-
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
-Json parse_or_null(const std::string& text) {
-  Json j = parse_untrusted(text);
-  return j.is_discarded() ? Json(nullptr) : j;
-}
 
 // Its own table beside serve_runs, created once under an advisory lock (nodes starting at once).
 Result<bool> create_table(Connection& c) {
@@ -47,7 +41,7 @@ class PgStore final : public ResponseStore {
         {{{"INSERT INTO serve_responses (id, tenant, session, response, conversation) VALUES ($1, "
            "$2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET response = EXCLUDED.response, "
            "conversation = EXCLUDED.conversation WHERE serve_responses.tenant = EXCLUDED.tenant",
-           {r.id, r.tenant, r.session, dump(r.response), dump(r.conversation)}}},
+           {r.id, r.tenant, r.session, stored_text(r.response), stored_text(r.conversation)}}},
          {}});
   }
   Result<std::optional<StoredResponse>> get(const std::string& tenant,
@@ -57,8 +51,8 @@ class PgStore final : public ResponseStore {
                                                    "serve_responses WHERE tenant = $1 AND id = $2",
                                                    {tenant, id}));
     if (rows.empty()) return std::optional<StoredResponse>();
-    return StoredResponse{id, tenant, rows.text(0, 0), parse_or_null(rows.text(0, 1)),
-                          parse_or_null(rows.text(0, 2))};
+    return StoredResponse{id, tenant, rows.text(0, 0), stored_json(rows.text(0, 1)),
+                          stored_json(rows.text(0, 2))};
   }
   Result<bool> remove(const std::string& tenant, const std::string& id) override {
     auto removed = std::make_shared<bool>(false);  // set on the writer's thread

@@ -9,11 +9,10 @@
 #include "kernex/log.hpp"
 #include "response_store.hpp"
 #include "responses_request.hpp"
+#include "stored_json.hpp"
 
 namespace kernex::server {
 namespace {
-
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 ApiError not_found_response(const std::string& id, const std::string& param = "") {
   ApiError e = api_error(param.empty() ? 404 : 400,
@@ -60,7 +59,7 @@ Json call_item(const Json& call, const char* status) {
           {"id", "fc_" + call_id},
           {"call_id", call_id},
           {"name", call.value("name", "")},
-          {"arguments", args.is_string() ? args.get<std::string>() : dump(args)},
+          {"arguments", args.is_string() ? args.get<std::string>() : stored_text(args)},
           {"status", status}};
 }
 
@@ -211,7 +210,7 @@ class ResponseStream {
   std::string event(const char* type, Json data) {
     data["type"] = type;
     data["sequence_number"] = sequence_++;
-    return std::string("event: ") + type + "\ndata: " + dump(data) + "\n\n";
+    return std::string("event: ") + type + "\ndata: " + stored_text(data) + "\n\n";
   }
 
   std::string open_message() {

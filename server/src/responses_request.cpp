@@ -1,5 +1,5 @@
 // The Responses API's request body, field by field (README's endpoint table lists them). A null
-// field is an absent one, as the official clients send them.
+// field is an is_absent one, as the official clients send them.
 #include "responses_request.hpp"
 
 #include <set>
@@ -7,7 +7,7 @@
 namespace kernex::server {
 namespace {
 
-bool absent(const Json& b, const char* key) { return !b.contains(key) || b[key].is_null(); }
+bool is_absent(const Json& b, const char* key) { return !b.contains(key) || b[key].is_null(); }
 
 std::expected<void, ApiError> only_keys(const Json& m, const std::set<std::string>& allowed,
                                         const std::string& where) {
@@ -54,7 +54,7 @@ std::expected<void, ApiError> parse_function_call(const Json& m, const std::stri
   auto name = string_field(m, "name", where);
   if (!name) return std::unexpected(name.error());
   ToolCall call{*id, *name, Json::object()};
-  if (!absent(m, "arguments")) {
+  if (!is_absent(m, "arguments")) {
     if (!m["arguments"].is_string())
       return std::unexpected(field_error(where + ".arguments", "expected a JSON string"));
     Json parsed = parse_untrusted(m["arguments"].get<std::string>());
@@ -126,7 +126,7 @@ std::expected<void, ApiError> parse_text(const Json& v, OpenAiRequest& out) {
     if (value.is_null() || key == "format") continue;
     return std::unexpected(unsupported_field("text." + key, "not supported by this server"));
   }
-  if (absent(v, "format")) return {};
+  if (is_absent(v, "format")) return {};
   const Json& f = v["format"];
   if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
     return std::unexpected(
@@ -159,7 +159,7 @@ std::expected<void, ApiError> parse_reasoning(const Json& v, OpenAiRequest& out)
 
 // Documented fields this server does not implement: refused by name unless they ask for what it
 // does anyway (truncation: disabled, background: false, include: [] ...), which clients send.
-std::expected<void, ApiError> parse_default_only(const std::string& key, const Json& v) {
+std::expected<void, ApiError> check_default_only(const std::string& key, const Json& v) {
   const auto refuse = [&](const std::string& why) -> std::expected<void, ApiError> {
     return std::unexpected(unsupported_field(key, why));
   };
@@ -221,7 +221,7 @@ std::expected<void, ApiError> parse_field(const std::string& key, const Json& v,
   } else if (key == "reasoning") {
     KERNEX_RETURN_IF_ERROR(parse_reasoning(v, out));
   } else {
-    KERNEX_RETURN_IF_ERROR(parse_default_only(key, v));
+    KERNEX_RETURN_IF_ERROR(check_default_only(key, v));
   }
   return {};
 }
@@ -229,7 +229,7 @@ std::expected<void, ApiError> parse_field(const std::string& key, const Json& v,
 }  // namespace
 
 std::expected<std::string, ApiError> previous_response_id(const Json& body) {
-  if (absent(body, "previous_response_id")) return std::string();
+  if (is_absent(body, "previous_response_id")) return std::string();
   const Json& v = body["previous_response_id"];
   if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>().size() > 256)
     return std::unexpected(field_error("previous_response_id", "expected a response id"));
@@ -253,7 +253,7 @@ std::expected<ResponsesRequest, ApiError> parse_responses_request(
   }
   r.earlier = earlier.size();
   out.messages = std::move(earlier);
-  if (absent(b, "input"))
+  if (is_absent(b, "input"))
     return std::unexpected(field_error("input", "expected a string or a list of items"));
   KERNEX_RETURN_IF_ERROR(parse_input(b["input"], out));
   if (!r.instructions.empty())
@@ -265,7 +265,7 @@ std::expected<ResponsesRequest, ApiError> parse_responses_request(
                     "the last item must be a user message, or function_call_output items for the "
                     "last function calls"));
   KERNEX_RETURN_IF_ERROR(parse_request_tool_choice(b, out));
-  if (!absent(b, "tool_choice")) r.echo["tool_choice"] = b["tool_choice"];
+  if (!is_absent(b, "tool_choice")) r.echo["tool_choice"] = b["tool_choice"];
   return r;
 }
 

@@ -4,11 +4,10 @@
 
 #include "serve_writer.hpp"
 #include "sqlite_db.hpp"
+#include "stored_json.hpp"
 
 namespace kernex::server {
 namespace {
-
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 class SqliteJournalStore final : public JournalStore {
  public:
@@ -126,7 +125,7 @@ Result<std::optional<Response>> SqliteJournalStore::response(const std::string& 
 
 Result<void> SqliteJournalStore::record_response(const std::string& run_id, std::uint32_t turn,
                                                  const Response& response) {
-  const std::string text = dump(Json(response));
+  const std::string text = stored_text(Json(response));
   return writer_->write(
       [&](sqlite3* db) -> Result<void> {
         Statement st(
@@ -162,7 +161,7 @@ Result<RunJournal::ToolEntry> SqliteJournalStore::tool(const std::string& run_id
 
 Result<void> SqliteJournalStore::tool_started(const std::string& run_id, const std::string& key,
                                               const ToolCall& call) {
-  const std::string text = dump(Json(call));
+  const std::string text = stored_text(Json(call));
   return writer_->write(
       [&](sqlite3* db) -> Result<void> {
         // A key is started once: a second start (it cannot happen in one run) must not erase a
@@ -178,7 +177,7 @@ Result<void> SqliteJournalStore::tool_started(const std::string& run_id, const s
 
 Result<void> SqliteJournalStore::tool_finished(const std::string& run_id, const std::string& key,
                                                const ToolResult& result) {
-  const std::string text = dump(Json(result));
+  const std::string text = stored_text(Json(result));
   return writer_->write(
       [&](sqlite3* db) -> Result<void> {
         Statement st(db, "UPDATE run_tools SET result = ? WHERE run_id = ? AND key = ?");

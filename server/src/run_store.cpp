@@ -2,6 +2,7 @@
 
 #include "kernex/log.hpp"
 #include "sqlite_db.hpp"
+#include "stored_json.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -9,26 +10,19 @@
 namespace kernex::server {
 namespace {
 
-// The store is ours, but a corrupt row must not take the server down: unreadable JSON is null.
-Json parse_or_null(const std::string& text) {
-  if (text.empty()) return nullptr;
-  Json j = parse_untrusted(text);
-  return j.is_discarded() ? Json(nullptr) : j;
-}
-
-constexpr const char* kColumns =
+constexpr const char* kSqliteRunColumns =
     "id, tenant, session, status, created_at, request, result, (SELECT COALESCE(MAX(seq), 0) "
     "FROM run_events WHERE run_id = runs.id)";
 
-StoredRun read_row(const Statement& st) {
+StoredRun read_run(const Statement& st) {
   StoredRun r;
   r.id = st.text(0);
   r.tenant = st.text(1);
   r.session = st.text(2);
   r.status = st.text(3);
   r.created_at = st.text(4);
-  r.request = parse_or_null(st.text(5));
-  r.result = parse_or_null(st.text(6));
+  r.request = stored_json(st.text(5));
+  r.result = stored_json(st.text(6));
   r.event_count = static_cast<std::uint64_t>(std::max<std::int64_t>(0, st.integer(7)));
   return r;
 }
@@ -160,7 +154,7 @@ Result<std::vector<RunEvent>> RunStore::events_page(const std::string& id, std::
     const int rc = st.step();
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) return db_error(db_, "events");
-    RunEvent e{static_cast<std::uint64_t>(st.integer(0)), st.text(1), parse_or_null(st.text(2))};
+    RunEvent e{static_cast<std::uint64_t>(st.integer(0)), st.text(1), stored_json(st.text(2))};
     if (e.data.is_null()) e.data = Json::object();
     bytes += e.name.size() + static_cast<std::size_t>(sqlite3_column_bytes(st.get(), 2));
     // Ids are contiguous; a gap (a damaged file) ends the page rather than renumbering.
@@ -173,13 +167,14 @@ Result<std::vector<RunEvent>> RunStore::events_page(const std::string& id, std::
 Result<std::optional<StoredRun>> RunStore::find(const std::string& tenant, const std::string& id) {
   std::lock_guard lock(mutex_);
   Statement st(
-      db_, (std::string("SELECT ") + kColumns + " FROM runs WHERE id = ? AND tenant = ?").c_str());
+      db_, (std::string("SELECT ") + kSqliteRunColumns + " FROM runs WHERE id = ? AND tenant = ?")
+               .c_str());
   if (!st.ok()) return db_error(db_, "find");
   st.bind(1, id).bind(2, tenant);
   const int rc = st.step();
   if (rc == SQLITE_DONE) return std::nullopt;
   if (rc != SQLITE_ROW) return db_error(db_, "find");
-  return read_row(st);
+  return read_run(st);
 }
 
 Result<bool> RunStore::exists(const std::string& tenant, const std::string& id) {
@@ -203,7 +198,7 @@ Result<std::vector<StoredRun>> RunStore::session_runs(const std::string& tenant,
   st.bind(1, tenant).bind(2, session).bind(3, static_cast<std::int64_t>(limit));
   std::vector<StoredRun> out;
   int rc;
-  while ((rc = st.step()) == SQLITE_ROW) out.push_back(read_row(st));
+  while ((rc = st.step()) == SQLITE_ROW) out.push_back(read_run(st));
   if (rc != SQLITE_DONE) return db_error(db_, "list");
   return out;
 }
@@ -211,14 +206,14 @@ Result<std::vector<StoredRun>> RunStore::session_runs(const std::string& tenant,
 Result<std::vector<StoredRun>> RunStore::unfinished() {
   std::lock_guard lock(mutex_);
   Statement st(db_,
-               (std::string("SELECT ") + kColumns +
+               (std::string("SELECT ") + kSqliteRunColumns +
                 " FROM runs WHERE status IN ('queued', 'running', 'awaiting_approval') ORDER BY "
                 "rowid ASC")
                    .c_str());
   if (!st.ok()) return db_error(db_, "unfinished");
   std::vector<StoredRun> out;
   int rc;
-  while ((rc = st.step()) == SQLITE_ROW) out.push_back(read_row(st));
+  while ((rc = st.step()) == SQLITE_ROW) out.push_back(read_run(st));
   if (rc != SQLITE_DONE) return db_error(db_, "unfinished");
   return out;
 }

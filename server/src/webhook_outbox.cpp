@@ -11,7 +11,7 @@
 namespace kernex::server {
 namespace {
 
-constexpr int kBusyTimeoutMs = 5000;
+constexpr int kOutboxBusyTimeoutMs = 5000;
 
 constexpr const char* kSchema[] = {
     "CREATE TABLE IF NOT EXISTS webhook_outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, "
@@ -26,11 +26,11 @@ constexpr const char* kSchema[] = {
     // An event made again under its id (an approval announced by a resumed run) is one row.
     "CREATE UNIQUE INDEX IF NOT EXISTS webhook_outbox_event ON webhook_outbox(event_id, endpoint)"};
 
-constexpr const char* kColumns =
+constexpr const char* kOutboxColumns =
     "id, event_id, endpoint, stream, type, body, status, attempts, created_ms, window_ms, "
     "next_ms, delivered_ms, last_error";
 
-OutboxRow read_row(const Statement& st) {
+OutboxRow read_outbox_row(const Statement& st) {
   OutboxRow r;
   r.id = st.integer(0);
   r.event_id = st.text(1);
@@ -51,7 +51,7 @@ OutboxRow read_row(const Statement& st) {
 Result<std::vector<OutboxRow>> read_rows(sqlite3* db, Statement& st, const char* what) {
   std::vector<OutboxRow> out;
   int rc;
-  while ((rc = st.step()) == SQLITE_ROW) out.push_back(read_row(st));
+  while ((rc = st.step()) == SQLITE_ROW) out.push_back(read_outbox_row(st));
   if (rc != SQLITE_DONE) return db_error(db, what);
   return out;
 }
@@ -102,7 +102,7 @@ Result<std::unique_ptr<WebhookOutbox>> WebhookOutbox::open(const std::filesystem
     close_serve_db(db);
     return e;
   }
-  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  sqlite3_busy_timeout(db, kOutboxBusyTimeoutMs);
   std::unique_ptr<WebhookOutbox> outbox(new WebhookOutbox(db));
   // secure_delete is per connection: this one rewrites and prunes bodies (answers, tool output),
   // and their old copies must be zeroed too, or a forgotten session's words stay in free pages.
@@ -145,7 +145,7 @@ Result<void> WebhookOutbox::enqueue(const WebhookEvent& event,
 Result<std::vector<OutboxRow>> WebhookOutbox::due(const std::string& endpoint, std::int64_t now_ms,
                                                   std::size_t limit) {
   std::lock_guard lock(mutex_);
-  Statement st(db_, (std::string("SELECT ") + kColumns +
+  Statement st(db_, (std::string("SELECT ") + kOutboxColumns +
                      " FROM webhook_outbox o WHERE endpoint = ? AND status = 'pending' AND "
                      "next_ms <= ? AND NOT EXISTS (SELECT 1 FROM webhook_outbox p WHERE "
                      "p.endpoint = o.endpoint AND p.stream = o.stream AND p.status = 'pending' "
@@ -234,7 +234,7 @@ Result<std::size_t> WebhookOutbox::prune_delivered(std::int64_t before_ms) {
 
 Result<std::vector<OutboxRow>> WebhookOutbox::list(bool failed_only, std::size_t limit) {
   std::lock_guard lock(mutex_);
-  Statement st(db_, (std::string("SELECT ") + kColumns + " FROM webhook_outbox" +
+  Statement st(db_, (std::string("SELECT ") + kOutboxColumns + " FROM webhook_outbox" +
                      (failed_only ? " WHERE status = 'failed'" : "") + " ORDER BY id DESC LIMIT ?")
                         .c_str());
   if (!st.ok()) return db_error(db_, "webhook list");
