@@ -47,6 +47,13 @@ short poll_events(std::uint32_t e) {
 }
 
 class Reactor {
+  using Timers = std::multimap<Clock::time_point, std::uint64_t>;
+  // A pending wait and its deadline (timers_.end(): none).
+  struct Watch {
+    Waiter* waiter;
+    Timers::iterator timer;
+  };
+
  public:
   // Made on the first wait and never destroyed: its thread waits in epoll until the process ends.
   // Null when the system refused epoll or the thread: waits then block (poll()).
@@ -69,11 +76,11 @@ class Reactor {
     ev.events = w.events | EPOLLONESHOT;
     ev.data.u64 = id;
     if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, w.fd, &ev) != 0) return errno;
-    waiters_.emplace(id, &w);
+    Watch& watch = waiters_.emplace(id, Watch{&w, timers_.end()}).first->second;
     if (timeout_ms >= 0) {
       const auto at = Clock::now() + std::chrono::milliseconds(timeout_ms);
       const bool earliest = timers_.empty() || at < timers_.begin()->first;
-      timers_.emplace(at, id);
+      watch.timer = timers_.emplace(at, id);
       if (earliest) {  // the loop sleeps until the old earliest: wake it to sleep less
         const std::uint64_t one = 1;
         [[maybe_unused]] auto n = ::write(wake_, &one, sizeof one);
@@ -108,10 +115,13 @@ class Reactor {
   }
 
   // Ends a wait (under the lock): its resume is taken, to be called once the lock is released
-  // (the fiber may run, and its Waiter go, the moment it is called).
-  void finish(std::map<std::uint64_t, Waiter*>::iterator it, int result, short revents,
+  // (the fiber may run, and its Waiter go, the moment it is called). Its deadline goes with it, so
+  // the timers hold only waits still pending (a stream's reads, each with a long timeout, would
+  // otherwise pile up until their deadlines passed).
+  void finish(std::map<std::uint64_t, Watch>::iterator it, int result, short revents,
               std::vector<Suspender::Resume>& ready) {
-    Waiter& w = *it->second;
+    Waiter& w = *it->second.waiter;
+    if (it->second.timer != timers_.end()) timers_.erase(it->second.timer);
     ::epoll_ctl(epoll_, EPOLL_CTL_DEL, w.fd, nullptr);
     w.result = result;
     w.revents = revents;
@@ -137,11 +147,8 @@ class Reactor {
             finish(it, 1, poll_events(events[i].events), ready);
         }
         const auto now = Clock::now();
-        while (!timers_.empty() && timers_.begin()->first <= now) {
-          if (auto it = waiters_.find(timers_.begin()->second); it != waiters_.end())
-            finish(it, 0, 0, ready);
-          timers_.erase(timers_.begin());
-        }
+        while (!timers_.empty() && timers_.begin()->first <= now)
+          finish(waiters_.find(timers_.begin()->second), 0, 0, ready);  // erases the timer
       }
       for (auto& resume : ready) resume();
     }
@@ -151,9 +158,8 @@ class Reactor {
   int wake_ = -1;
   std::mutex mutex_;
   std::uint64_t next_ = 1;
-  std::map<std::uint64_t, Waiter*> waiters_;
-  // Deadlines of the waits with one; an entry whose wait already ended is skipped when due.
-  std::multimap<Clock::time_point, std::uint64_t> timers_;
+  std::map<std::uint64_t, Watch> waiters_;
+  Timers timers_;  // deadlines of the pending waits that have one
 };
 
 int blocking_wait(int fd, short events, int timeout_ms, short* revents) {
