@@ -515,10 +515,13 @@ Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const MemorySco
     return std::tie(a.second.updated_at, a.first) > std::tie(b.second.updated_at, b.first);
   };
   KERNEX_RETURN_IF_ERROR(each_row(stmt, [&]() -> Result<void> {
-    std::pair<std::int64_t, SummaryRecord> row{
-        stmt.integer(4),
-        {stmt.text(0), stmt.text(1), static_cast<std::uint64_t>(stmt.integer(2)), stmt.text(3)}};
+    std::pair<std::int64_t, SummaryRecord> row{stmt.integer(4), {}};
+    row.second.updated_at = stmt.text(3);
+    // An older row than the newest `limit` so far is skipped before its text is copied.
     if (newest.size() == limit && !newer(row, newest.back())) return {};
+    row.second.conversation_id = stmt.text(0);
+    row.second.text = stmt.text(1);
+    row.second.covered_messages = static_cast<std::uint64_t>(stmt.integer(2));
     newest.insert(std::upper_bound(newest.begin(), newest.end(), row, newer), std::move(row));
     if (newest.size() > limit) newest.pop_back();
     return {};

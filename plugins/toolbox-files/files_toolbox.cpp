@@ -12,6 +12,7 @@
 #include <stop_token>
 
 #include "kernex/kernel_files.hpp"
+#include "kernex/permissions.hpp"
 #include "kernex/plugin.hpp"
 #include "kernex/sandbox/toolbox.hpp"
 #include "sandboxed_opener.hpp"
@@ -297,14 +298,8 @@ class FilesToolbox final : public kernex::ToolExecutor {
                          "grep) or raise the cap.");
   }
 
-  // The longest prefix of `s` of at most `max` bytes (< s.size()) that ends on a UTF-8 boundary.
-  static std::size_t utf8_prefix(const std::string& s, std::size_t max) {
-    while (max > 0 && (static_cast<unsigned char>(s[max]) & 0xC0) == 0x80) --max;
-    return max;
-  }
-
   std::string cut_copy(const std::string& s) const {
-    const std::size_t n = utf8_prefix(s, options_.max_output);
+    const std::size_t n = kernex::floor_char_boundary(s, options_.max_output);
     return s.substr(0, n) + "\n\n... (output truncated: " + std::to_string(s.size()) +
            " total bytes, showing first " + std::to_string(n) + ")";
   }
@@ -419,7 +414,7 @@ class FilesToolbox final : public kernex::ToolExecutor {
 
   static std::string content_preview(const std::string& text) {
     if (text.size() <= kContentPreview) return text;
-    const std::size_t n = utf8_prefix(text, kContentPreview);
+    const std::size_t n = kernex::floor_char_boundary(text, kContentPreview);
     return text.substr(0, n) + "\n\n... (" + std::to_string(text.size()) +
            " bytes in all, returned whole to the code that called read; the first " +
            std::to_string(n) + " are shown here)";
