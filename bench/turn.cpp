@@ -6,15 +6,18 @@
 //          first turn), on one kept-alive connection, answered by the same responder.
 //   tool   the in-process tool's execute() alone.
 // Overhead per turn = turn - 2 x bare - tool: what the kernel and the provider plugin add (JSON
-// building and parsing, context, loop, memory, trajectory). Setups: "bare" (no memory, no
-// trajectory), "memory" and "trajectory" (one of them), "user" (SQLite memory and a trajectory
-// file, as `kernex run` has them), and "memory-direct" (SQLite memory with every write its own
-// commit: the path before group commit, beside "memory" in the same run).
-// A trajectory is one new file per run: on ext4 creating it can cost far more than the rest of the
+// building and parsing, context, loop, memory, trajectory). The same difference in the calling
+// thread's CPU time is printed beside it: on a shared, loaded machine wall medians swing by 2x
+// between runs, CPU time much less (a lone writer commits its own batch on its own thread). Setups:
+// "bare" (no memory, no trajectory), "memory" and "trajectory" (one of them), "user" (SQLite memory
+// and a trajectory file, as `kernex run` has them), and "memory-direct" (SQLite memory with every
+// write its own commit: the path before group commit, beside "memory" in the same run). A
+// trajectory is one new file per run: on ext4 creating it can cost far more than the rest of the
 // turn (0.3-0.9 ms on the 2-core dev VM, where inode allocation skips recently deleted inodes and
 // every run of this bench deletes thousands of files), so the trajectory setups vary run to run.
 // Usage: turn [TURNS [bare|memory|memory-direct|trajectory|user]] (default 5000 turns, every
 // setup). `taskset -c 0` pins the whole process (kernel, client and server threads) to one core.
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,6 +87,13 @@ struct Figures {
   double turn_us, bare_us, tool_us;
 };
 
+// The calling thread's CPU time, in microseconds.
+double thread_cpu_us() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
 struct Setup {
   const char* name;
   const char* label;
@@ -139,6 +149,7 @@ std::vector<kernex::http::Request> recorded_turn(Server& server, Turn& turn) {
 
 struct Samples {
   std::vector<double> turn_us, bare_us, tool_us;
+  std::vector<double> turn_cpu_us, bare_cpu_us;  // the calling thread's CPU time
   double turn_total = 0, bare_total = 0, wall_s = 0;
 };
 
@@ -152,6 +163,9 @@ Figures report(const Setup& setup, int turns, const Samples& s) {
   std::printf("  bare   median %7.1f us  round trip (mean %.1f us)   tool %.2f us\n", f.bare_us,
               s.bare_total / (2.0 * turns), f.tool_us);
   std::printf("  kernel overhead per turn %6.1f us   (turn - 2 x bare - tool)\n", overhead);
+  const double turn_cpu = median(s.turn_cpu_us), bare_cpu = median(s.bare_cpu_us);
+  std::printf("  thread CPU: turn %.1f us, bare %.1f us; kernel CPU per turn %6.1f us\n", turn_cpu,
+              bare_cpu, turn_cpu - 2 * bare_cpu - f.tool_us);
   std::printf("  requests/s in loop %7.0f   bare %7.0f   ratio %.0f%%   (%d turns, %.1f s)\n",
               loop_rps, bare_rps, 100.0 * loop_rps / bare_rps, turns, s.wall_s);
   return f;
@@ -191,14 +205,18 @@ Figures measure(const Setup& setup, int turns, Server& server, const fs::path& r
   s.tool_us.reserve(turns);
   const auto wall = Clock::now();
   for (int i = 0; i < turns; ++i) {
+    double cpu = thread_cpu_us();
     auto t = Clock::now();
     turn();
     s.turn_us.push_back(us_since(t));
+    s.turn_cpu_us.push_back(thread_cpu_us() - cpu);
     s.turn_total += s.turn_us.back();
     for (const auto& r : bare_requests) {
+      cpu = thread_cpu_us();
       t = Clock::now();
       bare(r);
       s.bare_us.push_back(us_since(t));
+      s.bare_cpu_us.push_back(thread_cpu_us() - cpu);
       s.bare_total += s.bare_us.back();
     }
     t = Clock::now();

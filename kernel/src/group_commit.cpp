@@ -196,7 +196,9 @@ void GroupCommit::commit_front(std::unique_lock<std::mutex>& lock, bool leader) 
   lock.lock();
   if (durable > 0) last_durable_items_ = durable;
   committing_ = false;
-  if (leader) wake_.notify_one();  // the writer goes on with the rest (or stops)
+  // The writer goes on with the rest (or stops). With nothing left it has nothing to do: woken, it
+  // would only take mutex_ and sleep again, a futex round trip on every lone write.
+  if (leader && (stopping_ || !queue_.empty())) wake_.notify_one();
 }
 
 // In the items' order, as their writes were: a write() that returns has seen the callbacks of

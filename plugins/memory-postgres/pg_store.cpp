@@ -17,7 +17,6 @@ namespace {
 
 using sqlite::dump_checked;
 using sqlite::invalid_utf8_at;
-using sqlite::new_uuid;
 
 // Columns from `first`: seq, role, content, tool_calls, tool_result, provider_state.
 Result<ContextEntry> read_entry(const pg::Rows& rows, int row, int first) {
@@ -110,7 +109,8 @@ Result<std::string> PgStore::open_conversation(const MemoryScope& scope, const C
            "), ins AS (INSERT INTO conversations (id, channel, sender_id, project, tenant) SELECT "
            "$6, $1, $2, $3, $5 WHERE NOT EXISTS (SELECT 1 FROM found) RETURNING id) "
            "SELECT id FROM found UNION ALL SELECT id FROM ins",
-       {key.channel, key.sender_id, key.project, minutes, scope.tenant(), new_uuid()}});
+       {key.channel, key.sender_id, key.project, minutes, scope.tenant(),
+        sqlite::new_time_ordered_uuid()}});
   // Set by the check on the writer's thread (each time the batch runs), read once it returned.
   auto id = std::make_shared<std::string>();
   w.check = [id](const std::vector<pg::Rows>& rows) -> Result<bool> {

@@ -261,6 +261,42 @@ CREATE INDEX saved_exchanges_conversation ON saved_exchanges (conversation_id);
 DROP INDEX IF EXISTS token_usage_time;
 DROP INDEX IF EXISTS audit_log_time;
 )sql"},
+    {"010_turn_writes", R"sql(
+-- A turn wrote 19 pages, 6 of them the full-text index of its one user message (FTS5 writes a
+-- segment, its structure record and its size rows per transaction). User messages are now
+-- indexed in batches: every user message with seq <= recall_watermark.seq is in messages_fts,
+-- none above it is. The store indexes those above it every few dozen messages, and before a
+-- recall that could match one of them (outside the asking conversation's history window); a
+-- crash leaves them above the mark, indexed later. A row written below the mark (an import
+-- restoring old seqs) is indexed at once by the trigger, as before.
+CREATE TABLE recall_watermark (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL);
+INSERT INTO recall_watermark (id, seq) SELECT 1, coalesce(max(seq), 0) FROM messages;
+DROP TRIGGER messages_fts_insert;
+DROP TRIGGER messages_fts_delete;
+DROP TRIGGER messages_fts_update_old;
+DROP TRIGGER messages_fts_update_new;
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages
+  WHEN NEW.role = 'user' AND NEW.seq <= (SELECT seq FROM recall_watermark) BEGIN
+  INSERT INTO messages_fts (rowid, content) VALUES (NEW.seq, NEW.content);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages
+  WHEN OLD.role = 'user' AND OLD.seq <= (SELECT seq FROM recall_watermark) BEGIN
+  INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', OLD.seq, OLD.content);
+END;
+CREATE TRIGGER messages_fts_update_old AFTER UPDATE OF content, role ON messages
+  WHEN OLD.role = 'user' AND OLD.seq <= (SELECT seq FROM recall_watermark) BEGIN
+  INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', OLD.seq, OLD.content);
+END;
+CREATE TRIGGER messages_fts_update_new AFTER UPDATE OF content, role ON messages
+  WHEN NEW.role = 'user' AND NEW.seq <= (SELECT seq FROM recall_watermark) BEGIN
+  INSERT INTO messages_fts (rowid, content) VALUES (NEW.seq, NEW.content);
+END;
+-- A new conversation wrote three index entries: the sender's queries (recall's source check, a
+-- sender's summaries) lead with the same columns as the scope's once the sender comes first.
+DROP INDEX conversations_sender;
+DROP INDEX conversations_scope;
+CREATE INDEX conversations_scope ON conversations (tenant, sender_id, channel, project, status, last_activity);
+)sql"},
 };
 
 Result<std::set<std::string>> applied(Db& db) {

@@ -120,7 +120,7 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
     return it->second.id;
   KERNEX_ASSIGN_OR_RETURN(auto found, find());
   if (found) return *found;
-  std::string id = new_uuid();
+  std::string id = new_time_ordered_uuid();
   if (writer_->direct()) {  // the baseline: its own commit, looked for again under the write lock
     lock.unlock();
     KERNEX_RETURN_IF_ERROR(writer_->write([&]() -> Result<void> {
@@ -269,12 +269,35 @@ Result<void> SqliteStore::insert_exchange(const MemoryScope& scope,
                                "= ? AND tenant = ? AND last_activity IS NOT datetime('now')"));
   touch.bind_all(conversation_id, scope.tenant());
   KERNEX_RETURN_IF_ERROR(touch.run());
+  std::size_t users = 0;
   for (const auto& e : entries) {
     if (auto r = insert_message(conversation_id, e, std::nullopt, std::nullopt); !r) {
       return fail(ErrorCode::Memory,
                   "memory-sqlite: saving the exchange failed; nothing of it was saved", r.error());
     }
+    users += e.role == "user" ? 1 : 0;
   }
+  // The user messages wait above the recall watermark; every kIndexBatch of them are indexed in
+  // the batch that saves the last (a count of this process's, a heuristic: recall() indexes what
+  // it could match whatever the count, and an item run again only counts again).
+  if (unindexed_.fetch_add(users) + users >= kIndexBatch)
+    KERNEX_RETURN_IF_ERROR(index_for_recall());
+  return {};
+}
+
+// Inside a write transaction: every user message above the watermark into the full-text index,
+// and the watermark up to the newest message (migration 010).
+Result<void> SqliteStore::index_for_recall() {
+  KERNEX_ASSIGN_OR_RETURN(
+      auto index, db_->prepare("INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM "
+                               "messages WHERE seq > (SELECT seq FROM recall_watermark) AND role "
+                               "= 'user'"));
+  KERNEX_RETURN_IF_ERROR(index.run());
+  KERNEX_ASSIGN_OR_RETURN(auto mark,
+                          db_->prepare("UPDATE recall_watermark SET seq = max(seq, (SELECT "
+                                       "coalesce(max(seq), 0) FROM messages))"));
+  KERNEX_RETURN_IF_ERROR(mark.run());
+  unindexed_ = 0;
   return {};
 }
 
@@ -645,6 +668,20 @@ Result<void> search_both(Db& db, const MemoryScope& scope, const RecallQuery& q,
 
 }  // namespace
 
+Result<bool> SqliteStore::recall_needs_index(const MemoryScope& scope, const RecallQuery& q,
+                                             std::int64_t boundary) {
+  // From the messages above the watermark (a rowid range: a few dozen rows), never the index.
+  KERNEX_ASSIGN_OR_RETURN(
+      auto stale,
+      db_->prepare("SELECT EXISTS (SELECT 1 FROM messages m CROSS JOIN conversations c ON c.id = "
+                   "m.conversation_id WHERE m.seq > (SELECT seq FROM recall_watermark) AND m.role "
+                   "= 'user' AND c.tenant = ?1 AND (?2 = '' OR c.sender_id = ?2) AND NOT "
+                   "(m.conversation_id = ?3 AND m.seq >= ?4))"));
+  stale.bind_all(scope.tenant(), q.sender_id, q.current_conversation, boundary);
+  KERNEX_ASSIGN_OR_RETURN(auto row, stale.step());
+  return row && stale.integer(0) != 0;
+}
+
 // Checked query -> the sources worth searching -> the history window's edge -> every word over
 // messages and summaries -> (too few hits) any word, ranked after those -> the best q.limit.
 Result<std::vector<RecallHit>> SqliteStore::recall(const MemoryScope& scope, const RecallQuery& q) {
@@ -657,10 +694,20 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const MemoryScope& scope, con
     KERNEX_ASSIGN_OR_RETURN(auto s, normalize_time(*q.since, "recall since"));
     plan.since = s;
   }
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   KERNEX_RETURN_IF_ERROR(skip_empty_sources(*db_, scope, q, plan));
   if (!plan.messages && !plan.summaries) return std::vector<RecallHit>{};
   KERNEX_RETURN_IF_ERROR(find_history_boundary(*db_, scope, q, plan));
+  KERNEX_ASSIGN_OR_RETURN(const bool stale,
+                          plan.messages ? recall_needs_index(scope, q, plan.boundary) : false);
+  if (stale) {
+    // Indexed through the writer (its batch takes mutex_), then searched: the window's edge is
+    // found again, as messages saved meanwhile moved it.
+    lock.unlock();
+    KERNEX_RETURN_IF_ERROR(writer_->write([this] { return index_for_recall(); }));
+    lock.lock();
+    KERNEX_RETURN_IF_ERROR(find_history_boundary(*db_, scope, q, plan));
+  }
   // Every word first (few, precise matches: cheap to rank); any word only to fill up.
   const std::string all_words = fts_query(q.text, " AND ");
   if (all_words.empty()) return std::vector<RecallHit>{};

@@ -56,6 +56,13 @@ class SqliteStore final : public MemoryStore {
   // The writes themselves, for callers already inside a write transaction.
   Result<void> insert_exchange(const MemoryScope& scope, const std::string& conversation_id,
                                const std::vector<ContextEntry>& entries);
+  // Inside a write transaction: the user messages above the recall watermark into the
+  // full-text index (migration 010).
+  Result<void> index_for_recall();
+  // Whether a user message above the watermark could be one `q` finds (it is not in the asking
+  // conversation's history window): recall indexes them first. Under mutex_.
+  Result<bool> recall_needs_index(const MemoryScope& scope, const RecallQuery& q,
+                                  std::int64_t boundary);
   Result<void> insert_usage(const MemoryScope& scope, const UsageRecord& record);
   Result<void> insert_audit(const MemoryScope& scope, const AuditRecord& rec,
                             const std::string& args);
@@ -79,6 +86,9 @@ class SqliteStore final : public MemoryStore {
   std::map<std::pair<std::string, std::string>, Error> failed_;  // by tenant and id
   std::deque<std::pair<std::string, std::string>> failed_order_;
   std::atomic<std::size_t> lazy_ = 0;  // lazy writes queued and not answered yet
+  // User messages this process saved above the recall watermark since it last indexed them.
+  static constexpr std::size_t kIndexBatch = 32;
+  std::atomic<std::size_t> unindexed_ = 0;
   StoreOptions options_;
   // On db_'s connection, holding mutex_ for each batch. Last: it drains before db_ closes.
   std::unique_ptr<GroupCommit> writer_;

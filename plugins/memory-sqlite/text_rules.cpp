@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <chrono>
 #include <cstdint>
 #include <random>
 
@@ -139,14 +140,20 @@ bool similar_descriptions(std::string_view a, std::string_view b) {
   return overlap >= (small.size() + 1) / 2;
 }
 
-std::string new_uuid() {
+namespace {
+
+std::array<unsigned char, 16> random_bytes() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   std::array<unsigned char, 16> b{};
   for (std::size_t i = 0; i < b.size(); i += 8) {
     const std::uint64_t r = rng();
     for (std::size_t k = 0; k < 8; ++k) b[i + k] = static_cast<unsigned char>(r >> (8 * k));
   }
-  b[6] = static_cast<unsigned char>((b[6] & 0x0F) | 0x40);
+  return b;
+}
+
+std::string uuid_text(std::array<unsigned char, 16> b, unsigned version) {
+  b[6] = static_cast<unsigned char>((b[6] & 0x0F) | (version << 4));
   b[8] = static_cast<unsigned char>((b[8] & 0x3F) | 0x80);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
@@ -156,6 +163,20 @@ std::string new_uuid() {
     out += kHex[b[i] & 0x0F];
   }
   return out;
+}
+
+}  // namespace
+
+std::string new_uuid() { return uuid_text(random_bytes(), 4); }
+
+std::string new_time_ordered_uuid() {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  auto b = random_bytes();
+  for (std::size_t i = 0; i < 6; ++i)
+    b[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(ms) >> (8 * (5 - i)));
+  return uuid_text(b, 7);
 }
 
 }  // namespace kernex::sqlite

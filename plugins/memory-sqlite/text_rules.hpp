@@ -33,5 +33,9 @@ std::vector<std::string> significant_words(std::string_view text);
 bool similar_descriptions(std::string_view a, std::string_view b);
 
 std::string new_uuid();
+// A UUIDv7 (RFC 9562): the Unix time in milliseconds, then random bits. Ids made one after another
+// sort after one another, so a b-tree keyed by them (conversations' primary key, messages by
+// conversation) takes a new one on its rightmost page instead of a random page of its own.
+std::string new_time_ordered_uuid();
 
 }  // namespace kernex::sqlite
