@@ -266,16 +266,21 @@ std::optional<Outcome> budget_outcome(const LoopDeps& deps, const Limits& limits
   return std::nullopt;
 }
 
-void emit(const LoopDeps& deps, StreamEvent::Kind kind, const ToolCall& call, std::string text,
-          bool is_error) {
+void emit(const LoopDeps& deps, StreamEvent::Kind kind, const std::string& id,
+          const std::string& name, std::string text, bool is_error) {
   if (!deps.sink) return;
   StreamEvent event;
   event.kind = kind;
   event.text = std::move(text);
-  event.tool_call_id = call.id;
-  event.tool_name = call.name;
+  event.tool_call_id = id;
+  event.tool_name = name;
   event.is_error = is_error;
   deps.sink(event);
+}
+
+void emit(const LoopDeps& deps, StreamEvent::Kind kind, const ToolCall& call, std::string text,
+          bool is_error) {
+  emit(deps, kind, call.id, call.name, std::move(text), is_error);
 }
 
 // What the model said during a run, so a cancelled run can return and save it: the text of its
@@ -327,14 +332,17 @@ ToolResult run_tool(const LoopDeps& deps, const ToolRouter& tools, Context& cont
                     const std::string& code_run, const std::string& key,
                     std::size_t code_max_bytes) {
   const auto t0 = std::chrono::steady_clock::now();
-  Json arguments = call.arguments;
-  const std::string name = call.name;
+  Trajectory* t = trajectory_of(deps);
+  // The record's copy of the arguments as the model or code sent them (hooks may rewrite the
+  // tool's own); none when nothing is recorded.
+  Json arguments = t != nullptr ? call.arguments : Json();
+  const std::string name = t != nullptr ? call.name : std::string();
   std::optional<ToolResult> replayed =
       tools.find(call.name) != nullptr ? journaled_result(deps, call, key) : std::nullopt;
   ToolResult result = replayed ? std::move(*replayed)
                                : run_tool_unrecorded(deps, tools, context, std::move(call), key,
                                                      code_run, code_max_bytes);
-  if (Trajectory* t = trajectory_of(deps)) {
+  if (t != nullptr) {
     Json event = {{"span", deps.span},
                   {"depth", deps.depth},
                   {"name", name},
@@ -363,18 +371,21 @@ ToolResult run_code_tool(const LoopDeps& deps, const ToolRouter& tools, Context&
   std::string key;
   if (deps.cursor != nullptr && !deps.cursor->tool_key.empty())
     key = deps.cursor->tool_key + "/" + std::to_string(++deps.cursor->code_calls);
-  if (auto replayed = journaled_result(deps, call, key)) return *replayed;
+  if (auto replayed = journaled_result(deps, call, key)) return std::move(*replayed);
   if (deps.tree != nullptr && !deps.tree->take_tool_call()) {
     return error_result(
         call, std::string(kToolBudgetText) + " of " +
                   std::to_string(deps.tree->limits().budgets.tool_call_budget.value_or(0)) +
                   " is used up");
   }
+  // Nothing is made for a stream nobody listens to (most calls from code have none), and the
+  // stream names the call as code made it (a hook may rewrite the tool's copy).
+  if (!deps.sink) return run_tool(deps, tools, context, std::move(call), code_run, key, max_bytes);
   emit(deps, StreamEvent::Kind::ToolRun, call,
        call.arguments.dump(-1, ' ', false, Json::error_handler_t::replace), false);
-  const ToolCall shown = call;
+  const std::string id = call.id, name = call.name;
   ToolResult result = run_tool(deps, tools, context, std::move(call), code_run, key, max_bytes);
-  emit(deps, StreamEvent::Kind::ToolResult, shown, recorded_result(result.content),
+  emit(deps, StreamEvent::Kind::ToolResult, id, name, recorded_result(result.content),
        result.is_error);
   return result;
 }

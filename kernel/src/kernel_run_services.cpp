@@ -117,24 +117,21 @@ Result<std::string> KernelRunServices::rlm_query(const std::string& prompt,
   return s_.sub_runner(prompt, context, shared_from_this());
 }
 
+std::shared_ptr<const KernelRunServices::ToolAccess> KernelRunServices::bound_tools() const {
+  std::lock_guard lock(mu_);
+  return tools_;
+}
+
 std::vector<ToolSpec> KernelRunServices::tools() {
-  ToolAccess access;
-  {
-    std::lock_guard lock(mu_);
-    access = tools_;
-  }
-  return access.list ? access.list() : std::vector<ToolSpec>{};
+  const auto access = bound_tools();
+  return access && access->list ? access->list() : std::vector<ToolSpec>{};
 }
 
 ToolResult KernelRunServices::call_tool(ToolCall call, const std::string& code_run,
                                         std::size_t result_max_bytes) {
-  ToolAccess access;
-  {
-    std::lock_guard lock(mu_);
-    access = tools_;
-  }
-  if (!access.call) return RunServices::call_tool(std::move(call), code_run);
-  return access.call(std::move(call), code_run, result_max_bytes);
+  const auto access = bound_tools();
+  if (!access || !access->call) return RunServices::call_tool(std::move(call), code_run);
+  return access->call(std::move(call), code_run, result_max_bytes);
 }
 
 void KernelRunServices::submit_result(Json value, const std::string& code_run) {
@@ -157,8 +154,10 @@ std::string KernelRunServices::code_run() const {
 }
 
 void KernelRunServices::bind_tools(ToolAccess access) {
+  auto bound =
+      access.list || access.call ? std::make_shared<const ToolAccess>(std::move(access)) : nullptr;
   std::lock_guard lock(mu_);
-  tools_ = std::move(access);
+  tools_ = std::move(bound);
 }
 
 std::optional<Json> KernelRunServices::submitted() const {

@@ -67,9 +67,13 @@ class KernelRunServices final : public RunServices,
   Result<std::string> query_with(Provider& provider, const std::string& prompt,
                                  const std::optional<std::string>& model);
 
+  // The bound tools, shared: a call from code takes a reference under the lock (no copy of the
+  // functions per call) and keeps them alive while it runs, whatever unbind does meanwhile.
+  std::shared_ptr<const ToolAccess> bound_tools() const;
+
   Setup s_;
   mutable std::mutex mu_;  // guards tools_, result_ and code_run_
-  ToolAccess tools_;
+  std::shared_ptr<const ToolAccess> tools_;
   std::string code_run_;
   std::optional<Json> result_;
 };

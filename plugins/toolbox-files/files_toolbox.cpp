@@ -1,8 +1,9 @@
 // The built-in file and shell tools (bash, read, write, edit, glob, grep). Unlike kernex, none of
 // them opens a file in-process: each is a small program (cat, sed, grep, bash with a fixed script
 // and the model's values as argv) run inside the sandbox, so every file access follows the same
-// workspace policy as a skill's toolbox. A whole-file `read` is opened by a long-lived process in
-// that same sandbox and read by the kernel from the fd it hands over (sandboxed_opener.hpp).
+// workspace policy as a skill's toolbox. A `read` (whole, or lines by offset/limit) is opened by a
+// long-lived process in that same sandbox and read by the kernel from the fd it hands over
+// (sandboxed_opener.hpp, line_range.hpp); cat and sed remain for what it does not take.
 // Config: see kernex::sandbox::ToolboxRunOptions, plus `tools` (names to offer; default all).
 #include <algorithm>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "kernex/permissions.hpp"
 #include "kernex/plugin.hpp"
 #include "kernex/sandbox/toolbox.hpp"
+#include "line_range.hpp"
 #include "sandboxed_opener.hpp"
 
 namespace {
@@ -349,8 +351,10 @@ class FilesToolbox final : public kernex::ToolExecutor {
     const fs::path path = resolve(job, file);
     auto offset = uint_arg(call.arguments, "offset");
     auto limit = uint_arg(call.arguments, "limit");
-    if (!offset && !limit && job.opener) {
-      if (auto fast = read_opened(job, call, path)) return std::move(*fast);
+    if (job.opener) {
+      std::optional<kernex::files::LineRange> range;
+      if (offset || limit) range = kernex::files::LineRange::of(offset, limit);
+      if (auto fast = read_opened(job, call, path, range)) return std::move(*fast);
     }
     std::vector<std::string> argv = {"cat", "--", path.string()};
     if (offset || limit) {
@@ -370,11 +374,11 @@ class FilesToolbox final : public kernex::ToolExecutor {
     return read_for_code(call, std::move(run.result.stdout_data));
   }
 
-  // A whole-file read through the opener: the same answer as cat's, or nullopt for the caller to
-  // run cat (not found, denied, a directory, /proc, a model's read past kCaptureCap: cat's
-  // messages and its view stay the only ones).
-  std::optional<ToolResult> read_opened(const Job& job, const ToolCall& call,
-                                        const fs::path& path) const {
+  // A read through the opener: the same answer as cat's (whole) or sed's (`range`), or nullopt
+  // for the caller to run them (not found, denied, a directory, /proc, a model's whole read past
+  // kCaptureCap: their messages and their view stay the only ones).
+  std::optional<ToolResult> read_opened(const Job& job, const ToolCall& call, const fs::path& path,
+                                        std::optional<kernex::files::LineRange> range) const {
     namespace kf = kernex::files;
     auto opened = job.opener->open(path.string(), job.stop);
     if (!opened) return bad(call, sb::cancelled_text(call.name));
@@ -382,6 +386,7 @@ class FilesToolbox final : public kernex::ToolExecutor {
       return bad(call, "Error reading " + path.string() + ": it is " + opened->what +
                            ", not a regular file");
     if (opened->kind != kf::Opened::Kind::File) return std::nullopt;
+    if (range) return read_range(job, call, path, opened->fd.get(), *range);
     auto text = kf::read_whole(opened->fd.get(), job.code_cap > 0 ? job.code_cap : kCaptureCap);
     if (!text) return bad(call, "Error reading " + path.string() + ": " + text.error().message);
     if (!*text) {
@@ -390,6 +395,22 @@ class FilesToolbox final : public kernex::ToolExecutor {
     }
     if (job.code_cap == 0) return ok(call, cut((*text)->text));
     return read_for_code(call, std::move((*text)->text), (*text)->newlines);
+  }
+
+  // The lines of `range` from the opened file, as sed printed them: the model's view cut as any
+  // output, code's whole or refused past its cap. The profile's timeout bounds the read as it
+  // bounded sed (a huge file, one that keeps growing).
+  ToolResult read_range(const Job& job, const ToolCall& call, const fs::path& path, int fd,
+                        kernex::files::LineRange range) const {
+    const auto deadline = std::chrono::steady_clock::now() + job.policy->profile().timeout;
+    auto lines = kernex::files::read_lines(fd, range, job.code_cap > 0 ? job.code_cap : kCaptureCap,
+                                           deadline, job.stop);
+    if (!lines && lines.error().code == ErrorCode::Cancelled)
+      return bad(call, sb::cancelled_text(call.name));
+    if (!lines) return bad(call, "Error reading " + path.string() + ": " + lines.error().message);
+    if (job.code_cap == 0) return ok(call, cut(lines->text));
+    if (lines->truncated) return over_code_cap(job, call);
+    return read_for_code(call, std::move(lines->text));
   }
 
   // What code gets of a read: {content, lines, truncated: false} (the whole text: code is not the

@@ -31,8 +31,9 @@ struct CallAnswer {
   CallAnswer(Json j, std::string bytes) : line(std::move(j)), raw(std::move(bytes)) {}
 };
 
-// Answers one callback from the worker ({"call": "llm_query", ...}) with what to send back.
-using CallbackHandler = std::function<CallAnswer(const Json& call)>;
+// Answers one callback from the worker ({"call": "llm_query", ...}) with what to send back. The
+// call is the handler's to take from (a tool call's arguments are moved on, not copied).
+using CallbackHandler = std::function<CallAnswer(Json& call)>;
 
 class ReplSession {
  public:

@@ -222,14 +222,14 @@ CallAnswer tool_value(const std::string& tool, ToolResult result, std::size_t ma
 // cut view. Its structured result (MCP structuredContent, a built-in tool's JSON) comes back as
 // a dict or list; otherwise a text that is a JSON object or array, else the text. A large text
 // (or a structured result's "content") follows the answer line as raw bytes, unescaped.
-CallAnswer answer_tool_call(const RunHandles& run, const Json& call, CodeRun& code,
+CallAnswer answer_tool_call(const RunHandles& run, Json& call, CodeRun& code,
                             std::size_t max_bytes) {
   const auto name = call.find("name");
   if (name == call.end() || !name->is_string())
     return refused("tools.call: the tool's name must be a string");
   const std::string tool = name->get<std::string>();
   Json arguments = Json::object();
-  if (const auto a = call.find("arguments"); a != call.end()) arguments = *a;
+  if (const auto a = call.find("arguments"); a != call.end()) arguments = std::move(*a);
   if (!arguments.is_object()) return refused(tool + ": arguments must be keyword arguments");
   if (is_repl_tool(tool)) return refused(tool + " is the REPL's own tool; code already runs here");
   if (!run.services) return refused("no tools can be called from code here");
@@ -342,8 +342,8 @@ CallAnswer answer_save_skill(const Json& call, const Keeping& keep) {
 
 // The answer to one callback from running code: a tool, a submitted result, a sub-query, a
 // checkpoint or a saved skill.
-CallAnswer answer_call(const RunHandles& run, const Json& call, CodeRun& code,
-                       std::size_t max_bytes, const Keeping& keep) {
+CallAnswer answer_call(const RunHandles& run, Json& call, CodeRun& code, std::size_t max_bytes,
+                       const Keeping& keep) {
   // From sandboxed code: a field of another type is an unknown call, never an exception.
   const std::string kind = call.is_object() && call.contains("call") && call["call"].is_string()
                                ? call["call"].get<std::string>()
@@ -513,7 +513,7 @@ class ReplToolbox final : public ToolExecutor {
     const CodeRunScope in_code(run, code.id);
     auto reply = slot->session->request(
         call.name, std::move(line), raw, options_.timeout,
-        [&run, &code, &slot, &tenant, this](const Json& c) {
+        [&run, &code, &slot, &tenant, this](Json& c) {
           return answer_call(run, c, code, options_.tool_result_max_bytes,
                              Keeping{options_.data_dir, tenant, slot->checkpoint});
         },
