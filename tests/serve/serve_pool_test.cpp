@@ -224,7 +224,9 @@ void cancel_a_run_waiting_on_its_model(bool https) {
   ASSERT_EQ(next.status, 200) << next.describe();
 }
 
-TEST(ServePool, ACancelledRunWaitingOnItsModelEndsAtOnce) { cancel_a_run_waiting_on_its_model(false); }
+TEST(ServePool, ACancelledRunWaitingOnItsModelEndsAtOnce) {
+  cancel_a_run_waiting_on_its_model(false);
+}
 
 TEST(ServePool, ACancelledRunWaitingOnItsModelOverHttpsEndsAtOnce) {
   cancel_a_run_waiting_on_its_model(true);

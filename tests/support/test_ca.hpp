@@ -52,8 +52,8 @@ class TestCa {
 
   // A server certificate for `alt_names` ("IP:127.0.0.1,DNS:localhost"), signed by this CA.
   TlsIdentity issue(const std::string& alt_names) const {
-    TlsIdentity id = make("kernex test server", "critical,CA:FALSE", "critical,digitalSignature",
-                          &ca_);
+    TlsIdentity id =
+        make("kernex test server", "critical,CA:FALSE", "critical,digitalSignature", &ca_);
     add_extension(id.cert.get(), ca_.cert.get(), NID_subject_alt_name, alt_names);
     add_extension(id.cert.get(), ca_.cert.get(), NID_ext_key_usage, "serverAuth");
     sign(id.cert.get(), ca_.key.get());

@@ -62,8 +62,7 @@ class HttpTls : public ::testing::Test {
 void expect_refused(const kernex::Result<kernex::http::Response>& r, const TlsFront& front) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::Provider);
-  EXPECT_NE(r.error().message.find("TLS handshake failed"), std::string::npos)
-      << r.error().message;
+  EXPECT_NE(r.error().message.find("TLS handshake failed"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("certificate verify failed"), std::string::npos)
       << r.error().message;
   EXPECT_EQ(front.connections(), 1u) << "a certificate that does not verify is not retried";
@@ -217,7 +216,8 @@ TEST_F(HttpTls, AConnectWithoutAnswerEndsAtItsDeadlineOrAtOnceOnAStop) {
   Request request = post(listener.url());
   request.stop = source.get_token();
   std::thread canceller([&] {
-    std::this_thread::sleep_for(200ms);  // no event says "the SYN went unanswered"; any time will do
+    std::this_thread::sleep_for(
+        200ms);  // no event says "the SYN went unanswered"; any time will do
     source.request_stop();
   });
   const auto asked = Clock::now();

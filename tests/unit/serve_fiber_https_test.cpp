@@ -115,8 +115,9 @@ class HeldServer {
       changed_.notify_all();
       changed_.wait(lock, [&] { return released_; });
     }
-    const std::string out = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+    const std::string out =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
     (void)!::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
   }
   static std::size_t content_length(const std::string& in) {

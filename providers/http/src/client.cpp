@@ -412,11 +412,12 @@ struct Client::Impl {
         },
         [&] { resolver.cancel(); });
     if (ec) return connect_failure(where, "cannot resolve host", ec);
-    if (endpoints.empty()) return connect_failure(where, "cannot resolve host", asio::error::host_not_found);
+    if (endpoints.empty())
+      return connect_failure(where, "cannot resolve host", asio::error::host_not_found);
     for (const auto& entry : endpoints) {
       const tcp::endpoint endpoint = entry.endpoint();
-      const auto made = detail::tcp_connect(endpoint.data(),
-                                            static_cast<socklen_t>(endpoint.size()), deadline, stop);
+      const auto made = detail::tcp_connect(
+          endpoint.data(), static_cast<socklen_t>(endpoint.size()), deadline, stop);
       if (made.fd >= 0) {
         ++stats.connections_opened;
         return std::make_unique<Connection>(made.fd);
@@ -655,8 +656,8 @@ struct Client::Impl {
       {
         const std::stop_callback<ShutdownOnStop> wake(stop, ShutdownOnStop{conn->fd});
         if (conn->tls) {
-          result = exchange(SyncIo<TlsStream>{*conn->tls, conn->tls->next_layer(), *conn}, url,
-                            req, on_chunk, total, reused, stale, delivered);
+          result = exchange(SyncIo<TlsStream>{*conn->tls, conn->tls->next_layer(), *conn}, url, req,
+                            on_chunk, total, reused, stale, delivered);
         } else {
           PollStream plain(conn->fd);
           result = exchange(SyncIo<PollStream>{plain, plain, *conn}, url, req, on_chunk, total,

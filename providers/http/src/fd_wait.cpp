@@ -18,8 +18,8 @@ int wait_ready(int fd, short events, Clock::time_point deadline, short* revents)
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
   if (left <= 0) return ETIMEDOUT;
   // Within int: a far deadline waits in ~12-day steps (the caller loops).
-  const int ready = kernex::wait_fd(fd, events, static_cast<int>(left < (1 << 30) ? left : 1 << 30),
-                                    &got);
+  const int ready =
+      kernex::wait_fd(fd, events, static_cast<int>(left < (1 << 30) ? left : 1 << 30), &got);
   if (ready > 0) {
     if (revents != nullptr) *revents = got;
     return 0;

@@ -54,8 +54,7 @@ class PollStream {
 
  private:
   template <class Buffers, class Io>
-  std::size_t transfer(const Buffers& buffers, boost::system::error_code& ec, short events,
-                       Io io) {
+  std::size_t transfer(const Buffers& buffers, boost::system::error_code& ec, short events, Io io) {
     ec = {};
     iovec iov[16];
     std::size_t count = 0;
