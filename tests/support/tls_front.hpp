@@ -8,9 +8,7 @@
 // Plain POSIX sockets and OpenSSL, one thread per connection.
 #pragma once
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -29,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "loopback_socket.hpp"
 #include "test_ca.hpp"
 
 namespace kernex::test {
@@ -47,7 +46,9 @@ class TlsFront {
         SSL_CTX_use_PrivateKey(ctx_, identity.key.get()) != 1) {
       throw std::runtime_error("TlsFront: cannot set up the TLS context");
     }
-    listen_fd_ = listen_loopback(port_);
+    const LoopbackListener listener = listen_loopback();
+    listen_fd_ = listener.fd;
+    port_ = listener.port;
     if (::pipe2(stop_pipe_, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     acceptor_ = std::thread([this] { accept_loop(); });
   }
@@ -87,32 +88,6 @@ class TlsFront {
   }
 
  private:
-  static int listen_loopback(int& port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::listen(fd, 128) != 0) {
-      throw std::runtime_error("TlsFront: bind/listen failed");
-    }
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    port = ntohs(addr.sin_port);
-    return fd;
-  }
-
-  int connect_backend() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<std::uint16_t>(backend_port_));
-    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
-    if (fd >= 0) ::close(fd);
-    return -1;
-  }
-
   void track(int fd, bool open) {
     std::lock_guard lock(mutex_);
     if (open) {
@@ -148,7 +123,7 @@ class TlsFront {
   void relay(int fd) {
     SSL* ssl = SSL_new(ctx_);
     SSL_set_fd(ssl, fd);
-    const int backend = SSL_accept(ssl) == 1 ? connect_backend() : -1;
+    const int backend = SSL_accept(ssl) == 1 ? connect_loopback(backend_port_) : -1;
     if (backend >= 0) {
       ++handshakes_;
       track(backend, true);

@@ -5,8 +5,6 @@
 // deadline or at once on a stop request.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +16,7 @@
 
 #include "fake_http_server.hpp"
 #include "kernex/http/client.hpp"
+#include "loopback_socket.hpp"
 #include "temp_dir.hpp"
 #include "test_ca.hpp"
 #include "tls_front.hpp"
@@ -170,18 +169,11 @@ TEST_F(HttpTls, AStopEndsAWaitingTlsReadAtOnce) {
 class FullListener {
  public:
   FullListener() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(fd_, 0) != 0)
-      throw std::runtime_error("bind/listen failed");
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    filler_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (::connect(filler_, reinterpret_cast<sockaddr*>(&addr), len) != 0)
-      throw std::runtime_error("cannot fill the accept queue");
+    const auto listener = kernex::test::listen_loopback(0);
+    fd_ = listener.fd;
+    port_ = listener.port;
+    filler_ = kernex::test::connect_loopback(port_);  // queued, never accepted: the queue is full
+    if (filler_ < 0) throw std::runtime_error("cannot fill the accept queue");
   }
   ~FullListener() {
     ::close(filler_);

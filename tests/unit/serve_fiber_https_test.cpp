@@ -5,8 +5,6 @@
 // wait together and each ends at its deadline with a typed error.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,6 +23,7 @@
 
 #include "kernex/http/client.hpp"
 #include "kernex/suspend.hpp"
+#include "loopback_socket.hpp"
 #include "run_fiber.hpp"
 #include "run_pool.hpp"
 #include "temp_dir.hpp"
@@ -53,15 +52,9 @@ constexpr auto kGenerous = std::chrono::seconds(60);  // a deadlock fails, nothi
 class HeldServer {
  public:
   HeldServer() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(fd_, 128) != 0)
-      throw std::runtime_error("bind/listen failed");
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    const auto listener = kernex::test::listen_loopback();
+    fd_ = listener.fd;
+    port_ = listener.port;
     acceptor_ = std::thread([this] { accept_loop(); });
   }
   ~HeldServer() {
