@@ -19,9 +19,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// serve.run_threads 0. Waits on a model (plain HTTP or TLS, connect included) or on a person hold
+// no thread, so the bound is for blocking work: a tool's process, a hook, a memory call, DNS, a
+// provider plugin with its own blocking client. 256 such at once; stacks 256 x run_stack_kib of
+// address space at most.
+constexpr unsigned kDefaultRunThreads = 256;
+
 RunPool::Options pool_options(const ServeConfig& config) {
   RunPool::Options o;
-  o.max_threads = config.run_threads ? config.run_threads : 10'000;
+  o.max_threads = config.run_threads ? config.run_threads : kDefaultRunThreads;
   o.warm = RunPool::default_warm();
   o.stack_bytes = config.run_stack_kib << 10;
   return o;

@@ -1,5 +1,6 @@
 #include "run_pool.hpp"
 
+#include <openssl/crypto.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -68,6 +69,13 @@ void worker_loop(const std::shared_ptr<RunPool::State>& s) {
     task = nullptr;  // what the task held goes before the thread counts as free
     lock.lock();
   }
+  // Runs' TLS (the HTTP client, on their fibers) leaves OpenSSL state in the thread (error queue,
+  // random generators): freed now, not by the thread's exit, which a process that ends right
+  // after the pool is destroyed would not wait for (a detached thread; OpenSSL's atexit cleanup
+  // would race it).
+  lock.unlock();
+  OPENSSL_thread_stop();
+  lock.lock();
   --s->threads;
   s->gone.notify_all();
 }

@@ -1,8 +1,8 @@
 // The threads runs execute on: a bounded pool, first come first served, instead of a thread made
 // for every run. Each run is a fiber (run_fiber.hpp) whose slices run here: a run waiting on its
-// model (Provider::start, or the HTTP client's socket waits, kernex/suspend.hpp) holds no thread,
+// model (Provider::start, or the HTTP client's socket waits, http:// or https://) holds no thread,
 // and its next slice is submitted when the answer comes. What still blocks (the sandbox's process
-// waits, a synchronous-only provider, a TLS connection) holds its thread, so the bound is sized
+// waits, a synchronous-only provider, a hook, memory, DNS) holds its thread, so the bound is sized
 // for blocking work (serve.run_threads); threads are made only when every existing one is busy,
 // reused after, and retired once idle for a while beyond a warm few. A run that waits on a person
 // holds none either: it is parked and submitted again on the decision (run_manager.cpp).

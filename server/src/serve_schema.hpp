@@ -24,7 +24,7 @@ inline constexpr std::array<std::string_view, 2> kOnDisconnect{"cancel", "finish
 inline constexpr std::array kTopFields{
     Field{"listen", String, "HOST:PORT the API listens on", "127.0.0.1:8080"},
     Field{"threads", Integer, "HTTP threads; 0: the number of CPUs", "0", 0, 256},
-    Field{"run_threads", Integer, "runs executing at once; 0: 10 000", "0", 0, 100'000},
+    Field{"run_threads", Integer, "runs executing at once; 0: 256", "0", 0, 100'000},
     Field{.name = "run_stack_kib",
           .type = Integer,
           .doc = "each run's fiber stack, and each run thread's",

@@ -2,11 +2,16 @@
 // work all complete, first come first served and in order within each session; a run waiting for
 // its pool thread is cancelled at once; a run that waits on its model holds no thread (it runs on
 // a fiber), nor does one that waits for a person (parked), so a pool of 2 with 50 runs waiting on
-// the model or 5 awaiting approval still runs others.
+// the model or 5 awaiting approval still runs others. The model is reached over http:// and over
+// https:// (a loopback TLS front the server trusts): connect, handshake and reads all park.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "approval_world.hpp"
+#include "test_ca.hpp"
+#include "tls_front.hpp"
 
 namespace {
 
@@ -133,15 +138,35 @@ TEST(ServePool, MoreRunsThanThreadsAllCompleteInOrderAndAQueuedRunCancelsAtOnce)
   EXPECT_EQ(count_of(a.tallied(), "hold1"), 1u);
 }
 
+// The provider block reaching `llm` over http://, or over https:// through a TLS front whose CA
+// the server trusts (SSL_CERT_FILE, which it inherits).
+class ModelLink {
+ public:
+  ModelLink(const FakeLlm& llm, bool https, const ServeWorld& w) {
+    block_ = ServeWorld::openai_provider(llm);
+    if (!https) return;
+    ::setenv("SSL_CERT_FILE", ca_.write_pem((w.dir.path() / "ca.pem").string()).c_str(), 1);
+    front_.emplace(ca_.issue("IP:127.0.0.1"), llm.port());
+    block_.replace(block_.find(llm.base_url()), llm.base_url().size(), front_->url("/v1"));
+  }
+  const std::string& provider_block() const { return block_; }
+
+ private:
+  std::string block_;
+  kernex::test::TestCa ca_;
+  std::optional<kernex::test::TlsFront> front_;
+};
+
 // Runs waiting on their model hold no thread (each runs on a fiber; its HTTP wait parks it): a
 // model that answers nothing until all 50 requests arrived would deadlock a pool of 2 otherwise.
-TEST(ServePool, FiftyRunsWaitingOnTheirModelHoldNoneOfTwoThreads) {
+void fifty_runs_wait_on_two_threads(bool https) {
   FakeLlm llm;
   llm.set_responder([](const FakeLlm::Request& r) {
     return FakeLlm::Plan{{"reply to ", r.last_user()}, std::optional<std::size_t>(1)};
   });
   ServeWorld w;
-  w.write_config(ServeWorld::openai_provider(llm), "  run_threads: 2\n");
+  const ModelLink link(llm, https, w);
+  w.write_config(link.provider_block(), "  run_threads: 2\n");
   ASSERT_TRUE(w.start());
   Posts posts(w.port());
   for (int i = 0; i < 50; ++i) posts.post("s" + std::to_string(i), "m" + std::to_string(i));
@@ -155,17 +180,28 @@ TEST(ServePool, FiftyRunsWaitingOnTheirModelHoldNoneOfTwoThreads) {
     ASSERT_EQ(a.status, 200) << a.describe();
     EXPECT_EQ(a.json().value("text", ""), "reply to m" + std::to_string(i));
   }
+  // Clean exit: under ASan a leak (OpenSSL's per-thread state, say) would fail it.
+  EXPECT_EQ(w.server.stop(), std::optional<int>(0)) << w.log();
+}
+
+TEST(ServePool, FiftyRunsWaitingOnTheirModelHoldNoneOfTwoThreads) {
+  fifty_runs_wait_on_two_threads(false);
+}
+
+TEST(ServePool, FiftyRunsWaitingOnTheirModelOverHttpsHoldNoneOfTwoThreads) {
+  fifty_runs_wait_on_two_threads(true);
 }
 
 // A run suspended on its model ends at once on a cancel: the stop shuts its socket down, which
 // wakes the wait.
-TEST(ServePool, ACancelledRunWaitingOnItsModelEndsAtOnce) {
+void cancel_a_run_waiting_on_its_model(bool https) {
   FakeLlm llm;
   llm.set_responder([](const FakeLlm::Request& r) {
     return FakeLlm::Plan{{"partial ", r.last_user()}, std::optional<std::size_t>(1)};
   });
   ServeWorld w;
-  w.write_config(ServeWorld::openai_provider(llm), "  run_threads: 1\n");
+  const ModelLink link(llm, https, w);
+  w.write_config(link.provider_block(), "  run_threads: 1\n");
   ASSERT_TRUE(w.start());
   Posts posts(w.port());
   posts.post("c", "cancel me");
@@ -186,6 +222,14 @@ TEST(ServePool, ACancelledRunWaitingOnItsModelEndsAtOnce) {
   auto next = request(w.port(), "POST", "/v1/sessions/d/messages", message_body("next"), {},
                       milliseconds(60000));
   ASSERT_EQ(next.status, 200) << next.describe();
+}
+
+TEST(ServePool, ACancelledRunWaitingOnItsModelEndsAtOnce) {
+  cancel_a_run_waiting_on_its_model(false);
+}
+
+TEST(ServePool, ACancelledRunWaitingOnItsModelOverHttpsEndsAtOnce) {
+  cancel_a_run_waiting_on_its_model(true);
 }
 
 TEST(ServePool, RunsAwaitingApprovalHoldNoThread) {

@@ -1,16 +1,17 @@
 // The only translation unit that includes Beast and Asio (each takes ~30 s and >1 GB to build).
-// Connecting and TLS are async operations run to completion on a private io_context, with a
-// timer that closes the socket when a connect/read/total deadline passes. Requests on a plain
-// (non-TLS) connection skip that machinery: Beast's synchronous read/write over the socket's
-// descriptor, each wait bounded by poll() (a loopback model server answers in microseconds, and
-// per request a timer, a reactor run and their clock reads cost as much as the exchange).
+// Every step after name resolution is synchronous over the socket's non-blocking descriptor, each
+// wait through kernex::wait_fd by the step's deadline (poll_stream.hpp, tcp_connect.hpp): the TCP
+// connect, a proxy's CONNECT, the TLS handshake (Asio's TLS engine over the same stream) and the
+// exchange. On a fiber of `kernex serve` those waits hold no thread; elsewhere they are poll().
+// Name resolution is an Asio async operation run to completion on a private io_context (it holds
+// its thread; numeric hosts resolve at once). A stop request shuts the socket down, which ends any
+// wait under way.
 #include "kernex/http/client.hpp"
 #include "kernex/number.hpp"
 #include "kernex/suspend.hpp"
 
-#include <poll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -21,7 +22,6 @@
 #include <mutex>
 #include <semaphore>
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -30,8 +30,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <openssl/ssl.h>
+
+#include "poll_stream.hpp"
+#include "tcp_connect.hpp"
 
 namespace kernex::http {
 
@@ -106,119 +108,39 @@ bool is_timeout(const error_code& ec) {
   return ec == asio::error::timed_out || ec == beast::error::timeout;
 }
 
-// The peer closed an idle kept-alive connection: the request never reached a handler.
+// The peer closed an idle kept-alive connection: the request never reached a handler (a TLS
+// peer may close without its close_notify: a truncated stream).
 bool is_stale(const error_code& ec) {
   return ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
          ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
-         ec == asio::error::connection_aborted;
+         ec == asio::error::connection_aborted || ec == asio::ssl::error::stream_truncated;
 }
 
-using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+using detail::PollStream;
+using TlsStream = asio::ssl::stream<detail::TlsLayer>;
 
+// One socket (owned), with TLS over it for https.
 struct Connection {
-  std::unique_ptr<beast::tcp_stream> plain;
+  explicit Connection(int descriptor) : fd(descriptor) {}
+  ~Connection() { close(); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  int fd;
   std::unique_ptr<TlsStream> tls;
   beast::flat_buffer buffer;
 
-  beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
   void close() {
-    error_code ignored;
-    lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
-    lowest().socket().close(ignored);
+    if (fd < 0) return;
+    ::shutdown(fd, SHUT_RDWR);
+    ::close(fd);
+    fd = -1;
   }
 };
 
-// errno read afresh: after kernex::wait_fd the caller may be on another thread (a fiber moves),
-// and errno's address is the thread's (GCC may keep __errno_location()'s result otherwise).
-[[gnu::noinline]] int thread_errno() {
-  int e = errno;
-  asm volatile("" : "+r"(e));  // neither pure nor const: never merged with another call
-  return e;
-}
-
-// A connected socket's descriptor as a Beast SyncReadStream/SyncWriteStream: non-blocking
-// sendmsg/recvmsg, waiting in poll() until `deadline` (then asio::error::timed_out).
-class PollStream {
- public:
-  explicit PollStream(int fd) : fd_(fd) {}
-  Clock::time_point deadline;
-
-  template <class Buffers>
-  std::size_t read_some(const Buffers& buffers, error_code& ec) {
-    return transfer(buffers, ec, POLLIN,
-                    [this](msghdr* m) { return ::recvmsg(fd_, m, MSG_DONTWAIT); });
-  }
-  template <class Buffers>
-  std::size_t write_some(const Buffers& buffers, error_code& ec) {
-    return transfer(buffers, ec, POLLOUT,
-                    [this](msghdr* m) { return ::sendmsg(fd_, m, MSG_DONTWAIT | MSG_NOSIGNAL); });
-  }
-  template <class Buffers>
-  std::size_t read_some(const Buffers& buffers) {
-    error_code ec;
-    const std::size_t n = read_some(buffers, ec);
-    if (ec) throw boost::system::system_error(ec);
-    return n;
-  }
-  template <class Buffers>
-  std::size_t write_some(const Buffers& buffers) {
-    error_code ec;
-    const std::size_t n = write_some(buffers, ec);
-    if (ec) throw boost::system::system_error(ec);
-    return n;
-  }
-
- private:
-  template <class Buffers, class Io>
-  std::size_t transfer(const Buffers& buffers, error_code& ec, short events, Io io) {
-    ec = {};
-    iovec iov[16];
-    std::size_t count = 0;
-    for (auto it = asio::buffer_sequence_begin(buffers);
-         it != asio::buffer_sequence_end(buffers) && count < 16; ++it) {
-      const auto b = asio::buffer(*it);
-      if (b.size() == 0) continue;
-      iov[count++] = iovec{const_cast<void*>(static_cast<const void*>(b.data())), b.size()};
-    }
-    if (count == 0) return 0;
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = count;
-    while (true) {
-      const ssize_t n = io(&msg);
-      if (n > 0) return static_cast<std::size_t>(n);
-      if (n == 0) {
-        ec = asio::error::eof;  // only a read returns 0 for a non-empty buffer
-        return 0;
-      }
-      const int error = thread_errno();
-      if (error == EINTR) continue;
-      if (error != EAGAIN && error != EWOULDBLOCK) {
-        ec = error_code(error, boost::system::system_category());
-        return 0;
-      }
-      const auto left =
-          std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) {
-        ec = asio::error::timed_out;
-        return 0;
-      }
-      // On a fiber of `kernex serve` the wait gives the thread back (kernex/suspend.hpp).
-      const int ready =
-          kernex::wait_fd(fd_, events, static_cast<int>(std::min<long long>(left, 1 << 30)));
-      if (const int error = ready < 0 ? thread_errno() : EINTR; error != EINTR) {
-        ec = error_code(error, boost::system::system_category());
-        return 0;
-      }
-    }
-  }
-
-  int fd_;
-};
-
-// Wakes a blocked poll()/recvmsg()/sendmsg() on a plain connection when the request's stop token
-// fires: shutdown() is safe from any thread and the descriptor stays open (the caller closes it
-// only after this callback was deregistered).
+// Wakes a wait on a connection (kernex::wait_fd, poll) when the request's stop token fires:
+// shutdown() is safe from any thread and the descriptor stays open (the caller closes it only
+// after this callback was deregistered).
 struct ShutdownOnStop {
   int fd;
   void operator()() const noexcept { ::shutdown(fd, SHUT_RDWR); }
@@ -472,7 +394,8 @@ struct Client::Impl {
     return std::unexpected(Failure{Error(ErrorCode::Provider, msg), retryable});
   }
 
-  // Resolves `peer` and opens a TCP connection to it, both by `deadline`; a refusal says so.
+  // Resolves `peer` and opens a TCP connection to it (each address in turn), both by `deadline`;
+  // a refusal says so.
   std::expected<std::unique_ptr<Connection>, Failure> open_tcp(const Url& peer,
                                                                const std::string& where,
                                                                Clock::time_point deadline) {
@@ -489,26 +412,25 @@ struct Client::Impl {
         },
         [&] { resolver.cancel(); });
     if (ec) return connect_failure(where, "cannot resolve host", ec);
-
-    auto conn = std::make_unique<Connection>();
-    conn->plain = std::make_unique<beast::tcp_stream>(ioc);
-    ec = run(
-        deadline,
-        [&](auto done) {
-          conn->plain->async_connect(endpoints,
-                                     [done](error_code e, const tcp::endpoint&) { done(e); });
-        },
-        [&] { conn->close(); });
+    if (endpoints.empty())
+      return connect_failure(where, "cannot resolve host", asio::error::host_not_found);
+    for (const auto& entry : endpoints) {
+      const tcp::endpoint endpoint = entry.endpoint();
+      const auto made = detail::tcp_connect(
+          endpoint.data(), static_cast<socklen_t>(endpoint.size()), deadline, stop);
+      if (made.fd >= 0) {
+        ++stats.connections_opened;
+        return std::make_unique<Connection>(made.fd);
+      }
+      ec = error_code(made.error, boost::system::system_category());
+      if (made.error == ETIMEDOUT || made.error == ECANCELED) break;  // no time for the next one
+    }
     if (ec == asio::error::connection_refused) {
       auto refused = connect_failure(where, "cannot connect", ec);
       refused.error().refused = true;
       return refused;
     }
-    if (ec) return connect_failure(where, "cannot connect", ec);
-    error_code ignored;
-    conn->plain->socket().set_option(tcp::no_delay(true), ignored);
-    ++stats.connections_opened;
-    return conn;
+    return connect_failure(where, "cannot connect", ec);
   }
 
   // Asks the proxy for a tunnel to `url` (CONNECT); a proxy's 5xx may pass on a retry.
@@ -518,22 +440,15 @@ struct Client::Impl {
     req.set(bhttp::field::host, url.authority());
     if (!proxy.authorization.empty())
       req.set(bhttp::field::proxy_authorization, proxy.authorization);
-    error_code ec = run(
-        step_deadline(opts.read_timeout, total),
-        [&](auto done) {
-          bhttp::async_write(*conn.plain, req, [done](error_code e, std::size_t) { done(e); });
-        },
-        [&] { conn.close(); });
+    PollStream stream(conn.fd);
+    stream.deadline = step_deadline(opts.read_timeout, total);
+    error_code ec;
+    bhttp::write(stream, req, ec);
     bhttp::response_parser<bhttp::empty_body> parser;
     parser.skip(true);  // a CONNECT answer has no body
     if (!ec) {
-      ec = run(
-          step_deadline(opts.read_timeout, total),
-          [&](auto done) {
-            bhttp::async_read(*conn.plain, conn.buffer, parser,
-                              [done](error_code e, std::size_t) { done(e); });
-          },
-          [&] { conn.close(); });
+      stream.deadline = step_deadline(opts.read_timeout, total);
+      bhttp::read(stream, conn.buffer, parser, ec);
     }
     if (ec) return connect_failure(where, "CONNECT to " + url.authority() + " failed", ec);
     const int status = static_cast<int>(parser.get().result_int());
@@ -550,8 +465,7 @@ struct Client::Impl {
   std::expected<void, Failure> start_tls(Connection& conn, const Url& url, const std::string& where,
                                          Clock::time_point total) {
     load_ca_store();
-    conn.tls = std::make_unique<TlsStream>(std::move(*conn.plain), ssl());
-    conn.plain.reset();
+    conn.tls = std::make_unique<TlsStream>(detail::TlsLayer(conn.fd, ioc.get_executor()), ssl());
     error_code addr_ec;
     asio::ip::make_address(url.host, addr_ec);
     if (addr_ec && !SSL_set_tlsext_host_name(conn.tls->native_handle(), url.host.c_str())) {
@@ -559,10 +473,9 @@ struct Client::Impl {
     }
     conn.tls->set_verify_mode(asio::ssl::verify_peer);
     conn.tls->set_verify_callback(asio::ssl::host_name_verification(url.host));
-    const error_code ec = run(
-        step_deadline(opts.connect_timeout, total),
-        [&](auto done) { conn.tls->async_handshake(asio::ssl::stream_base::client, done); },
-        [&] { conn.close(); });
+    conn.tls->next_layer().deadline = step_deadline(opts.connect_timeout, total);
+    error_code ec;
+    conn.tls->handshake(asio::ssl::stream_base::client, ec);
     // A certificate that does not verify will not verify on the next attempt either.
     if (ec)
       return connect_failure(where, "TLS handshake failed", ec, is_timeout(ec) || is_stale(ec));
@@ -577,6 +490,8 @@ struct Client::Impl {
     const std::string where = proxy ? "proxy " + peer.authority() : url.authority();
     auto conn = open_tcp(peer, where, step_deadline(opts.connect_timeout, total));
     if (!conn) return std::unexpected(std::move(conn).error());
+    // Deregistered before `conn` closes the socket on a failure (declared after it).
+    const std::stop_callback<ShutdownOnStop> wake(stop, ShutdownOnStop{(**conn).fd});
     if (proxy) {
       if (auto tunnelled = tunnel(**conn, url, *proxy, where, total); !tunnelled)
         return std::unexpected(std::move(tunnelled).error());
@@ -588,58 +503,30 @@ struct Client::Impl {
     return conn;
   }
 
-  // The three steps of an exchange, as async operations run to completion (TLS connections).
+  // The three steps of an exchange as blocking calls on `stream` (the socket's PollStream, or TLS
+  // over it), each bounded by its deadline through `timing`, the PollStream underneath.
   template <class Stream>
-  struct AsyncIo {
-    Impl& impl;
+  struct SyncIo {
     Stream& stream;
-    Connection& conn;
-    // One Beast async operation, started with a completion handler, run until done or `deadline`.
-    template <class Start>
-    error_code step(Clock::time_point deadline, Start start) {
-      return impl.run(
-          deadline, [&](auto done) { start([done](error_code e, std::size_t) { done(e); }); },
-          [&] { conn.close(); });
-    }
-    template <class Message>
-    error_code write(Message& msg, Clock::time_point deadline) {
-      return step(deadline, [&](auto handler) { bhttp::async_write(stream, msg, handler); });
-    }
-    template <class Parser>
-    error_code read_header(Parser& parser, Clock::time_point deadline) {
-      return step(deadline, [&](auto handler) {
-        bhttp::async_read_header(stream, conn.buffer, parser, handler);
-      });
-    }
-    template <class Parser>
-    error_code read_some(Parser& parser, Clock::time_point deadline) {
-      return step(deadline, [&](auto handler) {
-        bhttp::async_read_some(stream, conn.buffer, parser, handler);
-      });
-    }
-  };
-
-  // The same steps as blocking calls on the descriptor, bounded by poll() (plain connections).
-  struct PollIo {
-    PollStream stream;
+    PollStream& timing;
     Connection& conn;
     template <class Message>
     error_code write(Message& msg, Clock::time_point deadline) {
-      stream.deadline = deadline;
+      timing.deadline = deadline;
       error_code ec;
       bhttp::write(stream, msg, ec);
       return ec;
     }
     template <class Parser>
     error_code read_header(Parser& parser, Clock::time_point deadline) {
-      stream.deadline = deadline;
+      timing.deadline = deadline;
       error_code ec;
       bhttp::read_header(stream, conn.buffer, parser, ec);
       return ec;
     }
     template <class Parser>
     error_code read_some(Parser& parser, Clock::time_point deadline) {
-      stream.deadline = deadline;
+      timing.deadline = deadline;
       error_code ec;
       bhttp::read_some(stream, conn.buffer, parser, ec);
       return ec;
@@ -766,14 +653,16 @@ struct Client::Impl {
       }
       bool stale = false;
       std::expected<Response, Failure> result = std::unexpected(Failure{});
-      if (conn->tls) {
-        result = exchange(AsyncIo<TlsStream>{*this, *conn->tls, *conn}, url, req, on_chunk, total,
-                          reused, stale, delivered);
-      } else {
-        const int fd = conn->plain->socket().native_handle();
-        std::stop_callback<ShutdownOnStop> wake(stop, ShutdownOnStop{fd});
-        result = exchange(PollIo{PollStream(fd), *conn}, url, req, on_chunk, total, reused, stale,
-                          delivered);
+      {
+        const std::stop_callback<ShutdownOnStop> wake(stop, ShutdownOnStop{conn->fd});
+        if (conn->tls) {
+          result = exchange(SyncIo<TlsStream>{*conn->tls, conn->tls->next_layer(), *conn}, url, req,
+                            on_chunk, total, reused, stale, delivered);
+        } else {
+          PollStream plain(conn->fd);
+          result = exchange(SyncIo<PollStream>{plain, plain, *conn}, url, req, on_chunk, total,
+                            reused, stale, delivered);
+        }
       }
       if (!result) {
         conn->close();

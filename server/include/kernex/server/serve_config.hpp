@@ -93,9 +93,9 @@ struct ServeConfig {
   unsigned threads = 0;  // 0: the number of CPUs
   // The most runs executing at once (server/src/run_pool.hpp); further ones queue, first come
   // first served. Each run is a fiber whose slices run on these threads (server/src/run_fiber.hpp):
-  // a run waiting on its model over a plain connection, or on a person, holds none; a run in a
-  // tool, or reading its model over TLS, holds one while it does. Threads are made as runs need
-  // them and reused; idle ones beyond max(4, 4 x CPUs) exit after 30 s. 0: 10 000.
+  // one waiting on its model (http:// or https://) or on a person holds none; one in a tool, hook,
+  // memory call or DNS lookup holds one. Threads are made as needed and reused; idle ones beyond
+  // max(4, 4 x CPUs) exit after 30 s. 0: 256.
   unsigned run_threads = 0;
   std::size_t run_stack_kib = 512;  // each run's fiber stack, and each run thread's
   std::filesystem::path keys_file;  // default <data_dir>/serve-keys.json

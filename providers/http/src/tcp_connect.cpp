@@ -1,0 +1,58 @@
+#include "tcp_connect.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace kernex::http::detail {
+namespace {
+
+// Shutting a connecting socket down aborts its handshake and wakes its wait (POLLHUP); safe
+// from any thread, and the descriptor stays open until the callback is deregistered.
+struct ShutdownOnStop {
+  int fd;
+  void operator()() const noexcept { ::shutdown(fd, SHUT_RDWR); }
+};
+
+// 0 once connected, else an errno.
+int connect_by(int fd, const sockaddr* address, socklen_t length, Clock::time_point deadline,
+               const std::stop_token& stop) {
+  const std::stop_callback<ShutdownOnStop> wake(stop, ShutdownOnStop{fd});
+  // Checked after the callback is in place: a stop from now on shuts the socket down, and one
+  // before it (a shutdown that could not abort a handshake not yet begun) is seen here.
+  if (stop.stop_requested()) return ECANCELED;
+  if (::connect(fd, address, length) == 0) return 0;
+  if (const int error = thread_errno(); error != EINPROGRESS && error != EINTR) return error;
+  while (true) {
+    if (stop.stop_requested()) return ECANCELED;
+    short revents = 0;
+    if (const int error = wait_ready(fd, POLLOUT, deadline, &revents); error != 0) return error;
+    if (revents == 0) continue;  // interrupted: still connecting
+    int error = 0;
+    socklen_t size = sizeof error;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) return thread_errno();
+    if (stop.stop_requested()) return ECANCELED;
+    return error;
+  }
+}
+
+}  // namespace
+
+Connected tcp_connect(const sockaddr* address, socklen_t length, Clock::time_point deadline,
+                      const std::stop_token& stop) {
+  const int fd =
+      ::socket(address->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (fd < 0) return {-1, thread_errno()};
+  if (const int error = connect_by(fd, address, length, deadline, stop); error != 0) {
+    ::close(fd);
+    return {-1, error};
+  }
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return {fd, 0};
+}
+
+}  // namespace kernex::http::detail
