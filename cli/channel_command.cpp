@@ -7,8 +7,6 @@
 #include <memory>
 #include <thread>
 
-#include <CLI/CLI.hpp>
-
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "kernex/channels/channel_host.hpp"
@@ -57,14 +55,14 @@ int run_channel(const ConfigFile& file, const ChannelArgs& args) {
 
 }  // namespace
 
-CommandRun setup_channel(CLI::App& command, std::string& config) {
+CommandRun setup_channel(Command command, std::string& config) {
   auto args = std::make_shared<ChannelArgs>();
-  command.require_subcommand(1);
-  CLI::App* run = command.add_subcommand("run", "Run one configured channel until Ctrl-C");
-  add_config_option(*run, config);
-  run->add_option("NAME", args->name, "the channel's name in `channels:`")->required();
-  run->add_option("--data-dir", args->data_dir, "where memory, state and workspaces live")
-      ->type_name("DIR");
+  command.require_subcommand();
+  Command run = command.add_subcommand("run", "Run one configured channel until Ctrl-C");
+  add_config_option(run, config);
+  run.add_option("NAME", args->name, "the channel's name in `channels:`").required();
+  run.add_option("--data-dir", args->data_dir, "where memory, state and workspaces live")
+      .type_name("DIR");
   return [args](const ConfigFile& file) { return run_channel(file, *args); };
 }
 

@@ -2,7 +2,6 @@
 // (sigwait), so Ctrl-C reaches the channel as "stop this turn" instead of ending the program.
 #include <pthread.h>
 
-#include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
 #include <thread>
@@ -84,15 +83,15 @@ int chat(const ConfigFile& config_file, const ChatArgs& args) {
 
 }  // namespace
 
-CommandRun setup_chat(CLI::App& command, std::string&) {
+CommandRun setup_chat(Command command, std::string&) {
   auto args = std::make_shared<ChatArgs>();
   command.add_option("--provider", args->provider, "provider plugin (overrides `provider:`)")
-      ->type_name("NAME");
+      .type_name("NAME");
   command.add_option("--data-dir", args->data_dir, "data directory (overrides data_dir)")
-      ->type_name("DIR");
+      .type_name("DIR");
   add_repeated(command, "--provider-opt", args->provider_opts,
                "provider option (repeatable); VALUE is JSON if it parses, else a string")
-      ->type_name("KEY=VALUE");
+      .type_name("KEY=VALUE");
   return [args](const ConfigFile& config) { return chat(config, *args); };
 }
 

@@ -8,17 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "kernex/config.hpp"
 #include "kernex/error.hpp"
 #include "kernex/json.hpp"
 #include "kernex/kernel.hpp"
 #include "kernex/sandbox/policy.hpp"
-
-namespace CLI {
-class App;
-class Option;
-class Validator;
-}  // namespace CLI
 
 namespace kernex::cli {
 
@@ -39,43 +34,43 @@ struct RunArgs {
   std::vector<std::string> message;  // joined with spaces; a lone "-" reads stdin
 };
 
-// One `kernex` subcommand. main.cpp holds the table of them: it creates each command's CLI::App
-// (with --config bound to `config`), calls setup, and after parsing runs the chosen command.
+// One `kernex` subcommand. main.cpp holds the table of them: it creates each command (with
+// --config bound to `config`), calls setup, and after parsing runs the chosen command.
 using ConfigFile = std::optional<std::string>;  // the --config value, nullopt when not given
 using CommandRun = std::function<int(const ConfigFile& config)>;
-struct Command {
+struct CommandEntry {
   const char* name;
   const char* summary;
   // Adds the command's options and its own subcommands (each given --config bound to `config`)
   // to `command`; returns what runs it.
-  CommandRun (*setup)(CLI::App& command, std::string& config);
+  CommandRun (*setup)(Command command, std::string& config);
 };
 
-CommandRun setup_run(CLI::App& command, std::string& config);
-CommandRun setup_rlm(CLI::App& command, std::string& config);
-CommandRun setup_plugins(CLI::App& command, std::string& config);
-CommandRun setup_providers(CLI::App& command, std::string& config);
-CommandRun setup_doctor(CLI::App& command, std::string& config);
-CommandRun setup_sandbox(CLI::App& command, std::string& config);
-CommandRun setup_tool(CLI::App& command, std::string& config);
-CommandRun setup_skills(CLI::App& command, std::string& config);
-CommandRun setup_memory(CLI::App& command, std::string& config);
-CommandRun setup_mcp(CLI::App& command, std::string& config);
-CommandRun setup_logs(CLI::App& command, std::string& config);
-CommandRun setup_serve(CLI::App& command, std::string& config);
-CommandRun setup_workspace(CLI::App& command, std::string& config);
-CommandRun setup_channel(CLI::App& command, std::string& config);
-CommandRun setup_chat(CLI::App& command, std::string& config);
-CommandRun setup_topology(CLI::App& command, std::string& config);
+CommandRun setup_run(Command command, std::string& config);
+CommandRun setup_rlm(Command command, std::string& config);
+CommandRun setup_plugins(Command command, std::string& config);
+CommandRun setup_providers(Command command, std::string& config);
+CommandRun setup_doctor(Command command, std::string& config);
+CommandRun setup_sandbox(Command command, std::string& config);
+CommandRun setup_tool(Command command, std::string& config);
+CommandRun setup_skills(Command command, std::string& config);
+CommandRun setup_memory(Command command, std::string& config);
+CommandRun setup_mcp(Command command, std::string& config);
+CommandRun setup_logs(Command command, std::string& config);
+CommandRun setup_serve(Command command, std::string& config);
+CommandRun setup_workspace(Command command, std::string& config);
+CommandRun setup_channel(Command command, std::string& config);
+CommandRun setup_chat(Command command, std::string& config);
+CommandRun setup_topology(Command command, std::string& config);
 
 // --config, accepted before the subcommand and on each (sub)subcommand; all bind to one value, so
 // the last one given wins.
-void add_config_option(CLI::App& app, std::string& config,
+void add_config_option(Command app, std::string& config,
                        const std::string& help =
                            "kernex.yaml to read (default: $KERNEX_CONFIG, else built-in defaults)");
 // One value per occurrence, so `--skills a MESSAGE` never swallows the message.
-CLI::Option* add_repeated(CLI::App& app, const std::string& name, std::vector<std::string>& values,
-                          const std::string& help);
+Option add_repeated(Command app, const std::string& name, std::vector<std::string>& values,
+                    const std::string& help);
 // The sandbox section of `kernex doctor`: what the default profile enforces here.
 Json sandbox_doctor_json();
 std::string sandbox_doctor_text();
@@ -83,10 +78,10 @@ std::string sandbox_doctor_text();
 Json sandbox_protections_json(const sandbox::PolicyStatus& status);
 std::string sandbox_protections_text(const Json& rows);
 
-// CLI11 checks that a flag's value is a finite number / an integer in [min, max] (kernex/number.hpp
+// Checks that a flag's value is a finite number / an integer in [min, max] (kernex/number.hpp
 // words the error), for every numeric flag.
-CLI::Validator number_in(double min, double max);
-CLI::Validator uint_in(std::uint64_t min, std::uint64_t max);
+Check number_in(double min, double max);
+Check uint_in(std::uint64_t min, std::uint64_t max);
 
 // Shared by `run` and `rlm`: --provider, --model, --provider-opt, --data-dir and the budgets.
 // --provider, --model and --provider-opt, as `kernex run` and `kernex serve` take them.
@@ -95,8 +90,8 @@ struct ProviderArgs {
   std::optional<std::string>& model;
   std::vector<std::string>& provider_opts;  // KEY=VALUE
 };
-void add_provider_options(CLI::App& app, ProviderArgs args);
-void add_run_options(CLI::App& app, RunArgs& args);
+void add_provider_options(Command app, ProviderArgs args);
+void add_run_options(Command app, RunArgs& args);
 std::filesystem::path absolute_path(const std::string& p);
 // kernex.yaml (--config, else $KERNEX_CONFIG, else the defaults) with --data-dir (the kernel's
 // files registered there) and each --skills DIR applied.

@@ -1,7 +1,4 @@
 #include <iostream>
-
-#include <CLI/CLI.hpp>
-
 #include <memory>
 
 #include "commands.hpp"
@@ -30,7 +27,7 @@ int doctor_command(const ConfigFile& config_file, bool json) {
 
 }  // namespace
 
-CommandRun setup_doctor(CLI::App& command, std::string&) {
+CommandRun setup_doctor(Command command, std::string&) {
   auto json = std::make_shared<bool>(false);
   command.add_flag("--json", *json, "print the report as JSON");
   return [json](const ConfigFile& config) { return doctor_command(config, *json); };

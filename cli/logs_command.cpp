@@ -1,5 +1,4 @@
 // `kernex logs list|show|view`: the run trajectories under <data_dir>/trajectories.
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -74,35 +73,33 @@ int show_or_view(const std::filesystem::path& dir, const LogsArgs& args, bool vi
 
 }  // namespace
 
-CommandRun setup_logs(CLI::App& command, std::string& config) {
+CommandRun setup_logs(Command command, std::string& config) {
   auto args = std::make_shared<LogsArgs>();
-  CLI::App* logs = &command;
-  logs->require_subcommand(1);
-  CLI::App* list_cmd = logs->add_subcommand("list", "List the recorded runs, oldest first");
-  CLI::App* show_cmd =
-      logs->add_subcommand("show", "Print one run's events (text, or JSON Lines with --json)");
-  CLI::App* view_cmd = logs->add_subcommand("view", "Write one run as a self-contained HTML page");
-  for (CLI::App* sub : {list_cmd, show_cmd, view_cmd}) {
-    sub->footer(kExitCodeHelp);
-    add_config_option(*sub, config, "kernex.yaml to read (its data_dir)");
-    sub->add_option("--data-dir", args->data_dir,
-                    "data directory (overrides data_dir and KERNEX_DATA_DIR)")
-        ->type_name("DIR");
+  Command logs = command;
+  logs.require_subcommand();
+  Command list_cmd = logs.add_subcommand("list", "List the recorded runs, oldest first");
+  Command show_cmd =
+      logs.add_subcommand("show", "Print one run's events (text, or JSON Lines with --json)");
+  Command view_cmd = logs.add_subcommand("view", "Write one run as a self-contained HTML page");
+  for (Command sub : {list_cmd, show_cmd, view_cmd}) {
+    sub.footer(kExitCodeHelp);
+    add_config_option(sub, config, "kernex.yaml to read (its data_dir)");
+    sub.add_option("--data-dir", args->data_dir,
+                   "data directory (overrides data_dir and KERNEX_DATA_DIR)")
+        .type_name("DIR");
   }
-  list_cmd->add_flag("--json", args->json, "print a JSON array");
-  show_cmd->add_flag("--json", args->json, "print the events as JSON Lines");
-  for (CLI::App* sub : {show_cmd, view_cmd}) {
-    sub->add_option("run", args->run, "run id, a unique prefix of one, or `last` (default)")
-        ->type_name("RUN");
+  list_cmd.add_flag("--json", args->json, "print a JSON array");
+  show_cmd.add_flag("--json", args->json, "print the events as JSON Lines");
+  for (Command sub : {show_cmd, view_cmd}) {
+    sub.add_option("run", args->run, "run id, a unique prefix of one, or `last` (default)")
+        .type_name("RUN");
   }
-  view_cmd->add_option("--html", args->html, "the HTML file to write")
-      ->required()
-      ->type_name("FILE");
+  view_cmd.add_option("--html", args->html, "the HTML file to write").required().type_name("FILE");
   return [args, list_cmd, view_cmd](const ConfigFile& config_file) {
     auto dir = trajectories_dir(config_file, *args);
     if (!dir) return report(dir.error());
-    if (*list_cmd) return list(*dir, args->json);
-    return show_or_view(*dir, *args, static_cast<bool>(*view_cmd));
+    if (list_cmd) return list(*dir, args->json);
+    return show_or_view(*dir, *args, static_cast<bool>(view_cmd));
   };
 }
 

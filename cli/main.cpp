@@ -5,8 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
+#include "args.hpp"
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "suggest.hpp"
@@ -15,10 +14,10 @@
 
 namespace {
 
-using kernex::cli::Command;
+using kernex::cli::CommandEntry;
 
 // Every subcommand, in the order `kernex --help` lists them.
-const Command kCommands[] = {
+const CommandEntry kCommands[] = {
     {"run", "Run one turn: send MESSAGE to the provider, run tools, print the answer",
      kernex::cli::setup_run},
     {"plugins", "List the plugins found in the plugin directories", kernex::cli::setup_plugins},
@@ -70,9 +69,12 @@ void log_to_stderr(bool verbose) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kernex: an agent kernel with plugin providers and sandboxed tools", "kernex"};
-  app.set_version_flag("--version", std::string("kernex ") + KERNEX_VERSION);
-  app.require_subcommand(1);
+  using kernex::cli::Command;
+  const kernex::cli::CommandLine line{
+      "kernex: an agent kernel with plugin providers and sandboxed tools", "kernex"};
+  line.version_flag("--version", std::string("kernex ") + KERNEX_VERSION);
+  const Command app = line.root();
+  app.require_subcommand();
   app.footer(kernex::cli::kExitCodeHelp);
 
   std::string config;
@@ -80,20 +82,18 @@ int main(int argc, char** argv) {
   kernex::cli::add_config_option(app, config);
   app.add_flag("-v,--verbose", verbose, "log info and debug messages to stderr");
 
-  std::vector<std::pair<CLI::App*, kernex::cli::CommandRun>> commands;
-  for (const Command& c : kCommands) {
-    CLI::App* sub = app.add_subcommand(c.name, c.summary);
-    sub->footer(kernex::cli::kExitCodeHelp);
-    kernex::cli::add_config_option(*sub, config);
-    commands.emplace_back(sub, c.setup(*sub, config));
+  std::vector<std::pair<Command, kernex::cli::CommandRun>> commands;
+  for (const CommandEntry& c : kCommands) {
+    const Command sub = app.add_subcommand(c.name, c.summary);
+    sub.footer(kernex::cli::kExitCodeHelp);
+    kernex::cli::add_config_option(sub, config);
+    commands.emplace_back(sub, c.setup(sub, config));
   }
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+  if (const auto failed = line.parse(argc, argv)) {
+    if (failed->printed) return failed->exit_code;  // --help, --version
     const auto hint = kernex::cli::unknown_subcommand_hint(app, argc, argv);
-    std::cerr << "kernex: usage: " << kernex::cli::for_terminal(hint ? *hint : e.what())
+    std::cerr << "kernex: usage: " << kernex::cli::for_terminal(hint ? *hint : failed->message)
               << "\nRun with --help for more information.\n";
     return kernex::cli::kExitUsage;
   }
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   const kernex::cli::ConfigFile config_file = config.empty() ? std::nullopt : std::optional(config);
   try {
     for (const auto& [sub, run] : commands) {
-      if (*sub) return run(config_file);
+      if (sub) return run(config_file);
     }
   } catch (const std::exception& e) {
     // Errors are values everywhere below; reaching this is a bug, reported as one.

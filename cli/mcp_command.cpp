@@ -5,8 +5,6 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
-
-#include <CLI/CLI.hpp>
 #include <memory>
 
 #include "commands.hpp"
@@ -394,37 +392,37 @@ int mcp_serve_command(const std::optional<std::string>& config_file, const McpAr
 
 }  // namespace
 
-CommandRun setup_mcp(CLI::App& mcp, std::string& config) {
+CommandRun setup_mcp(Command mcp, std::string& config) {
   auto args = std::make_shared<McpArgs>();
-  mcp.require_subcommand(1);
-  CLI::App* serve =
+  mcp.require_subcommand();
+  Command serve =
       mcp.add_subcommand("serve", "Speak MCP on stdin/stdout: the kernel's tools and kernex_run");
-  CLI::App* list = mcp.add_subcommand(
+  Command list = mcp.add_subcommand(
       "list", "Start every MCP server the skills declare (sandboxed) and list its tools");
-  CLI::App* call = mcp.add_subcommand("call", "Call one tool of a skill's MCP server (sandboxed)");
-  for (CLI::App* sub : {serve, list, call}) {
-    sub->footer(kExitCodeHelp);
-    add_config_option(*sub, config);
-    add_repeated(*sub, "--skills", args->skill_dirs, "a directory of skills (repeatable)")
-        ->type_name("DIR");
+  Command call = mcp.add_subcommand("call", "Call one tool of a skill's MCP server (sandboxed)");
+  for (Command sub : {serve, list, call}) {
+    sub.footer(kExitCodeHelp);
+    add_config_option(sub, config);
+    add_repeated(sub, "--skills", args->skill_dirs, "a directory of skills (repeatable)")
+        .type_name("DIR");
   }
-  list->add_flag("--json", args->json, "print a JSON array of servers and their tools");
-  call->add_flag("--json", args->json, "print the CallToolResult as JSON");
-  call->add_option("server", args->server, "the server's name")->required()->type_name("SERVER");
-  call->add_option("tool", args->tool, "the tool's name as the server lists it")
-      ->required()
-      ->type_name("TOOL");
-  call->add_option("arguments", args->arguments, "the arguments, a JSON object")
-      ->required()
-      ->type_name("JSON");
-  serve->add_option("--provider", args->provider, "provider plugin for kernex_run")
-      ->type_name("NAME");
-  add_repeated(*serve, "--provider-opt", args->provider_opts,
+  list.add_flag("--json", args->json, "print a JSON array of servers and their tools");
+  call.add_flag("--json", args->json, "print the CallToolResult as JSON");
+  call.add_option("server", args->server, "the server's name").required().type_name("SERVER");
+  call.add_option("tool", args->tool, "the tool's name as the server lists it")
+      .required()
+      .type_name("TOOL");
+  call.add_option("arguments", args->arguments, "the arguments, a JSON object")
+      .required()
+      .type_name("JSON");
+  serve.add_option("--provider", args->provider, "provider plugin for kernex_run")
+      .type_name("NAME");
+  add_repeated(serve, "--provider-opt", args->provider_opts,
                "provider option for kernex_run (repeatable)")
-      ->type_name("KEY=VALUE");
+      .type_name("KEY=VALUE");
   return [args, serve, list](const ConfigFile& config) {
-    if (*serve) return mcp_serve_command(config, *args);
-    if (*list) return mcp_list_command(config, *args);
+    if (serve) return mcp_serve_command(config, *args);
+    if (list) return mcp_list_command(config, *args);
     return mcp_call_command(config, *args);
   };
 }

@@ -4,9 +4,6 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
-
 #include <memory>
 
 #include "commands.hpp"
@@ -346,58 +343,58 @@ int memory_command(const ConfigFile& config, const MemoryArgs& args);
 
 }  // namespace
 
-CommandRun setup_memory(CLI::App& command, std::string&) {
+CommandRun setup_memory(Command command, std::string&) {
   auto shared = std::make_shared<MemoryArgs>();
   MemoryArgs& args = *shared;
-  CLI::App* memory = &command;
-  memory->require_subcommand(1);
-  memory->fallthrough();  // --data-dir / --config may follow the action
+  Command memory = command;
+  memory.require_subcommand();
+  memory.fallthrough();  // --data-dir / --config may follow the action
   memory
-      ->add_option("--data-dir", args.data_dir,
-                   "data directory (overrides data_dir and KERNEX_DATA_DIR)")
-      ->type_name("DIR");
+      .add_option("--data-dir", args.data_dir,
+                  "data directory (overrides data_dir and KERNEX_DATA_DIR)")
+      .type_name("DIR");
   memory
-      ->add_option("--tenant", args.tenant,
-                   "whose memory: a `kernex serve` tenant (default local, the CLI's and channels')")
-      ->type_name("NAME");
-  const auto common = [&args](CLI::App* sub, const char* action) {
-    sub->callback([&args, action] { args.action = action; });
-    sub->add_flag("--json", args.json, "print JSON");
+      .add_option("--tenant", args.tenant,
+                  "whose memory: a `kernex serve` tenant (default local, the CLI's and channels')")
+      .type_name("NAME");
+  const auto common = [&args](Command sub, const char* action) {
+    sub.callback([&args, action] { args.action = action; });
+    sub.add_flag("--json", args.json, "print JSON");
     return sub;
   };
-  auto* search = common(
-      memory->add_subcommand("search", "Recall: past user messages and summaries matching QUERY"),
+  auto search = common(
+      memory.add_subcommand("search", "Recall: past user messages and summaries matching QUERY"),
       "search");
-  search->add_option("query", args.query, "words to look for (matched as a phrase)")->required();
-  search->add_option("--sender", args.sender, "only this sender's memory");
-  search->add_option("--limit", args.limit, "at most N hits (default 100)")
-      ->check(uint_in(0, kMaxListLimit));
-  auto* facts = common(memory->add_subcommand("facts", "Facts known about senders"), "facts");
-  facts->add_option("--sender", args.sender, "only this sender");
-  facts->add_flag("--deleted", args.deleted, "include soft-deleted facts");
-  auto* history =
-      common(memory->add_subcommand("history", "Conversations and their messages"), "history");
-  history->add_option("--conversation", args.conversation, "one conversation's messages")
-      ->type_name("ID");
-  history->add_option("--sender", args.sender, "only this sender's conversations");
+  search.add_option("query", args.query, "words to look for (matched as a phrase)").required();
+  search.add_option("--sender", args.sender, "only this sender's memory");
+  search.add_option("--limit", args.limit, "at most N hits (default 100)")
+      .check(uint_in(0, kMaxListLimit));
+  auto facts = common(memory.add_subcommand("facts", "Facts known about senders"), "facts");
+  facts.add_option("--sender", args.sender, "only this sender");
+  facts.add_flag("--deleted", args.deleted, "include soft-deleted facts");
+  auto history =
+      common(memory.add_subcommand("history", "Conversations and their messages"), "history");
+  history.add_option("--conversation", args.conversation, "one conversation's messages")
+      .type_name("ID");
+  history.add_option("--sender", args.sender, "only this sender's conversations");
   history
-      ->add_option("--limit", args.limit,
-                   "the newest N conversations, each with its newest N messages (default 100)")
-      ->check(uint_in(0, kMaxListLimit));
+      .add_option("--limit", args.limit,
+                  "the newest N conversations, each with its newest N messages (default 100)")
+      .check(uint_in(0, kMaxListLimit));
   common(
-      memory->add_subcommand("export", "Everything in the store as one JSON document (for backup)"),
+      memory.add_subcommand("export", "Everything in the store as one JSON document (for backup)"),
       "export");
-  auto* import =
-      common(memory->add_subcommand("import", "Load an export into an empty store"), "import");
-  import->add_option("file", args.file, "the export (- for stdin)")->required();
-  common(memory->add_subcommand("usage", "Tokens and cost by day and model"), "usage");
-  auto* forget = common(memory->add_subcommand("forget",
-                                               "Delete a conversation and every trace of it "
-                                               "(messages, summaries, recall index, trajectories)"),
-                        "forget");
-  forget->add_option("--conversation", args.conversation, "the conversation to forget")
-      ->type_name("ID")
-      ->required();
+  auto import =
+      common(memory.add_subcommand("import", "Load an export into an empty store"), "import");
+  import.add_option("file", args.file, "the export (- for stdin)").required();
+  common(memory.add_subcommand("usage", "Tokens and cost by day and model"), "usage");
+  auto forget = common(memory.add_subcommand("forget",
+                                             "Delete a conversation and every trace of it "
+                                             "(messages, summaries, recall index, trajectories)"),
+                       "forget");
+  forget.add_option("--conversation", args.conversation, "the conversation to forget")
+      .type_name("ID")
+      .required();
   return [shared](const ConfigFile& config) { return memory_command(config, *shared); };
 }
 

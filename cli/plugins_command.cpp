@@ -1,8 +1,5 @@
 #include <algorithm>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
-
 #include <memory>
 
 #include "commands.hpp"
@@ -79,7 +76,7 @@ int plugins_command(const ConfigFile& config_file, bool json) {
 
 }  // namespace
 
-CommandRun setup_plugins(CLI::App& command, std::string&) {
+CommandRun setup_plugins(Command command, std::string&) {
   auto json = std::make_shared<bool>(false);
   command.add_flag("--json", *json, "print a JSON array");
   return [json](const ConfigFile& config) { return plugins_command(config, *json); };

@@ -5,9 +5,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
-
-#include <CLI/CLI.hpp>
-
 #include <memory>
 
 #include "commands.hpp"
@@ -117,7 +114,7 @@ int providers_command(const ConfigFile& config_file, bool json) {
 
 }  // namespace
 
-CommandRun setup_providers(CLI::App& command, std::string&) {
+CommandRun setup_providers(Command command, std::string&) {
   auto json = std::make_shared<bool>(false);
   command.add_flag("--json", *json, "print a JSON object");
   return [json](const ConfigFile& config) { return providers_command(config, *json); };

@@ -1,5 +1,4 @@
 // `kernex rlm`: a question over context files loaded as REPL variables (kernex/rlm.hpp).
-#include <CLI/CLI.hpp>
 #include <limits>
 #include <memory>
 
@@ -44,26 +43,26 @@ int rlm(const ConfigFile& config_file, const RlmArgs& args) {
 
 }  // namespace
 
-CommandRun setup_rlm(CLI::App& command, std::string&) {
+CommandRun setup_rlm(Command command, std::string&) {
   auto args = std::make_shared<RlmArgs>();
   add_run_options(command, args->run);
   command
       .add_option("--context", args->contexts,
                   "a file loaded as `context`, then `context_1`, ... (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("FILE");
+      .allow_extra_args(false)
+      .type_name("FILE");
   command
       .add_option("--max-depth", args->max_depth,
                   "how deep rlm_query may recurse (default: limits.max_depth)")
-      ->check(uint_in(0, std::numeric_limits<std::uint32_t>::max()))
-      ->type_name("N");
+      .check(uint_in(0, std::numeric_limits<std::uint32_t>::max()))
+      .type_name("N");
   command.add_flag("--json", args->run.json, "print the whole result as one line of JSON");
   command.add_flag("--stream", args->run.stream, "print model output as it arrives");
   command
       .add_option("question", args->run.message,
                   "the question (several words are joined; - reads stdin)")
-      ->required()
-      ->type_name("QUESTION");
+      .required()
+      .type_name("QUESTION");
   return [args](const ConfigFile& config) { return rlm(config, *args); };
 }
 

@@ -1,8 +1,6 @@
-#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
-
 #include <memory>
 
 #include "commands.hpp"
@@ -110,27 +108,27 @@ int run(const ConfigFile& config_file, const RunArgs& args) {
 
 }  // namespace
 
-CommandRun setup_run(CLI::App& command, std::string&) {
+CommandRun setup_run(Command command, std::string&) {
   auto args = std::make_shared<RunArgs>();
   add_run_options(command, *args);
   add_repeated(command, "--skills", args->skill_dirs, "a directory of skills (repeatable)")
-      ->type_name("DIR");
+      .type_name("DIR");
   add_repeated(command, "--skill", args->skills,
                "activate this skill whatever the message says (repeatable)")
-      ->type_name("NAME");
+      .type_name("NAME");
   command
       .add_option(
           "--project", args->project,
           "a project folder: its AGENTS.md (or ROLE.md) instructions and the skills it names")
-      ->type_name("DIR");
+      .type_name("DIR");
   command.add_flag("--json", args->json, "print the whole result as one line of JSON");
   command.add_flag("--stream", args->stream,
                    "print the answer as it arrives (the default on a terminal); with --json, one "
                    "JSON event per line before the result line");
   command
       .add_option("message", args->message, "the message (several words are joined; - reads stdin)")
-      ->required()
-      ->type_name("MESSAGE");
+      .required()
+      .type_name("MESSAGE");
   return [args](const ConfigFile& config) { return run(config, *args); };
 }
 

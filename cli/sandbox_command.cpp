@@ -4,9 +4,6 @@
 #include <cstring>
 #include <iostream>
 #include <iterator>
-
-#include <CLI/CLI.hpp>
-
 #include <memory>
 
 #include "commands.hpp"
@@ -168,39 +165,38 @@ int sandbox_exec(const std::string& config_file, const SandboxExecArgs& args) {
 
 }  // namespace
 
-CommandRun setup_sandbox(CLI::App& sandbox, std::string& config) {
+CommandRun setup_sandbox(Command sandbox, std::string& config) {
   auto args = std::make_shared<SandboxExecArgs>();
-  sandbox.require_subcommand(1);
-  CLI::App* exec = sandbox.add_subcommand("exec",
-                                          "Run CMD ARGS... under a sandbox profile and report its "
-                                          "output and exit status (use -- before CMD)");
-  exec->footer(kExitCodeHelp);
-  add_config_option(*exec, config,
+  sandbox.require_subcommand();
+  Command exec = sandbox.add_subcommand("exec",
+                                        "Run CMD ARGS... under a sandbox profile and report its "
+                                        "output and exit status (use -- before CMD)");
+  exec.footer(kExitCodeHelp);
+  add_config_option(exec, config,
                     "kernex.yaml to read (its files and data dir are kept from the command)");
-  exec->add_option("--profile", args->profile,
-                   "YAML file with a sandbox profile (default: the built-in profile)")
-      ->type_name("FILE");
-  exec->add_option("--workspace", args->workspace,
-                   "read-write working directory (default: the current directory)")
-      ->type_name("DIR");
-  exec->add_option("--allow-net", args->allow_net,
-                   "allow TCP connections to this port (repeatable)")
-      ->check(uint_in(1, 65535))
-      ->allow_extra_args(false)
-      ->type_name("PORT");
-  exec->add_option("--env", args->env, "pass this environment variable through (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("NAME");
-  exec->add_option("--timeout", args->timeout,
-                   "seconds before the command's process group is killed")
-      ->check(number_in(0.001, 86400))
-      ->type_name("S");
-  exec->add_flag("--stdin", args->stdin_input, "pass this program's standard input to the command");
-  exec->add_flag("--json", args->json,
-                 "print the result (exit status, output, times, protections) as JSON");
-  exec->add_option("command", args->command, "the command and its arguments")
-      ->required()
-      ->type_name("CMD ARGS...");
+  exec.add_option("--profile", args->profile,
+                  "YAML file with a sandbox profile (default: the built-in profile)")
+      .type_name("FILE");
+  exec.add_option("--workspace", args->workspace,
+                  "read-write working directory (default: the current directory)")
+      .type_name("DIR");
+  exec.add_option("--allow-net", args->allow_net, "allow TCP connections to this port (repeatable)")
+      .check(uint_in(1, 65535))
+      .allow_extra_args(false)
+      .type_name("PORT");
+  exec.add_option("--env", args->env, "pass this environment variable through (repeatable)")
+      .allow_extra_args(false)
+      .type_name("NAME");
+  exec.add_option("--timeout", args->timeout,
+                  "seconds before the command's process group is killed")
+      .check(number_in(0.001, 86400))
+      .type_name("S");
+  exec.add_flag("--stdin", args->stdin_input, "pass this program's standard input to the command");
+  exec.add_flag("--json", args->json,
+                "print the result (exit status, output, times, protections) as JSON");
+  exec.add_option("command", args->command, "the command and its arguments")
+      .required()
+      .type_name("CMD ARGS...");
   return [args](const ConfigFile& config) { return sandbox_exec(config.value_or(""), *args); };
 }
 

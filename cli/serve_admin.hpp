@@ -15,15 +15,15 @@ namespace kernex::cli {
 using LoadServeConfig = std::function<Result<Config>(const ConfigFile& config)>;
 
 struct ServeAdminCommand {
-  CLI::App* app;  // chosen when *app is true after parsing
+  Command command;  // chosen when true after parsing
   CommandRun run;
 };
 
 // Options (--config, --data-dir, --keys-file) go before or after the action; `data_dir` is the one
 // `kernex serve --data-dir` sets, so both spellings reach `load`.
-ServeAdminCommand add_serve_keys(CLI::App& serve, std::string& config,
+ServeAdminCommand add_serve_keys(Command serve, std::string& config,
                                  std::optional<std::string>& data_dir, LoadServeConfig load);
-ServeAdminCommand add_serve_webhooks(CLI::App& serve, std::string& config,
+ServeAdminCommand add_serve_webhooks(Command serve, std::string& config,
                                      std::optional<std::string>& data_dir, LoadServeConfig load);
 
 }  // namespace kernex::cli

@@ -3,8 +3,6 @@
 #include <iostream>
 #include <memory>
 
-#include <CLI/CLI.hpp>
-
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "kernex/channels/channel_host.hpp"
@@ -112,23 +110,23 @@ int serve(const std::optional<std::string>& file, const ServeArgs& args) {
 
 }  // namespace
 
-CommandRun setup_serve(CLI::App& command, std::string& config) {
+CommandRun setup_serve(Command command, std::string& config) {
   auto args = std::make_shared<ServeArgs>();
-  CLI::App* cmd = &command;
-  cmd->add_option("--listen", args->listen,
-                  "HOST:PORT to listen on (default: serve.listen, 127.0.0.1:8080)");
-  cmd->add_option("--data-dir", args->data_dir, "where memory, runs and workspaces live")
-      ->type_name("DIR");
-  cmd->add_option("--skills", args->skill_dirs, "a skills directory (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("DIR");
-  add_provider_options(*cmd, {args->provider, args->model, args->provider_opts});
+  Command cmd = command;
+  cmd.add_option("--listen", args->listen,
+                 "HOST:PORT to listen on (default: serve.listen, 127.0.0.1:8080)");
+  cmd.add_option("--data-dir", args->data_dir, "where memory, runs and workspaces live")
+      .type_name("DIR");
+  cmd.add_option("--skills", args->skill_dirs, "a skills directory (repeatable)")
+      .allow_extra_args(false)
+      .type_name("DIR");
+  add_provider_options(cmd, {args->provider, args->model, args->provider_opts});
   const LoadServeConfig load = [args](const ConfigFile& file) { return serve_config(file, *args); };
-  const ServeAdminCommand keys = add_serve_keys(*cmd, config, args->data_dir, load);
-  const ServeAdminCommand webhooks = add_serve_webhooks(*cmd, config, args->data_dir, load);
+  const ServeAdminCommand keys = add_serve_keys(cmd, config, args->data_dir, load);
+  const ServeAdminCommand webhooks = add_serve_webhooks(cmd, config, args->data_dir, load);
   return [args, keys, webhooks](const ConfigFile& file) {
-    if (*keys.app) return keys.run(file);
-    if (*webhooks.app) return webhooks.run(file);
+    if (keys.command) return keys.run(file);
+    if (webhooks.command) return webhooks.run(file);
     return serve(file, *args);
   };
 }

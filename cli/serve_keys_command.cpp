@@ -3,8 +3,6 @@
 #include <iostream>
 #include <memory>
 
-#include <CLI/CLI.hpp>
-
 #include "exit_codes.hpp"
 #include "kernex/server/keys.hpp"
 #include "kernex/server/serve_config.hpp"
@@ -40,37 +38,37 @@ Result<void> run_keys(const ConfigFile& file, const KeysArgs& args, const LoadSe
 }
 
 // On `keys` and on each action, so they may come before or after it.
-void add_shared_options(CLI::App& app, std::string& config, std::optional<std::string>& data_dir,
+void add_shared_options(Command app, std::string& config, std::optional<std::string>& data_dir,
                         KeysArgs& args) {
   add_config_option(app, config, "kernex.yaml whose serve.keys_file to use");
   app.add_option("--keys-file", args.keys_file, "the keys file (default: serve.keys_file)")
-      ->type_name("FILE");
+      .type_name("FILE");
   app.add_option("--data-dir", data_dir, "the data dir whose serve-keys.json to use")
-      ->type_name("DIR");
+      .type_name("DIR");
 }
 
 }  // namespace
 
-ServeAdminCommand add_serve_keys(CLI::App& serve, std::string& config,
+ServeAdminCommand add_serve_keys(Command serve, std::string& config,
                                  std::optional<std::string>& data_dir, LoadServeConfig load) {
   auto args = std::make_shared<KeysArgs>();
-  CLI::App* keys = serve.add_subcommand(
+  Command keys = serve.add_subcommand(
       "keys", "Manage API keys: add TENANT (prints the key once), list, revoke TENANT");
-  keys->require_subcommand(1);
-  add_shared_options(*keys, config, data_dir, *args);
+  keys.require_subcommand();
+  add_shared_options(keys, config, data_dir, *args);
   const auto action = [&](const char* name, const char* summary) {
-    CLI::App* sub = keys->add_subcommand(name, summary);
-    sub->callback([args, name] { args->action = name; });
-    add_shared_options(*sub, config, data_dir, *args);
+    Command sub = keys.add_subcommand(name, summary);
+    sub.callback([args, name] { args->action = name; });
+    add_shared_options(sub, config, data_dir, *args);
     return sub;
   };
   action("add", "Add a key for TENANT and print it (shown only this once)")
-      ->add_option("TENANT", args->tenant, "the tenant the key acts for")
-      ->required();
+      .add_option("TENANT", args->tenant, "the tenant the key acts for")
+      .required();
   action("list", "List the keys: id, tenant, created, active or revoked (never the key)");
-  CLI::App* revoke = action("revoke", "Revoke every key of TENANT, or the one key --id ID");
-  revoke->add_option("TENANT", args->tenant, "the tenant whose keys to revoke");
-  revoke->add_option("--id", args->id, "revoke only the key with this id")->type_name("KEY_ID");
+  Command revoke = action("revoke", "Revoke every key of TENANT, or the one key --id ID");
+  revoke.add_option("TENANT", args->tenant, "the tenant whose keys to revoke");
+  revoke.add_option("--id", args->id, "revoke only the key with this id").type_name("KEY_ID");
   return {keys, [args, load = std::move(load)](const ConfigFile& file) {
             auto done = run_keys(file, *args, load);
             return done ? static_cast<int>(kExitOk) : report(done.error());

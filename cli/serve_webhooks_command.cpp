@@ -4,8 +4,6 @@
 #include <iostream>
 #include <memory>
 
-#include <CLI/CLI.hpp>
-
 #include "exit_codes.hpp"
 #include "kernex/server/webhooks.hpp"
 #include "serve_admin.hpp"
@@ -47,33 +45,33 @@ Result<void> run_webhooks(const ConfigFile& file, const WebhooksArgs& args,
 }
 
 // On `webhooks` and on each action, so they may come before or after it.
-void add_shared_options(CLI::App& app, std::string& config, std::optional<std::string>& data_dir) {
+void add_shared_options(Command app, std::string& config, std::optional<std::string>& data_dir) {
   add_config_option(app, config, "kernex.yaml whose data dir (or postgres store) to use");
-  app.add_option("--data-dir", data_dir, "the data dir whose serve.db to use")->type_name("DIR");
+  app.add_option("--data-dir", data_dir, "the data dir whose serve.db to use").type_name("DIR");
 }
 
 }  // namespace
 
-ServeAdminCommand add_serve_webhooks(CLI::App& serve, std::string& config,
+ServeAdminCommand add_serve_webhooks(Command serve, std::string& config,
                                      std::optional<std::string>& data_dir, LoadServeConfig load) {
   auto args = std::make_shared<WebhooksArgs>();
-  CLI::App* webhooks = serve.add_subcommand(
+  Command webhooks = serve.add_subcommand(
       "webhooks", "Webhook deliveries: list [--failed] [--json], retry ID... | --all-failed");
-  webhooks->require_subcommand(1);
-  add_shared_options(*webhooks, config, data_dir);
+  webhooks.require_subcommand();
+  add_shared_options(webhooks, config, data_dir);
   const auto action = [&](const char* name, const char* summary) {
-    CLI::App* sub = webhooks->add_subcommand(name, summary);
-    sub->callback([args, name] { args->action = name; });
-    add_shared_options(*sub, config, data_dir);
+    Command sub = webhooks.add_subcommand(name, summary);
+    sub.callback([args, name] { args->action = name; });
+    add_shared_options(sub, config, data_dir);
     return sub;
   };
-  CLI::App* list = action("list", "List deliveries, newest first (at most 1000)");
-  list->add_flag("--failed", args->list.failed, "only the deliveries that gave up");
-  list->add_flag("--json", args->list.json, "print a JSON array");
-  CLI::App* retry =
+  Command list = action("list", "List deliveries, newest first (at most 1000)");
+  list.add_flag("--failed", args->list.failed, "only the deliveries that gave up");
+  list.add_flag("--json", args->list.json, "print a JSON array");
+  Command retry =
       action("retry", "Make failed deliveries due now, with a fresh max age: IDs or --all-failed");
-  retry->add_option("ID", args->ids, "delivery ids (from list)");
-  retry->add_flag("--all-failed", args->all_failed, "every failed delivery");
+  retry.add_option("ID", args->ids, "delivery ids (from list)");
+  retry.add_flag("--all-failed", args->all_failed, "every failed delivery");
   return {webhooks, [args, load = std::move(load)](const ConfigFile& file) {
             auto done = run_webhooks(file, *args, load);
             return done ? static_cast<int>(kExitOk) : report(done.error());

@@ -3,8 +3,6 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
 #include <memory>
 
 #include "commands.hpp"
@@ -244,42 +242,42 @@ int skills_command(const ConfigFile& config_file, const SkillsArgs& args) {
 
 }  // namespace
 
-CommandRun setup_skills(CLI::App& skills, std::string& config) {
+CommandRun setup_skills(Command skills, std::string& config) {
   auto args = std::make_shared<SkillsArgs>();
-  skills.require_subcommand(1);
+  skills.require_subcommand();
   auto action = [&skills, &config, args](const std::string& name, const std::string& help) {
-    CLI::App* sub = skills.add_subcommand(name, help);
-    sub->footer(kExitCodeHelp);
-    add_config_option(*sub, config);
-    sub->final_callback([args, name] { args->action = name; });
+    Command sub = skills.add_subcommand(name, help);
+    sub.footer(kExitCodeHelp);
+    add_config_option(sub, config);
+    sub.final_callback([args, name] { args->action = name; });
     return sub;
   };
   const std::string dir_help =
       "a skill folder or a folder of skill folders (default: skill_dirs from kernex.yaml)";
-  CLI::App* list =
+  Command list =
       action("list", "Load the skills and list them, with the error of each that failed");
-  list->add_flag("--json", args->json, "print {skills, failures} as JSON");
-  list->add_option("dir", args->dirs, dir_help)->type_name("DIR");
-  CLI::App* lint =
+  list.add_flag("--json", args->json, "print {skills, failures} as JSON");
+  list.add_option("dir", args->dirs, dir_help).type_name("DIR");
+  Command lint =
       action("lint", "Judge skill folders, one verdict per folder; exit 0 only if all are valid");
-  lint->add_flag("--spec", args->spec,
-                 "check exactly the Agent Skills specification (no kernex fields)");
-  lint->add_flag("--json", args->json, "print the verdicts as a JSON array");
-  lint->add_option("dir", args->dirs, dir_help)->type_name("DIR");
-  CLI::App* lock =
+  lint.add_flag("--spec", args->spec,
+                "check exactly the Agent Skills specification (no kernex fields)");
+  lint.add_flag("--json", args->json, "print the verdicts as a JSON array");
+  lint.add_option("dir", args->dirs, dir_help).type_name("DIR");
+  Command lock =
       action("lock", "Record the SHA-256 of every file of each skill in <skill>/kernex.lock");
-  lock->add_option("dir", args->dirs, dir_help)->type_name("DIR");
-  CLI::App* verify =
+  lock.add_option("dir", args->dirs, dir_help).type_name("DIR");
+  Command verify =
       action("verify", "Compare skills with their lock: changed, missing and extra files");
-  verify->add_flag("--json", args->json, "print the results as a JSON array");
-  verify->add_option("dir", args->dirs, dir_help)->type_name("DIR");
-  CLI::App* trust = action("trust",
-                           "Trust skill folders in a writable location (a workspace) as they are "
-                           "now: record their hash");
-  trust->add_option("dir", args->dirs, dir_help)->type_name("DIR");
-  CLI::App* show = action("show", "Print one skill's parsed model as JSON");
-  show->add_option("name", args->name, "the skill's name")->required()->type_name("NAME");
-  add_repeated(*show, "--skills", args->dirs, dir_help + " (repeatable)")->type_name("DIR");
+  verify.add_flag("--json", args->json, "print the results as a JSON array");
+  verify.add_option("dir", args->dirs, dir_help).type_name("DIR");
+  Command trust = action("trust",
+                         "Trust skill folders in a writable location (a workspace) as they are "
+                         "now: record their hash");
+  trust.add_option("dir", args->dirs, dir_help).type_name("DIR");
+  Command show = action("show", "Print one skill's parsed model as JSON");
+  show.add_option("name", args->name, "the skill's name").required().type_name("NAME");
+  add_repeated(show, "--skills", args->dirs, dir_help + " (repeatable)").type_name("DIR");
   return [args](const ConfigFile& config) { return skills_command(config, *args); };
 }
 

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 namespace kernex::cli {
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -47,29 +45,26 @@ std::optional<std::string> nearest(std::string_view typed, std::span<const std::
 
 namespace {
 
-// The option of `app` (or of an app above it) that `token` names (`--config`, `--config=k.yaml`).
-const CLI::Option* option_named(const CLI::App& app, const std::string& token) {
+// The option of `command` (or of a command above it) that `token` names (`--config`,
+// `--config=k.yaml`).
+std::optional<Option> option_named(Command command, const std::string& token) {
   const std::string name = token.substr(0, token.find('='));
-  for (const CLI::App* a = &app; a != nullptr; a = a->get_parent()) {
-    for (const CLI::Option* opt : a->get_options()) {
-      if (opt->check_name(name)) return opt;
-    }
+  for (std::optional<Command> c = command; c; c = c->parent()) {
+    if (auto opt = c->option(name)) return opt;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 // Whether `token` is an option that takes a value in the next argument, as `--config k.yaml` does.
-bool takes_next_value(const CLI::App& app, const std::string& token) {
+bool takes_next_value(Command command, const std::string& token) {
   if (token.find('=') != std::string::npos) return false;
-  const CLI::Option* opt = option_named(app, token);
-  return opt != nullptr && opt->get_items_expected_min() > 0;
+  const auto opt = option_named(command, token);
+  return opt && opt->takes_value();
 }
 
-std::vector<std::string> subcommand_names(const CLI::App& app) {
+std::vector<std::string> subcommand_names(Command command) {
   std::vector<std::string> names;
-  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; })) {
-    if (!s->get_name().empty()) names.push_back(s->get_name());  // option groups have none
-  }
+  for (const Command& s : command.subcommands()) names.push_back(s.name());
   return names;
 }
 
@@ -81,41 +76,40 @@ std::string joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::optional<std::string> unknown_subcommand_hint(const CLI::App& app, int argc,
+std::optional<std::string> unknown_subcommand_hint(Command root, int argc,
                                                    const char* const* argv) {
-  const CLI::App* at = &app;
+  Command at = root;
   std::optional<std::string> unknown_option;
   for (int i = 1; i < argc; ++i) {
     const std::string token = argv[i];
     if (token == "--") return std::nullopt;
     if (token.starts_with("-")) {
-      if (!unknown_option && option_named(*at, token) == nullptr) unknown_option = token;
-      if (takes_next_value(*at, token)) ++i;
+      if (!unknown_option && !option_named(at, token)) unknown_option = token;
+      if (takes_next_value(at, token)) ++i;
       continue;
     }
-    const auto subs = at->get_subcommands([](const CLI::App*) { return true; });
+    const auto subs = at.subcommands();
     if (subs.empty()) return std::nullopt;  // a positional argument, not a command
-    const auto named = std::find_if(subs.begin(), subs.end(),
-                                    [&](const CLI::App* s) { return s->check_name(token); });
+    const auto named =
+        std::find_if(subs.begin(), subs.end(), [&](const Command& s) { return s.named(token); });
     if (named != subs.end()) {
       at = *named;
       continue;
     }
-    if (!at->get_options([](const CLI::Option* o) { return o->get_positional(); }).empty())
-      return std::nullopt;  // a word the command takes as its argument
-    const auto names = subcommand_names(*at);
+    if (at.has_positionals()) return std::nullopt;  // a word the command takes as its argument
+    const auto names = subcommand_names(at);
     std::string hint = "unknown command '" + token + "'";
     if (auto guess = nearest(token, names)) return hint + "; did you mean '" + *guess + "'?";
     return hint + "; the commands are:" + joined(names);
   }
   // The words ran out where a command was required (`kernex serve keys`): name the choices.
-  if (at->get_require_subcommand_min() == 0) return std::nullopt;
+  if (!at.requires_subcommand()) return std::nullopt;
   if (unknown_option) return "unknown option '" + *unknown_option + "'";  // CLI11 says "required"
   std::string where;
-  for (const CLI::App* a = at; a->get_parent() != nullptr; a = a->get_parent())
-    where.insert(0, " " + a->get_name());
+  for (std::optional<Command> c = at; c->parent(); c = c->parent())
+    where.insert(0, " " + c->name());
   return "missing command after 'kernex" + where +
-         "'; the commands are:" + joined(subcommand_names(*at));
+         "'; the commands are:" + joined(subcommand_names(at));
 }
 
 }  // namespace kernex::cli

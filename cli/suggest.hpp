@@ -6,9 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace CLI {
-class App;
-}
+#include "args.hpp"
 
 namespace kernex::cli {
 
@@ -23,7 +21,6 @@ std::optional<std::string> nearest(std::string_view typed, std::span<const std::
 // After a failed parse: the first word of argv that names no subcommand where one was expected,
 // with the nearest subcommand ("kernex: unknown command 'rnu'; did you mean 'run'?"); or, when
 // argv ends where a subcommand is required (`kernex serve keys`), the ones there are; or nothing.
-std::optional<std::string> unknown_subcommand_hint(const CLI::App& app, int argc,
-                                                   const char* const* argv);
+std::optional<std::string> unknown_subcommand_hint(Command root, int argc, const char* const* argv);
 
 }  // namespace kernex::cli

@@ -3,9 +3,6 @@
 // result the model would see.
 #include <cmath>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
-
 #include <memory>
 
 #include "commands.hpp"
@@ -118,29 +115,27 @@ int tool_run(const std::optional<std::string>& config_file, const ToolRunArgs& a
 
 }  // namespace
 
-CommandRun setup_tool(CLI::App& tool, std::string& config) {
+CommandRun setup_tool(Command tool, std::string& config) {
   auto args = std::make_shared<ToolRunArgs>();
-  tool.require_subcommand(1);
-  CLI::App* run = tool.add_subcommand(
+  tool.require_subcommand();
+  Command run = tool.add_subcommand(
       "run", "Run one toolbox of a skill in the sandbox, exactly as a run would");
-  run->footer(kExitCodeHelp);
-  add_config_option(*run, config,
+  run.footer(kExitCodeHelp);
+  add_config_option(run, config,
                     "kernex.yaml to read (its `script` toolbox options and data dir apply)");
-  run->add_option("--skills", args->skill_dirs, "a skill folder or a folder of skills (repeatable)")
-      ->allow_extra_args(false)
-      ->required()
-      ->type_name("DIR");
-  run->add_option("--tool", args->tool, "the toolbox to run")->required()->type_name("NAME");
-  run->add_option("--args", args->args, "the tool's arguments as a JSON object (default {})")
-      ->type_name("JSON");
-  run->add_option("--workspace", args->workspace,
-                  "read-write working directory (default: the current directory)")
-      ->type_name("DIR");
-  run->add_option("--profile", args->profile, "YAML file with a sandbox profile")
-      ->type_name("FILE");
-  run->add_option("--timeout", args->timeout, "seconds before the toolbox is killed")
-      ->type_name("S");
-  run->add_flag("--json", args->json, "print {tool, content, is_error} as JSON");
+  run.add_option("--skills", args->skill_dirs, "a skill folder or a folder of skills (repeatable)")
+      .allow_extra_args(false)
+      .required()
+      .type_name("DIR");
+  run.add_option("--tool", args->tool, "the toolbox to run").required().type_name("NAME");
+  run.add_option("--args", args->args, "the tool's arguments as a JSON object (default {})")
+      .type_name("JSON");
+  run.add_option("--workspace", args->workspace,
+                 "read-write working directory (default: the current directory)")
+      .type_name("DIR");
+  run.add_option("--profile", args->profile, "YAML file with a sandbox profile").type_name("FILE");
+  run.add_option("--timeout", args->timeout, "seconds before the toolbox is killed").type_name("S");
+  run.add_flag("--json", args->json, "print {tool, content, is_error} as JSON");
   return [args](const ConfigFile& config) { return tool_run(config, *args); };
 }
 

@@ -1,5 +1,4 @@
 // `kernex topology run|lint|show`: topologies of several agents (kernex::topology).
-#include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
 
@@ -144,47 +143,46 @@ int show(const ConfigFile& file, const RunArgs& dirs, const std::string& target,
 
 }  // namespace
 
-CommandRun setup_topology(CLI::App& command, std::string& config) {
-  command.require_subcommand(1);
+CommandRun setup_topology(Command command, std::string& config) {
+  command.require_subcommand();
   auto args = std::make_shared<TopologyArgs>();
-  CLI::App* run =
-      command.add_subcommand("run", "Run a topology (NAME under the data dir, or FILE)");
-  add_config_option(*run, config);
-  add_run_options(*run, args->run);
-  run->add_option("topology", args->target, "topology NAME or FILE/folder")->required();
-  run->add_option("--input", args->input, "the run's input (JSON; a JSON string is its text)");
-  run->add_option("--run-id", args->run_id,
-                  "the run's id: a run started again with the id of one that died resumes it");
-  run->add_option("--workspace", args->workspace, "the shared workspace (default: .)");
-  run->add_option("--wall-time-ms", args->wall_time_ms, "wall time allowed for the whole run")
-      ->check(uint_in(1, std::numeric_limits<std::uint32_t>::max()));
-  add_repeated(*run, "--skills", args->run.skill_dirs, "a directory of skills (repeatable)");
-  run->add_flag("--json", args->run.json, "print the result as one line of JSON");
-  run->add_flag("--stream", args->run.stream,
-                "print progress and text as it arrives (with --json: one event per line)");
+  Command run = command.add_subcommand("run", "Run a topology (NAME under the data dir, or FILE)");
+  add_config_option(run, config);
+  add_run_options(run, args->run);
+  run.add_option("topology", args->target, "topology NAME or FILE/folder").required();
+  run.add_option("--input", args->input, "the run's input (JSON; a JSON string is its text)");
+  run.add_option("--run-id", args->run_id,
+                 "the run's id: a run started again with the id of one that died resumes it");
+  run.add_option("--workspace", args->workspace, "the shared workspace (default: .)");
+  run.add_option("--wall-time-ms", args->wall_time_ms, "wall time allowed for the whole run")
+      .check(uint_in(1, std::numeric_limits<std::uint32_t>::max()));
+  add_repeated(run, "--skills", args->run.skill_dirs, "a directory of skills (repeatable)");
+  run.add_flag("--json", args->run.json, "print the result as one line of JSON");
+  run.add_flag("--stream", args->run.stream,
+               "print progress and text as it arrives (with --json: one event per line)");
 
   auto targets = std::make_shared<std::vector<std::string>>();
   auto lint_json = std::make_shared<bool>(false);
-  CLI::App* lint_cmd = command.add_subcommand("lint", "Check topologies strictly");
-  add_config_option(*lint_cmd, config);
-  lint_cmd->add_option("topology", *targets, "topology NAMEs or FILEs")->required();
-  lint_cmd->add_flag("--json", *lint_json, "one JSON line per topology");
+  Command lint_cmd = command.add_subcommand("lint", "Check topologies strictly");
+  add_config_option(lint_cmd, config);
+  lint_cmd.add_option("topology", *targets, "topology NAMEs or FILEs").required();
+  lint_cmd.add_flag("--json", *lint_json, "one JSON line per topology");
   auto dirs = std::make_shared<RunArgs>();
-  for (CLI::App* sub : {lint_cmd}) {
-    sub->add_option("--data-dir", dirs->data_dir, "data directory (where topologies/ is)");
+  for (Command sub : {lint_cmd}) {
+    sub.add_option("--data-dir", dirs->data_dir, "data directory (where topologies/ is)");
   }
 
   auto show_target = std::make_shared<std::string>();
   auto show_json = std::make_shared<bool>(false);
-  CLI::App* show_cmd = command.add_subcommand("show", "Print a topology's graph");
-  add_config_option(*show_cmd, config);
-  show_cmd->add_option("topology", *show_target, "topology NAME or FILE")->required();
-  show_cmd->add_flag("--json", *show_json, "the topology as JSON");
-  show_cmd->add_option("--data-dir", dirs->data_dir, "data directory (where topologies/ is)");
+  Command show_cmd = command.add_subcommand("show", "Print a topology's graph");
+  add_config_option(show_cmd, config);
+  show_cmd.add_option("topology", *show_target, "topology NAME or FILE").required();
+  show_cmd.add_flag("--json", *show_json, "the topology as JSON");
+  show_cmd.add_option("--data-dir", dirs->data_dir, "data directory (where topologies/ is)");
 
   return [=](const ConfigFile& file) {
-    if (*run) return run_topology(file, *args);
-    if (*lint_cmd) return lint(file, *dirs, *targets, *lint_json);
+    if (run) return run_topology(file, *args);
+    if (lint_cmd) return lint(file, *dirs, *targets, *lint_json);
     return show(file, *dirs, *show_target, *show_json);
   };
 }

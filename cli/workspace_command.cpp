@@ -1,6 +1,5 @@
 // `kernex workspace status|diff|accept|reject`: review a session's overlay workspace and land it
 // in the real tree or drop it. The layers live in <data_dir>/overlays/<session>.
-#include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 
@@ -139,37 +138,36 @@ int reject(ws::Overlay& overlay, bool json) {
 
 }  // namespace
 
-CommandRun setup_workspace(CLI::App& command, std::string& config) {
+CommandRun setup_workspace(Command command, std::string& config) {
   auto args = std::make_shared<WorkspaceArgs>();
-  command.require_subcommand(1);
-  CLI::App* status_cmd = command.add_subcommand("status", "List what the session changed");
-  CLI::App* diff_cmd = command.add_subcommand("diff", "Print the changes as a unified diff");
-  CLI::App* accept_cmd =
+  command.require_subcommand();
+  Command status_cmd = command.add_subcommand("status", "List what the session changed");
+  Command diff_cmd = command.add_subcommand("diff", "Print the changes as a unified diff");
+  Command accept_cmd =
       command.add_subcommand("accept", "Apply the changes (all, or the PATHs) to the real tree");
-  CLI::App* reject_cmd = command.add_subcommand("reject", "Discard the session's overlay");
-  for (CLI::App* sub : {status_cmd, diff_cmd, accept_cmd, reject_cmd}) {
-    sub->footer(kExitCodeHelp);
-    add_config_option(*sub, config, "kernex.yaml to read (its data_dir)");
-    sub->add_option("--data-dir", args->data_dir,
-                    "data directory (overrides data_dir and KERNEX_DATA_DIR)")
-        ->type_name("DIR");
-    sub->add_option("--session", args->session,
-                    "the session (default: the most recent one that has an overlay)")
-        ->type_name("S");
-    sub->add_flag("--json", args->json, "print JSON");
+  Command reject_cmd = command.add_subcommand("reject", "Discard the session's overlay");
+  for (Command sub : {status_cmd, diff_cmd, accept_cmd, reject_cmd}) {
+    sub.footer(kExitCodeHelp);
+    add_config_option(sub, config, "kernex.yaml to read (its data_dir)");
+    sub.add_option("--data-dir", args->data_dir,
+                   "data directory (overrides data_dir and KERNEX_DATA_DIR)")
+        .type_name("DIR");
+    sub.add_option("--session", args->session,
+                   "the session (default: the most recent one that has an overlay)")
+        .type_name("S");
+    sub.add_flag("--json", args->json, "print JSON");
   }
-  for (CLI::App* sub : {diff_cmd, accept_cmd})
-    sub->add_option("paths", args->paths, "paths in the workspace (default: all)")
-        ->type_name("PATH");
-  accept_cmd->add_flag("--force", args->force,
-                       "apply paths that changed in the real tree since the session started, and "
-                       "changes over kernel files or trusted skills among the PATHs named");
+  for (Command sub : {diff_cmd, accept_cmd})
+    sub.add_option("paths", args->paths, "paths in the workspace (default: all)").type_name("PATH");
+  accept_cmd.add_flag("--force", args->force,
+                      "apply paths that changed in the real tree since the session started, and "
+                      "changes over kernel files or trusted skills among the PATHs named");
   return [=](const ConfigFile& config_file) {
     auto overlay = open_overlay(config_file, *args);
     if (!overlay) return report(overlay.error());
-    if (*status_cmd) return status(*overlay, args->json);
-    if (*diff_cmd) return diff(*overlay, *args);
-    if (*accept_cmd) return accept(*overlay, *args);
+    if (status_cmd) return status(*overlay, args->json);
+    if (diff_cmd) return diff(*overlay, *args);
+    if (accept_cmd) return accept(*overlay, *args);
     return reject(*overlay, args->json);
   };
 }
