@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include "kernex/plugin_host.hpp"
+#include "sqlite_raw.hpp"
 #include "temp_dir.hpp"
 
 namespace kernex {
 namespace {
+
+using testing::raw_int;
 
 // The file's schema as migrations 001-006 left it: 007's tenant columns and indexes dropped, facts
 // keyed by sender and key, and 007 not recorded as applied.
@@ -195,21 +198,6 @@ TEST(MemorySqliteMigration, ServeConversationsGoToTheirTenant) {
   EXPECT_TRUE(store.export_json(acme).value().dump().find("wombat") == std::string::npos);
 }
 
-// One integer of `sql` through a connection of the test's own.
-std::int64_t raw_int(const std::filesystem::path& path, const char* sql) {
-  sqlite3* db = nullptr;
-  sqlite3_open(path.c_str(), &db);
-  sqlite3_stmt* st = nullptr;
-  sqlite3_prepare_v2(db, sql, -1, &st, nullptr);
-  const int rc = sqlite3_step(st);
-  const std::int64_t n = rc == SQLITE_ROW    ? sqlite3_column_int64(st, 0)
-                         : rc == SQLITE_DONE ? 0
-                                             : -1;
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return n;
-}
-
 // A file of migrations 001-009, its messages indexed by 002's triggers (one written by an older
 // kernex after the others), upgrades to batched indexing: the watermark starts above every message,
 // recall finds the old messages and the new, and the sender's queries lost no index.
@@ -231,7 +219,7 @@ TEST(MemorySqliteMigration, TurnWritesKeepRecallOfEveryOldMessage) {
   const std::string older_kernex =
       "INSERT INTO messages (conversation_id, role, content) VALUES ('" + conv +
       "', 'user', 'an egret before the upgrade')";
-  ASSERT_EQ(raw_int(path, older_kernex.c_str()), 0);
+  ASSERT_EQ(raw_int(path, older_kernex), 0);
 
   auto s = host.create_memory("sqlite", options);
   ASSERT_TRUE(s) << s.error().describe();

@@ -6,28 +6,14 @@
 #include <sqlite3.h>
 
 #include "kernex/plugin_host.hpp"
+#include "sqlite_raw.hpp"
 #include "temp_dir.hpp"
 
 namespace kernex {
 namespace {
 
+using testing::raw_int;
 using testing::TempDir;
-
-// One integer of `sql` through a connection of this test's own (another process, as it were).
-std::int64_t raw_int(const std::filesystem::path& file, const std::string& sql) {
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
-  sqlite3_busy_timeout(db, 5000);
-  sqlite3_stmt* st = nullptr;
-  sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr);
-  const int rc = sqlite3_step(st);
-  const std::int64_t n = rc == SQLITE_ROW    ? sqlite3_column_int64(st, 0)
-                         : rc == SQLITE_DONE ? 0
-                                             : -1;
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return n;
-}
 
 class RecallIndex : public ::testing::Test {
  protected:

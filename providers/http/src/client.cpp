@@ -138,13 +138,7 @@ struct Connection {
   }
 };
 
-// Wakes a wait on a connection (kernex::wait_fd, poll) when the request's stop token fires:
-// shutdown() is safe from any thread and the descriptor stays open (the caller closes it only
-// after this callback was deregistered).
-struct ShutdownOnStop {
-  int fd;
-  void operator()() const noexcept { ::shutdown(fd, SHUT_RDWR); }
-};
+using detail::ShutdownOnStop;
 
 // A failed attempt: whether trying again may help.
 struct Failure {

@@ -3,6 +3,8 @@
 // it is poll(). Shared by the HTTP client's reads, writes, TLS and connects.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <chrono>
 
 namespace kernex::http::detail {
@@ -17,5 +19,13 @@ int thread_errno();
 // or interrupted: the caller tries its I/O again and waits again if it must); `*revents` says
 // how (0 when interrupted). ETIMEDOUT: the deadline passed. Another errno: the wait failed.
 int wait_ready(int fd, short events, Clock::time_point deadline, short* revents = nullptr);
+
+// A stop callback that wakes any of those waits on `fd` (a connect, a handshake, a read):
+// shutdown() is safe from any thread and the descriptor stays open (its owner closes it only after
+// the callback was deregistered).
+struct ShutdownOnStop {
+  int fd;
+  void operator()() const noexcept { ::shutdown(fd, SHUT_RDWR); }
+};
 
 }  // namespace kernex::http::detail

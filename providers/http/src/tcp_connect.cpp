@@ -10,13 +10,6 @@
 namespace kernex::http::detail {
 namespace {
 
-// Shutting a connecting socket down aborts its handshake and wakes its wait (POLLHUP); safe
-// from any thread, and the descriptor stays open until the callback is deregistered.
-struct ShutdownOnStop {
-  int fd;
-  void operator()() const noexcept { ::shutdown(fd, SHUT_RDWR); }
-};
-
 // 0 once connected, else an errno.
 int connect_by(int fd, const sockaddr* address, socklen_t length, Clock::time_point deadline,
                const std::stop_token& stop) {
