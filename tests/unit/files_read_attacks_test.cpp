@@ -48,8 +48,9 @@ class FilesReadAttacks : public ::testing::Test {
   // A read as the model makes it, and as code does (whole, structured).
   ToolResult model_read(const std::string& path) { return read(path, {}); }
   ToolResult code_read(const std::string& path) { return read(path, code_); }
-  ToolResult read(const std::string& path, const RunHandles& run) {
-    auto r = box_->execute(Context{}, run, ToolCall{"r", "read", Json{{"file_path", path}}});
+  ToolResult read(const std::string& path, const RunHandles& run, Json extra = Json::object()) {
+    extra["file_path"] = path;
+    auto r = box_->execute(Context{}, run, ToolCall{"r", "read", std::move(extra)});
     EXPECT_TRUE(r) << (r ? "" : r.error().describe());
     return r ? *r : ToolResult{};
   }
@@ -90,6 +91,25 @@ TEST_F(FilesReadAttacks, SymlinksAndDotDotOutOfTheWorkspaceAreRefused) {
   refused_both_ways("../outside/secret.txt");
   refused_both_ways("sub/../../outside/secret.txt");
   refused_both_ways((outside_ / "secret.txt").string());
+}
+
+// A read by lines (offset/limit) takes the same sandboxed opener as a whole read (line_range.hpp):
+// the same escapes are refused, for the model and for code.
+TEST_F(FilesReadAttacks, ReadsByLinesOutOfTheWorkspaceAreRefused) {
+  fs::create_symlink(outside_ / "secret.txt", ws_ / "link.txt");
+  fs::create_symlink(outside_, ws_ / "sub" / "dirlink");
+  const Json ranges[] = {{{"offset", 1}, {"limit", 5}}, {{"offset", 1}}, {{"limit", 1}}};
+  const std::string paths[] = {"link.txt", "sub/dirlink/secret.txt", "../outside/secret.txt",
+                               (outside_ / "secret.txt").string()};
+  for (const std::string& path : paths) {
+    for (const Json& range : ranges) {
+      for (const auto& r : {read(path, {}, range), read(path, code_, range)}) {
+        EXPECT_TRUE(r.is_error) << path << " " << range.dump() << ": " << r.content.substr(0, 200);
+        EXPECT_THAT(r.content, Not(HasSubstr(kSecret))) << path << " " << range.dump();
+        EXPECT_THAT(r.structured.dump(), Not(HasSubstr(kSecret))) << path << " " << range.dump();
+      }
+    }
+  }
 }
 
 // A FIFO would block a reader forever: refused at once, from code and for the model.
