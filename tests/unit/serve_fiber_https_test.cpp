@@ -2,7 +2,8 @@
 // connect, the TLS handshake, the request and the wait for the answer all park the fiber
 // (kernex::wait_fd). Many calls on a pool of two threads all reach a server that answers none
 // before it has them all; a stop ends a suspended TLS read at once; handshakes stalled halfway
-// wait together and each ends at its deadline with a typed error.
+// wait together and each ends at its deadline with a typed error; name resolution parks the fiber
+// the same way.
 #include <gtest/gtest.h>
 
 #include <poll.h>
@@ -21,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "dns_responder.hpp"
 #include "kernex/http/client.hpp"
 #include "kernex/suspend.hpp"
 #include "loopback_socket.hpp"
@@ -40,6 +42,7 @@ using kernex::http::Request;
 using kernex::http::Response;
 using kernex::server::RunFiber;
 using kernex::server::RunPool;
+using kernex::test::DnsResponder;
 using kernex::test::TestCa;
 using kernex::test::TlsFront;
 using Clock = std::chrono::steady_clock;
@@ -262,6 +265,33 @@ TEST_F(ServeFiberHttps, HandshakesStalledHalfwayWaitTogetherAndTimeOut) {
     EXPECT_EQ(r.error().code, ErrorCode::Provider);
     EXPECT_NE(r.error().message.find("TLS handshake failed: timed out"), std::string::npos)
         << r.error().message;
+  }
+}
+
+// One thread, twenty calls to a host name: the DNS server answers none before queries came from all
+// twenty clients' sockets, so a resolution that held the thread would leave it at one.
+TEST_F(ServeFiberHttps, TwentyResolutionsWaitingOnTheirDnsServerHoldNoneOfOneThread) {
+  constexpr std::size_t kCalls = 20;
+  HeldServer backend;
+  backend.release();  // answers at once: the wait under test is the DNS one
+  DnsResponder dns;
+  dns.add("model.kernex.test", "127.0.0.1");
+  dns.hold_until_sources(kCalls);
+  auto o = options();
+  o.dns_servers = dns.server();
+  o.proxy = "";
+  FiberCalls calls;
+  {
+    RunPool pool(pool_of(1));
+    calls.start(pool, "http://model.kernex.test:" + std::to_string(backend.port()) + "/v1", kCalls,
+                o);
+    EXPECT_TRUE(dns.wait_sources(kCalls, kGenerous)) << dns.sources() << " of 20 at once";
+    ASSERT_TRUE(calls.wait_ended(kCalls));
+  }
+  for (std::size_t i = 0; i < kCalls; ++i) {
+    const auto& r = *calls.results[i];
+    ASSERT_TRUE(r) << i << ": " << r.error().message;
+    EXPECT_EQ(r->body, "call " + std::to_string(i));
   }
 }
 

@@ -3,9 +3,9 @@
 // wait through kernex::wait_fd by the step's deadline (poll_stream.hpp, tcp_connect.hpp): the TCP
 // connect, a proxy's CONNECT, the TLS handshake (Asio's TLS engine over the same stream) and the
 // exchange. On a fiber of `kernex serve` those waits hold no thread; elsewhere they are poll().
-// Name resolution is an Asio async operation run to completion on a private io_context (it holds
-// its thread; numeric hosts resolve at once). A stop request shuts the socket down, which ends any
-// wait under way.
+// Name resolution waits the same way (dns_resolve.hpp: c-ares over wait_fd; numeric hosts resolve
+// at once). A stop request shuts the socket down (or wakes the resolver), which ends any wait under
+// way.
 #include "kernex/http/client.hpp"
 #include "kernex/number.hpp"
 #include "kernex/suspend.hpp"
@@ -23,15 +23,13 @@
 #include <semaphore>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/ip/address.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <openssl/ssl.h>
 
+#include "dns_resolve.hpp"
 #include "poll_stream.hpp"
 #include "tcp_connect.hpp"
 
@@ -40,7 +38,6 @@ namespace kernex::http {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = beast::http;
-using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using boost::system::error_code;
 
@@ -289,7 +286,9 @@ struct Client::Impl {
   bool ca_loaded = false;
   std::stop_token stop;  // the current request's (calls are serialised)
 
-  explicit Impl(ClientOptions o) : opts(std::move(o)) {}
+  detail::Resolver resolver;  // host names, without a thread (dns_resolve.hpp)
+
+  explicit Impl(ClientOptions o) : opts(std::move(o)), resolver(opts.dns_servers) {}
 
   asio::ssl::context& ssl() {
     if (!ssl_context) {
@@ -308,41 +307,6 @@ struct Client::Impl {
     error_code ec;
     ssl().set_default_verify_paths(ec);
     ca_loaded = true;
-  }
-
-  // Runs one async operation to completion or until `deadline` or a stop request, when `cancel`
-  // aborts it.
-  template <class Start, class Cancel>
-  error_code run(Clock::time_point deadline, Start&& start, Cancel&& cancel) {
-    error_code result;
-    bool done = false;
-    bool expired = false;
-    asio::steady_timer timer(ioc, deadline);
-    timer.async_wait([&](error_code ec) {
-      if (!ec && !done) {
-        expired = true;
-        cancel();
-      }
-    });
-    start([&](error_code ec) {
-      result = ec;
-      done = true;
-      timer.cancel();
-    });
-    auto abort = [&] {
-      if (!done) cancel();
-    };
-    {
-      // A stop request arrives on another thread: it only posts (thread-safe); the abort runs here.
-      std::stop_callback on_stop(stop, [&] { asio::post(ioc, abort); });
-      ioc.restart();
-      ioc.run();
-    }
-    // An abort posted after run() returned runs now, while what it captured is still alive.
-    ioc.restart();
-    ioc.poll();
-    if (expired && result) return asio::error::timed_out;
-    return result;
   }
 
   // Now + limit, never past the request's total deadline. Compared as durations from now, so a
@@ -393,25 +357,18 @@ struct Client::Impl {
   std::expected<std::unique_ptr<Connection>, Failure> open_tcp(const Url& peer,
                                                                const std::string& where,
                                                                Clock::time_point deadline) {
-    tcp::resolver resolver(ioc);
-    tcp::resolver::results_type endpoints;
-    error_code ec = run(
-        deadline,
-        [&](auto done) {
-          resolver.async_resolve(peer.host, peer.port,
-                                 [&, done](error_code e, tcp::resolver::results_type r) {
-                                   endpoints = std::move(r);
-                                   done(e);
-                                 });
-        },
-        [&] { resolver.cancel(); });
-    if (ec) return connect_failure(where, "cannot resolve host", ec);
-    if (endpoints.empty())
-      return connect_failure(where, "cannot resolve host", asio::error::host_not_found);
-    for (const auto& entry : endpoints) {
-      const tcp::endpoint endpoint = entry.endpoint();
-      const auto made = detail::tcp_connect(
-          endpoint.data(), static_cast<socklen_t>(endpoint.size()), deadline, stop);
+    const auto port = static_cast<std::uint16_t>(std::stoi(peer.port));  // parsed: 1-65535
+    auto resolved = resolver.resolve(peer.host, port, deadline, stop);
+    if (resolved.outcome != detail::Resolution::Outcome::resolved) {
+      const bool config = resolved.outcome == detail::Resolution::Outcome::bad_config;
+      return std::unexpected(
+          Failure{Error(config ? ErrorCode::Config : ErrorCode::Provider,
+                        "connecting to " + where + ": cannot resolve host: " + resolved.cause),
+                  !config});
+    }
+    error_code ec;
+    for (const auto& address : resolved.addresses) {
+      const auto made = detail::tcp_connect(address.get(), address.length, deadline, stop);
       if (made.fd >= 0) {
         ++stats.connections_opened;
         return std::make_unique<Connection>(made.fd);

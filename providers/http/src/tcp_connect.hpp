@@ -1,6 +1,6 @@
 // A TCP connection opened without holding a thread while the handshake is under way: a
 // non-blocking connect(), a wait for writability through wait_ready (on a fiber, no thread), then
-// the socket's SO_ERROR. Name resolution is the caller's (it still blocks its thread).
+// the socket's SO_ERROR. Name resolution is the caller's (dns_resolve.hpp, waiting the same way).
 #pragma once
 
 #include <sys/socket.h>

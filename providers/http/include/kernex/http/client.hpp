@@ -63,6 +63,9 @@ struct ClientOptions {
   std::optional<std::string> proxy;
   std::optional<std::string> no_proxy;  // unset: NO_PROXY / no_proxy
   std::string user_agent = "kernex/0.1";
+  // Name servers asked for host names, "address[:port],..." (IPv6 bracketed when a port
+  // follows); empty: /etc/resolv.conf's. /etc/hosts is read first either way.
+  std::string dns_servers;
 };
 
 // Receives a 2xx body as it arrives; returning false aborts the request.
