@@ -204,7 +204,8 @@ class DnsResponder {
       const std::size_t n = byte(at);
       if (n > 63 || at + 1 + n >= q.size()) return false;
       if (!out.name.empty()) out.name += '.';
-      for (std::size_t i = 0; i < n; ++i) out.name += static_cast<char>(std::tolower(byte(at + 1 + i)));
+      for (std::size_t i = 0; i < n; ++i)
+        out.name += static_cast<char>(std::tolower(byte(at + 1 + i)));
       at += 1 + n;
     }
     if (at + 5 > q.size()) return false;

@@ -24,6 +24,7 @@ using kernex::ErrorCode;
 using kernex::http::Client;
 using kernex::http::ClientOptions;
 using kernex::http::Request;
+using kernex::http::Response;
 using kernex::test::DnsResponder;
 using kernex::test::FakeHttpServer;
 using Clock = std::chrono::steady_clock;
@@ -51,12 +52,30 @@ Request get(const std::string& to, std::stop_token stop = {}) {
   return Request{"GET", to, {}, "", std::move(stop)};
 }
 
-std::size_t open_descriptors() {
+std::size_t entries(const char* path) {
   std::size_t n = 0;
-  DIR* dir = ::opendir("/proc/self/fd");
+  DIR* dir = ::opendir(path);
   while (dir != nullptr && ::readdir(dir) != nullptr) ++n;
   if (dir != nullptr) ::closedir(dir);
   return n;
+}
+
+std::size_t open_descriptors() { return entries("/proc/self/fd"); }
+
+// A GET of kName (port 9: the resolution is what is under test) through `dns`, by `connect`.
+kernex::Result<Response> resolve_only(const DnsResponder& dns, std::chrono::milliseconds connect) {
+  auto o = through(dns);
+  o.connect_timeout = connect;
+  Client client(o);
+  return client.send(get(url(kName, 9)));
+}
+
+// A GET of kName through `dns`, answered 200 by a loopback HTTP server.
+kernex::Result<Response> reach(const DnsResponder& dns) {
+  FakeHttpServer http;
+  http.push(FakeHttpServer::json(200, "{}"));
+  Client client(through(dns));
+  return client.send(get(url(kName, http.port())));
 }
 
 TEST(HttpDns, ANameResolvedByTheServerReachesItsAddress) {
@@ -71,7 +90,24 @@ TEST(HttpDns, ANameResolvedByTheServerReachesItsAddress) {
   EXPECT_EQ(r->body, R"({"ok":true})");
   EXPECT_GE(dns.udp_queries(), 1u);
   ASSERT_EQ(http.requests().size(), 1u);
-  EXPECT_EQ(http.requests()[0].header("host"), std::string(kName) + ":" + std::to_string(http.port()));
+  EXPECT_EQ(http.requests()[0].header("host"),
+            std::string(kName) + ":" + std::to_string(http.port()));
+}
+
+// The resolution waits in the calling thread (Asio's resolver kept a thread per client for its
+// blocking getaddrinfo): the process has as many threads while the client lives as before it.
+TEST(HttpDns, ResolvingANameStartsNoThread) {
+  DnsResponder dns;
+  dns.add(kName, "127.0.0.1");
+  const auto closed = kernex::test::listen_loopback();
+  ::close(closed.fd);  // a port nothing listens on: no server thread either
+  const std::size_t threads = entries("/proc/self/task");
+  Client client(through(dns));
+  auto r = client.send(get(url(kName, closed.port)));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("cannot connect"), std::string::npos) << r.error().message;
+  EXPECT_GE(dns.udp_queries(), 1u);
+  EXPECT_EQ(entries("/proc/self/task"), threads);
 }
 
 TEST(HttpDns, AnUnknownNameIsNotFound) {
@@ -88,10 +124,7 @@ TEST(HttpDns, AnUnknownNameIsNotFound) {
 
 TEST(HttpDns, AServerThatNeverAnswersEndsAtTheDeadline) {
   DnsResponder dns(DnsResponder::Mode::silent);
-  auto o = through(dns);
-  o.connect_timeout = 1s;
-  Client client(o);
-  auto r = client.send(get(url(kName, 9)));
+  auto r = resolve_only(dns, 1s);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::Provider);
   EXPECT_NE(r.error().message.find("cannot resolve host: timed out"), std::string::npos)
@@ -100,7 +133,8 @@ TEST(HttpDns, AServerThatNeverAnswersEndsAtTheDeadline) {
 }
 
 // A stop while the query is out ends the call at once; the client resolves again afterwards (its
-// connect then refused: nothing listens there), and once it is gone no descriptor it opened is left.
+// connect then refused: nothing listens there), and once it is gone no descriptor it opened is
+// left.
 TEST(HttpDns, AStopEndsAResolutionAtOnceAndLeavesNothingOpen) {
   DnsResponder dns(DnsResponder::Mode::silent);
   dns.add(kName, "127.0.0.1");
@@ -110,8 +144,9 @@ TEST(HttpDns, AStopEndsAResolutionAtOnceAndLeavesNothingOpen) {
   {
     Client client(through(dns));
     std::stop_source source;
-    std::optional<kernex::Result<kernex::http::Response>> stopped;
-    std::thread call([&] { stopped = client.send(get(url(kName, closed.port), source.get_token())); });
+    std::optional<kernex::Result<Response>> stopped;
+    std::thread call(
+        [&] { stopped = client.send(get(url(kName, closed.port), source.get_token())); });
     ASSERT_TRUE(dns.wait_queries(1, 60s));
     const auto at = Clock::now();
     source.request_stop();
@@ -144,10 +179,7 @@ TEST(HttpDns, AStopRequestedBeforehandAsksNothing) {
 TEST(HttpDns, ARecordCutShortIsATypedError) {
   DnsResponder dns(DnsResponder::Mode::malformed);
   dns.add(kName, "127.0.0.1");
-  auto o = through(dns);
-  o.connect_timeout = 5s;  // c-ares may also drop the answer and wait for a better one
-  Client client(o);
-  auto r = client.send(get(url(kName, 9)));
+  auto r = resolve_only(dns, 5s);  // c-ares may also drop the answer and wait for a better one
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::Provider);
   EXPECT_NE(r.error().message.find("cannot resolve host: "), std::string::npos)
@@ -157,10 +189,7 @@ TEST(HttpDns, ARecordCutShortIsATypedError) {
 TEST(HttpDns, BytesThatAreNoDnsMessageAreIgnoredUntilTheDeadline) {
   DnsResponder dns(DnsResponder::Mode::garbage);
   dns.add(kName, "127.0.0.1");
-  auto o = through(dns);
-  o.connect_timeout = 1s;
-  Client client(o);
-  auto r = client.send(get(url(kName, 9)));
+  auto r = resolve_only(dns, 1s);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::Provider);
   EXPECT_NE(r.error().message.find("cannot resolve host: timed out"), std::string::npos)
@@ -170,10 +199,7 @@ TEST(HttpDns, BytesThatAreNoDnsMessageAreIgnoredUntilTheDeadline) {
 TEST(HttpDns, ATruncatedUdpAnswerIsAskedAgainOverTcp) {
   DnsResponder dns(DnsResponder::Mode::truncate);
   dns.add(kName, "127.0.0.1");
-  FakeHttpServer http;
-  http.push(FakeHttpServer::json(200, "{}"));
-  Client client(through(dns));
-  auto r = client.send(get(url(kName, http.port())));
+  auto r = reach(dns);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->status, 200);
   EXPECT_GE(dns.tcp_queries(), 1u);
@@ -185,10 +211,7 @@ TEST(HttpDns, BothFamiliesAreTriedInTurn) {
   DnsResponder dns;
   dns.add(kName, "::1");
   dns.add(kName, "127.0.0.1");
-  FakeHttpServer http;
-  http.push(FakeHttpServer::json(200, "{}"));
-  Client client(through(dns));
-  auto r = client.send(get(url(kName, http.port())));
+  auto r = reach(dns);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->status, 200);
 }

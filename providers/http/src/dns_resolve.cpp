@@ -10,6 +10,7 @@
 
 #include <ares.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -166,8 +167,8 @@ struct Resolver::Channel {
     if (!servers.empty()) {
       if (const int status = ares_set_servers_ports_csv(channel, servers.c_str());
           status != ARES_SUCCESS) {
-        return "dns_servers `" + servers.substr(0, 200) +
-               "` is not a list of address[:port] (" + ares_strerror(status) + ")";
+        return "dns_servers `" + servers.substr(0, 200) + "` is not a list of address[:port] (" +
+               ares_strerror(status) + ")";
       }
     }
     return {};
@@ -192,14 +193,16 @@ struct Resolver::Channel {
   // When c-ares next needs to look (a retransmission, its own timeout), never past `deadline`.
   Clock::time_point next_look(Clock::time_point deadline) const {
     const auto now = Clock::now();
-    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
+    const auto left =
+        std::max(std::chrono::microseconds(0),
+                 std::chrono::duration_cast<std::chrono::microseconds>(deadline - now));
     timeval max{};
     max.tv_sec = static_cast<time_t>(left.count() / 1'000'000);
     max.tv_usec = static_cast<suseconds_t>(left.count() % 1'000'000);
     timeval tv{};
     const timeval* wait = ares_timeout(channel, &max, &tv);
-    const auto until = now + std::chrono::seconds(wait->tv_sec) +
-                       std::chrono::microseconds(wait->tv_usec);
+    const auto until =
+        now + std::chrono::seconds(wait->tv_sec) + std::chrono::microseconds(wait->tv_usec);
     return until < deadline ? until : deadline;
   }
 
@@ -218,8 +221,8 @@ struct Resolver::Channel {
         }
         const int error = wait_ready(epoll, POLLIN, next_look(deadline));
         if (error != 0 && error != ETIMEDOUT) {
-          finish(q, failed(Outcome::failed, std::string("waiting for an answer: ") +
-                                                std::strerror(error)));
+          finish(q, failed(Outcome::failed,
+                           std::string("waiting for an answer: ") + std::strerror(error)));
           break;
         }
         process();
