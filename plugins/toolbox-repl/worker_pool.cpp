@@ -1,5 +1,6 @@
 #include "worker_pool.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "kernex/log.hpp"
@@ -64,6 +65,7 @@ std::unique_ptr<ReplSession> WorkerPool::take(const std::string& key, Policy pol
       if (candidate->alive()) {
         worker = std::move(candidate);
         ++stats_.handed_out;
+        entry.quiet_until = Clock::now() + kQuiet;
       } else {
         ++stats_.discarded;
         doomed.push_back(std::move(candidate));
@@ -72,6 +74,16 @@ std::unique_ptr<ReplSession> WorkerPool::take(const std::string& key, Policy pol
   }
   changed_.notify_all();
   return worker;
+}
+
+void WorkerPool::done(const std::string& key) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return;
+    it->second.quiet_until = {};
+  }
+  changed_.notify_all();
 }
 
 Result<std::unique_ptr<ReplSession>> WorkerPool::take_or_start(const std::string& key,
@@ -99,10 +111,12 @@ bool WorkerPool::wait_idle(const std::string& key, std::size_t count, Clock::tim
   });
 }
 
-const std::string* WorkerPool::wanting() const {
+const std::string* WorkerPool::wanting(Clock::time_point now, Clock::time_point& next) const {
   for (const auto& key : recent_) {
     const Entry& entry = entries_.at(key);
-    if (!entry.starting && !entry.failing && entry.idle.size() < per_key_) return &key;
+    if (entry.starting || entry.failing || entry.idle.size() >= per_key_) continue;
+    if (entry.quiet_until <= now) return &key;
+    next = std::min(next, entry.quiet_until);
   }
   return nullptr;
 }
@@ -111,11 +125,22 @@ const std::string* WorkerPool::wanting() const {
 // time (a start takes tens of milliseconds of CPU, which the callers' own work shares).
 void WorkerPool::refill(std::stop_token stop) {
   std::unique_lock lock(mutex_);
-  for (;;) {
+  while (!stop.stop_requested()) {
+    constexpr Clock::time_point kNever = Clock::time_point::max();
     const std::string* wanted = nullptr;
+    Clock::time_point next = kNever;
+    auto ready = [&] { return (wanted = wanting(Clock::now(), next)) != nullptr; };
+    // A key held back by a running call wakes this thread when its quiet time ends (or done()).
+    if (!ready()) {
+      if (next == kNever) {
+        changed_.wait(lock, stop, ready);
+      } else {
+        changed_.wait_until(lock, stop, next, ready);
+      }
+    }
     // wait() answers the predicate even once stopped, so the stop is asked on its own.
-    changed_.wait(lock, stop, [&] { return (wanted = wanting()) != nullptr; });
-    if (stop.stop_requested() || wanted == nullptr) return;
+    if (stop.stop_requested()) return;
+    if (wanted == nullptr) continue;
     const std::string key = *wanted;
     start_one(key, entries_.at(key), lock, stop);
   }
