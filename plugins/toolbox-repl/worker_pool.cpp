@@ -124,23 +124,25 @@ const std::string* WorkerPool::wanting(Clock::time_point now, Clock::time_point&
 // The pool's one thread: starts a worker for the most recently used key short of them, one at a
 // time (a start takes tens of milliseconds of CPU, which the callers' own work shares).
 void WorkerPool::refill(std::stop_token stop) {
+  constexpr Clock::time_point kNever = Clock::time_point::max();
   std::unique_lock lock(mutex_);
   while (!stop.stop_requested()) {
-    constexpr Clock::time_point kNever = Clock::time_point::max();
-    const std::string* wanted = nullptr;
     Clock::time_point next = kNever;
-    auto ready = [&] { return (wanted = wanting(Clock::now(), next)) != nullptr; };
-    // A key held back by a running call wakes this thread when its quiet time ends (or done()).
-    if (!ready()) {
+    const std::string* wanted = wanting(Clock::now(), next);
+    if (wanted == nullptr) {
+      // Until a key wants a worker now, or one is held back to an earlier time than `next` (a
+      // take); a key's quiet time ending is a wake-up of its own.
+      auto changed = [&] {
+        Clock::time_point earliest = kNever;
+        return wanting(Clock::now(), earliest) != nullptr || earliest < next;
+      };
       if (next == kNever) {
-        changed_.wait(lock, stop, ready);
+        changed_.wait(lock, stop, changed);
       } else {
-        changed_.wait_until(lock, stop, next, ready);
+        changed_.wait_until(lock, stop, next, changed);
       }
+      continue;  // the stop is asked on its own: wait() answers the predicate even once stopped
     }
-    // wait() answers the predicate even once stopped, so the stop is asked on its own.
-    if (stop.stop_requested()) return;
-    if (wanted == nullptr) continue;
     const std::string key = *wanted;
     start_one(key, entries_.at(key), lock, stop);
   }
