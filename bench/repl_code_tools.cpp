@@ -1,12 +1,19 @@
 #include "repl_code_tools.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -34,6 +41,61 @@ const sc::Environment kEnv{KERNEX_BENCH_NPM_DIR, KERNEX_BENCH_NODE, KERNEX_BENCH
                            KERNEX_BENCH_PROJECT_DIR};
 constexpr const char* kTool = "everything__echo";
 constexpr int kRounds = 10;
+// CPU time (ns) the bench's descendants have used so far: every process below it, by /proc.
+std::uint64_t descendants_cpu_ns() {
+  std::map<pid_t, pid_t> parent;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 1));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    parent[static_cast<pid_t>(std::stol(name))] = ppid;
+  }
+  const pid_t self = ::getpid();
+  auto on_cpu = [](const fs::path& schedstat) {
+    std::ifstream in(schedstat);
+    std::uint64_t ns = 0;
+    return in >> ns ? ns : 0;
+  };
+  std::uint64_t ns = 0;
+  // The bench's own threads but this one (the REPL pool's thread spawns its workers).
+  for (const auto& task : fs::directory_iterator("/proc/self/task", ec)) {
+    if (task.path().filename() != std::to_string(::gettid()))
+      ns += on_cpu(task.path() / "schedstat");
+  }
+  for (const auto& [pid, ppid] : parent) {
+    pid_t up = ppid;
+    for (int depth = 0; up > 1 && up != self && depth < 64; ++depth) {
+      const auto it = parent.find(up);
+      up = it == parent.end() ? 0 : it->second;
+    }
+    if (up == self) ns += on_cpu("/proc/" + std::to_string(pid) + "/schedstat");
+  }
+  return ns;
+}
+
+// Before each measured run, the pause a model's turn would leave: waits (at most 5 s) until the
+// processes the bench started are quiet, under 1 ms of CPU in each of three 50 ms spans. Background
+// work the previous run started (the REPL pool starting a worker for the one a code run took, tens
+// of ms of CPU) finishes there, as it would in a real session, instead of landing in the next run's
+// calls, whichever way they are made.
+void settle() {
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  std::uint64_t before = descendants_cpu_ns();
+  for (int quiet = 0; quiet < 3 && Clock::now() < give_up;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::uint64_t now = descendants_cpu_ns();
+    quiet = now - std::min(now, before) < 1'000'000 ? quiet + 1 : 0;
+    before = now;
+  }
+}
 
 // The time between each call's ToolRun and ToolResult stream events: the kernel running the call
 // (permission rules, hooks, the MCP round trip to the sandboxed server, the trajectory record),
@@ -160,8 +222,10 @@ void tool_call_from_code(const fs::path& dir, int calls) {
 
   std::vector<double> direct_us, code_us, code_kernel_us, hop_us, ratios;
   for (int round = 0; round < kRounds; ++round) {
+    settle();
     run_script(**kernel, direct_script(dir, calls), kernel_side.sink());
     auto d = kernel_side.take();
+    settle();
     auto [c, h] =
         times_from_code(run_script(**kernel, code_script(dir, calls), kernel_side.sink()));
     auto k = kernel_side.take();

@@ -501,8 +501,11 @@ class ReplToolbox final : public ToolExecutor {
     std::shared_ptr<Slot> slot = slot_for(session_key(run, *where));
     std::lock_guard lock(slot->mutex);
     slot->last_used = Clock::now();
-    auto restarted = ensure_worker(*slot, run, *where);
+    std::optional<std::string> taken_from;
+    auto restarted = ensure_worker(*slot, run, *where, taken_from);
     if (!restarted) return error_of(call, restarted.error());
+    // The pool refills what this call took once it returns, not while its code and tools run.
+    const WorkerPool::Taken taken(pool_, std::move(taken_from));
 
     const std::optional<std::string> tenant = tenant_of(context);
     if (call.name == "eval_code") sync_servers(*slot, run, tenant, context.stop);
@@ -555,12 +558,15 @@ class ReplToolbox final : public ToolExecutor {
  private:
   // The slot's worker, taken from the pool (or started) when it has none or a broken one. The
   // value: what the worker before it lost ("" when nothing was lost, or no worker is new).
+  // `taken_from`: the pool's key, when it was asked for a worker.
   std::expected<std::string, std::string> ensure_worker(Slot& slot, const RunHandles& run,
-                                                        const sandbox::CallWorkspace& where) {
+                                                        const sandbox::CallWorkspace& where,
+                                                        std::optional<std::string>& taken_from) {
     if (slot.session && !slot.session->broken()) return std::string();
     auto policy = policy_for(run.read_grants, where);
     if (!policy) return std::unexpected(policy.error().describe());
-    auto started = pool_.take_or_start(policy_key(run.read_grants, where), *policy);
+    taken_from = policy_key(run.read_grants, where);
+    auto started = pool_.take_or_start(*taken_from, *policy);
     if (!started) return std::unexpected(started.error().describe());
     slot.session = std::move(*started);
     ++slot.serial;

@@ -1,5 +1,6 @@
 #include "worker_pool.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "kernex/log.hpp"
@@ -64,6 +65,7 @@ std::unique_ptr<ReplSession> WorkerPool::take(const std::string& key, Policy pol
       if (candidate->alive()) {
         worker = std::move(candidate);
         ++stats_.handed_out;
+        entry.quiet_until = Clock::now() + kQuiet;
       } else {
         ++stats_.discarded;
         doomed.push_back(std::move(candidate));
@@ -72,6 +74,16 @@ std::unique_ptr<ReplSession> WorkerPool::take(const std::string& key, Policy pol
   }
   changed_.notify_all();
   return worker;
+}
+
+void WorkerPool::done(const std::string& key) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return;
+    it->second.quiet_until = {};
+  }
+  changed_.notify_all();
 }
 
 Result<std::unique_ptr<ReplSession>> WorkerPool::take_or_start(const std::string& key,
@@ -99,10 +111,12 @@ bool WorkerPool::wait_idle(const std::string& key, std::size_t count, Clock::tim
   });
 }
 
-const std::string* WorkerPool::wanting() const {
+const std::string* WorkerPool::wanting(Clock::time_point now, Clock::time_point& next) const {
   for (const auto& key : recent_) {
     const Entry& entry = entries_.at(key);
-    if (!entry.starting && !entry.failing && entry.idle.size() < per_key_) return &key;
+    if (entry.starting || entry.failing || entry.idle.size() >= per_key_) continue;
+    if (entry.quiet_until <= now) return &key;
+    next = std::min(next, entry.quiet_until);
   }
   return nullptr;
 }
@@ -110,12 +124,25 @@ const std::string* WorkerPool::wanting() const {
 // The pool's one thread: starts a worker for the most recently used key short of them, one at a
 // time (a start takes tens of milliseconds of CPU, which the callers' own work shares).
 void WorkerPool::refill(std::stop_token stop) {
+  constexpr Clock::time_point kNever = Clock::time_point::max();
   std::unique_lock lock(mutex_);
-  for (;;) {
-    const std::string* wanted = nullptr;
-    // wait() answers the predicate even once stopped, so the stop is asked on its own.
-    changed_.wait(lock, stop, [&] { return (wanted = wanting()) != nullptr; });
-    if (stop.stop_requested() || wanted == nullptr) return;
+  while (!stop.stop_requested()) {
+    Clock::time_point next = kNever;
+    const std::string* wanted = wanting(Clock::now(), next);
+    if (wanted == nullptr) {
+      // Until a key wants a worker now, or one is held back to an earlier time than `next` (a
+      // take); a key's quiet time ending is a wake-up of its own.
+      auto changed = [&] {
+        Clock::time_point earliest = kNever;
+        return wanting(Clock::now(), earliest) != nullptr || earliest < next;
+      };
+      if (next == kNever) {
+        changed_.wait(lock, stop, changed);
+      } else {
+        changed_.wait_until(lock, stop, next, changed);
+      }
+      continue;  // the stop is asked on its own: wait() answers the predicate even once stopped
+    }
     const std::string key = *wanted;
     start_one(key, entries_.at(key), lock, stop);
   }
