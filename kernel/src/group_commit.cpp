@@ -102,10 +102,14 @@ void GroupCommit::enqueue(Item item) {
   {
     std::lock_guard lock(mutex_);
     if (!stopping_) {
-      if (item.lazy && queue_.empty()) lazy_since_ = std::chrono::steady_clock::now();
-      if (!item.lazy) ++eager_;
+      const bool first = queue_.empty(), lazy = item.lazy;
+      if (lazy && first) lazy_since_ = std::chrono::steady_clock::now();
+      if (!lazy) ++eager_;
       queue_.push_back(std::move(item));
-      wake_.notify_one();
+      // A lazy item behind others wakes nobody: whoever put the first of them there already woke
+      // the writer (or leads a batch that takes them). A wake here was a futex call and a thread
+      // switch per run for a writer that only went back to sleep.
+      if (!lazy || first) wake_.notify_one();
       if (delaying_ && queue_.size() >= options_.max_batch) filled_.notify_one();
       return;
     }

@@ -34,10 +34,11 @@ class SqliteJournalStore final : public JournalStore {
   std::mutex mutex_;  // db_: the reads' connection
   sqlite3* db_;
   // Writes ride serve.db's batches. A tool's start and end are fsynced (durable): they decide
-  // whether a tool runs again, even after a power loss. A model's answer is committed without an
-  // fsync (it survives a kill -9, the OS has it): the WAL is written in order, so the durable
-  // start of the first tool it asks for fsyncs the answer too, and a power loss before that loses
-  // an answer no tool acted on, which a resumed run asks the model for again.
+  // whether a tool runs again, even after a power loss. A model's answer is queued without a wait
+  // or an fsync: the queue and the WAL keep their order, so the durable start of the first tool it
+  // asks for (or the approval it needs, or the run's end) commits and fsyncs the answer too, and a
+  // crash before that loses an answer no tool acted on, which a resumed run asks the model for
+  // again.
   std::shared_ptr<ServeWriter> writer_;
 };
 
@@ -125,9 +126,11 @@ Result<std::optional<Response>> SqliteJournalStore::response(const std::string& 
 
 Result<void> SqliteJournalStore::record_response(const std::string& run_id, std::uint32_t turn,
                                                  const Response& response) {
-  const std::string text = stored_text(Json(response));
-  return writer_->write(
-      [&](sqlite3* db) -> Result<void> {
+  // Queued, not waited on (see writer_): the first durable write after it (a tool's start, an
+  // approval asked, the run's end) commits it in order, and a kill -9 before that loses an answer
+  // nothing acted on yet. A run that ends on this answer pays one commit for both.
+  writer_->submit(
+      [run_id, turn, text = stored_text(Json(response))](sqlite3* db) -> Result<void> {
         Statement st(
             db, "INSERT OR REPLACE INTO run_responses (run_id, turn, response) VALUES (?, ?, ?)");
         if (!st.ok()) return db_error(db, "journal write");
@@ -135,7 +138,8 @@ Result<void> SqliteJournalStore::record_response(const std::string& run_id, std:
         if (st.step() != SQLITE_DONE) return db_error(db, "journal write");
         return {};
       },
-      false);
+      "answer of run " + run_id);
+  return {};
 }
 
 Result<RunJournal::ToolEntry> SqliteJournalStore::tool(const std::string& run_id,

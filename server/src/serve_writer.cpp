@@ -43,10 +43,11 @@ ServeWriter::~ServeWriter() {
 
 void ServeWriter::submit(Work work, std::string what) {
   sqlite3* db = db_;
-  commit_->submit([work = std::move(work), db] { return work(db); }, false,
-                  [what = std::move(what)](const Result<void>& r) {
-                    if (!r) log(LogLevel::Warn, "serve.db: " + what + ": " + r.error().describe());
-                  });
+  commit_->submit_lazy([work = std::move(work), db] { return work(db); },
+                       [what = std::move(what)](const Result<void>& r) {
+                         if (!r)
+                           log(LogLevel::Warn, "serve.db: " + what + ": " + r.error().describe());
+                       });
 }
 
 Result<void> ServeWriter::write(Work work, bool durable) {

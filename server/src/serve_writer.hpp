@@ -27,7 +27,11 @@ class ServeWriter {
   using Work = std::function<Result<void>(sqlite3* db)>;
   Result<void> write(Work work, bool durable = false);
   // Queued behind every write before it, not waited on: for writes nobody is told about (a run's
-  // status on its way, a finished run's journal). A failure is logged under `what`.
+  // status on its way, a model's answer in its journal, a finished run's journal). It rides the
+  // next batch someone waits on (a run's end, a durable tool start), or commits on its own within
+  // GroupCommit's lazy_delay: a run pays no commit and no writer wake-up of its own for it. Items
+  // keep their order, so a write waited on after it commits it too. A failure is logged under
+  // `what`.
   void submit(Work work, std::string what);
   GroupCommit::Stats stats() const { return commit_->stats(); }
 
