@@ -129,11 +129,13 @@ std::unique_ptr<kernex::Kernel> make_kernel(const Setup& setup, Server& server,
     ::setenv("KERNEX_GROUP_COMMIT", "off", 1);
   else
     ::unsetenv("KERNEX_GROUP_COMMIT");
-  if (setup.full)
-    ::setenv("KERNEX_MEMORY_HOT", "off", 1);
-  else
-    ::unsetenv("KERNEX_MEMORY_HOT");
+  // The store reads it once, when made: set for this kernel only (KERNEX_MEMORY_HOT=off in the
+  // bench's own environment turns the hot history off for every setup, the baseline binary).
+  const char* hot_before = std::getenv("KERNEX_MEMORY_HOT");
+  const bool restore = setup.full && hot_before == nullptr;
+  if (setup.full) ::setenv("KERNEX_MEMORY_HOT", "off", 1);
   auto made = kernex::Kernel::create(std::move(config));
+  if (restore) ::unsetenv("KERNEX_MEMORY_HOT");
   if (!made) die(made.error().describe());
   return std::move(*made);
 }

@@ -109,8 +109,7 @@ void HotHistory::read(const std::string& tenant, const std::string& id, std::siz
   evict();
 }
 
-void HotHistory::read_count(const std::string& tenant, const std::string& id,
-                            std::uint64_t count) {
+void HotHistory::read_count(const std::string& tenant, const std::string& id, std::uint64_t count) {
   Entry& e = slot(key(tenant, id));
   if (e.saving > 0) return;
   if (!e.valid) {
@@ -122,9 +121,10 @@ void HotHistory::read_count(const std::string& tenant, const std::string& id,
   evict();
 }
 
-void HotHistory::opened(const std::string& tenant, const std::string& id) {
+void HotHistory::opened(const std::string& tenant, const std::string& id, bool queued) {
   Entry& e = slot(key(tenant, id));
   if (e.saving > 0) return;
+  e.fresh = queued;
   e.whole = true;
   set_newest(e, {});
   e.valid = true;
@@ -132,8 +132,19 @@ void HotHistory::opened(const std::string& tenant, const std::string& id) {
   evict();
 }
 
+bool HotHistory::fresh(const std::string& tenant, const std::string& id) {
+  Entry* e = find(key(tenant, id));
+  return e != nullptr && e->valid && e->fresh && e->saving == 0;
+}
+
+void HotHistory::committed(const std::string& tenant, const std::string& id) {
+  if (Entry* e = find(key(tenant, id))) e->fresh = false;
+}
+
 void HotHistory::saving(const std::string& tenant, const std::string& id) {
-  ++slot(key(tenant, id)).saving;
+  Entry& e = slot(key(tenant, id));
+  ++e.saving;
+  e.fresh = false;
 }
 
 void HotHistory::saved(const std::string& tenant, const std::string& id,

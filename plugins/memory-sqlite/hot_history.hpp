@@ -22,9 +22,9 @@ class HotHistory {
  public:
   struct Limits {
     std::size_t conversations = 256;
-    std::size_t bytes = 32u << 20;     // message text kept, all entries together
-    std::size_t min_messages = 64;     // kept per entry before any read asked for a window
-    std::size_t max_messages = 4096;   // kept per entry whatever a read asked for
+    std::size_t bytes = 32u << 20;    // message text kept, all entries together
+    std::size_t min_messages = 64;    // kept per entry before any read asked for a window
+    std::size_t max_messages = 4096;  // kept per entry whatever a read asked for
   };
   HotHistory() : HotHistory(Limits{}) {}
   explicit HotHistory(Limits limits) : limits_(limits) {}
@@ -37,8 +37,11 @@ class HotHistory {
   void read(const std::string& tenant, const std::string& id, std::size_t limit,
             const std::vector<ContextEntry>& window);
   void read_count(const std::string& tenant, const std::string& id, std::uint64_t count);
-  // A conversation this connection creates: no messages.
-  void opened(const std::string& tenant, const std::string& id);
+  // A conversation this connection creates: no messages. `queued`: its row is not committed yet,
+  // so no other connection can have written to it (fresh() holds until committed()).
+  void opened(const std::string& tenant, const std::string& id, bool queued);
+  bool fresh(const std::string& tenant, const std::string& id);
+  void committed(const std::string& tenant, const std::string& id);
   // A save of the conversation's messages begins: until it ends, reads are not taken in.
   void saving(const std::string& tenant, const std::string& id);
   // It ended: `saved` holds the messages as stored (appended), or nothing when the save failed or
@@ -54,6 +57,7 @@ class HotHistory {
     std::vector<ContextEntry> newest;    // oldest first
     std::optional<std::uint64_t> count;  // every message of the conversation, when known
     bool whole = false;                  // `newest` holds every message the tenant can read
+    bool fresh = false;                  // opened here, its row not committed: surely empty
     std::size_t want = 0;                // the largest window a read asked for
     std::size_t bytes = 0;
     int saving = 0;      // saves in flight

@@ -50,7 +50,7 @@ Result<void> SqliteStore::store_lesson(const MemoryScope& scope, const Lesson& l
 Result<std::vector<Lesson>> SqliteStore::lessons(const MemoryScope& scope,
                                                  const std::string& sender_id,
                                                  const std::optional<std::string>& project) {
-  Hold lock(*this);
+  std::lock_guard lock(mutex_);
   std::vector<Lesson> out;
   const auto read = [&](const std::string& which) -> Result<void> {
     // A handle per read: the cached statement is reset when it goes.
@@ -98,7 +98,7 @@ Result<void> SqliteStore::store_outcome(const MemoryScope& scope, const OutcomeR
 Result<std::vector<OutcomeRecord>> SqliteStore::recent_outcomes(
     const MemoryScope& scope, const std::string& sender_id, std::size_t limit,
     const std::optional<std::string>& project) {
-  Hold lock(*this);
+  std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(

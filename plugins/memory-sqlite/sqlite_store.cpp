@@ -66,7 +66,8 @@ SqliteStore::SqliteStore(std::unique_ptr<Db> db, StoreOptions options)
 
 void SqliteStore::settle() {
   if (lazy_.load() == 0) return;
-  if (auto r = write([] { return Result<void>{}; }); !r) log(LogLevel::Warn, r.error().describe());
+  if (auto r = writer_->write([] { return Result<void>{}; }); !r)
+    log(LogLevel::Warn, r.error().describe());
 }
 
 void SqliteStore::remember_failed(const std::string& tenant, const std::string& id, Error cause) {
@@ -124,7 +125,7 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
     return {};
   };
   const auto slot = std::make_tuple(scope.tenant(), key.channel, key.sender_id, key.project);
-  Hold lock(*this);
+  std::unique_lock lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
   if (auto it = pending_.find(slot); it != pending_.end() && now - it->second.opened < idle)
     return it->second.id;
@@ -141,11 +142,11 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
       return again ? Result<void>{} : insert(id);
     }));
     lock.lock();
-    if (made) hot_.opened(scope.tenant(), id);
+    if (made) hot_.opened(scope.tenant(), id, false);
     return id;
   }
   pending_[slot] = Pending{id, now};
-  hot_.opened(scope.tenant(), id);
+  hot_.opened(scope.tenant(), id, true);
   // Queued while mutex_ is held: whoever finds it in pending_ queues its writes after this one.
   // A failed insert is remembered for the calls that name the conversation: at once for the items
   // after it in its batch (the turn's exchange, usually), and when the batch's commit failed.
@@ -160,6 +161,8 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
         if (!inserted) {
           remember_failed(std::get<0>(slot), id, inserted.error());
           hot_.forget(std::get<0>(slot), id);
+        } else {
+          hot_.committed(std::get<0>(slot), id);
         }
         // A newer one opened meanwhile (the first went idle) stays pending.
         if (auto it = pending_.find(slot); it != pending_.end() && it->second.id == id)
@@ -189,8 +192,11 @@ Result<std::vector<ContextEntry>> SqliteStore::select_entries(const char* sql,
 Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const MemoryScope& scope,
                                                                const std::string& conversation_id,
                                                                std::size_t limit) {
-  Hold lock(*this);
-  check_hot();  // a hot session's window comes from what its previous turn had
+  std::lock_guard lock(mutex_);
+  // A conversation opened this turn has no messages (nothing can have written to it yet); a hot
+  // session's window comes from what its previous turn had.
+  if (hot_.fresh(scope.tenant(), conversation_id)) return std::vector<ContextEntry>{};
+  check_hot();
   if (auto hot = hot_.newest(scope.tenant(), conversation_id, limit)) return std::move(*hot);
   auto window = select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
@@ -203,7 +209,7 @@ Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const MemoryScope
 Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const MemoryScope& scope,
                                                                const std::string& conversation_id,
                                                                std::size_t count) {
-  Hold lock(*this);
+  std::lock_guard lock(mutex_);
   return select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
       "WHERE conversation_id = " SCOPED_CONVERSATION " ORDER BY seq ASC LIMIT ?",
@@ -213,7 +219,7 @@ Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const MemoryScope
 Result<std::uint64_t> SqliteStore::message_count(const MemoryScope& scope,
                                                  const std::string& conversation_id) {
   settle();  // a conversation opened in this process may not be committed yet
-  Hold lock(*this);
+  std::lock_guard lock(mutex_);
   check_hot();
   if (auto hot = hot_.count(scope.tenant(), conversation_id)) return *hot;
   KERNEX_ASSIGN_OR_RETURN(
@@ -385,7 +391,7 @@ Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const Exchange
 
 Result<std::optional<StoredSummary>> SqliteStore::compaction_summary(
     const MemoryScope& scope, const std::string& conversation_id) {
-  Hold lock(*this);
+  std::lock_guard lock(mutex_);
   auto stmt = db_->prepare(
       "SELECT text, covered_messages FROM summaries WHERE conversation_id = " SCOPED_CONVERSATION);
   if (!stmt) return std::unexpected(stmt.error());
@@ -556,7 +562,7 @@ Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const MemorySco
   // rather than by an ORDER BY, whose sorter SQLite sets up before it knows there is no row (about
   // half of this query's cost when it finds nothing). Either way every matching row is read once.
   if (limit == 0) return std::vector<SummaryRecord>{};
-  Hold lock(*this);
+  std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
@@ -725,7 +731,7 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const MemoryScope& scope, con
     KERNEX_ASSIGN_OR_RETURN(auto s, normalize_time(*q.since, "recall since"));
     plan.since = s;
   }
-  Hold lock(*this);
+  std::unique_lock lock(mutex_);
   KERNEX_RETURN_IF_ERROR(skip_empty_sources(*db_, scope, q, plan));
   if (!plan.messages && !plan.summaries) return std::vector<RecallHit>{};
   KERNEX_RETURN_IF_ERROR(find_history_boundary(*db_, scope, q, plan));
@@ -755,7 +761,7 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const MemoryScope& scope, con
 
 Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::facts(
     const MemoryScope& scope, const std::string& sender_id) {
-  Hold lock(*this);
+  std::lock_guard lock(mutex_);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
@@ -863,7 +869,7 @@ Result<void> SqliteStore::record_tool_call(const MemoryScope& scope, const Audit
   KERNEX_ASSIGN_OR_RETURN(auto args, audit_arguments(rec));
   // Acknowledged once committed: a kill -9 after this returns keeps the row. It shares its batch
   // with the other runs' writes and carries the turn's new conversation (queued lazily before it).
-  return write([&]() -> Result<void> { return insert_audit(scope, rec, args); });
+  return writer_->write([&]() -> Result<void> { return insert_audit(scope, rec, args); });
 }
 
 Result<std::vector<AuditRecord>> SqliteStore::audit_log(const MemoryScope& scope,

@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <tuple>
 
 #include "kernex/group_commit.hpp"
@@ -33,32 +32,8 @@ class SqliteStore final : public MemoryStore {
 
   // Every member of MemoryStore.
 #include "kernex/memory_store_overrides.inc"
-  // A context build's reads in one read transaction: this thread holds mutex_ until the end.
-  void begin_context_reads() override;
-  void end_context_reads() override;
 
  private:
-  // mutex_ for one call, unless this thread's context reads hold it already: the call then reads
-  // in their transaction, and unlock()/lock() step out of it and back (for a write).
-  class Hold {
-   public:
-    explicit Hold(SqliteStore& store);
-    ~Hold();
-    Hold(const Hold&) = delete;
-    Hold& operator=(const Hold&) = delete;
-    void unlock();
-    void lock();
-
-   private:
-    SqliteStore& store_;
-    bool reading_;  // inside this thread's context reads
-    bool held_ = true;
-  };
-  bool reading_here() const { return reader_.load() == std::this_thread::get_id(); }
-  void pause_reads();   // the context reads' transaction ended and mutex_ released
-  void resume_reads();  // ... taken again, a new transaction begun
-  // writer_->write, out of this thread's context reads while it waits (the batch takes mutex_).
-  Result<void> write(GroupCommit::Work work);
   // Under mutex_: hot_ as the file is, cleared when another connection committed since.
   void check_hot();
   // The messages of an exchange as a read would return them (their JSON columns round-tripped).
@@ -124,12 +99,8 @@ class SqliteStore final : public MemoryStore {
   static constexpr std::size_t kIndexBatch = 32;
   std::atomic<std::size_t> unindexed_ = 0;
   StoreOptions options_;
-  // The context reads (begin_context_reads): the thread in them, its hold on mutex_, nesting.
-  std::atomic<std::thread::id> reader_{};
-  std::unique_lock<std::mutex> reader_lock_;
-  int reader_depth_ = 0;
   // Hot sessions' newest messages (under mutex_), current as of PRAGMA data_version's value.
-  // KERNEX_MEMORY_HOT=off in the environment: neither (the path before them, the benches'
+  // KERNEX_MEMORY_HOT=off in the environment: none kept (the path before it, the benches'
   // baseline).
   bool hot_on_ = true;
   HotHistory hot_;

@@ -125,7 +125,7 @@ Result<std::string> SqliteStore::create_task(const MemoryScope& scope, const Tas
 
 Result<std::vector<Task>> SqliteStore::pending_tasks(const MemoryScope& scope,
                                                      const std::string& sender_id) {
-  Hold lock(*this);
+  std::lock_guard lock(mutex_);
   static const std::string sql =
       std::string("SELECT ") + kTaskColumns +
       " FROM scheduled_tasks WHERE tenant = ? AND sender_id = ? AND status = 'pending' ORDER BY "

@@ -286,13 +286,6 @@ class MemoryStore {
       return r;
     return {};
   }
-  // The kernel brackets the reads of one context build with these (open_conversation, the history
-  // window and its count, then the memory sections: one thread, no write of its own between
-  // them, and end_context_reads always follows), so a store may serve them from one snapshot:
-  // the SQLite store reads them in one read transaction instead of one per statement. A store
-  // must still answer a write or settle a queued one asked for in between. Default: nothing.
-  virtual void begin_context_reads() {}
-  virtual void end_context_reads() {}
   // Facts about a sender (key -> value, by key), injected into the system prompt when asked for.
   virtual Result<std::vector<std::pair<std::string, std::string>>> facts(
       const MemoryScope& scope, const std::string& sender_id) {

@@ -38,9 +38,7 @@ namespace kernex {
 //    replace their max_turns, token_budget, cost_budget_usd and tool_call_budget members.
 // 10: Provider::start, the optional asynchronous call, and kernex/suspend.hpp (a run that waits
 //    on its model or a socket holds no thread where the host runs it on a fiber).
-// 11: MemoryStore::begin_context_reads / end_context_reads (a context build's reads in one
-//    snapshot).
-inline constexpr std::uint32_t kAbiVersion = 11;
+inline constexpr std::uint32_t kAbiVersion = 10;
 
 enum class PluginKind : std::uint32_t {
   Provider = 1,
