@@ -1,12 +1,16 @@
 // bench/memory: the SQLite memory store against the bare SQL it runs, in one process.
 //  1. Context build for a conversation of 10 000 stored messages (history window 50, recall
 //     5 hits, every ContextNeeds part on) beside the bare FTS5 query and the bare history
-//     SELECT on the same file.
+//     SELECT on the same file; and beside the same build by a store without the hot history
+//     (KERNEX_MEMORY_HOT=off: every build reads the history again, each statement in its own
+//     read transaction), on the same file, the builds alternated.
 //  2. Save-exchange throughput (user + assistant, one transaction) beside a bare INSERT loop
 //     doing the same two inserts per transaction with the same durability setting.
 // Prints medians and ratios. Usage: memory [DIR] (default: a fresh temp dir, removed after).
 #include <sqlite3.h>
 #include <unistd.h>
+
+#include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -59,9 +63,9 @@ void drain(sqlite3_stmt* s, int columns) {
 }
 
 struct Figures {
-  std::vector<double> builds, fts, history;   // us
-  std::vector<double> store_rate, bare_rate;  // exchanges/s
-  std::size_t recall_hits = 0;                // prompt lines of the last build
+  std::vector<double> builds, full_builds, fts, history;  // us
+  std::vector<double> store_rate, bare_rate;              // exchanges/s
+  std::size_t recall_hits = 0;                            // prompt lines of the last build
 };
 
 // 10 000 messages in one conversation (returned), and the sender's facts.
@@ -79,8 +83,10 @@ std::string seed(kernex::MemoryStore& store, const kernex::ConversationKey& key)
   return *conv;
 }
 
-// 1. Context build, after 20 unmeasured ones.
-void context_builds(kernex::MemoryStore& store, const kernex::ConversationKey& key, Figures& f) {
+// 1. Context build, after 20 unmeasured ones: the store's, and `full`'s (no hot history) after
+// each.
+void context_builds(kernex::MemoryStore& store, kernex::MemoryStore& full,
+                    const kernex::ConversationKey& key, Figures& f) {
   kernex::Limits limits;
   limits.max_context_messages = 50;
   kernex::ContextInputs in;
@@ -89,12 +95,19 @@ void context_builds(kernex::MemoryStore& store, const kernex::ConversationKey& k
   in.system_prompt = "You are a benchmark.";
   in.limits = &limits;
   const auto request = kernex::Request::from_text("user-1", "what about the weather in city7");
+  kernex::ContextInputs full_in = in;
+  full_in.store = &full;
   for (int i = 0; i < kBuilds + 20; ++i) {
-    kernex::Result<kernex::BuiltContext> built;
+    kernex::Result<kernex::BuiltContext> built, full_built;
     const double us = time_us([&] { built = kernex::build_context(in, request); });
+    const double full_us = time_us([&] { full_built = kernex::build_context(full_in, request); });
     if (!built) die(built.error().describe());
+    if (!full_built) die(full_built.error().describe());
     if (built->context.history.size() != 50) die("history window is not 50");
-    if (i >= 20) f.builds.push_back(us);
+    if (built->context.history != full_built->context.history ||
+        built->context.system_prompt != full_built->context.system_prompt)
+      die("the hot build differs from the full one");
+    if (i >= 20) f.builds.push_back(us), f.full_builds.push_back(full_us);
     f.recall_hits = static_cast<std::size_t>(
         std::count(built->context.system_prompt.begin(), built->context.system_prompt.end(), '\n'));
   }
@@ -178,6 +191,8 @@ void print(const Figures& fig) {
       kMessages);
   std::printf("  context build (all ContextNeeds)  median %8.1f us   (%zu prompt lines)\n", build,
               fig.recall_hits);
+  std::printf("  ... without the hot history      median %8.1f us   (KERNEX_MEMORY_HOT=off)\n",
+              median(fig.full_builds));
   std::printf("  bare FTS5 recall query            median %8.1f us\n", f);
   std::printf("  bare history SELECT (50 rows)     median %8.1f us\n", h);
   std::printf(
@@ -205,10 +220,15 @@ int main(int argc, char** argv) {
   auto created = host.create_memory("sqlite", kernex::Json{{"path", db_path.string()}});
   if (!created) die(created.error().describe());
   auto store = *created;
+  ::setenv("KERNEX_MEMORY_HOT", "off", 1);
+  auto full = host.create_memory("sqlite", kernex::Json{{"path", db_path.string()}});
+  ::unsetenv("KERNEX_MEMORY_HOT");
+  if (!full) die(full.error().describe());
   const kernex::ConversationKey key{"bench", "user-1", ""};
   const std::string conv = seed(*store, key);
   Figures figures;
-  context_builds(*store, key, figures);
+  context_builds(*store, **full, key, figures);
+  full->reset();
 
   sqlite3* raw = nullptr;
   if (sqlite3_open_v2(db_path.c_str(), &raw, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)

@@ -11,11 +11,16 @@
 // between runs, CPU time much less (a lone writer commits its own batch on its own thread). Setups:
 // "bare" (no memory, no trajectory), "memory" and "trajectory" (one of them), "user" (SQLite memory
 // and a trajectory file, as `kernex run` has them), and "memory-direct" (SQLite memory with every
-// write its own commit: the path before group commit, beside "memory" in the same run). A
+// write its own commit: the path before group commit, beside "memory" in the same run),
+// "memory-hot" (SQLite memory, one conversation for every turn: a hot session whose history grows
+// to the 50-message window, then drops its oldest, as `kernex run` does) and "memory-hot-full"
+// (the same with KERNEX_MEMORY_HOT=off: every build reads its history again, statement by
+// statement in their own read transactions, the path before the hot history). A
 // trajectory is one new file per run: on ext4 creating it can cost far more than the rest of the
 // turn (0.3-0.9 ms on the 2-core dev VM, where inode allocation skips recently deleted inodes and
 // every run of this bench deletes thousands of files), so the trajectory setups vary run to run.
-// Usage: turn [TURNS [bare|memory|memory-direct|trajectory|user]] (default 5000 turns, every
+// Usage: turn [TURNS [bare|memory|memory-direct|memory-hot|memory-hot-full|trajectory|user]]
+// (default 5000 turns, every
 // setup). `taskset -c 0` pins the whole process (kernel, client and server threads) to one core.
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +36,7 @@
 #include "../tests/support/fake_http_server.hpp"
 #include "kernex/http/client.hpp"
 #include "kernex/kernel.hpp"
+#include "kernex/log.hpp"
 
 #include "bench_util.hpp"
 #include "openai_replies.hpp"
@@ -100,6 +106,8 @@ struct Setup {
   bool memory;
   bool trajectory;
   bool direct = false;  // KERNEX_GROUP_COMMIT=off: every memory write commits alone (the baseline)
+  bool hot = false;     // one conversation for every turn (else a new one each turn)
+  bool full = false;    // KERNEX_MEMORY_HOT=off: no hot history (the baseline of `hot`)
 };
 
 // A kernel on the fake model with the setup's memory and trajectory, and the lookup tool.
@@ -121,7 +129,13 @@ std::unique_ptr<kernex::Kernel> make_kernel(const Setup& setup, Server& server,
     ::setenv("KERNEX_GROUP_COMMIT", "off", 1);
   else
     ::unsetenv("KERNEX_GROUP_COMMIT");
+  // The store reads it once, when made: set for this kernel only (KERNEX_MEMORY_HOT=off in the
+  // bench's own environment turns the hot history off for every setup, the baseline binary).
+  const char* hot_before = std::getenv("KERNEX_MEMORY_HOT");
+  const bool restore = setup.full && hot_before == nullptr;
+  if (setup.full) ::setenv("KERNEX_MEMORY_HOT", "off", 1);
   auto made = kernex::Kernel::create(std::move(config));
+  if (restore) ::unsetenv("KERNEX_MEMORY_HOT");
   if (!made) die(made.error().describe());
   return std::move(*made);
 }
@@ -177,16 +191,19 @@ Figures measure(const Setup& setup, int turns, Server& server, const fs::path& r
   auto kernel = make_kernel(setup, server, root);
   auto tool = std::make_shared<LookupTool>();
   kernel->add_toolbox(tool);
-  // Every turn is the first exchange of its own conversation, so bodies keep one size.
+  // Every turn is the first exchange of its own conversation, so bodies keep one size; or, hot,
+  // every turn is the next of one conversation, whose bodies keep one size once its history
+  // fills the window (the bare bodies are taken after the warm-up).
   int sender = 0;
   auto turn = [&] {
     kernex::Request request;
-    request.sender_id = "user-" + std::to_string(++sender);
+    request.sender_id = "user-" + std::to_string(setup.hot ? 0 : ++sender);
     request.text = "What is the answer?";
     auto r = kernel->run(request);
     if (!r) die(r.error().describe());
     if (r->text != "It is 42." || r->tool_calls.size() != 1) die("unexpected turn: " + r->text);
   };
+  for (int i = 0; i < 200; ++i) turn();
   const std::vector<kernex::http::Request> bare_requests = recorded_turn(server, turn);
   kernex::http::Client client;
   auto bare = [&](const kernex::http::Request& r) {
@@ -195,10 +212,7 @@ Figures measure(const Setup& setup, int turns, Server& server, const fs::path& r
   };
   kernex::Context tool_context("What is the answer?");
   const kernex::ToolCall call{"call_1", "lookup", Json{{"key", "answer"}}};
-  for (int i = 0; i < 200; ++i) {
-    turn();
-    bare(bare_requests[i % 2]);
-  }
+  for (int i = 0; i < 200; ++i) bare(bare_requests[i % 2]);
   Samples s;
   s.turn_us.reserve(turns);
   s.bare_us.reserve(2 * turns);
@@ -235,6 +249,8 @@ int main(int argc, char** argv) {
   if (::mkdtemp(tmpl.data()) == nullptr) die("mkdtemp");
   const fs::path root = tmpl;
 
+  // A hot session past the window logs each turn that it drops its oldest messages.
+  kernex::set_log_sink([](kernex::LogLevel, std::string_view) {});
   Server server;
   Model model;
   server.set_responder([&model](const Server::Recorded& req) { return model(req); });
@@ -246,6 +262,12 @@ int main(int argc, char** argv) {
        "SQLite memory, no trajectory, each write its own commit (KERNEX_GROUP_COMMIT=off, before "
        "group commit)",
        true, false, true},
+      {"memory-hot", "SQLite memory, one conversation for every turn (a hot session)", true, false,
+       false, true},
+      {"memory-hot-full",
+       "SQLite memory, one conversation for every turn, no hot history (KERNEX_MEMORY_HOT=off, "
+       "before it)",
+       true, false, false, true, true},
       {"trajectory", "trajectory file, no memory", false, true},
       {"user", "user default (SQLite memory + trajectory file)", true, true},
   };

@@ -142,6 +142,7 @@ Result<void> SqliteStore::import_json(const MemoryScope& scope, const Json& doc)
                 "memory-sqlite: import: unsupported export version " + field("version").dump());
   }
   std::lock_guard lock(mutex_);
+  hot_.clear();  // the import may add messages to conversations hot_ holds
   return db_->write<void>([&]() -> Result<void> {
     for (const auto& t : kTables) {
       if (!doc.contains(t.name)) continue;

@@ -2,6 +2,7 @@
 #include "sqlite_store.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <set>
 #include <string_view>
@@ -38,6 +39,13 @@ Result<ContextEntry> read_entry(const Stmt& s, int first) {
                         "memory-sqlite");
 }
 
+// KERNEX_MEMORY_HOT=off: no hot history, no context reads in one transaction (the benches'
+// baseline, as KERNEX_GROUP_COMMIT=off is for group commit).
+bool hot_from_env() {
+  const char* v = std::getenv("KERNEX_MEMORY_HOT");
+  return v == nullptr || std::string_view(v) != "off";
+}
+
 std::string minutes_ago(std::chrono::minutes m) { return datetime_offset(-m.count(), "minutes"); }
 
 }  // namespace
@@ -48,7 +56,10 @@ Result<std::shared_ptr<SqliteStore>> SqliteStore::open(const StoreOptions& optio
 }
 
 SqliteStore::SqliteStore(std::unique_ptr<Db> db, StoreOptions options)
-    : db_(std::move(db)), options_(std::move(options)) {
+    : db_(std::move(db)),
+      options_(std::move(options)),
+      hot_on_(hot_from_env()),
+      hot_(HotHistory::Limits{.conversations = hot_on_ ? 256u : 0u}) {
   writer_ = std::make_unique<GroupCommit>(std::make_unique<SqliteBatch>(
       db_->handle(), false, "memory-sqlite " + options_.path.string(), ErrorCode::Memory, &mutex_));
 }
@@ -123,14 +134,19 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
   std::string id = new_time_ordered_uuid();
   if (writer_->direct()) {  // the baseline: its own commit, looked for again under the write lock
     lock.unlock();
+    bool made = false;
     KERNEX_RETURN_IF_ERROR(writer_->write([&]() -> Result<void> {
       KERNEX_ASSIGN_OR_RETURN(auto again, find());
       if (again) id = *again;
+      made = !again;
       return again ? Result<void>{} : insert(id);
     }));
+    lock.lock();
+    if (made) hot_.opened(scope.tenant(), id, false);
     return id;
   }
   pending_[slot] = Pending{id, now};
+  hot_.opened(scope.tenant(), id, true);
   // Queued while mutex_ is held: whoever finds it in pending_ queues its writes after this one.
   // A failed insert is remembered for the calls that name the conversation: at once for the items
   // after it in its batch (the turn's exchange, usually), and when the batch's commit failed.
@@ -142,7 +158,12 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
       },
       [this, slot, id](const Result<void>& inserted) {
         std::lock_guard done(mutex_);
-        if (!inserted) remember_failed(std::get<0>(slot), id, inserted.error());
+        if (!inserted) {
+          remember_failed(std::get<0>(slot), id, inserted.error());
+          hot_.forget(std::get<0>(slot), id);
+        } else {
+          hot_.committed(std::get<0>(slot), id);
+        }
         // A newer one opened meanwhile (the first went idle) stays pending.
         if (auto it = pending_.find(slot); it != pending_.end() && it->second.id == id)
           pending_.erase(it);
@@ -172,10 +193,17 @@ Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const MemoryScope
                                                                const std::string& conversation_id,
                                                                std::size_t limit) {
   std::lock_guard lock(mutex_);
-  return select_entries(
+  // A conversation opened this turn has no messages (nothing can have written to it yet); a hot
+  // session's window comes from what its previous turn had.
+  if (hot_.fresh(scope.tenant(), conversation_id)) return std::vector<ContextEntry>{};
+  check_hot();
+  if (auto hot = hot_.newest(scope.tenant(), conversation_id, limit)) return std::move(*hot);
+  auto window = select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
       "WHERE conversation_id = " SCOPED_CONVERSATION " ORDER BY seq DESC LIMIT ?",
       scope, conversation_id, limit, true);
+  if (window) hot_.read(scope.tenant(), conversation_id, limit, *window);
+  return window;
 }
 
 Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const MemoryScope& scope,
@@ -192,13 +220,17 @@ Result<std::uint64_t> SqliteStore::message_count(const MemoryScope& scope,
                                                  const std::string& conversation_id) {
   settle();  // a conversation opened in this process may not be committed yet
   std::lock_guard lock(mutex_);
+  check_hot();
+  if (auto hot = hot_.count(scope.tenant(), conversation_id)) return *hot;
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare("SELECT message_count FROM conversations WHERE id = ? AND tenant = ?"));
   stmt.bind_all(conversation_id, scope.tenant());
   KERNEX_ASSIGN_OR_RETURN(auto row, stmt.step());
   if (!row) return std::unexpected(no_conversation(scope, conversation_id));
-  return static_cast<std::uint64_t>(stmt.integer(0));
+  const auto count = static_cast<std::uint64_t>(stmt.integer(0));
+  hot_.read_count(scope.tenant(), conversation_id, count);
+  return count;
 }
 
 Result<void> SqliteStore::insert_message(const std::string& conversation_id, const ContextEntry& e,
@@ -306,7 +338,8 @@ Result<void> SqliteStore::append_messages(const MemoryScope& scope,
                                           const std::vector<ContextEntry>& entries) {
   // Checked before anything is written, so a bad entry leaves the exchange unsaved as a whole.
   KERNEX_RETURN_IF_ERROR(check_exchange(entries));
-  return writer_->write([&]() { return insert_exchange(scope, conversation_id, entries); });
+  return save_messages(scope, conversation_id, as_stored(entries),
+                       [&]() { return insert_exchange(scope, conversation_id, entries); });
 }
 
 // An audit row's arguments as stored, once its status is one the log knows.
@@ -328,7 +361,10 @@ Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const Exchange
     KERNEX_ASSIGN_OR_RETURN(auto args, audit_arguments(rec));
     audit_args.push_back(std::move(args));
   }
-  return writer_->write([&]() -> Result<void> {
+  // Under an idempotency key the save may save nothing (done before): hot_ forgets the
+  // conversation rather than guess.
+  auto stored = record.idempotency_key.empty() ? as_stored(record.messages) : std::nullopt;
+  return save_messages(scope, record.conversation_id, std::move(stored), [&]() -> Result<void> {
     if (!record.idempotency_key.empty()) {
       // Committed with the exchange: a second save under the key finds it and saves nothing.
       KERNEX_ASSIGN_OR_RETURN(
@@ -487,6 +523,7 @@ Result<void> SqliteStore::delete_conversation(const MemoryScope& scope,
   };
   settle();  // the conversation's own row may still be queued
   std::lock_guard lock(mutex_);
+  hot_.forget(scope.tenant(), conversation_id);
   auto deleted = db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
         auto exists, db_->prepare("SELECT 1 FROM conversations WHERE id = ? AND tenant = ?"));

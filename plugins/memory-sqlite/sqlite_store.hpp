@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "kernex/group_commit.hpp"
+#include "hot_history.hpp"
 #include "kernex/memory.hpp"
 #include "sqlite_db.hpp"
 
@@ -33,6 +34,14 @@ class SqliteStore final : public MemoryStore {
 #include "kernex/memory_store_overrides.inc"
 
  private:
+  // Under mutex_: hot_ as the file is, cleared when another connection committed since.
+  void check_hot();
+  // The messages of an exchange as a read would return them (their JSON columns round-tripped).
+  static std::optional<std::vector<ContextEntry>> as_stored(const std::vector<ContextEntry>& in);
+  // A save of `conversation_id`'s messages: hot_ is told when it begins and how it ended.
+  Result<void> save_messages(const MemoryScope& scope, const std::string& conversation_id,
+                             std::optional<std::vector<ContextEntry>> stored,
+                             GroupCommit::Work work);
   SqliteStore(std::unique_ptr<Db> db, StoreOptions options);
   // Commits the rows still waiting for a batch (new conversations, audit rows), before a read
   // or write that must see them.
@@ -90,6 +99,12 @@ class SqliteStore final : public MemoryStore {
   static constexpr std::size_t kIndexBatch = 32;
   std::atomic<std::size_t> unindexed_ = 0;
   StoreOptions options_;
+  // Hot sessions' newest messages (under mutex_), current as of PRAGMA data_version's value.
+  // KERNEX_MEMORY_HOT=off in the environment: none kept (the path before it, the benches'
+  // baseline).
+  bool hot_on_ = true;
+  HotHistory hot_;
+  std::int64_t data_version_ = -1;
   // On db_'s connection, holding mutex_ for each batch. Last: it drains before db_ closes.
   std::unique_ptr<GroupCommit> writer_;
 };
