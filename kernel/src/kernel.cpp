@@ -13,6 +13,7 @@
 #include "context_builder.hpp"
 #include "hook_chain.hpp"
 #include "kernel_run_services.hpp"
+#include "plugin_loading.hpp"
 #include "provider_pool.hpp"
 #include "kernex/log.hpp"
 #include "random_bits.hpp"
@@ -513,6 +514,8 @@ PluginHost discover_plugins(const Config& config) {
     register_kernel_file(d, KernelFileAccess::ReadOnly, "plugin dir");
     dirs.push_back(std::move(d));
   }
+  // Mapped when the config first uses one (plugin_loading.hpp), not all of them at every boot.
+  const detail::DeferredPluginLoading deferred;
   PluginHost host = PluginHost::discover(dirs);
   for (const auto& info : host.plugins()) {
     if (!info.ok()) log(LogLevel::Warn, "plugin skipped: " + info.error->describe());

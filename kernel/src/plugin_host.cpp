@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <set>
 #include <exception>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -14,6 +15,7 @@
 
 #include "elf_symbols.hpp"
 #include "install_layout.hpp"
+#include "plugin_loading.hpp"
 
 namespace kernex {
 
@@ -49,11 +51,29 @@ using AnyFactory =
     std::variant<ProviderFactory*, MemoryFactory*, HookFactory*, ToolboxFactory*, ChannelFactory*>;
 
 // A usable plugin: its library stays loaded while the host or any object it created lives.
+// Discovered deferred (plugin_loading.hpp), the library is mapped by the first create, under
+// the host's load mutex; a load that failed is kept so that it is not retried.
 struct Loaded {
   std::size_t info_index;
-  Library library;
-  AnyFactory factory;
+  mutable Library library;
+  mutable AnyFactory factory;
+  mutable std::optional<Error> load_error;
 };
+
+thread_local bool loading_deferred = false;
+
+// What a file's descriptor declares, read from the loaded library or from the file.
+struct Declared {
+  std::uint32_t abi_version = 0;
+  std::uint32_t kind = 0;
+  std::optional<std::string> name, version, description;
+};
+
+Declared declared_by(const PluginDescriptor& d) {
+  auto text = [](const char* s) { return s ? std::optional<std::string>(s) : std::nullopt; };
+  return {d.abi_version, static_cast<std::uint32_t>(d.kind), text(d.name), text(d.version),
+          text(d.description)};
+}
 
 bool known_kind(PluginKind kind) {
   switch (kind) {
@@ -104,6 +124,21 @@ Error plugin_error(const fs::path& path, const std::string& cause) {
   return Error(ErrorCode::Plugin, path.string() + ": " + cause);
 }
 
+// dlopen, lazy and local: one plugin's symbols never bind another's.
+Result<Library> map_library(const fs::path& file) {
+  try {
+    return std::make_shared<boost::dll::shared_library>(
+        file, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    return std::unexpected(plugin_error(file, std::string("cannot load: ") + e.what()));
+  }
+}
+
+std::string describe_kind(const PluginInfo& info) {
+  return (info.kind ? std::string(to_string(*info.kind)) : std::string("plugin of no kind")) +
+         " plugin '" + info.name + "'";
+}
+
 // A plugin-built Error may own a cause whose shared_ptr control block (and vtable) lives in the
 // plugin's code; rebuild the chain in kernel code so the error can outlive the library.
 Error detach(const Error& e) {
@@ -114,11 +149,51 @@ Error detach(const Error& e) {
 
 std::string kind_list() { return "1=provider, 2=memory, 3=hook, 4=toolbox, 5=channel"; }
 
+// Fills `info` from what the file declares; the problem that makes it unusable, if any.
+std::optional<std::string> check_declared(const Declared& d, PluginInfo& info) {
+  info.abi_version = d.abi_version;
+  if (d.abi_version != kAbiVersion) {
+    return "ABI version " + std::to_string(d.abi_version) + ", this kernel speaks " +
+           std::to_string(kAbiVersion);
+  }
+  const auto kind = static_cast<PluginKind>(d.kind);
+  if (!known_kind(kind))
+    return "unknown plugin kind " + std::to_string(d.kind) + " (expected " + kind_list() + ")";
+  info.kind = kind;
+  if (!d.name || d.name->empty()) return "descriptor has no name";
+  info.name = *d.name;
+  if (!d.version || d.version->empty())
+    return std::string(to_string(kind)) + " plugin '" + info.name + "' has no version";
+  info.version = *d.version;
+  if (d.description) info.description = *d.description;
+  return std::nullopt;
+}
+
+// The file's descriptor read without loading it, for deferred discovery; nullopt when it must
+// be loaded to be read.
+std::optional<std::pair<Declared, std::vector<bool>>> declared_in_file(const fs::path& file) {
+  static constexpr std::string_view kFactories[] = {
+      PluginTraits<PluginKind::Provider>::factory_symbol,
+      PluginTraits<PluginKind::Memory>::factory_symbol,
+      PluginTraits<PluginKind::Hook>::factory_symbol,
+      PluginTraits<PluginKind::Toolbox>::factory_symbol,
+      PluginTraits<PluginKind::Channel>::factory_symbol};
+  auto read = detail::read_descriptor(file, kDescriptorSymbol, kFactories);
+  if (!read) return std::nullopt;
+  Declared d{read->abi_version, read->kind, std::move(read->name), std::move(read->version),
+             std::move(read->description)};
+  // exported[i] is kFactories[i], whose kinds are numbered from 1 (PluginKind).
+  std::vector<bool> factories{false};
+  factories.insert(factories.end(), read->exported.begin(), read->exported.end());
+  return std::pair{std::move(d), std::move(factories)};
+}
+
 }  // namespace
 
 struct PluginHost::Impl {
   std::vector<PluginInfo> infos;
   std::vector<Loaded> loaded;
+  mutable std::mutex load_mutex;
 
   const Loaded* find_loaded(PluginKind kind, std::string_view name) const {
     for (const Loaded& l : loaded) {
@@ -135,6 +210,21 @@ struct PluginHost::Impl {
     }
     return nullptr;
   }
+
+  // Why a file whose descriptor checked out still can't be used: a duplicate, or no factory.
+  std::optional<std::string> unusable(const PluginInfo& info, bool has_factory) const {
+    const std::string label = std::string(to_string(*info.kind)) + " plugin '" + info.name + "'";
+    if (const Loaded* first = find_loaded(*info.kind, info.name))
+      return "duplicate " + label + "; already loaded from " +
+             infos[first->info_index].path.string();
+    if (!has_factory) return label + " does not export " + factory_symbol(*info.kind);
+    return std::nullopt;
+  }
+
+  Result<PluginInfo> add_loaded(PluginInfo info, Library library);
+  Result<PluginInfo> add_deferred(PluginInfo info, const Declared& declared,
+                                  const std::vector<bool>& factories);
+  Result<void> load(const Loaded& plugin) const;
 
   Result<PluginInfo> record(PluginInfo info, std::optional<Error> error) {
     info.error = std::move(error);
@@ -189,6 +279,10 @@ Result<std::shared_ptr<typename PluginTraits<K>::Interface>> PluginHost::Impl::c
                                        "'; available: " + available);
   }
 
+  if (auto mapped = load(*plugin); !mapped) {
+    return fail(ErrorCode::Plugin, kind_name + " plugin '" + std::string(name) + "' failed to load",
+                mapped.error());
+  }
   const PluginInfo& info = infos[plugin->info_index];
   const std::string who = kind_name + " plugin '" + info.name + "' (" + info.path.string() + ")";
   auto* factory = std::get<Result<std::shared_ptr<I>> (*)(const Json&)>(plugin->factory);
@@ -204,6 +298,16 @@ Result<std::shared_ptr<typename PluginTraits<K>::Interface>> PluginHost::Impl::c
   if (*made == nullptr) return fail(ErrorCode::Plugin, who + ": factory returned a null object");
   return pin<I>(plugin->library, std::move(*made));
 }
+
+namespace detail {
+
+DeferredPluginLoading::DeferredPluginLoading() : previous_(loading_deferred) {
+  loading_deferred = true;
+}
+DeferredPluginLoading::~DeferredPluginLoading() { loading_deferred = previous_; }
+bool plugin_loading_deferred() noexcept { return loading_deferred; }
+
+}  // namespace detail
 
 PluginHost::PluginHost() : impl_(std::make_unique<Impl>()) {}
 PluginHost::~PluginHost() = default;
@@ -268,62 +372,96 @@ Result<PluginInfo> PluginHost::add_file(const std::filesystem::path& path) {
   if (auto problem = detail::exported_symbol_problem(file, kDescriptorSymbol))
     return impl_->record(info, plugin_error(file, *problem));
 
-  Library library;
-  try {
-    library = std::make_shared<boost::dll::shared_library>(
-        file, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local);
-  } catch (const std::exception& e) {
-    return impl_->record(info, plugin_error(file, std::string("cannot load: ") + e.what()));
+  if (loading_deferred) {
+    if (auto declared = declared_in_file(file))
+      return impl_->add_deferred(std::move(info), declared->first, declared->second);
   }
-
-  // Only plain data is read here; no plugin function runs until a factory is called.
+  auto library = map_library(file);
+  if (!library) return impl_->record(info, library.error());
   try {
-    if (!library->has(kDescriptorSymbol)) {
-      return impl_->record(info,
-                           plugin_error(file, std::string("no ") + kDescriptorSymbol + " symbol"));
-    }
-    const PluginDescriptor& d = library->get_alias<const PluginDescriptor>(kDescriptorSymbol);
-    info.abi_version = d.abi_version;
-    if (d.abi_version != kAbiVersion) {
-      return impl_->record(
-          info, plugin_error(file, "ABI version " + std::to_string(d.abi_version) +
-                                       ", this kernel speaks " + std::to_string(kAbiVersion)));
-    }
-    if (!known_kind(d.kind)) {
-      return impl_->record(
-          info, plugin_error(file, "unknown plugin kind " +
-                                       std::to_string(static_cast<std::uint32_t>(d.kind)) +
-                                       " (expected " + kind_list() + ")"));
-    }
-    info.kind = d.kind;
-    if (d.name == nullptr || *d.name == '\0') {
-      return impl_->record(info, plugin_error(file, "descriptor has no name"));
-    }
-    info.name = d.name;
-    if (d.version == nullptr || *d.version == '\0') {
-      return impl_->record(info, plugin_error(file, std::string(to_string(d.kind)) + " plugin '" +
-                                                        info.name + "' has no version"));
-    }
-    info.version = d.version;
-    if (d.description != nullptr) info.description = d.description;
-
-    const std::string label = std::string(to_string(d.kind)) + " plugin '" + info.name + "'";
-    if (const Loaded* first = impl_->find_loaded(d.kind, info.name)) {
-      return impl_->record(info,
-                           plugin_error(file, "duplicate " + label + "; already loaded from " +
-                                                  impl_->infos[first->info_index].path.string()));
-    }
-    if (!library->has(factory_symbol(d.kind))) {
-      return impl_->record(
-          info, plugin_error(file, label + " does not export " + factory_symbol(d.kind)));
-    }
-    AnyFactory factory = resolve_factory(*library, d.kind);
-    impl_->loaded.push_back(Loaded{impl_->infos.size(), std::move(library), factory});
-    return impl_->record(info, std::nullopt);
+    return impl_->add_loaded(std::move(info), *library);
   } catch (const std::exception& e) {
     return impl_->record(info,
                          plugin_error(file, std::string("cannot read descriptor: ") + e.what()));
   }
+}
+
+// Only plain data is read here; no plugin function runs until a factory is called.
+Result<PluginInfo> PluginHost::Impl::add_loaded(PluginInfo info, Library library) {
+  const fs::path file = info.path;
+  if (!library->has(kDescriptorSymbol))
+    return record(info, plugin_error(file, std::string("no ") + kDescriptorSymbol + " symbol"));
+  const auto& d = library->get_alias<const PluginDescriptor>(kDescriptorSymbol);
+  if (auto problem = check_declared(declared_by(d), info))
+    return record(info, plugin_error(file, *problem));
+  if (auto problem = unusable(info, library->has(factory_symbol(*info.kind))))
+    return record(info, plugin_error(file, *problem));
+  AnyFactory factory = resolve_factory(*library, *info.kind);
+  loaded.push_back(Loaded{infos.size(), std::move(library), factory, std::nullopt});
+  return record(info, std::nullopt);
+}
+
+Result<PluginInfo> PluginHost::Impl::add_deferred(PluginInfo info, const Declared& declared,
+                                                  const std::vector<bool>& factories) {
+  if (auto problem = check_declared(declared, info))
+    return record(info, plugin_error(info.path, *problem));
+  const auto kind = static_cast<std::size_t>(*info.kind);
+  if (auto problem = unusable(info, kind < factories.size() && factories[kind]))
+    return record(info, plugin_error(info.path, *problem));
+  loaded.push_back(Loaded{infos.size(), nullptr, AnyFactory{}, std::nullopt});
+  return record(info, std::nullopt);
+}
+
+namespace {
+
+// Whether the file still declares what discovery read, checked before dlopen maps it: a file
+// cut short since then would fault inside the dynamic loader instead of failing.
+std::optional<Error> changed_since_discovery(const PluginInfo& info) {
+  const auto declared = declared_in_file(info.path);
+  PluginInfo now;
+  std::string why;
+  if (!declared)
+    why = "no longer a plugin file this kernel can read";
+  else if (check_declared(declared->first, now) || now.kind != info.kind || now.name != info.name)
+    why = "now a " + describe_kind(now);
+  if (why.empty()) return std::nullopt;
+  return plugin_error(info.path, "changed since it was discovered: " + why);
+}
+
+// The library of a deferred plugin, mapped, and its factory: what it declares once loaded must
+// still be what discovery read.
+std::optional<Error> map_deferred(const PluginInfo& info, Library& library, AnyFactory& factory) {
+  if (auto changed = changed_since_discovery(info)) return changed;
+  auto mapped = map_library(info.path);
+  if (!mapped) return mapped.error();
+  try {
+    PluginInfo now;
+    if (!(*mapped)->has(kDescriptorSymbol) ||
+        check_declared(declared_by((*mapped)->get_alias<const PluginDescriptor>(kDescriptorSymbol)),
+                       now) ||
+        now.kind != info.kind || now.name != info.name) {
+      return plugin_error(info.path, "changed since it was discovered");
+    }
+    if (!(*mapped)->has(factory_symbol(*info.kind)))
+      return plugin_error(info.path,
+                          std::string("no longer exports ") + factory_symbol(*info.kind));
+    factory = resolve_factory(**mapped, *info.kind);
+    library = std::move(*mapped);
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return plugin_error(info.path, std::string("cannot read descriptor: ") + e.what());
+  }
+}
+
+}  // namespace
+
+// Maps a deferred plugin's library once; a failure is kept and given again, never retried.
+Result<void> PluginHost::Impl::load(const Loaded& plugin) const {
+  std::lock_guard lock(load_mutex);
+  if (!plugin.library && !plugin.load_error)
+    plugin.load_error = map_deferred(infos[plugin.info_index], plugin.library, plugin.factory);
+  if (plugin.load_error) return std::unexpected(*plugin.load_error);
+  return {};
 }
 
 const std::vector<PluginInfo>& PluginHost::plugins() const {

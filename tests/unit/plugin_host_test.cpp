@@ -1,18 +1,25 @@
 #include "kernex/plugin_host.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "elf_symbols.hpp"
+#include "plugin_loading.hpp"
+#include "temp_dir.hpp"
 
 namespace kernex {
 namespace {
@@ -345,6 +352,174 @@ TEST(PluginHost, KindNamesRoundTrip) {
   EXPECT_EQ(to_string(PluginKind::Toolbox), "toolbox");
   EXPECT_EQ(plugin_kind_from_string("Provider"), std::nullopt);
   EXPECT_EQ(plugin_kind_from_string(""), std::nullopt);
+}
+
+// Deferred discovery (plugin_loading.hpp) reads each descriptor from its file: what it reports
+// must be exactly what loading every library reports, for good and broken files alike.
+TEST(PluginHostDeferred, DiscoveryReportsWhatLoadingReports) {
+  for (const fs::path& dir : {kPluginDir, fs::path(KERNEX_PLUGIN_BUILD_DIR)}) {
+    const PluginHost eager = PluginHost::discover({dir});
+    std::optional<PluginHost> deferred;
+    {
+      const detail::DeferredPluginLoading scope;
+      deferred = PluginHost::discover({dir});
+    }
+    ASSERT_EQ(eager.plugins().size(), deferred->plugins().size()) << dir;
+    ASSERT_FALSE(eager.plugins().empty()) << dir;
+    for (std::size_t i = 0; i < eager.plugins().size(); ++i) {
+      const PluginInfo& a = eager.plugins()[i];
+      const PluginInfo& b = deferred->plugins()[i];
+      SCOPED_TRACE(a.path.string());
+      EXPECT_EQ(a.path, b.path);
+      EXPECT_EQ(a.kind, b.kind);
+      EXPECT_EQ(a.name, b.name);
+      EXPECT_EQ(a.version, b.version);
+      EXPECT_EQ(a.description, b.description);
+      EXPECT_EQ(a.abi_version, b.abi_version);
+      ASSERT_EQ(a.ok(), b.ok());
+      if (!a.ok()) {
+        EXPECT_EQ(a.error->message, b.error->message);
+      }
+    }
+  }
+}
+
+TEST(PluginHostDeferred, ALibraryIsMappedByItsFirstObjectAndUnmappedAfterItsLast) {
+  const fs::path echo = plugin_file("echo");
+  ASSERT_FALSE(is_loaded(echo));
+  {
+    std::optional<PluginHost> host;
+    {
+      const detail::DeferredPluginLoading scope;
+      host = PluginHost::discover({kPluginDir});
+    }
+    EXPECT_FALSE(is_loaded(echo)) << "mapped by discovery";
+    EXPECT_FALSE(is_loaded(plugin_file("reverse-toolbox")));
+    auto provider = host->create_provider("echo", Json::object());
+    ASSERT_TRUE(provider) << provider.error().describe();
+    EXPECT_TRUE(is_loaded(echo));
+    EXPECT_FALSE(is_loaded(plugin_file("reverse-toolbox")));
+    auto response = (*provider)->complete(Context("hi"), {}, {});
+    ASSERT_TRUE(response) << response.error().describe();
+    EXPECT_EQ(response->text, "hi");
+    host.reset();
+    EXPECT_TRUE(is_loaded(echo)) << "unmapped under a live object";
+  }
+  EXPECT_FALSE(is_loaded(echo));
+}
+
+// Copies a test plugin into `dir` under another file name.
+fs::path copy_plugin(const std::string& stem, const fs::path& dir, const std::string& as) {
+  const fs::path to = dir / as;
+  fs::copy_file(plugin_file(stem), to, fs::copy_options::overwrite_existing);
+  return to;
+}
+
+// The file discovery read is not the file the first object maps: replaced by another plugin,
+// cut short, or removed. Each is a typed error naming the file, given again on a second try.
+TEST(PluginHostDeferred, AFileChangedAfterDiscoveryIsRefusedAtFirstUse) {
+  testing::TempDir dir;
+  const fs::path replaced = copy_plugin("echo", dir.path(), "libkernex-a.so");
+  std::optional<PluginHost> host;
+  {
+    const detail::DeferredPluginLoading scope;
+    host = PluginHost::discover({dir.path()});
+  }
+  ASSERT_EQ(host->plugins().size(), 1u);
+  ASSERT_TRUE(host->plugins()[0].ok());
+  const fs::path staged = copy_plugin("reverse-toolbox", dir.path(), "staged");
+  fs::rename(staged, replaced);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto provider = host->create_provider("echo", Json::object());
+    ASSERT_FALSE(provider);
+    EXPECT_EQ(provider.error().code, ErrorCode::Plugin);
+    EXPECT_THAT(provider.error().describe(), HasSubstr("provider plugin 'echo' failed to load"));
+    EXPECT_THAT(provider.error().describe(), HasSubstr(replaced.string()));
+    EXPECT_THAT(provider.error().describe(), HasSubstr("changed since it was discovered"));
+  }
+
+  const fs::path cut = copy_plugin("echo", dir.path(), "libkernex-a.so");
+  {
+    const detail::DeferredPluginLoading scope;
+    host = PluginHost::discover({dir.path()});
+  }
+  // Cut short, the file would fault inside dlopen: it is read again first, and refused.
+  fs::resize_file(cut, 64 * 1024);
+  auto provider = host->create_provider("echo", Json::object());
+  ASSERT_FALSE(provider);
+  EXPECT_THAT(provider.error().describe(),
+              HasSubstr("changed since it was discovered: no longer a plugin file"));
+  fs::remove(cut);
+  provider = host->create_provider("echo", Json::object());
+  ASSERT_FALSE(provider);
+  EXPECT_THAT(provider.error().describe(), HasSubstr("changed since it was discovered"));
+}
+
+TEST(PluginHostDeferred, ConcurrentFirstUsesAllGetWorkingObjects) {
+  std::optional<PluginHost> host;
+  {
+    const detail::DeferredPluginLoading scope;
+    host = PluginHost::discover({kPluginDir});
+  }
+  std::atomic<int> made{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      auto provider = host->create_provider("echo", Json::object());
+      auto toolbox = host->create_toolbox("reverse", Json::object());
+      if (provider && toolbox && (*provider)->name() == "echo") ++made;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(made.load(), 8);
+}
+
+// The reader runs on files nobody has vetted: every byte flipped and every length cut must give
+// a descriptor or nullopt, never a read outside the file (ASan) or a crash.
+TEST(PluginHostDeferred, ADamagedFileNeverCrashesTheReader) {
+  testing::TempDir dir;
+  const fs::path original = plugin_file("echo");
+  std::ifstream in(original, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 4096u);
+  const std::string_view factories[] = {"kernex_create_Provider"};
+  const auto intact = detail::read_descriptor(original, kDescriptorSymbol, factories);
+  ASSERT_TRUE(intact);
+  EXPECT_EQ(intact->name, "echo");
+  EXPECT_EQ(intact->exported, std::vector<bool>{true});
+  const fs::path damaged = dir.path() / "damaged.so";
+  fs::copy_file(original, damaged);
+  const int fd = ::open(damaged.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  // Every byte of the ELF header and the first program headers, every fifth of the section
+  // headers and .dynsym, then a sample of the rest (relocations, strings, code); one byte at a
+  // time, flipped in place and put back.
+  std::vector<std::size_t> offsets;
+  for (std::size_t i = 0; i < 512; ++i) offsets.push_back(i);
+  for (std::size_t i = 512; i < 0x1000; i += 5) offsets.push_back(i);
+  for (std::size_t i = bytes.size() - 4096; i < bytes.size(); i += 5) offsets.push_back(i);
+  for (std::size_t i = 0x1000; i < bytes.size() - 4096; i += bytes.size() / 997)
+    offsets.push_back(i);
+  for (std::size_t at : offsets) {
+    for (unsigned char flip : {0xffu, 0x80u, 0x01u}) {
+      if (flip != 0xffu && at >= 64) break;  // every bit pattern in the ELF header only
+      const char changed = static_cast<char>(bytes[at] ^ flip);
+      ASSERT_EQ(::pwrite(fd, &changed, 1, static_cast<off_t>(at)), 1);
+      (void)detail::read_descriptor(damaged, kDescriptorSymbol, factories);
+    }
+    ASSERT_EQ(::pwrite(fd, &bytes[at], 1, static_cast<off_t>(at)), 1);
+  }
+  ::close(fd);
+  auto write = [&](const std::string& content) {
+    std::ofstream(damaged, std::ios::binary | std::ios::trunc) << content;
+  };
+  for (std::size_t length : {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{64},
+                             std::size_t{4096}, bytes.size() / 2, bytes.size() - 1}) {
+    write(bytes.substr(0, length));
+    EXPECT_FALSE(detail::read_descriptor(damaged, kDescriptorSymbol, factories) &&
+                 length < bytes.size() / 2)
+        << length;
+  }
 }
 
 }  // namespace
