@@ -136,16 +136,22 @@ Result<std::string> ReplSession::request(std::string_view op_name, std::string l
     const auto paused = Clock::now();
     CallAnswer answer = on_call(*call);
     deadline += Clock::now() - paused;
-    if (answer.raw.size() >= kDirectRaw && write_direct(answer.raw)) {
-      answer.line["direct"] = true;
-      answer.raw.clear();
-    }
-    std::string out = answer.line.dump(-1, ' ', false, Json::error_handler_t::replace);
-    out += '\n';
+    const bool direct = answer.raw.size() >= kDirectRaw && write_direct(answer.raw);
+    if (direct) answer.raw.clear();
     // A short raw text goes in the same write as its line: a second write would wake the worker
     // for the line alone, which then sleeps again until the text follows (two more switches per
     // call on a shared CPU). A long one is written from where it lies, not copied.
     const bool apart = answer.raw.size() > kJoinedRaw;
+    std::string out;
+    if (answer.text.empty()) {
+      if (direct) answer.line["direct"] = true;
+      out = answer.line.dump(-1, ' ', false, Json::error_handler_t::replace);
+    } else {
+      out = std::move(answer.text);
+      if (direct) out.insert(1, R"("direct":true,)");
+    }
+    out.reserve(out.size() + 1 + (apart ? 0 : answer.raw.size()));
+    out += '\n';
     if (!apart) out += answer.raw;
     auto w = process_.write(out, deadline, stop);
     if (w && apart) w = process_.write(answer.raw, deadline, stop);

@@ -24,11 +24,19 @@ namespace kernex::repl {
 // {"raw": <their size>} (a large tool result goes to the worker as it is, not JSON-escaped). A
 // large raw text is written straight into a buffer the worker named instead, when it named one
 // (the line then says {"direct": true}; see ReplSession::write_direct).
+// `text`, when set, is the line already written out (no '\n'), sent instead of `line`: a call's
+// usual answer is a few fixed fields, cheaper formatted directly than built as a tree and dumped.
 struct CallAnswer {
   Json line;
   std::string raw;
+  std::string text;
   CallAnswer(Json j) : line(std::move(j)) {}  // NOLINT: a plain JSON answer converts
   CallAnswer(Json j, std::string bytes) : line(std::move(j)), raw(std::move(bytes)) {}
+  static CallAnswer formatted(std::string line_text, std::string bytes = {}) {
+    CallAnswer answer{Json(), std::move(bytes)};
+    answer.text = std::move(line_text);
+    return answer;
+  }
 };
 
 // Answers one callback from the worker ({"call": "llm_query", ...}) with what to send back. The

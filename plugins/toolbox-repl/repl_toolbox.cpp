@@ -185,36 +185,42 @@ Json answer_tools_list(const RunHandles& run) {
   return Json{{"ok", true}, {"value", std::move(out)}};
 }
 
+std::string dumped(const Json& value) {
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// The answer lines below are written out directly, in the order nlohmann would dump them: a JSON
+// tree made only to be serialised costs more than the call's own work in the kernel.
+CallAnswer value_answer(const std::string& value_json) {
+  return CallAnswer::formatted(R"({"ok":true,"value":)" + value_json + '}');
+}
+
 // A tool's result as code gets it (see answer_tool_call); a result past the code's cap, from a
 // tool that does not know the cap, fails instead of arriving cut.
 CallAnswer tool_value(const std::string& tool, ToolResult result, std::size_t max_bytes) {
-  const bool has_structured = !result.structured.is_null();
-  const std::size_t size = has_structured ? 0 : result.content.size();
-  std::string raw;
-  Json value;
-  if (has_structured) {
-    value = std::move(result.structured);
+  if (!result.structured.is_null()) {
+    Json& value = result.structured;
     auto content = value.is_object() ? value.find("content") : value.end();
     if (content != value.end() && content->is_string()) {
-      raw = std::move(content->get_ref<std::string&>());
+      std::string raw = std::move(content->get_ref<std::string&>());
       value.erase(content);
       if (raw.size() > max_bytes) return over_cap(tool, raw.size(), max_bytes);
-      Json line = {
-          {"ok", true}, {"value", std::move(value)}, {"raw", raw.size()}, {"raw_key", "content"}};
-      return CallAnswer(std::move(line), std::move(raw));
+      std::string line = R"({"ok":true,"raw":)" + std::to_string(raw.size()) +
+                         R"(,"raw_key":"content","value":)" + dumped(value) + '}';
+      return CallAnswer::formatted(std::move(line), std::move(raw));
     }
-    const std::string dumped = value.dump(-1, ' ', false, Json::error_handler_t::replace);
-    if (dumped.size() > max_bytes) return over_cap(tool, dumped.size(), max_bytes);
-    return Json{{"ok", true}, {"value", std::move(value)}};
+    const std::string text = dumped(value);
+    if (text.size() > max_bytes) return over_cap(tool, text.size(), max_bytes);
+    return value_answer(text);
   }
-  if (size > max_bytes) return over_cap(tool, size, max_bytes);
+  if (result.content.size() > max_bytes) return over_cap(tool, result.content.size(), max_bytes);
   if (looks_like_json(result.content)) {
     Json parsed = parse_untrusted(result.content);
-    if (parsed.is_object() || parsed.is_array())
-      return Json{{"ok", true}, {"value", std::move(parsed)}};
+    if (parsed.is_object() || parsed.is_array()) return value_answer(dumped(parsed));
   }
-  Json line = {{"ok", true}, {"raw", result.content.size()}};
-  return CallAnswer(std::move(line), std::move(result.content));
+  // The line first: the text is moved into the answer.
+  std::string line = R"({"ok":true,"raw":)" + std::to_string(result.content.size()) + '}';
+  return CallAnswer::formatted(std::move(line), std::move(result.content));
 }
 
 // A tool called from code, run by the kernel as a model's call would be, except that the tool
@@ -238,9 +244,10 @@ CallAnswer answer_tool_call(const RunHandles& run, Json& call, CodeRun& code,
       ToolCall{code.id + "/t" + std::to_string(code.tool_calls), tool, std::move(arguments)},
       code.id, max_bytes);
   if (result.is_error) {
-    return Json{{"ok", false},
-                {"error", result.content},
-                {"budget", result.content.starts_with(kToolBudgetText)}};
+    const bool budget = result.content.starts_with(kToolBudgetText);
+    return CallAnswer::formatted(std::string(R"({"budget":)") + (budget ? "true" : "false") +
+                                 R"(,"error":)" + dumped(Json(std::move(result.content))) +
+                                 R"(,"ok":false})");
   }
   return tool_value(tool, std::move(result), max_bytes);
 }

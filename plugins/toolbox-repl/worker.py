@@ -40,7 +40,10 @@ _quote = json.encoder.c_encode_basestring or json.encoder.py_encode_basestring
 
 
 def _receive():
-    line = _proto_in.readline()
+    return _decoded(_proto_in.readline())
+
+
+def _decoded(line):
     if not line:
         os._exit(0)  # the kernel went away
     if _scan is not None:
@@ -167,13 +170,39 @@ def _call_tool(name, arguments):
         return _call_tool_now(name, arguments)
 
 
+# The kernel's usual answer to a tool call, a text result following the line as raw bytes:
+# {"ok":true,"raw":N}. Read without the JSON scanner or a dict (see _call_tool_now).
+_RAW_ANSWER = b'{"ok":true,"raw":'
+_RAW_AT = len(_RAW_ANSWER)
+
+
+def _tool_call_line(name, arguments):
+    # The request formatted in one step where it can be (a dict through the encoder costs twice
+    # as much); anything unusual (a name that is no str, no C encoder) takes the general path, so
+    # the kernel sees the same line either way.
+    if _encode is None or type(name) is not str:
+        call = {"call": "tool_call", "name": name, "arguments": arguments}
+        if _direct[3] > 0:
+            call["direct"] = [_direct[2], _direct[3]]
+        return _line(call)
+    direct = b',"direct":[%d,%d]}\n' % (_direct[2], _direct[3]) if _direct[3] > 0 else b"}\n"
+    return b'{"call":"tool_call","name":%s,"arguments":%s%s' % (
+        _quote(name).encode("utf-8", "replace"), "".join(_encode(arguments, 0)).encode("utf-8", "replace"),
+        direct)
+
+
 def _call_tool_now(name, arguments):
     # Every call goes back through the kernel: hooks, permission rules, budget, trajectory.
-    call = {"call": "tool_call", "name": name, "arguments": arguments}
-    if _direct[3] > 0:
-        call["direct"] = [_direct[2], _direct[3]]
-    _send(call)
-    reply = _receive()
+    _proto_out.write(_tool_call_line(name, arguments))
+    line = _proto_in.readline()
+    if line.startswith(_RAW_ANSWER) and line.endswith(b"}\n") and line[_RAW_AT:-2].isdigit():
+        # The whole text, not the model's view, right after the line.
+        size = int(line[_RAW_AT:-2])
+        text = _proto_in.read(size).decode("utf-8", "replace")
+        if size >= _DIRECT_MIN and size > _direct[3]:
+            _grow_direct(size)
+        return text
+    reply = _decoded(line)
     if reply.get("ok"):
         size = reply.get("raw")
         if size is None:
@@ -265,7 +294,16 @@ class Tools:
         tool.__name__ = tool.__qualname__ = attr
         tool.__doc__ = _tool_doc(spec)
         self._functions[attr] = tool
+        # Found as a plain attribute from now on, without __getattr__, until _forget.
+        self.__dict__[attr] = tool
         return tool
+
+    def _forget(self):
+        # A new eval_code: the run's tools may have changed, so they are listed again when asked.
+        self._specs = None
+        for attr in self._functions:
+            self.__dict__.pop(attr, None)
+        self._functions = {}
 
     def __dir__(self):
         return sorted(n.replace("-", "_").replace(".", "_") for n in self._all())
@@ -732,7 +770,7 @@ def op_eval(req):
     if _pending:
         del _pending[:]
     if tools._specs is not None:
-        tools._specs = None
+        tools._forget()
     out, err = _out, _err
     if out.parts or out.dropped:
         out.parts, out.size, out.dropped = [], 0, 0
