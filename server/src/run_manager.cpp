@@ -575,7 +575,7 @@ void RunManager::resume_unfinished() {
     if (row.status == to_string(RunStatus::AwaitingApproval))
       run->set_status(RunStatus::AwaitingApproval);
     runs_[run->id] = run;
-    Pending pending{run, std::move(*request)};
+    Pending pending{run, std::move(*request), nullptr};  // stored by an earlier server
     if (row.session.empty()) {
       launch(std::move(pending));
       continue;
