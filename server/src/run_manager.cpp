@@ -79,21 +79,8 @@ std::string RunManager::slot_key(const std::string& tenant, const std::string& s
   return tenant + '\n' + session;
 }
 
-// A run is acknowledged (its id in a reply or a stream's head) only once its row is on disk, as
-// before; the wait is outside mutex_, so the runs submitted meanwhile share that commit.
 std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest request,
                                                                       IfBusy if_busy) {
-  std::shared_ptr<Recording> recording;
-  auto run = queue(std::move(request), if_busy, recording);
-  if (run && recording && !recording->stored()) {
-    return std::unexpected(
-        api_error(500, "store_failed", "the run could not be recorded; nothing was started"));
-  }
-  return run;
-}
-
-std::expected<std::shared_ptr<RunState>, ApiError> RunManager::queue(
-    RunRequest request, IfBusy if_busy, std::shared_ptr<Recording>& recording) {
   if (auto unknown = unknown_skill(deps_.skills, request, *deps_.config))
     return std::unexpected(*unknown);
   std::unique_lock lock(mutex_);
@@ -121,13 +108,13 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::queue(
       std::make_shared<RunState>(random_id("run"), request.tenant, request.session, utc_now());
   run->set_before_end(std::move(request.before_end));
   // Queued under mutex_, so every later write of this run (a cancel's end) commits after it.
-  recording = std::make_shared<Recording>();
+  auto recording = std::make_shared<Recording>();
   deps_.store->insert(*run, request.to_json(), [recording](const Result<void>& stored) {
     if (!stored) log(LogLevel::Error, "serve: " + stored.error().describe());
     recording->settle(stored);
   });
   runs_[run->id] = run;
-  Pending pending{run, std::move(request), recording};
+  Pending pending{run, std::move(request), std::move(recording)};
   if (!has_session) {
     launch(std::move(pending));
     return run;
@@ -172,7 +159,6 @@ void RunManager::Recording::settle(const Result<void>& stored) {
     failed_ = !stored;
     start = std::move(start_);
   }
-  settled_cv_.notify_all();
   if (start) start();
 }
 
@@ -190,12 +176,6 @@ void RunManager::Recording::then(std::function<void()> start) {
 bool RunManager::Recording::failed() const {
   std::lock_guard lock(mutex_);
   return failed_;
-}
-
-bool RunManager::Recording::stored() {
-  std::unique_lock lock(mutex_);
-  settled_cv_.wait(lock, [this] { return settled_; });
-  return !failed_;
 }
 
 void RunManager::launch(Pending pending) {

@@ -57,21 +57,19 @@ class RunManager final : public Runs {
   Approvals* approvals() override { return deps_.approvals.get(); }
 
  private:
-  // A new run's row on its way to serve.db: queue() queues it under mutex_ and submit() waits for
-  // it outside mutex_ (so runs submitted meanwhile share one commit); the run's task is handed to
-  // the pool once the row is committed, so nothing of the run (its id in a reply or stream head,
-  // its run_start) reaches anyone before its row is on disk.
+  // A new run's row on its way to serve.db: submit() queues it and returns (an HTTP thread never
+  // waits on a commit, nor holds mutex_ through one); the run's task is handed to the pool once
+  // the row is committed, so nothing of the run (its run_start first) reaches anyone before its
+  // row is on disk, as when submit() waited for it.
   class Recording {
    public:
     void settle(const Result<void>& stored);  // the writer's thread: takes no lock of ours
     // Calls `start` once settled: now if it is, else from settle().
     void then(std::function<void()> start);
     bool failed() const;
-    bool stored();  // waits until settled: whether the row is on disk
 
    private:
     mutable std::mutex mutex_;
-    std::condition_variable settled_cv_;
     bool settled_ = false, failed_ = false;
     std::function<void()> start_;
   };
@@ -85,9 +83,6 @@ class RunManager final : public Runs {
     std::deque<Pending> queue;
   };
   static std::string slot_key(const std::string& tenant, const std::string& session);
-  // submit() but for the wait: the run queued or launched, its row's Recording in `recording`.
-  std::expected<std::shared_ptr<RunState>, ApiError> queue(RunRequest request, IfBusy if_busy,
-                                                           std::shared_ptr<Recording>& recording);
   void launch(Pending pending);  // mutex_ held
   void execute(const Pending& pending);
   void finished(const std::shared_ptr<RunState>& run);
