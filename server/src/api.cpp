@@ -340,11 +340,16 @@ HttpReply Api::post_message(const HttpRequest& req, const std::string& tenant,
   reply.wait = *started;
   reply.complete = [](const RunState& r) {
     Json summary = r.summary();
-    Json body = summary.contains("result") ? summary["result"] : Json::object();
+    // Moved out: the summary is dropped after this.
+    Json body = summary.contains("result") ? std::move(summary["result"]) : Json::object();
     body["run_id"] = r.id;
     body["session_id"] = r.session;
     body["status"] = summary["status"];
     if (summary.contains("error")) {
+      // A run whose row could not be stored never started (RunManager::end_unrecorded).
+      const Json& error = summary["error"];
+      if (error.value("code", "") == "store_failed")
+        return HttpReply::error(api_error(500, "store_failed", error.value("message", "")));
       return HttpReply::json(
           502,
           {{"error", {{"code", "run_failed"}, {"message", summary["error"].value("message", "")}}},

@@ -320,8 +320,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         req.request_id + "\r\n" + (keep_alive ? "" : "Connection: close\r\n");
     for (const auto& [name, value] : reply.headers) head += name + ": " + value + "\r\n";
     head += "\r\n";
-    if (!reply.stream_head.empty()) head += chunk(reply.stream_head);
     if (!co_await write_all(stream, std::move(head))) co_return false;
+    // The stream's head names the run (a response or completion id): it leaves with the run's
+    // first events, which come only once the run's row is committed (RunManager::submit returns
+    // before that), so no client is told of a run that a kill -9 could still lose.
+    std::string named = reply.stream_head;
     std::uint64_t after = reply.stream_after;
     Held held{*this};
     for (;;) {
@@ -336,6 +339,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         held.set(batch.text.capacity());
       }
       if (!batch.bytes().empty()) {
+        if (!named.empty()) {
+          const std::string first = std::exchange(named, {});
+          if (!co_await write_chunk(stream, req, first)) co_return false;
+        }
         if (!co_await write_chunk(stream, req, batch.bytes())) co_return false;
         held.set(0);
       }
@@ -345,8 +352,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         if (!co_await write_chunk(stream, req, ": heartbeat\n\n")) co_return false;
       }
     }
-    std::string tail = reply.stream_tail.empty() ? std::string()
-                                                 : chunk(redact_secrets_in_json(reply.stream_tail));
+    std::string tail = named.empty() ? std::string() : chunk(named);
+    if (!reply.stream_tail.empty()) tail += chunk(redact_secrets_in_json(reply.stream_tail));
     tail += "0\r\n\r\n";
     co_return co_await write_all(stream, std::move(tail));
   }

@@ -107,14 +107,14 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest
   auto run =
       std::make_shared<RunState>(random_id("run"), request.tenant, request.session, utc_now());
   run->set_before_end(std::move(request.before_end));
-  if (auto stored = deps_.store->insert(*run, request.to_json()); !stored) {
-    if (deps_.admission) deps_.admission->release(request.tenant, 0, 0);
-    log(LogLevel::Error, "serve: " + stored.error().describe());
-    return std::unexpected(
-        api_error(500, "store_failed", "the run could not be recorded; nothing was started"));
-  }
+  // Queued under mutex_, so every later write of this run (a cancel's end) commits after it.
+  auto recording = std::make_shared<Recording>();
+  deps_.store->insert(*run, request.to_json(), [recording](const Result<void>& stored) {
+    if (!stored) log(LogLevel::Error, "serve: " + stored.error().describe());
+    recording->settle(stored);
+  });
   runs_[run->id] = run;
-  Pending pending{run, std::move(request)};
+  Pending pending{run, std::move(request), std::move(recording)};
   if (!has_session) {
     launch(std::move(pending));
     return run;
@@ -138,6 +138,7 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest
 
 void RunManager::cancel_queued(Pending& pending) {
   RunState& run = *pending.run;
+  ended_.emplace_back(std::chrono::steady_clock::now(), run.id);
   cancels_.erase(run.id);
   run.request_cancel();
   const Json result = cancelled_result(run.id, run.session);
@@ -150,32 +151,80 @@ void RunManager::cancel_queued(Pending& pending) {
   if (deps_.admission) deps_.admission->release(run.tenant, 0, 0);
 }
 
+void RunManager::Recording::settle(const Result<void>& stored) {
+  std::function<void()> start;
+  {
+    std::lock_guard lock(mutex_);
+    settled_ = true;
+    failed_ = !stored;
+    start = std::move(start_);
+  }
+  if (start) start();
+}
+
+void RunManager::Recording::then(std::function<void()> start) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!settled_) {
+      start_ = std::move(start);
+      return;
+    }
+  }
+  start();
+}
+
+bool RunManager::Recording::failed() const {
+  std::lock_guard lock(mutex_);
+  return failed_;
+}
+
 void RunManager::launch(Pending pending) {
   ++threads_;
   ++launched_;
   const std::string id = pending.run->id;
   unstarted_.insert_or_assign(id, pending);
+  const std::shared_ptr<Recording> recording = pending.recording;
   auto task = [this, pending = std::move(pending)] {
     run_task(pending);
     finished(pending.run);
   };
-  if (thread_per_run_) {
-    std::thread(std::move(task)).detach();
-    return;
+  // Under mutex_, or on serve.db's writer once the run's row is committed (then without it).
+  auto start = [this, task = std::move(task)]() mutable {
+    if (thread_per_run_) {
+      std::thread(std::move(task)).detach();
+      return;
+    }
+    const auto submit = [this](std::function<void()> slice) { pool_.submit(std::move(slice)); };
+    if (fibers_ && RunFiber::start(task, deps_.config->run_stack_kib << 10, submit)) return;
+    pool_.submit(std::move(task));
+  };
+  if (recording) {
+    recording->then(std::move(start));
+  } else {
+    start();
   }
-  // Slices of the fiber run on the pool: submitted under mutex_ as the task would be.
-  const auto submit = [this](std::function<void()> slice) { pool_.submit(std::move(slice)); };
-  if (fibers_ && RunFiber::start(task, deps_.config->run_stack_kib << 10, submit)) return;
-  pool_.submit(std::move(task));
+}
+
+void RunManager::end_unrecorded(const Pending& pending) {
+  RunState& run = *pending.run;
+  if (deps_.admission) deps_.admission->release(run.tenant, 0, 0);
+  run.end("error", RunStatus::Failed,
+          {{"run_id", run.id},
+           {"code", "store_failed"},
+           {"message", "the run could not be recorded; nothing was started"}});
 }
 
 void RunManager::run_task(const Pending& pending) {
   RunState& run = *pending.run;
+  bool unrecorded = false;
   {
     std::lock_guard lock(mutex_);
     // Gone: cancelled while it waited for a thread, and ended then.
     if (unstarted_.erase(run.id) == 0) return;
-    if (run.cancel_requested() && run.status() != RunStatus::AwaitingApproval) {
+    if (pending.recording && pending.recording->failed()) {
+      release_session_locked(pending.run);
+      unrecorded = true;
+    } else if (run.cancel_requested() && run.status() != RunStatus::AwaitingApproval) {
       // Interrupted (if_busy: interrupt) before it started: it ends without calling the model.
       Pending unstarted = pending;
       cancel_queued(unstarted);
@@ -183,6 +232,7 @@ void RunManager::run_task(const Pending& pending) {
       return;
     }
   }
+  if (unrecorded) return end_unrecorded(pending);
   LogContext scope("run=" + run.id);
   execute(pending);
 }
@@ -318,6 +368,7 @@ void RunManager::release_session(const std::shared_ptr<RunState>& run) {
 }
 
 void RunManager::release_session_locked(const std::shared_ptr<RunState>& run) {
+  ended_.emplace_back(std::chrono::steady_clock::now(), run->id);
   if (!run->session.empty()) {
     auto it = slots_.find(slot_key(run->tenant, run->session));
     if (it != slots_.end() && it->second.active == run) {
@@ -524,7 +575,7 @@ void RunManager::resume_unfinished() {
     if (row.status == to_string(RunStatus::AwaitingApproval))
       run->set_status(RunStatus::AwaitingApproval);
     runs_[run->id] = run;
-    Pending pending{run, std::move(*request)};
+    Pending pending{run, std::move(*request), nullptr};  // stored by an earlier server
     if (row.session.empty()) {
       launch(std::move(pending));
       continue;
@@ -582,9 +633,15 @@ void RunManager::shutdown(std::chrono::milliseconds grace) {
 void RunManager::evict_expired() {
   const auto cutoff = std::chrono::steady_clock::now() - deps_.config->event_retention;
   std::lock_guard lock(mutex_);
-  for (auto it = runs_.begin(); it != runs_.end();) {
-    const bool expired = is_terminal(it->second->status()) && it->second->ended_at() < cutoff;
-    it = expired ? runs_.erase(it) : std::next(it);
+  while (!ended_.empty() && ended_.front().first < cutoff) {
+    auto it = runs_.find(ended_.front().second);
+    // A run not ended (parked, or suspended by a stopping server) is queued again when it ends;
+    // one that ended just after it was queued is taken at the next call.
+    if (it != runs_.end() && is_terminal(it->second->status())) {
+      if (it->second->ended_at() >= cutoff) break;
+      runs_.erase(it);
+    }
+    ended_.pop_front();
   }
 }
 

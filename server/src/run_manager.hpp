@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "kernex/kernel.hpp"
@@ -56,9 +57,26 @@ class RunManager final : public Runs {
   Approvals* approvals() override { return deps_.approvals.get(); }
 
  private:
+  // A new run's row on its way to serve.db: submit() queues it and returns (an HTTP thread never
+  // waits on a commit, nor holds mutex_ through one); the run's task is handed to the pool once
+  // the row is committed, so nothing of the run (its run_start first) reaches anyone before its
+  // row is on disk, as when submit() waited for it.
+  class Recording {
+   public:
+    void settle(const Result<void>& stored);  // the writer's thread: takes no lock of ours
+    // Calls `start` once settled: now if it is, else from settle().
+    void then(std::function<void()> start);
+    bool failed() const;
+
+   private:
+    mutable std::mutex mutex_;
+    bool settled_ = false, failed_ = false;
+    std::function<void()> start_;
+  };
   struct Pending {
     std::shared_ptr<RunState> run;
     RunRequest request;
+    std::shared_ptr<Recording> recording;  // null: the row was stored before (a resumed run)
   };
   struct Slot {
     std::shared_ptr<RunState> active;
@@ -71,6 +89,8 @@ class RunManager final : public Runs {
   void release_session(const std::shared_ptr<RunState>& run);  // starts the session's next run
   void release_session_locked(const std::shared_ptr<RunState>& run);  // mutex_ held
   void cancel_queued(Pending& pending);                               // mutex_ held
+  // The run's row could not be stored: it ends failed, never started (store_failed).
+  void end_unrecorded(const Pending& pending);
   // The pool's task for a launched run: runs it unless it was cancelled before a thread took it.
   void run_task(const Pending& pending);
   // A run suspended for an approval: parked, holding no thread, until the decision, its expiry
@@ -85,10 +105,13 @@ class RunManager final : public Runs {
   RunEnv env_;
   mutable std::mutex mutex_;
   std::condition_variable idle_;
-  std::map<std::string, Slot> slots_;  // sessions with an active or queued run only
+  std::unordered_map<std::string, Slot> slots_;  // sessions with an active or queued run only
   // Sessions a DELETE is forgetting: a run submitted meanwhile would outlive the forget.
   std::set<std::string> forgetting_;
-  std::map<std::string, std::shared_ptr<RunState>> runs_;  // live and recently finished
+  std::unordered_map<std::string, std::shared_ptr<RunState>> runs_;  // live and recently finished
+  // Runs in the order they ended (or their session was released): evict_expired() takes the
+  // expired ones from the front instead of scanning every run of event_retention under mutex_.
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> ended_;
   // Finished runs read back from serve.db while someone follows them: one copy of the result
   // (and of big events' renderings) however many follow.
   std::map<std::string, std::weak_ptr<RunState>> restored_;
@@ -101,7 +124,7 @@ class RunManager final : public Runs {
   std::condition_variable_any parked_changed_;
   std::size_t parks_ = 0;  // runs parked so far (wakes expire_parked)
   // Launched runs no pool thread has taken yet: a cancel ends them at once.
-  std::map<std::string, Pending> unstarted_;
+  std::unordered_map<std::string, Pending> unstarted_;
   std::size_t threads_ = 0;  // launched runs whose task has not returned
   std::size_t queued_ = 0;
   bool draining_ = false;

@@ -64,18 +64,41 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::filesystem::path& fi
 
 RunStore::~RunStore() { close_serve_db(db_); }
 
+namespace {
+constexpr const char* kInsertRun =
+    "INSERT INTO runs (id, tenant, session, status, created_at, request) VALUES (?, ?, ?, "
+    "'queued', ?, ?)";
+
+// A run's columns as inserted: copies, as a queued item may run again after its caller returned.
+struct RunRow {
+  std::string id, tenant, session, created_at, request;
+  RunRow(const RunState& run, const Json& req)
+      : id(run.id),
+        tenant(run.tenant),
+        session(run.session),
+        created_at(run.created_at),
+        request(req.dump(-1, ' ', false, Json::error_handler_t::replace)) {}
+};
+
+Result<void> insert_run(sqlite3* db, const RunRow& row) {
+  Statement st(db, kInsertRun);
+  if (!st.ok()) return db_error(db, "insert");
+  st.bind(1, row.id).bind(2, row.tenant).bind(3, row.session).bind(4, row.created_at);
+  st.bind(5, row.request);
+  if (st.step() != SQLITE_DONE) return db_error(db, "insert");
+  return {};
+}
+}  // namespace
+
 Result<void> RunStore::insert(const RunState& run, const Json& request) {
-  const std::string body = request.dump(-1, ' ', false, Json::error_handler_t::replace);
-  return writer_->write([&](sqlite3* db) -> Result<void> {
-    Statement st(db,
-                 "INSERT INTO runs (id, tenant, session, status, created_at, request) VALUES (?, "
-                 "?, ?, 'queued', ?, ?)");
-    if (!st.ok()) return db_error(db, "insert");
-    st.bind(1, run.id).bind(2, run.tenant).bind(3, run.session).bind(4, run.created_at);
-    st.bind(5, body);
-    if (st.step() != SQLITE_DONE) return db_error(db, "insert");
-    return {};
-  });
+  const RunRow row(run, request);
+  return writer_->write([&](sqlite3* db) { return insert_run(db, row); });
+}
+
+void RunStore::insert(const RunState& run, const Json& request,
+                      std::function<void(const Result<void>&)> done) {
+  writer_->submit_then([row = RunRow(run, request)](sqlite3* db) { return insert_run(db, row); },
+                       std::move(done));
 }
 
 namespace {

@@ -42,6 +42,11 @@ class RunStore {
   ~RunStore();
 
   Result<void> insert(const RunState& run, const Json& request);
+  // The same insert, queued without waiting (the caller may be an HTTP thread, or hold a lock):
+  // `done` is told once it is committed, or failed, on the writer's thread (ServeWriter::
+  // submit_then). Writes queued after it commit after it.
+  void insert(const RunState& run, const Json& request,
+              std::function<void(const Result<void>&)> done);
   Result<void> set_status(const std::string& id, RunStatus status);
   // Running, queued behind the insert and not waited on: nobody is told it, and a restart finds
   // the run unfinished whether it says queued or running.

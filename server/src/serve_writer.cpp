@@ -50,6 +50,11 @@ void ServeWriter::submit(Work work, std::string what) {
                        });
 }
 
+void ServeWriter::submit_then(Work work, std::function<void(const Result<void>&)> done) {
+  sqlite3* db = db_;
+  commit_->submit([work = std::move(work), db] { return work(db); }, false, std::move(done));
+}
+
 Result<void> ServeWriter::write(Work work, bool durable) {
   sqlite3* db = db_;
   return commit_->write([&work, db] { return work(db); }, durable);

@@ -33,6 +33,10 @@ class ServeWriter {
   // keep their order, so a write waited on after it commits it too. A failure is logged under
   // `what`.
   void submit(Work work, std::string what);
+  // Queued behind every write before it and committed as soon as the writer can (it is woken, not
+  // lazy), without the caller waiting: `done` is told the result on the writer's thread (or on
+  // that of a write() that led the batch), so it must not take a lock a writer may hold.
+  void submit_then(Work work, std::function<void(const Result<void>&)> done);
   GroupCommit::Stats stats() const { return commit_->stats(); }
 
  private:
