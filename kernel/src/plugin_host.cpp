@@ -305,7 +305,6 @@ DeferredPluginLoading::DeferredPluginLoading() : previous_(loading_deferred) {
   loading_deferred = true;
 }
 DeferredPluginLoading::~DeferredPluginLoading() { loading_deferred = previous_; }
-bool plugin_loading_deferred() noexcept { return loading_deferred; }
 
 }  // namespace detail
 

@@ -19,6 +19,4 @@ class DeferredPluginLoading {
   bool previous_;
 };
 
-bool plugin_loading_deferred() noexcept;
-
 }  // namespace kernex::detail
