@@ -62,17 +62,15 @@ struct Loaded {
 
 thread_local bool loading_deferred = false;
 
-// What a file's descriptor declares, read from the loaded library or from the file.
-struct Declared {
-  std::uint32_t abi_version = 0;
-  std::uint32_t kind = 0;
-  std::optional<std::string> name, version, description;
-};
+// What a file's descriptor declares, read from the loaded library or from the file (only the
+// latter fills `exported`).
+using Declared = detail::FileDescriptor;
 
 Declared declared_by(const PluginDescriptor& d) {
   auto text = [](const char* s) { return s ? std::optional<std::string>(s) : std::nullopt; };
-  return {d.abi_version, static_cast<std::uint32_t>(d.kind), text(d.name), text(d.version),
-          text(d.description)};
+  return {d.abi_version,       static_cast<std::uint32_t>(d.kind),
+          text(d.name),        text(d.version),
+          text(d.description), {}};
 }
 
 bool known_kind(PluginKind kind) {
@@ -170,22 +168,15 @@ std::optional<std::string> check_declared(const Declared& d, PluginInfo& info) {
 }
 
 // The file's descriptor read without loading it, for deferred discovery; nullopt when it must
-// be loaded to be read.
-std::optional<std::pair<Declared, std::vector<bool>>> declared_in_file(const fs::path& file) {
+// be loaded to be read. exported[k - 1]: whether it exports the factory of kind k (PluginKind).
+std::optional<Declared> declared_in_file(const fs::path& file) {
   static constexpr std::string_view kFactories[] = {
       PluginTraits<PluginKind::Provider>::factory_symbol,
       PluginTraits<PluginKind::Memory>::factory_symbol,
       PluginTraits<PluginKind::Hook>::factory_symbol,
       PluginTraits<PluginKind::Toolbox>::factory_symbol,
       PluginTraits<PluginKind::Channel>::factory_symbol};
-  auto read = detail::read_descriptor(file, kDescriptorSymbol, kFactories);
-  if (!read) return std::nullopt;
-  Declared d{read->abi_version, read->kind, std::move(read->name), std::move(read->version),
-             std::move(read->description)};
-  // exported[i] is kFactories[i], whose kinds are numbered from 1 (PluginKind).
-  std::vector<bool> factories{false};
-  factories.insert(factories.end(), read->exported.begin(), read->exported.end());
-  return std::pair{std::move(d), std::move(factories)};
+  return detail::read_descriptor(file, kDescriptorSymbol, kFactories);
 }
 
 }  // namespace
@@ -222,8 +213,7 @@ struct PluginHost::Impl {
   }
 
   Result<PluginInfo> add_loaded(PluginInfo info, Library library);
-  Result<PluginInfo> add_deferred(PluginInfo info, const Declared& declared,
-                                  const std::vector<bool>& factories);
+  Result<PluginInfo> add_deferred(PluginInfo info, const Declared& declared);
   Result<void> load(const Loaded& plugin) const;
 
   Result<PluginInfo> record(PluginInfo info, std::optional<Error> error) {
@@ -373,7 +363,7 @@ Result<PluginInfo> PluginHost::add_file(const std::filesystem::path& path) {
 
   if (loading_deferred) {
     if (auto declared = declared_in_file(file))
-      return impl_->add_deferred(std::move(info), declared->first, declared->second);
+      return impl_->add_deferred(std::move(info), *declared);
   }
   auto library = map_library(file);
   if (!library) return impl_->record(info, library.error());
@@ -400,12 +390,12 @@ Result<PluginInfo> PluginHost::Impl::add_loaded(PluginInfo info, Library library
   return record(info, std::nullopt);
 }
 
-Result<PluginInfo> PluginHost::Impl::add_deferred(PluginInfo info, const Declared& declared,
-                                                  const std::vector<bool>& factories) {
+Result<PluginInfo> PluginHost::Impl::add_deferred(PluginInfo info, const Declared& declared) {
   if (auto problem = check_declared(declared, info))
     return record(info, plugin_error(info.path, *problem));
-  const auto kind = static_cast<std::size_t>(*info.kind);
-  if (auto problem = unusable(info, kind < factories.size() && factories[kind]))
+  const auto kind = static_cast<std::size_t>(*info.kind);  // 1-based, checked known above
+  if (auto problem =
+          unusable(info, kind <= declared.exported.size() && declared.exported[kind - 1]))
     return record(info, plugin_error(info.path, *problem));
   loaded.push_back(Loaded{infos.size(), nullptr, AnyFactory{}, std::nullopt});
   return record(info, std::nullopt);
@@ -421,7 +411,7 @@ std::optional<Error> changed_since_discovery(const PluginInfo& info) {
   std::string why;
   if (!declared)
     why = "no longer a plugin file this kernel can read";
-  else if (check_declared(declared->first, now) || now.kind != info.kind || now.name != info.name)
+  else if (check_declared(*declared, now) || now.kind != info.kind || now.name != info.name)
     why = "now a " + describe_kind(now);
   if (why.empty()) return std::nullopt;
   return plugin_error(info.path, "changed since it was discovered: " + why);
