@@ -180,22 +180,41 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   }
 
   // Waits until the run has an event beyond `after` or ended (true), or `max` passed (false).
-  static awaitable<bool> wait_change(const std::shared_ptr<RunState>& run, std::uint64_t after,
-                                     std::chrono::steady_clock::duration max) {
+  // Until `subscribe(waker)` answers that nothing is to be waited for, its waker fires, or `max`
+  // passes (then false, and the waker is dropped).
+  template <class Subscribe>
+  static awaitable<bool> wait_woken(const std::shared_ptr<RunState>& run, Subscribe subscribe,
+                                    std::chrono::steady_clock::duration max) {
     auto exec = co_await asio::this_coro::executor;
     auto timer = std::make_shared<asio::steady_timer>(exec, max);
-    const auto ticket =
-        run->wait_after(after, [exec, weak = std::weak_ptr<asio::steady_timer>(timer)] {
-          asio::post(exec, [weak] {
-            if (auto t = weak.lock()) t->cancel();
-          });
-        });
+    const auto ticket = subscribe([exec, weak = std::weak_ptr<asio::steady_timer>(timer)] {
+      asio::post(exec, [weak] {
+        if (auto t = weak.lock()) t->cancel();
+      });
+    });
     if (!ticket) co_return true;
     error_code ec;
     co_await timer->async_wait(asio::redirect_error(use_awaitable, ec));
     const bool changed = ec == asio::error::operation_aborted;
     if (!changed) run->unwait(*ticket);
     co_return changed;
+  }
+
+  static awaitable<bool> wait_change(const std::shared_ptr<RunState>& run, std::uint64_t after,
+                                     std::chrono::steady_clock::duration max) {
+    co_return co_await wait_woken(
+        run, [&](std::function<void()> waker) { return run->wait_after(after, std::move(waker)); },
+        max);
+  }
+
+  // A new run's 200 (or its stream's head) is its acknowledgement: it leaves once the run's row
+  // is committed (RunManager::submit only queues it), or the run ended without it.
+  static awaitable<void> wait_recorded(const std::shared_ptr<RunState>& run) {
+    while (!run->recorded() && !is_terminal(run->status())) {
+      co_await wait_woken(
+          run, [&](std::function<void()> waker) { return run->wait_recorded(std::move(waker)); },
+          std::chrono::seconds(60));
+    }
   }
 
   awaitable<bool> write_all(beast::tcp_stream& stream, std::string data) {
@@ -320,11 +339,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         req.request_id + "\r\n" + (keep_alive ? "" : "Connection: close\r\n");
     for (const auto& [name, value] : reply.headers) head += name + ": " + value + "\r\n";
     head += "\r\n";
+    if (!reply.stream_head.empty()) head += chunk(reply.stream_head);
     if (!co_await write_all(stream, std::move(head))) co_return false;
-    // The stream's head names the run (a response or completion id): it leaves with the run's
-    // first events, which come only once the run's row is committed (RunManager::submit returns
-    // before that), so no client is told of a run that a kill -9 could still lose.
-    std::string named = reply.stream_head;
     std::uint64_t after = reply.stream_after;
     Held held{*this};
     for (;;) {
@@ -339,10 +355,6 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         held.set(batch.text.capacity());
       }
       if (!batch.bytes().empty()) {
-        if (!named.empty()) {
-          const std::string first = std::exchange(named, {});
-          if (!co_await write_chunk(stream, req, first)) co_return false;
-        }
         if (!co_await write_chunk(stream, req, batch.bytes())) co_return false;
         held.set(0);
       }
@@ -352,8 +364,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         if (!co_await write_chunk(stream, req, ": heartbeat\n\n")) co_return false;
       }
     }
-    std::string tail = named.empty() ? std::string() : chunk(named);
-    if (!reply.stream_tail.empty()) tail += chunk(redact_secrets_in_json(reply.stream_tail));
+    std::string tail = reply.stream_tail.empty() ? std::string()
+                                                 : chunk(redact_secrets_in_json(reply.stream_tail));
     tail += "0\r\n\r\n";
     co_return co_await write_all(stream, std::move(tail));
   }
@@ -389,6 +401,17 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     if (!reply.cancel_on_disconnect || !run || is_terminal(run->status())) return;
     log(LogLevel::Info, "serve: req=" + request_id + " client gone; cancelling run " + run->id);
     run->request_cancel();
+  }
+
+  // A stream whose run ended before its row was stored (RunManager::end_unrecorded): the run was
+  // never started, and the client is told so instead of a 200.
+  static HttpReply unrecorded(const HttpReply& streamed) {
+    const Json summary = streamed.stream->summary();
+    std::string message = "the run could not be recorded; nothing was started";
+    if (summary.contains("error")) message = summary["error"].value("message", message);
+    HttpReply reply = HttpReply::error(api_error(500, "store_failed", message));
+    reply.tenant = streamed.tenant;
+    return reply;
   }
 
   static awaitable<void> wait_end(const std::shared_ptr<RunState>& run) {
@@ -493,6 +516,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       error_code ignored;
       stream.socket().cancel(ignored);
     };
+    if (reply.stream) {
+      co_await wait_recorded(reply.stream);
+      if (!reply.stream->recorded()) reply = unrecorded(reply);
+    }
     if (reply.stream) {
       log_line(req, 200, started, reply.tenant);
       ok = co_await write_stream(stream, req, reply, keep_alive);

@@ -109,10 +109,13 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest
   run->set_before_end(std::move(request.before_end));
   // Queued under mutex_, so every later write of this run (a cancel's end) commits after it.
   auto recording = std::make_shared<Recording>();
-  deps_.store->insert(*run, request.to_json(), [recording](const Result<void>& stored) {
-    if (!stored) log(LogLevel::Error, "serve: " + stored.error().describe());
-    recording->settle(stored);
-  });
+  run->expect_record();
+  deps_.store->insert(*run, request.to_json(),
+                      [recording, weak = std::weak_ptr(run)](const Result<void>& stored) {
+                        if (!stored) log(LogLevel::Error, "serve: " + stored.error().describe());
+                        if (auto r = weak.lock(); r && stored) r->mark_recorded();
+                        recording->settle(stored);
+                      });
   runs_[run->id] = run;
   Pending pending{run, std::move(request), std::move(recording)};
   if (!has_session) {

@@ -310,6 +310,30 @@ std::optional<std::uint64_t> RunState::wait_after(std::uint64_t after,
   return ticket;
 }
 
+void RunState::expect_record() {
+  std::lock_guard lock(mutex_);
+  recorded_ = false;
+}
+
+void RunState::mark_recorded() {
+  std::unique_lock lock(mutex_);
+  recorded_ = true;
+  wake(lock);
+}
+
+bool RunState::recorded() const {
+  std::lock_guard lock(mutex_);
+  return recorded_;
+}
+
+std::optional<std::uint64_t> RunState::wait_recorded(std::function<void()> waker) {
+  std::lock_guard lock(mutex_);
+  if (recorded_ || is_terminal(status_)) return std::nullopt;
+  const std::uint64_t ticket = ++next_ticket_;
+  wakers_.emplace(ticket, std::move(waker));
+  return ticket;
+}
+
 void RunState::unwait(std::uint64_t ticket) {
   std::lock_guard lock(mutex_);
   wakers_.erase(ticket);

@@ -128,6 +128,15 @@ class RunState {
   // stays quiet for a day does not pile one up per heartbeat.
   void unwait(std::uint64_t ticket);
 
+  // A new run whose row is on its way to the store (RunManager::submit queues it): until it is
+  // committed, no client may hear of the run, not even a 200 (a kill -9 would lose what it was
+  // told of). mark_recorded() wakes the waiters; a run whose row failed ends unrecorded.
+  void expect_record();
+  void mark_recorded();
+  bool recorded() const;
+  // Like wait_after, for the record: nothing (and no waker) when it is recorded or ended.
+  std::optional<std::uint64_t> wait_recorded(std::function<void()> waker);
+
   // {"run_id", "session_id", "status", "created_at", "result"?, "node"?, "attempt"?}
   Json summary() const;
   std::vector<RunEvent> all_events() const;
@@ -154,6 +163,7 @@ class RunState {
   std::vector<std::shared_ptr<const RunEvent>> earlier_;     // begin_attempt: not matched yet
   std::size_t earlier_at_ = 0;                               // the next one that may match
   bool muted_ = false;
+  bool recorded_ = true;  // expect_record() clears it until mark_recorded()
   Page read(std::uint64_t after, std::size_t max, bool all) const;  // all: unstored ones too
   Pager pager_;
   std::mutex render_mutex_;

@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <set>
 
@@ -611,6 +612,82 @@ TEST_F(ServeLive, KillNineLosesNoAcknowledgedRun) {
   EXPECT_THAT(texts, ::testing::ElementsAre("user:before", "assistant:answer to before",
                                             "user:during", "assistant:answer to during",
                                             "user:after", "assistant:answer to after"));
+}
+
+// serve.db's write lock, held by another connection (as a backup or a long checkpoint would):
+// the server's writer cannot commit a new run's row while it is held.
+class WriteLock {
+ public:
+  explicit WriteLock(const fs::path& db) {
+    if (sqlite3_open(db.c_str(), &db_) != SQLITE_OK) return;
+    held_ = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK;
+  }
+  ~WriteLock() {
+    release();
+    sqlite3_close(db_);
+  }
+  bool held() const { return held_; }
+  void release() {
+    if (held_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    held_ = false;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+  bool held_ = false;
+};
+
+// A stream's 200 acknowledges its run: it leaves only once the run's row is committed, so a
+// kill -9 can never lose a run a client was told of (RunManager::submit only queues the row).
+TEST_F(ServeLive, AStreamIsAcknowledgedOnlyOnceItsRunIsStored) {
+  llm_.set_responder([](const FakeLlm::Request& r) {
+    return FakeLlm::Plan{{"answer to ", r.last_user()}, std::nullopt};
+  });
+  start();
+  ASSERT_EQ(request(port_, "POST", "/v1/sessions/ack/messages", message_body("first")).status, 200);
+  WriteLock lock(w_.data_dir / "serve.db");
+  ASSERT_TRUE(lock.held());
+  Connection c(port_);
+  ASSERT_TRUE(c.connected());
+  c.send(build_request("POST", "/v1/sessions/ack/messages",
+                       message_body("second", Json{{"stream", true}}),
+                       {{"Accept", "text/event-stream"}}));
+  HttpResponse early;
+  EXPECT_FALSE(c.read_head(early, Clock::now() + milliseconds(700)))
+      << "acknowledged before its row could be stored: " << early.status;
+  lock.release();
+  const HttpResponse streamed = c.read_response(milliseconds(30000));
+  ASSERT_EQ(streamed.status, 200) << streamed.describe();
+  EXPECT_THAT(streamed.body, HasSubstr("answer to second"));
+  EXPECT_THAT(streamed.body, HasSubstr("run_end"));
+}
+
+// The row cannot be stored at all (the lock outlasts the writer's busy timeout): the run never
+// starts, the client gets a 500 store_failed rather than a 200, and the next run is stored.
+TEST_F(ServeLive, AStreamWhoseRunCannotBeStoredIsRefused) {
+  std::atomic<int> calls{0};
+  llm_.set_responder([&calls](const FakeLlm::Request& r) {
+    ++calls;
+    return FakeLlm::Plan{{"answer to ", r.last_user()}, std::nullopt};
+  });
+  start();
+  ASSERT_EQ(request(port_, "POST", "/v1/sessions/lost/messages", message_body("first")).status,
+            200);
+  const int before = calls.load();
+  {
+    WriteLock lock(w_.data_dir / "serve.db");
+    ASSERT_TRUE(lock.held());
+    const HttpResponse refused =
+        request(port_, "POST", "/v1/sessions/lost/messages",
+                message_body("second", Json{{"stream", true}}), {{"Accept", "text/event-stream"}});
+    EXPECT_EQ(refused.status, 500) << refused.describe();
+    EXPECT_THAT(refused.body, HasSubstr("store_failed"));
+  }
+  EXPECT_EQ(calls.load(), before) << "a run whose row was not stored reached the model";
+  const HttpResponse after = request(port_, "POST", "/v1/sessions/lost/messages",
+                                     message_body("third", Json{{"stream", true}}));
+  ASSERT_EQ(after.status, 200) << after.describe();
+  EXPECT_THAT(after.body, HasSubstr("answer to third"));
 }
 
 // A message memory would refuse to save (over its max_message_bytes) is refused before any
