@@ -19,6 +19,7 @@
 
 #include "bench_util.hpp"
 #include "code_tools_scenario.hpp"
+#include "echo_python.hpp"
 #include "kernex/kernel.hpp"
 
 namespace kernex::bench {
@@ -220,7 +221,11 @@ void tool_call_from_code(const fs::path& dir, int calls) {
   run_script(**kernel, warm_code, kernel_side.sink());
   kernel_side.take();
 
-  std::vector<double> direct_us, code_us, code_kernel_us, hop_us, ratios;
+  // The hop's floor: the refused call's line to an idle python3 and back, no work on either side.
+  EchoPython echo;
+  const std::string refused_line = R"({"call":"tool_call","name":"no_such_tool","arguments":{}})"
+                                   "\n";
+  std::vector<double> direct_us, code_us, code_kernel_us, hop_us, echo_us, ratios;
   for (int round = 0; round < kRounds; ++round) {
     settle();
     run_script(**kernel, direct_script(dir, calls), kernel_side.sink());
@@ -236,6 +241,11 @@ void tool_call_from_code(const fs::path& dir, int calls) {
     code_us.insert(code_us.end(), c.begin(), c.end());
     code_kernel_us.insert(code_kernel_us.end(), k.begin(), k.end());
     hop_us.insert(hop_us.end(), h.begin(), h.end());
+    for (int i = 0; i < calls; ++i) {
+      const auto t = Clock::now();
+      echo.round_trip(refused_line);
+      echo_us.push_back(us_since(t));
+    }
   }
   std::printf(
       "tool call from code         median %8.1f us   the kernel's direct call %8.1f us   ratio "
@@ -246,8 +256,8 @@ void tool_call_from_code(const fs::path& dir, int calls) {
       *std::max_element(ratios.begin(), ratios.end()), median(ratios), calls, kRounds);
   std::printf(
       "  of which the kernel's side  median %8.1f us   the hop alone (a call refused at once) "
-      "%8.1f us\n",
-      median(code_kernel_us), median(hop_us));
+      "%8.1f us   its floor, a bare python3 pipe echo %8.1f us\n",
+      median(code_kernel_us), median(hop_us), median(echo_us));
 }
 
 // (b) The scenario both ways; tokens estimated as bytes / 4 of every request the model received
