@@ -1,6 +1,7 @@
 // GroupCommit on a real SQLite file: every write from many threads is committed and acknowledged
 // only once its batch is; a failing item fails alone; kill -9 in the middle of a burst loses
-// nothing that was acknowledged.
+// nothing that was acknowledged, checkpoints running or not; the WAL, checkpointed off the
+// writer's commits, stays bounded.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -8,9 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <mutex>
@@ -22,6 +25,7 @@
 
 #include "kernex/group_commit.hpp"
 #include "kernex/sqlite_batch.hpp"
+#include "kernex/sqlite_checkpointer.hpp"
 
 namespace {
 
@@ -50,11 +54,12 @@ sqlite3* open_db(const fs::path& file) {
   return db;
 }
 
-std::unique_ptr<GroupCommit> writer_on(const fs::path& file, sqlite3** db_out = nullptr) {
+std::unique_ptr<GroupCommit> writer_on(const fs::path& file, sqlite3** db_out = nullptr,
+                                       kernex::SqliteCheckpointer::Options checkpoints = {}) {
   sqlite3* db = open_db(file);
   if (db_out) *db_out = db;
-  return std::make_unique<GroupCommit>(
-      std::make_unique<kernex::SqliteBatch>(db, true, "test.db", kernex::ErrorCode::Io));
+  return std::make_unique<GroupCommit>(std::make_unique<kernex::SqliteBatch>(
+      db, true, "test.db", kernex::ErrorCode::Io, nullptr, checkpoints));
 }
 
 Result<void> insert(sqlite3* db, std::int64_t id, const char* value) {
@@ -315,8 +320,8 @@ TEST(GroupCommit, ALoneFailingItemLeavesNoRowAndTheNextWriteCommits) {
 }
 
 // A child writes from 4 threads and prints each id once acknowledged; killed with SIGKILL in the
-// middle of the burst, every id it printed is in the file.
-TEST(GroupCommit, KillNineLosesNothingAcknowledged) {
+// middle of the burst, every id it printed is in the file, and the file is sound.
+void expect_kill_nine_loses_nothing(kernex::SqliteCheckpointer::Options checkpoints) {
   TempDir dir;
   const fs::path file = dir.path / "t.db";
   sqlite3_close(open_db(file));
@@ -327,7 +332,7 @@ TEST(GroupCommit, KillNineLosesNothingAcknowledged) {
   if (child == 0) {
     ::close(pipefd[0]);
     sqlite3* db = nullptr;
-    auto writer = writer_on(file, &db);
+    auto writer = writer_on(file, &db, checkpoints);
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&, t] {
@@ -357,6 +362,10 @@ TEST(GroupCommit, KillNineLosesNothingAcknowledged) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
   sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, nullptr);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "ok");
+  sqlite3_finalize(st);
   sqlite3_prepare_v2(db, "SELECT 1 FROM t WHERE id = ?", -1, &st, nullptr);
   std::size_t missing = 0;
   for (auto a : acked) {
@@ -367,6 +376,71 @@ TEST(GroupCommit, KillNineLosesNothingAcknowledged) {
   sqlite3_finalize(st);
   sqlite3_close(db);
   EXPECT_EQ(missing, 0u) << "of " << acked.size() << " acknowledged";
+}
+
+TEST(GroupCommit, KillNineLosesNothingAcknowledged) { expect_kill_nine_loses_nothing({}); }
+
+// The checkpointer woken every 4 pages (about every other batch) and truncating at 16: the kill
+// lands, most likely, in the middle of a checkpoint (the thread's or the writer's own).
+TEST(GroupCommit, KillNineWhileCheckpointingLosesNothingAcknowledged) {
+  expect_kill_nine_loses_nothing({.wake_pages = 4, .bound_pages = 16});
+}
+
+// ---- the WAL's checkpoints (kernex/sqlite_checkpointer.hpp) ----
+
+// Small marks, so a few hundred batches cross them many times.
+constexpr kernex::SqliteCheckpointer::Options kSmallWal{.wake_pages = 16, .bound_pages = 64};
+
+std::uintmax_t size_of(const fs::path& file) {
+  std::error_code ec;
+  const auto n = fs::file_size(file, ec);
+  return ec ? 0 : n;
+}
+
+// The writer's commits never checkpoint, yet the WAL stays bounded across many batches while a
+// reader on its own connection (as serve.db's stores and the memory store's readers are) reads
+// between them, never starved.
+TEST(GroupCommit, TheWalStaysBoundedAcrossManyBatches) {
+  TempDir dir;
+  const fs::path file = dir.path / "t.db";
+  sqlite3* db = open_db(file);
+  auto batch = std::make_unique<kernex::SqliteBatch>(db, true, "test.db", kernex::ErrorCode::Io,
+                                                     nullptr, kSmallWal);
+  auto* target = batch.get();
+  ASSERT_TRUE(target->checkpoints_off_the_commit());
+  GroupCommit writer(std::move(batch));
+  sqlite3* reader = open_db(file);
+  const std::string row(1500, 'x');
+  std::uintmax_t largest = 0;
+  for (int i = 0; i < 600; ++i) {
+    ASSERT_TRUE(writer.write([&] { return insert(db, i, row.c_str()); }));
+    largest = std::max(largest, size_of(dir.path / "t.db-wal"));
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(reader, "SELECT COUNT(*) FROM t", -1, &st, nullptr);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    EXPECT_EQ(sqlite3_column_int64(st, 0), i + 1);
+    sqlite3_finalize(st);
+  }
+  // 600 commits each rewrote at least the table's last page: without checkpoints the WAL would
+  // hold 600 frames or more. The bound, plus the batch that crossed it, a frame header per page.
+  EXPECT_LE(largest, (kSmallWal.bound_pages + 16) * (4096 + 24) + 32u);
+  const auto stats = target->checkpoints();
+  EXPECT_GT(stats.background + stats.forced, 0u);
+  sqlite3_close(reader);
+}
+
+TEST(GroupCommit, CheckpointInlineInTheEnvironmentLeavesThemToSqlite) {
+  TempDir dir;
+  ::setenv("KERNEX_CHECKPOINT", "inline", 1);
+  kernex::SqliteBatch inline_batch(open_db(dir.path / "t.db"), true, "test.db",
+                                   kernex::ErrorCode::Io, nullptr, kSmallWal);
+  ::unsetenv("KERNEX_CHECKPOINT");
+  EXPECT_FALSE(inline_batch.checkpoints_off_the_commit());
+  // A database without a file has no WAL to checkpoint.
+  sqlite3* memory = nullptr;
+  ASSERT_EQ(sqlite3_open(":memory:", &memory), SQLITE_OK);
+  kernex::SqliteBatch in_memory(memory, true, "mem", kernex::ErrorCode::Io, nullptr, kSmallWal);
+  EXPECT_FALSE(in_memory.checkpoints_off_the_commit());
 }
 
 // commit_delay (PostgreSQL's commit_delay): a durable batch waits for more items only when the

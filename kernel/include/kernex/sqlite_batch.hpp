@@ -1,16 +1,19 @@
 // GroupCommit's batch on one SQLite connection (WAL): BEGIN IMMEDIATE, a SAVEPOINT per item,
 // one COMMIT. A durable batch is committed with synchronous=FULL (the WAL is fsynced before
-// COMMIT returns), the others at the connection's own level. Header-only: only code that links
-// SQLite includes it (serve.db, the memory-sqlite plugin).
+// COMMIT returns), the others at the connection's own level. The WAL is checkpointed off the commit
+// path (kernex/sqlite_checkpointer.hpp). Header-only: only code that links SQLite includes it
+// (serve.db, the memory-sqlite plugin).
 #pragma once
 
 #include <sqlite3.h>
 
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
 #include "kernex/group_commit.hpp"
+#include "kernex/sqlite_checkpointer.hpp"
 
 namespace kernex {
 
@@ -18,7 +21,8 @@ class SqliteBatch final : public BatchTarget {
  public:
   // `db`: the writer's connection, closed with this target when `owns`. `lock`: held from begin
   // to commit or rollback when the connection is shared with other threads (they take it too).
-  SqliteBatch(sqlite3* db, bool owns, std::string label, ErrorCode code, std::mutex* lock = nullptr)
+  SqliteBatch(sqlite3* db, bool owns, std::string label, ErrorCode code, std::mutex* lock = nullptr,
+              SqliteCheckpointer::Options checkpoints = {})
       : db_(db), owns_(owns), label_(std::move(label)), code_(code), lock_(lock) {
     sqlite3_stmt* st = nullptr;
     if (sqlite3_prepare_v2(db_, "PRAGMA synchronous", -1, &st, nullptr) == SQLITE_OK &&
@@ -31,8 +35,15 @@ class SqliteBatch final : public BatchTarget {
           std::pair{&release_, "RELEASE item"}, std::pair{&commit_, "COMMIT"},
           std::pair{&full_, "PRAGMA synchronous=2"}, std::pair{&base_sync_, base_sync.c_str()}})
       sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, nullptr);
+    checkpoints_ = SqliteCheckpointer::attach(db_, checkpoints);
   }
   ~SqliteBatch() override {
+    {
+      // Unhooks the connection, which other threads may share under `lock`.
+      std::optional<std::unique_lock<std::mutex>> held;
+      if (lock_) held.emplace(*lock_);
+      checkpoints_.reset();
+    }
     for (auto* st : {begin_, mark_, release_, commit_, full_, base_sync_}) sqlite3_finalize(st);
     if (owns_) sqlite3_close_v2(db_);
   }
@@ -40,6 +51,8 @@ class SqliteBatch final : public BatchTarget {
   SqliteBatch& operator=(const SqliteBatch&) = delete;
 
   Result<void> begin(bool durable) override {
+    // Before the lock: the connection's other users read on while the WAL is truncated.
+    if (checkpoints_) checkpoints_->before_batch();
     if (lock_) held_.emplace(*lock_);
     // The level cannot change inside a transaction: set before BEGIN.
     const int want = durable ? 2 : base_;
@@ -68,6 +81,10 @@ class SqliteBatch final : public BatchTarget {
     held_.reset();
   }
   sqlite3* db() const { return db_; }
+  bool checkpoints_off_the_commit() const { return checkpoints_ != nullptr; }
+  SqliteCheckpointer::Stats checkpoints() const {
+    return checkpoints_ ? checkpoints_->stats() : SqliteCheckpointer::Stats{};
+  }
 
  private:
   std::unexpected<Error> error(const std::string& what) const {
@@ -97,6 +114,7 @@ class SqliteBatch final : public BatchTarget {
   int base_ = 1, current_ = 1;
   sqlite3_stmt *begin_ = nullptr, *mark_ = nullptr, *release_ = nullptr, *commit_ = nullptr;
   sqlite3_stmt *full_ = nullptr, *base_sync_ = nullptr;  // PRAGMA synchronous=FULL / the usual
+  std::unique_ptr<SqliteCheckpointer> checkpoints_;
 };
 
 }  // namespace kernex
