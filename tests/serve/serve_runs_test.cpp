@@ -647,19 +647,30 @@ TEST_F(ServeLive, AStreamIsAcknowledgedOnlyOnceItsRunIsStored) {
   ASSERT_EQ(request(port_, "POST", "/v1/sessions/ack/messages", message_body("first")).status, 200);
   WriteLock lock(w_.data_dir / "serve.db");
   ASSERT_TRUE(lock.held());
-  Connection c(port_);
-  ASSERT_TRUE(c.connected());
-  c.send(build_request("POST", "/v1/sessions/ack/messages",
-                       message_body("second", Json{{"stream", true}}),
-                       {{"Accept", "text/event-stream"}}));
+  // The native API and Chat Completions (whose stream head names the completion) alike.
+  Connection native(port_), chat(port_);
+  ASSERT_TRUE(native.connected() && chat.connected());
+  native.send(build_request("POST", "/v1/sessions/ack/messages",
+                            message_body("second", Json{{"stream", true}}),
+                            {{"Accept", "text/event-stream"}}));
+  const Json chat_body{{"model", "kernex"},
+                       {"stream", true},
+                       {"messages", Json::array({{{"role", "user"}, {"content", "third"}}})}};
+  chat.send(build_request("POST", "/v1/chat/completions", chat_body.dump()));
   HttpResponse early;
-  EXPECT_FALSE(c.read_head(early, Clock::now() + milliseconds(700)))
+  EXPECT_FALSE(native.read_head(early, Clock::now() + milliseconds(700)))
       << "acknowledged before its row could be stored: " << early.status;
+  EXPECT_FALSE(chat.read_head(early, Clock::now() + milliseconds(100)))
+      << "a completion named before its run's row could be stored: " << early.status;
   lock.release();
-  const HttpResponse streamed = c.read_response(milliseconds(30000));
+  const HttpResponse streamed = native.read_response(milliseconds(30000));
   ASSERT_EQ(streamed.status, 200) << streamed.describe();
   EXPECT_THAT(streamed.body, HasSubstr("answer to second"));
   EXPECT_THAT(streamed.body, HasSubstr("run_end"));
+  const HttpResponse completed = chat.read_response(milliseconds(30000));
+  ASSERT_EQ(completed.status, 200) << completed.describe();
+  EXPECT_THAT(completed.body, HasSubstr("\"content\":\"third\""));
+  EXPECT_THAT(completed.body, HasSubstr("[DONE]"));
 }
 
 // The row cannot be stored at all (the lock outlasts the writer's busy timeout): the run never
