@@ -208,9 +208,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   }
 
   // A new run's 200 (or its stream's head) is its acknowledgement: it leaves once the run's row
-  // is committed (RunManager::submit only queues it), or the run ended without it.
+  // is committed (RunManager::submit only queues it), or is refused if the row failed.
   static awaitable<void> wait_recorded(const std::shared_ptr<RunState>& run) {
-    while (!run->recorded() && !is_terminal(run->status())) {
+    while (run->record() == RunState::Record::Pending) {
       co_await wait_woken(
           run, [&](std::function<void()> waker) { return run->wait_recorded(std::move(waker)); },
           std::chrono::seconds(60));
@@ -403,8 +403,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     run->request_cancel();
   }
 
-  // A stream whose run ended before its row was stored (RunManager::end_unrecorded): the run was
-  // never started, and the client is told so instead of a 200.
+  // A stream whose run's row could not be stored (the run ends unstarted, end_unrecorded): the
+  // client is told so instead of a 200.
   static HttpReply unrecorded(const HttpReply& streamed) {
     const Json summary = streamed.stream->summary();
     std::string message = "the run could not be recorded; nothing was started";
@@ -518,7 +518,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     };
     if (reply.stream) {
       co_await wait_recorded(reply.stream);
-      if (!reply.stream->recorded()) reply = unrecorded(reply);
+      if (reply.stream->record() == RunState::Record::Failed) reply = unrecorded(reply);
     }
     if (reply.stream) {
       log_line(req, 200, started, reply.tenant);

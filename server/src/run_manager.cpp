@@ -113,7 +113,7 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest
   deps_.store->insert(*run, request.to_json(),
                       [recording, weak = std::weak_ptr(run)](const Result<void>& stored) {
                         if (!stored) log(LogLevel::Error, "serve: " + stored.error().describe());
-                        if (auto r = weak.lock(); r && stored) r->mark_recorded();
+                        if (auto r = weak.lock()) r->settle_record(stored.has_value());
                         recording->settle(stored);
                       });
   runs_[run->id] = run;

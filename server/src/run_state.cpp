@@ -312,23 +312,23 @@ std::optional<std::uint64_t> RunState::wait_after(std::uint64_t after,
 
 void RunState::expect_record() {
   std::lock_guard lock(mutex_);
-  recorded_ = false;
+  record_ = Record::Pending;
 }
 
-void RunState::mark_recorded() {
+void RunState::settle_record(bool stored) {
   std::unique_lock lock(mutex_);
-  recorded_ = true;
+  record_ = stored ? Record::Recorded : Record::Failed;
   wake(lock);
 }
 
-bool RunState::recorded() const {
+RunState::Record RunState::record() const {
   std::lock_guard lock(mutex_);
-  return recorded_;
+  return record_;
 }
 
 std::optional<std::uint64_t> RunState::wait_recorded(std::function<void()> waker) {
   std::lock_guard lock(mutex_);
-  if (recorded_ || is_terminal(status_)) return std::nullopt;
+  if (record_ != Record::Pending) return std::nullopt;
   const std::uint64_t ticket = ++next_ticket_;
   wakers_.emplace(ticket, std::move(waker));
   return ticket;

@@ -130,11 +130,13 @@ class RunState {
 
   // A new run whose row is on its way to the store (RunManager::submit queues it): until it is
   // committed, no client may hear of the run, not even a 200 (a kill -9 would lose what it was
-  // told of). mark_recorded() wakes the waiters; a run whose row failed ends unrecorded.
+  // told of). settle_record() wakes the waiters, whatever the run did meanwhile (an interrupt
+  // may have cancelled it already). Runs read back from the store are Recorded.
+  enum class Record { Recorded, Pending, Failed };
   void expect_record();
-  void mark_recorded();
-  bool recorded() const;
-  // Like wait_after, for the record: nothing (and no waker) when it is recorded or ended.
+  void settle_record(bool stored);
+  Record record() const;
+  // Like wait_after, for the record: nothing (and no waker) once it is settled.
   std::optional<std::uint64_t> wait_recorded(std::function<void()> waker);
 
   // {"run_id", "session_id", "status", "created_at", "result"?, "node"?, "attempt"?}
@@ -163,7 +165,7 @@ class RunState {
   std::vector<std::shared_ptr<const RunEvent>> earlier_;     // begin_attempt: not matched yet
   std::size_t earlier_at_ = 0;                               // the next one that may match
   bool muted_ = false;
-  bool recorded_ = true;  // expect_record() clears it until mark_recorded()
+  Record record_ = Record::Recorded;
   Page read(std::uint64_t after, std::size_t max, bool all) const;  // all: unstored ones too
   Pager pager_;
   std::mutex render_mutex_;
