@@ -179,7 +179,6 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
                             (tenant.empty() ? "" : " tenant=" + tenant));
   }
 
-  // Waits until the run has an event beyond `after` or ended (true), or `max` passed (false).
   // Until `subscribe(waker)` answers that nothing is to be waited for, its waker fires, or `max`
   // passes (then false, and the waker is dropped).
   template <class Subscribe>
@@ -200,6 +199,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     co_return changed;
   }
 
+  // Waits until the run has an event beyond `after` or ended (true), or `max` passed (false).
   static awaitable<bool> wait_change(const std::shared_ptr<RunState>& run, std::uint64_t after,
                                      std::chrono::steady_clock::duration max) {
     co_return co_await wait_woken(
@@ -403,13 +403,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     run->request_cancel();
   }
 
-  // A stream whose run's row could not be stored (the run ends unstarted, end_unrecorded): the
-  // client is told so instead of a 200.
+  // A stream whose run's row could not be stored (the run ends unstarted, end_unrecorded, maybe
+  // not yet): the client is told so instead of a 200.
   static HttpReply unrecorded(const HttpReply& streamed) {
-    const Json summary = streamed.stream->summary();
-    std::string message = "the run could not be recorded; nothing was started";
-    if (summary.contains("error")) message = summary["error"].value("message", message);
-    HttpReply reply = HttpReply::error(api_error(500, "store_failed", message));
+    HttpReply reply = HttpReply::error(
+        api_error(500, "store_failed", "the run could not be recorded; nothing was started"));
     reply.tenant = streamed.tenant;
     return reply;
   }

@@ -114,7 +114,7 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest
                       [recording, weak = std::weak_ptr(run)](const Result<void>& stored) {
                         if (!stored) log(LogLevel::Error, "serve: " + stored.error().describe());
                         if (auto r = weak.lock()) r->settle_record(stored.has_value());
-                        recording->settle(stored);
+                        recording->settle();
                       });
   runs_[run->id] = run;
   Pending pending{run, std::move(request), std::move(recording)};
@@ -154,12 +154,11 @@ void RunManager::cancel_queued(Pending& pending) {
   if (deps_.admission) deps_.admission->release(run.tenant, 0, 0);
 }
 
-void RunManager::Recording::settle(const Result<void>& stored) {
+void RunManager::Recording::settle() {
   std::function<void()> start;
   {
     std::lock_guard lock(mutex_);
     settled_ = true;
-    failed_ = !stored;
     start = std::move(start_);
   }
   if (start) start();
@@ -174,11 +173,6 @@ void RunManager::Recording::then(std::function<void()> start) {
     }
   }
   start();
-}
-
-bool RunManager::Recording::failed() const {
-  std::lock_guard lock(mutex_);
-  return failed_;
 }
 
 void RunManager::launch(Pending pending) {
@@ -224,7 +218,7 @@ void RunManager::run_task(const Pending& pending) {
     std::lock_guard lock(mutex_);
     // Gone: cancelled while it waited for a thread, and ended then.
     if (unstarted_.erase(run.id) == 0) return;
-    if (pending.recording && pending.recording->failed()) {
+    if (run.record() == RunState::Record::Failed) {
       release_session_locked(pending.run);
       unrecorded = true;
     } else if (run.cancel_requested() && run.status() != RunStatus::AwaitingApproval) {

@@ -63,14 +63,15 @@ class RunManager final : public Runs {
   // row is on disk, as when submit() waited for it.
   class Recording {
    public:
-    void settle(const Result<void>& stored);  // the writer's thread: takes no lock of ours
+    // The writer's thread, after the run's RunState::settle_record (which says how it went):
+    // takes no lock of ours.
+    void settle();
     // Calls `start` once settled: now if it is, else from settle().
     void then(std::function<void()> start);
-    bool failed() const;
 
    private:
     mutable std::mutex mutex_;
-    bool settled_ = false, failed_ = false;
+    bool settled_ = false;
     std::function<void()> start_;
   };
   struct Pending {
