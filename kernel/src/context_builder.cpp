@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "kernex/context_reads.hpp"
 #include "kernex/log.hpp"
 #include "kernex/utc_time.hpp"
 
@@ -128,6 +129,25 @@ std::string memory_sections(const ContextInputs& in, const Request& request,
   return out;
 }
 
+// The store's reads of one build in one snapshot, where the store offers it (ContextReadScope),
+// ended before anything that may write or wait: a summary is made and saved after them.
+class ContextReads {
+ public:
+  explicit ContextReads(MemoryStore& store) : scope_(dynamic_cast<ContextReadScope*>(&store)) {
+    if (scope_ != nullptr) scope_->begin_context_reads();
+  }
+  ~ContextReads() { end(); }
+  ContextReads(const ContextReads&) = delete;
+  ContextReads& operator=(const ContextReads&) = delete;
+  void end() {
+    if (scope_ != nullptr) scope_->end_context_reads();
+    scope_ = nullptr;
+  }
+
+ private:
+  ContextReadScope* scope_;
+};
+
 }  // namespace
 
 std::size_t first_whole_exchange(const std::vector<ContextEntry>& window) {
@@ -162,6 +182,7 @@ Result<MemoryAdded> add_memory(const ContextInputs& in, const Request& request, 
   if (in.store == nullptr) return built;
   std::string prompt = context.system_prompt;
   const Limits& limits = *in.limits;
+  ContextReads reads(*in.store);
   auto conv = in.store->open_conversation(in.scope, in.key, limits.conversation_idle);
   if (!conv) return fail(ErrorCode::Memory, "opening the conversation failed", conv.error());
   built.conversation_id = *conv;
@@ -188,6 +209,7 @@ Result<MemoryAdded> add_memory(const ContextInputs& in, const Request& request, 
   built.compaction.overflow = overflow;
 
   prompt = join_prompt(prompt, memory_sections(in, request, *conv, context.history.size()));
+  reads.end();
   if (overflow > 0) {
     std::optional<std::string> summary;
     if (limits.compaction == CompactionStrategy::Summarize) {

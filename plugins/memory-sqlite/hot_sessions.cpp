@@ -41,18 +41,18 @@ Result<void> SqliteStore::save_messages(const MemoryScope& scope,
                                         std::optional<std::vector<ContextEntry>> stored,
                                         GroupCommit::Work work) {
   {
-    std::lock_guard lock(mutex_);
+    Hold lock(*this);
     hot_.saving(scope.tenant(), conversation_id);
   }
   Result<void> r = fail(ErrorCode::Internal, "memory-sqlite: the save threw");
   try {
-    r = writer_->write(std::move(work));
+    r = write(std::move(work));
   } catch (...) {
-    std::lock_guard lock(mutex_);
+    Hold lock(*this);
     hot_.saved(scope.tenant(), conversation_id, std::nullopt);
     throw;
   }
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   hot_.saved(scope.tenant(), conversation_id, r ? std::move(stored) : std::nullopt);
   return r;
 }

@@ -14,7 +14,7 @@ Result<void> SqliteStore::store_lesson(const MemoryScope& scope, const Lesson& l
   if (invalid_utf8_at(l.rule) || invalid_utf8_at(l.domain)) {
     return fail(ErrorCode::Parse, "memory-sqlite: the lesson is not valid UTF-8");
   }
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   return db_->write<void>([&]() -> Result<void> {
     // Repeating a rule reinforces it (and moves it to the front) instead of adding a copy.
     KERNEX_ASSIGN_OR_RETURN(
@@ -50,7 +50,7 @@ Result<void> SqliteStore::store_lesson(const MemoryScope& scope, const Lesson& l
 Result<std::vector<Lesson>> SqliteStore::lessons(const MemoryScope& scope,
                                                  const std::string& sender_id,
                                                  const std::optional<std::string>& project) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   std::vector<Lesson> out;
   const auto read = [&](const std::string& which) -> Result<void> {
     // A handle per read: the cached statement is reset when it goes.
@@ -81,7 +81,7 @@ Result<void> SqliteStore::store_outcome(const MemoryScope& scope, const OutcomeR
   if (invalid_utf8_at(o.lesson) || invalid_utf8_at(o.domain)) {
     return fail(ErrorCode::Parse, "memory-sqlite: the outcome is not valid UTF-8");
   }
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(auto stmt,
                             db_->prepare("INSERT INTO outcomes (sender_id, domain, score, lesson, "
@@ -98,7 +98,7 @@ Result<void> SqliteStore::store_outcome(const MemoryScope& scope, const OutcomeR
 Result<std::vector<OutcomeRecord>> SqliteStore::recent_outcomes(
     const MemoryScope& scope, const std::string& sender_id, std::size_t limit,
     const std::optional<std::string>& project) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
@@ -122,7 +122,7 @@ Result<std::vector<OutcomeRecord>> SqliteStore::recent_outcomes(
 }
 
 Result<std::uint64_t> SqliteStore::prune_outcomes(const MemoryScope& scope, std::size_t keep) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   return db_->write<std::uint64_t>([&]() -> Result<std::uint64_t> {
     KERNEX_ASSIGN_OR_RETURN(
         auto stmt,

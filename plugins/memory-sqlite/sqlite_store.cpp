@@ -66,8 +66,7 @@ SqliteStore::SqliteStore(std::unique_ptr<Db> db, StoreOptions options)
 
 void SqliteStore::settle() {
   if (lazy_.load() == 0) return;
-  if (auto r = writer_->write([] { return Result<void>{}; }); !r)
-    log(LogLevel::Warn, r.error().describe());
+  if (auto r = write([] { return Result<void>{}; }); !r) log(LogLevel::Warn, r.error().describe());
 }
 
 void SqliteStore::remember_failed(const std::string& tenant, const std::string& id, Error cause) {
@@ -125,7 +124,7 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
     return {};
   };
   const auto slot = std::make_tuple(scope.tenant(), key.channel, key.sender_id, key.project);
-  std::unique_lock lock(mutex_);
+  Hold lock(*this);
   const auto now = std::chrono::steady_clock::now();
   if (auto it = pending_.find(slot); it != pending_.end() && now - it->second.opened < idle)
     return it->second.id;
@@ -135,7 +134,7 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
   if (writer_->direct()) {  // the baseline: its own commit, looked for again under the write lock
     lock.unlock();
     bool made = false;
-    KERNEX_RETURN_IF_ERROR(writer_->write([&]() -> Result<void> {
+    KERNEX_RETURN_IF_ERROR(write([&]() -> Result<void> {
       KERNEX_ASSIGN_OR_RETURN(auto again, find());
       if (again) id = *again;
       made = !again;
@@ -157,7 +156,7 @@ Result<std::string> SqliteStore::open_conversation(const MemoryScope& scope,
         return inserted;
       },
       [this, slot, id](const Result<void>& inserted) {
-        std::lock_guard done(mutex_);
+        Hold done(*this);
         if (!inserted) {
           remember_failed(std::get<0>(slot), id, inserted.error());
           hot_.forget(std::get<0>(slot), id);
@@ -192,7 +191,7 @@ Result<std::vector<ContextEntry>> SqliteStore::select_entries(const char* sql,
 Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const MemoryScope& scope,
                                                                const std::string& conversation_id,
                                                                std::size_t limit) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   // A conversation opened this turn has no messages (nothing can have written to it yet); a hot
   // session's window comes from what its previous turn had.
   if (hot_.fresh(scope.tenant(), conversation_id)) return std::vector<ContextEntry>{};
@@ -209,7 +208,7 @@ Result<std::vector<ContextEntry>> SqliteStore::recent_messages(const MemoryScope
 Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const MemoryScope& scope,
                                                                const std::string& conversation_id,
                                                                std::size_t count) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   return select_entries(
       "SELECT seq, role, content, tool_calls, tool_result, provider_state FROM messages "
       "WHERE conversation_id = " SCOPED_CONVERSATION " ORDER BY seq ASC LIMIT ?",
@@ -219,7 +218,7 @@ Result<std::vector<ContextEntry>> SqliteStore::oldest_messages(const MemoryScope
 Result<std::uint64_t> SqliteStore::message_count(const MemoryScope& scope,
                                                  const std::string& conversation_id) {
   settle();  // a conversation opened in this process may not be committed yet
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   check_hot();
   if (auto hot = hot_.count(scope.tenant(), conversation_id)) return *hot;
   KERNEX_ASSIGN_OR_RETURN(
@@ -391,7 +390,7 @@ Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const Exchange
 
 Result<std::optional<StoredSummary>> SqliteStore::compaction_summary(
     const MemoryScope& scope, const std::string& conversation_id) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   auto stmt = db_->prepare(
       "SELECT text, covered_messages FROM summaries WHERE conversation_id = " SCOPED_CONVERSATION);
   if (!stmt) return std::unexpected(stmt.error());
@@ -417,7 +416,7 @@ Result<void> SqliteStore::save_compaction_summary(const MemoryScope& scope,
                 "memory-sqlite: summary is not valid UTF-8 at offset " + std::to_string(*at));
   }
   settle();  // a conversation opened in this process may not be committed yet
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(kUpsertSummary));
     stmt.bind_all(conversation_id, scope.tenant(), summary.text, summary.covered_messages);
@@ -430,7 +429,7 @@ Result<void> SqliteStore::save_compaction_summary(const MemoryScope& scope,
 Result<std::vector<ConversationInfo>> SqliteStore::list_conversations(
     const MemoryScope& scope, const ConversationFilter& filter) {
   settle();  // a conversation opened in this process may not be committed yet
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare("SELECT c.id, c.channel, c.sender_id, c.project, c.status, c.started_at, "
@@ -462,7 +461,7 @@ Result<std::vector<StoredMessage>> SqliteStore::conversation_messages(
     const MemoryScope& scope, const std::string& conversation_id, std::int64_t after_seq,
     std::size_t limit) {
   settle();  // a conversation opened in this process may not be committed yet
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
@@ -486,7 +485,7 @@ Result<void> SqliteStore::close_conversation(const MemoryScope& scope,
                                              const std::string& conversation_id,
                                              const std::optional<std::string>& summary) {
   settle();  // a conversation opened in this process may not be committed yet
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
         auto close,
@@ -522,7 +521,7 @@ Result<void> SqliteStore::delete_conversation(const MemoryScope& scope,
       "DELETE FROM conversations WHERE id = ? AND tenant = ?",
   };
   settle();  // the conversation's own row may still be queued
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   hot_.forget(scope.tenant(), conversation_id);
   auto deleted = db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
@@ -562,7 +561,7 @@ Result<std::vector<SummaryRecord>> SqliteStore::recent_summaries(const MemorySco
   // rather than by an ORDER BY, whose sorter SQLite sets up before it knows there is no row (about
   // half of this query's cost when it finds nothing). Either way every matching row is read once.
   if (limit == 0) return std::vector<SummaryRecord>{};
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
@@ -731,7 +730,7 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const MemoryScope& scope, con
     KERNEX_ASSIGN_OR_RETURN(auto s, normalize_time(*q.since, "recall since"));
     plan.since = s;
   }
-  std::unique_lock lock(mutex_);
+  Hold lock(*this);
   KERNEX_RETURN_IF_ERROR(skip_empty_sources(*db_, scope, q, plan));
   if (!plan.messages && !plan.summaries) return std::vector<RecallHit>{};
   KERNEX_RETURN_IF_ERROR(find_history_boundary(*db_, scope, q, plan));
@@ -741,7 +740,7 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const MemoryScope& scope, con
     // Indexed through the writer (its batch takes mutex_), then searched: the window's edge is
     // found again, as messages saved meanwhile moved it.
     lock.unlock();
-    KERNEX_RETURN_IF_ERROR(writer_->write([this] { return index_for_recall(); }));
+    KERNEX_RETURN_IF_ERROR(write([this] { return index_for_recall(); }));
     lock.lock();
     KERNEX_RETURN_IF_ERROR(find_history_boundary(*db_, scope, q, plan));
   }
@@ -761,7 +760,7 @@ Result<std::vector<RecallHit>> SqliteStore::recall(const MemoryScope& scope, con
 
 Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::facts(
     const MemoryScope& scope, const std::string& sender_id) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
@@ -782,7 +781,7 @@ Result<void> SqliteStore::store_fact(const MemoryScope& scope, const std::string
   if (invalid_utf8_at(key) || invalid_utf8_at(value)) {
     return fail(ErrorCode::Parse, "memory-sqlite: fact '" + key + "' is not valid UTF-8");
   }
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   return db_->write<void>([&]() -> Result<void> {
     // Re-storing a soft-deleted fact brings it back with the new value.
     KERNEX_ASSIGN_OR_RETURN(
@@ -800,7 +799,7 @@ Result<void> SqliteStore::store_fact(const MemoryScope& scope, const std::string
 Result<std::optional<std::string>> SqliteStore::fact(const MemoryScope& scope,
                                                      const std::string& sender_id,
                                                      const std::string& key) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare("SELECT value FROM facts WHERE tenant = ? AND "
                                                   "sender_id = ? AND key = ? AND deleted_at IS "
                                                   "NULL"));
@@ -813,7 +812,7 @@ Result<std::optional<std::string>> SqliteStore::fact(const MemoryScope& scope,
 Result<std::vector<Fact>> SqliteStore::fact_records(const MemoryScope& scope,
                                                     const std::optional<std::string>& sender_id,
                                                     bool include_deleted) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
@@ -837,7 +836,7 @@ Result<bool> SqliteStore::soft_delete_fact(const MemoryScope& scope, const std::
 Result<std::uint64_t> SqliteStore::soft_delete_facts(const MemoryScope& scope,
                                                      const std::string& sender_id,
                                                      const std::optional<std::string>& key) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   return db_->write<std::uint64_t>([&]() -> Result<std::uint64_t> {
     KERNEX_ASSIGN_OR_RETURN(
         auto stmt,
@@ -869,12 +868,12 @@ Result<void> SqliteStore::record_tool_call(const MemoryScope& scope, const Audit
   KERNEX_ASSIGN_OR_RETURN(auto args, audit_arguments(rec));
   // Acknowledged once committed: a kill -9 after this returns keeps the row. It shares its batch
   // with the other runs' writes and carries the turn's new conversation (queued lazily before it).
-  return writer_->write([&]() -> Result<void> { return insert_audit(scope, rec, args); });
+  return write([&]() -> Result<void> { return insert_audit(scope, rec, args); });
 }
 
 Result<std::vector<AuditRecord>> SqliteStore::audit_log(const MemoryScope& scope,
                                                         std::size_t limit) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(
@@ -918,12 +917,12 @@ Result<void> SqliteStore::insert_usage(const MemoryScope& scope, const UsageReco
 }
 
 Result<void> SqliteStore::record_usage(const MemoryScope& scope, const UsageRecord& rec) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   return db_->write<void>([&]() { return insert_usage(scope, rec); });
 }
 
 Result<std::vector<UsageTotals>> SqliteStore::usage_by_day(const MemoryScope& scope) {
-  std::lock_guard lock(mutex_);
+  Hold lock(*this);
   KERNEX_ASSIGN_OR_RETURN(
       auto stmt,
       db_->prepare(

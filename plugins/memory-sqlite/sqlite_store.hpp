@@ -11,10 +11,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <tuple>
 
-#include "kernex/group_commit.hpp"
 #include "hot_history.hpp"
+#include "kernex/context_reads.hpp"
+#include "kernex/group_commit.hpp"
 #include "kernex/memory.hpp"
 #include "sqlite_db.hpp"
 
@@ -26,14 +28,42 @@ struct StoreOptions {
   std::size_t max_message_bytes = 4u << 20;  // one message's content, tool data included
 };
 
-class SqliteStore final : public MemoryStore {
+class SqliteStore final : public MemoryStore, public ContextReadScope {
  public:
   static Result<std::shared_ptr<SqliteStore>> open(const StoreOptions& options);
 
   // Every member of MemoryStore.
 #include "kernex/memory_store_overrides.inc"
 
+  // A context build's reads in one read transaction (context_reads.cpp): this thread holds
+  // mutex_ until the end.
+  void begin_context_reads() override;
+  void end_context_reads() override;
+
  private:
+  // mutex_ for one call, unless this thread's context reads hold it already: the call then reads
+  // in their transaction, and unlock()/lock() step out of it and back (for a write).
+  class Hold {
+   public:
+    explicit Hold(SqliteStore& store);
+    ~Hold();
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    void unlock();
+    void lock();
+
+   private:
+    SqliteStore& store_;
+    bool reading_;  // inside this thread's context reads
+    bool held_ = true;
+  };
+  static bool context_reads_in_one();  // KERNEX_CONTEXT_READS=each: no
+  bool reading_here() const { return reader_.load() == std::this_thread::get_id(); }
+  void resume_transaction();  // with mutex_ held: this thread's, a transaction begun
+  void pause_reads();         // the context reads' transaction ended and mutex_ released
+  void resume_reads();        // ... taken again, a new transaction begun
+  // writer_->write, out of this thread's context reads while it waits (the batch takes mutex_).
+  Result<void> write(GroupCommit::Work work);
   // Under mutex_: hot_ as the file is, cleared when another connection committed since.
   void check_hot();
   // The messages of an exchange as a read would return them (their JSON columns round-tripped).
@@ -95,6 +125,11 @@ class SqliteStore final : public MemoryStore {
   std::map<std::pair<std::string, std::string>, Error> failed_;  // by tenant and id
   std::deque<std::pair<std::string, std::string>> failed_order_;
   std::atomic<std::size_t> lazy_ = 0;  // lazy writes queued and not answered yet
+  // The context reads (begin_context_reads): the thread in them while it holds mutex_ through
+  // reader_lock_, and their nesting.
+  std::atomic<std::thread::id> reader_{};
+  std::unique_lock<std::mutex> reader_lock_;
+  int reader_depth_ = 0;
   // User messages this process saved above the recall watermark since it last indexed them.
   static constexpr std::size_t kIndexBatch = 32;
   std::atomic<std::size_t> unindexed_ = 0;

@@ -1,13 +1,17 @@
 // A hot session's context (the SQLite store keeps the newest messages of the conversations it
 // read or saved lately) equals a full build from a store that holds nothing yet, turn after turn:
 // with compaction, recall hits, a forget, and another connection writing between turns; and it
-// never shows a conversation to another tenant. Each suite runs with group commit and with every
-// write its own commit.
+// never shows a conversation to another tenant; and a build's reads are one snapshot
+// (kernex/context_reads.hpp) that a write inside it or another thread never deadlocks. Each suite
+// runs with group commit and with every write its own commit.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 
+#include <future>
+
 #include "context_builder.hpp"
+#include "kernex/context_reads.hpp"
 #include "kernex/plugin_host.hpp"
 #include "sqlite_raw.hpp"
 #include "temp_dir.hpp"
@@ -184,6 +188,71 @@ TEST_P(HotContext, AnotherTenantFindsNothingOfAHotConversation) {
   EXPECT_TRUE(built.context.history.empty());
   EXPECT_EQ(built.context.system_prompt.find("1234"), std::string::npos);
   EXPECT_EQ(hot->message_count(MemoryScope::local(), conv).value(), 10u);
+}
+
+// The kernel finds the store's one-snapshot bracket through the loaded plugin (a dynamic_cast
+// across the .so boundary), so every build above ran its reads inside it.
+TEST_P(HotContext, TheKernelFindsTheStoresContextReads) {
+  EXPECT_NE(dynamic_cast<ContextReadScope*>(hot.get()), nullptr);
+}
+
+// Inside the bracket the reads are one snapshot: another connection's commit is not seen until
+// the bracket ends (each read would see it otherwise).
+TEST_P(HotContext, ContextReadsAreOneSnapshot) {
+  const MemoryScope local = MemoryScope::local();
+  const std::string conv = started("alice", "hello there");
+  auto* reads = dynamic_cast<ContextReadScope*>(hot.get());
+  ASSERT_NE(reads, nullptr);
+  reads->begin_context_reads();
+  EXPECT_EQ(hot->oldest_messages(local, conv, 100).value().size(), 2u);
+  save(*open(), conv, "from elsewhere", 2);
+  EXPECT_EQ(hot->oldest_messages(local, conv, 100).value().size(), 2u);
+  EXPECT_EQ(hot->recent_messages(local, conv, 100).value().size(), 2u);
+  reads->end_context_reads();
+  EXPECT_EQ(hot->oldest_messages(local, conv, 100).value().size(), 4u);
+  EXPECT_EQ(hot->recent_messages(local, conv, 100).value().size(), 4u);
+}
+
+// Inside the bracket the store still settles a queued write and saves: the bracket never
+// deadlocks on the store's own writer, and a read after a save sees it. Nested brackets end
+// with the outermost.
+TEST_P(HotContext, WritesInsideContextReadsGoThrough) {
+  const MemoryScope local = MemoryScope::local();
+  auto* reads = dynamic_cast<ContextReadScope*>(hot.get());
+  ASSERT_NE(reads, nullptr);
+  reads->begin_context_reads();
+  reads->begin_context_reads();
+  const std::string conv =
+      hot->open_conversation(local, {"cli", "bob", ""}, limits.conversation_idle).value();
+  EXPECT_EQ(hot->message_count(local, conv).value(), 0u);
+  save(*hot, conv, "inside", 3);
+  EXPECT_EQ(hot->recent_messages(local, conv, 50).value().size(), 4u);
+  AuditRecord audit;
+  audit.tool = "lookup";
+  EXPECT_TRUE(hot->record_tool_call(local, audit));
+  reads->end_context_reads();
+  EXPECT_EQ(hot->oldest_messages(local, conv, 50).value().size(), 4u);
+  reads->end_context_reads();
+  EXPECT_EQ(open()->message_count(local, conv).value(), 4u);
+  EXPECT_EQ(hot->audit_log(local, 10).value().size(), 1u);
+}
+
+// Another thread's write and read during the bracket wait for its end, then go through.
+TEST_P(HotContext, AnotherThreadsCallsGoThroughOnceTheBracketEnds) {
+  const MemoryScope local = MemoryScope::local();
+  const std::string conv = started("alice", "hello there");
+  auto* reads = dynamic_cast<ContextReadScope*>(hot.get());
+  ASSERT_NE(reads, nullptr);
+  reads->begin_context_reads();
+  EXPECT_EQ(hot->oldest_messages(local, conv, 100).value().size(), 2u);
+  auto other = std::async(std::launch::async, [&] {
+    save(*hot, conv, "from another thread", 2);
+    return hot->oldest_messages(local, conv, 100).value().size();
+  });
+  EXPECT_EQ(hot->message_count(local, conv).value(), 2u);
+  reads->end_context_reads();
+  EXPECT_EQ(other.get(), 4u);
+  EXPECT_EQ(hot->message_count(local, conv).value(), 4u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Writes, HotContext, ::testing::Values(false, true),
