@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 
+#include "kernex/sqlite_wal_writes.hpp"
 #include "kernex/file_lock.hpp"
 
 namespace kernex::sqlite {
@@ -117,9 +118,9 @@ Result<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path, const Op
     }
   }
   sqlite3* raw = nullptr;
-  const int rc =
-      sqlite3_open_v2(path.c_str(), &raw,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  const int rc = sqlite3_open_v2(path.c_str(), &raw,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 sqlite_wal_vfs());
   std::unique_ptr<Db> db(new Db(raw, path));
   if (rc != SQLITE_OK) return std::unexpected(db->error("cannot open the database"));
   sqlite3_extended_result_codes(raw, 1);

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernex/sqlite_wal_writes.hpp"
 #include "kernex/file_lock.hpp"
 
 namespace kernex::server {
@@ -108,9 +109,9 @@ Result<sqlite3*> open_serve_db(const std::filesystem::path& file,
   KERNEX_ASSIGN_OR_RETURN(auto opening, FileLock::take(file.string() + ".open-lock"));
   sqlite3* db = nullptr;
   const mode_t old = ::umask(077);  // runs hold users' messages: owner only
-  const int rc =
-      sqlite3_open_v2(file.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  const int rc = sqlite3_open_v2(file.c_str(), &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                                 sqlite_wal_vfs());
   ::umask(old);
   if (rc != SQLITE_OK) {
     auto e = db_error(db, "opening " + file.string());
