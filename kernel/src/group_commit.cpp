@@ -107,9 +107,11 @@ void GroupCommit::enqueue(Item item) {
       if (!lazy) ++eager_;
       queue_.push_back(std::move(item));
       // A lazy item behind others wakes nobody: whoever put the first of them there already woke
-      // the writer (or leads a batch that takes them). A wake here was a futex call and a thread
-      // switch per run for a writer that only went back to sleep.
-      if (!lazy || first) wake_.notify_one();
+      // the writer (or leads a batch that takes them). Nor does the first while the writer polls
+      // (loop()). A wake here was a futex call and a thread switch per run for a writer that only
+      // went back to sleep.
+      if (lazy) lazy_seen_ = true;
+      if (!lazy || (first && !polling_)) wake_.notify_one();
       if (delaying_ && queue_.size() >= options_.max_batch) filled_.notify_one();
       return;
     }
@@ -160,8 +162,20 @@ GroupCommit::Stats GroupCommit::stats() const {
 
 void GroupCommit::loop() {
   std::unique_lock lock(mutex_);
+  const auto ready = [&] { return !committing_ && (stopping_ || !queue_.empty()); };
   for (;;) {
-    wake_.wait(lock, [&] { return !committing_ && (stopping_ || !queue_.empty()); });
+    if (lazy_seen_) {
+      // Lazy items came since the last wait: the writer polls every half lazy_delay while they
+      // keep coming, so they need not wake it (each run queues one, and its own write leads the
+      // batch that takes it). Quiet for a whole period, it sleeps until woken again.
+      lazy_seen_ = false;
+      polling_ = true;
+      wake_.wait_for(lock, options_.lazy_delay / 2, ready);
+      polling_ = false;
+      if (!ready()) continue;
+    } else {
+      wake_.wait(lock, ready);
+    }
     if (queue_.empty()) return;  // stopping, everything committed
     // Only lazy items: they wait for a write someone waits on, or for their delay.
     if (eager_ == 0 && !stopping_) {

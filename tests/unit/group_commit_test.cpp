@@ -209,6 +209,15 @@ TEST(GroupCommit, LazyItemsRideTheNextBatchOrTheirDelay) {
                       [&](const Result<void>&) { alone.set_value(); });
   alone.get_future().wait();
   EXPECT_EQ(count(file), 3);
+  // Lazy items that keep coming alone: the writer polls for them (none wakes it) and commits
+  // each after its delay all the same.
+  for (int i = 4; i < 9; ++i) {
+    std::promise<Result<void>> again;
+    writer->submit_lazy([&, i] { return insert(db, i, "alone again"); },
+                        [&](const Result<void>& r) { again.set_value(r); });
+    EXPECT_TRUE(again.get_future().get());
+  }
+  EXPECT_EQ(count(file), 8);
 }
 
 TEST(GroupCommit, AWriteFromInsideABatchIsRefusedNotDeadlocked) {

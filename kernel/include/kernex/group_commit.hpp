@@ -130,6 +130,8 @@ class GroupCommit {
   std::chrono::steady_clock::time_point lazy_since_{};
   bool stopping_ = false;
   bool committing_ = false;             // a thread (the writer or a leading caller) runs a batch
+  bool lazy_seen_ = false;              // a lazy item was queued since the writer last waited
+  bool polling_ = false;                // the writer waits at most half lazy_delay (loop())
   std::size_t last_durable_items_ = 0;  // how many items the last durable batch held
   std::condition_variable filled_;      // a delayed durable batch is full
   bool delaying_ = false;
