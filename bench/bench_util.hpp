@@ -7,7 +7,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <cstdint>
+#include <sstream>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace kernex::bench {
@@ -75,5 +78,19 @@ class ArgReader {
   int i_ = 0;
   std::string flag_;
 };
+
+// utime + stime of the process, in clock ticks (/proc/PID/stat fields 14 and 15).
+inline std::uint64_t cpu_ticks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string f;
+  std::uint64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14) utime = std::stoull(f);
+    if (i == 15) stime = std::stoull(f);
+  }
+  return utime + stime;
+}
 
 }  // namespace kernex::bench

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include <sys/resource.h>
+#include "bench_util.hpp"
 #include "follower_support.hpp"
 #include "serve_harness.hpp"
 
@@ -47,20 +48,6 @@ std::vector<double> probe(int port, const std::string& key, int requests, const 
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   return ms;
-}
-
-// utime + stime of the process, in clock ticks (/proc/PID/stat fields 14 and 15).
-std::uint64_t cpu_ticks(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
-  std::string f;
-  std::uint64_t utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14) utime = std::stoull(f);
-    if (i == 15) stime = std::stoull(f);
-  }
-  return utime + stime;
 }
 
 void raise_fd_limit() {
@@ -144,9 +131,9 @@ std::vector<std::unique_ptr<StuckFollower>> stuck_followers(int port, const std:
 // Still pushing into the kernel's socket buffers is not stuck yet: wait until the server's CPU
 // time stands still (under 5 % of a core over half a second).
 void wait_until_idle(pid_t pid) {
-  for (std::uint64_t before = cpu_ticks(pid);;) {
+  for (std::uint64_t before = kernex::bench::cpu_ticks(pid);;) {
     ::poll(nullptr, 0, 500);
-    const std::uint64_t now = cpu_ticks(pid);
+    const std::uint64_t now = kernex::bench::cpu_ticks(pid);
     if (now - before < 3) break;  // 100 ticks a second
     before = now;
   }

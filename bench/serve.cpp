@@ -346,14 +346,24 @@ void phase_rps(const Args& a, const fs::path& work) {
     return std::pair<std::string, std::string>{"/v1/sessions/b-" + std::to_string(i) + "/messages",
                                                R"({"message":"hi"})"};
   });
+  // Both share the machine's cores: the server's CPU and this client's, per run, say what a run
+  // costs apart from the client's own share.
+  const auto server_before = kb::cpu_ticks(serve.pid()), client_before = kb::cpu_ticks(::getpid());
   const auto r = client.hammer(a.connections, duration, [](std::size_t i) {
     return std::pair<std::string, std::string>{"/v1/sessions/r-" + std::to_string(i) + "/messages",
                                                R"({"message":"hi"})"};
   });
+  const double tick_us = 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double runs = static_cast<double>(std::max<std::size_t>(r.ok, 1));
+  const double server_us =
+      static_cast<double>(kb::cpu_ticks(serve.pid()) - server_before) * tick_us;
+  const double client_us = static_cast<double>(kb::cpu_ticks(::getpid()) - client_before) * tick_us;
   const double rps = r.ok / r.seconds, base_rps = base.ok / base.seconds;
   std::printf("  reply %zu bytes; kernex %zu ok %zu failed%s%s; bare %zu ok\n", probe.body.size(),
               r.ok, r.failed, r.first_failure.empty() ? "" : ", first: ", r.first_failure.c_str(),
               base.ok);
+  std::printf("  CPU per run: server %.0f us, this client %.0f us (%.2f of %.1f s busy)\n",
+              server_us / runs, client_us / runs, (server_us + client_us) / 1e6, r.seconds);
   row("non-streaming requests/s (replay)", fmt("%.0f req/s", rps),
       fmt("%.0f req/s bare Beast", base_rps), ">= 50 % of bare",
       r.failed == 0 && rps >= 0.5 * base_rps);
