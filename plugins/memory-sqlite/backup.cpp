@@ -59,7 +59,7 @@ Result<std::vector<std::string>> columns(Db& db, const char* table) {
 
 Result<Json> SqliteStore::export_json(const MemoryScope& scope) {
   settle();
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   // One read transaction: a consistent snapshot even while other processes write.
   KERNEX_RETURN_IF_ERROR(db_->exec("BEGIN"));
   Json doc{{"format", kFormat}, {"version", kVersion}};
@@ -141,7 +141,7 @@ Result<void> SqliteStore::import_json(const MemoryScope& scope, const Json& doc)
     return fail(ErrorCode::Parse,
                 "memory-sqlite: import: unsupported export version " + field("version").dump());
   }
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   hot_.clear();  // the import may add messages to conversations hot_ holds
   return db_->write<void>([&]() -> Result<void> {
     for (const auto& t : kTables) {

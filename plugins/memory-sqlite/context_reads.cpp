@@ -20,29 +20,38 @@ bool one_transaction_from_env() {
 
 }  // namespace
 
-SqliteStore::Hold::Hold(SqliteStore& store) : store_(store), reading_(store.reading_here()) {
-  if (!reading_) store_.mutex_.lock();
+SqliteStore::Hold::Hold(SqliteStore& store, Mode mode) : store_(store) {
+  if (!store_.reading_here()) {
+    store_.mutex_.lock();
+    return;
+  }
+  if (mode == Mode::Read) {
+    reading_ = true;  // the bracket holds mutex_ already
+    return;
+  }
+  // A write in a transaction of its own: out of the bracket's, then mutex_ as any other thread.
+  saved_depth_ = store_.pause_reads();
+  store_.mutex_.lock();
+  resume_after_ = true;
 }
 
 SqliteStore::Hold::~Hold() {
-  if (reading_) {
-    if (!held_) store_.resume_reads();
-  } else if (held_) {
-    store_.mutex_.unlock();
-  }
+  if (held_ && !reading_) store_.mutex_.unlock();
+  if (reading_ && !held_) store_.resume_reads(saved_depth_);
+  if (resume_after_) store_.resume_reads(saved_depth_);
 }
 
 void SqliteStore::Hold::unlock() {
   held_ = false;
   if (reading_)
-    store_.pause_reads();
+    saved_depth_ = store_.pause_reads();
   else
     store_.mutex_.unlock();
 }
 
 void SqliteStore::Hold::lock() {
   if (reading_)
-    store_.resume_reads();
+    store_.resume_reads(saved_depth_);
   else
     store_.mutex_.lock();
   held_ = true;
@@ -53,38 +62,42 @@ bool SqliteStore::context_reads_in_one() {
   return one;
 }
 
+// reader_ and reader_depth_ change only while this thread holds mutex_.
 void SqliteStore::begin_context_reads() {
   if (!context_reads_in_one()) return;
   if (reading_here()) {
     ++reader_depth_;
     return;
   }
-  reader_lock_ = std::unique_lock(mutex_);
-  reader_depth_ = 1;
-  resume_transaction();
+  mutex_.lock();
+  resume_transaction(1);
 }
 
 void SqliteStore::end_context_reads() {
   if (!reading_here() || --reader_depth_ > 0) return;
-  pause_reads();
+  (void)pause_reads();
 }
 
-void SqliteStore::resume_transaction() {
+void SqliteStore::resume_transaction(int depth) {
   reader_.store(std::this_thread::get_id());
+  reader_depth_ = depth;
   // Should BEGIN fail, each read is its own transaction, as without the bracket.
   (void)db_->exec("BEGIN");
 }
 
-void SqliteStore::pause_reads() {
+int SqliteStore::pause_reads() {
   if (sqlite3_get_autocommit(db_->handle()) == 0 && !db_->exec("COMMIT"))
     (void)db_->exec("ROLLBACK");
+  const int depth = reader_depth_;
+  reader_depth_ = 0;
   reader_.store(std::thread::id{});
-  reader_lock_.unlock();
+  mutex_.unlock();
+  return depth;
 }
 
-void SqliteStore::resume_reads() {
-  reader_lock_.lock();
-  resume_transaction();
+void SqliteStore::resume_reads(int depth) {
+  mutex_.lock();
+  resume_transaction(depth);
 }
 
 Result<void> SqliteStore::write(GroupCommit::Work work) {

@@ -14,7 +14,7 @@ Result<void> SqliteStore::store_lesson(const MemoryScope& scope, const Lesson& l
   if (invalid_utf8_at(l.rule) || invalid_utf8_at(l.domain)) {
     return fail(ErrorCode::Parse, "memory-sqlite: the lesson is not valid UTF-8");
   }
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<void>([&]() -> Result<void> {
     // Repeating a rule reinforces it (and moves it to the front) instead of adding a copy.
     KERNEX_ASSIGN_OR_RETURN(
@@ -81,7 +81,7 @@ Result<void> SqliteStore::store_outcome(const MemoryScope& scope, const OutcomeR
   if (invalid_utf8_at(o.lesson) || invalid_utf8_at(o.domain)) {
     return fail(ErrorCode::Parse, "memory-sqlite: the outcome is not valid UTF-8");
   }
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(auto stmt,
                             db_->prepare("INSERT INTO outcomes (sender_id, domain, score, lesson, "
@@ -122,7 +122,7 @@ Result<std::vector<OutcomeRecord>> SqliteStore::recent_outcomes(
 }
 
 Result<std::uint64_t> SqliteStore::prune_outcomes(const MemoryScope& scope, std::size_t keep) {
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<std::uint64_t>([&]() -> Result<std::uint64_t> {
     KERNEX_ASSIGN_OR_RETURN(
         auto stmt,

@@ -416,7 +416,7 @@ Result<void> SqliteStore::save_compaction_summary(const MemoryScope& scope,
                 "memory-sqlite: summary is not valid UTF-8 at offset " + std::to_string(*at));
   }
   settle();  // a conversation opened in this process may not be committed yet
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(auto stmt, db_->prepare(kUpsertSummary));
     stmt.bind_all(conversation_id, scope.tenant(), summary.text, summary.covered_messages);
@@ -485,7 +485,7 @@ Result<void> SqliteStore::close_conversation(const MemoryScope& scope,
                                              const std::string& conversation_id,
                                              const std::optional<std::string>& summary) {
   settle();  // a conversation opened in this process may not be committed yet
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
         auto close,
@@ -521,7 +521,7 @@ Result<void> SqliteStore::delete_conversation(const MemoryScope& scope,
       "DELETE FROM conversations WHERE id = ? AND tenant = ?",
   };
   settle();  // the conversation's own row may still be queued
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   hot_.forget(scope.tenant(), conversation_id);
   auto deleted = db_->write<void>([&]() -> Result<void> {
     KERNEX_ASSIGN_OR_RETURN(
@@ -781,7 +781,7 @@ Result<void> SqliteStore::store_fact(const MemoryScope& scope, const std::string
   if (invalid_utf8_at(key) || invalid_utf8_at(value)) {
     return fail(ErrorCode::Parse, "memory-sqlite: fact '" + key + "' is not valid UTF-8");
   }
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<void>([&]() -> Result<void> {
     // Re-storing a soft-deleted fact brings it back with the new value.
     KERNEX_ASSIGN_OR_RETURN(
@@ -836,7 +836,7 @@ Result<bool> SqliteStore::soft_delete_fact(const MemoryScope& scope, const std::
 Result<std::uint64_t> SqliteStore::soft_delete_facts(const MemoryScope& scope,
                                                      const std::string& sender_id,
                                                      const std::optional<std::string>& key) {
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<std::uint64_t>([&]() -> Result<std::uint64_t> {
     KERNEX_ASSIGN_OR_RETURN(
         auto stmt,
@@ -917,7 +917,7 @@ Result<void> SqliteStore::insert_usage(const MemoryScope& scope, const UsageReco
 }
 
 Result<void> SqliteStore::record_usage(const MemoryScope& scope, const UsageRecord& rec) {
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<void>([&]() { return insert_usage(scope, rec); });
 }
 

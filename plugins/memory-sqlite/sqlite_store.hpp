@@ -42,10 +42,13 @@ class SqliteStore final : public MemoryStore, public ContextReadScope {
 
  private:
   // mutex_ for one call, unless this thread's context reads hold it already: the call then reads
-  // in their transaction, and unlock()/lock() step out of it and back (for a write).
+  // in their transaction, and unlock()/lock() step out of it and back (for a write through the
+  // writer). Mode::Write is for a call that runs its own transaction on the connection (BEGIN
+  // IMMEDIATE): on the reading thread it steps out of the bracket for the whole call.
   class Hold {
    public:
-    explicit Hold(SqliteStore& store);
+    enum class Mode { Read, Write };
+    explicit Hold(SqliteStore& store, Mode mode = Mode::Read);
     ~Hold();
     Hold(const Hold&) = delete;
     Hold& operator=(const Hold&) = delete;
@@ -54,14 +57,16 @@ class SqliteStore final : public MemoryStore, public ContextReadScope {
 
    private:
     SqliteStore& store_;
-    bool reading_;  // inside this thread's context reads
-    bool held_ = true;
+    bool reading_ = false;       // inside this thread's context reads, which hold mutex_
+    bool held_ = true;           // by this Hold or the bracket
+    bool resume_after_ = false;  // Mode::Write stepped out of the bracket
+    int saved_depth_ = 0;        // the bracket's nesting while stepped out
   };
   static bool context_reads_in_one();  // KERNEX_CONTEXT_READS=each: no
   bool reading_here() const { return reader_.load() == std::this_thread::get_id(); }
-  void resume_transaction();  // with mutex_ held: this thread's, a transaction begun
-  void pause_reads();         // the context reads' transaction ended and mutex_ released
-  void resume_reads();        // ... taken again, a new transaction begun
+  void resume_transaction(int depth);  // with mutex_ held: this thread's, a transaction begun
+  int pause_reads();                   // the transaction ended, mutex_ released: the nesting
+  void resume_reads(int depth);        // mutex_ taken again, a new transaction begun
   // writer_->write, out of this thread's context reads while it waits (the batch takes mutex_).
   Result<void> write(GroupCommit::Work work);
   // Under mutex_: hot_ as the file is, cleared when another connection committed since.
@@ -125,10 +130,9 @@ class SqliteStore final : public MemoryStore, public ContextReadScope {
   std::map<std::pair<std::string, std::string>, Error> failed_;  // by tenant and id
   std::deque<std::pair<std::string, std::string>> failed_order_;
   std::atomic<std::size_t> lazy_ = 0;  // lazy writes queued and not answered yet
-  // The context reads (begin_context_reads): the thread in them while it holds mutex_ through
-  // reader_lock_, and their nesting.
+  // The context reads (begin_context_reads): the thread in them while it holds mutex_, and their
+  // nesting; both change only under mutex_.
   std::atomic<std::thread::id> reader_{};
-  std::unique_lock<std::mutex> reader_lock_;
   int reader_depth_ = 0;
   // User messages this process saved above the recall watermark since it last indexed them.
   static constexpr std::size_t kIndexBatch = 32;

@@ -82,7 +82,7 @@ Result<std::string> SqliteStore::create_task(const MemoryScope& scope, const Tas
     return fail(ErrorCode::Parse, "memory-sqlite: the task description is not valid UTF-8");
   }
   if (spec.max_retries == 0) spec.max_retries = 1;
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<std::string>([&]() -> Result<std::string> {
     // Exact duplicate, then a similar description due within half an hour (kernex's dedup).
     std::optional<std::string> duplicate;
@@ -152,7 +152,7 @@ Result<std::vector<Task>> SqliteStore::claim_due_tasks(const MemoryScope& scope,
                                                        std::size_t limit) {
   if (worker.empty())
     return fail(ErrorCode::Usage, "memory-sqlite: claiming tasks needs a worker id");
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   // One UPDATE … RETURNING under the write lock: no other process can claim the same rows. A
   // pending task is due at its retry time when a failed attempt set one, else at its occurrence.
   static const std::string sql =
@@ -228,7 +228,7 @@ bool holds(const Task& t, const std::string& worker) {
 
 Result<bool> SqliteStore::complete_task(const MemoryScope& scope, const std::string& id,
                                         const std::string& worker) {
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<bool>([&]() -> Result<bool> {
     KERNEX_ASSIGN_OR_RETURN(auto found, held_task(scope, id));
     std::optional<Task> t = std::move(found);
@@ -251,7 +251,7 @@ Result<bool> SqliteStore::complete_task(const MemoryScope& scope, const std::str
 
 Result<bool> SqliteStore::fail_task(const MemoryScope& scope, const std::string& id,
                                     const std::string& worker, const std::string& error) {
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<bool>([&]() -> Result<bool> {
     KERNEX_ASSIGN_OR_RETURN(auto found, held_task(scope, id));
     std::optional<Task> t = std::move(found);
@@ -281,7 +281,7 @@ Result<bool> SqliteStore::cancel_task(const MemoryScope& scope, const std::strin
                                       const std::string& sender_id) {
   if (id_prefix.empty())
     return fail(ErrorCode::Usage, "memory-sqlite: cancelling a task needs an id or id prefix");
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<bool>([&]() -> Result<bool> {
     // The prefix is compared literally (kernex used LIKE, where % and _ are wildcards).
     KERNEX_ASSIGN_OR_RETURN(
@@ -328,7 +328,7 @@ Result<std::string> SqliteStore::record_task_run(const MemoryScope& scope, const
     KERNEX_ASSIGN_OR_RETURN(auto f, normalize_time(run.finished_at, "task run finished_at"));
     finished = f;
   }
-  Hold lock(*this);
+  Hold lock(*this, Hold::Mode::Write);
   return db_->write<std::string>([&]() -> Result<std::string> {
     const std::string id = new_uuid();
     KERNEX_ASSIGN_OR_RETURN(

@@ -102,6 +102,13 @@ class HotContext : public ::testing::TestWithParam<bool> {
     save(*hot, built.conversation_id, text, n);
     return built.conversation_id;
   }
+  // The hot store's context reads (the kernel's bracket), begun.
+  ContextReadScope* begin_reads() {
+    auto* reads = dynamic_cast<ContextReadScope*>(hot.get());
+    EXPECT_NE(reads, nullptr);
+    if (reads != nullptr) reads->begin_context_reads();
+    return reads;
+  }
   // The conversation of `sender` committed, so a store opened later finds it.
   std::string started(const std::string& sender, const std::string& text) {
     auto first = build(*hot, sender, text, MemoryScope::local());
@@ -201,9 +208,8 @@ TEST_P(HotContext, TheKernelFindsTheStoresContextReads) {
 TEST_P(HotContext, ContextReadsAreOneSnapshot) {
   const MemoryScope local = MemoryScope::local();
   const std::string conv = started("alice", "hello there");
-  auto* reads = dynamic_cast<ContextReadScope*>(hot.get());
+  auto* reads = begin_reads();
   ASSERT_NE(reads, nullptr);
-  reads->begin_context_reads();
   EXPECT_EQ(hot->oldest_messages(local, conv, 100).value().size(), 2u);
   save(*open(), conv, "from elsewhere", 2);
   EXPECT_EQ(hot->oldest_messages(local, conv, 100).value().size(), 2u);
@@ -218,9 +224,8 @@ TEST_P(HotContext, ContextReadsAreOneSnapshot) {
 // with the outermost.
 TEST_P(HotContext, WritesInsideContextReadsGoThrough) {
   const MemoryScope local = MemoryScope::local();
-  auto* reads = dynamic_cast<ContextReadScope*>(hot.get());
+  auto* reads = begin_reads();
   ASSERT_NE(reads, nullptr);
-  reads->begin_context_reads();
   reads->begin_context_reads();
   const std::string conv =
       hot->open_conversation(local, {"cli", "bob", ""}, limits.conversation_idle).value();
@@ -241,9 +246,8 @@ TEST_P(HotContext, WritesInsideContextReadsGoThrough) {
 TEST_P(HotContext, AnotherThreadsCallsGoThroughOnceTheBracketEnds) {
   const MemoryScope local = MemoryScope::local();
   const std::string conv = started("alice", "hello there");
-  auto* reads = dynamic_cast<ContextReadScope*>(hot.get());
+  auto* reads = begin_reads();
   ASSERT_NE(reads, nullptr);
-  reads->begin_context_reads();
   EXPECT_EQ(hot->oldest_messages(local, conv, 100).value().size(), 2u);
   auto other = std::async(std::launch::async, [&] {
     save(*hot, conv, "from another thread", 2);
@@ -253,6 +257,33 @@ TEST_P(HotContext, AnotherThreadsCallsGoThroughOnceTheBracketEnds) {
   reads->end_context_reads();
   EXPECT_EQ(other.get(), 4u);
   EXPECT_EQ(hot->message_count(local, conv).value(), 4u);
+}
+
+// Two threads in brackets of their own, each stepping out for writes (a queued conversation
+// settled, an exchange saved) while the other takes the store: neither ever finds the other's
+// bracket in its way, and every save is there.
+TEST_P(HotContext, TwoThreadsSteppingOutOfTheirBracketsNeverCollide) {
+  const MemoryScope local = MemoryScope::local();
+  const auto run = [&](const std::string& sender) {
+    for (int i = 0; i < 15; ++i) {
+      auto* reads = begin_reads();
+      if (reads == nullptr) return;
+      const std::string conv =
+          hot->open_conversation(local, {"cli", sender + std::to_string(i), ""},
+                                 limits.conversation_idle)
+              .value();
+      EXPECT_EQ(hot->message_count(local, conv).value(), 0u);
+      save(*hot, conv, "from " + sender, 1);
+      EXPECT_EQ(hot->oldest_messages(local, conv, 10).value().size(), 2u);
+      reads->end_context_reads();
+    }
+  };
+  auto other = std::async(std::launch::async, run, "bob");
+  run("carol");
+  other.get();
+  ConversationFilter all;
+  all.limit = 100;
+  EXPECT_EQ(open()->list_conversations(local, all).value().size(), 30u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Writes, HotContext, ::testing::Values(false, true),

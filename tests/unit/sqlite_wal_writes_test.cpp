@@ -3,7 +3,8 @@
 // back whole by other connections and a child process, a spilled transaction rolled back while
 // another connection commits, a write that fails failing its commit, and kill -9 between
 // acknowledged commits. Below the VFS sits a counting VFS (registered as the default first), so
-// the tests see the writes that reach the file.
+// the tests see the writes that reach the file. Two connections through the VFS read and commit
+// side by side, and a commit whose checksums SQLite rewrites in place is read whole.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "kernex/sqlite_wal_writes.hpp"
 #include "temp_dir.hpp"
@@ -236,6 +238,60 @@ TEST_F(WalWrites, ASpilledTransactionRolledBackNeverOverwritesAnotherCommit) {
   EXPECT_EQ(scalar(check, "SELECT count(*) FROM t"), 550);
   EXPECT_EQ(text(check, "PRAGMA integrity_check"), "ok");
   sqlite3_close_v2(check);
+}
+
+// Two connections through the VFS in one process, one committing, one reading all the while
+// (each read locks the wal-index): every commit the reader sees is whole, the count row and the
+// rows it counts always agree.
+TEST_F(WalWrites, AReaderThroughTheVfsSeesOnlyWholeCommits) {
+  ASSERT_EQ(exec(writer, "CREATE TABLE meta(n INTEGER); INSERT INTO meta VALUES (0)"), SQLITE_OK);
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0}, reads{0};
+  std::thread reader([&] {
+    sqlite3* db = open_db(file, vfs);
+    while (!done.load()) {
+      if (scalar(db,
+                 "SELECT (SELECT count(*) FROM t) = (SELECT n FROM meta) AND "
+                 "(SELECT count(*) FROM t WHERE length(v) != 700) = 0") != 1)
+        ++bad;
+      ++reads;
+    }
+    sqlite3_close_v2(db);
+  });
+  for (int i = 0; i < 200 || reads.load() < 50; ++i) {
+    ASSERT_EQ(exec(writer, "BEGIN; " + insert_rows(i * 10 + 1, 10, 700) +
+                               "; UPDATE meta SET n = n + 10; COMMIT"),
+              SQLITE_OK);
+  }
+  done = true;
+  reader.join();
+  EXPECT_EQ(bad.load(), 0) << "of " << reads.load() << " reads";
+  EXPECT_EQ(text(writer, "PRAGMA integrity_check"), "ok");
+}
+
+// A transaction that spills frames, then changes a page it already spilled, is committed with its
+// frames' checksums rewritten in place (SQLite's iReCksum path): a child process reads it whole.
+TEST_F(WalWrites, ACommitWhoseChecksumsAreRewrittenIsReadWhole) {
+  ASSERT_EQ(exec(writer, "PRAGMA cache_size=5"), SQLITE_OK);
+  ASSERT_EQ(exec(writer, "BEGIN"), SQLITE_OK);
+  ASSERT_EQ(exec(writer, insert_rows(1, 200, 900)), SQLITE_OK);
+  ASSERT_EQ(exec(writer, "UPDATE t SET v = randomblob(900) WHERE id <= 5"), SQLITE_OK);
+  ASSERT_EQ(exec(writer, insert_rows(1000, 5, 900)), SQLITE_OK);
+  ASSERT_EQ(exec(writer, "COMMIT"), SQLITE_OK);
+  sqlite3_close_v2(writer);  // no connection crosses the fork
+  writer = nullptr;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) _exit(2);
+    const bool ok =
+        scalar(db, "SELECT count(*) FROM t") == 205 && text(db, "PRAGMA integrity_check") == "ok";
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST_F(WalWrites, AWriteThatFailsFailsItsCommit) {

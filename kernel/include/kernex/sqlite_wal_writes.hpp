@@ -2,114 +2,73 @@
 // two pwrite calls (its 24-byte header, then its page): a turn's exchange is 13 pages, 26 system
 // calls, about 50 µs on this VM against 5-9 µs for one write of the same bytes (measured).
 //
-// sqlite_wal_vfs() names a VFS that passes everything to the default one, except consecutive
-// writes to a WAL file: those are held and written in one call when
-//   1. the page of a commit frame arrives (its header carries the commit's database size): that
-//      write returns the call's result, so a failure fails the commit exactly as before;
+// sqlite_wal_vfs() names a VFS that passes everything to the default one, except a connection's
+// appends to its WAL file: consecutive ones are held and written in one call when
+//   1. the page of a commit frame arrives (the frame's header, written just before it, carries
+//      the commit's database size): that write returns the call's result, so a failure fails the
+//      commit exactly as before;
 //   2. anything else touches that WAL file (read, sync, size, truncate, lock, close), a write does
-//      not follow on, or 96 KiB are held;
-//   3. any connection of this process locks or unlocks the database's wal-index (a spilled
-//      transaction's frames, rolled back, are written before its write lock is released).
-// A frame is published (the wal-index header) only after its commit frame, so no reader in this
-// process or another sees a frame before it is in the file, and nothing SQLite acknowledges is
-// held: xSync (synchronous=FULL) writes first. KERNEX_WAL_WRITES=each in the environment: the
-// default VFS (the benches' baseline). Header-only: only code that links SQLite includes it.
+//      not follow on, or 96 KiB are held (the unix VFS writes at most 128 KiB - 1 in one call);
+//   3. the connection locks or unlocks its wal-index (a spilled transaction's frames, rolled back,
+//      are written before its write lock goes).
+// Rewrites are never held: a frame header rewritten where it was just read (its checksum, when
+// a transaction overwrote a frame in place), and the rest of a frame split by a sync (sector
+// padding). So a frame is in the file before the wal-index header publishes it, and before COMMIT
+// returns: no reader in this process or another sees a frame that is not. A failed write of held
+// bytes is returned by the call that made it, or by the file's next write, sync or lock.
+// KERNEX_WAL_WRITES=each in the environment: the default VFS (the benches' baseline).
+// Header-only: only code that links SQLite includes it.
 #pragma once
 
 #include <sqlite3.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <new>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <vector>
+#include <type_traits>
 
 namespace kernex {
 namespace wal_writes {
 
-struct File;
-
-// The files of one database in this process: a wal-index lock on any of them writes what any of
-// its WAL files hold.
-struct Group {
-  std::mutex mutex;              // the WAL files' held writes
-  std::atomic<int> holding{0};   // WAL files holding writes
-  std::vector<File*> wal_files;  // under mutex
-  int users = 0;                 // open files (under the registry's mutex)
-};
-
-struct File {
-  sqlite3_file base;  // first: SQLite sees this
-  sqlite3_file* real = nullptr;
-  Group* group = nullptr;
-  bool wal = false;
-  std::vector<char> held;  // WAL files: writes held since held_at (under group->mutex)
-  sqlite3_int64 held_at = 0;
-  bool commit_next = false;  // the last write held was a commit frame's header
-};
-
-// The unix VFS writes at most 128 KiB - 1 in one call (seekAndWriteFd masks the size with
-// 0x1ffff): what is held stays below that.
 inline constexpr std::size_t kMaxHeld = 96u << 10;
 inline constexpr int kFrameHeader = 24;
+
+// SQLite's file object, then ours. Standard layout, so a sqlite3_file* is a File*.
+struct File {
+  sqlite3_file base;
+  sqlite3_file* real;
+  File* wal;    // a main database file: its connection's WAL file, while open
+  File* owner;  // a WAL file: its connection's main database file
+  char* held;   // a WAL file: the writes held, kMaxHeld bytes (null: none are held)
+  std::size_t held_size;
+  sqlite3_int64 held_at;
+  sqlite3_int64 commit_page_at;  // where the commit frame's page goes (-1: none pending)
+  sqlite3_int64 last_read_at;
+  bool after_sync;
+  int failed;  // a held write that failed where no caller could be told: the next call's result
+};
+static_assert(std::is_standard_layout_v<File>);
 
 inline File& of(sqlite3_file* f) { return *reinterpret_cast<File*>(f); }
 inline sqlite3_file* real_of(sqlite3_file* f) { return of(f).real; }
 
-class Registry {
- public:
-  Group* join(const char* db_path) {
-    std::lock_guard lock(mutex_);
-    auto& g = groups_[db_path];
-    if (!g) g = std::make_unique<Group>();
-    ++g->users;
-    return g.get();
-  }
-  void leave(Group* g) {
-    std::lock_guard lock(mutex_);
-    if (--g->users > 0) return;
-    for (auto it = groups_.begin(); it != groups_.end(); ++it)
-      if (it->second.get() == g) {
-        groups_.erase(it);
-        return;
-      }
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<std::string, std::unique_ptr<Group>> groups_;
-};
-
-// Under f.group->mutex.
 inline int write_held(File& f) {
-  if (f.held.empty()) return SQLITE_OK;
-  const int rc =
-      f.real->pMethods->xWrite(f.real, f.held.data(), static_cast<int>(f.held.size()), f.held_at);
-  f.held.clear();
-  f.commit_next = false;
-  f.group->holding.fetch_sub(1);
+  if (f.held_size == 0) return SQLITE_OK;
+  const int rc = f.real->pMethods->xWrite(f.real, f.held, static_cast<int>(f.held_size), f.held_at);
+  f.held_size = 0;
   return rc;
 }
 
+// The file's own held bytes (and an earlier failure), before any other call on it.
 inline int flush(File& f) {
-  if (!f.wal) return SQLITE_OK;
-  std::lock_guard lock(f.group->mutex);
-  return write_held(f);
-}
-
-inline int flush_group(Group* g) {
-  if (g == nullptr || g->holding.load() == 0) return SQLITE_OK;
-  std::lock_guard lock(g->mutex);
-  int rc = SQLITE_OK;
-  for (File* w : g->wal_files)
-    if (const int r = write_held(*w); r != SQLITE_OK) rc = r;
-  return rc;
+  if (f.held == nullptr) return SQLITE_OK;
+  if (const int rc = write_held(f); rc != SQLITE_OK) return rc;
+  const int failed = f.failed;
+  f.failed = SQLITE_OK;
+  return failed;
 }
 
 inline bool commit_header(const void* data, int n) {
@@ -118,31 +77,40 @@ inline bool commit_header(const void* data, int n) {
   return (b[4] | b[5] | b[6] | b[7]) != 0;  // the database's size after a commit; 0 otherwise
 }
 
-inline int file_write(sqlite3_file* file, const void* data, int n, sqlite3_int64 at) {
-  File& f = of(file);
-  if (!f.wal) return f.real->pMethods->xWrite(f.real, data, n, at);
-  std::lock_guard lock(f.group->mutex);
-  const bool header = commit_header(data, n);
-  const bool completes_commit = f.commit_next && !header;
-  const bool follows =
-      !f.held.empty() && at == f.held_at + static_cast<sqlite3_int64>(f.held.size());
-  if (!f.held.empty() && (!follows || f.held.size() + static_cast<std::size_t>(n) > kMaxHeld)) {
-    if (const int rc = write_held(f); rc != SQLITE_OK) return rc;
-  }
-  if (static_cast<std::size_t>(n) > kMaxHeld) return f.real->pMethods->xWrite(f.real, data, n, at);
-  if (f.held.empty()) {
-    f.held_at = at;
-    f.group->holding.fetch_add(1);
-  }
-  const auto* bytes = static_cast<const char*>(data);
-  f.held.insert(f.held.end(), bytes, bytes + n);
-  f.commit_next = header;
-  return completes_commit ? write_held(f) : SQLITE_OK;  // the commit frame is whole
+inline int write_through(File& f, const void* data, int n, sqlite3_int64 at) {
+  if (const int rc = flush(f); rc != SQLITE_OK) return rc;
+  return f.real->pMethods->xWrite(f.real, data, n, at);
 }
 
-inline Registry& registry() {
-  static Registry r;
-  return r;
+// Appends the write to what is held (writing that first when the write does not follow on).
+inline int hold(File& f, const void* data, int n, sqlite3_int64 at) {
+  const bool follows = at == f.held_at + static_cast<sqlite3_int64>(f.held_size);
+  if (f.held_size > 0 && (!follows || f.held_size + static_cast<std::size_t>(n) > kMaxHeld)) {
+    if (const int rc = flush(f); rc != SQLITE_OK) return rc;
+  }
+  if (f.held_size == 0) f.held_at = at;
+  std::memcpy(f.held + f.held_size, data, static_cast<std::size_t>(n));
+  f.held_size += static_cast<std::size_t>(n);
+  return SQLITE_OK;
+}
+
+inline int file_write(sqlite3_file* file, const void* data, int n, sqlite3_int64 at) {
+  File& f = of(file);
+  if (f.held == nullptr || n <= 0) return write_through(f, data, n, at);
+  // A header rewritten where it was just read, the rest of a frame a sync split, or a write too
+  // big to hold: written now, after what is held.
+  const bool now = (n == kFrameHeader && at == f.last_read_at) || f.after_sync ||
+                   static_cast<std::size_t>(n) > kMaxHeld;
+  f.after_sync = false;
+  f.last_read_at = -1;
+  int rc = now ? write_through(f, data, n, at) : hold(f, data, n, at);
+  if (commit_header(data, n)) {
+    f.commit_page_at = at + kFrameHeader;
+  } else if (at == f.commit_page_at) {
+    f.commit_page_at = -1;
+    if (rc == SQLITE_OK) rc = flush(f);  // the commit frame is whole
+  }
+  return rc;
 }
 
 // The wrapped methods: a WAL file writes what it holds before anything else.
@@ -152,23 +120,41 @@ int forward(sqlite3_file* f, A... a) {
   return (real_of(f)->pMethods->*Method)(real_of(f), a...);
 }
 
+inline int file_read(sqlite3_file* file, void* data, int n, sqlite3_int64 at) {
+  of(file).last_read_at = at;
+  return forward<&sqlite3_io_methods::xRead, void*, int, sqlite3_int64>(file, data, n, at);
+}
+
+inline int file_sync(sqlite3_file* file, int flags) {
+  File& f = of(file);
+  const int rc = forward<&sqlite3_io_methods::xSync, int>(file, flags);
+  f.after_sync = f.held != nullptr;  // what follows may finish a frame the sync split
+  return rc;
+}
+
 inline int file_close(sqlite3_file* file) {
   File& f = of(file);
-  int rc = flush(f);
-  if (f.group != nullptr) {
-    if (f.wal) {
-      std::lock_guard lock(f.group->mutex);
-      std::erase(f.group->wal_files, &f);
-    }
-    registry().leave(f.group);
-  }
-  const int closed = f.real->pMethods ? f.real->pMethods->xClose(f.real) : SQLITE_OK;
-  f.~File();
+  const int rc = flush(f);
+  if (f.owner != nullptr) f.owner->wal = nullptr;
+  if (f.wal != nullptr) f.wal->owner = nullptr;
+  std::free(f.held);
+  const int closed = f.real->pMethods->xClose(f.real);
   return rc != SQLITE_OK ? rc : closed;
 }
 
+// The connection's wal-index lock: its WAL's held bytes are written first. The lock call itself
+// always goes on (SQLite ignores an unlock's result); a failed write is the WAL file's next
+// call's result then.
 inline int shm_lock(sqlite3_file* file, int offset, int n, int flags) {
-  if (const int rc = flush_group(of(file).group); rc != SQLITE_OK) return rc;
+  int rc = SQLITE_OK;
+  if (File* wal = of(file).wal; wal != nullptr) {
+    rc = write_held(*wal);
+    if (rc != SQLITE_OK && (flags & SQLITE_SHM_UNLOCK)) {
+      wal->failed = rc;
+      rc = SQLITE_OK;
+    }
+  }
+  if (rc != SQLITE_OK) return rc;
   return real_of(file)->pMethods->xShmLock(real_of(file), offset, n, flags);
 }
 
@@ -177,10 +163,10 @@ inline const sqlite3_io_methods* methods() {
     sqlite3_io_methods x{};
     x.iVersion = 3;
     x.xClose = file_close;
-    x.xRead = forward<&sqlite3_io_methods::xRead, void*, int, sqlite3_int64>;
+    x.xRead = file_read;
     x.xWrite = file_write;
     x.xTruncate = forward<&sqlite3_io_methods::xTruncate, sqlite3_int64>;
-    x.xSync = forward<&sqlite3_io_methods::xSync, int>;
+    x.xSync = file_sync;
     x.xFileSize = forward<&sqlite3_io_methods::xFileSize, sqlite3_int64*>;
     x.xLock = forward<&sqlite3_io_methods::xLock, int>;
     x.xUnlock = forward<&sqlite3_io_methods::xUnlock, int>;
@@ -206,30 +192,34 @@ inline sqlite3_vfs* real_vfs(sqlite3_vfs* v) { return static_cast<sqlite3_vfs*>(
 // The real file sits after File in the block SQLite allocates (szOsFile).
 inline constexpr int kFileBytes = (sizeof(File) + 15) / 16 * 16;
 
+// A WAL file of a connection whose database file is ours: linked both ways, with a buffer.
+inline void link_wal(File& f, sqlite3_filename name) {
+  sqlite3_file* db = sqlite3_database_file_object(name);
+  if (db == nullptr || db->pMethods != methods()) return;
+  f.held = static_cast<char*>(std::malloc(kMaxHeld));
+  if (f.held == nullptr) return;  // no memory: nothing held, every write goes through
+  f.owner = &of(db);
+  f.owner->wal = &f;
+}
+
 inline int file_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* file, int flags,
                      int* out_flags) {
   auto* f = new (file) File{};
   f->real = reinterpret_cast<sqlite3_file*>(reinterpret_cast<char*>(file) + kFileBytes);
   f->real->pMethods = nullptr;
+  f->commit_page_at = f->last_read_at = -1;
   const int rc = real_vfs(vfs)->xOpen(real_vfs(vfs), name, f->real, flags, out_flags);
   if (f->real->pMethods == nullptr) {  // nothing to close: SQLite will not call xClose
-    f->~File();
     file->pMethods = nullptr;
     return rc != SQLITE_OK ? rc : SQLITE_CANTOPEN;
   }
   f->base.pMethods = methods();
-  if (rc != SQLITE_OK || name == nullptr) return rc;
-  if (flags & SQLITE_OPEN_MAIN_DB) {
-    f->group = registry().join(name);
-  } else if (flags & SQLITE_OPEN_WAL) {
-    f->group = registry().join(sqlite3_filename_database(name));
-    f->wal = true;
-    std::lock_guard lock(f->group->mutex);
-    f->group->wal_files.push_back(f);
-  }
+  if (rc == SQLITE_OK && name != nullptr && (flags & SQLITE_OPEN_WAL)) link_wal(*f, name);
   return rc;
 }
 
+// Registered once per shared object that includes this header and never unregistered: the
+// struct and its name are never freed, so SQLite's list of VFSes stays valid whatever is unloaded.
 class Vfs {
  public:
   Vfs() {
@@ -278,9 +268,6 @@ class Vfs {
     };
     registered_ = sqlite3_vfs_register(&vfs_, 0) == SQLITE_OK;
   }
-  ~Vfs() {
-    if (registered_) sqlite3_vfs_unregister(&vfs_);
-  }
   Vfs(const Vfs&) = delete;
   Vfs& operator=(const Vfs&) = delete;
   const char* name() const { return registered_ ? name_.c_str() : nullptr; }
@@ -294,16 +281,15 @@ class Vfs {
 }  // namespace wal_writes
 
 // The VFS name to pass to sqlite3_open_v2 (nullptr: the default VFS, when KERNEX_WAL_WRITES=each
-// or the VFS could not be registered). One per shared object that includes this header; it is
-// unregistered when that object is unloaded.
+// or the VFS could not be registered).
 inline const char* sqlite_wal_vfs() {
-  static const bool each = [] {
+  static const char* const name = []() -> const char* {
     const char* v = std::getenv("KERNEX_WAL_WRITES");
-    return v != nullptr && std::string_view(v) == "each";
+    if (v != nullptr && std::string_view(v) == "each") return nullptr;
+    static auto* vfs = new wal_writes::Vfs;  // never freed: see Vfs
+    return vfs->name();
   }();
-  if (each) return nullptr;
-  static wal_writes::Vfs vfs;
-  return vfs.name();
+  return name;
 }
 
 }  // namespace kernex
