@@ -23,6 +23,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -218,18 +219,19 @@ inline int file_open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* file
   return rc;
 }
 
-// Registered once per shared object that includes this header and never unregistered: the
-// struct and its name are never freed, so SQLite's list of VFSes stays valid whatever is unloaded.
+// Registered once per shared object that includes this header, unregistered when that object is
+// unloaded (its stores are closed first) or the process exits. Its members are trivially
+// destructible, so a connection some other static closes later still finds them in place.
 class Vfs {
  public:
   Vfs() {
     sqlite3_vfs* real = sqlite3_vfs_find(nullptr);
     if (real == nullptr) return;
-    name_ = "kernex-wal-writes-" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
+    std::snprintf(name_, sizeof name_, "kernex-wal-writes-%p", static_cast<void*>(this));
     vfs_.iVersion = 2;
     vfs_.szOsFile = kFileBytes + real->szOsFile;
     vfs_.mxPathname = real->mxPathname;
-    vfs_.zName = name_.c_str();
+    vfs_.zName = name_;
     vfs_.pAppData = real;
     vfs_.xOpen = file_open;
     vfs_.xDelete = [](sqlite3_vfs* v, const char* n, int d) {
@@ -268,12 +270,15 @@ class Vfs {
     };
     registered_ = sqlite3_vfs_register(&vfs_, 0) == SQLITE_OK;
   }
+  ~Vfs() {
+    if (registered_) sqlite3_vfs_unregister(&vfs_);
+  }
   Vfs(const Vfs&) = delete;
   Vfs& operator=(const Vfs&) = delete;
-  const char* name() const { return registered_ ? name_.c_str() : nullptr; }
+  const char* name() const { return registered_ ? name_ : nullptr; }
 
  private:
-  std::string name_;
+  char name_[64] = {};
   sqlite3_vfs vfs_{};
   bool registered_ = false;
 };
@@ -286,8 +291,8 @@ inline const char* sqlite_wal_vfs() {
   static const char* const name = []() -> const char* {
     const char* v = std::getenv("KERNEX_WAL_WRITES");
     if (v != nullptr && std::string_view(v) == "each") return nullptr;
-    static auto* vfs = new wal_writes::Vfs;  // never freed: see Vfs
-    return vfs->name();
+    static wal_writes::Vfs vfs;
+    return vfs.name();
   }();
   return name;
 }
