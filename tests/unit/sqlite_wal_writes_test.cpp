@@ -33,6 +33,8 @@ struct Counting {
   static inline sqlite3_io_methods methods{};
   static inline std::atomic<int> wal_writes{0};
   static inline std::atomic<bool> fail_wal_writes{false};
+  static inline std::atomic<bool> check_barriers{false};
+  static inline std::atomic<int> held_at_barrier{0};
 
   struct File {
     sqlite3_file base;
@@ -89,7 +91,12 @@ struct Counting {
       methods.xShmLock = [](sqlite3_file* x, int o, int n, int fl) {
         return M(x)->xShmLock(real(x), o, n, fl);
       };
-      methods.xShmBarrier = [](sqlite3_file* x) { M(x)->xShmBarrier(real(x)); };
+      methods.xShmBarrier = [](sqlite3_file* x) {
+        // With one connection through the VFS, a barrier publishes a frame (or reads the
+        // wal-index header between transactions): nothing may be held then.
+        if (check_barriers.load() && kernex::wal_writes::held_bytes.load() != 0) ++held_at_barrier;
+        M(x)->xShmBarrier(real(x));
+      };
       methods.xShmUnmap = [](sqlite3_file* x, int d) { return M(x)->xShmUnmap(real(x), d); };
       methods.xFetch = [](sqlite3_file* x, sqlite3_int64 at, int n, void** p) {
         return M(x)->xFetch(real(x), at, n, p);
@@ -160,12 +167,15 @@ class WalWrites : public ::testing::Test {
   void SetUp() override {
     Counting::install();
     Counting::fail_wal_writes = false;
+    Counting::check_barriers = true;
+    Counting::held_at_barrier = 0;
     vfs = kernex::sqlite_wal_vfs();
     ASSERT_NE(vfs, nullptr) << "the VFS did not register";
     writer = open_db(file, vfs);
     ASSERT_EQ(exec(writer, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)"), SQLITE_OK);
   }
   void TearDown() override {
+    EXPECT_EQ(Counting::held_at_barrier.load(), 0) << "a frame was published while held";
     Counting::fail_wal_writes = false;
     sqlite3_close_v2(writer);
   }
@@ -245,6 +255,7 @@ TEST_F(WalWrites, ASpilledTransactionRolledBackNeverOverwritesAnotherCommit) {
 // rows it counts always agree.
 TEST_F(WalWrites, AReaderThroughTheVfsSeesOnlyWholeCommits) {
   ASSERT_EQ(exec(writer, "CREATE TABLE meta(n INTEGER); INSERT INTO meta VALUES (0)"), SQLITE_OK);
+  Counting::check_barriers = false;  // two connections: one's barrier while the other holds
   std::atomic<bool> done{false};
   std::atomic<int> bad{0}, reads{0};
   std::thread reader([&] {

@@ -22,6 +22,7 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -53,12 +54,17 @@ struct File {
 };
 static_assert(std::is_standard_layout_v<File>);
 
+// Bytes held by this VFS's WAL files now: whoever publishes a frame (xShmBarrier in
+// walIndexWriteHdr) must find none of its own held, which the tests check.
+inline std::atomic<std::int64_t> held_bytes{0};
+
 inline File& of(sqlite3_file* f) { return *reinterpret_cast<File*>(f); }
 inline sqlite3_file* real_of(sqlite3_file* f) { return of(f).real; }
 
 inline int write_held(File& f) {
   if (f.held_size == 0) return SQLITE_OK;
   const int rc = f.real->pMethods->xWrite(f.real, f.held, static_cast<int>(f.held_size), f.held_at);
+  held_bytes.fetch_sub(static_cast<std::int64_t>(f.held_size), std::memory_order_relaxed);
   f.held_size = 0;
   return rc;
 }
@@ -92,6 +98,7 @@ inline int hold(File& f, const void* data, int n, sqlite3_int64 at) {
   if (f.held_size == 0) f.held_at = at;
   std::memcpy(f.held + f.held_size, data, static_cast<std::size_t>(n));
   f.held_size += static_cast<std::size_t>(n);
+  held_bytes.fetch_add(n, std::memory_order_relaxed);
   return SQLITE_OK;
 }
 
