@@ -28,7 +28,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <string>
 #include <string_view>
 #include <type_traits>
 
