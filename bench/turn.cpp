@@ -15,13 +15,18 @@
 // "memory-hot" (SQLite memory, one conversation for every turn: a hot session whose history grows
 // to the 50-message window, then drops its oldest, as `kernex run` does) and "memory-hot-full"
 // (the same with KERNEX_MEMORY_HOT=off: every build reads its history again, statement by
-// statement in their own read transactions, the path before the hot history). A
+// statement in their own read transactions, the path before the hot history). Two floors:
+// "memory-floor" (a bare kernel's turn with the very statements the `memory` setup ran, recorded
+// with their values and replayed around it, each prepared once, on a copy of its file: the SQL a
+// turn with memory runs, at SQLite's own price, without the store's code) and "commit-floor" (a
+// bare kernel's turn and one one-row commit: the least a turn that keeps anything can add). A
 // trajectory is one new file per run: on ext4 creating it can cost far more than the rest of the
 // turn (0.3-0.9 ms on the 2-core dev VM, where inode allocation skips recently deleted inodes and
 // every run of this bench deletes thousands of files), so the trajectory setups vary run to run.
-// Usage: turn [TURNS [bare|memory|memory-direct|memory-hot|memory-hot-full|trajectory|user]]
-// (default 5000 turns, every
-// setup). `taskset -c 0` pins the whole process (kernel, client and server threads) to one core.
+// Usage: turn [TURNS [bare|memory|memory-direct|memory-hot|memory-hot-full|memory-floor|
+// commit-floor|trajectory|user]] (default 5000 turns, every setup). `taskset -c 0` pins the whole
+// process (kernel, client and server threads) to one core.
+#include <sqlite3.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +35,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,13 +44,16 @@
 #include "kernex/http/client.hpp"
 #include "kernex/kernel.hpp"
 #include "kernex/log.hpp"
+#include "kernex/sqlite_wal_writes.hpp"
 
 #include "bench_util.hpp"
 #include "openai_replies.hpp"
+#include "sql_replay.hpp"
 
 namespace {
 
 using kernex::bench::median;
+using kernex::bench::RecordedStatement;
 using kernex::bench::us_since;
 [[noreturn]] void die(const std::string& what) { kernex::bench::die("turn", what); }
 
@@ -108,6 +118,7 @@ struct Setup {
   bool direct = false;  // KERNEX_GROUP_COMMIT=off: every memory write commits alone (the baseline)
   bool hot = false;     // one conversation for every turn (else a new one each turn)
   bool full = false;    // KERNEX_MEMORY_HOT=off: no hot history (the baseline of `hot`)
+  enum class Floor { None, MemorySql, OneCommit } floor = Floor::None;
 };
 
 // A kernel on the fake model with the setup's memory and trajectory, and the lookup tool.
@@ -185,9 +196,15 @@ Figures report(const Setup& setup, int turns, const Samples& s) {
   return f;
 }
 
+// Work timed with each turn, before and after it (the memory floor's replayed SQL).
+struct AroundTurn {
+  std::function<void()> before, after;
+};
+
 // A turn through the kernel against the same two requests bare and the tool called directly,
 // interleaved, after 200 warm-up rounds.
-Figures measure(const Setup& setup, int turns, Server& server, const fs::path& root) {
+Figures measure(const Setup& setup, int turns, Server& server, const fs::path& root,
+                const AroundTurn& around = {}) {
   auto kernel = make_kernel(setup, server, root);
   auto tool = std::make_shared<LookupTool>();
   kernel->add_toolbox(tool);
@@ -199,9 +216,11 @@ Figures measure(const Setup& setup, int turns, Server& server, const fs::path& r
     kernex::Request request;
     request.sender_id = "user-" + std::to_string(setup.hot ? 0 : ++sender);
     request.text = "What is the answer?";
+    if (around.before) around.before();
     auto r = kernel->run(request);
     if (!r) die(r.error().describe());
     if (r->text != "It is 42." || r->tool_calls.size() != 1) die("unexpected turn: " + r->text);
+    if (around.after) around.after();
   };
   for (int i = 0; i < 200; ++i) turn();
   const std::vector<kernex::http::Request> bare_requests = recorded_turn(server, turn);
@@ -241,6 +260,142 @@ Figures measure(const Setup& setup, int turns, Server& server, const fs::path& r
   return report(setup, turns, s);
 }
 
+// ---- The floors of a turn with SQLite memory, measured as `measure` does ----
+
+// A turn's statements: those before its write batch (the context build's reads), and the rest.
+struct RecordedTurn {
+  std::vector<RecordedStatement> reads, writes;
+};
+
+RecordedTurn split_turn(std::vector<RecordedStatement> all) {
+  const auto write = std::find_if(all.begin(), all.end(), [](const RecordedStatement& st) {
+    return st.sql.starts_with("BEGIN IMMEDIATE");
+  });
+  RecordedTurn t;
+  t.reads.assign(std::make_move_iterator(all.begin()), std::make_move_iterator(write));
+  t.writes.assign(std::make_move_iterator(write), std::make_move_iterator(all.end()));
+  return t;
+}
+
+sqlite3* open_floor_db(const fs::path& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                      kernex::sqlite_wal_vfs()) != SQLITE_OK)
+    die("opening " + path.string() + ": " + sqlite3_errmsg(db));
+  return db;
+}
+
+void exec(sqlite3* db, const char* sql) {
+  if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK)
+    die(std::string(sql) + ": " + sqlite3_errmsg(db));
+}
+
+// The file as the recorded turns found it: a page-for-page copy (backup API).
+void copy_database(const fs::path& from, const fs::path& to) {
+  sqlite3* src = open_floor_db(from);
+  sqlite3* dst = open_floor_db(to);
+  sqlite3_backup* b = sqlite3_backup_init(dst, "main", src, "main");
+  if (b == nullptr || sqlite3_backup_step(b, -1) != SQLITE_DONE) die("copying " + from.string());
+  sqlite3_backup_finish(b);
+  sqlite3_close(src);
+  sqlite3_close(dst);
+}
+
+// What the `memory` setup's kernel runs on its file: its connections' PRAGMAs (from opening to
+// the end of a warm-up), then `n` turns, each a new conversation, their statements recorded with
+// their values. The file is copied between the two, as the recorded turns found it.
+struct Recorded {
+  std::vector<RecordedStatement> settings;
+  std::vector<RecordedTurn> turns;
+};
+
+Recorded record_memory_turns(int n, Server& server, const fs::path& root, const fs::path& copy) {
+  const Setup memory{"floor-recorded", "", true, false};
+  Recorded out;
+  kernex::bench::start_recording();
+  auto kernel = make_kernel(memory, server, root);
+  kernel->add_toolbox(std::make_shared<LookupTool>());
+  int sender = 0;
+  const auto turn = [&] {
+    kernex::Request request;
+    request.sender_id = "recorded-" + std::to_string(++sender);
+    request.text = "What is the answer?";
+    if (auto r = kernel->run(request); !r) die(r.error().describe());
+  };
+  for (int i = 0; i < 200; ++i) turn();
+  std::vector<RecordedStatement> opening = kernex::bench::stop_recording();
+  copy_database(root / "data-floor-recorded" / "memory.db", copy);
+  std::set<const void*> connections;  // the store's that ran the turns (not its checkpointer's)
+  for (int i = 0; i < n; ++i) {
+    kernex::bench::start_recording();
+    turn();
+    auto statements = kernex::bench::stop_recording();
+    for (const auto& st : statements) connections.insert(st.connection);
+    out.turns.push_back(split_turn(std::move(statements)));
+  }
+  for (auto& st : opening)
+    if (st.sql.starts_with("PRAGMA") && connections.contains(st.connection))
+      out.settings.push_back(std::move(st));
+  return out;
+}
+
+// A bare kernel's turn with the `memory` setup's own statements around it, replayed on a copy of
+// its file, each prepared once: what SQLite memory costs a turn at SQLite's own price, without the
+// store's code. The context build's reads run before the turn, its write batch after.
+Figures measure_memory_floor(const Setup& setup, int turns, Server& server, const fs::path& root) {
+  const fs::path copy = root / "floor-memory.db";
+  const Recorded recorded = record_memory_turns(turns + 201, server, root, copy);  // + warm-up
+  sqlite3* db = open_floor_db(copy);
+  Figures f{};
+  {
+    kernex::bench::SqlReplayer replay(db);
+    for (const auto& st : recorded.settings) replay.run(st);
+    std::size_t next = 0;
+    std::vector<double> sql_us;
+    Clock::time_point started;
+    double reads_us = 0;
+    const AroundTurn around{[&] {
+                              started = Clock::now();
+                              for (const auto& st : recorded.turns.at(next).reads) replay.run(st);
+                              reads_us = us_since(started);
+                            },
+                            [&] {
+                              started = Clock::now();
+                              for (const auto& st : recorded.turns.at(next++).writes)
+                                replay.run(st);
+                              sql_us.push_back(reads_us + us_since(started));
+                            }};
+    f = measure(setup, turns, server, root, around);
+    std::printf("  the recorded SQL alone: median %.1f us a turn (%zu statements a turn)\n",
+                median(sql_us),
+                recorded.turns.back().reads.size() + recorded.turns.back().writes.size());
+  }
+  sqlite3_close(db);
+  return f;
+}
+
+// A bare kernel's turn and one commit of one row after it (WAL, synchronous=NORMAL as the store's
+// default, the stores' VFS): the least a turn that keeps its exchange can add.
+Figures measure_commit_floor(const Setup& setup, int turns, Server& server, const fs::path& root) {
+  sqlite3* db = open_floor_db(root / "floor-commit.db");
+  exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE t (x TEXT)");
+  Figures f{};
+  {
+    kernex::bench::SqlReplayer replay(db);
+    const RecordedStatement begin{"BEGIN IMMEDIATE", {}}, commit{"COMMIT", {}};
+    RecordedStatement insert{"INSERT INTO t (x) VALUES (?)",
+                             {{1, std::string("What is the answer?")}}};
+    const AroundTurn around{{}, [&] {
+                              replay.run(begin);
+                              replay.run(insert);
+                              replay.run(commit);
+                            }};
+    f = measure(setup, turns, server, root, around);
+  }
+  sqlite3_close(db);
+  return f;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -251,6 +406,7 @@ int main(int argc, char** argv) {
 
   // A hot session past the window logs each turn that it drops its oldest messages.
   kernex::set_log_sink([](kernex::LogLevel, std::string_view) {});
+  kernex::bench::install_sql_recorder("floor-recorded/memory.db");
   Server server;
   Model model;
   server.set_responder([&model](const Server::Recorded& req) { return model(req); });
@@ -268,12 +424,26 @@ int main(int argc, char** argv) {
        "SQLite memory, one conversation for every turn, no hot history (KERNEX_MEMORY_HOT=off, "
        "before it)",
        true, false, false, true, true},
+      {"memory-floor",
+       "floor of SQLite memory: a bare kernel's turn with the `memory` setup's own statements "
+       "replayed around it (recorded with their values, each prepared once, on a copy of its file)",
+       false, false, false, false, false, Setup::Floor::MemorySql},
+      {"commit-floor",
+       "floor of a turn that keeps its exchange: a bare kernel's turn and one one-row commit (WAL, "
+       "synchronous=NORMAL, the store's default)",
+       false, false, false, false, false, Setup::Floor::OneCommit},
       {"trajectory", "trajectory file, no memory", false, true},
       {"user", "user default (SQLite memory + trajectory file)", true, true},
   };
   const std::string only = argc > 2 ? argv[2] : "";
   for (const Setup& setup : setups) {
-    if (only.empty() || only == setup.name) measure(setup, turns, server, root);
+    if (!only.empty() && only != setup.name) continue;
+    if (setup.floor == Setup::Floor::MemorySql)
+      measure_memory_floor(setup, turns, server, root);
+    else if (setup.floor == Setup::Floor::OneCommit)
+      measure_commit_floor(setup, turns, server, root);
+    else
+      measure(setup, turns, server, root);
   }
 
   std::error_code ec;
