@@ -1,6 +1,7 @@
 #include "sql_replay.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -13,7 +14,7 @@ namespace {
 struct Recorder {
   std::mutex mutex;
   std::string suffix;
-  bool recording = false;
+  std::atomic<bool> recording{false};  // read first, without the mutex
   std::vector<RecordedStatement> statements;
 };
 Recorder& recorder() {
@@ -32,10 +33,12 @@ bool ends_with(const char* s, const std::string& suffix) {
 }
 
 int on_trace(unsigned type, void*, void* p, void* x) {
-  const auto* text = static_cast<const char*>(x);
-  if (type != SQLITE_TRACE_STMT || text == nullptr || (text[0] == '-' && text[1] == '-')) return 0;
   auto* stmt = static_cast<sqlite3_stmt*>(p);
+  // A statement's own run is traced with its own text (the very pointer sqlite3_sql returns); a
+  // trigger's, inside it, with a comment naming the trigger.
+  if (type != SQLITE_TRACE_STMT || x == nullptr || x != sqlite3_sql(stmt)) return 0;
   Recorder& r = recorder();
+  if (!r.recording) return 0;
   std::lock_guard lock(r.mutex);
   if (!r.recording || !ends_with(sqlite3_db_filename(sqlite3_db_handle(stmt), "main"), r.suffix))
     return 0;
@@ -128,6 +131,10 @@ void install_sql_recorder(const std::string& suffix) {
     recorder().suffix = suffix;
   }
   sqlite3_auto_extension(reinterpret_cast<void (*)()>(trace_connection));
+}
+
+void remove_sql_recorder() {
+  sqlite3_cancel_auto_extension(reinterpret_cast<void (*)()>(trace_connection));
 }
 
 void start_recording() {

@@ -4,6 +4,7 @@
 // whose name ends with a given suffix (sqlite3_auto_extension installs a trace on each); a
 // statement is kept as its text with `?` parameters and the values sqlite3_expanded_sql shows for
 // them. Statements run by triggers are left out: replaying the statement runs them again.
+// Connections opened while it is installed keep their trace until they close.
 #pragma once
 
 #include <sqlite3.h>
@@ -24,9 +25,10 @@ struct RecordedStatement {
   const void* connection = nullptr;            // the sqlite3* that ran it (recorded, not replayed)
 };
 
-// Installs the trace (once per process, before the connections to record are opened) and
-// records the statements of connections to files ending with `suffix` while recording().
+// Installs the trace on the connections opened from now on (until remove_sql_recorder) and
+// records the statements of those to files ending with `suffix` while recording.
 void install_sql_recorder(const std::string& suffix);
+void remove_sql_recorder();
 void start_recording();
 std::vector<RecordedStatement> stop_recording();
 

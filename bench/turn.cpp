@@ -44,6 +44,7 @@
 #include "kernex/http/client.hpp"
 #include "kernex/kernel.hpp"
 #include "kernex/log.hpp"
+#include "kernex/sqlite_checkpointer.hpp"
 #include "kernex/sqlite_wal_writes.hpp"
 
 #include "bench_util.hpp"
@@ -279,16 +280,42 @@ RecordedTurn split_turn(std::vector<RecordedStatement> all) {
 
 sqlite3* open_floor_db(const fs::path& path) {
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+  if (sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       kernex::sqlite_wal_vfs()) != SQLITE_OK)
     die("opening " + path.string() + ": " + sqlite3_errmsg(db));
+  sqlite3_busy_timeout(db, 5000);  // the stores' default: a checkpoint may hold a lock a moment
   return db;
 }
 
-void exec(sqlite3* db, const char* sql) {
-  if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK)
-    die(std::string(sql) + ": " + sqlite3_errmsg(db));
-}
+// A floor's connection, set up as the stores' writers are where the trace cannot see it: opened
+// without SQLite's own mutex, the stores' VFS, and WAL checkpoints off the commit (a thread of
+// their own, kernex/sqlite_checkpointer.hpp) once `settings` (journal_mode=WAL among them) ran.
+class FloorDb {
+ public:
+  FloorDb(const fs::path& path, const std::vector<RecordedStatement>& settings)
+      : db_(open_floor_db(path)), replay_(db_) {
+    for (const auto& st : settings) replay_.run(st);
+    checkpoints_ = kernex::SqliteCheckpointer::attach(db_, {});
+    if (!checkpoints_) die("no WAL checkpointer on " + path.string());
+  }
+  ~FloorDb() {
+    checkpoints_.reset();  // before the connection it watches
+  }
+  FloorDb(const FloorDb&) = delete;
+  FloorDb& operator=(const FloorDb&) = delete;
+  void run(const RecordedStatement& st) { replay_.run(st); }
+
+ private:
+  struct Closer {
+    sqlite3* db;
+    ~Closer() { sqlite3_close(db); }
+  };
+  sqlite3* db_;
+  Closer closer_{db_};  // closes last: after the replayer's statements and the checkpointer
+  kernex::bench::SqlReplayer replay_;
+  std::unique_ptr<kernex::SqliteCheckpointer> checkpoints_;
+};
 
 // The file as the recorded turns found it: a page-for-page copy (backup API).
 void copy_database(const fs::path& from, const fs::path& to) {
@@ -312,6 +339,8 @@ struct Recorded {
 Recorded record_memory_turns(int n, Server& server, const fs::path& root, const fs::path& copy) {
   const Setup memory{"floor-recorded", "", true, false};
   Recorded out;
+  // Traced from here on, this kernel's connections only: the other setups' are opened untraced.
+  kernex::bench::install_sql_recorder("floor-recorded/memory.db");
   kernex::bench::start_recording();
   auto kernel = make_kernel(memory, server, root);
   kernel->add_toolbox(std::make_shared<LookupTool>());
@@ -336,6 +365,7 @@ Recorded record_memory_turns(int n, Server& server, const fs::path& root, const 
   for (auto& st : opening)
     if (st.sql.starts_with("PRAGMA") && connections.contains(st.connection))
       out.settings.push_back(std::move(st));
+  kernex::bench::remove_sql_recorder();
   return out;
 }
 
@@ -345,11 +375,9 @@ Recorded record_memory_turns(int n, Server& server, const fs::path& root, const 
 Figures measure_memory_floor(const Setup& setup, int turns, Server& server, const fs::path& root) {
   const fs::path copy = root / "floor-memory.db";
   const Recorded recorded = record_memory_turns(turns + 201, server, root, copy);  // + warm-up
-  sqlite3* db = open_floor_db(copy);
+  FloorDb replay(copy, recorded.settings);
   Figures f{};
   {
-    kernex::bench::SqlReplayer replay(db);
-    for (const auto& st : recorded.settings) replay.run(st);
     std::size_t next = 0;
     std::vector<double> sql_us, reads_us, writes_us;
     Clock::time_point started;
@@ -372,18 +400,18 @@ Figures measure_memory_floor(const Setup& setup, int turns, Server& server, cons
         median(sql_us), recorded.turns.back().reads.size() + recorded.turns.back().writes.size(),
         median(reads_us), median(writes_us));
   }
-  sqlite3_close(db);
   return f;
 }
 
 // A bare kernel's turn and one commit of one row after it (WAL, synchronous=NORMAL as the store's
 // default, the stores' VFS): the least a turn that keeps its exchange can add.
 Figures measure_commit_floor(const Setup& setup, int turns, Server& server, const fs::path& root) {
-  sqlite3* db = open_floor_db(root / "floor-commit.db");
-  exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE t (x TEXT)");
+  const auto statement = [](const char* sql) { return RecordedStatement{sql, {}}; };
+  FloorDb replay(root / "floor-commit.db",
+                 {statement("PRAGMA journal_mode=WAL"), statement("PRAGMA synchronous=NORMAL"),
+                  statement("CREATE TABLE t (x TEXT)")});
   Figures f{};
   {
-    kernex::bench::SqlReplayer replay(db);
     const RecordedStatement begin{"BEGIN IMMEDIATE", {}}, commit{"COMMIT", {}};
     RecordedStatement insert{"INSERT INTO t (x) VALUES (?)",
                              {{1, std::string("What is the answer?")}}};
@@ -394,7 +422,6 @@ Figures measure_commit_floor(const Setup& setup, int turns, Server& server, cons
                             }};
     f = measure(setup, turns, server, root, around);
   }
-  sqlite3_close(db);
   return f;
 }
 
@@ -408,7 +435,6 @@ int main(int argc, char** argv) {
 
   // A hot session past the window logs each turn that it drops its oldest messages.
   kernex::set_log_sink([](kernex::LogLevel, std::string_view) {});
-  kernex::bench::install_sql_recorder("floor-recorded/memory.db");
   Server server;
   Model model;
   server.set_responder([&model](const Server::Recorded& req) { return model(req); });
