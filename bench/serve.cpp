@@ -24,7 +24,7 @@
 //           `sleep` it started itself.
 // Usage: serve [--phases stream,idle,rps,cancel,pool,fibers] [--streams N] [--idle N]
 //              [--rps-seconds S] [--connections C] [--cancel-runs N]
-//              [--memory sqlite|volatile] [--threads T] [--kernex PATH] [--lean]
+//              [--memory sqlite|volatile] [--threads T] [--kernex PATH] [--lean] [--sql-cpu]
 //        serve --harness [--streams N]   the fake LLM, bare server and client alone (no kernex)
 #include <algorithm>
 #include <cstdlib>
@@ -72,6 +72,9 @@ struct Args {
   bool harness = false;
   // --lean: no toolboxes and no trajectory files, to see what they cost a burst of new runs.
   bool lean = false;
+  // --sql-cpu: the rps phase's server counts the CPU its threads spend inside SQLite statements
+  // (bench/sql_cpu_preload.cpp, LD_PRELOADed), printed per run beside the server's whole CPU.
+  bool sql_cpu = false;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -103,6 +106,8 @@ Args parse_args(int argc, char** argv) {
       a.harness = true;
     else if (arg == "--lean")
       a.lean = true;
+    else if (arg == "--sql-cpu")
+      a.sql_cpu = true;
     else
       die("unknown argument " + arg + " (see the comment atop bench/serve.cpp)");
   }
@@ -324,13 +329,52 @@ void phase_idle(const Args& a, const fs::path& work) {
 
 // ---- rps ------------------------------------------------------------------------------------
 
+// The server's CPU inside SQLite statements so far (ns, statements), from the counters file
+// bench/sql_cpu_preload.cpp maps in it; zeros when it has none.
+std::pair<std::uint64_t, std::uint64_t> sql_cpu(const fs::path& counters) {
+  std::uint64_t v[2] = {0, 0};
+  std::ifstream in(counters, std::ios::binary);
+  in.read(reinterpret_cast<char*>(v), sizeof v);
+  return {v[0], v[1]};
+}
+
+// Environment variables for the children started while it lives (never for this process's
+// own use: LD_PRELOAD only matters to a new program).
+class ChildEnv {
+ public:
+  explicit ChildEnv(std::vector<std::pair<std::string, std::string>> vars)
+      : vars_(std::move(vars)) {
+    for (const auto& [name, value] : vars_) ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ChildEnv() {
+    for (const auto& [name, value] : vars_) ::unsetenv(name.c_str());
+  }
+  ChildEnv(const ChildEnv&) = delete;
+  ChildEnv& operator=(const ChildEnv&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> vars_;
+};
+
+// Starts the rps phase's server, with the SQL CPU counter preloaded when asked.
+kb::ServeProcess start_rps_serve(const Args& a, const fs::path& dir, const fs::path& config,
+                                 const fs::path& counters) {
+  std::vector<std::pair<std::string, std::string>> vars;
+  if (a.sql_cpu)
+    vars = {{"LD_PRELOAD", KERNEX_BENCH_SQL_CPU_LIB}, {"KERNEX_BENCH_SQL_CPU", counters.string()}};
+  const ChildEnv env(std::move(vars));
+  return start_serve(a, dir, config);
+}
+
 void phase_rps(const Args& a, const fs::path& work) {
   const auto duration = std::chrono::milliseconds(a.rps_seconds * 1000);
   std::printf(
       "rps: non-streaming messages, %d keep-alive connections, %d s each, %d server threads\n",
       a.connections, a.rps_seconds, server_threads(a));
   const fs::path dir = work / "rps";
-  auto serve = start_serve(a, dir, write_config(dir, a, replay_provider(dir, kOkLine, 200000)));
+  const fs::path counters = dir / "sql-cpu";
+  auto serve = start_rps_serve(a, dir, write_config(dir, a, replay_provider(dir, kOkLine, 200000)),
+                               counters);
   kb::LoadClient client(serve.port());
   const auto probe = client.request("POST", "/v1/sessions/probe/messages", R"({"message":"hi"})");
   if (probe.status != 200)
@@ -349,6 +393,7 @@ void phase_rps(const Args& a, const fs::path& work) {
   // Both share the machine's cores: the server's CPU and this client's, per run, say what a run
   // costs apart from the client's own share.
   const auto server_before = kb::cpu_ticks(serve.pid()), client_before = kb::cpu_ticks(::getpid());
+  const auto sql_before = sql_cpu(counters);
   const auto r = client.hammer(a.connections, duration, [](std::size_t i) {
     return std::pair<std::string, std::string>{"/v1/sessions/r-" + std::to_string(i) + "/messages",
                                                R"({"message":"hi"})"};
@@ -364,6 +409,16 @@ void phase_rps(const Args& a, const fs::path& work) {
               base.ok);
   std::printf("  CPU per run: server %.0f us, this client %.0f us (%.2f of %.1f s busy)\n",
               server_us / runs, client_us / runs, (server_us + client_us) / 1e6, r.seconds);
+  if (a.sql_cpu) {
+    const auto sql_after = sql_cpu(counters);
+    const double sql_us = static_cast<double>(sql_after.first - sql_before.first) / 1e3 / runs;
+    std::printf(
+        "  of the server's: inside SQLite statements %.0f us a run (%.1f statements a run);"
+        " on %u CPUs that alone allows at most %.0f req/s\n",
+        sql_us, static_cast<double>(sql_after.second - sql_before.second) / runs,
+        std::thread::hardware_concurrency(),
+        sql_us > 0 ? std::thread::hardware_concurrency() * 1e6 / sql_us : 0.0);
+  }
   row("non-streaming requests/s (replay)", fmt("%.0f req/s", rps),
       fmt("%.0f req/s bare Beast", base_rps), ">= 50 % of bare",
       r.failed == 0 && rps >= 0.5 * base_rps);
