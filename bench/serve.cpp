@@ -38,6 +38,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -339,29 +340,42 @@ std::pair<std::uint64_t, std::uint64_t> sql_cpu(const fs::path& counters) {
 }
 
 // Environment variables for the children started while it lives (never for this process's
-// own use: LD_PRELOAD only matters to a new program).
+// own use: LD_PRELOAD only matters to a new program); the values they had come back after.
 class ChildEnv {
  public:
-  explicit ChildEnv(std::vector<std::pair<std::string, std::string>> vars)
-      : vars_(std::move(vars)) {
-    for (const auto& [name, value] : vars_) ::setenv(name.c_str(), value.c_str(), 1);
+  explicit ChildEnv(std::vector<std::pair<std::string, std::string>> vars) {
+    for (auto& [name, value] : vars) {
+      const char* was = std::getenv(name.c_str());
+      before_.push_back({name, was ? std::optional<std::string>(was) : std::nullopt});
+      ::setenv(name.c_str(), value.c_str(), 1);
+    }
   }
   ~ChildEnv() {
-    for (const auto& [name, value] : vars_) ::unsetenv(name.c_str());
+    for (const auto& [name, was] : before_) {
+      if (was)
+        ::setenv(name.c_str(), was->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+    }
   }
   ChildEnv(const ChildEnv&) = delete;
   ChildEnv& operator=(const ChildEnv&) = delete;
 
  private:
-  std::vector<std::pair<std::string, std::string>> vars_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> before_;
 };
 
-// Starts the rps phase's server, with the SQL CPU counter preloaded when asked.
+// Starts the rps phase's server, with the SQL CPU counter preloaded when asked (beside whatever
+// LD_PRELOAD this bench was given, jemalloc say).
 kb::ServeProcess start_rps_serve(const Args& a, const fs::path& dir, const fs::path& config,
                                  const fs::path& counters) {
   std::vector<std::pair<std::string, std::string>> vars;
-  if (a.sql_cpu)
-    vars = {{"LD_PRELOAD", KERNEX_BENCH_SQL_CPU_LIB}, {"KERNEX_BENCH_SQL_CPU", counters.string()}};
+  if (a.sql_cpu) {
+    const char* given = std::getenv("LD_PRELOAD");
+    std::string preload = KERNEX_BENCH_SQL_CPU_LIB;
+    if (given != nullptr && *given != '\0') preload += std::string(":") + given;
+    vars = {{"LD_PRELOAD", preload}, {"KERNEX_BENCH_SQL_CPU", counters.string()}};
+  }
   const ChildEnv env(std::move(vars));
   return start_serve(a, dir, config);
 }
@@ -411,6 +425,9 @@ void phase_rps(const Args& a, const fs::path& work) {
               server_us / runs, client_us / runs, (server_us + client_us) / 1e6, r.seconds);
   if (a.sql_cpu) {
     const auto sql_after = sql_cpu(counters);
+    if (sql_after.second == sql_before.second)
+      die("--sql-cpu: the server counted no SQLite statement during the phase (" +
+          counters.string() + " is not bench/sql_cpu_preload.cpp's, or it was not preloaded)");
     const double sql_us = static_cast<double>(sql_after.first - sql_before.first) / 1e3 / runs;
     std::printf(
         "  of the server's: inside SQLite statements %.0f us a run (%.1f statements a run);"

@@ -184,7 +184,7 @@ SqlReplayer::~SqlReplayer() {
   for (auto& [sql, st] : prepared_) sqlite3_finalize(st);
 }
 
-void SqlReplayer::run(const RecordedStatement& s) {
+PreparedStatement SqlReplayer::prepare(const RecordedStatement& s) {
   auto it = prepared_.find(s.sql);
   if (it == prepared_.end()) {
     sqlite3_stmt* st = nullptr;
@@ -192,14 +192,18 @@ void SqlReplayer::run(const RecordedStatement& s) {
       die("preparing '" + s.sql + "': " + sqlite3_errmsg(db_));
     it = prepared_.emplace(s.sql, st).first;
   }
-  sqlite3_stmt* st = it->second;
+  return {it->second, &s};
+}
+
+void SqlReplayer::run(const PreparedStatement& p) {
+  sqlite3_stmt* st = p.stmt;
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
-  for (const auto& [index, value] : s.args) bind(st, index, value);
+  for (const auto& [index, value] : p.recorded->args) bind(st, index, value);
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
   }
-  if (rc != SQLITE_DONE) die("running '" + s.sql + "': " + sqlite3_errmsg(db_));
+  if (rc != SQLITE_DONE) die("running '" + p.recorded->sql + "': " + sqlite3_errmsg(db_));
 }
 
 }  // namespace kernex::bench

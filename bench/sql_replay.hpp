@@ -37,6 +37,12 @@ std::vector<RecordedStatement> stop_recording();
 bool parse_expanded(const std::string& sql, const std::string& expanded,
                     std::vector<std::pair<int, SqlValue>>& args);
 
+// A recorded statement beside its prepared statement, looked up before a timed replay.
+struct PreparedStatement {
+  sqlite3_stmt* stmt;
+  const RecordedStatement* recorded;  // outlives this
+};
+
 // Runs recorded statements on `db`, each text prepared once and kept.
 class SqlReplayer {
  public:
@@ -44,8 +50,12 @@ class SqlReplayer {
   ~SqlReplayer();
   SqlReplayer(const SqlReplayer&) = delete;
   SqlReplayer& operator=(const SqlReplayer&) = delete;
-  // Steps the statement to its end; dies naming it when SQLite fails.
-  void run(const RecordedStatement& s);
+  // The statement prepared (once per text); dies naming it when SQLite refuses it.
+  PreparedStatement prepare(const RecordedStatement& s);
+  // Binds the recorded values and steps the statement to its end; dies naming it when SQLite
+  // fails. The first form looks the text up; the second was looked up already.
+  void run(const RecordedStatement& s) { run(prepare(s)); }
+  void run(const PreparedStatement& p);
 
  private:
   sqlite3* db_;

@@ -291,28 +291,22 @@ sqlite3* open_floor_db(const fs::path& path) {
 // A floor's connection, set up as the stores' writers are where the trace cannot see it: opened
 // without SQLite's own mutex, the stores' VFS, and WAL checkpoints off the commit (a thread of
 // their own, kernex/sqlite_checkpointer.hpp) once `settings` (journal_mode=WAL among them) ran.
+// Members go in reverse: the checkpointer, then the replayer's statements, then the connection.
 class FloorDb {
  public:
   FloorDb(const fs::path& path, const std::vector<RecordedStatement>& settings)
-      : db_(open_floor_db(path)), replay_(db_) {
+      : db_(open_floor_db(path), &sqlite3_close), replay_(db_.get()) {
     for (const auto& st : settings) replay_.run(st);
-    checkpoints_ = kernex::SqliteCheckpointer::attach(db_, {});
+    checkpoints_ = kernex::SqliteCheckpointer::attach(db_.get(), {});
     if (!checkpoints_) die("no WAL checkpointer on " + path.string());
   }
-  ~FloorDb() {
-    checkpoints_.reset();  // before the connection it watches
+  kernex::bench::PreparedStatement prepare(const RecordedStatement& st) {
+    return replay_.prepare(st);
   }
-  FloorDb(const FloorDb&) = delete;
-  FloorDb& operator=(const FloorDb&) = delete;
-  void run(const RecordedStatement& st) { replay_.run(st); }
+  void run(const kernex::bench::PreparedStatement& st) { replay_.run(st); }
 
  private:
-  struct Closer {
-    sqlite3* db;
-    ~Closer() { sqlite3_close(db); }
-  };
-  sqlite3* db_;
-  Closer closer_{db_};  // closes last: after the replayer's statements and the checkpointer
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> db_;
   kernex::bench::SqlReplayer replay_;
   std::unique_ptr<kernex::SqliteCheckpointer> checkpoints_;
 };
@@ -376,6 +370,16 @@ Figures measure_memory_floor(const Setup& setup, int turns, Server& server, cons
   const fs::path copy = root / "floor-memory.db";
   const Recorded recorded = record_memory_turns(turns + 201, server, root, copy);  // + warm-up
   FloorDb replay(copy, recorded.settings);
+  // Looked up before the clock runs: the timed replay only binds and steps.
+  struct ReadyTurn {
+    std::vector<kernex::bench::PreparedStatement> reads, writes;
+  };
+  std::vector<ReadyTurn> ready;
+  for (const RecordedTurn& t : recorded.turns) {
+    ReadyTurn& r = ready.emplace_back();
+    for (const auto& st : t.reads) r.reads.push_back(replay.prepare(st));
+    for (const auto& st : t.writes) r.writes.push_back(replay.prepare(st));
+  }
   Figures f{};
   {
     std::size_t next = 0;
@@ -383,13 +387,12 @@ Figures measure_memory_floor(const Setup& setup, int turns, Server& server, cons
     Clock::time_point started;
     const AroundTurn around{[&] {
                               started = Clock::now();
-                              for (const auto& st : recorded.turns.at(next).reads) replay.run(st);
+                              for (const auto& st : ready.at(next).reads) replay.run(st);
                               reads_us.push_back(us_since(started));
                             },
                             [&] {
                               started = Clock::now();
-                              for (const auto& st : recorded.turns.at(next++).writes)
-                                replay.run(st);
+                              for (const auto& st : ready.at(next++).writes) replay.run(st);
                               writes_us.push_back(us_since(started));
                               sql_us.push_back(reads_us.back() + writes_us.back());
                             }};
@@ -413,12 +416,12 @@ Figures measure_commit_floor(const Setup& setup, int turns, Server& server, cons
   Figures f{};
   {
     const RecordedStatement begin{"BEGIN IMMEDIATE", {}}, commit{"COMMIT", {}};
-    RecordedStatement insert{"INSERT INTO t (x) VALUES (?)",
-                             {{1, std::string("What is the answer?")}}};
+    const RecordedStatement insert{"INSERT INTO t (x) VALUES (?)",
+                                   {{1, std::string("What is the answer?")}}};
+    const std::vector<kernex::bench::PreparedStatement> one_commit = {
+        replay.prepare(begin), replay.prepare(insert), replay.prepare(commit)};
     const AroundTurn around{{}, [&] {
-                              replay.run(begin);
-                              replay.run(insert);
-                              replay.run(commit);
+                              for (const auto& st : one_commit) replay.run(st);
                             }};
     f = measure(setup, turns, server, root, around);
   }
