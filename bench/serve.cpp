@@ -38,13 +38,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "bare_json_server.hpp"
+#include "env_guard.hpp"
 #include "bench_util.hpp"
 #include "fake_llm.hpp"
 #include "kernex/json.hpp"
@@ -339,44 +339,18 @@ std::pair<std::uint64_t, std::uint64_t> sql_cpu(const fs::path& counters) {
   return {v[0], v[1]};
 }
 
-// Environment variables for the children started while it lives (never for this process's
-// own use: LD_PRELOAD only matters to a new program); the values they had come back after.
-class ChildEnv {
- public:
-  explicit ChildEnv(std::vector<std::pair<std::string, std::string>> vars) {
-    for (auto& [name, value] : vars) {
-      const char* was = std::getenv(name.c_str());
-      before_.push_back({name, was ? std::optional<std::string>(was) : std::nullopt});
-      ::setenv(name.c_str(), value.c_str(), 1);
-    }
-  }
-  ~ChildEnv() {
-    for (const auto& [name, was] : before_) {
-      if (was)
-        ::setenv(name.c_str(), was->c_str(), 1);
-      else
-        ::unsetenv(name.c_str());
-    }
-  }
-  ChildEnv(const ChildEnv&) = delete;
-  ChildEnv& operator=(const ChildEnv&) = delete;
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> before_;
-};
-
 // Starts the rps phase's server, with the SQL CPU counter preloaded when asked (beside whatever
 // LD_PRELOAD this bench was given, jemalloc say).
 kb::ServeProcess start_rps_serve(const Args& a, const fs::path& dir, const fs::path& config,
                                  const fs::path& counters) {
-  std::vector<std::pair<std::string, std::string>> vars;
+  kernex::test::EnvGuard env;  // for the child only: LD_PRELOAD matters to a new program
   if (a.sql_cpu) {
     const char* given = std::getenv("LD_PRELOAD");
     std::string preload = KERNEX_BENCH_SQL_CPU_LIB;
     if (given != nullptr && *given != '\0') preload += std::string(":") + given;
-    vars = {{"LD_PRELOAD", preload}, {"KERNEX_BENCH_SQL_CPU", counters.string()}};
+    env.set("LD_PRELOAD", preload);
+    env.set("KERNEX_BENCH_SQL_CPU", counters.string());
   }
-  const ChildEnv env(std::move(vars));
   return start_serve(a, dir, config);
 }
 

@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 
+#include "env_guard.hpp"
+
 namespace fs = std::filesystem;
 using kernex::CompactionStrategy;
 using kernex::Config;
@@ -24,34 +26,7 @@ using ::testing::Not;
 
 namespace {
 
-// Sets or unsets environment variables for one test and restores them afterwards.
-class EnvGuard {
- public:
-  ~EnvGuard() {
-    for (const auto& [name, old] : saved_) {
-      if (old)
-        ::setenv(name.c_str(), old->c_str(), 1);
-      else
-        ::unsetenv(name.c_str());
-    }
-  }
-  void set(const std::string& name, const std::string& value) {
-    remember(name);
-    ::setenv(name.c_str(), value.c_str(), 1);
-  }
-  void unset(const std::string& name) {
-    remember(name);
-    ::unsetenv(name.c_str());
-  }
-
- private:
-  void remember(const std::string& name) {
-    if (saved_.contains(name)) return;
-    const char* v = std::getenv(name.c_str());
-    saved_[name] = v ? std::optional<std::string>(v) : std::nullopt;
-  }
-  std::map<std::string, std::optional<std::string>> saved_;
-};
+using kernex::test::EnvGuard;
 
 class ConfigTest : public ::testing::Test {
  protected:

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "elf_symbols.hpp"
+#include "env_guard.hpp"
 #include "plugin_loading.hpp"
 #include "temp_dir.hpp"
 
@@ -48,26 +49,7 @@ std::map<std::string, PluginInfo> by_file(const PluginHost& host) {
 }
 
 // Sets an environment variable for one test and puts the old value back.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using kernex::test::EnvGuard;
 
 TEST(PluginHost, DiscoveryListsGoodAndBrokenFilesWithTheirCause) {
   PluginHost host = PluginHost::discover({kPluginDir});
@@ -114,7 +96,8 @@ TEST(PluginHost, DiscoveryListsGoodAndBrokenFilesWithTheirCause) {
 }
 
 TEST(PluginHost, ALibraryWithoutDescriptorIsNeverMapped) {
-  ScopedEnv clear("KERNEX_TEST_NO_DESCRIPTOR_LOADED", nullptr);
+  EnvGuard env;
+  env.unset("KERNEX_TEST_NO_DESCRIPTOR_LOADED");
   PluginHost host = PluginHost::discover({kPluginDir});
   EXPECT_EQ(std::getenv("KERNEX_TEST_NO_DESCRIPTOR_LOADED"), nullptr)
       << "its static constructor ran";
@@ -331,7 +314,8 @@ TEST(PluginHost, HostWithoutObjectsUnloadsOnDestruction) {
 }
 
 TEST(PluginHost, DefaultDirsStartWithKernexPluginPath) {
-  ScopedEnv env("KERNEX_PLUGIN_PATH", "/opt/a::/opt/b:");
+  EnvGuard env;
+  env.set("KERNEX_PLUGIN_PATH", "/opt/a::/opt/b:");
   auto dirs = PluginHost::default_dirs();
   ASSERT_GE(dirs.size(), 2u);
   EXPECT_EQ(dirs[0], fs::path("/opt/a"));
@@ -340,7 +324,7 @@ TEST(PluginHost, DefaultDirsStartWithKernexPluginPath) {
   ASSERT_EQ(dirs.size(), 3u);
   EXPECT_TRUE(fs::equivalent(dirs[2], KERNEX_PLUGIN_BUILD_DIR)) << dirs[2];
 
-  ScopedEnv unset("KERNEX_PLUGIN_PATH", nullptr);
+  env.unset("KERNEX_PLUGIN_PATH");
   for (const fs::path& dir : PluginHost::default_dirs()) EXPECT_TRUE(fs::is_directory(dir)) << dir;
 }
 
