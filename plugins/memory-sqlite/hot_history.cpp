@@ -6,11 +6,23 @@
 namespace kernex::sqlite {
 namespace {
 
-std::size_t entry_bytes(const ContextEntry& e) {
+std::size_t entry_bytes(const HotMessage& m) {
+  const ContextEntry& e = m.entry;
   std::size_t n = 64 + e.role.size() + e.content.size();
   if (e.tool_result) n += e.tool_result->content.size();
   for (const auto& call : e.tool_calls) n += 64 + call.name.size() + call.id.size();
+  if (m.columns) {
+    for (const auto* c : {&m.columns->calls, &m.columns->result, &m.columns->state})
+      n += c->has_value() ? (*c)->size() : 0;
+  }
   return n;
+}
+
+std::vector<HotMessage> as_kept(const std::vector<ContextEntry>& read) {
+  std::vector<HotMessage> out;
+  out.reserve(read.size());
+  for (const auto& e : read) out.push_back({e, std::nullopt});
+  return out;
 }
 
 }  // namespace
@@ -34,13 +46,17 @@ HotHistory::Entry& HotHistory::slot(const std::string& k) {
   return e;
 }
 
-void HotHistory::set_newest(Entry& e, std::vector<ContextEntry> newest) {
-  bytes_ -= e.bytes;
+void HotHistory::set_newest(Entry& e, std::vector<HotMessage> newest) {
   e.newest = std::move(newest);
+  recount(e);
+  trim(e);
+}
+
+void HotHistory::recount(Entry& e) {
+  bytes_ -= e.bytes;
   e.bytes = 0;
   for (const auto& m : e.newest) e.bytes += entry_bytes(m);
   bytes_ += e.bytes;
-  trim(e);
 }
 
 void HotHistory::trim(Entry& e) {
@@ -84,9 +100,33 @@ std::optional<std::vector<ContextEntry>> HotHistory::newest(const std::string& t
   if (e == nullptr || !e->valid || e->saving > 0) return std::nullopt;
   if (e->newest.size() < limit && !e->whole) return std::nullopt;
   e->want = std::max(e->want, limit);
-  const std::size_t n = std::min(limit, e->newest.size());
-  return std::vector<ContextEntry>(e->newest.end() - static_cast<std::ptrdiff_t>(n),
-                                   e->newest.end());
+  const auto from =
+      e->newest.end() - static_cast<std::ptrdiff_t>(std::min(limit, e->newest.size()));
+  if (!decode(from, e->newest.end())) {
+    forget(tenant, id);
+    return std::nullopt;
+  }
+  recount(*e);
+  std::vector<ContextEntry> out;
+  out.reserve(static_cast<std::size_t>(e->newest.end() - from));
+  for (auto it = from; it != e->newest.end(); ++it) out.push_back(it->entry);
+  return out;
+}
+
+// Decoded in place, as a read of the file decodes the columns (the caller counts the bytes again).
+bool HotHistory::decode(std::vector<HotMessage>::iterator from,
+                        std::vector<HotMessage>::iterator to) {
+  for (auto it = from; it != to; ++it) {
+    if (!it->columns) continue;
+    auto& c = *it->columns;
+    auto back = decode_columns({0, it->entry.role, it->entry.content, std::move(c.calls),
+                                std::move(c.result), std::move(c.state)},
+                               "memory-sqlite");
+    if (!back) return false;
+    it->entry = std::move(*back);
+    it->columns.reset();
+  }
+  return true;
 }
 
 std::optional<std::uint64_t> HotHistory::count(const std::string& tenant, const std::string& id) {
@@ -105,7 +145,7 @@ void HotHistory::read(const std::string& tenant, const std::string& id, std::siz
   // Fewer than asked: that is all of them (a conversation of another tenant reads as none, so
   // only the count, which tells it apart, is not taken from here).
   e.whole = window.size() < limit;
-  set_newest(e, window);
+  set_newest(e, as_kept(window));
   evict();
 }
 
@@ -148,15 +188,16 @@ void HotHistory::saving(const std::string& tenant, const std::string& id) {
 }
 
 void HotHistory::saved(const std::string& tenant, const std::string& id,
-                       const std::optional<std::vector<ContextEntry>>& saved) {
+                       std::optional<std::vector<HotMessage>> saved) {
   const std::string k = key(tenant, id);
   Entry* e = find(k);
   if (e == nullptr || e->saving == 0) return;
   // Extended only when this was the one save in flight: two at once may have committed in
   // either order.
   if (--e->saving == 0 && e->valid && saved) {
-    std::vector<ContextEntry> newest = std::move(e->newest);
-    newest.insert(newest.end(), saved->begin(), saved->end());
+    std::vector<HotMessage> newest = std::move(e->newest);
+    newest.insert(newest.end(), std::make_move_iterator(saved->begin()),
+                  std::make_move_iterator(saved->end()));
     if (e->count) *e->count += saved->size();
     set_newest(*e, std::move(newest));
     evict();

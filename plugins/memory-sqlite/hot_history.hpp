@@ -4,6 +4,9 @@
 // The store keeps it current: it extends an entry with what its own connection saved, forgets
 // one its own connection deleted, and clears everything when another connection (another
 // process, another store object on the file) committed anything (PRAGMA data_version).
+// A message saved here with JSON columns is kept as the columns' text, as written to the file, and
+// decoded as a read of the file would decode it when a read first asks for it: most conversations
+// end with their turn and never pay for the decode.
 // Not thread-safe: the store calls it under its mutex.
 #pragma once
 
@@ -15,8 +18,16 @@
 #include <vector>
 
 #include "kernex/context.hpp"
+#include "message_columns.hpp"
 
 namespace kernex::sqlite {
+
+// A message as kept: `entry` holds its role and content, and the rest once `columns` (its JSON
+// columns as stored, not decoded yet) is empty.
+struct HotMessage {
+  ContextEntry entry;
+  std::optional<EncodedColumns> columns;
+};
 
 class HotHistory {
  public:
@@ -29,7 +40,8 @@ class HotHistory {
   HotHistory() : HotHistory(Limits{}) {}
   explicit HotHistory(Limits limits) : limits_(limits) {}
 
-  // The newest `limit` messages, oldest first, when this knows them.
+  // The newest `limit` messages, oldest first, when this knows them (and they decode: one that
+  // does not is left to a read of the file, which reports it).
   std::optional<std::vector<ContextEntry>> newest(const std::string& tenant, const std::string& id,
                                                   std::size_t limit);
   std::optional<std::uint64_t> count(const std::string& tenant, const std::string& id);
@@ -47,14 +59,14 @@ class HotHistory {
   // It ended: `saved` holds the messages as stored (appended), or nothing when the save failed or
   // may have saved nothing (the entry is forgotten then).
   void saved(const std::string& tenant, const std::string& id,
-             const std::optional<std::vector<ContextEntry>>& saved);
+             std::optional<std::vector<HotMessage>> saved);
   void forget(const std::string& tenant, const std::string& id);
   void clear();
   std::size_t size() const { return entries_.size(); }
 
  private:
   struct Entry {
-    std::vector<ContextEntry> newest;    // oldest first
+    std::vector<HotMessage> newest;      // oldest first
     std::optional<std::uint64_t> count;  // every message of the conversation, when known
     bool whole = false;                  // `newest` holds every message the tenant can read
     bool fresh = false;                  // opened here, its row not committed: surely empty
@@ -67,7 +79,9 @@ class HotHistory {
   static std::string key(const std::string& tenant, const std::string& id);
   Entry* find(const std::string& k);  // and marks it used
   Entry& slot(const std::string& k);  // found or made
-  void set_newest(Entry& e, std::vector<ContextEntry> newest);
+  void set_newest(Entry& e, std::vector<HotMessage> newest);
+  void recount(Entry& e);  // e.bytes (and bytes_) from what e holds now
+  static bool decode(std::vector<HotMessage>::iterator from, std::vector<HotMessage>::iterator to);
   void trim(Entry& e);
   void erase(const std::string& k);
   void evict();

@@ -17,28 +17,43 @@ void SqliteStore::check_hot() {
   data_version_ = version;
 }
 
-std::optional<std::vector<ContextEntry>> SqliteStore::as_stored(
+Result<std::vector<EncodedColumns>> SqliteStore::encode_exchange(
     const std::vector<ContextEntry>& in) {
-  std::vector<ContextEntry> out;
+  std::vector<EncodedColumns> out;
   out.reserve(in.size());
   for (const auto& e : in) {
-    if (e.tool_calls.empty() && !e.tool_result && e.provider_state.is_null()) {
-      out.push_back(e);  // no JSON column: stored and read back as it is
+    auto columns = encode_columns(e);
+    if (!columns)
+      return fail(ErrorCode::Memory,
+                  "memory-sqlite: saving the exchange failed; nothing of it was saved",
+                  columns.error());
+    out.push_back(std::move(*columns));
+  }
+  return out;
+}
+
+std::vector<HotMessage> SqliteStore::as_stored(const std::vector<ContextEntry>& in,
+                                               const std::vector<EncodedColumns>& columns) {
+  std::vector<HotMessage> out;
+  out.reserve(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const ContextEntry& e = in[i];
+    const EncodedColumns& c = columns.at(i);
+    if (!c.calls && !c.result && !c.state) {
+      out.push_back({e, std::nullopt});  // no JSON column: stored and read back as it is
       continue;
     }
-    auto columns = encode_columns(e);
-    if (!columns) return std::nullopt;
-    auto back = decode_columns(
-        {0, e.role, e.content, columns->calls, columns->result, columns->state}, "memory-sqlite");
-    if (!back) return std::nullopt;
-    out.push_back(std::move(*back));
+    ContextEntry plain;
+    plain.role = e.role;
+    plain.content = e.content;
+    out.push_back({std::move(plain), c});  // decoded when a read asks for it
   }
   return out;
 }
 
 Result<void> SqliteStore::save_messages(const MemoryScope& scope,
                                         const std::string& conversation_id,
-                                        std::optional<std::vector<ContextEntry>> stored,
+                                        std::optional<std::vector<HotMessage>> stored,
                                         GroupCommit::Work work) {
   {
     Hold lock(*this);

@@ -233,17 +233,11 @@ Result<std::uint64_t> SqliteStore::message_count(const MemoryScope& scope,
 }
 
 Result<void> SqliteStore::insert_message(const std::string& conversation_id, const ContextEntry& e,
-                                         const std::optional<std::int64_t>& seq,
-                                         const std::optional<std::string>& created_at) {
-  KERNEX_ASSIGN_OR_RETURN(auto json, encode_columns(e));
+                                         const EncodedColumns& json) {
   KERNEX_ASSIGN_OR_RETURN(
-      auto stmt,
-      db_->prepare(
-          "INSERT INTO messages (seq, conversation_id, role, content, tool_calls, tool_result, "
-          "provider_state, created_at) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?, coalesce(?, datetime('now')))"));
-  stmt.bind_all(seq, conversation_id, e.role, e.content, json.calls, json.result, json.state,
-                created_at);
+      auto stmt, db_->prepare("INSERT INTO messages (conversation_id, role, content, tool_calls, "
+                              "tool_result, provider_state) VALUES (?, ?, ?, ?, ?, ?)"));
+  stmt.bind_all(conversation_id, e.role, e.content, json.calls, json.result, json.state);
   KERNEX_RETURN_IF_ERROR(stmt.run());
   return {};
 }
@@ -288,7 +282,8 @@ Result<void> SqliteStore::check_exchange(const std::vector<ContextEntry>& entrie
 // (its row inserted in the same batch, usually) or a hot one pays no index updates for it.
 Result<void> SqliteStore::insert_exchange(const MemoryScope& scope,
                                           const std::string& conversation_id,
-                                          const std::vector<ContextEntry>& entries) {
+                                          const std::vector<ContextEntry>& entries,
+                                          const std::vector<EncodedColumns>& columns) {
   KERNEX_ASSIGN_OR_RETURN(auto count,
                           db_->prepare("UPDATE conversations SET message_count = message_count + "
                                        "? WHERE id = ? AND tenant = ?"));
@@ -301,12 +296,12 @@ Result<void> SqliteStore::insert_exchange(const MemoryScope& scope,
   touch.bind_all(conversation_id, scope.tenant());
   KERNEX_RETURN_IF_ERROR(touch.run());
   std::size_t users = 0;
-  for (const auto& e : entries) {
-    if (auto r = insert_message(conversation_id, e, std::nullopt, std::nullopt); !r) {
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (auto r = insert_message(conversation_id, entries[i], columns.at(i)); !r) {
       return fail(ErrorCode::Memory,
                   "memory-sqlite: saving the exchange failed; nothing of it was saved", r.error());
     }
-    users += e.role == "user" ? 1 : 0;
+    users += entries[i].role == "user" ? 1 : 0;
   }
   // The user messages wait above the recall watermark; every kIndexBatch of them are indexed in
   // the batch that saves the last (a count of this process's, a heuristic: recall() indexes what
@@ -337,8 +332,9 @@ Result<void> SqliteStore::append_messages(const MemoryScope& scope,
                                           const std::vector<ContextEntry>& entries) {
   // Checked before anything is written, so a bad entry leaves the exchange unsaved as a whole.
   KERNEX_RETURN_IF_ERROR(check_exchange(entries));
-  return save_messages(scope, conversation_id, as_stored(entries),
-                       [&]() { return insert_exchange(scope, conversation_id, entries); });
+  KERNEX_ASSIGN_OR_RETURN(const auto columns, encode_exchange(entries));
+  return save_messages(scope, conversation_id, as_stored(entries, columns),
+                       [&]() { return insert_exchange(scope, conversation_id, entries, columns); });
 }
 
 // An audit row's arguments as stored, once its status is one the log knows.
@@ -355,6 +351,7 @@ static Result<std::string> audit_arguments(const AuditRecord& rec) {
 // along with the messages, in a batch shared with other runs' turns.
 Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const ExchangeRecord& record) {
   KERNEX_RETURN_IF_ERROR(check_exchange(record.messages));
+  KERNEX_ASSIGN_OR_RETURN(const auto columns, encode_exchange(record.messages));
   std::vector<std::string> audit_args;  // checked before the write: all of the turn or nothing
   for (const auto& rec : record.audits) {
     KERNEX_ASSIGN_OR_RETURN(auto args, audit_arguments(rec));
@@ -362,7 +359,8 @@ Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const Exchange
   }
   // Under an idempotency key the save may save nothing (done before): hot_ forgets the
   // conversation rather than guess.
-  auto stored = record.idempotency_key.empty() ? as_stored(record.messages) : std::nullopt;
+  auto stored = record.idempotency_key.empty() ? std::optional(as_stored(record.messages, columns))
+                                               : std::nullopt;
   return save_messages(scope, record.conversation_id, std::move(stored), [&]() -> Result<void> {
     if (!record.idempotency_key.empty()) {
       // Committed with the exchange: a second save under the key finds it and saves nothing.
@@ -380,7 +378,8 @@ Result<void> SqliteStore::save_exchange(const MemoryScope& scope, const Exchange
         if (found) return {};
       }
     }
-    KERNEX_RETURN_IF_ERROR(insert_exchange(scope, record.conversation_id, record.messages));
+    KERNEX_RETURN_IF_ERROR(
+        insert_exchange(scope, record.conversation_id, record.messages, columns));
     if (record.usage) KERNEX_RETURN_IF_ERROR(insert_usage(scope, *record.usage));
     for (std::size_t i = 0; i < record.audits.size(); ++i)
       KERNEX_RETURN_IF_ERROR(insert_audit(scope, record.audits[i], audit_args[i]));

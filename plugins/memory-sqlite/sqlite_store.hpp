@@ -71,12 +71,15 @@ class SqliteStore final : public MemoryStore, public ContextReadScope {
   Result<void> write(GroupCommit::Work work);
   // Under mutex_: hot_ as the file is, cleared when another connection committed since.
   void check_hot();
-  // The messages of an exchange as a read would return them (their JSON columns round-tripped).
-  static std::optional<std::vector<ContextEntry>> as_stored(const std::vector<ContextEntry>& in);
+  // The JSON columns of an exchange's messages, encoded once for its insert and for hot_; an
+  // error fails the save before anything is written.
+  static Result<std::vector<EncodedColumns>> encode_exchange(const std::vector<ContextEntry>& in);
+  // The messages of an exchange as hot_ keeps them: as a read would return them once decoded.
+  static std::vector<HotMessage> as_stored(const std::vector<ContextEntry>& in,
+                                           const std::vector<EncodedColumns>& columns);
   // A save of `conversation_id`'s messages: hot_ is told when it begins and how it ended.
   Result<void> save_messages(const MemoryScope& scope, const std::string& conversation_id,
-                             std::optional<std::vector<ContextEntry>> stored,
-                             GroupCommit::Work work);
+                             std::optional<std::vector<HotMessage>> stored, GroupCommit::Work work);
   SqliteStore(std::unique_ptr<Db> db, StoreOptions options);
   // Commits the rows still waiting for a batch (new conversations, audit rows), before a read
   // or write that must see them.
@@ -93,13 +96,13 @@ class SqliteStore final : public MemoryStore, public ContextReadScope {
                                                    const std::string& conversation_id,
                                                    std::size_t n, bool reverse);
   Result<void> insert_message(const std::string& conversation_id, const ContextEntry& entry,
-                              const std::optional<std::int64_t>& seq,
-                              const std::optional<std::string>& created_at);
+                              const EncodedColumns& columns);
   // Validates an exchange before anything is written (nothing of a bad one is saved).
   Result<void> check_exchange(const std::vector<ContextEntry>& entries) const;
   // The writes themselves, for callers already inside a write transaction.
   Result<void> insert_exchange(const MemoryScope& scope, const std::string& conversation_id,
-                               const std::vector<ContextEntry>& entries);
+                               const std::vector<ContextEntry>& entries,
+                               const std::vector<EncodedColumns>& columns);
   // Inside a write transaction: the user messages above the recall watermark into the
   // full-text index (migration 010).
   Result<void> index_for_recall();

@@ -8,7 +8,9 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 
+#include <cmath>
 #include <future>
+#include <limits>
 
 #include "context_builder.hpp"
 #include "kernex/context_reads.hpp"
@@ -133,6 +135,32 @@ TEST_P(HotContext, GrowingHistoryWithCompactionEqualsAFullBuild) {
   auto last = compare("alice", "and now");
   EXPECT_GT(last.compaction.overflow, 0u);
   EXPECT_TRUE(last.compaction.summarized);
+}
+
+// The hot copy keeps a saved message's JSON columns as written and decodes them when a read asks:
+// what JSON text cannot hold (NaN and infinity are written as null) reads back from memory as it
+// reads back from the file, turn after turn.
+TEST_P(HotContext, JsonTheFileChangesReadsBackAsTheFileHasIt) {
+  const std::string conv = started("alice", "hello there");
+  ExchangeRecord r;
+  r.conversation_id = conv;
+  r.messages.push_back(ContextEntry::user("odd numbers"));
+  ContextEntry call = ContextEntry::assistant("");
+  call.tool_calls.push_back(ToolCall{
+      "c1", "lookup", Json{{"nan", std::nan("")}, {"big", 18446744073709551615ull}, {"x", 1e300}}});
+  call.provider_state = Json{{"inf", std::numeric_limits<double>::infinity()}};
+  r.messages.push_back(std::move(call));
+  r.messages.push_back(ContextEntry::tool(ToolResult{"c1", "lookup", "done", true}));
+  r.messages.push_back(ContextEntry::assistant("odd"));
+  ASSERT_TRUE(hot->save_exchange(MemoryScope::local(), r));
+  const auto window = hot->recent_messages(MemoryScope::local(), conv, 50).value();
+  ASSERT_EQ(window.size(), 6u);
+  EXPECT_TRUE(window[3].tool_calls.at(0).arguments.at("nan").is_null());
+  EXPECT_TRUE(window[3].provider_state.at("inf").is_null());
+  EXPECT_TRUE(window[4].tool_result.value().is_error);
+  compare("alice", "and again");
+  turn("alice", "one more", 3);
+  compare("alice", "and the last");
 }
 
 TEST_P(HotContext, AnotherConnectionWritingBetweenTurnsIsSeen) {
