@@ -107,11 +107,14 @@ void GroupCommit::enqueue(Item item) {
       if (!lazy) ++eager_;
       queue_.push_back(std::move(item));
       // A lazy item behind others wakes nobody: whoever put the first of them there already woke
-      // the writer (or leads a batch that takes them). Nor does the first while the writer polls
-      // (loop()). A wake here was a futex call and a thread switch per run for a writer that only
-      // went back to sleep.
+      // the writer (or leads a batch that takes them). Nor does the first while the writer is in
+      // a timed wait (loop()): it wakes before that item's delay is up. A wake here was a futex
+      // call and a thread switch per run for a writer that only went back to sleep.
       if (lazy) lazy_seen_ = true;
-      if (!lazy || (first && !polling_)) wake_.notify_one();
+      if (!lazy || (first && !polling_)) {
+        ++stats_.writer_wakes;
+        wake_.notify_one();
+      }
       if (delaying_ && queue_.size() >= options_.max_batch) filled_.notify_one();
       return;
     }
@@ -177,10 +180,15 @@ void GroupCommit::loop() {
       wake_.wait(lock, ready);
     }
     if (queue_.empty()) return;  // stopping, everything committed
-    // Only lazy items: they wait for a write someone waits on, or for their delay.
+    // Only lazy items: they wait for a write someone waits on, or for their delay. A lazy item
+    // queued meanwhile (the first again once a write's batch took these) wakes nobody either: this
+    // wait ends no later than that item's delay. It woke the writer once a run, for nothing (a
+    // futex call and two thread switches, and the mutex taken against the run's own thread).
     if (eager_ == 0 && !stopping_) {
+      polling_ = true;
       wake_.wait_until(lock, lazy_since_ + options_.lazy_delay,
                        [&] { return stopping_ || eager_ > 0; });
+      polling_ = false;
       if (committing_ || queue_.empty()) continue;
     }
     commit_front(lock, false);
@@ -216,7 +224,10 @@ void GroupCommit::commit_front(std::unique_lock<std::mutex>& lock, bool leader) 
   committing_ = false;
   // The writer goes on with the rest (or stops). With nothing left it has nothing to do: woken, it
   // would only take mutex_ and sleep again, a futex round trip on every lone write.
-  if (leader && (stopping_ || !queue_.empty())) wake_.notify_one();
+  if (leader && (stopping_ || !queue_.empty())) {
+    ++stats_.writer_wakes;
+    wake_.notify_one();
+  }
 }
 
 // In the items' order, as their writes were: a write() that returns has seen the callbacks of

@@ -220,6 +220,41 @@ TEST(GroupCommit, LazyItemsRideTheNextBatchOrTheirDelay) {
   EXPECT_EQ(count(file), 8);
 }
 
+// Runs' turns, as a store makes them: a lazy item (the new conversation's row) queued while the
+// turn works (a model call, here a pause), then a write that waits (the exchange), whose batch
+// takes both. The writer, waiting out a lazy delay, is not woken by the next turn's lazy item: its
+// wait ends before that item's delay does. Before, each turn woke it for nothing (a futex call and
+// two thread switches). What wakes it now is its own batch of a lazy item whose delay ran out (at
+// most once a delay) and the first lazy item after it slept untimed. Every item still commits.
+TEST(GroupCommit, TurnsWakeTheWriterAtMostOnceADelayAndEveryItemCommits) {
+  TempDir dir;
+  const fs::path file = dir.path / "t.db";
+  sqlite3* db = open_db(file);
+  GroupCommit::Options options;
+  options.lazy_delay = std::chrono::milliseconds(40);
+  auto writer = std::make_unique<GroupCommit>(
+      std::make_unique<kernex::SqliteBatch>(db, true, "test.db", kernex::ErrorCode::Io, nullptr,
+                                            kernex::SqliteCheckpointer::Options{}),
+      options);
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] { return std::chrono::steady_clock::now() - start; };
+  int turns = 0;
+  while (elapsed() < std::chrono::milliseconds(600) || turns < 20) {
+    const int id = 2 * turns++;
+    writer->submit_lazy([&, id] { return insert(db, id, "conversation"); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the turn's model call
+    ASSERT_TRUE(writer->write([&, id] { return insert(db, id + 1, "exchange"); }));
+  }
+  const double delays = std::chrono::duration<double>(elapsed()) / options.lazy_delay;
+  EXPECT_LE(static_cast<double>(writer->stats().writer_wakes), 2 * delays + 2) << turns << " turns";
+  EXPECT_EQ(count(file), 2 * turns);
+  std::promise<Result<void>> alone;  // queued alone after them: committed after its delay
+  writer->submit_lazy([&] { return insert(db, -1, "alone"); },
+                      [&](const Result<void>& r) { alone.set_value(r); });
+  EXPECT_TRUE(alone.get_future().get());
+  EXPECT_EQ(count(file), 2 * turns + 1);
+}
+
 TEST(GroupCommit, AWriteFromInsideABatchIsRefusedNotDeadlocked) {
   TempDir dir;
   auto writer = writer_on(dir.path / "t.db");

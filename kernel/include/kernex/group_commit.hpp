@@ -68,6 +68,7 @@ class GroupCommit {
   static std::chrono::microseconds commit_delay_from_env();
   struct Stats {
     std::uint64_t batches = 0, items = 0, durable_batches = 0, failed_items = 0;
+    std::uint64_t writer_wakes = 0;  // notifications of the writer thread by callers
   };
 
   explicit GroupCommit(std::unique_ptr<BatchTarget> target) : GroupCommit(std::move(target), {}) {}
@@ -129,9 +130,10 @@ class GroupCommit {
   std::size_t eager_ = 0;  // queued items that are not lazy
   std::chrono::steady_clock::time_point lazy_since_{};
   bool stopping_ = false;
-  bool committing_ = false;             // a thread (the writer or a leading caller) runs a batch
-  bool lazy_seen_ = false;              // a lazy item was queued since the writer last waited
-  bool polling_ = false;                // the writer waits at most half lazy_delay (loop())
+  bool committing_ = false;  // a thread (the writer or a leading caller) runs a batch
+  bool lazy_seen_ = false;   // a lazy item was queued since the writer last waited
+  bool polling_ =
+      false;  // the writer's wait ends within lazy_delay of now (loop()): no wake needed
   std::size_t last_durable_items_ = 0;  // how many items the last durable batch held
   std::condition_variable filled_;      // a delayed durable batch is full
   bool delaying_ = false;
