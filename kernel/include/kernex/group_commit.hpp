@@ -132,8 +132,8 @@ class GroupCommit {
   bool stopping_ = false;
   bool committing_ = false;  // a thread (the writer or a leading caller) runs a batch
   bool lazy_seen_ = false;   // a lazy item was queued since the writer last waited
-  bool polling_ =
-      false;  // the writer's wait ends within lazy_delay of now (loop()): no wake needed
+  // The writer's wait ends within lazy_delay of now (loop()): a lazy item needs no wake.
+  bool polling_ = false;
   std::size_t last_durable_items_ = 0;  // how many items the last durable batch held
   std::condition_variable filled_;      // a delayed durable batch is full
   bool delaying_ = false;
