@@ -102,22 +102,27 @@ std::optional<std::vector<ContextEntry>> HotHistory::newest(const std::string& t
   e->want = std::max(e->want, limit);
   const auto from =
       e->newest.end() - static_cast<std::ptrdiff_t>(std::min(limit, e->newest.size()));
-  if (!decode(from, e->newest.end())) {
+  bool decoded = false;
+  if (!decode(from, e->newest.end(), decoded)) {
     forget(tenant, id);
     return std::nullopt;
   }
-  recount(*e);
   std::vector<ContextEntry> out;
   out.reserve(static_cast<std::size_t>(e->newest.end() - from));
   for (auto it = from; it != e->newest.end(); ++it) out.push_back(it->entry);
+  if (decoded) {  // decoded entries count differently: the bound holds after (e may go)
+    recount(*e);
+    evict();
+  }
   return out;
 }
 
 // Decoded in place, as a read of the file decodes the columns (the caller counts the bytes again).
 bool HotHistory::decode(std::vector<HotMessage>::iterator from,
-                        std::vector<HotMessage>::iterator to) {
+                        std::vector<HotMessage>::iterator to, bool& decoded) {
   for (auto it = from; it != to; ++it) {
     if (!it->columns) continue;
+    decoded = true;
     auto& c = *it->columns;
     auto back = decode_columns({0, it->entry.role, it->entry.content, std::move(c.calls),
                                 std::move(c.result), std::move(c.state)},

@@ -81,7 +81,9 @@ class HotHistory {
   Entry& slot(const std::string& k);  // found or made
   void set_newest(Entry& e, std::vector<HotMessage> newest);
   void recount(Entry& e);  // e.bytes (and bytes_) from what e holds now
-  static bool decode(std::vector<HotMessage>::iterator from, std::vector<HotMessage>::iterator to);
+  // False when one does not decode; `decoded`: set when any was.
+  static bool decode(std::vector<HotMessage>::iterator from, std::vector<HotMessage>::iterator to,
+                     bool& decoded);
   void trim(Entry& e);
   void erase(const std::string& k);
   void evict();
