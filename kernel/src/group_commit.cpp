@@ -213,7 +213,9 @@ void GroupCommit::commit_front(std::unique_lock<std::mutex>& lock, bool leader) 
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
-  if (!queue_.empty()) lazy_since_ = std::chrono::steady_clock::now();
+  // Items left over keep the time lazy_since_ has (no later than the arrival of any of them): their
+  // delay runs from when they came. Set to now here, a steady stream of more than max_batch lazy
+  // items a delay waited longer and longer (max_batch committed per delay).
   lock.unlock();
   auto results = run_batch(batch);
   settle(batch, results);

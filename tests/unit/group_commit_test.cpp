@@ -32,6 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 using kernex::GroupCommit;
 using kernex::Result;
+using namespace std::chrono_literals;
 
 struct TempDir {
   fs::path path;
@@ -251,8 +252,37 @@ TEST(GroupCommit, TurnsWakeTheWriterAtMostOnceADelayAndEveryItemCommits) {
   std::promise<Result<void>> alone;  // queued alone after them: committed after its delay
   writer->submit_lazy([&] { return insert(db, -1, "alone"); },
                       [&](const Result<void>& r) { alone.set_value(r); });
-  EXPECT_TRUE(alone.get_future().get());
+  auto done = alone.get_future();
+  ASSERT_EQ(done.wait_for(60s), std::future_status::ready);  // a failure, not a hang
+  EXPECT_TRUE(done.get());
   EXPECT_EQ(count(file), 2 * turns + 1);
+}
+
+// More lazy items than a batch holds, and no write to carry them: they go in batch after batch as
+// soon as the first batch's delay is up, not one batch a delay (the time left over items waited
+// counts). 400 items in batches of 4 with a 100 ms delay took 10 s before.
+TEST(GroupCommit, LazyItemsBeyondOneBatchWaitOneDelayNotOneEach) {
+  TempDir dir;
+  const fs::path file = dir.path / "t.db";
+  sqlite3* db = open_db(file);
+  GroupCommit::Options options;
+  options.lazy_delay = std::chrono::milliseconds(100);
+  options.max_batch = 4;
+  auto writer = std::make_unique<GroupCommit>(
+      std::make_unique<kernex::SqliteBatch>(db, true, "test.db", kernex::ErrorCode::Io, nullptr,
+                                            kernex::SqliteCheckpointer::Options{}),
+      options);
+  std::promise<void> last;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 400; ++i) {
+    writer->submit_lazy([&, i] { return insert(db, i, "lazy"); },
+                        [&, i](const Result<void>&) {
+                          if (i == 399) last.set_value();
+                        });
+  }
+  ASSERT_EQ(last.get_future().wait_for(60s), std::future_status::ready);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // 10 s when each batch waited
+  EXPECT_EQ(count(file), 400);
 }
 
 TEST(GroupCommit, AWriteFromInsideABatchIsRefusedNotDeadlocked) {
