@@ -131,7 +131,7 @@ StoredApproval read_approval_row(const Rows& r, int row) {
 }  // namespace
 
 std::shared_ptr<RunJournal> PgJournalStore::journal(const std::string& tenant,
-                                                    const std::string& run_id) {
+                                                    const std::string& run_id, bool) {
   return std::make_shared<PgJournal>(pool_, *writer_, tenant, run_id, "", 0);
 }
 

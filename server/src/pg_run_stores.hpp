@@ -22,9 +22,10 @@ class PgJournalStore final : public JournalStore {
       : pool_(pool),
         own_(writer ? nullptr : std::make_unique<pg::Writer>(pool)),
         writer_(writer ? writer : own_.get()) {}
-  // Unfenced: reads, and writes whoever holds the run.
-  std::shared_ptr<RunJournal> journal(const std::string& tenant,
-                                      const std::string& run_id) override;
+  // Unfenced: reads, and writes whoever holds the run. Reads the store even for an `empty` one
+  // (a cluster's run may have been claimed elsewhere before).
+  std::shared_ptr<RunJournal> journal(const std::string& tenant, const std::string& run_id,
+                                      bool empty) override;
   // Writes only while (node, attempt) holds the run.
   std::shared_ptr<RunJournal> journal(const std::string& tenant, const std::string& run_id,
                                       const std::string& node, int attempt);

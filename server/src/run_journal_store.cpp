@@ -17,8 +17,8 @@ class SqliteJournalStore final : public JournalStore {
   SqliteJournalStore(const SqliteJournalStore&) = delete;
   SqliteJournalStore& operator=(const SqliteJournalStore&) = delete;
 
-  std::shared_ptr<RunJournal> journal(const std::string& tenant,
-                                      const std::string& run_id) override;
+  std::shared_ptr<RunJournal> journal(const std::string& tenant, const std::string& run_id,
+                                      bool empty) override;
   Result<void> forget(const std::string& tenant, const std::string& run_id) override;
 
   Result<std::optional<Response>> response(const std::string& run_id, std::uint32_t turn);
@@ -43,27 +43,37 @@ class SqliteJournalStore final : public JournalStore {
 };
 
 // One run's view of the store. Run ids are random and unique across tenants in serve.db.
+// `empty` (a new run's first attempt): reads answer nothing without a read transaction until this
+// journal records something; from then on they ask the store as usual.
 class StoredJournal final : public RunJournal {
  public:
-  StoredJournal(SqliteJournalStore& store, std::string run_id)
-      : store_(store), run_id_(std::move(run_id)) {}
+  StoredJournal(SqliteJournalStore& store, std::string run_id, bool empty)
+      : store_(store), run_id_(std::move(run_id)), empty_(empty) {}
   Result<std::optional<Response>> response(std::uint32_t turn) override {
+    if (empty_) return std::nullopt;
     return store_.response(run_id_, turn);
   }
   Result<void> record_response(std::uint32_t turn, const Response& response) override {
+    empty_ = false;
     return store_.record_response(run_id_, turn, response);
   }
-  Result<ToolEntry> tool(const std::string& key) override { return store_.tool(run_id_, key); }
+  Result<ToolEntry> tool(const std::string& key) override {
+    if (empty_) return ToolEntry{};
+    return store_.tool(run_id_, key);
+  }
   Result<void> tool_started(const std::string& key, const ToolCall& call) override {
+    empty_ = false;
     return store_.tool_started(run_id_, key, call);
   }
   Result<void> tool_finished(const std::string& key, const ToolResult& result) override {
+    empty_ = false;
     return store_.tool_finished(run_id_, key, result);
   }
 
  private:
   SqliteJournalStore& store_;
   std::string run_id_;
+  bool empty_;  // one run's thread at a time uses a journal
 };
 
 }  // namespace
@@ -85,8 +95,8 @@ Result<std::unique_ptr<JournalStore>> JournalStore::open(const std::filesystem::
 }
 
 std::shared_ptr<RunJournal> SqliteJournalStore::journal(const std::string&,
-                                                        const std::string& run_id) {
-  return std::make_shared<StoredJournal>(*this, run_id);
+                                                        const std::string& run_id, bool empty) {
+  return std::make_shared<StoredJournal>(*this, run_id, empty);
 }
 
 // Queued behind the run's end, not waited on: a journal only resumes an unfinished run, so one

@@ -19,9 +19,11 @@ class JournalStore {
   static Result<std::unique_ptr<JournalStore>> open(const std::filesystem::path& file);
   virtual ~JournalStore() = default;
 
-  // The journal of the tenant's run `run_id`: the same entries whichever process asks.
-  virtual std::shared_ptr<RunJournal> journal(const std::string& tenant,
-                                              const std::string& run_id) = 0;
+  // The journal of the tenant's run `run_id`: the same entries whichever process asks. `empty`:
+  // the caller knows the store holds nothing for the run yet (a new run's first attempt), so
+  // reads answer nothing without asking the store until this journal records something.
+  virtual std::shared_ptr<RunJournal> journal(const std::string& tenant, const std::string& run_id,
+                                              bool empty) = 0;
   // Drops a finished run's entries (they hold its model answers and tool results).
   virtual Result<void> forget(const std::string& tenant, const std::string& run_id) = 0;
 };

@@ -54,7 +54,8 @@ RunManager::RunManager(Deps deps)
       // Keyed by the run's id: a run resumed after a restart gets the journal it wrote; once the
       // run is suspended it records nothing (a put-off call's denial is not its result).
       options.journal = std::make_shared<SuspendableJournal>(
-          deps_.journals->journal(run.tenant, run.id), *deps_.approvals, run.id);
+          deps_.journals->journal(run.tenant, run.id, run.take_first_attempt()), *deps_.approvals,
+          run.id);
       options.approver = deps_.approvals->approver(run, [this, &run](RunStatus status) {
         if (auto r = deps_.store->set_status(run.id, status); !r)
           log(LogLevel::Error, "serve: " + r.error().describe());
@@ -107,6 +108,7 @@ std::expected<std::shared_ptr<RunState>, ApiError> RunManager::submit(RunRequest
   auto run =
       std::make_shared<RunState>(random_id("run"), request.tenant, request.session, utc_now());
   run->set_before_end(std::move(request.before_end));
+  run->mark_new();
   // Queued under mutex_, so every later write of this run (a cancel's end) commits after it.
   auto recording = std::make_shared<Recording>();
   run->expect_record();

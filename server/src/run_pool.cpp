@@ -111,7 +111,12 @@ RunPool::RunPool(Options options) : state_(std::make_shared<State>()) {
   if (options.max_threads == 0) options.max_threads = 1;
   options.warm = std::min(options.warm, options.max_threads);
   state_->options = options;
-  spawn_if_needed(state_, true);
+  bool make = false;
+  {
+    std::lock_guard lock(state_->mutex);
+    make = reserve_thread_locked(*state_, true);
+  }
+  if (make) start_reserved(state_);
 }
 
 RunPool::~RunPool() {
@@ -123,31 +128,38 @@ RunPool::~RunPool() {
 
 // The state is held for the whole call: once the task is queued it may run and end, and its end
 // may let the pool's owner destroy the pool while this submitter (a fiber's resume, on another
-// thread) is still here.
+// thread) is still here. One lock for the queueing and the decision to make a thread (a second
+// one, taken just after the wake-up, was what the woken thread met first: a futex round trip a
+// run); notified after the unlock, so the woken thread does not wait for it.
 void RunPool::submit(std::function<void()> task) {
   const std::shared_ptr<State> state = state_;
+  bool make = false;
   {
     std::lock_guard lock(state->mutex);
     state->queue.push_back(std::move(task));
+    make = reserve_thread_locked(*state, false);
   }
   state->work.notify_one();
-  spawn_if_needed(state, false);
+  if (make) start_reserved(state);
 }
 
 // A thread is made only when none is free to take what is queued (queued tasks count against the
-// idle: each idle thread takes one), or for the first one. One the system refuses leaves the
-// queue to the threads there are: never run here, where the caller may hold a lock the task takes.
-void RunPool::spawn_if_needed(const std::shared_ptr<State>& state, bool first) {
-  State& s = *state;
-  std::unique_lock lock(s.mutex);
+// idle: each idle thread takes one), or for the first one.
+bool RunPool::reserve_thread_locked(State& s, bool first) {
   const bool need = !s.stopping && s.threads < s.options.max_threads &&
                     (s.threads == 0 || (!first && s.queue.size() > s.idle));
-  if (!need) return;
+  if (!need) return false;
   ++s.threads;
   ++s.created;
-  lock.unlock();
+  return true;
+}
+
+// One the system refuses leaves the queue to the threads there are: never run here, where the
+// caller may hold a lock the task takes.
+void RunPool::start_reserved(const std::shared_ptr<State>& state) {
+  State& s = *state;
   if (spawn(state)) return;
-  lock.lock();
+  std::unique_lock lock(s.mutex);
   --s.threads;
   --s.created;
   if (s.threads == 0 && !s.queue.empty())

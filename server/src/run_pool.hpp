@@ -58,7 +58,9 @@ class RunPool {
   struct State;  // shared with the threads (run_pool.cpp)
 
  private:
-  static void spawn_if_needed(const std::shared_ptr<State>& state, bool first);
+  // Whether a thread is to be made (counted already, under the state's mutex), and its making.
+  static bool reserve_thread_locked(State& s, bool first);
+  static void start_reserved(const std::shared_ptr<State>& state);
   std::shared_ptr<State> state_;
 };
 

@@ -2,6 +2,7 @@
 // wakers of the connections following it. Written by the run's thread, read by any connection.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -136,6 +137,11 @@ class RunState {
   void expect_record();
   void settle_record(bool stored);
   Record record() const;
+  // True once, for a run made by this process's RunManager::submit: its first attempt, whose
+  // journal holds nothing yet (run ids are new and random). A restored run, or a later attempt
+  // (after a park), answers false.
+  bool take_first_attempt() { return first_attempt_.exchange(false); }
+  void mark_new() { first_attempt_ = true; }
   // Like wait_after, for the record: nothing (and no waker) once it is settled.
   std::optional<std::uint64_t> wait_recorded(std::function<void()> waker);
 
@@ -145,6 +151,7 @@ class RunState {
   std::chrono::steady_clock::time_point ended_at() const;
 
  private:
+  std::atomic<bool> first_attempt_{false};
   void wake(std::unique_lock<std::mutex>& lock);
   bool push_locked(std::string& name, Json& data);  // appends unless dropped (mutex_ held)
   void finish_locked(RunStatus status, Json result, std::unique_lock<std::mutex>& lock);

@@ -269,7 +269,7 @@ TEST_F(ClusterOps, EventsAndJournalRideTheBatchesFencedByTheClaim) {
   EXPECT_TRUE(entry->started);
   ASSERT_TRUE(entry->result);
   EXPECT_EQ(entry->result->content, "ok");
-  auto other = journals.journal("globex", run.id)->tool("k1");
+  auto other = journals.journal("globex", run.id, false)->tool("k1");
   ASSERT_TRUE(other);
   EXPECT_FALSE(other->started);
   EXPECT_EQ(value("SELECT count(*) FROM serve_run_tools"), "1");
