@@ -56,11 +56,14 @@ sqlite3* open_db(const fs::path& file) {
 }
 
 std::unique_ptr<GroupCommit> writer_on(const fs::path& file, sqlite3** db_out = nullptr,
-                                       kernex::SqliteCheckpointer::Options checkpoints = {}) {
+                                       kernex::SqliteCheckpointer::Options checkpoints = {},
+                                       GroupCommit::Options options = {}) {
   sqlite3* db = open_db(file);
   if (db_out) *db_out = db;
-  return std::make_unique<GroupCommit>(std::make_unique<kernex::SqliteBatch>(
-      db, true, "test.db", kernex::ErrorCode::Io, nullptr, checkpoints));
+  return std::make_unique<GroupCommit>(
+      std::make_unique<kernex::SqliteBatch>(db, true, "test.db", kernex::ErrorCode::Io, nullptr,
+                                            checkpoints),
+      options);
 }
 
 Result<void> insert(sqlite3* db, std::int64_t id, const char* value) {
@@ -230,13 +233,10 @@ TEST(GroupCommit, LazyItemsRideTheNextBatchOrTheirDelay) {
 TEST(GroupCommit, TurnsWakeTheWriterAtMostOnceADelayAndEveryItemCommits) {
   TempDir dir;
   const fs::path file = dir.path / "t.db";
-  sqlite3* db = open_db(file);
+  sqlite3* db = nullptr;
   GroupCommit::Options options;
   options.lazy_delay = std::chrono::milliseconds(40);
-  auto writer = std::make_unique<GroupCommit>(
-      std::make_unique<kernex::SqliteBatch>(db, true, "test.db", kernex::ErrorCode::Io, nullptr,
-                                            kernex::SqliteCheckpointer::Options{}),
-      options);
+  auto writer = writer_on(file, &db, {}, options);
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] { return std::chrono::steady_clock::now() - start; };
   int turns = 0;
@@ -264,14 +264,11 @@ TEST(GroupCommit, TurnsWakeTheWriterAtMostOnceADelayAndEveryItemCommits) {
 TEST(GroupCommit, LazyItemsBeyondOneBatchWaitOneDelayNotOneEach) {
   TempDir dir;
   const fs::path file = dir.path / "t.db";
-  sqlite3* db = open_db(file);
+  sqlite3* db = nullptr;
   GroupCommit::Options options;
   options.lazy_delay = std::chrono::milliseconds(100);
   options.max_batch = 4;
-  auto writer = std::make_unique<GroupCommit>(
-      std::make_unique<kernex::SqliteBatch>(db, true, "test.db", kernex::ErrorCode::Io, nullptr,
-                                            kernex::SqliteCheckpointer::Options{}),
-      options);
+  auto writer = writer_on(file, &db, {}, options);
   std::promise<void> last;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 400; ++i) {
