@@ -431,6 +431,7 @@ Figures measure_commit_floor(const Setup& setup, int turns, Server& server, cons
 }  // namespace
 
 int main(int argc, char** argv) {
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);  // as the `kernex` program sets its process up
   const int turns = argc > 1 ? std::max(100, std::atoi(argv[1])) : 5000;
   std::string tmpl = (fs::temp_directory_path() / "kernex-bench-turn-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) die("mkdtemp");

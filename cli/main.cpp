@@ -1,4 +1,6 @@
 // `kernex`: parses the command line and hands over to the library; nothing else lives here.
+#include <sqlite3.h>
+
 #include <iostream>
 #include <optional>
 #include <string>
@@ -69,6 +71,11 @@ void log_to_stderr(bool verbose) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The process's SQLite, before its first use: no memory statistics. Nothing in kernex reads them,
+  // and they take one process-wide mutex on every allocation of every connection (serve's runs
+  // contended on it: futex calls a run). Set here, by the program, not by the library: a host
+  // embedding kernex may rely on them (sqlite3_soft_heap_limit64, sqlite3_memory_used).
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   using kernex::cli::Command;
   const kernex::cli::CommandLine line{
       "kernex: an agent kernel with plugin providers and sandboxed tools", "kernex"};

@@ -295,10 +295,6 @@ class Vfs {
 // or the VFS could not be registered).
 inline const char* sqlite_wal_vfs() {
   static const char* const name = []() -> const char* {
-    // Before SQLite's first use in the process (else a harmless SQLITE_MISUSE): no memory
-    // statistics, which nothing here reads and which take one process-wide mutex on every
-    // allocation of every connection (serve's runs contended on it: futex calls a run).
-    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     const char* v = std::getenv("KERNEX_WAL_WRITES");
     if (v != nullptr && std::string_view(v) == "each") return nullptr;
     static wal_writes::Vfs vfs;
