@@ -219,6 +219,7 @@ class CpuTrace {
   };
   explicit CpuTrace(pid_t server)
       : server_(server), base_{Clock::now(), kb::cpu_ticks(server), kb::cpu_ticks(::getpid())} {
+    samples_.push_back({base_.at, 0, 0});  // never empty, however soon it stops
     thread_ = std::thread([this] {
       while (!stop_) {
         samples_.push_back({Clock::now(), kb::cpu_ticks(server_) - base_.server,
