@@ -25,6 +25,8 @@
 // Usage: serve [--phases stream,idle,rps,cancel,pool,fibers] [--streams N] [--idle N]
 //              [--rps-seconds S] [--connections C] [--cancel-runs N]
 //              [--memory sqlite|volatile] [--threads T] [--kernex PATH] [--lean] [--sql-cpu]
+//              [--chunks N] (the stream phase's chunks per answer: 1 leaves the burst's run
+//              starts alone) [--run-threads N] (serve.run_threads)
 //        serve --harness [--streams N]   the fake LLM, bare server and client alone (no kernex)
 #include <algorithm>
 #include <cstdlib>
@@ -76,6 +78,9 @@ struct Args {
   // --sql-cpu: the rps phase's server counts the CPU its threads spend inside SQLite statements
   // (bench/sql_cpu_preload.cpp, LD_PRELOADed), printed per run beside the server's whole CPU.
   bool sql_cpu = false;
+  // --chunks: content chunks per streamed answer of the stream phase's fake LLM (default 20).
+  int chunks = 20;
+  int run_threads = 0;  // serve.run_threads (0: the server's default)
 };
 
 Args parse_args(int argc, char** argv) {
@@ -109,6 +114,10 @@ Args parse_args(int argc, char** argv) {
       a.lean = true;
     else if (arg == "--sql-cpu")
       a.sql_cpu = true;
+    else if (arg == "--chunks")
+      a.chunks = std::stoi(value());
+    else if (arg == "--run-threads")
+      a.run_threads = std::stoi(value());
     else
       die("unknown argument " + arg + " (see the comment atop bench/serve.cpp)");
   }
@@ -175,6 +184,7 @@ fs::path write_config(const fs::path& dir, const Args& a, Json provider,
                  {"memory", a.memory},
                  {"serve",
                   {{"threads", a.threads},
+                   {"run_threads", a.run_threads},
                    {"max_connections", 20000},
                    {"limits", {{"default", {{"concurrent_runs", 1000000}}}}}}}};
   if (a.lean) config.merge_patch({{"toolboxes", Json::array()}, {"trajectories", false}});
@@ -326,9 +336,9 @@ Ttft harness_floor(const Args& a, kb::FakeLlm& llm) {
 }
 
 void phase_stream(const Args& a, const fs::path& work) {
-  std::printf("stream: %d concurrent streaming runs, fake LLM: 20 chunks 100 ms apart per call\n",
-              a.streams);
-  kb::FakeLlm llm;
+  std::printf("stream: %d concurrent streaming runs, fake LLM: %d chunks 100 ms apart per call\n",
+              a.streams, a.chunks);
+  kb::FakeLlm llm(kb::FakeLlmOptions{.chunks = a.chunks});
   const Ttft floor = harness_floor(a, llm);
   if (floor.ended != a.streams) die("the harness alone lost streams: " + floor.first_error);
 

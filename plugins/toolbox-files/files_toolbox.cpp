@@ -70,7 +70,7 @@ Json uint(const char* what) {
 class FilesToolbox final : public kernex::ToolExecutor {
  public:
   FilesToolbox(sb::ToolboxRunOptions options, std::set<std::string> enabled)
-      : options_(std::move(options)), enabled_(std::move(enabled)) {}
+      : options_(std::move(options)), enabled_(std::move(enabled)), specs_(enabled_specs()) {}
 
   static std::vector<kernex::ToolSpec> all_specs() {
     return {
@@ -121,12 +121,9 @@ class FilesToolbox final : public kernex::ToolExecutor {
     };
   }
 
+  // Every run lists the tools: a copy of what the constructor built, not the schemas built again.
   Result<std::vector<kernex::ToolSpec>> list_tools(const kernex::Context&) override {
-    std::vector<kernex::ToolSpec> specs;
-    for (auto& spec : all_specs()) {
-      if (enabled_.contains(spec.name)) specs.push_back(std::move(spec));
-    }
-    return specs;
+    return specs_;
   }
 
   Result<ToolResult> execute(const kernex::Context& context, const kernex::RunHandles& run,
@@ -567,8 +564,17 @@ if (( ${#found[@]} <= 10000 )); then ls -1td -- "${found[@]}"; else printf '%s\n
     return output(job, call, r.stdout_data, r.stdout_truncated);
   }
 
+  std::vector<kernex::ToolSpec> enabled_specs() const {
+    std::vector<kernex::ToolSpec> specs;
+    for (auto& spec : all_specs()) {
+      if (enabled_.contains(spec.name)) specs.push_back(std::move(spec));
+    }
+    return specs;
+  }
+
   sb::ToolboxRunOptions options_;
   std::set<std::string> enabled_;
+  const std::vector<kernex::ToolSpec> specs_;  // the enabled tools, built once
   std::mutex mutex_;
   std::map<std::string, Cached> policies_;  // by host workspace ("" for the configured one)
   std::uint64_t uses_ = 0;

@@ -20,13 +20,20 @@ http::Request json_request(const Context& context, std::string url) {
   return request;
 }
 
+// Built field by field: an initializer list copies each tool's schema twice (into the list, then
+// out of it), and this runs for every model call of every run.
 Json function_tools(const std::vector<ToolSpec>& tools) {
   Json defs = Json::array();
+  defs.get_ref<Json::array_t&>().reserve(tools.size());
   for (const ToolSpec& t : tools) {
-    defs.push_back(
-        {{"type", "function"},
-         {"function",
-          {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
+    Json function = Json::object();
+    function["name"] = t.name;
+    function["description"] = t.description;
+    function["parameters"] = t.parameters;
+    Json def = Json::object();
+    def["type"] = "function";
+    def["function"] = std::move(function);
+    defs.push_back(std::move(def));
   }
   return defs;
 }
