@@ -5,6 +5,8 @@
 #include <exception>
 #include <string_view>
 
+#include "kernex/suspend.hpp"
+
 namespace kernex {
 namespace {
 thread_local const GroupCommit* running = nullptr;  // the writer whose batch this thread runs
@@ -128,6 +130,8 @@ Result<void> GroupCommit::write(Work work, bool durable) {
                 "group commit: a write from inside a batch would wait on itself");
   if (options_.direct) return submit(std::move(work), durable).get();
   Waiter waiter;
+  // Waiting on the batch, or leading it (its fsync): a pool may lend another thread meanwhile.
+  const BlockingScope waiting;
   std::unique_lock lock(mutex_);
   if (stopping_) return fail(ErrorCode::Internal, "group commit: the writer has stopped");
   queue_.push_back(Item{std::move(work), {}, durable, false, &waiter});

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -24,6 +25,8 @@ namespace kernex {
 namespace {
 
 thread_local Suspender* g_current = nullptr;
+thread_local BlockingObserver* g_observer = nullptr;
+thread_local int g_blocking_depth = 0;
 
 using Clock = std::chrono::steady_clock;
 
@@ -164,6 +167,8 @@ class Reactor {
 
 int blocking_wait(int fd, short events, int timeout_ms, short* revents) {
   pollfd p{fd, events, 0};
+  std::optional<BlockingScope> waiting;
+  if (timeout_ms != 0) waiting.emplace();
   const int n = ::poll(&p, 1, timeout_ms);
   if (n > 0 && revents != nullptr) *revents = p.revents;
   return n;
@@ -180,6 +185,20 @@ Suspender* current_suspender() noexcept {
 }
 
 Suspender* set_current_suspender(Suspender* s) noexcept { return std::exchange(g_current, s); }
+
+BlockingObserver* set_blocking_observer(BlockingObserver* o) noexcept {
+  return std::exchange(g_observer, o);
+}
+
+// The observer told is kept: a wait that began on one of a pool's threads ends on the same pool.
+BlockingScope::BlockingScope() noexcept : told_(g_blocking_depth++ == 0 ? g_observer : nullptr) {
+  if (told_ != nullptr) told_->blocking_begins();
+}
+
+BlockingScope::~BlockingScope() {
+  --g_blocking_depth;
+  if (told_ != nullptr) told_->blocking_ends();
+}
 
 SuspendPoint::SuspendPoint() noexcept : fiber_(g_current) {
   if (fiber_ != nullptr) ++fiber_->open_;

@@ -16,6 +16,7 @@
 #include "fd.hpp"
 #include "launch.hpp"
 #include "kernex/sandbox/line_buffer.hpp"
+#include "kernex/suspend.hpp"
 
 namespace kernex::sandbox {
 using Clock = SandboxedProcess::Clock;
@@ -150,7 +151,12 @@ struct SandboxedProcess::Impl {
       const nfds_t wake_at = wake_fd >= 0 ? n++ : 0;
       if (wake_at != 0) fds[wake_at] = {wake_fd, POLLIN, 0};
       const int timeout = remaining_ms(deadline);
-      int rc = ::poll(fds, n, timeout);
+      int rc = 0;
+      {
+        // The child's output or exit, for as long as it takes: a pool may lend another thread.
+        const BlockingScope waiting;
+        rc = ::poll(fds, n, timeout);
+      }
       if (rc < 0 && errno == EINTR) continue;
       if (rc < 0) return Wait::Failed;
       if (wake_at != 0 && fds[wake_at].revents != 0) return Wait::Cancelled;

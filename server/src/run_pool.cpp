@@ -6,26 +6,50 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "kernex/log.hpp"
+#include "kernex/suspend.hpp"
 
 namespace kernex::server {
 
 // Shared with every thread: a thread that is leaving may outlive the RunPool object by a few
 // instructions, so what it touches last is not the pool's.
-struct RunPool::State {
+// Told by its threads' BlockingScopes (kernex/suspend.hpp): a thread that waits lends its place.
+struct RunPool::State final : BlockingObserver {
   Options options;
   std::mutex mutex;
-  std::condition_variable work;  // a task was queued, or the pool stops
-  std::condition_variable gone;  // a thread left
+  std::condition_variable work;   // a task was queued, or the pool stops
+  std::condition_variable gone;   // a thread left
+  std::condition_variable watch;  // the stall watcher: tasks queued, or the pool stops
   std::deque<std::function<void()>> queue;
   std::size_t threads = 0;
   std::size_t idle = 0;
   std::size_t created = 0;
+  std::size_t waiting = 0;    // threads inside a BlockingScope
+  std::uint64_t taken = 0;    // tasks taken from the queue since the start
+  bool watcher = false;       // the stall watcher's thread is alive
+  bool watcher_idle = false;  // it waits without a deadline: a task queued wakes it
   bool stopping = false;
+  std::weak_ptr<State> self;
+
+  void blocking_begins() noexcept override {
+    bool make = false;
+    {
+      std::lock_guard lock(mutex);
+      ++waiting;
+      make = reserve_thread_locked(*this, false);
+    }
+    if (make) start_reserved(self.lock());
+  }
+  void blocking_ends() noexcept override {
+    std::lock_guard lock(mutex);
+    --waiting;
+  }
 };
 
 namespace {
@@ -40,7 +64,9 @@ struct Start {
 
 void* worker_main(void* arg) {
   std::unique_ptr<Start> start(static_cast<Start*>(arg));
+  set_blocking_observer(start->state.get());
   worker_loop(start->state);
+  set_blocking_observer(nullptr);
   return nullptr;
 }
 
@@ -60,6 +86,7 @@ void worker_loop(const std::shared_ptr<RunPool::State>& s) {
     }
     std::function<void()> task = std::move(s->queue.front());
     s->queue.pop_front();
+    ++s->taken;
     lock.unlock();
     try {
       task();
@@ -110,20 +137,31 @@ bool spawn(const std::shared_ptr<RunPool::State>& s) {
 RunPool::RunPool(Options options) : state_(std::make_shared<State>()) {
   if (options.max_threads == 0) options.max_threads = 1;
   options.warm = std::min(options.warm, options.max_threads);
+  if (options.compute == 0) options.compute = default_compute();
   state_->options = options;
+  state_->self = state_;
   bool make = false;
   {
     std::lock_guard lock(state_->mutex);
     make = reserve_thread_locked(*state_, true);
   }
   if (make) start_reserved(state_);
+  try {
+    std::thread([state = state_] { watch_for_stalls(state); }).detach();
+    std::lock_guard lock(state_->mutex);
+    state_->watcher = true;  // before it can clear it: it takes this mutex first
+  } catch (const std::system_error& e) {
+    log(LogLevel::Warn, std::string("serve: no stall watcher for the run pool: ") + e.what() +
+                            "; a wait nobody declared holds its queue until it ends");
+  }
 }
 
 RunPool::~RunPool() {
   std::unique_lock lock(state_->mutex);
   state_->stopping = true;
   state_->work.notify_all();
-  state_->gone.wait(lock, [&] { return state_->threads == 0; });
+  state_->watch.notify_all();
+  state_->gone.wait(lock, [&] { return state_->threads == 0 && !state_->watcher; });
 }
 
 // The state is held for the whole call: once the task is queued it may run and end, and its end
@@ -133,25 +171,64 @@ RunPool::~RunPool() {
 // run); notified after the unlock, so the woken thread does not wait for it.
 void RunPool::submit(std::function<void()> task) {
   const std::shared_ptr<State> state = state_;
-  bool make = false;
+  bool make = false, watch = false;
   {
     std::lock_guard lock(state->mutex);
     state->queue.push_back(std::move(task));
     make = reserve_thread_locked(*state, false);
+    watch = state->watcher_idle && state->queue.size() > state->idle;
   }
   state->work.notify_one();
+  if (watch) state->watch.notify_one();
   if (make) start_reserved(state);
 }
 
-// A thread is made only when none is free to take what is queued (queued tasks count against the
-// idle: each idle thread takes one), or for the first one.
+namespace {
+
+// Queued tasks no idle thread will take (each idle thread takes one), and room for a thread.
+bool short_of_threads(const RunPool::State& s) {
+  return !s.stopping && s.threads < s.options.max_threads && s.queue.size() > s.idle;
+}
+
+}  // namespace
+
+// A thread is made for the first one, or when none is free to take what is queued and fewer than
+// `compute` threads run tasks without waiting (a reserved thread, not started yet, counts as one).
 bool RunPool::reserve_thread_locked(State& s, bool first) {
-  const bool need = !s.stopping && s.threads < s.options.max_threads &&
-                    (s.threads == 0 || (!first && s.queue.size() > s.idle));
+  const std::size_t running = s.threads - s.idle - s.waiting;
+  const bool need =
+      !s.stopping && s.threads < s.options.max_threads &&
+      (s.threads == 0 || (!first && short_of_threads(s) && running < s.options.compute));
   if (!need) return false;
   ++s.threads;
   ++s.created;
   return true;
+}
+
+// A wait nobody declared (a hook, a plugin's own blocking call, a long computation) would hold the
+// queue behind `compute` threads until it ends: when `stall` passes with tasks queued and none
+// taken, one more thread is made, and one each `stall` after while that lasts. Idle otherwise.
+void RunPool::watch_for_stalls(const std::shared_ptr<State>& state) {
+  State& s = *state;
+  std::unique_lock lock(s.mutex);
+  while (!s.stopping) {
+    if (!short_of_threads(s)) {
+      s.watcher_idle = true;
+      s.watch.wait(lock);
+      s.watcher_idle = false;
+      continue;
+    }
+    const std::uint64_t taken = s.taken;
+    s.watch.wait_for(lock, s.options.stall, [&] { return s.stopping; });
+    if (s.taken != taken || !short_of_threads(s)) continue;
+    ++s.threads;
+    ++s.created;
+    lock.unlock();
+    start_reserved(state);
+    lock.lock();
+  }
+  s.watcher = false;
+  s.gone.notify_all();
 }
 
 // One the system refuses leaves the queue to the threads there are: never run here, where the
@@ -171,11 +248,16 @@ void RunPool::fail_thread_creation_for_testing(std::size_t n) { g_refuse_threads
 
 RunPool::Stats RunPool::stats() const {
   std::lock_guard lock(state_->mutex);
-  return {state_->threads, state_->threads - state_->idle, state_->queue.size(), state_->created};
+  return {state_->threads, state_->threads - state_->idle, state_->queue.size(), state_->created,
+          state_->waiting};
 }
 
 std::size_t RunPool::default_warm() {
   return std::max<std::size_t>(4, 4 * std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::size_t RunPool::default_compute() {
+  return std::max<std::size_t>(2, 2 * std::max(1u, std::thread::hardware_concurrency()));
 }
 
 }  // namespace kernex::server

@@ -1,15 +1,19 @@
 // The run pool when the system refuses a thread: a task never runs on the submitter's stack (the
 // run manager submits under its mutex, which the task takes: run there, it locked it twice), it
-// waits for a thread the pool has, or for the one the next submit makes.
+// waits for a thread the pool has, or for the one the next submit makes. And how many threads it
+// makes: no more than `compute` for tasks that run, one more for each that declares a wait, one
+// more after a stall for a wait nobody declared.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "kernex/suspend.hpp"
 #include "run_pool.hpp"
 
 namespace {
@@ -91,6 +95,80 @@ TEST(ServeRunPool, ARefusedThreadLeavesTheTasksToTheThreadsThereAre) {
   ASSERT_TRUE(m.wait_for(5)) << "the pool's one thread ran them all";
   for (const auto& id : m.ran_on) EXPECT_NE(id, std::this_thread::get_id());
   EXPECT_EQ(pool.stats().created, 1u);
+}
+
+// A gate tasks wait at (without declaring it, or inside a BlockingScope) until it opens.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false;
+  int waiting = 0, passed = 0;
+  void wait(bool declared) {
+    std::optional<kernex::BlockingScope> scope;
+    if (declared) scope.emplace();
+    std::unique_lock lock(mutex);
+    ++waiting;
+    cv.notify_all();
+    cv.wait(lock, [&] { return open; });
+    ++passed;
+    cv.notify_all();
+  }
+  void release() {
+    std::lock_guard lock(mutex);
+    open = true;
+    cv.notify_all();
+  }
+  bool wait_passed(int n) {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, 30s, [&] { return passed >= n; });
+  }
+  bool wait_waiting(int n) {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, 30s, [&] { return waiting >= n; });
+  }
+};
+
+RunPool::Options bounded(std::size_t compute, std::chrono::milliseconds stall) {
+  RunPool::Options o = options(64);
+  o.compute = compute;
+  o.stall = stall;
+  return o;
+}
+
+TEST(ServeRunPool, TasksThatRunGetNoMoreThreadsThanComputeAllows) {
+  Gate gate;
+  RunPool pool(bounded(2, 1h));  // no stall is ever seen: only `compute` decides
+  for (int i = 0; i < 20; ++i) pool.submit([&] { gate.wait(false); });
+  // A thread notified but not yet woken still counts as idle, so one more can be made than
+  // `compute` while the first tasks are taken; never one for each task.
+  EXPECT_LE(pool.stats().created, 3u);
+  gate.release();
+  ASSERT_TRUE(gate.wait_passed(20));
+  EXPECT_LE(pool.stats().created, 3u);
+}
+
+TEST(ServeRunPool, AThreadThatDeclaresAWaitLendsItsPlace) {
+  Gate gate;
+  RunPool pool(bounded(1, 1h));
+  // The first task waits, declared, until the second has run: with one thread that computes and
+  // no stall watcher in time, only the declaration gets the second a thread. It is submitted once
+  // the first waits, so no thread is idle then (one notified but not yet woken would take it).
+  pool.submit([&] { gate.wait(true); });
+  ASSERT_TRUE(gate.wait_waiting(1));
+  pool.submit([&] { gate.release(); });
+  ASSERT_TRUE(gate.wait_passed(1)) << "the second task never got a thread";
+  EXPECT_GE(pool.stats().created, 2u);
+}
+
+TEST(ServeRunPool, AWaitNobodyDeclaredGetsAThreadAfterAStall) {
+  Gate gate;
+  RunPool pool(bounded(1, 20ms));
+  pool.submit([&] { gate.wait(false); });
+  ASSERT_TRUE(gate.wait_waiting(1));
+  EXPECT_EQ(pool.stats().created, 1u) << "a waiting task looks like one that computes";
+  pool.submit([&] { gate.release(); });
+  ASSERT_TRUE(gate.wait_passed(1)) << "the stall watcher made no thread";
+  EXPECT_GE(pool.stats().created, 2u);
 }
 
 }  // namespace

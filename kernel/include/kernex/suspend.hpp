@@ -48,6 +48,32 @@ class SuspendPoint {
   Suspender* fiber_;
 };
 
+// A wait that holds its thread: a commit's turn, a child process, a poll() off a fiber. A host
+// that runs work on a bounded pool (kernex serve's, server/src/run_pool.hpp) installs an observer
+// on its threads and is told while one of them waits: it may lend another thread to what is
+// queued, so it sizes itself by the threads that compute, not by those that wait. Without an
+// observer (the CLI, a thread a plugin made) it does nothing. Scopes nest; the outermost tells.
+// A scope is made and destroyed on one thread: nothing inside it suspends.
+class BlockingObserver {
+ public:
+  virtual ~BlockingObserver() = default;
+  virtual void blocking_begins() noexcept = 0;
+  virtual void blocking_ends() noexcept = 0;
+};
+// Installs `o` for this thread (null: none) and returns the one it replaces. For hosts.
+BlockingObserver* set_blocking_observer(BlockingObserver* o) noexcept;
+
+class BlockingScope {
+ public:
+  BlockingScope() noexcept;
+  ~BlockingScope();
+  BlockingScope(const BlockingScope&) = delete;
+  BlockingScope& operator=(const BlockingScope&) = delete;
+
+ private:
+  BlockingObserver* told_;  // the observer told it began (null: none, or an outer scope did)
+};
+
 // poll() of one descriptor for `events` (POLLIN, POLLOUT): > 0 ready (`*revents` says how),
 // 0 timed out, < 0 failed (errno). timeout_ms < 0 waits without limit. On a fiber the wait
 // holds no thread: one shared epoll thread continues the fiber when the descriptor is ready.
