@@ -9,6 +9,7 @@
 #include "kernex/mcp/jsonrpc.hpp"
 #include "kernex/sandbox/process.hpp"
 #include "kernex/sandbox/toolbox.hpp"
+#include "kernex/suspend.hpp"
 #include "client_exchange.hpp"
 #include "server_policy.hpp"
 
@@ -227,6 +228,8 @@ Result<std::vector<McpTool>> McpClient::list_tools(std::stop_token stop) {
 
 Result<CallResult> McpClient::call_tool(const std::string& name, const Json& arguments,
                                         std::stop_token stop) {
+  // Another process's answer, and other calls to the same server queued on its mutex.
+  const BlockingScope waiting;
   std::lock_guard lock(impl_->mu);
   impl_->stop = std::move(stop);
   auto result = impl_->call_tool(name, arguments);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <utility>
 
@@ -154,7 +155,8 @@ struct SandboxedProcess::Impl {
       int rc = 0;
       {
         // The child's output or exit, for as long as it takes: a pool may lend another thread.
-        const BlockingScope waiting;
+        std::optional<BlockingScope> waiting;
+        if (timeout != 0) waiting.emplace();
         rc = ::poll(fds, n, timeout);
       }
       if (rc < 0 && errno == EINTR) continue;

@@ -1,6 +1,7 @@
 #include "approvals.hpp"
 
 #include "kernex/log.hpp"
+#include "kernex/suspend.hpp"
 #include "random_id.hpp"
 #include "run_executor.hpp"
 
@@ -141,6 +142,7 @@ ApprovalDecision Approvals::wait(const StoredApproval& approval, std::stop_token
       std::chrono::system_clock::time_point(std::chrono::seconds(approval.expires_at));
   std::optional<StoredApproval> done;
   {
+    const BlockingScope waiting;  // a person's decision, on this thread (park: false)
     std::unique_lock lock(mutex_);
     changed_.wait_until(lock, stop, deadline, [&] {
       auto row = store_->by_id(approval.tenant, approval.id);

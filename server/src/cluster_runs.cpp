@@ -54,9 +54,11 @@ ClusterRuns::ClusterRuns(Deps deps)
           std::make_unique<PgApprovalStore>(deps_.store->pool(), &deps_.store->writer()),
           deps_.config->approval_timeout)),
       // Claims stop at cluster.max_runs, so every claimed run has a thread at once.
-      pool_(RunPool::Options{std::max<std::size_t>(1, deps_.config->cluster.max_runs),
-                             RunPool::default_warm(), deps_.config->run_stack_kib << 10,
-                             std::chrono::seconds(30)}) {
+      pool_(
+          RunPool::Options{.max_threads = std::max<std::size_t>(1, deps_.config->cluster.max_runs),
+                           .warm = RunPool::default_warm(),
+                           .stack_bytes = deps_.config->run_stack_kib << 10,
+                           .idle_exit = std::chrono::seconds(30)}) {
   approvals_->release_while_waiting();
   env_.attach_approvals = [this](RunState& run, RunOptions& options) { attach(run, options); };
   env_.suspended = [this](const std::string& id) { return approvals_->suspended(id); };

@@ -224,8 +224,11 @@ void RunPool::watch_for_stalls(const std::shared_ptr<State>& state) {
     ++s.threads;
     ++s.created;
     lock.unlock();
-    start_reserved(state);
+    const bool made = start_reserved(state);
     lock.lock();
+    // A system that refuses threads is asked again in a second, not every stall (each refusal
+    // is logged); a submit still asks at once.
+    if (!made) s.watch.wait_for(lock, std::chrono::seconds(1), [&] { return s.stopping; });
   }
   s.watcher = false;
   s.gone.notify_all();
@@ -233,15 +236,16 @@ void RunPool::watch_for_stalls(const std::shared_ptr<State>& state) {
 
 // One the system refuses leaves the queue to the threads there are: never run here, where the
 // caller may hold a lock the task takes.
-void RunPool::start_reserved(const std::shared_ptr<State>& state) {
+bool RunPool::start_reserved(const std::shared_ptr<State>& state) {
   State& s = *state;
-  if (spawn(state)) return;
+  if (spawn(state)) return true;
   std::unique_lock lock(s.mutex);
   --s.threads;
   --s.created;
   if (s.threads == 0 && !s.queue.empty())
     log(LogLevel::Error, "serve: no run thread could be made; " + std::to_string(s.queue.size()) +
                              " runs wait for the next one");
+  return false;
 }
 
 void RunPool::fail_thread_creation_for_testing(std::size_t n) { g_refuse_threads = n; }

@@ -73,7 +73,7 @@ class RunPool {
  private:
   // Whether a thread is to be made (counted already, under the state's mutex), and its making.
   static bool reserve_thread_locked(State& s, bool first);
-  static void start_reserved(const std::shared_ptr<State>& state);
+  static bool start_reserved(const std::shared_ptr<State>& state);
   static void watch_for_stalls(const std::shared_ptr<State>& state);
   std::shared_ptr<State> state_;
 };

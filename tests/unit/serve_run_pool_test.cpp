@@ -160,12 +160,28 @@ TEST(ServeRunPool, AThreadThatDeclaresAWaitLendsItsPlace) {
   EXPECT_GE(pool.stats().created, 2u);
 }
 
+TEST(ServeRunPool, AWaitDeclaredWhileTasksAreQueuedStartsAThreadForThem) {
+  Gate queued, gate;
+  RunPool pool(bounded(1, 1h));
+  // The first task runs (undeclared) until the second is queued behind it, then declares its
+  // wait: the declaration itself, not a submit, must make the thread the second one needs.
+  pool.submit([&] {
+    queued.wait(false);
+    gate.wait(true);
+  });
+  ASSERT_TRUE(queued.wait_waiting(1));
+  pool.submit([&] { gate.release(); });
+  EXPECT_EQ(pool.stats().queued, 1u) << "one thread computes: the second task waits";
+  queued.release();
+  ASSERT_TRUE(gate.wait_passed(1)) << "the declared wait made no thread";
+  EXPECT_GE(pool.stats().created, 2u);
+}
+
 TEST(ServeRunPool, AWaitNobodyDeclaredGetsAThreadAfterAStall) {
   Gate gate;
   RunPool pool(bounded(1, 20ms));
   pool.submit([&] { gate.wait(false); });
   ASSERT_TRUE(gate.wait_waiting(1));
-  EXPECT_EQ(pool.stats().created, 1u) << "a waiting task looks like one that computes";
   pool.submit([&] { gate.release(); });
   ASSERT_TRUE(gate.wait_passed(1)) << "the stall watcher made no thread";
   EXPECT_GE(pool.stats().created, 2u);

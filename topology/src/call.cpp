@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <thread>
 
+#include "kernex/suspend.hpp"
 #include "kernex/workspace/sessions.hpp"
 #include "run_context.hpp"
 
@@ -189,6 +190,7 @@ std::unexpected<Error> not_finished(RunContext& ctx, const StepCall& call, const
 
 // Waits out a backoff; false when the run was stopped meanwhile.
 bool backoff(RunContext& ctx, std::chrono::milliseconds wait) {
+  const BlockingScope waiting;
   std::mutex m;
   std::condition_variable_any cv;
   std::unique_lock lock(m);

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <thread>
 
+#include "kernex/suspend.hpp"
 #include "run_context.hpp"
 #include "schema.hpp"
 
@@ -54,7 +55,10 @@ Result<Json> run_map(RunContext& ctx, const Phase& phase) {
   const std::size_t n = std::min<std::size_t>(phase.concurrency, items.size());
   for (std::size_t t = 1; t < n; ++t) threads.emplace_back(worker);
   worker();
-  threads.clear();
+  {
+    const BlockingScope joining;
+    threads.clear();
+  }
   Json out = Json::array();
   for (auto& r : results) {
     if (!r) return std::unexpected(r.error());

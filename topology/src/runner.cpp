@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "kernex/suspend.hpp"
 #include "kernex/trajectory_segments.hpp"
 #include "run_context.hpp"
 
@@ -126,6 +127,7 @@ Result<void> run_group(RunContext& ctx, const std::vector<std::size_t>& group,
   if (group.size() == 1) {
     results[0] = phase_or_journal(ctx, ctx.topology.phases[group[0]], mine[0]);
   } else {
+    const BlockingScope joining;  // the phases run on threads of their own
     std::vector<std::jthread> threads;
     for (std::size_t k = 0; k < group.size(); ++k) {
       threads.emplace_back(
