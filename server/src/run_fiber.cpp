@@ -143,7 +143,7 @@ struct RunFiberState final : Suspender {
     if (self->finished) return;
     const std::function<void(Resume)> arm_copy = *self->arm;  // its captures outlive the slice
     self->arm = nullptr;
-    arm_copy([self] { self->submit([self] { slice(self); }); });
+    arm_copy([self] { self->submit([self] { slice(self); }, true); });
   }
 
   std::function<void()> body;
@@ -178,7 +178,7 @@ bool RunFiber::start(std::function<void()> body, std::size_t stack_bytes, const 
   state->fiber.uc_stack = stack_t{};
   state->body = std::move(body);
   state->submit = submit;
-  submit([state] { RunFiberState::slice(state); });
+  submit([state] { RunFiberState::slice(state); }, false);
   return true;
 }
 

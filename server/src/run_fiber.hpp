@@ -15,8 +15,8 @@ struct RunFiberState;  // run_fiber.cpp
 
 class RunFiber {
  public:
-  // Where slices run: the run pool's submit.
-  using Submit = std::function<void(std::function<void()>)>;
+  // Where slices run: the run pool's submit. `resume`: a slice after a wait, not the first.
+  using Submit = std::function<void(std::function<void()>, bool resume)>;
   // Runs `body` on a new fiber with a `stack_bytes` stack (at least 64 KiB; ASan builds take four
   // times as much), its first slice submitted now. False: no stack could be had (the caller runs
   // the body as a plain task instead).

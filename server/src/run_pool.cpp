@@ -27,6 +27,7 @@ struct RunPool::State final : BlockingObserver {
   std::condition_variable gone;   // a thread left
   std::condition_variable watch;  // the stall watcher: tasks queued, or the pool stops
   std::deque<std::function<void()>> queue;
+  std::size_t ahead = 0;  // tasks at the queue's front that were submitted ahead
   std::size_t threads = 0;
   std::size_t idle = 0;
   std::size_t created = 0;
@@ -86,6 +87,7 @@ void worker_loop(const std::shared_ptr<RunPool::State>& s) {
     }
     std::function<void()> task = std::move(s->queue.front());
     s->queue.pop_front();
+    if (s->ahead > 0) --s->ahead;
     ++s->taken;
     lock.unlock();
     try {
@@ -169,12 +171,18 @@ RunPool::~RunPool() {
 // thread) is still here. One lock for the queueing and the decision to make a thread (a second
 // one, taken just after the wake-up, was what the woken thread met first: a futex round trip a
 // run); notified after the unlock, so the woken thread does not wait for it.
-void RunPool::submit(std::function<void()> task) {
+void RunPool::submit(std::function<void()> task, bool ahead) {
   const std::shared_ptr<State> state = state_;
   bool make = false, watch = false;
   {
     std::lock_guard lock(state->mutex);
-    state->queue.push_back(std::move(task));
+    if (ahead) {
+      state->queue.insert(state->queue.begin() + static_cast<std::ptrdiff_t>(state->ahead),
+                          std::move(task));
+      ++state->ahead;
+    } else {
+      state->queue.push_back(std::move(task));
+    }
     make = reserve_thread_locked(*state, false);
     watch = state->watcher_idle && state->queue.size() > state->idle;
   }

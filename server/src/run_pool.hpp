@@ -45,10 +45,10 @@ class RunPool {
   RunPool(const RunPool&) = delete;
   RunPool& operator=(const RunPool&) = delete;
 
-  // Queued behind every task submitted before it; runs on the first free thread, never on the
-  // caller's. A thread the system refuses is asked for again at the next submit (with no thread
-  // at all, the queue waits for one).
-  void submit(std::function<void()> task);
+  // Queued behind every task submitted before it (`ahead`: behind only the tasks submitted ahead
+  // before it); runs on the first free thread, never on the caller's. A thread the system refuses
+  // is asked for again at the next submit (with no thread at all, the queue waits for one).
+  void submit(std::function<void()> task, bool ahead = false);
 
   struct Stats {
     std::size_t threads = 0;  // alive now

@@ -49,6 +49,7 @@ void RunState::wake(std::unique_lock<std::mutex>& lock) {
 
 bool RunState::push_locked(std::string& name, Json& data) {
   if (is_terminal(status_) || muted_ || repeated(name, data)) return false;
+  if (name == "text_delta") spoke_.store(true, std::memory_order_relaxed);
   events_.push_back(std::make_shared<const RunEvent>(
       RunEvent{events_.size() + 1, std::move(name), std::move(data)}));
   return true;

@@ -150,7 +150,12 @@ class RunState {
   std::vector<RunEvent> all_events() const;
   std::chrono::steady_clock::time_point ended_at() const;
 
+  // Whether the run has streamed text yet: until it has, its fiber's slices go ahead of new runs
+  // in the pool's queue (run_manager.cpp), so a burst of new runs does not hold back first texts.
+  bool spoke() const { return spoke_.load(std::memory_order_relaxed); }
+
  private:
+  std::atomic<bool> spoke_{false};
   std::atomic<bool> first_attempt_{false};
   void wake(std::unique_lock<std::mutex>& lock);
   bool push_locked(std::string& name, Json& data);  // appends unless dropped (mutex_ held)

@@ -142,7 +142,8 @@ void on_fiber(RunPool& pool, LoopRun& run, Counter& ended) {
         run.run();
         ended.add();
       },
-      256u << 10, [&pool](std::function<void()> slice) { pool.submit(std::move(slice)); });
+      256u << 10,
+      [&pool](std::function<void()> slice, bool resume) { pool.submit(std::move(slice), resume); });
   ASSERT_TRUE(started);
 }
 
@@ -316,7 +317,10 @@ TEST(ServeRunFiber, AFiberSuspendsOnlyInsideASuspendPoint) {
           after = current_suspender() != nullptr;
           ended.add();
         },
-        128u << 10, [&pool](std::function<void()> slice) { pool.submit(std::move(slice)); }));
+        128u << 10,
+        [&pool](std::function<void()> slice, bool resume) {
+          pool.submit(std::move(slice), resume);
+        }));
     ASSERT_TRUE(ended.wait_for(1));
   }
   EXPECT_FALSE(outside);
@@ -347,7 +351,10 @@ TEST(ServeRunFiber, SocketWaitsHoldNoThreadAndTimeOut) {
             if (!(revents & POLLIN)) results[static_cast<std::size_t>(i)] = -3;
             ended.add();
           },
-          128u << 10, [&pool](std::function<void()> slice) { pool.submit(std::move(slice)); }));
+          128u << 10,
+          [&pool](std::function<void()> slice, bool resume) {
+            pool.submit(std::move(slice), resume);
+          }));
     }
     ASSERT_TRUE(waiting.wait_for(kFibers)) << "one thread: a waiting fiber would hold it";
     for (auto& p : pairs) ASSERT_EQ(::write(p[1], "x", 1), 1);
@@ -380,7 +387,10 @@ TEST(ServeRunFiber, AWaitOnARegularFileIsReadyAsWithPoll) {
           ready = wait_fd(fd, POLLIN, 1000, &revents);
           ended.add();
         },
-        128u << 10, [&pool](std::function<void()> slice) { pool.submit(std::move(slice)); }));
+        128u << 10,
+        [&pool](std::function<void()> slice, bool resume) {
+          pool.submit(std::move(slice), resume);
+        }));
     ASSERT_TRUE(ended.wait_for(1));
   }
   ::close(fd);

@@ -122,6 +122,10 @@ struct Gate {
     std::unique_lock lock(mutex);
     return cv.wait_for(lock, 30s, [&] { return passed >= n; });
   }
+  bool wait_open() {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, 30s, [&] { return open; });
+  }
   bool wait_waiting(int n) {
     std::unique_lock lock(mutex);
     return cv.wait_for(lock, 30s, [&] { return waiting >= n; });
@@ -175,6 +179,32 @@ TEST(ServeRunPool, AWaitDeclaredWhileTasksAreQueuedStartsAThreadForThem) {
   queued.release();
   ASSERT_TRUE(gate.wait_passed(1)) << "the declared wait made no thread";
   EXPECT_GE(pool.stats().created, 2u);
+}
+
+TEST(ServeRunPool, TasksSubmittedAheadRunBeforeTheQueueInTheirOwnOrder) {
+  Gate gate;
+  std::mutex mutex;
+  std::vector<int> order;
+  auto note = [&](int n) {
+    return [&, n] {
+      std::lock_guard lock(mutex);
+      order.push_back(n);
+    };
+  };
+  RunPool pool(bounded(1, 1h));
+  pool.submit([&] { gate.wait(false); });  // holds the one thread while the queue fills
+  ASSERT_TRUE(gate.wait_waiting(1));
+  pool.submit(note(1));
+  pool.submit(note(2));
+  pool.submit(note(3), true);  // resumed runs that have not spoken yet (run_manager.cpp)
+  pool.submit(note(4), true);
+  pool.submit(note(5));
+  Gate done;
+  pool.submit([&] { done.release(); });  // the one thread runs them in the queue's order
+  gate.release();
+  ASSERT_TRUE(done.wait_open());
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(order, (std::vector<int>{3, 4, 1, 2, 5}));
 }
 
 TEST(ServeRunPool, AWaitNobodyDeclaredGetsAThreadAfterAStall) {
