@@ -180,7 +180,10 @@ struct FiberCalls {
             ++ended;
             changed.notify_all();
           },
-          256u << 10, [&pool](std::function<void()> slice) { pool.submit(std::move(slice)); });
+          256u << 10,
+          [&pool](std::function<void()> slice, bool resume) {
+            pool.submit(std::move(slice), resume);
+          });
       ASSERT_TRUE(started);
     }
   }
