@@ -181,7 +181,10 @@ int blocking_wait(int fd, short events, int timeout_ms, short* revents) {
 
 Suspender* current_suspender() noexcept {
   Suspender* installed = g_current;
-  return installed != nullptr && installed->open_ > 0 ? installed : nullptr;
+  // Inside a BlockingScope the thread is declared as waiting: its waits block here, so the scope
+  // ends on the thread (and the pool) it began on.
+  return installed != nullptr && installed->open_ > 0 && g_blocking_depth == 0 ? installed
+                                                                               : nullptr;
 }
 
 Suspender* set_current_suspender(Suspender* s) noexcept { return std::exchange(g_current, s); }

@@ -166,6 +166,15 @@ RunPool::~RunPool() {
   state_->gone.wait(lock, [&] { return state_->threads == 0 && !state_->watcher; });
 }
 
+namespace {
+
+// Queued tasks no idle thread will take (each idle thread takes one), and room for a thread.
+bool short_of_threads(const RunPool::State& s) {
+  return !s.stopping && s.threads < s.options.max_threads && s.queue.size() > s.idle;
+}
+
+}  // namespace
+
 // The state is held for the whole call: once the task is queued it may run and end, and its end
 // may let the pool's owner destroy the pool while this submitter (a fiber's resume, on another
 // thread) is still here. One lock for the queueing and the decision to make a thread (a second
@@ -184,29 +193,19 @@ void RunPool::submit(std::function<void()> task, bool ahead) {
       state->queue.push_back(std::move(task));
     }
     make = reserve_thread_locked(*state, false);
-    watch = state->watcher_idle && state->queue.size() > state->idle;
+    watch = state->watcher_idle && short_of_threads(*state);
   }
   state->work.notify_one();
   if (watch) state->watch.notify_one();
   if (make) start_reserved(state);
 }
 
-namespace {
-
-// Queued tasks no idle thread will take (each idle thread takes one), and room for a thread.
-bool short_of_threads(const RunPool::State& s) {
-  return !s.stopping && s.threads < s.options.max_threads && s.queue.size() > s.idle;
-}
-
-}  // namespace
-
 // A thread is made for the first one, or when none is free to take what is queued and fewer than
 // `compute` threads run tasks without waiting (a reserved thread, not started yet, counts as one).
 bool RunPool::reserve_thread_locked(State& s, bool first) {
   const std::size_t running = s.threads - s.idle - s.waiting;
   const bool need =
-      !s.stopping && s.threads < s.options.max_threads &&
-      (s.threads == 0 || (!first && short_of_threads(s) && running < s.options.compute));
+      s.threads == 0 ? !s.stopping : !first && short_of_threads(s) && running < s.options.compute;
   if (!need) return false;
   ++s.threads;
   ++s.created;
@@ -260,8 +259,7 @@ void RunPool::fail_thread_creation_for_testing(std::size_t n) { g_refuse_threads
 
 RunPool::Stats RunPool::stats() const {
   std::lock_guard lock(state_->mutex);
-  return {state_->threads, state_->threads - state_->idle, state_->queue.size(), state_->created,
-          state_->waiting};
+  return {state_->threads, state_->threads - state_->idle, state_->queue.size(), state_->created};
 }
 
 std::size_t RunPool::default_warm() {

@@ -55,7 +55,6 @@ class RunPool {
     std::size_t busy = 0;     // running a task
     std::size_t queued = 0;   // waiting for a thread
     std::size_t created = 0;  // threads made since the start
-    std::size_t waiting = 0;  // running a task that declared a wait (BlockingScope)
   };
   Stats stats() const;
 

@@ -330,6 +330,33 @@ TEST(ServeRunFiber, AFiberSuspendsOnlyInsideASuspendPoint) {
   EXPECT_EQ(current_suspender(), nullptr);
 }
 
+// A declared wait (kernex::BlockingScope) holds its thread, even inside a SuspendPoint: it must
+// end on the thread, and the pool, it began on.
+TEST(ServeRunFiber, NothingSuspendsInsideABlockingScope) {
+  Counter ended;
+  bool declared = true, after = false;
+  {
+    RunPool pool(pool_of(1));
+    ASSERT_TRUE(RunFiber::start(
+        [&] {
+          const SuspendPoint here;
+          {
+            const kernex::BlockingScope waiting;
+            declared = current_suspender() != nullptr;
+          }
+          after = current_suspender() != nullptr;
+          ended.add();
+        },
+        128u << 10,
+        [&pool](std::function<void()> slice, bool resume) {
+          pool.submit(std::move(slice), resume);
+        }));
+    ASSERT_TRUE(ended.wait_for(1));
+  }
+  EXPECT_FALSE(declared);
+  EXPECT_TRUE(after);
+}
+
 // Twenty fibers wait on their sockets with one pool thread; each wakes when its peer writes.
 TEST(ServeRunFiber, SocketWaitsHoldNoThreadAndTimeOut) {
   constexpr int kFibers = 20;

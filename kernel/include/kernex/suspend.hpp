@@ -30,7 +30,7 @@ class Suspender {
 };
 
 // The suspender of the fiber running on this thread when a SuspendPoint is open on it; null
-// where waits block the thread.
+// where waits block the thread (no SuspendPoint open, or inside a BlockingScope).
 Suspender* current_suspender() noexcept;
 // Installs `s` for this thread (null: none) and returns the one it replaces. For hosts.
 Suspender* set_current_suspender(Suspender* s) noexcept;
@@ -53,7 +53,8 @@ class SuspendPoint {
 // on its threads and is told while one of them waits: it may lend another thread to what is
 // queued, so it sizes itself by the threads that compute, not by those that wait. Without an
 // observer (the CLI, a thread a plugin made) it does nothing. Scopes nest; the outermost tells.
-// A scope is made and destroyed on one thread: nothing inside it suspends.
+// A scope is made and destroyed on one thread: nothing inside it suspends (current_suspender() is
+// null there, so wait_fd and Provider::start block).
 class BlockingObserver {
  public:
   virtual ~BlockingObserver() = default;
