@@ -33,6 +33,12 @@ using server::RunFiber;
 using server::RunPool;
 using std::chrono::milliseconds;
 
+// Where a test's fibers run their slices: `pool`, as the run manager's submit does.
+RunFiber::Submit submit_to(RunPool& pool) {
+  return
+      [&pool](std::function<void()> slice, bool resume) { pool.submit(std::move(slice), resume); };
+}
+
 constexpr auto kGenerous = std::chrono::seconds(60);  // a deadlock fails, nothing else waits it out
 
 Response answer(const std::string& text) {
@@ -142,8 +148,7 @@ void on_fiber(RunPool& pool, LoopRun& run, Counter& ended) {
         run.run();
         ended.add();
       },
-      256u << 10,
-      [&pool](std::function<void()> slice, bool resume) { pool.submit(std::move(slice), resume); });
+      256u << 10, submit_to(pool));
   ASSERT_TRUE(started);
 }
 
@@ -317,10 +322,7 @@ TEST(ServeRunFiber, AFiberSuspendsOnlyInsideASuspendPoint) {
           after = current_suspender() != nullptr;
           ended.add();
         },
-        128u << 10,
-        [&pool](std::function<void()> slice, bool resume) {
-          pool.submit(std::move(slice), resume);
-        }));
+        128u << 10, submit_to(pool)));
     ASSERT_TRUE(ended.wait_for(1));
   }
   EXPECT_FALSE(outside);
@@ -347,10 +349,7 @@ TEST(ServeRunFiber, NothingSuspendsInsideABlockingScope) {
           after = current_suspender() != nullptr;
           ended.add();
         },
-        128u << 10,
-        [&pool](std::function<void()> slice, bool resume) {
-          pool.submit(std::move(slice), resume);
-        }));
+        128u << 10, submit_to(pool)));
     ASSERT_TRUE(ended.wait_for(1));
   }
   EXPECT_FALSE(declared);
@@ -378,10 +377,7 @@ TEST(ServeRunFiber, SocketWaitsHoldNoThreadAndTimeOut) {
             if (!(revents & POLLIN)) results[static_cast<std::size_t>(i)] = -3;
             ended.add();
           },
-          128u << 10,
-          [&pool](std::function<void()> slice, bool resume) {
-            pool.submit(std::move(slice), resume);
-          }));
+          128u << 10, submit_to(pool)));
     }
     ASSERT_TRUE(waiting.wait_for(kFibers)) << "one thread: a waiting fiber would hold it";
     for (auto& p : pairs) ASSERT_EQ(::write(p[1], "x", 1), 1);
@@ -414,10 +410,7 @@ TEST(ServeRunFiber, AWaitOnARegularFileIsReadyAsWithPoll) {
           ready = wait_fd(fd, POLLIN, 1000, &revents);
           ended.add();
         },
-        128u << 10,
-        [&pool](std::function<void()> slice, bool resume) {
-          pool.submit(std::move(slice), resume);
-        }));
+        128u << 10, submit_to(pool)));
     ASSERT_TRUE(ended.wait_for(1));
   }
   ::close(fd);
