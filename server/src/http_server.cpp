@@ -413,8 +413,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   }
 
   static awaitable<void> wait_end(const std::shared_ptr<RunState>& run) {
-    while (!is_terminal(run->status()))
-      co_await wait_change(run, run->last_event_id(), std::chrono::seconds(60));
+    while (!is_terminal(run->status())) {
+      co_await wait_woken(
+          run, [&](std::function<void()> waker) { return run->wait_ended(std::move(waker)); },
+          std::chrono::seconds(60));
+    }
   }
 
   // Routes that may wait (DELETE waits for the session's run to stop) run on their own thread,

@@ -43,13 +43,14 @@ RunState::RunState(std::string id_, std::string tenant_, std::string session_,
 void RunState::wake(std::unique_lock<std::mutex>& lock) {
   std::map<std::uint64_t, std::function<void()>> wakers;
   wakers.swap(wakers_);
+  if (is_terminal(status_)) wakers.merge(end_wakers_);
   lock.unlock();
   for (auto& [ticket, w] : wakers) w();
 }
 
 bool RunState::push_locked(std::string& name, Json& data) {
   if (is_terminal(status_) || muted_ || repeated(name, data)) return false;
-  if (name == "text_delta") spoke_.store(true, std::memory_order_relaxed);
+  if (name == "text_delta" || name == "tool_call") produced_.store(true, std::memory_order_relaxed);
   events_.push_back(std::make_shared<const RunEvent>(
       RunEvent{events_.size() + 1, std::move(name), std::move(data)}));
   return true;
@@ -311,6 +312,14 @@ std::optional<std::uint64_t> RunState::wait_after(std::uint64_t after,
   return ticket;
 }
 
+std::optional<std::uint64_t> RunState::wait_ended(std::function<void()> waker) {
+  std::lock_guard lock(mutex_);
+  if (is_terminal(status_)) return std::nullopt;
+  const std::uint64_t ticket = ++next_ticket_;
+  end_wakers_.emplace(ticket, std::move(waker));
+  return ticket;
+}
+
 void RunState::expect_record() {
   std::lock_guard lock(mutex_);
   record_ = Record::Pending;
@@ -338,6 +347,7 @@ std::optional<std::uint64_t> RunState::wait_recorded(std::function<void()> waker
 void RunState::unwait(std::uint64_t ticket) {
   std::lock_guard lock(mutex_);
   wakers_.erase(ticket);
+  end_wakers_.erase(ticket);
 }
 
 Json RunState::summary() const {

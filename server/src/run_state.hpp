@@ -125,6 +125,10 @@ class RunState {
   // its ticket, or nothing (and registers nothing) when there is already something beyond
   // `after` to read.
   std::optional<std::uint64_t> wait_after(std::uint64_t after, std::function<void()> waker);
+  // Like wait_after, but the waker fires only once the run has ended, not at each event: a client
+  // waiting for a non-streaming reply is woken once, not once per event (each wake is a post to
+  // its connection's thread).
+  std::optional<std::uint64_t> wait_ended(std::function<void()> waker);
   // Drops a waker whose wait ended otherwise (a heartbeat's timeout), so a follower of a run that
   // stays quiet for a day does not pile one up per heartbeat.
   void unwait(std::uint64_t ticket);
@@ -150,12 +154,14 @@ class RunState {
   std::vector<RunEvent> all_events() const;
   std::chrono::steady_clock::time_point ended_at() const;
 
-  // Whether the run has streamed text yet: until it has, its fiber's slices go ahead of new runs
-  // in the pool's queue (run_manager.cpp), so a burst of new runs does not hold back first texts.
-  bool spoke() const { return spoke_.load(std::memory_order_relaxed); }
+  // Whether the model has produced anything yet, text or a tool call: until it has, the run's
+  // fiber slices go ahead of new runs in the pool's queue (run_manager.cpp), so a burst of new
+  // runs does not hold back first texts. Only until then: a run that loops on tool calls without
+  // text would otherwise keep its place ahead of every new run (other tenants' too) for life.
+  bool produced() const { return produced_.load(std::memory_order_relaxed); }
 
  private:
-  std::atomic<bool> spoke_{false};
+  std::atomic<bool> produced_{false};
   std::atomic<bool> first_attempt_{false};
   void wake(std::unique_lock<std::mutex>& lock);
   bool push_locked(std::string& name, Json& data);  // appends unless dropped (mutex_ held)
@@ -183,6 +189,7 @@ class RunState {
   std::mutex render_mutex_;
   std::map<std::pair<std::uint64_t, std::string>, std::weak_ptr<const std::string>> rendered_;
   std::map<std::uint64_t, std::function<void()>> wakers_;
+  std::map<std::uint64_t, std::function<void()>> end_wakers_;  // wait_ended's
   std::uint64_t next_ticket_ = 0;
   Json result_;
   std::string node_;  // cluster mode: the node that runs or ran it

@@ -15,6 +15,7 @@
 
 #include "kernex/suspend.hpp"
 #include "run_pool.hpp"
+#include "run_state.hpp"
 
 namespace {
 
@@ -196,7 +197,8 @@ TEST(ServeRunPool, TasksSubmittedAheadRunBeforeTheQueueInTheirOwnOrder) {
   ASSERT_TRUE(gate.wait_waiting(1));
   pool.submit(note(1));
   pool.submit(note(2));
-  pool.submit(note(3), true);  // resumed runs that have not spoken yet (run_manager.cpp)
+  // Resumed runs whose model has produced nothing yet (run_manager.cpp).
+  pool.submit(note(3), true);
   pool.submit(note(4), true);
   pool.submit(note(5));
   Gate done;
@@ -205,6 +207,42 @@ TEST(ServeRunPool, TasksSubmittedAheadRunBeforeTheQueueInTheirOwnOrder) {
   ASSERT_TRUE(done.wait_open());
   std::lock_guard lock(mutex);
   EXPECT_EQ(order, (std::vector<int>{3, 4, 1, 2, 5}));
+}
+
+// What puts a run's slices ahead (RunState::produced): nothing but the model's first output, text
+// or a tool call. A run looping on tool calls without text goes back in line after its first call.
+TEST(ServeRunPool, ARunGoesAheadOnlyUntilItsModelsFirstOutput) {
+  using kernex::server::RunState;
+  for (const char* first : {"text_delta", "tool_call"}) {
+    RunState run("run_1", "acme", "chat-1", "2026-01-01 00:00:00");
+    run.append("run_start", {{"run_id", run.id}});
+    EXPECT_FALSE(run.produced()) << "the run's own start is no output of its model";
+    run.append(first, {{"run_id", run.id}, {"n", 1}});
+    EXPECT_TRUE(run.produced()) << first;
+  }
+}
+
+// A client waiting for a non-streaming reply (RunState::wait_ended) is woken once, at the end,
+// not at each event; a dropped wait (unwait) is never called.
+TEST(ServeRunPool, AnEndWaiterIsWokenByTheEndAloneAndOnce) {
+  using kernex::server::RunState;
+  using kernex::server::RunStatus;
+  using kernex::Json;
+  RunState run("run_1", "acme", "chat-1", "2026-01-01 00:00:00");
+  int woken = 0, dropped = 0;
+  ASSERT_TRUE(run.wait_ended([&] { ++woken; }));
+  const auto ticket = run.wait_ended([&] { ++dropped; });
+  ASSERT_TRUE(ticket);
+  run.unwait(*ticket);
+  run.append("run_start", {{"run_id", run.id}});
+  run.append("text_delta", {{"run_id", run.id}, {"text", "hi"}});
+  EXPECT_EQ(woken, 0) << "woken by an event";
+  run.end("run_end", RunStatus::Done, Json{{"text", "hi"}});
+  EXPECT_EQ(woken, 1);
+  EXPECT_EQ(dropped, 0);
+  EXPECT_FALSE(run.wait_ended([&] { ++woken; })) << "an ended run has nothing to wait for";
+  run.append("late", Json::object());
+  EXPECT_EQ(woken, 1);
 }
 
 TEST(ServeRunPool, AWaitNobodyDeclaredGetsAThreadAfterAStall) {
