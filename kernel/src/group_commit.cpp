@@ -63,14 +63,24 @@ bool GroupCommit::direct_from_env() {
   return v != nullptr && std::string_view(v) == "off";
 }
 
-std::chrono::microseconds GroupCommit::commit_delay_from_env() {
-  constexpr std::chrono::microseconds kDefault{0};  // off: see the header
-  const char* v = std::getenv("KERNEX_COMMIT_DELAY_US");
-  if (v == nullptr) return kDefault;
+namespace {
+// `name`'s microseconds (0 to 1 s), else `fallback`.
+std::chrono::microseconds micros_from_env(const char* name, std::chrono::microseconds fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return fallback;
   char* end = nullptr;
   const long us = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || us < 0 || us > 1'000'000) return kDefault;
+  if (end == v || *end != '\0' || us < 0 || us > 1'000'000) return fallback;
   return std::chrono::microseconds(us);
+}
+}  // namespace
+
+std::chrono::microseconds GroupCommit::commit_delay_from_env() {
+  return micros_from_env("KERNEX_COMMIT_DELAY_US", std::chrono::microseconds(0));  // the header
+}
+
+std::chrono::microseconds GroupCommit::busy_delay_from_env() {
+  return micros_from_env("KERNEX_BUSY_DELAY_US", std::chrono::microseconds(300));  // the header
 }
 
 GroupCommit::GroupCommit(std::unique_ptr<BatchTarget> target, Options options)
@@ -199,18 +209,24 @@ void GroupCommit::loop() {
   }
 }
 
-void GroupCommit::delay_durable(std::unique_lock<std::mutex>& lock) {
-  if (options_.commit_delay.count() <= 0 || last_durable_items_ <= 1) return;
-  if (std::none_of(queue_.begin(), queue_.end(), [](const Item& i) { return i.durable; })) return;
+// commit_delay for a durable batch while durable writers are busy, busy_delay for any batch with
+// an eager item while callers are busy: the leader holds the batch open that long for more items
+// (or until it is full), so one commit carries them.
+void GroupCommit::delay(std::unique_lock<std::mutex>& lock) {
+  auto wait = std::chrono::microseconds::zero();
+  if (last_eager_items_ > 1 && eager_ > 0) wait = options_.busy_delay;
+  if (last_durable_items_ > 1 &&
+      std::any_of(queue_.begin(), queue_.end(), [](const Item& i) { return i.durable; }))
+    wait = std::max(wait, options_.commit_delay);
+  if (wait.count() <= 0) return;
   delaying_ = true;
-  filled_.wait_for(lock, options_.commit_delay,
-                   [&] { return stopping_ || queue_.size() >= options_.max_batch; });
+  filled_.wait_for(lock, wait, [&] { return stopping_ || queue_.size() >= options_.max_batch; });
   delaying_ = false;
 }
 
 void GroupCommit::commit_front(std::unique_lock<std::mutex>& lock, bool leader) {
   committing_ = true;
-  delay_durable(lock);
+  delay(lock);
   std::vector<Item> batch;
   while (!queue_.empty() && batch.size() < options_.max_batch) {
     if (!queue_.front().lazy) --eager_;
@@ -225,8 +241,11 @@ void GroupCommit::commit_front(std::unique_lock<std::mutex>& lock, bool leader) 
   settle(batch, results);
   const auto durable = static_cast<std::size_t>(
       std::count_if(batch.begin(), batch.end(), [](const Item& i) { return i.durable; }));
+  const auto eager = static_cast<std::size_t>(
+      std::count_if(batch.begin(), batch.end(), [](const Item& i) { return !i.lazy; }));
   lock.lock();
   if (durable > 0) last_durable_items_ = durable;
+  if (eager > 0) last_eager_items_ = eager;
   committing_ = false;
   // The writer goes on with the rest (or stops). With nothing left it has nothing to do: woken, it
   // would only take mutex_ and sleep again, a futex round trip on every lone write.

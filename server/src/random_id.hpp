@@ -5,7 +5,8 @@
 
 namespace kernex::server {
 
-// "<prefix>-" + 32 hex digits from the system's CSPRNG.
+// "<prefix>-" + 32 hex digits: the time in milliseconds (12), then 80 bits from the system's
+// CSPRNG (20). Ids sort by when they were made (random_id.cpp says why).
 std::string random_id(const char* prefix);
 
 }  // namespace kernex::server

@@ -565,20 +565,24 @@ struct DelayedWriter {
   sqlite3* db = nullptr;
   std::shared_ptr<BatchLog> log = std::make_shared<BatchLog>();
   std::unique_ptr<GroupCommit> writer;
-  DelayedWriter(const fs::path& f, std::chrono::microseconds delay, std::size_t max_batch)
+  // `delay`: commit_delay; `busy`: busy_delay (off unless a test is about it).
+  DelayedWriter(const fs::path& f, std::chrono::microseconds delay, std::size_t max_batch,
+                std::chrono::microseconds busy = std::chrono::microseconds(0))
       : file(f), db(open_db(f)) {
     GroupCommit::Options options;
     options.commit_delay = delay;
+    options.busy_delay = busy;
     options.max_batch = max_batch;
     options.direct = false;  // whatever KERNEX_GROUP_COMMIT says
     writer = std::make_unique<GroupCommit>(std::make_unique<CountingBatch>(db, log), options);
   }
   // A durable insert whose acknowledgement checks, from another connection, that its row is
   // committed: nothing is acknowledged before its batch is.
-  std::future<Result<void>> durable(std::int64_t id) {
+  std::future<Result<void>> durable(std::int64_t id) { return acknowledged(id, true); }
+  std::future<Result<void>> acknowledged(std::int64_t id, bool is_durable) {
     auto told = std::make_shared<std::promise<Result<void>>>();
     auto future = told->get_future();
-    writer->submit([this, id] { return insert(db, id, "d"); }, true,
+    writer->submit([this, id] { return insert(db, id, "d"); }, is_durable,
                    [this, id, told](const Result<void>& r) {
                      if (r && count(file, "id = " + std::to_string(id)) != 1)
                        told->set_value(kernex::fail(kernex::ErrorCode::Internal,
@@ -669,6 +673,48 @@ TEST(GroupCommitDelay, OnlyDurableBatchesWait) {
   auto plain = w.writer->submit([&] { return insert(w.db, 10, "not durable"); }, false);
   ASSERT_TRUE(settled(plain)) << "a batch with no durable item waited for commit_delay";
   EXPECT_TRUE(plain.get());
+  EXPECT_EQ(count(w.file, "id = 10"), 1);
+}
+
+// busy_delay: any batch with an item someone waits on, durable or not, waits for more items
+// once the last such batch held more than one; a lone writer, and lazy items alone, never do.
+TEST(GroupCommitDelay, ALoneWriterNeverWaitsForTheBusyDelay) {
+  TempDir dir;
+  DelayedWriter w(dir.path / "t.db", std::chrono::microseconds(0), 256, kLong);
+  for (std::int64_t id = 1; id <= 3; ++id) {
+    auto f = w.acknowledged(id, false);
+    ASSERT_TRUE(settled(f)) << "a lone write waited for busy_delay";
+    EXPECT_TRUE(f.get());
+  }
+  EXPECT_EQ(w.log->sizes(), (std::vector<std::size_t>{1, 1, 1}));
+}
+
+TEST(GroupCommitDelay, ABusyBatchWaitsForMoreItemsDurableOrNot) {
+  TempDir dir;
+  DelayedWriter w(dir.path / "t.db", std::chrono::microseconds(0), 3, kLong);
+  w.make_busy(1);
+  ASSERT_EQ(w.log->sizes(), (std::vector<std::size_t>{1, 2}));
+  auto d = w.acknowledged(10, false);
+  // Held by the delay (ten minutes): not committed, not acknowledged.
+  EXPECT_FALSE(settled(d, std::chrono::milliseconds(100)));
+  EXPECT_EQ(count(w.file, "id = 10"), 0);
+  auto e = w.acknowledged(11, false);
+  auto f = w.acknowledged(12, false);  // the batch is full (max_batch 3): it goes now
+  ASSERT_TRUE(settled(d) && settled(e) && settled(f));
+  EXPECT_TRUE(d.get() && e.get() && f.get());
+  EXPECT_EQ(w.log->sizes(), (std::vector<std::size_t>{1, 2, 3}));
+}
+
+TEST(GroupCommitDelay, LazyItemsAloneNeverWaitForTheBusyDelay) {
+  TempDir dir;
+  DelayedWriter w(dir.path / "t.db", std::chrono::microseconds(0), 256, kLong);
+  w.make_busy(1);
+  std::promise<Result<void>> told;
+  auto lazy = told.get_future();
+  w.writer->submit_lazy([&] { return insert(w.db, 10, "lazy"); },
+                        [&](const Result<void>& r) { told.set_value(r); });
+  ASSERT_TRUE(settled(lazy)) << "a batch of lazy items waited for busy_delay";
+  EXPECT_TRUE(lazy.get());
   EXPECT_EQ(count(w.file, "id = 10"), 1);
 }
 

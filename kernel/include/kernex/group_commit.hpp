@@ -59,6 +59,13 @@ class GroupCommit {
     // closed-loop clients) halved its fsyncs per run at 3 ms but lost 38 % of its requests/s.
     // KERNEX_COMMIT_DELAY_US in the environment overrides the default (benches compare).
     std::chrono::microseconds commit_delay = commit_delay_from_env();
+    // Any batch with an item someone waits on waits this long for more items when the last such
+    // batch held more than one (callers are busy); a lone writer never waits. Without it, the
+    // 32 clients of bench/serve's rps phase made commits of ~2 runs each, every one rewriting the
+    // last page of each index into the WAL: 80 KB of WAL a run, and checkpointing it took a
+    // quarter of the server's CPU. 300 µs halved the WAL a run and gave 15-28 % more req/s.
+    // KERNEX_BUSY_DELAY_US in the environment overrides the default (0: off; benches compare).
+    std::chrono::microseconds busy_delay = busy_delay_from_env();
     // No thread, no batching: each item commits alone on its caller's thread (the path before
     // group commit, kept as the benches' baseline). Default: on when the environment has
     // KERNEX_GROUP_COMMIT=off.
@@ -66,6 +73,7 @@ class GroupCommit {
   };
   static bool direct_from_env();
   static std::chrono::microseconds commit_delay_from_env();
+  static std::chrono::microseconds busy_delay_from_env();
   struct Stats {
     std::uint64_t batches = 0, items = 0, durable_batches = 0, failed_items = 0;
     std::uint64_t writer_wakes = 0;  // notifications of the writer thread by callers
@@ -114,7 +122,7 @@ class GroupCommit {
   // the items it committed, as the writer thread would have while it waited).
   void commit_front(std::unique_lock<std::mutex>& lock, bool leader);
   std::vector<Result<void>> run_batch(std::vector<Item>& batch);
-  void delay_durable(std::unique_lock<std::mutex>& lock);
+  void delay(std::unique_lock<std::mutex>& lock);
   void settle(std::vector<Item>& batch, std::vector<Result<void>>& results);
   // Runs the batch's items in one transaction; the results of those that ran, or an error of
   // the whole batch. `failed` items are skipped (already answered).
@@ -135,7 +143,8 @@ class GroupCommit {
   // The writer's wait ends within lazy_delay of now (loop()): a lazy item needs no wake.
   bool polling_ = false;
   std::size_t last_durable_items_ = 0;  // how many items the last durable batch held
-  std::condition_variable filled_;      // a delayed durable batch is full
+  std::size_t last_eager_items_ = 0;    // how many eager items the last batch with one held
+  std::condition_variable filled_;      // a delayed batch is full
   bool delaying_ = false;
   Stats stats_;
   std::thread thread_;
