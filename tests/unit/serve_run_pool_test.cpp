@@ -225,9 +225,9 @@ TEST(ServeRunPool, ARunGoesAheadOnlyUntilItsModelsFirstOutput) {
 // A client waiting for a non-streaming reply (RunState::wait_ended) is woken once, at the end,
 // not at each event; a dropped wait (unwait) is never called.
 TEST(ServeRunPool, AnEndWaiterIsWokenByTheEndAloneAndOnce) {
+  using kernex::Json;
   using kernex::server::RunState;
   using kernex::server::RunStatus;
-  using kernex::Json;
   RunState run("run_1", "acme", "chat-1", "2026-01-01 00:00:00");
   int woken = 0, dropped = 0;
   ASSERT_TRUE(run.wait_ended([&] { ++woken; }));
