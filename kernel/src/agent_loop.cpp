@@ -26,15 +26,23 @@ bool is_client_tool(const ToolRouter& tools, const Context& context, const std::
                      [&](const ToolSpec& t) { return t.name == name; });
 }
 
-// The run's own tools (unless switched off), then the client's (unless tool_choice is none).
-std::vector<ToolSpec> offered_tools(const ToolRouter& tools, const Context& context) {
-  std::vector<ToolSpec> out;
-  if (context.tools_enabled()) out = tools.specs();
-  if (context.generation.tool_choice.mode == ToolChoice::Mode::None) return out;
+// The run's own tools (unless switched off), then the client's (unless tool_choice is none). The
+// router's own list when that is all (most calls): copying every schema for each model call, and
+// freeing the copy, cost more than the call's memory writes.
+const std::vector<ToolSpec>& offered_tools(const ToolRouter& tools, const Context& context,
+                                           std::vector<ToolSpec>& storage) {
+  static const std::vector<ToolSpec> kNone;
+  const bool own = context.tools_enabled();
+  const bool clients =
+      context.generation.tool_choice.mode != ToolChoice::Mode::None &&
+      std::any_of(context.client_tools.begin(), context.client_tools.end(),
+                  [&](const ToolSpec& t) { return is_client_tool(tools, context, t.name); });
+  if (!clients) return own ? tools.specs() : kNone;
+  if (own) storage = tools.specs();
   for (const auto& spec : context.client_tools) {
-    if (is_client_tool(tools, context, spec.name)) out.push_back(spec);
+    if (is_client_tool(tools, context, spec.name)) storage.push_back(spec);
   }
-  return out;
+  return storage;
 }
 
 // Provider::start's `done` and the run's leaving its thread, in either order: the second of the
@@ -77,7 +85,8 @@ Result<Response> call_provider(const LoopDeps& deps, const ToolRouter& tools,
   try {
     // On a fiber the model call may give its thread back (kernex/suspend.hpp); tools never do.
     const SuspendPoint may_suspend;
-    const std::vector<ToolSpec> offered = offered_tools(tools, context);
+    std::vector<ToolSpec> storage;
+    const std::vector<ToolSpec>& offered = offered_tools(tools, context, storage);
     if (auto answer = call_async(*deps.provider, context, offered, sink)) return std::move(*answer);
     return deps.provider->complete(context, offered, sink);
   } catch (const std::exception& e) {

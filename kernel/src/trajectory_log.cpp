@@ -79,8 +79,14 @@ void TrajectoryLog::prepare(const std::filesystem::path& root, const std::string
   if (::getpid() != pid_) return;
   {
     std::lock_guard lock(mu_);
-    prepares_.push_back(
-        Item{root.string() + '\0' + day, root / day, "", "", segment_bytes, nullptr});
+    std::string key = root.string() + '\0' + day;
+    if (day != prepared_day_) {
+      prepared_.clear();
+      prepared_day_ = day;
+    }
+    // A wake of the log's thread and four system calls a run, for a folder an earlier run made.
+    if (!prepared_.insert(key).second) return;
+    prepares_.push_back(Item{std::move(key), root / day, "", "", segment_bytes, nullptr});
   }
   prepare_work_.notify_one();
 }

@@ -51,7 +51,8 @@ class TrajectoryLog {
   // it and ride along. False when the write failed.
   bool wait(const Ticket& ticket);
   // Makes `<root>/<day>/`'s segment exist ahead of the run's first event, on the log's own
-  // thread; does not wait.
+  // thread; does not wait. Once per folder and day: later runs find it made (a write makes a
+  // segment anyway when there is none, a removed folder included).
   void prepare(const std::filesystem::path& root, const std::string& day,
                std::size_t segment_bytes);
   // A run id ("YYYYMMDDTHHMMSSZ-xxxxxx") no other run of this process has.
@@ -66,7 +67,9 @@ class TrajectoryLog {
   std::condition_variable done_, prepare_work_;
   std::vector<Item> queue_;
   std::vector<Item> prepares_;
-  bool writing_ = false;  // a thread holds the writer and is writing a batch
+  std::string prepared_day_;        // the day of prepared_'s folders
+  std::set<std::string> prepared_;  // folders (root '\0' day) prepared that day
+  bool writing_ = false;            // a thread holds the writer and is writing a batch
   bool stop_ = false;
   std::unique_ptr<SegmentWriter> writer_;
   const pid_t pid_ = ::getpid();

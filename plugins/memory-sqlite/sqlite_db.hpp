@@ -107,6 +107,8 @@ class Db {
   template <class T>
   Result<T> write(const std::function<Result<T>()>& body);
 
+  // Runs one statement that returns no rows, prepared once and kept (exec parses it each time).
+  Result<void> run_cached(const char* sql);
   Error error(std::string what) const;  // `what` plus SQLite's message and the file
   sqlite3* handle() { return db_; }
   const std::filesystem::path& path() const { return path_; }
@@ -114,7 +116,6 @@ class Db {
 
  private:
   Db(sqlite3* db, std::filesystem::path path) : db_(db), path_(std::move(path)) {}
-  Result<void> run_cached(const char* sql);
   Result<void> enter_wal(int busy_timeout_ms);
   Result<void> begin();
   Result<void> commit();
