@@ -127,7 +127,7 @@ void GroupCommit::enqueue(Item item) {
         ++stats_.writer_wakes;
         wake_.notify_one();
       }
-      if (delaying_ && queue_.size() >= options_.max_batch) filled_.notify_one();
+      if (delaying_ && delay_can_end()) filled_.notify_one();
       return;
     }
   }
@@ -146,7 +146,7 @@ Result<void> GroupCommit::write(Work work, bool durable) {
   if (stopping_) return fail(ErrorCode::Internal, "group commit: the writer has stopped");
   queue_.push_back(Item{std::move(work), {}, durable, false, &waiter});
   ++eager_;
-  if (delaying_ && queue_.size() >= options_.max_batch) filled_.notify_one();
+  if (delaying_ && delay_can_end()) filled_.notify_one();
   while (!waiter.done) {
     if (committing_) {
       waiter.settled.wait(lock);
@@ -210,8 +210,9 @@ void GroupCommit::loop() {
 }
 
 // commit_delay for a durable batch while durable writers are busy, busy_delay for any batch with
-// an eager item while callers are busy: the leader holds the batch open that long for more items
-// (or until it is full), so one commit carries them.
+// an eager item while callers are busy: the leader holds the batch open that long for more items,
+// or until it is full. A busy_delay also ends once as many eager items are queued as the last
+// batch had: the company it waits for is there (two clients then wait for each other, not 300 µs).
 void GroupCommit::delay(std::unique_lock<std::mutex>& lock) {
   auto wait = std::chrono::microseconds::zero();
   if (last_eager_items_ > 1 && eager_ > 0) wait = options_.busy_delay;
@@ -220,8 +221,14 @@ void GroupCommit::delay(std::unique_lock<std::mutex>& lock) {
     wait = std::max(wait, options_.commit_delay);
   if (wait.count() <= 0) return;
   delaying_ = true;
-  filled_.wait_for(lock, wait, [&] { return stopping_ || queue_.size() >= options_.max_batch; });
+  company_ends_delay_ = wait == options_.busy_delay;
+  filled_.wait_for(lock, wait, [&] { return stopping_ || delay_can_end(); });
   delaying_ = false;
+}
+
+bool GroupCommit::delay_can_end() const {
+  return queue_.size() >= options_.max_batch ||
+         (company_ends_delay_ && eager_ >= last_eager_items_);
 }
 
 void GroupCommit::commit_front(std::unique_lock<std::mutex>& lock, bool leader) {

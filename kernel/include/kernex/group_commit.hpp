@@ -63,7 +63,8 @@ class GroupCommit {
     // batch held more than one (callers are busy); a lone writer never waits. Without it, the
     // 32 clients of bench/serve's rps phase made commits of ~2 runs each, every one rewriting the
     // last page of each index into the WAL: 80 KB of WAL a run, and checkpointing it took a
-    // quarter of the server's CPU. 300 µs halved the WAL a run and gave 15-28 % more req/s.
+    // quarter of the server's CPU. 300 µs halved the WAL a run and gave 15-28 % more req/s. The
+    // wait ends early once as many eager items are queued as that last batch held.
     // KERNEX_BUSY_DELAY_US in the environment overrides the default (0: off; benches compare).
     std::chrono::microseconds busy_delay = busy_delay_from_env();
     // No thread, no batching: each item commits alone on its caller's thread (the path before
@@ -123,6 +124,7 @@ class GroupCommit {
   void commit_front(std::unique_lock<std::mutex>& lock, bool leader);
   std::vector<Result<void>> run_batch(std::vector<Item>& batch);
   void delay(std::unique_lock<std::mutex>& lock);
+  bool delay_can_end() const;  // with mutex_ held, while delaying_
   void settle(std::vector<Item>& batch, std::vector<Result<void>>& results);
   // Runs the batch's items in one transaction; the results of those that ran, or an error of
   // the whole batch. `failed` items are skipped (already answered).
@@ -146,6 +148,7 @@ class GroupCommit {
   std::size_t last_eager_items_ = 0;    // how many eager items the last batch with one held
   std::condition_variable filled_;      // a delayed batch is full
   bool delaying_ = false;
+  bool company_ends_delay_ = false;  // the delay is busy_delay's (delay_can_end)
   Stats stats_;
   std::thread thread_;
 };
