@@ -33,11 +33,8 @@ const std::vector<ToolSpec>& offered_tools(const ToolRouter& tools, const Contex
                                            std::vector<ToolSpec>& storage) {
   static const std::vector<ToolSpec> kNone;
   const bool own = context.tools_enabled();
-  const bool clients =
-      context.generation.tool_choice.mode != ToolChoice::Mode::None &&
-      std::any_of(context.client_tools.begin(), context.client_tools.end(),
-                  [&](const ToolSpec& t) { return is_client_tool(tools, context, t.name); });
-  if (!clients) return own ? tools.specs() : kNone;
+  if (context.client_tools.empty() || context.generation.tool_choice.mode == ToolChoice::Mode::None)
+    return own ? tools.specs() : kNone;
   if (own) storage = tools.specs();
   for (const auto& spec : context.client_tools) {
     if (is_client_tool(tools, context, spec.name)) storage.push_back(spec);

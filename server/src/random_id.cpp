@@ -8,11 +8,11 @@
 namespace kernex::server {
 
 std::string random_id(const char* prefix) {
-  // The first 6 bytes are the time in milliseconds (big-endian), as in a UUIDv7: ids made one
-  // after another sort together, so the indexes keyed by them in serve.db (runs, run_events, the
-  // journal's) take new ids at their right edge. Fully random ids put each run's rows on a random
-  // page of each index: every batch then rewrote a page per run per index into the WAL (18 KB of
-  // WAL a run, and the checkpoints copying it took a quarter of the server's CPU).
+  // The first 6 bytes are the time in milliseconds (big-endian), as in a UUIDv7 (the memory
+  // store's conversation ids): ids made one after another sort together, so the indexes keyed by
+  // them in serve.db (runs, run_events, the journal's) take new ids at their right edge. Fully
+  // random ids put each run's rows on a random page of each index, and every commit rewrites each
+  // page it touched into the WAL (group_commit.hpp's busy_delay says what that WAL cost).
   const auto ms =
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())

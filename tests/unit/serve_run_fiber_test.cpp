@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <memory>
 #include <optional>
@@ -150,6 +151,19 @@ void on_fiber(RunPool& pool, LoopRun& run, Counter& ended) {
       },
       256u << 10, submit_to(pool));
   ASSERT_TRUE(started);
+}
+
+// Runs `body` on a fiber of a one-thread pool and returns once it ended (and the pool is gone).
+void run_one_fiber(const std::function<void()>& body) {
+  Counter ended;
+  RunPool pool(pool_of(1));
+  ASSERT_TRUE(RunFiber::start(
+      [&] {
+        body();
+        ended.add();
+      },
+      128u << 10, submit_to(pool)));
+  ASSERT_TRUE(ended.wait_for(1));
 }
 
 TEST(ServeRunFiber, FiftyRunsWaitingOnTheirModelHoldNoneOfTwoThreads) {
@@ -308,23 +322,15 @@ TEST(ServeRunFiber, ASyncOnlyProviderAndRunsOffFibersWorkUnchanged) {
 // Only inside a SuspendPoint (the loop's model call) may a fiber suspend: a tool, a hook or a
 // memory call may hold locks that a suspension would carry to another thread.
 TEST(ServeRunFiber, AFiberSuspendsOnlyInsideASuspendPoint) {
-  Counter ended;
   bool outside = true, inside = false, after = true;
-  {
-    RunPool pool(pool_of(1));
-    ASSERT_TRUE(RunFiber::start(
-        [&] {
-          outside = current_suspender() != nullptr;
-          {
-            const SuspendPoint here;
-            inside = current_suspender() != nullptr;
-          }
-          after = current_suspender() != nullptr;
-          ended.add();
-        },
-        128u << 10, submit_to(pool)));
-    ASSERT_TRUE(ended.wait_for(1));
-  }
+  run_one_fiber([&] {
+    outside = current_suspender() != nullptr;
+    {
+      const SuspendPoint here;
+      inside = current_suspender() != nullptr;
+    }
+    after = current_suspender() != nullptr;
+  });
   EXPECT_FALSE(outside);
   EXPECT_TRUE(inside);
   EXPECT_FALSE(after);
@@ -335,23 +341,15 @@ TEST(ServeRunFiber, AFiberSuspendsOnlyInsideASuspendPoint) {
 // A declared wait (kernex::BlockingScope) holds its thread, even inside a SuspendPoint: it must
 // end on the thread, and the pool, it began on.
 TEST(ServeRunFiber, NothingSuspendsInsideABlockingScope) {
-  Counter ended;
   bool declared = true, after = false;
-  {
-    RunPool pool(pool_of(1));
-    ASSERT_TRUE(RunFiber::start(
-        [&] {
-          const SuspendPoint here;
-          {
-            const kernex::BlockingScope waiting;
-            declared = current_suspender() != nullptr;
-          }
-          after = current_suspender() != nullptr;
-          ended.add();
-        },
-        128u << 10, submit_to(pool)));
-    ASSERT_TRUE(ended.wait_for(1));
-  }
+  run_one_fiber([&] {
+    const SuspendPoint here;
+    {
+      const kernex::BlockingScope waiting;
+      declared = current_suspender() != nullptr;
+    }
+    after = current_suspender() != nullptr;
+  });
   EXPECT_FALSE(declared);
   EXPECT_TRUE(after);
 }
@@ -399,20 +397,12 @@ TEST(ServeRunFiber, AWaitOnARegularFileIsReadyAsWithPoll) {
   const int fd = ::mkstemp(path);
   ASSERT_GE(fd, 0);
   ::unlink(path);
-  Counter ended;
   int ready = -2;
   short revents = 0;
-  {
-    RunPool pool(pool_of(1));
-    ASSERT_TRUE(RunFiber::start(
-        [&] {
-          const SuspendPoint may_suspend;
-          ready = wait_fd(fd, POLLIN, 1000, &revents);
-          ended.add();
-        },
-        128u << 10, submit_to(pool)));
-    ASSERT_TRUE(ended.wait_for(1));
-  }
+  run_one_fiber([&] {
+    const SuspendPoint may_suspend;
+    ready = wait_fd(fd, POLLIN, 1000, &revents);
+  });
   ::close(fd);
   EXPECT_EQ(ready, 1);
   EXPECT_TRUE(revents & POLLIN);
