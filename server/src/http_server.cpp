@@ -403,8 +403,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     run->request_cancel();
   }
 
-  // A stream whose run's row could not be stored (the run ends unstarted, end_unrecorded, maybe
-  // not yet): the client is told so instead of a 200.
+  // A stream whose run's row could not be stored (the run has ended unstarted, end_unrecorded):
+  // the client is told so instead of a 200.
   static HttpReply unrecorded(const HttpReply& streamed) {
     HttpReply reply = HttpReply::error(
         api_error(500, "store_failed", "the run could not be recorded; nothing was started"));
@@ -519,7 +519,12 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     };
     if (reply.stream) {
       co_await wait_recorded(reply.stream);
-      if (reply.stream->record() == RunState::Record::Failed) reply = unrecorded(reply);
+      if (reply.stream->record() == RunState::Record::Failed) {
+        // Its end frees the session (RunManager::run_task): the client's next message, sent on
+        // the 500, must not find the session still busy with a run that never started.
+        co_await wait_end(reply.stream);
+        reply = unrecorded(reply);
+      }
     }
     if (reply.stream) {
       log_line(req, 200, started, reply.tenant);
