@@ -154,6 +154,9 @@ void RunManager::cancel_queued(Pending& pending) {
   }
   run.end("run_end", RunStatus::Cancelled, result);
   if (deps_.admission) deps_.admission->release(run.tenant, 0, 0);
+  // Under mutex_: the session's next submit waits for it, so for the caller's release of the
+  // session too.
+  deps_.store->announce_end();
 }
 
 void RunManager::Recording::settle() {
@@ -276,6 +279,7 @@ void RunManager::execute(const Pending& pending) {
                              end.usage.cost_usd);
   }
   run.end(end.event, end.status, end.body);
+  if (!suspended) deps_.store->announce_end();
 }
 
 bool RunManager::park(const Pending& pending) {
@@ -570,6 +574,7 @@ void RunManager::resume_unfinished() {
                        {"code", "Internal"},
                        {"message", "the stored request is unreadable"}};
       (void)deps_.store->finish(row.id, RunStatus::Failed, error, {});
+      deps_.store->announce_end();
       continue;
     }
     // A run cut off mid-way runs again from its message (its exchange was never saved); with

@@ -158,8 +158,11 @@ Result<void> RunStore::finish(const std::string& id, RunStatus status, const Jso
     if (hook.in_transaction) return hook.in_transaction(db, id, status, result);
     return {};
   }));
-  if (hook.after_commit) hook.after_commit();
   return {};
+}
+
+void RunStore::announce_end() const {
+  if (finish_hook_.after_commit) finish_hook_.after_commit();
 }
 
 Result<std::vector<RunEvent>> RunStore::events_page(const std::string& id, std::uint64_t after,

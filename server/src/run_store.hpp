@@ -27,8 +27,8 @@ struct StoredRun {
 
 // What else a run's end writes, in the same transaction as the end itself (the webhook outbox):
 // `in_transaction` gets the writer's connection while the end's batch is open (on the writer's
-// thread), and an error from it rolls the end back; `after_commit` is told once the end is
-// committed.
+// thread), and an error from it rolls the end back; `after_commit` is told by announce_end(),
+// once the end is committed and the run has ended in memory too.
 struct FinishHook {
   std::function<Result<void>(sqlite3* db, const std::string& run_id, RunStatus status,
                              const Json& result)>
@@ -54,6 +54,10 @@ class RunStore {
   // `events`: the run's events including the last one, stored before followers see it.
   Result<void> finish(const std::string& id, RunStatus status, const Json& result,
                       const std::vector<RunEvent>& events);
+  // Tells the finish hook's after_commit (the webhook senders) that ends were committed. Called
+  // once the run has ended in memory and freed its session and slot: a receiver that answers a
+  // webhook with the session's next message must not meet session_busy.
+  void announce_end() const;
   Result<std::optional<StoredRun>> find(const std::string& tenant, const std::string& id);
   Result<bool> exists(const std::string& tenant, const std::string& id);
   // The run's stored events after `after`, oldest first: at most `max` of them and, past the

@@ -1,8 +1,10 @@
 // Webhooks through the real `kernex serve`: a run's end reaches a loopback receiver signed, the
 // outbox survives kill -9 of the server while the receiver is down, and `kernex serve webhooks
 // list` shows what was sent.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <set>
 
 #include "serve_harness.hpp"
@@ -12,7 +14,9 @@ namespace {
 
 using namespace kernex::serve_test;
 using kernex::Json;
+using kernex::test::FakeHttpServer;
 using kernex::test::WebhookReceiver;
+using ::testing::EndsWith;
 
 constexpr milliseconds kWait{30'000};
 
@@ -91,6 +95,48 @@ TEST(ServeWebhooks, RunEndsOutliveAKilledServerAndAReceiverThatWasDown) {
   w.server.stop();
   ASSERT_EQ(rows.size(), 3u);
   for (const auto& r : rows) EXPECT_EQ(r["status"], "delivered") << r.dump();
+}
+
+// A receiver that answers run.completed at once, as a chat bot driven by webhooks does: the run
+// reads as ended and its session takes the next message (no 409 session_busy), every time.
+TEST(ServeWebhooks, AReceiverActingOnRunCompletedFindsTheRunEndedAndItsSessionFree) {
+  constexpr int kRuns = 12;
+  WebhookReceiver receiver("whsec-serve");
+  receiver.up();
+  ServeWorld w;
+  std::string script;
+  for (int i = 0; i < 2 * kRuns; ++i) script += replay_text("answer " + std::to_string(i));
+  w.write_config(w.replay_provider(script), webhooks_section(receiver.url()));
+  ASSERT_TRUE(w.start());
+  std::mutex mu;
+  std::vector<std::string> seen;  // what the receiver found, a line per session's first run
+  std::set<std::string> probed;
+  receiver.set_policy([&](const FakeHttpServer::Recorded& r, int seen_before) {
+    const Json body = Json::parse(r.body, nullptr, false);
+    const std::string session = body["data"].value("session_id", "");
+    {
+      std::lock_guard lock(mu);  // the session's second run (the probe) is only acknowledged
+      if (seen_before > 0 || !probed.insert(session).second) return 200;
+    }
+    const auto run = request(w.port(), "GET", "/v1/runs/" + body["data"].value("run_id", ""));
+    const auto next =
+        request(w.port(), "POST", "/v1/sessions/" + session + "/messages", message_body("next"));
+    std::lock_guard lock(mu);
+    seen.push_back(session + " status=" + run.json().value("status", "?") +
+                   " next=" + std::to_string(next.status));
+    return 200;
+  });
+  for (int i = 0; i < kRuns; ++i) {
+    const std::string session = "hooked-" + std::to_string(i);
+    ASSERT_EQ(
+        request(w.port(), "POST", "/v1/sessions/" + session + "/messages", message_body("first"))
+            .status,
+        200);
+  }
+  ASSERT_TRUE(receiver.wait_distinct(2 * kRuns, kWait)) << w.log();
+  std::lock_guard lock(mu);
+  ASSERT_EQ(seen.size(), static_cast<std::size_t>(kRuns));
+  for (const auto& line : seen) EXPECT_THAT(line, EndsWith("status=done next=200"));
 }
 
 TEST(ServeWebhooks, AMissingSecretVariableStopsTheStart) {
