@@ -48,13 +48,16 @@ class SegmentTrajectory final : public Trajectory {
       {
         // Queued under the lock: a run's events reach the file in seq order.
         std::lock_guard lock(mu_);
-        Json event = {{"seq", seq_++}, {"ts_ms", now_ms()}, {"type", type}};
-        event.update(fields);
+        // The recorder's own fields win over a caller's of the same name (the event in place:
+        // no copy of its fields, which may hold a whole answer).
+        fields["seq"] = seq_++;
+        fields["ts_ms"] = now_ms();
+        fields["type"] = type;
         // Redacted last, after capping and JSON encoding, so no cut or escape hides a key piece;
         // field names, ids and event types keep their shape (the readers parse them).
         std::string line =
             "{\"r\":\"" + run_id_ + "\",\"e\":" +
-            redact_secrets_in_json(event.dump(-1, ' ', false, Json::error_handler_t::replace),
+            redact_secrets_in_json(fields.dump(-1, ' ', false, Json::error_handler_t::replace),
                                    kSecretPieceMin) +
             "}";
         ticket = detail::TrajectoryLog::instance().enqueue(root_, day_, run_id_, std::move(line),

@@ -232,6 +232,21 @@ TEST(TrajectorySegments, KillNineLosesNoAcknowledgedEventAndATornTailIsSkipped) 
   EXPECT_GE(events_of(dir.path(), id).size(), acked);
 }
 
+// seq, ts_ms and type are the recorder's: fields of those names from a caller never replace them
+// (readers order a run's events by seq and tell them apart by type).
+TEST(TrajectorySegments, TheRecordersOwnFieldsWinOverACallersOfTheSameName) {
+  TempDir dir;
+  auto t = open_run(dir.path());
+  t->record("run_start", {{"question", "q"}});
+  t->record("tool_call", {{"seq", 0}, {"type", "run_end"}, {"ts_ms", "never"}, {"name", "x"}});
+  const auto events = events_of(dir.path(), t->run_id());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1]["seq"], 1);
+  EXPECT_EQ(events[1]["type"], "tool_call");
+  EXPECT_TRUE(events[1]["ts_ms"].is_number());
+  EXPECT_EQ(events[1]["name"], "x");
+}
+
 TEST(TrajectorySegments, AReaderShowsOnlyTheRunsOwnLinesWhateverTheFilesSay) {
   TempDir dir;
   const fs::path t1 = dir / "serve" / "t1" / "s", t2 = dir / "serve" / "t2" / "s";
