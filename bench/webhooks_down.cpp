@@ -99,6 +99,7 @@ class World {
     } else if (i % 4 == 2) {
       (void)store_->finish(run_, i % 8 == 2 ? RunStatus::Failed : RunStatus::Done,
                            {{"run_id", run_}, {"outcome", "end_turn"}, {"text", "ok"}}, {});
+      store_->announce_end();  // as RunManager does once the run has ended in memory
     } else {
       (void)sender_->publish("approval.requested", "acme",
                              {{"run_id", "lone_" + std::to_string(i)}, {"tool", "web_fetch"}});

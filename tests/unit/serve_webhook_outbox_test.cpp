@@ -81,6 +81,7 @@ class WebhooksTest : public ::testing::Test {
                             : Json{{"run_id", id}, {"outcome", "done"}, {"text", "hello"}};
     auto r = store_->finish(id, status, result, {});
     ASSERT_TRUE(r) << r.error().describe();
+    store_->announce_end();  // as RunManager does once the run has ended in memory
   }
 
   std::vector<OutboxRow> rows() {
