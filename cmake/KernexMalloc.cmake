@@ -9,7 +9,8 @@
 set(KERNEX_MALLOC "tcmalloc" CACHE STRING "The kernex program's allocator: tcmalloc or system")
 set_property(CACHE KERNEX_MALLOC PROPERTY STRINGS tcmalloc system)
 
-# kernex_link_malloc(<target>): links the chosen allocator into an executable, or says why not.
+# kernex_link_malloc(<target>): links the chosen allocator into an executable (nothing for
+# `system` or a sanitized build; a status line when tcmalloc is not installed).
 function(kernex_link_malloc target)
   # A sanitizer asked for by hand in the flags counts too: ASan and tcmalloc in one program
   # would be two allocators.
