@@ -227,8 +227,14 @@ HttpReply Api::tenant_route(const HttpRequest& req, const std::vector<std::strin
 HttpReply Api::delete_session(const std::string& tenant, const std::string& session) {
   auto done = deps_.runs->forget(tenant, session);
   if (!done) return HttpReply::error(done.error());
+  // After the runs: in a cluster a run's end may still put these on another node, fenced by the
+  // run's row (ResponseStore::put), which forget() deleted.
   if (deps_.responses) {
     if (auto gone = deps_.responses->delete_session(tenant, session); !gone)
+      return HttpReply::error(api_error(500, "store_failed", gone.error().describe()));
+  }
+  if (deps_.parked) {
+    if (auto gone = deps_.parked->delete_session(tenant, session); !gone)
       return HttpReply::error(api_error(500, "store_failed", gone.error().describe()));
   }
   return HttpReply::json(200, {{"deleted", true}, {"session_id", session}});

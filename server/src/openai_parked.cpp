@@ -68,6 +68,17 @@ Result<std::size_t> SqliteParkedStore::prune_expired() {
   return pruned;
 }
 
+Result<void> SqliteParkedStore::delete_session(const std::string& tenant,
+                                               const std::string& session) {
+  return writer_->write([&](sqlite3* db) -> Result<void> {
+    Statement st(db, "DELETE FROM openai_parked WHERE tenant = ? AND session = ?");
+    if (!st.ok()) return db_error(db, "forget parked calls");
+    st.bind(1, tenant).bind(2, session);
+    if (st.step() != SQLITE_DONE) return db_error(db, "forget parked calls");
+    return {};
+  });
+}
+
 Result<std::optional<std::string>> SqliteParkedStore::run_for(const std::string& tenant,
                                                               const std::string& session,
                                                               const std::string& call_id) {

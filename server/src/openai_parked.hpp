@@ -28,7 +28,8 @@ class ParkedStore {
  public:
   virtual ~ParkedStore() = default;
   // `run_id` of `tenant` in `session` ("" without one) stopped on `call_ids`. A call id parked
-  // again (models reuse ids like "call_0") names the newest run.
+  // again (models reuse ids like "call_0") names the newest run. In PostgreSQL only while the
+  // run's row exists (as ResponseStore::put): no row outlives a DELETE of the session.
   virtual Result<void> park(const std::string& tenant, const std::string& session,
                             const std::string& run_id,
                             const std::vector<std::string>& call_ids) = 0;
@@ -39,6 +40,8 @@ class ParkedStore {
   // Deletes the expired rows of every tenant (run_for never finds them): called periodically by
   // the server (server.cpp), not by every park. How many went.
   virtual Result<std::size_t> prune_expired() = 0;
+  // The session's rows, when it is forgotten (DELETE of the session).
+  virtual Result<void> delete_session(const std::string& tenant, const std::string& session) = 0;
 };
 
 // In <data_dir>/serve.db (table openai_parked), expiry on this process's clock. Writes ride
@@ -53,6 +56,7 @@ class SqliteParkedStore final : public ParkedStore {
   Result<std::optional<std::string>> run_for(const std::string& tenant, const std::string& session,
                                              const std::string& call_id) override;
   Result<std::size_t> prune_expired() override;
+  Result<void> delete_session(const std::string& tenant, const std::string& session) override;
 
  private:
   SqliteParkedStore(sqlite3* db, std::shared_ptr<ServeWriter> writer, std::chrono::seconds ttl)

@@ -26,11 +26,13 @@ class PgParked final : public ParkedStore {
     const Json ids = call_ids;
     // Every call of the run in one statement, or none (expired rows go in prune_expired()): one
     // write of the writer's batches, returned once committed. Its expiry counts from the batch's
-    // start (now()), not the statement's.
+    // start (now()), not the statement's. Fenced by the run's row, held until the batch commits
+    // (as PgResponseStore's put): a DELETE of the session removes the runs first, these after.
     return writer_.write(
         {{{"INSERT INTO serve_openai_parked (tenant, session, call_id, run_id, expires_at) SELECT "
            "$1, $2, c, $3, now() + make_interval(secs => $4::double precision) FROM "
-           "(SELECT DISTINCT c FROM json_array_elements_text($5::json) c) d ON CONFLICT (tenant, "
+           "(SELECT DISTINCT c FROM json_array_elements_text($5::json) c) d WHERE EXISTS (SELECT "
+           "1 FROM serve_runs WHERE id = $3 AND tenant = $1 FOR KEY SHARE) ON CONFLICT (tenant, "
            "session, call_id) DO UPDATE SET run_id = EXCLUDED.run_id, expires_at = "
            "EXCLUDED.expires_at",
            {tenant, session, run_id, static_cast<std::int64_t>(ttl_.count()), ids.dump()}}},
@@ -44,6 +46,12 @@ class PgParked final : public ParkedStore {
         conn->exec("WITH gone AS (DELETE FROM serve_openai_parked WHERE expires_at <= now() "
                    "RETURNING 1) SELECT count(*) FROM gone"));
     return rows.empty() ? std::size_t{0} : static_cast<std::size_t>(std::stoll(rows.text(0, 0)));
+  }
+
+  Result<void> delete_session(const std::string& tenant, const std::string& session) override {
+    return writer_.write({{{"DELETE FROM serve_openai_parked WHERE tenant = $1 AND session = $2",
+                            {tenant, session}}},
+                          {}});
   }
 
   Result<std::optional<std::string>> run_for(const std::string& tenant, const std::string& session,

@@ -54,7 +54,8 @@ Result<std::optional<StoredResponse>> SqliteResponseStore::get(const std::string
   const int rc = st.step();
   if (rc == SQLITE_DONE) return std::optional<StoredResponse>();
   if (rc != SQLITE_ROW) return db_error(db_, "read response");
-  return StoredResponse{id, tenant, st.text(0), stored_json(st.text(1)), stored_json(st.text(2))};
+  return StoredResponse{id, tenant, st.text(0), stored_json(st.text(1)), stored_json(st.text(2)),
+                        ""};
 }
 
 Result<bool> SqliteResponseStore::remove(const std::string& tenant, const std::string& id) {

@@ -26,11 +26,16 @@ struct StoredResponse {
   std::string id, tenant, session;
   Json response;      // the response object, as the client got it
   Json conversation;  // the ContextEntry list a continuation starts from (input and output)
+  // The run that made it. In PostgreSQL a put is stored only while the run's row is there: in a
+  // cluster the end that puts it can run on one node after another node's DELETE of the session
+  // found the run ended and deleted its rows, and the response must not outlive that DELETE.
+  std::string run_id;
 };
 
 class ResponseStore {
  public:
   virtual ~ResponseStore() = default;
+  // Stored, or replaced for the same tenant; in PostgreSQL only while `run_id`'s row exists.
   virtual Result<void> put(const StoredResponse& response) = 0;
   virtual Result<std::optional<StoredResponse>> get(const std::string& tenant,
                                                     const std::string& id) = 0;

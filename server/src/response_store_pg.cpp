@@ -36,12 +36,18 @@ class PgStore final : public ResponseStore {
   }
 
   Result<void> put(const StoredResponse& r) override {
-    // The id is the tenant's: another tenant's row of the same id is left as it is.
+    // The id is the tenant's: another tenant's row of the same id is left as it is. Fenced by
+    // the run's row, which the put holds (FOR KEY SHARE) until its batch commits: a DELETE of the
+    // session deletes the runs' rows first and its responses after (Api::delete_session), so a
+    // put either commits before the runs' delete and is deleted with the responses, or waits for
+    // it and finds no run, storing nothing.
     return writer_.write(
-        {{{"INSERT INTO serve_responses (id, tenant, session, response, conversation) VALUES ($1, "
-           "$2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET response = EXCLUDED.response, "
+        {{{"INSERT INTO serve_responses (id, tenant, session, response, conversation) SELECT $1, "
+           "$2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM serve_runs WHERE id = $6 AND tenant = $2 "
+           "FOR KEY SHARE) ON CONFLICT (id) DO UPDATE SET response = EXCLUDED.response, "
            "conversation = EXCLUDED.conversation WHERE serve_responses.tenant = EXCLUDED.tenant",
-           {r.id, r.tenant, r.session, stored_text(r.response), stored_text(r.conversation)}}},
+           {r.id, r.tenant, r.session, stored_text(r.response), stored_text(r.conversation),
+            r.run_id}}},
          {}});
   }
   Result<std::optional<StoredResponse>> get(const std::string& tenant,
@@ -51,8 +57,9 @@ class PgStore final : public ResponseStore {
                                                    "serve_responses WHERE tenant = $1 AND id = $2",
                                                    {tenant, id}));
     if (rows.empty()) return std::optional<StoredResponse>();
-    return StoredResponse{id, tenant, rows.text(0, 0), stored_json(rows.text(0, 1)),
-                          stored_json(rows.text(0, 2))};
+    return StoredResponse{
+        id, tenant, rows.text(0, 0), stored_json(rows.text(0, 1)), stored_json(rows.text(0, 2)),
+        ""};
   }
   Result<bool> remove(const std::string& tenant, const std::string& id) override {
     auto removed = std::make_shared<bool>(false);  // set on the writer's thread

@@ -157,8 +157,12 @@ RunState::BeforeEnd keep_response(std::shared_ptr<ResponseStore> store,
     if (!head.store || !store) return;
     ResponseHead h = head;
     h.id = response_id(run);
-    StoredResponse row{h.id, tenant, session, finished_response(h, result, error),
-                       conversation_after(given, result.value("text", ""), result)};
+    StoredResponse row{h.id,
+                       tenant,
+                       session,
+                       finished_response(h, result, error),
+                       conversation_after(given, result.value("text", ""), result),
+                       run.id};
     if (auto r = store->put(row); !r)
       log(LogLevel::Error, "serve: response " + h.id + " not stored: " + r.error().describe());
   };

@@ -306,6 +306,7 @@ TEST_F(ServeCluster, ForgetLeavesNoRowOfTheSessionInPostgres) {
   auto deleted = request(port(1), "DELETE", "/v1/sessions/alice%40example.com");
   ASSERT_EQ(deleted.status, 200) << deleted.describe();
   EXPECT_EQ(rows_holding(word), 0);
+  EXPECT_EQ(rows_holding("alice@example.com"), 0) << "no row of a plain chat names the session";
   EXPECT_GT(rows_holding(kept), 0) << "another session's rows stay";
 }
 

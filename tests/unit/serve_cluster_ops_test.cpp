@@ -16,6 +16,8 @@
 #include "cluster_outbox.hpp"
 #include "cluster_store.hpp"
 #include "kernex/config.hpp"
+#include "kernex/pg/connection.hpp"
+#include "openai_parked.hpp"
 #include "kernex/server/webhooks.hpp"
 #include "pg_run_stores.hpp"
 #include "pg_test_db.hpp"
@@ -404,21 +406,23 @@ TEST_F(ClusterOps, ConcurrentSubmitsOfTwoTenantsKeepTheirTenantAndFailAlone) {
 // decision still answer whether they did anything, and a second approval of the same (run, key)
 // fails alone.
 TEST_F(ClusterOps, BatchedResponsesAndApprovalsKeepTheirTenantAndAnswers) {
+  auto s = store();
+  ASSERT_TRUE(s);
+  const SharedRun run = run_row("acme", "s1");
+  ASSERT_TRUE(s->submit(run, IfBusy::Enqueue));
+  const SharedRun theirs = run_row("globex", "s1");
+  ASSERT_TRUE(s->submit(theirs, IfBusy::Enqueue));
   auto responses = PgResponseStore::open(options_, 4);
   ASSERT_TRUE(responses) << responses.error().describe();
   ResponseStore& r = **responses;
-  ASSERT_TRUE(r.put({"resp_1", "acme", "s1", Json{{"v", "acme"}}, Json::array()}));
-  ASSERT_TRUE(r.put({"resp_1", "globex", "s1", Json{{"v", "globex"}}, Json::array()}));
+  ASSERT_TRUE(r.put({"resp_1", "acme", "s1", Json{{"v", "acme"}}, Json::array(), run.id}));
+  ASSERT_TRUE(r.put({"resp_1", "globex", "s1", Json{{"v", "globex"}}, Json::array(), theirs.id}));
   EXPECT_FALSE(r.get("globex", "resp_1").value());
   EXPECT_EQ(r.get("acme", "resp_1").value()->response, (Json{{"v", "acme"}}));
   EXPECT_FALSE(r.remove("globex", "resp_1").value());
   EXPECT_TRUE(r.remove("acme", "resp_1").value());
   EXPECT_FALSE(r.remove("acme", "resp_1").value());
 
-  auto s = store();
-  ASSERT_TRUE(s);
-  const SharedRun run = run_row("acme", "s1");
-  ASSERT_TRUE(s->submit(run, IfBusy::Enqueue));
   PgApprovalStore approvals(s->pool(), &s->writer());
   StoredApproval a;
   a.id = "apr_1";
@@ -450,6 +454,56 @@ TEST_F(ClusterOps, BatchedResponsesAndApprovalsKeepTheirTenantAndAnswers) {
   ASSERT_TRUE(approvals.grant("acme", "s1", "shell"));
   EXPECT_TRUE(approvals.granted("acme", "s1", "shell").value());
   EXPECT_FALSE(approvals.granted("globex", "s1", "shell").value());
+}
+
+// A run's end puts its response on whichever node ends it, possibly after another node's DELETE
+// of the session found the run ended: the put is fenced by the run's row, so a response never
+// outlives the DELETE. Here the DELETE holds the run's row (deleted, not yet committed) while the
+// put arrives: the put waits for it, then finds no run and stores nothing. Without the fence the
+// row would be inserted after the DELETE removed the session's responses.
+TEST_F(ClusterOps, AResponseWhoseRunsSessionIsBeingForgottenIsNotStored) {
+  auto s = store();
+  ASSERT_TRUE(s);
+  const SharedRun run = run_row("acme", "s2");
+  ASSERT_TRUE(s->submit(run, IfBusy::Enqueue));
+  auto responses = PgResponseStore::open(options_, 4);
+  ASSERT_TRUE(responses) << responses.error().describe();
+  ResponseStore& r = **responses;
+  // The fence keeps its tenant: another tenant's run id is no run of acme's.
+  const SharedRun theirs = run_row("globex", "s2");
+  ASSERT_TRUE(s->submit(theirs, IfBusy::Enqueue));
+  ASSERT_TRUE(r.put({"resp_x", "acme", "s2", Json{{"v", 0}}, Json::array(), theirs.id}));
+  EXPECT_FALSE(r.get("acme", "resp_x").value());
+
+  // The calls a run stopped on are parked under the same fence, and go with their session.
+  auto parked = PgParkedStore::open(options_, std::chrono::seconds(60));
+  ASSERT_TRUE(parked) << parked.error().describe();
+  ASSERT_TRUE((*parked)->park("acme", "s2", run.id, {"call_0"}));
+  EXPECT_EQ((*parked)->run_for("acme", "s2", "call_0").value(), run.id);
+  ASSERT_TRUE((*parked)->delete_session("acme", "s2"));
+  EXPECT_FALSE((*parked)->run_for("acme", "s2", "call_0").value());
+
+  auto forget = pg::Connection::open(options_);
+  ASSERT_TRUE(forget) << forget.error().describe();
+  ASSERT_TRUE((*forget)->exec("BEGIN"));
+  ASSERT_TRUE((*forget)->exec("DELETE FROM serve_runs WHERE tenant = 'acme' AND session = 's2'"));
+  std::thread put([&] {
+    EXPECT_TRUE(r.put({"resp_" + run.id, "acme", "s2", Json{{"v", 1}}, Json::array(), run.id}));
+  });
+  // The put's batch waits on the run's row, held by the uncommitted DELETE.
+  EXPECT_TRUE(eventually([&] {
+    return value(
+               "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+               "datname = current_database() AND query LIKE 'INSERT INTO serve_responses%'") == "1";
+  }));
+  ASSERT_TRUE(
+      (*forget)->exec("DELETE FROM serve_responses WHERE tenant = 'acme' AND session = 's2'"));
+  ASSERT_TRUE((*forget)->exec("COMMIT"));
+  put.join();
+  EXPECT_FALSE(r.get("acme", "resp_" + run.id).value()) << "the response outlived its session";
+  EXPECT_EQ(value("SELECT count(*) FROM serve_responses"), "0");
+  ASSERT_TRUE((*parked)->park("acme", "s2", run.id, {"call_1"}));
+  EXPECT_FALSE((*parked)->run_for("acme", "s2", "call_1").value()) << "parked on a forgotten run";
 }
 
 TEST_F(ClusterOps, ACancelledQueuedRunTellsItsEndToo) {

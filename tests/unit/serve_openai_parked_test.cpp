@@ -1,11 +1,13 @@
 // The index of runs parked on the client's tool calls (server/src/openai_parked.hpp), in serve.db
 // and in PostgreSQL: a row is found only under its tenant and session, not after its expiry, still
 // after the store is opened again (a restart) or from another node's store, and a call id parked
-// again names the newest run; expired rows go when the server prunes, not on every park.
+// again names the newest run; expired rows go when the server prunes, not on every park; a
+// forgotten session's rows go with it.
 #include <gtest/gtest.h>
 
 #include <functional>
 
+#include "cluster_store.hpp"
 #include "kernex/pg/connection.hpp"
 #include "openai_parked.hpp"
 #include "pg_test_db.hpp"
@@ -65,6 +67,12 @@ void expect_scoped_durable_and_expiring(const Open& open) {
   EXPECT_EQ(*pruned, 0u);
   EXPECT_EQ(found(*again, "alpha", "s1", "call_a"), "run_1");
   EXPECT_EQ(found(*again, "alpha", "s1", "call_b"), "run_2");
+  // A forgotten session's rows go; the same session name of another tenant keeps its own.
+  ASSERT_TRUE(again->park("beta", "s1", "run_3", {"call_a"}));
+  ASSERT_TRUE(again->delete_session("alpha", "s1"));
+  EXPECT_EQ(found(*again, "alpha", "s1", "call_a"), std::nullopt);
+  EXPECT_EQ(found(*again, "alpha", "s1", "call_b"), std::nullopt);
+  EXPECT_EQ(found(*again, "beta", "s1", "call_a"), "run_3");
 }
 
 TEST(ServeOpenAiParked, SqliteRowsAreScopedDurableAndExpire) {
@@ -82,6 +90,18 @@ TEST(ServeOpenAiParked, PostgresRowsAreScopedDurableAndExpire) {
   if (pg.dsn().empty()) GTEST_SKIP() << testing::PgTestDb::skip_reason();
   pg::Options options;
   options.dsn = pg.dsn();
+  // In PostgreSQL a park is fenced by its run's row (a cluster's runs, serve_runs): the runs exist.
+  auto runs = ClusterStore::open(options, 1);
+  ASSERT_TRUE(runs) << runs.error().describe();
+  for (const auto& [tenant, id] : {std::pair{"alpha", "run_1"},
+                                   {"alpha", "run_2"},
+                                   {"alpha", "run_9"},
+                                   {"beta", "run_3"},
+                                   {"beta", "run_8"}}) {
+    ASSERT_TRUE(pg.exec(std::string("INSERT INTO serve_runs (id, tenant, session, status, "
+                                    "created_at, request) VALUES ('") +
+                        id + "', '" + tenant + "', 's', 'done', 'now', '{}')"));
+  }
   expect_scoped_durable_and_expiring([&](seconds ttl) -> std::unique_ptr<ParkedStore> {
     auto s = PgParkedStore::open(options, ttl);
     EXPECT_TRUE(s) << s.error().describe();
