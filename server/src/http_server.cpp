@@ -21,6 +21,7 @@
 #include <cstring>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <sys/socket.h>
 #include <vector>
 
@@ -331,7 +332,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     ++followers;
     struct Open {
       std::atomic<std::uint64_t>& n;
-      ~Open() { --n; }
+      bool open = true;
+      void close() {
+        if (std::exchange(open, false)) --n;
+      }
+      ~Open() { close(); }
     } open_stream{followers};
     std::string head =
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -367,6 +372,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     std::string tail = reply.stream_tail.empty() ? std::string()
                                                  : chunk(redact_secrets_in_json(reply.stream_tail));
     tail += "0\r\n\r\n";
+    // Off the gauges before the last bytes leave: a client that read the stream's end and then
+    // reads /metrics never finds it still counted.
+    held.set(0);
+    open_stream.close();
     co_return co_await write_all(stream, std::move(tail));
   }
 

@@ -144,6 +144,9 @@ TEST_F(ServeFollowers, StuckFollowersCostTheirBufferAndResumeWithEveryEvent) {
   const auto all = read_all(run);
   expect_well_formed(all, "big");
   ASSERT_GT(all.size(), 2500u);
+  // A stream read to its end is off the gauges by then, not microseconds after.
+  EXPECT_EQ(metric("kernex_stream_followers"), 0);
+  EXPECT_EQ(metric("kernex_stream_buffered_bytes"), 0);
 
   stuck_round(run, all);
   EXPECT_EQ(metric("kernex_stream_followers"), 0) << "every stream ended";
