@@ -37,12 +37,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path absolute_path(const std::string& p) {
-  std::error_code ec;
-  auto abs = fs::absolute(p, ec);
-  return (ec ? fs::path(p) : abs).lexically_normal();
-}
-
 std::string json_text(const Json& j, int indent = -1) {
   return j.dump(indent, ' ', false, Json::error_handler_t::replace);
 }
