@@ -29,6 +29,7 @@ struct StoredResponse {
   // The run that made it. In PostgreSQL a put is stored only while the run's row is there: in a
   // cluster the end that puts it can run on one node after another node's DELETE of the session
   // found the run ended and deleted its rows, and the response must not outlive that DELETE.
+  // A put's fence only: not stored, so empty in what get() returns.
   std::string run_id;
 };
 
