@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <regex>
 
 #include "kernex/files.hpp"
@@ -37,12 +39,18 @@ std::regex compile(const std::string& pattern) {
   return std::regex(pattern, std::regex::ECMAScript | std::regex::icase);
 }
 
+// Patterns were validated at load; each is compiled once per process. A compiled regex is only
+// read by regex_search, so threads share it. (A cache per thread compiled them again for every
+// run: `kernex serve`'s runs are fibers that move between pool threads, and an icase pattern's
+// compile, its bracket tables built through the locale, cost more than the rest of the cost.)
 const std::regex& cached_regex(const std::string& pattern) {
-  // Patterns were validated at load; compile each once per thread.
-  thread_local std::map<std::string, std::regex> cache;
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<const std::regex>, std::less<>> cache;
+  std::lock_guard lock(mutex);
   auto it = cache.find(pattern);
-  if (it == cache.end()) it = cache.emplace(pattern, compile(pattern)).first;
-  return it->second;
+  if (it == cache.end())
+    it = cache.emplace(pattern, std::make_unique<const std::regex>(compile(pattern))).first;
+  return *it->second;  // never erased: the reference outlives the lock
 }
 
 bool rule_matches(const PricingTable::Rule& rule, const std::string& model) {

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <thread>
+#include <vector>
 
 namespace kernex {
 namespace {
@@ -265,6 +267,40 @@ TEST(Pricing, YamlErrorsNameFileRuleAndField) {
     EXPECT_EQ(t.error().code, ErrorCode::Config) << c.text;
     for (const auto& s : c.expected) EXPECT_THAT(t.error().message, HasSubstr(s)) << c.text;
   }
+}
+
+// Compiled patterns are shared by every thread of the process (a run's fiber moves between
+// threads): many threads pricing at once, each with tables of its own that come and go, get the
+// same answers as one thread does.
+TEST(Pricing, ThreadsPricingAtOnceShareCompiledPatterns) {
+  const std::vector<std::pair<std::string, double>> cases = {{"claude-opus-4-5", 5},
+                                                             {"claude-opus-4-1", 15},
+                                                             {"claude-opus-4-10", 5},
+                                                             {"claude-opus-4-20250514", 15},
+                                                             {"CLAUDE-OPUS-4-7", 5}};
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(8, 0);
+  for (std::size_t t = 0; t < wrong.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        // A table of this thread's own, with a pattern only it uses, made and dropped each time.
+        auto own =
+            PricingTable::parse_yaml("- match: regex\n  patterns: ['^thread-" + std::to_string(t) +
+                                         "-[0-9]+$']\n"
+                                         "  input: 7\n  output: 8\n",
+                                     "own");
+        if (!own || !own->pricing_for("thread-" + std::to_string(t) + "-" + std::to_string(i)) ||
+            own->pricing_for("thread-" + std::to_string(t) + "-x"))
+          ++wrong[t];
+        for (const auto& [model, input] : cases) {
+          const auto p = table().pricing_for(model);
+          if (!p || p->input_per_mtok != input) ++wrong[t];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_THAT(wrong, ::testing::Each(0));
 }
 
 }  // namespace
