@@ -26,7 +26,11 @@
 //              [--rps-seconds S] [--connections C] [--cancel-runs N]
 //              [--memory sqlite|volatile] [--threads T] [--kernex PATH] [--lean] [--sql-cpu]
 //              [--chunks N] (the stream phase's chunks per answer: 1 leaves the burst's run
-//              starts alone) [--run-threads N] (serve.run_threads)
+//              starts alone) [--interval MS] (the stream phase's time to each chunk, the first
+//              included: longer than the burst leaves its starts alone too) [--run-threads N]
+//              (serve.run_threads) [--warm-burst] (the stream phase measures the server's second
+//              burst, of as many new sessions as the first: what a server that has met one before
+//              gives, its heap grown and its threads made)
 //        serve --harness [--streams N]   the fake LLM, bare server and client alone (no kernex)
 #include <algorithm>
 #include <cstdlib>
@@ -40,6 +44,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -80,7 +85,9 @@ struct Args {
   bool sql_cpu = false;
   // --chunks: content chunks per streamed answer of the stream phase's fake LLM (default 20).
   int chunks = 20;
-  int run_threads = 0;  // serve.run_threads (0: the server's default)
+  int interval_ms = 100;    // --interval: the fake LLM's time to each chunk
+  bool warm_burst = false;  // --warm-burst: the measured burst is the server's second
+  int run_threads = 0;      // serve.run_threads (0: the server's default)
 };
 
 Args parse_args(int argc, char** argv) {
@@ -116,6 +123,10 @@ Args parse_args(int argc, char** argv) {
       a.sql_cpu = true;
     else if (arg == "--chunks")
       a.chunks = std::stoi(value());
+    else if (arg == "--interval")
+      a.interval_ms = std::stoi(value());
+    else if (arg == "--warm-burst")
+      a.warm_burst = true;
     else if (arg == "--run-threads")
       a.run_threads = std::stoi(value());
     else
@@ -288,6 +299,25 @@ void report_burst_cpu(const CpuTrace& cpu, const std::vector<kb::SseStream>& str
               server_all, 1e3 * server_all / static_cast<double>(streams.size()), self_all);
 }
 
+// The burst's run starts alone: the CPU used by the time the last of its model requests had reached
+// the fake LLM, the server's and this process's (the client sending, the fake LLM reading kernex's
+// requests). With --interval longer than the burst, no chunk has been sent by then, so these are
+// the starts' own costs; the second is what the harness takes of the 2 CPUs whatever the server.
+void report_start_cpu(const CpuTrace& cpu, const std::vector<std::string>& messages,
+                      const kb::FakeLlm& llm, Clock::time_point t0) {
+  std::optional<Clock::time_point> last;
+  for (const auto& m : messages)
+    if (const auto call = llm.call_for(m); call && (!last || call->received > *last))
+      last = call->received;
+  if (!last) return;
+  const auto [server_ms, self_ms] = cpu.used_by(*last);
+  const double n = static_cast<double>(messages.size());
+  std::printf(
+      "  by the last model request (%.0f ms after the burst began): server CPU %.0f ms (%.0f us a "
+      "run started), this process %.0f ms (%.0f us a run)\n",
+      kb::ms(*last - t0), server_ms, 1e3 * server_ms / n, self_ms, 1e3 * self_ms / n);
+}
+
 // Each stream's client-side time to first text minus the fake LLM's own for the same call.
 Ttft ttft_of(const std::vector<kb::SseStream>& streams, const std::vector<std::string>& messages,
              const kb::FakeLlm& llm, const std::string& end_outcome) {
@@ -336,9 +366,10 @@ Ttft harness_floor(const Args& a, kb::FakeLlm& llm) {
 }
 
 void phase_stream(const Args& a, const fs::path& work) {
-  std::printf("stream: %d concurrent streaming runs, fake LLM: %d chunks 100 ms apart per call\n",
-              a.streams, a.chunks);
-  kb::FakeLlm llm(kb::FakeLlmOptions{.chunks = a.chunks});
+  std::printf("stream: %d concurrent streaming runs, fake LLM: %d chunks %d ms apart per call\n",
+              a.streams, a.chunks, a.interval_ms);
+  kb::FakeLlm llm(
+      kb::FakeLlmOptions{.chunks = a.chunks, .interval = std::chrono::milliseconds(a.interval_ms)});
   const Ttft floor = harness_floor(a, llm);
   if (floor.ended != a.streams) die("the harness alone lost streams: " + floor.first_error);
 
@@ -349,6 +380,19 @@ void phase_stream(const Args& a, const fs::path& work) {
   auto serve = start_serve(a, dir, write_config(dir, a, provider));
   const long rss_before = serve.rss_kib();
   std::vector<std::string> messages;
+  if (a.warm_burst) {  // a server that has met a burst before: its heap and threads are there
+    auto warm = stream_requests(a.streams, "warm", messages, false);
+    kb::LoadClient(serve.port()).streams(warm, 300s);
+    // Its clients have their run_end; the runs' tails (memory saves, the rows' last commits) may
+    // still be running: the measured burst starts once the server used no CPU for 200 ms.
+    for (auto ticks = kb::cpu_ticks(serve.pid()), waited = decltype(ticks){0}; waited < 100;
+         ++waited) {
+      std::this_thread::sleep_for(200ms);
+      const auto now = kb::cpu_ticks(serve.pid());
+      if (now == ticks) break;
+      ticks = now;
+    }
+  }
   auto streams = stream_requests(a.streams, "hi", messages, false);
   CpuTrace cpu(serve.pid());
   const auto t0 = Clock::now();
@@ -362,6 +406,7 @@ void phase_stream(const Args& a, const fs::path& work) {
       percentile(t.llm_ms, 0.5), percentile(t.llm_ms, 0.99),
       t.first_error.empty() ? "" : "; first failure: ", t.first_error.substr(0, 400).c_str());
   report_burst_cpu(cpu, streams, t0);
+  report_start_cpu(cpu, messages, llm, t0);
   row("streaming runs completed (run_end)",
       std::to_string(t.ended) + "/" + std::to_string(a.streams),
       std::to_string(floor.ended) + "/" + std::to_string(a.streams) + " direct", "all",
