@@ -230,6 +230,15 @@ struct Ttft {
   std::string first_error;
 };
 
+// The server's threads now (/proc/PID/status), 0 when unreadable.
+long threads_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stol(line.substr(8));
+  }
+  return 0;
+}
+
 // The CPU the server and this process (the fake LLM and the client) have used, sampled every 2 ms
 // from its start until stopped: what a burst cost by the time most streams had their first text.
 class CpuTrace {
@@ -237,14 +246,16 @@ class CpuTrace {
   struct Sample {
     Clock::time_point at;
     std::uint64_t server, self;  // clock ticks since the start
+    long threads;                // the server's, then
   };
   explicit CpuTrace(pid_t server)
-      : server_(server), base_{Clock::now(), kb::cpu_ticks(server), kb::cpu_ticks(::getpid())} {
-    samples_.push_back({base_.at, 0, 0});  // never empty, however soon it stops
+      : server_(server),
+        base_{Clock::now(), kb::cpu_ticks(server), kb::cpu_ticks(::getpid()), threads_of(server)} {
+    samples_.push_back({base_.at, 0, 0, base_.threads});  // never empty, however soon it stops
     thread_ = std::thread([this] {
       while (!stop_) {
         samples_.push_back({Clock::now(), kb::cpu_ticks(server_) - base_.server,
-                            kb::cpu_ticks(::getpid()) - base_.self});
+                            kb::cpu_ticks(::getpid()) - base_.self, threads_of(server_)});
         std::this_thread::sleep_for(2ms);  // a sampling period, not a wait for anything
       }
     });
@@ -263,6 +274,13 @@ class CpuTrace {
     return {static_cast<double>(it->server) * tick_ms, static_cast<double>(it->self) * tick_ms};
   }
   std::pair<double, double> total() const { return used_by(Clock::time_point::max()); }
+  // The most threads the server had in any sample up to `at`.
+  long peak_threads_by(Clock::time_point at) const {
+    long most = 0;
+    for (const auto& s : samples_)
+      if (s.at <= at) most = std::max(most, s.threads);
+    return most;
+  }
 
  private:
   pid_t server_;
@@ -314,8 +332,10 @@ void report_start_cpu(const CpuTrace& cpu, const std::vector<std::string>& messa
   const double n = static_cast<double>(messages.size());
   std::printf(
       "  by the last model request (%.0f ms after the burst began): server CPU %.0f ms (%.0f us a "
-      "run started), this process %.0f ms (%.0f us a run)\n",
-      kb::ms(*last - t0), server_ms, 1e3 * server_ms / n, self_ms, 1e3 * self_ms / n);
+      "run started), this process %.0f ms (%.0f us a run); server threads at most %ld by then, "
+      "%ld in the whole burst\n",
+      kb::ms(*last - t0), server_ms, 1e3 * server_ms / n, self_ms, 1e3 * self_ms / n,
+      cpu.peak_threads_by(*last), cpu.peak_threads_by(Clock::time_point::max()));
 }
 
 // Each stream's client-side time to first text minus the fake LLM's own for the same call.
@@ -627,15 +647,6 @@ void phase_pool(const Args& a, const fs::path& work) {
 }
 
 // ---- fibers ---------------------------------------------------------------------------------
-
-// The server's threads now (/proc/PID/status), 0 when unreadable.
-long threads_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("Threads:", 0) == 0) return std::stol(line.substr(8));
-  }
-  return 0;
-}
 
 struct FiberFigures {
   double ttft_p99 = NAN, peak_mb = 0;
