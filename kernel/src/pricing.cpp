@@ -42,14 +42,16 @@ std::regex compile(const std::string& pattern) {
 // Patterns were validated at load; each is compiled once per process. A compiled regex is only
 // read by regex_search, so threads share it. (A cache per thread compiled them on every thread's
 // first cost: the data file's two icase patterns take ~0.6 ms, their bracket tables built through
-// the locale, and a burst of 1 000 streams on `kernex serve` makes ~80 run threads.)
+// the locale, and a burst of 1 000 streams on `kernex serve` makes ~80 run threads.) Never
+// destroyed: a thread still pricing while the process exits finds it whole.
 const std::regex& cached_regex(const std::string& pattern) {
-  static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<const std::regex>, std::less<>> cache;
-  std::lock_guard lock(mutex);
-  auto it = cache.find(pattern);
-  if (it == cache.end())
-    it = cache.emplace(pattern, std::make_unique<const std::regex>(compile(pattern))).first;
+  using Cache = std::map<std::string, std::unique_ptr<const std::regex>, std::less<>>;
+  static auto* const mutex = new std::mutex;
+  static auto* const cache = new Cache;
+  std::lock_guard lock(*mutex);
+  auto it = cache->find(pattern);
+  if (it == cache->end())
+    it = cache->emplace(pattern, std::make_unique<const std::regex>(compile(pattern))).first;
   return *it->second;  // never erased: the reference outlives the lock
 }
 
