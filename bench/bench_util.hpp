@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <poll.h>
 #include <sys/types.h>
 #include <vector>
 
@@ -91,6 +92,17 @@ inline std::uint64_t cpu_ticks(pid_t pid) {
     if (i == 15) stime = std::stoull(f);
   }
   return utime + stime;
+}
+
+// Until `pid`'s CPU time stands still (under 5 % of a core over half a second): a server still
+// busy with what came before (pushing into socket buffers, a run's tail) is not idle yet.
+inline void wait_until_idle(pid_t pid) {
+  for (std::uint64_t before = cpu_ticks(pid);;) {
+    ::poll(nullptr, 0, 500);
+    const std::uint64_t now = cpu_ticks(pid);
+    if (now - before < 3) break;  // 100 ticks a second
+    before = now;
+  }
 }
 
 }  // namespace kernex::bench

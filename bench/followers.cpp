@@ -128,17 +128,6 @@ std::vector<std::unique_ptr<StuckFollower>> stuck_followers(int port, const std:
   return stuck;
 }
 
-// Still pushing into the kernel's socket buffers is not stuck yet: wait until the server's CPU
-// time stands still (under 5 % of a core over half a second).
-void wait_until_idle(pid_t pid) {
-  for (std::uint64_t before = kernex::bench::cpu_ticks(pid);;) {
-    ::poll(nullptr, 0, 500);
-    const std::uint64_t now = kernex::bench::cpu_ticks(pid);
-    if (now - before < 3) break;  // 100 ticks a second
-    before = now;
-  }
-}
-
 struct Measured {
   int n = 0, requests = 0;
   std::size_t bound = 0;
@@ -202,7 +191,7 @@ int main(int argc, char** argv) {
   m.rss_idle = rss_bytes(pid);
   const auto stuck = stuck_followers(port, alpha, m.log.run, m.n, m.bound);
   if (stuck.empty()) return 1;
-  wait_until_idle(pid);
+  kernex::bench::wait_until_idle(pid);
   const std::uint64_t rss_stuck = rss_bytes(pid);
   m.loaded = probe(port, beta, m.requests, "busy");
   m.rss_loaded = std::max(rss_stuck, rss_bytes(pid));

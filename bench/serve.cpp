@@ -44,8 +44,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -404,14 +404,8 @@ void phase_stream(const Args& a, const fs::path& work) {
     auto warm = stream_requests(a.streams, "warm", messages, false);
     kb::LoadClient(serve.port()).streams(warm, 300s);
     // Its clients have their run_end; the runs' tails (memory saves, the rows' last commits) may
-    // still be running: the measured burst starts once the server used no CPU for 200 ms.
-    for (auto ticks = kb::cpu_ticks(serve.pid()), waited = decltype(ticks){0}; waited < 100;
-         ++waited) {
-      std::this_thread::sleep_for(200ms);
-      const auto now = kb::cpu_ticks(serve.pid());
-      if (now == ticks) break;
-      ticks = now;
-    }
+    // still be running: the measured burst starts once the server is idle.
+    kb::wait_until_idle(serve.pid());
   }
   auto streams = stream_requests(a.streams, "hi", messages, false);
   CpuTrace cpu(serve.pid());

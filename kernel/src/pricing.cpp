@@ -164,7 +164,7 @@ struct RuleParser {
     if (rule.match == Match::Regex) {
       for (const std::string& p : rule.patterns) {
         try {
-          (void)compile(p);
+          (void)cached_regex(p);  // compiled once: the check is the first use's compile
         } catch (const std::regex_error& e) {
           return error(node["patterns"], "patterns", "invalid regex '" + p + "': " + e.what());
         }

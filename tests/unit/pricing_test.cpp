@@ -269,7 +269,7 @@ TEST(Pricing, YamlErrorsNameFileRuleAndField) {
   }
 }
 
-// Compiled patterns are shared by every thread of the process (a run's fiber moves between
+// Compiled patterns are shared by every thread of the process (`kernex serve` prices on many run
 // threads): many threads pricing at once, each with tables of its own that come and go, get the
 // same answers as one thread does.
 TEST(Pricing, ThreadsPricingAtOnceShareCompiledPatterns) {
