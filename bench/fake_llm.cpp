@@ -27,6 +27,7 @@ struct FakeLlm::Impl {
   mutable std::mutex mutex;
   std::vector<FakeLlmCall> calls;
   std::unordered_map<std::string, std::size_t> by_message;
+  std::string first_stream_body;  // kept once: a copy per call would cost the harness CPU
   asio::io_context ioc;
   tcp::acceptor acceptor{ioc};
   asio::steady_timer accept_retry{ioc};
@@ -111,6 +112,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     call_.last_user_message = last_user_message(body);
     call_.stream = body.value("stream", false);
+    if (call_.stream) {
+      std::lock_guard lock(server_.mutex);
+      if (server_.first_stream_body.empty()) server_.first_stream_body = req.body();
+    }
     if (!call_.stream && server_.options.whole_delay.count() == 0)
       return write_whole(http::status::ok, completion());
     if (!call_.stream) {
@@ -256,6 +261,12 @@ void FakeLlm::clear() {
   std::lock_guard lock(impl_->mutex);
   impl_->calls.clear();
   impl_->by_message.clear();
+  impl_->first_stream_body.clear();
+}
+
+std::string FakeLlm::first_stream_body() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->first_stream_body;
 }
 
 }  // namespace kernex::bench

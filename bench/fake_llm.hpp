@@ -51,6 +51,9 @@ class FakeLlm {
   std::optional<FakeLlmCall> call_for(const std::string& message) const;
   std::size_t open_connections() const;
   void clear();
+  // The body of the first streamed call received since start (or clear()): what a baseline that
+  // stands in for the server sends the model, the same bytes as the server's own requests.
+  std::string first_stream_body() const;
 
   struct Impl;  // named by the connections in fake_llm.cpp
 

@@ -5,8 +5,10 @@
 //           a fake OpenAI-compatible LLM in this process streaming 20 chunks over 2 s per call.
 //           Time to first text_delta seen by the client minus the LLM's own time to first chunk
 //           for that very call (p50/p99), runs ending with run_end, the server's peak RSS.
-//           Baseline: the same N streams straight to the fake LLM (what this harness adds by
-//           itself), and the server's RSS before the load.
+//           Baselines: the same N streams straight to the fake LLM (what this harness adds by
+//           itself), the server's RSS before the load, and the same burst through a bare proxy
+//           (bare_proxy.hpp: HTTP in, kernex's own model request out, chunks relayed, nothing
+//           else), the floor any server that forwards a burst has on this machine and harness.
 //   idle    IDLE sessions (default 10 000) with one short non-streaming exchange each (replay
 //           provider): RSS growth per session. Baseline: the server's RSS before them.
 //   rps     non-streaming messages (replay provider, one session per request so none is busy)
@@ -51,6 +53,7 @@
 #include <thread>
 
 #include "bare_json_server.hpp"
+#include "bare_proxy.hpp"
 #include "env_guard.hpp"
 #include "bench_util.hpp"
 #include "fake_llm.hpp"
@@ -385,35 +388,17 @@ Ttft harness_floor(const Args& a, kb::FakeLlm& llm) {
   return ttft_of(streams, messages, llm, "done");
 }
 
-void phase_stream(const Args& a, const fs::path& work) {
-  std::printf("stream: %d concurrent streaming runs, fake LLM: %d chunks %d ms apart per call\n",
-              a.streams, a.chunks, a.interval_ms);
-  kb::FakeLlm llm(
-      kb::FakeLlmOptions{.chunks = a.chunks, .interval = std::chrono::milliseconds(a.interval_ms)});
-  const Ttft floor = harness_floor(a, llm);
-  if (floor.ended != a.streams) die("the harness alone lost streams: " + floor.first_error);
-
-  const fs::path dir = work / "stream";
-  const Json provider = {
-      {"name", "openai"},
-      {"options", {{"base_url", llm.base_url()}, {"api_key", "dummy"}, {"model", "fake"}}}};
-  auto serve = start_serve(a, dir, write_config(dir, a, provider));
-  const long rss_before = serve.rss_kib();
+// One burst of N new sessions against `server` (kernex, or the bare proxy): its streams' TTFT
+// above the LLM's own, with what its CPU says printed (report_burst_cpu, report_start_cpu).
+Ttft burst(const Args& a, pid_t server, unsigned short port, const kb::FakeLlm& llm,
+           const std::string& prefix) {
   std::vector<std::string> messages;
-  if (a.warm_burst) {  // a server that has met a burst before: its heap and threads are there
-    auto warm = stream_requests(a.streams, "warm", messages, false);
-    kb::LoadClient(serve.port()).streams(warm, 300s);
-    // Its clients have their run_end; the runs' tails (memory saves, the rows' last commits) may
-    // still be running: the measured burst starts once the server is idle.
-    kb::wait_until_idle(serve.pid());
-  }
-  auto streams = stream_requests(a.streams, "hi", messages, false);
-  CpuTrace cpu(serve.pid());
+  auto streams = stream_requests(a.streams, prefix, messages, false);
+  CpuTrace cpu(server);
   const auto t0 = Clock::now();
-  kb::LoadClient(serve.port()).streams(streams, 300s);
+  kb::LoadClient(port).streams(streams, 300s);
   const double wall = kb::ms(Clock::now() - t0);
   cpu.stop();
-  const long peak = serve.peak_rss_kib();
   const Ttft t = ttft_of(streams, messages, llm, "end_turn");
   std::printf(
       "  all streams done in %.0f ms; LLM's own TTFT p50 %.1f ms p99 %.1f ms%s%s\n", wall,
@@ -421,6 +406,52 @@ void phase_stream(const Args& a, const fs::path& work) {
       t.first_error.empty() ? "" : "; first failure: ", t.first_error.substr(0, 400).c_str());
   report_burst_cpu(cpu, streams, t0);
   report_start_cpu(cpu, messages, llm, t0);
+  return t;
+}
+
+// The same burst through the bare proxy (bare_proxy.hpp), a child process like kernex serve so
+// its CPU is counted apart, sending the model the request kernex sent it.
+Ttft proxy_burst(const Args& a, const fs::path& dir, const kb::FakeLlm& llm) {
+  const std::string upstream = llm.first_stream_body();
+  if (upstream.empty()) die("kernex sent the fake LLM no streamed request to copy");
+  write_file(dir / "upstream.json", upstream);
+  std::printf(
+      "  bare proxy (the floor: HTTP in, the same %zu-byte model request out, chunks "
+      "relayed; no storage, no context):\n",
+      upstream.size());
+  kb::ServeProcess proxy(fs::read_symlink("/proc/self/exe"), dir / "upstream.json",
+                         dir / "proxy.log", {"--bare-proxy", std::to_string(llm.port())});
+  return burst(a, proxy.pid(), proxy.port(), llm, "proxy");
+}
+
+void phase_stream(const Args& a, const fs::path& work) {
+  std::printf("stream: %d concurrent streaming runs, fake LLM: %d chunks %d ms apart per call\n",
+              a.streams, a.chunks, a.interval_ms);
+  kb::FakeLlm llm(
+      kb::FakeLlmOptions{.chunks = a.chunks, .interval = std::chrono::milliseconds(a.interval_ms)});
+  const Ttft floor = harness_floor(a, llm);
+  if (floor.ended != a.streams) die("the harness alone lost streams: " + floor.first_error);
+  llm.clear();  // first_stream_body() is kernex's from here on
+
+  const fs::path dir = work / "stream";
+  const Json provider = {
+      {"name", "openai"},
+      {"options", {{"base_url", llm.base_url()}, {"api_key", "dummy"}, {"model", "fake"}}}};
+  std::optional<kb::ServeProcess> serve;
+  serve.emplace(a.kernex, write_config(dir, a, provider), dir / "serve.log");
+  const long rss_before = serve->rss_kib();
+  if (a.warm_burst) {  // a server that has met a burst before: its heap and threads are there
+    std::vector<std::string> messages;
+    auto warm = stream_requests(a.streams, "warm", messages, false);
+    kb::LoadClient(serve->port()).streams(warm, 300s);
+    // Its clients have their run_end; the runs' tails (memory saves, the rows' last commits) may
+    // still be running: the measured burst starts once the server is idle.
+    kb::wait_until_idle(serve->pid());
+  }
+  const Ttft t = burst(a, serve->pid(), serve->port(), llm, "hi");
+  const long peak = serve->peak_rss_kib();
+  serve.reset();  // its runs' tails must not share the CPUs with the proxy's burst
+  const Ttft proxy = proxy_burst(a, dir, llm);
   row("streaming runs completed (run_end)",
       std::to_string(t.ended) + "/" + std::to_string(a.streams),
       std::to_string(floor.ended) + "/" + std::to_string(a.streams) + " direct", "all",
@@ -430,7 +461,11 @@ void phase_stream(const Args& a, const fs::path& work) {
       fmt("%.2f ms harness", percentile(floor.overhead_ms, 0.5)), "-", true);
   row("TTFT above the LLM's own, p99", fmt("%.2f ms", p99),
       fmt("%.2f ms harness", percentile(floor.overhead_ms, 0.99)), "<= 5 ms",
-      p99 <= 5.0 && t.overhead_ms.size() == streams.size());
+      p99 <= 5.0 && t.overhead_ms.size() == static_cast<std::size_t>(a.streams));
+  row("TTFT above the LLM's own, p99, bare proxy",
+      fmt("%.2f ms", percentile(proxy.overhead_ms, 0.99)),
+      fmt("%.2f ms harness", percentile(floor.overhead_ms, 0.99)), "all relayed",
+      proxy.ended == a.streams);
   row("server peak RSS (VmHWM)", fmt("%.0f MB", peak / 1024.0),
       fmt("%.0f MB at start", rss_before / 1024.0), "<= 1024 MB", peak <= 1024 * 1024);
 }
@@ -865,7 +900,27 @@ void raise_fd_limit(int streams) {
 
 }  // namespace
 
+// This binary as the bare proxy, started by proxy_burst through ServeProcess with kernex serve's
+// arguments: `serve --config UPSTREAM_JSON --listen 127.0.0.1:0 --bare-proxy MODEL_PORT`. It
+// prints the listening line kernex prints and runs until SIGTERM.
+int bare_proxy_main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);
+  if (argc != 8 || std::string(argv[2]) != "--config")
+    die("bare proxy: expected serve --config FILE --listen ADDR --bare-proxy PORT");
+  std::ifstream in(argv[3]);
+  std::stringstream body;
+  body << in.rdbuf();
+  kb::BareProxy proxy(static_cast<unsigned short>(std::atoi(argv[7])), body.str(),
+                      static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  std::printf("listening on http://127.0.0.1:%u\n", proxy.port());
+  std::fflush(stdout);
+  ::pause();  // until SIGTERM ends the process
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 6 && std::string(argv[1]) == "serve" && std::string(argv[6]) == "--bare-proxy")
+    return bare_proxy_main(argc, argv);
   const Args a = parse_args(argc, argv);
   ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit(a.streams);
