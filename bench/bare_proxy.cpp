@@ -84,18 +84,17 @@ class Relay : public std::enable_shared_from_this<Relay> {
   }
 
   void send_model_request() {
-    http::async_write(model_, model_request_,
-                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                        if (ec) return self->fail("502 Bad Gateway", "write: " + ec.message());
-                        self->model_reply_.body_limit(boost::none);
-                        http::async_read_header(
-                            self->model_, self->model_buffer_, self->model_reply_,
-                            [self](beast::error_code ec, std::size_t) {
-                              if (ec || self->model_reply_.get().result_int() != 200)
-                                return self->fail("502 Bad Gateway", "the model's reply");
-                              self->send_sse_header();
-                            });
-                      });
+    http::async_write(
+        model_, model_request_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          if (ec) return self->fail("502 Bad Gateway", "write: " + ec.message());
+          self->model_reply_.body_limit(boost::none);
+          http::async_read_header(self->model_, self->model_buffer_, self->model_reply_,
+                                  [self](beast::error_code ec, std::size_t) {
+                                    if (ec || self->model_reply_.get().result_int() != 200)
+                                      return self->fail("502 Bad Gateway", "the model's reply");
+                                    self->send_sse_header();
+                                  });
+        });
   }
 
   void send_sse_header() {
