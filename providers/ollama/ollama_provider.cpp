@@ -35,8 +35,9 @@ class OllamaProvider final : public Provider {
                             const StreamSink& sink) override {
     http::Request request = json_request(context, endpoint_);
     if (!o_.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + o_.api_key);
-    request.body = build_body(context, tools, static_cast<bool>(sink))
+    request.body = build_body(context, static_cast<bool>(sink))
                        .dump(-1, ' ', false, Json::error_handler_t::replace);
+    if (!tools.empty()) append_member(request.body, "tools", *function_tools_text(tools));
     if (sink) {
       Stream mapping(*this, context);
       return drive_stream(client_, request, o_, Framing::Ndjson, mapping, sink);
@@ -63,8 +64,8 @@ class OllamaProvider final : public Provider {
       body["format"] = g.response_format.schema;
   }
 
-  Json build_body(const Context& context, const std::vector<ToolSpec>& tools,
-                  bool streaming) const {
+  // The body without `tools`: complete() appends their cached text (function_tools_text).
+  Json build_body(const Context& context, bool streaming) const {
     Json messages = system_first(context);
     for (const ContextEntry& e : context.messages()) {
       if (e.role == "tool") {
@@ -89,7 +90,6 @@ class OllamaProvider final : public Provider {
     Json body{{"model", context.model.value_or(o_.model)},
               {"messages", std::move(messages)},
               {"stream", streaming}};
-    if (!tools.empty()) body["tools"] = function_tools(tools);
     if (o_.max_tokens) body["options"] = {{"num_predict", *o_.max_tokens}};
     apply_generation(context.generation, body);
     return body;

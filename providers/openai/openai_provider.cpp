@@ -220,6 +220,7 @@ class OpenAiProvider final : public Provider {
     if (!o_.api_key.empty()) request.headers.emplace_back("Authorization", "Bearer " + o_.api_key);
     request.body =
         build_body(context, tools, streaming).dump(-1, ' ', false, Json::error_handler_t::replace);
+    if (!tools.empty()) append_member(request.body, "tools", *function_tools_text(tools));
     if (streaming) {
       OpenAiStream mapping(o_, context);
       return drive_stream(client_, request, o_, Framing::Sse, mapping, sink);
@@ -253,6 +254,7 @@ class OpenAiProvider final : public Provider {
       body["parallel_tool_calls"] = *g.parallel_tool_calls;
   }
 
+  // The body without `tools`: complete() appends their cached text (function_tools_text).
   Json build_body(const Context& context, const std::vector<ToolSpec>& tools,
                   bool streaming) const {
     Json messages = system_first(context);
@@ -284,7 +286,6 @@ class OpenAiProvider final : public Provider {
       messages.push_back(std::move(m));
     }
     Json body{{"model", context.model.value_or(o_.model)}, {"messages", std::move(messages)}};
-    if (!tools.empty()) body["tools"] = function_tools(tools);
     if (o_.max_tokens) body["max_tokens"] = *o_.max_tokens;
     apply_generation(context, tools, body);
     if (streaming) {

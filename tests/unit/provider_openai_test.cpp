@@ -165,6 +165,51 @@ TEST(OpenAiProvider, SeveralToolCallsAndCachedUsage) {
             "string");
 }
 
+// The tools' text comes from a cache shared by the plugin's instances (function_tools_text): each
+// call must still send exactly its own toolset, however little it differs from the last one (a
+// description, a schema, the order, one tool fewer), and a schema with invalid UTF-8 is sent
+// with it replaced, as the rest of the body is.
+TEST(OpenAiProvider, EachCallSendsItsOwnToolsetThroughTheSharedCache) {
+  const ToolSpec base = tools().at(0);
+  ToolSpec described = base;
+  described.description = "Evaluates arithmetic, exactly";
+  ToolSpec schema = base;
+  schema.parameters["properties"]["expression"]["maxLength"] = 200;
+  ToolSpec other{"lookup", "Finds a word", Json{{"type", "object"}}, {}};
+  ToolSpec bad_utf8{"odd", std::string("caf\xC3"), Json{{"type", "object"}}, {}};
+  const std::vector<std::vector<ToolSpec>> sets = {
+      {base},          {described},        {schema},   {base, other}, {other, base},
+      {base},          {base, other, base}, {bad_utf8}, {base}};
+  FakeHttpServer server;
+  for (std::size_t i = 0; i < sets.size(); ++i) server.push(FakeHttpServer::json(200, kPlain));
+  auto first = make(server), second = make(server);
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    Context ctx("compute");
+    ctx.generation.parallel_tool_calls = false;
+    ASSERT_TRUE((i % 2 ? second : first)->complete(ctx, sets[i], {}));
+  }
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), sets.size());
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    SCOPED_TRACE("call " + std::to_string(i));
+    const Json body = Json::parse(requests[i].body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << requests[i].body;
+    EXPECT_EQ(body["model"], "gpt-4o");
+    EXPECT_EQ(body["parallel_tool_calls"], false);
+    ASSERT_EQ(body["tools"].size(), sets[i].size());
+    for (std::size_t t = 0; t < sets[i].size(); ++t) {
+      const Json& f = body["tools"][t]["function"];
+      EXPECT_EQ(body["tools"][t]["type"], "function");
+      EXPECT_EQ(f["name"], sets[i][t].name);
+      EXPECT_EQ(f["parameters"], sets[i][t].parameters);
+      if (sets[i][t].name == "odd")
+        EXPECT_EQ(f["description"], "caf\xEF\xBF\xBD");  // U+FFFD for the lone byte
+      else
+        EXPECT_EQ(f["description"], sets[i][t].description);
+    }
+  }
+}
+
 TEST(OpenAiProvider, SendsTheTurnsToolTrafficBack) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kPlain));

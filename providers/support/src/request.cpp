@@ -1,6 +1,9 @@
 // The request side shared by the network providers (see request.hpp).
 #include "kernex/providers/request.hpp"
 
+#include <algorithm>
+#include <mutex>
+
 namespace kernex::providers {
 
 Result<Json> send_buffered(http::Client& client, const http::Request& request,
@@ -36,6 +39,63 @@ Json function_tools(const std::vector<ToolSpec>& tools) {
     defs.push_back(std::move(def));
   }
   return defs;
+}
+
+namespace {
+
+// What the text holds: the specs' fields function_tools reads (search hints are not sent).
+bool same_tools(const std::vector<ToolSpec>& a, const std::vector<ToolSpec>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.name == y.name && x.description == y.description && x.parameters == y.parameters;
+  });
+}
+
+// A few toolsets and their text, most recent first. Entries are immutable once made: a lookup
+// copies the list's pointers under the lock and compares outside it.
+class ToolsTextCache {
+ public:
+  std::shared_ptr<const std::string> text(const std::vector<ToolSpec>& tools) {
+    for (const auto& e : snapshot())
+      if (same_tools(e->tools, tools)) return {e, &e->text};
+    auto made = std::make_shared<Entry>(Entry{tools, dump_tools(tools)});
+    std::lock_guard lock(mutex_);
+    entries_.insert(entries_.begin(), made);
+    if (entries_.size() > kEntries) entries_.pop_back();
+    return {made, &made->text};
+  }
+
+ private:
+  struct Entry {
+    std::vector<ToolSpec> tools;
+    std::string text;
+  };
+  static constexpr std::size_t kEntries = 8;  // toolsets in use at once: agents, skill sets
+  static std::string dump_tools(const std::vector<ToolSpec>& tools) {
+    return function_tools(tools).dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+  std::vector<std::shared_ptr<const Entry>> snapshot() {
+    std::lock_guard lock(mutex_);
+    return entries_;
+  }
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<const Entry>> entries_;
+};
+
+}  // namespace
+
+std::shared_ptr<const std::string> function_tools_text(const std::vector<ToolSpec>& tools) {
+  static ToolsTextCache cache;
+  return cache.text(tools);
+}
+
+void append_member(std::string& object_text, std::string_view key, std::string_view value) {
+  if (object_text.empty() || object_text.back() != '}') return;  // not a dumped object
+  object_text.pop_back();
+  if (object_text.size() > 1) object_text += ',';
+  object_text += Json(std::string(key)).dump();
+  object_text += ':';
+  object_text += value;
+  object_text += '}';
 }
 
 Json system_first(const Context& context) {
