@@ -178,8 +178,8 @@ TEST(OpenAiProvider, EachCallSendsItsOwnToolsetThroughTheSharedCache) {
   ToolSpec other{"lookup", "Finds a word", Json{{"type", "object"}}, {}};
   ToolSpec bad_utf8{"odd", std::string("caf\xC3"), Json{{"type", "object"}}, {}};
   const std::vector<std::vector<ToolSpec>> sets = {
-      {base},          {described},        {schema},   {base, other}, {other, base},
-      {base},          {base, other, base}, {bad_utf8}, {base}};
+      {base}, {described},         {schema},   {base, other}, {other, base},
+      {base}, {base, other, base}, {bad_utf8}, {base}};
   FakeHttpServer server;
   for (std::size_t i = 0; i < sets.size(); ++i) server.push(FakeHttpServer::json(200, kPlain));
   auto first = make(server), second = make(server);
