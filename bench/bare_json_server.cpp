@@ -1,6 +1,6 @@
 // A session per connection: read a request, write the prepared response, read the next.
 #include "bare_json_server.hpp"
-#include "loopback_listen.hpp"
+#include "loopback_server.hpp"
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -18,11 +18,7 @@ using tcp = asio::ip::tcp;
 
 struct BareJsonServer::Impl {
   std::string body;
-  asio::io_context ioc;
-  tcp::acceptor acceptor{ioc};
-  unsigned short port = 0;
-  std::vector<std::thread> threads;
-  void accept();
+  LoopbackServer server;  // last: its connections read `body`
 };
 
 namespace {
@@ -63,30 +59,17 @@ class Session : public std::enable_shared_from_this<Session> {
 
 }  // namespace
 
-void BareJsonServer::Impl::accept() {
-  acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
-    if (ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      socket.set_option(tcp::no_delay(true));
-      std::make_shared<Session>(body, std::move(socket))->read();
-    }
-    accept();
-  });
-}
-
 BareJsonServer::BareJsonServer(std::string body, int threads) : impl_(std::make_unique<Impl>()) {
   impl_->body = std::move(body);
-  impl_->port = listen_on_loopback(impl_->acceptor);
-  impl_->accept();
-  for (int i = 0; i < std::max(1, threads); ++i)
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  impl_->server.start(
+      [this](tcp::socket socket) {
+        std::make_shared<Session>(impl_->body, std::move(socket))->read();
+      },
+      threads);
 }
 
-BareJsonServer::~BareJsonServer() {
-  impl_->ioc.stop();
-  for (auto& t : impl_->threads) t.join();
-}
+BareJsonServer::~BareJsonServer() = default;
 
-unsigned short BareJsonServer::port() const { return impl_->port; }
+unsigned short BareJsonServer::port() const { return impl_->server.port(); }
 
 }  // namespace kernex::bench

@@ -12,7 +12,7 @@
 
 #include "beast_names.hpp"
 #include "kernex/json.hpp"
-#include "loopback_listen.hpp"
+#include "loopback_server.hpp"
 
 namespace kernex::bench {
 
@@ -23,11 +23,7 @@ struct BareProxy::Impl {
   // before + the message + after, the least work that builds those bytes.
   std::string before, after;
   tcp::endpoint model;
-  asio::io_context ioc;
-  tcp::acceptor acceptor{ioc};
-  unsigned short port = 0;
-  std::vector<std::thread> threads;
-  void accept();
+  LoopbackServer server;  // last: its connections read the members above
 };
 
 namespace {
@@ -193,17 +189,6 @@ class Relay : public std::enable_shared_from_this<Relay> {
 
 }  // namespace
 
-void BareProxy::Impl::accept() {
-  acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
-    if (ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      socket.set_option(tcp::no_delay(true));
-      std::make_shared<Relay>(*this, std::move(socket))->start();
-    }
-    accept();
-  });
-}
-
 BareProxy::BareProxy(unsigned short model_port, const std::string& upstream_body, int threads)
     : impl_(std::make_unique<Impl>()) {
   Json upstream = Json::parse(upstream_body, nullptr, false);
@@ -218,17 +203,13 @@ BareProxy::BareProxy(unsigned short model_port, const std::string& upstream_body
   impl_->before = text.substr(0, at);
   impl_->after = text.substr(at + quoted.size());
   impl_->model = {asio::ip::make_address("127.0.0.1"), model_port};
-  impl_->port = listen_on_loopback(impl_->acceptor);
-  impl_->accept();
-  for (int i = 0; i < std::max(1, threads); ++i)
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  impl_->server.start(
+      [this](tcp::socket socket) { std::make_shared<Relay>(*impl_, std::move(socket))->start(); },
+      threads);
 }
 
-BareProxy::~BareProxy() {
-  impl_->ioc.stop();
-  for (auto& t : impl_->threads) t.join();
-}
+BareProxy::~BareProxy() = default;
 
-unsigned short BareProxy::port() const { return impl_->port; }
+unsigned short BareProxy::port() const { return impl_->server.port(); }
 
 }  // namespace kernex::bench

@@ -12,7 +12,7 @@
 
 #include "beast_names.hpp"
 #include "kernex/json.hpp"
-#include "loopback_listen.hpp"
+#include "loopback_server.hpp"
 
 namespace kernex::bench {
 
@@ -28,18 +28,13 @@ struct FakeLlm::Impl {
   std::vector<FakeLlmCall> calls;
   std::unordered_map<std::string, std::size_t> by_message;
   std::string first_stream_body;  // kept once: a copy per call would cost the harness CPU
-  asio::io_context ioc;
-  tcp::acceptor acceptor{ioc};
-  asio::steady_timer accept_retry{ioc};
-  unsigned short port = 0;
-  std::vector<std::thread> threads;
+  LoopbackServer server;          // last (see above)
 
   void record(FakeLlmCall call) {
     std::lock_guard lock(mutex);
     by_message.try_emplace(call.last_user_message, calls.size());
     calls.push_back(std::move(call));
   }
-  void accept();
 };
 
 namespace {
@@ -207,37 +202,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 }  // namespace
 
-void FakeLlm::Impl::accept() {
-  acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
-    if (ec == asio::error::operation_aborted) return;
-    if (ec) {  // out of descriptors, say: try again shortly instead of spinning
-      accept_retry.expires_after(std::chrono::milliseconds(5));
-      accept_retry.async_wait([this](beast::error_code e) {
-        if (!e) accept();
-      });
-      return;
-    }
-    socket.set_option(tcp::no_delay(true));
-    std::make_shared<Connection>(*this, std::move(socket))->read();
-    accept();
-  });
-}
-
 FakeLlm::FakeLlm(FakeLlmOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
-  impl_->port = listen_on_loopback(impl_->acceptor);
-  impl_->accept();
-  for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
-  }
+  impl_->server.start(
+      [this](tcp::socket socket) {
+        std::make_shared<Connection>(*impl_, std::move(socket))->read();
+      },
+      impl_->options.threads);
 }
 
-FakeLlm::~FakeLlm() {
-  impl_->ioc.stop();
-  for (auto& t : impl_->threads) t.join();
-}
+FakeLlm::~FakeLlm() = default;
 
-unsigned short FakeLlm::port() const { return impl_->port; }
+unsigned short FakeLlm::port() const { return impl_->server.port(); }
 
 std::string FakeLlm::base_url() const {
   return "http://127.0.0.1:" + std::to_string(port()) + "/v1";
