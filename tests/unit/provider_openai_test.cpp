@@ -210,6 +210,32 @@ TEST(OpenAiProvider, EachCallSendsItsOwnToolsetThroughTheSharedCache) {
   }
 }
 
+// Equal as JSON values is not the same text: one caller's (one tenant's) schema written with
+// 200.0, or -0.0, must not decide how another caller's 200, or 0.0, is sent (a strict validator
+// may take maxLength 200.0 for a float), so the shared cache matches number types and signs too.
+TEST(OpenAiProvider, TheToolsCacheKeepsEachCallersNumbersAsWritten) {
+  const auto with = [](Json value) {
+    ToolSpec spec = tools().at(0);
+    spec.name = "numbers";
+    spec.parameters["properties"]["expression"]["maxLength"] = std::move(value);
+    return std::vector<ToolSpec>{spec};
+  };
+  const std::vector<std::pair<Json, std::string>> calls = {{200.0, "200.0"}, {200, "200"},
+                                                           {200u, "200"},    {-0.0, "-0.0"},
+                                                           {0.0, "0.0"},     {200.0, "200.0"}};
+  FakeHttpServer server;
+  for (std::size_t i = 0; i < calls.size(); ++i) server.push(FakeHttpServer::json(200, kPlain));
+  auto p = make(server);
+  for (const auto& [value, text] : calls)
+    ASSERT_TRUE(p->complete(Context("compute"), with(value), {}));
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), calls.size());
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_NE(requests[i].body.find("\"maxLength\":" + calls[i].second + ","), std::string::npos)
+        << "call " << i << ": " << requests[i].body;
+  }
+}
+
 TEST(OpenAiProvider, SendsTheTurnsToolTrafficBack) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kPlain));

@@ -2,6 +2,8 @@
 #include "kernex/providers/request.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <mutex>
 
 namespace kernex::providers {
@@ -43,10 +45,29 @@ Json function_tools(const std::vector<ToolSpec>& tools) {
 
 namespace {
 
+// Json's == calls 200 and 200.0 (and 0.0 and -0.0) equal, but they dump differently: one caller's
+// schema must not decide how another's numbers are sent, so types and float bits must match too.
+bool same_text(const Json& a, const Json& b) {
+  if (a.type() != b.type()) return false;
+  if (a.is_number_float())
+    return std::bit_cast<std::uint64_t>(a.get<double>()) ==
+           std::bit_cast<std::uint64_t>(b.get<double>());
+  if (a.is_array()) return std::equal(a.begin(), a.end(), b.begin(), b.end(), same_text);
+  if (a.is_object()) {
+    return a.size() == b.size() && std::equal(a.items().begin(), a.items().end(), b.items().begin(),
+                                              [](const auto& x, const auto& y) {
+                                                return x.key() == y.key() &&
+                                                       same_text(x.value(), y.value());
+                                              });
+  }
+  return a == b;
+}
+
 // What the text holds: the specs' fields function_tools reads (search hints are not sent).
 bool same_tools(const std::vector<ToolSpec>& a, const std::vector<ToolSpec>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
-    return x.name == y.name && x.description == y.description && x.parameters == y.parameters;
+    return x.name == y.name && x.description == y.description &&
+           same_text(x.parameters, y.parameters);
   });
 }
 
