@@ -13,6 +13,7 @@
 #include "beast_names.hpp"
 #include "kernex/json.hpp"
 #include "loopback_server.hpp"
+#include "openai_chunk.hpp"
 
 namespace kernex::bench {
 
@@ -38,16 +39,6 @@ void set_last_user_message(Json& request, const std::string& message) {
     }
   }
   messages.push_back({{"role", "user"}, {"content", message}});
-}
-
-// A chat.completion.chunk's content text, empty when it has none.
-std::string chunk_content(std::string_view data) {
-  const Json j = Json::parse(data, nullptr, false);
-  if (!j.is_object() || !j.contains("choices") || !j["choices"].is_array() || j["choices"].empty())
-    return {};
-  const Json& delta = j["choices"][0].value("delta", Json::object());
-  if (!delta.is_object() || !delta.contains("content") || !delta["content"].is_string()) return {};
-  return delta["content"].get<std::string>();
 }
 
 class Relay : public std::enable_shared_from_this<Relay> {

@@ -8,6 +8,7 @@
 
 #include "beast_names.hpp"
 #include "kernex/json.hpp"
+#include "openai_chunk.hpp"
 
 namespace kernex::bench {
 
@@ -33,16 +34,6 @@ std::string json_field(const std::string& data, const char* key) {
   const Json j = Json::parse(data, nullptr, false);
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>()
                                                                 : std::string();
-}
-
-// Whether an OpenAI chat.completion.chunk carries content text.
-bool has_content(const std::string& data) {
-  const Json j = Json::parse(data, nullptr, false);
-  if (!j.is_object() || !j.contains("choices") || !j["choices"].is_array() || j["choices"].empty())
-    return false;
-  const Json delta = j["choices"][0].value("delta", Json::object());
-  return delta.is_object() && delta.contains("content") && delta["content"].is_string() &&
-         !delta["content"].get<std::string>().empty();
 }
 
 class StreamConn : public std::enable_shared_from_this<StreamConn> {
@@ -126,7 +117,8 @@ class StreamConn : public std::enable_shared_from_this<StreamConn> {
     if (data.empty()) return;  // comments (heartbeats) and id-only blocks
     const auto now = Clock::now();
     if (name == "run_start") s_.run_id = json_field(data, "run_id");
-    if (!s_.got_text && (name == "text_delta" || (name == "message" && has_content(data)))) {
+    if (!s_.got_text &&
+        (name == "text_delta" || (name == "message" && !chunk_content(data).empty()))) {
       s_.got_text = true;
       s_.first_text = now;
     }
