@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "beast_names.hpp"
+#include "chat_request_scan.hpp"
 #include "kernex/json.hpp"
 #include "loopback_server.hpp"
 
@@ -38,25 +39,6 @@ struct FakeLlm::Impl {
 };
 
 namespace {
-
-// The text of the last user message (a string, or an array of {type:"text", text} parts).
-std::string last_user_message(const Json& body) {
-  const Json messages = body.value("messages", Json::array());
-  if (!messages.is_array()) return {};
-  for (auto it = messages.rbegin(); it != messages.rend(); ++it) {
-    if (!it->is_object() || it->value("role", "") != "user") continue;
-    const Json content = it->value("content", Json());
-    if (content.is_string()) return content.get<std::string>();
-    std::string text;
-    if (content.is_array()) {
-      for (const auto& part : content) {
-        if (part.is_object() && part.value("type", "") == "text") text += part.value("text", "");
-      }
-    }
-    return text;
-  }
-  return {};
-}
 
 std::string chunk_event(const Json& choice_delta, const Json& finish, const Json* usage) {
   Json chunk = {{"id", "chatcmpl-fake"},
@@ -99,14 +81,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     keep_alive_ = req.keep_alive();
     call_ = FakeLlmCall{};
     call_.received = Clock::now();
-    const Json body = Json::parse(req.body(), nullptr, false);
-    if (req.method() != http::verb::post || !req.target().ends_with("/chat/completions") ||
-        !body.is_object()) {
+    auto body = scan_chat_request(req.body());
+    if (req.method() != http::verb::post || !req.target().ends_with("/chat/completions") || !body) {
       return write_whole(http::status::bad_request,
                          R"({"error":{"message":"fake LLM: POST /v1/chat/completions only"}})");
     }
-    call_.last_user_message = last_user_message(body);
-    call_.stream = body.value("stream", false);
+    call_.last_user_message = std::move(body->last_user_message);
+    call_.stream = body->stream;
     if (call_.stream) {
       std::lock_guard lock(server_.mutex);
       if (server_.first_stream_body.empty()) server_.first_stream_body = req.body();
