@@ -398,7 +398,7 @@ ToolResult run_code_tool(const LoopDeps& deps, const ToolRouter& tools, Context&
 
 std::vector<ToolSpec> ToolRouter::code_specs() const {
   std::vector<ToolSpec> out;
-  for (const auto& spec : specs_) {
+  for (const auto& spec : specs()) {
     if (routes_.contains(spec.name)) out.push_back(spec);
   }
   return out;
@@ -419,26 +419,84 @@ bool ToolRouter::offer(ToolSpec spec, const Context& context) {
   return true;
 }
 
+namespace {
+
+// One executor's tools: its shared list, or the copy list_tools made for this run.
+struct Listed {
+  ToolExecutor* executor = nullptr;
+  ToolList shared;
+  std::vector<ToolSpec> owned;
+};
+
+std::optional<Listed> list_of(ToolExecutor& executor, const Context& context) {
+  Listed listed{&executor, nullptr, {}};
+  Error failed(ErrorCode::Tool, "");
+  try {
+    if (auto* sharing = dynamic_cast<SharedToolList*>(&executor)) {
+      auto list = sharing->list_tools_shared(context);
+      if (list) {
+        static const ToolList kNone = std::make_shared<const std::vector<ToolSpec>>();
+        listed.shared = *list ? std::move(*list) : kNone;
+        return listed;
+      }
+      failed = list.error();
+    } else {
+      auto list = executor.list_tools(context);
+      if (list) {
+        listed.owned = std::move(*list);
+        return listed;
+      }
+      failed = list.error();
+    }
+  } catch (const std::exception& e) {
+    failed = Error(ErrorCode::Tool, std::string("list_tools threw: ") + e.what());
+  }
+  log(LogLevel::Warn, "a toolbox could not list its tools: " + failed.describe());
+  return std::nullopt;
+}
+
+// The shared lists, when they are all the run has (an executor's own empty list aside) and nothing
+// filters them: then the merge of earlier runs serves.
+std::optional<std::vector<ToolList>> only_shared(const std::vector<Listed>& lists,
+                                                 const Context& context, bool context_tools) {
+  if (context_tools || (context.allowed_tools && !context.allowed_tools->empty()))
+    return std::nullopt;
+  std::vector<ToolList> shared;
+  for (const auto& l : lists) {
+    if (!l.shared && !l.owned.empty()) return std::nullopt;
+    if (l.shared) shared.push_back(l.shared);
+  }
+  return shared;
+}
+
+}  // namespace
+
 ToolRouter ToolRouter::collect(const std::vector<std::shared_ptr<ToolExecutor>>& executors,
                                const Context& context,
-                               const std::vector<std::shared_ptr<ContextTool>>& context_tools) {
+                               const std::vector<std::shared_ptr<ContextTool>>& context_tools,
+                               MergedToolsCache* shared) {
+  std::vector<Listed> lists;
+  for (const auto& executor : executors)
+    if (auto listed = list_of(*executor, context)) lists.push_back(std::move(*listed));
+  const bool any_context_tool =
+      std::any_of(context_tools.begin(), context_tools.end(), [](const auto& t) { return !!t; });
   ToolRouter router;
-  for (const auto& executor : executors) {
-    Result<std::vector<ToolSpec>> specs = [&]() -> Result<std::vector<ToolSpec>> {
-      try {
-        return executor->list_tools(context);
-      } catch (const std::exception& e) {
-        return fail(ErrorCode::Tool, std::string("list_tools threw: ") + e.what());
-      }
-    }();
-    if (!specs) {
-      log(LogLevel::Warn, "a toolbox could not list its tools: " + specs.error().describe());
-      continue;
-    }
-    for (auto& spec : *specs) {
+  auto all_shared = shared ? only_shared(lists, context, any_context_tool) : std::nullopt;
+  if (all_shared) {
+    router.merged_ = shared->get(*all_shared);
+    std::vector<ToolExecutor*> by_list;  // the shared lists' executors, in `shared`'s order
+    for (const auto& l : lists)
+      if (l.shared) by_list.push_back(l.executor);
+    for (std::size_t i = 0; i < router.merged_->specs.size(); ++i)
+      router.routes_.emplace(router.merged_->specs[i].name, by_list[router.merged_->source[i]]);
+    return router;
+  }
+  for (auto& l : lists) {
+    for (std::size_t i = 0, n = l.shared ? l.shared->size() : l.owned.size(); i < n; ++i) {
+      ToolSpec spec = l.shared ? (*l.shared)[i] : std::move(l.owned[i]);
       std::string name = spec.name;
       if (router.offer(std::move(spec), context))
-        router.routes_.emplace(std::move(name), executor.get());
+        router.routes_.emplace(std::move(name), l.executor);
     }
   }
   for (const auto& tool : context_tools) {
@@ -611,7 +669,8 @@ std::optional<RunResult> tool_turn(Loop& loop, Response& response) {
     return loop.ended(Outcome::ClientToolCalls);
   }
   if (loop.deps.executors != nullptr && tool_sources(context) != sources_before) {
-    loop.refreshed = ToolRouter::collect(*loop.deps.executors, context, loop.deps.context_tools);
+    loop.refreshed = ToolRouter::collect(*loop.deps.executors, context, loop.deps.context_tools,
+                                         loop.deps.tool_lists);
     loop.tools = &loop.refreshed;
     if (loop.deps.router_in_use != nullptr) *loop.deps.router_in_use = loop.tools;
   }

@@ -16,6 +16,7 @@
 #include "kernex/provider.hpp"
 #include "kernex/toolbox.hpp"
 #include "kernex/config.hpp"
+#include "merged_tools.hpp"
 #include "run_tree.hpp"
 
 namespace kernex {
@@ -26,10 +27,13 @@ class ToolRouter {
   // Asks each executor for its tools, then takes the context tools, keeping those in
   // context.allowed_tools when that is a non-empty list; a later one offering a name already
   // taken is skipped (logged).
+  // With `shared`, executors that share their lists (SharedToolList) are merged once for the runs
+  // of the same lists: nothing is copied for this one.
   static ToolRouter collect(const std::vector<std::shared_ptr<ToolExecutor>>& executors,
                             const Context& context,
-                            const std::vector<std::shared_ptr<ContextTool>>& context_tools = {});
-  const std::vector<ToolSpec>& specs() const { return specs_; }
+                            const std::vector<std::shared_ptr<ContextTool>>& context_tools = {},
+                            MergedToolsCache* shared = nullptr);
+  const std::vector<ToolSpec>& specs() const { return merged_ ? merged_->specs : specs_; }
   // The executors' tools only: what code may call (context tools change the run itself).
   std::vector<ToolSpec> code_specs() const;
   ToolExecutor* find(const std::string& name) const;
@@ -38,7 +42,8 @@ class ToolRouter {
  private:
   bool offer(ToolSpec spec, const Context& context);
 
-  std::vector<ToolSpec> specs_;
+  std::shared_ptr<const MergedTools> merged_;  // the specs, when every list was shared
+  std::vector<ToolSpec> specs_;                // the specs otherwise
   std::map<std::string, ToolExecutor*, std::less<>> routes_;
   std::map<std::string, ContextTool*, std::less<>> context_routes_;
 };
@@ -59,6 +64,7 @@ struct LoopDeps {
   // Set when context tools may change the Context mid-run: the router is collected again from
   // these after a tool turn that changed the context's toolboxes or MCP servers.
   const std::vector<std::shared_ptr<ToolExecutor>>* executors = nullptr;
+  MergedToolsCache* tool_lists = nullptr;  // for those collections; may be null
   std::vector<std::shared_ptr<ContextTool>> context_tools;
   HookRunner* hooks = nullptr;             // may be null
   const PermissionRules* rules = nullptr;  // may be null

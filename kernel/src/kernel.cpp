@@ -145,6 +145,9 @@ struct Kernel::Impl {
   ProviderPool providers{[this](const std::string& name, const Json& options) {
     return host.create_provider(name, options);
   }};
+  // The toolboxes' shared tool lists, merged once for the runs (merged_tools.hpp); after `host`,
+  // so it is gone before the plugins whose lists it holds are unloaded.
+  MergedToolsCache tool_lists;
 
   HostParts snapshot() const {
     std::lock_guard lock(parts_mutex);
@@ -297,6 +300,7 @@ struct Kernel::Impl {
     deps.provider_name = plan.provider;
     deps.tools = &router;
     deps.executors = &parts.toolboxes;
+    deps.tool_lists = &tool_lists;
     deps.hooks = hooks.empty() ? nullptr : &hooks;
     deps.rules = rules.empty() ? nullptr : &rules;
     deps.pricing = &pricing;
@@ -660,7 +664,7 @@ Result<RunResult> Kernel::run(const Request& incoming, const RunOptions& options
   // The loop: provider and tools, through hooks and rules.
   auto context_tools = Impl::context_tools(request, sources);
   if (!context_tools) return std::unexpected(context_tools.error());
-  ToolRouter router = ToolRouter::collect(parts.toolboxes, context, *context_tools);
+  ToolRouter router = ToolRouter::collect(parts.toolboxes, context, *context_tools, &k.tool_lists);
   HookChain hooks;
   const AuditFlush audit{k.audit_hook(plan, options)};
   if (audit.hook) hooks.add("memory-audit", audit.hook);

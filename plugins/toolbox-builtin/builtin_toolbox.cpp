@@ -186,14 +186,18 @@ std::map<std::string, Tool> all_tools() {
   return tools;
 }
 
-class BuiltinToolbox final : public kernex::ToolExecutor {
+class BuiltinToolbox final : public kernex::ToolExecutor, public kernex::SharedToolList {
  public:
-  explicit BuiltinToolbox(std::map<std::string, Tool> tools) : tools_(std::move(tools)) {}
+  explicit BuiltinToolbox(std::map<std::string, Tool> tools)
+      : tools_(std::move(tools)), specs_(specs_of(tools_)) {}
 
   Result<std::vector<kernex::ToolSpec>> list_tools(const kernex::Context&) override {
-    std::vector<kernex::ToolSpec> specs;
-    for (const auto& [name, tool] : tools_) specs.push_back(tool.spec);
-    return specs;
+    return *specs_;
+  }
+  // The kernel's runs share this list instead of copying every schema each run.
+  Result<std::shared_ptr<const std::vector<kernex::ToolSpec>>> list_tools_shared(
+      const kernex::Context&) override {
+    return specs_;
   }
 
   Result<ToolResult> execute(const kernex::Context&, const kernex::RunHandles&,
@@ -205,7 +209,15 @@ class BuiltinToolbox final : public kernex::ToolExecutor {
   }
 
  private:
+  static std::shared_ptr<const std::vector<kernex::ToolSpec>> specs_of(
+      const std::map<std::string, Tool>& tools) {
+    std::vector<kernex::ToolSpec> specs;
+    for (const auto& [name, tool] : tools) specs.push_back(tool.spec);
+    return std::make_shared<const std::vector<kernex::ToolSpec>>(std::move(specs));
+  }
+
   std::map<std::string, Tool> tools_;
+  const std::shared_ptr<const std::vector<kernex::ToolSpec>> specs_;  // built once, never changed
 };
 
 Result<std::shared_ptr<kernex::ToolExecutor>> make_builtin(const Json& config) {

@@ -67,10 +67,12 @@ Json uint(const char* what) {
   return Json{{"type", "integer"}, {"minimum", 0}, {"description", what}};
 }
 
-class FilesToolbox final : public kernex::ToolExecutor {
+class FilesToolbox final : public kernex::ToolExecutor, public kernex::SharedToolList {
  public:
   FilesToolbox(sb::ToolboxRunOptions options, std::set<std::string> enabled)
-      : options_(std::move(options)), enabled_(std::move(enabled)), specs_(enabled_specs()) {}
+      : options_(std::move(options)),
+        enabled_(std::move(enabled)),
+        specs_(std::make_shared<const std::vector<kernex::ToolSpec>>(enabled_specs())) {}
 
   static std::vector<kernex::ToolSpec> all_specs() {
     return {
@@ -123,6 +125,11 @@ class FilesToolbox final : public kernex::ToolExecutor {
 
   // Every run lists the tools: a copy of what the constructor built, not the schemas built again.
   Result<std::vector<kernex::ToolSpec>> list_tools(const kernex::Context&) override {
+    return *specs_;
+  }
+  // The kernel's runs share this list instead of copying every schema each run.
+  Result<std::shared_ptr<const std::vector<kernex::ToolSpec>>> list_tools_shared(
+      const kernex::Context&) override {
     return specs_;
   }
 
@@ -574,7 +581,7 @@ if (( ${#found[@]} <= 10000 )); then ls -1td -- "${found[@]}"; else printf '%s\n
 
   sb::ToolboxRunOptions options_;
   std::set<std::string> enabled_;
-  const std::vector<kernex::ToolSpec> specs_;  // the enabled tools, built once
+  const std::shared_ptr<const std::vector<kernex::ToolSpec>> specs_;  // enabled; built once
   std::mutex mutex_;
   std::map<std::string, Cached> policies_;  // by host workspace ("" for the configured one)
   std::uint64_t uses_ = 0;

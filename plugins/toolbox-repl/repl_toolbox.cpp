@@ -465,11 +465,11 @@ std::filesystem::path make_tree_root() {
   return pattern;
 }
 
-class ReplToolbox final : public ToolExecutor {
+class ReplToolbox final : public ToolExecutor, public SharedToolList {
  public:
   explicit ReplToolbox(ReplOptions options)
       : options_(std::move(options)),
-        specs_(offered_specs(options_.tools)),
+        specs_(std::make_shared<const std::vector<ToolSpec>>(offered_specs(options_.tools))),
         tree_root_(make_tree_root()),
         pool_(options_.pool_size, options_.python, kStartupTimeout) {}
 
@@ -479,15 +479,13 @@ class ReplToolbox final : public ToolExecutor {
   }
 
   Result<std::vector<ToolSpec>> list_tools(const Context& context) override {
-    if (!offered(context)) return std::vector<ToolSpec>{};
-    // Workers are started once the tools are offered, so a kernel that loads the plugin but never
-    // offers it (every toolbox found, by default) starts none: for this workspace, without
-    // grants, in the background (policy and all).
-    sandbox::CallWorkspace where;
-    if (context.workspace) {
-      where = {context.workspace->lexically_normal(), true, context.workspace_layers};
-    }
-    pool_.prewarm(policy_key({}, where), [this, where] { return policy_for({}, where); });
+    if (!offer(context)) return std::vector<ToolSpec>{};
+    return *specs_;
+  }
+  // The kernel's runs share this list instead of copying every schema each run.
+  Result<std::shared_ptr<const std::vector<ToolSpec>>> list_tools_shared(
+      const Context& context) override {
+    if (!offer(context)) return nullptr;
     return specs_;
   }
 
@@ -647,8 +645,21 @@ class ReplToolbox final : public ToolExecutor {
       log(LogLevel::Warn, "toolbox-repl: saved skills not offered: " + written.error().describe());
   }
 
+  // Workers are started once the tools are offered, so a kernel that loads the plugin but never
+  // offers it (every toolbox found, by default) starts none: for this workspace, without grants,
+  // in the background (policy and all).
+  bool offer(const Context& context) {
+    if (!offered(context)) return false;
+    sandbox::CallWorkspace where;
+    if (context.workspace) {
+      where = {context.workspace->lexically_normal(), true, context.workspace_layers};
+    }
+    pool_.prewarm(policy_key({}, where), [this, where] { return policy_for({}, where); });
+    return true;
+  }
+
   bool is_offered(const std::string& name) const {
-    return std::any_of(specs_.begin(), specs_.end(),
+    return std::any_of(specs_->begin(), specs_->end(),
                        [&](const ToolSpec& spec) { return spec.name == name; });
   }
 
@@ -656,7 +667,7 @@ class ReplToolbox final : public ToolExecutor {
   bool offered(const Context& context) const {
     if (options_.offer_always) return true;
     if (!context.allowed_tools) return false;
-    return std::any_of(specs_.begin(), specs_.end(), [&](const ToolSpec& spec) {
+    return std::any_of(specs_->begin(), specs_->end(), [&](const ToolSpec& spec) {
       return std::find(context.allowed_tools->begin(), context.allowed_tools->end(), spec.name) !=
              context.allowed_tools->end();
     });
@@ -907,7 +918,7 @@ class ReplToolbox final : public ToolExecutor {
   }
 
   ReplOptions options_;
-  std::vector<ToolSpec> specs_;
+  const std::shared_ptr<const std::vector<ToolSpec>> specs_;  // built once, never changed
   std::filesystem::path tree_root_;  // kernel-owned, read-only to workers; empty: no trees
   std::atomic<std::uint64_t> trees_made_{0};
   std::atomic<std::uint64_t> code_runs_{0};

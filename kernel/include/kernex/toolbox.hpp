@@ -1,6 +1,7 @@
 // Tool executors: a toolbox plugin offers tools for a Context and runs calls to them.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,24 @@ class ToolExecutor {
   // executor itself failed (it is reported to the model as an error result as well).
   virtual Result<ToolResult> execute(const Context& context, const RunHandles& run,
                                      const ToolCall& call) = 0;
+};
+
+// Beside ToolExecutor, for an executor whose tools are the same for many runs (the builtin and
+// files toolboxes): it hands out one immutable list instead of a copy of every schema for each
+// run. The kernel finds it with dynamic_cast and calls it instead of list_tools. A list once
+// returned never changes (other tools are a new vector): the kernel keeps what it merged from
+// the lists it holds, by their addresses, for the next runs.
+class SharedToolList {
+ public:
+  // As list_tools; null is no tools.
+  virtual Result<std::shared_ptr<const std::vector<ToolSpec>>> list_tools_shared(
+      const Context& context) = 0;
+
+ protected:
+  SharedToolList() = default;
+  SharedToolList(const SharedToolList&) = default;
+  SharedToolList& operator=(const SharedToolList&) = default;
+  ~SharedToolList() = default;  // never deleted through this interface
 };
 
 // A tool whose calls change the running Context, e.g. `activate_skill`, which adds a skill's
