@@ -41,6 +41,8 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using Clock = std::chrono::steady_clock;
 using boost::system::error_code;
+// A request's body is sent from the caller's string (it outlives the exchange), not a copy of it.
+using SentBody = bhttp::span_body<const char>;
 
 namespace {
 
@@ -491,8 +493,7 @@ struct Client::Impl {
   };
 
   template <class Io>
-  std::expected<Response, Failure> exchange(Io io, const Url& url,
-                                            bhttp::request<bhttp::string_body>& req,
+  std::expected<Response, Failure> exchange(Io io, const Url& url, bhttp::request<SentBody>& req,
                                             const ChunkHandler* on_chunk, Clock::time_point total,
                                             bool reused, bool& stale, std::size_t& delivered) {
     const std::string where = url.authority();
@@ -567,7 +568,7 @@ struct Client::Impl {
     const std::string key =
         url.scheme + "://" + url.authority() + (proxy ? " via " + proxy->url.authority() : "");
 
-    bhttp::request<bhttp::string_body> req;
+    bhttp::request<SentBody> req;
     const auto verb = bhttp::string_to_verb(request.method);
     if (verb == bhttp::verb::unknown) {
       return std::unexpected(
@@ -593,7 +594,7 @@ struct Client::Impl {
       }
       req.set(name, value);
     }
-    req.body() = request.body;
+    req.body() = SentBody::value_type(request.body.data(), request.body.size());
     if (verb != bhttp::verb::get || !request.body.empty()) req.prepare_payload();
     req.keep_alive(true);
 

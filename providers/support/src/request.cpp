@@ -112,6 +112,7 @@ std::shared_ptr<const std::string> function_tools_text(const std::vector<ToolSpe
 void append_member(std::string& object_text, std::string_view key, std::string_view value) {
   if (object_text.empty() || object_text.back() != '}') return;  // not a dumped object
   object_text.pop_back();
+  object_text.reserve(object_text.size() + key.size() + value.size() + 8);  // one allocation
   if (object_text.size() > 1) object_text += ',';
   object_text += Json(std::string(key)).dump();
   object_text += ':';
