@@ -143,6 +143,29 @@ TEST(OpenAiProvider, PlainTextRequestAndResponse) {
   EXPECT_EQ(body["messages"][3], (Json{{"role", "user"}, {"content", "Hi"}}));
 }
 
+// The kernel's pool leases a twin per run in flight instead of parsing the options again: the twin
+// sends exactly what its template would, over connections of its own.
+TEST(OpenAiProvider, ATwinSendsWhatItsTemplateWould) {
+  FakeHttpServer server;
+  server.push(FakeHttpServer::json(200, kPlain));
+  server.push(FakeHttpServer::json(200, kPlain));
+  auto p = make(server, {{"max_tokens", 77}});
+  auto twin = p->concurrent_instance();
+  ASSERT_NE(twin, nullptr);
+  EXPECT_NE(twin.get(), p.get());
+  EXPECT_EQ(twin->name(), "openai");
+  EXPECT_EQ(twin->default_model(), "gpt-4o");
+  ASSERT_TRUE(twin->complete(Context("Hi"), tools(), {}));
+  ASSERT_TRUE(p->complete(Context("Hi"), tools(), {}));
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].target, requests[1].target);
+  EXPECT_EQ(requests[0].header("authorization"), std::string("Bearer ") + kKey);
+  EXPECT_EQ(requests[0].header("authorization"), requests[1].header("authorization"));
+  EXPECT_EQ(Json::parse(requests[0].body), Json::parse(requests[1].body));
+  EXPECT_EQ(Json::parse(requests[0].body)["max_tokens"], 77);
+}
+
 TEST(OpenAiProvider, SeveralToolCallsAndCachedUsage) {
   FakeHttpServer server;
   server.push(FakeHttpServer::json(200, kTwoCalls));
