@@ -51,8 +51,8 @@ std::shared_ptr<const MergedTools> MergedToolsCache::get(const std::vector<ToolL
   }
   // Merged outside the lock: of two runs that miss together, the first to finish is kept.
   std::shared_ptr<const MergedTools> merged = merge(lists);
-  std::shared_ptr<const MergedTools>
-      dropped;  // released after the lock: it may hold the last lists
+  // Released after the lock (declared before it): it may hold the last references to its lists.
+  std::shared_ptr<const MergedTools> dropped;
   std::lock_guard lock(mutex_);
   if (auto found = find_locked(lists)) return found;
   entries_.push_front(merged);

@@ -86,9 +86,7 @@ class GeminiProvider final : public Provider {
 
   std::string name() const override { return o_.name; }
   std::string default_model() const override { return o_.model; }
-  // A twin for a run in flight beside this one (the kernel's pool leases one per run): the
-  // options as parsed, a client and connections of its own. Reading the options again (and
-  // their environment) made every instance of a burst cost ~3 % of a run start.
+  // The pool's next instance: these options as parsed, with a client of its own.
   std::shared_ptr<Provider> concurrent_instance() override {
     return std::make_shared<GeminiProvider>(o_, thinking_);
   }

@@ -150,6 +150,21 @@ TEST(ToolRouter, FiltersContextToolsAndCopiedListsAreCollectedAsBefore) {
   EXPECT_EQ(with_context.code_specs().size(), 2u);  // context tools are not code's
 }
 
+// One run's filter neither reads the merge the unfiltered runs share nor leaves anything in it.
+TEST(ToolRouter, AFilteredRunNeitherUsesNorChangesTheMergeOthersGet) {
+  auto a = std::make_shared<Sharing>("a", std::vector{spec("calc"), spec("count"), spec("read")});
+  MergedToolsCache cache;
+  const ToolRouter before = ToolRouter::collect({a}, Context{}, {}, &cache);
+  Context filtered;
+  filtered.allowed_tools = std::vector<std::string>{"read"};
+  const ToolRouter narrow = ToolRouter::collect({a}, filtered, {}, &cache);
+  EXPECT_EQ(names(narrow), (std::vector<std::string>{"read"}));
+  EXPECT_EQ(narrow.find("calc"), nullptr);
+  const ToolRouter after = ToolRouter::collect({a}, Context{}, {}, &cache);
+  EXPECT_EQ(names(after), (std::vector<std::string>{"calc", "count", "read"}));
+  EXPECT_EQ(&after.specs(), &before.specs());
+}
+
 TEST(ToolRouter, AnExecutorThatFailsToListIsSkipped) {
   auto a = std::make_shared<Sharing>("a", std::vector{spec("calc")});
   MergedToolsCache cache;
