@@ -1,0 +1,51 @@
+// This process's mapping that holds an address, as /proc/self/smaps describes it: whether it is
+// marked for transparent huge pages (VmFlags "hg") and how much of it huge pages back.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <string>
+
+namespace kernex::test {
+
+struct Mapping {
+  std::uintptr_t start = 0;
+  std::uintptr_t end = 0;
+  bool huge_page_advised = false;      // VmFlags has "hg" (MADV_HUGEPAGE)
+  std::size_t anon_huge_pages_kb = 0;  // AnonHugePages
+};
+
+inline std::optional<Mapping> mapping_of(const void* address) {
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  std::ifstream in("/proc/self/smaps");
+  std::optional<Mapping> found;
+  for (std::string line; std::getline(in, line);) {
+    unsigned long long start = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &start, &end) == 2) {  // a mapping's first line
+      if (found) return found;  // the next mapping begins: ours is complete
+      if (at >= start && at < end) found = Mapping{start, end};
+      continue;
+    }
+    if (!found) continue;
+    if (line.rfind("AnonHugePages:", 0) == 0)
+      found->anon_huge_pages_kb = std::stoull(line.substr(14));
+    if (line.rfind("VmFlags:", 0) == 0)
+      found->huge_page_advised = (" " + line.substr(8) + " ").find(" hg ") != std::string::npos;
+  }
+  return found;
+}
+
+// Whether transparent huge pages are off on this machine ("[never]"): a mapping marked for them
+// then still gets 4 KiB pages.
+inline bool huge_pages_never() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string setting((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return setting.empty() || setting.find("[never]") != std::string::npos;
+}
+
+}  // namespace kernex::test

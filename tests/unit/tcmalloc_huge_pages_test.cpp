@@ -1,0 +1,73 @@
+// The kernex program's tcmalloc heap on transparent huge pages (cli/tcmalloc_huge_pages.cpp).
+// This suite links tcmalloc and that file as the program does, and is built without the
+// sanitizers (which would bring an allocator of their own): its own heap is the subject.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "smaps.hpp"
+
+namespace {
+
+// ~40 MB in small objects, as a burst of runs allocates its messages and JSON; the last one's
+// mapping.
+kernex::test::Mapping grow_heap(std::vector<std::unique_ptr<char[]>>& blocks) {
+  for (int i = 0; i < 40000; ++i) {
+    blocks.emplace_back(new char[1000]);
+    std::memset(blocks.back().get(), 1, 1000);
+  }
+  auto mapping = kernex::test::mapping_of(blocks.back().get());
+  EXPECT_TRUE(mapping.has_value());
+  return mapping.value_or(kernex::test::Mapping{});
+}
+
+bool huge_pages_turned_off() {
+  const char* setting = std::getenv("KERNEX_HUGE_PAGES");
+  return setting != nullptr && std::strcmp(setting, "0") == 0;
+}
+
+TEST(TcmallocHugePages, TheHeapGrowsInRegionsMarkedForHugePages) {
+  if (huge_pages_turned_off()) GTEST_SKIP() << "KERNEX_HUGE_PAGES=0 in this suite's environment";
+  std::vector<std::unique_ptr<char[]>> blocks;
+  const auto mapping = grow_heap(blocks);
+  EXPECT_TRUE(mapping.huge_page_advised) << "the heap's mapping lacks VmFlags hg";
+  EXPECT_EQ(mapping.start % (std::size_t{2} << 20), 0u) << "a region starts on a huge page";
+  if (kernex::test::huge_pages_never()) {
+    std::printf("transparent huge pages are [never] here: the heap is marked, on 4 KiB pages\n");
+    return;
+  }
+  EXPECT_GT(mapping.anon_huge_pages_kb, 0u) << "40 MB of heap touched, no huge page";
+}
+
+// Run by the next test in a process of its own, with KERNEX_HUGE_PAGES=0.
+TEST(TcmallocHugePages, TurnedOffTheHeapIsTcmallocsOwn) {
+  if (!huge_pages_turned_off()) GTEST_SKIP() << "runs with KERNEX_HUGE_PAGES=0 (the next test)";
+  std::vector<std::unique_ptr<char[]>> blocks;
+  EXPECT_FALSE(grow_heap(blocks).huge_page_advised) << "KERNEX_HUGE_PAGES=0 was not honoured";
+}
+
+TEST(TcmallocHugePages, KernexHugePagesZeroTurnsItOff) {
+  if (huge_pages_turned_off()) GTEST_SKIP() << "this is the process it starts";
+  char self[4096] = {};
+  ASSERT_GT(::readlink("/proc/self/exe", self, sizeof self - 1), 0);
+  const std::string command =
+      "KERNEX_HUGE_PAGES=0 '" + std::string(self) +
+      "' --gtest_filter=TcmallocHugePages.TurnedOffTheHeapIsTcmallocsOwn 2>&1";
+  FILE* child = ::popen(command.c_str(), "r");
+  ASSERT_NE(child, nullptr);
+  std::string output;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, child)) > 0;)
+    output.append(buffer, n);
+  const int status = ::pclose(child);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+}
+
+}  // namespace
