@@ -81,6 +81,18 @@ void give_back_stack(void* mapping, std::size_t mapping_size) {
   ::munmap(mapping, mapping_size);
 }
 
+// A new stack's top pages, which every run uses (a burst's run touched 24 KiB), made present in
+// one call: faulting them in one by one cost ~11 µs a page on this project's VMs, against ~0.5 µs
+// a page here and ~5 µs at the first touch after (MADV_POPULATE_WRITE, Linux 5.14; older kernels
+// refuse it and the pages fault in as before).
+void populate_top(char* top) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+  constexpr std::size_t kTop = 32u << 10;
+  ::madvise(top - kTop, kTop, MADV_POPULATE_WRITE);
+}
+
 }  // namespace
 
 struct RunFiberState final : Suspender {
@@ -101,6 +113,7 @@ struct RunFiberState final : Suspender {
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
       if (m == MAP_FAILED) return false;
       ::mprotect(m, page, PROT_NONE);
+      populate_top(static_cast<char*>(m) + mapping_size);
     }
     mapping = m;
     stack = static_cast<char*>(mapping) + page;
