@@ -565,6 +565,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     for (;;) {
       auto msg = co_await read_request(stream, buffer);
       if (!msg) break;
+      // Nothing of a next request has come yet: the read buffer's memory goes while this one is
+      // answered, which for a stream lasts as long as its run (4 KiB a connection: 4 MB for a
+      // burst of 1 000 streams, 40 MB for 10 000).
+      if (buffer.size() == 0) buffer.shrink_to_fit();
       HttpRequest req = to_request(*msg, request_id());
       const bool keep_alive = msg->keep_alive();
       const auto started = std::chrono::steady_clock::now();

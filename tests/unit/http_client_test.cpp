@@ -309,6 +309,46 @@ TEST(HttpClient, RefusesHeaderValuesWithLineBreaks) {
   EXPECT_TRUE(server.requests().empty());
 }
 
+// The body buffer starts small and grows while reads fill it: bodies of every size around its
+// steps (2, 4, 8, 16 KiB) and far beyond arrive whole, in one call and then another on the same
+// client (whose buffer has grown), read at once and streamed.
+TEST(HttpClient, BodiesOfEverySizeArriveWholeThroughTheGrowingBuffer) {
+  std::vector<std::string> bodies;
+  for (std::size_t size : {1u, 2047u, 2048u, 2049u, 4096u, 8193u, 16384u, 16385u, 300000u}) {
+    std::string body(size, 'x');
+    for (std::size_t i = 0; i < size; ++i) body[i] = static_cast<char>('a' + (i * 7 + i / 13) % 26);
+    bodies.push_back(std::move(body));
+  }
+  FakeHttpServer server;
+  for (const auto& b : bodies) server.push(FakeHttpServer::json(200, b));
+  for (const auto& b : bodies) {
+    std::vector<std::string> parts{b.substr(b.size() / 3)};  // an empty chunk would end the body
+    if (b.size() >= 3) parts.insert(parts.begin(), b.substr(0, b.size() / 3));
+    server.push(FakeHttpServer::chunked(200, parts, "text/plain"));
+  }
+  for (const auto& b : bodies) server.push(FakeHttpServer::sse({b}));
+  Client client(fast());
+  for (const auto& b : bodies) {
+    auto r = client.send(post(server.url("/")));
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->body, b) << "a body of " << b.size() << " bytes";
+  }
+  for (const auto& b : bodies) {
+    auto r = client.send(post(server.url("/")));
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->body, b) << "a chunked body of " << b.size() << " bytes";
+  }
+  for (const auto& b : bodies) {
+    std::string streamed;
+    auto r = client.stream(post(server.url("/")), [&](std::string_view c) {
+      streamed += c;
+      return true;
+    });
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(streamed, b) << "a streamed body of " << b.size() << " bytes";
+  }
+}
+
 TEST(HttpClient, StreamsTheBodyAsItArrives) {
   FakeHttpServer server;
   server.push(FakeHttpServer::sse({"data: 1\n\n", "data: 2\n\n", "data: 3\n\n"}));

@@ -286,11 +286,26 @@ struct Client::Impl {
   std::map<std::string, std::unique_ptr<Connection>> idle;  // one kept-alive connection per origin
   ClientStats stats;
   // Where a body's bytes land between reads: made on the first body, reused (calls are
-  // serialised). Not zeroed, and 16 KiB: a provider instance is made for every run a burst starts
-  // at once, and zeroing 64 KiB of fresh memory cost each of them 16 page faults before its
-  // first byte.
-  static constexpr std::size_t kBodyBuffer = 16 * 1024;
+  // serialised), not zeroed. 2 KiB at first, doubled up to 16 KiB while reads fill it: a
+  // provider instance is held by every run in flight, and a streamed answer arrives in events of
+  // a few hundred bytes, so a burst of 1 000 streaming runs held 16 MB of buffers that each used
+  // a few hundred bytes of (massif, 2026-12-02).
+  static constexpr std::size_t kFirstBodyBuffer = 2 * 1024;
+  static constexpr std::size_t kMaxBodyBuffer = 16 * 1024;
   std::unique_ptr<char[]> body_buffer;
+  std::size_t body_buffer_size = 0;
+
+  // The buffer for the next body read: twice as large when the last read filled it.
+  char* body_buffer_for_next_read(std::size_t last_read) {
+    std::size_t wanted = body_buffer_size == 0 ? kFirstBodyBuffer : body_buffer_size;
+    if (body_buffer_size > 0 && last_read == body_buffer_size && wanted < kMaxBodyBuffer)
+      wanted *= 2;
+    if (wanted != body_buffer_size) {
+      body_buffer = std::make_unique_for_overwrite<char[]>(wanted);
+      body_buffer_size = wanted;
+    }
+    return body_buffer.get();
+  }
   bool ca_loaded = false;
   std::stop_token stop;  // the current request's (calls are serialised)
 
@@ -526,14 +541,15 @@ struct Client::Impl {
     const bool streaming =
         on_chunk != nullptr && *on_chunk && response.status >= 200 && response.status < 300;
     std::size_t received = 0;
-    if (!body_buffer) body_buffer = std::make_unique_for_overwrite<char[]>(kBodyBuffer);
-    char* const buf = body_buffer.get();
+    std::size_t n = 0;
     while (!parser.is_done()) {
+      char* const buf = body_buffer_for_next_read(n);
+      const std::size_t size = body_buffer_size;
       parser.get().body().data = buf;
-      parser.get().body().size = kBodyBuffer;
+      parser.get().body().size = size;
       ec = io.read_some(parser, step_deadline(opts.read_timeout, total));
       if (ec == bhttp::error::need_buffer) ec = {};
-      const std::size_t n = kBodyBuffer - parser.get().body().size;
+      n = size - parser.get().body().size;
       if (n > 0) {
         received += n;
         if (received > opts.max_response_bytes) {
