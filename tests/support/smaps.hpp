@@ -40,12 +40,14 @@ inline std::optional<Mapping> mapping_of(const void* address) {
   return found;
 }
 
-// Whether transparent huge pages are off on this machine ("[never]"): a mapping marked for them
-// then still gets 4 KiB pages.
-inline bool huge_pages_never() {
+// This machine's transparent huge pages: "always", "madvise", "never", or empty where the kernel
+// has none (no /sys/kernel/mm/transparent_hugepage: MADV_HUGEPAGE then fails, and marks nothing).
+inline std::string huge_pages_setting() {
   std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string setting((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return setting.empty() || setting.find("[never]") != std::string::npos;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto open = text.find('['), close = text.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "";
+  return text.substr(open + 1, close - open - 1);
 }
 
 }  // namespace kernex::test
