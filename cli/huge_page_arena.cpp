@@ -17,25 +17,31 @@ std::uintptr_t round_up(std::uintptr_t value, std::uintptr_t multiple) {
 void* HugePageArena::take(std::size_t size, std::size_t alignment) {
   if (size == 0 || size > kMaxRequest || alignment > kMaxRequest) return nullptr;
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) return nullptr;
+  // As large as a region: a mapping of its own, and the current region keeps serving (replacing
+  // it would leave its rest unused).
+  if (size >= region_bytes_) return reinterpret_cast<void*>(map_region(size, alignment));
   std::uintptr_t at = round_up(next_, alignment);
   if (next_ == 0 || at > end_ || size > end_ - at) {
-    if (!reserve(size, alignment)) return nullptr;
-    at = round_up(next_, alignment);
+    const std::uintptr_t start = map_region(region_bytes_, alignment);
+    if (start == 0) return nullptr;
+    next_ = start;
+    end_ = start + region_bytes_;
+    at = start;  // on a huge page, and on `alignment`
   }
   next_ = at + size;
   return reinterpret_cast<void*>(at);
 }
 
-// A region of at least region_bytes_, starting on a huge page: mapped with one huge page to
-// spare, then the unaligned head and tail are unmapped again.
-bool HugePageArena::reserve(std::size_t size, std::size_t alignment) {
+// `length` bytes (rounded up to huge pages) starting on a huge page and on `alignment`: mapped
+// with the alignment to spare, then the unaligned head and tail are unmapped again. 0 when the
+// address space cannot be had.
+std::uintptr_t HugePageArena::map_region(std::size_t length, std::size_t alignment) {
   const std::size_t align = alignment > kHugePage ? alignment : kHugePage;
-  std::size_t length = round_up(size, kHugePage);
-  if (length < region_bytes_) length = region_bytes_;
+  length = round_up(length, kHugePage);
   const std::size_t mapped = length + align;
   void* m = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) return false;
+  if (m == MAP_FAILED) return 0;
   const auto base = reinterpret_cast<std::uintptr_t>(m);
   const std::uintptr_t start = round_up(base, align);
   if (start > base) ::munmap(m, start - base);
@@ -43,9 +49,7 @@ bool HugePageArena::reserve(std::size_t size, std::size_t alignment) {
     ::munmap(reinterpret_cast<void*>(start + length), base + mapped - (start + length));
   // A hint: where huge pages are "never" the region is ordinary memory, and still works.
   ::madvise(reinterpret_cast<void*>(start), length, MADV_HUGEPAGE);
-  next_ = start;
-  end_ = start + length;
-  return true;
+  return start;
 }
 
 }  // namespace kernex::cli

@@ -22,12 +22,13 @@ class HugePageArena {
       : region_bytes_(region_bytes) {}
 
   // `size` bytes at a multiple of `alignment` (a power of two), from the current region or a new
-  // one (the rest of the old one is left unused: address space, never memory). Null when the
-  // address space cannot be had: the caller then uses its own allocator. Never given back.
+  // one (the rest of the old one is left unused: address space, never memory); a piece as large
+  // as a region gets a mapping of its own. Null when the address space cannot be had: the caller
+  // then uses its own allocator. Never given back.
   void* take(std::size_t size, std::size_t alignment);
 
  private:
-  bool reserve(std::size_t size, std::size_t alignment);
+  std::uintptr_t map_region(std::size_t length, std::size_t alignment);
 
   std::size_t region_bytes_;
   std::uintptr_t next_ = 0;  // the current region's first unused byte, or 0 before the first

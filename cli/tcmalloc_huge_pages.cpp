@@ -22,9 +22,8 @@
 
 // gperftools' malloc_extension.h declares this class; that header comes with
 // libgoogle-perftools-dev, which Debian cannot install beside LLVM's libunwind-16-dev (the fuzz
-// tree's), so its declaration is repeated: gperftools 2's ABI, a virtual destructor (defined in
-// the library) and then Alloc. This file is compiled without RTTI: the library exports no
-// typeinfo for the class.
+// tree's), so its declaration is repeated: gperftools 2's ABI, a virtual destructor and the
+// class's typeinfo (both defined in the library), then Alloc.
 class SysAllocator {
  public:
   SysAllocator() {}

@@ -32,10 +32,7 @@ function(kernex_link_malloc target)
   # but malloc's. push/pop: the rest of the link line keeps the default (bfd, gold, lld, mold).
   target_link_libraries(${target} PRIVATE -Wl,--push-state,--no-as-needed
     ${KERNEX_TCMALLOC_LIBRARY} -Wl,--pop-state)
-  # Its heap on transparent huge pages (cli/tcmalloc_huge_pages.cpp says why). That file without
-  # RTTI (the library exports no typeinfo for the class it derives from), so alone, not in a
-  # unity batch.
-  set(glue ${PROJECT_SOURCE_DIR}/cli/tcmalloc_huge_pages.cpp)
-  target_sources(${target} PRIVATE ${glue} ${PROJECT_SOURCE_DIR}/cli/huge_page_arena.cpp)
-  set_source_files_properties(${glue} PROPERTIES COMPILE_OPTIONS -fno-rtti SKIP_UNITY_BUILD_INCLUSION ON)
+  # Its heap on transparent huge pages (cli/tcmalloc_huge_pages.cpp says why).
+  target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/cli/tcmalloc_huge_pages.cpp
+    ${PROJECT_SOURCE_DIR}/cli/huge_page_arena.cpp)
 endfunction()

@@ -50,4 +50,16 @@ inline std::string huge_pages_setting() {
   return text.substr(open + 1, close - open - 1);
 }
 
+// How often the kernel has had no free huge page for a marked region and used 4 KiB pages
+// instead (/proc/vmstat's thp_fault_fallback; -1 where it is not reported): huge pages are best
+// effort, and a machine with fragmented memory gives none.
+inline long long huge_page_fallbacks() {
+  std::ifstream in("/proc/vmstat");
+  std::string key;
+  long long value = 0;
+  while (in >> key >> value)
+    if (key == "thp_fault_fallback") return value;
+  return -1;
+}
+
 }  // namespace kernex::test
