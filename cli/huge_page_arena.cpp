@@ -2,6 +2,8 @@
 
 #include <sys/mman.h>
 
+#include <thread>
+
 namespace kernex::cli {
 namespace {
 
@@ -14,7 +16,18 @@ std::uintptr_t round_up(std::uintptr_t value, std::uintptr_t multiple) {
 
 }  // namespace
 
+void HugePageArena::lock() noexcept {
+  while (busy_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+}
+
 void* HugePageArena::take(std::size_t size, std::size_t alignment) {
+  lock();
+  void* p = take_locked(size, alignment);
+  unlock();
+  return p;
+}
+
+void* HugePageArena::take_locked(std::size_t size, std::size_t alignment) {
   if (size == 0 || size > kMaxRequest || alignment > kMaxRequest) return nullptr;
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) return nullptr;
   // As large as a region: a mapping of its own, and the current region keeps serving (replacing
@@ -30,6 +43,30 @@ void* HugePageArena::take(std::size_t size, std::size_t alignment) {
   }
   next_ = at + size;
   return reinterpret_cast<void*>(at);
+}
+
+std::size_t HugePageArena::populate_ahead(std::size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  bytes = round_up(bytes > region_bytes_ ? region_bytes_ : bytes, kHugePage);
+  if (bytes == 0) return 0;
+  lock();
+  // From the huge page that holds the next piece: pages already present are skipped.
+  std::uintptr_t from = next_ / kHugePage * kHugePage;
+  if (next_ == 0 || end_ - next_ < bytes) {
+    from = map_region(region_bytes_, kHugePage);
+    if (from != 0) {
+      next_ = from;
+      end_ = from + region_bytes_;
+    }
+  }
+  unlock();
+  if (from == 0) return 0;
+  // Outside the lock: take() may hand out this range meanwhile, and populating writes nothing.
+  return ::madvise(reinterpret_cast<void*>(from), bytes, MADV_POPULATE_WRITE) == 0 ? bytes : 0;
+#else
+  (void)bytes;
+  return 0;  // headers older than Linux 5.14
+#endif
 }
 
 // `length` bytes (rounded up to huge pages) starting on a huge page and on `alignment`: mapped

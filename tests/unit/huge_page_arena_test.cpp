@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "smaps.hpp"
@@ -16,6 +20,18 @@ using kernex::cli::HugePageArena;
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+// Whether every page of [p, p + size) is resident (mincore), i.e. its first touch faults nothing.
+bool resident(const void* p, std::size_t size) {
+  const std::size_t page = 4096;
+  const std::uintptr_t from = address(p) / page * page;
+  std::vector<unsigned char> pages((address(p) + size - from + page - 1) / page);
+  if (::mincore(reinterpret_cast<void*>(from), address(p) + size - from, pages.data()) != 0)
+    return false;
+  for (unsigned char in_core : pages)
+    if ((in_core & 1) == 0) return false;
+  return true;
+}
 
 TEST(HugePageArena, PiecesAreAlignedAndDoNotOverlap) {
   HugePageArena arena(4 * kMiB);
@@ -79,6 +95,68 @@ TEST(HugePageArena, ARequestAsLargeAsARegionGetsAMappingOfItsOwn) {
   auto* after = static_cast<char*>(arena.take(8192, 8192));
   ASSERT_NE(after, nullptr);
   EXPECT_EQ(after, first + 1 * kMiB) << "the current region keeps serving after a large piece";
+}
+
+TEST(HugePageArena, PopulatedAheadThePiecesItHandsOutNextArePresentBeforeAnyTouch) {
+  HugePageArena arena(8 * kMiB);
+  auto* first = static_cast<char*>(arena.take(8192, 8192));
+  ASSERT_NE(first, nullptr);
+  const std::size_t made = arena.populate_ahead(4 * kMiB);
+  if (made == 0) GTEST_SKIP() << "this kernel cannot populate (MADV_POPULATE_WRITE, Linux 5.14)";
+  EXPECT_EQ(made, 4 * kMiB);
+  auto* next = static_cast<char*>(arena.take(2 * kMiB, 8192));
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(next, first + 8192) << "populating ahead of a region with room left keeps it current";
+  EXPECT_TRUE(resident(next, 2 * kMiB)) << "a populated piece would fault on its first touch";
+  EXPECT_FALSE(resident(first + 6 * kMiB, 2 * kMiB)) << "only what was asked became memory";
+}
+
+TEST(HugePageArena, PopulatingAheadOfAnAlmostFullRegionStartsTheNextOne) {
+  HugePageArena arena(4 * kMiB);
+  auto* first = static_cast<char*>(arena.take(3 * kMiB, 8192));
+  ASSERT_NE(first, nullptr);
+  if (arena.populate_ahead(2 * kMiB) == 0)
+    GTEST_SKIP() << "this kernel cannot populate (MADV_POPULATE_WRITE, Linux 5.14)";
+  auto* next = static_cast<char*>(arena.take(2 * kMiB, 8192));
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(address(next) % HugePageArena::kHugePage, 0u) << "a new region starts on a huge page";
+  EXPECT_TRUE(next + 2 * kMiB <= first || next >= first + 3 * kMiB) << "overlaps the old piece";
+  EXPECT_TRUE(resident(next, 2 * kMiB));
+}
+
+TEST(HugePageArena, PopulatingAheadIsCappedAtARegionAndZeroIsNothing) {
+  HugePageArena arena(2 * kMiB);
+  EXPECT_EQ(arena.populate_ahead(0), 0u);
+  const std::size_t made = arena.populate_ahead(1 * kMiB);  // rounded up to a huge page
+  if (made == 0) GTEST_SKIP() << "this kernel cannot populate (MADV_POPULATE_WRITE, Linux 5.14)";
+  EXPECT_EQ(made, 2 * kMiB);
+  EXPECT_EQ(arena.populate_ahead(SIZE_MAX), 2 * kMiB) << "more than a region is a region";
+}
+
+// Populating changes no byte: pieces written on one thread keep their bytes while another thread
+// populates ahead of them over and over, and no two pieces overlap.
+TEST(HugePageArena, PopulatingAheadBesideTakeKeepsEveryPiecesBytes) {
+  HugePageArena arena(4 * kMiB);
+  std::atomic<bool> done{false};
+  std::thread populating([&] {
+    while (!done.load()) arena.populate_ahead(2 * kMiB);
+  });
+  std::vector<std::pair<unsigned char*, std::size_t>> pieces;
+  for (std::size_t i = 0; i < 2000; ++i) {
+    const std::size_t size = (i % 5 + 1) * 4096;
+    auto* p = static_cast<unsigned char*>(arena.take(size, 4096));
+    ASSERT_NE(p, nullptr);
+    std::memset(p, static_cast<int>(i % 251) + 1, size);
+    pieces.emplace_back(p, size);
+  }
+  done = true;
+  populating.join();
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const auto [p, size] = pieces[i];
+    const auto expected = static_cast<unsigned char>(i % 251 + 1);
+    for (std::size_t at = 0; at < size; at += 512)
+      ASSERT_EQ(p[at], expected) << "piece " << i << " changed at byte " << at;
+  }
 }
 
 TEST(HugePageArena, RefusesWhatItCannotServeSoTheAllocatorFallsBack) {

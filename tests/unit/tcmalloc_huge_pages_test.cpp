@@ -13,7 +13,19 @@
 
 #include "smaps.hpp"
 
+extern "C" std::size_t kernex_populate_heap_ahead(std::size_t bytes);  // the file under test
+
 namespace {
+
+// This process's resident bytes (/proc/self/statm).
+std::size_t resident_bytes() {
+  unsigned long long pages = 0, resident = 0;
+  FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm == nullptr) return 0;
+  const int read = std::fscanf(statm, "%llu %llu", &pages, &resident);
+  std::fclose(statm);
+  return read == 2 ? resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) : 0;
+}
 
 // ~40 MB in small objects, as a burst of runs allocates its messages and JSON; the last one's
 // mapping.
@@ -50,9 +62,30 @@ TEST(TcmallocHugePages, TheHeapGrowsInRegionsMarkedForHugePages) {
   EXPECT_GT(mapping.anon_huge_pages_kb, 0u) << "40 MB of heap touched, no huge page";
 }
 
+// What `kernex serve` does before it listens (cli/serve_command.cpp): the heap's next growth is
+// memory at once, and the heap then grows into it.
+TEST(TcmallocHugePages, PopulatingAheadMakesTheHeapsNextGrowthResident) {
+  if (huge_pages_turned_off()) GTEST_SKIP() << "KERNEX_HUGE_PAGES=0 in this suite's environment";
+  const std::size_t before = resident_bytes();
+  const std::size_t made = kernex_populate_heap_ahead(std::size_t{16} << 20);
+  if (made == 0) GTEST_SKIP() << "this kernel cannot populate (MADV_POPULATE_WRITE, Linux 5.14)";
+  EXPECT_EQ(made, std::size_t{16} << 20);
+  // Its first huge page may have been resident already: the rest was not.
+  EXPECT_GE(resident_bytes(), before + (std::size_t{14} << 20)) << "populated, yet not resident";
+  const std::size_t populated = resident_bytes();
+  std::vector<std::unique_ptr<char[]>> blocks;
+  for (int i = 0; i < 10000; ++i) {  // ~10 MB, inside what was populated
+    blocks.emplace_back(new char[1000]);
+    std::memset(blocks.back().get(), 1, 1000);
+  }
+  EXPECT_LT(resident_bytes(), populated + (std::size_t{4} << 20))
+      << "10 MB of new objects grew the heap outside the populated part";
+}
+
 // Run by the next test in a process of its own, with KERNEX_HUGE_PAGES=0.
 TEST(TcmallocHugePages, TurnedOffTheHeapIsTcmallocsOwn) {
   if (!huge_pages_turned_off()) GTEST_SKIP() << "runs with KERNEX_HUGE_PAGES=0 (the next test)";
+  EXPECT_EQ(kernex_populate_heap_ahead(std::size_t{16} << 20), 0u) << "no arena to populate";
   std::vector<std::unique_ptr<char[]>> blocks;
   EXPECT_FALSE(grow_heap(blocks).huge_page_advised) << "KERNEX_HUGE_PAGES=0 was not honoured";
 }
