@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstddef>
@@ -172,7 +173,14 @@ struct Slot {
 };
 
 // Fills each slot from the dynamic relocation tables; false when one is a kind not followed.
+// A plugin has tens of thousands of relocations (hundreds of thousands built with ASan) and the
+// slots sit within a few words, so an entry outside their span is passed over with two compares.
 bool relocate(const Mapping& map, const Sections& sections, std::span<Slot> slots) {
+  std::uint64_t lowest = UINT64_MAX, highest = 0;
+  for (const Slot& slot : slots) {
+    lowest = std::min(lowest, slot.vaddr);
+    highest = std::max(highest, slot.vaddr);
+  }
   for (std::size_t i = 0; i < sections.count; ++i) {
     const Shdr& table = sections.table[i];
     if ((table.sh_flags & SHF_ALLOC) == 0) continue;
@@ -182,6 +190,7 @@ bool relocate(const Mapping& map, const Sections& sections, std::span<Slot> slot
     const Rela* entries = map.at<Rela>(table.sh_offset, count);
     if (entries == nullptr) return false;
     for (std::size_t e = 0; e < count; ++e) {
+      if (entries[e].r_offset < lowest || entries[e].r_offset > highest) continue;
       for (Slot& slot : slots) {
         if (entries[e].r_offset != slot.vaddr) continue;
         ++slot.relocations;
