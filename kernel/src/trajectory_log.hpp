@@ -3,8 +3,6 @@
 // (kernex/trajectory_segments.hpp has the layout).
 #pragma once
 
-#include <unistd.h>
-
 #include <condition_variable>
 #include <ctime>
 #include <cstddef>
@@ -72,7 +70,6 @@ class TrajectoryLog {
   bool writing_ = false;            // a thread holds the writer and is writing a batch
   bool stop_ = false;
   std::unique_ptr<SegmentWriter> writer_;
-  const pid_t pid_ = ::getpid();
   std::mutex ids_mu_;
   std::time_t ids_second_ = 0;
   std::set<std::string> ids_;

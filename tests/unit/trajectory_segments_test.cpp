@@ -3,6 +3,7 @@
 // event readable, and a reader never shows a line that is not the run's own (garbage, torn lines,
 // a lying index, another tenant's folder). Older per-run files stay readable beside them.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -230,6 +231,37 @@ TEST(TrajectorySegments, KillNineLosesNoAcknowledgedEventAndATornTailIsSkipped) 
   EXPECT_EQ(files_in(dir.path(), ".jsonl").size(), 2u);
   EXPECT_EQ(events_of(dir.path(), next->run_id())[0]["question"], "after");
   EXPECT_GE(events_of(dir.path(), id).size(), acked);
+}
+
+// A child forked without exec may have been copied while another thread held the log's lock:
+// there record() returns at once and writes nothing, and the parent's log goes on.
+TEST(TrajectorySegments, AForkedChildWritesNothingAndNeverHangs) {
+  TempDir dir;
+  auto t = open_run(dir.path());
+  t->record("run_start", {{"who", "parent"}});
+  int done[2];
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    t->record("tool_call", {{"who", "child"}});
+    const char byte = 'x';
+    _exit(::write(done[1], &byte, 1) == 1 ? 0 : 1);
+  }
+  ::close(done[1]);
+  pollfd ready{done[0], POLLIN, 0};
+  const bool returned = ::poll(&ready, 1, 10000) == 1;  // a deadline: a hung child fails the test
+  if (!returned) ::kill(pid, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ::close(done[0]);
+  ASSERT_TRUE(returned) << "the forked child's record() hung";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  t->record("run_end", {{"who", "parent"}});
+  const auto events = events_of(dir.path(), t->run_id());
+  ASSERT_EQ(events.size(), 2u) << "the child's event was written, or the parent's were lost";
+  EXPECT_EQ(events[0]["who"], "parent");
+  EXPECT_EQ(events[1]["type"], "run_end");
 }
 
 // seq, ts_ms and type are the recorder's: fields of those names from a caller never replace them
