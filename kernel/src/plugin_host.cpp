@@ -11,6 +11,8 @@
 #include <utility>
 #include <variant>
 
+#include <dlfcn.h>
+
 #include <boost/dll/shared_library.hpp>
 
 #include "elf_symbols.hpp"
@@ -130,6 +132,19 @@ Result<Library> map_library(const fs::path& file) {
   } catch (const std::exception& e) {
     return std::unexpected(plugin_error(file, std::string("cannot load: ") + e.what()));
   }
+}
+
+// KERNEX_PLUGINS_STAY_LOADED=1: an accepted plugin stays mapped for the rest of the process
+// (RTLD_NODELETE), for a host that creates and destroys kernels often: its next kernel finds the
+// library loaded instead of mapping and relocating it again (~0.3 s a plugin in an ASan build,
+// which a suite of kernel tests pays in every case). Objects hold their library as before; only
+// the last unmapping is skipped. A rejected file is unloaded either way.
+void stay_loaded_if_asked(const fs::path& file) {
+  const char* asked = std::getenv("KERNEX_PLUGINS_STAY_LOADED");
+  if (asked == nullptr || std::string_view(asked) != "1") return;
+  // A reference taken and given back: what stays is the flag on the loaded library.
+  if (void* handle = ::dlopen(file.c_str(), RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE))
+    ::dlclose(handle);
 }
 
 std::string describe_kind(const PluginInfo& info) {
@@ -386,6 +401,7 @@ Result<PluginInfo> PluginHost::Impl::add_loaded(PluginInfo info, Library library
   if (auto problem = unusable(info, library->has(factory_symbol(*info.kind))))
     return record(info, plugin_error(file, *problem));
   AnyFactory factory = resolve_factory(*library, *info.kind);
+  stay_loaded_if_asked(file);
   loaded.push_back(Loaded{infos.size(), std::move(library), factory, std::nullopt});
   return record(info, std::nullopt);
 }
@@ -436,6 +452,7 @@ std::optional<Error> map_deferred(const PluginInfo& info, Library& library, AnyF
                           std::string("no longer exports ") + factory_symbol(*info.kind));
     factory = resolve_factory(**mapped, *info.kind);
     library = std::move(*mapped);
+    stay_loaded_if_asked(info.path);
     return std::nullopt;
   } catch (const std::exception& e) {
     return plugin_error(info.path, std::string("cannot read descriptor: ") + e.what());

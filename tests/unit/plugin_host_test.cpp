@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -311,6 +312,28 @@ TEST(PluginHost, HostWithoutObjectsUnloadsOnDestruction) {
     EXPECT_TRUE(host.plugins().empty());  // NOLINT(bugprone-use-after-move): the moved-from state
   }
   EXPECT_FALSE(is_loaded(map));
+}
+
+// In a child process: what it pins stays pinned, and this suite checks unloading elsewhere.
+TEST(PluginHost, WithKernexPluginsStayLoadedAcceptedPluginsOutliveTheirHost) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setenv("KERNEX_PLUGINS_STAY_LOADED", "1", 1);
+    {
+      PluginHost host = PluginHost::discover({kPluginDir});
+      if (!host.create_provider("echo", Json::object())) _exit(2);
+    }
+    // The accepted one stays mapped; the rejected ones (a bad descriptor) were unloaded anyway.
+    if (!is_loaded(plugin_file("echo"))) _exit(3);
+    if (is_loaded(plugin_file("abi-mismatch")) || is_loaded(plugin_file("echo2"))) _exit(4);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: no echo provider; 3: echo unloaded; 4: a rejected "
+                                       "plugin stayed loaded";
 }
 
 TEST(PluginHost, DefaultDirsStartWithKernexPluginPath) {
