@@ -487,6 +487,10 @@ void phase_idle(const Args& a, const fs::path& work) {
   std::printf("idle: %d sessions with one short exchange each (replay provider)\n", a.idle);
   const fs::path dir = work / "idle";
   const int warmup = 200;
+  // No heap made present ahead (cli/serve_command.cpp): the sessions would grow into memory
+  // already counted before them, and RSS growth would hide what they cost.
+  kernex::test::EnvGuard env;
+  env.set("KERNEX_HEAP_RESERVE_MIB", "0");
   auto serve = start_serve(
       a, dir, write_config(dir, a, replay_provider(dir, kOkLine, a.idle + warmup + 10)));
   auto warm = send_messages(serve.port(), warmup, "warm", 16);
