@@ -16,7 +16,8 @@ namespace {
 // Set in the child of a fork() without exec, where the log's lock may be held by a thread that
 // was not copied: the child writes nothing (lost, not hung). A flag set by pthread_atfork rather
 // than getpid() compared on every call: each getpid is a system call, ~2 µs on this project's
-// VMs and six a run. A child made by a bare clone() (the sandbox's) runs none of this code.
+// VMs and six a run. Children the handler does not see (vfork, posix_spawn, _Fork, a bare clone
+// such as the sandbox's) only exec, and run none of this code.
 std::atomic<bool> forked{false};
 
 bool in_forked_child() { return forked.load(std::memory_order_relaxed); }

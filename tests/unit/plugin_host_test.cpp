@@ -314,26 +314,41 @@ TEST(PluginHost, HostWithoutObjectsUnloadsOnDestruction) {
   EXPECT_FALSE(is_loaded(map));
 }
 
-// In a child process: what it pins stays pinned, and this suite checks unloading elsewhere.
-TEST(PluginHost, WithKernexPluginsStayLoadedAcceptedPluginsOutliveTheirHost) {
+// In a child process (what it pins stays pinned, and this suite checks unloading elsewhere):
+// discovery as a host calls it (`deferred`: files mapped at first use, as Kernel::create does) or
+// mapping every good file at once.
+int stay_loaded_child(bool deferred) {
+  ::alarm(60);  // a child that hangs dies, and the parent's check fails instead of waiting
+  ::setenv("KERNEX_PLUGINS_STAY_LOADED", "1", 1);
+  {
+    std::optional<detail::DeferredPluginLoading> lazily;
+    if (deferred) lazily.emplace();
+    PluginHost host = PluginHost::discover({kPluginDir});
+    if (!host.create_provider("echo", Json::object())) return 2;
+  }
+  // The accepted one stays mapped; the rejected ones (a bad descriptor) were unloaded anyway.
+  if (!is_loaded(plugin_file("echo"))) return 3;
+  if (is_loaded(plugin_file("abi-mismatch")) || is_loaded(plugin_file("echo2"))) return 4;
+  return 0;
+}
+
+void expect_stay_loaded(bool deferred) {
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::setenv("KERNEX_PLUGINS_STAY_LOADED", "1", 1);
-    {
-      PluginHost host = PluginHost::discover({kPluginDir});
-      if (!host.create_provider("echo", Json::object())) _exit(2);
-    }
-    // The accepted one stays mapped; the rejected ones (a bad descriptor) were unloaded anyway.
-    if (!is_loaded(plugin_file("echo"))) _exit(3);
-    if (is_loaded(plugin_file("abi-mismatch")) || is_loaded(plugin_file("echo2"))) _exit(4);
-    _exit(0);
-  }
+  if (pid == 0) _exit(stay_loaded_child(deferred));
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child died";
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died (signal " << WTERMSIG(status) << ")";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "2: no echo provider; 3: echo unloaded; 4: a rejected "
                                        "plugin stayed loaded";
+}
+
+TEST(PluginHost, WithKernexPluginsStayLoadedAcceptedPluginsOutliveTheirHost) {
+  expect_stay_loaded(false);
+}
+
+TEST(PluginHost, WithKernexPluginsStayLoadedDeferredPluginsOutliveTheirHostToo) {
+  expect_stay_loaded(true);
 }
 
 TEST(PluginHost, DefaultDirsStartWithKernexPluginPath) {

@@ -62,10 +62,31 @@ TEST(TcmallocHugePages, TheHeapGrowsInRegionsMarkedForHugePages) {
   EXPECT_GT(mapping.anon_huge_pages_kb, 0u) << "40 MB of heap touched, no huge page";
 }
 
+// This test binary run again with `env` (NAME=value ...) and only `test`: its output and status.
+std::pair<std::string, int> run_alone(const std::string& env, const std::string& test) {
+  char self[4096] = {};
+  if (::readlink("/proc/self/exe", self, sizeof self - 1) <= 0) return {"no /proc/self/exe", -1};
+  const std::string command =
+      env + " '" + std::string(self) + "' --gtest_filter=TcmallocHugePages." + test + " 2>&1";
+  FILE* child = ::popen(command.c_str(), "r");
+  if (child == nullptr) return {"popen failed", -1};
+  std::string output;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, child)) > 0;)
+    output.append(buffer, n);
+  return {output, ::pclose(child)};
+}
+
+bool child_for(const char* test) {
+  const char* which = std::getenv("KERNEX_TEST_CHILD");
+  return which != nullptr && std::strcmp(which, test) == 0;
+}
+
 // What `kernex serve` does before it listens (cli/serve_command.cpp): the heap's next growth is
-// memory at once, and the heap then grows into it.
-TEST(TcmallocHugePages, PopulatingAheadMakesTheHeapsNextGrowthResident) {
-  if (huge_pages_turned_off()) GTEST_SKIP() << "KERNEX_HUGE_PAGES=0 in this suite's environment";
+// memory at once, and the heap then grows into it. In a fresh process (the next test starts it):
+// here, tcmalloc's free lists would serve the new objects from what earlier tests freed.
+TEST(TcmallocHugePages, FreshHeapPopulatedAheadGrowsIntoResidentMemory) {
+  if (!child_for("populate")) GTEST_SKIP() << "runs in a process of its own (the next test)";
   const std::size_t before = resident_bytes();
   const std::size_t made = kernex_populate_heap_ahead(std::size_t{16} << 20);
   if (made == 0) GTEST_SKIP() << "this kernel cannot populate (MADV_POPULATE_WRITE, Linux 5.14)";
@@ -82,6 +103,17 @@ TEST(TcmallocHugePages, PopulatingAheadMakesTheHeapsNextGrowthResident) {
       << "10 MB of new objects grew the heap outside the populated part";
 }
 
+TEST(TcmallocHugePages, PopulatingAheadMakesTheHeapsNextGrowthResident) {
+  if (huge_pages_turned_off()) GTEST_SKIP() << "KERNEX_HUGE_PAGES=0 in this suite's environment";
+  if (child_for("populate")) GTEST_SKIP() << "this is the process it starts";
+  const auto [output, status] =
+      run_alone("KERNEX_TEST_CHILD=populate", "FreshHeapPopulatedAheadGrowsIntoResidentMemory");
+  if (output.find("[  SKIPPED ] 1 test") != std::string::npos)
+    GTEST_SKIP() << "the fresh process skipped: " << output;
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+}
+
 // Run by the next test in a process of its own, with KERNEX_HUGE_PAGES=0.
 TEST(TcmallocHugePages, TurnedOffTheHeapIsTcmallocsOwn) {
   if (!huge_pages_turned_off()) GTEST_SKIP() << "runs with KERNEX_HUGE_PAGES=0 (the next test)";
@@ -92,18 +124,7 @@ TEST(TcmallocHugePages, TurnedOffTheHeapIsTcmallocsOwn) {
 
 TEST(TcmallocHugePages, KernexHugePagesZeroTurnsItOff) {
   if (huge_pages_turned_off()) GTEST_SKIP() << "this is the process it starts";
-  char self[4096] = {};
-  ASSERT_GT(::readlink("/proc/self/exe", self, sizeof self - 1), 0);
-  const std::string command =
-      "KERNEX_HUGE_PAGES=0 '" + std::string(self) +
-      "' --gtest_filter=TcmallocHugePages.TurnedOffTheHeapIsTcmallocsOwn 2>&1";
-  FILE* child = ::popen(command.c_str(), "r");
-  ASSERT_NE(child, nullptr);
-  std::string output;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, child)) > 0;)
-    output.append(buffer, n);
-  const int status = ::pclose(child);
+  const auto [output, status] = run_alone("KERNEX_HUGE_PAGES=0", "TurnedOffTheHeapIsTcmallocsOwn");
   EXPECT_EQ(status, 0) << output;
   EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
 }
