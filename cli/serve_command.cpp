@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "heap_reserve.hpp"
 #include "kernex/channels/channel_host.hpp"
 #include "kernex/kernel.hpp"
 #include "kernex/log.hpp"
@@ -17,10 +18,6 @@
 #include "provider_opt.hpp"
 #include "serve_admin.hpp"
 #include "skill_trust.hpp"
-
-// Defined where the program's heap is tcmalloc's on huge pages (cli/tcmalloc_huge_pages.cpp);
-// elsewhere (glibc's malloc, a sanitizer) undefined, and null.
-extern "C" [[gnu::weak]] std::size_t kernex_populate_heap_ahead(std::size_t bytes);
 
 namespace kernex::cli {
 namespace {
@@ -84,9 +81,8 @@ Result<Config> serve_config(const std::optional<std::string>& file, const ServeA
 }
 
 // The heap a server's first burst grows into, made present before it listens, as a JVM's
-// AlwaysPreTouch does: a huge page's first touch zeroes 2 MiB while a run waits (11 % of a cold
-// server's CPU in a burst of 1 000 starts, perf 2026-12-02). KERNEX_HEAP_RESERVE_MIB (default
-// 64, at most 64, 0 for none) sets how much; it is resident from the start, used or not.
+// AlwaysPreTouch does (cli/heap_reserve.hpp says why). KERNEX_HEAP_RESERVE_MIB (default 64, at
+// most 64, 0 for none) sets how much; it is resident from the start, used or not.
 void reserve_heap() {
   std::size_t mib = 64;
   if (const char* setting = std::getenv("KERNEX_HEAP_RESERVE_MIB")) {

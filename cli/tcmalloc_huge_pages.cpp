@@ -14,15 +14,14 @@
 // KERNEX_HUGE_PAGES=0 in the environment keeps tcmalloc's own (to compare, or to keep the RSS of
 // a small process in 4 KiB steps).
 //
-// kernex_populate_heap_ahead() lets `kernex serve` pay its heap's first touches when it starts
-// (cli/serve_command.cpp): a huge page's first touch zeroes 2 MiB, 11 % of a cold server's CPU in
-// a burst's starts (perf, 2026-12-02).
+// It also defines kernex_populate_heap_ahead() (cli/heap_reserve.hpp), which `kernex serve` calls.
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "heap_reserve.hpp"
 #include "huge_page_arena.hpp"
 
 // gperftools' malloc_extension.h declares this class; that header comes with
@@ -71,9 +70,7 @@ SysAllocator* tc_get_sysalloc_override(SysAllocator* def) {
   return allocator;
 }
 
-// The next `bytes` of the heap's growth made present now (HugePageArena::populate_ahead); 0 when
-// tcmalloc kept its own allocator (KERNEX_HUGE_PAGES=0) or the kernel cannot populate. Callers
-// declare it weak: a program without this file (glibc's malloc, a sanitizer) has none.
+// Declared weak (cli/heap_reserve.hpp), so this definition is too; it is the only one.
 extern "C" std::size_t kernex_populate_heap_ahead(std::size_t bytes) {
   HugePageAllocator* allocator = installed.load(std::memory_order_acquire);
   return allocator == nullptr ? 0 : allocator->populate_ahead(bytes);

@@ -11,9 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "heap_reserve.hpp"  // the file under test defines it
 #include "smaps.hpp"
-
-extern "C" std::size_t kernex_populate_heap_ahead(std::size_t bytes);  // the file under test
 
 namespace {
 
