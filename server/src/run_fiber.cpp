@@ -43,13 +43,14 @@ void unpoison(void*, std::size_t) {}
 #endif
 
 // Stacks of ended fibers, kept for the next runs (as a pool thread keeps its stack): a run then
-// costs no mmap, munmap or fresh page faults. At most kKept; a size change (another config)
-// simply misses.
+// costs no mmap, munmap or fresh page faults. At most kKept, or as many as RunFiber::reserve made;
+// a size change (another config) simply misses.
 constexpr std::size_t kKept = 64;
 
 struct StackCache {
   std::mutex mutex;
   std::vector<std::pair<void*, std::size_t>> free;  // mapping, mapping size
+  std::size_t keep = kKept;
 };
 
 StackCache& stacks() {
@@ -60,10 +61,10 @@ StackCache& stacks() {
 void* take_stack(std::size_t mapping_size) {
   StackCache& c = stacks();
   std::lock_guard lock(c.mutex);
-  for (auto it = c.free.begin(); it != c.free.end(); ++it) {
+  for (auto it = c.free.rbegin(); it != c.free.rend(); ++it) {
     if (it->second != mapping_size) continue;
     void* m = it->first;
-    c.free.erase(it);
+    c.free.erase(std::next(it).base());
     return m;
   }
   return nullptr;
@@ -73,7 +74,7 @@ void give_back_stack(void* mapping, std::size_t mapping_size) {
   {
     StackCache& c = stacks();
     std::lock_guard lock(c.mutex);
-    if (c.free.size() < kKept) {
+    if (c.free.size() < c.keep) {
       c.free.emplace_back(mapping, mapping_size);
       return;
     }
@@ -81,16 +82,48 @@ void give_back_stack(void* mapping, std::size_t mapping_size) {
   ::munmap(mapping, mapping_size);
 }
 
-// A new stack's top pages, which every run uses (a burst's run touched 24 KiB), made present in
-// one call: faulting them in one by one cost ~11 µs a page on this project's VMs, against ~0.5 µs
-// a page here and ~5 µs at the first touch after (MADV_POPULATE_WRITE, Linux 5.14; older kernels
-// refuse it and the pages fault in as before).
-void populate_top(char* top, std::size_t stack_size, std::size_t page) {
+// The top of a stack, which every run uses (a burst's run touched 24 KiB).
+constexpr std::size_t kTopBytes = 32u << 10;
+
+std::size_t page_size() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
+
+// A stack's sizes for `bytes` asked: the stack, and its mapping with one guard page below it.
+struct StackSize {
+  std::size_t stack, mapping;
+};
+StackSize stack_size_for(std::size_t bytes) {
+  const std::size_t page = page_size();
+  const std::size_t stack =
+      (std::max<std::size_t>(bytes, 64u << 10) * kStackScale + page - 1) / page * page;
+  return {stack, stack + page};
+}
+
+// A new stack below which one page stays inaccessible (an overflow faults instead of corrupting),
+// its top pages made present in one call: faulting them in one by one cost ~11 µs a page on this
+// project's VMs, against ~0.5 µs a page here and ~5 µs at the first touch after
+// (MADV_POPULATE_WRITE, Linux 5.14; older kernels refuse it and the pages fault in as before).
+// Null when no memory could be mapped.
+void* map_new_stack(StackSize size) {
 #ifndef MADV_POPULATE_WRITE
   constexpr int MADV_POPULATE_WRITE = 23;
 #endif
-  const std::size_t bytes = std::min(stack_size, ((32u << 10) + page - 1) / page * page);
-  ::madvise(top - bytes, bytes, MADV_POPULATE_WRITE);
+  void* m = ::mmap(nullptr, size.mapping, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  ::mprotect(m, page_size(), PROT_NONE);
+  const std::size_t top =
+      std::min(size.stack, (kTopBytes + page_size() - 1) / page_size() * page_size());
+  ::madvise(static_cast<char*>(m) + size.mapping - top, top, MADV_POPULATE_WRITE);
+  return m;
+}
+
+// Writes a byte to each of a stack's top pages: the hypervisor backs a page at its first write
+// (the ~5 µs above), so a reserved stack's first run pays none of it.
+void touch_top(void* mapping, StackSize size) {
+  const std::size_t page = page_size();
+  auto* end = static_cast<volatile char*>(mapping) + size.mapping;
+  for (std::size_t off = page; off <= std::min(size.stack, kTopBytes); off += page)
+    end[-static_cast<std::ptrdiff_t>(off)] = 0;
 }
 
 }  // namespace
@@ -102,21 +135,16 @@ struct RunFiberState final : Suspender {
     give_back_stack(mapping, mapping_size);
   }
 
-  // A stack below which one page stays inaccessible: an overflow faults instead of corrupting.
+  // A cached stack if one of this size is kept, else a new one.
   bool map_stack(std::size_t bytes) {
-    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    stack_size = (std::max<std::size_t>(bytes, 64u << 10) * kStackScale + page - 1) / page * page;
-    mapping_size = stack_size + page;
+    const StackSize size = stack_size_for(bytes);
+    stack_size = size.stack;
+    mapping_size = size.mapping;
     void* m = take_stack(mapping_size);
-    if (m == nullptr) {
-      m = ::mmap(nullptr, mapping_size, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-      if (m == MAP_FAILED) return false;
-      ::mprotect(m, page, PROT_NONE);
-      populate_top(static_cast<char*>(m) + mapping_size, stack_size, page);
-    }
+    if (m == nullptr) m = map_new_stack(size);
+    if (m == nullptr) return false;
     mapping = m;
-    stack = static_cast<char*>(mapping) + page;
+    stack = static_cast<char*>(mapping) + page_size();
     return true;
   }
 
@@ -193,6 +221,38 @@ bool RunFiber::start(std::function<void()> body, std::size_t stack_bytes, const 
   state->submit = submit;
   submit([state] { RunFiberState::slice(state); }, false);
   return true;
+}
+
+namespace {
+
+// How many stacks of `mapping_size` the cache holds; c.mutex held.
+std::size_t kept_locked(const StackCache& c, std::size_t mapping_size) {
+  return static_cast<std::size_t>(std::count_if(
+      c.free.begin(), c.free.end(), [&](const auto& s) { return s.second == mapping_size; }));
+}
+
+}  // namespace
+
+std::size_t RunFiber::kept(std::size_t stack_bytes) {
+  StackCache& c = stacks();
+  std::lock_guard lock(c.mutex);
+  return kept_locked(c, stack_size_for(stack_bytes).mapping);
+}
+
+std::size_t RunFiber::reserve(std::size_t count, std::size_t stack_bytes) {
+  const StackSize size = stack_size_for(stack_bytes);
+  std::vector<std::pair<void*, std::size_t>> made;
+  for (std::size_t i = kept(stack_bytes); i < count; ++i) {
+    void* m = map_new_stack(size);
+    if (m == nullptr) break;
+    touch_top(m, size);
+    made.emplace_back(m, size.mapping);
+  }
+  StackCache& c = stacks();
+  std::lock_guard lock(c.mutex);
+  c.free.insert(c.free.end(), made.begin(), made.end());
+  c.keep = std::max(c.keep, c.free.size());
+  return kept_locked(c, size.mapping);
 }
 
 }  // namespace kernex::server

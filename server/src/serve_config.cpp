@@ -340,6 +340,7 @@ Result<void> Reader::scalar(const config::Field& field, const Json& v) {
     if (key == "threads") out.threads = static_cast<unsigned>(n);
     if (key == "run_threads") out.run_threads = static_cast<unsigned>(n);
     if (key == "run_stack_kib") out.run_stack_kib = static_cast<std::size_t>(n);
+    if (key == "run_stack_reserve") out.run_stack_reserve = static_cast<std::size_t>(n);
     if (key == "max_body_bytes") out.max_body_bytes = n;
     if (key == "max_header_bytes") out.max_header_bytes = n;
     if (key == "max_connections") out.max_connections = n;

@@ -32,6 +32,8 @@ inline constexpr std::array kTopFields{
           .min = 128,
           .max = 65'536,
           .unit = "KiB"},
+    Field{"run_stack_reserve", Integer, "run stacks made before the server listens", "1024", 0,
+          100'000},
     Field{"keys_file", Path, "the API keys file", "<data_dir>/serve-keys.json"},
     Field{.name = "if_busy",
           .type = Enum,

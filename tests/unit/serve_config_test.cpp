@@ -27,12 +27,14 @@ TEST(ServeConfig, DefaultsWithoutASection) {
   EXPECT_EQ(c->workspaces_root, "/data/workspaces");
   EXPECT_EQ(c->event_retention, std::chrono::seconds(600));
   EXPECT_EQ(c->approval_timeout, std::chrono::seconds(3600));
+  EXPECT_EQ(c->run_stack_reserve, 1024u);
 }
 
 TEST(ServeConfig, ReadsEveryKey) {
   auto c = parse(R"(serve:
   listen: "[::1]:9000"
   threads: 3
+  run_stack_reserve: 0
   keys_file: /etc/kernex/keys.json
   if_busy: enqueue
   max_body_bytes: 2048
@@ -55,6 +57,7 @@ TEST(ServeConfig, ReadsEveryKey) {
   EXPECT_EQ(c->host, "::1");
   EXPECT_EQ(c->port, 9000);
   EXPECT_EQ(c->threads, 3u);
+  EXPECT_EQ(c->run_stack_reserve, 0u);
   EXPECT_EQ(c->keys_file, "/etc/kernex/keys.json");
   EXPECT_EQ(c->if_busy, IfBusy::Enqueue);
   EXPECT_EQ(c->max_body_bytes, 2048u);
@@ -79,6 +82,9 @@ TEST(ServeConfig, RejectsWhatItDoesNotKnow) {
       {"serve:\n  listen: 1.2.3.4:99999\n", "serve.listen"},
       {"serve:\n  if_busy: fork\n", "serve.if_busy"},
       {"serve:\n  threads: -1\n", "serve.threads"},
+      {"serve:\n  run_stack_reserve: 100001\n", "serve.run_stack_reserve"},
+      {"serve:\n  run_stack_reserve: -5\n", "serve.run_stack_reserve"},
+      {"serve:\n  run_stack_reserve: many\n", "serve.run_stack_reserve"},
       {"serve:\n  max_body_bytes: 0\n", "serve.max_body_bytes"},
       {"serve:\n  header_timeout_ms: lots\n", "serve.header_timeout_ms"},
       {"serve:\n  limits: {default: {runs: 1}}\n", "serve.limits.default.runs"},

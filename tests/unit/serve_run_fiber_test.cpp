@@ -408,4 +408,69 @@ TEST(ServeRunFiber, AWaitOnARegularFileIsReadyAsWithPoll) {
   EXPECT_TRUE(revents & POLLIN);
 }
 
+// A size no other case uses: the stack cache is the process's.
+constexpr std::size_t kReservedKib = 200;
+
+TEST(ServeRunFiber, ReservedStacksServeTheFirstRunsAndAreKeptAfter) {
+  constexpr std::size_t kRuns = 100;  // more than the 64 kept without a reserve
+  ASSERT_EQ(RunFiber::reserve(kRuns, kReservedKib << 10), kRuns);
+  EXPECT_EQ(RunFiber::kept(kReservedKib << 10), kRuns);
+  EXPECT_EQ(RunFiber::reserve(kRuns, kReservedKib << 10), kRuns) << "a second reserve adds none";
+  EXPECT_EQ(RunFiber::kept((kReservedKib + 4) << 10), 0u) << "another size is not served";
+
+  HeldProvider provider;
+  Counter ended;
+  std::vector<std::unique_ptr<LoopRun>> runs;
+  {
+    RunPool pool(pool_of(2));
+    for (std::size_t i = 0; i < kRuns; ++i) {
+      runs.push_back(std::make_unique<LoopRun>(provider, "r" + std::to_string(i)));
+      LoopRun* run = runs.back().get();
+      ASSERT_TRUE(RunFiber::start(
+          [run, &ended] {
+            run->run();
+            ended.add();
+          },
+          kReservedKib << 10, submit_to(pool)));
+    }
+    ASSERT_TRUE(provider.started.wait_for(kRuns));
+    // Every run waits on its model on a stack of the reserve: none is left, none was mapped anew.
+    EXPECT_EQ(RunFiber::kept(kReservedKib << 10), 0u);
+    provider.answer_all();
+    ASSERT_TRUE(ended.wait_for(kRuns));
+  }  // the pool's threads joined: every fiber has given its stack back
+  EXPECT_EQ(RunFiber::kept(kReservedKib << 10), kRuns) << "kept as many as were reserved";
+  for (std::size_t i = 0; i < kRuns; ++i) {
+    ASSERT_TRUE(runs[i]->result && *runs[i]->result) << i;
+    EXPECT_EQ((*runs[i]->result)->text, "re: r" + std::to_string(i));
+  }
+}
+
+// A reused stack is a whole stack again: a run deep in its stack, then runs on the same stacks.
+TEST(ServeRunFiber, AReservedStackIsWholeForEachRun) {
+  ASSERT_GE(RunFiber::reserve(2, kReservedKib << 10), 2u);
+  for (int round = 0; round < 3; ++round) {
+    Counter ended;
+    RunPool pool(pool_of(1));
+    std::atomic<std::size_t> sum{0};
+    ASSERT_TRUE(RunFiber::start(
+        [&] {
+          // ~100 KiB of the 200 KiB stack, written and read back.
+          std::array<unsigned char, 100u << 10> deep{};
+          for (std::size_t i = 0; i < deep.size(); ++i)
+            deep[i] = static_cast<unsigned char>(i + round);
+          std::size_t s = 0;
+          for (unsigned char b : deep) s += b;
+          sum = s;
+          ended.add();
+        },
+        kReservedKib << 10, submit_to(pool)));
+    ASSERT_TRUE(ended.wait_for(1));
+    std::size_t want = 0;
+    for (std::size_t i = 0; i < (100u << 10); ++i)
+      want += static_cast<unsigned char>(i + static_cast<std::size_t>(round));
+    EXPECT_EQ(sum.load(), want) << round;
+  }
+}
+
 }  // namespace
