@@ -22,8 +22,9 @@ class RunFiber {
   // the body as a plain task instead).
   static bool start(std::function<void()> body, std::size_t stack_bytes, const Submit& submit);
   // Makes `count` stacks for `stack_bytes` before any run asks (serve.run_stack_reserve): mapped,
-  // guarded and their top pages written, so a cold server's burst pays no mmap, mprotect or
-  // first-touch fault for its first `count` runs (~40 µs a run on this project's VMs). The stacks
+  // guarded and their top pages written (by user code and by the kernel), so a cold server's burst
+  // pays no mmap, mprotect or first-access fault for its first `count` runs (~100-150 µs a run on
+  // this project's VMs). The stacks
   // of ended fibers are then kept up to that many too. Returns how many are kept now (fewer when
   // memory ran out); stacks of that size already kept count toward `count`.
   static std::size_t reserve(std::size_t count, std::size_t stack_bytes);
