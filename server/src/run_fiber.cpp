@@ -239,6 +239,8 @@ std::size_t kept_locked(const StackCache& c, std::size_t mapping_size) {
 
 }  // namespace
 
+std::size_t RunFiber::default_reserve() { return kStackScale == 1 ? 1024 : 0; }
+
 std::size_t RunFiber::kept(std::size_t stack_bytes) {
   StackCache& c = stacks();
   std::lock_guard lock(c.mutex);

@@ -43,12 +43,12 @@ RunManager::RunManager(Deps deps)
       fibers_(!thread_per_run_ && std::getenv("KERNEX_SERVE_NO_FIBERS") == nullptr),
       pool_(pool_options(*deps_.config)) {
   // Before the server listens: the first burst's runs then take stacks made ahead.
-  if (fibers_ && deps_.config->run_stack_reserve > 0) {
-    const std::size_t made =
-        RunFiber::reserve(deps_.config->run_stack_reserve, deps_.config->run_stack_kib << 10);
-    if (made < deps_.config->run_stack_reserve)
+  const std::size_t reserve = deps_.config->run_stack_reserve.value_or(RunFiber::default_reserve());
+  if (fibers_ && reserve > 0) {
+    const std::size_t made = RunFiber::reserve(reserve, deps_.config->run_stack_kib << 10);
+    if (made < reserve)
       log(LogLevel::Warn, "serve: " + std::to_string(made) + " of serve.run_stack_reserve's " +
-                              std::to_string(deps_.config->run_stack_reserve) +
+                              std::to_string(reserve) +
                               " run stacks could be made; the rest are made as runs need them");
   }
   if (deps_.journals && deps_.approvals) {

@@ -166,7 +166,8 @@ void fifty_runs_wait_on_two_threads(bool https) {
   });
   ServeWorld w;
   const ModelLink link(llm, https, w);
-  w.write_config(link.provider_block(), "  run_threads: 2\n");
+  // 32 stacks made ahead: the burst's runs take them, then fresh ones.
+  w.write_config(link.provider_block(), "  run_threads: 2\n  run_stack_reserve: 32\n");
   ASSERT_TRUE(w.start());
   Posts posts(w.port());
   for (int i = 0; i < 50; ++i) posts.post("s" + std::to_string(i), "m" + std::to_string(i));

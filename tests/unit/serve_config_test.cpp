@@ -1,6 +1,7 @@
 // The `serve:` section: defaults, every key, and the typed errors a hand-written file gets.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,7 +28,7 @@ TEST(ServeConfig, DefaultsWithoutASection) {
   EXPECT_EQ(c->workspaces_root, "/data/workspaces");
   EXPECT_EQ(c->event_retention, std::chrono::seconds(600));
   EXPECT_EQ(c->approval_timeout, std::chrono::seconds(3600));
-  EXPECT_EQ(c->run_stack_reserve, 1024u);
+  EXPECT_FALSE(c->run_stack_reserve) << "unset: the build's default (RunFiber::default_reserve)";
 }
 
 TEST(ServeConfig, ReadsEveryKey) {
@@ -57,7 +58,7 @@ TEST(ServeConfig, ReadsEveryKey) {
   EXPECT_EQ(c->host, "::1");
   EXPECT_EQ(c->port, 9000);
   EXPECT_EQ(c->threads, 3u);
-  EXPECT_EQ(c->run_stack_reserve, 0u);
+  EXPECT_EQ(c->run_stack_reserve, std::optional<std::size_t>(0));
   EXPECT_EQ(c->keys_file, "/etc/kernex/keys.json");
   EXPECT_EQ(c->if_busy, IfBusy::Enqueue);
   EXPECT_EQ(c->max_body_bytes, 2048u);
