@@ -23,7 +23,7 @@ class RunFiber {
   static bool start(std::function<void()> body, std::size_t stack_bytes, const Submit& submit);
   // Makes `count` stacks for `stack_bytes` before any run asks (serve.run_stack_reserve): mapped,
   // guarded and their top pages written (by user code and by the kernel), so a cold server's burst
-  // pays no mmap, mprotect or first-access fault for its first `count` runs (~100-150 µs a run on
+  // pays no mmap, mprotect or first-access fault for its first `count` runs (~250 µs a run on
   // this project's VMs). The stacks
   // of ended fibers are then kept up to that many too. Returns how many are kept now (fewer when
   // memory ran out); stacks of that size already kept count toward `count`.

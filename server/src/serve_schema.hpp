@@ -33,7 +33,7 @@ inline constexpr std::array kTopFields{
           .max = 65'536,
           .unit = "KiB"},
     Field{"run_stack_reserve", Integer,
-          "run stacks made before the server listens (ASan builds: 0)", "1024", 0, 100'000},
+          "run stacks made before the server listens (ASan builds: 0)", "1024", 0, 16'384},
     Field{"keys_file", Path, "the API keys file", "<data_dir>/serve-keys.json"},
     Field{.name = "if_busy",
           .type = Enum,

@@ -82,10 +82,19 @@ TEST(HttpTcpConnect, ALoopbackPeerIsConnectedWithoutASuspension) {
   Listener peer(16);
   OnAFiber fiber;
   fiber.open();
-  const auto made =
-      tcp_connect(peer.at(), sizeof peer.address, Clock::now() + std::chrono::seconds(10), {});
-  ASSERT_GE(made.fd, 0) << made.error;
-  EXPECT_EQ(fiber.suspender.suspends, 0);
+  // A busy machine may defer the handshake to ksoftirqd: one of five connects answered at once.
+  kernex::http::detail::Connected made;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    const int before = fiber.suspender.suspends;
+    made = tcp_connect(peer.at(), sizeof peer.address, Clock::now() + std::chrono::seconds(10), {});
+    ASSERT_GE(made.fd, 0) << made.error;
+    if (fiber.suspender.suspends == before) break;
+    ::close(made.fd);
+    made.fd = -1;
+    const int taken = ::accept4(peer.fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (taken >= 0) ::close(taken);
+  }
+  ASSERT_GE(made.fd, 0) << "every one of five loopback connects suspended";
   const int accepted = ::accept4(peer.fd, nullptr, nullptr, SOCK_CLOEXEC);
   EXPECT_GE(accepted, 0) << "the connection is the listener's";
   const char byte = 'x';
@@ -137,15 +146,26 @@ TEST(HttpTcpConnect, AnUnansweredConnectWaitsThroughTheSuspenderUntilItsDeadline
   EXPECT_GE(Clock::now() - started, std::chrono::milliseconds(300));
 }
 
-// Off a fiber (no SuspendPoint open), the same connect blocks its thread and never suspends.
-TEST(HttpTcpConnect, OffAFiberNothingSuspends) {
-  Listener peer(16);
+// Off a fiber (no SuspendPoint open), a connect not answered at once blocks its thread until its
+// deadline and never suspends.
+TEST(HttpTcpConnect, OffAFiberAPendingConnectBlocksWithoutSuspending) {
+  Listener full(0);
+  std::vector<int> queued;
+  for (int i = 0; i < 4; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    [[maybe_unused]] int r = ::connect(fd, full.at(), sizeof full.address);
+    queued.push_back(fd);
+  }
   OnAFiber fiber;  // installed, but no SuspendPoint open
-  const auto made =
-      tcp_connect(peer.at(), sizeof peer.address, Clock::now() + std::chrono::seconds(10), {});
-  ASSERT_GE(made.fd, 0) << made.error;
+  const auto made = tcp_connect(full.at(), sizeof full.address,
+                                Clock::now() + std::chrono::milliseconds(150), {});
+  for (int fd : queued) ::close(fd);
+  if (made.fd >= 0) {
+    ::close(made.fd);
+    GTEST_SKIP() << "this kernel answered a handshake beyond a full accept queue";
+  }
+  EXPECT_EQ(made.error, ETIMEDOUT);
   EXPECT_EQ(fiber.suspender.suspends, 0);
-  ::close(made.fd);
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ TEST(ServeConfig, RejectsWhatItDoesNotKnow) {
       {"serve:\n  listen: 1.2.3.4:99999\n", "serve.listen"},
       {"serve:\n  if_busy: fork\n", "serve.if_busy"},
       {"serve:\n  threads: -1\n", "serve.threads"},
-      {"serve:\n  run_stack_reserve: 100001\n", "serve.run_stack_reserve"},
+      {"serve:\n  run_stack_reserve: 16385\n", "serve.run_stack_reserve"},
       {"serve:\n  run_stack_reserve: -5\n", "serve.run_stack_reserve"},
       {"serve:\n  run_stack_reserve: many\n", "serve.run_stack_reserve"},
       {"serve:\n  max_body_bytes: 0\n", "serve.max_body_bytes"},

@@ -100,8 +100,9 @@ struct ServeConfig {
   std::size_t run_stack_kib = 512;  // each run's fiber stack, and each run thread's
   // Fiber stacks made (their top pages written) before the server listens, and kept for reuse:
   // a cold server's first burst of that many new runs pays no stack's mmap or first-access faults
-  // (server/src/run_fiber.hpp). ~32 KiB resident each (1024: 32 MiB), used or not. Unset: 1024,
-  // or none in an ASan build (4x stacks, ~0.3 s more each start; the suites start hundreds).
+  // (server/src/run_fiber.hpp). ~32 KiB resident each at start (1024: 32 MiB), used or not; kept
+  // ones hold what their runs touched. Unset: 1024, or none in an ASan build (4x stacks, ~0.3 s
+  // more each start; the suites start hundreds).
   std::optional<std::size_t> run_stack_reserve;
   std::filesystem::path keys_file;  // default <data_dir>/serve-keys.json
   IfBusy if_busy = IfBusy::Reject;
