@@ -258,7 +258,7 @@ std::size_t RunFiber::kept(std::size_t stack_bytes) {
 std::size_t RunFiber::reserve(std::size_t count, std::size_t stack_bytes) {
   const StackSize size = stack_size_for(stack_bytes);
   std::vector<std::pair<void*, std::size_t>> made;
-  const struct Zero {
+  const struct Zero {  // server/ links no sandbox library, whose UniqueFd this would be
     // -1: the kernel's side stays cold. Non-blocking: a broken chroot's FIFO never hangs a start.
     int fd = ::open("/dev/zero", O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     ~Zero() {

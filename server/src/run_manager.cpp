@@ -33,6 +33,17 @@ RunPool::Options pool_options(const ServeConfig& config) {
   return o;
 }
 
+// Before the server listens: the first burst's runs then take stacks made ahead.
+void reserve_run_stacks(const ServeConfig& config) {
+  const std::size_t reserve = config.run_stack_reserve.value_or(RunFiber::default_reserve());
+  if (reserve == 0) return;
+  const std::size_t made = RunFiber::reserve(reserve, config.run_stack_kib << 10);
+  if (made < reserve)
+    log(LogLevel::Warn, "serve: " + std::to_string(made) + " of serve.run_stack_reserve's " +
+                            std::to_string(reserve) +
+                            " run stacks could be made; the rest are made as runs need them");
+}
+
 }  // namespace
 
 RunManager::RunManager(Deps deps)
@@ -42,15 +53,7 @@ RunManager::RunManager(Deps deps)
       thread_per_run_(std::getenv("KERNEX_SERVE_THREAD_PER_RUN") != nullptr),
       fibers_(!thread_per_run_ && std::getenv("KERNEX_SERVE_NO_FIBERS") == nullptr),
       pool_(pool_options(*deps_.config)) {
-  // Before the server listens: the first burst's runs then take stacks made ahead.
-  const std::size_t reserve = deps_.config->run_stack_reserve.value_or(RunFiber::default_reserve());
-  if (fibers_ && reserve > 0) {
-    const std::size_t made = RunFiber::reserve(reserve, deps_.config->run_stack_kib << 10);
-    if (made < reserve)
-      log(LogLevel::Warn, "serve: " + std::to_string(made) + " of serve.run_stack_reserve's " +
-                              std::to_string(reserve) +
-                              " run stacks could be made; the rest are made as runs need them");
-  }
+  if (fibers_) reserve_run_stacks(*deps_.config);
   if (deps_.journals && deps_.approvals) {
     // A run that needs a person parks instead of holding its pool thread (park()).
     if (deps_.config->park_approvals) {
