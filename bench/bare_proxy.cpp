@@ -6,10 +6,12 @@
 
 #include <cstdio>
 #include <optional>
+#include <random>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "bare_run_storage.hpp"
 #include "beast_names.hpp"
 #include "kernex/json.hpp"
 #include "loopback_server.hpp"
@@ -24,7 +26,8 @@ struct BareProxy::Impl {
   // before + the message + after, the least work that builds those bytes.
   std::string before, after;
   tcp::endpoint model;
-  LoopbackServer server;  // last: its connections read the members above
+  BareRunStorage* storage = nullptr;  // the durable floor's (null: relaying only)
+  LoopbackServer server;              // last: its connections read the members above
 };
 
 namespace {
@@ -58,6 +61,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
     const Json body = Json::parse(request_.body(), nullptr, false);
     if (!body.is_object() || !body.contains("message") || !body["message"].is_string())
       return fail("400 Bad Request", "expected {\"message\": string}");
+    if (proxy_.storage != nullptr) record_run();
     model_request_ = {http::verb::post, "/v1/chat/completions", 11};
     model_request_.set(http::field::host, "127.0.0.1");
     model_request_.set(http::field::content_type, "application/json");
@@ -79,15 +83,44 @@ class Relay : public std::enable_shared_from_this<Relay> {
                                   [self](beast::error_code ec, std::size_t) {
                                     if (ec || self->model_reply_.get().result_int() != 200)
                                       return self->fail("502 Bad Gateway", "the model's reply");
+                                    self->model_ready_ = true;
                                     self->send_sse_header();
                                   });
         });
   }
 
+  // The durable floor: the context build's reads, then the run's row queued; its commit lets the
+  // head go (a run is acknowledged once recorded, as kernex's are).
+  void record_run() {
+    const std::string target(request_.target());
+    const std::size_t from = std::string_view("/v1/sessions/").size();
+    const std::string session = target.starts_with("/v1/sessions/")
+                                    ? target.substr(from, target.find('/', from) - from)
+                                    : target;
+    proxy_.storage->context_build(session);
+    thread_local std::mt19937_64 bits{std::random_device{}()};
+    char id[40];
+    std::snprintf(id, sizeof id, "run-%016llx%016llx", static_cast<unsigned long long>(bits()),
+                  static_cast<unsigned long long>(bits()));
+    run_start_ = "event: run_start\ndata: " +
+                 Json{{"run_id", std::string(id)}, {"session_id", session}}.dump() + "\n\n";
+    committed_ = false;
+    proxy_.storage->record(id, session, [self = shared_from_this()] {
+      asio::post(self->client_.get_executor(), [self] {
+        self->committed_ = true;
+        self->send_sse_header();
+      });
+    });
+  }
+
+  // Once the model answered (and, durable, the run's row is committed): the head, with the
+  // durable floor's run_start in the same write.
   void send_sse_header() {
+    if (!model_ready_ || !committed_) return;
     out_ =
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
         "Transfer-Encoding: chunked\r\n\r\n";
+    if (!run_start_.empty()) out_ += http_chunk(run_start_);
     write_out([](Relay& r) { r.read_model(); });
   }
 
@@ -174,14 +207,16 @@ class Relay : public std::enable_shared_from_this<Relay> {
   http::request<http::string_body> model_request_;
   http::response_parser<http::buffer_body> model_reply_;
   char piece_[8192];
-  std::string pending_, out_;
-  bool done_ = false;
+  std::string pending_, out_, run_start_;
+  bool done_ = false, model_ready_ = false, committed_ = true;
 };
 
 }  // namespace
 
-BareProxy::BareProxy(unsigned short model_port, const std::string& upstream_body, int threads)
+BareProxy::BareProxy(unsigned short model_port, const std::string& upstream_body, int threads,
+                     BareRunStorage* storage)
     : impl_(std::make_unique<Impl>()) {
+  impl_->storage = storage;
   Json upstream = Json::parse(upstream_body, nullptr, false);
   if (!upstream.is_object()) upstream = {{"model", "fake"}};
   upstream["stream"] = true;

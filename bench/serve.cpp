@@ -54,6 +54,7 @@
 
 #include "bare_json_server.hpp"
 #include "bare_proxy.hpp"
+#include "bare_run_storage.hpp"
 #include "env_guard.hpp"
 #include "bench_util.hpp"
 #include "fake_llm.hpp"
@@ -394,6 +395,9 @@ Ttft burst(const Args& a, pid_t server, unsigned short port, const kb::FakeLlm& 
            const std::string& prefix) {
   std::vector<std::string> messages;
   auto streams = stream_requests(a.streams, prefix, messages, false);
+  // Each burst meets a disk with nothing of an earlier one's left to write back: the commits its
+  // heads wait on are its own fsyncs, not the previous server's files.
+  ::sync();
   CpuTrace cpu(server);
   const auto t0 = Clock::now();
   kb::LoadClient(port).streams(streams, 300s);
@@ -410,18 +414,29 @@ Ttft burst(const Args& a, pid_t server, unsigned short port, const kb::FakeLlm& 
 }
 
 // The same burst through the bare proxy (bare_proxy.hpp), a child process like kernex serve so
-// its CPU is counted apart, sending the model the request kernex sent it.
-Ttft proxy_burst(const Args& a, const fs::path& dir, const kb::FakeLlm& llm) {
+// its CPU is counted apart, sending the model the request kernex sent it. Durable: the floor of a
+// recorded run (bare_run_storage.hpp), its reads against kernex's memory database of this phase.
+Ttft proxy_burst(const Args& a, const fs::path& dir, const kb::FakeLlm& llm, bool durable) {
   const std::string upstream = llm.first_stream_body();
   if (upstream.empty()) die("kernex sent the fake LLM no streamed request to copy");
   write_file(dir / "upstream.json", upstream);
-  std::printf(
-      "  bare proxy (the floor: HTTP in, the same %zu-byte model request out, chunks "
-      "relayed; no storage, no context):\n",
-      upstream.size());
+  std::vector<std::string> args = {"--bare-proxy", std::to_string(llm.port())};
+  if (durable) {
+    std::printf(
+        "  durable floor (the bare proxy, plus per run the six context reads of kernex's SQLite "
+        "memory for a new session in one read transaction, and the run's row and status in one "
+        "batched commit, synchronous=FULL, before the head):\n");
+    args.insert(args.end(), {"--durable", (dir / "data" / "memory.db").string(),
+                             (dir / "floor-runs.db").string()});
+  } else {
+    std::printf(
+        "  bare proxy (the floor: HTTP in, the same %zu-byte model request out, chunks "
+        "relayed; no storage, no context):\n",
+        upstream.size());
+  }
   kb::ServeProcess proxy(fs::read_symlink("/proc/self/exe"), dir / "upstream.json",
-                         dir / "proxy.log", {"--bare-proxy", std::to_string(llm.port())});
-  return burst(a, proxy.pid(), proxy.port(), llm, "proxy");
+                         dir / (durable ? "floor.log" : "proxy.log"), args);
+  return burst(a, proxy.pid(), proxy.port(), llm, durable ? "floor" : "proxy");
 }
 
 void phase_stream(const Args& a, const fs::path& work) {
@@ -451,7 +466,8 @@ void phase_stream(const Args& a, const fs::path& work) {
   const Ttft t = burst(a, serve->pid(), serve->port(), llm, "hi");
   const long peak = serve->peak_rss_kib();
   serve.reset();  // its runs' tails must not share the CPUs with the proxy's burst
-  const Ttft proxy = proxy_burst(a, dir, llm);
+  const Ttft proxy = proxy_burst(a, dir, llm, false);
+  const Ttft durable = proxy_burst(a, dir, llm, true);
   row("streaming runs completed (run_end)",
       std::to_string(t.ended) + "/" + std::to_string(a.streams),
       std::to_string(floor.ended) + "/" + std::to_string(a.streams) + " direct", "all",
@@ -466,6 +482,10 @@ void phase_stream(const Args& a, const fs::path& work) {
       fmt("%.2f ms", percentile(proxy.overhead_ms, 0.99)),
       fmt("%.2f ms harness", percentile(floor.overhead_ms, 0.99)), "all relayed",
       proxy.ended == a.streams);
+  row("TTFT above the LLM's own, p99, durable floor",
+      fmt("%.2f ms", percentile(durable.overhead_ms, 0.99)),
+      fmt("%.2f ms harness", percentile(floor.overhead_ms, 0.99)), "all relayed",
+      durable.ended == a.streams);
   row("server peak RSS (VmHWM)", fmt("%.0f MB", peak / 1024.0),
       fmt("%.0f MB at start", rss_before / 1024.0), "<= 1024 MB", peak <= 1024 * 1024);
 }
@@ -905,17 +925,23 @@ void raise_fd_limit(int streams) {
 }  // namespace
 
 // This binary as the bare proxy, started by proxy_burst through ServeProcess with kernex serve's
-// arguments: `serve --config UPSTREAM_JSON --listen 127.0.0.1:0 --bare-proxy MODEL_PORT`. It
-// prints the listening line kernex prints and runs until SIGTERM.
+// arguments: `serve --config UPSTREAM_JSON --listen 127.0.0.1:0 --bare-proxy MODEL_PORT
+// [--durable MEMORY_DB RUNS_DB]` (the durable floor: bare_run_storage.hpp). It prints the
+// listening line kernex prints and runs until SIGTERM.
 int bare_proxy_main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
-  if (argc != 8 || std::string(argv[2]) != "--config")
-    die("bare proxy: expected serve --config FILE --listen ADDR --bare-proxy PORT");
+  const bool durable = argc == 11 && std::string(argv[8]) == "--durable";
+  if ((argc != 8 && !durable) || std::string(argv[2]) != "--config")
+    die("bare proxy: expected serve --config FILE --listen ADDR --bare-proxy PORT [--durable "
+        "MEMORY_DB RUNS_DB]");
   std::ifstream in(argv[3]);
   std::stringstream body;
   body << in.rdbuf();
+  std::optional<kb::BareRunStorage> storage;
+  if (durable) storage.emplace(argv[9], argv[10]);
   kb::BareProxy proxy(static_cast<unsigned short>(std::atoi(argv[7])), body.str(),
-                      static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+                      static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+                      storage ? &*storage : nullptr);
   std::printf("listening on http://127.0.0.1:%u\n", proxy.port());
   std::fflush(stdout);
   ::pause();  // until SIGTERM ends the process
