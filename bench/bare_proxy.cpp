@@ -105,12 +105,13 @@ class Relay : public std::enable_shared_from_this<Relay> {
     run_start_ = "event: run_start\ndata: " +
                  Json{{"run_id", std::string(id)}, {"session_id", session}}.dump() + "\n\n";
     committed_ = false;
-    proxy_.storage->record(id, session, [self = shared_from_this()] {
-      asio::post(self->client_.get_executor(), [self] {
-        self->committed_ = true;
-        self->send_sse_header();
-      });
-    });
+    proxy_.storage->record(id, session,
+                           [self = shared_from_this(), strand = client_.get_executor()] {
+                             asio::post(strand, [self] {
+                               self->committed_ = true;
+                               self->send_sse_header();
+                             });
+                           });
   }
 
   // Once the model answered (and, durable, the run's row is committed): the head, with the

@@ -2,7 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <ctime>
 #include <deque>
 #include <mutex>
@@ -18,10 +21,11 @@ namespace {
 
 constexpr const char* kTenant = "default";
 
-// The memory store's statements for a new session's context, as kernex sent them (traced with
-// sqlite3_trace_v2 on a bench/serve burst). ?1 sender, ?2 tenant, ?3 the new conversation's id.
+// The memory store's statements for a new session's context (traced with sqlite3_trace_v2 on a
+// bench/serve burst), bound as `kernex serve` binds a session's: ?1 the sender (the session),
+// ?2 the tenant, ?3 the new conversation's id, ?4 the channel ("serve/" + tenant).
 constexpr const char* kContextReads[] = {
-    "SELECT id FROM conversations WHERE tenant = ?2 AND channel = 'api' AND sender_id = ?1 AND "
+    "SELECT id FROM conversations WHERE tenant = ?2 AND channel = ?4 AND sender_id = ?1 AND "
     "project = '' AND status = 'active' AND last_activity > datetime('now', '-120 minutes') "
     "ORDER BY last_activity DESC, rowid DESC LIMIT 1",
     "SELECT EXISTS (SELECT 1 FROM conversations c JOIN messages m ON m.conversation_id = c.id "
@@ -29,7 +33,7 @@ constexpr const char* kContextReads[] = {
     "conversations c JOIN summaries s ON s.conversation_id = c.id WHERE c.tenant = ?2 AND "
     "c.sender_id = ?1 AND c.id != ?3)",
     "SELECT s.conversation_id, s.text, s.covered_messages, s.updated_at, s.id FROM summaries s "
-    "JOIN conversations c ON c.id = s.conversation_id WHERE c.tenant = ?2 AND c.channel = 'api' "
+    "JOIN conversations c ON c.id = s.conversation_id WHERE c.tenant = ?2 AND c.channel = ?4 "
     "AND c.sender_id = ?1 AND s.conversation_id != ?3",
     "SELECT key, value FROM facts WHERE tenant = ?2 AND sender_id = ?1 AND deleted_at IS NULL "
     "ORDER BY key",
@@ -81,19 +85,21 @@ struct BareRunStorage::Impl {
     std::function<void()> committed;
   };
 
-  // One read connection a thread (no lock between the proxy's threads), its statements prepared.
+  // One read connection a thread (no lock between the proxy's threads), opened and prepared
+  // before the proxy listens; a thread takes one at its first request.
   struct Reader {
     sqlite3* db = nullptr;
     std::vector<sqlite3_stmt*> reads;
     sqlite3_stmt *begin = nullptr, *commit = nullptr;
   };
-  std::filesystem::path memory_db;
+  std::uint64_t id = 0;  // this instance's, for the threads' cached choice
   std::mutex readers_mutex;
   std::vector<std::unique_ptr<Reader>> readers;
+  std::size_t taken = 0;
   Reader& reader();
 
   sqlite3* writer = nullptr;
-  sqlite3_stmt *insert = nullptr, *running = nullptr, *write_begin = nullptr, *write_commit = nullptr;
+  sqlite3_stmt *insert = nullptr, *write_begin = nullptr, *write_commit = nullptr;
   std::mutex queue_mutex;
   std::condition_variable queued;
   std::deque<Row> queue;
@@ -105,11 +111,19 @@ struct BareRunStorage::Impl {
 };
 
 BareRunStorage::BareRunStorage(const std::filesystem::path& memory_db,
-                               const std::filesystem::path& runs_db)
+                               const std::filesystem::path& runs_db, int threads)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
-  s.memory_db = memory_db;
-  (void)s.reader();  // fails here, not in a request, when the database cannot be read
+  static std::atomic<std::uint64_t> instances{0};
+  s.id = ++instances;
+  for (int i = 0; i < std::max(1, threads); ++i) {
+    auto r = std::make_unique<Impl::Reader>();
+    r->db = open_db(memory_db, SQLITE_OPEN_READWRITE);
+    for (const char* sql : kContextReads) r->reads.push_back(prepare(r->db, sql));
+    r->begin = prepare(r->db, "BEGIN");
+    r->commit = prepare(r->db, "COMMIT");
+    s.readers.push_back(std::move(r));
+  }
   s.writer = open_db(runs_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   exec(s.writer,
        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE IF NOT EXISTS runs (id "
@@ -117,10 +131,11 @@ BareRunStorage::BareRunStorage(const std::filesystem::path& memory_db,
        "created_at TEXT NOT NULL, request TEXT, result TEXT, events TEXT); CREATE INDEX IF NOT "
        "EXISTS runs_by_session ON runs(tenant, session); CREATE INDEX IF NOT EXISTS "
        "runs_by_status ON runs(status);");
+  // One row a run, inserted running: kernex inserts it queued and updates it (two index changes
+  // of runs_by_status); a floor does the least.
   s.insert = prepare(s.writer,
                      "INSERT INTO runs (id, tenant, session, status, created_at) VALUES (?, "
-                     "'default', ?, 'queued', ?)");
-  s.running = prepare(s.writer, "UPDATE runs SET status = 'running' WHERE id = ?");
+                     "'default', ?, 'running', ?)");
   s.write_begin = prepare(s.writer, "BEGIN IMMEDIATE");
   s.write_commit = prepare(s.writer, "COMMIT");
   s.thread = std::thread([&s] { s.write_loop(); });
@@ -140,38 +155,38 @@ BareRunStorage::~BareRunStorage() {
     sqlite3_finalize(r->commit);
     sqlite3_close(r->db);
   }
-  for (sqlite3_stmt* st : {s.insert, s.running, s.write_begin, s.write_commit}) sqlite3_finalize(st);
+  for (sqlite3_stmt* st : {s.insert, s.write_begin, s.write_commit}) sqlite3_finalize(st);
   sqlite3_close(s.writer);
 }
 
 std::size_t BareRunStorage::context_build(const std::string& sender) {
   Impl& s = *impl_;
-  const std::string scoped = std::string(kTenant) + "/" + sender, conversation = "new-" + sender;
+  const std::string channel = std::string("serve/") + kTenant, conversation = "new-" + sender;
   std::size_t rows = 0;
   Impl::Reader& r = s.reader();
   step_once(r.begin);
   for (sqlite3_stmt* st : r.reads) {
-    bind_text(st, 1, scoped);
+    // By name: each statement has the parameters it uses (?3 and ?4 only some).
+    bind_text(st, 1, sender);
     sqlite3_bind_text(st, 2, kTenant, -1, SQLITE_STATIC);
-    if (sqlite3_bind_parameter_count(st) >= 3) bind_text(st, 3, conversation);
-    while (sqlite3_step(st) == SQLITE_ROW) ++rows;
+    if (const int i = sqlite3_bind_parameter_index(st, "?3"); i > 0) bind_text(st, i, conversation);
+    if (const int i = sqlite3_bind_parameter_index(st, "?4"); i > 0) bind_text(st, i, channel);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) ++rows;
     sqlite3_reset(st);
+    // A read that failed would make the floor cheaper than the work it stands for.
+    if (rc != SQLITE_DONE) die(std::string("context read failed: ") + sqlite3_errmsg(r.db));
   }
   step_once(r.commit);
   return rows;
 }
 
 BareRunStorage::Impl::Reader& BareRunStorage::Impl::reader() {
-  thread_local std::pair<const Impl*, Reader*> mine{nullptr, nullptr};
-  if (mine.first == this) return *mine.second;
-  auto r = std::make_unique<Reader>();
-  r->db = open_db(memory_db, SQLITE_OPEN_READWRITE);
-  for (const char* sql : kContextReads) r->reads.push_back(prepare(r->db, sql));
-  r->begin = prepare(r->db, "BEGIN");
-  r->commit = prepare(r->db, "COMMIT");
+  thread_local std::pair<std::uint64_t, Reader*> mine{0, nullptr};
+  if (mine.first == id) return *mine.second;
   std::lock_guard lock(readers_mutex);
-  mine = {this, r.get()};
-  readers.push_back(std::move(r));
+  if (taken == readers.size()) die("more request threads than read connections");
+  mine = {id, readers[taken++].get()};
   return *mine.second;
 }
 
@@ -204,7 +219,9 @@ void BareRunStorage::Impl::write_loop() {
 void BareRunStorage::Impl::commit_batch(std::deque<Row>& batch) {
   char now[32];
   const std::time_t t = std::time(nullptr);
-  std::strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  std::tm utc{};
+  ::gmtime_r(&t, &utc);
+  std::strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &utc);
   step_once(write_begin);
   for (const auto& row : batch) {
     bind_text(insert, 1, row.id);
@@ -212,9 +229,6 @@ void BareRunStorage::Impl::commit_batch(std::deque<Row>& batch) {
     sqlite3_bind_text(insert, 3, now, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(insert) != SQLITE_DONE) die("insert failed");
     sqlite3_reset(insert);
-    bind_text(running, 1, row.id);
-    if (sqlite3_step(running) != SQLITE_DONE) die("update failed");
-    sqlite3_reset(running);
   }
   step_once(write_commit);
 }

@@ -937,14 +937,19 @@ int bare_proxy_main(int argc, char** argv) {
   std::ifstream in(argv[3]);
   std::stringstream body;
   body << in.rdbuf();
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::optional<kb::BareRunStorage> storage;
-  if (durable) storage.emplace(argv[9], argv[10]);
-  kb::BareProxy proxy(static_cast<unsigned short>(std::atoi(argv[7])), body.str(),
-                      static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-                      storage ? &*storage : nullptr);
-  std::printf("listening on http://127.0.0.1:%u\n", proxy.port());
+  if (durable) storage.emplace(argv[9], argv[10], threads);
+  std::optional<kb::BareProxy> proxy;
+  proxy.emplace(static_cast<unsigned short>(std::atoi(argv[7])), body.str(), threads,
+                storage ? &*storage : nullptr);
+  std::printf("listening on http://127.0.0.1:%u\n", proxy->port());
   std::fflush(stdout);
   ::pause();  // until SIGTERM ends the process
+  // Not reached today; the order if it were: the writer drains (its callbacks post to the proxy's
+  // strands) before the proxy's threads and connections go.
+  storage.reset();
+  proxy.reset();
   return 0;
 }
 
