@@ -366,7 +366,9 @@ struct Kernel::Impl {
                  {"question", request.text}, {"provider", provider},
                  {"model", model},           {"max_depth", tree.limits().max_depth}};
       if (!conversation_id.empty()) event["conversation_id"] = conversation_id;
-      t->record("run_start", std::move(event));
+      // Not waited for: nothing outside has seen the run yet, and its next record() (the first
+      // provider_call, or run_end) returns only once this line is written too.
+      t->record_soon("run_start", std::move(event));
     }
   }
 

@@ -42,26 +42,12 @@ class SegmentTrajectory final : public Trajectory {
 
   void record(std::string_view type, Json fields) override {
     try {
-      if (!fields.is_object()) fields = Json{{"value", std::move(fields)}};
-      cap_strings(fields, cap_);
       std::shared_ptr<detail::TrajectoryLog::Ticket> ticket;
       {
         // Queued under the lock: a run's events reach the file in seq order.
         std::lock_guard lock(mu_);
-        // The recorder's own fields win over a caller's of the same name (the event in place:
-        // no copy of its fields, which may hold a whole answer).
-        fields["seq"] = seq_++;
-        fields["ts_ms"] = now_ms();
-        fields["type"] = type;
-        // Redacted last, after capping and JSON encoding, so no cut or escape hides a key piece;
-        // field names, ids and event types keep their shape (the readers parse them).
-        std::string line =
-            "{\"r\":\"" + run_id_ + "\",\"e\":" +
-            redact_secrets_in_json(fields.dump(-1, ' ', false, Json::error_handler_t::replace),
-                                   kSecretPieceMin) +
-            "}";
-        ticket = detail::TrajectoryLog::instance().enqueue(root_, day_, run_id_, std::move(line),
-                                                           segment_bytes_);
+        ticket = detail::TrajectoryLog::instance().enqueue(
+            root_, day_, run_id_, line_of(type, std::move(fields)), segment_bytes_);
       }
       if (!detail::TrajectoryLog::instance().wait(*ticket) && !warned_.exchange(true)) {
         log(LogLevel::Warn, "trajectory " + run_id_ + " under " + root_.string() +
@@ -72,7 +58,36 @@ class SegmentTrajectory final : public Trajectory {
     }
   }
 
+  // A failed write of a posted line is reported with the next record() of the run that shares
+  // its batch, or not at all: nothing waits for it.
+  void record_soon(std::string_view type, Json fields) override {
+    try {
+      std::lock_guard lock(mu_);
+      detail::TrajectoryLog::instance().post(root_, day_, run_id_, line_of(type, std::move(fields)),
+                                             segment_bytes_);
+    } catch (const std::exception& e) {
+      log(LogLevel::Warn, std::string("trajectory: could not record an event: ") + e.what());
+    }
+  }
+
  private:
+  // The event's line, its seq the run's next (called under mu_).
+  std::string line_of(std::string_view type, Json fields) {
+    if (!fields.is_object()) fields = Json{{"value", std::move(fields)}};
+    cap_strings(fields, cap_);
+    // The recorder's own fields win over a caller's of the same name (the event in place: no
+    // copy of its fields, which may hold a whole answer).
+    fields["seq"] = seq_++;
+    fields["ts_ms"] = now_ms();
+    fields["type"] = type;
+    // Redacted last, after capping and JSON encoding, so no cut or escape hides a key piece;
+    // field names, ids and event types keep their shape (the readers parse them).
+    return "{\"r\":\"" + run_id_ + "\",\"e\":" +
+           redact_secrets_in_json(fields.dump(-1, ' ', false, Json::error_handler_t::replace),
+                                  kSecretPieceMin) +
+           "}";
+  }
+
   std::string run_id_;
   std::filesystem::path root_;
   std::string day_;

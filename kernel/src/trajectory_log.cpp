@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <ctime>
+#include <utility>
 
 #include "kernex/trajectory_segments.hpp"
 #include "random_bits.hpp"
@@ -54,10 +55,33 @@ std::shared_ptr<TrajectoryLog::Ticket> TrajectoryLog::enqueue(const std::filesys
     ticket->done = true;
     return ticket;
   }
-  Item item{root.string() + '\0' + day, root / day, run_id, std::move(line), segment_bytes, ticket};
+  Item item = item_of(root, day, run_id, std::move(line), segment_bytes, ticket);
   std::lock_guard lock(mu_);
   queue_.push_back(std::move(item));
   return ticket;
+}
+
+// The log's thread is woken by the first line posted since its last batch: lines posted while it
+// writes ride in its next one (a burst's run_starts in a few write(2)s, not one each).
+void TrajectoryLog::post(const std::filesystem::path& root, const std::string& day,
+                         const std::string& run_id, std::string line, std::size_t segment_bytes) {
+  if (in_forked_child()) return;
+  Item item = item_of(root, day, run_id, std::move(line), segment_bytes, nullptr);
+  bool wake = false;
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(item));
+    wake = !std::exchange(posted_, true);
+  }
+  if (wake) prepare_work_.notify_one();
+}
+
+TrajectoryLog::Item TrajectoryLog::item_of(const std::filesystem::path& root,
+                                           const std::string& day, const std::string& run_id,
+                                           std::string line, std::size_t segment_bytes,
+                                           std::shared_ptr<Ticket> ticket) const {
+  return Item{root.string() + '\0' + day, root / day, run_id, std::move(line), segment_bytes,
+              std::move(ticket)};
 }
 
 // Takes the writer, writes what is queued (and any pending segment creations), gives it back.
@@ -69,6 +93,7 @@ void TrajectoryLog::write_queued(std::unique_lock<std::mutex>& lock) {
   batch.insert(batch.end(), std::make_move_iterator(queue_.begin()),
                std::make_move_iterator(queue_.end()));
   queue_.clear();
+  posted_ = false;  // every posted line is in this batch
   lock.unlock();
   writer_->write_batch(batch);
   lock.lock();
@@ -109,17 +134,18 @@ void TrajectoryLog::prepare(const std::filesystem::path& root, const std::string
 }
 
 // Segment files are made here, off the runs' threads, so a run's first event finds its day's
-// segment made (or rides in the batch that makes it).
+// segment made (or rides in the batch that makes it); posted lines are written here too. At the
+// end, what is still queued is written before the thread goes.
 void TrajectoryLog::prepare_loop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    prepare_work_.wait(lock, [&] { return stop_ || !prepares_.empty(); });
-    if (stop_) return;
+    prepare_work_.wait(lock, [&] { return stop_ || !prepares_.empty() || posted_; });
     if (writing_) {
-      done_.wait(lock);  // the batch being written takes the pending creations, or the next does
+      done_.wait(lock);  // the batch being written takes the pending work, or the next does
       continue;
     }
-    write_queued(lock);
+    if (!prepares_.empty() || !queue_.empty()) write_queued(lock);
+    if (stop_) return;
   }
 }
 

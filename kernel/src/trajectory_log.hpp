@@ -48,6 +48,10 @@ class TrajectoryLog {
   // written writes everything queued so far (its own and other runs' events); the others wait for
   // it and ride along. False when the write failed.
   bool wait(const Ticket& ticket);
+  // Queues one event line like enqueue, with no ticket: the log's own thread writes it (with
+  // whatever else is queued by then) unless a waiter's batch takes it first. Does not wait.
+  void post(const std::filesystem::path& root, const std::string& day, const std::string& run_id,
+            std::string line, std::size_t segment_bytes);
   // Makes `<root>/<day>/`'s segment exist ahead of the run's first event, on the log's own
   // thread; does not wait. Once per folder and day: later runs find it made (a write makes a
   // segment anyway when there is none, a removed folder included).
@@ -60,6 +64,8 @@ class TrajectoryLog {
   TrajectoryLog();
   void write_queued(std::unique_lock<std::mutex>& lock);
   void prepare_loop();
+  Item item_of(const std::filesystem::path& root, const std::string& day, const std::string& run_id,
+               std::string line, std::size_t segment_bytes, std::shared_ptr<Ticket> ticket) const;
 
   std::mutex mu_;
   std::condition_variable done_, prepare_work_;
@@ -68,6 +74,7 @@ class TrajectoryLog {
   std::string prepared_day_;        // the day of prepared_'s folders
   std::set<std::string> prepared_;  // folders (root '\0' day) prepared that day
   bool writing_ = false;            // a thread holds the writer and is writing a batch
+  bool posted_ = false;             // queue_ holds a posted line no waiter will write
   bool stop_ = false;
   std::unique_ptr<SegmentWriter> writer_;
   std::mutex ids_mu_;

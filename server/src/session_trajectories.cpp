@@ -23,6 +23,10 @@ class SessionTrajectory final : public Trajectory {
     if (type == "run_start" && fields.is_object()) fields["session_id"] = session_;
     inner_->record(type, std::move(fields));
   }
+  void record_soon(std::string_view type, Json fields) override {
+    if (type == "run_start" && fields.is_object()) fields["session_id"] = session_;
+    inner_->record_soon(type, std::move(fields));
+  }
 
  private:
   std::shared_ptr<Trajectory> inner_;

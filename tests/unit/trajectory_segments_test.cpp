@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -98,6 +99,45 @@ TEST(TrajectorySegments, ConcurrentRunsInterleaveInOneSegmentAndReadBackApart) {
   ASSERT_TRUE(listed) << listed.error().describe();
   ASSERT_EQ(listed->size(), static_cast<std::size_t>(kRuns));
   for (const auto& s : *listed) EXPECT_EQ(s.events, static_cast<std::size_t>(kEvents));
+}
+
+// record_soon (a run's run_start in serve) does not wait: the log's own thread writes the line,
+// and a later record() of any run returns only once every line posted before it is written, in
+// each run's order.
+TEST(TrajectorySegments, APostedEventIsWrittenByTheLogAndBeforeEveryLaterRecord) {
+  TempDir dir;
+  constexpr int kRuns = 16;
+  std::vector<std::shared_ptr<kernex::Trajectory>> runs;
+  for (int r = 0; r < kRuns; ++r) runs.push_back(open_run(dir.path()));
+  std::vector<std::thread> threads;
+  std::atomic<int> missing{0};
+  for (int r = 0; r < kRuns; ++r) {
+    threads.emplace_back([&, r] {
+      runs[r]->record_soon("run_start", {{"run", r}});
+      runs[r]->record("tool_call", {{"run", r}});
+      // Acknowledged by record(): both lines are in the file now, whoever wrote the first.
+      auto events = kernex::read_trajectory(dir.path(), runs[r]->run_id());
+      if (!events || events->size() != 2 || (*events)[0]["type"] != "run_start" ||
+          (*events)[0]["seq"] != 0 || (*events)[1]["seq"] != 1)
+        ++missing;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(missing.load(), 0);
+
+  // Posted alone, nothing after it: the log's thread writes it (bounded wait for its write).
+  auto alone = open_run(dir.path());
+  alone->record_soon("run_start", {{"alone", true}});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::vector<Json> events;
+  for (;;) {
+    auto read = kernex::read_trajectory(dir.path(), alone->run_id());  // unknown until written
+    if (read && !read->empty()) events = *read;
+    if (!events.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(events.size(), 1u) << "a posted line was never written";
+  EXPECT_EQ(events[0]["alone"], true);
 }
 
 TEST(TrajectorySegments, LookupByIdPrefixAndLastBesideOlderPerRunFiles) {

@@ -33,6 +33,12 @@ class Trajectory {
   // Appends one event. Thread-safe (batched sub-calls record concurrently); never throws: a
   // write failure is logged once and the run goes on.
   virtual void record(std::string_view type, Json fields) = 0;
+  // Appends one event without waiting for its write: the process's trajectory writer writes it
+  // soon (batched with other runs'), and a later record() of the run returns only once this one
+  // is written too (a run's events keep their order). For an event nothing has been told of yet,
+  // a run's run_start: a kill -9 in the moment before the writer gets to it loses it, which
+  // record() never does. The default is record().
+  virtual void record_soon(std::string_view type, Json fields) { record(type, std::move(fields)); }
 };
 
 // Creates `<dir>/<run_id>.jsonl` (and `dir`), run ids sort by start time:
