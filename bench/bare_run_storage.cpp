@@ -41,6 +41,10 @@ constexpr const char* kContextReads[] = {
     "?2 AND sender_id = ?1 AND project = '' ORDER BY recency DESC LIMIT 10",
     "SELECT sender_id, domain, score, lesson, source, project, created_at FROM outcomes WHERE "
     "tenant = ?2 AND sender_id = ?1 ORDER BY id DESC LIMIT 15",
+    "SELECT id, channel, sender_id, reply_target, description, due_at, repeat, task_type, "
+    "project, max_retries, status, retry_count, last_error, claimed_by, lease_until, created_at "
+    "FROM scheduled_tasks WHERE tenant = ?2 AND sender_id = ?1 AND status = 'pending' ORDER BY "
+    "due_at, rowid",
 };
 
 sqlite3* open_db(const std::filesystem::path& file, int flags) {

@@ -1,8 +1,9 @@
 // The storage a durable run start cannot do without, bare: what issue 37 names as a run's floor
 // beside relaying ("one context build plus its share of one batched, fsynced commit"), for the
 // bare proxy's durable mode (bare_proxy.hpp). Per run:
-//   1. the context build's reads: the six statements kernex's SQLite memory runs for a new
-//      session (its conversation, the recall check, summaries, facts, lessons, outcomes), in one
+//   1. the context build's reads: the seven statements kernex's SQLite memory runs for a new
+//      session (its conversation, the recall check, summaries, facts, lessons, outcomes, pending
+//      tasks), in one
 //      read transaction on the request thread's own read connection, against a kernex memory
 //      database;
 //   2. the run's row (inserted running), queued to one writer thread that commits what is

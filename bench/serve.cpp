@@ -423,7 +423,7 @@ Ttft proxy_burst(const Args& a, const fs::path& dir, const kb::FakeLlm& llm, boo
   std::vector<std::string> args = {"--bare-proxy", std::to_string(llm.port())};
   if (durable) {
     std::printf(
-        "  durable floor (the bare proxy, plus per run the six context reads of kernex's SQLite "
+        "  durable floor (the bare proxy, plus per run the seven context reads of kernex's SQLite "
         "memory for a new session in one read transaction, and the run's row and status in one "
         "batched commit, synchronous=FULL, before the head):\n");
     args.insert(args.end(), {"--durable", (dir / "data" / "memory.db").string(),
