@@ -3,9 +3,8 @@
 // bare proxy's durable mode (bare_proxy.hpp). Per run:
 //   1. the context build's reads: the seven statements kernex's SQLite memory runs for a new
 //      session (its conversation, the recall check, summaries, facts, lessons, outcomes, pending
-//      tasks), in one
-//      read transaction on the request thread's own read connection, against a kernex memory
-//      database;
+//      tasks), in one read transaction on the request thread's own read connection, against a
+//      kernex memory database;
 //   2. the run's row (inserted running), queued to one writer thread that commits what is
 //      queued in one transaction per batch (WAL, synchronous=FULL: an fsync a batch) and then
 //      calls each run's `committed`.
