@@ -58,8 +58,8 @@ class SegmentTrajectory final : public Trajectory {
     }
   }
 
-  // A failed write of a posted line is reported with the next record() of the run that shares
-  // its batch, or not at all: nothing waits for it.
+  // Nothing waits for a posted line: a failed write of it is logged by the writer, not reported
+  // to the run.
   void record_soon(std::string_view type, Json fields) override {
     try {
       std::lock_guard lock(mu_);

@@ -58,6 +58,7 @@ std::shared_ptr<TrajectoryLog::Ticket> TrajectoryLog::enqueue(const std::filesys
   Item item = item_of(root, day, run_id, std::move(line), segment_bytes, ticket);
   std::lock_guard lock(mu_);
   queue_.push_back(std::move(item));
+  ++queued_;
   return ticket;
 }
 
@@ -71,6 +72,7 @@ void TrajectoryLog::post(const std::filesystem::path& root, const std::string& d
   {
     std::lock_guard lock(mu_);
     queue_.push_back(std::move(item));
+    ++queued_;
     wake = !std::exchange(posted_, true);
   }
   if (wake) prepare_work_.notify_one();
@@ -94,13 +96,28 @@ void TrajectoryLog::write_queued(std::unique_lock<std::mutex>& lock) {
                std::make_move_iterator(queue_.end()));
   queue_.clear();
   posted_ = false;  // every posted line is in this batch
+  const std::uint64_t through = queued_;
   lock.unlock();
   writer_->write_batch(batch);
   lock.lock();
+  written_ = through;  // batches are written one at a time, each taking all that was queued
   for (auto& item : batch)
     if (item.ticket) item.ticket->done = true;
   writing_ = false;
   done_.notify_all();
+}
+
+void TrajectoryLog::flush() {
+  if (in_forked_child()) return;
+  std::unique_lock lock(mu_);
+  const std::uint64_t target = queued_;
+  while (written_ < target) {
+    if (writing_) {
+      done_.wait(lock);
+    } else {
+      write_queued(lock);
+    }
+  }
 }
 
 bool TrajectoryLog::wait(const Ticket& ticket) {
@@ -144,7 +161,10 @@ void TrajectoryLog::prepare_loop() {
       done_.wait(lock);  // the batch being written takes the pending work, or the next does
       continue;
     }
-    if (!prepares_.empty() || !queue_.empty()) write_queued(lock);
+    if (!prepares_.empty() || !queue_.empty()) {
+      write_queued(lock);
+      continue;  // what was posted meanwhile (at the end too: nothing queued is left behind)
+    }
     if (stop_) return;
   }
 }
@@ -165,3 +185,9 @@ std::string TrajectoryLog::new_run_id() {
 }
 
 }  // namespace kernex::detail
+
+namespace kernex {
+
+void flush_trajectories() { detail::TrajectoryLog::instance().flush(); }
+
+}  // namespace kernex

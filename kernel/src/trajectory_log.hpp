@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <filesystem>
 #include <memory>
@@ -52,6 +53,8 @@ class TrajectoryLog {
   // whatever else is queued by then) unless a waiter's batch takes it first. Does not wait.
   void post(const std::filesystem::path& root, const std::string& day, const std::string& run_id,
             std::string line, std::size_t segment_bytes);
+  // Returns once every line queued before the call is written (kernex::flush_trajectories).
+  void flush();
   // Makes `<root>/<day>/`'s segment exist ahead of the run's first event, on the log's own
   // thread; does not wait. Once per folder and day: later runs find it made (a write makes a
   // segment anyway when there is none, a removed folder included).
@@ -75,6 +78,8 @@ class TrajectoryLog {
   std::set<std::string> prepared_;  // folders (root '\0' day) prepared that day
   bool writing_ = false;            // a thread holds the writer and is writing a batch
   bool posted_ = false;             // queue_ holds a posted line no waiter will write
+  std::uint64_t queued_ = 0;        // lines queued since the start
+  std::uint64_t written_ = 0;       // of them, the first this many are written (batches in order)
   bool stop_ = false;
   std::unique_ptr<SegmentWriter> writer_;
   std::mutex ids_mu_;

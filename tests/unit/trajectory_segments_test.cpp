@@ -46,6 +46,19 @@ const bool kChild = [] {
   }
 }();
 
+// Child mode: post one run_start under KERNEX_TRAJ_POST_DIR, tell the parent its run id on fd 3,
+// and exit at once: the log's end writes what is still queued.
+const bool kPostChild = [] {
+  const char* dir = std::getenv("KERNEX_TRAJ_POST_DIR");
+  if (dir == nullptr) return false;
+  auto t = kernex::open_trajectory_segmented(dir, 1 << 20, 1 << 20);
+  if (!t) _exit(2);
+  (*t)->record_soon("run_start", {{"posted", true}});
+  const std::string id = (*t)->run_id() + "\n";
+  if (::write(3, id.data(), id.size()) != static_cast<ssize_t>(id.size())) _exit(3);
+  std::exit(0);
+}();
+
 std::vector<fs::path> files_in(const fs::path& dir, const std::string& ext) {
   std::vector<fs::path> out;
   for (const auto& e : fs::recursive_directory_iterator(dir))
@@ -101,6 +114,18 @@ TEST(TrajectorySegments, ConcurrentRunsInterleaveInOneSegmentAndReadBackApart) {
   for (const auto& s : *listed) EXPECT_EQ(s.events, static_cast<std::size_t>(kEvents));
 }
 
+// A run's events once its posted lines are written by the log's thread (a bounded wait for that
+// write, polled: nothing else signals it).
+std::vector<Json> posted_events(const fs::path& dir, const std::string& run) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    auto read = kernex::read_trajectory(dir, run);  // no such run until its line is written
+    if ((read && !read->empty()) || std::chrono::steady_clock::now() >= deadline)
+      return read ? *read : std::vector<Json>{};
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 // record_soon (a run's run_start in serve) does not wait: the log's own thread writes the line,
 // and a later record() of any run returns only once every line posted before it is written, in
 // each run's order.
@@ -125,19 +150,58 @@ TEST(TrajectorySegments, APostedEventIsWrittenByTheLogAndBeforeEveryLaterRecord)
   for (auto& t : threads) t.join();
   EXPECT_EQ(missing.load(), 0);
 
-  // Posted alone, nothing after it: the log's thread writes it (bounded wait for its write).
+  // Posted alone, nothing after it: the log's thread writes it.
   auto alone = open_run(dir.path());
   alone->record_soon("run_start", {{"alone", true}});
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  std::vector<Json> events;
-  for (;;) {
-    auto read = kernex::read_trajectory(dir.path(), alone->run_id());  // unknown until written
-    if (read && !read->empty()) events = *read;
-    if (!events.empty() || std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::yield();
-  }
+  const auto events = posted_events(dir.path(), alone->run_id());
   ASSERT_EQ(events.size(), 1u) << "a posted line was never written";
   EXPECT_EQ(events[0]["alone"], true);
+}
+
+// Lines posted while another run's records keep the writer busy batch after batch: none is left
+// in the queue once the busy run stops.
+TEST(TrajectorySegments, LinesPostedDuringOtherRunsBatchesAreAllWritten) {
+  TempDir dir;
+  auto busy = open_run(dir.path());
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int i = 0; !stop; ++i) busy->record("tool_call", {{"i", i}});
+  });
+  std::vector<std::shared_ptr<kernex::Trajectory>> posted;
+  for (int r = 0; r < 200; ++r) {
+    posted.push_back(open_run(dir.path()));
+    posted.back()->record_soon("run_start", {{"r", r}});
+  }
+  stop = true;
+  writer.join();
+  for (const auto& t : posted) ASSERT_EQ(posted_events(dir.path(), t->run_id()).size(), 1u);
+}
+
+// flush_trajectories (a forget calls it before cutting runs out) returns with every posted line
+// in the file, and a forget finds a run by its posted run_start.
+TEST(TrajectorySegments, AFlushWritesEveryPostedLineAndAForgetFindsThem) {
+  TempDir dir;
+  std::vector<std::shared_ptr<kernex::Trajectory>> posted;
+  for (int r = 0; r < 100; ++r) {
+    posted.push_back(open_run(dir.path()));
+    posted.back()->record_soon("run_start", {{"session_id", r % 2 ? "odd" : "even"}});
+  }
+  kernex::flush_trajectories();
+  for (const auto& t : posted) {
+    auto events = kernex::read_trajectory(dir.path(), t->run_id());
+    ASSERT_TRUE(events && events->size() == 1u) << t->run_id();
+  }
+  auto more = open_run(dir.path());
+  more->record_soon("run_start", {{"session_id", "odd"}});
+  std::size_t cut = 0;
+  for (const auto& day : fs::directory_iterator(dir.path())) {
+    auto removed = kernex::remove_day_runs(
+        day.path(), [](const Json& start) { return start.value("session_id", "") == "odd"; });
+    ASSERT_TRUE(removed) << removed.error().describe();
+    cut += *removed;
+  }
+  EXPECT_EQ(cut, 51u) << "the run posted just before the forget is cut too";
+  EXPECT_FALSE(kernex::read_trajectory(dir.path(), more->run_id()));
 }
 
 TEST(TrajectorySegments, LookupByIdPrefixAndLastBesideOlderPerRunFiles) {
@@ -203,12 +267,13 @@ TEST(TrajectorySegments, RollsOverAtTheSizeLimitAndARunReadsBackAcrossSegments) 
 }
 
 // Starts this test binary in child mode; returns its pid and the read end of its fd 3.
-std::pair<pid_t, int> spawn_writer(const fs::path& dir) {
+std::pair<pid_t, int> spawn_writer(const fs::path& dir,
+                                   const std::string& mode = "KERNEX_TRAJ_CHILD_DIR") {
   int fds[2];
   EXPECT_EQ(::pipe(fds), 0);
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-  env_strings.push_back("KERNEX_TRAJ_CHILD_DIR=" + dir.string());
+  env_strings.push_back(mode + "=" + dir.string());
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -275,6 +340,22 @@ TEST(TrajectorySegments, KillNineLosesNoAcknowledgedEventAndATornTailIsSkipped) 
 
 // A child forked without exec may have been copied while another thread held the log's lock:
 // there record() returns at once and writes nothing, and the parent's log goes on.
+// A process that exits right after posting (a `kernex run` that failed before its next event):
+// the log's end writes the line.
+TEST(TrajectorySegments, APostedLineIsWrittenWhenTheProcessExits) {
+  TempDir dir;
+  auto [pid, fd] = spawn_writer(dir.path(), "KERNEX_TRAJ_POST_DIR");
+  char id_buf[24] = {};
+  ASSERT_TRUE(read_exact(fd, id_buf, 24)) << "the child did not start";
+  ::close(fd);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const auto events = events_of(dir.path(), std::string(id_buf, 23));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["posted"], true);
+}
+
 TEST(TrajectorySegments, AForkedChildWritesNothingAndNeverHangs) {
   TempDir dir;
   auto t = open_run(dir.path());

@@ -315,6 +315,10 @@ namespace kernex {
 
 Result<std::size_t> remove_day_runs(const std::filesystem::path& day_dir,
                                     const std::function<bool(const Json&)>& match) {
+  // This process's queued lines first: a run's run_start is posted, not waited for, and a run the
+  // match names must be found by it (an ended run's line, written after the cut, would outlive
+  // its forget).
+  flush_trajectories();
   // A live writer (kernex serve) appends under the shared lock: none appends between the read of a
   // segment and the rename of its rewrite over it.
   KERNEX_ASSIGN_OR_RETURN(auto locked, FileLock::take(day_dir / kTrajectoryDayLock));

@@ -36,6 +36,11 @@ inline constexpr std::size_t kTrajectorySegmentBytes = std::size_t{64} << 20;
 inline constexpr std::uint64_t kMaxTrajectorySegment = 999'999'999'999;  // 12 digits
 inline constexpr std::string_view kTrajectoryDayLock = ".lock";
 
+// Returns once every trajectory line this process queued before the call (a run_start posted with
+// record_soon included) is written: for whoever is about to read or rewrite the segments and must
+// find all of them (a forget cutting a session's runs out).
+void flush_trajectories();
+
 // open_trajectory with a segment size limit of its own (tests and benches roll over early).
 Result<std::shared_ptr<Trajectory>> open_trajectory_segmented(const std::filesystem::path& dir,
                                                               std::size_t field_cap,
