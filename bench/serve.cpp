@@ -424,8 +424,9 @@ Ttft proxy_burst(const Args& a, const fs::path& dir, const kb::FakeLlm& llm, boo
   if (durable) {
     std::printf(
         "  durable floor (the bare proxy, plus per run the seven context reads of kernex's SQLite "
-        "memory for a new session in one read transaction, and the run's row and status in one "
-        "batched commit, synchronous=FULL, before the head):\n");
+        "memory for a new session in one read transaction, and the run's row in one batched "
+        "commit, "
+        "synchronous=FULL, before the head):\n");
     args.insert(args.end(), {"--durable", (dir / "data" / "memory.db").string(),
                              (dir / "floor-runs.db").string()});
   } else {

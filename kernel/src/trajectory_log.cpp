@@ -23,6 +23,13 @@ std::atomic<bool> forked{false};
 
 bool in_forked_child() { return forked.load(std::memory_order_relaxed); }
 
+TrajectoryLog::Item item_of(const std::filesystem::path& root, const std::string& day,
+                            const std::string& run_id, std::string line, std::size_t segment_bytes,
+                            std::shared_ptr<TrajectoryLog::Ticket> ticket) {
+  return {root.string() + '\0' + day, root / day, run_id, std::move(line), segment_bytes,
+          std::move(ticket)};
+}
+
 }  // namespace
 
 TrajectoryLog& TrajectoryLog::instance() {
@@ -78,14 +85,6 @@ void TrajectoryLog::post(const std::filesystem::path& root, const std::string& d
   if (wake) prepare_work_.notify_one();
 }
 
-TrajectoryLog::Item TrajectoryLog::item_of(const std::filesystem::path& root,
-                                           const std::string& day, const std::string& run_id,
-                                           std::string line, std::size_t segment_bytes,
-                                           std::shared_ptr<Ticket> ticket) const {
-  return Item{root.string() + '\0' + day, root / day, run_id, std::move(line), segment_bytes,
-              std::move(ticket)};
-}
-
 // Takes the writer, writes what is queued (and any pending segment creations), gives it back.
 // Called and returns with `lock` held.
 void TrajectoryLog::write_queued(std::unique_lock<std::mutex>& lock) {
@@ -111,25 +110,13 @@ void TrajectoryLog::flush() {
   if (in_forked_child()) return;
   std::unique_lock lock(mu_);
   const std::uint64_t target = queued_;
-  while (written_ < target) {
-    if (writing_) {
-      done_.wait(lock);
-    } else {
-      write_queued(lock);
-    }
-  }
+  write_until(lock, [&] { return written_ >= target; });
 }
 
 bool TrajectoryLog::wait(const Ticket& ticket) {
   if (in_forked_child()) return ticket.ok;
   std::unique_lock lock(mu_);
-  while (!ticket.done) {
-    if (writing_) {
-      done_.wait(lock);
-    } else {
-      write_queued(lock);
-    }
-  }
+  write_until(lock, [&] { return ticket.done; });
   return ticket.ok;
 }
 

@@ -67,8 +67,18 @@ class TrajectoryLog {
   TrajectoryLog();
   void write_queued(std::unique_lock<std::mutex>& lock);
   void prepare_loop();
-  Item item_of(const std::filesystem::path& root, const std::string& day, const std::string& run_id,
-               std::string line, std::size_t segment_bytes, std::shared_ptr<Ticket> ticket) const;
+  // Until `done()`: waits for the batch being written, or writes what is queued itself. Called
+  // and returns with `lock` held.
+  template <class Done>
+  void write_until(std::unique_lock<std::mutex>& lock, Done done) {
+    while (!done()) {
+      if (writing_) {
+        done_.wait(lock);
+      } else {
+        write_queued(lock);
+      }
+    }
+  }
 
   std::mutex mu_;
   std::condition_variable done_, prepare_work_;

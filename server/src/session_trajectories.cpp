@@ -20,15 +20,18 @@ class SessionTrajectory final : public Trajectory {
       : inner_(std::move(inner)), session_(std::move(session)) {}
   const std::string& run_id() const override { return inner_->run_id(); }
   void record(std::string_view type, Json fields) override {
-    if (type == "run_start" && fields.is_object()) fields["session_id"] = session_;
-    inner_->record(type, std::move(fields));
+    inner_->record(type, labelled(type, std::move(fields)));
   }
   void record_soon(std::string_view type, Json fields) override {
-    if (type == "run_start" && fields.is_object()) fields["session_id"] = session_;
-    inner_->record_soon(type, std::move(fields));
+    inner_->record_soon(type, labelled(type, std::move(fields)));
   }
 
  private:
+  Json labelled(std::string_view type, Json fields) const {
+    if (type == "run_start" && fields.is_object()) fields["session_id"] = session_;
+    return fields;
+  }
+
   std::shared_ptr<Trajectory> inner_;
   std::string session_;
 };
